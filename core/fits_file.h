@@ -1,0 +1,111 @@
+// RAII wrapper around a CFITSIO handle. Every error names the file (and HDU where
+// relevant) so that a malformed input is reported, never crashed on.
+#ifndef SPEXD_CORE_FITS_FILE_H_
+#define SPEXD_CORE_FITS_FILE_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include "absl/strings/string_view.h"
+#include <vector>
+
+#include <fitsio.h>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+
+namespace spexd::core {
+
+class FitsFile {
+ public:
+  // Opens an existing file read-only. CFITSIO decompresses .gz transparently.
+  static absl::StatusOr<FitsFile> OpenRead(const std::string& path);
+  // Opens a FITS image held in memory (e.g. an uploaded file). The bytes are copied,
+  // so `data` need not outlive the FitsFile. `display_name` is used in error messages.
+  static absl::StatusOr<FitsFile> OpenMemory(const void* data, std::size_t size,
+                                             std::string display_name);
+  // Creates a new file at `path`, replacing any existing file.
+  static absl::StatusOr<FitsFile> Create(const std::string& path);
+  // Creates a new, empty FITS file in memory; see TakeMemory().
+  static absl::StatusOr<FitsFile> CreateMemory(std::string display_name);
+
+  FitsFile(FitsFile&& other) noexcept;
+  FitsFile& operator=(FitsFile&& other) noexcept;
+  FitsFile(const FitsFile&) = delete;
+  FitsFile& operator=(const FitsFile&) = delete;
+  ~FitsFile();
+
+  // Flushes and closes; reports a write error that the destructor would swallow.
+  absl::Status Close();
+
+  fitsfile* get() const { return fptr_; }
+  const std::string& name() const { return name_; }
+
+  // Moves to the HDU with this EXTNAME (any HDU type). NOT_FOUND if absent.
+  absl::Status MoveToHdu(absl::string_view extname);
+  bool HasHdu(absl::string_view extname);
+  // Number of HDUs in the file.
+  absl::StatusOr<int> NumHdus();
+  absl::Status MoveToHduIndex(int index0);
+
+  // Keywords of the current HDU. ReadX return NOT_FOUND for a missing key,
+  // INVALID_ARGUMENT when present but not convertible.
+  absl::StatusOr<double> ReadDouble(const char* key);
+  absl::StatusOr<long> ReadLong(const char* key);
+  absl::StatusOr<std::string> ReadString(const char* key);
+  std::optional<double> ReadOptionalDouble(const char* key);
+  std::optional<std::string> ReadOptionalString(const char* key);
+
+  // Image of the current HDU: axis lengths in FITS order (NAXIS1 first) and the
+  // equivalent BITPIX (after BSCALE/BZERO), e.g. USHORT_IMG for int16 + BZERO 32768.
+  struct ImageInfo {
+    std::vector<long> naxes;
+    int equiv_bitpix = 0;
+  };
+  absl::StatusOr<ImageInfo> GetImageInfo();
+  // Reads the whole image of the current HDU converted to T (double, float, int32_t,
+  // uint16_t, int16_t, uint8_t). Row-major with NAXIS1 fastest.
+  template <typename T>
+  absl::StatusOr<std::vector<T>> ReadImage();
+
+  // The header cards of the current HDU (80-character records), without the
+  // structural ones (SIMPLE, XTENSION, BITPIX, NAXISn, EXTEND, PCOUNT, GCOUNT,
+  // TFIELDS, TTYPEn/TFORMn/TDIMn..., ZIMAGE/Z* compression cards, CHECKSUM, DATASUM, END).
+  absl::StatusOr<std::vector<std::string>> ReadUserCards();
+
+  // Appends a new image HDU with EXTNAME (the primary HDU if the file is empty).
+  // T is double, float, int32_t, uint32_t, int16_t, int64_t or uint8_t.
+  template <typename T>
+  absl::Status WriteImage(absl::string_view extname, const std::vector<long>& naxes,
+                          const T* data);
+  // Writes raw header cards into the current HDU (skipping any that conflict with
+  // structural keywords or EXTNAME).
+  absl::Status WriteCards(const std::vector<std::string>& cards);
+  absl::Status WriteKey(const char* key, const std::string& value, const char* comment);
+  absl::Status WriteKey(const char* key, double value, const char* comment);
+  absl::Status WriteKey(const char* key, long value, const char* comment);
+
+  // For files made by CreateMemory: closes the file and returns its bytes.
+  absl::StatusOr<std::string> TakeMemory();
+
+  // A status for a failing CFITSIO call: "<file>[<hdu>]: <what>: <cfitsio text>".
+  absl::Status Error(int cfitsio_status, absl::string_view what) const;
+  // A status with a message that names the file and current HDU.
+  absl::Status Invalid(absl::string_view what) const;
+
+ private:
+  FitsFile(fitsfile* fptr, std::string name);
+  std::string CurrentHduName() const;
+
+  fitsfile* fptr_ = nullptr;
+  std::string name_;
+  // Memory files: CFITSIO owns a realloc()able buffer through these.
+  struct MemBuffer;
+  MemBuffer* mem_ = nullptr;
+};
+
+}  // namespace spexd::core
+
+#endif  // SPEXD_CORE_FITS_FILE_H_

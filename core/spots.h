@@ -1,0 +1,43 @@
+// Pixel-integrated PSF stamps ("spots") and their corner pixels: extraction-spec §1.4.
+#ifndef SPEXD_CORE_SPOTS_H_
+#define SPEXD_CORE_SPOTS_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "core/psf.h"
+
+namespace spexd::core {
+
+// Spots of `nfibers` consecutive fibres starting at `fiber_begin` on `nwave` wavelengths.
+struct Spots {
+  int fiber_begin = 0;
+  int nfibers = 0;
+  int nwave = 0;
+  int ny = 0;  // 2*hsizey+1 stamp rows
+  int nx = 0;  // 2*hsizex+1 stamp columns
+  std::vector<double> values;  // [nfibers][nwave][ny][nx], normalised stamps
+  std::vector<int32_t> xc;     // [nfibers][nwave] lower-left corner column
+  std::vector<int32_t> yc;     // [nfibers][nwave] lower-left corner row
+
+  const double* stamp(int f, int w) const {
+    return values.data() + (static_cast<std::size_t>(f) * nwave + w) * ny * nx;
+  }
+  int32_t corner_x(int f, int w) const { return xc[static_cast<std::size_t>(f) * nwave + w]; }
+  int32_t corner_y(int f, int w) const { return yc[static_cast<std::size_t>(f) * nwave + w]; }
+};
+
+// Evaluates the spots of fibres [fiber_begin, fiber_begin + nfibers) on `waves`.
+// Pure function of its inputs; cost is linear in nfibers*waves.size(). Callers keep the
+// result for the lifetime of a (PSF, grid) pair.
+Spots EvaluateSpots(const Psf& psf, int fiber_begin, int nfibers,
+                    const std::vector<double>& waves);
+
+// One stamp (helper for EvaluateSpots, exposed for tests and the simulator):
+// writes ny*nx values into `stamp` and returns the corner.
+void EvaluateSpot(const Psf& psf, int fiber, double wave, double* stamp, int32_t* xc,
+                  int32_t* yc);
+
+}  // namespace spexd::core
+
+#endif  // SPEXD_CORE_SPOTS_H_

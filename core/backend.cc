@@ -1,0 +1,44 @@
+#include "core/backend.h"
+
+#include "absl/strings/str_cat.h"
+#include "core/cpu_backend.h"
+#include "core/cuda_module_loader.h"
+
+namespace spexd::core {
+
+absl::Status ValidateJob(const ExtractionJob& job) {
+  if (job.geometry == nullptr) return absl::InvalidArgumentError("job has no geometry");
+  if (job.image == nullptr) return absl::InvalidArgumentError("job has no image");
+  const PatchPlan& plan = job.geometry->plan();
+  if (job.image->height != plan.image_height || job.image->width != plan.image_width) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "image is ", job.image->height, " x ", job.image->width, " but the geometry was planned for ",
+        plan.image_height, " x ", plan.image_width));
+  }
+  const std::size_t npix = static_cast<std::size_t>(plan.image_height) * plan.image_width;
+  if (job.image->image.size() != npix || job.image->ivar.size() != npix) {
+    return absl::InvalidArgumentError("image or ivar array does not match the image shape");
+  }
+  int prev = -1;
+  for (int b : job.bundles) {
+    if (b < 0 || b >= plan.nbundles) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("bundle ", b, " is outside [0, ", plan.nbundles, ")"));
+    }
+    if (b <= prev) return absl::InvalidArgumentError("bundles must be ascending and unique");
+    prev = b;
+  }
+  if (!(job.psferr >= 0) || !(job.regularize >= 0)) {
+    return absl::InvalidArgumentError("psferr and regularize must be >= 0");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const BackendOptions& options) {
+  if (options.kind == "cpu") return CreateCpuBackend(options.threads);
+  if (options.kind == "cuda") return LoadCudaBackend(options);
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown backend '", options.kind, "' (expected cpu or cuda)"));
+}
+
+}  // namespace spexd::core

@@ -1,0 +1,74 @@
+// The extraction backend interface (CPU here, CUDA in cuda/) and its factory.
+#ifndef SPEXD_CORE_BACKEND_H_
+#define SPEXD_CORE_BACKEND_H_
+
+#include <atomic>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/extraction_params.h"
+#include "core/extraction_result.h"
+#include "core/geometry.h"
+#include "core/preproc.h"
+
+namespace spexd::core {
+
+struct ExtractionJob {
+  std::shared_ptr<const Geometry> geometry;
+  const PreprocImage* image = nullptr;  // must match the geometry's image shape
+  // Per-request settings (geometry-independent).
+  double regularize = 0.0;
+  double psferr = 0.01;
+  bool want_model = false;
+  // Bundles to extract (plan indices, ascending); empty means all.
+  std::vector<int> bundles;
+  // Checked between bundles: when set, Extract stops with CANCELLED.
+  const std::atomic<bool>* cancel = nullptr;
+};
+
+struct ExtractionSummary {
+  PatchCounts counts;
+  double seconds = 0;
+  std::map<std::string, double> stage_seconds;  // where the time went
+};
+
+// Receives each finished bundle, in ascending bundle order. Returning an error stops
+// the extraction with that error.
+using BundleSink = std::function<absl::Status(BundleResult&& bundle)>;
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;
+  // Extracts the job's bundles. Results are in photons per bin (FinalizeBundle is the
+  // caller's). Returns INVALID_ARGUMENT for a job that does not fit the geometry,
+  // CANCELLED when job.cancel was set, INTERNAL for a device failure.
+  virtual absl::StatusOr<ExtractionSummary> Extract(const ExtractionJob& job,
+                                                    const BundleSink& sink) = 0;
+  // False after an unrecoverable (sticky) device error.
+  virtual bool healthy() const { return true; }
+  // Human-readable description (device name, threads, memory).
+  virtual std::string description() const { return name(); }
+};
+
+struct BackendOptions {
+  std::string kind = "cpu";  // "cpu" or "cuda"
+  int threads = 0;           // CPU threads; 0 = all cores
+  int device = 0;            // CUDA device ordinal
+  std::string cuda_module;   // path of the CUDA module; "" = next to the executable
+};
+
+// Creates a backend. For "cuda" the module is dlopen()ed (toolchain.md §4.1); UNAVAILABLE
+// with the reason when the module, the driver or a device is missing.
+absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const BackendOptions& options);
+
+// Validates a job against its geometry (shared by every backend).
+absl::Status ValidateJob(const ExtractionJob& job);
+
+}  // namespace spexd::core
+
+#endif  // SPEXD_CORE_BACKEND_H_

@@ -1,0 +1,149 @@
+#include "core/cpu_backend.h"
+
+#include <algorithm>
+#include <cmath>
+#include <atomic>
+#include <chrono>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "core/lapack.h"
+#include "core/patch_extractor.h"
+#include "core/status_macros.h"
+
+namespace spexd::core {
+namespace {
+
+double Now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+class CpuBackend : public Backend {
+ public:
+  explicit CpuBackend(int threads) : threads_(threads) {
+    if (threads_ <= 0) threads_ = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    UseSingleThreadedBlas();
+  }
+  std::string name() const override { return "cpu"; }
+  std::string description() const override { return absl::StrCat("cpu (", threads_, " threads)"); }
+
+  absl::StatusOr<ExtractionSummary> Extract(const ExtractionJob& job,
+                                            const BundleSink& sink) override {
+    SPEXD_RETURN_IF_ERROR(ValidateJob(job));
+    const Geometry& geo = *job.geometry;
+    const PatchPlan& plan = geo.plan();
+    PatchOptions opts;
+    opts.compat = geo.params().compat;
+    opts.regularize = job.regularize;
+    opts.psferr = job.psferr;
+    opts.want_model = job.want_model;
+    PatchExtractor extractor(plan, opts);
+
+    std::vector<int> bundles = job.bundles;
+    if (bundles.empty()) {
+      for (int b = 0; b < plan.nbundles; ++b) bundles.push_back(b);
+    }
+    ExtractionSummary summary;
+    const double t_start = Now();
+    // One workspace per thread, sized once from the plan.
+    std::vector<PatchWorkspace> workspaces;
+    workspaces.reserve(threads_);
+    for (int t = 0; t < threads_; ++t) workspaces.emplace_back(plan);
+
+    for (int b : bundles) {
+      if (job.cancel != nullptr && job.cancel->load()) {
+        return absl::CancelledError("extraction cancelled");
+      }
+      double t0 = Now();
+      std::shared_ptr<const Spots> spots = geo.BundleSpots(b);
+      double t1 = Now();
+      summary.stage_seconds["spots"] += t1 - t0;
+
+      BundleResult result;
+      result.Allocate(b, plan.bundle_fiber_begin(b), plan.bundlesize, plan.nwave, plan.ndiag);
+      const int p0 = plan.bundle_first_patch[b], p1 = plan.bundle_first_patch[b + 1];
+      std::vector<std::vector<double>> models(job.want_model ? p1 - p0 : 0);
+      std::vector<PatchOutcome> outcomes(p1 - p0);
+      std::atomic<int> next{p0};
+      auto work = [&](int t) {
+        for (int p = next++; p < p1; p = next++) {
+          outcomes[p - p0] = extractor.Extract(plan.patches[p], *spots, job.image->image.data(),
+                                               job.image->ivar.data(), &workspaces[t], &result,
+                                               job.want_model ? &models[p - p0] : nullptr);
+        }
+      };
+      std::vector<std::thread> pool;
+      for (int t = 1; t < threads_; ++t) pool.emplace_back(work, t);
+      work(0);
+      for (auto& th : pool) th.join();
+      double t2 = Now();
+      summary.stage_seconds["patches"] += t2 - t1;
+
+      for (PatchOutcome o : outcomes) {
+        switch (o) {
+          case PatchOutcome::kExtracted: ++result.counts.extracted; break;
+          case PatchOutcome::kRetried: ++result.counts.extracted; ++result.counts.retried; break;
+          case PatchOutcome::kFailed: ++result.counts.failed; break;
+          case PatchOutcome::kSkipped: ++result.counts.skipped; break;
+        }
+      }
+      if (job.want_model) StitchModel(plan, p0, p1, models, &result);
+      summary.stage_seconds["stitch"] += Now() - t2;
+      summary.counts += result.counts;
+      SPEXD_RETURN_IF_ERROR(sink(std::move(result)));
+    }
+    summary.seconds = Now() - t_start;
+    return summary;
+  }
+
+ private:
+  // Bundle canvas spanning the union of the extracted patch windows; patch models are
+  // added in patch order, skipping all-zero or non-finite ones (spec §2.12).
+  static void StitchModel(const PatchPlan& plan, int p0, int p1,
+                          const std::vector<std::vector<double>>& models, BundleResult* out) {
+    int y0 = 0, y1 = 0, x0 = 0, x1 = 0;
+    bool any = false;
+    for (int p = p0; p < p1; ++p) {
+      const PatchDesc& d = plan.patches[p];
+      if (d.skipped != kSkipNone) continue;
+      if (!any) {
+        y0 = d.y0; y1 = d.y0 + d.ny; x0 = d.x0; x1 = d.x0 + d.nx;
+        any = true;
+      }
+      y0 = std::min(y0, d.y0); y1 = std::max(y1, d.y0 + d.ny);
+      x0 = std::min(x0, d.x0); x1 = std::max(x1, d.x0 + d.nx);
+    }
+    if (!any) return;
+    out->model_y0 = y0; out->model_x0 = x0; out->model_ny = y1 - y0; out->model_nx = x1 - x0;
+    out->model.assign(static_cast<std::size_t>(out->model_ny) * out->model_nx, 0.0);
+    for (int p = p0; p < p1; ++p) {
+      const PatchDesc& d = plan.patches[p];
+      const std::vector<double>& m = models[p - p0];
+      if (d.skipped != kSkipNone || m.empty()) continue;
+      bool all_zero = true, finite = true;
+      for (double v : m) {
+        if (v != 0.0) all_zero = false;
+        if (!std::isfinite(v)) finite = false;
+      }
+      if (all_zero || !finite) continue;
+      for (int iy = 0; iy < d.ny; ++iy) {
+        double* dst = out->model.data() +
+                      static_cast<std::size_t>(d.y0 - y0 + iy) * out->model_nx + (d.x0 - x0);
+        const double* src = m.data() + static_cast<std::size_t>(iy) * d.nx;
+        for (int ix = 0; ix < d.nx; ++ix) dst[ix] += src[ix];
+      }
+    }
+  }
+
+  int threads_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> CreateCpuBackend(int threads) {
+  return std::make_unique<CpuBackend>(threads);
+}
+
+}  // namespace spexd::core

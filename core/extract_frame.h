@@ -1,0 +1,22 @@
+// Runs a backend over a job and assembles the frame: the one driver shared by the local
+// CLI, the service and the tests, so a remote result is the same as a local one.
+#ifndef SPEXD_CORE_EXTRACT_FRAME_H_
+#define SPEXD_CORE_EXTRACT_FRAME_H_
+
+#include <functional>
+
+#include "absl/status/statusor.h"
+#include "core/backend.h"
+#include "core/frame.h"
+
+namespace spexd::core {
+
+// Extracts the job's bundles with `backend`, converts each to per-Angstrom units
+// (FinalizeBundle), calls `on_bundle` (if set) and stitches the frame.
+absl::StatusOr<Frame> ExtractFrame(Backend& backend, const ExtractionJob& job,
+                                   const std::function<void(const BundleResult&)>& on_bundle = {},
+                                   ExtractionSummary* summary = nullptr);
+
+}  // namespace spexd::core
+
+#endif  // SPEXD_CORE_EXTRACT_FRAME_H_

@@ -1,0 +1,74 @@
+// Results of an extraction: per-bundle arrays as streamed to clients, and the frame
+// they are stitched into (extraction-spec §2.11–2.13).
+#ifndef SPEXD_CORE_EXTRACTION_RESULT_H_
+#define SPEXD_CORE_EXTRACTION_RESULT_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace spexd::core {
+
+// Patch outcome counters (spec §2.15 and the "Decisions" NaN retry rule).
+struct PatchCounts {
+  int64_t extracted = 0;  // patches solved (including retried ones)
+  int64_t skipped = 0;    // patches whose window leaves the CCD (outputs stay 0)
+  int64_t retried = 0;    // patches that needed the regularize = 1e-4 retry
+  int64_t failed = 0;     // patches that failed even after the retry (outputs 0, BAD2DFIT)
+  PatchCounts& operator+=(const PatchCounts& o) {
+    extracted += o.extracted;
+    skipped += o.skipped;
+    retried += o.retried;
+    failed += o.failed;
+    return *this;
+  }
+};
+
+// One bundle, stitched from its patch cores (spec §2.12). Flux and ivar are in photons
+// per bin until FinalizeBundle converts them to per Angstrom (spec §2.13).
+struct BundleResult {
+  int bundle = 0;       // bundle index within the plan
+  int fiber_begin = 0;  // absolute fibre of row 0
+  int nfibers = 0;
+  int nwave = 0;
+  int ndiag = 0;  // RESOLUTION has 2*ndiag+1 diagonals
+  std::vector<double> flux;              // [nfibers][nwave]
+  std::vector<double> ivar;              // [nfibers][nwave]
+  std::vector<double> rdiags;            // [nfibers][2*ndiag+1][nwave]
+  std::vector<double> pixmask_fraction;  // [nfibers][nwave]
+  std::vector<double> chi2pix;           // [nfibers][nwave]
+  std::vector<uint8_t> failed_bins;      // [nfibers][nwave] 1 where the patch failed
+  // Model image of the bundle (only when requested): rows [model_y0, model_y0+model_ny),
+  // columns [model_x0, model_x0+model_nx) of the CCD.
+  int model_y0 = 0, model_x0 = 0, model_ny = 0, model_nx = 0;
+  std::vector<double> model;
+  PatchCounts counts;
+  bool per_angstrom = false;  // FinalizeBundle applied
+
+  void Allocate(int bundle_index, int fiber0, int nfib, int nw, int nd) {
+    bundle = bundle_index;
+    fiber_begin = fiber0;
+    nfibers = nfib;
+    nwave = nw;
+    ndiag = nd;
+    const std::size_t n = static_cast<std::size_t>(nfib) * nw;
+    flux.assign(n, 0.0);
+    ivar.assign(n, 0.0);
+    pixmask_fraction.assign(n, 0.0);
+    chi2pix.assign(n, 0.0);
+    failed_bins.assign(n, 0);
+    rdiags.assign(n * (2 * nd + 1), 0.0);
+  }
+};
+
+// desispec specmask bits set by extraction (desispec maskbits.specmask, spec §2.13).
+inline constexpr uint32_t kSomeBadPix = 1u << 0;
+inline constexpr uint32_t kAllBadPix = 1u << 1;
+inline constexpr uint32_t kBad2DFit = 1u << 7;
+
+// Converts photons/bin to photons/Angstrom with dwave = gradient(wave) (spec §2.13).
+void FinalizeBundle(const std::vector<double>& dwave, BundleResult* bundle);
+
+}  // namespace spexd::core
+
+#endif  // SPEXD_CORE_EXTRACTION_RESULT_H_

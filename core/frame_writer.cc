@@ -1,0 +1,145 @@
+#include "core/frame_writer.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "core/fits_file.h"
+#include "core/status_macros.h"
+#include "core/version.h"
+
+namespace spexd::core {
+namespace {
+
+std::vector<float> ToFloat(const std::vector<double>& v) {
+  return std::vector<float>(v.begin(), v.end());
+}
+
+absl::Status Checksum(FitsFile* f) {
+  int status = 0;
+  fits_write_chksum(f->get(), &status);
+  if (status != 0) return f->Error(status, "writing CHECKSUM");
+  return absl::OkStatus();
+}
+
+absl::Status WriteFrameHeader(FitsFile* f, const Frame& frame, const FrameMetadata& meta) {
+  SPEXD_RETURN_IF_ERROR(f->WriteCards(meta.image_header));
+  SPEXD_RETURN_IF_ERROR(f->WriteKey("NSPEC", static_cast<long>(frame.nspec), "Number of spectra"));
+  SPEXD_RETURN_IF_ERROR(f->WriteKey("WAVEMIN", meta.wmin, "First wavelength [Angstroms]"));
+  SPEXD_RETURN_IF_ERROR(f->WriteKey("WAVEMAX", meta.wmax, "Last wavelength [Angstroms]"));
+  SPEXD_RETURN_IF_ERROR(f->WriteKey("WAVESTEP", meta.dw, "Wavelength step size [Angstroms]"));
+  SPEXD_RETURN_IF_ERROR(f->WriteKey("SPECTER", std::string(kSpexdVersion), "spexd version"));
+  SPEXD_RETURN_IF_ERROR(f->WriteKey("IN_PSF", meta.in_psf, "Input spectral PSF"));
+  SPEXD_RETURN_IF_ERROR(f->WriteKey("IN_IMG", meta.in_img, "Input image"));
+  if (!meta.orig_psf.empty()) {
+    SPEXD_RETURN_IF_ERROR(f->WriteKey("ORIG_PSF", meta.orig_psf, "Original input PSF"));
+  }
+  SPEXD_RETURN_IF_ERROR(f->WriteKey("FIBERMIN", static_cast<long>(frame.specmin), "First fibre"));
+  SPEXD_RETURN_IF_ERROR(f->WriteKey("BUNIT", std::string("electron/Angstrom"), nullptr));
+  SPEXD_RETURN_IF_ERROR(f->WriteKey("DEPNAM00", std::string("spexd"), nullptr));
+  SPEXD_RETURN_IF_ERROR(f->WriteKey("DEPVER00", std::string(kSpexdVersion), nullptr));
+  return absl::OkStatus();
+}
+
+absl::Status CopyFibermap(FitsFile* out, const Frame& frame, const FrameMetadata& meta) {
+  if (meta.fibermap_fits.empty()) return absl::OkStatus();
+  SPEXD_ASSIGN_OR_RETURN(FitsFile in, FitsFile::OpenMemory(meta.fibermap_fits.data(),
+                                                           meta.fibermap_fits.size(), "FIBERMAP"));
+  SPEXD_RETURN_IF_ERROR(in.MoveToHdu("FIBERMAP"));
+  long nrows = 0;
+  int status = 0;
+  fits_get_num_rows(in.get(), &nrows, &status);
+  if (status != 0) return in.Error(status, "reading FIBERMAP rows");
+  if (frame.specmin + frame.nspec > nrows) {
+    return absl::InvalidArgumentError(absl::StrCat("FIBERMAP has ", nrows, " rows, fewer than fibre ",
+                                                   frame.specmin + frame.nspec - 1));
+  }
+  // The whole table, then drop the rows of fibres not extracted (desispec slices the
+  // fibermap to the frame's fibres).
+  fits_copy_hdu(in.get(), out->get(), 0, &status);
+  const long last = frame.specmin + frame.nspec;
+  if (status == 0 && nrows > last) fits_delete_rows(out->get(), last + 1, nrows - last, &status);
+  if (status == 0 && frame.specmin > 0) fits_delete_rows(out->get(), 1, frame.specmin, &status);
+  if (status != 0) return out->Error(status, "copying FIBERMAP");
+  return Checksum(out);
+}
+
+std::atomic<unsigned> g_tmp_counter{0};
+
+}  // namespace
+
+absl::StatusOr<std::string> FrameToFits(const Frame& frame, const FrameMetadata& meta) {
+  const long ns = frame.nspec, nw = frame.nwave, nk = 2 * frame.ndiag + 1;
+  SPEXD_ASSIGN_OR_RETURN(FitsFile f, FitsFile::CreateMemory("frame"));
+  auto flux = ToFloat(frame.flux);
+  SPEXD_RETURN_IF_ERROR(f.WriteImage<float>("FLUX", {nw, ns}, flux.data()));
+  SPEXD_RETURN_IF_ERROR(WriteFrameHeader(&f, frame, meta));
+  SPEXD_RETURN_IF_ERROR(Checksum(&f));
+  auto ivar = ToFloat(frame.ivar);
+  SPEXD_RETURN_IF_ERROR(f.WriteImage<float>("IVAR", {nw, ns}, ivar.data()));
+  SPEXD_RETURN_IF_ERROR(Checksum(&f));
+  SPEXD_RETURN_IF_ERROR(f.WriteImage<uint32_t>("MASK", {nw, ns}, frame.mask.data()));
+  SPEXD_RETURN_IF_ERROR(Checksum(&f));
+  SPEXD_RETURN_IF_ERROR(f.WriteImage<double>("WAVELENGTH", {nw}, frame.wave.data()));
+  SPEXD_RETURN_IF_ERROR(f.WriteKey("BUNIT", std::string("Angstrom"), nullptr));
+  SPEXD_RETURN_IF_ERROR(Checksum(&f));
+  auto res = ToFloat(frame.rdiags);
+  SPEXD_RETURN_IF_ERROR(f.WriteImage<float>("RESOLUTION", {nw, nk, ns}, res.data()));
+  SPEXD_RETURN_IF_ERROR(Checksum(&f));
+  SPEXD_RETURN_IF_ERROR(CopyFibermap(&f, frame, meta));
+  auto chi2 = ToFloat(frame.chi2pix);
+  SPEXD_RETURN_IF_ERROR(f.WriteImage<float>("CHI2PIX", {nw, ns}, chi2.data()));
+  SPEXD_RETURN_IF_ERROR(Checksum(&f));
+  return f.TakeMemory();
+}
+
+absl::StatusOr<std::string> ModelToFits(const Frame& frame, const FrameMetadata& meta) {
+  if (frame.model.empty()) return absl::FailedPreconditionError("frame has no model image");
+  SPEXD_ASSIGN_OR_RETURN(FitsFile f, FitsFile::CreateMemory("model"));
+  SPEXD_RETURN_IF_ERROR(f.WriteImage<double>(
+      "MODEL", {static_cast<long>(frame.model_width), static_cast<long>(frame.model_height)},
+      frame.model.data()));
+  SPEXD_RETURN_IF_ERROR(WriteFrameHeader(&f, frame, meta));
+  SPEXD_RETURN_IF_ERROR(Checksum(&f));
+  return f.TakeMemory();
+}
+
+absl::Status WriteFileAtomically(const std::string& path, const std::string& bytes) {
+  const std::string tmp =
+      absl::StrCat(path, ".tmp-", getpid(), "-", g_tmp_counter.fetch_add(1));
+  int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": cannot create temporary file: ", std::strerror(errno)));
+  }
+  std::size_t done = 0;
+  while (done < bytes.size()) {
+    ssize_t n = write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      int err = errno;
+      close(fd);
+      unlink(tmp.c_str());
+      return absl::InternalError(absl::StrCat(path, ": write failed: ", std::strerror(err)));
+    }
+    done += static_cast<std::size_t>(n);
+  }
+  if (fsync(fd) != 0 || close(fd) != 0) {
+    int err = errno;
+    unlink(tmp.c_str());
+    return absl::InternalError(absl::StrCat(path, ": flush failed: ", std::strerror(err)));
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    int err = errno;
+    unlink(tmp.c_str());
+    return absl::InternalError(absl::StrCat(path, ": rename failed: ", std::strerror(err)));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace spexd::core

@@ -1,0 +1,62 @@
+#include "core/geometry.h"
+
+#include "absl/strings/str_format.h"
+#include "core/status_macros.h"
+#include "core/wavelength_grid.h"
+
+namespace spexd::core {
+
+std::string Geometry::Key(const ExtractionParams& p, int image_height, int image_width) {
+  // %a prints doubles exactly, so keys differ whenever the float64 arithmetic could.
+  return absl::StrFormat("w%d:%a,%a,%a s%d+%d b%d/%d n%d p%d,%a,%a c%s i%dx%d",
+                         p.has_wavelength ? 1 : 0, p.wmin, p.wmax, p.dw, p.specmin, p.nspec,
+                         p.bundlesize, p.nsubbundles, p.nwavestep, p.wavepad, p.wavepad_frac,
+                         p.pixpad_frac, CompatName(p.compat), image_height, image_width);
+}
+
+absl::StatusOr<std::shared_ptr<const Geometry>> Geometry::Create(
+    std::shared_ptr<const Psf> psf, const ExtractionParams& params, int image_height,
+    int image_width, bool cache_spots) {
+  std::shared_ptr<Geometry> g(new Geometry());
+  SPEXD_ASSIGN_OR_RETURN(g->plan_, BuildPatchPlan(params, *psf, image_height, image_width));
+  g->psf_ = std::move(psf);
+  g->params_ = params;
+  g->dwave_ = GridGradient(g->plan_.wave);
+  g->cache_spots_ = cache_spots;
+  {
+    absl::MutexLock lock(&g->mu_);
+    g->spots_.resize(g->plan_.nbundles);
+  }
+  return std::shared_ptr<const Geometry>(std::move(g));
+}
+
+std::shared_ptr<const Spots> Geometry::BundleSpots(int b) const {
+  {
+    absl::MutexLock lock(&mu_);
+    if (spots_[b] != nullptr) return spots_[b];
+  }
+  // Evaluate outside the lock; two racing callers compute the same values.
+  auto spots = std::make_shared<const Spots>(
+      EvaluateSpots(*psf_, plan_.bundle_fiber_begin(b), plan_.bundlesize, plan_.fullwave));
+  if (cache_spots_) {
+    absl::MutexLock lock(&mu_);
+    if (spots_[b] == nullptr) spots_[b] = spots;
+    return spots_[b];
+  }
+  return spots;
+}
+
+std::size_t Geometry::MemoryBytes() const {
+  std::size_t bytes = plan_.patches.size() * sizeof(PatchDesc) +
+                      (plan_.xc.size() + plan_.yc.size()) * sizeof(int32_t) +
+                      (plan_.fullwave.size() + plan_.wave.size()) * sizeof(double);
+  absl::MutexLock lock(&mu_);
+  for (const auto& s : spots_) {
+    if (s != nullptr) {
+      bytes += s->values.size() * sizeof(double) + (s->xc.size() + s->yc.size()) * sizeof(int32_t);
+    }
+  }
+  return bytes;
+}
+
+}  // namespace spexd::core

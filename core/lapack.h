@@ -1,0 +1,33 @@
+// The few BLAS/LAPACK routines the CPU backend uses, declared here with their Fortran
+// ABI (gfortran hidden string lengths included) so that any liblapack.so.3/libblas.so.3
+// (OpenBLAS or reference) serves, without depending on a cblas/lapacke header flavour.
+#ifndef SPEXD_CORE_LAPACK_H_
+#define SPEXD_CORE_LAPACK_H_
+
+#include <cstddef>
+
+extern "C" {
+void dpotrf_(const char* uplo, const int* n, double* a, const int* lda, int* info, std::size_t);
+void dpotrs_(const char* uplo, const int* n, const int* nrhs, const double* a, const int* lda,
+             double* b, const int* ldb, int* info, std::size_t);
+void dtrtri_(const char* uplo, const char* diag, const int* n, double* a, const int* lda,
+             int* info, std::size_t, std::size_t);
+void dsyrk_(const char* uplo, const char* trans, const int* n, const int* k, const double* alpha,
+            const double* a, const int* lda, const double* beta, double* c, const int* ldc,
+            std::size_t, std::size_t);
+void dgemm_(const char* ta, const char* tb, const int* m, const int* n, const int* k,
+            const double* alpha, const double* a, const int* lda, const double* b, const int* ldb,
+            const double* beta, double* c, const int* ldc, std::size_t, std::size_t);
+void dsyevd_(const char* jobz, const char* uplo, const int* n, double* a, const int* lda,
+             double* w, double* work, const int* lwork, int* iwork, const int* liwork, int* info,
+             std::size_t, std::size_t);
+}
+
+namespace spexd::core {
+// Makes a multi-threaded BLAS (OpenBLAS) run each call on the calling thread only: the
+// backend parallelises over patches, and single-threaded calls keep results independent
+// of the thread count. No-op for a single-threaded BLAS.
+void UseSingleThreadedBlas();
+}  // namespace spexd::core
+
+#endif  // SPEXD_CORE_LAPACK_H_

@@ -1,0 +1,72 @@
+// Extraction of one patch on the CPU (extraction-spec §2.7–2.11): sparse projection
+// matrix, weighted normal equations, Cholesky solve, decorrelation and the per-patch
+// products, written into the bundle arrays.
+#ifndef SPEXD_CORE_PATCH_EXTRACTOR_H_
+#define SPEXD_CORE_PATCH_EXTRACTOR_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "core/extraction_params.h"
+#include "core/extraction_result.h"
+#include "core/patch_plan.h"
+#include "core/spots.h"
+
+namespace spexd::core {
+
+struct PatchOptions {
+  Compat compat = Compat::kGpu;
+  double regularize = 0.0;
+  double psferr = 0.01;
+  bool want_model = false;
+};
+
+// Reusable buffers for one thread, sized once from the plan (grow-only).
+class PatchWorkspace {
+ public:
+  explicit PatchWorkspace(const PatchPlan& plan);
+
+ private:
+  friend class PatchExtractor;
+  // Sparse A by pixel: entries [pix_start[p], pix_start[p+1]) of (col, value).
+  std::vector<int32_t> pix_start, pix_fill, entry_col;
+  std::vector<double> entry_val;
+  std::vector<double> m, w, b, fw, x;     // n x n (column-major) and length-n vectors
+  std::vector<double> cblock, evec, eval, q;  // nwavetot x nwavetot blocks
+  std::vector<double> lapack_work;
+  std::vector<int> lapack_iwork;
+  std::vector<double> flux, ivar, rdiag, pixmask, chi2, model_col;  // patch core outputs
+  std::vector<double> pix_model, pix_tivar, pix_chi2;
+};
+
+enum class PatchOutcome { kExtracted, kRetried, kFailed, kSkipped };
+
+class PatchExtractor {
+ public:
+  PatchExtractor(const PatchPlan& plan, const PatchOptions& options)
+      : plan_(plan), options_(options) {}
+
+  // Extracts `patch` from image/ivar ([height][width] of the plan) using the spots of its
+  // bundle, and writes the kept core columns into `bundle` (rows relative to the bundle).
+  // When options.want_model, `model_window` receives the patch model [ny][nx] (zeros if
+  // the patch failed). Thread-safe for distinct workspaces and disjoint patches.
+  PatchOutcome Extract(const PatchDesc& patch, const Spots& bundle_spots, const double* image,
+                       const double* ivar, PatchWorkspace* ws, BundleResult* bundle,
+                       std::vector<double>* model_window) const;
+
+ private:
+  // One attempt with the given regularisation; false if not SPD or non-finite output.
+  bool Solve(const PatchDesc& patch, const Spots& spots, const double* image,
+             const double* ivar, double regularize, PatchWorkspace* ws) const;
+  void BuildSparseA(const PatchDesc& patch, const Spots& spots, PatchWorkspace* ws) const;
+  void WriteOutputs(const PatchDesc& patch, const double* image, const double* ivar,
+                    PatchWorkspace* ws, BundleResult* bundle,
+                    std::vector<double>* model_window) const;
+
+  const PatchPlan& plan_;
+  PatchOptions options_;
+};
+
+}  // namespace spexd::core
+
+#endif  // SPEXD_CORE_PATCH_EXTRACTOR_H_

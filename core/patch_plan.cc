@@ -1,0 +1,156 @@
+#include "core/patch_plan.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+#include "core/psf.h"
+#include "core/status_macros.h"
+#include "core/wavelength_grid.h"
+
+namespace spexd::core {
+namespace {
+
+struct XYRange {
+  int32_t xmin, xmax, ymin, ymax;  // half-open pixel ranges
+};
+
+// xyrange of spec §2.6 over fibres [f0, f0+nf) and fullwave indices [w0, w0+nw).
+XYRange ComputeXYRange(const PatchPlan& plan, int f0, int nf, int w0, int nw) {
+  XYRange r{std::numeric_limits<int32_t>::max(), std::numeric_limits<int32_t>::min(),
+            std::numeric_limits<int32_t>::max(), std::numeric_limits<int32_t>::min()};
+  for (int f = f0; f < f0 + nf; ++f) {
+    for (int w = w0; w < w0 + nw; ++w) {
+      int32_t x = plan.corner_x(f, w), y = plan.corner_y(f, w);
+      r.xmin = std::min(r.xmin, x);
+      r.xmax = std::max(r.xmax, x + plan.stamp_nx);
+      r.ymin = std::min(r.ymin, y);
+      r.ymax = std::max(r.ymax, y + plan.stamp_ny);
+    }
+  }
+  return r;
+}
+
+// Python int() of a float64: truncation toward zero (spec §0).
+int32_t Trunc(double v) { return static_cast<int32_t>(std::trunc(v)); }
+
+}  // namespace
+
+absl::StatusOr<PatchPlan> BuildPatchPlan(const ExtractionParams& params, const Psf& psf,
+                                         int image_height, int image_width) {
+  SPEXD_RETURN_IF_ERROR(ValidateParams(params, psf));
+  if (image_height <= 0 || image_width <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("image shape ", image_height, " x ", image_width, " is empty"));
+  }
+  PatchPlan plan;
+  plan.specmin = params.specmin;
+  plan.nspec = params.nspec;
+  plan.bundlesize = params.bundlesize;
+  plan.nbundles = params.nspec / params.bundlesize;
+  plan.nper = params.bundlesize / params.nsubbundles;
+  plan.nwavestep = params.nwavestep;
+  plan.wavepad_eff = EffectiveWavePad(params.wavepad, params.wavepad_frac);
+  plan.nwavetot = plan.nwavestep + 2 * plan.wavepad_eff;
+  plan.ndiag = psf.hsizey();
+  plan.stamp_ny = 2 * psf.hsizey() + 1;
+  plan.stamp_nx = 2 * psf.hsizex() + 1;
+  plan.image_height = image_height;
+  plan.image_width = image_width;
+
+  // Output grid: requested, or the PSF domain with dw = 0.8 (spec §2.2).
+  double wmin = params.wmin, wmax = params.wmax, dw = params.dw;
+  if (!params.has_wavelength) {
+    wmin = psf.wavemin();
+    wmax = psf.wavemax();
+    dw = 0.8;
+  }
+  SPEXD_ASSIGN_OR_RETURN(WavelengthGrid grid, MakeOutputGrid(wmin, wmax, dw));
+  plan.wave = grid.wave;
+  plan.nwave = static_cast<int>(grid.wave.size());
+  plan.fullwave = MakePaddedGrid(grid, plan.wavepad_eff, plan.nwavestep);
+
+  // Corners of every stamp, from the trace (spec §1.4 step 2).
+  const std::size_t nfull = plan.fullwave.size();
+  plan.xc.resize(static_cast<std::size_t>(plan.nspec) * nfull);
+  plan.yc.resize(plan.xc.size());
+  for (int i = 0; i < plan.nspec; ++i) {
+    int fiber = plan.specmin + i;
+    for (std::size_t w = 0; w < nfull; ++w) {
+      double x = psf.X(fiber, plan.fullwave[w]);
+      double y = psf.Y(fiber, plan.fullwave[w]);
+      if (!std::isfinite(x) || !std::isfinite(y) || std::fabs(x) > 1e9 || std::fabs(y) > 1e9) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "trace of fibre ", fiber, " is not finite at ", plan.fullwave[w], " A"));
+      }
+      plan.xc[i * nfull + w] = StampCorner(x, psf.hsizex());
+      plan.yc[i * nfull + w] = StampCorner(y, psf.hsizey());
+    }
+  }
+
+  // Bundles -> sub-bundles -> patches (spec §2.4–2.6).
+  const bool compat_cpu = params.compat == Compat::kCpu;
+  plan.bundle_first_patch.push_back(0);
+  for (int b = 0; b < plan.nbundles; ++b) {
+    const int bspecmin = plan.specmin + b * plan.bundlesize;
+    for (int s0 = 0; s0 < plan.bundlesize; s0 += plan.nper) {
+      // Spectral padding (spec §2.5).
+      int nspectot = (s0 + plan.nper) % plan.bundlesize != 0 ? plan.nper + 1 : plan.nper;
+      int pspecmin = s0;
+      if (s0 % plan.bundlesize != 0) {
+        pspecmin = s0 - 1;
+        nspectot += 1;
+      }
+      for (int iwave = plan.wavepad_eff; iwave < plan.wavepad_eff + plan.nwave;
+           iwave += plan.nwavestep) {
+        PatchDesc d{};
+        d.bundle = b;
+        d.fiber0 = bspecmin + pspecmin;
+        d.nspectot = nspectot;
+        d.core_row = s0 - pspecmin;
+        d.out_row = b * plan.bundlesize + s0;
+        d.wave0 = iwave - plan.wavepad_eff;
+        d.out_col = iwave - plan.wavepad_eff;
+        d.nkeep = std::min(plan.nwavestep, plan.nwave - d.out_col);
+        d.n = nspectot * plan.nwavetot;
+        // Pixel window with the exact float64 trimming (spec §2.6).
+        XYRange pad = ComputeXYRange(plan, d.fiber0, nspectot, d.wave0, plan.nwavetot);
+        XYRange core = ComputeXYRange(plan, d.fiber0, nspectot, iwave, plan.nwavestep);
+        const double frac = params.pixpad_frac;
+        int32_t lo = Trunc(static_cast<double>(core.ymin - pad.ymin) * (1.0 - frac));
+        int32_t hi = Trunc(static_cast<double>(core.ymax - pad.ymin) +
+                           static_cast<double>(pad.ymax - core.ymax) * frac);
+        d.y0 = pad.ymin + lo;
+        d.ny = hi - lo;
+        d.x0 = pad.xmin;
+        d.nx = pad.xmax - pad.xmin;
+        d.skipped = kSkipNone;
+        if (d.y0 < 0) {
+          d.skipped = kSkipBottomEdge;
+        } else if (d.y0 + d.ny > image_height) {
+          if (compat_cpu) {
+            d.skipped = kSkipTopEdge;
+          } else {
+            d.ny = image_height - d.y0;  // gpu path: truncate and extract (spec §2.6.5)
+            if (d.ny <= 0) d.skipped = kSkipTopEdge;
+          }
+        }
+        if (d.skipped == kSkipNone && (d.x0 < 0 || d.x0 + d.nx > image_width)) {
+          d.skipped = kSkipXEdge;
+        }
+        plan.patches.push_back(d);
+        if (d.skipped == kSkipNone) {
+          plan.max_n = std::max(plan.max_n, d.n);
+          plan.max_ny = std::max(plan.max_ny, d.ny);
+          plan.max_nx = std::max(plan.max_nx, d.nx);
+          plan.max_npix = std::max(plan.max_npix, d.ny * d.nx);
+        }
+      }
+    }
+    plan.bundle_first_patch.push_back(static_cast<int32_t>(plan.patches.size()));
+  }
+  return plan;
+}
+
+}  // namespace spexd::core

@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Configures and builds spexd into ${BUILD_DIR:-build}. Extra arguments go to cmake.
+# The CUDA backend is built when nvcc is found (CUDA_HOME or /usr/local/cuda).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD_DIR=${BUILD_DIR:-build}
+export CCACHE_BASEDIR=$PWD CCACHE_NOHASHDIR=1
+gen=()
+command -v ninja >/dev/null && gen=(-G Ninja)
+if [[ ! -f $BUILD_DIR/CMakeCache.txt ]]; then
+  cmake -S . -B "$BUILD_DIR" "${gen[@]}" -DCMAKE_BUILD_TYPE=${BUILD_TYPE:-RelWithDebInfo} "$@"
+elif [[ $# -gt 0 ]]; then
+  cmake -S . -B "$BUILD_DIR" "$@"
+fi
+cmake --build "$BUILD_DIR" -j "${JOBS:-$(nproc)}"

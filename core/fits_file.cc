@@ -8,6 +8,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "core/status_macros.h"
 
 namespace spexd::core {
 namespace {
@@ -36,6 +37,17 @@ template <> struct FitsType<uint16_t> { static constexpr int kData = TUSHORT; st
 template <> struct FitsType<uint8_t> { static constexpr int kData = TBYTE; static constexpr int kImg = BYTE_IMG; };
 template <> struct FitsType<int64_t> { static constexpr int kData = TLONGLONG; static constexpr int kImg = LONGLONG_IMG; };
 
+bool IsCompressionKey(absl::string_view key) {
+  static constexpr const char* kZ[] = {
+      "ZIMAGE",  "ZBITPIX", "ZNAXIS",  "ZTILE",   "ZCMPTYPE", "ZNAME",    "ZVAL",
+      "ZQUANTIZ", "ZDITHER", "ZSIMPLE", "ZEXTEND", "ZPCOUNT",  "ZGCOUNT",  "ZHECKSUM",
+      "ZDATASUM", "ZBLANK",  "ZSCALE",  "ZZERO",   "ZTENSION"};
+  for (const char* z : kZ) {
+    if (absl::StartsWith(key, z)) return true;
+  }
+  return false;
+}
+
 bool IsStructuralKey(absl::string_view key) {
   static constexpr const char* kExact[] = {"SIMPLE", "XTENSION", "BITPIX", "EXTEND", "PCOUNT",
                                            "GCOUNT", "TFIELDS", "CHECKSUM", "DATASUM", "END",
@@ -48,19 +60,7 @@ bool IsStructuralKey(absl::string_view key) {
   for (const char* p : kPrefix) {
     if (absl::StartsWith(key, p)) {
       // Z* only for tile-compression cards (ZIMAGE, ZBITPIX, ZNAXISn, ZTILEn, ZCMPTYPE, ...).
-      if (absl::string_view(p) == "Z" &&
-          !(absl::StartsWith(key, "ZIMAGE") || absl::StartsWith(key, "ZBITPIX") ||
-            absl::StartsWith(key, "ZNAXIS") || absl::StartsWith(key, "ZTILE") ||
-            absl::StartsWith(key, "ZCMPTYPE") || absl::StartsWith(key, "ZNAME") ||
-            absl::StartsWith(key, "ZVAL") || absl::StartsWith(key, "ZQUANTIZ") ||
-            absl::StartsWith(key, "ZDITHER") || absl::StartsWith(key, "ZSIMPLE") ||
-            absl::StartsWith(key, "ZEXTEND") || absl::StartsWith(key, "ZPCOUNT") ||
-            absl::StartsWith(key, "ZGCOUNT") || absl::StartsWith(key, "ZHECKSUM") ||
-            absl::StartsWith(key, "ZDATASUM") || absl::StartsWith(key, "ZBLANK") ||
-            absl::StartsWith(key, "ZSCALE") || absl::StartsWith(key, "ZZERO") ||
-            absl::StartsWith(key, "ZTENSION"))) {
-        return false;
-      }
+      if (absl::string_view(p) == "Z") return IsCompressionKey(key);
       return true;
     }
   }
@@ -79,6 +79,7 @@ FitsFile::FitsFile(fitsfile* fptr, std::string name) : fptr_(fptr), name_(std::m
 FitsFile::FitsFile(FitsFile&& other) noexcept
     : fptr_(std::exchange(other.fptr_, nullptr)),
       name_(std::move(other.name_)),
+      opened_size_(other.opened_size_),
       mem_(std::exchange(other.mem_, nullptr)) {}
 
 FitsFile& FitsFile::operator=(FitsFile&& other) noexcept {
@@ -86,6 +87,7 @@ FitsFile& FitsFile::operator=(FitsFile&& other) noexcept {
     (void)Close();
     fptr_ = std::exchange(other.fptr_, nullptr);
     name_ = std::move(other.name_);
+    opened_size_ = other.opened_size_;
     mem_ = std::exchange(other.mem_, nullptr);
   }
   return *this;
@@ -119,7 +121,9 @@ absl::StatusOr<FitsFile> FitsFile::OpenRead(const std::string& path) {
     return absl::InvalidArgumentError(
         absl::StrCat(path, ": cannot open as FITS: ", CfitsioText(status)));
   }
-  return FitsFile(fptr, path);
+  FitsFile file(fptr, path);
+  file.opened_size_ = fptr->Fptr->filesize;
+  return file;
 }
 
 absl::StatusOr<FitsFile> FitsFile::OpenMemory(const void* data, std::size_t size,
@@ -148,6 +152,7 @@ absl::StatusOr<FitsFile> FitsFile::OpenMemory(const void* data, std::size_t size
   }
   FitsFile file(fptr, std::move(display_name));
   file.mem_ = mem;
+  file.opened_size_ = static_cast<long long>(size);
   return file;
 }
 
@@ -164,13 +169,10 @@ absl::StatusOr<FitsFile> FitsFile::Create(const std::string& path) {
 }
 
 absl::StatusOr<FitsFile> FitsFile::CreateMemory(std::string display_name) {
+  // Start from an empty buffer (CFITSIO grows it with realloc): CFITSIO takes the initial
+  // buffer size as existing file content, so stale bytes of a freed FITS buffer in a
+  // pre-allocated one were scanned by fits_get_num_hdus as phantom HDUs (TakeMemory).
   auto* mem = new MemBuffer;
-  mem->size = 2880 * 4;
-  mem->ptr = std::malloc(mem->size);
-  if (mem->ptr == nullptr) {
-    delete mem;
-    return absl::ResourceExhaustedError(absl::StrCat(display_name, ": out of memory"));
-  }
   fitsfile* fptr = nullptr;
   int status = 0;
   fits_create_memfile(&fptr, &mem->ptr, &mem->size, 2880 * 16, std::realloc, &status);
@@ -183,6 +185,23 @@ absl::StatusOr<FitsFile> FitsFile::CreateMemory(std::string display_name) {
   FitsFile file(fptr, std::move(display_name));
   file.mem_ = mem;
   return file;
+}
+
+absl::Status FitsFile::CopyCurrentHduTo(FitsFile& dest) {
+  if (fptr_ == nullptr || dest.fptr_ == nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat(name_, ": copying HDU of a closed file"));
+  }
+  int status = 0, hdutype = 0, ndest = 0;
+  fits_get_hdu_type(fptr_, &hdutype, &status);
+  fits_get_num_hdus(dest.fptr_, &ndest, &status);
+  if (status != 0) return Error(status, "preparing HDU copy");
+  if (ndest == 0 && hdutype != IMAGE_HDU) {
+    fits_create_img(dest.fptr_, BYTE_IMG, 0, nullptr, &status);
+    if (status != 0) return dest.Error(status, "creating empty primary HDU");
+  }
+  fits_copy_hdu(fptr_, dest.fptr_, 0, &status);
+  if (status != 0) return Error(status, absl::StrCat("copying HDU to ", dest.name_));
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::string> FitsFile::TakeMemory() {
@@ -267,44 +286,69 @@ absl::Status FitsFile::MoveToHdu(absl::string_view extname) {
 
 bool FitsFile::HasHdu(absl::string_view extname) { return MoveToHdu(extname).ok(); }
 
-absl::StatusOr<double> FitsFile::ReadDouble(const char* key) {
+absl::Status FitsFile::CheckHduComplete() {
+  if (opened_size_ < 0) return absl::OkStatus();  // a file being written
+  // Data size from the raw header keywords (FITS standard §4.4.1.1):
+  // |BITPIX|/8 * GCOUNT * (PCOUNT + NAXIS1 * ... * NAXISn), so a tile-compressed image
+  // is measured as the table it is stored as. Missing padding after the data is
+  // tolerated, as CFITSIO does.
+  int status = 0, bitpix = 0, naxis = 0;
+  LONGLONG headstart = 0, datastart = 0, dataend = 0, pcount = 0, gcount = 1;
+  fits_get_hduaddrll(fptr_, &headstart, &datastart, &dataend, &status);
+  fits_read_key(fptr_, TINT, "BITPIX", &bitpix, nullptr, &status);
+  fits_read_key(fptr_, TINT, "NAXIS", &naxis, nullptr, &status);
+  LONGLONG pixels = naxis > 0 ? 1 : 0;
+  for (int i = 1; i <= naxis; ++i) {
+    LONGLONG len = 0;
+    fits_read_key(fptr_, TLONGLONG, absl::StrCat("NAXIS", i).c_str(), &len, nullptr, &status);
+    pixels *= len;
+  }
+  if (status != 0) return Error(status, "reading HDU size");
+  int kst = 0;  // PCOUNT and GCOUNT are absent from a primary HDU
+  fits_read_key(fptr_, TLONGLONG, "PCOUNT", &pcount, nullptr, &kst);
+  kst = 0;
+  fits_read_key(fptr_, TLONGLONG, "GCOUNT", &gcount, nullptr, &kst);
+  fits_clear_errmsg();
+  const LONGLONG bytes_per_value = (bitpix < 0 ? -bitpix : bitpix) / 8;
+  const LONGLONG end = datastart + bytes_per_value * gcount * (pcount + pixels);
+  if (end > opened_size_) {
+    return Invalid(absl::StrCat("truncated file: the HDU's data end at byte ", end,
+                                " but the file has ", opened_size_, " bytes"));
+  }
+  return absl::OkStatus();
+}
+
+// Reads keyword `key` of the current HDU as CFITSIO type `type` into `value`: NOT_FOUND
+// when absent, INVALID_ARGUMENT (with `problem`) when not convertible.
+absl::Status FitsFile::ReadKeyInto(int type, const char* key, void* value,
+                                   absl::string_view problem) {
   int status = 0;
-  double value = 0;
-  fits_read_key(fptr_, TDOUBLE, key, &value, nullptr, &status);
+  fits_read_key(fptr_, type, key, value, nullptr, &status);
   if (status == KEY_NO_EXIST) {
     fits_clear_errmsg();
     return absl::NotFoundError(
         absl::StrCat(name_, "[", CurrentHduName(), "]: missing keyword ", key));
   }
-  if (status != 0) return Error(status, absl::StrCat("keyword ", key, " is not a number"));
+  if (status != 0) return Error(status, absl::StrCat("keyword ", key, problem));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<double> FitsFile::ReadDouble(const char* key) {
+  double value = 0;
+  SPEXD_RETURN_IF_ERROR(ReadKeyInto(TDOUBLE, key, &value, " is not a number"));
   return value;
 }
 
 absl::StatusOr<long> FitsFile::ReadLong(const char* key) {
-  int status = 0;
-  // Read as a double first so that a string value like '3' (PSFVER) is accepted as CFITSIO
-  // does, and reject non-integral values explicitly.
+  // CFITSIO converts a string value like '3' (PSFVER) and rejects non-integral ones.
   long value = 0;
-  fits_read_key(fptr_, TLONG, key, &value, nullptr, &status);
-  if (status == KEY_NO_EXIST) {
-    fits_clear_errmsg();
-    return absl::NotFoundError(
-        absl::StrCat(name_, "[", CurrentHduName(), "]: missing keyword ", key));
-  }
-  if (status != 0) return Error(status, absl::StrCat("keyword ", key, " is not an integer"));
+  SPEXD_RETURN_IF_ERROR(ReadKeyInto(TLONG, key, &value, " is not an integer"));
   return value;
 }
 
 absl::StatusOr<std::string> FitsFile::ReadString(const char* key) {
-  int status = 0;
   char value[FLEN_VALUE] = {0};
-  fits_read_key(fptr_, TSTRING, key, value, nullptr, &status);
-  if (status == KEY_NO_EXIST) {
-    fits_clear_errmsg();
-    return absl::NotFoundError(
-        absl::StrCat(name_, "[", CurrentHduName(), "]: missing keyword ", key));
-  }
-  if (status != 0) return Error(status, absl::StrCat("keyword ", key));
+  SPEXD_RETURN_IF_ERROR(ReadKeyInto(TSTRING, key, value, ""));
   return std::string(value);
 }
 

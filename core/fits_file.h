@@ -50,6 +50,12 @@ class FitsFile {
   absl::StatusOr<int> NumHdus();
   absl::Status MoveToHduIndex(int index0);
 
+  // For a file opened for reading (OpenRead, OpenMemory): INVALID_ARGUMENT
+  // ("truncated file") when the file ends before the data of the current HDU does.
+  // CFITSIO does not always notice this itself: a read that runs into a partial last
+  // record of an in-memory file can return stale buffer bytes.
+  absl::Status CheckHduComplete();
+
   // Keywords of the current HDU. ReadX return NOT_FOUND for a missing key,
   // INVALID_ARGUMENT when present but not convertible.
   absl::StatusOr<double> ReadDouble(const char* key);
@@ -87,6 +93,13 @@ class FitsFile {
   absl::Status WriteKey(const char* key, double value, const char* comment);
   absl::Status WriteKey(const char* key, long value, const char* comment);
 
+  // Appends a copy of this file's current HDU (header and data, compressed or not) to
+  // `dest`. When `dest` is empty and the current HDU is a table (tile-compressed
+  // images included), `dest` first gets an empty primary HDU (NAXIS = 0) so that the
+  // table lands in an extension; an image copied into an empty file becomes its primary.
+  // `dest` is left positioned on the new HDU.
+  absl::Status CopyCurrentHduTo(FitsFile& dest);
+
   // For files made by CreateMemory: closes the file and returns its bytes.
   absl::StatusOr<std::string> TakeMemory();
 
@@ -98,9 +111,14 @@ class FitsFile {
  private:
   FitsFile(fitsfile* fptr, std::string name);
   std::string CurrentHduName() const;
+  absl::Status ReadKeyInto(int type, const char* key, void* value, absl::string_view problem);
 
   fitsfile* fptr_ = nullptr;
   std::string name_;
+  // Size in bytes of a file opened for reading, as CFITSIO saw it at open time (after
+  // decompression); CFITSIO later grows its own notion of the size when a read runs
+  // past the end. -1 for files being written.
+  long long opened_size_ = -1;
   // Memory files: CFITSIO owns a realloc()able buffer through these.
   struct MemBuffer;
   MemBuffer* mem_ = nullptr;

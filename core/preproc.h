@@ -30,8 +30,9 @@ struct PreprocImage {
   // The FIBERMAP table as the bytes of a small FITS file (empty primary + FIBERMAP
   // BINTABLE); empty when the input has no FIBERMAP.
   std::string fibermap_fits;
-  // Counters for logs and metrics.
-  std::size_t n_masked = 0;     // pixels given ivar 0 by the mask policy
+  // Counters for logs and metrics. A pixel that is both masked and non-finite counts in
+  // both.
+  std::size_t n_masked = 0;     // pixels given ivar 0 by the mask policy, or for ivar < 0
   std::size_t n_nonfinite = 0;  // pixels given ivar 0 by the non-finite rule
   std::string source_name;
 };
@@ -52,7 +53,10 @@ absl::StatusOr<PreprocImage> ReadPreprocFromMemory(const void* data, std::size_t
                                                    const PreprocOptions& options);
 
 // Applies the mask policy and non-finite rule in place (exposed so that callers that
-// build frames in memory, e.g. the service, use the same rules).
+// build frames in memory, e.g. the service, use the same rules). Also sets a negative
+// ivar to 0 (counted in n_masked), which the reference leaves unhandled (spec §2.1).
+// `mask` (may be null: no mask) has frame->image.size() entries. Sets (does not add to)
+// frame->n_masked and frame->n_nonfinite.
 void ApplyPixelRules(const uint16_t* mask, MaskPolicy policy, PreprocImage* frame);
 
 }  // namespace spexd::core

@@ -62,5 +62,109 @@ TEST(FitsFileTest, GarbageAndMissingFilesAreErrorsNamingTheFile) {
   EXPECT_NE(s.status().message().find("upload"), std::string::npos);
 }
 
+// A memory file with an IMAGE and a 4-row binary table TAB.
+std::string ImageAndTableBytes() {
+  auto out = FitsFile::CreateMemory("src.fits");
+  EXPECT_TRUE(out.ok());
+  std::vector<float> data(6, 2.5f);
+  EXPECT_TRUE(out->WriteImage<float>("IMAGE", {3, 2}, data.data()).ok());
+  int status = 0;
+  char* ttype[] = {const_cast<char*>("FIBER")};
+  char* tform[] = {const_cast<char*>("J")};
+  fits_create_tbl(out->get(), BINARY_TBL, 4, 1, ttype, tform, nullptr, "TAB", &status);
+  int fibers[] = {7, 8, 9, 10};
+  fits_write_col(out->get(), TINT, 1, 1, 1, 4, fibers, &status);
+  EXPECT_EQ(status, 0);
+  auto bytes = out->TakeMemory();
+  EXPECT_TRUE(bytes.ok()) << bytes.status();
+  return bytes.ok() ? *bytes : std::string();
+}
+
+TEST(FitsFileTest, CopyTableIntoEmptyFileAddsEmptyPrimary) {
+  std::string src_bytes = ImageAndTableBytes();
+  auto src = FitsFile::OpenMemory(src_bytes.data(), src_bytes.size(), "src.fits");
+  ASSERT_TRUE(src.ok()) << src.status();
+  ASSERT_TRUE(src->MoveToHdu("TAB").ok());
+  auto dest = FitsFile::CreateMemory("dest.fits");
+  ASSERT_TRUE(dest.ok());
+  ASSERT_TRUE(src->CopyCurrentHduTo(*dest).ok());
+  auto bytes = dest->TakeMemory();
+  ASSERT_TRUE(bytes.ok()) << bytes.status();
+  EXPECT_EQ(bytes->size(), 3u * 2880u);  // empty primary, table header, table data
+
+  auto in = FitsFile::OpenMemory(bytes->data(), bytes->size(), "dest.fits");
+  ASSERT_TRUE(in.ok());
+  EXPECT_EQ(*in->NumHdus(), 2);
+  auto primary = in->GetImageInfo();
+  ASSERT_TRUE(primary.ok());
+  EXPECT_TRUE(primary->naxes.empty());
+  ASSERT_TRUE(in->MoveToHdu("TAB").ok());
+  int status = 0;
+  int fibers[4] = {0};
+  fits_read_col(in->get(), TINT, 1, 1, 1, 4, nullptr, fibers, nullptr, &status);
+  ASSERT_EQ(status, 0);
+  EXPECT_EQ(fibers[3], 10);
+}
+
+TEST(FitsFileTest, CopyImageIntoEmptyFileBecomesPrimary) {
+  std::string src_bytes = ImageAndTableBytes();
+  auto src = FitsFile::OpenMemory(src_bytes.data(), src_bytes.size(), "src.fits");
+  ASSERT_TRUE(src.ok());
+  ASSERT_TRUE(src->MoveToHdu("IMAGE").ok());
+  auto dest = FitsFile::CreateMemory("dest.fits");
+  ASSERT_TRUE(dest.ok());
+  ASSERT_TRUE(src->CopyCurrentHduTo(*dest).ok());
+  auto bytes = dest->TakeMemory();
+  ASSERT_TRUE(bytes.ok());
+  auto in = FitsFile::OpenMemory(bytes->data(), bytes->size(), "dest.fits");
+  ASSERT_TRUE(in.ok());
+  EXPECT_EQ(*in->NumHdus(), 1);
+  EXPECT_EQ(*in->ReadImage<double>(), std::vector<double>(6, 2.5));
+}
+
+TEST(FitsFileTest, MemoryFilesHaveNoPhantomHdus) {
+  // Regression: CreateMemory used to hand CFITSIO an uninitialised buffer that CFITSIO
+  // treats as existing file content, so stale bytes of an earlier (freed) FITS buffer
+  // of the same size could be counted as extra HDUs. Churn the allocator with
+  // multi-HDU files, then check that a one-HDU file stays one HDU.
+  for (int round = 0; round < 20; ++round) {
+    std::string big = ImageAndTableBytes();
+    auto out = FitsFile::CreateMemory("one.fits");
+    ASSERT_TRUE(out.ok());
+    std::vector<int16_t> v(4, 1);
+    ASSERT_TRUE(out->WriteImage<int16_t>("ONLY", {2, 2}, v.data()).ok());
+    auto bytes = out->TakeMemory();
+    ASSERT_TRUE(bytes.ok());
+    ASSERT_EQ(bytes->size(), 2u * 2880u) << "round " << round;
+    auto in = FitsFile::OpenMemory(bytes->data(), bytes->size(), "one.fits");
+    ASSERT_TRUE(in.ok());
+    ASSERT_EQ(*in->NumHdus(), 1) << "round " << round;
+  }
+}
+
+TEST(FitsFileTest, CheckHduCompleteDetectsTruncation) {
+  std::string bytes = ImageAndTableBytes();  // IMAGE: blocks 0-1, TAB: blocks 2-3
+  auto whole = FitsFile::OpenMemory(bytes.data(), bytes.size(), "whole.fits");
+  ASSERT_TRUE(whole.ok());
+  ASSERT_TRUE(whole->MoveToHdu("TAB").ok());
+  EXPECT_TRUE(whole->CheckHduComplete().ok());
+
+  // Cut inside the table's data block: its header is intact, its 16 data bytes are not.
+  auto cut = FitsFile::OpenMemory(bytes.data(), 3 * 2880 + 10, "cut.fits");
+  ASSERT_TRUE(cut.ok());
+  ASSERT_TRUE(cut->MoveToHdu("IMAGE").ok());
+  EXPECT_TRUE(cut->CheckHduComplete().ok());
+  ASSERT_TRUE(cut->MoveToHdu("TAB").ok());
+  absl::Status st = cut->CheckHduComplete();
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("cut.fits[TAB]: truncated file"), std::string::npos) << st;
+
+  // Only the padding after the last data byte missing: accepted.
+  auto unpadded = FitsFile::OpenMemory(bytes.data(), 3 * 2880 + 16, "unpadded.fits");
+  ASSERT_TRUE(unpadded.ok());
+  ASSERT_TRUE(unpadded->MoveToHdu("TAB").ok());
+  EXPECT_TRUE(unpadded->CheckHduComplete().ok());
+}
+
 }  // namespace
 }  // namespace spexd::core

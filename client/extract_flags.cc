@@ -1,0 +1,103 @@
+#include "client/extract_flags.h"
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "core/status_macros.h"
+
+namespace spexd::client {
+
+const std::vector<FlagSpec>& ExtractFlagSpecs() {
+  static const std::vector<FlagSpec> specs = {
+      {"input", 'i', true, "input preproc image (FITS)"},
+      {"psf", 'p', true, "input PSF (GaussHermite, specex PSFVER 3)"},
+      {"output", 'o', true, "output frame file (desispec layout)"},
+      {"model", 'm', true, "output model image file"},
+      {"wavelength", 'w', true, "wmin,wmax,dw (default: PSF domain, 0.8)"},
+      {"specmin", 's', true, "first spectrum (default 0)"},
+      {"nspec", 'n', true, "number of spectra (default 500)"},
+      {"bundlesize", 0, true, "spectra per bundle (default 25)"},
+      {"nsubbundles", 0, true, "sub-bundles per bundle (default 5)"},
+      {"nwavestep", 0, true, "wavelength bins per patch (default 50)"},
+      {"wavepad", 0, true, "wavelength padding bins (default 10)"},
+      {"psferr", 0, true, "PSF model error for chi2pix (default: PSF PSFERR, else 0.01)"},
+      {"regularize", 0, true, "regularisation (default 0)"},
+      {"compat", 0, true, "gpu|cpu: which gpu_specter path to reproduce (default gpu)"},
+      {"mask-policy", 0, true, "desispec|any: MASK bits that zero ivar (default desispec)"},
+      {"threads", 0, true, "local CPU threads (default: all cores)"},
+      {"backend", 0, true, "local backend: cpu|cuda (default cpu)"},
+      {"local", 0, false, "extract in this process (no server)"},
+      {"server", 0, true, "server address host:port or dns:///host:port"},
+      {"deadline", 0, true, "remote deadline in seconds"},
+      {"quiet", 'q', false, "no progress bar"},
+      {"help", 'h', false, "show this help"},
+  };
+  return specs;
+}
+
+absl::Status ParseWavelength(const std::string& text, core::ExtractionParams* params) {
+  std::vector<std::string> parts = absl::StrSplit(text, ',');
+  double v[3];
+  if (parts.size() != 3 || !absl::SimpleAtod(parts[0], &v[0]) ||
+      !absl::SimpleAtod(parts[1], &v[1]) || !absl::SimpleAtod(parts[2], &v[2])) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--wavelength must be wmin,wmax,dw (got '", text, "')"));
+  }
+  params->has_wavelength = true;
+  params->wmin = v[0];
+  params->wmax = v[1];
+  params->dw = v[2];
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ExtractCommand> ParseExtractCommand(const ParsedArgs& args) {
+  ExtractCommand cmd;
+  cmd.input = args.GetOr("input", "");
+  cmd.psf = args.GetOr("psf", "");
+  cmd.output = args.GetOr("output", "");
+  cmd.model = args.GetOr("model", "");
+  if (cmd.input.empty()) return absl::InvalidArgumentError("missing -i/--input");
+  if (cmd.psf.empty()) return absl::InvalidArgumentError("missing -p/--psf");
+  if (cmd.output.empty()) return absl::InvalidArgumentError("missing -o/--output");
+  core::ExtractionParams& p = cmd.params;
+  p.has_wavelength = false;
+  if (auto w = args.Get("wavelength")) SPEXD_RETURN_IF_ERROR(ParseWavelength(*w, &p));
+  SPEXD_ASSIGN_OR_RETURN(p.specmin, args.GetInt("specmin", 0));
+  SPEXD_ASSIGN_OR_RETURN(p.nspec, args.GetInt("nspec", 500));
+  SPEXD_ASSIGN_OR_RETURN(p.bundlesize, args.GetInt("bundlesize", 25));
+  SPEXD_ASSIGN_OR_RETURN(p.nsubbundles, args.GetInt("nsubbundles", 5));
+  SPEXD_ASSIGN_OR_RETURN(p.nwavestep, args.GetInt("nwavestep", 50));
+  SPEXD_ASSIGN_OR_RETURN(p.wavepad, args.GetInt("wavepad", 10));
+  SPEXD_ASSIGN_OR_RETURN(p.regularize, args.GetDouble("regularize", 0.0));
+  if (args.Has("psferr")) {
+    SPEXD_ASSIGN_OR_RETURN(double e, args.GetDouble("psferr", 0.01));
+    p.psferr = e;
+  }
+  std::string compat = args.GetOr("compat", "gpu");
+  if (!core::ParseCompat(compat, &p.compat)) {
+    return absl::InvalidArgumentError(absl::StrCat("--compat must be gpu or cpu (got '", compat, "')"));
+  }
+  std::string policy = args.GetOr("mask-policy", "desispec");
+  if (policy == "desispec") {
+    p.mask_policy = core::MaskPolicy::kDesispec;
+  } else if (policy == "any") {
+    p.mask_policy = core::MaskPolicy::kAnyBit;
+  } else {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--mask-policy must be desispec or any (got '", policy, "')"));
+  }
+  p.want_model = !cmd.model.empty();
+  SPEXD_ASSIGN_OR_RETURN(cmd.threads, args.GetInt("threads", 0));
+  cmd.backend = args.GetOr("backend", "cpu");
+  cmd.local = args.Has("local");
+  cmd.server = args.GetOr("server", "");
+  SPEXD_ASSIGN_OR_RETURN(cmd.deadline_seconds, args.GetDouble("deadline", 0.0));
+  cmd.quiet = args.Has("quiet");
+  if (!cmd.local && cmd.server.empty()) cmd.local = true;  // no server named: local
+  if (cmd.local && !cmd.server.empty()) {
+    return absl::InvalidArgumentError("--local and --server are exclusive");
+  }
+  return cmd;
+}
+
+}  // namespace spexd::client

@@ -1,0 +1,36 @@
+// spexctl extract's flags (desi_extract_spectra names) -> core::ExtractionParams. Shared by
+// the local and the remote (--server) modes so that both extract the same thing.
+#ifndef SPEXD_CLIENT_EXTRACT_FLAGS_H_
+#define SPEXD_CLIENT_EXTRACT_FLAGS_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "client/cli_args.h"
+#include "core/extraction_params.h"
+
+namespace spexd::client {
+
+// Flag specs of `spexctl extract` (local and remote options together).
+const std::vector<FlagSpec>& ExtractFlagSpecs();
+
+struct ExtractCommand {
+  std::string input, psf, output, model;
+  core::ExtractionParams params;
+  int threads = 0;
+  std::string backend = "cpu";  // local mode: cpu or cuda
+  bool local = false;
+  std::string server;           // host:port or dns:///name:port for remote mode
+  double deadline_seconds = 0;  // 0 = none
+  bool quiet = false;
+};
+
+absl::StatusOr<ExtractCommand> ParseExtractCommand(const ParsedArgs& args);
+
+// "wmin,wmax,dw" (desi_extract_spectra -w).
+absl::Status ParseWavelength(const std::string& text, core::ExtractionParams* params);
+
+}  // namespace spexd::client
+
+#endif  // SPEXD_CLIENT_EXTRACT_FLAGS_H_

@@ -1,0 +1,97 @@
+// spexctl: command-line client of spexd. `spexctl extract --local` needs no server.
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "client/cli_args.h"
+#include "client/extract_flags.h"
+#include "client/local_extract.h"
+#ifdef SPEXD_WITH_SERVER
+#include "client/remote_commands.h"
+#include "client/remote_extract.h"
+#include "client/remote_flags.h"
+#endif
+
+namespace {
+
+int Usage() {
+  std::fprintf(stderr,
+               "usage: spexctl extract [flags]    extract a frame (--local, or --server host:port)\n"
+               "       spexctl extract --help     list the flags\n"
+#ifdef SPEXD_WITH_SERVER
+               "       spexctl psf load PATH [--server-path] | psf list | psf unload ID --server ADDR\n"
+               "       spexctl health --server ADDR   grpc.health.v1 status (exit 0 when SERVING)\n"
+               "       spexctl info --server ADDR     server version, backends, limits\n"
+#endif
+  );
+  return 2;
+}
+
+// Flags of `spexctl extract`: the local ones plus, with the service built, the remote ones.
+std::vector<spexd::client::FlagSpec> ExtractSpecs() {
+#ifdef SPEXD_WITH_SERVER
+  using namespace spexd::client;
+  return JoinFlagSpecs({&ExtractFlagSpecs(), &RemoteExtractFlagSpecs()});
+#else
+  return spexd::client::ExtractFlagSpecs();
+#endif
+}
+
+int Extract(const std::vector<std::string>& args) {
+  using namespace spexd::client;
+  const std::vector<FlagSpec> specs = ExtractSpecs();
+  auto parsed = ParseArgs(specs, args);
+  if (!parsed.ok()) {
+    std::fprintf(stderr, "spexctl extract: %s\n", std::string(parsed.status().message()).c_str());
+    return 2;
+  }
+  if (parsed->Has("help")) {
+    std::printf("usage: spexctl extract -i PREPROC -p PSF -o FRAME [flags]\n%s",
+                FormatHelp(specs).c_str());
+    return 0;
+  }
+  auto cmd = ParseExtractCommand(*parsed);
+  if (!cmd.ok()) {
+    std::fprintf(stderr, "spexctl extract: %s\n", std::string(cmd.status().message()).c_str());
+    return 2;
+  }
+  if (!cmd->local) {
+#ifdef SPEXD_WITH_SERVER
+    auto remote = RemoteExtractOptionsFromArgs(*parsed);
+    if (!remote.ok()) {
+      std::fprintf(stderr, "spexctl extract: %s\n", std::string(remote.status().message()).c_str());
+      return 2;
+    }
+    absl::Status rs = RunRemoteExtract(*cmd, *remote);
+    if (!rs.ok()) {
+      std::fprintf(stderr, "spexctl extract: %s\n", rs.ToString().c_str());
+      return 1;
+    }
+    return 0;
+#else
+    std::fprintf(stderr, "spexctl extract: --server is not available in this build\n");
+    return 2;
+#endif
+  }
+  absl::Status st = RunLocalExtract(*cmd);
+  if (!st.ok()) {
+    std::fprintf(stderr, "spexctl extract: %s\n", st.ToString().c_str());
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) return Usage();
+  std::string sub = argv[1];
+  std::vector<std::string> rest(argv + 2, argv + argc);
+  if (sub == "extract") return Extract(rest);
+#ifdef SPEXD_WITH_SERVER
+  if (sub == "psf") return spexd::client::RunPsfCommand(rest);
+  if (sub == "health") return spexd::client::RunHealthCommand(rest);
+  if (sub == "info") return spexd::client::RunInfoCommand(rest);
+#endif
+  return Usage();
+}

@@ -1,0 +1,197 @@
+#include "client/remote_extract.h"
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "client/progress_bar.h"
+#include "client/remote_flags.h"
+#include "client/remote_frame.h"
+#include "core/frame_writer.h"
+#include "core/status_macros.h"
+
+namespace spexd::client {
+namespace {
+
+absl::StatusOr<std::vector<int>> ParseIntList(const std::string& text, const char* flag) {
+  std::vector<int> out;
+  for (absl::string_view part : absl::StrSplit(text, ',', absl::SkipEmpty())) {
+    int v = 0;
+    if (!absl::SimpleAtoi(part, &v)) {
+      return absl::InvalidArgumentError(absl::StrCat("--", flag, ": '", std::string(part),
+                                                     "' is not an integer"));
+    }
+    out.push_back(v);
+  }
+  return out;
+}
+
+absl::StatusOr<std::string> ReadLocalFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path));
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+}  // namespace
+
+absl::StatusOr<RemoteExtractOptions> RemoteExtractOptionsFromArgs(const ParsedArgs& args) {
+  RemoteExtractOptions o;
+  SPEXD_ASSIGN_OR_RETURN(o.client, ClientOptionsFromArgs(args));
+  o.server_paths = args.Has("server-path");
+  o.server_output = args.GetOr("server-output", "");
+  const std::string priority = args.GetOr("priority", "reprocessing");
+  if (priority == "realtime") {
+    o.priority = v1::REALTIME;
+  } else if (priority != "reprocessing") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--priority must be realtime or reprocessing (got '", priority, "')"));
+  }
+  if (auto b = args.Get("bundles")) {
+    SPEXD_ASSIGN_OR_RETURN(o.bundles, ParseIntList(*b, "bundles"));
+  }
+  if (auto f = args.Get("fibers")) {
+    SPEXD_ASSIGN_OR_RETURN(o.fibers, ParseIntList(*f, "fibers"));
+  }
+  o.print_snr = args.Has("snr");
+  return o;
+}
+
+v1::ExtractionParams ParamsToProto(const core::ExtractionParams& p) {
+  v1::ExtractionParams out;
+  if (p.has_wavelength) {
+    out.set_wmin(p.wmin);
+    out.set_wmax(p.wmax);
+    out.set_dw(p.dw);
+  }
+  out.set_specmin(p.specmin);
+  out.set_nspec(p.nspec);
+  out.set_bundlesize(p.bundlesize);
+  out.set_nsubbundles(p.nsubbundles);
+  out.set_nwavestep(p.nwavestep);
+  out.set_wavepad(p.wavepad);
+  out.set_wavepad_frac(p.wavepad_frac);
+  out.set_pixpad_frac(p.pixpad_frac);
+  out.set_regularize(p.regularize);
+  if (p.psferr.has_value()) out.set_psferr(*p.psferr);
+  out.set_compat(p.compat == core::Compat::kCpu ? v1::COMPAT_CPU : v1::COMPAT_GPU);
+  out.set_mask_policy(p.mask_policy == core::MaskPolicy::kAnyBit ? v1::MASK_POLICY_ANY_BIT
+                                                                  : v1::MASK_POLICY_DESISPEC);
+  return out;
+}
+
+absl::StatusOr<RemoteResult> ExtractRemote(SpexdClient& client, const ExtractCommand& cmd,
+                                           const RemoteExtractOptions& o) {
+  std::string psf_bytes, image_bytes;
+  if (!o.server_paths) {
+    SPEXD_ASSIGN_OR_RETURN(psf_bytes, ReadLocalFile(cmd.psf));
+    SPEXD_ASSIGN_OR_RETURN(image_bytes, ReadLocalFile(cmd.input));
+  }
+  auto load_psf = [&]() {
+    return o.server_paths ? client.LoadPsfFromServerPath(cmd.psf)
+                          : client.LoadPsfFromBytes(psf_bytes, cmd.psf);
+  };
+  SPEXD_ASSIGN_OR_RETURN(v1::PsfInfo psf, load_psf());
+
+  v1::ExtractHeader header;
+  header.set_psf_id(psf.id());
+  if (o.server_paths) header.set_server_path(cmd.input);
+  *header.mutable_params() = ParamsToProto(cmd.params);
+  header.set_priority(o.priority);
+  header.set_want_model(cmd.params.want_model);
+  header.set_server_output_path(o.server_output);
+  for (int b : o.bundles) header.add_bundles(b);
+  for (int f : o.fibers) header.add_fibers(f);
+  header.set_in_img_name(cmd.input);
+  header.set_in_psf_name(cmd.psf);
+  const bool subset = !o.bundles.empty() || !o.fibers.empty();
+
+  for (int attempt = 0;; ++attempt) {
+    RemoteFrameBuilder builder;
+    RemoteResult result;
+    std::unique_ptr<ProgressBar> live_bar;
+    ExtractCallbacks cb;
+    cb.on_header = [&](const v1::FrameHeader& h) {
+      live_bar = std::make_unique<ProgressBar>("extract", h.bundles_size(), !cmd.quiet);
+      return builder.OnHeader(h);
+    };
+    cb.on_bundle = [&](v1::BundleData&& part) {
+      const bool last = part.last_part();
+      SPEXD_RETURN_IF_ERROR(builder.OnBundle(std::move(part)));
+      if (last && live_bar != nullptr) live_bar->Update(builder.bundles_done());
+      return absl::OkStatus();
+    };
+    cb.on_model = [&](const v1::ModelChunk& c) { return builder.OnModel(c); };
+    cb.on_summary = [&](const v1::ExtractSummary& s) { result.summary = s; };
+    absl::Status st = client.Extract(header, o.server_paths ? nullptr : &image_bytes, subset, cb);
+    if (live_bar != nullptr) live_bar->Finish();
+    // The PSF can be evicted between LoadPsf and the extraction (another client filled
+    // the cache): load it again, once.
+    if (absl::IsNotFound(st) && attempt == 0 && builder.bundles_done() == 0) {
+      SPEXD_ASSIGN_OR_RETURN(psf, load_psf());
+      header.set_psf_id(psf.id());
+      continue;
+    }
+    SPEXD_RETURN_IF_ERROR(st);
+    SPEXD_ASSIGN_OR_RETURN(result.frame, builder.Finish());
+    result.meta = builder.Metadata(cmd.psf, cmd.input);
+    result.header = builder.header();
+    return result;
+  }
+}
+
+std::vector<double> MedianSnrPerFiber(const core::Frame& f) {
+  std::vector<double> out;
+  std::vector<double> snr;
+  for (int s = 0; s < f.nspec; ++s) {
+    snr.clear();
+    for (int w = 0; w < f.nwave; ++w) {
+      const std::size_t i = static_cast<std::size_t>(s) * f.nwave + w;
+      if (f.ivar[i] > 0) snr.push_back(f.flux[i] * std::sqrt(f.ivar[i]));
+    }
+    out.push_back(core::Median(snr));
+  }
+  return out;
+}
+
+absl::Status RunRemoteExtract(const ExtractCommand& cmd, const RemoteExtractOptions& o) {
+  const auto t0 = std::chrono::steady_clock::now();
+  SPEXD_ASSIGN_OR_RETURN(std::unique_ptr<SpexdClient> client, SpexdClient::Create(o.client));
+  SPEXD_ASSIGN_OR_RETURN(RemoteResult r, ExtractRemote(*client, cmd, o));
+  const auto t1 = std::chrono::steady_clock::now();
+  SPEXD_ASSIGN_OR_RETURN(std::string bytes, core::FrameToFits(r.frame, r.meta));
+  SPEXD_RETURN_IF_ERROR(core::WriteFileAtomically(cmd.output, bytes));
+  if (!cmd.model.empty()) {
+    SPEXD_ASSIGN_OR_RETURN(std::string model_bytes, core::ModelToFits(r.frame, r.meta));
+    SPEXD_RETURN_IF_ERROR(core::WriteFileAtomically(cmd.model, model_bytes));
+  }
+  const auto t2 = std::chrono::steady_clock::now();
+  auto secs = [](auto a, auto b) { return std::chrono::duration<double>(b - a).count(); };
+  const v1::ExtractSummary& s = r.summary;
+  std::fprintf(stderr,
+               "spexctl: %d spectra x %d wavelengths on %s (%s): queue %.2f s, load %.2f s, "
+               "extract %.2f s, server total %.2f s, client total %.2f s, write %.2f s; patches "
+               "%lld extracted, %lld skipped, %lld retried, %lld failed\n",
+               r.frame.nspec, r.frame.nwave, o.client.target.c_str(), r.header.backend().c_str(),
+               s.queue_seconds(), s.load_seconds(), s.extract_seconds(), s.total_seconds(),
+               secs(t0, t1), secs(t1, t2), static_cast<long long>(s.counts().extracted()),
+               static_cast<long long>(s.counts().skipped()),
+               static_cast<long long>(s.counts().retried()),
+               static_cast<long long>(s.counts().failed()));
+  if (o.print_snr) {
+    const std::vector<double> snr = MedianSnrPerFiber(r.frame);
+    std::printf("fiber  median_snr\n");
+    for (int i = 0; i < r.frame.nspec; ++i) {
+      std::printf("%5d  %10.2f\n", r.frame.specmin + i, snr[static_cast<std::size_t>(i)]);
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace spexd::client

@@ -1,0 +1,54 @@
+// spexctl extract --server: the same command as a local extraction, run by a spexd
+// server. The frame is rebuilt from the stream and written by the same core code, so
+// the file matches a local run's.
+#ifndef SPEXD_CLIENT_REMOTE_EXTRACT_H_
+#define SPEXD_CLIENT_REMOTE_EXTRACT_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "client/cli_args.h"
+#include "client/extract_flags.h"
+#include "client/spexd_client.h"
+#include "core/frame.h"
+#include "core/frame_writer.h"
+#include "spexd/v1/spexd.pb.h"
+
+namespace spexd::client {
+
+struct RemoteExtractOptions {
+  ClientOptions client;
+  bool server_paths = false;  // -i and -p name server-side files
+  std::string server_output;  // server-side output path, optional
+  v1::Priority priority = v1::REPROCESSING;
+  std::vector<int> bundles, fibers;  // non-empty: ExtractBundles
+  bool print_snr = false;
+};
+
+absl::StatusOr<RemoteExtractOptions> RemoteExtractOptionsFromArgs(const ParsedArgs& args);
+
+// desi_extract_spectra parameters as the wire message (every field set explicitly, so
+// that server defaults cannot differ from the client's).
+v1::ExtractionParams ParamsToProto(const core::ExtractionParams& params);
+
+// Loads the PSF (server path or upload) and extracts; returns the rebuilt frame and
+// the header cards to write it with. Used by RunRemoteExtract and by tests.
+struct RemoteResult {
+  core::Frame frame;
+  core::FrameMetadata meta;
+  v1::FrameHeader header;
+  v1::ExtractSummary summary;
+};
+absl::StatusOr<RemoteResult> ExtractRemote(SpexdClient& client, const ExtractCommand& cmd,
+                                           const RemoteExtractOptions& options);
+
+absl::Status RunRemoteExtract(const ExtractCommand& cmd, const RemoteExtractOptions& options);
+
+// Median over wavelengths of flux*sqrt(ivar) (bins with ivar > 0) for each fibre.
+std::vector<double> MedianSnrPerFiber(const core::Frame& frame);
+
+}  // namespace spexd::client
+
+#endif  // SPEXD_CLIENT_REMOTE_EXTRACT_H_

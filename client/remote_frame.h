@@ -1,0 +1,48 @@
+// Rebuilds a core::Frame from a streamed extraction (FrameHeader, BundleData parts,
+// ModelChunks) so that spexctl writes the frame with the same core code as a local run
+// (FrameToFits), bytes included: the streamed values are the server's float64 results.
+#ifndef SPEXD_CLIENT_REMOTE_FRAME_H_
+#define SPEXD_CLIENT_REMOTE_FRAME_H_
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "core/frame.h"
+#include "core/frame_writer.h"
+#include "spexd/v1/spexd.pb.h"
+
+namespace spexd::client {
+
+class RemoteFrameBuilder {
+ public:
+  absl::Status OnHeader(const v1::FrameHeader& header);
+  // Parts must arrive in order (bundles ascending, fibres ascending within a bundle).
+  absl::Status OnBundle(v1::BundleData&& part);
+  absl::Status OnModel(const v1::ModelChunk& chunk);
+
+  // Checks completeness, computes the desispec specmask over the received fibres
+  // (core::ComputeSpecMask, as FrameAssembler::Finish does locally) and returns the frame.
+  absl::StatusOr<core::Frame> Finish();
+
+  // Header cards for FrameToFits. `in_psf` / `in_img` are the names the client used,
+  // as a local run writes the paths it was given.
+  core::FrameMetadata Metadata(const std::string& in_psf, const std::string& in_img) const;
+
+  int bundles_done() const { return bundles_done_; }
+  int bundles_expected() const { return header_.bundles_size(); }
+  const v1::FrameHeader& header() const { return header_; }
+
+ private:
+  bool have_header_ = false;
+  v1::FrameHeader header_;
+  core::Frame frame_;
+  int bundles_done_ = 0;
+  int current_bundle_ = -1;   // bundle whose parts are arriving
+  int next_fiber_ = 0;        // expected fiber_begin of the next part
+  int64_t model_received_ = 0;
+};
+
+}  // namespace spexd::client
+
+#endif  // SPEXD_CLIENT_REMOTE_FRAME_H_

@@ -1,0 +1,252 @@
+#include "client/spexd_client.h"
+
+#include <algorithm>
+#include <chrono>
+#include <random>
+#include <thread>
+#include <utility>
+
+#include <grpcpp/channel.h>
+#include <grpcpp/client_context.h>
+#include <grpcpp/create_channel.h>
+#include <grpcpp/security/credentials.h>
+#include <grpcpp/support/channel_arguments.h>
+
+#include "absl/strings/str_cat.h"
+#include "grpc/health/v1/health.grpc.pb.h"
+#include "spexd/v1/spexd.grpc.pb.h"
+
+namespace spexd::client {
+namespace {
+
+// The reverse of the server's status_util: gRPC's answer as an absl::Status for callers.
+absl::Status FromGrpc(const grpc::Status& s) {
+  if (s.ok()) return absl::OkStatus();
+  return absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
+}
+
+// Replies are at most 4 MiB by contract; allow slack for a server with a larger
+// --max_message_bytes.
+constexpr int kMaxReceiveBytes = 64 << 20;
+
+}  // namespace
+
+struct SpexdClient::Stubs {
+  std::shared_ptr<grpc::Channel> channel;
+  std::unique_ptr<v1::Extraction::Stub> extraction;
+  std::unique_ptr<v1::Admin::Stub> admin;
+  std::unique_ptr<grpc::health::v1::Health::Stub> health;
+  std::mt19937_64 rng{std::random_device{}()};
+};
+
+SpexdClient::SpexdClient(const ClientOptions& options, std::unique_ptr<Stubs> stubs)
+    : options_(options), stubs_(std::move(stubs)) {}
+
+SpexdClient::~SpexdClient() = default;
+
+absl::StatusOr<std::unique_ptr<SpexdClient>> SpexdClient::Create(const ClientOptions& options) {
+  if (options.target.empty()) return absl::InvalidArgumentError("no server address");
+  std::shared_ptr<grpc::ChannelCredentials> creds;
+  if (options.tls) {
+    grpc::SslCredentialsOptions ssl;
+    ssl.pem_root_certs = options.tls_root_certs;
+    ssl.pem_cert_chain = options.tls_client_cert;
+    ssl.pem_private_key = options.tls_client_key;
+    creds = grpc::SslCredentials(ssl);
+  } else {
+    creds = grpc::InsecureChannelCredentials();
+  }
+  grpc::ChannelArguments args;
+  // With dns:/// every resolved address gets a subchannel and calls rotate over them.
+  args.SetLoadBalancingPolicyName("round_robin");
+  args.SetMaxReceiveMessageSize(kMaxReceiveBytes);
+  if (!options.tls_server_name.empty()) args.SetSslTargetNameOverride(options.tls_server_name);
+  auto stubs = std::make_unique<Stubs>();
+  stubs->channel = grpc::CreateCustomChannel(options.target, creds, args);
+  stubs->extraction = v1::Extraction::NewStub(stubs->channel);
+  stubs->admin = v1::Admin::NewStub(stubs->channel);
+  stubs->health = grpc::health::v1::Health::NewStub(stubs->channel);
+  return std::unique_ptr<SpexdClient>(new SpexdClient(options, std::move(stubs)));
+}
+
+namespace {
+
+void Prepare(grpc::ClientContext* ctx, const ClientOptions& o, double deadline_seconds) {
+  if (deadline_seconds > 0) {
+    ctx->set_deadline(std::chrono::system_clock::now() +
+                      std::chrono::duration_cast<std::chrono::system_clock::duration>(
+                          std::chrono::duration<double>(deadline_seconds)));
+  }
+  if (!o.bearer_token.empty()) ctx->AddMetadata("authorization", "Bearer " + o.bearer_token);
+}
+
+// Runs `attempt` until it succeeds, fails with something other than UNAVAILABLE, or
+// the attempts are used up; sleeps a jittered, doubling backoff between tries.
+template <typename Fn>
+absl::Status WithRetries(const ClientOptions& o, std::mt19937_64& rng, Fn attempt) {
+  double backoff = o.initial_backoff_seconds;
+  absl::Status status;
+  for (int i = 0; i < std::max(1, o.max_attempts); ++i) {
+    bool retryable = true;
+    status = attempt(&retryable);
+    if (status.ok() || !absl::IsUnavailable(status) || !retryable) return status;
+    if (i + 1 < o.max_attempts) {
+      std::uniform_real_distribution<double> jitter(0.5, 1.0);
+      std::this_thread::sleep_for(std::chrono::duration<double>(backoff * jitter(rng)));
+      backoff = std::min(backoff * 2, o.max_backoff_seconds);
+    }
+  }
+  return status;
+}
+
+}  // namespace
+
+absl::StatusOr<v1::PsfInfo> SpexdClient::LoadPsfFromServerPath(const std::string& path) {
+  v1::PsfInfo info;
+  absl::Status s = WithRetries(options_, stubs_->rng, [&](bool*) {
+    grpc::ClientContext ctx;
+    Prepare(&ctx, options_, options_.call_deadline_seconds);
+    auto writer = stubs_->admin->LoadPsf(&ctx, &info);
+    v1::LoadPsfRequest req;
+    req.set_server_path(path);
+    writer->Write(req);
+    writer->WritesDone();
+    return FromGrpc(writer->Finish());
+  });
+  if (!s.ok()) return s;
+  return info;
+}
+
+absl::StatusOr<v1::PsfInfo> SpexdClient::LoadPsfFromBytes(const std::string& bytes,
+                                                          const std::string& name) {
+  v1::PsfInfo info;
+  absl::Status s = WithRetries(options_, stubs_->rng, [&](bool*) {
+    grpc::ClientContext ctx;
+    Prepare(&ctx, options_, options_.call_deadline_seconds);
+    auto writer = stubs_->admin->LoadPsf(&ctx, &info);
+    v1::LoadPsfRequest req;
+    req.mutable_upload()->set_name(name);
+    req.mutable_upload()->set_size(static_cast<int64_t>(bytes.size()));
+    bool ok = writer->Write(req);
+    for (std::size_t off = 0; ok && off < bytes.size(); off += options_.upload_chunk_bytes) {
+      v1::LoadPsfRequest chunk;
+      chunk.set_chunk(bytes.substr(off, options_.upload_chunk_bytes));
+      ok = writer->Write(chunk);
+    }
+    writer->WritesDone();
+    return FromGrpc(writer->Finish());
+  });
+  if (!s.ok()) return s;
+  return info;
+}
+
+absl::StatusOr<v1::ListPsfsResponse> SpexdClient::ListPsfs() {
+  v1::ListPsfsResponse resp;
+  absl::Status s = WithRetries(options_, stubs_->rng, [&](bool*) {
+    grpc::ClientContext ctx;
+    Prepare(&ctx, options_, options_.call_deadline_seconds);
+    return FromGrpc(stubs_->admin->ListPsfs(&ctx, v1::ListPsfsRequest(), &resp));
+  });
+  if (!s.ok()) return s;
+  return resp;
+}
+
+absl::StatusOr<v1::UnloadPsfResponse> SpexdClient::UnloadPsf(const std::string& id) {
+  v1::UnloadPsfRequest req;
+  req.set_id(id);
+  v1::UnloadPsfResponse resp;
+  absl::Status s = WithRetries(options_, stubs_->rng, [&](bool*) {
+    grpc::ClientContext ctx;
+    Prepare(&ctx, options_, options_.call_deadline_seconds);
+    return FromGrpc(stubs_->admin->UnloadPsf(&ctx, req, &resp));
+  });
+  if (!s.ok()) return s;
+  return resp;
+}
+
+absl::StatusOr<v1::ServerInfo> SpexdClient::GetServerInfo() {
+  v1::ServerInfo resp;
+  absl::Status s = WithRetries(options_, stubs_->rng, [&](bool*) {
+    grpc::ClientContext ctx;
+    Prepare(&ctx, options_, options_.call_deadline_seconds);
+    return FromGrpc(stubs_->admin->GetServerInfo(&ctx, v1::GetServerInfoRequest(), &resp));
+  });
+  if (!s.ok()) return s;
+  return resp;
+}
+
+absl::StatusOr<std::string> SpexdClient::CheckHealth(const std::string& service) {
+  grpc::health::v1::HealthCheckRequest req;
+  req.set_service(service);
+  grpc::health::v1::HealthCheckResponse resp;
+  absl::Status s = WithRetries(options_, stubs_->rng, [&](bool*) {
+    grpc::ClientContext ctx;
+    Prepare(&ctx, options_, options_.call_deadline_seconds);
+    return FromGrpc(stubs_->health->Check(&ctx, req, &resp));
+  });
+  if (!s.ok()) return s;
+  return grpc::health::v1::HealthCheckResponse::ServingStatus_Name(resp.status());
+}
+
+absl::Status SpexdClient::Extract(v1::ExtractHeader header, const std::string* upload, bool subset,
+                                  const ExtractCallbacks& cb) {
+  if (upload != nullptr) {
+    header.set_upload_size(static_cast<int64_t>(upload->size()));
+  } else if (!header.has_server_path()) {
+    return absl::InvalidArgumentError("Extract needs an upload or header.server_path");
+  }
+  return WithRetries(options_, stubs_->rng, [&](bool* retryable) -> absl::Status {
+    grpc::ClientContext ctx;
+    Prepare(&ctx, options_, options_.extract_deadline_seconds);
+    auto stream = subset ? stubs_->extraction->ExtractBundles(&ctx)
+                         : stubs_->extraction->ExtractFrame(&ctx);
+    v1::ExtractRequest req;
+    *req.mutable_header() = header;
+    // A failed write means the server already ended the call: Finish says why.
+    bool ok = stream->Write(req);
+    if (upload != nullptr) {
+      for (std::size_t off = 0; ok && off < upload->size(); off += options_.upload_chunk_bytes) {
+        v1::ExtractRequest chunk;
+        chunk.mutable_chunk()->set_data(upload->data() + off,
+                                        std::min(options_.upload_chunk_bytes, upload->size() - off));
+        ok = stream->Write(chunk);
+      }
+    }
+    if (ok) stream->WritesDone();
+    v1::ExtractResponse resp;
+    absl::Status callback_status;
+    bool summary = false;
+    while (callback_status.ok() && stream->Read(&resp)) {
+      *retryable = false;  // the caller has seen data: a retry would repeat it
+      switch (resp.kind_case()) {
+        case v1::ExtractResponse::kHeader:
+          if (cb.on_header) callback_status = cb.on_header(resp.header());
+          break;
+        case v1::ExtractResponse::kBundle:
+          if (cb.on_bundle) callback_status = cb.on_bundle(std::move(*resp.mutable_bundle()));
+          break;
+        case v1::ExtractResponse::kModel:
+          if (cb.on_model) callback_status = cb.on_model(resp.model());
+          break;
+        case v1::ExtractResponse::kSummary:
+          summary = true;
+          if (cb.on_summary) cb.on_summary(resp.summary());
+          break;
+        default:
+          break;  // a newer server's message kind: ignore
+      }
+    }
+    if (!callback_status.ok()) {
+      ctx.TryCancel();
+      stream->Finish();
+      return callback_status;
+    }
+    absl::Status status = FromGrpc(stream->Finish());
+    if (status.ok() && !summary) {
+      return absl::DataLossError("the server ended the stream without a summary");
+    }
+    return status;
+  });
+}
+
+}  // namespace spexd::client

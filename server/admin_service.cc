@@ -1,0 +1,164 @@
+#include "server/admin_service.h"
+
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "core/status_macros.h"
+#include "core/version.h"
+#include "server/auth.h"
+#include "server/data_roots.h"
+#include "server/log.h"
+#include "server/metrics.h"
+#include "server/psf_cache.h"
+#include "server/scheduler.h"
+#include "server/status_util.h"
+
+namespace spexd::server {
+namespace {
+
+void SummaryToProto(const PsfSummary& s, v1::PsfInfo* out) {
+  out->set_id(s.id);
+  out->set_source(s.source);
+  out->set_nspec(s.nspec);
+  out->set_wavemin(s.wavemin);
+  out->set_wavemax(s.wavemax);
+  out->set_host_bytes(s.host_bytes);
+  // The Backend interface does not report per-PSF device memory yet.
+  out->set_gpu_bytes(0);
+  out->set_geometries(s.geometries);
+  out->set_already_loaded(s.already_loaded);
+  out->set_in_psf(s.in_psf);
+}
+
+// Reads a LoadPsf stream: one server_path message, or an upload header and its chunks.
+absl::Status ReadPsfSource(grpc::ServerReader<v1::LoadPsfRequest>* reader, const DataRoots& roots,
+                           int64_t max_bytes, ServerMetrics* metrics, std::string* bytes,
+                           std::string* source) {
+  v1::LoadPsfRequest msg;
+  if (!reader->Read(&msg)) return absl::InvalidArgumentError("LoadPsf stream carried no message");
+  if (msg.kind_case() == v1::LoadPsfRequest::kServerPath) {
+    SPEXD_ASSIGN_OR_RETURN(DataRoots::File file, roots.ReadFile(msg.server_path(), max_bytes));
+    *bytes = std::move(file.bytes);
+    *source = file.path;
+    return absl::OkStatus();
+  }
+  if (msg.kind_case() != v1::LoadPsfRequest::kUpload) {
+    return absl::InvalidArgumentError("LoadPsf starts with server_path or an upload header");
+  }
+  const int64_t size = msg.upload().size();
+  *source = msg.upload().name().empty() ? std::string("upload") : msg.upload().name();
+  if (size <= 0) return absl::InvalidArgumentError("PSF upload: size must be positive");
+  if (size > max_bytes) {
+    return absl::ResourceExhaustedError(absl::StrCat("PSF upload of ", size,
+                                                     " bytes is over the limit of ", max_bytes));
+  }
+  bytes->reserve(static_cast<std::size_t>(size));
+  while (static_cast<int64_t>(bytes->size()) < size) {
+    if (!reader->Read(&msg)) {
+      return absl::InvalidArgumentError(absl::StrCat("truncated PSF upload: ", bytes->size(),
+                                                     " of ", size, " bytes"));
+    }
+    if (msg.kind_case() != v1::LoadPsfRequest::kChunk) {
+      return absl::InvalidArgumentError("expected PSF upload chunks after the header");
+    }
+    if (static_cast<int64_t>(bytes->size() + msg.chunk().size()) > size) {
+      return absl::InvalidArgumentError("PSF upload is longer than announced");
+    }
+    bytes->append(msg.chunk());
+    if (metrics != nullptr) metrics->AddUploadBytes(static_cast<double>(msg.chunk().size()));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+grpc::Status AdminService::Done(const char* rpc, const absl::Status& status) {
+  grpc::Status out = ToGrpcStatus(status);
+  if (context_->env.metrics != nullptr) {
+    context_->env.metrics->CountRequest(rpc, GrpcCodeName(out.error_code()));
+  }
+  return out;
+}
+
+grpc::Status AdminService::LoadPsf(grpc::ServerContext* call,
+                                   grpc::ServerReader<v1::LoadPsfRequest>* reader,
+                                   v1::PsfInfo* response) {
+  absl::Status status = CheckBearerToken(*call, context_->auth_token);
+  if (status.ok()) {
+    std::string bytes, source;
+    status = ReadPsfSource(reader, *context_->env.roots, context_->env.limits.max_upload_bytes,
+                           context_->env.metrics, &bytes, &source);
+    if (status.ok()) {
+      auto loaded = context_->env.cache->Load(bytes, source);
+      if (loaded.ok()) {
+        SummaryToProto(*loaded, response);
+        Log(LogLevel::kInfo, "psf_loaded",
+            {{"id", loaded->id}, {"source", source}, {"bytes", loaded->host_bytes},
+             {"already_loaded", loaded->already_loaded}});
+      }
+      status = loaded.status();
+    }
+  }
+  return Done("LoadPsf", status);
+}
+
+grpc::Status AdminService::ListPsfs(grpc::ServerContext* call, const v1::ListPsfsRequest*,
+                                    v1::ListPsfsResponse* response) {
+  absl::Status status = CheckBearerToken(*call, context_->auth_token);
+  if (status.ok()) {
+    for (const PsfSummary& s : context_->env.cache->List()) SummaryToProto(s, response->add_psfs());
+    response->set_cache_bytes(context_->env.cache->bytes());
+    response->set_cache_budget_bytes(context_->env.cache->budget());
+  }
+  return Done("ListPsfs", status);
+}
+
+grpc::Status AdminService::UnloadPsf(grpc::ServerContext* call, const v1::UnloadPsfRequest* request,
+                                     v1::UnloadPsfResponse* response) {
+  absl::Status status = CheckBearerToken(*call, context_->auth_token);
+  if (status.ok()) {
+    auto freed = context_->env.cache->Unload(request->id());
+    if (freed.ok()) {
+      response->set_freed_bytes(*freed);
+      Log(LogLevel::kInfo, "psf_unloaded", {{"id", request->id()}, {"bytes", *freed}});
+    }
+    status = freed.status();
+  }
+  return Done("UnloadPsf", status);
+}
+
+grpc::Status AdminService::GetServerInfo(grpc::ServerContext* call, const v1::GetServerInfoRequest*,
+                                         v1::ServerInfo* response) {
+  absl::Status status = CheckBearerToken(*call, context_->auth_token);
+  if (status.ok()) {
+    response->set_version(core::kSpexdVersion);
+    response->set_api_version("spexd.v1");
+    for (const WorkerState& w : context_->scheduler->Workers()) {
+      v1::WorkerInfo* info = response->add_workers();
+      info->set_index(w.index);
+      info->set_backend(w.backend);
+      info->set_description(w.description);
+      info->set_healthy(w.healthy);
+      info->set_gpu_device(w.gpu_device);
+      info->set_busy(w.busy);
+    }
+    auto [gpus, choice] = context_->BackendChoice();
+    response->set_gpu_count(gpus);
+    response->set_backend_choice(choice);
+    v1::Limits* limits = response->mutable_limits();
+    limits->set_max_message_bytes(context_->env.limits.max_message_bytes);
+    limits->set_max_upload_bytes(context_->env.limits.max_upload_bytes);
+    limits->set_max_image_pixels(context_->env.limits.max_image_pixels);
+    limits->set_max_queue(context_->max_queue);
+    limits->set_psf_cache_budget_bytes(context_->env.cache->budget());
+    response->set_queue_depth(context_->scheduler->queue_depth());
+    response->set_serving(context_->serving.load());
+    response->set_tls(context_->tls);
+    response->set_auth_required(!context_->auth_token.empty());
+    response->set_uptime_seconds(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - context_->started).count());
+  }
+  return Done("GetServerInfo", status);
+}
+
+}  // namespace spexd::server

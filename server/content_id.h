@@ -1,0 +1,15 @@
+// Content-derived identifiers: a PSF's id is the SHA-256 of its file bytes, so the same
+// file always gets the same id on every replica, and loading it twice is a no-op.
+#ifndef SPEXD_SERVER_CONTENT_ID_H_
+#define SPEXD_SERVER_CONTENT_ID_H_
+
+#include <string>
+
+namespace spexd::server {
+
+// Lower-case hex SHA-256 of `bytes` (64 characters).
+std::string Sha256Hex(const std::string& bytes);
+
+}  // namespace spexd::server
+
+#endif  // SPEXD_SERVER_CONTENT_ID_H_

@@ -1,0 +1,288 @@
+#include "server/extraction_service.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <deque>
+#include <memory>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "server/auth.h"
+#include "server/log.h"
+#include "server/metrics.h"
+#include "server/psf_cache.h"
+#include "server/scheduler.h"
+#include "server/status_util.h"
+
+namespace spexd::server {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Messages allowed to wait for the network per call: enough to keep the stream busy,
+// few enough (x 4 MiB) that a slow client cannot make the server buffer a whole frame.
+constexpr std::size_t kMaxPendingWrites = 8;
+
+class ExtractReactor final : public grpc::ServerBidiReactor<v1::ExtractRequest, v1::ExtractResponse>,
+                             public ResponseStream {
+ public:
+  ExtractReactor(ServiceContext* service, grpc::CallbackServerContext* call, bool subset)
+      : service_(service),
+        subset_(subset),
+        rpc_(subset ? "ExtractBundles" : "ExtractFrame"),
+        cancel_(std::make_shared<std::atomic<bool>>(false)) {
+    request_.arrived = Clock::now();
+    request_.subset = subset;
+    peer_ = call->peer();
+    request_.peer = peer_;
+    deadline_ = SteadyDeadline(call->deadline());
+    request_.deadline = deadline_;
+    if (service_->env.metrics != nullptr) service_->env.metrics->AddInflight(1);
+    absl::Status auth = CheckBearerToken(*call, service_->auth_token);
+    if (!auth.ok()) {
+      Finish(auth);
+      return;
+    }
+    StartRead(&incoming_);
+  }
+
+  // ---- reactions (gRPC threads; never block)
+
+  void OnReadDone(bool ok) override {
+    if (!ok) {
+      if (phase_ == Phase::kHeader) {
+        Finish(cancel_->load() ? absl::CancelledError("cancelled before the request header")
+                               : absl::InvalidArgumentError("stream closed before an ExtractHeader"));
+      } else if (phase_ == Phase::kUpload) {
+        Finish(cancel_->load()
+                   ? absl::CancelledError("upload cancelled")
+                   : absl::InvalidArgumentError(absl::StrCat(
+                         "truncated upload: the stream ended after ", request_.upload.size(),
+                         " of the announced ", expected_upload_, " bytes")));
+      }
+      return;
+    }
+    absl::Status status = phase_ == Phase::kHeader ? OnHeader() : OnChunk();
+    if (!status.ok()) Finish(status);
+  }
+
+  void OnWriteDone(bool ok) override {
+    v1::ExtractResponse* next = nullptr;
+    bool finish = false;
+    {
+      absl::MutexLock lock(&mu_);
+      writing_ = false;
+      if (!ok) {  // the client is gone: stop the job at its next Send or bundle
+        broken_ = true;
+        pending_.clear();
+        cancel_->store(true);
+      }
+      if (!broken_ && !pending_.empty()) {
+        current_ = std::move(pending_.front());
+        pending_.pop_front();
+        writing_ = true;
+        next = &current_;
+      } else if (finish_requested_ && !finished_) {
+        finished_ = true;
+        finish = true;
+      }
+    }
+    if (next != nullptr) {
+      StartWrite(next);
+    } else if (finish) {
+      CompleteCall();
+    }
+  }
+
+  void OnCancel() override {
+    absl::MutexLock lock(&mu_);
+    cancel_->store(true);  // polled by the backend between bundles and by Send
+  }
+
+  void OnDone() override { delete this; }
+
+  // ---- ResponseStream (worker thread)
+
+  bool Send(v1::ExtractResponse message) override {
+    v1::ExtractResponse* next = nullptr;
+    {
+      absl::MutexLock lock(&mu_);
+      auto room = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return broken_ || cancel_->load() || pending_.size() < kMaxPendingWrites;
+      };
+      // Wake up now and then: the cancel flag is set without this mutex's condition
+      // being re-evaluated when the deadline passes.
+      while (!mu_.AwaitWithTimeout(absl::Condition(&room), absl::Milliseconds(200))) {
+        if (Clock::now() >= deadline_) return false;
+      }
+      if (broken_ || cancel_->load()) return false;
+      pending_.push_back(std::move(message));
+      if (!writing_) {
+        current_ = std::move(pending_.front());
+        pending_.pop_front();
+        writing_ = true;
+        next = &current_;
+      }
+    }
+    if (next != nullptr) StartWrite(next);
+    return true;
+  }
+
+  void Finish(const absl::Status& status) override {
+    bool finish = false;
+    {
+      absl::MutexLock lock(&mu_);
+      if (finish_requested_) return;
+      finish_requested_ = true;
+      final_status_ = status;
+      if (!writing_ && (pending_.empty() || broken_)) {
+        finished_ = true;
+        finish = true;
+      }
+    }
+    if (finish) CompleteCall();
+  }
+
+ private:
+  enum class Phase { kHeader, kUpload, kSubmitted };
+
+  static Clock::time_point SteadyDeadline(std::chrono::system_clock::time_point deadline) {
+    const auto now_sys = std::chrono::system_clock::now();
+    // gRPC reports "no deadline" as a time far in the future.
+    if (deadline - now_sys > std::chrono::hours(24 * 365)) return Clock::time_point::max();
+    return Clock::now() + std::chrono::duration_cast<Clock::duration>(deadline - now_sys);
+  }
+
+  absl::Status OnHeader() {
+    if (incoming_.kind_case() != v1::ExtractRequest::kHeader) {
+      return absl::InvalidArgumentError("the first message must be an ExtractHeader");
+    }
+    if (!service_->serving.load()) {
+      return absl::UnavailableError(service_->draining.load() ? "server is draining"
+                                                              : "server is warming up");
+    }
+    request_.header = std::move(*incoming_.mutable_header());
+    const v1::ExtractHeader& h = request_.header;
+    if (!subset_ && (h.bundles_size() > 0 || h.fibers_size() > 0)) {
+      return absl::InvalidArgumentError(
+          "ExtractFrame extracts whole frames; use ExtractBundles for bundles or fibres");
+    }
+    if (subset_ && h.bundles_size() == 0 && h.fibers_size() == 0) {
+      return absl::InvalidArgumentError("ExtractBundles needs bundles or fibers");
+    }
+    if (h.psf_id().empty()) return absl::InvalidArgumentError("psf_id is empty");
+    auto psf = service_->env.cache->Get(h.psf_id());
+    if (!psf.ok()) return psf.status();
+    request_.psf = *std::move(psf);
+    const ServiceLimits& limits = service_->env.limits;
+    switch (h.image_case()) {
+      case v1::ExtractHeader::kServerPath:
+        if (h.server_path().empty()) return absl::InvalidArgumentError("server_path is empty");
+        break;
+      case v1::ExtractHeader::kUploadSize:
+        if (h.upload_size() <= 0) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("empty image: upload_size is ", h.upload_size()));
+        }
+        if (h.upload_size() > limits.max_upload_bytes) {
+          return absl::ResourceExhaustedError(absl::StrCat(
+              "upload of ", h.upload_size(), " bytes is over the server's limit of ",
+              limits.max_upload_bytes, " bytes (--max_upload_bytes)"));
+        }
+        break;
+      default:
+        return absl::InvalidArgumentError("the header names no image (server_path or upload_size)");
+    }
+    auto ticket = service_->scheduler->Reserve(h.priority() == v1::REALTIME);
+    if (!ticket.ok()) return ticket.status();
+    ticket_ = *std::move(ticket);
+    if (h.image_case() == v1::ExtractHeader::kServerPath) return Submit();
+    expected_upload_ = h.upload_size();
+    request_.upload.reserve(static_cast<std::size_t>(expected_upload_));
+    phase_ = Phase::kUpload;
+    StartRead(&incoming_);
+    return absl::OkStatus();
+  }
+
+  absl::Status OnChunk() {
+    if (incoming_.kind_case() != v1::ExtractRequest::kChunk) {
+      return absl::InvalidArgumentError("expected an UploadChunk after the header");
+    }
+    const std::string& data = incoming_.chunk().data();
+    if (static_cast<int64_t>(request_.upload.size() + data.size()) > expected_upload_) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "upload is longer than the announced upload_size of ", expected_upload_, " bytes"));
+    }
+    request_.upload.append(data);
+    if (service_->env.metrics != nullptr) {
+      service_->env.metrics->AddUploadBytes(static_cast<double>(data.size()));
+    }
+    if (static_cast<int64_t>(request_.upload.size()) == expected_upload_) return Submit();
+    StartRead(&incoming_);
+    return absl::OkStatus();
+  }
+
+  absl::Status Submit() {
+    phase_ = Phase::kSubmitted;
+    auto job = std::make_shared<ExtractJob>(service_->env, std::move(request_), this, cancel_);
+    service_->scheduler->Submit(std::move(ticket_), std::move(job));
+    return absl::OkStatus();
+  }
+
+  // Last use of `this` by our code: gRPC may run OnDone (delete) right after Finish.
+  void CompleteCall() {
+    ticket_ = Scheduler::Ticket();  // an early error releases the queue slot
+    grpc::Status status = ToGrpcStatus(final_status_);
+    if (ServerMetrics* m = service_->env.metrics; m != nullptr) {
+      m->CountRequest(rpc_, GrpcCodeName(status.error_code()));
+      m->AddInflight(-1);
+    }
+    if (!status.ok() && phase_ != Phase::kSubmitted) {
+      Log(LogLevel::kInfo, "extract_rejected",
+          {{"rpc", rpc_}, {"peer", peer_}, {"code", GrpcCodeName(status.error_code())},
+           {"error", status.error_message()}});
+    }
+    ServerBidiReactor::Finish(status);
+  }
+
+  ServiceContext* const service_;
+  const bool subset_;
+  const std::string rpc_;
+  std::shared_ptr<std::atomic<bool>> cancel_;
+  Clock::time_point deadline_;
+  std::string peer_;
+
+  // Read side: touched only by reactions, which gRPC serialises for one call.
+  Phase phase_ = Phase::kHeader;
+  v1::ExtractRequest incoming_;
+  JobRequest request_;
+  int64_t expected_upload_ = 0;
+  Scheduler::Ticket ticket_;
+
+  // Write side: shared between the worker (Send, Finish) and reactions.
+  absl::Mutex mu_;
+  std::deque<v1::ExtractResponse> pending_ ABSL_GUARDED_BY(mu_);
+  v1::ExtractResponse current_;  // owned by the write in flight while writing_
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool broken_ ABSL_GUARDED_BY(mu_) = false;
+  bool finish_requested_ ABSL_GUARDED_BY(mu_) = false;
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status final_status_;
+};
+
+}  // namespace
+
+grpc::ServerBidiReactor<v1::ExtractRequest, v1::ExtractResponse>* ExtractionService::ExtractFrame(
+    grpc::CallbackServerContext* call) {
+  return new ExtractReactor(context_, call, /*subset=*/false);
+}
+
+grpc::ServerBidiReactor<v1::ExtractRequest, v1::ExtractResponse>* ExtractionService::ExtractBundles(
+    grpc::CallbackServerContext* call) {
+  return new ExtractReactor(context_, call, /*subset=*/true);
+}
+
+}  // namespace spexd::server

@@ -1,0 +1,138 @@
+// spexd: the extraction service. Flags are defined here only (style.md); everything
+// else takes a ServerOptions.
+#include <csignal>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <pthread.h>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/time.h"
+#include "server/config_file.h"
+#include "server/log.h"
+#include "server/spexd_server.h"
+
+ABSL_FLAG(std::string, config, "", "optional file of key = value lines mirroring these flags");
+ABSL_FLAG(std::string, listen, "127.0.0.1:50051", "gRPC address (host:port; loopback by default)");
+ABSL_FLAG(std::string, metrics_listen, "127.0.0.1:9464",
+          "Prometheus /metrics address (host:port); empty disables it");
+ABSL_FLAG(std::string, data_roots, "",
+          "comma-separated directories that request paths may point into");
+ABSL_FLAG(std::string, backend, "auto", "auto (GPU if any, else CPU), cpu or cuda");
+ABSL_FLAG(std::string, gpu_devices, "", "comma-separated CUDA devices to use (default: all)");
+ABSL_FLAG(int, cpu_threads, 0, "CPU backend threads (0: all cores)");
+ABSL_FLAG(std::string, cuda_module, "", "path of libspexd_cuda.so (default: next to spexd)");
+ABSL_FLAG(int, max_queue, 16, "extractions waiting or uploading before RESOURCE_EXHAUSTED");
+ABSL_FLAG(int64_t, psf_cache_bytes, int64_t{4} << 30,
+          "host memory budget of the PSF and geometry cache");
+ABSL_FLAG(int64_t, max_upload_bytes, int64_t{1} << 30,
+          "largest image upload or server-side image file");
+ABSL_FLAG(int64_t, max_image_pixels, int64_t{1} << 26, "largest image (height x width)");
+ABSL_FLAG(int64_t, max_message_bytes, int64_t{4} << 20, "largest gRPC message either way");
+ABSL_FLAG(double, drain_seconds, 30, "grace period for work in flight on SIGTERM");
+ABSL_FLAG(std::string, tls_cert, "", "PEM server certificate (enables TLS)");
+ABSL_FLAG(std::string, tls_key, "", "PEM server private key");
+ABSL_FLAG(std::string, tls_client_ca, "", "PEM CA for client certificates (mutual TLS)");
+ABSL_FLAG(std::string, auth_token_file, "",
+          "file holding the bearer token that clients must send (authorization metadata)");
+ABSL_FLAG(std::string, preload_psfs, "", "comma-separated PSF paths to load during warm-up");
+ABSL_FLAG(std::string, log_level, "info", "debug, info, warning or error");
+
+namespace {
+
+using spexd::server::Log;
+using spexd::server::LogLevel;
+
+std::vector<std::string> SplitList(const std::string& text) {
+  std::vector<std::string> out;
+  for (absl::string_view part : absl::StrSplit(text, ',', absl::SkipWhitespace())) {
+    out.emplace_back(absl::StripAsciiWhitespace(part));
+  }
+  return out;
+}
+
+int Fail(const std::string& message) {
+  Log(LogLevel::kError, "startup_failed", {{"error", message}});
+  return 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace spexd::server;
+  // Signals are taken synchronously by sigwait below; block them before any thread
+  // (gRPC, civetweb, workers) starts so that every thread inherits the mask.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  std::signal(SIGPIPE, SIG_IGN);
+
+  absl::SetProgramUsageMessage("spexd: DESI spectral extraction service (gRPC)");
+  auto merged = MergeConfigArgs(argc, argv);
+  if (!merged.ok()) return Fail(merged.status().ToString());
+  std::vector<char*> args;
+  for (std::string& a : *merged) args.push_back(a.data());
+  absl::ParseCommandLine(static_cast<int>(args.size()), args.data());
+
+  const std::string level = absl::GetFlag(FLAGS_log_level);
+  if (level == "debug") SetMinLogLevel(LogLevel::kDebug);
+  if (level == "warning") SetMinLogLevel(LogLevel::kWarning);
+  if (level == "error") SetMinLogLevel(LogLevel::kError);
+
+  ServerOptions o;
+  o.listen = absl::GetFlag(FLAGS_listen);
+  o.metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
+  o.data_roots = SplitList(absl::GetFlag(FLAGS_data_roots));
+  o.backend = absl::GetFlag(FLAGS_backend);
+  for (const std::string& d : SplitList(absl::GetFlag(FLAGS_gpu_devices))) {
+    int device = 0;
+    if (!absl::SimpleAtoi(d, &device)) return Fail(absl::StrCat("--gpu_devices: bad device '", d, "'"));
+    o.gpu_devices.push_back(device);
+  }
+  o.cpu_threads = absl::GetFlag(FLAGS_cpu_threads);
+  o.cuda_module = absl::GetFlag(FLAGS_cuda_module);
+  o.max_queue = absl::GetFlag(FLAGS_max_queue);
+  o.psf_cache_bytes = absl::GetFlag(FLAGS_psf_cache_bytes);
+  o.limits.max_upload_bytes = absl::GetFlag(FLAGS_max_upload_bytes);
+  o.limits.max_image_pixels = absl::GetFlag(FLAGS_max_image_pixels);
+  o.limits.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
+  if (o.limits.max_message_bytes < (1 << 20) || o.limits.max_message_bytes > (64 << 20)) {
+    return Fail("--max_message_bytes must be between 1 MiB and 64 MiB");
+  }
+  if (o.max_queue < 1) return Fail("--max_queue must be at least 1");
+  o.tls_cert_file = absl::GetFlag(FLAGS_tls_cert);
+  o.tls_key_file = absl::GetFlag(FLAGS_tls_key);
+  o.tls_client_ca_file = absl::GetFlag(FLAGS_tls_client_ca);
+  o.preload_psfs = SplitList(absl::GetFlag(FLAGS_preload_psfs));
+  if (const std::string token_file = absl::GetFlag(FLAGS_auth_token_file); !token_file.empty()) {
+    std::ifstream in(token_file);
+    if (!in) return Fail(absl::StrCat("cannot read --auth_token_file ", token_file));
+    std::stringstream ss;
+    ss << in.rdbuf();
+    o.auth_token = std::string(absl::StripAsciiWhitespace(ss.str()));
+    if (o.auth_token.empty()) return Fail("--auth_token_file is empty");
+  }
+  const double drain_seconds = absl::GetFlag(FLAGS_drain_seconds);
+
+  auto server = SpexdServer::Start(std::move(o));
+  if (!server.ok()) return Fail(server.status().ToString());
+
+  int sig = 0;
+  sigwait(&signals, &sig);
+  Log(LogLevel::kInfo, "signal", {{"signal", sig == SIGTERM ? "SIGTERM" : "SIGINT"}});
+  (*server)->Drain(absl::Seconds(drain_seconds));
+  server->reset();
+  Log(LogLevel::kInfo, "exit", {{"code", 0}});
+  return 0;
+}

@@ -1,0 +1,89 @@
+// Prometheus metrics of the service (prometheus-cpp, pulled from its own port). Names
+// follow Prometheus conventions: `spexd_` prefix, counters end in `_total`, durations are
+// `_seconds`, sizes `_bytes`, fractions `_ratio`.
+#ifndef SPEXD_SERVER_METRICS_H_
+#define SPEXD_SERVER_METRICS_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "core/extraction_result.h"
+#include "prometheus/counter.h"
+#include "prometheus/family.h"
+#include "prometheus/gauge.h"
+#include "prometheus/histogram.h"
+#include "prometheus/registry.h"
+
+namespace prometheus {
+class Exposer;
+}
+
+namespace spexd::server {
+
+class ServerMetrics {
+ public:
+  ServerMetrics();
+  ~ServerMetrics();
+  ServerMetrics(const ServerMetrics&) = delete;
+  ServerMetrics& operator=(const ServerMetrics&) = delete;
+
+  // Serves /metrics on `address` (host:port; port 0 picks a free one). civetweb throws
+  // when it cannot start (toolchain.md §4.4): the exception stops here as a status.
+  absl::Status StartExposer(const std::string& address);
+  // The bound port, or 0 when not serving.
+  int exposer_port() const { return exposer_port_; }
+  // The current exposition text (what a scrape returns).
+  std::string Serialize() const;
+
+  void CountRequest(const std::string& rpc, const char* code);
+  void AddInflight(double delta) { inflight_->Increment(delta); }
+  void SetQueueDepth(bool realtime, double depth);
+  void ObserveQueueWait(bool realtime, double seconds);
+  void ObserveFrame(double seconds) { frame_seconds_->Observe(seconds); }
+  void ObserveImageLoad(double seconds) { load_seconds_->Observe(seconds); }
+  // One finished bundle: latency, patch outcomes and the numerical QA distributions
+  // (per-fibre median chi2pix and mean masked fraction, arrays [nfibers][nwave]).
+  void ObserveBundle(double seconds, const core::BundleResult& bundle);
+  void AddUploadBytes(double bytes) { upload_bytes_->Increment(bytes); }
+  void CountCache(const char* kind, const char* what);  // what: hit | miss | eviction
+  void SetCacheState(double bytes, double budget, double psfs, double geometries);
+  void SetHostMemory(double bytes) { host_memory_->Set(bytes); }
+  void SetBackendState(int worker, const std::string& backend, bool healthy, bool busy);
+  void SetServing(bool serving) { serving_->Set(serving ? 1 : 0); }
+
+ private:
+  std::shared_ptr<prometheus::Registry> registry_;
+  std::unique_ptr<prometheus::Exposer> exposer_;
+  int exposer_port_ = 0;
+
+  prometheus::Family<prometheus::Counter>* requests_;
+  prometheus::Gauge* inflight_;
+  prometheus::Family<prometheus::Gauge>* queue_depth_;
+  prometheus::Family<prometheus::Histogram>* queue_wait_;
+  prometheus::Histogram* frame_seconds_;
+  prometheus::Histogram* load_seconds_;
+  prometheus::Histogram* bundle_seconds_;
+  prometheus::Counter* bundles_;
+  prometheus::Family<prometheus::Counter>* patches_;
+  prometheus::Histogram* chi2pix_median_;
+  prometheus::Histogram* masked_ratio_;
+  prometheus::Counter* upload_bytes_;
+  prometheus::Family<prometheus::Counter>* cache_events_hits_;
+  prometheus::Family<prometheus::Counter>* cache_events_misses_;
+  prometheus::Family<prometheus::Counter>* cache_events_evictions_;
+  prometheus::Gauge* cache_bytes_;
+  prometheus::Gauge* cache_budget_;
+  prometheus::Family<prometheus::Gauge>* cache_entries_;
+  prometheus::Gauge* host_memory_;
+  prometheus::Family<prometheus::Gauge>* backend_healthy_;
+  prometheus::Family<prometheus::Gauge>* worker_busy_;
+  prometheus::Gauge* serving_;
+};
+
+// Resident set size of this process (from /proc/self/statm), 0 when unknown.
+double HostMemoryBytes();
+
+}  // namespace spexd::server
+
+#endif  // SPEXD_SERVER_METRICS_H_

@@ -1,0 +1,292 @@
+#include "server/spexd_server.h"
+
+#include <fstream>
+#include <sstream>
+#include <thread>
+#include <utility>
+
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/health_check_service_interface.h>
+#include <grpcpp/security/server_credentials.h>
+#include <grpcpp/server.h>
+#include <grpcpp/server_builder.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "core/cuda_module_loader.h"
+#include "server/admin_service.h"
+#include "server/data_roots.h"
+#include "server/extraction_service.h"
+#include "server/log.h"
+#include "server/metrics.h"
+#include "server/psf_cache.h"
+#include "server/scheduler.h"
+#include "server/service_context.h"
+
+namespace spexd::server {
+namespace {
+
+absl::StatusOr<std::string> ReadTextFile(const std::string& path, const char* what) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::InvalidArgumentError(absl::StrCat("cannot read ", what, " ", path));
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeCredentials(const ServerOptions& o) {
+  if (o.tls_cert_file.empty() && o.tls_key_file.empty()) {
+    if (!o.tls_client_ca_file.empty()) {
+      return absl::InvalidArgumentError("--tls_client_ca needs --tls_cert and --tls_key");
+    }
+    return grpc::InsecureServerCredentials();
+  }
+  if (o.tls_cert_file.empty() || o.tls_key_file.empty()) {
+    return absl::InvalidArgumentError("TLS needs both --tls_cert and --tls_key");
+  }
+  auto cert = ReadTextFile(o.tls_cert_file, "TLS certificate");
+  if (!cert.ok()) return cert.status();
+  auto key = ReadTextFile(o.tls_key_file, "TLS key");
+  if (!key.ok()) return key.status();
+  const bool mutual = !o.tls_client_ca_file.empty();
+  grpc::SslServerCredentialsOptions ssl(
+      mutual ? GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY
+             : GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
+  if (mutual) {
+    auto ca = ReadTextFile(o.tls_client_ca_file, "client CA");
+    if (!ca.ok()) return ca.status();
+    ssl.pem_root_certs = *ca;
+  }
+  ssl.pem_key_cert_pairs.push_back({*key, *cert});
+  return grpc::SslServerCredentials(ssl);
+}
+
+struct WorkerBackend {
+  std::unique_ptr<core::Backend> backend;
+  int gpu_device = -1;
+};
+
+// One worker per GPU (all visible, or --gpu_devices) when the CUDA module finds devices;
+// else one CPU worker. `reason` says which and why, for logs and GetServerInfo.
+absl::StatusOr<std::vector<WorkerBackend>> ChooseBackends(const ServerOptions& o, int* gpu_count,
+                                                          std::string* reason) {
+  std::vector<WorkerBackend> out;
+  core::BackendOptions bo;
+  bo.cuda_module = o.cuda_module;
+  bo.threads = o.cpu_threads;
+  *gpu_count = 0;
+  if (o.backend != "cpu" && o.backend != "cuda" && o.backend != "auto") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--backend must be auto, cpu or cuda (got '", o.backend, "')"));
+  }
+  std::string why;
+  if (o.backend != "cpu") {
+    *gpu_count = core::CudaDeviceCount(bo, &why);
+    if (*gpu_count > 0) {
+      std::vector<int> devices = o.gpu_devices;
+      if (devices.empty()) {
+        for (int d = 0; d < *gpu_count; ++d) devices.push_back(d);
+      }
+      for (int d : devices) {
+        if (d < 0 || d >= *gpu_count) {
+          return absl::InvalidArgumentError(absl::StrCat("--gpu_devices: device ", d,
+                                                         " does not exist (", *gpu_count, " visible)"));
+        }
+        bo.kind = "cuda";
+        bo.device = d;
+        auto backend = core::CreateBackend(bo);
+        if (!backend.ok()) return backend.status();
+        out.push_back({*std::move(backend), d});
+      }
+      *reason = absl::StrCat("cuda: ", out.size(), " worker(s) on GPU(s) ",
+                             absl::StrJoin(devices, ","), " of ", *gpu_count, " visible");
+      return out;
+    }
+    if (o.backend == "cuda") {
+      return absl::UnavailableError(absl::StrCat("--backend=cuda but no GPU: ", why));
+    }
+  }
+  bo.kind = "cpu";
+  auto backend = core::CreateBackend(bo);
+  if (!backend.ok()) return backend.status();
+  out.push_back({*std::move(backend), -1});
+  *reason = o.backend == "cpu" ? std::string("cpu: chosen by --backend=cpu")
+                               : absl::StrCat("cpu: no GPU available (", why, ")");
+  return out;
+}
+
+}  // namespace
+
+class SpexdServer::Impl {
+ public:
+  ServerOptions options;
+  std::unique_ptr<ServerMetrics> metrics;
+  std::unique_ptr<DataRoots> roots;
+  std::unique_ptr<PsfCache> cache;
+  std::unique_ptr<Scheduler> scheduler;
+  ServiceContext context;
+  std::unique_ptr<ExtractionService> extraction;
+  std::unique_ptr<AdminService> admin;
+  std::unique_ptr<grpc::Server> server;
+  int port = 0;
+  std::thread warmup_thread;
+  std::thread monitor_thread;
+  absl::Notification warmup_done;
+  absl::Status warmup_status;  // written before warmup_done is notified
+  absl::Mutex mu;
+  bool drained ABSL_GUARDED_BY(mu) = false;
+  bool stop_monitor ABSL_GUARDED_BY(mu) = false;
+
+  void SetServing(bool serving) {
+    context.serving.store(serving);
+    server->GetHealthCheckService()->SetServingStatus(serving);
+    metrics->SetServing(serving);
+  }
+
+  void WarmUp() {
+    absl::Status status = [&]() -> absl::Status {
+      std::string reason;
+      int gpu_count = 0;
+      std::vector<WorkerBackend> workers;
+      if (options.backend_factory) {
+        auto made = options.backend_factory(&reason);
+        if (!made.ok()) return made.status();
+        for (auto& b : *made) workers.push_back({std::move(b), -1});
+      } else {
+        auto chosen = ChooseBackends(options, &gpu_count, &reason);
+        if (!chosen.ok()) return chosen.status();
+        workers = *std::move(chosen);
+      }
+      context.SetBackendChoice(gpu_count, reason);
+      Log(LogLevel::kInfo, "backend_choice", {{"choice", reason}, {"gpus", gpu_count}});
+      for (WorkerBackend& w : workers) scheduler->AddWorker(std::move(w.backend), w.gpu_device);
+      for (const std::string& path : options.preload_psfs) {
+        auto file = roots->ReadFile(path, options.limits.max_upload_bytes);
+        if (!file.ok()) return file.status();
+        auto loaded = cache->Load(file->bytes, file->path);
+        if (!loaded.ok()) return loaded.status();
+        Log(LogLevel::kInfo, "psf_preloaded", {{"id", loaded->id}, {"source", file->path}});
+      }
+      return absl::OkStatus();
+    }();
+    warmup_status = status;
+    absl::MutexLock lock(&mu);
+    if (status.ok() && !drained) {
+      SetServing(true);
+      Log(LogLevel::kInfo, "serving", {{"port", port}});
+    } else if (!status.ok()) {
+      Log(LogLevel::kError, "warmup_failed", {{"error", status.ToString()}});
+    }
+    warmup_done.Notify();
+  }
+
+  // Health follows the backends: a sticky device error makes the server NOT_SERVING
+  // for good, so that an orchestrator replaces it.
+  void Monitor() {
+    absl::MutexLock lock(&mu);
+    for (;;) {
+      auto stop = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return stop_monitor; };
+      if (mu.AwaitWithTimeout(absl::Condition(&stop), absl::Seconds(1))) return;
+      metrics->SetHostMemory(HostMemoryBytes());
+      if (context.serving.load() && !scheduler->AllHealthy()) {
+        Log(LogLevel::kError, "not_serving", {{"reason", "backend unhealthy"}});
+        SetServing(false);
+      }
+    }
+  }
+};
+
+SpexdServer::SpexdServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+absl::StatusOr<std::unique_ptr<SpexdServer>> SpexdServer::Start(ServerOptions options) {
+  auto impl = std::make_unique<Impl>();
+  Impl& s = *impl;
+  s.options = std::move(options);
+  const ServerOptions& o = s.options;
+  s.metrics = std::make_unique<ServerMetrics>();
+  if (!o.metrics_listen.empty()) {
+    if (absl::Status st = s.metrics->StartExposer(o.metrics_listen); !st.ok()) return st;
+  }
+  auto roots = DataRoots::Create(o.data_roots);
+  if (!roots.ok()) return roots.status();
+  s.roots = std::make_unique<DataRoots>(*std::move(roots));
+  s.cache = std::make_unique<PsfCache>(o.psf_cache_bytes, s.metrics.get());
+  s.scheduler = std::make_unique<Scheduler>(o.max_queue, s.metrics.get());
+  s.context.env.cache = s.cache.get();
+  s.context.env.metrics = s.metrics.get();
+  s.context.env.roots = s.roots.get();
+  s.context.env.limits = o.limits;
+  s.context.scheduler = s.scheduler.get();
+  s.context.auth_token = o.auth_token;
+  s.context.max_queue = o.max_queue;
+  s.context.tls = !o.tls_cert_file.empty();
+  auto creds = MakeCredentials(o);
+  if (!creds.ok()) return creds.status();
+
+  s.extraction = std::make_unique<ExtractionService>(&s.context);
+  s.admin = std::make_unique<AdminService>(&s.context);
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(o.listen, *creds, &s.port);
+  builder.RegisterService(s.extraction.get());
+  builder.RegisterService(s.admin.get());
+  const int max_message = static_cast<int>(o.limits.max_message_bytes);
+  builder.SetMaxReceiveMessageSize(max_message);
+  builder.SetMaxSendMessageSize(max_message);
+  s.server = builder.BuildAndStart();
+  if (s.server == nullptr || s.port == 0) {
+    return absl::UnavailableError(absl::StrCat("cannot listen on ", o.listen));
+  }
+  s.SetServing(false);  // until warm-up is done
+  Log(LogLevel::kInfo, "listening",
+      {{"address", o.listen}, {"port", s.port}, {"metrics_port", s.metrics->exposer_port()},
+       {"tls", s.context.tls}, {"mutual_tls", !o.tls_client_ca_file.empty()},
+       {"auth", !o.auth_token.empty()}, {"data_roots", absl::StrJoin(s.roots->roots(), ",")}});
+  s.warmup_thread = std::thread([&s] { s.WarmUp(); });
+  s.monitor_thread = std::thread([&s] { s.Monitor(); });
+  return std::unique_ptr<SpexdServer>(new SpexdServer(std::move(impl)));
+}
+
+SpexdServer::~SpexdServer() { Drain(absl::ZeroDuration()); }
+
+int SpexdServer::port() const { return impl_->port; }
+int SpexdServer::metrics_port() const { return impl_->metrics->exposer_port(); }
+ServerMetrics& SpexdServer::metrics() { return *impl_->metrics; }
+PsfCache& SpexdServer::cache() { return *impl_->cache; }
+
+absl::Status SpexdServer::WaitForWarmUp(absl::Duration timeout) {
+  if (!impl_->warmup_done.WaitForNotificationWithTimeout(timeout)) {
+    return absl::DeadlineExceededError("warm-up still running");
+  }
+  return impl_->warmup_status;
+}
+
+void SpexdServer::Drain(absl::Duration grace) {
+  Impl& s = *impl_;
+  {
+    absl::MutexLock lock(&s.mu);
+    if (s.drained) return;
+    s.drained = true;
+    s.context.draining.store(true);
+    s.SetServing(false);
+  }
+  Log(LogLevel::kInfo, "draining", {{"grace_s", absl::ToDoubleSeconds(grace)}});
+  s.scheduler->StopAccepting();
+  // Stops accepting calls, waits for those in flight until the deadline, then cancels
+  // them (their jobs see the cancel flag at the next bundle) and waits for them to end.
+  s.server->Shutdown(std::chrono::system_clock::now() + absl::ToChronoNanoseconds(grace));
+  s.server->Wait();
+  if (s.warmup_thread.joinable()) s.warmup_thread.join();
+  s.scheduler->Shutdown();
+  {
+    absl::MutexLock lock(&s.mu);
+    s.stop_monitor = true;
+  }
+  if (s.monitor_thread.joinable()) s.monitor_thread.join();
+  Log(LogLevel::kInfo, "drained", {});
+}
+
+}  // namespace spexd::server

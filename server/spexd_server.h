@@ -1,0 +1,75 @@
+// The spexd service assembled from its parts: metrics, data roots, PSF cache, scheduler
+// and workers, the gRPC services (extraction, admin, health, reflection), warm-up and
+// graceful drain. Used by main.cc and by in-process tests.
+#ifndef SPEXD_SERVER_SPEXD_SERVER_H_
+#define SPEXD_SERVER_SPEXD_SERVER_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "core/backend.h"
+#include "server/extract_job.h"
+
+namespace spexd::server {
+
+class PsfCache;
+class ServerMetrics;
+
+struct ServerOptions {
+  std::string listen = "127.0.0.1:50051";         // host:port; port 0 picks a free one
+  std::string metrics_listen = "127.0.0.1:9464";  // empty: no metrics endpoint
+  std::vector<std::string> data_roots;            // where request paths may point
+  std::string backend = "auto";                   // auto | cpu | cuda
+  std::vector<int> gpu_devices;                   // empty: every visible device
+  int cpu_threads = 0;                            // CPU backend threads (0: all cores)
+  std::string cuda_module;                        // "" = default search (core loader)
+  int max_queue = 16;
+  int64_t psf_cache_bytes = int64_t{4} << 30;
+  ServiceLimits limits;
+  // TLS: PEM files; with tls_client_ca the server requires and verifies client
+  // certificates (mutual TLS).
+  std::string tls_cert_file, tls_key_file, tls_client_ca_file;
+  std::string auth_token;                 // required bearer token, empty: none
+  std::vector<std::string> preload_psfs;  // server paths loaded during warm-up
+  // Replaces the backend choice (tests inject slow or failing backends). Called once
+  // during warm-up; the reason string is reported as the backend choice.
+  std::function<absl::StatusOr<std::vector<std::unique_ptr<core::Backend>>>(std::string* reason)>
+      backend_factory;
+};
+
+class SpexdServer {
+ public:
+  // Binds the ports and starts serving with health NOT_SERVING; warm-up (backends,
+  // preloaded PSFs) continues in the background, then health turns SERVING.
+  static absl::StatusOr<std::unique_ptr<SpexdServer>> Start(ServerOptions options);
+  ~SpexdServer();  // drains with no grace if Drain was not called
+
+  int port() const;          // the bound gRPC port
+  int metrics_port() const;  // the bound metrics port, 0 without an endpoint
+
+  // Waits for warm-up to end: OK when serving, its error when warm-up failed.
+  absl::Status WaitForWarmUp(absl::Duration timeout);
+
+  // Graceful drain: health NOT_SERVING, new extractions refused (UNAVAILABLE), work in
+  // flight may finish within `grace`; then remaining calls are cancelled (workers stop
+  // at their next bundle boundary) and everything stops. Idempotent.
+  void Drain(absl::Duration grace);
+
+  ServerMetrics& metrics();
+  PsfCache& cache();
+
+  class Impl;
+
+ private:
+  explicit SpexdServer(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace spexd::server
+
+#endif  // SPEXD_SERVER_SPEXD_SERVER_H_

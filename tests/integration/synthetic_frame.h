@@ -1,0 +1,39 @@
+// Small synthetic DESI preproc frames for service tests: the bundled PSF's traces of a
+// few fibres on a short wavelength range, painted with EvaluateSpot, plus deterministic
+// noise, a MASK and a FIBERMAP. A few hundred pixels on a side, so tests stay quick.
+#ifndef SPEXD_TESTS_INTEGRATION_SYNTHETIC_FRAME_H_
+#define SPEXD_TESTS_INTEGRATION_SYNTHETIC_FRAME_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "core/psf.h"
+
+namespace spexd::testing {
+
+struct SyntheticFrameOptions {
+  int fiber_begin = 0;
+  int nfibers = 50;
+  double wmin = 5760.0, wmax = 5800.0;  // the grid the tests extract
+  uint32_t seed = 1;
+  bool ivar_shape_mismatch = false;  // IVAR one row short (a "mismatched shapes" input)
+  bool empty_image = false;          // IMAGE with NAXIS = 0
+};
+
+// The bytes of a preproc FITS file (IMAGE primary, IVAR, MASK, FIBERMAP with 500 rows).
+absl::StatusOr<std::string> MakeSyntheticPreproc(const core::Psf& psf,
+                                                 const SyntheticFrameOptions& options);
+
+// Writes `bytes` to `path`; false on failure.
+bool WriteBytes(const std::string& path, const std::string& bytes);
+std::string ReadBytes(const std::string& path);
+
+// A copy of a FITS file with one extra header keyword in the primary HDU: same PSF
+// content, different bytes, hence a different content id.
+absl::StatusOr<std::string> WithExtraKeyword(const std::string& fits_bytes, const std::string& key,
+                                             long value);
+
+}  // namespace spexd::testing
+
+#endif  // SPEXD_TESTS_INTEGRATION_SYNTHETIC_FRAME_H_

@@ -95,6 +95,16 @@ class CpuBackend : public Backend {
       SPEXD_RETURN_IF_ERROR(sink(std::move(result)));
     }
     summary.seconds = Now() - t_start;
+    // Thread-seconds inside the patches, summed over threads.
+    for (const PatchWorkspace& ws : workspaces) {
+      const auto& st = ws.step_seconds();
+      summary.stage_seconds["patch.projection"] += st.projection;
+      summary.stage_seconds["patch.normal_eq"] += st.normal_eq;
+      summary.stage_seconds["patch.cholesky"] += st.cholesky;
+      summary.stage_seconds["patch.inverse_blocks"] += st.inverse;
+      summary.stage_seconds["patch.decorrelate"] += st.decorrelate;
+      summary.stage_seconds["patch.outputs"] += st.outputs;
+    }
     return summary;
   }
 

@@ -1,6 +1,7 @@
 #include "core/patch_extractor.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 
@@ -10,6 +11,20 @@ namespace spexd::core {
 namespace {
 
 constexpr std::size_t kOne = 1;  // hidden Fortran string length
+
+// Adds the time since the last Lap() to *slot.
+class StepTimer {
+ public:
+  StepTimer() : t_(std::chrono::steady_clock::now()) {}
+  void Lap(double* slot) {
+    auto now = std::chrono::steady_clock::now();
+    *slot += std::chrono::duration<double>(now - t_).count();
+    t_ = now;
+  }
+
+ private:
+  std::chrono::steady_clock::time_point t_;
+};
 
 bool AllFinite(const double* v, int n) {
   for (int i = 0; i < n; ++i) {
@@ -100,6 +115,7 @@ bool PatchExtractor::Solve(const PatchDesc& d, const Spots& spots, const double*
                            const double* ivar, double regularize, PatchWorkspace* ws) const {
   (void)spots;
   const int n = d.n, nt = plan_.nwavetot, W = plan_.image_width;
+  StepTimer timer;
   double* m = ws->m.data();
   std::fill(m, m + static_cast<std::size_t>(n) * n, 0.0);
   std::fill(ws->b.begin(), ws->b.begin() + n, 0.0);
@@ -137,6 +153,7 @@ bool PatchExtractor::Solve(const PatchDesc& d, const Spots& spots, const double*
     const double alpha = bad ? minweight - fw : regularize;
     m[static_cast<std::size_t>(q) * n + q] += alpha * alpha + 1e-15;
   }
+  timer.Lap(&ws->steps_.normal_eq);
   // Solve by Cholesky (spec §2.9: any backward-stable SPD solver).
   int info = 0, one = 1;
   dpotrf_("L", &n, m, &n, &info, kOne);
@@ -146,8 +163,10 @@ bool PatchExtractor::Solve(const PatchDesc& d, const Spots& spots, const double*
   if (info != 0 || !AllFinite(ws->x.data(), n)) return false;
   // C = M^-1 = L^-T L^-1; only C's diagonal blocks of the core spectra are needed
   // (spec §2.10), each the Gram matrix of a column panel of L^-1.
+  timer.Lap(&ws->steps_.cholesky);
   dtrtri_("L", "N", &n, m, &n, &info, kOne, kOne);
   if (info != 0) return false;
+  timer.Lap(&ws->steps_.inverse);
   const bool clip = options_.compat == Compat::kGpu;
   for (int s = d.core_row; s < d.core_row + plan_.nper; ++s) {
     const int k = n - s * nt;
@@ -155,6 +174,7 @@ bool PatchExtractor::Solve(const PatchDesc& d, const Spots& spots, const double*
     const double* panel = m + static_cast<std::size_t>(s) * nt * n + static_cast<std::size_t>(s) * nt;
     double* c = ws->cblock.data();
     dsyrk_("L", "T", &nt, &k, &one_d, panel, &n, &zero_d, c, &nt, kOne, kOne);
+    timer.Lap(&ws->steps_.inverse);
     // Q_s = C_ss^{-1/2} by symmetric eigen-decomposition (spec §2.10 step 2); the GPU
     // path clips eigenvalues at 1e-14 of the largest (§2.17).
     int lwork = static_cast<int>(ws->lapack_work.size());
@@ -197,6 +217,7 @@ bool PatchExtractor::Solve(const PatchDesc& d, const Spots& spots, const double*
             q[row + i * nt] / ws->w[base + row];
       }
     }
+    timer.Lap(&ws->steps_.decorrelate);
   }
   // The NaN check of spec §2.15 on everything the patch keeps.
   for (int s = d.core_row; s < d.core_row + plan_.nper; ++s) {
@@ -301,7 +322,9 @@ PatchOutcome PatchExtractor::Extract(const PatchDesc& d, const Spots& spots, con
                                      BundleResult* bundle,
                                      std::vector<double>* model_window) const {
   if (d.skipped != kSkipNone) return PatchOutcome::kSkipped;
+  StepTimer timer;
   BuildSparseA(d, spots, ws);
+  timer.Lap(&ws->steps_.projection);
   PatchOutcome outcome = PatchOutcome::kExtracted;
   bool ok = Solve(d, spots, image, ivar, options_.regularize, ws);
   // NaN retry scoped to this patch (spec "Decisions", §2.15).
@@ -318,7 +341,9 @@ PatchOutcome PatchExtractor::Extract(const PatchDesc& d, const Spots& spots, con
     if (model_window != nullptr) model_window->assign(static_cast<std::size_t>(d.ny) * d.nx, 0.0);
     return PatchOutcome::kFailed;
   }
+  StepTimer out_timer;
   WriteOutputs(d, image, ivar, ws, bundle, model_window);
+  out_timer.Lap(&ws->steps_.outputs);
   return outcome;
 }
 

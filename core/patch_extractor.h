@@ -26,6 +26,17 @@ class PatchWorkspace {
  public:
   explicit PatchWorkspace(const PatchPlan& plan);
 
+  // Thread-seconds spent per step since construction (for profiles and benchmarks).
+  struct StepSeconds {
+    double projection = 0;  // sparse A
+    double normal_eq = 0;   // M, b, fluxweight, regularisation
+    double cholesky = 0;    // potrf + potrs
+    double inverse = 0;     // trtri + diagonal blocks of C
+    double decorrelate = 0; // 74x74 eigen-decompositions, R, flux, ivar, Rdiags
+    double outputs = 0;     // pixmask, chi2pix, model
+  };
+  const StepSeconds& step_seconds() const { return steps_; }
+
  private:
   friend class PatchExtractor;
   // Sparse A by pixel: entries [pix_start[p], pix_start[p+1]) of (col, value).
@@ -37,6 +48,7 @@ class PatchWorkspace {
   std::vector<int> lapack_iwork;
   std::vector<double> flux, ivar, rdiag, pixmask, chi2, model_col;  // patch core outputs
   std::vector<double> pix_model, pix_tivar, pix_chi2;
+  StepSeconds steps_;
 };
 
 enum class PatchOutcome { kExtracted, kRetried, kFailed, kSkipped };

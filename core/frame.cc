@@ -97,7 +97,10 @@ void ComputeSpecMask(Frame* f) {
       uint32_t m = 0;
       const double pf = f->pixmask_fraction[i];
       if (pf > 0.5) m |= kSomeBadPix;
-      if (pf == 1.0) m |= kAllBadPix;
+      // desispec tests == 1.0; a normalised stamp sums to 1 only up to rounding that
+      // depends on summation order, so allow 1e-12 (deliberate: a fully masked bin must
+      // not escape ALLBADPIX by one ulp).
+      if (pf >= 1.0 - 1e-12) m |= kAllBadPix;
       const double c = f->chi2pix[i];
       if (c > 5 * med_wave[w] && c > 5 * med_fiber[s]) m |= kBad2DFit;
       if (!f->failed_bins.empty() && f->failed_bins[i]) m |= kBad2DFit;

@@ -17,6 +17,13 @@ std::string Geometry::Key(const ExtractionParams& p, int image_height, int image
 absl::StatusOr<std::shared_ptr<const Geometry>> Geometry::Create(
     std::shared_ptr<const Psf> psf, const ExtractionParams& params, int image_height,
     int image_width, bool cache_spots) {
+  // The PSF's trace coordinates are CCD pixels of an image of NPIX_Y x NPIX_X.
+  if (psf->npix_x() > 0 && psf->npix_y() > 0 &&
+      (psf->npix_y() != image_height || psf->npix_x() != image_width)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "image is %d x %d pixels but PSF %s was fitted on a %d x %d CCD", image_height,
+        image_width, psf->source_name(), psf->npix_y(), psf->npix_x()));
+  }
   std::shared_ptr<Geometry> g(new Geometry());
   SPEXD_ASSIGN_OR_RETURN(g->plan_, BuildPatchPlan(params, *psf, image_height, image_width));
   g->psf_ = std::move(psf);

@@ -36,6 +36,9 @@ class PatchWorkspace {
     double outputs = 0;     // pixmask, chi2pix, model
   };
   const StepSeconds& step_seconds() const { return steps_; }
+  // The deconvolved flux x = M^-1 b of the last extracted patch (photons per bin, all
+  // n unknowns, spectrum-major): for tests of the noiseless identity.
+  const double* xflux() const { return x.data(); }
 
  private:
   friend class PatchExtractor;

@@ -1,0 +1,139 @@
+// Bad inputs to an extraction give a clear error or correctly flagged output, never a
+// crash (issue 3): mismatched PSF and image, grid off the PSF, nspec not a multiple of the
+// bundle size, a fully masked image, NaN pixels.
+#include <cmath>
+#include <limits>
+#include <memory>
+
+#include "core/cpu_backend.h"
+#include "core/extract_frame.h"
+#include "core/psf.h"
+#include "core/simulator.h"
+#include "gtest/gtest.h"
+#include "tests/test_support.h"
+
+namespace spexd::core {
+namespace {
+
+class BadExtractionInputTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    auto psf = Psf::Load(testing::BundledPsfPath());
+    ASSERT_TRUE(psf.ok()) << psf.status();
+    psf_ = new std::shared_ptr<const Psf>(std::make_shared<const Psf>(std::move(*psf)));
+    SimOptions sim;
+    sim.nfibers = 25;
+    sim.wmin = 6000.0; sim.wmax = 6080.0; sim.dw = 0.8;
+    sim.seed = 3;
+    auto spectra = GenerateSpectra(sim);
+    ASSERT_TRUE(spectra.ok());
+    auto frame = SimulateFrame(**psf_, *spectra, sim);
+    ASSERT_TRUE(frame.ok());
+    image_ = new PreprocImage;
+    image_->height = frame->height;
+    image_->width = frame->width;
+    image_->image.assign(frame->image.begin(), frame->image.end());
+    image_->ivar.assign(frame->ivar.begin(), frame->ivar.end());
+  }
+  static void TearDownTestSuite() {
+    delete psf_;
+    delete image_;
+  }
+  static ExtractionParams Params() {
+    ExtractionParams p;
+    p.wmin = 6000.0; p.wmax = 6080.0; p.dw = 0.8;
+    p.nspec = 25;
+    return p;
+  }
+  static absl::StatusOr<Frame> Run(const ExtractionParams& p, const PreprocImage& image) {
+    auto geo = Geometry::Create(*psf_, p, image.height, image.width);
+    if (!geo.ok()) return geo.status();
+    ExtractionJob job;
+    job.geometry = *geo;
+    job.image = &image;
+    auto backend = CreateCpuBackend(2);
+    return ExtractFrame(*backend, job);
+  }
+  static std::shared_ptr<const Psf>* psf_;
+  static PreprocImage* image_;
+};
+std::shared_ptr<const Psf>* BadExtractionInputTest::psf_ = nullptr;
+PreprocImage* BadExtractionInputTest::image_ = nullptr;
+
+TEST_F(BadExtractionInputTest, ImageShapeNotThePsfCcd) {
+  PreprocImage small;
+  small.height = 2000;
+  small.width = 2000;
+  small.image.assign(2000 * 2000, 0.0);
+  small.ivar.assign(2000 * 2000, 1.0);
+  auto f = Run(Params(), small);
+  ASSERT_FALSE(f.ok());
+  EXPECT_EQ(f.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(f.status().message().find("fitted on a 4128 x 4114 CCD"), std::string::npos)
+      << f.status();
+}
+
+TEST_F(BadExtractionInputTest, GridOutsideThePsfDomain) {
+  ExtractionParams p = Params();
+  p.wmin = 8000; p.wmax = 9000;
+  auto f = Run(p, *image_);
+  ASSERT_FALSE(f.ok());
+  EXPECT_EQ(f.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(f.status().message().find("outside the PSF domain"), std::string::npos);
+}
+
+TEST_F(BadExtractionInputTest, NspecNotMultipleOfBundleSize) {
+  ExtractionParams p = Params();
+  p.nspec = 30;
+  auto f = Run(p, *image_);
+  ASSERT_FALSE(f.ok());
+  EXPECT_NE(f.status().message().find("not a multiple of bundlesize"), std::string::npos);
+}
+
+TEST_F(BadExtractionInputTest, FullyMaskedImageIsFlaggedAllBad) {
+  PreprocImage masked = *image_;
+  std::fill(masked.ivar.begin(), masked.ivar.end(), 0.0);
+  for (Compat compat : {Compat::kGpu, Compat::kCpu}) {
+    ExtractionParams p = Params();
+    p.compat = compat;
+    auto f = Run(p, masked);
+    ASSERT_TRUE(f.ok()) << f.status();
+    for (std::size_t i = 0; i < f->flux.size(); ++i) {
+      ASSERT_TRUE(std::isfinite(f->flux[i]) && std::isfinite(f->ivar[i]));
+      ASSERT_EQ(f->flux[i], 0.0);
+      ASSERT_NEAR(f->pixmask_fraction[i], 1.0, 1e-12);  // a normalised stamp, summed
+      ASSERT_EQ(f->mask[i] & (kSomeBadPix | kAllBadPix), kSomeBadPix | kAllBadPix);
+    }
+  }
+}
+
+// NaN pixels that reach a backend with ivar > 0 (bypassing the reader's rule) make their
+// patches fail even after the retry: outputs zero and BAD2DFIT, counted, no crash.
+TEST_F(BadExtractionInputTest, NanPixelsFlagThePatchInsteadOfCrashing) {
+  PreprocImage nan = *image_;
+  const auto& geo = Geometry::Create(*psf_, Params(), nan.height, nan.width);
+  ASSERT_TRUE(geo.ok());
+  const PatchDesc& d = (*geo)->plan().patches[0];
+  const std::size_t pix = static_cast<std::size_t>(d.y0 + d.ny / 2) * nan.width + d.x0 + d.nx / 2;
+  nan.image[pix] = std::numeric_limits<double>::quiet_NaN();
+  auto f = Run(Params(), nan);
+  ASSERT_TRUE(f.ok()) << f.status();
+  EXPECT_GE(f->counts.failed, 1);
+  EXPECT_GE(f->counts.retried, 0);
+  bool flagged = false;
+  for (std::size_t i = 0; i < f->flux.size(); ++i) {
+    ASSERT_TRUE(std::isfinite(f->flux[i]));
+    if (f->mask[i] & kBad2DFit) flagged = true;
+  }
+  EXPECT_TRUE(flagged);
+  // The reader's non-finite rule (spec "Decisions") turns the same pixel into ivar = 0,
+  // and then the patch extracts normally.
+  std::vector<uint16_t> mask(nan.image.size(), 0);
+  ApplyPixelRules(mask.data(), MaskPolicy::kDesispec, &nan);
+  auto g = Run(Params(), nan);
+  ASSERT_TRUE(g.ok());
+  EXPECT_EQ(g->counts.failed, 0);
+}
+
+}  // namespace
+}  // namespace spexd::core

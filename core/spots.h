@@ -3,6 +3,7 @@
 #define SPEXD_CORE_SPOTS_H_
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "core/psf.h"
@@ -37,6 +38,28 @@ Spots EvaluateSpots(const Psf& psf, int fiber_begin, int nfibers,
 // writes ny*nx values into `stamp` and returns the corner.
 void EvaluateSpot(const Psf& psf, int fiber, double wave, double* stamp, int32_t* xc,
                   int32_t* yc);
+
+// Reusable single-stamp evaluator: holds the per-thread scratch so that evaluating many
+// stamps one at a time (e.g. the simulator) does not allocate per stamp. Not thread-safe;
+// use one per thread. `psf` must outlive it. Results are bit-identical to EvaluateSpot.
+class SpotEvaluator {
+ public:
+  explicit SpotEvaluator(const Psf& psf);
+  ~SpotEvaluator();
+  SpotEvaluator(const SpotEvaluator&) = delete;
+  SpotEvaluator& operator=(const SpotEvaluator&) = delete;
+
+  int ny() const { return 2 * psf_.hsizey() + 1; }
+  int nx() const { return 2 * psf_.hsizex() + 1; }
+  // Writes ny()*nx() values into `stamp` and the corner into xc, yc.
+  void Evaluate(int fiber, double wave, double* stamp, int32_t* xc, int32_t* yc);
+
+  struct Workspace;  // opaque scratch, defined in spots.cc
+
+ private:
+  const Psf& psf_;
+  std::unique_ptr<Workspace> ws_;
+};
 
 }  // namespace spexd::core
 

@@ -1,0 +1,221 @@
+#include "core/spots.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numbers>
+#include <system_error>
+#include <thread>
+#include <vector>
+
+namespace spexd::core {
+
+// Per-thread scratch for one stamp; sized once from the PSF header.
+struct SpotEvaluator::Workspace {
+  std::vector<double> px;  // [ghdegx+1][nx] pixel-integrated x basis
+  std::vector<double> py;  // [ghdegy+1][ny]
+  std::vector<double> t;   // [ghdegy+1][nx] = sum_i GH[i][j] * px_i
+  std::vector<double> gh;  // [ghdegy+1][ghdegx+1] (GH-i-j at gh[j*(ghdegx+1)+i])
+  std::vector<double> edge_scratch;
+  std::vector<double> basis;  // Legendre row L_0..L_legdeg (spec §1.3)
+
+  explicit Workspace(const Psf& psf) {
+    basis.resize(static_cast<std::size_t>(psf.legdeg() + 1));
+    const int nx = 2 * psf.hsizex() + 1, ny = 2 * psf.hsizey() + 1;
+    px.resize(static_cast<std::size_t>((psf.ghdegx() + 1) * nx));
+    py.resize(static_cast<std::size_t>((psf.ghdegy() + 1) * ny));
+    t.resize(static_cast<std::size_t>((psf.ghdegy() + 1) * nx));
+    gh.resize(static_cast<std::size_t>((psf.ghdegx() + 1) * (psf.ghdegy() + 1)));
+    const int nmax = std::max(nx, ny) + 1;
+    const int degmax = std::max(psf.ghdegx(), psf.ghdegy()) + 1;
+    edge_scratch.resize(static_cast<std::size_t>(nmax * (degmax + 2)));
+  }
+};
+
+namespace {
+using SpotWorkspace = SpotEvaluator::Workspace;
+
+// Floored modulo by 1 as numpy's np.mod (npy_divmod): result in [0, 1).
+double FlooredMod1(double a) {
+  double m = std::fmod(a, 1.0);
+  if (m != 0.0) {
+    if (m < 0.0) m += 1.0;
+  } else {
+    m = 0.0;  // copysign(0, +1)
+  }
+  return m;
+}
+
+// Pixel-integrated Gauss-Hermite basis along one axis (extraction-spec §1.4 steps 4-6):
+// out[m*n + k] for degree m = 0..deg and pixel k = 0..n-1, n = 2*hsize+1.
+void PixelBasis(int hsize, double d, double sigma, int deg, double* scratch, double* out) {
+  const int n = 2 * hsize + 1;
+  const int nedge = n + 1;
+  // scratch layout: e[nedge], erf[nedge], hg[deg][nedge] (He_m(e)*G(e), m = 0..deg-1).
+  double* e = scratch;
+  double* erfv = e + nedge;
+  double* hg = erfv + nedge;
+  static const double kSqrt2 = std::sqrt(2.0);
+  static const double kSqrt2Pi = std::sqrt(2.0 * std::numbers::pi);
+  for (int k = 0; k < nedge; ++k) {
+    const double edge = static_cast<double>(k - hsize) - 0.5;
+    e[k] = (edge - d) / sigma;  // subtract, then divide (spec §1.4 step 4)
+    erfv[k] = std::erf(e[k] / kSqrt2);
+  }
+  for (int k = 0; k < nedge; ++k) {
+    const double tk = e[k];
+    const double g = std::exp(-0.5 * (tk * tk)) / kSqrt2Pi;
+    // Probabilists' Hermite recurrence He_m = He_{m-1} t - He_{m-2} (m-1).
+    double h_prev = 1.0, h = tk;
+    for (int m = 0; m < deg; ++m) {
+      double hm;
+      if (m == 0) {
+        hm = 1.0;
+      } else if (m == 1) {
+        hm = tk;
+      } else {
+        hm = h * tk - h_prev * static_cast<double>(m - 1);
+        h_prev = h;
+        h = hm;
+      }
+      hg[m * nedge + k] = hm * g;
+    }
+  }
+  for (int k = 0; k < n; ++k) out[k] = 0.5 * (erfv[k + 1] - erfv[k]);
+  for (int m = 1; m <= deg; ++m) {
+    const double* hgm = hg + (m - 1) * nedge;
+    for (int k = 0; k < n; ++k) out[m * n + k] = hgm[k] - hgm[k + 1];
+  }
+}
+
+// Stamp from evaluated parameters (spec §1.4). `ws.gh` must hold GH-i-j.
+void StampFromParams(const Psf& psf, double x, double y, double sigx, double sigy,
+                     SpotWorkspace& ws, double* stamp, int32_t* xc, int32_t* yc) {
+  const int hx = psf.hsizex(), hy = psf.hsizey();
+  const int nx = 2 * hx + 1, ny = 2 * hy + 1;
+  const int dgx = psf.ghdegx(), dgy = psf.ghdegy();
+  *xc = static_cast<int32_t>(std::floor((x - hx) + 0.5));
+  *yc = static_cast<int32_t>(std::floor((y - hy) + 0.5));
+  const double dx = FlooredMod1(x + 0.5) - 0.5;
+  const double dy = FlooredMod1(y + 0.5) - 0.5;
+  PixelBasis(hx, dx, sigx, dgx, ws.edge_scratch.data(), ws.px.data());
+  PixelBasis(hy, dy, sigy, dgy, ws.edge_scratch.data(), ws.py.data());
+  // S = Py^T GH Px factored as two small products (spec "Decisions": summation order free).
+  for (int j = 0; j <= dgy; ++j) {
+    double* tj = ws.t.data() + j * nx;
+    std::fill(tj, tj + nx, 0.0);
+    for (int i = 0; i <= dgx; ++i) {
+      const double c = ws.gh[static_cast<std::size_t>(j * (dgx + 1) + i)];
+      const double* pxi = ws.px.data() + i * nx;
+      for (int k = 0; k < nx; ++k) tj[k] += c * pxi[k];
+    }
+  }
+  double sum = 0.0;
+  for (int iy = 0; iy < ny; ++iy) {
+    double* row = stamp + iy * nx;
+    std::fill(row, row + nx, 0.0);
+    for (int j = 0; j <= dgy; ++j) {
+      const double pyj = ws.py[static_cast<std::size_t>(j * ny + iy)];
+      const double* tj = ws.t.data() + j * nx;
+      for (int k = 0; k < nx; ++k) row[k] += pyj * tj[k];
+    }
+    for (int k = 0; k < nx; ++k) {
+      row[k] = std::max(row[k], 0.0);  // spec §1.4 step 8: clip, then normalise
+      sum += row[k];
+    }
+  }
+  // A stamp that is entirely clipped (only possible far outside the PSF domain) stays
+  // zero instead of becoming NaN, which would poison a whole patch solve.
+  if (sum > 0.0) {
+    for (int p = 0; p < nx * ny; ++p) stamp[p] /= sum;
+  }
+}
+
+// All parameters of one (fibre, wavelength) by the Vandermonde sum of spec §1.3, given
+// the basis row `basis` of the PSF-table domain.
+void EvaluateParams(const Psf& psf, int fiber, const double* basis, double* sigx, double* sigy,
+                    SpotWorkspace& ws) {
+  auto param = [&](int p) {
+    const LegendreTable& t = psf.param_table(p);
+    const double* c = t.coeff.data() + static_cast<std::size_t>(fiber) * t.ncoeff;
+    double s = 0.0;
+    for (int k = 0; k < t.ncoeff; ++k) s += basis[k] * c[k];
+    return s;
+  };
+  *sigx = param(Psf::kGhSigX);
+  *sigy = param(Psf::kGhSigY);
+  for (int j = 0; j <= psf.ghdegy(); ++j) {
+    for (int i = 0; i <= psf.ghdegx(); ++i) {
+      ws.gh[static_cast<std::size_t>(j * (psf.ghdegx() + 1) + i)] = param(psf.GhIndex(i, j));
+    }
+  }
+}
+
+}  // namespace
+
+SpotEvaluator::SpotEvaluator(const Psf& psf) : psf_(psf), ws_(std::make_unique<Workspace>(psf)) {}
+SpotEvaluator::~SpotEvaluator() = default;
+
+void SpotEvaluator::Evaluate(int fiber, double wave, double* stamp, int32_t* xc, int32_t* yc) {
+  // All PSF-table parameters share one domain, so one Legendre row serves them all.
+  LegendreVander(ReducedWavelength(wave, psf_.wavemin(), psf_.wavemax()), psf_.legdeg(),
+                 ws_->basis.data());
+  double sigx = 0, sigy = 0;
+  EvaluateParams(psf_, fiber, ws_->basis.data(), &sigx, &sigy, *ws_);
+  StampFromParams(psf_, psf_.X(fiber, wave), psf_.Y(fiber, wave), sigx, sigy, *ws_, stamp, xc,
+                  yc);
+}
+
+void EvaluateSpot(const Psf& psf, int fiber, double wave, double* stamp, int32_t* xc,
+                  int32_t* yc) {
+  SpotEvaluator(psf).Evaluate(fiber, wave, stamp, xc, yc);
+}
+
+Spots EvaluateSpots(const Psf& psf, int fiber_begin, int nfibers,
+                    const std::vector<double>& waves) {
+  Spots spots;
+  spots.fiber_begin = fiber_begin;
+  spots.nfibers = nfibers;
+  spots.nwave = static_cast<int>(waves.size());
+  spots.ny = 2 * psf.hsizey() + 1;
+  spots.nx = 2 * psf.hsizex() + 1;
+  const std::size_t ntotal = static_cast<std::size_t>(nfibers) * waves.size();
+  const std::size_t stamp_size = static_cast<std::size_t>(spots.ny * spots.nx);
+  spots.values.resize(ntotal * stamp_size);
+  spots.xc.resize(ntotal);
+  spots.yc.resize(ntotal);
+  if (ntotal == 0) return spots;
+
+  // Each (fibre, wavelength) stamp is independent, so splitting the flat index range
+  // over threads gives bit-identical results for any thread count.
+  auto work = [&](std::size_t begin, std::size_t end) {
+    SpotEvaluator evaluator(psf);
+    for (std::size_t q = begin; q < end; ++q) {
+      const int f = static_cast<int>(q / waves.size());
+      const std::size_t w = q % waves.size();
+      evaluator.Evaluate(fiber_begin + f, waves[w], spots.values.data() + q * stamp_size,
+                         &spots.xc[q], &spots.yc[q]);
+    }
+  };
+  constexpr std::size_t kMinStampsPerThread = 2048;
+  const std::size_t hw = std::max(1u, std::thread::hardware_concurrency());
+  const std::size_t nthreads =
+      std::min(hw, (ntotal + kMinStampsPerThread - 1) / kMinStampsPerThread);
+  if (nthreads <= 1) {
+    work(0, ntotal);
+    return spots;
+  }
+  std::vector<std::thread> threads;
+  threads.reserve(nthreads);
+  for (std::size_t t = 0; t < nthreads; ++t) {
+    const std::size_t begin = ntotal * t / nthreads, end = ntotal * (t + 1) / nthreads;
+    try {
+      threads.emplace_back(work, begin, end);
+    } catch (const std::system_error&) {
+      work(begin, end);  // no thread available: do this share here (same results)
+    }
+  }
+  for (std::thread& th : threads) th.join();
+  return spots;
+}
+
+}  // namespace spexd::core

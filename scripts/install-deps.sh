@@ -17,8 +17,36 @@ missing=()
 for p in "${PKGS[@]}" "${OPTIONAL[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
+# promtool (from Debian's `prometheus` package) checks the service's /metrics output in the
+# tests. Only the binary is unpacked (apt-get download + dpkg-deb -x): installing the
+# package would also install and start the Prometheus daemon.
+PROMTOOL_DIR=${PROMTOOL_DIR:-/usr/local/lib/spexd-tools/prometheus}
+install_promtool() {
+  if command -v promtool >/dev/null 2>&1; then return 0; fi
+  local sudo=
+  if [[ $(id -u) -ne 0 ]]; then sudo=sudo; fi
+  if [[ ! -x $PROMTOOL_DIR/usr/bin/promtool ]]; then
+    local tmp
+    tmp=$(mktemp -d)
+    if ! (cd "$tmp" && apt-get download prometheus >/dev/null 2>&1); then
+      ${sudo} apt-get -o DPkg::Lock::Timeout=300 -q update >/dev/null || true
+      (cd "$tmp" && apt-get download prometheus) || {
+        echo "install-deps: could not download the prometheus package (promtool); metrics lint tests will say so"
+        rm -rf "$tmp"
+        return 0
+      }
+    fi
+    ${sudo} mkdir -p "$PROMTOOL_DIR"
+    ${sudo} dpkg-deb -x "$tmp"/prometheus_*.deb "$PROMTOOL_DIR"
+    rm -rf "$tmp"
+  fi
+  ${sudo} ln -sf "$PROMTOOL_DIR/usr/bin/promtool" /usr/local/bin/promtool
+  echo "install-deps: promtool at /usr/local/bin/promtool ($("$PROMTOOL_DIR"/usr/bin/promtool --version 2>&1 | head -1))"
+}
+
 if [[ ${#missing[@]} -eq 0 ]]; then
   echo "install-deps: all packages present"
+  install_promtool
   exit 0
 fi
 
@@ -41,3 +69,4 @@ for p in "${missing[@]}"; do
     "${APT[@]}" install --no-install-recommends "$p" || echo "install-deps: optional $p not installed"
   fi
 done
+install_promtool

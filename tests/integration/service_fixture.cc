@@ -36,8 +36,12 @@ core::ExtractionParams SmallParams() {
 const TestInputs& Inputs() {
   static const TestInputs* inputs = [] {
     auto* in = new TestInputs;
-    in->psf_path = BundledPsfPath();
-    in->psf_bytes = ReadBytes(in->psf_path);
+    // Small cut-out frames need a PSF without NPIX_X/NPIX_Y (see WithoutCcdSize).
+    in->psf_bytes = WithoutCcdSize(ReadBytes(BundledPsfPath()));
+    in->data_dir = MakeTempDir();
+    in->psf_path = in->data_dir + "/psf.fits";
+    in->psf_copy = in->psf_path;
+    WriteBytes(in->psf_path, in->psf_bytes);
     auto psf = core::Psf::Load(in->psf_path);
     if (!psf.ok()) {
       ADD_FAILURE() << psf.status();
@@ -49,11 +53,8 @@ const TestInputs& Inputs() {
       return in;
     }
     in->frame_bytes = *frame;
-    in->data_dir = MakeTempDir();
     in->frame_path = in->data_dir + "/frame.fits";
-    in->psf_copy = in->data_dir + "/psf.fits";
     WriteBytes(in->frame_path, in->frame_bytes);
-    WriteBytes(in->psf_copy, in->psf_bytes);
     return in;
   }();
   return *inputs;

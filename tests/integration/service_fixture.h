@@ -24,12 +24,12 @@ core::ExtractionParams SmallParams();
 
 // The synthetic frame (see synthetic_frame.h) and the bundled PSF, made once per process.
 struct TestInputs {
-  std::string psf_path;     // tests/data/psf-r0-00051060.fits
+  std::string psf_path;     // data_dir/psf.fits: the bundled PSF without NPIX_X/NPIX_Y
   std::string psf_bytes;
   std::string frame_bytes;  // preproc FITS
   std::string data_dir;     // a data root holding frame.fits and psf.fits
   std::string frame_path;   // data_dir/frame.fits
-  std::string psf_copy;     // data_dir/psf.fits
+  std::string psf_copy;     // the same file (a server-side path)
 };
 const TestInputs& Inputs();
 

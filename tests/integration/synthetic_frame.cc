@@ -113,6 +113,15 @@ absl::StatusOr<std::string> MakeSyntheticPreproc(const core::Psf& psf,
   return f.TakeMemory();
 }
 
+std::string WithoutCcdSize(std::string psf_bytes) {
+  // Keyword names sit in the first 8 bytes of 80-byte header records.
+  for (std::size_t off = 0; off + 80 <= psf_bytes.size(); off += 80) {
+    if (psf_bytes.compare(off, 8, "NPIX_X  ") == 0) psf_bytes.replace(off, 8, "CCDCOLS ");
+    if (psf_bytes.compare(off, 8, "NPIX_Y  ") == 0) psf_bytes.replace(off, 8, "CCDROWS ");
+  }
+  return psf_bytes;
+}
+
 bool WriteBytes(const std::string& path, const std::string& bytes) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));

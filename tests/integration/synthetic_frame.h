@@ -25,6 +25,12 @@ struct SyntheticFrameOptions {
 absl::StatusOr<std::string> MakeSyntheticPreproc(const core::Psf& psf,
                                                  const SyntheticFrameOptions& options);
 
+// The PSF file with its CCD-size keywords (NPIX_X, NPIX_Y) renamed, so that core accepts
+// images smaller than the CCD: the traces keep their pixel coordinates, and a cut-out
+// that covers the tested fibres and wavelengths extracts like the full frame would. Same
+// length, valid FITS; a different content id from the original.
+std::string WithoutCcdSize(std::string psf_bytes);
+
 // Writes `bytes` to `path`; false on failure.
 bool WriteBytes(const std::string& path, const std::string& bytes);
 std::string ReadBytes(const std::string& path);

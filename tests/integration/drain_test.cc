@@ -1,0 +1,222 @@
+// SIGTERM drain of the real spexd binary: in-flight extractions finish within the grace
+// period, new calls are refused, the process exits 0; past the grace period the rest is
+// cancelled and the process still exits 0 promptly.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <fstream>
+#include <regex>
+#include <sstream>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "core/psf.h"
+#include "gtest/gtest.h"
+#include "tests/integration/service_fixture.h"
+#include "tests/integration/synthetic_frame.h"
+#include "tests/test_support.h"
+
+namespace spexd::testing {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// A spexd child process on a free loopback port; killed on destruction if still alive.
+class SpawnedServer {
+ public:
+  explicit SpawnedServer(std::vector<std::string> extra_args) {
+    log_path_ = MakeTempDir() + "/spexd.log";
+    std::vector<std::string> args = {SPEXD_BINARY, "--listen=127.0.0.1:0", "--metrics_listen=",
+                                     "--backend=cpu", "--data_roots=" + Inputs().data_dir};
+    args.insert(args.end(), extra_args.begin(), extra_args.end());
+    pid_ = fork();
+    if (pid_ == 0) {
+      const int fd = open(log_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      dup2(fd, STDERR_FILENO);
+      std::vector<char*> argv;
+      for (auto& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      execv(argv[0], argv.data());
+      _exit(127);
+    }
+  }
+  ~SpawnedServer() {
+    if (pid_ > 0 && !exited_) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+  }
+
+  // The bound port from the "listening" log line (0 after `seconds` without one).
+  int WaitForPort(double seconds) {
+    static const std::regex kPort("\"event\":\"listening\".*\"port\":([0-9]+)");
+    const auto end = Clock::now() + std::chrono::milliseconds(static_cast<int>(seconds * 1000));
+    while (Clock::now() < end) {
+      std::smatch m;
+      const std::string log = Log();
+      if (std::regex_search(log, m, kPort)) return std::stoi(m[1]);
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return 0;
+  }
+
+  void Signal(int sig) { kill(pid_, sig); }
+
+  // The exit status, or -1 if it did not exit within `seconds`.
+  int WaitForExit(double seconds) {
+    const auto end = Clock::now() + std::chrono::milliseconds(static_cast<int>(seconds * 1000));
+    while (Clock::now() < end) {
+      int status = 0;
+      if (waitpid(pid_, &status, WNOHANG) == pid_) {
+        exited_ = true;
+        return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return -1;
+  }
+
+  std::string Log() const { return ReadBytes(log_path_); }
+
+ private:
+  pid_t pid_ = -1;
+  bool exited_ = false;
+  std::string log_path_;
+};
+
+// A frame with a longer grid (about 1 s of CPU work) so that requests are still in
+// flight when the signal arrives.
+const std::string& LongFrameBytes() {
+  static const std::string* bytes = [] {
+    auto psf = core::Psf::Load(Inputs().psf_path);
+    SyntheticFrameOptions o;
+    o.wmax = 5960.0;
+    auto made = MakeSyntheticPreproc(*psf, o);
+    return new std::string(made.ok() ? *made : std::string());
+  }();
+  return *bytes;
+}
+
+v1::ExtractHeader LongHeader(const std::string& psf_id) {
+  v1::ExtractHeader h = SmallHeader(psf_id);
+  h.mutable_params()->set_wmax(5960.0);
+  return h;
+}
+
+struct InFlight {
+  std::vector<std::thread> threads;
+  std::vector<absl::Status> results;
+  std::atomic<int> started{0};
+};
+
+// Starts `n` extractions from separate clients; `started` counts FrameHeaders received.
+void StartExtractions(int port, const std::string& psf_id, int n, InFlight* f) {
+  f->results.assign(n, absl::UnknownError("not finished"));
+  for (int i = 0; i < n; ++i) {
+    f->threads.emplace_back([port, psf_id, i, f] {
+      client::ClientOptions o;
+      o.target = absl::StrCat("127.0.0.1:", port);
+      o.max_attempts = 1;
+      o.extract_deadline_seconds = 120;
+      auto c = client::SpexdClient::Create(o);
+      client::ExtractCallbacks cb;
+      cb.on_header = [f](const v1::FrameHeader&) {
+        f->started.fetch_add(1);
+        return absl::OkStatus();
+      };
+      f->results[i] = (*c)->Extract(LongHeader(psf_id), &LongFrameBytes(), false, cb);
+    });
+  }
+}
+
+std::string LoadPsf(int port) {
+  client::ClientOptions o;
+  o.target = absl::StrCat("127.0.0.1:", port);
+  auto c = client::SpexdClient::Create(o);
+  // The server may still be warming up: LoadPsf does not wait for warm-up, but retry
+  // briefly in case the first connection races the listener.
+  for (int i = 0; i < 50; ++i) {
+    auto info = (*c)->LoadPsfFromBytes(Inputs().psf_bytes, "psf.fits");
+    if (info.ok()) return info->id();
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return "";
+}
+
+bool WaitUntil(const std::function<bool()>& done, double seconds) {
+  const auto end = Clock::now() + std::chrono::milliseconds(static_cast<int>(seconds * 1000));
+  while (Clock::now() < end) {
+    if (done()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return done();
+}
+
+TEST(DrainTest, SigtermFinishesInFlightWorkRefusesNewCallsAndExitsZero) {
+  ASSERT_FALSE(LongFrameBytes().empty());
+  SpawnedServer spexd({"--drain_seconds=60"});
+  const int port = spexd.WaitForPort(30);
+  ASSERT_GT(port, 0) << spexd.Log();
+  const std::string psf_id = LoadPsf(port);
+  ASSERT_FALSE(psf_id.empty()) << spexd.Log();
+  InFlight f;
+  StartExtractions(port, psf_id, 3, &f);  // one running, two queued
+  client::ClientOptions probe_options;
+  probe_options.target = absl::StrCat("127.0.0.1:", port);
+  auto probe = client::SpexdClient::Create(probe_options);
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        auto info = (*probe)->GetServerInfo();
+        return f.started.load() >= 1 && info.ok() && info->queue_depth() == 2;
+      },
+      60))
+      << spexd.Log();
+  spexd.Signal(SIGTERM);
+  ASSERT_TRUE(WaitUntil([&] { return spexd.Log().find("\"draining\"") != std::string::npos; }, 10));
+  // New work is refused while the old finishes.
+  client::ClientOptions o;
+  o.target = absl::StrCat("127.0.0.1:", port);
+  o.max_attempts = 1;
+  o.call_deadline_seconds = 10;
+  auto late = client::SpexdClient::Create(o);
+  EXPECT_EQ((*late)->GetServerInfo().status().code(), absl::StatusCode::kUnavailable);
+  const int code = spexd.WaitForExit(120);
+  for (auto& t : f.threads) t.join();
+  EXPECT_EQ(code, 0) << spexd.Log();
+  for (std::size_t i = 0; i < f.results.size(); ++i) {
+    EXPECT_TRUE(f.results[i].ok()) << i << ": " << f.results[i];
+  }
+  EXPECT_NE(spexd.Log().find("\"event\":\"drained\""), std::string::npos);
+}
+
+TEST(DrainTest, WorkPastTheGracePeriodIsCancelledAndTheProcessStillExitsZero) {
+  ASSERT_FALSE(LongFrameBytes().empty());
+  SpawnedServer spexd({"--drain_seconds=0.2"});
+  const int port = spexd.WaitForPort(30);
+  ASSERT_GT(port, 0) << spexd.Log();
+  const std::string psf_id = LoadPsf(port);
+  ASSERT_FALSE(psf_id.empty());
+  InFlight f;
+  StartExtractions(port, psf_id, 4, &f);
+  ASSERT_TRUE(WaitUntil([&] { return f.started.load() >= 1; }, 60)) << spexd.Log();
+  const auto t0 = Clock::now();
+  spexd.Signal(SIGTERM);
+  const int code = spexd.WaitForExit(60);
+  const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  for (auto& t : f.threads) t.join();
+  EXPECT_EQ(code, 0) << spexd.Log();
+  // Stopped at a bundle boundary, long before four frames' worth of work; the metrics
+  // endpoint is off, so no civetweb shutdown delay either.
+  EXPECT_LT(seconds, 5.0) << spexd.Log();
+  int failed = 0;
+  for (const absl::Status& s : f.results) failed += s.ok() ? 0 : 1;
+  EXPECT_GE(failed, 1);
+}
+
+}  // namespace
+}  // namespace spexd::testing

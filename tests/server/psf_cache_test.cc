@@ -1,0 +1,127 @@
+#include "server/psf_cache.h"
+
+#include <fstream>
+#include <sstream>
+
+#include "gtest/gtest.h"
+#include "server/content_id.h"
+#include "server/metrics.h"
+#include "tests/test_support.h"
+
+namespace spexd::server {
+namespace {
+
+std::string PsfBytes() {
+  std::ifstream in(testing::BundledPsfPath(), std::ios::binary);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+core::ExtractionParams SmallParams() {
+  core::ExtractionParams p;
+  p.wmin = 5760.0;
+  p.wmax = 5800.0;
+  p.nspec = 50;
+  return p;
+}
+
+TEST(ContentIdTest, Sha256Hex) {
+  EXPECT_EQ(Sha256Hex(""), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  EXPECT_EQ(Sha256Hex("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+}
+
+TEST(PsfCacheTest, LoadIsIdempotentAndKeyedByContent) {
+  ServerMetrics metrics;
+  PsfCache cache(int64_t{1} << 30, &metrics);
+  const std::string bytes = PsfBytes();
+  auto a = cache.Load(bytes, "first");
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->id, Sha256Hex(bytes));
+  EXPECT_FALSE(a->already_loaded);
+  EXPECT_EQ(a->nspec, 500);
+  auto b = cache.Load(bytes, "second");
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(b->id, a->id);
+  EXPECT_TRUE(b->already_loaded);
+  EXPECT_EQ(b->source, "first");
+  EXPECT_EQ(cache.List().size(), 1u);
+  EXPECT_TRUE(cache.Get(a->id).ok());
+  EXPECT_EQ(cache.Get("feed").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(cache.Load("not a fits file", "junk").status().code(), absl::StatusCode::kInvalidArgument);
+  const std::string m = metrics.Serialize();
+  EXPECT_NE(m.find("spexd_psf_cache_hits_total{kind=\"psf\"} 2"), std::string::npos) << m;
+  EXPECT_NE(m.find("spexd_psf_cache_misses_total{kind=\"psf\"} 3"), std::string::npos) << m;
+}
+
+TEST(PsfCacheTest, GeometriesAreWarmAndCounted) {
+  PsfCache cache(int64_t{1} << 30, nullptr);
+  auto info = cache.Load(PsfBytes(), "psf");
+  ASSERT_TRUE(info.ok());
+  auto psf = cache.Get(info->id);
+  ASSERT_TRUE(psf.ok());
+  // The r-camera CCD the PSF was fitted on (its NPIX_Y x NPIX_X).
+  constexpr int kH = 4128, kW = 4114;
+  auto g1 = cache.GetGeometry(info->id, *psf, SmallParams(), kH, kW);
+  ASSERT_TRUE(g1.ok()) << g1.status();
+  auto g2 = cache.GetGeometry(info->id, *psf, SmallParams(), kH, kW);
+  ASSERT_TRUE(g2.ok());
+  EXPECT_EQ(g1->get(), g2->get());  // the same warm object
+  core::ExtractionParams other = SmallParams();
+  other.nwavestep = 30;
+  auto other_geometry = cache.GetGeometry(info->id, *psf, other, kH, kW);
+  ASSERT_TRUE(other_geometry.ok());
+  EXPECT_NE(other_geometry->get(), g1->get());
+  EXPECT_EQ(cache.List()[0].geometries, 2);
+  core::ExtractionParams bad = SmallParams();
+  bad.nspec = 0;
+  EXPECT_EQ(cache.GetGeometry(info->id, *psf, bad, kH, kW).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(cache.GetGeometry(info->id, *psf, SmallParams(), 600, 540).status().code(),
+            absl::StatusCode::kInvalidArgument);  // not the PSF's CCD
+  // Spots filled in by a job are counted after Rebalance.
+  const int64_t before = cache.bytes();
+  (*g1)->BundleSpots(0);
+  cache.Rebalance();
+  EXPECT_GT(cache.bytes(), before);
+}
+
+TEST(PsfCacheTest, EvictsLeastRecentlyUsedUnderTheBudgetAndUnloadFrees) {
+  const std::string bytes = PsfBytes();
+  auto probe = core::Psf::LoadFromMemory(bytes.data(), bytes.size(), "probe");
+  ASSERT_TRUE(probe.ok());
+  const int64_t one = static_cast<int64_t>(probe->MemoryBytes());
+  ServerMetrics metrics;
+  PsfCache cache(one * 5 / 2, &metrics);
+  // Three distinct contents of the same PSF: a trailing FITS block of blanks changes the
+  // bytes (and the id) but not the parsed model.
+  std::vector<std::string> ids;
+  std::vector<int64_t> sizes;
+  for (int k = 0; k < 3; ++k) {
+    auto info = cache.Load(bytes + std::string(2880 * k, ' '), "v" + std::to_string(k));
+    ASSERT_TRUE(info.ok()) << info.status();
+    ids.push_back(info->id);
+    sizes.push_back(info->host_bytes);
+    if (k == 1) {
+      ASSERT_TRUE(cache.Get(ids[0]).ok());  // touch v0: v1 becomes the LRU
+    }
+  }
+  EXPECT_EQ(cache.List().size(), 2u);
+  EXPECT_TRUE(cache.Get(ids[0]).ok());
+  EXPECT_EQ(cache.Get(ids[1]).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(cache.Get(ids[2]).ok());
+  EXPECT_LE(cache.bytes(), cache.budget());
+  EXPECT_NE(metrics.Serialize().find("spexd_psf_cache_evictions_total{kind=\"psf\"} 1"),
+            std::string::npos);
+  auto freed = cache.Unload(ids[0]);
+  ASSERT_TRUE(freed.ok());
+  EXPECT_EQ(*freed, sizes[0]);
+  EXPECT_EQ(cache.List().size(), 1u);
+  EXPECT_EQ(cache.Unload(ids[0]).status().code(), absl::StatusCode::kNotFound);
+  // A PSF larger than the whole budget is refused.
+  PsfCache tiny(one / 2, nullptr);
+  EXPECT_EQ(tiny.Load(bytes, "big").status().code(), absl::StatusCode::kResourceExhausted);
+}
+
+}  // namespace
+}  // namespace spexd::server

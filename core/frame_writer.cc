@@ -1,12 +1,14 @@
 #include "core/frame_writer.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 
 #include "absl/strings/str_cat.h"
 #include "core/fits_file.h"
@@ -109,37 +111,62 @@ absl::StatusOr<std::string> ModelToFits(const Frame& frame, const FrameMetadata&
   return f.TakeMemory();
 }
 
-absl::Status WriteFileAtomically(const std::string& path, const std::string& bytes) {
-  const std::string tmp =
-      absl::StrCat(path, ".tmp-", getpid(), "-", g_tmp_counter.fetch_add(1));
-  int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(path, ": cannot create temporary file: ", std::strerror(errno)));
-  }
+namespace {
+
+// Writes all bytes to fd, then flushes them to disk.
+absl::Status WriteAllAndSync(int fd, const std::string& bytes, const std::string& path) {
   std::size_t done = 0;
   while (done < bytes.size()) {
     ssize_t n = write(fd, bytes.data() + done, bytes.size() - done);
     if (n < 0) {
       if (errno == EINTR) continue;
-      int err = errno;
-      close(fd);
-      unlink(tmp.c_str());
-      return absl::InternalError(absl::StrCat(path, ": write failed: ", std::strerror(err)));
+      return absl::InternalError(absl::StrCat(path, ": write failed: ", std::strerror(errno)));
     }
     done += static_cast<std::size_t>(n);
   }
-  if (fsync(fd) != 0 || close(fd) != 0) {
-    int err = errno;
-    unlink(tmp.c_str());
-    return absl::InternalError(absl::StrCat(path, ": flush failed: ", std::strerror(err)));
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    int err = errno;
-    unlink(tmp.c_str());
-    return absl::InternalError(absl::StrCat(path, ": rename failed: ", std::strerror(err)));
+  if (fsync(fd) != 0) {
+    return absl::InternalError(absl::StrCat(path, ": flush failed: ", std::strerror(errno)));
   }
   return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status WriteFileAtomically(const std::string& path, const std::string& bytes) {
+  const std::string tmp =
+      absl::StrCat(path, ".tmp-", getpid(), "-", g_tmp_counter.fetch_add(1));
+  std::filesystem::path dir = std::filesystem::path(path).parent_path();
+  if (dir.empty()) dir = std::filesystem::path(".");
+  // Preferably an unnamed file (O_TMPFILE): a crash while writing leaves nothing behind.
+  // It gets a name only once complete, and is renamed over `path` at once.
+  int fd = open(dir.c_str(), O_TMPFILE | O_WRONLY | O_CLOEXEC, 0644);
+  bool named = false;
+  if (fd < 0) {
+    // Filesystems without O_TMPFILE: a named temporary, removed on every failure path.
+    fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    named = true;
+  }
+  if (fd < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": cannot create temporary file: ", std::strerror(errno)));
+  }
+  absl::Status st = WriteAllAndSync(fd, bytes, path);
+  if (st.ok() && !named) {
+    fchmod(fd, 0644);
+    const std::string proc = absl::StrCat("/proc/self/fd/", fd);
+    if (linkat(AT_FDCWD, proc.c_str(), AT_FDCWD, tmp.c_str(), AT_SYMLINK_FOLLOW) != 0) {
+      st = absl::InternalError(absl::StrCat(path, ": link failed: ", std::strerror(errno)));
+    }
+    named = st.ok();
+  }
+  if (close(fd) != 0 && st.ok()) {
+    st = absl::InternalError(absl::StrCat(path, ": close failed: ", std::strerror(errno)));
+  }
+  if (st.ok() && std::rename(tmp.c_str(), path.c_str()) != 0) {
+    st = absl::InternalError(absl::StrCat(path, ": rename failed: ", std::strerror(errno)));
+  }
+  if (!st.ok() && named) unlink(tmp.c_str());
+  return st;
 }
 
 }  // namespace spexd::core

@@ -109,25 +109,14 @@ class CpuBackend : public Backend {
   }
 
  private:
-  // Bundle canvas spanning the union of the extracted patch windows; patch models are
-  // added in patch order, skipping all-zero or non-finite ones (spec §2.12).
+  // Bundle canvas from the plan; patch models are added in patch order, skipping
+  // all-zero or non-finite ones (spec §2.12).
   static void StitchModel(const PatchPlan& plan, int p0, int p1,
                           const std::vector<std::vector<double>>& models, BundleResult* out) {
-    int y0 = 0, y1 = 0, x0 = 0, x1 = 0;
-    bool any = false;
-    for (int p = p0; p < p1; ++p) {
-      const PatchDesc& d = plan.patches[p];
-      if (d.skipped != kSkipNone) continue;
-      if (!any) {
-        y0 = d.y0; y1 = d.y0 + d.ny; x0 = d.x0; x1 = d.x0 + d.nx;
-        any = true;
-      }
-      y0 = std::min(y0, d.y0); y1 = std::max(y1, d.y0 + d.ny);
-      x0 = std::min(x0, d.x0); x1 = std::max(x1, d.x0 + d.nx);
-    }
-    if (!any) return;
-    out->model_y0 = y0; out->model_x0 = x0; out->model_ny = y1 - y0; out->model_nx = x1 - x0;
-    out->model.assign(static_cast<std::size_t>(out->model_ny) * out->model_nx, 0.0);
+    const BundleCanvas& c = plan.bundle_canvas[out->bundle];
+    if (c.ny == 0 || c.nx == 0) return;
+    out->model_y0 = c.y0; out->model_x0 = c.x0; out->model_ny = c.ny; out->model_nx = c.nx;
+    out->model.assign(static_cast<std::size_t>(c.ny) * c.nx, 0.0);
     for (int p = p0; p < p1; ++p) {
       const PatchDesc& d = plan.patches[p];
       const std::vector<double>& m = models[p - p0];
@@ -139,8 +128,7 @@ class CpuBackend : public Backend {
       }
       if (all_zero || !finite) continue;
       for (int iy = 0; iy < d.ny; ++iy) {
-        double* dst = out->model.data() +
-                      static_cast<std::size_t>(d.y0 - y0 + iy) * out->model_nx + (d.x0 - x0);
+        double* dst = out->model.data() + static_cast<std::size_t>(d.y0 - c.y0 + iy) * c.nx + (d.x0 - c.x0);
         const double* src = m.data() + static_cast<std::size_t>(iy) * d.nx;
         for (int ix = 0; ix < d.nx; ++ix) dst[ix] += src[ix];
       }

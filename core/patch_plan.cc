@@ -32,6 +32,28 @@ XYRange ComputeXYRange(const PatchPlan& plan, int f0, int nf, int w0, int nw) {
   return r;
 }
 
+// Union of the extracted windows of patches [p0, p1).
+BundleCanvas CanvasOf(const PatchPlan& plan, int p0, int p1) {
+  BundleCanvas c{0, 0, 0, 0};
+  int32_t y1 = 0, x1 = 0;
+  bool any = false;
+  for (int p = p0; p < p1; ++p) {
+    const PatchDesc& d = plan.patches[p];
+    if (d.skipped != kSkipNone) continue;
+    if (!any) {
+      c.y0 = d.y0; c.x0 = d.x0; y1 = d.y0 + d.ny; x1 = d.x0 + d.nx;
+      any = true;
+    }
+    c.y0 = std::min(c.y0, d.y0); c.x0 = std::min(c.x0, d.x0);
+    y1 = std::max(y1, d.y0 + d.ny); x1 = std::max(x1, d.x0 + d.nx);
+  }
+  if (any) {
+    c.ny = y1 - c.y0;
+    c.nx = x1 - c.x0;
+  }
+  return c;
+}
+
 // Python int() of a float64: truncation toward zero (spec §0).
 int32_t Trunc(double v) { return static_cast<int32_t>(std::trunc(v)); }
 
@@ -149,6 +171,8 @@ absl::StatusOr<PatchPlan> BuildPatchPlan(const ExtractionParams& params, const P
       }
     }
     plan.bundle_first_patch.push_back(static_cast<int32_t>(plan.patches.size()));
+    plan.bundle_canvas.push_back(CanvasOf(plan, plan.bundle_first_patch[b],
+                                          plan.bundle_first_patch[b + 1]));
   }
   return plan;
 }

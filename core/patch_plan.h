@@ -37,6 +37,12 @@ inline constexpr int32_t kSkipTopEdge = 2;     // y0 + ny > H (compat cpu only)
 inline constexpr int32_t kSkipXEdge = 3;       // window leaves the CCD in x (not in the
                                                // reference, which reads out of bounds)
 
+// Model canvas of one bundle: the union of its extracted patch windows (spec §2.12);
+// empty (ny = nx = 0) when every patch of the bundle is skipped.
+struct BundleCanvas {
+  int32_t y0, ny, x0, nx;
+};
+
 struct PatchPlan {
   // Geometry constants.
   int specmin = 0, nspec = 0, bundlesize = 0, nbundles = 0, nper = 0;
@@ -51,6 +57,7 @@ struct PatchPlan {
   // Patches ordered by bundle, sub-bundle, wavelength.
   std::vector<PatchDesc> patches;
   std::vector<int32_t> bundle_first_patch;  // [nbundles + 1] offsets into patches
+  std::vector<BundleCanvas> bundle_canvas;  // [nbundles]
   // Sizes for workspaces.
   int max_n = 0, max_ny = 0, max_nx = 0, max_npix = 0;
 

@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -26,21 +27,6 @@ absl::StatusOr<std::string> RealPath(const std::string& path) {
   }
   return std::string(buf);
 }
-
-// Closes a descriptor on every return path.
-class Fd {
- public:
-  explicit Fd(int fd) : fd_(fd) {}
-  ~Fd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  int get() const { return fd_; }
-
- private:
-  int fd_;
-};
 
 }  // namespace
 
@@ -93,7 +79,26 @@ bool DataRoots::Inside(const std::string& canonical) const {
   return false;
 }
 
-absl::StatusOr<DataRoots::File> DataRoots::ReadFile(const std::string& path,
+DataRoots::OpenFile::OpenFile(OpenFile&& other) noexcept
+    : fd_(std::exchange(other.fd_, -1)), path_(std::move(other.path_)), size_(other.size_) {}
+
+DataRoots::OpenFile& DataRoots::OpenFile::operator=(OpenFile&& other) noexcept {
+  if (this != &other) {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = std::exchange(other.fd_, -1);
+    path_ = std::move(other.path_);
+    size_ = other.size_;
+  }
+  return *this;
+}
+
+DataRoots::OpenFile::~OpenFile() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+std::string DataRoots::OpenFile::proc_path() const { return absl::StrCat("/proc/self/fd/", fd_); }
+
+absl::StatusOr<DataRoots::OpenFile> DataRoots::Open(const std::string& path,
                                                     int64_t max_bytes) const {
   if (absl::Status s = CheckSyntax(path); !s.ok()) return s;
   // Early, friendly answer for paths that resolve outside (the authoritative check is
@@ -104,17 +109,18 @@ absl::StatusOr<DataRoots::File> DataRoots::ReadFile(const std::string& path,
     return absl::PermissionDeniedError(
         absl::StrCat("path '", path, "' is outside the server's data roots"));
   }
-  Fd fd(::open(canonical->c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
-  if (fd.get() < 0) {
+  const int raw = ::open(canonical->c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (raw < 0) {
     return absl::PermissionDeniedError(absl::StrCat(path, ": cannot open: ", std::strerror(errno)));
   }
-  auto opened = RealPath(absl::StrCat("/proc/self/fd/", fd.get()));
+  OpenFile file(raw, "", 0);
+  auto opened = RealPath(file.proc_path());
   if (!opened.ok() || !Inside(*opened)) {
     return absl::PermissionDeniedError(
         absl::StrCat("path '", path, "' is outside the server's data roots"));
   }
   struct stat st {};
-  if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) {
+  if (::fstat(raw, &st) != 0 || !S_ISREG(st.st_mode)) {
     return absl::InvalidArgumentError(absl::StrCat(path, " is not a regular file"));
   }
   if (st.st_size > max_bytes) {
@@ -122,12 +128,19 @@ absl::StatusOr<DataRoots::File> DataRoots::ReadFile(const std::string& path,
                                                      " bytes, over the server's limit of ",
                                                      max_bytes, " bytes"));
   }
+  return OpenFile(file.Release(), *opened, static_cast<int64_t>(st.st_size));
+}
+
+absl::StatusOr<DataRoots::File> DataRoots::ReadFile(const std::string& path,
+                                                    int64_t max_bytes) const {
+  auto opened = Open(path, max_bytes);
+  if (!opened.ok()) return opened.status();
   File file;
-  file.path = *opened;
-  file.bytes.resize(static_cast<std::size_t>(st.st_size));
+  file.path = opened->path();
+  file.bytes.resize(static_cast<std::size_t>(opened->size()));
   std::size_t done = 0;
   while (done < file.bytes.size()) {
-    ssize_t n = ::read(fd.get(), file.bytes.data() + done, file.bytes.size() - done);
+    ssize_t n = ::read(opened->fd(), file.bytes.data() + done, file.bytes.size() - done);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) {
       return absl::InternalError(absl::StrCat(path, ": read failed: ", std::strerror(errno)));

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "core/frame.h"
 #include "core/frame_writer.h"
 #include "core/geometry.h"
@@ -100,22 +101,32 @@ absl::Status ExtractJob::Execute(core::Backend& backend, v1::ExtractSummary* sum
   SPEXD_ASSIGN_OR_RETURN(core::ExtractionParams params,
                          ParamsFromProto(h.params(), h.want_model()));
   std::string in_img = h.in_img_name();
-  std::string bytes;
-  if (h.has_server_path()) {
-    SPEXD_ASSIGN_OR_RETURN(DataRoots::File file,
-                           env_.roots->ReadFile(h.server_path(), env_.limits.max_upload_bytes));
-    if (in_img.empty()) in_img = file.path;
-    bytes = std::move(file.bytes);
-  } else {
-    bytes = std::move(request_.upload);
-    if (in_img.empty()) in_img.assign("upload");
-  }
-  if (bytes.empty()) return absl::InvalidArgumentError(absl::StrCat(in_img, ": empty file"));
   core::PreprocOptions popts;
   popts.mask_policy = params.mask_policy;
-  SPEXD_ASSIGN_OR_RETURN(core::PreprocImage image,
-                         core::ReadPreprocFromMemory(bytes.data(), bytes.size(), in_img, popts));
-  std::string().swap(bytes);  // the decoded planes are all we need from here on
+  absl::StatusOr<core::PreprocImage> decoded;
+  if (h.has_server_path()) {
+    // CFITSIO reads the confined file through its descriptor (no copy of the bytes);
+    // errors name the request's path rather than /proc/self/fd/N.
+    SPEXD_ASSIGN_OR_RETURN(DataRoots::OpenFile file,
+                           env_.roots->Open(h.server_path(), env_.limits.max_upload_bytes));
+    if (in_img.empty()) in_img = file.path();
+    if (file.size() == 0) return absl::InvalidArgumentError(absl::StrCat(in_img, ": empty file"));
+    decoded = core::ReadPreproc(file.proc_path(), popts);
+    if (!decoded.ok()) {
+      return absl::Status(decoded.status().code(),
+                          absl::StrReplaceAll(decoded.status().message(),
+                                              {{file.proc_path(), h.server_path()}}));
+    }
+    decoded->source_name = in_img;
+  } else {
+    if (in_img.empty()) in_img.assign("upload");
+    if (request_.upload.empty()) return absl::InvalidArgumentError("empty upload");
+    decoded = core::ReadPreprocFromMemory(request_.upload.data(), request_.upload.size(), in_img,
+                                          popts);
+    std::string().swap(request_.upload);  // the decoded planes are all we need from here on
+    if (!decoded.ok()) return decoded.status();
+  }
+  core::PreprocImage image = *std::move(decoded);
   const int64_t pixels = static_cast<int64_t>(image.height) * image.width;
   if (pixels > env_.limits.max_image_pixels) {
     return absl::ResourceExhaustedError(absl::StrCat(

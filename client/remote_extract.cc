@@ -175,11 +175,11 @@ absl::Status RunRemoteExtract(const ExtractCommand& cmd, const RemoteExtractOpti
   auto secs = [](auto a, auto b) { return std::chrono::duration<double>(b - a).count(); };
   const v1::ExtractSummary& s = r.summary;
   std::fprintf(stderr,
-               "spexctl: %d spectra x %d wavelengths on %s (%s): queue %.2f s, load %.2f s, "
-               "extract %.2f s, server total %.2f s, client total %.2f s, write %.2f s; patches "
-               "%lld extracted, %lld skipped, %lld retried, %lld failed\n",
+               "spexctl: %d spectra x %d wavelengths on %s (%s): upload %.2f s, queue %.2f s, "
+               "load %.2f s, extract %.2f s, server total %.2f s, client total %.2f s, write "
+               "%.2f s; patches %lld extracted, %lld skipped, %lld retried, %lld failed\n",
                r.frame.nspec, r.frame.nwave, o.client.target.c_str(), r.header.backend().c_str(),
-               s.queue_seconds(), s.load_seconds(), s.extract_seconds(), s.total_seconds(),
+               s.upload_seconds(), s.queue_seconds(), s.load_seconds(), s.extract_seconds(), s.total_seconds(),
                secs(t0, t1), secs(t1, t2), static_cast<long long>(s.counts().extracted()),
                static_cast<long long>(s.counts().skipped()),
                static_cast<long long>(s.counts().retried()),

@@ -83,6 +83,7 @@ void ExtractJob::Run(core::Backend& backend, int worker) {
        {"code", std::string(absl::StatusCodeToString(status.code()))},
        {"error", std::string(status.message())},
        {"bundles", summary.nbundles()},
+       {"upload_s", summary.upload_seconds()},
        {"queue_s", summary.queue_seconds()},
        {"load_s", summary.load_seconds()},
        {"extract_s", summary.extract_seconds()},
@@ -94,7 +95,8 @@ void ExtractJob::Run(core::Backend& backend, int worker) {
 
 absl::Status ExtractJob::Execute(core::Backend& backend, v1::ExtractSummary* summary) {
   const v1::ExtractHeader& h = request_.header;
-  summary->set_queue_seconds(Seconds(request_.arrived, started_));
+  summary->set_upload_seconds(Seconds(request_.arrived, request_.admitted));
+  summary->set_queue_seconds(Seconds(request_.admitted, started_));
   if (Stopped()) return StopStatus();
 
   // --- Image: a confined server-side file or the uploaded bytes.

@@ -55,7 +55,8 @@ struct JobRequest {
   std::shared_ptr<const core::Psf> psf;  // held from admission: eviction cannot race
   std::string upload;                    // image bytes when uploaded
   std::string peer;                      // for logs
-  std::chrono::steady_clock::time_point arrived;
+  std::chrono::steady_clock::time_point arrived;   // call started
+  std::chrono::steady_clock::time_point admitted;  // header (and upload) received, queued
   // Absolute deadline of the call (steady clock); max() when none.
   std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
 };

@@ -227,6 +227,7 @@ class ExtractReactor final : public grpc::ServerBidiReactor<v1::ExtractRequest, 
 
   absl::Status Submit() {
     phase_ = Phase::kSubmitted;
+    request_.admitted = Clock::now();
     auto job = std::make_shared<ExtractJob>(service_->env, std::move(request_), this, cancel_);
     service_->scheduler->Submit(std::move(ticket_), std::move(job));
     return absl::OkStatus();

@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# The README's demo: installs missing dependencies, builds, starts spexd on loopback (CUDA
+# backend when a GPU and the module are present, else CPU), simulates a frame with the
+# bundled PSF, extracts it through the client, prints a short summary (timings, median
+# S/N per fibre) and stops the server with SIGTERM (graceful drain).
+#
+#   scripts/demo.sh                 # 50 fibres (2 bundles) on the r grid
+#   FIBERS=0,100 scripts/demo.sh    # more fibres; DEMO_DIR=... keeps the files
+#
+# Extra arguments go to CMake at the first configure (e.g. -DSPEXD_WITH_CUDA=OFF).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+BUILD_DIR=${BUILD_DIR:-build}
+FIBERS=${FIBERS:-0,50}
+WAVELENGTH=${WAVELENGTH:-5760.0,7620.0,0.8}
+PSF=$ROOT/tests/data/psf-r0-00051060.fits
+
+scripts/install-deps.sh
+scripts/build.sh "$@"
+
+BIN=$ROOT/$BUILD_DIR
+SPEXD=$BIN/server/spexd
+SPEXCTL=$BIN/client/spexctl
+SIM=$BIN/client/spexd-sim
+for exe in "$SPEXD" "$SPEXCTL" "$SIM"; do
+  [[ -x $exe ]] || { echo "demo: $exe was not built (SPEXD_WITH_SERVER=OFF?)" >&2; exit 1; }
+done
+
+DEMO_DIR=${DEMO_DIR:-$(mktemp -d -t spexd-demo-XXXXXX)}
+mkdir -p "$DEMO_DIR"
+LOG=$DEMO_DIR/spexd.log
+SERVER_PID=
+cleanup() {
+  if [[ -n $SERVER_PID ]] && kill -0 "$SERVER_PID" 2>/dev/null; then
+    kill -TERM "$SERVER_PID" 2>/dev/null || true
+    wait "$SERVER_PID" 2>/dev/null || true
+  fi
+}
+trap cleanup EXIT
+
+echo
+echo "== 1. start spexd on loopback (free ports; log in $LOG)"
+"$SPEXD" --listen=127.0.0.1:0 --metrics_listen=127.0.0.1:0 --backend=auto \
+  --data_roots="$DEMO_DIR" --drain_seconds=30 2>"$LOG" &
+SERVER_PID=$!
+PORT=
+for _ in $(seq 1 100); do  # bounded: 10 s
+  PORT=$(sed -n 's/.*"event":"listening".*"port":\([0-9]*\).*/\1/p' "$LOG" | head -n1)
+  [[ -n $PORT ]] && break
+  kill -0 "$SERVER_PID" 2>/dev/null || { cat "$LOG" >&2; exit 1; }
+  sleep 0.1
+done
+[[ -n $PORT ]] || { echo "demo: spexd did not start" >&2; cat "$LOG" >&2; exit 1; }
+METRICS_PORT=$(sed -n 's/.*"metrics_port":\([0-9]*\).*/\1/p' "$LOG" | head -n1)
+SERVER=127.0.0.1:$PORT
+for _ in $(seq 1 300); do  # bounded: 30 s of warm-up
+  "$SPEXCTL" health --server "$SERVER" --retries 1 --deadline 2 >/dev/null 2>&1 && break
+  sleep 0.1
+done
+"$SPEXCTL" info --server "$SERVER"
+
+echo
+echo "== 2. simulate a frame: fibres $FIBERS, grid $WAVELENGTH, bundled PSF"
+"$SIM" --psf="$PSF" --out="$DEMO_DIR/preproc.fits" --truth="$DEMO_DIR/truth.fits" \
+  --fibers="$FIBERS" --wavelength="$WAVELENGTH" --seed=1 2>&1 | tail -n 2
+
+FIRST=${FIBERS%,*}
+COUNT=${FIBERS#*,}
+echo
+echo "== 3. extract through the server (client-streamed upload; --server-path would send a path)"
+"$SPEXCTL" extract --server "$SERVER" -i "$DEMO_DIR/preproc.fits" -p "$PSF" \
+  -o "$DEMO_DIR/frame.fits" -w "$WAVELENGTH" -s "$FIRST" -n "$COUNT" --snr \
+  >"$DEMO_DIR/snr.txt"
+echo "median S/N per fibre (fibre:S/N):"
+awk 'NR > 1 { printf "%4d:%-7.1f%s", $1, $2, (++n % 8 == 0 ? "\n" : " ") } END { if (n % 8) print "" }' \
+  "$DEMO_DIR/snr.txt"
+"$SPEXCTL" psf list --server "$SERVER"
+if [[ -n $METRICS_PORT ]] && command -v curl >/dev/null; then
+  echo "metrics (http://127.0.0.1:$METRICS_PORT/metrics), excerpt:"
+  curl -s "http://127.0.0.1:$METRICS_PORT/metrics" |
+    grep -E '^spexd_(requests_total|bundles_total|patches_total|frame_duration_seconds_(sum|count))[ {]' |
+    sed 's/^/  /' || true
+fi
+
+echo
+echo "== 4. stop spexd (SIGTERM: drain, then exit 0)"
+kill -TERM "$SERVER_PID"
+status=0
+wait "$SERVER_PID" || status=$?
+SERVER_PID=
+echo "spexd exited with status $status"
+echo "frame: $DEMO_DIR/frame.fits (desispec layout); server log: $LOG"
+exit "$status"

@@ -17,15 +17,25 @@ std::string Geometry::Key(const ExtractionParams& p, int image_height, int image
 absl::StatusOr<std::shared_ptr<const Geometry>> Geometry::Create(
     std::shared_ptr<const Psf> psf, const ExtractionParams& params, int image_height,
     int image_width, bool cache_spots) {
-  // The PSF's trace coordinates are CCD pixels of an image of NPIX_Y x NPIX_X.
+  // The PSF's trace coordinates are pixels of a CCD of NPIX_Y x NPIX_X: a larger image
+  // cannot belong to it. (A smaller one may be a cut-out starting at pixel 0.)
   if (psf->npix_x() > 0 && psf->npix_y() > 0 &&
-      (psf->npix_y() != image_height || psf->npix_x() != image_width)) {
+      (image_height > psf->npix_y() || image_width > psf->npix_x())) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "image is %d x %d pixels but PSF %s was fitted on a %d x %d CCD", image_height,
         image_width, psf->source_name(), psf->npix_y(), psf->npix_x()));
   }
   std::shared_ptr<Geometry> g(new Geometry());
   SPEXD_ASSIGN_OR_RETURN(g->plan_, BuildPatchPlan(params, *psf, image_height, image_width));
+  bool any_on_ccd = false;
+  for (const PatchDesc& d : g->plan_.patches) any_on_ccd |= d.skipped == kSkipNone;
+  if (!any_on_ccd) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "no patch of fibres [%d, %d) lies on the %d x %d image: the traces of PSF %s are "
+        "off this image (wrong PSF or camera?)",
+        params.specmin, params.specmin + params.nspec, image_height, image_width,
+        psf->source_name()));
+  }
   g->psf_ = std::move(psf);
   g->params_ = params;
   g->dwave_ = GridGradient(g->plan_.wave);

@@ -60,17 +60,28 @@ class BadExtractionInputTest : public ::testing::Test {
 std::shared_ptr<const Psf>* BadExtractionInputTest::psf_ = nullptr;
 PreprocImage* BadExtractionInputTest::image_ = nullptr;
 
-TEST_F(BadExtractionInputTest, ImageShapeNotThePsfCcd) {
-  PreprocImage small;
-  small.height = 2000;
-  small.width = 2000;
-  small.image.assign(2000 * 2000, 0.0);
-  small.ivar.assign(2000 * 2000, 1.0);
-  auto f = Run(Params(), small);
+TEST_F(BadExtractionInputTest, ImageAndPsfDoNotMatch) {
+  // Larger than the CCD the PSF was fitted on.
+  PreprocImage big;
+  big.height = 4200;
+  big.width = 4200;
+  big.image.assign(4200 * 4200, 0.0);
+  big.ivar.assign(4200 * 4200, 1.0);
+  auto f = Run(Params(), big);
   ASSERT_FALSE(f.ok());
   EXPECT_EQ(f.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(f.status().message().find("fitted on a 4128 x 4114 CCD"), std::string::npos)
       << f.status();
+  // A small image on which none of the requested traces fall.
+  PreprocImage small;
+  small.height = 300;
+  small.width = 100;
+  small.image.assign(300 * 100, 0.0);
+  small.ivar.assign(300 * 100, 1.0);
+  auto g = Run(Params(), small);
+  ASSERT_FALSE(g.ok());
+  EXPECT_EQ(g.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(g.status().message().find("off this image"), std::string::npos) << g.status();
 }
 
 TEST_F(BadExtractionInputTest, GridOutsideThePsfDomain) {

@@ -1,0 +1,406 @@
+#include "cuda/batch_extractor.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "core/patch_plan.h"
+#include "core/status_macros.h"
+#include "cuda/cuda_check.h"
+#include "cuda/patch_products.h"
+
+namespace spexd::cuda {
+namespace {
+
+// Patches per batch the batch size aims at: enough matrices for the batched library calls
+// to fill an H100/H200 (gpu-workflow.md), about 5 bundles of an r frame.
+constexpr int kTargetSlots = 1200;
+constexpr double kRetryRegularize = 1e-4;  // spec §2.15
+
+double Now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+double ElapsedMs(const Event& a, const Event& b) {
+  float ms = 0;
+  if (cudaEventElapsedTime(&ms, a.get(), b.get()) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  return ms;
+}
+
+int MaxPatchesPerBundle(const core::PatchPlan& plan) {
+  int m = 0;
+  for (int b = 0; b < plan.nbundles; ++b) {
+    m = std::max(m, plan.bundle_first_patch[b + 1] - plan.bundle_first_patch[b]);
+  }
+  return m;
+}
+
+}  // namespace
+
+absl::Status BatchExtractor::Prepare(const core::ExtractionJob& job, int nbundles) {
+  const core::PatchPlan& plan = *cfg_.plan;
+  const int ppb = std::max(1, MaxPatchesPerBundle(plan));
+  max_blocks_ = MaxBlocks(plan);
+  WorkspaceSpec spec;
+  spec.ld = plan.max_n;
+  spec.nt = plan.nwavetot;
+  spec.nper = plan.nper;
+  spec.nb = std::max(1, max_blocks_);
+  spec.max_npix = plan.max_npix;
+  spec.bundlesize = plan.bundlesize;
+  spec.nwave = plan.nwave;
+  spec.nk = 2 * plan.ndiag + 1;
+  spec.canvas_stride = job.want_model ? cfg_.state->max_canvas_pixels() : 0;
+  spec.image_pixels = static_cast<std::size_t>(plan.image_height) * plan.image_width;
+  spec.library_eigen = cfg_.eigen == EigenKind::kLibrary;
+
+  // Device bytes of both sets for b bundles per batch, plus the frame and its staging.
+  auto need = [&](int b) {
+    const std::size_t slots = static_cast<std::size_t>(b) * ppb;
+    const std::size_t outs = static_cast<std::size_t>(b) * plan.bundlesize * plan.nwave * (4 + spec.nk);
+    const std::size_t canvas = static_cast<std::size_t>(b) * static_cast<std::size_t>(spec.canvas_stride);
+    return 2 * (slots * spec.SlotBytes() + (outs + canvas) * sizeof(double)) +
+           spec.image_pixels * (2 * sizeof(double) + 2 * sizeof(float));
+  };
+  std::size_t free_b = 0, total_b = 0;
+  SPEXD_CUDA_RETURN_IF_ERROR(cudaMemGetInfo(&free_b, &total_b));
+  const double available = 0.85 * static_cast<double>(free_b + cfg_.workspace->device_bytes());
+  int b = std::clamp((kTargetSlots + ppb - 1) / ppb, 1, std::max(1, nbundles));
+  while (b > 1 && static_cast<double>(need(b)) > available) --b;
+  if (static_cast<double>(need(b)) > available) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "CUDA backend: a batch of one bundle needs ", need(1) >> 20, " MiB of GPU memory but only ",
+        static_cast<long long>(available) >> 20, " MiB are available on ", cfg_.ctx->device_name()));
+  }
+  bundles_per_batch_ = b;
+  spec.bundles = b;
+  spec.slots = b * ppb;
+  spec.ptr_count = MaxPointerCount(plan, spec.slots);
+  spec_ = spec;
+  SPEXD_RETURN_IF_ERROR(cfg_.workspace->Reserve(spec));
+  if (spec.library_eigen && spec.slots > 0 && spec.nt > 0) {
+    std::size_t dev = 0, host = 0;
+    WorkspaceSet& s = cfg_.workspace->set(0);
+    SPEXD_RETURN_IF_ERROR(QueryLibraryEigenScratch(*cfg_.ctx, spec.nt, spec.slots * spec.nper,
+                                                   s.c.get(), s.evals.get(), &dev, &host));
+    SPEXD_RETURN_IF_ERROR(cfg_.workspace->ReserveEigenScratch(dev, host));
+  }
+  return absl::OkStatus();
+}
+
+SlotAddresses BatchExtractor::Addresses(const WorkspaceSet& s) const {
+  SlotAddresses a;
+  a.m = reinterpret_cast<uint64_t>(s.m.get());
+  a.x = reinterpret_cast<uint64_t>(s.x.get());
+  a.t = reinterpret_cast<uint64_t>(s.t.get());
+  a.c = reinterpret_cast<uint64_t>(s.c.get());
+  a.ld = spec_.ld;
+  a.t_stride = spec_.t_stride();
+  return a;
+}
+
+RunArgs BatchExtractor::MakeArgs(const WorkspaceSet& s, int count, const core::ExtractionJob& job) const {
+  RunArgs a{};
+  a.dims = cfg_.state->dims();
+  a.in = FrameInputs{cfg_.workspace->image(), cfg_.workspace->ivar(), cfg_.state->patches(),
+                     cfg_.state->xc(), cfg_.state->yc(), cfg_.state->spots()};
+  a.slots = s.Slots(spec_.t_stride());
+  a.out = s.Outputs();
+  a.entries = s.entries.get();
+  a.count = count;
+  a.psferr = job.psferr;
+  a.want_model = job.want_model ? 1 : 0;
+  return a;
+}
+
+RunResources BatchExtractor::Resources(WorkspaceSet* s, bool record_marks) const {
+  RunResources r{};
+  r.ctx = cfg_.ctx;
+  r.solver = cfg_.solver;
+  r.eigen = cfg_.eigen;
+  r.workspace = cfg_.workspace;
+  r.set = s;
+  r.d_ptrs = s->ptrs.get();
+  r.max_blocks = max_blocks_;
+  r.record_marks = record_marks;
+  return r;
+}
+
+absl::Status BatchExtractor::UploadLayout(WorkspaceSet* s, const RunLayout& layout,
+                                          cudaStream_t stream) const {
+  if (layout.ptrs.size() > s->h_ptrs.size() || layout.entries.size() > s->h_entries.size()) {
+    return absl::InternalError("run layout exceeds the reserved pointer/entry buffers");
+  }
+  if (!layout.ptrs.empty()) {
+    std::memcpy(s->h_ptrs.get(), layout.ptrs.data(), layout.ptrs.size() * sizeof(uint64_t));
+    SPEXD_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(s->ptrs.get(), s->h_ptrs.get(),
+                                               layout.ptrs.size() * sizeof(uint64_t),
+                                               cudaMemcpyHostToDevice, stream));
+  }
+  if (!layout.entries.empty()) {
+    std::memcpy(s->h_entries.get(), layout.entries.data(), layout.entries.size() * sizeof(RunEntry));
+    SPEXD_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(s->entries.get(), s->h_entries.get(),
+                                               layout.entries.size() * sizeof(RunEntry),
+                                               cudaMemcpyHostToDevice, stream));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status BatchExtractor::EnqueueCanvas(WorkspaceSet* s, const Batch& batch) const {
+  const core::PatchPlan& plan = *cfg_.plan;
+  std::vector<int32_t> slot_of(plan.patches.size(), -1);
+  for (const RunEntry& e : batch.layout.entries) slot_of[e.patch] = e.slot;
+  int32_t n = 0;
+  for (std::size_t pos = 0; pos < batch.bundles.size(); ++pos) {
+    const int b = batch.bundles[pos];
+    CanvasDesc cd = cfg_.state->canvas(b);
+    cd.list_begin = n;
+    for (int p = plan.bundle_first_patch[b]; p < plan.bundle_first_patch[b + 1]; ++p) {
+      s->h_canvas_list[static_cast<std::size_t>(n++)] = CanvasPatch{slot_of[p], p};
+    }
+    cd.list_end = n;
+    s->h_canvas_desc[pos] = cd;
+  }
+  cudaStream_t stream = cfg_.ctx->compute();
+  SPEXD_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(s->canvas_desc.get(), s->h_canvas_desc.get(),
+                                             batch.bundles.size() * sizeof(CanvasDesc),
+                                             cudaMemcpyHostToDevice, stream));
+  SPEXD_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(s->canvas_list.get(), s->h_canvas_list.get(),
+                                             static_cast<std::size_t>(n) * sizeof(CanvasPatch),
+                                             cudaMemcpyHostToDevice, stream));
+  CanvasArgs a{};
+  a.desc = s->canvas_desc.get();
+  a.list = s->canvas_list.get();
+  a.patches = cfg_.state->patches();
+  a.model = s->model.get();
+  a.status = s->status.get();
+  a.mflags = s->mflags.get();
+  a.max_npix = cfg_.state->dims().max_npix;
+  a.canvas_stride = spec_.canvas_stride;
+  a.canvas = s->canvas.get();
+  a.nbundles = static_cast<int>(batch.bundles.size());
+  SPEXD_CUDA_RETURN_IF_ERROR(LaunchStitchCanvas(a, stream));
+  return absl::OkStatus();
+}
+
+absl::Status BatchExtractor::EnqueueDownload(WorkspaceSet* s, const Batch& batch,
+                                             cudaStream_t stream) const {
+  const std::size_t out = batch.bundles.size() * static_cast<std::size_t>(spec_.bundlesize) * spec_.nwave;
+  const std::size_t bytes = out * sizeof(double);
+  SPEXD_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(s->h_flux.get(), s->out_flux.get(), bytes, cudaMemcpyDeviceToHost, stream));
+  SPEXD_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(s->h_ivar.get(), s->out_ivar.get(), bytes, cudaMemcpyDeviceToHost, stream));
+  SPEXD_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(s->h_pixmask.get(), s->out_pixmask.get(), bytes, cudaMemcpyDeviceToHost, stream));
+  SPEXD_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(s->h_chi2.get(), s->out_chi2.get(), bytes, cudaMemcpyDeviceToHost, stream));
+  SPEXD_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(s->h_rdiag.get(), s->out_rdiag.get(), bytes * spec_.nk,
+                                             cudaMemcpyDeviceToHost, stream));
+  const std::size_t nslots = batch.layout.entries.size();
+  if (nslots > 0) {
+    SPEXD_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(s->h_status.get(), s->status.get(), nslots * sizeof(int32_t),
+                                               cudaMemcpyDeviceToHost, stream));
+  }
+  if (spec_.canvas_stride > 0) {
+    SPEXD_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(
+        s->h_canvas.get(), s->canvas.get(),
+        batch.bundles.size() * static_cast<std::size_t>(spec_.canvas_stride) * sizeof(double),
+        cudaMemcpyDeviceToHost, stream));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status BatchExtractor::Enqueue(const core::ExtractionJob& job, Batch* batch) {
+  WorkspaceSet* s = &cfg_.workspace->set(batch->set);
+  cudaStream_t compute = cfg_.ctx->compute(), copy = cfg_.ctx->copy();
+  // The previous batch of this set must have left the device outputs.
+  SPEXD_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(compute, s->outputs_copied.get(), 0));
+  std::vector<RunEntry> entries = MakeBatchEntries(*cfg_.plan, batch->bundles, job.regularize);
+  batch->layout = BuildRunLayout(*cfg_.plan, std::move(entries), Addresses(*s),
+                                 cfg_.solver == SolverKind::kLibrary);
+  SPEXD_RETURN_IF_ERROR(UploadLayout(s, batch->layout, compute));
+  // Skipped patches leave zeros (spec §2.12).
+  const std::size_t out = batch->bundles.size() * static_cast<std::size_t>(spec_.bundlesize) * spec_.nwave;
+  const std::size_t bytes = out * sizeof(double);
+  SPEXD_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(s->out_flux.get(), 0, bytes, compute));
+  SPEXD_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(s->out_ivar.get(), 0, bytes, compute));
+  SPEXD_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(s->out_pixmask.get(), 0, bytes, compute));
+  SPEXD_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(s->out_chi2.get(), 0, bytes, compute));
+  SPEXD_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(s->out_rdiag.get(), 0, bytes * spec_.nk, compute));
+  const int count = static_cast<int>(batch->layout.entries.size());
+  batch->timed = count > 0;
+  SPEXD_RETURN_IF_ERROR(EnqueueRun(Resources(s, true), batch->layout, MakeArgs(*s, count, job)));
+  if (spec_.canvas_stride > 0) SPEXD_RETURN_IF_ERROR(EnqueueCanvas(s, *batch));
+  SPEXD_CUDA_RETURN_IF_ERROR(cudaEventRecord(s->compute_done.get(), compute));
+  SPEXD_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(copy, s->compute_done.get(), 0));
+  SPEXD_CUDA_RETURN_IF_ERROR(cudaEventRecord(s->d2h_start.get(), copy));
+  SPEXD_RETURN_IF_ERROR(EnqueueDownload(s, *batch, copy));
+  SPEXD_CUDA_RETURN_IF_ERROR(cudaEventRecord(s->d2h_end.get(), copy));
+  SPEXD_CUDA_RETURN_IF_ERROR(cudaEventRecord(s->outputs_copied.get(), copy));
+  return absl::OkStatus();
+}
+
+absl::Status BatchExtractor::Retry(const core::ExtractionJob& job, Batch* batch,
+                                   const std::vector<RunEntry>& failing) {
+  WorkspaceSet* s = &cfg_.workspace->set(batch->set);
+  cudaStream_t compute = cfg_.ctx->compute();
+  std::vector<RunEntry> entries = failing;
+  for (RunEntry& e : entries) e.regularize = kRetryRegularize;
+  RunLayout layout = BuildRunLayout(*cfg_.plan, std::move(entries), Addresses(*s),
+                                    cfg_.solver == SolverKind::kLibrary);
+  SPEXD_RETURN_IF_ERROR(UploadLayout(s, layout, compute));
+  SPEXD_RETURN_IF_ERROR(EnqueueRun(Resources(s, false), layout,
+                                   MakeArgs(*s, static_cast<int>(layout.entries.size()), job)));
+  if (spec_.canvas_stride > 0) SPEXD_RETURN_IF_ERROR(EnqueueCanvas(s, *batch));
+  SPEXD_RETURN_IF_ERROR(EnqueueDownload(s, *batch, compute));
+  // Rare path: wait here (the next batch, already queued ahead on the stream, finishes too).
+  SPEXD_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(compute));
+  return absl::OkStatus();
+}
+
+absl::Status BatchExtractor::Finish(const core::ExtractionJob& job, Batch* batch,
+                                    const core::BundleSink& sink, core::ExtractionSummary* summary) {
+  const core::PatchPlan& plan = *cfg_.plan;
+  WorkspaceSet* s = &cfg_.workspace->set(batch->set);
+  SPEXD_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(s->outputs_copied.get()));
+  if (batch->timed) {
+    static const char* kStage[kNumMarks] = {"",           "normal_equations", "cholesky", "solve",
+                                            "inverse_blocks", "inverse_sqrt", "finalise"};
+    for (int m = 1; m < kNumMarks; ++m) {
+      summary->stage_seconds[kStage[m]] += 1e-3 * ElapsedMs(s->marks[m - 1], s->marks[m]);
+    }
+  }
+  summary->stage_seconds["download"] += 1e-3 * ElapsedMs(s->d2h_start, s->d2h_end);
+  if (cfg_.stats && cfg_.eigen == EigenKind::kJacobi) SPEXD_RETURN_IF_ERROR(ReportJacobiSweeps(*batch));
+  const double t0 = Now();
+  const std::vector<RunEntry>& entries = batch->layout.entries;
+  std::vector<RunEntry> failing;
+  for (const RunEntry& e : entries) {
+    if (s->h_status[static_cast<std::size_t>(e.slot)] != 0) failing.push_back(e);
+  }
+  std::vector<char> retried(entries.size() > 0 ? static_cast<std::size_t>(entries.size()) : 1, 0);
+  if (!failing.empty() && job.regularize == 0.0) {
+    SPEXD_RETURN_IF_ERROR(Retry(job, batch, failing));
+    for (const RunEntry& e : failing) retried[static_cast<std::size_t>(e.slot)] = 1;
+  }
+  const int nk = spec_.nk, nwave = plan.nwave, bs = plan.bundlesize;
+  const std::size_t per_bundle = static_cast<std::size_t>(bs) * nwave;
+  std::vector<core::BundleResult> results(batch->bundles.size());
+  // One host thread per bundle: the copies out of pinned memory into fresh vectors are
+  // page-fault bound, and the last batch's copies sit on the request's critical path.
+  auto fill = [&](std::size_t pos) {
+    const int b = batch->bundles[pos];
+    core::BundleResult& r = results[pos];
+    // As BundleResult::Allocate, but filled straight from the pinned buffers (one pass).
+    r.bundle = b;
+    r.fiber_begin = plan.bundle_fiber_begin(b);
+    r.nfibers = bs;
+    r.nwave = nwave;
+    r.ndiag = plan.ndiag;
+    const std::size_t o = pos * per_bundle;
+    r.flux.assign(s->h_flux.get() + o, s->h_flux.get() + o + per_bundle);
+    r.ivar.assign(s->h_ivar.get() + o, s->h_ivar.get() + o + per_bundle);
+    r.pixmask_fraction.assign(s->h_pixmask.get() + o, s->h_pixmask.get() + o + per_bundle);
+    r.chi2pix.assign(s->h_chi2.get() + o, s->h_chi2.get() + o + per_bundle);
+    r.rdiags.assign(s->h_rdiag.get() + o * nk, s->h_rdiag.get() + (o + per_bundle) * nk);
+    r.failed_bins.assign(per_bundle, 0);
+    for (int p = plan.bundle_first_patch[b]; p < plan.bundle_first_patch[b + 1]; ++p) {
+      if (plan.patches[p].skipped != core::kSkipNone) ++r.counts.skipped;
+    }
+    if (spec_.canvas_stride > 0) {
+      const CanvasDesc& cd = cfg_.state->canvas(b);
+      if (cd.ny > 0 && cd.nx > 0) {
+        r.model_y0 = cd.y0;
+        r.model_x0 = cd.x0;
+        r.model_ny = cd.ny;
+        r.model_nx = cd.nx;
+        const double* src = s->h_canvas.get() + pos * static_cast<std::size_t>(spec_.canvas_stride);
+        r.model.assign(src, src + static_cast<std::size_t>(cd.ny) * cd.nx);
+      }
+    }
+  };
+  {
+    std::vector<std::thread> pool;
+    for (std::size_t pos = 1; pos < batch->bundles.size(); ++pos) pool.emplace_back(fill, pos);
+    if (!batch->bundles.empty()) fill(0);
+    for (std::thread& t : pool) t.join();
+  }
+  // Outcomes; a failed patch keeps zero outputs and flags its kept bins (as CpuBackend).
+  for (const RunEntry& e : entries) {
+    const core::PatchDesc& d = plan.patches[e.patch];
+    core::BundleResult& r = results[static_cast<std::size_t>(e.bundle_pos)];
+    if (s->h_status[static_cast<std::size_t>(e.slot)] == 0) {
+      ++r.counts.extracted;
+      if (retried[static_cast<std::size_t>(e.slot)]) ++r.counts.retried;
+      continue;
+    }
+    ++r.counts.failed;
+    for (int sp = 0; sp < plan.nper; ++sp) {
+      const std::size_t row = static_cast<std::size_t>(d.out_row - d.bundle * bs + sp);
+      for (int w = 0; w < d.nkeep; ++w) {
+        const std::size_t i = row * nwave + d.out_col + w;
+        r.flux[i] = r.ivar[i] = r.pixmask_fraction[i] = r.chi2pix[i] = 0.0;
+        r.failed_bins[i] = 1;
+        for (int k = 0; k < nk; ++k) r.rdiags[(row * nk + k) * nwave + d.out_col + w] = 0.0;
+      }
+    }
+  }
+  for (core::BundleResult& r : results) {
+    summary->counts += r.counts;
+    if (job.cancel != nullptr && job.cancel->load()) return absl::CancelledError("extraction cancelled");
+    SPEXD_RETURN_IF_ERROR(sink(std::move(r)));
+  }
+  summary->stage_seconds["host"] += Now() - t0;
+  return absl::OkStatus();
+}
+
+absl::Status BatchExtractor::ReportJacobiSweeps(const Batch& batch) {
+  // Diagnostics only: the Jacobi kernel leaves its sweep count in eig_info.
+  WorkspaceSet* s = &cfg_.workspace->set(batch.set);
+  const std::size_t n = batch.layout.entries.size() * static_cast<std::size_t>(spec_.nper);
+  if (n == 0) return absl::OkStatus();
+  std::vector<int32_t> sweeps(n);
+  SPEXD_CUDA_RETURN_IF_ERROR(cudaMemcpy(sweeps.data(), s->eig_info.get(), n * sizeof(int32_t),
+                                        cudaMemcpyDeviceToHost));
+  long long total = 0;
+  int most = 0;
+  for (int32_t v : sweeps) {
+    total += v;
+    most = std::max(most, static_cast<int>(v));
+  }
+  std::fprintf(stderr, "[spexd-cuda] jacobi sweeps: mean %.2f max %d over %zu blocks\n",
+               static_cast<double>(total) / static_cast<double>(n), most, n);
+  return absl::OkStatus();
+}
+
+absl::Status BatchExtractor::Run(const core::ExtractionJob& job, const std::vector<int>& bundles,
+                                 const core::BundleSink& sink, core::ExtractionSummary* summary) {
+  std::vector<std::vector<int>> chunks;
+  for (std::size_t i = 0; i < bundles.size(); i += static_cast<std::size_t>(bundles_per_batch_)) {
+    const std::size_t end = std::min(bundles.size(), i + static_cast<std::size_t>(bundles_per_batch_));
+    chunks.emplace_back(bundles.begin() + static_cast<std::ptrdiff_t>(i),
+                        bundles.begin() + static_cast<std::ptrdiff_t>(end));
+  }
+  Batch batches[2];
+  auto enqueue = [&](std::size_t k) {
+    Batch& b = batches[k % 2];
+    b.bundles = chunks[k];
+    b.set = static_cast<int>(k % 2);
+    return Enqueue(job, &b);
+  };
+  SPEXD_RETURN_IF_ERROR(enqueue(0));
+  for (std::size_t k = 0; k < chunks.size(); ++k) {
+    if (job.cancel != nullptr && job.cancel->load()) return absl::CancelledError("extraction cancelled");
+    if (k + 1 < chunks.size()) SPEXD_RETURN_IF_ERROR(enqueue(k + 1));
+    SPEXD_RETURN_IF_ERROR(Finish(job, &batches[k % 2], sink, summary));
+  }
+  summary->stage_seconds["upload"] +=
+      1e-3 * ElapsedMs(cfg_.workspace->upload_start(), cfg_.workspace->upload_end());
+  return absl::OkStatus();
+}
+
+}  // namespace spexd::cuda

@@ -1,0 +1,67 @@
+// Runs the bundles of one request through the GPU in batches (two workspace sets, see
+// cuda_backend.cc), retries failed patches with regularize = 1e-4 (spec §2.15,
+// "Decisions": scoped to the failing patch, counted), and hands BundleResults in photons
+// per bin to the sink in ascending bundle order, exactly like core::CpuBackend.
+#ifndef SPEXD_CUDA_BATCH_EXTRACTOR_H_
+#define SPEXD_CUDA_BATCH_EXTRACTOR_H_
+
+#include <vector>
+
+#include "absl/status/status.h"
+#include "core/backend.h"
+#include "cuda/batch_layout.h"
+#include "cuda/geometry_state.h"
+#include "cuda/gpu_context.h"
+#include "cuda/patch_pipeline.h"
+#include "cuda/workspace.h"
+
+namespace spexd::cuda {
+
+class BatchExtractor {
+ public:
+  struct Config {
+    const GpuContext* ctx = nullptr;
+    SolverKind solver = SolverKind::kCustom;
+    EigenKind eigen = EigenKind::kLibrary;
+    bool stats = false;  // SPEXD_CUDA_STATS: print Jacobi sweep counts to stderr (syncs)
+    Workspace* workspace = nullptr;
+    const GeometryState* state = nullptr;
+    const core::PatchPlan* plan = nullptr;
+  };
+  explicit BatchExtractor(const Config& config) : cfg_(config) {}
+
+  // Chooses the batch size from the plan and the free device memory and reserves the
+  // workspace (grow-only: a no-op when warm). RESOURCE_EXHAUSTED if one bundle does not fit.
+  absl::Status Prepare(const core::ExtractionJob& job, int nbundles);
+  // Extracts `bundles` (ascending); the image must already be enqueued for upload.
+  absl::Status Run(const core::ExtractionJob& job, const std::vector<int>& bundles,
+                   const core::BundleSink& sink, core::ExtractionSummary* summary);
+
+ private:
+  struct Batch {
+    std::vector<int> bundles;
+    RunLayout layout;
+    int set = 0;
+    bool timed = false;
+  };
+  SlotAddresses Addresses(const WorkspaceSet& s) const;
+  RunArgs MakeArgs(const WorkspaceSet& s, int count, const core::ExtractionJob& job) const;
+  RunResources Resources(WorkspaceSet* s, bool record_marks) const;
+  absl::Status UploadLayout(WorkspaceSet* s, const RunLayout& layout, cudaStream_t stream) const;
+  absl::Status EnqueueCanvas(WorkspaceSet* s, const Batch& batch) const;
+  absl::Status EnqueueDownload(WorkspaceSet* s, const Batch& batch, cudaStream_t stream) const;
+  absl::Status Enqueue(const core::ExtractionJob& job, Batch* batch);
+  absl::Status Retry(const core::ExtractionJob& job, Batch* batch, const std::vector<RunEntry>& failing);
+  absl::Status Finish(const core::ExtractionJob& job, Batch* batch, const core::BundleSink& sink,
+                      core::ExtractionSummary* summary);
+  absl::Status ReportJacobiSweeps(const Batch& batch);
+
+  Config cfg_;
+  WorkspaceSpec spec_;
+  int bundles_per_batch_ = 1;
+  int max_blocks_ = 0;
+};
+
+}  // namespace spexd::cuda
+
+#endif  // SPEXD_CUDA_BATCH_EXTRACTOR_H_

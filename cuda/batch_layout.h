@@ -1,0 +1,82 @@
+// Host-side layout of one run of patches through the batched dense algebra: run entries
+// (patch -> workspace slot), and the pointer arrays and shapes of every batched cuSOLVER /
+// cuBLAS call. Pure C++ on integer addresses, so the index arithmetic is unit-tested on
+// the host (tests/cuda/batch_layout_test.cc replays the calls with a naive GEMM).
+//
+// Algorithm (extraction-spec §2.9–2.10, "Decisions": C's diagonal blocks may come from
+// the Cholesky factor). Unknowns are blocked by spectrum (nt = nwavetot per block,
+// nb = nspectot blocks, core blocks [c0, c0+nper)). After M = L L^T:
+//   * leaf: X_ii = L_ii^{-1} for i >= c0 (custom kernel or trsmBatched);
+//   * trailing-first block inversion in place, for j = nb-2 .. c0 (step r = nb-1-j):
+//       T = X[j+1:, j+1:] · L[j+1:, j]          (gemm 1, m = k = r·nt)
+//       X[j+1:, j] = -T · X_jj                   (gemm 2, overwrites L's column block j)
+//     X[j+1:, j+1:] is lower triangular; the blocks above its diagonal are zeroed first;
+//   * C_jj = X[j:, j]^T X[j:, j] for the core blocks (gemm with A transposed), since
+//     C = M^{-1} = X^T X with X = L^{-1}.
+#ifndef SPEXD_CUDA_BATCH_LAYOUT_H_
+#define SPEXD_CUDA_BATCH_LAYOUT_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "cuda/device_types.h"
+#include "cuda/host_device.h"
+
+namespace spexd::core {
+struct PatchPlan;
+}
+
+namespace spexd::cuda {
+
+// Which diagonal blocks get a leaf inverse, and which blocks above the diagonal of the
+// trailing part must be zero (shared by the kernels and the host replay test).
+SPEXD_HD bool NeedsLeafInverse(int i, int core_row, int nspectot) {
+  return i >= core_row && i < nspectot;
+}
+SPEXD_HD bool NeedsZeroBlock(int i, int k, int core_row, int nspectot) {
+  return i > core_row && i < k && k < nspectot;
+}
+
+// Base addresses (as integers) and strides of one workspace set.
+struct SlotAddresses {
+  uint64_t m = 0, x = 0, t = 0, c = 0;  // doubles
+  int64_t ld = 0, t_stride = 0;
+};
+
+struct BatchedCall {
+  int m = 0, n = 0, k = 0;
+  int lda = 0, ldb = 0, ldc = 0;
+  int transa = 0;  // 1: op(A) = A^T
+  double alpha = 1.0, beta = 0.0;
+  int64_t a_off = 0, b_off = 0, c_off = 0;  // offsets into RunLayout::ptrs
+  int count = 0;
+  int entry_begin = 0;  // potrf: first run entry of the group (infoArray offset)
+};
+
+struct RunLayout {
+  std::vector<RunEntry> entries;               // sorted by n: potrf groups are contiguous
+  std::vector<BatchedCall> potrf;              // one per distinct n; potrs B at b_off
+  BatchedCall leaf_trsm;                       // library leaf path (count 0 when unused)
+  std::vector<std::vector<BatchedCall>> trtri; // per step r = 1..: {gemm 1, gemm 2}
+  std::vector<BatchedCall> gram;               // one per distinct k
+  std::vector<uint64_t> ptrs;                  // all pointer arrays, back to back
+};
+
+// Entries of the non-skipped patches of `bundles` (plan indices), with bundle positions
+// in the order given, sorted by (n, patch), and slot = position.
+std::vector<RunEntry> MakeBatchEntries(const core::PatchPlan& plan, const std::vector<int>& bundles,
+                                       double regularize);
+
+// Layout of a run over `entries` (any slots; re-sorted by n, stably).
+RunLayout BuildRunLayout(const core::PatchPlan& plan, std::vector<RunEntry> entries,
+                         const SlotAddresses& slots, bool library_leaf);
+
+// Upper bound of RunLayout::ptrs.size() for `count` entries.
+std::size_t MaxPointerCount(const core::PatchPlan& plan, int count);
+
+// Number of spectrum blocks of the largest patch (ld / nwavetot).
+int MaxBlocks(const core::PatchPlan& plan);
+
+}  // namespace spexd::cuda
+
+#endif  // SPEXD_CUDA_BATCH_LAYOUT_H_

@@ -1,0 +1,124 @@
+// Helpers of the in-place block triangular inversion (see batch_layout.h).
+#include "cuda/batch_layout.h"
+#include "cuda/block_inverse.h"
+#include "cuda/kernel_common.cuh"
+#include "cuda/launch_check.h"
+
+namespace spexd::cuda {
+namespace {
+
+constexpr int kLeafThreads = 128;
+
+__device__ inline double* SlotMatrix(const RunArgs& a, int slot) {
+  return a.slots.m + static_cast<int64_t>(slot) * a.dims.ld * a.dims.ld;
+}
+
+__global__ void ZeroUpperBlocksKernel(RunArgs a, int nb) {
+  const RunEntry e = a.entries[blockIdx.x];
+  const DevicePatch d = a.in.patches[e.patch];
+  const int i = blockIdx.y / nb, k = blockIdx.y % nb;
+  if (!NeedsZeroBlock(i, k, d.core_row, d.nspectot)) return;
+  const int nt = a.dims.nwavetot, ld = a.dims.ld;
+  double* base = SlotMatrix(a, e.slot) + static_cast<int64_t>(i) * nt + static_cast<int64_t>(k) * nt * ld;
+  for (int idx = threadIdx.x; idx < nt * nt; idx += blockDim.x) {
+    base[idx % nt + static_cast<int64_t>(idx / nt) * ld] = 0.0;
+  }
+}
+
+// Forward substitution, one thread per column of the inverse; L and X in shared memory.
+__global__ void LeafInverseKernel(RunArgs a) {
+  extern __shared__ double smem[];
+  const RunEntry e = a.entries[blockIdx.x];
+  const DevicePatch d = a.in.patches[e.patch];
+  const int i = blockIdx.y;
+  if (!NeedsLeafInverse(i, d.core_row, d.nspectot)) return;
+  const int nt = a.dims.nwavetot, ld = a.dims.ld, ldp = nt + 1;
+  double* ls = smem;             // [nt][ldp] row-major
+  double* xs = smem + nt * ldp;  // [nt][ldp]
+  double* base = SlotMatrix(a, e.slot) + static_cast<int64_t>(i) * nt * (ld + 1);
+  for (int idx = threadIdx.x; idx < nt * nt; idx += blockDim.x) {
+    const int r = idx % nt, c = idx / nt;
+    ls[r * ldp + c] = r >= c ? base[r + static_cast<int64_t>(c) * ld] : 0.0;
+  }
+  __syncthreads();
+  for (int c = threadIdx.x; c < nt; c += blockDim.x) {
+    for (int r = 0; r < c; ++r) xs[r * ldp + c] = 0.0;
+    xs[c * ldp + c] = 1.0 / ls[c * ldp + c];
+    for (int r = c + 1; r < nt; ++r) {
+      double sum = 0.0;
+      for (int k = c; k < r; ++k) sum += ls[r * ldp + k] * xs[k * ldp + c];
+      xs[r * ldp + c] = -sum / ls[r * ldp + r];
+    }
+  }
+  __syncthreads();
+  for (int idx = threadIdx.x; idx < nt * nt; idx += blockDim.x) {
+    const int r = idx % nt, c = idx / nt;
+    base[r + static_cast<int64_t>(c) * ld] = xs[r * ldp + c];
+  }
+}
+
+__global__ void SetLeafIdentityKernel(RunArgs a) {
+  const RunEntry e = a.entries[blockIdx.x];
+  const DevicePatch d = a.in.patches[e.patch];
+  const int i = blockIdx.y;
+  if (!NeedsLeafInverse(i, d.core_row, d.nspectot)) return;
+  const int nt = a.dims.nwavetot;
+  double* t = a.slots.t + static_cast<int64_t>(e.slot) * a.slots.t_stride + static_cast<int64_t>(i) * nt * nt;
+  for (int idx = threadIdx.x; idx < nt * nt; idx += blockDim.x) {
+    t[idx] = (idx % nt == idx / nt) ? 1.0 : 0.0;
+  }
+}
+
+__global__ void CopyLeafBlocksKernel(RunArgs a) {
+  const RunEntry e = a.entries[blockIdx.x];
+  const DevicePatch d = a.in.patches[e.patch];
+  const int i = blockIdx.y;
+  if (!NeedsLeafInverse(i, d.core_row, d.nspectot)) return;
+  const int nt = a.dims.nwavetot, ld = a.dims.ld;
+  const double* t = a.slots.t + static_cast<int64_t>(e.slot) * a.slots.t_stride + static_cast<int64_t>(i) * nt * nt;
+  double* base = SlotMatrix(a, e.slot) + static_cast<int64_t>(i) * nt * (ld + 1);
+  for (int idx = threadIdx.x; idx < nt * nt; idx += blockDim.x) {
+    const int r = idx % nt, c = idx / nt;
+    base[r + static_cast<int64_t>(c) * ld] = t[idx];
+  }
+}
+
+}  // namespace
+
+cudaError_t LaunchZeroUpperBlocks(const RunArgs& args, int max_blocks, cudaStream_t stream) {
+  if (args.count == 0 || max_blocks < 2) return cudaSuccess;
+  const dim3 grid(static_cast<unsigned>(args.count), static_cast<unsigned>(max_blocks * max_blocks));
+  ZeroUpperBlocksKernel<<<grid, 256, 0, stream>>>(args, max_blocks);
+  return SPEXD_CHECK_LAUNCH(stream);
+}
+
+cudaError_t LaunchLeafInverse(const RunArgs& args, int max_blocks, cudaStream_t stream) {
+  if (args.count == 0 || max_blocks < 1) return cudaSuccess;
+  const int nt = args.dims.nwavetot;
+  const std::size_t smem = sizeof(double) * 2 * nt * (nt + 1);
+  if (smem > 48 * 1024) {
+    cudaError_t err = cudaFuncSetAttribute(LeafInverseKernel,
+                                           cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           static_cast<int>(smem));
+    if (err != cudaSuccess) return err;
+  }
+  const dim3 grid(static_cast<unsigned>(args.count), static_cast<unsigned>(max_blocks));
+  LeafInverseKernel<<<grid, kLeafThreads, smem, stream>>>(args);
+  return SPEXD_CHECK_LAUNCH(stream);
+}
+
+cudaError_t LaunchSetLeafIdentity(const RunArgs& args, int max_blocks, cudaStream_t stream) {
+  if (args.count == 0 || max_blocks < 1) return cudaSuccess;
+  const dim3 grid(static_cast<unsigned>(args.count), static_cast<unsigned>(max_blocks));
+  SetLeafIdentityKernel<<<grid, 256, 0, stream>>>(args);
+  return SPEXD_CHECK_LAUNCH(stream);
+}
+
+cudaError_t LaunchCopyLeafBlocks(const RunArgs& args, int max_blocks, cudaStream_t stream) {
+  if (args.count == 0 || max_blocks < 1) return cudaSuccess;
+  const dim3 grid(static_cast<unsigned>(args.count), static_cast<unsigned>(max_blocks));
+  CopyLeafBlocksKernel<<<grid, 256, 0, stream>>>(args);
+  return SPEXD_CHECK_LAUNCH(stream);
+}
+
+}  // namespace spexd::cuda

@@ -1,0 +1,18 @@
+// Launcher of the batched solve with the Cholesky factors (extraction-spec §2.9):
+// x = L^-T L^-1 b for every run entry, one warp per patch.
+#ifndef SPEXD_CUDA_CHOLESKY_SOLVE_H_
+#define SPEXD_CUDA_CHOLESKY_SOLVE_H_
+
+#include <cuda_runtime_api.h>
+
+#include "cuda/kernel_args.h"
+
+namespace spexd::cuda {
+
+// Solves in place in slots.x with the lower factor in slots.m. Enqueues on `stream`,
+// does not synchronise. (cusolverDnDpotrsBatched does the same but is latency bound.)
+cudaError_t LaunchCholeskySolve(const RunArgs& args, cudaStream_t stream);
+
+}  // namespace spexd::cuda
+
+#endif  // SPEXD_CUDA_CHOLESKY_SOLVE_H_

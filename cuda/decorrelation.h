@@ -1,0 +1,22 @@
+// Launcher of the decorrelation kernel (extraction-spec §2.10 steps 2–3, §2.11): for each
+// core spectrum block C_ss of each patch, Q = C_ss^{-1/2} by a shared-memory Jacobi
+// eigensolver (or from eigenvectors computed by cusolverDnXsyevBatched), then
+// R = Q / rowsum, ivar = rowsum^2, flux = R x, Rdiags, written to the batch outputs.
+#ifndef SPEXD_CUDA_DECORRELATION_H_
+#define SPEXD_CUDA_DECORRELATION_H_
+
+#include <cuda_runtime_api.h>
+
+#include "cuda/kernel_args.h"
+
+namespace spexd::cuda {
+
+// from_eigenvectors = 0: slots.c holds C blocks (lower triangle read), Jacobi runs here.
+// from_eigenvectors = 1: slots.c holds eigenvectors (columns) and slots.evals the
+// eigenvalues, with per-matrix info in slots.eig_info (by run entry * nper + block).
+// Enqueues on `stream`; does not synchronise.
+cudaError_t LaunchDecorrelate(const RunArgs& args, int from_eigenvectors, cudaStream_t stream);
+
+}  // namespace spexd::cuda
+
+#endif  // SPEXD_CUDA_DECORRELATION_H_

@@ -1,0 +1,59 @@
+// Warm device state of one core::Geometry (one PSF, wavelength grid and patch plan):
+// the plan uploaded as is, its stamp corners, and every spot of the plan's fibres
+// evaluated on the GPU once (extraction-spec §1.4) and kept. Created when a Geometry is
+// first used; immutable afterwards.
+#ifndef SPEXD_CUDA_GEOMETRY_STATE_H_
+#define SPEXD_CUDA_GEOMETRY_STATE_H_
+
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/geometry.h"
+#include "cuda/device_types.h"
+#include "cuda/gpu_context.h"
+#include "cuda/memory.h"
+
+namespace spexd::cuda {
+
+class GeometryState {
+ public:
+  // Uploads the plan and evaluates the spots on ctx.compute(); synchronises once at the
+  // end (warm-up, not the per-request path). UNIMPLEMENTED for shapes the kernels do not
+  // support, RESOURCE_EXHAUSTED when the spots do not fit.
+  static absl::StatusOr<std::unique_ptr<GeometryState>> Create(
+      std::shared_ptr<const core::Geometry> geometry, const GpuContext& ctx);
+
+  // True while `geometry` is the very object this state was built from (the state holds
+  // only a weak reference: the caller's Geometry owns the host plan).
+  bool Matches(const std::shared_ptr<const core::Geometry>& geometry) const;
+
+  const PlanDims& dims() const { return dims_; }
+  const DevicePatch* patches() const { return patches_.get(); }
+  const int32_t* xc() const { return xc_.get(); }
+  const int32_t* yc() const { return yc_.get(); }
+  const double* spots() const { return spots_.get(); }
+  double spot_seconds() const { return spot_seconds_; }
+  std::size_t device_bytes() const;
+
+  // Model canvas of bundle b: union of its extracted patch windows (spec §2.12).
+  const CanvasDesc& canvas(int b) const { return canvas_[b]; }
+  int64_t max_canvas_pixels() const { return max_canvas_; }
+
+ private:
+  GeometryState() = default;
+  absl::Status EvaluateSpots(const core::Geometry& geometry, const GpuContext& ctx);
+
+  std::weak_ptr<const core::Geometry> geometry_;
+  PlanDims dims_{};
+  DeviceBuffer<DevicePatch> patches_;
+  DeviceBuffer<int32_t> xc_, yc_;
+  DeviceBuffer<double> spots_;
+  std::vector<CanvasDesc> canvas_;
+  int64_t max_canvas_ = 0;
+  double spot_seconds_ = 0;
+};
+
+}  // namespace spexd::cuda
+
+#endif  // SPEXD_CUDA_GEOMETRY_STATE_H_

@@ -1,0 +1,83 @@
+#include "cuda/gpu_context.h"
+
+#include "absl/strings/str_cat.h"
+#include "cuda/cuda_check.h"
+
+namespace spexd::cuda {
+
+Stream::~Stream() {
+  if (stream_ != nullptr) (void)cudaStreamDestroy(stream_);
+}
+
+absl::Status Stream::Create() {
+  SPEXD_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  return absl::OkStatus();
+}
+
+Event::~Event() {
+  if (event_ != nullptr) (void)cudaEventDestroy(event_);
+}
+
+absl::Status Event::Create(bool timing) {
+  SPEXD_CUDA_RETURN_IF_ERROR(
+      cudaEventCreateWithFlags(&event_, timing ? cudaEventDefault : cudaEventDisableTiming));
+  return absl::OkStatus();
+}
+
+CublasHandle::~CublasHandle() {
+  if (handle_ != nullptr) (void)cublasDestroy(handle_);
+}
+
+absl::Status CublasHandle::Create(cudaStream_t stream) {
+  SPEXD_CUDA_RETURN_IF_ERROR(cublasCreate(&handle_));
+  SPEXD_CUDA_RETURN_IF_ERROR(cublasSetStream(handle_, stream));
+  SPEXD_CUDA_RETURN_IF_ERROR(cublasSetPointerMode(handle_, CUBLAS_POINTER_MODE_HOST));
+  return absl::OkStatus();
+}
+
+CusolverHandle::~CusolverHandle() {
+  if (params_ != nullptr) (void)cusolverDnDestroyParams(params_);
+  if (handle_ != nullptr) (void)cusolverDnDestroy(handle_);
+}
+
+absl::Status CusolverHandle::Create(cudaStream_t stream) {
+  SPEXD_CUDA_RETURN_IF_ERROR(cusolverDnCreate(&handle_));
+  SPEXD_CUDA_RETURN_IF_ERROR(cusolverDnSetStream(handle_, stream));
+  SPEXD_CUDA_RETURN_IF_ERROR(cusolverDnCreateParams(&params_));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<GpuContext>> GpuContext::Create(int device) {
+  int count = 0;
+  SPEXD_CUDA_RETURN_IF_ERROR(cudaGetDeviceCount(&count));
+  if (device < 0 || device >= count) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("CUDA device ", device, " does not exist (", count, " visible)"));
+  }
+  std::unique_ptr<GpuContext> ctx(new GpuContext());
+  ctx->device_ = device;
+  SPEXD_CUDA_RETURN_IF_ERROR(cudaSetDevice(device));
+  cudaDeviceProp prop{};
+  SPEXD_CUDA_RETURN_IF_ERROR(cudaGetDeviceProperties(&prop, device));
+  ctx->device_name_ = prop.name;
+  ctx->total_memory_ = prop.totalGlobalMem;
+  ctx->sm_count_ = prop.multiProcessorCount;
+  if (prop.major < 6) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "CUDA device ", device, " (", ctx->device_name_, ") has compute capability ",
+        prop.major, ".", prop.minor, "; spexd needs >= 6.0 (float64 atomics)"));
+  }
+  absl::Status s = ctx->compute_.Create();
+  if (s.ok()) s = ctx->copy_.Create();
+  if (s.ok()) s = ctx->cublas_.Create(ctx->compute_.get());
+  if (s.ok()) s = ctx->cusolver_.Create(ctx->compute_.get());
+  if (!s.ok()) return s;
+  return ctx;
+}
+
+absl::Status GpuContext::Activate() const {
+  SPEXD_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
+  return absl::OkStatus();
+}
+
+}  // namespace spexd::cuda

@@ -1,0 +1,107 @@
+// RAII wrappers of CUDA streams, events and library handles, and the GpuContext that
+// groups them for one backend instance (style.md "CUDA resources and streams"; Ceres'
+// context_impl.h). Stream rules: `compute` runs every kernel and library call and is
+// bound to both handles; `copy` carries device->host result copies so that they overlap
+// the next batch's compute. Nothing uses the default stream.
+#ifndef SPEXD_CUDA_GPU_CONTEXT_H_
+#define SPEXD_CUDA_GPU_CONTEXT_H_
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+#include <cusolverDn.h>
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+
+namespace spexd::cuda {
+
+class Stream {
+ public:
+  Stream() = default;
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+  ~Stream();
+  absl::Status Create();  // non-blocking with respect to the legacy default stream
+  cudaStream_t get() const { return stream_; }
+
+ private:
+  cudaStream_t stream_ = nullptr;
+};
+
+class Event {
+ public:
+  Event() = default;
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+  Event(Event&& o) noexcept : event_(o.event_) { o.event_ = nullptr; }
+  ~Event();
+  absl::Status Create(bool timing);
+  cudaEvent_t get() const { return event_; }
+
+ private:
+  cudaEvent_t event_ = nullptr;
+};
+
+class CublasHandle {
+ public:
+  CublasHandle() = default;
+  CublasHandle(const CublasHandle&) = delete;
+  CublasHandle& operator=(const CublasHandle&) = delete;
+  ~CublasHandle();
+  absl::Status Create(cudaStream_t stream);
+  cublasHandle_t get() const { return handle_; }
+
+ private:
+  cublasHandle_t handle_ = nullptr;
+};
+
+class CusolverHandle {
+ public:
+  CusolverHandle() = default;
+  CusolverHandle(const CusolverHandle&) = delete;
+  CusolverHandle& operator=(const CusolverHandle&) = delete;
+  ~CusolverHandle();
+  absl::Status Create(cudaStream_t stream);
+  cusolverDnHandle_t get() const { return handle_; }
+  cusolverDnParams_t params() const { return params_; }
+
+ private:
+  cusolverDnHandle_t handle_ = nullptr;
+  cusolverDnParams_t params_ = nullptr;
+};
+
+// One per backend instance; never shared across threads. Create() sets the device
+// explicitly; callers that may run on another thread call Activate() first.
+class GpuContext {
+ public:
+  static absl::StatusOr<std::unique_ptr<GpuContext>> Create(int device);
+  absl::Status Activate() const;  // cudaSetDevice(device)
+
+  int device() const { return device_; }
+  const std::string& device_name() const { return device_name_; }
+  std::size_t total_memory() const { return total_memory_; }
+  int sm_count() const { return sm_count_; }
+  cudaStream_t compute() const { return compute_.get(); }
+  cudaStream_t copy() const { return copy_.get(); }
+  cublasHandle_t cublas() const { return cublas_.get(); }
+  cusolverDnHandle_t cusolver() const { return cusolver_.get(); }
+  cusolverDnParams_t cusolver_params() const { return cusolver_.params(); }
+
+ private:
+  GpuContext() = default;
+  int device_ = 0;
+  std::string device_name_;
+  std::size_t total_memory_ = 0;
+  int sm_count_ = 0;
+  // Declaration order = reverse destruction order: handles go before their stream.
+  Stream compute_;
+  Stream copy_;
+  CublasHandle cublas_;
+  CusolverHandle cusolver_;
+};
+
+}  // namespace spexd::cuda
+
+#endif  // SPEXD_CUDA_GPU_CONTEXT_H_

@@ -1,0 +1,64 @@
+// Argument bundles of the extraction kernels (plain C++: no device code). Pointers are
+// device pointers; layouts are documented per field.
+#ifndef SPEXD_CUDA_KERNEL_ARGS_H_
+#define SPEXD_CUDA_KERNEL_ARGS_H_
+
+#include <cstdint>
+
+#include "cuda/device_types.h"
+
+namespace spexd::cuda {
+
+// Frame-level inputs: the image, the uploaded plan and the warm spots.
+struct FrameInputs {
+  const double* image;         // [H][W]
+  const double* ivar;          // [H][W]
+  const DevicePatch* patches;  // plan patches
+  const int32_t* xc;           // plan corners [nspec][nfull]
+  const int32_t* yc;
+  const double* spots;         // [nspec][nfull][stamp_ny][stamp_nx]
+};
+
+// Per-slot buffers of one workspace set. Matrices are column-major with leading dimension
+// PlanDims::ld; slot s starts at s * ld * ld.
+struct SlotBuffers {
+  double* m;        // [slots][ld*ld]  M, then L, then L^-1 in place (core columns)
+  double* x;        // [slots][ld]     b, then the solution x
+  double* fw;       // [slots][ld]     fluxweight
+  double* t;        // [slots][t_stride] GEMM scratch
+  double* c;        // [slots][nper][nt*nt] C's core diagonal blocks, then eigenvectors
+  double* evals;    // [slots][nper][nt] eigenvalues (library eigensolver path)
+  double* fmodel;   // [slots][ld]     core flux used by the model (spec §2.11)
+  double* pix_num;  // [slots][max_npix] chi2 of weighted pixels, 0 elsewhere
+  double* pix_w;    // [slots][max_npix] 1 for weighted pixels
+  double* model;    // [slots][max_npix] patch model (only when requested)
+  int32_t* status;  // [slots] kStatus* bits
+  int32_t* mflags;  // [slots] kModel* bits
+  int32_t* info;    // [slots] potrf info, indexed by run entry
+  int32_t* eig_info;  // [slots*nper] eigensolver info (library path), by run entry
+  int64_t t_stride;
+};
+
+// Batch outputs: [bundle_pos][bundlesize][nwave]; rdiag [bundle_pos][bundlesize][2nd+1][nwave].
+struct OutputBuffers {
+  double* flux;
+  double* ivar;
+  double* rdiag;
+  double* pixmask;
+  double* chi2;
+};
+
+struct RunArgs {
+  PlanDims dims;
+  FrameInputs in;
+  SlotBuffers slots;
+  OutputBuffers out;
+  const RunEntry* entries;  // [count]
+  int count;
+  double psferr;
+  int want_model;
+};
+
+}  // namespace spexd::cuda
+
+#endif  // SPEXD_CUDA_KERNEL_ARGS_H_

@@ -1,0 +1,51 @@
+// Device helpers shared by the extraction kernels (device-only header).
+#ifndef SPEXD_CUDA_KERNEL_COMMON_CUH_
+#define SPEXD_CUDA_KERNEL_COMMON_CUH_
+
+#include <cassert>
+#include <cstdint>
+
+#include "cuda/kernel_args.h"
+
+#ifdef SPEXD_CUDA_DEBUG
+#define SPEXD_DEVICE_ASSERT(cond) assert(cond)
+#else
+#define SPEXD_DEVICE_ASSERT(cond) ((void)0)
+#endif
+
+namespace spexd::cuda {
+
+// Index of the stamp of patch-local unknown q into the plan's [nspec][nfull] arrays.
+__device__ inline int64_t StampIndex(const PlanDims& D, const DevicePatch& d, int q) {
+  const int s = q / D.nwavetot, w = q % D.nwavetot;
+  SPEXD_DEVICE_ASSERT(s < d.nspectot);
+  const int64_t idx = static_cast<int64_t>(d.fiber0 - D.specmin + s) * D.nfull + d.wave0 + w;
+  SPEXD_DEVICE_ASSERT(idx >= 0);
+  return idx;
+}
+
+__device__ inline double WarpSum(double v) {
+  for (int off = 16; off > 0; off /= 2) v += __shfl_xor_sync(0xffffffffu, v, off);
+  return v;
+}
+
+// Output row (bundle_pos * bundlesize + row in bundle) of core spectrum sp of a patch.
+__device__ inline int64_t OutRow(const PlanDims& D, const RunEntry& e, const DevicePatch& d,
+                                 int sp) {
+  const int row = d.out_row - d.bundle * D.bundlesize + sp;
+  SPEXD_DEVICE_ASSERT(row >= 0 && row < D.bundlesize);
+  return static_cast<int64_t>(e.bundle_pos) * D.bundlesize + row;
+}
+
+// Element of core spectrum sp, kept wavelength w, in a [pos][bundlesize][nwave] array.
+__device__ inline int64_t OutIndex(const PlanDims& D, const RunEntry& e, const DevicePatch& d,
+                                   int sp, int w) {
+  SPEXD_DEVICE_ASSERT(d.out_col + w < D.nwave);
+  return OutRow(D, e, d, sp) * D.nwave + d.out_col + w;
+}
+
+inline unsigned CeilDiv(long long a, long long b) { return static_cast<unsigned>((a + b - 1) / b); }
+
+}  // namespace spexd::cuda
+
+#endif  // SPEXD_CUDA_KERNEL_COMMON_CUH_

@@ -1,0 +1,46 @@
+#include "cuda/memory.h"
+
+#include <cuda_runtime_api.h>
+
+#include <string>
+
+#include "absl/strings/str_cat.h"
+
+namespace spexd::cuda::internal {
+namespace {
+
+absl::Status AllocError(cudaError_t err, std::size_t bytes, const char* what, const char* kind) {
+  (void)cudaGetLastError();  // allocation failures are not sticky: clear them
+  std::string msg = absl::StrCat("cannot allocate ", bytes, " bytes of ", std::string(kind),
+                                 " memory for ", std::string(what), ": ",
+                                 std::string(cudaGetErrorString(err)));
+  if (err == cudaErrorMemoryAllocation) {
+    std::size_t free_b = 0, total_b = 0;
+    if (cudaMemGetInfo(&free_b, &total_b) == cudaSuccess) {
+      msg = absl::StrCat(msg, " (device has ", free_b >> 20, " MiB free of ", total_b >> 20,
+                         " MiB)");
+    }
+    return absl::ResourceExhaustedError(msg);
+  }
+  return absl::InternalError(msg);
+}
+
+}  // namespace
+
+absl::Status DeviceAllocate(void** ptr, std::size_t bytes, const char* what) {
+  cudaError_t err = cudaMalloc(ptr, bytes);
+  if (err != cudaSuccess) return AllocError(err, bytes, what, "device");
+  return absl::OkStatus();
+}
+
+void DeviceFree(void* ptr) { (void)cudaFree(ptr); }
+
+absl::Status PinnedAllocate(void** ptr, std::size_t bytes, const char* what) {
+  cudaError_t err = cudaMallocHost(ptr, bytes);
+  if (err != cudaSuccess) return AllocError(err, bytes, what, "pinned host");
+  return absl::OkStatus();
+}
+
+void PinnedFree(void* ptr) { (void)cudaFreeHost(ptr); }
+
+}  // namespace spexd::cuda::internal

@@ -1,0 +1,152 @@
+#include "cuda/patch_pipeline.h"
+
+#include "cuda/block_inverse.h"
+#include "cuda/cholesky_solve.h"
+#include "cuda/cuda_check.h"
+#include "cuda/decorrelation.h"
+#include "cuda/normal_equations.h"
+#include "cuda/patch_products.h"
+
+namespace spexd::cuda {
+namespace {
+
+template <typename T>
+T* PtrArray(const uint64_t* base, int64_t off) {
+  return reinterpret_cast<T*>(const_cast<uint64_t*>(base + off));
+}
+
+absl::Status Mark(const RunResources& res, StageMark mark) {
+  if (!res.record_marks) return absl::OkStatus();
+  SPEXD_CUDA_RETURN_IF_ERROR(cudaEventRecord(res.set->marks[mark].get(), res.ctx->compute()));
+  return absl::OkStatus();
+}
+
+absl::Status GemmBatched(cublasHandle_t h, const BatchedCall& c, const uint64_t* ptrs) {
+  if (c.count == 0) return absl::OkStatus();
+  SPEXD_CUDA_RETURN_IF_ERROR(cublasDgemmBatched(
+      h, c.transa ? CUBLAS_OP_T : CUBLAS_OP_N, CUBLAS_OP_N, c.m, c.n, c.k, &c.alpha,
+      PtrArray<const double* const>(ptrs, c.a_off), c.lda,
+      PtrArray<const double* const>(ptrs, c.b_off), c.ldb, &c.beta,
+      PtrArray<double* const>(ptrs, c.c_off), c.ldc, c.count));
+  return absl::OkStatus();
+}
+
+bool SlotsAreEntryIndices(const RunLayout& layout) {
+  for (std::size_t i = 0; i < layout.entries.size(); ++i) {
+    if (layout.entries[i].slot != static_cast<int32_t>(i)) return false;
+  }
+  return true;
+}
+
+absl::Status LibraryEigen(const RunResources& res, const RunLayout& layout, const RunArgs& args) {
+  const GpuContext& ctx = *res.ctx;
+  const int nt = args.dims.nwavetot, nper = args.dims.nper;
+  const int64_t nt2 = static_cast<int64_t>(nt) * nt;
+  Workspace& ws = *res.workspace;
+  auto call = [&](int64_t first_block, int64_t count, int64_t info_off) -> absl::Status {
+    SPEXD_CUDA_RETURN_IF_ERROR(cusolverDnXsyevBatched(
+        ctx.cusolver(), ctx.cusolver_params(), CUSOLVER_EIG_MODE_VECTOR, CUBLAS_FILL_MODE_LOWER, nt,
+        CUDA_R_64F, args.slots.c + first_block * nt2, nt, CUDA_R_64F,
+        args.slots.evals + first_block * nt, CUDA_R_64F, ws.eigen_device(), ws.eigen_device_bytes(),
+        ws.eigen_host(), ws.eigen_host_bytes(), args.slots.eig_info + info_off, count));
+    return absl::OkStatus();
+  };
+  if (SlotsAreEntryIndices(layout)) {
+    return call(0, static_cast<int64_t>(layout.entries.size()) * nper, 0);
+  }
+  for (std::size_t i = 0; i < layout.entries.size(); ++i) {
+    absl::Status s = call(static_cast<int64_t>(layout.entries[i].slot) * nper, nper,
+                          static_cast<int64_t>(i) * nper);
+    if (!s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status EnqueueRun(const RunResources& res, const RunLayout& layout, const RunArgs& args) {
+  if (args.count == 0) return absl::OkStatus();
+  const GpuContext& ctx = *res.ctx;
+  cudaStream_t stream = ctx.compute();
+  const uint64_t* ptrs = res.d_ptrs;
+  absl::Status s = Mark(res, kMarkStart);
+  if (!s.ok()) return s;
+  SPEXD_CUDA_RETURN_IF_ERROR(LaunchResetSlotFlags(args, stream));
+  // Weighted normal equations and regularisation (spec §2.7–2.8).
+  SPEXD_CUDA_RETURN_IF_ERROR(LaunchBuildNormalEquations(args, stream));
+  SPEXD_CUDA_RETURN_IF_ERROR(LaunchRegularize(args, stream));
+  if (!(s = Mark(res, kMarkNormalEquations)).ok()) return s;
+
+  // Batched Cholesky and solve, one call per distinct n (spec §2.9). The solve comes
+  // first: the block inversion below overwrites L.
+  for (const BatchedCall& c : layout.potrf) {
+    SPEXD_CUDA_RETURN_IF_ERROR(cusolverDnDpotrfBatched(
+        ctx.cusolver(), CUBLAS_FILL_MODE_LOWER, c.n, PtrArray<double*>(ptrs, c.a_off), c.lda,
+        args.slots.info + c.entry_begin, c.count));
+  }
+  if (!(s = Mark(res, kMarkCholesky)).ok()) return s;
+  if (res.solver == SolverKind::kLibrary) {
+    for (const BatchedCall& c : layout.potrf) {
+      // potrsBatched reports only argument errors (single int): eig_info[0] is reused for
+      // it and overwritten later; a bad argument would also surface as non-finite x.
+      SPEXD_CUDA_RETURN_IF_ERROR(cusolverDnDpotrsBatched(
+          ctx.cusolver(), CUBLAS_FILL_MODE_LOWER, c.n, 1, PtrArray<double*>(ptrs, c.a_off), c.lda,
+          PtrArray<double*>(ptrs, c.b_off), c.ldb, args.slots.eig_info, c.count));
+    }
+  } else {
+    SPEXD_CUDA_RETURN_IF_ERROR(LaunchCholeskySolve(args, stream));
+  }
+  SPEXD_CUDA_RETURN_IF_ERROR(LaunchCheckSolve(args, stream));
+  if (!(s = Mark(res, kMarkSolve)).ok()) return s;
+
+  // C's core diagonal blocks from the factor (batch_layout.h).
+  SPEXD_CUDA_RETURN_IF_ERROR(LaunchZeroUpperBlocks(args, res.max_blocks, stream));
+  if (res.solver == SolverKind::kLibrary) {
+    SPEXD_CUDA_RETURN_IF_ERROR(LaunchSetLeafIdentity(args, res.max_blocks, stream));
+    const BatchedCall& c = layout.leaf_trsm;
+    if (c.count > 0) {
+      const double one = 1.0;
+      SPEXD_CUDA_RETURN_IF_ERROR(cublasDtrsmBatched(
+          ctx.cublas(), CUBLAS_SIDE_LEFT, CUBLAS_FILL_MODE_LOWER, CUBLAS_OP_N, CUBLAS_DIAG_NON_UNIT,
+          c.m, c.n, &one, PtrArray<const double* const>(ptrs, c.a_off), c.lda,
+          PtrArray<double* const>(ptrs, c.b_off), c.ldb, c.count));
+    }
+    SPEXD_CUDA_RETURN_IF_ERROR(LaunchCopyLeafBlocks(args, res.max_blocks, stream));
+  } else {
+    SPEXD_CUDA_RETURN_IF_ERROR(LaunchLeafInverse(args, res.max_blocks, stream));
+  }
+  for (const auto& step : layout.trtri) {
+    for (const BatchedCall& c : step) {
+      if (!(s = GemmBatched(ctx.cublas(), c, ptrs)).ok()) return s;
+    }
+  }
+  for (const BatchedCall& c : layout.gram) {
+    if (!(s = GemmBatched(ctx.cublas(), c, ptrs)).ok()) return s;
+  }
+  if (!(s = Mark(res, kMarkInverseBlocks)).ok()) return s;
+
+  // Q = C_ss^{-1/2}, R, flux, ivar, Rdiags (spec §2.10).
+  if (res.eigen == EigenKind::kLibrary) {
+    if (!(s = LibraryEigen(res, layout, args)).ok()) return s;
+    SPEXD_CUDA_RETURN_IF_ERROR(LaunchDecorrelate(args, /*from_eigenvectors=*/1, stream));
+  } else {
+    SPEXD_CUDA_RETURN_IF_ERROR(LaunchDecorrelate(args, /*from_eigenvectors=*/0, stream));
+  }
+  if (!(s = Mark(res, kMarkInverseSqrt)).ok()) return s;
+
+  // Model, chi2pix, pixmask_fraction (spec §2.11).
+  SPEXD_CUDA_RETURN_IF_ERROR(LaunchPixelModel(args, stream));
+  SPEXD_CUDA_RETURN_IF_ERROR(LaunchColumnSums(args, stream));
+  return Mark(res, kMarkFinalise);
+}
+
+absl::Status QueryLibraryEigenScratch(const GpuContext& ctx, int nt, int batch, double* a,
+                                      double* w, std::size_t* device_bytes,
+                                      std::size_t* host_bytes) {
+  SPEXD_CUDA_RETURN_IF_ERROR(cusolverDnXsyevBatched_bufferSize(
+      ctx.cusolver(), ctx.cusolver_params(), CUSOLVER_EIG_MODE_VECTOR, CUBLAS_FILL_MODE_LOWER, nt,
+      CUDA_R_64F, a, nt, CUDA_R_64F, w, CUDA_R_64F, device_bytes, host_bytes, batch));
+  return absl::OkStatus();
+}
+
+}  // namespace spexd::cuda

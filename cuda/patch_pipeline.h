@@ -1,0 +1,51 @@
+// Enqueues one run of patches (a batch, or the retry of its failed patches) through the
+// whole per-patch pipeline on the context's compute stream (extraction-spec §2.7–2.11):
+// normal equations -> regularisation -> batched Cholesky and solve -> C's core diagonal
+// blocks -> inverse square roots and decorrelation -> pixel model, chi2, pixmask.
+#ifndef SPEXD_CUDA_PATCH_PIPELINE_H_
+#define SPEXD_CUDA_PATCH_PIPELINE_H_
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "cuda/batch_layout.h"
+#include "cuda/gpu_context.h"
+#include "cuda/kernel_args.h"
+#include "cuda/workspace.h"
+
+namespace spexd::core {
+struct PatchPlan;
+}
+
+namespace spexd::cuda {
+
+// Triangular solve and leaf inverses: custom kernels (default) or cuSOLVER/cuBLAS
+// (cusolverDnDpotrsBatched, cublasDtrsmBatched) to cross-check them.
+enum class SolverKind { kCustom, kLibrary };
+// Eigen-decompositions of the 74x74 blocks: the shared-memory Jacobi kernel, or
+// cusolverDnXsyevBatched. Both meet the parity bar; the faster one is the default.
+enum class EigenKind { kJacobi, kLibrary };
+
+struct RunResources {
+  const GpuContext* ctx;
+  SolverKind solver;
+  EigenKind eigen;
+  Workspace* workspace;    // eigensolver scratch
+  WorkspaceSet* set;       // stage events
+  const uint64_t* d_ptrs;  // device copy of layout.ptrs
+  int max_blocks;          // MaxBlocks(plan)
+  bool record_marks;       // record the StageMark events
+};
+
+// Enqueues the run; `args.entries` must be the device copy of layout.entries. Nothing is
+// synchronised or allocated. Returns INTERNAL on a launch or library error.
+absl::Status EnqueueRun(const RunResources& res, const RunLayout& layout, const RunArgs& args);
+
+// Device and host scratch bytes of cusolverDnXsyevBatched for `batch` nt x nt matrices.
+absl::Status QueryLibraryEigenScratch(const GpuContext& ctx, int nt, int batch, double* a,
+                                      double* w, std::size_t* device_bytes,
+                                      std::size_t* host_bytes);
+
+}  // namespace spexd::cuda
+
+#endif  // SPEXD_CUDA_PATCH_PIPELINE_H_

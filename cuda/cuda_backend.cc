@@ -29,8 +29,8 @@ namespace spexd::cuda {
 namespace {
 
 constexpr int kMaxWarmGeometries = 2;
-// Measured on an H200 (docs/perf.md): cusolverDnXsyevBatched 125 ms per r frame, the
-// shared-memory Jacobi kernel 227 ms; both meet the parity bar.
+// Measured on an H200 (docs/perf.md): cusolverDnXsyevBatched ~127 ms per r frame, the
+// shared-memory Jacobi kernel ~211 ms; both meet the parity bar.
 constexpr EigenKind kDefaultEigen = EigenKind::kLibrary;
 
 double Now() {

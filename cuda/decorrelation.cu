@@ -188,7 +188,7 @@ __global__ void DecorrelateKernel(RunArgs a, int from_eigenvectors) {
     for (int i = threadIdx.x; i < nt; i += blockDim.x) s.g[i] = s.a[i * ldp + i];
     __syncthreads();
   }
-  // Q = V diag(lambda^{-1/2}) V^T; compat gpu clips lambda at 1e-14 of the largest
+  // Q = V diag(lambda^{-1/2}) V^T (implicitly); compat gpu clips lambda at 1e-14 of the largest
   // (spec §2.10, §2.17); compat cpu does not (a negative eigenvalue gives NaN -> retry).
   if (threadIdx.x == 0) {
     double lmax = -INFINITY;
@@ -204,19 +204,27 @@ __global__ void DecorrelateKernel(RunArgs a, int from_eigenvectors) {
     s.g[i] = 1.0 / sqrt(lam);
   }
   __syncthreads();
-  for (int idx = threadIdx.x; idx < nt * nt; idx += blockDim.x) {
-    const int i = idx / nt, j = idx % nt;
-    double q = 0.0;
-    for (int k = 0; k < nt; ++k) q += s.v[i * ldp + k] * s.g[k] * s.v[j * ldp + k];
-    s.a[i * ldp + j] = q;
+  // R = Q / rowsum, ivar = rowsum^2, flux = R x (spec §2.10 step 3) without forming Q:
+  // rowsum = V (g o V^T 1), Q x = V (g o V^T x), and the band entries of the core columns
+  // Q(row, i) = sum_k V(row,k) g_k V(i,k) one by one: O(nt^2) instead of O(nt^3).
+  double* u = s.pc;  // reuse pc and ps (contiguous, 2 np = m >= nt doubles): g o V^T 1
+  double* y = s.a;   // reuse the first row of a (Q is never formed): g o V^T x
+  for (int k = threadIdx.x; k < nt; k += blockDim.x) {
+    double cs = 0.0, cx = 0.0;
+    for (int j = 0; j < nt; ++j) {
+      const double vjk = s.v[j * ldp + k];
+      cs += vjk;
+      cx += vjk * s.x[j];
+    }
+    u[k] = s.g[k] * cs;
+    y[k] = s.g[k] * cx;
   }
   __syncthreads();
-  // R = Q / rowsum, ivar = rowsum^2, flux = R x (spec §2.10 step 3).
   for (int i = threadIdx.x; i < nt; i += blockDim.x) {
     double rsum = 0.0, qx = 0.0;
-    for (int j = 0; j < nt; ++j) {
-      rsum += s.a[i * ldp + j];
-      qx += s.a[i * ldp + j] * s.x[j];
+    for (int k = 0; k < nt; ++k) {
+      rsum += s.v[i * ldp + k] * u[k];
+      qx += s.v[i * ldp + k] * y[k];
     }
     s.r[i] = rsum;
     s.iv[i] = rsum * rsum;
@@ -228,9 +236,8 @@ __global__ void DecorrelateKernel(RunArgs a, int from_eigenvectors) {
   double* fmodel = a.slots.fmodel + static_cast<int64_t>(e.slot) * D.ld;
   for (int w = threadIdx.x; w < D.nwavestep; w += blockDim.x) {
     const int i = D.wavepad_eff + w;
-    const bool kept = w < d.nkeep;
     const double f = s.fl[i], iv = s.iv[i];
-    if (kept) {
+    if (w < d.nkeep) {
       bad |= !isfinite(f) || !isfinite(iv);
       const int64_t o = OutIndex(D, e, d, sp, w);
       a.out.flux[o] = f;
@@ -238,12 +245,16 @@ __global__ void DecorrelateKernel(RunArgs a, int from_eigenvectors) {
     }
     // Model flux (spec §2.11, §2.17): compat gpu zeroes bins without ivar.
     fmodel[static_cast<int64_t>(s_loc) * nt + i] = (D.compat_cpu || iv > 0.0) ? f : 0.0;
-    for (int kk = 0; kk < nk; ++kk) {
-      const int row = i - D.ndiag + kk;  // Rdiags[k][w] = R[i-ndiag+k][i] (spec §2.11)
-      const double val = s.a[row * ldp + i] / s.r[row];
-      bad |= !isfinite(val);  // the CPU checks every core column of Rdiags
-      if (kept) a.out.rdiag[(OutRow(D, e, d, sp) * nk + kk) * D.nwave + d.out_col + w] = val;
-    }
+  }
+  // Rdiags[k][w] = R[i-ndiag+k][i] (spec §2.11); the CPU checks every core column.
+  for (int idx = threadIdx.x; idx < D.nwavestep * nk; idx += blockDim.x) {
+    const int w = idx / nk, kk = idx % nk;
+    const int i = D.wavepad_eff + w, row = i - D.ndiag + kk;
+    double q = 0.0;
+    for (int k = 0; k < nt; ++k) q += s.v[row * ldp + k] * s.g[k] * s.v[i * ldp + k];
+    const double val = q / s.r[row];
+    bad |= !isfinite(val);
+    if (w < d.nkeep) a.out.rdiag[(OutRow(D, e, d, sp) * nk + kk) * D.nwave + d.out_col + w] = val;
   }
   if (from_eigenvectors && threadIdx.x == 0 &&
       a.slots.eig_info[static_cast<int64_t>(blockIdx.x) * D.nper + sp] != 0) {

@@ -103,31 +103,15 @@ absl::StatusOr<std::unique_ptr<GeometryState>> GeometryState::Create(
   if (s.ok()) s = st->EvaluateSpots(*geometry, ctx);
   if (!s.ok()) return s;
 
-  // Model canvases: union of each bundle's extracted windows (as CpuBackend::StitchModel).
+  // Model canvases: planned once in core (PatchPlan::bundle_canvas, spec §2.12).
   st->canvas_.resize(plan.nbundles);
   for (int b = 0; b < plan.nbundles; ++b) {
+    const core::BundleCanvas& c = plan.bundle_canvas[static_cast<std::size_t>(b)];
     CanvasDesc cd{};
-    bool any = false;
-    int y1 = 0, x1 = 0;
-    for (int p = plan.bundle_first_patch[b]; p < plan.bundle_first_patch[b + 1]; ++p) {
-      const core::PatchDesc& d = plan.patches[p];
-      if (d.skipped != core::kSkipNone) continue;
-      if (!any) {
-        cd.y0 = d.y0;
-        cd.x0 = d.x0;
-        y1 = d.y0 + d.ny;
-        x1 = d.x0 + d.nx;
-        any = true;
-      }
-      cd.y0 = std::min(cd.y0, d.y0);
-      cd.x0 = std::min(cd.x0, d.x0);
-      y1 = std::max(y1, d.y0 + d.ny);
-      x1 = std::max(x1, d.x0 + d.nx);
-    }
-    if (any) {
-      cd.ny = y1 - cd.y0;
-      cd.nx = x1 - cd.x0;
-    }
+    cd.y0 = c.y0;
+    cd.x0 = c.x0;
+    cd.ny = c.ny;
+    cd.nx = c.nx;
     st->canvas_[b] = cd;
     st->max_canvas_ = std::max(st->max_canvas_, static_cast<int64_t>(cd.ny) * cd.nx);
   }

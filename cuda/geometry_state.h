@@ -36,7 +36,7 @@ class GeometryState {
   double spot_seconds() const { return spot_seconds_; }
   std::size_t device_bytes() const;
 
-  // Model canvas of bundle b: union of its extracted patch windows (spec §2.12).
+  // Model canvas of bundle b (PatchPlan::bundle_canvas; list range unset).
   const CanvasDesc& canvas(int b) const { return canvas_[b]; }
   int64_t max_canvas_pixels() const { return max_canvas_; }
 

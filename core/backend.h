@@ -60,6 +60,10 @@ struct BackendOptions {
   int threads = 0;           // CPU threads; 0 = all cores
   int device = 0;            // CUDA device ordinal
   std::string cuda_module;   // path of the CUDA module; "" = next to the executable
+  // CUDA solver choices (defaults are the fastest measured, docs/perf.md):
+  std::string cuda_solver = "custom";  // "custom" kernels, or "library" (cuSOLVER/cuBLAS only)
+  std::string cuda_eigen;              // 74x74 eigensolver: "" (solver default), "library", "jacobi"
+  bool cuda_stats = false;             // Jacobi sweep counts on stderr (synchronises per batch)
 };
 
 // Creates a backend. For "cuda" the module is dlopen()ed (toolchain.md §4.1); UNAVAILABLE

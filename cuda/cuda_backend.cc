@@ -154,29 +154,22 @@ absl::StatusOr<std::unique_ptr<core::Backend>> CreateCudaBackend(
     const core::BackendOptions& options) {
   SolverKind solver = SolverKind::kCustom;
   EigenKind eigen = kDefaultEigen;
-  if (const char* env = std::getenv("SPEXD_CUDA_SOLVER")) {
-    const std::string v = env;
-    if (v == "library") {
-      solver = SolverKind::kLibrary;
-      eigen = EigenKind::kLibrary;
-    } else if (!v.empty() && v != "custom") {
-      return absl::InvalidArgumentError(
-          absl::StrCat("SPEXD_CUDA_SOLVER must be 'custom' or 'library' (got '", v, "')"));
-    }
+  if (options.cuda_solver == "library") {
+    solver = SolverKind::kLibrary;
+    eigen = EigenKind::kLibrary;
+  } else if (!options.cuda_solver.empty() && options.cuda_solver != "custom") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cuda solver must be 'custom' or 'library' (got '", options.cuda_solver, "')"));
   }
-  if (const char* env = std::getenv("SPEXD_CUDA_EIGEN")) {
-    const std::string v = env;
-    if (v == "jacobi") {
-      eigen = EigenKind::kJacobi;
-    } else if (v == "library") {
-      eigen = EigenKind::kLibrary;
-    } else if (!v.empty()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("SPEXD_CUDA_EIGEN must be 'jacobi' or 'library' (got '", v, "')"));
-    }
+  if (options.cuda_eigen == "jacobi") {
+    eigen = EigenKind::kJacobi;
+  } else if (options.cuda_eigen == "library") {
+    eigen = EigenKind::kLibrary;
+  } else if (!options.cuda_eigen.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cuda eigensolver must be 'jacobi' or 'library' (got '", options.cuda_eigen, "')"));
   }
-  const char* stats_env = std::getenv("SPEXD_CUDA_STATS");
-  const bool stats = stats_env != nullptr && std::string(stats_env) == "1";
+  const bool stats = options.cuda_stats;
   auto ctx = GpuContext::Create(options.device);
   if (!ctx.ok()) {
     return absl::UnavailableError(absl::StrCat("CUDA backend unavailable: ", ctx.status().ToString()));

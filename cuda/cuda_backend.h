@@ -15,11 +15,9 @@ namespace spexd::cuda {
 // handles are owned by the backend; warm per-Geometry state (spots) and the workspace
 // are created on first use and kept. UNAVAILABLE without a usable device.
 //
-// Switches (environment, read here once; for cross-checks and benchmarks):
-//   SPEXD_CUDA_SOLVER=library  cusolverDnDpotrsBatched, cublasDtrsmBatched and
-//                              cusolverDnXsyevBatched instead of the custom kernels;
-//   SPEXD_CUDA_EIGEN=jacobi|library  the 74x74 eigensolver only;
-//   SPEXD_CUDA_STATS=1         Jacobi sweep counts on stderr (synchronises per batch).
+// Solver choices come from options.cuda_solver / cuda_eigen / cuda_stats (for
+// cross-checks and benchmarks; tests and benchmarks map SPEXD_CUDA_SOLVER,
+// SPEXD_CUDA_EIGEN and SPEXD_CUDA_STATS onto them, see tests/test_support.h).
 absl::StatusOr<std::unique_ptr<core::Backend>> CreateCudaBackend(
     const core::BackendOptions& options);
 

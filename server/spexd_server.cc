@@ -240,6 +240,11 @@ absl::StatusOr<std::unique_ptr<SpexdServer>> SpexdServer::Start(ServerOptions op
   if (s.server == nullptr || s.port == 0) {
     return absl::UnavailableError(absl::StrCat("cannot listen on ", o.listen));
   }
+  // Per-service statuses too, for probes that name the service; SetServing() then
+  // updates every registered name at once.
+  for (const char* name : {"spexd.v1.Extraction", "spexd.v1.Admin"}) {
+    s.server->GetHealthCheckService()->SetServingStatus(name, false);
+  }
   s.SetServing(false);  // until warm-up is done
   Log(LogLevel::kInfo, "listening",
       {{"address", o.listen}, {"port", s.port}, {"metrics_port", s.metrics->exposer_port()},

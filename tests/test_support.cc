@@ -20,6 +20,15 @@ std::string SharedDataPath(const std::string& name) {
   return p.string();
 }
 
+core::BackendOptions CudaOptionsFromEnv() {
+  core::BackendOptions options;
+  options.kind = "cuda";
+  if (const char* v = std::getenv("SPEXD_CUDA_SOLVER")) options.cuda_solver = v;
+  if (const char* v = std::getenv("SPEXD_CUDA_EIGEN")) options.cuda_eigen = v;
+  if (const char* v = std::getenv("SPEXD_CUDA_STATS")) options.cuda_stats = std::string(v) == "1";
+  return options;
+}
+
 std::string BundledPsfPath() { return TestDataPath("psf-r0-00051060.fits"); }
 
 namespace {

@@ -4,6 +4,8 @@
 
 #include <string>
 
+#include "core/backend.h"
+
 namespace spexd::testing {
 
 // tests/data/<name> (committed fixtures).
@@ -12,6 +14,9 @@ std::string TestDataPath(const std::string& name);
 std::string SharedDataPath(const std::string& name);
 // The bundled PSF (tests/data/psf-r0-00051060.fits).
 std::string BundledPsfPath();
+// Options for the CUDA backend, with the solver switches taken from the environment of
+// the test or benchmark run (SPEXD_CUDA_SOLVER, SPEXD_CUDA_EIGEN, SPEXD_CUDA_STATS=1).
+core::BackendOptions CudaOptionsFromEnv();
 // A fresh empty directory under the system temp dir, removed at process exit.
 std::string MakeTempDir();
 

@@ -133,8 +133,7 @@ int main(int argc, char** argv) {
   }
   const double gen_seconds = Now() - tg;
 
-  core::BackendOptions bo;
-  bo.kind = "cuda";
+  core::BackendOptions bo = spexd::testing::CudaOptionsFromEnv();
   auto backend = core::CreateBackend(bo);
   if (!backend.ok()) {
     std::cout << "{\"skipped\": \"" << Escape(backend.status().ToString()) << "\"}\n";

@@ -205,8 +205,7 @@ bool BitIdentical(const std::vector<BundleResult>& a, const std::vector<BundleRe
 class CudaBackendTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    core::BackendOptions options;
-    options.kind = "cuda";
+    core::BackendOptions options = spexd::testing::CudaOptionsFromEnv();
     auto b = core::CreateBackend(options);
     if (b.ok()) {
       gpu_ = std::move(b).value().release();

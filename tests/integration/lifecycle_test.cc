@@ -193,8 +193,12 @@ TEST(LifecycleTest, HealthIsNotServingDuringWarmUpAndAfterABackendFails) {
   EXPECT_EQ(*c->CheckHealth(), "NOT_SERVING");
   EXPECT_EQ(RemoteExtractFrame(*c, SmallHeader("x"), &Inputs().frame_bytes).status().code(),
             absl::StatusCode::kUnavailable);
+  EXPECT_EQ(*c->CheckHealth("spexd.v1.Extraction"), "NOT_SERVING");
   ASSERT_TRUE(s.server->WaitForWarmUp(absl::Seconds(30)).ok());
   EXPECT_EQ(*c->CheckHealth(), "SERVING");
+  EXPECT_EQ(*c->CheckHealth("spexd.v1.Extraction"), "SERVING");
+  EXPECT_EQ(*c->CheckHealth("spexd.v1.Admin"), "SERVING");
+  EXPECT_EQ(c->CheckHealth("no.such.Service").status().code(), absl::StatusCode::kNotFound);
 
   SlowServer t = StartSlowServer(0.0);
   auto d = Connect(*t.server, once);

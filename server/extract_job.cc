@@ -5,16 +5,12 @@
 #include <cstring>
 #include <exception>
 #include <new>
-#include <optional>
+#include <thread>
 #include <utility>
-#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
-#include "core/frame.h"
 #include "core/frame_writer.h"
-#include "core/geometry.h"
-#include "core/preproc.h"
 #include "core/status_macros.h"
 #include "server/data_roots.h"
 #include "server/log.h"
@@ -33,10 +29,26 @@ double Seconds(Clock::time_point a, Clock::time_point b) {
 
 // Room left in a message for everything but the payload arrays (tags, lengths, counts).
 constexpr std::size_t kMessageOverhead = 64 * 1024;
+// Finished bundles waiting for the streaming thread before the worker waits (a full
+// r-camera bundle is ~7 MB in float64: ~170 MB, about one frame).
+constexpr std::size_t kMaxFinishedBundles = 24;
 
 // The model image is sent as raw float64 bytes in host order; clients and servers are
 // little-endian (x86-64, aarch64), which the wire format documents.
 static_assert(std::endian::native == std::endian::little, "ModelChunk assumes little-endian");
+
+// Runs `fn`; an exception (std::bad_alloc for a huge frame) becomes a status for this
+// request instead of escaping into a worker or loader loop.
+template <typename Fn>
+absl::Status Guarded(Fn fn) {
+  try {
+    return fn();
+  } catch (const std::bad_alloc&) {
+    return absl::ResourceExhaustedError("out of host memory for this extraction");
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat("unexpected error: ", std::string(e.what())));
+  }
+}
 
 }  // namespace
 
@@ -49,101 +61,78 @@ bool ExtractJob::Stopped() const {
 }
 
 absl::Status ExtractJob::StopStatus() const {
-  if (Clock::now() >= request_.deadline) {
+  // gRPC cancels the call at its own deadline, which our steady-clock copy of it may
+  // trail by the clock conversion: a cancel that close to the deadline is the deadline.
+  constexpr auto kSlack = std::chrono::milliseconds(100);
+  if (request_.deadline != Clock::time_point::max() && Clock::now() + kSlack >= request_.deadline) {
     return absl::DeadlineExceededError("deadline exceeded; extraction stopped between bundles");
   }
   return absl::CancelledError("request cancelled; extraction stopped between bundles");
 }
 
-void ExtractJob::Abandon(const absl::Status& status) {
-  ResponseStream* stream = std::exchange(stream_, nullptr);
-  if (stream != nullptr) stream->Finish(status);
-}
+void ExtractJob::Abandon(const absl::Status& status) { Complete(status); }
 
-void ExtractJob::Run(core::Backend& backend, int worker) {
-  started_ = Clock::now();
-  v1::ExtractSummary summary;
-  absl::Status status;
-  // Nothing may escape into the worker loop: allocation failures for a huge frame
-  // become a status for this request only.
-  try {
-    status = Execute(backend, &summary);
-  } catch (const std::bad_alloc&) {
-    status = absl::ResourceExhaustedError("out of host memory for this extraction");
-  } catch (const std::exception& e) {
-    status = absl::InternalError(absl::StrCat("unexpected error: ", std::string(e.what())));
+// ---------------------------------------------------------------- loader thread
+
+bool ExtractJob::Prepare() {
+  prepare_start_ = Clock::now();
+  summary_.set_upload_seconds(Seconds(request_.arrived, request_.admitted));
+  absl::Status status = Stopped() ? StopStatus() : Guarded([this] { return PrepareImage(); });
+  prepared_ = Clock::now();
+  summary_.set_load_seconds(Seconds(prepare_start_, prepared_));
+  if (status.ok()) {
+    if (env_.metrics != nullptr) env_.metrics->ObserveImageLoad(summary_.load_seconds());
+    return true;
   }
-  const double total = Seconds(started_, Clock::now());
-  if (env_.metrics != nullptr) env_.metrics->ObserveFrame(total);
-  Log(status.ok() ? LogLevel::kInfo : LogLevel::kWarning, "extract_done",
-      {{"peer", request_.peer},
-       {"tag", request_.header.client_tag()},
-       {"worker", worker},
-       {"psf", request_.header.psf_id()},
-       {"code", std::string(absl::StatusCodeToString(status.code()))},
-       {"error", std::string(status.message())},
-       {"bundles", summary.nbundles()},
-       {"upload_s", summary.upload_seconds()},
-       {"queue_s", summary.queue_seconds()},
-       {"load_s", summary.load_seconds()},
-       {"extract_s", summary.extract_seconds()},
-       {"worker_s", total}});
-  env_.cache->Rebalance();  // geometries grew by the spots of this job
-  ResponseStream* stream = std::exchange(stream_, nullptr);
-  if (stream != nullptr) stream->Finish(status);
+  Complete(status);
+  return false;
 }
 
-absl::Status ExtractJob::Execute(core::Backend& backend, v1::ExtractSummary* summary) {
+absl::Status ExtractJob::PrepareImage() {
   const v1::ExtractHeader& h = request_.header;
-  summary->set_upload_seconds(Seconds(request_.arrived, request_.admitted));
-  summary->set_queue_seconds(Seconds(request_.admitted, started_));
-  if (Stopped()) return StopStatus();
-
-  // --- Image: a confined server-side file or the uploaded bytes.
-  SPEXD_ASSIGN_OR_RETURN(core::ExtractionParams params,
-                         ParamsFromProto(h.params(), h.want_model()));
-  std::string in_img = h.in_img_name();
+  SPEXD_ASSIGN_OR_RETURN(params_, ParamsFromProto(h.params(), h.want_model()));
+  in_img_ = h.in_img_name();
   core::PreprocOptions popts;
-  popts.mask_policy = params.mask_policy;
+  popts.mask_policy = params_.mask_policy;
   absl::StatusOr<core::PreprocImage> decoded;
   if (h.has_server_path()) {
     // CFITSIO reads the confined file through its descriptor (no copy of the bytes);
     // errors name the request's path rather than /proc/self/fd/N.
     SPEXD_ASSIGN_OR_RETURN(DataRoots::OpenFile file,
                            env_.roots->Open(h.server_path(), env_.limits.max_upload_bytes));
-    if (in_img.empty()) in_img = file.path();
-    if (file.size() == 0) return absl::InvalidArgumentError(absl::StrCat(in_img, ": empty file"));
+    if (in_img_.empty()) in_img_ = file.path();
+    if (file.size() == 0) return absl::InvalidArgumentError(absl::StrCat(in_img_, ": empty file"));
     decoded = core::ReadPreproc(file.proc_path(), popts);
     if (!decoded.ok()) {
       return absl::Status(decoded.status().code(),
                           absl::StrReplaceAll(decoded.status().message(),
                                               {{file.proc_path(), h.server_path()}}));
     }
-    decoded->source_name = in_img;
   } else {
-    if (in_img.empty()) in_img.assign("upload");
+    if (in_img_.empty()) in_img_.assign("upload");
     if (request_.upload.empty()) return absl::InvalidArgumentError("empty upload");
-    decoded = core::ReadPreprocFromMemory(request_.upload.data(), request_.upload.size(), in_img,
+    decoded = core::ReadPreprocFromMemory(request_.upload.data(), request_.upload.size(), in_img_,
                                           popts);
     std::string().swap(request_.upload);  // the decoded planes are all we need from here on
     if (!decoded.ok()) return decoded.status();
   }
-  core::PreprocImage image = *std::move(decoded);
-  const int64_t pixels = static_cast<int64_t>(image.height) * image.width;
+  image_.emplace(*std::move(decoded));
+  const int64_t pixels = static_cast<int64_t>(image_->height) * image_->width;
   if (pixels > env_.limits.max_image_pixels) {
     return absl::ResourceExhaustedError(absl::StrCat(
-        "image is ", image.height, " x ", image.width, " = ", pixels,
+        "image is ", image_->height, " x ", image_->width, " = ", pixels,
         " pixels, over the server's limit of ", env_.limits.max_image_pixels,
         " (--max_image_pixels)"));
   }
+  image_header_ = image_->image_header;
+  fibermap_fits_ = image_->fibermap_fits;
 
-  // --- Warm geometry for (PSF, grid, image shape).
-  SPEXD_ASSIGN_OR_RETURN(std::shared_ptr<const core::Geometry> geometry,
-                         env_.cache->GetGeometry(h.psf_id(), request_.psf, params, image.height,
-                                                 image.width));
-  const core::PatchPlan& plan = geometry->plan();
-  SPEXD_ASSIGN_OR_RETURN(std::vector<int> bundles, SelectBundles(h, plan));
-  if (request_.subset && bundles.empty()) {
+  // Warm geometry for (PSF, grid, image shape).
+  SPEXD_ASSIGN_OR_RETURN(geometry_, env_.cache->GetGeometry(h.psf_id(), request_.psf, params_,
+                                                            image_->height, image_->width));
+  const core::PatchPlan& plan = geometry_->plan();
+  SPEXD_ASSIGN_OR_RETURN(bundles_, SelectBundles(h, plan));
+  if (request_.subset && bundles_.empty()) {
     return absl::InvalidArgumentError("ExtractBundles needs bundles or fibers");
   }
   const std::size_t max_payload =
@@ -153,14 +142,10 @@ absl::Status ExtractJob::Execute(core::Backend& backend, v1::ExtractSummary* sum
         "wavelength grid of ", plan.nwave, " bins is too long: one fibre would not fit in a ",
         env_.limits.max_message_bytes, "-byte message"));
   }
-  const Clock::time_point loaded = Clock::now();
-  summary->set_load_seconds(Seconds(started_, loaded));
-  if (env_.metrics != nullptr) env_.metrics->ObserveImageLoad(summary->load_seconds());
 
-  // --- Header: the grid once, and what a client needs to write the desispec frame.
+  // Header: the grid once, and what a client needs to write the desispec frame.
   const core::Psf& psf = *request_.psf;
-  v1::ExtractResponse header_msg;
-  v1::FrameHeader* fh = header_msg.mutable_header();
+  v1::FrameHeader* fh = header_msg_.mutable_header();
   fh->set_psf_id(h.psf_id());
   fh->set_specmin(plan.specmin);
   fh->set_nspec(plan.nspec);
@@ -168,61 +153,82 @@ absl::Status ExtractJob::Execute(core::Backend& backend, v1::ExtractSummary* sum
   fh->set_nwave(plan.nwave);
   fh->set_ndiag(plan.ndiag);
   fh->mutable_wave()->Add(plan.wave.begin(), plan.wave.end());
-  if (bundles.empty()) {
+  if (bundles_.empty()) {
     for (int b = 0; b < plan.nbundles; ++b) fh->add_bundles(b);
   } else {
-    for (int b : bundles) fh->add_bundles(b);
+    for (int b : bundles_) fh->add_bundles(b);
   }
-  for (const std::string& card : image.image_header) fh->add_image_header(card);
-  fh->set_fibermap_fits(image.fibermap_fits);
+  for (const std::string& card : image_header_) fh->add_image_header(card);
+  fh->set_fibermap_fits(fibermap_fits_);
   fh->set_orig_psf(psf.in_psf().value_or(""));
   // The requested grid of the WAVEMIN/WAVEMAX/WAVESTEP cards: the PSF domain and 0.8
   // when none was given (extraction-spec §2.2), as the local CLI writes them.
-  fh->set_wavemin(params.has_wavelength ? params.wmin : psf.wavemin());
-  fh->set_wavemax(params.has_wavelength ? params.wmax : psf.wavemax());
-  fh->set_wavestep(params.has_wavelength ? params.dw : 0.8);
-  fh->set_queue_seconds(summary->queue_seconds());
-  fh->set_backend(backend.description());
-  fh->set_image_height(image.height);
-  fh->set_image_width(image.width);
-  if (header_msg.ByteSizeLong() > static_cast<std::size_t>(env_.limits.max_message_bytes)) {
+  fh->set_wavemin(params_.has_wavelength ? params_.wmin : psf.wavemin());
+  fh->set_wavemax(params_.has_wavelength ? params_.wmax : psf.wavemax());
+  fh->set_wavestep(params_.has_wavelength ? params_.dw : 0.8);
+  fh->set_image_height(image_->height);
+  fh->set_image_width(image_->width);
+  if (header_msg_.ByteSizeLong() > static_cast<std::size_t>(env_.limits.max_message_bytes)) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "frame header (image header cards and FIBERMAP) is ", header_msg.ByteSizeLong(),
+        "frame header (image header cards and FIBERMAP) is ", header_msg_.ByteSizeLong(),
         " bytes, over the ", env_.limits.max_message_bytes, "-byte message limit"));
   }
-  if (!stream_->Send(std::move(header_msg))) return StopStatus();
+  if (h.want_model() || !h.server_output_path().empty()) {
+    assembler_.emplace(*geometry_, h.want_model());
+  }
+  return absl::OkStatus();
+}
 
-  // --- Extraction: each finished bundle is finalised (photons/Angstrom) and streamed
-  // before the next one starts; the same FinalizeBundle + FrameAssembler sequence as
-  // core::ExtractFrame, so that the streamed values equal a local run's.
-  const bool assemble = h.want_model() || !h.server_output_path().empty();
-  std::optional<core::FrameAssembler> assembler;
-  if (assemble) assembler.emplace(*geometry, h.want_model());
+// ---------------------------------------------------------------- worker thread
+
+void ExtractJob::Run(core::Backend& backend, int worker) {
+  run_start_ = Clock::now();
+  worker_ = worker;
+  summary_.set_queue_seconds(Seconds(request_.admitted, prepare_start_) +
+                             Seconds(prepared_, run_start_));
+  if (Stopped()) {
+    Complete(StopStatus());
+    return;
+  }
+  header_msg_.mutable_header()->set_queue_seconds(summary_.queue_seconds());
+  header_msg_.mutable_header()->set_backend(backend.description());
+  if (!stream_->Send(std::move(header_msg_))) {
+    Complete(StopStatus());
+    return;
+  }
+  // The streaming thread owns the rest of the call once started; it holds a reference so
+  // the job outlives the scheduler's.
+  std::thread([self = shared_from_this()] { self->StreamLoop(); }).detach();
+  const absl::Status status = Guarded([&] { return Extract(backend); });
+  image_.reset();  // the decoded planes are no longer needed: free them before idling
+  std::lock_guard<std::mutex> lock(mu_);
+  extraction_done_ = true;
+  extraction_status_ = status;
+  summary_.set_extract_seconds(Seconds(run_start_, Clock::now()));
+  cv_.notify_all();
+}
+
+absl::Status ExtractJob::Extract(core::Backend& backend) {
   core::ExtractionJob job;
-  job.geometry = geometry;
-  job.image = &image;
-  job.regularize = params.regularize;
-  job.psferr = core::EffectivePsfErr(params, psf);
-  job.want_model = h.want_model();
-  job.bundles = bundles;
+  job.geometry = geometry_;
+  job.image = &*image_;
+  job.regularize = params_.regularize;
+  job.psferr = core::EffectivePsfErr(params_, *request_.psf);
+  job.want_model = params_.want_model;
+  job.bundles = bundles_;
   job.cancel = cancel_.get();
   Clock::time_point last = Clock::now();
-  int nbundles = 0, nfibers = 0;
   auto sink = [&](core::BundleResult&& b) -> absl::Status {
-    core::FinalizeBundle(geometry->dwave(), &b);
     const Clock::time_point now = Clock::now();
-    const double secs = Seconds(last, now);
-    last = now;
-    if (env_.metrics != nullptr) env_.metrics->ObserveBundle(secs, b);
-    for (v1::BundleData& part : BundleToParts(b, secs, max_payload)) {
-      v1::ExtractResponse msg;
-      *msg.mutable_bundle() = std::move(part);
-      if (!stream_->Send(std::move(msg))) return StopStatus();
+    std::unique_lock<std::mutex> lock(mu_);
+    // Bounded hand-off; wake up now and then to notice a cancel or a deadline.
+    while (finished_.size() >= kMaxFinishedBundles && !stream_broken_ && !Stopped()) {
+      cv_.wait_for(lock, std::chrono::milliseconds(200));
     }
-    ++nbundles;
-    nfibers += b.nfibers;
-    if (assembler.has_value()) SPEXD_RETURN_IF_ERROR(assembler->Add(b));
-    if (Stopped()) return StopStatus();
+    if (stream_broken_ || Stopped()) return StopStatus();
+    finished_.push_back(Finished{std::move(b), Seconds(last, now)});
+    last = now;
+    cv_.notify_all();
     return absl::OkStatus();
   };
   absl::StatusOr<core::ExtractionSummary> extracted = backend.Extract(job, sink);
@@ -231,34 +237,97 @@ absl::Status ExtractJob::Execute(core::Backend& backend, v1::ExtractSummary* sum
     if (absl::IsCancelled(extracted.status()) && Stopped()) return StopStatus();
     return extracted.status();
   }
-  summary->set_extract_seconds(Seconds(loaded, Clock::now()));
-  CountsToProto(extracted->counts, summary->mutable_counts());
-  for (const auto& [stage, secs] : extracted->stage_seconds) {
-    (*summary->mutable_stage_seconds())[stage] = secs;
-  }
-  summary->set_nbundles(nbundles);
-  summary->set_nfibers(nfibers);
+  std::lock_guard<std::mutex> lock(mu_);
+  backend_summary_ = *std::move(extracted);
+  return absl::OkStatus();
+}
 
-  // --- Optional products: the server-side frame file and the model image.
-  if (assembler.has_value()) {
-    core::Frame frame = assembler->Finish();
+// ---------------------------------------------------------------- streaming thread
+
+void ExtractJob::StreamLoop() {
+  absl::Status stream_status;
+  for (;;) {
+    Finished item;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [this] { return !finished_.empty() || extraction_done_; });
+      if (finished_.empty()) break;  // extraction done and everything streamed
+      item = std::move(finished_.front());
+      finished_.pop_front();
+      cv_.notify_all();
+    }
+    if (!stream_status.ok()) continue;  // drain what the worker still hands over
+    stream_status = Guarded([&] { return StreamBundle(item); });
+    if (!stream_status.ok()) {
+      std::lock_guard<std::mutex> lock(mu_);
+      stream_broken_ = true;  // the worker stops at its next bundle
+      cv_.notify_all();
+    }
+  }
+  absl::Status status;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    status = extraction_status_;
+  }
+  // A failed send means the client is gone or the deadline passed: report that rather
+  // than the CANCELLED the backend saw when the worker stopped.
+  if (!stream_status.ok() && (status.ok() || absl::IsCancelled(status))) status = stream_status;
+  if (status.ok()) status = Guarded([this] { return FinishProducts(); });
+  Complete(status);
+}
+
+absl::Status ExtractJob::StreamBundle(Finished& item) {
+  core::BundleResult& b = item.bundle;
+  // Per Angstrom, as core::ExtractFrame does: the streamed values equal a local run's.
+  core::FinalizeBundle(geometry_->dwave(), &b);
+  if (env_.metrics != nullptr) env_.metrics->ObserveBundle(item.seconds, b);
+  const std::size_t max_payload =
+      static_cast<std::size_t>(env_.limits.max_message_bytes) - kMessageOverhead;
+  for (v1::BundleData& part : BundleToParts(b, item.seconds, max_payload)) {
+    v1::ExtractResponse msg;
+    *msg.mutable_bundle() = std::move(part);
+    if (!stream_->Send(std::move(msg))) return StopStatus();
+  }
+  ++nbundles_;
+  nfibers_ += b.nfibers;
+  if (assembler_.has_value()) SPEXD_RETURN_IF_ERROR(assembler_->Add(b));
+  return absl::OkStatus();
+}
+
+absl::Status ExtractJob::FinishProducts() {
+  const v1::ExtractHeader& h = request_.header;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    CountsToProto(backend_summary_.counts, summary_.mutable_counts());
+    for (const auto& [stage, secs] : backend_summary_.stage_seconds) {
+      (*summary_.mutable_stage_seconds())[stage] = secs;
+    }
+  }
+  summary_.set_nbundles(nbundles_);
+  summary_.set_nfibers(nfibers_);
+  if (assembler_.has_value()) {
+    core::Frame frame = assembler_->Finish();
+    assembler_.reset();
     if (!h.server_output_path().empty()) {
       SPEXD_ASSIGN_OR_RETURN(std::string out_path,
                              env_.roots->ResolveForWrite(h.server_output_path()));
+      const core::Psf& psf = *request_.psf;
       core::FrameMetadata meta;
-      meta.image_header = image.image_header;
-      meta.fibermap_fits = image.fibermap_fits;
+      meta.image_header = image_header_;
+      meta.fibermap_fits = fibermap_fits_;
       meta.in_psf = h.in_psf_name().empty() ? psf.source_name() : h.in_psf_name();
-      meta.in_img = in_img;
+      meta.in_img = in_img_;
       meta.orig_psf = psf.in_psf().value_or("");
-      meta.wmin = fh->wavemin();
-      meta.wmax = fh->wavemax();
-      meta.dw = fh->wavestep();
+      meta.wmin = params_.has_wavelength ? params_.wmin : psf.wavemin();
+      meta.wmax = params_.has_wavelength ? params_.wmax : psf.wavemax();
+      meta.dw = params_.has_wavelength ? params_.dw : 0.8;
       SPEXD_ASSIGN_OR_RETURN(std::string fits, core::FrameToFits(frame, meta));
       SPEXD_RETURN_IF_ERROR(core::WriteFileAtomically(out_path, fits));
-      summary->set_server_output_path(out_path);
+      summary_.set_server_output_path(out_path);
     }
     if (h.want_model() && !frame.model.empty()) {
+      const std::size_t max_payload =
+          static_cast<std::size_t>(env_.limits.max_message_bytes) - kMessageOverhead;
       const char* data = reinterpret_cast<const char*>(frame.model.data());
       const std::size_t total = frame.model.size() * sizeof(double);
       for (std::size_t off = 0; off < total; off += max_payload) {
@@ -271,11 +340,33 @@ absl::Status ExtractJob::Execute(core::Backend& backend, v1::ExtractSummary* sum
       }
     }
   }
-  summary->set_total_seconds(Seconds(request_.arrived, Clock::now()));
-  v1::ExtractResponse last_msg;
-  *last_msg.mutable_summary() = *summary;
-  if (!stream_->Send(std::move(last_msg))) return StopStatus();
+  summary_.set_total_seconds(Seconds(request_.arrived, Clock::now()));
+  v1::ExtractResponse last;
+  *last.mutable_summary() = summary_;
+  if (!stream_->Send(std::move(last))) return StopStatus();
   return absl::OkStatus();
+}
+
+void ExtractJob::Complete(const absl::Status& status) {
+  const Clock::time_point end = Clock::now();
+  const bool ran = run_start_ != Clock::time_point();
+  if (env_.metrics != nullptr && ran) env_.metrics->ObserveFrame(Seconds(run_start_, end));
+  Log(status.ok() ? LogLevel::kInfo : LogLevel::kWarning, "extract_done",
+      {{"peer", request_.peer},
+       {"tag", request_.header.client_tag()},
+       {"worker", worker_},
+       {"psf", request_.header.psf_id()},
+       {"code", std::string(absl::StatusCodeToString(status.code()))},
+       {"error", std::string(status.message())},
+       {"bundles", nbundles_},
+       {"upload_s", summary_.upload_seconds()},
+       {"queue_s", summary_.queue_seconds()},
+       {"load_s", summary_.load_seconds()},
+       {"extract_s", summary_.extract_seconds()},
+       {"total_s", Seconds(request_.arrived, end)}});
+  if (geometry_ != nullptr) env_.cache->Rebalance();  // the geometry grew by this job's spots
+  ResponseStream* stream = std::exchange(stream_, nullptr);
+  if (stream != nullptr) stream->Finish(status);
 }
 
 }  // namespace spexd::server

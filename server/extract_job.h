@@ -1,17 +1,33 @@
-// One extraction request as a scheduler job: reads the image (server path or upload),
-// warms the geometry through the PSF cache, runs the worker's backend and streams each
-// finished bundle. gRPC-free: it talks to the call through ResponseStream.
+// One extraction request as a scheduler job, in three stages so that a worker (a GPU)
+// spends its time extracting only:
+//   Prepare (a loader thread): read the image (server path or upload), decode it, warm
+//     the geometry through the PSF cache, build the FrameHeader;
+//   Run (the worker): send the header, run the backend; each finished bundle is handed
+//     to the job's streaming thread, and the worker is free as soon as the backend returns;
+//   streaming thread: finalise each bundle (photons/Angstrom), convert it to BundleData
+//     parts and send them, assemble the optional server-side frame and model, send the
+//     summary and end the call.
+// gRPC-free: it talks to the call through ResponseStream.
 #ifndef SPEXD_SERVER_EXTRACT_JOB_H_
 #define SPEXD_SERVER_EXTRACT_JOB_H_
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "core/backend.h"
+#include "core/frame.h"
+#include "core/geometry.h"
+#include "core/preproc.h"
 #include "core/psf.h"
 #include "server/scheduler.h"
 #include "spexd/v1/spexd.pb.h"
@@ -61,19 +77,31 @@ struct JobRequest {
   std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
 };
 
-class ExtractJob : public Job {
+class ExtractJob : public Job, public std::enable_shared_from_this<ExtractJob> {
  public:
   // `stream` stays valid until Finish is called on it; `cancel` is set by the call when
   // the client cancels or the deadline passes, and is polled by the backend between
-  // bundles.
+  // bundles. Create with std::make_shared (the streaming thread shares ownership).
   ExtractJob(const JobEnvironment& env, JobRequest request, ResponseStream* stream,
              std::shared_ptr<std::atomic<bool>> cancel);
 
+  bool Prepare() override;
   void Run(core::Backend& backend, int worker) override;
   void Abandon(const absl::Status& status) override;
 
  private:
-  absl::Status Execute(core::Backend& backend, v1::ExtractSummary* summary);
+  struct Finished {
+    core::BundleResult bundle;
+    double seconds = 0;  // since the previous bundle (or the start) on the worker
+  };
+
+  absl::Status PrepareImage();
+  absl::Status Extract(core::Backend& backend);
+  void StreamLoop();
+  absl::Status StreamBundle(Finished& item);
+  absl::Status FinishProducts();
+  // Logs, records metrics and ends the call; the last use of the stream.
+  void Complete(const absl::Status& status);
   // Status for a stopped extraction: DEADLINE_EXCEEDED or CANCELLED.
   absl::Status StopStatus() const;
   bool Stopped() const;
@@ -82,7 +110,31 @@ class ExtractJob : public Job {
   JobRequest request_;
   ResponseStream* stream_;
   std::shared_ptr<std::atomic<bool>> cancel_;
-  std::chrono::steady_clock::time_point started_;
+  int worker_ = -1;
+
+  // Prepared state (loader thread, then read by the worker and the streaming thread).
+  core::ExtractionParams params_;
+  std::optional<core::PreprocImage> image_;  // released as soon as the backend returns
+  std::vector<std::string> image_header_;
+  std::string fibermap_fits_;
+  std::string in_img_;
+  std::shared_ptr<const core::Geometry> geometry_;
+  std::vector<int> bundles_;
+  v1::ExtractResponse header_msg_;
+  v1::ExtractSummary summary_;
+  std::chrono::steady_clock::time_point prepare_start_, prepared_, run_start_;
+
+  // Worker -> streaming thread hand-off (bounded: a slow client slows the worker down
+  // only after this many finished bundles wait).
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Finished> finished_;
+  bool extraction_done_ = false;
+  bool stream_broken_ = false;
+  absl::Status extraction_status_;
+  core::ExtractionSummary backend_summary_;
+  int nbundles_ = 0, nfibers_ = 0;
+  std::optional<core::FrameAssembler> assembler_;
 };
 
 }  // namespace spexd::server

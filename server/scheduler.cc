@@ -1,5 +1,6 @@
 #include "server/scheduler.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -24,17 +25,27 @@ Scheduler::Ticket::~Ticket() {
   if (owner_ != nullptr) owner_->ReleaseReservation(realtime_);
 }
 
-Scheduler::Scheduler(int max_queue, ServerMetrics* metrics)
-    : max_queue_(max_queue), metrics_(metrics) {}
+Scheduler::Scheduler(int max_queue, int loaders, ServerMetrics* metrics)
+    : max_queue_(max_queue), metrics_(metrics) {
+  for (int i = 0; i < std::max(1, loaders); ++i) loaders_.emplace_back([this] { LoaderLoop(); });
+}
 
 Scheduler::~Scheduler() { Shutdown(); }
 
+Scheduler::Queued Scheduler::Levels::Pop() {
+  auto& q = realtime.empty() ? reprocessing : realtime;
+  Queued item = std::move(q.front());
+  q.pop_front();
+  return item;
+}
+
 void Scheduler::AddWorker(std::unique_ptr<core::Backend> backend, int gpu_device) {
   auto w = std::make_unique<Worker>();
-  w->index = static_cast<int>(workers_.size());
   w->gpu_device = gpu_device;
   w->backend = std::move(backend);
   Worker* raw = w.get();
+  absl::MutexLock lock(&mu_);
+  raw->index = static_cast<int>(workers_.size());
   if (metrics_ != nullptr) {
     metrics_->SetBackendState(raw->index, raw->backend->name(), raw->backend->healthy(), false);
   }
@@ -42,7 +53,6 @@ void Scheduler::AddWorker(std::unique_ptr<core::Backend> backend, int gpu_device
       {{"worker", raw->index}, {"backend", raw->backend->description()},
        {"gpu_device", gpu_device}});
   raw->thread = std::thread([this, raw] { WorkerLoop(raw); });
-  absl::MutexLock lock(&mu_);
   workers_.push_back(std::move(w));
 }
 
@@ -52,7 +62,7 @@ absl::StatusOr<Scheduler::Ticket> Scheduler::Reserve(bool realtime) {
     return absl::UnavailableError("server is draining: not accepting new extractions");
   }
   if (workers_.empty()) return absl::UnavailableError("server has no workers");
-  const int used = static_cast<int>(realtime_.size() + reprocessing_.size()) + reserved_;
+  const int used = static_cast<int>(pending_.size() + ready_.size()) + preparing_ + reserved_;
   if (used >= max_queue_) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "queue full: ", used, " extraction(s) waiting or uploading (limit ", max_queue_,
@@ -77,8 +87,7 @@ void Scheduler::Submit(Ticket ticket, std::shared_ptr<Job> job) {
     if (stopping_) {
       abandon = true;
     } else {
-      (realtime ? realtime_ : reprocessing_)
-          .push_back(Queued{std::move(job), std::chrono::steady_clock::now()});
+      pending_.Push(Queued{std::move(job), std::chrono::steady_clock::now(), realtime});
       PublishDepthLocked();
     }
   }
@@ -91,55 +100,110 @@ void Scheduler::StopAccepting() {
 }
 
 void Scheduler::Shutdown() {
-  std::deque<Queued> dropped;
+  std::vector<Queued> dropped;
+  std::vector<Worker*> workers;
   {
     absl::MutexLock lock(&mu_);
     accepting_ = false;
     if (stopping_) return;
     stopping_ = true;
-    for (auto* q : {&realtime_, &reprocessing_}) {
-      for (auto& item : *q) dropped.push_back(std::move(item));
-      q->clear();
+    for (Levels* levels : {&pending_, &ready_}) {
+      while (!levels->empty()) dropped.push_back(levels->Pop());
     }
     PublishDepthLocked();
+    for (auto& w : workers_) workers.push_back(w.get());
   }
   for (auto& item : dropped) item.job->Abandon(absl::UnavailableError("server is shutting down"));
-  std::vector<Worker*> workers;
-  {
-    absl::MutexLock lock(&mu_);
-    for (auto& w : workers_) workers.push_back(w.get());
+  for (auto& t : loaders_) {
+    if (t.joinable()) t.join();
   }
   for (Worker* w : workers) {
     if (w->thread.joinable()) w->thread.join();
   }
 }
 
+void Scheduler::LoaderLoop() {
+  for (;;) {
+    Queued item;
+    {
+      absl::MutexLock lock(&mu_);
+      // Prepare ahead only while fewer prepared jobs wait than there are workers: a
+      // decoded r frame is ~270 MB.
+      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        const std::size_t ahead = ready_.size() + static_cast<std::size_t>(preparing_);
+        return stopping_ || (!pending_.empty() && ahead < std::max<std::size_t>(1, workers_.size()));
+      };
+      mu_.Await(absl::Condition(&ready));
+      if (stopping_) return;
+      item = pending_.Pop();
+      ++preparing_;
+      PublishDepthLocked();
+    }
+    if (metrics_ != nullptr) {
+      metrics_->ObserveQueueWait(item.realtime, std::chrono::duration<double>(
+                                                    std::chrono::steady_clock::now() - item.admitted)
+                                                    .count());
+    }
+    const bool prepared = item.job->Prepare();
+    bool abandon = false;
+    {
+      absl::MutexLock lock(&mu_);
+      --preparing_;
+      if (prepared) {
+        if (stopping_) {
+          abandon = true;
+        } else {
+          ready_.Push(std::move(item));
+        }
+      }
+      PublishDepthLocked();
+    }
+    if (abandon) item.job->Abandon(absl::UnavailableError("server is shutting down"));
+  }
+}
+
 void Scheduler::WorkerLoop(Worker* w) {
   for (;;) {
     Queued item;
-    bool realtime = false;
+    bool prepare_here = false;
     {
       absl::MutexLock lock(&mu_);
-      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return stopping_ || !realtime_.empty() || !reprocessing_.empty();
+      // A realtime job still waiting for preparation goes before a prepared reprocessing
+      // one: the worker prepares it itself rather than let prefetching invert priorities.
+      auto realtime_waits = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return !pending_.realtime.empty() && ready_.realtime.empty();
+      };
+      auto ready = [&, this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return stopping_ || !ready_.empty() || realtime_waits();
       };
       mu_.Await(absl::Condition(&ready));
-      if (stopping_ && realtime_.empty() && reprocessing_.empty()) return;
-      realtime = !realtime_.empty();
-      auto& q = realtime ? realtime_ : reprocessing_;
-      item = std::move(q.front());
-      q.pop_front();
+      if (stopping_) return;
+      if (realtime_waits()) {
+        item = pending_.Pop();
+        ++preparing_;
+        prepare_here = true;
+      } else {
+        item = ready_.Pop();
+      }
       PublishDepthLocked();
     }
-    const double waited =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - item.admitted).count();
+    w->busy.store(true);
     if (metrics_ != nullptr) {
-      metrics_->ObserveQueueWait(realtime, waited);
       metrics_->SetBackendState(w->index, w->backend->name(), w->backend->healthy(), true);
     }
-    w->busy.store(true);
-    item.job->Run(*w->backend, w->index);
-    item.job.reset();  // release the job's memory (image, results) before idling
+    bool run = true;
+    if (prepare_here) {
+      if (metrics_ != nullptr) {
+        metrics_->ObserveQueueWait(
+            item.realtime,
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - item.admitted).count());
+      }
+      run = item.job->Prepare();
+      absl::MutexLock lock(&mu_);
+      --preparing_;
+    }
+    if (run) item.job->Run(*w->backend, w->index);
+    item.job.reset();  // the worker's reference; streaming may still hold the job
     w->busy.store(false);
     const bool healthy = w->backend->healthy();
     if (metrics_ != nullptr) metrics_->SetBackendState(w->index, w->backend->name(), healthy, false);
@@ -152,13 +216,14 @@ void Scheduler::WorkerLoop(Worker* w) {
 
 void Scheduler::PublishDepthLocked() {
   if (metrics_ == nullptr) return;
-  metrics_->SetQueueDepth(true, static_cast<double>(realtime_.size()));
-  metrics_->SetQueueDepth(false, static_cast<double>(reprocessing_.size()));
+  metrics_->SetQueueDepth(true, static_cast<double>(pending_.realtime.size() + ready_.realtime.size()));
+  metrics_->SetQueueDepth(false, static_cast<double>(pending_.reprocessing.size() +
+                                                     ready_.reprocessing.size()));
 }
 
 int Scheduler::queue_depth() {
   absl::MutexLock lock(&mu_);
-  return static_cast<int>(realtime_.size() + reprocessing_.size());
+  return static_cast<int>(pending_.size() + ready_.size()) + preparing_;
 }
 
 std::vector<WorkerState> Scheduler::Workers() {

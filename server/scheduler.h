@@ -1,6 +1,9 @@
-// Bounded two-level priority queue in front of the workers. Each worker is a thread that
-// owns one Backend (one per GPU, or one CPU backend) and runs jobs to completion, so
-// that device state is never shared between threads.
+// Bounded two-level priority queue in front of the workers, with a preparation stage:
+// loader threads take admitted jobs in priority order and Prepare them (read and decode
+// the image, warm the geometry) while the workers extract, so that a worker (a GPU)
+// never waits for I/O. Each worker is a thread that owns one Backend (one per GPU, or
+// one CPU backend), so device state is never shared between threads. At most one
+// prepared job per worker waits, which bounds the memory of decoded images.
 #ifndef SPEXD_SERVER_SCHEDULER_H_
 #define SPEXD_SERVER_SCHEDULER_H_
 
@@ -21,10 +24,13 @@ namespace spexd::server {
 
 class ServerMetrics;
 
-// Work handed to a worker. Exactly one of Run or Abandon is called, once.
+// Work handed to a worker. Prepare is called first (on a loader thread); if it returns
+// true, Run follows; Abandon replaces whichever has not happened when the scheduler
+// shuts down. A job that returns false from Prepare has finished itself.
 class Job {
  public:
   virtual ~Job() = default;
+  virtual bool Prepare() { return true; }
   // On the worker's thread; `backend` belongs to that worker for the whole call.
   virtual void Run(core::Backend& backend, int worker) = 0;
   // The job will never run (the scheduler shut down while it waited).
@@ -42,9 +48,10 @@ struct WorkerState {
 
 class Scheduler {
  public:
-  // `max_queue` bounds jobs waiting for a worker plus uploads in progress (which hold
-  // a reservation), so that memory for queued images stays bounded. `metrics` may be null.
-  Scheduler(int max_queue, ServerMetrics* metrics);
+  // `max_queue` bounds jobs waiting (to be prepared, being prepared, prepared) plus
+  // uploads in progress (which hold a reservation), so that memory for queued images
+  // stays bounded. `loaders` preparation threads (at least 1). `metrics` may be null.
+  Scheduler(int max_queue, int loaders, ServerMetrics* metrics);
   ~Scheduler();
   Scheduler(const Scheduler&) = delete;
   Scheduler& operator=(const Scheduler&) = delete;
@@ -90,6 +97,15 @@ class Scheduler {
   struct Queued {
     std::shared_ptr<Job> job;
     std::chrono::steady_clock::time_point admitted;
+    bool realtime = false;
+  };
+  // FIFO per priority level; realtime first.
+  struct Levels {
+    std::deque<Queued> realtime, reprocessing;
+    bool empty() const { return realtime.empty() && reprocessing.empty(); }
+    std::size_t size() const { return realtime.size() + reprocessing.size(); }
+    void Push(Queued q) { (q.realtime ? realtime : reprocessing).push_back(std::move(q)); }
+    Queued Pop();
   };
   struct Worker {
     int index = 0;
@@ -100,15 +116,18 @@ class Scheduler {
   };
 
   void ReleaseReservation(bool realtime);
+  void LoaderLoop();
   void WorkerLoop(Worker* worker);
   void PublishDepthLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const int max_queue_;
   ServerMetrics* const metrics_;
   absl::Mutex mu_;
-  std::deque<Queued> realtime_ ABSL_GUARDED_BY(mu_);
-  std::deque<Queued> reprocessing_ ABSL_GUARDED_BY(mu_);
+  Levels pending_ ABSL_GUARDED_BY(mu_);  // admitted, waiting for a loader
+  Levels ready_ ABSL_GUARDED_BY(mu_);    // prepared, waiting for a worker
+  int preparing_ ABSL_GUARDED_BY(mu_) = 0;
   int reserved_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<std::thread> loaders_;
   bool accepting_ ABSL_GUARDED_BY(mu_) = true;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<std::unique_ptr<Worker>> workers_ ABSL_GUARDED_BY(mu_);

@@ -100,10 +100,11 @@ TEST_F(BadRequestTest, EachBadRequestGetsItsStatusAndTheServerKeepsServing) {
   const std::string link = Inputs().data_dir + "/escape.fits";
   std::remove(link.c_str());
   ASSERT_EQ(symlink(outside.c_str(), link.c_str()), 0);
-  // The real PSF (with NPIX_X/NPIX_Y) refuses a frame that is not its CCD's size.
-  auto real_psf = client_->LoadPsfFromBytes(ReadBytes(BundledPsfPath()), "real.fits");
-  ASSERT_TRUE(real_psf.ok()) << real_psf.status();
-  const std::string real_id = real_psf->id();
+  // A cut-out that holds none of the requested traces (fibre 0 is at x ~ 121).
+  SyntheticFrameOptions narrow;
+  narrow.width = 60;
+  auto off_trace = MakeSyntheticPreproc(*psf, narrow);
+  ASSERT_TRUE(off_trace.ok());
   using C = grpc::StatusCode;
   auto path = [](const std::string& p) {
     return [p](v1::ExtractHeader* h) { h->set_server_path(p); };
@@ -119,8 +120,8 @@ TEST_F(BadRequestTest, EachBadRequestGetsItsStatusAndTheServerKeepsServing) {
       {"missing server file", path(Inputs().data_dir + "/nope.fits"), "", -1, false, false,
        C::NOT_FOUND},
       {"mismatched IMAGE/IVAR shapes", nullptr, *mismatched, -1, false, false, C::INVALID_ARGUMENT},
-      {"image not the PSF's CCD size", [&](v1::ExtractHeader* h) { h->set_psf_id(real_id); }, good,
-       -1, false, false, C::INVALID_ARGUMENT},
+      {"image without the requested traces", nullptr, *off_trace, -1, false, false,
+       C::INVALID_ARGUMENT},
       {"wavelength range off the PSF",
        [](v1::ExtractHeader* h) {
          h->mutable_params()->set_wmin(4000);

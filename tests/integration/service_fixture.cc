@@ -36,8 +36,7 @@ core::ExtractionParams SmallParams() {
 const TestInputs& Inputs() {
   static const TestInputs* inputs = [] {
     auto* in = new TestInputs;
-    // Small cut-out frames need a PSF without NPIX_X/NPIX_Y (see WithoutCcdSize).
-    in->psf_bytes = WithoutCcdSize(ReadBytes(BundledPsfPath()));
+    in->psf_bytes = ReadBytes(BundledPsfPath());
     in->data_dir = MakeTempDir();
     in->psf_path = in->data_dir + "/psf.fits";
     in->psf_copy = in->psf_path;

@@ -24,7 +24,7 @@ core::ExtractionParams SmallParams();
 
 // The synthetic frame (see synthetic_frame.h) and the bundled PSF, made once per process.
 struct TestInputs {
-  std::string psf_path;     // data_dir/psf.fits: the bundled PSF without NPIX_X/NPIX_Y
+  std::string psf_path;     // data_dir/psf.fits: a copy of the bundled PSF
   std::string psf_bytes;
   std::string frame_bytes;  // preproc FITS
   std::string data_dir;     // a data root holding frame.fits and psf.fits

@@ -63,7 +63,7 @@ absl::StatusOr<std::string> MakeSyntheticPreproc(const core::Psf& psf,
     }
   }
   const int height = static_cast<int>(ymax) + 3 * psf.hsizey() + 20;
-  const int width = static_cast<int>(xmax) + 3 * psf.hsizex() + 20;
+  const int width = o.width > 0 ? o.width : static_cast<int>(xmax) + 3 * psf.hsizex() + 20;
   const int ny = 2 * psf.hsizey() + 1, nx = 2 * psf.hsizex() + 1;
   std::vector<double> model(static_cast<std::size_t>(height) * width, 0.0);
   std::vector<double> stamp(static_cast<std::size_t>(ny) * nx);
@@ -111,15 +111,6 @@ absl::StatusOr<std::string> MakeSyntheticPreproc(const core::Psf& psf,
   SPEXD_RETURN_IF_ERROR(f.WriteImage<int16_t>("MASK", {width, height}, mask.data()));
   SPEXD_RETURN_IF_ERROR(WriteFibermap(f));
   return f.TakeMemory();
-}
-
-std::string WithoutCcdSize(std::string psf_bytes) {
-  // Keyword names sit in the first 8 bytes of 80-byte header records.
-  for (std::size_t off = 0; off + 80 <= psf_bytes.size(); off += 80) {
-    if (psf_bytes.compare(off, 8, "NPIX_X  ") == 0) psf_bytes.replace(off, 8, "CCDCOLS ");
-    if (psf_bytes.compare(off, 8, "NPIX_Y  ") == 0) psf_bytes.replace(off, 8, "CCDROWS ");
-  }
-  return psf_bytes;
 }
 
 bool WriteBytes(const std::string& path, const std::string& bytes) {

@@ -1,6 +1,7 @@
 // Small synthetic DESI preproc frames for service tests: the bundled PSF's traces of a
 // few fibres on a short wavelength range, painted with EvaluateSpot, plus deterministic
-// noise, a MASK and a FIBERMAP. A few hundred pixels on a side, so tests stay quick.
+// noise, a MASK and a FIBERMAP. A cut-out of the CCD from pixel (0, 0), a few hundred
+// pixels on a side (core accepts cut-outs), so tests stay quick.
 #ifndef SPEXD_TESTS_INTEGRATION_SYNTHETIC_FRAME_H_
 #define SPEXD_TESTS_INTEGRATION_SYNTHETIC_FRAME_H_
 
@@ -19,17 +20,12 @@ struct SyntheticFrameOptions {
   uint32_t seed = 1;
   bool ivar_shape_mismatch = false;  // IVAR one row short (a "mismatched shapes" input)
   bool empty_image = false;          // IMAGE with NAXIS = 0
+  int width = 0;                     // > 0: crop the image to this many columns
 };
 
 // The bytes of a preproc FITS file (IMAGE primary, IVAR, MASK, FIBERMAP with 500 rows).
 absl::StatusOr<std::string> MakeSyntheticPreproc(const core::Psf& psf,
                                                  const SyntheticFrameOptions& options);
-
-// The PSF file with its CCD-size keywords (NPIX_X, NPIX_Y) renamed, so that core accepts
-// images smaller than the CCD: the traces keep their pixel coordinates, and a cut-out
-// that covers the tested fibres and wavelengths extracts like the full frame would. Same
-// length, valid FITS; a different content id from the original.
-std::string WithoutCcdSize(std::string psf_bytes);
 
 // Writes `bytes` to `path`; false on failure.
 bool WriteBytes(const std::string& path, const std::string& bytes);

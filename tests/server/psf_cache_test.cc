@@ -77,8 +77,8 @@ TEST(PsfCacheTest, GeometriesAreWarmAndCounted) {
   bad.nspec = 0;
   EXPECT_EQ(cache.GetGeometry(info->id, *psf, bad, kH, kW).status().code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(cache.GetGeometry(info->id, *psf, SmallParams(), 600, 540).status().code(),
-            absl::StatusCode::kInvalidArgument);  // not the PSF's CCD
+  EXPECT_EQ(cache.GetGeometry(info->id, *psf, SmallParams(), kH + 1, kW).status().code(),
+            absl::StatusCode::kInvalidArgument);  // larger than the PSF's CCD
   // Spots filled in by a job are counted after Rebalance.
   const int64_t before = cache.bytes();
   (*g1)->BundleSpots(0);

@@ -53,7 +53,7 @@ bool WaitForBusy(Scheduler& s) {
 }
 
 TEST(SchedulerTest, RealtimeBeforeReprocessingFifoWithinALevel) {
-  Scheduler s(8, nullptr);
+  Scheduler s(8, 1, nullptr);
   s.AddWorker(std::make_unique<NullBackend>(), -1);
   std::vector<std::string> log;
   std::mutex mu;
@@ -78,7 +78,7 @@ TEST(SchedulerTest, RealtimeBeforeReprocessingFifoWithinALevel) {
 }
 
 TEST(SchedulerTest, BoundedQueueAndDraining) {
-  Scheduler s(2, nullptr);
+  Scheduler s(2, 1, nullptr);
   EXPECT_EQ(s.Reserve(false).status().code(), absl::StatusCode::kUnavailable);  // no workers
   s.AddWorker(std::make_unique<NullBackend>(), -1);
   std::vector<std::string> log;

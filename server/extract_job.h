@@ -114,7 +114,7 @@ class ExtractJob : public Job, public std::enable_shared_from_this<ExtractJob> {
 
   // Prepared state (loader thread, then read by the worker and the streaming thread).
   core::ExtractionParams params_;
-  std::optional<core::PreprocImage> image_;  // released as soon as the backend returns
+  std::optional<core::PreprocImage> image_;  // released by the streaming thread after Extract
   std::vector<std::string> image_header_;
   std::string fibermap_fits_;
   std::string in_img_;

@@ -32,9 +32,9 @@ ABSL_FLAG(std::string, gpu_devices, "", "comma-separated CUDA devices to use (de
 ABSL_FLAG(int, cpu_threads, 0, "CPU backend threads (0: all cores)");
 ABSL_FLAG(std::string, cuda_module, "", "path of libspexd_cuda.so (default: next to spexd)");
 ABSL_FLAG(int, max_queue, 16, "extractions waiting or uploading before RESOURCE_EXHAUSTED");
-ABSL_FLAG(int, prepare_threads, 2,
-          "threads that read and decode images ahead of the workers (at most one prepared "
-          "job waits per worker)");
+ABSL_FLAG(int, prefetch, 2,
+          "frames read and decoded ahead per worker (decoding an r frame takes about as long "
+          "as a GPU extracts it; each costs ~270 MB)");
 ABSL_FLAG(int64_t, psf_cache_bytes, int64_t{4} << 30,
           "host memory budget of the PSF and geometry cache");
 ABSL_FLAG(int64_t, max_upload_bytes, int64_t{1} << 30,
@@ -106,8 +106,8 @@ int main(int argc, char** argv) {
   o.cpu_threads = absl::GetFlag(FLAGS_cpu_threads);
   o.cuda_module = absl::GetFlag(FLAGS_cuda_module);
   o.max_queue = absl::GetFlag(FLAGS_max_queue);
-  o.prepare_threads = absl::GetFlag(FLAGS_prepare_threads);
-  if (o.prepare_threads < 1) return Fail("--prepare_threads must be at least 1");
+  o.prefetch = absl::GetFlag(FLAGS_prefetch);
+  if (o.prefetch < 1) return Fail("--prefetch must be at least 1");
   o.psf_cache_bytes = absl::GetFlag(FLAGS_psf_cache_bytes);
   o.limits.max_upload_bytes = absl::GetFlag(FLAGS_max_upload_bytes);
   o.limits.max_image_pixels = absl::GetFlag(FLAGS_max_image_pixels);

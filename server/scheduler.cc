@@ -25,10 +25,8 @@ Scheduler::Ticket::~Ticket() {
   if (owner_ != nullptr) owner_->ReleaseReservation(realtime_);
 }
 
-Scheduler::Scheduler(int max_queue, int loaders, ServerMetrics* metrics)
-    : max_queue_(max_queue), metrics_(metrics) {
-  for (int i = 0; i < std::max(1, loaders); ++i) loaders_.emplace_back([this] { LoaderLoop(); });
-}
+Scheduler::Scheduler(int max_queue, int prefetch, ServerMetrics* metrics)
+    : max_queue_(max_queue), prefetch_(std::max(1, prefetch)), metrics_(metrics) {}
 
 Scheduler::~Scheduler() { Shutdown(); }
 
@@ -54,6 +52,7 @@ void Scheduler::AddWorker(std::unique_ptr<core::Backend> backend, int gpu_device
        {"gpu_device", gpu_device}});
   raw->thread = std::thread([this, raw] { WorkerLoop(raw); });
   workers_.push_back(std::move(w));
+  for (int i = 0; i < prefetch_; ++i) loaders_.emplace_back([this] { LoaderLoop(); });
 }
 
 absl::StatusOr<Scheduler::Ticket> Scheduler::Reserve(bool realtime) {
@@ -102,6 +101,7 @@ void Scheduler::StopAccepting() {
 void Scheduler::Shutdown() {
   std::vector<Queued> dropped;
   std::vector<Worker*> workers;
+  std::vector<std::thread> loaders;
   {
     absl::MutexLock lock(&mu_);
     accepting_ = false;
@@ -112,9 +112,10 @@ void Scheduler::Shutdown() {
     }
     PublishDepthLocked();
     for (auto& w : workers_) workers.push_back(w.get());
+    loaders.swap(loaders_);
   }
   for (auto& item : dropped) item.job->Abandon(absl::UnavailableError("server is shutting down"));
-  for (auto& t : loaders_) {
+  for (auto& t : loaders) {
     if (t.joinable()) t.join();
   }
   for (Worker* w : workers) {
@@ -127,11 +128,11 @@ void Scheduler::LoaderLoop() {
     Queued item;
     {
       absl::MutexLock lock(&mu_);
-      // Prepare ahead only while fewer prepared jobs wait than there are workers: a
-      // decoded r frame is ~270 MB.
+      // Prepare ahead only up to `prefetch` jobs per worker (memory of decoded images).
       auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
         const std::size_t ahead = ready_.size() + static_cast<std::size_t>(preparing_);
-        return stopping_ || (!pending_.empty() && ahead < std::max<std::size_t>(1, workers_.size()));
+        return stopping_ ||
+               (!pending_.empty() && ahead < static_cast<std::size_t>(prefetch_) * workers_.size());
       };
       mu_.Await(absl::Condition(&ready));
       if (stopping_) return;

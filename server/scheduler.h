@@ -2,8 +2,10 @@
 // loader threads take admitted jobs in priority order and Prepare them (read and decode
 // the image, warm the geometry) while the workers extract, so that a worker (a GPU)
 // never waits for I/O. Each worker is a thread that owns one Backend (one per GPU, or
-// one CPU backend), so device state is never shared between threads. At most one
-// prepared job per worker waits, which bounds the memory of decoded images.
+// one CPU backend), so device state is never shared between threads. Each worker brings
+// `prefetch` loader threads, and at most `prefetch` jobs per worker are being prepared
+// or wait prepared: decoding a frame can take longer than a GPU extracts one, and the
+// bound keeps the memory of decoded images (~270 MB per r frame) in check.
 #ifndef SPEXD_SERVER_SCHEDULER_H_
 #define SPEXD_SERVER_SCHEDULER_H_
 
@@ -50,13 +52,14 @@ class Scheduler {
  public:
   // `max_queue` bounds jobs waiting (to be prepared, being prepared, prepared) plus
   // uploads in progress (which hold a reservation), so that memory for queued images
-  // stays bounded. `loaders` preparation threads (at least 1). `metrics` may be null.
-  Scheduler(int max_queue, int loaders, ServerMetrics* metrics);
+  // stays bounded. `prefetch` (at least 1): see above. `metrics` may be null.
+  Scheduler(int max_queue, int prefetch, ServerMetrics* metrics);
   ~Scheduler();
   Scheduler(const Scheduler&) = delete;
   Scheduler& operator=(const Scheduler&) = delete;
 
-  // Starts a worker thread that owns `backend`. `gpu_device` is -1 for a CPU backend.
+  // Starts a worker thread that owns `backend`, and its loader threads. `gpu_device` is
+  // -1 for a CPU backend.
   void AddWorker(std::unique_ptr<core::Backend> backend, int gpu_device);
 
   // A queue slot held from admission (e.g. before an upload) until Submit.
@@ -121,13 +124,14 @@ class Scheduler {
   void PublishDepthLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const int max_queue_;
+  const int prefetch_;
   ServerMetrics* const metrics_;
   absl::Mutex mu_;
   Levels pending_ ABSL_GUARDED_BY(mu_);  // admitted, waiting for a loader
   Levels ready_ ABSL_GUARDED_BY(mu_);    // prepared, waiting for a worker
   int preparing_ ABSL_GUARDED_BY(mu_) = 0;
   int reserved_ ABSL_GUARDED_BY(mu_) = 0;
-  std::vector<std::thread> loaders_;
+  std::vector<std::thread> loaders_ ABSL_GUARDED_BY(mu_);
   bool accepting_ ABSL_GUARDED_BY(mu_) = true;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<std::unique_ptr<Worker>> workers_ ABSL_GUARDED_BY(mu_);

@@ -213,7 +213,7 @@ absl::StatusOr<std::unique_ptr<SpexdServer>> SpexdServer::Start(ServerOptions op
   if (!roots.ok()) return roots.status();
   s.roots = std::make_unique<DataRoots>(*std::move(roots));
   s.cache = std::make_unique<PsfCache>(o.psf_cache_bytes, s.metrics.get());
-  s.scheduler = std::make_unique<Scheduler>(o.max_queue, o.prepare_threads, s.metrics.get());
+  s.scheduler = std::make_unique<Scheduler>(o.max_queue, o.prefetch, s.metrics.get());
   s.context.env.cache = s.cache.get();
   s.context.env.metrics = s.metrics.get();
   s.context.env.roots = s.roots.get();

@@ -29,7 +29,7 @@ struct ServerOptions {
   int cpu_threads = 0;                            // CPU backend threads (0: all cores)
   std::string cuda_module;                        // "" = default search (core loader)
   int max_queue = 16;
-  int prepare_threads = 2;  // threads reading and decoding images ahead of the workers
+  int prefetch = 2;  // frames read and decoded ahead per worker (Scheduler)
   int64_t psf_cache_bytes = int64_t{4} << 30;
   ServiceLimits limits;
   // TLS: PEM files; with tls_client_ca the server requires and verifies client

@@ -1,12 +1,17 @@
 // Benchmark: what the service adds to an extraction. A simulated frame on disk (path
-// input) is extracted (a) by the CPU backend alone on the decoded image with a warm
-// geometry, (b) locally as `spexctl extract --local` would, minus the file write (read +
-// decode + extract), and (c) through an in-process spexd over loopback gRPC: server-side
-// read and decode, extraction, every bundle streamed, and the client's frame rebuild
-// (specmask included). Inputs are built before any clock starts; each path is warmed up
-// once; medians and p90 of N repetitions go to stdout as JSON (summary on stderr).
+// input) is extracted (a) by the backend alone (Backend::Extract on the decoded image,
+// warm geometry, a sink that drops the bundles), (a') by core::ExtractFrame (the same plus
+// the host-side finalisation and frame assembly a local run does), (b) locally as
+// `spexctl extract --local` would, minus the file write (read + decode + ExtractFrame),
+// and (c) through an in-process spexd over loopback gRPC: server-side read and
+// decode, extraction, every bundle streamed, and the client's frame rebuild (specmask
+// included) -- one frame at a time (latency), then with K clients each sending frames
+// back to back (throughput: the server decodes the next frame while the worker extracts).
+// Inputs are built before any clock starts; each path is warmed up once; medians and p90
+// of R repetitions go to stdout as JSON (summary on stderr).
 //
-//   spexd_rpc_bench [--fibers N (default 500)] [--repeats R (default 3)] [--threads T]
+//   spexd_rpc_bench [--fibers N (500)] [--repeats R (3)] [--threads T] [--backend cpu|cuda]
+//                   [--inflight K (2)] [--prefetch P (2)] [--psf PSF.fits (the bundled one)]
 #include <unistd.h>
 
 #include <algorithm>
@@ -17,6 +22,7 @@
 #include <fstream>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -39,6 +45,10 @@ struct Args {
   int fibers = 500;
   int repeats = 3;
   int threads = 0;
+  int inflight = 2;
+  int prefetch = 2;
+  std::string backend = "cpu";
+  std::string psf = spexd::testing::BundledPsfPath();
 };
 
 Args Parse(int argc, char** argv) {
@@ -49,6 +59,10 @@ Args Parse(int argc, char** argv) {
     if (k == "--fibers") a.fibers = v;
     if (k == "--repeats") a.repeats = std::max(1, v);
     if (k == "--threads") a.threads = v;
+    if (k == "--inflight") a.inflight = std::max(1, v);
+    if (k == "--prefetch") a.prefetch = std::max(1, v);
+    if (k == "--backend") a.backend = argv[i + 1];
+    if (k == "--psf") a.psf = argv[i + 1];
   }
   return a;
 }
@@ -86,7 +100,7 @@ int Fail(const std::string& what, const absl::Status& s) {
 int main(int argc, char** argv) {
   using namespace spexd;
   const Args args = Parse(argc, argv);
-  const std::string psf_path = testing::BundledPsfPath();
+  const std::string psf_path = args.psf;
   auto psf_value = core::Psf::Load(psf_path);
   if (!psf_value.ok()) return Fail("psf", psf_value.status());
   auto psf = std::make_shared<const core::Psf>(*std::move(psf_value));
@@ -110,10 +124,11 @@ int main(int argc, char** argv) {
 
   // --- (a) backend alone and (b) local read + extract.
   core::BackendOptions bopts;
+  bopts.kind = args.backend;
   bopts.threads = args.threads;
   auto backend = core::CreateBackend(bopts);
   if (!backend.ok()) return Fail("backend", backend.status());
-  std::vector<double> backend_s, local_s, read_s;
+  std::vector<double> backend_s, frame_s, local_s, read_s;
   std::shared_ptr<const core::Geometry> geometry;
   for (int r = -1; r < args.repeats; ++r) {  // r = -1: warm-up (spots evaluated and kept)
     const auto t0 = Clock::now();
@@ -132,9 +147,18 @@ int main(int argc, char** argv) {
     const auto t1 = Clock::now();
     auto frame = core::ExtractFrame(**backend, job);
     if (!frame.ok()) return Fail("extract", frame.status());
+    const double whole = Since(t1);
+    const auto t2 = Clock::now();
+    int received = 0;
+    auto extracted = (*backend)->Extract(job, [&](core::BundleResult&&) {
+      ++received;
+      return absl::OkStatus();
+    });
+    if (!extracted.ok()) return Fail("extract", extracted.status());
     if (r >= 0) {
-      backend_s.push_back(Since(t1));
-      local_s.push_back(Since(t0));
+      backend_s.push_back(Since(t2));
+      frame_s.push_back(whole);
+      local_s.push_back(read + whole);
       read_s.push_back(read);
     }
   }
@@ -144,8 +168,9 @@ int main(int argc, char** argv) {
   so.listen = "127.0.0.1:0";
   so.metrics_listen.clear();
   so.data_roots = {dir};
-  so.backend = "cpu";
+  so.backend = args.backend;
   so.cpu_threads = args.threads;
+  so.prefetch = args.prefetch;
   auto srv = server::SpexdServer::Start(so);
   if (!srv.ok()) return Fail("server", srv.status());
   if (absl::Status st = (*srv)->WaitForWarmUp(absl::Seconds(60)); !st.ok()) return Fail("warm-up", st);
@@ -167,44 +192,88 @@ int main(int argc, char** argv) {
   header.mutable_params()->set_wmax(params.wmax);
   header.mutable_params()->set_dw(params.dw);
   header.mutable_params()->set_nspec(params.nspec);
-  std::vector<double> service_s, server_read_s, server_extract_s;
-  for (int r = -1; r < args.repeats; ++r) {
+  // One extraction through the service, client-side rebuild included.
+  auto remote_frame = [&](client::SpexdClient& c, v1::ExtractSummary* summary) -> absl::Status {
     client::RemoteFrameBuilder builder;
     client::ExtractCallbacks cb;
-    v1::ExtractSummary summary;
     cb.on_header = [&](const v1::FrameHeader& h) { return builder.OnHeader(h); };
     cb.on_bundle = [&](v1::BundleData&& b) { return builder.OnBundle(std::move(b)); };
-    cb.on_summary = [&](const v1::ExtractSummary& s) { summary = s; };
+    cb.on_summary = [&](const v1::ExtractSummary& s) { *summary = s; };
+    absl::Status st = c.Extract(header, nullptr, false, cb);
+    if (!st.ok()) return st;
+    return builder.Finish().status();
+  };
+  std::vector<double> service_s, server_read_s, server_extract_s;
+  for (int r = -1; r < args.repeats; ++r) {
+    v1::ExtractSummary summary;
     const auto t0 = Clock::now();
-    absl::Status st = (*cli)->Extract(header, nullptr, false, cb);
-    if (!st.ok()) return Fail("remote extract", st);
-    auto frame = builder.Finish();
-    if (!frame.ok()) return Fail("rebuild", frame.status());
+    if (absl::Status st = remote_frame(**cli, &summary); !st.ok()) return Fail("remote extract", st);
     if (r >= 0) {
       service_s.push_back(Since(t0));
       server_read_s.push_back(summary.load_seconds());
       server_extract_s.push_back(summary.extract_seconds());
     }
   }
+  // Throughput: K clients, each sending `repeats` frames back to back.
+  std::vector<std::unique_ptr<client::SpexdClient>> clients;
+  for (int k = 0; k < args.inflight; ++k) clients.push_back(*client::SpexdClient::Create(co));
+  std::vector<absl::Status> results(args.inflight);
+  std::vector<std::vector<v1::ExtractSummary>> summaries(args.inflight);
+  const auto tp0 = Clock::now();
+  {
+    std::vector<std::thread> threads;
+    for (int k = 0; k < args.inflight; ++k) {
+      threads.emplace_back([&, k] {
+        for (int r = 0; r < args.repeats && results[k].ok(); ++r) {
+          v1::ExtractSummary summary;
+          results[k] = remote_frame(*clients[k], &summary);
+          summaries[k].push_back(summary);
+        }
+      });
+    }
+    for (auto& t : threads) t.join();
+  }
+  std::vector<double> tp_load, tp_extract, tp_queue;
+  for (const auto& list : summaries) {
+    for (const auto& sm : list) {
+      tp_load.push_back(sm.load_seconds());
+      tp_extract.push_back(sm.extract_seconds());
+      tp_queue.push_back(sm.queue_seconds());
+    }
+  }
+  const double per_frame_inflight = Since(tp0) / (args.inflight * args.repeats);
+  for (const absl::Status& st : results) {
+    if (!st.ok()) return Fail("throughput run", st);
+  }
   (*srv)->Drain(absl::Seconds(5));
 
   const Stats b = Summarise(backend_s), l = Summarise(local_s), s = Summarise(service_s);
+  const Stats fr = Summarise(frame_s);
   const Stats rd = Summarise(read_s), srd = Summarise(server_read_s), sx = Summarise(server_extract_s);
   char host[256] = {0};
   gethostname(host, sizeof(host) - 1);
   std::printf(
       "{\"bench\":\"rpc\",\"fibers\":%d,\"nwave\":%d,\"repeats\":%d,\"cpu\":\"%s\",\"cores\":%ld,"
-      "\"host\":\"%s\",\"backend_s\":{\"median\":%.3f,\"p90\":%.3f},\"local_s\":{\"median\":%.3f,"
+      "\"host\":\"%s\",\"backend_s\":{\"median\":%.3f,\"p90\":%.3f},\"extract_frame_s\":{\"median\":%.3f},"
+      "\"local_s\":{\"median\":%.3f,"
       "\"p90\":%.3f},\"read_s\":{\"median\":%.3f},\"service_s\":{\"median\":%.3f,\"p90\":%.3f},"
       "\"server_load_s\":{\"median\":%.3f},\"server_extract_s\":{\"median\":%.3f},"
-      "\"overhead_vs_backend\":%.4f,\"overhead_vs_local\":%.4f}\n",
+      "\"overhead_vs_backend\":%.4f,\"overhead_vs_local\":%.4f,\"backend\":\"%s\","
+      "\"inflight\":%d,\"service_per_frame_inflight_s\":%.3f,\"throughput_overhead_vs_backend\":%.4f}\n",
       args.fibers, geometry->plan().nwave, args.repeats, CpuModel().c_str(),
-      sysconf(_SC_NPROCESSORS_ONLN), host, b.median, b.p90, l.median, l.p90, rd.median, s.median,
-      s.p90, srd.median, sx.median, s.median / b.median - 1, s.median / l.median - 1);
+      sysconf(_SC_NPROCESSORS_ONLN), host, b.median, b.p90, fr.median, l.median, l.p90, rd.median, s.median,
+      s.p90, srd.median, sx.median, s.median / b.median - 1, s.median / l.median - 1,
+      args.backend.c_str(), args.inflight, per_frame_inflight, per_frame_inflight / b.median - 1);
   std::fprintf(stderr,
-               "rpc_bench: %d fibres: backend %.2f s, local (read %.2f + extract) %.2f s, service "
-               "%.2f s (server load %.2f, extract %.2f) -> +%.1f%% vs backend, %+.1f%% vs local\n",
-               args.fibers, b.median, rd.median, l.median, s.median, srd.median, sx.median,
-               100 * (s.median / b.median - 1), 100 * (s.median / l.median - 1));
+               "rpc_bench: %d fibres, %s: backend %.3f s (ExtractFrame %.3f s), local (read %.3f + "
+               "ExtractFrame) %.3f s, "
+               "service %.3f s (server load %.3f, extract %.3f) -> %+.1f%% vs backend, %+.1f%% vs "
+               "local; %d in flight (prefetch %d): %.3f s per frame -> %+.1f%% vs backend (server "
+               "load %.3f, extract %.3f, queue %.3f s)\n",
+               args.fibers, args.backend.c_str(), b.median, fr.median, rd.median, l.median, s.median,
+               srd.median, sx.median, 100 * (s.median / b.median - 1),
+               100 * (s.median / l.median - 1), args.inflight, args.prefetch, per_frame_inflight,
+               100 * (per_frame_inflight / b.median - 1), Summarise(tp_load).median,
+               Summarise(tp_extract).median, Summarise(tp_queue).median);
   return 0;
 }

@@ -1,9 +1,7 @@
 #include "client/remote_commands.h"
 
 #include <cstdio>
-#include <fstream>
 #include <memory>
-#include <sstream>
 
 #include "absl/strings/str_cat.h"
 #include "client/cli_args.h"
@@ -87,11 +85,9 @@ int RunPsfCommand(const std::vector<std::string>& args) {
     if (parsed.Has("server-path")) {
       info = client->LoadPsfFromServerPath(pos[1]);
     } else {
-      std::ifstream in(pos[1], std::ios::binary);
-      if (!in) return Error("psf load", absl::NotFoundError(absl::StrCat("cannot read ", pos[1])));
-      std::ostringstream ss;
-      ss << in.rdbuf();
-      info = client->LoadPsfFromBytes(ss.str(), pos[1]);
+      auto bytes = ReadWholeFile(pos[1], "PSF");
+      if (!bytes.ok()) return Error("psf load", bytes.status());
+      info = client->LoadPsfFromBytes(*bytes, pos[1]);
     }
     if (!info.ok()) return Error("psf load", info.status());
     PrintPsf(*info);

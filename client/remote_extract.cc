@@ -3,8 +3,6 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
-#include <sstream>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -29,14 +27,6 @@ absl::StatusOr<std::vector<int>> ParseIntList(const std::string& text, const cha
     out.push_back(v);
   }
   return out;
-}
-
-absl::StatusOr<std::string> ReadLocalFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path));
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
 }
 
 }  // namespace
@@ -90,8 +80,8 @@ absl::StatusOr<RemoteResult> ExtractRemote(SpexdClient& client, const ExtractCom
                                            const RemoteExtractOptions& o) {
   std::string psf_bytes, image_bytes;
   if (!o.server_paths) {
-    SPEXD_ASSIGN_OR_RETURN(psf_bytes, ReadLocalFile(cmd.psf));
-    SPEXD_ASSIGN_OR_RETURN(image_bytes, ReadLocalFile(cmd.input));
+    SPEXD_ASSIGN_OR_RETURN(psf_bytes, ReadWholeFile(cmd.psf, "PSF"));
+    SPEXD_ASSIGN_OR_RETURN(image_bytes, ReadWholeFile(cmd.input, "input image"));
   }
   auto load_psf = [&]() {
     return o.server_paths ? client.LoadPsfFromServerPath(cmd.psf)

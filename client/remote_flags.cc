@@ -8,17 +8,13 @@
 #include "core/status_macros.h"
 
 namespace spexd::client {
-namespace {
-
-absl::StatusOr<std::string> ReadFile(const std::string& path, const char* what) {
+absl::StatusOr<std::string> ReadWholeFile(const std::string& path, const char* what) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::InvalidArgumentError(absl::StrCat("cannot read ", what, " ", path));
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", what, " ", path));
   std::ostringstream ss;
   ss << in.rdbuf();
   return ss.str();
 }
-
-}  // namespace
 
 const std::vector<FlagSpec>& ConnectionFlagSpecs() {
   static const std::vector<FlagSpec> specs = {
@@ -81,18 +77,18 @@ absl::StatusOr<ClientOptions> ClientOptionsFromArgs(const ParsedArgs& args) {
   if (o.max_attempts < 1) return absl::InvalidArgumentError("--retries must be >= 1");
   o.tls = args.Has("tls") || args.Has("tls-ca") || args.Has("tls-cert");
   if (auto ca = args.Get("tls-ca")) {
-    SPEXD_ASSIGN_OR_RETURN(o.tls_root_certs, ReadFile(*ca, "--tls-ca"));
+    SPEXD_ASSIGN_OR_RETURN(o.tls_root_certs, ReadWholeFile(*ca, "--tls-ca"));
   }
   if (args.Has("tls-cert") != args.Has("tls-key")) {
     return absl::InvalidArgumentError("--tls-cert and --tls-key go together");
   }
   if (auto cert = args.Get("tls-cert")) {
-    SPEXD_ASSIGN_OR_RETURN(o.tls_client_cert, ReadFile(*cert, "--tls-cert"));
-    SPEXD_ASSIGN_OR_RETURN(o.tls_client_key, ReadFile(*args.Get("tls-key"), "--tls-key"));
+    SPEXD_ASSIGN_OR_RETURN(o.tls_client_cert, ReadWholeFile(*cert, "--tls-cert"));
+    SPEXD_ASSIGN_OR_RETURN(o.tls_client_key, ReadWholeFile(*args.Get("tls-key"), "--tls-key"));
   }
   o.tls_server_name = args.GetOr("tls-server-name", "");
   if (auto token_file = args.Get("token-file")) {
-    SPEXD_ASSIGN_OR_RETURN(std::string token, ReadFile(*token_file, "--token-file"));
+    SPEXD_ASSIGN_OR_RETURN(std::string token, ReadWholeFile(*token_file, "--token-file"));
     o.bearer_token = std::string(absl::StripAsciiWhitespace(token));
   }
   return o;

@@ -4,6 +4,7 @@
 #ifndef SPEXD_CLIENT_REMOTE_FLAGS_H_
 #define SPEXD_CLIENT_REMOTE_FLAGS_H_
 
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -19,6 +20,9 @@ const std::vector<FlagSpec>& RemoteExtractFlagSpecs();
 
 // Reads --server, --tls*, --token-file, --deadline, --retries. TLS files are read here.
 absl::StatusOr<ClientOptions> ClientOptionsFromArgs(const ParsedArgs& args);
+
+// The whole content of a local file; NOT_FOUND naming `what` and the path when unreadable.
+absl::StatusOr<std::string> ReadWholeFile(const std::string& path, const char* what);
 
 // Concatenation helper for ParseArgs.
 std::vector<FlagSpec> JoinFlagSpecs(std::initializer_list<const std::vector<FlagSpec>*> lists);

@@ -161,11 +161,12 @@ absl::Status ExtractJob::PrepareImage() {
   for (const std::string& card : image_header_) fh->add_image_header(card);
   fh->set_fibermap_fits(fibermap_fits_);
   fh->set_orig_psf(psf.in_psf().value_or(""));
-  // The requested grid of the WAVEMIN/WAVEMAX/WAVESTEP cards: the PSF domain and 0.8
-  // when none was given (extraction-spec §2.2), as the local CLI writes them.
-  fh->set_wavemin(params_.has_wavelength ? params_.wmin : psf.wavemin());
-  fh->set_wavemax(params_.has_wavelength ? params_.wmax : psf.wavemax());
-  fh->set_wavestep(params_.has_wavelength ? params_.dw : 0.8);
+  meta_wmin_ = params_.has_wavelength ? params_.wmin : psf.wavemin();
+  meta_wmax_ = params_.has_wavelength ? params_.wmax : psf.wavemax();
+  meta_dw_ = params_.has_wavelength ? params_.dw : 0.8;
+  fh->set_wavemin(meta_wmin_);
+  fh->set_wavemax(meta_wmax_);
+  fh->set_wavestep(meta_dw_);
   fh->set_image_height(image_->height);
   fh->set_image_width(image_->width);
   if (header_msg_.ByteSizeLong() > static_cast<std::size_t>(env_.limits.max_message_bytes)) {
@@ -320,9 +321,9 @@ absl::Status ExtractJob::FinishProducts() {
       meta.in_psf = h.in_psf_name().empty() ? psf.source_name() : h.in_psf_name();
       meta.in_img = in_img_;
       meta.orig_psf = psf.in_psf().value_or("");
-      meta.wmin = params_.has_wavelength ? params_.wmin : psf.wavemin();
-      meta.wmax = params_.has_wavelength ? params_.wmax : psf.wavemax();
-      meta.dw = params_.has_wavelength ? params_.dw : 0.8;
+      meta.wmin = meta_wmin_;
+      meta.wmax = meta_wmax_;
+      meta.dw = meta_dw_;
       SPEXD_ASSIGN_OR_RETURN(std::string fits, core::FrameToFits(frame, meta));
       SPEXD_RETURN_IF_ERROR(core::WriteFileAtomically(out_path, fits));
       summary_.set_server_output_path(out_path);

@@ -118,6 +118,9 @@ class ExtractJob : public Job, public std::enable_shared_from_this<ExtractJob> {
   std::vector<std::string> image_header_;
   std::string fibermap_fits_;
   std::string in_img_;
+  // WAVEMIN/WAVEMAX/WAVESTEP of the output header (the requested grid, or the PSF
+  // domain and 0.8 when none was given: extraction-spec §2.2, as the local CLI writes).
+  double meta_wmin_ = 0, meta_wmax_ = 0, meta_dw_ = 0;
   std::shared_ptr<const core::Geometry> geometry_;
   std::vector<int> bundles_;
   v1::ExtractResponse header_msg_;

@@ -6,6 +6,9 @@
 #
 #   scripts/demo.sh                 # 50 fibres (2 bundles) on the r grid
 #   FIBERS=0,100 scripts/demo.sh    # more fibres; DEMO_DIR=... keeps the files
+#   SPEXD_BIN=DIR scripts/demo.sh   # use prebuilt spexd, spexctl, spexd-sim from DIR (e.g. a
+#                                   # bundle from shared/tools/device-bundle.sh on a GPU host
+#                                   # that cannot build); skips installing and building
 #
 # Extra arguments go to CMake at the first configure (e.g. -DSPEXD_WITH_CUDA=OFF).
 set -euo pipefail
@@ -16,13 +19,18 @@ FIBERS=${FIBERS:-0,50}
 WAVELENGTH=${WAVELENGTH:-5760.0,7620.0,0.8}
 PSF=$ROOT/tests/data/psf-r0-00051060.fits
 
-scripts/install-deps.sh
-scripts/build.sh "$@"
-
-BIN=$ROOT/$BUILD_DIR
-SPEXD=$BIN/server/spexd
-SPEXCTL=$BIN/client/spexctl
-SIM=$BIN/client/spexd-sim
+if [[ -n ${SPEXD_BIN:-} ]]; then
+  SPEXD=$SPEXD_BIN/spexd
+  SPEXCTL=$SPEXD_BIN/spexctl
+  SIM=$SPEXD_BIN/spexd-sim
+else
+  scripts/install-deps.sh
+  scripts/build.sh "$@"
+  BIN=$ROOT/$BUILD_DIR
+  SPEXD=$BIN/server/spexd
+  SPEXCTL=$BIN/client/spexctl
+  SIM=$BIN/client/spexd-sim
+fi
 for exe in "$SPEXD" "$SPEXCTL" "$SIM"; do
   [[ -x $exe ]] || { echo "demo: $exe was not built (SPEXD_WITH_SERVER=OFF?)" >&2; exit 1; }
 done

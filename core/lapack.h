@@ -10,8 +10,9 @@ extern "C" {
 void dpotrf_(const char* uplo, const int* n, double* a, const int* lda, int* info, std::size_t);
 void dpotrs_(const char* uplo, const int* n, const int* nrhs, const double* a, const int* lda,
              double* b, const int* ldb, int* info, std::size_t);
-void dtrtri_(const char* uplo, const char* diag, const int* n, double* a, const int* lda,
-             int* info, std::size_t, std::size_t);
+void dtrsm_(const char* side, const char* uplo, const char* transa, const char* diag,
+            const int* m, const int* n, const double* alpha, const double* a, const int* lda,
+            double* b, const int* ldb, std::size_t, std::size_t, std::size_t, std::size_t);
 void dsyrk_(const char* uplo, const char* trans, const int* n, const int* k, const double* alpha,
             const double* a, const int* lda, const double* beta, double* c, const int* ldc,
             std::size_t, std::size_t);

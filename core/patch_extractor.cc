@@ -50,6 +50,7 @@ PatchWorkspace::PatchWorkspace(const PatchPlan& plan) {
   x.resize(n);
   w.resize(n);
   cblock.resize(nt * nt);
+  panel.resize(n * nt);
   evec.resize(nt * nt);
   q.resize(nt * nt);
   eval.resize(nt);
@@ -161,19 +162,23 @@ bool PatchExtractor::Solve(const PatchDesc& d, const Spots& spots, const double*
   std::copy(ws->b.begin(), ws->b.begin() + n, ws->x.begin());
   dpotrs_("L", &n, &one, m, &n, ws->x.data(), &n, &info, kOne);
   if (info != 0 || !AllFinite(ws->x.data(), n)) return false;
-  // C = M^-1 = L^-T L^-1; only C's diagonal blocks of the core spectra are needed
-  // (spec §2.10), each the Gram matrix of a column panel of L^-1.
   timer.Lap(&ws->steps_.cholesky);
-  dtrtri_("L", "N", &n, m, &n, &info, kOne, kOne);
-  if (info != 0) return false;
-  timer.Lap(&ws->steps_.inverse);
+  // C = M^-1 = L^-T L^-1; only C's diagonal blocks of the core spectra are needed
+  // (spec §2.10). Block s is X^T X with X = rows [s*nt, n) of L^-1's columns
+  // [s*nt, (s+1)*nt): the solution of L[s*nt:, s*nt:] X = [I; 0] (L^-1 is lower
+  // triangular, so the rows above s*nt are zero). A triangular solve per core block is
+  // cheaper than inverting all of L (measured 2.6 vs 3.8 ms at n = 518).
   const bool clip = options_.compat == Compat::kGpu;
   for (int s = d.core_row; s < d.core_row + plan_.nper; ++s) {
     const int k = n - s * nt;
     const double one_d = 1.0, zero_d = 0.0;
-    const double* panel = m + static_cast<std::size_t>(s) * nt * n + static_cast<std::size_t>(s) * nt;
+    double* x = ws->panel.data();
+    std::fill(x, x + static_cast<std::size_t>(k) * nt, 0.0);
+    for (int j = 0; j < nt; ++j) x[j + static_cast<std::size_t>(j) * k] = 1.0;
+    const double* lblock = m + static_cast<std::size_t>(s) * nt * n + static_cast<std::size_t>(s) * nt;
+    dtrsm_("L", "L", "N", "N", &k, &nt, &one_d, lblock, &n, x, &k, kOne, kOne, kOne, kOne);
     double* c = ws->cblock.data();
-    dsyrk_("L", "T", &nt, &k, &one_d, panel, &n, &zero_d, c, &nt, kOne, kOne);
+    dsyrk_("L", "T", &nt, &k, &one_d, x, &k, &zero_d, c, &nt, kOne, kOne);
     timer.Lap(&ws->steps_.inverse);
     // Q_s = C_ss^{-1/2} by symmetric eigen-decomposition (spec §2.10 step 2); the GPU
     // path clips eigenvalues at 1e-14 of the largest (§2.17).

@@ -31,7 +31,7 @@ class PatchWorkspace {
     double projection = 0;  // sparse A
     double normal_eq = 0;   // M, b, fluxweight, regularisation
     double cholesky = 0;    // potrf + potrs
-    double inverse = 0;     // trtri + diagonal blocks of C
+    double inverse = 0;     // diagonal blocks of C from the Cholesky factor
     double decorrelate = 0; // 74x74 eigen-decompositions, R, flux, ivar, Rdiags
     double outputs = 0;     // pixmask, chi2pix, model
   };
@@ -47,6 +47,7 @@ class PatchWorkspace {
   std::vector<double> entry_val;
   std::vector<double> m, w, b, fw, x;     // n x n (column-major) and length-n vectors
   std::vector<double> cblock, evec, eval, q;  // nwavetot x nwavetot blocks
+  std::vector<double> panel;                  // n x nwavetot: columns of L^-1
   std::vector<double> lapack_work;
   std::vector<int> lapack_iwork;
   std::vector<double> flux, ivar, rdiag, pixmask, chi2, model_col;  // patch core outputs

@@ -3,6 +3,7 @@
 #define SPEXD_CORE_BACKEND_H_
 
 #include <atomic>
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
@@ -40,6 +41,16 @@ struct ExtractionSummary {
 // the extraction with that error.
 using BundleSink = std::function<absl::Status(BundleResult&& bundle)>;
 
+// Device memory a backend holds (Backend::Memory). Host memory is the caller's to measure.
+struct BackendMemory {
+  int device = -1;           // device ordinal; -1 when the backend holds no device memory
+  int64_t device_bytes = 0;  // everything it holds: workspace plus warm geometry state
+  // Warm device state (spots, uploaded plan) per geometry, keyed by the Geometry it was
+  // built from. Only geometries still alive are listed (the backend keeps a weak
+  // reference), so a key never names a freed object whose address was reused.
+  std::map<const Geometry*, int64_t> geometry_bytes;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -53,6 +64,15 @@ class Backend {
   virtual bool healthy() const { return true; }
   // Human-readable description (device name, threads, memory).
   virtual std::string description() const { return name(); }
+
+  // Device memory held now. Thread-safe: may be called from any thread, also while
+  // Extract runs on another, and never waits for an extraction. Default: none.
+  virtual BackendMemory Memory() const { return {}; }
+  // Frees the warm device state built for `geometry` (the PSF was unloaded or evicted).
+  // Thread-safe and never waits for an extraction: when one is running, the state is
+  // freed as soon as it ends. A later Extract of the same geometry builds it again (and
+  // frees it again when it ends). Default: nothing to free.
+  virtual void Release(const std::shared_ptr<const Geometry>& geometry) { (void)geometry; }
 };
 
 struct BackendOptions {

@@ -16,7 +16,8 @@ namespace spexd::core {
 //   int spexd_cuda_abi_version(void);            // == kCudaModuleAbiVersion
 //   int spexd_cuda_device_count(std::string* error);
 //   Backend* spexd_cuda_create_backend(const BackendOptions* options, std::string* error);
-inline constexpr int kCudaModuleAbiVersion = 1;
+// 2: Backend::Memory and Backend::Release (the vtable changed).
+inline constexpr int kCudaModuleAbiVersion = 2;
 inline constexpr const char* kCudaModuleName = "libspexd_cuda.so";
 
 // Finds and loads the module: options.cuda_module, $SPEXD_CUDA_MODULE, then

@@ -3,6 +3,12 @@
 // then run the bundles in batches through two workspace sets: batch k+1 computes while
 // batch k's results are copied out (copy stream) and handed to the sink in bundle order.
 // Host synchronisation: once per batch, where its results reach the host.
+//
+// Memory: Memory() and Release() may be called from any thread while a request runs on
+// the worker's thread. They never wait for mu_ (held for a whole request): Memory() reads
+// a snapshot kept under mem_mu_, and Release() queues the geometry and frees its state
+// only when mu_ is free (TryLock); otherwise whoever holds mu_ frees it after unlocking
+// (ReleasePendingIfIdle), so a release is never lost.
 #include "cuda/cuda_backend.h"
 
 #include <algorithm>
@@ -40,7 +46,11 @@ double Now() {
 class CudaBackend final : public core::Backend {
  public:
   CudaBackend(std::unique_ptr<GpuContext> ctx, SolverKind solver, EigenKind eigen, bool stats)
-      : ctx_(std::move(ctx)), solver_(solver), eigen_(eigen), stats_(stats) {}
+      : ctx_(std::move(ctx)),
+        solver_(solver),
+        eigen_(eigen),
+        stats_(stats),
+        workspace_(std::make_unique<Workspace>()) {}
 
   ~CudaBackend() override {
     // Pending work may still use the workspace: drain before the buffers are freed.
@@ -65,7 +75,110 @@ class CudaBackend final : public core::Backend {
   absl::StatusOr<core::ExtractionSummary> Extract(const core::ExtractionJob& job,
                                                   const core::BundleSink& sink) override {
     SPEXD_RETURN_IF_ERROR(core::ValidateJob(job));
+    absl::StatusOr<core::ExtractionSummary> result = ExtractAndRelease(job, sink);
+    // Releases queued while mu_ was held (see the file comment).
+    ReleasePendingIfIdle();
+    return result;
+  }
+
+  core::BackendMemory Memory() const override {
+    core::BackendMemory m;
+    m.device = ctx_->device();
+    absl::MutexLock lock(&mem_mu_);
+    m.device_bytes = static_cast<int64_t>(workspace_bytes_);
+    for (const WarmEntry& e : warm_) {
+      m.device_bytes += static_cast<int64_t>(e.bytes);
+      if (std::shared_ptr<const core::Geometry> g = e.geometry.lock()) {
+        m.geometry_bytes[g.get()] += static_cast<int64_t>(e.bytes);
+      }
+    }
+    return m;
+  }
+
+  void Release(const std::shared_ptr<const core::Geometry>& geometry) override {
+    if (geometry == nullptr) return;
+    {
+      absl::MutexLock lock(&mem_mu_);
+      pending_release_.push_back(geometry);
+      has_pending_.store(true);
+    }
+    ReleasePendingIfIdle();
+  }
+
+ private:
+  // What Memory() reports about one warm GeometryState.
+  struct WarmEntry {
+    std::weak_ptr<const core::Geometry> geometry;
+    std::size_t bytes = 0;
+  };
+
+  static bool SameOwner(const std::weak_ptr<const core::Geometry>& a,
+                        const std::weak_ptr<const core::Geometry>& b) {
+    return !a.owner_before(b) && !b.owner_before(a);
+  }
+
+  absl::StatusOr<core::ExtractionSummary> ExtractAndRelease(const core::ExtractionJob& job,
+                                                            const core::BundleSink& sink) {
     absl::MutexLock lock(&mu_);
+    absl::StatusOr<core::ExtractionSummary> result = ExtractUnderLock(job, sink);
+    // A geometry released before or during this request (its PSF was unloaded while the
+    // job was queued or running) does not stay warm.
+    ReleaseStatesLocked();
+    return result;
+  }
+
+  // Frees queued releases when no request holds mu_; never waits for one.
+  void ReleasePendingIfIdle() {
+    while (has_pending_.load()) {
+      if (!mu_.TryLock()) return;  // the holder calls this again after unlocking
+      ReleaseStatesLocked();
+      mu_.Unlock();
+    }
+  }
+
+  // Drops the states of released geometries and of geometries nobody holds any more, and
+  // the workspace when no state is left (an unloaded server returns its device memory).
+  void ReleaseStatesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    {
+      absl::MutexLock lock(&mem_mu_);
+      for (auto& g : pending_release_) released_.push_back(g);
+      pending_release_.clear();
+      has_pending_.store(false);
+    }
+    released_.erase(std::remove_if(released_.begin(), released_.end(),
+                                   [](const std::weak_ptr<const core::Geometry>& w) { return w.expired(); }),
+                    released_.end());
+    auto drop = [this](const std::unique_ptr<GeometryState>& st) {
+      if (st->geometry().expired()) return true;
+      for (const auto& r : released_) {
+        if (SameOwner(r, st->geometry())) return true;
+      }
+      return false;
+    };
+    const bool drops = std::any_of(states_.begin(), states_.end(), drop);
+    if (!drops && !(states_.empty() && workspace_->device_bytes() > 0)) return;
+    // Frees happen on this thread, which may not be the worker's: select the device.
+    (void)ctx_->Activate();
+    // Work of the last request may still read the state: cudaFree waits for the device.
+    states_.erase(std::remove_if(states_.begin(), states_.end(), drop), states_.end());
+    if (states_.empty()) workspace_ = std::make_unique<Workspace>();
+    PublishMemoryLocked();
+  }
+
+  // Refreshes what Memory() reports; called whenever states_ or the workspace change.
+  void PublishMemoryLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    std::vector<WarmEntry> warm;
+    warm.reserve(states_.size());
+    for (const auto& st : states_) warm.push_back(WarmEntry{st->geometry(), st->device_bytes()});
+    const std::size_t ws = workspace_->device_bytes();
+    absl::MutexLock lock(&mem_mu_);
+    warm_ = std::move(warm);
+    workspace_bytes_ = ws;
+  }
+
+  absl::StatusOr<core::ExtractionSummary> ExtractUnderLock(const core::ExtractionJob& job,
+                                                           const core::BundleSink& sink)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (!healthy_.load()) {
       return absl::UnavailableError("CUDA backend is unhealthy after a sticky device error");
     }
@@ -92,9 +205,9 @@ class CudaBackend final : public core::Backend {
     return summary;
   }
 
- private:
   absl::StatusOr<GeometryState*> WarmState(const std::shared_ptr<const core::Geometry>& geo,
-                                           core::ExtractionSummary* summary) {
+                                           core::ExtractionSummary* summary)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     for (std::size_t i = 0; i < states_.size(); ++i) {
       if (states_[i]->Matches(geo)) {
         std::rotate(states_.begin(), states_.begin() + static_cast<std::ptrdiff_t>(i),
@@ -104,14 +217,19 @@ class CudaBackend final : public core::Backend {
     }
     // Evict first so that the least recently used spots are freed before allocating.
     if (states_.size() >= kMaxWarmGeometries) states_.pop_back();
-    SPEXD_ASSIGN_OR_RETURN(std::unique_ptr<GeometryState> st, GeometryState::Create(geo, *ctx_));
-    summary->stage_seconds["spots"] += st->spot_seconds();
-    states_.insert(states_.begin(), std::move(st));
+    absl::StatusOr<std::unique_ptr<GeometryState>> st = GeometryState::Create(geo, *ctx_);
+    if (!st.ok()) {
+      PublishMemoryLocked();
+      return st.status();
+    }
+    summary->stage_seconds["spots"] += (*st)->spot_seconds();
+    states_.insert(states_.begin(), *std::move(st));
+    PublishMemoryLocked();
     return states_.front().get();
   }
 
   absl::Status ExtractLocked(const core::ExtractionJob& job, const core::BundleSink& sink,
-                             core::ExtractionSummary* summary) {
+                             core::ExtractionSummary* summary) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     SPEXD_RETURN_IF_ERROR(ctx_->Activate());
     const core::PatchPlan& plan = job.geometry->plan();
     std::vector<int> bundles = job.bundles;
@@ -126,14 +244,16 @@ class CudaBackend final : public core::Backend {
     config.solver = solver_;
     config.eigen = eigen_;
     config.stats = stats_;
-    config.workspace = &workspace_;
+    config.workspace = workspace_.get();
     config.state = state;
     config.plan = &plan;
     BatchExtractor extractor(config);
-    SPEXD_RETURN_IF_ERROR(extractor.Prepare(job, static_cast<int>(bundles.size())));
+    const absl::Status prepared = extractor.Prepare(job, static_cast<int>(bundles.size()));
+    PublishMemoryLocked();  // the workspace may have grown
+    SPEXD_RETURN_IF_ERROR(prepared);
 
     UploadStats upload;
-    SPEXD_RETURN_IF_ERROR(UploadImage(*ctx_, workspace_, *job.image, &upload));
+    SPEXD_RETURN_IF_ERROR(UploadImage(*ctx_, *workspace_, *job.image, &upload));
     summary->stage_seconds["upload_host"] += upload.host_seconds;
     return extractor.Run(job, bundles, sink, summary);
   }
@@ -142,10 +262,19 @@ class CudaBackend final : public core::Backend {
   SolverKind solver_;
   EigenKind eigen_;
   bool stats_;
-  absl::Mutex mu_;
-  Workspace workspace_ ABSL_GUARDED_BY(mu_);
+  absl::Mutex mu_;  // held for a whole request
+  std::unique_ptr<Workspace> workspace_ ABSL_GUARDED_BY(mu_);
   std::vector<std::unique_ptr<GeometryState>> states_ ABSL_GUARDED_BY(mu_);  // MRU first
+  // Released geometries still alive: a queued job may warm one again; it is dropped again
+  // when that request ends.
+  std::vector<std::weak_ptr<const core::Geometry>> released_ ABSL_GUARDED_BY(mu_);
   std::atomic<bool> healthy_{true};
+
+  mutable absl::Mutex mem_mu_;  // never held while waiting for mu_
+  std::vector<WarmEntry> warm_ ABSL_GUARDED_BY(mem_mu_);
+  std::size_t workspace_bytes_ ABSL_GUARDED_BY(mem_mu_) = 0;
+  std::vector<std::weak_ptr<const core::Geometry>> pending_release_ ABSL_GUARDED_BY(mem_mu_);
+  std::atomic<bool> has_pending_{false};
 };
 
 }  // namespace

@@ -27,6 +27,8 @@ class GeometryState {
   // True while `geometry` is the very object this state was built from (the state holds
   // only a weak reference: the caller's Geometry owns the host plan).
   bool Matches(const std::shared_ptr<const core::Geometry>& geometry) const;
+  // The geometry this state was built from (expired once nobody holds it).
+  const std::weak_ptr<const core::Geometry>& geometry() const { return geometry_; }
 
   const PlanDims& dims() const { return dims_; }
   const DevicePatch* patches() const { return patches_.get(); }
@@ -34,6 +36,7 @@ class GeometryState {
   const int32_t* yc() const { return yc_.get(); }
   const double* spots() const { return spots_.get(); }
   double spot_seconds() const { return spot_seconds_; }
+  // Device bytes held: the plan, the stamp corners and the spots.
   std::size_t device_bytes() const;
 
   // Model canvas of bundle b (PatchPlan::bundle_canvas; list range unset).

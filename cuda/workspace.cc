@@ -148,11 +148,16 @@ absl::Status Workspace::ReserveEigenScratch(std::size_t device_bytes, std::size_
 }
 
 std::size_t Workspace::device_bytes() const {
+  // Every device buffer (Backend::Memory reports this; BatchExtractor::Prepare counts it
+  // as available when it sizes a batch).
   std::size_t b = image_.bytes() + ivar_.bytes() + stage_.bytes() + eig_dev_.bytes();
   for (const WorkspaceSet& s : sets_) {
     b += s.m.bytes() + s.x.bytes() + s.fw.bytes() + s.t.bytes() + s.c.bytes() + s.evals.bytes() +
-         s.fmodel.bytes() + s.pix_num.bytes() + s.pix_w.bytes() + s.model.bytes() +
-         s.out_flux.bytes() * 4 + s.out_rdiag.bytes() + s.canvas.bytes() + s.ptrs.bytes();
+         s.fmodel.bytes() + s.pix_num.bytes() + s.pix_w.bytes() + s.model.bytes();
+    b += s.status.bytes() + s.mflags.bytes() + s.info.bytes() + s.eig_info.bytes() +
+         s.ptrs.bytes() + s.entries.bytes();
+    b += s.out_flux.bytes() + s.out_ivar.bytes() + s.out_rdiag.bytes() + s.out_pixmask.bytes() +
+         s.out_chi2.bytes() + s.canvas.bytes() + s.canvas_desc.bytes() + s.canvas_list.bytes();
   }
   return b;
 }

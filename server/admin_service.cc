@@ -1,6 +1,7 @@
 #include "server/admin_service.h"
 
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "core/status_macros.h"
@@ -16,15 +17,27 @@
 namespace spexd::server {
 namespace {
 
-void SummaryToProto(const PsfSummary& s, v1::PsfInfo* out) {
+// Device memory of a PSF: its geometries' warm state, summed over every worker's backend.
+int64_t GpuBytes(const PsfSummary& s, const std::vector<core::BackendMemory>& memory) {
+  int64_t total = 0;
+  for (const core::BackendMemory& m : memory) {
+    for (const auto& g : s.geometry_refs) {
+      auto it = m.geometry_bytes.find(g.get());
+      if (it != m.geometry_bytes.end()) total += it->second;
+    }
+  }
+  return total;
+}
+
+void SummaryToProto(const PsfSummary& s, const std::vector<core::BackendMemory>& memory,
+                    v1::PsfInfo* out) {
   out->set_id(s.id);
   out->set_source(s.source);
   out->set_nspec(s.nspec);
   out->set_wavemin(s.wavemin);
   out->set_wavemax(s.wavemax);
   out->set_host_bytes(s.host_bytes);
-  // The Backend interface does not report per-PSF device memory yet.
-  out->set_gpu_bytes(0);
+  out->set_gpu_bytes(GpuBytes(s, memory));
   out->set_geometries(s.geometries);
   out->set_already_loaded(s.already_loaded);
   out->set_in_psf(s.in_psf);
@@ -91,7 +104,7 @@ grpc::Status AdminService::LoadPsf(grpc::ServerContext* call,
     if (status.ok()) {
       auto loaded = context_->env.cache->Load(bytes, source);
       if (loaded.ok()) {
-        SummaryToProto(*loaded, response);
+        SummaryToProto(*loaded, context_->scheduler->BackendMemory(), response);
         Log(LogLevel::kInfo, "psf_loaded",
             {{"id", loaded->id}, {"source", source}, {"bytes", loaded->host_bytes},
              {"already_loaded", loaded->already_loaded}});
@@ -106,7 +119,11 @@ grpc::Status AdminService::ListPsfs(grpc::ServerContext* call, const v1::ListPsf
                                     v1::ListPsfsResponse* response) {
   absl::Status status = CheckBearerToken(*call, context_->auth_token);
   if (status.ok()) {
-    for (const PsfSummary& s : context_->env.cache->List()) SummaryToProto(s, response->add_psfs());
+    // The summaries hold their geometries, so the addresses the backends report them
+    // under stay unique while the two are matched.
+    const std::vector<PsfSummary> psfs = context_->env.cache->List();
+    const std::vector<core::BackendMemory> memory = context_->scheduler->BackendMemory();
+    for (const PsfSummary& s : psfs) SummaryToProto(s, memory, response->add_psfs());
     response->set_cache_bytes(context_->env.cache->bytes());
     response->set_cache_budget_bytes(context_->env.cache->budget());
   }

@@ -130,6 +130,11 @@ ServerMetrics::ServerMetrics() : registry_(std::make_shared<prometheus::Registry
                       .Help("Resident host memory of the server process")
                       .Register(r)
                       .Add({});
+  gpu_memory_ = &BuildGauge()
+                     .Name("spexd_gpu_memory_bytes")
+                     .Help("Device memory held by the backends on each GPU: workspaces and "
+                           "warm geometries (spots, plans)")
+                     .Register(r);
   backend_healthy_ = &BuildGauge()
                           .Name("spexd_backend_healthy")
                           .Help("1 while the worker's backend is healthy, 0 after a sticky error")
@@ -224,6 +229,10 @@ void ServerMetrics::SetCacheState(double bytes, double budget, double psfs, doub
   cache_budget_->Set(budget);
   cache_entries_->Add({{"kind", "psf"}}).Set(psfs);
   cache_entries_->Add({{"kind", "geometry"}}).Set(geometries);
+}
+
+void ServerMetrics::SetGpuMemory(int device, double bytes) {
+  gpu_memory_->Add({{"device", absl::StrCat(device)}}).Set(bytes);
 }
 
 void ServerMetrics::SetBackendState(int worker, const std::string& backend, bool healthy,

@@ -49,6 +49,8 @@ class ServerMetrics {
   void CountCache(const char* kind, const char* what);  // what: hit | miss | eviction
   void SetCacheState(double bytes, double budget, double psfs, double geometries);
   void SetHostMemory(double bytes) { host_memory_->Set(bytes); }
+  // Device memory in use on GPU `device` (the sum over the workers on it).
+  void SetGpuMemory(int device, double bytes);
   void SetBackendState(int worker, const std::string& backend, bool healthy, bool busy);
   void SetServing(bool serving) { serving_->Set(serving ? 1 : 0); }
 
@@ -76,6 +78,7 @@ class ServerMetrics {
   prometheus::Gauge* cache_budget_;
   prometheus::Family<prometheus::Gauge>* cache_entries_;
   prometheus::Gauge* host_memory_;
+  prometheus::Family<prometheus::Gauge>* gpu_memory_;
   prometheus::Family<prometheus::Gauge>* backend_healthy_;
   prometheus::Family<prometheus::Gauge>* worker_busy_;
   prometheus::Gauge* serving_;

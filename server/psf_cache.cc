@@ -32,8 +32,8 @@ double FullSpotsBytes(const core::ExtractionParams& p, const core::Psf& psf) {
 
 }  // namespace
 
-PsfCache::PsfCache(int64_t budget_bytes, ServerMetrics* metrics)
-    : budget_(budget_bytes), metrics_(metrics) {
+PsfCache::PsfCache(int64_t budget_bytes, ServerMetrics* metrics, GeometryReleaser releaser)
+    : budget_(budget_bytes), metrics_(metrics), releaser_(std::move(releaser)) {
   absl::MutexLock lock(&mu_);
   PublishLocked();
 }
@@ -62,18 +62,23 @@ absl::StatusOr<PsfSummary> PsfCache::Load(const std::string& bytes, const std::s
                                                      " bytes, more than the cache budget of ",
                                                      budget_, " bytes (--psf_cache_bytes)"));
   }
-  absl::MutexLock lock(&mu_);
-  auto [it, inserted] = psfs_.try_emplace(id);
-  if (inserted) {  // else a concurrent Load of the same bytes won: keep the first
-    it->second.psf = std::move(psf);
-    it->second.source = source;
-    it->second.bytes = psf_bytes;
-    bytes_ += psf_bytes;
+  PsfSummary summary;
+  {
+    absl::MutexLock lock(&mu_);
+    auto [it, inserted] = psfs_.try_emplace(id);
+    if (inserted) {  // else a concurrent Load of the same bytes won: keep the first
+      it->second.psf = std::move(psf);
+      it->second.source = source;
+      it->second.bytes = psf_bytes;
+      bytes_ += psf_bytes;
+    }
+    TouchLocked(id, "");
+    EvictLocked();
+    PublishLocked();
+    summary = SummaryLocked(id, psfs_.at(id));
   }
-  TouchLocked(id, "");
-  EvictLocked();
-  PublishLocked();
-  return SummaryLocked(id, psfs_.at(id));
+  ReleaseDropped();
+  return summary;
 }
 
 absl::StatusOr<std::shared_ptr<const core::Psf>> PsfCache::Get(const std::string& id) {
@@ -115,29 +120,42 @@ absl::StatusOr<std::shared_ptr<const core::Geometry>> PsfCache::GetGeometry(
   auto created = core::Geometry::Create(psf, params, image_height, image_width, keep_spots);
   if (!created.ok()) return created.status();
   std::shared_ptr<const core::Geometry> geometry = *std::move(created);
-  absl::MutexLock lock(&mu_);
-  auto it = psfs_.find(psf_id);
-  if (it == psfs_.end()) return geometry;  // unloaded meanwhile: serve this job uncached
-  auto [g, inserted] = it->second.geometries.try_emplace(key);
-  if (inserted) {
-    g->second.geometry = geometry;
-    g->second.bytes = static_cast<int64_t>(geometry->MemoryBytes());
-    bytes_ += g->second.bytes;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = psfs_.find(psf_id);
+    if (it == psfs_.end()) {
+      // Unloaded meanwhile: serve this job uncached; backends free their state for it
+      // when the job ends (Backend::Release).
+      dropped_.push_back(geometry);
+    } else {
+      auto [g, inserted] = it->second.geometries.try_emplace(key);
+      if (inserted) {
+        g->second.geometry = geometry;
+        g->second.bytes = static_cast<int64_t>(geometry->MemoryBytes());
+        bytes_ += g->second.bytes;
+      }
+      geometry = g->second.geometry;
+      TouchLocked(psf_id, "");
+      TouchLocked(psf_id, key);
+      EvictLocked();
+      PublishLocked();
+    }
   }
-  TouchLocked(psf_id, "");
-  TouchLocked(psf_id, key);
-  EvictLocked();
-  PublishLocked();
-  return g->second.geometry;
+  ReleaseDropped();
+  return geometry;
 }
 
 absl::StatusOr<int64_t> PsfCache::Unload(const std::string& id) {
-  absl::MutexLock lock(&mu_);
-  auto it = psfs_.find(id);
-  if (it == psfs_.end()) return absl::NotFoundError(absl::StrCat("PSF '", id, "' is not loaded"));
-  const int64_t freed = EntryBytesLocked(it->second);
-  EraseItemLocked(id, "");
-  PublishLocked();
+  int64_t freed = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = psfs_.find(id);
+    if (it == psfs_.end()) return absl::NotFoundError(absl::StrCat("PSF '", id, "' is not loaded"));
+    freed = EntryBytesLocked(it->second);
+    EraseItemLocked(id, "");
+    PublishLocked();
+  }
+  ReleaseDropped();
   return freed;
 }
 
@@ -152,18 +170,31 @@ std::vector<PsfSummary> PsfCache::List() {
 }
 
 void PsfCache::Rebalance() {
-  absl::MutexLock lock(&mu_);
-  int64_t total = 0;
-  for (auto& [id, e] : psfs_) {
-    total += e.bytes;
-    for (auto& [key, g] : e.geometries) {
-      g.bytes = static_cast<int64_t>(g.geometry->MemoryBytes());
-      total += g.bytes;
+  {
+    absl::MutexLock lock(&mu_);
+    int64_t total = 0;
+    for (auto& [id, e] : psfs_) {
+      total += e.bytes;
+      for (auto& [key, g] : e.geometries) {
+        g.bytes = static_cast<int64_t>(g.geometry->MemoryBytes());
+        total += g.bytes;
+      }
     }
+    bytes_ = total;
+    EvictLocked();
+    PublishLocked();
   }
-  bytes_ = total;
-  EvictLocked();
-  PublishLocked();
+  ReleaseDropped();
+}
+
+void PsfCache::ReleaseDropped() {
+  std::vector<std::shared_ptr<const core::Geometry>> dropped;
+  {
+    absl::MutexLock lock(&mu_);
+    dropped.swap(dropped_);
+  }
+  if (releaser_ == nullptr) return;
+  for (const auto& g : dropped) releaser_(g);
 }
 
 int64_t PsfCache::bytes() {
@@ -193,12 +224,14 @@ void PsfCache::EraseItemLocked(const std::string& psf_id, const std::string& geo
     auto g = it->second.geometries.find(geo_key);
     if (g == it->second.geometries.end()) return;
     bytes_ -= g->second.bytes;
+    dropped_.push_back(std::move(g->second.geometry));
     it->second.geometries.erase(g);
     drop(geo_key);
     return;
   }
   for (auto& [key, g] : it->second.geometries) {
     bytes_ -= g.bytes;
+    dropped_.push_back(std::move(g.geometry));
     drop(key);
   }
   bytes_ -= it->second.bytes;
@@ -255,6 +288,7 @@ PsfSummary PsfCache::SummaryLocked(const std::string& id, const PsfEntry& e) con
   s.in_psf = e.psf->in_psf().value_or("");
   s.host_bytes = EntryBytesLocked(e);
   s.geometries = static_cast<int>(e.geometries.size());
+  for (const auto& [key, g] : e.geometries) s.geometry_refs.push_back(g.geometry);
   return s;
 }
 

@@ -1,10 +1,12 @@
 // LRU cache of PSFs and their warm geometries (patch plans and cached spots) under a
 // host-memory budget (--psf_cache_bytes). Entries in use by running jobs are shared:
-// eviction or unloading only drops the cache's reference.
+// eviction or unloading only drops the cache's reference. Every geometry the cache drops
+// is handed to the releaser (the server's: each backend frees its device state for it).
 #ifndef SPEXD_SERVER_PSF_CACHE_H_
 #define SPEXD_SERVER_PSF_CACHE_H_
 
 #include <cstdint>
+#include <functional>
 #include <list>
 #include <map>
 #include <memory>
@@ -29,13 +31,20 @@ struct PsfSummary {
   std::string in_psf;
   int64_t host_bytes = 0;  // PSF plus its geometries
   int geometries = 0;
+  // The cached geometries themselves (to look up the device memory backends hold for
+  // them, Backend::Memory); held only as long as the summary.
+  std::vector<std::shared_ptr<const core::Geometry>> geometry_refs;
   bool already_loaded = false;
 };
 
 class PsfCache {
  public:
-  // `metrics` may be null.
-  PsfCache(int64_t budget_bytes, ServerMetrics* metrics);
+  // Called, outside the cache's lock, for each geometry the cache drops (eviction,
+  // unloading); the geometry is alive during the call.
+  using GeometryReleaser = std::function<void(const std::shared_ptr<const core::Geometry>&)>;
+
+  // `metrics` may be null; so may `releaser`.
+  PsfCache(int64_t budget_bytes, ServerMetrics* metrics, GeometryReleaser releaser = nullptr);
 
   // Parses a PSF file's bytes and caches it under id = SHA-256(bytes). Idempotent: a
   // PSF already cached is returned with already_loaded set and no parsing. Parsing
@@ -94,10 +103,14 @@ class PsfCache {
   void PublishLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   PsfSummary SummaryLocked(const std::string& id, const PsfEntry& e) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Hands the geometries dropped so far to the releaser; call without holding mu_.
+  void ReleaseDropped() ABSL_LOCKS_EXCLUDED(mu_);
 
   const int64_t budget_;
   ServerMetrics* const metrics_;
+  const GeometryReleaser releaser_;
   absl::Mutex mu_;
+  std::vector<std::shared_ptr<const core::Geometry>> dropped_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, PsfEntry> psfs_ ABSL_GUARDED_BY(mu_);
   ItemList lru_ ABSL_GUARDED_BY(mu_);  // most recent first
   std::map<std::string, ItemList::iterator> where_ ABSL_GUARDED_BY(mu_);  // item key -> lru_

@@ -251,6 +251,25 @@ bool Scheduler::AllHealthy() {
   return true;
 }
 
+std::vector<core::BackendMemory> Scheduler::BackendMemory() {
+  absl::MutexLock lock(&mu_);
+  std::vector<core::BackendMemory> out;
+  out.reserve(workers_.size());
+  for (const auto& w : workers_) out.push_back(w->backend->Memory());
+  return out;
+}
+
+void Scheduler::ReleaseGeometry(const std::shared_ptr<const core::Geometry>& geometry) {
+  // Workers are never removed before the scheduler is destroyed: the pointers stay valid
+  // outside the lock, where a backend may spend a few milliseconds freeing memory.
+  std::vector<core::Backend*> backends;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& w : workers_) backends.push_back(w->backend.get());
+  }
+  for (core::Backend* b : backends) b->Release(geometry);
+}
+
 int Scheduler::num_workers() {
   absl::MutexLock lock(&mu_);
   return static_cast<int>(workers_.size());

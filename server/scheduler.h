@@ -94,6 +94,13 @@ class Scheduler {
   std::vector<WorkerState> Workers();
   // False when any worker's backend reports a sticky error (Backend::healthy()).
   bool AllHealthy();
+  // Device memory of each worker's backend (Backend::Memory), in worker order. Never
+  // waits for a running extraction.
+  std::vector<core::BackendMemory> BackendMemory();
+  // Asks every worker's backend to free its warm device state for `geometry` (the PSF
+  // cache dropped it). Never waits for a running extraction: a backend that is busy
+  // frees it when its request ends (Backend::Release).
+  void ReleaseGeometry(const std::shared_ptr<const core::Geometry>& geometry);
   int num_workers();
 
  private:

@@ -1,6 +1,7 @@
 #include "server/spexd_server.h"
 
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <thread>
 #include <utility>
@@ -182,6 +183,15 @@ class SpexdServer::Impl {
     warmup_done.Notify();
   }
 
+  // spexd_gpu_memory_bytes per device, summed over its workers' backends.
+  void PublishGpuMemory() {
+    std::map<int, double> per_device;
+    for (const core::BackendMemory& m : scheduler->BackendMemory()) {
+      if (m.device >= 0) per_device[m.device] += static_cast<double>(m.device_bytes);
+    }
+    for (const auto& [device, bytes] : per_device) metrics->SetGpuMemory(device, bytes);
+  }
+
   // Health follows the backends: a sticky device error makes the server NOT_SERVING
   // for good, so that an orchestrator replaces it.
   void Monitor() {
@@ -190,6 +200,7 @@ class SpexdServer::Impl {
       auto stop = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return stop_monitor; };
       if (mu.AwaitWithTimeout(absl::Condition(&stop), absl::Seconds(1))) return;
       metrics->SetHostMemory(HostMemoryBytes());
+      PublishGpuMemory();
       if (context.serving.load() && !scheduler->AllHealthy()) {
         Log(LogLevel::kError, "not_serving", {{"reason", "backend unhealthy"}});
         SetServing(false);
@@ -212,8 +223,12 @@ absl::StatusOr<std::unique_ptr<SpexdServer>> SpexdServer::Start(ServerOptions op
   auto roots = DataRoots::Create(o.data_roots);
   if (!roots.ok()) return roots.status();
   s.roots = std::make_unique<DataRoots>(*std::move(roots));
-  s.cache = std::make_unique<PsfCache>(o.psf_cache_bytes, s.metrics.get());
   s.scheduler = std::make_unique<Scheduler>(o.max_queue, o.prefetch, s.metrics.get());
+  // A geometry the cache drops (eviction, UnloadPsf) also leaves every worker's device.
+  Scheduler* scheduler = s.scheduler.get();
+  s.cache = std::make_unique<PsfCache>(
+      o.psf_cache_bytes, s.metrics.get(),
+      [scheduler](const std::shared_ptr<const core::Geometry>& g) { scheduler->ReleaseGeometry(g); });
   s.context.env.cache = s.cache.get();
   s.context.env.metrics = s.metrics.get();
   s.context.env.roots = s.roots.get();

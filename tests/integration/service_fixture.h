@@ -48,6 +48,10 @@ class SlowBackend : public core::Backend {
   absl::StatusOr<core::ExtractionSummary> Extract(const core::ExtractionJob& job,
                                                   const core::BundleSink& sink) override;
   bool healthy() const override { return healthy_->load(); }
+  core::BackendMemory Memory() const override { return inner_->Memory(); }
+  void Release(const std::shared_ptr<const core::Geometry>& geometry) override {
+    inner_->Release(geometry);
+  }
 
   std::shared_ptr<std::atomic<int>> bundles_done() const { return bundles_done_; }
   std::shared_ptr<std::atomic<bool>> healthy_flag() const { return healthy_; }

@@ -1,7 +1,9 @@
 #include "server/psf_cache.h"
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
+#include <vector>
 
 #include "gtest/gtest.h"
 #include "server/content_id.h"
@@ -121,6 +123,59 @@ TEST(PsfCacheTest, EvictsLeastRecentlyUsedUnderTheBudgetAndUnloadFrees) {
   // A PSF larger than the whole budget is refused.
   PsfCache tiny(one / 2, nullptr);
   EXPECT_EQ(tiny.Load(bytes, "big").status().code(), absl::StatusCode::kResourceExhausted);
+}
+
+// Every geometry the cache drops goes to the releaser (the server frees the backends'
+// device state for it), alive during the call: on UnloadPsf and on eviction.
+TEST(PsfCacheTest, DroppedGeometriesGoToTheReleaser) {
+  const std::string bytes = PsfBytes();
+  auto probe = core::Psf::LoadFromMemory(bytes.data(), bytes.size(), "probe");
+  ASSERT_TRUE(probe.ok());
+  const int64_t one = static_cast<int64_t>(probe->MemoryBytes());
+  std::vector<const core::Geometry*> released;
+  auto releaser = [&](const std::shared_ptr<const core::Geometry>& g) {
+    ASSERT_NE(g, nullptr);
+    EXPECT_GT(g->plan().nbundles, 0);  // alive during the call
+    released.push_back(g.get());
+  };
+  constexpr int kH = 4128, kW = 4114;
+  core::ExtractionParams other = SmallParams();
+  other.nwavestep = 30;
+
+  // Unload: both geometries of the PSF.
+  PsfCache cache(int64_t{1} << 30, nullptr, releaser);
+  auto info = cache.Load(bytes, "psf");
+  ASSERT_TRUE(info.ok());
+  auto psf = cache.Get(info->id);
+  ASSERT_TRUE(psf.ok());
+  auto g1 = cache.GetGeometry(info->id, *psf, SmallParams(), kH, kW);
+  auto g2 = cache.GetGeometry(info->id, *psf, other, kH, kW);
+  ASSERT_TRUE(g1.ok() && g2.ok());
+  EXPECT_TRUE(released.empty());
+  const std::vector<PsfSummary> listed = cache.List();
+  ASSERT_EQ(listed.size(), 1u);
+  EXPECT_EQ(listed[0].geometry_refs.size(), 2u);
+  ASSERT_TRUE(cache.Unload(info->id).ok());
+  std::sort(released.begin(), released.end());
+  std::vector<const core::Geometry*> expected = {g1->get(), g2->get()};
+  std::sort(expected.begin(), expected.end());
+  EXPECT_EQ(released, expected);
+
+  // Eviction: the least recently used PSF goes with its geometry.
+  released.clear();
+  PsfCache small(one * 5 / 2, nullptr, releaser);
+  auto v0 = small.Load(bytes, "v0");
+  ASSERT_TRUE(v0.ok());
+  auto psf0 = small.Get(v0->id);
+  ASSERT_TRUE(psf0.ok());
+  auto g0 = small.GetGeometry(v0->id, *psf0, SmallParams(), kH, kW);
+  ASSERT_TRUE(g0.ok());
+  for (int k = 1; k < 3 && released.empty(); ++k) {
+    ASSERT_TRUE(small.Load(bytes + std::string(2880 * k, ' '), "v" + std::to_string(k)).ok());
+  }
+  EXPECT_EQ(small.Get(v0->id).status().code(), absl::StatusCode::kNotFound);
+  ASSERT_EQ(released.size(), 1u);
+  EXPECT_EQ(released[0], g0->get());
 }
 
 }  // namespace

@@ -7,7 +7,10 @@
 #include <vector>
 
 #include "absl/synchronization/notification.h"
+#include "core/geometry.h"
+#include "core/psf.h"
 #include "gtest/gtest.h"
+#include "tests/test_support.h"
 
 namespace spexd::server {
 namespace {
@@ -19,6 +22,33 @@ class NullBackend : public core::Backend {
                                                   const core::BundleSink&) override {
     return core::ExtractionSummary{};
   }
+};
+
+// Reports a fixed amount of device memory and records the geometries it is asked to free.
+class MemoryBackend : public core::Backend {
+ public:
+  MemoryBackend(int device, std::vector<const core::Geometry*>* released, std::mutex* mu)
+      : device_(device), released_(released), mu_(mu) {}
+  std::string name() const override { return "memory"; }
+  absl::StatusOr<core::ExtractionSummary> Extract(const core::ExtractionJob&,
+                                                  const core::BundleSink&) override {
+    return core::ExtractionSummary{};
+  }
+  core::BackendMemory Memory() const override {
+    core::BackendMemory m;
+    m.device = device_;
+    m.device_bytes = 1000 + device_;
+    return m;
+  }
+  void Release(const std::shared_ptr<const core::Geometry>& geometry) override {
+    std::lock_guard<std::mutex> lock(*mu_);
+    released_->push_back(geometry.get());
+  }
+
+ private:
+  int device_;
+  std::vector<const core::Geometry*>* released_;
+  std::mutex* mu_;
 };
 
 // Records the order in which jobs run; the first one can be held to build a queue.
@@ -106,6 +136,35 @@ TEST(SchedulerTest, BoundedQueueAndDraining) {
   std::sort(log.begin(), log.end());
   EXPECT_EQ(log[0], "blocker");
   EXPECT_TRUE(log[1] == "queued" || log[1] == "queued:UNAVAILABLE") << log[1];
+}
+
+TEST(SchedulerTest, MemoryAndReleaseReachEveryWorkersBackend) {
+  Scheduler s(8, 1, nullptr);
+  std::vector<const core::Geometry*> released;
+  std::mutex mu;
+  s.AddWorker(std::make_unique<MemoryBackend>(0, &released, &mu), 0);
+  s.AddWorker(std::make_unique<MemoryBackend>(1, &released, &mu), 1);
+  s.AddWorker(std::make_unique<NullBackend>(), -1);
+  const std::vector<core::BackendMemory> memory = s.BackendMemory();
+  ASSERT_EQ(memory.size(), 3u);
+  EXPECT_EQ(memory[0].device, 0);
+  EXPECT_EQ(memory[0].device_bytes, 1000);
+  EXPECT_EQ(memory[1].device, 1);
+  EXPECT_EQ(memory[1].device_bytes, 1001);
+  EXPECT_EQ(memory[2].device, -1);  // Backend's default: no device memory
+  EXPECT_EQ(memory[2].device_bytes, 0);
+  auto psf = core::Psf::Load(testing::BundledPsfPath());
+  ASSERT_TRUE(psf.ok()) << psf.status();
+  core::ExtractionParams p;
+  p.wmin = 5760.0;
+  p.wmax = 5800.0;
+  p.nspec = 25;
+  auto geometry = core::Geometry::Create(std::make_shared<const core::Psf>(*std::move(psf)), p,
+                                         4128, 4114, /*cache_spots=*/false);
+  ASSERT_TRUE(geometry.ok()) << geometry.status();
+  s.ReleaseGeometry(*geometry);
+  std::lock_guard<std::mutex> lock(mu);
+  EXPECT_EQ(released, (std::vector<const core::Geometry*>{geometry->get(), geometry->get()}));
 }
 
 }  // namespace

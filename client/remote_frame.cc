@@ -1,5 +1,7 @@
 #include "client/remote_frame.h"
 
+#include <algorithm>
+#include <cstdint>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -24,6 +26,25 @@ absl::Status RemoteFrameBuilder::OnHeader(const v1::FrameHeader& h) {
   frame_.nwave = h.nwave();
   frame_.ndiag = h.ndiag();
   frame_.wave.assign(h.wave().begin(), h.wave().end());
+  // The arrays are sized once from the announced bundles (a full r frame is ~140 MB):
+  // growing them part by part would copy and page-fault them again at each doubling.
+  int64_t fibers = 0;
+  for (int b : h.bundles()) {
+    const int64_t first = int64_t{b} * h.bundlesize();
+    fibers += std::clamp<int64_t>(int64_t{h.nspec()} - first, 0, h.bundlesize());
+  }
+  const int64_t bins = fibers * h.nwave();
+  const int64_t nk = 2 * int64_t{h.ndiag()} + 1;
+  constexpr int64_t kMaxReserveBins = int64_t{1} << 28;  // a malformed header reserves nothing
+  if (bins > 0 && bins * nk <= kMaxReserveBins) {
+    const auto n = static_cast<std::size_t>(bins);
+    frame_.flux.reserve(n);
+    frame_.ivar.reserve(n);
+    frame_.rdiags.reserve(n * static_cast<std::size_t>(nk));
+    frame_.pixmask_fraction.reserve(n);
+    frame_.chi2pix.reserve(n);
+    frame_.failed_bins.reserve(n);
+  }
   return absl::OkStatus();
 }
 

@@ -1,7 +1,6 @@
 #include "server/extract_job.h"
 
 #include <algorithm>
-#include <bit>
 #include <cstring>
 #include <exception>
 #include <new>
@@ -32,10 +31,6 @@ constexpr std::size_t kMessageOverhead = 64 * 1024;
 // Finished bundles waiting for the streaming thread before the worker waits (a full
 // r-camera bundle is ~7 MB in float64: ~170 MB, about one frame).
 constexpr std::size_t kMaxFinishedBundles = 24;
-
-// The model image is sent as raw float64 bytes in host order; clients and servers are
-// little-endian (x86-64, aarch64), which the wire format documents.
-static_assert(std::endian::native == std::endian::little, "ModelChunk assumes little-endian");
 
 // Runs `fn`; an exception (std::bad_alloc for a huge frame) becomes a status for this
 // request instead of escaping into a worker or loader loop.
@@ -145,7 +140,8 @@ absl::Status ExtractJob::PrepareImage() {
 
   // Header: the grid once, and what a client needs to write the desispec frame.
   const core::Psf& psf = *request_.psf;
-  v1::FrameHeader* fh = header_msg_.mutable_header();
+  v1::FrameHeader header;
+  v1::FrameHeader* fh = &header;
   fh->set_psf_id(h.psf_id());
   fh->set_specmin(plan.specmin);
   fh->set_nspec(plan.nspec);
@@ -169,9 +165,11 @@ absl::Status ExtractJob::PrepareImage() {
   fh->set_wavestep(meta_dw_);
   fh->set_image_height(image_->height);
   fh->set_image_width(image_->width);
-  if (header_msg_.ByteSizeLong() > static_cast<std::size_t>(env_.limits.max_message_bytes)) {
+  // Serialized here, on the loader thread; Run adds the queue time and the backend.
+  header_bytes_ = header.SerializeAsString();
+  if (header_bytes_.size() > static_cast<std::size_t>(env_.limits.max_message_bytes)) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "frame header (image header cards and FIBERMAP) is ", header_msg_.ByteSizeLong(),
+        "frame header (image header cards and FIBERMAP) is ", header_bytes_.size(),
         " bytes, over the ", env_.limits.max_message_bytes, "-byte message limit"));
   }
   if (h.want_model() || !h.server_output_path().empty()) {
@@ -191,9 +189,10 @@ void ExtractJob::Run(core::Backend& backend, int worker) {
     Complete(StopStatus());
     return;
   }
-  header_msg_.mutable_header()->set_queue_seconds(summary_.queue_seconds());
-  header_msg_.mutable_header()->set_backend(backend.description());
-  if (!stream_->Send(std::move(header_msg_))) {
+  v1::FrameHeader late;
+  late.set_queue_seconds(summary_.queue_seconds());
+  late.set_backend(backend.description());
+  if (!stream_->Send(EncodeFrameHeader(std::move(header_bytes_), late))) {
     Complete(StopStatus());
     return;
   }
@@ -280,16 +279,17 @@ void ExtractJob::StreamLoop() {
 }
 
 absl::Status ExtractJob::StreamBundle(Finished& item) {
-  core::BundleResult& b = item.bundle;
+  // The parts borrow the bundle's arrays (no copy into protobuf messages); they keep it
+  // alive until gRPC has written them.
+  auto bundle = std::make_shared<core::BundleResult>(std::move(item.bundle));
+  core::BundleResult& b = *bundle;
   // Per Angstrom, as core::ExtractFrame does: the streamed values equal a local run's.
   core::FinalizeBundle(geometry_->dwave(), &b);
   if (env_.metrics != nullptr) env_.metrics->ObserveBundle(item.seconds, b);
   const std::size_t max_payload =
       static_cast<std::size_t>(env_.limits.max_message_bytes) - kMessageOverhead;
-  for (v1::BundleData& part : BundleToParts(b, item.seconds, max_payload)) {
-    v1::ExtractResponse msg;
-    *msg.mutable_bundle() = std::move(part);
-    if (!stream_->Send(std::move(msg))) return StopStatus();
+  for (WireMessage& part : EncodeBundleParts(bundle, item.seconds, max_payload)) {
+    if (!stream_->Send(std::move(part))) return StopStatus();
   }
   ++nbundles_;
   nfibers_ += b.nfibers;
@@ -331,22 +331,20 @@ absl::Status ExtractJob::FinishProducts() {
     if (h.want_model() && !frame.model.empty()) {
       const std::size_t max_payload =
           static_cast<std::size_t>(env_.limits.max_message_bytes) - kMessageOverhead;
-      const char* data = reinterpret_cast<const char*>(frame.model.data());
-      const std::size_t total = frame.model.size() * sizeof(double);
+      // The chunks borrow the image (no copy); they keep it alive until written.
+      auto model = std::make_shared<const std::vector<double>>(std::move(frame.model));
+      const std::size_t total = model->size() * sizeof(double);
       for (std::size_t off = 0; off < total; off += max_payload) {
-        v1::ExtractResponse msg;
-        v1::ModelChunk* chunk = msg.mutable_model();
-        chunk->set_offset(static_cast<int64_t>(off));
-        chunk->set_total_bytes(static_cast<int64_t>(total));
-        chunk->set_data(data + off, std::min(max_payload, total - off));
-        if (!stream_->Send(std::move(msg))) return StopStatus();
+        if (!stream_->Send(EncodeModelChunk(model, off, std::min(max_payload, total - off)))) {
+          return StopStatus();
+        }
       }
     }
   }
   summary_.set_total_seconds(Seconds(request_.arrived, Clock::now()));
   v1::ExtractResponse last;
   *last.mutable_summary() = summary_;
-  if (!stream_->Send(std::move(last))) return StopStatus();
+  if (!stream_->Send(EncodeResponse(last))) return StopStatus();
   return absl::OkStatus();
 }
 

@@ -29,6 +29,7 @@
 #include "core/geometry.h"
 #include "core/preproc.h"
 #include "core/psf.h"
+#include "server/proto_convert.h"
 #include "server/scheduler.h"
 #include "spexd/v1/spexd.pb.h"
 
@@ -42,10 +43,11 @@ class ServerMetrics;
 class ResponseStream {
  public:
   virtual ~ResponseStream() = default;
-  // Queues a message for the client. Blocks while too many messages wait to be written
-  // (back-pressure from a slow client). Returns false once the call is cancelled or
-  // broken: the job should stop.
-  virtual bool Send(v1::ExtractResponse message) = 0;
+  // Queues a serialized ExtractResponse for the client (its borrowed pieces stay alive
+  // through message.owner until written). Blocks while too many messages wait to be
+  // written (back-pressure from a slow client). Returns false once the call is cancelled
+  // or broken: the job should stop.
+  virtual bool Send(WireMessage message) = 0;
   // Ends the call after the queued messages. Called exactly once; the stream must not
   // be used afterwards (it may be destroyed).
   virtual void Finish(const absl::Status& status) = 0;
@@ -123,7 +125,7 @@ class ExtractJob : public Job, public std::enable_shared_from_this<ExtractJob> {
   double meta_wmin_ = 0, meta_wmax_ = 0, meta_dw_ = 0;
   std::shared_ptr<const core::Geometry> geometry_;
   std::vector<int> bundles_;
-  v1::ExtractResponse header_msg_;
+  std::string header_bytes_;  // the FrameHeader, serialized by Prepare
   v1::ExtractSummary summary_;
   std::chrono::steady_clock::time_point prepare_start_, prepared_, run_start_;
 

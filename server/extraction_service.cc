@@ -6,6 +6,10 @@
 #include <deque>
 #include <memory>
 #include <utility>
+#include <vector>
+
+#include <grpcpp/support/byte_buffer.h>
+#include <grpcpp/support/slice.h>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
@@ -26,7 +30,28 @@ using Clock = std::chrono::steady_clock;
 // few enough (x 4 MiB) that a slow client cannot make the server buffer a whole frame.
 constexpr std::size_t kMaxPendingWrites = 8;
 
-class ExtractReactor final : public grpc::ServerBidiReactor<v1::ExtractRequest, v1::ExtractResponse>,
+// Releases one borrowed slice's reference to the memory its WireMessage borrows from.
+void ReleaseOwner(void* owner) { delete static_cast<std::shared_ptr<const void>*>(owner); }
+
+// The WireMessage as gRPC slices: framing bytes copied (tens of bytes), borrowed payload
+// wrapped without a copy; each borrowed slice holds a reference to the owner until gRPC
+// has written it and drops the slice.
+grpc::ByteBuffer ToByteBuffer(WireMessage message) {
+  std::vector<grpc::Slice> slices;
+  slices.reserve(message.pieces.size());
+  for (const WireMessage::Piece& p : message.pieces) {
+    if (p.size == 0) continue;
+    if (p.borrowed == nullptr) {
+      slices.emplace_back(message.framing.data() + p.offset, p.size);
+    } else {
+      slices.emplace_back(const_cast<char*>(p.borrowed), p.size, &ReleaseOwner,
+                          new std::shared_ptr<const void>(message.owner));
+    }
+  }
+  return grpc::ByteBuffer(slices.data(), slices.size());
+}
+
+class ExtractReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>,
                              public ResponseStream {
  public:
   ExtractReactor(ServiceContext* service, grpc::CallbackServerContext* call, bool subset)
@@ -46,7 +71,7 @@ class ExtractReactor final : public grpc::ServerBidiReactor<v1::ExtractRequest, 
       Finish(auth);
       return;
     }
-    StartRead(&incoming_);
+    StartRead(&incoming_raw_);
   }
 
   // ---- reactions (gRPC threads; never block)
@@ -65,12 +90,13 @@ class ExtractReactor final : public grpc::ServerBidiReactor<v1::ExtractRequest, 
       }
       return;
     }
-    absl::Status status = phase_ == Phase::kHeader ? OnHeader() : OnChunk();
+    absl::Status status = Parse();
+    if (status.ok()) status = phase_ == Phase::kHeader ? OnHeader() : OnChunk();
     if (!status.ok()) Finish(status);
   }
 
   void OnWriteDone(bool ok) override {
-    v1::ExtractResponse* next = nullptr;
+    grpc::ByteBuffer* next = nullptr;
     bool finish = false;
     {
       absl::MutexLock lock(&mu_);
@@ -106,8 +132,9 @@ class ExtractReactor final : public grpc::ServerBidiReactor<v1::ExtractRequest, 
 
   // ---- ResponseStream (worker thread)
 
-  bool Send(v1::ExtractResponse message) override {
-    v1::ExtractResponse* next = nullptr;
+  bool Send(WireMessage message) override {
+    grpc::ByteBuffer buffer = ToByteBuffer(std::move(message));
+    grpc::ByteBuffer* next = nullptr;
     {
       absl::MutexLock lock(&mu_);
       auto room = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -119,7 +146,7 @@ class ExtractReactor final : public grpc::ServerBidiReactor<v1::ExtractRequest, 
         if (Clock::now() >= deadline_) return false;
       }
       if (broken_ || cancel_->load()) return false;
-      pending_.push_back(std::move(message));
+      pending_.push_back(std::move(buffer));
       if (!writing_) {
         current_ = std::move(pending_.front());
         pending_.pop_front();
@@ -154,6 +181,15 @@ class ExtractReactor final : public grpc::ServerBidiReactor<v1::ExtractRequest, 
     // gRPC reports "no deadline" as a time far in the future.
     if (deadline - now_sys > std::chrono::hours(24 * 365)) return Clock::time_point::max();
     return Clock::now() + std::chrono::duration_cast<Clock::duration>(deadline - now_sys);
+  }
+
+  // The raw request bytes as an ExtractRequest (what the generated handler would do).
+  absl::Status Parse() {
+    incoming_.Clear();
+    grpc::Status s =
+        grpc::SerializationTraits<v1::ExtractRequest>::Deserialize(&incoming_raw_, &incoming_);
+    if (!s.ok()) return absl::InvalidArgumentError("malformed ExtractRequest message");
+    return absl::OkStatus();
   }
 
   absl::Status OnHeader() {
@@ -205,7 +241,7 @@ class ExtractReactor final : public grpc::ServerBidiReactor<v1::ExtractRequest, 
     // header announcing a huge upload does not pin memory before any byte arrives.
     request_.upload.reserve(static_cast<std::size_t>(std::min<int64_t>(expected_upload_, 256 << 20)));
     phase_ = Phase::kUpload;
-    StartRead(&incoming_);
+    StartRead(&incoming_raw_);
     return absl::OkStatus();
   }
 
@@ -223,7 +259,7 @@ class ExtractReactor final : public grpc::ServerBidiReactor<v1::ExtractRequest, 
       service_->env.metrics->AddUploadBytes(static_cast<double>(data.size()));
     }
     if (static_cast<int64_t>(request_.upload.size()) == expected_upload_) return Submit();
-    StartRead(&incoming_);
+    StartRead(&incoming_raw_);
     return absl::OkStatus();
   }
 
@@ -260,6 +296,7 @@ class ExtractReactor final : public grpc::ServerBidiReactor<v1::ExtractRequest, 
 
   // Read side: touched only by reactions, which gRPC serialises for one call.
   Phase phase_ = Phase::kHeader;
+  grpc::ByteBuffer incoming_raw_;
   v1::ExtractRequest incoming_;
   JobRequest request_;
   int64_t expected_upload_ = 0;
@@ -267,8 +304,8 @@ class ExtractReactor final : public grpc::ServerBidiReactor<v1::ExtractRequest, 
 
   // Write side: shared between the worker (Send, Finish) and reactions.
   absl::Mutex mu_;
-  std::deque<v1::ExtractResponse> pending_ ABSL_GUARDED_BY(mu_);
-  v1::ExtractResponse current_;  // owned by the write in flight while writing_
+  std::deque<grpc::ByteBuffer> pending_ ABSL_GUARDED_BY(mu_);
+  grpc::ByteBuffer current_;  // owned by the write in flight while writing_
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool broken_ ABSL_GUARDED_BY(mu_) = false;
   bool finish_requested_ ABSL_GUARDED_BY(mu_) = false;
@@ -278,12 +315,12 @@ class ExtractReactor final : public grpc::ServerBidiReactor<v1::ExtractRequest, 
 
 }  // namespace
 
-grpc::ServerBidiReactor<v1::ExtractRequest, v1::ExtractResponse>* ExtractionService::ExtractFrame(
+grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* ExtractionService::ExtractFrame(
     grpc::CallbackServerContext* call) {
   return new ExtractReactor(context_, call, /*subset=*/false);
 }
 
-grpc::ServerBidiReactor<v1::ExtractRequest, v1::ExtractResponse>* ExtractionService::ExtractBundles(
+grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* ExtractionService::ExtractBundles(
     grpc::CallbackServerContext* call) {
   return new ExtractReactor(context_, call, /*subset=*/true);
 }

@@ -1,6 +1,7 @@
 #include "server/proto_convert.h"
 
 #include <algorithm>
+#include <bit>
 #include <set>
 
 #include "absl/strings/str_cat.h"
@@ -8,15 +9,88 @@
 namespace spexd::server {
 namespace {
 
-template <typename Field>
-void AppendRange(const std::vector<double>& src, std::size_t begin, std::size_t count,
-                 Field* dst) {
-  dst->Reserve(static_cast<int>(count));
-  dst->Add(src.begin() + static_cast<std::ptrdiff_t>(begin),
-           src.begin() + static_cast<std::ptrdiff_t>(begin + count));
+// Packed float64 fields (and the model image, documented as little-endian) are the
+// doubles' bytes in little-endian order: the arrays are sent as they are in memory.
+// Clients and servers are x86-64 or aarch64.
+static_assert(std::endian::native == std::endian::little, "wire encoding assumes little-endian");
+
+// Protobuf wire format (https://protobuf.dev/programming-guides/encoding/).
+constexpr uint32_t kWireTypeLen = 2;
+// ExtractResponse.bundle and the BundleData array fields.
+constexpr uint32_t kResponseHeaderField = 1, kResponseBundleField = 2, kResponseModelField = 3;
+constexpr uint32_t kModelDataField = 2;
+constexpr uint32_t kFluxField = 5, kIvarField = 6, kResolutionField = 7, kChi2Field = 8,
+                   kPixmaskField = 9, kFailedBinsField = 10;
+
+void AppendVarint(uint64_t v, std::string* out) {
+  while (v >= 0x80) {
+    out->push_back(static_cast<char>((v & 0x7f) | 0x80));
+    v >>= 7;
+  }
+  out->push_back(static_cast<char>(v));
+}
+
+// Appends framing bytes to `m`, merging them with a preceding framing piece.
+void AppendFraming(const std::string& bytes, WireMessage* m) {
+  if (bytes.empty()) return;
+  if (!m->pieces.empty() && m->pieces.back().borrowed == nullptr) {
+    m->pieces.back().size += bytes.size();
+  } else {
+    m->pieces.push_back(WireMessage::Piece{nullptr, m->framing.size(), bytes.size()});
+  }
+  m->framing += bytes;
+}
+
+// A length-delimited field whose payload is borrowed (a packed array or bytes).
+void AppendBorrowedField(uint32_t field, const void* data, std::size_t bytes, WireMessage* m) {
+  if (bytes == 0) return;  // proto3 omits empty repeated and bytes fields
+  std::string head;
+  AppendVarint(field << 3 | kWireTypeLen, &head);
+  AppendVarint(bytes, &head);
+  AppendFraming(head, m);
+  m->pieces.push_back(WireMessage::Piece{static_cast<const char*>(data), 0, bytes});
+}
+
+// Wraps the message in a length-delimited field `field` of an outer message.
+void PrependLenField(uint32_t field, WireMessage* m) {
+  std::string head;
+  AppendVarint(field << 3 | kWireTypeLen, &head);
+  AppendVarint(m->ByteSize(), &head);
+  for (WireMessage::Piece& p : m->pieces) {
+    if (p.borrowed == nullptr) p.offset += head.size();
+  }
+  m->framing.insert(0, head);
+  if (!m->pieces.empty() && m->pieces.front().borrowed == nullptr &&
+      m->pieces.front().offset == head.size()) {
+    m->pieces.front().offset = 0;
+    m->pieces.front().size += head.size();
+  } else {
+    m->pieces.insert(m->pieces.begin(), WireMessage::Piece{nullptr, 0, head.size()});
+  }
 }
 
 }  // namespace
+
+std::size_t WireMessage::ByteSize() const {
+  std::size_t n = 0;
+  for (const Piece& p : pieces) n += p.size;
+  return n;
+}
+
+std::string WireMessage::Flatten() const {
+  std::string out;
+  out.reserve(ByteSize());
+  for (const Piece& p : pieces) {
+    out.append(p.borrowed != nullptr ? p.borrowed : framing.data() + p.offset, p.size);
+  }
+  return out;
+}
+
+WireMessage EncodeResponse(const v1::ExtractResponse& message) {
+  WireMessage m;
+  AppendFraming(message.SerializeAsString(), &m);
+  return m;
+}
 
 absl::StatusOr<core::ExtractionParams> ParamsFromProto(const v1::ExtractionParams& p,
                                                        bool want_model) {
@@ -96,38 +170,70 @@ std::size_t BundleBytesPerFiber(int nwave, int ndiag) {
   return static_cast<std::size_t>(nwave) * ((4 + 2 * static_cast<std::size_t>(ndiag) + 1) * 8 + 1);
 }
 
-std::vector<v1::BundleData> BundleToParts(const core::BundleResult& b, double seconds,
-                                          std::size_t max_part_bytes) {
+std::vector<WireMessage> EncodeBundleParts(std::shared_ptr<const core::BundleResult> bundle,
+                                           double seconds, std::size_t max_part_bytes) {
+  const core::BundleResult& b = *bundle;
   const std::size_t per_fiber = std::max<std::size_t>(1, BundleBytesPerFiber(b.nwave, b.ndiag));
   const int fibers_per_part =
       std::max(1, static_cast<int>(std::min<std::size_t>(max_part_bytes / per_fiber, 1u << 20)));
   const std::size_t nw = static_cast<std::size_t>(b.nwave);
   const std::size_t nk = static_cast<std::size_t>(2 * b.ndiag + 1);
-  std::vector<v1::BundleData> parts;
+  const std::size_t d = sizeof(double);
+  std::vector<WireMessage> parts;
   for (int f0 = 0; f0 < b.nfibers || (f0 == 0 && b.nfibers == 0); f0 += fibers_per_part) {
     const int nf = std::min(fibers_per_part, b.nfibers - f0);
-    v1::BundleData part;
-    part.set_bundle(b.bundle);
-    part.set_fiber_begin(b.fiber_begin + f0);
-    part.set_nfibers(nf);
+    const bool last = f0 + nf >= b.nfibers;
+    // Scalars through protobuf (a few dozen bytes), arrays borrowed from the bundle.
+    v1::BundleData scalars;
+    scalars.set_bundle(b.bundle);
+    scalars.set_fiber_begin(b.fiber_begin + f0);
+    scalars.set_nfibers(nf);
+    if (last) {
+      scalars.set_last_part(true);
+      CountsToProto(b.counts, scalars.mutable_counts());
+      scalars.set_seconds(seconds);
+    }
     const std::size_t off = static_cast<std::size_t>(f0) * nw;
     const std::size_t n = static_cast<std::size_t>(nf) * nw;
-    AppendRange(b.flux, off, n, part.mutable_flux());
-    AppendRange(b.ivar, off, n, part.mutable_ivar());
-    AppendRange(b.rdiags, off * nk, n * nk, part.mutable_resolution());
-    AppendRange(b.chi2pix, off, n, part.mutable_chi2pix());
-    AppendRange(b.pixmask_fraction, off, n, part.mutable_pixmask_fraction());
+    // The BundleData body first, then its field header in ExtractResponse in front.
+    WireMessage m;
+    m.owner = bundle;
+    AppendFraming(scalars.SerializeAsString(), &m);
+    AppendBorrowedField(kFluxField, b.flux.data() + off, n * d, &m);
+    AppendBorrowedField(kIvarField, b.ivar.data() + off, n * d, &m);
+    AppendBorrowedField(kResolutionField, b.rdiags.data() + off * nk, n * nk * d, &m);
+    AppendBorrowedField(kChi2Field, b.chi2pix.data() + off, n * d, &m);
+    AppendBorrowedField(kPixmaskField, b.pixmask_fraction.data() + off, n * d, &m);
     if (!b.failed_bins.empty()) {
-      part.set_failed_bins(reinterpret_cast<const char*>(b.failed_bins.data()) + off, n);
+      AppendBorrowedField(kFailedBinsField, b.failed_bins.data() + off, n, &m);
     }
-    parts.push_back(std::move(part));
+    PrependLenField(kResponseBundleField, &m);
+    parts.push_back(std::move(m));
     if (b.nfibers == 0) break;
   }
-  v1::BundleData& last = parts.back();
-  last.set_last_part(true);
-  CountsToProto(b.counts, last.mutable_counts());
-  last.set_seconds(seconds);
   return parts;
+}
+
+WireMessage EncodeFrameHeader(std::string serialized, const v1::FrameHeader& late) {
+  WireMessage m;
+  serialized += late.SerializeAsString();
+  AppendFraming(serialized, &m);
+  PrependLenField(kResponseHeaderField, &m);
+  return m;
+}
+
+WireMessage EncodeModelChunk(std::shared_ptr<const std::vector<double>> model, std::size_t offset,
+                             std::size_t size) {
+  const std::size_t total = model->size() * sizeof(double);
+  v1::ModelChunk scalars;
+  scalars.set_offset(static_cast<int64_t>(offset));
+  scalars.set_total_bytes(static_cast<int64_t>(total));
+  WireMessage m;
+  AppendFraming(scalars.SerializeAsString(), &m);
+  AppendBorrowedField(kModelDataField, reinterpret_cast<const char*>(model->data()) + offset, size, &m);
+  m.owner = std::move(model);
+  PrependLenField(kResponseModelField, &m);
+  return m;
 }
 
 void CountsToProto(const core::PatchCounts& c, v1::PatchCounts* out) {

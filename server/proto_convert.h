@@ -3,6 +3,8 @@
 #define SPEXD_SERVER_PROTO_CONVERT_H_
 
 #include <cstddef>
+#include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -26,11 +28,46 @@ absl::StatusOr<core::ExtractionParams> ParamsFromProto(const v1::ExtractionParam
 absl::StatusOr<std::vector<int>> SelectBundles(const v1::ExtractHeader& header,
                                                const core::PatchPlan& plan);
 
-// Splits a finalised bundle into BundleData parts of at most `max_part_bytes` of array
-// payload each (whole fibres per part, at least one). Counts and seconds go on the
-// last part.
-std::vector<v1::BundleData> BundleToParts(const core::BundleResult& bundle, double seconds,
-                                          std::size_t max_part_bytes);
+// One serialized ExtractResponse (protobuf wire format) as a sequence of byte ranges,
+// so that the large arrays of a bundle reach the transport without being copied into
+// protobuf messages first: small framing (tags, lengths, scalar fields) is owned here,
+// the payload ranges point into memory that `owner` keeps alive until the message is
+// sent. The call side turns the pieces into transport buffers (gRPC slices).
+struct WireMessage {
+  struct Piece {
+    const char* borrowed = nullptr;  // payload kept alive by `owner`; null: `framing` bytes
+    std::size_t offset = 0;          // into `framing` when not borrowed
+    std::size_t size = 0;
+  };
+  std::string framing;
+  std::vector<Piece> pieces;  // in order
+  std::shared_ptr<const void> owner;
+
+  std::size_t ByteSize() const;
+  // The message's bytes in one string (tests, small messages).
+  std::string Flatten() const;
+};
+
+// A message serialized the ordinary way (header, summary, model chunks: all small).
+WireMessage EncodeResponse(const v1::ExtractResponse& message);
+
+// ExtractResponse{FrameHeader}: `serialized` (a FrameHeader serialized ahead, off the
+// worker's thread) followed by `late` (fields known only when the worker takes the job),
+// which protobuf merges into it when parsing.
+WireMessage EncodeFrameHeader(std::string serialized, const v1::FrameHeader& late);
+
+// Splits a finalised bundle into ExtractResponse{BundleData} parts of at most
+// `max_part_bytes` of array payload each (whole fibres per part, at least one). Counts
+// and seconds go on the last part. The arrays are not copied: every part borrows them
+// from `bundle`, which the parts keep alive. Parses exactly as the equivalent
+// v1::BundleData messages (fields in another order, which protobuf allows).
+std::vector<WireMessage> EncodeBundleParts(std::shared_ptr<const core::BundleResult> bundle,
+                                           double seconds, std::size_t max_part_bytes);
+
+// ExtractResponse{ModelChunk} with bytes [offset, offset + size) of the model image
+// (float64, host order = little-endian), borrowed from `model`, which it keeps alive.
+WireMessage EncodeModelChunk(std::shared_ptr<const std::vector<double>> model, std::size_t offset,
+                             std::size_t size);
 
 // Payload bytes one fibre contributes to a BundleData message.
 std::size_t BundleBytesPerFiber(int nwave, int ndiag);

@@ -10,8 +10,26 @@
 // Inputs are built before any clock starts; each path is warmed up once; medians and p90
 // of R repetitions go to stdout as JSON (summary on stderr).
 //
+// (d) Production clients run on other machines, not in the server's process: with
+// --client-procs K the benchmark also starts K client processes (this binary in client
+// mode), each sending --proc-frames frames back to back to the in-process server and
+// rebuilding every frame (specmask included) as spexctl does, minus the file write. They
+// still share this machine's cores with the server.
+//
+// Frames in flight are reported two ways: wall time / frames (includes filling and
+// draining the pipeline: the first frame's read and decode before any extraction, the
+// last one's streaming after it), and the steady-state interval, (last completion -
+// first completion) / (frames - 1), which is what a kept-busy service costs per frame.
+//
 //   spexd_rpc_bench [--fibers N (500)] [--repeats R (3)] [--threads T] [--backend cpu|cuda]
-//                   [--inflight K (2)] [--prefetch P (2)] [--psf PSF.fits (the bundled one)]
+//                   [--inflight K (2; 0 skips)] [--prefetch P (2)] [--psf PSF.fits (bundled)]
+//                   [--client-procs K (0)] [--proc-frames F (repeats)]
+//   client mode:    --client-only 1 --target HOST:PORT --psf-id ID --frame PATH --fibers N
+//                   --frames F    (prints "frame <completion, steady clock s> <wall s>
+//                   <server extract s> <server load s>" per frame)
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -21,6 +39,7 @@
 #include <cstring>
 #include <fstream>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -49,6 +68,12 @@ struct Args {
   int prefetch = 2;
   std::string backend = "cpu";
   std::string psf = spexd::testing::BundledPsfPath();
+  int client_procs = 0;
+  int proc_frames = 0;  // 0: repeats
+  // Client mode.
+  bool client_only = false;
+  std::string target, psf_id, frame;
+  int frames = 1;
 };
 
 Args Parse(int argc, char** argv) {
@@ -59,15 +84,36 @@ Args Parse(int argc, char** argv) {
     if (k == "--fibers") a.fibers = v;
     if (k == "--repeats") a.repeats = std::max(1, v);
     if (k == "--threads") a.threads = v;
-    if (k == "--inflight") a.inflight = std::max(1, v);
+    if (k == "--inflight") a.inflight = std::max(0, v);
     if (k == "--prefetch") a.prefetch = std::max(1, v);
     if (k == "--backend") a.backend = argv[i + 1];
     if (k == "--psf") a.psf = argv[i + 1];
+    if (k == "--client-procs") a.client_procs = std::max(0, v);
+    if (k == "--proc-frames") a.proc_frames = std::max(0, v);
+    if (k == "--client-only") a.client_only = v != 0;
+    if (k == "--target") a.target = argv[i + 1];
+    if (k == "--psf-id") a.psf_id = argv[i + 1];
+    if (k == "--frame") a.frame = argv[i + 1];
+    if (k == "--frames") a.frames = std::max(1, v);
   }
+  if (a.proc_frames == 0) a.proc_frames = a.repeats;
   return a;
 }
 
 double Since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+// Steady clock in seconds: CLOCK_MONOTONIC on Linux, comparable across processes.
+double SteadyNow() {
+  return std::chrono::duration<double>(Clock::now().time_since_epoch()).count();
+}
+
+// Seconds per frame in steady state: the interval between the first and the last
+// completion over the frames completed in between.
+double SteadyInterval(std::vector<double> done) {
+  if (done.size() < 2) return 0;
+  std::sort(done.begin(), done.end());
+  return (done.back() - done.front()) / static_cast<double>(done.size() - 1);
+}
 
 struct Stats {
   double median = 0, p90 = 0;
@@ -95,11 +141,125 @@ int Fail(const std::string& what, const absl::Status& s) {
   return 1;
 }
 
+std::string GitSha() {
+  const char* sha = std::getenv("SPEXD_GIT_SHA");
+  return sha != nullptr ? sha : "unknown";
+}
+
+spexd::v1::ExtractHeader MakeHeader(const std::string& psf_id, const std::string& frame_path,
+                                    int fibers) {
+  spexd::core::ExtractionParams params;  // r grid 5760-7620, 0.8 (desi_proc's r camera)
+  spexd::v1::ExtractHeader header;
+  header.set_psf_id(psf_id);
+  header.set_server_path(frame_path);
+  header.mutable_params()->set_wmin(params.wmin);
+  header.mutable_params()->set_wmax(params.wmax);
+  header.mutable_params()->set_dw(params.dw);
+  header.mutable_params()->set_nspec(fibers);
+  return header;
+}
+
+// One extraction through the service, the client-side frame rebuild included.
+absl::Status RemoteFrame(spexd::client::SpexdClient& c, const spexd::v1::ExtractHeader& header,
+                         spexd::v1::ExtractSummary* summary) {
+  spexd::client::RemoteFrameBuilder builder;
+  spexd::client::ExtractCallbacks cb;
+  cb.on_header = [&](const spexd::v1::FrameHeader& h) { return builder.OnHeader(h); };
+  cb.on_bundle = [&](spexd::v1::BundleData&& b) { return builder.OnBundle(std::move(b)); };
+  cb.on_summary = [&](const spexd::v1::ExtractSummary& s) { *summary = s; };
+  absl::Status st = c.Extract(header, nullptr, false, cb);
+  if (!st.ok()) return st;
+  return builder.Finish().status();
+}
+
+// Client mode: `frames` frames back to back, one line per frame on stdout.
+int RunClient(const Args& a) {
+  spexd::client::ClientOptions co;
+  co.target = a.target;
+  auto cli = spexd::client::SpexdClient::Create(co);
+  if (!cli.ok()) return Fail("client", cli.status());
+  const spexd::v1::ExtractHeader header = MakeHeader(a.psf_id, a.frame, a.fibers);
+  for (int r = 0; r < a.frames; ++r) {
+    spexd::v1::ExtractSummary summary;
+    const auto t0 = Clock::now();
+    if (absl::Status st = RemoteFrame(**cli, header, &summary); !st.ok()) {
+      return Fail("remote extract", st);
+    }
+    std::printf("frame %.6f %.6f %.6f %.6f\n", SteadyNow(), Since(t0), summary.extract_seconds(),
+                summary.load_seconds());
+    std::fflush(stdout);
+  }
+  return 0;
+}
+
+struct ProcResult {
+  absl::Status status;
+  std::vector<double> done, seconds, extract, load;
+  double start = 0, end = 0;  // steady clock, around the whole run
+};
+
+// Starts `procs` client processes (this binary in client mode), waits for them and
+// collects their per-frame lines.
+ProcResult RunClientProcesses(const Args& a, const std::string& target, const std::string& psf_id,
+                              const std::string& frame_path, const std::string& dir) {
+  ProcResult out;
+  std::vector<pid_t> pids;
+  std::vector<std::string> logs;
+  out.start = SteadyNow();
+  for (int k = 0; k < a.client_procs; ++k) {
+    const std::string log = absl::StrCat(dir, "/client", k, ".txt");
+    logs.push_back(log);
+    std::vector<std::string> argv_s = {"/proc/self/exe", "--client-only", "1",       "--target",
+                                       target,           "--psf-id",      psf_id,    "--frame",
+                                       frame_path,       "--fibers",      std::to_string(a.fibers),
+                                       "--frames",       std::to_string(a.proc_frames)};
+    std::vector<char*> argv;
+    for (auto& s : argv_s) argv.push_back(s.data());
+    argv.push_back(nullptr);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    pid_t pid = 0;
+    const int rc = posix_spawn(&pid, "/proc/self/exe", &fa, nullptr, argv.data(), environ);
+    posix_spawn_file_actions_destroy(&fa);
+    if (rc != 0) {
+      out.status = absl::InternalError(absl::StrCat("posix_spawn failed: ", rc));
+      break;
+    }
+    pids.push_back(pid);
+  }
+  for (pid_t pid : pids) {
+    int wstatus = 0;
+    waitpid(pid, &wstatus, 0);
+    if (!WIFEXITED(wstatus) || WEXITSTATUS(wstatus) != 0) {
+      out.status = absl::InternalError(absl::StrCat("client process ", pid, " failed"));
+    }
+  }
+  out.end = SteadyNow();
+  for (const std::string& log : logs) {
+    std::ifstream in(log);
+    std::string word;
+    double done = 0, secs = 0, ext = 0, load = 0;
+    while (in >> word >> done >> secs >> ext >> load) {
+      out.done.push_back(done);
+      out.seconds.push_back(secs);
+      out.extract.push_back(ext);
+      out.load.push_back(load);
+    }
+  }
+  if (out.status.ok() && out.done.size() != static_cast<std::size_t>(a.client_procs) * a.proc_frames) {
+    out.status = absl::InternalError(absl::StrCat("client processes reported ", out.done.size(),
+                                                  " frames, expected ", a.client_procs * a.proc_frames));
+  }
+  return out;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   using namespace spexd;
   const Args args = Parse(argc, argv);
+  if (args.client_only) return RunClient(args);
   const std::string psf_path = args.psf;
   auto psf_value = core::Psf::Load(psf_path);
   if (!psf_value.ok()) return Fail("psf", psf_value.status());
@@ -185,23 +345,9 @@ int main(int argc, char** argv) {
     psf_info = (*cli)->LoadPsfFromBytes(bytes, psf_path);
   }
   if (!psf_info.ok()) return Fail("load psf", psf_info.status());
-  v1::ExtractHeader header;
-  header.set_psf_id(psf_info->id());
-  header.set_server_path(frame_path);
-  header.mutable_params()->set_wmin(params.wmin);
-  header.mutable_params()->set_wmax(params.wmax);
-  header.mutable_params()->set_dw(params.dw);
-  header.mutable_params()->set_nspec(params.nspec);
-  // One extraction through the service, client-side rebuild included.
-  auto remote_frame = [&](client::SpexdClient& c, v1::ExtractSummary* summary) -> absl::Status {
-    client::RemoteFrameBuilder builder;
-    client::ExtractCallbacks cb;
-    cb.on_header = [&](const v1::FrameHeader& h) { return builder.OnHeader(h); };
-    cb.on_bundle = [&](v1::BundleData&& b) { return builder.OnBundle(std::move(b)); };
-    cb.on_summary = [&](const v1::ExtractSummary& s) { *summary = s; };
-    absl::Status st = c.Extract(header, nullptr, false, cb);
-    if (!st.ok()) return st;
-    return builder.Finish().status();
+  const v1::ExtractHeader header = MakeHeader(psf_info->id(), frame_path, args.fibers);
+  auto remote_frame = [&](client::SpexdClient& c, v1::ExtractSummary* summary) {
+    return RemoteFrame(c, header, summary);
   };
   std::vector<double> service_s, server_read_s, server_extract_s;
   for (int r = -1; r < args.repeats; ++r) {
@@ -219,6 +365,7 @@ int main(int argc, char** argv) {
   for (int k = 0; k < args.inflight; ++k) clients.push_back(*client::SpexdClient::Create(co));
   std::vector<absl::Status> results(args.inflight);
   std::vector<std::vector<v1::ExtractSummary>> summaries(args.inflight);
+  std::vector<std::vector<double>> done_at(args.inflight);
   const auto tp0 = Clock::now();
   {
     std::vector<std::thread> threads;
@@ -228,11 +375,15 @@ int main(int argc, char** argv) {
           v1::ExtractSummary summary;
           results[k] = remote_frame(*clients[k], &summary);
           summaries[k].push_back(summary);
+          done_at[k].push_back(SteadyNow());
         }
       });
     }
     for (auto& t : threads) t.join();
   }
+  std::vector<double> done_all;
+  for (const auto& d : done_at) done_all.insert(done_all.end(), d.begin(), d.end());
+  const double steady_inflight = SteadyInterval(done_all);
   std::vector<double> tp_load, tp_extract, tp_queue;
   for (const auto& list : summaries) {
     for (const auto& sm : list) {
@@ -241,10 +392,20 @@ int main(int argc, char** argv) {
       tp_queue.push_back(sm.queue_seconds());
     }
   }
-  const double per_frame_inflight = Since(tp0) / (args.inflight * args.repeats);
+  const double per_frame_inflight =
+      args.inflight > 0 ? Since(tp0) / (args.inflight * args.repeats) : 0;
   for (const absl::Status& st : results) {
     if (!st.ok()) return Fail("throughput run", st);
   }
+  // (d) Clients in their own processes.
+  ProcResult procs;
+  if (args.client_procs > 0) {
+    procs = RunClientProcesses(args, co.target, psf_info->id(), frame_path, dir);
+    if (!procs.status.ok()) return Fail("client processes", procs.status);
+  }
+  const double procs_frames = static_cast<double>(procs.done.size());
+  const double procs_wall = procs_frames > 0 ? (procs.end - procs.start) / procs_frames : 0;
+  const double procs_steady = SteadyInterval(procs.done);
   (*srv)->Drain(absl::Seconds(5));
 
   const Stats b = Summarise(backend_s), l = Summarise(local_s), s = Summarise(service_s);
@@ -259,11 +420,20 @@ int main(int argc, char** argv) {
       "\"p90\":%.3f},\"read_s\":{\"median\":%.3f},\"service_s\":{\"median\":%.3f,\"p90\":%.3f},"
       "\"server_load_s\":{\"median\":%.3f},\"server_extract_s\":{\"median\":%.3f},"
       "\"overhead_vs_backend\":%.4f,\"overhead_vs_local\":%.4f,\"backend\":\"%s\","
-      "\"inflight\":%d,\"service_per_frame_inflight_s\":%.3f,\"throughput_overhead_vs_backend\":%.4f}\n",
+      "\"inflight\":%d,\"service_per_frame_inflight_s\":%.4f,\"throughput_overhead_vs_backend\":%.4f,"
+      "\"steady_per_frame_inflight_s\":%.4f,\"steady_overhead_vs_backend\":%.4f,"
+      "\"client_procs\":%d,\"proc_frames\":%d,\"procs_wall_per_frame_s\":%.4f,"
+      "\"procs_wall_overhead_vs_backend\":%.4f,\"procs_steady_per_frame_s\":%.4f,"
+      "\"procs_steady_overhead_vs_backend\":%.4f,\"procs_server_extract_s\":{\"median\":%.4f},"
+      "\"procs_server_load_s\":{\"median\":%.4f},\"prefetch\":%d,\"git_sha\":\"%s\"}\n",
       args.fibers, geometry->plan().nwave, args.repeats, CpuModel().c_str(),
       sysconf(_SC_NPROCESSORS_ONLN), host, b.median, b.p90, fr.median, l.median, l.p90, rd.median, s.median,
       s.p90, srd.median, sx.median, s.median / b.median - 1, s.median / l.median - 1,
-      args.backend.c_str(), args.inflight, per_frame_inflight, per_frame_inflight / b.median - 1);
+      args.backend.c_str(), args.inflight, per_frame_inflight, per_frame_inflight / b.median - 1,
+      steady_inflight, steady_inflight / b.median - 1, args.client_procs, args.proc_frames, procs_wall,
+      procs_wall / b.median - 1, procs_steady, procs_steady / b.median - 1,
+      procs.extract.empty() ? 0.0 : Summarise(procs.extract).median,
+      procs.load.empty() ? 0.0 : Summarise(procs.load).median, args.prefetch, GitSha().c_str());
   std::fprintf(stderr,
                "rpc_bench: %d fibres, %s: backend %.3f s (ExtractFrame %.3f s), local (read %.3f + "
                "ExtractFrame) %.3f s, "
@@ -273,7 +443,22 @@ int main(int argc, char** argv) {
                args.fibers, args.backend.c_str(), b.median, fr.median, rd.median, l.median, s.median,
                srd.median, sx.median, 100 * (s.median / b.median - 1),
                100 * (s.median / l.median - 1), args.inflight, args.prefetch, per_frame_inflight,
-               100 * (per_frame_inflight / b.median - 1), Summarise(tp_load).median,
-               Summarise(tp_extract).median, Summarise(tp_queue).median);
+               100 * (per_frame_inflight / b.median - 1),
+               tp_load.empty() ? 0.0 : Summarise(tp_load).median,
+               tp_extract.empty() ? 0.0 : Summarise(tp_extract).median,
+               tp_queue.empty() ? 0.0 : Summarise(tp_queue).median);
+  if (args.inflight > 0) {
+    std::fprintf(stderr, "rpc_bench: %d in flight, steady state: %.4f s per frame -> %+.1f%% vs backend\n",
+                 args.inflight, steady_inflight, 100 * (steady_inflight / b.median - 1));
+  }
+  if (args.client_procs > 0) {
+    std::fprintf(stderr,
+                 "rpc_bench: %d client processes x %d frames: wall %.4f s per frame -> %+.1f%% vs "
+                 "backend; steady state %.4f s per frame -> %+.1f%% vs backend (server extract "
+                 "%.4f, load %.4f s)\n",
+                 args.client_procs, args.proc_frames, procs_wall, 100 * (procs_wall / b.median - 1),
+                 procs_steady, 100 * (procs_steady / b.median - 1), Summarise(procs.extract).median,
+                 Summarise(procs.load).median);
+  }
   return 0;
 }

@@ -38,6 +38,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -45,6 +46,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "client/remote_frame.h"
 #include "client/spexd_client.h"
 #include "core/backend.h"
@@ -185,6 +187,9 @@ int RunClient(const Args& a) {
     if (absl::Status st = RemoteFrame(**cli, header, &summary); !st.ok()) {
       return Fail("remote extract", st);
     }
+    for (const auto& [stage, secs] : summary.stage_seconds()) {
+      std::printf("stage %s %.6f\n", stage.c_str(), secs);
+    }
     std::printf("frame %.6f %.6f %.6f %.6f\n", SteadyNow(), Since(t0), summary.extract_seconds(),
                 summary.load_seconds());
     std::fflush(stdout);
@@ -195,6 +200,7 @@ int RunClient(const Args& a) {
 struct ProcResult {
   absl::Status status;
   std::vector<double> done, seconds, extract, load;
+  std::map<std::string, std::vector<double>> stages;  // backend stage seconds, server side
   double start = 0, end = 0;  // steady clock, around the whole run
 };
 
@@ -239,8 +245,16 @@ ProcResult RunClientProcesses(const Args& a, const std::string& target, const st
   for (const std::string& log : logs) {
     std::ifstream in(log);
     std::string word;
-    double done = 0, secs = 0, ext = 0, load = 0;
-    while (in >> word >> done >> secs >> ext >> load) {
+    while (in >> word) {
+      if (word == "stage") {
+        std::string name;
+        double secs = 0;
+        in >> name >> secs;
+        out.stages[name].push_back(secs);
+        continue;
+      }
+      double done = 0, secs = 0, ext = 0, load = 0;
+      if (!(in >> done >> secs >> ext >> load)) break;
       out.done.push_back(done);
       out.seconds.push_back(secs);
       out.extract.push_back(ext);
@@ -289,6 +303,7 @@ int main(int argc, char** argv) {
   auto backend = core::CreateBackend(bopts);
   if (!backend.ok()) return Fail("backend", backend.status());
   std::vector<double> backend_s, frame_s, local_s, read_s;
+  std::map<std::string, std::vector<double>> alone_stages;  // backend stage seconds
   std::shared_ptr<const core::Geometry> geometry;
   for (int r = -1; r < args.repeats; ++r) {  // r = -1: warm-up (spots evaluated and kept)
     const auto t0 = Clock::now();
@@ -316,6 +331,7 @@ int main(int argc, char** argv) {
     });
     if (!extracted.ok()) return Fail("extract", extracted.status());
     if (r >= 0) {
+      for (const auto& [stage, secs] : extracted->stage_seconds) alone_stages[stage].push_back(secs);
       backend_s.push_back(Since(t2));
       frame_s.push_back(whole);
       local_s.push_back(read + whole);
@@ -452,6 +468,15 @@ int main(int argc, char** argv) {
                  args.inflight, steady_inflight, 100 * (steady_inflight / b.median - 1));
   }
   if (args.client_procs > 0) {
+    // Where the extraction's extra time under load goes: backend stages, alone vs served.
+    std::string stages;
+    for (const auto& [stage, alone] : alone_stages) {
+      auto it = procs.stages.find(stage);
+      if (it == procs.stages.end()) continue;
+      stages += absl::StrCat(" ", stage, " ", absl::StrFormat("%.1f", 1e3 * Summarise(alone).median),
+                             "->", absl::StrFormat("%.1f", 1e3 * Summarise(it->second).median));
+    }
+    std::fprintf(stderr, "rpc_bench: backend stages, ms median (alone->served):%s\n", stages.c_str());
     std::fprintf(stderr,
                  "rpc_bench: %d client processes x %d frames: wall %.4f s per frame -> %+.1f%% vs "
                  "backend; steady state %.4f s per frame -> %+.1f%% vs backend (server extract "

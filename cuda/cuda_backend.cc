@@ -34,6 +34,12 @@
 namespace spexd::cuda {
 namespace {
 
+#ifdef SPEXD_CUDA_DEBUG
+constexpr bool kDebugChecks = true;  // synchronising check after every launch, device asserts
+#else
+constexpr bool kDebugChecks = false;
+#endif
+
 constexpr int kMaxWarmGeometries = 2;
 // Measured on an H200 (docs/perf.md): cusolverDnXsyevBatched ~127 ms per r frame, the
 // shared-memory Jacobi kernel ~211 ms; both meet the parity bar.
@@ -67,7 +73,8 @@ class CudaBackend final : public core::Backend {
     return absl::StrCat("cuda (device ", ctx_->device(), ": ", ctx_->device_name(), ", ",
                         ctx_->total_memory() >> 20, " MiB, ",
                         solver_ == SolverKind::kLibrary ? "library" : "custom", " solve, ",
-                        eigen_ == EigenKind::kLibrary ? "XsyevBatched" : "Jacobi", " eigen)");
+                        eigen_ == EigenKind::kLibrary ? "XsyevBatched" : "Jacobi", " eigen",
+                        kDebugChecks ? ", debug checks" : "", ")");
   }
 
   bool healthy() const override { return healthy_.load(); }

@@ -68,9 +68,6 @@ PatchWorkspace::PatchWorkspace(const PatchPlan& plan) {
   pixmask.resize(n);
   chi2.resize(n);
   model_col.resize(n);
-  pix_model.resize(npix);
-  pix_tivar.resize(npix);
-  pix_chi2.resize(npix);
 }
 
 void PatchExtractor::BuildSparseA(const PatchDesc& d, const Spots& spots,
@@ -112,9 +109,8 @@ void PatchExtractor::BuildSparseA(const PatchDesc& d, const Spots& spots,
   }
 }
 
-bool PatchExtractor::Solve(const PatchDesc& d, const Spots& spots, const double* image,
-                           const double* ivar, double regularize, PatchWorkspace* ws) const {
-  (void)spots;
+bool PatchExtractor::Solve(const PatchDesc& d, const double* image, const double* ivar,
+                           double regularize, PatchWorkspace* ws) const {
   const int n = d.n, nt = plan_.nwavetot, W = plan_.image_width;
   StepTimer timer;
   double* m = ws->m.data();
@@ -319,7 +315,6 @@ void PatchExtractor::WriteOutputs(const PatchDesc& d, const double* image, const
     }
     (*model_window)[p] = mp;
   }
-  (void)n;
 }
 
 PatchOutcome PatchExtractor::Extract(const PatchDesc& d, const Spots& spots, const double* image,
@@ -331,10 +326,10 @@ PatchOutcome PatchExtractor::Extract(const PatchDesc& d, const Spots& spots, con
   BuildSparseA(d, spots, ws);
   timer.Lap(&ws->steps_.projection);
   PatchOutcome outcome = PatchOutcome::kExtracted;
-  bool ok = Solve(d, spots, image, ivar, options_.regularize, ws);
+  bool ok = Solve(d, image, ivar, options_.regularize, ws);
   // NaN retry scoped to this patch (spec "Decisions", §2.15).
   if (!ok && options_.regularize == 0.0) {
-    ok = Solve(d, spots, image, ivar, 1e-4, ws);
+    ok = Solve(d, image, ivar, 1e-4, ws);
     outcome = PatchOutcome::kRetried;
   }
   if (!ok) {

@@ -51,7 +51,6 @@ class PatchWorkspace {
   std::vector<double> lapack_work;
   std::vector<int> lapack_iwork;
   std::vector<double> flux, ivar, rdiag, pixmask, chi2, model_col;  // patch core outputs
-  std::vector<double> pix_model, pix_tivar, pix_chi2;
   StepSeconds steps_;
 };
 
@@ -72,8 +71,8 @@ class PatchExtractor {
 
  private:
   // One attempt with the given regularisation; false if not SPD or non-finite output.
-  bool Solve(const PatchDesc& patch, const Spots& spots, const double* image,
-             const double* ivar, double regularize, PatchWorkspace* ws) const;
+  bool Solve(const PatchDesc& patch, const double* image, const double* ivar,
+             double regularize, PatchWorkspace* ws) const;
   void BuildSparseA(const PatchDesc& patch, const Spots& spots, PatchWorkspace* ws) const;
   void WriteOutputs(const PatchDesc& patch, const double* image, const double* ivar,
                     PatchWorkspace* ws, BundleResult* bundle,

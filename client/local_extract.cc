@@ -54,11 +54,10 @@ absl::Status RunLocalExtract(const ExtractCommand& cmd) {
   meta.in_psf = cmd.psf;
   meta.in_img = cmd.input;
   meta.orig_psf = psf->in_psf().value_or("");
-  const core::PatchPlan& plan = geometry->plan();
-  meta.wmin = plan.wave.front();
-  meta.wmax = cmd.params.has_wavelength ? cmd.params.wmax : psf->wavemax();
-  meta.wmin = cmd.params.has_wavelength ? cmd.params.wmin : psf->wavemin();
-  meta.dw = cmd.params.has_wavelength ? cmd.params.dw : 0.8;
+  const core::GridRequest grid = core::RequestedGrid(cmd.params, *psf);
+  meta.wmin = grid.wmin;
+  meta.wmax = grid.wmax;
+  meta.dw = grid.dw;
   SPEXD_ASSIGN_OR_RETURN(std::string bytes, core::FrameToFits(frame, meta));
   SPEXD_RETURN_IF_ERROR(core::WriteFileAtomically(cmd.output, bytes));
   if (!cmd.model.empty()) {

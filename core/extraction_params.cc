@@ -21,6 +21,11 @@ bool ParseCompat(const std::string& text, Compat* out) {
   return true;
 }
 
+GridRequest RequestedGrid(const ExtractionParams& params, const Psf& psf) {
+  if (params.has_wavelength) return {params.wmin, params.wmax, params.dw};
+  return {psf.wavemin(), psf.wavemax(), 0.8};
+}
+
 double EffectivePsfErr(const ExtractionParams& params, const Psf& psf) {
   if (params.psferr.has_value()) return *params.psferr;
   if (psf.psferr().has_value()) return *psf.psferr();

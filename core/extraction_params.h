@@ -37,6 +37,14 @@ struct ExtractionParams {
   bool want_model = false;
 };
 
+// The requested output grid (wmin, wmax, dw): the request's, or the PSF domain with
+// dw = 0.8 when none was given (spec §2.2). Also what the frame's WAVEMIN, WAVEMAX and
+// WAVESTEP keywords record.
+struct GridRequest {
+  double wmin = 0, wmax = 0, dw = 0;
+};
+GridRequest RequestedGrid(const ExtractionParams& params, const Psf& psf);
+
 // psferr rule of the spec's "Decisions".
 double EffectivePsfErr(const ExtractionParams& params, const Psf& psf);
 

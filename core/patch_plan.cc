@@ -81,14 +81,8 @@ absl::StatusOr<PatchPlan> BuildPatchPlan(const ExtractionParams& params, const P
   plan.image_height = image_height;
   plan.image_width = image_width;
 
-  // Output grid: requested, or the PSF domain with dw = 0.8 (spec §2.2).
-  double wmin = params.wmin, wmax = params.wmax, dw = params.dw;
-  if (!params.has_wavelength) {
-    wmin = psf.wavemin();
-    wmax = psf.wavemax();
-    dw = 0.8;
-  }
-  SPEXD_ASSIGN_OR_RETURN(WavelengthGrid grid, MakeOutputGrid(wmin, wmax, dw));
+  const GridRequest req = RequestedGrid(params, psf);
+  SPEXD_ASSIGN_OR_RETURN(WavelengthGrid grid, MakeOutputGrid(req.wmin, req.wmax, req.dw));
   plan.wave = grid.wave;
   plan.nwave = static_cast<int>(grid.wave.size());
   plan.fullwave = MakePaddedGrid(grid, plan.wavepad_eff, plan.nwavestep);

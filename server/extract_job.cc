@@ -157,9 +157,10 @@ absl::Status ExtractJob::PrepareImage() {
   for (const std::string& card : image_header_) fh->add_image_header(card);
   fh->set_fibermap_fits(fibermap_fits_);
   fh->set_orig_psf(psf.in_psf().value_or(""));
-  meta_wmin_ = params_.has_wavelength ? params_.wmin : psf.wavemin();
-  meta_wmax_ = params_.has_wavelength ? params_.wmax : psf.wavemax();
-  meta_dw_ = params_.has_wavelength ? params_.dw : 0.8;
+  const core::GridRequest grid = core::RequestedGrid(params_, psf);
+  meta_wmin_ = grid.wmin;
+  meta_wmax_ = grid.wmax;
+  meta_dw_ = grid.dw;
   fh->set_wavemin(meta_wmin_);
   fh->set_wavemax(meta_wmax_);
   fh->set_wavestep(meta_dw_);

@@ -40,13 +40,6 @@ const std::vector<FlagSpec>& RemoteExtractFlagSpecs() {
       {"bundles", 0, true, "comma-separated bundle indices (ExtractBundles)"},
       {"fibers", 0, true, "comma-separated fibres whose bundles to extract (ExtractBundles)"},
       {"snr", 0, false, "print the median S/N of every fibre"},
-      {"retries", 0, true, "attempts on UNAVAILABLE, with exponential backoff (default 4)"},
-      {"tls", 0, false, "use TLS (system roots unless --tls-ca)"},
-      {"tls-ca", 0, true, "PEM file of the CA that signed the server certificate"},
-      {"tls-cert", 0, true, "PEM client certificate (mutual TLS)"},
-      {"tls-key", 0, true, "PEM client private key (mutual TLS)"},
-      {"tls-server-name", 0, true, "name to verify in the server certificate"},
-      {"token-file", 0, true, "file with the bearer token the server requires"},
   };
   return specs;
 }

@@ -31,7 +31,7 @@ int Usage() {
 std::vector<spexd::client::FlagSpec> ExtractSpecs() {
 #ifdef SPEXD_WITH_SERVER
   using namespace spexd::client;
-  return JoinFlagSpecs({&ExtractFlagSpecs(), &RemoteExtractFlagSpecs()});
+  return JoinFlagSpecs({&ExtractFlagSpecs(), &RemoteExtractFlagSpecs(), &ConnectionFlagSpecs()});
 #else
   return spexd::client::ExtractFlagSpecs();
 #endif

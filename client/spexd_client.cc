@@ -99,6 +99,19 @@ absl::Status WithRetries(const ClientOptions& o, std::mt19937_64& rng, Fn attemp
   return status;
 }
 
+// One unary admin call with the call deadline, retried on UNAVAILABLE.
+template <typename Resp, typename Call>
+absl::StatusOr<Resp> UnaryWithRetries(const ClientOptions& o, std::mt19937_64& rng, Call call) {
+  Resp resp;
+  absl::Status s = WithRetries(o, rng, [&](bool*) {
+    grpc::ClientContext ctx;
+    Prepare(&ctx, o, o.call_deadline_seconds);
+    return FromGrpc(call(&ctx, &resp));
+  });
+  if (!s.ok()) return s;
+  return resp;
+}
+
 }  // namespace
 
 absl::StatusOr<v1::PsfInfo> SpexdClient::LoadPsfFromServerPath(const std::string& path) {
@@ -141,38 +154,26 @@ absl::StatusOr<v1::PsfInfo> SpexdClient::LoadPsfFromBytes(const std::string& byt
 }
 
 absl::StatusOr<v1::ListPsfsResponse> SpexdClient::ListPsfs() {
-  v1::ListPsfsResponse resp;
-  absl::Status s = WithRetries(options_, stubs_->rng, [&](bool*) {
-    grpc::ClientContext ctx;
-    Prepare(&ctx, options_, options_.call_deadline_seconds);
-    return FromGrpc(stubs_->admin->ListPsfs(&ctx, v1::ListPsfsRequest(), &resp));
-  });
-  if (!s.ok()) return s;
-  return resp;
+  return UnaryWithRetries<v1::ListPsfsResponse>(
+      options_, stubs_->rng, [&](grpc::ClientContext* ctx, v1::ListPsfsResponse* resp) {
+        return stubs_->admin->ListPsfs(ctx, v1::ListPsfsRequest(), resp);
+      });
 }
 
 absl::StatusOr<v1::UnloadPsfResponse> SpexdClient::UnloadPsf(const std::string& id) {
   v1::UnloadPsfRequest req;
   req.set_id(id);
-  v1::UnloadPsfResponse resp;
-  absl::Status s = WithRetries(options_, stubs_->rng, [&](bool*) {
-    grpc::ClientContext ctx;
-    Prepare(&ctx, options_, options_.call_deadline_seconds);
-    return FromGrpc(stubs_->admin->UnloadPsf(&ctx, req, &resp));
-  });
-  if (!s.ok()) return s;
-  return resp;
+  return UnaryWithRetries<v1::UnloadPsfResponse>(
+      options_, stubs_->rng, [&](grpc::ClientContext* ctx, v1::UnloadPsfResponse* resp) {
+        return stubs_->admin->UnloadPsf(ctx, req, resp);
+      });
 }
 
 absl::StatusOr<v1::ServerInfo> SpexdClient::GetServerInfo() {
-  v1::ServerInfo resp;
-  absl::Status s = WithRetries(options_, stubs_->rng, [&](bool*) {
-    grpc::ClientContext ctx;
-    Prepare(&ctx, options_, options_.call_deadline_seconds);
-    return FromGrpc(stubs_->admin->GetServerInfo(&ctx, v1::GetServerInfoRequest(), &resp));
-  });
-  if (!s.ok()) return s;
-  return resp;
+  return UnaryWithRetries<v1::ServerInfo>(
+      options_, stubs_->rng, [&](grpc::ClientContext* ctx, v1::ServerInfo* resp) {
+        return stubs_->admin->GetServerInfo(ctx, v1::GetServerInfoRequest(), resp);
+      });
 }
 
 absl::StatusOr<std::string> SpexdClient::CheckHealth(const std::string& service) {

@@ -10,6 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "core/extraction_params.h"
+#include "core/spots.h"  // StampCorner
 
 namespace spexd::core {
 
@@ -74,15 +75,6 @@ struct PatchPlan {
 // Validates params (ValidateParams). Pure function; cheap (needs only trace positions).
 absl::StatusOr<PatchPlan> BuildPatchPlan(const ExtractionParams& params, const Psf& psf,
                                          int image_height, int image_width);
-
-// The lower-left corner of a stamp from its trace position (spec §1.4 step 2): shared by
-// the spot evaluation and the planner so that both agree exactly.
-inline int32_t StampCorner(double pos, int hsize) {
-  double v = pos - static_cast<double>(hsize) + 0.5;
-  double f = static_cast<double>(static_cast<int64_t>(v));
-  if (f > v) f -= 1.0;  // floor for negative values
-  return static_cast<int32_t>(f);
-}
 
 }  // namespace spexd::core
 

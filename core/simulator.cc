@@ -305,8 +305,7 @@ absl::StatusOr<SimFrame> SimulateFrame(const Psf& psf, const SimSpectra& spectra
     photons[q] = spectra.fine_flux[q] * (n == 1 ? spectra.dwave[k] : spectra.dwave[k / n] / n);
     frame.photons_in += photons[q];
     const int fiber = o.fiber_begin + static_cast<int>(q / nfine);
-    row0[q] = static_cast<int32_t>(
-        std::floor((psf.Y(fiber, spectra.fine_wave[k]) - psf.hsizey()) + 0.5));
+    row0[q] = StampCorner(psf.Y(fiber, spectra.fine_wave[k]), psf.hsizey());
   }
   // Each task owns a band of rows and adds stamps in (fibre, wavelength) order, so every
   // pixel's sum has the same order whatever the thread count. Stamps crossing a band edge

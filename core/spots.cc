@@ -93,8 +93,8 @@ void StampFromParams(const Psf& psf, double x, double y, double sigx, double sig
   const int hx = psf.hsizex(), hy = psf.hsizey();
   const int nx = 2 * hx + 1, ny = 2 * hy + 1;
   const int dgx = psf.ghdegx(), dgy = psf.ghdegy();
-  *xc = static_cast<int32_t>(std::floor((x - hx) + 0.5));
-  *yc = static_cast<int32_t>(std::floor((y - hy) + 0.5));
+  *xc = StampCorner(x, hx);
+  *yc = StampCorner(y, hy);
   const double dx = FlooredMod1(x + 0.5) - 0.5;
   const double dy = FlooredMod1(y + 0.5) - 0.5;
   PixelBasis(hx, dx, sigx, dgx, ws.edge_scratch.data(), ws.px.data());

@@ -2,6 +2,7 @@
 #ifndef SPEXD_CORE_SPOTS_H_
 #define SPEXD_CORE_SPOTS_H_
 
+#include <cmath>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -9,6 +10,13 @@
 #include "core/psf.h"
 
 namespace spexd::core {
+
+// The lower-left corner of a stamp from its trace position (spec §1.4 step 2):
+// floor(pos - hsize + 0.5), in that operation order. The one definition shared by the spot
+// evaluation, the planner and the simulator, so that all agree exactly.
+inline int32_t StampCorner(double pos, int hsize) {
+  return static_cast<int32_t>(std::floor((pos - static_cast<double>(hsize)) + 0.5));
+}
 
 // Spots of `nfibers` consecutive fibres starting at `fiber_begin` on `nwave` wavelengths.
 struct Spots {

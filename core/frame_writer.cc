@@ -9,9 +9,12 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "core/fits_file.h"
+#include "core/frame_scores.h"
 #include "core/status_macros.h"
 #include "core/version.h"
 
@@ -29,6 +32,25 @@ absl::Status Checksum(FitsFile* f) {
   return absl::OkStatus();
 }
 
+#define SPEXD_STRINGIFY_INNER(x) #x
+#define SPEXD_STRINGIFY(x) SPEXD_STRINGIFY_INNER(x)
+constexpr const char* kCfitsioVersion = SPEXD_STRINGIFY(CFITSIO_MAJOR) "." SPEXD_STRINGIFY(
+    CFITSIO_MINOR) "." SPEXD_STRINGIFY(CFITSIO_MICRO);
+
+// desiutil.depend.setdep: update the DEPVERnn of `name` when a DEPNAMnn already names it
+// (e.g. copied from the input image header), else use the first free nn in 00..99.
+absl::Status SetDependency(FitsFile* f, const std::string& name, const std::string& version) {
+  for (int i = 0; i < 100; ++i) {
+    const std::string nk = absl::StrFormat("DEPNAM%02d", i);
+    const std::string vk = absl::StrFormat("DEPVER%02d", i);
+    std::optional<std::string> existing = f->ReadOptionalString(nk.c_str());
+    if (existing.has_value() && *existing != name) continue;
+    if (!existing.has_value()) SPEXD_RETURN_IF_ERROR(f->WriteKey(nk.c_str(), name, nullptr));
+    return f->WriteKey(vk.c_str(), version, nullptr);
+  }
+  return absl::OkStatus();  // 100 dependencies already recorded: desiutil gives up silently too
+}
+
 absl::Status WriteFrameHeader(FitsFile* f, const Frame& frame, const FrameMetadata& meta) {
   SPEXD_RETURN_IF_ERROR(f->WriteCards(meta.image_header));
   SPEXD_RETURN_IF_ERROR(f->WriteKey("NSPEC", static_cast<long>(frame.nspec), "Number of spectra"));
@@ -43,9 +65,32 @@ absl::Status WriteFrameHeader(FitsFile* f, const Frame& frame, const FrameMetada
   }
   SPEXD_RETURN_IF_ERROR(f->WriteKey("FIBERMIN", static_cast<long>(frame.specmin), "First fibre"));
   SPEXD_RETURN_IF_ERROR(f->WriteKey("BUNIT", std::string("electron/Angstrom"), nullptr));
-  SPEXD_RETURN_IF_ERROR(f->WriteKey("DEPNAM00", std::string("spexd"), nullptr));
-  SPEXD_RETURN_IF_ERROR(f->WriteKey("DEPVER00", std::string(kSpexdVersion), nullptr));
+  SPEXD_RETURN_IF_ERROR(SetDependency(f, "spexd", kSpexdVersion));
+  SPEXD_RETURN_IF_ERROR(SetDependency(f, "cfitsio", kCfitsioVersion));
   return absl::OkStatus();
+}
+
+// SCORES: a binary table of float64 columns (desispec writes astropy Table(frame.scores)
+// of float64 arrays) with the score comments on the TTYPEn cards, as write_frame does.
+absl::Status WriteScores(FitsFile* f, const std::vector<FrameScore>& scores, long nspec) {
+  if (scores.empty()) return absl::OkStatus();
+  std::vector<char*> ttype, tform;
+  char format[] = "D";
+  for (const FrameScore& s : scores) {
+    ttype.push_back(const_cast<char*>(s.name.c_str()));
+    tform.push_back(format);
+  }
+  int status = 0;
+  fits_create_tbl(f->get(), BINARY_TBL, nspec, static_cast<int>(scores.size()), ttype.data(),
+                  tform.data(), nullptr, "SCORES", &status);
+  for (std::size_t c = 0; status == 0 && c < scores.size(); ++c) {
+    const std::string key = absl::StrCat("TTYPE", c + 1);
+    fits_modify_comment(f->get(), key.c_str(), scores[c].comment.c_str(), &status);
+    fits_write_col(f->get(), TDOUBLE, static_cast<int>(c + 1), 1, 1, nspec,
+                   const_cast<double*>(scores[c].values.data()), &status);
+  }
+  if (status != 0) return f->Error(status, "writing SCORES");
+  return Checksum(f);
 }
 
 absl::Status CopyFibermap(FitsFile* out, const Frame& frame, const FrameMetadata& meta) {
@@ -97,6 +142,7 @@ absl::StatusOr<std::string> FrameToFits(const Frame& frame, const FrameMetadata&
   auto chi2 = ToFloat(frame.chi2pix);
   SPEXD_RETURN_IF_ERROR(f.WriteImage<float>("CHI2PIX", {nw, ns}, chi2.data()));
   SPEXD_RETURN_IF_ERROR(Checksum(&f));
+  SPEXD_RETURN_IF_ERROR(WriteScores(&f, ComputeRawScores(frame), ns));
   return f.TakeMemory();
 }
 

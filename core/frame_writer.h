@@ -22,8 +22,12 @@ struct FrameMetadata {
 };
 
 // Builds the frame file in memory: FLUX (primary), IVAR, MASK (uint32), WAVELENGTH,
-// RESOLUTION, FIBERMAP (rows specmin..specmin+nspec-1, when given), CHI2PIX, with
-// desispec's header keywords and CHECKSUM/DATASUM on every HDU.
+// RESOLUTION, FIBERMAP (rows specmin..specmin+nspec-1, when given), CHI2PIX, SCORES
+// (desispec's RAW scores, core/frame_scores.h; absent when no bin is in the camera's
+// band), with desispec's header keywords, DEPNAMnn/DEPVERnn provenance (spexd and
+// CFITSIO, the software that made and wrote the numbers; the same for a local run, the
+// server and spexctl over the server, whose files are equal) and CHECKSUM/DATASUM on
+// every HDU.
 absl::StatusOr<std::string> FrameToFits(const Frame& frame, const FrameMetadata& meta);
 // Model image file: a primary float64 [H][W] image with the frame header.
 absl::StatusOr<std::string> ModelToFits(const Frame& frame, const FrameMetadata& meta);

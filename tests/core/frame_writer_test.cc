@@ -5,6 +5,7 @@
 #include <iterator>
 
 #include "core/fits_file.h"
+#include "core/version.h"
 #include "gtest/gtest.h"
 #include "tests/test_support.h"
 
@@ -49,7 +50,9 @@ std::string Fibermap() {
 TEST(FrameWriterTest, DesispecLayoutAndKeywords) {
   Frame frame = SmallFrame();
   FrameMetadata meta;
-  meta.image_header = {"CAMERA  = 'r0      '           / Spectrograph Camera"};
+  meta.image_header = {"CAMERA  = 'r0      '           / Spectrograph Camera",
+                       "DEPNAM00= 'python  '", "DEPVER00= '3.11.2  '",
+                       "DEPNAM01= 'spexd   '", "DEPVER01= '0.0.1   '"};
   meta.fibermap_fits = Fibermap();
   meta.in_psf = "psf.fits";
   meta.in_img = "preproc.fits";
@@ -59,8 +62,10 @@ TEST(FrameWriterTest, DesispecLayoutAndKeywords) {
   auto f = FitsFile::OpenMemory(bytes->data(), bytes->size(), "frame");
   ASSERT_TRUE(f.ok());
   // HDU order and types of desispec.io.write_frame (spec §5.3).
-  const char* names[] = {"FLUX", "IVAR", "MASK", "WAVELENGTH", "RESOLUTION", "FIBERMAP", "CHI2PIX"};
-  for (int i = 0; i < 7; ++i) {
+  const char* names[] = {"FLUX",     "IVAR",    "MASK",  "WAVELENGTH", "RESOLUTION",
+                         "FIBERMAP", "CHI2PIX", "SCORES"};
+  ASSERT_EQ(*f->NumHdus(), 8);
+  for (int i = 0; i < 8; ++i) {
     ASSERT_TRUE(f->MoveToHduIndex(i).ok());
     EXPECT_EQ(*f->ReadString("EXTNAME"), names[i]);
     EXPECT_TRUE(f->ReadString("CHECKSUM").ok()) << names[i];
@@ -72,6 +77,12 @@ TEST(FrameWriterTest, DesispecLayoutAndKeywords) {
   EXPECT_EQ(*f->ReadLong("FIBERMIN"), 2);
   EXPECT_EQ(*f->ReadDouble("WAVESTEP"), 0.8);
   EXPECT_EQ(*f->ReadString("IN_PSF"), "psf.fits");
+  // desiutil.depend.setdep: the input's entries stay, spexd's version is updated in
+  // place, new names take the next free numbers.
+  EXPECT_EQ(*f->ReadString("DEPNAM00"), "python");
+  EXPECT_EQ(*f->ReadString("DEPVER01"), kSpexdVersion);
+  EXPECT_EQ(*f->ReadString("DEPNAM02"), "cfitsio");
+  EXPECT_FALSE(f->ReadString("DEPNAM03").ok());
   auto info = f->GetImageInfo();
   EXPECT_EQ(info->equiv_bitpix, FLOAT_IMG);
   EXPECT_EQ(info->naxes, (std::vector<long>{4, 3}));
@@ -93,6 +104,22 @@ TEST(FrameWriterTest, DesispecLayoutAndKeywords) {
   fits_read_col(f->get(), TINT, 1, 1, 1, 3, nullptr, fibers, &anynul, &status);
   EXPECT_EQ(fibers[0], 2);
   EXPECT_EQ(fibers[2], 4);
+  // SCORES: float64 columns, one row per fibre, desispec's comments (grid in band b).
+  ASSERT_TRUE(f->MoveToHdu("SCORES").ok());
+  fits_get_num_rows(f->get(), &nrows, &status);
+  EXPECT_EQ(nrows, 3);
+  EXPECT_EQ(*f->ReadString("TTYPE1"), "SUM_RAW_COUNT_B");
+  EXPECT_EQ(*f->ReadString("TFORM1"), "D");
+  EXPECT_EQ(*f->ReadString("TTYPE3"), "MEDIAN_RAW_SNR_B");
+  char comment[FLEN_COMMENT] = {0};
+  char value[FLEN_VALUE] = {0};
+  fits_read_keyword(f->get(), "TTYPE2", value, comment, &status);
+  EXPECT_STREQ(comment, "median counts/A in wave. range 4000,5800A");
+  double sums[3] = {0, 0, 0};
+  fits_read_col(f->get(), TDOUBLE, 1, 1, 1, 3, nullptr, sums, &anynul, &status);
+  EXPECT_EQ(status, 0);
+  EXPECT_EQ(sums[0], 1.5 * (0 + 1 + 2 + 3));  // fibre 2: flux 1.5 * (0..3), all in band
+  EXPECT_EQ(sums[2], 1.5 * (8 + 9 + 10 + 11));
 }
 
 TEST(FrameWriterTest, AtomicWriteLeavesNoPartialFile) {

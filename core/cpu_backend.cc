@@ -81,14 +81,7 @@ class CpuBackend : public Backend {
       double t2 = Now();
       summary.stage_seconds["patches"] += t2 - t1;
 
-      for (PatchOutcome o : outcomes) {
-        switch (o) {
-          case PatchOutcome::kExtracted: ++result.counts.extracted; break;
-          case PatchOutcome::kRetried: ++result.counts.extracted; ++result.counts.retried; break;
-          case PatchOutcome::kFailed: ++result.counts.failed; break;
-          case PatchOutcome::kSkipped: ++result.counts.skipped; break;
-        }
-      }
+      for (PatchOutcome o : outcomes) CountOutcome(o, &result.counts);
       if (job.want_model) StitchModel(plan, p0, p1, models, &result);
       summary.stage_seconds["stitch"] += Now() - t2;
       summary.counts += result.counts;

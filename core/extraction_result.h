@@ -13,7 +13,7 @@ namespace spexd::core {
 struct PatchCounts {
   int64_t extracted = 0;  // patches solved (including retried ones)
   int64_t skipped = 0;    // patches whose window leaves the CCD (outputs stay 0)
-  int64_t retried = 0;    // patches that needed the regularize = 1e-4 retry
+  int64_t retried = 0;    // patches that needed the kRetryRegularize retry
   int64_t failed = 0;     // patches that failed even after the retry (outputs 0, BAD2DFIT)
   PatchCounts& operator+=(const PatchCounts& o) {
     extracted += o.extracted;

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "core/lapack.h"
+#include "core/patch_numerics.h"
 
 namespace spexd::core {
 namespace {
@@ -142,13 +143,11 @@ bool PatchExtractor::Solve(const PatchDesc& d, const double* image, const double
   // Regularisation of bad bins (spec §2.8; the bad-bin test differs per compat, §2.17).
   double maxfw = 0;
   for (int q = 0; q < n; ++q) maxfw = std::max(maxfw, ws->fw[q]);
-  const double minweight = 1e-4 * maxfw;
+  const double minweight = MinWeight(maxfw);
   const bool cpu = options_.compat == Compat::kCpu;
   for (int q = 0; q < n; ++q) {
-    const double fw = ws->fw[q];
-    const bool bad = cpu ? fw < minweight : fw <= minweight;
-    const double alpha = bad ? minweight - fw : regularize;
-    m[static_cast<std::size_t>(q) * n + q] += alpha * alpha + 1e-15;
+    m[static_cast<std::size_t>(q) * n + q] +=
+        DiagonalRegularization(ws->fw[q], minweight, regularize, cpu);
   }
   timer.Lap(&ws->steps_.normal_eq);
   // Solve by Cholesky (spec §2.9: any backward-stable SPD solver).
@@ -164,7 +163,6 @@ bool PatchExtractor::Solve(const PatchDesc& d, const double* image, const double
   // [s*nt, (s+1)*nt): the solution of L[s*nt:, s*nt:] X = [I; 0] (L^-1 is lower
   // triangular, so the rows above s*nt are zero). A triangular solve per core block is
   // cheaper than inverting all of L (measured 2.6 vs 3.8 ms at n = 518).
-  const bool clip = options_.compat == Compat::kGpu;
   for (int s = d.core_row; s < d.core_row + plan_.nper; ++s) {
     const int k = n - s * nt;
     const double one_d = 1.0, zero_d = 0.0;
@@ -176,8 +174,8 @@ bool PatchExtractor::Solve(const PatchDesc& d, const double* image, const double
     double* c = ws->cblock.data();
     dsyrk_("L", "T", &nt, &k, &one_d, x, &k, &zero_d, c, &nt, kOne, kOne);
     timer.Lap(&ws->steps_.inverse);
-    // Q_s = C_ss^{-1/2} by symmetric eigen-decomposition (spec §2.10 step 2); the GPU
-    // path clips eigenvalues at 1e-14 of the largest (§2.17).
+    // Q_s = C_ss^{-1/2} by symmetric eigen-decomposition (spec §2.10 step 2), eigenvalues
+    // clipped per compat (§2.17).
     int lwork = static_cast<int>(ws->lapack_work.size());
     int liwork = static_cast<int>(ws->lapack_iwork.size());
     dsyevd_("V", "L", &nt, c, &nt, ws->eval.data(), ws->lapack_work.data(), &lwork,
@@ -187,8 +185,7 @@ bool PatchExtractor::Solve(const PatchDesc& d, const double* image, const double
     for (int i = 0; i < nt; ++i) lmax = std::max(lmax, ws->eval[i]);
     double* sv = ws->evec.data();
     for (int j = 0; j < nt; ++j) {
-      double lam = ws->eval[j];
-      if (clip) lam = std::max(lam, 1e-14 * lmax);
+      const double lam = ClippedEigenvalue(ws->eval[j], lmax, cpu);
       const double scale = 1.0 / std::sqrt(lam);
       for (int i = 0; i < nt; ++i) sv[i + j * nt] = c[i + j * nt] * scale;
     }
@@ -329,15 +326,11 @@ PatchOutcome PatchExtractor::Extract(const PatchDesc& d, const Spots& spots, con
   bool ok = Solve(d, image, ivar, options_.regularize, ws);
   // NaN retry scoped to this patch (spec "Decisions", §2.15).
   if (!ok && options_.regularize == 0.0) {
-    ok = Solve(d, image, ivar, 1e-4, ws);
+    ok = Solve(d, image, ivar, kRetryRegularize, ws);
     outcome = PatchOutcome::kRetried;
   }
   if (!ok) {
-    // Leave the outputs at zero and flag the kept bins.
-    for (int s = 0; s < plan_.nper; ++s) {
-      const std::size_t row = static_cast<std::size_t>(d.out_row - bundle->bundle * plan_.bundlesize + s);
-      for (int w = 0; w < d.nkeep; ++w) bundle->failed_bins[row * bundle->nwave + d.out_col + w] = 1;
-    }
+    MarkPatchFailed(plan_, d, bundle);
     if (model_window != nullptr) model_window->assign(static_cast<std::size_t>(d.ny) * d.nx, 0.0);
     return PatchOutcome::kFailed;
   }

@@ -9,6 +9,7 @@
 
 #include "core/extraction_params.h"
 #include "core/extraction_result.h"
+#include "core/patch_outcome.h"
 #include "core/patch_plan.h"
 #include "core/spots.h"
 
@@ -53,8 +54,6 @@ class PatchWorkspace {
   std::vector<double> flux, ivar, rdiag, pixmask, chi2, model_col;  // patch core outputs
   StepSeconds steps_;
 };
-
-enum class PatchOutcome { kExtracted, kRetried, kFailed, kSkipped };
 
 class PatchExtractor {
  public:

@@ -9,6 +9,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "core/fits_file.h"
+#include "core/legendre.h"
 #include "core/status_macros.h"
 
 namespace spexd::core {
@@ -319,40 +320,6 @@ absl::StatusOr<Psf> Psf::LoadFromMemory(const void* data, std::size_t size,
   return PsfReader(&file).Read();
 }
 
-double ReducedWavelength(double wave, double wavemin, double wavemax) {
-  // extraction-spec §1.3: the scale factor first, then the product, then the shift.
-  const double scale = 2.0 / (wavemax - wavemin);
-  return (wave - wavemin) * scale - 1.0;
-}
-
-double LegendreClenshaw(const double* c, int n, double u) {
-  // numpy.polynomial.legendre.legval, operation for operation (extraction-spec §1.3).
-  if (n <= 0) return 0.0;
-  if (n == 1) return c[0];
-  if (n == 2) return c[0] + c[1] * u;
-  double a = c[n - 2];
-  double b = c[n - 1];
-  int d = n;
-  for (int i = 3; i <= n; ++i) {
-    const double t = a;
-    d = d - 1;
-    const double dd = static_cast<double>(d);
-    a = c[n - i] - (b * (dd - 1.0)) / dd;
-    b = t + (b * u * (2.0 * dd - 1.0)) / dd;
-  }
-  return a + b * u;
-}
-
-void LegendreVander(double u, int deg, double* out) {
-  // numpy.polynomial.legendre.legvander recurrence (extraction-spec §1.3).
-  out[0] = 1.0;
-  if (deg > 0) out[1] = u;
-  for (int k = 2; k <= deg; ++k) {
-    const double dk = static_cast<double>(k);
-    out[k] = (out[k - 1] * u * (2.0 * dk - 1.0) - out[k - 2] * (dk - 1.0)) / dk;
-  }
-}
-
 double Psf::X(int fiber, double wave) const {
   const double u = ReducedWavelength(wave, xtrace_.wavemin, xtrace_.wavemax);
   return LegendreClenshaw(
@@ -369,12 +336,8 @@ double Psf::Y(int fiber, double wave) const {
 
 double Psf::Param(int param, int fiber, double wave) const {
   const LegendreTable& t = params_[static_cast<std::size_t>(param)];
-  double basis[kMaxLegDeg + 1];
-  LegendreVander(ReducedWavelength(wave, t.wavemin, t.wavemax), t.ncoeff - 1, basis);
-  const double* c = t.coeff.data() + static_cast<std::size_t>(fiber) * t.ncoeff;
-  double sum = 0.0;
-  for (int k = 0; k < t.ncoeff; ++k) sum += basis[k] * c[k];
-  return sum;
+  return LegendreVanderSum(t.coeff.data() + static_cast<std::size_t>(fiber) * t.ncoeff,
+                           t.ncoeff, ReducedWavelength(wave, t.wavemin, t.wavemax));
 }
 
 std::size_t Psf::MemoryBytes() const {

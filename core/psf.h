@@ -75,13 +75,6 @@ class Psf {
   std::string source_name_;
 };
 
-// Reduced wavelength u of spec §1.3, in its exact operation order.
-double ReducedWavelength(double wave, double wavemin, double wavemax);
-// numpy legval (Clenshaw) of coefficients c[0..n) at u (spec §1.3).
-double LegendreClenshaw(const double* c, int n, double u);
-// Vandermonde row L_0..L_deg at u by the recurrence of spec §1.3.
-void LegendreVander(double u, int deg, double* out);
-
 }  // namespace spexd::core
 
 #endif  // SPEXD_CORE_PSF_H_

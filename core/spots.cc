@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
-#include <numbers>
 #include <system_error>
 #include <thread>
 #include <vector>
+
+#include "core/gauss_hermite.h"
+#include "core/legendre.h"
 
 namespace spexd::core {
 
@@ -25,65 +27,27 @@ struct SpotEvaluator::Workspace {
     py.resize(static_cast<std::size_t>((psf.ghdegy() + 1) * ny));
     t.resize(static_cast<std::size_t>((psf.ghdegy() + 1) * nx));
     gh.resize(static_cast<std::size_t>((psf.ghdegx() + 1) * (psf.ghdegy() + 1)));
-    const int nmax = std::max(nx, ny) + 1;
-    const int degmax = std::max(psf.ghdegx(), psf.ghdegy()) + 1;
-    edge_scratch.resize(static_cast<std::size_t>(nmax * (degmax + 2)));
+    // [edge][1 + deg] terms of the longer axis (AxisBasis).
+    const int nedges = std::max(nx, ny) + 1;
+    const int terms = std::max(psf.ghdegx(), psf.ghdegy()) + 1;
+    edge_scratch.resize(static_cast<std::size_t>(nedges * terms));
   }
 };
 
 namespace {
 using SpotWorkspace = SpotEvaluator::Workspace;
 
-// Floored modulo by 1 as numpy's np.mod (npy_divmod): result in [0, 1).
-double FlooredMod1(double a) {
-  double m = std::fmod(a, 1.0);
-  if (m != 0.0) {
-    if (m < 0.0) m += 1.0;
-  } else {
-    m = 0.0;  // copysign(0, +1)
-  }
-  return m;
-}
-
 // Pixel-integrated Gauss-Hermite basis along one axis (extraction-spec §1.4 steps 4-6):
-// out[m*n + k] for degree m = 0..deg and pixel k = 0..n-1, n = 2*hsize+1.
-void PixelBasis(int hsize, double d, double sigma, int deg, double* scratch, double* out) {
+// out[m*n + k] for degree m = 0..deg and pixel k = 0..n-1, n = 2*hsize+1. `edges` holds
+// (n + 1) * (1 + deg) doubles of scratch.
+void AxisBasis(int hsize, double d, double sigma, int deg, double* edges, double* out) {
   const int n = 2 * hsize + 1;
-  const int nedge = n + 1;
-  // scratch layout: e[nedge], erf[nedge], hg[deg][nedge] (He_m(e)*G(e), m = 0..deg-1).
-  double* e = scratch;
-  double* erfv = e + nedge;
-  double* hg = erfv + nedge;
-  static const double kSqrt2 = std::sqrt(2.0);
-  static const double kSqrt2Pi = std::sqrt(2.0 * std::numbers::pi);
-  for (int k = 0; k < nedge; ++k) {
-    const double edge = static_cast<double>(k - hsize) - 0.5;
-    e[k] = (edge - d) / sigma;  // subtract, then divide (spec §1.4 step 4)
-    erfv[k] = std::erf(e[k] / kSqrt2);
+  for (int k = 0; k <= n; ++k) {
+    double* e = edges + k * (1 + deg);
+    EdgeTerms(StampEdge(k, hsize, d, sigma), deg, e, e + 1);
   }
-  for (int k = 0; k < nedge; ++k) {
-    const double tk = e[k];
-    const double g = std::exp(-0.5 * (tk * tk)) / kSqrt2Pi;
-    // Probabilists' Hermite recurrence He_m = He_{m-1} t - He_{m-2} (m-1).
-    double h_prev = 1.0, h = tk;
-    for (int m = 0; m < deg; ++m) {
-      double hm;
-      if (m == 0) {
-        hm = 1.0;
-      } else if (m == 1) {
-        hm = tk;
-      } else {
-        hm = h * tk - h_prev * static_cast<double>(m - 1);
-        h_prev = h;
-        h = hm;
-      }
-      hg[m * nedge + k] = hm * g;
-    }
-  }
-  for (int k = 0; k < n; ++k) out[k] = 0.5 * (erfv[k + 1] - erfv[k]);
-  for (int m = 1; m <= deg; ++m) {
-    const double* hgm = hg + (m - 1) * nedge;
-    for (int k = 0; k < n; ++k) out[m * n + k] = hgm[k] - hgm[k + 1];
+  for (int m = 0; m <= deg; ++m) {
+    for (int k = 0; k < n; ++k) out[m * n + k] = PixelBasis(edges, deg, m, k);
   }
 }
 
@@ -95,10 +59,10 @@ void StampFromParams(const Psf& psf, double x, double y, double sigx, double sig
   const int dgx = psf.ghdegx(), dgy = psf.ghdegy();
   *xc = StampCorner(x, hx);
   *yc = StampCorner(y, hy);
-  const double dx = FlooredMod1(x + 0.5) - 0.5;
-  const double dy = FlooredMod1(y + 0.5) - 0.5;
-  PixelBasis(hx, dx, sigx, dgx, ws.edge_scratch.data(), ws.px.data());
-  PixelBasis(hy, dy, sigy, dgy, ws.edge_scratch.data(), ws.py.data());
+  const double dx = SubPixelOffset(x, *xc, hx);
+  const double dy = SubPixelOffset(y, *yc, hy);
+  AxisBasis(hx, dx, sigx, dgx, ws.edge_scratch.data(), ws.px.data());
+  AxisBasis(hy, dy, sigy, dgy, ws.edge_scratch.data(), ws.py.data());
   // S = Py^T GH Px factored as two small products (spec "Decisions": summation order free).
   for (int j = 0; j <= dgy; ++j) {
     double* tj = ws.t.data() + j * nx;
@@ -136,10 +100,8 @@ void EvaluateParams(const Psf& psf, int fiber, const double* basis, double* sigx
                     SpotWorkspace& ws) {
   auto param = [&](int p) {
     const LegendreTable& t = psf.param_table(p);
-    const double* c = t.coeff.data() + static_cast<std::size_t>(fiber) * t.ncoeff;
-    double s = 0.0;
-    for (int k = 0; k < t.ncoeff; ++k) s += basis[k] * c[k];
-    return s;
+    return LegendreDot(basis, t.coeff.data() + static_cast<std::size_t>(fiber) * t.ncoeff,
+                       t.ncoeff);
   };
   *sigx = param(Psf::kGhSigX);
   *sigy = param(Psf::kGhSigY);

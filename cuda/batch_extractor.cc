@@ -8,6 +8,8 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "core/patch_numerics.h"
+#include "core/patch_outcome.h"
 #include "core/patch_plan.h"
 #include "core/status_macros.h"
 #include "cuda/cuda_check.h"
@@ -19,7 +21,6 @@ namespace {
 // Patches per batch the batch size aims at: enough matrices for the batched library calls
 // to fill an H100/H200 (gpu-workflow.md), about 5 bundles of an r frame.
 constexpr int kTargetSlots = 1200;
-constexpr double kRetryRegularize = 1e-4;  // spec §2.15
 
 double Now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -249,7 +250,7 @@ absl::Status BatchExtractor::Retry(const core::ExtractionJob& job, Batch* batch,
   WorkspaceSet* s = &cfg_.workspace->set(batch->set);
   cudaStream_t compute = cfg_.ctx->compute();
   std::vector<RunEntry> entries = failing;
-  for (RunEntry& e : entries) e.regularize = kRetryRegularize;
+  for (RunEntry& e : entries) e.regularize = core::kRetryRegularize;
   RunLayout layout = BuildRunLayout(*cfg_.plan, std::move(entries), Addresses(*s),
                                     cfg_.solver == SolverKind::kLibrary);
   SPEXD_RETURN_IF_ERROR(UploadLayout(s, layout, compute));
@@ -309,7 +310,9 @@ absl::Status BatchExtractor::Finish(const core::ExtractionJob& job, Batch* batch
     r.rdiags.assign(s->h_rdiag.get() + o * nk, s->h_rdiag.get() + (o + per_bundle) * nk);
     r.failed_bins.assign(per_bundle, 0);
     for (int p = plan.bundle_first_patch[b]; p < plan.bundle_first_patch[b + 1]; ++p) {
-      if (plan.patches[p].skipped != core::kSkipNone) ++r.counts.skipped;
+      if (plan.patches[p].skipped != core::kSkipNone) {
+        core::CountOutcome(core::PatchOutcome::kSkipped, &r.counts);
+      }
     }
     if (spec_.canvas_stride > 0) {
       const CanvasDesc& cd = cfg_.state->canvas(b);
@@ -329,25 +332,17 @@ absl::Status BatchExtractor::Finish(const core::ExtractionJob& job, Batch* batch
     if (!batch->bundles.empty()) fill(0);
     for (std::thread& t : pool) t.join();
   }
-  // Outcomes; a failed patch keeps zero outputs and flags its kept bins (as CpuBackend).
+  // Outcomes, with the CPU backend's bookkeeping (core/patch_outcome.h).
   for (const RunEntry& e : entries) {
-    const core::PatchDesc& d = plan.patches[e.patch];
     core::BundleResult& r = results[static_cast<std::size_t>(e.bundle_pos)];
-    if (s->h_status[static_cast<std::size_t>(e.slot)] == 0) {
-      ++r.counts.extracted;
-      if (retried[static_cast<std::size_t>(e.slot)]) ++r.counts.retried;
-      continue;
+    const std::size_t slot = static_cast<std::size_t>(e.slot);
+    core::PatchOutcome outcome = core::PatchOutcome::kFailed;
+    if (s->h_status[slot] == 0) {
+      outcome = retried[slot] ? core::PatchOutcome::kRetried : core::PatchOutcome::kExtracted;
+    } else {
+      core::MarkPatchFailed(plan, plan.patches[e.patch], &r);
     }
-    ++r.counts.failed;
-    for (int sp = 0; sp < plan.nper; ++sp) {
-      const std::size_t row = static_cast<std::size_t>(d.out_row - d.bundle * bs + sp);
-      for (int w = 0; w < d.nkeep; ++w) {
-        const std::size_t i = row * nwave + d.out_col + w;
-        r.flux[i] = r.ivar[i] = r.pixmask_fraction[i] = r.chi2pix[i] = 0.0;
-        r.failed_bins[i] = 1;
-        for (int k = 0; k < nk; ++k) r.rdiags[(row * nk + k) * nwave + d.out_col + w] = 0.0;
-      }
-    }
+    core::CountOutcome(outcome, &r.counts);
   }
   for (core::BundleResult& r : results) {
     summary->counts += r.counts;

@@ -1,5 +1,5 @@
 // Runs the bundles of one request through the GPU in batches (two workspace sets, see
-// cuda_backend.cc), retries failed patches with regularize = 1e-4 (spec §2.15,
+// cuda_backend.cc), retries failed patches with core::kRetryRegularize (spec §2.15,
 // "Decisions": scoped to the failing patch, counted), and hands BundleResults in photons
 // per bin to the sink in ascending bundle order, exactly like core::CpuBackend.
 #ifndef SPEXD_CUDA_BATCH_EXTRACTOR_H_

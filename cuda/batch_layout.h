@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "cuda/device_types.h"
-#include "cuda/host_device.h"
+#include "core/host_device.h"
 
 namespace spexd::core {
 struct PatchPlan;

@@ -1,8 +1,10 @@
 // Q = C_ss^{-1/2} and the per-spectrum products (extraction-spec §2.10–2.11). One thread
 // block per (patch, core spectrum): the 74x74 block, its eigenvectors and Q live in
-// shared memory (the library batched eigensolvers are too slow for the frame budget,
-// gpu-workflow.md).
+// shared memory. The eigenvectors come from cusolverDnXsyevBatched (the default, the
+// faster on an H200, docs/perf.md) or from the shared-memory Jacobi solver below.
 #include "cuda/decorrelation.h"
+
+#include "core/patch_numerics.h"
 #include "cuda/jacobi_math.h"
 #include "cuda/kernel_common.cuh"
 #include "cuda/launch_check.h"
@@ -188,20 +190,18 @@ __global__ void DecorrelateKernel(RunArgs a, int from_eigenvectors) {
     for (int i = threadIdx.x; i < nt; i += blockDim.x) s.g[i] = s.a[i * ldp + i];
     __syncthreads();
   }
-  // Q = V diag(lambda^{-1/2}) V^T (implicitly); compat gpu clips lambda at 1e-14 of the largest
-  // (spec §2.10, §2.17); compat cpu does not (a negative eigenvalue gives NaN -> retry).
+  // Q = V diag(lambda^{-1/2}) V^T (implicitly), lambda clipped per compat
+  // (core::ClippedEigenvalue, spec §2.10, §2.17).
   if (threadIdx.x == 0) {
     double lmax = -INFINITY;
     for (int i = 0; i < nt; ++i) lmax = fmax(lmax, s.g[i]);
     s.r[0] = lmax;
   }
   __syncthreads();
-  const double clip = 1e-14 * s.r[0];
+  const double lmax = s.r[0];
   __syncthreads();
   for (int i = threadIdx.x; i < nt; i += blockDim.x) {
-    double lam = s.g[i];
-    if (!D.compat_cpu) lam = fmax(lam, clip);
-    s.g[i] = 1.0 / sqrt(lam);
+    s.g[i] = 1.0 / sqrt(core::ClippedEigenvalue(s.g[i], lmax, D.compat_cpu));
   }
   __syncthreads();
   // R = Q / rowsum, ivar = rowsum^2, flux = R x (spec §2.10 step 3) without forming Q:

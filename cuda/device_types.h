@@ -13,7 +13,7 @@ struct RunEntry {
   int32_t patch;       // index into PatchPlan::patches (uploaded as is)
   int32_t bundle_pos;  // bundle position within the batch (output arrays)
   int32_t pad_;
-  double regularize;   // job regularize, or 1e-4 for the retry (spec §2.15)
+  double regularize;   // job regularize, or core::kRetryRegularize for the retry (§2.15)
 };
 
 // Geometry constants of the plan, passed by value to every kernel.

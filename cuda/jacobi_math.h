@@ -6,7 +6,7 @@
 
 #include <cmath>
 
-#include "cuda/host_device.h"
+#include "core/host_device.h"
 
 namespace spexd::cuda {
 

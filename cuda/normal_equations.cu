@@ -1,8 +1,10 @@
 // Sparse weighted normal equations and the per-run bookkeeping kernels
 // (extraction-spec §2.7–2.9).
+#include "cuda/normal_equations.h"
+
+#include "core/patch_numerics.h"
 #include "cuda/kernel_common.cuh"
 #include "cuda/launch_check.h"
-#include "cuda/normal_equations.h"
 
 namespace spexd::cuda {
 namespace {
@@ -124,8 +126,8 @@ __device__ double BlockMax(double v, double* scratch) {
   return r;
 }
 
-// Bad-bin regularisation (spec §2.8): minweight = 1e-4 max fw; bad bins are fw < mw
-// (compat cpu) or fw <= mw (compat gpu); M_qq += alpha^2 + 1e-15 for every q.
+// Bad-bin regularisation of every diagonal element (spec §2.8, §2.17; the rule is
+// core::DiagonalRegularization, shared with the CPU backend).
 __global__ void RegularizeKernel(RunArgs a) {
   __shared__ double scratch[kReduceThreads];
   const PlanDims& D = a.dims;
@@ -134,13 +136,11 @@ __global__ void RegularizeKernel(RunArgs a) {
   const double* fw = a.slots.fw + static_cast<int64_t>(e.slot) * D.ld;
   double local = 0.0;
   for (int q = threadIdx.x; q < n; q += blockDim.x) local = fmax(local, fw[q]);
-  const double minweight = 1e-4 * BlockMax(local, scratch);
+  const double minweight = core::MinWeight(BlockMax(local, scratch));
   double* m = a.slots.m + static_cast<int64_t>(e.slot) * D.ld * D.ld;
   for (int q = threadIdx.x; q < n; q += blockDim.x) {
-    const double f = fw[q];
-    const bool bad = D.compat_cpu ? f < minweight : f <= minweight;
-    const double alpha = bad ? minweight - f : e.regularize;
-    m[static_cast<int64_t>(q) * D.ld + q] += alpha * alpha + 1e-15;
+    m[static_cast<int64_t>(q) * D.ld + q] +=
+        core::DiagonalRegularization(fw[q], minweight, e.regularize, D.compat_cpu);
   }
 }
 

@@ -17,7 +17,7 @@ cudaError_t LaunchResetSlotFlags(const RunArgs& args, cudaStream_t stream);
 // Lower triangle of M = A^T N A (upper triangle untouched), b (into x) and the
 // fluxweight, one warp per column, from stamp overlaps.
 cudaError_t LaunchBuildNormalEquations(const RunArgs& args, cudaStream_t stream);
-// M_qq += alpha_q^2 + 1e-15 with the compat bad-bin rule (spec §2.8, §2.17).
+// M_qq += core::DiagonalRegularization(...) for every q (spec §2.8, §2.17).
 cudaError_t LaunchRegularize(const RunArgs& args, cudaStream_t stream);
 // Flags entries whose potrf info is non-zero or whose solution is not finite.
 cudaError_t LaunchCheckSolve(const RunArgs& args, cudaStream_t stream);

@@ -7,6 +7,11 @@
 namespace spexd::cuda {
 namespace {
 
+using core::EdgeTerms;
+using core::PixelBasis;
+using core::StampEdge;
+using core::SubPixelOffset;
+
 constexpr int kWarpsPerBlock = 4;
 
 struct SpotLayout {

@@ -14,6 +14,7 @@
 
 #include "absl/strings/str_format.h"
 #include "core/fits_file.h"
+#include "core/legendre.h"
 #include "gtest/gtest.h"
 #include "tests/test_support.h"
 

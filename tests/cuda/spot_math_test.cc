@@ -1,5 +1,6 @@
-// The per-element spot math of cuda/spot_math.h, driven on the host in the kernel's order,
-// against core::EvaluateSpot (extraction-spec §1.4). Needs no GPU.
+// The per-element spot math the kernel uses (cuda/spot_math.h over core/legendre.h and
+// core/gauss_hermite.h), driven on the host in the kernel's order, against
+// core::EvaluateSpot (extraction-spec §1.4). Needs no GPU.
 #include "cuda/spot_math.h"
 
 #include <cmath>
@@ -15,6 +16,11 @@
 
 namespace spexd::cuda {
 namespace {
+
+using core::EdgeTerms;
+using core::PixelBasis;
+using core::StampEdge;
+using core::SubPixelOffset;
 
 // Host replay of EvaluateSpotsKernel for one stamp.
 std::vector<double> HostStamp(const core::Psf& psf, int fiber, double wave, int xc, int yc) {
@@ -79,6 +85,20 @@ TEST(SpotMath, SubPixelOffsetAgreesWithFlooredModulo) {
     const double t = pos + 0.5;
     const double want = (t - std::floor(t)) - 0.5;
     EXPECT_EQ(SubPixelOffset(pos, corner, 8), want) << pos;
+  }
+}
+
+// The corner came from a position one ulp lower (as another device may round it), across
+// a pixel boundary: the offset is then measured from that corner's centre, so stamp and
+// corner stay consistent, and it is still within half a pixel.
+TEST(SpotMath, SubPixelOffsetFollowsTheCornerAcrossAPixelBoundary) {
+  for (double pos : {2047.5, 100.5, 3999.5}) {
+    const double lower = std::nextafter(pos, 0.0);
+    const int corner = core::StampCorner(lower, 8);
+    ASSERT_EQ(corner, core::StampCorner(pos, 8) - 1) << pos;  // the fallback's precondition
+    const double d = SubPixelOffset(pos, corner, 8);
+    EXPECT_EQ(d, pos - static_cast<double>(corner + 8)) << pos;
+    EXPECT_EQ(d, 0.5) << pos;
   }
 }
 

@@ -92,7 +92,12 @@ std::vector<FrameScore> ComputeRawScores(const Frame& frame) {
       count[k] = frame.flux[i] / dwave[bins[k]];
       snr[k] = std::sqrt(ivar) * frame.flux[i] / std::sqrt(dwave[bins[k]]);
     }
-    scores[0].values.push_back(NumpySum(flux.data(), flux.size()));
+    // desispec's np.sum(flux[:, inband], axis=1): the boolean-indexed copy is
+    // Fortran-ordered (numpy 1.24, Debian 12), so numpy adds each row's values in order
+    // rather than pairwise. tests/python checks the bits against numpy.
+    double sum = 0.0;
+    for (double v : flux) sum += v;
+    scores[0].values.push_back(sum);
     scores[1].values.push_back(NumpyMedian(count));
     scores[2].values.push_back(NumpyMedian(snr));
   }

@@ -2,7 +2,8 @@
 # The README's demo: installs missing dependencies, builds, starts spexd on loopback (CUDA
 # backend when a GPU and the module are present, else CPU), simulates a frame with the
 # bundled PSF, extracts it through the client, prints a short summary (timings, median
-# S/N per fibre) and stops the server with SIGTERM (graceful drain).
+# S/N per fibre), extracts it again from Python (spexd.Client, /usr/bin/python3), writes
+# the QA page (qa.png) and stops the server with SIGTERM (graceful drain).
 #
 #   scripts/demo.sh                 # 50 fibres (2 bundles) on the r grid
 #   FIBERS=0,100 scripts/demo.sh    # more fibres; DEMO_DIR=... keeps the files
@@ -30,7 +31,12 @@ else
   SPEXD=$BIN/server/spexd
   SPEXCTL=$BIN/client/spexctl
   SIM=$BIN/client/spexd-sim
+  PYTHON_PKG=$BIN/python
 fi
+# Debian's interpreter (python3-grpcio etc. install for it; another python3 may come
+# first on PATH). SPEXD_PYTHON=... to change; with SPEXD_BIN, PYTHON_PKG=build/python.
+PYTHON=${SPEXD_PYTHON:-/usr/bin/python3}
+PYTHON_PKG=${PYTHON_PKG:-}
 for exe in "$SPEXD" "$SPEXCTL" "$SIM"; do
   [[ -x $exe ]] || { echo "demo: $exe was not built (SPEXD_WITH_SERVER=OFF?)" >&2; exit 1; }
 done
@@ -78,8 +84,8 @@ COUNT=${FIBERS#*,}
 echo
 echo "== 3. extract through the server (client-streamed upload; --server-path would send a path)"
 "$SPEXCTL" extract --server "$SERVER" -i "$DEMO_DIR/preproc.fits" -p "$PSF" \
-  -o "$DEMO_DIR/frame.fits" -w "$WAVELENGTH" -s "$FIRST" -n "$COUNT" --snr \
-  >"$DEMO_DIR/snr.txt"
+  -o "$DEMO_DIR/frame.fits" -m "$DEMO_DIR/model.fits" -w "$WAVELENGTH" -s "$FIRST" \
+  -n "$COUNT" --snr >"$DEMO_DIR/snr.txt"
 echo "median S/N per fibre (fibre:S/N):"
 awk 'NR > 1 { printf "%4d:%-7.1f%s", $1, $2, (++n % 8 == 0 ? "\n" : " ") } END { if (n % 8) print "" }' \
   "$DEMO_DIR/snr.txt"
@@ -91,12 +97,38 @@ if [[ -n $METRICS_PORT ]] && command -v curl >/dev/null; then
     sed 's/^/  /' || true
 fi
 
+if [[ -n $PYTHON_PKG && -f $PYTHON_PKG/spexd/__init__.py ]]; then
+  echo
+  echo "== 4. the same extraction from Python (numpy arrays uploaded), then the QA page"
+  PYTHONPATH=$PYTHON_PKG "$PYTHON" - "$SERVER" "$DEMO_DIR" "$PSF" "$WAVELENGTH" "$FIRST" "$COUNT" <<'PY'
+import sys
+import numpy as np
+import spexd
+from spexd.request import read_preproc
+server, d, psf, grid, first, count = sys.argv[1:]
+image, ivar, mask, fibermap, header = read_preproc(f"{d}/preproc.fits")
+client = spexd.Client(server)
+result = client.extract(image=image, ivar=ivar, mask=mask, fibermap=fibermap, header=header,
+                        psf=psf, wavelength=[float(v) for v in grid.split(",")],
+                        specmin=int(first), nspec=int(count))
+result.write(f"{d}/frame-py.fits")
+print(f"python: flux {result.flux.shape} float64, {result.summary.nbundles} bundles, "
+      f"median S/N {np.median(result.median_snr()):.1f}; wrote {d}/frame-py.fits")
+try:
+    result.to_desispec()
+except spexd.DesispecUnavailable as e:
+    print(f"python: to_desispec(): {str(e).split(' (')[0]}")
+PY
+  PYTHONPATH=$PYTHON_PKG "$PYTHON" -m spexd.qa "$DEMO_DIR/frame.fits" -o "$DEMO_DIR/qa.png" \
+    --model "$DEMO_DIR/model.fits" --image "$DEMO_DIR/preproc.fits"
+fi
+
 echo
-echo "== 4. stop spexd (SIGTERM: drain, then exit 0)"
+echo "== 5. stop spexd (SIGTERM: drain, then exit 0)"
 kill -TERM "$SERVER_PID"
 status=0
 wait "$SERVER_PID" || status=$?
 SERVER_PID=
 echo "spexd exited with status $status"
-echo "frame: $DEMO_DIR/frame.fits (desispec layout); server log: $LOG"
+echo "frame: $DEMO_DIR/frame.fits (desispec layout); QA page: $DEMO_DIR/qa.png; server log: $LOG"
 exit "$status"

@@ -9,6 +9,10 @@ PKGS=(
   libcfitsio-dev libabsl-dev prometheus-cpp-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   liblapacke-dev libopenblas-dev
+  # The Python client (client/python, import spexd) and its tests run on Debian's
+  # /usr/bin/python3 with these modules (no PyPI needed).
+  python3 python3-grpcio python3-protobuf python3-numpy python3-astropy python3-matplotlib
+  python3-pil
 )
 # Optional helpers: ccache speeds rebuilds; patchelf/binutils pack the GPU bundle.
 OPTIONAL=(ccache patchelf binutils)

@@ -1,0 +1,146 @@
+"""The asyncio (grpc.aio) spexd client: same arguments and results as spexd.Client.
+
+    async with spexd.aio.Client("host:port") as client:
+        result = await client.extract(server_path=..., psf_server_path=..., nspec=500)
+        async for bundle in client.iter_bundles(...):   # as each bundle is done
+            ...
+"""
+import asyncio
+
+import grpc
+
+from spexd import _channel, request
+from spexd.client import ExtractSpec, psf_load_requests
+from spexd.errors import NotFound, from_rpc_error
+from spexd.result import ExtractionResult, StreamAssembler
+from spexd.v1 import spexd_pb2 as pb
+from spexd.v1 import spexd_pb2_grpc as pb_grpc
+
+
+class BundleStream:
+    """Async iterator over the Bundles of one extraction; header, summary and model
+    as on spexd.client.BundleStream."""
+
+    def __init__(self, client, spec):
+        self._client = client
+        self._spec = spec
+        self.header = None
+        self.summary = None
+        self.model = None
+
+    def __aiter__(self):
+        return self._bundles()
+
+    async def _bundles(self):
+        spec, c = self._spec, self._client
+        psf_id = await c._psf_id(spec)
+        reloaded = False
+        backoffs = c.policy.backoffs()
+        while True:
+            asm = StreamAssembler()
+            call = None
+            try:
+                rpc = c._extraction.ExtractBundles if spec.subset else c._extraction.ExtractFrame
+                call = rpc(request.request_messages(spec.header(psf_id), spec.upload),
+                           timeout=c.policy.extract_deadline, metadata=c._metadata)
+                async for resp in call:
+                    bundle = asm.feed(resp)
+                    self.header = asm.header
+                    if bundle is not None:
+                        yield bundle
+                self.summary = asm.summary
+                self.model = asm.finish()
+                return
+            except grpc.RpcError as e:
+                err = from_rpc_error(e)
+                received = asm.header is not None
+                if isinstance(err, NotFound) and not received and not reloaded \
+                        and spec.psf_id is None:
+                    reloaded = True
+                    psf_id = await c._psf_id(spec, reload=True)
+                    continue
+                if err.code in _channel.RETRYABLE and not received:
+                    pause = next(backoffs, None)
+                    if pause is not None:
+                        await asyncio.sleep(pause)
+                        continue
+                raise err from None
+            finally:
+                if call is not None and self.summary is None:
+                    call.cancel()
+
+
+class Client:
+    """grpc.aio twin of spexd.Client (same constructor arguments)."""
+
+    def __init__(self, target, tls=False, token=None, retries=4, deadline=60.0,
+                 extract_deadline=None):
+        if not target:
+            raise ValueError("no server address")
+        if retries < 1:
+            raise ValueError("retries must be >= 1")
+        self.target = target
+        self.policy = _channel.Policy(retries=retries, deadline=deadline,
+                                      extract_deadline=extract_deadline)
+        creds = _channel.credentials(tls)
+        args = _channel.channel_args(tls)
+        self._channel = (grpc.aio.secure_channel(target, creds, options=args) if creds
+                         else grpc.aio.insecure_channel(target, options=args))
+        self._metadata = _channel.metadata(token)
+        self._extraction = pb_grpc.ExtractionStub(self._channel)
+        self._admin = pb_grpc.AdminStub(self._channel)
+        self._psf_ids = {}
+
+    async def close(self):
+        await self._channel.close()
+
+    async def __aenter__(self):
+        return self
+
+    async def __aexit__(self, *exc):
+        await self.close()
+
+    async def _call(self, fn, *args):
+        backoffs = self.policy.backoffs()
+        while True:
+            try:
+                return await fn(*args, timeout=self.policy.deadline, metadata=self._metadata)
+            except grpc.RpcError as e:
+                err = from_rpc_error(e)
+                pause = next(backoffs, None) if err.code in _channel.RETRYABLE else None
+                if pause is None:
+                    raise err from None
+                await asyncio.sleep(pause)
+
+    async def load_psf(self, path=None, server_path=None):
+        msgs = psf_load_requests(path, server_path)
+        return await self._call(lambda **kw: self._admin.LoadPsf(iter(msgs), **kw))
+
+    async def list_psfs(self):
+        return await self._call(self._admin.ListPsfs, pb.ListPsfsRequest())
+
+    async def unload_psf(self, psf_id):
+        return await self._call(self._admin.UnloadPsf, pb.UnloadPsfRequest(id=psf_id))
+
+    async def server_info(self):
+        return await self._call(self._admin.GetServerInfo, pb.GetServerInfoRequest())
+
+    async def _psf_id(self, spec, reload=False):
+        if spec.psf_id is not None:
+            return spec.psf_id
+        key = (spec.psf_path, spec.psf_server_path)
+        if reload or key not in self._psf_ids:
+            msgs = spec.psf_requests()
+            info = await self._call(lambda **kw: self._admin.LoadPsf(iter(msgs), **kw))
+            self._psf_ids[key] = info.id
+        return self._psf_ids[key]
+
+    def iter_bundles(self, **kwargs):
+        return BundleStream(self, ExtractSpec(**kwargs))
+
+    async def extract(self, **kwargs):
+        spec = ExtractSpec(**kwargs)
+        stream = BundleStream(self, spec)
+        bundles = [b async for b in stream]
+        return ExtractionResult(stream.header, bundles, stream.summary, stream.model,
+                                spec.in_psf, spec.in_img)

@@ -1,0 +1,234 @@
+"""The synchronous spexd client.
+
+    client = spexd.Client("host:port")            # or "dns:///name:port", tls=, token=
+    result = client.extract(image=img, ivar=ivar, mask=mask, psf="psf.fits",
+                            wavelength=(5760.0, 7620.0, 0.8), specmin=0, nspec=500)
+    frame = result.to_desispec()                  # or result.write("frame.fits")
+"""
+import os
+import time
+
+import grpc
+
+from spexd import _channel, request
+from spexd.errors import NotFound, from_rpc_error
+from spexd.result import ExtractionResult, StreamAssembler
+from spexd.v1 import spexd_pb2 as pb
+from spexd.v1 import spexd_pb2_grpc as pb_grpc
+
+
+def psf_load_requests(path=None, server_path=None):
+    """LoadPsf messages: a server path, or a local file uploaded in chunks."""
+    if (path is None) == (server_path is None):
+        raise ValueError("give exactly one of path (local PSF file) or server_path")
+    if server_path is not None:
+        return [pb.LoadPsfRequest(server_path=server_path)]
+    with open(path, "rb") as f:
+        data = f.read()
+    msgs = [pb.LoadPsfRequest(upload=pb.PsfUploadHeader(name=os.fspath(path), size=len(data)))]
+    step = _channel.UPLOAD_CHUNK_BYTES
+    return msgs + [pb.LoadPsfRequest(chunk=data[o:o + step]) for o in range(0, len(data), step)]
+
+
+class ExtractSpec:
+    """Everything one extraction call needs: how to get the PSF id, the header, the upload.
+
+    Shared by the sync and the grpc.aio client (no I/O on the network here).
+    """
+
+    def __init__(self, image=None, ivar=None, mask=None, fibermap=None, header=None,
+                 server_path=None, psf=None, psf_server_path=None, psf_id=None,
+                 priority=None, want_model=False, server_output_path=None, bundles=None,
+                 fibers=None, client_tag=None, **params):
+        if sum(x is not None for x in (psf, psf_server_path, psf_id)) != 1:
+            raise ValueError("give exactly one of psf (local file, uploaded), "
+                             "psf_server_path or psf_id")
+        if (image is None) == (server_path is None):
+            raise ValueError("give exactly one of image (array or local preproc file, "
+                             "uploaded) or server_path (preproc file on the server)")
+        self.psf_path, self.psf_server_path, self.psf_id = psf, psf_server_path, psf_id
+        self.upload = None
+        in_img = server_path
+        if image is not None:
+            if isinstance(image, (str, os.PathLike)):
+                with open(image, "rb") as f:
+                    self.upload = f.read()
+                in_img = os.fspath(image)
+            else:
+                if ivar is None:
+                    raise ValueError("an image array needs its ivar")
+                self.upload = request.preproc_fits_bytes(image, ivar, mask, fibermap, header)
+                in_img = "upload"
+        self.in_img = in_img
+        self.in_psf = psf or psf_server_path or psf_id
+        self.subset = bool(bundles) or bool(fibers)
+        self._header_args = dict(
+            params=request.extraction_params(**params), server_path=server_path,
+            upload_size=None if self.upload is None else len(self.upload), priority=priority,
+            want_model=want_model, server_output_path=server_output_path, bundles=bundles,
+            fibers=fibers, in_img_name=in_img, in_psf_name=self.in_psf, client_tag=client_tag)
+
+    def psf_requests(self):
+        """The LoadPsf client stream, or None when a psf_id was given."""
+        if self.psf_id is not None:
+            return None
+        return psf_load_requests(self.psf_path, self.psf_server_path)
+
+    def header(self, psf_id):
+        return request.extract_header(psf_id, **self._header_args)
+
+
+class BundleStream:
+    """Iterates over the Bundles of one extraction as the server streams them.
+
+    ``header`` (FrameHeader) is set once the first message arrived; ``summary``
+    (ExtractSummary) and ``model`` (float64 [H, W] or None) once the iteration ended.
+    """
+
+    def __init__(self, client, spec):
+        self._client = client
+        self._spec = spec
+        self.header = None
+        self.summary = None
+        self.model = None
+
+    def __iter__(self):
+        spec, c = self._spec, self._client
+        psf_id = c._psf_id(spec)
+        reloaded = False
+        backoffs = c.policy.backoffs()
+        while True:
+            asm = StreamAssembler()
+            call = None
+            try:
+                rpc = c._extraction.ExtractBundles if spec.subset else c._extraction.ExtractFrame
+                call = rpc(request.request_messages(spec.header(psf_id), spec.upload),
+                           timeout=c.policy.extract_deadline, metadata=c._metadata)
+                for resp in call:
+                    bundle = asm.feed(resp)
+                    self.header = asm.header
+                    if bundle is not None:
+                        yield bundle
+                self.summary = asm.summary
+                self.model = asm.finish()
+                return
+            except grpc.RpcError as e:
+                err = from_rpc_error(e)
+                received = asm.header is not None
+                # The PSF can be evicted between LoadPsf and the extraction: load it
+                # again, once (as spexctl). UNAVAILABLE is retried while nothing arrived,
+                # so a consumer never sees a bundle twice.
+                if isinstance(err, NotFound) and not received and not reloaded \
+                        and spec.psf_id is None:
+                    reloaded = True
+                    psf_id = c._psf_id(spec, reload=True)
+                    continue
+                if err.code in _channel.RETRYABLE and not received:
+                    pause = next(backoffs, None)
+                    if pause is not None:
+                        time.sleep(pause)
+                        continue
+                raise err from None
+            finally:
+                if call is not None and self.summary is None:
+                    call.cancel()  # the consumer stopped early: the server stops too
+
+
+class Client:
+    """Client of one spexd service (or several replicas behind one target).
+
+    target: "host:port", "dns:///name:port" (every resolved replica, round-robin) or
+    "ipv4:h1:p1,h2:p2". tls: False, True (system roots) or spexd.Tls(...). token: the
+    bearer token when the server requires one. retries: attempts on UNAVAILABLE.
+    deadline: seconds for admin calls; extract_deadline: for a whole extraction.
+    """
+
+    def __init__(self, target, tls=False, token=None, retries=4, deadline=60.0,
+                 extract_deadline=None):
+        if not target:
+            raise ValueError("no server address")
+        if retries < 1:
+            raise ValueError("retries must be >= 1")
+        self.target = target
+        self.policy = _channel.Policy(retries=retries, deadline=deadline,
+                                      extract_deadline=extract_deadline)
+        creds = _channel.credentials(tls)
+        args = _channel.channel_args(tls)
+        self._channel = (grpc.secure_channel(target, creds, options=args) if creds
+                         else grpc.insecure_channel(target, options=args))
+        self._metadata = _channel.metadata(token)
+        self._extraction = pb_grpc.ExtractionStub(self._channel)
+        self._admin = pb_grpc.AdminStub(self._channel)
+        self._psf_ids = {}
+
+    def close(self):
+        self._channel.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def _call(self, fn, *args):
+        """One admin call with the call deadline, retried on UNAVAILABLE."""
+        backoffs = self.policy.backoffs()
+        while True:
+            try:
+                return fn(*args, timeout=self.policy.deadline, metadata=self._metadata)
+            except grpc.RpcError as e:
+                err = from_rpc_error(e)
+                pause = next(backoffs, None) if err.code in _channel.RETRYABLE else None
+                if pause is None:
+                    raise err from None
+                time.sleep(pause)
+
+    # ------------------------------------------------------------------ admin
+    def load_psf(self, path=None, server_path=None):
+        """Loads a PSF (local file, uploaded; or a path on the server): its PsfInfo."""
+        msgs = psf_load_requests(path, server_path)
+        return self._call(lambda **kw: self._admin.LoadPsf(iter(msgs), **kw))
+
+    def list_psfs(self):
+        return self._call(self._admin.ListPsfs, pb.ListPsfsRequest())
+
+    def unload_psf(self, psf_id):
+        return self._call(self._admin.UnloadPsf, pb.UnloadPsfRequest(id=psf_id))
+
+    def server_info(self):
+        return self._call(self._admin.GetServerInfo, pb.GetServerInfoRequest())
+
+    def _psf_id(self, spec, reload=False):
+        if spec.psf_id is not None:
+            return spec.psf_id
+        key = (spec.psf_path, spec.psf_server_path)
+        if reload or key not in self._psf_ids:
+            msgs = spec.psf_requests()
+            info = self._call(lambda **kw: self._admin.LoadPsf(iter(msgs), **kw))
+            self._psf_ids[key] = info.id
+        return self._psf_ids[key]
+
+    # ------------------------------------------------------------------ extraction
+    def iter_bundles(self, **kwargs):
+        """A BundleStream over the bundles of one extraction (same arguments as extract)."""
+        return BundleStream(self, ExtractSpec(**kwargs))
+
+    def extract(self, **kwargs):
+        """Extracts a frame (or the bundles/fibers asked for) and returns an
+        ExtractionResult.
+
+        Input image: ``image=`` numpy array (with ``ivar=``, optional ``mask=``,
+        ``fibermap=``, ``header=``) or a local preproc file path, uploaded in chunks; or
+        ``server_path=`` a preproc file on the server. PSF: ``psf=`` local file
+        (uploaded once per client), ``psf_server_path=`` or ``psf_id=``.
+        Parameters: wavelength=(wmin, wmax, dw), specmin, nspec, bundlesize,
+        nsubbundles, nwavestep, wavepad, wavepad_frac, pixpad_frac, regularize, psferr,
+        compat ("gpu"/"cpu"), mask_policy ("desispec"/"any"); priority ("realtime"/
+        "reprocessing"), want_model, server_output_path, bundles / fibers (a subset),
+        client_tag. Errors raise spexd.SpexdError subclasses (gRPC status + message).
+        """
+        spec = ExtractSpec(**kwargs)
+        stream = BundleStream(self, spec)
+        bundles = list(stream)
+        return ExtractionResult(stream.header, bundles, stream.summary, stream.model,
+                                spec.in_psf, spec.in_img)

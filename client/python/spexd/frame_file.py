@@ -1,0 +1,171 @@
+"""The desispec frame file of a result (the layout spexctl writes, core/frame_writer.cc),
+written with astropy, and the desispec.frame.Frame of a result.
+
+HDUs: FLUX (primary, float32, the input's IMAGE header plus desispec's keywords),
+IVAR (float32), MASK (uint32), WAVELENGTH (float64), RESOLUTION (float32), FIBERMAP (the
+frame's rows), CHI2PIX (float32), SCORES (float64 RAW scores); CHECKSUM/DATASUM on each.
+"""
+import gzip
+import io
+import os
+import platform
+import tempfile
+import warnings
+
+import numpy as np
+
+from spexd import __version__
+from spexd.errors import DesispecUnavailable
+
+# Structural cards that the input header must not override (as FitsFile::WriteCards).
+_STRUCTURAL = ("SIMPLE", "XTENSION", "BITPIX", "NAXIS", "EXTEND", "PCOUNT", "GCOUNT",
+               "TFIELDS", "EXTNAME", "BSCALE", "BZERO", "CHECKSUM", "DATASUM", "END")
+
+
+def fibermap_rows(fibermap_fits, fibers):
+    """The FIBERMAP rows of `fibers` (absolute fibre = row index) as an astropy Table."""
+    from astropy.io import fits
+    from astropy.table import Table
+
+    with fits.open(io.BytesIO(fibermap_fits), memmap=False) as f:
+        table = Table(f["FIBERMAP"].data.copy())
+    return table[np.asarray(fibers, dtype=np.int64)]
+
+
+def _set_dependency(header, name, version):
+    """desiutil.depend.setdep: update an existing DEPNAMnn entry, else the next free nn."""
+    for i in range(100):
+        nk, vk = f"DEPNAM{i:02d}", f"DEPVER{i:02d}"
+        if nk in header and header[nk] != name:
+            continue
+        header[nk] = name
+        header[vk] = version
+        return
+
+
+def dependencies():
+    """(name, version) of the software that made and wrote a Python-written frame."""
+    import astropy
+    import google.protobuf
+    import grpc
+
+    return [("spexd", __version__), ("python", platform.python_version()),
+            ("numpy", np.__version__), ("astropy", astropy.__version__),
+            ("grpcio", grpc.__version__), ("protobuf", google.protobuf.__version__)]
+
+
+def frame_header(result):
+    """The FLUX header: the input's IMAGE cards, then the keywords spexctl writes."""
+    from astropy.io import fits
+
+    hdr = fits.Header()
+    for text in result.image_header:
+        card = fits.Card.fromstring(text)
+        if card.keyword and not card.keyword.startswith(_STRUCTURAL):
+            hdr.append(card, end=True)
+    h = result.header
+    hdr["NSPEC"] = (result.nspec, "Number of spectra")
+    hdr["WAVEMIN"] = (h.wavemin, "First wavelength [Angstroms]")
+    hdr["WAVEMAX"] = (h.wavemax, "Last wavelength [Angstroms]")
+    hdr["WAVESTEP"] = (h.wavestep, "Wavelength step size [Angstroms]")
+    hdr["SPECTER"] = (__version__, "spexd version")
+    hdr["IN_PSF"] = (result.in_psf or "", "Input spectral PSF")
+    hdr["IN_IMG"] = (result.in_img or "", "Input image")
+    if h.orig_psf:
+        hdr["ORIG_PSF"] = (h.orig_psf, "Original input PSF")
+    hdr["FIBERMIN"] = (result.specmin, "First fibre")
+    hdr["BUNIT"] = "electron/Angstrom"
+    for name, version in dependencies():
+        _set_dependency(hdr, name, version)
+    return hdr
+
+
+def frame_hdus(result):
+    from astropy.io import fits
+
+    flux = fits.PrimaryHDU(result.flux.astype(np.float32), header=frame_header(result))
+    flux.header["EXTNAME"] = "FLUX"
+    hdus = [flux,
+            fits.ImageHDU(result.ivar.astype(np.float32), name="IVAR"),
+            fits.ImageHDU(result.mask.astype(np.uint32), name="MASK"),
+            fits.ImageHDU(result.wave.astype(np.float64), name="WAVELENGTH")]
+    hdus[-1].header["BUNIT"] = "Angstrom"
+    hdus.append(fits.ImageHDU(result.resolution_data.astype(np.float32), name="RESOLUTION"))
+    if result.header.fibermap_fits:
+        with fits.open(io.BytesIO(bytes(result.header.fibermap_fits)), memmap=False) as f:
+            src = f["FIBERMAP"]
+            rows = src.data[np.asarray(result.fibers, dtype=np.int64)]
+            hdus.append(fits.BinTableHDU(rows, header=src.header.copy(), name="FIBERMAP"))
+    hdus.append(fits.ImageHDU(result.chi2pix.astype(np.float32), name="CHI2PIX"))
+    scores, comments = result.scores
+    if scores:
+        cols = [fits.Column(name=k, format="D", array=v) for k, v in scores.items()]
+        table = fits.BinTableHDU.from_columns(cols, name="SCORES")
+        for i, name in enumerate(scores, start=1):
+            table.header.comments[f"TTYPE{i}"] = comments[name]
+        hdus.append(table)
+    return fits.HDUList(hdus)
+
+
+def _write_atomically(path, data):
+    """A temporary file in the target directory, fsync, then rename over `path`."""
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=os.path.basename(path) + ".tmp-", dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def _encode(hdul, path):
+    from astropy.io.fits.verify import VerifyWarning
+
+    buf = io.BytesIO()
+    with warnings.catch_warnings():
+        # An input card at exactly 80 characters may re-format one longer: astropy then
+        # shortens its comment, as CFITSIO does for spexctl's file. Not worth a warning.
+        warnings.filterwarnings("ignore", "Card is too long", VerifyWarning)
+        hdul.writeto(buf, checksum=True)
+    data = buf.getvalue()
+    if str(path).endswith(".gz"):
+        data = gzip.compress(data, mtime=0)
+    return data
+
+
+def write_frame(result, path):
+    _write_atomically(path, _encode(frame_hdus(result), path))
+
+
+def write_model(result, path):
+    """The model image (float64, primary HDU MODEL) with the frame header."""
+    from astropy.io import fits
+
+    if result.model is None:
+        raise ValueError("no model image: extract with want_model=True")
+    hdu = fits.PrimaryHDU(result.model, header=frame_header(result))
+    hdu.header["EXTNAME"] = "MODEL"
+    _write_atomically(path, _encode(fits.HDUList([hdu]), path))
+
+
+def to_desispec(result):
+    try:
+        from desispec.frame import Frame
+    except ImportError as e:
+        raise DesispecUnavailable(
+            "desispec is not importable (it is not packaged in Debian; install it from "
+            "https://github.com/desihub/desispec with desiutil). Without it, "
+            "result.write(path) still writes the desispec frame file, and the numpy arrays "
+            f"are on the result. ({e})") from e
+    scores, comments = result.scores
+    return Frame(result.wave, result.flux, result.ivar, mask=result.mask,
+                 resolution_data=result.resolution_data, fibers=result.fibers,
+                 meta=frame_header(result), fibermap=result.fibermap,
+                 chi2pix=result.chi2pix, scores=scores or None,
+                 scores_comments=comments or None)

@@ -1,0 +1,130 @@
+"""Building extraction requests: parameters, the header, and the preproc upload.
+
+An upload is a DESI preproc FITS file (IMAGE, IVAR, MASK, FIBERMAP), the server's only
+upload format, so numpy arrays are written into one in memory (astropy) first.
+"""
+import io
+
+import numpy as np
+
+from spexd.v1 import spexd_pb2 as pb
+
+_COMPAT = {None: pb.COMPAT_UNSPECIFIED, "gpu": pb.COMPAT_GPU, "cpu": pb.COMPAT_CPU}
+_MASK_POLICY = {None: pb.MASK_POLICY_UNSPECIFIED, "desispec": pb.MASK_POLICY_DESISPEC,
+                "any": pb.MASK_POLICY_ANY_BIT}
+_PRIORITY = {None: pb.PRIORITY_UNSPECIFIED, "realtime": pb.REALTIME,
+             "reprocessing": pb.REPROCESSING}
+
+
+def _choice(table, value, what):
+    try:
+        return table[value]
+    except KeyError:
+        raise ValueError(f"{what} must be one of {[k for k in table if k]}, not {value!r}") \
+            from None
+
+
+def extraction_params(wavelength=None, specmin=None, nspec=None, bundlesize=None,
+                      nsubbundles=None, nwavestep=None, wavepad=None, wavepad_frac=None,
+                      pixpad_frac=None, regularize=None, psferr=None, compat=None,
+                      mask_policy=None):
+    """desi_extract_spectra's parameters; None leaves the server's default."""
+    p = pb.ExtractionParams()
+    if wavelength is not None:
+        if len(wavelength) != 3:
+            raise ValueError("wavelength must be (wmin, wmax, dw)")
+        p.wmin, p.wmax, p.dw = (float(v) for v in wavelength)
+    for name, value in (("specmin", specmin), ("nspec", nspec), ("bundlesize", bundlesize),
+                        ("nsubbundles", nsubbundles), ("nwavestep", nwavestep),
+                        ("wavepad", wavepad)):
+        if value is not None:
+            setattr(p, name, int(value))
+    for name, value in (("wavepad_frac", wavepad_frac), ("pixpad_frac", pixpad_frac),
+                        ("regularize", regularize), ("psferr", psferr)):
+        if value is not None:
+            setattr(p, name, float(value))
+    p.compat = _choice(_COMPAT, compat, "compat")
+    p.mask_policy = _choice(_MASK_POLICY, mask_policy, "mask_policy")
+    return p
+
+
+def extract_header(psf_id, params, server_path=None, upload_size=None, priority=None,
+                   want_model=False, server_output_path=None, bundles=None, fibers=None,
+                   in_img_name=None, in_psf_name=None, client_tag=None):
+    h = pb.ExtractHeader(psf_id=psf_id, params=params,
+                         priority=_choice(_PRIORITY, priority, "priority"),
+                         want_model=bool(want_model))
+    if server_path is not None:
+        h.server_path = server_path
+    else:
+        h.upload_size = upload_size
+    if server_output_path:
+        h.server_output_path = server_output_path
+    h.bundles.extend(int(b) for b in (bundles or ()))
+    h.fibers.extend(int(f) for f in (fibers or ()))
+    if in_img_name:
+        h.in_img_name = in_img_name
+    if in_psf_name:
+        h.in_psf_name = in_psf_name
+    if client_tag:
+        h.client_tag = client_tag
+    return h
+
+
+def preproc_fits_bytes(image, ivar, mask=None, fibermap=None, header=None):
+    """A preproc FITS file in memory from numpy arrays.
+
+    image, ivar: 2-D arrays of one shape (their dtype is kept: a float32 image arrives
+    at the server with the same values); mask: integer array of that shape (uint16/int32)
+    or None; fibermap: astropy Table / numpy structured array or None; header: astropy
+    Header or dict of cards for the IMAGE HDU (copied into the frame header).
+    """
+    from astropy.io import fits
+    from astropy.table import Table
+
+    image = np.asarray(image)
+    ivar = np.asarray(ivar)
+    if image.ndim != 2 or ivar.shape != image.shape:
+        raise ValueError(f"image and ivar must be 2-D of one shape (got {image.shape} and "
+                         f"{ivar.shape})")
+    hdr = fits.Header(header) if header is not None else fits.Header()
+    primary = fits.PrimaryHDU(image, header=hdr)
+    primary.header["EXTNAME"] = "IMAGE"
+    hdus = [primary, fits.ImageHDU(ivar, name="IVAR")]
+    if mask is not None:
+        mask = np.asarray(mask)
+        if mask.shape != image.shape or mask.dtype.kind not in "iu":
+            raise ValueError("mask must be an integer array of the image's shape")
+        hdus.append(fits.ImageHDU(mask, name="MASK"))
+    if fibermap is not None:
+        hdus.append(fits.BinTableHDU(Table(fibermap), name="FIBERMAP"))
+    buf = io.BytesIO()
+    fits.HDUList(hdus).writeto(buf)
+    return buf.getvalue()
+
+
+def read_preproc(path):
+    """(image, ivar, mask, fibermap, header) of a preproc file, as the arrays to upload."""
+    from astropy.io import fits
+    from astropy.table import Table
+
+    with fits.open(path, memmap=False) as f:
+        image = f["IMAGE"].data.copy()
+        header = f["IMAGE"].header.copy()
+        ivar = f["IVAR"].data.copy()
+        mask = f["MASK"].data.copy() if "MASK" in f else None
+        fibermap = Table(f["FIBERMAP"].data.copy()) if "FIBERMAP" in f else None
+    for key in ("XTENSION", "PCOUNT", "GCOUNT", "EXTNAME", "CHECKSUM", "DATASUM"):
+        header.remove(key, ignore_missing=True)
+    return image, ivar, mask, fibermap, header
+
+
+def request_messages(header, upload):
+    """The client stream: the header, then the upload in chunks."""
+    from spexd._channel import UPLOAD_CHUNK_BYTES
+
+    yield pb.ExtractRequest(header=header)
+    if upload is not None:
+        view = memoryview(upload)
+        for off in range(0, len(upload), UPLOAD_CHUNK_BYTES):
+            yield pb.ExtractRequest(chunk=pb.UploadChunk(data=bytes(view[off:off + UPLOAD_CHUNK_BYTES])))

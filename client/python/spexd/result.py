@@ -1,0 +1,255 @@
+"""Streamed bundles and the extraction result built from them.
+
+The server streams float64 arrays; they are kept as float64 numpy arrays, so a result
+equals a local extraction (`spexctl extract --local`) bit for bit. The desispec
+specmask is computed here from the whole result, as spexctl does for a remote run.
+"""
+import dataclasses
+
+import numpy as np
+
+from spexd.errors import DataLoss
+
+# desispec.maskbits.specmask bits set by extraction (extraction-spec §2.13).
+SOMEBADPIX = 1 << 0
+ALLBADPIX = 1 << 1
+BAD2DFIT = 1 << 7
+
+
+@dataclasses.dataclass
+class Bundle:
+    """One bundle as streamed: fibres [fiber_begin, fiber_begin + nfibers)."""
+
+    bundle: int
+    fiber_begin: int
+    nfibers: int
+    flux: np.ndarray              # [nfibers, nwave] photons/Angstrom, float64
+    ivar: np.ndarray              # [nfibers, nwave]
+    resolution_data: np.ndarray   # [nfibers, 2*ndiag+1, nwave]
+    chi2pix: np.ndarray           # [nfibers, nwave]
+    pixmask_fraction: np.ndarray  # [nfibers, nwave]
+    failed_bins: np.ndarray       # [nfibers, nwave] bool: the patch failed (BAD2DFIT)
+    counts: object                # spexd.v1.PatchCounts
+    seconds: float                # wall time of the bundle on the worker
+
+
+class StreamAssembler:
+    """Turns ExtractResponse messages into FrameHeader, complete Bundles, model, summary.
+
+    Checks the protocol as spexctl does (client/remote_frame.cc): parts in order,
+    array sizes consistent with the header, every announced bundle exactly once.
+    """
+
+    def __init__(self):
+        self.header = None
+        self.summary = None
+        self.bundles_done = 0
+        self._parts = []
+        self._next_fiber = None
+        self._model = None
+        self._model_received = 0
+
+    def feed(self, resp):
+        """Consumes one ExtractResponse; returns a Bundle when one is complete."""
+        kind = resp.WhichOneof("kind")
+        if kind == "header":
+            if self.header is not None:
+                raise DataLoss("second FrameHeader in one stream")
+            h = resp.header
+            if h.nwave <= 0 or len(h.wave) != h.nwave or h.ndiag < 0:
+                raise DataLoss("FrameHeader with an inconsistent wavelength grid")
+            self.header = h
+        elif kind == "bundle":
+            return self._on_part(resp.bundle)
+        elif kind == "model":
+            self._on_model(resp.model)
+        elif kind == "summary":
+            self.summary = resp.summary
+        return None  # a newer server's message kind: ignored
+
+    def _on_part(self, p):
+        h = self.header
+        if h is None:
+            raise DataLoss("BundleData before the FrameHeader")
+        if not self._parts:
+            if self.bundles_done >= len(h.bundles) or p.bundle != h.bundles[self.bundles_done]:
+                raise DataLoss(f"unexpected bundle {p.bundle}")
+            self._next_fiber = h.specmin + p.bundle * h.bundlesize
+        elif p.bundle != self._parts[0].bundle:
+            raise DataLoss("bundle parts out of order")
+        n = p.nfibers * h.nwave
+        nk = 2 * h.ndiag + 1
+        if (p.fiber_begin != self._next_fiber or len(p.flux) != n or len(p.ivar) != n
+                or len(p.chi2pix) != n or len(p.pixmask_fraction) != n
+                or len(p.resolution) != n * nk
+                or (len(p.failed_bins) not in (0, n))):
+            raise DataLoss(f"malformed part of bundle {p.bundle}")
+        self._next_fiber += p.nfibers
+        self._parts.append(p)
+        if not p.last_part:
+            return None
+        parts, self._parts = self._parts, []
+        self.bundles_done += 1
+        return self._join(parts)
+
+    def _join(self, parts):
+        h = self.header
+        nw, nk = h.nwave, 2 * h.ndiag + 1
+        nf = sum(p.nfibers for p in parts)
+
+        def cat(field, shape):
+            return np.concatenate([np.asarray(getattr(p, field), dtype=np.float64)
+                                   for p in parts]).reshape(shape)
+
+        failed = np.concatenate([
+            np.frombuffer(p.failed_bins, dtype=np.uint8) if len(p.failed_bins)
+            else np.zeros(p.nfibers * nw, dtype=np.uint8) for p in parts]).reshape(nf, nw)
+        last = parts[-1]
+        return Bundle(bundle=last.bundle, fiber_begin=parts[0].fiber_begin, nfibers=nf,
+                      flux=cat("flux", (nf, nw)), ivar=cat("ivar", (nf, nw)),
+                      resolution_data=cat("resolution", (nf, nk, nw)),
+                      chi2pix=cat("chi2pix", (nf, nw)),
+                      pixmask_fraction=cat("pixmask_fraction", (nf, nw)),
+                      failed_bins=failed.astype(bool), counts=last.counts,
+                      seconds=last.seconds)
+
+    def _on_model(self, c):
+        h = self.header
+        if h is None:
+            raise DataLoss("ModelChunk before the FrameHeader")
+        expected = h.image_height * h.image_width * 8
+        if (c.total_bytes != expected or c.offset != self._model_received
+                or c.offset + len(c.data) > expected or len(c.data) % 8):
+            raise DataLoss("malformed model chunk")
+        if self._model is None:
+            self._model = bytearray(expected)
+        self._model[c.offset:c.offset + len(c.data)] = c.data
+        self._model_received += len(c.data)
+
+    def finish(self):
+        """Checks completeness; returns the model image [H, W] (float64) or None."""
+        if self.header is None:
+            raise DataLoss("no FrameHeader received")
+        if self.summary is None:
+            raise DataLoss("the server ended the stream without a summary")
+        if self.bundles_done != len(self.header.bundles) or self._parts:
+            raise DataLoss(f"received {self.bundles_done} of {len(self.header.bundles)} "
+                           "bundles")
+        if self._model is None:
+            return None
+        if self._model_received != len(self._model):
+            raise DataLoss("model image incomplete")
+        return np.frombuffer(bytes(self._model), dtype="<f8").reshape(
+            self.header.image_height, self.header.image_width)
+
+
+def _median_like_core(values, axis):
+    """core::Median: for even sizes lo + (hi - lo) / 2 of the two middle values, which
+    is what spexctl's specmask uses; the same arithmetic keeps MASK bit-identical."""
+    n = values.shape[axis]
+    h = n // 2
+    if n % 2:
+        return np.partition(values, h, axis=axis).take(h, axis=axis)
+    part = np.partition(values, (h - 1, h), axis=axis)
+    lo, hi = part.take(h - 1, axis=axis), part.take(h, axis=axis)
+    return lo + (hi - lo) * 0.5
+
+
+def spec_mask(chi2pix, pixmask_fraction, failed_bins):
+    """desispec specmask (extraction-spec §2.13), as core::ComputeSpecMask."""
+    med_wave = _median_like_core(chi2pix, axis=0)
+    med_fiber = _median_like_core(chi2pix, axis=1)
+    mask = np.zeros(chi2pix.shape, dtype=np.uint32)
+    mask[pixmask_fraction > 0.5] |= SOMEBADPIX
+    # desispec tests == 1.0; 1e-12 allows the rounding of a normalised stamp (as core).
+    mask[pixmask_fraction >= 1.0 - 1e-12] |= ALLBADPIX
+    bad = (chi2pix > 5 * med_wave[None, :]) & (chi2pix > 5 * med_fiber[:, None])
+    mask[bad | failed_bins] |= BAD2DFIT
+    return mask
+
+
+class ExtractionResult:
+    """A whole extraction: numpy arrays in desispec's layout plus the server's summary.
+
+    flux, ivar, chi2pix, pixmask_fraction: [nspec, nwave] float64; mask: uint32
+    specmask; wave: [nwave]; resolution_data: [nspec, 2*ndiag+1, nwave]; fibers: the
+    absolute fibre of each row; model: [H, W] when want_model; header / summary: the
+    FrameHeader and ExtractSummary messages; fibermap: astropy Table of the frame's
+    fibres (None when the input had no FIBERMAP).
+    """
+
+    def __init__(self, header, bundles, summary, model, in_psf, in_img):
+        self.header = header
+        self.summary = summary
+        self.model = model
+        self.in_psf = in_psf
+        self.in_img = in_img
+        self.wave = np.array(header.wave, dtype=np.float64)
+        nw, nk = header.nwave, 2 * header.ndiag + 1
+        if bundles:
+            self.fibers = np.concatenate([np.arange(b.fiber_begin, b.fiber_begin + b.nfibers)
+                                          for b in bundles])
+        else:
+            self.fibers = np.zeros(0, dtype=np.int64)
+
+        def cat(field, shape):
+            return (np.concatenate([getattr(b, field) for b in bundles]) if bundles
+                    else np.zeros(shape))
+
+        self.flux = cat("flux", (0, nw))
+        self.ivar = cat("ivar", (0, nw))
+        self.resolution_data = cat("resolution_data", (0, nk, nw))
+        self.chi2pix = cat("chi2pix", (0, nw))
+        self.pixmask_fraction = cat("pixmask_fraction", (0, nw))
+        self.failed_bins = cat("failed_bins", (0, nw)).astype(bool)
+        self.mask = spec_mask(self.chi2pix, self.pixmask_fraction, self.failed_bins) \
+            if bundles else np.zeros((0, nw), dtype=np.uint32)
+        self._fibermap = None
+
+    @property
+    def specmin(self):
+        return int(self.fibers[0]) if len(self.fibers) else int(self.header.specmin)
+
+    @property
+    def nspec(self):
+        return len(self.fibers)
+
+    @property
+    def image_header(self):
+        """The input's IMAGE header cards (80-character strings)."""
+        return list(self.header.image_header)
+
+    @property
+    def fibermap(self):
+        if self._fibermap is None and self.header.fibermap_fits:
+            from spexd.frame_file import fibermap_rows
+            self._fibermap = fibermap_rows(bytes(self.header.fibermap_fits), self.fibers)
+        return self._fibermap
+
+    @property
+    def scores(self):
+        """desispec's RAW scores (spexd.scores.raw_scores): (dict, comments)."""
+        from spexd.scores import raw_scores
+        return raw_scores(self.wave, self.flux, self.ivar)
+
+    def median_snr(self):
+        """Median of flux * sqrt(ivar) over the bins with ivar > 0, per fibre."""
+        out = np.zeros(self.nspec)
+        for i in range(self.nspec):
+            good = self.ivar[i] > 0
+            out[i] = np.median(self.flux[i, good] * np.sqrt(self.ivar[i, good])) \
+                if good.any() else 0.0
+        return out
+
+    def to_desispec(self):
+        """A desispec.frame.Frame (no file). Raises DesispecUnavailable without desispec."""
+        from spexd.frame_file import to_desispec
+        return to_desispec(self)
+
+    def write(self, path, model_path=None):
+        """Writes the desispec frame file (as spexctl does; .gz compresses), atomically."""
+        from spexd.frame_file import write_frame, write_model
+        write_frame(self, path)
+        if model_path is not None:
+            write_model(self, model_path)
+        return path

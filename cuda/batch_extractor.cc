@@ -13,6 +13,7 @@
 #include "core/patch_plan.h"
 #include "core/status_macros.h"
 #include "cuda/cuda_check.h"
+#include "cuda/nvtx.h"
 #include "cuda/patch_products.h"
 
 namespace spexd::cuda {
@@ -216,6 +217,7 @@ absl::Status BatchExtractor::EnqueueDownload(WorkspaceSet* s, const Batch& batch
 }
 
 absl::Status BatchExtractor::Enqueue(const core::ExtractionJob& job, Batch* batch) {
+  NvtxRange range{"enqueue batch"};
   WorkspaceSet* s = &cfg_.workspace->set(batch->set);
   cudaStream_t compute = cfg_.ctx->compute(), copy = cfg_.ctx->copy();
   // The previous batch of this set must have left the device outputs.
@@ -247,6 +249,7 @@ absl::Status BatchExtractor::Enqueue(const core::ExtractionJob& job, Batch* batc
 
 absl::Status BatchExtractor::Retry(const core::ExtractionJob& job, Batch* batch,
                                    const std::vector<RunEntry>& failing) {
+  NvtxRange range{"retry failed patches"};
   WorkspaceSet* s = &cfg_.workspace->set(batch->set);
   cudaStream_t compute = cfg_.ctx->compute();
   std::vector<RunEntry> entries = failing;
@@ -267,7 +270,11 @@ absl::Status BatchExtractor::Finish(const core::ExtractionJob& job, Batch* batch
                                     const core::BundleSink& sink, core::ExtractionSummary* summary) {
   const core::PatchPlan& plan = *cfg_.plan;
   WorkspaceSet* s = &cfg_.workspace->set(batch->set);
-  SPEXD_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(s->outputs_copied.get()));
+  {
+    NvtxRange wait{"wait for batch"};
+    SPEXD_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(s->outputs_copied.get()));
+  }
+  NvtxRange range{"assemble bundles"};
   if (batch->timed) {
     static const char* kStage[kNumMarks] = {"",           "normal_equations", "cholesky", "solve",
                                             "inverse_blocks", "inverse_sqrt", "finalise"};
@@ -276,7 +283,7 @@ absl::Status BatchExtractor::Finish(const core::ExtractionJob& job, Batch* batch
     }
   }
   summary->stage_seconds["download"] += 1e-3 * ElapsedMs(s->d2h_start, s->d2h_end);
-  if (cfg_.stats && cfg_.eigen == EigenKind::kJacobi) SPEXD_RETURN_IF_ERROR(ReportJacobiSweeps(*batch));
+  if (cfg_.stats && cfg_.eigen != EigenKind::kLibrary) SPEXD_RETURN_IF_ERROR(ReportEigenSweeps(*batch));
   const double t0 = Now();
   const std::vector<RunEntry>& entries = batch->layout.entries;
   std::vector<RunEntry> failing;
@@ -353,8 +360,9 @@ absl::Status BatchExtractor::Finish(const core::ExtractionJob& job, Batch* batch
   return absl::OkStatus();
 }
 
-absl::Status BatchExtractor::ReportJacobiSweeps(const Batch& batch) {
-  // Diagnostics only: the Jacobi kernel leaves its sweep count in eig_info.
+absl::Status BatchExtractor::ReportEigenSweeps(const Batch& batch) {
+  // Diagnostics only: the shared-memory eigensolvers leave their sweep count in eig_info
+  // (-1: QL did not converge).
   WorkspaceSet* s = &cfg_.workspace->set(batch.set);
   const std::size_t n = batch.layout.entries.size() * static_cast<std::size_t>(spec_.nper);
   if (n == 0) return absl::OkStatus();
@@ -367,7 +375,7 @@ absl::Status BatchExtractor::ReportJacobiSweeps(const Batch& batch) {
     total += v;
     most = std::max(most, static_cast<int>(v));
   }
-  std::fprintf(stderr, "[spexd-cuda] jacobi sweeps: mean %.2f max %d over %zu blocks\n",
+  std::fprintf(stderr, "[spexd-cuda] eigen sweeps: mean %.2f max %d over %zu blocks\n",
                static_cast<double>(total) / static_cast<double>(n), most, n);
   return absl::OkStatus();
 }

@@ -23,7 +23,7 @@ class BatchExtractor {
     const GpuContext* ctx = nullptr;
     SolverKind solver = SolverKind::kCustom;
     EigenKind eigen = EigenKind::kLibrary;
-    bool stats = false;  // SPEXD_CUDA_STATS: print Jacobi sweep counts to stderr (syncs)
+    bool stats = false;  // SPEXD_CUDA_STATS: print eigensolver sweep counts to stderr (syncs)
     Workspace* workspace = nullptr;
     const GeometryState* state = nullptr;
     const core::PatchPlan* plan = nullptr;
@@ -54,7 +54,7 @@ class BatchExtractor {
   absl::Status Retry(const core::ExtractionJob& job, Batch* batch, const std::vector<RunEntry>& failing);
   absl::Status Finish(const core::ExtractionJob& job, Batch* batch, const core::BundleSink& sink,
                       core::ExtractionSummary* summary);
-  absl::Status ReportJacobiSweeps(const Batch& batch);
+  absl::Status ReportEigenSweeps(const Batch& batch);
 
   Config cfg_;
   WorkspaceSpec spec_;

@@ -29,6 +29,7 @@
 #include "cuda/geometry_state.h"
 #include "cuda/gpu_context.h"
 #include "cuda/image_upload.h"
+#include "cuda/nvtx.h"
 #include "cuda/workspace.h"
 
 namespace spexd::cuda {
@@ -41,9 +42,21 @@ constexpr bool kDebugChecks = false;
 #endif
 
 constexpr int kMaxWarmGeometries = 2;
-// Measured on an H200 (docs/perf.md): cusolverDnXsyevBatched ~127 ms per r frame, the
-// shared-memory Jacobi kernel ~211 ms; both meet the parity bar.
-constexpr EigenKind kDefaultEigen = EigenKind::kLibrary;
+// docs/perf.md: per r frame, cusolverDnXsyevBatched ~127 ms, the shared-memory Jacobi
+// kernel ~211 ms (H200), Householder + QL in shared memory much less; all meet the parity bar.
+constexpr EigenKind kDefaultEigen = EigenKind::kTridiag;
+
+const char* EigenName(EigenKind k) {
+  switch (k) {
+    case EigenKind::kTridiag:
+      return "tridiagonal QL";
+    case EigenKind::kJacobi:
+      return "Jacobi";
+    case EigenKind::kLibrary:
+      return "XsyevBatched";
+  }
+  return "?";
+}
 
 double Now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -73,7 +86,7 @@ class CudaBackend final : public core::Backend {
     return absl::StrCat("cuda (device ", ctx_->device(), ": ", ctx_->device_name(), ", ",
                         ctx_->total_memory() >> 20, " MiB, ",
                         solver_ == SolverKind::kLibrary ? "library" : "custom", " solve, ",
-                        eigen_ == EigenKind::kLibrary ? "XsyevBatched" : "Jacobi", " eigen",
+                        EigenName(eigen_), " eigen",
                         kDebugChecks ? ", debug checks" : "", ")");
   }
 
@@ -224,6 +237,7 @@ class CudaBackend final : public core::Backend {
     }
     // Evict first so that the least recently used spots are freed before allocating.
     if (states_.size() >= kMaxWarmGeometries) states_.pop_back();
+    NvtxRange range{"warm geometry (spots, plan upload)"};
     absl::StatusOr<std::unique_ptr<GeometryState>> st = GeometryState::Create(geo, *ctx_);
     if (!st.ok()) {
       PublishMemoryLocked();
@@ -260,7 +274,10 @@ class CudaBackend final : public core::Backend {
     SPEXD_RETURN_IF_ERROR(prepared);
 
     UploadStats upload;
-    SPEXD_RETURN_IF_ERROR(UploadImage(*ctx_, *workspace_, *job.image, &upload));
+    {
+      NvtxRange range{"upload image"};
+      SPEXD_RETURN_IF_ERROR(UploadImage(*ctx_, *workspace_, *job.image, &upload));
+    }
     summary->stage_seconds["upload_host"] += upload.host_seconds;
     return extractor.Run(job, bundles, sink, summary);
   }
@@ -297,13 +314,15 @@ absl::StatusOr<std::unique_ptr<core::Backend>> CreateCudaBackend(
     return absl::InvalidArgumentError(absl::StrCat(
         "cuda solver must be 'custom' or 'library' (got '", options.cuda_solver, "')"));
   }
-  if (options.cuda_eigen == "jacobi") {
+  if (options.cuda_eigen == "tridiag") {
+    eigen = EigenKind::kTridiag;
+  } else if (options.cuda_eigen == "jacobi") {
     eigen = EigenKind::kJacobi;
   } else if (options.cuda_eigen == "library") {
     eigen = EigenKind::kLibrary;
   } else if (!options.cuda_eigen.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "cuda eigensolver must be 'jacobi' or 'library' (got '", options.cuda_eigen, "')"));
+        "cuda eigensolver must be 'tridiag', 'jacobi' or 'library' (got '", options.cuda_eigen, "')"));
   }
   const bool stats = options.cuda_stats;
   auto ctx = GpuContext::Create(options.device);

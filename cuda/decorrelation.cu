@@ -1,10 +1,10 @@
 // Q = C_ss^{-1/2} and the per-spectrum products (extraction-spec §2.10–2.11). One thread
 // block per (patch, core spectrum): the 74x74 block, its eigenvectors and Q live in
-// shared memory. The eigenvectors come from cusolverDnXsyevBatched (the default, the
-// faster on an H200, docs/perf.md) or from the shared-memory Jacobi solver below.
+// shared memory. The eigenvectors come from cusolverDnXsyevBatched or from the
+// shared-memory Jacobi solver below (the default is cuda/tridiag_decorrelation.cu,
+// faster than both, docs/perf.md).
 #include "cuda/decorrelation.h"
-
-#include "core/patch_numerics.h"
+#include "cuda/decorrelation_products.cuh"
 #include "cuda/jacobi_math.h"
 #include "cuda/kernel_common.cuh"
 #include "cuda/launch_check.h"
@@ -190,79 +190,12 @@ __global__ void DecorrelateKernel(RunArgs a, int from_eigenvectors) {
     for (int i = threadIdx.x; i < nt; i += blockDim.x) s.g[i] = s.a[i * ldp + i];
     __syncthreads();
   }
-  // Q = V diag(lambda^{-1/2}) V^T (implicitly), lambda clipped per compat
-  // (core::ClippedEigenvalue, spec §2.10, §2.17).
-  if (threadIdx.x == 0) {
-    double lmax = -INFINITY;
-    for (int i = 0; i < nt; ++i) lmax = fmax(lmax, s.g[i]);
-    s.r[0] = lmax;
-  }
-  __syncthreads();
-  const double lmax = s.r[0];
-  __syncthreads();
-  for (int i = threadIdx.x; i < nt; i += blockDim.x) {
-    s.g[i] = 1.0 / sqrt(core::ClippedEigenvalue(s.g[i], lmax, D.compat_cpu));
-  }
-  __syncthreads();
-  // R = Q / rowsum, ivar = rowsum^2, flux = R x (spec §2.10 step 3) without forming Q:
-  // rowsum = V (g o V^T 1), Q x = V (g o V^T x), and the band entries of the core columns
-  // Q(row, i) = sum_k V(row,k) g_k V(i,k) one by one: O(nt^2) instead of O(nt^3).
-  double* u = s.pc;  // reuse pc and ps (contiguous, 2 np = m >= nt doubles): g o V^T 1
-  double* y = s.a;   // reuse the first row of a (Q is never formed): g o V^T x
-  for (int k = threadIdx.x; k < nt; k += blockDim.x) {
-    double cs = 0.0, cx = 0.0;
-    for (int j = 0; j < nt; ++j) {
-      const double vjk = s.v[j * ldp + k];
-      cs += vjk;
-      cx += vjk * s.x[j];
-    }
-    u[k] = s.g[k] * cs;
-    y[k] = s.g[k] * cx;
-  }
-  __syncthreads();
-  for (int i = threadIdx.x; i < nt; i += blockDim.x) {
-    double rsum = 0.0, qx = 0.0;
-    for (int k = 0; k < nt; ++k) {
-      rsum += s.v[i * ldp + k] * u[k];
-      qx += s.v[i * ldp + k] * y[k];
-    }
-    s.r[i] = rsum;
-    s.iv[i] = rsum * rsum;
-    s.fl[i] = qx / rsum;
-  }
-  __syncthreads();
-  const int nk = 2 * D.ndiag + 1;
-  int bad = 0;
-  double* fmodel = a.slots.fmodel + static_cast<int64_t>(e.slot) * D.ld;
-  for (int w = threadIdx.x; w < D.nwavestep; w += blockDim.x) {
-    const int i = D.wavepad_eff + w;
-    const double f = s.fl[i], iv = s.iv[i];
-    if (w < d.nkeep) {
-      bad |= !isfinite(f) || !isfinite(iv);
-      const int64_t o = OutIndex(D, e, d, sp, w);
-      a.out.flux[o] = f;
-      a.out.ivar[o] = iv;
-    }
-    // Model flux (spec §2.11, §2.17): compat gpu zeroes bins without ivar.
-    fmodel[static_cast<int64_t>(s_loc) * nt + i] = (D.compat_cpu || iv > 0.0) ? f : 0.0;
-  }
-  // Rdiags[k][w] = R[i-ndiag+k][i] (spec §2.11); the CPU checks every core column.
-  for (int idx = threadIdx.x; idx < D.nwavestep * nk; idx += blockDim.x) {
-    const int w = idx / nk, kk = idx % nk;
-    const int i = D.wavepad_eff + w, row = i - D.ndiag + kk;
-    double q = 0.0;
-    for (int k = 0; k < nt; ++k) q += s.v[row * ldp + k] * s.g[k] * s.v[i * ldp + k];
-    const double val = q / s.r[row];
-    bad |= !isfinite(val);
-    if (w < d.nkeep) a.out.rdiag[(OutRow(D, e, d, sp) * nk + kk) * D.nwave + d.out_col + w] = val;
-  }
-  if (from_eigenvectors && threadIdx.x == 0 &&
-      a.slots.eig_info[static_cast<int64_t>(blockIdx.x) * D.nper + sp] != 0) {
-    bad = 1;
-    atomicOr(&a.slots.status[e.slot], kStatusEigenFailed);
-  }
-  bad = __syncthreads_or(bad);
-  if (bad && threadIdx.x == 0) atomicOr(&a.slots.status[e.slot], kStatusOutputNonFinite);
+  // Jacobi leaves V row-major in s.v; the library path was loaded the same way. Q is
+  // never formed, so s.a's first row and pc/ps (m >= nt doubles) serve as scratch.
+  const EigenView V{s.v, ldp, 1};
+  const bool failed = from_eigenvectors &&
+                      a.slots.eig_info[static_cast<int64_t>(blockIdx.x) * D.nper + sp] != 0;
+  WriteDecorrelated(a, e, d, sp, V, s.g, s.x, ProductScratch{s.pc, s.a, s.r, s.fl, s.iv}, failed);
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
-// Launcher of the decorrelation kernel (extraction-spec §2.10 steps 2–3, §2.11): for each
-// core spectrum block C_ss of each patch, Q = C_ss^{-1/2} by a shared-memory Jacobi
-// eigensolver (or from eigenvectors computed by cusolverDnXsyevBatched), then
+// Launchers of the decorrelation kernels (extraction-spec §2.10 steps 2–3, §2.11): for each
+// core spectrum block C_ss of each patch, Q = C_ss^{-1/2} by a shared-memory eigensolver
+// (Householder + QL, or Jacobi) or from eigenvectors computed by cusolverDnXsyevBatched, then
 // R = Q / rowsum, ivar = rowsum^2, flux = R x, Rdiags, written to the batch outputs.
 #ifndef SPEXD_CUDA_DECORRELATION_H_
 #define SPEXD_CUDA_DECORRELATION_H_
@@ -16,6 +16,12 @@ namespace spexd::cuda {
 // eigenvalues, with per-matrix info in slots.eig_info (by run entry * nper + block).
 // Enqueues on `stream`; does not synchronise.
 cudaError_t LaunchDecorrelate(const RunArgs& args, int from_eigenvectors, cudaStream_t stream);
+
+// The same products with the eigen-decomposition done in the kernel by Householder
+// tridiagonalisation and implicit QL (cuda/tridiag_eigen.h): slots.c holds C blocks
+// (lower triangle read); slots.eig_info receives the QL sweep count per block, and a
+// block whose QL does not converge marks its patch kStatusEigenFailed.
+cudaError_t LaunchTridiagDecorrelate(const RunArgs& args, cudaStream_t stream);
 
 }  // namespace spexd::cuda
 

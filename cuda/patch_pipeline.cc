@@ -5,6 +5,7 @@
 #include "cuda/cuda_check.h"
 #include "cuda/decorrelation.h"
 #include "cuda/normal_equations.h"
+#include "cuda/nvtx.h"
 #include "cuda/patch_products.h"
 
 namespace spexd::cuda {
@@ -71,70 +72,84 @@ absl::Status EnqueueRun(const RunResources& res, const RunLayout& layout, const 
   const uint64_t* ptrs = res.d_ptrs;
   absl::Status s = Mark(res, kMarkStart);
   if (!s.ok()) return s;
-  SPEXD_CUDA_RETURN_IF_ERROR(LaunchResetSlotFlags(args, stream));
-  // Weighted normal equations and regularisation (spec §2.7–2.8).
-  SPEXD_CUDA_RETURN_IF_ERROR(LaunchBuildNormalEquations(args, stream));
-  SPEXD_CUDA_RETURN_IF_ERROR(LaunchRegularize(args, stream));
-  if (!(s = Mark(res, kMarkNormalEquations)).ok()) return s;
-
-  // Batched Cholesky and solve, one call per distinct n (spec §2.9). The solve comes
-  // first: the block inversion below overwrites L.
-  for (const BatchedCall& c : layout.potrf) {
-    SPEXD_CUDA_RETURN_IF_ERROR(cusolverDnDpotrfBatched(
-        ctx.cusolver(), CUBLAS_FILL_MODE_LOWER, c.n, PtrArray<double*>(ptrs, c.a_off), c.lda,
-        args.slots.info + c.entry_begin, c.count));
+  {
+    // Weighted normal equations and regularisation (spec §2.7–2.8).
+    NvtxRange range{"normal equations"};
+    SPEXD_CUDA_RETURN_IF_ERROR(LaunchResetSlotFlags(args, stream));
+    SPEXD_CUDA_RETURN_IF_ERROR(LaunchBuildNormalEquations(args, stream));
+    SPEXD_CUDA_RETURN_IF_ERROR(LaunchRegularize(args, stream));
+    if (!(s = Mark(res, kMarkNormalEquations)).ok()) return s;
   }
-  if (!(s = Mark(res, kMarkCholesky)).ok()) return s;
-  if (res.solver == SolverKind::kLibrary) {
+  {
+    // Batched Cholesky and solve, one call per distinct n (spec §2.9). The solve comes
+    // first: the block inversion below overwrites L.
+    NvtxRange range{"cholesky"};
     for (const BatchedCall& c : layout.potrf) {
-      // potrsBatched reports only argument errors (single int): eig_info[0] is reused for
-      // it and overwritten later; a bad argument would also surface as non-finite x.
-      SPEXD_CUDA_RETURN_IF_ERROR(cusolverDnDpotrsBatched(
-          ctx.cusolver(), CUBLAS_FILL_MODE_LOWER, c.n, 1, PtrArray<double*>(ptrs, c.a_off), c.lda,
-          PtrArray<double*>(ptrs, c.b_off), c.ldb, args.slots.eig_info, c.count));
+      SPEXD_CUDA_RETURN_IF_ERROR(cusolverDnDpotrfBatched(
+          ctx.cusolver(), CUBLAS_FILL_MODE_LOWER, c.n, PtrArray<double*>(ptrs, c.a_off), c.lda,
+          args.slots.info + c.entry_begin, c.count));
     }
-  } else {
-    SPEXD_CUDA_RETURN_IF_ERROR(LaunchCholeskySolve(args, stream));
+    if (!(s = Mark(res, kMarkCholesky)).ok()) return s;
   }
-  SPEXD_CUDA_RETURN_IF_ERROR(LaunchCheckSolve(args, stream));
-  if (!(s = Mark(res, kMarkSolve)).ok()) return s;
-
-  // C's core diagonal blocks from the factor (batch_layout.h).
-  SPEXD_CUDA_RETURN_IF_ERROR(LaunchZeroUpperBlocks(args, res.max_blocks, stream));
-  if (res.solver == SolverKind::kLibrary) {
-    SPEXD_CUDA_RETURN_IF_ERROR(LaunchSetLeafIdentity(args, res.max_blocks, stream));
-    const BatchedCall& c = layout.leaf_trsm;
-    if (c.count > 0) {
-      const double one = 1.0;
-      SPEXD_CUDA_RETURN_IF_ERROR(cublasDtrsmBatched(
-          ctx.cublas(), CUBLAS_SIDE_LEFT, CUBLAS_FILL_MODE_LOWER, CUBLAS_OP_N, CUBLAS_DIAG_NON_UNIT,
-          c.m, c.n, &one, PtrArray<const double* const>(ptrs, c.a_off), c.lda,
-          PtrArray<double* const>(ptrs, c.b_off), c.ldb, c.count));
+  {
+    NvtxRange range{"solve"};
+    if (res.solver == SolverKind::kLibrary) {
+      for (const BatchedCall& c : layout.potrf) {
+        // potrsBatched reports only argument errors (single int): eig_info[0] is reused for
+        // it and overwritten later; a bad argument would also surface as non-finite x.
+        SPEXD_CUDA_RETURN_IF_ERROR(cusolverDnDpotrsBatched(
+            ctx.cusolver(), CUBLAS_FILL_MODE_LOWER, c.n, 1, PtrArray<double*>(ptrs, c.a_off), c.lda,
+            PtrArray<double*>(ptrs, c.b_off), c.ldb, args.slots.eig_info, c.count));
+      }
+    } else {
+      SPEXD_CUDA_RETURN_IF_ERROR(LaunchCholeskySolve(args, stream));
     }
-    SPEXD_CUDA_RETURN_IF_ERROR(LaunchCopyLeafBlocks(args, res.max_blocks, stream));
-  } else {
-    SPEXD_CUDA_RETURN_IF_ERROR(LaunchLeafInverse(args, res.max_blocks, stream));
+    SPEXD_CUDA_RETURN_IF_ERROR(LaunchCheckSolve(args, stream));
+    if (!(s = Mark(res, kMarkSolve)).ok()) return s;
   }
-  for (const auto& step : layout.trtri) {
-    for (const BatchedCall& c : step) {
+  {
+    // C's core diagonal blocks from the factor (batch_layout.h).
+    NvtxRange range{"inverse blocks"};
+    SPEXD_CUDA_RETURN_IF_ERROR(LaunchZeroUpperBlocks(args, res.max_blocks, stream));
+    if (res.solver == SolverKind::kLibrary) {
+      SPEXD_CUDA_RETURN_IF_ERROR(LaunchSetLeafIdentity(args, res.max_blocks, stream));
+      const BatchedCall& c = layout.leaf_trsm;
+      if (c.count > 0) {
+        const double one = 1.0;
+        SPEXD_CUDA_RETURN_IF_ERROR(cublasDtrsmBatched(
+            ctx.cublas(), CUBLAS_SIDE_LEFT, CUBLAS_FILL_MODE_LOWER, CUBLAS_OP_N, CUBLAS_DIAG_NON_UNIT,
+            c.m, c.n, &one, PtrArray<const double* const>(ptrs, c.a_off), c.lda,
+            PtrArray<double* const>(ptrs, c.b_off), c.ldb, c.count));
+      }
+      SPEXD_CUDA_RETURN_IF_ERROR(LaunchCopyLeafBlocks(args, res.max_blocks, stream));
+    } else {
+      SPEXD_CUDA_RETURN_IF_ERROR(LaunchLeafInverse(args, res.max_blocks, stream));
+    }
+    for (const auto& step : layout.trtri) {
+      for (const BatchedCall& c : step) {
+        if (!(s = GemmBatched(ctx.cublas(), c, ptrs)).ok()) return s;
+      }
+    }
+    for (const BatchedCall& c : layout.gram) {
       if (!(s = GemmBatched(ctx.cublas(), c, ptrs)).ok()) return s;
     }
+    if (!(s = Mark(res, kMarkInverseBlocks)).ok()) return s;
   }
-  for (const BatchedCall& c : layout.gram) {
-    if (!(s = GemmBatched(ctx.cublas(), c, ptrs)).ok()) return s;
+  {
+    // Q = C_ss^{-1/2}, R, flux, ivar, Rdiags (spec §2.10).
+    NvtxRange range{"inverse sqrt and decorrelation"};
+    if (res.eigen == EigenKind::kLibrary) {
+      if (!(s = LibraryEigen(res, layout, args)).ok()) return s;
+      SPEXD_CUDA_RETURN_IF_ERROR(LaunchDecorrelate(args, /*from_eigenvectors=*/1, stream));
+    } else if (res.eigen == EigenKind::kTridiag) {
+      SPEXD_CUDA_RETURN_IF_ERROR(LaunchTridiagDecorrelate(args, stream));
+    } else {
+      SPEXD_CUDA_RETURN_IF_ERROR(LaunchDecorrelate(args, /*from_eigenvectors=*/0, stream));
+    }
+    if (!(s = Mark(res, kMarkInverseSqrt)).ok()) return s;
   }
-  if (!(s = Mark(res, kMarkInverseBlocks)).ok()) return s;
-
-  // Q = C_ss^{-1/2}, R, flux, ivar, Rdiags (spec §2.10).
-  if (res.eigen == EigenKind::kLibrary) {
-    if (!(s = LibraryEigen(res, layout, args)).ok()) return s;
-    SPEXD_CUDA_RETURN_IF_ERROR(LaunchDecorrelate(args, /*from_eigenvectors=*/1, stream));
-  } else {
-    SPEXD_CUDA_RETURN_IF_ERROR(LaunchDecorrelate(args, /*from_eigenvectors=*/0, stream));
-  }
-  if (!(s = Mark(res, kMarkInverseSqrt)).ok()) return s;
-
   // Model, chi2pix, pixmask_fraction (spec §2.11).
+  NvtxRange range{"finalise"};
   SPEXD_CUDA_RETURN_IF_ERROR(LaunchPixelModel(args, stream));
   SPEXD_CUDA_RETURN_IF_ERROR(LaunchColumnSums(args, stream));
   return Mark(res, kMarkFinalise);

@@ -22,9 +22,10 @@ namespace spexd::cuda {
 // Triangular solve and leaf inverses: custom kernels (default) or cuSOLVER/cuBLAS
 // (cusolverDnDpotrsBatched, cublasDtrsmBatched) to cross-check them.
 enum class SolverKind { kCustom, kLibrary };
-// Eigen-decompositions of the 74x74 blocks: the shared-memory Jacobi kernel, or
-// cusolverDnXsyevBatched. Both meet the parity bar; the faster one is the default.
-enum class EigenKind { kJacobi, kLibrary };
+// Eigen-decompositions of the 74x74 blocks: shared-memory kernels (Householder + QL,
+// or Jacobi), or cusolverDnXsyevBatched. All meet the parity bar; the fastest is the
+// default.
+enum class EigenKind { kTridiag, kJacobi, kLibrary };
 
 struct RunResources {
   const GpuContext* ctx;

@@ -1,0 +1,295 @@
+// Symmetric eigen-decomposition of one small dense matrix (the 74x74 blocks C_ss of
+// extraction-spec §2.10 step 2) by a team of threads: Householder reduction to a
+// tridiagonal T, explicit product of the reflectors, and implicit-shift QL on T with
+// the rotations applied to that product (the EISPACK tred2/tql2 scheme, parallelised).
+//
+// Written once for any "team": the CUDA kernel runs it with a thread block
+// (cuda/decorrelation.cu), the host tests with SerialTeam below, against LAPACK.
+//
+// Storage: column-major, a[c * lda + r] = A(r, c), both triangles present on entry; on
+// exit the columns of the same storage are the eigenvectors and d the eigenvalues (not
+// sorted).
+//
+// A Team provides rank()/size() (all members), lane()/lanes() and group()/groups() (a 2-D
+// split for matrix loops: lanes of a warp, warps), Sync() (barrier) and Sum(x) (sum over
+// the team, identical on every member, includes a barrier).
+#ifndef SPEXD_CUDA_TRIDIAG_EIGEN_H_
+#define SPEXD_CUDA_TRIDIAG_EIGEN_H_
+
+#include <cmath>
+
+#include "core/host_device.h"
+
+namespace spexd::cuda {
+
+// QL stops on E(m) when |e_m| <= kQlEps (|d_m| + |d_m+1|) (unit roundoff: the subdiagonal
+// is then below the rounding error of its neighbours, as in LAPACK's dsteqr); an
+// eigenvalue that needs more than kQlMaxIter implicit shifts is reported as a failure
+// (dsteqr allows 30 per eigenvalue too).
+inline constexpr double kQlEps = 1.1102230246251565e-16;  // 2^-53
+inline constexpr int kQlMaxIter = 30;
+
+// One thread doing everything: the host tests' team.
+struct SerialTeam {
+  SPEXD_HD int rank() const { return 0; }
+  SPEXD_HD int size() const { return 1; }
+  SPEXD_HD int lane() const { return 0; }
+  SPEXD_HD int lanes() const { return 1; }
+  SPEXD_HD int group() const { return 0; }
+  SPEXD_HD int groups() const { return 1; }
+  SPEXD_HD void Sync() {}
+  SPEXD_HD double Sum(double x) { return x; }
+};
+
+// a * b never contracted into an FMA: keeps the rank-2 update exactly symmetric.
+SPEXD_HD double MulRn(double a, double b) {
+#if defined(__CUDA_ARCH__)
+  return __dmul_rn(a, b);
+#else
+  return a * b;
+#endif
+}
+
+SPEXD_HD double RecipSqrt(double x) {
+#if defined(__CUDA_ARCH__)
+  return rsqrt(x);  // 1 ulp
+#else
+  return 1.0 / sqrt(x);
+#endif
+}
+
+// Householder reduction A = H T H^T, H = H_0 ... H_{n-3}, H_k = I - tau_k v_k v_k^T with
+// v_k(k+1) = 1 and v_k(0..k) = 0 (LAPACK's dsytd2 convention, from the first column).
+// d[0..n-1], e[0..n-2] receive T; v_k(k+2..n-1) is left in column k below the
+// subdiagonal and tau_k in tau[k]. v and w are scratch of n. Ends with a barrier.
+template <class Team>
+SPEXD_HD void HouseholderTridiagonalize(Team& t, double* a, int lda, int n, double* d, double* e,
+                                        double* tau, double* v, double* w) {
+  for (int k = 0; k + 2 < n; ++k) {
+    double* col = a + k * lda;
+    double part = 0.0;
+    for (int i = k + 2 + t.rank(); i < n; i += t.size()) part += col[i] * col[i];
+    const double sigma = t.Sum(part);
+    const double alpha = col[k + 1];
+    double tk = 0.0, beta = alpha, scale = 0.0;
+    if (sigma > 0.0) {
+      const double norm = sqrt(alpha * alpha + sigma);
+      beta = alpha >= 0.0 ? -norm : norm;
+      tk = (beta - alpha) / beta;
+      scale = 1.0 / (alpha - beta);
+    }
+    for (int i = k + 1 + t.rank(); i < n; i += t.size()) {
+      const double vi = i == k + 1 ? 1.0 : col[i] * scale;
+      v[i] = vi;
+      if (i > k + 1) col[i] = vi;
+    }
+    if (t.rank() == 0) {
+      d[k] = col[k];
+      e[k] = beta;
+      tau[k] = tk;
+    }
+    if (tk == 0.0) continue;  // H_k = I (uniform over the team)
+    t.Sync();
+    // p = tau A22 v (A22 symmetric: row i read as column i), w = p - (tau/2)(p.v) v.
+    double pv = 0.0;
+    for (int i = k + 1 + t.rank(); i < n; i += t.size()) {
+      const double* ci = a + i * lda;
+      double s0 = 0.0, s1 = 0.0;
+      int j = k + 1;
+      for (; j + 1 < n; j += 2) {
+        s0 += ci[j] * v[j];
+        s1 += ci[j + 1] * v[j + 1];
+      }
+      if (j < n) s0 += ci[j] * v[j];
+      const double p = tk * (s0 + s1);
+      w[i] = p;
+      pv += p * v[i];
+    }
+    const double half = 0.5 * tk * t.Sum(pv);
+    for (int i = k + 1 + t.rank(); i < n; i += t.size()) w[i] -= half * v[i];
+    t.Sync();
+    // A22 -= v w^T + w v^T (both triangles, bitwise symmetric).
+    for (int j = k + 1 + t.group(); j < n; j += t.groups()) {
+      double* cj = a + j * lda;
+      const double vj = v[j], wj = w[j];
+      for (int i = k + 1 + t.lane(); i < n; i += t.lanes()) {
+        cj[i] -= MulRn(v[i], wj) + MulRn(w[i], vj);
+      }
+    }
+    t.Sync();
+  }
+  t.Sync();
+  if (t.rank() == 0) {
+    if (n >= 2) {
+      d[n - 2] = a[(n - 2) * lda + n - 2];
+      e[n - 2] = a[(n - 2) * lda + n - 1];
+    }
+    d[n - 1] = a[(n - 1) * lda + n - 1];
+    e[n - 1] = 0.0;
+  }
+  t.Sync();
+}
+
+// Overwrites a (holding the reflectors of HouseholderTridiagonalize) with H = H_0 ... H_{n-3},
+// built from the last reflector back: P_k = H_k P_{k+1} only touches rows and columns
+// k+1.., and v_k sits in column k, which P_k never writes. w: scratch of n. Ends with a
+// barrier.
+template <class Team>
+SPEXD_HD void FormReflectorProduct(Team& t, double* a, int lda, int n, const double* tau, double* w) {
+  if (t.rank() == 0) a[(n - 1) * lda + n - 1] = 1.0;
+  t.Sync();
+  for (int k = n - 3; k >= 0; --k) {
+    const double* v = a + k * lda;
+    const double tk = tau[k];
+    for (int j = k + 2 + t.rank(); j < n; j += t.size()) {
+      const double* cj = a + j * lda;
+      double s0 = 0.0, s1 = 0.0;
+      int i = k + 2;
+      for (; i + 1 < n; i += 2) {
+        s0 += v[i] * cj[i];
+        s1 += v[i + 1] * cj[i + 1];
+      }
+      if (i < n) s0 += v[i] * cj[i];
+      w[j] = tk * (s0 + s1);
+    }
+    t.Sync();
+    for (int j = k + 2 + t.group(); j < n; j += t.groups()) {
+      double* cj = a + j * lda;
+      const double wj = w[j];
+      for (int i = k + 2 + t.lane(); i < n; i += t.lanes()) cj[i] -= v[i] * wj;
+    }
+    for (int j = k + 2 + t.rank(); j < n; j += t.size()) a[j * lda + k + 1] = -w[j];     // row k+1
+    for (int i = k + 2 + t.rank(); i < n; i += t.size()) a[(k + 1) * lda + i] = -tk * v[i];  // column k+1
+    if (t.rank() == 0) a[(k + 1) * lda + k + 1] = 1.0 - tk;
+    t.Sync();
+  }
+  for (int i = t.rank(); i < n; i += t.size()) {
+    a[i] = i == 0 ? 1.0 : 0.0;        // column 0
+    a[i * lda] = i == 0 ? 1.0 : 0.0;  // row 0
+  }
+  t.Sync();
+}
+
+// Progress of the QL iteration (only the producing member holds one).
+struct QlState {
+  int l = 0;
+  int iter = 0;
+};
+
+// One implicit-shift QL sweep on the unreduced block starting at the first unconverged
+// eigenvalue (Numerical Recipes' tqli / EISPACK tql2). Writes the sweep's rotations
+// c[i], s[i] for i = *hi down to *lo, to be applied in that order by
+// ApplyRotationsToRow. Returns 1 after a sweep, 0 when every eigenvalue has converged,
+// -1 when one needed more than kQlMaxIter sweeps. d[n], e[n] (e[n-1] = 0) evolve.
+SPEXD_HD int QlNextSweep(QlState* st, double* d, double* e, int n, double* c, double* s, int* lo,
+                         int* hi) {
+  while (st->l < n) {
+    const int l = st->l;
+    int m = l;
+    for (; m < n - 1; ++m) {
+      const double dd = fabs(d[m]) + fabs(d[m + 1]);
+      if (fabs(e[m]) <= kQlEps * dd) break;
+    }
+    if (m == l) {
+      ++st->l;
+      st->iter = 0;
+      continue;
+    }
+    if (++st->iter > kQlMaxIter) return -1;
+    double g = (d[l + 1] - d[l]) / (2.0 * e[l]);
+    double r = hypot(g, 1.0);
+    g = d[m] - d[l] + e[l] / (g + (g >= 0.0 ? r : -r));
+    double sn = 1.0, cs = 1.0, p = 0.0;
+    int i = m - 1;
+    for (; i >= l; --i) {
+      const double f = sn * e[i], b = cs * e[i];
+      const double r2 = f * f + g * g;
+      if (r2 > 1e-290 && r2 < 1e290) {
+        const double ri = RecipSqrt(r2);
+        r = r2 * ri;
+        sn = f * ri;
+        cs = g * ri;
+      } else {
+        r = hypot(f, g);
+        if (r == 0.0) {  // underflow: deflate here and restart (rotations i+1.. are valid)
+          e[i + 1] = 0.0;
+          d[i + 1] -= p;
+          e[m] = 0.0;
+          break;
+        }
+        sn = f / r;
+        cs = g / r;
+      }
+      e[i + 1] = r;
+      g = d[i + 1] - p;
+      r = (d[i] - g) * sn + 2.0 * cs * b;
+      p = sn * r;
+      d[i + 1] = g + p;
+      g = cs * r - b;
+      c[i] = cs;
+      s[i] = sn;
+    }
+    if (i < l) {
+      d[l] -= p;
+      e[l] = g;
+      e[m] = 0.0;
+    }
+    *lo = i + 1;
+    *hi = m - 1;
+    if (*hi >= *lo) return 1;
+  }
+  return 0;
+}
+
+// Applies a sweep's rotations (i = hi down to lo) to row `row` of Z (columns i, i+1).
+SPEXD_HD void ApplyRotationsToRow(double* z, int lda, int row, int lo, int hi, const double* c,
+                                  const double* s) {
+  double f = z[(hi + 1) * lda + row];
+  for (int i = hi; i >= lo; --i) {
+    const double zi = z[i * lda + row];
+    z[(i + 1) * lda + row] = s[i] * zi + c[i] * f;
+    f = c[i] * zi - s[i] * f;
+  }
+  z[lo * lda + row] = f;
+}
+
+// Eigenvalues of T (d, e from HouseholderTridiagonalize) into d, rotations applied to the
+// columns of z (the reflector product) -> eigenvectors. Rank 0 computes sweep k+1 while
+// the members from lanes() on apply sweep k (one row each), so the serial part and the
+// row updates overlap; double-buffered rotations cbuf/sbuf [2][n] and ctl [2][3].
+// Returns the number of sweeps, or -1 if QL did not converge.
+template <class Team>
+SPEXD_HD int TridiagonalQl(Team& t, double* d, double* e, double* z, int lda, int n, double* cbuf,
+                           double* sbuf, int* ctl) {
+  QlState st;
+  auto produce = [&](int buf) {
+    int* c3 = ctl + 3 * buf;
+    int lo = 0, hi = -1;
+    c3[0] = QlNextSweep(&st, d, e, n, cbuf + buf * n, sbuf + buf * n, &lo, &hi);
+    c3[1] = lo;
+    c3[2] = hi;
+  };
+  if (t.rank() == 0) produce(0);
+  t.Sync();
+  const bool serial = t.size() <= t.lanes();
+  const int first = serial ? 0 : t.lanes();
+  const int stride = serial ? t.size() : t.size() - t.lanes();
+  int buf = 0, sweeps = 0;
+  for (;;) {
+    const int state = ctl[3 * buf], lo = ctl[3 * buf + 1], hi = ctl[3 * buf + 2];
+    if (state <= 0) return state < 0 ? -1 : sweeps;
+    ++sweeps;
+    if (t.rank() == 0) produce(buf ^ 1);
+    if (t.rank() >= first) {
+      for (int row = t.rank() - first; row < n; row += stride) {
+        ApplyRotationsToRow(z, lda, row, lo, hi, cbuf + buf * n, sbuf + buf * n);
+      }
+    }
+    t.Sync();
+    buf ^= 1;
+  }
+}
+
+}  // namespace spexd::cuda
+
+#endif  // SPEXD_CUDA_TRIDIAG_EIGEN_H_

@@ -62,13 +62,15 @@ absl::Status BatchExtractor::Prepare(const core::ExtractionJob& job, int nbundle
   spec.canvas_stride = job.want_model ? cfg_.state->max_canvas_pixels() : 0;
   spec.image_pixels = static_cast<std::size_t>(plan.image_height) * plan.image_width;
   spec.library_eigen = cfg_.eigen == EigenKind::kLibrary;
+  spec.ql_log = cfg_.eigen == EigenKind::kTridiag;
 
   // Device bytes of both sets for b bundles per batch, plus the frame and its staging.
   auto need = [&](int b) {
     const std::size_t slots = static_cast<std::size_t>(b) * ppb;
     const std::size_t outs = static_cast<std::size_t>(b) * plan.bundlesize * plan.nwave * (4 + spec.nk);
     const std::size_t canvas = static_cast<std::size_t>(b) * static_cast<std::size_t>(spec.canvas_stride);
-    return 2 * (slots * spec.SlotBytes() + (outs + canvas) * sizeof(double)) +
+    const std::size_t ql = spec.ql_log ? slots * spec.nper * QlBytesPerBlock(spec.nt) : 0;  // one set
+    return 2 * (slots * spec.SlotBytes() + (outs + canvas) * sizeof(double)) + ql +
            spec.image_pixels * (2 * sizeof(double) + 2 * sizeof(float));
   };
   std::size_t free_b = 0, total_b = 0;
@@ -114,6 +116,7 @@ RunArgs BatchExtractor::MakeArgs(const WorkspaceSet& s, int count, const core::E
   a.in = FrameInputs{cfg_.workspace->image(), cfg_.workspace->ivar(), cfg_.state->patches(),
                      cfg_.state->xc(), cfg_.state->yc(), cfg_.state->spots()};
   a.slots = s.Slots(spec_.t_stride());
+  a.ql = cfg_.workspace->ql();
   a.out = s.Outputs();
   a.entries = s.entries.get();
   a.count = count;
@@ -362,21 +365,29 @@ absl::Status BatchExtractor::Finish(const core::ExtractionJob& job, Batch* batch
 
 absl::Status BatchExtractor::ReportEigenSweeps(const Batch& batch) {
   // Diagnostics only: the shared-memory eigensolvers leave their sweep count in eig_info
-  // (-1: QL did not converge).
+  // (-1: QL did not converge, -2: the QL log was too small and the block ran its QL in
+  // the decorrelation kernel).
   WorkspaceSet* s = &cfg_.workspace->set(batch.set);
   const std::size_t n = batch.layout.entries.size() * static_cast<std::size_t>(spec_.nper);
   if (n == 0) return absl::OkStatus();
   std::vector<int32_t> sweeps(n);
   SPEXD_CUDA_RETURN_IF_ERROR(cudaMemcpy(sweeps.data(), s->eig_info.get(), n * sizeof(int32_t),
                                         cudaMemcpyDeviceToHost));
-  long long total = 0;
-  int most = 0;
+  long long total = 0, logged = 0;
+  int most = 0, failed = 0, overflow = 0;
   for (int32_t v : sweeps) {
+    if (v == -1) ++failed;
+    if (v == -2) ++overflow;
+    if (v < 0) continue;
     total += v;
+    ++logged;
     most = std::max(most, static_cast<int>(v));
   }
-  std::fprintf(stderr, "[spexd-cuda] eigen sweeps: mean %.2f max %d over %zu blocks\n",
-               static_cast<double>(total) / static_cast<double>(n), most, n);
+  std::fprintf(stderr,
+               "[spexd-cuda] eigen sweeps: mean %.2f max %d over %lld blocks; %d not converged, "
+               "%d beyond the QL log\n",
+               logged > 0 ? static_cast<double>(total) / static_cast<double>(logged) : 0.0, most,
+               logged, failed, overflow);
   return absl::OkStatus();
 }
 

@@ -3,9 +3,11 @@
 #ifndef SPEXD_CUDA_KERNEL_ARGS_H_
 #define SPEXD_CUDA_KERNEL_ARGS_H_
 
+#include <cstddef>
 #include <cstdint>
 
 #include "cuda/device_types.h"
+#include "core/host_device.h"
 
 namespace spexd::cuda {
 
@@ -48,10 +50,34 @@ struct OutputBuffers {
   double* chi2;
 };
 
+// The QL iterations of the tridiagonal eigensolver (cuda/tridiag_decorrelation.cu), by
+// block b = run entry * nper + core spectrum. One set for the whole workspace: runs are
+// serialised on the compute stream.
+struct QlBuffers {
+  double* d;        // [blocks][nt] diagonal of T, then the eigenvalues
+  double* e;        // [blocks][nt] subdiagonal of T (destroyed)
+  double* d0;       // [blocks][nt] T as reduced, for the in-block fallback
+  double* e0;       // [blocks][nt]
+  double* c;        // [blocks][QlRotationCap] rotation cosines in order of application
+  double* s;        // [blocks][QlRotationCap] sines
+  int32_t* sweeps;  // [blocks][2 * QlSweepCap] (lo, hi) of each sweep
+};
+
+// Capacity of a block's log: the mean r-frame block needs about 130 sweeps of about
+// nt / 2 rotations (docs/perf.md); a block that needs more falls back to running its QL
+// inside the decorrelation kernel.
+SPEXD_HD int QlRotationCap(int nt) { return 96 * nt; }
+SPEXD_HD int QlSweepCap(int nt) { return 8 * nt; }
+inline std::size_t QlBytesPerBlock(int nt) {
+  return sizeof(double) * (4 * static_cast<std::size_t>(nt) + 2 * static_cast<std::size_t>(QlRotationCap(nt))) +
+         sizeof(int32_t) * 2 * static_cast<std::size_t>(QlSweepCap(nt));
+}
+
 struct RunArgs {
   PlanDims dims;
   FrameInputs in;
   SlotBuffers slots;
+  QlBuffers ql;
   OutputBuffers out;
   const RunEntry* entries;  // [count]
   int count;

@@ -1,8 +1,15 @@
-// Q = C_ss^{-1/2} by Householder tridiagonalisation + implicit QL in shared memory, then
-// the decorrelation products (extraction-spec §2.10–2.11). One thread block of
-// kThreads per (patch, core spectrum); only one nt x nt matrix lives in shared memory
-// (the reflector product is formed in place and rotated into the eigenvectors), so
-// four blocks fit on an SM.
+// Q = C_ss^{-1/2} by Householder tridiagonalisation + implicit QL, then the
+// decorrelation products (extraction-spec §2.10–2.11), in three kernels:
+//  1. ReduceKernel, a thread block per (patch, core spectrum): T = H^T C H in shared
+//     memory, H formed in place and written over C; T to QlBuffers.
+//  2. QlKernel, a thread per block: QL on T, its rotations logged. QL is a chain of
+//     dependent scalar steps (≈ 130 sweeps, ≈ 5,000 rotations per block): run inside
+//     the thread block it left the SM idle (1.3 ms per block, measured), here 23,500
+//     chains run side by side.
+//  3. RotateKernel, a thread block per block again: the logged rotations applied to the
+//     rows of H (no barrier: rows are independent) -> eigenvectors, then the products.
+//     A block whose log overflowed runs TridiagonalQl here instead.
+// Only one nt x nt matrix lives in shared memory, so four blocks fit on an SM.
 #include "cuda/decorrelation.h"
 #include "cuda/decorrelation_products.cuh"
 #include "cuda/kernel_common.cuh"
@@ -12,9 +19,11 @@
 namespace spexd::cuda {
 namespace {
 
-// Warp 0 (its lane 0) computes the QL rotations while warps 1..3 apply them to the rows
-// (nt <= 96 rows in one pass); more warps would only wait at the barriers.
+// Reduction and rotation: 4 warps (the in-block QL fallback has warp 0 compute the
+// rotations while warps 1..3 apply them to nt <= 96 rows). QL: one thread per block.
 constexpr int kThreads = 128;
+constexpr int kQlThreads = 64;
+constexpr int kQlLogOverflow = -2;
 
 // The thread block as a team of tridiag_eigen.h.
 struct BlockTeam {
@@ -50,9 +59,10 @@ struct BlockTeam {
   }
 };
 
+// Shared memory of the reduction and rotation kernels (offsets in doubles).
 struct Layout {
   int n, lda;
-  std::size_t a, d, e, tau, x, scratch, red, ctl, bytes;  // offsets in doubles; bytes total
+  std::size_t a, d, e, tau, x, scratch, red, ctl, bytes;
 };
 
 __host__ __device__ inline Layout MakeLayout(int n) {
@@ -64,14 +74,63 @@ __host__ __device__ inline Layout MakeLayout(int n) {
   l.e = l.d + n;
   l.tau = l.e + n;
   l.x = l.tau + n;
-  l.scratch = l.x + n;   // 5n: v, w (reduction) | rotations [2][n] x 2 (QL) | products
+  l.scratch = l.x + n;  // 5n: v, w (reduction) | rotations [2][n] x 2 (QL) | products
   l.red = l.scratch + 5 * static_cast<std::size_t>(n);
-  l.ctl = l.red + 64;    // 6 ints
+  l.ctl = l.red + 64;  // 6 ints
   l.bytes = sizeof(double) * l.ctl + 6 * sizeof(int);
   return l;
 }
 
-__global__ void __launch_bounds__(kThreads) TridiagDecorrelateKernel(RunArgs a) {
+__device__ inline int64_t BlockIndex(const PlanDims& D) {
+  return static_cast<int64_t>(blockIdx.x) * D.nper + blockIdx.y;
+}
+
+__device__ inline double* SlotBlock(const RunArgs& a, const RunEntry& e) {
+  const int n = a.dims.nwavetot;
+  return a.slots.c + (static_cast<int64_t>(e.slot) * a.dims.nper + blockIdx.y) * n * n;
+}
+
+__global__ void __launch_bounds__(kThreads) ReduceKernel(RunArgs a) {
+  extern __shared__ double smem[];
+  const PlanDims& D = a.dims;
+  const Layout L = MakeLayout(D.nwavetot);
+  const int n = L.n, lda = L.lda;
+  const RunEntry e = a.entries[blockIdx.x];
+  double* m = smem + L.a;
+  double* dv = smem + L.d;
+  double* ev = smem + L.e;
+  double* tau = smem + L.tau;
+  double* scr = smem + L.scratch;
+  BlockTeam team{smem + L.red};
+  double* c = SlotBlock(a, e);
+  for (int idx = threadIdx.x; idx < n * n; idx += blockDim.x) {
+    const int r = idx % n, col = idx / n;  // column-major element (r, col)
+    if (r >= col) {  // lower triangle, mirrored (the CPU's dsyrk/dsyevd use "L" too)
+      const double v = c[idx];
+      m[col * lda + r] = v;
+      m[r * lda + col] = v;
+    }
+  }
+  __syncthreads();
+  HouseholderTridiagonalize(team, m, lda, n, dv, ev, tau, scr, scr + n);
+  FormReflectorProduct(team, m, lda, n, tau, scr);
+  for (int idx = threadIdx.x; idx < n * n; idx += blockDim.x) c[idx] = m[(idx / n) * lda + idx % n];
+  const int64_t b = BlockIndex(D) * n;
+  for (int i = threadIdx.x; i < n; i += blockDim.x) {
+    a.ql.d[b + i] = a.ql.d0[b + i] = dv[i];
+    a.ql.e[b + i] = a.ql.e0[b + i] = ev[i];
+  }
+}
+
+__global__ void __launch_bounds__(kQlThreads) QlKernel(RunArgs a, int64_t blocks) {
+  const int64_t b = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (b >= blocks) return;
+  const int n = a.dims.nwavetot, rcap = QlRotationCap(n), scap = QlSweepCap(n);
+  a.slots.eig_info[b] = QlLogged(a.ql.d + b * n, a.ql.e + b * n, n, a.ql.c + b * rcap,
+                                 a.ql.s + b * rcap, rcap, a.ql.sweeps + b * 2 * scap, scap);
+}
+
+__global__ void __launch_bounds__(kThreads) RotateKernel(RunArgs a) {
   extern __shared__ double smem[];
   const PlanDims& D = a.dims;
   const Layout L = MakeLayout(D.nwavetot);
@@ -82,32 +141,35 @@ __global__ void __launch_bounds__(kThreads) TridiagDecorrelateKernel(RunArgs a) 
   double* m = smem + L.a;
   double* dv = smem + L.d;
   double* ev = smem + L.e;
-  double* tau = smem + L.tau;
   double* x = smem + L.x;
   double* scr = smem + L.scratch;
   int* ctl = reinterpret_cast<int*>(smem + L.ctl);
-  BlockTeam team{smem + L.red};
-
-  const int64_t blk = (static_cast<int64_t>(e.slot) * D.nper + sp) * n * n;
-  const double* cin = a.slots.c + blk;
-  for (int idx = threadIdx.x; idx < n * n; idx += blockDim.x) {
-    const int r = idx % n, c = idx / n;  // column-major element (r, c)
-    if (r >= c) {  // lower triangle, mirrored (the CPU's dsyrk/dsyevd use "L" too)
-      const double v = cin[idx];
-      m[c * lda + r] = v;
-      m[r * lda + c] = v;
-    }
-  }
+  const int64_t blk = BlockIndex(D);
+  int sweeps = a.slots.eig_info[blk];  // uniform over the thread block
+  const double* h = SlotBlock(a, e);
+  for (int idx = threadIdx.x; idx < n * n; idx += blockDim.x) m[(idx / n) * lda + idx % n] = h[idx];
   const double* xs = a.slots.x + static_cast<int64_t>(e.slot) * D.ld +
                      static_cast<int64_t>(d.core_row + sp) * n;
-  for (int i = threadIdx.x; i < n; i += blockDim.x) x[i] = xs[i];
+  const bool overflow = sweeps == kQlLogOverflow;
+  const double* dsrc = (overflow ? a.ql.d0 : a.ql.d) + blk * n;
+  for (int i = threadIdx.x; i < n; i += blockDim.x) {
+    x[i] = xs[i];
+    dv[i] = dsrc[i];
+    if (overflow) ev[i] = a.ql.e0[blk * n + i];
+  }
   __syncthreads();
-
-  HouseholderTridiagonalize(team, m, lda, n, dv, ev, tau, scr, scr + n);
-  FormReflectorProduct(team, m, lda, n, tau, scr);
-  const int sweeps = TridiagonalQl(team, dv, ev, m, lda, n, scr, scr + 2 * n, ctl);
-  if (threadIdx.x == 0) a.slots.eig_info[static_cast<int64_t>(blockIdx.x) * D.nper + sp] = sweeps;
-  __syncthreads();  // the last QL sweep's rows and eigenvalues; scratch becomes free
+  if (overflow) {
+    BlockTeam team{smem + L.red};
+    sweeps = TridiagonalQl(team, dv, ev, m, lda, n, scr, scr + 2 * n, ctl);
+    if (threadIdx.x == 0) a.slots.eig_info[blk] = sweeps < 0 ? -1 : kQlLogOverflow;
+  } else if (sweeps >= 0) {
+    const int rcap = QlRotationCap(n), scap = QlSweepCap(n);
+    for (int row = threadIdx.x; row < n; row += blockDim.x) {
+      ApplyLoggedSweeps(m, lda, row, a.ql.c + blk * rcap, a.ql.s + blk * rcap,
+                        a.ql.sweeps + blk * 2 * scap, sweeps);
+    }
+  }
+  __syncthreads();  // eigenvectors complete; the scratch is free again
 
   const EigenView V{m, 1, lda};  // eigenvectors in the columns of m
   WriteDecorrelated(a, e, d, sp, V, dv, x,
@@ -115,19 +177,33 @@ __global__ void __launch_bounds__(kThreads) TridiagDecorrelateKernel(RunArgs a) 
                     sweeps < 0);
 }
 
+template <typename Kernel>
+cudaError_t PrepareSmem(Kernel kernel, std::size_t smem) {
+  // All of an SM's shared memory for four 50 KB blocks (the carveout is only a hint).
+  cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                         cudaSharedmemCarveoutMaxShared);
+  if (err == cudaSuccess && smem > 48 * 1024) {
+    err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               static_cast<int>(smem));
+  }
+  return err;
+}
+
 }  // namespace
 
 cudaError_t LaunchTridiagDecorrelate(const RunArgs& args, cudaStream_t stream) {
   if (args.count == 0) return cudaSuccess;
   const std::size_t smem = MakeLayout(args.dims.nwavetot).bytes;
-  if (smem > 48 * 1024) {
-    cudaError_t err = cudaFuncSetAttribute(TridiagDecorrelateKernel,
-                                           cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           static_cast<int>(smem));
-    if (err != cudaSuccess) return err;
-  }
+  cudaError_t err = PrepareSmem(ReduceKernel, smem);
+  if (err == cudaSuccess) err = PrepareSmem(RotateKernel, smem);
+  if (err != cudaSuccess) return err;
   const dim3 grid(static_cast<unsigned>(args.count), static_cast<unsigned>(args.dims.nper));
-  TridiagDecorrelateKernel<<<grid, kThreads, smem, stream>>>(args);
+  ReduceKernel<<<grid, kThreads, smem, stream>>>(args);
+  if ((err = SPEXD_CHECK_LAUNCH(stream)) != cudaSuccess) return err;
+  const int64_t blocks = static_cast<int64_t>(args.count) * args.dims.nper;
+  QlKernel<<<CeilDiv(blocks, kQlThreads), kQlThreads, 0, stream>>>(args, blocks);
+  if ((err = SPEXD_CHECK_LAUNCH(stream)) != cudaSuccess) return err;
+  RotateKernel<<<grid, kThreads, smem, stream>>>(args);
   return SPEXD_CHECK_LAUNCH(stream);
 }
 

@@ -177,9 +177,9 @@ struct QlState {
 };
 
 // One implicit-shift QL sweep on the unreduced block starting at the first unconverged
-// eigenvalue (Numerical Recipes' tqli / EISPACK tql2). Writes the sweep's rotations
-// c[i], s[i] for i = *hi down to *lo, to be applied in that order by
-// ApplyRotationsToRow. Returns 1 after a sweep, 0 when every eigenvalue has converged,
+// eigenvalue (Numerical Recipes' tqli / EISPACK tql2). Writes the sweep's rotations of
+// columns (i, i+1), i = *hi down to *lo, in that order: c[k], s[k] for i = *hi - k, as
+// ApplyRotationsToRow reads them. Returns 1 after a sweep, 0 when every eigenvalue has converged,
 // -1 when one needed more than kQlMaxIter sweeps. d[n], e[n] (e[n-1] = 0) evolve.
 SPEXD_HD int QlNextSweep(QlState* st, double* d, double* e, int n, double* c, double* s, int* lo,
                          int* hi) {
@@ -226,8 +226,8 @@ SPEXD_HD int QlNextSweep(QlState* st, double* d, double* e, int n, double* c, do
       p = sn * r;
       d[i + 1] = g + p;
       g = cs * r - b;
-      c[i] = cs;
-      s[i] = sn;
+      c[m - 1 - i] = cs;
+      s[m - 1 - i] = sn;
     }
     if (i < l) {
       d[l] -= p;
@@ -241,16 +241,49 @@ SPEXD_HD int QlNextSweep(QlState* st, double* d, double* e, int n, double* c, do
   return 0;
 }
 
-// Applies a sweep's rotations (i = hi down to lo) to row `row` of Z (columns i, i+1).
-SPEXD_HD void ApplyRotationsToRow(double* z, int lda, int row, int lo, int hi, const double* c,
-                                  const double* s) {
+// Applies a sweep's rotations (columns (i, i+1), i = hi down to lo; c, s as written by
+// QlNextSweep) to row `row` of Z.
+SPEXD_HD void ApplyRotationsToRow(double* z, int lda, int row, int lo, int hi,
+                                  const double* __restrict__ c, const double* __restrict__ s) {
   double f = z[(hi + 1) * lda + row];
   for (int i = hi; i >= lo; --i) {
-    const double zi = z[i * lda + row];
-    z[(i + 1) * lda + row] = s[i] * zi + c[i] * f;
-    f = c[i] * zi - s[i] * f;
+    const double zi = z[i * lda + row], ci = c[hi - i], si = s[hi - i];
+    z[(i + 1) * lda + row] = si * zi + ci * f;
+    f = ci * zi - si * f;
   }
   z[lo * lda + row] = f;
+}
+
+// QL to the end by one thread, logging every sweep's rotations (c, s: rot_cap entries)
+// and its (lo, hi) (lohi: 2 * sweep_cap ints) instead of applying them, so that many
+// blocks iterate at once, one per thread, and their rows are rotated later
+// (ApplyLoggedSweeps). Returns the number of sweeps, -1 if QL did not converge, -2 if
+// the log is too small (d, e are then partly iterated).
+SPEXD_HD int QlLogged(double* d, double* e, int n, double* c, double* s, int rot_cap, int* lohi,
+                      int sweep_cap) {
+  QlState st;
+  int sweeps = 0, rot = 0;
+  for (;;) {
+    if (sweeps == sweep_cap || rot + n > rot_cap) return -2;
+    int lo = 0, hi = -1;
+    const int r = QlNextSweep(&st, d, e, n, c + rot, s + rot, &lo, &hi);
+    if (r <= 0) return r < 0 ? -1 : sweeps;
+    lohi[2 * sweeps] = lo;
+    lohi[2 * sweeps + 1] = hi;
+    ++sweeps;
+    rot += hi - lo + 1;
+  }
+}
+
+// Applies the sweeps logged by QlLogged to row `row` of Z, in order.
+SPEXD_HD void ApplyLoggedSweeps(double* z, int lda, int row, const double* c, const double* s,
+                                const int* lohi, int sweeps) {
+  int rot = 0;
+  for (int k = 0; k < sweeps; ++k) {
+    const int lo = lohi[2 * k], hi = lohi[2 * k + 1];
+    ApplyRotationsToRow(z, lda, row, lo, hi, c + rot, s + rot);
+    rot += hi - lo + 1;
+  }
 }
 
 // Eigenvalues of T (d, e from HouseholderTridiagonalize) into d, rotations applied to the

@@ -39,6 +39,11 @@ SlotBuffers WorkspaceSet::Slots(int64_t t_stride) const {
   return b;
 }
 
+QlBuffers Workspace::ql() const {
+  return QlBuffers{ql_d_.get(), ql_e_.get(), ql_d0_.get(), ql_e0_.get(),
+                   ql_c_.get(), ql_s_.get(), ql_sweeps_.get()};
+}
+
 OutputBuffers WorkspaceSet::Outputs() const {
   return OutputBuffers{out_flux.get(), out_ivar.get(), out_rdiag.get(), out_pixmask.get(),
                        out_chi2.get()};
@@ -106,7 +111,7 @@ absl::Status Workspace::Reserve(const WorkspaceSpec& spec) {
                      spec.bundles > r.bundles || spec.bundlesize * spec.nwave > r.bundlesize * r.nwave ||
                      spec.nk > r.nk || spec.canvas_stride > r.canvas_stride ||
                      spec.ptr_count > r.ptr_count || spec.image_pixels > r.image_pixels ||
-                     (spec.library_eigen && !r.library_eigen);
+                     (spec.library_eigen && !r.library_eigen) || (spec.ql_log && !r.ql_log);
   if (!grows) return absl::OkStatus();
   if (r.slots > 0) ++reallocations_;
   // Grow to the element-wise maximum so that alternating geometries settle.
@@ -123,6 +128,7 @@ absl::Status Workspace::Reserve(const WorkspaceSpec& spec) {
   g.ptr_count = std::max(spec.ptr_count, r.ptr_count);
   g.image_pixels = std::max(spec.image_pixels, r.image_pixels);
   g.library_eigen = spec.library_eigen || r.library_eigen;
+  g.ql_log = spec.ql_log || r.ql_log;
   if (int64_t{r.bundlesize} * r.nwave > int64_t{g.bundlesize} * g.nwave) {
     g.bundlesize = r.bundlesize;
     g.nwave = r.nwave;
@@ -131,6 +137,16 @@ absl::Status Workspace::Reserve(const WorkspaceSpec& spec) {
   SPEXD_RETURN_IF_ERROR(image_.Allocate(g.image_pixels, "image"));
   SPEXD_RETURN_IF_ERROR(ivar_.Allocate(g.image_pixels, "ivar"));
   SPEXD_RETURN_IF_ERROR(stage_.Allocate(2 * g.image_pixels, "image staging"));
+  if (g.ql_log) {
+    const std::size_t blocks = std::max<std::size_t>(Sz(int64_t{g.slots} * g.nper), 1), nt = Sz(g.nt);
+    SPEXD_RETURN_IF_ERROR(ql_d_.Allocate(blocks * nt, "QL diagonals"));
+    SPEXD_RETURN_IF_ERROR(ql_e_.Allocate(blocks * nt, "QL subdiagonals"));
+    SPEXD_RETURN_IF_ERROR(ql_d0_.Allocate(blocks * nt, "tridiagonal diagonals"));
+    SPEXD_RETURN_IF_ERROR(ql_e0_.Allocate(blocks * nt, "tridiagonal subdiagonals"));
+    SPEXD_RETURN_IF_ERROR(ql_c_.Allocate(blocks * Sz(QlRotationCap(g.nt)), "QL rotation cosines"));
+    SPEXD_RETURN_IF_ERROR(ql_s_.Allocate(blocks * Sz(QlRotationCap(g.nt)), "QL rotation sines"));
+    SPEXD_RETURN_IF_ERROR(ql_sweeps_.Allocate(blocks * 2 * Sz(QlSweepCap(g.nt)), "QL sweep ranges"));
+  }
   SPEXD_RETURN_IF_ERROR(h_stage_.Allocate(2 * g.image_pixels, "image staging (host)"));
   if (!events_created_) {
     SPEXD_RETURN_IF_ERROR(upload_start_.Create(true));
@@ -151,6 +167,8 @@ std::size_t Workspace::device_bytes() const {
   // Every device buffer (Backend::Memory reports this; BatchExtractor::Prepare counts it
   // as available when it sizes a batch).
   std::size_t b = image_.bytes() + ivar_.bytes() + stage_.bytes() + eig_dev_.bytes();
+  b += ql_d_.bytes() + ql_e_.bytes() + ql_d0_.bytes() + ql_e0_.bytes() + ql_c_.bytes() +
+       ql_s_.bytes() + ql_sweeps_.bytes();
   for (const WorkspaceSet& s : sets_) {
     b += s.m.bytes() + s.x.bytes() + s.fw.bytes() + s.t.bytes() + s.c.bytes() + s.evals.bytes() +
          s.fmodel.bytes() + s.pix_num.bytes() + s.pix_w.bytes() + s.model.bytes();

@@ -27,6 +27,7 @@ struct WorkspaceSpec {
   std::size_t ptr_count = 0;
   std::size_t image_pixels = 0;
   bool library_eigen = false;
+  bool ql_log = false;  // QlBuffers for slots * nper blocks (tridiagonal eigensolver)
 
   int64_t t_stride() const { return static_cast<int64_t>(nb) * nt * nt; }
   // Device bytes of one set for one slot (used to choose the batch size).
@@ -86,6 +87,7 @@ class Workspace {
   std::size_t eigen_device_bytes() const { return eig_dev_.bytes(); }
   void* eigen_host() { return eig_host_.empty() ? nullptr : eig_host_.data(); }
   std::size_t eigen_host_bytes() const { return eig_host_.size(); }
+  QlBuffers ql() const;
   int reallocations() const { return reallocations_; }
   std::size_t device_bytes() const;
 
@@ -98,6 +100,8 @@ class Workspace {
   Event upload_start_, upload_end_;
   bool events_created_ = false;
   DeviceBuffer<unsigned char> eig_dev_;
+  DeviceBuffer<double> ql_d_, ql_e_, ql_d0_, ql_e0_, ql_c_, ql_s_;
+  DeviceBuffer<int32_t> ql_sweeps_;
   std::vector<unsigned char> eig_host_;
   WorkspaceSpec reserved_{};
   int reallocations_ = 0;

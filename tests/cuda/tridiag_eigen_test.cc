@@ -59,7 +59,9 @@ struct Eigen {
   int sweeps = 0;
 };
 
-Eigen SolveTeam(const Matrix& a, int n) {
+// logged: QL by QlLogged, then ApplyLoggedSweeps row by row (the three-kernel path);
+// otherwise TridiagonalQl (the in-block fallback).
+Eigen SolveTeam(const Matrix& a, int n, bool logged) {
   const int lda = n + 1;  // as the kernel: padded leading dimension
   std::vector<double> s(static_cast<std::size_t>(lda) * n);
   for (int c = 0; c < n; ++c) {
@@ -71,7 +73,17 @@ Eigen SolveTeam(const Matrix& a, int n) {
   HouseholderTridiagonalize(t, s.data(), lda, n, d.data(), e.data(), tau.data(), v.data(), w.data());
   FormReflectorProduct(t, s.data(), lda, n, tau.data(), w.data());
   Eigen out;
-  out.sweeps = TridiagonalQl(t, d.data(), e.data(), s.data(), lda, n, cbuf.data(), sbuf.data(), ctl);
+  if (logged) {
+    const int rot_cap = 96 * n, sweep_cap = 8 * n;
+    std::vector<double> lc(rot_cap), ls(rot_cap);
+    std::vector<int> lohi(2 * sweep_cap);
+    out.sweeps = QlLogged(d.data(), e.data(), n, lc.data(), ls.data(), rot_cap, lohi.data(), sweep_cap);
+    for (int row = 0; out.sweeps >= 0 && row < n; ++row) {
+      ApplyLoggedSweeps(s.data(), lda, row, lc.data(), ls.data(), lohi.data(), out.sweeps);
+    }
+  } else {
+    out.sweeps = TridiagonalQl(t, d.data(), e.data(), s.data(), lda, n, cbuf.data(), sbuf.data(), ctl);
+  }
   out.lambda = d;
   out.v.resize(static_cast<std::size_t>(n) * n);
   for (int c = 0; c < n; ++c) {
@@ -109,9 +121,9 @@ double FrobeniusNorm(const Matrix& a) {
 // order sensitivity of lambda^-1/2, and of the divided differences of the off-diagonal
 // terms, is eps cond / 2 for a backward error eps ||A||). The factor 10 n covers both
 // solvers' constants.
-void CheckAgainstLapack(const Matrix& a, int n, const std::string& what, bool spd) {
-  SCOPED_TRACE(what);
-  const Eigen mine = SolveTeam(a, n);
+void CheckOne(const Matrix& a, int n, const std::string& what, bool spd, bool logged) {
+  SCOPED_TRACE(what + (logged ? " (logged QL)" : " (in-block QL)"));
+  const Eigen mine = SolveTeam(a, n, logged);
   ASSERT_GE(mine.sweeps, 0) << "QL did not converge";
   const Eigen ref = SolveLapack(a, n);
   const double anorm = FrobeniusNorm(a), tol = 10.0 * n * kEps;
@@ -151,6 +163,11 @@ void CheckAgainstLapack(const Matrix& a, int n, const std::string& what, bool sp
   }
   EXPECT_LE(err, tol * cond * qmax) << "cond " << cond;
   ::testing::Test::RecordProperty("sweeps", mine.sweeps);
+}
+
+void CheckAgainstLapack(const Matrix& a, int n, const std::string& what, bool spd) {
+  CheckOne(a, n, what, spd, false);
+  CheckOne(a, n, what, spd, true);
 }
 
 std::vector<double> LogSpaced(int n, double top, double cond) {

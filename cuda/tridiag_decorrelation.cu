@@ -19,11 +19,16 @@
 namespace spexd::cuda {
 namespace {
 
-// Reduction and rotation: 4 warps (the in-block QL fallback has warp 0 compute the
-// rotations while warps 1..3 apply them to nt <= 96 rows). QL: one thread per block.
+// Reduction: 8 warps (its loops are latency-bound at four blocks per SM). Rotation: 4
+// warps (the in-block QL fallback has warp 0 compute the rotations while warps 1..3
+// apply them to nt <= 96 rows). QL: one thread per block, d and e in shared memory
+// (in global memory every step waited on the L1/L2 round trip of the previous store).
+constexpr int kReduceThreads = 256;
 constexpr int kThreads = 128;
-constexpr int kQlThreads = 64;
+constexpr int kQlThreads = 32;
 constexpr int kQlLogOverflow = -2;
+// Rotations staged in shared memory per round of the rotation kernel (c and s: 5 KB).
+constexpr int kRotChunk = 320;
 
 // The thread block as a team of tridiag_eigen.h.
 struct BlockTeam {
@@ -81,6 +86,17 @@ __host__ __device__ inline Layout MakeLayout(int n) {
   return l;
 }
 
+// The rotation kernel also stages rotations: [2][kRotChunk] doubles after the layout.
+__host__ __device__ inline std::size_t RotateSmemBytes(const Layout& l) {
+  return (l.bytes + sizeof(double) - 1) / sizeof(double) * sizeof(double) +
+         2 * kRotChunk * sizeof(double);
+}
+
+// Per-thread d and e of the QL kernel: stride n | 1 (odd) between threads.
+__host__ __device__ inline std::size_t QlSmemBytes(int n) {
+  return 2 * sizeof(double) * static_cast<std::size_t>(n | 1) * kQlThreads;
+}
+
 __device__ inline int64_t BlockIndex(const PlanDims& D) {
   return static_cast<int64_t>(blockIdx.x) * D.nper + blockIdx.y;
 }
@@ -90,7 +106,7 @@ __device__ inline double* SlotBlock(const RunArgs& a, const RunEntry& e) {
   return a.slots.c + (static_cast<int64_t>(e.slot) * a.dims.nper + blockIdx.y) * n * n;
 }
 
-__global__ void __launch_bounds__(kThreads) ReduceKernel(RunArgs a) {
+__global__ void __launch_bounds__(kReduceThreads) ReduceKernel(RunArgs a) {
   extern __shared__ double smem[];
   const PlanDims& D = a.dims;
   const Layout L = MakeLayout(D.nwavetot);
@@ -123,11 +139,55 @@ __global__ void __launch_bounds__(kThreads) ReduceKernel(RunArgs a) {
 }
 
 __global__ void __launch_bounds__(kQlThreads) QlKernel(RunArgs a, int64_t blocks) {
+  extern __shared__ double smem[];
   const int64_t b = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (b >= blocks) return;
+  const int n = a.dims.nwavetot, ld = n | 1, rcap = QlRotationCap(n), scap = QlSweepCap(n);
+  double* d = smem + 2 * ld * threadIdx.x;
+  double* e = d + ld;
+  for (int i = 0; i < n; ++i) {
+    d[i] = a.ql.d[b * n + i];
+    e[i] = a.ql.e[b * n + i];
+  }
+  a.slots.eig_info[b] = QlLogged(d, e, n, a.ql.c + b * rcap, a.ql.s + b * rcap, rcap,
+                                 a.ql.sweeps + b * 2 * scap, scap);
+  for (int i = 0; i < n; ++i) a.ql.d[b * n + i] = d[i];
+}
+
+// Applies the logged sweeps of block blk to the rows of z (one row per thread), staging
+// the rotations through shared memory kRotChunk at a time: read straight from global
+// memory every rotation waited on a load (measured 265 cycles per rotation).
+__device__ void ApplyLogStaged(const RunArgs& a, int64_t blk, int sweeps, double* z, int lda,
+                               double* cc, double* ss) {
   const int n = a.dims.nwavetot, rcap = QlRotationCap(n), scap = QlSweepCap(n);
-  a.slots.eig_info[b] = QlLogged(a.ql.d + b * n, a.ql.e + b * n, n, a.ql.c + b * rcap,
-                                 a.ql.s + b * rcap, rcap, a.ql.sweeps + b * 2 * scap, scap);
+  const double* gc = a.ql.c + blk * rcap;
+  const double* gs = a.ql.s + blk * rcap;
+  const int* lohi = a.ql.sweeps + blk * 2 * scap;
+  int total = 0;
+  for (int k = 0; k < sweeps; ++k) total += lohi[2 * k + 1] - lohi[2 * k] + 1;
+  const int row = threadIdx.x;
+  int sw = 0, done = 0;  // this row's position: sweep sw, rotations of it already applied
+  for (int base = 0; base < total; base += kRotChunk) {
+    const int len = min(kRotChunk, total - base);
+    __syncthreads();  // the previous chunk is consumed
+    for (int k = threadIdx.x; k < len; k += blockDim.x) {
+      cc[k] = gc[base + k];
+      ss[k] = gs[base + k];
+    }
+    __syncthreads();
+    if (row >= n) continue;
+    for (int pos = 0; pos < len;) {
+      const int lo = lohi[2 * sw], hi = lohi[2 * sw + 1];
+      const int take = min(hi - lo + 1 - done, len - pos);
+      ApplyRotationRange(z, lda, row, hi - done, take, cc + pos, ss + pos);
+      pos += take;
+      done += take;
+      if (done == hi - lo + 1) {
+        ++sw;
+        done = 0;
+      }
+    }
+  }
 }
 
 __global__ void __launch_bounds__(kThreads) RotateKernel(RunArgs a) {
@@ -163,11 +223,8 @@ __global__ void __launch_bounds__(kThreads) RotateKernel(RunArgs a) {
     sweeps = TridiagonalQl(team, dv, ev, m, lda, n, scr, scr + 2 * n, ctl);
     if (threadIdx.x == 0) a.slots.eig_info[blk] = sweeps < 0 ? -1 : kQlLogOverflow;
   } else if (sweeps >= 0) {
-    const int rcap = QlRotationCap(n), scap = QlSweepCap(n);
-    for (int row = threadIdx.x; row < n; row += blockDim.x) {
-      ApplyLoggedSweeps(m, lda, row, a.ql.c + blk * rcap, a.ql.s + blk * rcap,
-                        a.ql.sweeps + blk * 2 * scap, sweeps);
-    }
+    double* cc = smem + RotateSmemBytes(L) / sizeof(double) - 2 * kRotChunk;
+    ApplyLogStaged(a, blk, sweeps, m, lda, cc, cc + kRotChunk);
   }
   __syncthreads();  // eigenvectors complete; the scratch is free again
 
@@ -193,17 +250,20 @@ cudaError_t PrepareSmem(Kernel kernel, std::size_t smem) {
 
 cudaError_t LaunchTridiagDecorrelate(const RunArgs& args, cudaStream_t stream) {
   if (args.count == 0) return cudaSuccess;
-  const std::size_t smem = MakeLayout(args.dims.nwavetot).bytes;
+  const Layout layout = MakeLayout(args.dims.nwavetot);
+  const std::size_t smem = layout.bytes, rsmem = RotateSmemBytes(layout);
+  const std::size_t qsmem = QlSmemBytes(args.dims.nwavetot);
   cudaError_t err = PrepareSmem(ReduceKernel, smem);
-  if (err == cudaSuccess) err = PrepareSmem(RotateKernel, smem);
+  if (err == cudaSuccess) err = PrepareSmem(RotateKernel, rsmem);
+  if (err == cudaSuccess) err = PrepareSmem(QlKernel, qsmem);
   if (err != cudaSuccess) return err;
   const dim3 grid(static_cast<unsigned>(args.count), static_cast<unsigned>(args.dims.nper));
-  ReduceKernel<<<grid, kThreads, smem, stream>>>(args);
+  ReduceKernel<<<grid, kReduceThreads, smem, stream>>>(args);
   if ((err = SPEXD_CHECK_LAUNCH(stream)) != cudaSuccess) return err;
   const int64_t blocks = static_cast<int64_t>(args.count) * args.dims.nper;
-  QlKernel<<<CeilDiv(blocks, kQlThreads), kQlThreads, 0, stream>>>(args, blocks);
+  QlKernel<<<CeilDiv(blocks, kQlThreads), kQlThreads, qsmem, stream>>>(args, blocks);
   if ((err = SPEXD_CHECK_LAUNCH(stream)) != cudaSuccess) return err;
-  RotateKernel<<<grid, kThreads, smem, stream>>>(args);
+  RotateKernel<<<grid, kThreads, rsmem, stream>>>(args);
   return SPEXD_CHECK_LAUNCH(stream);
 }
 

@@ -108,12 +108,19 @@ SPEXD_HD void HouseholderTridiagonalize(Team& t, double* a, int lda, int n, doub
     const double half = 0.5 * tk * t.Sum(pv);
     for (int i = k + 1 + t.rank(); i < n; i += t.size()) w[i] -= half * v[i];
     t.Sync();
-    // A22 -= v w^T + w v^T (both triangles, bitwise symmetric).
-    for (int j = k + 1 + t.group(); j < n; j += t.groups()) {
-      double* cj = a + j * lda;
-      const double vj = v[j], wj = w[j];
-      for (int i = k + 1 + t.lane(); i < n; i += t.lanes()) {
-        cj[i] -= MulRn(v[i], wj) + MulRn(w[i], vj);
+    // A22 -= v w^T + w v^T (both triangles, bitwise symmetric). Three rows per member
+    // with v_i, w_i in registers: shared-memory traffic is what this loop costs.
+    for (int i0 = k + 1 + t.lane(); i0 < n; i0 += 3 * t.lanes()) {
+      const int i1 = i0 + t.lanes(), i2 = i1 + t.lanes();
+      const double v0 = v[i0], w0 = w[i0];
+      const double v1 = i1 < n ? v[i1] : 0.0, w1 = i1 < n ? w[i1] : 0.0;
+      const double v2 = i2 < n ? v[i2] : 0.0, w2 = i2 < n ? w[i2] : 0.0;
+      for (int j = k + 1 + t.group(); j < n; j += t.groups()) {
+        double* cj = a + j * lda;
+        const double vj = v[j], wj = w[j];
+        cj[i0] -= MulRn(v0, wj) + MulRn(w0, vj);
+        if (i1 < n) cj[i1] -= MulRn(v1, wj) + MulRn(w1, vj);
+        if (i2 < n) cj[i2] -= MulRn(v2, wj) + MulRn(w2, vj);
       }
     }
     t.Sync();
@@ -153,10 +160,16 @@ SPEXD_HD void FormReflectorProduct(Team& t, double* a, int lda, int n, const dou
       w[j] = tk * (s0 + s1);
     }
     t.Sync();
-    for (int j = k + 2 + t.group(); j < n; j += t.groups()) {
-      double* cj = a + j * lda;
-      const double wj = w[j];
-      for (int i = k + 2 + t.lane(); i < n; i += t.lanes()) cj[i] -= v[i] * wj;
+    for (int i0 = k + 2 + t.lane(); i0 < n; i0 += 3 * t.lanes()) {
+      const int i1 = i0 + t.lanes(), i2 = i1 + t.lanes();
+      const double v0 = v[i0], v1 = i1 < n ? v[i1] : 0.0, v2 = i2 < n ? v[i2] : 0.0;
+      for (int j = k + 2 + t.group(); j < n; j += t.groups()) {
+        double* cj = a + j * lda;
+        const double wj = w[j];
+        cj[i0] -= v0 * wj;
+        if (i1 < n) cj[i1] -= v1 * wj;
+        if (i2 < n) cj[i2] -= v2 * wj;
+      }
     }
     for (int j = k + 2 + t.rank(); j < n; j += t.size()) a[j * lda + k + 1] = -w[j];     // row k+1
     for (int i = k + 2 + t.rank(); i < n; i += t.size()) a[(k + 1) * lda + i] = -tk * v[i];  // column k+1
@@ -241,17 +254,26 @@ SPEXD_HD int QlNextSweep(QlState* st, double* d, double* e, int n, double* c, do
   return 0;
 }
 
+// Applies `count` consecutive rotations of a sweep to row `row` of Z: rotation q acts on
+// columns (i, i+1), i = top - q, with c[q], s[q]. A sweep may be applied in pieces: the
+// next piece starts at top - count.
+SPEXD_HD void ApplyRotationRange(double* __restrict__ z, int lda, int row, int top, int count,
+                                 const double* __restrict__ c, const double* __restrict__ s) {
+  double f = z[(top + 1) * lda + row];
+  for (int q = 0; q < count; ++q) {
+    const int i = top - q;
+    const double zi = z[i * lda + row], cq = c[q], sq = s[q];
+    z[(i + 1) * lda + row] = sq * zi + cq * f;
+    f = cq * zi - sq * f;
+  }
+  z[(top - count + 1) * lda + row] = f;
+}
+
 // Applies a sweep's rotations (columns (i, i+1), i = hi down to lo; c, s as written by
 // QlNextSweep) to row `row` of Z.
-SPEXD_HD void ApplyRotationsToRow(double* z, int lda, int row, int lo, int hi,
-                                  const double* __restrict__ c, const double* __restrict__ s) {
-  double f = z[(hi + 1) * lda + row];
-  for (int i = hi; i >= lo; --i) {
-    const double zi = z[i * lda + row], ci = c[hi - i], si = s[hi - i];
-    z[(i + 1) * lda + row] = si * zi + ci * f;
-    f = ci * zi - si * f;
-  }
-  z[lo * lda + row] = f;
+SPEXD_HD void ApplyRotationsToRow(double* z, int lda, int row, int lo, int hi, const double* c,
+                                  const double* s) {
+  ApplyRotationRange(z, lda, row, hi, hi - lo + 1, c, s);
 }
 
 // QL to the end by one thread, logging every sweep's rotations (c, s: rot_cap entries)

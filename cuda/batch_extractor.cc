@@ -135,6 +135,7 @@ RunResources BatchExtractor::Resources(WorkspaceSet* s, bool record_marks) const
   r.d_ptrs = s->ptrs.get();
   r.max_blocks = max_blocks_;
   r.record_marks = record_marks;
+  r.tail = record_marks && cfg_.eigen == EigenKind::kTridiag ? cfg_.ctx->tail() : cfg_.ctx->compute();
   return r;
 }
 
@@ -158,7 +159,8 @@ absl::Status BatchExtractor::UploadLayout(WorkspaceSet* s, const RunLayout& layo
   return absl::OkStatus();
 }
 
-absl::Status BatchExtractor::EnqueueCanvas(WorkspaceSet* s, const Batch& batch) const {
+absl::Status BatchExtractor::EnqueueCanvas(WorkspaceSet* s, const Batch& batch,
+                                           cudaStream_t stream) const {
   const core::PatchPlan& plan = *cfg_.plan;
   std::vector<int32_t> slot_of(plan.patches.size(), -1);
   for (const RunEntry& e : batch.layout.entries) slot_of[e.patch] = e.slot;
@@ -173,7 +175,6 @@ absl::Status BatchExtractor::EnqueueCanvas(WorkspaceSet* s, const Batch& batch) 
     cd.list_end = n;
     s->h_canvas_desc[pos] = cd;
   }
-  cudaStream_t stream = cfg_.ctx->compute();
   SPEXD_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(s->canvas_desc.get(), s->h_canvas_desc.get(),
                                              batch.bundles.size() * sizeof(CanvasDesc),
                                              cudaMemcpyHostToDevice, stream));
@@ -239,9 +240,12 @@ absl::Status BatchExtractor::Enqueue(const core::ExtractionJob& job, Batch* batc
   SPEXD_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(s->out_rdiag.get(), 0, bytes * spec_.nk, compute));
   const int count = static_cast<int>(batch->layout.entries.size());
   batch->timed = count > 0;
-  SPEXD_RETURN_IF_ERROR(EnqueueRun(Resources(s, true), batch->layout, MakeArgs(*s, count, job)));
-  if (spec_.canvas_stride > 0) SPEXD_RETURN_IF_ERROR(EnqueueCanvas(s, *batch));
-  SPEXD_CUDA_RETURN_IF_ERROR(cudaEventRecord(s->compute_done.get(), compute));
+  const RunResources res = Resources(s, true);
+  SPEXD_RETURN_IF_ERROR(EnqueueRun(res, batch->layout, MakeArgs(*s, count, job)));
+  // An empty run enqueues nothing on the tail stream: its outputs are ready on compute.
+  const cudaStream_t last = count > 0 ? res.tail : compute;
+  if (spec_.canvas_stride > 0) SPEXD_RETURN_IF_ERROR(EnqueueCanvas(s, *batch, last));
+  SPEXD_CUDA_RETURN_IF_ERROR(cudaEventRecord(s->compute_done.get(), last));
   SPEXD_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(copy, s->compute_done.get(), 0));
   SPEXD_CUDA_RETURN_IF_ERROR(cudaEventRecord(s->d2h_start.get(), copy));
   SPEXD_RETURN_IF_ERROR(EnqueueDownload(s, *batch, copy));
@@ -262,7 +266,7 @@ absl::Status BatchExtractor::Retry(const core::ExtractionJob& job, Batch* batch,
   SPEXD_RETURN_IF_ERROR(UploadLayout(s, layout, compute));
   SPEXD_RETURN_IF_ERROR(EnqueueRun(Resources(s, false), layout,
                                    MakeArgs(*s, static_cast<int>(layout.entries.size()), job)));
-  if (spec_.canvas_stride > 0) SPEXD_RETURN_IF_ERROR(EnqueueCanvas(s, *batch));
+  if (spec_.canvas_stride > 0) SPEXD_RETURN_IF_ERROR(EnqueueCanvas(s, *batch, compute));
   SPEXD_RETURN_IF_ERROR(EnqueueDownload(s, *batch, compute));
   // Rare path: wait here (the next batch, already queued ahead on the stream, finishes too).
   SPEXD_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(compute));

@@ -46,9 +46,11 @@ class BatchExtractor {
   };
   SlotAddresses Addresses(const WorkspaceSet& s) const;
   RunArgs MakeArgs(const WorkspaceSet& s, int count, const core::ExtractionJob& job) const;
+  // A batch (record_marks) overlaps its tail with the next batch (RunResources::tail);
+  // a retry stays on the compute stream.
   RunResources Resources(WorkspaceSet* s, bool record_marks) const;
   absl::Status UploadLayout(WorkspaceSet* s, const RunLayout& layout, cudaStream_t stream) const;
-  absl::Status EnqueueCanvas(WorkspaceSet* s, const Batch& batch) const;
+  absl::Status EnqueueCanvas(WorkspaceSet* s, const Batch& batch, cudaStream_t stream) const;
   absl::Status EnqueueDownload(WorkspaceSet* s, const Batch& batch, cudaStream_t stream) const;
   absl::Status Enqueue(const core::ExtractionJob& job, Batch* batch);
   absl::Status Retry(const core::ExtractionJob& job, Batch* batch, const std::vector<RunEntry>& failing);

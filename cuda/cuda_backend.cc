@@ -76,6 +76,7 @@ class CudaBackend final : public core::Backend {
     if (ctx_ != nullptr) {
       (void)ctx_->Activate();
       (void)cudaStreamSynchronize(ctx_->compute());
+      (void)cudaStreamSynchronize(ctx_->tail());
       (void)cudaStreamSynchronize(ctx_->copy());
     }
   }
@@ -217,8 +218,11 @@ class CudaBackend final : public core::Backend {
       // backend unhealthy if the context is gone (style.md: sticky errors).
       const cudaError_t e1 = cudaStreamSynchronize(ctx_->compute());
       const cudaError_t e2 = cudaStreamSynchronize(ctx_->copy());
+      const cudaError_t e4 = cudaStreamSynchronize(ctx_->tail());
       const cudaError_t e3 = cudaGetLastError();
-      if (IsStickyError(e1) || IsStickyError(e2) || IsStickyError(e3)) healthy_ = false;
+      if (IsStickyError(e1) || IsStickyError(e2) || IsStickyError(e3) || IsStickyError(e4)) {
+        healthy_ = false;
+      }
       return s;
     }
     summary.seconds = Now() - t0;

@@ -17,11 +17,15 @@ namespace spexd::cuda {
 // Enqueues on `stream`; does not synchronise.
 cudaError_t LaunchDecorrelate(const RunArgs& args, int from_eigenvectors, cudaStream_t stream);
 
-// The same products with the eigen-decomposition done in the kernel by Householder
-// tridiagonalisation and implicit QL (cuda/tridiag_eigen.h): slots.c holds C blocks
-// (lower triangle read); slots.eig_info receives the QL sweep count per block, and a
-// block whose QL does not converge marks its patch kStatusEigenFailed.
-cudaError_t LaunchTridiagDecorrelate(const RunArgs& args, cudaStream_t stream);
+// The same products with the eigen-decomposition done by Householder tridiagonalisation
+// and implicit QL (cuda/tridiag_eigen.h), in two parts. Reduce: slots.c holds C blocks
+// (lower triangle read), receives the reflector product H; T goes to args.ql. Rotate
+// (after Reduce, possibly on another stream): QL with logged rotations, the rotations
+// applied to H, the products; slots.eig_info receives the QL sweep count per block, and
+// a block whose QL does not converge marks its patch kStatusEigenFailed. Both use the
+// workspace's one set of QlBuffers: a run's Reduce must follow the previous run's Rotate.
+cudaError_t LaunchTridiagReduce(const RunArgs& args, cudaStream_t stream);
+cudaError_t LaunchTridiagRotate(const RunArgs& args, cudaStream_t stream);
 
 }  // namespace spexd::cuda
 

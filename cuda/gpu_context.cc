@@ -69,6 +69,7 @@ absl::StatusOr<std::unique_ptr<GpuContext>> GpuContext::Create(int device) {
   }
   absl::Status s = ctx->compute_.Create();
   if (s.ok()) s = ctx->copy_.Create();
+  if (s.ok()) s = ctx->tail_.Create();
   if (s.ok()) s = ctx->cublas_.Create(ctx->compute_.get());
   if (s.ok()) s = ctx->cusolver_.Create(ctx->compute_.get());
   if (!s.ok()) return s;

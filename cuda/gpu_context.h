@@ -1,8 +1,10 @@
 // RAII wrappers of CUDA streams, events and library handles, and the GpuContext that
 // groups them for one backend instance (style.md "CUDA resources and streams"; Ceres'
 // context_impl.h). Stream rules: `compute` runs every kernel and library call and is
-// bound to both handles; `copy` carries device->host result copies so that they overlap
-// the next batch's compute. Nothing uses the default stream.
+// bound to both handles; `tail` runs the last, library-free stages of a batch (QL,
+// rotation, decorrelation products, model) so that they overlap the next batch's
+// factorisations (patch_pipeline.h); `copy` carries device->host result copies so that
+// they overlap the next batch's compute. Nothing uses the default stream.
 #ifndef SPEXD_CUDA_GPU_CONTEXT_H_
 #define SPEXD_CUDA_GPU_CONTEXT_H_
 
@@ -85,6 +87,7 @@ class GpuContext {
   int sm_count() const { return sm_count_; }
   cudaStream_t compute() const { return compute_.get(); }
   cudaStream_t copy() const { return copy_.get(); }
+  cudaStream_t tail() const { return tail_.get(); }
   cublasHandle_t cublas() const { return cublas_.get(); }
   cusolverDnHandle_t cusolver() const { return cusolver_.get(); }
   cusolverDnParams_t cusolver_params() const { return cusolver_.params(); }
@@ -98,6 +101,7 @@ class GpuContext {
   // Declaration order = reverse destruction order: handles go before their stream.
   Stream compute_;
   Stream copy_;
+  Stream tail_;
   CublasHandle cublas_;
   CusolverHandle cusolver_;
 };

@@ -16,9 +16,24 @@ T* PtrArray(const uint64_t* base, int64_t off) {
   return reinterpret_cast<T*>(const_cast<uint64_t*>(base + off));
 }
 
-absl::Status Mark(const RunResources& res, StageMark mark) {
+absl::Status Mark(const RunResources& res, StageMark mark, cudaStream_t stream) {
   if (!res.record_marks) return absl::OkStatus();
-  SPEXD_CUDA_RETURN_IF_ERROR(cudaEventRecord(res.set->marks[mark].get(), res.ctx->compute()));
+  SPEXD_CUDA_RETURN_IF_ERROR(cudaEventRecord(res.set->marks[mark].get(), stream));
+  return absl::OkStatus();
+}
+
+// The tridiagonal eigensolver and decorrelation: the reduction on `stream`, the rest on
+// `tail`. The workspace's one set of QlBuffers orders consecutive runs.
+absl::Status EnqueueTridiag(const RunResources& res, const RunArgs& args, cudaStream_t stream) {
+  Workspace& ws = *res.workspace;
+  SPEXD_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(stream, ws.ql_free().get(), 0));
+  SPEXD_CUDA_RETURN_IF_ERROR(LaunchTridiagReduce(args, stream));
+  if (res.tail != stream) {
+    SPEXD_CUDA_RETURN_IF_ERROR(cudaEventRecord(ws.reduced().get(), stream));
+    SPEXD_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(res.tail, ws.reduced().get(), 0));
+  }
+  SPEXD_CUDA_RETURN_IF_ERROR(LaunchTridiagRotate(args, res.tail));
+  SPEXD_CUDA_RETURN_IF_ERROR(cudaEventRecord(ws.ql_free().get(), res.tail));
   return absl::OkStatus();
 }
 
@@ -70,7 +85,7 @@ absl::Status EnqueueRun(const RunResources& res, const RunLayout& layout, const 
   const GpuContext& ctx = *res.ctx;
   cudaStream_t stream = ctx.compute();
   const uint64_t* ptrs = res.d_ptrs;
-  absl::Status s = Mark(res, kMarkStart);
+  absl::Status s = Mark(res, kMarkStart, stream);
   if (!s.ok()) return s;
   {
     // Weighted normal equations and regularisation (spec §2.7–2.8).
@@ -78,7 +93,7 @@ absl::Status EnqueueRun(const RunResources& res, const RunLayout& layout, const 
     SPEXD_CUDA_RETURN_IF_ERROR(LaunchResetSlotFlags(args, stream));
     SPEXD_CUDA_RETURN_IF_ERROR(LaunchBuildNormalEquations(args, stream));
     SPEXD_CUDA_RETURN_IF_ERROR(LaunchRegularize(args, stream));
-    if (!(s = Mark(res, kMarkNormalEquations)).ok()) return s;
+    if (!(s = Mark(res, kMarkNormalEquations, stream)).ok()) return s;
   }
   {
     // Batched Cholesky and solve, one call per distinct n (spec §2.9). The solve comes
@@ -89,7 +104,7 @@ absl::Status EnqueueRun(const RunResources& res, const RunLayout& layout, const 
           ctx.cusolver(), CUBLAS_FILL_MODE_LOWER, c.n, PtrArray<double*>(ptrs, c.a_off), c.lda,
           args.slots.info + c.entry_begin, c.count));
     }
-    if (!(s = Mark(res, kMarkCholesky)).ok()) return s;
+    if (!(s = Mark(res, kMarkCholesky, stream)).ok()) return s;
   }
   {
     NvtxRange range{"solve"};
@@ -105,7 +120,7 @@ absl::Status EnqueueRun(const RunResources& res, const RunLayout& layout, const 
       SPEXD_CUDA_RETURN_IF_ERROR(LaunchCholeskySolve(args, stream));
     }
     SPEXD_CUDA_RETURN_IF_ERROR(LaunchCheckSolve(args, stream));
-    if (!(s = Mark(res, kMarkSolve)).ok()) return s;
+    if (!(s = Mark(res, kMarkSolve, stream)).ok()) return s;
   }
   {
     // C's core diagonal blocks from the factor (batch_layout.h).
@@ -133,8 +148,11 @@ absl::Status EnqueueRun(const RunResources& res, const RunLayout& layout, const 
     for (const BatchedCall& c : layout.gram) {
       if (!(s = GemmBatched(ctx.cublas(), c, ptrs)).ok()) return s;
     }
-    if (!(s = Mark(res, kMarkInverseBlocks)).ok()) return s;
+    if (!(s = Mark(res, kMarkInverseBlocks, stream)).ok()) return s;
   }
+  // Only the tridiagonal path leaves the compute stream (the library eigensolver is bound
+  // to it).
+  const cudaStream_t tail = res.eigen == EigenKind::kTridiag ? res.tail : stream;
   {
     // Q = C_ss^{-1/2}, R, flux, ivar, Rdiags (spec §2.10).
     NvtxRange range{"inverse sqrt and decorrelation"};
@@ -142,17 +160,17 @@ absl::Status EnqueueRun(const RunResources& res, const RunLayout& layout, const 
       if (!(s = LibraryEigen(res, layout, args)).ok()) return s;
       SPEXD_CUDA_RETURN_IF_ERROR(LaunchDecorrelate(args, /*from_eigenvectors=*/1, stream));
     } else if (res.eigen == EigenKind::kTridiag) {
-      SPEXD_CUDA_RETURN_IF_ERROR(LaunchTridiagDecorrelate(args, stream));
+      if (!(s = EnqueueTridiag(res, args, stream)).ok()) return s;
     } else {
       SPEXD_CUDA_RETURN_IF_ERROR(LaunchDecorrelate(args, /*from_eigenvectors=*/0, stream));
     }
-    if (!(s = Mark(res, kMarkInverseSqrt)).ok()) return s;
+    if (!(s = Mark(res, kMarkInverseSqrt, tail)).ok()) return s;
   }
   // Model, chi2pix, pixmask_fraction (spec §2.11).
   NvtxRange range{"finalise"};
-  SPEXD_CUDA_RETURN_IF_ERROR(LaunchPixelModel(args, stream));
-  SPEXD_CUDA_RETURN_IF_ERROR(LaunchColumnSums(args, stream));
-  return Mark(res, kMarkFinalise);
+  SPEXD_CUDA_RETURN_IF_ERROR(LaunchPixelModel(args, tail));
+  SPEXD_CUDA_RETURN_IF_ERROR(LaunchColumnSums(args, tail));
+  return Mark(res, kMarkFinalise, tail);
 }
 
 absl::Status QueryLibraryEigenScratch(const GpuContext& ctx, int nt, int batch, double* a,

@@ -36,6 +36,10 @@ struct RunResources {
   const uint64_t* d_ptrs;  // device copy of layout.ptrs
   int max_blocks;          // MaxBlocks(plan)
   bool record_marks;       // record the StageMark events
+  // Stream of the run's tail (QL, rotation, products, model): ctx->tail() lets it overlap
+  // the next run's factorisations (only with EigenKind::kTridiag), ctx->compute() keeps
+  // the run on one stream. The caller orders what follows the run after `tail`.
+  cudaStream_t tail;
 };
 
 // Enqueues the run; `args.entries` must be the device copy of layout.entries. Nothing is

@@ -22,7 +22,8 @@ namespace {
 // Reduction: 8 warps (its loops are latency-bound at four blocks per SM). Rotation: 4
 // warps (the in-block QL fallback has warp 0 compute the rotations while warps 1..3
 // apply them to nt <= 96 rows). QL: one thread per block, d and e in shared memory
-// (in global memory every step waited on the L1/L2 round trip of the previous store).
+// (in global memory every step waited on the L1/L2 round trip of the previous store);
+// 32 chains per warp (docs/perf.md: one chain per warp or per 8 lanes was slower).
 constexpr int kReduceThreads = 256;
 constexpr int kThreads = 128;
 constexpr int kQlThreads = 32;
@@ -248,18 +249,24 @@ cudaError_t PrepareSmem(Kernel kernel, std::size_t smem) {
 
 }  // namespace
 
-cudaError_t LaunchTridiagDecorrelate(const RunArgs& args, cudaStream_t stream) {
+cudaError_t LaunchTridiagReduce(const RunArgs& args, cudaStream_t stream) {
   if (args.count == 0) return cudaSuccess;
-  const Layout layout = MakeLayout(args.dims.nwavetot);
-  const std::size_t smem = layout.bytes, rsmem = RotateSmemBytes(layout);
-  const std::size_t qsmem = QlSmemBytes(args.dims.nwavetot);
+  const std::size_t smem = MakeLayout(args.dims.nwavetot).bytes;
   cudaError_t err = PrepareSmem(ReduceKernel, smem);
-  if (err == cudaSuccess) err = PrepareSmem(RotateKernel, rsmem);
-  if (err == cudaSuccess) err = PrepareSmem(QlKernel, qsmem);
   if (err != cudaSuccess) return err;
   const dim3 grid(static_cast<unsigned>(args.count), static_cast<unsigned>(args.dims.nper));
   ReduceKernel<<<grid, kReduceThreads, smem, stream>>>(args);
-  if ((err = SPEXD_CHECK_LAUNCH(stream)) != cudaSuccess) return err;
+  return SPEXD_CHECK_LAUNCH(stream);
+}
+
+cudaError_t LaunchTridiagRotate(const RunArgs& args, cudaStream_t stream) {
+  if (args.count == 0) return cudaSuccess;
+  const std::size_t rsmem = RotateSmemBytes(MakeLayout(args.dims.nwavetot));
+  const std::size_t qsmem = QlSmemBytes(args.dims.nwavetot);
+  cudaError_t err = PrepareSmem(RotateKernel, rsmem);
+  if (err == cudaSuccess) err = PrepareSmem(QlKernel, qsmem);
+  if (err != cudaSuccess) return err;
+  const dim3 grid(static_cast<unsigned>(args.count), static_cast<unsigned>(args.dims.nper));
   const int64_t blocks = static_cast<int64_t>(args.count) * args.dims.nper;
   QlKernel<<<CeilDiv(blocks, kQlThreads), kQlThreads, qsmem, stream>>>(args, blocks);
   if ((err = SPEXD_CHECK_LAUNCH(stream)) != cudaSuccess) return err;

@@ -213,9 +213,13 @@ SPEXD_HD int QlNextSweep(QlState* st, double* d, double* e, int n, double* c, do
     double r = hypot(g, 1.0);
     g = d[m] - d[l] + e[l] / (g + (g >= 0.0 ? r : -r));
     double sn = 1.0, cs = 1.0, p = 0.0;
+    // d[i+1], d[i], e[i] of the next step are loaded one step ahead: the loop writes
+    // only d[i+1], e[i+1], so they are still the values from before the sweep.
+    double d_hi = d[m], d_i = d[m - 1], e_i = e[m - 1];
     int i = m - 1;
     for (; i >= l; --i) {
-      const double f = sn * e[i], b = cs * e[i];
+      const double d_next = i > l ? d[i - 1] : 0.0, e_next = i > l ? e[i - 1] : 0.0;
+      const double f = sn * e_i, b = cs * e_i;
       const double r2 = f * f + g * g;
       if (r2 > 1e-290 && r2 < 1e290) {
         const double ri = RecipSqrt(r2);
@@ -226,7 +230,7 @@ SPEXD_HD int QlNextSweep(QlState* st, double* d, double* e, int n, double* c, do
         r = hypot(f, g);
         if (r == 0.0) {  // underflow: deflate here and restart (rotations i+1.. are valid)
           e[i + 1] = 0.0;
-          d[i + 1] -= p;
+          d[i + 1] = d_hi - p;
           e[m] = 0.0;
           break;
         }
@@ -234,13 +238,16 @@ SPEXD_HD int QlNextSweep(QlState* st, double* d, double* e, int n, double* c, do
         cs = g / r;
       }
       e[i + 1] = r;
-      g = d[i + 1] - p;
-      r = (d[i] - g) * sn + 2.0 * cs * b;
+      g = d_hi - p;
+      r = (d_i - g) * sn + 2.0 * cs * b;
       p = sn * r;
       d[i + 1] = g + p;
       g = cs * r - b;
       c[m - 1 - i] = cs;
       s[m - 1 - i] = sn;
+      d_hi = d_i;
+      d_i = d_next;
+      e_i = e_next;
     }
     if (i < l) {
       d[l] -= p;

@@ -88,6 +88,10 @@ class Workspace {
   void* eigen_host() { return eig_host_.empty() ? nullptr : eig_host_.data(); }
   std::size_t eigen_host_bytes() const { return eig_host_.size(); }
   QlBuffers ql() const;
+  // Ordering of the tridiagonal eigensolver's runs (patch_pipeline.cc): `reduced` hands a
+  // run from the compute to the tail stream, `ql_free` says the shared QlBuffers are read.
+  Event& reduced() { return reduced_; }
+  Event& ql_free() { return ql_free_; }
   int reallocations() const { return reallocations_; }
   std::size_t device_bytes() const;
 
@@ -97,7 +101,7 @@ class Workspace {
   DeviceBuffer<double> image_, ivar_;
   DeviceBuffer<float> stage_;
   PinnedBuffer<float> h_stage_;
-  Event upload_start_, upload_end_;
+  Event upload_start_, upload_end_, reduced_, ql_free_;
   bool events_created_ = false;
   DeviceBuffer<unsigned char> eig_dev_;
   DeviceBuffer<double> ql_d_, ql_e_, ql_d0_, ql_e0_, ql_c_, ql_s_;

@@ -63,12 +63,18 @@ struct BlockTeam {
     return x;
 #endif
   }
+  SPEXD_HD double GroupSum(double x) {
+#if defined(__CUDA_ARCH__)
+    for (int off = 16; off > 0; off >>= 1) x += __shfl_down_sync(0xffffffffu, x, off);
+#endif
+    return x;
+  }
 };
 
 // Shared memory of the reduction and rotation kernels (offsets in doubles).
 struct Layout {
   int n, lda;
-  std::size_t a, d, e, tau, x, scratch, red, ctl, bytes;
+  std::size_t a, d, e, tau, x, scratch, red, scalar, ctl, bytes;
 };
 
 __host__ __device__ inline Layout MakeLayout(int n) {
@@ -82,7 +88,8 @@ __host__ __device__ inline Layout MakeLayout(int n) {
   l.x = l.tau + n;
   l.scratch = l.x + n;  // 5n: v, w (reduction) | rotations [2][n] x 2 (QL) | products
   l.red = l.scratch + 5 * static_cast<std::size_t>(n);
-  l.ctl = l.red + 64;  // 6 ints
+  l.scalar = l.red + 64;
+  l.ctl = l.scalar + 1;  // 6 ints
   l.bytes = sizeof(double) * l.ctl + 6 * sizeof(int);
   return l;
 }
@@ -129,7 +136,7 @@ __global__ void __launch_bounds__(kReduceThreads) ReduceKernel(RunArgs a) {
     }
   }
   __syncthreads();
-  HouseholderTridiagonalize(team, m, lda, n, dv, ev, tau, scr, scr + n);
+  HouseholderTridiagonalize(team, m, lda, n, dv, ev, tau, scr, scr + n, smem + L.scalar);
   FormReflectorProduct(team, m, lda, n, tau, scr);
   for (int idx = threadIdx.x; idx < n * n; idx += blockDim.x) c[idx] = m[(idx / n) * lda + idx % n];
   const int64_t b = BlockIndex(D) * n;

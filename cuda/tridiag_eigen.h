@@ -11,8 +11,9 @@
 // sorted).
 //
 // A Team provides rank()/size() (all members), lane()/lanes() and group()/groups() (a 2-D
-// split for matrix loops: lanes of a warp, warps), Sync() (barrier) and Sum(x) (sum over
-// the team, identical on every member, includes a barrier).
+// split for matrix loops: lanes of a warp, warps), Sync() (barrier), Sum(x) (sum over
+// the team, identical on every member, includes a barrier) and GroupSum(x) (sum over
+// the member's group, valid on its lane 0; every member must call it).
 #ifndef SPEXD_CUDA_TRIDIAG_EIGEN_H_
 #define SPEXD_CUDA_TRIDIAG_EIGEN_H_
 
@@ -39,6 +40,7 @@ struct SerialTeam {
   SPEXD_HD int groups() const { return 1; }
   SPEXD_HD void Sync() {}
   SPEXD_HD double Sum(double x) { return x; }
+  SPEXD_HD double GroupSum(double x) { return x; }
 };
 
 // a * b never contracted into an FMA: keeps the rank-2 update exactly symmetric.
@@ -61,15 +63,21 @@ SPEXD_HD double RecipSqrt(double x) {
 // Householder reduction A = H T H^T, H = H_0 ... H_{n-3}, H_k = I - tau_k v_k v_k^T with
 // v_k(k+1) = 1 and v_k(0..k) = 0 (LAPACK's dsytd2 convention, from the first column).
 // d[0..n-1], e[0..n-2] receive T; v_k(k+2..n-1) is left in column k below the
-// subdiagonal and tau_k in tau[k]. v and w are scratch of n. Ends with a barrier.
+// subdiagonal and tau_k in tau[k]. v and w are scratch of n, `scalar` one double of
+// scratch visible to the whole team. Three barriers per column: v, the sum p.v (which
+// also publishes p), the end of the update (group 0, which updates column k+1, also
+// sums the next column's squares on the way). Ends with a barrier.
 template <class Team>
 SPEXD_HD void HouseholderTridiagonalize(Team& t, double* a, int lda, int n, double* d, double* e,
-                                        double* tau, double* v, double* w) {
+                                        double* tau, double* v, double* w, double* scalar) {
+  double sigma = 0.0;  // sum of A(i, k)^2 over i >= k+2
+  if (n > 2) {
+    double part = 0.0;
+    for (int i = 2 + t.rank(); i < n; i += t.size()) part += a[i] * a[i];
+    sigma = t.Sum(part);
+  }
   for (int k = 0; k + 2 < n; ++k) {
     double* col = a + k * lda;
-    double part = 0.0;
-    for (int i = k + 2 + t.rank(); i < n; i += t.size()) part += col[i] * col[i];
-    const double sigma = t.Sum(part);
     const double alpha = col[k + 1];
     double tk = 0.0, beta = alpha, scale = 0.0;
     if (sigma > 0.0) {
@@ -88,9 +96,15 @@ SPEXD_HD void HouseholderTridiagonalize(Team& t, double* a, int lda, int n, doub
       e[k] = beta;
       tau[k] = tk;
     }
-    if (tk == 0.0) continue;  // H_k = I (uniform over the team)
+    const double* next = col + lda;  // column k+1
+    if (tk == 0.0) {  // H_k = I (uniform over the team): column k+1 is as it was
+      double part = 0.0;
+      for (int i = k + 3 + t.rank(); i < n; i += t.size()) part += next[i] * next[i];
+      sigma = t.Sum(part);
+      continue;
+    }
     t.Sync();
-    // p = tau A22 v (A22 symmetric: row i read as column i), w = p - (tau/2)(p.v) v.
+    // p = tau A22 v (A22 symmetric: row i read as column i), kept in w.
     double pv = 0.0;
     for (int i = k + 1 + t.rank(); i < n; i += t.size()) {
       const double* ci = a + i * lda;
@@ -105,25 +119,33 @@ SPEXD_HD void HouseholderTridiagonalize(Team& t, double* a, int lda, int n, doub
       w[i] = p;
       pv += p * v[i];
     }
-    const double half = 0.5 * tk * t.Sum(pv);
-    for (int i = k + 1 + t.rank(); i < n; i += t.size()) w[i] -= half * v[i];
-    t.Sync();
-    // A22 -= v w^T + w v^T (both triangles, bitwise symmetric). Three rows per member
-    // with v_i, w_i in registers: shared-memory traffic is what this loop costs.
+    const double two_k = tk * t.Sum(pv);  // 2K, K = (tau/2) p.v; the barrier publishes p
+    // A22 -= v p^T + p v^T - 2K v v^T (= v x^T + x v^T with x = p - K v), both triangles,
+    // bitwise symmetric. Three rows per member with v_i, p_i in registers: shared-memory
+    // traffic is what this loop costs.
+    double part = 0.0;
     for (int i0 = k + 1 + t.lane(); i0 < n; i0 += 3 * t.lanes()) {
       const int i1 = i0 + t.lanes(), i2 = i1 + t.lanes();
-      const double v0 = v[i0], w0 = w[i0];
-      const double v1 = i1 < n ? v[i1] : 0.0, w1 = i1 < n ? w[i1] : 0.0;
-      const double v2 = i2 < n ? v[i2] : 0.0, w2 = i2 < n ? w[i2] : 0.0;
+      const double v0 = v[i0], p0 = w[i0];
+      const double v1 = i1 < n ? v[i1] : 0.0, p1 = i1 < n ? w[i1] : 0.0;
+      const double v2 = i2 < n ? v[i2] : 0.0, p2 = i2 < n ? w[i2] : 0.0;
       for (int j = k + 1 + t.group(); j < n; j += t.groups()) {
         double* cj = a + j * lda;
-        const double vj = v[j], wj = w[j];
-        cj[i0] -= MulRn(v0, wj) + MulRn(w0, vj);
-        if (i1 < n) cj[i1] -= MulRn(v1, wj) + MulRn(w1, vj);
-        if (i2 < n) cj[i2] -= MulRn(v2, wj) + MulRn(w2, vj);
+        const double vj = v[j], pj = w[j];
+        cj[i0] -= (MulRn(v0, pj) + MulRn(p0, vj)) - MulRn(two_k, MulRn(v0, vj));
+        if (i1 < n) cj[i1] -= (MulRn(v1, pj) + MulRn(p1, vj)) - MulRn(two_k, MulRn(v1, vj));
+        if (i2 < n) cj[i2] -= (MulRn(v2, pj) + MulRn(p2, vj)) - MulRn(two_k, MulRn(v2, vj));
+        if (j == k + 1) {  // group 0: the next column's sigma (rows k+3..)
+          if (i0 >= k + 3) part += cj[i0] * cj[i0];
+          if (i1 < n && i1 >= k + 3) part += cj[i1] * cj[i1];
+          if (i2 < n && i2 >= k + 3) part += cj[i2] * cj[i2];
+        }
       }
     }
+    part = t.GroupSum(part);
+    if (t.group() == 0 && t.lane() == 0) *scalar = part;
     t.Sync();
+    sigma = *scalar;
   }
   t.Sync();
   if (t.rank() == 0) {

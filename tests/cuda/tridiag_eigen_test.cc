@@ -10,6 +10,7 @@
 #include <limits>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/lapack.h"
@@ -68,9 +69,11 @@ Eigen SolveTeam(const Matrix& a, int n, bool logged) {
     for (int r = 0; r < n; ++r) s[c * lda + r] = a[c * n + r];
   }
   std::vector<double> d(n), e(n), tau(n), v(n), w(n), cbuf(2 * n), sbuf(2 * n);
+  double scalar = 0.0;
   int ctl[6] = {};
   SerialTeam t;
-  HouseholderTridiagonalize(t, s.data(), lda, n, d.data(), e.data(), tau.data(), v.data(), w.data());
+  HouseholderTridiagonalize(t, s.data(), lda, n, d.data(), e.data(), tau.data(), v.data(), w.data(),
+                            &scalar);
   FormReflectorProduct(t, s.data(), lda, n, tau.data(), w.data());
   Eigen out;
   if (logged) {
@@ -218,6 +221,30 @@ TEST_P(TridiagSizes, StructuredInputs) {
     for (int r = 0; r < n; ++r) block[c * n + r] = ((r < h) == (c < h)) ? full[c * n + r] : 0.0;
   }
   CheckAgainstLapack(block, n, "block diagonal", true);
+}
+
+// A log too small for the sweeps must be reported (-2: the kernel then runs the block's QL
+// itself), never overrun.
+TEST(TridiagQl, FullLogIsReported) {
+  const int n = 32, lda = n + 1;
+  const Matrix a = WithSpectrum(LogSpaced(n, 1e5, 1e3), 41);
+  std::vector<double> s(static_cast<std::size_t>(lda) * n);
+  for (int c = 0; c < n; ++c) {
+    for (int r = 0; r < n; ++r) s[c * lda + r] = a[c * n + r];
+  }
+  std::vector<double> d(n), e(n), tau(n), v(n), w(n);
+  double scalar = 0.0;
+  SerialTeam t;
+  HouseholderTridiagonalize(t, s.data(), lda, n, d.data(), e.data(), tau.data(), v.data(), w.data(),
+                            &scalar);
+  for (const auto& [rot_cap, sweep_cap] : {std::pair{2 * n, 8 * n}, std::pair{96 * n, 3}}) {
+    std::vector<double> dd = d, ee = e;
+    std::vector<double> lc(rot_cap + 1, -7.0), ls(rot_cap + 1, -7.0);
+    std::vector<int> lohi(2 * sweep_cap + 2, -7);
+    EXPECT_EQ(QlLogged(dd.data(), ee.data(), n, lc.data(), ls.data(), rot_cap, lohi.data(), sweep_cap), -2);
+    EXPECT_EQ(lc[rot_cap], -7.0) << "rotation log overrun";
+    EXPECT_EQ(lohi[2 * sweep_cap], -7) << "sweep log overrun";
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Sizes, TridiagSizes, ::testing::Values(1, 2, 3, 7, 32, 33, 74));

@@ -8,6 +8,7 @@
 #include "core/backend.h"
 #include "core/extract_frame.h"
 #include "core/frame_writer.h"
+#include "core/extraction_params.h"
 #include "core/geometry.h"
 #include "core/preproc.h"
 #include "core/psf.h"
@@ -19,6 +20,8 @@ absl::Status RunLocalExtract(const ExtractCommand& cmd) {
   const auto t0 = std::chrono::steady_clock::now();
   SPEXD_ASSIGN_OR_RETURN(core::Psf psf_value, core::Psf::Load(cmd.psf));
   auto psf = std::make_shared<const core::Psf>(std::move(psf_value));
+  // The server's checks, before the image is read (issue 15 item 10).
+  SPEXD_RETURN_IF_ERROR(core::ValidateParams(cmd.params, *psf));
   core::PreprocOptions popts;
   popts.mask_policy = cmd.params.mask_policy;
   SPEXD_ASSIGN_OR_RETURN(core::PreprocImage image, core::ReadPreproc(cmd.input, popts));

@@ -1,5 +1,7 @@
 // Parameters of one extraction (desi_extract_spectra's flags) and their validation:
-// extraction-spec §2.2 and the "Decisions" section.
+// extraction-spec §2.2 and the "Decisions" section. ValidateParams is THE check of a
+// request's parameters: the server calls it once, when the request header arrives and
+// before any work, and the local CLI before reading its image (issue 15 item 10).
 #ifndef SPEXD_CORE_EXTRACTION_PARAMS_H_
 #define SPEXD_CORE_EXTRACTION_PARAMS_H_
 
@@ -37,6 +39,28 @@ struct ExtractionParams {
   bool want_model = false;
 };
 
+// Valid ranges of the parameters (inclusive), documented in docs/service.md. Real DESI
+// use (extraction-spec §2.2: desi_extract_spectra, spex, extract_frame and
+// desi_benchmark_extract defaults, all three arms) sits well inside each:
+// bundlesize 25, nsubbundles 1..5, nwavestep 30..50, wavepad 10 (+ frac 0.2 -> 12),
+// pixpad_frac 0..0.8, regularize 0 (1e-4 on retry), psferr 0.01..0.04, dw 0.8 with
+// 2326..2881 bins. The upper ends bound the cost of a request: a patch has
+// (nper + 2) x (nwavestep + 2 wavepad_eff) unknowns and its dense normal matrix grows
+// with the square of that (issue 15 item 7).
+struct ParamLimits {
+  static constexpr int kMaxFibers = 100000;        // specmin + nspec (and the PSF's nspec)
+  static constexpr int kMaxBundleSize = 500;       // a whole DESI camera in one bundle
+  static constexpr int kMaxNWaveStep = 500;        // 10x the default
+  static constexpr int kMaxWavePad = 500;          // base padding
+  static constexpr int kMaxWavePadEff = 1000;      // wavepad + trunc(wavepad * frac)
+  static constexpr double kMaxWavePadFrac = 10.0;
+  static constexpr double kMaxRegularize = 1e6;    // added squared to M's diagonal (§2.8)
+  static constexpr double kMaxPsfErr = 1.0;        // fractional model error
+  static constexpr double kMinDw = 0.01;           // Angstrom
+  static constexpr double kMaxDw = 10.0;
+  static constexpr double kMaxWaveBins = 100000;   // output bins (nwave)
+};
+
 // The requested output grid (wmin, wmax, dw): the request's, or the PSF domain with
 // dw = 0.8 when none was given (spec §2.2). Also what the frame's WAVEMIN, WAVEMAX and
 // WAVESTEP keywords record.
@@ -48,12 +72,17 @@ GridRequest RequestedGrid(const ExtractionParams& params, const Psf& psf);
 // psferr rule of the spec's "Decisions".
 double EffectivePsfErr(const ExtractionParams& params, const Psf& psf);
 
-// Checks the parameters on their own and against the PSF: the pre-flight checks of
-// spec §2.2 (bundlesize % nsubbundles, nspec % bundlesize, specmin % bundlesize),
-// fibre range inside the PSF, positive sizes, wavepad_eff >= ndiag, and the padded
-// wavelength range inside what the PSF can be evaluated on. INVALID_ARGUMENT naming
-// the offending value otherwise.
+// Checks every parameter on its own (the ParamLimits ranges, finiteness) and against the
+// PSF: the pre-flight checks of spec §2.2 (bundlesize % nsubbundles, nspec % bundlesize,
+// specmin % bundlesize), fibre range inside the PSF, wavepad_eff >= ndiag, and the
+// output grid inside the PSF domain with at most kMaxWaveBins bins. All arithmetic on
+// request integers is done in 64 bits, so no value can overflow (issue 15 item 1).
+// INVALID_ARGUMENT naming the offending value otherwise. Cheap (no PSF evaluation).
 absl::Status ValidateParams(const ExtractionParams& params, const Psf& psf);
+
+// Number of output bins of the requested grid, numpy-arange rule (spec §2.3), computed
+// in float64 without allocating; meaningful only for parameters that passed ValidateParams.
+long RequestedBins(const ExtractionParams& params, const Psf& psf);
 
 }  // namespace spexd::core
 

@@ -100,6 +100,11 @@ absl::StatusOr<PatchPlan> BuildPatchPlan(const ExtractionParams& params, const P
         return absl::InvalidArgumentError(absl::StrCat(
             "trace of fibre ", fiber, " is not finite at ", plan.fullwave[w], " A"));
       }
+      // The load-time check covers the PSF domain; the padding extrapolates beyond it.
+      for (int param : {Psf::kGhSigX, Psf::kGhSigY}) {
+        SPEXD_RETURN_IF_ERROR(CheckSigma(param, psf.Param(param, fiber, plan.fullwave[w]), fiber,
+                                         plan.fullwave[w]));
+      }
       plan.xc[i * nfull + w] = StampCorner(x, psf.hsizex());
       plan.yc[i * nfull + w] = StampCorner(y, psf.hsizey());
     }

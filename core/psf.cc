@@ -24,7 +24,25 @@ constexpr long kMaxSpectra = 100000;
 constexpr long kMaxTraceCoeffs = 64;
 constexpr long kMaxTableRows = 100000;
 constexpr long kMaxCcdPixels = 1000000;
+// Trace sanity over the domain: DESI traces sit on 4k CCDs and move ~1.7 pixels per A
+// in y (b, r, z) and far less in x.
+constexpr double kMaxTracePixel = 1e6;
+constexpr double kMaxTraceSlope = 100;
 }  // namespace
+
+absl::Status CheckSigma(int param, double sigma, int fiber, double wave) {
+  const char* name = param == Psf::kGhSigX ? "GHSIGX" : "GHSIGY";
+  if (!(sigma > 0.0)) {
+    return absl::InvalidArgumentError(absl::StrCat(name, " = ", sigma, " is not positive for fibre ",
+                                                   fiber, " at ", wave, " A"));
+  }
+  if (!(sigma >= kMinGhSigma && sigma <= kMaxGhSigma)) {
+    return absl::InvalidArgumentError(absl::StrCat(name, " = ", sigma, " is outside [", kMinGhSigma,
+                                                   ", ", kMaxGhSigma, "] pixels for fibre ",
+                                                   fiber, " at ", wave, " A"));
+  }
+  return absl::OkStatus();
+}
 
 // Reads the three HDUs of a specex PSF (extraction-spec §1.1-1.2) into a Psf. A friend of
 // Psf so that the validated fields are assigned in one place.
@@ -43,6 +61,7 @@ class PsfReader {
   absl::Status CheckPsfType(const char* extname, bool* seen);
   bool HasKey(const char* key);
   absl::Status ReadParamTable(Psf* psf);
+  absl::Status CheckPsfShape(const Psf& psf);
 
   FitsFile* file_;
 };
@@ -268,18 +287,46 @@ absl::Status PsfReader::ReadParamTable(Psf* psf) {
       }
     }
   }
-  // Sigmas divide the pixel edges (spec §1.4 step 4): a non-positive one would give
-  // NaN stamps. Checked at both domain ends and the middle (LEGDEG is small).
-  for (int p : {Psf::kGhSigX, Psf::kGhSigY}) {
-    for (int fiber = 0; fiber < psf->nspec_; ++fiber) {
-      for (double w : {wavemin, 0.5 * (wavemin + wavemax), wavemax}) {
-        const double sigma = psf->Param(p, fiber, w);
-        if (!(sigma > 0.0)) {
-          return file_->Invalid(absl::StrCat(p == Psf::kGhSigX ? "GHSIGX" : "GHSIGY", " = ",
-                                             sigma, " is not positive for fibre ", fiber,
-                                             " at ", w, " A"));
+  return CheckPsfShape(*psf);
+}
+
+absl::Status PsfReader::CheckPsfShape(const Psf& psf) {
+  // Every fibre's Legendre expansions, sampled densely over their whole domain: a
+  // polynomial of degree <= kMaxLegDeg can dip between a few check points (issue 15
+  // item 13: a sigma negative or 1e-300 between the ends and the middle loaded fine and
+  // extracted to zeros).
+  constexpr int kSamples = 1024;
+  for (int fiber = 0; fiber < psf.nspec_; ++fiber) {
+    for (int p : {Psf::kGhSigX, Psf::kGhSigY}) {
+      const LegendreTable& t = psf.params_[static_cast<std::size_t>(p)];
+      for (int k = 0; k <= kSamples; ++k) {
+        const double w = t.wavemin + (t.wavemax - t.wavemin) * k / kSamples;
+        const double sigma = psf.Param(p, fiber, w);
+        if (absl::Status s = CheckSigma(p, sigma, fiber, w); !s.ok()) {
+          return file_->Invalid(std::string(s.message()));
         }
       }
+    }
+    // Trace: finite, on a plausible CCD, and with a plausible dispersion.
+    double prev_x = 0, prev_y = 0, prev_w = 0;
+    for (int k = 0; k <= kSamples; ++k) {
+      const double w = psf.ytrace_.wavemin + (psf.ytrace_.wavemax - psf.ytrace_.wavemin) * k / kSamples;
+      const double x = psf.X(fiber, w), y = psf.Y(fiber, w);
+      if (!(std::fabs(x) <= kMaxTracePixel && std::fabs(y) <= kMaxTracePixel)) {
+        return file_->Invalid(absl::StrCat("trace of fibre ", fiber, " is (", x, ", ", y,
+                                           ") at ", w, " A, not on a CCD"));
+      }
+      if (k > 0) {
+        const double dxdw = (x - prev_x) / (w - prev_w), dydw = (y - prev_y) / (w - prev_w);
+        if (!(std::fabs(dxdw) <= kMaxTraceSlope && std::fabs(dydw) <= kMaxTraceSlope)) {
+          return file_->Invalid(absl::StrCat("trace of fibre ", fiber, " moves by (", dxdw, ", ",
+                                             dydw, ") pixels per A near ", w,
+                                             " A, over the plausible ", kMaxTraceSlope));
+        }
+      }
+      prev_x = x;
+      prev_y = y;
+      prev_w = w;
     }
   }
   return absl::OkStatus();

@@ -75,6 +75,15 @@ class Psf {
   std::string source_name_;
 };
 
+// Gauss-Hermite core widths (GHSIGX, GHSIGY) accepted anywhere the PSF is evaluated,
+// in pixels. Sigmas divide the pixel edges (spec §1.4 step 4): a non-positive one gives
+// NaN stamps, a tiny one a delta. Real DESI PSFs have about 0.7 to 2 pixels.
+inline constexpr double kMinGhSigma = 0.01;
+inline constexpr double kMaxGhSigma = 100.0;
+// INVALID_ARGUMENT naming the parameter (Psf::kGhSigX or kGhSigY), fibre and wavelength
+// when `sigma` is outside [kMinGhSigma, kMaxGhSigma] or NaN.
+absl::Status CheckSigma(int param, double sigma, int fiber, double wave);
+
 }  // namespace spexd::core
 
 #endif  // SPEXD_CORE_PSF_H_

@@ -4,12 +4,14 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "core/error_text.h"
 #include "core/status_macros.h"
 #include "core/version.h"
 #include "server/auth.h"
 #include "server/data_roots.h"
 #include "server/log.h"
 #include "server/metrics.h"
+#include "server/request_validation.h"
 #include "server/psf_cache.h"
 #include "server/scheduler.h"
 #include "server/status_util.h"
@@ -50,6 +52,7 @@ absl::Status ReadPsfSource(grpc::ServerReader<v1::LoadPsfRequest>* reader, const
   v1::LoadPsfRequest msg;
   if (!reader->Read(&msg)) return absl::InvalidArgumentError("LoadPsf stream carried no message");
   if (msg.kind_case() == v1::LoadPsfRequest::kServerPath) {
+    SPEXD_RETURN_IF_ERROR(CheckServerPath("server_path", msg.server_path()));
     SPEXD_ASSIGN_OR_RETURN(DataRoots::File file, roots.ReadFile(msg.server_path(), max_bytes));
     *bytes = std::move(file.bytes);
     *source = file.path;
@@ -59,6 +62,11 @@ absl::Status ReadPsfSource(grpc::ServerReader<v1::LoadPsfRequest>* reader, const
     return absl::InvalidArgumentError("LoadPsf starts with server_path or an upload header");
   }
   const int64_t size = msg.upload().size();
+  if (msg.upload().name().size() > HeaderLimits::kMaxNameChars) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "PSF upload name is ", msg.upload().name().size(), " bytes, over the limit of ",
+        HeaderLimits::kMaxNameChars, ": '", core::EchoValue(msg.upload().name()), "'"));
+  }
   *source = msg.upload().name().empty() ? std::string("upload") : msg.upload().name();
   if (size <= 0) return absl::InvalidArgumentError("PSF upload: size must be positive");
   if (size > max_bytes) {

@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "core/error_text.h"
 
 namespace spexd::server {
 namespace {
@@ -21,9 +22,13 @@ absl::StatusOr<std::string> RealPath(const std::string& path) {
   if (::realpath(path.c_str(), buf) == nullptr) {
     const int err = errno;
     if (err == ENOENT || err == ENOTDIR) {
-      return absl::NotFoundError(absl::StrCat(path, ": no such file or directory"));
+      return absl::NotFoundError(absl::StrCat(core::EchoValue(path), ": no such file or directory"));
     }
-    return absl::PermissionDeniedError(absl::StrCat(path, ": ", std::strerror(err)));
+    // A malformed name is the request's fault, not a permission (issue 15 item 11).
+    if (err == ENAMETOOLONG || err == ELOOP || err == EINVAL) {
+      return absl::InvalidArgumentError(absl::StrCat(core::EchoValue(path), ": ", std::strerror(err)));
+    }
+    return absl::PermissionDeniedError(absl::StrCat(core::EchoValue(path), ": ", std::strerror(err)));
   }
   return std::string(buf);
 }

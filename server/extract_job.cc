@@ -11,6 +11,7 @@
 #include "absl/strings/str_replace.h"
 #include "core/frame_writer.h"
 #include "core/status_macros.h"
+#include "core/usable_data.h"
 #include "server/data_roots.h"
 #include "server/log.h"
 #include "server/metrics.h"
@@ -85,7 +86,7 @@ bool ExtractJob::Prepare() {
 
 absl::Status ExtractJob::PrepareImage() {
   const v1::ExtractHeader& h = request_.header;
-  SPEXD_ASSIGN_OR_RETURN(params_, ParamsFromProto(h.params(), h.want_model()));
+  params_ = request_.params;  // validated when the header arrived
   in_img_ = h.in_img_name();
   core::PreprocOptions popts;
   popts.mask_policy = params_.mask_policy;
@@ -112,6 +113,7 @@ absl::Status ExtractJob::PrepareImage() {
     if (!decoded.ok()) return decoded.status();
   }
   image_.emplace(*std::move(decoded));
+  SPEXD_RETURN_IF_ERROR(core::CheckImageHasValidPixel(*image_));
   const int64_t pixels = static_cast<int64_t>(image_->height) * image_->width;
   if (pixels > env_.limits.max_image_pixels) {
     return absl::ResourceExhaustedError(absl::StrCat(
@@ -126,10 +128,7 @@ absl::Status ExtractJob::PrepareImage() {
   SPEXD_ASSIGN_OR_RETURN(geometry_, env_.cache->GetGeometry(h.psf_id(), request_.psf, params_,
                                                             image_->height, image_->width));
   const core::PatchPlan& plan = geometry_->plan();
-  SPEXD_ASSIGN_OR_RETURN(bundles_, SelectBundles(h, plan));
-  if (request_.subset && bundles_.empty()) {
-    return absl::InvalidArgumentError("ExtractBundles needs bundles or fibers");
-  }
+  bundles_ = request_.bundles;
   const std::size_t max_payload =
       static_cast<std::size_t>(env_.limits.max_message_bytes) - kMessageOverhead;
   if (BundleBytesPerFiber(plan.nwave, plan.ndiag) > max_payload) {
@@ -275,6 +274,12 @@ void ExtractJob::StreamLoop() {
   // A failed send means the client is gone or the deadline passed: report that rather
   // than the CANCELLED the backend saw when the worker stopped.
   if (!stream_status.ok() && (status.ok() || absl::IsCancelled(status))) status = stream_status;
+  // Nothing usable (every patch failed, or saw no valid pixel) must not look like a
+  // success: no summary, no server-side frame (issue 15 item 13, core/usable_data.h).
+  if (status.ok()) {
+    std::lock_guard<std::mutex> lock(mu_);
+    status = core::CheckUsableResult(usable_bins_, backend_summary_.counts);
+  }
   if (status.ok()) status = Guarded([this] { return FinishProducts(); });
   Complete(status);
 }
@@ -294,6 +299,7 @@ absl::Status ExtractJob::StreamBundle(Finished& item) {
   }
   ++nbundles_;
   nfibers_ += b.nfibers;
+  usable_bins_ += core::CountUsableBins(b);
   if (assembler_.has_value()) SPEXD_RETURN_IF_ERROR(assembler_->Add(b));
   return absl::OkStatus();
 }
@@ -308,6 +314,7 @@ absl::Status ExtractJob::FinishProducts() {
     }
   }
   summary_.set_nbundles(nbundles_);
+  summary_.set_usable_bins(usable_bins_);
   summary_.set_nfibers(nfibers_);
   if (assembler_.has_value()) {
     core::Frame frame = assembler_->Finish();

@@ -57,6 +57,10 @@ struct ServiceLimits {
   int64_t max_message_bytes = 4 << 20;   // no message larger than this, either way
   int64_t max_upload_bytes = 1LL << 30;  // image upload or server-side image file
   int64_t max_image_pixels = 1LL << 26;
+  // Host memory one request may need by core::EstimateMemory (plan, spots, results,
+  // model, solver workspace); a normal DESI frame needs about 0.7 GB.
+  int64_t max_request_bytes = 8LL << 30;
+  int solver_threads = 1;  // patches solved at once by a worker (for the estimate)
 };
 
 // Shared server state a job uses; owned by the server, outlives every job.
@@ -69,6 +73,9 @@ struct JobEnvironment {
 
 struct JobRequest {
   v1::ExtractHeader header;
+  // Validated once when the header arrived (server/request_validation.h).
+  core::ExtractionParams params;
+  std::vector<int> bundles;  // selected plan bundles; empty: all
   bool subset = false;  // ExtractBundles: header must select bundles or fibres
   std::shared_ptr<const core::Psf> psf;  // held from admission: eviction cannot race
   std::string upload;                    // image bytes when uploaded
@@ -139,6 +146,7 @@ class ExtractJob : public Job, public std::enable_shared_from_this<ExtractJob> {
   absl::Status extraction_status_;
   core::ExtractionSummary backend_summary_;
   int nbundles_ = 0, nfibers_ = 0;
+  int64_t usable_bins_ = 0;  // streaming thread (core::CountUsableBins)
   std::optional<core::FrameAssembler> assembler_;
 };
 

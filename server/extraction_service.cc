@@ -18,6 +18,7 @@
 #include "server/log.h"
 #include "server/metrics.h"
 #include "server/psf_cache.h"
+#include "server/request_validation.h"
 #include "server/scheduler.h"
 #include "server/status_util.h"
 
@@ -77,6 +78,22 @@ class ExtractReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, gr
   // ---- reactions (gRPC threads; never block)
 
   void OnReadDone(bool ok) override {
+    if (phase_ == Phase::kSubmitted) {
+      // The request was complete: anything but the client's half-close is a protocol
+      // error (a second header, chunks past upload_size), not to be ignored (issue 15
+      // item 12). The job stops at its next check; the first Finish wins.
+      if (ok) {
+        {
+          absl::MutexLock lock(&mu_);
+          protocol_error_ = absl::InvalidArgumentError(
+              "unexpected message after the complete request (a second header, or upload "
+              "chunks beyond upload_size)");
+          if (finish_requested_ && !finished_) final_status_ = protocol_error_;
+        }
+        cancel_->store(true);
+      }
+      return;
+    }
     if (!ok) {
       if (phase_ == Phase::kHeader) {
         Finish(cancel_->load() ? absl::CancelledError("cancelled before the request header")
@@ -164,7 +181,7 @@ class ExtractReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, gr
       absl::MutexLock lock(&mu_);
       if (finish_requested_) return;
       finish_requested_ = true;
-      final_status_ = status;
+      final_status_ = protocol_error_.ok() ? status : protocol_error_;
       if (!writing_ && (pending_.empty() || broken_)) {
         finished_ = true;
         finish = true;
@@ -209,11 +226,16 @@ class ExtractReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, gr
     if (subset_ && h.bundles_size() == 0 && h.fibers_size() == 0) {
       return absl::InvalidArgumentError("ExtractBundles needs bundles or fibers");
     }
+    if (absl::Status s = CheckHeaderFields(h); !s.ok()) return s;
     if (h.psf_id().empty()) return absl::InvalidArgumentError("psf_id is empty");
     auto psf = service_->env.cache->Get(h.psf_id());
     if (!psf.ok()) return psf.status();
     request_.psf = *std::move(psf);
     const ServiceLimits& limits = service_->env.limits;
+    // Every parameter once, here, before any upload, file or geometry (issue 15 item 10).
+    auto params = CheckRequest(h, *request_.psf, limits, &request_.bundles);
+    if (!params.ok()) return params.status();
+    request_.params = *std::move(params);
     switch (h.image_case()) {
       case v1::ExtractHeader::kServerPath:
         if (h.server_path().empty()) return absl::InvalidArgumentError("server_path is empty");
@@ -267,6 +289,9 @@ class ExtractReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, gr
     phase_ = Phase::kSubmitted;
     request_.admitted = Clock::now();
     auto job = std::make_shared<ExtractJob>(service_->env, std::move(request_), this, cancel_);
+    // Only the half-close may follow (see OnReadDone). Read before the job can finish
+    // the call: no read is started on a finished call.
+    StartRead(&incoming_raw_);
     service_->scheduler->Submit(std::move(ticket_), std::move(job));
     return absl::OkStatus();
   }
@@ -311,6 +336,8 @@ class ExtractReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, gr
   bool finish_requested_ ABSL_GUARDED_BY(mu_) = false;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status final_status_;
+  // Set when the client sent more after its complete request; replaces the job's status.
+  absl::Status protocol_error_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace

@@ -40,6 +40,10 @@ ABSL_FLAG(int64_t, psf_cache_bytes, int64_t{4} << 30,
 ABSL_FLAG(int64_t, max_upload_bytes, int64_t{1} << 30,
           "largest image upload or server-side image file");
 ABSL_FLAG(int64_t, max_image_pixels, int64_t{1} << 26, "largest image (height x width)");
+ABSL_FLAG(int64_t, max_request_bytes, int64_t{8} << 30,
+          "host memory one extraction may need by its up-front estimate (plan, spots, "
+          "results, model, solver workspace; a DESI frame needs ~0.7 GB): RESOURCE_EXHAUSTED "
+          "above it");
 ABSL_FLAG(int64_t, max_message_bytes, int64_t{4} << 20, "largest gRPC message either way");
 ABSL_FLAG(double, drain_seconds, 30, "grace period for work in flight on SIGTERM");
 ABSL_FLAG(std::string, tls_cert, "", "PEM server certificate (enables TLS)");
@@ -112,6 +116,8 @@ int main(int argc, char** argv) {
   o.limits.max_upload_bytes = absl::GetFlag(FLAGS_max_upload_bytes);
   o.limits.max_image_pixels = absl::GetFlag(FLAGS_max_image_pixels);
   o.limits.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
+  o.limits.max_request_bytes = absl::GetFlag(FLAGS_max_request_bytes);
+  if (o.limits.max_request_bytes < (64 << 20)) return Fail("--max_request_bytes must be at least 64 MiB");
   if (o.limits.max_message_bytes < (1 << 20) || o.limits.max_message_bytes > (64 << 20)) {
     return Fail("--max_message_bytes must be between 1 MiB and 64 MiB");
   }

@@ -142,25 +142,28 @@ absl::StatusOr<core::ExtractionParams> ParamsFromProto(const v1::ExtractionParam
   return out;
 }
 
-absl::StatusOr<std::vector<int>> SelectBundles(const v1::ExtractHeader& header,
-                                               const core::PatchPlan& plan) {
+absl::StatusOr<std::vector<int>> SelectBundles(const v1::ExtractHeader& header, int specmin,
+                                               int nspec, int bundlesize) {
   if (header.bundles_size() > 0 && header.fibers_size() > 0) {
     return absl::InvalidArgumentError("set bundles or fibers, not both");
   }
+  const int nbundles = bundlesize > 0 ? nspec / bundlesize : 0;
+  // 64-bit end: specmin + nspec must not wrap (issue 15 item 1).
+  const int64_t fiber_end = static_cast<int64_t>(specmin) + nspec;
   std::set<int> chosen;
   for (int b : header.bundles()) {
-    if (b < 0 || b >= plan.nbundles) {
+    if (b < 0 || b >= nbundles) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "bundle ", b, " is outside the plan's bundles [0, ", plan.nbundles, ")"));
+          "bundle ", b, " is outside the plan's bundles [0, ", nbundles, ")"));
     }
     chosen.insert(b);
   }
   for (int f : header.fibers()) {
-    if (f < plan.specmin || f >= plan.specmin + plan.nspec) {
-      return absl::InvalidArgumentError(absl::StrCat("fibre ", f, " is outside the requested range [",
-                                                     plan.specmin, ", ", plan.specmin + plan.nspec, ")"));
+    if (f < specmin || f >= fiber_end) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "fibre ", f, " is outside the requested range [", specmin, ", ", fiber_end, ")"));
     }
-    chosen.insert((f - plan.specmin) / plan.bundlesize);
+    chosen.insert((f - specmin) / bundlesize);
   }
   return std::vector<int>(chosen.begin(), chosen.end());
 }

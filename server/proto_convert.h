@@ -17,16 +17,17 @@
 namespace spexd::server {
 
 // Request parameters with desi_extract_spectra's defaults for unset fields. Only the
-// wire-level rules are checked here (all three of wmin/wmax/dw or none); the values are
-// validated against the PSF by core::ValidateParams when the geometry is built.
+// wire-level rules are checked here (all three of wmin/wmax/dw or none, known enum
+// values); the values are validated by core::ValidateParams (server/request_validation).
 absl::StatusOr<core::ExtractionParams> ParamsFromProto(const v1::ExtractionParams& proto,
                                                        bool want_model);
 
-// Plan bundle indices selected by ExtractHeader.bundles / .fibers (ascending, unique).
-// Empty input selects every bundle (returns an empty vector, core's "all").
+// Plan bundle indices selected by ExtractHeader.bundles / .fibers (ascending, unique)
+// for the fibres [specmin, specmin + nspec) in bundles of `bundlesize` (validated
+// parameters). Empty input selects every bundle (returns an empty vector, core's "all").
 // INVALID_ARGUMENT for indices or fibres outside the plan, or both lists set.
-absl::StatusOr<std::vector<int>> SelectBundles(const v1::ExtractHeader& header,
-                                               const core::PatchPlan& plan);
+absl::StatusOr<std::vector<int>> SelectBundles(const v1::ExtractHeader& header, int specmin,
+                                               int nspec, int bundlesize);
 
 // One serialized ExtractResponse (protobuf wire format) as a sequence of byte ranges,
 // so that the large arrays of a bundle reach the transport without being copied into

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "core/error_text.h"
 #include "core/wavelength_grid.h"
 #include "server/content_id.h"
 #include "server/metrics.h"
@@ -87,7 +88,7 @@ absl::StatusOr<std::shared_ptr<const core::Psf>> PsfCache::Get(const std::string
   if (it == psfs_.end()) {
     if (metrics_ != nullptr) metrics_->CountCache("psf", "miss");
     return absl::NotFoundError(absl::StrCat(
-        "PSF '", id, "' is not loaded on this server (never loaded, unloaded or evicted): "
+        "PSF '", core::EchoValue(id), "' is not loaded on this server (never loaded, unloaded or evicted): "
         "load it again with LoadPsf"));
   }
   if (metrics_ != nullptr) metrics_->CountCache("psf", "hit");
@@ -150,7 +151,7 @@ absl::StatusOr<int64_t> PsfCache::Unload(const std::string& id) {
   {
     absl::MutexLock lock(&mu_);
     auto it = psfs_.find(id);
-    if (it == psfs_.end()) return absl::NotFoundError(absl::StrCat("PSF '", id, "' is not loaded"));
+    if (it == psfs_.end()) return absl::NotFoundError(absl::StrCat("PSF '", core::EchoValue(id), "' is not loaded"));
     freed = EntryBytesLocked(it->second);
     EraseItemLocked(id, "");
     PublishLocked();

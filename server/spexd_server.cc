@@ -1,5 +1,6 @@
 #include "server/spexd_server.h"
 
+#include <algorithm>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -233,6 +234,10 @@ absl::StatusOr<std::unique_ptr<SpexdServer>> SpexdServer::Start(ServerOptions op
   s.context.env.metrics = s.metrics.get();
   s.context.env.roots = s.roots.get();
   s.context.env.limits = o.limits;
+  // The CPU backend solves one patch per thread at once (for the memory estimate).
+  s.context.env.limits.solver_threads =
+      o.cpu_threads > 0 ? o.cpu_threads
+                        : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   s.context.scheduler = s.scheduler.get();
   s.context.auth_token = o.auth_token;
   s.context.max_queue = o.max_queue;

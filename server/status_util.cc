@@ -12,7 +12,23 @@ grpc::Status ToGrpcStatus(const absl::Status& status) {
   const grpc::StatusCode grpc_code = (code >= 1 && code <= 16)
                                          ? static_cast<grpc::StatusCode>(code)
                                          : grpc::StatusCode::UNKNOWN;
-  return grpc::Status(grpc_code, std::string(status.message()));
+  // Last line of defence against echoed input (issue 15 item 11): a status message rides
+  // in the trailing metadata, which clients cap (8 KiB by default); a longer one turns
+  // the intended code into "metadata size exceeds limit".
+  std::string message(status.message());
+  if (message.size() > kMaxStatusMessageBytes) {
+    const std::size_t full = message.size();
+    message.resize(kMaxStatusMessageBytes);
+    // Do not leave half a UTF-8 sequence at the cut.
+    while (!message.empty() && (static_cast<unsigned char>(message.back()) & 0xC0) == 0x80) {
+      message.pop_back();
+    }
+    if (!message.empty() && (static_cast<unsigned char>(message.back()) & 0x80) != 0) {
+      message.pop_back();
+    }
+    message += "...(" + std::to_string(full) + " bytes)";
+  }
+  return grpc::Status(grpc_code, message);
 }
 
 const char* GrpcCodeName(grpc::StatusCode code) {

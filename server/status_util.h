@@ -5,11 +5,17 @@
 
 #include <grpcpp/support/status.h>
 
+#include <cstddef>
+
 #include "absl/status/status.h"
 
 namespace spexd::server {
 
-// Same code (the canonical codes are numerically identical), same message.
+// Longest status message sent to a client; longer ones are cut (with their length noted).
+inline constexpr std::size_t kMaxStatusMessageBytes = 2048;
+
+// Same code (the canonical codes are numerically identical), same message up to
+// kMaxStatusMessageBytes.
 grpc::Status ToGrpcStatus(const absl::Status& status);
 
 // The code's canonical name (e.g. "RESOURCE_EXHAUSTED"), used as a metric label.

@@ -1,7 +1,9 @@
 // Bad inputs to an extraction give a clear error or correctly flagged output, never a
 // crash (issue 3): mismatched PSF and image, grid off the PSF, nspec not a multiple of the
 // bundle size, a fully masked image, NaN pixels.
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <memory>
 
@@ -9,6 +11,7 @@
 #include "core/extract_frame.h"
 #include "core/psf.h"
 #include "core/simulator.h"
+#include "core/usable_data.h"
 #include "gtest/gtest.h"
 #include "tests/test_support.h"
 
@@ -101,21 +104,65 @@ TEST_F(BadExtractionInputTest, NspecNotMultipleOfBundleSize) {
   EXPECT_NE(f.status().message().find("not a multiple of bundlesize"), std::string::npos);
 }
 
-TEST_F(BadExtractionInputTest, FullyMaskedImageIsFlaggedAllBad) {
+// An image without a single valid pixel (all NaN, or fully masked) is refused before any
+// work instead of "extracting" zeros with a tiny ivar (issue 15 item 13).
+TEST_F(BadExtractionInputTest, FullyMaskedImageIsRefused) {
+  PreprocImage masked = *image_;
+  std::fill(masked.ivar.begin(), masked.ivar.end(), 0.0);
+  auto f = Run(Params(), masked);
+  ASSERT_FALSE(f.ok());
+  EXPECT_EQ(f.status().code(), absl::StatusCode::kInvalidArgument) << f.status();
+  EXPECT_NE(f.status().message().find("no valid pixel"), std::string::npos) << f.status();
+}
+
+// What the backends make of a region without valid pixels (gpu_specter's weak zero-flux
+// prior, spec §2.8): zero flux, pixmask_fraction 1, and no usable bin, so that a request
+// made only of such bins ends with FAILED_PRECONDITION.
+TEST_F(BadExtractionInputTest, FullyMaskedRegionGivesNoUsableBin) {
   PreprocImage masked = *image_;
   std::fill(masked.ivar.begin(), masked.ivar.end(), 0.0);
   for (Compat compat : {Compat::kGpu, Compat::kCpu}) {
     ExtractionParams p = Params();
     p.compat = compat;
-    auto f = Run(p, masked);
-    ASSERT_TRUE(f.ok()) << f.status();
-    for (std::size_t i = 0; i < f->flux.size(); ++i) {
-      ASSERT_TRUE(std::isfinite(f->flux[i]) && std::isfinite(f->ivar[i]));
-      ASSERT_EQ(f->flux[i], 0.0);
-      ASSERT_NEAR(f->pixmask_fraction[i], 1.0, 1e-12);  // a normalised stamp, summed
-      ASSERT_EQ(f->mask[i] & (kSomeBadPix | kAllBadPix), kSomeBadPix | kAllBadPix);
-    }
+    auto geo = Geometry::Create(*psf_, p, masked.height, masked.width);
+    ASSERT_TRUE(geo.ok());
+    ExtractionJob job;
+    job.geometry = *geo;
+    job.image = &masked;
+    int64_t usable = 0;
+    auto summary = CreateCpuBackend(2)->Extract(job, [&](BundleResult&& b) {
+      for (std::size_t i = 0; i < b.flux.size(); ++i) {
+        EXPECT_TRUE(std::isfinite(b.flux[i]) && std::isfinite(b.ivar[i]));
+        EXPECT_EQ(b.flux[i], 0.0);
+        EXPECT_NEAR(b.pixmask_fraction[i], 1.0, 1e-12);  // a normalised stamp, summed
+      }
+      usable += CountUsableBins(b);
+      return absl::OkStatus();
+    });
+    ASSERT_TRUE(summary.ok()) << summary.status();
+    EXPECT_EQ(usable, 0);
+    EXPECT_EQ(CheckUsableResult(usable, summary->counts).code(),
+              absl::StatusCode::kFailedPrecondition);
   }
+}
+
+// Dead fibres in a live frame are normal (desispec: ALLBADPIX, ivar ~0): still OK.
+TEST_F(BadExtractionInputTest, DeadFibresInALiveFrameStayOk) {
+  PreprocImage dead = *image_;
+  // Columns left of the midpoint between fibres 4 and 5: fibres 0-4 see no valid pixel.
+  const double xcut = 0.5 * ((*psf_)->X(4, 6040.0) + (*psf_)->X(5, 6040.0));
+  for (int y = 0; y < dead.height; ++y) {
+    for (int x = 0; x < dead.width && x < xcut; ++x) dead.ivar[static_cast<std::size_t>(y) * dead.width + x] = 0;
+  }
+  auto f = Run(Params(), dead);
+  ASSERT_TRUE(f.ok()) << f.status();
+  int all_bad = 0, clean = 0;
+  for (std::size_t i = 0; i < f->flux.size(); ++i) {
+    all_bad += (f->mask[i] & kAllBadPix) != 0;
+    clean += (f->mask[i] & (kSomeBadPix | kAllBadPix)) == 0;
+  }
+  EXPECT_GT(all_bad, 0);
+  EXPECT_GT(clean, 0);
 }
 
 // NaN pixels that reach a backend with ivar > 0 (bypassing the reader's rule) make their

@@ -267,6 +267,44 @@ TEST_F(BadPsfTest, NonPositiveSigma) {
   ExpectInvalid(Psf::Load(path), "negsig.fits", "is not positive for fibre 5");
 }
 
+// Sigmas that are fine at both domain ends and the middle (the three points the loader
+// used to check) but not in between: loaded, then extracted to zeros (issue 15 item 13).
+TEST_F(BadPsfTest, SigmaCheckedOverTheWholeDomain) {
+  // In the Legendre basis of the reduced wavelength u: (u - 0.5)^2 + d
+  // = (1/3 + 0.25 + d) P0 - P1 + (2/3) P2, equal to 0.25 + d at u = 0 and 1, 2.25 + d at -1.
+  auto write_sigma = [&](const std::string& name, const char* param, double d) {
+    return Damaged(name, [&](fitsfile* f) {
+      const long row = ParamRow(f, param);
+      ASSERT_GT(row, 0);
+      double c[4] = {1.0 / 3 + 0.25 + d, -1.0, 2.0 / 3, 0.0};
+      int status = 0;
+      fits_write_col(f, TDOUBLE, 2, row, 4 * 7 + 1, 4, c, &status);  // fibre 7
+      EXPECT_EQ(status, 0);
+    });
+  };
+  // The first sample below the 0.01-pixel floor is reported, before the zero crossing.
+  ExpectInvalid(Psf::Load(write_sigma("dip.fits", "GHSIGY", -0.01)), "dip.fits",
+                "GHSIGY = ");
+  ExpectInvalid(Psf::Load(write_sigma("dip.fits", "GHSIGY", -0.01)), "dip.fits",
+                "for fibre 7 at");
+  ExpectInvalid(Psf::Load(write_sigma("tiny.fits", "GHSIGX", 1e-300)), "tiny.fits",
+                "for fibre 7 at");
+  // A well-behaved parabola (minimum 0.5 px) still loads.
+  EXPECT_TRUE(Psf::Load(write_sigma("fine.fits", "GHSIGX", 0.5)).ok());
+}
+
+// A trace that runs off any CCD or jumps between samples is refused at load time.
+TEST_F(BadPsfTest, TraceCheckedOverTheWholeDomain) {
+  auto path = Damaged("wild-trace.fits", [](fitsfile* f) {
+    MoveTo(f, "YTRACE");
+    double c = 1e5;  // P6 coefficient of fibre 3: swings by 1e5 pixels across the domain
+    int status = 0;
+    fits_write_img(f, TDOUBLE, 7 * 3 + 6 + 1, 1, &c, &status);
+    EXPECT_EQ(status, 0);
+  });
+  ExpectInvalid(Psf::Load(path), "wild-trace.fits", "trace of fibre 3");
+}
+
 TEST_F(BadPsfTest, InconsistentShapes) {
   auto ytrace = Damaged("ytrace-499.fits", [](fitsfile* f) {
     MoveTo(f, "YTRACE");

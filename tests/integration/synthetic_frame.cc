@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <limits>
 #include <random>
 #include <sstream>
 #include <vector>
@@ -96,6 +97,12 @@ absl::StatusOr<std::string> MakeSyntheticPreproc(const core::Psf& psf,
   // A hot pixel (masked by desispec's 0x2FF) and a BADREADNOISE pixel (bit 8, not).
   mask[static_cast<std::size_t>(height / 2) * width + width / 3] = 2;
   mask[static_cast<std::size_t>(height / 2 + 7) * width + width / 4] = 256;
+  for (int y = 0; y < height; ++y) {
+    for (int x = 0; x < std::min(o.dead_columns, width); ++x) {
+      mask[static_cast<std::size_t>(y) * width + x] = 4;  // DEAD: masked by 0x2FF
+    }
+  }
+  if (o.all_nan) std::fill(image.begin(), image.end(), std::numeric_limits<float>::quiet_NaN());
 
   SPEXD_ASSIGN_OR_RETURN(core::FitsFile f, core::FitsFile::CreateMemory("synthetic"));
   if (o.empty_image) {

@@ -21,6 +21,8 @@ struct SyntheticFrameOptions {
   bool ivar_shape_mismatch = false;  // IVAR one row short (a "mismatched shapes" input)
   bool empty_image = false;          // IMAGE with NAXIS = 0
   int width = 0;                     // > 0: crop the image to this many columns
+  int dead_columns = 0;              // columns [0, dead_columns) get MASK bit 2 (DEAD)
+  bool all_nan = false;              // every IMAGE pixel NaN
 };
 
 // The bytes of a preproc FITS file (IMAGE primary, IVAR, MASK, FIBERMAP with 500 rows).

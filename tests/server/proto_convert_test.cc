@@ -49,28 +49,23 @@ TEST(ProtoConvertTest, ExplicitValuesAndWavelengthRule) {
 }
 
 TEST(ProtoConvertTest, SelectBundlesFromBundlesOrFibres) {
-  core::PatchPlan plan;
-  plan.specmin = 100;
-  plan.nspec = 75;
-  plan.bundlesize = 25;
-  plan.nbundles = 3;
   v1::ExtractHeader h;
-  EXPECT_TRUE(SelectBundles(h, plan)->empty());  // all
+  EXPECT_TRUE(SelectBundles(h, 100, 75, 25)->empty());  // all
   h.add_fibers(174);
   h.add_fibers(100);
   h.add_fibers(101);
-  EXPECT_EQ(*SelectBundles(h, plan), (std::vector<int>{0, 2}));
+  EXPECT_EQ(*SelectBundles(h, 100, 75, 25), (std::vector<int>{0, 2}));
   h.add_fibers(175);
-  EXPECT_FALSE(SelectBundles(h, plan).ok());
+  EXPECT_FALSE(SelectBundles(h, 100, 75, 25).ok());
   h.clear_fibers();
   h.add_bundles(1);
   h.add_bundles(1);
-  EXPECT_EQ(*SelectBundles(h, plan), (std::vector<int>{1}));
+  EXPECT_EQ(*SelectBundles(h, 100, 75, 25), (std::vector<int>{1}));
   h.add_fibers(100);
-  EXPECT_FALSE(SelectBundles(h, plan).ok());  // both
+  EXPECT_FALSE(SelectBundles(h, 100, 75, 25).ok());  // both
   h.clear_fibers();
   h.add_bundles(3);
-  EXPECT_FALSE(SelectBundles(h, plan).ok());
+  EXPECT_FALSE(SelectBundles(h, 100, 75, 25).ok());
 }
 
 // Parses a WireMessage as the client's generated code does.

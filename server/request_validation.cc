@@ -1,0 +1,94 @@
+#include "server/request_validation.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "core/error_text.h"
+#include "core/memory_estimate.h"
+#include "server/proto_convert.h"
+
+namespace spexd::server {
+namespace {
+
+using H = HeaderLimits;
+
+absl::Status CheckLength(const char* field, const std::string& value, std::size_t max_chars) {
+  if (value.size() > max_chars) {
+    return absl::InvalidArgumentError(absl::StrCat(field, " is ", value.size(),
+                                                   " bytes, over the limit of ", max_chars, ": '",
+                                                   core::EchoValue(value), "'"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status CheckServerPath(const char* field, const std::string& path) {
+  if (absl::Status s = CheckLength(field, path, H::kMaxPathChars); !s.ok()) return s;
+  for (absl::string_view part : absl::StrSplit(path, '/')) {
+    if (part.size() > H::kMaxPathComponent) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          field, " has a component of ", part.size(), " bytes, over the file system's limit of ",
+          H::kMaxPathComponent, ": '", core::EchoValue(part), "'"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckHeaderFields(const v1::ExtractHeader& h) {
+  if (absl::Status s = CheckLength("psf_id", h.psf_id(), H::kMaxPsfIdChars); !s.ok()) return s;
+  if (h.has_server_path()) {
+    if (absl::Status s = CheckServerPath("server_path", h.server_path()); !s.ok()) return s;
+  }
+  if (!h.server_output_path().empty()) {
+    if (absl::Status s = CheckServerPath("server_output_path", h.server_output_path()); !s.ok()) {
+      return s;
+    }
+  }
+  if (absl::Status s = CheckLength("in_img_name", h.in_img_name(), H::kMaxNameChars); !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = CheckLength("in_psf_name", h.in_psf_name(), H::kMaxNameChars); !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = CheckLength("client_tag", h.client_tag(), H::kMaxTagChars); !s.ok()) {
+    return s;
+  }
+  // proto3 keeps unknown enum numbers: each must be refused, not read as the default.
+  if (!v1::Priority_IsValid(h.priority())) {
+    return absl::InvalidArgumentError(absl::StrCat("unknown priority value ", h.priority()));
+  }
+  if (h.bundles_size() > H::kMaxSelections || h.fibers_size() > H::kMaxSelections) {
+    return absl::InvalidArgumentError(absl::StrCat("more than ", H::kMaxSelections,
+                                                   " bundles or fibers selected"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<core::ExtractionParams> CheckRequest(const v1::ExtractHeader& h,
+                                                    const core::Psf& psf,
+                                                    const ServiceLimits& limits,
+                                                    std::vector<int>* bundles) {
+  absl::StatusOr<core::ExtractionParams> params = ParamsFromProto(h.params(), h.want_model());
+  if (!params.ok()) return params.status();
+  if (absl::Status s = core::ValidateParams(*params, psf); !s.ok()) return s;
+  absl::StatusOr<std::vector<int>> selected =
+      SelectBundles(h, params->specmin, params->nspec, params->bundlesize);
+  if (!selected.ok()) return selected.status();
+  *bundles = *std::move(selected);
+  // The image is not decoded yet: its size is bounded by the PSF's CCD when known (the
+  // geometry refuses a larger image), else by the server's pixel limit.
+  const int64_t pixels = psf.npix_x() > 0 && psf.npix_y() > 0
+                             ? static_cast<int64_t>(psf.npix_x()) * psf.npix_y()
+                             : limits.max_image_pixels;
+  const core::MemoryEstimate estimate =
+      core::EstimateMemory(*params, psf, pixels, limits.solver_threads);
+  if (estimate.total() > static_cast<double>(limits.max_request_bytes)) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "this request would need about ", estimate.Describe(), ", over the server's limit of ",
+        limits.max_request_bytes / 1000000, " MB per request (--max_request_bytes): use a "
+        "smaller nwavestep, wavepad or bundle, or fewer fibres"));
+  }
+  return params;
+}
+
+}  // namespace spexd::server

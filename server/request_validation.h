@@ -1,0 +1,47 @@
+// Every check of an ExtractHeader, done once on the reaction thread when the header
+// arrives, before any upload is accepted, any file opened or any geometry built (issue 15
+// items 1, 7, 10-12). The parameter rules themselves live in core (ValidateParams,
+// EstimateMemory) and are shared with the local CLI; this adds the wire-level ones.
+#ifndef SPEXD_SERVER_REQUEST_VALIDATION_H_
+#define SPEXD_SERVER_REQUEST_VALIDATION_H_
+
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/extraction_params.h"
+#include "core/psf.h"
+#include "server/extract_job.h"
+#include "spexd/v1/spexd.pb.h"
+
+namespace spexd::server {
+
+// Bounds of the header's free-form fields (documented in docs/service.md).
+struct HeaderLimits {
+  static constexpr std::size_t kMaxPsfIdChars = 128;    // ids are 64 hex digits
+  static constexpr std::size_t kMaxPathChars = 4095;    // PATH_MAX - 1
+  static constexpr std::size_t kMaxPathComponent = 255; // NAME_MAX
+  static constexpr std::size_t kMaxNameChars = 1024;    // in_img_name, in_psf_name
+  static constexpr std::size_t kMaxTagChars = 256;      // client_tag
+  static constexpr int kMaxSelections = 100000;         // bundles or fibers entries
+};
+
+// Checks of the header alone, before the PSF is looked up: string lengths (paths also
+// per component, so ENAMETOOLONG never reaches the file system), enums (priority), the
+// size of the bundles/fibers lists. INVALID_ARGUMENT with the value echoed bounded.
+absl::Status CheckHeaderFields(const v1::ExtractHeader& header);
+
+// A server path (input, output, or LoadPsf's): length and component length.
+absl::Status CheckServerPath(const char* field, const std::string& path);
+
+// The request's parameters, validated against its PSF (core::ValidateParams), its bundle
+// or fibre selection checked, and its memory estimated (core::EstimateMemory) against
+// limits.max_request_bytes: INVALID_ARGUMENT or RESOURCE_EXHAUSTED. `bundles` receives
+// the selected plan bundles (empty: all).
+absl::StatusOr<core::ExtractionParams> CheckRequest(const v1::ExtractHeader& header,
+                                                    const core::Psf& psf,
+                                                    const ServiceLimits& limits,
+                                                    std::vector<int>* bundles);
+
+}  // namespace spexd::server
+
+#endif  // SPEXD_SERVER_REQUEST_VALIDATION_H_

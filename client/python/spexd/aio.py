@@ -128,7 +128,7 @@ class Client:
     async def _psf_id(self, spec, reload=False):
         if spec.psf_id is not None:
             return spec.psf_id
-        key = (spec.psf_path, spec.psf_server_path)
+        key = spec.psf_cache_key()
         if reload or key not in self._psf_ids:
             msgs = spec.psf_requests()
             info = await self._call(lambda **kw: self._admin.LoadPsf(iter(msgs), **kw))

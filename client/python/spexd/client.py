@@ -74,6 +74,14 @@ class ExtractSpec:
             return None
         return psf_load_requests(self.psf_path, self.psf_server_path)
 
+    def psf_cache_key(self):
+        """Identifies the PSF for the client's id cache; a local file that changed on
+        disk (size or mtime) is uploaded again."""
+        if self.psf_path is None:
+            return ("server", self.psf_server_path)
+        st = os.stat(self.psf_path)
+        return ("local", os.path.abspath(self.psf_path), st.st_size, st.st_mtime_ns)
+
     def header(self, psf_id):
         return request.extract_header(psf_id, **self._header_args)
 
@@ -201,7 +209,7 @@ class Client:
     def _psf_id(self, spec, reload=False):
         if spec.psf_id is not None:
             return spec.psf_id
-        key = (spec.psf_path, spec.psf_server_path)
+        key = spec.psf_cache_key()
         if reload or key not in self._psf_ids:
             msgs = spec.psf_requests()
             info = self._call(lambda **kw: self._admin.LoadPsf(iter(msgs), **kw))

@@ -126,7 +126,7 @@ class ErrorTest(unittest.TestCase):
                 c.extract(server_path=IN["preproc"], psf_server_path=IN["psf"],
                           wavelength=support.WAVELENGTH, specmin=480, nspec=50)
             self.assertEqual(e.exception.code.name, "INVALID_ARGUMENT")
-            with self.assertRaises(spexd.InvalidArgument):  # a truncated upload
+            with self.assertRaises(spexd.InvalidArgument):  # an image unlike the PSF's CCD
                 c.extract(image=np.zeros((10, 10)), ivar=np.ones((10, 10)), psf=IN["psf"],
                           **PARAMS)
             with self.assertRaises(spexd.NotFound):

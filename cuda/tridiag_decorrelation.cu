@@ -94,10 +94,10 @@ __host__ __device__ inline Layout MakeLayout(int n) {
   return l;
 }
 
-// The rotation kernel also stages rotations: [2][kRotChunk] doubles after the layout.
+// The rotation kernel also stages rotations: kRotChunk (c, s) pairs after the layout,
+// 16-byte aligned.
 __host__ __device__ inline std::size_t RotateSmemBytes(const Layout& l) {
-  return (l.bytes + sizeof(double) - 1) / sizeof(double) * sizeof(double) +
-         2 * kRotChunk * sizeof(double);
+  return (l.bytes + 15) / 16 * 16 + 2 * kRotChunk * sizeof(double);
 }
 
 // Per-thread d and e of the QL kernel: stride n | 1 (odd) between threads.
@@ -165,8 +165,18 @@ __global__ void __launch_bounds__(kQlThreads) QlKernel(RunArgs a, int64_t blocks
 // Applies the logged sweeps of block blk to the rows of z (one row per thread), staging
 // the rotations through shared memory kRotChunk at a time: read straight from global
 // memory every rotation waited on a load (measured 265 cycles per rotation).
+// (c, s) pairs in shared memory: one 16-byte broadcast load per rotation instead of two.
+struct PairRotations {
+  const double2* cs;
+  __device__ void Get(int q, double* cq, double* sq) const {
+    const double2 r = cs[q];
+    *cq = r.x;
+    *sq = r.y;
+  }
+};
+
 __device__ void ApplyLogStaged(const RunArgs& a, int64_t blk, int sweeps, double* z, int lda,
-                               double* cc, double* ss) {
+                               double2* cs) {
   const int n = a.dims.nwavetot, rcap = QlRotationCap(n), scap = QlSweepCap(n);
   const double* gc = a.ql.c + blk * rcap;
   const double* gs = a.ql.s + blk * rcap;
@@ -178,16 +188,13 @@ __device__ void ApplyLogStaged(const RunArgs& a, int64_t blk, int sweeps, double
   for (int base = 0; base < total; base += kRotChunk) {
     const int len = min(kRotChunk, total - base);
     __syncthreads();  // the previous chunk is consumed
-    for (int k = threadIdx.x; k < len; k += blockDim.x) {
-      cc[k] = gc[base + k];
-      ss[k] = gs[base + k];
-    }
+    for (int k = threadIdx.x; k < len; k += blockDim.x) cs[k] = make_double2(gc[base + k], gs[base + k]);
     __syncthreads();
     if (row >= n) continue;
     for (int pos = 0; pos < len;) {
       const int lo = lohi[2 * sw], hi = lohi[2 * sw + 1];
       const int take = min(hi - lo + 1 - done, len - pos);
-      ApplyRotationRange(z, lda, row, hi - done, take, cc + pos, ss + pos);
+      ApplyRotationRange(z, lda, row, hi - done, take, PairRotations{cs + pos});
       pos += take;
       done += take;
       if (done == hi - lo + 1) {
@@ -231,8 +238,8 @@ __global__ void __launch_bounds__(kThreads) RotateKernel(RunArgs a) {
     sweeps = TridiagonalQl(team, dv, ev, m, lda, n, scr, scr + 2 * n, ctl);
     if (threadIdx.x == 0) a.slots.eig_info[blk] = sweeps < 0 ? -1 : kQlLogOverflow;
   } else if (sweeps >= 0) {
-    double* cc = smem + RotateSmemBytes(L) / sizeof(double) - 2 * kRotChunk;
-    ApplyLogStaged(a, blk, sweeps, m, lda, cc, cc + kRotChunk);
+    const std::size_t staged = RotateSmemBytes(L) / sizeof(double) - 2 * kRotChunk;
+    ApplyLogStaged(a, blk, sweeps, m, lda, reinterpret_cast<double2*>(smem + staged));
   }
   __syncthreads();  // eigenvectors complete; the scratch is free again
 

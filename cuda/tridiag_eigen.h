@@ -283,15 +283,28 @@ SPEXD_HD int QlNextSweep(QlState* st, double* d, double* e, int n, double* c, do
   return 0;
 }
 
+// Rotations as QlNextSweep writes them: cosines and sines in two arrays.
+struct SplitRotations {
+  const double* __restrict__ c;
+  const double* __restrict__ s;
+  SPEXD_HD void Get(int q, double* cq, double* sq) const {
+    *cq = c[q];
+    *sq = s[q];
+  }
+};
+
 // Applies `count` consecutive rotations of a sweep to row `row` of Z: rotation q acts on
-// columns (i, i+1), i = top - q, with c[q], s[q]. A sweep may be applied in pieces: the
-// next piece starts at top - count.
+// columns (i, i+1), i = top - q, with rot.Get(q) -> (c, s). A sweep may be applied in
+// pieces: the next piece starts at top - count.
+template <class Rotations>
 SPEXD_HD void ApplyRotationRange(double* __restrict__ z, int lda, int row, int top, int count,
-                                 const double* __restrict__ c, const double* __restrict__ s) {
+                                 const Rotations& rot) {
   double f = z[(top + 1) * lda + row];
   for (int q = 0; q < count; ++q) {
     const int i = top - q;
-    const double zi = z[i * lda + row], cq = c[q], sq = s[q];
+    double cq, sq;
+    rot.Get(q, &cq, &sq);
+    const double zi = z[i * lda + row];
     z[(i + 1) * lda + row] = sq * zi + cq * f;
     f = cq * zi - sq * f;
   }
@@ -302,7 +315,7 @@ SPEXD_HD void ApplyRotationRange(double* __restrict__ z, int lda, int row, int t
 // QlNextSweep) to row `row` of Z.
 SPEXD_HD void ApplyRotationsToRow(double* z, int lda, int row, int lo, int hi, const double* c,
                                   const double* s) {
-  ApplyRotationRange(z, lda, row, hi, hi - lo + 1, c, s);
+  ApplyRotationRange(z, lda, row, hi, hi - lo + 1, SplitRotations{c, s});
 }
 
 // QL to the end by one thread, logging every sweep's rotations (c, s: rot_cap entries)

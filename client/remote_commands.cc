@@ -142,6 +142,10 @@ int RunInfoCommand(const std::vector<std::string>& args) {
                 w.healthy() ? "" : " UNHEALTHY", w.busy() ? " (busy)" : "");
   }
   const v1::Limits& l = info->limits();
+  std::printf("work: %d running, %d uploading (limit %d, +%d realtime; idle timeout %g s, "
+              "write timeout %g s)\n",
+              info->running(), info->uploads_in_progress(), l.max_uploads(), l.realtime_reserve(),
+              l.upload_idle_seconds(), l.write_timeout_seconds());
   std::printf("queue: %d waiting (limit %d); message limit %lld B; upload limit %lld B; "
               "image limit %lld px; PSF cache budget %lld B; tls %s; auth %s\n",
               info->queue_depth(), l.max_queue(), static_cast<long long>(l.max_message_bytes()),

@@ -36,6 +36,7 @@ absl::StatusOr<RemoteExtractOptions> RemoteExtractOptionsFromArgs(const ParsedAr
   SPEXD_ASSIGN_OR_RETURN(o.client, ClientOptionsFromArgs(args));
   o.server_paths = args.Has("server-path");
   o.server_output = args.GetOr("server-output", "");
+  o.server_overwrite = args.Has("server-overwrite");
   const std::string priority = args.GetOr("priority", "reprocessing");
   if (priority == "realtime") {
     o.priority = v1::REALTIME;
@@ -96,6 +97,7 @@ absl::StatusOr<RemoteResult> ExtractRemote(SpexdClient& client, const ExtractCom
   header.set_priority(o.priority);
   header.set_want_model(cmd.params.want_model);
   header.set_server_output_path(o.server_output);
+  header.set_overwrite(o.server_overwrite);
   for (int b : o.bundles) header.add_bundles(b);
   for (int f : o.fibers) header.add_fibers(f);
   header.set_in_img_name(cmd.input);

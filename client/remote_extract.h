@@ -22,6 +22,7 @@ struct RemoteExtractOptions {
   ClientOptions client;
   bool server_paths = false;  // -i and -p name server-side files
   std::string server_output;  // server-side output path, optional
+  bool server_overwrite = false;  // it may replace an existing file
   v1::Priority priority = v1::REPROCESSING;
   std::vector<int> bundles, fibers;  // non-empty: ExtractBundles
   bool print_snr = false;

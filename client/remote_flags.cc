@@ -20,7 +20,11 @@ const std::vector<FlagSpec>& ConnectionFlagSpecs() {
   static const std::vector<FlagSpec> specs = {
       {"server", 0, true, "server address host:port or dns:///host:port"},
       {"deadline", 0, true, "deadline in seconds (extract: whole run; others: 60)"},
-      {"retries", 0, true, "attempts on UNAVAILABLE, with exponential backoff (default 4)"},
+      {"retries", 0, true,
+       "attempts on UNAVAILABLE, with exponential backoff (default 4; 1: no retries)"},
+      {"queue-wait", 0, true,
+       "seconds to keep retrying while the server's queue is full (default 600, within "
+       "--deadline)"},
       {"tls", 0, false, "use TLS (system roots unless --tls-ca)"},
       {"tls-ca", 0, true, "PEM file of the CA that signed the server certificate"},
       {"tls-cert", 0, true, "PEM client certificate (mutual TLS)"},
@@ -35,7 +39,9 @@ const std::vector<FlagSpec>& RemoteExtractFlagSpecs() {
   static const std::vector<FlagSpec> specs = {
       {"server-path", 0, false,
        "input and PSF paths are on the server (inside its data roots): no upload"},
-      {"server-output", 0, true, "also have the server write the frame to this server path"},
+      {"server-output", 0, true,
+       "also have the server write the frame to this server path (inside its output roots)"},
+      {"server-overwrite", 0, false, "let --server-output replace an existing file"},
       {"priority", 0, true, "realtime|reprocessing (default reprocessing)"},
       {"bundles", 0, true, "comma-separated bundle indices (ExtractBundles)"},
       {"fibers", 0, true, "comma-separated fibres whose bundles to extract (ExtractBundles)"},
@@ -68,6 +74,8 @@ absl::StatusOr<ClientOptions> ClientOptionsFromArgs(const ParsedArgs& args) {
   }
   SPEXD_ASSIGN_OR_RETURN(o.max_attempts, args.GetInt("retries", 4));
   if (o.max_attempts < 1) return absl::InvalidArgumentError("--retries must be >= 1");
+  SPEXD_ASSIGN_OR_RETURN(o.queue_full_wait_seconds, args.GetDouble("queue-wait", 600.0));
+  if (o.queue_full_wait_seconds < 0) return absl::InvalidArgumentError("--queue-wait must be >= 0");
   o.tls = args.Has("tls") || args.Has("tls-ca") || args.Has("tls-cert");
   if (auto ca = args.Get("tls-ca")) {
     SPEXD_ASSIGN_OR_RETURN(o.tls_root_certs, ReadWholeFile(*ca, "--tls-ca"));

@@ -25,6 +25,9 @@ absl::Status FromGrpc(const grpc::Status& s) {
   return absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
 }
 
+// Trailing metadata the server sets on a transient RESOURCE_EXHAUSTED (queue full).
+constexpr char kRetryableMetadataKey[] = "spexd-retryable";
+
 // Replies are at most 4 MiB by contract; allow slack for a server with a larger
 // --max_message_bytes.
 constexpr int kMaxReceiveBytes = 64 << 20;
@@ -80,33 +83,63 @@ void Prepare(grpc::ClientContext* ctx, const ClientOptions& o, double deadline_s
   if (!o.bearer_token.empty()) ctx->AddMetadata("authorization", "Bearer " + o.bearer_token);
 }
 
-// Runs `attempt` until it succeeds, fails with something other than UNAVAILABLE, or
-// the attempts are used up; sleeps a jittered, doubling backoff between tries.
+// What one attempt tells the retry loop besides its status.
+struct Attempt {
+  bool retryable = true;    // false once the caller has seen data
+  bool queue_full = false;  // RESOURCE_EXHAUSTED that the server marked transient
+};
+
+// The server marks a full queue or full upload slots (transient) with trailing
+// metadata; a request over a hard limit (it would never fit) is not marked.
+bool QueueFull(grpc::ClientContext& ctx, const grpc::Status& s) {
+  if (s.error_code() != grpc::StatusCode::RESOURCE_EXHAUSTED) return false;
+  const auto& trailers = ctx.GetServerTrailingMetadata();
+  return trailers.find(kRetryableMetadataKey) != trailers.end();
+}
+
+// Runs `attempt` until it succeeds or fails for good, sleeping a jittered, doubling
+// backoff between tries: UNAVAILABLE up to max_attempts times; a full queue as long as
+// queue_full_wait_seconds and the call's deadline (`deadline_seconds`, 0: none) allow,
+// since a burst of requests (a DESI exposure is 30 frames at once) drains in minutes.
+// max_attempts = 1 disables both.
 template <typename Fn>
-absl::Status WithRetries(const ClientOptions& o, std::mt19937_64& rng, Fn attempt) {
+absl::Status WithRetries(const ClientOptions& o, std::mt19937_64& rng, double deadline_seconds,
+                         Fn attempt) {
+  const auto start = std::chrono::steady_clock::now();
+  double wait_limit = o.queue_full_wait_seconds;
+  if (deadline_seconds > 0) wait_limit = std::min(wait_limit, deadline_seconds);
   double backoff = o.initial_backoff_seconds;
-  absl::Status status;
-  for (int i = 0; i < std::max(1, o.max_attempts); ++i) {
-    bool retryable = true;
-    status = attempt(&retryable);
-    if (status.ok() || !absl::IsUnavailable(status) || !retryable) return status;
-    if (i + 1 < o.max_attempts) {
-      std::uniform_real_distribution<double> jitter(0.5, 1.0);
-      std::this_thread::sleep_for(std::chrono::duration<double>(backoff * jitter(rng)));
-      backoff = std::min(backoff * 2, o.max_backoff_seconds);
+  int unavailable = 0;
+  for (;;) {
+    Attempt info;
+    absl::Status status = attempt(&info);
+    if (status.ok() || !info.retryable || o.max_attempts <= 1) return status;
+    std::uniform_real_distribution<double> jitter(0.5, 1.0);
+    const double sleep = backoff * jitter(rng);
+    if (absl::IsUnavailable(status)) {
+      if (++unavailable >= o.max_attempts) return status;
+    } else if (info.queue_full) {
+      const double elapsed =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      if (elapsed + sleep > wait_limit) return status;
+    } else {
+      return status;
     }
+    std::this_thread::sleep_for(std::chrono::duration<double>(sleep));
+    backoff = std::min(backoff * 2, o.max_backoff_seconds);
   }
-  return status;
 }
 
 // One unary admin call with the call deadline, retried on UNAVAILABLE.
 template <typename Resp, typename Call>
 absl::StatusOr<Resp> UnaryWithRetries(const ClientOptions& o, std::mt19937_64& rng, Call call) {
   Resp resp;
-  absl::Status s = WithRetries(o, rng, [&](bool*) {
+  absl::Status s = WithRetries(o, rng, o.call_deadline_seconds, [&](Attempt* a) {
     grpc::ClientContext ctx;
     Prepare(&ctx, o, o.call_deadline_seconds);
-    return FromGrpc(call(&ctx, &resp));
+    const grpc::Status status = call(&ctx, &resp);
+    a->queue_full = QueueFull(ctx, status);
+    return FromGrpc(status);
   });
   if (!s.ok()) return s;
   return resp;
@@ -116,7 +149,8 @@ absl::StatusOr<Resp> UnaryWithRetries(const ClientOptions& o, std::mt19937_64& r
 
 absl::StatusOr<v1::PsfInfo> SpexdClient::LoadPsfFromServerPath(const std::string& path) {
   v1::PsfInfo info;
-  absl::Status s = WithRetries(options_, stubs_->rng, [&](bool*) {
+  absl::Status s = WithRetries(options_, stubs_->rng, options_.call_deadline_seconds,
+                               [&](Attempt* a) {
     grpc::ClientContext ctx;
     Prepare(&ctx, options_, options_.call_deadline_seconds);
     auto writer = stubs_->admin->LoadPsf(&ctx, &info);
@@ -124,7 +158,9 @@ absl::StatusOr<v1::PsfInfo> SpexdClient::LoadPsfFromServerPath(const std::string
     req.set_server_path(path);
     writer->Write(req);
     writer->WritesDone();
-    return FromGrpc(writer->Finish());
+    const grpc::Status status = writer->Finish();
+    a->queue_full = QueueFull(ctx, status);
+    return FromGrpc(status);
   });
   if (!s.ok()) return s;
   return info;
@@ -133,7 +169,8 @@ absl::StatusOr<v1::PsfInfo> SpexdClient::LoadPsfFromServerPath(const std::string
 absl::StatusOr<v1::PsfInfo> SpexdClient::LoadPsfFromBytes(const std::string& bytes,
                                                           const std::string& name) {
   v1::PsfInfo info;
-  absl::Status s = WithRetries(options_, stubs_->rng, [&](bool*) {
+  absl::Status s = WithRetries(options_, stubs_->rng, options_.call_deadline_seconds,
+                               [&](Attempt* a) {
     grpc::ClientContext ctx;
     Prepare(&ctx, options_, options_.call_deadline_seconds);
     auto writer = stubs_->admin->LoadPsf(&ctx, &info);
@@ -147,7 +184,9 @@ absl::StatusOr<v1::PsfInfo> SpexdClient::LoadPsfFromBytes(const std::string& byt
       ok = writer->Write(chunk);
     }
     writer->WritesDone();
-    return FromGrpc(writer->Finish());
+    const grpc::Status status = writer->Finish();
+    a->queue_full = QueueFull(ctx, status);
+    return FromGrpc(status);
   });
   if (!s.ok()) return s;
   return info;
@@ -180,7 +219,8 @@ absl::StatusOr<std::string> SpexdClient::CheckHealth(const std::string& service)
   grpc::health::v1::HealthCheckRequest req;
   req.set_service(service);
   grpc::health::v1::HealthCheckResponse resp;
-  absl::Status s = WithRetries(options_, stubs_->rng, [&](bool*) {
+  absl::Status s = WithRetries(options_, stubs_->rng, options_.call_deadline_seconds,
+                               [&](Attempt*) {
     grpc::ClientContext ctx;
     Prepare(&ctx, options_, options_.call_deadline_seconds);
     return FromGrpc(stubs_->health->Check(&ctx, req, &resp));
@@ -196,7 +236,8 @@ absl::Status SpexdClient::Extract(v1::ExtractHeader header, const std::string* u
   } else if (!header.has_server_path()) {
     return absl::InvalidArgumentError("Extract needs an upload or header.server_path");
   }
-  return WithRetries(options_, stubs_->rng, [&](bool* retryable) -> absl::Status {
+  return WithRetries(options_, stubs_->rng, options_.extract_deadline_seconds,
+                     [&](Attempt* attempt) -> absl::Status {
     grpc::ClientContext ctx;
     Prepare(&ctx, options_, options_.extract_deadline_seconds);
     auto stream = subset ? stubs_->extraction->ExtractBundles(&ctx)
@@ -218,7 +259,7 @@ absl::Status SpexdClient::Extract(v1::ExtractHeader header, const std::string* u
     absl::Status callback_status;
     bool summary = false;
     while (callback_status.ok() && stream->Read(&resp)) {
-      *retryable = false;  // the caller has seen data: a retry would repeat it
+      attempt->retryable = false;  // the caller has seen data: a retry would repeat it
       switch (resp.kind_case()) {
         case v1::ExtractResponse::kHeader:
           if (cb.on_header) callback_status = cb.on_header(resp.header());
@@ -242,7 +283,9 @@ absl::Status SpexdClient::Extract(v1::ExtractHeader header, const std::string* u
       stream->Finish();
       return callback_status;
     }
-    absl::Status status = FromGrpc(stream->Finish());
+    const grpc::Status finished = stream->Finish();
+    attempt->queue_full = QueueFull(ctx, finished);
+    absl::Status status = FromGrpc(finished);
     if (status.ok() && !summary) {
       return absl::DataLossError("the server ended the stream without a summary");
     }

@@ -1,5 +1,6 @@
 // C++ client of the spexd service (spexd.v1). Every call has a deadline, retries with
-// exponential backoff on UNAVAILABLE, and carries the bearer token when one is set.
+// exponential backoff on UNAVAILABLE and on a full queue (RESOURCE_EXHAUSTED that the
+// server marks transient), and carries the bearer token when one is set.
 // `dns:///host:port` targets are balanced round-robin across the resolved replicas.
 // Depends only on spexd_proto and Abseil; gRPC types stay out of this header.
 #ifndef SPEXD_CLIENT_SPEXD_CLIENT_H_
@@ -19,7 +20,10 @@ struct ClientOptions {
   std::string target;  // host:port, or dns:///host:port for several replicas
   double call_deadline_seconds = 60;     // admin calls (LoadPsf uploads included)
   double extract_deadline_seconds = 0;   // whole extraction; 0 = none
-  int max_attempts = 4;                  // tries per call on UNAVAILABLE
+  int max_attempts = 4;                  // tries per call on UNAVAILABLE; 1: no retries
+  // A full queue (RESOURCE_EXHAUSTED marked "spexd-retryable" by the server) is retried
+  // for this long at most, and never past the call's deadline.
+  double queue_full_wait_seconds = 600;
   double initial_backoff_seconds = 0.2;  // doubled per retry, with jitter
   double max_backoff_seconds = 5;
   std::size_t upload_chunk_bytes = 1 << 20;  // well under the 4 MiB message limit
@@ -59,8 +63,9 @@ class SpexdClient {
 
   // Runs ExtractFrame (or ExtractBundles when `subset`). With `upload` non-null the
   // image bytes are streamed in chunks (header.upload_size is set here); else
-  // header.server_path must be set. Retries on UNAVAILABLE only while nothing has been
-  // received, so callbacks never see a message twice. OK only after the summary.
+  // header.server_path must be set. Retries on UNAVAILABLE and a full queue only while
+  // nothing has been received, so callbacks never see a message twice. OK only after
+  // the summary.
   absl::Status Extract(v1::ExtractHeader header, const std::string* upload, bool subset,
                        const ExtractCallbacks& callbacks);
 

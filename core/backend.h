@@ -27,9 +27,15 @@ struct ExtractionJob {
   bool want_model = false;
   // Bundles to extract (plan indices, ascending); empty means all.
   std::vector<int> bundles;
-  // Checked between bundles: when set, Extract stops with CANCELLED.
+  // Checked between patches (CPU) or patch batches (CUDA), so that a cancel or a
+  // deadline frees the worker within one patch batch: when set, Extract stops with
+  // CANCELLED.
   const std::atomic<bool>* cancel = nullptr;
 };
+
+inline bool CancelRequested(const ExtractionJob& job) {
+  return job.cancel != nullptr && job.cancel->load(std::memory_order_relaxed);
+}
 
 struct ExtractionSummary {
   PatchCounts counts;

@@ -53,9 +53,7 @@ class CpuBackend : public Backend {
     for (int t = 0; t < threads_; ++t) workspaces.emplace_back(plan);
 
     for (int b : bundles) {
-      if (job.cancel != nullptr && job.cancel->load()) {
-        return absl::CancelledError("extraction cancelled");
-      }
+      if (CancelRequested(job)) return absl::CancelledError("extraction cancelled");
       double t0 = Now();
       std::shared_ptr<const Spots> spots = geo.BundleSpots(b);
       double t1 = Now();
@@ -67,8 +65,10 @@ class CpuBackend : public Backend {
       std::vector<std::vector<double>> models(job.want_model ? p1 - p0 : 0);
       std::vector<PatchOutcome> outcomes(p1 - p0);
       std::atomic<int> next{p0};
+      // Each thread stops at its next patch once the job is cancelled: a bundle of a
+      // full frame takes seconds on the CPU.
       auto work = [&](int t) {
-        for (int p = next++; p < p1; p = next++) {
+        for (int p = next++; p < p1 && !CancelRequested(job); p = next++) {
           outcomes[p - p0] = extractor.Extract(plan.patches[p], *spots, job.image->image.data(),
                                                job.image->ivar.data(), &workspaces[t], &result,
                                                job.want_model ? &models[p - p0] : nullptr);
@@ -78,6 +78,7 @@ class CpuBackend : public Backend {
       for (int t = 1; t < threads_; ++t) pool.emplace_back(work, t);
       work(0);
       for (auto& th : pool) th.join();
+      if (CancelRequested(job)) return absl::CancelledError("extraction cancelled");
       double t2 = Now();
       summary.stage_seconds["patches"] += t2 - t1;
 

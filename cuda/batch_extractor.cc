@@ -360,7 +360,7 @@ absl::Status BatchExtractor::Finish(const core::ExtractionJob& job, Batch* batch
   }
   for (core::BundleResult& r : results) {
     summary->counts += r.counts;
-    if (job.cancel != nullptr && job.cancel->load()) return absl::CancelledError("extraction cancelled");
+    if (core::CancelRequested(job)) return absl::CancelledError("extraction cancelled");
     SPEXD_RETURN_IF_ERROR(sink(std::move(r)));
   }
   summary->stage_seconds["host"] += Now() - t0;
@@ -410,9 +410,13 @@ absl::Status BatchExtractor::Run(const core::ExtractionJob& job, const std::vect
     b.set = static_cast<int>(k % 2);
     return Enqueue(job, &b);
   };
+  // Checked before each batch is enqueued and before each is collected, so a cancel
+  // costs at most the batch in flight.
+  if (chunks.empty()) return absl::OkStatus();
+  if (core::CancelRequested(job)) return absl::CancelledError("extraction cancelled");
   SPEXD_RETURN_IF_ERROR(enqueue(0));
   for (std::size_t k = 0; k < chunks.size(); ++k) {
-    if (job.cancel != nullptr && job.cancel->load()) return absl::CancelledError("extraction cancelled");
+    if (core::CancelRequested(job)) return absl::CancelledError("extraction cancelled");
     if (k + 1 < chunks.size()) SPEXD_RETURN_IF_ERROR(enqueue(k + 1));
     SPEXD_RETURN_IF_ERROR(Finish(job, &batches[k % 2], sink, summary));
   }

@@ -1,5 +1,6 @@
 #include "server/admin_service.h"
 
+#include <atomic>
 #include <string>
 #include <vector>
 
@@ -8,6 +9,7 @@
 #include "core/status_macros.h"
 #include "core/version.h"
 #include "server/auth.h"
+#include "server/call_watchdog.h"
 #include "server/data_roots.h"
 #include "server/log.h"
 #include "server/metrics.h"
@@ -45,15 +47,80 @@ void SummaryToProto(const PsfSummary& s, const std::vector<core::BackendMemory>&
   out->set_in_psf(s.in_psf);
 }
 
+// The watchdog's view of a sync LoadPsf call: waiting on the client while blocked in
+// Read; cancelled (TryCancel, which makes that Read return false) when idle too long.
+class PsfUploadWatch final : public CallWatchdog::Watched {
+ public:
+  PsfUploadWatch(CallWatchdog* watchdog, grpc::ServerContext* call)
+      : watchdog_(watchdog), call_(call) {
+    if (watchdog_ != nullptr) watchdog_->Add(this);
+  }
+  ~PsfUploadWatch() override {
+    if (watchdog_ != nullptr) watchdog_->Remove(this);
+  }
+  PsfUploadWatch(const PsfUploadWatch&) = delete;
+  PsfUploadWatch& operator=(const PsfUploadWatch&) = delete;
+
+  bool Read(grpc::ServerReader<v1::LoadPsfRequest>* reader, v1::LoadPsfRequest* msg) {
+    SetReading(true);
+    const bool ok = reader->Read(msg);
+    SetReading(false);
+    return ok;
+  }
+  bool stalled() const { return stalled_.load(); }
+
+  bool WaitingOnClient(CallWatchdog::Clock::time_point* since,
+                       CallWatchdog::Stall* kind) override {
+    absl::MutexLock lock(&mu_);
+    *since = last_;
+    *kind = CallWatchdog::Stall::kUpload;
+    return reading_;
+  }
+  void Expire(CallWatchdog::Stall) override {
+    stalled_.store(true);
+    Log(LogLevel::kWarning, "upload_stalled", {{"rpc", "LoadPsf"}, {"peer", call_->peer()}});
+    call_->TryCancel();
+  }
+
+ private:
+  void SetReading(bool reading) {
+    absl::MutexLock lock(&mu_);
+    reading_ = reading;
+    last_ = CallWatchdog::Clock::now();
+  }
+
+  CallWatchdog* const watchdog_;
+  grpc::ServerContext* const call_;
+  absl::Mutex mu_;
+  bool reading_ ABSL_GUARDED_BY(mu_) = false;
+  CallWatchdog::Clock::time_point last_ ABSL_GUARDED_BY(mu_) = CallWatchdog::Clock::now();
+  std::atomic<bool> stalled_{false};
+};
+
+absl::Status StalledUpload(double idle_seconds) {
+  return absl::DeadlineExceededError(absl::StrCat(
+      "PSF upload sent nothing for ", idle_seconds, " s (--upload_idle_seconds): cancelled"));
+}
+
 // Reads a LoadPsf stream: one server_path message, or an upload header and its chunks.
-absl::Status ReadPsfSource(grpc::ServerReader<v1::LoadPsfRequest>* reader, const DataRoots& roots,
-                           int64_t max_bytes, ServerMetrics* metrics, std::string* bytes,
-                           std::string* source) {
+// An upload holds one of the scheduler's upload slots (the same bound as image uploads)
+// and is cut off when idle; its buffer grows with the data received, never with what
+// the header announces.
+absl::Status ReadPsfSource(grpc::ServerContext* call,
+                           grpc::ServerReader<v1::LoadPsfRequest>* reader,
+                           ServiceContext* context, std::string* bytes, std::string* source) {
+  const int64_t max_bytes = context->env.limits.max_upload_bytes;
+  const double idle = context->env.limits.upload_idle_seconds;
+  PsfUploadWatch watch(context->watchdog, call);
   v1::LoadPsfRequest msg;
-  if (!reader->Read(&msg)) return absl::InvalidArgumentError("LoadPsf stream carried no message");
+  if (!watch.Read(reader, &msg)) {
+    return watch.stalled() ? StalledUpload(idle)
+                           : absl::InvalidArgumentError("LoadPsf stream carried no message");
+  }
   if (msg.kind_case() == v1::LoadPsfRequest::kServerPath) {
     SPEXD_RETURN_IF_ERROR(CheckServerPath("server_path", msg.server_path()));
-    SPEXD_ASSIGN_OR_RETURN(DataRoots::File file, roots.ReadFile(msg.server_path(), max_bytes));
+    SPEXD_ASSIGN_OR_RETURN(DataRoots::File file,
+                           context->env.roots->ReadFile(msg.server_path(), max_bytes));
     *bytes = std::move(file.bytes);
     *source = file.path;
     return absl::OkStatus();
@@ -73,9 +140,11 @@ absl::Status ReadPsfSource(grpc::ServerReader<v1::LoadPsfRequest>* reader, const
     return absl::ResourceExhaustedError(absl::StrCat("PSF upload of ", size,
                                                      " bytes is over the limit of ", max_bytes));
   }
-  bytes->reserve(static_cast<std::size_t>(size));
+  SPEXD_ASSIGN_OR_RETURN(Scheduler::Ticket slot,
+                         context->scheduler->ReserveUpload(/*realtime=*/false, /*then_queue=*/false));
   while (static_cast<int64_t>(bytes->size()) < size) {
-    if (!reader->Read(&msg)) {
+    if (!watch.Read(reader, &msg)) {
+      if (watch.stalled()) return StalledUpload(idle);
       return absl::InvalidArgumentError(absl::StrCat("truncated PSF upload: ", bytes->size(),
                                                      " of ", size, " bytes"));
     }
@@ -86,15 +155,18 @@ absl::Status ReadPsfSource(grpc::ServerReader<v1::LoadPsfRequest>* reader, const
       return absl::InvalidArgumentError("PSF upload is longer than announced");
     }
     bytes->append(msg.chunk());
-    if (metrics != nullptr) metrics->AddUploadBytes(static_cast<double>(msg.chunk().size()));
+    if (context->env.metrics != nullptr) {
+      context->env.metrics->AddUploadBytes(static_cast<double>(msg.chunk().size()));
+    }
   }
   return absl::OkStatus();
 }
 
 }  // namespace
 
-grpc::Status AdminService::Done(const char* rpc, const absl::Status& status) {
-  grpc::Status out = ToGrpcStatus(status);
+grpc::Status AdminService::Done(const char* rpc, const absl::Status& status,
+                                grpc::ServerContext* call) {
+  grpc::Status out = ToGrpcStatus(status, call);
   if (context_->env.metrics != nullptr) {
     context_->env.metrics->CountRequest(rpc, GrpcCodeName(out.error_code()));
   }
@@ -107,8 +179,7 @@ grpc::Status AdminService::LoadPsf(grpc::ServerContext* call,
   absl::Status status = CheckBearerToken(*call, context_->auth_token);
   if (status.ok()) {
     std::string bytes, source;
-    status = ReadPsfSource(reader, *context_->env.roots, context_->env.limits.max_upload_bytes,
-                           context_->env.metrics, &bytes, &source);
+    status = ReadPsfSource(call, reader, context_, &bytes, &source);
     if (status.ok()) {
       auto loaded = context_->env.cache->Load(bytes, source);
       if (loaded.ok()) {
@@ -120,7 +191,7 @@ grpc::Status AdminService::LoadPsf(grpc::ServerContext* call,
       status = loaded.status();
     }
   }
-  return Done("LoadPsf", status);
+  return Done("LoadPsf", status, call);
 }
 
 grpc::Status AdminService::ListPsfs(grpc::ServerContext* call, const v1::ListPsfsRequest*,
@@ -174,9 +245,16 @@ grpc::Status AdminService::GetServerInfo(grpc::ServerContext* call, const v1::Ge
     limits->set_max_message_bytes(context_->env.limits.max_message_bytes);
     limits->set_max_upload_bytes(context_->env.limits.max_upload_bytes);
     limits->set_max_image_pixels(context_->env.limits.max_image_pixels);
-    limits->set_max_queue(context_->max_queue);
+    const Scheduler::Load load = context_->scheduler->CurrentLoad();
+    limits->set_max_queue(load.max_queue);
+    limits->set_max_uploads(load.max_uploads);
+    limits->set_realtime_reserve(load.realtime_reserve);
+    limits->set_upload_idle_seconds(context_->env.limits.upload_idle_seconds);
+    limits->set_write_timeout_seconds(context_->env.limits.write_timeout_seconds);
     limits->set_psf_cache_budget_bytes(context_->env.cache->budget());
-    response->set_queue_depth(context_->scheduler->queue_depth());
+    response->set_queue_depth(load.queued);
+    response->set_uploads_in_progress(load.uploads);
+    response->set_running(load.running);
     response->set_serving(context_->serving.load());
     response->set_tls(context_->tls);
     response->set_auth_required(!context_->auth_token.empty());

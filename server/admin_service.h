@@ -23,7 +23,8 @@ class AdminService final : public v1::Admin::Service {
 
  private:
   // Converts (status_util) and counts the result of one call.
-  grpc::Status Done(const char* rpc, const absl::Status& status);
+  grpc::Status Done(const char* rpc, const absl::Status& status,
+                    grpc::ServerContext* call = nullptr);
 
   ServiceContext* context_;
 };

@@ -5,7 +5,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <utility>
@@ -33,20 +35,38 @@ absl::StatusOr<std::string> RealPath(const std::string& path) {
   return std::string(buf);
 }
 
+// Closes a descriptor on every path out of a function.
+class FdCloser {
+ public:
+  explicit FdCloser(int fd) : fd_(fd) {}
+  ~FdCloser() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  FdCloser(const FdCloser&) = delete;
+  FdCloser& operator=(const FdCloser&) = delete;
+
+ private:
+  int fd_;
+};
+
+std::atomic<uint64_t> g_temp_counter{0};
+
 }  // namespace
 
-absl::StatusOr<DataRoots> DataRoots::Create(const std::vector<std::string>& roots) {
+absl::StatusOr<DataRoots> DataRoots::Create(const std::vector<std::string>& roots,
+                                            const std::string& flag) {
   DataRoots out;
+  out.flag_ = flag;
   for (const std::string& root : roots) {
     if (root.empty()) continue;
     auto canonical = RealPath(root);
     if (!canonical.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat("data root ", root, ": ",
+      return absl::InvalidArgumentError(absl::StrCat(flag, " ", root, ": ",
                                                      std::string(canonical.status().message())));
     }
     struct stat st {};
     if (::stat(canonical->c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
-      return absl::InvalidArgumentError(absl::StrCat("data root ", root, " is not a directory"));
+      return absl::InvalidArgumentError(absl::StrCat(flag, " ", root, " is not a directory"));
     }
     out.roots_.push_back(*canonical);
   }
@@ -55,8 +75,9 @@ absl::StatusOr<DataRoots> DataRoots::Create(const std::vector<std::string>& root
 
 absl::Status DataRoots::CheckSyntax(const std::string& path) const {
   if (roots_.empty()) {
-    return absl::PermissionDeniedError(
-        "this server has no data roots (--data_roots): send the file as an upload");
+    return absl::PermissionDeniedError(absl::StrCat(
+        "this server has no ", flag_ == "--data_roots" ? "data roots" : "output roots", " (",
+        flag_, ")", flag_ == "--data_roots" ? ": send the file as an upload" : ""));
   }
   if (path.empty() || path[0] != '/') {
     return absl::InvalidArgumentError(absl::StrCat("path '", path, "' must be absolute"));
@@ -114,20 +135,24 @@ absl::StatusOr<DataRoots::OpenFile> DataRoots::Open(const std::string& path,
     return absl::PermissionDeniedError(
         absl::StrCat("path '", path, "' is outside the server's data roots"));
   }
-  const int raw = ::open(canonical->c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer forever
+  // (past any deadline, holding a loader thread); it is refused just below.
+  const int raw = ::open(canonical->c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
   if (raw < 0) {
     return absl::PermissionDeniedError(absl::StrCat(path, ": cannot open: ", std::strerror(errno)));
   }
   OpenFile file(raw, "", 0);
+  struct stat st {};
+  if (::fstat(raw, &st) != 0 || !S_ISREG(st.st_mode)) {
+    return absl::InvalidArgumentError(absl::StrCat(path, " is not a regular file"));
+  }
   auto opened = RealPath(file.proc_path());
   if (!opened.ok() || !Inside(*opened)) {
     return absl::PermissionDeniedError(
         absl::StrCat("path '", path, "' is outside the server's data roots"));
   }
-  struct stat st {};
-  if (::fstat(raw, &st) != 0 || !S_ISREG(st.st_mode)) {
-    return absl::InvalidArgumentError(absl::StrCat(path, " is not a regular file"));
-  }
+  const int flags = ::fcntl(raw, F_GETFL);
+  if (flags >= 0) ::fcntl(raw, F_SETFL, flags & ~O_NONBLOCK);
   if (st.st_size > max_bytes) {
     return absl::ResourceExhaustedError(absl::StrCat(path, " has ", st.st_size,
                                                      " bytes, over the server's limit of ",
@@ -157,30 +182,129 @@ absl::StatusOr<DataRoots::File> DataRoots::ReadFile(const std::string& path,
   return file;
 }
 
-absl::StatusOr<std::string> DataRoots::ResolveForWrite(const std::string& path) const {
+absl::StatusOr<DataRoots::FileId> DataRoots::IdOf(int fd) {
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    return absl::InternalError(absl::StrCat("fstat failed: ", std::strerror(errno)));
+  }
+  return FileId{st.st_dev, st.st_ino};
+}
+
+absl::StatusOr<int> DataRoots::OpenOutputDir(const std::string& path, const WritePolicy& policy,
+                                             std::string* name, std::string* canonical) const {
   if (absl::Status s = CheckSyntax(path); !s.ok()) return s;
   const std::size_t slash = path.find_last_of('/');
   const std::string dir = slash == 0 ? std::string("/") : path.substr(0, slash);
-  const std::string name = path.substr(slash + 1);
-  if (name.empty() || name == "." || name == "..") {
+  *name = path.substr(slash + 1);
+  if (name->empty() || *name == "." || *name == ".." || name->size() > NAME_MAX) {
     return absl::InvalidArgumentError(absl::StrCat("output path '", path, "' names no file"));
   }
-  auto canonical_dir = RealPath(dir);
-  if (!canonical_dir.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("output directory ", dir, " does not exist"));
+  const int dirfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dirfd < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("output directory ", dir, " does not exist"));
   }
-  const std::string full = absl::StrCat(*canonical_dir == "/" ? "" : *canonical_dir, "/", name);
-  if (!Inside(full)) {
-    return absl::PermissionDeniedError(
-        absl::StrCat("output path '", path, "' is outside the server's data roots"));
+  // The check is on the opened directory: a symlink swapped in afterwards cannot move
+  // the write elsewhere (every later step is relative to this descriptor).
+  auto real_dir = RealPath(absl::StrCat("/proc/self/fd/", dirfd));
+  const std::string full =
+      real_dir.ok() ? absl::StrCat(*real_dir == "/" ? "" : *real_dir, "/", *name) : "";
+  if (!real_dir.ok() || !Inside(full)) {
+    ::close(dirfd);
+    return absl::PermissionDeniedError(absl::StrCat("output path '", path,
+                                                    "' is outside the server's output roots (",
+                                                    flag_, ")"));
   }
   struct stat st {};
-  if (::lstat(full.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
-    return absl::PermissionDeniedError(
-        absl::StrCat("output path '", path, "' exists and is not a regular file"));
+  if (::fstatat(dirfd, name->c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0) {
+    absl::Status refuse;
+    if (!S_ISREG(st.st_mode)) {
+      refuse = absl::PermissionDeniedError(
+          absl::StrCat("output path '", path, "' exists and is not a regular file"));
+    }
+    for (const FileId& id : policy.protected_) {
+      if (refuse.ok() && id.dev == st.st_dev && id.ino == st.st_ino) {
+        refuse = absl::InvalidArgumentError(absl::StrCat(
+            "output path '", path, "' is the request's own input or PSF: never overwritten"));
+      }
+    }
+    if (refuse.ok() && !policy.overwrite) {
+      refuse = absl::AlreadyExistsError(absl::StrCat(
+          "output path '", path, "' exists; set overwrite in the request to replace it"));
+    }
+    if (!refuse.ok()) {
+      ::close(dirfd);
+      return refuse;
+    }
   }
-  return full;
+  *canonical = full;
+  return dirfd;
+}
+
+absl::StatusOr<std::string> DataRoots::CheckOutput(const std::string& path,
+                                                   const WritePolicy& policy) const {
+  std::string name, canonical;
+  auto dirfd = OpenOutputDir(path, policy, &name, &canonical);
+  if (!dirfd.ok()) return dirfd.status();
+  ::close(*dirfd);
+  return canonical;
+}
+
+absl::StatusOr<std::string> DataRoots::WriteFile(const std::string& path, const std::string& bytes,
+                                                 const WritePolicy& policy) const {
+  std::string name, canonical;
+  auto opened = OpenOutputDir(path, policy, &name, &canonical);
+  if (!opened.ok()) return opened.status();
+  const int dirfd = *opened;
+  FdCloser close_dir(dirfd);
+  const std::string tmp =
+      absl::StrCat(".", name.substr(0, 200), ".tmp-", ::getpid(), "-", g_temp_counter.fetch_add(1));
+  const int fd = ::openat(dirfd, tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                          0644);
+  if (fd < 0) {
+    return absl::PermissionDeniedError(
+        absl::StrCat(path, ": cannot create a temporary file: ", std::strerror(errno)));
+  }
+  absl::Status st;
+  {
+    FdCloser close_file(fd);
+    std::size_t done = 0;
+    while (st.ok() && done < bytes.size()) {
+      const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) {
+        st = absl::InternalError(absl::StrCat(path, ": write failed: ", std::strerror(errno)));
+      } else {
+        done += static_cast<std::size_t>(n);
+      }
+    }
+    if (st.ok() && ::fsync(fd) != 0) {
+      st = absl::InternalError(absl::StrCat(path, ": flush failed: ", std::strerror(errno)));
+    }
+  }
+  if (st.ok()) {
+    // Without overwrite, never replace a file that appeared since the check.
+    const unsigned flags = policy.overwrite ? 0u : RENAME_NOREPLACE;
+    if (::renameat2(dirfd, tmp.c_str(), dirfd, name.c_str(), flags) != 0) {
+      const int err = errno;
+      if (err == EEXIST) {
+        st = absl::AlreadyExistsError(absl::StrCat(
+            "output path '", path, "' exists; set overwrite in the request to replace it"));
+      } else if (err == EINVAL && !policy.overwrite) {
+        // A filesystem without RENAME_NOREPLACE: link() never replaces either.
+        if (::linkat(dirfd, tmp.c_str(), dirfd, name.c_str(), 0) != 0) {
+          st = errno == EEXIST
+                   ? absl::AlreadyExistsError(absl::StrCat("output path '", path, "' exists"))
+                   : absl::InternalError(absl::StrCat(path, ": link failed: ", std::strerror(errno)));
+        }
+      } else {
+        st = absl::InternalError(absl::StrCat(path, ": rename failed: ", std::strerror(err)));
+      }
+    }
+  }
+  ::unlinkat(dirfd, tmp.c_str(), 0);  // gone after a rename; the leftover otherwise
+  if (st.ok()) ::fsync(dirfd);        // the new name survives a crash
+  if (!st.ok()) return st;
+  return canonical;
 }
 
 }  // namespace spexd::server

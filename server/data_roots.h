@@ -1,7 +1,11 @@
-// Confines request paths to the configured data roots (--data_roots): no `..`, and no
-// symlink that leads outside a root, whether in the middle of the path or at its end.
+// Confines request paths to configured roots: no `..`, and no symlink that leads outside
+// a root, whether in the middle of the path or at its end. One instance holds the input
+// roots (--data_roots, read only), another the roots that server-side output may be
+// written under (--output_roots).
 #ifndef SPEXD_SERVER_DATA_ROOTS_H_
 #define SPEXD_SERVER_DATA_ROOTS_H_
+
+#include <sys/types.h>
 
 #include <cstdint>
 #include <string>
@@ -15,8 +19,10 @@ namespace spexd::server {
 class DataRoots {
  public:
   // Canonicalises the roots; each must be an existing directory. An empty list is
-  // allowed and refuses every path (clients must upload).
-  static absl::StatusOr<DataRoots> Create(const std::vector<std::string>& roots);
+  // allowed and refuses every path (clients must upload). `flag` names the option the
+  // roots come from, for messages.
+  static absl::StatusOr<DataRoots> Create(const std::vector<std::string>& roots,
+                                          const std::string& flag = "--data_roots");
 
   const std::vector<std::string>& roots() const { return roots_; }
 
@@ -45,8 +51,10 @@ class DataRoots {
   // Opens `path` if its canonical location lies inside a root and it is a regular file
   // of at most `max_bytes`. The check is made on the opened descriptor
   // (/proc/self/fd), so a symlink swapped in after the check cannot redirect the read.
-  // INVALID_ARGUMENT for a malformed path (relative, `..`), PERMISSION_DENIED outside
-  // the roots, NOT_FOUND when missing, RESOURCE_EXHAUSTED over the size limit.
+  // The open never blocks: a FIFO or device is opened with O_NONBLOCK and refused.
+  // INVALID_ARGUMENT for a malformed path (relative, `..`) or anything but a regular
+  // file, PERMISSION_DENIED outside the roots, NOT_FOUND when missing,
+  // RESOURCE_EXHAUSTED over the size limit.
   absl::StatusOr<OpenFile> Open(const std::string& path, int64_t max_bytes) const;
 
   // A file read through the policy: its canonical path and contents.
@@ -57,14 +65,38 @@ class DataRoots {
   // Open, then read the whole file. Same errors.
   absl::StatusOr<File> ReadFile(const std::string& path, int64_t max_bytes) const;
 
-  // Checks an output path: its directory must exist inside a root; the file itself, if
-  // it exists, must be a regular file (not a symlink). Returns the canonical path.
-  absl::StatusOr<std::string> ResolveForWrite(const std::string& path) const;
+  // Identity of a file that an output must never replace (a request's input, its PSF).
+  struct FileId {
+    dev_t dev = 0;
+    ino_t ino = 0;
+  };
+  static absl::StatusOr<FileId> IdOf(int fd);
+  struct WritePolicy {
+    bool overwrite = false;          // replace an existing regular file
+    std::vector<FileId> protected_;  // never replaced, even with overwrite
+  };
+  // Checks an output path before any work: its directory must exist inside a root; an
+  // existing file there is refused (ALREADY_EXISTS) unless `policy.overwrite`, and
+  // always when it is not a regular file (PERMISSION_DENIED) or is protected
+  // (INVALID_ARGUMENT). Returns the canonical path.
+  absl::StatusOr<std::string> CheckOutput(const std::string& path, const WritePolicy& policy) const;
+  // Writes `bytes` to `path` atomically under the same rules: a temporary file created
+  // (O_EXCL, O_NOFOLLOW) in the confined directory, synced, then renamed over the name
+  // (without overwrite: RENAME_NOREPLACE, so a file created meanwhile is not replaced).
+  // The directory is opened once and checked on its descriptor, so a symlink swapped
+  // in cannot redirect the write. Returns the canonical path.
+  absl::StatusOr<std::string> WriteFile(const std::string& path, const std::string& bytes,
+                                        const WritePolicy& policy) const;
 
  private:
   absl::Status CheckSyntax(const std::string& path) const;
   bool Inside(const std::string& canonical) const;
+  // Opens the directory of an output path (descriptor-checked to lie inside a root)
+  // and checks the existing entry against `policy`; returns the directory descriptor.
+  absl::StatusOr<int> OpenOutputDir(const std::string& path, const WritePolicy& policy,
+                                    std::string* name, std::string* canonical) const;
   std::vector<std::string> roots_;
+  std::string flag_ = "--data_roots";
 };
 
 }  // namespace spexd::server

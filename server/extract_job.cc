@@ -1,5 +1,8 @@
 #include "server/extract_job.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstring>
 #include <exception>
@@ -12,6 +15,7 @@
 #include "core/frame_writer.h"
 #include "core/status_macros.h"
 #include "core/usable_data.h"
+#include "server/content_id.h"
 #include "server/data_roots.h"
 #include "server/log.h"
 #include "server/metrics.h"
@@ -61,9 +65,9 @@ absl::Status ExtractJob::StopStatus() const {
   // trail by the clock conversion: a cancel that close to the deadline is the deadline.
   constexpr auto kSlack = std::chrono::milliseconds(100);
   if (request_.deadline != Clock::time_point::max() && Clock::now() + kSlack >= request_.deadline) {
-    return absl::DeadlineExceededError("deadline exceeded; extraction stopped between bundles");
+    return absl::DeadlineExceededError("deadline exceeded; extraction stopped");
   }
-  return absl::CancelledError("request cancelled; extraction stopped between bundles");
+  return absl::CancelledError("request cancelled; extraction stopped");
 }
 
 void ExtractJob::Abandon(const absl::Status& status) { Complete(status); }
@@ -97,6 +101,7 @@ absl::Status ExtractJob::PrepareImage() {
     SPEXD_ASSIGN_OR_RETURN(DataRoots::OpenFile file,
                            env_.roots->Open(h.server_path(), env_.limits.max_upload_bytes));
     if (in_img_.empty()) in_img_ = file.path();
+    if (auto id = DataRoots::IdOf(file.fd()); id.ok()) output_policy_.protected_.push_back(*id);
     if (file.size() == 0) return absl::InvalidArgumentError(absl::StrCat(in_img_, ": empty file"));
     decoded = core::ReadPreproc(file.proc_path(), popts);
     if (!decoded.ok()) {
@@ -172,8 +177,34 @@ absl::Status ExtractJob::PrepareImage() {
         "frame header (image header cards and FIBERMAP) is ", header_bytes_.size(),
         " bytes, over the ", env_.limits.max_message_bytes, "-byte message limit"));
   }
+  if (!h.server_output_path().empty()) SPEXD_RETURN_IF_ERROR(CheckOutputPath());
   if (h.want_model() || !h.server_output_path().empty()) {
     assembler_.emplace(*geometry_, h.want_model());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ExtractJob::CheckOutputPath() {
+  output_policy_.overwrite = request_.header.overwrite();
+  // The PSF file, when it was loaded from a server path (its source is that path).
+  const std::string& psf_source = request_.psf->source_name();
+  if (!psf_source.empty() && psf_source[0] == '/') {
+    const int fd = ::open(psf_source.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    if (fd >= 0) {
+      if (auto id = DataRoots::IdOf(fd); id.ok()) output_policy_.protected_.push_back(*id);
+      ::close(fd);
+    }
+  }
+  const std::string& out = request_.header.server_output_path();
+  SPEXD_RETURN_IF_ERROR(env_.output_roots->CheckOutput(out, output_policy_).status());
+  // The same PSF may have been loaded from elsewhere (an upload, another path) first:
+  // a file to be replaced that holds exactly the PSF's bytes is that PSF too.
+  if (output_policy_.overwrite) {
+    auto existing = env_.output_roots->ReadFile(out, env_.limits.max_upload_bytes);
+    if (existing.ok() && Sha256Hex(existing->bytes) == request_.header.psf_id()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "output path '", out, "' holds the request's PSF: never overwritten"));
+    }
   }
   return absl::OkStatus();
 }
@@ -320,8 +351,6 @@ absl::Status ExtractJob::FinishProducts() {
     core::Frame frame = assembler_->Finish();
     assembler_.reset();
     if (!h.server_output_path().empty()) {
-      SPEXD_ASSIGN_OR_RETURN(std::string out_path,
-                             env_.roots->ResolveForWrite(h.server_output_path()));
       const core::Psf& psf = *request_.psf;
       core::FrameMetadata meta;
       meta.image_header = image_header_;
@@ -333,7 +362,9 @@ absl::Status ExtractJob::FinishProducts() {
       meta.wmax = meta_wmax_;
       meta.dw = meta_dw_;
       SPEXD_ASSIGN_OR_RETURN(std::string fits, core::FrameToFits(frame, meta));
-      SPEXD_RETURN_IF_ERROR(core::WriteFileAtomically(out_path, fits));
+      SPEXD_ASSIGN_OR_RETURN(
+          std::string out_path,
+          env_.output_roots->WriteFile(h.server_output_path(), fits, output_policy_));
       summary_.set_server_output_path(out_path);
     }
     if (h.want_model() && !frame.model.empty()) {

@@ -29,13 +29,13 @@
 #include "core/geometry.h"
 #include "core/preproc.h"
 #include "core/psf.h"
+#include "server/data_roots.h"
 #include "server/proto_convert.h"
 #include "server/scheduler.h"
 #include "spexd/v1/spexd.pb.h"
 
 namespace spexd::server {
 
-class DataRoots;
 class PsfCache;
 class ServerMetrics;
 
@@ -61,13 +61,18 @@ struct ServiceLimits {
   // model, solver workspace); a normal DESI frame needs about 0.7 GB.
   int64_t max_request_bytes = 8LL << 30;
   int solver_threads = 1;  // patches solved at once by a worker (for the estimate)
+  // A client that stalls is cut off (CallWatchdog): no upload data for this long, or a
+  // response write not completing (the client does not read) for this long. 0: never.
+  double upload_idle_seconds = 30;
+  double write_timeout_seconds = 60;
 };
 
 // Shared server state a job uses; owned by the server, outlives every job.
 struct JobEnvironment {
   PsfCache* cache = nullptr;
   ServerMetrics* metrics = nullptr;  // may be null
-  const DataRoots* roots = nullptr;
+  const DataRoots* roots = nullptr;         // inputs (--data_roots)
+  const DataRoots* output_roots = nullptr;  // server-side output (--output_roots)
   ServiceLimits limits;
 };
 
@@ -105,6 +110,8 @@ class ExtractJob : public Job, public std::enable_shared_from_this<ExtractJob> {
   };
 
   absl::Status PrepareImage();
+  // Refuses an output path that may not be written before any work is done.
+  absl::Status CheckOutputPath();
   absl::Status Extract(core::Backend& backend);
   void StreamLoop();
   absl::Status StreamBundle(Finished& item);
@@ -127,6 +134,8 @@ class ExtractJob : public Job, public std::enable_shared_from_this<ExtractJob> {
   std::vector<std::string> image_header_;
   std::string fibermap_fits_;
   std::string in_img_;
+  // What the server-side output may replace: never the input or the PSF file.
+  DataRoots::WritePolicy output_policy_;
   // WAVEMIN/WAVEMAX/WAVESTEP of the output header (the requested grid, or the PSF
   // domain and 0.8 when none was given: extraction-spec §2.2, as the local CLI writes).
   double meta_wmin_ = 0, meta_wmax_ = 0, meta_dw_ = 0;

@@ -15,6 +15,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "server/auth.h"
+#include "server/call_watchdog.h"
 #include "server/log.h"
 #include "server/metrics.h"
 #include "server/psf_cache.h"
@@ -53,13 +54,16 @@ grpc::ByteBuffer ToByteBuffer(WireMessage message) {
 }
 
 class ExtractReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>,
-                             public ResponseStream {
+                             public ResponseStream,
+                             public CallWatchdog::Watched {
  public:
   ExtractReactor(ServiceContext* service, grpc::CallbackServerContext* call, bool subset)
       : service_(service),
+        call_(call),
         subset_(subset),
         rpc_(subset ? "ExtractBundles" : "ExtractFrame"),
         cancel_(std::make_shared<std::atomic<bool>>(false)) {
+    if (service_->watchdog != nullptr) service_->watchdog->Add(this);
     request_.arrived = Clock::now();
     request_.subset = subset;
     peer_ = call->peer();
@@ -72,7 +76,7 @@ class ExtractReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, gr
       Finish(auth);
       return;
     }
-    StartRead(&incoming_raw_);
+    Read();
   }
 
   // ---- reactions (gRPC threads; never block)
@@ -92,6 +96,19 @@ class ExtractReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, gr
         }
         cancel_->store(true);
       }
+      return;
+    }
+    {
+      absl::MutexLock lock(&mu_);
+      read_pending_ = false;
+      last_read_ = Clock::now();
+      if (finish_requested_) return;
+    }
+    if (!ok && stalled_.load()) {
+      Finish(absl::DeadlineExceededError(absl::StrCat(
+          phase_ == Phase::kHeader ? "no ExtractHeader" : "no upload data", " for ",
+          service_->env.limits.upload_idle_seconds,
+          " s (--upload_idle_seconds): the call was cancelled")));
       return;
     }
     if (!ok) {
@@ -118,6 +135,7 @@ class ExtractReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, gr
     {
       absl::MutexLock lock(&mu_);
       writing_ = false;
+      write_started_ = Clock::now();
       if (!ok) {  // the client is gone: stop the job at its next Send or bundle
         broken_ = true;
         pending_.clear();
@@ -145,7 +163,40 @@ class ExtractReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, gr
     cancel_->store(true);  // polled by the backend between bundles and by Send
   }
 
-  void OnDone() override { delete this; }
+  void OnDone() override {
+    // No watchdog call is in progress once Remove returns.
+    if (service_->watchdog != nullptr) service_->watchdog->Remove(this);
+    delete this;
+  }
+
+  // ---- CallWatchdog::Watched (watchdog thread)
+
+  bool WaitingOnClient(CallWatchdog::Clock::time_point* since,
+                       CallWatchdog::Stall* kind) override {
+    absl::MutexLock lock(&mu_);
+    if (read_pending_ && !finish_requested_) {
+      *since = last_read_;
+      *kind = CallWatchdog::Stall::kUpload;
+      return true;
+    }
+    if (writing_ && !broken_) {
+      *since = write_started_;
+      *kind = CallWatchdog::Stall::kWrite;
+      return true;
+    }
+    return false;
+  }
+
+  // Cancels the call: a pending read or write then fails, the reactions finish the call,
+  // and a running job stops at its next Send or patch batch (the cancel flag).
+  void Expire(CallWatchdog::Stall kind) override {
+    const bool upload = kind == CallWatchdog::Stall::kUpload;
+    stalled_.store(true);
+    cancel_->store(true);
+    Log(LogLevel::kWarning, upload ? "upload_stalled" : "write_stalled",
+        {{"rpc", rpc_}, {"peer", peer_}});
+    call_->TryCancel();
+  }
 
   // ---- ResponseStream (worker thread)
 
@@ -154,6 +205,7 @@ class ExtractReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, gr
     grpc::ByteBuffer* next = nullptr;
     {
       absl::MutexLock lock(&mu_);
+      if (finish_requested_) return false;
       auto room = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
         return broken_ || cancel_->load() || pending_.size() < kMaxPendingWrites;
       };
@@ -168,6 +220,7 @@ class ExtractReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, gr
         current_ = std::move(pending_.front());
         pending_.pop_front();
         writing_ = true;
+        write_started_ = Clock::now();
         next = &current_;
       }
     }
@@ -198,6 +251,14 @@ class ExtractReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, gr
     // gRPC reports "no deadline" as a time far in the future.
     if (deadline - now_sys > std::chrono::hours(24 * 365)) return Clock::time_point::max();
     return Clock::now() + std::chrono::duration_cast<Clock::duration>(deadline - now_sys);
+  }
+
+  void Read() {
+    {
+      absl::MutexLock lock(&mu_);
+      read_pending_ = true;
+    }
+    StartRead(&incoming_raw_);
   }
 
   // The raw request bytes as an ExtractRequest (what the generated handler would do).
@@ -254,16 +315,24 @@ class ExtractReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, gr
       default:
         return absl::InvalidArgumentError("the header names no image (server_path or upload_size)");
     }
-    auto ticket = service_->scheduler->Reserve(h.priority() == v1::REALTIME);
+    const bool realtime = h.priority() == v1::REALTIME;
+    if (h.image_case() == v1::ExtractHeader::kServerPath) {
+      auto ticket = service_->scheduler->Reserve(realtime);
+      if (!ticket.ok()) return ticket.status();
+      ticket_ = *std::move(ticket);
+      return Submit();
+    }
+    // An upload holds an upload slot (counted apart from queued work); its queue slot
+    // is taken when the upload is complete.
+    auto ticket = service_->scheduler->ReserveUpload(realtime, /*then_queue=*/true);
     if (!ticket.ok()) return ticket.status();
     ticket_ = *std::move(ticket);
-    if (h.image_case() == v1::ExtractHeader::kServerPath) return Submit();
     expected_upload_ = h.upload_size();
     // A DESI preproc file is 140-170 MB: reserve that much at most up front, so that a
     // header announcing a huge upload does not pin memory before any byte arrives.
     request_.upload.reserve(static_cast<std::size_t>(std::min<int64_t>(expected_upload_, 256 << 20)));
     phase_ = Phase::kUpload;
-    StartRead(&incoming_raw_);
+    Read();
     return absl::OkStatus();
   }
 
@@ -280,8 +349,13 @@ class ExtractReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, gr
     if (service_->env.metrics != nullptr) {
       service_->env.metrics->AddUploadBytes(static_cast<double>(data.size()));
     }
-    if (static_cast<int64_t>(request_.upload.size()) == expected_upload_) return Submit();
-    StartRead(&incoming_raw_);
+    if (static_cast<int64_t>(request_.upload.size()) == expected_upload_) {
+      auto queued = service_->scheduler->Reserve(ticket_.realtime());
+      if (!queued.ok()) return queued.status();
+      ticket_ = *std::move(queued);  // frees the upload slot
+      return Submit();
+    }
+    Read();
     return absl::OkStatus();
   }
 
@@ -299,7 +373,7 @@ class ExtractReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, gr
   // Last use of `this` by our code: gRPC may run OnDone (delete) right after Finish.
   void CompleteCall() {
     ticket_ = Scheduler::Ticket();  // an early error releases the queue slot
-    grpc::Status status = ToGrpcStatus(final_status_);
+    grpc::Status status = ToGrpcStatus(final_status_, call_);
     if (ServerMetrics* m = service_->env.metrics; m != nullptr) {
       m->CountRequest(rpc_, GrpcCodeName(status.error_code()));
       m->AddInflight(-1);
@@ -313,6 +387,7 @@ class ExtractReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, gr
   }
 
   ServiceContext* const service_;
+  grpc::CallbackServerContext* const call_;  // valid until OnDone
   const bool subset_;
   const std::string rpc_;
   std::shared_ptr<std::atomic<bool>> cancel_;
@@ -338,6 +413,12 @@ class ExtractReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, gr
   absl::Status final_status_;
   // Set when the client sent more after its complete request; replaces the job's status.
   absl::Status protocol_error_ ABSL_GUARDED_BY(mu_);
+  // For the watchdog: a read waiting for the client since last_read_, the write in
+  // flight since write_started_.
+  bool read_pending_ ABSL_GUARDED_BY(mu_) = false;
+  Clock::time_point last_read_ ABSL_GUARDED_BY(mu_) = Clock::now();
+  Clock::time_point write_started_ ABSL_GUARDED_BY(mu_);
+  std::atomic<bool> stalled_{false};  // the watchdog cancelled the call
 };
 
 }  // namespace

@@ -27,11 +27,26 @@ ABSL_FLAG(std::string, metrics_listen, "127.0.0.1:9464",
           "Prometheus /metrics address (host:port); empty disables it");
 ABSL_FLAG(std::string, data_roots, "",
           "comma-separated directories that request paths may point into");
+ABSL_FLAG(std::string, output_roots, "",
+          "comma-separated directories that server-side output (server_output_path) may be "
+          "written under; empty disables server-side output");
 ABSL_FLAG(std::string, backend, "auto", "auto (GPU if any, else CPU), cpu or cuda");
 ABSL_FLAG(std::string, gpu_devices, "", "comma-separated CUDA devices to use (default: all)");
 ABSL_FLAG(int, cpu_threads, 0, "CPU backend threads (0: all cores)");
 ABSL_FLAG(std::string, cuda_module, "", "path of libspexd_cuda.so (default: next to spexd)");
-ABSL_FLAG(int, max_queue, 16, "extractions waiting or uploading before RESOURCE_EXHAUSTED");
+ABSL_FLAG(int, max_queue, 0,
+          "extractions waiting for a worker before RESOURCE_EXHAUSTED (0: 8 per worker, at "
+          "least 16)");
+ABSL_FLAG(int, max_uploads, 0,
+          "image and PSF uploads in progress before RESOURCE_EXHAUSTED (0: as --max_queue)");
+ABSL_FLAG(int, realtime_reserve, 1,
+          "extra queue and upload slots that only realtime requests may use");
+ABSL_FLAG(double, upload_idle_seconds, 30,
+          "an upload (or a stream without its header) that sends nothing for this long is "
+          "cancelled, freeing its slot (0: never)");
+ABSL_FLAG(double, write_timeout_seconds, 60,
+          "a call whose client does not read its responses for this long is cancelled and "
+          "its worker freed (0: never)");
 ABSL_FLAG(int, prefetch, 2,
           "frames read and decoded ahead per worker (decoding an r frame takes about as long "
           "as a GPU extracts it; each costs ~270 MB)");
@@ -101,6 +116,7 @@ int main(int argc, char** argv) {
   o.listen = absl::GetFlag(FLAGS_listen);
   o.metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
   o.data_roots = SplitList(absl::GetFlag(FLAGS_data_roots));
+  o.output_roots = SplitList(absl::GetFlag(FLAGS_output_roots));
   o.backend = absl::GetFlag(FLAGS_backend);
   for (const std::string& d : SplitList(absl::GetFlag(FLAGS_gpu_devices))) {
     int device = 0;
@@ -110,6 +126,14 @@ int main(int argc, char** argv) {
   o.cpu_threads = absl::GetFlag(FLAGS_cpu_threads);
   o.cuda_module = absl::GetFlag(FLAGS_cuda_module);
   o.max_queue = absl::GetFlag(FLAGS_max_queue);
+  o.max_uploads = absl::GetFlag(FLAGS_max_uploads);
+  o.realtime_reserve = absl::GetFlag(FLAGS_realtime_reserve);
+  o.limits.upload_idle_seconds = absl::GetFlag(FLAGS_upload_idle_seconds);
+  o.limits.write_timeout_seconds = absl::GetFlag(FLAGS_write_timeout_seconds);
+  if (o.max_uploads < 0 || o.realtime_reserve < 0 || o.limits.upload_idle_seconds < 0 ||
+      o.limits.write_timeout_seconds < 0) {
+    return Fail("--max_uploads, --realtime_reserve and the timeouts must not be negative");
+  }
   o.prefetch = absl::GetFlag(FLAGS_prefetch);
   if (o.prefetch < 1) return Fail("--prefetch must be at least 1");
   o.psf_cache_bytes = absl::GetFlag(FLAGS_psf_cache_bytes);
@@ -121,7 +145,7 @@ int main(int argc, char** argv) {
   if (o.limits.max_message_bytes < (1 << 20) || o.limits.max_message_bytes > (64 << 20)) {
     return Fail("--max_message_bytes must be between 1 MiB and 64 MiB");
   }
-  if (o.max_queue < 1) return Fail("--max_queue must be at least 1");
+  if (o.max_queue < 0) return Fail("--max_queue must be 0 (automatic) or positive");
   o.tls_cert_file = absl::GetFlag(FLAGS_tls_cert);
   o.tls_key_file = absl::GetFlag(FLAGS_tls_key);
   o.tls_client_ca_file = absl::GetFlag(FLAGS_tls_client_ca);

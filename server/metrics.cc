@@ -55,6 +55,22 @@ ServerMetrics::ServerMetrics() : registry_(std::make_shared<prometheus::Registry
                       .Name("spexd_queue_depth")
                       .Help("Extraction jobs waiting for a worker, by priority")
                       .Register(r);
+  uploads_ = &BuildGauge()
+                  .Name("spexd_uploads_in_progress")
+                  .Help("Image and PSF uploads being received (bounded by --max_uploads)")
+                  .Register(r)
+                  .Add({});
+  running_ = &BuildGauge()
+                  .Name("spexd_running_jobs")
+                  .Help("Extraction jobs on a worker")
+                  .Register(r)
+                  .Add({});
+  stalled_ = &BuildCounter()
+                  .Name("spexd_stalled_calls_total")
+                  .Help("Calls ended because the client stalled: kind = upload (no chunk for "
+                        "--upload_idle_seconds) or write (responses not read for "
+                        "--write_timeout_seconds)")
+                  .Register(r);
   queue_wait_ = &BuildHistogram()
                      .Name("spexd_queue_wait_seconds")
                      .Help("Time from admission to a worker taking the job, by priority")
@@ -158,6 +174,7 @@ ServerMetrics::ServerMetrics() : registry_(std::make_shared<prometheus::Registry
   for (const char* outcome : {"extracted", "skipped", "retried", "failed"}) {
     patches_->Add({{"outcome", outcome}});
   }
+  for (const char* kind : {"upload", "write"}) stalled_->Add({{"kind", kind}});
   for (bool realtime : {true, false}) {
     SetQueueDepth(realtime, 0);
     queue_wait_->Add({{"priority", realtime ? "realtime" : "reprocessing"}}, kWaitBuckets);
@@ -187,6 +204,8 @@ std::string ServerMetrics::Serialize() const {
 void ServerMetrics::CountRequest(const std::string& rpc, const char* code) {
   requests_->Add({{"rpc", rpc}, {"code", code}}).Increment();
 }
+
+void ServerMetrics::CountStalledCall(const char* kind) { stalled_->Add({{"kind", kind}}).Increment(); }
 
 void ServerMetrics::SetQueueDepth(bool realtime, double depth) {
   queue_depth_->Add({{"priority", realtime ? "realtime" : "reprocessing"}}).Set(depth);

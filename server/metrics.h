@@ -39,6 +39,10 @@ class ServerMetrics {
   void CountRequest(const std::string& rpc, const char* code);
   void AddInflight(double delta) { inflight_->Increment(delta); }
   void SetQueueDepth(bool realtime, double depth);
+  void SetUploadsInProgress(double n) { uploads_->Set(n); }
+  void SetRunningJobs(double n) { running_->Set(n); }
+  // A call ended by the server because its client stalled: kind = "upload" or "write".
+  void CountStalledCall(const char* kind);
   void ObserveQueueWait(bool realtime, double seconds);
   void ObserveFrame(double seconds) { frame_seconds_->Observe(seconds); }
   void ObserveImageLoad(double seconds) { load_seconds_->Observe(seconds); }
@@ -62,6 +66,9 @@ class ServerMetrics {
   prometheus::Family<prometheus::Counter>* requests_;
   prometheus::Gauge* inflight_;
   prometheus::Family<prometheus::Gauge>* queue_depth_;
+  prometheus::Gauge* uploads_;
+  prometheus::Gauge* running_;
+  prometheus::Family<prometheus::Counter>* stalled_;
   prometheus::Family<prometheus::Histogram>* queue_wait_;
   prometheus::Histogram* frame_seconds_;
   prometheus::Histogram* load_seconds_;

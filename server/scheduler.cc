@@ -6,27 +6,49 @@
 #include "absl/strings/str_cat.h"
 #include "server/log.h"
 #include "server/metrics.h"
+#include "server/status_util.h"
 
 namespace spexd::server {
 
 Scheduler::Ticket::Ticket(Ticket&& other) noexcept
-    : owner_(std::exchange(other.owner_, nullptr)), realtime_(other.realtime_) {}
+    : owner_(std::exchange(other.owner_, nullptr)),
+      realtime_(other.realtime_),
+      upload_(other.upload_) {}
 
 Scheduler::Ticket& Scheduler::Ticket::operator=(Ticket&& other) noexcept {
   if (this != &other) {
-    if (owner_ != nullptr) owner_->ReleaseReservation(realtime_);
+    if (owner_ != nullptr) owner_->ReleaseReservation(realtime_, upload_);
     owner_ = std::exchange(other.owner_, nullptr);
     realtime_ = other.realtime_;
+    upload_ = other.upload_;
   }
   return *this;
 }
 
 Scheduler::Ticket::~Ticket() {
-  if (owner_ != nullptr) owner_->ReleaseReservation(realtime_);
+  if (owner_ != nullptr) owner_->ReleaseReservation(realtime_, upload_);
 }
 
-Scheduler::Scheduler(int max_queue, int prefetch, ServerMetrics* metrics)
-    : max_queue_(max_queue), prefetch_(std::max(1, prefetch)), metrics_(metrics) {}
+Scheduler::Scheduler(int max_queue, int prefetch, ServerMetrics* metrics, int max_uploads,
+                     int realtime_reserve)
+    : max_queue_(max_queue),
+      max_uploads_(max_uploads),
+      realtime_reserve_(std::max(0, realtime_reserve)),
+      prefetch_(std::max(1, prefetch)),
+      metrics_(metrics) {}
+
+int Scheduler::QueueLimitLocked() const {
+  if (max_queue_ > 0) return max_queue_;
+  return std::max(kMinQueue, kQueuePerWorker * static_cast<int>(workers_.size()));
+}
+
+int Scheduler::UploadLimitLocked() const {
+  return max_uploads_ > 0 ? max_uploads_ : QueueLimitLocked();
+}
+
+int Scheduler::QueuedLocked() const {
+  return static_cast<int>(pending_.size() + ready_.size()) + preparing_;
+}
 
 Scheduler::~Scheduler() { Shutdown(); }
 
@@ -61,19 +83,48 @@ absl::StatusOr<Scheduler::Ticket> Scheduler::Reserve(bool realtime) {
     return absl::UnavailableError("server is draining: not accepting new extractions");
   }
   if (workers_.empty()) return absl::UnavailableError("server has no workers");
-  const int used = static_cast<int>(pending_.size() + ready_.size()) + preparing_ + reserved_;
-  if (used >= max_queue_) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "queue full: ", used, " extraction(s) waiting or uploading (limit ", max_queue_,
-        ", --max_queue); retry later or on another replica"));
+  const int used = QueuedLocked() + reserved_;
+  const int limit = QueueLimitLocked() + (realtime ? realtime_reserve_ : 0);
+  if (used >= limit) {
+    return Retryable(absl::ResourceExhaustedError(absl::StrCat(
+        "queue full: ", used, " extraction(s) waiting (limit ", QueueLimitLocked(),
+        ", --max_queue, plus ", realtime_reserve_,
+        " for realtime); retry later or on another replica")));
   }
   ++reserved_;
-  return Ticket(this, realtime);
+  PublishDepthLocked();
+  return Ticket(this, realtime, /*upload=*/false);
 }
 
-void Scheduler::ReleaseReservation(bool /*realtime*/) {
+absl::StatusOr<Scheduler::Ticket> Scheduler::ReserveUpload(bool realtime, bool then_queue) {
   absl::MutexLock lock(&mu_);
-  --reserved_;
+  if (!accepting_) return absl::UnavailableError("server is draining: not accepting uploads");
+  const int extra = realtime ? realtime_reserve_ : 0;
+  if (uploads_ >= UploadLimitLocked() + extra) {
+    return Retryable(absl::ResourceExhaustedError(absl::StrCat(
+        "too many uploads in progress: ", uploads_, " (limit ", UploadLimitLocked(),
+        ", --max_uploads, plus ", realtime_reserve_,
+        " for realtime); retry later or on another replica")));
+  }
+  if (then_queue) {
+    if (workers_.empty()) return absl::UnavailableError("server has no workers");
+    const int used = QueuedLocked() + reserved_;
+    if (used >= QueueLimitLocked() + extra) {
+      return Retryable(absl::ResourceExhaustedError(absl::StrCat(
+          "queue full: ", used, " extraction(s) waiting (limit ", QueueLimitLocked(),
+          ", --max_queue, plus ", realtime_reserve_,
+          " for realtime); retry later or on another replica")));
+    }
+  }
+  ++uploads_;
+  PublishDepthLocked();
+  return Ticket(this, realtime, /*upload=*/true);
+}
+
+void Scheduler::ReleaseReservation(bool /*realtime*/, bool upload) {
+  absl::MutexLock lock(&mu_);
+  --(upload ? uploads_ : reserved_);
+  PublishDepthLocked();
 }
 
 void Scheduler::Submit(Ticket ticket, std::shared_ptr<Job> job) {
@@ -82,7 +133,7 @@ void Scheduler::Submit(Ticket ticket, std::shared_ptr<Job> job) {
   bool abandon = false;
   {
     absl::MutexLock lock(&mu_);
-    --reserved_;
+    --(ticket.upload() ? uploads_ : reserved_);
     if (stopping_) {
       abandon = true;
     } else {
@@ -138,6 +189,7 @@ void Scheduler::LoaderLoop() {
       if (stopping_) return;
       item = pending_.Pop();
       ++preparing_;
+      if (item.realtime) ++preparing_realtime_;
       PublishDepthLocked();
     }
     if (metrics_ != nullptr) {
@@ -150,6 +202,7 @@ void Scheduler::LoaderLoop() {
     {
       absl::MutexLock lock(&mu_);
       --preparing_;
+      if (item.realtime) --preparing_realtime_;
       if (prepared) {
         if (stopping_) {
           abandon = true;
@@ -182,10 +235,12 @@ void Scheduler::WorkerLoop(Worker* w) {
       if (realtime_waits()) {
         item = pending_.Pop();
         ++preparing_;
+        ++preparing_realtime_;
         prepare_here = true;
       } else {
         item = ready_.Pop();
       }
+      ++running_;
       PublishDepthLocked();
     }
     w->busy.store(true);
@@ -202,10 +257,16 @@ void Scheduler::WorkerLoop(Worker* w) {
       run = item.job->Prepare();
       absl::MutexLock lock(&mu_);
       --preparing_;
+      --preparing_realtime_;
     }
     if (run) item.job->Run(*w->backend, w->index);
     item.job.reset();  // the worker's reference; streaming may still hold the job
     w->busy.store(false);
+    {
+      absl::MutexLock lock(&mu_);
+      --running_;
+      PublishDepthLocked();
+    }
     const bool healthy = w->backend->healthy();
     if (metrics_ != nullptr) metrics_->SetBackendState(w->index, w->backend->name(), healthy, false);
     if (!healthy) {
@@ -217,14 +278,31 @@ void Scheduler::WorkerLoop(Worker* w) {
 
 void Scheduler::PublishDepthLocked() {
   if (metrics_ == nullptr) return;
-  metrics_->SetQueueDepth(true, static_cast<double>(pending_.realtime.size() + ready_.realtime.size()));
+  // Jobs being prepared (read, decoded) still wait for a worker: they count as queued.
+  metrics_->SetQueueDepth(true, static_cast<double>(pending_.realtime.size() +
+                                                    ready_.realtime.size() + preparing_realtime_));
   metrics_->SetQueueDepth(false, static_cast<double>(pending_.reprocessing.size() +
-                                                     ready_.reprocessing.size()));
+                                                     ready_.reprocessing.size() + preparing_ -
+                                                     preparing_realtime_));
+  metrics_->SetUploadsInProgress(uploads_);
+  metrics_->SetRunningJobs(running_);
 }
 
 int Scheduler::queue_depth() {
   absl::MutexLock lock(&mu_);
-  return static_cast<int>(pending_.size() + ready_.size()) + preparing_;
+  return QueuedLocked();
+}
+
+Scheduler::Load Scheduler::CurrentLoad() {
+  absl::MutexLock lock(&mu_);
+  Load l;
+  l.uploads = uploads_;
+  l.queued = QueuedLocked();
+  l.running = running_;
+  l.max_queue = QueueLimitLocked();
+  l.max_uploads = UploadLimitLocked();
+  l.realtime_reserve = realtime_reserve_;
+  return l;
 }
 
 std::vector<WorkerState> Scheduler::Workers() {

@@ -50,10 +50,17 @@ struct WorkerState {
 
 class Scheduler {
  public:
-  // `max_queue` bounds jobs waiting (to be prepared, being prepared, prepared) plus
-  // uploads in progress (which hold a reservation), so that memory for queued images
-  // stays bounded. `prefetch` (at least 1): see above. `metrics` may be null.
-  Scheduler(int max_queue, int prefetch, ServerMetrics* metrics);
+  // `max_queue` bounds jobs waiting (to be prepared, being prepared, prepared), so that
+  // memory for queued images stays bounded; 0 scales it with the workers
+  // (kQueuePerWorker each, at least kMinQueue). `max_uploads` bounds uploads in progress
+  // (extraction images and PSFs), counted apart from queued work; 0 means the queue's
+  // bound. Realtime requests may exceed both by `realtime_reserve`, so that stalled or
+  // bulk reprocessing never locks realtime out. `prefetch` (at least 1): see above.
+  // `metrics` may be null.
+  Scheduler(int max_queue, int prefetch, ServerMetrics* metrics, int max_uploads = 0,
+            int realtime_reserve = 1);
+  static constexpr int kQueuePerWorker = 8;
+  static constexpr int kMinQueue = 16;
   ~Scheduler();
   Scheduler(const Scheduler&) = delete;
   Scheduler& operator=(const Scheduler&) = delete;
@@ -62,7 +69,8 @@ class Scheduler {
   // -1 for a CPU backend.
   void AddWorker(std::unique_ptr<core::Backend> backend, int gpu_device);
 
-  // A queue slot held from admission (e.g. before an upload) until Submit.
+  // A queue slot held from admission until Submit, or an upload slot held while an
+  // upload is received (released when the ticket is destroyed).
   class Ticket {
    public:
     Ticket() = default;
@@ -71,17 +79,25 @@ class Scheduler {
     ~Ticket();
     bool valid() const { return owner_ != nullptr; }
     bool realtime() const { return realtime_; }
+    bool upload() const { return upload_; }
 
    private:
     friend class Scheduler;
-    Ticket(Scheduler* owner, bool realtime) : owner_(owner), realtime_(realtime) {}
+    Ticket(Scheduler* owner, bool realtime, bool upload)
+        : owner_(owner), realtime_(realtime), upload_(upload) {}
     Scheduler* owner_ = nullptr;
     bool realtime_ = false;
+    bool upload_ = false;
   };
 
-  // RESOURCE_EXHAUSTED (with the reason) when the queue is full, UNAVAILABLE when
-  // draining or without workers.
+  // A queue slot. RESOURCE_EXHAUSTED (with the reason, marked retryable) when the queue
+  // is full, UNAVAILABLE when draining or without workers.
   absl::StatusOr<Ticket> Reserve(bool realtime);
+  // An upload slot. RESOURCE_EXHAUSTED (retryable) when the uploads in progress reach
+  // their bound, or, for an extraction (`then_queue`), when the queue is full already;
+  // UNAVAILABLE when draining. An extraction reserves its queue slot (Reserve) once the
+  // upload is complete, then drops the upload ticket.
+  absl::StatusOr<Ticket> ReserveUpload(bool realtime, bool then_queue);
   // Queues the job; realtime jobs go before every reprocessing job, FIFO within a level.
   void Submit(Ticket ticket, std::shared_ptr<Job> job);
 
@@ -91,6 +107,16 @@ class Scheduler {
   void Shutdown();
 
   int queue_depth();
+  // What the server is doing now, for GetServerInfo and the metrics.
+  struct Load {
+    int uploads = 0;    // uploads in progress (extraction images and PSFs)
+    int queued = 0;     // jobs admitted and not yet on a worker (queued_depth)
+    int running = 0;    // jobs on a worker
+    int max_queue = 0;  // the effective bounds (see the constructor)
+    int max_uploads = 0;
+    int realtime_reserve = 0;
+  };
+  Load CurrentLoad();
   std::vector<WorkerState> Workers();
   // False when any worker's backend reports a sticky error (Backend::healthy()).
   bool AllHealthy();
@@ -125,19 +151,27 @@ class Scheduler {
     std::thread thread;
   };
 
-  void ReleaseReservation(bool realtime);
+  void ReleaseReservation(bool realtime, bool upload);
+  int QueueLimitLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  int UploadLimitLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  int QueuedLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void LoaderLoop();
   void WorkerLoop(Worker* worker);
   void PublishDepthLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const int max_queue_;
+  const int max_uploads_;
+  const int realtime_reserve_;
   const int prefetch_;
   ServerMetrics* const metrics_;
   absl::Mutex mu_;
   Levels pending_ ABSL_GUARDED_BY(mu_);  // admitted, waiting for a loader
   Levels ready_ ABSL_GUARDED_BY(mu_);    // prepared, waiting for a worker
   int preparing_ ABSL_GUARDED_BY(mu_) = 0;
-  int reserved_ ABSL_GUARDED_BY(mu_) = 0;
+  int preparing_realtime_ ABSL_GUARDED_BY(mu_) = 0;
+  int reserved_ ABSL_GUARDED_BY(mu_) = 0;  // queue slots held before Submit
+  int uploads_ ABSL_GUARDED_BY(mu_) = 0;   // upload slots held
+  int running_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<std::thread> loaders_ ABSL_GUARDED_BY(mu_);
   bool accepting_ ABSL_GUARDED_BY(mu_) = true;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;

@@ -15,18 +15,19 @@
 
 namespace spexd::server {
 
+class CallWatchdog;
 class Scheduler;
 
 struct ServiceContext {
   JobEnvironment env;
   Scheduler* scheduler = nullptr;
+  CallWatchdog* watchdog = nullptr;  // ends calls whose client stalled
   // Expected bearer token; empty means no token is required.
   std::string auth_token;
   // Warm-up finished (backends created, PSFs preloaded) and not draining.
   std::atomic<bool> serving{false};
   std::atomic<bool> draining{false};
   // For GetServerInfo.
-  int max_queue = 0;
   bool tls = false;
   std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
 

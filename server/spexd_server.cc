@@ -19,6 +19,7 @@
 #include "absl/synchronization/notification.h"
 #include "core/cuda_module_loader.h"
 #include "server/admin_service.h"
+#include "server/call_watchdog.h"
 #include "server/data_roots.h"
 #include "server/extraction_service.h"
 #include "server/log.h"
@@ -126,9 +127,11 @@ class SpexdServer::Impl {
   ServerOptions options;
   std::unique_ptr<ServerMetrics> metrics;
   std::unique_ptr<DataRoots> roots;
+  std::unique_ptr<DataRoots> output_roots;
   std::unique_ptr<PsfCache> cache;
   std::unique_ptr<Scheduler> scheduler;
   ServiceContext context;
+  std::unique_ptr<CallWatchdog> watchdog;  // outlives the gRPC server (declared before it)
   std::unique_ptr<ExtractionService> extraction;
   std::unique_ptr<AdminService> admin;
   std::unique_ptr<grpc::Server> server;
@@ -224,7 +227,14 @@ absl::StatusOr<std::unique_ptr<SpexdServer>> SpexdServer::Start(ServerOptions op
   auto roots = DataRoots::Create(o.data_roots);
   if (!roots.ok()) return roots.status();
   s.roots = std::make_unique<DataRoots>(*std::move(roots));
-  s.scheduler = std::make_unique<Scheduler>(o.max_queue, o.prefetch, s.metrics.get());
+  auto output_roots = DataRoots::Create(o.output_roots, "--output_roots");
+  if (!output_roots.ok()) return output_roots.status();
+  s.output_roots = std::make_unique<DataRoots>(*std::move(output_roots));
+  s.scheduler = std::make_unique<Scheduler>(o.max_queue, o.prefetch, s.metrics.get(),
+                                            o.max_uploads, o.realtime_reserve);
+  s.watchdog = std::make_unique<CallWatchdog>(absl::Seconds(o.limits.upload_idle_seconds),
+                                              absl::Seconds(o.limits.write_timeout_seconds),
+                                              s.metrics.get());
   // A geometry the cache drops (eviction, UnloadPsf) also leaves every worker's device.
   Scheduler* scheduler = s.scheduler.get();
   s.cache = std::make_unique<PsfCache>(
@@ -233,6 +243,7 @@ absl::StatusOr<std::unique_ptr<SpexdServer>> SpexdServer::Start(ServerOptions op
   s.context.env.cache = s.cache.get();
   s.context.env.metrics = s.metrics.get();
   s.context.env.roots = s.roots.get();
+  s.context.env.output_roots = s.output_roots.get();
   s.context.env.limits = o.limits;
   // The CPU backend solves one patch per thread at once (for the memory estimate).
   s.context.env.limits.solver_threads =
@@ -240,7 +251,7 @@ absl::StatusOr<std::unique_ptr<SpexdServer>> SpexdServer::Start(ServerOptions op
                         : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   s.context.scheduler = s.scheduler.get();
   s.context.auth_token = o.auth_token;
-  s.context.max_queue = o.max_queue;
+  s.context.watchdog = s.watchdog.get();
   s.context.tls = !o.tls_cert_file.empty();
   auto creds = MakeCredentials(o);
   if (!creds.ok()) return creds.status();
@@ -269,7 +280,8 @@ absl::StatusOr<std::unique_ptr<SpexdServer>> SpexdServer::Start(ServerOptions op
   Log(LogLevel::kInfo, "listening",
       {{"address", o.listen}, {"port", s.port}, {"metrics_port", s.metrics->exposer_port()},
        {"tls", s.context.tls}, {"mutual_tls", !o.tls_client_ca_file.empty()},
-       {"auth", !o.auth_token.empty()}, {"data_roots", absl::StrJoin(s.roots->roots(), ",")}});
+       {"auth", !o.auth_token.empty()}, {"data_roots", absl::StrJoin(s.roots->roots(), ",")},
+       {"output_roots", absl::StrJoin(s.output_roots->roots(), ",")}});
   s.warmup_thread = std::thread([&s] { s.WarmUp(); });
   s.monitor_thread = std::thread([&s] { s.Monitor(); });
   return std::unique_ptr<SpexdServer>(new SpexdServer(std::move(impl)));

@@ -24,11 +24,14 @@ struct ServerOptions {
   std::string listen = "127.0.0.1:50051";         // host:port; port 0 picks a free one
   std::string metrics_listen = "127.0.0.1:9464";  // empty: no metrics endpoint
   std::vector<std::string> data_roots;            // where request paths may point
+  std::vector<std::string> output_roots;          // where server-side output may go
   std::string backend = "auto";                   // auto | cpu | cuda
   std::vector<int> gpu_devices;                   // empty: every visible device
   int cpu_threads = 0;                            // CPU backend threads (0: all cores)
   std::string cuda_module;                        // "" = default search (core loader)
-  int max_queue = 16;
+  int max_queue = 0;    // queued jobs; 0: 8 per worker, at least 16 (Scheduler)
+  int max_uploads = 0;  // uploads in progress; 0: as max_queue
+  int realtime_reserve = 1;  // extra queue and upload slots only realtime requests may use
   int prefetch = 2;  // frames read and decoded ahead per worker (Scheduler)
   int64_t psf_cache_bytes = int64_t{4} << 30;
   ServiceLimits limits;

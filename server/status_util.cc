@@ -2,6 +2,8 @@
 
 #include <string>
 
+#include "absl/strings/cord.h"
+
 namespace spexd::server {
 
 grpc::Status ToGrpcStatus(const absl::Status& status) {
@@ -29,6 +31,26 @@ grpc::Status ToGrpcStatus(const absl::Status& status) {
     message += "...(" + std::to_string(full) + " bytes)";
   }
   return grpc::Status(grpc_code, message);
+}
+
+namespace {
+constexpr char kRetryablePayload[] = "type.spexd.dev/retryable";
+}  // namespace
+
+absl::Status Retryable(absl::Status status) {
+  status.SetPayload(kRetryablePayload, absl::Cord("1"));
+  return status;
+}
+
+bool IsRetryable(const absl::Status& status) {
+  return status.GetPayload(kRetryablePayload).has_value();
+}
+
+grpc::Status ToGrpcStatus(const absl::Status& status, grpc::ServerContextBase* call) {
+  if (call != nullptr && IsRetryable(status)) {
+    call->AddTrailingMetadata(kRetryableMetadataKey, kRetryableMetadataValue);
+  }
+  return ToGrpcStatus(status);
 }
 
 const char* GrpcCodeName(grpc::StatusCode code) {

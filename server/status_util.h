@@ -3,6 +3,7 @@
 #ifndef SPEXD_SERVER_STATUS_UTIL_H_
 #define SPEXD_SERVER_STATUS_UTIL_H_
 
+#include <grpcpp/server_context.h>
 #include <grpcpp/support/status.h>
 
 #include <cstddef>
@@ -17,6 +18,20 @@ inline constexpr std::size_t kMaxStatusMessageBytes = 2048;
 // Same code (the canonical codes are numerically identical), same message up to
 // kMaxStatusMessageBytes.
 grpc::Status ToGrpcStatus(const absl::Status& status);
+// The same, and a status marked Retryable also tells the client so through trailing
+// metadata of `call` (kRetryableMetadataKey).
+grpc::Status ToGrpcStatus(const absl::Status& status, grpc::ServerContextBase* call);
+
+// Trailing metadata key ("spexd-retryable: queue-full") on a RESOURCE_EXHAUSTED that is
+// transient (the queue or the upload slots are full now): clients retry it with backoff
+// within their deadline. Over-limit requests (an upload over --max_upload_bytes) never
+// fit and are not marked.
+inline constexpr char kRetryableMetadataKey[] = "spexd-retryable";
+inline constexpr char kRetryableMetadataValue[] = "queue-full";
+
+// Marks `status` as transient (see above); IsRetryable reads the mark.
+absl::Status Retryable(absl::Status status);
+bool IsRetryable(const absl::Status& status);
 
 // The code's canonical name (e.g. "RESOURCE_EXHAUSTED"), used as a metric label.
 const char* GrpcCodeName(grpc::StatusCode code);

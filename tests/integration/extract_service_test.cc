@@ -71,7 +71,7 @@ TEST_F(ExtractServiceTest, ServerPathFrameWithModelEqualsLocal) {
 TEST_F(ExtractServiceTest, ServerWritesTheSameFrameFileAtomically) {
   v1::ExtractHeader h = SmallHeader(psf_id_);
   h.set_server_path(Inputs().frame_path);
-  const std::string out = Inputs().data_dir + "/server-frame.fits";
+  const std::string out = Inputs().output_dir + "/server-frame.fits";
   h.set_server_output_path(out);
   v1::ExtractSummary summary;
   client::ExtractCallbacks cb;

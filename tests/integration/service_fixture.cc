@@ -38,6 +38,7 @@ const TestInputs& Inputs() {
     auto* in = new TestInputs;
     in->psf_bytes = ReadBytes(BundledPsfPath());
     in->data_dir = MakeTempDir();
+    in->output_dir = MakeTempDir();
     in->psf_path = in->data_dir + "/psf.fits";
     in->psf_copy = in->psf_path;
     WriteBytes(in->psf_path, in->psf_bytes);
@@ -98,6 +99,7 @@ server::ServerOptions TestServerOptions() {
   // quantum), which would add up over many short-lived test servers.
   o.metrics_listen.clear();
   o.data_roots = {Inputs().data_dir};
+  o.output_roots = {Inputs().output_dir};
   o.backend = "cpu";
   o.max_queue = 16;
   return o;

@@ -30,6 +30,7 @@ struct TestInputs {
   std::string data_dir;     // a data root holding frame.fits and psf.fits
   std::string frame_path;   // data_dir/frame.fits
   std::string psf_copy;     // the same file (a server-side path)
+  std::string output_dir;   // the test servers' output root (--output_roots)
 };
 const TestInputs& Inputs();
 

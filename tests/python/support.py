@@ -50,6 +50,7 @@ class Server:
         self.proc = subprocess.Popen(
             [exe("spexd"), "--listen=127.0.0.1:0", "--metrics_listen=127.0.0.1:0",
              "--backend=cpu", "--cpu_threads=2", f"--data_roots={work_dir()}",
+             f"--output_roots={work_dir()}",
              "--drain_seconds=5", *flags], stderr=self._log)
         _servers.append(self)
         self.port = self.metrics_port = None

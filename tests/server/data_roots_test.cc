@@ -3,7 +3,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <fcntl.h>
+
+#include <atomic>
+#include <chrono>
+#include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <thread>
 
 #include "gtest/gtest.h"
 #include "tests/test_support.h"
@@ -13,6 +20,17 @@ namespace {
 
 void Touch(const std::string& path, const std::string& text = "data") {
   std::ofstream(path) << text;
+}
+
+std::string ReadText(const std::string& path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+int CountEntries(const std::string& dir) {
+  int n = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) n += e.exists() ? 1 : 0;
+  return n;
 }
 
 class DataRootsTest : public ::testing::Test {
@@ -81,21 +99,76 @@ TEST_F(DataRootsTest, NoRootsRefuseEverything) {
 }
 
 TEST_F(DataRootsTest, OutputPaths) {
-  auto ok = roots_.ResolveForWrite(root_ + "/sub/out.fits");
+  const DataRoots::WritePolicy fresh;
+  auto ok = roots_.CheckOutput(root_ + "/sub/out.fits", fresh);
   ASSERT_TRUE(ok.ok()) << ok.status();
   EXPECT_EQ(*ok, root_ + "/sub/out.fits");
-  EXPECT_EQ(roots_.ResolveForWrite(outside_ + "/out.fits").status().code(),
+  EXPECT_EQ(roots_.CheckOutput(outside_ + "/out.fits", fresh).status().code(),
             absl::StatusCode::kPermissionDenied);
-  EXPECT_EQ(roots_.ResolveForWrite(root_ + "/missing/out.fits").status().code(),
+  EXPECT_EQ(roots_.CheckOutput(root_ + "/missing/out.fits", fresh).status().code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(roots_.ResolveForWrite(root_ + "/sub/").status().code(),
+  EXPECT_EQ(roots_.CheckOutput(root_ + "/sub/", fresh).status().code(),
             absl::StatusCode::kInvalidArgument);
   ASSERT_EQ(symlink(outside_.c_str(), (root_ + "/out-dir").c_str()), 0);
-  EXPECT_EQ(roots_.ResolveForWrite(root_ + "/out-dir/x.fits").status().code(),
+  EXPECT_EQ(roots_.WriteFile(root_ + "/out-dir/x.fits", "x", fresh).status().code(),
             absl::StatusCode::kPermissionDenied);
   ASSERT_EQ(symlink((outside_ + "/secret.fits").c_str(), (root_ + "/sub/trap.fits").c_str()), 0);
-  EXPECT_EQ(roots_.ResolveForWrite(root_ + "/sub/trap.fits").status().code(),
+  DataRoots::WritePolicy overwrite;
+  overwrite.overwrite = true;
+  EXPECT_EQ(roots_.WriteFile(root_ + "/sub/trap.fits", "x", overwrite).status().code(),
             absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(ReadText(outside_ + "/secret.fits"), "data");
+}
+
+TEST_F(DataRootsTest, WritesAtomicallyAndNeverReplacesWithoutOverwrite) {
+  const std::string out = root_ + "/sub/out.fits";
+  auto written = roots_.WriteFile(out, "first", {});
+  ASSERT_TRUE(written.ok()) << written.status();
+  EXPECT_EQ(ReadText(out), "first");
+  // An existing file (here the request's own input) is refused by default...
+  EXPECT_EQ(roots_.CheckOutput(root_ + "/sub/a.fits", {}).status().code(),
+            absl::StatusCode::kAlreadyExists);
+  EXPECT_EQ(roots_.WriteFile(out, "second", {}).status().code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_EQ(ReadText(out), "first");
+  // ...replaced with overwrite...
+  DataRoots::WritePolicy overwrite;
+  overwrite.overwrite = true;
+  ASSERT_TRUE(roots_.WriteFile(out, "second", overwrite).ok());
+  EXPECT_EQ(ReadText(out), "second");
+  // ...but never when it is protected (the input or the PSF of the request).
+  auto input = roots_.Open(root_ + "/sub/a.fits", 100);
+  ASSERT_TRUE(input.ok());
+  auto id = DataRoots::IdOf(input->fd());
+  ASSERT_TRUE(id.ok());
+  overwrite.protected_.push_back(*id);
+  EXPECT_EQ(roots_.WriteFile(root_ + "/sub/a.fits", "gone", overwrite).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ReadText(root_ + "/sub/a.fits"), "data");
+  // No temporary files left behind.
+  EXPECT_EQ(CountEntries(root_ + "/sub"), 2);
+}
+
+TEST_F(DataRootsTest, AFifoIsRefusedWithoutBlocking) {
+  const std::string fifo = root_ + "/sub/pipe.fits";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0644), 0);
+  // Unblocks a reader stuck in open() after 2 s (the old code waited for a writer
+  // forever), so that a regression fails on time instead of hanging the test.
+  std::atomic<bool> done{false};
+  std::thread unblock([&] {
+    std::this_thread::sleep_for(std::chrono::seconds(2));
+    while (!done.load()) {
+      const int fd = ::open(fifo.c_str(), O_WRONLY | O_NONBLOCK);
+      if (fd >= 0) ::close(fd);
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  });
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(roots_.Open(fifo, 100).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(roots_.ReadFile(fifo, 100).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 1.5);
+  done.store(true);
+  unblock.join();
+  EXPECT_EQ(roots_.WriteFile(fifo, "x", {}).status().code(), absl::StatusCode::kPermissionDenied);
 }
 
 }  // namespace

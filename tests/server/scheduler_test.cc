@@ -10,6 +10,7 @@
 #include "core/geometry.h"
 #include "core/psf.h"
 #include "gtest/gtest.h"
+#include "server/status_util.h"
 #include "tests/test_support.h"
 
 namespace spexd::server {
@@ -119,10 +120,16 @@ TEST(SchedulerTest, BoundedQueueAndDraining) {
   auto t1 = s.Reserve(false);
   auto t2 = s.Reserve(true);
   ASSERT_TRUE(t1.ok() && t2.ok());
-  auto full = s.Reserve(true);  // reservations count: uploads in progress hold memory
+  auto full = s.Reserve(false);  // reservations count
   EXPECT_EQ(full.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_NE(full.status().message().find("queue full"), absl::string_view::npos);
-  { Scheduler::Ticket dropped = *std::move(t1); }  // an upload that failed frees its slot
+  EXPECT_TRUE(IsRetryable(full.status()));
+  {
+    auto reserve = s.Reserve(true);  // the slot kept for realtime
+    EXPECT_TRUE(reserve.ok()) << reserve.status();
+    EXPECT_EQ(s.Reserve(true).status().code(), absl::StatusCode::kResourceExhausted);
+  }
+  { Scheduler::Ticket dropped = *std::move(t1); }  // a request that failed frees its slot
   EXPECT_TRUE(s.Reserve(false).ok());
   s.StopAccepting();
   EXPECT_EQ(s.Reserve(false).status().code(), absl::StatusCode::kUnavailable);
@@ -136,6 +143,37 @@ TEST(SchedulerTest, BoundedQueueAndDraining) {
   std::sort(log.begin(), log.end());
   EXPECT_EQ(log[0], "blocker");
   EXPECT_TRUE(log[1] == "queued" || log[1] == "queued:UNAVAILABLE") << log[1];
+}
+
+TEST(SchedulerTest, UploadsAreCountedApartFromQueuedWorkWithARealtimeReserve) {
+  Scheduler s(/*max_queue=*/0, 1, nullptr, /*max_uploads=*/2, /*realtime_reserve=*/1);
+  s.AddWorker(std::make_unique<NullBackend>(), -1);
+  EXPECT_EQ(s.CurrentLoad().max_queue, Scheduler::kMinQueue);  // automatic, one worker
+  auto u1 = s.ReserveUpload(false, true);
+  auto u2 = s.ReserveUpload(false, false);
+  ASSERT_TRUE(u1.ok() && u2.ok());
+  auto full = s.ReserveUpload(false, true);
+  EXPECT_EQ(full.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_TRUE(IsRetryable(full.status()));
+  auto realtime = s.ReserveUpload(true, true);  // kept for realtime
+  EXPECT_TRUE(realtime.ok()) << realtime.status();
+  Scheduler::Load load = s.CurrentLoad();
+  EXPECT_EQ(load.uploads, 3);
+  EXPECT_EQ(load.queued, 0);  // uploads hold no queue slot
+  EXPECT_EQ(load.max_uploads, 2);
+  // Queue slots are independent of the uploads.
+  EXPECT_TRUE(s.Reserve(false).ok());
+  { Scheduler::Ticket done = *std::move(u1); }
+  EXPECT_EQ(s.CurrentLoad().uploads, 2);
+  s.Shutdown();
+}
+
+TEST(SchedulerTest, TheAutomaticQueueBoundScalesWithTheWorkers) {
+  Scheduler s(0, 1, nullptr);
+  for (int i = 0; i < 4; ++i) s.AddWorker(std::make_unique<NullBackend>(), -1);
+  EXPECT_EQ(s.CurrentLoad().max_queue, 4 * Scheduler::kQueuePerWorker);
+  EXPECT_EQ(s.CurrentLoad().max_uploads, 4 * Scheduler::kQueuePerWorker);
+  s.Shutdown();
 }
 
 TEST(SchedulerTest, MemoryAndReleaseReachEveryWorkersBackend) {

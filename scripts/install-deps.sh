@@ -26,6 +26,7 @@ done
 # package would also install and start the Prometheus daemon.
 PROMTOOL_DIR=${PROMTOOL_DIR:-/usr/local/lib/spexd-tools/prometheus}
 install_promtool() {
+  if [[ -n ${SPEXD_SKIP_PROMTOOL:-} ]]; then return 0; fi  # e.g. the container build
   if command -v promtool >/dev/null 2>&1; then return 0; fi
   local sudo=
   if [[ $(id -u) -ne 0 ]]; then sudo=sudo; fi

@@ -20,14 +20,14 @@ ARG CUDA_ARCHITECTURES=90
 ARG JOBS=
 ENV DEBIAN_FRONTEND=noninteractive
 # apt lists and .debs, and ccache, persist across builds in cache mounts (not in layers).
-RUN --mount=type=cache,id=spexd-apt-lists,target=/var/lib/apt/lists,sharing=locked \
-    --mount=type=cache,id=spexd-apt-archives,target=/var/cache/apt/archives,sharing=locked \
+RUN --mount=type=cache,id=spexd-apt-lists,target=/var/lib/apt/lists \
+    --mount=type=cache,id=spexd-apt-archives,target=/var/cache/apt/archives \
     rm -f /etc/apt/apt.conf.d/docker-clean && apt-get update -q && \
     apt-get install -y -q --no-install-recommends bash ca-certificates
 WORKDIR /src
 COPY . /src
-RUN --mount=type=cache,id=spexd-apt-lists,target=/var/lib/apt/lists,sharing=locked \
-    --mount=type=cache,id=spexd-apt-archives,target=/var/cache/apt/archives,sharing=locked \
+RUN --mount=type=cache,id=spexd-apt-lists,target=/var/lib/apt/lists \
+    --mount=type=cache,id=spexd-apt-archives,target=/var/cache/apt/archives \
     --mount=type=cache,id=spexd-ccache,target=/root/.cache/ccache \
     SPEXD_WITH_CUDA=${SPEXD_WITH_CUDA} CUDA_ARCHITECTURES=${CUDA_ARCHITECTURES} JOBS=${JOBS} \
     scripts/container-build.sh /opt/spexd
@@ -39,8 +39,8 @@ ENV DEBIAN_FRONTEND=noninteractive
 COPY --from=build /opt/spexd /opt/spexd
 # Only the packages that hold the shared libraries of spexd, spexctl and libspexd_cuda.so
 # (listed by scripts/runtime-packages.sh in the build stage, same distribution).
-RUN --mount=type=cache,id=spexd-apt-lists,target=/var/lib/apt/lists,sharing=locked \
-    --mount=type=cache,id=spexd-apt-archives,target=/var/cache/apt/archives,sharing=locked \
+RUN --mount=type=cache,id=spexd-apt-lists,target=/var/lib/apt/lists \
+    --mount=type=cache,id=spexd-apt-archives,target=/var/cache/apt/archives \
     rm -f /etc/apt/apt.conf.d/docker-clean && apt-get update -q && \
     xargs -a /opt/spexd/share/spexd/runtime-packages.txt \
       apt-get install -y -q --no-install-recommends && \

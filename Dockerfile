@@ -44,7 +44,8 @@ RUN --mount=type=cache,id=spexd-apt-lists,target=/var/lib/apt/lists \
     rm -f /etc/apt/apt.conf.d/docker-clean && apt-get update -q && \
     xargs -a /opt/spexd/share/spexd/runtime-packages.txt \
       apt-get install -y -q --no-install-recommends && \
-    useradd --system --uid 10001 --user-group --home-dir /nonexistent --no-create-home \
+    groupadd --system --gid 10001 spexd && \
+    useradd --system --uid 10001 --gid 10001 --home-dir /nonexistent --no-create-home \
       --shell /usr/sbin/nologin spexd && \
     mkdir -p /data /etc/spexd && \
     if ldd /opt/spexd/bin/* /opt/spexd/lib/* 2>/dev/null | grep 'not found'; then exit 1; fi
@@ -58,7 +59,8 @@ LABEL org.opencontainers.image.title="spexd" \
       org.opencontainers.image.description="gRPC service extracting 1D spectra from 2D DESI CCD frames" \
       org.opencontainers.image.version="${VERSION}" \
       org.opencontainers.image.revision="${REVISION}"
-USER spexd:spexd
+# Numeric, so that Kubernetes' runAsNonRoot can check it (deploy/kubernetes).
+USER 10001:10001
 WORKDIR /
 EXPOSE 50051 9464
 STOPSIGNAL SIGTERM

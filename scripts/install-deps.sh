@@ -14,8 +14,9 @@ PKGS=(
   python3 python3-grpcio python3-protobuf python3-numpy python3-astropy python3-matplotlib
   python3-pil
 )
-# Optional helpers: ccache speeds rebuilds; patchelf/binutils pack the GPU bundle.
-OPTIONAL=(ccache patchelf binutils)
+# Optional helpers: ccache speeds rebuilds; patchelf/binutils pack the GPU bundle; curl
+# scrapes /metrics in tests/deploy.
+OPTIONAL=(ccache patchelf binutils curl)
 
 missing=()
 for p in "${PKGS[@]}" "${OPTIONAL[@]}"; do

@@ -2,6 +2,7 @@
 """Compares the data of named HDUs of two FITS files byte for byte (stdlib only).
 
     fits_compare.py A.fits B.fits FLUX IVAR MASK ...
+    fits_compare.py --pairs LIST FLUX IVAR MASK ...   (LIST: lines "A.fits B.fits")
 
 Exit 0 when every named HDU exists in both files with identical data bytes (so the
 float64 values are bit-identical), 1 otherwise. Headers are not compared: CHECKSUM and
@@ -46,8 +47,7 @@ def hdus(path):
         pos += (size + BLOCK - 1) // BLOCK * BLOCK
 
 
-def main():
-    a_path, b_path, names = sys.argv[1], sys.argv[2], sys.argv[3:]
+def compare(a_path, b_path, names, verbose=True):
     a, b = dict(hdus(a_path)), dict(hdus(b_path))
     ok = True
     for name in names:
@@ -55,15 +55,24 @@ def main():
             print(f"fits_compare: HDU {name} missing ({a_path}: {name in a}, {b_path}: {name in b})")
             ok = False
         elif not a[name]:
-            print(f"fits_compare: HDU {name} has no data")
+            print(f"fits_compare: HDU {name} of {a_path} has no data")
             ok = False
         elif a[name] != b[name]:
             diff = sum(x != y for x, y in zip(a[name], b[name])) + abs(len(a[name]) - len(b[name]))
-            print(f"fits_compare: HDU {name} differs ({diff} bytes of {len(a[name])})")
+            print(f"fits_compare: HDU {name} of {a_path} differs ({diff} bytes of {len(a[name])})")
             ok = False
-        else:
+        elif verbose:
             print(f"fits_compare: HDU {name} identical ({len(a[name])} bytes)")
-    return 0 if ok else 1
+    return ok
+
+
+def main():
+    if sys.argv[1] == "--pairs":
+        pairs = [line.split() for line in open(sys.argv[2]) if line.strip()]
+        bad = [a for a, b in pairs if not compare(a, b, sys.argv[3:], verbose=False)]
+        print(f"fits_compare: {len(pairs) - len(bad)} of {len(pairs)} pairs identical in {', '.join(sys.argv[3:])}")
+        return 0 if pairs and not bad else 1
+    return 0 if compare(sys.argv[1], sys.argv[2], sys.argv[3:]) else 1
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
 #include "client/remote_extract.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -104,12 +105,16 @@ absl::StatusOr<RemoteResult> ExtractRemote(SpexdClient& client, const ExtractCom
   header.set_in_psf_name(cmd.psf);
   const bool subset = !o.bundles.empty() || !o.fibers.empty();
 
-  for (int attempt = 0;; ++attempt) {
+  const int max_tries = std::max(1, client.options().max_attempts);
+  int psf_reloads = 0, restarts = 0;
+  for (;;) {
     RemoteFrameBuilder builder;
     RemoteResult result;
+    bool received = false;
     std::unique_ptr<ProgressBar> live_bar;
     ExtractCallbacks cb;
     cb.on_header = [&](const v1::FrameHeader& h) {
+      received = true;
       live_bar = std::make_unique<ProgressBar>("extract", h.bundles_size(), !cmd.quiet);
       return builder.OnHeader(h);
     };
@@ -123,11 +128,28 @@ absl::StatusOr<RemoteResult> ExtractRemote(SpexdClient& client, const ExtractCom
     cb.on_summary = [&](const v1::ExtractSummary& s) { result.summary = s; };
     absl::Status st = client.Extract(header, o.server_paths ? nullptr : &image_bytes, subset, cb);
     if (live_bar != nullptr) live_bar->Finish();
-    // The PSF can be evicted between LoadPsf and the extraction (another client filled
-    // the cache): load it again, once.
-    if (absl::IsNotFound(st) && attempt == 0 && builder.bundles_done() == 0) {
-      SPEXD_ASSIGN_OR_RETURN(psf, load_psf());
+    // The PSF is not on the server that took the extraction: evicted since LoadPsf (another
+    // client filled the cache), or, with several servers behind one round-robin target,
+    // loaded on another one. Load it again and retry. Each retry loads it once more than
+    // the last, so that loads and extraction do not stay in step with the rotation (with
+    // two servers, one load per retry would always reach the other server).
+    if (absl::IsNotFound(st) && !received && psf_reloads + 1 < max_tries) {
+      ++psf_reloads;
+      std::fprintf(stderr, "spexctl: PSF not on the server that took the extraction (%s); loading it again\n",
+                   std::string(st.message()).c_str());
+      for (int i = 0; i < psf_reloads; ++i) {
+        SPEXD_ASSIGN_OR_RETURN(psf, load_psf());
+      }
       header.set_psf_id(psf.id());
+      continue;
+    }
+    // The server went away mid-stream (crash, node lost). The library retries UNAVAILABLE
+    // only before any data arrived; a whole frame can start again from scratch here (the
+    // builder is new each time), and round robin sends it to another server.
+    if (absl::IsUnavailable(st) && received && restarts + 1 < max_tries) {
+      ++restarts;
+      std::fprintf(stderr, "spexctl: server lost mid-stream (%s); restarting the frame\n",
+                   std::string(st.message()).c_str());
       continue;
     }
     SPEXD_RETURN_IF_ERROR(st);

@@ -14,8 +14,9 @@ PKGS=(
   python3 python3-grpcio python3-protobuf python3-numpy python3-astropy python3-matplotlib
   python3-pil
 )
-# Optional helpers: ccache speeds rebuilds; patchelf/binutils pack the GPU bundle.
-OPTIONAL=(ccache patchelf binutils)
+# Optional helpers: ccache speeds rebuilds; patchelf/binutils pack the GPU bundle; curl
+# scrapes /metrics in tests/deploy.
+OPTIONAL=(ccache patchelf binutils curl)
 
 missing=()
 for p in "${PKGS[@]}" "${OPTIONAL[@]}"; do
@@ -26,6 +27,7 @@ done
 # package would also install and start the Prometheus daemon.
 PROMTOOL_DIR=${PROMTOOL_DIR:-/usr/local/lib/spexd-tools/prometheus}
 install_promtool() {
+  if [[ -n ${SPEXD_SKIP_PROMTOOL:-} ]]; then return 0; fi  # e.g. the container build
   if command -v promtool >/dev/null 2>&1; then return 0; fi
   local sudo=
   if [[ $(id -u) -ne 0 ]]; then sudo=sudo; fi

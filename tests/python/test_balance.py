@@ -1,4 +1,6 @@
-"""Round-robin: one client, a two-address target, calls spread over both servers."""
+"""Round-robin: one client, a two-address target, calls spread over both servers.
+Bursts: more clients than queue slots all finish, retrying "queue full"."""
+import threading
 import unittest
 
 import spexd
@@ -24,6 +26,39 @@ class BalanceTest(unittest.TestCase):
             after = (a.metric("spexd_requests_total", **label),
                      b.metric("spexd_requests_total", **label))
         self.assertEqual((after[0] - before[0], after[1] - before[1]), (5, 5))
+
+
+class QueueFullTest(unittest.TestCase):
+    def test_a_burst_past_a_queue_of_one_all_finishes(self):
+        inputs = support.inputs()
+        server = support.Server("--max_queue=1", "--realtime_reserve=0")
+        results, errors = [], []
+
+        def extract():
+            try:
+                with spexd.Client(server.target, retries=4) as c:
+                    results.append(c.extract(server_path=inputs["preproc"],
+                                             psf_server_path=inputs["psf"],
+                                             wavelength=support.WAVELENGTH, specmin=0,
+                                             nspec=support.NSPEC))
+            except Exception as e:  # noqa: BLE001 - reported below
+                errors.append(e)
+
+        threads = [threading.Thread(target=extract) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=300)
+        self.assertEqual(errors, [])
+        self.assertEqual(len(results), 4)
+        # One running, one queued: the others were refused at least once and retried
+        # (more than the 4 attempts UNAVAILABLE gets would be allowed too).
+        refused = server.metric("spexd_requests_total", code="RESOURCE_EXHAUSTED",
+                                rpc="ExtractFrame")
+        self.assertGreaterEqual(refused, 1)
+        for r in results[1:]:
+            self.assertEqual(r.flux.tobytes(), results[0].flux.tobytes())
+        server.stop()
 
 
 if __name__ == "__main__":

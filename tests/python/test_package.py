@@ -32,6 +32,41 @@ class PackageTest(unittest.TestCase):
         self.assertEqual(err.details, "queue full")
         self.assertIn("queue full", str(err))
 
+    def test_queue_full_is_retried_within_its_window_only(self):
+        from spexd import _channel
+
+        class Refusal(grpc.RpcError):
+            def __init__(self, code, trailing=()):
+                self._code, self._trailing = code, trailing
+
+            def code(self):
+                return self._code
+
+            def trailing_metadata(self):
+                return self._trailing
+
+        full = Refusal(grpc.StatusCode.RESOURCE_EXHAUSTED, (("spexd-retryable", "queue-full"),))
+        too_big = Refusal(grpc.StatusCode.RESOURCE_EXHAUSTED)
+        policy = _channel.Policy(retries=4, queue_wait=5.0, initial_backoff=0.2, max_backoff=1.0)
+        r = _channel.Retrier(policy)
+        self.assertIsNone(r.pause(too_big))  # never fits: not retried
+        # Queue full: retried past the UNAVAILABLE attempt count (4), pauses jittered to
+        # 50-100 % of a doubling backoff capped at max_backoff.
+        pauses = [r.pause(full) for _ in range(6)]
+        self.assertTrue(all(p is not None for p in pauses), pauses)
+        self.assertTrue(0.1 <= pauses[0] <= 0.2 and 0.5 <= pauses[5] <= 1.0, pauses)
+        # The window bounds the total wait: a retrier started long ago gives up.
+        r._start -= 10.0
+        self.assertIsNone(r.pause(full))
+        # The extraction deadline bounds the window too; retries=1 turns it off.
+        r = _channel.Retrier(_channel.Policy(retries=4, extract_deadline=0.05))
+        self.assertIsNone(r.pause(full))
+        self.assertIsNone(_channel.Retrier(_channel.Policy(retries=1)).pause(full))
+        # UNAVAILABLE keeps its attempt count: retries - 1 pauses.
+        r = _channel.Retrier(_channel.Policy(retries=3))
+        down = Refusal(grpc.StatusCode.UNAVAILABLE)
+        self.assertEqual([r.pause(down) is not None for _ in range(3)], [True, True, False])
+
     def test_to_desispec_says_when_desispec_is_missing(self):
         try:
             import desispec  # noqa: F401

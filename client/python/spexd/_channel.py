@@ -5,10 +5,14 @@ They mirror the C++ client (client/spexd_client.cc): round_robin load balancing 
 ``ipv4:a:p1,b:p2`` list, spreads calls over them), 64 MiB receive limit, a deadline on
 every admin call (60 s) and optionally on an extraction, and up to ``retries``
 attempts on UNAVAILABLE with a doubling backoff (0.2 s, at most 5 s) jittered to
-50-100 %.
+50-100 %. A RESOURCE_EXHAUSTED that the server marks transient (trailing metadata
+``spexd-retryable``: queue or upload slots full) is retried with the same backoff for up
+to ``queue_wait`` seconds, never past the extraction deadline; ``retries=1`` turns every
+retry off (docs/service.md, "Limits").
 """
 import dataclasses
 import random
+import time
 
 import grpc
 
@@ -16,6 +20,7 @@ import grpc
 MAX_RECEIVE_BYTES = 64 << 20
 UPLOAD_CHUNK_BYTES = 1 << 20  # well under the 4 MiB message limit
 RETRYABLE = (grpc.StatusCode.UNAVAILABLE,)
+QUEUE_FULL_KEY = "spexd-retryable"  # server/status_util.cc sets it on transient refusals
 
 
 @dataclasses.dataclass
@@ -35,6 +40,7 @@ class Policy:
     extract_deadline: float = None  # whole extraction; None = none
     initial_backoff: float = 0.2
     max_backoff: float = 5.0
+    queue_wait: float = 600.0       # how long a "queue full" is retried (seconds)
 
     def backoffs(self):
         """Sleeps between attempts: retries - 1 of them."""
@@ -42,6 +48,42 @@ class Policy:
         for _ in range(max(1, self.retries) - 1):
             yield b * random.uniform(0.5, 1.0)
             b = min(b * 2, self.max_backoff)
+
+
+def is_queue_full(rpc_error):
+    """RESOURCE_EXHAUSTED that the server marked transient (a full queue, not a request
+    that can never fit)."""
+    if rpc_error.code() != grpc.StatusCode.RESOURCE_EXHAUSTED:
+        return False
+    try:
+        trailing = rpc_error.trailing_metadata() or ()
+    except Exception:  # noqa: BLE001 - an error raised before any call has none
+        return False
+    return any(key == QUEUE_FULL_KEY for key, _ in trailing)
+
+
+class Retrier:
+    """The pause before the next attempt of one call, or None to give up."""
+
+    def __init__(self, policy):
+        self._policy = policy
+        self._unavailable = policy.backoffs()
+        self._queue_backoff = policy.initial_backoff
+        self._start = time.monotonic()
+
+    def pause(self, rpc_error):
+        if rpc_error.code() in RETRYABLE:
+            return next(self._unavailable, None)
+        if self._policy.retries <= 1 or not is_queue_full(rpc_error):
+            return None
+        window = self._policy.queue_wait
+        if self._policy.extract_deadline is not None:
+            window = min(window, self._policy.extract_deadline)
+        pause = self._queue_backoff * random.uniform(0.5, 1.0)
+        self._queue_backoff = min(self._queue_backoff * 2, self._policy.max_backoff)
+        if time.monotonic() - self._start + pause > window:
+            return None
+        return pause
 
 
 def channel_args(tls):

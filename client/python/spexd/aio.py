@@ -35,7 +35,7 @@ class BundleStream:
         spec, c = self._spec, self._client
         psf_id = await c._psf_id(spec)
         reloaded = False
-        backoffs = c.policy.backoffs()
+        retrier = _channel.Retrier(c.policy)
         while True:
             asm = StreamAssembler()
             call = None
@@ -59,8 +59,8 @@ class BundleStream:
                     reloaded = True
                     psf_id = await c._psf_id(spec, reload=True)
                     continue
-                if err.code in _channel.RETRYABLE and not received:
-                    pause = next(backoffs, None)
+                if not received:
+                    pause = retrier.pause(e)
                     if pause is not None:
                         await asyncio.sleep(pause)
                         continue
@@ -101,13 +101,13 @@ class Client:
         await self.close()
 
     async def _call(self, fn, *args):
-        backoffs = self.policy.backoffs()
+        retrier = _channel.Retrier(self.policy)
         while True:
             try:
                 return await fn(*args, timeout=self.policy.deadline, metadata=self._metadata)
             except grpc.RpcError as e:
                 err = from_rpc_error(e)
-                pause = next(backoffs, None) if err.code in _channel.RETRYABLE else None
+                pause = retrier.pause(e)
                 if pause is None:
                     raise err from None
                 await asyncio.sleep(pause)

@@ -104,7 +104,7 @@ class BundleStream:
         spec, c = self._spec, self._client
         psf_id = c._psf_id(spec)
         reloaded = False
-        backoffs = c.policy.backoffs()
+        retrier = _channel.Retrier(c.policy)
         while True:
             asm = StreamAssembler()
             call = None
@@ -124,15 +124,15 @@ class BundleStream:
                 err = from_rpc_error(e)
                 received = asm.header is not None
                 # The PSF can be evicted between LoadPsf and the extraction: load it
-                # again, once (as spexctl). UNAVAILABLE is retried while nothing arrived,
+                # again, once (as spexctl). UNAVAILABLE and a full queue are retried while nothing arrived,
                 # so a consumer never sees a bundle twice.
                 if isinstance(err, NotFound) and not received and not reloaded \
                         and spec.psf_id is None:
                     reloaded = True
                     psf_id = c._psf_id(spec, reload=True)
                     continue
-                if err.code in _channel.RETRYABLE and not received:
-                    pause = next(backoffs, None)
+                if not received:
+                    pause = retrier.pause(e)
                     if pause is not None:
                         time.sleep(pause)
                         continue
@@ -180,13 +180,13 @@ class Client:
 
     def _call(self, fn, *args):
         """One admin call with the call deadline, retried on UNAVAILABLE."""
-        backoffs = self.policy.backoffs()
+        retrier = _channel.Retrier(self.policy)
         while True:
             try:
                 return fn(*args, timeout=self.policy.deadline, metadata=self._metadata)
             except grpc.RpcError as e:
                 err = from_rpc_error(e)
-                pause = next(backoffs, None) if err.code in _channel.RETRYABLE else None
+                pause = retrier.pause(e)
                 if pause is None:
                     raise err from None
                 time.sleep(pause)

@@ -88,7 +88,7 @@ absl::StatusOr<ExtractCommand> ParseExtractCommand(const ParsedArgs& args) {
   }
   p.want_model = !cmd.model.empty();
   SPEXD_ASSIGN_OR_RETURN(cmd.threads, args.GetInt("threads", 0));
-  cmd.backend = args.GetOr("backend", "cpu");
+  SPEXD_ASSIGN_OR_RETURN(cmd.backend, core::ParseBackendKind(args.GetOr("backend", "cpu")));
   cmd.local = args.Has("local");
   cmd.server = args.GetOr("server", "");
   SPEXD_ASSIGN_OR_RETURN(cmd.deadline_seconds, args.GetDouble("deadline", 0.0));

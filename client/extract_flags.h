@@ -8,6 +8,7 @@
 
 #include "absl/status/statusor.h"
 #include "client/cli_args.h"
+#include "core/backend_options.h"
 #include "core/extraction_params.h"
 
 namespace spexd::client {
@@ -19,7 +20,7 @@ struct ExtractCommand {
   std::string input, psf, output, model;
   core::ExtractionParams params;
   int threads = 0;
-  std::string backend = "cpu";  // local mode: cpu or cuda
+  core::BackendKind backend = core::BackendKind::kCpu;  // local mode
   bool local = false;
   std::string server;           // host:port or dns:///name:port for remote mode
   double deadline_seconds = 0;  // 0 = none

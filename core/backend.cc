@@ -35,10 +35,11 @@ absl::Status ValidateJob(const ExtractionJob& job) {
 }
 
 absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const BackendOptions& options) {
-  if (options.kind == "cpu") return CreateCpuBackend(options.threads);
-  if (options.kind == "cuda") return LoadCudaBackend(options);
-  return absl::InvalidArgumentError(
-      absl::StrCat("unknown backend '", options.kind, "' (expected cpu or cuda)"));
+  switch (options.kind) {
+    case BackendKind::kCpu: return CreateCpuBackend(options.threads);
+    case BackendKind::kCuda: return LoadCudaBackend(options);
+  }
+  return absl::InvalidArgumentError("unknown backend kind");
 }
 
 }  // namespace spexd::core

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "core/backend_options.h"
 #include "core/extraction_params.h"
 #include "core/extraction_result.h"
 #include "core/geometry.h"
@@ -81,18 +82,7 @@ class Backend {
   virtual void Release(const std::shared_ptr<const Geometry>& geometry) { (void)geometry; }
 };
 
-struct BackendOptions {
-  std::string kind = "cpu";  // "cpu" or "cuda"
-  int threads = 0;           // CPU threads; 0 = all cores
-  int device = 0;            // CUDA device ordinal
-  std::string cuda_module;   // path of the CUDA module; "" = next to the executable
-  // CUDA solver choices (defaults are the fastest measured, docs/perf.md):
-  std::string cuda_solver = "custom";  // "custom" kernels, or "library" (cuSOLVER/cuBLAS only)
-  std::string cuda_eigen;              // 74x74 eigensolver: "" (solver default), "library", "jacobi"
-  bool cuda_stats = false;             // Jacobi sweep counts on stderr (synchronises per batch)
-};
-
-// Creates a backend. For "cuda" the module is dlopen()ed (toolchain.md §4.1); UNAVAILABLE
+// Creates a backend. For BackendKind::kCuda the module is dlopen()ed (toolchain.md §4.1); UNAVAILABLE
 // with the reason when the module, the driver or a device is missing.
 absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const BackendOptions& options);
 

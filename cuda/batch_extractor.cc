@@ -61,8 +61,8 @@ absl::Status BatchExtractor::Prepare(const core::ExtractionJob& job, int nbundle
   spec.nk = 2 * plan.ndiag + 1;
   spec.canvas_stride = job.want_model ? cfg_.state->max_canvas_pixels() : 0;
   spec.image_pixels = static_cast<std::size_t>(plan.image_height) * plan.image_width;
-  spec.library_eigen = cfg_.eigen == EigenKind::kLibrary;
-  spec.ql_log = cfg_.eigen == EigenKind::kTridiag;
+  spec.library_eigen = cfg_.eigen == core::CudaEigensolver::kCusolverSyevBatched;
+  spec.ql_log = cfg_.eigen == core::CudaEigensolver::kSharedMemoryTridiagonalQl;
 
   // Device bytes of both sets for b bundles per batch, plus the frame and its staging.
   auto need = [&](int b) {
@@ -135,7 +135,9 @@ RunResources BatchExtractor::Resources(WorkspaceSet* s, bool record_marks) const
   r.d_ptrs = s->ptrs.get();
   r.max_blocks = max_blocks_;
   r.record_marks = record_marks;
-  r.tail = record_marks && cfg_.eigen == EigenKind::kTridiag ? cfg_.ctx->tail() : cfg_.ctx->compute();
+  r.tail = record_marks && cfg_.eigen == core::CudaEigensolver::kSharedMemoryTridiagonalQl
+               ? cfg_.ctx->tail()
+               : cfg_.ctx->compute();
   return r;
 }
 
@@ -228,7 +230,7 @@ absl::Status BatchExtractor::Enqueue(const core::ExtractionJob& job, Batch* batc
   SPEXD_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(compute, s->outputs_copied.get(), 0));
   std::vector<RunEntry> entries = MakeBatchEntries(*cfg_.plan, batch->bundles, job.regularize);
   batch->layout = BuildRunLayout(*cfg_.plan, std::move(entries), Addresses(*s),
-                                 cfg_.solver == SolverKind::kLibrary);
+                                 cfg_.solver == core::CudaTriangularSolver::kCusolverBatched);
   SPEXD_RETURN_IF_ERROR(UploadLayout(s, batch->layout, compute));
   // Skipped patches leave zeros (spec §2.12).
   const std::size_t out = batch->bundles.size() * static_cast<std::size_t>(spec_.bundlesize) * spec_.nwave;
@@ -262,7 +264,7 @@ absl::Status BatchExtractor::Retry(const core::ExtractionJob& job, Batch* batch,
   std::vector<RunEntry> entries = failing;
   for (RunEntry& e : entries) e.regularize = core::kRetryRegularize;
   RunLayout layout = BuildRunLayout(*cfg_.plan, std::move(entries), Addresses(*s),
-                                    cfg_.solver == SolverKind::kLibrary);
+                                    cfg_.solver == core::CudaTriangularSolver::kCusolverBatched);
   SPEXD_RETURN_IF_ERROR(UploadLayout(s, layout, compute));
   SPEXD_RETURN_IF_ERROR(EnqueueRun(Resources(s, false), layout,
                                    MakeArgs(*s, static_cast<int>(layout.entries.size()), job)));
@@ -290,7 +292,9 @@ absl::Status BatchExtractor::Finish(const core::ExtractionJob& job, Batch* batch
     }
   }
   summary->stage_seconds["download"] += 1e-3 * ElapsedMs(s->d2h_start, s->d2h_end);
-  if (cfg_.stats && cfg_.eigen != EigenKind::kLibrary) SPEXD_RETURN_IF_ERROR(ReportEigenSweeps(*batch));
+  if (cfg_.stats && cfg_.eigen != core::CudaEigensolver::kCusolverSyevBatched) {
+    SPEXD_RETURN_IF_ERROR(ReportEigenSweeps(*batch));
+  }
   const double t0 = Now();
   const std::vector<RunEntry>& entries = batch->layout.entries;
   std::vector<RunEntry> failing;

@@ -21,8 +21,8 @@ class BatchExtractor {
  public:
   struct Config {
     const GpuContext* ctx = nullptr;
-    SolverKind solver = SolverKind::kCustom;
-    EigenKind eigen = EigenKind::kLibrary;
+    core::CudaTriangularSolver solver = core::CudaTriangularSolver::kWarpSubstitution;
+    core::CudaEigensolver eigen = core::CudaEigensolver::kCusolverSyevBatched;
     bool stats = false;  // SPEXD_CUDA_STATS: print eigensolver sweep counts to stderr (syncs)
     Workspace* workspace = nullptr;
     const GeometryState* state = nullptr;

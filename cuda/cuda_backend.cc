@@ -42,29 +42,14 @@ constexpr bool kDebugChecks = false;
 #endif
 
 constexpr int kMaxWarmGeometries = 2;
-// docs/perf.md: per r frame, cusolverDnXsyevBatched ~127 ms, the shared-memory Jacobi
-// kernel ~211 ms (H200), Householder + QL in shared memory much less; all meet the parity bar.
-constexpr EigenKind kDefaultEigen = EigenKind::kTridiag;
-
-const char* EigenName(EigenKind k) {
-  switch (k) {
-    case EigenKind::kTridiag:
-      return "tridiagonal QL";
-    case EigenKind::kJacobi:
-      return "Jacobi";
-    case EigenKind::kLibrary:
-      return "XsyevBatched";
-  }
-  return "?";
-}
-
 double Now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 class CudaBackend final : public core::Backend {
  public:
-  CudaBackend(std::unique_ptr<GpuContext> ctx, SolverKind solver, EigenKind eigen, bool stats)
+  CudaBackend(std::unique_ptr<GpuContext> ctx, core::CudaTriangularSolver solver,
+              core::CudaEigensolver eigen, bool stats)
       : ctx_(std::move(ctx)),
         solver_(solver),
         eigen_(eigen),
@@ -86,8 +71,7 @@ class CudaBackend final : public core::Backend {
   std::string description() const override {
     return absl::StrCat("cuda (device ", ctx_->device(), ": ", ctx_->device_name(), ", ",
                         ctx_->total_memory() >> 20, " MiB, ",
-                        solver_ == SolverKind::kLibrary ? "library" : "custom", " solve, ",
-                        EigenName(eigen_), " eigen",
+                        core::Name(solver_), " triangular solves, ", core::Name(eigen_), " eigen",
                         kDebugChecks ? ", debug checks" : "", ")");
   }
 
@@ -287,8 +271,8 @@ class CudaBackend final : public core::Backend {
   }
 
   std::unique_ptr<GpuContext> ctx_;
-  SolverKind solver_;
-  EigenKind eigen_;
+  core::CudaTriangularSolver solver_;
+  core::CudaEigensolver eigen_;
   bool stats_;
   absl::Mutex mu_;  // held for a whole request
   std::unique_ptr<Workspace> workspace_ ABSL_GUARDED_BY(mu_);
@@ -309,31 +293,13 @@ class CudaBackend final : public core::Backend {
 
 absl::StatusOr<std::unique_ptr<core::Backend>> CreateCudaBackend(
     const core::BackendOptions& options) {
-  SolverKind solver = SolverKind::kCustom;
-  EigenKind eigen = kDefaultEigen;
-  if (options.cuda_solver == "library") {
-    solver = SolverKind::kLibrary;
-    eigen = EigenKind::kLibrary;
-  } else if (!options.cuda_solver.empty() && options.cuda_solver != "custom") {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "cuda solver must be 'custom' or 'library' (got '", options.cuda_solver, "')"));
-  }
-  if (options.cuda_eigen == "tridiag") {
-    eigen = EigenKind::kTridiag;
-  } else if (options.cuda_eigen == "jacobi") {
-    eigen = EigenKind::kJacobi;
-  } else if (options.cuda_eigen == "library") {
-    eigen = EigenKind::kLibrary;
-  } else if (!options.cuda_eigen.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "cuda eigensolver must be 'tridiag', 'jacobi' or 'library' (got '", options.cuda_eigen, "')"));
-  }
   const bool stats = options.cuda_stats;
   auto ctx = GpuContext::Create(options.device);
   if (!ctx.ok()) {
     return absl::UnavailableError(absl::StrCat("CUDA backend unavailable: ", ctx.status().ToString()));
   }
-  return std::unique_ptr<core::Backend>(new CudaBackend(std::move(ctx).value(), solver, eigen, stats));
+  return std::unique_ptr<core::Backend>(new CudaBackend(std::move(ctx).value(), options.cuda_solver,
+                                                    options.cuda_eigen, stats));
 }
 
 }  // namespace spexd::cuda

@@ -16,8 +16,8 @@ namespace spexd::cuda {
 // are created on first use and kept. UNAVAILABLE without a usable device.
 //
 // Solver choices come from options.cuda_solver / cuda_eigen / cuda_stats (for
-// cross-checks and benchmarks; tests and benchmarks map SPEXD_CUDA_SOLVER,
-// SPEXD_CUDA_EIGEN and SPEXD_CUDA_STATS onto them, see tests/test_support.h).
+// cross-checks and benchmarks; tests and benchmarks parse SPEXD_CUDA_SOLVER,
+// SPEXD_CUDA_EIGEN and SPEXD_CUDA_STATS into them, see tests/test_support.h).
 absl::StatusOr<std::unique_ptr<core::Backend>> CreateCudaBackend(
     const core::BackendOptions& options);
 

@@ -108,7 +108,7 @@ absl::Status EnqueueRun(const RunResources& res, const RunLayout& layout, const 
   }
   {
     NvtxRange range{"solve"};
-    if (res.solver == SolverKind::kLibrary) {
+    if (res.solver == core::CudaTriangularSolver::kCusolverBatched) {
       for (const BatchedCall& c : layout.potrf) {
         // potrsBatched reports only argument errors (single int): eig_info[0] is reused for
         // it and overwritten later; a bad argument would also surface as non-finite x.
@@ -126,7 +126,7 @@ absl::Status EnqueueRun(const RunResources& res, const RunLayout& layout, const 
     // C's core diagonal blocks from the factor (batch_layout.h).
     NvtxRange range{"inverse blocks"};
     SPEXD_CUDA_RETURN_IF_ERROR(LaunchZeroUpperBlocks(args, res.max_blocks, stream));
-    if (res.solver == SolverKind::kLibrary) {
+    if (res.solver == core::CudaTriangularSolver::kCusolverBatched) {
       SPEXD_CUDA_RETURN_IF_ERROR(LaunchSetLeafIdentity(args, res.max_blocks, stream));
       const BatchedCall& c = layout.leaf_trsm;
       if (c.count > 0) {
@@ -152,14 +152,14 @@ absl::Status EnqueueRun(const RunResources& res, const RunLayout& layout, const 
   }
   // Only the tridiagonal path leaves the compute stream (the library eigensolver is bound
   // to it).
-  const cudaStream_t tail = res.eigen == EigenKind::kTridiag ? res.tail : stream;
+  const cudaStream_t tail = res.eigen == core::CudaEigensolver::kSharedMemoryTridiagonalQl ? res.tail : stream;
   {
     // Q = C_ss^{-1/2}, R, flux, ivar, Rdiags (spec §2.10).
     NvtxRange range{"inverse sqrt and decorrelation"};
-    if (res.eigen == EigenKind::kLibrary) {
+    if (res.eigen == core::CudaEigensolver::kCusolverSyevBatched) {
       if (!(s = LibraryEigen(res, layout, args)).ok()) return s;
       SPEXD_CUDA_RETURN_IF_ERROR(LaunchDecorrelate(args, /*from_eigenvectors=*/1, stream));
-    } else if (res.eigen == EigenKind::kTridiag) {
+    } else if (res.eigen == core::CudaEigensolver::kSharedMemoryTridiagonalQl) {
       if (!(s = EnqueueTridiag(res, args, stream)).ok()) return s;
     } else {
       SPEXD_CUDA_RETURN_IF_ERROR(LaunchDecorrelate(args, /*from_eigenvectors=*/0, stream));

@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "absl/status/status.h"
+#include "core/backend_options.h"
 #include "cuda/batch_layout.h"
 #include "cuda/gpu_context.h"
 #include "cuda/kernel_args.h"
@@ -19,25 +20,17 @@ struct PatchPlan;
 
 namespace spexd::cuda {
 
-// Triangular solve and leaf inverses: custom kernels (default) or cuSOLVER/cuBLAS
-// (cusolverDnDpotrsBatched, cublasDtrsmBatched) to cross-check them.
-enum class SolverKind { kCustom, kLibrary };
-// Eigen-decompositions of the 74x74 blocks: shared-memory kernels (Householder + QL,
-// or Jacobi), or cusolverDnXsyevBatched. All meet the parity bar; the fastest is the
-// default.
-enum class EigenKind { kTridiag, kJacobi, kLibrary };
-
 struct RunResources {
   const GpuContext* ctx;
-  SolverKind solver;
-  EigenKind eigen;
+  core::CudaTriangularSolver solver;
+  core::CudaEigensolver eigen;
   Workspace* workspace;    // eigensolver scratch
   WorkspaceSet* set;       // stage events
   const uint64_t* d_ptrs;  // device copy of layout.ptrs
   int max_blocks;          // MaxBlocks(plan)
   bool record_marks;       // record the StageMark events
   // Stream of the run's tail (QL, rotation, products, model): ctx->tail() lets it overlap
-  // the next run's factorisations (only with EigenKind::kTridiag), ctx->compute() keeps
+  // the next run's factorisations (only with core::CudaEigensolver::kSharedMemoryTridiagonalQl), ctx->compute() keeps
   // the run on one stream. The caller orders what follows the run after `tail`.
   cudaStream_t tail;
 };

@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
+#include "core/backend_options.h"
 #include "server/config_file.h"
 #include "server/log.h"
 #include "server/spexd_server.h"
@@ -117,7 +118,13 @@ int main(int argc, char** argv) {
   o.metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
   o.data_roots = SplitList(absl::GetFlag(FLAGS_data_roots));
   o.output_roots = SplitList(absl::GetFlag(FLAGS_output_roots));
-  o.backend = absl::GetFlag(FLAGS_backend);
+  if (const std::string backend = absl::GetFlag(FLAGS_backend); backend != "auto") {
+    absl::StatusOr<spexd::core::BackendKind> kind = spexd::core::ParseBackendKind(backend);
+    if (!kind.ok()) {
+      return Fail(absl::StrCat("--backend must be auto, cpu or cuda (got '", backend, "')"));
+    }
+    o.backend = *kind;
+  }
   for (const std::string& d : SplitList(absl::GetFlag(FLAGS_gpu_devices))) {
     int device = 0;
     if (!absl::SimpleAtoi(d, &device)) return Fail(absl::StrCat("--gpu_devices: bad device '", d, "'"));

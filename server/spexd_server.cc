@@ -80,12 +80,8 @@ absl::StatusOr<std::vector<WorkerBackend>> ChooseBackends(const ServerOptions& o
   bo.cuda_module = o.cuda_module;
   bo.threads = o.cpu_threads;
   *gpu_count = 0;
-  if (o.backend != "cpu" && o.backend != "cuda" && o.backend != "auto") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--backend must be auto, cpu or cuda (got '", o.backend, "')"));
-  }
   std::string why;
-  if (o.backend != "cpu") {
+  if (o.backend != core::BackendKind::kCpu) {
     *gpu_count = core::CudaDeviceCount(bo, &why);
     if (*gpu_count > 0) {
       std::vector<int> devices = o.gpu_devices;
@@ -97,7 +93,7 @@ absl::StatusOr<std::vector<WorkerBackend>> ChooseBackends(const ServerOptions& o
           return absl::InvalidArgumentError(absl::StrCat("--gpu_devices: device ", d,
                                                          " does not exist (", *gpu_count, " visible)"));
         }
-        bo.kind = "cuda";
+        bo.kind = core::BackendKind::kCuda;
         bo.device = d;
         auto backend = core::CreateBackend(bo);
         if (!backend.ok()) return backend.status();
@@ -107,15 +103,15 @@ absl::StatusOr<std::vector<WorkerBackend>> ChooseBackends(const ServerOptions& o
                              absl::StrJoin(devices, ","), " of ", *gpu_count, " visible");
       return out;
     }
-    if (o.backend == "cuda") {
+    if (o.backend == core::BackendKind::kCuda) {
       return absl::UnavailableError(absl::StrCat("--backend=cuda but no GPU: ", why));
     }
   }
-  bo.kind = "cpu";
+  bo.kind = core::BackendKind::kCpu;
   auto backend = core::CreateBackend(bo);
   if (!backend.ok()) return backend.status();
   out.push_back({*std::move(backend), -1});
-  *reason = o.backend == "cpu" ? std::string("cpu: chosen by --backend=cpu")
+  *reason = o.backend == core::BackendKind::kCpu ? std::string("cpu: chosen by --backend=cpu")
                                : absl::StrCat("cpu: no GPU available (", why, ")");
   return out;
 }

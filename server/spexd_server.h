@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -25,7 +26,8 @@ struct ServerOptions {
   std::string metrics_listen = "127.0.0.1:9464";  // empty: no metrics endpoint
   std::vector<std::string> data_roots;            // where request paths may point
   std::vector<std::string> output_roots;          // where server-side output may go
-  std::string backend = "auto";                   // auto | cpu | cuda
+  // The backend kind; none = auto (CUDA when the module finds a GPU, else CPU).
+  std::optional<core::BackendKind> backend;
   std::vector<int> gpu_devices;                   // empty: every visible device
   int cpu_threads = 0;                            // CPU backend threads (0: all cores)
   std::string cuda_module;                        // "" = default search (core loader)

@@ -2,8 +2,12 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <mutex>
 #include <vector>
+
+#include "core/status_macros.h"
 
 namespace spexd::testing {
 namespace fs = std::filesystem;
@@ -20,16 +24,44 @@ std::string SharedDataPath(const std::string& name) {
   return p.string();
 }
 
-core::BackendOptions CudaOptionsFromEnv() {
+absl::StatusOr<core::BackendOptions> CudaOptionsFromEnv() {
   core::BackendOptions options;
-  options.kind = "cuda";
-  if (const char* v = std::getenv("SPEXD_CUDA_SOLVER")) options.cuda_solver = v;
-  if (const char* v = std::getenv("SPEXD_CUDA_EIGEN")) options.cuda_eigen = v;
+  options.kind = core::BackendKind::kCuda;
+  if (const char* v = std::getenv("SPEXD_CUDA_SOLVER")) {
+    SPEXD_ASSIGN_OR_RETURN(options.cuda_solver, core::ParseCudaTriangularSolver(v));
+    // "cusolver" alone runs the library calls only: the library eigensolver too.
+    if (options.cuda_solver == core::CudaTriangularSolver::kCusolverBatched) {
+      options.cuda_eigen = core::CudaEigensolver::kCusolverSyevBatched;
+    }
+  }
+  if (const char* v = std::getenv("SPEXD_CUDA_EIGEN")) {
+    SPEXD_ASSIGN_OR_RETURN(options.cuda_eigen, core::ParseCudaEigensolver(v));
+  }
   if (const char* v = std::getenv("SPEXD_CUDA_STATS")) options.cuda_stats = std::string(v) == "1";
   return options;
 }
 
 std::string BundledPsfPath() { return TestDataPath("psf-r0-00051060.fits"); }
+
+std::shared_ptr<const core::Psf> LoadBundledPsf() {
+  std::string path = SharedDataPath("psf/psf-r0-00051060.fits");
+  if (path.empty()) path = BundledPsfPath();
+  auto psf = core::Psf::Load(path);
+  if (!psf.ok()) psf = core::Psf::Load("tests/data/psf-r0-00051060.fits");  // from the repo root
+  if (!psf.ok()) return nullptr;
+  return std::make_shared<const core::Psf>(std::move(psf).value());
+}
+
+std::string ReadBytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+bool WriteBytes(const std::string& path, const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  return static_cast<bool>(out);
+}
 
 namespace {
 std::mutex g_mu;

@@ -1,10 +1,13 @@
-// Shared helpers for tests: data locations and small FITS fixtures.
+// Shared helpers for tests: data locations, files, the bundled PSF, backend options.
 #ifndef SPEXD_TESTS_TEST_SUPPORT_H_
 #define SPEXD_TESTS_TEST_SUPPORT_H_
 
+#include <memory>
 #include <string>
 
+#include "absl/status/statusor.h"
 #include "core/backend.h"
+#include "core/psf.h"
 
 namespace spexd::testing {
 
@@ -14,9 +17,17 @@ std::string TestDataPath(const std::string& name);
 std::string SharedDataPath(const std::string& name);
 // The bundled PSF (tests/data/psf-r0-00051060.fits).
 std::string BundledPsfPath();
+// The bundled PSF, loaded: from $SPEXD_SHARED_DATA/psf when set (a GPU machine, where the
+// build tree's path does not exist), else the repository's copy; nullptr if neither loads.
+std::shared_ptr<const core::Psf> LoadBundledPsf();
+// The whole file ("" when it cannot be read), and its inverse (false on failure).
+std::string ReadBytes(const std::string& path);
+bool WriteBytes(const std::string& path, const std::string& bytes);
 // Options for the CUDA backend, with the solver switches taken from the environment of
-// the test or benchmark run (SPEXD_CUDA_SOLVER, SPEXD_CUDA_EIGEN, SPEXD_CUDA_STATS=1).
-core::BackendOptions CudaOptionsFromEnv();
+// the test or benchmark run (SPEXD_CUDA_SOLVER=warp|cusolver, where cusolver alone also
+// selects the library eigensolver; SPEXD_CUDA_EIGEN=tridiag|jacobi|syevbatched;
+// SPEXD_CUDA_STATS=1). INVALID_ARGUMENT for a misspelt value.
+absl::StatusOr<core::BackendOptions> CudaOptionsFromEnv();
 // A fresh empty directory under the system temp dir, removed at process exit.
 std::string MakeTempDir();
 

@@ -133,7 +133,12 @@ int main(int argc, char** argv) {
   }
   const double gen_seconds = Now() - tg;
 
-  core::BackendOptions bo = spexd::testing::CudaOptionsFromEnv();
+  absl::StatusOr<core::BackendOptions> env_options = spexd::testing::CudaOptionsFromEnv();
+  if (!env_options.ok()) {
+    std::cerr << env_options.status() << "\n";
+    return 2;
+  }
+  const core::BackendOptions bo = *env_options;
   auto backend = core::CreateBackend(bo);
   if (!backend.ok()) {
     std::cout << "{\"skipped\": \"" << Escape(backend.status().ToString()) << "\"}\n";

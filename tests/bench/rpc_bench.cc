@@ -298,7 +298,9 @@ int main(int argc, char** argv) {
 
   // --- (a) backend alone and (b) local read + extract.
   core::BackendOptions bopts;
-  bopts.kind = args.backend;
+  absl::StatusOr<core::BackendKind> kind = core::ParseBackendKind(args.backend);
+  if (!kind.ok()) return Fail("--backend", kind.status());
+  bopts.kind = *kind;
   bopts.threads = args.threads;
   auto backend = core::CreateBackend(bopts);
   if (!backend.ok()) return Fail("backend", backend.status());
@@ -344,7 +346,7 @@ int main(int argc, char** argv) {
   so.listen = "127.0.0.1:0";
   so.metrics_listen.clear();
   so.data_roots = {dir};
-  so.backend = args.backend;
+  so.backend = *kind;
   so.cpu_threads = args.threads;
   so.prefetch = args.prefetch;
   auto srv = server::SpexdServer::Start(so);

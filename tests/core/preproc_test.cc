@@ -4,7 +4,6 @@
 
 #include <cmath>
 #include <fstream>
-#include <iterator>
 #include <limits>
 #include <string>
 #include <utility>
@@ -16,6 +15,8 @@
 
 namespace spexd::core {
 namespace {
+
+using testing::ReadBytes;
 
 enum class MaskKind { kNone, kInt16, kUint16Compressed, kInt32, kFloat };
 
@@ -127,11 +128,6 @@ std::string WriteTemp(const FakePreproc& p, const std::string& name = "preproc.f
   std::string path = testing::MakeTempDir() + "/" + name;
   WriteFake(p, path);
   return path;
-}
-
-std::string ReadBytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
 PreprocImage ReadOk(const std::string& path, PreprocOptions options = {}) {

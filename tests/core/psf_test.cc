@@ -7,7 +7,6 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
-#include <iterator>
 #include <limits>
 #include <string>
 #include <vector>
@@ -20,6 +19,8 @@
 
 namespace spexd::core {
 namespace {
+
+using testing::ReadBytes;
 
 namespace fs = std::filesystem;
 
@@ -135,11 +136,6 @@ TEST(PsfTest, MatchesGpuSpecterEvaluation) {
   RecordProperty("max_rel_err_params", absl::StrFormat("%.3g", max_par));
   EXPECT_LE(max_xy, 1e-13);
   EXPECT_LE(max_par, 1e-13);
-}
-
-std::string ReadBytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
 TEST(PsfTest, LoadFromMemoryEqualsLoad) {

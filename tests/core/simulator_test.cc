@@ -5,8 +5,6 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <string>
 #include <vector>
 
@@ -19,6 +17,8 @@
 
 namespace spexd::core {
 namespace {
+
+using testing::ReadBytes;
 
 namespace fs = std::filesystem;
 
@@ -34,11 +34,6 @@ SimOptions SmallOptions(uint64_t seed, SimNoise noise) {
   o.noise = noise;
   o.read_noise = {2.9, 3.1, 3.0, 3.2};
   return o;
-}
-
-std::string ReadBytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
 class SimulatorTest : public ::testing::Test {

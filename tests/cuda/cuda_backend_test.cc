@@ -1,5 +1,5 @@
 // GPU tests of the CUDA backend module (ctest label "gpu"). The module is loaded through
-// core::CreateBackend({.kind = "cuda"}) exactly as the server does; without a device or
+// core::CreateBackend({.kind = BackendKind::kCuda}) exactly as the server does; without a device or
 // module every test skips with the reason. Parity with core::CpuBackend at the bar of the
 // spec's "Decisions": FLUX, IVAR within 1e-10 of each spectrum's maximum, RESOLUTION
 // 1e-10 absolute, PIXMASK_FRACTION 1e-12, CHI2PIX 1e-8 relative.
@@ -24,15 +24,6 @@ namespace spexd::testing {
 namespace {
 
 using core::BundleResult;
-
-std::shared_ptr<const core::Psf> LoadPsf() {
-  std::string path = SharedDataPath("psf/psf-r0-00051060.fits");
-  if (path.empty()) path = BundledPsfPath();
-  auto psf = core::Psf::Load(path);
-  if (!psf.ok()) psf = core::Psf::Load("tests/data/psf-r0-00051060.fits");  // from the repo root
-  if (!psf.ok()) return nullptr;
-  return std::make_shared<const core::Psf>(std::move(psf).value());
-}
 
 struct RunOutput {
   std::vector<BundleResult> bundles;
@@ -205,15 +196,17 @@ bool BitIdentical(const std::vector<BundleResult>& a, const std::vector<BundleRe
 class CudaBackendTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    core::BackendOptions options = spexd::testing::CudaOptionsFromEnv();
-    auto b = core::CreateBackend(options);
+    absl::StatusOr<core::BackendOptions> options = spexd::testing::CudaOptionsFromEnv();
+    // A misspelt SPEXD_CUDA_* value must fail, not skip: the status becomes the backend's.
+    absl::StatusOr<std::unique_ptr<core::Backend>> b =
+        options.ok() ? core::CreateBackend(*options) : options.status();
     if (b.ok()) {
       gpu_ = std::move(b).value().release();
     } else {
       skip_reason_ = new std::string(b.status().ToString());
     }
     cpu_ = core::CreateCpuBackend(0).release();
-    psf_ = new std::shared_ptr<const core::Psf>(LoadPsf());
+    psf_ = new std::shared_ptr<const core::Psf>(LoadBundledPsf());
   }
   static void TearDownTestSuite() {
     delete gpu_;

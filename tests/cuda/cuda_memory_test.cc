@@ -23,17 +23,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// The bundled PSF: from $SPEXD_SHARED_DATA/psf on the GPU machine (where the build
-// tree's path does not exist), else the repository's copy.
-std::shared_ptr<const core::Psf> LoadTestPsf() {
-  std::string path = SharedDataPath("psf/psf-r0-00051060.fits");
-  if (path.empty()) path = BundledPsfPath();
-  auto psf = core::Psf::Load(path);
-  if (!psf.ok()) psf = core::Psf::Load("tests/data/psf-r0-00051060.fits");  // from the repo root
-  if (!psf.ok()) return nullptr;
-  return std::make_shared<const core::Psf>(std::move(psf).value());
-}
-
 // Small geometries (one bundle of 25 fibres, 50 or 100 bins) so the tests take well under
 // a second on the GPU.
 core::ExtractionParams SmallParams(double wmax) {
@@ -64,10 +53,12 @@ int64_t GeometryBytes(const core::BackendMemory& m, const core::Geometry* g) {
 class CudaMemoryTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto b = core::CreateBackend(CudaOptionsFromEnv());
+    absl::StatusOr<core::BackendOptions> options = CudaOptionsFromEnv();
+    ASSERT_TRUE(options.ok()) << options.status();
+    auto b = core::CreateBackend(*options);
     if (!b.ok()) GTEST_SKIP() << "CUDA backend unavailable: " << b.status();
     backend_ = *std::move(b);
-    psf_ = LoadTestPsf();
+    psf_ = LoadBundledPsf();
     ASSERT_NE(psf_, nullptr);
   }
 
@@ -102,7 +93,7 @@ class CudaMemoryTest : public ::testing::Test {
 
 TEST_F(CudaMemoryTest, ReportsWorkspaceAndPerGeometryStateAndReleaseFreesIt) {
   const core::BackendMemory empty = backend_->Memory();
-  EXPECT_EQ(empty.device, CudaOptionsFromEnv().device);
+  EXPECT_EQ(empty.device, CudaOptionsFromEnv()->device);
   EXPECT_EQ(empty.device_bytes, 0);
   EXPECT_TRUE(empty.geometry_bytes.empty());
 

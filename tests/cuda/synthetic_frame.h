@@ -1,6 +1,9 @@
 // Synthetic DESI-like frames for the CUDA tests and benchmark: known spectra projected
 // through the PSF with core::EvaluateSpots (spec §1.4), Poisson-like and read noise, and
-// optional masked pixels. Stands in for core/simulator.h until that lands.
+// optional masked pixels, straight into a PreprocImage of the geometry's shape. Unlike
+// core/simulator.h (which lights the output grid), it lights the whole padded grid
+// (PatchPlan::fullwave) on purpose, so that the padding of every patch, the first and
+// last included, sees signal.
 #ifndef SPEXD_TESTS_CUDA_SYNTHETIC_FRAME_H_
 #define SPEXD_TESTS_CUDA_SYNTHETIC_FRAME_H_
 

@@ -100,7 +100,7 @@ server::ServerOptions TestServerOptions() {
   o.metrics_listen.clear();
   o.data_roots = {Inputs().data_dir};
   o.output_roots = {Inputs().output_dir};
-  o.backend = "cpu";
+  o.backend = core::BackendKind::kCpu;
   o.max_queue = 16;
   return o;
 }

@@ -4,10 +4,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 #include <limits>
 #include <random>
-#include <sstream>
 #include <vector>
 
 #include "core/fits_file.h"
@@ -118,19 +116,6 @@ absl::StatusOr<std::string> MakeSyntheticPreproc(const core::Psf& psf,
   SPEXD_RETURN_IF_ERROR(f.WriteImage<int16_t>("MASK", {width, height}, mask.data()));
   SPEXD_RETURN_IF_ERROR(WriteFibermap(f));
   return f.TakeMemory();
-}
-
-bool WriteBytes(const std::string& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  return static_cast<bool>(out);
-}
-
-std::string ReadBytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
 }
 
 absl::StatusOr<std::string> WithExtraKeyword(const std::string& fits_bytes, const std::string& key,

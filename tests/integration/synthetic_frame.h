@@ -10,6 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "core/psf.h"
+#include "tests/test_support.h"  // ReadBytes, WriteBytes
 
 namespace spexd::testing {
 
@@ -28,10 +29,6 @@ struct SyntheticFrameOptions {
 // The bytes of a preproc FITS file (IMAGE primary, IVAR, MASK, FIBERMAP with 500 rows).
 absl::StatusOr<std::string> MakeSyntheticPreproc(const core::Psf& psf,
                                                  const SyntheticFrameOptions& options);
-
-// Writes `bytes` to `path`; false on failure.
-bool WriteBytes(const std::string& path, const std::string& bytes);
-std::string ReadBytes(const std::string& path);
 
 // A copy of a FITS file with one extra header keyword in the primary HDU: same PSF
 // content, different bytes, hence a different content id.

@@ -1,8 +1,6 @@
 #include "server/psf_cache.h"
 
 #include <algorithm>
-#include <fstream>
-#include <sstream>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -13,12 +11,7 @@
 namespace spexd::server {
 namespace {
 
-std::string PsfBytes() {
-  std::ifstream in(testing::BundledPsfPath(), std::ios::binary);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+std::string PsfBytes() { return testing::ReadBytes(testing::BundledPsfPath()); }
 
 core::ExtractionParams SmallParams() {
   core::ExtractionParams p;

@@ -1,0 +1,52 @@
+// Typed choices of an extraction backend, parsed once where flags or environment
+// variables come in (server/main.cc, the spexctl flags, test and benchmark setup).
+#ifndef SPEXD_CORE_BACKEND_OPTIONS_H_
+#define SPEXD_CORE_BACKEND_OPTIONS_H_
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace spexd::core {
+
+// Which implementation of core::Backend: LAPACK on the CPU, or the dlopen()ed CUDA module.
+enum class BackendKind { kCpu, kCuda };
+
+// The CUDA backend's triangular solves after the batched Cholesky (spec §2.9) and the
+// leaf inverses of C's diagonal blocks: its own substitution kernels (one warp per
+// patch; the default) or cuSOLVER/cuBLAS batched calls (potrsBatched, trsmBatched),
+// kept to cross-check them.
+enum class CudaTriangularSolver { kWarpSubstitution, kCusolverBatched };
+
+// The CUDA backend's eigen-decompositions of the 74x74 blocks C_ss (spec §2.10 step 2):
+// Householder tridiagonalisation + implicit QL in shared memory (the default, the
+// fastest, docs/perf.md), the shared-memory cyclic Jacobi kernel, or
+// cusolverDnXsyevBatched. All meet the parity bar.
+enum class CudaEigensolver { kSharedMemoryTridiagonalQl, kSharedMemoryJacobi, kCusolverSyevBatched };
+
+struct BackendOptions {
+  BackendKind kind = BackendKind::kCpu;
+  int threads = 0;          // CPU threads; 0 = all cores
+  int device = 0;           // CUDA device ordinal
+  std::string cuda_module;  // path of the CUDA module; "" = the default lookup
+  CudaTriangularSolver cuda_solver = CudaTriangularSolver::kWarpSubstitution;
+  CudaEigensolver cuda_eigen = CudaEigensolver::kSharedMemoryTridiagonalQl;
+  bool cuda_stats = false;  // Jacobi sweep counts on stderr (synchronises per batch)
+};
+
+// Text forms, for flags, environment variables and descriptions:
+//   BackendKind           "cpu" | "cuda"
+//   CudaTriangularSolver  "warp" | "cusolver"
+//   CudaEigensolver       "tridiag" | "jacobi" | "syevbatched"
+// Parse* return INVALID_ARGUMENT naming the accepted values.
+absl::StatusOr<BackendKind> ParseBackendKind(absl::string_view text);
+absl::StatusOr<CudaTriangularSolver> ParseCudaTriangularSolver(absl::string_view text);
+absl::StatusOr<CudaEigensolver> ParseCudaEigensolver(absl::string_view text);
+absl::string_view Name(BackendKind kind);
+absl::string_view Name(CudaTriangularSolver solver);
+absl::string_view Name(CudaEigensolver eigen);
+
+}  // namespace spexd::core
+
+#endif  // SPEXD_CORE_BACKEND_OPTIONS_H_

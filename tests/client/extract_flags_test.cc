@@ -1,0 +1,102 @@
+// spexctl's command line: the flag parser (client/cli_args.h) and the extract command it
+// feeds (client/extract_flags.h), shared by the local and the remote mode.
+#include "client/extract_flags.h"
+
+#include <string>
+#include <vector>
+
+#include "client/cli_args.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace spexd::client {
+namespace {
+
+using ::testing::HasSubstr;
+
+absl::StatusOr<ExtractCommand> Parse(const std::vector<std::string>& args) {
+  absl::StatusOr<ParsedArgs> parsed = ParseArgs(ExtractFlagSpecs(), args);
+  if (!parsed.ok()) return parsed.status();
+  return ParseExtractCommand(*parsed);
+}
+
+TEST(CliArgs, ShortAndLongNamesAndPositionals) {
+  const std::vector<FlagSpec> specs = {{"input", 'i', true, ""}, {"quiet", 'q', false, ""}};
+  absl::StatusOr<ParsedArgs> a = ParseArgs(specs, {"-i", "x.fits", "--quiet", "extra"});
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->GetOr("input", ""), "x.fits");
+  EXPECT_TRUE(a->Has("quiet"));
+  EXPECT_EQ(a->positional(), std::vector<std::string>{"extra"});
+}
+
+TEST(CliArgs, UnknownFlagAndMissingValueNameTheFlag) {
+  const std::vector<FlagSpec> specs = {{"input", 'i', true, ""}};
+  absl::StatusOr<ParsedArgs> unknown = ParseArgs(specs, {"--bogus", "1"});
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_TRUE(absl::IsInvalidArgument(unknown.status()));
+  EXPECT_THAT(unknown.status().message(), HasSubstr("bogus"));
+  absl::StatusOr<ParsedArgs> missing = ParseArgs(specs, {"--input"});
+  ASSERT_FALSE(missing.ok());
+  EXPECT_THAT(missing.status().message(), HasSubstr("input"));
+}
+
+TEST(ExtractFlags, DesiExtractSpectraFlagsFillTheParameters) {
+  absl::StatusOr<ExtractCommand> c =
+      Parse({"-i", "in.fits", "-p", "psf.fits", "-o", "out.fits", "-w", "5760.0,7620.0,0.8",
+             "-s", "25", "-n", "50", "--compat", "cpu", "--mask-policy", "any", "--threads",
+             "3", "--backend", "cuda"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->input, "in.fits");
+  EXPECT_TRUE(c->params.has_wavelength);
+  EXPECT_EQ(c->params.wmin, 5760.0);
+  EXPECT_EQ(c->params.wmax, 7620.0);
+  EXPECT_EQ(c->params.dw, 0.8);
+  EXPECT_EQ(c->params.specmin, 25);
+  EXPECT_EQ(c->params.nspec, 50);
+  EXPECT_EQ(c->params.compat, core::Compat::kCpu);
+  EXPECT_EQ(c->params.mask_policy, core::MaskPolicy::kAnyBit);
+  EXPECT_EQ(c->threads, 3);
+  EXPECT_EQ(c->backend, core::BackendKind::kCuda);
+  EXPECT_TRUE(c->local);  // no server named
+}
+
+TEST(ExtractFlags, DefaultsAreDesiExtractSpectras) {
+  absl::StatusOr<ExtractCommand> c = Parse({"-i", "a", "-p", "b", "-o", "c"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_FALSE(c->params.has_wavelength);
+  EXPECT_EQ(c->params.nspec, 500);
+  EXPECT_EQ(c->params.bundlesize, 25);
+  EXPECT_EQ(c->params.nsubbundles, 5);
+  EXPECT_EQ(c->params.nwavestep, 50);
+  EXPECT_EQ(c->params.compat, core::Compat::kGpu);
+  EXPECT_EQ(c->backend, core::BackendKind::kCpu);
+  EXPECT_FALSE(c->params.psferr.has_value());
+}
+
+TEST(ExtractFlags, BadValuesAreRejectedWithTheFlagNamed) {
+  struct Case {
+    std::vector<std::string> extra;
+    std::string expect;
+  };
+  for (const Case& k : std::vector<Case>{{{"--backend", "gpu"}, "backend"},
+                                          {{"--compat", "both"}, "--compat"},
+                                          {{"--mask-policy", "all"}, "--mask-policy"},
+                                          {{"-w", "5760,7620"}, "--wavelength"},
+                                          {{"--local", "--server", "h:1"}, "exclusive"}}) {
+    std::vector<std::string> args = {"-i", "a", "-p", "b", "-o", "c"};
+    args.insert(args.end(), k.extra.begin(), k.extra.end());
+    absl::StatusOr<ExtractCommand> c = Parse(args);
+    ASSERT_FALSE(c.ok()) << k.expect;
+    EXPECT_TRUE(absl::IsInvalidArgument(c.status())) << c.status();
+    EXPECT_THAT(c.status().message(), HasSubstr(k.expect));
+  }
+}
+
+TEST(ExtractFlags, RequiredFilesAreNamedWhenMissing) {
+  absl::StatusOr<ExtractCommand> c = Parse({"-p", "b", "-o", "c"});
+  ASSERT_FALSE(c.ok());
+  EXPECT_THAT(c.status().message(), HasSubstr("--input"));
+}
+
+}  // namespace
+}  // namespace spexd::client

@@ -1,52 +1,34 @@
 #include "core/cuda_module_loader.h"
 
 #include <dlfcn.h>
-#include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "core/module_identity.h"
 
 namespace spexd::core {
 namespace {
 
-using AbiFn = int (*)();
-using CountFn = int (*)(std::string*);
-using CreateFn = Backend* (*)(const BackendOptions*, std::string*);
+using CheckFn = int (*)(const char*, const char*, char*, std::size_t);
+using CountFn = int (*)(char*, std::size_t);
+using CreateFn = Backend* (*)(const BackendOptions*, char*, std::size_t);
 
-// Opens the module once per process; the handle is never closed (backends created from
-// it may live until exit).
-void* OpenModule(const BackendOptions& options, std::string* error) {
+std::vector<std::string> Candidates(const BackendOptions& options) {
+  if (!options.cuda_module.empty()) return {options.cuda_module};
   std::vector<std::string> candidates;
-  if (!options.cuda_module.empty()) {
-    candidates.push_back(options.cuda_module);
-  } else {
-    if (const char* env = std::getenv("SPEXD_CUDA_MODULE")) candidates.emplace_back(env);
-    std::error_code ec;
-    auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
-    if (!ec) {
-      auto dir = exe.parent_path();
-      candidates.push_back((dir / kCudaModuleName).string());
-      candidates.push_back((dir / "lib" / kCudaModuleName).string());
-      candidates.push_back((dir.parent_path() / "cuda" / kCudaModuleName).string());
-      candidates.push_back((dir.parent_path().parent_path() / "cuda" / kCudaModuleName).string());
-    }
+  if (const char* env = std::getenv("SPEXD_CUDA_MODULE")) candidates.emplace_back(env);
+  std::error_code ec;
+  const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    const std::filesystem::path dir = exe.parent_path();
+    candidates.push_back((dir / kCudaModuleName).string());
+    candidates.push_back((dir / "lib" / kCudaModuleName).string());
+    candidates.push_back((dir.parent_path() / "lib" / "spexd" / kCudaModuleName).string());
   }
-  std::string tried;
-  for (const auto& path : candidates) {
-    if (!std::filesystem::exists(path)) {
-      tried += absl::StrCat(" ", path, " (absent)");
-      continue;
-    }
-    void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (handle != nullptr) return handle;
-    const char* err = dlerror();
-    tried += absl::StrCat(" ", path, " (", err != nullptr ? err : "dlopen failed", ")");
-  }
-  *error = absl::StrCat("CUDA module ", kCudaModuleName, " not loaded; tried:", tried);
-  return nullptr;
+  return candidates;
 }
 
 template <typename Fn>
@@ -54,39 +36,68 @@ Fn Symbol(void* handle, const char* name) {
   return reinterpret_cast<Fn>(dlsym(handle, name));
 }
 
+// Opens the first module found and checks that it is this build. A handle is never
+// closed (backends created from it may live until exit).
+absl::StatusOr<void*> OpenModule(const BackendOptions& options) {
+  std::string tried;
+  for (const std::string& path : Candidates(options)) {
+    if (!std::filesystem::exists(path)) {
+      absl::StrAppend(&tried, " ", path, " (absent)");
+      continue;
+    }
+    void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (handle == nullptr) {
+      const char* err = dlerror();
+      absl::StrAppend(&tried, " ", path, " (", err != nullptr ? err : "dlopen failed", ")");
+      continue;
+    }
+    auto check = Symbol<CheckFn>(handle, "spexd_cuda_check_host");
+    if (check == nullptr) {
+      return absl::UnavailableError(absl::StrCat(
+          "CUDA module ", path, " has no spexd_cuda_check_host: it is not from this build "
+          "(rebuild both, or install both with the same `cmake --install`)"));
+    }
+    char error[kCudaModuleErrorSize] = {0};
+    const BuildIdentity& me = ThisBuild();
+    if (check(me.build_id.c_str(), me.boundary_checksum.c_str(), error, sizeof(error)) != 1) {
+      return absl::UnavailableError(absl::StrCat("CUDA module ", path, " refused: ", error));
+    }
+    return handle;
+  }
+  return absl::UnavailableError(
+      absl::StrCat("CUDA module ", kCudaModuleName, " not loaded; tried:", tried));
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Backend>> LoadCudaBackend(const BackendOptions& options) {
-  std::string error;
-  void* handle = OpenModule(options, &error);
-  if (handle == nullptr) return absl::UnavailableError(error);
-  auto abi = Symbol<AbiFn>(handle, "spexd_cuda_abi_version");
-  auto create = Symbol<CreateFn>(handle, "spexd_cuda_create_backend");
-  if (abi == nullptr || create == nullptr) {
-    return absl::UnavailableError("CUDA module lacks the spexd_cuda_* entry points");
+  absl::StatusOr<void*> handle = OpenModule(options);
+  if (!handle.ok()) return handle.status();
+  auto create = Symbol<CreateFn>(*handle, "spexd_cuda_create_backend");
+  if (create == nullptr) {
+    return absl::UnavailableError("CUDA module lacks spexd_cuda_create_backend");
   }
-  if (abi() != kCudaModuleAbiVersion) {
-    return absl::UnavailableError(absl::StrCat("CUDA module ABI ", abi(), " != expected ",
-                                               kCudaModuleAbiVersion));
-  }
-  Backend* backend = create(&options, &error);
+  char error[kCudaModuleErrorSize] = {0};
+  Backend* backend = create(&options, error, sizeof(error));
   if (backend == nullptr) return absl::UnavailableError(error);
   return std::unique_ptr<Backend>(backend);
 }
 
 int CudaDeviceCount(const BackendOptions& options, std::string* reason) {
-  std::string error;
-  void* handle = OpenModule(options, &error);
-  if (handle == nullptr) {
-    if (reason != nullptr) *reason = error;
+  absl::StatusOr<void*> handle = OpenModule(options);
+  if (!handle.ok()) {
+    if (reason != nullptr) *reason = std::string(handle.status().message());
     return 0;
   }
-  auto count = Symbol<CountFn>(handle, "spexd_cuda_device_count");
+  auto count = Symbol<CountFn>(*handle, "spexd_cuda_device_count");
   if (count == nullptr) {
     if (reason != nullptr) *reason = "CUDA module lacks spexd_cuda_device_count";
     return 0;
   }
-  return count(reason);
+  char error[kCudaModuleErrorSize] = {0};
+  const int n = count(error, sizeof(error));
+  if (n == 0 && reason != nullptr) *reason = error;
+  return n;
 }
 
 }  // namespace spexd::core

@@ -69,11 +69,21 @@ std::size_t Geometry::MemoryBytes() const {
                       (plan_.fullwave.size() + plan_.wave.size()) * sizeof(double);
   absl::MutexLock lock(&mu_);
   for (const auto& s : spots_) {
-    if (s != nullptr) {
-      bytes += s->values.size() * sizeof(double) + (s->xc.size() + s->yc.size()) * sizeof(int32_t);
-    }
+    if (s != nullptr) bytes += s->MemoryBytes();
   }
   return bytes;
+}
+
+std::size_t Geometry::SpotsBytes(const ExtractionParams& params, const Psf& psf) {
+  const GridRequest req = RequestedGrid(params, psf);
+  absl::StatusOr<WavelengthGrid> grid = MakeOutputGrid(req.wmin, req.wmax, req.dw);
+  if (!grid.ok() || params.nspec <= 0) return 0;
+  const std::size_t nfull =
+      MakePaddedGrid(*grid, EffectiveWavePad(params.wavepad, params.wavepad_frac),
+                     params.nwavestep)
+          .size();
+  return Spots::Bytes(static_cast<std::size_t>(params.nspec) * nfull, 2 * psf.hsizey() + 1,
+                      2 * psf.hsizex() + 1);
 }
 
 }  // namespace spexd::core

@@ -25,6 +25,11 @@ class Geometry {
       std::shared_ptr<const Psf> psf, const ExtractionParams& params, int image_height,
       int image_width, bool cache_spots = true);
 
+  // Host bytes that the spots of every bundle would hold if kept (cache_spots): all
+  // nspec fibres on the padded grid the planner builds (RequestedGrid, spec §2.2–2.3).
+  // 0 when the grid is invalid (Create reports that).
+  static std::size_t SpotsBytes(const ExtractionParams& params, const Psf& psf);
+
   // The fields of `params` that shape the geometry, as a string usable as a cache key
   // (together with the PSF identity and the image shape).
   static std::string Key(const ExtractionParams& params, int image_height, int image_width);

@@ -32,6 +32,13 @@ struct Spots {
   const double* stamp(int f, int w) const {
     return values.data() + (static_cast<std::size_t>(f) * nwave + w) * ny * nx;
   }
+  // Host bytes of `nstamps` stamps of ny x nx with their corners (values + xc + yc).
+  static std::size_t Bytes(std::size_t nstamps, int ny, int nx) {
+    return nstamps * (static_cast<std::size_t>(ny) * nx * sizeof(double) + 2 * sizeof(int32_t));
+  }
+  std::size_t MemoryBytes() const {
+    return values.size() * sizeof(double) + (xc.size() + yc.size()) * sizeof(int32_t);
+  }
   int32_t corner_x(int f, int w) const { return xc[static_cast<std::size_t>(f) * nwave + w]; }
   int32_t corner_y(int f, int w) const { return yc[static_cast<std::size_t>(f) * nwave + w]; }
 };

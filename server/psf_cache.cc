@@ -1,12 +1,10 @@
 #include "server/psf_cache.h"
 
-#include <cmath>
 #include <iterator>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "core/error_text.h"
-#include "core/wavelength_grid.h"
 #include "server/content_id.h"
 #include "server/metrics.h"
 
@@ -15,20 +13,6 @@ namespace {
 
 std::string ItemKey(const std::string& psf_id, const std::string& geo_key) {
   return geo_key.empty() ? psf_id : absl::StrCat(psf_id, "|", geo_key);
-}
-
-// Bytes of all spots of a geometry once every bundle has run: nspec fibres x the padded
-// grid (spec §2.3) x one stamp each. Used to decide whether keeping them can fit.
-double FullSpotsBytes(const core::ExtractionParams& p, const core::Psf& psf) {
-  const double wmin = p.has_wavelength ? p.wmin : psf.wavemin();
-  const double wmax = p.has_wavelength ? p.wmax : psf.wavemax();
-  const double dw = p.has_wavelength ? p.dw : 0.8;
-  if (!(dw > 0) || !(wmax >= wmin)) return 0;
-  const double nwave = std::ceil((wmax + 0.5 * dw - wmin) / dw);
-  const double pad = core::EffectiveWavePad(p.wavepad, p.wavepad_frac);
-  const double nfull = nwave + 2 * pad + p.nwavestep;
-  const double stamp = (2.0 * psf.hsizey() + 1) * (2.0 * psf.hsizex() + 1);
-  return static_cast<double>(p.nspec) * nfull * (stamp * sizeof(double) + 2 * sizeof(int32_t));
 }
 
 }  // namespace
@@ -117,7 +101,7 @@ absl::StatusOr<std::shared_ptr<const core::Geometry>> PsfCache::GetGeometry(
   }
   if (metrics_ != nullptr) metrics_->CountCache("geometry", "miss");
   const bool keep_spots =
-      static_cast<double>(psf_bytes) + FullSpotsBytes(params, *psf) <= static_cast<double>(budget_);
+      psf_bytes + static_cast<int64_t>(core::Geometry::SpotsBytes(params, *psf)) <= budget_;
   auto created = core::Geometry::Create(psf, params, image_height, image_width, keep_spots);
   if (!created.ok()) return created.status();
   std::shared_ptr<const core::Geometry> geometry = *std::move(created);

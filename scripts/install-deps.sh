@@ -15,8 +15,9 @@ PKGS=(
   python3-pil
 )
 # Optional helpers: ccache speeds rebuilds; patchelf/binutils pack the GPU bundle; curl
-# scrapes /metrics in tests/deploy.
-OPTIONAL=(ccache patchelf binutils curl)
+# scrapes /metrics in tests/deploy; clang checks the lock annotations
+# (scripts/thread_safety_check.sh).
+OPTIONAL=(ccache patchelf binutils curl clang)
 
 missing=()
 for p in "${PKGS[@]}" "${OPTIONAL[@]}"; do

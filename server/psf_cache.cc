@@ -198,7 +198,8 @@ void PsfCache::TouchLocked(const std::string& psf_id, const std::string& geo_key
 void PsfCache::EraseItemLocked(const std::string& psf_id, const std::string& geo_key) {
   auto it = psfs_.find(psf_id);
   if (it == psfs_.end()) return;
-  auto drop = [&](const std::string& key) {
+  // The lambda runs under the caller's lock; clang's analysis needs to be told so.
+  auto drop = [&](const std::string& key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     auto w = where_.find(ItemKey(psf_id, key));
     if (w != where_.end()) {
       lru_.erase(w->second);

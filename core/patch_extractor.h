@@ -70,8 +70,18 @@ class PatchExtractor {
 
  private:
   // One attempt with the given regularisation; false if not SPD or non-finite output.
+  // Runs the stages below in order (spec §2.8–2.11, §2.15).
   bool Solve(const PatchDesc& patch, const double* image, const double* ivar,
              double regularize, PatchWorkspace* ws) const;
+  void BuildNormalEquations(const PatchDesc& patch, const double* image, const double* ivar,
+                            PatchWorkspace* ws) const;
+  void Regularize(int n, double regularize, PatchWorkspace* ws) const;
+  bool CholeskySolve(int n, PatchWorkspace* ws) const;
+  // Core diagonal block s of C = M^-1 into ws->cblock (needs the factor from CholeskySolve).
+  void CoreInverseBlock(int n, int s, PatchWorkspace* ws) const;
+  // Q_s = C_ss^{-1/2}, then flux, ivar and the resolution band of spectrum s.
+  bool Decorrelate(const PatchDesc& patch, int s, PatchWorkspace* ws) const;
+  bool KeptOutputsFinite(const PatchDesc& patch, const PatchWorkspace& ws) const;
   void BuildSparseA(const PatchDesc& patch, const Spots& spots, PatchWorkspace* ws) const;
   void WriteOutputs(const PatchDesc& patch, const double* image, const double* ivar,
                     PatchWorkspace* ws, BundleResult* bundle,

@@ -60,7 +60,22 @@ class PsfReader {
   absl::StatusOr<LegendreTable> ReadTrace(const char* extname, int* nspec);
   absl::Status CheckPsfType(const char* extname, bool* seen);
   bool HasKey(const char* key);
+
+  // The PSF table (spec §1.2), read in the stages below.
+  struct TableDomain {
+    double wavemin = 0, wavemax = 0;
+    long ncoeff = 0;  // LEGDEG + 1
+  };
+  struct ParamColumns {
+    int param = 0, coeff = 0;  // column numbers
+    long nrows = 0, name_width = 0, repeat = 0;
+  };
   absl::Status ReadParamTable(Psf* psf);
+  absl::StatusOr<TableDomain> ReadTableKeywords(Psf* psf);
+  absl::StatusOr<ParamColumns> FindParamColumns(int nspec, long ncoeff);
+  absl::StatusOr<std::map<std::string, long>> ReadRowNames(const ParamColumns& cols);
+  absl::Status ReadParamRows(const ParamColumns& cols, const std::map<std::string, long>& rows,
+                             const TableDomain& domain, Psf* psf);
   absl::Status CheckPsfShape(const Psf& psf);
 
   FitsFile* file_;
@@ -153,22 +168,32 @@ absl::StatusOr<LegendreTable> PsfReader::ReadTrace(const char* extname, int* nsp
 
 absl::Status PsfReader::ReadParamTable(Psf* psf) {
   SPEXD_RETURN_IF_ERROR(MoveTo("PSF"));
-  fitsfile* f = file_->get();
   int status = 0, hdutype = 0;
-  fits_get_hdu_type(f, &hdutype, &status);
+  fits_get_hdu_type(file_->get(), &hdutype, &status);
   if (status != 0) return file_->Error(status, "reading HDU type");
   if (hdutype != BINARY_TBL) return file_->Invalid("is not a binary table");
   // CFITSIO may read stale bytes past the end of a cut in-memory file: check first.
   SPEXD_RETURN_IF_ERROR(file_->CheckHduComplete());
+  SPEXD_ASSIGN_OR_RETURN(const TableDomain domain, ReadTableKeywords(psf));
+  SPEXD_ASSIGN_OR_RETURN(const ParamColumns cols, FindParamColumns(psf->nspec_, domain.ncoeff));
+  SPEXD_ASSIGN_OR_RETURN(const auto rows, ReadRowNames(cols));
+  SPEXD_RETURN_IF_ERROR(ReadParamRows(cols, rows, domain, psf));
+  return CheckPsfShape(*psf);
+}
 
+absl::StatusOr<PsfReader::TableDomain> PsfReader::ReadTableKeywords(Psf* psf) {
   SPEXD_ASSIGN_OR_RETURN(long hsizex, IntKey("HSIZEX", 1, kMaxHalfSize));
   SPEXD_ASSIGN_OR_RETURN(long hsizey, IntKey("HSIZEY", 1, kMaxHalfSize));
   SPEXD_ASSIGN_OR_RETURN(long ghdegx, IntKey("GHDEGX", 0, kMaxGhDeg));
   SPEXD_ASSIGN_OR_RETURN(long ghdegy, IntKey("GHDEGY", 0, kMaxGhDeg));
   SPEXD_ASSIGN_OR_RETURN(long legdeg, IntKey("LEGDEG", 0, kMaxLegDeg));
-  SPEXD_ASSIGN_OR_RETURN(double wavemin, DoubleKey("WAVEMIN"));
-  SPEXD_ASSIGN_OR_RETURN(double wavemax, DoubleKey("WAVEMAX"));
-  if (!(wavemax > wavemin)) return file_->Invalid("WAVEMAX must be greater than WAVEMIN");
+  TableDomain domain;
+  SPEXD_ASSIGN_OR_RETURN(domain.wavemin, DoubleKey("WAVEMIN"));
+  SPEXD_ASSIGN_OR_RETURN(domain.wavemax, DoubleKey("WAVEMAX"));
+  if (!(domain.wavemax > domain.wavemin)) {
+    return file_->Invalid("WAVEMAX must be greater than WAVEMIN");
+  }
+  domain.ncoeff = legdeg + 1;
   psf->hsizex_ = static_cast<int>(hsizex);
   psf->hsizey_ = static_cast<int>(hsizey);
   psf->ghdegx_ = static_cast<int>(ghdegx);
@@ -190,65 +215,78 @@ absl::Status PsfReader::ReadParamTable(Psf* psf) {
     psf->psferr_ = e;
   }
   psf->in_psf_ = file_->ReadOptionalString("IN_PSF");
+  return domain;
+}
 
-  int col_param = 0, col_coeff = 0;
-  fits_get_colnum(f, CASEINSEN, const_cast<char*>("PARAM"), &col_param, &status);
+absl::StatusOr<PsfReader::ParamColumns> PsfReader::FindParamColumns(int nspec, long ncoeff) {
+  fitsfile* f = file_->get();
+  int status = 0;
+  ParamColumns c;
+  fits_get_colnum(f, CASEINSEN, const_cast<char*>("PARAM"), &c.param, &status);
   if (status != 0) {
     fits_clear_errmsg();
     return file_->Invalid("missing column PARAM");
   }
-  fits_get_colnum(f, CASEINSEN, const_cast<char*>("COEFF"), &col_coeff, &status);
+  fits_get_colnum(f, CASEINSEN, const_cast<char*>("COEFF"), &c.coeff, &status);
   if (status != 0) {
     fits_clear_errmsg();
     return file_->Invalid("missing column COEFF");
   }
-  long nrows = 0;
   int typecode = 0;
   long repeat = 0, width = 0;
-  fits_get_num_rows(f, &nrows, &status);
+  fits_get_num_rows(f, &c.nrows, &status);
   if (status != 0) return file_->Error(status, "reading the number of rows");
-  if (nrows < 1 || nrows > kMaxTableRows) {
-    return file_->Invalid(absl::StrCat("table has ", nrows, " rows"));
+  if (c.nrows < 1 || c.nrows > kMaxTableRows) {
+    return file_->Invalid(absl::StrCat("table has ", c.nrows, " rows"));
   }
-  fits_get_coltype(f, col_param, &typecode, &repeat, &width, &status);
+  fits_get_coltype(f, c.param, &typecode, &repeat, &width, &status);
   if (status != 0) return file_->Error(status, "reading column PARAM type");
   if (typecode != TSTRING || width < 1) return file_->Invalid("column PARAM is not a string");
-  const long name_width = width;
-  fits_get_coltype(f, col_coeff, &typecode, &repeat, &width, &status);
+  c.name_width = width;
+  fits_get_coltype(f, c.coeff, &typecode, &repeat, &width, &status);
   if (status != 0) return file_->Error(status, "reading column COEFF type");
   if (typecode == TSTRING || typecode == TLOGICAL || typecode == TBIT) {
     return file_->Invalid("column COEFF is not numeric");
   }
-  const long ncoeff = legdeg + 1;
-  if (repeat != ncoeff * psf->nspec_) {
+  if (repeat != ncoeff * nspec) {
     return file_->Invalid(absl::StrCat("column COEFF has ", repeat, " values per row, expected (",
-                                       "LEGDEG+1) * nspec = ", ncoeff, " * ", psf->nspec_,
+                                       "LEGDEG+1) * nspec = ", ncoeff, " * ", nspec,
                                        " (XTRACE rows)"));
   }
+  c.repeat = repeat;
   // TDIM, when present, must say (LEGDEG+1, nspec) (FITS order, spec §1.2).
   int naxis = 0;
   long naxes[2] = {0, 0};
-  fits_read_tdim(f, col_coeff, 2, &naxis, naxes, &status);
+  fits_read_tdim(f, c.coeff, 2, &naxis, naxes, &status);
   if (status != 0) return file_->Error(status, "reading TDIM of column COEFF");
-  if (naxis == 2 && (naxes[0] != ncoeff || naxes[1] != psf->nspec_)) {
+  if (naxis == 2 && (naxes[0] != ncoeff || naxes[1] != nspec)) {
     return file_->Invalid(absl::StrCat("column COEFF has TDIM (", naxes[0], ", ", naxes[1],
-                                       "), expected (", ncoeff, ", ", psf->nspec_, ")"));
+                                       "), expected (", ncoeff, ", ", nspec, ")"));
   }
+  return c;
+}
 
+absl::StatusOr<std::map<std::string, long>> PsfReader::ReadRowNames(const ParamColumns& cols) {
   // Name -> row map (spec §1.2: row order is not to be relied upon).
   std::map<std::string, long> rows;
-  std::vector<char> buf(static_cast<std::size_t>(name_width) + 1);
-  for (long r = 1; r <= nrows; ++r) {
+  std::vector<char> buf(static_cast<std::size_t>(cols.name_width) + 1);
+  int status = 0;
+  for (long r = 1; r <= cols.nrows; ++r) {
     char* p = buf.data();
     int anynul = 0;
-    fits_read_col_str(f, col_param, r, 1, 1, nullptr, &p, &anynul, &status);
+    fits_read_col_str(file_->get(), cols.param, r, 1, 1, nullptr, &p, &anynul, &status);
     if (status != 0) return file_->Error(status, "reading column PARAM (truncated file?)");
     std::string name(absl::StripAsciiWhitespace(absl::string_view(p)));
     if (!rows.emplace(name, r).second) {
       return file_->Invalid(absl::StrCat("parameter '", name, "' appears twice"));
     }
   }
+  return rows;
+}
 
+absl::Status PsfReader::ReadParamRows(const ParamColumns& cols,
+                                      const std::map<std::string, long>& rows,
+                                      const TableDomain& domain, Psf* psf) {
   const int ngh = (psf->ghdegx_ + 1) * (psf->ghdegy_ + 1);
   psf->params_.assign(static_cast<std::size_t>(2 + ngh), LegendreTable{});
   for (int p = 0; p < 2 + ngh; ++p) {
@@ -264,30 +302,30 @@ absl::Status PsfReader::ReadParamTable(Psf* psf) {
     auto it = rows.find(name);
     if (it == rows.end()) {
       return file_->Invalid(absl::StrCat("missing parameter row '", name, "' (GHDEGX ",
-                                         ghdegx, ", GHDEGY ", ghdegy, ")"));
+                                         psf->ghdegx_, ", GHDEGY ", psf->ghdegy_, ")"));
     }
     LegendreTable& t = psf->params_[static_cast<std::size_t>(p)];
-    t.wavemin = wavemin;
-    t.wavemax = wavemax;
-    t.ncoeff = static_cast<int>(ncoeff);
-    t.coeff.resize(static_cast<std::size_t>(repeat));
-    int anynul = 0;
+    t.wavemin = domain.wavemin;
+    t.wavemax = domain.wavemax;
+    t.ncoeff = static_cast<int>(domain.ncoeff);
+    t.coeff.resize(static_cast<std::size_t>(cols.repeat));
+    int anynul = 0, status = 0;
     double nulval = 0;
     // FITS TDIM (ncoeff, nspec) is Fortran order, so the flat row is already
     // [nspec][ncoeff] in C order (spec §1.2).
-    fits_read_col(f, TDOUBLE, col_coeff, it->second, 1, repeat, &nulval, t.coeff.data(),
-                  &anynul, &status);
+    fits_read_col(file_->get(), TDOUBLE, cols.coeff, it->second, 1, cols.repeat, &nulval,
+                  t.coeff.data(), &anynul, &status);
     if (status != 0) {
       return file_->Error(status, absl::StrCat("reading COEFF of '", name, "' (truncated file?)"));
     }
     for (std::size_t k = 0; k < t.coeff.size(); ++k) {
       if (!std::isfinite(t.coeff[k])) {
-        return file_->Invalid(absl::StrCat("non-finite COEFF in parameter '", name,
-                                           "' for fibre ", k / static_cast<std::size_t>(ncoeff)));
+        return file_->Invalid(absl::StrCat("non-finite COEFF in parameter '", name, "' for fibre ",
+                                           k / static_cast<std::size_t>(domain.ncoeff)));
       }
     }
   }
-  return CheckPsfShape(*psf);
+  return absl::OkStatus();
 }
 
 absl::Status PsfReader::CheckPsfShape(const Psf& psf) {

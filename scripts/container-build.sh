@@ -19,14 +19,15 @@ BUILD_DIR=build JOBS=${JOBS:-$(nproc)} scripts/build.sh \
   -DCMAKE_CUDA_ARCHITECTURES="${CUDA_ARCHITECTURES:-90}"
 command -v ccache >/dev/null && ccache --show-stats | grep -E 'Hits|Misses' || true
 
-install -d "$prefix/bin" "$prefix/lib" "$prefix/share/spexd"
+install -d "$prefix/bin" "$prefix/lib/spexd" "$prefix/share/spexd"
 install -s build/server/spexd build/client/spexctl build/client/spexd-sim "$prefix/bin/"
 install deploy/container/spexd-entrypoint "$prefix/bin/"
 if [[ $with_cuda == ON ]]; then
-  [[ -f build/cuda/libspexd_cuda.so ]] || { echo "container-build: CUDA module not built" >&2; exit 1; }
-  install -s build/cuda/libspexd_cuda.so "$prefix/lib/"
+  # Where the executables look for it: <bin>/../lib/spexd/ (core/cuda_module_loader.h).
+  [[ -f build/lib/spexd/libspexd_cuda.so ]] || { echo "container-build: CUDA module not built" >&2; exit 1; }
+  install -s build/lib/spexd/libspexd_cuda.so "$prefix/lib/spexd/"
 fi
 shopt -s nullglob
 scripts/runtime-packages.sh "$prefix"/bin/spexd "$prefix"/bin/spexctl "$prefix"/bin/spexd-sim \
-  "$prefix"/lib/*.so >"$prefix/share/spexd/runtime-packages.txt"
+  "$prefix"/lib/spexd/*.so >"$prefix/share/spexd/runtime-packages.txt"
 echo "container-build: runtime packages: $(tr '\n' ' ' <"$prefix/share/spexd/runtime-packages.txt")"

@@ -86,6 +86,21 @@ class Retrier:
         return pause
 
 
+RELOAD_PSF = "reload"
+
+
+def after_stream_error(rpc_error, err, received, reloaded, own_psf, retrier):
+    """What an extraction stream does after an error, for the sync and aio clients alike:
+    RELOAD_PSF (the PSF was evicted between LoadPsf and the extraction: load it again,
+    once, as spexctl), a pause before the next attempt (UNAVAILABLE or a full queue, only
+    while nothing arrived, so a consumer never sees a bundle twice), or None (raise)."""
+    if received:
+        return None
+    if err.code == grpc.StatusCode.NOT_FOUND and not reloaded and own_psf:
+        return RELOAD_PSF
+    return retrier.pause(rpc_error)
+
+
 def channel_args(tls):
     opts = [("grpc.lb_policy_name", "round_robin"),
             ("grpc.max_receive_message_length", MAX_RECEIVE_BYTES)]

@@ -11,7 +11,7 @@ import grpc
 
 from spexd import _channel, request
 from spexd.client import ExtractSpec, psf_load_requests
-from spexd.errors import NotFound, from_rpc_error
+from spexd.errors import from_rpc_error
 from spexd.result import ExtractionResult, StreamAssembler
 from spexd.v1 import spexd_pb2 as pb
 from spexd.v1 import spexd_pb2_grpc as pb_grpc
@@ -53,17 +53,15 @@ class BundleStream:
                 return
             except grpc.RpcError as e:
                 err = from_rpc_error(e)
-                received = asm.header is not None
-                if isinstance(err, NotFound) and not received and not reloaded \
-                        and spec.psf_id is None:
+                action = _channel.after_stream_error(e, err, asm.header is not None, reloaded,
+                                                     spec.psf_id is None, retrier)
+                if action == _channel.RELOAD_PSF:
                     reloaded = True
                     psf_id = await c._psf_id(spec, reload=True)
                     continue
-                if not received:
-                    pause = retrier.pause(e)
-                    if pause is not None:
-                        await asyncio.sleep(pause)
-                        continue
+                if action is not None:
+                    await asyncio.sleep(action)
+                    continue
                 raise err from None
             finally:
                 if call is not None and self.summary is None:

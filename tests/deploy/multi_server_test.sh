@@ -13,7 +13,7 @@ source tests/deploy/lib.sh
 need_binaries
 
 WORKERS=3
-MAX_FRAMES=20   # per worker, a bound only
+MAX_FRAMES=1000 # per worker, a bound only (a fast machine must not run out before the kill)
 WORK=$(mktemp -d -t spexd-multi-XXXXXX)
 PIDS=()
 CLIENTS=()
@@ -73,13 +73,14 @@ worker() {
     "$SPEXCTL" extract --server "$TARGET" --server-path -q --retries 6 \
       -i "$WORK/data/preproc-$seed.fits" -p "$WORK/data/psf.fits" \
       -o "$WORK/out-$w-$k.fits" -w "$CASE_WAVELENGTH" -s 0 -n 25 >"$WORK/client-$w-$k.log" 2>&1 ||
-      { echo "worker $w frame $k failed:"; cat "$WORK/client-$w-$k.log"; return 1; }
+      { echo "worker $w frame $k failed:"; cat "$WORK/client-$w-$k.log"; touch "$WORK/failed-$w"; return 1; }
     echo "$seed" >"$WORK/out-$w-$k.seed"
   done
 }
 arrived() { ls "$WORK"/out-*.seed 2>/dev/null | wc -l; }
 workers_running() {  # fails as soon as a worker has ended (before $WORK/stop it means a lost frame)
   local c
+  ls "$WORK"/failed-* >/dev/null 2>&1 && return 1
   for c in "${CLIENTS[@]}"; do kill -0 "$c" 2>/dev/null || return 1; done
 }
 CLIENTS=()

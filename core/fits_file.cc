@@ -132,14 +132,21 @@ absl::StatusOr<FitsFile> FitsFile::OpenMemory(const void* data, std::size_t size
     return absl::InvalidArgumentError(absl::StrCat(
         display_name, ": not a FITS file (", size, " bytes; a FITS file has at least 2880)"));
   }
+  // CFITSIO's memory driver reads whole 2880-byte records: a file whose last record is
+  // cut short (an upload without its trailing padding, or truncated) made it read past
+  // the buffer (found by fuzzing: tests/fuzz/regressions/preproc/). The copy is rounded up
+  // to whole records with zeros, which is what FITS padding holds; opened_size_ keeps
+  // the true size, so CheckHduComplete still reports data that is really missing.
+  const std::size_t padded = (size + 2879) / 2880 * 2880;
   auto* mem = new MemBuffer;
-  mem->ptr = std::malloc(size);
+  mem->ptr = std::malloc(padded);
   if (mem->ptr == nullptr) {
     delete mem;
     return absl::ResourceExhaustedError(absl::StrCat(display_name, ": out of memory"));
   }
   std::memcpy(mem->ptr, data, size);
-  mem->size = size;
+  std::memset(static_cast<char*>(mem->ptr) + size, 0, padded - size);
+  mem->size = padded;
   fitsfile* fptr = nullptr;
   int status = 0;
   fits_open_memfile(&fptr, display_name.c_str(), READONLY, &mem->ptr, &mem->size, 0, nullptr,

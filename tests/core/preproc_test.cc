@@ -304,6 +304,39 @@ TEST(PreprocTest, ReadFromMemoryMatchesFile) {
   EXPECT_EQ(b->source_name, "upload.fits");
 }
 
+// Found by fuzzing (tests/fuzz/regressions/preproc/): CFITSIO's memory driver reads whole
+// 2880-byte records, so an upload whose last record is cut short made it read past the
+// buffer (an ASan heap-buffer-overflow). Without its trailing padding the file still holds
+// every pixel: it must read the same as the whole file.
+TEST(PreprocTest, UploadWithoutTrailingPaddingReadsTheSame) {
+  std::string path = WriteTemp({.mask = kMaskBits});
+  PreprocImage whole = ReadOk(path);
+  std::string bytes = ReadBytes(path);
+  // Where the last HDU's data ends (before its padding).
+  fitsfile* f = nullptr;
+  int status = 0, nhdu = 0;
+  fits_open_file(&f, path.c_str(), READONLY, &status);
+  fits_get_num_hdus(f, &nhdu, &status);
+  fits_movabs_hdu(f, nhdu, nullptr, &status);
+  LONGLONG headstart = 0, datastart = 0, dataend = 0;
+  fits_get_hduaddrll(f, &headstart, &datastart, &dataend, &status);
+  long naxis1 = 0, naxis2 = 0;
+  fits_read_key(f, TLONG, "NAXIS1", &naxis1, nullptr, &status);
+  fits_read_key(f, TLONG, "NAXIS2", &naxis2, nullptr, &status);
+  fits_close_file(f, &status);
+  ASSERT_EQ(status, 0);
+  const std::size_t data_end = static_cast<std::size_t>(datastart) +
+                               static_cast<std::size_t>(naxis1) * static_cast<std::size_t>(naxis2);
+  ASSERT_LT(data_end, bytes.size());
+  ASSERT_NE(data_end % 2880, 0u) << "the test needs a last record that is not full";
+  bytes.resize(data_end);
+  auto cut = ReadPreprocFromMemory(bytes.data(), bytes.size(), "upload.fits", {});
+  ASSERT_TRUE(cut.ok()) << cut.status();
+  EXPECT_EQ(cut->image, whole.image);
+  EXPECT_EQ(cut->ivar, whole.ivar);
+  EXPECT_EQ(cut->fibermap_fits, whole.fibermap_fits);
+}
+
 // --- Bad inputs: each is INVALID_ARGUMENT naming the file and the problem. ---
 
 void ExpectInvalid(const absl::StatusOr<PreprocImage>& r, const std::string& name,

@@ -26,6 +26,7 @@
 #include "core/status_macros.h"
 #include "cuda/batch_extractor.h"
 #include "cuda/cuda_check.h"
+#include "cuda/fault_injection.h"
 #include "cuda/geometry_state.h"
 #include "cuda/gpu_context.h"
 #include "cuda/image_upload.h"
@@ -49,11 +50,12 @@ double Now() {
 class CudaBackend final : public core::Backend {
  public:
   CudaBackend(std::unique_ptr<GpuContext> ctx, core::CudaTriangularSolver solver,
-              core::CudaEigensolver eigen, bool stats)
+              core::CudaEigensolver eigen, bool stats, FaultPlan faults)
       : ctx_(std::move(ctx)),
         solver_(solver),
         eigen_(eigen),
         stats_(stats),
+        faults_(faults),
         workspace_(std::make_unique<Workspace>()) {}
 
   ~CudaBackend() override {
@@ -267,6 +269,7 @@ class CudaBackend final : public core::Backend {
       SPEXD_RETURN_IF_ERROR(UploadImage(*ctx_, *workspace_, *job.image, &upload));
     }
     summary->stage_seconds["upload_host"] += upload.host_seconds;
+    SPEXD_RETURN_IF_ERROR(InjectRequestFault(faults_, ++requests_, ctx_->compute()));
     return extractor.Run(job, bundles, sink, summary);
   }
 
@@ -274,7 +277,9 @@ class CudaBackend final : public core::Backend {
   core::CudaTriangularSolver solver_;
   core::CudaEigensolver eigen_;
   bool stats_;
+  const FaultPlan faults_;  // test-only (fault_injection.h); all zero in production
   absl::Mutex mu_;  // held for a whole request
+  int requests_ ABSL_GUARDED_BY(mu_) = 0;
   std::unique_ptr<Workspace> workspace_ ABSL_GUARDED_BY(mu_);
   std::vector<std::unique_ptr<GeometryState>> states_ ABSL_GUARDED_BY(mu_);  // MRU first
   // Released geometries still alive: a queued job may warm one again; it is dropped again
@@ -294,12 +299,15 @@ class CudaBackend final : public core::Backend {
 absl::StatusOr<std::unique_ptr<core::Backend>> CreateCudaBackend(
     const core::BackendOptions& options) {
   const bool stats = options.cuda_stats;
+  absl::StatusOr<FaultPlan> faults = FaultPlanFromEnvironment();
+  if (!faults.ok()) return faults.status();
+  if (faults->oom_at_alloc > 0) ArmAllocationFault(faults->oom_at_alloc);
   auto ctx = GpuContext::Create(options.device);
   if (!ctx.ok()) {
     return absl::UnavailableError(absl::StrCat("CUDA backend unavailable: ", ctx.status().ToString()));
   }
-  return std::unique_ptr<core::Backend>(new CudaBackend(std::move(ctx).value(), options.cuda_solver,
-                                                    options.cuda_eigen, stats));
+  return std::unique_ptr<core::Backend>(new CudaBackend(
+      std::move(ctx).value(), options.cuda_solver, options.cuda_eigen, stats, *faults));
 }
 
 }  // namespace spexd::cuda

@@ -2,6 +2,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <atomic>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -27,8 +28,20 @@ absl::Status AllocError(cudaError_t err, std::size_t bytes, const char* what, co
 
 }  // namespace
 
+namespace {
+std::atomic<int64_t> g_fault_countdown{0};  // > 0: allocations left until the injected one
+}  // namespace
+
+void SetAllocationFault(int64_t at) { g_fault_countdown.store(at); }
+
 absl::Status DeviceAllocate(void** ptr, std::size_t bytes, const char* what) {
-  cudaError_t err = cudaMalloc(ptr, bytes);
+  std::size_t request = bytes;
+  if (g_fault_countdown.load(std::memory_order_relaxed) > 0 && g_fault_countdown.fetch_sub(1) == 1) {
+    std::size_t free_b = 0, total_b = 0;
+    (void)cudaMemGetInfo(&free_b, &total_b);
+    request = bytes + 2 * total_b;  // more than the device has: the driver refuses it
+  }
+  cudaError_t err = cudaMalloc(ptr, request);
   if (err != cudaSuccess) return AllocError(err, bytes, what, "device");
   return absl::OkStatus();
 }

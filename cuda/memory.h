@@ -5,6 +5,7 @@
 #define SPEXD_CUDA_MEMORY_H_
 
 #include <cstddef>
+#include <cstdint>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -12,6 +13,9 @@
 namespace spexd::cuda {
 namespace internal {
 absl::Status DeviceAllocate(void** ptr, std::size_t bytes, const char* what);
+// Test-only (fault_injection.h): the `at`-th DeviceAllocate from now on requests more
+// than the device's memory, so that the driver itself fails it. 0 disarms.
+void SetAllocationFault(int64_t at);
 void DeviceFree(void* ptr);
 absl::Status PinnedAllocate(void** ptr, std::size_t bytes, const char* what);
 void PinnedFree(void* ptr);

@@ -16,8 +16,11 @@ PKGS=(
 )
 # Optional helpers: ccache speeds rebuilds; patchelf/binutils pack the GPU bundle; curl
 # scrapes /metrics in tests/deploy; clang checks the lock annotations
-# (scripts/thread_safety_check.sh).
-OPTIONAL=(ccache patchelf binutils curl clang)
+# (scripts/thread_safety_check.sh), and with its runtimes builds the fuzz targets
+# (scripts/fuzz.sh); Debian's Python packages run the load test and draw its plot
+# (tests/load/soak.py).
+OPTIONAL=(ccache patchelf binutils curl clang libclang-rt-dev python3-numpy python3-astropy
+          python3-matplotlib)
 
 missing=()
 for p in "${PKGS[@]}" "${OPTIONAL[@]}"; do

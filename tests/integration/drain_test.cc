@@ -9,7 +9,6 @@
 #include <atomic>
 #include <chrono>
 #include <fstream>
-#include <regex>
 #include <sstream>
 #include <thread>
 #include <vector>
@@ -18,6 +17,7 @@
 #include "core/psf.h"
 #include "gtest/gtest.h"
 #include "tests/integration/service_fixture.h"
+#include "tests/integration/spawned_server.h"
 #include "tests/integration/synthetic_frame.h"
 #include "tests/test_support.h"
 
@@ -25,69 +25,6 @@ namespace spexd::testing {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-// A spexd child process on a free loopback port; killed on destruction if still alive.
-class SpawnedServer {
- public:
-  explicit SpawnedServer(std::vector<std::string> extra_args) {
-    log_path_ = MakeTempDir() + "/spexd.log";
-    std::vector<std::string> args = {SPEXD_BINARY, "--listen=127.0.0.1:0", "--metrics_listen=",
-                                     "--backend=cpu", "--data_roots=" + Inputs().data_dir};
-    args.insert(args.end(), extra_args.begin(), extra_args.end());
-    pid_ = fork();
-    if (pid_ == 0) {
-      const int fd = open(log_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      dup2(fd, STDERR_FILENO);
-      std::vector<char*> argv;
-      for (auto& a : args) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      execv(argv[0], argv.data());
-      _exit(127);
-    }
-  }
-  ~SpawnedServer() {
-    if (pid_ > 0 && !exited_) {
-      kill(pid_, SIGKILL);
-      waitpid(pid_, nullptr, 0);
-    }
-  }
-
-  // The bound port from the "listening" log line (0 after `seconds` without one).
-  int WaitForPort(double seconds) {
-    static const std::regex kPort("\"event\":\"listening\".*\"port\":([0-9]+)");
-    const auto end = Clock::now() + std::chrono::milliseconds(static_cast<int>(seconds * 1000));
-    while (Clock::now() < end) {
-      std::smatch m;
-      const std::string log = Log();
-      if (std::regex_search(log, m, kPort)) return std::stoi(m[1]);
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-    return 0;
-  }
-
-  void Signal(int sig) { kill(pid_, sig); }
-
-  // The exit status, or -1 if it did not exit within `seconds`.
-  int WaitForExit(double seconds) {
-    const auto end = Clock::now() + std::chrono::milliseconds(static_cast<int>(seconds * 1000));
-    while (Clock::now() < end) {
-      int status = 0;
-      if (waitpid(pid_, &status, WNOHANG) == pid_) {
-        exited_ = true;
-        return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    return -1;
-  }
-
-  std::string Log() const { return ReadBytes(log_path_); }
-
- private:
-  pid_t pid_ = -1;
-  bool exited_ = false;
-  std::string log_path_;
-};
 
 // A frame with a longer grid (about 1 s of CPU work) so that requests are still in
 // flight when the signal arrives.
@@ -146,15 +83,6 @@ std::string LoadPsf(int port) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   return "";
-}
-
-bool WaitUntil(const std::function<bool()>& done, double seconds) {
-  const auto end = Clock::now() + std::chrono::milliseconds(static_cast<int>(seconds * 1000));
-  while (Clock::now() < end) {
-    if (done()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return done();
 }
 
 TEST(DrainTest, SigtermFinishesInFlightWorkRefusesNewCallsAndExitsZero) {

@@ -1,0 +1,47 @@
+// libFuzzer target: request validation, from the bytes of an ExtractHeader to a patch plan
+// and the selected bundles, as the server does it (server/request_validation.h:
+// CheckHeaderFields, CheckRequest with the default limits; then core::Geometry::Create
+// for an r-camera CCD). Every input must give a plan or an error status: never a crash,
+// UB, a hang or a huge allocation.
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "core/geometry.h"
+#include "core/psf.h"
+#include "server/request_validation.h"
+#include "spexd/v1/spexd.pb.h"
+
+namespace {
+
+const std::shared_ptr<const spexd::core::Psf>& TestPsf() {
+  static const auto* psf = [] {
+    auto loaded = spexd::core::Psf::Load(SPEXD_FUZZ_PSF);
+    if (!loaded.ok()) __builtin_trap();
+    return new std::shared_ptr<const spexd::core::Psf>(
+        std::make_shared<const spexd::core::Psf>(*std::move(loaded)));
+  }();
+  return *psf;
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  spexd::v1::ExtractHeader header;
+  if (!header.ParseFromArray(data, static_cast<int>(size))) return 0;
+  if (!spexd::server::CheckHeaderFields(header).ok()) return 0;
+  std::vector<int> bundles;
+  auto params = spexd::server::CheckRequest(header, *TestPsf(), spexd::server::ServiceLimits{},
+                                            &bundles);
+  if (!params.ok()) return 0;
+  // Accepted requests must plan: the checks above are meant to leave nothing for
+  // Geometry::Create to refuse or to choke on.
+  auto geometry = spexd::core::Geometry::Create(TestPsf(), *params, 4128, 4114,
+                                                /*cache_spots=*/false);
+  if (!geometry.ok()) return 0;
+  for (int b : bundles) {
+    if (b < 0 || b >= (*geometry)->plan().nbundles) __builtin_trap();
+  }
+  return 0;
+}

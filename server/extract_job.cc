@@ -7,7 +7,6 @@
 #include <cstring>
 #include <exception>
 #include <new>
-#include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -211,7 +210,7 @@ absl::Status ExtractJob::CheckOutputPath() {
 
 // ---------------------------------------------------------------- worker thread
 
-void ExtractJob::Run(core::Backend& backend, int worker) {
+void ExtractJob::Run(core::Backend& backend, int worker, core::TaskPool& streaming) {
   run_start_ = Clock::now();
   worker_ = worker;
   summary_.set_queue_seconds(Seconds(request_.admitted, prepare_start_) +
@@ -227,9 +226,13 @@ void ExtractJob::Run(core::Backend& backend, int worker) {
     Complete(StopStatus());
     return;
   }
-  // The streaming thread owns the rest of the call once started; it holds a reference so
-  // the job outlives the scheduler's.
-  std::thread([self = shared_from_this()] { self->StreamLoop(); }).detach();
+  // The streaming stage owns the rest of the call once the task is posted; the task holds
+  // a reference so the job outlives the scheduler's. Posted before the backend starts:
+  // bundles stream while later ones are extracted.
+  if (!streaming.Post([self = shared_from_this()] { self->StreamLoop(); })) {
+    Complete(absl::UnavailableError("server is shutting down"));
+    return;
+  }
   const absl::Status status = Guarded([&] { return Extract(backend); });
   // The decoded planes (~270 MB for an r frame) are freed by the streaming thread: the
   // unmapping takes tens of milliseconds that the worker should spend on the next job.

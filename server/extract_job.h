@@ -3,8 +3,8 @@
 //   Prepare (a loader thread): read the image (server path or upload), decode it, warm
 //     the geometry through the PSF cache, build the FrameHeader;
 //   Run (the worker): send the header, run the backend; each finished bundle is handed
-//     to the job's streaming thread, and the worker is free as soon as the backend returns;
-//   streaming thread: finalise each bundle (photons/Angstrom), convert it to BundleData
+//     to the job's streaming task, and the worker is free as soon as the backend returns;
+//   streaming task (the scheduler's streaming stage, core::TaskPool): finalise each bundle (photons/Angstrom), convert it to BundleData
 //     parts and send them, assemble the optional server-side frame and model, send the
 //     summary and end the call.
 // gRPC-free: it talks to the call through ResponseStream.
@@ -100,7 +100,7 @@ class ExtractJob : public Job, public std::enable_shared_from_this<ExtractJob> {
              std::shared_ptr<std::atomic<bool>> cancel);
 
   bool Prepare() override;
-  void Run(core::Backend& backend, int worker) override;
+  void Run(core::Backend& backend, int worker, core::TaskPool& streaming) override;
   void Abandon(const absl::Status& status) override;
 
  private:

@@ -75,6 +75,7 @@ void Scheduler::AddWorker(std::unique_ptr<core::Backend> backend, int gpu_device
   raw->thread = std::thread([this, raw] { WorkerLoop(raw); });
   workers_.push_back(std::move(w));
   for (int i = 0; i < prefetch_; ++i) loaders_.emplace_back([this] { LoaderLoop(); });
+  streaming_.AddThreads(kStreamersPerWorker);
 }
 
 absl::StatusOr<Scheduler::Ticket> Scheduler::Reserve(bool realtime) {
@@ -172,6 +173,8 @@ void Scheduler::Shutdown() {
   for (Worker* w : workers) {
     if (w->thread.joinable()) w->thread.join();
   }
+  // No job can post any more: finish the streaming handed over, join its threads.
+  streaming_.Shutdown();
 }
 
 void Scheduler::LoaderLoop() {
@@ -259,7 +262,7 @@ void Scheduler::WorkerLoop(Worker* w) {
       --preparing_;
       --preparing_realtime_;
     }
-    if (run) item.job->Run(*w->backend, w->index);
+    if (run) item.job->Run(*w->backend, w->index, streaming_);
     item.job.reset();  // the worker's reference; streaming may still hold the job
     w->busy.store(false);
     {

@@ -5,7 +5,10 @@
 // one CPU backend), so device state is never shared between threads. Each worker brings
 // `prefetch` loader threads, and at most `prefetch` jobs per worker are being prepared
 // or wait prepared: decoding a frame can take longer than a GPU extracts one, and the
-// bound keeps the memory of decoded images (~270 MB per r frame) in check.
+// bound keeps the memory of decoded images (~270 MB per r frame) in check. The
+// scheduler also owns the streaming stage (kStreamersPerWorker threads per worker): a job
+// hands its response streaming there, so the worker is free once the backend returns, and
+// Shutdown runs what was handed over to the end and joins; no thread outlives it.
 #ifndef SPEXD_SERVER_SCHEDULER_H_
 #define SPEXD_SERVER_SCHEDULER_H_
 
@@ -21,6 +24,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "core/backend.h"
+#include "core/task_pool.h"
 
 namespace spexd::server {
 
@@ -34,7 +38,9 @@ class Job {
   virtual ~Job() = default;
   virtual bool Prepare() { return true; }
   // On the worker's thread; `backend` belongs to that worker for the whole call.
-  virtual void Run(core::Backend& backend, int worker) = 0;
+  // `streaming` is the scheduler's streaming stage: work posted there may go on after Run
+  // returns (sending the results), and Shutdown waits for it.
+  virtual void Run(core::Backend& backend, int worker, core::TaskPool& streaming) = 0;
   // The job will never run (the scheduler shut down while it waited).
   virtual void Abandon(const absl::Status& status) = 0;
 };
@@ -61,6 +67,10 @@ class Scheduler {
             int realtime_reserve = 1);
   static constexpr int kQueuePerWorker = 8;
   static constexpr int kMinQueue = 16;
+  // Streaming threads per worker: one for the job a worker just extracted (or is
+  // extracting), one for the job before it that may still be writing its products. A
+  // client too slow for both makes the next job wait (bounded by --write_timeout_seconds).
+  static constexpr int kStreamersPerWorker = 2;
   ~Scheduler();
   Scheduler(const Scheduler&) = delete;
   Scheduler& operator=(const Scheduler&) = delete;
@@ -103,7 +113,8 @@ class Scheduler {
 
   // New reservations are refused from now on; queued and running jobs continue.
   void StopAccepting();
-  // StopAccepting, abandons queued jobs (UNAVAILABLE), waits for running ones, joins.
+  // StopAccepting, abandons queued jobs (UNAVAILABLE), waits for running ones and for
+  // the streaming they handed over, joins every thread.
   void Shutdown();
 
   int queue_depth();
@@ -176,6 +187,7 @@ class Scheduler {
   bool accepting_ ABSL_GUARDED_BY(mu_) = true;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<std::unique_ptr<Worker>> workers_ ABSL_GUARDED_BY(mu_);
+  core::TaskPool streaming_;  // shut down after the workers, whose jobs post to it
 };
 
 }  // namespace spexd::server

@@ -1,6 +1,7 @@
 #include "server/scheduler.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <mutex>
 #include <thread>
@@ -58,7 +59,7 @@ class RecordingJob : public Job {
   RecordingJob(std::string name, std::vector<std::string>* log, std::mutex* mu,
                absl::Notification* hold = nullptr)
       : name_(std::move(name)), log_(log), mu_(mu), hold_(hold) {}
-  void Run(core::Backend&, int) override {
+  void Run(core::Backend&, int, core::TaskPool&) override {
     if (hold_ != nullptr) hold_->WaitForNotification();
     std::lock_guard<std::mutex> lock(*mu_);
     log_->push_back(name_);
@@ -73,6 +74,23 @@ class RecordingJob : public Job {
   std::vector<std::string>* log_;
   std::mutex* mu_;
   absl::Notification* hold_;
+};
+
+// Hands a slow "streaming" task to the scheduler's streaming stage and returns at once,
+// as ExtractJob does: the worker is free while the task goes on.
+class StreamingJob : public Job {
+ public:
+  explicit StreamingJob(std::atomic<int>* streamed) : streamed_(streamed) {}
+  void Run(core::Backend&, int, core::TaskPool& streaming) override {
+    ASSERT_TRUE(streaming.Post([streamed = streamed_] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));
+      streamed->fetch_add(1);
+    }));
+  }
+  void Abandon(const absl::Status&) override {}
+
+ private:
+  std::atomic<int>* streamed_;
 };
 
 bool WaitForBusy(Scheduler& s) {
@@ -143,6 +161,33 @@ TEST(SchedulerTest, BoundedQueueAndDraining) {
   std::sort(log.begin(), log.end());
   EXPECT_EQ(log[0], "blocker");
   EXPECT_TRUE(log[1] == "queued" || log[1] == "queued:UNAVAILABLE") << log[1];
+}
+
+// Drain joins the streaming stage: every stream handed over has ended when Shutdown
+// returns, and the worker was free while its job streamed.
+TEST(SchedulerTest, ShutdownWaitsForTheStreamingItJoins) {
+  Scheduler s(8, 1, nullptr);
+  s.AddWorker(std::make_unique<NullBackend>(), -1);
+  std::atomic<int> streamed{0};
+  std::vector<std::string> log;
+  std::mutex mu;
+  for (int i = 0; i < 3; ++i) s.Submit(*s.Reserve(false), std::make_shared<StreamingJob>(&streamed));
+  s.Submit(*s.Reserve(false), std::make_shared<RecordingJob>("after", &log, &mu));
+  // The worker runs the job queued behind three 500 ms streams without waiting for them.
+  for (int i = 0; i < 400; ++i) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (!log.empty()) break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    EXPECT_EQ(log, std::vector<std::string>{"after"});
+  }
+  EXPECT_LT(streamed.load(), 3);
+  s.Shutdown();
+  EXPECT_EQ(streamed.load(), 3);
 }
 
 TEST(SchedulerTest, UploadsAreCountedApartFromQueuedWorkWithARealtimeReserve) {

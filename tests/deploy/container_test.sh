@@ -166,5 +166,8 @@ echo "   exit status $status after ${took} s (drain period 30 s)"
 python3 -c "import sys; sys.exit(0 if $took < 30 else 1)" || fail "exit took longer than the drain"
 grep -q '"event":"drained"' "$WORK/spexd.log" || fail "no drained event in the log"
 
+# The working container first: an image still used by one is not removed (storage leak).
+buildah rm "$CTR" >/dev/null 2>&1 || true
+CTR=
 buildah rmi "$IMAGE" >/dev/null 2>&1 || true
 say "container_test: PASS in $(elapsed) (image $size)"

@@ -32,7 +32,7 @@ double Seconds(Clock::time_point a, Clock::time_point b) {
 
 // Room left in a message for everything but the payload arrays (tags, lengths, counts).
 constexpr std::size_t kMessageOverhead = 64 * 1024;
-// Finished bundles waiting for the streaming thread before the worker waits (a full
+// Finished bundles waiting for the streaming task before the worker waits (a full
 // r-camera bundle is ~7 MB in float64: ~170 MB, about one frame).
 constexpr std::size_t kMaxFinishedBundles = 24;
 
@@ -234,13 +234,12 @@ void ExtractJob::Run(core::Backend& backend, int worker, core::TaskPool& streami
     return;
   }
   const absl::Status status = Guarded([&] { return Extract(backend); });
-  // The decoded planes (~270 MB for an r frame) are freed by the streaming thread: the
+  // The decoded planes (~270 MB for an r frame) are freed by the streaming task: the
   // unmapping takes tens of milliseconds that the worker should spend on the next job.
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   extraction_done_ = true;
   extraction_status_ = status;
-  summary_.set_extract_seconds(Seconds(run_start_, Clock::now()));
-  cv_.notify_all();
+  extract_seconds_ = Seconds(run_start_, Clock::now());
 }
 
 absl::Status ExtractJob::Extract(core::Backend& backend) {
@@ -255,15 +254,18 @@ absl::Status ExtractJob::Extract(core::Backend& backend) {
   Clock::time_point last = Clock::now();
   auto sink = [&](core::BundleResult&& b) -> absl::Status {
     const Clock::time_point now = Clock::now();
-    std::unique_lock<std::mutex> lock(mu_);
-    // Bounded hand-off; wake up now and then to notice a cancel or a deadline.
-    while (finished_.size() >= kMaxFinishedBundles && !stream_broken_ && !Stopped()) {
-      cv_.wait_for(lock, std::chrono::milliseconds(200));
+    absl::MutexLock lock(&mu_);
+    // Bounded hand-off; wake up now and then to notice a deadline (the cancel flag is set
+    // without this mutex, so a change of it alone wakes no one either).
+    auto room = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return finished_.size() < kMaxFinishedBundles || stream_broken_;
+    };
+    while (!mu_.AwaitWithTimeout(absl::Condition(&room), absl::Milliseconds(200))) {
+      if (Stopped()) break;
     }
     if (stream_broken_ || Stopped()) return StopStatus();
     finished_.push_back(Finished{std::move(b), Seconds(last, now)});
     last = now;
-    cv_.notify_all();
     return absl::OkStatus();
   };
   absl::StatusOr<core::ExtractionSummary> extracted = backend.Extract(job, sink);
@@ -272,37 +274,39 @@ absl::Status ExtractJob::Extract(core::Backend& backend) {
     if (absl::IsCancelled(extracted.status()) && Stopped()) return StopStatus();
     return extracted.status();
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   backend_summary_ = *std::move(extracted);
   return absl::OkStatus();
 }
 
-// ---------------------------------------------------------------- streaming thread
+// ---------------------------------------------------------------- streaming task
 
 void ExtractJob::StreamLoop() {
   absl::Status stream_status;
   for (;;) {
     Finished item;
     {
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [this] { return !finished_.empty() || extraction_done_; });
+      absl::MutexLock lock(&mu_);
+      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return !finished_.empty() || extraction_done_;
+      };
+      mu_.Await(absl::Condition(&ready));
       if (finished_.empty()) break;  // extraction done and everything streamed
       item = std::move(finished_.front());
       finished_.pop_front();
-      cv_.notify_all();
     }
     if (!stream_status.ok()) continue;  // drain what the worker still hands over
     stream_status = Guarded([&] { return StreamBundle(item); });
     if (!stream_status.ok()) {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       stream_broken_ = true;  // the worker stops at its next bundle
-      cv_.notify_all();
     }
   }
   absl::Status status;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     status = extraction_status_;
+    summary_.set_extract_seconds(extract_seconds_);
   }
   image_.reset();  // the backend is done with it (extraction_done_ was seen above)
   // A failed send means the client is gone or the deadline passed: report that rather
@@ -311,7 +315,7 @@ void ExtractJob::StreamLoop() {
   // Nothing usable (every patch failed, or saw no valid pixel) must not look like a
   // success: no summary, no server-side frame (issue 15 item 13, core/usable_data.h).
   if (status.ok()) {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     status = core::CheckUsableResult(usable_bins_, backend_summary_.counts);
   }
   if (status.ok()) status = Guarded([this] { return FinishProducts(); });
@@ -341,7 +345,7 @@ absl::Status ExtractJob::StreamBundle(Finished& item) {
 absl::Status ExtractJob::FinishProducts() {
   const v1::ExtractHeader& h = request_.header;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     CountsToProto(backend_summary_.counts, summary_.mutable_counts());
     for (const auto& [stage, secs] : backend_summary_.stage_seconds) {
       (*summary_.mutable_stage_seconds())[stage] = secs;

@@ -13,17 +13,17 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "core/backend.h"
 #include "core/frame.h"
 #include "core/geometry.h"
@@ -95,7 +95,7 @@ class ExtractJob : public Job, public std::enable_shared_from_this<ExtractJob> {
  public:
   // `stream` stays valid until Finish is called on it; `cancel` is set by the call when
   // the client cancels or the deadline passes, and is polled by the backend between
-  // bundles. Create with std::make_shared (the streaming thread shares ownership).
+  // bundles. Create with std::make_shared (the streaming task shares ownership).
   ExtractJob(const JobEnvironment& env, JobRequest request, ResponseStream* stream,
              std::shared_ptr<std::atomic<bool>> cancel);
 
@@ -128,9 +128,9 @@ class ExtractJob : public Job, public std::enable_shared_from_this<ExtractJob> {
   std::shared_ptr<std::atomic<bool>> cancel_;
   int worker_ = -1;
 
-  // Prepared state (loader thread, then read by the worker and the streaming thread).
+  // Prepared state (loader thread, then read by the worker and the streaming task).
   core::ExtractionParams params_;
-  std::optional<core::PreprocImage> image_;  // released by the streaming thread after Extract
+  std::optional<core::PreprocImage> image_;  // released by the streaming task after Extract
   std::vector<std::string> image_header_;
   std::string fibermap_fits_;
   std::string in_img_;
@@ -145,17 +145,20 @@ class ExtractJob : public Job, public std::enable_shared_from_this<ExtractJob> {
   v1::ExtractSummary summary_;
   std::chrono::steady_clock::time_point prepare_start_, prepared_, run_start_;
 
-  // Worker -> streaming thread hand-off (bounded: a slow client slows the worker down
-  // only after this many finished bundles wait).
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<Finished> finished_;
-  bool extraction_done_ = false;
-  bool stream_broken_ = false;
-  absl::Status extraction_status_;
-  core::ExtractionSummary backend_summary_;
+  // Worker -> streaming task hand-off (bounded: a slow client slows the worker down
+  // only after kMaxFinishedBundles finished bundles wait). The state above and below
+  // that is not guarded is owned by one thread at a time: the loader (Prepare), then the
+  // worker (Run), then the streaming task once it has seen extraction_done_ under mu_.
+  absl::Mutex mu_;
+  std::deque<Finished> finished_ ABSL_GUARDED_BY(mu_);
+  bool extraction_done_ ABSL_GUARDED_BY(mu_) = false;
+  bool stream_broken_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status extraction_status_ ABSL_GUARDED_BY(mu_);
+  core::ExtractionSummary backend_summary_ ABSL_GUARDED_BY(mu_);
+  double extract_seconds_ ABSL_GUARDED_BY(mu_) = 0;
+  // Streaming task only.
   int nbundles_ = 0, nfibers_ = 0;
-  int64_t usable_bins_ = 0;  // streaming thread (core::CountUsableBins)
+  int64_t usable_bins_ = 0;  // core::CountUsableBins
   std::optional<core::FrameAssembler> assembler_;
 };
 

@@ -132,6 +132,7 @@ class ExtractReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, gr
   void OnWriteDone(bool ok) override {
     grpc::ByteBuffer* next = nullptr;
     bool finish = false;
+    absl::Status final_status;
     {
       absl::MutexLock lock(&mu_);
       writing_ = false;
@@ -149,12 +150,13 @@ class ExtractReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, gr
       } else if (finish_requested_ && !finished_) {
         finished_ = true;
         finish = true;
+        final_status = final_status_;
       }
     }
     if (next != nullptr) {
       StartWrite(next);
     } else if (finish) {
-      CompleteCall();
+      CompleteCall(final_status);
     }
   }
 
@@ -229,18 +231,17 @@ class ExtractReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, gr
   }
 
   void Finish(const absl::Status& status) override {
-    bool finish = false;
+    absl::Status final_status;
     {
       absl::MutexLock lock(&mu_);
       if (finish_requested_) return;
       finish_requested_ = true;
       final_status_ = protocol_error_.ok() ? status : protocol_error_;
-      if (!writing_ && (pending_.empty() || broken_)) {
-        finished_ = true;
-        finish = true;
-      }
+      if (writing_ || (!pending_.empty() && !broken_)) return;  // OnWriteDone finishes
+      finished_ = true;
+      final_status = final_status_;
     }
-    if (finish) CompleteCall();
+    CompleteCall(final_status);
   }
 
  private:
@@ -371,9 +372,10 @@ class ExtractReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, gr
   }
 
   // Last use of `this` by our code: gRPC may run OnDone (delete) right after Finish.
-  void CompleteCall() {
+  // `final_status` is final_status_, read when finished_ was set.
+  void CompleteCall(const absl::Status& final_status) {
     ticket_ = Scheduler::Ticket();  // an early error releases the queue slot
-    grpc::Status status = ToGrpcStatus(final_status_, call_);
+    grpc::Status status = ToGrpcStatus(final_status, call_);
     if (ServerMetrics* m = service_->env.metrics; m != nullptr) {
       m->CountRequest(rpc_, GrpcCodeName(status.error_code()));
       m->AddInflight(-1);
@@ -410,7 +412,7 @@ class ExtractReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, gr
   bool broken_ ABSL_GUARDED_BY(mu_) = false;
   bool finish_requested_ ABSL_GUARDED_BY(mu_) = false;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
-  absl::Status final_status_;
+  absl::Status final_status_ ABSL_GUARDED_BY(mu_);
   // Set when the client sent more after its complete request; replaces the job's status.
   absl::Status protocol_error_ ABSL_GUARDED_BY(mu_);
   // For the watchdog: a read waiting for the client since last_read_, the write in

@@ -1,0 +1,454 @@
+// ExtractJob without gRPC: a fake ResponseStream records what the job sends, a fake
+// Backend hands over bundles (or fails, or waits for the cancel flag). Checks the order of
+// the stream (header, bundles ascending in parts, summary), the per-Angstrom conversion,
+// cancellation, deadlines, a stalled write, and the status each failure ends the call with.
+#include "server/extract_job.h"
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <new>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "core/task_pool.h"
+#include "gtest/gtest.h"
+#include "server/psf_cache.h"
+#include "server/request_validation.h"
+#include "tests/integration/synthetic_frame.h"
+#include "tests/test_support.h"
+
+namespace spexd::server {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Records every message (parsed back) and the one Finish. Optionally stalls on one
+// send as a client that stops reading: after `stall_for` the call is cancelled, as
+// CallWatchdog does past --write_timeout_seconds, and the send fails.
+class FakeStream : public ResponseStream {
+ public:
+  explicit FakeStream(std::shared_ptr<std::atomic<bool>> cancel) : cancel_(std::move(cancel)) {}
+
+  bool Send(WireMessage message) override {
+    v1::ExtractResponse parsed;
+    const bool parsed_ok = parsed.ParseFromString(message.Flatten());
+    int index;
+    {
+      absl::MutexLock lock(&mu_);
+      EXPECT_FALSE(finished_) << "Send after Finish";
+      EXPECT_TRUE(parsed_ok) << "unparsable message " << messages_.size();
+      index = sends_++;
+    }
+    if (index == stall_at_) {
+      std::this_thread::sleep_for(stall_for_);
+      cancel_->store(true);
+      return false;
+    }
+    if (index >= fail_from_) return false;  // the client is gone
+    absl::MutexLock lock(&mu_);
+    messages_.push_back(std::move(parsed));
+    return true;
+  }
+
+  void Finish(const absl::Status& status) override {
+    absl::MutexLock lock(&mu_);
+    ++finishes_;
+    finished_ = true;
+    status_ = status;
+  }
+
+  void StallAt(int send, std::chrono::milliseconds for_how_long) {
+    stall_at_ = send;
+    stall_for_ = for_how_long;
+  }
+  void FailFrom(int send) { fail_from_ = send; }
+
+  std::vector<v1::ExtractResponse> messages() {
+    absl::MutexLock lock(&mu_);
+    return messages_;
+  }
+  absl::Status status() {
+    absl::MutexLock lock(&mu_);
+    return status_;
+  }
+  int finishes() {
+    absl::MutexLock lock(&mu_);
+    return finishes_;
+  }
+  // The first message with `kind`, or -1.
+  int IndexOf(v1::ExtractResponse::KindCase kind) {
+    absl::MutexLock lock(&mu_);
+    for (std::size_t i = 0; i < messages_.size(); ++i) {
+      if (messages_[i].kind_case() == kind) return static_cast<int>(i);
+    }
+    return -1;
+  }
+
+ private:
+  const std::shared_ptr<std::atomic<bool>> cancel_;
+  int stall_at_ = -1;
+  std::chrono::milliseconds stall_for_{0};
+  int fail_from_ = 1 << 30;
+  absl::Mutex mu_;
+  int sends_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<v1::ExtractResponse> messages_ ABSL_GUARDED_BY(mu_);
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  int finishes_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Status status_ ABSL_GUARDED_BY(mu_) = absl::UnknownError("never finished");
+};
+
+// Hands over the job's bundles in order, each lit with flux = bundle + 1 photons per bin
+// and ivar = 1, or behaves as `mode` says.
+class FakeBackend : public core::Backend {
+ public:
+  enum class Mode {
+    kAll,             // every bundle, then OK
+    kFailAfterOne,    // one bundle, then `failure`
+    kThrowAfterOne,   // one bundle, then std::bad_alloc
+    kWaitForCancel,   // one bundle, then wait for job.cancel: CANCELLED (as core backends)
+    kUntilSinkStops,  // bundle after bundle (every 20 ms) until the sink refuses one
+    kNoUsableBins,    // every bundle with ivar = 0 (nothing usable)
+  };
+  explicit FakeBackend(Mode mode, absl::Status failure = absl::OkStatus())
+      : mode_(mode), failure_(std::move(failure)) {}
+
+  std::string name() const override { return "fake"; }
+
+  absl::StatusOr<core::ExtractionSummary> Extract(const core::ExtractionJob& job,
+                                                  const core::BundleSink& sink) override {
+    const core::PatchPlan& plan = job.geometry->plan();
+    std::vector<int> bundles = job.bundles;
+    if (bundles.empty()) {
+      for (int b = 0; b < plan.nbundles; ++b) bundles.push_back(b);
+    }
+    core::ExtractionSummary summary;
+    for (std::size_t i = 0;; ++i) {
+      if (mode_ != Mode::kUntilSinkStops && i == bundles.size()) break;
+      const int b = bundles[i % bundles.size()];
+      if (i > 0) {
+        if (mode_ == Mode::kFailAfterOne) return failure_;
+        if (mode_ == Mode::kThrowAfterOne) throw std::bad_alloc();
+        if (mode_ == Mode::kWaitForCancel) {
+          while (!core::CancelRequested(job)) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+          return absl::CancelledError("cancelled");
+        }
+        if (mode_ == Mode::kUntilSinkStops) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
+      core::BundleResult r;
+      const int fiber0 = plan.bundle_fiber_begin(b);
+      const int nfib = std::min(plan.bundlesize, plan.specmin + plan.nspec - fiber0);
+      r.Allocate(b, fiber0, nfib, plan.nwave, plan.ndiag);
+      std::fill(r.flux.begin(), r.flux.end(), b + 1.0);
+      std::fill(r.ivar.begin(), r.ivar.end(), mode_ == Mode::kNoUsableBins ? 0.0 : 1.0);
+      r.counts.extracted = 1;
+      summary.counts += r.counts;
+      ++handed_over;
+      if (absl::Status s = sink(std::move(r)); !s.ok()) return s;
+    }
+    summary.stage_seconds["fake"] = 0.5;
+    return summary;
+  }
+
+  std::atomic<int> handed_over{0};
+
+ private:
+  Mode mode_;
+  absl::Status failure_;
+};
+
+class ExtractJobTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    psf_bytes_ = new std::string(testing::ReadBytes(testing::BundledPsfPath()));
+    auto psf = core::Psf::Load(testing::BundledPsfPath());
+    ASSERT_TRUE(psf.ok()) << psf.status();
+    auto frame = testing::MakeSyntheticPreproc(*psf, testing::SyntheticFrameOptions{});
+    ASSERT_TRUE(frame.ok()) << frame.status();
+    frame_bytes_ = new std::string(*std::move(frame));
+  }
+  static void TearDownTestSuite() {
+    delete psf_bytes_;
+    delete frame_bytes_;
+  }
+
+  void SetUp() override {
+    ASSERT_NE(psf_bytes_, nullptr);
+    auto loaded = cache_.Load(*psf_bytes_, "psf.fits");
+    ASSERT_TRUE(loaded.ok()) << loaded.status();
+    psf_id_ = loaded->id;
+    env_.cache = &cache_;
+  }
+
+  // 50 fibres on 5760-5800 A in bundles of 10 (5 bundles), uploaded.
+  v1::ExtractHeader Header() const {
+    v1::ExtractHeader h;
+    h.set_psf_id(psf_id_);
+    h.set_upload_size(static_cast<int64_t>(frame_bytes_->size()));
+    v1::ExtractionParams* p = h.mutable_params();
+    p->set_wmin(5760.0);
+    p->set_wmax(5800.0);
+    p->set_dw(0.8);
+    p->set_nspec(50);
+    p->set_bundlesize(10);
+    p->set_nsubbundles(2);
+    return h;
+  }
+
+  JobRequest Request(v1::ExtractHeader header) {
+    JobRequest r;
+    r.header = std::move(header);
+    auto psf = cache_.Get(psf_id_);
+    EXPECT_TRUE(psf.ok()) << psf.status();
+    r.psf = *psf;
+    auto params = CheckRequest(r.header, *r.psf, env_.limits, &r.bundles);
+    EXPECT_TRUE(params.ok()) << params.status();
+    if (params.ok()) r.params = *params;
+    r.upload = *frame_bytes_;
+    r.arrived = r.admitted = Clock::now();
+    return r;
+  }
+
+  // Prepare and Run as the scheduler does, then drains the streaming stage. Returns
+  // whether Run was reached.
+  bool RunJob(JobRequest request, core::Backend& backend, FakeStream& stream) {
+    auto job = std::make_shared<ExtractJob>(env_, std::move(request), &stream, cancel_);
+    if (!job->Prepare()) {
+      pool_.Shutdown();
+      return false;
+    }
+    job->Run(backend, 0, pool_);
+    pool_.Shutdown();
+    return true;
+  }
+
+  static std::string* psf_bytes_;
+  static std::string* frame_bytes_;
+  PsfCache cache_{int64_t{1} << 30, nullptr};
+  JobEnvironment env_;
+  std::string psf_id_;
+  std::shared_ptr<std::atomic<bool>> cancel_ = std::make_shared<std::atomic<bool>>(false);
+  core::TaskPool pool_;
+  void AddStreamer() { pool_.AddThreads(1); }
+};
+
+std::string* ExtractJobTest::psf_bytes_ = nullptr;
+std::string* ExtractJobTest::frame_bytes_ = nullptr;
+
+TEST_F(ExtractJobTest, HeaderThenBundlesInOrderAndInPartsThenSummary) {
+  AddStreamer();
+  // Messages small enough that a 10-fibre bundle needs 4 parts (3 fibres each at most).
+  const core::ExtractionParams p = Request(Header()).params;
+  auto plan_probe = core::Geometry::Create(cache_.Get(psf_id_).value(), p, 4128, 4114,
+                                           /*cache_spots=*/false);
+  ASSERT_TRUE(plan_probe.ok()) << plan_probe.status();
+  const int nwave = (*plan_probe)->plan().nwave;
+  const int ndiag = (*plan_probe)->plan().ndiag;
+  env_.limits.max_message_bytes =
+      64 * 1024 + 3 * static_cast<int64_t>(BundleBytesPerFiber(nwave, ndiag));
+
+  FakeStream stream(cancel_);
+  FakeBackend backend(FakeBackend::Mode::kAll);
+  ASSERT_TRUE(RunJob(Request(Header()), backend, stream));
+  ASSERT_TRUE(stream.status().ok()) << stream.status();
+  EXPECT_EQ(stream.finishes(), 1);
+
+  const std::vector<v1::ExtractResponse> msgs = stream.messages();
+  ASSERT_GE(msgs.size(), 2u);
+  ASSERT_EQ(msgs.front().kind_case(), v1::ExtractResponse::kHeader);
+  const v1::FrameHeader& h = msgs.front().header();
+  EXPECT_EQ(h.nspec(), 50);
+  EXPECT_EQ(h.bundlesize(), 10);
+  EXPECT_EQ(h.nwave(), nwave);
+  EXPECT_EQ(std::vector<int>(h.bundles().begin(), h.bundles().end()),
+            (std::vector<int>{0, 1, 2, 3, 4}));
+  EXPECT_EQ(h.backend(), "fake");
+  ASSERT_EQ(msgs.back().kind_case(), v1::ExtractResponse::kSummary);
+
+  // Bundles ascending, each as consecutive parts covering its fibres, the last marked.
+  std::vector<int> order;
+  int next_fiber = 0;
+  int parts = 0;
+  for (std::size_t i = 1; i + 1 < msgs.size(); ++i) {
+    ASSERT_EQ(msgs[i].kind_case(), v1::ExtractResponse::kBundle) << i;
+    const v1::BundleData& b = msgs[i].bundle();
+    ++parts;
+    EXPECT_LE(b.nfibers(), 3);
+    EXPECT_EQ(b.fiber_begin(), next_fiber) << "bundle " << b.bundle();
+    EXPECT_EQ(b.fiber_begin() / 10, b.bundle());
+    next_fiber += b.nfibers();
+    ASSERT_EQ(b.flux_size(), b.nfibers() * nwave);
+    // Per Angstrom (FinalizeBundle): (bundle + 1) photons per 0.8 A bin.
+    for (double f : b.flux()) ASSERT_NEAR(f, (b.bundle() + 1) / 0.8, 1e-9 * (b.bundle() + 1));
+    if (b.last_part()) {
+      order.push_back(b.bundle());
+      EXPECT_EQ(b.counts().extracted(), 1);
+      EXPECT_EQ(next_fiber % 10, 0);
+    }
+  }
+  EXPECT_EQ(order, (std::vector<int>{0, 1, 2, 3, 4}));
+  EXPECT_EQ(next_fiber, 50);
+  EXPECT_EQ(parts, 5 * 4);  // 3 + 3 + 3 + 1 fibres
+
+  const v1::ExtractSummary& s = msgs.back().summary();
+  EXPECT_EQ(s.nbundles(), 5);
+  EXPECT_EQ(s.nfibers(), 50);
+  EXPECT_EQ(s.counts().extracted(), 5);
+  EXPECT_EQ(s.usable_bins(), 50 * nwave);
+  EXPECT_EQ(s.stage_seconds().at("fake"), 0.5);
+}
+
+TEST_F(ExtractJobTest, ASubsetStreamsOnlyItsBundles) {
+  AddStreamer();
+  v1::ExtractHeader header = Header();
+  header.add_bundles(3);
+  header.add_bundles(1);
+  FakeStream stream(cancel_);
+  FakeBackend backend(FakeBackend::Mode::kAll);
+  ASSERT_TRUE(RunJob(Request(header), backend, stream));
+  ASSERT_TRUE(stream.status().ok()) << stream.status();
+  std::vector<int> order;
+  for (const auto& m : stream.messages()) {
+    if (m.has_bundle() && m.bundle().last_part()) order.push_back(m.bundle().bundle());
+  }
+  EXPECT_EQ(order, (std::vector<int>{1, 3}));
+  EXPECT_EQ(stream.messages().back().summary().nbundles(), 2);
+}
+
+// The client cancels while the backend works: the backend sees the flag and stops, the
+// call ends CANCELLED after what was streamed, without a summary.
+TEST_F(ExtractJobTest, CancellationEndsTheCallCancelledWithoutASummary) {
+  AddStreamer();
+  FakeStream stream(cancel_);
+  FakeBackend backend(FakeBackend::Mode::kWaitForCancel);
+  std::thread client([&] {
+    while (stream.IndexOf(v1::ExtractResponse::kBundle) < 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    cancel_->store(true);
+  });
+  ASSERT_TRUE(RunJob(Request(Header()), backend, stream));
+  client.join();
+  EXPECT_EQ(stream.status().code(), absl::StatusCode::kCancelled) << stream.status();
+  EXPECT_EQ(stream.finishes(), 1);
+  EXPECT_EQ(stream.IndexOf(v1::ExtractResponse::kSummary), -1);
+  EXPECT_EQ(backend.handed_over.load(), 1);
+}
+
+// The deadline passes during the extraction (or, on a loaded machine, before it starts):
+// the sink refuses the next bundle and the call ends DEADLINE_EXCEEDED, not CANCELLED.
+TEST_F(ExtractJobTest, ADeadlineStopsTheExtractionAsDeadlineExceeded) {
+  AddStreamer();
+  FakeStream stream(cancel_);
+  FakeBackend backend(FakeBackend::Mode::kUntilSinkStops);
+  JobRequest request = Request(Header());
+  request.deadline = Clock::now() + std::chrono::seconds(1);
+  RunJob(std::move(request), backend, stream);
+  EXPECT_EQ(stream.status().code(), absl::StatusCode::kDeadlineExceeded) << stream.status();
+  EXPECT_EQ(stream.IndexOf(v1::ExtractResponse::kSummary), -1);
+  EXPECT_LT(backend.handed_over.load(), 60);  // one per 20 ms until the deadline
+}
+
+// A client that stops reading: the write stalls until the watchdog cancels the call
+// (here the fake stream, after 500 ms); the streaming stops there, the call ends
+// CANCELLED with no further message, and the worker was not held by the stall.
+TEST_F(ExtractJobTest, AStalledWriteEndsTheCallAtTheWriteTimeout) {
+  AddStreamer();
+  FakeStream stream(cancel_);
+  stream.StallAt(2, std::chrono::milliseconds(500));  // header, bundle 0, then stall
+  FakeBackend backend(FakeBackend::Mode::kAll);
+  auto job = std::make_shared<ExtractJob>(env_, Request(Header()), &stream, cancel_);
+  ASSERT_TRUE(job->Prepare());
+  const Clock::time_point start = Clock::now();
+  job->Run(backend, 0, pool_);
+  const double worker_seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  pool_.Shutdown();
+  EXPECT_LT(worker_seconds, 0.4) << "the worker waited for the stalled client";
+  EXPECT_EQ(stream.status().code(), absl::StatusCode::kCancelled) << stream.status();
+  const std::vector<v1::ExtractResponse> msgs = stream.messages();
+  ASSERT_EQ(msgs.size(), 2u);
+  EXPECT_TRUE(msgs[0].has_header());
+  EXPECT_EQ(msgs[1].bundle().bundle(), 0);
+  EXPECT_EQ(backend.handed_over.load(), 5);
+}
+
+// A client gone at once (the header write fails): the backend never runs.
+TEST_F(ExtractJobTest, AClientGoneBeforeTheHeaderSkipsTheBackend) {
+  AddStreamer();
+  FakeStream stream(cancel_);
+  stream.FailFrom(0);
+  FakeBackend backend(FakeBackend::Mode::kAll);
+  ASSERT_TRUE(RunJob(Request(Header()), backend, stream));
+  EXPECT_EQ(stream.status().code(), absl::StatusCode::kCancelled) << stream.status();
+  EXPECT_EQ(backend.handed_over.load(), 0);
+  EXPECT_EQ(stream.finishes(), 1);
+}
+
+TEST_F(ExtractJobTest, ABackendErrorEndsTheCallWithItsStatus) {
+  AddStreamer();
+  FakeStream stream(cancel_);
+  FakeBackend backend(FakeBackend::Mode::kFailAfterOne, absl::InternalError("device lost"));
+  ASSERT_TRUE(RunJob(Request(Header()), backend, stream));
+  EXPECT_EQ(stream.status(), absl::InternalError("device lost"));
+  EXPECT_EQ(stream.IndexOf(v1::ExtractResponse::kSummary), -1);
+  EXPECT_EQ(stream.finishes(), 1);
+}
+
+TEST_F(ExtractJobTest, OutOfHostMemoryInTheBackendIsResourceExhausted) {
+  AddStreamer();
+  FakeStream stream(cancel_);
+  FakeBackend backend(FakeBackend::Mode::kThrowAfterOne);
+  ASSERT_TRUE(RunJob(Request(Header()), backend, stream));
+  EXPECT_EQ(stream.status().code(), absl::StatusCode::kResourceExhausted) << stream.status();
+}
+
+TEST_F(ExtractJobTest, AResultWithoutUsableBinsIsFailedPrecondition) {
+  AddStreamer();
+  FakeStream stream(cancel_);
+  FakeBackend backend(FakeBackend::Mode::kNoUsableBins);
+  ASSERT_TRUE(RunJob(Request(Header()), backend, stream));
+  EXPECT_EQ(stream.status().code(), absl::StatusCode::kFailedPrecondition) << stream.status();
+  EXPECT_EQ(stream.IndexOf(v1::ExtractResponse::kSummary), -1);
+}
+
+// Failures while preparing end the call from the loader thread: Run never follows.
+TEST_F(ExtractJobTest, BadImagesEndTheCallInPrepare) {
+  {
+    FakeStream stream(cancel_);
+    FakeBackend backend(FakeBackend::Mode::kAll);
+    JobRequest request = Request(Header());
+    request.upload = "SIMPLE  =                    T / not really a FITS file";
+    EXPECT_FALSE(RunJob(std::move(request), backend, stream));
+    EXPECT_EQ(stream.status().code(), absl::StatusCode::kInvalidArgument) << stream.status();
+    EXPECT_TRUE(stream.messages().empty());
+  }
+  {
+    core::TaskPool pool;
+    FakeStream stream(cancel_);
+    env_.limits.max_image_pixels = 1000;
+    auto job = std::make_shared<ExtractJob>(env_, Request(Header()), &stream, cancel_);
+    EXPECT_FALSE(job->Prepare());
+    EXPECT_EQ(stream.status().code(), absl::StatusCode::kResourceExhausted) << stream.status();
+    EXPECT_NE(stream.status().message().find("--max_image_pixels"), std::string::npos);
+  }
+}
+
+// Run after the streaming stage has shut down (drain): the call ends UNAVAILABLE at once
+// and the backend is not started.
+TEST_F(ExtractJobTest, AStoppedStreamingStageEndsTheCallUnavailable) {
+  FakeStream stream(cancel_);
+  FakeBackend backend(FakeBackend::Mode::kAll);
+  auto job = std::make_shared<ExtractJob>(env_, Request(Header()), &stream, cancel_);
+  ASSERT_TRUE(job->Prepare());
+  pool_.Shutdown();
+  job->Run(backend, 0, pool_);
+  EXPECT_EQ(stream.status().code(), absl::StatusCode::kUnavailable) << stream.status();
+  EXPECT_EQ(backend.handed_over.load(), 0);
+  EXPECT_EQ(stream.finishes(), 1);
+}
+
+}  // namespace
+}  // namespace spexd::server

@@ -1,6 +1,9 @@
 #include "core/fits_file.h"
 
+#include <fcntl.h>
 #include <fitsio.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <cstring>
@@ -8,6 +11,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "core/fits_layout.h"
 #include "core/status_macros.h"
 
 namespace spexd::core {
@@ -24,6 +28,28 @@ std::string CfitsioText(int status) {
   }
   if (!detail.empty() && detail != text) return absl::StrCat(text, " (", detail, ")");
   return text;
+}
+
+// CheckFitsLayout (fits_layout.h) on a plain FITS file on disk, reading only its headers.
+// A file that does not start as FITS does (a compressed one, or not FITS at all) is left
+// to CFITSIO, as is one that cannot be opened: it reports those itself.
+absl::Status CheckLayoutOnDisk(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return absl::OkStatus();
+  struct stat st {};
+  char magic[6] = {0};
+  absl::Status result;
+  if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+      ::pread(fd, magic, sizeof magic, 0) == static_cast<ssize_t>(sizeof magic) &&
+      std::memcmp(magic, "SIMPLE", sizeof magic) == 0) {
+    result = CheckFitsLayout(
+        [fd](std::int64_t offset, std::size_t n, char* out) {
+          return ::pread(fd, out, n, offset) == static_cast<ssize_t>(n);
+        },
+        static_cast<std::int64_t>(st.st_size), path);
+  }
+  ::close(fd);
+  return result;
 }
 
 template <typename T>
@@ -112,6 +138,7 @@ absl::Status FitsFile::Close() {
 }
 
 absl::StatusOr<FitsFile> FitsFile::OpenRead(const std::string& path) {
+  SPEXD_RETURN_IF_ERROR(CheckLayoutOnDisk(path));
   fitsfile* fptr = nullptr;
   int status = 0;
   // The "[...]" suffix syntax of CFITSIO would let a path select HDUs or filter rows;
@@ -132,6 +159,7 @@ absl::StatusOr<FitsFile> FitsFile::OpenMemory(const void* data, std::size_t size
     return absl::InvalidArgumentError(absl::StrCat(
         display_name, ": not a FITS file (", size, " bytes; a FITS file has at least 2880)"));
   }
+  SPEXD_RETURN_IF_ERROR(CheckFitsLayout(data, size, display_name));
   // CFITSIO's memory driver reads whole 2880-byte records: a file whose last record is
   // cut short (an upload without its trailing padding, or truncated) made it read past
   // the buffer (found by fuzzing: tests/fuzz/regressions/preproc/). The copy is rounded up

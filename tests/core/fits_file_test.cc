@@ -150,14 +150,11 @@ TEST(FitsFileTest, CheckHduCompleteDetectsTruncation) {
   EXPECT_TRUE(whole->CheckHduComplete().ok());
 
   // Cut inside the table's data block: its header is intact, its 16 data bytes are not.
+  // The layout check (fits_layout.h) refuses it before CFITSIO reads it.
   auto cut = FitsFile::OpenMemory(bytes.data(), 3 * 2880 + 10, "cut.fits");
-  ASSERT_TRUE(cut.ok());
-  ASSERT_TRUE(cut->MoveToHdu("IMAGE").ok());
-  EXPECT_TRUE(cut->CheckHduComplete().ok());
-  ASSERT_TRUE(cut->MoveToHdu("TAB").ok());
-  absl::Status st = cut->CheckHduComplete();
-  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(st.message().find("cut.fits[TAB]: truncated file"), std::string::npos) << st;
+  EXPECT_EQ(cut.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(cut.status().message().find("cut.fits[TAB]: truncated file"), std::string::npos)
+      << cut.status();
 
   // Only the padding after the last data byte missing: accepted.
   auto unpadded = FitsFile::OpenMemory(bytes.data(), 3 * 2880 + 16, "unpadded.fits");

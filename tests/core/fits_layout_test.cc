@@ -1,0 +1,129 @@
+#include "core/fits_layout.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include "core/fits_file.h"
+#include "core/preproc.h"
+#include "core/psf.h"
+#include "gtest/gtest.h"
+#include "tests/test_support.h"
+
+namespace spexd::core {
+namespace {
+
+// The value field (columns 11-80) of the first card named `key` replaced by `value`.
+std::string WithCard(std::string bytes, const std::string& key, const std::string& value) {
+  std::string name = key;
+  name.resize(8, ' ');
+  name += "= ";
+  for (std::size_t at = 0; at + 80 <= bytes.size(); at += 80) {
+    if (bytes.compare(at, 10, name) == 0) {
+      std::string field = value;
+      field.resize(70, ' ');
+      bytes.replace(at + 10, 70, field);
+      return bytes;
+    }
+  }
+  ADD_FAILURE() << "no card " << key;
+  return bytes;
+}
+
+void ExpectRefused(const std::string& bytes, const std::string& needle) {
+  absl::Status st = CheckFitsLayout(bytes.data(), bytes.size(), "t.fits");
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
+  EXPECT_NE(st.message().find(needle), std::string::npos) << st;
+  // FitsFile refuses it before CFITSIO parses it.
+  auto file = FitsFile::OpenMemory(bytes.data(), bytes.size(), "t.fits");
+  EXPECT_EQ(file.status().code(), absl::StatusCode::kInvalidArgument) << file.status();
+}
+
+class FitsLayoutTest : public ::testing::Test {
+ protected:
+  // The bundled PSF: a primary HDU, two images and a binary table (1 MB).
+  const std::string psf_ = testing::ReadBytes(testing::BundledPsfPath());
+};
+
+TEST_F(FitsLayoutTest, AcceptsTheTestData) {
+  EXPECT_TRUE(CheckFitsLayout(psf_.data(), psf_.size(), "psf.fits").ok());
+  // Without the last HDU's padding (CFITSIO accepts it; so does the check).
+  const std::string unpadded = psf_.substr(0, psf_.size() - 100);
+  EXPECT_EQ(psf_.substr(psf_.size() - 100), std::string(100, '\0'));
+  EXPECT_TRUE(CheckFitsLayout(unpadded.data(), unpadded.size(), "psf.fits").ok());
+  // A partial junk record after the last HDU is ignored, as CFITSIO does.
+  const std::string junk = psf_ + std::string(1000, 'x');
+  EXPECT_TRUE(CheckFitsLayout(junk.data(), junk.size(), "psf.fits").ok());
+}
+
+// Found by fuzzing the PSF reader: a mutated NAXIS1 ("(          80") made CFITSIO
+// calloc about 15 PB while moving to the table's HDU (an ASan allocation-size-too-big;
+// without ASan a failed or, for other values, a real giant allocation).
+TEST_F(FitsLayoutTest, FuzzedPsfWithBrokenNaxis1IsRefusedBeforeCfitsio) {
+  const std::string path =
+      std::string(SPEXD_TEST_DATA_DIR) + "/../fuzz/regressions/psf/huge-calloc-in-cfitsio.fits";
+  const std::string bytes = testing::ReadBytes(path);
+  ASSERT_EQ(bytes.size(), 25920u);
+  auto mem = Psf::LoadFromMemory(bytes.data(), bytes.size(), "upload.fits");
+  EXPECT_EQ(mem.status().code(), absl::StatusCode::kInvalidArgument) << mem.status();
+  // The primary header holds non-ASCII bytes (the mutation's other change): the first fault.
+  EXPECT_NE(mem.status().message().find("upload.fits[HDU 0]: header byte 2583 is not printable"),
+            std::string::npos)
+      << mem.status();
+  auto disk = Psf::Load(path);
+  EXPECT_EQ(disk.status().code(), absl::StatusCode::kInvalidArgument) << disk.status();
+  // Its table's NAXIS1 alone, on the seed it was mutated from, is refused too.
+  std::string seed = testing::ReadBytes(std::string(SPEXD_TEST_DATA_DIR) +
+                                        "/../fuzz/corpus/psf/psf-r0-2fibres.fits");
+  const std::size_t table = seed.find("XTENSION= 'BINTABLE'");
+  ASSERT_NE(table, std::string::npos);
+  const std::size_t naxis1 = seed.find("NAXIS1  = ", table);
+  ASSERT_NE(naxis1, std::string::npos);
+  seed.replace(naxis1 + 10, 20, "       (          80");
+  ExpectRefused(seed, "[PSF]: keyword NAXIS1 must be an integer");
+}
+
+TEST_F(FitsLayoutTest, RefusesSizesBeyondTheBytesGiven) {
+  // A table announcing more rows than the file holds: refused before any read.
+  ExpectRefused(WithCard(psf_, "NAXIS2", "1000000"), "truncated file");
+  ExpectRefused(WithCard(psf_, "NAXIS2", "999999999999999999"), "NAXIS2 must be an integer");
+  ExpectRefused(WithCard(psf_, "PCOUNT", "1000000000"), "PCOUNT must be an integer");
+  ExpectRefused(WithCard(psf_, "GCOUNT", "100"), "truncated file");
+  // Column counts and widths: TFIELDS above the standard's 999; repeat counts that do not
+  // add up to the row length.
+  ExpectRefused(WithCard(psf_, "TFIELDS", "1000"), "TFIELDS must be an integer in [0, 999]");
+  ExpectRefused(WithCard(psf_, "TFORM2", "'9999999999999D'"), "TFORM2 announces more than");
+  ExpectRefused(WithCard(psf_, "TFORM2", "'1D'"), "the TFORMn widths add up to");
+  ExpectRefused(WithCard(psf_, "TFORM2", "'1Z'"), "unknown data type");
+  ExpectRefused(WithCard(psf_, "BITPIX", "-16"), "BITPIX = -16 is not one of");
+  ExpectRefused(WithCard(psf_, "NAXIS", "1000"), "NAXIS must be an integer in [0, 999]");
+  ExpectRefused(WithCard(psf_, "NAXIS1", "-3"), "NAXIS1 must be an integer");
+}
+
+TEST_F(FitsLayoutTest, RefusesBrokenHeaders) {
+  std::string no_end = psf_.substr(0, 2880);
+  no_end.replace(no_end.find("END     "), 8, "COMMENT ");
+  ExpectRefused(no_end, "truncated file: the header starting at byte 0 has no END card");
+  std::string binary = psf_;
+  binary[200] = '\x01';
+  ExpectRefused(binary, "header byte 200 is not printable ASCII");
+  std::string not_fits = psf_;
+  not_fits.replace(0, 6, "SIMPLY");
+  ExpectRefused(not_fits, "cannot open as FITS: the file does not start with a SIMPLE card");
+}
+
+TEST_F(FitsLayoutTest, DiskFilesAreCheckedToo) {
+  const std::string path = ::testing::TempDir() + "/layout-" + std::to_string(getpid()) + ".fits";
+  const std::string bad = WithCard(psf_, "TFIELDS", "1000");
+  std::ofstream(path, std::ios::binary).write(bad.data(), static_cast<std::streamsize>(bad.size()));
+  auto file = FitsFile::OpenRead(path);
+  EXPECT_EQ(file.status().code(), absl::StatusCode::kInvalidArgument) << file.status();
+  EXPECT_NE(file.status().message().find("TFIELDS must be an integer"), std::string::npos)
+      << file.status();
+  std::remove(path.c_str());
+}
+
+}  // namespace
+}  // namespace spexd::core

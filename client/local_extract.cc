@@ -62,10 +62,10 @@ absl::Status RunLocalExtract(const ExtractCommand& cmd) {
   meta.wmax = grid.wmax;
   meta.dw = grid.dw;
   SPEXD_ASSIGN_OR_RETURN(std::string bytes, core::FrameToFits(frame, meta));
-  SPEXD_RETURN_IF_ERROR(core::WriteFileAtomically(cmd.output, bytes));
+  SPEXD_RETURN_IF_ERROR(core::WriteFitsAtomically(cmd.output, bytes));
   if (!cmd.model.empty()) {
     SPEXD_ASSIGN_OR_RETURN(std::string model_bytes, core::ModelToFits(frame, meta));
-    SPEXD_RETURN_IF_ERROR(core::WriteFileAtomically(cmd.model, model_bytes));
+    SPEXD_RETURN_IF_ERROR(core::WriteFitsAtomically(cmd.model, model_bytes));
   }
   const auto t3 = std::chrono::steady_clock::now();
   auto secs = [](auto a, auto b) { return std::chrono::duration<double>(b - a).count(); };

@@ -180,10 +180,10 @@ absl::Status RunRemoteExtract(const ExtractCommand& cmd, const RemoteExtractOpti
   SPEXD_ASSIGN_OR_RETURN(RemoteResult r, ExtractRemote(*client, cmd, o));
   const auto t1 = std::chrono::steady_clock::now();
   SPEXD_ASSIGN_OR_RETURN(std::string bytes, core::FrameToFits(r.frame, r.meta));
-  SPEXD_RETURN_IF_ERROR(core::WriteFileAtomically(cmd.output, bytes));
+  SPEXD_RETURN_IF_ERROR(core::WriteFitsAtomically(cmd.output, bytes));
   if (!cmd.model.empty()) {
     SPEXD_ASSIGN_OR_RETURN(std::string model_bytes, core::ModelToFits(r.frame, r.meta));
-    SPEXD_RETURN_IF_ERROR(core::WriteFileAtomically(cmd.model, model_bytes));
+    SPEXD_RETURN_IF_ERROR(core::WriteFitsAtomically(cmd.model, model_bytes));
   }
   const auto t2 = std::chrono::steady_clock::now();
   auto secs = [](auto a, auto b) { return std::chrono::duration<double>(b - a).count(); };

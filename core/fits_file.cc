@@ -98,6 +98,7 @@ bool IsStructuralKey(absl::string_view key) {
 struct FitsFile::MemBuffer {
   void* ptr = nullptr;
   std::size_t size = 0;
+  std::string owned;  // when set, ptr points into it (read-only files: never realloc()ed)
 };
 
 FitsFile::FitsFile(fitsfile* fptr, std::string name) : fptr_(fptr), name_(std::move(name)) {}
@@ -130,7 +131,7 @@ absl::Status FitsFile::Close() {
     if (status != 0) result = Error(status, "closing file");
   }
   if (mem_ != nullptr) {
-    std::free(mem_->ptr);
+    if (mem_->owned.empty()) std::free(mem_->ptr);
     delete mem_;
     mem_ = nullptr;
   }
@@ -188,6 +189,28 @@ absl::StatusOr<FitsFile> FitsFile::OpenMemory(const void* data, std::size_t size
   FitsFile file(fptr, std::move(display_name));
   file.mem_ = mem;
   file.opened_size_ = static_cast<long long>(size);
+  return file;
+}
+
+absl::StatusOr<FitsFile> FitsFile::OpenMemory(std::string bytes, std::string display_name) {
+  if (bytes.size() < 2880) return OpenMemory(bytes.data(), bytes.size(), std::move(display_name));
+  auto* mem = new MemBuffer;
+  mem->owned = std::move(bytes);
+  mem->ptr = mem->owned.data();
+  mem->size = mem->owned.size();
+  fitsfile* fptr = nullptr;
+  int status = 0;
+  // No realloc function: CFITSIO never grows (or frees) a READONLY memory file.
+  fits_open_memfile(&fptr, display_name.c_str(), READONLY, &mem->ptr, &mem->size, 0, nullptr,
+                    &status);
+  if (status != 0) {
+    delete mem;
+    return absl::InvalidArgumentError(
+        absl::StrCat(display_name, ": cannot open as FITS: ", CfitsioText(status)));
+  }
+  FitsFile file(fptr, std::move(display_name));
+  file.opened_size_ = static_cast<long long>(mem->size);
+  file.mem_ = mem;
   return file;
 }
 

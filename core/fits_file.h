@@ -26,6 +26,8 @@ class FitsFile {
   // so `data` need not outlive the FitsFile. `display_name` is used in error messages.
   static absl::StatusOr<FitsFile> OpenMemory(const void* data, std::size_t size,
                                              std::string display_name);
+  // The same, taking ownership of the bytes (no copy: CFITSIO reads them in place).
+  static absl::StatusOr<FitsFile> OpenMemory(std::string bytes, std::string display_name);
   // Creates a new file at `path`, replacing any existing file.
   static absl::StatusOr<FitsFile> Create(const std::string& path);
   // Creates a new, empty FITS file in memory; see TakeMemory().
@@ -119,7 +121,8 @@ class FitsFile {
   // decompression); CFITSIO later grows its own notion of the size when a read runs
   // past the end. -1 for files being written.
   long long opened_size_ = -1;
-  // Memory files: CFITSIO owns a realloc()able buffer through these.
+  // Memory files: CFITSIO owns a realloc()able buffer through these, or reads a string
+  // that the MemBuffer owns.
   struct MemBuffer;
   MemBuffer* mem_ = nullptr;
 };

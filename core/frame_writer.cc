@@ -11,10 +11,12 @@
 #include <filesystem>
 #include <optional>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/fits_file.h"
 #include "core/frame_scores.h"
+#include "core/gzip.h"
 #include "core/status_macros.h"
 #include "core/version.h"
 
@@ -213,6 +215,17 @@ absl::Status WriteFileAtomically(const std::string& path, const std::string& byt
   }
   if (!st.ok() && named) unlink(tmp.c_str());
   return st;
+}
+
+absl::StatusOr<std::string> FitsBytesForPath(const std::string& path, std::string fits) {
+  if (!absl::EndsWith(path, ".gz")) return fits;
+  return GzipCompress(fits);
+}
+
+absl::Status WriteFitsAtomically(const std::string& path, const std::string& fits) {
+  if (!absl::EndsWith(path, ".gz")) return WriteFileAtomically(path, fits);
+  SPEXD_ASSIGN_OR_RETURN(std::string gz, GzipCompress(fits));
+  return WriteFileAtomically(path, gz);
 }
 
 }  // namespace spexd::core

@@ -36,6 +36,14 @@ absl::StatusOr<std::string> ModelToFits(const Frame& frame, const FrameMetadata&
 // then rename. A reader never sees a partial file; on failure nothing is left behind.
 absl::Status WriteFileAtomically(const std::string& path, const std::string& bytes);
 
+// Writes the bytes of a FITS file to `path` with WriteFileAtomically, gzip-compressed
+// when `path` ends in ".gz" (as CFITSIO, astropy and desispec do for such names). The
+// CHECKSUM/DATASUM cards stay those of the uncompressed HDUs, as with CFITSIO.
+absl::Status WriteFitsAtomically(const std::string& path, const std::string& fits);
+// The bytes to store for a FITS file at `path`: gzip-compressed when it ends in ".gz",
+// else `fits` unchanged (for writers with their own atomic write).
+absl::StatusOr<std::string> FitsBytesForPath(const std::string& path, std::string fits);
+
 }  // namespace spexd::core
 
 #endif  // SPEXD_CORE_FRAME_WRITER_H_

@@ -2,8 +2,13 @@
 
 #include <fitsio.h>
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <new>
 #include <string>
 #include <utility>
@@ -11,15 +16,17 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "core/fits_file.h"
+#include "core/fits_gunzip.h"
+#include "core/gzip.h"
 #include "core/status_macros.h"
 
 namespace spexd::core {
 namespace {
 
-// A real DESI frame has 17 M pixels; 2^28 (2 GiB per float64 plane) rejects an absurd
-// header before we try to allocate for it.
-constexpr long kMaxPixels = 1L << 28;
+// Bytes a decoded pixel takes: IMAGE and IVAR as float64, MASK as 16 bits.
+constexpr int64_t kDecodedBytesPerPixel = 8 + 8 + 2;
 
 std::string ShapeText(const FitsFile::ImageInfo& info) {
   std::string out;
@@ -46,11 +53,11 @@ absl::Status MissingHdu(const FitsFile& file, const std::string& extname) {
                    "'; a DESI preproc file has IMAGE, IVAR, MASK, FIBERMAP)"));
 }
 
-// Validates the current HDU as a complete, non-empty 2-D image and returns its
-// description.
-absl::StatusOr<FitsFile::ImageInfo> CheckPlane(FitsFile& file) {
+// Validates the current HDU as a complete, non-empty 2-D image of at most `max_pixels`
+// pixels (RESOURCE_EXHAUSTED past it: judged from the header, tile-compressed or not,
+// before anything is decoded) and returns its description.
+absl::StatusOr<FitsFile::ImageInfo> CheckPlane(FitsFile& file, int64_t max_pixels) {
   SPEXD_ASSIGN_OR_RETURN(FitsFile::ImageInfo info, file.GetImageInfo());
-  SPEXD_RETURN_IF_ERROR(file.CheckHduComplete());
   if (info.naxes.size() != 2) {
     bool empty = info.naxes.empty();
     for (long a : info.naxes) empty = empty || a == 0;
@@ -60,10 +67,16 @@ absl::StatusOr<FitsFile::ImageInfo> CheckPlane(FitsFile& file) {
   if (info.naxes[0] <= 0 || info.naxes[1] <= 0) {
     return file.Invalid(absl::StrCat("empty image ", ShapeText(info)));
   }
-  if (info.naxes[0] > kMaxPixels / info.naxes[1]) {
-    return file.Invalid(absl::StrCat("image ", ShapeText(info), " is too large (limit ",
-                                     kMaxPixels, " pixels)"));
+  if (info.naxes[0] > max_pixels / info.naxes[1]) {
+    const double pixels = static_cast<double>(info.naxes[0]) * static_cast<double>(info.naxes[1]);
+    return absl::ResourceExhaustedError(absl::StrCat(
+        file.Invalid(absl::StrFormat("image %s has %.0f pixels, over the limit of %d",
+                                     ShapeText(info), pixels, max_pixels))
+            .message(),
+        absl::StrFormat(" (decoding it would take %.0f MiB); refused before decoding",
+                        pixels * kDecodedBytesPerPixel / (1 << 20))));
   }
+  SPEXD_RETURN_IF_ERROR(file.CheckHduComplete());
   return info;
 }
 
@@ -134,65 +147,12 @@ absl::StatusOr<std::string> CopyFibermap(FitsFile& file) {
   return out.TakeMemory();
 }
 
-absl::StatusOr<PreprocImage> ReadFromFits(FitsFile& file, const PreprocOptions& options) {
-  PreprocImage frame;
-  frame.source_name = file.name();
-
-  // Validate every header before reading pixel data, so that a bad file fails fast.
-  SPEXD_ASSIGN_OR_RETURN(bool has_image, MoveIfPresent(file, "IMAGE"));
-  if (!has_image) return MissingHdu(file, "IMAGE");
-  SPEXD_ASSIGN_OR_RETURN(FitsFile::ImageInfo image_info, CheckPlane(file));
-  SPEXD_RETURN_IF_ERROR(CheckFloatPlane(file, image_info));
-
-  SPEXD_ASSIGN_OR_RETURN(bool has_ivar, MoveIfPresent(file, "IVAR"));
-  if (!has_ivar) return MissingHdu(file, "IVAR");
-  SPEXD_ASSIGN_OR_RETURN(FitsFile::ImageInfo ivar_info, CheckPlane(file));
-  SPEXD_RETURN_IF_ERROR(CheckSameShape(file, "IVAR", ivar_info, image_info));
-  SPEXD_RETURN_IF_ERROR(CheckFloatPlane(file, ivar_info));
-
-  SPEXD_ASSIGN_OR_RETURN(bool has_mask, MoveIfPresent(file, "MASK"));
-  if (has_mask) {
-    SPEXD_ASSIGN_OR_RETURN(FitsFile::ImageInfo mask_info, CheckPlane(file));
-    SPEXD_RETURN_IF_ERROR(CheckSameShape(file, "MASK", mask_info, image_info));
-  }
-
-  SPEXD_ASSIGN_OR_RETURN(bool has_fibermap, MoveIfPresent(file, "FIBERMAP"));
-  if (!has_fibermap && options.require_fibermap) return MissingHdu(file, "FIBERMAP");
-
-  // Pixel data. CFITSIO converts float32 to float64 while reading (exact, spec §2.1),
-  // decompresses tiles, and applies BSCALE/BZERO, so each plane is read once, straight
-  // into the vector that the frame keeps.
-  frame.width = static_cast<int>(image_info.naxes[0]);
-  frame.height = static_cast<int>(image_info.naxes[1]);
-  SPEXD_RETURN_IF_ERROR(file.MoveToHdu("IMAGE"));
-  SPEXD_ASSIGN_OR_RETURN(frame.image_header, file.ReadUserCards());
-  SPEXD_ASSIGN_OR_RETURN(frame.image, file.ReadImage<double>());
-  SPEXD_RETURN_IF_ERROR(file.MoveToHdu("IVAR"));
-  SPEXD_ASSIGN_OR_RETURN(frame.ivar, file.ReadImage<double>());
-  std::vector<uint16_t> mask;
-  if (has_mask) {
-    SPEXD_RETURN_IF_ERROR(file.MoveToHdu("MASK"));
-    SPEXD_ASSIGN_OR_RETURN(FitsFile::ImageInfo mask_info, file.GetImageInfo());
-    SPEXD_ASSIGN_OR_RETURN(mask, ReadMaskBits(file, mask_info));
-  }
-  if (has_fibermap) {
-    SPEXD_RETURN_IF_ERROR(file.MoveToHdu("FIBERMAP"));
-    SPEXD_ASSIGN_OR_RETURN(frame.fibermap_fits, CopyFibermap(file));
-  }
-
-  ApplyPixelRules(has_mask ? mask.data() : nullptr, options.mask_policy, &frame);
-  return frame;
-}
-
 // Large allocations are the one place the reader can throw (std::bad_alloc); convert
 // at the module edge (style.md "Errors").
-template <typename OpenFn>
-absl::StatusOr<PreprocImage> ReadGuarded(const std::string& name, OpenFn open,
-                                         const PreprocOptions& options) {
+template <typename Fn>
+auto Guarded(const std::string& name, Fn fn) -> decltype(fn()) {
   try {
-    absl::StatusOr<FitsFile> file = open();
-    if (!file.ok()) return file.status();
-    return ReadFromFits(*file, options);
+    return fn();
   } catch (const std::bad_alloc&) {
     return absl::ResourceExhaustedError(absl::StrCat(name, ": out of memory reading preproc"));
   }
@@ -200,14 +160,126 @@ absl::StatusOr<PreprocImage> ReadGuarded(const std::string& name, OpenFn open,
 
 }  // namespace
 
+absl::Status PreprocReader::Stopped() const {
+  if (stop_ && stop_()) return absl::CancelledError(absl::StrCat(file_.name(), ": reading stopped"));
+  return absl::OkStatus();
+}
+
+absl::Status PreprocReader::CheckHeaders() {
+  FitsFile& file = file_;
+  const int64_t max_pixels = limits_.max_image_pixels;
+  SPEXD_ASSIGN_OR_RETURN(bool has_image, MoveIfPresent(file, "IMAGE"));
+  if (!has_image) return MissingHdu(file, "IMAGE");
+  SPEXD_ASSIGN_OR_RETURN(image_info_, CheckPlane(file, max_pixels));
+  SPEXD_RETURN_IF_ERROR(CheckFloatPlane(file, image_info_));
+
+  SPEXD_ASSIGN_OR_RETURN(bool has_ivar, MoveIfPresent(file, "IVAR"));
+  if (!has_ivar) return MissingHdu(file, "IVAR");
+  SPEXD_ASSIGN_OR_RETURN(FitsFile::ImageInfo ivar_info, CheckPlane(file, max_pixels));
+  SPEXD_RETURN_IF_ERROR(CheckSameShape(file, "IVAR", ivar_info, image_info_));
+  SPEXD_RETURN_IF_ERROR(CheckFloatPlane(file, ivar_info));
+
+  SPEXD_ASSIGN_OR_RETURN(has_mask_, MoveIfPresent(file, "MASK"));
+  if (has_mask_) {
+    SPEXD_ASSIGN_OR_RETURN(FitsFile::ImageInfo mask_info, CheckPlane(file, max_pixels));
+    SPEXD_RETURN_IF_ERROR(CheckSameShape(file, "MASK", mask_info, image_info_));
+  }
+
+  SPEXD_ASSIGN_OR_RETURN(has_fibermap_, MoveIfPresent(file, "FIBERMAP"));
+  if (!has_fibermap_ && options_.require_fibermap) return MissingHdu(file, "FIBERMAP");
+  return absl::OkStatus();
+}
+
+absl::StatusOr<PreprocImage> PreprocReader::ReadPlanes() {
+  FitsFile& file = file_;
+  PreprocImage frame;
+  frame.source_name = file.name();
+  // Pixel data. CFITSIO converts float32 to float64 while reading (exact, spec §2.1),
+  // decompresses tiles, and applies BSCALE/BZERO, so each plane is read once, straight
+  // into the vector that the frame keeps.
+  frame.width = width();
+  frame.height = height();
+  SPEXD_RETURN_IF_ERROR(file.MoveToHdu("IMAGE"));
+  SPEXD_ASSIGN_OR_RETURN(frame.image_header, file.ReadUserCards());
+  SPEXD_ASSIGN_OR_RETURN(frame.image, file.ReadImage<double>());
+  SPEXD_RETURN_IF_ERROR(Stopped());
+  SPEXD_RETURN_IF_ERROR(file.MoveToHdu("IVAR"));
+  SPEXD_ASSIGN_OR_RETURN(frame.ivar, file.ReadImage<double>());
+  SPEXD_RETURN_IF_ERROR(Stopped());
+  std::vector<uint16_t> mask;
+  if (has_mask_) {
+    SPEXD_RETURN_IF_ERROR(file.MoveToHdu("MASK"));
+    SPEXD_ASSIGN_OR_RETURN(FitsFile::ImageInfo mask_info, file.GetImageInfo());
+    SPEXD_ASSIGN_OR_RETURN(mask, ReadMaskBits(file, mask_info));
+  }
+  if (has_fibermap_) {
+    SPEXD_RETURN_IF_ERROR(file.MoveToHdu("FIBERMAP"));
+    SPEXD_ASSIGN_OR_RETURN(frame.fibermap_fits, CopyFibermap(file));
+  }
+  ApplyPixelRules(has_mask_ ? mask.data() : nullptr, options_.mask_policy, &frame);
+  return frame;
+}
+
+absl::StatusOr<PreprocReader> PreprocReader::Open(const std::string& path,
+                                                  const PreprocOptions& options,
+                                                  const FitsSizeLimits& limits, StopFn stop) {
+  return Guarded(path, [&]() -> absl::StatusOr<PreprocReader> {
+    if (FileIsGzip(path)) {
+      // Inflated here, within the limits, rather than by CFITSIO (which would inflate
+      // the whole stream before any header could be checked).
+      const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+      if (fd < 0) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(path, ": cannot open: ", std::strerror(errno)));
+      }
+      absl::StatusOr<std::string> fits = GunzipFitsFd(fd, path, limits, stop);
+      close(fd);
+      if (!fits.ok()) return fits.status();
+      return OpenMemory(*std::move(fits), path, options, limits, stop);
+    }
+    SPEXD_ASSIGN_OR_RETURN(FitsFile file, FitsFile::OpenRead(path));
+    PreprocReader reader(std::move(file), options, limits, stop);
+    SPEXD_RETURN_IF_ERROR(reader.CheckHeaders());
+    return reader;
+  });
+}
+
+absl::StatusOr<PreprocReader> PreprocReader::OpenMemory(std::string bytes, const std::string& name,
+                                                        const PreprocOptions& options,
+                                                        const FitsSizeLimits& limits,
+                                                        StopFn stop) {
+  return Guarded(name, [&]() -> absl::StatusOr<PreprocReader> {
+    if (IsGzip(bytes)) {
+      SPEXD_ASSIGN_OR_RETURN(bytes, GunzipFits(bytes, name, limits, stop));
+    }
+    SPEXD_ASSIGN_OR_RETURN(FitsFile file, FitsFile::OpenMemory(std::move(bytes), name));
+    PreprocReader reader(std::move(file), options, limits, stop);
+    SPEXD_RETURN_IF_ERROR(reader.CheckHeaders());
+    return reader;
+  });
+}
+
+absl::StatusOr<PreprocImage> PreprocReader::Read() {
+  SPEXD_RETURN_IF_ERROR(Stopped());
+  return Guarded(file_.name(), [&] { return ReadPlanes(); });
+}
+
 absl::StatusOr<PreprocImage> ReadPreproc(const std::string& path, const PreprocOptions& options) {
-  return ReadGuarded(path, [&] { return FitsFile::OpenRead(path); }, options);
+  SPEXD_ASSIGN_OR_RETURN(PreprocReader reader, PreprocReader::Open(path, options));
+  return reader.Read();
 }
 
 absl::StatusOr<PreprocImage> ReadPreprocFromMemory(const void* data, std::size_t size,
                                                    const std::string& name,
                                                    const PreprocOptions& options) {
-  return ReadGuarded(name, [&] { return FitsFile::OpenMemory(data, size, name); }, options);
+  std::string bytes;
+  try {
+    bytes.assign(static_cast<const char*>(data), size);
+  } catch (const std::bad_alloc&) {
+    return absl::ResourceExhaustedError(absl::StrCat(name, ": out of memory reading preproc"));
+  }
+  SPEXD_ASSIGN_OR_RETURN(PreprocReader reader, PreprocReader::OpenMemory(std::move(bytes), name, options));
+  return reader.Read();
 }
 
 void ApplyPixelRules(const uint16_t* mask, MaskPolicy policy, PreprocImage* frame) {

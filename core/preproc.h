@@ -6,9 +6,12 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "core/fits_file.h"
+#include "core/fits_gunzip.h"
 
 namespace spexd::core {
 
@@ -42,11 +45,53 @@ struct PreprocOptions {
   bool require_fibermap = false;
 };
 
-// Reads a preproc file. IMAGE and IVAR may be float32 or float64 (any HDU position,
-// found by EXTNAME; IMAGE may be the primary); MASK is optional, plain or
-// tile-compressed, integer typed. Errors name the file and problem: missing HDU,
-// non-image HDU, wrong pixel type (e.g. integer IMAGE), shape mismatch between IMAGE,
-// IVAR and MASK, empty image, truncated data.
+// A preproc file opened and checked from its headers (HDUs present, 2-D float IMAGE and
+// IVAR, integer MASK, same shapes, within options.limits), before any pixel is decoded,
+// so that a caller can refuse the request cheaply first. Gzip-compressed files (DESI's
+// .fits.gz, recognised by their magic bytes) are inflated within options.limits first.
+// IMAGE and IVAR may be float32 or float64 (any HDU position, found by EXTNAME; IMAGE may
+// be the primary); MASK is optional, plain or tile-compressed, integer typed. Errors name
+// the file and problem: missing HDU, non-image HDU, wrong pixel type (e.g. integer
+// IMAGE), shape mismatch between IMAGE, IVAR and MASK, empty image, truncated data.
+//
+// `limits` are checked from the headers before any pixel is decoded, and while a gzip
+// file inflates: RESOURCE_EXHAUSTED past them (limits.max_image_pixels bounds every
+// plane, hence the memory a decode takes: 18 bytes a pixel). `stop` (may be empty) is
+// polled while a gzip file inflates, before decoding and between planes: true stops
+// with CANCELLED.
+class PreprocReader {
+ public:
+  static absl::StatusOr<PreprocReader> Open(const std::string& path, const PreprocOptions& options,
+                                            const FitsSizeLimits& limits = {}, StopFn stop = {});
+  // Takes the file's bytes (plain or gzip FITS) without copying them.
+  static absl::StatusOr<PreprocReader> OpenMemory(std::string bytes, const std::string& name,
+                                                  const PreprocOptions& options,
+                                                  const FitsSizeLimits& limits = {},
+                                                  StopFn stop = {});
+
+  int height() const { return static_cast<int>(image_info_.naxes[1]); }
+  int width() const { return static_cast<int>(image_info_.naxes[0]); }
+
+  // Decodes the planes and applies the pixel rules. Call at most once.
+  absl::StatusOr<PreprocImage> Read();
+
+ private:
+  PreprocReader(FitsFile file, const PreprocOptions& options, const FitsSizeLimits& limits,
+                StopFn stop)
+      : file_(std::move(file)), options_(options), limits_(limits), stop_(std::move(stop)) {}
+  absl::Status CheckHeaders();
+  absl::Status Stopped() const;
+  absl::StatusOr<PreprocImage> ReadPlanes();
+
+  FitsFile file_;
+  PreprocOptions options_;
+  FitsSizeLimits limits_;
+  StopFn stop_;
+  FitsFile::ImageInfo image_info_;
+  bool has_mask_ = false, has_fibermap_ = false;
+};
+
+// PreprocReader::Open (or OpenMemory on a copy of the bytes), then Read.
 absl::StatusOr<PreprocImage> ReadPreproc(const std::string& path, const PreprocOptions& options);
 absl::StatusOr<PreprocImage> ReadPreprocFromMemory(const void* data, std::size_t size,
                                                    const std::string& name,

@@ -9,6 +9,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "core/fits_file.h"
+#include "core/gzip.h"
 #include "core/legendre.h"
 #include "core/status_macros.h"
 
@@ -400,7 +401,13 @@ absl::StatusOr<Psf> Psf::Load(const std::string& path) {
 }
 
 absl::StatusOr<Psf> Psf::LoadFromMemory(const void* data, std::size_t size,
-                                        const std::string& name) {
+                                        const std::string& name, const FitsSizeLimits& limits) {
+  const absl::string_view bytes(static_cast<const char*>(data), size);
+  if (IsGzip(bytes)) {
+    SPEXD_ASSIGN_OR_RETURN(std::string fits, GunzipFits(bytes, name, limits));
+    SPEXD_ASSIGN_OR_RETURN(FitsFile file, FitsFile::OpenMemory(std::move(fits), name));
+    return PsfReader(&file).Read();
+  }
   SPEXD_ASSIGN_OR_RETURN(FitsFile file, FitsFile::OpenMemory(data, size, name));
   return PsfReader(&file).Read();
 }

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "core/fits_gunzip.h"
 
 namespace spexd::core {
 
@@ -25,9 +26,12 @@ class Psf {
   // gives INVALID_ARGUMENT naming the file and the problem (missing HDU, wrong PSFTYPE,
   // inconsistent shapes, non-finite coefficients, missing GH-i-j rows, ...).
   static absl::StatusOr<Psf> Load(const std::string& path);
-  // Same from the bytes of a FITS file (e.g. an upload); `name` is used in errors.
+  // Same from the bytes of a FITS file (e.g. an upload), plain or gzip-compressed
+  // (recognised by its magic bytes; inflated within `limits`, see GunzipFits);
+  // `name` is used in errors.
   static absl::StatusOr<Psf> LoadFromMemory(const void* data, std::size_t size,
-                                            const std::string& name);
+                                            const std::string& name,
+                                            const FitsSizeLimits& limits = {});
 
   int nspec() const { return nspec_; }
   int hsizex() const { return hsizex_; }

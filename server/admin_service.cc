@@ -181,7 +181,7 @@ grpc::Status AdminService::LoadPsf(grpc::ServerContext* call,
     std::string bytes, source;
     status = ReadPsfSource(call, reader, context_, &bytes, &source);
     if (status.ok()) {
-      auto loaded = context_->env.cache->Load(bytes, source);
+      auto loaded = context_->env.cache->Load(bytes, source, FitsLimits(context_->env.limits));
       if (loaded.ok()) {
         SummaryToProto(*loaded, context_->scheduler->BackendMemory(), response);
         Log(LogLevel::kInfo, "psf_loaded",

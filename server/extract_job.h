@@ -67,6 +67,12 @@ struct ServiceLimits {
   double write_timeout_seconds = 60;
 };
 
+// What an input FITS file may make the server allocate: a decompressed file (gzip
+// inputs) no larger than an upload may be, and no image over --max_image_pixels.
+inline core::FitsSizeLimits FitsLimits(const ServiceLimits& limits) {
+  return core::FitsSizeLimits{limits.max_upload_bytes, limits.max_image_pixels};
+}
+
 // Shared server state a job uses; owned by the server, outlives every job.
 struct JobEnvironment {
   PsfCache* cache = nullptr;
@@ -112,6 +118,11 @@ class ExtractJob : public Job, public std::enable_shared_from_this<ExtractJob> {
   absl::Status PrepareImage();
   // Refuses an output path that may not be written before any work is done.
   absl::Status CheckOutputPath();
+  // Opens the request's image (server path or upload) and checks its headers.
+  absl::StatusOr<core::PreprocReader> OpenImage();
+  // `status` with the server path in place of /proc/self/fd/N, and the server's limits
+  // named when it is RESOURCE_EXHAUSTED.
+  absl::Status Shown(const absl::Status& status) const;
   absl::Status Extract(core::Backend& backend);
   void StreamLoop();
   absl::Status StreamBundle(Finished& item);
@@ -136,6 +147,7 @@ class ExtractJob : public Job, public std::enable_shared_from_this<ExtractJob> {
   std::string in_img_;
   // What the server-side output may replace: never the input or the PSF file.
   DataRoots::WritePolicy output_policy_;
+  std::string read_name_, shown_name_;  // server path: the name read, the name shown
   // WAVEMIN/WAVEMAX/WAVESTEP of the output header (the requested grid, or the PSF
   // domain and 0.8 when none was given: extraction-spec §2.2, as the local CLI writes).
   double meta_wmin_ = 0, meta_wmax_ = 0, meta_dw_ = 0;

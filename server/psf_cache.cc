@@ -23,7 +23,8 @@ PsfCache::PsfCache(int64_t budget_bytes, ServerMetrics* metrics, GeometryRelease
   PublishLocked();
 }
 
-absl::StatusOr<PsfSummary> PsfCache::Load(const std::string& bytes, const std::string& source) {
+absl::StatusOr<PsfSummary> PsfCache::Load(const std::string& bytes, const std::string& source,
+                                          const core::FitsSizeLimits& limits) {
   const std::string id = Sha256Hex(bytes);
   if (id.empty()) return absl::InternalError("cannot hash the PSF (OpenSSL failure)");
   {
@@ -38,7 +39,7 @@ absl::StatusOr<PsfSummary> PsfCache::Load(const std::string& bytes, const std::s
     }
   }
   if (metrics_ != nullptr) metrics_->CountCache("psf", "miss");
-  auto parsed = core::Psf::LoadFromMemory(bytes.data(), bytes.size(), source);
+  auto parsed = core::Psf::LoadFromMemory(bytes.data(), bytes.size(), source, limits);
   if (!parsed.ok()) return parsed.status();
   auto psf = std::make_shared<const core::Psf>(std::move(parsed).value());
   const int64_t psf_bytes = static_cast<int64_t>(psf->MemoryBytes());

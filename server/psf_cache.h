@@ -17,6 +17,7 @@
 #include "absl/synchronization/mutex.h"
 #include "core/extraction_params.h"
 #include "core/geometry.h"
+#include "core/fits_gunzip.h"
 #include "core/psf.h"
 
 namespace spexd::server {
@@ -50,7 +51,10 @@ class PsfCache {
   // PSF already cached is returned with already_loaded set and no parsing. Parsing
   // happens outside the lock. INVALID_ARGUMENT for a malformed PSF, RESOURCE_EXHAUSTED
   // when the PSF alone is larger than the budget.
-  absl::StatusOr<PsfSummary> Load(const std::string& bytes, const std::string& source);
+  // `bytes` may be gzip-compressed (inflated within `limits`); the id is the hash of the
+  // bytes as given, so a client can compute it from its file.
+  absl::StatusOr<PsfSummary> Load(const std::string& bytes, const std::string& source,
+                                  const core::FitsSizeLimits& limits = {});
 
   // The PSF with this id (counts a hit or a miss); NOT_FOUND when it is not cached.
   absl::StatusOr<std::shared_ptr<const core::Psf>> Get(const std::string& id);

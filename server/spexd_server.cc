@@ -166,7 +166,7 @@ class SpexdServer::Impl {
       for (const std::string& path : options.preload_psfs) {
         auto file = roots->ReadFile(path, options.limits.max_upload_bytes);
         if (!file.ok()) return file.status();
-        auto loaded = cache->Load(file->bytes, file->path);
+        auto loaded = cache->Load(file->bytes, file->path, FitsLimits(options.limits));
         if (!loaded.ok()) return loaded.status();
         Log(LogLevel::kInfo, "psf_preloaded", {{"id", loaded->id}, {"source", file->path}});
       }

@@ -14,6 +14,7 @@
 #include "client/remote_frame.h"
 #include "core/extract_frame.h"
 #include "core/geometry.h"
+#include "core/gzip.h"
 #include "core/preproc.h"
 #include "core/psf.h"
 #include "core/status_macros.h"
@@ -55,6 +56,18 @@ const TestInputs& Inputs() {
     in->frame_bytes = *frame;
     in->frame_path = in->data_dir + "/frame.fits";
     WriteBytes(in->frame_path, in->frame_bytes);
+    auto frame_gz = core::GzipCompress(in->frame_bytes);
+    auto psf_gz = core::GzipCompress(in->psf_bytes);
+    if (!frame_gz.ok() || !psf_gz.ok()) {
+      ADD_FAILURE() << "gzip: " << frame_gz.status() << " " << psf_gz.status();
+      return in;
+    }
+    in->frame_gz_bytes = *frame_gz;
+    in->frame_gz_path = in->data_dir + "/frame.fits.gz";
+    WriteBytes(in->frame_gz_path, in->frame_gz_bytes);
+    in->psf_gz_bytes = *psf_gz;
+    in->psf_gz_path = in->data_dir + "/psf.fits.gz";
+    WriteBytes(in->psf_gz_path, in->psf_gz_bytes);
     return in;
   }();
   return *inputs;

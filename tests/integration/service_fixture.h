@@ -31,6 +31,9 @@ struct TestInputs {
   std::string frame_path;   // data_dir/frame.fits
   std::string psf_copy;     // the same file (a server-side path)
   std::string output_dir;   // the test servers' output root (--output_roots)
+  // The same two files gzip-compressed, as DESI ships them (.fits.gz).
+  std::string frame_gz_bytes, frame_gz_path;  // data_dir/frame.fits.gz
+  std::string psf_gz_bytes, psf_gz_path;      // data_dir/psf.fits.gz
 };
 const TestInputs& Inputs();
 

@@ -1,0 +1,322 @@
+#include "core/fits_gunzip.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "core/gzip.h"
+#include "core/status_macros.h"
+
+namespace spexd::core {
+namespace {
+
+constexpr std::size_t kBlock = 2880;  // FITS logical record (FITS 4.0 §3.1)
+constexpr std::size_t kCard = 80;
+constexpr int64_t kStopPollBytes = int64_t{8} << 20;
+
+// The cards of one HDU header that fix the size of its data (FITS 4.0 §4.4.1) and, for
+// tile-compressed images, the size of the image (ZNAXISn).
+struct HduShape {
+  bool has_bitpix = false, has_naxis = false;
+  int64_t bitpix = 0, naxis = 0, pcount = 0, gcount = 1, znaxis = 0;
+  bool zimage = false, groups = false;
+  std::string xtension;  // "" for the primary HDU
+  std::vector<int64_t> naxes, znaxes;  // -1: card not seen
+};
+
+// a * b, saturated at `cap` + 1 (all operands are non-negative).
+int64_t MulCapped(int64_t a, int64_t b, int64_t cap) {
+  if (a == 0 || b == 0) return 0;
+  if (a > (cap + 1) / b + 1) return cap + 1;
+  return std::min(a * b, cap + 1);
+}
+
+// Parses the decompressed FITS stream as it arrives: keeps the bytes of the HDUs (the
+// FITS file CFITSIO will open), checks each header against the limits when its END card
+// arrives, and drops what follows the last HDU.
+class FitsStreamCheck {
+ public:
+  FitsStreamCheck(const std::string& name, const FitsSizeLimits& limits, const StopFn& stop)
+      : name_(name), limits_(limits), stop_(stop) {}
+
+  absl::Status Add(absl::string_view piece);
+  absl::StatusOr<std::string> Finish();
+  void Reserve(int64_t hint) {
+    if (hint > 0 && hint <= limits_.max_file_bytes) out_.reserve(static_cast<std::size_t>(hint));
+  }
+
+ private:
+  enum class Mode { kHeader, kData, kTrailing };
+  absl::Status ParseBlock(absl::string_view block);
+  absl::Status ParseCard(absl::string_view card, bool* end);
+  absl::Status NotFits(absl::string_view first_key) const {
+    return Invalid(absl::StrCat("not a FITS file: the header starts with '", first_key,
+                                "', not ", hdu_ == 0 ? "SIMPLE" : "XTENSION"));
+  }
+  absl::Status EndOfHeader();
+  absl::Status Invalid(absl::string_view what) const {
+    return absl::InvalidArgumentError(absl::StrCat(name_, "[HDU ", hdu_, "]: ", what));
+  }
+
+  const std::string& name_;
+  const FitsSizeLimits& limits_;
+  const StopFn& stop_;
+  std::string out_;
+  int64_t inflated_ = 0, next_poll_ = kStopPollBytes;
+  Mode mode_ = Mode::kHeader;
+  int hdu_ = 0;
+  std::size_t card_index_ = 0;  // within the current header
+  std::size_t data_end_ = 0;    // where the current HDU's (padded) data ends in out_
+  HduShape shape_;
+};
+
+absl::Status FitsStreamCheck::Add(absl::string_view piece) {
+  inflated_ += static_cast<int64_t>(piece.size());
+  if (inflated_ > limits_.max_file_bytes) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        name_, ": inflates to more than ", limits_.max_file_bytes,
+        " bytes, the limit for a decompressed FITS file"));
+  }
+  if (stop_ && inflated_ >= next_poll_) {
+    next_poll_ = inflated_ + kStopPollBytes;
+    if (stop_()) return absl::CancelledError(absl::StrCat(name_, ": decompression stopped"));
+  }
+  while (!piece.empty() && mode_ != Mode::kTrailing) {
+    if (mode_ == Mode::kData) {
+      const std::size_t take = std::min(piece.size(), data_end_ - out_.size());
+      out_.append(piece.data(), take);
+      piece.remove_prefix(take);
+      if (out_.size() == data_end_) mode_ = Mode::kHeader;
+      continue;
+    }
+    // Header: whole blocks are parsed as they complete.
+    const std::size_t in_block = out_.size() % kBlock;
+    const std::size_t take = std::min(piece.size(), kBlock - in_block);
+    out_.append(piece.data(), take);
+    piece.remove_prefix(take);
+    if (out_.size() % kBlock == 0) {
+      const absl::string_view block(out_.data() + out_.size() - kBlock, kBlock);
+      if (hdu_ > 0 && card_index_ == 0 && !absl::StartsWith(block, "XTENSION")) {
+        // Not an extension: the FITS file ended with the previous HDU (FITS 4.0 §3.5
+        // allows special records there; CFITSIO ignores them).
+        out_.resize(out_.size() - kBlock);
+        mode_ = Mode::kTrailing;
+        break;
+      }
+      SPEXD_RETURN_IF_ERROR(ParseBlock(block));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status FitsStreamCheck::ParseBlock(absl::string_view block) {
+  // The cards after END in its block are padding.
+  for (std::size_t off = 0; off < kBlock; off += kCard) {
+    bool end = false;
+    SPEXD_RETURN_IF_ERROR(ParseCard(block.substr(off, kCard), &end));
+    if (end) break;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status FitsStreamCheck::ParseCard(absl::string_view card, bool* end) {
+  const std::string key(absl::StripTrailingAsciiWhitespace(card.substr(0, 8)));
+  const std::size_t index = card_index_++;
+  if (key == "END") {
+    *end = true;
+    return EndOfHeader();
+  }
+  if (card.substr(8, 2) != "= ") {  // commentary card
+    if (index == 0) return NotFits(key);
+    return absl::OkStatus();
+  }
+  absl::string_view value = card.substr(10);
+  if (const std::size_t slash = value.find('/'); slash != absl::string_view::npos) {
+    value = value.substr(0, slash);
+  }
+  value = absl::StripAsciiWhitespace(value);
+  if (index == 0) {
+    if (key != (hdu_ == 0 ? "SIMPLE" : "XTENSION")) return NotFits(key);
+    if (hdu_ > 0) {
+      shape_.xtension = std::string(absl::StripAsciiWhitespace(
+          absl::StripPrefix(absl::StripSuffix(value, "'"), "'")));
+    }
+    return absl::OkStatus();
+  }
+  if (key == "ZIMAGE") {
+    shape_.zimage = value == "T";
+    return absl::OkStatus();
+  }
+  if (key == "GROUPS") {
+    shape_.groups = value == "T";
+    return absl::OkStatus();
+  }
+  const bool naxis_n = absl::StartsWith(key, "NAXIS") && key.size() > 5;
+  const bool znaxis_n = absl::StartsWith(key, "ZNAXIS") && key.size() > 6;
+  if (!naxis_n && !znaxis_n && key != "BITPIX" && key != "NAXIS" && key != "PCOUNT" &&
+      key != "GCOUNT" && key != "ZNAXIS") {
+    return absl::OkStatus();
+  }
+  int64_t v = 0;
+  if (!absl::SimpleAtoi(value, &v)) {
+    return Invalid(absl::StrCat("keyword ", key, " is not an integer"));
+  }
+  if (key == "BITPIX") {
+    if (v != 8 && v != 16 && v != 32 && v != 64 && v != -32 && v != -64) {
+      return Invalid(absl::StrCat("BITPIX = ", v, " is not a FITS pixel type"));
+    }
+    shape_.bitpix = v;
+    shape_.has_bitpix = true;
+    return absl::OkStatus();
+  }
+  if (v < 0) return Invalid(absl::StrCat("keyword ", key, " is negative"));
+  auto set_axis = [&](std::vector<int64_t>& axes, absl::string_view digits) -> absl::Status {
+    int n = 0;
+    if (!absl::SimpleAtoi(digits, &n) || n < 1 || n > 999) return absl::OkStatus();
+    if (axes.size() < static_cast<std::size_t>(n)) axes.resize(static_cast<std::size_t>(n), -1);
+    axes[static_cast<std::size_t>(n - 1)] = v;
+    return absl::OkStatus();
+  };
+  if (key == "NAXIS") {
+    if (v > 999) return Invalid("NAXIS is over 999");
+    shape_.naxis = v;
+    shape_.has_naxis = true;
+  } else if (key == "ZNAXIS") {
+    shape_.znaxis = std::min<int64_t>(v, 999);
+  } else if (key == "PCOUNT") {
+    shape_.pcount = v;
+  } else if (key == "GCOUNT") {
+    shape_.gcount = v;
+  } else if (naxis_n) {
+    return set_axis(shape_.naxes, absl::string_view(key).substr(5));
+  } else {
+    return set_axis(shape_.znaxes, absl::string_view(key).substr(6));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status FitsStreamCheck::EndOfHeader() {
+  const HduShape& s = shape_;
+  if (!s.has_bitpix || !s.has_naxis) return Invalid("header lacks BITPIX or NAXIS");
+  if (s.naxes.size() < static_cast<std::size_t>(s.naxis)) {
+    return Invalid(absl::StrCat("header lacks NAXIS", s.naxes.size() + 1));
+  }
+  const int64_t cap = limits_.max_file_bytes;
+  // Pixels of the image this HDU holds: its own axes, or for a tile-compressed image
+  // (a BINTABLE with ZIMAGE = T) the ZNAXISn of the image it decompresses to.
+  const bool compressed = s.xtension == "BINTABLE" && s.zimage && s.znaxis > 0;
+  const bool image = compressed || hdu_ == 0 || s.xtension == "IMAGE";
+  const std::vector<int64_t>& axes = compressed ? s.znaxes : s.naxes;
+  const int64_t naxes = !image ? 0 : compressed ? s.znaxis : s.naxis;
+  int64_t pixels = naxes > 0 ? 1 : 0, data = s.naxis > 0 ? 1 : 0;
+  for (int64_t i = 0; i < naxes; ++i) {
+    const int64_t a = i < static_cast<int64_t>(axes.size()) ? axes[static_cast<std::size_t>(i)] : -1;
+    if (a < 0) return Invalid(absl::StrCat("header lacks ", compressed ? "ZNAXIS" : "NAXIS", i + 1));
+    pixels = MulCapped(pixels, a, limits_.max_image_pixels);
+  }
+  if (pixels > limits_.max_image_pixels) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        name_, "[HDU ", hdu_, "]: image of more than ", limits_.max_image_pixels,
+        " pixels (the limit), refused from its header before decompressing its data"));
+  }
+  // Data size (FITS 4.0 §4.4.1.1, §7.1.2 random groups): |BITPIX|/8 x GCOUNT x
+  // (PCOUNT + NAXIS1 x ... x NAXISn), NAXIS1 skipped for random groups.
+  for (int64_t i = (hdu_ == 0 && s.groups && s.naxis > 0 && s.naxes[0] == 0) ? 1 : 0;
+       i < s.naxis; ++i) {
+    data = MulCapped(data, s.naxes[static_cast<std::size_t>(i)], cap);
+  }
+  if (s.naxis > 0) {
+    data = std::min(data + s.pcount, cap + 1);
+    data = MulCapped(data, s.gcount, cap);
+    data = MulCapped(data, std::abs(s.bitpix) / 8, cap);
+  }
+  const int64_t padded = (data + static_cast<int64_t>(kBlock) - 1) / static_cast<int64_t>(kBlock) *
+                         static_cast<int64_t>(kBlock);
+  const int64_t end = static_cast<int64_t>(out_.size()) + padded;
+  if (end > cap) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        name_, "[HDU ", hdu_, "]: the file's HDUs declare more than ", cap,
+        " bytes, the limit for a decompressed FITS file; refused from the header"));
+  }
+  data_end_ = static_cast<std::size_t>(end);
+  mode_ = data_end_ > out_.size() ? Mode::kData : Mode::kHeader;
+  ++hdu_;
+  card_index_ = 0;
+  shape_ = HduShape{};
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> FitsStreamCheck::Finish() {
+  if (hdu_ == 0 || mode_ == Mode::kData || (mode_ == Mode::kHeader && card_index_ > 0) ||
+      out_.size() % kBlock != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        name_, ": truncated FITS file inside the gzip data (", out_.size(), " bytes)"));
+  }
+  return std::move(out_);
+}
+
+// Trailer ISIZE: the uncompressed size modulo 2^32 of the last member (RFC 1952 §2.3.1),
+// used only to reserve memory (bounded by the limit).
+int64_t SizeHint(absl::string_view tail) {
+  if (tail.size() < 4) return 0;
+  const auto* p = reinterpret_cast<const unsigned char*>(tail.data() + tail.size() - 4);
+  return static_cast<int64_t>(p[0]) | (static_cast<int64_t>(p[1]) << 8) |
+         (static_cast<int64_t>(p[2]) << 16) | (static_cast<int64_t>(p[3]) << 24);
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> GunzipFits(absl::string_view gz, const std::string& name,
+                                       const FitsSizeLimits& limits, const StopFn& stop) {
+  FitsStreamCheck check(name, limits, stop);
+  check.Reserve(SizeHint(gz));
+  GzipInflater inflater(name, [&](absl::string_view piece) { return check.Add(piece); });
+  SPEXD_RETURN_IF_ERROR(inflater.Feed(gz));
+  SPEXD_RETURN_IF_ERROR(inflater.Finish());
+  return check.Finish();
+}
+
+absl::StatusOr<std::string> GunzipFitsFd(int fd, const std::string& name,
+                                         const FitsSizeLimits& limits, const StopFn& stop) {
+  FitsStreamCheck check(name, limits, stop);
+  const off_t start = lseek(fd, 0, SEEK_CUR), end = lseek(fd, 0, SEEK_END);
+  if (start >= 0 && end >= start + 4) {
+    char tail[4];
+    if (pread(fd, tail, 4, end - 4) == 4) check.Reserve(SizeHint(absl::string_view(tail, 4)));
+  }
+  if (start >= 0) lseek(fd, start, SEEK_SET);
+  GzipInflater inflater(name, [&](absl::string_view piece) { return check.Add(piece); });
+  std::vector<char> buf(1 << 20);
+  for (;;) {
+    const ssize_t n = read(fd, buf.data(), buf.size());
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return absl::InvalidArgumentError(absl::StrCat(name, ": read failed: ", std::strerror(errno)));
+    }
+    if (n == 0) break;
+    SPEXD_RETURN_IF_ERROR(inflater.Feed(absl::string_view(buf.data(), static_cast<std::size_t>(n))));
+  }
+  SPEXD_RETURN_IF_ERROR(inflater.Finish());
+  return check.Finish();
+}
+
+bool FileIsGzip(const std::string& path) {
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return false;
+  char magic[2];
+  const bool gz = pread(fd, magic, 2, 0) == 2 && IsGzip(absl::string_view(magic, 2));
+  close(fd);
+  return gz;
+}
+
+}  // namespace spexd::core

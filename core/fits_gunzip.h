@@ -1,0 +1,49 @@
+// Inflating gzip-compressed FITS files (DESI's .fits.gz) with bounded memory: every HDU
+// header is checked against the limits as soon as it has been inflated, before any of
+// its data is, so a small "gzip bomb" is refused after a few kilobytes of output.
+#ifndef SPEXD_CORE_FITS_GUNZIP_H_
+#define SPEXD_CORE_FITS_GUNZIP_H_
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace spexd::core {
+
+// What a FITS input may make a reader allocate, judged from its headers.
+struct FitsSizeLimits {
+  // The FITS file itself (after decompression).
+  int64_t max_file_bytes = int64_t{1} << 30;
+  // Any image HDU, plain or tile-compressed (ZNAXISn), as NAXIS1 x NAXIS2 x ...
+  int64_t max_image_pixels = int64_t{1} << 28;
+};
+
+// Polled every few MB of output; returning true stops with CANCELLED. May be empty.
+using StopFn = std::function<bool()>;
+
+// The FITS file inside the gzip data `gz` (see IsGzip). Errors name `name`:
+//  - RESOURCE_EXHAUSTED when an image HDU has more than limits.max_image_pixels
+//    pixels, when the HDUs' declared sizes add up to more than limits.max_file_bytes,
+//    or when the stream inflates to more than that (bytes after the last HDU are
+//    inflated and counted, then dropped, as CFITSIO ignores them);
+//  - INVALID_ARGUMENT for content that is not FITS (a first card other than SIMPLE, a
+//    header without its mandatory cards) and for corrupt or truncated gzip data;
+//  - CANCELLED when `stop` says so.
+absl::StatusOr<std::string> GunzipFits(absl::string_view gz, const std::string& name,
+                                       const FitsSizeLimits& limits, const StopFn& stop = {});
+
+// The same, reading the gzip data from the open descriptor `fd` (from its current
+// offset to its end, in 1 MiB pieces).
+absl::StatusOr<std::string> GunzipFitsFd(int fd, const std::string& name,
+                                         const FitsSizeLimits& limits, const StopFn& stop = {});
+
+// True when the file at `path` starts with the gzip magic bytes; false for a shorter
+// or unreadable file (the FITS reader then reports the problem).
+bool FileIsGzip(const std::string& path);
+
+}  // namespace spexd::core
+
+#endif  // SPEXD_CORE_FITS_GUNZIP_H_

@@ -6,7 +6,10 @@
 # the QA page (qa.png) and stops the server with SIGTERM (graceful drain).
 #
 #   scripts/demo.sh                 # 50 fibres (2 bundles) on the r grid
-#   FIBERS=0,100 scripts/demo.sh    # more fibres; DEMO_DIR=... keeps the files
+#   FIBERS=0,100 scripts/demo.sh    # more fibres
+#   KEEP=1 scripts/demo.sh          # keep the files (~145 MB: preproc, truth, frame, log);
+#                                   # by default the temporary directory is removed at exit
+#   DEMO_DIR=DIR scripts/demo.sh    # work in DIR (created if needed) and keep the files
 #   SPEXD_BIN=DIR scripts/demo.sh   # use prebuilt spexd, spexctl, spexd-sim from DIR (e.g. a
 #                                   # bundle from shared/tools/device-bundle.sh on a GPU host
 #                                   # that cannot build); skips installing and building
@@ -41,7 +44,11 @@ for exe in "$SPEXD" "$SPEXCTL" "$SIM"; do
   [[ -x $exe ]] || { echo "demo: $exe was not built (SPEXD_WITH_SERVER=OFF?)" >&2; exit 1; }
 done
 
-DEMO_DIR=${DEMO_DIR:-$(mktemp -d -t spexd-demo-XXXXXX)}
+REMOVE_DIR=
+if [[ -z ${DEMO_DIR:-} ]]; then
+  DEMO_DIR=$(mktemp -d -t spexd-demo-XXXXXX)
+  [[ ${KEEP:-0} == 1 ]] || REMOVE_DIR=$DEMO_DIR
+fi
 mkdir -p "$DEMO_DIR"
 LOG=$DEMO_DIR/spexd.log
 SERVER_PID=
@@ -49,6 +56,10 @@ cleanup() {
   if [[ -n $SERVER_PID ]] && kill -0 "$SERVER_PID" 2>/dev/null; then
     kill -TERM "$SERVER_PID" 2>/dev/null || true
     wait "$SERVER_PID" 2>/dev/null || true
+  fi
+  if [[ -n $REMOVE_DIR ]]; then
+    rm -rf -- "$REMOVE_DIR"
+    echo "demo: removed $REMOVE_DIR (KEEP=1 keeps the files)"
   fi
 }
 trap cleanup EXIT
@@ -90,7 +101,11 @@ echo "median S/N per fibre (fibre:S/N):"
 awk 'NR > 1 { printf "%4d:%-7.1f%s", $1, $2, (++n % 8 == 0 ? "\n" : " ") } END { if (n % 8) print "" }' \
   "$DEMO_DIR/snr.txt"
 "$SPEXCTL" psf list --server "$SERVER"
-if [[ -n $METRICS_PORT ]] && command -v curl >/dev/null; then
+if [[ -z $METRICS_PORT ]]; then
+  echo "demo: no metrics port in the server log: metrics excerpt skipped" >&2
+elif ! command -v curl >/dev/null; then
+  echo "demo: curl not found (scripts/install-deps.sh installs it): metrics excerpt skipped" >&2
+else
   echo "metrics (http://127.0.0.1:$METRICS_PORT/metrics), excerpt:"
   curl -s "http://127.0.0.1:$METRICS_PORT/metrics" |
     grep -E '^spexd_(requests_total|bundles_total|patches_total|frame_duration_seconds_(sum|count))[ {]' |
@@ -131,4 +146,5 @@ wait "$SERVER_PID" || status=$?
 SERVER_PID=
 echo "spexd exited with status $status"
 echo "frame: $DEMO_DIR/frame.fits (desispec layout); QA page: $DEMO_DIR/qa.png; server log: $LOG"
+[[ -z $REMOVE_DIR ]] || echo "(all removed now; KEEP=1 keeps them)"
 exit "$status"

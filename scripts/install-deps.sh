@@ -13,6 +13,7 @@ PKGS=(
   # /usr/bin/python3 with these modules (no PyPI needed).
   python3 python3-grpcio python3-protobuf python3-numpy python3-astropy python3-matplotlib
   python3-pil
+  curl  # scripts/demo.sh reads the metrics endpoint with it
 )
 # Optional helpers: ccache speeds rebuilds; patchelf/binutils pack the GPU bundle; curl
 # scrapes /metrics in tests/deploy; clang checks the lock annotations

@@ -7,6 +7,8 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "core/fits_gunzip.h"
+#include "core/gzip.h"
 #include "gtest/gtest.h"
 #include "tests/integration/service_fixture.h"
 #include "tests/integration/synthetic_frame.h"
@@ -114,6 +116,38 @@ TEST_F(SpexctlTest, AdminCommands) {
   EXPECT_NE(outside.output.find("PERMISSION_DENIED"), std::string::npos) << outside.output;
   CliRun down = Spexctl("health --server 127.0.0.1:1 --retries 1 --deadline 2");
   EXPECT_NE(down.code, 0);
+}
+
+
+// DESI names: .fits.gz inputs in every mode, and .fits.gz outputs really gzip, holding
+// the same FITS file as a plain output (issue 14).
+TEST_F(SpexctlTest, GzipInputsAndGzOutputsInEveryMode) {
+  const std::string gz_args = absl::StrCat("extract -i ", Inputs().frame_gz_path, " -p ",
+                                           Inputs().psf_gz_path, " -w 5760.0,5800.0,0.8 -n 50 -q");
+  // The plain reference reads the same (gzip) inputs: IN_IMG and IN_PSF name them.
+  CliRun plain = Spexctl(absl::StrCat(gz_args, " --local -o ", out_, "/plain.fits -m ", out_,
+                                      "/plain-model.fits"));
+  ASSERT_EQ(plain.code, 0) << plain.output;
+  CliRun local = Spexctl(absl::StrCat(gz_args, " --local -o ", out_, "/local.fits.gz -m ", out_,
+                                      "/local-model.fits.gz"));
+  ASSERT_EQ(local.code, 0) << local.output;
+  CliRun upload = Spexctl(absl::StrCat(gz_args, " ", server_flag_, " -o ", out_,
+                                       "/upload.fits.gz -m ", out_, "/upload-model.fits.gz"));
+  ASSERT_EQ(upload.code, 0) << upload.output;
+  CliRun by_path = Spexctl(absl::StrCat(gz_args, " ", server_flag_, " --server-path -o ", out_,
+                                        "/path.fits"));
+  ASSERT_EQ(by_path.code, 0) << by_path.output;
+  ExpectSameFitsBytes(out_ + "/plain.fits", out_ + "/path.fits");
+  for (const char* name : {"local", "upload", "local-model", "upload-model"}) {
+    const std::string gz = ReadBytes(absl::StrCat(out_, "/", name, ".fits.gz"));
+    ASSERT_TRUE(core::IsGzip(gz)) << name;
+    auto fits = core::GunzipFits(gz, name, core::FitsSizeLimits{});
+    ASSERT_TRUE(fits.ok()) << fits.status();
+    const std::string inflated = absl::StrCat(out_, "/", name, "-inflated.fits");
+    ASSERT_TRUE(WriteBytes(inflated, *fits));
+    const bool model = std::string(name).find("model") != std::string::npos;
+    ExpectSameFitsBytes(out_ + (model ? "/plain-model.fits" : "/plain.fits"), inflated);
+  }
 }
 
 }  // namespace

@@ -77,6 +77,7 @@ class FitsStreamCheck {
   int hdu_ = 0;
   std::size_t card_index_ = 0;  // within the current header
   std::size_t data_end_ = 0;    // where the current HDU's (padded) data ends in out_
+  std::size_t data_min_end_ = 0;  // the same without the padding of its last block
   HduShape shape_;
 };
 
@@ -249,6 +250,7 @@ absl::Status FitsStreamCheck::EndOfHeader() {
         " bytes, the limit for a decompressed FITS file; refused from the header"));
   }
   data_end_ = static_cast<std::size_t>(end);
+  data_min_end_ = out_.size() + static_cast<std::size_t>(data);
   mode_ = data_end_ > out_.size() ? Mode::kData : Mode::kHeader;
   ++hdu_;
   card_index_ = 0;
@@ -257,8 +259,15 @@ absl::Status FitsStreamCheck::EndOfHeader() {
 }
 
 absl::StatusOr<std::string> FitsStreamCheck::Finish() {
-  if (hdu_ == 0 || mode_ == Mode::kData || (mode_ == Mode::kHeader && card_index_ > 0) ||
-      out_.size() % kBlock != 0) {
+  // As CFITSIO reads plain files: the last HDU's data may lack the padding of its last
+  // block, and a partial block after the last HDU is ignored.
+  bool complete = mode_ == Mode::kTrailing;
+  if (mode_ == Mode::kHeader && card_index_ == 0 && hdu_ > 0) {
+    out_.resize(out_.size() - out_.size() % kBlock);
+    complete = true;
+  }
+  if (mode_ == Mode::kData && out_.size() >= data_min_end_) complete = true;
+  if (!complete) {
     return absl::InvalidArgumentError(absl::StrCat(
         name_, ": truncated FITS file inside the gzip data (", out_.size(), " bytes)"));
   }

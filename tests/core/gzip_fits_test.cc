@@ -171,6 +171,14 @@ TEST(GunzipFits, ReturnsTheFitsFileAndDropsBytesAfterTheLastHdu) {
       << not_fits.status();
   auto cut = GunzipFits(Gzip(fits.substr(0, fits.size() - 2880)), "c.gz", FitsSizeLimits{});
   EXPECT_EQ(cut.status().code(), absl::StatusCode::kInvalidArgument) << cut.status();
+  // What CFITSIO accepts in a plain file: a last block without its padding, a partial
+  // block of junk after the last HDU.
+  auto short_pad = GunzipFits(Gzip(fits.substr(0, fits.size() - 900)), "s.gz", FitsSizeLimits{});
+  ASSERT_TRUE(short_pad.ok()) << short_pad.status();
+  EXPECT_EQ(*short_pad, fits.substr(0, fits.size() - 900));
+  auto junk = GunzipFits(Gzip(fits + "junk"), "j.gz", FitsSizeLimits{});
+  ASSERT_TRUE(junk.ok()) << junk.status();
+  EXPECT_EQ(*junk, fits);
 }
 
 TEST(GunzipFits, BombIsRefusedFromItsHeaderBeforeItsDataInflate) {

@@ -257,9 +257,9 @@ TEST_F(GzipServiceTest, ServerOutputWithGzNameIsGzipWithTheSameHdus) {
   auto write = [&](const std::string& name) {
     v1::ExtractHeader h = SmallHeader(psf_id_);
     h.set_server_path(Inputs().frame_gz_path);
-    h.set_server_output_path(Inputs().data_dir + "/" + name);
+    h.set_server_output_path(Inputs().output_dir + "/" + name);
     EXPECT_TRUE(client_->Extract(h, nullptr, false, client::ExtractCallbacks{}).ok());
-    return ReadBytes(Inputs().data_dir + "/" + name);
+    return ReadBytes(Inputs().output_dir + "/" + name);
   };
   const std::string plain = write("gz-test-plain.fits");
   const std::string packed = write("gz-test-frame.fits.gz");
@@ -275,7 +275,7 @@ TEST_F(GzipServiceTest, ServerOutputWithGzNameIsGzipWithTheSameHdus) {
     ASSERT_TRUE(key == "CHECKSUM" || key == "DATASUM ") << off << ": " << plain.substr(off, 80);
   }
   // CFITSIO opens it by name, and every HDU's CHECKSUM/DATASUM verify.
-  auto f = core::FitsFile::OpenRead(Inputs().data_dir + "/gz-test-frame.fits.gz");
+  auto f = core::FitsFile::OpenRead(Inputs().output_dir + "/gz-test-frame.fits.gz");
   ASSERT_TRUE(f.ok()) << f.status();
   auto nhdu = f->NumHdus();
   ASSERT_TRUE(nhdu.ok());
@@ -301,7 +301,7 @@ TEST_F(GzipServiceTest, AstropyReadsGzOutputsWithTheSameDataAndValidChecksums) {
   if (std::system("/usr/bin/python3 -c 'import astropy.io.fits, numpy' >/dev/null 2>&1") != 0) {
     GTEST_SKIP() << "needs /usr/bin/python3 with astropy (Debian python3-astropy); not installed";
   }
-  const std::string dir = Inputs().data_dir;
+  const std::string dir = Inputs().output_dir;
   for (const char* name : {"astropy-plain.fits", "astropy-frame.fits.gz"}) {
     v1::ExtractHeader h = SmallHeader(psf_id_);
     h.set_server_path(Inputs().frame_path);

@@ -194,6 +194,9 @@ absl::StatusOr<FitsFile> FitsFile::OpenMemory(const void* data, std::size_t size
 
 absl::StatusOr<FitsFile> FitsFile::OpenMemory(std::string bytes, std::string display_name) {
   if (bytes.size() < 2880) return OpenMemory(bytes.data(), bytes.size(), std::move(display_name));
+  // Whole records, as in the copying overload above (CFITSIO reads past a short last record).
+  const std::size_t true_size = bytes.size();
+  bytes.resize((true_size + 2879) / 2880 * 2880, '\0');
   auto* mem = new MemBuffer;
   mem->owned = std::move(bytes);
   mem->ptr = mem->owned.data();
@@ -209,7 +212,7 @@ absl::StatusOr<FitsFile> FitsFile::OpenMemory(std::string bytes, std::string dis
         absl::StrCat(display_name, ": cannot open as FITS: ", CfitsioText(status)));
   }
   FitsFile file(fptr, std::move(display_name));
-  file.opened_size_ = static_cast<long long>(mem->size);
+  file.opened_size_ = static_cast<long long>(true_size);
   file.mem_ = mem;
   return file;
 }

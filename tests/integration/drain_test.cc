@@ -87,20 +87,23 @@ std::string LoadPsf(int port) {
 
 TEST(DrainTest, SigtermFinishesInFlightWorkRefusesNewCallsAndExitsZero) {
   ASSERT_FALSE(LongFrameBytes().empty());
-  SpawnedServer spexd({"--drain_seconds=60"});
+  SpawnedServer spexd({"--drain_seconds=60", "--max_queue=8"});
   const int port = spexd.WaitForPort(30);
   ASSERT_GT(port, 0) << spexd.Log();
   const std::string psf_id = LoadPsf(port);
   ASSERT_FALSE(psf_id.empty()) << spexd.Log();
   InFlight f;
-  StartExtractions(port, psf_id, 3, &f);  // one running, two queued
+  // One running, four queued: the drain lasts seconds after SIGTERM, so the late call
+  // below lands while work is still in flight (with two queued it could land as the
+  // server finished, and gRPC's final shutdown answers CANCELLED).
+  StartExtractions(port, psf_id, 5, &f);
   client::ClientOptions probe_options;
   probe_options.target = absl::StrCat("127.0.0.1:", port);
   auto probe = client::SpexdClient::Create(probe_options);
   ASSERT_TRUE(WaitUntil(
       [&] {
         auto info = (*probe)->GetServerInfo();
-        return f.started.load() >= 1 && info.ok() && info->queue_depth() == 2;
+        return f.started.load() >= 1 && info.ok() && info->queue_depth() == 4;
       },
       60))
       << spexd.Log();

@@ -1,0 +1,336 @@
+// Benchmark (issue 9, item 4): one DESI exposure -- 30 frames (10 petals x 3 arms), every
+// camera with its own PSF -- submitted at once to one spexd, timed from the first
+// submission to the last frame file written.
+//
+// PSF stand-ins: each real PSF given with --psf (repeatable) is written again with its
+// XTRACE and YTRACE Legendre c0 shifted by whole and half pixels (P0 = 1, so the traces
+// move rigidly). Every file is distinct (its own PSF id, geometry and device state) and
+// loaded through the normal path. One frame is simulated per base PSF (unshifted); a frame
+// extracted with a shifted PSF does the same work per patch, which is what is timed.
+//
+// Each frame has its own client thread, as pipeline workers do: it loads its PSF by server
+// path, extracts by server path, rebuilds the frame from the stream and writes it (the
+// spexctl path). Two passes over the same exposure: cold (the PSFs are new to the server)
+// and warm (the same PSFs again, if the cache kept them). Memory per PSF comes from
+// ListPsfs (host_bytes, gpu_bytes). JSON on stdout, summary on stderr.
+//
+//   spexd_exposure_bench [--psf PSF.fits]... [--frames 30] [--fibers 500]
+//                        [--backend cuda|cpu (cuda)] [--gpus 0,1,...] [--threads T]
+//                        [--psf-cache-bytes B] [--passes 2]
+#include <fitsio.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "client/remote_extract.h"
+#include "client/spexd_client.h"
+#include "core/frame_writer.h"
+#include "core/psf.h"
+#include "core/simulator.h"
+#include "server/spexd_server.h"
+#include "tests/test_support.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Args {
+  std::vector<std::string> psfs;
+  int frames = 30;
+  int fibers = 500;
+  int threads = 0;
+  int passes = 2;
+  int64_t psf_cache_bytes = int64_t{64} << 30;  // host bytes; room for an exposure
+  std::string backend = "cuda";
+  std::vector<int> gpus;
+};
+
+absl::StatusOr<Args> Parse(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string k = argv[i], v = argv[i + 1];
+    int n = 0;
+    const bool num = absl::SimpleAtoi(v, &n);
+    if (k == "--psf") {
+      a.psfs.push_back(v);
+    } else if (k == "--backend") {
+      a.backend = v;
+    } else if (k == "--gpus") {
+      for (absl::string_view d : absl::StrSplit(v, ',', absl::SkipEmpty())) {
+        int g = 0;
+        if (!absl::SimpleAtoi(d, &g)) return absl::InvalidArgumentError("--gpus: bad device");
+        a.gpus.push_back(g);
+      }
+    } else if (k == "--psf-cache-bytes") {
+      if (!absl::SimpleAtoi(v, &a.psf_cache_bytes)) return absl::InvalidArgumentError(k);
+    } else if (num && k == "--frames") {
+      a.frames = std::max(1, n);
+    } else if (num && k == "--fibers") {
+      a.fibers = std::clamp(n, 25, 500);
+    } else if (num && k == "--threads") {
+      a.threads = n;
+    } else if (num && k == "--passes") {
+      a.passes = std::max(1, n);
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat("unknown or bad flag ", k, " ", v));
+    }
+  }
+  if (a.psfs.empty()) a.psfs.push_back(spexd::testing::BundledPsfPath());
+  return a;
+}
+
+double Seconds(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+int Fail(const std::string& what, const absl::Status& s) {
+  std::fprintf(stderr, "exposure_bench: %s: %s\n", what.c_str(), s.ToString().c_str());
+  return 1;
+}
+
+// Adds `shift` to Legendre coefficient 0 of every fibre's trace in image HDU `extname`
+// ([nspec][ncoeff], spec §1.2) and refreshes the HDU's checksums.
+absl::Status ShiftTrace(fitsfile* f, const char* extname, double shift) {
+  int status = 0;
+  fits_movnam_hdu(f, IMAGE_HDU, const_cast<char*>(extname), 0, &status);
+  long naxes[2] = {0, 0};
+  int naxis = 0;
+  fits_get_img_dim(f, &naxis, &status);
+  fits_get_img_size(f, 2, naxes, &status);
+  if (status != 0 || naxis != 2) return absl::InvalidArgumentError(absl::StrCat(extname, ": not 2-D"));
+  const long n = naxes[0] * naxes[1];
+  std::vector<double> c(static_cast<std::size_t>(n));
+  fits_read_img(f, TDOUBLE, 1, n, nullptr, c.data(), nullptr, &status);
+  for (long s = 0; s < naxes[1]; ++s) c[static_cast<std::size_t>(s * naxes[0])] += shift;
+  fits_write_img(f, TDOUBLE, 1, n, c.data(), &status);
+  fits_write_chksum(f, &status);
+  if (status != 0) return absl::InternalError(absl::StrCat(extname, ": CFITSIO status ", status));
+  return absl::OkStatus();
+}
+
+absl::Status WriteShiftedPsf(const std::string& in, const std::string& out, double dx, double dy) {
+  int status = 0;
+  fitsfile* src = nullptr;
+  fitsfile* dst = nullptr;
+  fits_open_file(&src, in.c_str(), READONLY, &status);
+  fits_create_file(&dst, ("!" + out).c_str(), &status);
+  fits_copy_file(src, dst, 1, 1, 1, &status);
+  fits_close_file(src, &status);
+  if (status != 0) return absl::InternalError(absl::StrCat(in, ": copy failed, status ", status));
+  absl::Status st = ShiftTrace(dst, "XTRACE", dx);
+  if (st.ok()) st = ShiftTrace(dst, "YTRACE", dy);
+  fits_close_file(dst, &status);
+  return st;
+}
+
+absl::Status SimulateFrame(const std::string& psf_path, int fibers, int seed,
+                           const std::string& out) {
+  auto psf = spexd::core::Psf::Load(psf_path);
+  if (!psf.ok()) return psf.status();
+  spexd::core::SimOptions sim;
+  sim.nfibers = fibers;
+  sim.seed = seed;
+  auto spectra = spexd::core::GenerateSpectra(sim);
+  if (!spectra.ok()) return spectra.status();
+  auto frame = spexd::core::SimulateFrame(*psf, *spectra, sim);
+  if (!frame.ok()) return frame.status();
+  return spexd::core::WritePreproc(out, *psf, *spectra, *frame, sim);
+}
+
+struct FrameRun {
+  absl::Status status = absl::UnknownError("not run");
+  double done_s = 0;  // since the first submission, after the file is written
+  double load_s = 0, queue_s = 0, extract_s = 0;
+  std::string backend;
+};
+
+struct Pass {
+  double exposure_s = 0;
+  std::vector<FrameRun> frames;
+};
+
+// One exposure: every frame submitted at once from its own thread.
+Pass RunExposure(const std::string& target, const std::vector<std::string>& psf_paths,
+                 const std::vector<std::string>& frame_paths, const std::string& out_prefix,
+                 int fibers) {
+  Pass p;
+  const int n = static_cast<int>(psf_paths.size());
+  p.frames.resize(static_cast<std::size_t>(n));
+  const auto t0 = Clock::now();
+  std::vector<std::thread> threads;
+  for (int i = 0; i < n; ++i) {
+    threads.emplace_back([&, i] {
+      using namespace spexd::client;
+      FrameRun& r = p.frames[static_cast<std::size_t>(i)];
+      ExtractCommand cmd;
+      cmd.input = frame_paths[static_cast<std::size_t>(i)];
+      cmd.psf = psf_paths[static_cast<std::size_t>(i)];
+      cmd.output = absl::StrCat(out_prefix, i, ".fits");
+      cmd.params.nspec = fibers;
+      cmd.quiet = true;
+      RemoteExtractOptions o;
+      o.client.target = target;
+      o.server_paths = true;
+      o.priority = spexd::v1::REALTIME;
+      auto client = SpexdClient::Create(o.client);
+      if (!client.ok()) {
+        r.status = client.status();
+        return;
+      }
+      auto result = ExtractRemote(**client, cmd, o);
+      if (!result.ok()) {
+        r.status = result.status();
+        return;
+      }
+      auto bytes = spexd::core::FrameToFits(result->frame, result->meta);
+      r.status = bytes.ok() ? spexd::core::WriteFitsAtomically(cmd.output, *bytes) : bytes.status();
+      r.done_s = Seconds(t0, Clock::now());
+      r.load_s = result->summary.load_seconds();
+      r.queue_s = result->summary.queue_seconds();
+      r.extract_s = result->summary.extract_seconds();
+      r.backend = result->header.backend();
+    });
+  }
+  for (auto& t : threads) t.join();
+  p.exposure_s = Seconds(t0, Clock::now());
+  return p;
+}
+
+double Median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const std::size_t m = v.size() / 2;
+  return v.size() % 2 == 1 ? v[m] : 0.5 * (v[m - 1] + v[m]);
+}
+
+std::string PassJson(const Pass& p) {
+  std::vector<double> load, queue, extract;
+  for (const FrameRun& f : p.frames) {
+    load.push_back(f.load_s);
+    queue.push_back(f.queue_s);
+    extract.push_back(f.extract_s);
+  }
+  return absl::StrFormat(
+      "{\"exposure_s\": %.4f, \"median_load_s\": %.4f, \"max_load_s\": %.4f, "
+      "\"median_queue_s\": %.4f, \"median_extract_s\": %.4f, \"max_extract_s\": %.4f}",
+      p.exposure_s, Median(load), *std::max_element(load.begin(), load.end()), Median(queue),
+      Median(extract), *std::max_element(extract.begin(), extract.end()));
+}
+
+std::string WorkersText(const absl::StatusOr<spexd::v1::ServerInfo>& info) {
+  if (!info.ok()) return "?";
+  std::string text;
+  for (const auto& w : info->workers()) {
+    absl::StrAppend(&text, text.empty() ? "" : "; ", w.description());
+  }
+  return text;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace spexd;
+  auto parsed = Parse(argc, argv);
+  if (!parsed.ok()) return Fail("flags", parsed.status());
+  const Args& args = *parsed;
+  const std::string dir = testing::MakeTempDir();
+
+  // --- Inputs: one frame per base PSF, and `frames` distinct PSF files.
+  const int nbase = static_cast<int>(args.psfs.size());
+  std::vector<std::string> base_frames;
+  for (int b = 0; b < nbase; ++b) {
+    base_frames.push_back(absl::StrCat(dir, "/preproc-", b, ".fits"));
+    if (absl::Status st = SimulateFrame(args.psfs[static_cast<std::size_t>(b)], args.fibers, 11 + b,
+                                        base_frames.back());
+        !st.ok()) {
+      return Fail("simulate", st);
+    }
+  }
+  std::vector<std::string> psf_paths, frame_paths;
+  for (int i = 0; i < args.frames; ++i) {
+    const int b = i % nbase;
+    const int k = i / nbase;  // shifts: (0,0), (0.5,0), (0,0.5), (1,0), (0,1), (1.5,0), ...
+    const double step = 0.5 * ((k + 1) / 2);
+    const double dx = k % 2 == 1 ? step : 0.0, dy = k % 2 == 0 ? step : 0.0;
+    psf_paths.push_back(absl::StrCat(dir, "/psf-", i, ".fits"));
+    if (absl::Status st = WriteShiftedPsf(args.psfs[static_cast<std::size_t>(b)], psf_paths.back(), dx, dy);
+        !st.ok()) {
+      return Fail("psf stand-in", st);
+    }
+    frame_paths.push_back(base_frames[static_cast<std::size_t>(b)]);
+  }
+
+  // --- One spexd: one worker per GPU (all, or --gpus), or the CPU backend.
+  server::ServerOptions so;
+  so.listen = "127.0.0.1:0";
+  so.metrics_listen.clear();
+  so.data_roots = {dir};
+  so.output_roots = {dir};
+  auto kind = core::ParseBackendKind(args.backend);
+  if (!kind.ok()) return Fail("--backend", kind.status());
+  so.backend = *kind;
+  so.gpu_devices = args.gpus;
+  so.cpu_threads = args.threads;
+  so.psf_cache_bytes = args.psf_cache_bytes;
+  so.max_queue = args.frames;
+  auto srv = server::SpexdServer::Start(so);
+  if (!srv.ok()) return Fail("server", srv.status());
+  if (absl::Status st = (*srv)->WaitForWarmUp(absl::Seconds(120)); !st.ok()) return Fail("warm-up", st);
+  const std::string target = absl::StrCat("127.0.0.1:", (*srv)->port());
+
+  std::vector<Pass> passes;
+  for (int p = 0; p < args.passes; ++p) {
+    passes.push_back(RunExposure(target, psf_paths, frame_paths, absl::StrCat(dir, "/frame-", p, "-"),
+                                 args.fibers));
+    for (const FrameRun& f : passes.back().frames) {
+      if (!f.status.ok()) return Fail(absl::StrCat("pass ", p), f.status);
+    }
+    std::fprintf(stderr, "exposure_bench: pass %d (%s): %d frames in %.3f s\n", p,
+                 p == 0 ? "cold" : "again", args.frames, passes.back().exposure_s);
+  }
+
+  // --- Memory each PSF holds, as the server reports it.
+  client::ClientOptions co;
+  co.target = target;
+  auto cli = client::SpexdClient::Create(co);
+  if (!cli.ok()) return Fail("client", cli.status());
+  auto listed = (*cli)->ListPsfs();
+  if (!listed.ok()) return Fail("list psfs", listed.status());
+  auto info = (*cli)->GetServerInfo();
+  std::vector<double> gpu_bytes, host_bytes;
+  int geometries = 0;
+  for (const auto& psf : listed->psfs()) {
+    gpu_bytes.push_back(static_cast<double>(psf.gpu_bytes()));
+    host_bytes.push_back(static_cast<double>(psf.host_bytes()));
+    geometries += psf.geometries();
+  }
+  double gpu_total = 0;
+  for (double b : gpu_bytes) gpu_total += b;
+
+  std::string json = absl::StrFormat(
+      "{\"bench\": \"exposure\", \"frames\": %d, \"fibers\": %d, \"base_psfs\": %d, "
+      "\"backend\": \"%s\", \"server\": \"%s\", \"psfs_loaded_after\": %d, "
+      "\"geometries_after\": %d, \"median_gpu_bytes_per_psf\": %.0f, "
+      "\"median_host_bytes_per_psf\": %.0f, \"gpu_bytes_all_psfs\": %.0f, \"passes\": [",
+      args.frames, args.fibers, nbase, passes[0].frames[0].backend,
+      WorkersText(info), listed->psfs_size(), geometries,
+      Median(gpu_bytes), Median(host_bytes), gpu_total);
+  for (std::size_t p = 0; p < passes.size(); ++p) {
+    absl::StrAppend(&json, p > 0 ? ", " : "", PassJson(passes[p]));
+  }
+  absl::StrAppend(&json, "]}");
+  std::printf("%s\n", json.c_str());
+  (*srv)->Drain(absl::Seconds(10));
+  return 0;
+}

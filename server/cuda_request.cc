@@ -30,8 +30,8 @@ absl::StatusOr<std::shared_ptr<const RegisteredRegion>> Resolve(const char* what
   const uint64_t offset = static_cast<uint64_t>(ref.offset());
   if (offset > region->size() || bytes > region->size() - offset) {
     return absl::FailedPreconditionError(absl::StrCat(
-        what, ": region '", region->name, "' too small: ", bytes, " bytes at offset ", offset,
-        " need ", offset + bytes, ", the region has ", region->size()));
+        what, ": region '", region->name, "' too small: ", bytes, " bytes from offset ", offset,
+        " end at byte ", offset + bytes, ", the region has ", region->size()));
   }
   return region;
 }

@@ -38,6 +38,7 @@ struct SpexdClient::Stubs {
   std::shared_ptr<grpc::Channel> channel;
   std::unique_ptr<v1::Extraction::Stub> extraction;
   std::unique_ptr<v1::Admin::Stub> admin;
+  std::unique_ptr<v1::CudaRegions::Stub> regions;
   std::unique_ptr<grpc::health::v1::Health::Stub> health;
   std::mt19937_64 rng{std::random_device{}()};
 };
@@ -68,6 +69,7 @@ absl::StatusOr<std::unique_ptr<SpexdClient>> SpexdClient::Create(const ClientOpt
   stubs->channel = grpc::CreateCustomChannel(options.target, creds, args);
   stubs->extraction = v1::Extraction::NewStub(stubs->channel);
   stubs->admin = v1::Admin::NewStub(stubs->channel);
+  stubs->regions = v1::CudaRegions::NewStub(stubs->channel);
   stubs->health = grpc::health::v1::Health::NewStub(stubs->channel);
   return std::unique_ptr<SpexdClient>(new SpexdClient(options, std::move(stubs)));
 }
@@ -233,8 +235,8 @@ absl::Status SpexdClient::Extract(v1::ExtractHeader header, const std::string* u
                                   const ExtractCallbacks& cb) {
   if (upload != nullptr) {
     header.set_upload_size(static_cast<int64_t>(upload->size()));
-  } else if (!header.has_server_path()) {
-    return absl::InvalidArgumentError("Extract needs an upload or header.server_path");
+  } else if (!header.has_server_path() && !header.has_cuda_image()) {
+    return absl::InvalidArgumentError("Extract needs an upload, header.server_path or header.cuda_image");
   }
   return WithRetries(options_, stubs_->rng, options_.extract_deadline_seconds,
                      [&](Attempt* attempt) -> absl::Status {
@@ -291,6 +293,66 @@ absl::Status SpexdClient::Extract(v1::ExtractHeader header, const std::string* u
     }
     return status;
   });
+}
+
+// ---------------------------------------------------------------- CUDA regions
+
+// The open RegisterCudaRegion call that holds the region.
+struct CudaRegionLease::Call {
+  grpc::ClientContext ctx;
+  std::unique_ptr<grpc::ClientReader<v1::RegisterCudaRegionResponse>> reader;
+  bool finished = false;
+  void End() {
+    if (finished) return;
+    finished = true;
+    ctx.TryCancel();
+    (void)reader->Finish();
+  }
+};
+
+CudaRegionLease::CudaRegionLease(SpexdClient* client, std::unique_ptr<Call> call,
+                                 v1::RegisterCudaRegionResponse info)
+    : client_(client), call_(std::move(call)), info_(std::move(info)) {}
+
+CudaRegionLease::~CudaRegionLease() { call_->End(); }
+
+absl::Status CudaRegionLease::Release() {
+  if (call_->finished) return absl::OkStatus();
+  absl::Status status = client_->UnregisterCudaRegion(info_.region_id());
+  // The server ends the holding call with OK once the region is unregistered.
+  v1::RegisterCudaRegionResponse ignored;
+  if (status.ok()) {
+    while (call_->reader->Read(&ignored)) {
+    }
+    call_->finished = true;
+    (void)call_->reader->Finish();
+  } else {
+    call_->End();
+  }
+  return status;
+}
+
+absl::StatusOr<std::unique_ptr<CudaRegionLease>> SpexdClient::RegisterCudaRegion(
+    const v1::RegisterCudaRegionRequest& request) {
+  auto call = std::make_unique<CudaRegionLease::Call>();
+  // No deadline: the call lives as long as the region.
+  Prepare(&call->ctx, options_, 0);
+  call->reader = stubs_->regions->RegisterCudaRegion(&call->ctx, request);
+  v1::RegisterCudaRegionResponse info;
+  if (!call->reader->Read(&info)) {
+    call->finished = true;
+    return FromGrpc(call->reader->Finish());
+  }
+  return std::unique_ptr<CudaRegionLease>(new CudaRegionLease(this, std::move(call), std::move(info)));
+}
+
+absl::Status SpexdClient::UnregisterCudaRegion(const std::string& region_id) {
+  v1::UnregisterCudaRegionRequest req;
+  req.set_region_id(region_id);
+  v1::UnregisterCudaRegionResponse resp;
+  grpc::ClientContext ctx;
+  Prepare(&ctx, options_, options_.call_deadline_seconds);
+  return FromGrpc(stubs_->regions->UnregisterCudaRegion(&ctx, req, &resp));
 }
 
 }  // namespace spexd::client

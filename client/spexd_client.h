@@ -45,6 +45,31 @@ struct ExtractCallbacks {
   std::function<void(const v1::ExtractSummary&)> on_summary;
 };
 
+// A CUDA region registered with the server (issue 13, docs/handoff.md). The region lives
+// while this object holds its RegisterCudaRegion call open; destroying it without
+// Release cancels the call, which releases the region too (without waiting for
+// extractions that use it: call Release before freeing the memory). It must not outlive
+// the SpexdClient that made it.
+class CudaRegionLease {
+ public:
+  ~CudaRegionLease();
+  CudaRegionLease(const CudaRegionLease&) = delete;
+  CudaRegionLease& operator=(const CudaRegionLease&) = delete;
+  const std::string& id() const { return info_.region_id(); }
+  const v1::RegisterCudaRegionResponse& info() const { return info_; }
+  // UnregisterCudaRegion: returns once the server has unmapped the region (after any
+  // extraction using it ended), so that the producer may cudaFree it. Idempotent.
+  absl::Status Release();
+
+ private:
+  friend class SpexdClient;
+  struct Call;
+  CudaRegionLease(class SpexdClient* client, std::unique_ptr<Call> call, v1::RegisterCudaRegionResponse info);
+  class SpexdClient* client_;
+  std::unique_ptr<Call> call_;
+  v1::RegisterCudaRegionResponse info_;
+};
+
 class SpexdClient {
  public:
   static absl::StatusOr<std::unique_ptr<SpexdClient>> Create(const ClientOptions& options);
@@ -61,9 +86,15 @@ class SpexdClient {
   // grpc.health.v1 Check: "SERVING", "NOT_SERVING", "UNKNOWN" or "SERVICE_UNKNOWN".
   absl::StatusOr<std::string> CheckHealth(const std::string& service = "");
 
+  // Registers a device allocation by its CUDA IPC handle (the server must run on this
+  // node; a local connection or an authenticated one). No retries: errors as the proto.
+  absl::StatusOr<std::unique_ptr<CudaRegionLease>> RegisterCudaRegion(
+      const v1::RegisterCudaRegionRequest& request);
+  absl::Status UnregisterCudaRegion(const std::string& region_id);
+
   // Runs ExtractFrame (or ExtractBundles when `subset`). With `upload` non-null the
   // image bytes are streamed in chunks (header.upload_size is set here); else
-  // header.server_path must be set. Retries on UNAVAILABLE and a full queue only while
+  // header.server_path or header.cuda_image must be set. Retries on UNAVAILABLE and a full queue only while
   // nothing has been received, so callbacks never see a message twice. OK only after
   // the summary.
   absl::Status Extract(v1::ExtractHeader header, const std::string* upload, bool subset,

@@ -16,7 +16,8 @@ absl::Status ValidateJob(const ExtractionJob& job) {
         plan.image_height, " x ", plan.image_width));
   }
   const std::size_t npix = static_cast<std::size_t>(plan.image_height) * plan.image_width;
-  if (job.image->image.size() != npix || job.image->ivar.size() != npix) {
+  if (job.device_image == nullptr &&
+      (job.image->image.size() != npix || job.image->ivar.size() != npix)) {
     return absl::InvalidArgumentError("image or ivar array does not match the image shape");
   }
   int prev = -1;
@@ -32,6 +33,15 @@ absl::Status ValidateJob(const ExtractionJob& job) {
     return absl::InvalidArgumentError("psferr and regularize must be >= 0");
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<ImportedRegion>> Backend::ImportRegion(const std::string& ipc_handle,
+                                                                      int device, uint64_t size) {
+  (void)ipc_handle;
+  (void)size;
+  return absl::FailedPreconditionError(absl::StrCat(
+      "the ", name(), " backend cannot use CUDA regions (device ", device,
+      "): a region needs a server whose worker runs the CUDA backend on that GPU"));
 }
 
 absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const BackendOptions& options) {

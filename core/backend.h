@@ -12,6 +12,7 @@
 
 #include "absl/status/statusor.h"
 #include "core/backend_options.h"
+#include "core/device_region.h"
 #include "core/extraction_params.h"
 #include "core/extraction_result.h"
 #include "core/geometry.h"
@@ -22,6 +23,10 @@ namespace spexd::core {
 struct ExtractionJob {
   std::shared_ptr<const Geometry> geometry;
   const PreprocImage* image = nullptr;  // must match the geometry's image shape
+  // When set, the image and ivar are read from device memory instead (issue 13) and
+  // `image` carries only the shape and metadata (its planes are empty). Backends without
+  // device access refuse it with FAILED_PRECONDITION.
+  const DeviceImageInput* device_image = nullptr;
   // Per-request settings (geometry-independent).
   double regularize = 0.0;
   double psferr = 0.01;
@@ -80,6 +85,15 @@ class Backend {
   // freed as soon as it ends. A later Extract of the same geometry builds it again (and
   // frees it again when it ends). Default: nothing to free.
   virtual void Release(const std::shared_ptr<const Geometry>& geometry) { (void)geometry; }
+
+  // Maps another process's device allocation (a CUDA IPC handle of kCudaIpcHandleBytes
+  // bytes) for use as extraction input or output on this backend's device. Thread-safe
+  // and never waits for an extraction. FAILED_PRECONDITION when this backend cannot
+  // (the CPU backend), when `device` is not its device, or when the handle cannot be
+  // opened (stale: the producer freed it or exited) or its allocation is smaller than
+  // `size`; INVALID_ARGUMENT for a malformed handle.
+  virtual absl::StatusOr<std::unique_ptr<ImportedRegion>> ImportRegion(const std::string& ipc_handle,
+                                                                       int device, uint64_t size);
 };
 
 // Creates a backend. For BackendKind::kCuda the module is dlopen()ed (toolchain.md §4.1); UNAVAILABLE

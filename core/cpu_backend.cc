@@ -32,6 +32,10 @@ class CpuBackend : public Backend {
   absl::StatusOr<ExtractionSummary> Extract(const ExtractionJob& job,
                                             const BundleSink& sink) override {
     SPEXD_RETURN_IF_ERROR(ValidateJob(job));
+    if (job.device_image != nullptr) {
+      return absl::FailedPreconditionError(
+          "the cpu backend cannot read a frame from device memory (CUDA region input)");
+    }
     const Geometry& geo = *job.geometry;
     const PatchPlan& plan = geo.plan();
     PatchOptions opts;

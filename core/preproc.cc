@@ -20,6 +20,7 @@
 #include "core/fits_file.h"
 #include "core/fits_gunzip.h"
 #include "core/gzip.h"
+#include "core/pixel_rules.h"
 #include "core/status_macros.h"
 
 namespace spexd::core {
@@ -283,36 +284,16 @@ absl::StatusOr<PreprocImage> ReadPreprocFromMemory(const void* data, std::size_t
 }
 
 void ApplyPixelRules(const uint16_t* mask, MaskPolicy policy, PreprocImage* frame) {
-  // kDesispec: desi_extract_spectra's extractmaskval (bits 0-7 and 9; bit 8
-  // BADREADNOISE is kept). kAnyBit: gpu_specter's spex. Spec §2.1 and "Decisions".
-  const uint16_t bad_bits = policy == MaskPolicy::kDesispec
-                                ? static_cast<uint16_t>(kDesispecExtractMask)
-                                : static_cast<uint16_t>(0xFFFF);
+  const uint16_t bad_bits = MaskBadBits(policy);
   std::vector<double>& image = frame->image;
   std::vector<double>& ivar = frame->ivar;
   const std::size_t n = image.size() < ivar.size() ? image.size() : ivar.size();
   std::size_t n_masked = 0, n_nonfinite = 0;
   for (std::size_t i = 0; i < n; ++i) {
-    // Non-finite rule (spec "Decisions", fix over the reference): a NaN or Inf in either
-    // plane would propagate through the dense GEMV and the chi2 stage, so the pixel
-    // becomes unmeasured. Identical results for finite input.
-    if (!std::isfinite(image[i]) || !std::isfinite(ivar[i])) {
-      image[i] = 0.0;
-      ivar[i] = 0.0;
-      ++n_nonfinite;
-    }
-    if (mask != nullptr && (mask[i] & bad_bits) != 0) {
-      // The image is deliberately not zeroed here (spec §2.1: the reference keeps it).
-      ivar[i] = 0.0;
-      ++n_masked;
-    } else if (ivar[i] < 0.0) {
-      // Negative ivar is not handled by the reference (spec §2.1). It is not a valid
-      // weight: it would make the patch's AᵀNA indefinite and fail the whole patch's
-      // solve. Treating the pixel as unmeasured confines the damage to one pixel, and
-      // counting it as masked keeps it visible in logs and metrics.
-      ivar[i] = 0.0;
-      ++n_masked;
-    }
+    const unsigned what =
+        ApplyPixelRule(bad_bits, mask != nullptr ? mask[i] : uint16_t{0}, &image[i], &ivar[i]);
+    n_nonfinite += (what & kPixelNonfinite) != 0 ? 1 : 0;
+    n_masked += (what & kPixelMasked) != 0 ? 1 : 0;
   }
   frame->n_masked = n_masked;
   frame->n_nonfinite = n_nonfinite;

@@ -21,6 +21,14 @@ enum class MaskPolicy {
 };
 inline constexpr uint32_t kDesispecExtractMask = 0x2FF;
 
+// The MASK bits that make a pixel unmeasured: desi_extract_spectra's extractmaskval
+// (bits 0-7 and 9; bit 8 BADREADNOISE is kept) or, for kAnyBit, gpu_specter's spex.
+// Spec §2.1 and "Decisions".
+inline uint16_t MaskBadBits(MaskPolicy policy) {
+  return policy == MaskPolicy::kDesispec ? static_cast<uint16_t>(kDesispecExtractMask)
+                                         : static_cast<uint16_t>(0xFFFF);
+}
+
 // A frame ready for extraction: image and ivar widened to float64, with the mask policy
 // and the non-finite rule (non-finite image or ivar -> image = 0, ivar = 0) applied.
 struct PreprocImage {

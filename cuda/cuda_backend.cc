@@ -30,6 +30,7 @@
 #include "cuda/geometry_state.h"
 #include "cuda/gpu_context.h"
 #include "cuda/image_upload.h"
+#include "cuda/ipc_region.h"
 #include "cuda/nvtx.h"
 #include "cuda/workspace.h"
 
@@ -100,6 +101,21 @@ class CudaBackend final : public core::Backend {
       }
     }
     return m;
+  }
+
+  absl::StatusOr<std::unique_ptr<core::ImportedRegion>> ImportRegion(const std::string& ipc_handle,
+                                                                     int device,
+                                                                     uint64_t size) override {
+    if (device != ctx_->device()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "region on device ", device, ", this worker runs on device ", ctx_->device()));
+    }
+    // Never waits for mu_: opening a handle does not touch the workspace or the streams.
+    try {
+      return OpenIpcRegion(ipc_handle, device, size);
+    } catch (const std::exception& e) {
+      return absl::InternalError(absl::StrCat("opening a CUDA region: ", e.what()));
+    }
   }
 
   void Release(const std::shared_ptr<const core::Geometry>& geometry) override {
@@ -263,12 +279,16 @@ class CudaBackend final : public core::Backend {
     PublishMemoryLocked();  // the workspace may have grown
     SPEXD_RETURN_IF_ERROR(prepared);
 
-    UploadStats upload;
-    {
+    if (job.device_image != nullptr) {
+      NvtxRange range{"import image from a CUDA region"};
+      const std::size_t pixels = static_cast<std::size_t>(plan.image_height) * plan.image_width;
+      SPEXD_RETURN_IF_ERROR(ImportImage(*ctx_, *workspace_, *job.device_image, pixels));
+    } else {
+      UploadStats upload;
       NvtxRange range{"upload image"};
       SPEXD_RETURN_IF_ERROR(UploadImage(*ctx_, *workspace_, *job.image, &upload));
+      summary->stage_seconds["upload_host"] += upload.host_seconds;
     }
-    summary->stage_seconds["upload_host"] += upload.host_seconds;
     SPEXD_RETURN_IF_ERROR(InjectRequestFault(faults_, ++requests_, ctx_->compute()));
     return extractor.Run(job, bundles, sink, summary);
   }

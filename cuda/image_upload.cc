@@ -7,7 +7,9 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "cuda/cuda_check.h"
+#include "cuda/image_import.h"
 #include "cuda/normal_equations.h"
 
 namespace spexd::cuda {
@@ -66,6 +68,25 @@ absl::Status UploadImage(const GpuContext& ctx, Workspace& ws, const core::Prepr
           cudaMemcpyAsync(targets[a], hd, n * sizeof(double), cudaMemcpyHostToDevice, stream));
     }
   }
+  SPEXD_CUDA_RETURN_IF_ERROR(cudaEventRecord(ws.upload_end().get(), stream));
+  return absl::OkStatus();
+}
+
+absl::Status ImportImage(const GpuContext& ctx, Workspace& ws, const core::DeviceImageInput& input,
+                         std::size_t pixels) {
+  if (input.device != ctx.device()) {
+    return absl::FailedPreconditionError(absl::StrCat("the frame is on device ", input.device,
+                                                      ", this worker runs on device ", ctx.device()));
+  }
+  cudaStream_t stream = ctx.compute();
+  ImportPlanes planes;
+  planes.image = input.image;
+  planes.ivar = input.ivar;
+  planes.mask = static_cast<const uint16_t*>(input.mask);
+  planes.float64 = input.type == core::DevicePixelType::kFloat64;
+  planes.bad_bits = core::MaskBadBits(input.mask_policy);
+  SPEXD_CUDA_RETURN_IF_ERROR(cudaEventRecord(ws.upload_start().get(), stream));
+  SPEXD_CUDA_RETURN_IF_ERROR(LaunchImportPixels(planes, ws.image(), ws.ivar(), pixels, stream));
   SPEXD_CUDA_RETURN_IF_ERROR(cudaEventRecord(ws.upload_end().get(), stream));
   return absl::OkStatus();
 }

@@ -5,6 +5,7 @@
 #define SPEXD_CUDA_IMAGE_UPLOAD_H_
 
 #include "absl/status/status.h"
+#include "core/device_region.h"
 #include "core/preproc.h"
 #include "cuda/gpu_context.h"
 #include "cuda/workspace.h"
@@ -20,6 +21,13 @@ struct UploadStats {
 // float64 fallback synchronises the stream between its two copies (staging reuse).
 absl::Status UploadImage(const GpuContext& ctx, Workspace& ws, const core::PreprocImage& image,
                          UploadStats* stats);
+
+// Reads a frame of `pixels` pixels straight from device memory (a client's CUDA region,
+// issue 13) into the workspace's image and ivar, applying the pixel rules on the way: one
+// device-to-device pass, no host staging. Enqueued on ctx.compute(); does not
+// synchronise. FAILED_PRECONDITION when the frame is on another device.
+absl::Status ImportImage(const GpuContext& ctx, Workspace& ws, const core::DeviceImageInput& input,
+                         std::size_t pixels);
 
 }  // namespace spexd::cuda
 

@@ -118,6 +118,20 @@ absl::StatusOr<core::PreprocReader> ExtractJob::OpenImage() {
   return reader;
 }
 
+absl::Status ExtractJob::PrepareDeviceInput() {
+  const v1::CudaImage& ci = request_.header.cuda_image();
+  const int64_t pixels = static_cast<int64_t>(ci.height()) * ci.width();
+  if (pixels > env_.limits.max_image_pixels) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "image is ", ci.height(), " x ", ci.width(), " = ", pixels,
+        " pixels, over the server's limit of ", env_.limits.max_image_pixels,
+        " (--max_image_pixels)"));
+  }
+  if (in_img_.empty()) in_img_ = absl::StrCat("cuda:", request_.cuda.image->name);
+  device_input_ = MakeDeviceInput(ci, request_.cuda, params_.mask_policy);
+  return absl::OkStatus();
+}
+
 absl::Status ExtractJob::Shown(const absl::Status& status) const {
   std::string message(status.message());
   if (!read_name_.empty()) message = absl::StrReplaceAll(message, {{read_name_, shown_name_}});
@@ -133,9 +147,20 @@ absl::Status ExtractJob::PrepareImage() {
   const v1::ExtractHeader& h = request_.header;
   params_ = request_.params;  // validated when the header arrived
   in_img_ = h.in_img_name();
-  // Headers first: the image's shape and size checks cost no pixel decoding.
-  SPEXD_ASSIGN_OR_RETURN(core::PreprocReader reader, OpenImage());
-  const int height = reader.height(), width = reader.width();
+  // Headers first: the image's shape and size checks cost no pixel decoding. A frame in
+  // a CUDA region has no headers and is never decoded here: the backend reads it.
+  std::optional<core::PreprocReader> reader;
+  int height = 0, width = 0;
+  if (h.has_cuda_image()) {
+    SPEXD_RETURN_IF_ERROR(PrepareDeviceInput());
+    height = h.cuda_image().height();
+    width = h.cuda_image().width();
+  } else {
+    SPEXD_ASSIGN_OR_RETURN(core::PreprocReader opened, OpenImage());
+    reader.emplace(std::move(opened));
+    height = reader->height();
+    width = reader->width();
+  }
 
   // Everything that can refuse the request without the pixels comes before decoding
   // them: a refused (or cancelled) job must not cost a frame's decode (~1 s, 270 MB).
@@ -152,10 +177,21 @@ absl::Status ExtractJob::PrepareImage() {
         env_.limits.max_message_bytes, "-byte message"));
   }
   if (Stopped()) return StopStatus();
-  absl::StatusOr<core::PreprocImage> decoded = reader.Read();
-  if (!decoded.ok()) return Shown(decoded.status());
-  image_.emplace(*std::move(decoded));
-  SPEXD_RETURN_IF_ERROR(core::CheckImageHasValidPixel(*image_));
+  if (reader.has_value()) {
+    absl::StatusOr<core::PreprocImage> decoded = reader->Read();
+    if (!decoded.ok()) return Shown(decoded.status());
+    image_.emplace(*std::move(decoded));
+    SPEXD_RETURN_IF_ERROR(core::CheckImageHasValidPixel(*image_));
+  } else {
+    // Only the shape: device frames are not scanned on the host (style.md: no device
+    // scans in the hot path); one without a valid pixel ends with FAILED_PRECONDITION
+    // (no usable bin).
+    core::PreprocImage shape;
+    shape.height = height;
+    shape.width = width;
+    shape.source_name = in_img_;
+    image_.emplace(std::move(shape));
+  }
   image_header_ = image_->image_header;
   fibermap_fits_ = image_->fibermap_fits;
 
@@ -195,7 +231,15 @@ absl::Status ExtractJob::PrepareImage() {
         " bytes, over the ", env_.limits.max_message_bytes, "-byte message limit"));
   }
   if (!h.server_output_path().empty()) SPEXD_RETURN_IF_ERROR(CheckOutputPath());
-  if (h.want_model() || !h.server_output_path().empty()) {
+  if (request_.cuda.output != nullptr) {
+    SPEXD_ASSIGN_OR_RETURN(core::OutputLayout layout,
+                           CheckCudaOutput(h.cuda_output(), *request_.cuda.output, plan.nspec,
+                                           plan.nwave, plan.ndiag));
+    output_writer_.emplace(request_.cuda.output, static_cast<uint64_t>(h.cuda_output().region().offset()),
+                           layout, plan.specmin);
+  }
+  // The specmask of an output region needs the assembled frame (spec §2.13).
+  if (h.want_model() || !h.server_output_path().empty() || output_writer_.has_value()) {
     assembler_.emplace(*geometry_, h.want_model());
   }
   return absl::OkStatus();
@@ -264,6 +308,7 @@ absl::Status ExtractJob::Extract(core::Backend& backend) {
   core::ExtractionJob job;
   job.geometry = geometry_;
   job.image = &*image_;
+  job.device_image = device_input_.has_value() ? &*device_input_ : nullptr;
   job.regularize = params_.regularize;
   job.psferr = core::EffectivePsfErr(params_, *request_.psf);
   job.want_model = params_.want_model;
@@ -291,6 +336,9 @@ absl::Status ExtractJob::Extract(core::Backend& backend) {
     // The backend reports the cancel flag as CANCELLED; say why it was set.
     if (absl::IsCancelled(extracted.status()) && Stopped()) return StopStatus();
     return extracted.status();
+  }
+  if (device_input_.has_value() && env_.metrics != nullptr) {
+    env_.metrics->AddHandoffBytes("in", static_cast<double>(CudaImageBytes(request_.header.cuda_image())));
   }
   absl::MutexLock lock(&mu_);
   backend_summary_ = *std::move(extracted);
@@ -348,15 +396,33 @@ absl::Status ExtractJob::StreamBundle(Finished& item) {
   // Per Angstrom, as core::ExtractFrame does: the streamed values equal a local run's.
   core::FinalizeBundle(geometry_->dwave(), &b);
   if (env_.metrics != nullptr) env_.metrics->ObserveBundle(item.seconds, b);
-  const std::size_t max_payload =
-      static_cast<std::size_t>(env_.limits.max_message_bytes) - kMessageOverhead;
-  for (WireMessage& part : EncodeBundleParts(bundle, item.seconds, max_payload)) {
-    if (!stream_->Send(std::move(part))) return StopStatus();
+  if (output_writer_.has_value()) {
+    SPEXD_RETURN_IF_ERROR(HandOverBundle(b, item.seconds));
+  } else {
+    const std::size_t max_payload =
+        static_cast<std::size_t>(env_.limits.max_message_bytes) - kMessageOverhead;
+    for (WireMessage& part : EncodeBundleParts(bundle, item.seconds, max_payload)) {
+      if (!stream_->Send(std::move(part))) return StopStatus();
+    }
   }
   ++nbundles_;
   nfibers_ += b.nfibers;
   usable_bins_ += core::CountUsableBins(b);
   if (assembler_.has_value()) SPEXD_RETURN_IF_ERROR(assembler_->Add(b));
+  return absl::OkStatus();
+}
+
+absl::Status ExtractJob::HandOverBundle(const core::BundleResult& b, double seconds) {
+  SPEXD_RETURN_IF_ERROR(output_writer_->WriteBundle(b));
+  v1::ExtractResponse done;
+  v1::BundleData* d = done.mutable_bundle();
+  d->set_bundle(b.bundle);
+  d->set_fiber_begin(b.fiber_begin);
+  d->set_nfibers(b.nfibers);
+  d->set_last_part(true);
+  CountsToProto(b.counts, d->mutable_counts());
+  d->set_seconds(seconds);
+  if (!stream_->Send(EncodeResponse(done))) return StopStatus();
   return absl::OkStatus();
 }
 
@@ -375,6 +441,12 @@ absl::Status ExtractJob::FinishProducts() {
   if (assembler_.has_value()) {
     core::Frame frame = assembler_->Finish();
     assembler_.reset();
+    if (output_writer_.has_value()) {
+      SPEXD_RETURN_IF_ERROR(output_writer_->WriteMask(frame));
+      if (env_.metrics != nullptr) {
+        env_.metrics->AddHandoffBytes("out", static_cast<double>(output_writer_->bytes_written()));
+      }
+    }
     if (!h.server_output_path().empty()) {
       const core::Psf& psf = *request_.psf;
       core::FrameMetadata meta;

@@ -29,8 +29,10 @@
 #include "core/geometry.h"
 #include "core/preproc.h"
 #include "core/psf.h"
+#include "server/cuda_request.h"
 #include "server/data_roots.h"
 #include "server/proto_convert.h"
+#include "server/region_output.h"
 #include "server/scheduler.h"
 #include "spexd/v1/spexd.pb.h"
 
@@ -90,6 +92,7 @@ struct JobRequest {
   bool subset = false;  // ExtractBundles: header must select bundles or fibres
   std::shared_ptr<const core::Psf> psf;  // held from admission: eviction cannot race
   std::string upload;                    // image bytes when uploaded
+  CudaRequestRegions cuda;               // CUDA regions it names, held until the job ends
   std::string peer;                      // for logs
   std::chrono::steady_clock::time_point arrived;   // call started
   std::chrono::steady_clock::time_point admitted;  // header (and upload) received, queued
@@ -106,6 +109,7 @@ class ExtractJob : public Job, public std::enable_shared_from_this<ExtractJob> {
              std::shared_ptr<std::atomic<bool>> cancel);
 
   bool Prepare() override;
+  int device() const override { return request_.cuda.device(); }
   void Run(core::Backend& backend, int worker, core::TaskPool& streaming) override;
   void Abandon(const absl::Status& status) override;
 
@@ -120,12 +124,16 @@ class ExtractJob : public Job, public std::enable_shared_from_this<ExtractJob> {
   absl::Status CheckOutputPath();
   // Opens the request's image (server path or upload) and checks its headers.
   absl::StatusOr<core::PreprocReader> OpenImage();
+  // A frame in CUDA regions (issue 13): its size limit and the backend's device input.
+  absl::Status PrepareDeviceInput();
   // `status` with the server path in place of /proc/self/fd/N, and the server's limits
   // named when it is RESOURCE_EXHAUSTED.
   absl::Status Shown(const absl::Status& status) const;
   absl::Status Extract(core::Backend& backend);
   void StreamLoop();
   absl::Status StreamBundle(Finished& item);
+  // With a CUDA output region: the bundle's rows go there, the stream gets a completion.
+  absl::Status HandOverBundle(const core::BundleResult& bundle, double seconds);
   absl::Status FinishProducts();
   // Logs, records metrics and ends the call; the last use of the stream.
   void Complete(const absl::Status& status);
@@ -142,6 +150,9 @@ class ExtractJob : public Job, public std::enable_shared_from_this<ExtractJob> {
   // Prepared state (loader thread, then read by the worker and the streaming task).
   core::ExtractionParams params_;
   std::optional<core::PreprocImage> image_;  // released by the streaming task after Extract
+  // A frame read from a CUDA region (issue 13): image_ then holds only its shape.
+  std::optional<core::DeviceImageInput> device_input_;
+  std::optional<RegionOutputWriter> output_writer_;  // results into a CUDA region
   std::vector<std::string> image_header_;
   std::string fibermap_fits_;
   std::string in_img_;

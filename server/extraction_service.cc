@@ -16,6 +16,7 @@
 #include "absl/time/time.h"
 #include "server/auth.h"
 #include "server/call_watchdog.h"
+#include "server/cuda_request.h"
 #include "server/log.h"
 #include "server/metrics.h"
 #include "server/psf_cache.h"
@@ -313,11 +314,23 @@ class ExtractReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, gr
               limits.max_upload_bytes, " bytes (--max_upload_bytes)"));
         }
         break;
+      case v1::ExtractHeader::kCudaImage:
+        break;
       default:
-        return absl::InvalidArgumentError("the header names no image (server_path or upload_size)");
+        return absl::InvalidArgumentError(
+            "the header names no image (server_path, upload_size or cuda_image)");
+    }
+    if (h.has_cuda_image() || h.has_cuda_output()) {
+      // Held by the job from here: an unregister waits for it (region_registry.h).
+      if (service_->regions == nullptr) {
+        return absl::FailedPreconditionError("this server takes no CUDA regions");
+      }
+      auto regions = ResolveCudaRegions(h, *service_->regions);
+      if (!regions.ok()) return regions.status();
+      request_.cuda = *std::move(regions);
     }
     const bool realtime = h.priority() == v1::REALTIME;
-    if (h.image_case() == v1::ExtractHeader::kServerPath) {
+    if (h.image_case() != v1::ExtractHeader::kUploadSize) {
       auto ticket = service_->scheduler->Reserve(realtime);
       if (!ticket.ok()) return ticket.status();
       ticket_ = *std::move(ticket);

@@ -115,6 +115,21 @@ ServerMetrics::ServerMetrics() : registry_(std::make_shared<prometheus::Registry
                        .Help("Bytes received in image and PSF uploads")
                        .Register(r)
                        .Add({});
+  cuda_regions_ = &BuildGauge()
+                       .Name("spexd_cuda_regions")
+                       .Help("CUDA IPC regions registered by clients (CudaRegions)")
+                       .Register(r)
+                       .Add({});
+  cuda_region_bytes_ = &BuildGauge()
+                            .Name("spexd_cuda_region_bytes")
+                            .Help("Device bytes spanned by the registered CUDA regions")
+                            .Register(r)
+                            .Add({});
+  handoff_bytes_ = &BuildCounter()
+                        .Name("spexd_handoff_bytes_total")
+                        .Help("Bytes read from (in) or written into (out) client CUDA regions")
+                        .Register(r);
+  for (const char* direction : {"in", "out"}) handoff_bytes_->Add({{"direction", direction}});
   cache_events_hits_ = &BuildCounter()
                             .Name("spexd_psf_cache_hits_total")
                             .Help("PSF cache lookups that found the entry, by kind (psf, geometry)")
@@ -269,6 +284,10 @@ double HostMemoryBytes() {
   std::fclose(f);
   if (n != 2) return 0;
   return static_cast<double>(pages_resident) * static_cast<double>(sysconf(_SC_PAGESIZE));
+}
+
+void ServerMetrics::AddHandoffBytes(const char* direction, double bytes) {
+  handoff_bytes_->Add({{"direction", direction}}).Increment(bytes);
 }
 
 }  // namespace spexd::server

@@ -57,6 +57,13 @@ class ServerMetrics {
   void SetGpuMemory(int device, double bytes);
   void SetBackendState(int worker, const std::string& backend, bool healthy, bool busy);
   void SetServing(bool serving) { serving_->Set(serving ? 1 : 0); }
+  // CUDA regions registered now and the device bytes they span (issue 13).
+  void SetCudaRegions(double regions, double bytes) {
+    cuda_regions_->Set(regions);
+    cuda_region_bytes_->Set(bytes);
+  }
+  // Bytes an extraction read from (direction "in") or wrote into ("out") client regions.
+  void AddHandoffBytes(const char* direction, double bytes);
 
  private:
   std::shared_ptr<prometheus::Registry> registry_;
@@ -89,6 +96,9 @@ class ServerMetrics {
   prometheus::Family<prometheus::Gauge>* backend_healthy_;
   prometheus::Family<prometheus::Gauge>* worker_busy_;
   prometheus::Gauge* serving_;
+  prometheus::Gauge* cuda_regions_;
+  prometheus::Gauge* cuda_region_bytes_;
+  prometheus::Family<prometheus::Counter>* handoff_bytes_;
 };
 
 // Resident set size of this process (from /proc/self/statm), 0 when unknown.

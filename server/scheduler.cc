@@ -59,6 +59,27 @@ Scheduler::Queued Scheduler::Levels::Pop() {
   return item;
 }
 
+bool Scheduler::Levels::HasFor(const std::deque<Queued>& q, int device) {
+  for (const Queued& item : q) {
+    if (item.device < 0 || item.device == device) return true;
+  }
+  return false;
+}
+
+Scheduler::Queued Scheduler::Levels::PopFor(int device, bool realtime_only) {
+  for (std::deque<Queued>* q : {&realtime, &reprocessing}) {
+    if (realtime_only && q != &realtime) break;
+    for (auto it = q->begin(); it != q->end(); ++it) {
+      if (it->device < 0 || it->device == device) {
+        Queued item = std::move(*it);
+        q->erase(it);
+        return item;
+      }
+    }
+  }
+  return Queued{};
+}
+
 void Scheduler::AddWorker(std::unique_ptr<core::Backend> backend, int gpu_device) {
   auto w = std::make_unique<Worker>();
   w->gpu_device = gpu_device;
@@ -130,19 +151,27 @@ void Scheduler::ReleaseReservation(bool /*realtime*/, bool upload) {
 
 void Scheduler::Submit(Ticket ticket, std::shared_ptr<Job> job) {
   const bool realtime = ticket.realtime();
+  const int device = job->device();
   ticket.owner_ = nullptr;  // the reservation becomes the queue entry
-  bool abandon = false;
+  absl::Status abandon;
   {
     absl::MutexLock lock(&mu_);
     --(ticket.upload() ? uploads_ : reserved_);
+    const bool runnable = device < 0 || std::any_of(workers_.begin(), workers_.end(),
+                                                    [device](const std::unique_ptr<Worker>& w) {
+                                                      return w->gpu_device == device;
+                                                    });
     if (stopping_) {
-      abandon = true;
+      abandon = absl::UnavailableError("server is shutting down");
+    } else if (!runnable) {
+      abandon = absl::FailedPreconditionError(
+          absl::StrCat("the request's CUDA region is on GPU ", device, ", where no worker runs"));
     } else {
-      pending_.Push(Queued{std::move(job), std::chrono::steady_clock::now(), realtime});
+      pending_.Push(Queued{job, std::chrono::steady_clock::now(), realtime, device});
       PublishDepthLocked();
     }
   }
-  if (abandon) job->Abandon(absl::UnavailableError("server is shutting down"));
+  if (!abandon.ok()) job->Abandon(abandon);
 }
 
 void Scheduler::StopAccepting() {
@@ -227,21 +256,22 @@ void Scheduler::WorkerLoop(Worker* w) {
       absl::MutexLock lock(&mu_);
       // A realtime job still waiting for preparation goes before a prepared reprocessing
       // one: the worker prepares it itself rather than let prefetching invert priorities.
-      auto realtime_waits = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return !pending_.realtime.empty() && ready_.realtime.empty();
+      const int device = w->gpu_device;
+      auto realtime_waits = [this, device]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return Levels::HasFor(pending_.realtime, device) && !Levels::HasFor(ready_.realtime, device);
       };
       auto ready = [&, this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return stopping_ || !ready_.empty() || realtime_waits();
+        return stopping_ || ready_.HasFor(device) || realtime_waits();
       };
       mu_.Await(absl::Condition(&ready));
       if (stopping_) return;
       if (realtime_waits()) {
-        item = pending_.Pop();
+        item = pending_.PopFor(device, /*realtime_only=*/true);
         ++preparing_;
         ++preparing_realtime_;
         prepare_here = true;
       } else {
-        item = ready_.Pop();
+        item = ready_.PopFor(device);
       }
       ++running_;
       PublishDepthLocked();
@@ -349,6 +379,27 @@ void Scheduler::ReleaseGeometry(const std::shared_ptr<const core::Geometry>& geo
     for (const auto& w : workers_) backends.push_back(w->backend.get());
   }
   for (core::Backend* b : backends) b->Release(geometry);
+}
+
+absl::StatusOr<std::unique_ptr<core::ImportedRegion>> Scheduler::ImportRegion(
+    const std::string& ipc_handle, int device, uint64_t size) {
+  // As in ReleaseGeometry: workers live as long as the scheduler.
+  core::Backend* on_device = nullptr;
+  core::Backend* any = nullptr;
+  std::string devices;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& w : workers_) {
+      if (any == nullptr) any = w->backend.get();
+      if (w->gpu_device == device && on_device == nullptr) on_device = w->backend.get();
+      if (w->gpu_device >= 0) absl::StrAppend(&devices, devices.empty() ? "" : ",", w->gpu_device);
+    }
+  }
+  if (on_device != nullptr) return on_device->ImportRegion(ipc_handle, device, size);
+  if (devices.empty() && any != nullptr) return any->ImportRegion(ipc_handle, device, size);
+  return absl::FailedPreconditionError(absl::StrCat(
+      "no worker runs on GPU ", device, " (workers on GPU(s): ", devices.empty() ? "none" : devices,
+      "); register the region with a server on that GPU"));
 }
 
 int Scheduler::num_workers() {

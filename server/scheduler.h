@@ -37,6 +37,9 @@ class Job {
  public:
   virtual ~Job() = default;
   virtual bool Prepare() { return true; }
+  // The GPU this job must run on (its input or output is a CUDA region there), or -1 for
+  // any worker. Fixed from Submit on.
+  virtual int device() const { return -1; }
   // On the worker's thread; `backend` belongs to that worker for the whole call.
   // `streaming` is the scheduler's streaming stage: work posted there may go on after Run
   // returns (sending the results), and Shutdown waits for it.
@@ -139,20 +142,30 @@ class Scheduler {
   // frees it when its request ends (Backend::Release).
   void ReleaseGeometry(const std::shared_ptr<const core::Geometry>& geometry);
   int num_workers();
+  // Opens a client's CUDA region (Backend::ImportRegion) on the worker of `device`.
+  // FAILED_PRECONDITION when no worker runs there (with the CPU backend: its refusal).
+  absl::StatusOr<std::unique_ptr<core::ImportedRegion>> ImportRegion(const std::string& ipc_handle,
+                                                                     int device, uint64_t size);
 
  private:
   struct Queued {
     std::shared_ptr<Job> job;
     std::chrono::steady_clock::time_point admitted;
     bool realtime = false;
+    int device = -1;  // Job::device()
   };
-  // FIFO per priority level; realtime first.
+  // FIFO per priority level; realtime first. A worker takes the first job it may run
+  // (Job::device()), so a job bound to a GPU waits for that GPU's worker.
   struct Levels {
     std::deque<Queued> realtime, reprocessing;
     bool empty() const { return realtime.empty() && reprocessing.empty(); }
     std::size_t size() const { return realtime.size() + reprocessing.size(); }
     void Push(Queued q) { (q.realtime ? realtime : reprocessing).push_back(std::move(q)); }
     Queued Pop();
+    static bool HasFor(const std::deque<Queued>& q, int device);
+    bool HasFor(int device) const { return HasFor(realtime, device) || HasFor(reprocessing, device); }
+    // Requires HasFor(device) (or HasFor(realtime, device) with `realtime_only`).
+    Queued PopFor(int device, bool realtime_only = false);
   };
   struct Worker {
     int index = 0;

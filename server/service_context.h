@@ -16,12 +16,14 @@
 namespace spexd::server {
 
 class CallWatchdog;
+class RegionRegistry;
 class Scheduler;
 
 struct ServiceContext {
   JobEnvironment env;
   Scheduler* scheduler = nullptr;
   CallWatchdog* watchdog = nullptr;  // ends calls whose client stalled
+  RegionRegistry* regions = nullptr;  // registered CUDA regions (issue 13)
   // Expected bearer token; empty means no token is required.
   std::string auth_token;
   // Warm-up finished (backends created, PSFs preloaded) and not draining.

@@ -20,11 +20,13 @@
 #include "core/cuda_module_loader.h"
 #include "server/admin_service.h"
 #include "server/call_watchdog.h"
+#include "server/cuda_regions_service.h"
 #include "server/data_roots.h"
 #include "server/extraction_service.h"
 #include "server/log.h"
 #include "server/metrics.h"
 #include "server/psf_cache.h"
+#include "server/region_registry.h"
 #include "server/scheduler.h"
 #include "server/service_context.h"
 
@@ -126,10 +128,12 @@ class SpexdServer::Impl {
   std::unique_ptr<DataRoots> output_roots;
   std::unique_ptr<PsfCache> cache;
   std::unique_ptr<Scheduler> scheduler;
+  std::unique_ptr<RegionRegistry> regions;  // jobs hold the regions they use by shared_ptr
   ServiceContext context;
   std::unique_ptr<CallWatchdog> watchdog;  // outlives the gRPC server (declared before it)
   std::unique_ptr<ExtractionService> extraction;
   std::unique_ptr<AdminService> admin;
+  std::unique_ptr<CudaRegionsService> cuda_regions;
   std::unique_ptr<grpc::Server> server;
   int port = 0;
   std::thread warmup_thread;
@@ -154,7 +158,12 @@ class SpexdServer::Impl {
       if (options.backend_factory) {
         auto made = options.backend_factory(&reason);
         if (!made.ok()) return made.status();
-        for (auto& b : *made) workers.push_back({std::move(b), -1});
+        // A backend holding device memory is on that device (test backends with a
+        // made-up device), so that jobs bound to a GPU find their worker.
+        for (auto& b : *made) {
+          const int device = b->Memory().device;
+          workers.push_back({std::move(b), device});
+        }
       } else {
         auto chosen = ChooseBackends(options, &gpu_count, &reason);
         if (!chosen.ok()) return chosen.status();
@@ -246,6 +255,8 @@ absl::StatusOr<std::unique_ptr<SpexdServer>> SpexdServer::Start(ServerOptions op
       o.cpu_threads > 0 ? o.cpu_threads
                         : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   s.context.scheduler = s.scheduler.get();
+  s.regions = std::make_unique<RegionRegistry>(s.metrics.get());
+  s.context.regions = s.regions.get();
   s.context.auth_token = o.auth_token;
   s.context.watchdog = s.watchdog.get();
   s.context.tls = !o.tls_cert_file.empty();
@@ -254,12 +265,14 @@ absl::StatusOr<std::unique_ptr<SpexdServer>> SpexdServer::Start(ServerOptions op
 
   s.extraction = std::make_unique<ExtractionService>(&s.context);
   s.admin = std::make_unique<AdminService>(&s.context);
+  s.cuda_regions = std::make_unique<CudaRegionsService>(&s.context);
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   builder.AddListeningPort(o.listen, *creds, &s.port);
   builder.RegisterService(s.extraction.get());
   builder.RegisterService(s.admin.get());
+  builder.RegisterService(s.cuda_regions.get());
   const int max_message = static_cast<int>(o.limits.max_message_bytes);
   builder.SetMaxReceiveMessageSize(max_message);
   builder.SetMaxSendMessageSize(max_message);
@@ -269,7 +282,7 @@ absl::StatusOr<std::unique_ptr<SpexdServer>> SpexdServer::Start(ServerOptions op
   }
   // Per-service statuses too, for probes that name the service; SetServing() then
   // updates every registered name at once.
-  for (const char* name : {"spexd.v1.Extraction", "spexd.v1.Admin"}) {
+  for (const char* name : {"spexd.v1.Extraction", "spexd.v1.Admin", "spexd.v1.CudaRegions"}) {
     s.server->GetHealthCheckService()->SetServingStatus(name, false);
   }
   s.SetServing(false);  // until warm-up is done
@@ -308,6 +321,9 @@ void SpexdServer::Drain(absl::Duration grace) {
   }
   Log(LogLevel::kInfo, "draining", {{"grace_s", absl::ToDoubleSeconds(grace)}});
   s.scheduler->StopAccepting();
+  // The calls holding regions would otherwise keep Shutdown waiting for the whole grace
+  // period; extractions in flight keep their regions mapped until they end.
+  s.regions->CloseAll(absl::UnavailableError("server is draining: CUDA region released"));
   // Stops accepting calls, waits for those in flight until the deadline, then cancels
   // them (their jobs see the cancel flag at the next bundle) and waits for them to end.
   s.server->Shutdown(std::chrono::system_clock::now() + absl::ToChronoNanoseconds(grace));

@@ -4,6 +4,10 @@
 // fake device backend whose "device memory" is host memory of this process. The real
 // CUDA IPC path runs on the GPU machine (examples/cuda_handoff.cc,
 // tests/integration/cuda_handoff_test.sh).
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <netinet/in.h>
+
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -240,6 +244,46 @@ TEST(CudaRegionRefusalTest, ExtractionNamingAnUnknownRegionIsFailedPrecondition)
   run = RunExtract(*client, h);
   ASSERT_FALSE(run.ok());
   EXPECT_EQ(run.status().code(), absl::StatusCode::kFailedPrecondition) << run.status();
+}
+
+// An IPv4 address of this host that is not loopback, or "" when there is none.
+std::string NonLoopbackAddress() {
+  ifaddrs* list = nullptr;
+  if (getifaddrs(&list) != 0) return "";
+  std::string found;
+  for (ifaddrs* a = list; a != nullptr && found.empty(); a = a->ifa_next) {
+    if (a->ifa_addr == nullptr || a->ifa_addr->sa_family != AF_INET) continue;
+    const auto* in = reinterpret_cast<const sockaddr_in*>(a->ifa_addr);
+    char text[INET_ADDRSTRLEN] = {0};
+    if (inet_ntop(AF_INET, &in->sin_addr, text, sizeof(text)) == nullptr) continue;
+    if (std::string(text).rfind("127.", 0) != 0) found = text;
+  }
+  freeifaddrs(list);
+  return found;
+}
+
+TEST(CudaRegionRefusalTest, RemotePeersArePermissionDeniedUnlessAuthenticated) {
+  const std::string address = NonLoopbackAddress();
+  if (address.empty()) GTEST_SKIP() << "no non-loopback IPv4 address on this host";
+  std::vector<double> memory(16);
+  for (const bool with_token : {false, true}) {
+    server::ServerOptions o = TestServerOptions();
+    o.listen = "0.0.0.0:0";
+    if (with_token) o.auth_token = "region-test-token";
+    auto server = StartServer(o);
+    ASSERT_NE(server, nullptr);
+    client::ClientOptions co;
+    co.target = absl::StrCat(address, ":", server->port());
+    if (with_token) co.bearer_token = "region-test-token";
+    auto client = client::SpexdClient::Create(co);
+    ASSERT_TRUE(client.ok()) << client.status();
+    auto lease = (*client)->RegisterCudaRegion(RegionRequest(memory.data(), 128));
+    ASSERT_FALSE(lease.ok());
+    // The token lets the call past the peer check, to the CPU backend's refusal.
+    EXPECT_EQ(lease.status().code(), with_token ? absl::StatusCode::kFailedPrecondition
+                                                : absl::StatusCode::kPermissionDenied)
+        << lease.status();
+  }
 }
 
 class CudaRegionServiceTest : public ::testing::Test {

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <mutex>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/synchronization/notification.h"
@@ -248,6 +249,59 @@ TEST(SchedulerTest, MemoryAndReleaseReachEveryWorkersBackend) {
   s.ReleaseGeometry(*geometry);
   std::lock_guard<std::mutex> lock(mu);
   EXPECT_EQ(released, (std::vector<const core::Geometry*>{geometry->get(), geometry->get()}));
+}
+
+// Runs on whichever worker takes it and records that worker; bound to `device` (issue 13:
+// a job whose CUDA regions are on that GPU).
+class DeviceJob : public Job {
+ public:
+  DeviceJob(int device, std::vector<std::pair<int, int>>* runs, std::mutex* mu)
+      : device_(device), runs_(runs), mu_(mu) {}
+  int device() const override { return device_; }
+  void Run(core::Backend& backend, int, core::TaskPool&) override {
+    std::lock_guard<std::mutex> lock(*mu_);
+    runs_->emplace_back(device_, backend.Memory().device);
+  }
+  void Abandon(const absl::Status& status) override {
+    std::lock_guard<std::mutex> lock(*mu_);
+    runs_->emplace_back(device_, status.code() == absl::StatusCode::kFailedPrecondition ? -2 : -3);
+  }
+
+ private:
+  int device_;
+  std::vector<std::pair<int, int>>* runs_;
+  std::mutex* mu_;
+};
+
+TEST(SchedulerTest, JobsBoundToAGpuRunOnThatGpusWorker) {
+  std::vector<const core::Geometry*> released;
+  std::mutex release_mu;
+  Scheduler s(64, 1, nullptr);
+  s.AddWorker(std::make_unique<MemoryBackend>(0, &released, &release_mu), 0);
+  s.AddWorker(std::make_unique<MemoryBackend>(1, &released, &release_mu), 1);
+  std::vector<std::pair<int, int>> runs;  // (job's device, device of the worker that ran it)
+  std::mutex mu;
+  for (int i = 0; i < 20; ++i) {
+    s.Submit(*s.Reserve(false), std::make_shared<DeviceJob>(i % 2, &runs, &mu));
+  }
+  // A device without a worker: refused at once, never queued forever.
+  s.Submit(*s.Reserve(false), std::make_shared<DeviceJob>(7, &runs, &mu));
+  for (int i = 0; i < 500; ++i) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (runs.size() == 21) break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  std::lock_guard<std::mutex> lock(mu);
+  ASSERT_EQ(runs.size(), 21u);
+  for (const auto& [job_device, worker_device] : runs) {
+    if (job_device == 7) {
+      EXPECT_EQ(worker_device, -2);  // abandoned with FAILED_PRECONDITION
+    } else {
+      EXPECT_EQ(job_device, worker_device);
+    }
+  }
 }
 
 }  // namespace

@@ -413,7 +413,9 @@ absl::Status ExtractJob::StreamBundle(Finished& item) {
 }
 
 absl::Status ExtractJob::HandOverBundle(const core::BundleResult& b, double seconds) {
+  const Clock::time_point t0 = Clock::now();
   SPEXD_RETURN_IF_ERROR(output_writer_->WriteBundle(b));
+  output_copy_seconds_ += Seconds(t0, Clock::now());
   v1::ExtractResponse done;
   v1::BundleData* d = done.mutable_bundle();
   d->set_bundle(b.bundle);
@@ -439,10 +441,16 @@ absl::Status ExtractJob::FinishProducts() {
   summary_.set_usable_bins(usable_bins_);
   summary_.set_nfibers(nfibers_);
   if (assembler_.has_value()) {
+    const Clock::time_point t0 = Clock::now();
     core::Frame frame = assembler_->Finish();
     assembler_.reset();
     if (output_writer_.has_value()) {
+      const Clock::time_point t1 = Clock::now();
       SPEXD_RETURN_IF_ERROR(output_writer_->WriteMask(frame));
+      output_copy_seconds_ += Seconds(t1, Clock::now());
+      // Where the results' hand-off spends its time (docs/perf.md, issue 13).
+      (*summary_.mutable_stage_seconds())["output_specmask"] = Seconds(t0, t1);
+      (*summary_.mutable_stage_seconds())["output_copies"] = output_copy_seconds_;
       if (env_.metrics != nullptr) {
         env_.metrics->AddHandoffBytes("out", static_cast<double>(output_writer_->bytes_written()));
       }

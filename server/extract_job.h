@@ -153,6 +153,7 @@ class ExtractJob : public Job, public std::enable_shared_from_this<ExtractJob> {
   // A frame read from a CUDA region (issue 13): image_ then holds only its shape.
   std::optional<core::DeviceImageInput> device_input_;
   std::optional<RegionOutputWriter> output_writer_;  // results into a CUDA region
+  double output_copy_seconds_ = 0;  // streaming task: time in output_writer_ copies
   std::vector<std::string> image_header_;
   std::string fibermap_fits_;
   std::string in_img_;

@@ -19,6 +19,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -142,12 +143,30 @@ v1::ExtractHeader BaseHeader(const std::string& psf_id, const std::vector<double
   return h;
 }
 
+// Server-side times of the timed runs (ExtractSummary), for the breakdown.
+struct ServerTimes {
+  std::vector<double> load, extract, total, output_copies, output_specmask;
+  void Add(const v1::ExtractSummary& s) {
+    load.push_back(s.load_seconds());
+    extract.push_back(s.extract_seconds());
+    total.push_back(s.total_seconds());
+    auto stage = [&s](const char* name) {
+      auto it = s.stage_seconds().find(name);
+      return it == s.stage_seconds().end() ? 0.0 : it->second;
+    };
+    output_copies.push_back(stage("output_copies"));
+    output_specmask.push_back(stage("output_specmask"));
+  }
+};
+
 // A path extraction into a core::Frame (the reference), and its wall time.
-absl::StatusOr<core::Frame> PathExtract(SpexdClient& client, const v1::ExtractHeader& h, double* seconds) {
+absl::StatusOr<core::Frame> PathExtract(SpexdClient& client, const v1::ExtractHeader& h, double* seconds,
+                                        v1::ExtractSummary* summary) {
   spexd::client::RemoteFrameBuilder builder;
   spexd::client::ExtractCallbacks cb;
   cb.on_header = [&](const v1::FrameHeader& fh) { return builder.OnHeader(fh); };
   cb.on_bundle = [&](v1::BundleData&& b) { return builder.OnBundle(std::move(b)); };
+  cb.on_summary = [summary](const v1::ExtractSummary& s) { *summary = s; };
   const double t0 = Now();
   absl::Status s = client.Extract(h, nullptr, false, cb);
   if (!s.ok()) return s;
@@ -158,9 +177,12 @@ absl::StatusOr<core::Frame> PathExtract(SpexdClient& client, const v1::ExtractHe
 
 // A region extraction (results in the output region); the summary's load time too.
 absl::Status RegionExtract(SpexdClient& client, const v1::ExtractHeader& h, double* seconds,
-                           int* completions) {
+                           int* completions, v1::ExtractSummary* summary = nullptr) {
   spexd::client::ExtractCallbacks cb;
   *completions = 0;
+  cb.on_summary = [summary](const v1::ExtractSummary& s) {
+    if (summary != nullptr) *summary = s;
+  };
   cb.on_header = [](const v1::FrameHeader&) { return absl::OkStatus(); };
   cb.on_bundle = [&](v1::BundleData&&) {
     ++*completions;
@@ -259,15 +281,20 @@ int main(int argc, char** argv) {
   v1::ExtractHeader by_path = base;
   by_path.set_server_path(frame_path);
   std::vector<double> path_seconds;
+  ServerTimes path_server, region_server;
   absl::StatusOr<core::Frame> reference;
   for (int i = 0; i < absl::GetFlag(FLAGS_repeat) + 1; ++i) {  // the first run warms up
     double secs = 0;
-    reference = PathExtract(**client, by_path, &secs);
+    v1::ExtractSummary summary;
+    reference = PathExtract(**client, by_path, &secs, &summary);
     if (!reference.ok()) {
       std::fprintf(stderr, "path extraction: %s\n", reference.status().ToString().c_str());
       return 1;
     }
-    if (i > 0) path_seconds.push_back(secs);
+    if (i > 0) {
+      path_seconds.push_back(secs);
+      path_server.Add(summary);
+    }
   }
 
   // 4. Register the input and an output region sized by the documented layout.
@@ -303,12 +330,16 @@ int main(int argc, char** argv) {
   for (int i = 0; i < absl::GetFlag(FLAGS_repeat) + 1; ++i) {
     double secs = 0;
     int completions = 0;
-    absl::Status s = RegionExtract(**client, by_region, &secs, &completions);
+    v1::ExtractSummary summary;
+    absl::Status s = RegionExtract(**client, by_region, &secs, &completions, &summary);
     if (!s.ok()) {
       std::fprintf(stderr, "region extraction: %s\n", s.ToString().c_str());
       return 1;
     }
-    if (i > 0) region_seconds.push_back(secs);
+    if (i > 0) {
+      region_seconds.push_back(secs);
+      region_server.Add(summary);
+    }
     if (i == 0) {
       std::vector<unsigned char> host(layout.total_bytes);
       CHECK_CUDA(cudaMemcpy(host.data(), output.get(), host.size(), cudaMemcpyDeviceToHost));
@@ -376,11 +407,21 @@ int main(int argc, char** argv) {
   std::printf("%-34s %10.4f\n", "path input, results streamed", path_s);
   std::printf("%-34s %10.4f\n", "CUDA regions in and out", region_s);
   std::printf("%-34s %10.4f (%.1f %%)\n", "saved", path_s - region_s, 100 * (path_s - region_s) / path_s);
+  std::printf("server-side medians (s)     %8s %8s %8s %8s %8s\n", "load", "extract", "total", "copies",
+              "specmask");
+  for (const auto& [name, t] : {std::pair<const char*, const ServerTimes*>{"path", &path_server},
+                                {"regions", &region_server}}) {
+    std::printf("%-27s %8.4f %8.4f %8.4f %8.4f %8.4f\n", name, Median(t->load), Median(t->extract),
+                Median(t->total), Median(t->output_copies), Median(t->output_specmask));
+  }
   const std::string json = absl::StrFormat(
       "{\"device\": \"%s\", \"fibres\": %d, \"nwave\": %d, \"repeat\": %d, \"path_s\": %.5f, "
-      "\"region_s\": %.5f, \"streamed_mb\": %.1f, \"failures\": %d}\n",
+      "\"region_s\": %.5f, \"region_server_total_s\": %.5f, \"region_extract_s\": %.5f, "
+      "\"region_output_copies_s\": %.5f, \"region_output_specmask_s\": %.5f, \"streamed_mb\": %.1f, "
+      "\"failures\": %d}\n",
       prop.name, reference->nspec, reference->nwave, static_cast<int>(path_seconds.size()), path_s,
-      region_s, streamed_mb, failures);
+      region_s, Median(region_server.total), Median(region_server.extract),
+      Median(region_server.output_copies), Median(region_server.output_specmask), streamed_mb, failures);
   std::printf("%s", json.c_str());
   if (!absl::GetFlag(FLAGS_json).empty()) std::ofstream(absl::GetFlag(FLAGS_json)) << json;
   return failures == 0 ? 0 : 1;

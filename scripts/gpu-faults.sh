@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # GPU fault runs (issue 10), for the GPU machine: run from a device bundle
-# (/work/shared/tools/device-bundle.sh) that holds spexd, spexctl, spexd_cuda_tests and
+# (/work/shared/tools/device-bundle.sh) that holds spexd, spexctl, spexd_cuda_fault_tests and
 # lib/libspexd_cuda.so. Writes logs under $OUT (default ./gpu-faults-out) and prints a
 # table last. Needs the test PSF and a preproc frame, in one directory (the server's data
 # root: requests name them by path):
@@ -26,7 +26,7 @@ SECTIONS=${GPU_FAULT_SECTIONS:-1234}
 : >"$OUT/summary.txt"
 if [[ $SECTIONS == *1* ]]; then
 echo "== 1. backend fault tests" | tee -a "$OUT/summary.txt"
-T 120 "$B/run.sh" spexd_cuda_tests --gtest_filter='CudaFault*' >"$OUT/cuda_fault_tests.log" 2>&1
+T 120 "$B/run.sh" spexd_cuda_fault_tests >"$OUT/cuda_fault_tests.log" 2>&1
 rc=$?
 row "backend fault tests (OOM x3 points, transient+retry, sticky)" \
     "$(grep -cE '^\[       OK \]' "$OUT/cuda_fault_tests.log") passed" "exit $rc"

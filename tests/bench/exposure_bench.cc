@@ -16,7 +16,7 @@
 //
 //   spexd_exposure_bench [--psf PSF.fits]... [--frames 30] [--fibers 500]
 //                        [--backend cuda|cpu (cuda)] [--gpus 0,1,...] [--threads T]
-//                        [--psf-cache-bytes B] [--passes 2]
+//                        [--psf-cache-bytes B] [--passes 2] [--prefetch 2]
 #include <fitsio.h>
 
 #include <algorithm>
@@ -51,6 +51,7 @@ struct Args {
   int fibers = 500;
   int threads = 0;
   int passes = 2;
+  int prefetch = 2;  // frames read and decoded ahead of the worker (server --prefetch)
   int64_t psf_cache_bytes = int64_t{64} << 30;  // host bytes; room for an exposure
   std::string backend = "cuda";
   std::vector<int> gpus;
@@ -80,6 +81,8 @@ absl::StatusOr<Args> Parse(int argc, char** argv) {
       a.fibers = std::clamp(n, 25, 500);
     } else if (num && k == "--threads") {
       a.threads = n;
+    } else if (num && k == "--prefetch") {
+      a.prefetch = std::max(1, n);
     } else if (num && k == "--passes") {
       a.passes = std::max(1, n);
     } else {
@@ -284,6 +287,7 @@ int main(int argc, char** argv) {
   so.cpu_threads = args.threads;
   so.psf_cache_bytes = args.psf_cache_bytes;
   so.max_queue = args.frames;
+  so.prefetch = args.prefetch;
   auto srv = server::SpexdServer::Start(so);
   if (!srv.ok()) return Fail("server", srv.status());
   if (absl::Status st = (*srv)->WaitForWarmUp(absl::Seconds(120)); !st.ok()) return Fail("warm-up", st);
@@ -319,11 +323,11 @@ int main(int argc, char** argv) {
   for (double b : gpu_bytes) gpu_total += b;
 
   std::string json = absl::StrFormat(
-      "{\"bench\": \"exposure\", \"frames\": %d, \"fibers\": %d, \"base_psfs\": %d, "
+      "{\"bench\": \"exposure\", \"frames\": %d, \"fibers\": %d, \"base_psfs\": %d, \"prefetch\": %d, "
       "\"backend\": \"%s\", \"server\": \"%s\", \"psfs_loaded_after\": %d, "
       "\"geometries_after\": %d, \"median_gpu_bytes_per_psf\": %.0f, "
       "\"median_host_bytes_per_psf\": %.0f, \"gpu_bytes_all_psfs\": %.0f, \"passes\": [",
-      args.frames, args.fibers, nbase, passes[0].frames[0].backend,
+      args.frames, args.fibers, nbase, args.prefetch, passes[0].frames[0].backend,
       WorkersText(info), listed->psfs_size(), geometries,
       Median(gpu_bytes), Median(host_bytes), gpu_total);
   for (std::size_t p = 0; p < passes.size(); ++p) {

@@ -197,32 +197,12 @@ absl::Status ExtractJob::PrepareImage() {
 
   // Header: the grid once, and what a client needs to write the desispec frame.
   const core::Psf& psf = *request_.psf;
-  v1::FrameHeader header;
-  v1::FrameHeader* fh = &header;
-  fh->set_psf_id(h.psf_id());
-  fh->set_specmin(plan.specmin);
-  fh->set_nspec(plan.nspec);
-  fh->set_bundlesize(plan.bundlesize);
-  fh->set_nwave(plan.nwave);
-  fh->set_ndiag(plan.ndiag);
-  fh->mutable_wave()->Add(plan.wave.begin(), plan.wave.end());
-  if (bundles_.empty()) {
-    for (int b = 0; b < plan.nbundles; ++b) fh->add_bundles(b);
-  } else {
-    for (int b : bundles_) fh->add_bundles(b);
-  }
-  for (const std::string& card : image_header_) fh->add_image_header(card);
-  fh->set_fibermap_fits(fibermap_fits_);
-  fh->set_orig_psf(psf.in_psf().value_or(""));
   const core::GridRequest grid = core::RequestedGrid(params_, psf);
   meta_wmin_ = grid.wmin;
   meta_wmax_ = grid.wmax;
   meta_dw_ = grid.dw;
-  fh->set_wavemin(meta_wmin_);
-  fh->set_wavemax(meta_wmax_);
-  fh->set_wavestep(meta_dw_);
-  fh->set_image_height(image_->height);
-  fh->set_image_width(image_->width);
+  const v1::FrameHeader header =
+      FrameHeaderToProto(h.psf_id(), plan, bundles_, *image_, psf.in_psf().value_or(""), grid);
   // Serialized here, on the loader thread; Run adds the queue time and the backend.
   header_bytes_ = header.SerializeAsString();
   if (header_bytes_.size() > static_cast<std::size_t>(env_.limits.max_message_bytes)) {
@@ -432,10 +412,7 @@ absl::Status ExtractJob::FinishProducts() {
   const v1::ExtractHeader& h = request_.header;
   {
     absl::MutexLock lock(&mu_);
-    CountsToProto(backend_summary_.counts, summary_.mutable_counts());
-    for (const auto& [stage, secs] : backend_summary_.stage_seconds) {
-      (*summary_.mutable_stage_seconds())[stage] = secs;
-    }
+    ExtractionSummaryToProto(backend_summary_, &summary_);
   }
   summary_.set_nbundles(nbundles_);
   summary_.set_usable_bins(usable_bins_);

@@ -376,4 +376,15 @@ absl::StatusOr<SimFrame> SimulateFrame(const Psf& psf, const SimSpectra& spectra
   return frame;
 }
 
+PreprocImage ToPreprocImage(const SimFrame& frame, MaskPolicy policy) {
+  PreprocImage image;
+  image.height = frame.height;
+  image.width = frame.width;
+  image.image.assign(frame.image.begin(), frame.image.end());
+  image.ivar.assign(frame.ivar.begin(), frame.ivar.end());
+  const std::vector<uint16_t> mask(frame.mask.begin(), frame.mask.end());
+  ApplyPixelRules(mask.data(), policy, &image);
+  return image;
+}
+
 }  // namespace spexd::core

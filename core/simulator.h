@@ -21,6 +21,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "core/preproc.h"
 #include "core/psf.h"
 
 namespace spexd::core {
@@ -102,6 +103,11 @@ struct SimFrame {
 // in memory (model float64 + image, ivar float32 + mask: ~300 MB for an r frame).
 absl::StatusOr<SimFrame> SimulateFrame(const Psf& psf, const SimSpectra& spectra,
                                        const SimOptions& options);
+
+// The frame as the extraction's input: image and ivar as float64 (the float32 values
+// WritePreproc stores) and the mask applied with `policy` (core/preproc.h ApplyPixelRules),
+// as ReadPreproc decodes the written file, minus its header cards and FIBERMAP.
+PreprocImage ToPreprocImage(const SimFrame& frame, MaskPolicy policy = MaskPolicy::kDesispec);
 
 // Checks `options` (ValidateSimOptions), then writes the DESI preproc file (IMAGE
 // primary, IVAR, MASK tile-compressed, FIBERMAP with one row per PSF fibre) atomically

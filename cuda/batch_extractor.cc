@@ -275,16 +275,9 @@ absl::Status BatchExtractor::Retry(const core::ExtractionJob& job, Batch* batch,
   return absl::OkStatus();
 }
 
-absl::Status BatchExtractor::Finish(const core::ExtractionJob& job, Batch* batch,
-                                    const core::BundleSink& sink, core::ExtractionSummary* summary) {
-  const core::PatchPlan& plan = *cfg_.plan;
-  WorkspaceSet* s = &cfg_.workspace->set(batch->set);
-  {
-    NvtxRange wait{"wait for batch"};
-    SPEXD_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(s->outputs_copied.get()));
-  }
-  NvtxRange range{"assemble bundles"};
-  if (batch->timed) {
+absl::Status BatchExtractor::CollectTimes(const Batch& batch, core::ExtractionSummary* summary) {
+  WorkspaceSet* s = &cfg_.workspace->set(batch.set);
+  if (batch.timed) {
     static const char* kStage[kNumMarks] = {"",           "normal_equations", "cholesky", "solve",
                                             "inverse_blocks", "inverse_sqrt", "finalise"};
     for (int m = 1; m < kNumMarks; ++m) {
@@ -293,75 +286,106 @@ absl::Status BatchExtractor::Finish(const core::ExtractionJob& job, Batch* batch
   }
   summary->stage_seconds["download"] += 1e-3 * ElapsedMs(s->d2h_start, s->d2h_end);
   if (cfg_.stats && cfg_.eigen != core::CudaEigensolver::kCusolverSyevBatched) {
-    SPEXD_RETURN_IF_ERROR(ReportEigenSweeps(*batch));
+    SPEXD_RETURN_IF_ERROR(ReportEigenSweeps(batch));
   }
-  const double t0 = Now();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<char>> BatchExtractor::RetryFailed(const core::ExtractionJob& job,
+                                                              Batch* batch) {
+  const WorkspaceSet& s = cfg_.workspace->set(batch->set);
   const std::vector<RunEntry>& entries = batch->layout.entries;
   std::vector<RunEntry> failing;
   for (const RunEntry& e : entries) {
-    if (s->h_status[static_cast<std::size_t>(e.slot)] != 0) failing.push_back(e);
+    if (s.h_status[static_cast<std::size_t>(e.slot)] != 0) failing.push_back(e);
   }
-  std::vector<char> retried(entries.size() > 0 ? static_cast<std::size_t>(entries.size()) : 1, 0);
+  std::vector<char> retried(std::max<std::size_t>(entries.size(), 1), 0);
   if (!failing.empty() && job.regularize == 0.0) {
     SPEXD_RETURN_IF_ERROR(Retry(job, batch, failing));
     for (const RunEntry& e : failing) retried[static_cast<std::size_t>(e.slot)] = 1;
   }
+  return retried;
+}
+
+void BatchExtractor::FillBundle(const Batch& batch, std::size_t pos, core::BundleResult* r) const {
+  const core::PatchPlan& plan = *cfg_.plan;
+  const WorkspaceSet& s = cfg_.workspace->set(batch.set);
+  const int b = batch.bundles[pos];
   const int nk = spec_.nk, nwave = plan.nwave, bs = plan.bundlesize;
   const std::size_t per_bundle = static_cast<std::size_t>(bs) * nwave;
-  std::vector<core::BundleResult> results(batch->bundles.size());
+  // As BundleResult::Allocate, but filled straight from the pinned buffers (one pass).
+  r->bundle = b;
+  r->fiber_begin = plan.bundle_fiber_begin(b);
+  r->nfibers = bs;
+  r->nwave = nwave;
+  r->ndiag = plan.ndiag;
+  const std::size_t o = pos * per_bundle;
+  r->flux.assign(s.h_flux.get() + o, s.h_flux.get() + o + per_bundle);
+  r->ivar.assign(s.h_ivar.get() + o, s.h_ivar.get() + o + per_bundle);
+  r->pixmask_fraction.assign(s.h_pixmask.get() + o, s.h_pixmask.get() + o + per_bundle);
+  r->chi2pix.assign(s.h_chi2.get() + o, s.h_chi2.get() + o + per_bundle);
+  r->rdiags.assign(s.h_rdiag.get() + o * nk, s.h_rdiag.get() + (o + per_bundle) * nk);
+  r->failed_bins.assign(per_bundle, 0);
+  for (int p = plan.bundle_first_patch[b]; p < plan.bundle_first_patch[b + 1]; ++p) {
+    if (plan.patches[p].skipped != core::kSkipNone) {
+      core::CountOutcome(core::PatchOutcome::kSkipped, &r->counts);
+    }
+  }
+  if (spec_.canvas_stride > 0) {
+    const CanvasDesc& cd = cfg_.state->canvas(b);
+    if (cd.ny > 0 && cd.nx > 0) {
+      r->model_y0 = cd.y0;
+      r->model_x0 = cd.x0;
+      r->model_ny = cd.ny;
+      r->model_nx = cd.nx;
+      const double* src = s.h_canvas.get() + pos * static_cast<std::size_t>(spec_.canvas_stride);
+      r->model.assign(src, src + static_cast<std::size_t>(cd.ny) * cd.nx);
+    }
+  }
+}
+
+std::vector<core::BundleResult> BatchExtractor::AssembleBundles(
+    const Batch& batch, const std::vector<char>& retried) const {
+  const core::PatchPlan& plan = *cfg_.plan;
+  const WorkspaceSet& s = cfg_.workspace->set(batch.set);
+  std::vector<core::BundleResult> results(batch.bundles.size());
   // One host thread per bundle: the copies out of pinned memory into fresh vectors are
   // page-fault bound, and the last batch's copies sit on the request's critical path.
-  auto fill = [&](std::size_t pos) {
-    const int b = batch->bundles[pos];
-    core::BundleResult& r = results[pos];
-    // As BundleResult::Allocate, but filled straight from the pinned buffers (one pass).
-    r.bundle = b;
-    r.fiber_begin = plan.bundle_fiber_begin(b);
-    r.nfibers = bs;
-    r.nwave = nwave;
-    r.ndiag = plan.ndiag;
-    const std::size_t o = pos * per_bundle;
-    r.flux.assign(s->h_flux.get() + o, s->h_flux.get() + o + per_bundle);
-    r.ivar.assign(s->h_ivar.get() + o, s->h_ivar.get() + o + per_bundle);
-    r.pixmask_fraction.assign(s->h_pixmask.get() + o, s->h_pixmask.get() + o + per_bundle);
-    r.chi2pix.assign(s->h_chi2.get() + o, s->h_chi2.get() + o + per_bundle);
-    r.rdiags.assign(s->h_rdiag.get() + o * nk, s->h_rdiag.get() + (o + per_bundle) * nk);
-    r.failed_bins.assign(per_bundle, 0);
-    for (int p = plan.bundle_first_patch[b]; p < plan.bundle_first_patch[b + 1]; ++p) {
-      if (plan.patches[p].skipped != core::kSkipNone) {
-        core::CountOutcome(core::PatchOutcome::kSkipped, &r.counts);
-      }
-    }
-    if (spec_.canvas_stride > 0) {
-      const CanvasDesc& cd = cfg_.state->canvas(b);
-      if (cd.ny > 0 && cd.nx > 0) {
-        r.model_y0 = cd.y0;
-        r.model_x0 = cd.x0;
-        r.model_ny = cd.ny;
-        r.model_nx = cd.nx;
-        const double* src = s->h_canvas.get() + pos * static_cast<std::size_t>(spec_.canvas_stride);
-        r.model.assign(src, src + static_cast<std::size_t>(cd.ny) * cd.nx);
-      }
-    }
-  };
   {
     std::vector<std::thread> pool;
-    for (std::size_t pos = 1; pos < batch->bundles.size(); ++pos) pool.emplace_back(fill, pos);
-    if (!batch->bundles.empty()) fill(0);
+    for (std::size_t pos = 1; pos < batch.bundles.size(); ++pos) {
+      pool.emplace_back([&, pos] { FillBundle(batch, pos, &results[pos]); });
+    }
+    if (!batch.bundles.empty()) FillBundle(batch, 0, &results[0]);
     for (std::thread& t : pool) t.join();
   }
   // Outcomes, with the CPU backend's bookkeeping (core/patch_outcome.h).
-  for (const RunEntry& e : entries) {
+  for (const RunEntry& e : batch.layout.entries) {
     core::BundleResult& r = results[static_cast<std::size_t>(e.bundle_pos)];
     const std::size_t slot = static_cast<std::size_t>(e.slot);
     core::PatchOutcome outcome = core::PatchOutcome::kFailed;
-    if (s->h_status[slot] == 0) {
+    if (s.h_status[slot] == 0) {
       outcome = retried[slot] ? core::PatchOutcome::kRetried : core::PatchOutcome::kExtracted;
     } else {
       core::MarkPatchFailed(plan, plan.patches[e.patch], &r);
     }
     core::CountOutcome(outcome, &r.counts);
   }
+  return results;
+}
+
+absl::Status BatchExtractor::Finish(const core::ExtractionJob& job, Batch* batch,
+                                    const core::BundleSink& sink, core::ExtractionSummary* summary) {
+  {
+    NvtxRange wait{"wait for batch"};
+    SPEXD_CUDA_RETURN_IF_ERROR(
+        cudaEventSynchronize(cfg_.workspace->set(batch->set).outputs_copied.get()));
+  }
+  NvtxRange range{"assemble bundles"};
+  SPEXD_RETURN_IF_ERROR(CollectTimes(*batch, summary));
+  const double t0 = Now();
+  SPEXD_ASSIGN_OR_RETURN(std::vector<char> retried, RetryFailed(job, batch));
+  std::vector<core::BundleResult> results = AssembleBundles(*batch, retried);
   for (core::BundleResult& r : results) {
     summary->counts += r.counts;
     if (core::CancelRequested(job)) return absl::CancelledError("extraction cancelled");

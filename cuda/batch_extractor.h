@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "core/backend.h"
 #include "cuda/batch_layout.h"
 #include "cuda/geometry_state.h"
@@ -54,8 +55,20 @@ class BatchExtractor {
   absl::Status EnqueueDownload(WorkspaceSet* s, const Batch& batch, cudaStream_t stream) const;
   absl::Status Enqueue(const core::ExtractionJob& job, Batch* batch);
   absl::Status Retry(const core::ExtractionJob& job, Batch* batch, const std::vector<RunEntry>& failing);
+  // Waits for the batch's outputs, retries its failed patches, assembles its bundles and
+  // hands them to the sink, in order.
   absl::Status Finish(const core::ExtractionJob& job, Batch* batch, const core::BundleSink& sink,
                       core::ExtractionSummary* summary);
+  // Finish's stages. Stage times of the batch (CUDA events, already complete).
+  absl::Status CollectTimes(const Batch& batch, core::ExtractionSummary* summary);
+  // Retries the patches whose solve failed (when the request is unregularised); returns
+  // a flag per slot, 1 where the patch was retried.
+  absl::StatusOr<std::vector<char>> RetryFailed(const core::ExtractionJob& job, Batch* batch);
+  // Bundle `pos` of the batch from the pinned output buffers (skipped patches counted).
+  void FillBundle(const Batch& batch, std::size_t pos, core::BundleResult* r) const;
+  // Every bundle of the batch, with its patch outcomes counted and failed bins marked.
+  std::vector<core::BundleResult> AssembleBundles(const Batch& batch,
+                                                  const std::vector<char>& retried) const;
   absl::Status ReportEigenSweeps(const Batch& batch);
 
   Config cfg_;

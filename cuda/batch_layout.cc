@@ -59,6 +59,146 @@ std::vector<RunEntry> MakeBatchEntries(const core::PatchPlan& plan, const std::v
   return entries;
 }
 
+namespace {
+
+// Device addresses inside the workspace slots of a run (column-major slot matrices of
+// leading dimension ld; blocks of nt = nwavetot rows and columns).
+struct SlotMath {
+  const core::PatchPlan& plan;
+  const SlotAddresses& s;
+  int nt;
+  int64_t ld, nt2;
+  SlotMath(const core::PatchPlan& p, const SlotAddresses& slots)
+      : plan(p), s(slots), nt(p.nwavetot), ld(slots.ld), nt2(static_cast<int64_t>(nt) * nt) {}
+  // Element (r, c) of entry e's matrix.
+  uint64_t M(const RunEntry& e, int64_t r, int64_t c) const {
+    return Addr(s.m, static_cast<int64_t>(e.slot) * ld * ld + r + c * ld);
+  }
+  uint64_t X(const RunEntry& e) const { return Addr(s.x, static_cast<int64_t>(e.slot) * ld); }
+  // Offset `off` into entry e's GEMM scratch.
+  uint64_t T(const RunEntry& e, int64_t off) const {
+    return Addr(s.t, static_cast<int64_t>(e.slot) * s.t_stride + off);
+  }
+  // Core block `sp` of entry e's output C.
+  uint64_t C(const RunEntry& e, int sp) const {
+    return Addr(s.c, (static_cast<int64_t>(e.slot) * plan.nper + sp) * nt2);
+  }
+  const core::PatchDesc& patch(const RunEntry& e) const { return plan.patches[e.patch]; }
+};
+
+// Cholesky factorisation and solve: one potrf/potrs call per distinct n (the entries are
+// sorted by n).
+void AddCholesky(const SlotMath& sm, RunLayout* out) {
+  for (std::size_t i = 0; i < out->entries.size();) {
+    const int n = sm.patch(out->entries[i]).n;
+    std::size_t j = i;
+    PointerTriples pt;
+    while (j < out->entries.size() && sm.patch(out->entries[j]).n == n) {
+      pt.a.push_back(sm.M(out->entries[j], 0, 0));
+      pt.b.push_back(sm.X(out->entries[j]));
+      ++j;
+    }
+    BatchedCall call;
+    call.n = n;
+    call.lda = static_cast<int>(sm.ld);
+    call.ldb = static_cast<int>(sm.ld);
+    call.entry_begin = static_cast<int>(i);
+    pt.Flush(&out->ptrs, &call);
+    out->potrf.push_back(call);
+    i = j;
+  }
+}
+
+// Library leaf inverses: solve L_ii X = I (identity prepared in the GEMM scratch).
+void AddLeafInverses(const SlotMath& sm, RunLayout* out) {
+  PointerTriples pt;
+  for (const RunEntry& e : out->entries) {
+    const core::PatchDesc& d = sm.patch(e);
+    for (int i = 0; i < d.nspectot; ++i) {
+      if (!NeedsLeafInverse(i, d.core_row, d.nspectot)) continue;
+      const int64_t i0 = static_cast<int64_t>(i) * sm.nt;
+      pt.a.push_back(sm.M(e, i0, i0));
+      pt.b.push_back(sm.T(e, i * sm.nt2));
+    }
+  }
+  out->leaf_trsm.m = sm.nt;
+  out->leaf_trsm.n = sm.nt;
+  out->leaf_trsm.lda = static_cast<int>(sm.ld);
+  out->leaf_trsm.ldb = sm.nt;
+  pt.Flush(&out->ptrs, &out->leaf_trsm);
+}
+
+// Trailing-first block inversion: step r handles column block j = nspectot-1-r with two
+// GEMMs (into the scratch, then back into the matrix).
+void AddBlockInversion(const SlotMath& sm, RunLayout* out) {
+  const int nt = sm.nt;
+  const int ld = static_cast<int>(sm.ld);
+  const int nb_max = MaxBlocks(sm.plan);
+  for (int r = 1; r < nb_max; ++r) {
+    PointerTriples g1, g2;
+    for (const RunEntry& e : out->entries) {
+      const core::PatchDesc& d = sm.patch(e);
+      const int j = d.nspectot - 1 - r;
+      if (j < d.core_row) continue;
+      const int64_t j0 = static_cast<int64_t>(j) * nt, j1 = j0 + nt;
+      g1.a.push_back(sm.M(e, j1, j1));
+      g1.b.push_back(sm.M(e, j1, j0));
+      g1.c.push_back(sm.T(e, 0));
+      g2.a.push_back(sm.T(e, 0));
+      g2.b.push_back(sm.M(e, j0, j0));
+      g2.c.push_back(sm.M(e, j1, j0));
+    }
+    if (g1.a.empty()) continue;
+    BatchedCall c1, c2;
+    c1.m = r * nt;
+    c1.n = nt;
+    c1.k = r * nt;
+    c1.lda = ld;
+    c1.ldb = ld;
+    c1.ldc = r * nt;
+    g1.Flush(&out->ptrs, &c1);
+    c2.m = r * nt;
+    c2.n = nt;
+    c2.k = nt;
+    c2.lda = r * nt;
+    c2.ldb = ld;
+    c2.ldc = ld;
+    c2.alpha = -1.0;
+    g2.Flush(&out->ptrs, &c2);
+    out->trtri.push_back({c1, c2});
+  }
+}
+
+// C_jj = X[j:, j]^T X[j:, j] for the core blocks, one call per k = n - j*nt.
+void AddCoreGrams(const SlotMath& sm, RunLayout* out) {
+  std::map<int, PointerTriples> by_k;
+  for (const RunEntry& e : out->entries) {
+    const core::PatchDesc& d = sm.patch(e);
+    for (int sp = 0; sp < sm.plan.nper; ++sp) {
+      const int j = d.core_row + sp;
+      const int64_t j0 = static_cast<int64_t>(j) * sm.nt;
+      PointerTriples& pt = by_k[d.n - j * sm.nt];
+      pt.a.push_back(sm.M(e, j0, j0));
+      pt.b.push_back(sm.M(e, j0, j0));
+      pt.c.push_back(sm.C(e, sp));
+    }
+  }
+  for (auto& [k, pt] : by_k) {
+    BatchedCall call;
+    call.m = sm.nt;
+    call.n = sm.nt;
+    call.k = k;
+    call.transa = 1;
+    call.lda = static_cast<int>(sm.ld);
+    call.ldb = static_cast<int>(sm.ld);
+    call.ldc = sm.nt;
+    pt.Flush(&out->ptrs, &call);
+    out->gram.push_back(call);
+  }
+}
+
+}  // namespace
+
 RunLayout BuildRunLayout(const core::PatchPlan& plan, std::vector<RunEntry> entries,
                          const SlotAddresses& s, bool library_leaf) {
   RunLayout out;
@@ -66,114 +206,11 @@ RunLayout BuildRunLayout(const core::PatchPlan& plan, std::vector<RunEntry> entr
     return plan.patches[a.patch].n < plan.patches[b.patch].n;
   });
   out.entries = std::move(entries);
-  const int nt = plan.nwavetot;
-  const int64_t ld = s.ld, nt2 = static_cast<int64_t>(nt) * nt;
-  auto mbase = [&](const RunEntry& e) { return static_cast<int64_t>(e.slot) * ld * ld; };
-  auto tbase = [&](const RunEntry& e) { return static_cast<int64_t>(e.slot) * s.t_stride; };
-  // Element (r, c) of slot matrix e, column-major.
-  auto melem = [&](const RunEntry& e, int64_t r, int64_t c) {
-    return Addr(s.m, mbase(e) + r + c * ld);
-  };
-
-  // Cholesky factorisation and solve: one potrf/potrs call per distinct n.
-  for (std::size_t i = 0; i < out.entries.size();) {
-    const int n = plan.patches[out.entries[i].patch].n;
-    std::size_t j = i;
-    PointerTriples pt;
-    while (j < out.entries.size() && plan.patches[out.entries[j].patch].n == n) {
-      pt.a.push_back(melem(out.entries[j], 0, 0));
-      pt.b.push_back(Addr(s.x, static_cast<int64_t>(out.entries[j].slot) * ld));
-      ++j;
-    }
-    BatchedCall call;
-    call.n = n;
-    call.lda = static_cast<int>(ld);
-    call.ldb = static_cast<int>(ld);
-    call.entry_begin = static_cast<int>(i);
-    pt.Flush(&out.ptrs, &call);
-    out.potrf.push_back(call);
-    i = j;
-  }
-
-  // Library leaf inverses: solve L_ii X = I (identity prepared in the GEMM scratch).
-  if (library_leaf) {
-    PointerTriples pt;
-    for (const RunEntry& e : out.entries) {
-      const core::PatchDesc& d = plan.patches[e.patch];
-      for (int i = 0; i < d.nspectot; ++i) {
-        if (!NeedsLeafInverse(i, d.core_row, d.nspectot)) continue;
-        pt.a.push_back(melem(e, static_cast<int64_t>(i) * nt, static_cast<int64_t>(i) * nt));
-        pt.b.push_back(Addr(s.t, tbase(e) + i * nt2));
-      }
-    }
-    out.leaf_trsm.m = nt;
-    out.leaf_trsm.n = nt;
-    out.leaf_trsm.lda = static_cast<int>(ld);
-    out.leaf_trsm.ldb = nt;
-    pt.Flush(&out.ptrs, &out.leaf_trsm);
-  }
-
-  // Trailing-first block inversion, step r handles column block j = nspectot-1-r.
-  const int nb_max = MaxBlocks(plan);
-  for (int r = 1; r < nb_max; ++r) {
-    PointerTriples g1, g2;
-    for (const RunEntry& e : out.entries) {
-      const core::PatchDesc& d = plan.patches[e.patch];
-      const int j = d.nspectot - 1 - r;
-      if (j < d.core_row) continue;
-      const int64_t j0 = static_cast<int64_t>(j) * nt, j1 = j0 + nt;
-      g1.a.push_back(melem(e, j1, j1));
-      g1.b.push_back(melem(e, j1, j0));
-      g1.c.push_back(Addr(s.t, tbase(e)));
-      g2.a.push_back(Addr(s.t, tbase(e)));
-      g2.b.push_back(melem(e, j0, j0));
-      g2.c.push_back(melem(e, j1, j0));
-    }
-    if (g1.a.empty()) continue;
-    BatchedCall c1, c2;
-    c1.m = r * nt;
-    c1.n = nt;
-    c1.k = r * nt;
-    c1.lda = static_cast<int>(ld);
-    c1.ldb = static_cast<int>(ld);
-    c1.ldc = r * nt;
-    g1.Flush(&out.ptrs, &c1);
-    c2.m = r * nt;
-    c2.n = nt;
-    c2.k = nt;
-    c2.lda = r * nt;
-    c2.ldb = static_cast<int>(ld);
-    c2.ldc = static_cast<int>(ld);
-    c2.alpha = -1.0;
-    g2.Flush(&out.ptrs, &c2);
-    out.trtri.push_back({c1, c2});
-  }
-
-  // C_jj = X[j:, j]^T X[j:, j] for the core blocks, grouped by k = n - j*nt.
-  std::map<int, PointerTriples> by_k;
-  for (const RunEntry& e : out.entries) {
-    const core::PatchDesc& d = plan.patches[e.patch];
-    for (int sp = 0; sp < plan.nper; ++sp) {
-      const int j = d.core_row + sp;
-      const int64_t j0 = static_cast<int64_t>(j) * nt;
-      PointerTriples& pt = by_k[d.n - j * nt];
-      pt.a.push_back(melem(e, j0, j0));
-      pt.b.push_back(melem(e, j0, j0));
-      pt.c.push_back(Addr(s.c, (static_cast<int64_t>(e.slot) * plan.nper + sp) * nt2));
-    }
-  }
-  for (auto& [k, pt] : by_k) {
-    BatchedCall call;
-    call.m = nt;
-    call.n = nt;
-    call.k = k;
-    call.transa = 1;
-    call.lda = static_cast<int>(ld);
-    call.ldb = static_cast<int>(ld);
-    call.ldc = nt;
-    pt.Flush(&out.ptrs, &call);
-    out.gram.push_back(call);
-  }
+  const SlotMath sm(plan, s);
+  AddCholesky(sm, &out);
+  if (library_leaf) AddLeafInverses(sm, &out);
+  AddBlockInversion(sm, &out);
+  AddCoreGrams(sm, &out);
   return out;
 }
 

@@ -161,27 +161,12 @@ absl::Status ExtractJob::PrepareImage() {
     height = reader->height();
     width = reader->width();
   }
-
   // Everything that can refuse the request without the pixels comes before decoding
   // them: a refused (or cancelled) job must not cost a frame's decode (~1 s, 270 MB).
-  // Warm geometry for (PSF, grid, image shape).
-  SPEXD_ASSIGN_OR_RETURN(geometry_, env_.cache->GetGeometry(h.psf_id(), request_.psf, params_,
-                                                            height, width));
-  const core::PatchPlan& plan = geometry_->plan();
-  bundles_ = request_.bundles;
-  const std::size_t max_payload =
-      static_cast<std::size_t>(env_.limits.max_message_bytes) - kMessageOverhead;
-  if (BundleBytesPerFiber(plan.nwave, plan.ndiag) > max_payload) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "wavelength grid of ", plan.nwave, " bins is too long: one fibre would not fit in a ",
-        env_.limits.max_message_bytes, "-byte message"));
-  }
+  SPEXD_RETURN_IF_ERROR(PrepareGeometry(height, width));
   if (Stopped()) return StopStatus();
   if (reader.has_value()) {
-    absl::StatusOr<core::PreprocImage> decoded = reader->Read();
-    if (!decoded.ok()) return Shown(decoded.status());
-    image_.emplace(*std::move(decoded));
-    SPEXD_RETURN_IF_ERROR(core::CheckImageHasValidPixel(*image_));
+    SPEXD_RETURN_IF_ERROR(DecodeImage(*reader));
   } else {
     // Only the shape: device frames are not scanned on the host (style.md: no device
     // scans in the hot path); one without a valid pixel ends with FAILED_PRECONDITION
@@ -194,35 +179,42 @@ absl::Status ExtractJob::PrepareImage() {
   }
   image_header_ = image_->image_header;
   fibermap_fits_ = image_->fibermap_fits;
+  SPEXD_RETURN_IF_ERROR(PrepareFrameHeader());
+  return PrepareOutputs();
+}
 
-  // Header: the grid once, and what a client needs to write the desispec frame.
-  const core::Psf& psf = *request_.psf;
-  v1::FrameHeader header;
-  v1::FrameHeader* fh = &header;
-  fh->set_psf_id(h.psf_id());
-  fh->set_specmin(plan.specmin);
-  fh->set_nspec(plan.nspec);
-  fh->set_bundlesize(plan.bundlesize);
-  fh->set_nwave(plan.nwave);
-  fh->set_ndiag(plan.ndiag);
-  fh->mutable_wave()->Add(plan.wave.begin(), plan.wave.end());
-  if (bundles_.empty()) {
-    for (int b = 0; b < plan.nbundles; ++b) fh->add_bundles(b);
-  } else {
-    for (int b : bundles_) fh->add_bundles(b);
+absl::Status ExtractJob::PrepareGeometry(int height, int width) {
+  // Warm geometry for (PSF, grid, image shape).
+  SPEXD_ASSIGN_OR_RETURN(geometry_, env_.cache->GetGeometry(request_.header.psf_id(), request_.psf,
+                                                            params_, height, width));
+  const core::PatchPlan& plan = geometry_->plan();
+  bundles_ = request_.bundles;
+  const std::size_t max_payload =
+      static_cast<std::size_t>(env_.limits.max_message_bytes) - kMessageOverhead;
+  if (BundleBytesPerFiber(plan.nwave, plan.ndiag) > max_payload) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "wavelength grid of ", plan.nwave, " bins is too long: one fibre would not fit in a ",
+        env_.limits.max_message_bytes, "-byte message"));
   }
-  for (const std::string& card : image_header_) fh->add_image_header(card);
-  fh->set_fibermap_fits(fibermap_fits_);
-  fh->set_orig_psf(psf.in_psf().value_or(""));
+  return absl::OkStatus();
+}
+
+absl::Status ExtractJob::DecodeImage(core::PreprocReader& reader) {
+  absl::StatusOr<core::PreprocImage> decoded = reader.Read();
+  if (!decoded.ok()) return Shown(decoded.status());
+  image_.emplace(*std::move(decoded));
+  return core::CheckImageHasValidPixel(*image_);
+}
+
+absl::Status ExtractJob::PrepareFrameHeader() {
+  // The grid once, and what a client needs to write the desispec frame.
+  const core::Psf& psf = *request_.psf;
   const core::GridRequest grid = core::RequestedGrid(params_, psf);
   meta_wmin_ = grid.wmin;
   meta_wmax_ = grid.wmax;
   meta_dw_ = grid.dw;
-  fh->set_wavemin(meta_wmin_);
-  fh->set_wavemax(meta_wmax_);
-  fh->set_wavestep(meta_dw_);
-  fh->set_image_height(image_->height);
-  fh->set_image_width(image_->width);
+  const v1::FrameHeader header = FrameHeaderToProto(request_.header.psf_id(), geometry_->plan(),
+                                                    bundles_, *image_, psf.in_psf().value_or(""), grid);
   // Serialized here, on the loader thread; Run adds the queue time and the backend.
   header_bytes_ = header.SerializeAsString();
   if (header_bytes_.size() > static_cast<std::size_t>(env_.limits.max_message_bytes)) {
@@ -230,6 +222,12 @@ absl::Status ExtractJob::PrepareImage() {
         "frame header (image header cards and FIBERMAP) is ", header_bytes_.size(),
         " bytes, over the ", env_.limits.max_message_bytes, "-byte message limit"));
   }
+  return absl::OkStatus();
+}
+
+absl::Status ExtractJob::PrepareOutputs() {
+  const v1::ExtractHeader& h = request_.header;
+  const core::PatchPlan& plan = geometry_->plan();
   if (!h.server_output_path().empty()) SPEXD_RETURN_IF_ERROR(CheckOutputPath());
   if (request_.cuda.output != nullptr) {
     SPEXD_ASSIGN_OR_RETURN(core::OutputLayout layout,
@@ -432,10 +430,7 @@ absl::Status ExtractJob::FinishProducts() {
   const v1::ExtractHeader& h = request_.header;
   {
     absl::MutexLock lock(&mu_);
-    CountsToProto(backend_summary_.counts, summary_.mutable_counts());
-    for (const auto& [stage, secs] : backend_summary_.stage_seconds) {
-      (*summary_.mutable_stage_seconds())[stage] = secs;
-    }
+    ExtractionSummaryToProto(backend_summary_, &summary_);
   }
   summary_.set_nbundles(nbundles_);
   summary_.set_usable_bins(usable_bins_);

@@ -119,7 +119,18 @@ class ExtractJob : public Job, public std::enable_shared_from_this<ExtractJob> {
     double seconds = 0;  // since the previous bundle (or the start) on the worker
   };
 
+  // Prepare's work, stage by stage: open the image (or check the device input), plan,
+  // decode, build the FrameHeader, check the outputs.
   absl::Status PrepareImage();
+  // The warm geometry for the image's shape; refuses a grid too long for one message.
+  absl::Status PrepareGeometry(int height, int width);
+  // Decodes the pixels into image_ (refused when no pixel is valid).
+  absl::Status DecodeImage(core::PreprocReader& reader);
+  // header_bytes_: the serialized FrameHeader (refused when over the message limit).
+  absl::Status PrepareFrameHeader();
+  // The server-side output path and the CUDA output region, checked; the assembler when
+  // an output needs the whole frame.
+  absl::Status PrepareOutputs();
   // Refuses an output path that may not be written before any work is done.
   absl::Status CheckOutputPath();
   // Opens the request's image (server path or upload) and checks its headers.

@@ -22,164 +22,143 @@ using prometheus::BuildHistogram;
 using prometheus::Histogram;
 
 // A frame takes seconds on a GPU and minutes on a CPU.
-const Histogram::BucketBoundaries kFrameBuckets = {0.1, 0.25, 0.5, 1,  2.5, 5,   10,
+const Histogram::BucketBoundaries kFrameBuckets = {0.1, 0.25, 0.5, 1,   2.5, 5,   10,
                                                    25,  50,   100, 250, 500, 1000};
 const Histogram::BucketBoundaries kBundleBuckets = {0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1,
                                                     2.5,  5,     10,   25,  50,   100};
 const Histogram::BucketBoundaries kWaitBuckets = {0.001, 0.01, 0.1, 0.5, 1,   2.5,
                                                   5,     10,   30,  60,  300, 1000};
 // chi2pix is ~1 for a good fit (extraction-spec §2.11); the tail shows bad PSFs/cosmics.
-const Histogram::BucketBoundaries kChi2Buckets = {0.5, 0.8, 0.9, 1, 1.1, 1.25, 1.5, 2, 3, 5, 10, 100};
-const Histogram::BucketBoundaries kMaskedBuckets = {0, 0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 0.75, 0.99, 1};
+const Histogram::BucketBoundaries kChi2Buckets = {0.5, 0.8, 0.9, 1, 1.1, 1.25,
+                                                  1.5, 2,   3,   5, 10,  100};
+const Histogram::BucketBoundaries kMaskedBuckets = {0,    0.001, 0.01, 0.05, 0.1,
+                                                    0.25, 0.5,   0.75, 0.99, 1};
+
+// One-line registrations: a family (series added per label set) or its single unlabelled series.
+template <typename Builder>
+auto& Family(Builder builder, prometheus::Registry& r, const char* name, const char* help) {
+  return builder.Name(name).Help(help).Register(r);
+}
+prometheus::Family<prometheus::Counter>* CounterFamily(prometheus::Registry& r, const char* name,
+                                                       const char* help) {
+  return &Family(BuildCounter(), r, name, help);
+}
+prometheus::Family<prometheus::Gauge>* GaugeFamily(prometheus::Registry& r, const char* name,
+                                                   const char* help) {
+  return &Family(BuildGauge(), r, name, help);
+}
+prometheus::Counter* SingleCounter(prometheus::Registry& r, const char* name, const char* help) {
+  return &CounterFamily(r, name, help)->Add({});
+}
+prometheus::Gauge* SingleGauge(prometheus::Registry& r, const char* name, const char* help) {
+  return &GaugeFamily(r, name, help)->Add({});
+}
+prometheus::Histogram* SingleHistogram(prometheus::Registry& r, const char* name, const char* help,
+                                       const Histogram::BucketBoundaries& buckets) {
+  return &Family(BuildHistogram(), r, name, help).Add({}, buckets);
+}
 
 }  // namespace
 
 ServerMetrics::ServerMetrics() : registry_(std::make_shared<prometheus::Registry>()) {
-  auto& r = *registry_;
-  BuildGauge()
-      .Name("spexd_build_info")
-      .Help("Build information of the running spexd (value is always 1)")
-      .Register(r)
-      .Add({{"version", core::kSpexdVersion}})
+  GaugeFamily(*registry_, "spexd_build_info",
+              "Build information of the running spexd (value is always 1)")
+      ->Add({{"version", core::kSpexdVersion}})
       .Set(1);
-  requests_ = &BuildCounter()
-                   .Name("spexd_requests_total")
-                   .Help("RPCs finished, by method and gRPC status code")
-                   .Register(r);
-  inflight_ = &BuildGauge()
-                   .Name("spexd_inflight_requests")
-                   .Help("Extraction RPCs in progress (queued, uploading or running)")
-                   .Register(r)
-                   .Add({});
-  queue_depth_ = &BuildGauge()
-                      .Name("spexd_queue_depth")
-                      .Help("Extraction jobs waiting for a worker, by priority")
-                      .Register(r);
-  uploads_ = &BuildGauge()
-                  .Name("spexd_uploads_in_progress")
-                  .Help("Image and PSF uploads being received (bounded by --max_uploads)")
-                  .Register(r)
-                  .Add({});
-  running_ = &BuildGauge()
-                  .Name("spexd_running_jobs")
-                  .Help("Extraction jobs on a worker")
-                  .Register(r)
-                  .Add({});
-  stalled_ = &BuildCounter()
-                  .Name("spexd_stalled_calls_total")
-                  .Help("Calls ended because the client stalled: kind = upload (no chunk for "
-                        "--upload_idle_seconds) or write (responses not read for "
-                        "--write_timeout_seconds)")
-                  .Register(r);
-  queue_wait_ = &BuildHistogram()
-                     .Name("spexd_queue_wait_seconds")
-                     .Help("Time from admission to a worker taking the job, by priority")
-                     .Register(r);
-  frame_seconds_ = &BuildHistogram()
-                        .Name("spexd_frame_duration_seconds")
-                        .Help("Worker time per extraction request (load, extract, stream)")
-                        .Register(r)
-                        .Add({}, kFrameBuckets);
-  load_seconds_ = &BuildHistogram()
-                       .Name("spexd_image_load_duration_seconds")
-                       .Help("Time to read and decode the input image and warm the geometry")
-                       .Register(r)
-                       .Add({}, kFrameBuckets);
-  bundle_seconds_ = &BuildHistogram()
-                         .Name("spexd_bundle_duration_seconds")
-                         .Help("Time between consecutive finished bundles of a request")
-                         .Register(r)
-                         .Add({}, kBundleBuckets);
-  bundles_ = &BuildCounter()
-                  .Name("spexd_bundles_total")
-                  .Help("Bundles extracted and streamed")
-                  .Register(r)
-                  .Add({});
-  patches_ = &BuildCounter()
-                  .Name("spexd_patches_total")
-                  .Help("Patches processed, by outcome (extracted, skipped, retried, failed); "
-                        "rate() gives patches per second")
-                  .Register(r);
-  chi2pix_median_ = &BuildHistogram()
-                         .Name("spexd_fiber_chi2pix_median")
-                         .Help("Median chi2 per pixel of each extracted fibre")
-                         .Register(r)
-                         .Add({}, kChi2Buckets);
-  masked_ratio_ = &BuildHistogram()
-                       .Name("spexd_fiber_masked_ratio")
-                       .Help("Mean masked-pixel fraction (PIXMASK_FRACTION) of each extracted fibre")
-                       .Register(r)
-                       .Add({}, kMaskedBuckets);
-  upload_bytes_ = &BuildCounter()
-                       .Name("spexd_upload_bytes_total")
-                       .Help("Bytes received in image and PSF uploads")
-                       .Register(r)
-                       .Add({});
-  cuda_regions_ = &BuildGauge()
-                       .Name("spexd_cuda_regions")
-                       .Help("CUDA IPC regions registered by clients (CudaRegions)")
-                       .Register(r)
-                       .Add({});
-  cuda_region_bytes_ = &BuildGauge()
-                            .Name("spexd_cuda_region_bytes")
-                            .Help("Device bytes spanned by the registered CUDA regions")
-                            .Register(r)
-                            .Add({});
-  handoff_bytes_ = &BuildCounter()
-                        .Name("spexd_handoff_bytes_total")
-                        .Help("Bytes read from (in) or written into (out) client CUDA regions")
-                        .Register(r);
-  for (const char* direction : {"in", "out"}) handoff_bytes_->Add({{"direction", direction}});
-  cache_events_hits_ = &BuildCounter()
-                            .Name("spexd_psf_cache_hits_total")
-                            .Help("PSF cache lookups that found the entry, by kind (psf, geometry)")
-                            .Register(r);
-  cache_events_misses_ = &BuildCounter()
-                              .Name("spexd_psf_cache_misses_total")
-                              .Help("PSF cache lookups that missed, by kind (psf, geometry)")
-                              .Register(r);
-  cache_events_evictions_ = &BuildCounter()
-                                 .Name("spexd_psf_cache_evictions_total")
-                                 .Help("Entries evicted to stay under the cache budget, by kind")
-                                 .Register(r);
-  cache_bytes_ = &BuildGauge()
-                      .Name("spexd_psf_cache_bytes")
-                      .Help("Host memory held by cached PSFs and warm geometries")
-                      .Register(r)
-                      .Add({});
-  cache_budget_ = &BuildGauge()
-                       .Name("spexd_psf_cache_budget_bytes")
-                       .Help("Memory budget of the PSF cache (--psf_cache_bytes)")
-                       .Register(r)
-                       .Add({});
-  cache_entries_ = &BuildGauge()
-                        .Name("spexd_psf_cache_entries")
-                        .Help("Entries in the PSF cache, by kind (psf, geometry)")
-                        .Register(r);
-  host_memory_ = &BuildGauge()
-                      .Name("spexd_host_memory_bytes")
-                      .Help("Resident host memory of the server process")
-                      .Register(r)
-                      .Add({});
-  gpu_memory_ = &BuildGauge()
-                     .Name("spexd_gpu_memory_bytes")
-                     .Help("Device memory held by the backends on each GPU: workspaces and "
-                           "warm geometries (spots, plans)")
-                     .Register(r);
-  backend_healthy_ = &BuildGauge()
-                          .Name("spexd_backend_healthy")
-                          .Help("1 while the worker's backend is healthy, 0 after a sticky error")
-                          .Register(r);
-  worker_busy_ = &BuildGauge()
-                      .Name("spexd_worker_busy")
-                      .Help("1 while the worker runs a job")
-                      .Register(r);
-  serving_ = &BuildGauge()
-                  .Name("spexd_serving")
-                  .Help("1 when the health status is SERVING")
-                  .Register(r)
-                  .Add({});
-  // Families with labels get their usual series up front, so a scrape shows them at 0.
+  RegisterRequestMetrics();
+  RegisterExtractionMetrics();
+  RegisterHandoffMetrics();
+  RegisterCacheMetrics();
+  RegisterResourceMetrics();
+  AddUsualSeries();
+}
+
+void ServerMetrics::RegisterRequestMetrics() {
+  prometheus::Registry& r = *registry_;
+  requests_ =
+      CounterFamily(r, "spexd_requests_total", "RPCs finished, by method and gRPC status code");
+  inflight_ = SingleGauge(r, "spexd_inflight_requests",
+                          "Extraction RPCs in progress (queued, uploading or running)");
+  queue_depth_ =
+      GaugeFamily(r, "spexd_queue_depth", "Extraction jobs waiting for a worker, by priority");
+  uploads_ = SingleGauge(r, "spexd_uploads_in_progress",
+                         "Image and PSF uploads being received (bounded by --max_uploads)");
+  running_ = SingleGauge(r, "spexd_running_jobs", "Extraction jobs on a worker");
+  stalled_ = CounterFamily(r, "spexd_stalled_calls_total",
+                           "Calls ended because the client stalled: kind = upload (no chunk for "
+                           "--upload_idle_seconds) or write (responses not read for "
+                           "--write_timeout_seconds)");
+  queue_wait_ = &Family(BuildHistogram(), r, "spexd_queue_wait_seconds",
+                        "Time from admission to a worker taking the job, by priority");
+  upload_bytes_ =
+      SingleCounter(r, "spexd_upload_bytes_total", "Bytes received in image and PSF uploads");
+}
+
+void ServerMetrics::RegisterExtractionMetrics() {
+  prometheus::Registry& r = *registry_;
+  frame_seconds_ =
+      SingleHistogram(r, "spexd_frame_duration_seconds",
+                      "Worker time per extraction request (load, extract, stream)", kFrameBuckets);
+  load_seconds_ = SingleHistogram(r, "spexd_image_load_duration_seconds",
+                                  "Time to read and decode the input image and warm the geometry",
+                                  kFrameBuckets);
+  bundle_seconds_ =
+      SingleHistogram(r, "spexd_bundle_duration_seconds",
+                      "Time between consecutive finished bundles of a request", kBundleBuckets);
+  bundles_ = SingleCounter(r, "spexd_bundles_total", "Bundles extracted and streamed");
+  patches_ = CounterFamily(r, "spexd_patches_total",
+                           "Patches processed, by outcome (extracted, skipped, retried, failed); "
+                           "rate() gives patches per second");
+  chi2pix_median_ = SingleHistogram(r, "spexd_fiber_chi2pix_median",
+                                    "Median chi2 per pixel of each extracted fibre", kChi2Buckets);
+  masked_ratio_ = SingleHistogram(
+      r, "spexd_fiber_masked_ratio",
+      "Mean masked-pixel fraction (PIXMASK_FRACTION) of each extracted fibre", kMaskedBuckets);
+}
+
+void ServerMetrics::RegisterHandoffMetrics() {
+  prometheus::Registry& r = *registry_;
+  cuda_regions_ =
+      SingleGauge(r, "spexd_cuda_regions", "CUDA IPC regions registered by clients (CudaRegions)");
+  cuda_region_bytes_ = SingleGauge(r, "spexd_cuda_region_bytes",
+                                   "Device bytes spanned by the registered CUDA regions");
+  handoff_bytes_ = CounterFamily(r, "spexd_handoff_bytes_total",
+                                 "Bytes read from (in) or written into (out) client CUDA regions");
+}
+
+void ServerMetrics::RegisterCacheMetrics() {
+  prometheus::Registry& r = *registry_;
+  cache_events_hits_ =
+      CounterFamily(r, "spexd_psf_cache_hits_total",
+                    "PSF cache lookups that found the entry, by kind (psf, geometry)");
+  cache_events_misses_ = CounterFamily(r, "spexd_psf_cache_misses_total",
+                                       "PSF cache lookups that missed, by kind (psf, geometry)");
+  cache_events_evictions_ =
+      CounterFamily(r, "spexd_psf_cache_evictions_total",
+                    "Entries evicted to stay under the cache budget, by kind");
+  cache_bytes_ = SingleGauge(r, "spexd_psf_cache_bytes",
+                             "Host memory held by cached PSFs and warm geometries");
+  cache_budget_ = SingleGauge(r, "spexd_psf_cache_budget_bytes",
+                              "Memory budget of the PSF cache (--psf_cache_bytes)");
+  cache_entries_ = GaugeFamily(r, "spexd_psf_cache_entries",
+                               "Entries in the PSF cache, by kind (psf, geometry)");
+}
+
+void ServerMetrics::RegisterResourceMetrics() {
+  prometheus::Registry& r = *registry_;
+  host_memory_ =
+      SingleGauge(r, "spexd_host_memory_bytes", "Resident host memory of the server process");
+  gpu_memory_ = GaugeFamily(r, "spexd_gpu_memory_bytes",
+                            "Device memory held by the backends on each GPU: workspaces and "
+                            "warm geometries (spots, plans)");
+  backend_healthy_ = GaugeFamily(r, "spexd_backend_healthy",
+                                 "1 while the worker's backend is healthy, 0 after a sticky error");
+  worker_busy_ = GaugeFamily(r, "spexd_worker_busy", "1 while the worker runs a job");
+  serving_ = SingleGauge(r, "spexd_serving", "1 when the health status is SERVING");
+}
+
+// Families with labels get their usual series up front, so a scrape shows them at 0.
+void ServerMetrics::AddUsualSeries() {
   for (const char* kind : {"psf", "geometry"}) {
     cache_events_hits_->Add({{"kind", kind}});
     cache_events_misses_->Add({{"kind", kind}});
@@ -190,6 +169,7 @@ ServerMetrics::ServerMetrics() : registry_(std::make_shared<prometheus::Registry
     patches_->Add({{"outcome", outcome}});
   }
   for (const char* kind : {"upload", "write"}) stalled_->Add({{"kind", kind}});
+  for (const char* direction : {"in", "out"}) handoff_bytes_->Add({{"direction", direction}});
   for (bool realtime : {true, false}) {
     SetQueueDepth(realtime, 0);
     queue_wait_->Add({{"priority", realtime ? "realtime" : "reprocessing"}}, kWaitBuckets);
@@ -220,7 +200,9 @@ void ServerMetrics::CountRequest(const std::string& rpc, const char* code) {
   requests_->Add({{"rpc", rpc}, {"code", code}}).Increment();
 }
 
-void ServerMetrics::CountStalledCall(const char* kind) { stalled_->Add({{"kind", kind}}).Increment(); }
+void ServerMetrics::CountStalledCall(const char* kind) {
+  stalled_->Add({{"kind", kind}}).Increment();
+}
 
 void ServerMetrics::SetQueueDepth(bool realtime, double depth) {
   queue_depth_->Add({{"priority", realtime ? "realtime" : "reprocessing"}}).Set(depth);
@@ -253,8 +235,9 @@ void ServerMetrics::ObserveBundle(double seconds, const core::BundleResult& b) {
 
 void ServerMetrics::CountCache(const char* kind, const char* what) {
   const std::string w(what);
-  auto* family = w == "hit" ? cache_events_hits_ : w == "miss" ? cache_events_misses_
-                                                                : cache_events_evictions_;
+  auto* family = w == "hit"    ? cache_events_hits_
+                 : w == "miss" ? cache_events_misses_
+                               : cache_events_evictions_;
   family->Add({{"kind", kind}}).Increment();
 }
 
@@ -276,6 +259,10 @@ void ServerMetrics::SetBackendState(int worker, const std::string& backend, bool
   worker_busy_->Add({{"worker", w}}).Set(busy ? 1 : 0);
 }
 
+void ServerMetrics::AddHandoffBytes(const char* direction, double bytes) {
+  handoff_bytes_->Add({{"direction", direction}}).Increment(bytes);
+}
+
 double HostMemoryBytes() {
   std::FILE* f = std::fopen("/proc/self/statm", "r");
   if (f == nullptr) return 0;
@@ -284,10 +271,6 @@ double HostMemoryBytes() {
   std::fclose(f);
   if (n != 2) return 0;
   return static_cast<double>(pages_resident) * static_cast<double>(sysconf(_SC_PAGESIZE));
-}
-
-void ServerMetrics::AddHandoffBytes(const char* direction, double bytes) {
-  handoff_bytes_->Add({{"direction", direction}}).Increment(bytes);
 }
 
 }  // namespace spexd::server

@@ -66,6 +66,14 @@ class ServerMetrics {
   void AddHandoffBytes(const char* direction, double bytes);
 
  private:
+  // The constructor's parts, by what the metrics describe.
+  void RegisterRequestMetrics();     // RPCs, queue, uploads, stalls
+  void RegisterExtractionMetrics();  // frames, bundles, patches, numerical QA
+  void RegisterHandoffMetrics();     // CUDA IPC regions and hand-off bytes
+  void RegisterCacheMetrics();       // PSF cache
+  void RegisterResourceMetrics();    // memory, backends, serving state
+  void AddUsualSeries();             // labelled series shown at 0 before first use
+
   std::shared_ptr<prometheus::Registry> registry_;
   std::unique_ptr<prometheus::Exposer> exposer_;
   int exposer_port_ = 0;

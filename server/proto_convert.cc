@@ -246,4 +246,36 @@ void CountsToProto(const core::PatchCounts& c, v1::PatchCounts* out) {
   out->set_failed(c.failed);
 }
 
+v1::FrameHeader FrameHeaderToProto(const std::string& psf_id, const core::PatchPlan& plan,
+                                   const std::vector<int>& bundles, const core::PreprocImage& image,
+                                   const std::string& orig_psf, const core::GridRequest& grid) {
+  v1::FrameHeader h;
+  h.set_psf_id(psf_id);
+  h.set_specmin(plan.specmin);
+  h.set_nspec(plan.nspec);
+  h.set_bundlesize(plan.bundlesize);
+  h.set_nwave(plan.nwave);
+  h.set_ndiag(plan.ndiag);
+  h.mutable_wave()->Add(plan.wave.begin(), plan.wave.end());
+  if (bundles.empty()) {
+    for (int b = 0; b < plan.nbundles; ++b) h.add_bundles(b);
+  } else {
+    for (int b : bundles) h.add_bundles(b);
+  }
+  for (const std::string& card : image.image_header) h.add_image_header(card);
+  h.set_fibermap_fits(image.fibermap_fits);
+  h.set_orig_psf(orig_psf);
+  h.set_wavemin(grid.wmin);
+  h.set_wavemax(grid.wmax);
+  h.set_wavestep(grid.dw);
+  h.set_image_height(image.height);
+  h.set_image_width(image.width);
+  return h;
+}
+
+void ExtractionSummaryToProto(const core::ExtractionSummary& summary, v1::ExtractSummary* out) {
+  CountsToProto(summary.counts, out->mutable_counts());
+  for (const auto& [stage, secs] : summary.stage_seconds) (*out->mutable_stage_seconds())[stage] = secs;
+}
+
 }  // namespace spexd::server

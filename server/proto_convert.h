@@ -12,6 +12,7 @@
 #include "core/extraction_params.h"
 #include "core/extraction_result.h"
 #include "core/patch_plan.h"
+#include "core/preproc.h"
 #include "spexd/v1/spexd.pb.h"
 
 namespace spexd::server {
@@ -74,6 +75,19 @@ WireMessage EncodeModelChunk(std::shared_ptr<const std::vector<double>> model, s
 std::size_t BundleBytesPerFiber(int nwave, int ndiag);
 
 void CountsToProto(const core::PatchCounts& counts, v1::PatchCounts* out);
+
+// The FrameHeader of an extraction: the plan's fibres and grid (the exact float64 wave),
+// the bundles that will follow (`bundles`, ascending; empty: every plan bundle), and what
+// a client needs to write the desispec frame (extraction-spec §5.3): the input image's
+// header cards, FIBERMAP and shape, the PSF's IN_PSF (`orig_psf`) and the requested grid
+// (`grid`: WAVEMIN/WAVEMAX/WAVESTEP). The fields known only when a worker takes the job
+// (queue_seconds, backend) are left unset.
+v1::FrameHeader FrameHeaderToProto(const std::string& psf_id, const core::PatchPlan& plan,
+                                   const std::vector<int>& bundles, const core::PreprocImage& image,
+                                   const std::string& orig_psf, const core::GridRequest& grid);
+
+// The backend's patch counts and stage seconds into `out` (other fields untouched).
+void ExtractionSummaryToProto(const core::ExtractionSummary& summary, v1::ExtractSummary* out);
 
 }  // namespace spexd::server
 

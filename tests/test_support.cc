@@ -7,6 +7,7 @@
 #include <mutex>
 #include <vector>
 
+#include "core/simulator.h"
 #include "core/status_macros.h"
 
 namespace spexd::testing {
@@ -75,6 +76,13 @@ void RemoveTempDirs() {
   }
 }
 }  // namespace
+
+absl::StatusOr<core::PreprocImage> SimulatedImage(const core::Psf& psf,
+                                                  const core::SimOptions& options) {
+  SPEXD_ASSIGN_OR_RETURN(core::SimSpectra spectra, core::GenerateSpectra(options));
+  SPEXD_ASSIGN_OR_RETURN(core::SimFrame frame, core::SimulateFrame(psf, spectra, options));
+  return core::ToPreprocImage(frame);
+}
 
 std::string MakeTempDir() {
   std::string tmpl = (fs::temp_directory_path() / "spexd-test-XXXXXX").string();

@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "core/cpu_backend.h"
 #include "core/extract_frame.h"
 #include "core/geometry.h"
@@ -49,6 +50,52 @@ double Seconds(std::chrono::steady_clock::time_point a, std::chrono::steady_cloc
   return std::chrono::duration<double>(b - a).count();
 }
 
+struct Timings {
+  spexd::core::ExtractionSummary cold, warm;  // the cold run and the last warm one
+  double warm_median_seconds = 0;
+};
+
+// A cold run (evaluates and caches the spots), then `repeats` warm ones.
+absl::StatusOr<Timings> TimeRuns(spexd::core::Backend& backend, const spexd::core::ExtractionJob& job,
+                                 int repeats) {
+  Timings t;
+  std::vector<double> warm;
+  for (int r = 0; r <= repeats; ++r) {
+    const auto t0 = std::chrono::steady_clock::now();
+    auto frame = spexd::core::ExtractFrame(backend, job, {}, r == 0 ? &t.cold : &t.warm);
+    const auto t1 = std::chrono::steady_clock::now();
+    if (!frame.ok()) return frame.status();
+    if (r > 0) warm.push_back(Seconds(t0, t1));
+    std::fprintf(stderr, "run %d: %.2f s (%s)\n", r, Seconds(t0, t1), r == 0 ? "cold" : "warm");
+  }
+  std::sort(warm.begin(), warm.end());
+  t.warm_median_seconds = warm.empty() ? t.cold.seconds : warm[warm.size() / 2];
+  return t;
+}
+
+void PrintJson(const Args& args, int nwave, const Timings& t) {
+  const double median = t.warm_median_seconds;
+  const long long patches = static_cast<long long>(t.warm.counts.extracted);
+  const char* sha = std::getenv("GIT_SHA");
+  std::printf("{\n  \"benchmark\": \"cpu_frame\",\n  \"fibers\": %d,\n  \"nwave\": %d,\n",
+              args.fibers, nwave);
+  std::printf("  \"threads\": %d,\n  \"hardware_threads\": %u,\n  \"compat\": \"%s\",\n",
+              args.threads, std::thread::hardware_concurrency(),
+              spexd::core::CompatName(args.compat));
+  std::printf("  \"git_sha\": \"%s\",\n", sha != nullptr ? sha : "unknown");
+  std::printf("  \"cold_seconds\": %.3f,\n  \"warm_median_seconds\": %.3f,\n", t.cold.seconds,
+              median);
+  std::printf("  \"patches\": %lld,\n  \"patches_per_second\": %.1f,\n", patches,
+              static_cast<double>(patches) / median);
+  std::printf("  \"cold_stage_seconds\": {");
+  const char* sep = "";
+  for (const auto& [k, v] : t.cold.stage_seconds) {
+    std::printf("%s\n    \"%s\": %.3f", sep, k.c_str(), v);
+    sep = ",";
+  }
+  std::printf("\n  }\n}\n");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -66,20 +113,12 @@ int main(int argc, char** argv) {
   sim.fiber_begin = 0;
   sim.nfibers = args.fibers;
   sim.seed = 7;
-  auto spectra = GenerateSpectra(sim);
-  auto simframe = spectra.ok() ? SimulateFrame(*psf, *spectra, sim)
-                               : absl::StatusOr<SimFrame>(spectra.status());
-  if (!simframe.ok()) {
-    std::fprintf(stderr, "simulate: %s\n", simframe.status().ToString().c_str());
+  auto simulated = spexd::testing::SimulatedImage(*psf, sim);
+  if (!simulated.ok()) {
+    std::fprintf(stderr, "simulate: %s\n", simulated.status().ToString().c_str());
     return 1;
   }
-  PreprocImage image;
-  image.height = simframe->height;
-  image.width = simframe->width;
-  image.image.assign(simframe->image.begin(), simframe->image.end());
-  image.ivar.assign(simframe->ivar.begin(), simframe->ivar.end());
-  std::vector<uint16_t> mask(simframe->mask.begin(), simframe->mask.end());
-  ApplyPixelRules(mask.data(), MaskPolicy::kDesispec, &image);
+  const PreprocImage image = *std::move(simulated);
 
   ExtractionParams params;
   params.nspec = args.fibers;
@@ -95,38 +134,11 @@ int main(int argc, char** argv) {
   job.image = &image;
   job.psferr = EffectivePsfErr(params, *psf);
 
-  // Cold run (evaluates and caches the spots), then warm repeats.
-  std::vector<double> warm;
-  ExtractionSummary cold_summary, summary;
-  for (int r = 0; r <= args.repeats; ++r) {
-    auto t0 = std::chrono::steady_clock::now();
-    auto frame = ExtractFrame(*backend, job, {}, r == 0 ? &cold_summary : &summary);
-    auto t1 = std::chrono::steady_clock::now();
-    if (!frame.ok()) {
-      std::fprintf(stderr, "extract: %s\n", frame.status().ToString().c_str());
-      return 1;
-    }
-    if (r > 0) warm.push_back(Seconds(t0, t1));
-    std::fprintf(stderr, "run %d: %.2f s (%s)\n", r, Seconds(t0, t1), r == 0 ? "cold" : "warm");
+  auto timings = TimeRuns(*backend, job, args.repeats);
+  if (!timings.ok()) {
+    std::fprintf(stderr, "extract: %s\n", timings.status().ToString().c_str());
+    return 1;
   }
-  std::sort(warm.begin(), warm.end());
-  const double median = warm.empty() ? cold_summary.seconds : warm[warm.size() / 2];
-  const long long patches = static_cast<long long>(summary.counts.extracted);
-  const char* sha = std::getenv("GIT_SHA");
-  std::printf("{\n  \"benchmark\": \"cpu_frame\",\n  \"fibers\": %d,\n  \"nwave\": %d,\n",
-              args.fibers, static_cast<int>((*geo)->plan().nwave));
-  std::printf("  \"threads\": %d,\n  \"hardware_threads\": %u,\n  \"compat\": \"%s\",\n",
-              args.threads, std::thread::hardware_concurrency(), CompatName(args.compat));
-  std::printf("  \"git_sha\": \"%s\",\n", sha != nullptr ? sha : "unknown");
-  std::printf("  \"cold_seconds\": %.3f,\n  \"warm_median_seconds\": %.3f,\n", cold_summary.seconds, median);
-  std::printf("  \"patches\": %lld,\n  \"patches_per_second\": %.1f,\n", patches,
-              static_cast<double>(patches) / median);
-  std::printf("  \"cold_stage_seconds\": {");
-  const char* sep = "";
-  for (const auto& [k, v] : cold_summary.stage_seconds) {
-    std::printf("%s\n    \"%s\": %.3f", sep, k.c_str(), v);
-    sep = ",";
-  }
-  std::printf("\n  }\n}\n");
+  PrintJson(args, (*geo)->plan().nwave, *timings);
   return 0;
 }

@@ -19,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "core/backend.h"
 #include "core/cpu_backend.h"
 #include "core/geometry.h"
@@ -85,193 +86,223 @@ Args Parse(int argc, char** argv) {
   return a;
 }
 
-}  // namespace
+namespace core = spexd::core;
 
-int main(int argc, char** argv) {
-  namespace core = spexd::core;
-  const Args args = Parse(argc, argv);
+absl::StatusOr<std::shared_ptr<const core::Geometry>> MakeGeometry(const Args& args,
+                                                                   core::ExtractionParams* p) {
   std::string psf_path = args.psf;
   if (psf_path.empty()) psf_path = spexd::testing::SharedDataPath("psf/psf-r0-00051060.fits");
   if (psf_path.empty()) psf_path = "tests/data/psf-r0-00051060.fits";
   auto psf = core::Psf::Load(psf_path);
-  if (!psf.ok()) {
-    std::cerr << psf.status() << "\n";
-    return 1;
+  if (!psf.ok()) return psf.status();
+  p->nspec = args.nspec;  // r-camera defaults: 5760,7620,0.8, 25/5/50, pads 10/0.2/0.8
+  if (!core::ParseCompat(args.compat, &p->compat)) {
+    return absl::InvalidArgumentError("--compat: gpu or cpu");
   }
-  core::ExtractionParams p;  // r-camera defaults: 5760,7620,0.8, 25/5/50, pads 10/0.2/0.8
-  p.nspec = args.nspec;
-  if (!core::ParseCompat(args.compat, &p.compat)) return 2;
-  auto geo = core::Geometry::Create(std::make_shared<const core::Psf>(std::move(psf).value()), p,
-                                    4128, 4114, /*cache_spots=*/false);
-  if (!geo.ok()) {
-    std::cerr << geo.status() << "\n";
-    return 1;
-  }
-  const double tg = Now();
-  core::PreprocImage image;
-  if (args.synthetic) {
-    spexd::testing::SyntheticOptions so;
-    image = spexd::testing::MakeSyntheticFrame(**geo, so);
-  } else {
-    core::SimOptions sim;
-    sim.fiber_begin = p.specmin;
-    sim.nfibers = p.nspec;
-    sim.seed = 7;
-    auto spectra = core::GenerateSpectra(sim);
-    auto frame = spectra.ok() ? core::SimulateFrame((*geo)->psf(), *spectra, sim)
-                              : absl::StatusOr<core::SimFrame>(spectra.status());
-    if (!frame.ok()) {
-      std::cerr << "simulate: " << frame.status() << "\n";
-      return 1;
-    }
-    image.height = frame->height;
-    image.width = frame->width;
-    image.image.assign(frame->image.begin(), frame->image.end());
-    image.ivar.assign(frame->ivar.begin(), frame->ivar.end());
-    std::vector<uint16_t> mask(frame->mask.begin(), frame->mask.end());
-    core::ApplyPixelRules(mask.data(), core::MaskPolicy::kDesispec, &image);
-  }
-  const double gen_seconds = Now() - tg;
+  return core::Geometry::Create(std::make_shared<const core::Psf>(*std::move(psf)), *p, 4128,
+                                4114, /*cache_spots=*/false);
+}
 
-  absl::StatusOr<core::BackendOptions> env_options = spexd::testing::CudaOptionsFromEnv();
-  if (!env_options.ok()) {
-    std::cerr << env_options.status() << "\n";
-    return 2;
-  }
-  const core::BackendOptions bo = *env_options;
-  auto backend = core::CreateBackend(bo);
-  if (!backend.ok()) {
-    std::cout << "{\"skipped\": \"" << Escape(backend.status().ToString()) << "\"}\n";
-    return 0;
-  }
-  core::ExtractionJob job;
-  job.geometry = *geo;
-  job.image = &image;
-  std::vector<BundleResult> last;
-  auto run = [&](core::Backend& b, std::vector<BundleResult>* keep) {
-    std::vector<BundleResult> out;
-    auto s = b.Extract(job, [&](BundleResult&& r) {
-      out.push_back(std::move(r));
-      return absl::OkStatus();
-    });
-    if (keep != nullptr) *keep = std::move(out);
-    return s;
-  };
-  const double tc = Now();
-  auto cold = run(**backend, nullptr);
-  const double cold_seconds = Now() - tc;
-  if (!cold.ok()) {
-    std::cerr << "cold run failed: " << cold.status() << "\n";
-    return 1;
-  }
+// The input frame: the core simulator's (Poisson noise, sky lines), or --synthetic's.
+absl::StatusOr<core::PreprocImage> MakeFrame(const Args& args, const core::Geometry& geo,
+                                             const core::ExtractionParams& p) {
+  if (args.synthetic) return spexd::testing::MakeSyntheticFrame(geo, spexd::testing::SyntheticOptions{});
+  core::SimOptions sim;
+  sim.fiber_begin = p.specmin;
+  sim.nfibers = p.nspec;
+  sim.seed = 7;
+  return spexd::testing::SimulatedImage(geo.psf(), sim);
+}
+
+absl::StatusOr<core::ExtractionSummary> Extract(core::Backend& b, const core::ExtractionJob& job,
+                                                std::vector<BundleResult>* keep) {
+  std::vector<BundleResult> out;
+  auto s = b.Extract(job, [&](BundleResult&& r) {
+    out.push_back(std::move(r));
+    return absl::OkStatus();
+  });
+  if (keep != nullptr) *keep = std::move(out);
+  return s;
+}
+
+struct WarmRuns {
   std::vector<double> totals;
   std::map<std::string, std::vector<double>> stages;
   core::PatchCounts counts;
-  for (int r = 0; r < args.runs; ++r) {
-    auto s = run(**backend, r + 1 == args.runs ? &last : nullptr);
-    if (!s.ok()) {
-      std::cerr << "run failed: " << s.status() << "\n";
-      return 1;
-    }
-    totals.push_back(s->seconds);
-    for (const auto& [k, v] : s->stage_seconds) stages[k].push_back(v);
-    counts = s->counts;
+  std::vector<BundleResult> last;  // the last run's bundles
+};
+
+absl::StatusOr<WarmRuns> TimeWarmRuns(core::Backend& backend, const core::ExtractionJob& job,
+                                      int runs) {
+  WarmRuns w;
+  for (int r = 0; r < runs; ++r) {
+    auto s = Extract(backend, job, r + 1 == runs ? &w.last : nullptr);
+    if (!s.ok()) return s.status();
+    w.totals.push_back(s->seconds);
+    for (const auto& [k, v] : s->stage_seconds) w.stages[k].push_back(v);
+    w.counts = s->counts;
   }
-  // Several frames in flight: one backend (context, stream, workspace) per thread.
-  double inflight_fps = 0;
-  if (args.inflight > 1) {
-    std::vector<std::unique_ptr<core::Backend>> pool;
-    for (int t = 0; t < args.inflight; ++t) {
-      auto b = core::CreateBackend(bo);
-      if (!b.ok()) break;
-      if (!run(**b, nullptr).ok()) break;  // warm
-      pool.push_back(std::move(b).value());
-    }
-    if (static_cast<int>(pool.size()) == args.inflight) {
-      const double t0 = Now();
-      std::vector<std::thread> threads;
-      for (auto& b : pool) {
-        threads.emplace_back([&, bp = b.get()] {
-          for (int f = 0; f < args.inflight_frames; ++f) (void)run(*bp, nullptr);
-        });
-      }
-      for (auto& th : threads) th.join();
-      inflight_fps = args.inflight * args.inflight_frames / (Now() - t0);
-    }
+  return w;
+}
+
+// Several frames in flight: one backend (context, stream, workspace) per thread. 0 when a
+// backend cannot be created or warmed.
+double InflightFramesPerSecond(const core::BackendOptions& bo, const core::ExtractionJob& job,
+                               const Args& args) {
+  if (args.inflight <= 1) return 0;
+  std::vector<std::unique_ptr<core::Backend>> pool;
+  for (int t = 0; t < args.inflight; ++t) {
+    auto b = core::CreateBackend(bo);
+    if (!b.ok() || !Extract(**b, job, nullptr).ok()) return 0;  // created and warm, or none
+    pool.push_back(*std::move(b));
   }
-  // CPU parity on a few bundles of the last warm run.
-  std::ostringstream check;
-  if (!args.check_bundles.empty()) {
-    std::vector<int> bundles;
-    std::stringstream ss(args.check_bundles);
-    for (std::string tok; std::getline(ss, tok, ',');) bundles.push_back(std::atoi(tok.c_str()));
-    core::ExtractionJob cj = job;
-    cj.bundles = bundles;
-    std::vector<BundleResult> ref;
-    auto cpu = core::CreateCpuBackend(0);
-    const double t0 = Now();
-    auto s = cpu->Extract(cj, [&](BundleResult&& r) {
-      ref.push_back(std::move(r));
-      return absl::OkStatus();
+  const double t0 = Now();
+  std::vector<std::thread> threads;
+  for (auto& b : pool) {
+    threads.emplace_back([&, bp = b.get()] {
+      for (int f = 0; f < args.inflight_frames; ++f) (void)Extract(*bp, job, nullptr);
     });
-    const double cpu_seconds = Now() - t0;
-    double dflux = 0, divar = 0, drd = 0, dpm = 0, dchi = 0;
-    for (const BundleResult& r : ref) {
-      const BundleResult& g = last[static_cast<std::size_t>(r.bundle)];
-      for (int f = 0; f < r.nfibers; ++f) {
-        double fm = 0, im = 0;
-        for (int w = 0; w < r.nwave; ++w) {
-          fm = std::max(fm, std::fabs(r.flux[f * r.nwave + w]));
-          im = std::max(im, std::fabs(r.ivar[f * r.nwave + w]));
-        }
-        for (int w = 0; w < r.nwave; ++w) {
-          const std::size_t i = static_cast<std::size_t>(f) * r.nwave + w;
-          dflux = std::max(dflux, std::fabs(r.flux[i] - g.flux[i]) / std::max(fm, 1e-300));
-          divar = std::max(divar, std::fabs(r.ivar[i] - g.ivar[i]) / std::max(im, 1e-300));
-          dpm = std::max(dpm, std::fabs(r.pixmask_fraction[i] - g.pixmask_fraction[i]));
-          const double cm = std::max(std::fabs(r.chi2pix[i]), std::fabs(g.chi2pix[i]));
-          dchi = std::max(dchi, std::fabs(r.chi2pix[i] - g.chi2pix[i]) / std::max(cm, 1e-300));
-        }
-      }
-      for (std::size_t j = 0; j < r.rdiags.size(); ++j) drd = std::max(drd, std::fabs(r.rdiags[j] - g.rdiags[j]));
-    }
-    check << ", \"cpu_check\": {\"ok\": " << (s.ok() ? "true" : "false") << ", \"bundles\": \""
-          << args.check_bundles << "\", \"cpu_seconds\": " << cpu_seconds << ", \"flux\": " << dflux
-          << ", \"ivar\": " << divar << ", \"rdiag\": " << drd << ", \"pixmask\": " << dpm
-          << ", \"chi2pix\": " << dchi << "}";
   }
-  const double med = Quantile(totals, 0.5);
+  for (auto& th : threads) th.join();
+  return args.inflight * args.inflight_frames / (Now() - t0);
+}
+
+// CPU parity on a few bundles of the last warm run, as a JSON member (or "").
+std::string CpuCheckJson(const core::ExtractionJob& job, const std::vector<BundleResult>& last,
+                         const Args& args) {
+  if (args.check_bundles.empty()) return "";
+  std::vector<int> bundles;
+  std::stringstream ss(args.check_bundles);
+  for (std::string tok; std::getline(ss, tok, ',');) bundles.push_back(std::atoi(tok.c_str()));
+  core::ExtractionJob cj = job;
+  cj.bundles = bundles;
+  std::vector<BundleResult> ref;
+  auto cpu = core::CreateCpuBackend(0);
+  const double t0 = Now();
+  auto s = Extract(*cpu, cj, &ref);
+  const double cpu_seconds = Now() - t0;
+  double dflux = 0, divar = 0, drd = 0, dpm = 0, dchi = 0;
+  for (const BundleResult& r : ref) {
+    const BundleResult& g = last[static_cast<std::size_t>(r.bundle)];
+    for (int f = 0; f < r.nfibers; ++f) {
+      double fm = 0, im = 0;
+      for (int w = 0; w < r.nwave; ++w) {
+        fm = std::max(fm, std::fabs(r.flux[f * r.nwave + w]));
+        im = std::max(im, std::fabs(r.ivar[f * r.nwave + w]));
+      }
+      for (int w = 0; w < r.nwave; ++w) {
+        const std::size_t i = static_cast<std::size_t>(f) * r.nwave + w;
+        dflux = std::max(dflux, std::fabs(r.flux[i] - g.flux[i]) / std::max(fm, 1e-300));
+        divar = std::max(divar, std::fabs(r.ivar[i] - g.ivar[i]) / std::max(im, 1e-300));
+        dpm = std::max(dpm, std::fabs(r.pixmask_fraction[i] - g.pixmask_fraction[i]));
+        const double cm = std::max(std::fabs(r.chi2pix[i]), std::fabs(g.chi2pix[i]));
+        dchi = std::max(dchi, std::fabs(r.chi2pix[i] - g.chi2pix[i]) / std::max(cm, 1e-300));
+      }
+    }
+    for (std::size_t j = 0; j < r.rdiags.size(); ++j) {
+      drd = std::max(drd, std::fabs(r.rdiags[j] - g.rdiags[j]));
+    }
+  }
+  std::ostringstream check;
+  check << ", \"cpu_check\": {\"ok\": " << (s.ok() ? "true" : "false") << ", \"bundles\": \""
+        << args.check_bundles << "\", \"cpu_seconds\": " << cpu_seconds << ", \"flux\": " << dflux
+        << ", \"ivar\": " << divar << ", \"rdiag\": " << drd << ", \"pixmask\": " << dpm
+        << ", \"chi2pix\": " << dchi << "}";
+  return check.str();
+}
+
+struct Report {
+  std::string device;
+  const core::PatchPlan* plan = nullptr;
+  double gen_seconds = 0, cold_seconds = 0, inflight_fps = 0;
+  std::string cpu_check;
+};
+
+std::string ReportJson(const Args& args, const Report& rep, const WarmRuns& w) {
+  const double med = Quantile(w.totals, 0.5);
   std::time_t now = std::time(nullptr);
   char date[64];
   std::strftime(date, sizeof(date), "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
   std::ostringstream js;
   js.precision(6);
   js << "{\n  \"benchmark\": \"cuda_frame\", \"date\": \"" << date << "\",\n  \"device\": \""
-     << Escape((*backend)->description()) << "\",\n  \"driver\": \""
+     << Escape(rep.device) << "\",\n  \"driver\": \""
      << Escape(ReadFirstLine("/proc/driver/nvidia/version")) << "\",\n  \"git_sha\": \""
      << Escape(std::getenv("SPEXD_GIT_SHA") != nullptr ? std::getenv("SPEXD_GIT_SHA") : "") << "\",\n"
-     << "  \"frame\": {\"nspec\": " << p.nspec << ", \"nwave\": " << (*geo)->plan().nwave
-     << ", \"patches\": " << (*geo)->plan().patches.size() << ", \"compat\": \"" << args.compat
+     << "  \"frame\": {\"nspec\": " << rep.plan->nspec << ", \"nwave\": " << rep.plan->nwave
+     << ", \"patches\": " << rep.plan->patches.size() << ", \"compat\": \"" << args.compat
      << "\", \"input\": \"" << (args.synthetic ? "synthetic" : "core simulator, Poisson, seed 7")
-     << "\", \"generate_seconds\": " << gen_seconds << "},\n"
-     << "  \"cold_seconds\": " << cold_seconds << ", \"runs\": " << args.runs
-     << ", \"median_seconds\": " << med << ", \"p90_seconds\": " << Quantile(totals, 0.9)
-     << ", \"min_seconds\": " << Quantile(totals, 0.0) << ",\n"
-     << "  \"patches_per_second\": " << (med > 0 ? static_cast<double>(counts.extracted) / med : 0)
+     << "\", \"generate_seconds\": " << rep.gen_seconds << "},\n"
+     << "  \"cold_seconds\": " << rep.cold_seconds << ", \"runs\": " << args.runs
+     << ", \"median_seconds\": " << med << ", \"p90_seconds\": " << Quantile(w.totals, 0.9)
+     << ", \"min_seconds\": " << Quantile(w.totals, 0.0) << ",\n"
+     << "  \"patches_per_second\": " << (med > 0 ? static_cast<double>(w.counts.extracted) / med : 0)
      << ", \"frames_per_hour\": " << (med > 0 ? 3600.0 / med : 0)
-     << ", \"inflight\": " << args.inflight << ", \"inflight_frames_per_second\": " << inflight_fps << ",\n"
-     << "  \"counts\": {\"extracted\": " << counts.extracted << ", \"skipped\": " << counts.skipped
-     << ", \"retried\": " << counts.retried << ", \"failed\": " << counts.failed << "},\n"
+     << ", \"inflight\": " << args.inflight << ", \"inflight_frames_per_second\": "
+     << rep.inflight_fps << ",\n"
+     << "  \"counts\": {\"extracted\": " << w.counts.extracted << ", \"skipped\": "
+     << w.counts.skipped << ", \"retried\": " << w.counts.retried << ", \"failed\": "
+     << w.counts.failed << "},\n"
      << "  \"stage_median_seconds\": {";
   bool first = true;
-  for (const auto& [k, v] : stages) {
+  for (const auto& [k, v] : w.stages) {
     js << (first ? "" : ", ") << "\"" << k << "\": " << Quantile(v, 0.5);
     first = false;
   }
-  js << "}" << check.str() << "\n}\n";
-  if (!args.json.empty()) {
-    std::ofstream(args.json) << js.str();
+  js << "}" << rep.cpu_check << "\n}\n";
+  return js.str();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Args args = Parse(argc, argv);
+  core::ExtractionParams p;
+  auto geo = MakeGeometry(args, &p);
+  if (!geo.ok()) {
+    std::cerr << geo.status() << "\n";
+    return 1;
   }
-  std::cout << js.str();
+  const double tg = Now();
+  absl::StatusOr<core::PreprocImage> image = MakeFrame(args, **geo, p);
+  if (!image.ok()) {
+    std::cerr << "simulate: " << image.status() << "\n";
+    return 1;
+  }
+  Report rep;
+  rep.gen_seconds = Now() - tg;
+  rep.plan = &(*geo)->plan();
+
+  absl::StatusOr<core::BackendOptions> bo = spexd::testing::CudaOptionsFromEnv();
+  if (!bo.ok()) {
+    std::cerr << bo.status() << "\n";
+    return 2;
+  }
+  auto backend = core::CreateBackend(*bo);
+  if (!backend.ok()) {
+    std::cout << "{\"skipped\": \"" << Escape(backend.status().ToString()) << "\"}\n";
+    return 0;
+  }
+  rep.device = (*backend)->description();
+  core::ExtractionJob job;
+  job.geometry = *geo;
+  job.image = &*image;
+  const double tc = Now();
+  auto cold = Extract(**backend, job, nullptr);
+  rep.cold_seconds = Now() - tc;
+  if (!cold.ok()) {
+    std::cerr << "cold run failed: " << cold.status() << "\n";
+    return 1;
+  }
+  auto warm = TimeWarmRuns(**backend, job, args.runs);
+  if (!warm.ok()) {
+    std::cerr << "run failed: " << warm.status() << "\n";
+    return 1;
+  }
+  rep.inflight_fps = InflightFramesPerSecond(*bo, job, args);
+  rep.cpu_check = CpuCheckJson(job, warm->last, args);
+  const std::string js = ReportJson(args, rep, *warm);
+  if (!args.json.empty()) std::ofstream(args.json) << js;
+  std::cout << js;
   return 0;
 }

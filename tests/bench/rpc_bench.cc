@@ -55,6 +55,7 @@
 #include "core/preproc.h"
 #include "core/psf.h"
 #include "core/simulator.h"
+#include "core/status_macros.h"
 #include "server/spexd_server.h"
 #include "tests/test_support.h"
 
@@ -268,6 +269,205 @@ ProcResult RunClientProcesses(const Args& a, const std::string& target, const st
   return out;
 }
 
+// (a), (a'), (b): the backend alone, ExtractFrame, and a local read + ExtractFrame.
+struct LocalTimes {
+  std::vector<double> backend_s, frame_s, local_s, read_s;
+  std::map<std::string, std::vector<double>> alone_stages;  // backend stage seconds
+  int nwave = 0;
+};
+
+absl::StatusOr<LocalTimes> TimeLocal(const Args& args, const std::shared_ptr<const spexd::core::Psf>& psf,
+                                     const spexd::core::ExtractionParams& params,
+                                     const std::string& frame_path, spexd::core::BackendKind kind) {
+  namespace core = spexd::core;
+  core::BackendOptions bopts;
+  bopts.kind = kind;
+  bopts.threads = args.threads;
+  SPEXD_ASSIGN_OR_RETURN(std::unique_ptr<core::Backend> backend, core::CreateBackend(bopts));
+  LocalTimes t;
+  std::shared_ptr<const core::Geometry> geometry;
+  for (int r = -1; r < args.repeats; ++r) {  // r = -1: warm-up (spots evaluated and kept)
+    const auto t0 = Clock::now();
+    SPEXD_ASSIGN_OR_RETURN(core::PreprocImage image,
+                           core::ReadPreproc(frame_path, core::PreprocOptions{}));
+    const double read = Since(t0);
+    if (geometry == nullptr) {
+      SPEXD_ASSIGN_OR_RETURN(geometry,
+                             core::Geometry::Create(psf, params, image.height, image.width, true));
+    }
+    core::ExtractionJob job;
+    job.geometry = geometry;
+    job.image = &image;
+    job.psferr = core::EffectivePsfErr(params, *psf);
+    const auto t1 = Clock::now();
+    SPEXD_RETURN_IF_ERROR(core::ExtractFrame(*backend, job).status());
+    const double whole = Since(t1);
+    const auto t2 = Clock::now();
+    SPEXD_ASSIGN_OR_RETURN(core::ExtractionSummary extracted,
+                           backend->Extract(job, [](core::BundleResult&&) { return absl::OkStatus(); }));
+    if (r >= 0) {
+      for (const auto& [stage, secs] : extracted.stage_seconds) t.alone_stages[stage].push_back(secs);
+      t.backend_s.push_back(Since(t2));
+      t.frame_s.push_back(whole);
+      t.local_s.push_back(read + whole);
+      t.read_s.push_back(read);
+    }
+  }
+  t.nwave = geometry->plan().nwave;
+  return t;
+}
+
+// (c) through the service: one frame at a time, then K clients back to back.
+struct ServiceTimes {
+  std::vector<double> service_s, server_read_s, server_extract_s;
+  double per_frame_inflight = 0, steady_inflight = 0;
+  std::vector<double> tp_load, tp_extract, tp_queue;
+};
+
+absl::StatusOr<ServiceTimes> TimeService(const Args& args, const spexd::client::ClientOptions& co,
+                                         const spexd::v1::ExtractHeader& header) {
+  namespace client = spexd::client;
+  namespace v1 = spexd::v1;
+  SPEXD_ASSIGN_OR_RETURN(std::unique_ptr<client::SpexdClient> cli, client::SpexdClient::Create(co));
+  ServiceTimes t;
+  for (int r = -1; r < args.repeats; ++r) {
+    v1::ExtractSummary summary;
+    const auto t0 = Clock::now();
+    SPEXD_RETURN_IF_ERROR(RemoteFrame(*cli, header, &summary));
+    if (r >= 0) {
+      t.service_s.push_back(Since(t0));
+      t.server_read_s.push_back(summary.load_seconds());
+      t.server_extract_s.push_back(summary.extract_seconds());
+    }
+  }
+  // Throughput: K clients, each sending `repeats` frames back to back.
+  std::vector<std::unique_ptr<client::SpexdClient>> clients;
+  for (int k = 0; k < args.inflight; ++k) {
+    SPEXD_ASSIGN_OR_RETURN(std::unique_ptr<client::SpexdClient> c, client::SpexdClient::Create(co));
+    clients.push_back(std::move(c));
+  }
+  std::vector<absl::Status> results(args.inflight);
+  std::vector<std::vector<v1::ExtractSummary>> summaries(args.inflight);
+  std::vector<std::vector<double>> done_at(args.inflight);
+  const auto tp0 = Clock::now();
+  {
+    std::vector<std::thread> threads;
+    for (int k = 0; k < args.inflight; ++k) {
+      threads.emplace_back([&, k] {
+        for (int r = 0; r < args.repeats && results[k].ok(); ++r) {
+          v1::ExtractSummary summary;
+          results[k] = RemoteFrame(*clients[k], header, &summary);
+          summaries[k].push_back(summary);
+          done_at[k].push_back(SteadyNow());
+        }
+      });
+    }
+    for (auto& th : threads) th.join();
+  }
+  std::vector<double> done_all;
+  for (const auto& d : done_at) done_all.insert(done_all.end(), d.begin(), d.end());
+  t.steady_inflight = SteadyInterval(done_all);
+  for (const auto& list : summaries) {
+    for (const auto& sm : list) {
+      t.tp_load.push_back(sm.load_seconds());
+      t.tp_extract.push_back(sm.extract_seconds());
+      t.tp_queue.push_back(sm.queue_seconds());
+    }
+  }
+  t.per_frame_inflight = args.inflight > 0 ? Since(tp0) / (args.inflight * args.repeats) : 0;
+  for (const absl::Status& st : results) SPEXD_RETURN_IF_ERROR(st);
+  return t;
+}
+
+double MedianOr0(const std::vector<double>& v) { return v.empty() ? 0.0 : Summarise(v).median; }
+
+void PrintJson(const Args& args, const LocalTimes& lt, const ServiceTimes& st, const ProcResult& procs) {
+  const Stats b = Summarise(lt.backend_s), l = Summarise(lt.local_s), s = Summarise(st.service_s);
+  const Stats fr = Summarise(lt.frame_s);
+  const Stats rd = Summarise(lt.read_s), srd = Summarise(st.server_read_s),
+              sx = Summarise(st.server_extract_s);
+  const double procs_frames = static_cast<double>(procs.done.size());
+  const double procs_wall = procs_frames > 0 ? (procs.end - procs.start) / procs_frames : 0;
+  const double procs_steady = SteadyInterval(procs.done);
+  char host[256] = {0};
+  gethostname(host, sizeof(host) - 1);
+  std::printf(
+      "{\"bench\":\"rpc\",\"fibers\":%d,\"nwave\":%d,\"repeats\":%d,\"cpu\":\"%s\",\"cores\":%ld,"
+      "\"host\":\"%s\",\"backend_s\":{\"median\":%.3f,\"p90\":%.3f},\"extract_frame_s\":{\"median\":%.3f},"
+      "\"local_s\":{\"median\":%.3f,"
+      "\"p90\":%.3f},\"read_s\":{\"median\":%.3f},\"service_s\":{\"median\":%.3f,\"p90\":%.3f},"
+      "\"server_load_s\":{\"median\":%.3f},\"server_extract_s\":{\"median\":%.3f},"
+      "\"overhead_vs_backend\":%.4f,\"overhead_vs_local\":%.4f,\"backend\":\"%s\","
+      "\"inflight\":%d,\"service_per_frame_inflight_s\":%.4f,\"throughput_overhead_vs_backend\":%.4f,"
+      "\"steady_per_frame_inflight_s\":%.4f,\"steady_overhead_vs_backend\":%.4f,"
+      "\"client_procs\":%d,\"proc_frames\":%d,\"procs_wall_per_frame_s\":%.4f,"
+      "\"procs_wall_overhead_vs_backend\":%.4f,\"procs_steady_per_frame_s\":%.4f,"
+      "\"procs_steady_overhead_vs_backend\":%.4f,\"procs_server_extract_s\":{\"median\":%.4f},"
+      "\"procs_server_load_s\":{\"median\":%.4f},\"prefetch\":%d,\"git_sha\":\"%s\"}\n",
+      args.fibers, lt.nwave, args.repeats, CpuModel().c_str(), sysconf(_SC_NPROCESSORS_ONLN), host,
+      b.median, b.p90, fr.median, l.median, l.p90, rd.median, s.median, s.p90, srd.median,
+      sx.median, s.median / b.median - 1, s.median / l.median - 1, args.backend.c_str(),
+      args.inflight, st.per_frame_inflight, st.per_frame_inflight / b.median - 1,
+      st.steady_inflight, st.steady_inflight / b.median - 1, args.client_procs, args.proc_frames,
+      procs_wall, procs_wall / b.median - 1, procs_steady, procs_steady / b.median - 1,
+      MedianOr0(procs.extract), MedianOr0(procs.load), args.prefetch, GitSha().c_str());
+}
+
+void PrintSummary(const Args& args, const LocalTimes& lt, const ServiceTimes& st,
+                  const ProcResult& procs) {
+  const Stats b = Summarise(lt.backend_s), l = Summarise(lt.local_s), s = Summarise(st.service_s);
+  const Stats fr = Summarise(lt.frame_s);
+  const Stats rd = Summarise(lt.read_s), srd = Summarise(st.server_read_s),
+              sx = Summarise(st.server_extract_s);
+  std::fprintf(stderr,
+               "rpc_bench: %d fibres, %s: backend %.3f s (ExtractFrame %.3f s), local (read %.3f + "
+               "ExtractFrame) %.3f s, "
+               "service %.3f s (server load %.3f, extract %.3f) -> %+.1f%% vs backend, %+.1f%% vs "
+               "local; %d in flight (prefetch %d): %.3f s per frame -> %+.1f%% vs backend (server "
+               "load %.3f, extract %.3f, queue %.3f s)\n",
+               args.fibers, args.backend.c_str(), b.median, fr.median, rd.median, l.median, s.median,
+               srd.median, sx.median, 100 * (s.median / b.median - 1),
+               100 * (s.median / l.median - 1), args.inflight, args.prefetch, st.per_frame_inflight,
+               100 * (st.per_frame_inflight / b.median - 1), MedianOr0(st.tp_load),
+               MedianOr0(st.tp_extract), MedianOr0(st.tp_queue));
+  if (args.inflight > 0) {
+    std::fprintf(stderr, "rpc_bench: %d in flight, steady state: %.4f s per frame -> %+.1f%% vs backend\n",
+                 args.inflight, st.steady_inflight, 100 * (st.steady_inflight / b.median - 1));
+  }
+  if (args.client_procs > 0) {
+    // Where the extraction's extra time under load goes: backend stages, alone vs served.
+    std::string stages;
+    for (const auto& [stage, alone] : lt.alone_stages) {
+      auto it = procs.stages.find(stage);
+      if (it == procs.stages.end()) continue;
+      stages += absl::StrCat(" ", stage, " ", absl::StrFormat("%.1f", 1e3 * Summarise(alone).median),
+                             "->", absl::StrFormat("%.1f", 1e3 * Summarise(it->second).median));
+    }
+    const double procs_frames = static_cast<double>(procs.done.size());
+    const double procs_wall = procs_frames > 0 ? (procs.end - procs.start) / procs_frames : 0;
+    const double procs_steady = SteadyInterval(procs.done);
+    std::fprintf(stderr, "rpc_bench: backend stages, ms median (alone->served):%s\n", stages.c_str());
+    std::fprintf(stderr,
+                 "rpc_bench: %d client processes x %d frames: wall %.4f s per frame -> %+.1f%% vs "
+                 "backend; steady state %.4f s per frame -> %+.1f%% vs backend (server extract "
+                 "%.4f, load %.4f s)\n",
+                 args.client_procs, args.proc_frames, procs_wall, 100 * (procs_wall / b.median - 1),
+                 procs_steady, 100 * (procs_steady / b.median - 1), MedianOr0(procs.extract),
+                 MedianOr0(procs.load));
+  }
+}
+
+// The simulated r frame on disk (seed 11), inside the server's data root.
+absl::Status WriteSimulatedFrame(const spexd::core::Psf& psf, int fibers, const std::string& path) {
+  namespace core = spexd::core;
+  core::SimOptions sim;
+  sim.nfibers = fibers;
+  sim.seed = 11;
+  SPEXD_ASSIGN_OR_RETURN(core::SimSpectra spectra, core::GenerateSpectra(sim));
+  SPEXD_ASSIGN_OR_RETURN(core::SimFrame frame, core::SimulateFrame(psf, spectra, sim));
+  return core::WritePreproc(path, psf, spectra, frame, sim);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -279,69 +479,20 @@ int main(int argc, char** argv) {
   if (!psf_value.ok()) return Fail("psf", psf_value.status());
   auto psf = std::make_shared<const core::Psf>(*std::move(psf_value));
 
-  // --- Input: a simulated r frame on disk, inside the server's data root.
+  // Inputs before any clock starts.
   const std::string dir = testing::MakeTempDir();
   const std::string frame_path = dir + "/preproc.fits";
-  {
-    core::SimOptions sim;
-    sim.nfibers = args.fibers;
-    sim.seed = 11;
-    auto spectra = core::GenerateSpectra(sim);
-    if (!spectra.ok()) return Fail("spectra", spectra.status());
-    auto frame = core::SimulateFrame(*psf, *spectra, sim);
-    if (!frame.ok()) return Fail("simulate", frame.status());
-    absl::Status st = core::WritePreproc(frame_path, *psf, *spectra, *frame, sim);
-    if (!st.ok()) return Fail("write preproc", st);
+  if (absl::Status st = WriteSimulatedFrame(*psf, args.fibers, frame_path); !st.ok()) {
+    return Fail("simulated frame", st);
   }
   core::ExtractionParams params;  // r grid 5760-7620, 0.8 (desi_proc's r camera)
   params.nspec = args.fibers;
-
-  // --- (a) backend alone and (b) local read + extract.
-  core::BackendOptions bopts;
   absl::StatusOr<core::BackendKind> kind = core::ParseBackendKind(args.backend);
   if (!kind.ok()) return Fail("--backend", kind.status());
-  bopts.kind = *kind;
-  bopts.threads = args.threads;
-  auto backend = core::CreateBackend(bopts);
-  if (!backend.ok()) return Fail("backend", backend.status());
-  std::vector<double> backend_s, frame_s, local_s, read_s;
-  std::map<std::string, std::vector<double>> alone_stages;  // backend stage seconds
-  std::shared_ptr<const core::Geometry> geometry;
-  for (int r = -1; r < args.repeats; ++r) {  // r = -1: warm-up (spots evaluated and kept)
-    const auto t0 = Clock::now();
-    auto image = core::ReadPreproc(frame_path, core::PreprocOptions{});
-    if (!image.ok()) return Fail("read", image.status());
-    const double read = Since(t0);
-    if (geometry == nullptr) {
-      auto g = core::Geometry::Create(psf, params, image->height, image->width, true);
-      if (!g.ok()) return Fail("geometry", g.status());
-      geometry = *g;
-    }
-    core::ExtractionJob job;
-    job.geometry = geometry;
-    job.image = &*image;
-    job.psferr = core::EffectivePsfErr(params, *psf);
-    const auto t1 = Clock::now();
-    auto frame = core::ExtractFrame(**backend, job);
-    if (!frame.ok()) return Fail("extract", frame.status());
-    const double whole = Since(t1);
-    const auto t2 = Clock::now();
-    int received = 0;
-    auto extracted = (*backend)->Extract(job, [&](core::BundleResult&&) {
-      ++received;
-      return absl::OkStatus();
-    });
-    if (!extracted.ok()) return Fail("extract", extracted.status());
-    if (r >= 0) {
-      for (const auto& [stage, secs] : extracted->stage_seconds) alone_stages[stage].push_back(secs);
-      backend_s.push_back(Since(t2));
-      frame_s.push_back(whole);
-      local_s.push_back(read + whole);
-      read_s.push_back(read);
-    }
-  }
+  auto local = TimeLocal(args, psf, params, frame_path, *kind);
+  if (!local.ok()) return Fail("local extraction", local.status());
 
-  // --- (c) through the service, path input, results streamed back.
+  // An in-process spexd with the frame's directory as its data root.
   server::ServerOptions so;
   so.listen = "127.0.0.1:0";
   so.metrics_listen.clear();
@@ -358,134 +509,20 @@ int main(int argc, char** argv) {
   if (!cli.ok()) return Fail("client", cli.status());
   auto psf_info = (*cli)->LoadPsfFromServerPath(psf_path);
   if (!psf_info.ok()) {  // the PSF is outside the data root: upload it instead
-    std::ifstream in(psf_path, std::ios::binary);
-    std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    psf_info = (*cli)->LoadPsfFromBytes(bytes, psf_path);
+    psf_info = (*cli)->LoadPsfFromBytes(testing::ReadBytes(psf_path), psf_path);
   }
   if (!psf_info.ok()) return Fail("load psf", psf_info.status());
   const v1::ExtractHeader header = MakeHeader(psf_info->id(), frame_path, args.fibers);
-  auto remote_frame = [&](client::SpexdClient& c, v1::ExtractSummary* summary) {
-    return RemoteFrame(c, header, summary);
-  };
-  std::vector<double> service_s, server_read_s, server_extract_s;
-  for (int r = -1; r < args.repeats; ++r) {
-    v1::ExtractSummary summary;
-    const auto t0 = Clock::now();
-    if (absl::Status st = remote_frame(**cli, &summary); !st.ok()) return Fail("remote extract", st);
-    if (r >= 0) {
-      service_s.push_back(Since(t0));
-      server_read_s.push_back(summary.load_seconds());
-      server_extract_s.push_back(summary.extract_seconds());
-    }
-  }
-  // Throughput: K clients, each sending `repeats` frames back to back.
-  std::vector<std::unique_ptr<client::SpexdClient>> clients;
-  for (int k = 0; k < args.inflight; ++k) clients.push_back(*client::SpexdClient::Create(co));
-  std::vector<absl::Status> results(args.inflight);
-  std::vector<std::vector<v1::ExtractSummary>> summaries(args.inflight);
-  std::vector<std::vector<double>> done_at(args.inflight);
-  const auto tp0 = Clock::now();
-  {
-    std::vector<std::thread> threads;
-    for (int k = 0; k < args.inflight; ++k) {
-      threads.emplace_back([&, k] {
-        for (int r = 0; r < args.repeats && results[k].ok(); ++r) {
-          v1::ExtractSummary summary;
-          results[k] = remote_frame(*clients[k], &summary);
-          summaries[k].push_back(summary);
-          done_at[k].push_back(SteadyNow());
-        }
-      });
-    }
-    for (auto& t : threads) t.join();
-  }
-  std::vector<double> done_all;
-  for (const auto& d : done_at) done_all.insert(done_all.end(), d.begin(), d.end());
-  const double steady_inflight = SteadyInterval(done_all);
-  std::vector<double> tp_load, tp_extract, tp_queue;
-  for (const auto& list : summaries) {
-    for (const auto& sm : list) {
-      tp_load.push_back(sm.load_seconds());
-      tp_extract.push_back(sm.extract_seconds());
-      tp_queue.push_back(sm.queue_seconds());
-    }
-  }
-  const double per_frame_inflight =
-      args.inflight > 0 ? Since(tp0) / (args.inflight * args.repeats) : 0;
-  for (const absl::Status& st : results) {
-    if (!st.ok()) return Fail("throughput run", st);
-  }
+  auto service = TimeService(args, co, header);
+  if (!service.ok()) return Fail("remote extract", service.status());
   // (d) Clients in their own processes.
   ProcResult procs;
   if (args.client_procs > 0) {
     procs = RunClientProcesses(args, co.target, psf_info->id(), frame_path, dir);
     if (!procs.status.ok()) return Fail("client processes", procs.status);
   }
-  const double procs_frames = static_cast<double>(procs.done.size());
-  const double procs_wall = procs_frames > 0 ? (procs.end - procs.start) / procs_frames : 0;
-  const double procs_steady = SteadyInterval(procs.done);
   (*srv)->Drain(absl::Seconds(5));
-
-  const Stats b = Summarise(backend_s), l = Summarise(local_s), s = Summarise(service_s);
-  const Stats fr = Summarise(frame_s);
-  const Stats rd = Summarise(read_s), srd = Summarise(server_read_s), sx = Summarise(server_extract_s);
-  char host[256] = {0};
-  gethostname(host, sizeof(host) - 1);
-  std::printf(
-      "{\"bench\":\"rpc\",\"fibers\":%d,\"nwave\":%d,\"repeats\":%d,\"cpu\":\"%s\",\"cores\":%ld,"
-      "\"host\":\"%s\",\"backend_s\":{\"median\":%.3f,\"p90\":%.3f},\"extract_frame_s\":{\"median\":%.3f},"
-      "\"local_s\":{\"median\":%.3f,"
-      "\"p90\":%.3f},\"read_s\":{\"median\":%.3f},\"service_s\":{\"median\":%.3f,\"p90\":%.3f},"
-      "\"server_load_s\":{\"median\":%.3f},\"server_extract_s\":{\"median\":%.3f},"
-      "\"overhead_vs_backend\":%.4f,\"overhead_vs_local\":%.4f,\"backend\":\"%s\","
-      "\"inflight\":%d,\"service_per_frame_inflight_s\":%.4f,\"throughput_overhead_vs_backend\":%.4f,"
-      "\"steady_per_frame_inflight_s\":%.4f,\"steady_overhead_vs_backend\":%.4f,"
-      "\"client_procs\":%d,\"proc_frames\":%d,\"procs_wall_per_frame_s\":%.4f,"
-      "\"procs_wall_overhead_vs_backend\":%.4f,\"procs_steady_per_frame_s\":%.4f,"
-      "\"procs_steady_overhead_vs_backend\":%.4f,\"procs_server_extract_s\":{\"median\":%.4f},"
-      "\"procs_server_load_s\":{\"median\":%.4f},\"prefetch\":%d,\"git_sha\":\"%s\"}\n",
-      args.fibers, geometry->plan().nwave, args.repeats, CpuModel().c_str(),
-      sysconf(_SC_NPROCESSORS_ONLN), host, b.median, b.p90, fr.median, l.median, l.p90, rd.median, s.median,
-      s.p90, srd.median, sx.median, s.median / b.median - 1, s.median / l.median - 1,
-      args.backend.c_str(), args.inflight, per_frame_inflight, per_frame_inflight / b.median - 1,
-      steady_inflight, steady_inflight / b.median - 1, args.client_procs, args.proc_frames, procs_wall,
-      procs_wall / b.median - 1, procs_steady, procs_steady / b.median - 1,
-      procs.extract.empty() ? 0.0 : Summarise(procs.extract).median,
-      procs.load.empty() ? 0.0 : Summarise(procs.load).median, args.prefetch, GitSha().c_str());
-  std::fprintf(stderr,
-               "rpc_bench: %d fibres, %s: backend %.3f s (ExtractFrame %.3f s), local (read %.3f + "
-               "ExtractFrame) %.3f s, "
-               "service %.3f s (server load %.3f, extract %.3f) -> %+.1f%% vs backend, %+.1f%% vs "
-               "local; %d in flight (prefetch %d): %.3f s per frame -> %+.1f%% vs backend (server "
-               "load %.3f, extract %.3f, queue %.3f s)\n",
-               args.fibers, args.backend.c_str(), b.median, fr.median, rd.median, l.median, s.median,
-               srd.median, sx.median, 100 * (s.median / b.median - 1),
-               100 * (s.median / l.median - 1), args.inflight, args.prefetch, per_frame_inflight,
-               100 * (per_frame_inflight / b.median - 1),
-               tp_load.empty() ? 0.0 : Summarise(tp_load).median,
-               tp_extract.empty() ? 0.0 : Summarise(tp_extract).median,
-               tp_queue.empty() ? 0.0 : Summarise(tp_queue).median);
-  if (args.inflight > 0) {
-    std::fprintf(stderr, "rpc_bench: %d in flight, steady state: %.4f s per frame -> %+.1f%% vs backend\n",
-                 args.inflight, steady_inflight, 100 * (steady_inflight / b.median - 1));
-  }
-  if (args.client_procs > 0) {
-    // Where the extraction's extra time under load goes: backend stages, alone vs served.
-    std::string stages;
-    for (const auto& [stage, alone] : alone_stages) {
-      auto it = procs.stages.find(stage);
-      if (it == procs.stages.end()) continue;
-      stages += absl::StrCat(" ", stage, " ", absl::StrFormat("%.1f", 1e3 * Summarise(alone).median),
-                             "->", absl::StrFormat("%.1f", 1e3 * Summarise(it->second).median));
-    }
-    std::fprintf(stderr, "rpc_bench: backend stages, ms median (alone->served):%s\n", stages.c_str());
-    std::fprintf(stderr,
-                 "rpc_bench: %d client processes x %d frames: wall %.4f s per frame -> %+.1f%% vs "
-                 "backend; steady state %.4f s per frame -> %+.1f%% vs backend (server extract "
-                 "%.4f, load %.4f s)\n",
-                 args.client_procs, args.proc_frames, procs_wall, 100 * (procs_wall / b.median - 1),
-                 procs_steady, 100 * (procs_steady / b.median - 1), Summarise(procs.extract).median,
-                 Summarise(procs.load).median);
-  }
+  PrintJson(args, *local, *service, procs);
+  PrintSummary(args, *local, *service, procs);
   return 0;
 }

@@ -38,14 +38,10 @@ class NoiselessTest : public ::testing::Test {
     auto frame = SimulateFrame(*psf_, *spectra, sim);
     ASSERT_TRUE(frame.ok()) << frame.status();
     truth_ = spectra->flux;
-    image_.height = frame->height;
-    image_.width = frame->width;
-    image_.image.assign(frame->image.begin(), frame->image.end());
-    // Noiseless: keep the float64 model itself, so the data are exactly A·x_true.
+    image_ = ToPreprocImage(*frame);
+    // Noiseless: keep the float64 model itself, so the data are exactly A·x_true (the
+    // model is finite, so the pixel rules decide the same with it).
     if (noise == SimNoise::kNone) image_.image = frame->model;
-    image_.ivar.assign(frame->ivar.begin(), frame->ivar.end());
-    std::vector<uint16_t> mask(frame->mask.begin(), frame->mask.end());
-    ApplyPixelRules(mask.data(), MaskPolicy::kDesispec, &image_);
   }
 
   absl::StatusOr<Frame> Extract(const ExtractionParams& p) {

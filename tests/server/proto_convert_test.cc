@@ -168,5 +168,68 @@ TEST(ProtoConvertTest, EmptyBundleModelChunkHeaderAndSummaryEncode) {
   EXPECT_EQ(EncodeResponse(summary).Flatten(), summary.SerializeAsString());
 }
 
+// A tiny hand-made plan: the header copies it field by field, and lists every bundle when
+// none were selected.
+TEST(ProtoConvertTest, FrameHeaderFromPlanImageAndGrid) {
+  core::PatchPlan plan;
+  plan.specmin = 25;
+  plan.nspec = 50;
+  plan.bundlesize = 25;
+  plan.nbundles = 2;
+  plan.nwave = 3;
+  plan.ndiag = 5;
+  plan.wave = {5760.0, 5760.8, 5761.6000000000004};
+  core::PreprocImage image;
+  image.height = 4128;
+  image.width = 4114;
+  image.image_header = {"CAMERA  = 'r0      '", "EXPTIME =                900.0"};
+  image.fibermap_fits = std::string("FITS\0bytes", 10);
+  const core::GridRequest grid{5760.0, 5761.6, 0.8};
+
+  const v1::FrameHeader all = FrameHeaderToProto("abc", plan, {}, image, "psf-r0.fits", grid);
+  EXPECT_EQ(all.psf_id(), "abc");
+  EXPECT_EQ(all.specmin(), 25);
+  EXPECT_EQ(all.nspec(), 50);
+  EXPECT_EQ(all.bundlesize(), 25);
+  EXPECT_EQ(all.nwave(), 3);
+  EXPECT_EQ(all.ndiag(), 5);
+  EXPECT_EQ(std::vector<double>(all.wave().begin(), all.wave().end()), plan.wave);  // bit-exact
+  EXPECT_EQ(std::vector<int>(all.bundles().begin(), all.bundles().end()), (std::vector<int>{0, 1}));
+  EXPECT_EQ(std::vector<std::string>(all.image_header().begin(), all.image_header().end()),
+            image.image_header);
+  EXPECT_EQ(all.fibermap_fits(), image.fibermap_fits);
+  EXPECT_EQ(all.orig_psf(), "psf-r0.fits");
+  EXPECT_EQ(all.wavemin(), 5760.0);
+  EXPECT_EQ(all.wavemax(), 5761.6);
+  EXPECT_EQ(all.wavestep(), 0.8);
+  EXPECT_EQ(all.image_height(), 4128);
+  EXPECT_EQ(all.image_width(), 4114);
+  EXPECT_EQ(all.queue_seconds(), 0.0);  // the worker's to fill
+  EXPECT_TRUE(all.backend().empty());
+
+  const v1::FrameHeader one = FrameHeaderToProto("abc", plan, {1}, image, "", grid);
+  EXPECT_EQ(std::vector<int>(one.bundles().begin(), one.bundles().end()), (std::vector<int>{1}));
+}
+
+TEST(ProtoConvertTest, ExtractionSummaryCountsAndStages) {
+  core::ExtractionSummary s;
+  s.counts.extracted = 40;
+  s.counts.skipped = 3;
+  s.counts.retried = 2;
+  s.counts.failed = 1;
+  s.stage_seconds = {{"cholesky", 0.25}, {"solve", 1.5}};
+  v1::ExtractSummary out;
+  out.set_nbundles(7);
+  ExtractionSummaryToProto(s, &out);
+  EXPECT_EQ(out.counts().extracted(), 40);
+  EXPECT_EQ(out.counts().skipped(), 3);
+  EXPECT_EQ(out.counts().retried(), 2);
+  EXPECT_EQ(out.counts().failed(), 1);
+  ASSERT_EQ(out.stage_seconds().size(), 2u);
+  EXPECT_EQ(out.stage_seconds().at("cholesky"), 0.25);
+  EXPECT_EQ(out.stage_seconds().at("solve"), 1.5);
+  EXPECT_EQ(out.nbundles(), 7);  // untouched
+}
+
 }  // namespace
 }  // namespace spexd::server

@@ -414,15 +414,7 @@ absl::Status ExtractJob::HandOverBundle(const core::BundleResult& b, double seco
   const Clock::time_point t0 = Clock::now();
   SPEXD_RETURN_IF_ERROR(output_writer_->WriteBundle(b));
   output_copy_seconds_ += Seconds(t0, Clock::now());
-  v1::ExtractResponse done;
-  v1::BundleData* d = done.mutable_bundle();
-  d->set_bundle(b.bundle);
-  d->set_fiber_begin(b.fiber_begin);
-  d->set_nfibers(b.nfibers);
-  d->set_last_part(true);
-  CountsToProto(b.counts, d->mutable_counts());
-  d->set_seconds(seconds);
-  if (!stream_->Send(EncodeResponse(done))) return StopStatus();
+  if (!stream_->Send(EncodeBundleDone(b, seconds))) return StopStatus();
   return absl::OkStatus();
 }
 

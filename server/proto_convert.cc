@@ -217,6 +217,18 @@ std::vector<WireMessage> EncodeBundleParts(std::shared_ptr<const core::BundleRes
   return parts;
 }
 
+WireMessage EncodeBundleDone(const core::BundleResult& b, double seconds) {
+  v1::ExtractResponse done;
+  v1::BundleData* d = done.mutable_bundle();
+  d->set_bundle(b.bundle);
+  d->set_fiber_begin(b.fiber_begin);
+  d->set_nfibers(b.nfibers);
+  d->set_last_part(true);
+  CountsToProto(b.counts, d->mutable_counts());
+  d->set_seconds(seconds);
+  return EncodeResponse(done);
+}
+
 WireMessage EncodeFrameHeader(std::string serialized, const v1::FrameHeader& late) {
   WireMessage m;
   serialized += late.SerializeAsString();

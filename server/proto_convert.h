@@ -66,6 +66,10 @@ WireMessage EncodeFrameHeader(std::string serialized, const v1::FrameHeader& lat
 std::vector<WireMessage> EncodeBundleParts(std::shared_ptr<const core::BundleResult> bundle,
                                            double seconds, std::size_t max_part_bytes);
 
+// ExtractResponse{BundleData} for a bundle whose arrays went elsewhere (a CUDA output
+// region): bundle, fibres, counts and seconds only, marked last_part.
+WireMessage EncodeBundleDone(const core::BundleResult& bundle, double seconds);
+
 // ExtractResponse{ModelChunk} with bytes [offset, offset + size) of the model image
 // (float64, host order = little-endian), borrowed from `model`, which it keeps alive.
 WireMessage EncodeModelChunk(std::shared_ptr<const std::vector<double>> model, std::size_t offset,

@@ -231,5 +231,23 @@ TEST(ProtoConvertTest, ExtractionSummaryCountsAndStages) {
   EXPECT_EQ(out.nbundles(), 7);  // untouched
 }
 
+TEST(ProtoConvertTest, BundleDoneCarriesIdentityCountsAndSecondsButNoArrays) {
+  core::BundleResult b;
+  b.Allocate(/*bundle=*/3, /*fiber0=*/75, /*nfib=*/25, /*nw=*/10, /*nd=*/2);
+  b.counts.extracted = 9;
+  b.counts.failed = 1;
+  const v1::ExtractResponse r = Parse(EncodeBundleDone(b, 0.75));
+  ASSERT_EQ(r.kind_case(), v1::ExtractResponse::kBundle);
+  EXPECT_EQ(r.bundle().bundle(), 3);
+  EXPECT_EQ(r.bundle().fiber_begin(), 75);
+  EXPECT_EQ(r.bundle().nfibers(), 25);
+  EXPECT_TRUE(r.bundle().last_part());
+  EXPECT_EQ(r.bundle().counts().extracted(), 9);
+  EXPECT_EQ(r.bundle().counts().failed(), 1);
+  EXPECT_EQ(r.bundle().seconds(), 0.75);
+  EXPECT_EQ(r.bundle().flux_size(), 0);
+  EXPECT_TRUE(r.bundle().failed_bins().empty());
+}
+
 }  // namespace
 }  // namespace spexd::server

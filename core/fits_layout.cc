@@ -64,11 +64,13 @@ class LayoutChecker {
     return absl::InvalidArgumentError(absl::StrCat(name_, "[", label, "]: ", what));
   }
 
-  // Whether a whole record at `offset` begins with an XTENSION card: anything else after
-  // the last HDU is ignored by CFITSIO, and by this check.
+  // Whether the bytes at `offset` begin with an XTENSION card: anything else after the
+  // last HDU is ignored by CFITSIO, and by this check. A cut record that begins so is a
+  // header (CFITSIO reads it: FitsFile::OpenMemory pads it to a whole record), and must
+  // be whole and well-formed (found by fuzzing: CFITSIO parsed such a record's garbage).
   bool StartsExtension(std::int64_t offset) {
     char key[9] = {0};
-    if (offset + kRecord > size_ || !read_(offset, 8, key)) return false;
+    if (offset + 8 > size_ || !read_(offset, 8, key)) return false;
     return std::memcmp(key, "XTENSION", 8) == 0;
   }
 

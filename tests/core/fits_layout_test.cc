@@ -85,6 +85,27 @@ TEST_F(FitsLayoutTest, FuzzedPsfWithBrokenNaxis1IsRefusedBeforeCfitsio) {
   ExpectRefused(seed, "[PSF]: keyword NAXIS1 must be an integer");
 }
 
+// Found by fuzzing the PSF reader: a file cut 2,665 bytes into a record that begins with
+// an XTENSION card. The padded copy that CFITSIO reads made that record a header whose
+// binary garbage CFITSIO parsed, leaving its column count uninitialised: a calloc of
+// petabytes that depended on what was on the stack (no crash when replayed alone).
+TEST_F(FitsLayoutTest, CutExtensionHeaderAfterTheLastHduIsRefused) {
+  const std::string path = std::string(SPEXD_TEST_DATA_DIR) +
+                           "/../fuzz/regressions/psf/cut-extension-header-after-last-hdu.fits";
+  const std::string bytes = testing::ReadBytes(path);
+  ASSERT_EQ(bytes.size(), 14185u);
+  auto mem = Psf::LoadFromMemory(bytes.data(), bytes.size(), "upload.fits");
+  EXPECT_EQ(mem.status().code(), absl::StatusCode::kInvalidArgument) << mem.status();
+  EXPECT_NE(mem.status().message().find("upload.fits[HDU 2]: truncated file: the header starting "
+                                        "at byte 11520 has no END card"),
+            std::string::npos)
+      << mem.status();
+  // The same on a file that is fine up to a cut extension header of 100 bytes.
+  const std::string cut = psf_ + psf_.substr(63360, 100);
+  ASSERT_EQ(cut.compare(psf_.size(), 8, "XTENSION"), 0);
+  ExpectRefused(cut, "truncated file: the header starting at byte 1025280 has no END card");
+}
+
 TEST_F(FitsLayoutTest, RefusesSizesBeyondTheBytesGiven) {
   // A table announcing more rows than the file holds: refused before any read.
   ExpectRefused(WithCard(psf_, "NAXIS2", "1000000"), "truncated file");

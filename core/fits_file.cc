@@ -194,6 +194,7 @@ absl::StatusOr<FitsFile> FitsFile::OpenMemory(const void* data, std::size_t size
 
 absl::StatusOr<FitsFile> FitsFile::OpenMemory(std::string bytes, std::string display_name) {
   if (bytes.size() < 2880) return OpenMemory(bytes.data(), bytes.size(), std::move(display_name));
+  SPEXD_RETURN_IF_ERROR(CheckFitsLayout(bytes.data(), bytes.size(), display_name));
   // Whole records, as in the copying overload above (CFITSIO reads past a short last record).
   const std::size_t true_size = bytes.size();
   bytes.resize((true_size + 2879) / 2880 * 2880, '\0');

@@ -39,6 +39,10 @@ void ExpectRefused(const std::string& bytes, const std::string& needle) {
   // FitsFile refuses it before CFITSIO parses it.
   auto file = FitsFile::OpenMemory(bytes.data(), bytes.size(), "t.fits");
   EXPECT_EQ(file.status().code(), absl::StatusCode::kInvalidArgument) << file.status();
+  // The overload that takes the bytes (uploads and decompressed .gz files).
+  auto owned = FitsFile::OpenMemory(std::string(bytes), "t.fits");
+  EXPECT_EQ(owned.status().code(), absl::StatusCode::kInvalidArgument) << owned.status();
+  EXPECT_NE(owned.status().message().find(needle), std::string::npos) << owned.status();
 }
 
 class FitsLayoutTest : public ::testing::Test {
@@ -104,6 +108,24 @@ TEST_F(FitsLayoutTest, CutExtensionHeaderAfterTheLastHduIsRefused) {
   const std::string cut = psf_ + psf_.substr(63360, 100);
   ASSERT_EQ(cut.compare(psf_.size(), 8, "XTENSION"), 0);
   ExpectRefused(cut, "truncated file: the header starting at byte 1025280 has no END card");
+}
+
+// Found by fuzzing the preproc reader: a 20 KB file whose GZIP_1-compressed MASK holds a
+// cut gzip stream. CFITSIO 4.2.0 loops for ever on it, growing its buffer (more than 60 s
+// without ASan before the check; a loader thread held without end in the server).
+TEST_F(FitsLayoutTest, TruncatedGzipTileIsRefusedBeforeCfitsioLoopsOnIt) {
+  const std::string fuzz = std::string(SPEXD_TEST_DATA_DIR) + "/../fuzz/";
+  const std::string bad = testing::ReadBytes(fuzz + "regressions/preproc/endless-gzip-tile-in-cfitsio.fits");
+  ASSERT_EQ(bad.size(), 20161u);
+  auto r = ReadPreprocFromMemory(bad.data(), bad.size(), "upload.fits", {});
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << r.status();
+  EXPECT_NE(r.status().message().find("upload.fits[MASK]: tile "), std::string::npos) << r.status();
+  EXPECT_NE(r.status().message().find("is not a whole gzip stream"), std::string::npos)
+      << r.status();
+  // The seed it was mutated from, a valid GZIP_1-compressed MASK, still reads.
+  const std::string good = testing::ReadBytes(fuzz + "corpus/preproc/preproc-f64-compressed-mask.fits");
+  auto ok = ReadPreprocFromMemory(good.data(), good.size(), "seed.fits", {});
+  EXPECT_TRUE(ok.ok()) << ok.status();
 }
 
 TEST_F(FitsLayoutTest, RefusesSizesBeyondTheBytesGiven) {

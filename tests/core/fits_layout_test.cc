@@ -128,6 +128,19 @@ TEST_F(FitsLayoutTest, TruncatedGzipTileIsRefusedBeforeCfitsioLoopsOnIt) {
   EXPECT_TRUE(ok.ok()) << ok.status();
 }
 
+// Found by the CI fuzz stage on the PSF reader: LEGDEG = "(       3". CFITSIO's integer
+// conversion overflowed its message buffer on it (a fortify abort: the process died).
+TEST_F(FitsLayoutTest, MalformedNumericKeywordIsRefusedBeforeCfitsioConvertsIt) {
+  const std::string bytes = testing::ReadBytes(std::string(SPEXD_TEST_DATA_DIR) +
+                                               "/../fuzz/regressions/psf/fortify-abort-in-ffc2j.fits");
+  ASSERT_EQ(bytes.size(), 25920u);
+  auto psf = Psf::LoadFromMemory(bytes.data(), bytes.size(), "upload.fits");
+  EXPECT_EQ(psf.status().code(), absl::StatusCode::kInvalidArgument) << psf.status();
+  EXPECT_NE(psf.status().message().find("upload.fits[PSF]: keyword LEGDEG is not an integer"),
+            std::string::npos)
+      << psf.status();
+}
+
 TEST_F(FitsLayoutTest, RefusesSizesBeyondTheBytesGiven) {
   // A table announcing more rows than the file holds: refused before any read.
   ExpectRefused(WithCard(psf_, "NAXIS2", "1000000"), "truncated file");

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <utility>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "core/fits_layout.h"
@@ -50,6 +51,21 @@ absl::Status CheckLayoutOnDisk(const std::string& path) {
   }
   ::close(fd);
   return result;
+}
+
+// A FITS integer or real value (§4.2.3, §4.2.4): sign, digits, point, exponent (E or D).
+bool LooksNumeric(absl::string_view v) {
+  v = absl::StripAsciiWhitespace(v);
+  if (v.empty() || v.size() > 40) return false;
+  bool digit = false;
+  for (char c : v) {
+    if (absl::ascii_isdigit(static_cast<unsigned char>(c))) {
+      digit = true;
+    } else if (!absl::StrContains("+-.EeDd", c)) {
+      return false;
+    }
+  }
+  return digit;
 }
 
 template <typename T>
@@ -194,6 +210,7 @@ absl::StatusOr<FitsFile> FitsFile::OpenMemory(const void* data, std::size_t size
 
 absl::StatusOr<FitsFile> FitsFile::OpenMemory(std::string bytes, std::string display_name) {
   if (bytes.size() < 2880) return OpenMemory(bytes.data(), bytes.size(), std::move(display_name));
+  SPEXD_RETURN_IF_ERROR(CheckFitsLayout(bytes.data(), bytes.size(), display_name));
   // Whole records, as in the copying overload above (CFITSIO reads past a short last record).
   const std::size_t true_size = bytes.size();
   bytes.resize((true_size + 2879) / 2880 * 2880, '\0');
@@ -384,6 +401,19 @@ absl::Status FitsFile::CheckHduComplete() {
 absl::Status FitsFile::ReadKeyInto(int type, const char* key, void* value,
                                    absl::string_view problem) {
   int status = 0;
+  if (type != TSTRING && type != TLOGICAL) {
+    // CFITSIO's conversion of a malformed number can overflow its own message buffer
+    // (a fortify abort in ffc2j, found by fuzzing the PSF reader:
+    // tests/fuzz/regressions/psf/): the raw value is checked here first.
+    char raw[FLEN_VALUE] = {0};
+    fits_read_keyword(fptr_, key, raw, nullptr, &status);
+    if (status == 0 && !LooksNumeric(raw)) {
+      return Invalid(absl::StrCat("keyword ", key, problem, " ('",
+                                  absl::StripAsciiWhitespace(raw), "')"));
+    }
+    status = 0;
+    fits_clear_errmsg();
+  }
   fits_read_key(fptr_, type, key, value, nullptr, &status);
   if (status == KEY_NO_EXIST) {
     fits_clear_errmsg();

@@ -1,12 +1,17 @@
 #include "core/fits_layout.h"
 
+#include <zlib.h>
+
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "core/status_macros.h"
 
@@ -64,11 +69,13 @@ class LayoutChecker {
     return absl::InvalidArgumentError(absl::StrCat(name_, "[", label, "]: ", what));
   }
 
-  // Whether a whole record at `offset` begins with an XTENSION card: anything else after
-  // the last HDU is ignored by CFITSIO, and by this check.
+  // Whether the bytes at `offset` begin with an XTENSION card: anything else after the
+  // last HDU is ignored by CFITSIO, and by this check. A cut record that begins so is a
+  // header (CFITSIO reads it: FitsFile::OpenMemory pads it to a whole record), and must
+  // be whole and well-formed (found by fuzzing: CFITSIO parsed such a record's garbage).
   bool StartsExtension(std::int64_t offset) {
     char key[9] = {0};
-    if (offset + kRecord > size_ || !read_(offset, 8, key)) return false;
+    if (offset + 8 > size_ || !read_(offset, 8, key)) return false;
     return std::memcmp(key, "XTENSION", 8) == 0;
   }
 
@@ -216,7 +223,9 @@ class LayoutChecker {
     SPEXD_ASSIGN_OR_RETURN(const std::int64_t row_bytes, Int(h, hdu, "NAXIS1", 0, size_));
     // §7.3.1: the columns' widths add up to NAXIS1, which bounds every repeat count.
     std::int64_t width = 0;
+    std::vector<std::int64_t> offsets;  // of each column within a row
     for (std::int64_t i = 1; i <= tfields; ++i) {
+      offsets.push_back(width);
       SPEXD_ASSIGN_OR_RETURN(std::int64_t w, ColumnBytes(h, hdu, i, size_));
       width += w;
       if (width > row_bytes) break;
@@ -234,6 +243,116 @@ class LayoutChecker {
           AxesProduct(h, hdu, "ZNAXIS", znaxis, kMaxUncompressedBytes / zbytes,
                       "tile-compressed image over 4 GiB"));
       (void)zvalues;
+      SPEXD_RETURN_IF_ERROR(CheckGzipTiles(h, hdu, row_bytes, offsets, znaxis));
+    }
+    return absl::OkStatus();
+  }
+
+  // Tile-compressed images whose tiles are gzip streams (ZCMPTYPE GZIP_1 or GZIP_2, and
+  // the GZIP_COMPRESSED_DATA column of any): each tile's stream is inflated here with its
+  // output capped at the tile's size, and must end inside its bytes. CFITSIO 4.2.0 loops
+  // for ever, growing its buffer, on a truncated gzip tile (found by fuzzing: a 20 KB
+  // upload held a loader thread without end), and would inflate a bomb to any size.
+  absl::Status CheckGzipTiles(const Header& h, int hdu, std::int64_t row_bytes,
+                              const std::vector<std::int64_t>& offsets,
+                              std::int64_t znaxis) const {
+    const std::string cmptype = StringValue(h, "ZCMPTYPE");
+    const bool gzip = cmptype == "GZIP_1" || cmptype == "GZIP_2";
+    std::int64_t tile_values = 1;
+    for (std::int64_t i = 1; i <= znaxis; ++i) {
+      SPEXD_ASSIGN_OR_RETURN(const std::int64_t len,
+                             Int(h, hdu, absl::StrCat("ZNAXIS", i), 0, kMaxUncompressedBytes));
+      std::int64_t tile = i == 1 ? len : 1;
+      if (h.values.count(absl::StrCat("ZTILE", i)) != 0) {
+        SPEXD_ASSIGN_OR_RETURN(tile, Int(h, hdu, absl::StrCat("ZTILE", i), 1,
+                                         std::max<std::int64_t>(len, 1)));
+      }
+      tile_values *= std::max<std::int64_t>(tile, 1);  // bounded: ZNAXISn product < 2^32
+    }
+    // 8 bytes a value bounds every pixel type CFITSIO stores in a gzip tile.
+    const std::int64_t tile_cap = tile_values * 8;
+    for (std::size_t c = 0; c < offsets.size(); ++c) {
+      const std::int64_t col = static_cast<std::int64_t>(c) + 1;
+      const std::string ttype = absl::AsciiStrToUpper(StringValue(h, absl::StrCat("TTYPE", col)));
+      if (!((gzip && ttype == "COMPRESSED_DATA") || ttype == "GZIP_COMPRESSED_DATA")) continue;
+      const char kind = DescriptorKind(h, col);
+      if (kind == 0) continue;  // not a byte array in the heap: CFITSIO's business
+      SPEXD_RETURN_IF_ERROR(
+          InflateColumnTiles(h, hdu, row_bytes, offsets[c], kind == 'Q', tile_cap));
+    }
+    return absl::OkStatus();
+  }
+
+  // 'P' or 'Q' for a TFORMn of a variable-length byte array ("1PB(...)", "1QB(...)"), else 0.
+  static char DescriptorKind(const Header& h, std::int64_t col) {
+    std::string form = absl::AsciiStrToUpper(StringValue(h, absl::StrCat("TFORM", col)));
+    std::size_t i = 0;
+    while (i < form.size() && absl::ascii_isdigit(static_cast<unsigned char>(form[i]))) ++i;
+    if (i + 1 >= form.size() || (form[i] != 'P' && form[i] != 'Q') || form[i + 1] != 'B') return 0;
+    return form[i];
+  }
+
+  static std::int64_t BigEndian(const unsigned char* p, int n) {
+    std::uint64_t v = 0;
+    for (int i = 0; i < n; ++i) v = (v << 8) | p[i];
+    return n == 4 ? static_cast<std::int64_t>(static_cast<std::int32_t>(v))
+                  : static_cast<std::int64_t>(v);
+  }
+
+  absl::Status InflateColumnTiles(const Header& h, int hdu, std::int64_t row_bytes,
+                                  std::int64_t column_offset, bool q, std::int64_t tile_cap) const {
+    SPEXD_ASSIGN_OR_RETURN(const std::int64_t rows, Int(h, hdu, "NAXIS2", 0, size_));
+    std::int64_t pcount = 0;
+    if (h.values.count("PCOUNT") != 0) {
+      SPEXD_ASSIGN_OR_RETURN(pcount, Int(h, hdu, "PCOUNT", 0, size_));
+    }
+    const std::int64_t table_end = row_bytes * rows;  // both bounded by the file size
+    std::int64_t theap = table_end;
+    if (h.values.count("THEAP") != 0) {
+      SPEXD_ASSIGN_OR_RETURN(theap, Int(h, hdu, "THEAP", 0, table_end + pcount));
+    }
+    const std::int64_t heap_end = table_end + pcount;  // relative to the data start
+    const int half = q ? 8 : 4;
+    unsigned char desc[16];
+    std::string in;
+    std::string out(std::size_t{1} << 16, '\0');  // inflated into, a piece at a time
+    for (std::int64_t r = 0; r < rows; ++r) {
+      if (!read_(h.data_start + r * row_bytes + column_offset, 2 * half,
+                 reinterpret_cast<char*>(desc))) {
+        return Invalid(hdu, absl::StrCat("cannot read the descriptor of tile ", r + 1));
+      }
+      const std::int64_t count = BigEndian(desc, half);
+      const std::int64_t offset = BigEndian(desc + half, half);
+      if (count == 0) continue;
+      if (count < 0 || offset < 0 || count > heap_end || offset > heap_end - theap - count) {
+        return Invalid(hdu, absl::StrCat("tile ", r + 1, " of the compressed image lies outside "
+                                         "the heap (", count, " bytes at ", offset, ")"));
+      }
+      in.resize(static_cast<std::size_t>(count));
+      if (!read_(h.data_start + theap + offset, in.size(), in.data())) {
+        return Invalid(hdu, absl::StrCat("cannot read tile ", r + 1, " of the compressed image"));
+      }
+      z_stream zs{};
+      if (inflateInit2(&zs, 15 + 32) != Z_OK) {  // gzip or zlib header
+        return absl::ResourceExhaustedError("cannot start zlib");
+      }
+      zs.next_in = reinterpret_cast<Bytef*>(in.data());
+      zs.avail_in = static_cast<uInt>(in.size());
+      int rc = Z_OK;
+      // Each round consumes input or fills the piece (zlib returns Z_BUF_ERROR when it
+      // can do neither), and the output is capped: the loop ends.
+      while (rc == Z_OK && static_cast<std::int64_t>(zs.total_out) <= tile_cap) {
+        zs.next_out = reinterpret_cast<Bytef*>(out.data());
+        zs.avail_out = static_cast<uInt>(out.size());
+        rc = inflate(&zs, Z_NO_FLUSH);
+      }
+      const uLong produced = zs.total_out;
+      inflateEnd(&zs);
+      if (rc != Z_STREAM_END || static_cast<std::int64_t>(produced) > tile_cap) {
+        return Invalid(hdu, absl::StrCat(
+            "tile ", r + 1, " of the compressed image is not a whole gzip stream of at most ",
+            tile_cap, " bytes (corrupt, truncated, or larger than its tile)"));
+      }
     }
     return absl::OkStatus();
   }

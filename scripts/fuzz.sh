@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets with clang (ASan + UBSan) and runs each for SECONDS
 # (default 30), after replaying its committed seeds and regression inputs.
-#   scripts/fuzz.sh [SECONDS] [TARGET...]   targets: preproc psf config request (default all)
+#   scripts/fuzz.sh [SECONDS] [TARGET...]   targets: preproc psf config request upload (default all)
 # New corpus entries go to ${FUZZ_WORK:-build-fuzz/corpus}/<target>, not to the committed
 # seeds. A crash leaves its input in build-fuzz/artifacts/ and fails the script; commit it
 # to tests/fuzz/regressions/<target>/ with the fix.
@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 secs=${1:-30}
 shift || true
 targets=("$@")
-[[ ${#targets[@]} -gt 0 ]] || targets=(preproc psf config request)
+[[ ${#targets[@]} -gt 0 ]] || targets=(preproc psf config request upload)
 BUILD_DIR=${FUZZ_BUILD_DIR:-build-fuzz}
 WORK=${FUZZ_WORK:-$BUILD_DIR/corpus}
 export CCACHE_BASEDIR=$PWD CCACHE_NOHASHDIR=1
@@ -22,6 +22,8 @@ fi
 cmake --build "$BUILD_DIR" -j "${JOBS:-$(nproc)}" --target "${targets[@]/%/_fuzzer}"
 mkdir -p "$BUILD_DIR/artifacts"
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1}
+# Third-party leaks only, each with its reason (tests/sanitizers/lsan.supp).
+export LSAN_OPTIONS="suppressions=$PWD/tests/sanitizers/lsan.supp ${LSAN_OPTIONS:-}"
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 for t in "${targets[@]}"; do
   seeds=tests/fuzz/corpus/$t

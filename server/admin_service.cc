@@ -17,6 +17,7 @@
 #include "server/psf_cache.h"
 #include "server/scheduler.h"
 #include "server/status_util.h"
+#include "server/upload_assembly.h"
 
 namespace spexd::server {
 namespace {
@@ -142,23 +143,24 @@ absl::Status ReadPsfSource(grpc::ServerContext* call,
   }
   SPEXD_ASSIGN_OR_RETURN(Scheduler::Ticket slot,
                          context->scheduler->ReserveUpload(/*realtime=*/false, /*then_queue=*/false));
-  while (static_cast<int64_t>(bytes->size()) < size) {
+  UploadAssembly upload(size);
+  while (!upload.complete()) {
     if (!watch.Read(reader, &msg)) {
       if (watch.stalled()) return StalledUpload(idle);
-      return absl::InvalidArgumentError(absl::StrCat("truncated PSF upload: ", bytes->size(),
+      return absl::InvalidArgumentError(absl::StrCat("truncated PSF upload: ", upload.received(),
                                                      " of ", size, " bytes"));
     }
     if (msg.kind_case() != v1::LoadPsfRequest::kChunk) {
       return absl::InvalidArgumentError("expected PSF upload chunks after the header");
     }
-    if (static_cast<int64_t>(bytes->size() + msg.chunk().size()) > size) {
+    if (!upload.Append(msg.chunk())) {
       return absl::InvalidArgumentError("PSF upload is longer than announced");
     }
-    bytes->append(msg.chunk());
     if (context->env.metrics != nullptr) {
       context->env.metrics->AddUploadBytes(static_cast<double>(msg.chunk().size()));
     }
   }
+  *bytes = upload.Take();
   return absl::OkStatus();
 }
 

@@ -23,6 +23,7 @@
 #include "server/request_validation.h"
 #include "server/scheduler.h"
 #include "server/status_util.h"
+#include "server/upload_assembly.h"
 
 namespace spexd::server {
 namespace {
@@ -120,8 +121,8 @@ class ExtractReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, gr
         Finish(cancel_->load()
                    ? absl::CancelledError("upload cancelled")
                    : absl::InvalidArgumentError(absl::StrCat(
-                         "truncated upload: the stream ended after ", request_.upload.size(),
-                         " of the announced ", expected_upload_, " bytes")));
+                         "truncated upload: the stream ended after ", upload_.received(),
+                         " of the announced ", upload_.announced(), " bytes")));
       }
       return;
     }
@@ -341,10 +342,7 @@ class ExtractReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, gr
     auto ticket = service_->scheduler->ReserveUpload(realtime, /*then_queue=*/true);
     if (!ticket.ok()) return ticket.status();
     ticket_ = *std::move(ticket);
-    expected_upload_ = h.upload_size();
-    // A DESI preproc file is 140-170 MB: reserve that much at most up front, so that a
-    // header announcing a huge upload does not pin memory before any byte arrives.
-    request_.upload.reserve(static_cast<std::size_t>(std::min<int64_t>(expected_upload_, 256 << 20)));
+    upload_ = UploadAssembly(h.upload_size(), UploadAssembly::kImageReserve);
     phase_ = Phase::kUpload;
     Read();
     return absl::OkStatus();
@@ -355,15 +353,15 @@ class ExtractReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, gr
       return absl::InvalidArgumentError("expected an UploadChunk after the header");
     }
     const std::string& data = incoming_.chunk().data();
-    if (static_cast<int64_t>(request_.upload.size() + data.size()) > expected_upload_) {
+    if (!upload_.Append(data)) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "upload is longer than the announced upload_size of ", expected_upload_, " bytes"));
+          "upload is longer than the announced upload_size of ", upload_.announced(), " bytes"));
     }
-    request_.upload.append(data);
     if (service_->env.metrics != nullptr) {
       service_->env.metrics->AddUploadBytes(static_cast<double>(data.size()));
     }
-    if (static_cast<int64_t>(request_.upload.size()) == expected_upload_) {
+    if (upload_.complete()) {
+      request_.upload = upload_.Take();
       auto queued = service_->scheduler->Reserve(ticket_.realtime());
       if (!queued.ok()) return queued.status();
       ticket_ = *std::move(queued);  // frees the upload slot
@@ -414,7 +412,7 @@ class ExtractReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, gr
   grpc::ByteBuffer incoming_raw_;
   v1::ExtractRequest incoming_;
   JobRequest request_;
-  int64_t expected_upload_ = 0;
+  UploadAssembly upload_;
   Scheduler::Ticket ticket_;
 
   // Write side: shared between the worker (Send, Finish) and reactions.

@@ -39,6 +39,10 @@ void ExpectRefused(const std::string& bytes, const std::string& needle) {
   // FitsFile refuses it before CFITSIO parses it.
   auto file = FitsFile::OpenMemory(bytes.data(), bytes.size(), "t.fits");
   EXPECT_EQ(file.status().code(), absl::StatusCode::kInvalidArgument) << file.status();
+  // The overload that takes the bytes (uploads and decompressed .gz files).
+  auto owned = FitsFile::OpenMemory(std::string(bytes), "t.fits");
+  EXPECT_EQ(owned.status().code(), absl::StatusCode::kInvalidArgument) << owned.status();
+  EXPECT_NE(owned.status().message().find(needle), std::string::npos) << owned.status();
 }
 
 class FitsLayoutTest : public ::testing::Test {
@@ -83,6 +87,58 @@ TEST_F(FitsLayoutTest, FuzzedPsfWithBrokenNaxis1IsRefusedBeforeCfitsio) {
   ASSERT_NE(naxis1, std::string::npos);
   seed.replace(naxis1 + 10, 20, "       (          80");
   ExpectRefused(seed, "[PSF]: keyword NAXIS1 must be an integer");
+}
+
+// Found by fuzzing the PSF reader: a file cut 2,665 bytes into a record that begins with
+// an XTENSION card. The padded copy that CFITSIO reads made that record a header whose
+// binary garbage CFITSIO parsed, leaving its column count uninitialised: a calloc of
+// petabytes that depended on what was on the stack (no crash when replayed alone).
+TEST_F(FitsLayoutTest, CutExtensionHeaderAfterTheLastHduIsRefused) {
+  const std::string path = std::string(SPEXD_TEST_DATA_DIR) +
+                           "/../fuzz/regressions/psf/cut-extension-header-after-last-hdu.fits";
+  const std::string bytes = testing::ReadBytes(path);
+  ASSERT_EQ(bytes.size(), 14185u);
+  auto mem = Psf::LoadFromMemory(bytes.data(), bytes.size(), "upload.fits");
+  EXPECT_EQ(mem.status().code(), absl::StatusCode::kInvalidArgument) << mem.status();
+  EXPECT_NE(mem.status().message().find("upload.fits[HDU 2]: truncated file: the header starting "
+                                        "at byte 11520 has no END card"),
+            std::string::npos)
+      << mem.status();
+  // The same on a file that is fine up to a cut extension header of 100 bytes.
+  const std::string cut = psf_ + psf_.substr(63360, 100);
+  ASSERT_EQ(cut.compare(psf_.size(), 8, "XTENSION"), 0);
+  ExpectRefused(cut, "truncated file: the header starting at byte 1025280 has no END card");
+}
+
+// Found by fuzzing the preproc reader: a 20 KB file whose GZIP_1-compressed MASK holds a
+// cut gzip stream. CFITSIO 4.2.0 loops for ever on it, growing its buffer (more than 60 s
+// without ASan before the check; a loader thread held without end in the server).
+TEST_F(FitsLayoutTest, TruncatedGzipTileIsRefusedBeforeCfitsioLoopsOnIt) {
+  const std::string fuzz = std::string(SPEXD_TEST_DATA_DIR) + "/../fuzz/";
+  const std::string bad = testing::ReadBytes(fuzz + "regressions/preproc/endless-gzip-tile-in-cfitsio.fits");
+  ASSERT_EQ(bad.size(), 20161u);
+  auto r = ReadPreprocFromMemory(bad.data(), bad.size(), "upload.fits", {});
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << r.status();
+  EXPECT_NE(r.status().message().find("upload.fits[MASK]: tile "), std::string::npos) << r.status();
+  EXPECT_NE(r.status().message().find("is not a whole gzip stream"), std::string::npos)
+      << r.status();
+  // The seed it was mutated from, a valid GZIP_1-compressed MASK, still reads.
+  const std::string good = testing::ReadBytes(fuzz + "corpus/preproc/preproc-f64-compressed-mask.fits");
+  auto ok = ReadPreprocFromMemory(good.data(), good.size(), "seed.fits", {});
+  EXPECT_TRUE(ok.ok()) << ok.status();
+}
+
+// Found by the CI fuzz stage on the PSF reader: LEGDEG = "(       3". CFITSIO's integer
+// conversion overflowed its message buffer on it (a fortify abort: the process died).
+TEST_F(FitsLayoutTest, MalformedNumericKeywordIsRefusedBeforeCfitsioConvertsIt) {
+  const std::string bytes = testing::ReadBytes(std::string(SPEXD_TEST_DATA_DIR) +
+                                               "/../fuzz/regressions/psf/fortify-abort-in-ffc2j.fits");
+  ASSERT_EQ(bytes.size(), 25920u);
+  auto psf = Psf::LoadFromMemory(bytes.data(), bytes.size(), "upload.fits");
+  EXPECT_EQ(psf.status().code(), absl::StatusCode::kInvalidArgument) << psf.status();
+  EXPECT_NE(psf.status().message().find("upload.fits[PSF]: keyword LEGDEG is not an integer"),
+            std::string::npos)
+      << psf.status();
 }
 
 TEST_F(FitsLayoutTest, RefusesSizesBeyondTheBytesGiven) {

@@ -153,8 +153,14 @@ TEST(CudaFaultSpecTest, UnknownFaultsAreRefused) {
   setenv("SPEXD_TEST_CUDA_FAULTS", "melt_at_request=1", 1);
   auto b = CreateCudaBackendFromEnv();
   unsetenv("SPEXD_TEST_CUDA_FAULTS");
-  if (!b.ok() && absl::IsUnavailable(b.status())) GTEST_SKIP() << b.status();
-  EXPECT_EQ(b.status().code(), absl::StatusCode::kInvalidArgument) << b.status();
+  // The module loader reports a failed creation as UNAVAILABLE (the GPU run of
+  // 2026-11-22 skipped here on that): what matters is that the bad spec is named.
+  ASSERT_FALSE(b.ok());
+  const bool named = absl::StrContains(b.status().message(), "melt_at_request");
+  if (!named && absl::IsUnavailable(b.status())) GTEST_SKIP() << b.status();
+  EXPECT_TRUE(named) << b.status();
+  EXPECT_TRUE(absl::IsInvalidArgument(b.status()) || absl::IsUnavailable(b.status()))
+      << b.status();
 }
 
 }  // namespace

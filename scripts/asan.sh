@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# AddressSanitizer + UndefinedBehaviorSanitizer pass (CI; docs/reliability.md §1). Builds
+# the whole project without CUDA, which also proves that everything but cuda/ stands alone
+# (style.md: server -> core <- cuda), and runs the tests of the core, server, client,
+# integration (chaos included) and Python client on it. Left to the plain build: the
+# deploy tests (shell scripts around the container, Slurm and Kubernetes files) and the
+# GPU tests (they skip without a GPU anyway).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export BUILD_DIR=${ASAN_BUILD_DIR:-build-asan}
+scripts/install-deps.sh
+scripts/build.sh -DSPEXD_WITH_CUDA=OFF -DSPEXD_SANITIZE=address,undefined
+# verify_asan_link_order=0: the chaos tests LD_PRELOAD their file-system fault library
+# (tests/integration/fs_fault_preload.c) in front of the ASan runtime; that is harmless.
+export ASAN_OPTIONS="verify_asan_link_order=0:detect_leaks=1:abort_on_error=0 ${ASAN_OPTIONS:-}"
+export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1 ${UBSAN_OPTIONS:-}"
+export LSAN_OPTIONS="suppressions=$PWD/tests/sanitizers/lsan.supp ${LSAN_OPTIONS:-}"
+cd "$BUILD_DIR"
+ctest --output-on-failure -j "${JOBS:-$(nproc)}" --timeout 900 -LE '^(deploy|gpu)$'

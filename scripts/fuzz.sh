@@ -2,6 +2,9 @@
 # Builds the libFuzzer targets with clang (ASan + UBSan) and runs each for SECONDS
 # (default 30), after replaying its committed seeds and regression inputs.
 #   scripts/fuzz.sh [SECONDS] [TARGET...]   targets: preproc psf config request upload (default all)
+# With FUZZ_RUNS=N each target instead runs N inputs from a fixed seed (FUZZ_SEED, 1): the
+# same inputs on every machine with the same compiler, so CI cannot turn red at random when
+# a time-bounded run happens upon a new bug (long exploratory runs are local, with SECONDS).
 # New corpus entries go to ${FUZZ_WORK:-build-fuzz/corpus}/<target>, not to the committed
 # seeds. A crash leaves its input in build-fuzz/artifacts/ and fails the script; commit it
 # to tests/fuzz/regressions/<target>/ with the fix.
@@ -33,11 +36,17 @@ for t in "${targets[@]}"; do
   inputs=("$seeds"/*)
   [[ -d $regress ]] && inputs+=("$regress"/*)
   "$BUILD_DIR/tests/fuzz/${t}_fuzzer" -runs=0 "${inputs[@]}" 2>&1 | tail -2
-  echo "== fuzz $t: ${secs} s =="
+  if [[ -n ${FUZZ_RUNS:-} ]]; then
+    budget=(-runs="$FUZZ_RUNS" -seed="${FUZZ_SEED:-1}")
+    echo "== fuzz $t: ${FUZZ_RUNS} inputs from seed ${FUZZ_SEED:-1} =="
+  else
+    budget=(-max_total_time="$secs")
+    echo "== fuzz $t: ${secs} s =="
+  fi
   # -max_len covers the largest seed (FITS files are multiples of 2880 bytes).
   log=$BUILD_DIR/fuzz-$t.log
   status=0
-  "$BUILD_DIR/tests/fuzz/${t}_fuzzer" -max_total_time="$secs" -max_len=65536 -timeout=20 \
+  "$BUILD_DIR/tests/fuzz/${t}_fuzzer" "${budget[@]}" -max_len=65536 -timeout=20 \
     -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$BUILD_DIR/artifacts/${t}-" \
     "$WORK/$t" "$seeds" >"$log" 2>&1 || status=$?
   grep -E '^#[0-9]+ +DONE|^stat::(number_of_executed_units|peak_rss_mb|new_units_added)' "$log" || true

@@ -142,5 +142,7 @@ share0=$(ok_frames 0)
 share2=$(ok_frames 2)
 echo "frames per server (ExtractFrame OK in each /metrics): server0 $share0, server1 $killed_after (then killed), server2 $share2"
 restarted=$(cat "$WORK"/client-*.log | grep -c 'restarting the frame' || true)
-[[ $((share0 + share2 + killed_after)) -ge $total ]] || fail "the servers' counts miss frames"
+# killed_after was read just before the SIGKILL: frames the victim finished in between (at
+# most one per worker) arrived but are not in it.
+[[ $((share0 + share2 + killed_after + WORKERS)) -ge $total ]] || fail "the servers' counts miss frames"
 say "multi_server_test: PASS ($total frames, $((total - at_kill)) after the kill; every server took a share, one killed mid-frame; $restarted frames restarted by their client)"

@@ -48,9 +48,9 @@ RUN --mount=type=cache,id=spexd-apt-lists,target=/var/lib/apt/lists \
     useradd --system --uid 10001 --gid 10001 --home-dir /nonexistent --no-create-home \
       --shell /usr/sbin/nologin spexd && \
     mkdir -p /data /etc/spexd && \
-    if ldd /opt/spexd/bin/* /opt/spexd/lib/* 2>/dev/null | grep 'not found'; then exit 1; fi
+    if ldd /opt/spexd/bin/* /opt/spexd/lib/spexd/* 2>/dev/null | grep 'not found'; then exit 1; fi
 ENV PATH=/opt/spexd/bin:${PATH} \
-    SPEXD_CUDA_MODULE=/opt/spexd/lib/libspexd_cuda.so \
+    SPEXD_CUDA_MODULE=/opt/spexd/lib/spexd/libspexd_cuda.so \
     SPEXD_PORT=50051 \
     SPEXD_METRICS_PORT=9464 \
     SPEXD_DATA_ROOTS=/data \

@@ -12,35 +12,7 @@
 namespace spexd::testing {
 namespace {
 
-class ExtractServiceTest : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    server_ = StartServer(TestServerOptions()).release();
-    ASSERT_NE(server_, nullptr);
-    auto local = LocalExtract(Inputs().psf_path, Inputs().frame_path, SmallParams());
-    ASSERT_TRUE(local.ok()) << local.status();
-    local_ = new core::Frame(*std::move(local));
-  }
-  static void TearDownTestSuite() {
-    delete server_;
-    delete local_;
-  }
-  void SetUp() override {
-    client_ = Connect(*server_);
-    ASSERT_NE(client_, nullptr);
-    auto psf = client_->LoadPsfFromBytes(Inputs().psf_bytes, "psf.fits");
-    ASSERT_TRUE(psf.ok()) << psf.status();
-    psf_id_ = psf->id();
-  }
-
-  static server::SpexdServer* server_;
-  static core::Frame* local_;
-  std::unique_ptr<client::SpexdClient> client_;
-  std::string psf_id_;
-};
-
-server::SpexdServer* ExtractServiceTest::server_ = nullptr;
-core::Frame* ExtractServiceTest::local_ = nullptr;
+class ExtractServiceTest : public LoadedServerTest {};
 
 TEST_F(ExtractServiceTest, UploadedFrameEqualsLocalExtractionBitForBit) {
   ASSERT_GT(local_->nspec, 0);

@@ -143,35 +143,7 @@ std::string FrameWithUndecodableCompressedImage() {
   return bytes;
 }
 
-class GzipServiceTest : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    server_ = StartServer(TestServerOptions()).release();
-    ASSERT_NE(server_, nullptr);
-    auto local = LocalExtract(Inputs().psf_path, Inputs().frame_path, SmallParams());
-    ASSERT_TRUE(local.ok()) << local.status();
-    local_ = new core::Frame(*std::move(local));
-  }
-  static void TearDownTestSuite() {
-    delete server_;
-    delete local_;
-  }
-  void SetUp() override {
-    client_ = Connect(*server_);
-    ASSERT_NE(client_, nullptr);
-    auto psf = client_->LoadPsfFromBytes(Inputs().psf_bytes, "psf.fits");
-    ASSERT_TRUE(psf.ok()) << psf.status();
-    psf_id_ = psf->id();
-  }
-
-  static server::SpexdServer* server_;
-  static core::Frame* local_;
-  std::unique_ptr<client::SpexdClient> client_;
-  std::string psf_id_;
-};
-
-server::SpexdServer* GzipServiceTest::server_ = nullptr;
-core::Frame* GzipServiceTest::local_ = nullptr;
+class GzipServiceTest : public LoadedServerTest {};
 
 TEST_F(GzipServiceTest, GzipPreprocUploadEqualsPlainUploadAndLocalBitForBit) {
   ASSERT_TRUE(core::IsGzip(Inputs().frame_gz_bytes));

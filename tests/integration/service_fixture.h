@@ -90,6 +90,37 @@ absl::StatusOr<std::string> HttpGet(int port, const std::string& path);
 // Expects two frames to hold identical values, bit for bit.
 void ExpectFramesIdentical(const core::Frame& a, const core::Frame& b);
 
+// One server for a test suite, the small case's local extraction as reference, and per
+// test a client with the PSF loaded (psf_id_).
+class LoadedServerTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    server_ = StartServer(TestServerOptions()).release();
+    ASSERT_NE(server_, nullptr);
+    auto local = LocalExtract(Inputs().psf_path, Inputs().frame_path, SmallParams());
+    ASSERT_TRUE(local.ok()) << local.status();
+    local_ = new core::Frame(*std::move(local));
+  }
+  static void TearDownTestSuite() {
+    delete server_;
+    delete local_;
+    server_ = nullptr;
+    local_ = nullptr;
+  }
+  void SetUp() override {
+    client_ = Connect(*server_);
+    ASSERT_NE(client_, nullptr);
+    auto psf = client_->LoadPsfFromBytes(Inputs().psf_bytes, "psf.fits");
+    ASSERT_TRUE(psf.ok()) << psf.status();
+    psf_id_ = psf->id();
+  }
+
+  static inline server::SpexdServer* server_ = nullptr;
+  static inline core::Frame* local_ = nullptr;
+  std::unique_ptr<client::SpexdClient> client_;
+  std::string psf_id_;
+};
+
 }  // namespace spexd::testing
 
 #endif  // SPEXD_TESTS_INTEGRATION_SERVICE_FIXTURE_H_

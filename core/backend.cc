@@ -46,7 +46,7 @@ absl::StatusOr<std::unique_ptr<ImportedRegion>> Backend::ImportRegion(const std:
 
 absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const BackendOptions& options) {
   switch (options.kind) {
-    case BackendKind::kCpu: return CreateCpuBackend(options.threads);
+    case BackendKind::kCpu: return CreateCpuBackend(options.threads, options.pool);
     case BackendKind::kCuda: return LoadCudaBackend(options);
   }
   return absl::InvalidArgumentError("unknown backend kind");

@@ -10,6 +10,8 @@
 
 namespace spexd::core {
 
+class TaskPool;
+
 // Which implementation of core::Backend: LAPACK on the CPU, or the dlopen()ed CUDA module.
 enum class BackendKind { kCpu, kCuda };
 
@@ -28,6 +30,11 @@ enum class CudaEigensolver { kSharedMemoryTridiagonalQl, kSharedMemoryJacobi, kC
 struct BackendOptions {
   BackendKind kind = BackendKind::kCpu;
   int threads = 0;          // CPU threads; 0 = all cores
+  // The host thread pool the backend runs its parallel loops on (CPU patches and spots,
+  // the CUDA backend's host-side assembly); not owned, must outlive the backend. One per
+  // process, owned by whoever owns the backends (the server: --cpu_threads threads). Null:
+  // the backend starts a pool of its own (the CLI, benchmarks, tests).
+  TaskPool* pool = nullptr;
   int device = 0;           // CUDA device ordinal
   std::string cuda_module;  // path of the CUDA module; "" = the default lookup
   CudaTriangularSolver cuda_solver = CudaTriangularSolver::kWarpSubstitution;

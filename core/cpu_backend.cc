@@ -2,13 +2,13 @@
 
 #include <algorithm>
 #include <cmath>
-#include <atomic>
 #include <chrono>
-#include <thread>
+#include <memory>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "core/lapack.h"
+#include "core/parallel_for.h"
 #include "core/patch_extractor.h"
 #include "core/status_macros.h"
 
@@ -22,8 +22,12 @@ double Now() {
 
 class CpuBackend : public Backend {
  public:
-  explicit CpuBackend(int threads) : threads_(threads) {
-    if (threads_ <= 0) threads_ = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  CpuBackend(int threads, TaskPool* pool) : threads_(threads > 0 ? threads : HardwareThreads()) {
+    if (pool == nullptr) {
+      own_pool_ = MakeTaskPool(threads_ - 1);  // the extracting thread is the threads_-th
+      pool = own_pool_.get();
+    }
+    pool_ = pool;
     UseSingleThreadedBlas();
   }
   std::string name() const override { return "cpu"; }
@@ -59,7 +63,7 @@ class CpuBackend : public Backend {
     for (int b : bundles) {
       if (CancelRequested(job)) return absl::CancelledError("extraction cancelled");
       double t0 = Now();
-      std::shared_ptr<const Spots> spots = geo.BundleSpots(b);
+      std::shared_ptr<const Spots> spots = geo.BundleSpots(b, pool_);
       double t1 = Now();
       summary.stage_seconds["spots"] += t1 - t0;
 
@@ -68,20 +72,15 @@ class CpuBackend : public Backend {
       const int p0 = plan.bundle_first_patch[b], p1 = plan.bundle_first_patch[b + 1];
       std::vector<std::vector<double>> models(job.want_model ? p1 - p0 : 0);
       std::vector<PatchOutcome> outcomes(p1 - p0);
-      std::atomic<int> next{p0};
-      // Each thread stops at its next patch once the job is cancelled: a bundle of a
-      // full frame takes seconds on the CPU.
-      auto work = [&](int t) {
-        for (int p = next++; p < p1 && !CancelRequested(job); p = next++) {
-          outcomes[p - p0] = extractor.Extract(plan.patches[p], *spots, job.image->image.data(),
-                                               job.image->ivar.data(), &workspaces[t], &result,
-                                               job.want_model ? &models[p - p0] : nullptr);
-        }
-      };
-      std::vector<std::thread> pool;
-      for (int t = 1; t < threads_; ++t) pool.emplace_back(work, t);
-      work(0);
-      for (auto& th : pool) th.join();
+      // Patches are skipped once the job is cancelled: a bundle of a full frame takes
+      // seconds on the CPU.
+      ParallelFor(pool_, threads_, p1 - p0, [&](int worker, int i) {
+        if (CancelRequested(job)) return;
+        const int p = p0 + i;
+        outcomes[i] = extractor.Extract(plan.patches[p], *spots, job.image->image.data(),
+                                        job.image->ivar.data(), &workspaces[worker], &result,
+                                        job.want_model ? &models[i] : nullptr);
+      });
       if (CancelRequested(job)) return absl::CancelledError("extraction cancelled");
       double t2 = Now();
       summary.stage_seconds["patches"] += t2 - t1;
@@ -133,13 +132,15 @@ class CpuBackend : public Backend {
     }
   }
 
-  int threads_;
+  int threads_;  // patches solved at once: the calling thread and up to threads_ - 1 of pool_'s
+  std::unique_ptr<TaskPool> own_pool_;  // when the owner passed none
+  TaskPool* pool_;
 };
 
 }  // namespace
 
-std::unique_ptr<Backend> CreateCpuBackend(int threads) {
-  return std::make_unique<CpuBackend>(threads);
+std::unique_ptr<Backend> CreateCpuBackend(int threads, TaskPool* pool) {
+  return std::make_unique<CpuBackend>(threads, pool);
 }
 
 }  // namespace spexd::core

@@ -47,14 +47,14 @@ absl::StatusOr<std::shared_ptr<const Geometry>> Geometry::Create(
   return std::shared_ptr<const Geometry>(std::move(g));
 }
 
-std::shared_ptr<const Spots> Geometry::BundleSpots(int b) const {
+std::shared_ptr<const Spots> Geometry::BundleSpots(int b, TaskPool* pool) const {
   {
     absl::MutexLock lock(&mu_);
     if (spots_[b] != nullptr) return spots_[b];
   }
   // Evaluate outside the lock; two racing callers compute the same values.
   auto spots = std::make_shared<const Spots>(
-      EvaluateSpots(*psf_, plan_.bundle_fiber_begin(b), plan_.bundlesize, plan_.fullwave));
+      EvaluateSpots(*psf_, plan_.bundle_fiber_begin(b), plan_.bundlesize, plan_.fullwave, pool));
   if (cache_spots_) {
     absl::MutexLock lock(&mu_);
     if (spots_[b] == nullptr) spots_[b] = spots;

@@ -41,8 +41,9 @@ class Geometry {
   // numpy.gradient of the output grid, for photons/bin -> photons/Angstrom.
   const std::vector<double>& dwave() const { return dwave_; }
 
-  // Spots of bundle `b` for all fullwave wavelengths. Thread-safe; computed on first use.
-  std::shared_ptr<const Spots> BundleSpots(int b) const;
+  // Spots of bundle `b` for all fullwave wavelengths. Thread-safe; computed on first use,
+  // on the caller and `pool`'s threads (EvaluateSpots).
+  std::shared_ptr<const Spots> BundleSpots(int b, TaskPool* pool = nullptr) const;
   // Host bytes held (plan + cached spots).
   std::size_t MemoryBytes() const;
 

@@ -1,15 +1,13 @@
 #include "core/simulator.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
-#include <functional>
+#include <memory>
 #include <numbers>
 #include <random>
-#include <system_error>
-#include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "core/parallel_for.h"
 #include "core/spots.h"
 #include "core/status_macros.h"
 #include "core/wavelength_grid.h"
@@ -89,29 +87,7 @@ class Rng {
   double spare_ = 0.0;
 };
 
-// Runs task(i) for i in [0, ntasks) on up to `nthreads` threads. Results must not depend
-// on which thread runs a task (every caller writes disjoint outputs per task).
-void ParallelFor(int nthreads, int ntasks, const std::function<void(int)>& task) {
-  std::atomic<int> next{0};
-  auto worker = [&] {
-    for (int i = next++; i < ntasks; i = next++) task(i);
-  };
-  std::vector<std::thread> threads;
-  for (int t = 1; t < std::min(nthreads, ntasks); ++t) {
-    try {
-      threads.emplace_back(worker);
-    } catch (const std::system_error&) {
-      break;  // fewer threads, same results
-    }
-  }
-  worker();
-  for (std::thread& th : threads) th.join();
-}
-
-int ThreadCount(const SimOptions& o) {
-  return o.num_threads > 0 ? o.num_threads
-                           : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-}
+int ThreadCount(const SimOptions& o) { return o.num_threads > 0 ? o.num_threads : HardwareThreads(); }
 
 // ---- Spectra ----
 
@@ -145,11 +121,15 @@ absl::Status ValidateSimOptions(const Psf& psf, const SimOptions& o) {
     return bad(absl::StrCat("fibres [", o.fiber_begin, ", ", int64_t{o.fiber_begin} + o.nfibers,
                             ") are not a non-empty range within the PSF's ", psf.nspec()));
   }
+  if (o.height < 0 || o.height > psf.npix_y() || o.width < 0 || o.width > psf.npix_x()) {
+    return bad(absl::StrCat("cut-out ", o.height, " x ", o.width, " is outside the CCD (",
+                            psf.npix_y(), " x ", psf.npix_x(), ")"));
+  }
   absl::StatusOr<WavelengthGrid> grid = MakeOutputGrid(o.wmin, o.wmax, o.dw);
   if (!grid.ok()) return bad(std::string(grid.status().message()));
   const double lo = std::max({psf.wavemin(), psf.xtrace().wavemin, psf.ytrace().wavemin});
   const double hi = std::min({psf.wavemax(), psf.xtrace().wavemax, psf.ytrace().wavemax});
-  if (grid->wave.front() - o.dw < lo || grid->wave.back() + o.dw > hi) {
+  if (!o.allow_extrapolation && (grid->wave.front() - o.dw < lo || grid->wave.back() + o.dw > hi)) {
     return bad(absl::StrCat("wavelength grid [", grid->wave.front(), ", ", grid->wave.back(),
                             "] (plus one bin) is outside the PSF domain [", lo, ", ", hi, "]"));
   }
@@ -172,14 +152,22 @@ absl::Status ValidateSimOptions(const Psf& psf, const SimOptions& o) {
 }
 
 absl::StatusOr<SimSpectra> MakeSimSpectra(const SimOptions& o) {
+  SPEXD_ASSIGN_OR_RETURN(WavelengthGrid grid, MakeOutputGrid(o.wmin, o.wmax, o.dw));
+  return MakeSimSpectraOnGrid(o, std::move(grid.wave));
+}
+
+absl::StatusOr<SimSpectra> MakeSimSpectraOnGrid(const SimOptions& o, std::vector<double> wave) {
   if (o.fiber_begin < 0 || o.nfibers < 0 || o.nfibers > 100000 || o.oversample > 16) {
     return absl::InvalidArgumentError("simulator: bad fibre range or oversample");
   }
-  SPEXD_ASSIGN_OR_RETURN(WavelengthGrid grid, MakeOutputGrid(o.wmin, o.wmax, o.dw));
+  const auto not_ascending = [](double a, double b) { return !(a < b); };
+  if (wave.size() < 2 || std::adjacent_find(wave.begin(), wave.end(), not_ascending) != wave.end()) {
+    return absl::InvalidArgumentError("simulator: the grid needs 2 or more ascending points");
+  }
   SimSpectra s;
   s.fiber_begin = o.fiber_begin;
   s.nfibers = o.nfibers;
-  s.wave = grid.wave;
+  s.wave = std::move(wave);
   s.dwave = GridGradient(s.wave);
   s.oversample = std::max(1, o.oversample);
   const int n = s.oversample;
@@ -289,12 +277,18 @@ absl::StatusOr<SimFrame> SimulateFrame(const Psf& psf, const SimSpectra& spectra
     return absl::InvalidArgumentError("simulator: spectra do not match the options");
   }
   SimFrame frame;
-  frame.height = psf.npix_y();
-  frame.width = psf.npix_x();
+  frame.height = o.height > 0 ? o.height : psf.npix_y();
+  frame.width = o.width > 0 ? o.width : psf.npix_x();
   const int H = frame.height, W = frame.width;
   const std::size_t npix = static_cast<std::size_t>(H) * static_cast<std::size_t>(W);
   frame.model.assign(npix, 0.0);
   const int nthreads = ThreadCount(o);
+  std::unique_ptr<TaskPool> own_pool;
+  TaskPool* pool = o.pool;
+  if (pool == nullptr) {
+    own_pool = MakeTaskPool(nthreads - 1);  // this thread is the last one
+    pool = own_pool.get();
+  }
 
   // Photons per fine bin, and each stamp's approximate first row (spec §1.4 step 2) to
   // find the stamps that touch a band of rows.
@@ -312,7 +306,7 @@ absl::StatusOr<SimFrame> SimulateFrame(const Psf& psf, const SimSpectra& spectra
   // are evaluated by both bands (~8 % extra work at 128 rows).
   constexpr int kBandRows = 128;
   const int nbands = (H + kBandRows - 1) / kBandRows;
-  ParallelFor(nthreads, nbands, [&](int band) {
+  ParallelFor(pool, nthreads, nbands, [&](int, int band) {
     const int y0 = band * kBandRows, y1 = std::min(H, y0 + kBandRows);
     SpotEvaluator spot(psf);
     const int ny = spot.ny(), nx = spot.nx();
@@ -338,11 +332,13 @@ absl::StatusOr<SimFrame> SimulateFrame(const Psf& psf, const SimSpectra& spectra
   frame.image.resize(npix);
   frame.ivar.resize(npix);
   frame.mask.assign(npix, 0);
+  // Amplifier quadrants of the whole CCD, also in a cut-out.
+  const int amp_y = psf.npix_y() / 2, amp_x = psf.npix_x() / 2;
   auto read_noise = [&](int y, int x) {
     if (o.read_noise.size() == 1) return o.read_noise[0];
-    return o.read_noise[static_cast<std::size_t>((y >= H / 2 ? 2 : 0) + (x >= W / 2 ? 1 : 0))];
+    return o.read_noise[static_cast<std::size_t>((y >= amp_y ? 2 : 0) + (x >= amp_x ? 1 : 0))];
   };
-  ParallelFor(nthreads, H, [&](int y) {
+  ParallelFor(pool, nthreads, H, [&](int, int y) {
     Rng r(StreamSeed(o.seed, kNoiseStream, static_cast<uint64_t>(y)));
     for (int x = 0; x < W; ++x) {
       const std::size_t p = static_cast<std::size_t>(y) * W + x;

@@ -26,6 +26,8 @@
 
 namespace spexd::core {
 
+class TaskPool;
+
 enum class SimNoise { kNone, kPoisson };
 
 struct SimOptions {
@@ -39,7 +41,17 @@ struct SimOptions {
   // (A: lower-left, B: lower-right, C: upper-left, D: upper-right quadrant).
   std::vector<double> read_noise = {3.0};
   int num_hot_pixels = 0;  // HOT (MASK bit 1) pixels added in the lit band
+  // A cut-out of the CCD: its first `height` rows and `width` columns (0: the PSF's
+  // NPIX_Y / NPIX_X). Core extracts cut-outs; tests use them to stay small.
+  int height = 0, width = 0;
+  // Accept spectra whose grid reaches past the PSF's wavelength domain: the PSF is then
+  // extrapolated, as an extraction's patch padding is (spec §2.4). For tests that light a
+  // plan's whole padded grid; off, such a grid is a configuration error.
+  bool allow_extrapolation = false;
   int num_threads = 0;     // 0: std::thread::hardware_concurrency()
+  // Runs on the caller and up to num_threads - 1 of this pool's threads (not owned);
+  // null: a pool of num_threads - 1 threads for the call.
+  TaskPool* pool = nullptr;
   std::string camera = "r0";
 };
 
@@ -67,6 +79,9 @@ struct SimSpectra {
 // objtype/simtype/targetid) with zero flux: the starting point for any source of spectra.
 // Errors as MakeOutputGrid.
 absl::StatusOr<SimSpectra> MakeSimSpectra(const SimOptions& options);
+// The same on another grid `wave` (ascending; e.g. a plan's padded fullwave): dwave is its
+// numpy.gradient. INVALID_ARGUMENT for fewer than 2 points or a grid not ascending.
+absl::StatusOr<SimSpectra> MakeSimSpectraOnGrid(const SimOptions& options, std::vector<double> wave);
 // Sets `flux` (the truth) to the bin average of `fine_flux` over each bin's sub-bins.
 void FillTruthFlux(SimSpectra* spectra);
 

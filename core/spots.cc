@@ -2,12 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
-#include <system_error>
-#include <thread>
+#include <memory>
 #include <vector>
 
 #include "core/gauss_hermite.h"
 #include "core/legendre.h"
+#include "core/parallel_for.h"
 
 namespace spexd::core {
 
@@ -133,7 +133,7 @@ void EvaluateSpot(const Psf& psf, int fiber, double wave, double* stamp, int32_t
 }
 
 Spots EvaluateSpots(const Psf& psf, int fiber_begin, int nfibers,
-                    const std::vector<double>& waves) {
+                    const std::vector<double>& waves, TaskPool* pool) {
   Spots spots;
   spots.fiber_begin = fiber_begin;
   spots.nfibers = nfibers;
@@ -148,35 +148,24 @@ Spots EvaluateSpots(const Psf& psf, int fiber_begin, int nfibers,
   if (ntotal == 0) return spots;
 
   // Each (fibre, wavelength) stamp is independent, so splitting the flat index range
-  // over threads gives bit-identical results for any thread count.
-  auto work = [&](std::size_t begin, std::size_t end) {
-    SpotEvaluator evaluator(psf);
+  // into chunks gives bit-identical results for any number of workers. A chunk is large
+  // enough to amortise claiming it; each worker keeps one evaluator (its scratch).
+  constexpr std::size_t kStampsPerChunk = 2048;
+  const int nchunks = static_cast<int>((ntotal + kStampsPerChunk - 1) / kStampsPerChunk);
+  const int max_workers = pool != nullptr ? pool->num_threads() + 1 : 1;
+  std::vector<std::unique_ptr<SpotEvaluator>> evaluators(static_cast<std::size_t>(max_workers));
+  ParallelFor(pool, max_workers, nchunks, [&](int worker, int chunk) {
+    std::unique_ptr<SpotEvaluator>& evaluator = evaluators[static_cast<std::size_t>(worker)];
+    if (evaluator == nullptr) evaluator = std::make_unique<SpotEvaluator>(psf);
+    const std::size_t begin = static_cast<std::size_t>(chunk) * kStampsPerChunk;
+    const std::size_t end = std::min(ntotal, begin + kStampsPerChunk);
     for (std::size_t q = begin; q < end; ++q) {
       const int f = static_cast<int>(q / waves.size());
       const std::size_t w = q % waves.size();
-      evaluator.Evaluate(fiber_begin + f, waves[w], spots.values.data() + q * stamp_size,
-                         &spots.xc[q], &spots.yc[q]);
+      evaluator->Evaluate(fiber_begin + f, waves[w], spots.values.data() + q * stamp_size,
+                          &spots.xc[q], &spots.yc[q]);
     }
-  };
-  constexpr std::size_t kMinStampsPerThread = 2048;
-  const std::size_t hw = std::max(1u, std::thread::hardware_concurrency());
-  const std::size_t nthreads =
-      std::min(hw, (ntotal + kMinStampsPerThread - 1) / kMinStampsPerThread);
-  if (nthreads <= 1) {
-    work(0, ntotal);
-    return spots;
-  }
-  std::vector<std::thread> threads;
-  threads.reserve(nthreads);
-  for (std::size_t t = 0; t < nthreads; ++t) {
-    const std::size_t begin = ntotal * t / nthreads, end = ntotal * (t + 1) / nthreads;
-    try {
-      threads.emplace_back(work, begin, end);
-    } catch (const std::system_error&) {
-      work(begin, end);  // no thread available: do this share here (same results)
-    }
-  }
-  for (std::thread& th : threads) th.join();
+  });
   return spots;
 }
 

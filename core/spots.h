@@ -11,6 +11,8 @@
 
 namespace spexd::core {
 
+class TaskPool;
+
 // The lower-left corner of a stamp from its trace position (spec §1.4 step 2):
 // floor(pos - hsize + 0.5), in that operation order. The one definition shared by the spot
 // evaluation, the planner and the simulator, so that all agree exactly.
@@ -43,11 +45,12 @@ struct Spots {
   int32_t corner_y(int f, int w) const { return yc[static_cast<std::size_t>(f) * nwave + w]; }
 };
 
-// Evaluates the spots of fibres [fiber_begin, fiber_begin + nfibers) on `waves`.
-// Pure function of its inputs; cost is linear in nfibers*waves.size(). Callers keep the
-// result for the lifetime of a (PSF, grid) pair.
+// Evaluates the spots of fibres [fiber_begin, fiber_begin + nfibers) on `waves`, on the
+// calling thread and `pool`'s threads (core/parallel_for.h; null: the caller alone).
+// Pure function of its inputs, bit-identical for any pool; cost is linear in
+// nfibers*waves.size(). Callers keep the result for the lifetime of a (PSF, grid) pair.
 Spots EvaluateSpots(const Psf& psf, int fiber_begin, int nfibers,
-                    const std::vector<double>& waves);
+                    const std::vector<double>& waves, TaskPool* pool = nullptr);
 
 // One stamp (helper for EvaluateSpots, exposed for tests and the simulator):
 // writes ny*nx values into `stamp` and returns the corner.

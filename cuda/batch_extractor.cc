@@ -5,9 +5,9 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
-#include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "core/parallel_for.h"
 #include "core/patch_numerics.h"
 #include "core/patch_outcome.h"
 #include "core/patch_plan.h"
@@ -349,16 +349,12 @@ std::vector<core::BundleResult> BatchExtractor::AssembleBundles(
   const core::PatchPlan& plan = *cfg_.plan;
   const WorkspaceSet& s = cfg_.workspace->set(batch.set);
   std::vector<core::BundleResult> results(batch.bundles.size());
-  // One host thread per bundle: the copies out of pinned memory into fresh vectors are
-  // page-fault bound, and the last batch's copies sit on the request's critical path.
-  {
-    std::vector<std::thread> pool;
-    for (std::size_t pos = 1; pos < batch.bundles.size(); ++pos) {
-      pool.emplace_back([&, pos] { FillBundle(batch, pos, &results[pos]); });
-    }
-    if (!batch.bundles.empty()) FillBundle(batch, 0, &results[0]);
-    for (std::thread& t : pool) t.join();
-  }
+  // Bundles in parallel on the pool: the copies out of pinned memory into fresh vectors
+  // are page-fault bound, and the last batch's copies sit on the request's critical path.
+  const int nbundles = static_cast<int>(batch.bundles.size());
+  core::ParallelFor(cfg_.pool, nbundles, nbundles, [&](int, int pos) {
+    FillBundle(batch, static_cast<std::size_t>(pos), &results[static_cast<std::size_t>(pos)]);
+  });
   // Outcomes, with the CPU backend's bookkeeping (core/patch_outcome.h).
   for (const RunEntry& e : batch.layout.entries) {
     core::BundleResult& r = results[static_cast<std::size_t>(e.bundle_pos)];

@@ -10,6 +10,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "core/backend.h"
+#include "core/task_pool.h"
 #include "cuda/batch_layout.h"
 #include "cuda/geometry_state.h"
 #include "cuda/gpu_context.h"
@@ -28,6 +29,9 @@ class BatchExtractor {
     Workspace* workspace = nullptr;
     const GeometryState* state = nullptr;
     const core::PatchPlan* plan = nullptr;
+    // Host threads for the bundle assembly (core::ParallelFor; not owned; null: the
+    // calling thread alone).
+    core::TaskPool* pool = nullptr;
   };
   explicit BatchExtractor(const Config& config) : cfg_(config) {}
 

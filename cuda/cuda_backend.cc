@@ -23,6 +23,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "core/parallel_for.h"
 #include "core/status_macros.h"
 #include "cuda/batch_extractor.h"
 #include "cuda/cuda_check.h"
@@ -44,20 +45,27 @@ constexpr bool kDebugChecks = false;
 #endif
 
 constexpr int kMaxWarmGeometries = 2;
+// Host threads of a backend whose owner passed no pool (the copies they do are bound by
+// page faults and memory bandwidth, not by cores).
+constexpr int kMaxHostThreads = 16;
 double Now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 class CudaBackend final : public core::Backend {
  public:
-  CudaBackend(std::unique_ptr<GpuContext> ctx, core::CudaTriangularSolver solver,
-              core::CudaEigensolver eigen, bool stats, FaultPlan faults)
+  CudaBackend(std::unique_ptr<GpuContext> ctx, const core::BackendOptions& options, FaultPlan faults)
       : ctx_(std::move(ctx)),
-        solver_(solver),
-        eigen_(eigen),
-        stats_(stats),
+        solver_(options.cuda_solver),
+        eigen_(options.cuda_eigen),
+        stats_(options.cuda_stats),
         faults_(faults),
-        workspace_(std::make_unique<Workspace>()) {}
+        workspace_(std::make_unique<Workspace>()) {
+    if (options.pool == nullptr) {
+      own_pool_ = core::MakeTaskPool(std::min(kMaxHostThreads, core::HardwareThreads()) - 1);
+    }
+    pool_ = options.pool != nullptr ? options.pool : own_pool_.get();
+  }
 
   ~CudaBackend() override {
     // Pending work may still use the workspace: drain before the buffers are freed.
@@ -274,6 +282,7 @@ class CudaBackend final : public core::Backend {
     config.workspace = workspace_.get();
     config.state = state;
     config.plan = &plan;
+    config.pool = pool_;
     BatchExtractor extractor(config);
     const absl::Status prepared = extractor.Prepare(job, static_cast<int>(bundles.size()));
     PublishMemoryLocked();  // the workspace may have grown
@@ -298,6 +307,10 @@ class CudaBackend final : public core::Backend {
   core::CudaEigensolver eigen_;
   bool stats_;
   const FaultPlan faults_;  // test-only (fault_injection.h); all zero in production
+  // Host threads (bundle assembly; the image upload can use them too): the owner's pool
+  // (BackendOptions::pool), or else one of this backend's own.
+  std::unique_ptr<core::TaskPool> own_pool_;
+  core::TaskPool* pool_ = nullptr;
   absl::Mutex mu_;  // held for a whole request
   int requests_ ABSL_GUARDED_BY(mu_) = 0;
   std::unique_ptr<Workspace> workspace_ ABSL_GUARDED_BY(mu_);
@@ -318,7 +331,6 @@ class CudaBackend final : public core::Backend {
 
 absl::StatusOr<std::unique_ptr<core::Backend>> CreateCudaBackend(
     const core::BackendOptions& options) {
-  const bool stats = options.cuda_stats;
   absl::StatusOr<FaultPlan> faults = FaultPlanFromEnvironment();
   if (!faults.ok()) return faults.status();
   if (faults->oom_at_alloc > 0) ArmAllocationFault(faults->oom_at_alloc);
@@ -326,8 +338,7 @@ absl::StatusOr<std::unique_ptr<core::Backend>> CreateCudaBackend(
   if (!ctx.ok()) {
     return absl::UnavailableError(absl::StrCat("CUDA backend unavailable: ", ctx.status().ToString()));
   }
-  return std::unique_ptr<core::Backend>(new CudaBackend(
-      std::move(ctx).value(), options.cuda_solver, options.cuda_eigen, stats, *faults));
+  return std::unique_ptr<core::Backend>(new CudaBackend(std::move(ctx).value(), options, *faults));
 }
 
 }  // namespace spexd::cuda

@@ -33,7 +33,8 @@ ABSL_FLAG(std::string, output_roots, "",
           "written under; empty disables server-side output");
 ABSL_FLAG(std::string, backend, "auto", "auto (GPU if any, else CPU), cpu or cuda");
 ABSL_FLAG(std::string, gpu_devices, "", "comma-separated CUDA devices to use (default: all)");
-ABSL_FLAG(int, cpu_threads, 0, "CPU backend threads (0: all cores)");
+ABSL_FLAG(int, cpu_threads, 0,
+          "host threads of the backends: CPU patches solved at once, CUDA host-side work (0: all cores)");
 ABSL_FLAG(std::string, cuda_module, "", "path of libspexd_cuda.so (default: next to spexd)");
 ABSL_FLAG(int, max_queue, 0,
           "extractions waiting for a worker before RESOURCE_EXHAUSTED (0: 8 per worker, at "

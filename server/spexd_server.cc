@@ -18,6 +18,8 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "core/cuda_module_loader.h"
+#include "core/parallel_for.h"
+#include "core/task_pool.h"
 #include "server/admin_service.h"
 #include "server/call_watchdog.h"
 #include "server/cuda_regions_service.h"
@@ -75,12 +77,14 @@ struct WorkerBackend {
 
 // One worker per GPU (all visible, or --gpu_devices) when the CUDA module finds devices;
 // else one CPU worker. `reason` says which and why, for logs and GetServerInfo.
-absl::StatusOr<std::vector<WorkerBackend>> ChooseBackends(const ServerOptions& o, int* gpu_count,
+absl::StatusOr<std::vector<WorkerBackend>> ChooseBackends(const ServerOptions& o,
+                                                          core::TaskPool* pool, int* gpu_count,
                                                           std::string* reason) {
   std::vector<WorkerBackend> out;
   core::BackendOptions bo;
   bo.cuda_module = o.cuda_module;
   bo.threads = o.cpu_threads;
+  bo.pool = pool;
   *gpu_count = 0;
   std::string why;
   if (o.backend != core::BackendKind::kCpu) {
@@ -127,6 +131,10 @@ class SpexdServer::Impl {
   std::unique_ptr<DataRoots> roots;
   std::unique_ptr<DataRoots> output_roots;
   std::unique_ptr<PsfCache> cache;
+  // The host threads every backend runs its parallel loops on (BackendOptions::pool):
+  // --cpu_threads in all, counting the worker's own. Outlives the scheduler, which owns
+  // the backends.
+  std::unique_ptr<core::TaskPool> pool;
   std::unique_ptr<Scheduler> scheduler;
   std::unique_ptr<RegionRegistry> regions;  // jobs hold the regions they use by shared_ptr
   ServiceContext context;
@@ -165,7 +173,7 @@ class SpexdServer::Impl {
           workers.push_back({std::move(b), device});
         }
       } else {
-        auto chosen = ChooseBackends(options, &gpu_count, &reason);
+        auto chosen = ChooseBackends(options, pool.get(), &gpu_count, &reason);
         if (!chosen.ok()) return chosen.status();
         workers = *std::move(chosen);
       }
@@ -235,6 +243,8 @@ absl::StatusOr<std::unique_ptr<SpexdServer>> SpexdServer::Start(ServerOptions op
   auto output_roots = DataRoots::Create(o.output_roots, "--output_roots");
   if (!output_roots.ok()) return output_roots.status();
   s.output_roots = std::make_unique<DataRoots>(*std::move(output_roots));
+  const int host_threads = o.cpu_threads > 0 ? o.cpu_threads : core::HardwareThreads();
+  s.pool = core::MakeTaskPool(host_threads - 1);
   s.scheduler = std::make_unique<Scheduler>(o.max_queue, o.prefetch, s.metrics.get(),
                                             o.max_uploads, o.realtime_reserve);
   s.watchdog = std::make_unique<CallWatchdog>(absl::Seconds(o.limits.upload_idle_seconds),
@@ -251,9 +261,7 @@ absl::StatusOr<std::unique_ptr<SpexdServer>> SpexdServer::Start(ServerOptions op
   s.context.env.output_roots = s.output_roots.get();
   s.context.env.limits = o.limits;
   // The CPU backend solves one patch per thread at once (for the memory estimate).
-  s.context.env.limits.solver_threads =
-      o.cpu_threads > 0 ? o.cpu_threads
-                        : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  s.context.env.limits.solver_threads = host_threads;
   s.context.scheduler = s.scheduler.get();
   s.regions = std::make_unique<RegionRegistry>(s.metrics.get());
   s.context.regions = s.regions.get();

@@ -29,7 +29,7 @@ struct ServerOptions {
   // The backend kind; none = auto (CUDA when the module finds a GPU, else CPU).
   std::optional<core::BackendKind> backend;
   std::vector<int> gpu_devices;                   // empty: every visible device
-  int cpu_threads = 0;                            // CPU backend threads (0: all cores)
+  int cpu_threads = 0;  // host threads of the backends' shared pool, the worker's own included (0: all cores)
   std::string cuda_module;                        // "" = default search (core loader)
   int max_queue = 0;    // queued jobs; 0: 8 per worker, at least 16 (Scheduler)
   int max_uploads = 0;  // uploads in progress; 0: as max_queue

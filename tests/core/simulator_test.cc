@@ -12,6 +12,7 @@
 #include "core/fits_file.h"
 #include "core/preproc.h"
 #include "core/spots.h"
+#include "core/task_pool.h"
 #include "gtest/gtest.h"
 #include "tests/test_support.h"
 
@@ -176,6 +177,13 @@ TEST_F(SimulatorTest, PoissonFrameIsDeterministicAndCalibrated) {
   ASSERT_TRUE(again.ok());
   ASSERT_TRUE(WritePreproc(b, *psf_, *spectra, *again, o).ok());
   EXPECT_TRUE(ReadBytes(a) == ReadBytes(b)) << "same seed, different thread count";
+  TaskPool owners_pool;  // the owner's pool instead of one for the call
+  owners_pool.AddThreads(2);
+  o.pool = &owners_pool;
+  auto on_pool = SimulateFrame(*psf_, *spectra, o);
+  ASSERT_TRUE(on_pool.ok());
+  EXPECT_TRUE(on_pool->image == again->image && on_pool->ivar == again->ivar);
+  o.pool = nullptr;
   EXPECT_FALSE(fs::exists(a + ".tmp-" + std::to_string(getpid())));
 
   SimOptions other = o;
@@ -254,6 +262,19 @@ TEST_F(SimulatorTest, BadOptionsAreInvalidArgument) {
   o = good;
   o.num_hot_pixels = -1;
   expect_bad(o, "hot pixel");
+  o = good;
+  o.height = 4129;
+  expect_bad(o, "cut-out 4129 x 0");
+  o = good;
+  o.width = -1;
+  expect_bad(o, "outside the CCD");
+  o = good;
+  o.wmin = 5543.0;  // a grid that reaches past the domain: only when extrapolation is asked
+  expect_bad(o, "outside the PSF domain");
+  o.allow_extrapolation = true;
+  EXPECT_TRUE(ValidateSimOptions(*psf_, o).ok());
+  EXPECT_FALSE(MakeSimSpectraOnGrid(good, {6000.0}).ok());
+  EXPECT_FALSE(MakeSimSpectraOnGrid(good, {6000.0, 6000.0, 6001.0}).ok());
   // SimulateFrame validates too, and checks the spectra against the options.
   o = good;
   o.fiber_begin = 600;
@@ -267,6 +288,49 @@ TEST_F(SimulatorTest, BadOptionsAreInvalidArgument) {
   FillTruthFlux(&*spectra);
   SimFrame empty;
   EXPECT_FALSE(WriteTruth(dir_ + "/no/such/dir/t.fits", *spectra, empty, good).ok());
+}
+
+// A cut-out is the full CCD's top-left corner: the same model, and the same noise (one
+// random stream per row, drawn from column 0).
+TEST_F(SimulatorTest, CutOutIsTheCornerOfTheFullFrame) {
+  SimOptions o = SmallOptions(3, SimNoise::kPoisson);
+  o.fiber_begin = 0;
+  auto spectra = GenerateSpectra(o);
+  ASSERT_TRUE(spectra.ok());
+  auto full = SimulateFrame(*psf_, *spectra, o);
+  ASSERT_TRUE(full.ok()) << full.status();
+  o.height = 1500;
+  o.width = 120;
+  auto cut = SimulateFrame(*psf_, *spectra, o);
+  ASSERT_TRUE(cut.ok()) << cut.status();
+  ASSERT_EQ(cut->height, 1500);
+  ASSERT_EQ(cut->width, 120);
+  double lit = 0;
+  for (int y = 0; y < cut->height; ++y) {
+    for (int x = 0; x < cut->width; ++x) {
+      const std::size_t pc = static_cast<std::size_t>(y) * 120 + x;
+      const std::size_t pf = static_cast<std::size_t>(y) * full->width + x;
+      ASSERT_EQ(cut->model[pc], full->model[pf]) << y << " " << x;
+      ASSERT_EQ(cut->image[pc], full->image[pf]) << y << " " << x;
+      ASSERT_EQ(cut->ivar[pc], full->ivar[pf]) << y << " " << x;
+      lit += cut->model[pc];
+    }
+  }
+  EXPECT_GT(lit, 1000.0);  // fibres 0-5 at 6000-6100 A fall inside the cut-out
+}
+
+// Spectra on an explicit grid (a plan's padded grid) light exactly those wavelengths.
+TEST_F(SimulatorTest, SpectraOnAnExplicitGrid) {
+  SimOptions o = SmallOptions(1, SimNoise::kNone);
+  const std::vector<double> wave = {5990.0, 5990.8, 5991.6, 5992.4};
+  auto s = MakeSimSpectraOnGrid(o, wave);
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->wave, wave);
+  EXPECT_EQ(s->fine_wave, wave);
+  ASSERT_EQ(s->dwave.size(), 4u);
+  EXPECT_NEAR(s->dwave[0], 0.8, 1e-9);
+  EXPECT_EQ(s->fine_flux.size(), 6u * 4);
+  EXPECT_EQ(s->targetid.size(), 6u);
 }
 
 TEST_F(SimulatorTest, PsfWithoutCcdSizeIsRejected) {

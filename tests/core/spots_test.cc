@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_format.h"
 #include "core/fits_file.h"
+#include "core/task_pool.h"
 #include "gtest/gtest.h"
 #include "tests/test_support.h"
 
@@ -96,8 +97,14 @@ TEST_F(SpotTest, StampsAreNormalisedNonNegativeAndCentred) {
 TEST_F(SpotTest, ManyStampsEqualSingleStamps) {
   std::vector<double> waves;
   for (int i = 0; i < 600; ++i) waves.push_back(5760.0 + 3.1 * i);
-  const Spots spots = EvaluateSpots(*psf_, 240, 5, waves);
+  TaskPool pool;
+  pool.AddThreads(3);
+  const Spots spots = EvaluateSpots(*psf_, 240, 5, waves, &pool);  // 2 chunks of 2048 stamps
   ASSERT_EQ(spots.values.size(), 5u * 600 * 11 * 17);
+  const Spots serial = EvaluateSpots(*psf_, 240, 5, waves);
+  EXPECT_EQ(serial.values, spots.values);
+  EXPECT_EQ(serial.xc, spots.xc);
+  EXPECT_EQ(serial.yc, spots.yc);
   EXPECT_EQ(spots.fiber_begin, 240);
   std::vector<double> one(11 * 17);
   for (int f = 0; f < 5; ++f) {

@@ -1,6 +1,6 @@
 // Whole-frame benchmark of the CUDA backend (issue 4): a full 500-fibre r frame is
 // generated on the machine that runs it (core/simulator.h: Poisson noise, sky lines;
-// --synthetic: tests/cuda/synthetic_frame.h instead), extracted once
+// --synthetic: tests/synthetic_frames.h instead), extracted once
 // cold (spots evaluated) and then N times warm; reports the median and p90 wall time of
 // Backend::Extract, the per-stage breakdown (CUDA events, summed over batches), the
 // throughput with several frames in flight (one backend per thread), and optionally a
@@ -26,7 +26,7 @@
 #include "core/preproc.h"
 #include "core/psf.h"
 #include "core/simulator.h"
-#include "tests/cuda/synthetic_frame.h"
+#include "tests/synthetic_frames.h"
 #include "tests/test_support.h"
 
 namespace {

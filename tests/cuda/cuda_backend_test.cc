@@ -17,7 +17,7 @@
 #include "core/psf.h"
 #include "core/spots.h"
 #include "gtest/gtest.h"
-#include "tests/cuda/synthetic_frame.h"
+#include "tests/synthetic_frames.h"
 #include "tests/test_support.h"
 
 namespace spexd::testing {

@@ -13,20 +13,11 @@
 #include "core/geometry.h"
 #include "core/psf.h"
 #include "gtest/gtest.h"
-#include "tests/cuda/synthetic_frame.h"
+#include "tests/synthetic_frames.h"
 #include "tests/test_support.h"
 
 namespace spexd::testing {
 namespace {
-
-std::shared_ptr<const core::Psf> LoadFaultTestPsf() {
-  std::string path = SharedDataPath("psf/psf-r0-00051060.fits");
-  if (path.empty()) path = BundledPsfPath();
-  auto psf = core::Psf::Load(path);
-  if (!psf.ok()) psf = core::Psf::Load("tests/data/psf-r0-00051060.fits");
-  if (!psf.ok()) return nullptr;
-  return std::make_shared<const core::Psf>(std::move(psf).value());
-}
 
 // A CUDA backend with the options the environment gives (test_support.h).
 absl::StatusOr<std::unique_ptr<core::Backend>> CreateCudaBackendFromEnv() {
@@ -40,7 +31,7 @@ class CudaFaultTest : public ::testing::Test {
   void SetUp() override {
     auto probe = CreateCudaBackendFromEnv();
     if (!probe.ok()) GTEST_SKIP() << "CUDA backend unavailable: " << probe.status();
-    psf_ = LoadFaultTestPsf();
+    psf_ = LoadBundledPsf();
     ASSERT_NE(psf_, nullptr);
     core::ExtractionParams p;
     p.specmin = 25;

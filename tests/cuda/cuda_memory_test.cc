@@ -15,7 +15,7 @@
 #include "core/patch_plan.h"
 #include "core/psf.h"
 #include "gtest/gtest.h"
-#include "tests/cuda/synthetic_frame.h"
+#include "tests/synthetic_frames.h"
 #include "tests/test_support.h"
 
 namespace spexd::testing {

@@ -18,7 +18,7 @@
 #include "gtest/gtest.h"
 #include "tests/integration/service_fixture.h"
 #include "tests/integration/spawned_server.h"
-#include "tests/integration/synthetic_frame.h"
+#include "tests/synthetic_frames.h"
 #include "tests/test_support.h"
 
 namespace spexd::testing {

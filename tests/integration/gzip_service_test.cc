@@ -19,7 +19,7 @@
 #include "gtest/gtest.h"
 #include "spexd/v1/spexd.grpc.pb.h"
 #include "tests/integration/service_fixture.h"
-#include "tests/integration/synthetic_frame.h"
+#include "tests/synthetic_frames.h"
 #include "tests/test_support.h"
 
 namespace spexd::testing {

@@ -18,7 +18,7 @@
 #include "core/preproc.h"
 #include "core/psf.h"
 #include "core/status_macros.h"
-#include "tests/integration/synthetic_frame.h"
+#include "tests/synthetic_frames.h"
 #include "tests/test_support.h"
 
 namespace spexd::testing {

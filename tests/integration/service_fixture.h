@@ -22,7 +22,7 @@ namespace spexd::testing {
 // 5760-5800 A (51 bins), so a frame takes a fraction of a second on the CPU backend.
 core::ExtractionParams SmallParams();
 
-// The synthetic frame (see synthetic_frame.h) and the bundled PSF, made once per process.
+// The synthetic frame (see tests/synthetic_frames.h) and the bundled PSF, made once per process.
 struct TestInputs {
   std::string psf_path;     // data_dir/psf.fits: a copy of the bundled PSF
   std::string psf_bytes;

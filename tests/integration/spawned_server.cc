@@ -12,7 +12,7 @@
 #include <thread>
 
 #include "tests/integration/service_fixture.h"
-#include "tests/integration/synthetic_frame.h"
+#include "tests/synthetic_frames.h"
 #include "tests/test_support.h"
 
 extern char** environ;

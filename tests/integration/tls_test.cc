@@ -5,7 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "tests/integration/service_fixture.h"
-#include "tests/integration/synthetic_frame.h"
+#include "tests/synthetic_frames.h"
 #include "tests/test_support.h"
 
 namespace spexd::testing {

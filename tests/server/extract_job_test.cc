@@ -18,7 +18,7 @@
 #include "gtest/gtest.h"
 #include "server/psf_cache.h"
 #include "server/request_validation.h"
-#include "tests/integration/synthetic_frame.h"
+#include "tests/synthetic_frames.h"
 #include "tests/test_support.h"
 
 namespace spexd::server {
@@ -164,8 +164,8 @@ class ExtractJobTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     psf_bytes_ = new std::string(testing::ReadBytes(testing::BundledPsfPath()));
-    auto psf = core::Psf::Load(testing::BundledPsfPath());
-    ASSERT_TRUE(psf.ok()) << psf.status();
+    std::shared_ptr<const core::Psf> psf = testing::LoadBundledPsf();
+    ASSERT_NE(psf, nullptr);
     auto frame = testing::MakeSyntheticPreproc(*psf, testing::SyntheticFrameOptions{});
     ASSERT_TRUE(frame.ok()) << frame.status();
     frame_bytes_ = new std::string(*std::move(frame));

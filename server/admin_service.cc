@@ -13,6 +13,7 @@
 #include "server/data_roots.h"
 #include "server/log.h"
 #include "server/metrics.h"
+#include "server/proto_convert.h"
 #include "server/request_validation.h"
 #include "server/psf_cache.h"
 #include "server/scheduler.h"
@@ -21,32 +22,6 @@
 
 namespace spexd::server {
 namespace {
-
-// Device memory of a PSF: its geometries' warm state, summed over every worker's backend.
-int64_t GpuBytes(const PsfSummary& s, const std::vector<core::BackendMemory>& memory) {
-  int64_t total = 0;
-  for (const core::BackendMemory& m : memory) {
-    for (const auto& g : s.geometry_refs) {
-      auto it = m.geometry_bytes.find(g.get());
-      if (it != m.geometry_bytes.end()) total += it->second;
-    }
-  }
-  return total;
-}
-
-void SummaryToProto(const PsfSummary& s, const std::vector<core::BackendMemory>& memory,
-                    v1::PsfInfo* out) {
-  out->set_id(s.id);
-  out->set_source(s.source);
-  out->set_nspec(s.nspec);
-  out->set_wavemin(s.wavemin);
-  out->set_wavemax(s.wavemax);
-  out->set_host_bytes(s.host_bytes);
-  out->set_gpu_bytes(GpuBytes(s, memory));
-  out->set_geometries(s.geometries);
-  out->set_already_loaded(s.already_loaded);
-  out->set_in_psf(s.in_psf);
-}
 
 // The watchdog's view of a sync LoadPsf call: waiting on the client while blocked in
 // Read; cancelled (TryCancel, which makes that Read return false) when idle too long.
@@ -185,7 +160,7 @@ grpc::Status AdminService::LoadPsf(grpc::ServerContext* call,
     if (status.ok()) {
       auto loaded = context_->env.cache->Load(bytes, source, FitsLimits(context_->env.limits));
       if (loaded.ok()) {
-        SummaryToProto(*loaded, context_->scheduler->BackendMemory(), response);
+        PsfSummaryToProto(*loaded, context_->scheduler->BackendMemory(), response);
         Log(LogLevel::kInfo, "psf_loaded",
             {{"id", loaded->id}, {"source", source}, {"bytes", loaded->host_bytes},
              {"already_loaded", loaded->already_loaded}});
@@ -204,7 +179,7 @@ grpc::Status AdminService::ListPsfs(grpc::ServerContext* call, const v1::ListPsf
     // under stay unique while the two are matched.
     const std::vector<PsfSummary> psfs = context_->env.cache->List();
     const std::vector<core::BackendMemory> memory = context_->scheduler->BackendMemory();
-    for (const PsfSummary& s : psfs) SummaryToProto(s, memory, response->add_psfs());
+    for (const PsfSummary& s : psfs) PsfSummaryToProto(s, memory, response->add_psfs());
     response->set_cache_bytes(context_->env.cache->bytes());
     response->set_cache_budget_bytes(context_->env.cache->budget());
   }
@@ -232,28 +207,14 @@ grpc::Status AdminService::GetServerInfo(grpc::ServerContext* call, const v1::Ge
     response->set_version(core::kSpexdVersion);
     response->set_api_version("spexd.v1");
     for (const WorkerState& w : context_->scheduler->Workers()) {
-      v1::WorkerInfo* info = response->add_workers();
-      info->set_index(w.index);
-      info->set_backend(w.backend);
-      info->set_description(w.description);
-      info->set_healthy(w.healthy);
-      info->set_gpu_device(w.gpu_device);
-      info->set_busy(w.busy);
+      WorkerStateToProto(w, response->add_workers());
     }
     auto [gpus, choice] = context_->BackendChoice();
     response->set_gpu_count(gpus);
     response->set_backend_choice(choice);
-    v1::Limits* limits = response->mutable_limits();
-    limits->set_max_message_bytes(context_->env.limits.max_message_bytes);
-    limits->set_max_upload_bytes(context_->env.limits.max_upload_bytes);
-    limits->set_max_image_pixels(context_->env.limits.max_image_pixels);
     const Scheduler::Load load = context_->scheduler->CurrentLoad();
-    limits->set_max_queue(load.max_queue);
-    limits->set_max_uploads(load.max_uploads);
-    limits->set_realtime_reserve(load.realtime_reserve);
-    limits->set_upload_idle_seconds(context_->env.limits.upload_idle_seconds);
-    limits->set_write_timeout_seconds(context_->env.limits.write_timeout_seconds);
-    limits->set_psf_cache_budget_bytes(context_->env.cache->budget());
+    LimitsToProto(context_->env.limits, load, context_->env.cache->budget(),
+                  response->mutable_limits());
     response->set_queue_depth(load.queued);
     response->set_uploads_in_progress(load.uploads);
     response->set_running(load.running);

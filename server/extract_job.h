@@ -34,6 +34,7 @@
 #include "server/proto_convert.h"
 #include "server/region_output.h"
 #include "server/scheduler.h"
+#include "server/service_limits.h"
 #include "spexd/v1/spexd.pb.h"
 
 namespace spexd::server {
@@ -54,26 +55,6 @@ class ResponseStream {
   // be used afterwards (it may be destroyed).
   virtual void Finish(const absl::Status& status) = 0;
 };
-
-struct ServiceLimits {
-  int64_t max_message_bytes = 4 << 20;   // no message larger than this, either way
-  int64_t max_upload_bytes = 1LL << 30;  // image upload or server-side image file
-  int64_t max_image_pixels = 1LL << 26;
-  // Host memory one request may need by core::EstimateMemory (plan, spots, results,
-  // model, solver workspace); a normal DESI frame needs about 0.7 GB.
-  int64_t max_request_bytes = 8LL << 30;
-  int solver_threads = 1;  // patches solved at once by a worker (for the estimate)
-  // A client that stalls is cut off (CallWatchdog): no upload data for this long, or a
-  // response write not completing (the client does not read) for this long. 0: never.
-  double upload_idle_seconds = 30;
-  double write_timeout_seconds = 60;
-};
-
-// What an input FITS file may make the server allocate: a decompressed file (gzip
-// inputs) no larger than an upload may be, and no image over --max_image_pixels.
-inline core::FitsSizeLimits FitsLimits(const ServiceLimits& limits) {
-  return core::FitsSizeLimits{limits.max_upload_bytes, limits.max_image_pixels};
-}
 
 // Shared server state a job uses; owned by the server, outlives every job.
 struct JobEnvironment {

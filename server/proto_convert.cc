@@ -290,4 +290,55 @@ void ExtractionSummaryToProto(const core::ExtractionSummary& summary, v1::Extrac
   for (const auto& [stage, secs] : summary.stage_seconds) (*out->mutable_stage_seconds())[stage] = secs;
 }
 
+namespace {
+
+int64_t GpuBytes(const PsfSummary& s, const std::vector<core::BackendMemory>& memory) {
+  int64_t total = 0;
+  for (const core::BackendMemory& m : memory) {
+    for (const auto& g : s.geometry_refs) {
+      auto it = m.geometry_bytes.find(g.get());
+      if (it != m.geometry_bytes.end()) total += it->second;
+    }
+  }
+  return total;
+}
+
+}  // namespace
+
+void PsfSummaryToProto(const PsfSummary& s, const std::vector<core::BackendMemory>& memory,
+                       v1::PsfInfo* out) {
+  out->set_id(s.id);
+  out->set_source(s.source);
+  out->set_nspec(s.nspec);
+  out->set_wavemin(s.wavemin);
+  out->set_wavemax(s.wavemax);
+  out->set_host_bytes(s.host_bytes);
+  out->set_gpu_bytes(GpuBytes(s, memory));
+  out->set_geometries(s.geometries);
+  out->set_already_loaded(s.already_loaded);
+  out->set_in_psf(s.in_psf);
+}
+
+void WorkerStateToProto(const WorkerState& w, v1::WorkerInfo* out) {
+  out->set_index(w.index);
+  out->set_backend(w.backend);
+  out->set_description(w.description);
+  out->set_healthy(w.healthy);
+  out->set_gpu_device(w.gpu_device);
+  out->set_busy(w.busy);
+}
+
+void LimitsToProto(const ServiceLimits& limits, const Scheduler::Load& load,
+                   int64_t psf_cache_budget_bytes, v1::Limits* out) {
+  out->set_max_message_bytes(limits.max_message_bytes);
+  out->set_max_upload_bytes(limits.max_upload_bytes);
+  out->set_max_image_pixels(limits.max_image_pixels);
+  out->set_max_queue(load.max_queue);
+  out->set_max_uploads(load.max_uploads);
+  out->set_realtime_reserve(load.realtime_reserve);
+  out->set_upload_idle_seconds(limits.upload_idle_seconds);
+  out->set_write_timeout_seconds(limits.write_timeout_seconds);
+  out->set_psf_cache_budget_bytes(psf_cache_budget_bytes);
+}
+
 }  // namespace spexd::server

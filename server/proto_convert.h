@@ -13,6 +13,9 @@
 #include "core/extraction_result.h"
 #include "core/patch_plan.h"
 #include "core/preproc.h"
+#include "server/psf_cache.h"
+#include "server/scheduler.h"
+#include "server/service_limits.h"
 #include "spexd/v1/spexd.pb.h"
 
 namespace spexd::server {
@@ -92,6 +95,20 @@ v1::FrameHeader FrameHeaderToProto(const std::string& psf_id, const core::PatchP
 
 // The backend's patch counts and stage seconds into `out` (other fields untouched).
 void ExtractionSummaryToProto(const core::ExtractionSummary& summary, v1::ExtractSummary* out);
+
+// ---- Admin messages ----
+
+// A cached PSF; its device bytes are its geometries' warm state summed over every
+// worker's backend (`memory`, Scheduler::BackendMemory).
+void PsfSummaryToProto(const PsfSummary& summary, const std::vector<core::BackendMemory>& memory,
+                       v1::PsfInfo* out);
+
+void WorkerStateToProto(const WorkerState& worker, v1::WorkerInfo* out);
+
+// The limits a client may need to know: the service's, the scheduler's effective bounds
+// (`load`) and the PSF cache's budget.
+void LimitsToProto(const ServiceLimits& limits, const Scheduler::Load& load,
+                   int64_t psf_cache_budget_bytes, v1::Limits* out);
 
 }  // namespace spexd::server
 

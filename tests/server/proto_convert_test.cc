@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "tests/test_support.h"
 
 namespace spexd::server {
 namespace {
@@ -247,6 +248,87 @@ TEST(ProtoConvertTest, BundleDoneCarriesIdentityCountsAndSecondsButNoArrays) {
   EXPECT_EQ(r.bundle().seconds(), 0.75);
   EXPECT_EQ(r.bundle().flux_size(), 0);
   EXPECT_TRUE(r.bundle().failed_bins().empty());
+}
+
+// A PSF's device bytes: the warm state of its own geometries, summed over the workers;
+// another PSF's geometry on the same device is not counted.
+TEST(ProtoConvertTest, PsfSummaryCountsItsGeometriesOnEveryWorker) {
+  std::shared_ptr<const core::Psf> psf = testing::LoadBundledPsf();
+  ASSERT_NE(psf, nullptr);
+  core::ExtractionParams p;
+  p.nspec = 25;
+  p.wmin = 6000.0;
+  p.wmax = 6100.0;
+  p.has_wavelength = true;
+  auto mine = core::Geometry::Create(psf, p, 4128, 4114);
+  auto other = core::Geometry::Create(psf, p, 4128, 4114);
+  ASSERT_TRUE(mine.ok() && other.ok());
+  PsfSummary s;
+  s.id = "abc";
+  s.source = "psf.fits";
+  s.nspec = 500;
+  s.wavemin = 5543.0;
+  s.wavemax = 7827.0;
+  s.in_psf = "in.fits";
+  s.host_bytes = 1234;
+  s.geometries = 1;
+  s.geometry_refs = {*mine};
+  s.already_loaded = true;
+  std::vector<core::BackendMemory> memory(2);
+  memory[0].geometry_bytes = {{mine->get(), 100}, {other->get(), 1000}};
+  memory[1].geometry_bytes = {{mine->get(), 20}};
+  v1::PsfInfo out;
+  PsfSummaryToProto(s, memory, &out);
+  EXPECT_EQ(out.id(), "abc");
+  EXPECT_EQ(out.source(), "psf.fits");
+  EXPECT_EQ(out.nspec(), 500);
+  EXPECT_EQ(out.wavemin(), 5543.0);
+  EXPECT_EQ(out.wavemax(), 7827.0);
+  EXPECT_EQ(out.in_psf(), "in.fits");
+  EXPECT_EQ(out.host_bytes(), 1234);
+  EXPECT_EQ(out.gpu_bytes(), 120);
+  EXPECT_EQ(out.geometries(), 1);
+  EXPECT_TRUE(out.already_loaded());
+}
+
+TEST(ProtoConvertTest, WorkerStateAndLimits) {
+  WorkerState w;
+  w.index = 2;
+  w.backend = "cuda";
+  w.description = "cuda (device 1)";
+  w.gpu_device = 1;
+  w.healthy = false;
+  w.busy = true;
+  v1::WorkerInfo info;
+  WorkerStateToProto(w, &info);
+  EXPECT_EQ(info.index(), 2);
+  EXPECT_EQ(info.backend(), "cuda");
+  EXPECT_EQ(info.description(), "cuda (device 1)");
+  EXPECT_EQ(info.gpu_device(), 1);
+  EXPECT_FALSE(info.healthy());
+  EXPECT_TRUE(info.busy());
+
+  ServiceLimits limits;
+  limits.max_message_bytes = 11;
+  limits.max_upload_bytes = 12;
+  limits.max_image_pixels = 13;
+  limits.upload_idle_seconds = 14.5;
+  limits.write_timeout_seconds = 15.5;
+  Scheduler::Load load;
+  load.max_queue = 16;
+  load.max_uploads = 17;
+  load.realtime_reserve = 18;
+  v1::Limits out;
+  LimitsToProto(limits, load, 19, &out);
+  EXPECT_EQ(out.max_message_bytes(), 11);
+  EXPECT_EQ(out.max_upload_bytes(), 12);
+  EXPECT_EQ(out.max_image_pixels(), 13);
+  EXPECT_EQ(out.upload_idle_seconds(), 14.5);
+  EXPECT_EQ(out.write_timeout_seconds(), 15.5);
+  EXPECT_EQ(out.max_queue(), 16);
+  EXPECT_EQ(out.max_uploads(), 17);
+  EXPECT_EQ(out.realtime_reserve(), 18);
+  EXPECT_EQ(out.psf_cache_budget_bytes(), 19);
 }
 
 }  // namespace

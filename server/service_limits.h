@@ -1,0 +1,35 @@
+// The service's limits (flags in main.cc), on their own so that both the job
+// (extract_job.h) and the message conversions (proto_convert.h, which extract_job.h
+// includes) can use them without including each other.
+#ifndef SPEXD_SERVER_SERVICE_LIMITS_H_
+#define SPEXD_SERVER_SERVICE_LIMITS_H_
+
+#include <cstdint>
+
+#include "core/fits_gunzip.h"
+
+namespace spexd::server {
+
+struct ServiceLimits {
+  int64_t max_message_bytes = 4 << 20;   // no message larger than this, either way
+  int64_t max_upload_bytes = 1LL << 30;  // image upload or server-side image file
+  int64_t max_image_pixels = 1LL << 26;
+  // Host memory one request may need by core::EstimateMemory (plan, spots, results,
+  // model, solver workspace); a normal DESI frame needs about 0.7 GB.
+  int64_t max_request_bytes = 8LL << 30;
+  int solver_threads = 1;  // patches solved at once by a worker (for the estimate)
+  // A client that stalls is cut off (CallWatchdog): no upload data for this long, or a
+  // response write not completing (the client does not read) for this long. 0: never.
+  double upload_idle_seconds = 30;
+  double write_timeout_seconds = 60;
+};
+
+// What an input FITS file may make the server allocate: a decompressed file (gzip
+// inputs) no larger than an upload may be, and no image over --max_image_pixels.
+inline core::FitsSizeLimits FitsLimits(const ServiceLimits& limits) {
+  return core::FitsSizeLimits{limits.max_upload_bytes, limits.max_image_pixels};
+}
+
+}  // namespace spexd::server
+
+#endif  // SPEXD_SERVER_SERVICE_LIMITS_H_

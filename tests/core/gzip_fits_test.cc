@@ -5,8 +5,6 @@
 
 #include <cstdint>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <random>
 #include <string>
 #include <vector>
@@ -22,15 +20,6 @@
 
 namespace spexd::core {
 namespace {
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
-
-void WriteFile(const std::string& path, const std::string& bytes) {
-  std::ofstream(path, std::ios::binary) << bytes;
-}
 
 std::string Gzip(const std::string& bytes) {
   auto gz = GzipCompress(bytes);
@@ -88,7 +77,7 @@ std::string PreprocBytes(long width, long height, int32_t mask_value = 0,
   { auto st = f->WriteImage<float>("IVAR", {width, height}, ivar.data()); EXPECT_TRUE(st.ok()) << st; }
   EXPECT_TRUE(f->WriteImage<int32_t>("MASK", {width, height}, mask.data()).ok());
   EXPECT_TRUE(f->Close().ok());
-  return ReadFile(path);
+  return testing::ReadBytes(path);
 }
 
 // A FITS header block (plus padding) whose primary HDU declares a `width` x `height`
@@ -238,8 +227,8 @@ TEST(PreprocGzip, GzipBytesAndFilesReadLikeThePlainFile) {
   EXPECT_EQ(from_gz->n_masked, 1u);
   // On disk, under any name: recognised by content.
   const std::string dir = testing::MakeTempDir();
-  WriteFile(dir + "/p.fits.gz", gz);
-  WriteFile(dir + "/renamed.fits", gz);
+  testing::WriteBytes(dir + "/p.fits.gz", gz);
+  testing::WriteBytes(dir + "/renamed.fits", gz);
   for (const char* name : {"/p.fits.gz", "/renamed.fits"}) {
     auto from_file = ReadPreproc(dir + name, {});
     ASSERT_TRUE(from_file.ok()) << from_file.status();
@@ -247,7 +236,7 @@ TEST(PreprocGzip, GzipBytesAndFilesReadLikeThePlainFile) {
     EXPECT_EQ(from_file->ivar, plain->ivar);
   }
   // A gzip bomb on disk is refused like an uploaded one.
-  WriteFile(dir + "/bomb.fits.gz", Gzip(ImageHeader(100000, 100000) + std::string(1 << 20, '\0')));
+  testing::WriteBytes(dir + "/bomb.fits.gz", Gzip(ImageHeader(100000, 100000) + std::string(1 << 20, '\0')));
   EXPECT_EQ(ReadPreproc(dir + "/bomb.fits.gz", {}).status().code(),
             absl::StatusCode::kResourceExhausted);
 }
@@ -291,7 +280,7 @@ TEST(PreprocLimits, StopIsHonouredBeforeDecoding) {
 }
 
 TEST(PsfGzip, GzipPsfLoadsLikeThePlainOne) {
-  const std::string bytes = ReadFile(testing::BundledPsfPath());
+  const std::string bytes = testing::ReadBytes(testing::BundledPsfPath());
   const std::string gz = Gzip(bytes);
   auto plain = Psf::LoadFromMemory(bytes.data(), bytes.size(), "psf.fits");
   ASSERT_TRUE(plain.ok()) << plain.status();
@@ -309,8 +298,8 @@ TEST(FitsOutput, GzNamesGetGzipWithTheSameHdusAndValidChecksums) {
   const std::string dir = testing::MakeTempDir();
   ASSERT_TRUE(WriteFitsAtomically(dir + "/plain.fits", fits).ok());
   ASSERT_TRUE(WriteFitsAtomically(dir + "/packed.fits.gz", fits).ok());
-  EXPECT_EQ(ReadFile(dir + "/plain.fits"), fits);
-  const std::string gz = ReadFile(dir + "/packed.fits.gz");
+  EXPECT_EQ(testing::ReadBytes(dir + "/plain.fits"), fits);
+  const std::string gz = testing::ReadBytes(dir + "/packed.fits.gz");
   ASSERT_TRUE(IsGzip(gz));
   auto inflated = Inflate(gz);
   ASSERT_TRUE(inflated.ok());

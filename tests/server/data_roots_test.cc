@@ -9,7 +9,6 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
-#include <iterator>
 #include <thread>
 
 #include "gtest/gtest.h"
@@ -20,11 +19,6 @@ namespace {
 
 void Touch(const std::string& path, const std::string& text = "data") {
   std::ofstream(path) << text;
-}
-
-std::string ReadText(const std::string& path) {
-  std::ifstream in(path);
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
 int CountEntries(const std::string& dir) {
@@ -117,24 +111,24 @@ TEST_F(DataRootsTest, OutputPaths) {
   overwrite.overwrite = true;
   EXPECT_EQ(roots_.WriteFile(root_ + "/sub/trap.fits", "x", overwrite).status().code(),
             absl::StatusCode::kPermissionDenied);
-  EXPECT_EQ(ReadText(outside_ + "/secret.fits"), "data");
+  EXPECT_EQ(testing::ReadBytes(outside_ + "/secret.fits"), "data");
 }
 
 TEST_F(DataRootsTest, WritesAtomicallyAndNeverReplacesWithoutOverwrite) {
   const std::string out = root_ + "/sub/out.fits";
   auto written = roots_.WriteFile(out, "first", {});
   ASSERT_TRUE(written.ok()) << written.status();
-  EXPECT_EQ(ReadText(out), "first");
+  EXPECT_EQ(testing::ReadBytes(out), "first");
   // An existing file (here the request's own input) is refused by default...
   EXPECT_EQ(roots_.CheckOutput(root_ + "/sub/a.fits", {}).status().code(),
             absl::StatusCode::kAlreadyExists);
   EXPECT_EQ(roots_.WriteFile(out, "second", {}).status().code(), absl::StatusCode::kAlreadyExists);
-  EXPECT_EQ(ReadText(out), "first");
+  EXPECT_EQ(testing::ReadBytes(out), "first");
   // ...replaced with overwrite...
   DataRoots::WritePolicy overwrite;
   overwrite.overwrite = true;
   ASSERT_TRUE(roots_.WriteFile(out, "second", overwrite).ok());
-  EXPECT_EQ(ReadText(out), "second");
+  EXPECT_EQ(testing::ReadBytes(out), "second");
   // ...but never when it is protected (the input or the PSF of the request).
   auto input = roots_.Open(root_ + "/sub/a.fits", 100);
   ASSERT_TRUE(input.ok());
@@ -143,7 +137,7 @@ TEST_F(DataRootsTest, WritesAtomicallyAndNeverReplacesWithoutOverwrite) {
   overwrite.protected_.push_back(*id);
   EXPECT_EQ(roots_.WriteFile(root_ + "/sub/a.fits", "gone", overwrite).status().code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(ReadText(root_ + "/sub/a.fits"), "data");
+  EXPECT_EQ(testing::ReadBytes(root_ + "/sub/a.fits"), "data");
   // No temporary files left behind.
   EXPECT_EQ(CountEntries(root_ + "/sub"), 2);
 }

@@ -45,8 +45,8 @@ TEST(RequestValidationTest, HeaderFieldsHaveBounds) {
 }
 
 TEST(RequestValidationTest, ParametersAndSelectionsCheckedAgainstThePsf) {
-  auto psf = core::Psf::Load(testing::BundledPsfPath());
-  ASSERT_TRUE(psf.ok()) << psf.status();
+  std::shared_ptr<const core::Psf> psf = testing::LoadBundledPsf();
+  ASSERT_NE(psf, nullptr);
   ServiceLimits limits;
   std::vector<int> bundles;
   auto ok = CheckRequest(SmallHeader(), *psf, limits, &bundles);

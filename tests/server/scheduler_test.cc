@@ -237,14 +237,13 @@ TEST(SchedulerTest, MemoryAndReleaseReachEveryWorkersBackend) {
   EXPECT_EQ(memory[1].device_bytes, 1001);
   EXPECT_EQ(memory[2].device, -1);  // Backend's default: no device memory
   EXPECT_EQ(memory[2].device_bytes, 0);
-  auto psf = core::Psf::Load(testing::BundledPsfPath());
-  ASSERT_TRUE(psf.ok()) << psf.status();
+  std::shared_ptr<const core::Psf> psf = testing::LoadBundledPsf();
+  ASSERT_NE(psf, nullptr);
   core::ExtractionParams p;
   p.wmin = 5760.0;
   p.wmax = 5800.0;
   p.nspec = 25;
-  auto geometry = core::Geometry::Create(std::make_shared<const core::Psf>(*std::move(psf)), p,
-                                         4128, 4114, /*cache_spots=*/false);
+  auto geometry = core::Geometry::Create(psf, p, 4128, 4114, /*cache_spots=*/false);
   ASSERT_TRUE(geometry.ok()) << geometry.status();
   s.ReleaseGeometry(*geometry);
   std::lock_guard<std::mutex> lock(mu);

@@ -52,6 +52,19 @@ SPEXD_HD double MulRn(double a, double b) {
 #endif
 }
 
+// x[begin..n) . y[begin..n) in two partial sums (even and odd offsets from begin),
+// added at the end: two independent dependency chains per thread.
+SPEXD_HD double InterleavedDot(const double* x, const double* y, int begin, int n) {
+  double s0 = 0.0, s1 = 0.0;
+  int i = begin;
+  for (; i + 1 < n; i += 2) {
+    s0 += x[i] * y[i];
+    s1 += x[i + 1] * y[i + 1];
+  }
+  if (i < n) s0 += x[i] * y[i];
+  return s0 + s1;
+}
+
 SPEXD_HD double RecipSqrt(double x) {
 #if defined(__CUDA_ARCH__)
   return rsqrt(x);  // 1 ulp
@@ -107,15 +120,7 @@ SPEXD_HD void HouseholderTridiagonalize(Team& t, double* a, int lda, int n, doub
     // p = tau A22 v (A22 symmetric: row i read as column i), kept in w.
     double pv = 0.0;
     for (int i = k + 1 + t.rank(); i < n; i += t.size()) {
-      const double* ci = a + i * lda;
-      double s0 = 0.0, s1 = 0.0;
-      int j = k + 1;
-      for (; j + 1 < n; j += 2) {
-        s0 += ci[j] * v[j];
-        s1 += ci[j + 1] * v[j + 1];
-      }
-      if (j < n) s0 += ci[j] * v[j];
-      const double p = tk * (s0 + s1);
+      const double p = tk * InterleavedDot(a + i * lda, v, k + 1, n);
       w[i] = p;
       pv += p * v[i];
     }
@@ -171,15 +176,7 @@ SPEXD_HD void FormReflectorProduct(Team& t, double* a, int lda, int n, const dou
     const double* v = a + k * lda;
     const double tk = tau[k];
     for (int j = k + 2 + t.rank(); j < n; j += t.size()) {
-      const double* cj = a + j * lda;
-      double s0 = 0.0, s1 = 0.0;
-      int i = k + 2;
-      for (; i + 1 < n; i += 2) {
-        s0 += v[i] * cj[i];
-        s1 += v[i + 1] * cj[i + 1];
-      }
-      if (i < n) s0 += v[i] * cj[i];
-      w[j] = tk * (s0 + s1);
+      w[j] = tk * InterleavedDot(a + j * lda, v, k + 2, n);
     }
     t.Sync();
     for (int i0 = k + 2 + t.lane(); i0 < n; i0 += 3 * t.lanes()) {

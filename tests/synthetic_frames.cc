@@ -10,6 +10,7 @@
 #include "core/fits_file.h"
 #include "core/simulator.h"
 #include "core/status_macros.h"
+#include "gtest/gtest.h"
 
 namespace spexd::testing {
 namespace {
@@ -101,7 +102,10 @@ core::PreprocImage MakeSyntheticFrame(const core::Geometry& geometry, const Synt
       std::lround(static_cast<double>(so.masked_pixels) * plan.image_height / std::max(lit_rows, 1)));
 
   absl::StatusOr<core::SimSpectra> spectra = core::MakeSimSpectraOnGrid(o, plan.fullwave);
-  if (!spectra.ok()) return {};
+  if (!spectra.ok()) {
+    ADD_FAILURE() << "MakeSyntheticFrame: " << spectra.status();
+    return {};
+  }
   const std::size_t nwave = spectra->wave.size();
   for (int f = 0; f < o.nfibers; ++f) {
     for (std::size_t k = 0; k < nwave; ++k) {
@@ -111,7 +115,10 @@ core::PreprocImage MakeSyntheticFrame(const core::Geometry& geometry, const Synt
     }
   }
   absl::StatusOr<core::SimFrame> frame = core::SimulateFrame(geometry.psf(), *spectra, o);
-  if (!frame.ok()) return {};
+  if (!frame.ok()) {
+    ADD_FAILURE() << "MakeSyntheticFrame: " << frame.status();
+    return {};
+  }
   core::PreprocImage image = core::ToPreprocImage(*frame);
   image.source_name = "synthetic";
   return image;

@@ -27,7 +27,8 @@ struct SyntheticOptions {
 // fibre of the plan lit on the padded grid (PatchPlan::fullwave), not only the output
 // grid, so that the padding of every patch, the first and last included, sees signal: the
 // PSF is extrapolated past its domain there, as the extraction does. Smooth continua and
-// emission lines every ~97 A. Deterministic for a given seed; uses all cores.
+// emission lines every ~97 A. Deterministic for a given seed; uses all cores. A frame the
+// simulator refuses is a test failure (ADD_FAILURE) and an empty image.
 core::PreprocImage MakeSyntheticFrame(const core::Geometry& geometry, const SyntheticOptions& options);
 
 // ---- Small preproc files cut out of the CCD (service tests) ----

@@ -195,11 +195,12 @@ class SpexdServer::Impl {
       bool float32 = !workers.empty();
       for (const WorkerBackend& w : workers) float32 &= w.backend->TakesFloat32Planes();
       float32_planes.store(float32);
-      // Per worker: the frames prepared ahead, the one extracting, and those streaming.
-      const int64_t frames_held = static_cast<int64_t>(workers.size()) *
-                                  (options.prefetch + 1 + Scheduler::kStreamersPerWorker);
-      plane_buffers.set_max_cached_bytes(frames_held * kCachedBytesPerFrame);
+      const int64_t nworkers = static_cast<int64_t>(workers.size());
       for (WorkerBackend& w : workers) scheduler->AddWorker(std::move(w.backend), w.gpu_device);
+      // The frames prepared ahead, and per worker the one extracting and those streaming.
+      const int64_t frames_held =
+          scheduler->prefetch_bound() + nworkers * (1 + Scheduler::kStreamersPerWorker);
+      plane_buffers.set_max_cached_bytes(frames_held * kCachedBytesPerFrame);
       for (const std::string& path : options.preload_psfs) {
         auto file = roots->ReadFile(path, options.limits.max_upload_bytes);
         if (!file.ok()) return file.status();
@@ -266,7 +267,8 @@ absl::StatusOr<std::unique_ptr<SpexdServer>> SpexdServer::Start(ServerOptions op
   const int host_threads = o.cpu_threads > 0 ? o.cpu_threads : core::HardwareThreads();
   s.pool = core::MakeTaskPool(host_threads - 1);
   s.scheduler = std::make_unique<Scheduler>(o.max_queue, o.prefetch, s.metrics.get(),
-                                            o.max_uploads, o.realtime_reserve);
+                                            o.max_uploads, o.realtime_reserve,
+                                            o.prefetch_memory_bytes);
   s.watchdog = std::make_unique<CallWatchdog>(absl::Seconds(o.limits.upload_idle_seconds),
                                               absl::Seconds(o.limits.write_timeout_seconds),
                                               s.metrics.get());

@@ -6,7 +6,7 @@
 
 namespace spexd::core {
 
-absl::Status ValidateJob(const ExtractionJob& job) {
+absl::Status ValidateJob(const ExtractionJob& job, bool float32_planes_ok) {
   if (job.geometry == nullptr) return absl::InvalidArgumentError("job has no geometry");
   if (job.image == nullptr) return absl::InvalidArgumentError("job has no image");
   const PatchPlan& plan = job.geometry->plan();
@@ -16,9 +16,16 @@ absl::Status ValidateJob(const ExtractionJob& job) {
         plan.image_height, " x ", plan.image_width));
   }
   const std::size_t npix = static_cast<std::size_t>(plan.image_height) * plan.image_width;
-  if (job.device_image == nullptr &&
-      (job.image->image.size() != npix || job.image->ivar.size() != npix)) {
-    return absl::InvalidArgumentError("image or ivar array does not match the image shape");
+  if (job.device_image == nullptr) {
+    const PreprocImage& im = *job.image;
+    if (im.has_float32_planes() && !float32_planes_ok) {
+      return absl::FailedPreconditionError(
+          "the image has float32 planes and this backend takes float64 ones (core::WidenPlanes)");
+    }
+    const bool sizes_ok = im.has_float32_planes()
+                              ? im.image32.size() == npix && im.ivar32.size() == npix
+                              : im.image.size() == npix && im.ivar.size() == npix;
+    if (!sizes_ok) return absl::InvalidArgumentError("image or ivar array does not match the image shape");
   }
   int prev = -1;
   for (int b : job.bundles) {

@@ -74,6 +74,10 @@ class Backend {
                                                     const BundleSink& sink) = 0;
   // False after an unrecoverable (sticky) device error.
   virtual bool healthy() const { return true; }
+  // Whether Extract takes an image with float32 planes (PreprocImage::image32/ivar32, from
+  // PreprocOptions::keep_float32). A backend that does not refuses one (ValidateJob):
+  // widen it first (WidenPlanes). Default: float64 planes only.
+  virtual bool TakesFloat32Planes() const { return false; }
   // Human-readable description (device name, threads, memory).
   virtual std::string description() const { return name(); }
 
@@ -100,8 +104,9 @@ class Backend {
 // with the reason when the module, the driver or a device is missing.
 absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const BackendOptions& options);
 
-// Validates a job against its geometry (shared by every backend).
-absl::Status ValidateJob(const ExtractionJob& job);
+// Validates a job against its geometry (shared by every backend). An image with float32
+// planes is refused (FAILED_PRECONDITION) unless `float32_planes_ok`.
+absl::Status ValidateJob(const ExtractionJob& job, bool float32_planes_ok = false);
 
 }  // namespace spexd::core
 

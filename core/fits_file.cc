@@ -34,22 +34,30 @@ std::string CfitsioText(int status) {
 // CheckFitsLayout (fits_layout.h) on a plain FITS file on disk, reading only its headers.
 // A file that does not start as FITS does (a compressed one, or not FITS at all) is left
 // to CFITSIO, as is one that cannot be opened: it reports those itself.
-absl::Status CheckLayoutOnDisk(const std::string& path) {
+// Hands over the descriptor in *raw_fd when the file starts as FITS does (so its bytes
+// are the FITS file) and its layout is sound; closes it otherwise.
+absl::Status CheckLayoutOnDisk(const std::string& path, int* raw_fd) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return absl::OkStatus();
   struct stat st {};
   char magic[6] = {0};
   absl::Status result;
+  bool plain = false;
   if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
       ::pread(fd, magic, sizeof magic, 0) == static_cast<ssize_t>(sizeof magic) &&
       std::memcmp(magic, "SIMPLE", sizeof magic) == 0) {
+    plain = true;
     result = CheckFitsLayout(
         [fd](std::int64_t offset, std::size_t n, char* out) {
           return ::pread(fd, out, n, offset) == static_cast<ssize_t>(n);
         },
         static_cast<std::int64_t>(st.st_size), path);
   }
-  ::close(fd);
+  if (plain && result.ok()) {
+    *raw_fd = fd;
+  } else {
+    ::close(fd);
+  }
   return result;
 }
 
@@ -123,6 +131,7 @@ FitsFile::FitsFile(FitsFile&& other) noexcept
     : fptr_(std::exchange(other.fptr_, nullptr)),
       name_(std::move(other.name_)),
       opened_size_(other.opened_size_),
+      raw_fd_(std::exchange(other.raw_fd_, -1)),
       mem_(std::exchange(other.mem_, nullptr)) {}
 
 FitsFile& FitsFile::operator=(FitsFile&& other) noexcept {
@@ -131,6 +140,7 @@ FitsFile& FitsFile::operator=(FitsFile&& other) noexcept {
     fptr_ = std::exchange(other.fptr_, nullptr);
     name_ = std::move(other.name_);
     opened_size_ = other.opened_size_;
+    raw_fd_ = std::exchange(other.raw_fd_, -1);
     mem_ = std::exchange(other.mem_, nullptr);
   }
   return *this;
@@ -140,6 +150,10 @@ FitsFile::~FitsFile() { (void)Close(); }
 
 absl::Status FitsFile::Close() {
   absl::Status result;
+  if (raw_fd_ >= 0) {
+    ::close(raw_fd_);
+    raw_fd_ = -1;
+  }
   if (fptr_ != nullptr) {
     int status = 0;
     fits_close_file(fptr_, &status);
@@ -155,18 +169,21 @@ absl::Status FitsFile::Close() {
 }
 
 absl::StatusOr<FitsFile> FitsFile::OpenRead(const std::string& path) {
-  SPEXD_RETURN_IF_ERROR(CheckLayoutOnDisk(path));
+  int raw_fd = -1;
+  SPEXD_RETURN_IF_ERROR(CheckLayoutOnDisk(path, &raw_fd));
   fitsfile* fptr = nullptr;
   int status = 0;
   // The "[...]" suffix syntax of CFITSIO would let a path select HDUs or filter rows;
   // open the file literally instead (fits_open_diskfile does not parse extended syntax).
   fits_open_diskfile(&fptr, path.c_str(), READONLY, &status);
   if (status != 0) {
+    if (raw_fd >= 0) ::close(raw_fd);
     return absl::InvalidArgumentError(
         absl::StrCat(path, ": cannot open as FITS: ", CfitsioText(status)));
   }
   FitsFile file(fptr, path);
   file.opened_size_ = fptr->Fptr->filesize;
+  file.raw_fd_ = raw_fd;
   return file;
 }
 
@@ -309,6 +326,10 @@ absl::StatusOr<std::string> FitsFile::TakeMemory() {
   delete mem_;
   mem_ = nullptr;
   return bytes;
+}
+
+const char* FitsFile::MemoryData() const {
+  return mem_ != nullptr ? static_cast<const char*>(mem_->ptr) : nullptr;
 }
 
 std::string FitsFile::CurrentHduName() const {

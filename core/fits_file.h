@@ -78,6 +78,47 @@ class FitsFile {
   template <typename T>
   absl::StatusOr<std::vector<T>> ReadImage();
 
+  // Where the current HDU's pixels lie, for a reader that converts them itself (in
+  // parallel, core/plane_decode.h): set only when all CFITSIO would do is byte-swap them,
+  // i.e. a plain (not tile-compressed) 2-D image HDU of float32 or float64 pixels without
+  // BSCALE/BZERO scaling, whose data lie within the file. nullopt for anything else (read
+  // that with ReadImage).
+  struct RawFloatImage {
+    int bitpix = 0;           // -32 or -64 (big-endian IEEE, FITS 4.0 §5.3)
+    int64_t data_offset = 0;  // of the first pixel, in the file as opened
+    int64_t pixels = 0;
+  };
+  absl::StatusOr<std::optional<RawFloatImage>> GetRawFloatImage();
+
+  // Thread-safe reads of the file's bytes (decompressed content for memory files),
+  // independent of the CFITSIO handle, so that they may run on other threads while this
+  // FitsFile is used: pread on a descriptor of its own for files on disk, the buffer
+  // itself for memory files (which must outlive the RawBytes).
+  class RawBytes {
+   public:
+    RawBytes(RawBytes&& other) noexcept;
+    RawBytes& operator=(RawBytes&&) = delete;
+    ~RawBytes();
+    // `n` bytes at `offset`: a pointer into the memory file, or nullptr for a file on disk
+    // (use Read).
+    const char* Direct(int64_t offset, std::size_t n) const;
+    // Copies `n` bytes at `offset` into `out`; INVALID_ARGUMENT ("truncated") when the
+    // file ends first.
+    absl::Status Read(int64_t offset, std::size_t n, char* out) const;
+
+   private:
+    friend class FitsFile;
+    RawBytes(const std::string& name, int fd, const char* mem, int64_t size)
+        : name_(name), fd_(fd), mem_(mem), size_(size) {}
+    std::string name_;
+    int fd_ = -1;
+    const char* mem_ = nullptr;
+    int64_t size_ = 0;
+  };
+  // FAILED_PRECONDITION for a file CFITSIO decompressed itself (OpenRead of a .gz: its
+  // bytes on disk are not the FITS file) or one being written.
+  absl::StatusOr<RawBytes> OpenRawBytes() const;
+
   // The header cards of the current HDU (80-character records), without the
   // structural ones (SIMPLE, XTENSION, BITPIX, NAXISn, EXTEND, PCOUNT, GCOUNT,
   // TFIELDS, TTYPEn/TFORMn/TDIMn..., ZIMAGE/Z* compression cards, CHECKSUM, DATASUM, END).
@@ -113,6 +154,8 @@ class FitsFile {
  private:
   FitsFile(fitsfile* fptr, std::string name);
   std::string CurrentHduName() const;
+  // The bytes of a memory file (nullptr for a file on disk).
+  const char* MemoryData() const;
   absl::Status ReadKeyInto(int type, const char* key, void* value, absl::string_view problem);
 
   fitsfile* fptr_ = nullptr;
@@ -121,6 +164,10 @@ class FitsFile {
   // decompression); CFITSIO later grows its own notion of the size when a read runs
   // past the end. -1 for files being written.
   long long opened_size_ = -1;
+  // OpenRead of a file that is FITS on disk (not compressed): a descriptor of the file
+  // opened with it (the path may be a /proc/self/fd link that is gone by the time the
+  // pixels are read), for OpenRawBytes. -1 otherwise.
+  int raw_fd_ = -1;
   // Memory files: CFITSIO owns a realloc()able buffer through these, or reads a string
   // that the MemBuffer owns.
   struct MemBuffer;

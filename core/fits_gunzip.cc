@@ -1,10 +1,12 @@
 #include "core/fits_gunzip.h"
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
@@ -34,6 +36,21 @@ struct HduShape {
   std::vector<int64_t> naxes, znaxes;  // -1: card not seen
 };
 
+// A decompressed r frame is ~136 MB written once: backed by 4 KiB pages that is ~33,000
+// page faults, a good part of the inflation time. Asks for transparent huge pages on the
+// whole 2 MiB pages of [p, p + n) before anything touches them (advice only).
+void AdviseHugePages(char* p, std::size_t n) {
+#ifdef MADV_HUGEPAGE
+  constexpr std::uintptr_t kHuge = std::uintptr_t{2} << 20;
+  const std::uintptr_t lo = (reinterpret_cast<std::uintptr_t>(p) + kHuge - 1) & ~(kHuge - 1);
+  const std::uintptr_t hi = (reinterpret_cast<std::uintptr_t>(p) + n) & ~(kHuge - 1);
+  if (hi > lo) (void)madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_HUGEPAGE);
+#else
+  (void)p;
+  (void)n;
+#endif
+}
+
 // a * b, saturated at `cap` + 1 (all operands are non-negative).
 int64_t MulCapped(int64_t a, int64_t b, int64_t cap) {
   if (a == 0 || b == 0) return 0;
@@ -52,7 +69,10 @@ class FitsStreamCheck {
   absl::Status Add(absl::string_view piece);
   absl::StatusOr<std::string> Finish();
   void Reserve(int64_t hint) {
-    if (hint > 0 && hint <= limits_.max_file_bytes) out_.reserve(static_cast<std::size_t>(hint));
+    if (hint > 0 && hint <= limits_.max_file_bytes) {
+      out_.reserve(static_cast<std::size_t>(hint));
+      AdviseHugePages(out_.data(), out_.capacity());
+    }
   }
 
  private:

@@ -5,11 +5,14 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <new>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -17,10 +20,13 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/synchronization/mutex.h"
 #include "core/fits_file.h"
 #include "core/fits_gunzip.h"
 #include "core/gzip.h"
+#include "core/parallel_for.h"
 #include "core/pixel_rules.h"
+#include "core/plane_decode.h"
 #include "core/status_macros.h"
 
 namespace spexd::core {
@@ -191,33 +197,87 @@ absl::Status PreprocReader::CheckHeaders() {
   return absl::OkStatus();
 }
 
+absl::Status PreprocReader::ReadMaskAndFibermap(PreprocImage* frame, std::vector<uint16_t>* mask) {
+  FitsFile& file = file_;
+  if (has_mask_) {
+    SPEXD_RETURN_IF_ERROR(file.MoveToHdu("MASK"));
+    SPEXD_ASSIGN_OR_RETURN(FitsFile::ImageInfo mask_info, file.GetImageInfo());
+    SPEXD_ASSIGN_OR_RETURN(*mask, ReadMaskBits(file, mask_info));
+  }
+  if (has_fibermap_) {
+    SPEXD_RETURN_IF_ERROR(file.MoveToHdu("FIBERMAP"));
+    SPEXD_ASSIGN_OR_RETURN(frame->fibermap_fits, CopyFibermap(file));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<PreprocImage> PreprocReader::ReadPlanes() {
   FitsFile& file = file_;
   PreprocImage frame;
   frame.source_name = file.name();
-  // Pixel data. CFITSIO converts float32 to float64 while reading (exact, spec §2.1),
-  // decompresses tiles, and applies BSCALE/BZERO, so each plane is read once, straight
-  // into the vector that the frame keeps.
   frame.width = width();
   frame.height = height();
   SPEXD_RETURN_IF_ERROR(file.MoveToHdu("IMAGE"));
   SPEXD_ASSIGN_OR_RETURN(frame.image_header, file.ReadUserCards());
-  SPEXD_ASSIGN_OR_RETURN(frame.image, file.ReadImage<double>());
-  SPEXD_RETURN_IF_ERROR(Stopped());
+  SPEXD_ASSIGN_OR_RETURN(std::optional<FitsFile::RawFloatImage> raw_image, file.GetRawFloatImage());
   SPEXD_RETURN_IF_ERROR(file.MoveToHdu("IVAR"));
-  SPEXD_ASSIGN_OR_RETURN(frame.ivar, file.ReadImage<double>());
-  SPEXD_RETURN_IF_ERROR(Stopped());
+  SPEXD_ASSIGN_OR_RETURN(std::optional<FitsFile::RawFloatImage> raw_ivar, file.GetRawFloatImage());
   std::vector<uint16_t> mask;
-  if (has_mask_) {
-    SPEXD_RETURN_IF_ERROR(file.MoveToHdu("MASK"));
-    SPEXD_ASSIGN_OR_RETURN(FitsFile::ImageInfo mask_info, file.GetImageInfo());
-    SPEXD_ASSIGN_OR_RETURN(mask, ReadMaskBits(file, mask_info));
+  if (raw_image.has_value() && raw_ivar.has_value()) {
+    // Plain float planes (every preproc file desispec writes): decoded here in chunks on
+    // the pool while this thread, the only one using the CFITSIO handle, reads MASK and
+    // FIBERMAP.
+    const bool float32 = options_.keep_float32 && raw_image->bitpix == FLOAT_IMG &&
+                         raw_ivar->bitpix == FLOAT_IMG;
+    const std::size_t n = static_cast<std::size_t>(raw_image->pixels);
+    if (float32) {
+      frame.image32 = PlaneBuffer<float>::Make(n, options_.buffers);
+      frame.ivar32 = PlaneBuffer<float>::Make(n, options_.buffers);
+    } else {
+      frame.image.resize(n);
+      frame.ivar.resize(n);
+    }
+    SPEXD_ASSIGN_OR_RETURN(FitsFile::RawBytes bytes, file.OpenRawBytes());
+    const int per_plane = DecodeChunks(raw_image->pixels);
+    absl::Mutex mu;
+    absl::Status decode;
+    // Task 0 is MASK and FIBERMAP, on the CFITSIO handle (used by this task alone), taken
+    // first (by this thread, unless a pool thread is quicker); the others are chunks of
+    // the two planes.
+    absl::Status side;
+    auto task = [&](int /*worker*/, int t) {
+      if (t == 0) {
+        side = ReadMaskAndFibermap(&frame, &mask);
+        return;
+      }
+      const int c = t - 1;
+      const bool ivar = c >= per_plane;
+      const FitsFile::RawFloatImage& raw = ivar ? *raw_ivar : *raw_image;
+      const int k = ivar ? c - per_plane : c;
+      absl::Status st = float32 ? DecodeRawChunk(bytes, raw, k, (ivar ? frame.ivar32 : frame.image32).data())
+                                : DecodeRawChunk(bytes, raw, k, (ivar ? frame.ivar : frame.image).data());
+      if (!st.ok()) {
+        absl::MutexLock lock(&mu);
+        if (decode.ok()) decode = std::move(st);
+      }
+    };
+    ParallelFor(options_.pool, HardwareThreads(), 1 + 2 * per_plane, task);
+    SPEXD_RETURN_IF_ERROR(side);
+    SPEXD_RETURN_IF_ERROR(decode);
+  } else {
+    // Anything else (float64 with scaling, tile-compressed planes): CFITSIO converts to
+    // float64 while reading (exact for float32, spec §2.1), decompresses tiles and applies
+    // BSCALE/BZERO.
+    SPEXD_RETURN_IF_ERROR(file.MoveToHdu("IMAGE"));
+    SPEXD_ASSIGN_OR_RETURN(frame.image, file.ReadImage<double>());
+    SPEXD_RETURN_IF_ERROR(Stopped());
+    SPEXD_RETURN_IF_ERROR(file.MoveToHdu("IVAR"));
+    SPEXD_ASSIGN_OR_RETURN(frame.ivar, file.ReadImage<double>());
+    SPEXD_RETURN_IF_ERROR(Stopped());
+    SPEXD_RETURN_IF_ERROR(ReadMaskAndFibermap(&frame, &mask));
   }
-  if (has_fibermap_) {
-    SPEXD_RETURN_IF_ERROR(file.MoveToHdu("FIBERMAP"));
-    SPEXD_ASSIGN_OR_RETURN(frame.fibermap_fits, CopyFibermap(file));
-  }
-  ApplyPixelRules(has_mask_ ? mask.data() : nullptr, options_.mask_policy, &frame);
+  SPEXD_RETURN_IF_ERROR(Stopped());
+  ApplyPixelRules(has_mask_ ? mask.data() : nullptr, options_.mask_policy, &frame, options_.pool);
   return frame;
 }
 
@@ -283,20 +343,70 @@ absl::StatusOr<PreprocImage> ReadPreprocFromMemory(const void* data, std::size_t
   return reader.Read();
 }
 
-void ApplyPixelRules(const uint16_t* mask, MaskPolicy policy, PreprocImage* frame) {
-  const uint16_t bad_bits = MaskBadBits(policy);
-  std::vector<double>& image = frame->image;
-  std::vector<double>& ivar = frame->ivar;
-  const std::size_t n = image.size() < ivar.size() ? image.size() : ivar.size();
-  std::size_t n_masked = 0, n_nonfinite = 0;
-  for (std::size_t i = 0; i < n; ++i) {
-    const unsigned what =
-        ApplyPixelRule(bad_bits, mask != nullptr ? mask[i] : uint16_t{0}, &image[i], &ivar[i]);
-    n_nonfinite += (what & kPixelNonfinite) != 0 ? 1 : 0;
-    n_masked += (what & kPixelMasked) != 0 ? 1 : 0;
+namespace {
+
+// The rules on pixels [lo, hi) of planes of type T, through float64 values: for float32
+// planes every result is the pixel's value or 0, so narrowing it back is exact and the
+// planes hold what the float64 path computes.
+template <typename T>
+void ApplyRulesRange(uint16_t bad_bits, const uint16_t* mask, T* image, T* ivar, std::size_t lo,
+                     std::size_t hi, std::size_t* n_masked, std::size_t* n_nonfinite) {
+  std::size_t masked = 0, nonfinite = 0;
+  for (std::size_t i = lo; i < hi; ++i) {
+    double im = image[i], iv = ivar[i];
+    const unsigned what = ApplyPixelRule(bad_bits, mask != nullptr ? mask[i] : uint16_t{0}, &im, &iv);
+    image[i] = static_cast<T>(im);
+    ivar[i] = static_cast<T>(iv);
+    nonfinite += (what & kPixelNonfinite) != 0 ? 1 : 0;
+    masked += (what & kPixelMasked) != 0 ? 1 : 0;
   }
-  frame->n_masked = n_masked;
-  frame->n_nonfinite = n_nonfinite;
+  *n_masked += masked;
+  *n_nonfinite += nonfinite;
+}
+
+template <typename T, typename Plane>
+void ApplyRules(uint16_t bad_bits, const uint16_t* mask, Plane& image, Plane& ivar,
+                TaskPool* pool, PreprocImage* frame) {
+  const std::size_t n = image.size() < ivar.size() ? image.size() : ivar.size();
+  const int chunks = DecodeChunks(static_cast<int64_t>(n));
+  std::atomic<std::size_t> n_masked{0}, n_nonfinite{0};
+  ParallelFor(pool, HardwareThreads(), chunks, [&](int /*worker*/, int c) {
+    const std::size_t lo = static_cast<std::size_t>(c) * kDecodeChunkPixels;
+    const std::size_t hi = std::min(n, lo + static_cast<std::size_t>(kDecodeChunkPixels));
+    std::size_t masked = 0, nonfinite = 0;
+    ApplyRulesRange<T>(bad_bits, mask, image.data(), ivar.data(), lo, hi, &masked, &nonfinite);
+    n_masked += masked;
+    n_nonfinite += nonfinite;
+  });
+  frame->n_masked = n_masked.load();
+  frame->n_nonfinite = n_nonfinite.load();
+}
+
+}  // namespace
+
+void ApplyPixelRules(const uint16_t* mask, MaskPolicy policy, PreprocImage* frame, TaskPool* pool) {
+  const uint16_t bad_bits = MaskBadBits(policy);
+  if (frame->has_float32_planes()) {
+    ApplyRules<float>(bad_bits, mask, frame->image32, frame->ivar32, pool, frame);
+  } else {
+    ApplyRules<double>(bad_bits, mask, frame->image, frame->ivar, pool, frame);
+  }
+}
+
+void WidenPlanes(PreprocImage* frame, TaskPool* pool) {
+  if (!frame->has_float32_planes()) return;
+  const std::size_t n = frame->image32.size();
+  frame->image.resize(n);
+  frame->ivar.resize(frame->ivar32.size());
+  const int chunks = DecodeChunks(static_cast<int64_t>(n));
+  ParallelFor(pool, HardwareThreads(), chunks, [&](int /*worker*/, int c) {
+    const std::size_t lo = static_cast<std::size_t>(c) * kDecodeChunkPixels;
+    const std::size_t hi = std::min(n, lo + static_cast<std::size_t>(kDecodeChunkPixels));
+    for (std::size_t i = lo; i < hi; ++i) frame->image[i] = frame->image32[i];
+    for (std::size_t i = lo; i < hi && i < frame->ivar32.size(); ++i) frame->ivar[i] = frame->ivar32[i];
+  });
+  frame->image32.Release();
+  frame->ivar32.Release();
 }
 
 }  // namespace spexd::core

@@ -12,6 +12,8 @@
 #include "absl/status/statusor.h"
 #include "core/fits_file.h"
 #include "core/fits_gunzip.h"
+#include "core/plane_buffer.h"
+#include "core/task_pool.h"
 
 namespace spexd::core {
 
@@ -31,11 +33,17 @@ inline uint16_t MaskBadBits(MaskPolicy policy) {
 
 // A frame ready for extraction: image and ivar widened to float64, with the mask policy
 // and the non-finite rule (non-finite image or ivar -> image = 0, ivar = 0) applied.
+// A reader asked to keep float32 planes (PreprocOptions::keep_float32) fills image32 and
+// ivar32 instead, with the same values unwidened (float32 -> float64 is exact, so
+// WidenPlanes gives the float64 planes bit for bit); exactly one of the two pairs is set.
 struct PreprocImage {
   int height = 0;  // rows (y, wavelength direction)
   int width = 0;   // columns (x, fibre direction)
   std::vector<double> image;  // [height][width]
   std::vector<double> ivar;   // [height][width]
+  PlaneBuffer<float> image32;  // [height][width], instead of image
+  PlaneBuffer<float> ivar32;   // [height][width], instead of ivar
+  bool has_float32_planes() const { return !image32.empty() || !ivar32.empty(); }
   // Header cards of the IMAGE HDU (see FitsFile::ReadUserCards), carried to the output.
   std::vector<std::string> image_header;
   // The FIBERMAP table as the bytes of a small FITS file (empty primary + FIBERMAP
@@ -51,6 +59,17 @@ struct PreprocImage {
 struct PreprocOptions {
   MaskPolicy mask_policy = MaskPolicy::kDesispec;
   bool require_fibermap = false;
+  // Keep IMAGE and IVAR as float32 (PreprocImage::image32/ivar32) when the file stores
+  // both as plain float32 images, for a backend that takes float32 planes
+  // (Backend::TakesFloat32Planes): no widening on the host, none to undo before an upload.
+  // Otherwise (float64, scaled or tile-compressed planes) they are float64 as usual.
+  bool keep_float32 = false;
+  // Threads that decode a frame's planes, in chunks (core/parallel_for.h), besides the
+  // caller's; null: the caller alone. Not owned; must outlive Read.
+  TaskPool* pool = nullptr;
+  // Where float32 planes get their memory (reused across frames); null: their own. Not
+  // owned; buffers drawn from it may outlive it.
+  PlaneBufferPool* buffers = nullptr;
 };
 
 // A preproc file opened and checked from its headers (HDUs present, 2-D float IMAGE and
@@ -80,7 +99,10 @@ class PreprocReader {
   int height() const { return static_cast<int>(image_info_.naxes[1]); }
   int width() const { return static_cast<int>(image_info_.naxes[0]); }
 
-  // Decodes the planes and applies the pixel rules. Call at most once.
+  // Decodes the planes and applies the pixel rules. Call at most once. Plain float
+  // IMAGE and IVAR planes are byte-swapped in chunks on options.pool while the caller
+  // decodes MASK (usually tile-compressed: CFITSIO) and copies FIBERMAP; the values are
+  // those CFITSIO gives (core/plane_decode.h).
   absl::StatusOr<PreprocImage> Read();
 
  private:
@@ -90,6 +112,7 @@ class PreprocReader {
   absl::Status CheckHeaders();
   absl::Status Stopped() const;
   absl::StatusOr<PreprocImage> ReadPlanes();
+  absl::Status ReadMaskAndFibermap(PreprocImage* frame, std::vector<uint16_t>* mask);
 
   FitsFile file_;
   PreprocOptions options_;
@@ -109,8 +132,19 @@ absl::StatusOr<PreprocImage> ReadPreprocFromMemory(const void* data, std::size_t
 // build frames in memory, e.g. the service, use the same rules). Also sets a negative
 // ivar to 0 (counted in n_masked), which the reference leaves unhandled (spec §2.1).
 // `mask` (may be null: no mask) has frame->image.size() entries. Sets (does not add to)
-// frame->n_masked and frame->n_nonfinite.
-void ApplyPixelRules(const uint16_t* mask, MaskPolicy policy, PreprocImage* frame);
+// frame->n_masked and frame->n_nonfinite. Works on whichever planes the frame has
+// (float64 or float32, with the same results), in chunks on `pool` when given.
+void ApplyPixelRules(const uint16_t* mask, MaskPolicy policy, PreprocImage* frame,
+                     TaskPool* pool = nullptr);
+
+// Replaces float32 planes by the float64 ones (exact); nothing for a float64 frame. For a
+// backend that does not take float32 planes. Chunks on `pool` when given.
+void WidenPlanes(PreprocImage* frame, TaskPool* pool = nullptr);
+
+// Pixels of the frame's planes (image or image32).
+inline std::size_t PlanePixels(const PreprocImage& frame) {
+  return frame.has_float32_planes() ? frame.image32.size() : frame.image.size();
+}
 
 }  // namespace spexd::core
 

@@ -8,7 +8,9 @@
 namespace spexd::core {
 
 absl::Status CheckImageHasValidPixel(const PreprocImage& image) {
-  const bool any = std::any_of(image.ivar.begin(), image.ivar.end(), [](double v) { return v > 0; });
+  const bool any = image.has_float32_planes()
+                       ? std::any_of(image.ivar32.begin(), image.ivar32.end(), [](float v) { return v > 0; })
+                       : std::any_of(image.ivar.begin(), image.ivar.end(), [](double v) { return v > 0; });
   if (any) return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrCat(
       image.source_name.empty() ? std::string("image") : image.source_name,

@@ -25,6 +25,7 @@
 #include "absl/synchronization/mutex.h"
 #include "core/parallel_for.h"
 #include "core/status_macros.h"
+#include "core/task_pool.h"
 #include "cuda/batch_extractor.h"
 #include "cuda/cuda_check.h"
 #include "cuda/fault_injection.h"
@@ -88,9 +89,12 @@ class CudaBackend final : public core::Backend {
 
   bool healthy() const override { return healthy_.load(); }
 
+  // Float32 planes are copied to the pinned staging as they are (UploadImage).
+  bool TakesFloat32Planes() const override { return true; }
+
   absl::StatusOr<core::ExtractionSummary> Extract(const core::ExtractionJob& job,
                                                   const core::BundleSink& sink) override {
-    SPEXD_RETURN_IF_ERROR(core::ValidateJob(job));
+    SPEXD_RETURN_IF_ERROR(core::ValidateJob(job, /*float32_planes_ok=*/true));
     absl::StatusOr<core::ExtractionSummary> result = ExtractAndRelease(job, sink);
     // Releases queued while mu_ was held (see the file comment).
     ReleasePendingIfIdle();
@@ -295,7 +299,7 @@ class CudaBackend final : public core::Backend {
     } else {
       UploadStats upload;
       NvtxRange range{"upload image"};
-      SPEXD_RETURN_IF_ERROR(UploadImage(*ctx_, *workspace_, *job.image, &upload));
+      SPEXD_RETURN_IF_ERROR(UploadImage(*ctx_, *workspace_, *job.image, pool_, &upload));
       summary->stage_seconds["upload_host"] += upload.host_seconds;
     }
     SPEXD_RETURN_IF_ERROR(InjectRequestFault(faults_, ++requests_, ctx_->compute()));

@@ -8,12 +8,16 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "core/parallel_for.h"
 #include "cuda/cuda_check.h"
 #include "cuda/image_import.h"
 #include "cuda/normal_equations.h"
 
 namespace spexd::cuda {
 namespace {
+
+// Pixels per chunk of the staging fill: 1 MiB of float32 per plane.
+constexpr std::size_t kChunkPixels = std::size_t{1} << 18;
 
 // Converts [lo, hi) of src into float32; false if any value is not exactly representable.
 bool NarrowExact(const double* src, float* dst, std::size_t lo, std::size_t hi) {
@@ -26,27 +30,36 @@ bool NarrowExact(const double* src, float* dst, std::size_t lo, std::size_t hi) 
   return exact;
 }
 
-}  // namespace
-
-absl::Status UploadImage(const GpuContext& ctx, Workspace& ws, const core::PreprocImage& image,
-                         UploadStats* stats) {
-  const std::size_t n = image.image.size();
-  cudaStream_t stream = ctx.compute();
-  const auto t0 = std::chrono::steady_clock::now();
-  float* h = ws.stage_host();
+// Fills the staging with [image | ivar] as float32; false when a float64 plane holds a
+// value float32 cannot (the caller stages float64 instead).
+bool StageFloat32(const core::PreprocImage& image, float* h, std::size_t n, core::TaskPool* pool) {
+  const int chunks = static_cast<int>((n + kChunkPixels - 1) / kChunkPixels);
   std::atomic<bool> exact{true};
-  const unsigned nthreads = std::max(1u, std::min(16u, std::thread::hardware_concurrency()));
-  std::vector<std::thread> pool;
-  auto work = [&](unsigned t) {
-    const std::size_t lo = n * t / nthreads, hi = n * (t + 1) / nthreads;
+  core::ParallelFor(pool, core::HardwareThreads(), chunks, [&](int /*worker*/, int c) {
+    const std::size_t lo = static_cast<std::size_t>(c) * kChunkPixels;
+    const std::size_t hi = std::min(n, lo + kChunkPixels);
+    if (image.has_float32_planes()) {
+      std::memcpy(h + lo, image.image32.data() + lo, (hi - lo) * sizeof(float));
+      std::memcpy(h + n + lo, image.ivar32.data() + lo, (hi - lo) * sizeof(float));
+      return;
+    }
+    if (!exact.load(std::memory_order_relaxed)) return;  // float64 staging follows anyway
     bool ok = NarrowExact(image.image.data(), h, lo, hi);
     ok &= NarrowExact(image.ivar.data(), h + n, lo, hi);
     if (!ok) exact = false;
-  };
-  for (unsigned t = 1; t < nthreads; ++t) pool.emplace_back(work, t);
-  work(0);
-  for (auto& th : pool) th.join();
-  stats->float32 = exact.load();
+  });
+  return exact.load();
+}
+
+}  // namespace
+
+absl::Status UploadImage(const GpuContext& ctx, Workspace& ws, const core::PreprocImage& image,
+                         core::TaskPool* pool, UploadStats* stats) {
+  const std::size_t n = core::PlanePixels(image);
+  cudaStream_t stream = ctx.compute();
+  const auto t0 = std::chrono::steady_clock::now();
+  float* h = ws.stage_host();
+  stats->float32 = StageFloat32(image, h, n, pool);
   stats->host_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 

@@ -1,12 +1,14 @@
-// Uploads a request's image and ivar (float64 on the host, spec §2.1) into the
-// workspace. Values are staged as float32 through pinned memory and widened on the device
-// when that is exact (preproc images are float32 on disk), else staged as float64.
+// Uploads a request's image and ivar into the workspace (float64 on the device, spec
+// §2.1). Float32 planes (PreprocImage::image32, what preproc files hold) are copied into
+// the workspace's pinned staging as they are and widened on the device; float64 planes are
+// narrowed to float32 on the way when that is exact, else staged as float64.
 #ifndef SPEXD_CUDA_IMAGE_UPLOAD_H_
 #define SPEXD_CUDA_IMAGE_UPLOAD_H_
 
 #include "absl/status/status.h"
 #include "core/device_region.h"
 #include "core/preproc.h"
+#include "core/task_pool.h"
 #include "cuda/gpu_context.h"
 #include "cuda/workspace.h"
 
@@ -14,13 +16,15 @@ namespace spexd::cuda {
 
 struct UploadStats {
   bool float32 = false;       // staged as float32 (exact)
-  double host_seconds = 0;    // conversion into the pinned staging
+  double host_seconds = 0;    // copy or conversion into the pinned staging
 };
 
-// Enqueues the copies on ctx.compute(); the pinned staging belongs to the workspace. The
-// float64 fallback synchronises the stream between its two copies (staging reuse).
+// Fills the pinned staging in chunks on the calling thread and `pool`'s threads (the
+// backend's host pool; may be null), then enqueues the copies on ctx.compute(); the pinned staging belongs to the
+// workspace and is reused by every request. The float64 fallback synchronises the stream
+// between its two copies (staging reuse).
 absl::Status UploadImage(const GpuContext& ctx, Workspace& ws, const core::PreprocImage& image,
-                         UploadStats* stats);
+                         core::TaskPool* pool, UploadStats* stats);
 
 // Reads a frame of `pixels` pixels straight from device memory (a client's CUDA region,
 // issue 13) into the workspace's image and ivar, applying the pixel rules on the way: one

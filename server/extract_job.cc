@@ -93,6 +93,9 @@ absl::StatusOr<core::PreprocReader> ExtractJob::OpenImage() {
   const v1::ExtractHeader& h = request_.header;
   core::PreprocOptions popts;
   popts.mask_policy = params_.mask_policy;
+  popts.pool = env_.decode_pool;
+  popts.buffers = env_.plane_buffers;
+  popts.keep_float32 = env_.float32_planes != nullptr && env_.float32_planes->load();
   const core::FitsSizeLimits limits = FitsLimits(env_.limits);
   auto stop = [this] { return Stopped(); };
   absl::StatusOr<core::PreprocReader> reader;
@@ -303,6 +306,11 @@ void ExtractJob::Run(core::Backend& backend, int worker, core::TaskPool& streami
 }
 
 absl::Status ExtractJob::Extract(core::Backend& backend) {
+  // Planes decoded as float32 for workers that take them, met by one that does not (a
+  // mixed server): widened here, exactly.
+  if (image_->has_float32_planes() && !backend.TakesFloat32Planes()) {
+    core::WidenPlanes(&*image_, env_.decode_pool);
+  }
   core::ExtractionJob job;
   job.geometry = geometry_;
   job.image = &*image_;

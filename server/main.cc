@@ -49,9 +49,13 @@ ABSL_FLAG(double, upload_idle_seconds, 30,
 ABSL_FLAG(double, write_timeout_seconds, 60,
           "a call whose client does not read its responses for this long is cancelled and "
           "its worker freed (0: never)");
-ABSL_FLAG(int, prefetch, 2,
-          "frames read and decoded ahead per worker (decoding an r frame takes about as long "
-          "as a GPU extracts it; each costs ~270 MB)");
+ABSL_FLAG(int, prefetch, 0,
+          "frames read and decoded ahead per worker; 0: 4 per GPU worker (reading a .fits.gz "
+          "r frame takes longer than a GPU extracts it), 2 for the CPU backend. The total is "
+          "bounded by --prefetch_memory_bytes");
+ABSL_FLAG(int64_t, prefetch_memory_bytes, 0,
+          "host memory for all frames decoded ahead, at 320 MB a frame (at least one frame per "
+          "worker); 0: a quarter of the host's (or the cgroup's) memory");
 ABSL_FLAG(int64_t, psf_cache_bytes, int64_t{4} << 30,
           "host memory budget of the PSF and geometry cache");
 ABSL_FLAG(int64_t, max_upload_bytes, int64_t{1} << 30,
@@ -143,7 +147,10 @@ int main(int argc, char** argv) {
     return Fail("--max_uploads, --realtime_reserve and the timeouts must not be negative");
   }
   o.prefetch = absl::GetFlag(FLAGS_prefetch);
-  if (o.prefetch < 1) return Fail("--prefetch must be at least 1");
+  o.prefetch_memory_bytes = absl::GetFlag(FLAGS_prefetch_memory_bytes);
+  if (o.prefetch < 0 || o.prefetch_memory_bytes < 0) {
+    return Fail("--prefetch and --prefetch_memory_bytes must not be negative (0: the default)");
+  }
   o.psf_cache_bytes = absl::GetFlag(FLAGS_psf_cache_bytes);
   o.limits.max_upload_bytes = absl::GetFlag(FLAGS_max_upload_bytes);
   o.limits.max_image_pixels = absl::GetFlag(FLAGS_max_image_pixels);

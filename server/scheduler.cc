@@ -1,6 +1,9 @@
 #include "server/scheduler.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <fstream>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -30,12 +33,43 @@ Scheduler::Ticket::~Ticket() {
 }
 
 Scheduler::Scheduler(int max_queue, int prefetch, ServerMetrics* metrics, int max_uploads,
-                     int realtime_reserve)
+                     int realtime_reserve, int64_t prefetch_memory_bytes)
     : max_queue_(max_queue),
       max_uploads_(max_uploads),
       realtime_reserve_(std::max(0, realtime_reserve)),
-      prefetch_(std::max(1, prefetch)),
+      prefetch_(std::max(0, prefetch)),
+      prefetch_memory_bytes_(prefetch_memory_bytes > 0 ? prefetch_memory_bytes
+                                                       : DefaultPrefetchMemoryBytes()),
       metrics_(metrics) {}
+
+int Scheduler::PrefetchBound(int prefetch_sum, int workers, int64_t memory_bytes) {
+  const int64_t by_memory = memory_bytes / kPrefetchFrameBytes;
+  return static_cast<int>(std::max<int64_t>(workers, std::min<int64_t>(prefetch_sum, by_memory)));
+}
+
+int64_t Scheduler::DefaultPrefetchMemoryBytes() {
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  int64_t memory = pages > 0 && page > 0 ? static_cast<int64_t>(pages) * page : int64_t{16} << 30;
+  // In a container the cgroup's limit (v2: memory.max, "max" when none) is what counts.
+  std::ifstream cgroup("/sys/fs/cgroup/memory.max");
+  int64_t limit = 0;
+  if (cgroup >> limit && limit > 0) memory = std::min(memory, limit);
+  return memory / 4;
+}
+
+int Scheduler::PrefetchBoundLocked() const {
+  return PrefetchBound(prefetch_sum_, static_cast<int>(workers_.size()), prefetch_memory_bytes_);
+}
+
+int Scheduler::prefetch_bound() {
+  absl::MutexLock lock(&mu_);
+  return PrefetchBoundLocked();
+}
+
+int Scheduler::num_loaders() {
+  absl::MutexLock lock(&mu_);
+  return static_cast<int>(loaders_.size());
+}
 
 int Scheduler::QueueLimitLocked() const {
   if (max_queue_ > 0) return max_queue_;
@@ -87,15 +121,20 @@ void Scheduler::AddWorker(std::unique_ptr<core::Backend> backend, int gpu_device
   Worker* raw = w.get();
   absl::MutexLock lock(&mu_);
   raw->index = static_cast<int>(workers_.size());
+  const int prefetch = PrefetchPerWorker(prefetch_, gpu_device >= 0);
+  prefetch_sum_ += prefetch;
   if (metrics_ != nullptr) {
     metrics_->SetBackendState(raw->index, raw->backend->name(), raw->backend->healthy(), false);
   }
-  Log(LogLevel::kInfo, "worker_started",
-      {{"worker", raw->index}, {"backend", raw->backend->description()},
-       {"gpu_device", gpu_device}});
   raw->thread = std::thread([this, raw] { WorkerLoop(raw); });
   workers_.push_back(std::move(w));
-  for (int i = 0; i < prefetch_; ++i) loaders_.emplace_back([this] { LoaderLoop(); });
+  // One loader per frame that may be prepared ahead (a loader holds at most one).
+  const int bound = PrefetchBoundLocked();
+  while (static_cast<int>(loaders_.size()) < bound) loaders_.emplace_back([this] { LoaderLoop(); });
+  Log(LogLevel::kInfo, "worker_started",
+      {{"worker", raw->index}, {"backend", raw->backend->description()},
+       {"gpu_device", gpu_device}, {"prefetch", prefetch}, {"prefetch_bound", bound},
+       {"loaders", static_cast<int>(loaders_.size())}});
   streaming_.AddThreads(kStreamersPerWorker);
 }
 
@@ -215,7 +254,7 @@ void Scheduler::LoaderLoop() {
       auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
         const std::size_t ahead = ready_.size() + static_cast<std::size_t>(preparing_);
         return stopping_ ||
-               (!pending_.empty() && ahead < static_cast<std::size_t>(prefetch_) * workers_.size());
+               (!pending_.empty() && ahead < static_cast<std::size_t>(PrefetchBoundLocked()));
       };
       mu_.Await(absl::Condition(&ready));
       if (stopping_) return;

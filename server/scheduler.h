@@ -3,9 +3,11 @@
 // the image, warm the geometry) while the workers extract, so that a worker (a GPU)
 // never waits for I/O. Each worker is a thread that owns one Backend (one per GPU, or
 // one CPU backend), so device state is never shared between threads. Each worker brings
-// `prefetch` loader threads, and at most `prefetch` jobs per worker are being prepared
-// or wait prepared: decoding a frame can take longer than a GPU extracts one, and the
-// bound keeps the memory of decoded images (~270 MB per r frame) in check. The
+// its prefetch of loader threads, and at most that many jobs per worker are being
+// prepared or wait prepared: reading a frame (a .fits.gz inflates on one thread) can take
+// longer than a GPU extracts one. The prefetch is per worker (PrefetchPerWorker: more for
+// a GPU worker than for the CPU backend) and the total is bounded by host memory
+// (PrefetchBound), which keeps the memory of decoded images in check. The
 // scheduler also owns the streaming stage (kStreamersPerWorker threads per worker): a job
 // hands its response streaming there, so the worker is free once the backend returns, and
 // Shutdown runs what was handed over to the end and joins; no thread outlives it.
@@ -64,10 +66,30 @@ class Scheduler {
   // (kQueuePerWorker each, at least kMinQueue). `max_uploads` bounds uploads in progress
   // (extraction images and PSFs), counted apart from queued work; 0 means the queue's
   // bound. Realtime requests may exceed both by `realtime_reserve`, so that stalled or
-  // bulk reprocessing never locks realtime out. `prefetch` (at least 1): see above.
-  // `metrics` may be null.
+  // bulk reprocessing never locks realtime out. `prefetch`: frames prepared ahead per
+  // worker, 0 for the default (PrefetchPerWorker); `prefetch_memory_bytes` bounds the
+  // frames prepared ahead over all workers (PrefetchBound; 0: a quarter of the host's
+  // memory). `metrics` may be null.
   Scheduler(int max_queue, int prefetch, ServerMetrics* metrics, int max_uploads = 0,
-            int realtime_reserve = 1);
+            int realtime_reserve = 1, int64_t prefetch_memory_bytes = 0);
+  // The default prefetch per worker. A GPU worker extracts an r frame in 0.1-0.25 s while
+  // one loader reads and decodes one in 0.1-0.5 s (more for .fits.gz: zlib inflates on one
+  // thread), so it needs several frames in preparation at once; the CPU backend takes
+  // seconds per frame and uses every core itself.
+  static constexpr int kGpuPrefetch = 4;
+  static constexpr int kCpuPrefetch = 2;
+  static int PrefetchPerWorker(int requested, bool gpu_worker) {
+    return requested > 0 ? requested : gpu_worker ? kGpuPrefetch : kCpuPrefetch;
+  }
+  // Host memory one frame prepared ahead may hold: a DESI r frame decoded with float64
+  // planes (4128 x 4114 x (8 + 8 + 2) bytes, plus header and FIBERMAP); float32 planes
+  // take about half.
+  static constexpr int64_t kPrefetchFrameBytes = int64_t{320} << 20;
+  // Frames prepared ahead over all workers: the sum of their prefetch, at most what
+  // `memory_bytes` holds at kPrefetchFrameBytes each, at least one per worker.
+  static int PrefetchBound(int prefetch_sum, int workers, int64_t memory_bytes);
+  // What a `prefetch_memory_bytes` of 0 means here: a quarter of the physical memory.
+  static int64_t DefaultPrefetchMemoryBytes();
   static constexpr int kQueuePerWorker = 8;
   static constexpr int kMinQueue = 16;
   // Streaming threads per worker: one for the job a worker just extracted (or is
@@ -121,6 +143,10 @@ class Scheduler {
   void Shutdown();
 
   int queue_depth();
+  // Frames that may be prepared ahead now (PrefetchBound over the workers added so far),
+  // and the loader threads started.
+  int prefetch_bound();
+  int num_loaders();
   // What the server is doing now, for GetServerInfo and the metrics.
   struct Load {
     int uploads = 0;    // uploads in progress (extraction images and PSFs)
@@ -179,6 +205,7 @@ class Scheduler {
   int QueueLimitLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   int UploadLimitLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   int QueuedLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  int PrefetchBoundLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void LoaderLoop();
   void WorkerLoop(Worker* worker);
   void PublishDepthLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -186,7 +213,8 @@ class Scheduler {
   const int max_queue_;
   const int max_uploads_;
   const int realtime_reserve_;
-  const int prefetch_;
+  const int prefetch_;                  // requested per worker; 0: PrefetchPerWorker
+  const int64_t prefetch_memory_bytes_;  // resolved (never 0)
   ServerMetrics* const metrics_;
   absl::Mutex mu_;
   Levels pending_ ABSL_GUARDED_BY(mu_);  // admitted, waiting for a loader
@@ -197,6 +225,7 @@ class Scheduler {
   int uploads_ ABSL_GUARDED_BY(mu_) = 0;   // upload slots held
   int running_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<std::thread> loaders_ ABSL_GUARDED_BY(mu_);
+  int prefetch_sum_ ABSL_GUARDED_BY(mu_) = 0;  // over the workers added
   bool accepting_ ABSL_GUARDED_BY(mu_) = true;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<std::unique_ptr<Worker>> workers_ ABSL_GUARDED_BY(mu_);

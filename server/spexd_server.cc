@@ -1,6 +1,7 @@
 #include "server/spexd_server.h"
 
 #include <algorithm>
+#include <atomic>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -19,6 +20,7 @@
 #include "absl/synchronization/notification.h"
 #include "core/cuda_module_loader.h"
 #include "core/parallel_for.h"
+#include "core/plane_buffer.h"
 #include "core/task_pool.h"
 #include "server/admin_service.h"
 #include "server/call_watchdog.h"
@@ -122,18 +124,27 @@ absl::StatusOr<std::vector<WorkerBackend>> ChooseBackends(const ServerOptions& o
   return out;
 }
 
+// Plane memory kept for reuse per frame the server holds at once: IMAGE and IVAR of a
+// DESI r frame (4128 x 4114 float32) with room to spare. Only memory that frames used is
+// ever kept; this bounds what stays idle.
+constexpr int64_t kCachedBytesPerFrame = int64_t{144} << 20;
+
 }  // namespace
 
 class SpexdServer::Impl {
  public:
   ServerOptions options;
+  // Host decoding (JobEnvironment; the planes are decoded on `pool` below): declared
+  // first, so that they outlive the scheduler's loader threads and every job.
+  core::PlaneBufferPool plane_buffers{0};  // bound set with the workers (WarmUp)
+  std::atomic<bool> float32_planes{false};
   std::unique_ptr<ServerMetrics> metrics;
   std::unique_ptr<DataRoots> roots;
   std::unique_ptr<DataRoots> output_roots;
   std::unique_ptr<PsfCache> cache;
-  // The host threads every backend runs its parallel loops on (BackendOptions::pool):
-  // --cpu_threads in all, counting the worker's own. Outlives the scheduler, which owns
-  // the backends.
+  // The host threads every backend runs its parallel loops on (BackendOptions::pool), and
+  // the loaders decode frames' planes on: --cpu_threads in all, counting the worker's own.
+  // Outlives the scheduler, which owns the backends.
   std::unique_ptr<core::TaskPool> pool;
   std::unique_ptr<Scheduler> scheduler;
   std::unique_ptr<RegionRegistry> regions;  // jobs hold the regions they use by shared_ptr
@@ -179,7 +190,17 @@ class SpexdServer::Impl {
       }
       context.SetBackendChoice(gpu_count, reason);
       Log(LogLevel::kInfo, "backend_choice", {{"choice", reason}, {"gpus", gpu_count}});
+      // Float32 planes when every worker takes them (the CUDA backend); a frame's planes
+      // stay cached for the next frames while prepared, extracted or streamed.
+      bool float32 = !workers.empty();
+      for (const WorkerBackend& w : workers) float32 &= w.backend->TakesFloat32Planes();
+      float32_planes.store(float32);
+      const int64_t nworkers = static_cast<int64_t>(workers.size());
       for (WorkerBackend& w : workers) scheduler->AddWorker(std::move(w.backend), w.gpu_device);
+      // The frames prepared ahead, and per worker the one extracting and those streaming.
+      const int64_t frames_held =
+          scheduler->prefetch_bound() + nworkers * (1 + Scheduler::kStreamersPerWorker);
+      plane_buffers.set_max_cached_bytes(frames_held * kCachedBytesPerFrame);
       for (const std::string& path : options.preload_psfs) {
         auto file = roots->ReadFile(path, options.limits.max_upload_bytes);
         if (!file.ok()) return file.status();
@@ -246,7 +267,8 @@ absl::StatusOr<std::unique_ptr<SpexdServer>> SpexdServer::Start(ServerOptions op
   const int host_threads = o.cpu_threads > 0 ? o.cpu_threads : core::HardwareThreads();
   s.pool = core::MakeTaskPool(host_threads - 1);
   s.scheduler = std::make_unique<Scheduler>(o.max_queue, o.prefetch, s.metrics.get(),
-                                            o.max_uploads, o.realtime_reserve);
+                                            o.max_uploads, o.realtime_reserve,
+                                            o.prefetch_memory_bytes);
   s.watchdog = std::make_unique<CallWatchdog>(absl::Seconds(o.limits.upload_idle_seconds),
                                               absl::Seconds(o.limits.write_timeout_seconds),
                                               s.metrics.get());
@@ -260,6 +282,9 @@ absl::StatusOr<std::unique_ptr<SpexdServer>> SpexdServer::Start(ServerOptions op
   s.context.env.roots = s.roots.get();
   s.context.env.output_roots = s.output_roots.get();
   s.context.env.limits = o.limits;
+  s.context.env.decode_pool = s.pool.get();
+  s.context.env.plane_buffers = &s.plane_buffers;
+  s.context.env.float32_planes = &s.float32_planes;
   // The CPU backend solves one patch per thread at once (for the memory estimate).
   s.context.env.limits.solver_threads = host_threads;
   s.context.scheduler = s.scheduler.get();

@@ -16,7 +16,7 @@
 //
 //   spexd_exposure_bench [--psf PSF.fits]... [--frames 30] [--fibers 500]
 //                        [--backend cuda|cpu (cuda)] [--gpus 0,1,...] [--threads T]
-//                        [--psf-cache-bytes B] [--passes 2] [--prefetch 2]
+//                        [--psf-cache-bytes B] [--passes 2] [--prefetch P (0: spexd's default)]
 #include <fitsio.h>
 
 #include <algorithm>
@@ -32,6 +32,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "client/remote_extract.h"
 #include "client/spexd_client.h"
@@ -51,7 +52,7 @@ struct Args {
   int fibers = 500;
   int threads = 0;
   int passes = 2;
-  int prefetch = 2;  // frames read and decoded ahead of the worker (server --prefetch)
+  int prefetch = 0;  // frames read and decoded ahead per worker (server --prefetch; 0: its default)
   int64_t psf_cache_bytes = int64_t{64} << 30;  // host bytes; room for an exposure
   std::string backend = "cuda";
   std::vector<int> gpus;
@@ -82,7 +83,7 @@ absl::StatusOr<Args> Parse(int argc, char** argv) {
     } else if (num && k == "--threads") {
       a.threads = n;
     } else if (num && k == "--prefetch") {
-      a.prefetch = std::max(1, n);
+      a.prefetch = std::max(0, n);
     } else if (num && k == "--passes") {
       a.passes = std::max(1, n);
     } else {
@@ -324,10 +325,12 @@ int main(int argc, char** argv) {
 
   std::string json = absl::StrFormat(
       "{\"bench\": \"exposure\", \"frames\": %d, \"fibers\": %d, \"base_psfs\": %d, \"prefetch\": %d, "
+      "\"gpus\": [%s], "
       "\"backend\": \"%s\", \"server\": \"%s\", \"psfs_loaded_after\": %d, "
       "\"geometries_after\": %d, \"median_gpu_bytes_per_psf\": %.0f, "
       "\"median_host_bytes_per_psf\": %.0f, \"gpu_bytes_all_psfs\": %.0f, \"passes\": [",
-      args.frames, args.fibers, nbase, args.prefetch, passes[0].frames[0].backend,
+      args.frames, args.fibers, nbase, args.prefetch, absl::StrJoin(args.gpus, ", "),
+      passes[0].frames[0].backend,
       WorkersText(info), listed->psfs_size(), geometries,
       Median(gpu_bytes), Median(host_bytes), gpu_total);
   for (std::size_t p = 0; p < passes.size(); ++p) {

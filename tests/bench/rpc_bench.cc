@@ -22,8 +22,8 @@
 // first completion) / (frames - 1), which is what a kept-busy service costs per frame.
 //
 //   spexd_rpc_bench [--fibers N (500)] [--repeats R (3)] [--threads T] [--backend cpu|cuda]
-//                   [--inflight K (2; 0 skips)] [--prefetch P (2)] [--psf PSF.fits (bundled)]
-//                   [--client-procs K (0)] [--proc-frames F (repeats)]
+//                   [--inflight K (2; 0 skips)] [--prefetch P (0: spexd's default)] [--psf PSF.fits (bundled)]
+//                   [--client-procs K (0)] [--proc-frames F (repeats)] [--gzip 1 (input as .fits.gz)]
 //   client mode:    --client-only 1 --target HOST:PORT --psf-id ID --frame PATH --fibers N
 //                   --frames F    (prints "frame <completion, steady clock s> <wall s>
 //                   <server extract s> <server load s>" per frame)
@@ -52,6 +52,7 @@
 #include "core/backend.h"
 #include "core/extract_frame.h"
 #include "core/geometry.h"
+#include "core/gzip.h"
 #include "core/preproc.h"
 #include "core/psf.h"
 #include "core/simulator.h"
@@ -68,11 +69,12 @@ struct Args {
   int repeats = 3;
   int threads = 0;
   int inflight = 2;
-  int prefetch = 2;
+  int prefetch = 0;
   std::string backend = "cpu";
   std::string psf = spexd::testing::BundledPsfPath();
   int client_procs = 0;
   int proc_frames = 0;  // 0: repeats
+  bool gzip = false;     // the frame as .fits.gz (DESI's compressed preproc files)
   // Client mode.
   bool client_only = false;
   std::string target, psf_id, frame;
@@ -88,7 +90,7 @@ Args Parse(int argc, char** argv) {
     if (k == "--repeats") a.repeats = std::max(1, v);
     if (k == "--threads") a.threads = v;
     if (k == "--inflight") a.inflight = std::max(0, v);
-    if (k == "--prefetch") a.prefetch = std::max(1, v);
+    if (k == "--prefetch") a.prefetch = std::max(0, v);
     if (k == "--backend") a.backend = argv[i + 1];
     if (k == "--psf") a.psf = argv[i + 1];
     if (k == "--client-procs") a.client_procs = std::max(0, v);
@@ -98,6 +100,7 @@ Args Parse(int argc, char** argv) {
     if (k == "--psf-id") a.psf_id = argv[i + 1];
     if (k == "--frame") a.frame = argv[i + 1];
     if (k == "--frames") a.frames = std::max(1, v);
+    if (k == "--gzip") a.gzip = v != 0;
   }
   if (a.proc_frames == 0) a.proc_frames = a.repeats;
   return a;
@@ -286,10 +289,17 @@ absl::StatusOr<LocalTimes> TimeLocal(const Args& args, const std::shared_ptr<con
   SPEXD_ASSIGN_OR_RETURN(std::unique_ptr<core::Backend> backend, core::CreateBackend(bopts));
   LocalTimes t;
   std::shared_ptr<const core::Geometry> geometry;
+  // Decoded as spexd decodes: planes in parallel, float32 kept for a backend that takes it.
+  core::TaskPool decode_pool;
+  decode_pool.AddThreads(static_cast<int>(std::max(1u, std::thread::hardware_concurrency()) - 1));
+  core::PlaneBufferPool buffers(int64_t{1} << 30);
+  core::PreprocOptions popts;
+  popts.pool = &decode_pool;
+  popts.buffers = &buffers;
+  popts.keep_float32 = backend->TakesFloat32Planes();
   for (int r = -1; r < args.repeats; ++r) {  // r = -1: warm-up (spots evaluated and kept)
     const auto t0 = Clock::now();
-    SPEXD_ASSIGN_OR_RETURN(core::PreprocImage image,
-                           core::ReadPreproc(frame_path, core::PreprocOptions{}));
+    SPEXD_ASSIGN_OR_RETURN(core::PreprocImage image, core::ReadPreproc(frame_path, popts));
     const double read = Since(t0);
     if (geometry == nullptr) {
       SPEXD_ASSIGN_OR_RETURN(geometry,
@@ -403,14 +413,15 @@ void PrintJson(const Args& args, const LocalTimes& lt, const ServiceTimes& st, c
       "\"client_procs\":%d,\"proc_frames\":%d,\"procs_wall_per_frame_s\":%.4f,"
       "\"procs_wall_overhead_vs_backend\":%.4f,\"procs_steady_per_frame_s\":%.4f,"
       "\"procs_steady_overhead_vs_backend\":%.4f,\"procs_server_extract_s\":{\"median\":%.4f},"
-      "\"procs_server_load_s\":{\"median\":%.4f},\"prefetch\":%d,\"git_sha\":\"%s\"}\n",
+      "\"procs_server_load_s\":{\"median\":%.4f},\"prefetch\":%d,\"gzip\":%s,\"git_sha\":\"%s\"}\n",
       args.fibers, lt.nwave, args.repeats, CpuModel().c_str(), sysconf(_SC_NPROCESSORS_ONLN), host,
       b.median, b.p90, fr.median, l.median, l.p90, rd.median, s.median, s.p90, srd.median,
       sx.median, s.median / b.median - 1, s.median / l.median - 1, args.backend.c_str(),
       args.inflight, st.per_frame_inflight, st.per_frame_inflight / b.median - 1,
       st.steady_inflight, st.steady_inflight / b.median - 1, args.client_procs, args.proc_frames,
       procs_wall, procs_wall / b.median - 1, procs_steady, procs_steady / b.median - 1,
-      MedianOr0(procs.extract), MedianOr0(procs.load), args.prefetch, GitSha().c_str());
+      MedianOr0(procs.extract), MedianOr0(procs.load), args.prefetch,
+      args.gzip ? "true" : "false", GitSha().c_str());
 }
 
 void PrintSummary(const Args& args, const LocalTimes& lt, const ServiceTimes& st,
@@ -481,9 +492,18 @@ int main(int argc, char** argv) {
 
   // Inputs before any clock starts.
   const std::string dir = testing::MakeTempDir();
-  const std::string frame_path = dir + "/preproc.fits";
-  if (absl::Status st = WriteSimulatedFrame(*psf, args.fibers, frame_path); !st.ok()) {
+  const std::string plain_path = dir + "/preproc.fits";
+  if (absl::Status st = WriteSimulatedFrame(*psf, args.fibers, plain_path); !st.ok()) {
     return Fail("simulated frame", st);
+  }
+  std::string frame_path = plain_path;
+  if (args.gzip) {
+    auto gz = core::GzipCompress(testing::ReadBytes(plain_path));
+    if (!gz.ok()) return Fail("gzip", gz.status());
+    frame_path = plain_path + ".gz";
+    if (!testing::WriteBytes(frame_path, *gz)) {
+      return Fail("gzip", absl::InternalError("cannot write " + frame_path));
+    }
   }
   core::ExtractionParams params;  // r grid 5760-7620, 0.8 (desi_proc's r camera)
   params.nspec = args.fibers;

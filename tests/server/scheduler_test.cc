@@ -102,6 +102,84 @@ bool WaitForBusy(Scheduler& s) {
   return false;
 }
 
+// Counts its preparation; Run is held by `hold` (the blocker only).
+class PreparedJob : public Job {
+ public:
+  PreparedJob(std::atomic<int>* prepared, absl::Notification* hold = nullptr)
+      : prepared_(prepared), hold_(hold) {}
+  bool Prepare() override {
+    prepared_->fetch_add(1);
+    return true;
+  }
+  void Run(core::Backend&, int, core::TaskPool&) override {
+    if (hold_ != nullptr) hold_->WaitForNotification();
+  }
+  void Abandon(const absl::Status&) override {}
+
+ private:
+  std::atomic<int>* prepared_;
+  absl::Notification* hold_;
+};
+
+TEST(SchedulerPrefetchTest, DefaultsPerWorkerKindAndMemoryBound) {
+  EXPECT_EQ(Scheduler::PrefetchPerWorker(0, /*gpu_worker=*/true), Scheduler::kGpuPrefetch);
+  EXPECT_EQ(Scheduler::PrefetchPerWorker(0, /*gpu_worker=*/false), Scheduler::kCpuPrefetch);
+  EXPECT_EQ(Scheduler::PrefetchPerWorker(3, true), 3);  // --prefetch wins
+  EXPECT_EQ(Scheduler::PrefetchPerWorker(3, false), 3);
+  const int64_t frame = Scheduler::kPrefetchFrameBytes;
+  EXPECT_EQ(Scheduler::PrefetchBound(16, 4, 100 * frame), 16);  // memory enough
+  EXPECT_EQ(Scheduler::PrefetchBound(16, 4, 6 * frame + frame / 2), 6);  // memory bounds it
+  EXPECT_EQ(Scheduler::PrefetchBound(16, 4, frame), 4);  // but one per worker at least
+  EXPECT_GT(Scheduler::DefaultPrefetchMemoryBytes(), 0);
+}
+
+TEST(SchedulerPrefetchTest, LoadersScaleWithGpuWorkers) {
+  const int64_t plenty = 100 * Scheduler::kPrefetchFrameBytes;
+  {
+    Scheduler s(0, 0, nullptr, 0, 1, plenty);
+    s.AddWorker(std::make_unique<NullBackend>(), 0);
+    EXPECT_EQ(s.prefetch_bound(), Scheduler::kGpuPrefetch);
+    s.AddWorker(std::make_unique<NullBackend>(), 1);
+    EXPECT_EQ(s.prefetch_bound(), 2 * Scheduler::kGpuPrefetch);
+    EXPECT_EQ(s.num_loaders(), 2 * Scheduler::kGpuPrefetch);
+  }
+  {
+    Scheduler cpu(0, 0, nullptr, 0, 1, plenty);
+    cpu.AddWorker(std::make_unique<NullBackend>(), -1);
+    EXPECT_EQ(cpu.prefetch_bound(), Scheduler::kCpuPrefetch);
+    EXPECT_EQ(cpu.num_loaders(), Scheduler::kCpuPrefetch);
+  }
+  {
+    // Host memory for three frames: three loaders for two GPU workers.
+    Scheduler small(0, 0, nullptr, 0, 1, 3 * Scheduler::kPrefetchFrameBytes);
+    small.AddWorker(std::make_unique<NullBackend>(), 0);
+    small.AddWorker(std::make_unique<NullBackend>(), 1);
+    EXPECT_EQ(small.prefetch_bound(), 3);
+    EXPECT_EQ(small.num_loaders(), 3);
+  }
+}
+
+TEST(SchedulerPrefetchTest, PreparesUpToTheBoundWhileTheWorkerIsBusy) {
+  Scheduler s(0, 0, nullptr, 0, 1, 100 * Scheduler::kPrefetchFrameBytes);
+  s.AddWorker(std::make_unique<NullBackend>(), 0);
+  std::atomic<int> prepared{0};
+  absl::Notification hold;
+  s.Submit(*s.Reserve(false), std::make_shared<PreparedJob>(&prepared, &hold));
+  ASSERT_TRUE(WaitForBusy(s));
+  for (int i = 0; i < 7; ++i) s.Submit(*s.Reserve(false), std::make_shared<PreparedJob>(&prepared));
+  // The blocker, then kGpuPrefetch frames ahead; the rest wait unprepared.
+  for (int i = 0; i < 300 && prepared.load() < 1 + Scheduler::kGpuPrefetch; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_EQ(prepared.load(), 1 + Scheduler::kGpuPrefetch);
+  hold.Notify();
+  for (int i = 0; i < 300 && prepared.load() < 8; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(prepared.load(), 8);
+}
+
 TEST(SchedulerTest, RealtimeBeforeReprocessingFifoWithinALevel) {
   Scheduler s(8, 1, nullptr);
   s.AddWorker(std::make_unique<NullBackend>(), -1);

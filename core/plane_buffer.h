@@ -1,0 +1,156 @@
+// Storage for decoded image planes that is reused from frame to frame. A 4k x 4k plane is
+// 64 MB: far over glibc's mmap threshold, so every std::vector of that size is a fresh
+// mapping whose pages the kernel faults in and zeroes on first touch, and which is unmapped
+// again when the frame is freed. On a server decoding ten frames a second that is most of
+// the decode time (docs/perf.md, "Host decode"). Blocks returned to a PlaneBufferPool are
+// handed to the next frame as they are, and new ones are mapped with transparent huge pages
+// requested before anything touches them.
+#ifndef SPEXD_CORE_PLANE_BUFFER_H_
+#define SPEXD_CORE_PLANE_BUFFER_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+
+namespace spexd::core {
+
+class PlaneBufferPool;
+
+namespace internal {
+
+// A block of raw memory (2 MiB-aligned, madvise(MADV_HUGEPAGE)d), freed with std::free.
+struct PlaneBlock {
+  void* data = nullptr;
+  std::size_t bytes = 0;
+};
+
+// The pool's shared state: outlives the pool while buffers drawn from it are alive.
+class PlaneCache {
+ public:
+  explicit PlaneCache(int64_t max_cached_bytes) : max_cached_bytes_(max_cached_bytes) {}
+  ~PlaneCache();
+  PlaneBlock Take(std::size_t bytes);
+  void Give(PlaneBlock block);
+  int64_t cached_bytes();
+  int64_t reused();
+  void set_max_cached_bytes(int64_t bytes);
+
+ private:
+  absl::Mutex mu_;
+  int64_t max_cached_bytes_ ABSL_GUARDED_BY(mu_);
+  std::vector<PlaneBlock> free_ ABSL_GUARDED_BY(mu_);
+  int64_t cached_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t reused_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+PlaneBlock AllocatePlaneBlock(std::size_t bytes);
+
+}  // namespace internal
+
+// An array of n T (trivially copyable), uninitialised when made, that gives its memory back to the pool it came
+// from (or frees it) when destroyed. Move-only.
+template <typename T>
+class PlaneBuffer {
+ public:
+  PlaneBuffer() = default;
+  PlaneBuffer(PlaneBuffer&& other) noexcept
+      : block_(std::exchange(other.block_, {})),
+        size_(std::exchange(other.size_, 0)),
+        cache_(std::move(other.cache_)) {}
+  PlaneBuffer& operator=(PlaneBuffer&& other) noexcept {
+    if (this != &other) {
+      Release();
+      block_ = std::exchange(other.block_, {});
+      size_ = std::exchange(other.size_, 0);
+      cache_ = std::move(other.cache_);
+    }
+    return *this;
+  }
+  // A copy has a block of its own (not pooled).
+  PlaneBuffer(const PlaneBuffer& other) : PlaneBuffer(Make(other.size_, nullptr)) {
+    if (size_ > 0) std::memcpy(block_.data, other.block_.data, size_ * sizeof(T));
+  }
+  PlaneBuffer& operator=(const PlaneBuffer& other) {
+    if (this != &other) *this = PlaneBuffer(other);
+    return *this;
+  }
+  ~PlaneBuffer() { Release(); }
+
+  // n elements from `pool` (null: a block of its own). Throws std::bad_alloc like a vector.
+  static PlaneBuffer Make(std::size_t n, PlaneBufferPool* pool);
+
+  T* data() { return static_cast<T*>(block_.data); }
+  const T* data() const { return static_cast<const T*>(block_.data); }
+  std::size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+  T& operator[](std::size_t i) { return data()[i]; }
+  const T& operator[](std::size_t i) const { return data()[i]; }
+  T* begin() { return data(); }
+  T* end() { return data() + size_; }
+  const T* begin() const { return data(); }
+  const T* end() const { return data() + size_; }
+  // Frees (or returns) the memory now; the buffer is empty afterwards.
+  void Release();
+
+ private:
+  internal::PlaneBlock block_;
+  std::size_t size_ = 0;
+  std::shared_ptr<internal::PlaneCache> cache_;  // null: not pooled
+};
+
+// Blocks kept for reuse, up to `max_cached_bytes` of them at a time (the owner sizes it
+// for the frames it holds at once: prefetched, extracting, streaming). Thread-safe.
+class PlaneBufferPool {
+ public:
+  explicit PlaneBufferPool(int64_t max_cached_bytes)
+      : cache_(std::make_shared<internal::PlaneCache>(max_cached_bytes)) {}
+  int64_t cached_bytes() { return cache_->cached_bytes(); }
+  // A new bound (blocks cached beyond it are freed as they come back).
+  void set_max_cached_bytes(int64_t bytes) { cache_->set_max_cached_bytes(bytes); }
+  // Blocks handed out again rather than newly allocated.
+  int64_t reused() { return cache_->reused(); }
+
+ private:
+  template <typename T>
+  friend class PlaneBuffer;
+  std::shared_ptr<internal::PlaneCache> cache_;
+};
+
+template <typename T>
+PlaneBuffer<T> PlaneBuffer<T>::Make(std::size_t n, PlaneBufferPool* pool) {
+  PlaneBuffer<T> b;
+  if (n == 0) return b;
+  const std::size_t bytes = n * sizeof(T);
+  if (pool != nullptr) {
+    b.cache_ = pool->cache_;
+    b.block_ = b.cache_->Take(bytes);
+  } else {
+    b.block_ = internal::AllocatePlaneBlock(bytes);
+  }
+  b.size_ = n;
+  return b;
+}
+
+template <typename T>
+void PlaneBuffer<T>::Release() {
+  if (block_.data != nullptr) {
+    if (cache_ != nullptr) {
+      cache_->Give(block_);
+    } else {
+      std::free(block_.data);
+    }
+  }
+  block_ = {};
+  size_ = 0;
+  cache_.reset();
+}
+
+}  // namespace spexd::core
+
+#endif  // SPEXD_CORE_PLANE_BUFFER_H_

@@ -1,0 +1,221 @@
+// Benchmark (issue 9, item 2): host read + decode of one preproc frame, the work a spexd
+// loader thread does per request before the backend sees the image. Times
+// PreprocReader::Open (headers; for .fits.gz also the inflation) and Read (pixels, pixel
+// rules) separately, plain and gzip, with float64 planes (what the CPU backend takes) and
+// with float32 planes kept (what the CUDA backend takes).
+//
+// Without --input it writes a synthetic r frame first (4128 x 4114 like a DESI r CCD:
+// IMAGE and IVAR float32 with noise-like values, MASK int16 RICE tile-compressed as
+// desispec writes it, a 500-row FIBERMAP) as decode-bench.fits and .fits.gz under --dir.
+// JSON on stdout (or --json FILE), summary on stderr.
+//
+//   spexd_decode_bench [--input FILE]... [--dir DIR (/tmp)] [--repeats 5]
+//                      [--threads T (decode pool; 0 = cores, 1 = no pool)] [--json FILE]
+#include <fitsio.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <limits>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <memory>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "core/fits_file.h"
+#include "core/gzip.h"
+#include "core/plane_buffer.h"
+#include "core/preproc.h"
+#include "core/task_pool.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using spexd::core::FitsFile;
+
+struct Args {
+  std::vector<std::string> inputs;
+  std::string dir = "/tmp";
+  std::string json;
+  int repeats = 5;
+  int threads = 0;
+};
+
+absl::StatusOr<Args> Parse(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i < argc; ++i) {
+    const std::string k = argv[i];
+    if (i + 1 >= argc) return absl::InvalidArgumentError(absl::StrCat(k, " needs a value"));
+    const char* v = argv[++i];
+    if (k == "--input") a.inputs.push_back(v);
+    else if (k == "--dir") a.dir = v;
+    else if (k == "--json") a.json = v;
+    else if (k == "--repeats") a.repeats = std::max(1, std::atoi(v));
+    else if (k == "--threads") a.threads = std::atoi(v);
+    else return absl::InvalidArgumentError(absl::StrCat("unknown flag ", k));
+  }
+  return a;
+}
+
+double Seconds(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+// The synthetic frame: sky-like noise (a few hundred electrons, so that gzip finds what it
+// finds in real frames: the low mantissa bits are random), ivar from it, 0.1% masked.
+absl::Status WriteSyntheticFrame(const std::string& path) {
+  constexpr long kWidth = 4114, kHeight = 4128;
+  const std::size_t n = static_cast<std::size_t>(kWidth) * kHeight;
+  std::vector<float> image(n), ivar(n);
+  std::vector<int16_t> mask(n, 0);
+  std::mt19937_64 rng(7);
+  std::normal_distribution<float> noise(0.0f, 1.0f);
+  for (std::size_t i = 0; i < n; ++i) {
+    const float model = 50.0f + 400.0f * static_cast<float>((i * 2654435761u) % 97) / 97.0f;
+    image[i] = model + noise(rng) * std::sqrt(model + 9.0f);
+    ivar[i] = 1.0f / (model + 9.0f);
+    if (i % 997 == 0) mask[i] = 2;
+  }
+  image[12345] = std::numeric_limits<float>::quiet_NaN();
+  auto file = FitsFile::Create(path);
+  if (!file.ok()) return file.status();
+  const std::vector<long> naxes = {kWidth, kHeight};
+  if (auto s = file->WriteImage<float>("IMAGE", naxes, image.data()); !s.ok()) return s;
+  if (auto s = file->WriteImage<float>("IVAR", naxes, ivar.data()); !s.ok()) return s;
+  int status = 0;
+  fits_set_compression_type(file->get(), RICE_1, &status);
+  if (auto s = file->WriteImage<int16_t>("MASK", naxes, mask.data()); !s.ok()) return s;
+  fits_set_compression_type(file->get(), NOCOMPRESS, &status);
+  // FIBERMAP: 500 rows, one column, enough for the copy the reader makes.
+  char* ttype[] = {const_cast<char*>("FIBER")};
+  char* tform[] = {const_cast<char*>("J")};
+  fits_create_tbl(file->get(), BINARY_TBL, 500, 1, ttype, tform, nullptr, "FIBERMAP", &status);
+  std::vector<int32_t> fiber(500);
+  for (int i = 0; i < 500; ++i) fiber[static_cast<std::size_t>(i)] = i;
+  fits_write_col(file->get(), TINT, 1, 1, 1, 500, fiber.data(), &status);
+  if (status != 0) return file->Error(status, "writing the synthetic frame");
+  return file->Close();
+}
+
+absl::Status WriteGzip(const std::string& from, const std::string& to) {
+  std::ifstream in(from, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  auto gz = spexd::core::GzipCompress(bytes);
+  if (!gz.ok()) return gz.status();
+  std::ofstream(to, std::ios::binary) << *gz;
+  return absl::OkStatus();
+}
+
+struct Result {
+  std::string input;
+  bool float32 = false;
+  double open_median = 0, read_median = 0, total_median = 0, total_p90 = 0;
+};
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+double P90(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[std::min(v.size() - 1, v.size() * 9 / 10)];
+}
+
+absl::StatusOr<Result> TimeDecode(const std::string& path, bool float32, int repeats,
+                                  spexd::core::TaskPool* pool) {
+  spexd::core::PreprocOptions options;
+  options.keep_float32 = float32;
+  options.pool = pool;
+  // As spexd does: float32 planes reuse the memory of the frames before.
+  spexd::core::PlaneBufferPool buffers(int64_t{1} << 30);
+  options.buffers = &buffers;
+  std::vector<double> open, read, total;
+  for (int r = 0; r <= repeats; ++r) {  // run 0 warms the page cache
+    const Clock::time_point t0 = Clock::now();
+    auto reader = spexd::core::PreprocReader::Open(path, options);
+    if (!reader.ok()) return reader.status();
+    const Clock::time_point t1 = Clock::now();
+    auto image = reader->Read();
+    if (!image.ok()) return image.status();
+    const Clock::time_point t2 = Clock::now();
+    if (r == 0) continue;
+    open.push_back(Seconds(t0, t1));
+    read.push_back(Seconds(t1, t2));
+    total.push_back(Seconds(t0, t2));
+  }
+  Result res;
+  res.input = path;
+  res.float32 = float32;
+  res.open_median = Median(open);
+  res.read_median = Median(read);
+  res.total_median = Median(total);
+  res.total_p90 = P90(total);
+  return res;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::StatusOr<Args> args = Parse(argc, argv);
+  if (!args.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(args.status().message()).c_str());
+    return 2;
+  }
+  if (args->inputs.empty()) {
+    const std::string plain = args->dir + "/decode-bench.fits";
+    std::fprintf(stderr, "writing %s and %s.gz ...\n", plain.c_str(), plain.c_str());
+    for (absl::Status s : {WriteSyntheticFrame(plain), WriteGzip(plain, plain + ".gz")}) {
+      if (!s.ok()) {
+        std::fprintf(stderr, "%s\n", std::string(s.message()).c_str());
+        return 1;
+      }
+    }
+    args->inputs = {plain, plain + ".gz"};
+  }
+  const int threads = args->threads > 0 ? args->threads
+                                        : static_cast<int>(std::thread::hardware_concurrency());
+  spexd::core::TaskPool pool;
+  if (threads > 1) pool.AddThreads(threads - 1);  // the caller is the other thread
+  std::vector<Result> results;
+  for (const std::string& input : args->inputs) {
+    for (bool float32 : {false, true}) {
+      absl::StatusOr<Result> r =
+          TimeDecode(input, float32, args->repeats, threads > 1 ? &pool : nullptr);
+      if (!r.ok()) {
+        std::fprintf(stderr, "%s\n", std::string(r.status().message()).c_str());
+        return 1;
+      }
+      std::fprintf(stderr, "%s %s: open %.3f s, read %.3f s, total %.3f s (p90 %.3f)\n",
+                   input.c_str(), float32 ? "float32" : "float64", r->open_median, r->read_median,
+                   r->total_median, r->total_p90);
+      results.push_back(*r);
+    }
+  }
+  const char* sha = std::getenv("GIT_SHA");
+  std::string js = absl::StrFormat(
+      "{\"benchmark\": \"decode\", \"git_sha\": \"%s\", \"threads\": %d, \"repeats\": %d, "
+      "\"hardware_concurrency\": %u, \"runs\": [",
+      sha != nullptr ? sha : "", threads, args->repeats, std::thread::hardware_concurrency());
+  for (std::size_t i = 0; i < results.size(); ++i) {
+    const Result& r = results[i];
+    absl::StrAppend(&js, i > 0 ? ", " : "",
+                    absl::StrFormat("{\"input\": \"%s\", \"planes\": \"%s\", \"open_s\": %.4f, "
+                                    "\"read_s\": %.4f, \"total_s\": %.4f, \"total_p90_s\": %.4f}",
+                                    r.input, r.float32 ? "float32" : "float64", r.open_median,
+                                    r.read_median, r.total_median, r.total_p90));
+  }
+  absl::StrAppend(&js, "]}\n");
+  if (!args->json.empty()) {
+    std::ofstream(args->json) << js;
+  } else {
+    std::printf("%s", js.c_str());
+  }
+  return 0;
+}

@@ -37,6 +37,9 @@ constexpr std::pair<CudaEigensolver, const char*> kEigensolvers[] = {
     {CudaEigensolver::kSharedMemoryTridiagonalQl, "tridiag"},
     {CudaEigensolver::kSharedMemoryJacobi, "jacobi"},
     {CudaEigensolver::kCusolverSyevBatched, "syevbatched"}};
+constexpr std::pair<CudaCholesky, const char*> kCholeskys[] = {
+    {CudaCholesky::kTiledLeftLooking, "tiled"},
+    {CudaCholesky::kCusolverPotrfBatched, "potrfbatched"}};
 
 }  // namespace
 
@@ -49,8 +52,12 @@ absl::StatusOr<CudaTriangularSolver> ParseCudaTriangularSolver(absl::string_view
 absl::StatusOr<CudaEigensolver> ParseCudaEigensolver(absl::string_view text) {
   return ParseEnum("CUDA eigensolver", text, kEigensolvers);
 }
+absl::StatusOr<CudaCholesky> ParseCudaCholesky(absl::string_view text) {
+  return ParseEnum("CUDA Cholesky", text, kCholeskys);
+}
 absl::string_view Name(BackendKind kind) { return NameOf(kind, kBackendKinds); }
 absl::string_view Name(CudaTriangularSolver solver) { return NameOf(solver, kSolvers); }
 absl::string_view Name(CudaEigensolver eigen) { return NameOf(eigen, kEigensolvers); }
+absl::string_view Name(CudaCholesky cholesky) { return NameOf(cholesky, kCholeskys); }
 
 }  // namespace spexd::core

@@ -27,6 +27,12 @@ enum class CudaTriangularSolver { kWarpSubstitution, kCusolverBatched };
 // cusolverDnXsyevBatched. All meet the parity bar.
 enum class CudaEigensolver { kSharedMemoryTridiagonalQl, kSharedMemoryJacobi, kCusolverSyevBatched };
 
+// The CUDA backend's Cholesky factorisation of the patch matrices (spec §2.9): left-looking
+// over the patch's spectrum blocks (a batched DGEMM brings each block column up to date,
+// then one kernel factors its diagonal block in shared memory and another solves the
+// blocks below it; the default, docs/perf.md), or cusolverDnDpotrfBatched.
+enum class CudaCholesky { kTiledLeftLooking, kCusolverPotrfBatched };
+
 struct BackendOptions {
   BackendKind kind = BackendKind::kCpu;
   int threads = 0;          // CPU threads; 0 = all cores
@@ -39,6 +45,7 @@ struct BackendOptions {
   std::string cuda_module;  // path of the CUDA module; "" = the default lookup
   CudaTriangularSolver cuda_solver = CudaTriangularSolver::kWarpSubstitution;
   CudaEigensolver cuda_eigen = CudaEigensolver::kSharedMemoryTridiagonalQl;
+  CudaCholesky cuda_cholesky = CudaCholesky::kTiledLeftLooking;
   bool cuda_stats = false;  // Jacobi sweep counts on stderr (synchronises per batch)
 };
 
@@ -46,13 +53,16 @@ struct BackendOptions {
 //   BackendKind           "cpu" | "cuda"
 //   CudaTriangularSolver  "warp" | "cusolver"
 //   CudaEigensolver       "tridiag" | "jacobi" | "syevbatched"
+//   CudaCholesky          "tiled" | "potrfbatched"
 // Parse* return INVALID_ARGUMENT naming the accepted values.
 absl::StatusOr<BackendKind> ParseBackendKind(absl::string_view text);
 absl::StatusOr<CudaTriangularSolver> ParseCudaTriangularSolver(absl::string_view text);
 absl::StatusOr<CudaEigensolver> ParseCudaEigensolver(absl::string_view text);
+absl::StatusOr<CudaCholesky> ParseCudaCholesky(absl::string_view text);
 absl::string_view Name(BackendKind kind);
 absl::string_view Name(CudaTriangularSolver solver);
 absl::string_view Name(CudaEigensolver eigen);
+absl::string_view Name(CudaCholesky cholesky);
 
 }  // namespace spexd::core
 

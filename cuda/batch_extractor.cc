@@ -15,6 +15,7 @@
 #include "cuda/cuda_check.h"
 #include "cuda/nvtx.h"
 #include "cuda/patch_products.h"
+#include "cuda/tiled_cholesky.h"
 
 namespace spexd::cuda {
 namespace {
@@ -46,10 +47,21 @@ int MaxPatchesPerBundle(const core::PatchPlan& plan) {
 
 }  // namespace
 
+// The tiled Cholesky needs its factor kernel's shared memory (227 KB per block on an
+// H100 covers nt <= 112); elsewhere potrfBatched does the work.
+absl::StatusOr<bool> BatchExtractor::UseTiledCholesky(int nt) const {
+  if (cfg_.cholesky != core::CudaCholesky::kTiledLeftLooking) return false;
+  int optin = 0;
+  SPEXD_CUDA_RETURN_IF_ERROR(
+      cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, cfg_.ctx->device()));
+  return TiledCholeskySharedBytes(nt) <= static_cast<std::size_t>(optin);
+}
+
 absl::Status BatchExtractor::Prepare(const core::ExtractionJob& job, int nbundles) {
   const core::PatchPlan& plan = *cfg_.plan;
   const int ppb = std::max(1, MaxPatchesPerBundle(plan));
   max_blocks_ = MaxBlocks(plan);
+  SPEXD_ASSIGN_OR_RETURN(tiled_cholesky_, UseTiledCholesky(plan.nwavetot));
   WorkspaceSpec spec;
   spec.ld = plan.max_n;
   spec.nt = plan.nwavetot;
@@ -99,6 +111,13 @@ absl::Status BatchExtractor::Prepare(const core::ExtractionJob& job, int nbundle
   return absl::OkStatus();
 }
 
+LayoutChoices BatchExtractor::Choices() const {
+  LayoutChoices c;
+  c.library_leaf = cfg_.solver == core::CudaTriangularSolver::kCusolverBatched;
+  c.tiled_cholesky = tiled_cholesky_;
+  return c;
+}
+
 SlotAddresses BatchExtractor::Addresses(const WorkspaceSet& s) const {
   SlotAddresses a;
   a.m = reinterpret_cast<uint64_t>(s.m.get());
@@ -130,6 +149,7 @@ RunResources BatchExtractor::Resources(WorkspaceSet* s, bool record_marks) const
   r.ctx = cfg_.ctx;
   r.solver = cfg_.solver;
   r.eigen = cfg_.eigen;
+  r.tiled_cholesky = tiled_cholesky_;
   r.workspace = cfg_.workspace;
   r.set = s;
   r.d_ptrs = s->ptrs.get();
@@ -229,8 +249,7 @@ absl::Status BatchExtractor::Enqueue(const core::ExtractionJob& job, Batch* batc
   // The previous batch of this set must have left the device outputs.
   SPEXD_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(compute, s->outputs_copied.get(), 0));
   std::vector<RunEntry> entries = MakeBatchEntries(*cfg_.plan, batch->bundles, job.regularize);
-  batch->layout = BuildRunLayout(*cfg_.plan, std::move(entries), Addresses(*s),
-                                 cfg_.solver == core::CudaTriangularSolver::kCusolverBatched);
+  batch->layout = BuildRunLayout(*cfg_.plan, std::move(entries), Addresses(*s), Choices());
   SPEXD_RETURN_IF_ERROR(UploadLayout(s, batch->layout, compute));
   // Skipped patches leave zeros (spec §2.12).
   const std::size_t out = batch->bundles.size() * static_cast<std::size_t>(spec_.bundlesize) * spec_.nwave;
@@ -263,8 +282,7 @@ absl::Status BatchExtractor::Retry(const core::ExtractionJob& job, Batch* batch,
   cudaStream_t compute = cfg_.ctx->compute();
   std::vector<RunEntry> entries = failing;
   for (RunEntry& e : entries) e.regularize = core::kRetryRegularize;
-  RunLayout layout = BuildRunLayout(*cfg_.plan, std::move(entries), Addresses(*s),
-                                    cfg_.solver == core::CudaTriangularSolver::kCusolverBatched);
+  RunLayout layout = BuildRunLayout(*cfg_.plan, std::move(entries), Addresses(*s), Choices());
   SPEXD_RETURN_IF_ERROR(UploadLayout(s, layout, compute));
   SPEXD_RETURN_IF_ERROR(EnqueueRun(Resources(s, false), layout,
                                    MakeArgs(*s, static_cast<int>(layout.entries.size()), job)));

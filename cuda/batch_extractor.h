@@ -25,6 +25,7 @@ class BatchExtractor {
     const GpuContext* ctx = nullptr;
     core::CudaTriangularSolver solver = core::CudaTriangularSolver::kWarpSubstitution;
     core::CudaEigensolver eigen = core::CudaEigensolver::kCusolverSyevBatched;
+    core::CudaCholesky cholesky = core::CudaCholesky::kTiledLeftLooking;
     bool stats = false;  // SPEXD_CUDA_STATS: print eigensolver sweep counts to stderr (syncs)
     Workspace* workspace = nullptr;
     const GeometryState* state = nullptr;
@@ -50,6 +51,8 @@ class BatchExtractor {
     bool timed = false;
   };
   SlotAddresses Addresses(const WorkspaceSet& s) const;
+  LayoutChoices Choices() const;
+  absl::StatusOr<bool> UseTiledCholesky(int nt) const;
   RunArgs MakeArgs(const WorkspaceSet& s, int count, const core::ExtractionJob& job) const;
   // A batch (record_marks) overlaps its tail with the next batch (RunResources::tail);
   // a retry stays on the compute stream.
@@ -79,6 +82,7 @@ class BatchExtractor {
   WorkspaceSpec spec_;
   int bundles_per_batch_ = 1;
   int max_blocks_ = 0;
+  bool tiled_cholesky_ = false;  // cfg_.cholesky, where the device's shared memory allows it
 };
 
 }  // namespace spexd::cuda

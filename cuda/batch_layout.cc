@@ -34,7 +34,7 @@ int MaxBlocks(const core::PatchPlan& plan) {
 
 std::size_t MaxPointerCount(const core::PatchPlan& plan, int count) {
   const std::size_t nb = static_cast<std::size_t>(std::max(1, MaxBlocks(plan)));
-  const std::size_t per_entry = 3 + 3 * nb + 6 * nb + 3 * static_cast<std::size_t>(plan.nper);
+  const std::size_t per_entry = 3 + 3 * nb + 6 * nb + 3 * static_cast<std::size_t>(plan.nper) + 3 * nb;
   return per_entry * static_cast<std::size_t>(count);
 }
 
@@ -106,6 +106,42 @@ void AddCholesky(const SlotMath& sm, RunLayout* out) {
     pt.Flush(&out->ptrs, &call);
     out->potrf.push_back(call);
     i = j;
+  }
+}
+
+// Tiled Cholesky step 1 (tiled_cholesky.h): for block column k >= 1 of the entries with
+// more than k blocks, M[k:, k] -= L[k:, :k] · L[k, :k]^T, one call per distinct n.
+void AddTiledUpdates(const SlotMath& sm, RunLayout* out) {
+  const int nt = sm.nt;
+  for (int k = 1; k < MaxBlocks(sm.plan); ++k) {
+    std::vector<BatchedCall> step;
+    for (std::size_t i = 0; i < out->entries.size();) {
+      const int n = sm.patch(out->entries[i]).n;
+      std::size_t j = i;
+      PointerTriples pt;
+      for (; j < out->entries.size() && sm.patch(out->entries[j]).n == n; ++j) {
+        const RunEntry& e = out->entries[j];
+        if (sm.patch(e).nspectot <= k) continue;
+        const int64_t k0 = static_cast<int64_t>(k) * nt;
+        pt.a.push_back(sm.M(e, k0, 0));
+        pt.b.push_back(sm.M(e, k0, 0));
+        pt.c.push_back(sm.M(e, k0, k0));
+      }
+      if (!pt.a.empty()) {
+        BatchedCall call;
+        call.m = n - k * nt;
+        call.n = nt;
+        call.k = k * nt;
+        call.transb = 1;
+        call.alpha = -1.0;
+        call.beta = 1.0;
+        call.lda = call.ldb = call.ldc = static_cast<int>(sm.ld);
+        pt.Flush(&out->ptrs, &call);
+        step.push_back(call);
+      }
+      i = j;
+    }
+    out->chol_update.push_back(std::move(step));
   }
 }
 
@@ -200,7 +236,7 @@ void AddCoreGrams(const SlotMath& sm, RunLayout* out) {
 }  // namespace
 
 RunLayout BuildRunLayout(const core::PatchPlan& plan, std::vector<RunEntry> entries,
-                         const SlotAddresses& s, bool library_leaf) {
+                         const SlotAddresses& s, LayoutChoices choices) {
   RunLayout out;
   std::stable_sort(entries.begin(), entries.end(), [&](const RunEntry& a, const RunEntry& b) {
     return plan.patches[a.patch].n < plan.patches[b.patch].n;
@@ -208,7 +244,8 @@ RunLayout BuildRunLayout(const core::PatchPlan& plan, std::vector<RunEntry> entr
   out.entries = std::move(entries);
   const SlotMath sm(plan, s);
   AddCholesky(sm, &out);
-  if (library_leaf) AddLeafInverses(sm, &out);
+  if (choices.tiled_cholesky) AddTiledUpdates(sm, &out);
+  if (choices.library_leaf) AddLeafInverses(sm, &out);
   AddBlockInversion(sm, &out);
   AddCoreGrams(sm, &out);
   return out;

@@ -47,6 +47,7 @@ struct BatchedCall {
   int m = 0, n = 0, k = 0;
   int lda = 0, ldb = 0, ldc = 0;
   int transa = 0;  // 1: op(A) = A^T
+  int transb = 0;  // 1: op(B) = B^T
   double alpha = 1.0, beta = 0.0;
   int64_t a_off = 0, b_off = 0, c_off = 0;  // offsets into RunLayout::ptrs
   int count = 0;
@@ -56,6 +57,9 @@ struct BatchedCall {
 struct RunLayout {
   std::vector<RunEntry> entries;               // sorted by n: potrf groups are contiguous
   std::vector<BatchedCall> potrf;              // one per distinct n; potrs B at b_off
+  // Tiled Cholesky (tiled_cholesky.h), step 1 for k = 1..: one call per distinct n,
+  // M[k:, k] -= L[k:, :k] · L[k, :k]^T. chol_update[k - 1] holds step k's calls.
+  std::vector<std::vector<BatchedCall>> chol_update;
   BatchedCall leaf_trsm;                       // library leaf path (count 0 when unused)
   std::vector<std::vector<BatchedCall>> trtri; // per step r = 1..: {gemm 1, gemm 2}
   std::vector<BatchedCall> gram;               // one per distinct k
@@ -67,9 +71,15 @@ struct RunLayout {
 std::vector<RunEntry> MakeBatchEntries(const core::PatchPlan& plan, const std::vector<int>& bundles,
                                        double regularize);
 
+// Which calls a run needs besides the potrf groups and the block inversion.
+struct LayoutChoices {
+  bool library_leaf = false;    // leaf inverses by trsmBatched (leaf_trsm)
+  bool tiled_cholesky = false;  // chol_update for the tiled Cholesky
+};
+
 // Layout of a run over `entries` (any slots; re-sorted by n, stably).
 RunLayout BuildRunLayout(const core::PatchPlan& plan, std::vector<RunEntry> entries,
-                         const SlotAddresses& slots, bool library_leaf);
+                         const SlotAddresses& slots, LayoutChoices choices);
 
 // Upper bound of RunLayout::ptrs.size() for `count` entries.
 std::size_t MaxPointerCount(const core::PatchPlan& plan, int count);

@@ -59,6 +59,7 @@ class CudaBackend final : public core::Backend {
       : ctx_(std::move(ctx)),
         solver_(options.cuda_solver),
         eigen_(options.cuda_eigen),
+        cholesky_(options.cuda_cholesky),
         stats_(options.cuda_stats),
         faults_(faults),
         workspace_(std::make_unique<Workspace>()) {
@@ -83,7 +84,8 @@ class CudaBackend final : public core::Backend {
   std::string description() const override {
     return absl::StrCat("cuda (device ", ctx_->device(), ": ", ctx_->device_name(), ", ",
                         ctx_->total_memory() >> 20, " MiB, ",
-                        core::Name(solver_), " triangular solves, ", core::Name(eigen_), " eigen",
+                        core::Name(solver_), " triangular solves, ", core::Name(eigen_), " eigen, ",
+                        core::Name(cholesky_), " Cholesky",
                         kDebugChecks ? ", debug checks" : "", ")");
   }
 
@@ -282,6 +284,7 @@ class CudaBackend final : public core::Backend {
     config.ctx = ctx_.get();
     config.solver = solver_;
     config.eigen = eigen_;
+    config.cholesky = cholesky_;
     config.stats = stats_;
     config.workspace = workspace_.get();
     config.state = state;
@@ -309,6 +312,7 @@ class CudaBackend final : public core::Backend {
   std::unique_ptr<GpuContext> ctx_;
   core::CudaTriangularSolver solver_;
   core::CudaEigensolver eigen_;
+  core::CudaCholesky cholesky_;
   bool stats_;
   const FaultPlan faults_;  // test-only (fault_injection.h); all zero in production
   // Host threads (bundle assembly; the image upload can use them too): the owner's pool

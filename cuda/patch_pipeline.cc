@@ -7,6 +7,7 @@
 #include "cuda/normal_equations.h"
 #include "cuda/nvtx.h"
 #include "cuda/patch_products.h"
+#include "cuda/tiled_cholesky.h"
 
 namespace spexd::cuda {
 namespace {
@@ -40,10 +41,27 @@ absl::Status EnqueueTridiag(const RunResources& res, const RunArgs& args, cudaSt
 absl::Status GemmBatched(cublasHandle_t h, const BatchedCall& c, const uint64_t* ptrs) {
   if (c.count == 0) return absl::OkStatus();
   SPEXD_CUDA_RETURN_IF_ERROR(cublasDgemmBatched(
-      h, c.transa ? CUBLAS_OP_T : CUBLAS_OP_N, CUBLAS_OP_N, c.m, c.n, c.k, &c.alpha,
+      h, c.transa ? CUBLAS_OP_T : CUBLAS_OP_N, c.transb ? CUBLAS_OP_T : CUBLAS_OP_N, c.m, c.n, c.k,
+      &c.alpha,
       PtrArray<const double* const>(ptrs, c.a_off), c.lda,
       PtrArray<const double* const>(ptrs, c.b_off), c.ldb, &c.beta,
       PtrArray<double* const>(ptrs, c.c_off), c.ldc, c.count));
+  return absl::OkStatus();
+}
+
+// Left-looking over block columns (tiled_cholesky.h): update, factor, panel solve.
+absl::Status EnqueueTiledCholesky(const RunResources& res, const RunLayout& layout,
+                                  const RunArgs& args, cudaStream_t stream) {
+  for (int k = 0; k < res.max_blocks; ++k) {
+    if (k >= 1) {
+      for (const BatchedCall& c : layout.chol_update[static_cast<std::size_t>(k - 1)]) {
+        absl::Status s = GemmBatched(res.ctx->cublas(), c, res.d_ptrs);
+        if (!s.ok()) return s;
+      }
+    }
+    SPEXD_CUDA_RETURN_IF_ERROR(LaunchTileFactor(args, k, stream));
+    SPEXD_CUDA_RETURN_IF_ERROR(LaunchPanelSolve(args, k, res.max_blocks, stream));
+  }
   return absl::OkStatus();
 }
 
@@ -96,13 +114,17 @@ absl::Status EnqueueRun(const RunResources& res, const RunLayout& layout, const 
     if (!(s = Mark(res, kMarkNormalEquations, stream)).ok()) return s;
   }
   {
-    // Batched Cholesky and solve, one call per distinct n (spec §2.9). The solve comes
-    // first: the block inversion below overwrites L.
+    // Cholesky and solve (spec §2.9). The solve comes first: the block inversion below
+    // overwrites L.
     NvtxRange range{"cholesky"};
-    for (const BatchedCall& c : layout.potrf) {
-      SPEXD_CUDA_RETURN_IF_ERROR(cusolverDnDpotrfBatched(
-          ctx.cusolver(), CUBLAS_FILL_MODE_LOWER, c.n, PtrArray<double*>(ptrs, c.a_off), c.lda,
-          args.slots.info + c.entry_begin, c.count));
+    if (res.tiled_cholesky) {
+      if (!(s = EnqueueTiledCholesky(res, layout, args, stream)).ok()) return s;
+    } else {
+      for (const BatchedCall& c : layout.potrf) {
+        SPEXD_CUDA_RETURN_IF_ERROR(cusolverDnDpotrfBatched(
+            ctx.cusolver(), CUBLAS_FILL_MODE_LOWER, c.n, PtrArray<double*>(ptrs, c.a_off), c.lda,
+            args.slots.info + c.entry_begin, c.count));
+      }
     }
     if (!(s = Mark(res, kMarkCholesky, stream)).ok()) return s;
   }
@@ -136,6 +158,9 @@ absl::Status EnqueueRun(const RunResources& res, const RunLayout& layout, const 
             c.m, c.n, &one, PtrArray<const double* const>(ptrs, c.a_off), c.lda,
             PtrArray<double* const>(ptrs, c.b_off), c.ldb, c.count));
       }
+      SPEXD_CUDA_RETURN_IF_ERROR(LaunchCopyLeafBlocks(args, res.max_blocks, stream));
+    } else if (res.tiled_cholesky) {
+      // The factor kernel left X_ii = L_ii^{-1} in the scratch, where trsm would have.
       SPEXD_CUDA_RETURN_IF_ERROR(LaunchCopyLeafBlocks(args, res.max_blocks, stream));
     } else {
       SPEXD_CUDA_RETURN_IF_ERROR(LaunchLeafInverse(args, res.max_blocks, stream));

@@ -24,6 +24,7 @@ struct RunResources {
   const GpuContext* ctx;
   core::CudaTriangularSolver solver;
   core::CudaEigensolver eigen;
+  bool tiled_cholesky;     // tiled_cholesky.h instead of potrfBatched
   Workspace* workspace;    // eigensolver scratch
   WorkspaceSet* set;       // stage events
   const uint64_t* d_ptrs;  // device copy of layout.ptrs

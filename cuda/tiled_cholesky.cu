@@ -1,0 +1,291 @@
+// Kernels of the tiled Cholesky (tiled_cholesky.h). Blocks are staged row-major in shared
+// memory with an odd pitch (nt + 1 doubles), so column walks are free of bank conflicts.
+#include <algorithm>
+
+#include "cuda/kernel_common.cuh"
+#include "cuda/launch_check.h"
+#include "cuda/tiled_cholesky.h"
+
+namespace spexd::cuda {
+namespace {
+
+constexpr int kTileLanes = 16;  // the factor kernel's 16 x 16 thread grid
+constexpr int kFactorThreads = kTileLanes * kTileLanes;
+constexpr int kPanelThreads = 256;
+constexpr int kPanelRowGroups = 16, kRowsPerThread = 4;  // 64 rows per thread block
+constexpr int kPanelRows = kPanelRowGroups * kRowsPerThread;
+constexpr int kColLanes = 16;                            // columns c = lane + 16 q
+constexpr int kMaxPanelCols = 7 * kColLanes;             // geometry_state.cc: nt <= 112
+
+__device__ inline double* SlotMatrix(const RunArgs& a, int slot) {
+  return a.slots.m + static_cast<int64_t>(slot) * a.dims.ld * a.dims.ld;
+}
+
+__device__ inline double* LeafScratch(const RunArgs& a, int slot, int k) {
+  const int nt = a.dims.nwavetot;
+  return a.slots.t + static_cast<int64_t>(slot) * a.slots.t_stride + static_cast<int64_t>(k) * nt * nt;
+}
+
+// One thread block per entry; thread (tx, ty) of a 16 x 16 grid holds the elements
+// (tx + 16 i, ty + 16 b) of the block in registers. Right-looking factorisation: step j
+// publishes column j of the Schur complement (and 1/d_j) in shared memory and every thread
+// applies v[r][c] -= s[r][j] (s[c][j] / d_j) to its elements with j < c <= r; columns are
+// scaled by 1/sqrt(d_c) at the end. Then L X = I by forward elimination on registers
+// (step j publishes row j of X, still unscaled; rows are scaled by 1/L_rr at the end),
+// with L in shared memory. Two barriers per step, no index arithmetic in the loops, and
+// register tiles that the step cannot touch are skipped (a warp's tile rows are uniform).
+template <int R>
+__global__ void __launch_bounds__(kFactorThreads, R <= 5 ? 2 : 1) TileFactorKernel(RunArgs a, int k) {
+  extern __shared__ double smem[];
+  __shared__ int first_bad;
+  __shared__ double rdj;
+  const RunEntry e = a.entries[blockIdx.x];
+  const DevicePatch d = a.in.patches[e.patch];
+  if (k >= d.nspectot) return;  // block-uniform
+  const int nt = a.dims.nwavetot, ld = a.dims.ld, p = nt + 1, tid = threadIdx.x;
+  const int tx = tid % kTileLanes, ty = tid / kTileLanes;
+  double* s = smem;            // [nt][p] L, row-major
+  double* vec = s + nt * p;    // [nt] column j of the Schur complement / row j of X
+  double* rdiag = vec + nt;    // [nt] 1 / L_rr
+  double* base = SlotMatrix(a, e.slot) + static_cast<int64_t>(k) * nt * (ld + 1);
+  double v[R][R], piv[R];
+#pragma unroll
+  for (int i = 0; i < R; ++i) {
+    const int r = tx + kTileLanes * i;
+#pragma unroll
+    for (int b = 0; b < R; ++b) {
+      const int c = ty + kTileLanes * b;
+      v[i][b] = (r < nt && c < nt && r >= c) ? base[r + static_cast<int64_t>(c) * ld] : 0.0;
+    }
+    piv[i] = 1.0;
+  }
+  if (tid == 0) first_bad = 0;
+  for (int j = 0; j < nt; ++j) {
+    if (ty == j % kTileLanes) {
+      // Selects, not v[i][j / 16]: a dynamic index would move v to local memory.
+      const int jb = j / kTileLanes;
+#pragma unroll
+      for (int i = 0; i < R; ++i) {
+        double val = v[i][0];
+#pragma unroll
+        for (int b = 1; b < R; ++b) val = b == jb ? v[i][b] : val;
+        const int r = tx + kTileLanes * i;
+        if (r >= j && r < nt) vec[r] = val;
+        if (r == j) {
+          rdj = 1.0 / val;
+          if (!(val > 0.0) && first_bad == 0) first_bad = j + 1;
+        }
+      }
+    }
+    __syncthreads();
+    const double dj = vec[j], rd = rdj;
+    double cr[R], cc[R];
+#pragma unroll
+    for (int i = 0; i < R; ++i) {
+      const int r = tx + kTileLanes * i, c = ty + kTileLanes * i;
+      cr[i] = r < nt ? vec[r] : 0.0;
+      cc[i] = c < nt ? vec[c] * rd : 0.0;
+      if (c == j) piv[i] = dj;
+    }
+#pragma unroll
+    for (int i = 0; i < R; ++i) {
+      if (kTileLanes * i + kTileLanes - 1 <= j) continue;  // rows r <= j: done
+#pragma unroll
+      for (int b = 0; b < R; ++b) {
+        if (kTileLanes * b + kTileLanes - 1 <= j) continue;  // columns c <= j: done
+        const int r = tx + kTileLanes * i, c = ty + kTileLanes * b;
+        if (c > j && r >= c) v[i][b] -= cr[i] * cc[b];
+      }
+    }
+    __syncthreads();
+  }
+#pragma unroll
+  for (int b = 0; b < R; ++b) piv[b] = sqrt(piv[b]);
+#pragma unroll
+  for (int i = 0; i < R; ++i) {
+    const int r = tx + kTileLanes * i;
+#pragma unroll
+    for (int b = 0; b < R; ++b) {
+      const int c = ty + kTileLanes * b;
+      if (r >= nt || c >= nt) continue;
+      const double l = r == c ? piv[b] : (r > c ? v[i][b] / piv[b] : 0.0);
+      s[r * p + c] = l;
+      if (r >= c) base[r + static_cast<int64_t>(c) * ld] = l;
+      if (r == c) rdiag[r] = 1.0 / l;
+      v[i][b] = r == c ? 1.0 : 0.0;
+    }
+  }
+  __syncthreads();
+  for (int j = 0; j < nt; ++j) {
+    if (tx == j % kTileLanes) {
+      const int ji = j / kTileLanes;
+#pragma unroll
+      for (int b = 0; b < R; ++b) {
+        double val = v[0][b];
+#pragma unroll
+        for (int i = 1; i < R; ++i) val = i == ji ? v[i][b] : val;
+        const int c = ty + kTileLanes * b;
+        if (c <= j) vec[c] = val;
+      }
+    }
+    __syncthreads();
+    const double ij = rdiag[j];
+    double lr[R], xc[R];
+#pragma unroll
+    for (int i = 0; i < R; ++i) {
+      const int r = tx + kTileLanes * i, c = ty + kTileLanes * i;
+      lr[i] = (r > j && r < nt) ? s[r * p + j] : 0.0;
+      xc[i] = c <= j ? vec[c] * ij : 0.0;
+    }
+#pragma unroll
+    for (int i = 0; i < R; ++i) {
+      if (kTileLanes * i + kTileLanes - 1 <= j) continue;  // rows r <= j: final
+#pragma unroll
+      for (int b = 0; b < R; ++b) {
+        if (kTileLanes * b > j) continue;  // columns c > j: still zero
+        v[i][b] -= lr[i] * xc[b];
+      }
+    }
+    __syncthreads();
+  }
+  double* leaf = LeafScratch(a, e.slot, k);
+#pragma unroll
+  for (int i = 0; i < R; ++i) {
+    const int r = tx + kTileLanes * i;
+    if (r >= nt) continue;
+    const double ir = rdiag[r];
+#pragma unroll
+    for (int b = 0; b < R; ++b) {
+      const int c = ty + kTileLanes * b;
+      if (c < nt) leaf[r + c * nt] = r >= c ? v[i][b] * ir : 0.0;
+    }
+  }
+  if (tid == 0) {
+    int32_t* info = a.slots.info + blockIdx.x;
+    if (k == 0) {
+      *info = first_bad;
+    } else if (first_bad != 0 && *info == 0) {
+      *info = k * nt + first_bad;
+    }
+  }
+}
+
+// One thread block per entry: X_k^T is staged once in shared memory, then the panel's rows
+// 64 at a time (the block owns them): multiplied register-tiled (4 x kCols outputs per
+// thread; 16 * kCols >= nt) and written back in place through shared memory (coalesced).
+template <int kCols>
+__global__ void __launch_bounds__(kPanelThreads) PanelSolveKernel(RunArgs a, int k) {
+  extern __shared__ double smem[];
+  const RunEntry e = a.entries[blockIdx.x];
+  const DevicePatch d = a.in.patches[e.patch];
+  const int nt = a.dims.nwavetot, ld = a.dims.ld, p = nt + 1, tid = threadIdx.x;
+  const int rows = (d.nspectot - k - 1) * nt;
+  if (rows <= 0) return;  // block-uniform
+  double* xt = smem;          // [nt][p]: xt[m][c] = X_k[c][m]
+  double* b = smem + nt * p;  // [kPanelRows][p]: the rows, then the result
+  const double* leaf = LeafScratch(a, e.slot, k);
+  for (int idx = tid; idx < nt * nt; idx += blockDim.x) {
+    const int c = idx % nt, m = idx / nt;
+    xt[m * p + c] = leaf[idx];
+  }
+  double* panel0 = SlotMatrix(a, e.slot) + static_cast<int64_t>(k + 1) * nt + static_cast<int64_t>(k) * nt * ld;
+  const int tr = tid / kColLanes, tc = tid % kColLanes;
+  for (int r0 = 0; r0 < rows; r0 += kPanelRows) {
+    const int nr = min(kPanelRows, rows - r0);
+    for (int idx = tid; idx < kPanelRows * nt; idx += blockDim.x) {
+      const int i = idx % kPanelRows, m = idx / kPanelRows;
+      b[i * p + m] = i < nr ? panel0[r0 + i + static_cast<int64_t>(m) * ld] : 0.0;
+    }
+    __syncthreads();
+    double acc[kRowsPerThread][kCols] = {};
+    for (int m = 0; m < nt; ++m) {
+      double bv[kRowsPerThread], xv[kCols];
+#pragma unroll
+      for (int i = 0; i < kRowsPerThread; ++i) bv[i] = b[(tr * kRowsPerThread + i) * p + m];
+#pragma unroll
+      for (int q = 0; q < kCols; ++q) {
+        const int c = tc + kColLanes * q;
+        xv[q] = c < nt ? xt[m * p + c] : 0.0;
+      }
+#pragma unroll
+      for (int i = 0; i < kRowsPerThread; ++i) {
+#pragma unroll
+        for (int q = 0; q < kCols; ++q) acc[i][q] = fma(bv[i], xv[q], acc[i][q]);
+      }
+    }
+    __syncthreads();  // every thread has read its rows of b
+#pragma unroll
+    for (int i = 0; i < kRowsPerThread; ++i) {
+#pragma unroll
+      for (int q = 0; q < kCols; ++q) {
+        const int c = tc + kColLanes * q;
+        if (c < nt) b[(tr * kRowsPerThread + i) * p + c] = acc[i][q];
+      }
+    }
+    __syncthreads();
+    double* panel = panel0 + r0;
+    for (int idx = tid; idx < nr * nt; idx += blockDim.x) {
+      const int i = idx % nr, m = idx / nr;
+      panel[i + static_cast<int64_t>(m) * ld] = b[i * p + m];
+    }
+    __syncthreads();  // b is refilled next
+  }
+}
+
+cudaError_t AllowSharedMemory(const void* kernel, std::size_t bytes) {
+  if (bytes <= 48 * 1024) return cudaSuccess;
+  return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
+}
+
+}  // namespace
+
+std::size_t TiledCholeskySharedBytes(int nt) {
+  return sizeof(double) * (static_cast<std::size_t>(nt) * (nt + 1) + 2 * static_cast<std::size_t>(nt));
+}
+
+template <int R>
+cudaError_t LaunchTileFactorFor(const RunArgs& args, int k, std::size_t smem, cudaStream_t stream) {
+  cudaError_t err = AllowSharedMemory(reinterpret_cast<const void*>(TileFactorKernel<R>), smem);
+  if (err != cudaSuccess) return err;
+  TileFactorKernel<R><<<args.count, kFactorThreads, smem, stream>>>(args, k);
+  return SPEXD_CHECK_LAUNCH(stream);
+}
+
+cudaError_t LaunchTileFactor(const RunArgs& args, int k, cudaStream_t stream) {
+  if (args.count == 0) return cudaSuccess;
+  const int nt = args.dims.nwavetot;
+  if (nt > kMaxPanelCols) return cudaErrorInvalidValue;
+  const std::size_t smem = TiledCholeskySharedBytes(nt);
+  switch (CeilDiv(nt, kTileLanes)) {
+    case 1: case 2: case 3: case 4: return LaunchTileFactorFor<4>(args, k, smem, stream);
+    case 5: return LaunchTileFactorFor<5>(args, k, smem, stream);
+    case 6: return LaunchTileFactorFor<6>(args, k, smem, stream);
+    default: return LaunchTileFactorFor<7>(args, k, smem, stream);
+  }
+}
+
+template <int kCols>
+cudaError_t LaunchPanelSolveFor(const RunArgs& args, int k, unsigned grid, std::size_t smem,
+                                cudaStream_t stream) {
+  cudaError_t err = AllowSharedMemory(reinterpret_cast<const void*>(PanelSolveKernel<kCols>), smem);
+  if (err != cudaSuccess) return err;
+  PanelSolveKernel<kCols><<<grid, kPanelThreads, smem, stream>>>(args, k);
+  return SPEXD_CHECK_LAUNCH(stream);
+}
+
+cudaError_t LaunchPanelSolve(const RunArgs& args, int k, int max_blocks, cudaStream_t stream) {
+  const int nt = args.dims.nwavetot;
+  const int max_rows = (max_blocks - k - 1) * nt;
+  if (args.count == 0 || max_rows <= 0) return cudaSuccess;
+  if (nt > kMaxPanelCols) return cudaErrorInvalidValue;
+  const std::size_t smem = sizeof(double) * static_cast<std::size_t>(nt + kPanelRows) * (nt + 1);
+  const unsigned grid = static_cast<unsigned>(args.count);
+  switch (CeilDiv(nt, kColLanes)) {
+    case 1: case 2: case 3: case 4: return LaunchPanelSolveFor<4>(args, k, grid, smem, stream);
+    case 5: return LaunchPanelSolveFor<5>(args, k, grid, smem, stream);
+    case 6: return LaunchPanelSolveFor<6>(args, k, grid, smem, stream);
+    default: return LaunchPanelSolveFor<7>(args, k, grid, smem, stream);
+  }
+}
+
+}  // namespace spexd::cuda

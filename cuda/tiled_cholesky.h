@@ -1,0 +1,32 @@
+// The left-looking tiled Cholesky of the patch matrices (extraction-spec §2.9;
+// core::CudaCholesky::kTiledLeftLooking). A patch's unknowns are blocked by spectrum
+// (nb = nspectot blocks of nt = nwavetot), and M = L L^T is factored one block column k
+// at a time:
+//   1. M[k:, k] -= L[k:, :k] · L[k, :k]^T     batched DGEMM (batch_layout.h, chol_update)
+//   2. L_kk = chol(M_kk), and X_k = L_kk^{-1}  LaunchTileFactor, in shared memory
+//   3. L[k+1:, k] = M[k+1:, k] · X_k^T         LaunchPanelSolve, in place
+// X_k is kept in the GEMM scratch (block k of the slot's t, column-major nt x nt), where
+// the block inversion of C's diagonal blocks finds its leaf inverses (block_inverse.h).
+// Step 2 writes potrf's info: 0, or the 1-based column of the first non-positive pivot.
+#ifndef SPEXD_CUDA_TILED_CHOLESKY_H_
+#define SPEXD_CUDA_TILED_CHOLESKY_H_
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+
+#include "cuda/kernel_args.h"
+
+namespace spexd::cuda {
+
+// Shared memory of LaunchTileFactor for nt x nt blocks (the larger of the two kernels).
+std::size_t TiledCholeskySharedBytes(int nt);
+
+// Step 2 for block column k of every run entry with nspectot > k.
+cudaError_t LaunchTileFactor(const RunArgs& args, int k, cudaStream_t stream);
+// Step 3 for block column k (entries with nspectot > k + 1).
+cudaError_t LaunchPanelSolve(const RunArgs& args, int k, int max_blocks, cudaStream_t stream);
+
+}  // namespace spexd::cuda
+
+#endif  // SPEXD_CUDA_TILED_CHOLESKY_H_

@@ -1,0 +1,49 @@
+// Host replay of the batched-call layout of cuda/batch_layout.cc: the workspace buffers
+// live in host memory (the layout's pointers are host addresses), the library calls are
+// naive loops and the kernels are serial host versions doing the same arithmetic per
+// element in the same order. Used by batch_layout_test.cc (no GPU needed).
+#ifndef SPEXD_TESTS_CUDA_LAYOUT_REPLAY_H_
+#define SPEXD_TESTS_CUDA_LAYOUT_REPLAY_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "core/patch_plan.h"
+#include "cuda/batch_layout.h"
+
+namespace spexd::cuda::testing {
+
+// Six patches of 3 or 4 blocks of nt = 4 (first, middle and last sub-bundle shapes of spec
+// §2.5, twice), one skipped.
+core::PatchPlan SmallPlan();
+
+// C = alpha op(A) op(B) + beta C, column-major, for every pointer triple of the call.
+void NaiveGemm(const BatchedCall& c, const std::vector<uint64_t>& ptrs);
+
+struct Replay {
+  explicit Replay(core::PatchPlan p, LayoutChoices choices);
+  // Fills each entry's lower triangle with a random SPD matrix (NaN above the diagonal:
+  // nothing may read it) and keeps the matrix and its inverse as references.
+  void FillSpd(uint64_t seed);
+  // Unblocked potrf in place (the reference factor, and the cuSOLVER path's result).
+  void HostPotrf();
+  // The tiled path: chol_update GEMMs, TileFactorKernel and PanelSolveKernel on the host.
+  void TiledCholesky();
+  // Block inversion after the factor: zero blocks, leaves (trsm or the tiled path's
+  // scratch copy), trtri and Gram GEMMs.
+  void InvertBlocks();
+  // Lower triangle of the factor of slot `slot` (column-major n x n, zeros above).
+  std::vector<double> Factor(int slot) const;
+
+  core::PatchPlan plan;
+  LayoutChoices choices;
+  int nt = 0, ld = 0, nb = 0, nslots = 0;
+  int64_t t_stride = 0;
+  std::vector<double> m, x, t, c;
+  RunLayout layout;
+  std::vector<std::vector<double>> spd, inverse;  // by slot, n x n
+};
+
+}  // namespace spexd::cuda::testing
+
+#endif  // SPEXD_TESTS_CUDA_LAYOUT_REPLAY_H_

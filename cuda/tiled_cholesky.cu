@@ -84,17 +84,17 @@ __global__ void __launch_bounds__(kFactorThreads, R <= 5 ? 2 : 1) TileFactorKern
     for (int i = 0; i < R; ++i) {
       const int r = tx + kTileLanes * i, c = ty + kTileLanes * i;
       cr[i] = r < nt ? vec[r] : 0.0;
-      cc[i] = c < nt ? vec[c] * rd : 0.0;
+      cc[i] = (c > j && c < nt) ? vec[c] * rd : 0.0;  // columns <= j stay as they are
       if (c == j) piv[i] = dj;
     }
+    // No per-element test: elements above the diagonal take garbage but are never read.
 #pragma unroll
     for (int i = 0; i < R; ++i) {
-      if (kTileLanes * i + kTileLanes - 1 <= j) continue;  // rows r <= j: done
+      if (kTileLanes * i + kTileLanes - 1 <= j) continue;  // rows r <= j: done (warp-uniform)
 #pragma unroll
       for (int b = 0; b < R; ++b) {
         if (kTileLanes * b + kTileLanes - 1 <= j) continue;  // columns c <= j: done
-        const int r = tx + kTileLanes * i, c = ty + kTileLanes * b;
-        if (c > j && r >= c) v[i][b] -= cr[i] * cc[b];
+        v[i][b] -= cr[i] * cc[b];
       }
     }
     __syncthreads();

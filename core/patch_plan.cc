@@ -1,7 +1,9 @@
 #include "core/patch_plan.h"
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 
 #include "absl/strings/str_cat.h"
@@ -173,7 +175,58 @@ absl::StatusOr<PatchPlan> BuildPatchPlan(const ExtractionParams& params, const P
     plan.bundle_canvas.push_back(CanvasOf(plan, plan.bundle_first_patch[b],
                                           plan.bundle_first_patch[b + 1]));
   }
+  plan.coupled_band.reserve(plan.patches.size());
+  for (const PatchDesc& d : plan.patches) plan.coupled_band.push_back(CoupledBand(plan, d));
   return plan;
+}
+
+namespace {
+
+// Whether any stamp of fibre f over the patch wavelengths [w0, w0 + nwavetot) overlaps any
+// stamp of fibre g there (the test of the normal equations kernel).
+bool AnyStampsOverlap(const PatchPlan& plan, int f, int g, int w0) {
+  for (int w = w0; w < w0 + plan.nwavetot; ++w) {
+    const int32_t x = plan.corner_x(f, w), y = plan.corner_y(f, w);
+    for (int u = w0; u < w0 + plan.nwavetot; ++u) {
+      if (std::abs(plan.corner_x(g, u) - x) < plan.stamp_nx && std::abs(plan.corner_y(g, u) - y) < plan.stamp_ny) {
+        return true;
+      }
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+int32_t CoupledBand(const PatchPlan& plan, const PatchDesc& d) {
+  struct Hull {
+    int32_t x0, x1, y0, y1;
+  };
+  std::vector<Hull> hull(static_cast<std::size_t>(std::max(d.nspectot, 0)));
+  for (int s = 0; s < d.nspectot; ++s) {
+    Hull h{INT32_MAX, INT32_MIN, INT32_MAX, INT32_MIN};
+    for (int w = 0; w < plan.nwavetot; ++w) {
+      const int32_t x = plan.corner_x(d.fiber0 + s, d.wave0 + w);
+      const int32_t y = plan.corner_y(d.fiber0 + s, d.wave0 + w);
+      h = {std::min(h.x0, x), std::max(h.x1, x), std::min(h.y0, y), std::max(h.y1, y)};
+    }
+    hull[static_cast<std::size_t>(s)] = h;
+  }
+  auto near = [](int32_t lo0, int32_t hi0, int32_t lo1, int32_t hi1, int32_t size) {
+    return lo1 - hi0 < size && lo0 - hi1 < size;  // some |a - b| < size, a, b in the hulls
+  };
+  // Hulls first (cheap); the stamp pairs only where the hulls come close.
+  int32_t band = 0;
+  for (int s = 0; s < d.nspectot; ++s) {
+    for (int t = d.nspectot - 1; t > s; --t) {
+      const Hull& a = hull[static_cast<std::size_t>(s)];
+      const Hull& b = hull[static_cast<std::size_t>(t)];
+      if (t - s <= band) continue;
+      if (!near(a.x0, a.x1, b.x0, b.x1, plan.stamp_nx) || !near(a.y0, a.y1, b.y0, b.y1, plan.stamp_ny)) continue;
+      if (AnyStampsOverlap(plan, d.fiber0 + s, d.fiber0 + t, d.wave0)) band = t - s;
+    }
+  }
+  return band;
 }
 
 }  // namespace spexd::core

@@ -59,6 +59,10 @@ struct PatchPlan {
   std::vector<PatchDesc> patches;
   std::vector<int32_t> bundle_first_patch;  // [nbundles + 1] offsets into patches
   std::vector<BundleCanvas> bundle_canvas;  // [nbundles]
+  // Per patch: the largest |s - s'| of two patch spectra with any pair of overlapping
+  // stamps (CoupledBand). Blocks (s, s') of A^T N A further apart are exactly zero, and so
+  // are those of its Cholesky factor (no fill outside a band).
+  std::vector<int32_t> coupled_band;        // [patches]
   // Sizes for workspaces.
   int max_n = 0, max_ny = 0, max_nx = 0, max_npix = 0;
 
@@ -70,6 +74,12 @@ struct PatchPlan {
   }
   int bundle_fiber_begin(int b) const { return specmin + b * bundlesize; }
 };
+
+// The band of patch `d` from the stamp corners: spectra s < s' are coupled when a stamp of
+// one overlaps a stamp of the other over the patch wavelengths (|dx| < stamp_nx and
+// |dy| < stamp_ny, the test of the normal equations, spec §6); pairs are tried only
+// where the corner hulls of the two spectra come that close.
+int32_t CoupledBand(const PatchPlan& plan, const PatchDesc& d);
 
 // Builds the plan for extracting `params` from an image of height x width through `psf`.
 // Validates params (ValidateParams). Pure function; cheap (needs only trace positions).

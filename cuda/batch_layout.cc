@@ -48,6 +48,7 @@ std::vector<RunEntry> MakeBatchEntries(const core::PatchPlan& plan, const std::v
       RunEntry e{};
       e.patch = p;
       e.bundle_pos = static_cast<int32_t>(pos);
+      e.band = plan.coupled_band.empty() ? plan.patches[p].nspectot - 1 : plan.coupled_band[p];
       e.regularize = regularize;
       entries.push_back(e);
     }
@@ -110,36 +111,35 @@ void AddCholesky(const SlotMath& sm, RunLayout* out) {
 }
 
 // Tiled Cholesky step 1 (tiled_cholesky.h): for block column k >= 1 of the entries with
-// more than k blocks, M[k:, k] -= L[k:, :k] · L[k, :k]^T, one call per distinct n.
+// more than k blocks, M[k:, k] -= L[k:, :k] · L[k, :k]^T over the entry's band B: L's
+// blocks (i, j) with i - j > B are zero (PatchPlan::coupled_band), so only rows k..k+B
+// and inner blocks k-B..k-1 take part. One call per (rows, inner size).
 void AddTiledUpdates(const SlotMath& sm, RunLayout* out) {
   const int nt = sm.nt;
   for (int k = 1; k < MaxBlocks(sm.plan); ++k) {
+    std::map<std::pair<int, int>, PointerTriples> by_shape;  // (m, inner) -> calls
+    for (const RunEntry& e : out->entries) {
+      const core::PatchDesc& d = sm.patch(e);
+      if (d.nspectot <= k || e.band <= 0) continue;
+      const int lo = std::max(0, k - e.band), hi = std::min(d.nspectot - 1, k + e.band);
+      PointerTriples& pt = by_shape[{(hi - k + 1) * nt, (k - lo) * nt}];
+      const int64_t k0 = static_cast<int64_t>(k) * nt, lo0 = static_cast<int64_t>(lo) * nt;
+      pt.a.push_back(sm.M(e, k0, lo0));
+      pt.b.push_back(sm.M(e, k0, lo0));
+      pt.c.push_back(sm.M(e, k0, k0));
+    }
     std::vector<BatchedCall> step;
-    for (std::size_t i = 0; i < out->entries.size();) {
-      const int n = sm.patch(out->entries[i]).n;
-      std::size_t j = i;
-      PointerTriples pt;
-      for (; j < out->entries.size() && sm.patch(out->entries[j]).n == n; ++j) {
-        const RunEntry& e = out->entries[j];
-        if (sm.patch(e).nspectot <= k) continue;
-        const int64_t k0 = static_cast<int64_t>(k) * nt;
-        pt.a.push_back(sm.M(e, k0, 0));
-        pt.b.push_back(sm.M(e, k0, 0));
-        pt.c.push_back(sm.M(e, k0, k0));
-      }
-      if (!pt.a.empty()) {
-        BatchedCall call;
-        call.m = n - k * nt;
-        call.n = nt;
-        call.k = k * nt;
-        call.transb = 1;
-        call.alpha = -1.0;
-        call.beta = 1.0;
-        call.lda = call.ldb = call.ldc = static_cast<int>(sm.ld);
-        pt.Flush(&out->ptrs, &call);
-        step.push_back(call);
-      }
-      i = j;
+    for (auto& [shape, pt] : by_shape) {
+      BatchedCall call;
+      call.m = shape.first;
+      call.n = nt;
+      call.k = shape.second;
+      call.transb = 1;
+      call.alpha = -1.0;
+      call.beta = 1.0;
+      call.lda = call.ldb = call.ldc = static_cast<int>(sm.ld);
+      pt.Flush(&out->ptrs, &call);
+      step.push_back(call);
     }
     out->chol_update.push_back(std::move(step));
   }

@@ -57,8 +57,8 @@ struct BatchedCall {
 struct RunLayout {
   std::vector<RunEntry> entries;               // sorted by n: potrf groups are contiguous
   std::vector<BatchedCall> potrf;              // one per distinct n; potrs B at b_off
-  // Tiled Cholesky (tiled_cholesky.h), step 1 for k = 1..: one call per distinct n,
-  // M[k:, k] -= L[k:, :k] · L[k, :k]^T. chol_update[k - 1] holds step k's calls.
+  // Tiled Cholesky (tiled_cholesky.h), step 1 for k = 1..: M[k:, k] -= L[k:, :k] L[k, :k]^T
+  // within each entry's band, one call per shape. chol_update[k - 1] holds step k's calls.
   std::vector<std::vector<BatchedCall>> chol_update;
   BatchedCall leaf_trsm;                       // library leaf path (count 0 when unused)
   std::vector<std::vector<BatchedCall>> trtri; // per step r = 1..: {gemm 1, gemm 2}

@@ -12,7 +12,7 @@ struct RunEntry {
   int32_t slot;        // workspace slot (index into the per-slot buffers)
   int32_t patch;       // index into PatchPlan::patches (uploaded as is)
   int32_t bundle_pos;  // bundle position within the batch (output arrays)
-  int32_t pad_;
+  int32_t band;        // core::PatchPlan::coupled_band of the patch
   double regularize;   // job regularize, or core::kRetryRegularize for the retry (§2.15)
 };
 

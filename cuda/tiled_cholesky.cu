@@ -179,7 +179,7 @@ __global__ void __launch_bounds__(kPanelThreads) PanelSolveKernel(RunArgs a, int
   const RunEntry e = a.entries[blockIdx.x];
   const DevicePatch d = a.in.patches[e.patch];
   const int nt = a.dims.nwavetot, ld = a.dims.ld, p = nt + 1, tid = threadIdx.x;
-  const int rows = (d.nspectot - k - 1) * nt;
+  const int rows = min(d.nspectot - k - 1, e.band) * nt;  // blocks past the band stay zero
   if (rows <= 0) return;  // block-uniform
   double* xt = smem;          // [nt][p]: xt[m][c] = X_k[c][m]
   double* b = smem + nt * p;  // [kPanelRows][p]: the rows, then the result

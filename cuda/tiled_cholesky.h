@@ -5,6 +5,8 @@
 //   1. M[k:, k] -= L[k:, :k] · L[k, :k]^T     batched DGEMM (batch_layout.h, chol_update)
 //   2. L_kk = chol(M_kk), and X_k = L_kk^{-1}  LaunchTileFactor, in shared memory
 //   3. L[k+1:, k] = M[k+1:, k] · X_k^T         LaunchPanelSolve, in place
+// Steps 1 and 3 stay inside the entry's band B (RunEntry::band, PatchPlan::coupled_band):
+// the blocks of M, and so of L, more than B blocks below the diagonal are zero.
 // X_k is kept in the GEMM scratch (block k of the slot's t, column-major nt x nt), where
 // the block inversion of C's diagonal blocks finds its leaf inverses (block_inverse.h).
 // Step 2 writes potrf's info: 0, or the 1-based column of the first non-positive pivot.

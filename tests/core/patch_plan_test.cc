@@ -1,6 +1,7 @@
 #include "core/patch_plan.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <memory>
 #include <numeric>
 
@@ -202,6 +203,37 @@ TEST_F(PatchPlanTest, BadParametersAreRejected) {
         << c.what << ": " << plan.status().message();
   }
   EXPECT_FALSE(BuildPatchPlan(RParams(), *psf_, 0, 4114).ok());
+}
+
+// The band is the widest spectrum distance of an overlapping stamp pair (the test of the
+// normal equations): no pair further apart overlaps, so those blocks of A^T N A are zero.
+TEST_F(PatchPlanTest, CoupledBandCoversEveryOverlappingStampPair) {
+  auto plan = BuildPatchPlan(RParams(), *psf_, 4128, 4114);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  ASSERT_EQ(plan->coupled_band.size(), plan->patches.size());
+  int checked = 0, max_band = 0;
+  for (std::size_t p = 0; p < plan->patches.size(); p += 37) {
+    const PatchDesc& d = plan->patches[p];
+    const int band = plan->coupled_band[p];
+    max_band = std::max(max_band, band);
+    int widest = 0;  // brute force: every stamp pair of the patch
+    for (int s = 0; s < d.nspectot; ++s) {
+      for (int t = s + 1; t < d.nspectot; ++t) {
+        for (int w = 0; w < plan->nwavetot; ++w) {
+          for (int u = 0; u < plan->nwavetot; ++u) {
+            const int dx = plan->corner_x(d.fiber0 + s, d.wave0 + w) - plan->corner_x(d.fiber0 + t, d.wave0 + u);
+            const int dy = plan->corner_y(d.fiber0 + s, d.wave0 + w) - plan->corner_y(d.fiber0 + t, d.wave0 + u);
+            if (std::abs(dx) < plan->stamp_nx && std::abs(dy) < plan->stamp_ny) widest = std::max(widest, t - s);
+          }
+        }
+      }
+    }
+    EXPECT_EQ(band, widest) << "patch " << p;
+    EXPECT_LT(band, d.nspectot) << "patch " << p;
+    ++checked;
+  }
+  EXPECT_GT(checked, 100);
+  EXPECT_GE(max_band, 1);
 }
 
 }  // namespace

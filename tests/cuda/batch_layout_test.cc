@@ -115,5 +115,36 @@ TEST(BatchLayout, TiledCholeskyEqualsPotrfAndGivesTheInverse) {
   ExpectCoreBlocksOfInverse(r);
 }
 
+// Band 1 (PatchPlan::coupled_band): only neighbouring spectra couple. The updates and
+// panels stay inside the band, the blocks past it are left as they are (zero), and the
+// factor and the inverse blocks still match the dense references.
+TEST(BatchLayout, BandedTiledCholeskyEqualsPotrf) {
+  core::PatchPlan plan = SmallPlan();
+  plan.coupled_band.assign(plan.patches.size(), 1);
+  LayoutChoices tiled;
+  tiled.tiled_cholesky = true;
+  Replay r(plan, tiled);
+  for (const auto& step : r.layout.chol_update) {
+    for (const BatchedCall& call : step) {
+      EXPECT_LE(call.m, 2 * r.nt);
+      EXPECT_EQ(call.k, r.nt);
+    }
+  }
+  Replay ref(plan, LayoutChoices{});
+  ref.FillSpd(5);
+  ref.HostPotrf();
+  r.FillSpd(5);
+  r.TiledCholesky();
+  for (const RunEntry& e : r.layout.entries) {
+    EXPECT_EQ(e.band, 1);
+    const std::vector<double> got = r.Factor(e.slot), want = ref.Factor(e.slot);
+    for (std::size_t i = 0; i < got.size(); ++i) {
+      EXPECT_NEAR(got[i], want[i], kTol * (1 + std::fabs(want[i]))) << "slot " << e.slot << " element " << i;
+    }
+  }
+  r.InvertBlocks();
+  ExpectCoreBlocksOfInverse(r);
+}
+
 }  // namespace
 }  // namespace spexd::cuda

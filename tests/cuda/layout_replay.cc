@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 #include <random>
 
@@ -115,11 +116,26 @@ void Replay::FillSpd(uint64_t seed) {
     double* a = m.data() + Z(e.slot) * ld * ld;
     std::vector<double> g(Z(n) * n), s(Z(n) * n, 0.0);
     for (double& v : g) v = u(rng);
-    for (int i = 0; i < n; ++i) {
-      for (int j = 0; j < n; ++j) {
-        double sum = i == j ? 0.5 * n : 0.0;
-        for (int k = 0; k < n; ++k) sum += g[i + Z(k) * n] * g[j + Z(k) * n];
-        s[i + Z(j) * n] = sum;
+    if (e.band >= plan.patches[e.patch].nspectot - 1) {
+      for (int i = 0; i < n; ++i) {
+        for (int j = 0; j < n; ++j) {
+          double sum = i == j ? 0.5 * n : 0.0;
+          for (int k = 0; k < n; ++k) sum += g[i + Z(k) * n] * g[j + Z(k) * n];
+          s[i + Z(j) * n] = sum;
+        }
+      }
+    } else {
+      // Block-banded (spectra more than `band` apart uncoupled), SPD by diagonal dominance.
+      for (int i = 0; i < n; ++i) {
+        for (int j = 0; j < i; ++j) {
+          if (std::abs(i / nt - j / nt) > e.band) continue;
+          s[i + Z(j) * n] = s[j + Z(i) * n] = g[i + Z(j) * n];
+        }
+      }
+      for (int i = 0; i < n; ++i) {
+        double row = 1.0;
+        for (int j = 0; j < n; ++j) row += j == i ? 0.0 : std::fabs(s[i + Z(j) * n]);
+        s[i + Z(i) * n] = row;
       }
     }
     for (int j = 0; j < ld; ++j) {
@@ -190,8 +206,8 @@ void Replay::TiledCholesky() {
       for (int cc = 0; cc < nt; ++cc) {
         for (int r = 0; r < nt; ++r) leaf[r + Z(cc) * nt] = r >= cc ? xs[Z(r) * p + cc] * inv[Z(r)] : 0.0;
       }
-      // PanelSolveKernel: L[k+1:, k] = M[k+1:, k] X_k^T, fma in the kernel's order.
-      const int rows = (d.nspectot - k - 1) * nt;
+      // PanelSolveKernel: L[k+1:, k] = M[k+1:, k] X_k^T within the band, fma in the kernel's order.
+      const int rows = std::min(d.nspectot - k - 1, e.band) * nt;
       double* panel = base + nt;
       for (int i = 0; i < rows; ++i) {
         std::vector<double> out(Z(nt), 0.0);

@@ -117,9 +117,16 @@ absl::StatusOr<std::vector<uint16_t>> ReadMaskBits(FitsFile& file,
     case USHORT_IMG:
       return file.ReadImage<uint16_t>();
     case SHORT_IMG: {
-      SPEXD_ASSIGN_OR_RETURN(std::vector<int16_t> raw, file.ReadImage<int16_t>());
-      std::vector<uint16_t> bits(raw.size());
-      for (std::size_t i = 0; i < raw.size(); ++i) bits[i] = static_cast<uint16_t>(raw[i]);
+      // Read as int16 straight into the uint16 array (same size; a signed and an unsigned
+      // type may alias): the bit pattern is kept without a second 34 MB array per frame.
+      std::size_t n = 1;
+      for (long a : info.naxes) n *= static_cast<std::size_t>(a);
+      std::vector<uint16_t> bits(n);
+      int status = 0, anynul = 0;
+      std::vector<long> fpixel(info.naxes.size(), 1);
+      fits_read_pix(file.get(), TSHORT, fpixel.data(), static_cast<LONGLONG>(n), nullptr,
+                    reinterpret_cast<int16_t*>(bits.data()), &anynul, &status);
+      if (status != 0) return file.Error(status, "reading MASK data (truncated or corrupt file?)");
       return bits;
     }
     case LONG_IMG: {

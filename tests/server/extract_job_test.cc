@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstring>
 #include <memory>
 #include <new>
 #include <string>
@@ -412,6 +413,62 @@ TEST_F(ExtractJobTest, AResultWithoutUsableBinsIsFailedPrecondition) {
   ASSERT_TRUE(RunJob(Request(Header()), backend, stream));
   EXPECT_EQ(stream.status().code(), absl::StatusCode::kFailedPrecondition) << stream.status();
   EXPECT_EQ(stream.IndexOf(v1::ExtractResponse::kSummary), -1);
+}
+
+// Records the planes it is given: float32 or float64, and their values widened.
+class PlaneRecordingBackend : public FakeBackend {
+ public:
+  explicit PlaneRecordingBackend(bool takes_float32)
+      : FakeBackend(Mode::kAll), takes_float32_(takes_float32) {}
+  bool TakesFloat32Planes() const override { return takes_float32_; }
+  absl::StatusOr<core::ExtractionSummary> Extract(const core::ExtractionJob& job,
+                                                  const core::BundleSink& sink) override {
+    if (absl::Status s = core::ValidateJob(job, takes_float32_); !s.ok()) return s;
+    core::PreprocImage copy = *job.image;
+    saw_float32 = copy.has_float32_planes();
+    core::WidenPlanes(&copy);
+    image = copy.image;
+    ivar = copy.ivar;
+    return FakeBackend::Extract(job, sink);
+  }
+  bool saw_float32 = false;
+  std::vector<double> image, ivar;
+
+ private:
+  bool takes_float32_;
+};
+
+// The server decodes float32 planes for backends that take them (the CUDA backend), and a
+// backend that does not still gets float64 ones: the same values either way, bit for bit.
+TEST_F(ExtractJobTest, Float32PlanesOnlyForABackendThatTakesThemSameValues) {
+  auto reference = core::ReadPreprocFromMemory(frame_bytes_->data(), frame_bytes_->size(),
+                                               "frame.fits", core::PreprocOptions{});
+  ASSERT_TRUE(reference.ok()) << reference.status();
+  core::TaskPool decode_pool;
+  decode_pool.AddThreads(2);
+  core::PlaneBufferPool buffers(int64_t{1} << 30);
+  std::atomic<bool> float32{true};
+  env_.decode_pool = &decode_pool;
+  env_.plane_buffers = &buffers;
+  env_.float32_planes = &float32;
+  for (bool takes : {true, false}) {
+    SCOPED_TRACE(takes ? "backend takes float32" : "backend takes float64 only");
+    core::TaskPool streaming;
+    streaming.AddThreads(1);
+    FakeStream stream(cancel_);
+    PlaneRecordingBackend backend(takes);
+    auto job = std::make_shared<ExtractJob>(env_, Request(Header()), &stream, cancel_);
+    ASSERT_TRUE(job->Prepare());
+    job->Run(backend, 0, streaming);
+    streaming.Shutdown();
+    EXPECT_TRUE(stream.status().ok()) << stream.status();
+    EXPECT_EQ(backend.saw_float32, takes);
+    ASSERT_EQ(backend.image.size(), reference->image.size());
+    EXPECT_TRUE(std::memcmp(backend.image.data(), reference->image.data(),
+                            backend.image.size() * sizeof(double)) == 0);
+    EXPECT_TRUE(std::memcmp(backend.ivar.data(), reference->ivar.data(),
+                            backend.ivar.size() * sizeof(double)) == 0);
+  }
 }
 
 // Failures while preparing end the call from the loader thread: Run never follows.

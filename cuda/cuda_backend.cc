@@ -342,6 +342,7 @@ absl::StatusOr<std::unique_ptr<core::Backend>> CreateCudaBackend(
   absl::StatusOr<FaultPlan> faults = FaultPlanFromEnvironment();
   if (!faults.ok()) return faults.status();
   if (faults->oom_at_alloc > 0) ArmAllocationFault(faults->oom_at_alloc);
+  if (faults->fail_patch_once >= 0) ArmPatchFault(faults->fail_patch_once);
   auto ctx = GpuContext::Create(options.device);
   if (!ctx.ok()) {
     return absl::UnavailableError(absl::StrCat("CUDA backend unavailable: ", ctx.status().ToString()));

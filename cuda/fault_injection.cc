@@ -2,26 +2,36 @@
 
 #include <cuda_runtime_api.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <string>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "cuda/cuda_check.h"
 #include "cuda/memory.h"
 
 namespace spexd::cuda {
+namespace {
+
+std::atomic<int64_t> g_patch_fault{-1};  // the armed patch, -1 when none
+
+}  // namespace
 
 absl::StatusOr<FaultPlan> ParseFaultPlan(const std::string& spec) {
   FaultPlan plan;
   for (absl::string_view item : absl::StrSplit(spec, ',', absl::SkipWhitespace())) {
     std::pair<std::string, std::string> kv = absl::StrSplit(item, absl::MaxSplits('=', 1));
     int64_t n = 0;
-    if (!absl::SimpleAtoi(kv.second, &n) || n < 1) {
+    const int64_t least = kv.first == "fail_patch_once" ? 0 : 1;  // a patch index is 0-based
+    if (!absl::SimpleAtoi(kv.second, &n) || n < least) {
       return absl::InvalidArgumentError(
-          absl::StrCat("cuda fault '", item, "': expected name=N with N >= 1"));
+          absl::StrCat("cuda fault '", item, "': expected name=N with N >= ", least));
     }
-    if (kv.first == "oom_at_alloc") {
+    if (kv.first == "fail_patch_once") {
+      plan.fail_patch_once = n;
+    } else if (kv.first == "oom_at_alloc") {
       plan.oom_at_alloc = n;
     } else if (kv.first == "transient_at_request") {
       plan.transient_at_request = static_cast<int>(n);
@@ -30,7 +40,7 @@ absl::StatusOr<FaultPlan> ParseFaultPlan(const std::string& spec) {
     } else {
       return absl::InvalidArgumentError(absl::StrCat(
           "unknown cuda fault '", kv.first,
-          "' (oom_at_alloc, transient_at_request, sticky_at_request)"));
+          "' (oom_at_alloc, transient_at_request, sticky_at_request, fail_patch_once)"));
     }
   }
   return plan;
@@ -48,6 +58,21 @@ absl::StatusOr<FaultPlan> FaultPlanFromEnvironment() {
 }
 
 void ArmAllocationFault(int64_t at_allocation) { internal::SetAllocationFault(at_allocation); }
+
+void ArmPatchFault(int64_t patch) { g_patch_fault.store(patch, std::memory_order_relaxed); }
+
+absl::Status InjectPatchFault(const RunLayout& layout, const RunArgs& args, cudaStream_t stream) {
+  int64_t armed = g_patch_fault.load(std::memory_order_relaxed);
+  if (armed < 0) return absl::OkStatus();  // production: nothing armed
+  for (std::size_t i = 0; i < layout.entries.size(); ++i) {
+    if (layout.entries[i].patch != armed) continue;
+    // Once: only the run that takes the fault poisons the patch (its retry runs clean).
+    if (!g_patch_fault.compare_exchange_strong(armed, -1)) return absl::OkStatus();
+    SPEXD_CUDA_RETURN_IF_ERROR(LaunchPoisonNormalMatrix(args, static_cast<int>(i), stream));
+    return absl::OkStatus();
+  }
+  return absl::OkStatus();
+}
 
 absl::Status InjectRequestFault(const FaultPlan& plan, int request, cudaStream_t stream) {
   if (request == plan.transient_at_request) {

@@ -9,6 +9,12 @@
 //                         with a non-sticky error, once (the retry succeeds)
 //   sticky_at_request=N   request N launches a kernel that traps: a genuine sticky error
 //                         (cudaErrorLaunchFailure) that ruins the CUDA context
+//   fail_patch_once=P     the first run of patches that holds plan patch P (0-based index
+//                         into PatchPlan::patches) gets NaN on the diagonal of P's normal
+//                         matrix after regularisation, so that P's solve fails as a
+//                         non-finite or non-SPD system would; the backend then retries P
+//                         with core::kRetryRegularize (extraction-spec §2.15), which
+//                         succeeds. Once per process
 #ifndef SPEXD_CUDA_FAULT_INJECTION_H_
 #define SPEXD_CUDA_FAULT_INJECTION_H_
 
@@ -19,6 +25,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "cuda/batch_layout.h"
+#include "cuda/kernel_args.h"
 
 namespace spexd::cuda {
 
@@ -26,6 +34,7 @@ struct FaultPlan {
   int64_t oom_at_alloc = 0;  // 0: never
   int transient_at_request = 0;
   int sticky_at_request = 0;
+  int64_t fail_patch_once = -1;  // -1: never
 };
 
 absl::StatusOr<FaultPlan> ParseFaultPlan(const std::string& spec);
@@ -34,6 +43,17 @@ absl::StatusOr<FaultPlan> FaultPlanFromEnvironment();
 
 // Arms the allocation fault (process-wide: allocations are counted in cuda/memory.cc).
 void ArmAllocationFault(int64_t at_allocation);
+
+// Arms the patch fault (process-wide, like the allocation fault: runs are enqueued by the
+// batch pipeline, which knows no plan of faults).
+void ArmPatchFault(int64_t patch);
+
+// The patch hook, called by EnqueueRun after the normal equations are regularised, on
+// their stream. Returns a launch error, or OK.
+absl::Status InjectPatchFault(const RunLayout& layout, const RunArgs& args, cudaStream_t stream);
+
+// Sets the diagonal of run entry `entry`'s normal matrix to NaN (fault_kernels.cu).
+cudaError_t LaunchPoisonNormalMatrix(const RunArgs& args, int entry, cudaStream_t stream);
 
 // The request hook, called by CudaBackend once per request before the first batch, on
 // the request's compute stream. Returns the injected error, or OK.

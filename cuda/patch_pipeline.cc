@@ -4,6 +4,7 @@
 #include "cuda/cholesky_solve.h"
 #include "cuda/cuda_check.h"
 #include "cuda/decorrelation.h"
+#include "cuda/fault_injection.h"
 #include "cuda/normal_equations.h"
 #include "cuda/nvtx.h"
 #include "cuda/patch_products.h"
@@ -111,6 +112,8 @@ absl::Status EnqueueRun(const RunResources& res, const RunLayout& layout, const 
     SPEXD_CUDA_RETURN_IF_ERROR(LaunchResetSlotFlags(args, stream));
     SPEXD_CUDA_RETURN_IF_ERROR(LaunchBuildNormalEquations(args, stream));
     SPEXD_CUDA_RETURN_IF_ERROR(LaunchRegularize(args, stream));
+    // Test-only (fault_injection.h, fail_patch_once): nothing is armed in production.
+    if (!(s = InjectPatchFault(layout, args, stream)).ok()) return s;
     if (!(s = Mark(res, kMarkNormalEquations, stream)).ok()) return s;
   }
   {

@@ -5,7 +5,8 @@
 # table last. Needs the test PSF and a preproc frame, in one directory (the server's data
 # root: requests name them by path):
 #   scripts/gpu-faults.sh BUNDLE_DIR PSF.fits FRAME.fits
-# 1. the backend's fault tests (out-of-memory, transient fault + retry, sticky error);
+# 1. the backend's fault tests (out-of-memory, transient fault + retry, a failed patch
+#    retried by the backend, sticky error);
 # 2. the server with a sticky error: health, metric, log line, in-flight requests;
 # 3. the server with an out-of-memory: RESOURCE_EXHAUSTED, then the next request succeeds
 #    and the GPU memory it reports is back where a clean server's is;
@@ -28,7 +29,7 @@ if [[ $SECTIONS == *1* ]]; then
 echo "== 1. backend fault tests" | tee -a "$OUT/summary.txt"
 T 120 "$B/run.sh" spexd_cuda_fault_tests >"$OUT/cuda_fault_tests.log" 2>&1
 rc=$?
-row "backend fault tests (OOM x3 points, transient+retry, sticky)" \
+row "backend fault tests (OOM x3 points, transient+retry, patch retry, sticky)" \
     "$(grep -cE '^\[       OK \]' "$OUT/cuda_fault_tests.log") passed" "exit $rc"
 grep -E '^\[ *(OK|FAILED|SKIPPED) *\]|\[fault\]|Failure' "$OUT/cuda_fault_tests.log" | tail -20
 fi

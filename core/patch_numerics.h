@@ -18,6 +18,13 @@ inline constexpr double kEigenvalueClip = 1e-14;
 // when the request's own regularisation is 0).
 inline constexpr double kRetryRegularize = 1e-4;
 
+// §6: two stamps of stamp_ny x stamp_nx pixels, corners dy and dx apart, share a pixel.
+// The whole sparsity of A^T N A: the CUDA normal equations skip pairs that fail it, and
+// the plan's coupled band (core::CoupledBand) is built from it.
+SPEXD_HD bool StampsOverlap(int dy, int dx, int stamp_ny, int stamp_nx) {
+  return dy > -stamp_ny && dy < stamp_ny && dx > -stamp_nx && dx < stamp_nx;
+}
+
 // The bad-bin weight floor of a patch from its largest flux weight (§2.8).
 SPEXD_HD double MinWeight(double max_fluxweight) { return kMinWeightFraction * max_fluxweight; }
 

@@ -3,10 +3,10 @@
 #include <algorithm>
 #include <climits>
 #include <cmath>
-#include <cstdlib>
 #include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "core/patch_numerics.h"
 #include "core/psf.h"
 #include "core/status_macros.h"
 #include "core/wavelength_grid.h"
@@ -183,14 +183,12 @@ absl::StatusOr<PatchPlan> BuildPatchPlan(const ExtractionParams& params, const P
 namespace {
 
 // Whether any stamp of fibre f over the patch wavelengths [w0, w0 + nwavetot) overlaps any
-// stamp of fibre g there (the test of the normal equations kernel).
+// stamp of fibre g there (StampsOverlap, the test of the normal equations).
 bool AnyStampsOverlap(const PatchPlan& plan, int f, int g, int w0) {
   for (int w = w0; w < w0 + plan.nwavetot; ++w) {
     const int32_t x = plan.corner_x(f, w), y = plan.corner_y(f, w);
     for (int u = w0; u < w0 + plan.nwavetot; ++u) {
-      if (std::abs(plan.corner_x(g, u) - x) < plan.stamp_nx && std::abs(plan.corner_y(g, u) - y) < plan.stamp_ny) {
-        return true;
-      }
+      if (StampsOverlap(plan.corner_y(g, u) - y, plan.corner_x(g, u) - x, plan.stamp_ny, plan.stamp_nx)) return true;
     }
   }
   return false;

@@ -9,10 +9,6 @@ namespace {
 
 constexpr int kLeafThreads = 128;
 
-__device__ inline double* SlotMatrix(const RunArgs& a, int slot) {
-  return a.slots.m + static_cast<int64_t>(slot) * a.dims.ld * a.dims.ld;
-}
-
 __global__ void ZeroUpperBlocksKernel(RunArgs a, int nb) {
   const RunEntry e = a.entries[blockIdx.x];
   const DevicePatch d = a.in.patches[e.patch];
@@ -63,7 +59,7 @@ __global__ void SetLeafIdentityKernel(RunArgs a) {
   const int i = blockIdx.y;
   if (!NeedsLeafInverse(i, d.core_row, d.nspectot)) return;
   const int nt = a.dims.nwavetot;
-  double* t = a.slots.t + static_cast<int64_t>(e.slot) * a.slots.t_stride + static_cast<int64_t>(i) * nt * nt;
+  double* t = LeafScratch(a, e.slot, i);
   for (int idx = threadIdx.x; idx < nt * nt; idx += blockDim.x) {
     t[idx] = (idx % nt == idx / nt) ? 1.0 : 0.0;
   }
@@ -75,7 +71,7 @@ __global__ void CopyLeafBlocksKernel(RunArgs a) {
   const int i = blockIdx.y;
   if (!NeedsLeafInverse(i, d.core_row, d.nspectot)) return;
   const int nt = a.dims.nwavetot, ld = a.dims.ld;
-  const double* t = a.slots.t + static_cast<int64_t>(e.slot) * a.slots.t_stride + static_cast<int64_t>(i) * nt * nt;
+  const double* t = LeafScratch(a, e.slot, i);
   double* base = SlotMatrix(a, e.slot) + static_cast<int64_t>(i) * nt * (ld + 1);
   for (int idx = threadIdx.x; idx < nt * nt; idx += blockDim.x) {
     const int r = idx % nt, c = idx / nt;

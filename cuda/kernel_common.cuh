@@ -44,6 +44,18 @@ __device__ inline int64_t OutIndex(const PlanDims& D, const RunEntry& e, const D
   return OutRow(D, e, d, sp) * D.nwave + d.out_col + w;
 }
 
+// Run entry slot's matrix (column-major, leading dimension ld; kernel_args.h).
+__device__ inline double* SlotMatrix(const RunArgs& a, int slot) {
+  return a.slots.m + static_cast<int64_t>(slot) * a.dims.ld * a.dims.ld;
+}
+
+// Block i (nt x nt, column-major) of a slot's GEMM scratch: where the leaf inverses
+// X_ii = L_ii^{-1} are kept (batch_layout.h, tiled_cholesky.h).
+__device__ inline double* LeafScratch(const RunArgs& a, int slot, int i) {
+  const int nt = a.dims.nwavetot;
+  return a.slots.t + static_cast<int64_t>(slot) * a.slots.t_stride + static_cast<int64_t>(i) * nt * nt;
+}
+
 inline unsigned CeilDiv(long long a, long long b) { return static_cast<unsigned>((a + b - 1) / b); }
 
 }  // namespace spexd::cuda

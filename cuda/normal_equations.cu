@@ -89,7 +89,7 @@ __global__ void BuildNormalEquationsKernel(RunArgs a) {
     if (q < n) {
       dy = s_oy[q] - oyl;
       dx = s_ox[q] - oxl;
-      overlap = dy > -sny && dy < sny && dx > -snx && dx < snx;
+      overlap = core::StampsOverlap(dy, dx, sny, snx);
     }
     unsigned pending = __ballot_sync(0xffffffffu, overlap);
     double mine = 0.0;

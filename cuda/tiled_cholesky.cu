@@ -17,15 +17,6 @@ constexpr int kPanelRows = kPanelRowGroups * kRowsPerThread;
 constexpr int kColLanes = 16;                            // columns c = lane + 16 q
 constexpr int kMaxPanelCols = 7 * kColLanes;             // geometry_state.cc: nt <= 112
 
-__device__ inline double* SlotMatrix(const RunArgs& a, int slot) {
-  return a.slots.m + static_cast<int64_t>(slot) * a.dims.ld * a.dims.ld;
-}
-
-__device__ inline double* LeafScratch(const RunArgs& a, int slot, int k) {
-  const int nt = a.dims.nwavetot;
-  return a.slots.t + static_cast<int64_t>(slot) * a.slots.t_stride + static_cast<int64_t>(k) * nt * nt;
-}
-
 // One thread block per entry; thread (tx, ty) of a 16 x 16 grid holds the elements
 // (tx + 16 i, ty + 16 b) of the block in registers. Right-looking factorisation: step j
 // publishes column j of the Schur complement (and 1/d_j) in shared memory and every thread

@@ -43,7 +43,112 @@ __global__ void CholeskySolveKernel(RunArgs a) {
   for (int i = lane; i < n; i += 32) xg[i] = xs[i];
 }
 
+constexpr int kBlockedWarps = 8;
+constexpr int kMaxRowsPerLane = 4;  // nt <= 128 rows of a block per warp (geometry: nt <= 112)
+
+// Sum over the warps' partial sums part[w][i] (i < nt) into out[i] = base[i] - sum or sum.
+__device__ void ReducePartials(const double* part, int nt, const double* base, double* out) {
+  for (int i = threadIdx.x; i < nt; i += blockDim.x) {
+    double s = 0.0;
+#pragma unroll
+    for (int w = 0; w < kBlockedWarps; ++w) s += part[w * nt + i];
+    out[i] = base != nullptr ? base[i] - s : s;
+  }
+}
+
+// Blocked by spectrum with the tile inverses X_k = L_kk^{-1} the tiled factor left in the
+// scratch (tiled_cholesky.h), inside the entry's band B (L's blocks more than B below the
+// diagonal are zero):
+//   forward   y_k = X_k (b_k - sum_{j=k-B}^{k-1} L_kj y_j),        k = 0 .. nb-1
+//   backward  x_k = X_k^T (y_k - sum_{j=k+1}^{k+B} L_jk^T x_j),    k = nb-1 .. 0
+// Each step is a few small GEMVs (14 dependent steps for nb = 7 instead of 2n serial
+// column steps). Products of L (row block k) and X: lanes over rows, warps over columns
+// (coalesced, column-major); products with a transpose: warps over outputs, lanes down
+// the column, reduced with shuffles.
+__global__ void __launch_bounds__(32 * kBlockedWarps) BlockedSolveKernel(RunArgs a) {
+  extern __shared__ double smem[];
+  const RunEntry e = a.entries[blockIdx.x];
+  const DevicePatch d = a.in.patches[e.patch];
+  const int nt = a.dims.nwavetot, ld = a.dims.ld, nb = d.nspectot, n = d.n;
+  SPEXD_DEVICE_ASSERT(n == nb * nt);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  double* xs = smem;             // [ld] b -> y -> x
+  double* r = xs + ld;           // [nt] right-hand side of the current block
+  double* part = r + nt;         // [kBlockedWarps][nt] partial sums
+  double* xg = a.slots.x + static_cast<int64_t>(e.slot) * ld;
+  const double* L = SlotMatrix(a, e.slot);
+  for (int i = threadIdx.x; i < n; i += blockDim.x) xs[i] = xg[i];
+  __syncthreads();
+  // part[warp][i] = sum over columns c = warp, warp + 8, ... < ncol of A[i + c * lda] * v[c].
+  auto rows_times = [&](const double* A, int lda, const double* v, int ncol) {
+    double acc[kMaxRowsPerLane] = {};
+    for (int c = warp; c < ncol; c += kBlockedWarps) {
+      const double vc = v[c];
+      const double* col = A + static_cast<int64_t>(c) * lda;
+#pragma unroll
+      for (int q = 0; q < kMaxRowsPerLane; ++q) {
+        const int i = lane + 32 * q;
+        if (i < nt) acc[q] = fma(col[i], vc, acc[q]);
+      }
+    }
+#pragma unroll
+    for (int q = 0; q < kMaxRowsPerLane; ++q) {
+      const int i = lane + 32 * q;
+      if (i < nt) part[warp * nt + i] = acc[q];
+    }
+  };
+  for (int k = 0; k < nb; ++k) {
+    const int j0 = max(0, k - e.band);
+    const double* lrow = L + static_cast<int64_t>(k) * nt + static_cast<int64_t>(j0) * nt * ld;
+    rows_times(lrow, ld, xs + j0 * nt, (k - j0) * nt);
+    __syncthreads();
+    ReducePartials(part, nt, xs + k * nt, r);
+    __syncthreads();
+    rows_times(LeafScratch(a, e.slot, k), nt, r, nt);
+    __syncthreads();
+    ReducePartials(part, nt, nullptr, xs + k * nt);
+    __syncthreads();
+  }
+  for (int k = nb - 1; k >= 0; --k) {
+    const int j1 = min(nb - 1, k + e.band);
+    const int len = (j1 - k) * nt;  // rows (k+1)*nt .. of column block k
+    const double* lcol = L + static_cast<int64_t>(k + 1) * nt + static_cast<int64_t>(k) * nt * ld;
+    for (int c = warp; c < nt; c += kBlockedWarps) {
+      const double* col = lcol + static_cast<int64_t>(c) * ld;
+      double s = 0.0;
+      for (int i = lane; i < len; i += 32) s = fma(col[i], xs[(k + 1) * nt + i], s);
+      s = WarpSum(s);
+      if (lane == 0) r[c] = xs[k * nt + c] - s;
+    }
+    __syncthreads();
+    const double* xk = LeafScratch(a, e.slot, k);
+    for (int c = warp; c < nt; c += kBlockedWarps) {
+      const double* col = xk + static_cast<int64_t>(c) * nt;
+      double s = 0.0;
+      for (int i = c + lane; i < nt; i += 32) s = fma(col[i], r[i], s);  // X_k lower
+      s = WarpSum(s);
+      if (lane == 0) xs[k * nt + c] = s;
+    }
+    __syncthreads();
+  }
+  for (int i = threadIdx.x; i < n; i += blockDim.x) xg[i] = xs[i];
+}
+
 }  // namespace
+
+cudaError_t LaunchBlockedCholeskySolve(const RunArgs& args, cudaStream_t stream) {
+  if (args.count == 0) return cudaSuccess;
+  const int nt = args.dims.nwavetot;
+  if (nt > 32 * kMaxRowsPerLane) return cudaErrorInvalidValue;
+  const std::size_t smem = sizeof(double) * (args.dims.ld + nt + kBlockedWarps * nt);
+  if (smem > 48 * 1024) {
+    cudaError_t err = cudaFuncSetAttribute(BlockedSolveKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           static_cast<int>(smem));
+    if (err != cudaSuccess) return err;
+  }
+  BlockedSolveKernel<<<static_cast<unsigned>(args.count), 32 * kBlockedWarps, smem, stream>>>(args);
+  return SPEXD_CHECK_LAUNCH(stream);
+}
 
 cudaError_t LaunchCholeskySolve(const RunArgs& args, cudaStream_t stream) {
   if (args.count == 0) return cudaSuccess;

@@ -1,5 +1,5 @@
 // Launcher of the batched solve with the Cholesky factors (extraction-spec §2.9):
-// x = L^-T L^-1 b for every run entry, one warp per patch.
+// x = L^-T L^-1 b for every run entry.
 #ifndef SPEXD_CUDA_CHOLESKY_SOLVE_H_
 #define SPEXD_CUDA_CHOLESKY_SOLVE_H_
 
@@ -12,6 +12,11 @@ namespace spexd::cuda {
 // Solves in place in slots.x with the lower factor in slots.m. Enqueues on `stream`,
 // does not synchronise. (cusolverDnDpotrsBatched does the same but is latency bound.)
 cudaError_t LaunchCholeskySolve(const RunArgs& args, cudaStream_t stream);
+
+// The same solve blocked by spectrum inside each entry's band, using the tile inverses
+// that LaunchTileFactor leaves in the GEMM scratch: only after the tiled Cholesky, and
+// before anything else writes the scratch (the block inversion does).
+cudaError_t LaunchBlockedCholeskySolve(const RunArgs& args, cudaStream_t stream);
 
 }  // namespace spexd::cuda
 

@@ -141,6 +141,8 @@ absl::Status EnqueueRun(const RunResources& res, const RunLayout& layout, const 
             ctx.cusolver(), CUBLAS_FILL_MODE_LOWER, c.n, 1, PtrArray<double*>(ptrs, c.a_off), c.lda,
             PtrArray<double*>(ptrs, c.b_off), c.ldb, args.slots.eig_info, c.count));
       }
+    } else if (res.tiled_cholesky) {
+      SPEXD_CUDA_RETURN_IF_ERROR(LaunchBlockedCholeskySolve(args, stream));
     } else {
       SPEXD_CUDA_RETURN_IF_ERROR(LaunchCholeskySolve(args, stream));
     }

@@ -115,19 +115,36 @@ TEST(BatchLayout, TiledCholeskyEqualsPotrfAndGivesTheInverse) {
   ExpectCoreBlocksOfInverse(r);
 }
 
-// Band 1 (PatchPlan::coupled_band): only neighbouring spectra couple. The updates and
-// panels stay inside the band, the blocks past it are left as they are (zero), and the
-// factor and the inverse blocks still match the dense references.
-TEST(BatchLayout, BandedTiledCholeskyEqualsPotrf) {
+// Band B (PatchPlan::coupled_band): only spectra up to B apart couple. The updates,
+// panels and the inversion's first GEMMs stay inside the band, the blocks past it are left
+// as they are (zero), and the factor and the inverse blocks still match the dense references.
+class BandedLayout : public ::testing::TestWithParam<int> {};
+
+TEST_P(BandedLayout, TiledCholeskyEqualsPotrf) {
+  const int band = GetParam();
   core::PatchPlan plan = SmallPlan();
-  plan.coupled_band.assign(plan.patches.size(), 1);
+  core::PatchDesc wide = plan.patches[1];  // 6 blocks: block steps reach past band 2
+  wide.nspectot = 6;
+  wide.n = wide.nspectot * plan.nwavetot;
+  plan.patches.push_back(wide);
+  plan.max_n = std::max(plan.max_n, wide.n);
+  plan.bundle_first_patch.back() = static_cast<int32_t>(plan.patches.size());
+  plan.coupled_band.assign(plan.patches.size(), band);
   LayoutChoices tiled;
   tiled.tiled_cholesky = true;
   Replay r(plan, tiled);
+  ASSERT_GT(r.nb, band + 1) << "the plan must have blocks past the band";
   for (const auto& step : r.layout.chol_update) {
     for (const BatchedCall& call : step) {
-      EXPECT_LE(call.m, 2 * r.nt);
-      EXPECT_EQ(call.k, r.nt);
+      EXPECT_LE(call.m, (band + 1) * r.nt);
+      EXPECT_LE(call.k, band * r.nt);
+    }
+  }
+  for (std::size_t s = 0; s < r.layout.trtri.size(); ++s) {
+    const int step = static_cast<int>(s) + 1;
+    for (std::size_t c = 0; c + 1 < r.layout.trtri[s].size(); ++c) {  // gemm 1 calls
+      EXPECT_EQ(r.layout.trtri[s][c].k, std::min(band, step) * r.nt) << "step " << step;
+      EXPECT_LE(r.layout.trtri[s][c].k, r.layout.trtri[s][c].m);
     }
   }
   Replay ref(plan, LayoutChoices{});
@@ -136,7 +153,7 @@ TEST(BatchLayout, BandedTiledCholeskyEqualsPotrf) {
   r.FillSpd(5);
   r.TiledCholesky();
   for (const RunEntry& e : r.layout.entries) {
-    EXPECT_EQ(e.band, 1);
+    EXPECT_EQ(e.band, band);
     const std::vector<double> got = r.Factor(e.slot), want = ref.Factor(e.slot);
     for (std::size_t i = 0; i < got.size(); ++i) {
       EXPECT_NEAR(got[i], want[i], kTol * (1 + std::fabs(want[i]))) << "slot " << e.slot << " element " << i;
@@ -145,6 +162,8 @@ TEST(BatchLayout, BandedTiledCholeskyEqualsPotrf) {
   r.InvertBlocks();
   ExpectCoreBlocksOfInverse(r);
 }
+
+INSTANTIATE_TEST_SUITE_P(Bands, BandedLayout, ::testing::Values(1, 2));
 
 }  // namespace
 }  // namespace spexd::cuda

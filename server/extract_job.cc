@@ -323,6 +323,8 @@ absl::Status ExtractJob::Extract(core::Backend& backend) {
   Clock::time_point last = Clock::now();
   auto sink = [&](core::BundleResult&& b) -> absl::Status {
     const Clock::time_point now = Clock::now();
+    // The worker's work, counted as the backend finishes it (streamed or not).
+    if (env_.metrics != nullptr) env_.metrics->CountWorkerPatches(worker_, b.counts.extracted);
     absl::MutexLock lock(&mu_);
     // Bounded hand-off; wake up now and then to notice a deadline (the cancel flag is set
     // without this mutex, so a change of it alone wakes no one either).
@@ -343,8 +345,11 @@ absl::Status ExtractJob::Extract(core::Backend& backend) {
     if (absl::IsCancelled(extracted.status()) && Stopped()) return StopStatus();
     return extracted.status();
   }
-  if (device_input_.has_value() && env_.metrics != nullptr) {
-    env_.metrics->AddHandoffBytes("in", static_cast<double>(CudaImageBytes(request_.header.cuda_image())));
+  if (env_.metrics != nullptr) {
+    env_.metrics->CountWorkerFrame(worker_, Seconds(run_start_, Clock::now()));
+    if (device_input_.has_value()) {
+      env_.metrics->AddHandoffBytes("in", static_cast<double>(CudaImageBytes(request_.header.cuda_image())));
+    }
   }
   absl::MutexLock lock(&mu_);
   backend_summary_ = *std::move(extracted);

@@ -1,10 +1,15 @@
 // spexd: the extraction service. Flags are defined here only (style.md); everything
 // else takes a ServerOptions.
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
 #include <csignal>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <pthread.h>
@@ -132,7 +137,10 @@ int main(int argc, char** argv) {
   }
   for (const std::string& d : SplitList(absl::GetFlag(FLAGS_gpu_devices))) {
     int device = 0;
-    if (!absl::SimpleAtoi(d, &device)) return Fail(absl::StrCat("--gpu_devices: bad device '", d, "'"));
+    if (!absl::SimpleAtoi(d, &device) || device < 0) {
+      return Fail(absl::StrCat("--gpu_devices: bad device '", d,
+                               "' (CUDA device ordinals, comma-separated: 0,1,...)"));
+    }
     o.gpu_devices.push_back(device);
   }
   o.cpu_threads = absl::GetFlag(FLAGS_cpu_threads);
@@ -177,12 +185,27 @@ int main(int argc, char** argv) {
 
   auto server = SpexdServer::Start(std::move(o));
   if (!server.ok()) return Fail(server.status().ToString());
+  // A warm-up that fails (a --gpu_devices entry with no such GPU, --backend=cuda without
+  // one, a preloaded PSF that cannot be read) is a configuration error: exit with it rather
+  // than stay NOT_SERVING for good. The watcher wakes the signal wait below.
+  std::atomic<bool> warmup_failed{false};
+  std::thread warmup_watcher([&server, &warmup_failed] {
+    const absl::Status warm = (*server)->WaitForWarmUp(absl::InfiniteDuration());
+    if (warm.ok()) return;
+    warmup_failed.store(true);
+    Fail(warm.ToString());
+    kill(getpid(), SIGTERM);
+  });
 
   int sig = 0;
   sigwait(&signals, &sig);
-  Log(LogLevel::kInfo, "signal", {{"signal", sig == SIGTERM ? "SIGTERM" : "SIGINT"}});
+  if (!warmup_failed.load()) {
+    Log(LogLevel::kInfo, "signal", {{"signal", sig == SIGTERM ? "SIGTERM" : "SIGINT"}});
+  }
   (*server)->Drain(absl::Seconds(drain_seconds));
+  warmup_watcher.join();  // Drain ends the warm-up, so the watcher has returned
   server->reset();
-  Log(LogLevel::kInfo, "exit", {{"code", 0}});
-  return 0;
+  const int code = warmup_failed.load() ? 1 : 0;
+  Log(LogLevel::kInfo, "exit", {{"code", code}});
+  return code;
 }

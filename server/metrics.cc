@@ -26,6 +26,11 @@ const Histogram::BucketBoundaries kFrameBuckets = {0.1, 0.25, 0.5, 1,   2.5, 5, 
                                                    25,  50,   100, 250, 500, 1000};
 const Histogram::BucketBoundaries kBundleBuckets = {0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1,
                                                     2.5,  5,     10,   25,  50,   100};
+// One worker's extraction of a frame: 0.1-0.4 s on a GPU (finer steps there), seconds to
+// minutes on the CPU backend.
+const Histogram::BucketBoundaries kWorkerFrameBuckets = {0.05, 0.1, 0.15, 0.2, 0.25, 0.3,
+                                                         0.4,  0.5, 0.75, 1,   2.5,  5,
+                                                         10,   25,  50,   100, 250,  1000};
 const Histogram::BucketBoundaries kWaitBuckets = {0.001, 0.01, 0.1, 0.5, 1,   2.5,
                                                   5,     10,   30,  60,  300, 1000};
 // chi2pix is ~1 for a good fit (extraction-spec §2.11); the tail shows bad PSFs/cosmics.
@@ -70,6 +75,7 @@ ServerMetrics::ServerMetrics() : registry_(std::make_shared<prometheus::Registry
   RegisterHandoffMetrics();
   RegisterCacheMetrics();
   RegisterResourceMetrics();
+  RegisterWorkerMetrics();
   AddUsualSeries();
 }
 
@@ -155,6 +161,23 @@ void ServerMetrics::RegisterResourceMetrics() {
                                  "1 while the worker's backend is healthy, 0 after a sticky error");
   worker_busy_ = GaugeFamily(r, "spexd_worker_busy", "1 while the worker runs a job");
   serving_ = SingleGauge(r, "spexd_serving", "1 when the health status is SERVING");
+}
+
+void ServerMetrics::RegisterWorkerMetrics() {
+  prometheus::Registry& r = *registry_;
+  worker_frames_ = CounterFamily(r, "spexd_worker_frames_total",
+                                 "Frames (extraction requests) the worker's backend extracted "
+                                 "completely, by worker and gpu (CUDA device, or cpu)");
+  worker_patches_ = CounterFamily(r, "spexd_worker_patches_total",
+                                  "Patches the worker's backend extracted, by worker and gpu");
+  worker_busy_seconds_ =
+      CounterFamily(r, "spexd_worker_busy_seconds_total",
+                    "Seconds the worker spent on jobs, by worker and gpu; rate() is its "
+                    "utilisation (0 to 1)");
+  worker_extract_seconds_ =
+      &Family(BuildHistogram(), r, "spexd_worker_extract_duration_seconds",
+              "Worker time per frame the backend extracted completely, from taking the job "
+              "to the backend's return, by worker and gpu");
 }
 
 // Families with labels get their usual series up front, so a scrape shows them at 0.
@@ -257,6 +280,72 @@ void ServerMetrics::SetBackendState(int worker, const std::string& backend, bool
   const std::string w = absl::StrCat(worker);
   backend_healthy_->Add({{"worker", w}, {"backend", backend}}).Set(healthy ? 1 : 0);
   worker_busy_->Add({{"worker", w}}).Set(busy ? 1 : 0);
+  absl::MutexLock lock(&workers_mu_);
+  WorkerSeries* series = FindWorkerLocked(worker);
+  if (series != nullptr && series->busy != busy) SetWorkerBusyLocked(*series, busy);
+}
+
+std::string ServerMetrics::GpuLabel(int gpu_device) {
+  return gpu_device >= 0 ? absl::StrCat(gpu_device) : std::string(kCpuGpuLabel);
+}
+
+void ServerMetrics::AddWorker(int worker, int gpu_device) {
+  if (worker < 0) return;
+  const std::string gpu = GpuLabel(gpu_device);
+  const prometheus::Labels labels = {{"worker", absl::StrCat(worker)}, {"gpu", gpu}};
+  absl::MutexLock lock(&workers_mu_);
+  if (static_cast<std::size_t>(worker) >= workers_.size()) workers_.resize(worker + 1);
+  WorkerSeries& w = workers_[static_cast<std::size_t>(worker)];
+  w.gpu = gpu;
+  w.frames = &worker_frames_->Add(labels);
+  w.patches = &worker_patches_->Add(labels);
+  w.busy_seconds = &worker_busy_seconds_->Add(labels);
+  w.extract_seconds = &worker_extract_seconds_->Add(labels, kWorkerFrameBuckets);
+}
+
+ServerMetrics::WorkerSeries* ServerMetrics::FindWorkerLocked(int worker) {
+  if (worker < 0 || static_cast<std::size_t>(worker) >= workers_.size()) return nullptr;
+  WorkerSeries& w = workers_[static_cast<std::size_t>(worker)];
+  return w.frames != nullptr ? &w : nullptr;
+}
+
+void ServerMetrics::SetWorkerBusyLocked(WorkerSeries& w, bool busy) {
+  const auto now = std::chrono::steady_clock::now();
+  if (w.busy) w.busy_seconds->Increment(std::chrono::duration<double>(now - w.busy_since).count());
+  w.busy = busy;
+  w.busy_since = now;
+}
+
+void ServerMetrics::CountWorkerPatches(int worker, int64_t extracted) {
+  absl::MutexLock lock(&workers_mu_);
+  if (WorkerSeries* w = FindWorkerLocked(worker)) w->patches->Increment(static_cast<double>(extracted));
+}
+
+void ServerMetrics::CountWorkerFrame(int worker, double seconds) {
+  absl::MutexLock lock(&workers_mu_);
+  if (WorkerSeries* w = FindWorkerLocked(worker)) {
+    w->frames->Increment();
+    w->extract_seconds->Observe(seconds);
+  }
+}
+
+void ServerMetrics::AccrueBusyTime() {
+  absl::MutexLock lock(&workers_mu_);
+  for (WorkerSeries& w : workers_) {
+    if (w.frames != nullptr && w.busy) SetWorkerBusyLocked(w, true);
+  }
+}
+
+std::vector<ServerMetrics::WorkerWork> ServerMetrics::WorkerTotals() const {
+  absl::MutexLock lock(&workers_mu_);
+  std::vector<WorkerWork> out;
+  for (std::size_t i = 0; i < workers_.size(); ++i) {
+    const WorkerSeries& w = workers_[i];
+    if (w.frames == nullptr) continue;
+    out.push_back({static_cast<int>(i), w.gpu, w.frames->Value(), w.patches->Value(),
+                   w.busy_seconds->Value()});
+  }
+  return out;
 }
 
 void ServerMetrics::AddHandoffBytes(const char* direction, double bytes) {

@@ -4,10 +4,14 @@
 #ifndef SPEXD_SERVER_METRICS_H_
 #define SPEXD_SERVER_METRICS_H_
 
+#include <chrono>
+#include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
 #include "core/extraction_result.h"
 #include "prometheus/counter.h"
 #include "prometheus/family.h"
@@ -55,7 +59,32 @@ class ServerMetrics {
   void SetHostMemory(double bytes) { host_memory_->Set(bytes); }
   // Device memory in use on GPU `device` (the sum over the workers on it).
   void SetGpuMemory(int device, double bytes);
+  // Busy time accrues to spexd_worker_busy_seconds_total between a call with busy = true
+  // and the next with busy = false (and at each AccrueBusyTime meanwhile).
   void SetBackendState(int worker, const std::string& backend, bool healthy, bool busy);
+
+  // Per-worker work, labelled {worker, gpu}: gpu is the worker's CUDA device ordinal, or
+  // kCpuGpuLabel for a CPU-backend worker. AddWorker creates the series at 0; the
+  // others ignore a worker that was never added.
+  static constexpr const char* kCpuGpuLabel = "cpu";
+  static std::string GpuLabel(int gpu_device);
+  void AddWorker(int worker, int gpu_device);
+  // Patches a worker's backend has just extracted (one bundle's, as it finishes).
+  void CountWorkerPatches(int worker, int64_t extracted);
+  // A frame (request) the worker's backend extracted completely, in `seconds` of worker time.
+  void CountWorkerFrame(int worker, double seconds);
+  // Adds the time busy workers have spent since they started or were last accrued, so that
+  // the busy-seconds counter moves during long jobs (the monitor calls it every second).
+  void AccrueBusyTime();
+  // What the per-worker counters hold now (the benchmarks report it).
+  struct WorkerWork {
+    int worker = 0;
+    std::string gpu;
+    double frames = 0;
+    double patches = 0;
+    double busy_seconds = 0;
+  };
+  std::vector<WorkerWork> WorkerTotals() const;
   void SetServing(bool serving) { serving_->Set(serving ? 1 : 0); }
   // CUDA regions registered now and the device bytes they span (issue 13).
   void SetCudaRegions(double regions, double bytes) {
@@ -72,7 +101,22 @@ class ServerMetrics {
   void RegisterHandoffMetrics();     // CUDA IPC regions and hand-off bytes
   void RegisterCacheMetrics();       // PSF cache
   void RegisterResourceMetrics();    // memory, backends, serving state
+  void RegisterWorkerMetrics();      // per-worker work, labelled by GPU
   void AddUsualSeries();             // labelled series shown at 0 before first use
+
+  // One worker's series and busy-time bookkeeping.
+  struct WorkerSeries {
+    std::string gpu;
+    prometheus::Counter* frames = nullptr;
+    prometheus::Counter* patches = nullptr;
+    prometheus::Counter* busy_seconds = nullptr;
+    prometheus::Histogram* extract_seconds = nullptr;
+    bool busy = false;
+    std::chrono::steady_clock::time_point busy_since;  // or since the last accrual
+  };
+  // The worker's series, or null when it was never added.
+  WorkerSeries* FindWorkerLocked(int worker) ABSL_EXCLUSIVE_LOCKS_REQUIRED(workers_mu_);
+  void SetWorkerBusyLocked(WorkerSeries& w, bool busy) ABSL_EXCLUSIVE_LOCKS_REQUIRED(workers_mu_);
 
   std::shared_ptr<prometheus::Registry> registry_;
   std::unique_ptr<prometheus::Exposer> exposer_;
@@ -107,6 +151,12 @@ class ServerMetrics {
   prometheus::Gauge* cuda_regions_;
   prometheus::Gauge* cuda_region_bytes_;
   prometheus::Family<prometheus::Counter>* handoff_bytes_;
+  prometheus::Family<prometheus::Counter>* worker_frames_;
+  prometheus::Family<prometheus::Counter>* worker_patches_;
+  prometheus::Family<prometheus::Counter>* worker_busy_seconds_;
+  prometheus::Family<prometheus::Histogram>* worker_extract_seconds_;
+  mutable absl::Mutex workers_mu_;
+  std::vector<WorkerSeries> workers_ ABSL_GUARDED_BY(workers_mu_);  // by worker index
 };
 
 // Resident set size of this process (from /proc/self/statm), 0 when unknown.

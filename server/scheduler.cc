@@ -124,6 +124,7 @@ void Scheduler::AddWorker(std::unique_ptr<core::Backend> backend, int gpu_device
   const int prefetch = PrefetchPerWorker(prefetch_, gpu_device >= 0);
   prefetch_sum_ += prefetch;
   if (metrics_ != nullptr) {
+    metrics_->AddWorker(raw->index, gpu_device);
     metrics_->SetBackendState(raw->index, raw->backend->name(), raw->backend->healthy(), false);
   }
   raw->thread = std::thread([this, raw] { WorkerLoop(raw); });

@@ -83,6 +83,7 @@ absl::StatusOr<std::vector<WorkerBackend>> ChooseBackends(const ServerOptions& o
                                                           core::TaskPool* pool, int* gpu_count,
                                                           std::string* reason) {
   std::vector<WorkerBackend> out;
+  const std::string selected = absl::StrJoin(o.gpu_devices, ",");
   core::BackendOptions bo;
   bo.cuda_module = o.cuda_module;
   bo.threads = o.cpu_threads;
@@ -98,8 +99,9 @@ absl::StatusOr<std::vector<WorkerBackend>> ChooseBackends(const ServerOptions& o
       }
       for (int d : devices) {
         if (d < 0 || d >= *gpu_count) {
-          return absl::InvalidArgumentError(absl::StrCat("--gpu_devices: device ", d,
-                                                         " does not exist (", *gpu_count, " visible)"));
+          return absl::InvalidArgumentError(
+              absl::StrCat("--gpu_devices: device ", d, " does not exist (", *gpu_count,
+                           " visible: 0 to ", *gpu_count - 1, ")"));
         }
         bo.kind = core::BackendKind::kCuda;
         bo.device = d;
@@ -114,6 +116,10 @@ absl::StatusOr<std::vector<WorkerBackend>> ChooseBackends(const ServerOptions& o
     if (o.backend == core::BackendKind::kCuda) {
       return absl::UnavailableError(absl::StrCat("--backend=cuda but no GPU: ", why));
     }
+    if (!o.gpu_devices.empty()) {  // GPUs were asked for: no silent fall-back to the CPU
+      return absl::UnavailableError(
+          absl::StrCat("--gpu_devices=", selected, " but no GPU is visible: ", why));
+    }
   }
   bo.kind = core::BackendKind::kCpu;
   auto backend = core::CreateBackend(bo);
@@ -122,6 +128,22 @@ absl::StatusOr<std::vector<WorkerBackend>> ChooseBackends(const ServerOptions& o
   *reason = o.backend == core::BackendKind::kCpu ? std::string("cpu: chosen by --backend=cpu")
                                : absl::StrCat("cpu: no GPU available (", why, ")");
   return out;
+}
+
+// What can be said of --gpu_devices before the devices are counted (warm-up).
+absl::Status CheckGpuDevices(const ServerOptions& o) {
+  if (o.gpu_devices.empty()) return absl::OkStatus();
+  if (o.backend == core::BackendKind::kCpu) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--gpu_devices=", absl::StrJoin(o.gpu_devices, ","), " selects GPUs: not with --backend=cpu"));
+  }
+  for (int d : o.gpu_devices) {
+    if (d < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--gpu_devices: bad device ", d, " (CUDA device ordinals: 0, 1, ...)"));
+    }
+  }
+  return absl::OkStatus();
 }
 
 // Plane memory kept for reuse per frame the server holds at once: IMAGE and IVAR of a
@@ -238,6 +260,7 @@ class SpexdServer::Impl {
       auto stop = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return stop_monitor; };
       if (mu.AwaitWithTimeout(absl::Condition(&stop), absl::Seconds(1))) return;
       metrics->SetHostMemory(HostMemoryBytes());
+      metrics->AccrueBusyTime();
       PublishGpuMemory();
       if (context.serving.load() && !scheduler->AllHealthy()) {
         Log(LogLevel::kError, "not_serving", {{"reason", "backend unhealthy"}});
@@ -254,6 +277,7 @@ absl::StatusOr<std::unique_ptr<SpexdServer>> SpexdServer::Start(ServerOptions op
   Impl& s = *impl;
   s.options = std::move(options);
   const ServerOptions& o = s.options;
+  if (absl::Status st = CheckGpuDevices(o); !st.ok()) return st;
   s.metrics = std::make_unique<ServerMetrics>();
   if (!o.metrics_listen.empty()) {
     if (absl::Status st = s.metrics->StartExposer(o.metrics_listen); !st.ok()) return st;

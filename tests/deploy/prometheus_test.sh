@@ -78,6 +78,16 @@ refused=$(metric "$(scrape "127.0.0.1:$MPORT")" \
 echo "burst: ${refused:-0} extraction(s) refused with RESOURCE_EXHAUSTED"
 [[ ${refused:-0} -ge 1 ]] || fail "no request was refused on a full queue"
 
+# The one CPU worker's work (gpu="cpu"): every extraction that finished OK, and only those.
+text=$(scrape "127.0.0.1:$MPORT")
+ok=$(metric "$text" 'spexd_requests_total{code="OK",rpc="ExtractFrame"}')
+worker_frames=$(metric "$text" 'spexd_worker_frames_total{gpu="cpu",worker="0"}')
+worker_patches=$(metric "$text" 'spexd_worker_patches_total{gpu="cpu",worker="0"}')
+patches=$(metric "$text" 'spexd_patches_total{outcome="extracted"}')
+echo "worker 0 (gpu=cpu): $worker_frames frames, $worker_patches patches; $ok OK extractions, $patches patches"
+[[ -n $ok && $worker_frames == "$ok" ]] || fail "spexd_worker_frames_total ($worker_frames) != OK extractions ($ok)"
+[[ -n $patches && $worker_patches == "$patches" ]] || fail "spexd_worker_patches_total ($worker_patches) != spexd_patches_total extracted ($patches)"
+
 say "wait until Prometheus has the refusals and two rule evaluations after them"
 for _ in $(seq 1 60); do
   n=$(curl -sf "$PROM/api/v1/query" --data-urlencode \
@@ -87,5 +97,10 @@ for _ in $(seq 1 60); do
   sleep 0.5
 done
 sleep 5
+# Prometheus stored the per-worker series with their gpu label.
+stored=$(curl -sf "$PROM/api/v1/query" --data-urlencode 'query=sum by (gpu) (spexd_worker_frames_total)' |
+  python3 -c 'import json, sys; print(" ".join(r["metric"].get("gpu", "") + "=" + r["value"][1] for r in json.load(sys.stdin)["data"]["result"]))')
+echo "Prometheus: frames by gpu: $stored"
+[[ $stored == "cpu=$ok" ]] || fail "Prometheus has spexd_worker_frames_total by gpu '$stored', expected 'cpu=$ok'"
 python3 tests/deploy/check_queries.py "$PROM" deploy/grafana/spexd-dashboard.json server/metrics.cc
 say "prometheus_test: PASS"

@@ -16,6 +16,11 @@
 // rebuilding every frame (specmask included) as spexctl does, minus the file write. They
 // still share this machine's cores with the server.
 //
+// With the CUDA backend the server runs one worker per GPU (all visible, or --gpus; the
+// backend alone and the local run use the first of --gpus). The JSON's "gpu_work" gives
+// each GPU's frames and busy seconds from spexd's per-worker metrics, over the whole
+// service run and during the client processes alone ("procs_frames", "procs_busy_s").
+//
 // Frames in flight are reported two ways: wall time / frames (includes filling and
 // draining the pipeline: the first frame's read and decode before any extraction, the
 // last one's streaming after it), and the steady-state interval, (last completion -
@@ -24,6 +29,7 @@
 //   spexd_rpc_bench [--fibers N (500)] [--repeats R (3)] [--threads T] [--backend cpu|cuda]
 //                   [--inflight K (2; 0 skips)] [--prefetch P (0: spexd's default)] [--psf PSF.fits (bundled)]
 //                   [--client-procs K (0)] [--proc-frames F (repeats)] [--gzip 1 (input as .fits.gz)]
+//                   [--gpus 0,1,... (spexd's --gpu_devices; default all visible)]
 //   client mode:    --client-only 1 --target HOST:PORT --psf-id ID --frame PATH --fibers N
 //                   --frames F    (prints "frame <completion, steady clock s> <wall s>
 //                   <server extract s> <server load s>" per frame)
@@ -47,6 +53,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "client/remote_frame.h"
 #include "client/spexd_client.h"
 #include "core/backend.h"
@@ -57,6 +65,7 @@
 #include "core/psf.h"
 #include "core/simulator.h"
 #include "core/status_macros.h"
+#include "server/metrics.h"
 #include "server/spexd_server.h"
 #include "tests/test_support.h"
 
@@ -75,6 +84,8 @@ struct Args {
   int client_procs = 0;
   int proc_frames = 0;  // 0: repeats
   bool gzip = false;     // the frame as .fits.gz (DESI's compressed preproc files)
+  std::vector<int> gpus;  // the server's workers (--gpu_devices); empty: all visible
+  std::string bad_gpus;   // a --gpus entry that is not a device ordinal
   // Client mode.
   bool client_only = false;
   std::string target, psf_id, frame;
@@ -101,6 +112,13 @@ Args Parse(int argc, char** argv) {
     if (k == "--frame") a.frame = argv[i + 1];
     if (k == "--frames") a.frames = std::max(1, v);
     if (k == "--gzip") a.gzip = v != 0;
+    if (k == "--gpus") {
+      for (absl::string_view d : absl::StrSplit(argv[i + 1], ',', absl::SkipEmpty())) {
+        int g = 0;
+        if (!absl::SimpleAtoi(d, &g) || g < 0) a.bad_gpus = std::string(d);
+        a.gpus.push_back(g);
+      }
+    }
   }
   if (a.proc_frames == 0) a.proc_frames = a.repeats;
   return a;
@@ -286,6 +304,7 @@ absl::StatusOr<LocalTimes> TimeLocal(const Args& args, const std::shared_ptr<con
   core::BackendOptions bopts;
   bopts.kind = kind;
   bopts.threads = args.threads;
+  if (kind == core::BackendKind::kCuda && !args.gpus.empty()) bopts.device = args.gpus.front();
   SPEXD_ASSIGN_OR_RETURN(std::unique_ptr<core::Backend> backend, core::CreateBackend(bopts));
   LocalTimes t;
   std::shared_ptr<const core::Geometry> geometry;
@@ -391,7 +410,36 @@ absl::StatusOr<ServiceTimes> TimeService(const Args& args, const spexd::client::
 
 double MedianOr0(const std::vector<double>& v) { return v.empty() ? 0.0 : Summarise(v).median; }
 
-void PrintJson(const Args& args, const LocalTimes& lt, const ServiceTimes& st, const ProcResult& procs) {
+// Each GPU's work from spexd's per-worker metrics (spexd_worker_frames_total and
+// spexd_worker_busy_seconds_total, summed over the workers of a GPU).
+struct GpuWork {
+  double frames = 0, busy_s = 0;            // the whole service run
+  double procs_frames = 0, procs_busy_s = 0;  // during the client processes
+};
+using GpuWorkMap = std::map<std::string, GpuWork>;
+
+void AddTotals(const std::vector<spexd::server::ServerMetrics::WorkerWork>& totals, double sign,
+               bool procs, GpuWorkMap* out) {
+  for (const auto& w : totals) {
+    GpuWork& g = (*out)[w.gpu];
+    (procs ? g.procs_frames : g.frames) += sign * w.frames;
+    (procs ? g.procs_busy_s : g.busy_s) += sign * w.busy_seconds;
+  }
+}
+
+std::string GpuWorkJson(const GpuWorkMap& work) {
+  std::string out;
+  for (const auto& [gpu, g] : work) {
+    absl::StrAppend(&out, out.empty() ? "" : ",",
+                    absl::StrFormat("\"%s\":{\"frames\":%.0f,\"busy_s\":%.3f,\"procs_frames\":%.0f,"
+                                    "\"procs_busy_s\":%.3f}",
+                                    gpu, g.frames, g.busy_s, g.procs_frames, g.procs_busy_s));
+  }
+  return "{" + out + "}";
+}
+
+void PrintJson(const Args& args, const LocalTimes& lt, const ServiceTimes& st, const ProcResult& procs,
+               const GpuWorkMap& gpu_work) {
   const Stats b = Summarise(lt.backend_s), l = Summarise(lt.local_s), s = Summarise(st.service_s);
   const Stats fr = Summarise(lt.frame_s);
   const Stats rd = Summarise(lt.read_s), srd = Summarise(st.server_read_s),
@@ -413,7 +461,8 @@ void PrintJson(const Args& args, const LocalTimes& lt, const ServiceTimes& st, c
       "\"client_procs\":%d,\"proc_frames\":%d,\"procs_wall_per_frame_s\":%.4f,"
       "\"procs_wall_overhead_vs_backend\":%.4f,\"procs_steady_per_frame_s\":%.4f,"
       "\"procs_steady_overhead_vs_backend\":%.4f,\"procs_server_extract_s\":{\"median\":%.4f},"
-      "\"procs_server_load_s\":{\"median\":%.4f},\"prefetch\":%d,\"gzip\":%s,\"git_sha\":\"%s\"}\n",
+      "\"procs_server_load_s\":{\"median\":%.4f},\"prefetch\":%d,\"gzip\":%s,\"gpus\":[%s],"
+      "\"gpu_work\":%s,\"git_sha\":\"%s\"}\n",
       args.fibers, lt.nwave, args.repeats, CpuModel().c_str(), sysconf(_SC_NPROCESSORS_ONLN), host,
       b.median, b.p90, fr.median, l.median, l.p90, rd.median, s.median, s.p90, srd.median,
       sx.median, s.median / b.median - 1, s.median / l.median - 1, args.backend.c_str(),
@@ -421,11 +470,12 @@ void PrintJson(const Args& args, const LocalTimes& lt, const ServiceTimes& st, c
       st.steady_inflight, st.steady_inflight / b.median - 1, args.client_procs, args.proc_frames,
       procs_wall, procs_wall / b.median - 1, procs_steady, procs_steady / b.median - 1,
       MedianOr0(procs.extract), MedianOr0(procs.load), args.prefetch,
-      args.gzip ? "true" : "false", GitSha().c_str());
+      args.gzip ? "true" : "false", absl::StrJoin(args.gpus, ",").c_str(),
+      GpuWorkJson(gpu_work).c_str(), GitSha().c_str());
 }
 
 void PrintSummary(const Args& args, const LocalTimes& lt, const ServiceTimes& st,
-                  const ProcResult& procs) {
+                  const ProcResult& procs, const GpuWorkMap& gpu_work) {
   const Stats b = Summarise(lt.backend_s), l = Summarise(lt.local_s), s = Summarise(st.service_s);
   const Stats fr = Summarise(lt.frame_s);
   const Stats rd = Summarise(lt.read_s), srd = Summarise(st.server_read_s),
@@ -466,6 +516,12 @@ void PrintSummary(const Args& args, const LocalTimes& lt, const ServiceTimes& st
                  procs_steady, 100 * (procs_steady / b.median - 1), MedianOr0(procs.extract),
                  MedianOr0(procs.load));
   }
+  std::string per_gpu;
+  for (const auto& [gpu, g] : gpu_work) {
+    absl::StrAppend(&per_gpu, " gpu ", gpu, ": ", g.frames, " frames (", g.procs_frames,
+                    " from the client processes), busy ", absl::StrFormat("%.2f", g.busy_s), " s;");
+  }
+  std::fprintf(stderr, "rpc_bench: work by GPU (spexd_worker_* metrics):%s\n", per_gpu.c_str());
 }
 
 // The simulated r frame on disk (seed 11), inside the server's data root.
@@ -485,6 +541,9 @@ int main(int argc, char** argv) {
   using namespace spexd;
   const Args args = Parse(argc, argv);
   if (args.client_only) return RunClient(args);
+  if (!args.bad_gpus.empty()) {
+    return Fail("--gpus", absl::InvalidArgumentError("bad device '" + args.bad_gpus + "'"));
+  }
   const std::string psf_path = args.psf;
   auto psf_value = core::Psf::Load(psf_path);
   if (!psf_value.ok()) return Fail("psf", psf_value.status());
@@ -520,6 +579,7 @@ int main(int argc, char** argv) {
   so.backend = *kind;
   so.cpu_threads = args.threads;
   so.prefetch = args.prefetch;
+  so.gpu_devices = args.gpus;
   auto srv = server::SpexdServer::Start(so);
   if (!srv.ok()) return Fail("server", srv.status());
   if (absl::Status st = (*srv)->WaitForWarmUp(absl::Seconds(60)); !st.ok()) return Fail("warm-up", st);
@@ -537,12 +597,17 @@ int main(int argc, char** argv) {
   if (!service.ok()) return Fail("remote extract", service.status());
   // (d) Clients in their own processes.
   ProcResult procs;
+  GpuWorkMap gpu_work;
+  AddTotals((*srv)->metrics().WorkerTotals(), -1, /*procs=*/true, &gpu_work);
   if (args.client_procs > 0) {
     procs = RunClientProcesses(args, co.target, psf_info->id(), frame_path, dir);
     if (!procs.status.ok()) return Fail("client processes", procs.status);
   }
-  (*srv)->Drain(absl::Seconds(5));
-  PrintJson(args, *local, *service, procs);
-  PrintSummary(args, *local, *service, procs);
+  (*srv)->Drain(absl::Seconds(5));  // every worker idle: its busy time is counted
+  const auto totals = (*srv)->metrics().WorkerTotals();
+  AddTotals(totals, 1, /*procs=*/true, &gpu_work);
+  AddTotals(totals, 1, /*procs=*/false, &gpu_work);
+  PrintJson(args, *local, *service, procs, gpu_work);
+  PrintSummary(args, *local, *service, procs, gpu_work);
   return 0;
 }

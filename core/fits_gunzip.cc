@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #include "absl/strings/ascii.h"
@@ -25,6 +26,11 @@ namespace {
 constexpr std::size_t kBlock = 2880;  // FITS logical record (FITS 4.0 §3.1)
 constexpr std::size_t kCard = 80;
 constexpr int64_t kStopPollBytes = int64_t{8} << 20;
+// Above this ratio of ISIZE to compressed bytes a stream is inflated in steps, each header
+// checked before its data (a gzip bomb is refused after a few KB), rather than in one call
+// into a buffer of ISIZE bytes. Preproc frames and PSFs compress 1.2-3x; data that
+// compress better are mostly runs, which zlib inflates quickly anyway.
+constexpr int64_t kMaxWholeInflateRatio = 16;
 
 // The cards of one HDU header that fix the size of its data (FITS 4.0 §4.4.1) and, for
 // tile-compressed images, the size of the image (ZNAXISn).
@@ -58,9 +64,10 @@ int64_t MulCapped(int64_t a, int64_t b, int64_t cap) {
   return std::min(a * b, cap + 1);
 }
 
-// Parses the decompressed FITS stream as it arrives: keeps the bytes of the HDUs (the
-// FITS file CFITSIO will open), checks each header against the limits when its END card
-// arrives, and drops what follows the last HDU.
+// Parses the decompressed FITS stream as it arrives (Add), or once it has all been
+// inflated (CheckWhole): keeps the bytes of the HDUs (the FITS file CFITSIO will open),
+// checks each header against the limits when its END card arrives, and drops what
+// follows the last HDU.
 class FitsStreamCheck {
  public:
   FitsStreamCheck(const std::string& name, const FitsSizeLimits& limits, const StopFn& stop)
@@ -68,6 +75,8 @@ class FitsStreamCheck {
 
   absl::Status Add(absl::string_view piece);
   absl::StatusOr<std::string> Finish();
+  // Instead of Add and Finish: the whole inflated output at once.
+  absl::StatusOr<std::string> CheckWhole(std::string all);
   void Reserve(int64_t hint) {
     if (hint > 0 && hint <= limits_.max_file_bytes) {
       out_.reserve(static_cast<std::size_t>(hint));
@@ -92,6 +101,8 @@ class FitsStreamCheck {
   const FitsSizeLimits& limits_;
   const StopFn& stop_;
   std::string out_;
+  std::size_t pos_ = 0;  // bytes of out_ parsed (Add: all of them)
+  bool whole_ = false;   // CheckWhole: headers are checked after the inflation
   int64_t inflated_ = 0, next_poll_ = kStopPollBytes;
   Mode mode_ = Mode::kHeader;
   int hdu_ = 0;
@@ -116,6 +127,7 @@ absl::Status FitsStreamCheck::Add(absl::string_view piece) {
     if (mode_ == Mode::kData) {
       const std::size_t take = std::min(piece.size(), data_end_ - out_.size());
       out_.append(piece.data(), take);
+      pos_ = out_.size();
       piece.remove_prefix(take);
       if (out_.size() == data_end_) mode_ = Mode::kHeader;
       continue;
@@ -124,6 +136,7 @@ absl::Status FitsStreamCheck::Add(absl::string_view piece) {
     const std::size_t in_block = out_.size() % kBlock;
     const std::size_t take = std::min(piece.size(), kBlock - in_block);
     out_.append(piece.data(), take);
+    pos_ = out_.size();
     piece.remove_prefix(take);
     if (out_.size() % kBlock == 0) {
       const absl::string_view block(out_.data() + out_.size() - kBlock, kBlock);
@@ -131,6 +144,7 @@ absl::Status FitsStreamCheck::Add(absl::string_view piece) {
         // Not an extension: the FITS file ended with the previous HDU (FITS 4.0 §3.5
         // allows special records there; CFITSIO ignores them).
         out_.resize(out_.size() - kBlock);
+        pos_ = out_.size();
         mode_ = Mode::kTrailing;
         break;
       }
@@ -138,6 +152,38 @@ absl::Status FitsStreamCheck::Add(absl::string_view piece) {
     }
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> FitsStreamCheck::CheckWhole(std::string all) {
+  whole_ = true;
+  inflated_ = static_cast<int64_t>(all.size());
+  if (inflated_ > limits_.max_file_bytes) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        name_, ": inflates to more than ", limits_.max_file_bytes,
+        " bytes, the limit for a decompressed FITS file"));
+  }
+  out_ = std::move(all);
+  // The walk Add makes, without copying: header blocks are parsed, data skipped.
+  while (mode_ != Mode::kTrailing && pos_ < out_.size()) {
+    if (mode_ == Mode::kData) {
+      pos_ = std::min(out_.size(), data_end_);
+      if (pos_ == data_end_) mode_ = Mode::kHeader;
+      continue;
+    }
+    if (out_.size() - pos_ < kBlock) {  // a partial block at the end (Finish judges it)
+      pos_ = out_.size();
+      break;
+    }
+    const absl::string_view block(out_.data() + pos_, kBlock);
+    if (hdu_ > 0 && card_index_ == 0 && !absl::StartsWith(block, "XTENSION")) {
+      mode_ = Mode::kTrailing;  // as in Add
+      break;
+    }
+    pos_ += kBlock;
+    SPEXD_RETURN_IF_ERROR(ParseBlock(block));
+  }
+  out_.resize(pos_);
+  return Finish();
 }
 
 absl::Status FitsStreamCheck::ParseBlock(absl::string_view block) {
@@ -248,7 +294,8 @@ absl::Status FitsStreamCheck::EndOfHeader() {
   if (pixels > limits_.max_image_pixels) {
     return absl::ResourceExhaustedError(absl::StrCat(
         name_, "[HDU ", hdu_, "]: image of more than ", limits_.max_image_pixels,
-        " pixels (the limit), refused from its header before decompressing its data"));
+        " pixels (the limit), refused from its header",
+        whole_ ? "" : " before decompressing its data"));
   }
   // Data size (FITS 4.0 §4.4.1.1, §7.1.2 random groups): |BITPIX|/8 x GCOUNT x
   // (PCOUNT + NAXIS1 x ... x NAXISn), NAXIS1 skipped for random groups.
@@ -263,15 +310,15 @@ absl::Status FitsStreamCheck::EndOfHeader() {
   }
   const int64_t padded = (data + static_cast<int64_t>(kBlock) - 1) / static_cast<int64_t>(kBlock) *
                          static_cast<int64_t>(kBlock);
-  const int64_t end = static_cast<int64_t>(out_.size()) + padded;
+  const int64_t end = static_cast<int64_t>(pos_) + padded;
   if (end > cap) {
     return absl::ResourceExhaustedError(absl::StrCat(
         name_, "[HDU ", hdu_, "]: the file's HDUs declare more than ", cap,
         " bytes, the limit for a decompressed FITS file; refused from the header"));
   }
   data_end_ = static_cast<std::size_t>(end);
-  data_min_end_ = out_.size() + static_cast<std::size_t>(data);
-  mode_ = data_end_ > out_.size() ? Mode::kData : Mode::kHeader;
+  data_min_end_ = pos_ + static_cast<std::size_t>(data);
+  mode_ = data_end_ > pos_ ? Mode::kData : Mode::kHeader;
   ++hdu_;
   card_index_ = 0;
   shape_ = HduShape{};
@@ -294,36 +341,90 @@ absl::StatusOr<std::string> FitsStreamCheck::Finish() {
   return std::move(out_);
 }
 
-// Trailer ISIZE: the uncompressed size modulo 2^32 of the last member (RFC 1952 §2.3.1),
-// used only to reserve memory (bounded by the limit).
-int64_t SizeHint(absl::string_view tail) {
-  if (tail.size() < 4) return 0;
-  const auto* p = reinterpret_cast<const unsigned char*>(tail.data() + tail.size() - 4);
-  return static_cast<int64_t>(p[0]) | (static_cast<int64_t>(p[1]) << 8) |
-         (static_cast<int64_t>(p[2]) << 16) | (static_cast<int64_t>(p[3]) << 24);
+// `gz` inflated into a buffer of `capacity` bytes in one call per member.
+absl::StatusOr<std::string> InflateWhole(absl::string_view gz, int64_t capacity,
+                                         const std::string& name, const StopFn& stop) {
+  std::string out;
+  out.reserve(static_cast<std::size_t>(capacity));
+  AdviseHugePages(out.data(), out.capacity());
+  // Zero-filled by resize (C++20 has no resize_and_overwrite): a few per cent of the
+  // inflate time, most of it the page faults the inflate would take anyway.
+  out.resize(static_cast<std::size_t>(capacity));
+  SPEXD_ASSIGN_OR_RETURN(const std::size_t size,
+                         InflateGzipInto(gz, out.data(), out.size(), name, stop));
+  out.resize(size);
+  return out;
 }
 
-}  // namespace
-
-absl::StatusOr<std::string> GunzipFits(absl::string_view gz, const std::string& name,
-                                       const FitsSizeLimits& limits, const StopFn& stop) {
+absl::StatusOr<std::string> GunzipInSteps(absl::string_view gz, const std::string& name,
+                                          const FitsSizeLimits& limits, const StopFn& stop) {
   FitsStreamCheck check(name, limits, stop);
-  check.Reserve(SizeHint(gz));
+  check.Reserve(GzipTrailerSize(gz));
   GzipInflater inflater(name, [&](absl::string_view piece) { return check.Add(piece); });
   SPEXD_RETURN_IF_ERROR(inflater.Feed(gz));
   SPEXD_RETURN_IF_ERROR(inflater.Finish());
   return check.Finish();
 }
 
+}  // namespace
+
+int64_t WholeInflateCapacity(int64_t gz_bytes, uint32_t isize, const FitsSizeLimits& limits) {
+  const auto size = static_cast<int64_t>(isize);
+  if (size < static_cast<int64_t>(kBlock) || size > limits.max_file_bytes ||
+      gz_bytes > limits.max_file_bytes || size / kMaxWholeInflateRatio > gz_bytes) {
+    return 0;
+  }
+  return size;
+}
+
+absl::StatusOr<std::string> GunzipFits(absl::string_view gz, const std::string& name,
+                                       const FitsSizeLimits& limits, const StopFn& stop) {
+  const int64_t capacity =
+      WholeInflateCapacity(static_cast<int64_t>(gz.size()), GzipTrailerSize(gz), limits);
+  if (capacity > 0) {
+    absl::StatusOr<std::string> whole = InflateWhole(gz, capacity, name, stop);
+    if (whole.ok()) {
+      if (stop && stop()) return absl::CancelledError(absl::StrCat(name, ": decompression stopped"));
+      FitsStreamCheck check(name, limits, stop);
+      return check.CheckWhole(*std::move(whole));
+    }
+    if (whole.status().code() == absl::StatusCode::kCancelled) return whole.status();
+    // A lying ISIZE (OUT_OF_RANGE or a mismatch), more members than the last one's ISIZE
+    // holds, or bad data: inflated in steps, which checks each header before its data
+    // and tells corrupt from truncated data.
+  }
+  return GunzipInSteps(gz, name, limits, stop);
+}
+
 absl::StatusOr<std::string> GunzipFitsFd(int fd, const std::string& name,
                                          const FitsSizeLimits& limits, const StopFn& stop) {
-  FitsStreamCheck check(name, limits, stop);
   const off_t start = lseek(fd, 0, SEEK_CUR), end = lseek(fd, 0, SEEK_END);
-  if (start >= 0 && end >= start + 4) {
-    char tail[4];
-    if (pread(fd, tail, 4, end - 4) == 4) check.Reserve(SizeHint(absl::string_view(tail, 4)));
+  uint32_t isize = 0;
+  char tail[4];
+  if (start >= 0 && end >= start + 4 && pread(fd, tail, 4, end - 4) == 4) {
+    isize = GzipTrailerSize(absl::string_view(tail, 4));
   }
   if (start >= 0) lseek(fd, start, SEEK_SET);
+  const int64_t gz_bytes = start >= 0 && end >= start ? end - start : 0;
+  if (WholeInflateCapacity(gz_bytes, isize, limits) > 0) {
+    // Read whole (libdeflate needs all of a member): from the page cache this is a few
+    // per cent of the inflate time. A file that changes meanwhile is judged as read.
+    std::unique_ptr<char[]> gz(new char[static_cast<std::size_t>(gz_bytes)]);
+    std::size_t got = 0;
+    while (got < static_cast<std::size_t>(gz_bytes)) {
+      const ssize_t n = pread(fd, gz.get() + got, static_cast<std::size_t>(gz_bytes) - got,
+                              start + static_cast<off_t>(got));
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) {
+        return absl::InvalidArgumentError(absl::StrCat(name, ": read failed: ", std::strerror(errno)));
+      }
+      if (n == 0) break;
+      got += static_cast<std::size_t>(n);
+    }
+    return GunzipFits(absl::string_view(gz.get(), got), name, limits, stop);
+  }
+  FitsStreamCheck check(name, limits, stop);
+  check.Reserve(isize);
   GzipInflater inflater(name, [&](absl::string_view piece) { return check.Add(piece); });
   std::vector<char> buf(1 << 20);
   for (;;) {

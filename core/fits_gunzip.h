@@ -1,6 +1,9 @@
-// Inflating gzip-compressed FITS files (DESI's .fits.gz) with bounded memory: every HDU
-// header is checked against the limits as soon as it has been inflated, before any of
-// its data is, so a small "gzip bomb" is refused after a few kilobytes of output.
+// Inflating gzip-compressed FITS files (DESI's .fits.gz) with bounded memory. A stream
+// whose ISIZE trailer is plausible (WholeInflateCapacity) is inflated in one call into a
+// buffer of that size (libdeflate), then its headers are checked; any other stream (a
+// likely gzip bomb, a lying ISIZE, more members than the last ISIZE holds, bad data) is
+// inflated in steps, every HDU header checked against the limits as soon as it has been
+// inflated, before any of its data is, so that a bomb is refused after a few kilobytes.
 #ifndef SPEXD_CORE_FITS_GUNZIP_H_
 #define SPEXD_CORE_FITS_GUNZIP_H_
 
@@ -21,8 +24,16 @@ struct FitsSizeLimits {
   int64_t max_image_pixels = int64_t{1} << 28;
 };
 
-// Polled every few MB of output; returning true stops with CANCELLED. May be empty.
+// Polled before and after a one-call inflation, or every few MB of output when inflating
+// in steps; returning true stops with CANCELLED. May be empty.
 using StopFn = std::function<bool()>;
+
+// The output buffer, in bytes, that GunzipFits allocates to inflate `gz_bytes` of gzip data
+// whose trailer states `isize` (GzipTrailerSize) in one call; 0 when it inflates in steps
+// instead: `isize` under one FITS block (2880 bytes), over limits.max_file_bytes, or over
+// 16 times `gz_bytes` (a bomb is refused from its headers without that allocation), or
+// `gz_bytes` over limits.max_file_bytes.
+int64_t WholeInflateCapacity(int64_t gz_bytes, uint32_t isize, const FitsSizeLimits& limits);
 
 // The FITS file inside the gzip data `gz` (see IsGzip). Errors name `name`:
 //  - RESOURCE_EXHAUSTED when an image HDU has more than limits.max_image_pixels
@@ -35,8 +46,9 @@ using StopFn = std::function<bool()>;
 absl::StatusOr<std::string> GunzipFits(absl::string_view gz, const std::string& name,
                                        const FitsSizeLimits& limits, const StopFn& stop = {});
 
-// The same, reading the gzip data from the open descriptor `fd` (from its current
-// offset to its end, in 1 MiB pieces).
+// The same, reading the gzip data from the open descriptor `fd` (from its current offset
+// to its end): whole, when WholeInflateCapacity allows the one-call inflation (the file's
+// size is then under limits.max_file_bytes), in 1 MiB pieces otherwise.
 absl::StatusOr<std::string> GunzipFitsFd(int fd, const std::string& name,
                                          const FitsSizeLimits& limits, const StopFn& stop = {});
 

@@ -1,5 +1,6 @@
 #include "core/gzip.h"
 
+#include <libdeflate.h>
 #include <zlib.h>
 
 #include <algorithm>
@@ -21,6 +22,48 @@ constexpr std::size_t kMaxZlibChunk = 1u << 30;
 bool IsGzip(absl::string_view bytes) {
   return bytes.size() >= 2 && static_cast<unsigned char>(bytes[0]) == 0x1f &&
          static_cast<unsigned char>(bytes[1]) == 0x8b;
+}
+
+uint32_t GzipTrailerSize(absl::string_view gz) {
+  if (gz.size() < 4) return 0;
+  const auto* p = reinterpret_cast<const unsigned char*>(gz.data() + gz.size() - 4);
+  return static_cast<uint32_t>(p[0]) | (static_cast<uint32_t>(p[1]) << 8) |
+         (static_cast<uint32_t>(p[2]) << 16) | (static_cast<uint32_t>(p[3]) << 24);
+}
+
+absl::StatusOr<std::size_t> InflateGzipInto(absl::string_view gz, char* out,
+                                            std::size_t capacity, absl::string_view name,
+                                            const std::function<bool()>& stop) {
+  std::unique_ptr<libdeflate_decompressor, void (*)(libdeflate_decompressor*)> d(
+      libdeflate_alloc_decompressor(), &libdeflate_free_decompressor);
+  if (d == nullptr) {
+    return absl::ResourceExhaustedError(absl::StrCat(name, ": cannot allocate a decompressor"));
+  }
+  std::size_t in_done = 0, out_done = 0;
+  int members = 0;
+  while (in_done < gz.size()) {
+    const absl::string_view rest = gz.substr(in_done);
+    // NUL padding after the last member, as gzip -d accepts it.
+    if (members > 0 && rest.find_first_not_of('\0') == absl::string_view::npos) break;
+    if (stop && stop()) return absl::CancelledError(absl::StrCat(name, ": decompression stopped"));
+    std::size_t in_n = 0, out_n = 0;
+    const libdeflate_result r =
+        libdeflate_gzip_decompress_ex(d.get(), rest.data(), rest.size(), out + out_done,
+                                      capacity - out_done, &in_n, &out_n);
+    if (r == LIBDEFLATE_INSUFFICIENT_SPACE) {
+      return absl::OutOfRangeError(
+          absl::StrCat(name, ": inflates to more than ", capacity, " bytes"));
+    }
+    if (r != LIBDEFLATE_SUCCESS) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          name, ": corrupt or truncated gzip data (member ", members + 1, ")"));
+    }
+    in_done += in_n;
+    out_done += out_n;
+    ++members;
+  }
+  if (members == 0) return absl::InvalidArgumentError(absl::StrCat(name, ": truncated gzip data (empty)"));
+  return out_done;
 }
 
 absl::StatusOr<std::string> GzipCompress(absl::string_view data) {

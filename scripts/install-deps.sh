@@ -6,7 +6,7 @@ set -euo pipefail
 PKGS=(
   build-essential cmake ninja-build pkg-config git
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
-  libcfitsio-dev zlib1g-dev libabsl-dev prometheus-cpp-dev
+  libcfitsio-dev zlib1g-dev libdeflate-dev libabsl-dev prometheus-cpp-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   liblapacke-dev libopenblas-dev
   # The Python client (client/python, import spexd) and its tests run on Debian's

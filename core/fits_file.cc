@@ -1,3 +1,6 @@
+// FitsFile's handle: opening (on disk, in memory), creating, closing, moving between HDUs,
+// and the errors that name the file and HDU. Reading keywords, pixels and cards is in
+// fits_file_read.cc, writing them in fits_file_write.cc.
 #include "core/fits_file.h"
 
 #include <fcntl.h>
@@ -9,14 +12,14 @@
 #include <cstring>
 #include <utility>
 
-#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "core/fits_file_internal.h"
 #include "core/fits_layout.h"
 #include "core/status_macros.h"
 
 namespace spexd::core {
-namespace {
+namespace internal {
 
 std::string CfitsioText(int status) {
   char text[FLEN_STATUS] = {0};
@@ -30,6 +33,46 @@ std::string CfitsioText(int status) {
   if (!detail.empty() && detail != text) return absl::StrCat(text, " (", detail, ")");
   return text;
 }
+
+namespace {
+
+bool IsCompressionKey(absl::string_view key) {
+  static constexpr const char* kZ[] = {
+      "ZIMAGE",  "ZBITPIX", "ZNAXIS",  "ZTILE",   "ZCMPTYPE", "ZNAME",    "ZVAL",
+      "ZQUANTIZ", "ZDITHER", "ZSIMPLE", "ZEXTEND", "ZPCOUNT",  "ZGCOUNT",  "ZHECKSUM",
+      "ZDATASUM", "ZBLANK",  "ZSCALE",  "ZZERO",   "ZTENSION"};
+  for (const char* z : kZ) {
+    if (absl::StartsWith(key, z)) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+bool IsStructuralKey(absl::string_view key) {
+  static constexpr const char* kExact[] = {"SIMPLE", "XTENSION", "BITPIX", "EXTEND", "PCOUNT",
+                                           "GCOUNT", "TFIELDS", "CHECKSUM", "DATASUM", "END",
+                                           "EXTNAME", "THEAP", "BSCALE", "BZERO", "BLANK"};
+  for (const char* k : kExact) {
+    if (key == k) return true;
+  }
+  static constexpr const char* kPrefix[] = {"NAXIS", "TTYPE", "TFORM", "TDIM", "TUNIT",
+                                            "TSCAL", "TZERO", "TNULL", "TDISP", "Z"};
+  for (const char* p : kPrefix) {
+    if (absl::StartsWith(key, p)) {
+      // Z* only for tile-compression cards (ZIMAGE, ZBITPIX, ZNAXISn, ZTILEn, ZCMPTYPE, ...).
+      if (absl::string_view(p) == "Z") return IsCompressionKey(key);
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace internal
+
+namespace {
+
+using internal::CfitsioText;
 
 // CheckFitsLayout (fits_layout.h) on a plain FITS file on disk, reading only its headers.
 // A file that does not start as FITS does (a compressed one, or not FITS at all) is left
@@ -59,62 +102,6 @@ absl::Status CheckLayoutOnDisk(const std::string& path, int* raw_fd) {
     ::close(fd);
   }
   return result;
-}
-
-// A FITS integer or real value (§4.2.3, §4.2.4): sign, digits, point, exponent (E or D).
-bool LooksNumeric(absl::string_view v) {
-  v = absl::StripAsciiWhitespace(v);
-  if (v.empty() || v.size() > 40) return false;
-  bool digit = false;
-  for (char c : v) {
-    if (absl::ascii_isdigit(static_cast<unsigned char>(c))) {
-      digit = true;
-    } else if (!absl::StrContains("+-.EeDd", c)) {
-      return false;
-    }
-  }
-  return digit;
-}
-
-template <typename T>
-struct FitsType;
-template <> struct FitsType<double> { static constexpr int kData = TDOUBLE; static constexpr int kImg = DOUBLE_IMG; };
-template <> struct FitsType<float> { static constexpr int kData = TFLOAT; static constexpr int kImg = FLOAT_IMG; };
-template <> struct FitsType<int32_t> { static constexpr int kData = TINT; static constexpr int kImg = LONG_IMG; };
-template <> struct FitsType<uint32_t> { static constexpr int kData = TUINT; static constexpr int kImg = ULONG_IMG; };
-template <> struct FitsType<int16_t> { static constexpr int kData = TSHORT; static constexpr int kImg = SHORT_IMG; };
-template <> struct FitsType<uint16_t> { static constexpr int kData = TUSHORT; static constexpr int kImg = USHORT_IMG; };
-template <> struct FitsType<uint8_t> { static constexpr int kData = TBYTE; static constexpr int kImg = BYTE_IMG; };
-template <> struct FitsType<int64_t> { static constexpr int kData = TLONGLONG; static constexpr int kImg = LONGLONG_IMG; };
-
-bool IsCompressionKey(absl::string_view key) {
-  static constexpr const char* kZ[] = {
-      "ZIMAGE",  "ZBITPIX", "ZNAXIS",  "ZTILE",   "ZCMPTYPE", "ZNAME",    "ZVAL",
-      "ZQUANTIZ", "ZDITHER", "ZSIMPLE", "ZEXTEND", "ZPCOUNT",  "ZGCOUNT",  "ZHECKSUM",
-      "ZDATASUM", "ZBLANK",  "ZSCALE",  "ZZERO",   "ZTENSION"};
-  for (const char* z : kZ) {
-    if (absl::StartsWith(key, z)) return true;
-  }
-  return false;
-}
-
-bool IsStructuralKey(absl::string_view key) {
-  static constexpr const char* kExact[] = {"SIMPLE", "XTENSION", "BITPIX", "EXTEND", "PCOUNT",
-                                           "GCOUNT", "TFIELDS", "CHECKSUM", "DATASUM", "END",
-                                           "EXTNAME", "THEAP", "BSCALE", "BZERO", "BLANK"};
-  for (const char* k : kExact) {
-    if (key == k) return true;
-  }
-  static constexpr const char* kPrefix[] = {"NAXIS", "TTYPE", "TFORM", "TDIM", "TUNIT",
-                                            "TSCAL", "TZERO", "TNULL", "TDISP", "Z"};
-  for (const char* p : kPrefix) {
-    if (absl::StartsWith(key, p)) {
-      // Z* only for tile-compression cards (ZIMAGE, ZBITPIX, ZNAXISn, ZTILEn, ZCMPTYPE, ...).
-      if (absl::string_view(p) == "Z") return IsCompressionKey(key);
-      return true;
-    }
-  }
-  return false;
 }
 
 }  // namespace
@@ -282,23 +269,6 @@ absl::StatusOr<FitsFile> FitsFile::CreateMemory(std::string display_name) {
   return file;
 }
 
-absl::Status FitsFile::CopyCurrentHduTo(FitsFile& dest) {
-  if (fptr_ == nullptr || dest.fptr_ == nullptr) {
-    return absl::FailedPreconditionError(absl::StrCat(name_, ": copying HDU of a closed file"));
-  }
-  int status = 0, hdutype = 0, ndest = 0;
-  fits_get_hdu_type(fptr_, &hdutype, &status);
-  fits_get_num_hdus(dest.fptr_, &ndest, &status);
-  if (status != 0) return Error(status, "preparing HDU copy");
-  if (ndest == 0 && hdutype != IMAGE_HDU) {
-    fits_create_img(dest.fptr_, BYTE_IMG, 0, nullptr, &status);
-    if (status != 0) return dest.Error(status, "creating empty primary HDU");
-  }
-  fits_copy_hdu(fptr_, dest.fptr_, 0, &status);
-  if (status != 0) return Error(status, absl::StrCat("copying HDU to ", dest.name_));
-  return absl::OkStatus();
-}
-
 absl::StatusOr<std::string> FitsFile::TakeMemory() {
   if (mem_ == nullptr || fptr_ == nullptr) {
     return absl::FailedPreconditionError(absl::StrCat(name_, ": not an open in-memory file"));
@@ -416,194 +386,5 @@ absl::Status FitsFile::CheckHduComplete() {
   }
   return absl::OkStatus();
 }
-
-// Reads keyword `key` of the current HDU as CFITSIO type `type` into `value`: NOT_FOUND
-// when absent, INVALID_ARGUMENT (with `problem`) when not convertible.
-absl::Status FitsFile::ReadKeyInto(int type, const char* key, void* value,
-                                   absl::string_view problem) {
-  int status = 0;
-  if (type != TSTRING && type != TLOGICAL) {
-    // CFITSIO's conversion of a malformed number can overflow its own message buffer
-    // (a fortify abort in ffc2j, found by fuzzing the PSF reader:
-    // tests/fuzz/regressions/psf/): the raw value is checked here first.
-    char raw[FLEN_VALUE] = {0};
-    fits_read_keyword(fptr_, key, raw, nullptr, &status);
-    if (status == 0 && !LooksNumeric(raw)) {
-      return Invalid(absl::StrCat("keyword ", key, problem, " ('",
-                                  absl::StripAsciiWhitespace(raw), "')"));
-    }
-    status = 0;
-    fits_clear_errmsg();
-  }
-  fits_read_key(fptr_, type, key, value, nullptr, &status);
-  if (status == KEY_NO_EXIST) {
-    fits_clear_errmsg();
-    return absl::NotFoundError(
-        absl::StrCat(name_, "[", CurrentHduName(), "]: missing keyword ", key));
-  }
-  if (status != 0) return Error(status, absl::StrCat("keyword ", key, problem));
-  return absl::OkStatus();
-}
-
-absl::StatusOr<double> FitsFile::ReadDouble(const char* key) {
-  double value = 0;
-  SPEXD_RETURN_IF_ERROR(ReadKeyInto(TDOUBLE, key, &value, " is not a number"));
-  return value;
-}
-
-absl::StatusOr<long> FitsFile::ReadLong(const char* key) {
-  // CFITSIO converts a string value like '3' (PSFVER) and rejects non-integral ones.
-  long value = 0;
-  SPEXD_RETURN_IF_ERROR(ReadKeyInto(TLONG, key, &value, " is not an integer"));
-  return value;
-}
-
-absl::StatusOr<std::string> FitsFile::ReadString(const char* key) {
-  char value[FLEN_VALUE] = {0};
-  SPEXD_RETURN_IF_ERROR(ReadKeyInto(TSTRING, key, value, ""));
-  return std::string(value);
-}
-
-std::optional<double> FitsFile::ReadOptionalDouble(const char* key) {
-  auto v = ReadDouble(key);
-  if (!v.ok()) return std::nullopt;
-  return *v;
-}
-
-std::optional<std::string> FitsFile::ReadOptionalString(const char* key) {
-  auto v = ReadString(key);
-  if (!v.ok()) return std::nullopt;
-  return *v;
-}
-
-absl::StatusOr<FitsFile::ImageInfo> FitsFile::GetImageInfo() {
-  int status = 0, hdutype = 0;
-  fits_get_hdu_type(fptr_, &hdutype, &status);
-  if (status != 0) return Error(status, "reading HDU type");
-  // Tile-compressed images are BINTABLEs on disk that CFITSIO presents as images.
-  int is_image = hdutype == IMAGE_HDU;
-  if (!is_image) {
-    is_image = fits_is_compressed_image(fptr_, &status);
-    if (status != 0) return Error(status, "reading HDU type");
-  }
-  if (!is_image) return Invalid("is not an image HDU");
-  int naxis = 0, bitpix = 0;
-  fits_get_img_dim(fptr_, &naxis, &status);
-  fits_get_img_equivtype(fptr_, &bitpix, &status);
-  if (status != 0) return Error(status, "reading image dimensions");
-  ImageInfo info;
-  info.equiv_bitpix = bitpix;
-  info.naxes.resize(naxis);
-  if (naxis > 0) fits_get_img_size(fptr_, naxis, info.naxes.data(), &status);
-  if (status != 0) return Error(status, "reading image size");
-  return info;
-}
-
-template <typename T>
-absl::StatusOr<std::vector<T>> FitsFile::ReadImage() {
-  auto info = GetImageInfo();
-  if (!info.ok()) return info.status();
-  std::size_t n = 1;
-  for (long a : info->naxes) n *= static_cast<std::size_t>(a);
-  if (info->naxes.empty()) n = 0;
-  std::vector<T> out(n);
-  if (n == 0) return out;
-  int status = 0, anynul = 0;
-  std::vector<long> fpixel(info->naxes.size(), 1);
-  fits_read_pix(fptr_, FitsType<T>::kData, fpixel.data(), static_cast<LONGLONG>(n), nullptr,
-                out.data(), &anynul, &status);
-  if (status != 0) return Error(status, "reading image data (truncated or corrupt file?)");
-  return out;
-}
-
-absl::StatusOr<std::vector<std::string>> FitsFile::ReadUserCards() {
-  int status = 0, nkeys = 0, more = 0;
-  fits_get_hdrspace(fptr_, &nkeys, &more, &status);
-  if (status != 0) return Error(status, "reading header");
-  std::vector<std::string> cards;
-  for (int i = 1; i <= nkeys; ++i) {
-    char card[FLEN_CARD] = {0};
-    fits_read_record(fptr_, i, card, &status);
-    if (status != 0) return Error(status, "reading header card");
-    char keyname[FLEN_KEYWORD] = {0};
-    int len = 0, kst = 0;
-    fits_get_keyname(card, keyname, &len, &kst);
-    if (IsStructuralKey(keyname)) continue;
-    cards.emplace_back(card);
-  }
-  return cards;
-}
-
-template <typename T>
-absl::Status FitsFile::WriteImage(absl::string_view extname, const std::vector<long>& naxes,
-                                  const T* data) {
-  int status = 0;
-  std::vector<long> axes = naxes;
-  fits_create_img(fptr_, FitsType<T>::kImg, static_cast<int>(axes.size()), axes.data(), &status);
-  std::string name(extname);
-  fits_update_key(fptr_, TSTRING, "EXTNAME", name.data(), nullptr, &status);
-  if (status != 0) return Error(status, absl::StrCat("creating image HDU ", extname));
-  LONGLONG n = 1;
-  for (long a : axes) n *= a;
-  if (n > 0 && !axes.empty()) {
-    std::vector<long> fpixel(axes.size(), 1);
-    fits_write_pix(fptr_, FitsType<T>::kData, fpixel.data(), n, const_cast<T*>(data), &status);
-  }
-  if (status != 0) return Error(status, absl::StrCat("writing image HDU ", extname));
-  return absl::OkStatus();
-}
-
-absl::Status FitsFile::WriteCards(const std::vector<std::string>& cards) {
-  int status = 0;
-  for (const std::string& card : cards) {
-    char keyname[FLEN_KEYWORD] = {0};
-    int len = 0, kst = 0;
-    fits_get_keyname(const_cast<char*>(card.c_str()), keyname, &len, &kst);
-    if (IsStructuralKey(keyname)) continue;
-    std::string key(keyname);
-    if (key.empty() || key == "COMMENT" || key == "HISTORY") {
-      fits_write_record(fptr_, card.c_str(), &status);
-    } else {
-      fits_update_card(fptr_, key.c_str(), card.c_str(), &status);
-    }
-    if (status != 0) return Error(status, absl::StrCat("writing header card ", key));
-  }
-  return absl::OkStatus();
-}
-
-absl::Status FitsFile::WriteKey(const char* key, const std::string& value, const char* comment) {
-  int status = 0;
-  fits_update_key(fptr_, TSTRING, key, const_cast<char*>(value.c_str()), comment, &status);
-  if (status != 0) return Error(status, absl::StrCat("writing keyword ", key));
-  return absl::OkStatus();
-}
-
-absl::Status FitsFile::WriteKey(const char* key, double value, const char* comment) {
-  int status = 0;
-  fits_update_key(fptr_, TDOUBLE, key, &value, comment, &status);
-  if (status != 0) return Error(status, absl::StrCat("writing keyword ", key));
-  return absl::OkStatus();
-}
-
-absl::Status FitsFile::WriteKey(const char* key, long value, const char* comment) {
-  int status = 0;
-  fits_update_key(fptr_, TLONG, key, &value, comment, &status);
-  if (status != 0) return Error(status, absl::StrCat("writing keyword ", key));
-  return absl::OkStatus();
-}
-
-#define SPEXD_INSTANTIATE(T)                                               \
-  template absl::StatusOr<std::vector<T>> FitsFile::ReadImage<T>();        \
-  template absl::Status FitsFile::WriteImage<T>(absl::string_view, const std::vector<long>&, \
-                                                const T*);
-SPEXD_INSTANTIATE(double)
-SPEXD_INSTANTIATE(float)
-SPEXD_INSTANTIATE(int32_t)
-SPEXD_INSTANTIATE(uint32_t)
-SPEXD_INSTANTIATE(int16_t)
-SPEXD_INSTANTIATE(uint16_t)
-SPEXD_INSTANTIATE(uint8_t)
-SPEXD_INSTANTIATE(int64_t)
-#undef SPEXD_INSTANTIATE
 
 }  // namespace spexd::core

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <new>
 #include <vector>
 
 #include "absl/strings/ascii.h"
@@ -345,11 +346,16 @@ absl::StatusOr<std::string> FitsStreamCheck::Finish() {
 absl::StatusOr<std::string> InflateWhole(absl::string_view gz, int64_t capacity,
                                          const std::string& name, const StopFn& stop) {
   std::string out;
-  out.reserve(static_cast<std::size_t>(capacity));
-  AdviseHugePages(out.data(), out.capacity());
-  // Zero-filled by resize (C++20 has no resize_and_overwrite): a few per cent of the
-  // inflate time, most of it the page faults the inflate would take anyway.
-  out.resize(static_cast<std::size_t>(capacity));
+  try {
+    out.reserve(static_cast<std::size_t>(capacity));
+    AdviseHugePages(out.data(), out.capacity());
+    // Zero-filled by resize (C++20 has no resize_and_overwrite): a few per cent of the
+    // inflate time, most of it the page faults the inflate would take anyway.
+    out.resize(static_cast<std::size_t>(capacity));
+  } catch (const std::bad_alloc&) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat(name, ": out of memory for its ", capacity, " inflated bytes"));
+  }
   SPEXD_ASSIGN_OR_RETURN(const std::size_t size,
                          InflateGzipInto(gz, out.data(), out.size(), name, stop));
   out.resize(size);
@@ -388,7 +394,10 @@ absl::StatusOr<std::string> GunzipFits(absl::string_view gz, const std::string& 
       FitsStreamCheck check(name, limits, stop);
       return check.CheckWhole(*std::move(whole));
     }
-    if (whole.status().code() == absl::StatusCode::kCancelled) return whole.status();
+    if (whole.status().code() == absl::StatusCode::kCancelled ||
+        whole.status().code() == absl::StatusCode::kResourceExhausted) {
+      return whole.status();  // stopped, or out of memory (the steps would need it too)
+    }
     // A lying ISIZE (OUT_OF_RANGE or a mismatch), more members than the last one's ISIZE
     // holds, or bad data: inflated in steps, which checks each header before its data
     // and tells corrupt from truncated data.
@@ -409,7 +418,11 @@ absl::StatusOr<std::string> GunzipFitsFd(int fd, const std::string& name,
   if (WholeInflateCapacity(gz_bytes, isize, limits) > 0) {
     // Read whole (libdeflate needs all of a member): from the page cache this is a few
     // per cent of the inflate time. A file that changes meanwhile is judged as read.
-    std::unique_ptr<char[]> gz(new char[static_cast<std::size_t>(gz_bytes)]);
+    std::unique_ptr<char[]> gz(new (std::nothrow) char[static_cast<std::size_t>(gz_bytes)]);
+    if (gz == nullptr) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat(name, ": out of memory for its ", gz_bytes, " compressed bytes"));
+    }
     std::size_t got = 0;
     while (got < static_cast<std::size_t>(gz_bytes)) {
       const ssize_t n = pread(fd, gz.get() + got, static_cast<std::size_t>(gz_bytes) - got,

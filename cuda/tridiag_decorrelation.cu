@@ -1,7 +1,8 @@
 // Q = C_ss^{-1/2} by Householder tridiagonalisation + implicit QL, then the
 // decorrelation products (extraction-spec §2.10–2.11), in three kernels:
-//  1. ReduceKernel, a thread block per (patch, core spectrum): T = H^T C H in shared
-//     memory, H formed in place and written over C; T to QlBuffers.
+//  1. RegisterReduceKernel (nt <= 80; register_tridiag.cuh: the matrix in registers) or
+//     ReduceKernel (shared memory), a thread block per (patch, core spectrum):
+//     T = H^T C H, H formed and written over C; T to QlBuffers.
 //  2. QlKernel, a thread per block: QL on T, its rotations logged. QL is a chain of
 //     dependent scalar steps (≈ 130 sweeps, ≈ 5,000 rotations per block): run inside
 //     the thread block it left the SM idle (1.3 ms per block, measured), here 23,500
@@ -11,9 +12,14 @@
 //     A block whose log overflowed runs TridiagonalQl here instead.
 // Only one nt x nt matrix lives in shared memory, so four blocks fit on an SM.
 #include "cuda/decorrelation.h"
+
+#include <cstdlib>
+#include <string_view>
+
 #include "cuda/decorrelation_products.cuh"
 #include "cuda/kernel_common.cuh"
 #include "cuda/launch_check.h"
+#include "cuda/register_tridiag.cuh"
 #include "cuda/tridiag_eigen.h"
 
 namespace spexd::cuda {
@@ -146,6 +152,27 @@ __global__ void __launch_bounds__(kReduceThreads) ReduceKernel(RunArgs a) {
   }
 }
 
+// The same reduction with the matrix in registers (cuda/register_tridiag.cuh), nt <= 80.
+// Three blocks per SM: 80 registers per thread and 72 bytes of spills, 3.49 ms per batch
+// of 1,410 r-frame patches against 3.81 ms at two blocks per SM (126 registers, no
+// spills) and 5.77 ms for ReduceKernel (H100, ncu).
+__global__ void __launch_bounds__(kRegThreads, 3) RegisterReduceKernel(RunArgs a) {
+  extern __shared__ double smem[];
+  const PlanDims& D = a.dims;
+  const int n = D.nwavetot;
+  const RunEntry e = a.entries[blockIdx.x];
+  const RegShared sh = MakeRegShared(smem, n);
+  double* c = SlotBlock(a, e);
+  RegTile g;
+  RegisterTridiagonalize(c, n, sh, g);
+  StoreReflectorProduct(g, n, c);
+  const int64_t b = BlockIndex(D) * n;
+  for (int i = threadIdx.x; i < n; i += blockDim.x) {
+    a.ql.d[b + i] = a.ql.d0[b + i] = sh.d[i];
+    a.ql.e[b + i] = a.ql.e0[b + i] = sh.e[i];
+  }
+}
+
 __global__ void __launch_bounds__(kQlThreads) QlKernel(RunArgs a, int64_t blocks) {
   extern __shared__ double smem[];
   const int64_t b = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -261,14 +288,31 @@ cudaError_t PrepareSmem(Kernel kernel, std::size_t smem) {
   return err;
 }
 
+// SPEXD_CUDA_TRIDIAG_REDUCE=shared selects the shared-memory reduction for any nt (A/B in
+// benches, and the GPU tests of the kernel that larger nt use).
+bool UseRegisterReduction() {
+  static const bool use = [] {
+    const char* v = std::getenv("SPEXD_CUDA_TRIDIAG_REDUCE");
+    return v == nullptr || std::string_view(v) != "shared";
+  }();
+  return use;
+}
+
 }  // namespace
 
 cudaError_t LaunchTridiagReduce(const RunArgs& args, cudaStream_t stream) {
   if (args.count == 0) return cudaSuccess;
+  const dim3 grid(static_cast<unsigned>(args.count), static_cast<unsigned>(args.dims.nper));
+  if (args.dims.nwavetot <= kRegMaxN && UseRegisterReduction()) {
+    const std::size_t smem = RegSharedBytes(args.dims.nwavetot);
+    cudaError_t err = PrepareSmem(RegisterReduceKernel, smem);
+    if (err != cudaSuccess) return err;
+    RegisterReduceKernel<<<grid, kRegThreads, smem, stream>>>(args);
+    return SPEXD_CHECK_LAUNCH(stream);
+  }
   const std::size_t smem = MakeLayout(args.dims.nwavetot).bytes;
   cudaError_t err = PrepareSmem(ReduceKernel, smem);
   if (err != cudaSuccess) return err;
-  const dim3 grid(static_cast<unsigned>(args.count), static_cast<unsigned>(args.dims.nper));
   ReduceKernel<<<grid, kReduceThreads, smem, stream>>>(args);
   return SPEXD_CHECK_LAUNCH(stream);
 }

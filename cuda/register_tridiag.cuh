@@ -1,0 +1,244 @@
+// Householder tridiagonalisation of one nt x nt symmetric block (nt <= 80) with the matrix
+// held in registers, and the reflector product formed in the same registers (device-only
+// header; the algorithm is tridiag_eigen.h's HouseholderTridiagonalize and
+// FormReflectorProduct, the LAPACK dsytd2 convention, with another data layout).
+//
+// Why: the shared-memory version moves the whole trailing matrix through shared memory
+// twice per column (p = tau A v, then the rank-2 update) behind three barriers, and was
+// bound by that traffic and its latency (docs/perf.md, issue 9 steps 3 and 5). Here 256
+// threads form a 16 x 16 grid and thread (r, c) owns A(r + 16a, c + 16b), a, b < 5, so
+// the update never leaves the registers; p is summed by shuffles over the 16 lanes that
+// share rows (a half-warp), two barriers per column. The column loop is unrolled over
+// k / 16 (kA0) so that slots wholly above column k are skipped at compile time.
+//
+// Padding rows and columns (index >= nt) hold zeros and v is zero there, so they stay
+// zero; rows and columns <= k of step k are left as they were (v and p are zero there),
+// the reflectors live in shared memory instead.
+#ifndef SPEXD_CUDA_REGISTER_TRIDIAG_CUH_
+#define SPEXD_CUDA_REGISTER_TRIDIAG_CUH_
+
+#include <cstddef>
+
+#include "cuda/tridiag_eigen.h"
+
+namespace spexd::cuda {
+
+inline constexpr int kRegLanes = 16;                    // columns of the thread grid
+inline constexpr int kRegSlots = 5;                     // 16 x 5 = 80 rows/columns
+inline constexpr int kRegMaxN = kRegLanes * kRegSlots;  // largest nt this kernel takes
+inline constexpr int kRegThreads = kRegLanes * kRegLanes;
+
+using RegTile = double[kRegSlots][kRegSlots];
+
+// Shared memory of the register reduction (doubles): v[nt][80] (row k: reflector k, zero
+// up to k, one at k+1; also the staging of C on entry), p[80], warp partials red[8],
+// d[nt], e[nt], tau[nt].
+struct RegShared {
+  double* v;
+  double* p;
+  double* red;
+  double* d;
+  double* e;
+  double* tau;
+};
+
+__host__ __device__ inline std::size_t RegSharedBytes(int n) {
+  return sizeof(double) * (static_cast<std::size_t>(kRegMaxN) * n + kRegMaxN + 8 + 3 * n);
+}
+
+__device__ inline RegShared MakeRegShared(double* smem, int n) {
+  RegShared s;
+  s.v = smem;
+  s.p = s.v + kRegMaxN * n;
+  s.red = s.p + kRegMaxN;
+  s.d = s.red + 8;
+  s.e = s.d + n;
+  s.tau = s.e + n;
+  return s;
+}
+
+// Sum over the 16 lanes of a half-warp (all 32 lanes call it). Butterfly order: every lane
+// gets the bitwise same sum.
+__device__ inline double HalfWarpSum(double x) {
+  for (int off = 8; off > 0; off >>= 1) x += __shfl_xor_sync(0xffffffffu, x, off, kRegLanes);
+  return x;
+}
+
+// Columns k = 16 kA0 .. min(16 kA0 + 15, n - 3) of the reduction.
+template <int kA0>
+__device__ void RegReduceColumns(RegTile& A, int n, int r, int c, const RegShared& sh) {
+  const int k_end = min(16 * kA0 + 16, n - 2);
+  const int warp = static_cast<int>(threadIdx.x) >> 5;
+  for (int k = 16 * kA0; k < k_end; ++k) {
+    double* vk = sh.v + kRegMaxN * k;
+    const int owner = k & 15;  // the half-warp whose slot kA0 is row k
+    if (warp == owner >> 1) {  // both half-warps run it (full-warp shuffles); one writes
+      double sq = 0.0;
+#pragma unroll
+      for (int b = kA0; b < kRegSlots; ++b) {
+        if (c + 16 * b >= k + 2) sq += A[kA0][b] * A[kA0][b];
+      }
+      const double sigma = HalfWarpSum(sq);
+      double alpha_own = A[kA0][kA0];  // A(k, k+1) sits in slot (k+1) >> 4 of lane (k+1) & 15
+      if constexpr (kA0 + 1 < kRegSlots) {
+        if (((k + 1) >> 4) != kA0) alpha_own = A[kA0][kA0 + 1];
+      }
+      const double alpha = __shfl_sync(0xffffffffu, alpha_own, (k + 1) & 15, kRegLanes);
+      const double dk = __shfl_sync(0xffffffffu, A[kA0][kA0], k & 15, kRegLanes);
+      double tk = 0.0, beta = alpha, scale = 0.0;
+      if (sigma > 0.0) {
+        const double norm = sqrt(alpha * alpha + sigma);
+        beta = alpha >= 0.0 ? -norm : norm;
+        tk = (beta - alpha) / beta;
+        scale = 1.0 / (alpha - beta);
+      }
+      if (r == owner) {
+#pragma unroll
+        for (int b = kA0; b < kRegSlots; ++b) {
+          const int j = c + 16 * b;
+          vk[j] = j <= k ? 0.0 : (j == k + 1 ? 1.0 : A[kA0][b] * scale);
+        }
+        if (c == 0) {
+          sh.d[k] = dk;
+          sh.e[k] = beta;
+          sh.tau[k] = tk;
+        }
+      }
+    }
+    __syncthreads();  // v_k, tau_k
+    const double tk = sh.tau[k];
+    if (tk == 0.0) continue;  // H_k = I (uniform)
+    // p = tau A v on rows > k (rows <= k keep their old entries, which must not count).
+    // Only A stays in registers across the barriers (v and p are re-read from shared
+    // memory: broadcasts), so that fewer registers are live.
+    {
+      double vc[kRegSlots];
+#pragma unroll
+      for (int b = kA0; b < kRegSlots; ++b) vc[b] = vk[c + 16 * b];
+      double pv = 0.0;
+#pragma unroll
+      for (int a = kA0; a < kRegSlots; ++a) {
+        double q = 0.0;
+#pragma unroll
+        for (int b = kA0; b < kRegSlots; ++b) q = fma(A[a][b], vc[b], q);
+        q = HalfWarpSum(q);
+        const double p = r + 16 * a > k ? tk * q : 0.0;
+        pv += p * vk[r + 16 * a];
+        if (c == a) sh.p[r + 16 * a] = p;
+      }
+      pv += __shfl_xor_sync(0xffffffffu, pv, 16);  // both half-warps: the warp's share
+      if ((threadIdx.x & 31) == 0) sh.red[warp] = pv;
+    }
+    __syncthreads();  // p, p.v partials
+    double ptv = 0.0;
+#pragma unroll
+    for (int w = 0; w < kRegThreads / 32; ++w) ptv += sh.red[w];  // fixed order
+    const double kk = 0.5 * (tk * ptv);  // K = (tau/2) p.v
+    // A -= v x^T + x v^T, x = p - K v: bitwise symmetric (x_i is the same value whether
+    // this thread holds i as a row or as a column).
+    double vc[kRegSlots], xc[kRegSlots];
+#pragma unroll
+    for (int b = kA0; b < kRegSlots; ++b) {
+      vc[b] = vk[c + 16 * b];
+      xc[b] = sh.p[c + 16 * b] - MulRn(kk, vc[b]);
+    }
+#pragma unroll
+    for (int a = kA0; a < kRegSlots; ++a) {
+      const double vr = vk[r + 16 * a];
+      const double xr = sh.p[r + 16 * a] - MulRn(kk, vr);
+#pragma unroll
+      for (int b = kA0; b < kRegSlots; ++b) {
+        A[a][b] -= MulRn(vr, xc[b]) + MulRn(xr, vc[b]);
+      }
+    }
+  }
+}
+
+// Reflectors k = min(16 kA0 + 15, n - 3) down to 16 kA0 applied on the right of G:
+// G <- G H_k = G - tau_k (G v_k) v_k^T. Rows of G are summed within a half-warp, so
+// no barrier is needed. Before step k, G = H_{n-3} ... H_{k+1} is the identity in rows
+// and columns <= k+1, so slots below kA0 are untouched.
+template <int kA0>
+__device__ void RegReflectColumns(RegTile& G, int n, int c, const RegShared& sh) {
+  for (int k = min(16 * kA0 + 15, n - 3); k >= 16 * kA0; --k) {
+    const double tk = sh.tau[k];
+    if (tk == 0.0) continue;
+    const double* vk = sh.v + kRegMaxN * k;
+    double vc[kRegSlots];
+#pragma unroll
+    for (int b = kA0; b < kRegSlots; ++b) vc[b] = vk[c + 16 * b];
+#pragma unroll
+    for (int a = kA0; a < kRegSlots; ++a) {
+      double y = 0.0;
+#pragma unroll
+      for (int b = kA0; b < kRegSlots; ++b) y = fma(G[a][b], vc[b], y);
+      const double ty = tk * HalfWarpSum(y);
+#pragma unroll
+      for (int b = kA0; b < kRegSlots; ++b) G[a][b] = fma(-ty, vc[b], G[a][b]);
+    }
+  }
+}
+
+// C (column-major n x n, lower triangle read) -> d, e of T = H^T C H in sh.d, sh.e, the
+// reflectors in sh.v and tau, and G = H^T in the registers. All kRegThreads threads.
+__device__ inline void RegisterTridiagonalize(const double* c_in, int n, const RegShared& sh,
+                                              RegTile& A) {
+  const int r = static_cast<int>(threadIdx.x) >> 4, c = static_cast<int>(threadIdx.x) & 15;
+  // Staged through sh.v (coalesced reads), then each thread takes its elements.
+  for (int idx = threadIdx.x; idx < n * n; idx += blockDim.x) sh.v[idx] = c_in[idx];
+  __syncthreads();
+#pragma unroll
+  for (int a = 0; a < kRegSlots; ++a) {
+#pragma unroll
+    for (int b = 0; b < kRegSlots; ++b) {
+      const int i = r + 16 * a, j = c + 16 * b;
+      A[a][b] = i < n && j < n ? (i >= j ? sh.v[j * n + i] : sh.v[i * n + j]) : 0.0;
+    }
+  }
+  __syncthreads();  // the staging area becomes the reflectors
+  RegReduceColumns<0>(A, n, r, c, sh);
+  RegReduceColumns<1>(A, n, r, c, sh);
+  RegReduceColumns<2>(A, n, r, c, sh);
+  RegReduceColumns<3>(A, n, r, c, sh);
+  RegReduceColumns<4>(A, n, r, c, sh);
+  // The trailing 2 x 2 (or smaller) block of T.
+#pragma unroll
+  for (int a = 0; a < kRegSlots; ++a) {
+#pragma unroll
+    for (int b = 0; b < kRegSlots; ++b) {
+      const int i = r + 16 * a, j = c + 16 * b;
+      if (i == n - 2 && j == n - 2) sh.d[n - 2] = A[a][b];
+      if (i == n - 2 && j == n - 1) sh.e[n - 2] = A[a][b];
+      if (i == n - 1 && j == n - 1) sh.d[n - 1] = A[a][b];
+    }
+  }
+  if (threadIdx.x == 0) sh.e[n - 1] = 0.0;
+  __syncthreads();  // every reflector, tau, d, e
+#pragma unroll
+  for (int a = 0; a < kRegSlots; ++a) {
+#pragma unroll
+    for (int b = 0; b < kRegSlots; ++b) A[a][b] = r + 16 * a == c + 16 * b ? 1.0 : 0.0;
+  }
+  RegReflectColumns<4>(A, n, c, sh);
+  RegReflectColumns<3>(A, n, c, sh);
+  RegReflectColumns<2>(A, n, c, sh);
+  RegReflectColumns<1>(A, n, c, sh);
+  RegReflectColumns<0>(A, n, c, sh);
+}
+
+// Writes H = G^T column-major (h[col * n + row] = H(row, col) = G(col, row)): coalesced.
+__device__ inline void StoreReflectorProduct(const RegTile& G, int n, double* h) {
+  const int r = static_cast<int>(threadIdx.x) >> 4, c = static_cast<int>(threadIdx.x) & 15;
+#pragma unroll
+  for (int a = 0; a < kRegSlots; ++a) {
+#pragma unroll
+    for (int b = 0; b < kRegSlots; ++b) {
+      const int i = r + 16 * a, j = c + 16 * b;
+      if (i < n && j < n) h[i * n + j] = G[a][b];
+    }
+  }
+}
+
+}  // namespace spexd::cuda
+
+#endif  // SPEXD_CUDA_REGISTER_TRIDIAG_CUH_

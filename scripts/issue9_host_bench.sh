@@ -12,6 +12,9 @@
 #     GPUS        GPUs to scale over (default: all visible), e.g. 4
 #   STAGES="decode rpc exposure" (default all) picks parts, to keep each device command
 #   under its 10-minute limit (rpc: 6 runs of ~1 min on an H100; exposure: ~30 s a run).
+#   STAGES=rpc_gpus (not in the default): the served throughput on 1, 2, 4, ... GPUs
+#   (spexd_rpc_bench --gpus), RPC_CLIENTS_PER_GPU (8) client processes per GPU x 6 frames;
+#   each JSON's gpu_work gives every GPU's frames and busy seconds from spexd's metrics.
 #
 # Build the bundle here with:
 #   cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DSPEXD_BUILD_BENCHMARKS=ON \
@@ -50,6 +53,15 @@ for k in 1 2 4 8; do
   run spexd_rpc_bench --backend cuda --fibers 500 --repeats 5 --inflight 0 \
     --client-procs $k --proc-frames 6 | tail -1 >"$OUT_DIR/rpc_procs$k.json"
 done
+fi
+
+# 2b. Served throughput against the number of GPUs, clients in separate processes.
+if want rpc_gpus; then
+  for ((n = 1; n <= NGPU; n *= 2)); do
+    run spexd_rpc_bench --backend cuda --fibers 500 --repeats 3 --inflight 0 \
+      --client-procs $((${RPC_CLIENTS_PER_GPU:-8} * n)) --proc-frames 6 --gpus "$(seq -s, 0 $((n - 1)))" \
+      | tail -1 >"$OUT_DIR/rpc_${n}gpu.json"
+  done
 fi
 
 # 3. The exposure (30 frames, 30 PSFs) at the default prefetch, on 1, 2, ... NGPU GPUs.

@@ -1,7 +1,6 @@
 // spexd: the extraction service. Flags are defined here only (style.md); everything
 // else takes a ServerOptions.
 #include <signal.h>
-#include <unistd.h>
 
 #include <atomic>
 #include <csignal>
@@ -187,14 +186,17 @@ int main(int argc, char** argv) {
   if (!server.ok()) return Fail(server.status().ToString());
   // A warm-up that fails (a --gpu_devices entry with no such GPU, --backend=cuda without
   // one, a preloaded PSF that cannot be read) is a configuration error: exit with it rather
-  // than stay NOT_SERVING for good. The watcher wakes the signal wait below.
+  // than stay NOT_SERVING for good. The watcher wakes the signal wait below with a signal
+  // to the main thread itself: sent to the process, it could go to a thread started
+  // before the mask above (a library's, at load time) and kill the process outright.
   std::atomic<bool> warmup_failed{false};
-  std::thread warmup_watcher([&server, &warmup_failed] {
+  const pthread_t main_thread = pthread_self();
+  std::thread warmup_watcher([&server, &warmup_failed, main_thread] {
     const absl::Status warm = (*server)->WaitForWarmUp(absl::InfiniteDuration());
     if (warm.ok()) return;
     warmup_failed.store(true);
     Fail(warm.ToString());
-    kill(getpid(), SIGTERM);
+    pthread_kill(main_thread, SIGTERM);
   });
 
   int sig = 0;

@@ -72,11 +72,11 @@ class Scheduler {
   // memory). `metrics` may be null.
   Scheduler(int max_queue, int prefetch, ServerMetrics* metrics, int max_uploads = 0,
             int realtime_reserve = 1, int64_t prefetch_memory_bytes = 0);
-  // The default prefetch per worker. A GPU worker extracts an r frame in 0.1-0.25 s while
-  // one loader reads and decodes one in 0.1-0.5 s (more for .fits.gz: zlib inflates on one
-  // thread), so it needs several frames in preparation at once; the CPU backend takes
-  // seconds per frame and uses every core itself.
-  static constexpr int kGpuPrefetch = 4;
+  // The default prefetch per worker. A GPU worker extracts an r frame in 0.1-0.13 s while
+  // one loader reads and decodes one in 0.04-0.1 s, or 0.45 s for a .fits.gz (inflated on
+  // one thread), so it needs about five loaders for gzip inputs (4 kept an H200 at 0.885 of
+  // its pace, docs/perf.md); the CPU backend takes seconds per frame and uses every core.
+  static constexpr int kGpuPrefetch = 6;
   static constexpr int kCpuPrefetch = 2;
   static int PrefetchPerWorker(int requested, bool gpu_worker) {
     return requested > 0 ? requested : gpu_worker ? kGpuPrefetch : kCpuPrefetch;

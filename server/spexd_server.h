@@ -34,7 +34,7 @@ struct ServerOptions {
   int max_queue = 0;    // queued jobs; 0: 8 per worker, at least 16 (Scheduler)
   int max_uploads = 0;  // uploads in progress; 0: as max_queue
   int realtime_reserve = 1;  // extra queue and upload slots only realtime requests may use
-  int prefetch = 0;  // frames read and decoded ahead per worker; 0: 4 per GPU worker, 2 for the CPU (Scheduler)
+  int prefetch = 0;  // frames read and decoded ahead per worker; 0: 6 per GPU worker, 2 for the CPU (Scheduler)
   int64_t prefetch_memory_bytes = 0;  // bound on all frames decoded ahead; 0: a quarter of the host's memory
   int64_t psf_cache_bytes = int64_t{4} << 30;
   ServiceLimits limits;

@@ -31,6 +31,11 @@ template <> struct FitsType<uint16_t> { static constexpr int kData = TUSHORT; st
 template <> struct FitsType<uint8_t> { static constexpr int kData = TBYTE; static constexpr int kImg = BYTE_IMG; };
 template <> struct FitsType<int64_t> { static constexpr int kData = TLONGLONG; static constexpr int kImg = LONGLONG_IMG; };
 
+// Applies X to every pixel type above: the read and write templates are instantiated for
+// the same list.
+#define SPEXD_FITS_PIXEL_TYPES(X) \
+  X(double) X(float) X(int32_t) X(uint32_t) X(int16_t) X(uint16_t) X(uint8_t) X(int64_t)
+
 }  // namespace spexd::core::internal
 
 #endif  // SPEXD_CORE_FITS_FILE_INTERNAL_H_

@@ -155,14 +155,7 @@ absl::StatusOr<std::vector<std::string>> FitsFile::ReadUserCards() {
 }
 
 #define SPEXD_INSTANTIATE(T) template absl::StatusOr<std::vector<T>> FitsFile::ReadImage<T>();
-SPEXD_INSTANTIATE(double)
-SPEXD_INSTANTIATE(float)
-SPEXD_INSTANTIATE(int32_t)
-SPEXD_INSTANTIATE(uint32_t)
-SPEXD_INSTANTIATE(int16_t)
-SPEXD_INSTANTIATE(uint16_t)
-SPEXD_INSTANTIATE(uint8_t)
-SPEXD_INSTANTIATE(int64_t)
+SPEXD_FITS_PIXEL_TYPES(SPEXD_INSTANTIATE)
 #undef SPEXD_INSTANTIATE
 
 }  // namespace spexd::core

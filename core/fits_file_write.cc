@@ -92,14 +92,7 @@ absl::Status FitsFile::WriteKey(const char* key, long value, const char* comment
 #define SPEXD_INSTANTIATE(T)                                                              \
   template absl::Status FitsFile::WriteImage<T>(absl::string_view, const std::vector<long>&, \
                                                 const T*);
-SPEXD_INSTANTIATE(double)
-SPEXD_INSTANTIATE(float)
-SPEXD_INSTANTIATE(int32_t)
-SPEXD_INSTANTIATE(uint32_t)
-SPEXD_INSTANTIATE(int16_t)
-SPEXD_INSTANTIATE(uint16_t)
-SPEXD_INSTANTIATE(uint8_t)
-SPEXD_INSTANTIATE(int64_t)
+SPEXD_FITS_PIXEL_TYPES(SPEXD_INSTANTIATE)
 #undef SPEXD_INSTANTIATE
 
 }  // namespace spexd::core

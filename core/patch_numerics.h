@@ -25,6 +25,15 @@ SPEXD_HD bool StampsOverlap(int dy, int dx, int stamp_ny, int stamp_nx) {
   return dy > -stamp_ny && dy < stamp_ny && dx > -stamp_nx && dx < stamp_nx;
 }
 
+// The spectrum blocks that block k of a patch of `nblocks` couples to, within its coupled
+// band B (PatchPlan::coupled_band): BandFirst(k) .. BandLast(k). Blocks of M, and of its
+// Cholesky factor, further apart are exact zeros; the CUDA kernels and the batched-call
+// layout skip them by this one rule.
+SPEXD_HD int BandFirst(int k, int band) { return k - band > 0 ? k - band : 0; }
+SPEXD_HD int BandLast(int k, int band, int nblocks) {
+  return k + band < nblocks - 1 ? k + band : nblocks - 1;
+}
+
 // The bad-bin weight floor of a patch from its largest flux weight (§2.8).
 SPEXD_HD double MinWeight(double max_fluxweight) { return kMinWeightFraction * max_fluxweight; }
 

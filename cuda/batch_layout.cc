@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 
+#include "core/patch_numerics.h"
 #include "core/patch_plan.h"
 
 namespace spexd::cuda {
@@ -121,7 +122,7 @@ void AddTiledUpdates(const SlotMath& sm, RunLayout* out) {
     for (const RunEntry& e : out->entries) {
       const core::PatchDesc& d = sm.patch(e);
       if (d.nspectot <= k || e.band <= 0) continue;
-      const int lo = std::max(0, k - e.band), hi = std::min(d.nspectot - 1, k + e.band);
+      const int lo = core::BandFirst(k, e.band), hi = core::BandLast(k, e.band, d.nspectot);
       PointerTriples& pt = by_shape[{(hi - k + 1) * nt, (k - lo) * nt}];
       const int64_t k0 = static_cast<int64_t>(k) * nt, lo0 = static_cast<int64_t>(lo) * nt;
       pt.a.push_back(sm.M(e, k0, lo0));

@@ -2,6 +2,8 @@
 // Both passes walk the columns of L (coalesced): the forward pass as column updates
 // (axpy), the backward pass (L^T x = y) as dot products down the columns.
 #include "cuda/cholesky_solve.h"
+
+#include "core/patch_numerics.h"
 #include "cuda/kernel_common.cuh"
 #include "cuda/launch_check.h"
 
@@ -98,7 +100,7 @@ __global__ void __launch_bounds__(32 * kBlockedWarps) BlockedSolveKernel(RunArgs
     }
   };
   for (int k = 0; k < nb; ++k) {
-    const int j0 = max(0, k - e.band);
+    const int j0 = core::BandFirst(k, e.band);
     const double* lrow = L + static_cast<int64_t>(k) * nt + static_cast<int64_t>(j0) * nt * ld;
     rows_times(lrow, ld, xs + j0 * nt, (k - j0) * nt);
     __syncthreads();
@@ -110,7 +112,7 @@ __global__ void __launch_bounds__(32 * kBlockedWarps) BlockedSolveKernel(RunArgs
     __syncthreads();
   }
   for (int k = nb - 1; k >= 0; --k) {
-    const int j1 = min(nb - 1, k + e.band);
+    const int j1 = core::BandLast(k, e.band, nb);
     const int len = (j1 - k) * nt;  // rows (k+1)*nt .. of column block k
     const double* lcol = L + static_cast<int64_t>(k + 1) * nt + static_cast<int64_t>(k) * nt * ld;
     for (int c = warp; c < nt; c += kBlockedWarps) {

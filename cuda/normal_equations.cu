@@ -79,7 +79,7 @@ __global__ void __launch_bounds__(32 * kBuildWarps, 6) BuildNormalEquationsKerne
   const int sny = D.stamp_ny, snx = D.stamp_nx, npx = sny * snx;
   // Rows any column of the block can couple to: up to the last column's spectrum + band.
   const int last = min(n, col0 + kBuildWarps) - 1;
-  const int qblock = min(n, (last / D.nwavetot + e.band + 1) * D.nwavetot);
+  const int qblock = (core::BandLast(last / D.nwavetot, e.band, d.nspectot) + 1) * D.nwavetot;
   double* s_wa = smem;                                           // [kBuildWarps][npx]
   int* s_oy = reinterpret_cast<int*>(smem + kBuildWarps * npx);  // [ld]
   int* s_ox = s_oy + D.ld;
@@ -123,7 +123,7 @@ __global__ void __launch_bounds__(32 * kBuildWarps, 6) BuildNormalEquationsKerne
   double* mcol = a.slots.m + static_cast<int64_t>(e.slot) * D.ld * D.ld +
                  static_cast<int64_t>(l) * D.ld;
   // Rows that can overlap: spectra l / nwavetot .. + band of the patch.
-  const int qend = min(n, (l / D.nwavetot + e.band + 1) * D.nwavetot);
+  const int qend = (core::BandLast(l / D.nwavetot, e.band, d.nspectot) + 1) * D.nwavetot;
   int base = l;
   for (; base < qend; base += 32) {
     const int q = base + lane;

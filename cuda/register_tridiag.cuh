@@ -85,13 +85,8 @@ __device__ void RegReduceColumns(RegTile& A, int n, int r, int c, const RegShare
       }
       const double alpha = __shfl_sync(0xffffffffu, alpha_own, (k + 1) & 15, kRegLanes);
       const double dk = __shfl_sync(0xffffffffu, A[kA0][kA0], k & 15, kRegLanes);
-      double tk = 0.0, beta = alpha, scale = 0.0;
-      if (sigma > 0.0) {
-        const double norm = sqrt(alpha * alpha + sigma);
-        beta = alpha >= 0.0 ? -norm : norm;
-        tk = (beta - alpha) / beta;
-        scale = 1.0 / (alpha - beta);
-      }
+      const Reflector h = MakeReflector(alpha, sigma);
+      const double tk = h.tau, beta = h.beta, scale = h.scale;
       if (r == owner) {
 #pragma unroll
         for (int b = kA0; b < kRegSlots; ++b) {

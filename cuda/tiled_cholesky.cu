@@ -2,6 +2,7 @@
 // memory with an odd pitch (nt + 1 doubles), so column walks are free of bank conflicts.
 #include <algorithm>
 
+#include "core/patch_numerics.h"
 #include "cuda/kernel_common.cuh"
 #include "cuda/launch_check.h"
 #include "cuda/tiled_cholesky.h"
@@ -170,7 +171,7 @@ __global__ void __launch_bounds__(kPanelThreads) PanelSolveKernel(RunArgs a, int
   const RunEntry e = a.entries[blockIdx.x];
   const DevicePatch d = a.in.patches[e.patch];
   const int nt = a.dims.nwavetot, ld = a.dims.ld, p = nt + 1, tid = threadIdx.x;
-  const int rows = min(d.nspectot - k - 1, e.band) * nt;  // blocks past the band stay zero
+  const int rows = (core::BandLast(k, e.band, d.nspectot) - k) * nt;  // past the band: zeros
   if (rows <= 0) return;  // block-uniform
   double* xt = smem;          // [nt][p]: xt[m][c] = X_k[c][m]
   double* b = smem + nt * p;  // [kPanelRows][p]: the rows, then the result

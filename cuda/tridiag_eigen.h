@@ -80,6 +80,24 @@ SPEXD_HD double RecipSqrt(double x) {
 // scratch visible to the whole team. Three barriers per column: v, the sum p.v (which
 // also publishes p), the end of the update (group 0, which updates column k+1, also
 // sums the next column's squares on the way). Ends with a barrier.
+// The reflector H = I - tau v v^T (v_{k+1} = 1) that zeroes column k below k+1, from
+// alpha = A(k+1, k) and sigma = the sum of A(i, k)^2 over i >= k+2; beta is the new
+// A(k+1, k) and v_i = A(i, k) * scale for i >= k+2. sigma = 0: H = I (tau = 0).
+struct Reflector {
+  double tau = 0.0, beta = 0.0, scale = 0.0;
+};
+SPEXD_HD Reflector MakeReflector(double alpha, double sigma) {
+  Reflector h;
+  h.beta = alpha;
+  if (sigma > 0.0) {
+    const double norm = sqrt(alpha * alpha + sigma);
+    h.beta = alpha >= 0.0 ? -norm : norm;
+    h.tau = (h.beta - alpha) / h.beta;
+    h.scale = 1.0 / (alpha - h.beta);
+  }
+  return h;
+}
+
 template <class Team>
 SPEXD_HD void HouseholderTridiagonalize(Team& t, double* a, int lda, int n, double* d, double* e,
                                         double* tau, double* v, double* w, double* scalar) {
@@ -91,14 +109,8 @@ SPEXD_HD void HouseholderTridiagonalize(Team& t, double* a, int lda, int n, doub
   }
   for (int k = 0; k + 2 < n; ++k) {
     double* col = a + k * lda;
-    const double alpha = col[k + 1];
-    double tk = 0.0, beta = alpha, scale = 0.0;
-    if (sigma > 0.0) {
-      const double norm = sqrt(alpha * alpha + sigma);
-      beta = alpha >= 0.0 ? -norm : norm;
-      tk = (beta - alpha) / beta;
-      scale = 1.0 / (alpha - beta);
-    }
+    const Reflector h = MakeReflector(col[k + 1], sigma);
+    const double tk = h.tau, beta = h.beta, scale = h.scale;
     for (int i = k + 1 + t.rank(); i < n; i += t.size()) {
       const double vi = i == k + 1 ? 1.0 : col[i] * scale;
       v[i] = vi;

@@ -5,7 +5,6 @@
 
 #include <cstdint>
 #include <filesystem>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -16,16 +15,15 @@
 #include "core/preproc.h"
 #include "core/psf.h"
 #include "gtest/gtest.h"
+#include "tests/core/gzip_test_bytes.h"
 #include "tests/test_support.h"
 
 namespace spexd::core {
 namespace {
 
-std::string Gzip(const std::string& bytes) {
-  auto gz = GzipCompress(bytes);
-  EXPECT_TRUE(gz.ok()) << gz.status();
-  return gz.ok() ? *gz : std::string();
-}
+using gzip_test::FitsImageHeader;
+using gzip_test::Gzip;
+using gzip_test::NoiseBytes;
 
 absl::StatusOr<std::string> Inflate(const std::string& gz, std::size_t piece = 1000) {
   std::string out;
@@ -42,13 +40,6 @@ absl::StatusOr<std::string> Inflate(const std::string& gz, std::size_t piece = 1
   return out;
 }
 
-std::string RandomBytes(std::size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::string s(n, '\0');
-  // Half-compressible: random low bits, zero high bits.
-  for (char& c : s) c = static_cast<char>(rng() & 0x0F);
-  return s;
-}
 
 // A small preproc file (IMAGE, IVAR float32, MASK int32 with `mask_value` at pixel 3),
 // optionally with IMAGE tile-compressed.
@@ -81,19 +72,6 @@ std::string PreprocBytes(long width, long height, int32_t mask_value = 0,
 }
 
 // A FITS header block (plus padding) whose primary HDU declares a `width` x `height`
-// float32 image; its data are not included.
-std::string ImageHeader(long width, long height) {
-  std::string h;
-  auto card = [&](const std::string& text) { h += text + std::string(80 - text.size(), ' '); };
-  card("SIMPLE  =                    T");
-  card("BITPIX  =                  -32");
-  card("NAXIS   =                    2");
-  card("NAXIS1  = " + std::string(20 - std::to_string(width).size(), ' ') + std::to_string(width));
-  card("NAXIS2  = " + std::string(20 - std::to_string(height).size(), ' ') + std::to_string(height));
-  card("END");
-  h.resize(2880, ' ');
-  return h;
-}
 
 TEST(Gzip, RecognisedByMagicBytes) {
   EXPECT_TRUE(IsGzip(std::string("\x1f\x8b\x08", 3)));
@@ -103,7 +81,7 @@ TEST(Gzip, RecognisedByMagicBytes) {
 }
 
 TEST(Gzip, RoundTripInPiecesOfAnySize) {
-  const std::string data = RandomBytes(3 << 20, 7);
+  const std::string data = NoiseBytes(3 << 20, 7);
   const std::string gz = Gzip(data);
   EXPECT_TRUE(IsGzip(gz));
   EXPECT_LT(gz.size(), data.size());
@@ -122,7 +100,7 @@ TEST(Gzip, RoundTripInPiecesOfAnySize) {
 }
 
 TEST(Gzip, ConcatenatedMembersAndNulPaddingAsGzipDoes) {
-  const std::string a = RandomBytes(5000, 1), b = RandomBytes(7000, 2);
+  const std::string a = NoiseBytes(5000, 1), b = NoiseBytes(7000, 2);
   auto out = Inflate(Gzip(a) + Gzip(b) + std::string(100, '\0'));
   ASSERT_TRUE(out.ok()) << out.status();
   EXPECT_EQ(*out, a + b);
@@ -131,7 +109,7 @@ TEST(Gzip, ConcatenatedMembersAndNulPaddingAsGzipDoes) {
 }
 
 TEST(Gzip, CorruptAndTruncatedStreamsAreInvalidArgument) {
-  const std::string gz = Gzip(RandomBytes(200000, 3));
+  const std::string gz = Gzip(NoiseBytes(200000, 3));
   std::string corrupt = gz;
   for (std::size_t i = gz.size() / 2; i < gz.size() / 2 + 16; ++i) corrupt[i] ^= 0x5A;
   auto bad = Inflate(corrupt);
@@ -174,7 +152,7 @@ TEST(GunzipFits, BombIsRefusedFromItsHeaderBeforeItsDataInflate) {
   // A 40 GB image declared in the first 2880 bytes, then 16 MB of zeros whose end is
   // corrupt: refused as too large (RESOURCE_EXHAUSTED), not reported as corrupt, so
   // inflation stopped long before the corrupt part.
-  std::string gz = Gzip(ImageHeader(100000, 100000) + std::string(16 << 20, '\0'));
+  std::string gz = Gzip(FitsImageHeader(100000, 100000) + std::string(16 << 20, '\0'));
   ASSERT_LT(gz.size(), 100000u);
   for (std::size_t i = gz.size() - 200; i < gz.size() - 100; ++i) gz[i] ^= 0x33;
   auto out = GunzipFits(gz, "bomb.fits.gz", FitsSizeLimits{});
@@ -183,7 +161,7 @@ TEST(GunzipFits, BombIsRefusedFromItsHeaderBeforeItsDataInflate) {
       << out.status();
   // Under the pixel limit but over the byte limit: refused from the header too.
   FitsSizeLimits small{.max_file_bytes = 1 << 20, .max_image_pixels = int64_t{1} << 28};
-  auto big = GunzipFits(Gzip(ImageHeader(1000, 1000)), "big.fits.gz", small);
+  auto big = GunzipFits(Gzip(FitsImageHeader(1000, 1000)), "big.fits.gz", small);
   EXPECT_EQ(big.status().code(), absl::StatusCode::kResourceExhausted) << big.status();
   EXPECT_NE(big.status().message().find("declare more than"), std::string::npos) << big.status();
 }
@@ -208,7 +186,7 @@ TEST(GunzipFits, TileCompressedImageIsJudgedByItsZnaxis) {
 }
 
 TEST(GunzipFits, StopCallbackCancels) {
-  const std::string gz = Gzip(ImageHeader(4000, 4000) + std::string(20 << 20, '\0'));
+  const std::string gz = Gzip(FitsImageHeader(4000, 4000) + std::string(20 << 20, '\0'));
   int polls = 0;
   auto out = GunzipFits(gz, "s.fits.gz", FitsSizeLimits{}, [&] { return ++polls >= 2; });
   EXPECT_EQ(out.status().code(), absl::StatusCode::kCancelled) << out.status();
@@ -236,7 +214,7 @@ TEST(PreprocGzip, GzipBytesAndFilesReadLikeThePlainFile) {
     EXPECT_EQ(from_file->ivar, plain->ivar);
   }
   // A gzip bomb on disk is refused like an uploaded one.
-  testing::WriteBytes(dir + "/bomb.fits.gz", Gzip(ImageHeader(100000, 100000) + std::string(1 << 20, '\0')));
+  testing::WriteBytes(dir + "/bomb.fits.gz", Gzip(FitsImageHeader(100000, 100000) + std::string(1 << 20, '\0')));
   EXPECT_EQ(ReadPreproc(dir + "/bomb.fits.gz", {}).status().code(),
             absl::StatusCode::kResourceExhausted);
 }

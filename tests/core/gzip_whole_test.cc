@@ -12,38 +12,20 @@
 #include "core/fits_gunzip.h"
 #include "core/gzip.h"
 #include "gtest/gtest.h"
+#include "tests/core/gzip_test_bytes.h"
 #include "tests/test_support.h"
 
 namespace spexd::core {
 namespace {
 
-std::string Gzip(const std::string& bytes) {
-  auto gz = GzipCompress(bytes);
-  EXPECT_TRUE(gz.ok()) << gz.status();
-  return gz.ok() ? *gz : std::string();
-}
-
-// Compresses about 2:1, like float pixel data (random low bits).
-std::string NoiseBytes(std::size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::string s(n, '\0');
-  for (char& c : s) c = static_cast<char>(rng() & 0x0F);
-  return s;
-}
-
-std::string Card(const std::string& key, const std::string& value) {
-  std::string c = key + std::string(8 - key.size(), ' ') + "= " +
-                  std::string(20 - value.size(), ' ') + value;
-  return c + std::string(80 - c.size(), ' ');
-}
+using gzip_test::FitsImageHeader;
+using gzip_test::Gzip;
+using gzip_test::NoiseBytes;
 
 // A primary HDU declaring a `width` x `height` float32 image; with `data`, its data follow
 // (noise, padded to whole blocks), otherwise only the header.
 std::string ImageFits(long width, long height, bool data) {
-  std::string h = Card("SIMPLE", "T") + Card("BITPIX", "-32") + Card("NAXIS", "2") +
-                  Card("NAXIS1", std::to_string(width)) + Card("NAXIS2", std::to_string(height));
-  h += "END" + std::string(77, ' ');
-  h.resize(2880, ' ');
+  const std::string h = FitsImageHeader(width, height);
   if (!data) return h;
   const std::size_t bytes = static_cast<std::size_t>(width * height * 4);
   std::string d = NoiseBytes(bytes, 11);

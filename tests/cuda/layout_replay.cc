@@ -6,6 +6,8 @@
 #include <limits>
 #include <random>
 
+#include "core/patch_numerics.h"
+
 namespace spexd::cuda::testing {
 namespace {
 
@@ -207,7 +209,7 @@ void Replay::TiledCholesky() {
         for (int r = 0; r < nt; ++r) leaf[r + Z(cc) * nt] = r >= cc ? xs[Z(r) * p + cc] * inv[Z(r)] : 0.0;
       }
       // PanelSolveKernel: L[k+1:, k] = M[k+1:, k] X_k^T within the band, fma in the kernel's order.
-      const int rows = std::min(d.nspectot - k - 1, e.band) * nt;
+      const int rows = (core::BandLast(k, e.band, d.nspectot) - k) * nt;
       double* panel = base + nt;
       for (int i = 0; i < rows; ++i) {
         std::vector<double> out(Z(nt), 0.0);

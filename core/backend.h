@@ -78,6 +78,10 @@ class Backend {
   // PreprocOptions::keep_float32). A backend that does not refuses one (ValidateJob):
   // widen it first (WidenPlanes). Default: float64 planes only.
   virtual bool TakesFloat32Planes() const { return false; }
+  // Pins host memory for this backend's device (PlaneBufferPool::set_pinner): float32
+  // planes decoded into pinned blocks are uploaded without a host staging copy. Null
+  // (the default): the backend gains nothing from pinned planes.
+  virtual std::shared_ptr<PlaneMemoryPinner> PlanePinner() { return nullptr; }
   // Human-readable description (device name, threads, memory).
   virtual std::string description() const { return name(); }
 

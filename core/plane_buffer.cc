@@ -21,11 +21,16 @@ PlaneBlock AllocatePlaneBlock(std::size_t bytes) {
 #ifdef MADV_HUGEPAGE
   (void)madvise(p, rounded, MADV_HUGEPAGE);  // advice only: fine if refused
 #endif
-  return PlaneBlock{p, rounded};
+  return PlaneBlock{p, rounded, nullptr};
 }
 
 PlaneCache::~PlaneCache() {
-  for (PlaneBlock& b : free_) std::free(b.data);
+  for (PlaneBlock& b : free_) Free(b);
+}
+
+void PlaneCache::Free(PlaneBlock block) {
+  if (block.pinned_by != nullptr) block.pinned_by->Unpin(block.data);
+  std::free(block.data);
 }
 
 PlaneBlock PlaneCache::Take(std::size_t bytes) {
@@ -46,19 +51,28 @@ PlaneBlock PlaneCache::Take(std::size_t bytes) {
       return b;
     }
   }
-  return AllocatePlaneBlock(bytes);
+  PlaneBlock b = AllocatePlaneBlock(bytes);
+  std::shared_ptr<PlaneMemoryPinner> pinner;
+  {
+    absl::MutexLock lock(&mu_);
+    pinner = pinner_;
+  }
+  if (pinner != nullptr && pinner->Pin(b.data, b.bytes)) b.pinned_by = std::move(pinner);
+  return b;
 }
 
 void PlaneCache::Give(PlaneBlock block) {
   {
     absl::MutexLock lock(&mu_);
-    if (cached_bytes_ + static_cast<int64_t>(block.bytes) <= max_cached_bytes_) {
+    // A block pinned by an earlier pinner (or left pageable by a failed Pin) is not kept.
+    if (block.pinned_by == pinner_ &&
+        cached_bytes_ + static_cast<int64_t>(block.bytes) <= max_cached_bytes_) {
       cached_bytes_ += static_cast<int64_t>(block.bytes);
-      free_.push_back(block);
+      free_.push_back(std::move(block));
       return;
     }
   }
-  std::free(block.data);
+  Free(block);
 }
 
 int64_t PlaneCache::cached_bytes() {
@@ -77,7 +91,19 @@ void PlaneCache::set_max_cached_bytes(int64_t bytes) {
       free_.pop_back();
     }
   }
-  for (PlaneBlock& b : drop) std::free(b.data);
+  for (PlaneBlock& b : drop) Free(b);
+}
+
+void PlaneCache::set_pinner(std::shared_ptr<PlaneMemoryPinner> pinner) {
+  std::vector<PlaneBlock> drop;
+  {
+    absl::MutexLock lock(&mu_);
+    drop.swap(free_);
+    cached_bytes_ = 0;
+  }
+  for (PlaneBlock& b : drop) Free(b);
+  absl::MutexLock lock(&mu_);
+  pinner_ = std::move(pinner);
 }
 
 int64_t PlaneCache::reused() {

@@ -22,12 +22,27 @@ namespace spexd::core {
 
 class PlaneBufferPool;
 
+// Page-locks the pool's blocks for a device's DMA (a GPU backend's, Backend::PlanePinner):
+// a frame decoded into pinned planes is copied to the device as it is, with no host
+// staging pass on the extraction's critical path. Pinning costs a few ms per 64 MB block,
+// once: pooled blocks are reused. Thread-safe; never throws.
+class PlaneMemoryPinner {
+ public:
+  virtual ~PlaneMemoryPinner() = default;
+  // Whether [data, data + bytes) is now pinned (false: it stays pageable, still usable).
+  virtual bool Pin(void* data, std::size_t bytes) = 0;
+  // Undoes a successful Pin, before the block is freed.
+  virtual void Unpin(void* data) = 0;
+};
+
 namespace internal {
 
-// A block of raw memory (2 MiB-aligned, madvise(MADV_HUGEPAGE)d), freed with std::free.
+// A block of raw memory (2 MiB-aligned, madvise(MADV_HUGEPAGE)d), freed with std::free
+// (after Unpin where it was pinned).
 struct PlaneBlock {
   void* data = nullptr;
   std::size_t bytes = 0;
+  std::shared_ptr<PlaneMemoryPinner> pinned_by;  // null: pageable
 };
 
 // The pool's shared state: outlives the pool while buffers drawn from it are alive.
@@ -40,9 +55,13 @@ class PlaneCache {
   int64_t cached_bytes();
   int64_t reused();
   void set_max_cached_bytes(int64_t bytes);
+  void set_pinner(std::shared_ptr<PlaneMemoryPinner> pinner);
 
  private:
+  void Free(PlaneBlock block);
+
   absl::Mutex mu_;
+  std::shared_ptr<PlaneMemoryPinner> pinner_ ABSL_GUARDED_BY(mu_);
   int64_t max_cached_bytes_ ABSL_GUARDED_BY(mu_);
   std::vector<PlaneBlock> free_ ABSL_GUARDED_BY(mu_);
   int64_t cached_bytes_ ABSL_GUARDED_BY(mu_) = 0;
@@ -115,6 +134,9 @@ class PlaneBufferPool {
   void set_max_cached_bytes(int64_t bytes) { cache_->set_max_cached_bytes(bytes); }
   // Blocks handed out again rather than newly allocated.
   int64_t reused() { return cache_->reused(); }
+  // Blocks allocated from now on are pinned with `pinner` (null: none are); blocks
+  // already cached are dropped, so that every block handed out later is pinned.
+  void set_pinner(std::shared_ptr<PlaneMemoryPinner> pinner) { cache_->set_pinner(std::move(pinner)); }
 
  private:
   template <typename T>

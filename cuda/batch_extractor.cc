@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
@@ -11,6 +12,7 @@
 #include "core/patch_numerics.h"
 #include "core/patch_outcome.h"
 #include "core/patch_plan.h"
+#include "core/prefault.h"
 #include "core/status_macros.h"
 #include "cuda/cuda_check.h"
 #include "cuda/nvtx.h"
@@ -295,6 +297,14 @@ absl::Status BatchExtractor::Retry(const core::ExtractionJob& job, Batch* batch,
 
 absl::Status BatchExtractor::CollectTimes(const Batch& batch, core::ExtractionSummary* summary) {
   WorkspaceSet* s = &cfg_.workspace->set(batch.set);
+  if (batch.timed && std::getenv("SPEXD_CUDA_TIMELINE") != nullptr) {
+    // Diagnostics: each stage's end in ms after the image upload began (CUDA events).
+    const Event& t0 = cfg_.workspace->upload_start();
+    std::fprintf(stderr, "[spexd-cuda] timeline batch of %zu bundles: start %.2f", batch.bundles.size(),
+                 ElapsedMs(t0, s->marks[0]));
+    for (int m = 1; m < kNumMarks; ++m) std::fprintf(stderr, " %.2f", ElapsedMs(t0, s->marks[m]));
+    std::fprintf(stderr, " d2h %.2f-%.2f\n", ElapsedMs(t0, s->d2h_start), ElapsedMs(t0, s->d2h_end));
+  }
   if (batch.timed) {
     static const char* kStage[kNumMarks] = {"",           "normal_equations", "cholesky", "solve",
                                             "inverse_blocks", "inverse_sqrt", "finalise"};
@@ -325,7 +335,8 @@ absl::StatusOr<std::vector<char>> BatchExtractor::RetryFailed(const core::Extrac
   return retried;
 }
 
-void BatchExtractor::FillBundle(const Batch& batch, std::size_t pos, core::BundleResult* r) const {
+void BatchExtractor::SizeBundle(const Batch& batch, std::size_t pos, core::BundleResult* r,
+                                std::vector<OutCopy>* copies) const {
   const core::PatchPlan& plan = *cfg_.plan;
   const WorkspaceSet& s = cfg_.workspace->set(batch.set);
   const int b = batch.bundles[pos];
@@ -338,11 +349,11 @@ void BatchExtractor::FillBundle(const Batch& batch, std::size_t pos, core::Bundl
   r->nwave = nwave;
   r->ndiag = plan.ndiag;
   const std::size_t o = pos * per_bundle;
-  r->flux.assign(s.h_flux.get() + o, s.h_flux.get() + o + per_bundle);
-  r->ivar.assign(s.h_ivar.get() + o, s.h_ivar.get() + o + per_bundle);
-  r->pixmask_fraction.assign(s.h_pixmask.get() + o, s.h_pixmask.get() + o + per_bundle);
-  r->chi2pix.assign(s.h_chi2.get() + o, s.h_chi2.get() + o + per_bundle);
-  r->rdiags.assign(s.h_rdiag.get() + o * nk, s.h_rdiag.get() + (o + per_bundle) * nk);
+  copies->push_back({&r->flux, s.h_flux.get() + o, per_bundle});
+  copies->push_back({&r->ivar, s.h_ivar.get() + o, per_bundle});
+  copies->push_back({&r->pixmask_fraction, s.h_pixmask.get() + o, per_bundle});
+  copies->push_back({&r->chi2pix, s.h_chi2.get() + o, per_bundle});
+  copies->push_back({&r->rdiags, s.h_rdiag.get() + o * nk, per_bundle * nk});
   r->failed_bins.assign(per_bundle, 0);
   for (int p = plan.bundle_first_patch[b]; p < plan.bundle_first_patch[b + 1]; ++p) {
     if (plan.patches[p].skipped != core::kSkipNone) {
@@ -357,7 +368,7 @@ void BatchExtractor::FillBundle(const Batch& batch, std::size_t pos, core::Bundl
       r->model_ny = cd.ny;
       r->model_nx = cd.nx;
       const double* src = s.h_canvas.get() + pos * static_cast<std::size_t>(spec_.canvas_stride);
-      r->model.assign(src, src + static_cast<std::size_t>(cd.ny) * cd.nx);
+      copies->push_back({&r->model, src, static_cast<std::size_t>(cd.ny) * cd.nx});
     }
   }
 }
@@ -367,11 +378,25 @@ std::vector<core::BundleResult> BatchExtractor::AssembleBundles(
   const core::PatchPlan& plan = *cfg_.plan;
   const WorkspaceSet& s = cfg_.workspace->set(batch.set);
   std::vector<core::BundleResult> results(batch.bundles.size());
-  // Bundles in parallel on the pool: the copies out of pinned memory into fresh vectors
-  // are page-fault bound, and the last batch's copies sit on the request's critical path.
-  const int nbundles = static_cast<int>(batch.bundles.size());
-  core::ParallelFor(cfg_.pool, nbundles, nbundles, [&](int, int pos) {
-    FillBundle(batch, static_cast<std::size_t>(pos), &results[static_cast<std::size_t>(pos)]);
+  // The copies out of pinned memory into fresh vectors are page-fault bound, and the last
+  // batch's sit on the request's critical path: the vectors are allocated here, their pages
+  // faulted in on the pool in 1 MiB pieces (core/prefault.h), then each is copied.
+  std::vector<OutCopy> copies;
+  for (std::size_t pos = 0; pos < results.size(); ++pos) SizeBundle(batch, pos, &results[pos], &copies);
+  constexpr std::size_t kPiece = std::size_t{1} << 17;  // doubles: 1 MiB
+  std::vector<std::pair<int, std::size_t>> pieces;      // (copy, first element)
+  for (std::size_t c = 0; c < copies.size(); ++c) {
+    copies[c].dst->reserve(copies[c].n);
+    for (std::size_t e = 0; e < copies[c].n; e += kPiece) pieces.emplace_back(static_cast<int>(c), e);
+  }
+  core::ParallelFor(cfg_.pool, core::HardwareThreads(), static_cast<int>(pieces.size()), [&](int, int t) {
+    const auto [c, e] = pieces[static_cast<std::size_t>(t)];
+    const std::size_t len = std::min(kPiece, copies[static_cast<std::size_t>(c)].n - e);
+    core::PrefaultForWrite(copies[static_cast<std::size_t>(c)].dst->data() + e, len * sizeof(double));
+  });
+  core::ParallelFor(cfg_.pool, core::HardwareThreads(), static_cast<int>(copies.size()), [&](int, int c) {
+    const OutCopy& oc = copies[static_cast<std::size_t>(c)];
+    oc.dst->assign(oc.src, oc.src + oc.n);
   });
   // Outcomes, with the CPU backend's bookkeeping (core/patch_outcome.h).
   for (const RunEntry& e : batch.layout.entries) {
@@ -390,10 +415,14 @@ std::vector<core::BundleResult> BatchExtractor::AssembleBundles(
 
 absl::Status BatchExtractor::Finish(const core::ExtractionJob& job, Batch* batch,
                                     const core::BundleSink& sink, core::ExtractionSummary* summary) {
+  const double w0 = Now();
   {
     NvtxRange wait{"wait for batch"};
     SPEXD_CUDA_RETURN_IF_ERROR(
         cudaEventSynchronize(cfg_.workspace->set(batch->set).outputs_copied.get()));
+  }
+  if (std::getenv("SPEXD_CUDA_TIMELINE") != nullptr) {
+    std::fprintf(stderr, "[spexd-cuda] host: waited %.2f ms for the batch\n", 1e3 * (Now() - w0));
   }
   NvtxRange range{"assemble bundles"};
   SPEXD_RETURN_IF_ERROR(CollectTimes(*batch, summary));
@@ -406,6 +435,9 @@ absl::Status BatchExtractor::Finish(const core::ExtractionJob& job, Batch* batch
     SPEXD_RETURN_IF_ERROR(sink(std::move(r)));
   }
   summary->stage_seconds["host"] += Now() - t0;
+  if (std::getenv("SPEXD_CUDA_TIMELINE") != nullptr) {
+    std::fprintf(stderr, "[spexd-cuda] host: assembled and sank in %.2f ms\n", 1e3 * (Now() - t0));
+  }
   return absl::OkStatus();
 }
 
@@ -440,17 +472,38 @@ absl::Status BatchExtractor::ReportEigenSweeps(const Batch& batch) {
 absl::Status BatchExtractor::Run(const core::ExtractionJob& job, const std::vector<int>& bundles,
                                  const core::BundleSink& sink, core::ExtractionSummary* summary) {
   std::vector<std::vector<int>> chunks;
-  for (std::size_t i = 0; i < bundles.size(); i += static_cast<std::size_t>(bundles_per_batch_)) {
-    const std::size_t end = std::min(bundles.size(), i + static_cast<std::size_t>(bundles_per_batch_));
+  // Diagnostics: SPEXD_CUDA_BATCH_PLAN="a,b,c" sets the bundles of each batch (the last
+  // repeats), each at most bundles_per_batch_.
+  std::vector<int> plan_sizes;
+  if (const char* e = std::getenv("SPEXD_CUDA_BATCH_PLAN")) {
+    for (const char* p = e; *p != 0;) {
+      char* end = nullptr;
+      const long v = std::strtol(p, &end, 10);
+      if (end == p) break;
+      plan_sizes.push_back(std::clamp(static_cast<int>(v), 1, bundles_per_batch_));
+      p = *end == ',' ? end + 1 : end;
+    }
+  }
+  for (std::size_t i = 0; i < bundles.size();) {
+    const std::size_t k = chunks.size();
+    const int size = plan_sizes.empty() ? bundles_per_batch_
+                                        : plan_sizes[std::min(k, plan_sizes.size() - 1)];
+    const std::size_t end = std::min(bundles.size(), i + static_cast<std::size_t>(size));
     chunks.emplace_back(bundles.begin() + static_cast<std::ptrdiff_t>(i),
                         bundles.begin() + static_cast<std::ptrdiff_t>(end));
+    i = end;
   }
   Batch batches[2];
   auto enqueue = [&](std::size_t k) {
     Batch& b = batches[k % 2];
     b.bundles = chunks[k];
     b.set = static_cast<int>(k % 2);
-    return Enqueue(job, &b);
+    const double e0 = Now();
+    absl::Status st = Enqueue(job, &b);
+    if (std::getenv("SPEXD_CUDA_TIMELINE") != nullptr) {
+      std::fprintf(stderr, "[spexd-cuda] host: enqueued batch %zu in %.2f ms\n", k, 1e3 * (Now() - e0));
+    }
+    return st;
   };
   // Checked before each batch is enqueued and before each is collected, so a cancel
   // costs at most the batch in flight.

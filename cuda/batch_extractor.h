@@ -71,8 +71,16 @@ class BatchExtractor {
   // Retries the patches whose solve failed (when the request is unregularised); returns
   // a flag per slot, 1 where the patch was retried.
   absl::StatusOr<std::vector<char>> RetryFailed(const core::ExtractionJob& job, Batch* batch);
-  // Bundle `pos` of the batch from the pinned output buffers (skipped patches counted).
-  void FillBundle(const Batch& batch, std::size_t pos, core::BundleResult* r) const;
+  // One output array's copy out of the pinned buffers.
+  struct OutCopy {
+    std::vector<double>* dst;
+    const double* src;
+    std::size_t n;
+  };
+  // Bundle `pos` of the batch: its fields and skipped patches, and the copies that fill its
+  // arrays from the pinned output buffers (AssembleBundles runs them).
+  void SizeBundle(const Batch& batch, std::size_t pos, core::BundleResult* r,
+                  std::vector<OutCopy>* copies) const;
   // Every bundle of the batch, with its patch outcomes counted and failed bins marked.
   std::vector<core::BundleResult> AssembleBundles(const Batch& batch,
                                                   const std::vector<char>& retried) const;

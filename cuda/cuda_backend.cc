@@ -93,6 +93,9 @@ class CudaBackend final : public core::Backend {
 
   // Float32 planes are copied to the pinned staging as they are (UploadImage).
   bool TakesFloat32Planes() const override { return true; }
+  std::shared_ptr<core::PlaneMemoryPinner> PlanePinner() override {
+    return MakePlanePinner(ctx_->device());
+  }
 
   absl::StatusOr<core::ExtractionSummary> Extract(const core::ExtractionJob& job,
                                                   const core::BundleSink& sink) override {

@@ -1,9 +1,13 @@
 // Uploads a request's image and ivar into the workspace (float64 on the device, spec
-// §2.1). Float32 planes (PreprocImage::image32, what preproc files hold) are copied into
-// the workspace's pinned staging as they are and widened on the device; float64 planes are
-// narrowed to float32 on the way when that is exact, else staged as float64.
+// §2.1). Float32 planes (PreprocImage::image32, what preproc files hold) are copied to the
+// device straight from their own memory when it is pinned (a server's PlaneBufferPool with
+// PlanePinner), else through the workspace's pinned staging, and widened on the device;
+// float64 planes are narrowed to float32 on the way when that is exact, else staged as
+// float64.
 #ifndef SPEXD_CUDA_IMAGE_UPLOAD_H_
 #define SPEXD_CUDA_IMAGE_UPLOAD_H_
+
+#include <memory>
 
 #include "absl/status/status.h"
 #include "core/device_region.h"
@@ -15,11 +19,16 @@
 namespace spexd::cuda {
 
 struct UploadStats {
-  bool float32 = false;       // staged as float32 (exact)
+  bool float32 = false;       // uploaded as float32 (exact)
+  bool direct = false;        // from the planes' own pinned memory, no staging
   double host_seconds = 0;    // copy or conversion into the pinned staging
 };
 
-// Fills the pinned staging in chunks on the calling thread and `pool`'s threads (the
+// Pins host memory with cudaHostRegister (portable: every device's context sees it) for
+// the backend on `device` (core::Backend::PlanePinner).
+std::shared_ptr<core::PlaneMemoryPinner> MakePlanePinner(int device);
+
+// Unless the float32 planes are pinned already: fills the pinned staging in chunks on the calling thread and `pool`'s threads (the
 // backend's host pool; may be null), then enqueues the copies on ctx.compute(); the pinned staging belongs to the
 // workspace and is reused by every request. The float64 fallback synchronises the stream
 // between its two copies (staging reuse).

@@ -60,6 +60,10 @@ ABSL_FLAG(int, prefetch, 0,
 ABSL_FLAG(int64_t, prefetch_memory_bytes, 0,
           "host memory for all frames decoded ahead, at 320 MB a frame (at least one frame per "
           "worker); 0: a quarter of the host's (or the cgroup's) memory");
+ABSL_FLAG(bool, pin_planes, true,
+          "GPU workers: decode frames into page-locked host memory (at most the frames held: "
+          "prefetched, extracting, streaming; ~140 MB each), so that the upload to the GPU "
+          "needs no host copy");
 ABSL_FLAG(int64_t, psf_cache_bytes, int64_t{4} << 30,
           "host memory budget of the PSF and geometry cache");
 ABSL_FLAG(int64_t, max_upload_bytes, int64_t{1} << 30,
@@ -158,6 +162,7 @@ int main(int argc, char** argv) {
   if (o.prefetch < 0 || o.prefetch_memory_bytes < 0) {
     return Fail("--prefetch and --prefetch_memory_bytes must not be negative (0: the default)");
   }
+  o.pin_planes = absl::GetFlag(FLAGS_pin_planes);
   o.psf_cache_bytes = absl::GetFlag(FLAGS_psf_cache_bytes);
   o.limits.max_upload_bytes = absl::GetFlag(FLAGS_max_upload_bytes);
   o.limits.max_image_pixels = absl::GetFlag(FLAGS_max_image_pixels);

@@ -217,6 +217,8 @@ class SpexdServer::Impl {
       bool float32 = !workers.empty();
       for (const WorkerBackend& w : workers) float32 &= w.backend->TakesFloat32Planes();
       float32_planes.store(float32);
+      // One pinner serves every worker: its registrations are portable across devices.
+      if (float32 && options.pin_planes) plane_buffers.set_pinner(workers.front().backend->PlanePinner());
       const int64_t nworkers = static_cast<int64_t>(workers.size());
       for (WorkerBackend& w : workers) scheduler->AddWorker(std::move(w.backend), w.gpu_device);
       // The frames prepared ahead, and per worker the one extracting and those streaming.

@@ -316,6 +316,7 @@ absl::StatusOr<LocalTimes> TimeLocal(const Args& args, const std::shared_ptr<con
   popts.pool = &decode_pool;
   popts.buffers = &buffers;
   popts.keep_float32 = backend->TakesFloat32Planes();
+  if (popts.keep_float32) buffers.set_pinner(backend->PlanePinner());  // as spexd --pin_planes
   for (int r = -1; r < args.repeats; ++r) {  // r = -1: warm-up (spots evaluated and kept)
     const auto t0 = Clock::now();
     SPEXD_ASSIGN_OR_RETURN(core::PreprocImage image, core::ReadPreproc(frame_path, popts));

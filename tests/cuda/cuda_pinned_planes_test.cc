@@ -1,0 +1,108 @@
+// Float32 planes in memory pinned by the backend's PlanePinner (what the server decodes
+// preproc files into) are uploaded straight from their memory, with no host staging, and
+// give the very same spectra as the staged paths. Label "gpu": skips without a device.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/backend.h"
+#include "core/geometry.h"
+#include "core/plane_buffer.h"
+#include "core/psf.h"
+#include "gtest/gtest.h"
+#include "tests/synthetic_frames.h"
+#include "tests/test_support.h"
+
+namespace spexd::testing {
+namespace {
+
+struct Run {
+  std::vector<core::BundleResult> bundles;
+  core::ExtractionSummary summary;
+};
+
+absl::StatusOr<Run> Extract(core::Backend& b, const std::shared_ptr<const core::Geometry>& g,
+                            const core::PreprocImage& image) {
+  core::ExtractionJob job;
+  job.geometry = g;
+  job.image = &image;
+  Run r;
+  auto s = b.Extract(job, [&](core::BundleResult&& x) {
+    r.bundles.push_back(std::move(x));
+    return absl::OkStatus();
+  });
+  if (!s.ok()) return s.status();
+  r.summary = *s;
+  return r;
+}
+
+// The frame's values rounded to float32, as float32 planes from `pool` (null: pageable).
+core::PreprocImage Float32Copy(const core::PreprocImage& in, core::PlaneBufferPool* pool) {
+  core::PreprocImage out;
+  out.height = in.height;
+  out.width = in.width;
+  out.image32 = core::PlaneBuffer<float>::Make(in.image.size(), pool);
+  out.ivar32 = core::PlaneBuffer<float>::Make(in.ivar.size(), pool);
+  for (std::size_t i = 0; i < in.image.size(); ++i) {
+    out.image32[i] = static_cast<float>(in.image[i]);
+    out.ivar32[i] = static_cast<float>(in.ivar[i]);
+  }
+  return out;
+}
+
+void ExpectIdentical(const std::vector<core::BundleResult>& a, const std::vector<core::BundleResult>& b,
+                     const std::string& what) {
+  ASSERT_EQ(a.size(), b.size()) << what;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    // Bit-identical: the device receives the same float32 values either way.
+    EXPECT_EQ(a[i].flux, b[i].flux) << what << " bundle " << i;
+    EXPECT_EQ(a[i].ivar, b[i].ivar) << what << " bundle " << i;
+    EXPECT_EQ(a[i].rdiags, b[i].rdiags) << what << " bundle " << i;
+    EXPECT_EQ(a[i].chi2pix, b[i].chi2pix) << what << " bundle " << i;
+    EXPECT_EQ(a[i].pixmask_fraction, b[i].pixmask_fraction) << what << " bundle " << i;
+  }
+}
+
+TEST(CudaPinnedPlanes, UploadedWithoutStagingAndIdenticalToTheStagedPaths) {
+  absl::StatusOr<core::BackendOptions> options = CudaOptionsFromEnv();
+  ASSERT_TRUE(options.ok()) << options.status();
+  auto backend = core::CreateBackend(*options);
+  if (!backend.ok()) GTEST_SKIP() << "CUDA backend unavailable: " << backend.status();
+  std::shared_ptr<core::PlaneMemoryPinner> pinner = (*backend)->PlanePinner();
+  ASSERT_NE(pinner, nullptr) << "the CUDA backend pins planes";
+  core::ExtractionParams p;
+  p.specmin = 25;
+  p.nspec = 50;
+  p.wmin = 6000.0;
+  p.wmax = 6100.0;
+  auto g = core::Geometry::Create(LoadBundledPsf(), p, 4128, 4114, /*cache_spots=*/false);
+  ASSERT_TRUE(g.ok()) << g.status();
+  const core::PreprocImage frame = MakeSyntheticFrame(**g, SyntheticOptions{});
+
+  core::PlaneBufferPool pool(int64_t{1} << 30);
+  pool.set_pinner(pinner);
+  const core::PreprocImage pinned = Float32Copy(frame, &pool);
+  const core::PreprocImage pageable = Float32Copy(frame, nullptr);
+  core::PreprocImage widened;  // float64 planes holding the same float32 values
+  widened.height = frame.height;
+  widened.width = frame.width;
+  widened.image.assign(pageable.image32.begin(), pageable.image32.end());
+  widened.ivar.assign(pageable.ivar32.begin(), pageable.ivar32.end());
+
+  auto staged = Extract(**backend, *g, pageable);
+  ASSERT_TRUE(staged.ok()) << staged.status();
+  auto direct = Extract(**backend, *g, pinned);
+  ASSERT_TRUE(direct.ok()) << direct.status();
+  auto narrowed = Extract(**backend, *g, widened);
+  ASSERT_TRUE(narrowed.ok()) << narrowed.status();
+  ASSERT_FALSE(direct->bundles.empty());
+  EXPECT_GT(direct->summary.counts.extracted, 0);
+  // The direct path does no host staging at all; the others copy or narrow into it.
+  EXPECT_EQ(direct->summary.stage_seconds["upload_host"], 0.0);
+  EXPECT_GT(staged->summary.stage_seconds["upload_host"], 0.0);
+  ExpectIdentical(staged->bundles, direct->bundles, "pinned vs pageable float32");
+  ExpectIdentical(narrowed->bundles, direct->bundles, "pinned float32 vs float64 planes");
+}
+
+}  // namespace
+}  // namespace spexd::testing

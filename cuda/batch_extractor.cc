@@ -248,8 +248,11 @@ absl::Status BatchExtractor::Enqueue(const core::ExtractionJob& job, Batch* batc
   NvtxRange range{"enqueue batch"};
   WorkspaceSet* s = &cfg_.workspace->set(batch->set);
   cudaStream_t compute = cfg_.ctx->compute(), copy = cfg_.ctx->copy();
-  // The previous batch of this set must have left the device outputs.
+  // The previous batch of this set must have left the device outputs, and the batch's
+  // columns of the image must be on the device.
   SPEXD_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(compute, s->outputs_copied.get(), 0));
+  SPEXD_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(
+      compute, (batch->first ? cfg_.workspace->first_columns() : cfg_.workspace->upload_end()).get(), 0));
   std::vector<RunEntry> entries = MakeBatchEntries(*cfg_.plan, batch->bundles, job.regularize);
   batch->layout = BuildRunLayout(*cfg_.plan, std::move(entries), Addresses(*s), Choices());
   SPEXD_RETURN_IF_ERROR(UploadLayout(s, batch->layout, compute));
@@ -469,9 +472,8 @@ absl::Status BatchExtractor::ReportEigenSweeps(const Batch& batch) {
   return absl::OkStatus();
 }
 
-absl::Status BatchExtractor::Run(const core::ExtractionJob& job, const std::vector<int>& bundles,
-                                 const core::BundleSink& sink, core::ExtractionSummary* summary) {
-  std::vector<std::vector<int>> chunks;
+std::vector<std::vector<int>> BatchExtractor::Batches(const std::vector<int>& bundles) const {
+  std::vector<std::vector<int>> batches;
   // Diagnostics: SPEXD_CUDA_BATCH_PLAN="a,b,c" sets the bundles of each batch (the last
   // repeats), each at most bundles_per_batch_.
   std::vector<int> plan_sizes;
@@ -485,19 +487,40 @@ absl::Status BatchExtractor::Run(const core::ExtractionJob& job, const std::vect
     }
   }
   for (std::size_t i = 0; i < bundles.size();) {
-    const std::size_t k = chunks.size();
+    const std::size_t k = batches.size();
     const int size = plan_sizes.empty() ? bundles_per_batch_
                                         : plan_sizes[std::min(k, plan_sizes.size() - 1)];
     const std::size_t end = std::min(bundles.size(), i + static_cast<std::size_t>(size));
-    chunks.emplace_back(bundles.begin() + static_cast<std::ptrdiff_t>(i),
-                        bundles.begin() + static_cast<std::ptrdiff_t>(end));
+    batches.emplace_back(bundles.begin() + static_cast<std::ptrdiff_t>(i),
+                         bundles.begin() + static_cast<std::ptrdiff_t>(end));
     i = end;
   }
+  return batches;
+}
+
+ColumnRange BatchExtractor::Columns(const std::vector<int>& batch) const {
+  const core::PatchPlan& plan = *cfg_.plan;
+  ColumnRange r{plan.image_width, 0};
+  for (int b : batch) {
+    for (int p = plan.bundle_first_patch[b]; p < plan.bundle_first_patch[b + 1]; ++p) {
+      const core::PatchDesc& d = plan.patches[static_cast<std::size_t>(p)];
+      if (d.skipped != core::kSkipNone) continue;  // never read
+      r.x0 = std::min(r.x0, std::max(d.x0, 0));
+      r.x1 = std::max(r.x1, std::min(d.x0 + d.nx, plan.image_width));
+    }
+  }
+  return r.x0 < r.x1 ? r : ColumnRange{};
+}
+
+absl::Status BatchExtractor::Run(const core::ExtractionJob& job,
+                                 const std::vector<std::vector<int>>& chunks,
+                                 const core::BundleSink& sink, core::ExtractionSummary* summary) {
   Batch batches[2];
   auto enqueue = [&](std::size_t k) {
     Batch& b = batches[k % 2];
     b.bundles = chunks[k];
     b.set = static_cast<int>(k % 2);
+    b.first = k == 0;
     const double e0 = Now();
     absl::Status st = Enqueue(job, &b);
     if (std::getenv("SPEXD_CUDA_TIMELINE") != nullptr) {

@@ -15,6 +15,7 @@
 #include "cuda/geometry_state.h"
 #include "cuda/gpu_context.h"
 #include "cuda/patch_pipeline.h"
+#include "cuda/image_upload.h"
 #include "cuda/workspace.h"
 
 namespace spexd::cuda {
@@ -39,8 +40,13 @@ class BatchExtractor {
   // Chooses the batch size from the plan and the free device memory and reserves the
   // workspace (grow-only: a no-op when warm). RESOURCE_EXHAUSTED if one bundle does not fit.
   absl::Status Prepare(const core::ExtractionJob& job, int nbundles);
-  // Extracts `bundles` (ascending); the image must already be enqueued for upload.
-  absl::Status Run(const core::ExtractionJob& job, const std::vector<int>& bundles,
+  // The batches `bundles` (ascending) are extracted in (after Prepare).
+  std::vector<std::vector<int>> Batches(const std::vector<int>& bundles) const;
+  // The CCD columns the extracted patches of `batch` read (empty when none).
+  ColumnRange Columns(const std::vector<int>& batch) const;
+  // Extracts the batches; the image must already be enqueued for upload (UploadImage:
+  // the first batch waits for its columns only, the others for the whole frame).
+  absl::Status Run(const core::ExtractionJob& job, const std::vector<std::vector<int>>& batches,
                    const core::BundleSink& sink, core::ExtractionSummary* summary);
 
  private:
@@ -48,6 +54,7 @@ class BatchExtractor {
     std::vector<int> bundles;
     RunLayout layout;
     int set = 0;
+    bool first = false;  // the request's first batch (waits for its columns only)
     bool timed = false;
   };
   SlotAddresses Addresses(const WorkspaceSet& s) const;

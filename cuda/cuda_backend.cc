@@ -297,6 +297,7 @@ class CudaBackend final : public core::Backend {
     const absl::Status prepared = extractor.Prepare(job, static_cast<int>(bundles.size()));
     PublishMemoryLocked();  // the workspace may have grown
     SPEXD_RETURN_IF_ERROR(prepared);
+    const std::vector<std::vector<int>> batches = extractor.Batches(bundles);
 
     if (job.device_image != nullptr) {
       NvtxRange range{"import image from a CUDA region"};
@@ -305,11 +306,12 @@ class CudaBackend final : public core::Backend {
     } else {
       UploadStats upload;
       NvtxRange range{"upload image"};
-      SPEXD_RETURN_IF_ERROR(UploadImage(*ctx_, *workspace_, *job.image, pool_, &upload));
+      SPEXD_RETURN_IF_ERROR(
+          UploadImage(*ctx_, *workspace_, *job.image, extractor.Columns(batches.front()), pool_, &upload));
       summary->stage_seconds["upload_host"] += upload.host_seconds;
     }
     SPEXD_RETURN_IF_ERROR(InjectRequestFault(faults_, ++requests_, ctx_->compute()));
-    return extractor.Run(job, bundles, sink, summary);
+    return extractor.Run(job, batches, sink, summary);
   }
 
   std::unique_ptr<GpuContext> ctx_;

@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/parallel_for.h"
+#include "core/status_macros.h"
 #include "cuda/cuda_check.h"
 #include "cuda/image_import.h"
 #include "cuda/normal_equations.h"
@@ -84,6 +85,42 @@ class CudaPlanePinner : public core::PlaneMemoryPinner {
   const int device_;
 };
 
+// Columns [x0, x1) of both pinned planes into the device staging, widened into the
+// workspace's float64 planes, on `stream`.
+absl::Status CopyColumns(Workspace& ws, const core::PreprocImage& image, int x0, int x1,
+                         cudaStream_t stream) {
+  if (x0 >= x1) return absl::OkStatus();
+  const std::size_t w = static_cast<std::size_t>(image.width), h = static_cast<std::size_t>(image.height);
+  const std::size_t n = w * h, pitch = w * sizeof(float);
+  const float* planes[2] = {image.image32.data(), image.ivar32.data()};
+  double* targets[2] = {ws.image(), ws.ivar()};
+  for (int a = 0; a < 2; ++a) {
+    float* stage = ws.stage_device() + static_cast<std::size_t>(a) * n;
+    SPEXD_CUDA_RETURN_IF_ERROR(cudaMemcpy2DAsync(stage + x0, pitch, planes[a] + x0, pitch,
+                                                 static_cast<std::size_t>(x1 - x0) * sizeof(float), h,
+                                                 cudaMemcpyHostToDevice, stream));
+    SPEXD_CUDA_RETURN_IF_ERROR(LaunchWidenColumns(stage, targets[a], image.width, image.height, x0, x1, stream));
+  }
+  return absl::OkStatus();
+}
+
+// Pinned float32 planes on the copy stream: the first batch's columns, then the rest.
+absl::Status CopyPinnedPlanes(const GpuContext& ctx, Workspace& ws, const core::PreprocImage& image,
+                              ColumnRange first) {
+  cudaStream_t stream = ctx.copy();
+  const int w = image.width;
+  first.x0 = std::clamp(first.x0, 0, w);
+  first.x1 = std::clamp(first.x1, first.x0, w);
+  if (first.x0 == first.x1) first = ColumnRange{0, w};  // nothing to put first
+  SPEXD_CUDA_RETURN_IF_ERROR(cudaEventRecord(ws.upload_start().get(), stream));
+  SPEXD_RETURN_IF_ERROR(CopyColumns(ws, image, first.x0, first.x1, stream));
+  SPEXD_CUDA_RETURN_IF_ERROR(cudaEventRecord(ws.first_columns().get(), stream));
+  SPEXD_RETURN_IF_ERROR(CopyColumns(ws, image, 0, first.x0, stream));
+  SPEXD_RETURN_IF_ERROR(CopyColumns(ws, image, first.x1, w, stream));
+  SPEXD_CUDA_RETURN_IF_ERROR(cudaEventRecord(ws.upload_end().get(), stream));
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 std::shared_ptr<core::PlaneMemoryPinner> MakePlanePinner(int device) {
@@ -91,23 +128,15 @@ std::shared_ptr<core::PlaneMemoryPinner> MakePlanePinner(int device) {
 }
 
 absl::Status UploadImage(const GpuContext& ctx, Workspace& ws, const core::PreprocImage& image,
-                         core::TaskPool* pool, UploadStats* stats) {
+                         ColumnRange first, core::TaskPool* pool, UploadStats* stats) {
   const std::size_t n = core::PlanePixels(image);
   cudaStream_t stream = ctx.compute();
   if (image.has_float32_planes() && IsPinned(image.image32.data()) && IsPinned(image.ivar32.data())) {
-    // Straight from the decoded planes: they stay alive and unchanged until Extract
+    // Straight from the decoded planes, which stay alive and unchanged until Extract
     // returns, after every batch has read them.
     stats->float32 = true;
     stats->direct = true;
-    SPEXD_CUDA_RETURN_IF_ERROR(cudaEventRecord(ws.upload_start().get(), stream));
-    SPEXD_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(ws.stage_device(), image.image32.data(), n * sizeof(float),
-                                               cudaMemcpyHostToDevice, stream));
-    SPEXD_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(ws.stage_device() + n, image.ivar32.data(),
-                                               n * sizeof(float), cudaMemcpyHostToDevice, stream));
-    SPEXD_CUDA_RETURN_IF_ERROR(LaunchWiden(ws.stage_device(), ws.image(), n, stream));
-    SPEXD_CUDA_RETURN_IF_ERROR(LaunchWiden(ws.stage_device() + n, ws.ivar(), n, stream));
-    SPEXD_CUDA_RETURN_IF_ERROR(cudaEventRecord(ws.upload_end().get(), stream));
-    return absl::OkStatus();
+    return CopyPinnedPlanes(ctx, ws, image, first);
   }
   const auto t0 = std::chrono::steady_clock::now();
   float* h = ws.stage_host();
@@ -133,6 +162,7 @@ absl::Status UploadImage(const GpuContext& ctx, Workspace& ws, const core::Prepr
           cudaMemcpyAsync(targets[a], hd, n * sizeof(double), cudaMemcpyHostToDevice, stream));
     }
   }
+  SPEXD_CUDA_RETURN_IF_ERROR(cudaEventRecord(ws.first_columns().get(), stream));
   SPEXD_CUDA_RETURN_IF_ERROR(cudaEventRecord(ws.upload_end().get(), stream));
   return absl::OkStatus();
 }
@@ -152,6 +182,7 @@ absl::Status ImportImage(const GpuContext& ctx, Workspace& ws, const core::Devic
   planes.bad_bits = core::MaskBadBits(input.mask_policy);
   SPEXD_CUDA_RETURN_IF_ERROR(cudaEventRecord(ws.upload_start().get(), stream));
   SPEXD_CUDA_RETURN_IF_ERROR(LaunchImportPixels(planes, ws.image(), ws.ivar(), pixels, stream));
+  SPEXD_CUDA_RETURN_IF_ERROR(cudaEventRecord(ws.first_columns().get(), stream));
   SPEXD_CUDA_RETURN_IF_ERROR(cudaEventRecord(ws.upload_end().get(), stream));
   return absl::OkStatus();
 }

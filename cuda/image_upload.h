@@ -18,6 +18,11 @@
 
 namespace spexd::cuda {
 
+// CCD columns [x0, x1) (empty when x0 >= x1).
+struct ColumnRange {
+  int x0 = 0, x1 = 0;
+};
+
 struct UploadStats {
   bool float32 = false;       // uploaded as float32 (exact)
   bool direct = false;        // from the planes' own pinned memory, no staging
@@ -32,8 +37,11 @@ std::shared_ptr<core::PlaneMemoryPinner> MakePlanePinner(int device);
 // backend's host pool; may be null), then enqueues the copies on ctx.compute(); the pinned staging belongs to the
 // workspace and is reused by every request. The float64 fallback synchronises the stream
 // between its two copies (staging reuse).
+// Records ws.first_columns() once columns `first` (the first batch's) are on the device
+// and ws.upload_end() once all are. Pinned planes are copied on ctx.copy(), `first` ahead
+// of the rest, so that the first batch starts before the whole frame has arrived.
 absl::Status UploadImage(const GpuContext& ctx, Workspace& ws, const core::PreprocImage& image,
-                         core::TaskPool* pool, UploadStats* stats);
+                         ColumnRange first, core::TaskPool* pool, UploadStats* stats);
 
 // Reads a frame of `pixels` pixels straight from device memory (a client's CUDA region,
 // issue 13) into the workspace's image and ivar, applying the pixel rules on the way: one

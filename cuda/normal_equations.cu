@@ -212,6 +212,13 @@ __global__ void WidenKernel(const float* src, double* dst, std::size_t n) {
   if (i < n) dst[i] = static_cast<double>(src[i]);
 }
 
+__global__ void WidenColumnsKernel(const float* src, double* dst, int width, int x0, int ncols) {
+  const int c = static_cast<int>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (c >= ncols) return;
+  const std::size_t i = static_cast<std::size_t>(blockIdx.y) * width + x0 + c;
+  dst[i] = static_cast<double>(src[i]);
+}
+
 }  // namespace
 
 cudaError_t LaunchResetSlotFlags(const RunArgs& args, cudaStream_t stream) {
@@ -245,6 +252,14 @@ cudaError_t LaunchRegularize(const RunArgs& args, cudaStream_t stream) {
 cudaError_t LaunchCheckSolve(const RunArgs& args, cudaStream_t stream) {
   if (args.count == 0) return cudaSuccess;
   CheckSolveKernel<<<static_cast<unsigned>(args.count), 256, 0, stream>>>(args);
+  return SPEXD_CHECK_LAUNCH(stream);
+}
+
+cudaError_t LaunchWidenColumns(const float* src, double* dst, int width, int height, int x0, int x1,
+                               cudaStream_t stream) {
+  if (x0 >= x1 || height <= 0) return cudaSuccess;
+  const dim3 grid(CeilDiv(x1 - x0, 256), static_cast<unsigned>(height));
+  WidenColumnsKernel<<<grid, 256, 0, stream>>>(src, dst, width, x0, x1 - x0);
   return SPEXD_CHECK_LAUNCH(stream);
 }
 

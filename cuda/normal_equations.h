@@ -23,6 +23,9 @@ cudaError_t LaunchRegularize(const RunArgs& args, cudaStream_t stream);
 cudaError_t LaunchCheckSolve(const RunArgs& args, cudaStream_t stream);
 // dst[i] = src[i] for i < n (float32 -> float64 is exact).
 cudaError_t LaunchWiden(const float* src, double* dst, std::size_t n, cudaStream_t stream);
+// The same for columns [x0, x1) of every row of [height][width] planes.
+cudaError_t LaunchWidenColumns(const float* src, double* dst, int width, int height, int x0, int x1,
+                               cudaStream_t stream);
 
 }  // namespace spexd::cuda
 

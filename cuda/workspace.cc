@@ -151,6 +151,7 @@ absl::Status Workspace::Reserve(const WorkspaceSpec& spec) {
   if (!events_created_) {
     SPEXD_RETURN_IF_ERROR(upload_start_.Create(true));
     SPEXD_RETURN_IF_ERROR(upload_end_.Create(true));
+    SPEXD_RETURN_IF_ERROR(first_columns_.Create(false));
     SPEXD_RETURN_IF_ERROR(reduced_.Create(false));
     SPEXD_RETURN_IF_ERROR(ql_free_.Create(false));
     events_created_ = true;

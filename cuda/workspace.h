@@ -81,6 +81,8 @@ class Workspace {
   double* stage_host_double() const { return reinterpret_cast<double*>(h_stage_.get()); }
   Event& upload_start() { return upload_start_; }
   Event& upload_end() { return upload_end_; }
+  // The first batch's columns of the image are on the device (UploadImage).
+  Event& first_columns() { return first_columns_; }
   // Library eigensolver scratch (cusolverDnXsyevBatched), sized by the caller's query.
   absl::Status ReserveEigenScratch(std::size_t device_bytes, std::size_t host_bytes);
   void* eigen_device() const { return eig_dev_.get(); }
@@ -101,7 +103,7 @@ class Workspace {
   DeviceBuffer<double> image_, ivar_;
   DeviceBuffer<float> stage_;
   PinnedBuffer<float> h_stage_;
-  Event upload_start_, upload_end_, reduced_, ql_free_;
+  Event upload_start_, upload_end_, first_columns_, reduced_, ql_free_;
   bool events_created_ = false;
   DeviceBuffer<unsigned char> eig_dev_;
   DeviceBuffer<double> ql_d_, ql_e_, ql_d0_, ql_e0_, ql_c_, ql_s_;

@@ -306,8 +306,12 @@ class CudaBackend final : public core::Backend {
     } else {
       UploadStats upload;
       NvtxRange range{"upload image"};
-      SPEXD_RETURN_IF_ERROR(
-          UploadImage(*ctx_, *workspace_, *job.image, extractor.Columns(batches.front()), pool_, &upload));
+      // Diagnostics: SPEXD_CUDA_UPLOAD_SPLIT=0 uploads the whole frame before any batch.
+      const char* split = std::getenv("SPEXD_CUDA_UPLOAD_SPLIT");
+      const ColumnRange first = split != nullptr && std::string(split) == "0"
+                                    ? ColumnRange{}
+                                    : extractor.Columns(batches.front());
+      SPEXD_RETURN_IF_ERROR(UploadImage(*ctx_, *workspace_, *job.image, first, pool_, &upload));
       summary->stage_seconds["upload_host"] += upload.host_seconds;
     }
     SPEXD_RETURN_IF_ERROR(InjectRequestFault(faults_, ++requests_, ctx_->compute()));

@@ -392,6 +392,10 @@ std::vector<core::BundleResult> BatchExtractor::AssembleBundles(
     copies[c].dst->reserve(copies[c].n);
     for (std::size_t e = 0; e < copies[c].n; e += kPiece) pieces.emplace_back(static_cast<int>(c), e);
   }
+  // Diagnostics: SPEXD_CUDA_PREFAULT=0 leaves the pages to fault inside the copies.
+  static const bool prefault = std::getenv("SPEXD_CUDA_PREFAULT") == nullptr ||
+                               std::string(std::getenv("SPEXD_CUDA_PREFAULT")) != "0";
+  if (!prefault) pieces.clear();
   core::ParallelFor(cfg_.pool, core::HardwareThreads(), static_cast<int>(pieces.size()), [&](int, int t) {
     const auto [c, e] = pieces[static_cast<std::size_t>(t)];
     const std::size_t len = std::min(kPiece, copies[static_cast<std::size_t>(c)].n - e);

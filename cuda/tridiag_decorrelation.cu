@@ -10,7 +10,7 @@
 //  3. RotateKernel, a thread block per block again: the logged rotations applied to the
 //     rows of H (no barrier: rows are independent) -> eigenvectors, then the products.
 //     For nt <= kRegMaxN each thread holds its row of H in registers while the sweeps
-//     stream past (RotateRowSweep); larger nt rotate the rows in shared memory.
+//     stream past (RotateRowSweeps); larger nt rotate the rows in shared memory.
 //     A block whose log overflowed runs TridiagonalQl here instead.
 // Only one nt x nt matrix lives in shared memory, so four blocks fit on an SM.
 #include "cuda/decorrelation.h"
@@ -29,13 +29,16 @@ namespace {
 
 // Reduction: 8 warps (its loops are latency-bound at four blocks per SM). Rotation in
 // shared memory: 4 warps, a row per thread (the in-block QL fallback has warp 0 compute
-// the rotations while the other warps apply them to the rows). QL: one thread per block, d and e in shared memory
-// (in global memory every step waited on the L1/L2 round trip of the previous store);
-// 32 chains per warp (docs/perf.md: one chain per warp or per 8 lanes was slower).
+// the rotations while the other warps apply them to the rows). QL: one thread per
+// block, d and e in shared memory (in global memory every step waited on the L1/L2
+// round trip of the previous store); 32 chains per warp (docs/perf.md: one chain per
+// warp or per 8 lanes was slower).
 constexpr int kReduceThreads = 256;
 constexpr int kThreads = 128;
 // Rotation with the rows in registers: a thread per row, nt <= kRegMaxN = 80 rows in 3
-// warps; ~220 registers per thread (two blocks per SM).
+// warps; ~216 registers per thread (224 allowed: two blocks per SM either way, since a
+// warp's registers come from one quarter of the SM's file; at 168, three warps per
+// quarter, the row spills).
 constexpr int kRegRotThreads = 96;
 constexpr int kQlThreads = 32;
 constexpr int kQlLogOverflow = -2;
@@ -245,10 +248,10 @@ __device__ void ApplyLogStaged(const RunArgs& a, int64_t blk, int sweeps, double
 // column nt - 2, end at the top of a run.
 constexpr int kRotBlock = 4;
 constexpr int kSweepChunk = 32;  // sweeps per staging round: 40 KB
-#ifndef SPEXD_SWEEP_GROUP
-#define SPEXD_SWEEP_GROUP 4
-#endif
-constexpr int kSweepGroup = SPEXD_SWEEP_GROUP;  // sweeps applied together (RotateRowSweeps)
+// Sweeps applied together (RotateRowSweeps): the kernel waits on the FMA chain of each
+// sweep; per batch of 7,050 blocks (H100, ncu) 2 sweeps 4.38 ms, 4: 4.03, 8: 4.78 (250
+// registers).
+constexpr int kSweepGroup = 4;
 
 // The register path's shared memory after RotateSmemBytes: the sweep table (3 ints per
 // sweep: offset in the log, lo and hi in register columns; QlSweepCap(nt) <= 8 kRegMaxN

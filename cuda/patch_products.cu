@@ -1,4 +1,6 @@
 // Pixel model, chi2 and column sums of each patch; model canvases (spec §2.11–2.12).
+#include <climits>
+
 #include "cuda/kernel_common.cuh"
 #include "cuda/launch_check.h"
 #include "cuda/patch_products.h"
@@ -7,105 +9,182 @@ namespace spexd::cuda {
 namespace {
 
 constexpr int kPixelThreads = 256;
+constexpr int kPixelWarps = kPixelThreads / 32;
+// One warp's pixel tile: kTileX x kTileY lanes, each owning kRows pixels kTileY rows apart.
+constexpr int kTileX = 8, kTileY = 4, kRows = 2, kTileH = kTileY * kRows;
+constexpr int kTilesPerWarp = 4;  // grid sizing: about this many tiles per warp
 constexpr int kColumnWarps = 8;
 
-// One thread per window pixel (blockIdx.x = run entry, blockIdx.y = pixel tile). The
-// patch's stamp corners, x and the core model flux are staged in shared memory; each
-// pixel scans the n corners in q order (the CPU sums its pixel entries in q order too).
-__global__ void PixelModelKernel(RunArgs a) {
-  extern __shared__ double smem[];
+// A staged stamp corner: window-relative corner and the offset that, plus py * snx + px,
+// indexes the stamp's spot value at window pixel (py, px).
+struct alignas(16) StagedCorner {
+  int oy, ox;
+  int64_t base;
+};
+
+// Window-relative bounding box of the corners of 32 consecutive wavelengths of a spectrum.
+struct CornerBox {
+  int y_lo, y_hi, x_lo, x_hi;  // corner rows [y_lo, y_hi], columns [x_lo, x_hi]
+};
+
+// The pixel's chi2 term and weight under the compat rule, and its core model (spec §2.11).
+__device__ inline void PixelProducts(const RunArgs& a, const RunEntry& e, const DevicePatch& d,
+                                     int py, int px, double m, double mc, bool* nonzero,
+                                     bool* nonfinite) {
+  const PlanDims& D = a.dims;
+  const int p = py * d.nx + px;
+  const int64_t g = static_cast<int64_t>(d.y0 + py) * D.image_width + d.x0 + px;
+  const double v = a.in.ivar[g], pix = a.in.image[g];
+  double chi2 = 0.0;
+  bool weighted;
+  if (D.compat_cpu) {
+    // mivar = (m psferr + 1e-32)^-2; weight by tivar > 0 (spec §2.11, CPU path).
+    const double mivar = pow(m * a.psferr + 1e-32, -2.0);
+    double tivar = 0.0;
+    if (mivar > 0.0 && v > 0.0) tivar = 1.0 / (1.0 / mivar + 1.0 / v);
+    const double chi = (pix - m) * sqrt(tivar);
+    chi2 = chi * chi;
+    weighted = tivar > 0.0;
+  } else {
+    // sigma_m = psferr m; only m > 0 pixels; weight by chi2 > 0 (GPU path).
+    const double sm = a.psferr * m;
+    double tivar = 0.0;
+    if (sm > 0.0 && v > 0.0) tivar = 1.0 / (sm * sm + 1.0 / v);
+    chi2 = (pix - m) * (pix - m) * tivar;
+    weighted = chi2 > 0.0;
+  }
+  const int64_t pbase = static_cast<int64_t>(e.slot) * D.max_npix + p;
+  a.slots.pix_num[pbase] = weighted ? chi2 : 0.0;
+  a.slots.pix_w[pbase] = weighted ? 1.0 : 0.0;
+  if (a.want_model) {
+    a.slots.model[pbase] = mc;
+    *nonzero |= mc != 0.0;
+    *nonfinite |= !isfinite(mc);
+  }
+}
+
+// One warp per pixel tile of 8 columns x 8 rows of a window; lane (lx, ly) owns the pixels
+// (y0 + ly + 4 r, x0 + lx), r < kRows. blockIdx.x = run entry; the block's warps
+// stride over the window's tiles. The patch's stamp corners, x and the core model flux
+// are staged in shared memory with a bounding box per 32 wavelengths of each spectrum.
+// The warp lists the stamps that meet its tile in q order (ballot per 32 wavelengths) and
+// each pixel adds those that cover it, in that order: the same terms in the same order
+// as a scan of all n corners (the CPU sums its pixel entries in q order too), for any
+// trace, monotone in wavelength or not. Two listed stamps are taken per step so that their
+// spot loads are in flight together (the sums stay in q order).
+__global__ void __launch_bounds__(kPixelThreads) PixelModelKernel(RunArgs a) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
   const PlanDims& D = a.dims;
   const RunEntry e = a.entries[blockIdx.x];
   const DevicePatch d = a.in.patches[e.patch];
-  const int npix = d.ny * d.nx, n = d.n, nt = D.nwavetot;
-  const int p0 = static_cast<int>(blockIdx.y) * kPixelThreads;
-  if (p0 >= npix) return;  // block-uniform
-  double* s_x = smem;
-  double* s_f = s_x + D.ld;
-  int* s_oy = reinterpret_cast<int*>(s_f + D.ld);
-  int* s_ox = s_oy + D.ld;
-  int* s_sid = s_ox + D.ld;
+  const int n = d.n, nt = D.nwavetot, nchunk = (nt + 31) / 32, nbox = d.nspectot * nchunk;
+  const int tiles_x = (d.nx + kTileX - 1) / kTileX;
+  const int ntiles = tiles_x * ((d.ny + kTileH - 1) / kTileH);
+  if (static_cast<int>(blockIdx.y) * kPixelWarps >= ntiles) return;  // block-uniform
+  double2* s_xf = reinterpret_cast<double2*>(smem_raw);
+  StagedCorner* s_c = reinterpret_cast<StagedCorner*>(s_xf + D.ld);
+  CornerBox* s_box = reinterpret_cast<CornerBox*>(s_c + D.ld);
+  const int sny = D.stamp_ny, snx = D.stamp_nx, npx = sny * snx;
   const int64_t vbase = static_cast<int64_t>(e.slot) * D.ld;
   for (int q = threadIdx.x; q < n; q += blockDim.x) {
     const int64_t idx = StampIndex(D, d, q);
-    s_oy[q] = a.in.yc[idx] - d.y0;
-    s_ox[q] = a.in.xc[idx] - d.x0;
-    s_sid[q] = static_cast<int>(idx);
-    s_x[q] = a.slots.x[vbase + q];
+    const int oy = a.in.yc[idx] - d.y0, ox = a.in.xc[idx] - d.x0;
+    s_c[q] = StagedCorner{oy, ox, idx * npx - static_cast<int64_t>(oy) * snx - ox};
     const int s = q / nt, w = q % nt;
     const bool core = s >= d.core_row && s < d.core_row + D.nper && w >= D.wavepad_eff &&
                       w < D.wavepad_eff + D.nwavestep;
-    s_f[q] = (core && a.want_model) ? a.slots.fmodel[vbase + q] : 0.0;
+    s_xf[q] = make_double2(a.slots.x[vbase + q],
+                           (core && a.want_model) ? a.slots.fmodel[vbase + q] : 0.0);
   }
-  // Stamp rows are normally non-decreasing in wavelength within a spectrum (the trace
-  // runs up the CCD): then each pixel only visits, per spectrum, the wavelengths whose
-  // stamps can cover its row (binary search), in the same q order as the full scan, so the
-  // sums are identical. Otherwise every corner is scanned.
   __syncthreads();
-  int mono = 1;
-  for (int s = threadIdx.x; s < d.nspectot; s += blockDim.x) {
-    for (int w = 1; w < nt; ++w) mono &= s_oy[s * nt + w - 1] <= s_oy[s * nt + w];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  for (int c = warp; c < nbox; c += kPixelWarps) {
+    const int s = c / nchunk, w = (c % nchunk) * 32 + lane;
+    const bool in = w < nt;
+    const StagedCorner sc = s_c[s * nt + (in ? w : 0)];
+    const int y_lo = __reduce_min_sync(0xffffffffu, in ? sc.oy : INT_MAX);
+    const int y_hi = __reduce_max_sync(0xffffffffu, in ? sc.oy : INT_MIN);
+    const int x_lo = __reduce_min_sync(0xffffffffu, in ? sc.ox : INT_MAX);
+    const int x_hi = __reduce_max_sync(0xffffffffu, in ? sc.ox : INT_MIN);
+    if (lane == 0) s_box[c] = CornerBox{y_lo, y_hi, x_lo, x_hi};
   }
-  mono = __syncthreads_and(mono);
-  const int p = p0 + threadIdx.x;
-  const bool active = p < npix;
-  const int sny = D.stamp_ny, snx = D.stamp_nx, npx = sny * snx;
-  double mc = 0.0;
-  if (active) {
-    const int py = p / d.nx, px = p % d.nx;
-    double m = 0.0;
-    auto visit = [&](int q) {
-      const unsigned dy = static_cast<unsigned>(py - s_oy[q]);
-      const unsigned dx = static_cast<unsigned>(px - s_ox[q]);
-      if (dy < static_cast<unsigned>(sny) && dx < static_cast<unsigned>(snx)) {
-        const double av = a.in.spots[static_cast<int64_t>(s_sid[q]) * npx + dy * snx + dx];
-        m += av * s_x[q];
-        mc += av * s_f[q];
+  __syncthreads();
+  const int lx = lane % kTileX, ly = lane / kTileX;
+  const int64_t row_step = static_cast<int64_t>(kTileY) * snx;  // spot offset of the next row
+  bool nonzero = false, nonfinite = false;
+  for (int t = static_cast<int>(blockIdx.y) * kPixelWarps + warp; t < ntiles;
+       t += static_cast<int>(gridDim.y) * kPixelWarps) {
+    const int y0 = (t / tiles_x) * kTileH, x0 = (t % tiles_x) * kTileX;
+    const int py = y0 + ly, px = x0 + lx;
+    const bool col_in = px < d.nx;
+    const int64_t lofs = static_cast<int64_t>(py) * snx + px;
+    double m[kRows], mc[kRows];
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) m[r] = mc[r] = 0.0;
+    // Spot values of stamp sc at the lane's pixels; in[r] says whether it covers pixel r.
+    auto load = [&](const StagedCorner& sc, bool* in, double* av) {
+      const bool xin = col_in && static_cast<unsigned>(px - sc.ox) < static_cast<unsigned>(snx);
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) {
+        const int y = py + kTileY * r;
+        in[r] = xin && y < d.ny && static_cast<unsigned>(y - sc.oy) < static_cast<unsigned>(sny);
+        av[r] = in[r] ? a.in.spots[sc.base + lofs + r * row_step] : 0.0;
       }
     };
-    if (mono) {
-      for (int s = 0; s < d.nspectot; ++s) {
-        const int q0 = s * nt;
-        int lo = 0, hi = nt;  // first w with oy > py - sny
-        while (lo < hi) {
-          const int mid = (lo + hi) / 2;
-          if (s_oy[q0 + mid] > py - sny) hi = mid; else lo = mid + 1;
+    auto add = [&](int q, const bool* in, const double* av) {
+      const double2 xf = s_xf[q];
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) {
+        if (in[r]) {
+          m[r] += av[r] * xf.x;
+          mc[r] += av[r] * xf.y;
         }
-        for (int w = lo; w < nt && s_oy[q0 + w] <= py; ++w) visit(q0 + w);
       }
-    } else {
-      for (int q = 0; q < n; ++q) visit(q);
+    };
+    for (int c = 0; c < nbox; ++c) {
+      const CornerBox b = s_box[c];  // warp-uniform
+      if (b.y_lo >= y0 + kTileH || b.y_hi + sny <= y0 || b.x_lo >= x0 + kTileX ||
+          b.x_hi + snx <= x0) {
+        continue;
+      }
+      const int q0 = (c / nchunk) * nt + (c % nchunk) * 32;
+      bool meets = false;
+      if ((c % nchunk) * 32 + lane < nt) {
+        const StagedCorner sc = s_c[q0 + lane];
+        meets = sc.oy < y0 + kTileH && sc.oy + sny > y0 && sc.ox < x0 + kTileX && sc.ox + snx > x0;
+      }
+      unsigned pending = __ballot_sync(0xffffffffu, meets);
+      while (pending != 0) {
+        const int qa = q0 + __ffs(pending) - 1;
+        pending &= pending - 1;
+        bool ina[kRows];
+        double ava[kRows];
+        load(s_c[qa], ina, ava);
+        if (pending != 0) {
+          const int qb = q0 + __ffs(pending) - 1;
+          pending &= pending - 1;
+          bool inb[kRows];
+          double avb[kRows];
+          load(s_c[qb], inb, avb);
+          add(qa, ina, ava);
+          add(qb, inb, avb);
+        } else {
+          add(qa, ina, ava);
+        }
+      }
     }
-    const int64_t g = static_cast<int64_t>(d.y0 + py) * D.image_width + d.x0 + px;
-    const double v = a.in.ivar[g], pix = a.in.image[g];
-    double chi2 = 0.0;
-    bool weighted;
-    if (D.compat_cpu) {
-      // mivar = (m psferr + 1e-32)^-2; weight by tivar > 0 (spec §2.11, CPU path).
-      const double mivar = pow(m * a.psferr + 1e-32, -2.0);
-      double tivar = 0.0;
-      if (mivar > 0.0 && v > 0.0) tivar = 1.0 / (1.0 / mivar + 1.0 / v);
-      const double chi = (pix - m) * sqrt(tivar);
-      chi2 = chi * chi;
-      weighted = tivar > 0.0;
-    } else {
-      // sigma_m = psferr m; only m > 0 pixels; weight by chi2 > 0 (GPU path).
-      const double sm = a.psferr * m;
-      double tivar = 0.0;
-      if (sm > 0.0 && v > 0.0) tivar = 1.0 / (sm * sm + 1.0 / v);
-      chi2 = (pix - m) * (pix - m) * tivar;
-      weighted = chi2 > 0.0;
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+      const int y = py + kTileY * r;
+      if (col_in && y < d.ny) PixelProducts(a, e, d, y, px, m[r], mc[r], &nonzero, &nonfinite);
     }
-    const int64_t pbase = static_cast<int64_t>(e.slot) * D.max_npix + p;
-    a.slots.pix_num[pbase] = weighted ? chi2 : 0.0;
-    a.slots.pix_w[pbase] = weighted ? 1.0 : 0.0;
-    if (a.want_model) a.slots.model[pbase] = mc;
   }
   if (a.want_model) {
-    const int nonzero = __syncthreads_or(active && mc != 0.0);
-    const int nonfinite = __syncthreads_or(active && !isfinite(mc));
-    if (threadIdx.x == 0 && (nonzero || nonfinite)) {
-      atomicOr(&a.slots.mflags[e.slot], (nonzero ? kModelNonZero : 0) | (nonfinite ? kModelNonFinite : 0));
+    const int any_nonzero = __syncthreads_or(nonzero);
+    const int any_nonfinite = __syncthreads_or(nonfinite);
+    if (threadIdx.x == 0 && (any_nonzero || any_nonfinite)) {
+      atomicOr(&a.slots.mflags[e.slot],
+               (any_nonzero ? kModelNonZero : 0) | (any_nonfinite ? kModelNonFinite : 0));
     }
   }
 }
@@ -170,14 +249,18 @@ __global__ void StitchCanvasKernel(CanvasArgs a) {
 
 cudaError_t LaunchPixelModel(const RunArgs& args, cudaStream_t stream) {
   if (args.count == 0) return cudaSuccess;
-  const std::size_t smem = (2 * sizeof(double) + 3 * sizeof(int)) * args.dims.ld;
+  const PlanDims& D = args.dims;
+  const int max_spectra = (D.ld + D.nwavetot - 1) / D.nwavetot;
+  const std::size_t smem = (sizeof(double2) + sizeof(StagedCorner)) * D.ld +
+                           sizeof(CornerBox) * max_spectra * ((D.nwavetot + 31) / 32);
   if (smem > 48 * 1024) {
     cudaError_t err = cudaFuncSetAttribute(PixelModelKernel,
                                            cudaFuncAttributeMaxDynamicSharedMemorySize,
                                            static_cast<int>(smem));
     if (err != cudaSuccess) return err;
   }
-  const dim3 grid(static_cast<unsigned>(args.count), CeilDiv(args.dims.max_npix, kPixelThreads));
+  const long long pixels_per_block = static_cast<long long>(kPixelThreads) * kRows * kTilesPerWarp;
+  const dim3 grid(static_cast<unsigned>(args.count), CeilDiv(D.max_npix, pixels_per_block));
   PixelModelKernel<<<grid, kPixelThreads, smem, stream>>>(args);
   return SPEXD_CHECK_LAUNCH(stream);
 }

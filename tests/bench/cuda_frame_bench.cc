@@ -4,7 +4,9 @@
 // cold (spots evaluated) and then N times warm; reports the median and p90 wall time of
 // Backend::Extract, the per-stage breakdown (CUDA events, summed over batches), the
 // throughput with several frames in flight (one backend per thread), and optionally a
-// CPU-backend parity check on a few bundles. JSON on stdout (or --json FILE).
+// CPU-backend parity check on a few bundles. JSON on stdout (or --json FILE). --model asks
+// for the model image; --dump FILE writes the last warm run's outputs as raw bytes, so that
+// two builds' outputs can be compared bit for bit (cmp).
 // --planes pinned32 (the default) hands the backend what the server decodes a preproc
 // file into: float32 planes in pooled host memory pinned by Backend::PlanePinner;
 // --planes float64 the simulator's float64 planes (narrowed into the backend's staging).
@@ -67,8 +69,8 @@ std::string Escape(const std::string& s) {
 
 struct Args {
   int runs = 7, inflight = 2, inflight_frames = 3, nspec = 500;
-  bool synthetic = false;
-  std::string psf, json, compat = "gpu", check_bundles = "0,19", planes = "pinned32";
+  bool synthetic = false, model = false;
+  std::string psf, json, dump, compat = "gpu", check_bundles = "0,19", planes = "pinned32";
 };
 
 Args Parse(int argc, char** argv) {
@@ -86,6 +88,8 @@ Args Parse(int argc, char** argv) {
     else if (k == "--check-bundles") a.check_bundles = next();
     else if (k == "--synthetic") a.synthetic = true;
     else if (k == "--planes") a.planes = next();
+    else if (k == "--model") a.model = true;
+    else if (k == "--dump") a.dump = next();
   }
   return a;
 }
@@ -235,6 +239,28 @@ std::string CpuCheckJson(const core::ExtractionJob& job, const std::vector<Bundl
   return check.str();
 }
 
+// Every output array of every bundle, in bundle order, as raw native bytes.
+bool DumpOutputs(const std::string& path, const std::vector<BundleResult>& bundles) {
+  std::ofstream out(path, std::ios::binary);
+  auto put = [&](const auto& v) {
+    out.write(reinterpret_cast<const char*>(v.data()),
+              static_cast<std::streamsize>(v.size() * sizeof(v[0])));
+  };
+  for (const BundleResult& r : bundles) {
+    const int shape[] = {r.bundle,   r.nfibers,  r.nwave,   r.model_y0,
+                         r.model_x0, r.model_ny, r.model_nx};
+    out.write(reinterpret_cast<const char*>(shape), sizeof(shape));
+    put(r.flux);
+    put(r.ivar);
+    put(r.rdiags);
+    put(r.pixmask_fraction);
+    put(r.chi2pix);
+    put(r.failed_bins);
+    put(r.model);
+  }
+  return static_cast<bool>(out);
+}
+
 struct Report {
   std::string device;
   const core::PatchPlan* plan = nullptr;
@@ -312,6 +338,7 @@ int main(int argc, char** argv) {
   core::ExtractionJob job;
   job.geometry = *geo;
   job.image = &*image;
+  job.want_model = args.model;
   const core::ExtractionJob job64 = job;  // the CPU check's (float64 planes only)
   core::PlaneBufferPool pool(int64_t{1} << 30);
   absl::StatusOr<core::PreprocImage> image32;
@@ -337,6 +364,10 @@ int main(int argc, char** argv) {
   auto warm = TimeWarmRuns(**backend, job, args.runs);
   if (!warm.ok()) {
     std::cerr << "run failed: " << warm.status() << "\n";
+    return 1;
+  }
+  if (!args.dump.empty() && !DumpOutputs(args.dump, warm->last)) {
+    std::cerr << "cannot write " << args.dump << "\n";
     return 1;
   }
   rep.inflight_fps = InflightFramesPerSecond(*bo, job, args);

@@ -5,6 +5,7 @@
 #ifndef SPEXD_CUDA_BATCH_EXTRACTOR_H_
 #define SPEXD_CUDA_BATCH_EXTRACTOR_H_
 
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -14,8 +15,8 @@
 #include "cuda/batch_layout.h"
 #include "cuda/geometry_state.h"
 #include "cuda/gpu_context.h"
-#include "cuda/patch_pipeline.h"
 #include "cuda/image_upload.h"
+#include "cuda/patch_pipeline.h"
 #include "cuda/workspace.h"
 
 namespace spexd::cuda {
@@ -84,13 +85,21 @@ class BatchExtractor {
     const double* src;
     std::size_t n;
   };
+  // A batch's results, allocated before its outputs are ready.
+  struct Assembly {
+    std::vector<core::BundleResult> results;
+    std::vector<OutCopy> copies;
+    std::vector<std::pair<int, std::size_t>> pieces;  // (copy, first element) of 1 MiB pieces
+  };
   // Bundle `pos` of the batch: its fields and skipped patches, and the copies that fill its
-  // arrays from the pinned output buffers (AssembleBundles runs them).
+  // arrays from the pinned output buffers.
   void SizeBundle(const Batch& batch, std::size_t pos, core::BundleResult* r,
                   std::vector<OutCopy>* copies) const;
-  // Every bundle of the batch, with its patch outcomes counted and failed bins marked.
-  std::vector<core::BundleResult> AssembleBundles(const Batch& batch,
-                                                  const std::vector<char>& retried) const;
+  // Every bundle of the batch with its arrays allocated, faulted in and zeroed (needs no
+  // device output: runs while the batch computes).
+  Assembly AllocateBundles(const Batch& batch) const;
+  // Copies the batch's outputs into them, counts the patch outcomes, marks failed bins.
+  void FillBundles(const Batch& batch, const std::vector<char>& retried, Assembly* a) const;
   absl::Status ReportEigenSweeps(const Batch& batch);
 
   Config cfg_;

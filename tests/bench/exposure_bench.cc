@@ -16,7 +16,7 @@
 //
 //   spexd_exposure_bench [--psf PSF.fits]... [--frames 30] [--fibers 500]
 //                        [--backend cuda|cpu (cuda)] [--gpus 0,1,...] [--threads T]
-//                        [--psf-cache-bytes B] [--passes 2] [--prefetch P (0: spexd's default)]
+//                        [--psf-cache-bytes B] [--passes 2] [--prefetch P (0: spexd's default)] [--pin-planes 0|1 (1)]
 #include <fitsio.h>
 
 #include <algorithm>
@@ -53,6 +53,7 @@ struct Args {
   int threads = 0;
   int passes = 2;
   int prefetch = 0;  // frames read and decoded ahead per worker (server --prefetch; 0: its default)
+  bool pin_planes = true;  // server --pin_planes
   int64_t psf_cache_bytes = int64_t{64} << 30;  // host bytes; room for an exposure
   std::string backend = "cuda";
   std::vector<int> gpus;
@@ -84,6 +85,8 @@ absl::StatusOr<Args> Parse(int argc, char** argv) {
       a.threads = n;
     } else if (num && k == "--prefetch") {
       a.prefetch = std::max(0, n);
+    } else if (num && k == "--pin-planes") {
+      a.pin_planes = n != 0;
     } else if (num && k == "--passes") {
       a.passes = std::max(1, n);
     } else {
@@ -289,6 +292,7 @@ int main(int argc, char** argv) {
   so.psf_cache_bytes = args.psf_cache_bytes;
   so.max_queue = args.frames;
   so.prefetch = args.prefetch;
+  so.pin_planes = args.pin_planes;
   auto srv = server::SpexdServer::Start(so);
   if (!srv.ok()) return Fail("server", srv.status());
   if (absl::Status st = (*srv)->WaitForWarmUp(absl::Seconds(120)); !st.ok()) return Fail("warm-up", st);

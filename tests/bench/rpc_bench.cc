@@ -27,7 +27,7 @@
 // first completion) / (frames - 1), which is what a kept-busy service costs per frame.
 //
 //   spexd_rpc_bench [--fibers N (500)] [--repeats R (3)] [--threads T] [--backend cpu|cuda]
-//                   [--inflight K (2; 0 skips)] [--prefetch P (0: spexd's default)] [--psf PSF.fits (bundled)]
+//                   [--inflight K (2; 0 skips)] [--prefetch P (0: spexd's default)] [--pin-planes 0|1 (1)] [--psf PSF.fits (bundled)]
 //                   [--client-procs K (0)] [--proc-frames F (repeats)] [--gzip 1 (input as .fits.gz)]
 //                   [--gpus 0,1,... (spexd's --gpu_devices; default all visible)]
 //   client mode:    --client-only 1 --target HOST:PORT --psf-id ID --frame PATH --fibers N
@@ -79,6 +79,7 @@ struct Args {
   int threads = 0;
   int inflight = 2;
   int prefetch = 0;
+  bool pin_planes = true;  // spexd --pin_planes (also for the local backend times)
   std::string backend = "cpu";
   std::string psf = spexd::testing::BundledPsfPath();
   int client_procs = 0;
@@ -102,6 +103,7 @@ Args Parse(int argc, char** argv) {
     if (k == "--threads") a.threads = v;
     if (k == "--inflight") a.inflight = std::max(0, v);
     if (k == "--prefetch") a.prefetch = std::max(0, v);
+    if (k == "--pin-planes") a.pin_planes = v != 0;
     if (k == "--backend") a.backend = argv[i + 1];
     if (k == "--psf") a.psf = argv[i + 1];
     if (k == "--client-procs") a.client_procs = std::max(0, v);
@@ -316,7 +318,7 @@ absl::StatusOr<LocalTimes> TimeLocal(const Args& args, const std::shared_ptr<con
   popts.pool = &decode_pool;
   popts.buffers = &buffers;
   popts.keep_float32 = backend->TakesFloat32Planes();
-  if (popts.keep_float32) buffers.set_pinner(backend->PlanePinner());  // as spexd --pin_planes
+  if (popts.keep_float32 && args.pin_planes) buffers.set_pinner(backend->PlanePinner());  // as spexd
   for (int r = -1; r < args.repeats; ++r) {  // r = -1: warm-up (spots evaluated and kept)
     const auto t0 = Clock::now();
     SPEXD_ASSIGN_OR_RETURN(core::PreprocImage image, core::ReadPreproc(frame_path, popts));
@@ -580,6 +582,7 @@ int main(int argc, char** argv) {
   so.backend = *kind;
   so.cpu_threads = args.threads;
   so.prefetch = args.prefetch;
+  so.pin_planes = args.pin_planes;
   so.gpu_devices = args.gpus;
   auto srv = server::SpexdServer::Start(so);
   if (!srv.ok()) return Fail("server", srv.status());

@@ -17,6 +17,7 @@
 //   spexd_exposure_bench [--psf PSF.fits]... [--frames 30] [--fibers 500]
 //                        [--backend cuda|cpu (cuda)] [--gpus 0,1,...] [--threads T]
 //                        [--psf-cache-bytes B] [--passes 2] [--prefetch P (0: spexd's default)] [--pin-planes 0|1 (1)]
+//                        [--out-dir DIR (the frame files; default the bench's temp dir)]
 #include <fitsio.h>
 
 #include <algorithm>
@@ -54,6 +55,7 @@ struct Args {
   int passes = 2;
   int prefetch = 0;  // frames read and decoded ahead per worker (server --prefetch; 0: its default)
   bool pin_planes = true;  // server --pin_planes
+  std::string out_dir;     // where the frame files are written ("": the bench's temp dir)
   int64_t psf_cache_bytes = int64_t{64} << 30;  // host bytes; room for an exposure
   std::string backend = "cuda";
   std::vector<int> gpus;
@@ -85,6 +87,8 @@ absl::StatusOr<Args> Parse(int argc, char** argv) {
       a.threads = n;
     } else if (num && k == "--prefetch") {
       a.prefetch = std::max(0, n);
+    } else if (k == "--out-dir") {
+      a.out_dir = v;
     } else if (num && k == "--pin-planes") {
       a.pin_planes = n != 0;
     } else if (num && k == "--passes") {
@@ -159,6 +163,8 @@ struct FrameRun {
   absl::Status status = absl::UnknownError("not run");
   double done_s = 0;  // since the first submission, after the file is written
   double load_s = 0, queue_s = 0, extract_s = 0;
+  double received_s = 0;  // since the first submission, when the last spectra arrived
+  double write_s = 0;     // FITS encoding and the atomic (fsync'd) write
   std::string backend;
 };
 
@@ -200,9 +206,11 @@ Pass RunExposure(const std::string& target, const std::vector<std::string>& psf_
         r.status = result.status();
         return;
       }
+      r.received_s = Seconds(t0, Clock::now());
       auto bytes = spexd::core::FrameToFits(result->frame, result->meta);
       r.status = bytes.ok() ? spexd::core::WriteFitsAtomically(cmd.output, *bytes) : bytes.status();
       r.done_s = Seconds(t0, Clock::now());
+      r.write_s = r.done_s - r.received_s;
       r.load_s = result->summary.load_seconds();
       r.queue_s = result->summary.queue_seconds();
       r.extract_s = result->summary.extract_seconds();
@@ -222,17 +230,22 @@ double Median(std::vector<double> v) {
 }
 
 std::string PassJson(const Pass& p) {
-  std::vector<double> load, queue, extract;
+  std::vector<double> load, queue, extract, received, write;
   for (const FrameRun& f : p.frames) {
     load.push_back(f.load_s);
     queue.push_back(f.queue_s);
     extract.push_back(f.extract_s);
+    received.push_back(f.received_s);
+    write.push_back(f.write_s);
   }
   return absl::StrFormat(
       "{\"exposure_s\": %.4f, \"median_load_s\": %.4f, \"max_load_s\": %.4f, "
-      "\"median_queue_s\": %.4f, \"median_extract_s\": %.4f, \"max_extract_s\": %.4f}",
+      "\"median_queue_s\": %.4f, \"median_extract_s\": %.4f, \"max_extract_s\": %.4f, "
+      "\"last_received_s\": %.4f, \"median_write_s\": %.4f, \"max_write_s\": %.4f}",
       p.exposure_s, Median(load), *std::max_element(load.begin(), load.end()), Median(queue),
-      Median(extract), *std::max_element(extract.begin(), extract.end()));
+      Median(extract), *std::max_element(extract.begin(), extract.end()),
+      *std::max_element(received.begin(), received.end()), Median(write),
+      *std::max_element(write.begin(), write.end()));
 }
 
 std::string WorkersText(const absl::StatusOr<spexd::v1::ServerInfo>& info) {
@@ -300,7 +313,8 @@ int main(int argc, char** argv) {
 
   std::vector<Pass> passes;
   for (int p = 0; p < args.passes; ++p) {
-    passes.push_back(RunExposure(target, psf_paths, frame_paths, absl::StrCat(dir, "/frame-", p, "-"),
+    const std::string out_dir = args.out_dir.empty() ? dir : args.out_dir;
+    passes.push_back(RunExposure(target, psf_paths, frame_paths, absl::StrCat(out_dir, "/frame-", p, "-"),
                                  args.fibers));
     for (const FrameRun& f : passes.back().frames) {
       if (!f.status.ok()) return Fail(absl::StrCat("pass ", p), f.status);

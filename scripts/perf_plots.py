@@ -6,9 +6,11 @@ and draws PNGs.
                              (spexd_cuda_frame_bench --json, e.g. before and after a change)
   throughput_vs_inflight.png frames/s against frames in flight (spexd_rpc_bench runs at
                              several --inflight / --client-procs, and the backend alone)
-  throughput_vs_gpus.png     exposure frames/s against the number of GPUs
-                             (spexd_exposure_bench runs with --gpus 0 / 0,1 / 0,1,2,3),
-                             with the ideal N x one GPU
+  throughput_vs_gpus.png     frames/s against the number of GPUs: the exposure
+                             (spexd_exposure_bench runs with --gpus 0 / 0,1 / 0,1,2,3) and,
+                             with --rpc-gpus, the served throughput of spexd_rpc_bench
+                             runs with --gpus (client processes, steady state), each with
+                             the ideal N x one GPU and 0.9 N
 
 Each plot is drawn only when its inputs are given. A JSON file may hold other lines
 (a benchmark's stdout): the last line that parses as a JSON object is used. A label for a
@@ -17,7 +19,8 @@ run can be given as LABEL=FILE; otherwise the file name is the label.
   /usr/bin/python3 scripts/perf_plots.py --out docs/img \\
       --frame before=frame-64beb40.json --frame after=frame-new.json \\
       --rpc rpc-inflight1.json --rpc rpc-inflight4.json --rpc rpc-inflight8.json \\
-      --exposure exposure-1gpu.json --exposure exposure-2gpu.json --exposure exposure-4gpu.json
+      --exposure exposure-1gpu.json --exposure exposure-2gpu.json --exposure exposure-4gpu.json \\
+      --rpc-gpus rpc-1gpu.json --rpc-gpus rpc-2gpu.json --rpc-gpus rpc-4gpu.json
 
 Needs Debian's python3-matplotlib (apt-get install python3-matplotlib); no PyPI.
 """
@@ -141,7 +144,19 @@ def gpus_of(js):
     return len([w for w in server.split("; ") if w.strip()]) or 1
 
 
-def plot_gpus(runs, out):
+def rpc_gpu_points(runs):
+    """(GPUs, served frames/s) of spexd_rpc_bench runs with client processes."""
+    pts = []
+    for label, js in runs:
+        steady = js.get("procs_steady_per_frame_s") or 0
+        if steady <= 0:
+            print(f"perf_plots: {label}: no client-process throughput, left out", file=sys.stderr)
+            continue
+        pts.append((len(js.get("gpus") or [0]), 1.0 / steady))
+    return sorted(pts)
+
+
+def plot_gpus(runs, out, rpc_runs=()):
     pts = []
     for label, js in runs:
         passes = js.get("passes") or []
@@ -163,13 +178,23 @@ def plot_gpus(runs, out):
     one = [p for p in pts if p[0] == 1]
     if one:
         base = one[0][2] or one[0][1]
-        ax.plot(xs, [base * x for x in xs], color="gray", ls="--", label="N x one GPU")
-        ax.plot(xs, [0.9 * base * x for x in xs], color="gray", ls=":", label="0.9 N (goal)")
+        ax.plot(xs, [base * x for x in xs], color="gray", ls="--", label="exposure: N x one GPU")
+    served = rpc_gpu_points(rpc_runs)
+    if served:
+        sx = [p[0] for p in served]
+        ax.plot(sx, [p[1] for p in served], "D-", color="tab:green", label="served, client processes")
+        one = [p for p in served if p[0] == 1]
+        if one:
+            ax.plot(sx, [one[0][1] * x for x in sx], color="tab:green", ls="--", alpha=0.5,
+                    label="served: N x one GPU")
+            ax.plot(sx, [0.9 * one[0][1] * x for x in sx], color="tab:green", ls=":", alpha=0.7,
+                    label="served: 0.9 N (goal)")
+        xs = sorted(set(xs) | set(sx))
     ax.set_xticks(xs)
     ax.set_xlabel("GPUs (one worker each)")
     ax.set_ylabel("frames per second")
     ax.set_ylim(bottom=0)
-    ax.set_title("Exposure of 30 frames: throughput against GPUs")
+    ax.set_title("Throughput against GPUs")
     ax.legend()
     ax.grid(alpha=0.3)
     fig.tight_layout()
@@ -183,6 +208,8 @@ def main():
     ap.add_argument("--frame", action="append", default=[], help="[LABEL=]cuda_frame_bench JSON")
     ap.add_argument("--rpc", action="append", default=[], help="[LABEL=]rpc_bench JSON")
     ap.add_argument("--exposure", action="append", default=[], help="[LABEL=]exposure_bench JSON")
+    ap.add_argument("--rpc-gpus", action="append", default=[],
+                    help="[LABEL=]rpc_bench JSON run with --gpus (added to the GPU plot)")
     args = ap.parse_args()
     if not (args.frame or args.rpc or args.exposure):
         ap.error("nothing to plot: give --frame, --rpc or --exposure")
@@ -196,7 +223,7 @@ def main():
         plot_inflight([load(s) for s in args.rpc], written[-1])
     if args.exposure:
         written.append(os.path.join(args.out, "throughput_vs_gpus.png"))
-        plot_gpus([load(s) for s in args.exposure], written[-1])
+        plot_gpus([load(s) for s in args.exposure], written[-1], [load(s) for s in args.rpc_gpus])
     for w in written:
         print(w)
 

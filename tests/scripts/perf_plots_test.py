@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 """scripts/perf_plots.py on the fixtures in tests/data/perf: every plot is written as a
-PNG, and a file without JSON is refused. Exits 77 (skipped) without matplotlib."""
+PNG (the GPU plot with the served throughput of --rpc-gpus runs; one without client
+processes is left out with a message), and a file without JSON is refused. Exits 77 (skipped) without matplotlib."""
 
 import os
 import subprocess
@@ -30,7 +31,11 @@ def main():
         r = run("--out", out, "--frame", "before=" + d("frame_a.json"), "--frame", "after=" + d("frame_b.json"),
                 "--rpc", d("rpc_1.json"), "--rpc", d("rpc_4.json"), "--rpc", d("rpc_8.json"),
                 "--exposure", d("exposure_1.json"), "--exposure", d("exposure_2.json"),
-                "--exposure", d("exposure_4.json"))
+                "--exposure", d("exposure_4.json"), "--rpc-gpus", d("rpc_gpus_1.json"),
+                "--rpc-gpus", d("rpc_gpus_2.json"), "--rpc-gpus", d("rpc_gpus_4.json"),
+                "--rpc-gpus", "no-procs=" + d("frame_a.json"))
+        if "no-procs: no client-process throughput, left out" not in r.stderr:
+            failures.append(f"an rpc run without client processes was not left out: {r.stderr}")
         if r.returncode != 0:
             failures.append(f"script failed ({r.returncode}): {r.stderr}")
         for name in ("stage_times.png", "throughput_vs_inflight.png", "throughput_vs_gpus.png"):

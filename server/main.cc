@@ -60,6 +60,9 @@ ABSL_FLAG(int, prefetch, 0,
 ABSL_FLAG(int64_t, prefetch_memory_bytes, 0,
           "host memory for all frames decoded ahead, at 320 MB a frame (at least one frame per "
           "worker); 0: a quarter of the host's (or the cgroup's) memory");
+ABSL_FLAG(int, streamers_per_worker, 0,
+          "threads streaming responses per worker (0: 2): each frame being streamed holds its "
+          "decoded planes; more let a worker run ahead of slow readers");
 ABSL_FLAG(bool, pin_planes, true,
           "GPU workers: decode frames into page-locked host memory (at most the frames held: "
           "prefetched, extracting, streaming; ~140 MB each), so that the upload to the GPU "
@@ -163,6 +166,8 @@ int main(int argc, char** argv) {
     return Fail("--prefetch and --prefetch_memory_bytes must not be negative (0: the default)");
   }
   o.pin_planes = absl::GetFlag(FLAGS_pin_planes);
+  o.streamers_per_worker = absl::GetFlag(FLAGS_streamers_per_worker);
+  if (o.streamers_per_worker < 0) return Fail("--streamers_per_worker must not be negative (0: the default)");
   o.psf_cache_bytes = absl::GetFlag(FLAGS_psf_cache_bytes);
   o.limits.max_upload_bytes = absl::GetFlag(FLAGS_max_upload_bytes);
   o.limits.max_image_pixels = absl::GetFlag(FLAGS_max_image_pixels);

@@ -33,13 +33,14 @@ Scheduler::Ticket::~Ticket() {
 }
 
 Scheduler::Scheduler(int max_queue, int prefetch, ServerMetrics* metrics, int max_uploads,
-                     int realtime_reserve, int64_t prefetch_memory_bytes)
+                     int realtime_reserve, int64_t prefetch_memory_bytes, int streamers_per_worker)
     : max_queue_(max_queue),
       max_uploads_(max_uploads),
       realtime_reserve_(std::max(0, realtime_reserve)),
       prefetch_(std::max(0, prefetch)),
       prefetch_memory_bytes_(prefetch_memory_bytes > 0 ? prefetch_memory_bytes
                                                        : DefaultPrefetchMemoryBytes()),
+      streamers_per_worker_(streamers_per_worker > 0 ? streamers_per_worker : kStreamersPerWorker),
       metrics_(metrics) {}
 
 int Scheduler::PrefetchBound(int prefetch_sum, int workers, int64_t memory_bytes) {
@@ -136,7 +137,7 @@ void Scheduler::AddWorker(std::unique_ptr<core::Backend> backend, int gpu_device
       {{"worker", raw->index}, {"backend", raw->backend->description()},
        {"gpu_device", gpu_device}, {"prefetch", prefetch}, {"prefetch_bound", bound},
        {"loaders", static_cast<int>(loaders_.size())}});
-  streaming_.AddThreads(kStreamersPerWorker);
+  streaming_.AddThreads(streamers_per_worker_);
 }
 
 absl::StatusOr<Scheduler::Ticket> Scheduler::Reserve(bool realtime) {

@@ -70,8 +70,10 @@ class Scheduler {
   // worker, 0 for the default (PrefetchPerWorker); `prefetch_memory_bytes` bounds the
   // frames prepared ahead over all workers (PrefetchBound; 0: a quarter of the host's
   // memory). `metrics` may be null.
+  // `streamers_per_worker`: streaming threads added with each worker (0: the default,
+  // kStreamersPerWorker).
   Scheduler(int max_queue, int prefetch, ServerMetrics* metrics, int max_uploads = 0,
-            int realtime_reserve = 1, int64_t prefetch_memory_bytes = 0);
+            int realtime_reserve = 1, int64_t prefetch_memory_bytes = 0, int streamers_per_worker = 0);
   // The default prefetch per worker. A GPU worker extracts an r frame in 0.1-0.13 s while
   // one loader reads and decodes one in 0.04-0.1 s, or 0.45 s for a .fits.gz (inflated on
   // one thread), so it needs about five loaders for gzip inputs (4 kept an H200 at 0.885 of
@@ -92,10 +94,11 @@ class Scheduler {
   static int64_t DefaultPrefetchMemoryBytes();
   static constexpr int kQueuePerWorker = 8;
   static constexpr int kMinQueue = 16;
-  // Streaming threads per worker: one for the job a worker just extracted (or is
-  // extracting), one for the job before it that may still be writing its products. A
-  // client too slow for both makes the next job wait (bounded by --write_timeout_seconds).
+  // Streaming threads per worker, by default: one for the job a worker just extracted (or
+  // is extracting), one for the job before it that may still be writing its products. A
+  // job whose stream has no thread yet keeps its bundles (and planes) until one is free.
   static constexpr int kStreamersPerWorker = 2;
+  int streamers_per_worker() const { return streamers_per_worker_; }
   ~Scheduler();
   Scheduler(const Scheduler&) = delete;
   Scheduler& operator=(const Scheduler&) = delete;
@@ -215,6 +218,7 @@ class Scheduler {
   const int realtime_reserve_;
   const int prefetch_;                  // requested per worker; 0: PrefetchPerWorker
   const int64_t prefetch_memory_bytes_;  // resolved (never 0)
+  const int streamers_per_worker_;       // resolved (never 0)
   ServerMetrics* const metrics_;
   absl::Mutex mu_;
   Levels pending_ ABSL_GUARDED_BY(mu_);  // admitted, waiting for a loader

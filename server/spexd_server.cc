@@ -223,7 +223,7 @@ class SpexdServer::Impl {
       for (WorkerBackend& w : workers) scheduler->AddWorker(std::move(w.backend), w.gpu_device);
       // The frames prepared ahead, and per worker the one extracting and those streaming.
       const int64_t frames_held =
-          scheduler->prefetch_bound() + nworkers * (1 + Scheduler::kStreamersPerWorker);
+          scheduler->prefetch_bound() + nworkers * (1 + scheduler->streamers_per_worker());
       plane_buffers.set_max_cached_bytes(frames_held * kCachedBytesPerFrame);
       for (const std::string& path : options.preload_psfs) {
         auto file = roots->ReadFile(path, options.limits.max_upload_bytes);
@@ -294,7 +294,7 @@ absl::StatusOr<std::unique_ptr<SpexdServer>> SpexdServer::Start(ServerOptions op
   s.pool = core::MakeTaskPool(host_threads - 1);
   s.scheduler = std::make_unique<Scheduler>(o.max_queue, o.prefetch, s.metrics.get(),
                                             o.max_uploads, o.realtime_reserve,
-                                            o.prefetch_memory_bytes);
+                                            o.prefetch_memory_bytes, o.streamers_per_worker);
   s.watchdog = std::make_unique<CallWatchdog>(absl::Seconds(o.limits.upload_idle_seconds),
                                               absl::Seconds(o.limits.write_timeout_seconds),
                                               s.metrics.get());

@@ -39,6 +39,9 @@ struct ServerOptions {
   // Decode frames into host memory pinned for the GPU workers (Backend::PlanePinner): the
   // upload is then one DMA per plane. The cached planes stay page-locked.
   bool pin_planes = true;
+  // Threads streaming responses, per worker (0: Scheduler::kStreamersPerWorker). More
+  // let a worker run ahead of slow readers, each streaming frame holding its planes.
+  int streamers_per_worker = 0;
   int64_t psf_cache_bytes = int64_t{4} << 30;
   ServiceLimits limits;
   // TLS: PEM files; with tls_client_ca the server requires and verifies client

@@ -16,7 +16,7 @@
 //
 //   spexd_exposure_bench [--psf PSF.fits]... [--frames 30] [--fibers 500]
 //                        [--backend cuda|cpu (cuda)] [--gpus 0,1,...] [--threads T]
-//                        [--psf-cache-bytes B] [--passes 2] [--prefetch P (0: spexd's default)] [--pin-planes 0|1 (1)]
+//                        [--psf-cache-bytes B] [--passes 2] [--prefetch P (0: spexd's default)] [--pin-planes 0|1 (1)] [--streamers S (0)]
 //                        [--out-dir DIR (the frame files; default the bench's temp dir)]
 #include <fitsio.h>
 
@@ -55,6 +55,7 @@ struct Args {
   int passes = 2;
   int prefetch = 0;  // frames read and decoded ahead per worker (server --prefetch; 0: its default)
   bool pin_planes = true;  // server --pin_planes
+  int streamers = 0;       // server --streamers_per_worker (0: its default)
   std::string out_dir;     // where the frame files are written ("": the bench's temp dir)
   int64_t psf_cache_bytes = int64_t{64} << 30;  // host bytes; room for an exposure
   std::string backend = "cuda";
@@ -89,6 +90,8 @@ absl::StatusOr<Args> Parse(int argc, char** argv) {
       a.prefetch = std::max(0, n);
     } else if (k == "--out-dir") {
       a.out_dir = v;
+    } else if (num && k == "--streamers") {
+      a.streamers = std::max(0, n);
     } else if (num && k == "--pin-planes") {
       a.pin_planes = n != 0;
     } else if (num && k == "--passes") {
@@ -306,6 +309,7 @@ int main(int argc, char** argv) {
   so.max_queue = args.frames;
   so.prefetch = args.prefetch;
   so.pin_planes = args.pin_planes;
+  so.streamers_per_worker = args.streamers;
   auto srv = server::SpexdServer::Start(so);
   if (!srv.ok()) return Fail("server", srv.status());
   if (absl::Status st = (*srv)->WaitForWarmUp(absl::Seconds(120)); !st.ok()) return Fail("warm-up", st);

@@ -27,7 +27,7 @@
 // first completion) / (frames - 1), which is what a kept-busy service costs per frame.
 //
 //   spexd_rpc_bench [--fibers N (500)] [--repeats R (3)] [--threads T] [--backend cpu|cuda]
-//                   [--inflight K (2; 0 skips)] [--prefetch P (0: spexd's default)] [--pin-planes 0|1 (1)] [--psf PSF.fits (bundled)]
+//                   [--inflight K (2; 0 skips)] [--prefetch P (0: spexd's default)] [--pin-planes 0|1 (1)] [--streamers S (0)] [--psf PSF.fits (bundled)]
 //                   [--client-procs K (0)] [--proc-frames F (repeats)] [--gzip 1 (input as .fits.gz)]
 //                   [--gpus 0,1,... (spexd's --gpu_devices; default all visible)]
 //   client mode:    --client-only 1 --target HOST:PORT --psf-id ID --frame PATH --fibers N
@@ -80,6 +80,7 @@ struct Args {
   int inflight = 2;
   int prefetch = 0;
   bool pin_planes = true;  // spexd --pin_planes (also for the local backend times)
+  int streamers = 0;       // spexd --streamers_per_worker (0: its default)
   std::string backend = "cpu";
   std::string psf = spexd::testing::BundledPsfPath();
   int client_procs = 0;
@@ -104,6 +105,7 @@ Args Parse(int argc, char** argv) {
     if (k == "--inflight") a.inflight = std::max(0, v);
     if (k == "--prefetch") a.prefetch = std::max(0, v);
     if (k == "--pin-planes") a.pin_planes = v != 0;
+    if (k == "--streamers") a.streamers = std::max(0, v);
     if (k == "--backend") a.backend = argv[i + 1];
     if (k == "--psf") a.psf = argv[i + 1];
     if (k == "--client-procs") a.client_procs = std::max(0, v);
@@ -583,6 +585,7 @@ int main(int argc, char** argv) {
   so.cpu_threads = args.threads;
   so.prefetch = args.prefetch;
   so.pin_planes = args.pin_planes;
+  so.streamers_per_worker = args.streamers;
   so.gpu_devices = args.gpus;
   auto srv = server::SpexdServer::Start(so);
   if (!srv.ok()) return Fail("server", srv.status());

@@ -110,6 +110,8 @@ struct FitsFile::MemBuffer {
   void* ptr = nullptr;
   std::size_t size = 0;
   std::string owned;  // when set, ptr points into it (read-only files: never realloc()ed)
+  PlaneBuffer<char> block;  // the same
+  bool borrowed() const { return !owned.empty() || !block.empty(); }
 };
 
 FitsFile::FitsFile(fitsfile* fptr, std::string name) : fptr_(fptr), name_(std::move(name)) {}
@@ -148,7 +150,7 @@ absl::Status FitsFile::Close() {
     if (status != 0) result = Error(status, "closing file");
   }
   if (mem_ != nullptr) {
-    if (mem_->owned.empty()) std::free(mem_->ptr);
+    if (!mem_->borrowed()) std::free(mem_->ptr);
     delete mem_;
     mem_ = nullptr;
   }
@@ -225,6 +227,34 @@ absl::StatusOr<FitsFile> FitsFile::OpenMemory(std::string bytes, std::string dis
   fitsfile* fptr = nullptr;
   int status = 0;
   // No realloc function: CFITSIO never grows (or frees) a READONLY memory file.
+  fits_open_memfile(&fptr, display_name.c_str(), READONLY, &mem->ptr, &mem->size, 0, nullptr,
+                    &status);
+  if (status != 0) {
+    delete mem;
+    return absl::InvalidArgumentError(
+        absl::StrCat(display_name, ": cannot open as FITS: ", CfitsioText(status)));
+  }
+  FitsFile file(fptr, std::move(display_name));
+  file.opened_size_ = static_cast<long long>(true_size);
+  file.mem_ = mem;
+  return file;
+}
+
+absl::StatusOr<FitsFile> FitsFile::OpenMemory(PlaneBuffer<char> bytes, std::string display_name) {
+  const std::size_t true_size = bytes.size();
+  const std::size_t padded = (true_size + 2879) / 2880 * 2880;
+  if (true_size < 2880 || padded > bytes.capacity_bytes()) {
+    return OpenMemory(bytes.data(), true_size, std::move(display_name));  // copies
+  }
+  SPEXD_RETURN_IF_ERROR(CheckFitsLayout(bytes.data(), true_size, display_name));
+  // Whole records, as in the copying overload (CFITSIO reads past a short last record).
+  std::memset(bytes.data() + true_size, 0, padded - true_size);
+  auto* mem = new MemBuffer;
+  mem->block = std::move(bytes);
+  mem->ptr = mem->block.data();
+  mem->size = padded;
+  fitsfile* fptr = nullptr;
+  int status = 0;
   fits_open_memfile(&fptr, display_name.c_str(), READONLY, &mem->ptr, &mem->size, 0, nullptr,
                     &status);
   if (status != 0) {

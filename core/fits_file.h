@@ -14,6 +14,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "core/plane_buffer.h"
 
 
 namespace spexd::core {
@@ -28,6 +29,10 @@ class FitsFile {
                                              std::string display_name);
   // The same, taking ownership of the bytes (no copy: CFITSIO reads them in place).
   static absl::StatusOr<FitsFile> OpenMemory(std::string bytes, std::string display_name);
+  // The same with the bytes in a block (e.g. a pooled one, given back when the file closes):
+  // its size() bytes are the file; the block's spare capacity, when it has that of the
+  // padding to whole 2880-byte records, saves a copy.
+  static absl::StatusOr<FitsFile> OpenMemory(PlaneBuffer<char> bytes, std::string display_name);
   // Creates a new file at `path`, replacing any existing file.
   static absl::StatusOr<FitsFile> Create(const std::string& path);
   // Creates a new, empty FITS file in memory; see TakeMemory().

@@ -76,8 +76,9 @@ class FitsStreamCheck {
 
   absl::Status Add(absl::string_view piece);
   absl::StatusOr<std::string> Finish();
-  // Instead of Add and Finish: the whole inflated output at once.
-  absl::StatusOr<std::string> CheckWhole(std::string all);
+  // Instead of Add and Finish: the whole inflated output at once, in place; returns the
+  // length of the FITS file at its start.
+  absl::StatusOr<std::size_t> CheckWhole(absl::string_view all);
   void Reserve(int64_t hint) {
     if (hint > 0 && hint <= limits_.max_file_bytes) {
       out_.reserve(static_cast<std::size_t>(hint));
@@ -94,6 +95,8 @@ class FitsStreamCheck {
                                 "', not ", hdu_ == 0 ? "SIMPLE" : "XTENSION"));
   }
   absl::Status EndOfHeader();
+  // What Finish keeps of `size` parsed bytes, or the error for an incomplete file.
+  absl::StatusOr<std::size_t> FinalSize(std::size_t size) const;
   absl::Status Invalid(absl::string_view what) const {
     return absl::InvalidArgumentError(absl::StrCat(name_, "[HDU ", hdu_, "]: ", what));
   }
@@ -155,7 +158,7 @@ absl::Status FitsStreamCheck::Add(absl::string_view piece) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::string> FitsStreamCheck::CheckWhole(std::string all) {
+absl::StatusOr<std::size_t> FitsStreamCheck::CheckWhole(absl::string_view all) {
   whole_ = true;
   inflated_ = static_cast<int64_t>(all.size());
   if (inflated_ > limits_.max_file_bytes) {
@@ -163,19 +166,18 @@ absl::StatusOr<std::string> FitsStreamCheck::CheckWhole(std::string all) {
         name_, ": inflates to more than ", limits_.max_file_bytes,
         " bytes, the limit for a decompressed FITS file"));
   }
-  out_ = std::move(all);
   // The walk Add makes, without copying: header blocks are parsed, data skipped.
-  while (mode_ != Mode::kTrailing && pos_ < out_.size()) {
+  while (mode_ != Mode::kTrailing && pos_ < all.size()) {
     if (mode_ == Mode::kData) {
-      pos_ = std::min(out_.size(), data_end_);
+      pos_ = std::min(all.size(), data_end_);
       if (pos_ == data_end_) mode_ = Mode::kHeader;
       continue;
     }
-    if (out_.size() - pos_ < kBlock) {  // a partial block at the end (Finish judges it)
-      pos_ = out_.size();
+    if (all.size() - pos_ < kBlock) {  // a partial block at the end (FinalSize judges it)
+      pos_ = all.size();
       break;
     }
-    const absl::string_view block(out_.data() + pos_, kBlock);
+    const absl::string_view block = all.substr(pos_, kBlock);
     if (hdu_ > 0 && card_index_ == 0 && !absl::StartsWith(block, "XTENSION")) {
       mode_ = Mode::kTrailing;  // as in Add
       break;
@@ -183,8 +185,7 @@ absl::StatusOr<std::string> FitsStreamCheck::CheckWhole(std::string all) {
     pos_ += kBlock;
     SPEXD_RETURN_IF_ERROR(ParseBlock(block));
   }
-  out_.resize(pos_);
-  return Finish();
+  return FinalSize(pos_);
 }
 
 absl::Status FitsStreamCheck::ParseBlock(absl::string_view block) {
@@ -326,39 +327,54 @@ absl::Status FitsStreamCheck::EndOfHeader() {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::string> FitsStreamCheck::Finish() {
+absl::StatusOr<std::size_t> FitsStreamCheck::FinalSize(std::size_t size) const {
   // As CFITSIO reads plain files: the last HDU's data may lack the padding of its last
   // block, and a partial block after the last HDU is ignored.
   bool complete = mode_ == Mode::kTrailing;
   if (mode_ == Mode::kHeader && card_index_ == 0 && hdu_ > 0) {
-    out_.resize(out_.size() - out_.size() % kBlock);
+    size -= size % kBlock;
     complete = true;
   }
-  if (mode_ == Mode::kData && out_.size() >= data_min_end_) complete = true;
+  if (mode_ == Mode::kData && size >= data_min_end_) complete = true;
   if (!complete) {
     return absl::InvalidArgumentError(absl::StrCat(
-        name_, ": truncated FITS file inside the gzip data (", out_.size(), " bytes)"));
+        name_, ": truncated FITS file inside the gzip data (", size, " bytes)"));
   }
+  return size;
+}
+
+absl::StatusOr<std::string> FitsStreamCheck::Finish() {
+  SPEXD_ASSIGN_OR_RETURN(const std::size_t size, FinalSize(out_.size()));
+  out_.resize(size);
   return std::move(out_);
 }
 
-// `gz` inflated into a buffer of `capacity` bytes in one call per member.
-absl::StatusOr<std::string> InflateWhole(absl::string_view gz, int64_t capacity,
-                                         const std::string& name, const StopFn& stop) {
-  std::string out;
+// Bytes for a FITS file of up to `bytes`, rounded up to whole FITS blocks (the memory file
+// CFITSIO reads is padded to them: FitsFile::OpenMemory), uninitialised; false when out of
+// memory.
+bool TakeBlock(std::size_t bytes, PlaneBufferPool* buffers, PlaneBuffer<char>* block) {
   try {
-    out.reserve(static_cast<std::size_t>(capacity));
-    AdviseHugePages(out.data(), out.capacity());
-    // Zero-filled by resize (C++20 has no resize_and_overwrite): a few per cent of the
-    // inflate time, most of it the page faults the inflate would take anyway.
-    out.resize(static_cast<std::size_t>(capacity));
+    *block = PlaneBuffer<char>::Make((bytes + kBlock - 1) / kBlock * kBlock, buffers);
   } catch (const std::bad_alloc&) {
+    return false;
+  }
+  block->Shrink(bytes);
+  return true;
+}
+
+// `gz` inflated into a block of `capacity` bytes in one call per member (not zero-filled:
+// libdeflate writes every byte it reports).
+absl::StatusOr<PlaneBuffer<char>> InflateWhole(absl::string_view gz, int64_t capacity,
+                                               const std::string& name, const StopFn& stop,
+                                               PlaneBufferPool* buffers) {
+  PlaneBuffer<char> out;
+  if (!TakeBlock(static_cast<std::size_t>(capacity), buffers, &out)) {
     return absl::ResourceExhaustedError(
         absl::StrCat(name, ": out of memory for its ", capacity, " inflated bytes"));
   }
   SPEXD_ASSIGN_OR_RETURN(const std::size_t size,
                          InflateGzipInto(gz, out.data(), out.size(), name, stop));
-  out.resize(size);
+  out.Shrink(size);
   return out;
 }
 
@@ -372,6 +388,12 @@ absl::StatusOr<std::string> GunzipInSteps(absl::string_view gz, const std::strin
   return check.Finish();
 }
 
+absl::StatusOr<std::string> ToString(absl::StatusOr<InflatedFits> fits) {
+  if (!fits.ok()) return fits.status();
+  if (fits->block.empty()) return std::move(fits->bytes);
+  return std::string(fits->view());
+}
+
 }  // namespace
 
 int64_t WholeInflateCapacity(int64_t gz_bytes, uint32_t isize, const FitsSizeLimits& limits) {
@@ -383,16 +405,22 @@ int64_t WholeInflateCapacity(int64_t gz_bytes, uint32_t isize, const FitsSizeLim
   return size;
 }
 
-absl::StatusOr<std::string> GunzipFits(absl::string_view gz, const std::string& name,
-                                       const FitsSizeLimits& limits, const StopFn& stop) {
+absl::StatusOr<InflatedFits> InflateFits(absl::string_view gz, const std::string& name,
+                                         const FitsSizeLimits& limits, const StopFn& stop,
+                                         PlaneBufferPool* buffers) {
   const int64_t capacity =
       WholeInflateCapacity(static_cast<int64_t>(gz.size()), GzipTrailerSize(gz), limits);
+  InflatedFits fits;
   if (capacity > 0) {
-    absl::StatusOr<std::string> whole = InflateWhole(gz, capacity, name, stop);
+    absl::StatusOr<PlaneBuffer<char>> whole = InflateWhole(gz, capacity, name, stop, buffers);
     if (whole.ok()) {
       if (stop && stop()) return absl::CancelledError(absl::StrCat(name, ": decompression stopped"));
       FitsStreamCheck check(name, limits, stop);
-      return check.CheckWhole(*std::move(whole));
+      SPEXD_ASSIGN_OR_RETURN(const std::size_t size,
+                             check.CheckWhole(absl::string_view(whole->data(), whole->size())));
+      whole->Shrink(size);
+      fits.block = *std::move(whole);
+      return fits;
     }
     if (whole.status().code() == absl::StatusCode::kCancelled ||
         whole.status().code() == absl::StatusCode::kResourceExhausted) {
@@ -402,11 +430,18 @@ absl::StatusOr<std::string> GunzipFits(absl::string_view gz, const std::string& 
     // holds, or bad data: inflated in steps, which checks each header before its data
     // and tells corrupt from truncated data.
   }
-  return GunzipInSteps(gz, name, limits, stop);
+  SPEXD_ASSIGN_OR_RETURN(fits.bytes, GunzipInSteps(gz, name, limits, stop));
+  return fits;
 }
 
-absl::StatusOr<std::string> GunzipFitsFd(int fd, const std::string& name,
-                                         const FitsSizeLimits& limits, const StopFn& stop) {
+absl::StatusOr<std::string> GunzipFits(absl::string_view gz, const std::string& name,
+                                       const FitsSizeLimits& limits, const StopFn& stop) {
+  return ToString(InflateFits(gz, name, limits, stop, nullptr));
+}
+
+absl::StatusOr<InflatedFits> InflateFitsFd(int fd, const std::string& name,
+                                           const FitsSizeLimits& limits, const StopFn& stop,
+                                           PlaneBufferPool* buffers) {
   const off_t start = lseek(fd, 0, SEEK_CUR), end = lseek(fd, 0, SEEK_END);
   uint32_t isize = 0;
   char tail[4];
@@ -416,17 +451,17 @@ absl::StatusOr<std::string> GunzipFitsFd(int fd, const std::string& name,
   if (start >= 0) lseek(fd, start, SEEK_SET);
   const int64_t gz_bytes = start >= 0 && end >= start ? end - start : 0;
   if (WholeInflateCapacity(gz_bytes, isize, limits) > 0) {
-    // Read whole (libdeflate needs all of a member): from the page cache this is a few
-    // per cent of the inflate time. A file that changes meanwhile is judged as read.
-    std::unique_ptr<char[]> gz(new (std::nothrow) char[static_cast<std::size_t>(gz_bytes)]);
-    if (gz == nullptr) {
+    // Read whole (libdeflate needs all of a member), into a block given back once
+    // inflated: from the page cache this is a few per cent of the inflate time. A file
+    // that changes meanwhile is judged as read.
+    PlaneBuffer<char> gz;
+    if (!TakeBlock(static_cast<std::size_t>(gz_bytes), buffers, &gz)) {
       return absl::ResourceExhaustedError(
           absl::StrCat(name, ": out of memory for its ", gz_bytes, " compressed bytes"));
     }
     std::size_t got = 0;
-    while (got < static_cast<std::size_t>(gz_bytes)) {
-      const ssize_t n = pread(fd, gz.get() + got, static_cast<std::size_t>(gz_bytes) - got,
-                              start + static_cast<off_t>(got));
+    while (got < gz.size()) {
+      const ssize_t n = pread(fd, gz.data() + got, gz.size() - got, start + static_cast<off_t>(got));
       if (n < 0 && errno == EINTR) continue;
       if (n < 0) {
         return absl::InvalidArgumentError(absl::StrCat(name, ": read failed: ", std::strerror(errno)));
@@ -434,7 +469,7 @@ absl::StatusOr<std::string> GunzipFitsFd(int fd, const std::string& name,
       if (n == 0) break;
       got += static_cast<std::size_t>(n);
     }
-    return GunzipFits(absl::string_view(gz.get(), got), name, limits, stop);
+    return InflateFits(absl::string_view(gz.data(), got), name, limits, stop, buffers);
   }
   FitsStreamCheck check(name, limits, stop);
   check.Reserve(isize);
@@ -450,7 +485,14 @@ absl::StatusOr<std::string> GunzipFitsFd(int fd, const std::string& name,
     SPEXD_RETURN_IF_ERROR(inflater.Feed(absl::string_view(buf.data(), static_cast<std::size_t>(n))));
   }
   SPEXD_RETURN_IF_ERROR(inflater.Finish());
-  return check.Finish();
+  InflatedFits fits;
+  SPEXD_ASSIGN_OR_RETURN(fits.bytes, check.Finish());
+  return fits;
+}
+
+absl::StatusOr<std::string> GunzipFitsFd(int fd, const std::string& name,
+                                         const FitsSizeLimits& limits, const StopFn& stop) {
+  return ToString(InflateFitsFd(fd, name, limits, stop, nullptr));
 }
 
 bool FileIsGzip(const std::string& path) {

@@ -13,6 +13,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "core/plane_buffer.h"
 
 namespace spexd::core {
 
@@ -35,7 +36,27 @@ using StopFn = std::function<bool()>;
 // `gz_bytes` over limits.max_file_bytes.
 int64_t WholeInflateCapacity(int64_t gz_bytes, uint32_t isize, const FitsSizeLimits& limits);
 
-// The FITS file inside the gzip data `gz` (see IsGzip). Errors name `name`:
+// An inflated FITS file: in a block of memory (the one-call inflation: reused from frame to
+// frame when drawn from a pool, never zero-filled) or in a string (inflated in steps).
+struct InflatedFits {
+  PlaneBuffer<char> block;  // holds the file when not empty (size(): its bytes)
+  std::string bytes;        // otherwise
+  absl::string_view view() const {
+    return block.empty() ? absl::string_view(bytes) : absl::string_view(block.data(), block.size());
+  }
+};
+
+// The FITS file inside the gzip data `gz` (see IsGzip), the one-call inflation's output
+// (and, for InflateFitsFd, the compressed bytes meanwhile) in blocks from `buffers` (null:
+// blocks of its own). Errors as GunzipFits below.
+absl::StatusOr<InflatedFits> InflateFits(absl::string_view gz, const std::string& name,
+                                         const FitsSizeLimits& limits, const StopFn& stop,
+                                         PlaneBufferPool* buffers);
+absl::StatusOr<InflatedFits> InflateFitsFd(int fd, const std::string& name,
+                                           const FitsSizeLimits& limits, const StopFn& stop,
+                                           PlaneBufferPool* buffers);
+
+// The FITS file inside the gzip data `gz` (see IsGzip), as a string. Errors name `name`:
 //  - RESOURCE_EXHAUSTED when an image HDU has more than limits.max_image_pixels
 //    pixels, when the HDUs' declared sizes add up to more than limits.max_file_bytes,
 //    or when the stream inflates to more than that (bytes after the last HDU are

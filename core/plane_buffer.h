@@ -114,6 +114,10 @@ class PlaneBuffer {
   T* end() { return data() + size_; }
   const T* begin() const { return data(); }
   const T* end() const { return data() + size_; }
+  // Bytes of the block behind the buffer (at least size() * sizeof(T)).
+  std::size_t capacity_bytes() const { return block_.bytes; }
+  // Keeps the first `n` elements (n <= size()); the block stays whole.
+  void Shrink(std::size_t n) { size_ = n < size_ ? n : size_; }
   // Frees (or returns) the memory now; the buffer is empty afterwards.
   void Release();
 

@@ -110,28 +110,32 @@ absl::Status CheckSameShape(const FitsFile& file, const std::string& what,
 // uint16 (int16 + BZERO 32768) and uint8 convert directly; plain int16 keeps its bit
 // pattern (two's complement, so -32768 is bit 15); int32 must hold values that fit in
 // 16 bits, because silently dropping high bits would unmask pixels under kAnyBit.
-absl::StatusOr<std::vector<uint16_t>> ReadMaskBits(FitsFile& file,
-                                                   const FitsFile::ImageInfo& info) {
+// The bits go to a block from `buffers` (null: one of its own), uninitialised until read:
+// the mask lives only while the frame is decoded, so its memory is reused frame to frame.
+absl::StatusOr<PlaneBuffer<uint16_t>> ReadMaskBits(FitsFile& file, const FitsFile::ImageInfo& info,
+                                                   PlaneBufferPool* buffers) {
+  std::size_t n = 1;
+  for (long a : info.naxes) n *= static_cast<std::size_t>(a);
+  // Read as int16 (or uint16) straight into the uint16 array (same size; a signed and an
+  // unsigned type may alias): the bit pattern is kept.
+  auto read16 = [&](int type) -> absl::StatusOr<PlaneBuffer<uint16_t>> {
+    PlaneBuffer<uint16_t> bits = PlaneBuffer<uint16_t>::Make(n, buffers);
+    int status = 0, anynul = 0;
+    std::vector<long> fpixel(info.naxes.size(), 1);
+    fits_read_pix(file.get(), type, fpixel.data(), static_cast<LONGLONG>(n), nullptr,
+                  bits.data(), &anynul, &status);
+    if (status != 0) return file.Error(status, "reading MASK data (truncated or corrupt file?)");
+    return bits;
+  };
   switch (info.equiv_bitpix) {
     case BYTE_IMG:
     case USHORT_IMG:
-      return file.ReadImage<uint16_t>();
-    case SHORT_IMG: {
-      // Read as int16 straight into the uint16 array (same size; a signed and an unsigned
-      // type may alias): the bit pattern is kept without a second 34 MB array per frame.
-      std::size_t n = 1;
-      for (long a : info.naxes) n *= static_cast<std::size_t>(a);
-      std::vector<uint16_t> bits(n);
-      int status = 0, anynul = 0;
-      std::vector<long> fpixel(info.naxes.size(), 1);
-      fits_read_pix(file.get(), TSHORT, fpixel.data(), static_cast<LONGLONG>(n), nullptr,
-                    reinterpret_cast<int16_t*>(bits.data()), &anynul, &status);
-      if (status != 0) return file.Error(status, "reading MASK data (truncated or corrupt file?)");
-      return bits;
-    }
+      return read16(TUSHORT);
+    case SHORT_IMG:
+      return read16(TSHORT);
     case LONG_IMG: {
       SPEXD_ASSIGN_OR_RETURN(std::vector<int32_t> raw, file.ReadImage<int32_t>());
-      std::vector<uint16_t> bits(raw.size());
+      PlaneBuffer<uint16_t> bits = PlaneBuffer<uint16_t>::Make(raw.size(), buffers);
       for (std::size_t i = 0; i < raw.size(); ++i) {
         if (raw[i] < 0 || raw[i] > 0xFFFF) {
           return file.Invalid(absl::StrCat("MASK value ", raw[i], " at pixel ", i,
@@ -204,12 +208,12 @@ absl::Status PreprocReader::CheckHeaders() {
   return absl::OkStatus();
 }
 
-absl::Status PreprocReader::ReadMaskAndFibermap(PreprocImage* frame, std::vector<uint16_t>* mask) {
+absl::Status PreprocReader::ReadMaskAndFibermap(PreprocImage* frame, PlaneBuffer<uint16_t>* mask) {
   FitsFile& file = file_;
   if (has_mask_) {
     SPEXD_RETURN_IF_ERROR(file.MoveToHdu("MASK"));
     SPEXD_ASSIGN_OR_RETURN(FitsFile::ImageInfo mask_info, file.GetImageInfo());
-    SPEXD_ASSIGN_OR_RETURN(*mask, ReadMaskBits(file, mask_info));
+    SPEXD_ASSIGN_OR_RETURN(*mask, ReadMaskBits(file, mask_info, options_.load_buffers));
   }
   if (has_fibermap_) {
     SPEXD_RETURN_IF_ERROR(file.MoveToHdu("FIBERMAP"));
@@ -229,7 +233,7 @@ absl::StatusOr<PreprocImage> PreprocReader::ReadPlanes() {
   SPEXD_ASSIGN_OR_RETURN(std::optional<FitsFile::RawFloatImage> raw_image, file.GetRawFloatImage());
   SPEXD_RETURN_IF_ERROR(file.MoveToHdu("IVAR"));
   SPEXD_ASSIGN_OR_RETURN(std::optional<FitsFile::RawFloatImage> raw_ivar, file.GetRawFloatImage());
-  std::vector<uint16_t> mask;
+  PlaneBuffer<uint16_t> mask;
   if (raw_image.has_value() && raw_ivar.has_value()) {
     // Plain float planes (every preproc file desispec writes): decoded here in chunks on
     // the pool while this thread, the only one using the CFITSIO handle, reads MASK and
@@ -300,10 +304,10 @@ absl::StatusOr<PreprocReader> PreprocReader::Open(const std::string& path,
         return absl::InvalidArgumentError(
             absl::StrCat(path, ": cannot open: ", std::strerror(errno)));
       }
-      absl::StatusOr<std::string> fits = GunzipFitsFd(fd, path, limits, stop);
+      absl::StatusOr<InflatedFits> fits = InflateFitsFd(fd, path, limits, stop, options.load_buffers);
       close(fd);
       if (!fits.ok()) return fits.status();
-      return OpenMemory(*std::move(fits), path, options, limits, stop);
+      return OpenInflated(*std::move(fits), path, options, limits, stop);
     }
     SPEXD_ASSIGN_OR_RETURN(FitsFile file, FitsFile::OpenRead(path));
     PreprocReader reader(std::move(file), options, limits, stop);
@@ -318,13 +322,29 @@ absl::StatusOr<PreprocReader> PreprocReader::OpenMemory(std::string bytes, const
                                                         StopFn stop) {
   return Guarded(name, [&]() -> absl::StatusOr<PreprocReader> {
     if (IsGzip(bytes)) {
-      SPEXD_ASSIGN_OR_RETURN(bytes, GunzipFits(bytes, name, limits, stop));
+      absl::StatusOr<InflatedFits> fits = InflateFits(bytes, name, limits, stop, options.load_buffers);
+      bytes = std::string();  // the compressed upload, no longer needed
+      if (!fits.ok()) return fits.status();
+      return OpenInflated(*std::move(fits), name, options, limits, stop);
     }
     SPEXD_ASSIGN_OR_RETURN(FitsFile file, FitsFile::OpenMemory(std::move(bytes), name));
     PreprocReader reader(std::move(file), options, limits, stop);
     SPEXD_RETURN_IF_ERROR(reader.CheckHeaders());
     return reader;
   });
+}
+
+absl::StatusOr<PreprocReader> PreprocReader::OpenInflated(InflatedFits fits, const std::string& name,
+                                                          const PreprocOptions& options,
+                                                          const FitsSizeLimits& limits,
+                                                          StopFn stop) {
+  absl::StatusOr<FitsFile> file = fits.block.empty()
+                                      ? FitsFile::OpenMemory(std::move(fits.bytes), name)
+                                      : FitsFile::OpenMemory(std::move(fits.block), name);
+  if (!file.ok()) return file.status();
+  PreprocReader reader(*std::move(file), options, limits, std::move(stop));
+  SPEXD_RETURN_IF_ERROR(reader.CheckHeaders());
+  return reader;
 }
 
 absl::StatusOr<PreprocImage> PreprocReader::Read() {

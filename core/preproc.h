@@ -70,6 +70,11 @@ struct PreprocOptions {
   // Where float32 planes get their memory (reused across frames); null: their own. Not
   // owned; buffers drawn from it may outlive it.
   PlaneBufferPool* buffers = nullptr;
+  // Where the memory a load needs only while it lasts comes from: a .fits.gz input's
+  // compressed and inflated bytes (given back when the reader goes) and the MASK bits
+  // (given back by Read); reused across frames: no page faults, no zeroing. Null: blocks
+  // of their own. Not owned; the same lifetime rule.
+  PlaneBufferPool* load_buffers = nullptr;
 };
 
 // A preproc file opened and checked from its headers (HDUs present, 2-D float IMAGE and
@@ -109,10 +114,14 @@ class PreprocReader {
   PreprocReader(FitsFile file, const PreprocOptions& options, const FitsSizeLimits& limits,
                 StopFn stop)
       : file_(std::move(file)), options_(options), limits_(limits), stop_(std::move(stop)) {}
+  // A reader of the FITS file inflated from a .fits.gz (its memory goes with the reader).
+  static absl::StatusOr<PreprocReader> OpenInflated(InflatedFits fits, const std::string& name,
+                                                    const PreprocOptions& options,
+                                                    const FitsSizeLimits& limits, StopFn stop);
   absl::Status CheckHeaders();
   absl::Status Stopped() const;
   absl::StatusOr<PreprocImage> ReadPlanes();
-  absl::Status ReadMaskAndFibermap(PreprocImage* frame, std::vector<uint16_t>* mask);
+  absl::Status ReadMaskAndFibermap(PreprocImage* frame, PlaneBuffer<uint16_t>* mask);
 
   FitsFile file_;
   PreprocOptions options_;

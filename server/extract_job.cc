@@ -95,6 +95,7 @@ absl::StatusOr<core::PreprocReader> ExtractJob::OpenImage() {
   popts.mask_policy = params_.mask_policy;
   popts.pool = env_.decode_pool;
   popts.buffers = env_.plane_buffers;
+  popts.load_buffers = env_.load_buffers;
   popts.keep_float32 = env_.float32_planes != nullptr && env_.float32_planes->load();
   const core::FitsSizeLimits limits = FitsLimits(env_.limits);
   auto stop = [this] { return Stopped(); };

@@ -68,6 +68,7 @@ struct JobEnvironment {
   // float32 planes (set once the backends exist; PreprocOptions::keep_float32).
   core::TaskPool* decode_pool = nullptr;
   core::PlaneBufferPool* plane_buffers = nullptr;
+  core::PlaneBufferPool* load_buffers = nullptr;  // PreprocOptions::load_buffers
   const std::atomic<bool>* float32_planes = nullptr;
 };
 

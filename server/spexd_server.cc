@@ -150,6 +150,11 @@ absl::Status CheckGpuDevices(const ServerOptions& o) {
 // DESI r frame (4128 x 4114 float32) with room to spare. Only memory that frames used is
 // ever kept; this bounds what stays idle.
 constexpr int64_t kCachedBytesPerFrame = int64_t{144} << 20;
+// Memory kept for reuse per loader thread, for what a load needs only while it lasts
+// (PreprocOptions::load_buffers): for a DESI r .fits.gz the compressed file (~60 MB), the
+// FITS file inflated from it (136 MB) and the MASK bits (34 MB). Plain .fits inputs use
+// only the last.
+constexpr int64_t kLoadBytesPerLoader = int64_t{256} << 20;
 
 }  // namespace
 
@@ -159,6 +164,7 @@ class SpexdServer::Impl {
   // Host decoding (JobEnvironment; the planes are decoded on `pool` below): declared
   // first, so that they outlive the scheduler's loader threads and every job.
   core::PlaneBufferPool plane_buffers{0};  // bound set with the workers (WarmUp)
+  core::PlaneBufferPool load_buffers{0};   // the same
   std::atomic<bool> float32_planes{false};
   std::unique_ptr<ServerMetrics> metrics;
   std::unique_ptr<DataRoots> roots;
@@ -225,6 +231,7 @@ class SpexdServer::Impl {
       const int64_t frames_held =
           scheduler->prefetch_bound() + nworkers * (1 + scheduler->streamers_per_worker());
       plane_buffers.set_max_cached_bytes(frames_held * kCachedBytesPerFrame);
+      load_buffers.set_max_cached_bytes(scheduler->num_loaders() * kLoadBytesPerLoader);
       for (const std::string& path : options.preload_psfs) {
         auto file = roots->ReadFile(path, options.limits.max_upload_bytes);
         if (!file.ok()) return file.status();
@@ -310,6 +317,7 @@ absl::StatusOr<std::unique_ptr<SpexdServer>> SpexdServer::Start(ServerOptions op
   s.context.env.limits = o.limits;
   s.context.env.decode_pool = s.pool.get();
   s.context.env.plane_buffers = &s.plane_buffers;
+  s.context.env.load_buffers = &s.load_buffers;
   s.context.env.float32_planes = &s.float32_planes;
   // The CPU backend solves one patch per thread at once (for the memory estimate).
   s.context.env.limits.solver_threads = host_threads;

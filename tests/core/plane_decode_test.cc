@@ -148,6 +148,7 @@ class PlaneDecodeTest : public ::testing::Test {
   std::string dir_;
   TaskPool pool_;
   PlaneBufferPool buffers_{int64_t{1} << 28};
+  PlaneBufferPool load_buffers_{int64_t{1} << 28};
 };
 
 TEST_F(PlaneDecodeTest, Float32FileBitIdenticalToCfitsio) {
@@ -162,6 +163,7 @@ TEST_F(PlaneDecodeTest, Float32FileBitIdenticalToCfitsio) {
       o.pool = pool;
       o.keep_float32 = keep32;
       o.buffers = keep32 && pool != nullptr ? &buffers_ : nullptr;
+      o.load_buffers = pool != nullptr ? &load_buffers_ : nullptr;
       auto frame = ReadPreproc(path, o);
       ASSERT_TRUE(frame.ok()) << frame.status();
       EXPECT_EQ(frame->has_float32_planes(), keep32);
@@ -187,6 +189,55 @@ TEST_F(PlaneDecodeTest, GzipInMemoryBitIdentical) {
   ASSERT_TRUE(frame.ok()) << frame.status();
   EXPECT_TRUE(frame->has_float32_planes());
   ExpectMatches(ref, *std::move(frame), "gzip, float32 planes");
+}
+
+// Blocks a load reuses (PreprocOptions::load_buffers: the compressed and inflated bytes,
+// the MASK bits) come back holding another frame's bytes; nothing of them may show. The
+// other frame is larger, and the frame read after it lacks the padding of its last FITS
+// block, which the reader must zero rather than take from the block.
+TEST_F(PlaneDecodeTest, GzipFilesReusingDirtyLoadBuffersBitIdentical) {
+  const std::string other = dir_ + "/other.fits", path = dir_ + "/gz.fits";
+  Planes big = TestPlanes();
+  for (float& v : big.image) v = -v;
+  for (int16_t& m : big.mask) m = static_cast<int16_t>(~m);
+  WriteFrame(other, big, FLOAT_IMG, 1.0, /*compress_mask=*/false);  // other offsets
+  WriteFrame(path, TestPlanes());
+  const Reference ref = ReadReference(path);
+  std::string bytes = testing::ReadBytes(path);
+  // Without the last block's padding (zeros), as CFITSIO reads a plain file.
+  const std::size_t unpadded = bytes.find_last_not_of('\0') + 1;
+  ASSERT_GT(bytes.size() - unpadded, 0u);
+  bytes.resize(unpadded);
+  std::string other_bytes = testing::ReadBytes(other);
+  other_bytes += std::string(2880 * 50, 'J');  // ignored after the last HDU, yet inflated
+  auto gz = GzipCompress(bytes), other_gz = GzipCompress(other_bytes);
+  ASSERT_TRUE(gz.ok() && other_gz.ok());
+  testing::WriteBytes(path + ".gz", *gz);
+  testing::WriteBytes(other + ".gz", *other_gz);
+  auto plain = ReadPreproc(path, PreprocOptions{});
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  const std::string plain_fibermap = plain->fibermap_fits;
+  for (TaskPool* pool : {static_cast<TaskPool*>(nullptr), &pool_}) {
+    for (bool keep32 : {false, true}) {
+      PreprocOptions o;
+      o.pool = pool;
+      o.keep_float32 = keep32;
+      o.buffers = &buffers_;
+      o.load_buffers = &load_buffers_;
+      const int64_t reused = load_buffers_.reused();
+      ASSERT_TRUE(ReadPreproc(other + ".gz", o).ok());
+      auto frame = ReadPreproc(path + ".gz", o);
+      ASSERT_TRUE(frame.ok()) << frame.status();
+      EXPECT_EQ(frame->fibermap_fits, plain_fibermap);
+      ExpectMatches(ref, *std::move(frame), keep32 ? "gzip file after another, float32" : "gzip file after another, float64");
+      ASSERT_TRUE(ReadPreprocFromMemory(other_gz->data(), other_gz->size(), "o.gz", o).ok());
+      auto mem = ReadPreprocFromMemory(gz->data(), gz->size(), "gz.fits.gz", o);
+      ASSERT_TRUE(mem.ok()) << mem.status();
+      EXPECT_EQ(mem->fibermap_fits, plain_fibermap);
+      ExpectMatches(ref, *std::move(mem), "gzip upload after another");
+      EXPECT_GE(load_buffers_.reused(), reused + 6);  // gz, FITS and MASK blocks, twice over
+    }
+  }
 }
 
 TEST_F(PlaneDecodeTest, Float64FileKeepsFloat64Planes) {

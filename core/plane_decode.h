@@ -28,6 +28,10 @@ inline int DecodeChunks(int64_t pixels) {
 template <typename Out>
 absl::Status DecodeRawChunk(const FitsFile::RawBytes& bytes, const FitsFile::RawFloatImage& raw,
                             int chunk, Out* out);
+// The same for pixels [first, end) of the plane (0 <= first <= end <= raw.pixels).
+template <typename Out>
+absl::Status DecodeRawRange(const FitsFile::RawBytes& bytes, const FitsFile::RawFloatImage& raw,
+                            int64_t first, int64_t end, Out* out);
 
 }  // namespace spexd::core
 

@@ -14,6 +14,7 @@
 #include <new>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -165,6 +166,93 @@ absl::StatusOr<std::string> CopyFibermap(FitsFile& file) {
   return out.TakeMemory();
 }
 
+// Pixels tested at once for rules that would change none of them.
+constexpr std::size_t kRulesGroup = 64;
+
+// Whether the rules keep all kRulesGroup float32 pixels from `image`, `ivar` (and `mask`,
+// may be null) as they are; false may also mean "not known" (float64 planes: not tested).
+template <typename T>
+bool GroupKept(uint16_t bad_bits, const uint16_t* mask, const T* image, const T* ivar) {
+  if constexpr (!std::is_same_v<T, float>) {
+    return false;
+  } else {
+    uint32_t flags = 0;
+    for (std::size_t j = 0; j < kRulesGroup; ++j) {
+      uint32_t image_bits, ivar_bits;
+      std::memcpy(&image_bits, image + j, 4);
+      std::memcpy(&ivar_bits, ivar + j, 4);
+      flags |= Float32RuleFlags(image_bits, ivar_bits);
+    }
+    uint16_t bits = 0;
+    if (mask != nullptr) {
+      for (std::size_t j = 0; j < kRulesGroup; ++j) bits |= mask[j];
+    }
+    return (flags >> 31) == 0 && (bits & bad_bits) == 0;
+  }
+}
+
+// The rules on pixels [lo, hi) of planes of type T, through float64 values: for float32
+// planes every result is the pixel's value or 0, so narrowing it back is exact and the
+// planes hold what the float64 path computes. Groups the rules keep are only read (most
+// are: a value written back would be the same bits).
+template <typename T>
+void ApplyRulesRange(uint16_t bad_bits, const uint16_t* mask, T* image, T* ivar, std::size_t lo,
+                     std::size_t hi, std::size_t* n_masked, std::size_t* n_nonfinite) {
+  std::size_t masked = 0, nonfinite = 0;
+  for (std::size_t g = lo; g < hi; g += kRulesGroup) {
+    const std::size_t e = std::min(hi, g + kRulesGroup);
+    if (e - g == kRulesGroup &&
+        GroupKept(bad_bits, mask != nullptr ? mask + g : nullptr, image + g, ivar + g)) {
+      continue;
+    }
+    for (std::size_t i = g; i < e; ++i) {
+      double im = image[i], iv = ivar[i];
+      const unsigned what =
+          ApplyPixelRule(bad_bits, mask != nullptr ? mask[i] : uint16_t{0}, &im, &iv);
+      image[i] = static_cast<T>(im);
+      ivar[i] = static_cast<T>(iv);
+      nonfinite += (what & kPixelNonfinite) != 0 ? 1 : 0;
+      masked += (what & kPixelMasked) != 0 ? 1 : 0;
+    }
+  }
+  *n_masked += masked;
+  *n_nonfinite += nonfinite;
+}
+
+// The rules on chunk `c` of planes of `n` pixels (pixels [c * kDecodeChunkPixels, ...)).
+template <typename T>
+void ApplyRulesChunk(uint16_t bad_bits, const uint16_t* mask, T* image, T* ivar, std::size_t n,
+                     int c, std::size_t* n_masked, std::size_t* n_nonfinite) {
+  const std::size_t lo = static_cast<std::size_t>(c) * kDecodeChunkPixels;
+  const std::size_t hi = std::min(n, lo + static_cast<std::size_t>(kDecodeChunkPixels));
+  ApplyRulesRange<T>(bad_bits, mask, image, ivar, lo, hi, n_masked, n_nonfinite);
+}
+
+// Pixels decoded per plane before the rules go over them: 2 x 256 KiB of float32, in
+// cache still.
+constexpr int64_t kRulesBlockPixels = int64_t{1} << 16;
+
+// Decodes chunk `c` of IMAGE and IVAR into `image` and `ivar`, block by block, each
+// block followed by the rules (with `rules`) while it is in cache.
+template <typename T>
+absl::Status DecodeChunk(const FitsFile::RawBytes& bytes, const FitsFile::RawFloatImage& raw_image,
+                         const FitsFile::RawFloatImage& raw_ivar, int c, T* image, T* ivar,
+                         bool rules, uint16_t bad_bits, const uint16_t* mask,
+                         std::size_t* n_masked, std::size_t* n_nonfinite) {
+  const int64_t lo = int64_t{c} * kDecodeChunkPixels;
+  const int64_t hi = std::min(raw_image.pixels, lo + kDecodeChunkPixels);
+  for (int64_t p = lo; p < hi; p += kRulesBlockPixels) {
+    const int64_t e = std::min(hi, p + kRulesBlockPixels);
+    SPEXD_RETURN_IF_ERROR(DecodeRawRange(bytes, raw_image, p, e, image));
+    SPEXD_RETURN_IF_ERROR(DecodeRawRange(bytes, raw_ivar, p, e, ivar));
+    if (rules) {
+      ApplyRulesRange<T>(bad_bits, mask, image, ivar, static_cast<std::size_t>(p),
+                         static_cast<std::size_t>(e), n_masked, n_nonfinite);
+    }
+  }
+  return absl::OkStatus();
+}
+
 // Large allocations are the one place the reader can throw (std::bad_alloc); convert
 // at the module edge (style.md "Errors").
 template <typename Fn>
@@ -208,17 +296,19 @@ absl::Status PreprocReader::CheckHeaders() {
   return absl::OkStatus();
 }
 
-absl::Status PreprocReader::ReadMaskAndFibermap(PreprocImage* frame, PlaneBuffer<uint16_t>* mask) {
+absl::Status PreprocReader::ReadMask(PlaneBuffer<uint16_t>* mask) {
+  if (!has_mask_) return absl::OkStatus();
   FitsFile& file = file_;
-  if (has_mask_) {
-    SPEXD_RETURN_IF_ERROR(file.MoveToHdu("MASK"));
-    SPEXD_ASSIGN_OR_RETURN(FitsFile::ImageInfo mask_info, file.GetImageInfo());
-    SPEXD_ASSIGN_OR_RETURN(*mask, ReadMaskBits(file, mask_info, options_.load_buffers));
-  }
-  if (has_fibermap_) {
-    SPEXD_RETURN_IF_ERROR(file.MoveToHdu("FIBERMAP"));
-    SPEXD_ASSIGN_OR_RETURN(frame->fibermap_fits, CopyFibermap(file));
-  }
+  SPEXD_RETURN_IF_ERROR(file.MoveToHdu("MASK"));
+  SPEXD_ASSIGN_OR_RETURN(FitsFile::ImageInfo mask_info, file.GetImageInfo());
+  SPEXD_ASSIGN_OR_RETURN(*mask, ReadMaskBits(file, mask_info, options_.load_buffers));
+  return absl::OkStatus();
+}
+
+absl::Status PreprocReader::ReadFibermap(PreprocImage* frame) {
+  if (!has_fibermap_) return absl::OkStatus();
+  SPEXD_RETURN_IF_ERROR(file_.MoveToHdu("FIBERMAP"));
+  SPEXD_ASSIGN_OR_RETURN(frame->fibermap_fits, CopyFibermap(file_));
   return absl::OkStatus();
 }
 
@@ -249,7 +339,13 @@ absl::StatusOr<PreprocImage> PreprocReader::ReadPlanes() {
       frame.ivar.resize(n);
     }
     SPEXD_ASSIGN_OR_RETURN(FitsFile::RawBytes bytes, file.OpenRawBytes());
-    const int per_plane = DecodeChunks(raw_image->pixels);
+    const int chunks = DecodeChunks(raw_image->pixels);
+    const uint16_t bad_bits = MaskBadBits(options_.mask_policy);
+    // The pixel rules are applied to each chunk as it is decoded, while it is in cache,
+    // once the mask is there; chunks decoded before that get them afterwards.
+    std::atomic<bool> mask_ready{!has_mask_};
+    std::vector<char> ruled(static_cast<std::size_t>(chunks), 0);  // each set by its chunk's task
+    std::atomic<std::size_t> n_masked{0}, n_nonfinite{0};
     absl::Mutex mu;
     absl::Status decode;
     // Task 0 is MASK and FIBERMAP, on the CFITSIO handle (used by this task alone), taken
@@ -258,23 +354,55 @@ absl::StatusOr<PreprocImage> PreprocReader::ReadPlanes() {
     absl::Status side;
     auto task = [&](int /*worker*/, int t) {
       if (t == 0) {
-        side = ReadMaskAndFibermap(&frame, &mask);
+        side = ReadMask(&mask);
+        if (!side.ok()) return;
+        mask_ready.store(true, std::memory_order_release);
+        side = ReadFibermap(&frame);
         return;
       }
       const int c = t - 1;
-      const bool ivar = c >= per_plane;
-      const FitsFile::RawFloatImage& raw = ivar ? *raw_ivar : *raw_image;
-      const int k = ivar ? c - per_plane : c;
-      absl::Status st = float32 ? DecodeRawChunk(bytes, raw, k, (ivar ? frame.ivar32 : frame.image32).data())
-                                : DecodeRawChunk(bytes, raw, k, (ivar ? frame.ivar : frame.image).data());
+      const bool rules = mask_ready.load(std::memory_order_acquire);
+      const uint16_t* bits = rules ? mask.data() : nullptr;  // task 0 may be writing `mask`
+      std::size_t masked = 0, nonfinite = 0;
+      absl::Status st =
+          float32 ? DecodeChunk(bytes, *raw_image, *raw_ivar, c, frame.image32.data(),
+                                frame.ivar32.data(), rules, bad_bits, bits, &masked, &nonfinite)
+                  : DecodeChunk(bytes, *raw_image, *raw_ivar, c, frame.image.data(),
+                                frame.ivar.data(), rules, bad_bits, bits, &masked, &nonfinite);
       if (!st.ok()) {
         absl::MutexLock lock(&mu);
         if (decode.ok()) decode = std::move(st);
+        return;
       }
+      ruled[static_cast<std::size_t>(c)] = rules ? 1 : 0;
+      n_masked += masked;
+      n_nonfinite += nonfinite;
     };
-    ParallelFor(options_.pool, HardwareThreads(), 1 + 2 * per_plane, task);
+    ParallelFor(options_.pool, HardwareThreads(), 1 + chunks, task);
     SPEXD_RETURN_IF_ERROR(side);
     SPEXD_RETURN_IF_ERROR(decode);
+    SPEXD_RETURN_IF_ERROR(Stopped());
+    std::vector<int> left;
+    for (int c = 0; c < chunks; ++c) {
+      if (ruled[static_cast<std::size_t>(c)] == 0) left.push_back(c);
+    }
+    ParallelFor(options_.pool, HardwareThreads(), static_cast<int>(left.size()),
+                [&](int /*worker*/, int i) {
+                  std::size_t masked = 0, nonfinite = 0;
+                  if (float32) {
+                    ApplyRulesChunk(bad_bits, mask.data(), frame.image32.data(),
+                                    frame.ivar32.data(), n, left[static_cast<std::size_t>(i)],
+                                    &masked, &nonfinite);
+                  } else {
+                    ApplyRulesChunk(bad_bits, mask.data(), frame.image.data(), frame.ivar.data(),
+                                    n, left[static_cast<std::size_t>(i)], &masked, &nonfinite);
+                  }
+                  n_masked += masked;
+                  n_nonfinite += nonfinite;
+                });
+    frame.n_masked = n_masked.load();
+    frame.n_nonfinite = n_nonfinite.load();
+    return frame;
   } else {
     // Anything else (float64 with scaling, tile-compressed planes): CFITSIO converts to
     // float64 while reading (exact for float32, spec §2.1), decompresses tiles and applies
@@ -285,7 +413,8 @@ absl::StatusOr<PreprocImage> PreprocReader::ReadPlanes() {
     SPEXD_RETURN_IF_ERROR(file.MoveToHdu("IVAR"));
     SPEXD_ASSIGN_OR_RETURN(frame.ivar, file.ReadImage<double>());
     SPEXD_RETURN_IF_ERROR(Stopped());
-    SPEXD_RETURN_IF_ERROR(ReadMaskAndFibermap(&frame, &mask));
+    SPEXD_RETURN_IF_ERROR(ReadMask(&mask));
+    SPEXD_RETURN_IF_ERROR(ReadFibermap(&frame));
   }
   SPEXD_RETURN_IF_ERROR(Stopped());
   ApplyPixelRules(has_mask_ ? mask.data() : nullptr, options_.mask_policy, &frame, options_.pool);
@@ -372,25 +501,6 @@ absl::StatusOr<PreprocImage> ReadPreprocFromMemory(const void* data, std::size_t
 
 namespace {
 
-// The rules on pixels [lo, hi) of planes of type T, through float64 values: for float32
-// planes every result is the pixel's value or 0, so narrowing it back is exact and the
-// planes hold what the float64 path computes.
-template <typename T>
-void ApplyRulesRange(uint16_t bad_bits, const uint16_t* mask, T* image, T* ivar, std::size_t lo,
-                     std::size_t hi, std::size_t* n_masked, std::size_t* n_nonfinite) {
-  std::size_t masked = 0, nonfinite = 0;
-  for (std::size_t i = lo; i < hi; ++i) {
-    double im = image[i], iv = ivar[i];
-    const unsigned what = ApplyPixelRule(bad_bits, mask != nullptr ? mask[i] : uint16_t{0}, &im, &iv);
-    image[i] = static_cast<T>(im);
-    ivar[i] = static_cast<T>(iv);
-    nonfinite += (what & kPixelNonfinite) != 0 ? 1 : 0;
-    masked += (what & kPixelMasked) != 0 ? 1 : 0;
-  }
-  *n_masked += masked;
-  *n_nonfinite += nonfinite;
-}
-
 template <typename T, typename Plane>
 void ApplyRules(uint16_t bad_bits, const uint16_t* mask, Plane& image, Plane& ivar,
                 TaskPool* pool, PreprocImage* frame) {
@@ -398,10 +508,8 @@ void ApplyRules(uint16_t bad_bits, const uint16_t* mask, Plane& image, Plane& iv
   const int chunks = DecodeChunks(static_cast<int64_t>(n));
   std::atomic<std::size_t> n_masked{0}, n_nonfinite{0};
   ParallelFor(pool, HardwareThreads(), chunks, [&](int /*worker*/, int c) {
-    const std::size_t lo = static_cast<std::size_t>(c) * kDecodeChunkPixels;
-    const std::size_t hi = std::min(n, lo + static_cast<std::size_t>(kDecodeChunkPixels));
     std::size_t masked = 0, nonfinite = 0;
-    ApplyRulesRange<T>(bad_bits, mask, image.data(), ivar.data(), lo, hi, &masked, &nonfinite);
+    ApplyRulesChunk<T>(bad_bits, mask, image.data(), ivar.data(), n, c, &masked, &nonfinite);
     n_masked += masked;
     n_nonfinite += nonfinite;
   });

@@ -121,7 +121,9 @@ class PreprocReader {
   absl::Status CheckHeaders();
   absl::Status Stopped() const;
   absl::StatusOr<PreprocImage> ReadPlanes();
-  absl::Status ReadMaskAndFibermap(PreprocImage* frame, PlaneBuffer<uint16_t>* mask);
+  // MASK (when the file has one) into `mask`; FIBERMAP (when it has one) into the frame.
+  absl::Status ReadMask(PlaneBuffer<uint16_t>* mask);
+  absl::Status ReadFibermap(PreprocImage* frame);
 
   FitsFile file_;
   PreprocOptions options_;

@@ -61,7 +61,7 @@ Planes TestPlanes() {
 
 // Writes IMAGE (primary), IVAR, MASK (tile-compressed unless told), FIBERMAP.
 void WriteFrame(const std::string& path, const Planes& p, int bitpix = FLOAT_IMG,
-                double ivar_bscale = 1.0, bool compress_mask = true) {
+                double ivar_bscale = 1.0, bool compress_mask = true, bool with_mask = true) {
   auto f = FitsFile::Create(path);
   ASSERT_TRUE(f.ok()) << f.status();
   const std::vector<long> naxes = {kWidth, kHeight};
@@ -82,7 +82,9 @@ void WriteFrame(const std::string& path, const Planes& p, int bitpix = FLOAT_IMG
   }
   int status = 0;
   if (compress_mask) fits_set_compression_type(f->get(), RICE_1, &status);
-  ASSERT_TRUE(f->WriteImage<int16_t>("MASK", naxes, p.mask.data()).ok());
+  if (with_mask) {
+    ASSERT_TRUE(f->WriteImage<int16_t>("MASK", naxes, p.mask.data()).ok());
+  }
   fits_set_compression_type(f->get(), NOCOMPRESS, &status);
   char* ttype[] = {const_cast<char*>("FIBER")};
   char* tform[] = {const_cast<char*>("J")};
@@ -108,8 +110,8 @@ Reference ReadReference(const std::string& path) {
   r.image = *f->ReadImage<double>();
   EXPECT_TRUE(f->MoveToHdu("IVAR").ok());
   r.ivar = *f->ReadImage<double>();
-  EXPECT_TRUE(f->MoveToHdu("MASK").ok());
-  std::vector<int16_t> mask = *f->ReadImage<int16_t>();
+  std::vector<int16_t> mask(r.image.size(), 0);  // no MASK HDU: nothing masked
+  if (f->MoveToHdu("MASK").ok()) mask = *f->ReadImage<int16_t>();
   const uint16_t bad = MaskBadBits(MaskPolicy::kDesispec);
   for (std::size_t i = 0; i < r.image.size(); ++i) {
     const unsigned what = ApplyPixelRule(bad, static_cast<uint16_t>(mask[i]), &r.image[i], &r.ivar[i]);
@@ -189,6 +191,54 @@ TEST_F(PlaneDecodeTest, GzipInMemoryBitIdentical) {
   ASSERT_TRUE(frame.ok()) << frame.status();
   EXPECT_TRUE(frame->has_float32_planes());
   ExpectMatches(ref, *std::move(frame), "gzip, float32 planes");
+}
+
+// The reader skips groups of float32 pixels whose Float32RuleFlags say the rule keeps them:
+// never a pixel the rule would change. Every pair of special and ordinary values.
+TEST(PixelRuleTest, Float32FlagsClearOnlyForPixelsTheRuleKeeps) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  const float values[] = {0.0f, -0.0f, 1.0f, -1.0f, 3.5e12f, -7e-3f, nan, -nan, inf, -inf,
+                          std::numeric_limits<float>::denorm_min(),
+                          -std::numeric_limits<float>::denorm_min(),
+                          std::numeric_limits<float>::max(), -std::numeric_limits<float>::max(),
+                          std::numeric_limits<float>::min(), -std::numeric_limits<float>::min()};
+  int kept = 0;
+  for (float image : values) {
+    for (float ivar : values) {
+      uint32_t ib, vb;
+      std::memcpy(&ib, &image, 4);
+      std::memcpy(&vb, &ivar, 4);
+      if ((Float32RuleFlags(ib, vb) >> 31) != 0) continue;
+      ++kept;
+      double im = image, iv = ivar;
+      EXPECT_EQ(ApplyPixelRule(0xffff, 0, &im, &iv), 0u) << image << " " << ivar;
+      EXPECT_TRUE(static_cast<float>(im) == image && static_cast<float>(iv) == ivar);
+      EXPECT_EQ(std::signbit(iv), std::signbit(ivar));
+    }
+  }
+  // Any of the 12 finite images with a finite ivar of clear sign (0, 1, 3.5e12, the
+  // positive denormal, max, min).
+  EXPECT_EQ(kept, 12 * 6);
+}
+
+TEST_F(PlaneDecodeTest, FileWithoutMaskBitIdentical) {
+  const std::string path = dir_ + "/nomask.fits";
+  WriteFrame(path, TestPlanes(), FLOAT_IMG, 1.0, true, /*with_mask=*/false);
+  const Reference ref = ReadReference(path);
+  ASSERT_EQ(ref.n_nonfinite, 6u);
+  ASSERT_EQ(ref.n_masked, 3u);  // the negative ivars (-2, -1, -FLT_MAX)
+  for (TaskPool* pool : {static_cast<TaskPool*>(nullptr), &pool_}) {
+    for (bool keep32 : {false, true}) {
+      PreprocOptions o;
+      o.pool = pool;
+      o.keep_float32 = keep32;
+      o.buffers = &buffers_;
+      auto frame = ReadPreproc(path, o);
+      ASSERT_TRUE(frame.ok()) << frame.status();
+      ExpectMatches(ref, *std::move(frame), keep32 ? "no mask, float32" : "no mask, float64");
+    }
+  }
 }
 
 // Blocks a load reuses (PreprocOptions::load_buffers: the compressed and inflated bytes,

@@ -7,7 +7,9 @@
 // Without --input it writes a synthetic r frame first (4128 x 4114 like a DESI r CCD:
 // IMAGE and IVAR float32 with noise-like values, MASK int16 RICE tile-compressed as
 // desispec writes it, a 500-row FIBERMAP) as decode-bench.fits and .fits.gz under --dir.
-// JSON on stdout (or --json FILE), summary on stderr.
+// Also the CPU time of the process per frame (all its threads: what a loader costs the
+// host, whatever the load of the machine). JSON on stdout (or --json FILE), summary on
+// stderr.
 //
 //   spexd_decode_bench [--input FILE]... [--dir DIR (/tmp)] [--repeats 5]
 //                      [--threads T (decode pool; 0 = cores, 1 = no pool)] [--json FILE]
@@ -20,6 +22,7 @@
 #include <limits>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <fstream>
 #include <memory>
 #include <random>
@@ -71,6 +74,12 @@ double Seconds(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
 }
 
+double CpuSeconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
 // The synthetic frame: sky-like noise (a few hundred electrons, so that gzip finds what it
 // finds in real frames: the low mantissa bits are random), ivar from it, 0.1% masked.
 absl::Status WriteSyntheticFrame(const std::string& path) {
@@ -119,7 +128,7 @@ absl::Status WriteGzip(const std::string& from, const std::string& to) {
 struct Result {
   std::string input;
   bool float32 = false;
-  double open_median = 0, read_median = 0, total_median = 0, total_p90 = 0;
+  double open_median = 0, read_median = 0, total_median = 0, total_p90 = 0, cpu_median = 0;
 };
 
 double Median(std::vector<double> v) {
@@ -142,8 +151,9 @@ absl::StatusOr<Result> TimeDecode(const std::string& path, bool float32, int rep
   // ... and so does the memory a .fits.gz is read and inflated into.
   spexd::core::PlaneBufferPool load_buffers(int64_t{1} << 30);
   options.load_buffers = &load_buffers;
-  std::vector<double> open, read, total;
+  std::vector<double> open, read, total, cpu;
   for (int r = 0; r <= repeats; ++r) {  // run 0 warms the page cache
+    const double c0 = CpuSeconds();
     const Clock::time_point t0 = Clock::now();
     auto reader = spexd::core::PreprocReader::Open(path, options);
     if (!reader.ok()) return reader.status();
@@ -151,7 +161,9 @@ absl::StatusOr<Result> TimeDecode(const std::string& path, bool float32, int rep
     auto image = reader->Read();
     if (!image.ok()) return image.status();
     const Clock::time_point t2 = Clock::now();
+    const double c2 = CpuSeconds();
     if (r == 0) continue;
+    cpu.push_back(c2 - c0);
     open.push_back(Seconds(t0, t1));
     read.push_back(Seconds(t1, t2));
     total.push_back(Seconds(t0, t2));
@@ -163,6 +175,7 @@ absl::StatusOr<Result> TimeDecode(const std::string& path, bool float32, int rep
   res.read_median = Median(read);
   res.total_median = Median(total);
   res.total_p90 = P90(total);
+  res.cpu_median = Median(cpu);
   return res;
 }
 
@@ -199,9 +212,9 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "%s\n", std::string(r.status().message()).c_str());
         return 1;
       }
-      std::fprintf(stderr, "%s %s: open %.3f s, read %.3f s, total %.3f s (p90 %.3f)\n",
+      std::fprintf(stderr, "%s %s: open %.3f s, read %.3f s, total %.3f s (p90 %.3f), cpu %.3f s\n",
                    input.c_str(), float32 ? "float32" : "float64", r->open_median, r->read_median,
-                   r->total_median, r->total_p90);
+                   r->total_median, r->total_p90, r->cpu_median);
       results.push_back(*r);
     }
   }
@@ -214,9 +227,10 @@ int main(int argc, char** argv) {
     const Result& r = results[i];
     absl::StrAppend(&js, i > 0 ? ", " : "",
                     absl::StrFormat("{\"input\": \"%s\", \"planes\": \"%s\", \"open_s\": %.4f, "
-                                    "\"read_s\": %.4f, \"total_s\": %.4f, \"total_p90_s\": %.4f}",
+                                    "\"read_s\": %.4f, \"total_s\": %.4f, \"total_p90_s\": %.4f, "
+                                    "\"cpu_s\": %.4f}",
                                     r.input, r.float32 ? "float32" : "float64", r.open_median,
-                                    r.read_median, r.total_median, r.total_p90));
+                                    r.read_median, r.total_median, r.total_p90, r.cpu_median));
   }
   absl::StrAppend(&js, "]}\n");
   if (!args->json.empty()) {

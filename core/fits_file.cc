@@ -198,20 +198,7 @@ absl::StatusOr<FitsFile> FitsFile::OpenMemory(const void* data, std::size_t size
   std::memcpy(mem->ptr, data, size);
   std::memset(static_cast<char*>(mem->ptr) + size, 0, padded - size);
   mem->size = padded;
-  fitsfile* fptr = nullptr;
-  int status = 0;
-  fits_open_memfile(&fptr, display_name.c_str(), READONLY, &mem->ptr, &mem->size, 0, nullptr,
-                    &status);
-  if (status != 0) {
-    std::free(mem->ptr);
-    delete mem;
-    return absl::InvalidArgumentError(
-        absl::StrCat(display_name, ": cannot open as FITS: ", CfitsioText(status)));
-  }
-  FitsFile file(fptr, std::move(display_name));
-  file.mem_ = mem;
-  file.opened_size_ = static_cast<long long>(size);
-  return file;
+  return OpenMemBuffer(mem, size, std::move(display_name));
 }
 
 absl::StatusOr<FitsFile> FitsFile::OpenMemory(std::string bytes, std::string display_name) {
@@ -224,20 +211,7 @@ absl::StatusOr<FitsFile> FitsFile::OpenMemory(std::string bytes, std::string dis
   mem->owned = std::move(bytes);
   mem->ptr = mem->owned.data();
   mem->size = mem->owned.size();
-  fitsfile* fptr = nullptr;
-  int status = 0;
-  // No realloc function: CFITSIO never grows (or frees) a READONLY memory file.
-  fits_open_memfile(&fptr, display_name.c_str(), READONLY, &mem->ptr, &mem->size, 0, nullptr,
-                    &status);
-  if (status != 0) {
-    delete mem;
-    return absl::InvalidArgumentError(
-        absl::StrCat(display_name, ": cannot open as FITS: ", CfitsioText(status)));
-  }
-  FitsFile file(fptr, std::move(display_name));
-  file.opened_size_ = static_cast<long long>(true_size);
-  file.mem_ = mem;
-  return file;
+  return OpenMemBuffer(mem, true_size, std::move(display_name));
 }
 
 absl::StatusOr<FitsFile> FitsFile::OpenMemory(PlaneBuffer<char> bytes, std::string display_name) {
@@ -253,11 +227,18 @@ absl::StatusOr<FitsFile> FitsFile::OpenMemory(PlaneBuffer<char> bytes, std::stri
   mem->block = std::move(bytes);
   mem->ptr = mem->block.data();
   mem->size = padded;
+  return OpenMemBuffer(mem, true_size, std::move(display_name));
+}
+
+absl::StatusOr<FitsFile> FitsFile::OpenMemBuffer(MemBuffer* mem, std::size_t true_size,
+                                                 std::string display_name) {
   fitsfile* fptr = nullptr;
   int status = 0;
+  // No realloc function: CFITSIO never grows (or frees) a READONLY memory file.
   fits_open_memfile(&fptr, display_name.c_str(), READONLY, &mem->ptr, &mem->size, 0, nullptr,
                     &status);
   if (status != 0) {
+    if (!mem->borrowed()) std::free(mem->ptr);
     delete mem;
     return absl::InvalidArgumentError(
         absl::StrCat(display_name, ": cannot open as FITS: ", CfitsioText(status)));

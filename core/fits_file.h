@@ -177,6 +177,10 @@ class FitsFile {
   // that the MemBuffer owns.
   struct MemBuffer;
   MemBuffer* mem_ = nullptr;
+  // Opens `mem` (taking it; freed on failure) as a read-only memory file of `true_size`
+  // bytes before its padding to whole records.
+  static absl::StatusOr<FitsFile> OpenMemBuffer(MemBuffer* mem, std::size_t true_size,
+                                                std::string display_name);
 };
 
 }  // namespace spexd::core

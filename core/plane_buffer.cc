@@ -34,8 +34,10 @@ void PlaneCache::Free(PlaneBlock block) {
 }
 
 PlaneBlock PlaneCache::Take(std::size_t bytes) {
+  std::shared_ptr<PlaneMemoryPinner> pinner;
   {
     absl::MutexLock lock(&mu_);
+    pinner = pinner_;
     // The smallest cached block that fits (frames of one server are mostly one size).
     std::size_t best = free_.size();
     for (std::size_t i = 0; i < free_.size(); ++i) {
@@ -44,7 +46,7 @@ PlaneBlock PlaneCache::Take(std::size_t bytes) {
       }
     }
     if (best < free_.size()) {
-      PlaneBlock b = free_[best];
+      PlaneBlock b = std::move(free_[best]);
       free_.erase(free_.begin() + static_cast<std::ptrdiff_t>(best));
       cached_bytes_ -= static_cast<int64_t>(b.bytes);
       ++reused_;
@@ -52,11 +54,6 @@ PlaneBlock PlaneCache::Take(std::size_t bytes) {
     }
   }
   PlaneBlock b = AllocatePlaneBlock(bytes);
-  std::shared_ptr<PlaneMemoryPinner> pinner;
-  {
-    absl::MutexLock lock(&mu_);
-    pinner = pinner_;
-  }
   if (pinner != nullptr && pinner->Pin(b.data, b.bytes)) b.pinned_by = std::move(pinner);
   return b;
 }

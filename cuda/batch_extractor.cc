@@ -3,16 +3,12 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "core/parallel_for.h"
 #include "core/patch_numerics.h"
-#include "core/patch_outcome.h"
 #include "core/patch_plan.h"
-#include "core/prefault.h"
 #include "core/status_macros.h"
 #include "cuda/cuda_check.h"
 #include "cuda/nvtx.h"
@@ -300,7 +296,7 @@ absl::Status BatchExtractor::Retry(const core::ExtractionJob& job, Batch* batch,
 
 absl::Status BatchExtractor::CollectTimes(const Batch& batch, core::ExtractionSummary* summary) {
   WorkspaceSet* s = &cfg_.workspace->set(batch.set);
-  if (batch.timed && std::getenv("SPEXD_CUDA_TIMELINE") != nullptr) {
+  if (batch.timed && cfg_.diagnostics.timeline) {
     // Diagnostics: each stage's end in ms after the image upload began (CUDA events).
     const Event& t0 = cfg_.workspace->upload_start();
     std::fprintf(stderr, "[spexd-cuda] timeline batch of %zu bundles: start %.2f", batch.bundles.size(),
@@ -338,97 +334,6 @@ absl::StatusOr<std::vector<char>> BatchExtractor::RetryFailed(const core::Extrac
   return retried;
 }
 
-void BatchExtractor::SizeBundle(const Batch& batch, std::size_t pos, core::BundleResult* r,
-                                std::vector<OutCopy>* copies) const {
-  const core::PatchPlan& plan = *cfg_.plan;
-  const WorkspaceSet& s = cfg_.workspace->set(batch.set);
-  const int b = batch.bundles[pos];
-  const int nk = spec_.nk, nwave = plan.nwave, bs = plan.bundlesize;
-  const std::size_t per_bundle = static_cast<std::size_t>(bs) * nwave;
-  // As BundleResult::Allocate, but filled straight from the pinned buffers (one pass).
-  r->bundle = b;
-  r->fiber_begin = plan.bundle_fiber_begin(b);
-  r->nfibers = bs;
-  r->nwave = nwave;
-  r->ndiag = plan.ndiag;
-  const std::size_t o = pos * per_bundle;
-  copies->push_back({&r->flux, s.h_flux.get() + o, per_bundle});
-  copies->push_back({&r->ivar, s.h_ivar.get() + o, per_bundle});
-  copies->push_back({&r->pixmask_fraction, s.h_pixmask.get() + o, per_bundle});
-  copies->push_back({&r->chi2pix, s.h_chi2.get() + o, per_bundle});
-  copies->push_back({&r->rdiags, s.h_rdiag.get() + o * nk, per_bundle * nk});
-  r->failed_bins.assign(per_bundle, 0);
-  for (int p = plan.bundle_first_patch[b]; p < plan.bundle_first_patch[b + 1]; ++p) {
-    if (plan.patches[p].skipped != core::kSkipNone) {
-      core::CountOutcome(core::PatchOutcome::kSkipped, &r->counts);
-    }
-  }
-  if (spec_.canvas_stride > 0) {
-    const CanvasDesc& cd = cfg_.state->canvas(b);
-    if (cd.ny > 0 && cd.nx > 0) {
-      r->model_y0 = cd.y0;
-      r->model_x0 = cd.x0;
-      r->model_ny = cd.ny;
-      r->model_nx = cd.nx;
-      const double* src = s.h_canvas.get() + pos * static_cast<std::size_t>(spec_.canvas_stride);
-      copies->push_back({&r->model, src, static_cast<std::size_t>(cd.ny) * cd.nx});
-    }
-  }
-}
-
-// The copies out of pinned memory into fresh vectors are page-fault bound, and the last
-// batch's sit on the request's critical path. So the vectors are allocated, their pages
-// faulted in on the pool in 1 MiB pieces (core/prefault.h) and zeroed while the host
-// waits for the batch; once it is done only memcpys in 1 MiB pieces remain.
-constexpr std::size_t kPiece = std::size_t{1} << 17;  // doubles: 1 MiB
-
-BatchExtractor::Assembly BatchExtractor::AllocateBundles(const Batch& batch) const {
-  Assembly a;
-  a.results.resize(batch.bundles.size());
-  for (std::size_t pos = 0; pos < a.results.size(); ++pos) SizeBundle(batch, pos, &a.results[pos], &a.copies);
-  for (std::size_t c = 0; c < a.copies.size(); ++c) {
-    a.copies[c].dst->reserve(a.copies[c].n);
-    for (std::size_t e = 0; e < a.copies[c].n; e += kPiece) a.pieces.emplace_back(static_cast<int>(c), e);
-  }
-  // Diagnostics: SPEXD_CUDA_PREFAULT=0 leaves the pages to fault inside the zero fill.
-  static const bool prefault = std::getenv("SPEXD_CUDA_PREFAULT") == nullptr ||
-                               std::string(std::getenv("SPEXD_CUDA_PREFAULT")) != "0";
-  if (prefault) {
-    core::ParallelFor(cfg_.pool, core::HardwareThreads(), static_cast<int>(a.pieces.size()), [&](int, int t) {
-      const auto [c, e] = a.pieces[static_cast<std::size_t>(t)];
-      const OutCopy& oc = a.copies[static_cast<std::size_t>(c)];
-      core::PrefaultForWrite(oc.dst->data() + e, std::min(kPiece, oc.n - e) * sizeof(double));
-    });
-  }
-  core::ParallelFor(cfg_.pool, core::HardwareThreads(), static_cast<int>(a.copies.size()), [&](int, int c) {
-    const OutCopy& oc = a.copies[static_cast<std::size_t>(c)];
-    oc.dst->resize(oc.n);
-  });
-  return a;
-}
-
-void BatchExtractor::FillBundles(const Batch& batch, const std::vector<char>& retried, Assembly* a) const {
-  const core::PatchPlan& plan = *cfg_.plan;
-  const WorkspaceSet& s = cfg_.workspace->set(batch.set);
-  core::ParallelFor(cfg_.pool, core::HardwareThreads(), static_cast<int>(a->pieces.size()), [&](int, int t) {
-    const auto [c, e] = a->pieces[static_cast<std::size_t>(t)];
-    const OutCopy& oc = a->copies[static_cast<std::size_t>(c)];
-    std::memcpy(oc.dst->data() + e, oc.src + e, std::min(kPiece, oc.n - e) * sizeof(double));
-  });
-  // Outcomes, with the CPU backend's bookkeeping (core/patch_outcome.h).
-  for (const RunEntry& e : batch.layout.entries) {
-    core::BundleResult& r = a->results[static_cast<std::size_t>(e.bundle_pos)];
-    const std::size_t slot = static_cast<std::size_t>(e.slot);
-    core::PatchOutcome outcome = core::PatchOutcome::kFailed;
-    if (s.h_status[slot] == 0) {
-      outcome = retried[slot] ? core::PatchOutcome::kRetried : core::PatchOutcome::kExtracted;
-    } else {
-      core::MarkPatchFailed(plan, plan.patches[e.patch], &r);
-    }
-    core::CountOutcome(outcome, &r.counts);
-  }
-}
-
 absl::Status BatchExtractor::Finish(const core::ExtractionJob& job, Batch* batch,
                                     const core::BundleSink& sink, core::ExtractionSummary* summary) {
   const double a0 = Now();
@@ -444,7 +349,7 @@ absl::Status BatchExtractor::Finish(const core::ExtractionJob& job, Batch* batch
     SPEXD_CUDA_RETURN_IF_ERROR(
         cudaEventSynchronize(cfg_.workspace->set(batch->set).outputs_copied.get()));
   }
-  if (std::getenv("SPEXD_CUDA_TIMELINE") != nullptr) {
+  if (cfg_.diagnostics.timeline) {
     std::fprintf(stderr, "[spexd-cuda] host: allocated in %.2f ms, waited %.2f ms for the batch\n",
                  1e3 * (w0 - a0), 1e3 * (Now() - w0));
   }
@@ -461,7 +366,7 @@ absl::Status BatchExtractor::Finish(const core::ExtractionJob& job, Batch* batch
     SPEXD_RETURN_IF_ERROR(sink(std::move(r)));
   }
   summary->stage_seconds["host"] += Now() - t0;
-  if (std::getenv("SPEXD_CUDA_TIMELINE") != nullptr) {
+  if (cfg_.diagnostics.timeline) {
     std::fprintf(stderr, "[spexd-cuda] host: retry check %.2f ms, filled %.2f ms, sank %.2f ms\n",
                  1e3 * (t1 - t0), 1e3 * (t2 - t1), 1e3 * (Now() - t2));
   }
@@ -498,22 +403,13 @@ absl::Status BatchExtractor::ReportEigenSweeps(const Batch& batch) {
 
 std::vector<std::vector<int>> BatchExtractor::Batches(const std::vector<int>& bundles) const {
   std::vector<std::vector<int>> batches;
-  // Diagnostics: SPEXD_CUDA_BATCH_PLAN="a,b,c" sets the bundles of each batch (the last
-  // repeats), each at most bundles_per_batch_.
-  std::vector<int> plan_sizes;
-  if (const char* e = std::getenv("SPEXD_CUDA_BATCH_PLAN")) {
-    for (const char* p = e; *p != 0;) {
-      char* end = nullptr;
-      const long v = std::strtol(p, &end, 10);
-      if (end == p) break;
-      plan_sizes.push_back(std::clamp(static_cast<int>(v), 1, bundles_per_batch_));
-      p = *end == ',' ? end + 1 : end;
-    }
-  }
+  // Diagnostics (SPEXD_CUDA_BATCH_PLAN): each batch's bundles, at most bundles_per_batch_.
+  const std::vector<int>& plan_sizes = cfg_.diagnostics.batch_plan;
   for (std::size_t i = 0; i < bundles.size();) {
     const std::size_t k = batches.size();
-    const int size = plan_sizes.empty() ? bundles_per_batch_
-                                        : plan_sizes[std::min(k, plan_sizes.size() - 1)];
+    const int size = plan_sizes.empty()
+                         ? bundles_per_batch_
+                         : std::clamp(plan_sizes[std::min(k, plan_sizes.size() - 1)], 1, bundles_per_batch_);
     const std::size_t end = std::min(bundles.size(), i + static_cast<std::size_t>(size));
     batches.emplace_back(bundles.begin() + static_cast<std::ptrdiff_t>(i),
                          bundles.begin() + static_cast<std::ptrdiff_t>(end));
@@ -547,7 +443,7 @@ absl::Status BatchExtractor::Run(const core::ExtractionJob& job,
     b.first = k == 0;
     const double e0 = Now();
     absl::Status st = Enqueue(job, &b);
-    if (std::getenv("SPEXD_CUDA_TIMELINE") != nullptr) {
+    if (cfg_.diagnostics.timeline) {
       std::fprintf(stderr, "[spexd-cuda] host: enqueued batch %zu in %.2f ms\n", k, 1e3 * (Now() - e0));
     }
     return st;

@@ -13,6 +13,7 @@
 #include "core/backend.h"
 #include "core/task_pool.h"
 #include "cuda/batch_layout.h"
+#include "cuda/diagnostics.h"
 #include "cuda/geometry_state.h"
 #include "cuda/gpu_context.h"
 #include "cuda/image_upload.h"
@@ -35,6 +36,7 @@ class BatchExtractor {
     // Host threads for the bundle assembly (core::ParallelFor; not owned; null: the
     // calling thread alone).
     core::TaskPool* pool = nullptr;
+    Diagnostics diagnostics;  // production defaults unless set (cuda/diagnostics.h)
   };
   explicit BatchExtractor(const Config& config) : cfg_(config) {}
 

@@ -28,6 +28,7 @@
 #include "core/task_pool.h"
 #include "cuda/batch_extractor.h"
 #include "cuda/cuda_check.h"
+#include "cuda/diagnostics.h"
 #include "cuda/fault_injection.h"
 #include "cuda/geometry_state.h"
 #include "cuda/gpu_context.h"
@@ -61,6 +62,7 @@ class CudaBackend final : public core::Backend {
         eigen_(options.cuda_eigen),
         cholesky_(options.cuda_cholesky),
         stats_(options.cuda_stats),
+        diagnostics_(DiagnosticsFromEnvironment()),
         faults_(faults),
         workspace_(std::make_unique<Workspace>()) {
     if (options.pool == nullptr) {
@@ -293,6 +295,7 @@ class CudaBackend final : public core::Backend {
     config.state = state;
     config.plan = &plan;
     config.pool = pool_;
+    config.diagnostics = diagnostics_;
     BatchExtractor extractor(config);
     const absl::Status prepared = extractor.Prepare(job, static_cast<int>(bundles.size()));
     PublishMemoryLocked();  // the workspace may have grown
@@ -306,11 +309,8 @@ class CudaBackend final : public core::Backend {
     } else {
       UploadStats upload;
       NvtxRange range{"upload image"};
-      // Diagnostics: SPEXD_CUDA_UPLOAD_SPLIT=0 uploads the whole frame before any batch.
-      const char* split = std::getenv("SPEXD_CUDA_UPLOAD_SPLIT");
-      const ColumnRange first = split != nullptr && std::string(split) == "0"
-                                    ? ColumnRange{}
-                                    : extractor.Columns(batches.front());
+      const ColumnRange first =
+          diagnostics_.upload_split ? extractor.Columns(batches.front()) : ColumnRange{};
       SPEXD_RETURN_IF_ERROR(UploadImage(*ctx_, *workspace_, *job.image, first, pool_, &upload));
       summary->stage_seconds["upload_host"] += upload.host_seconds;
     }
@@ -323,6 +323,7 @@ class CudaBackend final : public core::Backend {
   core::CudaEigensolver eigen_;
   core::CudaCholesky cholesky_;
   bool stats_;
+  const Diagnostics diagnostics_;  // SPEXD_CUDA_* diagnostic switches (cuda/diagnostics.h)
   const FaultPlan faults_;  // test-only (fault_injection.h); all zero in production
   // Host threads (bundle assembly; the image upload can use them too): the owner's pool
   // (BackendOptions::pool), or else one of this backend's own.

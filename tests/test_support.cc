@@ -81,6 +81,25 @@ void RemoveTempDirs() {
 }
 }  // namespace
 
+core::PreprocImage Float32Planes(const core::PreprocImage& in, core::PlaneBufferPool* pool,
+                                 bool* exact) {
+  core::PreprocImage out;
+  out.height = in.height;
+  out.width = in.width;
+  out.source_name = in.source_name;
+  out.image32 = core::PlaneBuffer<float>::Make(in.image.size(), pool);
+  out.ivar32 = core::PlaneBuffer<float>::Make(in.ivar.size(), pool);
+  bool same = true;
+  for (std::size_t i = 0; i < in.image.size(); ++i) {
+    out.image32[i] = static_cast<float>(in.image[i]);
+    out.ivar32[i] = static_cast<float>(in.ivar[i]);
+    same &= static_cast<double>(out.image32[i]) == in.image[i] &&
+            static_cast<double>(out.ivar32[i]) == in.ivar[i];
+  }
+  if (exact != nullptr) *exact = same;
+  return out;
+}
+
 absl::StatusOr<core::PreprocImage> SimulatedImage(const core::Psf& psf,
                                                   const core::SimOptions& options) {
   SPEXD_ASSIGN_OR_RETURN(core::SimSpectra spectra, core::GenerateSpectra(options));

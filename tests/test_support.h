@@ -38,6 +38,11 @@ absl::StatusOr<core::BackendOptions> CudaOptionsFromEnv();
 // and benchmarks that need a whole-CCD frame in memory.
 absl::StatusOr<core::PreprocImage> SimulatedImage(const core::Psf& psf,
                                                   const core::SimOptions& options);
+// The frame's planes rounded to float32, in buffers from `pool` (null: unpooled), as
+// PreprocOptions::keep_float32 decodes a preproc file; `exact` (if set) says whether no
+// value changed.
+core::PreprocImage Float32Planes(const core::PreprocImage& in, core::PlaneBufferPool* pool,
+                                 bool* exact = nullptr);
 // A fresh empty directory under the system temp dir, removed at process exit.
 std::string MakeTempDir();
 

@@ -133,26 +133,6 @@ absl::StatusOr<core::ExtractionSummary> Extract(core::Backend& b, const core::Ex
   return s;
 }
 
-// The frame as float32 planes from `pool` (what PreprocOptions::keep_float32 decodes a
-// preproc file into); the simulator's values are whole counts and exact in float32.
-absl::StatusOr<core::PreprocImage> Float32Planes(const core::PreprocImage& in, core::PlaneBufferPool* pool) {
-  core::PreprocImage out;
-  out.height = in.height;
-  out.width = in.width;
-  out.source_name = in.source_name;
-  const std::size_t n = in.image.size();
-  out.image32 = core::PlaneBuffer<float>::Make(n, pool);
-  out.ivar32 = core::PlaneBuffer<float>::Make(n, pool);
-  for (std::size_t i = 0; i < n; ++i) {
-    out.image32[i] = static_cast<float>(in.image[i]);
-    out.ivar32[i] = static_cast<float>(in.ivar[i]);
-    if (static_cast<double>(out.image32[i]) != in.image[i] || static_cast<double>(out.ivar32[i]) != in.ivar[i]) {
-      return absl::FailedPreconditionError("--planes pinned32: the frame is not exact in float32");
-    }
-  }
-  return out;
-}
-
 struct WarmRuns {
   std::vector<double> totals;
   std::map<std::string, std::vector<double>> stages;
@@ -341,15 +321,17 @@ int main(int argc, char** argv) {
   job.want_model = args.model;
   const core::ExtractionJob job64 = job;  // the CPU check's (float64 planes only)
   core::PlaneBufferPool pool(int64_t{1} << 30);
-  absl::StatusOr<core::PreprocImage> image32;
+  core::PreprocImage image32;
   if (args.planes == "pinned32") {
     pool.set_pinner((*backend)->PlanePinner());
-    image32 = Float32Planes(*image, &pool);
-    if (!image32.ok()) {
-      std::cerr << image32.status() << "\n";
+    bool exact = false;
+    image32 = spexd::testing::Float32Planes(*image, &pool, &exact);
+    if (!exact) {
+      // The simulator's values are whole counts: float32 holds them exactly.
+      std::cerr << "--planes pinned32: the frame is not exact in float32\n";
       return 1;
     }
-    job.image = &*image32;
+    job.image = &image32;
   } else if (args.planes != "float64") {
     std::cerr << "--planes: pinned32 or float64\n";
     return 1;

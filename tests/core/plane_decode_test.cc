@@ -147,6 +147,14 @@ class PlaneDecodeTest : public ::testing::Test {
     dir_ = testing::MakeTempDir();
     pool_.AddThreads(3);
   }
+  // Options with `pool` (null: the caller alone) and the fixture's plane buffers.
+  PreprocOptions Options(TaskPool* pool, bool keep_float32) {
+    PreprocOptions o;
+    o.pool = pool;
+    o.keep_float32 = keep_float32;
+    o.buffers = &buffers_;
+    return o;
+  }
   std::string dir_;
   TaskPool pool_;
   PlaneBufferPool buffers_{int64_t{1} << 28};
@@ -183,10 +191,7 @@ TEST_F(PlaneDecodeTest, GzipInMemoryBitIdentical) {
   const std::string bytes = testing::ReadBytes(path);
   auto gz = GzipCompress(bytes);
   ASSERT_TRUE(gz.ok());
-  PreprocOptions o;
-  o.pool = &pool_;
-  o.keep_float32 = true;
-  o.buffers = &buffers_;
+  PreprocOptions o = Options(&pool_, true);
   auto frame = ReadPreprocFromMemory(gz->data(), gz->size(), "gz.fits.gz", o);
   ASSERT_TRUE(frame.ok()) << frame.status();
   EXPECT_TRUE(frame->has_float32_planes());
@@ -230,11 +235,7 @@ TEST_F(PlaneDecodeTest, FileWithoutMaskBitIdentical) {
   ASSERT_EQ(ref.n_masked, 3u);  // the negative ivars (-2, -1, -FLT_MAX)
   for (TaskPool* pool : {static_cast<TaskPool*>(nullptr), &pool_}) {
     for (bool keep32 : {false, true}) {
-      PreprocOptions o;
-      o.pool = pool;
-      o.keep_float32 = keep32;
-      o.buffers = &buffers_;
-      auto frame = ReadPreproc(path, o);
+      auto frame = ReadPreproc(path, Options(pool, keep32));
       ASSERT_TRUE(frame.ok()) << frame.status();
       ExpectMatches(ref, *std::move(frame), keep32 ? "no mask, float32" : "no mask, float64");
     }
@@ -269,10 +270,7 @@ TEST_F(PlaneDecodeTest, GzipFilesReusingDirtyLoadBuffersBitIdentical) {
   const std::string plain_fibermap = plain->fibermap_fits;
   for (TaskPool* pool : {static_cast<TaskPool*>(nullptr), &pool_}) {
     for (bool keep32 : {false, true}) {
-      PreprocOptions o;
-      o.pool = pool;
-      o.keep_float32 = keep32;
-      o.buffers = &buffers_;
+      PreprocOptions o = Options(pool, keep32);
       o.load_buffers = &load_buffers_;
       const int64_t reused = load_buffers_.reused();
       ASSERT_TRUE(ReadPreproc(other + ".gz", o).ok());

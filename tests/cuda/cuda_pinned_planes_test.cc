@@ -36,20 +36,6 @@ absl::StatusOr<Run> Extract(core::Backend& b, const std::shared_ptr<const core::
   return r;
 }
 
-// The frame's values rounded to float32, as float32 planes from `pool` (null: pageable).
-core::PreprocImage Float32Copy(const core::PreprocImage& in, core::PlaneBufferPool* pool) {
-  core::PreprocImage out;
-  out.height = in.height;
-  out.width = in.width;
-  out.image32 = core::PlaneBuffer<float>::Make(in.image.size(), pool);
-  out.ivar32 = core::PlaneBuffer<float>::Make(in.ivar.size(), pool);
-  for (std::size_t i = 0; i < in.image.size(); ++i) {
-    out.image32[i] = static_cast<float>(in.image[i]);
-    out.ivar32[i] = static_cast<float>(in.ivar[i]);
-  }
-  return out;
-}
-
 void ExpectIdentical(const std::vector<core::BundleResult>& a, const std::vector<core::BundleResult>& b,
                      const std::string& what) {
   ASSERT_EQ(a.size(), b.size()) << what;
@@ -81,8 +67,8 @@ TEST(CudaPinnedPlanes, UploadedWithoutStagingAndIdenticalToTheStagedPaths) {
 
   core::PlaneBufferPool pool(int64_t{1} << 30);
   pool.set_pinner(pinner);
-  const core::PreprocImage pinned = Float32Copy(frame, &pool);
-  const core::PreprocImage pageable = Float32Copy(frame, nullptr);
+  const core::PreprocImage pinned = Float32Planes(frame, &pool);
+  const core::PreprocImage pageable = Float32Planes(frame, nullptr);
   core::PreprocImage widened;  // float64 planes holding the same float32 values
   widened.height = frame.height;
   widened.width = frame.width;

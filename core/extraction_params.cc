@@ -99,7 +99,7 @@ long RequestedBins(const ExtractionParams& params, const Psf& psf) {
   return static_cast<long>(count);
 }
 
-absl::Status ValidateParams(const ExtractionParams& p, const Psf& psf) {
+absl::Status ValidateParamsAlone(const ExtractionParams& p) {
   if (absl::Status s = ValidateRanges(p); !s.ok()) return s;
   // Pre-flight checks of spex / desi_extract_spectra (spec §2.2).
   if (p.bundlesize % p.nsubbundles != 0) {
@@ -114,6 +114,16 @@ absl::Status ValidateParams(const ExtractionParams& p, const Psf& psf) {
     return Bad(absl::StrCat("specmin ", p.specmin, " is not a multiple of bundlesize ",
                             p.bundlesize));
   }
+  const int wavepad_eff = EffectiveWavePad(p.wavepad, p.wavepad_frac);
+  if (wavepad_eff > L::kMaxWavePadEff) {
+    return Bad(absl::StrCat("effective wavelength padding wavepad + trunc(wavepad * "
+                            "wavepad_frac) = ", wavepad_eff, " is over ", L::kMaxWavePadEff));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateParams(const ExtractionParams& p, const Psf& psf) {
+  if (absl::Status s = ValidateParamsAlone(p); !s.ok()) return s;
   // 64-bit sum: specmin + nspec near INT_MAX must not wrap (issue 15 item 1).
   const int64_t fiber_end = static_cast<int64_t>(p.specmin) + p.nspec;
   if (fiber_end > psf.nspec()) {
@@ -125,10 +135,6 @@ absl::Status ValidateParams(const ExtractionParams& p, const Psf& psf) {
   if (wavepad_eff < psf.hsizey()) {
     return Bad(absl::StrCat("effective wavelength padding ", wavepad_eff,
                             " is smaller than the resolution half-band HSIZEY ", psf.hsizey()));
-  }
-  if (wavepad_eff > L::kMaxWavePadEff) {
-    return Bad(absl::StrCat("effective wavelength padding wavepad + trunc(wavepad * "
-                            "wavepad_frac) = ", wavepad_eff, " is over ", L::kMaxWavePadEff));
   }
   if (p.has_wavelength) {
     // The PSF is fitted on [WAVEMIN, WAVEMAX]; gpu_specter extrapolates the padding

@@ -79,6 +79,10 @@ double EffectivePsfErr(const ExtractionParams& params, const Psf& psf);
 // request integers is done in 64 bits, so no value can overflow (issue 15 item 1).
 // INVALID_ARGUMENT naming the offending value otherwise. Cheap (no PSF evaluation).
 absl::Status ValidateParams(const ExtractionParams& params, const Psf& psf);
+// The part of ValidateParams that needs no PSF (ranges, the §2.2 multiples, the padding
+// bound). A service runs it before looking the PSF up, so that a bad request gets the
+// same answer whether or not its PSF is loaded.
+absl::Status ValidateParamsAlone(const ExtractionParams& params);
 
 // Number of output bins of the requested grid, numpy-arange rule (spec §2.3), computed
 // in float64 without allocating; meaningful only for parameters that passed ValidateParams.

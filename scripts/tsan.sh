@@ -15,6 +15,9 @@
 # Left out, with the reason:
 # - StalledClientTest.*: timing tests (a stalled upload is cut off after 2.5 s of idle);
 #   under TSan's 5-15x slowdown the test cannot act before its own timeouts;
+# - SlowUploadTest.*: timing tests of the same kind (issue 21: a trickle ended by the
+#   upload rate floor within 1 s windows, empty chunks by a 1 s idle timeout, uploads
+#   refused within 2 s of a drain);
 # - ChaosTest.ServerRestartWhileClientsRetryDeliversEveryFrame: 20 frames through two
 #   SIGKILLed and restarted servers, about 45 s normally, past its 120 s limits under TSan;
 # - demo_script: the shell demo of the command-line tools (needs spexd-sim, not built here).
@@ -28,6 +31,6 @@ if [[ ! -f $BUILD_DIR/CMakeCache.txt ]]; then
 fi
 cmake --build "$BUILD_DIR" -j "${JOBS:-$(nproc)}" --target spexd_server_tests spexd_integration_tests
 export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 ignore_noninstrumented_modules=1 suppressions=$PWD/tests/sanitizers/tsan.supp ${TSAN_OPTIONS:-}"
-excluded='^(StalledClientTest\.|ChaosTest\.ServerRestartWhileClientsRetryDeliversEveryFrame$|demo_script$)'
+excluded='^(StalledClientTest\.|SlowUploadTest\.|ChaosTest\.ServerRestartWhileClientsRetryDeliversEveryFrame$|demo_script$)'
 cd "$BUILD_DIR"
 ctest --output-on-failure -j "${JOBS:-$(nproc)}" --timeout 600 -L '^(server|integration)$' -E "$excluded"

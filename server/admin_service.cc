@@ -44,6 +44,14 @@ class PsfUploadWatch final : public CallWatchdog::Watched {
     return ok;
   }
   bool stalled() const { return stalled_.load(); }
+  bool drained() const { return drained_.load(); }
+  // Data arrived (the header, a non-empty chunk): restarts the idle clock. An empty
+  // chunk does not (issue 21 item 3).
+  void Progress() {
+    absl::MutexLock lock(&mu_);
+    last_ = CallWatchdog::Clock::now();
+  }
+  void set_uploading() { uploading_.store(true); }
 
   bool WaitingOnClient(CallWatchdog::Clock::time_point* since,
                        CallWatchdog::Stall* kind) override {
@@ -57,12 +65,22 @@ class PsfUploadWatch final : public CallWatchdog::Watched {
     Log(LogLevel::kWarning, "upload_stalled", {{"rpc", "LoadPsf"}, {"peer", call_->peer()}});
     call_->TryCancel();
   }
+  // Draining: an upload blocked in Read is cancelled now (the sync API has no other way
+  // to end a Read), not after the client sent it all (issue 21 item 7).
+  void Drain() override {
+    {
+      absl::MutexLock lock(&mu_);
+      if (!reading_ || !uploading_.load()) return;
+    }
+    drained_.store(true);
+    Log(LogLevel::kInfo, "upload_refused_draining", {{"rpc", "LoadPsf"}, {"peer", call_->peer()}});
+    call_->TryCancel();
+  }
 
  private:
   void SetReading(bool reading) {
     absl::MutexLock lock(&mu_);
     reading_ = reading;
-    last_ = CallWatchdog::Clock::now();
   }
 
   CallWatchdog* const watchdog_;
@@ -71,7 +89,18 @@ class PsfUploadWatch final : public CallWatchdog::Watched {
   bool reading_ ABSL_GUARDED_BY(mu_) = false;
   CallWatchdog::Clock::time_point last_ ABSL_GUARDED_BY(mu_) = CallWatchdog::Clock::now();
   std::atomic<bool> stalled_{false};
+  std::atomic<bool> drained_{false};
+  std::atomic<bool> uploading_{false};  // past the upload header
 };
+
+void CountAborted(ServiceContext* context, const char* reason) {
+  if (context->env.metrics != nullptr) context->env.metrics->CountUploadAborted(reason);
+}
+
+absl::Status DrainingUpload(ServiceContext* context) {
+  CountAborted(context, "draining");
+  return absl::UnavailableError("server is draining: PSF upload refused; retry after the restart");
+}
 
 absl::Status StalledUpload(double idle_seconds) {
   return absl::DeadlineExceededError(absl::StrCat(
@@ -119,20 +148,40 @@ absl::Status ReadPsfSource(grpc::ServerContext* call,
   SPEXD_ASSIGN_OR_RETURN(Scheduler::Ticket slot,
                          context->scheduler->ReserveUpload(/*realtime=*/false, /*then_queue=*/false));
   UploadAssembly upload(size);
+  const ServiceLimits& limits = context->env.limits;
+  UploadRateFloor rate_floor(limits.upload_min_bytes_per_second,
+                             limits.upload_rate_window_seconds, CallWatchdog::Clock::now());
+  watch.Progress();
+  watch.set_uploading();
   while (!upload.complete()) {
     if (!watch.Read(reader, &msg)) {
-      if (watch.stalled()) return StalledUpload(idle);
+      if (watch.drained()) return DrainingUpload(context);
+      if (watch.stalled()) {
+        CountAborted(context, "idle");
+        return StalledUpload(idle);
+      }
       return absl::InvalidArgumentError(absl::StrCat("truncated PSF upload: ", upload.received(),
                                                      " of ", size, " bytes"));
     }
     if (msg.kind_case() != v1::LoadPsfRequest::kChunk) {
       return absl::InvalidArgumentError("expected PSF upload chunks after the header");
     }
+    if (context->draining.load()) return DrainingUpload(context);
     if (!upload.Append(msg.chunk())) {
       return absl::InvalidArgumentError("PSF upload is longer than announced");
     }
+    if (!msg.chunk().empty()) watch.Progress();
     if (context->env.metrics != nullptr) {
       context->env.metrics->AddUploadBytes(static_cast<double>(msg.chunk().size()));
+    }
+    if (upload.complete()) break;
+    if (absl::Status s =
+            rate_floor.Check(upload.received(), size, CallWatchdog::Clock::now());
+        !s.ok()) {
+      CountAborted(context, "slow");
+      Log(LogLevel::kWarning, "upload_too_slow",
+          {{"rpc", "LoadPsf"}, {"peer", call->peer()}, {"error", std::string(s.message())}});
+      return s;
     }
   }
   *bytes = upload.Take();

@@ -31,8 +31,26 @@ void CallWatchdog::Remove(Watched* call) {
   absl::MutexLock lock(&mu_);
   calls_.erase(call);
   expired_.erase(call);
-  auto idle = [this, call]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return expiring_ != call; };
+  auto idle = [this, call]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return expiring_.count(call) == 0;
+  };
   mu_.Await(absl::Condition(&idle));
+}
+
+template <typename Fn>
+void CallWatchdog::Unlocked(Watched* call, Fn fn) {
+  if (calls_.count(call) == 0) return;  // removed meanwhile
+  auto at = expiring_.insert(call);
+  mu_.Unlock();
+  fn();
+  mu_.Lock();
+  expiring_.erase(at);
+}
+
+void CallWatchdog::DrainAll() {
+  absl::MutexLock lock(&mu_);
+  const std::vector<Watched*> calls(calls_.begin(), calls_.end());
+  for (Watched* call : calls) Unlocked(call, [call] { call->Drain(); });
 }
 
 void CallWatchdog::Loop() {
@@ -60,12 +78,12 @@ void CallWatchdog::Loop() {
     for (auto [call, kind] : stalled) {
       if (calls_.count(call) == 0) continue;  // removed while we expired another
       expired_.insert(call);
-      expiring_ = call;
-      mu_.Unlock();
-      if (metrics_ != nullptr) metrics_->CountStalledCall(kind == Stall::kUpload ? "upload" : "write");
-      call->Expire(kind);
-      mu_.Lock();
-      expiring_ = nullptr;
+      Unlocked(call, [this, call, kind = kind] {
+        if (metrics_ != nullptr) {
+          metrics_->CountStalledCall(kind == Stall::kUpload ? "upload" : "write");
+        }
+        call->Expire(kind);
+      });
     }
   }
 }

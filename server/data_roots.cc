@@ -5,12 +5,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -51,6 +53,73 @@ class FdCloser {
 
 std::atomic<uint64_t> g_temp_counter{0};
 
+// `path` (absolute) with empty and `.` components dropped and `..` taken lexically.
+std::string LexicalNormal(absl::string_view path) {
+  std::vector<absl::string_view> parts;
+  for (absl::string_view part : absl::StrSplit(path, '/')) {
+    if (part.empty() || part == ".") continue;
+    if (part == "..") {
+      if (!parts.empty()) parts.pop_back();
+      continue;
+    }
+    parts.push_back(part);
+  }
+  std::string out;
+  for (absl::string_view part : parts) absl::StrAppend(&out, "/", part);
+  return out.empty() ? "/" : out;
+}
+
+bool UnderRoot(const std::string& path, const std::string& root) {
+  if (root == "/" || path == root) return true;
+  return path.size() > root.size() && path.compare(0, root.size(), root) == 0 &&
+         path[root.size()] == '/';
+}
+
+// Where a path that does not resolve would lie: its existing ancestors resolved (symlinks
+// followed, dangling ones included, as the kernel would on create), the missing rest
+// appended lexically. Empty on a symlink loop.
+std::string WouldBeLocation(const std::string& path) {
+  std::vector<std::string> rest;  // components still to walk, last first
+  for (absl::string_view part : absl::StrSplit(path, '/', absl::SkipEmpty())) {
+    rest.insert(rest.begin(), std::string(part));
+  }
+  std::string at = "/";
+  int links = 0;
+  while (!rest.empty()) {
+    const std::string part = std::move(rest.back());
+    rest.pop_back();
+    if (part == ".") continue;
+    if (part == "..") {
+      at = at.substr(0, std::max<std::size_t>(1, at.find_last_of('/')));
+      continue;
+    }
+    const std::string next = at == "/" ? "/" + part : at + "/" + part;
+    struct stat st {};
+    if (::lstat(next.c_str(), &st) != 0) {  // missing from here on
+      std::string tail = next;
+      while (!rest.empty()) {
+        absl::StrAppend(&tail, "/", rest.back());
+        rest.pop_back();
+      }
+      return LexicalNormal(tail);
+    }
+    if (!S_ISLNK(st.st_mode)) {
+      at = next;
+      continue;
+    }
+    if (++links > 40) return "";  // ELOOP, as the kernel
+    char target[PATH_MAX];
+    const ssize_t n = ::readlink(next.c_str(), target, sizeof(target) - 1);
+    if (n <= 0) return "";
+    const std::string link(target, static_cast<std::size_t>(n));
+    if (link[0] == '/') at = "/";
+    std::vector<std::string> parts;
+    for (absl::string_view p : absl::StrSplit(link, '/', absl::SkipEmpty())) parts.emplace_back(p);
+    for (auto it = parts.rbegin(); it != parts.rend(); ++it) rest.push_back(*it);
+  }
+  return at;
+}
+
 }  // namespace
 
 absl::StatusOr<DataRoots> DataRoots::Create(const std::vector<std::string>& roots,
@@ -69,6 +138,12 @@ absl::StatusOr<DataRoots> DataRoots::Create(const std::vector<std::string>& root
       return absl::InvalidArgumentError(absl::StrCat(flag, " ", root, " is not a directory"));
     }
     out.roots_.push_back(*canonical);
+    std::string spelled = root;
+    if (spelled[0] != '/') {
+      char cwd[PATH_MAX];
+      if (::getcwd(cwd, sizeof(cwd)) != nullptr) spelled = absl::StrCat(cwd, "/", root);
+    }
+    out.lexical_roots_.push_back(LexicalNormal(spelled));
   }
   return out;
 }
@@ -90,17 +165,33 @@ absl::Status DataRoots::CheckSyntax(const std::string& path) const {
       return absl::InvalidArgumentError(absl::StrCat("path '", path, "' contains '..'"));
     }
   }
-  return absl::OkStatus();
+  const std::string lexical = LexicalNormal(path);
+  for (const auto* roots : {&roots_, &lexical_roots_}) {
+    for (const std::string& root : *roots) {
+      if (UnderRoot(lexical, root)) return absl::OkStatus();
+    }
+  }
+  return Outside(path);
+}
+
+absl::Status DataRoots::Outside(const std::string& path) const {
+  if (flag_ == "--data_roots") {
+    return absl::PermissionDeniedError(
+        absl::StrCat("path '", core::EchoValue(path), "' is outside the server's data roots"));
+  }
+  return absl::PermissionDeniedError(absl::StrCat(
+      "output path '", core::EchoValue(path), "' is outside the server's output roots (", flag_, ")"));
+}
+
+absl::Status DataRoots::Missing(const std::string& path, absl::Status missing) const {
+  const std::string location = WouldBeLocation(path);
+  if (location.empty() || !Inside(location)) return Outside(path);
+  return missing;
 }
 
 bool DataRoots::Inside(const std::string& canonical) const {
   for (const std::string& root : roots_) {
-    if (root == "/") return true;
-    if (canonical == root) return true;
-    if (canonical.size() > root.size() && canonical.compare(0, root.size(), root) == 0 &&
-        canonical[root.size()] == '/') {
-      return true;
-    }
+    if (UnderRoot(canonical, root)) return true;
   }
   return false;
 }
@@ -130,11 +221,9 @@ absl::StatusOr<DataRoots::OpenFile> DataRoots::Open(const std::string& path,
   // Early, friendly answer for paths that resolve outside (the authoritative check is
   // on the descriptor below).
   auto canonical = RealPath(path);
+  if (absl::IsNotFound(canonical.status())) return Missing(path, canonical.status());
   if (!canonical.ok()) return canonical.status();
-  if (!Inside(*canonical)) {
-    return absl::PermissionDeniedError(
-        absl::StrCat("path '", path, "' is outside the server's data roots"));
-  }
+  if (!Inside(*canonical)) return Outside(path);
   // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer forever
   // (past any deadline, holding a loader thread); it is refused just below.
   const int raw = ::open(canonical->c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
@@ -147,10 +236,7 @@ absl::StatusOr<DataRoots::OpenFile> DataRoots::Open(const std::string& path,
     return absl::InvalidArgumentError(absl::StrCat(path, " is not a regular file"));
   }
   auto opened = RealPath(file.proc_path());
-  if (!opened.ok() || !Inside(*opened)) {
-    return absl::PermissionDeniedError(
-        absl::StrCat("path '", path, "' is outside the server's data roots"));
-  }
+  if (!opened.ok() || !Inside(*opened)) return Outside(path);
   const int flags = ::fcntl(raw, F_GETFL);
   if (flags >= 0) ::fcntl(raw, F_SETFL, flags & ~O_NONBLOCK);
   if (st.st_size > max_bytes) {
@@ -201,7 +287,10 @@ absl::StatusOr<int> DataRoots::OpenOutputDir(const std::string& path, const Writ
   }
   const int dirfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dirfd < 0) {
-    return absl::InvalidArgumentError(absl::StrCat("output directory ", dir, " does not exist"));
+    const int err = errno;
+    const absl::Status missing =
+        absl::InvalidArgumentError(absl::StrCat("output directory ", dir, " does not exist"));
+    return err == ENOENT || err == ENOTDIR ? Missing(dir, missing) : missing;
   }
   // The check is on the opened directory: a symlink swapped in afterwards cannot move
   // the write elsewhere (every later step is relative to this descriptor).
@@ -210,9 +299,7 @@ absl::StatusOr<int> DataRoots::OpenOutputDir(const std::string& path, const Writ
       real_dir.ok() ? absl::StrCat(*real_dir == "/" ? "" : *real_dir, "/", *name) : "";
   if (!real_dir.ok() || !Inside(full)) {
     ::close(dirfd);
-    return absl::PermissionDeniedError(absl::StrCat("output path '", path,
-                                                    "' is outside the server's output roots (",
-                                                    flag_, ")"));
+    return Outside(path);
   }
   struct stat st {};
   if (::fstatat(dirfd, name->c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0) {

@@ -89,13 +89,24 @@ class DataRoots {
                                         const WritePolicy& policy) const;
 
  private:
+  // Form (absolute, no NUL, no `..`), then the path as written must lie under a root
+  // (lexically: `//` and `.` collapsed) before anything is looked up on disk, so that a
+  // path outside answers PERMISSION_DENIED whether or not it exists (issue 21 item 4).
   absl::Status CheckSyntax(const std::string& path) const;
   bool Inside(const std::string& canonical) const;
+  absl::Status Outside(const std::string& path) const;
+  // For a path that does not resolve (ENOENT, ENOTDIR): PERMISSION_DENIED when the place
+  // it names lies outside the roots (a symlink inside a root pointing out), so a missing
+  // and an existing target outside get the same answer; `missing` otherwise.
+  absl::Status Missing(const std::string& path, absl::Status missing) const;
   // Opens the directory of an output path (descriptor-checked to lie inside a root)
   // and checks the existing entry against `policy`; returns the directory descriptor.
   absl::StatusOr<int> OpenOutputDir(const std::string& path, const WritePolicy& policy,
                                     std::string* name, std::string* canonical) const;
   std::vector<std::string> roots_;
+  // The roots as configured (absolute, lexically normalised) next to their canonical
+  // forms: a root given through a symlink still takes paths spelled through it.
+  std::vector<std::string> lexical_roots_;
   std::string flag_ = "--data_roots";
 };
 

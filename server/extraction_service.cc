@@ -17,6 +17,7 @@
 #include "server/auth.h"
 #include "server/call_watchdog.h"
 #include "server/cuda_request.h"
+#include "server/data_roots.h"
 #include "server/log.h"
 #include "server/metrics.h"
 #include "server/psf_cache.h"
@@ -33,6 +34,10 @@ using Clock = std::chrono::steady_clock;
 // Messages allowed to wait for the network per call: enough to keep the stream busy,
 // few enough (x 4 MiB) that a slow client cannot make the server buffer a whole frame.
 constexpr std::size_t kMaxPendingWrites = 8;
+
+constexpr char kDrainingUpload[] =
+    "server is draining: the request was refused before it was complete; retry elsewhere "
+    "or after the restart";
 
 // Releases one borrowed slice's reference to the memory its WireMessage borrows from.
 void ReleaseOwner(void* owner) { delete static_cast<std::shared_ptr<const void>*>(owner); }
@@ -103,10 +108,10 @@ class ExtractReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, gr
     {
       absl::MutexLock lock(&mu_);
       read_pending_ = false;
-      last_read_ = Clock::now();
       if (finish_requested_) return;
     }
     if (!ok && stalled_.load()) {
+      if (phase_ == Phase::kUpload) CountAborted("idle");
       Finish(absl::DeadlineExceededError(absl::StrCat(
           phase_ == Phase::kHeader ? "no ExtractHeader" : "no upload data", " for ",
           service_->env.limits.upload_idle_seconds,
@@ -202,6 +207,24 @@ class ExtractReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, gr
     call_->TryCancel();
   }
 
+  // The server starts draining: a call still waiting for its request's data is refused
+  // now with UNAVAILABLE (the client retries elsewhere) instead of taking the whole
+  // upload first. Only while a read is pending: then no reaction of this call runs (one
+  // that starts sees finish_requested_ and returns), so CompleteCall may touch the read
+  // side. A call between reads checks `draining` itself at its next chunk.
+  void Drain() override {
+    const absl::Status refused = absl::UnavailableError(kDrainingUpload);
+    {
+      absl::MutexLock lock(&mu_);
+      if (!read_pending_ || finish_requested_) return;
+      finish_requested_ = true;
+      finished_ = true;
+      final_status_ = refused;
+    }
+    if (phase_ == Phase::kUpload) CountAborted("draining");
+    CompleteCall(refused);
+  }
+
   // ---- ResponseStream (worker thread)
 
   bool Send(WireMessage message) override {
@@ -264,6 +287,10 @@ class ExtractReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, gr
     StartRead(&incoming_raw_);
   }
 
+  void CountAborted(const char* reason) {
+    if (service_->env.metrics != nullptr) service_->env.metrics->CountUploadAborted(reason);
+  }
+
   // The raw request bytes as an ExtractRequest (what the generated handler would do).
   absl::Status Parse() {
     incoming_.Clear();
@@ -283,44 +310,24 @@ class ExtractReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, gr
     }
     request_.header = std::move(*incoming_.mutable_header());
     const v1::ExtractHeader& h = request_.header;
-    if (!subset_ && (h.bundles_size() > 0 || h.fibers_size() > 0)) {
-      return absl::InvalidArgumentError(
-          "ExtractFrame extracts whole frames; use ExtractBundles for bundles or fibres");
+    const ServiceLimits& limits = service_->env.limits;
+    // Every parameter once, here, before any upload, file or geometry (issue 15 item 10);
+    // what needs no PSF first, so the answer does not depend on the cache (issue 21 item 7).
+    if (absl::Status s = CheckRequestAlone(h, subset_, limits); !s.ok()) return s;
+    // The output path too, not after the frame is uploaded and decoded (issue 21 item 6).
+    // The job checks it again, with the input's and the PSF's inodes, before writing.
+    if (!h.server_output_path().empty()) {
+      DataRoots::WritePolicy policy;
+      policy.overwrite = h.overwrite();
+      auto out = service_->env.output_roots->CheckOutput(h.server_output_path(), policy);
+      if (!out.ok()) return out.status();
     }
-    if (subset_ && h.bundles_size() == 0 && h.fibers_size() == 0) {
-      return absl::InvalidArgumentError("ExtractBundles needs bundles or fibers");
-    }
-    if (absl::Status s = CheckHeaderFields(h); !s.ok()) return s;
-    if (h.psf_id().empty()) return absl::InvalidArgumentError("psf_id is empty");
     auto psf = service_->env.cache->Get(h.psf_id());
     if (!psf.ok()) return psf.status();
     request_.psf = *std::move(psf);
-    const ServiceLimits& limits = service_->env.limits;
-    // Every parameter once, here, before any upload, file or geometry (issue 15 item 10).
     auto params = CheckRequest(h, *request_.psf, limits, &request_.bundles);
     if (!params.ok()) return params.status();
     request_.params = *std::move(params);
-    switch (h.image_case()) {
-      case v1::ExtractHeader::kServerPath:
-        if (h.server_path().empty()) return absl::InvalidArgumentError("server_path is empty");
-        break;
-      case v1::ExtractHeader::kUploadSize:
-        if (h.upload_size() <= 0) {
-          return absl::InvalidArgumentError(
-              absl::StrCat("empty image: upload_size is ", h.upload_size()));
-        }
-        if (h.upload_size() > limits.max_upload_bytes) {
-          return absl::ResourceExhaustedError(absl::StrCat(
-              "upload of ", h.upload_size(), " bytes is over the server's limit of ",
-              limits.max_upload_bytes, " bytes (--max_upload_bytes)"));
-        }
-        break;
-      case v1::ExtractHeader::kCudaImage:
-        break;
-      default:
-        return absl::InvalidArgumentError(
-            "the header names no image (server_path, upload_size or cuda_image)");
-    }
     if (h.has_cuda_image() || h.has_cuda_output()) {
       // Held by the job from here: an unregister waits for it (region_registry.h).
       if (service_->regions == nullptr) {
@@ -343,6 +350,13 @@ class ExtractReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, gr
     if (!ticket.ok()) return ticket.status();
     ticket_ = *std::move(ticket);
     upload_ = UploadAssembly(h.upload_size(), UploadAssembly::kImageReserve);
+    const Clock::time_point now = Clock::now();
+    rate_floor_ = UploadRateFloor(limits.upload_min_bytes_per_second,
+                                  limits.upload_rate_window_seconds, now);
+    {
+      absl::MutexLock lock(&mu_);
+      last_read_ = now;  // the idle clock starts with the upload
+    }
     phase_ = Phase::kUpload;
     Read();
     return absl::OkStatus();
@@ -352,13 +366,32 @@ class ExtractReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, gr
     if (incoming_.kind_case() != v1::ExtractRequest::kChunk) {
       return absl::InvalidArgumentError("expected an UploadChunk after the header");
     }
+    // Draining: refused now rather than after the whole upload (issue 21 item 7).
+    if (service_->draining.load()) {
+      CountAborted("draining");
+      return absl::UnavailableError(kDrainingUpload);
+    }
     const std::string& data = incoming_.chunk().data();
     if (!upload_.Append(data)) {
       return absl::InvalidArgumentError(absl::StrCat(
           "upload is longer than the announced upload_size of ", upload_.announced(), " bytes"));
     }
+    const Clock::time_point now = Clock::now();
+    if (!data.empty()) {  // an empty chunk is no progress (issue 21 item 3)
+      absl::MutexLock lock(&mu_);
+      last_read_ = now;
+    }
     if (service_->env.metrics != nullptr) {
       service_->env.metrics->AddUploadBytes(static_cast<double>(data.size()));
+    }
+    if (!upload_.complete()) {
+      if (absl::Status s = rate_floor_.Check(upload_.received(), upload_.announced(), now);
+          !s.ok()) {
+        CountAborted("slow");
+        Log(LogLevel::kWarning, "upload_too_slow",
+            {{"rpc", rpc_}, {"peer", peer_}, {"error", std::string(s.message())}});
+        return s;
+      }
     }
     if (upload_.complete()) {
       request_.upload = upload_.Take();
@@ -413,6 +446,7 @@ class ExtractReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, gr
   v1::ExtractRequest incoming_;
   JobRequest request_;
   UploadAssembly upload_;
+  UploadRateFloor rate_floor_;
   Scheduler::Ticket ticket_;
 
   // Write side: shared between the worker (Send, Finish) and reactions.

@@ -50,6 +50,12 @@ ABSL_FLAG(int, realtime_reserve, 1,
 ABSL_FLAG(double, upload_idle_seconds, 30,
           "an upload (or a stream without its header) that sends nothing for this long is "
           "cancelled, freeing its slot (0: never)");
+ABSL_FLAG(double, upload_min_bytes_per_second, 256 * 1024,
+          "an upload slower than this, averaged over --upload_rate_window_seconds, is ended "
+          "with DEADLINE_EXCEEDED, freeing its slot (0: no floor)");
+ABSL_FLAG(double, upload_rate_window_seconds, 20,
+          "the span over which --upload_min_bytes_per_second is measured (also the grace "
+          "after the header)");
 ABSL_FLAG(double, write_timeout_seconds, 60,
           "a call whose client does not read its responses for this long is cancelled and "
           "its worker freed (0: never)");
@@ -109,11 +115,16 @@ int Fail(const std::string& message) {
 int main(int argc, char** argv) {
   using namespace spexd::server;
   // Signals are taken synchronously by sigwait below; block them before any thread
-  // (gRPC, civetweb, workers) starts so that every thread inherits the mask.
+  // (gRPC, civetweb, workers) starts so that every thread inherits the mask. SIGHUP
+  // (a closed terminal, a supervisor's reload) drains like SIGTERM: its default action
+  // killed the server with requests in flight and no log line (issue 21 item 5). Started
+  // with SIGHUP ignored (nohup), it stays ignored.
   sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGINT);
+  struct sigaction hup {};
+  if (sigaction(SIGHUP, nullptr, &hup) == 0 && hup.sa_handler != SIG_IGN) sigaddset(&signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   std::signal(SIGPIPE, SIG_IGN);
 
@@ -156,9 +167,13 @@ int main(int argc, char** argv) {
   o.realtime_reserve = absl::GetFlag(FLAGS_realtime_reserve);
   o.limits.upload_idle_seconds = absl::GetFlag(FLAGS_upload_idle_seconds);
   o.limits.write_timeout_seconds = absl::GetFlag(FLAGS_write_timeout_seconds);
+  o.limits.upload_min_bytes_per_second = absl::GetFlag(FLAGS_upload_min_bytes_per_second);
+  o.limits.upload_rate_window_seconds = absl::GetFlag(FLAGS_upload_rate_window_seconds);
   if (o.max_uploads < 0 || o.realtime_reserve < 0 || o.limits.upload_idle_seconds < 0 ||
-      o.limits.write_timeout_seconds < 0) {
-    return Fail("--max_uploads, --realtime_reserve and the timeouts must not be negative");
+      o.limits.write_timeout_seconds < 0 || o.limits.upload_min_bytes_per_second < 0 ||
+      o.limits.upload_rate_window_seconds < 0) {
+    return Fail("--max_uploads, --realtime_reserve, the timeouts and the upload rate floor "
+                "must not be negative");
   }
   o.prefetch = absl::GetFlag(FLAGS_prefetch);
   o.prefetch_memory_bytes = absl::GetFlag(FLAGS_prefetch_memory_bytes);
@@ -212,7 +227,8 @@ int main(int argc, char** argv) {
   int sig = 0;
   sigwait(&signals, &sig);
   if (!warmup_failed.load()) {
-    Log(LogLevel::kInfo, "signal", {{"signal", sig == SIGTERM ? "SIGTERM" : "SIGINT"}});
+    const char* name = sig == SIGTERM ? "SIGTERM" : sig == SIGHUP ? "SIGHUP" : "SIGINT";
+    Log(LogLevel::kInfo, "signal", {{"signal", name}});
   }
   (*server)->Drain(absl::Seconds(drain_seconds));
   warmup_watcher.join();  // Drain ends the warm-up, so the watcher has returned

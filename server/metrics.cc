@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <exception>
 #include <vector>
 
@@ -15,6 +16,8 @@
 
 namespace spexd::server {
 namespace {
+
+constexpr const char* kUploadAbortReasons[] = {"idle", "slow", "draining"};
 
 using prometheus::BuildCounter;
 using prometheus::BuildGauge;
@@ -94,6 +97,10 @@ void ServerMetrics::RegisterRequestMetrics() {
                            "Calls ended because the client stalled: kind = upload (no chunk for "
                            "--upload_idle_seconds) or write (responses not read for "
                            "--write_timeout_seconds)");
+  uploads_aborted_ = CounterFamily(
+      r, "spexd_uploads_aborted_total",
+      "Uploads the server ended before they were complete: reason = idle (no data for "
+      "--upload_idle_seconds), slow (under --upload_min_bytes_per_second) or draining");
   queue_wait_ = &Family(BuildHistogram(), r, "spexd_queue_wait_seconds",
                         "Time from admission to a worker taking the job, by priority");
   upload_bytes_ =
@@ -192,6 +199,7 @@ void ServerMetrics::AddUsualSeries() {
     patches_->Add({{"outcome", outcome}});
   }
   for (const char* kind : {"upload", "write"}) stalled_->Add({{"kind", kind}});
+  for (const char* reason : kUploadAbortReasons) uploads_aborted_->Add({{"reason", reason}});
   for (const char* direction : {"in", "out"}) handoff_bytes_->Add({{"direction", direction}});
   for (bool realtime : {true, false}) {
     SetQueueDepth(realtime, 0);
@@ -225,6 +233,16 @@ void ServerMetrics::CountRequest(const std::string& rpc, const char* code) {
 
 void ServerMetrics::CountStalledCall(const char* kind) {
   stalled_->Add({{"kind", kind}}).Increment();
+}
+
+void ServerMetrics::CountUploadAborted(const char* reason) {
+  // Only the declared reasons: a typo must not create a new series.
+  for (const char* known : kUploadAbortReasons) {
+    if (std::strcmp(known, reason) == 0) {
+      uploads_aborted_->Add({{"reason", known}}).Increment();
+      return;
+    }
+  }
 }
 
 void ServerMetrics::SetQueueDepth(bool realtime, double depth) {

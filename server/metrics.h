@@ -47,6 +47,10 @@ class ServerMetrics {
   void SetRunningJobs(double n) { running_->Set(n); }
   // A call ended by the server because its client stalled: kind = "upload" or "write".
   void CountStalledCall(const char* kind);
+  // An upload (image or PSF) ended by the server before it was complete (issue 21):
+  // reason = "idle" (--upload_idle_seconds), "slow" (under --upload_min_bytes_per_second)
+  // or "draining" (SIGTERM/SIGHUP). Any other reason is a bug (a bounded label set).
+  void CountUploadAborted(const char* reason);
   void ObserveQueueWait(bool realtime, double seconds);
   void ObserveFrame(double seconds) { frame_seconds_->Observe(seconds); }
   void ObserveImageLoad(double seconds) { load_seconds_->Observe(seconds); }
@@ -128,6 +132,7 @@ class ServerMetrics {
   prometheus::Gauge* uploads_;
   prometheus::Gauge* running_;
   prometheus::Family<prometheus::Counter>* stalled_;
+  prometheus::Family<prometheus::Counter>* uploads_aborted_;
   prometheus::Family<prometheus::Histogram>* queue_wait_;
   prometheus::Histogram* frame_seconds_;
   prometheus::Histogram* load_seconds_;

@@ -64,6 +64,44 @@ absl::Status CheckHeaderFields(const v1::ExtractHeader& h) {
   return absl::OkStatus();
 }
 
+absl::Status CheckRequestAlone(const v1::ExtractHeader& h, bool subset,
+                               const ServiceLimits& limits) {
+  if (!subset && (h.bundles_size() > 0 || h.fibers_size() > 0)) {
+    return absl::InvalidArgumentError(
+        "ExtractFrame extracts whole frames; use ExtractBundles for bundles or fibres");
+  }
+  if (subset && h.bundles_size() == 0 && h.fibers_size() == 0) {
+    return absl::InvalidArgumentError("ExtractBundles needs bundles or fibers");
+  }
+  if (absl::Status s = CheckHeaderFields(h); !s.ok()) return s;
+  if (h.psf_id().empty()) return absl::InvalidArgumentError("psf_id is empty");
+  switch (h.image_case()) {
+    case v1::ExtractHeader::kServerPath:
+      if (h.server_path().empty()) return absl::InvalidArgumentError("server_path is empty");
+      break;
+    case v1::ExtractHeader::kUploadSize:
+      if (h.upload_size() <= 0) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("empty image: upload_size is ", h.upload_size()));
+      }
+      if (h.upload_size() > limits.max_upload_bytes) {
+        return absl::ResourceExhaustedError(absl::StrCat(
+            "upload of ", h.upload_size(), " bytes is over the server's limit of ",
+            limits.max_upload_bytes, " bytes (--max_upload_bytes)"));
+      }
+      break;
+    case v1::ExtractHeader::kCudaImage:
+      break;
+    default:
+      return absl::InvalidArgumentError(
+          "the header names no image (server_path, upload_size or cuda_image)");
+  }
+  absl::StatusOr<core::ExtractionParams> params = ParamsFromProto(h.params(), h.want_model());
+  if (!params.ok()) return params.status();
+  if (absl::Status s = core::ValidateParamsAlone(*params); !s.ok()) return s;
+  return SelectBundles(h, params->specmin, params->nspec, params->bundlesize).status();
+}
+
 absl::StatusOr<core::ExtractionParams> CheckRequest(const v1::ExtractHeader& h,
                                                     const core::Psf& psf,
                                                     const ServiceLimits& limits,

@@ -33,6 +33,14 @@ absl::Status CheckHeaderFields(const v1::ExtractHeader& header);
 // A server path (input, output, or LoadPsf's): length and component length.
 absl::Status CheckServerPath(const char* field, const std::string& path);
 
+// Everything about a request that needs no PSF (issue 21 item 7): the subset rule of the
+// RPC (`subset`: ExtractBundles), the header's fields, psf_id present, the image source
+// (upload_size against limits.max_upload_bytes) and the parameters on their own
+// (core::ValidateParamsAlone) with the bundle or fibre selection. Run before the PSF is
+// looked up, so a bad request gets the same answer whether or not its PSF is cached.
+absl::Status CheckRequestAlone(const v1::ExtractHeader& header, bool subset,
+                               const ServiceLimits& limits);
+
 // The request's parameters, validated against its PSF (core::ValidateParams), its bundle
 // or fibre selection checked, and its memory estimated (core::EstimateMemory) against
 // limits.max_request_bytes: INVALID_ARGUMENT or RESOURCE_EXHAUSTED. `bundles` receives

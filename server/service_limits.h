@@ -22,6 +22,12 @@ struct ServiceLimits {
   // response write not completing (the client does not read) for this long. 0: never.
   double upload_idle_seconds = 30;
   double write_timeout_seconds = 60;
+  // An upload must keep up this rate, averaged over spans of at least
+  // upload_rate_window_seconds (UploadRateFloor): a trickle that resets the idle timer
+  // with a byte now and then cannot hold an upload slot (issue 21 item 3). A 100 Mbit/s
+  // link sends 12 MB/s; 0 disables the floor.
+  double upload_min_bytes_per_second = 256 * 1024;
+  double upload_rate_window_seconds = 20;
 };
 
 // What an input FITS file may make the server allocate: a decompressed file (gzip

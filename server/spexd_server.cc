@@ -388,6 +388,9 @@ void SpexdServer::Drain(absl::Duration grace) {
   }
   Log(LogLevel::kInfo, "draining", {{"grace_s", absl::ToDoubleSeconds(grace)}});
   s.scheduler->StopAccepting();
+  // Uploads (and streams still without their header) are refused now, not after the
+  // client has sent the whole frame (issue 21 item 7); admitted work is left to finish.
+  s.watchdog->DrainAll();
   // The calls holding regions would otherwise keep Shutdown waiting for the whole grace
   // period; extractions in flight keep their regions mapped until they end.
   s.regions->CloseAll(absl::UnavailableError("server is draining: CUDA region released"));

@@ -5,9 +5,11 @@
 #ifndef SPEXD_SERVER_UPLOAD_ASSEMBLY_H_
 #define SPEXD_SERVER_UPLOAD_ASSEMBLY_H_
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 
+#include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 
 namespace spexd::server {
@@ -34,6 +36,30 @@ class UploadAssembly {
  private:
   int64_t announced_ = 0;
   std::string bytes_;
+};
+
+// The minimum rate of an upload (issue 21 item 3). --upload_idle_seconds alone lets a
+// client hold an upload slot for ever by sending a byte (or an empty chunk) now and then.
+// Each span of at least `window` since the last passed check must bring
+// rate x span bytes, or what is left of the upload if that is less. Checked when a
+// message arrives (a client that sends nothing is the idle timeout's). Empty chunks
+// bring nothing, so they are no progress.
+class UploadRateFloor {
+ public:
+  using Clock = std::chrono::steady_clock;
+  UploadRateFloor() = default;
+  // `min_bytes_per_second` or `window_seconds` <= 0: no floor.
+  UploadRateFloor(double min_bytes_per_second, double window_seconds, Clock::time_point start);
+
+  // After `received` of `announced` bytes at `now`: OK, or DEADLINE_EXCEEDED (the
+  // server's time bound for the upload ran out) naming the flag and the rate seen.
+  absl::Status Check(int64_t received, int64_t announced, Clock::time_point now);
+
+ private:
+  double rate_ = 0;
+  double window_ = 0;
+  Clock::time_point span_start_{};
+  int64_t span_bytes_ = 0;  // received when the span started
 };
 
 }  // namespace spexd::server

@@ -132,6 +132,30 @@ TEST(DrainTest, SigtermFinishesInFlightWorkRefusesNewCallsAndExitsZero) {
   EXPECT_NE(spexd.Log().find("\"event\":\"drained\""), std::string::npos);
 }
 
+// Issue 21 item 5: SIGHUP (its default action) killed spexd at once, with no drain and
+// no log line: a request in flight got UNAVAILABLE "Socket closed". It now drains as
+// SIGTERM does.
+TEST(DrainTest, SighupDrainsLikeSigterm) {
+  ASSERT_FALSE(LongFrameBytes().empty());
+  SpawnedServer spexd({"--drain_seconds=60"});
+  const int port = spexd.WaitForPort(30);
+  ASSERT_GT(port, 0) << spexd.Log();
+  const std::string psf_id = LoadPsf(port);
+  ASSERT_FALSE(psf_id.empty()) << spexd.Log();
+  InFlight f;
+  StartExtractions(port, psf_id, 2, &f);
+  ASSERT_TRUE(WaitUntil([&] { return f.started.load() >= 1; }, 60)) << spexd.Log();
+  spexd.Signal(SIGHUP);
+  const int code = spexd.WaitForExit(120);
+  for (auto& t : f.threads) t.join();
+  EXPECT_EQ(code, 0) << spexd.Log();
+  for (std::size_t i = 0; i < f.results.size(); ++i) {
+    EXPECT_TRUE(f.results[i].ok()) << i << ": " << f.results[i];
+  }
+  EXPECT_NE(spexd.Log().find("\"signal\":\"SIGHUP\""), std::string::npos) << spexd.Log();
+  EXPECT_NE(spexd.Log().find("\"event\":\"drained\""), std::string::npos) << spexd.Log();
+}
+
 TEST(DrainTest, WorkPastTheGracePeriodIsCancelledAndTheProcessStillExitsZero) {
   ASSERT_FALSE(LongFrameBytes().empty());
   SpawnedServer spexd({"--drain_seconds=0.2"});

@@ -40,6 +40,10 @@ SpawnedServer::SpawnedServer(std::vector<std::string> extra_args,
   if (pid_ == 0) {
     const int fd = open(log_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     dup2(fd, STDERR_FILENO);
+    // As a service starts: a test run under nohup must not make spexd ignore SIGHUP.
+    struct sigaction dfl {};
+    dfl.sa_handler = SIG_DFL;
+    sigaction(SIGHUP, &dfl, nullptr);
     execve(argv[0], argv.data(), envp.data());
     _exit(127);
   }

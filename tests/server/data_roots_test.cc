@@ -114,6 +114,64 @@ TEST_F(DataRootsTest, OutputPaths) {
   EXPECT_EQ(testing::ReadBytes(outside_ + "/secret.fits"), "data");
 }
 
+// Issue 21 item 4: outside the roots, the answer must not tell whether a file exists
+// (it was NOT_FOUND for a missing file, PERMISSION_DENIED for an existing one: an oracle
+// for /etc, /proc/<pid>, ...). Refused lexically before any lookup; a symlink inside a
+// root that leads out gets the same answer for a missing and an existing target.
+TEST_F(DataRootsTest, OutsideTheRootsMissingAndExistingFilesGetTheSameAnswer) {
+  const auto code = [&](const std::string& path) { return roots_.ReadFile(path, 100).status().code(); };
+  const auto denied = absl::StatusCode::kPermissionDenied;
+  for (const std::string& path :
+       {std::string("/etc/passwd"), std::string("/etc/nonexistent"), std::string("/proc/1/environ"),
+        std::string("/proc/999999/environ"), outside_ + "/secret.fits", outside_ + "/missing.fits",
+        outside_ + "/no/such/dir/x.fits", root_ + "2/x.fits", std::string("/"),
+        root_ + "//..hidden/../x"}) {
+    if (path.find("/../") != std::string::npos) {
+      EXPECT_EQ(code(path), absl::StatusCode::kInvalidArgument) << path;  // `..` stays malformed
+    } else {
+      EXPECT_EQ(code(path), denied) << path;
+    }
+  }
+  // Symlinks inside the root leading out: existing and missing targets alike.
+  ASSERT_EQ(symlink((outside_ + "/secret.fits").c_str(), (root_ + "/to-file").c_str()), 0);
+  ASSERT_EQ(symlink((outside_ + "/missing.fits").c_str(), (root_ + "/dangling").c_str()), 0);
+  ASSERT_EQ(symlink(outside_.c_str(), (root_ + "/to-dir").c_str()), 0);
+  ASSERT_EQ(symlink("../../../../../../../../../etc/nonexistent", (root_ + "/relative").c_str()), 0);
+  for (const std::string& path : {root_ + "/to-file", root_ + "/dangling", root_ + "/to-dir/secret.fits",
+                                  root_ + "/to-dir/missing.fits", root_ + "/to-dir/a/b.fits",
+                                  root_ + "/relative"}) {
+    EXPECT_EQ(code(path), denied) << path;
+  }
+  // Inside, a missing file is still NOT_FOUND, however the path is spelled or linked.
+  ASSERT_EQ(symlink((root_ + "/sub").c_str(), (root_ + "/sub-link").c_str()), 0);
+  for (const std::string& path : {root_ + "/nope.fits", root_ + "//sub/./nope.fits",
+                                  root_ + "/sub-link/nope.fits", root_ + "/sub/a.fits/x"}) {
+    EXPECT_EQ(code(path), absl::StatusCode::kNotFound) << path;
+  }
+  EXPECT_TRUE(roots_.ReadFile(root_ + "//sub/./a.fits", 100).ok());
+  // Output paths: a missing directory outside is as much outside as an existing one.
+  const DataRoots::WritePolicy fresh;
+  EXPECT_EQ(roots_.CheckOutput(outside_ + "/out.fits", fresh).status().code(), denied);
+  EXPECT_EQ(roots_.CheckOutput(outside_ + "/no-dir/out.fits", fresh).status().code(), denied);
+  EXPECT_EQ(roots_.CheckOutput("/etc/nonexistent/out.fits", fresh).status().code(), denied);
+  EXPECT_EQ(roots_.CheckOutput(root_ + "/to-dir/no-dir/out.fits", fresh).status().code(), denied);
+  EXPECT_EQ(roots_.CheckOutput(root_ + "/no-dir/out.fits", fresh).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(DataRootsTest, ARootGivenThroughASymlinkTakesPathsSpelledEitherWay) {
+  const std::string alias = outside_ + "/alias";
+  ASSERT_EQ(symlink(root_.c_str(), alias.c_str()), 0);
+  auto roots = DataRoots::Create({alias});
+  ASSERT_TRUE(roots.ok()) << roots.status();
+  EXPECT_TRUE(roots->ReadFile(alias + "/sub/a.fits", 100).ok());
+  EXPECT_TRUE(roots->ReadFile(root_ + "/sub/a.fits", 100).ok());
+  EXPECT_EQ(roots->ReadFile(alias + "/sub/nope.fits", 100).status().code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_EQ(roots->ReadFile(outside_ + "/secret.fits", 100).status().code(),
+            absl::StatusCode::kPermissionDenied);
+}
+
 TEST_F(DataRootsTest, WritesAtomicallyAndNeverReplacesWithoutOverwrite) {
   const std::string out = root_ + "/sub/out.fits";
   auto written = roots_.WriteFile(out, "first", {});

@@ -78,11 +78,9 @@ void CallWatchdog::Loop() {
     for (auto [call, kind] : stalled) {
       if (calls_.count(call) == 0) continue;  // removed while we expired another
       expired_.insert(call);
-      Unlocked(call, [this, call, kind = kind] {
-        if (metrics_ != nullptr) {
-          metrics_->CountStalledCall(kind == Stall::kUpload ? "upload" : "write");
-        }
-        call->Expire(kind);
+      Unlocked(call, [this, c = call, k = kind] {
+        if (metrics_ != nullptr) metrics_->CountStalledCall(k == Stall::kUpload ? "upload" : "write");
+        c->Expire(k);
       });
     }
   }

@@ -172,6 +172,7 @@ TEST(ProbeOrderTest, ABadRequestGetsTheSameAnswerWhetherOrNotItsPsfIsLoaded) {
   ASSERT_NE(server, nullptr);
   auto c = Connect(*server, Once());
   const std::string id = server::Sha256Hex(Inputs().psf_bytes);  // the id LoadPsf gives
+  auto channel = Channel(*server);
   struct Probe {
     const char* name;
     std::function<void(v1::ExtractHeader*)> edit;
@@ -208,8 +209,11 @@ TEST(ProbeOrderTest, ABadRequestGetsTheSameAnswerWhetherOrNotItsPsfIsLoaded) {
       v1::ExtractHeader h = SmallHeader(id);
       h.set_server_path(Inputs().frame_path);
       p.edit(&h);
-      const absl::Status status = c->Extract(h, nullptr, false, client::ExtractCallbacks{});
-      EXPECT_EQ(status.code(), p.expected) << status;
+      // A raw stream: the client library refuses some of these before sending them.
+      double took = 0;
+      const grpc::Status status = HeaderOnly(channel, h, 10, &took);
+      EXPECT_EQ(static_cast<int>(status.error_code()), static_cast<int>(p.expected))
+          << status.error_message();
     }
     // A good request with the PSF not loaded is still NOT_FOUND (load it first).
     if (round == 0) {
@@ -230,7 +234,7 @@ class Trickle {
  public:
   Trickle(const std::shared_ptr<grpc::Channel>& channel, const std::string& psf_id, bool psf_upload,
           std::string piece, double period, double give_up)
-      : thread_([=] {
+      : thread_([=, this] {
           const auto t0 = Clock::now();
           grpc::ClientContext ctx;
           ctx.set_deadline(std::chrono::system_clock::now() +

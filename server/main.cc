@@ -109,7 +109,7 @@ int Fail(const std::string& message) {
 int main(int argc, char** argv) {
   using namespace spexd::server;
   // Signals are taken synchronously by sigwait below; block them before any thread
-  // (gRPC, civetweb, workers) starts so that every thread inherits the mask.
+  // (gRPC, the metrics server, workers) starts so that every thread inherits the mask.
   sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGTERM);

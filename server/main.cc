@@ -115,7 +115,7 @@ int Fail(const std::string& message) {
 int main(int argc, char** argv) {
   using namespace spexd::server;
   // Signals are taken synchronously by sigwait below; block them before any thread
-  // (gRPC, civetweb, workers) starts so that every thread inherits the mask. SIGHUP
+  // (gRPC, the metrics server, workers) starts so that every thread inherits the mask. SIGHUP
   // (a closed terminal, a supervisor's reload) drains like SIGTERM: its default action
   // killed the server with requests in flight and no log line (issue 21 item 5). Started
   // with SIGHUP ignored (nohup), it stays ignored.

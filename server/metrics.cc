@@ -5,14 +5,13 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
-#include <exception>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "core/frame.h"
 #include "core/version.h"
-#include "prometheus/exposer.h"
 #include "prometheus/text_serializer.h"
+#include "server/metrics_http.h"
 
 namespace spexd::server {
 namespace {
@@ -207,20 +206,22 @@ void ServerMetrics::AddUsualSeries() {
   }
 }
 
-ServerMetrics::~ServerMetrics() = default;
+// The HTTP server goes first: its thread renders from the registry.
+ServerMetrics::~ServerMetrics() { exposer_.reset(); }
 
 absl::Status ServerMetrics::StartExposer(const std::string& address) {
-  try {
-    exposer_ = std::make_unique<prometheus::Exposer>(address, 2);
-    exposer_->RegisterCollectable(registry_);
-    std::vector<int> ports = exposer_->GetListeningPorts();
-    exposer_port_ = ports.empty() ? 0 : ports.front();
-  } catch (const std::exception& e) {
-    exposer_.reset();
+  auto server = MetricsHttpServer::Start(address, [this] { return Serialize(); });
+  if (!server.ok()) {
     return absl::UnavailableError(
-        absl::StrCat("cannot serve metrics on ", address, ": ", std::string(e.what())));
+        absl::StrCat("cannot serve metrics on ", address, ": ", server.status().message()));
   }
+  exposer_ = *std::move(server);
+  exposer_port_ = exposer_->port();
   return absl::OkStatus();
+}
+
+void ServerMetrics::StopExposer() {
+  if (exposer_ != nullptr) exposer_->Stop();
 }
 
 std::string ServerMetrics::Serialize() const {

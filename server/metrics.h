@@ -1,4 +1,5 @@
-// Prometheus metrics of the service (prometheus-cpp, pulled from its own port). Names
+// Prometheus metrics of the service (prometheus-cpp's registry, served over HTTP by
+// MetricsHttpServer on its own port). Names
 // follow Prometheus conventions: `spexd_` prefix, counters end in `_total`, durations are
 // `_seconds`, sizes `_bytes`, fractions `_ratio`.
 #ifndef SPEXD_SERVER_METRICS_H_
@@ -19,11 +20,9 @@
 #include "prometheus/histogram.h"
 #include "prometheus/registry.h"
 
-namespace prometheus {
-class Exposer;
-}
-
 namespace spexd::server {
+
+class MetricsHttpServer;
 
 class ServerMetrics {
  public:
@@ -32,9 +31,11 @@ class ServerMetrics {
   ServerMetrics(const ServerMetrics&) = delete;
   ServerMetrics& operator=(const ServerMetrics&) = delete;
 
-  // Serves /metrics on `address` (host:port; port 0 picks a free one). civetweb throws
-  // when it cannot start (toolchain.md §4.4): the exception stops here as a status.
+  // Serves /metrics on `address` (host:port or [v6]:port; port 0 picks a free one) with
+  // MetricsHttpServer (metrics_http.h).
   absl::Status StartExposer(const std::string& address);
+  // Stops serving /metrics (the end of a drain); idempotent.
+  void StopExposer();
   // The bound port, or 0 when not serving.
   int exposer_port() const { return exposer_port_; }
   // The current exposition text (what a scrape returns).
@@ -123,7 +124,7 @@ class ServerMetrics {
   void SetWorkerBusyLocked(WorkerSeries& w, bool busy) ABSL_EXCLUSIVE_LOCKS_REQUIRED(workers_mu_);
 
   std::shared_ptr<prometheus::Registry> registry_;
-  std::unique_ptr<prometheus::Exposer> exposer_;
+  std::unique_ptr<MetricsHttpServer> exposer_;
   int exposer_port_ = 0;
 
   prometheus::Family<prometheus::Counter>* requests_;

@@ -405,6 +405,7 @@ void SpexdServer::Drain(absl::Duration grace) {
     s.stop_monitor = true;
   }
   if (s.monitor_thread.joinable()) s.monitor_thread.join();
+  s.metrics->StopExposer();  // scrapes saw spexd_serving 0 through the drain
   Log(LogLevel::kInfo, "drained", {});
 }
 

@@ -1,10 +1,19 @@
 #include "tests/test_support.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <mutex>
+#include <thread>
 #include <vector>
 
 #include "core/simulator.h"
@@ -118,6 +127,55 @@ std::string MakeTempDir() {
   }
   g_dirs->push_back(made);
   return made;
+}
+
+RawHttpResult RawHttpExchange(int port, const std::string& request, double timeout_s,
+                              std::size_t piece, int pause_ms) {
+  RawHttpResult r;
+  const auto t0 = std::chrono::steady_clock::now();
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return r;
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    ::close(fd);
+    return r;
+  }
+  r.connected = true;
+  const std::size_t step = piece > 0 ? piece : std::max<std::size_t>(request.size(), 1);
+  for (std::size_t off = 0; off < request.size(); off += step) {
+    if (off > 0 && pause_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(pause_ms));
+    const std::size_t n = std::min(step, request.size() - off);
+    if (::send(fd, request.data() + off, n, MSG_NOSIGNAL) != static_cast<ssize_t>(n)) break;
+  }
+  const auto deadline = t0 + std::chrono::duration<double>(timeout_s);
+  char buf[16384];
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) break;
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;
+    const ssize_t n = ::recv(fd, buf, sizeof(buf), 0);
+    if (n <= 0) {
+      r.closed = true;
+      break;
+    }
+    r.response.append(buf, static_cast<std::size_t>(n));
+  }
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ::close(fd);
+  return r;
+}
+
+int HttpStatusOf(const std::string& response) {
+  int code = -1;
+  if (response.rfind("HTTP/1.", 0) == 0 && response.size() >= 12) {
+    code = std::atoi(response.substr(9, 3).c_str());
+  }
+  return code;
 }
 
 }  // namespace spexd::testing

@@ -2,6 +2,7 @@
 #ifndef SPEXD_TESTS_TEST_SUPPORT_H_
 #define SPEXD_TESTS_TEST_SUPPORT_H_
 
+#include <cstddef>
 #include <memory>
 #include <string>
 
@@ -45,6 +46,20 @@ core::PreprocImage Float32Planes(const core::PreprocImage& in, core::PlaneBuffer
                                  bool* exact = nullptr);
 // A fresh empty directory under the system temp dir, removed at process exit.
 std::string MakeTempDir();
+
+// Raw HTTP over loopback for the metrics endpoint's tests: connects to 127.0.0.1:`port`,
+// sends `request` (in pieces of `piece` bytes `pause_ms` apart when piece > 0; sending
+// stops at the first error), then reads until the server closes or `timeout_s` passes.
+struct RawHttpResult {
+  bool connected = false;
+  bool closed = false;  // the server closed the connection (EOF or reset)
+  std::string response;
+  double seconds = 0;   // from connect to the close (or the timeout)
+};
+RawHttpResult RawHttpExchange(int port, const std::string& request, double timeout_s = 15,
+                              std::size_t piece = 0, int pause_ms = 0);
+// The status code of a response's status line ("HTTP/1.1 404 ..."), -1 when there is none.
+int HttpStatusOf(const std::string& response);
 
 }  // namespace spexd::testing
 

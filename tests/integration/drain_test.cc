@@ -172,8 +172,7 @@ TEST(DrainTest, WorkPastTheGracePeriodIsCancelledAndTheProcessStillExitsZero) {
   const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   for (auto& t : f.threads) t.join();
   EXPECT_EQ(code, 0) << spexd.Log();
-  // Stopped at a bundle boundary, long before four frames' worth of work; the metrics
-  // endpoint is off, so no civetweb shutdown delay either.
+  // Stopped at a bundle boundary, long before four frames' worth of work.
   EXPECT_LT(seconds, 5.0) << spexd.Log();
   int failed = 0;
   for (const absl::Status& s : f.results) failed += s.ok() ? 0 : 1;

@@ -1,11 +1,14 @@
 // The Prometheus endpoint, scraped over loopback HTTP and linted with `promtool check
-// metrics` (Debian package `prometheus`, unpacked by scripts/install-deps.sh).
+// metrics` (Debian package `prometheus`, unpacked by scripts/install-deps.sh), and every
+// other HTTP request answered without harm to the server (issue 21).
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
+#include <future>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
@@ -95,6 +98,60 @@ TEST(MetricsTest, ScrapedOverHttpAndAcceptedByPromtool) {
   while (std::fgets(buf, sizeof(buf), pipe) != nullptr) output += buf;
   const int rc = pclose(pipe);
   EXPECT_TRUE(WIFEXITED(rc) && WEXITSTATUS(rc) == 0) << cmd << "\n" << output;
+}
+
+// Issue 21: any request but GET /metrics killed spexd (civetweb's worker stack overflowed).
+// Every probe of the hostile-client run now gets its status, and afterwards the scrape and
+// the gRPC side still answer. The silent and half-sent clients hold their connections
+// until the read deadline (10 s) while everything else is answered.
+TEST(MetricsTest, EveryHttpRequestIsAnsweredAndTheServerKeepsServing) {
+  server::ServerOptions o = TestServerOptions();
+  o.metrics_listen = "127.0.0.1:0";
+  auto server = StartServer(o);
+  ASSERT_NE(server, nullptr);
+  const int port = server->metrics_port();
+  ASSERT_GT(port, 0);
+  auto silent = std::async(std::launch::async, [&] { return RawHttpExchange(port, "", 30); });
+  auto half = std::async(std::launch::async, [&] {
+    return RawHttpExchange(port, "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nUser-Ag", 30);
+  });
+  struct Probe {
+    std::string request;
+    int status;
+  };
+  const std::vector<Probe> probes = {
+      {"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nUser-Agent: curl/7.88.1\r\nAccept: */*\r\n\r\n", 404},
+      {"GET /favicon.ico HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", 404},
+      {"GET /no/such/path?x=1 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", 404},
+      {"HEAD /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", 200},
+      {"POST /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 3\r\n\r\nabc", 405},
+      {"\x16\x03\x01\x02\xfc\x03\x03 not-http\r\n\r\n", 400},  // TLS-like bytes
+      {"GET /metrics HTTP/1.1\r\nX-Big: " + std::string(64 * 1024, 'a') + "\r\n\r\n", 431},
+  };
+  for (const Probe& p : probes) {
+    const auto r = RawHttpExchange(port, p.request, 10);
+    EXPECT_EQ(HttpStatusOf(r.response), p.status)
+        << p.request.substr(0, 40) << "\n" << r.response.substr(0, 300);
+    EXPECT_TRUE(r.closed);
+  }
+  const auto post = RawHttpExchange(port, probes[4].request, 10);
+  EXPECT_NE(post.response.find("Allow: GET, HEAD\r\n"), std::string::npos) << post.response;
+
+  const auto half_r = half.get();
+  EXPECT_EQ(HttpStatusOf(half_r.response), 408) << half_r.response;
+  const auto silent_r = silent.get();
+  EXPECT_TRUE(silent_r.closed);
+  EXPECT_EQ(silent_r.response, "");
+  EXPECT_LT(silent_r.seconds, 20.0);
+
+  auto body = HttpGet(port, "/metrics");
+  ASSERT_TRUE(body.ok()) << body.status();
+  EXPECT_NE(body->find("spexd_serving 1"), std::string::npos) << *body;
+  auto c = Connect(*server);
+  ASSERT_NE(c, nullptr);
+  auto health = c->CheckHealth();
+  ASSERT_TRUE(health.ok()) << health.status();
+  EXPECT_EQ(*health, "SERVING");
 }
 
 }  // namespace

@@ -108,8 +108,7 @@ absl::StatusOr<core::ExtractionSummary> SlowBackend::Extract(const core::Extract
 server::ServerOptions TestServerOptions() {
   server::ServerOptions o;
   o.listen = "127.0.0.1:0";
-  // No metrics endpoint unless a test asks: civetweb takes ~2 s to stop (its poll
-  // quantum), which would add up over many short-lived test servers.
+  // No metrics endpoint unless a test asks (one port less per short-lived test server).
   o.metrics_listen.clear();
   o.data_roots = {Inputs().data_dir};
   o.output_roots = {Inputs().output_dir};

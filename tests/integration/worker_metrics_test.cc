@@ -1,7 +1,6 @@
 // Per-worker work in the metrics (issue 9): spexd_worker_{frames,patches,busy_seconds}_total
 // and spexd_worker_extract_duration_seconds, labelled {worker, gpu}, in the exposition text
-// (ServerMetrics::Serialize, what a scrape returns: the HTTP endpoint is MetricsTest's, and
-// civetweb's scrape thread overflows its stack under ASan, scripts/asan.sh).
+// (ServerMetrics::Serialize, what a scrape returns: the HTTP endpoint is MetricsTest's).
 // The CPU backend's worker is gpu="cpu"; GPU workers are faked (the CPU backend reporting
 // a device, as the server's backend factory sees it) on devices 1 and 3, the subset
 // `--gpu_devices 1,3` gives on a 4-GPU node; scripts/gpu_subset_check.sh checks the real

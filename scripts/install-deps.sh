@@ -22,6 +22,13 @@ PKGS=(
 # (tests/load/soak.py).
 OPTIONAL=(ccache patchelf binutils curl clang libclang-rt-dev python3-numpy python3-astropy
           python3-matplotlib)
+# Optional too: a one-node Slurm (slurmctld, slurmd, the client commands) and munge, which
+# tests/deploy/slurm_test.sh starts and configures itself under a temporary directory to
+# submit deploy/slurm/spexd-extract.sbatch. The packages' own daemons must not run: they
+# are installed with starts refused (policy-rc.d) and left disabled at boot.
+DAEMON_PKGS=(slurm-wlm munge)
+DAEMON_SERVICES=(munge slurmctld slurmd)
+OPTIONAL+=("${DAEMON_PKGS[@]}")
 
 missing=()
 for p in "${PKGS[@]}" "${OPTIONAL[@]}"; do
@@ -75,9 +82,35 @@ done
 if [[ ${#req[@]} -gt 0 ]]; then
   "${APT[@]}" install --no-install-recommends "${req[@]}"
 fi
+daemons=()
 for p in "${missing[@]}"; do
+  if [[ " ${DAEMON_PKGS[*]} " == *" $p "* ]]; then daemons+=("$p"); continue; fi
   if [[ " ${OPTIONAL[*]} " == *" $p "* ]]; then
     "${APT[@]}" install --no-install-recommends "$p" || echo "install-deps: optional $p not installed"
   fi
 done
+# Daemon packages: a policy-rc.d that refuses every start (unless the machine has one
+# already, as Debian's container images do), then every unit disabled at boot and stopped
+# in case it started anyway.
+if [[ ${#daemons[@]} -gt 0 ]]; then
+  policy=/usr/sbin/policy-rc.d own_policy=
+  if [[ ! -e $policy ]]; then
+    printf '#!/bin/sh\nexit 101\n' | ${SUDO} tee "$policy" >/dev/null
+    ${SUDO} chmod 755 "$policy"
+    own_policy=1
+  fi
+  "${APT[@]}" install --no-install-recommends "${daemons[@]}" ||
+    echo "install-deps: optional ${daemons[*]} not installed (tests/deploy/slurm_test.sh will skip)"
+  [[ -z $own_policy ]] || ${SUDO} rm -f "$policy"
+  for s in "${DAEMON_SERVICES[@]}"; do
+    if command -v systemctl >/dev/null 2>&1; then
+      ${SUDO} systemctl disable "$s" >/dev/null 2>&1 || true
+      if [[ -d /run/systemd/system ]]; then ${SUDO} systemctl stop "$s" >/dev/null 2>&1 || true; fi
+    fi
+    if [[ -x /etc/init.d/$s ]]; then
+      ${SUDO} update-rc.d "$s" disable >/dev/null 2>&1 || true
+      ${SUDO} /etc/init.d/"$s" stop >/dev/null 2>&1 || true
+    fi
+  done
+fi
 install_promtool

@@ -110,6 +110,15 @@ int Fail(const std::string& message) {
   return 1;
 }
 
+pthread_t g_main_thread;
+
+// SIGTERM/SIGINT taken by a thread that a library started before main() blocked them
+// (OpenBLAS starts its pool at load time) would otherwise kill the process, e.g. the
+// second SIGTERM of a Slurm job end (the step's and the script's) in the middle of the
+// drain. Hand it to the main thread, which takes it with sigwait or leaves it pending.
+// pthread_kill is async-signal-safe.
+void ForwardToMainThread(int sig) { pthread_kill(g_main_thread, sig); }
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -126,6 +135,13 @@ int main(int argc, char** argv) {
   struct sigaction hup {};
   if (sigaction(SIGHUP, nullptr, &hup) == 0 && hup.sa_handler != SIG_IGN) sigaddset(&signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  g_main_thread = pthread_self();
+  struct sigaction forward = {};
+  forward.sa_handler = ForwardToMainThread;
+  forward.sa_flags = SA_RESTART;
+  sigemptyset(&forward.sa_mask);
+  sigaction(SIGTERM, &forward, nullptr);
+  sigaction(SIGINT, &forward, nullptr);
   std::signal(SIGPIPE, SIG_IGN);
 
   absl::SetProgramUsageMessage("spexd: DESI spectral extraction service (gRPC)");

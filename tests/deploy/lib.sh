@@ -21,6 +21,19 @@ free_port() {
   python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }
 
+# port_pair: a free port P with P + 1000 free too (spexd's gRPC and metrics ports in the
+# Slurm script).
+port_pair() {
+  local p
+  for _ in 1 2 3 4 5 6 7 8 9 10; do
+    p=$(free_port)
+    if [[ $p -lt 64000 ]] && python3 -c "import socket; s = socket.socket(); s.bind(('127.0.0.1', $p + 1000))" 2>/dev/null; then
+      echo "$p"; return 0
+    fi
+  done
+  return 1
+}
+
 # make_case DIR FIRST,COUNT SEED: a simulated preproc frame DIR/preproc-SEED.fits of those
 # fibres, and the bundled PSF copied to DIR/psf.fits.
 make_case() {

@@ -2,7 +2,7 @@
 # Writes OUT (a header defining SPEXD_BOUNDARY_CHECKSUM): the SHA-256 of core's headers,
 # each named relative to SOURCE_DIR, in sorted order. Run at build time whenever one of
 # them changes (core/CMakeLists.txt), so that a stale CUDA module is refused.
-file(GLOB headers RELATIVE ${SOURCE_DIR} ${SOURCE_DIR}/core/*.h)
+file(GLOB_RECURSE headers RELATIVE ${SOURCE_DIR} ${SOURCE_DIR}/core/*.h)
 list(SORT headers)
 set(digest "")
 foreach(h IN LISTS headers)

@@ -3,7 +3,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "core/status_macros.h"
+#include "core/base/status_macros.h"
 
 namespace spexd::client {
 

@@ -8,8 +8,8 @@
 
 #include "absl/status/statusor.h"
 #include "client/cli_args.h"
-#include "core/backend_options.h"
-#include "core/extraction_params.h"
+#include "core/backend/backend_options.h"
+#include "core/plan/extraction_params.h"
 
 namespace spexd::client {
 

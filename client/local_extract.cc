@@ -5,14 +5,14 @@
 #include <memory>
 
 #include "client/progress_bar.h"
-#include "core/backend.h"
-#include "core/extract_frame.h"
-#include "core/frame_writer.h"
-#include "core/extraction_params.h"
-#include "core/geometry.h"
-#include "core/preproc.h"
-#include "core/psf.h"
-#include "core/status_macros.h"
+#include "core/backend/backend.h"
+#include "core/backend/extract_frame.h"
+#include "core/frame/frame_writer.h"
+#include "core/plan/extraction_params.h"
+#include "core/plan/geometry.h"
+#include "core/io/preproc.h"
+#include "core/io/psf.h"
+#include "core/base/status_macros.h"
 
 namespace spexd::client {
 

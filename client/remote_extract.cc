@@ -11,8 +11,8 @@
 #include "client/progress_bar.h"
 #include "client/remote_flags.h"
 #include "client/remote_frame.h"
-#include "core/frame_writer.h"
-#include "core/status_macros.h"
+#include "core/frame/frame_writer.h"
+#include "core/base/status_macros.h"
 
 namespace spexd::client {
 namespace {

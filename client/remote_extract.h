@@ -12,8 +12,8 @@
 #include "client/cli_args.h"
 #include "client/extract_flags.h"
 #include "client/spexd_client.h"
-#include "core/frame.h"
-#include "core/frame_writer.h"
+#include "core/frame/frame.h"
+#include "core/frame/frame_writer.h"
 #include "spexd/v1/spexd.pb.h"
 
 namespace spexd::client {

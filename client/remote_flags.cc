@@ -5,7 +5,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
-#include "core/status_macros.h"
+#include "core/base/status_macros.h"
 
 namespace spexd::client {
 absl::StatusOr<std::string> ReadWholeFile(const std::string& path, const char* what) {

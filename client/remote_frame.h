@@ -8,8 +8,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "core/frame.h"
-#include "core/frame_writer.h"
+#include "core/frame/frame.h"
+#include "core/frame/frame_writer.h"
 #include "spexd/v1/spexd.pb.h"
 
 namespace spexd::client {

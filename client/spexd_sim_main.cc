@@ -1,5 +1,5 @@
 // spexd-sim: simulates a DESI preproc frame by projecting spectra through a GaussHermite
-// PSF (core/simulator.h), and writes the truth spectra beside it.
+// PSF (core/sim/simulator.h), and writes the truth spectra beside it.
 //
 //   spexd-sim --psf=psf-r0.fits --out=preproc.fits --truth=truth.fits
 //             --fibers=0,500 --wavelength=5760.0,7620.0,0.8 --seed=1 --noise=poisson
@@ -17,9 +17,9 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "core/psf.h"
-#include "core/simulator.h"
-#include "core/status_macros.h"
+#include "core/io/psf.h"
+#include "core/sim/simulator.h"
+#include "core/base/status_macros.h"
 
 ABSL_FLAG(std::string, psf, "", "GaussHermite PSF file (required)");
 ABSL_FLAG(std::string, out, "", "output preproc FITS file (required)");

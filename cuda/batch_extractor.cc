@@ -7,9 +7,9 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "core/patch_numerics.h"
-#include "core/patch_plan.h"
-#include "core/status_macros.h"
+#include "core/numerics/patch_numerics.h"
+#include "core/plan/patch_plan.h"
+#include "core/base/status_macros.h"
 #include "cuda/cuda_check.h"
 #include "cuda/nvtx.h"
 #include "cuda/patch_products.h"

@@ -10,8 +10,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "core/backend.h"
-#include "core/task_pool.h"
+#include "core/backend/backend.h"
+#include "core/base/task_pool.h"
 #include "cuda/batch_layout.h"
 #include "cuda/diagnostics.h"
 #include "cuda/geometry_state.h"

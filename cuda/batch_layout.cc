@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <map>
 
-#include "core/patch_numerics.h"
-#include "core/patch_plan.h"
+#include "core/numerics/patch_numerics.h"
+#include "core/plan/patch_plan.h"
 
 namespace spexd::cuda {
 namespace {

@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "cuda/device_types.h"
-#include "core/host_device.h"
+#include "core/numerics/host_device.h"
 
 namespace spexd::core {
 struct PatchPlan;

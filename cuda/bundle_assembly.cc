@@ -5,10 +5,10 @@
 #include <cstring>
 #include <vector>
 
-#include "core/parallel_for.h"
-#include "core/patch_outcome.h"
-#include "core/patch_plan.h"
-#include "core/prefault.h"
+#include "core/base/parallel_for.h"
+#include "core/frame/patch_outcome.h"
+#include "core/plan/patch_plan.h"
+#include "core/base/prefault.h"
 #include "cuda/batch_extractor.h"
 
 namespace spexd::cuda {
@@ -53,7 +53,7 @@ void BatchExtractor::SizeBundle(const Batch& batch, std::size_t pos, core::Bundl
 
 // The copies out of pinned memory into fresh vectors are page-fault bound, and the last
 // batch's sit on the request's critical path. So the vectors are allocated, their pages
-// faulted in on the pool in 1 MiB pieces (core/prefault.h) and zeroed while the host
+// faulted in on the pool in 1 MiB pieces (core/base/prefault.h) and zeroed while the host
 // waits for the batch; once it is done only memcpys in 1 MiB pieces remain.
 namespace {
 constexpr std::size_t kPiece = std::size_t{1} << 17;  // doubles: 1 MiB
@@ -89,7 +89,7 @@ void BatchExtractor::FillBundles(const Batch& batch, const std::vector<char>& re
     const OutCopy& oc = a->copies[static_cast<std::size_t>(c)];
     std::memcpy(oc.dst->data() + e, oc.src + e, std::min(kPiece, oc.n - e) * sizeof(double));
   });
-  // Outcomes, with the CPU backend's bookkeeping (core/patch_outcome.h).
+  // Outcomes, with the CPU backend's bookkeeping (core/frame/patch_outcome.h).
   for (const RunEntry& e : batch.layout.entries) {
     core::BundleResult& r = a->results[static_cast<std::size_t>(e.bundle_pos)];
     const std::size_t slot = static_cast<std::size_t>(e.slot);

@@ -3,7 +3,7 @@
 // (axpy), the backward pass (L^T x = y) as dot products down the columns.
 #include "cuda/cholesky_solve.h"
 
-#include "core/patch_numerics.h"
+#include "core/numerics/patch_numerics.h"
 #include "cuda/kernel_common.cuh"
 #include "cuda/launch_check.h"
 

@@ -23,9 +23,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
-#include "core/parallel_for.h"
-#include "core/status_macros.h"
-#include "core/task_pool.h"
+#include "core/base/parallel_for.h"
+#include "core/base/status_macros.h"
+#include "core/base/task_pool.h"
 #include "cuda/batch_extractor.h"
 #include "cuda/cuda_check.h"
 #include "cuda/diagnostics.h"

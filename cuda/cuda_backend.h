@@ -7,7 +7,7 @@
 #include <memory>
 
 #include "absl/status/statusor.h"
-#include "core/backend.h"
+#include "core/backend/backend.h"
 
 namespace spexd::cuda {
 

@@ -4,7 +4,7 @@
 #ifndef SPEXD_CUDA_DECORRELATION_PRODUCTS_CUH_
 #define SPEXD_CUDA_DECORRELATION_PRODUCTS_CUH_
 
-#include "core/patch_numerics.h"
+#include "core/numerics/patch_numerics.h"
 #include "cuda/kernel_common.cuh"
 
 namespace spexd::cuda {

@@ -5,9 +5,9 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "core/patch_plan.h"
-#include "core/psf.h"
-#include "core/status_macros.h"
+#include "core/plan/patch_plan.h"
+#include "core/io/psf.h"
+#include "core/base/status_macros.h"
 #include "cuda/cuda_check.h"
 #include "cuda/spot_kernels.h"
 

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "core/geometry.h"
+#include "core/plan/geometry.h"
 #include "cuda/device_types.h"
 #include "cuda/gpu_context.h"
 #include "cuda/memory.h"

@@ -2,7 +2,7 @@
 // here gives the planes a host read of the same values gives (core::ApplyPixelRules).
 #include "cuda/image_import.h"
 
-#include "core/pixel_rules.h"
+#include "core/numerics/pixel_rules.h"
 #include "cuda/launch_check.h"
 
 namespace spexd::cuda {

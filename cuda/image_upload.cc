@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "core/parallel_for.h"
-#include "core/status_macros.h"
+#include "core/base/parallel_for.h"
+#include "core/base/status_macros.h"
 #include "cuda/cuda_check.h"
 #include "cuda/image_import.h"
 #include "cuda/normal_equations.h"

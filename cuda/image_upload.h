@@ -10,9 +10,9 @@
 #include <memory>
 
 #include "absl/status/status.h"
-#include "core/device_region.h"
-#include "core/preproc.h"
-#include "core/task_pool.h"
+#include "core/backend/device_region.h"
+#include "core/io/preproc.h"
+#include "core/base/task_pool.h"
 #include "cuda/gpu_context.h"
 #include "cuda/workspace.h"
 

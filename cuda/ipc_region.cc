@@ -11,7 +11,7 @@
 #include <mutex>
 
 #include "absl/strings/str_cat.h"
-#include "core/status_macros.h"
+#include "core/base/status_macros.h"
 #include "cuda/cuda_check.h"
 
 namespace spexd::cuda {

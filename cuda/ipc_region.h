@@ -8,7 +8,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "core/device_region.h"
+#include "core/backend/device_region.h"
 
 namespace spexd::cuda {
 

@@ -6,7 +6,7 @@
 
 #include <cmath>
 
-#include "core/host_device.h"
+#include "core/numerics/host_device.h"
 
 namespace spexd::cuda {
 

@@ -7,7 +7,7 @@
 #include <cstdint>
 
 #include "cuda/device_types.h"
-#include "core/host_device.h"
+#include "core/numerics/host_device.h"
 
 namespace spexd::cuda {
 

@@ -1,4 +1,4 @@
-// C ABI of the dlopen()ed module (core/cuda_module_loader.h). Nothing may throw across it,
+// C ABI of the dlopen()ed module (core/backend/cuda_module_loader.h). Nothing may throw across it,
 // and no C++ object crosses it before spexd_cuda_check_host has agreed that the host is
 // the same build as this module.
 #include <cuda_runtime_api.h>
@@ -8,8 +8,8 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "core/cuda_module_loader.h"
-#include "core/module_identity.h"
+#include "core/backend/cuda_module_loader.h"
+#include "core/backend/module_identity.h"
 #include "cuda/cuda_backend.h"
 
 #define SPEXD_MODULE_EXPORT extern "C" __attribute__((visibility("default")))

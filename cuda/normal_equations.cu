@@ -2,7 +2,7 @@
 // (extraction-spec §2.7–2.9).
 #include "cuda/normal_equations.h"
 
-#include "core/patch_numerics.h"
+#include "core/numerics/patch_numerics.h"
 #include "cuda/kernel_common.cuh"
 #include "cuda/launch_check.h"
 

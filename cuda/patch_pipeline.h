@@ -8,7 +8,7 @@
 #include <cstdint>
 
 #include "absl/status/status.h"
-#include "core/backend_options.h"
+#include "core/backend/backend_options.h"
 #include "cuda/batch_layout.h"
 #include "cuda/gpu_context.h"
 #include "cuda/kernel_args.h"

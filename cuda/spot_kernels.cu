@@ -79,7 +79,7 @@ __global__ void EvaluateSpotsKernel(SpotKernelArgs a, SpotLayout l) {
     sh[l.py + idx] = PixelBasis(sh + l.ey, l.gy, idx / l.ny, idx % l.ny);
   }
   __syncwarp();
-  // The core (§1.4 step 7) factored as core/spots.cc does: tx[j][ix] = Σ_i GH_ij Px_i[ix],
+  // The core (§1.4 step 7) factored as core/plan/spots.cc does: tx[j][ix] = Σ_i GH_ij Px_i[ix],
   // then S[iy][ix] = Σ_j Py_j[iy] tx[j][ix] (same products, same summation order).
   for (int idx = lane; idx < (l.gy + 1) * l.nx; idx += 32) {
     const int j = idx / l.nx, ix = idx % l.nx;
@@ -99,7 +99,7 @@ __global__ void EvaluateSpotsKernel(SpotKernelArgs a, SpotLayout l) {
   }
   for (int off = 16; off > 0; off /= 2) local += __shfl_xor_sync(0xffffffffu, local, off);
   double* out = a.spots + stamp * (l.nx * l.ny);
-  // An entirely clipped stamp stays zero (as core/spots.cc) instead of becoming NaN.
+  // An entirely clipped stamp stays zero (as core/plan/spots.cc) instead of becoming NaN.
   for (int p = lane; p < l.nx * l.ny; p += 32) out[p] = local > 0.0 ? sh[l.s + p] / local : sh[l.s + p];
 }
 

@@ -1,11 +1,11 @@
 // The spot kernel's view of the PSF coefficient tables. The math itself is core's
-// (core/legendre.h, core/gauss_hermite.h), shared with the host evaluation.
+// (core/numerics/legendre.h, core/numerics/gauss_hermite.h), shared with the host evaluation.
 #ifndef SPEXD_CUDA_SPOT_MATH_H_
 #define SPEXD_CUDA_SPOT_MATH_H_
 
-#include "core/gauss_hermite.h"
-#include "core/host_device.h"
-#include "core/legendre.h"
+#include "core/numerics/gauss_hermite.h"
+#include "core/numerics/host_device.h"
+#include "core/numerics/legendre.h"
 
 namespace spexd::cuda {
 

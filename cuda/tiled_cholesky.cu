@@ -2,7 +2,7 @@
 // memory with an odd pitch (nt + 1 doubles), so column walks are free of bank conflicts.
 #include <algorithm>
 
-#include "core/patch_numerics.h"
+#include "core/numerics/patch_numerics.h"
 #include "cuda/kernel_common.cuh"
 #include "cuda/launch_check.h"
 #include "cuda/tiled_cholesky.h"

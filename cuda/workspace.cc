@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "core/status_macros.h"
+#include "core/base/status_macros.h"
 
 namespace spexd::cuda {
 namespace {

@@ -23,7 +23,7 @@ install -d "$prefix/bin" "$prefix/lib/spexd" "$prefix/share/spexd"
 install -s build/server/spexd build/client/spexctl build/client/spexd-sim "$prefix/bin/"
 install deploy/container/spexd-entrypoint "$prefix/bin/"
 if [[ $with_cuda == ON ]]; then
-  # Where the executables look for it: <bin>/../lib/spexd/ (core/cuda_module_loader.h).
+  # Where the executables look for it: <bin>/../lib/spexd/ (core/backend/cuda_module_loader.h).
   [[ -f build/lib/spexd/libspexd_cuda.so ]] || { echo "container-build: CUDA module not built" >&2; exit 1; }
   install -s build/lib/spexd/libspexd_cuda.so "$prefix/lib/spexd/"
 fi

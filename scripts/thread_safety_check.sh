@@ -17,7 +17,7 @@ if [[ ! -d $BUILD_DIR/proto/gen || ! -f $BUILD_DIR/generated/core/boundary_check
   echo "thread-safety check: build $BUILD_DIR first (needs its generated headers)" >&2
   exit 1
 fi
-files=(core/*.cc server/*.cc client/*.cc)
+files=(core/*/*.cc core/*/internal/*.cc server/*.cc client/*.cc)
 printf '%s\n' "${files[@]}" |
   xargs -P "${JOBS:-$(nproc)}" -I{} "$CXX" -fsyntax-only -std=c++20 -Wno-everything -Wthread-safety \
     -Werror=thread-safety -DSPEXD_BUILD_ID='"thread-safety-check"' -I. \

@@ -5,9 +5,9 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "core/error_text.h"
-#include "core/status_macros.h"
-#include "core/version.h"
+#include "core/base/error_text.h"
+#include "core/base/status_macros.h"
+#include "core/base/version.h"
 #include "server/auth.h"
 #include "server/call_watchdog.h"
 #include "server/data_roots.h"

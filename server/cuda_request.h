@@ -8,8 +8,8 @@
 #include <memory>
 
 #include "absl/status/statusor.h"
-#include "core/device_region.h"
-#include "core/output_layout.h"
+#include "core/backend/device_region.h"
+#include "core/frame/output_layout.h"
 #include "server/region_registry.h"
 #include "spexd/v1/spexd.pb.h"
 

@@ -16,7 +16,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "core/error_text.h"
+#include "core/base/error_text.h"
 
 namespace spexd::server {
 namespace {

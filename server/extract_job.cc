@@ -11,9 +11,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
-#include "core/frame_writer.h"
-#include "core/status_macros.h"
-#include "core/usable_data.h"
+#include "core/frame/frame_writer.h"
+#include "core/base/status_macros.h"
+#include "core/frame/usable_data.h"
 #include "server/content_id.h"
 #include "server/data_roots.h"
 #include "server/log.h"
@@ -391,7 +391,7 @@ void ExtractJob::StreamLoop() {
   // than the CANCELLED the backend saw when the worker stopped.
   if (!stream_status.ok() && (status.ok() || absl::IsCancelled(status))) status = stream_status;
   // Nothing usable (every patch failed, or saw no valid pixel) must not look like a
-  // success: no summary, no server-side frame (issue 15 item 13, core/usable_data.h).
+  // success: no summary, no server-side frame (issue 15 item 13, core/frame/usable_data.h).
   if (status.ok()) {
     absl::MutexLock lock(&mu_);
     status = core::CheckUsableResult(usable_bins_, backend_summary_.counts);

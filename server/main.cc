@@ -21,7 +21,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
-#include "core/backend_options.h"
+#include "core/backend/backend_options.h"
 #include "server/config_file.h"
 #include "server/log.h"
 #include "server/spexd_server.h"

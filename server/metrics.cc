@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "core/frame.h"
-#include "core/version.h"
+#include "core/base/version.h"
+#include "core/frame/frame.h"
 #include "prometheus/text_serializer.h"
 #include "server/metrics_http.h"
 

@@ -8,11 +8,11 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "core/backend.h"
-#include "core/extraction_params.h"
-#include "core/extraction_result.h"
-#include "core/patch_plan.h"
-#include "core/preproc.h"
+#include "core/backend/backend.h"
+#include "core/plan/extraction_params.h"
+#include "core/frame/extraction_result.h"
+#include "core/plan/patch_plan.h"
+#include "core/io/preproc.h"
 #include "server/psf_cache.h"
 #include "server/scheduler.h"
 #include "server/service_limits.h"

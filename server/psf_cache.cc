@@ -4,7 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "core/error_text.h"
+#include "core/base/error_text.h"
 #include "server/content_id.h"
 #include "server/metrics.h"
 

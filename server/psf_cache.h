@@ -15,10 +15,10 @@
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
-#include "core/extraction_params.h"
-#include "core/geometry.h"
-#include "core/fits_gunzip.h"
-#include "core/psf.h"
+#include "core/plan/extraction_params.h"
+#include "core/plan/geometry.h"
+#include "core/io/fits_gunzip.h"
+#include "core/io/psf.h"
 
 namespace spexd::server {
 

@@ -1,5 +1,5 @@
 // Writes an extraction's results into the client's output region (issue 13), in the
-// layout of core/output_layout.h: each bundle's rows as it is streamed, the specmask
+// layout of core/frame/output_layout.h: each bundle's rows as it is streamed, the specmask
 // (which needs the whole frame, spec §2.13) at the end. The results reach the host for
 // the per-Angstrom conversion and the mask anyway (core::FinalizeBundle, ComputeSpecMask);
 // one host-to-device copy per section then puts them in place, and nothing crosses
@@ -13,9 +13,9 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "core/extraction_result.h"
-#include "core/frame.h"
-#include "core/output_layout.h"
+#include "core/frame/extraction_result.h"
+#include "core/frame/frame.h"
+#include "core/frame/output_layout.h"
 #include "server/region_registry.h"
 
 namespace spexd::server {

@@ -18,7 +18,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "core/device_region.h"
+#include "core/backend/device_region.h"
 
 namespace spexd::server {
 

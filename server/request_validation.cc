@@ -2,8 +2,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "core/error_text.h"
-#include "core/memory_estimate.h"
+#include "core/base/error_text.h"
+#include "core/plan/memory_estimate.h"
 #include "server/proto_convert.h"
 
 namespace spexd::server {

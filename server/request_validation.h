@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "core/extraction_params.h"
-#include "core/psf.h"
+#include "core/plan/extraction_params.h"
+#include "core/io/psf.h"
 #include "server/extract_job.h"
 #include "spexd/v1/spexd.pb.h"
 

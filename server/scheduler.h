@@ -25,8 +25,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
-#include "core/backend.h"
-#include "core/task_pool.h"
+#include "core/backend/backend.h"
+#include "core/base/task_pool.h"
 
 namespace spexd::server {
 

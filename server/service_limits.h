@@ -6,7 +6,7 @@
 
 #include <cstdint>
 
-#include "core/fits_gunzip.h"
+#include "core/io/fits_gunzip.h"
 
 namespace spexd::server {
 

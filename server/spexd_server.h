@@ -13,7 +13,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "core/backend.h"
+#include "core/backend/backend.h"
 #include "server/extract_job.h"
 
 namespace spexd::server {

@@ -7,9 +7,9 @@
 #include <limits>
 #include <vector>
 
-#include "core/fits_file.h"
-#include "core/simulator.h"
-#include "core/status_macros.h"
+#include "core/io/fits_file.h"
+#include "core/sim/simulator.h"
+#include "core/base/status_macros.h"
 #include "gtest/gtest.h"
 
 namespace spexd::testing {

@@ -1,5 +1,5 @@
 // Frames of particular shapes for tests and benchmarks, made by the core simulator
-// (core/simulator.h: the one frame synthesizer) with the options those tests need.
+// (core/sim/simulator.h: the one frame synthesizer) with the options those tests need.
 #ifndef SPEXD_TESTS_SYNTHETIC_FRAMES_H_
 #define SPEXD_TESTS_SYNTHETIC_FRAMES_H_
 
@@ -7,9 +7,9 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "core/geometry.h"
-#include "core/preproc.h"
-#include "core/psf.h"
+#include "core/plan/geometry.h"
+#include "core/io/preproc.h"
+#include "core/io/psf.h"
 
 namespace spexd::testing {
 

@@ -16,8 +16,8 @@
 #include <thread>
 #include <vector>
 
-#include "core/simulator.h"
-#include "core/status_macros.h"
+#include "core/sim/simulator.h"
+#include "core/base/status_macros.h"
 
 namespace spexd::testing {
 namespace fs = std::filesystem;

@@ -7,12 +7,12 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "core/backend.h"
-#include "core/preproc.h"
-#include "core/psf.h"
+#include "core/backend/backend.h"
+#include "core/io/preproc.h"
+#include "core/io/psf.h"
 
 namespace spexd::core {
-struct SimOptions;  // core/simulator.h
+struct SimOptions;  // core/sim/simulator.h
 }  // namespace spexd::core
 
 namespace spexd::testing {
@@ -34,7 +34,7 @@ bool WriteBytes(const std::string& path, const std::string& bytes);
 // selects the library eigensolver; SPEXD_CUDA_EIGEN=tridiag|jacobi|syevbatched;
 // SPEXD_CUDA_STATS=1). INVALID_ARGUMENT for a misspelt value.
 absl::StatusOr<core::BackendOptions> CudaOptionsFromEnv();
-// A frame from the core simulator (core/simulator.h: GenerateSpectra, SimulateFrame),
+// A frame from the core simulator (core/sim/simulator.h: GenerateSpectra, SimulateFrame),
 // decoded as the extraction reads it (ToPreprocImage): the one frame synthesizer for tests
 // and benchmarks that need a whole-CCD frame in memory.
 absl::StatusOr<core::PreprocImage> SimulatedImage(const core::Psf& psf,

@@ -30,9 +30,9 @@
 #include "absl/strings/str_split.h"
 #include "client/remote_frame.h"
 #include "client/spexd_client.h"
-#include "core/output_layout.h"
-#include "core/psf.h"
-#include "core/simulator.h"
+#include "core/frame/output_layout.h"
+#include "core/io/psf.h"
+#include "core/sim/simulator.h"
 
 ABSL_FLAG(std::string, server, "unix:///tmp/spexd.sock", "spexd address on this node");
 ABSL_FLAG(std::string, psf, "", "PSF file (a path inside the server's data roots)");

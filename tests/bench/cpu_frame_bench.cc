@@ -14,12 +14,12 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "core/cpu_backend.h"
-#include "core/extract_frame.h"
-#include "core/geometry.h"
-#include "core/preproc.h"
-#include "core/psf.h"
-#include "core/simulator.h"
+#include "core/cpu/cpu_backend.h"
+#include "core/backend/extract_frame.h"
+#include "core/plan/geometry.h"
+#include "core/io/preproc.h"
+#include "core/io/psf.h"
+#include "core/sim/simulator.h"
 #include "tests/test_support.h"
 
 namespace {

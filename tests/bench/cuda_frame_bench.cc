@@ -1,5 +1,5 @@
 // Whole-frame benchmark of the CUDA backend (issue 4): a full 500-fibre r frame is
-// generated on the machine that runs it (core/simulator.h: Poisson noise, sky lines;
+// generated on the machine that runs it (core/sim/simulator.h: Poisson noise, sky lines;
 // --synthetic: tests/synthetic_frames.h instead), extracted once
 // cold (spots evaluated) and then N times warm; reports the median and p90 wall time of
 // Backend::Extract, the per-stage breakdown (CUDA events, summed over batches), the
@@ -25,12 +25,12 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "core/backend.h"
-#include "core/cpu_backend.h"
-#include "core/geometry.h"
-#include "core/preproc.h"
-#include "core/psf.h"
-#include "core/simulator.h"
+#include "core/backend/backend.h"
+#include "core/cpu/cpu_backend.h"
+#include "core/plan/geometry.h"
+#include "core/io/preproc.h"
+#include "core/io/psf.h"
+#include "core/sim/simulator.h"
 #include "tests/synthetic_frames.h"
 #include "tests/test_support.h"
 

@@ -33,11 +33,11 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "core/fits_file.h"
-#include "core/gzip.h"
-#include "core/plane_buffer.h"
-#include "core/preproc.h"
-#include "core/task_pool.h"
+#include "core/io/fits_file.h"
+#include "core/io/internal/gzip.h"
+#include "core/io/plane_buffer.h"
+#include "core/io/preproc.h"
+#include "core/base/task_pool.h"
 
 namespace {
 

@@ -37,9 +37,9 @@
 #include "absl/strings/str_split.h"
 #include "client/remote_extract.h"
 #include "client/spexd_client.h"
-#include "core/frame_writer.h"
-#include "core/psf.h"
-#include "core/simulator.h"
+#include "core/frame/frame_writer.h"
+#include "core/io/psf.h"
+#include "core/sim/simulator.h"
 #include "server/spexd_server.h"
 #include "tests/test_support.h"
 

@@ -6,8 +6,8 @@
 #include <memory>
 #include <string>
 
-#include "core/geometry.h"
-#include "core/preproc.h"
+#include "core/plan/geometry.h"
+#include "core/io/preproc.h"
 #include "gtest/gtest.h"
 #include "tests/test_support.h"
 

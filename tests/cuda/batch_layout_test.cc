@@ -7,7 +7,7 @@
 #include <cmath>
 #include <vector>
 
-#include "core/patch_plan.h"
+#include "core/plan/patch_plan.h"
 #include "gtest/gtest.h"
 #include "tests/cuda/layout_replay.h"
 

@@ -10,12 +10,12 @@
 #include <string>
 #include <vector>
 
-#include "core/backend.h"
-#include "core/cpu_backend.h"
-#include "core/geometry.h"
-#include "core/preproc.h"
-#include "core/psf.h"
-#include "core/spots.h"
+#include "core/backend/backend.h"
+#include "core/cpu/cpu_backend.h"
+#include "core/plan/geometry.h"
+#include "core/io/preproc.h"
+#include "core/io/psf.h"
+#include "core/plan/spots.h"
 #include "gtest/gtest.h"
 #include "tests/synthetic_frames.h"
 #include "tests/test_support.h"

@@ -10,10 +10,10 @@
 #include <vector>
 
 #include "absl/synchronization/notification.h"
-#include "core/backend.h"
-#include "core/geometry.h"
-#include "core/patch_plan.h"
-#include "core/psf.h"
+#include "core/backend/backend.h"
+#include "core/plan/geometry.h"
+#include "core/plan/patch_plan.h"
+#include "core/io/psf.h"
 #include "gtest/gtest.h"
 #include "tests/synthetic_frames.h"
 #include "tests/test_support.h"

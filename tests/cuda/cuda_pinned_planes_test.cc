@@ -5,10 +5,10 @@
 #include <string>
 #include <vector>
 
-#include "core/backend.h"
-#include "core/geometry.h"
-#include "core/plane_buffer.h"
-#include "core/psf.h"
+#include "core/backend/backend.h"
+#include "core/plan/geometry.h"
+#include "core/io/plane_buffer.h"
+#include "core/io/psf.h"
 #include "gtest/gtest.h"
 #include "tests/synthetic_frames.h"
 #include "tests/test_support.h"

@@ -6,7 +6,7 @@
 #include <limits>
 #include <random>
 
-#include "core/patch_numerics.h"
+#include "core/numerics/patch_numerics.h"
 
 namespace spexd::cuda::testing {
 namespace {

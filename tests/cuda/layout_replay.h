@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "core/patch_plan.h"
+#include "core/plan/patch_plan.h"
 #include "cuda/batch_layout.h"
 
 namespace spexd::cuda::testing {

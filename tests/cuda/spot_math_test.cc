@@ -1,5 +1,5 @@
-// The per-element spot math the kernel uses (cuda/spot_math.h over core/legendre.h and
-// core/gauss_hermite.h), driven on the host in the kernel's order, against
+// The per-element spot math the kernel uses (cuda/spot_math.h over core/numerics/legendre.h and
+// core/numerics/gauss_hermite.h), driven on the host in the kernel's order, against
 // core::EvaluateSpot (extraction-spec §1.4). Needs no GPU.
 #include "cuda/spot_math.h"
 
@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "core/patch_plan.h"
-#include "core/psf.h"
-#include "core/spots.h"
+#include "core/plan/patch_plan.h"
+#include "core/io/psf.h"
+#include "core/plan/spots.h"
 #include "gtest/gtest.h"
 #include "tests/test_support.h"
 

@@ -13,7 +13,7 @@
 #include <utility>
 #include <vector>
 
-#include "core/lapack.h"
+#include "core/cpu/internal/lapack.h"
 #include "gtest/gtest.h"
 
 namespace spexd::cuda {

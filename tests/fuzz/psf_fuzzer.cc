@@ -4,7 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "core/psf.h"
+#include "core/io/psf.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto psf = spexd::core::Psf::LoadFromMemory(data, size, "fuzz-psf.fits");

@@ -8,8 +8,8 @@
 #include <memory>
 #include <vector>
 
-#include "core/geometry.h"
-#include "core/psf.h"
+#include "core/plan/geometry.h"
+#include "core/io/psf.h"
 #include "server/request_validation.h"
 #include "spexd/v1/spexd.pb.h"
 

@@ -8,7 +8,7 @@
 #include <thread>
 #include <vector>
 
-#include "core/backend.h"
+#include "core/backend/backend.h"
 #include "gtest/gtest.h"
 #include "server/metrics.h"
 #include "tests/integration/service_fixture.h"

@@ -7,10 +7,10 @@
 #include <memory>
 #include <thread>
 
-#include "core/backend.h"
-#include "core/geometry.h"
-#include "core/preproc.h"
-#include "core/psf.h"
+#include "core/backend/backend.h"
+#include "core/plan/geometry.h"
+#include "core/io/preproc.h"
+#include "core/io/psf.h"
 #include "gtest/gtest.h"
 #include "tests/integration/service_fixture.h"
 

@@ -19,8 +19,8 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "core/backend.h"
-#include "core/fits_file.h"
+#include "core/backend/backend.h"
+#include "core/io/fits_file.h"
 #include "gtest/gtest.h"
 #include "server/metrics.h"
 #include "tests/integration/service_fixture.h"

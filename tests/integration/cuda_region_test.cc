@@ -16,8 +16,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "core/output_layout.h"
-#include "core/preproc.h"
+#include "core/frame/output_layout.h"
+#include "core/io/preproc.h"
 #include "gtest/gtest.h"
 #include "server/metrics.h"
 #include "tests/integration/service_fixture.h"

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "core/psf.h"
+#include "core/io/psf.h"
 #include "gtest/gtest.h"
 #include "tests/integration/service_fixture.h"
 #include "tests/integration/spawned_server.h"

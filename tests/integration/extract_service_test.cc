@@ -3,8 +3,8 @@
 #include <thread>
 #include <vector>
 
-#include "core/fits_file.h"
-#include "core/frame_writer.h"
+#include "core/io/fits_file.h"
+#include "core/frame/frame_writer.h"
 #include "gtest/gtest.h"
 #include "server/psf_cache.h"
 #include "tests/integration/service_fixture.h"

@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "core/backend.h"
-#include "core/psf.h"
+#include "core/backend/backend.h"
+#include "core/io/psf.h"
 #include "gtest/gtest.h"
 #include "server/metrics.h"
 #include "tests/integration/service_fixture.h"

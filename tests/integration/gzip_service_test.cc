@@ -13,9 +13,9 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "core/fits_file.h"
-#include "core/fits_gunzip.h"
-#include "core/gzip.h"
+#include "core/io/fits_file.h"
+#include "core/io/fits_gunzip.h"
+#include "core/io/internal/gzip.h"
 #include "gtest/gtest.h"
 #include "spexd/v1/spexd.grpc.pb.h"
 #include "tests/integration/service_fixture.h"

@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "core/backend.h"
+#include "core/backend/backend.h"
 #include "gtest/gtest.h"
 #include "server/content_id.h"
 #include "server/metrics.h"

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "core/backend.h"
+#include "core/backend/backend.h"
 #include "gtest/gtest.h"
 #include "server/metrics.h"
 #include "tests/integration/service_fixture.h"

@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
-#include "core/backend.h"
-#include "core/plane_buffer.h"
+#include "core/backend/backend.h"
+#include "core/io/plane_buffer.h"
 #include "gtest/gtest.h"
 #include "tests/integration/service_fixture.h"
 

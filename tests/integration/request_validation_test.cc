@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "core/psf.h"
+#include "core/io/psf.h"
 #include "gtest/gtest.h"
 #include "spexd/v1/spexd.grpc.pb.h"
 #include "tests/integration/service_fixture.h"

@@ -12,12 +12,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/remote_frame.h"
-#include "core/extract_frame.h"
-#include "core/geometry.h"
-#include "core/gzip.h"
-#include "core/preproc.h"
-#include "core/psf.h"
-#include "core/status_macros.h"
+#include "core/backend/extract_frame.h"
+#include "core/plan/geometry.h"
+#include "core/io/internal/gzip.h"
+#include "core/io/preproc.h"
+#include "core/io/psf.h"
+#include "core/base/status_macros.h"
 #include "tests/synthetic_frames.h"
 #include "tests/test_support.h"
 

@@ -10,9 +10,9 @@
 
 #include "absl/status/statusor.h"
 #include "client/spexd_client.h"
-#include "core/backend.h"
-#include "core/extraction_params.h"
-#include "core/frame.h"
+#include "core/backend/backend.h"
+#include "core/plan/extraction_params.h"
+#include "core/frame/frame.h"
 #include "gtest/gtest.h"
 #include "server/spexd_server.h"
 

@@ -7,8 +7,8 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "core/fits_gunzip.h"
-#include "core/gzip.h"
+#include "core/io/fits_gunzip.h"
+#include "core/io/internal/gzip.h"
 #include "gtest/gtest.h"
 #include "tests/integration/service_fixture.h"
 #include "tests/synthetic_frames.h"

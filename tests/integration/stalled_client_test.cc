@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "core/backend.h"
+#include "core/backend/backend.h"
 #include "gtest/gtest.h"
 #include "server/metrics.h"
 #include "spexd/v1/spexd.grpc.pb.h"

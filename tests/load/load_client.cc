@@ -21,7 +21,7 @@
 #include "client/remote_extract.h"
 #include "client/remote_flags.h"
 #include "client/spexd_client.h"
-#include "core/frame_writer.h"
+#include "core/frame/frame_writer.h"
 #include "tests/load/fits_records.h"
 
 namespace {

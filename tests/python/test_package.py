@@ -14,7 +14,7 @@ from spexd.result import spec_mask
 class PackageTest(unittest.TestCase):
     def test_version_matches_the_cpp_one(self):
         src = os.environ.get("SPEXD_SOURCE_DIR", "")
-        with open(os.path.join(src, "core", "version.h")) as f:
+        with open(os.path.join(src, "core", "base", "version.h")) as f:
             cpp = re.search(r'kSpexdVersion = "([^"]+)"', f.read()).group(1)
         self.assertEqual(spexd.__version__, cpp)
 

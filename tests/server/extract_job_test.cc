@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
-#include "core/task_pool.h"
+#include "core/base/task_pool.h"
 #include "gtest/gtest.h"
 #include "server/psf_cache.h"
 #include "server/request_validation.h"

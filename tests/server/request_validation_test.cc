@@ -5,7 +5,7 @@
 #include <climits>
 #include <string>
 
-#include "core/error_text.h"
+#include "core/base/error_text.h"
 #include "gtest/gtest.h"
 #include "server/status_util.h"
 #include "tests/test_support.h"

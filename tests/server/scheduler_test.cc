@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "absl/synchronization/notification.h"
-#include "core/geometry.h"
-#include "core/psf.h"
+#include "core/plan/geometry.h"
+#include "core/io/psf.h"
 #include "gtest/gtest.h"
 #include "server/status_util.h"
 #include "tests/test_support.h"

@@ -10,7 +10,7 @@ spexd.aio.Client is the asyncio (grpc.aio) twin; spexd.qa draws a frame's QA pag
 Runs on Debian's /usr/bin/python3 with python3-grpcio, python3-protobuf, python3-numpy,
 python3-astropy (python3-matplotlib for spexd.qa).
 """
-__version__ = "0.1.0"  # core/version.h (kSpexdVersion); a test keeps them equal
+__version__ = "0.1.0"  # core/base/version.h (kSpexdVersion); a test keeps them equal
 
 from spexd._channel import Tls  # noqa: E402
 from spexd.errors import (  # noqa: E402

@@ -1,4 +1,4 @@
-"""The desispec frame file of a result (the layout spexctl writes, core/frame_writer.cc),
+"""The desispec frame file of a result (the layout spexctl writes, core/frame/frame_writer.cc),
 written with astropy, and the desispec.frame.Frame of a result.
 
 HDUs: FLUX (primary, float32, the input's IMAGE header plus desispec's keywords),

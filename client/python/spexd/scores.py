@@ -2,7 +2,7 @@
 desispec.specscore.compute_frame_scores as desi_extract_spectra calls it
 (suffix="RAW", flux_per_angstrom=False) on the float64 per-Angstrom fluxes.
 
-The C++ writer (core/frame_scores.cc) implements the same definitions with numpy's
+The C++ writer (core/frame/internal/frame_scores.cc) implements the same definitions with numpy's
 arithmetic, so both give the same bits.
 """
 import numpy as np

@@ -1,0 +1,117 @@
+// The extraction backend interface (CPU here, CUDA in cuda/) and its factory.
+#ifndef SPEXD_CORE_BACKEND_H_
+#define SPEXD_CORE_BACKEND_H_
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/backend/backend_options.h"
+#include "core/backend/device_region.h"
+#include "core/plan/extraction_params.h"
+#include "core/frame/extraction_result.h"
+#include "core/plan/geometry.h"
+#include "core/io/preproc.h"
+
+namespace spexd::core {
+
+struct ExtractionJob {
+  std::shared_ptr<const Geometry> geometry;
+  const PreprocImage* image = nullptr;  // must match the geometry's image shape
+  // When set, the image and ivar are read from device memory instead (issue 13) and
+  // `image` carries only the shape and metadata (its planes are empty). Backends without
+  // device access refuse it with FAILED_PRECONDITION.
+  const DeviceImageInput* device_image = nullptr;
+  // Per-request settings (geometry-independent).
+  double regularize = 0.0;
+  double psferr = 0.01;
+  bool want_model = false;
+  // Bundles to extract (plan indices, ascending); empty means all.
+  std::vector<int> bundles;
+  // Checked between patches (CPU) or patch batches (CUDA), so that a cancel or a
+  // deadline frees the worker within one patch batch: when set, Extract stops with
+  // CANCELLED.
+  const std::atomic<bool>* cancel = nullptr;
+};
+
+inline bool CancelRequested(const ExtractionJob& job) {
+  return job.cancel != nullptr && job.cancel->load(std::memory_order_relaxed);
+}
+
+struct ExtractionSummary {
+  PatchCounts counts;
+  double seconds = 0;
+  std::map<std::string, double> stage_seconds;  // where the time went
+};
+
+// Receives each finished bundle, in ascending bundle order. Returning an error stops
+// the extraction with that error.
+using BundleSink = std::function<absl::Status(BundleResult&& bundle)>;
+
+// Device memory a backend holds (Backend::Memory). Host memory is the caller's to measure.
+struct BackendMemory {
+  int device = -1;           // device ordinal; -1 when the backend holds no device memory
+  int64_t device_bytes = 0;  // everything it holds: workspace plus warm geometry state
+  // Warm device state (spots, uploaded plan) per geometry, keyed by the Geometry it was
+  // built from. Only geometries still alive are listed (the backend keeps a weak
+  // reference), so a key never names a freed object whose address was reused.
+  std::map<const Geometry*, int64_t> geometry_bytes;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;
+  // Extracts the job's bundles. Results are in photons per bin (FinalizeBundle is the
+  // caller's). Returns INVALID_ARGUMENT for a job that does not fit the geometry,
+  // CANCELLED when job.cancel was set, INTERNAL for a device failure.
+  virtual absl::StatusOr<ExtractionSummary> Extract(const ExtractionJob& job,
+                                                    const BundleSink& sink) = 0;
+  // False after an unrecoverable (sticky) device error.
+  virtual bool healthy() const { return true; }
+  // Whether Extract takes an image with float32 planes (PreprocImage::image32/ivar32, from
+  // PreprocOptions::keep_float32). A backend that does not refuses one (ValidateJob):
+  // widen it first (WidenPlanes). Default: float64 planes only.
+  virtual bool TakesFloat32Planes() const { return false; }
+  // Pins host memory for this backend's device (PlaneBufferPool::set_pinner): float32
+  // planes decoded into pinned blocks are uploaded without a host staging copy. Null
+  // (the default): the backend gains nothing from pinned planes.
+  virtual std::shared_ptr<PlaneMemoryPinner> PlanePinner() { return nullptr; }
+  // Human-readable description (device name, threads, memory).
+  virtual std::string description() const { return name(); }
+
+  // Device memory held now. Thread-safe: may be called from any thread, also while
+  // Extract runs on another, and never waits for an extraction. Default: none.
+  virtual BackendMemory Memory() const { return {}; }
+  // Frees the warm device state built for `geometry` (the PSF was unloaded or evicted).
+  // Thread-safe and never waits for an extraction: when one is running, the state is
+  // freed as soon as it ends. A later Extract of the same geometry builds it again (and
+  // frees it again when it ends). Default: nothing to free.
+  virtual void Release(const std::shared_ptr<const Geometry>& geometry) { (void)geometry; }
+
+  // Maps another process's device allocation (a CUDA IPC handle of kCudaIpcHandleBytes
+  // bytes) for use as extraction input or output on this backend's device. Thread-safe
+  // and never waits for an extraction. FAILED_PRECONDITION when this backend cannot
+  // (the CPU backend), when `device` is not its device, or when the handle cannot be
+  // opened (stale: the producer freed it or exited) or its allocation is smaller than
+  // `size`; INVALID_ARGUMENT for a malformed handle.
+  virtual absl::StatusOr<std::unique_ptr<ImportedRegion>> ImportRegion(const std::string& ipc_handle,
+                                                                       int device, uint64_t size);
+};
+
+// Creates a backend. For BackendKind::kCuda the module is dlopen()ed (toolchain.md §4.1); UNAVAILABLE
+// with the reason when the module, the driver or a device is missing.
+absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const BackendOptions& options);
+
+// Validates a job against its geometry (shared by every backend). An image with float32
+// planes is refused (FAILED_PRECONDITION) unless `float32_planes_ok`.
+absl::Status ValidateJob(const ExtractionJob& job, bool float32_planes_ok = false);
+
+}  // namespace spexd::core
+
+#endif  // SPEXD_CORE_BACKEND_H_

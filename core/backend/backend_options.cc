@@ -1,0 +1,63 @@
+#include "core/backend/backend_options.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace spexd::core {
+namespace {
+
+// The one table per option: parse and print use the same spellings.
+template <typename E, std::size_t N>
+absl::StatusOr<E> ParseEnum(absl::string_view what, absl::string_view text,
+                            const std::pair<E, const char*> (&names)[N]) {
+  std::string accepted;
+  for (const auto& [value, name] : names) {
+    if (text == name) return value;
+    absl::StrAppend(&accepted, accepted.empty() ? "" : " or ", "'", name, "'");
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat(what, " must be ", accepted, " (got '", text, "')"));
+}
+
+template <typename E, std::size_t N>
+absl::string_view NameOf(E value, const std::pair<E, const char*> (&names)[N]) {
+  for (const auto& [v, name] : names) {
+    if (v == value) return name;
+  }
+  return "?";
+}
+
+constexpr std::pair<BackendKind, const char*> kBackendKinds[] = {
+    {BackendKind::kCpu, "cpu"}, {BackendKind::kCuda, "cuda"}};
+constexpr std::pair<CudaTriangularSolver, const char*> kSolvers[] = {
+    {CudaTriangularSolver::kWarpSubstitution, "warp"},
+    {CudaTriangularSolver::kCusolverBatched, "cusolver"}};
+constexpr std::pair<CudaEigensolver, const char*> kEigensolvers[] = {
+    {CudaEigensolver::kSharedMemoryTridiagonalQl, "tridiag"},
+    {CudaEigensolver::kSharedMemoryJacobi, "jacobi"},
+    {CudaEigensolver::kCusolverSyevBatched, "syevbatched"}};
+constexpr std::pair<CudaCholesky, const char*> kCholeskys[] = {
+    {CudaCholesky::kTiledLeftLooking, "tiled"},
+    {CudaCholesky::kCusolverPotrfBatched, "potrfbatched"}};
+
+}  // namespace
+
+absl::StatusOr<BackendKind> ParseBackendKind(absl::string_view text) {
+  return ParseEnum("backend", text, kBackendKinds);
+}
+absl::StatusOr<CudaTriangularSolver> ParseCudaTriangularSolver(absl::string_view text) {
+  return ParseEnum("CUDA triangular solver", text, kSolvers);
+}
+absl::StatusOr<CudaEigensolver> ParseCudaEigensolver(absl::string_view text) {
+  return ParseEnum("CUDA eigensolver", text, kEigensolvers);
+}
+absl::StatusOr<CudaCholesky> ParseCudaCholesky(absl::string_view text) {
+  return ParseEnum("CUDA Cholesky", text, kCholeskys);
+}
+absl::string_view Name(BackendKind kind) { return NameOf(kind, kBackendKinds); }
+absl::string_view Name(CudaTriangularSolver solver) { return NameOf(solver, kSolvers); }
+absl::string_view Name(CudaEigensolver eigen) { return NameOf(eigen, kEigensolvers); }
+absl::string_view Name(CudaCholesky cholesky) { return NameOf(cholesky, kCholeskys); }
+
+}  // namespace spexd::core

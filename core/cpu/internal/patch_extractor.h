@@ -1,0 +1,96 @@
+// Extraction of one patch on the CPU (extraction-spec §2.7–2.11): sparse projection
+// matrix, weighted normal equations, Cholesky solve, decorrelation and the per-patch
+// products, written into the bundle arrays.
+#ifndef SPEXD_CORE_PATCH_EXTRACTOR_H_
+#define SPEXD_CORE_PATCH_EXTRACTOR_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "core/plan/extraction_params.h"
+#include "core/frame/extraction_result.h"
+#include "core/frame/patch_outcome.h"
+#include "core/plan/patch_plan.h"
+#include "core/plan/spots.h"
+
+namespace spexd::core {
+
+struct PatchOptions {
+  Compat compat = Compat::kGpu;
+  double regularize = 0.0;
+  double psferr = 0.01;
+  bool want_model = false;
+};
+
+// Reusable buffers for one thread, sized once from the plan (grow-only).
+class PatchWorkspace {
+ public:
+  explicit PatchWorkspace(const PatchPlan& plan);
+
+  // Thread-seconds spent per step since construction (for profiles and benchmarks).
+  struct StepSeconds {
+    double projection = 0;  // sparse A
+    double normal_eq = 0;   // M, b, fluxweight, regularisation
+    double cholesky = 0;    // potrf + potrs
+    double inverse = 0;     // diagonal blocks of C from the Cholesky factor
+    double decorrelate = 0; // 74x74 eigen-decompositions, R, flux, ivar, Rdiags
+    double outputs = 0;     // pixmask, chi2pix, model
+  };
+  const StepSeconds& step_seconds() const { return steps_; }
+  // The deconvolved flux x = M^-1 b of the last extracted patch (photons per bin, all
+  // n unknowns, spectrum-major): for tests of the noiseless identity.
+  const double* xflux() const { return x.data(); }
+
+ private:
+  friend class PatchExtractor;
+  // Sparse A by pixel: entries [pix_start[p], pix_start[p+1]) of (col, value).
+  std::vector<int32_t> pix_start, pix_fill, entry_col;
+  std::vector<double> entry_val;
+  std::vector<double> m, w, b, fw, x;     // n x n (column-major) and length-n vectors
+  std::vector<double> cblock, evec, eval, q;  // nwavetot x nwavetot blocks
+  std::vector<double> panel;                  // n x nwavetot: columns of L^-1
+  std::vector<double> lapack_work;
+  std::vector<int> lapack_iwork;
+  std::vector<double> flux, ivar, rdiag, pixmask, chi2, model_col;  // patch core outputs
+  StepSeconds steps_;
+};
+
+class PatchExtractor {
+ public:
+  PatchExtractor(const PatchPlan& plan, const PatchOptions& options)
+      : plan_(plan), options_(options) {}
+
+  // Extracts `patch` from image/ivar ([height][width] of the plan) using the spots of its
+  // bundle, and writes the kept core columns into `bundle` (rows relative to the bundle).
+  // When options.want_model, `model_window` receives the patch model [ny][nx] (zeros if
+  // the patch failed). Thread-safe for distinct workspaces and disjoint patches.
+  PatchOutcome Extract(const PatchDesc& patch, const Spots& bundle_spots, const double* image,
+                       const double* ivar, PatchWorkspace* ws, BundleResult* bundle,
+                       std::vector<double>* model_window) const;
+
+ private:
+  // One attempt with the given regularisation; false if not SPD or non-finite output.
+  // Runs the stages below in order (spec §2.8–2.11, §2.15).
+  bool Solve(const PatchDesc& patch, const double* image, const double* ivar,
+             double regularize, PatchWorkspace* ws) const;
+  void BuildNormalEquations(const PatchDesc& patch, const double* image, const double* ivar,
+                            PatchWorkspace* ws) const;
+  void Regularize(int n, double regularize, PatchWorkspace* ws) const;
+  bool CholeskySolve(int n, PatchWorkspace* ws) const;
+  // Core diagonal block s of C = M^-1 into ws->cblock (needs the factor from CholeskySolve).
+  void CoreInverseBlock(int n, int s, PatchWorkspace* ws) const;
+  // Q_s = C_ss^{-1/2}, then flux, ivar and the resolution band of spectrum s.
+  bool Decorrelate(const PatchDesc& patch, int s, PatchWorkspace* ws) const;
+  bool KeptOutputsFinite(const PatchDesc& patch, const PatchWorkspace& ws) const;
+  void BuildSparseA(const PatchDesc& patch, const Spots& spots, PatchWorkspace* ws) const;
+  void WriteOutputs(const PatchDesc& patch, const double* image, const double* ivar,
+                    PatchWorkspace* ws, BundleResult* bundle,
+                    std::vector<double>* model_window) const;
+
+  const PatchPlan& plan_;
+  PatchOptions options_;
+};
+
+}  // namespace spexd::core
+
+#endif  // SPEXD_CORE_PATCH_EXTRACTOR_H_

@@ -1,0 +1,59 @@
+// A whole extracted frame: bundles stitched in fibre order, fluxes per Angstrom and the
+// desispec specmask (extraction-spec §2.12–2.13).
+#ifndef SPEXD_CORE_FRAME_H_
+#define SPEXD_CORE_FRAME_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "core/frame/extraction_result.h"
+#include "core/plan/geometry.h"
+
+namespace spexd::core {
+
+struct Frame {
+  int specmin = 0;  // fibre of row 0
+  int nspec = 0;
+  int nwave = 0;
+  int ndiag = 0;
+  std::vector<double> wave;              // [nwave]
+  std::vector<double> flux;              // [nspec][nwave] photons/Angstrom
+  std::vector<double> ivar;              // [nspec][nwave]
+  std::vector<double> rdiags;            // [nspec][2*ndiag+1][nwave]
+  std::vector<double> pixmask_fraction;  // [nspec][nwave]
+  std::vector<double> chi2pix;           // [nspec][nwave]
+  std::vector<uint32_t> mask;            // [nspec][nwave] specmask bits
+  std::vector<uint8_t> failed_bins;      // [nspec][nwave]
+  int model_height = 0, model_width = 0;
+  std::vector<double> model;             // [H][W] when requested
+  PatchCounts counts;
+};
+
+// Collects finalised bundles into a Frame. Rows are the fibres of the bundles added, in
+// bundle order (all bundles of the plan for a whole-frame extraction).
+class FrameAssembler {
+ public:
+  FrameAssembler(const Geometry& geometry, bool want_model);
+  // `bundle` must have been through FinalizeBundle; bundles arrive in ascending order.
+  absl::Status Add(const BundleResult& bundle);
+  // Computes the specmask and returns the frame.
+  Frame Finish();
+
+ private:
+  const Geometry& geometry_;
+  Frame frame_;
+  int last_bundle_ = -1;
+};
+
+// desispec specmask (spec §2.13): SOMEBADPIX where pixmask_fraction > 0.5, ALLBADPIX where
+// it is 1, BAD2DFIT where chi2pix exceeds 5x both its fibre-median and its
+// wavelength-median; bins of failed patches get BAD2DFIT too (spexd addition).
+void ComputeSpecMask(Frame* frame);
+
+// numpy.median of a copy of the values (mean of the two middle ones for even sizes).
+double Median(std::vector<double> values);
+
+}  // namespace spexd::core
+
+#endif  // SPEXD_CORE_FRAME_H_

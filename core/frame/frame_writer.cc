@@ -1,0 +1,231 @@
+#include "core/frame/frame_writer.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <optional>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "core/io/fits_file.h"
+#include "core/frame/internal/frame_scores.h"
+#include "core/io/internal/gzip.h"
+#include "core/base/status_macros.h"
+#include "core/base/version.h"
+
+namespace spexd::core {
+namespace {
+
+std::vector<float> ToFloat(const std::vector<double>& v) {
+  return std::vector<float>(v.begin(), v.end());
+}
+
+absl::Status Checksum(FitsFile* f) {
+  int status = 0;
+  fits_write_chksum(f->get(), &status);
+  if (status != 0) return f->Error(status, "writing CHECKSUM");
+  return absl::OkStatus();
+}
+
+#define SPEXD_STRINGIFY_INNER(x) #x
+#define SPEXD_STRINGIFY(x) SPEXD_STRINGIFY_INNER(x)
+constexpr const char* kCfitsioVersion = SPEXD_STRINGIFY(CFITSIO_MAJOR) "." SPEXD_STRINGIFY(
+    CFITSIO_MINOR) "." SPEXD_STRINGIFY(CFITSIO_MICRO);
+
+// desiutil.depend.setdep: update the DEPVERnn of `name` when a DEPNAMnn already names it
+// (e.g. copied from the input image header), else use the first free nn in 00..99.
+absl::Status SetDependency(FitsFile* f, const std::string& name, const std::string& version) {
+  for (int i = 0; i < 100; ++i) {
+    const std::string nk = absl::StrFormat("DEPNAM%02d", i);
+    const std::string vk = absl::StrFormat("DEPVER%02d", i);
+    std::optional<std::string> existing = f->ReadOptionalString(nk.c_str());
+    if (existing.has_value() && *existing != name) continue;
+    if (!existing.has_value()) SPEXD_RETURN_IF_ERROR(f->WriteKey(nk.c_str(), name, nullptr));
+    return f->WriteKey(vk.c_str(), version, nullptr);
+  }
+  return absl::OkStatus();  // 100 dependencies already recorded: desiutil gives up silently too
+}
+
+absl::Status WriteFrameHeader(FitsFile* f, const Frame& frame, const FrameMetadata& meta) {
+  SPEXD_RETURN_IF_ERROR(f->WriteCards(meta.image_header));
+  SPEXD_RETURN_IF_ERROR(f->WriteKey("NSPEC", static_cast<long>(frame.nspec), "Number of spectra"));
+  SPEXD_RETURN_IF_ERROR(f->WriteKey("WAVEMIN", meta.wmin, "First wavelength [Angstroms]"));
+  SPEXD_RETURN_IF_ERROR(f->WriteKey("WAVEMAX", meta.wmax, "Last wavelength [Angstroms]"));
+  SPEXD_RETURN_IF_ERROR(f->WriteKey("WAVESTEP", meta.dw, "Wavelength step size [Angstroms]"));
+  SPEXD_RETURN_IF_ERROR(f->WriteKey("SPECTER", std::string(kSpexdVersion), "spexd version"));
+  SPEXD_RETURN_IF_ERROR(f->WriteKey("IN_PSF", meta.in_psf, "Input spectral PSF"));
+  SPEXD_RETURN_IF_ERROR(f->WriteKey("IN_IMG", meta.in_img, "Input image"));
+  if (!meta.orig_psf.empty()) {
+    SPEXD_RETURN_IF_ERROR(f->WriteKey("ORIG_PSF", meta.orig_psf, "Original input PSF"));
+  }
+  SPEXD_RETURN_IF_ERROR(f->WriteKey("FIBERMIN", static_cast<long>(frame.specmin), "First fibre"));
+  SPEXD_RETURN_IF_ERROR(f->WriteKey("BUNIT", std::string("electron/Angstrom"), nullptr));
+  SPEXD_RETURN_IF_ERROR(SetDependency(f, "spexd", kSpexdVersion));
+  SPEXD_RETURN_IF_ERROR(SetDependency(f, "cfitsio", kCfitsioVersion));
+  return absl::OkStatus();
+}
+
+// SCORES: a binary table of float64 columns (desispec writes astropy Table(frame.scores)
+// of float64 arrays) with the score comments on the TTYPEn cards, as write_frame does.
+absl::Status WriteScores(FitsFile* f, const std::vector<FrameScore>& scores, long nspec) {
+  if (scores.empty()) return absl::OkStatus();
+  std::vector<char*> ttype, tform;
+  char format[] = "D";
+  for (const FrameScore& s : scores) {
+    ttype.push_back(const_cast<char*>(s.name.c_str()));
+    tform.push_back(format);
+  }
+  int status = 0;
+  fits_create_tbl(f->get(), BINARY_TBL, nspec, static_cast<int>(scores.size()), ttype.data(),
+                  tform.data(), nullptr, "SCORES", &status);
+  for (std::size_t c = 0; status == 0 && c < scores.size(); ++c) {
+    const std::string key = absl::StrCat("TTYPE", c + 1);
+    fits_modify_comment(f->get(), key.c_str(), scores[c].comment.c_str(), &status);
+    fits_write_col(f->get(), TDOUBLE, static_cast<int>(c + 1), 1, 1, nspec,
+                   const_cast<double*>(scores[c].values.data()), &status);
+  }
+  if (status != 0) return f->Error(status, "writing SCORES");
+  return Checksum(f);
+}
+
+absl::Status CopyFibermap(FitsFile* out, const Frame& frame, const FrameMetadata& meta) {
+  if (meta.fibermap_fits.empty()) return absl::OkStatus();
+  SPEXD_ASSIGN_OR_RETURN(FitsFile in, FitsFile::OpenMemory(meta.fibermap_fits.data(),
+                                                           meta.fibermap_fits.size(), "FIBERMAP"));
+  SPEXD_RETURN_IF_ERROR(in.MoveToHdu("FIBERMAP"));
+  long nrows = 0;
+  int status = 0;
+  fits_get_num_rows(in.get(), &nrows, &status);
+  if (status != 0) return in.Error(status, "reading FIBERMAP rows");
+  if (frame.specmin + frame.nspec > nrows) {
+    return absl::InvalidArgumentError(absl::StrCat("FIBERMAP has ", nrows, " rows, fewer than fibre ",
+                                                   frame.specmin + frame.nspec - 1));
+  }
+  // The whole table, then drop the rows of fibres not extracted (desispec slices the
+  // fibermap to the frame's fibres).
+  fits_copy_hdu(in.get(), out->get(), 0, &status);
+  const long last = frame.specmin + frame.nspec;
+  if (status == 0 && nrows > last) fits_delete_rows(out->get(), last + 1, nrows - last, &status);
+  if (status == 0 && frame.specmin > 0) fits_delete_rows(out->get(), 1, frame.specmin, &status);
+  if (status != 0) return out->Error(status, "copying FIBERMAP");
+  return Checksum(out);
+}
+
+std::atomic<unsigned> g_tmp_counter{0};
+
+}  // namespace
+
+absl::StatusOr<std::string> FrameToFits(const Frame& frame, const FrameMetadata& meta) {
+  const long ns = frame.nspec, nw = frame.nwave, nk = 2 * frame.ndiag + 1;
+  SPEXD_ASSIGN_OR_RETURN(FitsFile f, FitsFile::CreateMemory("frame"));
+  auto flux = ToFloat(frame.flux);
+  SPEXD_RETURN_IF_ERROR(f.WriteImage<float>("FLUX", {nw, ns}, flux.data()));
+  SPEXD_RETURN_IF_ERROR(WriteFrameHeader(&f, frame, meta));
+  SPEXD_RETURN_IF_ERROR(Checksum(&f));
+  auto ivar = ToFloat(frame.ivar);
+  SPEXD_RETURN_IF_ERROR(f.WriteImage<float>("IVAR", {nw, ns}, ivar.data()));
+  SPEXD_RETURN_IF_ERROR(Checksum(&f));
+  SPEXD_RETURN_IF_ERROR(f.WriteImage<uint32_t>("MASK", {nw, ns}, frame.mask.data()));
+  SPEXD_RETURN_IF_ERROR(Checksum(&f));
+  SPEXD_RETURN_IF_ERROR(f.WriteImage<double>("WAVELENGTH", {nw}, frame.wave.data()));
+  SPEXD_RETURN_IF_ERROR(f.WriteKey("BUNIT", std::string("Angstrom"), nullptr));
+  SPEXD_RETURN_IF_ERROR(Checksum(&f));
+  auto res = ToFloat(frame.rdiags);
+  SPEXD_RETURN_IF_ERROR(f.WriteImage<float>("RESOLUTION", {nw, nk, ns}, res.data()));
+  SPEXD_RETURN_IF_ERROR(Checksum(&f));
+  SPEXD_RETURN_IF_ERROR(CopyFibermap(&f, frame, meta));
+  auto chi2 = ToFloat(frame.chi2pix);
+  SPEXD_RETURN_IF_ERROR(f.WriteImage<float>("CHI2PIX", {nw, ns}, chi2.data()));
+  SPEXD_RETURN_IF_ERROR(Checksum(&f));
+  SPEXD_RETURN_IF_ERROR(WriteScores(&f, ComputeRawScores(frame), ns));
+  return f.TakeMemory();
+}
+
+absl::StatusOr<std::string> ModelToFits(const Frame& frame, const FrameMetadata& meta) {
+  if (frame.model.empty()) return absl::FailedPreconditionError("frame has no model image");
+  SPEXD_ASSIGN_OR_RETURN(FitsFile f, FitsFile::CreateMemory("model"));
+  SPEXD_RETURN_IF_ERROR(f.WriteImage<double>(
+      "MODEL", {static_cast<long>(frame.model_width), static_cast<long>(frame.model_height)},
+      frame.model.data()));
+  SPEXD_RETURN_IF_ERROR(WriteFrameHeader(&f, frame, meta));
+  SPEXD_RETURN_IF_ERROR(Checksum(&f));
+  return f.TakeMemory();
+}
+
+namespace {
+
+// Writes all bytes to fd, then flushes them to disk.
+absl::Status WriteAllAndSync(int fd, const std::string& bytes, const std::string& path) {
+  std::size_t done = 0;
+  while (done < bytes.size()) {
+    ssize_t n = write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return absl::InternalError(absl::StrCat(path, ": write failed: ", std::strerror(errno)));
+    }
+    done += static_cast<std::size_t>(n);
+  }
+  if (fsync(fd) != 0) {
+    return absl::InternalError(absl::StrCat(path, ": flush failed: ", std::strerror(errno)));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status WriteFileAtomically(const std::string& path, const std::string& bytes) {
+  const std::string tmp =
+      absl::StrCat(path, ".tmp-", getpid(), "-", g_tmp_counter.fetch_add(1));
+  std::filesystem::path dir = std::filesystem::path(path).parent_path();
+  if (dir.empty()) dir = std::filesystem::path(".");
+  // Preferably an unnamed file (O_TMPFILE): a crash while writing leaves nothing behind.
+  // It gets a name only once complete, and is renamed over `path` at once.
+  int fd = open(dir.c_str(), O_TMPFILE | O_WRONLY | O_CLOEXEC, 0644);
+  bool named = false;
+  if (fd < 0) {
+    // Filesystems without O_TMPFILE: a named temporary, removed on every failure path.
+    fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    named = true;
+  }
+  if (fd < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": cannot create temporary file: ", std::strerror(errno)));
+  }
+  absl::Status st = WriteAllAndSync(fd, bytes, path);
+  if (st.ok() && !named) {
+    fchmod(fd, 0644);
+    const std::string proc = absl::StrCat("/proc/self/fd/", fd);
+    if (linkat(AT_FDCWD, proc.c_str(), AT_FDCWD, tmp.c_str(), AT_SYMLINK_FOLLOW) != 0) {
+      st = absl::InternalError(absl::StrCat(path, ": link failed: ", std::strerror(errno)));
+    }
+    named = st.ok();
+  }
+  if (close(fd) != 0 && st.ok()) {
+    st = absl::InternalError(absl::StrCat(path, ": close failed: ", std::strerror(errno)));
+  }
+  if (st.ok() && std::rename(tmp.c_str(), path.c_str()) != 0) {
+    st = absl::InternalError(absl::StrCat(path, ": rename failed: ", std::strerror(errno)));
+  }
+  if (!st.ok() && named) unlink(tmp.c_str());
+  return st;
+}
+
+absl::StatusOr<std::string> FitsBytesForPath(const std::string& path, std::string fits) {
+  if (!absl::EndsWith(path, ".gz")) return fits;
+  return GzipCompress(fits);
+}
+
+absl::Status WriteFitsAtomically(const std::string& path, const std::string& fits) {
+  if (!absl::EndsWith(path, ".gz")) return WriteFileAtomically(path, fits);
+  SPEXD_ASSIGN_OR_RETURN(std::string gz, GzipCompress(fits));
+  return WriteFileAtomically(path, gz);
+}
+
+}  // namespace spexd::core

@@ -1,0 +1,49 @@
+// Writes an extracted frame in the desispec layout (extraction-spec §5.3), atomically.
+#ifndef SPEXD_CORE_FRAME_WRITER_H_
+#define SPEXD_CORE_FRAME_WRITER_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "core/plan/extraction_params.h"
+#include "core/frame/frame.h"
+
+namespace spexd::core {
+
+struct FrameMetadata {
+  std::vector<std::string> image_header;  // IMAGE header cards of the input
+  std::string fibermap_fits;              // FIBERMAP as FITS bytes (may be empty)
+  std::string in_psf;                     // IN_PSF value (input PSF path)
+  std::string in_img;                     // IN_IMG value (input image path)
+  std::string orig_psf;                   // ORIG_PSF (the PSF's own IN_PSF), optional
+  double wmin = 0, wmax = 0, dw = 0;      // requested grid (WAVEMIN, WAVEMAX, WAVESTEP)
+};
+
+// Builds the frame file in memory: FLUX (primary), IVAR, MASK (uint32), WAVELENGTH,
+// RESOLUTION, FIBERMAP (rows specmin..specmin+nspec-1, when given), CHI2PIX, SCORES
+// (desispec's RAW scores, core/frame/internal/frame_scores.h; absent when no bin is in the camera's
+// band), with desispec's header keywords, DEPNAMnn/DEPVERnn provenance (spexd and
+// CFITSIO, the software that made and wrote the numbers; the same for a local run, the
+// server and spexctl over the server, whose files are equal) and CHECKSUM/DATASUM on
+// every HDU.
+absl::StatusOr<std::string> FrameToFits(const Frame& frame, const FrameMetadata& meta);
+// Model image file: a primary float64 [H][W] image with the frame header.
+absl::StatusOr<std::string> ModelToFits(const Frame& frame, const FrameMetadata& meta);
+
+// Writes bytes to `path` atomically: a temporary file in the same directory, fsync,
+// then rename. A reader never sees a partial file; on failure nothing is left behind.
+absl::Status WriteFileAtomically(const std::string& path, const std::string& bytes);
+
+// Writes the bytes of a FITS file to `path` with WriteFileAtomically, gzip-compressed
+// when `path` ends in ".gz" (as CFITSIO, astropy and desispec do for such names). The
+// CHECKSUM/DATASUM cards stay those of the uncompressed HDUs, as with CFITSIO.
+absl::Status WriteFitsAtomically(const std::string& path, const std::string& fits);
+// The bytes to store for a FITS file at `path`: gzip-compressed when it ends in ".gz",
+// else `fits` unchanged (for writers with their own atomic write).
+absl::StatusOr<std::string> FitsBytesForPath(const std::string& path, std::string fits);
+
+}  // namespace spexd::core
+
+#endif  // SPEXD_CORE_FRAME_WRITER_H_

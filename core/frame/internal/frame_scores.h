@@ -1,0 +1,44 @@
+// The RAW scores desispec attaches to an extracted frame (SCORES HDU): desi_extract_spectra
+// calls desispec.specscore.compute_and_append_frame_scores(frame, suffix="RAW") with its
+// default flux_per_angstrom=False, on the float64 per-Angstrom fluxes before they are
+// written as float32. Same definitions here, with the order of operations numpy uses for
+// desispec's expressions, so that the Python client (which evaluates them with numpy)
+// gets the same bits.
+#ifndef SPEXD_CORE_FRAME_SCORES_H_
+#define SPEXD_CORE_FRAME_SCORES_H_
+
+#include <string>
+#include <vector>
+
+#include "core/frame/frame.h"
+
+namespace spexd::core {
+
+struct FrameScore {
+  std::string name;     // e.g. SUM_RAW_COUNT_R
+  std::string comment;  // desispec's TTYPE comment
+  std::vector<double> values;  // [nspec]
+};
+
+// Camera band ("b", "r" or "z") from the mean wavelength, as desispec's auto-detection:
+// b up to 5800 A, z from 7600 A, r in between.
+char ScoreBand(const std::vector<double>& wave);
+
+// SUM_RAW_COUNT_<B>, MEDIAN_RAW_COUNT_<B>, MEDIAN_RAW_SNR_<B> over the band's top hat
+// [lo, hi) (b 4000-5800, r 5800-7600, z 7600-9800 A), with dwave = numpy.gradient(wave):
+//   SUM    = sum of flux over the band bins (in wavelength order);
+//   COUNT  = median of flux / dwave;
+//   SNR    = median of sqrt(max(ivar, 0)) * flux / sqrt(dwave).
+// MASK plays no part (desispec's definition). Empty when no bin falls in the band
+// (desispec raises there; spexd then writes no SCORES HDU).
+std::vector<FrameScore> ComputeRawScores(const Frame& frame);
+
+// numpy's pairwise float64 summation (add.reduce over a contiguous axis: numpy.mean of
+// the grid) and
+// numpy.median (mean of the two middle values for even sizes, computed as (a + b) / 2).
+double NumpySum(const double* values, std::size_t n);
+double NumpyMedian(std::vector<double> values);
+
+}  // namespace spexd::core
+
+#endif  // SPEXD_CORE_FRAME_SCORES_H_

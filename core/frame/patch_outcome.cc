@@ -1,0 +1,29 @@
+#include "core/frame/patch_outcome.h"
+
+#include <cstddef>
+
+namespace spexd::core {
+
+void CountOutcome(PatchOutcome outcome, PatchCounts* counts) {
+  switch (outcome) {
+    case PatchOutcome::kExtracted: ++counts->extracted; break;
+    case PatchOutcome::kRetried: ++counts->extracted; ++counts->retried; break;
+    case PatchOutcome::kFailed: ++counts->failed; break;
+    case PatchOutcome::kSkipped: ++counts->skipped; break;
+  }
+}
+
+void MarkPatchFailed(const PatchPlan& plan, const PatchDesc& d, BundleResult* bundle) {
+  const int nk = 2 * plan.ndiag + 1, nwave = bundle->nwave;
+  for (int s = 0; s < plan.nper; ++s) {
+    const std::size_t row = static_cast<std::size_t>(d.out_row - d.bundle * plan.bundlesize + s);
+    for (int w = 0; w < d.nkeep; ++w) {
+      const std::size_t i = row * nwave + d.out_col + w;
+      bundle->flux[i] = bundle->ivar[i] = bundle->pixmask_fraction[i] = bundle->chi2pix[i] = 0.0;
+      bundle->failed_bins[i] = 1;
+      for (int k = 0; k < nk; ++k) bundle->rdiags[(row * nk + k) * nwave + d.out_col + w] = 0.0;
+    }
+  }
+}
+
+}  // namespace spexd::core

@@ -1,0 +1,547 @@
+#include "core/io/preproc.h"
+
+#include <fitsio.h>
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <new>
+#include <optional>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/synchronization/mutex.h"
+#include "core/io/fits_file.h"
+#include "core/io/fits_gunzip.h"
+#include "core/io/internal/gzip.h"
+#include "core/base/parallel_for.h"
+#include "core/numerics/pixel_rules.h"
+#include "core/io/internal/plane_decode.h"
+#include "core/base/status_macros.h"
+
+namespace spexd::core {
+namespace {
+
+// Bytes a decoded pixel takes: IMAGE and IVAR as float64, MASK as 16 bits.
+constexpr int64_t kDecodedBytesPerPixel = 8 + 8 + 2;
+
+std::string ShapeText(const FitsFile::ImageInfo& info) {
+  std::string out;
+  // FITS lists NAXIS1 (x, fastest) first; print row-major [NAXISn]...[NAXIS1] as the
+  // spec writes shapes ([H][W]).
+  for (auto it = info.naxes.rbegin(); it != info.naxes.rend(); ++it) {
+    absl::StrAppend(&out, "[", *it, "]");
+  }
+  return out.empty() ? "[] (NAXIS = 0)" : out;
+}
+
+// Moves to `extname`. false when the file has no such HDU; any other failure (e.g. a
+// header cut off by truncation) is returned as an error.
+absl::StatusOr<bool> MoveIfPresent(FitsFile& file, absl::string_view extname) {
+  absl::Status status = file.MoveToHdu(extname);
+  if (status.ok()) return true;
+  if (absl::IsNotFound(status)) return false;
+  return status;
+}
+
+absl::Status MissingHdu(const FitsFile& file, const std::string& extname) {
+  return absl::InvalidArgumentError(
+      absl::StrCat(file.name(), ": missing ", extname, " HDU (no HDU with EXTNAME '", extname,
+                   "'; a DESI preproc file has IMAGE, IVAR, MASK, FIBERMAP)"));
+}
+
+// Validates the current HDU as a complete, non-empty 2-D image of at most `max_pixels`
+// pixels (RESOURCE_EXHAUSTED past it: judged from the header, tile-compressed or not,
+// before anything is decoded) and returns its description.
+absl::StatusOr<FitsFile::ImageInfo> CheckPlane(FitsFile& file, int64_t max_pixels) {
+  SPEXD_ASSIGN_OR_RETURN(FitsFile::ImageInfo info, file.GetImageInfo());
+  if (info.naxes.size() != 2) {
+    bool empty = info.naxes.empty();
+    for (long a : info.naxes) empty = empty || a == 0;
+    if (empty) return file.Invalid(absl::StrCat("empty image ", ShapeText(info)));
+    return file.Invalid(absl::StrCat("image must be 2-D, is ", ShapeText(info)));
+  }
+  if (info.naxes[0] <= 0 || info.naxes[1] <= 0) {
+    return file.Invalid(absl::StrCat("empty image ", ShapeText(info)));
+  }
+  if (info.naxes[0] > max_pixels / info.naxes[1]) {
+    const double pixels = static_cast<double>(info.naxes[0]) * static_cast<double>(info.naxes[1]);
+    return absl::ResourceExhaustedError(absl::StrCat(
+        file.Invalid(absl::StrFormat("image %s has %.0f pixels, over the limit of %d",
+                                     ShapeText(info), pixels, max_pixels))
+            .message(),
+        absl::StrFormat(" (decoding it would take %.0f MiB); refused before decoding",
+                        pixels * kDecodedBytesPerPixel / (1 << 20))));
+  }
+  SPEXD_RETURN_IF_ERROR(file.CheckHduComplete());
+  return info;
+}
+
+// IMAGE and IVAR are floating point in preproc files (spec §5.1). An integer plane
+// means a wrong HDU or a raw (not preprocessed) image, so it is refused rather than
+// converted.
+absl::Status CheckFloatPlane(const FitsFile& file, const FitsFile::ImageInfo& info) {
+  if (info.equiv_bitpix == FLOAT_IMG || info.equiv_bitpix == DOUBLE_IMG) {
+    return absl::OkStatus();
+  }
+  return file.Invalid(absl::StrCat("wrong pixel type: BITPIX ", info.equiv_bitpix,
+                                   " (expected float32 -32 or float64 -64)"));
+}
+
+absl::Status CheckSameShape(const FitsFile& file, const std::string& what,
+                            const FitsFile::ImageInfo& info,
+                            const FitsFile::ImageInfo& image_info) {
+  if (info.naxes == image_info.naxes) return absl::OkStatus();
+  return file.Invalid(absl::StrCat(what, " shape ", ShapeText(info),
+                                   " does not match IMAGE shape ", ShapeText(image_info)));
+}
+
+// MASK holds ccdmask bits in 16 bits (spec §5.1: int16 on disk, read as uint16).
+// uint16 (int16 + BZERO 32768) and uint8 convert directly; plain int16 keeps its bit
+// pattern (two's complement, so -32768 is bit 15); int32 must hold values that fit in
+// 16 bits, because silently dropping high bits would unmask pixels under kAnyBit.
+// The bits go to a block from `buffers` (null: one of its own), uninitialised until read:
+// the mask lives only while the frame is decoded, so its memory is reused frame to frame.
+absl::StatusOr<PlaneBuffer<uint16_t>> ReadMaskBits(FitsFile& file, const FitsFile::ImageInfo& info,
+                                                   PlaneBufferPool* buffers) {
+  std::size_t n = 1;
+  for (long a : info.naxes) n *= static_cast<std::size_t>(a);
+  // Read as int16 (or uint16) straight into the uint16 array (same size; a signed and an
+  // unsigned type may alias): the bit pattern is kept.
+  auto read16 = [&](int type) -> absl::StatusOr<PlaneBuffer<uint16_t>> {
+    PlaneBuffer<uint16_t> bits = PlaneBuffer<uint16_t>::Make(n, buffers);
+    int status = 0, anynul = 0;
+    std::vector<long> fpixel(info.naxes.size(), 1);
+    fits_read_pix(file.get(), type, fpixel.data(), static_cast<LONGLONG>(n), nullptr,
+                  bits.data(), &anynul, &status);
+    if (status != 0) return file.Error(status, "reading MASK data (truncated or corrupt file?)");
+    return bits;
+  };
+  switch (info.equiv_bitpix) {
+    case BYTE_IMG:
+    case USHORT_IMG:
+      return read16(TUSHORT);
+    case SHORT_IMG:
+      return read16(TSHORT);
+    case LONG_IMG: {
+      SPEXD_ASSIGN_OR_RETURN(std::vector<int32_t> raw, file.ReadImage<int32_t>());
+      PlaneBuffer<uint16_t> bits = PlaneBuffer<uint16_t>::Make(raw.size(), buffers);
+      for (std::size_t i = 0; i < raw.size(); ++i) {
+        if (raw[i] < 0 || raw[i] > 0xFFFF) {
+          return file.Invalid(absl::StrCat("MASK value ", raw[i], " at pixel ", i,
+                                           " does not fit in 16 mask bits"));
+        }
+        bits[i] = static_cast<uint16_t>(raw[i]);
+      }
+      return bits;
+    }
+    default:
+      return file.Invalid(absl::StrCat("wrong pixel type for MASK: BITPIX ", info.equiv_bitpix,
+                                       " (expected an integer type: uint8, int16, uint16 "
+                                       "or int32)"));
+  }
+}
+
+// The FIBERMAP table as a standalone FITS file (empty primary + the table), so that the
+// output writer can copy it unchanged (spec §5.2, §5.3).
+absl::StatusOr<std::string> CopyFibermap(FitsFile& file) {
+  int status = 0, hdutype = 0;
+  fits_get_hdu_type(file.get(), &hdutype, &status);
+  if (status != 0) return file.Error(status, "reading HDU type");
+  if (hdutype != BINARY_TBL) return file.Invalid("FIBERMAP is not a binary table");
+  SPEXD_RETURN_IF_ERROR(file.CheckHduComplete());
+  SPEXD_ASSIGN_OR_RETURN(FitsFile out, FitsFile::CreateMemory(file.name() + "[FIBERMAP]"));
+  SPEXD_RETURN_IF_ERROR(file.CopyCurrentHduTo(out));
+  return out.TakeMemory();
+}
+
+// Pixels tested at once for rules that would change none of them.
+constexpr std::size_t kRulesGroup = 64;
+
+// Whether the rules keep all kRulesGroup float32 pixels from `image`, `ivar` (and `mask`,
+// may be null) as they are; false may also mean "not known" (float64 planes: not tested).
+template <typename T>
+bool GroupKept(uint16_t bad_bits, const uint16_t* mask, const T* image, const T* ivar) {
+  if constexpr (!std::is_same_v<T, float>) {
+    return false;
+  } else {
+    uint32_t flags = 0;
+    for (std::size_t j = 0; j < kRulesGroup; ++j) {
+      uint32_t image_bits, ivar_bits;
+      std::memcpy(&image_bits, image + j, 4);
+      std::memcpy(&ivar_bits, ivar + j, 4);
+      flags |= Float32RuleFlags(image_bits, ivar_bits);
+    }
+    uint16_t bits = 0;
+    if (mask != nullptr) {
+      for (std::size_t j = 0; j < kRulesGroup; ++j) bits |= mask[j];
+    }
+    return (flags >> 31) == 0 && (bits & bad_bits) == 0;
+  }
+}
+
+// The rules on pixels [lo, hi) of planes of type T, through float64 values: for float32
+// planes every result is the pixel's value or 0, so narrowing it back is exact and the
+// planes hold what the float64 path computes. Groups the rules keep are only read (most
+// are: a value written back would be the same bits).
+template <typename T>
+void ApplyRulesRange(uint16_t bad_bits, const uint16_t* mask, T* image, T* ivar, std::size_t lo,
+                     std::size_t hi, std::size_t* n_masked, std::size_t* n_nonfinite) {
+  std::size_t masked = 0, nonfinite = 0;
+  for (std::size_t g = lo; g < hi; g += kRulesGroup) {
+    const std::size_t e = std::min(hi, g + kRulesGroup);
+    if (e - g == kRulesGroup &&
+        GroupKept(bad_bits, mask != nullptr ? mask + g : nullptr, image + g, ivar + g)) {
+      continue;
+    }
+    for (std::size_t i = g; i < e; ++i) {
+      double im = image[i], iv = ivar[i];
+      const unsigned what =
+          ApplyPixelRule(bad_bits, mask != nullptr ? mask[i] : uint16_t{0}, &im, &iv);
+      image[i] = static_cast<T>(im);
+      ivar[i] = static_cast<T>(iv);
+      nonfinite += (what & kPixelNonfinite) != 0 ? 1 : 0;
+      masked += (what & kPixelMasked) != 0 ? 1 : 0;
+    }
+  }
+  *n_masked += masked;
+  *n_nonfinite += nonfinite;
+}
+
+// The rules on chunk `c` of planes of `n` pixels (pixels [c * kDecodeChunkPixels, ...)).
+template <typename T>
+void ApplyRulesChunk(uint16_t bad_bits, const uint16_t* mask, T* image, T* ivar, std::size_t n,
+                     int c, std::size_t* n_masked, std::size_t* n_nonfinite) {
+  const std::size_t lo = static_cast<std::size_t>(c) * kDecodeChunkPixels;
+  const std::size_t hi = std::min(n, lo + static_cast<std::size_t>(kDecodeChunkPixels));
+  ApplyRulesRange<T>(bad_bits, mask, image, ivar, lo, hi, n_masked, n_nonfinite);
+}
+
+// Pixels decoded per plane before the rules go over them: 2 x 256 KiB of float32, in
+// cache still.
+constexpr int64_t kRulesBlockPixels = int64_t{1} << 16;
+
+// Decodes chunk `c` of IMAGE and IVAR into `image` and `ivar`, block by block, each
+// block followed by the rules (with `rules`) while it is in cache.
+template <typename T>
+absl::Status DecodeChunk(const FitsFile::RawBytes& bytes, const FitsFile::RawFloatImage& raw_image,
+                         const FitsFile::RawFloatImage& raw_ivar, int c, T* image, T* ivar,
+                         bool rules, uint16_t bad_bits, const uint16_t* mask,
+                         std::size_t* n_masked, std::size_t* n_nonfinite) {
+  const int64_t lo = int64_t{c} * kDecodeChunkPixels;
+  const int64_t hi = std::min(raw_image.pixels, lo + kDecodeChunkPixels);
+  for (int64_t p = lo; p < hi; p += kRulesBlockPixels) {
+    const int64_t e = std::min(hi, p + kRulesBlockPixels);
+    SPEXD_RETURN_IF_ERROR(DecodeRawRange(bytes, raw_image, p, e, image));
+    SPEXD_RETURN_IF_ERROR(DecodeRawRange(bytes, raw_ivar, p, e, ivar));
+    if (rules) {
+      ApplyRulesRange<T>(bad_bits, mask, image, ivar, static_cast<std::size_t>(p),
+                         static_cast<std::size_t>(e), n_masked, n_nonfinite);
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Large allocations are the one place the reader can throw (std::bad_alloc); convert
+// at the module edge (style.md "Errors").
+template <typename Fn>
+auto Guarded(const std::string& name, Fn fn) -> decltype(fn()) {
+  try {
+    return fn();
+  } catch (const std::bad_alloc&) {
+    return absl::ResourceExhaustedError(absl::StrCat(name, ": out of memory reading preproc"));
+  }
+}
+
+}  // namespace
+
+absl::Status PreprocReader::Stopped() const {
+  if (stop_ && stop_()) return absl::CancelledError(absl::StrCat(file_.name(), ": reading stopped"));
+  return absl::OkStatus();
+}
+
+absl::Status PreprocReader::CheckHeaders() {
+  FitsFile& file = file_;
+  const int64_t max_pixels = limits_.max_image_pixels;
+  SPEXD_ASSIGN_OR_RETURN(bool has_image, MoveIfPresent(file, "IMAGE"));
+  if (!has_image) return MissingHdu(file, "IMAGE");
+  SPEXD_ASSIGN_OR_RETURN(image_info_, CheckPlane(file, max_pixels));
+  SPEXD_RETURN_IF_ERROR(CheckFloatPlane(file, image_info_));
+
+  SPEXD_ASSIGN_OR_RETURN(bool has_ivar, MoveIfPresent(file, "IVAR"));
+  if (!has_ivar) return MissingHdu(file, "IVAR");
+  SPEXD_ASSIGN_OR_RETURN(FitsFile::ImageInfo ivar_info, CheckPlane(file, max_pixels));
+  SPEXD_RETURN_IF_ERROR(CheckSameShape(file, "IVAR", ivar_info, image_info_));
+  SPEXD_RETURN_IF_ERROR(CheckFloatPlane(file, ivar_info));
+
+  SPEXD_ASSIGN_OR_RETURN(has_mask_, MoveIfPresent(file, "MASK"));
+  if (has_mask_) {
+    SPEXD_ASSIGN_OR_RETURN(FitsFile::ImageInfo mask_info, CheckPlane(file, max_pixels));
+    SPEXD_RETURN_IF_ERROR(CheckSameShape(file, "MASK", mask_info, image_info_));
+  }
+
+  SPEXD_ASSIGN_OR_RETURN(has_fibermap_, MoveIfPresent(file, "FIBERMAP"));
+  if (!has_fibermap_ && options_.require_fibermap) return MissingHdu(file, "FIBERMAP");
+  return absl::OkStatus();
+}
+
+absl::Status PreprocReader::ReadMask(PlaneBuffer<uint16_t>* mask) {
+  if (!has_mask_) return absl::OkStatus();
+  FitsFile& file = file_;
+  SPEXD_RETURN_IF_ERROR(file.MoveToHdu("MASK"));
+  SPEXD_ASSIGN_OR_RETURN(FitsFile::ImageInfo mask_info, file.GetImageInfo());
+  SPEXD_ASSIGN_OR_RETURN(*mask, ReadMaskBits(file, mask_info, options_.load_buffers));
+  return absl::OkStatus();
+}
+
+absl::Status PreprocReader::ReadFibermap(PreprocImage* frame) {
+  if (!has_fibermap_) return absl::OkStatus();
+  SPEXD_RETURN_IF_ERROR(file_.MoveToHdu("FIBERMAP"));
+  SPEXD_ASSIGN_OR_RETURN(frame->fibermap_fits, CopyFibermap(file_));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<PreprocImage> PreprocReader::ReadPlanes() {
+  FitsFile& file = file_;
+  PreprocImage frame;
+  frame.source_name = file.name();
+  frame.width = width();
+  frame.height = height();
+  SPEXD_RETURN_IF_ERROR(file.MoveToHdu("IMAGE"));
+  SPEXD_ASSIGN_OR_RETURN(frame.image_header, file.ReadUserCards());
+  SPEXD_ASSIGN_OR_RETURN(std::optional<FitsFile::RawFloatImage> raw_image, file.GetRawFloatImage());
+  SPEXD_RETURN_IF_ERROR(file.MoveToHdu("IVAR"));
+  SPEXD_ASSIGN_OR_RETURN(std::optional<FitsFile::RawFloatImage> raw_ivar, file.GetRawFloatImage());
+  PlaneBuffer<uint16_t> mask;
+  if (raw_image.has_value() && raw_ivar.has_value()) {
+    // Plain float planes (every preproc file desispec writes): decoded here in chunks on
+    // the pool while this thread, the only one using the CFITSIO handle, reads MASK and
+    // FIBERMAP.
+    const bool float32 = options_.keep_float32 && raw_image->bitpix == FLOAT_IMG &&
+                         raw_ivar->bitpix == FLOAT_IMG;
+    const std::size_t n = static_cast<std::size_t>(raw_image->pixels);
+    if (float32) {
+      frame.image32 = PlaneBuffer<float>::Make(n, options_.buffers);
+      frame.ivar32 = PlaneBuffer<float>::Make(n, options_.buffers);
+    } else {
+      frame.image.resize(n);
+      frame.ivar.resize(n);
+    }
+    SPEXD_ASSIGN_OR_RETURN(FitsFile::RawBytes bytes, file.OpenRawBytes());
+    const int chunks = DecodeChunks(raw_image->pixels);
+    const uint16_t bad_bits = MaskBadBits(options_.mask_policy);
+    // The pixel rules are applied to each chunk as it is decoded, while it is in cache,
+    // once the mask is there; chunks decoded before that get them afterwards.
+    std::atomic<bool> mask_ready{!has_mask_};
+    std::vector<char> ruled(static_cast<std::size_t>(chunks), 0);  // each set by its chunk's task
+    std::atomic<std::size_t> n_masked{0}, n_nonfinite{0};
+    absl::Mutex mu;
+    absl::Status decode;
+    // Task 0 is MASK and FIBERMAP, on the CFITSIO handle (used by this task alone), taken
+    // first (by this thread, unless a pool thread is quicker); the others are chunks of
+    // the two planes.
+    absl::Status side;
+    auto task = [&](int /*worker*/, int t) {
+      if (t == 0) {
+        side = ReadMask(&mask);
+        if (!side.ok()) return;
+        mask_ready.store(true, std::memory_order_release);
+        side = ReadFibermap(&frame);
+        return;
+      }
+      const int c = t - 1;
+      const bool rules = mask_ready.load(std::memory_order_acquire);
+      const uint16_t* bits = rules ? mask.data() : nullptr;  // task 0 may be writing `mask`
+      std::size_t masked = 0, nonfinite = 0;
+      absl::Status st =
+          float32 ? DecodeChunk(bytes, *raw_image, *raw_ivar, c, frame.image32.data(),
+                                frame.ivar32.data(), rules, bad_bits, bits, &masked, &nonfinite)
+                  : DecodeChunk(bytes, *raw_image, *raw_ivar, c, frame.image.data(),
+                                frame.ivar.data(), rules, bad_bits, bits, &masked, &nonfinite);
+      if (!st.ok()) {
+        absl::MutexLock lock(&mu);
+        if (decode.ok()) decode = std::move(st);
+        return;
+      }
+      ruled[static_cast<std::size_t>(c)] = rules ? 1 : 0;
+      n_masked += masked;
+      n_nonfinite += nonfinite;
+    };
+    ParallelFor(options_.pool, HardwareThreads(), 1 + chunks, task);
+    SPEXD_RETURN_IF_ERROR(side);
+    SPEXD_RETURN_IF_ERROR(decode);
+    SPEXD_RETURN_IF_ERROR(Stopped());
+    std::vector<int> left;
+    for (int c = 0; c < chunks; ++c) {
+      if (ruled[static_cast<std::size_t>(c)] == 0) left.push_back(c);
+    }
+    ParallelFor(options_.pool, HardwareThreads(), static_cast<int>(left.size()),
+                [&](int /*worker*/, int i) {
+                  std::size_t masked = 0, nonfinite = 0;
+                  if (float32) {
+                    ApplyRulesChunk(bad_bits, mask.data(), frame.image32.data(),
+                                    frame.ivar32.data(), n, left[static_cast<std::size_t>(i)],
+                                    &masked, &nonfinite);
+                  } else {
+                    ApplyRulesChunk(bad_bits, mask.data(), frame.image.data(), frame.ivar.data(),
+                                    n, left[static_cast<std::size_t>(i)], &masked, &nonfinite);
+                  }
+                  n_masked += masked;
+                  n_nonfinite += nonfinite;
+                });
+    frame.n_masked = n_masked.load();
+    frame.n_nonfinite = n_nonfinite.load();
+    return frame;
+  } else {
+    // Anything else (float64 with scaling, tile-compressed planes): CFITSIO converts to
+    // float64 while reading (exact for float32, spec §2.1), decompresses tiles and applies
+    // BSCALE/BZERO.
+    SPEXD_RETURN_IF_ERROR(file.MoveToHdu("IMAGE"));
+    SPEXD_ASSIGN_OR_RETURN(frame.image, file.ReadImage<double>());
+    SPEXD_RETURN_IF_ERROR(Stopped());
+    SPEXD_RETURN_IF_ERROR(file.MoveToHdu("IVAR"));
+    SPEXD_ASSIGN_OR_RETURN(frame.ivar, file.ReadImage<double>());
+    SPEXD_RETURN_IF_ERROR(Stopped());
+    SPEXD_RETURN_IF_ERROR(ReadMask(&mask));
+    SPEXD_RETURN_IF_ERROR(ReadFibermap(&frame));
+  }
+  SPEXD_RETURN_IF_ERROR(Stopped());
+  ApplyPixelRules(has_mask_ ? mask.data() : nullptr, options_.mask_policy, &frame, options_.pool);
+  return frame;
+}
+
+absl::StatusOr<PreprocReader> PreprocReader::Open(const std::string& path,
+                                                  const PreprocOptions& options,
+                                                  const FitsSizeLimits& limits, StopFn stop) {
+  return Guarded(path, [&]() -> absl::StatusOr<PreprocReader> {
+    if (FileIsGzip(path)) {
+      // Inflated here, within the limits, rather than by CFITSIO (which would inflate
+      // the whole stream before any header could be checked).
+      const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+      if (fd < 0) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(path, ": cannot open: ", std::strerror(errno)));
+      }
+      absl::StatusOr<InflatedFits> fits = InflateFitsFd(fd, path, limits, stop, options.load_buffers);
+      close(fd);
+      if (!fits.ok()) return fits.status();
+      return OpenInflated(*std::move(fits), path, options, limits, stop);
+    }
+    SPEXD_ASSIGN_OR_RETURN(FitsFile file, FitsFile::OpenRead(path));
+    PreprocReader reader(std::move(file), options, limits, stop);
+    SPEXD_RETURN_IF_ERROR(reader.CheckHeaders());
+    return reader;
+  });
+}
+
+absl::StatusOr<PreprocReader> PreprocReader::OpenMemory(std::string bytes, const std::string& name,
+                                                        const PreprocOptions& options,
+                                                        const FitsSizeLimits& limits,
+                                                        StopFn stop) {
+  return Guarded(name, [&]() -> absl::StatusOr<PreprocReader> {
+    if (IsGzip(bytes)) {
+      absl::StatusOr<InflatedFits> fits = InflateFits(bytes, name, limits, stop, options.load_buffers);
+      bytes = std::string();  // the compressed upload, no longer needed
+      if (!fits.ok()) return fits.status();
+      return OpenInflated(*std::move(fits), name, options, limits, stop);
+    }
+    SPEXD_ASSIGN_OR_RETURN(FitsFile file, FitsFile::OpenMemory(std::move(bytes), name));
+    PreprocReader reader(std::move(file), options, limits, stop);
+    SPEXD_RETURN_IF_ERROR(reader.CheckHeaders());
+    return reader;
+  });
+}
+
+absl::StatusOr<PreprocReader> PreprocReader::OpenInflated(InflatedFits fits, const std::string& name,
+                                                          const PreprocOptions& options,
+                                                          const FitsSizeLimits& limits,
+                                                          StopFn stop) {
+  absl::StatusOr<FitsFile> file = fits.block.empty()
+                                      ? FitsFile::OpenMemory(std::move(fits.bytes), name)
+                                      : FitsFile::OpenMemory(std::move(fits.block), name);
+  if (!file.ok()) return file.status();
+  PreprocReader reader(*std::move(file), options, limits, std::move(stop));
+  SPEXD_RETURN_IF_ERROR(reader.CheckHeaders());
+  return reader;
+}
+
+absl::StatusOr<PreprocImage> PreprocReader::Read() {
+  SPEXD_RETURN_IF_ERROR(Stopped());
+  return Guarded(file_.name(), [&] { return ReadPlanes(); });
+}
+
+absl::StatusOr<PreprocImage> ReadPreproc(const std::string& path, const PreprocOptions& options) {
+  SPEXD_ASSIGN_OR_RETURN(PreprocReader reader, PreprocReader::Open(path, options));
+  return reader.Read();
+}
+
+absl::StatusOr<PreprocImage> ReadPreprocFromMemory(const void* data, std::size_t size,
+                                                   const std::string& name,
+                                                   const PreprocOptions& options) {
+  std::string bytes;
+  try {
+    bytes.assign(static_cast<const char*>(data), size);
+  } catch (const std::bad_alloc&) {
+    return absl::ResourceExhaustedError(absl::StrCat(name, ": out of memory reading preproc"));
+  }
+  SPEXD_ASSIGN_OR_RETURN(PreprocReader reader, PreprocReader::OpenMemory(std::move(bytes), name, options));
+  return reader.Read();
+}
+
+namespace {
+
+template <typename T, typename Plane>
+void ApplyRules(uint16_t bad_bits, const uint16_t* mask, Plane& image, Plane& ivar,
+                TaskPool* pool, PreprocImage* frame) {
+  const std::size_t n = image.size() < ivar.size() ? image.size() : ivar.size();
+  const int chunks = DecodeChunks(static_cast<int64_t>(n));
+  std::atomic<std::size_t> n_masked{0}, n_nonfinite{0};
+  ParallelFor(pool, HardwareThreads(), chunks, [&](int /*worker*/, int c) {
+    std::size_t masked = 0, nonfinite = 0;
+    ApplyRulesChunk<T>(bad_bits, mask, image.data(), ivar.data(), n, c, &masked, &nonfinite);
+    n_masked += masked;
+    n_nonfinite += nonfinite;
+  });
+  frame->n_masked = n_masked.load();
+  frame->n_nonfinite = n_nonfinite.load();
+}
+
+}  // namespace
+
+void ApplyPixelRules(const uint16_t* mask, MaskPolicy policy, PreprocImage* frame, TaskPool* pool) {
+  const uint16_t bad_bits = MaskBadBits(policy);
+  if (frame->has_float32_planes()) {
+    ApplyRules<float>(bad_bits, mask, frame->image32, frame->ivar32, pool, frame);
+  } else {
+    ApplyRules<double>(bad_bits, mask, frame->image, frame->ivar, pool, frame);
+  }
+}
+
+void WidenPlanes(PreprocImage* frame, TaskPool* pool) {
+  if (!frame->has_float32_planes()) return;
+  const std::size_t n = frame->image32.size();
+  frame->image.resize(n);
+  frame->ivar.resize(frame->ivar32.size());
+  const int chunks = DecodeChunks(static_cast<int64_t>(n));
+  ParallelFor(pool, HardwareThreads(), chunks, [&](int /*worker*/, int c) {
+    const std::size_t lo = static_cast<std::size_t>(c) * kDecodeChunkPixels;
+    const std::size_t hi = std::min(n, lo + static_cast<std::size_t>(kDecodeChunkPixels));
+    for (std::size_t i = lo; i < hi; ++i) frame->image[i] = frame->image32[i];
+    for (std::size_t i = lo; i < hi && i < frame->ivar32.size(); ++i) frame->ivar[i] = frame->ivar32[i];
+  });
+  frame->image32.Release();
+  frame->ivar32.Release();
+}
+
+}  // namespace spexd::core

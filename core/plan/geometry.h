@@ -1,0 +1,63 @@
+// Warm, immutable state of one (PSF, wavelength grid, patch geometry, image shape):
+// the patch plan, and the spots of each bundle evaluated once and kept.
+#ifndef SPEXD_CORE_GEOMETRY_H_
+#define SPEXD_CORE_GEOMETRY_H_
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "core/plan/extraction_params.h"
+#include "core/plan/patch_plan.h"
+#include "core/io/psf.h"
+#include "core/plan/spots.h"
+
+namespace spexd::core {
+
+class Geometry {
+ public:
+  // Validates `params` against the PSF and plans every patch. `cache_spots` keeps each
+  // bundle's spots after first use (about 90 MB per bundle for the r camera).
+  static absl::StatusOr<std::shared_ptr<const Geometry>> Create(
+      std::shared_ptr<const Psf> psf, const ExtractionParams& params, int image_height,
+      int image_width, bool cache_spots = true);
+
+  // Host bytes that the spots of every bundle would hold if kept (cache_spots): all
+  // nspec fibres on the padded grid the planner builds (RequestedGrid, spec §2.2–2.3).
+  // 0 when the grid is invalid (Create reports that).
+  static std::size_t SpotsBytes(const ExtractionParams& params, const Psf& psf);
+
+  // The fields of `params` that shape the geometry, as a string usable as a cache key
+  // (together with the PSF identity and the image shape).
+  static std::string Key(const ExtractionParams& params, int image_height, int image_width);
+
+  const Psf& psf() const { return *psf_; }
+  const std::shared_ptr<const Psf>& psf_ptr() const { return psf_; }
+  const PatchPlan& plan() const { return plan_; }
+  const ExtractionParams& params() const { return params_; }
+  // numpy.gradient of the output grid, for photons/bin -> photons/Angstrom.
+  const std::vector<double>& dwave() const { return dwave_; }
+
+  // Spots of bundle `b` for all fullwave wavelengths. Thread-safe; computed on first use,
+  // on the caller and `pool`'s threads (EvaluateSpots).
+  std::shared_ptr<const Spots> BundleSpots(int b, TaskPool* pool = nullptr) const;
+  // Host bytes held (plan + cached spots).
+  std::size_t MemoryBytes() const;
+
+ private:
+  Geometry() = default;
+  std::shared_ptr<const Psf> psf_;
+  PatchPlan plan_;
+  ExtractionParams params_;
+  std::vector<double> dwave_;
+  bool cache_spots_ = true;
+  mutable absl::Mutex mu_;
+  mutable std::vector<std::shared_ptr<const Spots>> spots_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace spexd::core
+
+#endif  // SPEXD_CORE_GEOMETRY_H_

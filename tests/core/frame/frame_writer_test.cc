@@ -1,0 +1,143 @@
+#include "core/frame/frame_writer.h"
+
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+
+#include "core/io/fits_file.h"
+#include "core/base/version.h"
+#include "gtest/gtest.h"
+#include "tests/test_support.h"
+
+namespace spexd::core {
+namespace {
+
+Frame SmallFrame() {
+  Frame f;
+  f.specmin = 2;
+  f.nspec = 3;
+  f.nwave = 4;
+  f.ndiag = 1;
+  f.wave = {5760.0, 5760.8000000000002, 5761.6000000000004, 5762.4000000000005};
+  for (int i = 0; i < 12; ++i) {
+    f.flux.push_back(1.5 * i);
+    f.ivar.push_back(0.25 * i);
+    f.chi2pix.push_back(1.0 + i);
+    f.pixmask_fraction.push_back(0.0);
+    f.mask.push_back(i == 5 ? (kSomeBadPix | kBad2DFit) : 0u);
+  }
+  for (int i = 0; i < 36; ++i) f.rdiags.push_back(0.01 * i);
+  return f;
+}
+
+// A FIBERMAP with 6 rows (FIBER = 0..5) as FITS bytes.
+std::string Fibermap() {
+  auto f = FitsFile::CreateMemory("fm");
+  EXPECT_TRUE(f.ok());
+  int status = 0;
+  fits_create_img(f->get(), BYTE_IMG, 0, nullptr, &status);
+  char* ttype[] = {const_cast<char*>("FIBER")};
+  char* tform[] = {const_cast<char*>("J")};
+  fits_create_tbl(f->get(), BINARY_TBL, 6, 1, ttype, tform, nullptr, "FIBERMAP", &status);
+  int fibers[6] = {0, 1, 2, 3, 4, 5};
+  fits_write_col(f->get(), TINT, 1, 1, 1, 6, fibers, &status);
+  EXPECT_EQ(status, 0);
+  auto bytes = f->TakeMemory();
+  EXPECT_TRUE(bytes.ok());
+  return *bytes;
+}
+
+TEST(FrameWriterTest, DesispecLayoutAndKeywords) {
+  Frame frame = SmallFrame();
+  FrameMetadata meta;
+  meta.image_header = {"CAMERA  = 'r0      '           / Spectrograph Camera",
+                       "DEPNAM00= 'python  '", "DEPVER00= '3.11.2  '",
+                       "DEPNAM01= 'spexd   '", "DEPVER01= '0.0.1   '"};
+  meta.fibermap_fits = Fibermap();
+  meta.in_psf = "psf.fits";
+  meta.in_img = "preproc.fits";
+  meta.wmin = 5760.0; meta.wmax = 5762.4; meta.dw = 0.8;
+  auto bytes = FrameToFits(frame, meta);
+  ASSERT_TRUE(bytes.ok()) << bytes.status();
+  auto f = FitsFile::OpenMemory(bytes->data(), bytes->size(), "frame");
+  ASSERT_TRUE(f.ok());
+  // HDU order and types of desispec.io.write_frame (spec §5.3).
+  const char* names[] = {"FLUX",     "IVAR",    "MASK",  "WAVELENGTH", "RESOLUTION",
+                         "FIBERMAP", "CHI2PIX", "SCORES"};
+  ASSERT_EQ(*f->NumHdus(), 8);
+  for (int i = 0; i < 8; ++i) {
+    ASSERT_TRUE(f->MoveToHduIndex(i).ok());
+    EXPECT_EQ(*f->ReadString("EXTNAME"), names[i]);
+    EXPECT_TRUE(f->ReadString("CHECKSUM").ok()) << names[i];
+  }
+  ASSERT_TRUE(f->MoveToHdu("FLUX").ok());
+  EXPECT_EQ(*f->ReadString("BUNIT"), "electron/Angstrom");
+  EXPECT_EQ(*f->ReadString("CAMERA"), "r0");
+  EXPECT_EQ(*f->ReadLong("NSPEC"), 3);
+  EXPECT_EQ(*f->ReadLong("FIBERMIN"), 2);
+  EXPECT_EQ(*f->ReadDouble("WAVESTEP"), 0.8);
+  EXPECT_EQ(*f->ReadString("IN_PSF"), "psf.fits");
+  // desiutil.depend.setdep: the input's entries stay, spexd's version is updated in
+  // place, new names take the next free numbers.
+  EXPECT_EQ(*f->ReadString("DEPNAM00"), "python");
+  EXPECT_EQ(*f->ReadString("DEPVER01"), kSpexdVersion);
+  EXPECT_EQ(*f->ReadString("DEPNAM02"), "cfitsio");
+  EXPECT_FALSE(f->ReadString("DEPNAM03").ok());
+  auto info = f->GetImageInfo();
+  EXPECT_EQ(info->equiv_bitpix, FLOAT_IMG);
+  EXPECT_EQ(info->naxes, (std::vector<long>{4, 3}));
+  EXPECT_EQ(*f->ReadImage<double>(), std::vector<double>(frame.flux.begin(), frame.flux.end()));
+  ASSERT_TRUE(f->MoveToHdu("MASK").ok());
+  EXPECT_EQ(f->GetImageInfo()->equiv_bitpix, ULONG_IMG);  // BITPIX 32 + BZERO 2^31
+  EXPECT_EQ(*f->ReadImage<uint32_t>(), frame.mask);
+  ASSERT_TRUE(f->MoveToHdu("WAVELENGTH").ok());
+  EXPECT_EQ(f->GetImageInfo()->equiv_bitpix, DOUBLE_IMG);
+  EXPECT_EQ(*f->ReadImage<double>(), frame.wave);  // float64 kept exactly
+  ASSERT_TRUE(f->MoveToHdu("RESOLUTION").ok());
+  EXPECT_EQ(f->GetImageInfo()->naxes, (std::vector<long>{4, 3, 3}));
+  ASSERT_TRUE(f->MoveToHdu("FIBERMAP").ok());
+  long nrows = 0;
+  int status = 0, anynul = 0;
+  fits_get_num_rows(f->get(), &nrows, &status);
+  EXPECT_EQ(nrows, 3);  // fibres 2..4 only
+  int fibers[3] = {0, 0, 0};
+  fits_read_col(f->get(), TINT, 1, 1, 1, 3, nullptr, fibers, &anynul, &status);
+  EXPECT_EQ(fibers[0], 2);
+  EXPECT_EQ(fibers[2], 4);
+  // SCORES: float64 columns, one row per fibre, desispec's comments (grid in band b).
+  ASSERT_TRUE(f->MoveToHdu("SCORES").ok());
+  fits_get_num_rows(f->get(), &nrows, &status);
+  EXPECT_EQ(nrows, 3);
+  EXPECT_EQ(*f->ReadString("TTYPE1"), "SUM_RAW_COUNT_B");
+  EXPECT_EQ(*f->ReadString("TFORM1"), "D");
+  EXPECT_EQ(*f->ReadString("TTYPE3"), "MEDIAN_RAW_SNR_B");
+  char comment[FLEN_COMMENT] = {0};
+  char value[FLEN_VALUE] = {0};
+  fits_read_keyword(f->get(), "TTYPE2", value, comment, &status);
+  EXPECT_STREQ(comment, "median counts/A in wave. range 4000,5800A");
+  double sums[3] = {0, 0, 0};
+  fits_read_col(f->get(), TDOUBLE, 1, 1, 1, 3, nullptr, sums, &anynul, &status);
+  EXPECT_EQ(status, 0);
+  EXPECT_EQ(sums[0], 1.5 * (0 + 1 + 2 + 3));  // fibre 2: flux 1.5 * (0..3), all in band
+  EXPECT_EQ(sums[2], 1.5 * (8 + 9 + 10 + 11));
+}
+
+TEST(FrameWriterTest, AtomicWriteLeavesNoPartialFile) {
+  std::string dir = testing::MakeTempDir();
+  std::string path = dir + "/frame.fits";
+  ASSERT_TRUE(WriteFileAtomically(path, std::string(2880, 'a')).ok());
+  ASSERT_TRUE(WriteFileAtomically(path, std::string(5760, 'b')).ok());  // replaces
+  EXPECT_EQ(std::filesystem::file_size(path), 5760u);
+  int entries = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    (void)e;
+    ++entries;
+  }
+  EXPECT_EQ(entries, 1);  // no temporary left behind
+  auto st = WriteFileAtomically(dir + "/missing-dir/frame.fits", "x");
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("missing-dir"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace spexd::core

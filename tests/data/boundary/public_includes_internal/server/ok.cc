@@ -1,0 +1,2 @@
+// Fixture: a module using only the public header.
+#include "core/io/preproc.h"

@@ -90,8 +90,19 @@ class CompressedImageChecker {
     SPEXD_RETURN_IF_ERROR(CheckQuantization());
     if (codec_ == Codec::kRice) SPEXD_RETURN_IF_ERROR(CheckRiceParameters());
     SPEXD_RETURN_IF_ERROR(FindColumns());
-    return CheckTiles();
+    SPEXD_RETURN_IF_ERROR(CheckTiles());
+    // As imcomp_get_compressed_image_par decides (see the header).
+    const bool scaled = has_scale_column_;
+    const std::string q = String("ZQUANTIZ");
+    if ((float_ && !scaled) || q == "NONE") {
+      quantization_ = TileQuantization::kSetsLossless;
+    } else if (float_ && Field("ZQUANTIZ") != nullptr) {
+      quantization_ = TileQuantization::kQuantizedFloat;
+    }
+    return absl::OkStatus();
   }
+
+  TileQuantization quantization() const { return quantization_; }
 
  private:
   static absl::Status Invalid(absl::string_view what) {
@@ -157,6 +168,7 @@ class CompressedImageChecker {
       return Invalid(absl::StrCat("ZBITPIX = ", bits, " is not one of 8, 16, 32, 64, -32, -64"));
     }
     const std::int64_t value_bytes = (bits < 0 ? -bits : bits) / 8;
+    float_ = bits < 0;
     SPEXD_ASSIGN_OR_RETURN(auto znaxis, Int("ZNAXIS", 1, kMaxCompressDim, true));
     std::int64_t values = 1, tiles = 1, tile_pixels = 1;
     for (std::int64_t i = 1; i <= *znaxis; ++i) {
@@ -229,6 +241,12 @@ class CompressedImageChecker {
     if (bytepix_ != 1 && bytepix_ != 2 && bytepix_ != 4 && bytepix_ != 8) {
       return Invalid(absl::StrCat("RICE_1 BYTEPIX (ZVAL2) must be 1, 2, 4 or 8, got ", bytepix_));
     }
+    // A float image decoded as lossless reads 1- and 2-byte tiles as 8-byte values, past
+    // the tile's buffer; quantized floats are 4-byte integers (CFITSIO writes BYTEPIX 4).
+    if (float_ && bytepix_ < 4) {
+      return Invalid(absl::StrCat("RICE_1 BYTEPIX (ZVAL2) ", bytepix_,
+                                  " for a float image (ZBITPIX < 0): must be 4 or 8"));
+    }
     return absl::OkStatus();
   }
 
@@ -247,6 +265,7 @@ class CompressedImageChecker {
       const ColumnForm form = ParseColumnForm(tform);
       if (scalar) {
         if (form.kind != 0) return Invalid(absl::StrCat("column ", name, " is variable-length"));
+        has_scale_column_ = has_scale_column_ || name != "ZBLANK";
         continue;
       }
       if (std::any_of(columns_.begin(), columns_.end(),
@@ -318,9 +337,12 @@ class CompressedImageChecker {
         if (!read_(t_.data_start + heap + offset, stream.size(), stream.data())) {
           return Invalid(absl::StrCat("cannot read tile ", r + 1));
         }
+        // A float image's gzip tile must hold 4 or 8 bytes a pixel: CFITSIO reads 1- and
+        // 2-byte tiles of a lossless float image as 8-byte values, past the buffer.
+        const bool float_gzip = float_ && col.name == "COMPRESSED_DATA";
         absl::Status st = col.name == "COMPRESSED_DATA" && codec_ == Codec::kRice
                               ? CheckRiceStream(stream, pixels, blocksize_, bytepix_)
-                              : CheckGzipStream(stream, pixels * 8);
+                              : CheckGzipStream(stream, pixels * 8, float_gzip ? pixels * 4 : 0);
         if (!st.ok()) return Invalid(absl::StrCat("tile ", r + 1, ": ", st.message()));
       }
     }
@@ -332,7 +354,7 @@ class CompressedImageChecker {
   // CFITSIO 4.2.0 loops for ever, growing its buffer, on a truncated gzip tile (found by
   // fuzzing: a 20 KB upload held a loader thread without end), and would inflate a bomb
   // to any size.
-  absl::Status CheckGzipStream(std::string& in, std::int64_t cap) {
+  absl::Status CheckGzipStream(std::string& in, std::int64_t cap, std::int64_t min_bytes) {
     out_.resize(std::size_t{1} << 16);  // inflated into, a piece at a time
     z_stream zs{};
     if (inflateInit2(&zs, 15 + 32) != Z_OK) {  // gzip or zlib header
@@ -355,6 +377,10 @@ class CompressedImageChecker {
           "not a whole gzip stream of at most ", cap,
           " bytes (corrupt, truncated, or larger than its tile)"));
     }
+    if (static_cast<std::int64_t>(produced) < min_bytes) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "a float tile of ", produced, " bytes: under 4 bytes a pixel (", min_bytes, ")"));
+    }
     return absl::OkStatus();
   }
 
@@ -366,12 +392,19 @@ class CompressedImageChecker {
   std::vector<std::int64_t> axes_, tile_;  // ZNAXISn, ZTILEn
   std::vector<TileColumn> columns_;
   std::string out_;  // gzip output, discarded
+  bool float_ = false;            // ZBITPIX < 0
+  bool has_scale_column_ = false;  // a ZSCALE or ZZERO column
+  TileQuantization quantization_ = TileQuantization::kNone;
 };
 
 }  // namespace
 
-absl::Status CheckCompressedImage(const CheckedBinaryTable& table, FitsByteReader read) {
-  return CompressedImageChecker(table, read).Check();
+absl::Status CheckCompressedImage(const CheckedBinaryTable& table, FitsByteReader read,
+                                  TileQuantization* quantization) {
+  CompressedImageChecker checker(table, read);
+  SPEXD_RETURN_IF_ERROR(checker.Check());
+  *quantization = checker.quantization();
+  return absl::OkStatus();
 }
 
 }  // namespace spexd::core::internal

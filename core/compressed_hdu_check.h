@@ -38,7 +38,15 @@ struct CheckedBinaryTable {
 // HCOMPRESS_1, PLIO_1, BZIP2_1, NOCOMPRESS and anything else are refused. Reads each tile's bytes through `read` (RICE tiles are walked, gzip
 // tiles inflated with their output capped at the tile's size: CPU time in proportion to
 // the image, no memory beyond one tile's stream).
-absl::Status CheckCompressedImage(const CheckedBinaryTable& table, FitsByteReader read);
+//
+// CFITSIO keeps one quantization setting per open file and sets it to "lossless" for a
+// float HDU without ZSCALE/ZZERO columns (or ZQUANTIZ = 'NONE'), but never back when it
+// moves to a quantized HDU: that HDU is then decoded as lossless floats (wrong pixels).
+// `*quantization` says which of the two this HDU is, for the caller to refuse a file that
+// holds both.
+enum class TileQuantization { kNone, kSetsLossless, kQuantizedFloat };
+absl::Status CheckCompressedImage(const CheckedBinaryTable& table, FitsByteReader read,
+                                  TileQuantization* quantization);
 
 }  // namespace spexd::core::internal
 

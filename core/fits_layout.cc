@@ -165,7 +165,7 @@ class LayoutChecker {
   // Bytes of the HDU's data (§4.4.1.1: |BITPIX|/8 * GCOUNT * (PCOUNT + NAXIS1 * ... *
   // NAXISn)), each factor bounded by the file size, and the extension-specific keywords
   // that CFITSIO allocates from.
-  absl::StatusOr<std::int64_t> DataBytes(const Header& h, int hdu) const {
+  absl::StatusOr<std::int64_t> DataBytes(const Header& h, int hdu) {
     const bool primary = h.start == 0;
     SPEXD_ASSIGN_OR_RETURN(const std::int64_t value_bytes, ValueBytes(h, hdu, "BITPIX"));
     SPEXD_ASSIGN_OR_RETURN(const std::int64_t naxis, Int(h, hdu, "NAXIS", 0, kMaxAxes));
@@ -193,7 +193,7 @@ class LayoutChecker {
     return bytes;
   }
 
-  absl::Status CheckTable(const Header& h, int hdu, bool ascii, std::int64_t naxis) const {
+  absl::Status CheckTable(const Header& h, int hdu, bool ascii, std::int64_t naxis) {
     if (naxis != 2) return Invalid(hdu, "a table must have NAXIS = 2");
     SPEXD_ASSIGN_OR_RETURN(const std::int64_t tfields, Int(h, hdu, "TFIELDS", 0, kMaxFields));
     if (ascii) return absl::OkStatus();
@@ -221,9 +221,17 @@ class LayoutChecker {
       SPEXD_ASSIGN_OR_RETURN(table.rows, Int(h, hdu, "NAXIS2", 0, size_));
       SPEXD_ASSIGN_OR_RETURN(table.heap_bytes, Int(h, hdu, "PCOUNT", 0, size_));
       table.column_offsets = std::move(offsets);
-      absl::Status st = internal::CheckCompressedImage(table, read_);
+      internal::TileQuantization q = internal::TileQuantization::kNone;
+      absl::Status st = internal::CheckCompressedImage(table, read_, &q);
       if (absl::IsInvalidArgument(st)) return Invalid(hdu, st.message());
       SPEXD_RETURN_IF_ERROR(st);
+      (q == internal::TileQuantization::kSetsLossless ? sets_lossless_ : quantized_) |=
+          q != internal::TileQuantization::kNone;
+      if (sets_lossless_ && quantized_) {
+        return Invalid(hdu, "quantized and lossless tile-compressed float images in one file: "
+                            "CFITSIO 4.2 decodes a quantized one read after a lossless one as "
+                            "lossless (wrong pixels); compress them alike");
+      }
     }
     return absl::OkStatus();
   }
@@ -268,6 +276,8 @@ class LayoutChecker {
   }
 
   FitsByteReader read_;
+  // Tile-compressed HDUs seen so far (compressed_hdu_check.h: CFITSIO's quantization state).
+  bool sets_lossless_ = false, quantized_ = false;
   std::string extname_;  // of the HDU being checked, once its header is read
   const std::int64_t size_;
   const absl::string_view name_;

@@ -122,18 +122,16 @@ TEST(CompressedHduCheckTest, AcceptedCodecsStillDecode) {
   ASSERT_TRUE(plain.ok()) << plain.status();
   for (int codec : {RICE_1, GZIP_1, GZIP_2}) {
     SCOPED_TRACE(codec);
-    // MASK lossless; IMAGE quantized (dithered) in the same codec, with tiles of 7 rows
-    // (a cut last tile); IVAR lossless floats (gzip: CFITSIO cannot write lossless RICE
-    // floats).
+    // MASK lossless; IMAGE and IVAR quantized (dithered) in the same codec, IMAGE with
+    // tiles of 7 rows (a cut last tile).
     auto bytes = testing::RecompressHdus(
         f.preproc, {{"MASK", {codec, false, {}}},
                     {"IMAGE", {codec, true, {plain->width, 7}}},
-                    {"IVAR", {codec == RICE_1 ? GZIP_2 : codec, false, {}}}});
+                    {"IVAR", {codec, true, {}}}});
     ASSERT_TRUE(bytes.ok()) << bytes.status();
     auto read = ReadPreprocFromMemory(bytes->data(), bytes->size(), "c.fits", {});
     ASSERT_TRUE(read.ok()) << read.status();
-    EXPECT_EQ(read->ivar, plain->ivar);  // the MASK applied: ivar 0 where masked
-    EXPECT_EQ(read->n_masked, plain->n_masked);
+    EXPECT_EQ(read->n_masked, plain->n_masked);  // the MASK decoded and applied
     ASSERT_EQ(read->image.size(), plain->image.size());
     std::size_t close = 0;
     for (std::size_t i = 0; i < read->image.size(); ++i) {
@@ -157,6 +155,42 @@ TEST(CompressedHduCheckTest, AcceptedCodecsStillDecode) {
   auto zero = testing::WithHduCard(f.psf, "PSF", "PSFERROR", "0.");
   ASSERT_TRUE(zero.ok());
   EXPECT_TRUE(Psf::LoadFromMemory(zero->data(), zero->size(), "psf.fits").ok());
+}
+
+// Files astropy wrote (desispec's writer: CompImageHDU, RICE_1 by default; and GZIP_1), by
+// tests/fuzz/make_seeds.py: accepted as they are.
+TEST(CompressedHduCheckTest, AstropyWrittenMasksAreAccepted) {
+  const std::string fuzz = std::string(SPEXD_TEST_DATA_DIR) + "/../fuzz/corpus/";
+  for (const std::string name : {"compressed/preproc-astropy-rice-mask.fits",
+                                 "preproc/preproc-f64-compressed-mask.fits"}) {
+    const std::string bytes = testing::ReadBytes(fuzz + name);
+    ASSERT_FALSE(bytes.empty()) << name;
+    auto read = ReadPreprocFromMemory(bytes.data(), bytes.size(), name, {});
+    EXPECT_TRUE(read.ok()) << read.status();
+    // MASK bit 0 at one pixel (desispec masks it) and a negative ivar at another.
+    EXPECT_EQ(read.ok() ? read->n_masked : 0, 2u) << name;
+  }
+}
+
+// Lossless float tiles (IVAR, GZIP_2) beside quantized ones (IMAGE): CFITSIO 4.2 decodes the
+// quantized HDU as lossless once it has read the lossless one (found writing these tests:
+// every IMAGE pixel wrong, no error). Refused; so are float tiles of 1 or 2 bytes a pixel,
+// which that lossless path reads as 8-byte values, past the tile's buffer.
+TEST(CompressedHduCheckTest, MixedQuantizationAndNarrowFloatTilesAreRefused) {
+  const Files& f = TestFiles();
+  auto mixed = testing::RecompressHdus(
+      f.preproc, {{"IMAGE", {RICE_1, true, {}}}, {"IVAR", {GZIP_2, false, {}}}});
+  ASSERT_TRUE(mixed.ok()) << mixed.status();
+  absl::Status st = ReadAny(*mixed, false);
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
+  EXPECT_NE(st.message().find("quantized and lossless"), std::string::npos) << st;
+  auto rice = testing::RecompressHdus(f.preproc, {{"IMAGE", {RICE_1, true, {}}}});
+  ASSERT_TRUE(rice.ok());
+  auto narrow = testing::WithHduCard(*rice, "IMAGE", "ZVAL2", "2");
+  ASSERT_TRUE(narrow.ok());
+  st = ReadAny(*narrow, false);
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
+  EXPECT_NE(st.message().find("for a float image"), std::string::npos) << st;
 }
 
 TEST(CompressedHduCheckTest, CodecsDesiNeverWritesAreRefused) {
@@ -227,7 +261,7 @@ TEST(CompressedHduCheckTest, RepeatedCompressionKeywordIsRefused) {
   ASSERT_TRUE(rice.ok());
   // Rename the ZNAME2 card (after ZVAL1) into a second ZVAL1 of 0.
   std::string bytes = *rice;
-  const std::size_t at = bytes.find("ZNAME2  = 'BYTEPIX'");
+  const std::size_t at = bytes.find("ZNAME2  = 'BYTEPIX");
   ASSERT_NE(at, std::string::npos);
   std::string card = "ZVAL1   = 0";
   card.resize(80, ' ');
@@ -238,8 +272,8 @@ TEST(CompressedHduCheckTest, RepeatedCompressionKeywordIsRefused) {
 }
 
 // A RICE tile whose bytes are corrupt: CFITSIO checks the stream's end only after each
-// block, so it would read past the tile first. Zeroed bytes keep its leading-zero loop
-// reading on.
+// block, so it would read past the tile first (its leading-zero loop reads on until it
+// meets a non-zero byte).
 TEST(CompressedHduCheckTest, CorruptRiceTileIsRefused) {
   const Files& f = TestFiles();
   auto rice = testing::RecompressHdus(f.preproc, {{"MASK", {RICE_1, false, {}}}});
@@ -248,8 +282,11 @@ TEST(CompressedHduCheckTest, CorruptRiceTileIsRefused) {
   ASSERT_TRUE(tile.ok()) << tile.status();
   ASSERT_GT(tile->second, 3);
   std::string bytes = *rice;
-  // Keep the first value (2 bytes for 16-bit BYTEPIX), zero the codes.
+  // Keep the first value (2 bytes for 16-bit BYTEPIX); then a block header that selects
+  // Rice codes with no low bits (4 bits 0001: fs = 0), and zeros: each value's unary part
+  // never ends (zeros alone would be valid: blocks of repeated values).
   for (long long i = 2; i < tile->second; ++i) bytes[static_cast<std::size_t>(tile->first + i)] = 0;
+  bytes[static_cast<std::size_t>(tile->first + 2)] = 0x10;
   const absl::Status st = CheckFitsLayout(bytes.data(), bytes.size(), "r.fits");
   EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
   EXPECT_NE(st.message().find("RICE_1 stream"), std::string::npos) << st;

@@ -343,7 +343,10 @@ class CompressedImageChecker {
         absl::Status st = col.name == "COMPRESSED_DATA" && codec_ == Codec::kRice
                               ? CheckRiceStream(stream, pixels, blocksize_, bytepix_)
                               : CheckGzipStream(stream, pixels * 8, float_gzip ? pixels * 4 : 0);
-        if (!st.ok()) return Invalid(absl::StrCat("tile ", r + 1, ": ", st.message()));
+        if (!st.ok()) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("tile ", r + 1, " of the compressed image ", st.message()));
+        }
       }
     }
     return absl::OkStatus();
@@ -374,12 +377,12 @@ class CompressedImageChecker {
     inflateEnd(&zs);
     if (rc != Z_STREAM_END || static_cast<std::int64_t>(produced) > cap) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "not a whole gzip stream of at most ", cap,
+          "is not a whole gzip stream of at most ", cap,
           " bytes (corrupt, truncated, or larger than its tile)"));
     }
     if (static_cast<std::int64_t>(produced) < min_bytes) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "a float tile of ", produced, " bytes: under 4 bytes a pixel (", min_bytes, ")"));
+          "is a float tile of ", produced, " bytes, under 4 bytes a pixel (", min_bytes, ")"));
     }
     return absl::OkStatus();
   }

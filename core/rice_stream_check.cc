@@ -43,21 +43,21 @@ absl::Status CheckRiceStream(absl::string_view stream, std::int64_t pixels, int 
   const int bbits = 1 << fsbits;
   auto fail = [&](std::size_t at, absl::string_view what) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "RICE_1 stream of ", stream.size(), " bytes for a tile of ", pixels, " pixels ", what,
-        " (at byte ", at, "): corrupt, truncated, or not RICE data"));
+        "is not a RICE_1 stream of ", pixels, " pixels: its ", stream.size(), " bytes ", what,
+        " (at byte ", at, "; corrupt, truncated, or not RICE data)"));
   };
   if (stream.size() < static_cast<std::size_t>(first_bytes) + 1) {
-    return fail(0, "is too short to hold its first value");
+    return fail(0, "are too few for its first value");
   }
   RiceWalk w(stream.substr(first_bytes));  // the first value is stored as is
   std::uint32_t b = 0;
   std::uint32_t byte = 0;
-  if (!w.Next(&b)) return fail(first_bytes, "ends early");
+  if (!w.Next(&b)) return fail(first_bytes, "end early");
   std::int64_t nbits = 8;
   for (std::int64_t i = 0; i < pixels;) {
     nbits -= fsbits;
     while (nbits < 0) {
-      if (!w.Next(&byte)) return fail(first_bytes + w.pos(), "ends inside a block header");
+      if (!w.Next(&byte)) return fail(first_bytes + w.pos(), "end inside a block header");
       b = (b << 8) | byte;
       nbits += 8;
     }
@@ -70,25 +70,25 @@ absl::Status CheckRiceStream(absl::string_view stream, std::int64_t pixels, int 
       for (; i < imax; ++i) {  // values stored verbatim, bbits each
         int k = bbits - static_cast<int>(nbits);
         for (k -= 8; k >= 0; k -= 8) {
-          if (!w.Next(&b)) return fail(first_bytes + w.pos(), "ends inside a verbatim value");
+          if (!w.Next(&b)) return fail(first_bytes + w.pos(), "end inside a verbatim value");
         }
         if (nbits > 0) {
-          if (!w.Next(&b)) return fail(first_bytes + w.pos(), "ends inside a verbatim value");
+          if (!w.Next(&b)) return fail(first_bytes + w.pos(), "end inside a verbatim value");
           b &= (1u << nbits) - 1;
         } else {
           b = 0;
         }
       }
     } else if (fs > fsmax) {
-      return fail(first_bytes + w.pos(), absl::StrCat("has a split code ", fs, " above ", fsmax));
+      return fail(first_bytes + w.pos(), absl::StrCat("hold a split code ", fs, " above ", fsmax));
     } else {
       for (; i < imax; ++i) {  // Rice codes: a unary part, then fs bits
         std::int64_t run = 0;
         while (b == 0) {
           nbits += 8;
           run += 8;
-          if (run > kMaxZeroRunBits) return fail(first_bytes + w.pos(), "has a run of zero bits");
-          if (!w.Next(&b)) return fail(first_bytes + w.pos(), "ends inside a value");
+          if (run > kMaxZeroRunBits) return fail(first_bytes + w.pos(), "hold too long a run of zero bits");
+          if (!w.Next(&b)) return fail(first_bytes + w.pos(), "end inside a value");
         }
         int top = 31;  // the highest set bit of b (b < 256 here)
         while ((b >> top) == 0) --top;
@@ -96,7 +96,7 @@ absl::Status CheckRiceStream(absl::string_view stream, std::int64_t pixels, int 
         b ^= 1u << nbits;
         nbits -= fs;
         while (nbits < 0) {
-          if (!w.Next(&byte)) return fail(first_bytes + w.pos(), "ends inside a value");
+          if (!w.Next(&byte)) return fail(first_bytes + w.pos(), "end inside a value");
           b = (b << 8) | byte;
           nbits += 8;
         }

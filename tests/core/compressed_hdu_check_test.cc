@@ -176,6 +176,18 @@ TEST(CompressedHduCheckTest, AstropyWrittenMasksAreAccepted) {
 // quantized HDU as lossless once it has read the lossless one (found writing these tests:
 // every IMAGE pixel wrong, no error). Refused; so are float tiles of 1 or 2 bytes a pixel,
 // which that lossless path reads as 8-byte values, past the tile's buffer.
+// The compressed fuzz target's seeds in the accepted codecs read as they are.
+TEST(CompressedHduCheckTest, FuzzSeedsInAcceptedCodecsRead) {
+  const std::string dir = std::string(SPEXD_TEST_DATA_DIR) + "/../fuzz/corpus/compressed/";
+  for (const std::string name : {"preproc-rice-mask-rice-image.fits",
+                                 "preproc-gzip1-mask-gzip2-image.fits"}) {
+    const std::string bytes = testing::ReadBytes(dir + name);
+    EXPECT_TRUE(ReadAny(bytes, false).ok()) << name << ": " << ReadAny(bytes, false);
+  }
+  const std::string psf = testing::ReadBytes(dir + "psf-rice-xtrace-gzip2-ytrace.fits");
+  EXPECT_TRUE(ReadAny(psf, true).ok()) << ReadAny(psf, true);
+}
+
 TEST(CompressedHduCheckTest, MixedQuantizationAndNarrowFloatTilesAreRefused) {
   const Files& f = TestFiles();
   auto mixed = testing::RecompressHdus(

@@ -31,11 +31,11 @@ int Run(const std::string& fuzz_dir) {
       {"preproc-rice-mask-rice-image.fits", &preproc,
        {{"MASK", {RICE_1, false, {}}}, {"IMAGE", {RICE_1, true, {5, 2}}}}},
       {"preproc-gzip1-mask-gzip2-image.fits", &preproc,
-       {{"MASK", {GZIP_1, false, {}}}, {"IMAGE", {GZIP_2, true, {}}}, {"IVAR", {GZIP_1, false, {}}}}},
+       {{"MASK", {GZIP_1, false, {}}}, {"IMAGE", {GZIP_2, true, {}}}, {"IVAR", {GZIP_1, true, {}}}}},
       {"preproc-hcompress-mask.fits", &preproc, {{"MASK", {HCOMPRESS_1, false, {}}}}},
       {"preproc-plio-mask.fits", &preproc, {{"MASK", {PLIO_1, false, {}}}}},
       {"psf-rice-xtrace-gzip2-ytrace.fits", &psf,
-       {{"XTRACE", {RICE_1, true, {}}}, {"YTRACE", {GZIP_2, false, {}}}}},
+       {{"XTRACE", {RICE_1, true, {}}}, {"YTRACE", {GZIP_2, true, {}}}}},
   };
   for (const Seed& s : seeds) {
     auto bytes = RecompressHdus(*s.base, s.hdus);

@@ -215,6 +215,14 @@ absl::StatusOr<PsfReader::TableDomain> PsfReader::ReadTableKeywords(Psf* psf) {
     if (e < 0) return file_->Invalid("PSFERR is negative");
     psf->psferr_ = e;
   }
+  // PSFERROR is not used (above), but a negative model error marks a broken file, which
+  // is refused rather than extracted from (issue 21); DESI's PSFs carry 0.0 (spec §1.2).
+  if (HasKey("PSFERROR")) {
+    SPEXD_ASSIGN_OR_RETURN(double e, DoubleKey("PSFERROR"));
+    if (e < 0) {
+      return file_->Invalid(absl::StrCat("PSFERROR = ", e, " is negative (a model error is >= 0)"));
+    }
+  }
   psf->in_psf_ = file_->ReadOptionalString("IN_PSF");
   return domain;
 }

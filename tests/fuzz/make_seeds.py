@@ -39,7 +39,7 @@ def small_psf(nfib):
     return out
 
 
-def small_preproc(ny, nx, compressed_mask, with_fibermap, dtype):
+def small_preproc(ny, nx, compressed_mask, with_fibermap, dtype, mask_codec="GZIP_1"):
     rng = np.random.default_rng(7)
     image = rng.normal(10, 3, (ny, nx)).astype(dtype)
     ivar = np.full((ny, nx), 0.1, dtype)
@@ -54,7 +54,9 @@ def small_preproc(ny, nx, compressed_mask, with_fibermap, dtype):
     hdus[1].header["CAMERA"] = "r0"
     hdus[1].header["EXPID"] = 51060
     if compressed_mask:
-        hdus.append(fits.CompImageHDU(mask, name="MASK", compression_type="GZIP_1"))
+        # desispec writes CompImageHDU(mask.astype(int16)): astropy's default, RICE_1.
+        m = mask.astype(np.int16) if mask_codec == "RICE_1" else mask
+        hdus.append(fits.CompImageHDU(m, name="MASK", compression_type=mask_codec))
     else:
         hdus.append(fits.ImageHDU(mask.astype(np.int16), name="MASK"))
     if with_fibermap:
@@ -72,6 +74,8 @@ def main():
         corpus / "preproc" / "preproc-f32-fibermap.fits", overwrite=True)
     small_preproc(4, 7, True, False, np.float64).writeto(
         corpus / "preproc" / "preproc-f64-compressed-mask.fits", overwrite=True)
+    small_preproc(6, 5, True, True, np.float32, "RICE_1").writeto(
+        corpus / "compressed" / "preproc-astropy-rice-mask.fits", overwrite=True)
     (corpus / "config" / "basic.conf").write_text(
         "# spexd config\nlisten = 127.0.0.1:50051\n--workers=2\nqueue-depth = 8  # inline\n"
         "data_roots = /data:/scratch\n\nlog_level = info\n")

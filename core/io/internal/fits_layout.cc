@@ -1,7 +1,5 @@
 #include "core/io/internal/fits_layout.h"
 
-#include <zlib.h>
-
 #include <algorithm>
 #include <cstring>
 #include <map>
@@ -14,6 +12,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "core/base/status_macros.h"
+#include "core/io/internal/compressed_hdu_check.h"
+#include "core/io/internal/fits_card_value.h"
 
 namespace spexd::core {
 namespace {
@@ -22,17 +22,13 @@ constexpr std::int64_t kRecord = 2880;  // FITS standard §3.1
 constexpr std::size_t kCard = 80;
 constexpr std::int64_t kMaxAxes = 999;    // §4.4.1.1
 constexpr std::int64_t kMaxFields = 999;  // §7.2.1
-// A tile-compressed image may expand far beyond its stored bytes (a constant mask packs
-// into almost nothing), so its size is capped instead of bounded by the input: 4 GiB,
-// about 30 times the float64 image of a whole DESI CCD (4128 x 4114 x 8 bytes). The
-// readers bound their images further before reading them.
-constexpr std::int64_t kMaxUncompressedBytes = std::int64_t{1} << 32;
 
 // The keyword cards of one header, by name (the first card of a name wins, as in CFITSIO).
 struct Header {
   std::int64_t start = 0;      // byte offset of the header
   std::int64_t data_start = 0;
   std::map<std::string, std::string> values;  // value field (columns 11-80) of "KEY = " cards
+  std::vector<std::string> repeated;          // names of "KEY = " cards seen again
 };
 
 class LayoutChecker {
@@ -107,7 +103,10 @@ class LayoutChecker {
           extname_ = StringValue(h, "EXTNAME");
           return h;
         }
-        if (text.substr(8, 2) == "= ") h.values.emplace(key, std::string(text.substr(10)));
+        if (text.substr(8, 2) == "= " &&
+            !h.values.emplace(key, std::string(text.substr(10))).second) {
+          h.repeated.push_back(key);
+        }
       }
     }
   }
@@ -117,46 +116,24 @@ class LayoutChecker {
                                    std::int64_t lo, std::int64_t hi) const {
     auto it = h.values.find(key);
     if (it == h.values.end()) return Invalid(hdu, absl::StrCat("missing keyword ", key));
-    absl::string_view v = absl::StripLeadingAsciiWhitespace(it->second);
-    const std::size_t slash = v.find('/');
-    if (slash != absl::string_view::npos) v = v.substr(0, slash);
-    v = absl::StripTrailingAsciiWhitespace(v);
-    bool negative = false;
-    if (!v.empty() && (v[0] == '+' || v[0] == '-')) {
-      negative = v[0] == '-';
-      v.remove_prefix(1);
-    }
-    std::int64_t n = 0;
-    bool ok = !v.empty() && v.size() <= 18;  // 18 digits cannot overflow
-    for (char c : v) ok = ok && absl::ascii_isdigit(static_cast<unsigned char>(c));
-    if (ok) {
-      for (char c : v) n = n * 10 + (c - '0');
-      if (negative) n = -n;
-    }
-    if (!ok || n < lo || n > hi) {
+    const std::optional<std::int64_t> n = internal::CardInteger(it->second);
+    if (!n.has_value() || *n < lo || *n > hi) {
       return Invalid(hdu, absl::StrCat("keyword ", key, " must be an integer in [", lo, ", ", hi,
                                        "], got '", absl::StripAsciiWhitespace(it->second).substr(0, 30),
                                        "'"));
     }
-    return n;
+    return *n;
   }
 
   // A string keyword's text without its quotes and trailing blanks ("" when absent).
   static std::string StringValue(const Header& h, const std::string& key) {
     auto it = h.values.find(key);
-    if (it == h.values.end()) return "";
-    absl::string_view v = absl::StripLeadingAsciiWhitespace(it->second);
-    if (v.empty() || v[0] != '\'') return "";
-    v.remove_prefix(1);
-    const std::size_t end = v.find('\'');
-    return std::string(absl::StripTrailingAsciiWhitespace(v.substr(0, end)));
+    return it == h.values.end() ? "" : internal::CardString(it->second);
   }
 
   static bool Logical(const Header& h, const std::string& key) {
     auto it = h.values.find(key);
-    if (it == h.values.end()) return false;
-    absl::string_view v = absl::StripLeadingAsciiWhitespace(it->second);
-    return !v.empty() && v[0] == 'T';
+    return it != h.values.end() && internal::CardIsTrue(it->second);
   }
 
   // Bytes of one value of BITPIX-like keyword `key`.
@@ -188,7 +165,7 @@ class LayoutChecker {
   // Bytes of the HDU's data (§4.4.1.1: |BITPIX|/8 * GCOUNT * (PCOUNT + NAXIS1 * ... *
   // NAXISn)), each factor bounded by the file size, and the extension-specific keywords
   // that CFITSIO allocates from.
-  absl::StatusOr<std::int64_t> DataBytes(const Header& h, int hdu) const {
+  absl::StatusOr<std::int64_t> DataBytes(const Header& h, int hdu) {
     const bool primary = h.start == 0;
     SPEXD_ASSIGN_OR_RETURN(const std::int64_t value_bytes, ValueBytes(h, hdu, "BITPIX"));
     SPEXD_ASSIGN_OR_RETURN(const std::int64_t naxis, Int(h, hdu, "NAXIS", 0, kMaxAxes));
@@ -216,7 +193,7 @@ class LayoutChecker {
     return bytes;
   }
 
-  absl::Status CheckTable(const Header& h, int hdu, bool ascii, std::int64_t naxis) const {
+  absl::Status CheckTable(const Header& h, int hdu, bool ascii, std::int64_t naxis) {
     if (naxis != 2) return Invalid(hdu, "a table must have NAXIS = 2");
     SPEXD_ASSIGN_OR_RETURN(const std::int64_t tfields, Int(h, hdu, "TFIELDS", 0, kMaxFields));
     if (ascii) return absl::OkStatus();
@@ -236,122 +213,24 @@ class LayoutChecker {
                                        " bytes, NAXIS1 says ", row_bytes));
     }
     if (Logical(h, "ZIMAGE")) {
-      SPEXD_ASSIGN_OR_RETURN(const std::int64_t zbytes, ValueBytes(h, hdu, "ZBITPIX"));
-      SPEXD_ASSIGN_OR_RETURN(const std::int64_t znaxis, Int(h, hdu, "ZNAXIS", 0, kMaxAxes));
-      SPEXD_ASSIGN_OR_RETURN(
-          const std::int64_t zvalues,
-          AxesProduct(h, hdu, "ZNAXIS", znaxis, kMaxUncompressedBytes / zbytes,
-                      "tile-compressed image over 4 GiB"));
-      (void)zvalues;
-      SPEXD_RETURN_IF_ERROR(CheckGzipTiles(h, hdu, row_bytes, offsets, znaxis));
-    }
-    return absl::OkStatus();
-  }
-
-  // Tile-compressed images whose tiles are gzip streams (ZCMPTYPE GZIP_1 or GZIP_2, and
-  // the GZIP_COMPRESSED_DATA column of any): each tile's stream is inflated here with its
-  // output capped at the tile's size, and must end inside its bytes. CFITSIO 4.2.0 loops
-  // for ever, growing its buffer, on a truncated gzip tile (found by fuzzing: a 20 KB
-  // upload held a loader thread without end), and would inflate a bomb to any size.
-  absl::Status CheckGzipTiles(const Header& h, int hdu, std::int64_t row_bytes,
-                              const std::vector<std::int64_t>& offsets,
-                              std::int64_t znaxis) const {
-    const std::string cmptype = StringValue(h, "ZCMPTYPE");
-    const bool gzip = cmptype == "GZIP_1" || cmptype == "GZIP_2";
-    std::int64_t tile_values = 1;
-    for (std::int64_t i = 1; i <= znaxis; ++i) {
-      SPEXD_ASSIGN_OR_RETURN(const std::int64_t len,
-                             Int(h, hdu, absl::StrCat("ZNAXIS", i), 0, kMaxUncompressedBytes));
-      std::int64_t tile = i == 1 ? len : 1;
-      if (h.values.count(absl::StrCat("ZTILE", i)) != 0) {
-        SPEXD_ASSIGN_OR_RETURN(tile, Int(h, hdu, absl::StrCat("ZTILE", i), 1,
-                                         std::max<std::int64_t>(len, 1)));
-      }
-      tile_values *= std::max<std::int64_t>(tile, 1);  // bounded: ZNAXISn product < 2^32
-    }
-    // 8 bytes a value bounds every pixel type CFITSIO stores in a gzip tile.
-    const std::int64_t tile_cap = tile_values * 8;
-    for (std::size_t c = 0; c < offsets.size(); ++c) {
-      const std::int64_t col = static_cast<std::int64_t>(c) + 1;
-      const std::string ttype = absl::AsciiStrToUpper(StringValue(h, absl::StrCat("TTYPE", col)));
-      if (!((gzip && ttype == "COMPRESSED_DATA") || ttype == "GZIP_COMPRESSED_DATA")) continue;
-      const char kind = DescriptorKind(h, col);
-      if (kind == 0) continue;  // not a byte array in the heap: CFITSIO's business
-      SPEXD_RETURN_IF_ERROR(
-          InflateColumnTiles(h, hdu, row_bytes, offsets[c], kind == 'Q', tile_cap));
-    }
-    return absl::OkStatus();
-  }
-
-  // 'P' or 'Q' for a TFORMn of a variable-length byte array ("1PB(...)", "1QB(...)"), else 0.
-  static char DescriptorKind(const Header& h, std::int64_t col) {
-    std::string form = absl::AsciiStrToUpper(StringValue(h, absl::StrCat("TFORM", col)));
-    std::size_t i = 0;
-    while (i < form.size() && absl::ascii_isdigit(static_cast<unsigned char>(form[i]))) ++i;
-    if (i + 1 >= form.size() || (form[i] != 'P' && form[i] != 'Q') || form[i + 1] != 'B') return 0;
-    return form[i];
-  }
-
-  static std::int64_t BigEndian(const unsigned char* p, int n) {
-    std::uint64_t v = 0;
-    for (int i = 0; i < n; ++i) v = (v << 8) | p[i];
-    return n == 4 ? static_cast<std::int64_t>(static_cast<std::int32_t>(v))
-                  : static_cast<std::int64_t>(v);
-  }
-
-  absl::Status InflateColumnTiles(const Header& h, int hdu, std::int64_t row_bytes,
-                                  std::int64_t column_offset, bool q, std::int64_t tile_cap) const {
-    SPEXD_ASSIGN_OR_RETURN(const std::int64_t rows, Int(h, hdu, "NAXIS2", 0, size_));
-    std::int64_t pcount = 0;
-    if (h.values.count("PCOUNT") != 0) {
-      SPEXD_ASSIGN_OR_RETURN(pcount, Int(h, hdu, "PCOUNT", 0, size_));
-    }
-    const std::int64_t table_end = row_bytes * rows;  // both bounded by the file size
-    std::int64_t theap = table_end;
-    if (h.values.count("THEAP") != 0) {
-      SPEXD_ASSIGN_OR_RETURN(theap, Int(h, hdu, "THEAP", 0, table_end + pcount));
-    }
-    const std::int64_t heap_end = table_end + pcount;  // relative to the data start
-    const int half = q ? 8 : 4;
-    unsigned char desc[16];
-    std::string in;
-    std::string out(std::size_t{1} << 16, '\0');  // inflated into, a piece at a time
-    for (std::int64_t r = 0; r < rows; ++r) {
-      if (!read_(h.data_start + r * row_bytes + column_offset, 2 * half,
-                 reinterpret_cast<char*>(desc))) {
-        return Invalid(hdu, absl::StrCat("cannot read the descriptor of tile ", r + 1));
-      }
-      const std::int64_t count = BigEndian(desc, half);
-      const std::int64_t offset = BigEndian(desc + half, half);
-      if (count == 0) continue;
-      if (count < 0 || offset < 0 || count > heap_end || offset > heap_end - theap - count) {
-        return Invalid(hdu, absl::StrCat("tile ", r + 1, " of the compressed image lies outside "
-                                         "the heap (", count, " bytes at ", offset, ")"));
-      }
-      in.resize(static_cast<std::size_t>(count));
-      if (!read_(h.data_start + theap + offset, in.size(), in.data())) {
-        return Invalid(hdu, absl::StrCat("cannot read tile ", r + 1, " of the compressed image"));
-      }
-      z_stream zs{};
-      if (inflateInit2(&zs, 15 + 32) != Z_OK) {  // gzip or zlib header
-        return absl::ResourceExhaustedError("cannot start zlib");
-      }
-      zs.next_in = reinterpret_cast<Bytef*>(in.data());
-      zs.avail_in = static_cast<uInt>(in.size());
-      int rc = Z_OK;
-      // Each round consumes input or fills the piece (zlib returns Z_BUF_ERROR when it
-      // can do neither), and the output is capped: the loop ends.
-      while (rc == Z_OK && static_cast<std::int64_t>(zs.total_out) <= tile_cap) {
-        zs.next_out = reinterpret_cast<Bytef*>(out.data());
-        zs.avail_out = static_cast<uInt>(out.size());
-        rc = inflate(&zs, Z_NO_FLUSH);
-      }
-      const uLong produced = zs.total_out;
-      inflateEnd(&zs);
-      if (rc != Z_STREAM_END || static_cast<std::int64_t>(produced) > tile_cap) {
-        return Invalid(hdu, absl::StrCat(
-            "tile ", r + 1, " of the compressed image is not a whole gzip stream of at most ",
-            tile_cap, " bytes (corrupt, truncated, or larger than its tile)"));
+      internal::CheckedBinaryTable table;
+      table.cards = &h.values;
+      table.repeated = &h.repeated;
+      table.data_start = h.data_start;
+      table.row_bytes = row_bytes;
+      SPEXD_ASSIGN_OR_RETURN(table.rows, Int(h, hdu, "NAXIS2", 0, size_));
+      SPEXD_ASSIGN_OR_RETURN(table.heap_bytes, Int(h, hdu, "PCOUNT", 0, size_));
+      table.column_offsets = std::move(offsets);
+      internal::TileQuantization q = internal::TileQuantization::kNone;
+      absl::Status st = internal::CheckCompressedImage(table, read_, &q);
+      if (absl::IsInvalidArgument(st)) return Invalid(hdu, st.message());
+      SPEXD_RETURN_IF_ERROR(st);
+      (q == internal::TileQuantization::kSetsLossless ? sets_lossless_ : quantized_) |=
+          q != internal::TileQuantization::kNone;
+      if (sets_lossless_ && quantized_) {
+        return Invalid(hdu, "quantized and lossless tile-compressed float images in one file: "
+                            "CFITSIO 4.2 decodes a quantized one read after a lossless one as "
+                            "lossless (wrong pixels); compress them alike");
       }
     }
     return absl::OkStatus();
@@ -397,6 +276,8 @@ class LayoutChecker {
   }
 
   FitsByteReader read_;
+  // Tile-compressed HDUs seen so far (compressed_hdu_check.h: CFITSIO's quantization state).
+  bool sets_lossless_ = false, quantized_ = false;
   std::string extname_;  // of the HDU being checked, once its header is read
   const std::int64_t size_;
   const absl::string_view name_;

@@ -4,7 +4,9 @@
 // fuzzing, tests/fuzz/regressions/psf/). This walks the headers itself and refuses a file
 // unless every HDU's structural keywords are well-formed integers in the FITS standard's
 // ranges and every HDU's data fits in the bytes actually given, so that nothing CFITSIO
-// later allocates from a header can exceed the size of the input.
+// later allocates from a header can exceed the size of the input. Tile-compressed image
+// HDUs get the further check of compressed_hdu_check.h (codec, parameters, every tile's
+// stream).
 #ifndef SPEXD_CORE_FITS_LAYOUT_H_
 #define SPEXD_CORE_FITS_LAYOUT_H_
 

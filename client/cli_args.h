@@ -18,6 +18,9 @@ struct FlagSpec {
   char short_name = 0;     // e.g. 'i', or 0
   bool takes_value = true;
   std::string help;
+  // Set on a deprecated spelling: the canonical flag it stands for (docs/service.md,
+  // "Option names"). Its value is stored under that name; giving both is an error.
+  std::string alias_of;
 };
 
 class ParsedArgs {
@@ -37,7 +40,8 @@ class ParsedArgs {
 };
 
 // Parses `args` (without the program/subcommand names). Unknown flags and missing
-// values are INVALID_ARGUMENT with the flag named.
+// values are INVALID_ARGUMENT with the flag named. A deprecated alias fills its
+// canonical flag.
 absl::StatusOr<ParsedArgs> ParseArgs(const std::vector<FlagSpec>& specs,
                                      const std::vector<std::string>& args);
 std::string FormatHelp(const std::vector<FlagSpec>& specs);

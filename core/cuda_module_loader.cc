@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "core/module_identity.h"
 
@@ -79,7 +80,15 @@ absl::StatusOr<std::unique_ptr<Backend>> LoadCudaBackend(const BackendOptions& o
   }
   char error[kCudaModuleErrorSize] = {0};
   Backend* backend = create(&options, error, sizeof(error));
-  if (backend == nullptr) return absl::UnavailableError(error);
+  if (backend == nullptr) {
+    // A configuration the module refused (a bad SPEXD_CUDA_* switch, cuda/diagnostics.h)
+    // keeps its code across the C ABI, which carries only the status text.
+    constexpr absl::string_view kInvalid = "INVALID_ARGUMENT: ";
+    if (absl::StartsWith(error, kInvalid)) {
+      return absl::InvalidArgumentError(absl::string_view(error).substr(kInvalid.size()));
+    }
+    return absl::UnavailableError(error);
+  }
   return std::unique_ptr<Backend>(backend);
 }
 

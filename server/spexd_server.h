@@ -76,7 +76,7 @@ class SpexdServer {
 
   // Graceful drain: health NOT_SERVING, new extractions refused (UNAVAILABLE), work in
   // flight may finish within `grace`; then remaining calls are cancelled (workers stop
-  // at their next bundle boundary) and everything stops. Idempotent.
+  // at their next patch, CPU, or patch batch, CUDA) and everything stops. Idempotent.
   void Drain(absl::Duration grace);
 
   ServerMetrics& metrics();

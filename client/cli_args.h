@@ -7,6 +7,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -14,6 +15,14 @@
 namespace spexd::client {
 
 struct FlagSpec {
+  FlagSpec(std::string name, char short_letter = 0, bool with_value = true,
+           std::string help_text = "", std::string canonical = "")
+      : long_name(std::move(name)),
+        short_name(short_letter),
+        takes_value(with_value),
+        help(std::move(help_text)),
+        alias_of(std::move(canonical)) {}
+
   std::string long_name;   // without dashes, e.g. "input"
   char short_name = 0;     // e.g. 'i', or 0
   bool takes_value = true;

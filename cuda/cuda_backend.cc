@@ -191,7 +191,9 @@ class CudaBackend final : public core::Backend {
     released_.erase(std::remove_if(released_.begin(), released_.end(),
                                    [](const std::weak_ptr<const core::Geometry>& w) { return w.expired(); }),
                     released_.end());
-    auto drop = [this](const std::unique_ptr<GeometryState>& st) {
+    // Called only by the algorithms below, on this thread, under mu_.
+    auto drop = [this](const std::unique_ptr<GeometryState>& st)
+                    ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
       if (st->geometry().expired()) return true;
       for (const auto& r : released_) {
         if (SameOwner(r, st->geometry())) return true;

@@ -25,7 +25,7 @@ absl::StatusOr<LogLevel> ParseLogLevel(absl::string_view text) {
 
 absl::StatusOr<std::optional<core::BackendKind>> ParseBackendChoice(absl::string_view text) {
   if (text == "auto") return std::optional<core::BackendKind>();
-  absl::StatusOr<core::BackendKind> kind = core::ParseBackendKind(std::string(text));
+  absl::StatusOr<core::BackendKind> kind = core::ParseBackendKind(text);
   if (!kind.ok()) return Bad(absl::StrCat("--backend must be auto, cpu or cuda (got '", text, "')"));
   return std::optional<core::BackendKind>(*kind);
 }

@@ -16,6 +16,8 @@ import subprocess
 import unittest
 import warnings
 
+import grpc
+
 import spexd
 import spexd.aio
 from spexd import request
@@ -206,3 +208,48 @@ class CommandLineTest(unittest.TestCase):
         self.assertIn("reproduce", flags)
         self.assertIn("not where the work runs", out.stdout)
         self.assertEqual(run(SPEXCTL).returncode, 2)  # no subcommand: usage error
+
+
+class SharedRetryPolicyTest(unittest.TestCase):
+    """The one retry policy both clients loop through (spexd/_channel.py)."""
+
+    class Refusal(grpc.RpcError):
+        def __init__(self, code):
+            self._code = code
+
+        def code(self):
+            return self._code
+
+        def details(self):
+            return "refused"
+
+        def trailing_metadata(self):
+            return ()
+
+    def test_stream_errors(self):
+        from spexd import _channel
+        policy = _channel.Policy(retries=2)
+        down = self.Refusal(grpc.StatusCode.UNAVAILABLE)
+        gone = self.Refusal(grpc.StatusCode.NOT_FOUND)
+        r = _channel.Retrier(policy)
+        self.assertEqual(_channel.after_stream_error(gone, False, False, True, r),
+                         _channel.RELOAD_PSF)
+        with self.assertRaises(spexd.NotFound):  # reloaded once already
+            _channel.after_stream_error(gone, False, True, True, r)
+        self.assertGreater(_channel.after_stream_error(down, False, False, True, r), 0)
+        with self.assertRaises(spexd.Unavailable):  # retries spent
+            _channel.after_stream_error(down, False, False, True, r)
+        with self.assertRaises(spexd.Unavailable):  # bundles arrived: never retried
+            _channel.after_stream_error(down, True, False, True, _channel.Retrier(policy))
+        with self.assertRaises(spexd.InvalidArgument):
+            _channel.Retrier(policy).pause_or_raise(self.Refusal(grpc.StatusCode.INVALID_ARGUMENT))
+
+    def test_connect_checks_the_arguments_once(self):
+        from spexd import _channel
+        for bad in (dict(), dict(server="h:1", retries=0), dict(server="h:1", queue_wait=-1),
+                    dict(server="h:1", target="h:2")):
+            with self.assertRaises(ValueError, msg=str(bad)):
+                _channel.connect(**bad)
+        conn = _channel.connect("h:1", auth_token="t", queue_wait=5)
+        self.assertEqual(conn.policy.queue_wait, 5)
+        self.assertEqual(conn.metadata, (("authorization", "Bearer t"),))

@@ -73,7 +73,9 @@ TEST(ParamsRoundTripTest, EveryProtoFieldSurvivesServerThenClient) {
   const google::protobuf::Descriptor* d = in.GetDescriptor();
   for (int i = 0; i < d->field_count(); ++i) {
     const FieldDescriptor* f = d->field(i);
-    if (f->has_presence()) EXPECT_TRUE(in.GetReflection()->HasField(in, f)) << f->name();
+    if (f->has_presence()) {
+      EXPECT_TRUE(in.GetReflection()->HasField(in, f)) << f->name();
+    }
   }
   absl::StatusOr<core::ExtractionParams> params = server::ParamsFromProto(in, /*want_model=*/true);
   ASSERT_TRUE(params.ok()) << params.status();

@@ -144,7 +144,7 @@ TEST(SchedulerPrefetchTest, LoadersScaleWithGpuWorkers) {
     EXPECT_EQ(s.num_loaders(), 2 * Scheduler::kGpuPrefetch);
   }
   {
-    Scheduler cpu(0, 0, nullptr, 0, 1, plenty);
+    Scheduler cpu({.prefetch_memory_bytes = plenty}, nullptr);
     cpu.AddWorker(std::make_unique<NullBackend>(), -1);
     EXPECT_EQ(cpu.prefetch_bound(), Scheduler::kCpuPrefetch);
     EXPECT_EQ(cpu.num_loaders(), Scheduler::kCpuPrefetch);

@@ -154,7 +154,9 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   std::signal(SIGPIPE, SIG_IGN);
 
-  absl::SetProgramUsageMessage("spexd: DESI spectral extraction service (gRPC)");
+  absl::SetProgramUsageMessage(
+      "the DESI spectral extraction service (gRPC); the flags can also be given as "
+      "key = value lines in a --config file");
   absl::FlagsUsageConfig usage;
   usage.contains_help_flags = IsSpexdFlagFile;
   usage.contains_helpshort_flags = IsSpexdFlagFile;

@@ -20,6 +20,8 @@ using CreateFn = Backend* (*)(const BackendOptions*, char*, std::size_t);
 std::vector<std::string> Candidates(const BackendOptions& options) {
   if (!options.cuda_module.empty()) return {options.cuda_module};
   std::vector<std::string> candidates;
+  // The one switch read outside cuda/diagnostics.h's table (which lists it): the module
+  // is found before any backend exists.
   if (const char* env = std::getenv("SPEXD_CUDA_MODULE")) candidates.emplace_back(env);
   std::error_code ec;
   const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);

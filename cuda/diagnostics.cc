@@ -60,7 +60,8 @@ absl::Status ReadBatchPlan(EnvironmentLookup lookup, std::vector<int>* plan) {
 
 const std::vector<EnvironmentSwitch>& CudaEnvironmentSwitches() {
   static const std::vector<EnvironmentSwitch> table = {
-      {"SPEXD_CUDA_MODULE", "a path", "the CUDA module to load (else --cuda_module, then next to spexd)"},
+      {"SPEXD_CUDA_MODULE", "a path",
+       "the CUDA module to load when --cuda_module is not given (before the one next to spexd)"},
       {"SPEXD_CUDA_TIMELINE", kOnOff, "1: print each batch's stage ends and the host's waits"},
       {"SPEXD_CUDA_BATCH_PLAN", "a,b,... (bundles per batch, each >= 1)",
        "the bundles of each batch, the last repeating (default: the size Prepare chose)"},

@@ -24,23 +24,15 @@ absl::Status Refuse(const char* name, const std::string& value) {
                                                  Allowed(name), " (or unset)"));
 }
 
-// Sets *out from "0"/"1"; leaves the default when unset or empty.
-absl::Status ReadOnOff(EnvironmentLookup lookup, const char* name, bool* out) {
+// A two-valued switch: *out = false for `off`, true for `on`; left at its default when
+// unset or empty; anything else refused.
+absl::Status ReadSwitch(EnvironmentLookup lookup, const char* name, const char* off,
+                        const char* on, bool* out) {
   const char* v = lookup(name);
   if (v == nullptr || *v == 0) return absl::OkStatus();
   const std::string value(v);
-  if (value != "0" && value != "1") return Refuse(name, value);
-  *out = value == "1";
-  return absl::OkStatus();
-}
-
-// "register" (the default) or "shared" -> *use_registers.
-absl::Status ReadKernelChoice(EnvironmentLookup lookup, const char* name, bool* use_registers) {
-  const char* v = lookup(name);
-  if (v == nullptr || *v == 0) return absl::OkStatus();
-  const std::string value(v);
-  if (value != "shared" && value != "register") return Refuse(name, value);
-  *use_registers = value == "register";
+  if (value != off && value != on) return Refuse(name, value);
+  *out = value == on;
   return absl::OkStatus();
 }
 
@@ -82,12 +74,18 @@ const std::vector<EnvironmentSwitch>& CudaEnvironmentSwitches() {
 
 absl::StatusOr<Diagnostics> DiagnosticsFromEnvironment(EnvironmentLookup lookup) {
   Diagnostics d;
-  absl::Status s = ReadOnOff(lookup, "SPEXD_CUDA_TIMELINE", &d.timeline);
+  absl::Status s = ReadSwitch(lookup, "SPEXD_CUDA_TIMELINE", "0", "1", &d.timeline);
   if (s.ok()) s = ReadBatchPlan(lookup, &d.batch_plan);
-  if (s.ok()) s = ReadOnOff(lookup, "SPEXD_CUDA_UPLOAD_SPLIT", &d.upload_split);
-  if (s.ok()) s = ReadOnOff(lookup, "SPEXD_CUDA_PREFAULT", &d.prefault);
-  if (s.ok()) s = ReadKernelChoice(lookup, "SPEXD_CUDA_TRIDIAG_REDUCE", &d.tridiag_register_reduce);
-  if (s.ok()) s = ReadKernelChoice(lookup, "SPEXD_CUDA_TRIDIAG_ROTATE", &d.tridiag_register_rotate);
+  if (s.ok()) s = ReadSwitch(lookup, "SPEXD_CUDA_UPLOAD_SPLIT", "0", "1", &d.upload_split);
+  if (s.ok()) s = ReadSwitch(lookup, "SPEXD_CUDA_PREFAULT", "0", "1", &d.prefault);
+  if (s.ok()) {
+    s = ReadSwitch(lookup, "SPEXD_CUDA_TRIDIAG_REDUCE", "shared", "register",
+                   &d.tridiag_register_reduce);
+  }
+  if (s.ok()) {
+    s = ReadSwitch(lookup, "SPEXD_CUDA_TRIDIAG_ROTATE", "shared", "register",
+                   &d.tridiag_register_rotate);
+  }
   if (!s.ok()) return s;
   if (const char* faults = lookup("SPEXD_TEST_CUDA_FAULTS")) d.test_faults = faults;
   return d;

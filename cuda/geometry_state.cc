@@ -4,9 +4,9 @@
 #include <cstddef>
 #include <cstring>
 #include <type_traits>
-#include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "core/field_count.h"
 #include "core/patch_plan.h"
 #include "core/psf.h"
 #include "core/status_macros.h"
@@ -20,23 +20,6 @@ namespace {
 // field is listed once below; the field counts make a field added to either struct (and
 // not to this list) a compile error, and each listed field must have the same type and
 // offset in both.
-struct AnyField {
-  template <typename F>
-  constexpr operator F() const { return F{}; }
-};
-template <typename T, std::size_t... I>
-constexpr bool InitializableFrom(std::index_sequence<I...>) {
-  return requires { T{(static_cast<void>(I), AnyField{})...}; };
-}
-// The number of fields of an aggregate of scalars: the most initialisers it takes.
-template <typename T, std::size_t N = 0>
-constexpr std::size_t FieldCount() {
-  if constexpr (InitializableFrom<T>(std::make_index_sequence<N + 1>())) {
-    return FieldCount<T, N + 1>();
-  } else {
-    return N;
-  }
-}
 #define SPEXD_PATCH_FIELDS(X) \
   X(bundle) X(fiber0) X(nspectot) X(core_row) X(out_row) X(wave0) X(out_col) X(nkeep) \
   X(y0) X(ny) X(x0) X(nx) X(n) X(skipped)
@@ -45,9 +28,9 @@ constexpr std::size_t FieldCount() {
   static_assert(std::is_same_v<decltype(DevicePatch::field), decltype(core::PatchDesc::field)>);
 #define SPEXD_COUNT_FIELD(field) +1
 SPEXD_PATCH_FIELDS(SPEXD_SAME_FIELD)
-static_assert(FieldCount<core::PatchDesc>() == 0 SPEXD_PATCH_FIELDS(SPEXD_COUNT_FIELD),
+static_assert(core::FieldCount<core::PatchDesc>() == 0 SPEXD_PATCH_FIELDS(SPEXD_COUNT_FIELD),
               "core::PatchDesc gained a field: add it to DevicePatch and SPEXD_PATCH_FIELDS");
-static_assert(FieldCount<DevicePatch>() == 0 SPEXD_PATCH_FIELDS(SPEXD_COUNT_FIELD),
+static_assert(core::FieldCount<DevicePatch>() == 0 SPEXD_PATCH_FIELDS(SPEXD_COUNT_FIELD),
               "DevicePatch gained a field: add it to core::PatchDesc and SPEXD_PATCH_FIELDS");
 static_assert(sizeof(DevicePatch) == sizeof(core::PatchDesc));
 #undef SPEXD_COUNT_FIELD

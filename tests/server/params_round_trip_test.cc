@@ -3,11 +3,10 @@
 // side is driven by reflection: every field of v1::ExtractionParams is set to a
 // non-default value, so a field added to the proto fails here until both sides carry it.
 // The core side counts core::ExtractionParams' fields for the same reason.
-#include <cstddef>
 #include <string>
-#include <utility>
 
 #include "client/remote_extract.h"
+#include "core/field_count.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/message.h"
 #include "google/protobuf/util/message_differencer.h"
@@ -19,27 +18,9 @@ namespace {
 
 using google::protobuf::FieldDescriptor;
 
-// Counts an aggregate's fields (the most initialisers it accepts).
-struct AnyField {
-  template <typename F>
-  constexpr operator F() const { return F{}; }
-};
-template <typename T, std::size_t... I>
-constexpr bool InitializableFrom(std::index_sequence<I...>) {
-  return requires { T{(static_cast<void>(I), AnyField{})...}; };
-}
-template <typename T, std::size_t N = 0>
-constexpr std::size_t FieldCount() {
-  if constexpr (InitializableFrom<T>(std::make_index_sequence<N + 1>())) {
-    return FieldCount<T, N + 1>();
-  } else {
-    return N;
-  }
-}
-
 // The fields the round trip below sets and compares; want_model travels in the header,
 // next to the params (ExtractHeader.want_model).
-static_assert(FieldCount<core::ExtractionParams>() == 17,
+static_assert(core::FieldCount<core::ExtractionParams>() == 17,
               "core::ExtractionParams changed: handle the field in ParamsToProto "
               "(client/remote_extract.cc), ParamsFromProto (server/proto_convert.cc), "
               "client/python/spexd/request.py and this test");

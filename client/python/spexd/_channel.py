@@ -136,6 +136,12 @@ class Connection:
     options: list        # channel arguments
     metadata: tuple      # call metadata (the bearer token) or None
 
+    def open(self, grpc_module):
+        """A channel from `grpc_module`: grpc (sync) or grpc.aio."""
+        if self.credentials:
+            return grpc_module.secure_channel(self.target, self.credentials, options=self.options)
+        return grpc_module.insecure_channel(self.target, options=self.options)
+
 
 def connect(server=None, tls=False, auth_token=None, retries=4, deadline=60.0,
             extract_deadline=None, queue_wait=600.0, target=None, token=None):

@@ -147,12 +147,8 @@ class Client:
                  extract_deadline=None, queue_wait=600.0, target=None, token=None):
         conn = _channel.connect(server, tls, auth_token, retries, deadline, extract_deadline,
                                 queue_wait, target, token)
-        self.target = conn.target
-        self.policy = conn.policy
-        self._channel = (grpc.secure_channel(conn.target, conn.credentials, options=conn.options)
-                         if conn.credentials
-                         else grpc.insecure_channel(conn.target, options=conn.options))
-        self._metadata = conn.metadata
+        self.target, self.policy, self._metadata = conn.target, conn.policy, conn.metadata
+        self._channel = conn.open(grpc)
         self._extraction = pb_grpc.ExtractionStub(self._channel)
         self._admin = pb_grpc.AdminStub(self._channel)
         self._psf_ids = {}

@@ -41,6 +41,7 @@ absl::StatusOr<double> ParsedArgs::GetDouble(const std::string& name, double fal
 absl::StatusOr<ParsedArgs> ParseArgs(const std::vector<FlagSpec>& specs,
                                      const std::vector<std::string>& args) {
   ParsedArgs out;
+  std::map<std::string, std::string> given_as;  // canonical name -> the spelling used
   auto find = [&](const std::string& name, char short_name) -> const FlagSpec* {
     for (const auto& s : specs) {
       if ((!name.empty() && s.long_name == name) || (short_name != 0 && s.short_name == short_name)) {
@@ -71,6 +72,12 @@ absl::StatusOr<ParsedArgs> ParseArgs(const std::vector<FlagSpec>& specs,
       spec = find("", a[1]);
       if (spec == nullptr) return absl::InvalidArgumentError(absl::StrCat("unknown flag ", a));
     }
+    const std::string& key = spec->alias_of.empty() ? spec->long_name : spec->alias_of;
+    auto [seen, first] = given_as.emplace(key, spec->long_name);
+    if (!first && seen->second != spec->long_name) {
+      return absl::InvalidArgumentError(absl::StrCat("--", seen->second, " and --", spec->long_name,
+                                                     " are the same option: give one"));
+    }
     if (spec->takes_value) {
       if (!value.has_value()) {
         if (i + 1 >= args.size()) {
@@ -78,12 +85,12 @@ absl::StatusOr<ParsedArgs> ParseArgs(const std::vector<FlagSpec>& specs,
         }
         value = args[++i];
       }
-      out.values_[spec->long_name] = *value;
+      out.values_[key] = *value;
     } else {
       if (value.has_value()) {
         return absl::InvalidArgumentError(absl::StrCat("flag --", spec->long_name, " takes no value"));
       }
-      out.values_[spec->long_name].assign(1, '1');  // not = "1": GCC 12 -Wrestrict false positive
+      out.values_[key].assign(1, '1');  // not = "1": GCC 12 -Wrestrict false positive
     }
   }
   return out;
@@ -103,7 +110,13 @@ std::string FormatHelp(const std::vector<FlagSpec>& specs) {
     names.append("--").append(s.long_name);
     if (s.takes_value) names.append(" VALUE");
     while (names.size() < 32) names.push_back(' ');
-    out.append(names).append(" ").append(s.help).append("\n");
+    out.append(names).append(" ");
+    if (s.alias_of.empty()) {
+      out.append(s.help);
+    } else {
+      out.append("deprecated spelling of --").append(s.alias_of);
+    }
+    out.append("\n");
   }
   return out;
 }

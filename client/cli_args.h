@@ -7,6 +7,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -14,10 +15,21 @@
 namespace spexd::client {
 
 struct FlagSpec {
+  FlagSpec(std::string name, char short_letter = 0, bool with_value = true,
+           std::string help_text = "", std::string canonical = "")
+      : long_name(std::move(name)),
+        short_name(short_letter),
+        takes_value(with_value),
+        help(std::move(help_text)),
+        alias_of(std::move(canonical)) {}
+
   std::string long_name;   // without dashes, e.g. "input"
   char short_name = 0;     // e.g. 'i', or 0
   bool takes_value = true;
   std::string help;
+  // Set on a deprecated spelling: the canonical flag it stands for (docs/service.md,
+  // "Option names"). Its value is stored under that name; giving both is an error.
+  std::string alias_of;
 };
 
 class ParsedArgs {
@@ -37,7 +49,8 @@ class ParsedArgs {
 };
 
 // Parses `args` (without the program/subcommand names). Unknown flags and missing
-// values are INVALID_ARGUMENT with the flag named.
+// values are INVALID_ARGUMENT with the flag named. A deprecated alias fills its
+// canonical flag.
 absl::StatusOr<ParsedArgs> ParseArgs(const std::vector<FlagSpec>& specs,
                                      const std::vector<std::string>& args);
 std::string FormatHelp(const std::vector<FlagSpec>& specs);

@@ -22,9 +22,14 @@ const std::vector<FlagSpec>& ExtractFlagSpecs() {
       {"wavepad", 0, true, "wavelength padding bins (default 10)"},
       {"psferr", 0, true, "PSF model error for chi2pix (default: PSF PSFERR, else 0.01)"},
       {"regularize", 0, true, "regularisation (default 0)"},
-      {"compat", 0, true, "gpu|cpu: which gpu_specter path to reproduce (default gpu)"},
+      {"reproduce", 0, true,
+       "gpu_specter_gpu|gpu_specter_cpu: which gpu_specter path's results to reproduce where "
+       "they differ, extraction-spec §2.17 (default gpu_specter_gpu; not where the work runs: "
+       "that is --backend)"},
+      {"compat", 0, true, "", "reproduce"},
       {"mask-policy", 0, true, "desispec|any: MASK bits that zero ivar (default desispec)"},
-      {"threads", 0, true, "local CPU threads (default: all cores)"},
+      {"cpu-threads", 0, true, "local CPU threads (default: all cores)"},
+      {"threads", 0, true, "", "cpu-threads"},
       {"backend", 0, true, "local backend: cpu|cuda (default cpu)"},
       {"local", 0, false, "extract in this process (no server)"},
       {"server", 0, true, "server address host:port or dns:///host:port"},
@@ -73,9 +78,12 @@ absl::StatusOr<ExtractCommand> ParseExtractCommand(const ParsedArgs& args) {
     SPEXD_ASSIGN_OR_RETURN(double e, args.GetDouble("psferr", 0.01));
     p.psferr = e;
   }
-  std::string compat = args.GetOr("compat", "gpu");
+  std::string compat = args.GetOr("reproduce", "gpu_specter_gpu");
   if (!core::ParseCompat(compat, &p.compat)) {
-    return absl::InvalidArgumentError(absl::StrCat("--compat must be gpu or cpu (got '", compat, "')"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--reproduce (deprecated spelling: --compat) must be gpu_specter_gpu or gpu_specter_cpu "
+        "(deprecated: gpu, cpu; got '",
+        compat, "')"));
   }
   std::string policy = args.GetOr("mask-policy", "desispec");
   if (policy == "desispec") {
@@ -87,7 +95,7 @@ absl::StatusOr<ExtractCommand> ParseExtractCommand(const ParsedArgs& args) {
         absl::StrCat("--mask-policy must be desispec or any (got '", policy, "')"));
   }
   p.want_model = !cmd.model.empty();
-  SPEXD_ASSIGN_OR_RETURN(cmd.threads, args.GetInt("threads", 0));
+  SPEXD_ASSIGN_OR_RETURN(cmd.threads, args.GetInt("cpu-threads", 0));
   SPEXD_ASSIGN_OR_RETURN(cmd.backend, core::ParseBackendKind(args.GetOr("backend", "cpu")));
   cmd.local = args.Has("local");
   cmd.server = args.GetOr("server", "");

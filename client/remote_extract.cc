@@ -36,7 +36,7 @@ absl::StatusOr<RemoteExtractOptions> RemoteExtractOptionsFromArgs(const ParsedAr
   RemoteExtractOptions o;
   SPEXD_ASSIGN_OR_RETURN(o.client, ClientOptionsFromArgs(args));
   o.server_paths = args.Has("server-path");
-  o.server_output = args.GetOr("server-output", "");
+  o.server_output = args.GetOr("server-output-path", "");
   o.server_overwrite = args.Has("server-overwrite");
   const std::string priority = args.GetOr("priority", "reprocessing");
   if (priority == "realtime") {

@@ -30,7 +30,8 @@ const std::vector<FlagSpec>& ConnectionFlagSpecs() {
       {"tls-cert", 0, true, "PEM client certificate (mutual TLS)"},
       {"tls-key", 0, true, "PEM client private key (mutual TLS)"},
       {"tls-server-name", 0, true, "name to verify in the server certificate"},
-      {"token-file", 0, true, "file with the bearer token the server requires"},
+      {"auth-token-file", 0, true, "file with the bearer token the server requires"},
+      {"token-file", 0, true, "", "auth-token-file"},
   };
   return specs;
 }
@@ -39,9 +40,10 @@ const std::vector<FlagSpec>& RemoteExtractFlagSpecs() {
   static const std::vector<FlagSpec> specs = {
       {"server-path", 0, false,
        "input and PSF paths are on the server (inside its data roots): no upload"},
-      {"server-output", 0, true,
+      {"server-output-path", 0, true,
        "also have the server write the frame to this server path (inside its output roots)"},
-      {"server-overwrite", 0, false, "let --server-output replace an existing file"},
+      {"server-output", 0, true, "", "server-output-path"},
+      {"server-overwrite", 0, false, "let --server-output-path replace an existing file"},
       {"priority", 0, true, "realtime|reprocessing (default reprocessing)"},
       {"bundles", 0, true, "comma-separated bundle indices (ExtractBundles)"},
       {"fibers", 0, true, "comma-separated fibres whose bundles to extract (ExtractBundles)"},
@@ -88,8 +90,8 @@ absl::StatusOr<ClientOptions> ClientOptionsFromArgs(const ParsedArgs& args) {
     SPEXD_ASSIGN_OR_RETURN(o.tls_client_key, ReadWholeFile(*args.Get("tls-key"), "--tls-key"));
   }
   o.tls_server_name = args.GetOr("tls-server-name", "");
-  if (auto token_file = args.Get("token-file")) {
-    SPEXD_ASSIGN_OR_RETURN(std::string token, ReadWholeFile(*token_file, "--token-file"));
+  if (auto token_file = args.Get("auth-token-file")) {
+    SPEXD_ASSIGN_OR_RETURN(std::string token, ReadWholeFile(*token_file, "--auth-token-file"));
     o.bearer_token = std::string(absl::StripAsciiWhitespace(token));
   }
   return o;

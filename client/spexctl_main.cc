@@ -14,8 +14,9 @@
 
 namespace {
 
-int Usage() {
-  std::fprintf(stderr,
+// To stderr with exit 2 after a wrong command line; to stdout with exit 0 for --help.
+int Usage(bool asked = false) {
+  std::fprintf(asked ? stdout : stderr,
                "usage: spexctl extract [flags]    extract a frame (--local, or --server host:port)\n"
                "       spexctl extract --help     list the flags\n"
 #ifdef SPEXD_WITH_SERVER
@@ -24,7 +25,7 @@ int Usage() {
                "       spexctl info --server ADDR     server version, backends, limits\n"
 #endif
   );
-  return 2;
+  return asked ? 0 : 2;
 }
 
 // Flags of `spexctl extract`: the local ones plus, with the service built, the remote ones.
@@ -86,6 +87,7 @@ int Extract(const std::vector<std::string>& args) {
 int main(int argc, char** argv) {
   if (argc < 2) return Usage();
   std::string sub = argv[1];
+  if (sub == "--help" || sub == "-h" || sub == "help") return Usage(/*asked=*/true);
   std::vector<std::string> rest(argv + 2, argv + argc);
   if (sub == "extract") return Extract(rest);
 #ifdef SPEXD_WITH_SERVER

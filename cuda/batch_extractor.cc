@@ -153,6 +153,8 @@ RunResources BatchExtractor::Resources(WorkspaceSet* s, bool record_marks) const
   r.d_ptrs = s->ptrs.get();
   r.max_blocks = max_blocks_;
   r.record_marks = record_marks;
+  r.tridiag_register_reduce = cfg_.diagnostics.tridiag_register_reduce;
+  r.tridiag_register_rotate = cfg_.diagnostics.tridiag_register_rotate;
   r.tail = record_marks && cfg_.eigen == core::CudaEigensolver::kSharedMemoryTridiagonalQl
                ? cfg_.ctx->tail()
                : cfg_.ctx->compute();

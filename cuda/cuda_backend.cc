@@ -56,13 +56,14 @@ double Now() {
 
 class CudaBackend final : public core::Backend {
  public:
-  CudaBackend(std::unique_ptr<GpuContext> ctx, const core::BackendOptions& options, FaultPlan faults)
+  CudaBackend(std::unique_ptr<GpuContext> ctx, const core::BackendOptions& options,
+              Diagnostics diagnostics, FaultPlan faults)
       : ctx_(std::move(ctx)),
         solver_(options.cuda_solver),
         eigen_(options.cuda_eigen),
         cholesky_(options.cuda_cholesky),
         stats_(options.cuda_stats),
-        diagnostics_(DiagnosticsFromEnvironment()),
+        diagnostics_(std::move(diagnostics)),
         faults_(faults),
         workspace_(std::make_unique<Workspace>()) {
     if (options.pool == nullptr) {
@@ -190,7 +191,9 @@ class CudaBackend final : public core::Backend {
     released_.erase(std::remove_if(released_.begin(), released_.end(),
                                    [](const std::weak_ptr<const core::Geometry>& w) { return w.expired(); }),
                     released_.end());
-    auto drop = [this](const std::unique_ptr<GeometryState>& st) {
+    // Called only by the algorithms below, on this thread, under mu_.
+    auto drop = [this](const std::unique_ptr<GeometryState>& st)
+                    ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
       if (st->geometry().expired()) return true;
       for (const auto& r : released_) {
         if (SameOwner(r, st->geometry())) return true;
@@ -349,15 +352,23 @@ class CudaBackend final : public core::Backend {
 
 absl::StatusOr<std::unique_ptr<core::Backend>> CreateCudaBackend(
     const core::BackendOptions& options) {
-  absl::StatusOr<FaultPlan> faults = FaultPlanFromEnvironment();
-  if (!faults.ok()) return faults.status();
+  // The environment switches, read here only (cuda/diagnostics.h): a bad value fails the
+  // creation with INVALID_ARGUMENT naming it.
+  absl::StatusOr<Diagnostics> diagnostics = DiagnosticsFromEnvironment();
+  if (!diagnostics.ok()) return diagnostics.status();
+  absl::StatusOr<FaultPlan> faults = ParseFaultPlan(diagnostics->test_faults);
+  if (!faults.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("SPEXD_TEST_CUDA_FAULTS: ", faults.status().message()));
+  }
   if (faults->oom_at_alloc > 0) ArmAllocationFault(faults->oom_at_alloc);
   if (faults->fail_patch_once >= 0) ArmPatchFault(faults->fail_patch_once);
   auto ctx = GpuContext::Create(options.device);
   if (!ctx.ok()) {
     return absl::UnavailableError(absl::StrCat("CUDA backend unavailable: ", ctx.status().ToString()));
   }
-  return std::unique_ptr<core::Backend>(new CudaBackend(std::move(ctx).value(), options, *faults));
+  return std::unique_ptr<core::Backend>(new CudaBackend(std::move(ctx).value(), options,
+                                                    *std::move(diagnostics), *faults));
 }
 
 }  // namespace spexd::cuda

@@ -24,8 +24,10 @@ cudaError_t LaunchDecorrelate(const RunArgs& args, int from_eigenvectors, cudaSt
 // applied to H, the products; slots.eig_info receives the QL sweep count per block, and
 // a block whose QL does not converge marks its patch kStatusEigenFailed. Both use the
 // workspace's one set of QlBuffers: a run's Reduce must follow the previous run's Rotate.
-cudaError_t LaunchTridiagReduce(const RunArgs& args, cudaStream_t stream);
-cudaError_t LaunchTridiagRotate(const RunArgs& args, cudaStream_t stream);
+// `use_registers`: the register kernels where nt allows (production); false keeps the
+// shared-memory ones for any nt (SPEXD_CUDA_TRIDIAG_REDUCE/_ROTATE, cuda/diagnostics.h).
+cudaError_t LaunchTridiagReduce(const RunArgs& args, bool use_registers, cudaStream_t stream);
+cudaError_t LaunchTridiagRotate(const RunArgs& args, bool use_registers, cudaStream_t stream);
 
 }  // namespace spexd::cuda
 

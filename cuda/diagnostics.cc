@@ -3,31 +3,96 @@
 #include <cstdlib>
 #include <string>
 
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+
 namespace spexd::cuda {
 namespace {
 
-bool Off(const char* name) {
-  const char* v = std::getenv(name);
-  return v != nullptr && std::string(v) == "0";
+constexpr const char* kOnOff = "0 or 1";
+
+const char* Allowed(const char* name) {
+  for (const EnvironmentSwitch& s : CudaEnvironmentSwitches()) {
+    if (std::string(s.name) == name) return s.allowed;
+  }
+  return "a value of the table in cuda/diagnostics.cc";  // not reached: every read is listed
+}
+
+absl::Status Refuse(const char* name, const std::string& value) {
+  return absl::InvalidArgumentError(absl::StrCat(name, "='", value, "' is not allowed: expected ",
+                                                 Allowed(name), " (or unset)"));
+}
+
+// A two-valued switch: *out = false for `off`, true for `on`; left at its default when
+// unset or empty; anything else refused.
+absl::Status ReadSwitch(EnvironmentLookup lookup, const char* name, const char* off,
+                        const char* on, bool* out) {
+  const char* v = lookup(name);
+  if (v == nullptr || *v == 0) return absl::OkStatus();
+  const std::string value(v);
+  if (value != off && value != on) return Refuse(name, value);
+  *out = value == on;
+  return absl::OkStatus();
+}
+
+absl::Status ReadBatchPlan(EnvironmentLookup lookup, std::vector<int>* plan) {
+  const char* name = "SPEXD_CUDA_BATCH_PLAN";
+  const char* v = lookup(name);
+  if (v == nullptr || *v == 0) return absl::OkStatus();
+  for (absl::string_view item : absl::StrSplit(v, ',')) {
+    int bundles = 0;
+    if (!absl::SimpleAtoi(item, &bundles) || bundles < 1) return Refuse(name, v);
+    plan->push_back(bundles);
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
 
-Diagnostics DiagnosticsFromEnvironment() {
+const std::vector<EnvironmentSwitch>& CudaEnvironmentSwitches() {
+  static const std::vector<EnvironmentSwitch> table = {
+      {"SPEXD_CUDA_MODULE", "a path",
+       "the CUDA module to load when --cuda_module is not given (before the one next to spexd)"},
+      {"SPEXD_CUDA_TIMELINE", kOnOff, "1: print each batch's stage ends and the host's waits"},
+      {"SPEXD_CUDA_BATCH_PLAN", "a,b,... (bundles per batch, each >= 1)",
+       "the bundles of each batch, the last repeating (default: the size Prepare chose)"},
+      {"SPEXD_CUDA_UPLOAD_SPLIT", kOnOff,
+       "0: upload the whole frame before the first batch (default 1: first batch's columns first)"},
+      {"SPEXD_CUDA_PREFAULT", kOnOff,
+       "0: leave result pages to fault inside their zero fill (default 1: prefault them)"},
+      {"SPEXD_CUDA_TRIDIAG_REDUCE", "register or shared",
+       "shared: the shared-memory tridiagonal reduction for any nt (default register where nt allows)"},
+      {"SPEXD_CUDA_TRIDIAG_ROTATE", "register or shared",
+       "shared: rotate the eigenvector rows in shared memory for any nt (default register where nt allows)"},
+      {"SPEXD_TEST_CUDA_FAULTS", "name=N,... (oom_at_alloc, transient_at_request, sticky_at_request, "
+                                 "fail_patch_once)",
+       "tests only: inject GPU faults (docs/reliability.md)"},
+  };
+  return table;
+}
+
+absl::StatusOr<Diagnostics> DiagnosticsFromEnvironment(EnvironmentLookup lookup) {
   Diagnostics d;
-  d.timeline = std::getenv("SPEXD_CUDA_TIMELINE") != nullptr;
-  d.upload_split = !Off("SPEXD_CUDA_UPLOAD_SPLIT");
-  d.prefault = !Off("SPEXD_CUDA_PREFAULT");
-  if (const char* e = std::getenv("SPEXD_CUDA_BATCH_PLAN")) {
-    for (const char* p = e; *p != 0;) {
-      char* end = nullptr;
-      const long v = std::strtol(p, &end, 10);
-      if (end == p) break;
-      d.batch_plan.push_back(static_cast<int>(v));
-      p = *end == ',' ? end + 1 : end;
-    }
+  absl::Status s = ReadSwitch(lookup, "SPEXD_CUDA_TIMELINE", "0", "1", &d.timeline);
+  if (s.ok()) s = ReadBatchPlan(lookup, &d.batch_plan);
+  if (s.ok()) s = ReadSwitch(lookup, "SPEXD_CUDA_UPLOAD_SPLIT", "0", "1", &d.upload_split);
+  if (s.ok()) s = ReadSwitch(lookup, "SPEXD_CUDA_PREFAULT", "0", "1", &d.prefault);
+  if (s.ok()) {
+    s = ReadSwitch(lookup, "SPEXD_CUDA_TRIDIAG_REDUCE", "shared", "register",
+                   &d.tridiag_register_reduce);
   }
+  if (s.ok()) {
+    s = ReadSwitch(lookup, "SPEXD_CUDA_TRIDIAG_ROTATE", "shared", "register",
+                   &d.tridiag_register_rotate);
+  }
+  if (!s.ok()) return s;
+  if (const char* faults = lookup("SPEXD_TEST_CUDA_FAULTS")) d.test_faults = faults;
   return d;
+}
+
+absl::StatusOr<Diagnostics> DiagnosticsFromEnvironment() {
+  return DiagnosticsFromEnvironment([](const char* name) -> const char* { return std::getenv(name); });
 }
 
 }  // namespace spexd::cuda

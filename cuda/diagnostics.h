@@ -1,24 +1,46 @@
-// Diagnostic switches of the CUDA backend, read once from the environment when a backend
-// is created (docs/perf.md, "Profiling"): SPEXD_CUDA_TIMELINE=1 prints each batch's stage
-// ends and the host's waits; SPEXD_CUDA_BATCH_PLAN=a,b,... sets the bundles per batch (the
-// last repeats); SPEXD_CUDA_UPLOAD_SPLIT=0 uploads the whole frame before the first batch;
-// SPEXD_CUDA_PREFAULT=0 leaves result pages to fault inside their zero fill. Defaults are
-// what production runs.
+// Every environment switch of the CUDA backend, in one table (kCudaSwitches), read once
+// when a backend is created and passed down from there; nothing else in cuda/ calls
+// getenv. A value the table does not allow fails the backend's creation with
+// INVALID_ARGUMENT naming the variable and its allowed values, so that a mistyped switch
+// is refused at startup rather than silently ignored. An unset or empty variable means
+// the default, which is what production runs. The table is documented in
+// docs/service.md ("Environment switches"); docs/perf.md ("Profiling") says what the
+// diagnostics show.
 #ifndef SPEXD_CUDA_DIAGNOSTICS_H_
 #define SPEXD_CUDA_DIAGNOSTICS_H_
 
+#include <string>
 #include <vector>
+
+#include "absl/status/statusor.h"
 
 namespace spexd::cuda {
 
 struct Diagnostics {
-  bool timeline = false;
-  std::vector<int> batch_plan;  // empty: the batch size Prepare chose
-  bool upload_split = true;
-  bool prefault = true;
+  bool timeline = false;        // SPEXD_CUDA_TIMELINE=1: each batch's stage ends and waits
+  std::vector<int> batch_plan;  // SPEXD_CUDA_BATCH_PLAN=a,b,...; empty: Prepare's choice
+  bool upload_split = true;     // SPEXD_CUDA_UPLOAD_SPLIT=0: whole frame before batch 1
+  bool prefault = true;         // SPEXD_CUDA_PREFAULT=0: result pages fault in their fill
+  // SPEXD_CUDA_TRIDIAG_REDUCE / _ROTATE=shared: the shared-memory kernels for any nt
+  // instead of the register ones where nt allows (A/B benches, GPU tests of the kernels).
+  bool tridiag_register_reduce = true;
+  bool tridiag_register_rotate = true;
+  std::string test_faults;  // SPEXD_TEST_CUDA_FAULTS (cuda/fault_injection.h), tests only
 };
 
-Diagnostics DiagnosticsFromEnvironment();
+struct EnvironmentSwitch {
+  const char* name;
+  const char* allowed;  // the values accepted, as shown in errors and docs
+  const char* effect;
+};
+// The table: every switch, SPEXD_CUDA_MODULE included (read by the host's module
+// loader, core/cuda_module_loader.cc, before any backend exists).
+const std::vector<EnvironmentSwitch>& CudaEnvironmentSwitches();
+
+// Reads the switches through `lookup` (getenv's contract: nullptr when unset).
+using EnvironmentLookup = const char* (*)(const char* name);
+absl::StatusOr<Diagnostics> DiagnosticsFromEnvironment(EnvironmentLookup lookup);
+absl::StatusOr<Diagnostics> DiagnosticsFromEnvironment();  // the process environment
 
 }  // namespace spexd::cuda
 

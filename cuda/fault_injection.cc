@@ -46,17 +46,6 @@ absl::StatusOr<FaultPlan> ParseFaultPlan(const std::string& spec) {
   return plan;
 }
 
-absl::StatusOr<FaultPlan> FaultPlanFromEnvironment() {
-  const char* spec = std::getenv("SPEXD_TEST_CUDA_FAULTS");
-  if (spec == nullptr) return FaultPlan{};
-  absl::StatusOr<FaultPlan> plan = ParseFaultPlan(spec);
-  if (!plan.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("SPEXD_TEST_CUDA_FAULTS: ", plan.status().message()));
-  }
-  return plan;
-}
-
 void ArmAllocationFault(int64_t at_allocation) { internal::SetAllocationFault(at_allocation); }
 
 void ArmPatchFault(int64_t patch) { g_patch_fault.store(patch, std::memory_order_relaxed); }

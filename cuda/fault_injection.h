@@ -1,6 +1,6 @@
 // Test-only fault injection for the CUDA backend (issue 10: the GPU failure paths run on
-// a real GPU). Configured by the environment variable SPEXD_TEST_CUDA_FAULTS, read when a
-// CUDA backend is created (so that no production option or flag carries it), holding a
+// a real GPU). Configured by the environment variable SPEXD_TEST_CUDA_FAULTS, read with
+// the other switches (cuda/diagnostics.h) when a CUDA backend is created (so that no production option or flag carries it), holding a
 // comma-separated list; unset in production, where every hook is one untaken branch:
 //   oom_at_alloc=N        the Nth device allocation of the process asks the driver for
 //                         more memory than the device has: a genuine
@@ -37,9 +37,8 @@ struct FaultPlan {
   int64_t fail_patch_once = -1;  // -1: never
 };
 
+// An empty plan for an empty spec; INVALID_ARGUMENT naming an unknown or bad item.
 absl::StatusOr<FaultPlan> ParseFaultPlan(const std::string& spec);
-// ParseFaultPlan(getenv("SPEXD_TEST_CUDA_FAULTS")); an empty plan when unset.
-absl::StatusOr<FaultPlan> FaultPlanFromEnvironment();
 
 // Arms the allocation fault (process-wide: allocations are counted in cuda/memory.cc).
 void ArmAllocationFault(int64_t at_allocation);

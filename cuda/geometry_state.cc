@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstring>
+#include <type_traits>
 
 #include "absl/strings/str_cat.h"
+#include "core/base/field_count.h"
 #include "core/plan/patch_plan.h"
 #include "core/io/psf.h"
 #include "core/base/status_macros.h"
@@ -14,25 +16,26 @@
 namespace spexd::cuda {
 namespace {
 
-// The plan is uploaded byte for byte: DevicePatch must mirror core::PatchDesc.
+// The plan is uploaded byte for byte: DevicePatch must mirror core::PatchDesc. Every
+// field is listed once below; the field counts make a field added to either struct (and
+// not to this list) a compile error, and each listed field must have the same type and
+// offset in both.
+#define SPEXD_PATCH_FIELDS(X) \
+  X(bundle) X(fiber0) X(nspectot) X(core_row) X(out_row) X(wave0) X(out_col) X(nkeep) \
+  X(y0) X(ny) X(x0) X(nx) X(n) X(skipped)
+#define SPEXD_SAME_FIELD(field)                                                          \
+  static_assert(offsetof(DevicePatch, field) == offsetof(core::PatchDesc, field));      \
+  static_assert(std::is_same_v<decltype(DevicePatch::field), decltype(core::PatchDesc::field)>);
+#define SPEXD_COUNT_FIELD(field) +1
+SPEXD_PATCH_FIELDS(SPEXD_SAME_FIELD)
+static_assert(core::FieldCount<core::PatchDesc>() == 0 SPEXD_PATCH_FIELDS(SPEXD_COUNT_FIELD),
+              "core::PatchDesc gained a field: add it to DevicePatch and SPEXD_PATCH_FIELDS");
+static_assert(core::FieldCount<DevicePatch>() == 0 SPEXD_PATCH_FIELDS(SPEXD_COUNT_FIELD),
+              "DevicePatch gained a field: add it to core::PatchDesc and SPEXD_PATCH_FIELDS");
 static_assert(sizeof(DevicePatch) == sizeof(core::PatchDesc));
-#define SPEXD_SAME_OFFSET(field) \
-  static_assert(offsetof(DevicePatch, field) == offsetof(core::PatchDesc, field))
-SPEXD_SAME_OFFSET(bundle);
-SPEXD_SAME_OFFSET(fiber0);
-SPEXD_SAME_OFFSET(nspectot);
-SPEXD_SAME_OFFSET(core_row);
-SPEXD_SAME_OFFSET(out_row);
-SPEXD_SAME_OFFSET(wave0);
-SPEXD_SAME_OFFSET(out_col);
-SPEXD_SAME_OFFSET(nkeep);
-SPEXD_SAME_OFFSET(y0);
-SPEXD_SAME_OFFSET(ny);
-SPEXD_SAME_OFFSET(x0);
-SPEXD_SAME_OFFSET(nx);
-SPEXD_SAME_OFFSET(n);
-SPEXD_SAME_OFFSET(skipped);
-#undef SPEXD_SAME_OFFSET
+#undef SPEXD_COUNT_FIELD
+#undef SPEXD_SAME_FIELD
+#undef SPEXD_PATCH_FIELDS
 
 // Kernel limits (shared-memory tiles): the 74x74 blocks of the r/b/z defaults fit easily.
 constexpr int kMaxNwavetot = 112;

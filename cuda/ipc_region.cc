@@ -8,9 +8,10 @@
 #include <cuda_runtime_api.h>
 
 #include <cstring>
-#include <mutex>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "core/base/status_macros.h"
 #include "cuda/cuda_check.h"
 
@@ -45,6 +46,7 @@ class IpcRegion final : public core::ImportedRegion {
  public:
   IpcRegion(int device, uint64_t size, void* base) : device_(device), size_(size), base_(base) {}
   ~IpcRegion() override {
+    absl::MutexLock lock(&mu_);  // no writer is left; the lock documents who owns stream_
     (void)cudaSetDevice(device_);
     if (stream_ != nullptr) {
       (void)cudaStreamSynchronize(stream_);
@@ -55,6 +57,7 @@ class IpcRegion final : public core::ImportedRegion {
   }
 
   absl::Status CreateStream() {
+    absl::MutexLock lock(&mu_);
     SPEXD_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     return absl::OkStatus();
   }
@@ -69,7 +72,7 @@ class IpcRegion final : public core::ImportedRegion {
                                                 " leaves the region of ", size_, " bytes"));
     }
     if (bytes == 0) return absl::OkStatus();
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     SPEXD_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
     SPEXD_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(static_cast<unsigned char*>(base_) + offset, src,
                                                bytes, cudaMemcpyHostToDevice, stream_));
@@ -82,8 +85,8 @@ class IpcRegion final : public core::ImportedRegion {
   const int device_;
   const uint64_t size_;
   void* const base_;
-  cudaStream_t stream_ = nullptr;
-  std::mutex mu_;  // one copy at a time on the region's stream
+  absl::Mutex mu_;  // one copy at a time on the region's stream
+  cudaStream_t stream_ ABSL_GUARDED_BY(mu_) = nullptr;
 };
 
 }  // namespace

@@ -29,12 +29,12 @@ absl::Status Mark(const RunResources& res, StageMark mark, cudaStream_t stream) 
 absl::Status EnqueueTridiag(const RunResources& res, const RunArgs& args, cudaStream_t stream) {
   Workspace& ws = *res.workspace;
   SPEXD_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(stream, ws.ql_free().get(), 0));
-  SPEXD_CUDA_RETURN_IF_ERROR(LaunchTridiagReduce(args, stream));
+  SPEXD_CUDA_RETURN_IF_ERROR(LaunchTridiagReduce(args, res.tridiag_register_reduce, stream));
   if (res.tail != stream) {
     SPEXD_CUDA_RETURN_IF_ERROR(cudaEventRecord(ws.reduced().get(), stream));
     SPEXD_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(res.tail, ws.reduced().get(), 0));
   }
-  SPEXD_CUDA_RETURN_IF_ERROR(LaunchTridiagRotate(args, res.tail));
+  SPEXD_CUDA_RETURN_IF_ERROR(LaunchTridiagRotate(args, res.tridiag_register_rotate, res.tail));
   SPEXD_CUDA_RETURN_IF_ERROR(cudaEventRecord(ws.ql_free().get(), res.tail));
   return absl::OkStatus();
 }

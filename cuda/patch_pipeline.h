@@ -30,6 +30,9 @@ struct RunResources {
   const uint64_t* d_ptrs;  // device copy of layout.ptrs
   int max_blocks;          // MaxBlocks(plan)
   bool record_marks;       // record the StageMark events
+  // The tridiagonal kernels' variant (Diagnostics, SPEXD_CUDA_TRIDIAG_REDUCE/_ROTATE).
+  bool tridiag_register_reduce;
+  bool tridiag_register_rotate;
   // Stream of the run's tail (QL, rotation, products, model): ctx->tail() lets it overlap
   // the next run's factorisations (only with core::CudaEigensolver::kSharedMemoryTridiagonalQl), ctx->compute() keeps
   // the run on one stream. The caller orders what follows the run after `tail`.

@@ -16,7 +16,6 @@
 #include "cuda/decorrelation.h"
 
 #include <cstdlib>
-#include <string_view>
 
 #include "cuda/decorrelation_products.cuh"
 #include "cuda/kernel_common.cuh"
@@ -446,32 +445,12 @@ cudaError_t PrepareSmem(Kernel kernel, std::size_t smem) {
   return err;
 }
 
-// SPEXD_CUDA_TRIDIAG_REDUCE=shared selects the shared-memory reduction for any nt (A/B in
-// benches, and the GPU tests of the kernel that larger nt use).
-bool UseRegisterReduction() {
-  static const bool use = [] {
-    const char* v = std::getenv("SPEXD_CUDA_TRIDIAG_REDUCE");
-    return v == nullptr || std::string_view(v) != "shared";
-  }();
-  return use;
-}
-
-// SPEXD_CUDA_TRIDIAG_ROTATE=shared rotates the rows in shared memory for any nt (A/B in
-// benches, and the GPU tests of the kernel that larger nt use).
-bool UseRegisterRotation() {
-  static const bool use = [] {
-    const char* v = std::getenv("SPEXD_CUDA_TRIDIAG_ROTATE");
-    return v == nullptr || std::string_view(v) != "shared";
-  }();
-  return use;
-}
-
 }  // namespace
 
-cudaError_t LaunchTridiagReduce(const RunArgs& args, cudaStream_t stream) {
+cudaError_t LaunchTridiagReduce(const RunArgs& args, bool use_registers, cudaStream_t stream) {
   if (args.count == 0) return cudaSuccess;
   const dim3 grid(static_cast<unsigned>(args.count), static_cast<unsigned>(args.dims.nper));
-  if (args.dims.nwavetot <= kRegMaxN && UseRegisterReduction()) {
+  if (args.dims.nwavetot <= kRegMaxN && use_registers) {
     const std::size_t smem = RegSharedBytes(args.dims.nwavetot);
     cudaError_t err = PrepareSmem(RegisterReduceKernel, smem);
     if (err != cudaSuccess) return err;
@@ -485,9 +464,9 @@ cudaError_t LaunchTridiagReduce(const RunArgs& args, cudaStream_t stream) {
   return SPEXD_CHECK_LAUNCH(stream);
 }
 
-cudaError_t LaunchTridiagRotate(const RunArgs& args, cudaStream_t stream) {
+cudaError_t LaunchTridiagRotate(const RunArgs& args, bool use_registers, cudaStream_t stream) {
   if (args.count == 0) return cudaSuccess;
-  const bool reg = args.dims.nwavetot <= kRegMaxN && UseRegisterRotation();
+  const bool reg = args.dims.nwavetot <= kRegMaxN && use_registers;
   const Layout layout = MakeLayout(args.dims.nwavetot);
   const std::size_t rsmem = reg ? RegRotateSmemBytes(layout) : RotateSmemBytes(layout);
   const std::size_t qsmem = QlSmemBytes(args.dims.nwavetot);

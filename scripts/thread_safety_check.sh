@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Compile-only check of the lock annotations (ABSL_GUARDED_BY, ABSL_EXCLUSIVE_LOCKS_REQUIRED,
 # ...) with clang's -Wthread-safety: GCC, which builds everything else, ignores them. Runs
-# clang -fsyntax-only over core/, server/ and client/ (cuda/ needs nvcc; its host files
-# that hold locks are plain C++ but include CUDA headers). Needs the generated headers of
-# a configured build directory (BUILD_DIR, default build). Fails on any thread-safety
-# warning; other clang warnings are not this check's business.
+# clang -fsyntax-only over every .cc of core/, server/, client/ and cuda/ (sub-folders
+# included). cuda's host files are plain C++ that include the CUDA runtime headers
+# (CUDA_HOME/include); its .cu files are device code for nvcc and are not checked. Needs
+# the generated headers of a configured build directory (BUILD_DIR, default build). Fails
+# on any thread-safety warning; other clang warnings are not this check's business.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${BUILD_DIR:-build}
@@ -17,9 +18,15 @@ if [[ ! -d $BUILD_DIR/proto/gen || ! -f $BUILD_DIR/generated/core/boundary_check
   echo "thread-safety check: build $BUILD_DIR first (needs its generated headers)" >&2
   exit 1
 fi
-files=(core/*/*.cc core/*/internal/*.cc server/*.cc client/*.cc)
+CUDA_INCLUDE=${CUDA_HOME:-/usr/local/cuda}/include
+mapfile -t files < <(find core server client -name '*.cc' | sort)
+if [[ -f $CUDA_INCLUDE/cuda_runtime_api.h ]]; then
+  mapfile -t -O "${#files[@]}" files < <(find cuda -name '*.cc' | sort)
+else
+  echo "thread-safety check: no CUDA headers in $CUDA_INCLUDE, cuda/ skipped" >&2
+fi
 printf '%s\n' "${files[@]}" |
   xargs -P "${JOBS:-$(nproc)}" -I{} "$CXX" -fsyntax-only -std=c++20 -Wno-everything -Wthread-safety \
     -Werror=thread-safety -DSPEXD_BUILD_ID='"thread-safety-check"' -I. \
-    -I"$BUILD_DIR/proto/gen" -I"$BUILD_DIR/generated" {}
+    -I"$BUILD_DIR/proto/gen" -I"$BUILD_DIR/generated" -isystem "$CUDA_INCLUDE" {}
 echo "thread-safety check: ${#files[@]} files clean ($("$CXX" --version | head -1))"

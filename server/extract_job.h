@@ -91,8 +91,8 @@ struct JobRequest {
 class ExtractJob : public Job, public std::enable_shared_from_this<ExtractJob> {
  public:
   // `stream` stays valid until Finish is called on it; `cancel` is set by the call when
-  // the client cancels or the deadline passes, and is polled by the backend between
-  // bundles. Create with std::make_shared (the streaming task shares ownership).
+  // the client cancels or the deadline passes, and is polled by the backend before each
+  // patch (CPU) or patch batch (CUDA). Create with std::make_shared (the streaming task shares ownership).
   ExtractJob(const JobEnvironment& env, JobRequest request, ResponseStream* stream,
              std::shared_ptr<std::atomic<bool>> cancel);
 

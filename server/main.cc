@@ -1,12 +1,10 @@
 // spexd: the extraction service. Flags are defined here only (style.md); everything
-// else takes a ServerOptions.
+// else takes the typed ServerConfig they fill (server/server_config.h).
 #include <signal.h>
 
 #include <atomic>
 #include <csignal>
 #include <cstdio>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -16,14 +14,14 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
-#include "absl/strings/ascii.h"
-#include "absl/strings/numbers.h"
+#include "absl/flags/usage_config.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
 #include "absl/time/time.h"
-#include "core/backend/backend_options.h"
+#include "core/base/status_macros.h"
 #include "server/config_file.h"
 #include "server/log.h"
+#include "server/server_config.h"
 #include "server/spexd_server.h"
 
 ABSL_FLAG(std::string, config, "", "optional file of key = value lines mirroring these flags");
@@ -38,7 +36,8 @@ ABSL_FLAG(std::string, output_roots, "",
 ABSL_FLAG(std::string, backend, "auto", "auto (GPU if any, else CPU), cpu or cuda");
 ABSL_FLAG(std::string, gpu_devices, "", "comma-separated CUDA devices to use (default: all)");
 ABSL_FLAG(int, cpu_threads, 0,
-          "host threads of the backends: CPU patches solved at once, CUDA host-side work (0: all cores)");
+          "host threads of the backends: CPU patches solved at once, CUDA host-side work (0: all "
+          "cores); spexctl --cpu-threads is the same option for local extraction");
 ABSL_FLAG(std::string, cuda_module, "", "path of libspexd_cuda.so (default: next to spexd)");
 ABSL_FLAG(int, max_queue, 0,
           "extractions waiting for a worker before RESOURCE_EXHAUSTED (0: 8 per worker, at "
@@ -90,20 +89,13 @@ ABSL_FLAG(std::string, tls_client_ca, "", "PEM CA for client certificates (mutua
 ABSL_FLAG(std::string, auth_token_file, "",
           "file holding the bearer token that clients must send (authorization metadata)");
 ABSL_FLAG(std::string, preload_psfs, "", "comma-separated PSF paths to load during warm-up");
-ABSL_FLAG(std::string, log_level, "info", "debug, info, warning or error");
+ABSL_FLAG(std::string, log_level, "info", "debug, info, warning or error (others are refused)");
 
 namespace {
 
 using spexd::server::Log;
 using spexd::server::LogLevel;
-
-std::vector<std::string> SplitList(const std::string& text) {
-  std::vector<std::string> out;
-  for (absl::string_view part : absl::StrSplit(text, ',', absl::SkipWhitespace())) {
-    out.emplace_back(absl::StripAsciiWhitespace(part));
-  }
-  return out;
-}
+using spexd::server::ServerConfig;
 
 int Fail(const std::string& message) {
   Log(LogLevel::kError, "startup_failed", {{"error", message}});
@@ -118,6 +110,53 @@ pthread_t g_main_thread;
 // drain. Hand it to the main thread, which takes it with sigwait or leaves it pending.
 // pthread_kill is async-signal-safe.
 void ForwardToMainThread(int sig) { pthread_kill(g_main_thread, sig); }
+
+// `--help` lists the flags of the files that match; absl's default matches only a file
+// named after the program (spexd.cc), so main.cc's flags were left out.
+bool IsSpexdFlagFile(absl::string_view file) { return absl::StrContains(file, "server/"); }
+
+// The one place the flags are read (style.md): into the typed configuration, then its
+// one validation (server/server_config.h).
+absl::StatusOr<ServerConfig> ConfigFromFlags() {
+  using namespace spexd::server;
+  ServerConfig config;
+  ServerOptions& o = config.server;
+  SPEXD_ASSIGN_OR_RETURN(config.log_level, ParseLogLevel(absl::GetFlag(FLAGS_log_level)));
+  o.listen = absl::GetFlag(FLAGS_listen);
+  o.metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
+  o.data_roots = SplitList(absl::GetFlag(FLAGS_data_roots));
+  o.output_roots = SplitList(absl::GetFlag(FLAGS_output_roots));
+  SPEXD_ASSIGN_OR_RETURN(o.backend, ParseBackendChoice(absl::GetFlag(FLAGS_backend)));
+  SPEXD_ASSIGN_OR_RETURN(o.gpu_devices, ParseDeviceList(absl::GetFlag(FLAGS_gpu_devices)));
+  o.cpu_threads = absl::GetFlag(FLAGS_cpu_threads);
+  o.cuda_module = absl::GetFlag(FLAGS_cuda_module);
+  o.max_queue = absl::GetFlag(FLAGS_max_queue);
+  o.max_uploads = absl::GetFlag(FLAGS_max_uploads);
+  o.realtime_reserve = absl::GetFlag(FLAGS_realtime_reserve);
+  o.limits.upload_idle_seconds = absl::GetFlag(FLAGS_upload_idle_seconds);
+  o.limits.write_timeout_seconds = absl::GetFlag(FLAGS_write_timeout_seconds);
+  o.limits.upload_min_bytes_per_second = absl::GetFlag(FLAGS_upload_min_bytes_per_second);
+  o.limits.upload_rate_window_seconds = absl::GetFlag(FLAGS_upload_rate_window_seconds);
+  o.prefetch = absl::GetFlag(FLAGS_prefetch);
+  o.prefetch_memory_bytes = absl::GetFlag(FLAGS_prefetch_memory_bytes);
+  o.pin_planes = absl::GetFlag(FLAGS_pin_planes);
+  o.streamers_per_worker = absl::GetFlag(FLAGS_streamers_per_worker);
+  o.psf_cache_bytes = absl::GetFlag(FLAGS_psf_cache_bytes);
+  o.limits.max_upload_bytes = absl::GetFlag(FLAGS_max_upload_bytes);
+  o.limits.max_image_pixels = absl::GetFlag(FLAGS_max_image_pixels);
+  o.limits.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
+  o.limits.max_request_bytes = absl::GetFlag(FLAGS_max_request_bytes);
+  o.tls_cert_file = absl::GetFlag(FLAGS_tls_cert);
+  o.tls_key_file = absl::GetFlag(FLAGS_tls_key);
+  o.tls_client_ca_file = absl::GetFlag(FLAGS_tls_client_ca);
+  o.preload_psfs = SplitList(absl::GetFlag(FLAGS_preload_psfs));
+  if (const std::string token_file = absl::GetFlag(FLAGS_auth_token_file); !token_file.empty()) {
+    SPEXD_ASSIGN_OR_RETURN(o.auth_token, ReadAuthToken(token_file));
+  }
+  config.drain_seconds = absl::GetFlag(FLAGS_drain_seconds);
+  SPEXD_RETURN_IF_ERROR(ValidateServerConfig(config));
+  return config;
+}
 
 }  // namespace
 
@@ -144,84 +183,24 @@ int main(int argc, char** argv) {
   sigaction(SIGINT, &forward, nullptr);
   std::signal(SIGPIPE, SIG_IGN);
 
-  absl::SetProgramUsageMessage("spexd: DESI spectral extraction service (gRPC)");
+  absl::SetProgramUsageMessage(
+      "the DESI spectral extraction service (gRPC); the flags can also be given as "
+      "key = value lines in a --config file");
+  absl::FlagsUsageConfig usage;
+  usage.contains_help_flags = IsSpexdFlagFile;
+  usage.contains_helpshort_flags = IsSpexdFlagFile;
+  absl::SetFlagsUsageConfig(usage);
   auto merged = MergeConfigArgs(argc, argv);
   if (!merged.ok()) return Fail(merged.status().ToString());
   std::vector<char*> args;
   for (std::string& a : *merged) args.push_back(a.data());
   absl::ParseCommandLine(static_cast<int>(args.size()), args.data());
 
-  const std::string level = absl::GetFlag(FLAGS_log_level);
-  if (level == "debug") SetMinLogLevel(LogLevel::kDebug);
-  if (level == "warning") SetMinLogLevel(LogLevel::kWarning);
-  if (level == "error") SetMinLogLevel(LogLevel::kError);
-
-  ServerOptions o;
-  o.listen = absl::GetFlag(FLAGS_listen);
-  o.metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
-  o.data_roots = SplitList(absl::GetFlag(FLAGS_data_roots));
-  o.output_roots = SplitList(absl::GetFlag(FLAGS_output_roots));
-  if (const std::string backend = absl::GetFlag(FLAGS_backend); backend != "auto") {
-    absl::StatusOr<spexd::core::BackendKind> kind = spexd::core::ParseBackendKind(backend);
-    if (!kind.ok()) {
-      return Fail(absl::StrCat("--backend must be auto, cpu or cuda (got '", backend, "')"));
-    }
-    o.backend = *kind;
-  }
-  for (const std::string& d : SplitList(absl::GetFlag(FLAGS_gpu_devices))) {
-    int device = 0;
-    if (!absl::SimpleAtoi(d, &device) || device < 0) {
-      return Fail(absl::StrCat("--gpu_devices: bad device '", d,
-                               "' (CUDA device ordinals, comma-separated: 0,1,...)"));
-    }
-    o.gpu_devices.push_back(device);
-  }
-  o.cpu_threads = absl::GetFlag(FLAGS_cpu_threads);
-  o.cuda_module = absl::GetFlag(FLAGS_cuda_module);
-  o.max_queue = absl::GetFlag(FLAGS_max_queue);
-  o.max_uploads = absl::GetFlag(FLAGS_max_uploads);
-  o.realtime_reserve = absl::GetFlag(FLAGS_realtime_reserve);
-  o.limits.upload_idle_seconds = absl::GetFlag(FLAGS_upload_idle_seconds);
-  o.limits.write_timeout_seconds = absl::GetFlag(FLAGS_write_timeout_seconds);
-  o.limits.upload_min_bytes_per_second = absl::GetFlag(FLAGS_upload_min_bytes_per_second);
-  o.limits.upload_rate_window_seconds = absl::GetFlag(FLAGS_upload_rate_window_seconds);
-  if (o.max_uploads < 0 || o.realtime_reserve < 0 || o.limits.upload_idle_seconds < 0 ||
-      o.limits.write_timeout_seconds < 0 || o.limits.upload_min_bytes_per_second < 0 ||
-      o.limits.upload_rate_window_seconds < 0) {
-    return Fail("--max_uploads, --realtime_reserve, the timeouts and the upload rate floor "
-                "must not be negative");
-  }
-  o.prefetch = absl::GetFlag(FLAGS_prefetch);
-  o.prefetch_memory_bytes = absl::GetFlag(FLAGS_prefetch_memory_bytes);
-  if (o.prefetch < 0 || o.prefetch_memory_bytes < 0) {
-    return Fail("--prefetch and --prefetch_memory_bytes must not be negative (0: the default)");
-  }
-  o.pin_planes = absl::GetFlag(FLAGS_pin_planes);
-  o.streamers_per_worker = absl::GetFlag(FLAGS_streamers_per_worker);
-  if (o.streamers_per_worker < 0) return Fail("--streamers_per_worker must not be negative (0: the default)");
-  o.psf_cache_bytes = absl::GetFlag(FLAGS_psf_cache_bytes);
-  o.limits.max_upload_bytes = absl::GetFlag(FLAGS_max_upload_bytes);
-  o.limits.max_image_pixels = absl::GetFlag(FLAGS_max_image_pixels);
-  o.limits.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
-  o.limits.max_request_bytes = absl::GetFlag(FLAGS_max_request_bytes);
-  if (o.limits.max_request_bytes < (64 << 20)) return Fail("--max_request_bytes must be at least 64 MiB");
-  if (o.limits.max_message_bytes < (1 << 20) || o.limits.max_message_bytes > (64 << 20)) {
-    return Fail("--max_message_bytes must be between 1 MiB and 64 MiB");
-  }
-  if (o.max_queue < 0) return Fail("--max_queue must be 0 (automatic) or positive");
-  o.tls_cert_file = absl::GetFlag(FLAGS_tls_cert);
-  o.tls_key_file = absl::GetFlag(FLAGS_tls_key);
-  o.tls_client_ca_file = absl::GetFlag(FLAGS_tls_client_ca);
-  o.preload_psfs = SplitList(absl::GetFlag(FLAGS_preload_psfs));
-  if (const std::string token_file = absl::GetFlag(FLAGS_auth_token_file); !token_file.empty()) {
-    std::ifstream in(token_file);
-    if (!in) return Fail(absl::StrCat("cannot read --auth_token_file ", token_file));
-    std::stringstream ss;
-    ss << in.rdbuf();
-    o.auth_token = std::string(absl::StripAsciiWhitespace(ss.str()));
-    if (o.auth_token.empty()) return Fail("--auth_token_file is empty");
-  }
-  const double drain_seconds = absl::GetFlag(FLAGS_drain_seconds);
+  absl::StatusOr<ServerConfig> config = ConfigFromFlags();
+  if (!config.ok()) return Fail(std::string(config.status().message()));
+  SetMinLogLevel(config->log_level);
+  ServerOptions o = std::move(config->server);
+  const double drain_seconds = config->drain_seconds;
 
   auto server = SpexdServer::Start(std::move(o));
   if (!server.ok()) return Fail(server.status().ToString());

@@ -32,15 +32,15 @@ Scheduler::Ticket::~Ticket() {
   if (owner_ != nullptr) owner_->ReleaseReservation(realtime_, upload_);
 }
 
-Scheduler::Scheduler(int max_queue, int prefetch, ServerMetrics* metrics, int max_uploads,
-                     int realtime_reserve, int64_t prefetch_memory_bytes, int streamers_per_worker)
-    : max_queue_(max_queue),
-      max_uploads_(max_uploads),
-      realtime_reserve_(std::max(0, realtime_reserve)),
-      prefetch_(std::max(0, prefetch)),
-      prefetch_memory_bytes_(prefetch_memory_bytes > 0 ? prefetch_memory_bytes
-                                                       : DefaultPrefetchMemoryBytes()),
-      streamers_per_worker_(streamers_per_worker > 0 ? streamers_per_worker : kStreamersPerWorker),
+Scheduler::Scheduler(const SchedulerOptions& o, ServerMetrics* metrics)
+    : max_queue_(o.max_queue),
+      max_uploads_(o.max_uploads),
+      realtime_reserve_(std::max(0, o.realtime_reserve)),
+      prefetch_(std::max(0, o.prefetch)),
+      prefetch_memory_bytes_(o.prefetch_memory_bytes > 0 ? o.prefetch_memory_bytes
+                                                         : DefaultPrefetchMemoryBytes()),
+      streamers_per_worker_(o.streamers_per_worker > 0 ? o.streamers_per_worker
+                                                       : kStreamersPerWorker),
       metrics_(metrics) {}
 
 int Scheduler::PrefetchBound(int prefetch_sum, int workers, int64_t memory_bytes) {

@@ -59,21 +59,29 @@ struct WorkerState {
   bool busy = false;
 };
 
+// The Scheduler's bounds and sizes (spexd flags of the same names, server/server_config.h).
+struct SchedulerOptions {
+  // Jobs waiting (to be prepared, being prepared, prepared), so that memory for queued
+  // images stays bounded; 0 scales it with the workers (kQueuePerWorker each, at least
+  // kMinQueue).
+  int max_queue = 0;
+  // Uploads in progress (extraction images and PSFs), counted apart from queued work; 0
+  // means the queue's bound.
+  int max_uploads = 0;
+  // Realtime requests may exceed both bounds by this much, so that stalled or bulk
+  // reprocessing never locks realtime out.
+  int realtime_reserve = 1;
+  int prefetch = 0;  // frames prepared ahead per worker; 0: PrefetchPerWorker's default
+  // Bound on the frames prepared ahead over all workers (PrefetchBound; 0: a quarter of
+  // the host's memory).
+  int64_t prefetch_memory_bytes = 0;
+  int streamers_per_worker = 0;  // streaming threads added with each worker (0: kStreamersPerWorker)
+};
+
 class Scheduler {
  public:
-  // `max_queue` bounds jobs waiting (to be prepared, being prepared, prepared), so that
-  // memory for queued images stays bounded; 0 scales it with the workers
-  // (kQueuePerWorker each, at least kMinQueue). `max_uploads` bounds uploads in progress
-  // (extraction images and PSFs), counted apart from queued work; 0 means the queue's
-  // bound. Realtime requests may exceed both by `realtime_reserve`, so that stalled or
-  // bulk reprocessing never locks realtime out. `prefetch`: frames prepared ahead per
-  // worker, 0 for the default (PrefetchPerWorker); `prefetch_memory_bytes` bounds the
-  // frames prepared ahead over all workers (PrefetchBound; 0: a quarter of the host's
-  // memory). `metrics` may be null.
-  // `streamers_per_worker`: streaming threads added with each worker (0: the default,
-  // kStreamersPerWorker).
-  Scheduler(int max_queue, int prefetch, ServerMetrics* metrics, int max_uploads = 0,
-            int realtime_reserve = 1, int64_t prefetch_memory_bytes = 0, int streamers_per_worker = 0);
+  // `metrics` may be null.
+  Scheduler(const SchedulerOptions& options, ServerMetrics* metrics);
   // The default prefetch per worker. A GPU worker extracts an r frame in 0.1-0.13 s while
   // one loader reads and decodes one in 0.04-0.1 s, or 0.45 s for a .fits.gz (inflated on
   // one thread), so it needs about five loaders for gzip inputs (4 kept an H200 at 0.885 of

@@ -15,6 +15,7 @@
 #include "absl/time/time.h"
 #include "core/backend/backend.h"
 #include "server/extract_job.h"
+#include "server/scheduler.h"
 
 namespace spexd::server {
 
@@ -53,6 +54,11 @@ struct ServerOptions {
   // during warm-up; the reason string is reported as the backend choice.
   std::function<absl::StatusOr<std::vector<std::unique_ptr<core::Backend>>>(std::string* reason)>
       backend_factory;
+
+  SchedulerOptions Scheduling() const {
+    return {max_queue, max_uploads, realtime_reserve, prefetch, prefetch_memory_bytes,
+            streamers_per_worker};
+  }
 };
 
 class SpexdServer {
@@ -70,7 +76,7 @@ class SpexdServer {
 
   // Graceful drain: health NOT_SERVING, new extractions refused (UNAVAILABLE), work in
   // flight may finish within `grace`; then remaining calls are cancelled (workers stop
-  // at their next bundle boundary) and everything stops. Idempotent.
+  // at their next patch, CPU, or patch batch, CUDA) and everything stops. Idempotent.
   void Drain(absl::Duration grace);
 
   ServerMetrics& metrics();

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "core/backend/module_identity.h"
 
@@ -19,6 +20,8 @@ using CreateFn = Backend* (*)(const BackendOptions*, char*, std::size_t);
 std::vector<std::string> Candidates(const BackendOptions& options) {
   if (!options.cuda_module.empty()) return {options.cuda_module};
   std::vector<std::string> candidates;
+  // The one switch read outside cuda/diagnostics.h's table (which lists it): the module
+  // is found before any backend exists.
   if (const char* env = std::getenv("SPEXD_CUDA_MODULE")) candidates.emplace_back(env);
   std::error_code ec;
   const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
@@ -79,7 +82,15 @@ absl::StatusOr<std::unique_ptr<Backend>> LoadCudaBackend(const BackendOptions& o
   }
   char error[kCudaModuleErrorSize] = {0};
   Backend* backend = create(&options, error, sizeof(error));
-  if (backend == nullptr) return absl::UnavailableError(error);
+  if (backend == nullptr) {
+    // A configuration the module refused (a bad SPEXD_CUDA_* switch, cuda/diagnostics.h)
+    // keeps its code across the C ABI, which carries only the status text.
+    constexpr absl::string_view kInvalid = "INVALID_ARGUMENT: ";
+    if (absl::StartsWith(error, kInvalid)) {
+      return absl::InvalidArgumentError(absl::string_view(error).substr(kInvalid.size()));
+    }
+    return absl::UnavailableError(error);
+  }
   return std::unique_ptr<Backend>(backend);
 }
 

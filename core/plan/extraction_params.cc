@@ -68,10 +68,14 @@ absl::Status ValidateRanges(const ExtractionParams& p) {
 
 const char* CompatName(Compat compat) { return compat == Compat::kCpu ? "cpu" : "gpu"; }
 
+const char* ReproduceName(Compat compat) {
+  return compat == Compat::kCpu ? "gpu_specter_cpu" : "gpu_specter_gpu";
+}
+
 bool ParseCompat(const std::string& text, Compat* out) {
-  if (text == "gpu") {
+  if (text == "gpu_specter_gpu" || text == "gpu") {
     *out = Compat::kGpu;
-  } else if (text == "cpu") {
+  } else if (text == "gpu_specter_cpu" || text == "cpu") {
     *out = Compat::kCpu;
   } else {
     return false;

@@ -15,9 +15,13 @@ namespace spexd::core {
 
 class Psf;
 
-// Which gpu_specter path to reproduce where the two differ (extraction-spec §2.17).
+// Which gpu_specter path to reproduce where the two differ (extraction-spec §2.17); not
+// where the work runs (that is BackendKind). User-facing option: --reproduce
+// gpu_specter_gpu|gpu_specter_cpu; the older --compat gpu|cpu spellings are aliases.
 enum class Compat { kGpu, kCpu };
-const char* CompatName(Compat compat);
+const char* CompatName(Compat compat);  // "gpu" or "cpu" (geometry keys, test names)
+const char* ReproduceName(Compat compat);  // "gpu_specter_gpu" or "gpu_specter_cpu"
+// Accepts gpu_specter_gpu, gpu_specter_cpu and the deprecated gpu, cpu.
 bool ParseCompat(const std::string& text, Compat* out);
 
 struct ExtractionParams {

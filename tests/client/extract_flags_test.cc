@@ -98,5 +98,36 @@ TEST(ExtractFlags, RequiredFilesAreNamedWhenMissing) {
   EXPECT_THAT(c.status().message(), HasSubstr("--input"));
 }
 
+TEST(ExtractFlags, NewAndDeprecatedSpellingsFillTheSameOption) {
+  absl::StatusOr<ExtractCommand> c =
+      Parse({"-i", "a", "-p", "b", "-o", "c", "--reproduce", "gpu_specter_cpu", "--cpu-threads", "3"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->params.compat, core::Compat::kCpu);
+  EXPECT_EQ(c->threads, 3);
+  c = Parse({"-i", "a", "-p", "b", "-o", "c", "--compat=gpu_specter_cpu", "--threads=2"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->params.compat, core::Compat::kCpu);
+  EXPECT_EQ(c->threads, 2);
+  c = Parse({"-i", "a", "-p", "b", "-o", "c", "--reproduce", "gpu"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->params.compat, core::Compat::kGpu);
+  absl::StatusOr<ParsedArgs> both =
+      ParseArgs(ExtractFlagSpecs(), {"--threads", "1", "--cpu-threads", "2"});
+  ASSERT_FALSE(both.ok());
+  EXPECT_THAT(both.status().message(), HasSubstr("same option"));
+  // The same spelling twice keeps the last value, as before.
+  absl::StatusOr<ParsedArgs> twice = ParseArgs(ExtractFlagSpecs(), {"--threads", "1", "--threads", "2"});
+  ASSERT_TRUE(twice.ok()) << twice.status();
+  EXPECT_EQ(twice->GetOr("cpu-threads", ""), "2");
+}
+
+TEST(ExtractFlags, HelpMarksTheDeprecatedSpellings) {
+  const std::string help = FormatHelp(ExtractFlagSpecs());
+  EXPECT_THAT(help, HasSubstr("--compat VALUE"));
+  EXPECT_THAT(help, HasSubstr("deprecated spelling of --reproduce"));
+  EXPECT_THAT(help, HasSubstr("deprecated spelling of --cpu-threads"));
+  EXPECT_THAT(help, HasSubstr("not where the work runs"));
+}
+
 }  // namespace
 }  // namespace spexd::client

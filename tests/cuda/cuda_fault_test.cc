@@ -267,5 +267,20 @@ TEST(CudaFaultSpecTest, UnknownFaultsAreRefused) {
       << b.status();
 }
 
+// A mistyped switch (cuda/diagnostics.h) fails the backend's creation with
+// INVALID_ARGUMENT naming the variable and its allowed values, across the module's C ABI.
+TEST(CudaEnvironmentSwitchTest, BadSwitchFailsCreation) {
+  auto probe = CreateCudaBackendFromEnv();
+  if (!probe.ok()) GTEST_SKIP() << "CUDA backend unavailable: " << probe.status();
+  probe->reset();
+  setenv("SPEXD_CUDA_TIMELINE", "banana", 1);
+  auto b = CreateCudaBackendFromEnv();
+  unsetenv("SPEXD_CUDA_TIMELINE");
+  ASSERT_FALSE(b.ok());
+  EXPECT_TRUE(absl::IsInvalidArgument(b.status())) << b.status();
+  EXPECT_TRUE(absl::StrContains(b.status().message(), "SPEXD_CUDA_TIMELINE")) << b.status();
+  EXPECT_TRUE(absl::StrContains(b.status().message(), "0 or 1")) << b.status();
+}
+
 }  // namespace
 }  // namespace spexd::testing

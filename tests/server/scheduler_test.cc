@@ -136,7 +136,7 @@ TEST(SchedulerPrefetchTest, DefaultsPerWorkerKindAndMemoryBound) {
 TEST(SchedulerPrefetchTest, LoadersScaleWithGpuWorkers) {
   const int64_t plenty = 100 * Scheduler::kPrefetchFrameBytes;
   {
-    Scheduler s(0, 0, nullptr, 0, 1, plenty);
+    Scheduler s({.prefetch_memory_bytes = plenty}, nullptr);
     s.AddWorker(std::make_unique<NullBackend>(), 0);
     EXPECT_EQ(s.prefetch_bound(), Scheduler::kGpuPrefetch);
     s.AddWorker(std::make_unique<NullBackend>(), 1);
@@ -144,14 +144,14 @@ TEST(SchedulerPrefetchTest, LoadersScaleWithGpuWorkers) {
     EXPECT_EQ(s.num_loaders(), 2 * Scheduler::kGpuPrefetch);
   }
   {
-    Scheduler cpu(0, 0, nullptr, 0, 1, plenty);
+    Scheduler cpu({.prefetch_memory_bytes = plenty}, nullptr);
     cpu.AddWorker(std::make_unique<NullBackend>(), -1);
     EXPECT_EQ(cpu.prefetch_bound(), Scheduler::kCpuPrefetch);
     EXPECT_EQ(cpu.num_loaders(), Scheduler::kCpuPrefetch);
   }
   {
     // Host memory for three frames: three loaders for two GPU workers.
-    Scheduler small(0, 0, nullptr, 0, 1, 3 * Scheduler::kPrefetchFrameBytes);
+    Scheduler small({.prefetch_memory_bytes = 3 * Scheduler::kPrefetchFrameBytes}, nullptr);
     small.AddWorker(std::make_unique<NullBackend>(), 0);
     small.AddWorker(std::make_unique<NullBackend>(), 1);
     EXPECT_EQ(small.prefetch_bound(), 3);
@@ -160,7 +160,7 @@ TEST(SchedulerPrefetchTest, LoadersScaleWithGpuWorkers) {
 }
 
 TEST(SchedulerPrefetchTest, PreparesUpToTheBoundWhileTheWorkerIsBusy) {
-  Scheduler s(0, 0, nullptr, 0, 1, 100 * Scheduler::kPrefetchFrameBytes);
+  Scheduler s({.prefetch_memory_bytes = 100 * Scheduler::kPrefetchFrameBytes}, nullptr);
   s.AddWorker(std::make_unique<NullBackend>(), 0);
   std::atomic<int> prepared{0};
   absl::Notification hold;
@@ -181,7 +181,7 @@ TEST(SchedulerPrefetchTest, PreparesUpToTheBoundWhileTheWorkerIsBusy) {
 }
 
 TEST(SchedulerTest, RealtimeBeforeReprocessingFifoWithinALevel) {
-  Scheduler s(8, 1, nullptr);
+  Scheduler s({.max_queue = 8, .prefetch = 1}, nullptr);
   s.AddWorker(std::make_unique<NullBackend>(), -1);
   std::vector<std::string> log;
   std::mutex mu;
@@ -206,7 +206,7 @@ TEST(SchedulerTest, RealtimeBeforeReprocessingFifoWithinALevel) {
 }
 
 TEST(SchedulerTest, BoundedQueueAndDraining) {
-  Scheduler s(2, 1, nullptr);
+  Scheduler s({.max_queue = 2, .prefetch = 1}, nullptr);
   EXPECT_EQ(s.Reserve(false).status().code(), absl::StatusCode::kUnavailable);  // no workers
   s.AddWorker(std::make_unique<NullBackend>(), -1);
   std::vector<std::string> log;
@@ -245,7 +245,7 @@ TEST(SchedulerTest, BoundedQueueAndDraining) {
 // Drain joins the streaming stage: every stream handed over has ended when Shutdown
 // returns, and the worker was free while its job streamed.
 TEST(SchedulerTest, ShutdownWaitsForTheStreamingItJoins) {
-  Scheduler s(8, 1, nullptr);
+  Scheduler s({.max_queue = 8, .prefetch = 1}, nullptr);
   s.AddWorker(std::make_unique<NullBackend>(), -1);
   std::atomic<int> streamed{0};
   std::vector<std::string> log;
@@ -270,7 +270,7 @@ TEST(SchedulerTest, ShutdownWaitsForTheStreamingItJoins) {
 }
 
 TEST(SchedulerTest, UploadsAreCountedApartFromQueuedWorkWithARealtimeReserve) {
-  Scheduler s(/*max_queue=*/0, 1, nullptr, /*max_uploads=*/2, /*realtime_reserve=*/1);
+  Scheduler s({.max_queue = 0, .max_uploads = 2, .realtime_reserve = 1, .prefetch = 1}, nullptr);
   s.AddWorker(std::make_unique<NullBackend>(), -1);
   EXPECT_EQ(s.CurrentLoad().max_queue, Scheduler::kMinQueue);  // automatic, one worker
   auto u1 = s.ReserveUpload(false, true);
@@ -293,7 +293,7 @@ TEST(SchedulerTest, UploadsAreCountedApartFromQueuedWorkWithARealtimeReserve) {
 }
 
 TEST(SchedulerTest, TheAutomaticQueueBoundScalesWithTheWorkers) {
-  Scheduler s(0, 1, nullptr);
+  Scheduler s({.prefetch = 1}, nullptr);
   for (int i = 0; i < 4; ++i) s.AddWorker(std::make_unique<NullBackend>(), -1);
   EXPECT_EQ(s.CurrentLoad().max_queue, 4 * Scheduler::kQueuePerWorker);
   EXPECT_EQ(s.CurrentLoad().max_uploads, 4 * Scheduler::kQueuePerWorker);
@@ -301,7 +301,7 @@ TEST(SchedulerTest, TheAutomaticQueueBoundScalesWithTheWorkers) {
 }
 
 TEST(SchedulerTest, MemoryAndReleaseReachEveryWorkersBackend) {
-  Scheduler s(8, 1, nullptr);
+  Scheduler s({.max_queue = 8, .prefetch = 1}, nullptr);
   std::vector<const core::Geometry*> released;
   std::mutex mu;
   s.AddWorker(std::make_unique<MemoryBackend>(0, &released, &mu), 0);
@@ -353,7 +353,7 @@ class DeviceJob : public Job {
 TEST(SchedulerTest, JobsBoundToAGpuRunOnThatGpusWorker) {
   std::vector<const core::Geometry*> released;
   std::mutex release_mu;
-  Scheduler s(64, 1, nullptr);
+  Scheduler s({.max_queue = 64, .prefetch = 1}, nullptr);
   s.AddWorker(std::make_unique<MemoryBackend>(0, &released, &release_mu), 0);
   s.AddWorker(std::make_unique<MemoryBackend>(1, &released, &release_mu), 1);
   std::vector<std::pair<int, int>> runs;  // (job's device, device of the worker that ran it)

@@ -1,4 +1,4 @@
-"""Channel, credentials and retry policy shared by the sync and grpc.aio clients.
+"""Channel, credentials and the one retry policy of the sync and grpc.aio clients.
 
 They mirror the C++ client (client/spexd_client.cc): round_robin load balancing (a
 ``dns:///name:port`` target resolving to several replicas, or an
@@ -8,13 +8,18 @@ attempts on UNAVAILABLE with a doubling backoff (0.2 s, at most 5 s) jittered to
 50-100 %. A RESOURCE_EXHAUSTED that the server marks transient (trailing metadata
 ``spexd-retryable``: queue or upload slots full) is retried with the same backoff for up
 to ``queue_wait`` seconds, never past the extraction deadline; ``retries=1`` turns every
-retry off (docs/service.md, "Limits").
+retry off (docs/service.md, "Limits"). Both clients build themselves with ``connect``
+and retry through ``Retrier.pause_or_raise`` / ``after_stream_error``, so that their
+loops differ only in how they sleep (time.sleep or asyncio.sleep).
 """
 import dataclasses
 import random
 import time
+import warnings
 
 import grpc
+
+from spexd.errors import from_rpc_error
 
 # Replies are at most 4 MiB by contract; slack for a server with a larger limit.
 MAX_RECEIVE_BYTES = 64 << 20
@@ -85,20 +90,75 @@ class Retrier:
             return None
         return pause
 
+    def pause_or_raise(self, rpc_error):
+        """The pause before the next attempt; raises the SpexdError of `rpc_error` when
+        the policy gives up. Call it inside the ``except grpc.RpcError`` block."""
+        pause = self.pause(rpc_error)
+        if pause is None:
+            raise from_rpc_error(rpc_error) from None
+        return pause
+
 
 RELOAD_PSF = "reload"
 
 
-def after_stream_error(rpc_error, err, received, reloaded, own_psf, retrier):
+def after_stream_error(rpc_error, received, reloaded, own_psf, retrier):
     """What an extraction stream does after an error, for the sync and aio clients alike:
     RELOAD_PSF (the PSF was evicted between LoadPsf and the extraction: load it again,
     once, as spexctl), a pause before the next attempt (UNAVAILABLE or a full queue, only
-    while nothing arrived, so a consumer never sees a bundle twice), or None (raise)."""
+    while nothing arrived, so a consumer never sees a bundle twice), or it raises the
+    SpexdError. Call it inside the ``except grpc.RpcError`` block."""
     if received:
-        return None
-    if err.code == grpc.StatusCode.NOT_FOUND and not reloaded and own_psf:
+        raise from_rpc_error(rpc_error) from None
+    if rpc_error.code() == grpc.StatusCode.NOT_FOUND and not reloaded and own_psf:
         return RELOAD_PSF
-    return retrier.pause(rpc_error)
+    return retrier.pause_or_raise(rpc_error)
+
+
+def renamed(new_value, old_value, new, old, default=None):
+    """The value of an argument that has a deprecated spelling (docs/service.md, "Option
+    names"): the new one, else the old one (with a DeprecationWarning), else default."""
+    if old_value is None:
+        return default if new_value is None else new_value
+    if new_value is not None and new_value != old_value:
+        raise ValueError(f"give {new}= or its deprecated spelling {old}=, not both")
+    warnings.warn(f"{old}= is deprecated: use {new}=", DeprecationWarning, stacklevel=3)
+    return old_value
+
+
+@dataclasses.dataclass
+class Connection:
+    """What a client is built from: checked once for the sync and the aio client."""
+
+    target: str
+    policy: Policy
+    credentials: object  # grpc.ChannelCredentials or None (plaintext)
+    options: list        # channel arguments
+    metadata: tuple      # call metadata (the bearer token) or None
+
+    def open(self, grpc_module):
+        """A channel from `grpc_module`: grpc (sync) or grpc.aio."""
+        if self.credentials:
+            return grpc_module.secure_channel(self.target, self.credentials, options=self.options)
+        return grpc_module.insecure_channel(self.target, options=self.options)
+
+
+def connect(server=None, tls=False, auth_token=None, retries=4, deadline=60.0,
+            extract_deadline=None, queue_wait=600.0, target=None, token=None):
+    """The constructor arguments of spexd.Client and spexd.aio.Client (same names as
+    spexctl's flags; target= and token= are the deprecated spellings of server= and
+    auth_token=) as a Connection."""
+    server = renamed(server, target, "server", "target")
+    auth_token = renamed(auth_token, token, "auth_token", "token")
+    if not server:
+        raise ValueError("no server address")
+    if retries < 1:
+        raise ValueError("retries must be >= 1")
+    if queue_wait < 0:
+        raise ValueError("queue_wait must be >= 0")
+    policy = Policy(retries=retries, deadline=deadline, extract_deadline=extract_deadline,
+                    queue_wait=queue_wait)
+    return Connection(server, policy, credentials(tls), channel_args(tls), metadata(auth_token))
 
 
 def channel_args(tls):

@@ -11,7 +11,6 @@ import grpc
 
 from spexd import _channel, request
 from spexd.client import ExtractSpec, psf_load_requests
-from spexd.errors import from_rpc_error
 from spexd.result import ExtractionResult, StreamAssembler
 from spexd.v1 import spexd_pb2 as pb
 from spexd.v1 import spexd_pb2_grpc as pb_grpc
@@ -52,17 +51,13 @@ class BundleStream:
                 self.model = asm.finish()
                 return
             except grpc.RpcError as e:
-                err = from_rpc_error(e)
-                action = _channel.after_stream_error(e, err, asm.header is not None, reloaded,
+                action = _channel.after_stream_error(e, asm.header is not None, reloaded,
                                                      spec.psf_id is None, retrier)
                 if action == _channel.RELOAD_PSF:
                     reloaded = True
                     psf_id = await c._psf_id(spec, reload=True)
                     continue
-                if action is not None:
-                    await asyncio.sleep(action)
-                    continue
-                raise err from None
+                await asyncio.sleep(action)
             finally:
                 if call is not None and self.summary is None:
                     call.cancel()
@@ -71,20 +66,12 @@ class BundleStream:
 class Client:
     """grpc.aio twin of spexd.Client (same constructor arguments)."""
 
-    def __init__(self, target, tls=False, token=None, retries=4, deadline=60.0,
-                 extract_deadline=None):
-        if not target:
-            raise ValueError("no server address")
-        if retries < 1:
-            raise ValueError("retries must be >= 1")
-        self.target = target
-        self.policy = _channel.Policy(retries=retries, deadline=deadline,
-                                      extract_deadline=extract_deadline)
-        creds = _channel.credentials(tls)
-        args = _channel.channel_args(tls)
-        self._channel = (grpc.aio.secure_channel(target, creds, options=args) if creds
-                         else grpc.aio.insecure_channel(target, options=args))
-        self._metadata = _channel.metadata(token)
+    def __init__(self, server=None, tls=False, auth_token=None, retries=4, deadline=60.0,
+                 extract_deadline=None, queue_wait=600.0, target=None, token=None):
+        conn = _channel.connect(server, tls, auth_token, retries, deadline, extract_deadline,
+                                queue_wait, target, token)
+        self.target, self.policy, self._metadata = conn.target, conn.policy, conn.metadata
+        self._channel = conn.open(grpc.aio)
         self._extraction = pb_grpc.ExtractionStub(self._channel)
         self._admin = pb_grpc.AdminStub(self._channel)
         self._psf_ids = {}
@@ -104,11 +91,7 @@ class Client:
             try:
                 return await fn(*args, timeout=self.policy.deadline, metadata=self._metadata)
             except grpc.RpcError as e:
-                err = from_rpc_error(e)
-                pause = retrier.pause(e)
-                if pause is None:
-                    raise err from None
-                await asyncio.sleep(pause)
+                await asyncio.sleep(retrier.pause_or_raise(e))
 
     async def load_psf(self, path=None, server_path=None):
         msgs = psf_load_requests(path, server_path)

@@ -1,6 +1,6 @@
 """The synchronous spexd client.
 
-    client = spexd.Client("host:port")            # or "dns:///name:port", tls=, token=
+    client = spexd.Client("host:port")            # or "dns:///name:port", tls=, auth_token=
     result = client.extract(image=img, ivar=ivar, mask=mask, psf="psf.fits",
                             wavelength=(5760.0, 7620.0, 0.8), specmin=0, nspec=500)
     frame = result.to_desispec()                  # or result.write("frame.fits")
@@ -11,7 +11,6 @@ import time
 import grpc
 
 from spexd import _channel, request
-from spexd.errors import from_rpc_error
 from spexd.result import ExtractionResult, StreamAssembler
 from spexd.v1 import spexd_pb2 as pb
 from spexd.v1 import spexd_pb2_grpc as pb_grpc
@@ -121,17 +120,13 @@ class BundleStream:
                 self.model = asm.finish()
                 return
             except grpc.RpcError as e:
-                err = from_rpc_error(e)
-                action = _channel.after_stream_error(e, err, asm.header is not None, reloaded,
+                action = _channel.after_stream_error(e, asm.header is not None, reloaded,
                                                      spec.psf_id is None, retrier)
                 if action == _channel.RELOAD_PSF:
                     reloaded = True
                     psf_id = c._psf_id(spec, reload=True)
                     continue
-                if action is not None:
-                    time.sleep(action)
-                    continue
-                raise err from None
+                time.sleep(action)
             finally:
                 if call is not None and self.summary is None:
                     call.cancel()  # the consumer stopped early: the server stops too
@@ -140,26 +135,20 @@ class BundleStream:
 class Client:
     """Client of one spexd service (or several replicas behind one target).
 
-    target: "host:port", "dns:///name:port" (every resolved replica, round-robin) or
-    "ipv4:h1:p1,h2:p2". tls: False, True (system roots) or spexd.Tls(...). token: the
-    bearer token when the server requires one. retries: attempts on UNAVAILABLE.
-    deadline: seconds for admin calls; extract_deadline: for a whole extraction.
+    server: "host:port", "dns:///name:port" (every resolved replica, round-robin) or
+    "ipv4:h1:p1,h2:p2". tls: False, True (system roots) or spexd.Tls(...). auth_token:
+    the bearer token when the server requires one. retries: attempts on UNAVAILABLE.
+    deadline: seconds for admin calls; extract_deadline: for a whole extraction;
+    queue_wait: seconds a full server queue is retried. The names are spexctl's flags
+    (docs/service.md, "Option names"); target= and token= are deprecated spellings.
     """
 
-    def __init__(self, target, tls=False, token=None, retries=4, deadline=60.0,
-                 extract_deadline=None):
-        if not target:
-            raise ValueError("no server address")
-        if retries < 1:
-            raise ValueError("retries must be >= 1")
-        self.target = target
-        self.policy = _channel.Policy(retries=retries, deadline=deadline,
-                                      extract_deadline=extract_deadline)
-        creds = _channel.credentials(tls)
-        args = _channel.channel_args(tls)
-        self._channel = (grpc.secure_channel(target, creds, options=args) if creds
-                         else grpc.insecure_channel(target, options=args))
-        self._metadata = _channel.metadata(token)
+    def __init__(self, server=None, tls=False, auth_token=None, retries=4, deadline=60.0,
+                 extract_deadline=None, queue_wait=600.0, target=None, token=None):
+        conn = _channel.connect(server, tls, auth_token, retries, deadline, extract_deadline,
+                                queue_wait, target, token)
+        self.target, self.policy, self._metadata = conn.target, conn.policy, conn.metadata
+        self._channel = conn.open(grpc)
         self._extraction = pb_grpc.ExtractionStub(self._channel)
         self._admin = pb_grpc.AdminStub(self._channel)
         self._psf_ids = {}
@@ -180,11 +169,7 @@ class Client:
             try:
                 return fn(*args, timeout=self.policy.deadline, metadata=self._metadata)
             except grpc.RpcError as e:
-                err = from_rpc_error(e)
-                pause = retrier.pause(e)
-                if pause is None:
-                    raise err from None
-                time.sleep(pause)
+                time.sleep(retrier.pause_or_raise(e))
 
     # ------------------------------------------------------------------ admin
     def load_psf(self, path=None, server_path=None):
@@ -226,7 +211,9 @@ class Client:
         (uploaded once per client), ``psf_server_path=`` or ``psf_id=``.
         Parameters: wavelength=(wmin, wmax, dw), specmin, nspec, bundlesize,
         nsubbundles, nwavestep, wavepad, wavepad_frac, pixpad_frac, regularize, psferr,
-        compat ("gpu"/"cpu"), mask_policy ("desispec"/"any"); priority ("realtime"/
+        reproduce ("gpu_specter_gpu"/"gpu_specter_cpu": which gpu_specter path's results,
+        extraction-spec §2.17; compat="gpu"/"cpu" is its deprecated spelling),
+        mask_policy ("desispec"/"any"); priority ("realtime"/
         "reprocessing"), want_model, server_output_path, bundles / fibers (a subset),
         client_tag. Errors raise spexd.SpexdError subclasses (gRPC status + message).
         """

@@ -9,7 +9,10 @@ import numpy as np
 
 from spexd.v1 import spexd_pb2 as pb
 
-_COMPAT = {None: pb.COMPAT_UNSPECIFIED, "gpu": pb.COMPAT_GPU, "cpu": pb.COMPAT_CPU}
+# reproduce= (which gpu_specter path's results, extraction-spec §2.17) travels as the
+# proto's compat field; "gpu"/"cpu" are the deprecated spellings of compat=.
+_REPRODUCE = {None: pb.COMPAT_UNSPECIFIED, "gpu_specter_gpu": pb.COMPAT_GPU,
+              "gpu_specter_cpu": pb.COMPAT_CPU, "gpu": pb.COMPAT_GPU, "cpu": pb.COMPAT_CPU}
 _MASK_POLICY = {None: pb.MASK_POLICY_UNSPECIFIED, "desispec": pb.MASK_POLICY_DESISPEC,
                 "any": pb.MASK_POLICY_ANY_BIT}
 _PRIORITY = {None: pb.PRIORITY_UNSPECIFIED, "realtime": pb.REALTIME,
@@ -26,9 +29,13 @@ def _choice(table, value, what):
 
 def extraction_params(wavelength=None, specmin=None, nspec=None, bundlesize=None,
                       nsubbundles=None, nwavestep=None, wavepad=None, wavepad_frac=None,
-                      pixpad_frac=None, regularize=None, psferr=None, compat=None,
-                      mask_policy=None):
-    """desi_extract_spectra's parameters; None leaves the server's default."""
+                      pixpad_frac=None, regularize=None, psferr=None, reproduce=None,
+                      mask_policy=None, compat=None):
+    """desi_extract_spectra's parameters; None leaves the server's default. compat= is
+    the deprecated spelling of reproduce= (docs/service.md, "Option names")."""
+    from spexd._channel import renamed
+
+    reproduce = renamed(reproduce, compat, "reproduce", "compat")
     p = pb.ExtractionParams()
     if wavelength is not None:
         if len(wavelength) != 3:
@@ -43,7 +50,7 @@ def extraction_params(wavelength=None, specmin=None, nspec=None, bundlesize=None
                         ("regularize", regularize), ("psferr", psferr)):
         if value is not None:
             setattr(p, name, float(value))
-    p.compat = _choice(_COMPAT, compat, "compat")
+    p.compat = _choice(_REPRODUCE, reproduce, "reproduce")
     p.mask_policy = _choice(_MASK_POLICY, mask_policy, "mask_policy")
     return p
 

@@ -1,0 +1,88 @@
+#include "server/server_config.h"
+
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+
+namespace spexd::server {
+namespace {
+
+absl::Status Bad(absl::string_view message) { return absl::InvalidArgumentError(message); }
+
+}  // namespace
+
+absl::StatusOr<LogLevel> ParseLogLevel(absl::string_view text) {
+  if (text == "debug") return LogLevel::kDebug;
+  if (text == "info") return LogLevel::kInfo;
+  if (text == "warning") return LogLevel::kWarning;
+  if (text == "error") return LogLevel::kError;
+  return Bad(absl::StrCat("--log_level must be debug, info, warning or error (got '", text, "')"));
+}
+
+absl::StatusOr<std::optional<core::BackendKind>> ParseBackendChoice(absl::string_view text) {
+  if (text == "auto") return std::optional<core::BackendKind>();
+  absl::StatusOr<core::BackendKind> kind = core::ParseBackendKind(text);
+  if (!kind.ok()) return Bad(absl::StrCat("--backend must be auto, cpu or cuda (got '", text, "')"));
+  return std::optional<core::BackendKind>(*kind);
+}
+
+std::vector<std::string> SplitList(absl::string_view text) {
+  std::vector<std::string> out;
+  for (absl::string_view part : absl::StrSplit(text, ',', absl::SkipWhitespace())) {
+    out.emplace_back(absl::StripAsciiWhitespace(part));
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<int>> ParseDeviceList(absl::string_view text) {
+  std::vector<int> devices;
+  for (const std::string& d : SplitList(text)) {
+    int device = 0;
+    if (!absl::SimpleAtoi(d, &device) || device < 0) {
+      return Bad(absl::StrCat("--gpu_devices: bad device '", d,
+                              "' (CUDA device ordinals, comma-separated: 0,1,...)"));
+    }
+    devices.push_back(device);
+  }
+  return devices;
+}
+
+absl::StatusOr<std::string> ReadAuthToken(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return Bad(absl::StrCat("cannot read --auth_token_file ", path));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string token(absl::StripAsciiWhitespace(ss.str()));
+  if (token.empty()) return Bad("--auth_token_file is empty");
+  return token;
+}
+
+absl::Status ValidateServerConfig(const ServerConfig& config) {
+  const ServerOptions& o = config.server;
+  if (o.cpu_threads < 0) return Bad("--cpu_threads must not be negative (0: all cores)");
+  if (o.max_queue < 0) return Bad("--max_queue must be 0 (automatic) or positive");
+  if (o.max_uploads < 0 || o.realtime_reserve < 0 || o.limits.upload_idle_seconds < 0 ||
+      o.limits.write_timeout_seconds < 0 || o.limits.upload_min_bytes_per_second < 0 ||
+      o.limits.upload_rate_window_seconds < 0) {
+    return Bad("--max_uploads, --realtime_reserve, the timeouts and the upload rate floor "
+               "must not be negative");
+  }
+  if (o.prefetch < 0 || o.prefetch_memory_bytes < 0) {
+    return Bad("--prefetch and --prefetch_memory_bytes must not be negative (0: the default)");
+  }
+  if (o.streamers_per_worker < 0) {
+    return Bad("--streamers_per_worker must not be negative (0: the default)");
+  }
+  if (o.limits.max_request_bytes < (64 << 20)) return Bad("--max_request_bytes must be at least 64 MiB");
+  if (o.limits.max_message_bytes < (1 << 20) || o.limits.max_message_bytes > (64 << 20)) {
+    return Bad("--max_message_bytes must be between 1 MiB and 64 MiB");
+  }
+  if (config.drain_seconds < 0) return Bad("--drain_seconds must not be negative");
+  return absl::OkStatus();
+}
+
+}  // namespace spexd::server

@@ -1,0 +1,119 @@
+// ParamsToProto (client, spexctl's remote mode) and ParamsFromProto (server) are mirrored
+// by hand; these tests make them fail together when one side forgets a field. The proto
+// side is driven by reflection: every field of v1::ExtractionParams is set to a
+// non-default value, so a field added to the proto fails here until both sides carry it.
+// The core side counts core::ExtractionParams' fields for the same reason.
+#include <string>
+
+#include "client/remote_extract.h"
+#include "core/base/field_count.h"
+#include "google/protobuf/descriptor.h"
+#include "google/protobuf/message.h"
+#include "google/protobuf/util/message_differencer.h"
+#include "gtest/gtest.h"
+#include "server/proto_convert.h"
+
+namespace spexd {
+namespace {
+
+using google::protobuf::FieldDescriptor;
+
+// The fields the round trip below sets and compares; want_model travels in the header,
+// next to the params (ExtractHeader.want_model).
+static_assert(core::FieldCount<core::ExtractionParams>() == 17,
+              "core::ExtractionParams changed: handle the field in ParamsToProto "
+              "(client/remote_extract.cc), ParamsFromProto (server/proto_convert.cc), "
+              "client/python/spexd/request.py and this test");
+
+// Every field of `m` set to a value that is not its default (and valid for the
+// conversion: enums take their last value, numbers distinct ones).
+void SetEveryField(google::protobuf::Message* m) {
+  const google::protobuf::Descriptor* d = m->GetDescriptor();
+  const google::protobuf::Reflection* r = m->GetReflection();
+  for (int i = 0; i < d->field_count(); ++i) {
+    const FieldDescriptor* f = d->field(i);
+    ASSERT_FALSE(f->is_repeated()) << f->name() << ": extend SetEveryField";
+    const int k = f->number();
+    switch (f->cpp_type()) {
+      case FieldDescriptor::CPPTYPE_DOUBLE: r->SetDouble(m, f, 1000.0 + 0.25 * k); break;
+      case FieldDescriptor::CPPTYPE_INT32: r->SetInt32(m, f, 100 + k); break;
+      case FieldDescriptor::CPPTYPE_ENUM: {
+        const google::protobuf::EnumDescriptor* e = f->enum_type();
+        r->SetEnum(m, f, e->value(e->value_count() - 1));
+        break;
+      }
+      default:
+        FAIL() << f->name() << ": a field type SetEveryField does not know";
+    }
+  }
+}
+
+TEST(ParamsRoundTripTest, EveryProtoFieldSurvivesServerThenClient) {
+  v1::ExtractionParams in;
+  SetEveryField(&in);
+  const google::protobuf::Descriptor* d = in.GetDescriptor();
+  for (int i = 0; i < d->field_count(); ++i) {
+    const FieldDescriptor* f = d->field(i);
+    if (f->has_presence()) {
+      EXPECT_TRUE(in.GetReflection()->HasField(in, f)) << f->name();
+    }
+  }
+  absl::StatusOr<core::ExtractionParams> params = server::ParamsFromProto(in, /*want_model=*/true);
+  ASSERT_TRUE(params.ok()) << params.status();
+  EXPECT_TRUE(params->want_model);
+  const v1::ExtractionParams back = client::ParamsToProto(*params);
+  std::string diff;
+  google::protobuf::util::MessageDifferencer differ;
+  differ.ReportDifferencesToString(&diff);
+  EXPECT_TRUE(differ.Compare(in, back)) << "lost or changed on the way: " << diff;
+}
+
+TEST(ParamsRoundTripTest, EveryCoreFieldSurvivesClientThenServer) {
+  core::ExtractionParams p;
+  p.has_wavelength = true;
+  p.wmin = 3600.5;
+  p.wmax = 5900.25;
+  p.dw = 0.5;
+  p.specmin = 25;
+  p.nspec = 75;
+  p.bundlesize = 20;
+  p.nsubbundles = 4;
+  p.nwavestep = 30;
+  p.wavepad = 8;
+  p.wavepad_frac = 0.3;
+  p.pixpad_frac = 0.7;
+  p.regularize = 0.01;
+  p.psferr = 0.02;
+  p.compat = core::Compat::kCpu;
+  p.mask_policy = core::MaskPolicy::kAnyBit;
+  p.want_model = true;
+  absl::StatusOr<core::ExtractionParams> q = server::ParamsFromProto(client::ParamsToProto(p), true);
+  ASSERT_TRUE(q.ok()) << q.status();
+  EXPECT_EQ(q->has_wavelength, p.has_wavelength);
+  EXPECT_EQ(q->wmin, p.wmin);
+  EXPECT_EQ(q->wmax, p.wmax);
+  EXPECT_EQ(q->dw, p.dw);
+  EXPECT_EQ(q->specmin, p.specmin);
+  EXPECT_EQ(q->nspec, p.nspec);
+  EXPECT_EQ(q->bundlesize, p.bundlesize);
+  EXPECT_EQ(q->nsubbundles, p.nsubbundles);
+  EXPECT_EQ(q->nwavestep, p.nwavestep);
+  EXPECT_EQ(q->wavepad, p.wavepad);
+  EXPECT_EQ(q->wavepad_frac, p.wavepad_frac);
+  EXPECT_EQ(q->pixpad_frac, p.pixpad_frac);
+  EXPECT_EQ(q->regularize, p.regularize);
+  EXPECT_EQ(q->psferr, p.psferr);
+  EXPECT_EQ(q->compat, p.compat);
+  EXPECT_EQ(q->mask_policy, p.mask_policy);
+  EXPECT_EQ(q->want_model, p.want_model);
+  // Unset optionals stay unset: the PSF's grid and PSFERR apply.
+  p.has_wavelength = false;
+  p.psferr.reset();
+  q = server::ParamsFromProto(client::ParamsToProto(p), false);
+  ASSERT_TRUE(q.ok()) << q.status();
+  EXPECT_FALSE(q->has_wavelength);
+  EXPECT_FALSE(q->psferr.has_value());
+}
+
+}  // namespace
+}  // namespace spexd

@@ -31,6 +31,24 @@ absl::StatusOr<std::unique_ptr<core::Backend>> CreateCudaBackendFromEnv() {
   return core::CreateBackend(*options);
 }
 
+// Defined first so that it runs first: the sticky-error tests below poison the process's
+// CUDA context, after which no backend can be created (the device run of 2026-11-23
+// skipped it there).
+// A mistyped switch (cuda/diagnostics.h) fails the backend's creation with
+// INVALID_ARGUMENT naming the variable and its allowed values, across the module's C ABI.
+TEST(CudaEnvironmentSwitchTest, BadSwitchFailsCreation) {
+  auto probe = CreateCudaBackendFromEnv();
+  if (!probe.ok()) GTEST_SKIP() << "CUDA backend unavailable: " << probe.status();
+  probe->reset();
+  setenv("SPEXD_CUDA_TIMELINE", "banana", 1);
+  auto b = CreateCudaBackendFromEnv();
+  unsetenv("SPEXD_CUDA_TIMELINE");
+  ASSERT_FALSE(b.ok());
+  EXPECT_TRUE(absl::IsInvalidArgument(b.status())) << b.status();
+  EXPECT_TRUE(absl::StrContains(b.status().message(), "SPEXD_CUDA_TIMELINE")) << b.status();
+  EXPECT_TRUE(absl::StrContains(b.status().message(), "0 or 1")) << b.status();
+}
+
 class CudaFaultTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -265,21 +283,6 @@ TEST(CudaFaultSpecTest, UnknownFaultsAreRefused) {
   EXPECT_TRUE(named) << b.status();
   EXPECT_TRUE(absl::IsInvalidArgument(b.status()) || absl::IsUnavailable(b.status()))
       << b.status();
-}
-
-// A mistyped switch (cuda/diagnostics.h) fails the backend's creation with
-// INVALID_ARGUMENT naming the variable and its allowed values, across the module's C ABI.
-TEST(CudaEnvironmentSwitchTest, BadSwitchFailsCreation) {
-  auto probe = CreateCudaBackendFromEnv();
-  if (!probe.ok()) GTEST_SKIP() << "CUDA backend unavailable: " << probe.status();
-  probe->reset();
-  setenv("SPEXD_CUDA_TIMELINE", "banana", 1);
-  auto b = CreateCudaBackendFromEnv();
-  unsetenv("SPEXD_CUDA_TIMELINE");
-  ASSERT_FALSE(b.ok());
-  EXPECT_TRUE(absl::IsInvalidArgument(b.status())) << b.status();
-  EXPECT_TRUE(absl::StrContains(b.status().message(), "SPEXD_CUDA_TIMELINE")) << b.status();
-  EXPECT_TRUE(absl::StrContains(b.status().message(), "0 or 1")) << b.status();
 }
 
 }  // namespace

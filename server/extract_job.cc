@@ -309,7 +309,7 @@ void ExtractJob::Run(core::Backend& backend, int worker, core::TaskPool& streami
 absl::Status ExtractJob::Extract(core::Backend& backend) {
   // Planes decoded as float32 for workers that take them, met by one that does not (a
   // mixed server): widened here, exactly.
-  if (image_->has_float32_planes() && !backend.TakesFloat32Planes()) {
+  if (image_->has_float32_planes() && !core::TakesFloat32Planes(backend)) {
     core::WidenPlanes(&*image_, env_.decode_pool);
   }
   core::ExtractionJob job;

@@ -416,10 +416,11 @@ TEST_F(ExtractJobTest, AResultWithoutUsableBinsIsFailedPrecondition) {
 }
 
 // Records the planes it is given: float32 or float64, and their values widened.
-class PlaneRecordingBackend : public FakeBackend {
+class PlaneRecordingBackend : public FakeBackend, public core::GpuCapabilities {
  public:
   explicit PlaneRecordingBackend(bool takes_float32)
       : FakeBackend(Mode::kAll), takes_float32_(takes_float32) {}
+  core::GpuCapabilities* gpu() override { return this; }
   bool TakesFloat32Planes() const override { return takes_float32_; }
   absl::StatusOr<core::ExtractionSummary> Extract(const core::ExtractionJob& job,
                                                   const core::BundleSink& sink) override {

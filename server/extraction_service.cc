@@ -297,9 +297,9 @@ class ExtractReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, gr
     request_.psf = *std::move(psf);
     const ServiceLimits& limits = service_->env.limits;
     // Every parameter once, here, before any upload, file or geometry (issue 15 item 10).
-    auto params = CheckRequest(h, *request_.psf, limits, &request_.bundles);
-    if (!params.ok()) return params.status();
-    request_.params = *std::move(params);
+    auto plan = CheckRequest(h, *request_.psf, limits, &request_.bundles);
+    if (!plan.ok()) return plan.status();
+    request_.plan = *std::move(plan);
     switch (h.image_case()) {
       case v1::ExtractHeader::kServerPath:
         if (h.server_path().empty()) return absl::InvalidArgumentError("server_path is empty");

@@ -312,6 +312,10 @@ absl::Status PreprocReader::ReadFibermap(PreprocImage* frame) {
   return absl::OkStatus();
 }
 
+// Over 100 lines: a plain file's planes are decoded in one parallel pass, task 0 reading
+// MASK and FIBERMAP on the CFITSIO handle while the others decode chunks and apply the
+// pixel rules while each is in cache; the tasks share the chunk bookkeeping (mask_ready,
+// ruled, the counts), which split functions would only pass around.
 absl::StatusOr<PreprocImage> PreprocReader::ReadPlanes() {
   FitsFile& file = file_;
   PreprocImage frame;

@@ -20,14 +20,15 @@ absl::Status RunLocalExtract(const ExtractCommand& cmd) {
   const auto t0 = std::chrono::steady_clock::now();
   SPEXD_ASSIGN_OR_RETURN(core::Psf psf_value, core::Psf::Load(cmd.psf));
   auto psf = std::make_shared<const core::Psf>(std::move(psf_value));
-  // The server's checks, before the image is read (issue 15 item 10).
-  SPEXD_RETURN_IF_ERROR(core::ValidateParams(cmd.params, *psf));
+  // The server's checks, before the image is read (issue 15 item 10): the parameters
+  // validated once, into the plan everything below uses.
+  SPEXD_ASSIGN_OR_RETURN(core::ExtractionPlan plan, core::ExtractionPlan::Create(cmd.params, *psf));
   core::PreprocOptions popts;
   popts.mask_policy = cmd.params.mask_policy;
   SPEXD_ASSIGN_OR_RETURN(core::PreprocImage image, core::ReadPreproc(cmd.input, popts));
   // One frame only: spots are not kept after their bundle is done.
-  SPEXD_ASSIGN_OR_RETURN(auto geometry, core::Geometry::Create(psf, cmd.params, image.height,
-                                                               image.width, /*cache_spots=*/false));
+  SPEXD_ASSIGN_OR_RETURN(auto geometry, core::Geometry::Create(psf, plan, image.height, image.width,
+                                                               /*cache_spots=*/false));
   core::BackendOptions bopts;
   bopts.kind = cmd.backend;
   bopts.threads = cmd.threads;
@@ -36,9 +37,9 @@ absl::Status RunLocalExtract(const ExtractCommand& cmd) {
   core::ExtractionJob job;
   job.geometry = geometry;
   job.image = &image;
-  job.regularize = cmd.params.regularize;
-  job.psferr = core::EffectivePsfErr(cmd.params, *psf);
-  job.want_model = cmd.params.want_model;
+  job.regularize = plan.params().regularize;
+  job.psferr = plan.psferr();
+  job.want_model = plan.params().want_model;
   const auto t1 = std::chrono::steady_clock::now();
 
   ProgressBar bar("extract", geometry->plan().nbundles, !cmd.quiet);
@@ -57,7 +58,7 @@ absl::Status RunLocalExtract(const ExtractCommand& cmd) {
   meta.in_psf = cmd.psf;
   meta.in_img = cmd.input;
   meta.orig_psf = psf->in_psf().value_or("");
-  const core::GridRequest grid = core::RequestedGrid(cmd.params, *psf);
+  const core::GridRequest& grid = plan.grid();
   meta.wmin = grid.wmin;
   meta.wmax = grid.wmax;
   meta.dw = grid.dw;

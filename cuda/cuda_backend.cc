@@ -54,7 +54,7 @@ double Now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-class CudaBackend final : public core::Backend {
+class CudaBackend final : public core::Backend, public core::GpuCapabilities {
  public:
   CudaBackend(std::unique_ptr<GpuContext> ctx, const core::BackendOptions& options,
               Diagnostics diagnostics, FaultPlan faults)
@@ -93,6 +93,8 @@ class CudaBackend final : public core::Backend {
   }
 
   bool healthy() const override { return healthy_.load(); }
+
+  core::GpuCapabilities* gpu() override { return this; }
 
   // Float32 planes are copied to the pinned staging as they are (UploadImage).
   bool TakesFloat32Planes() const override { return true; }

@@ -30,7 +30,7 @@ struct UploadStats {
 };
 
 // Pins host memory with cudaHostRegister (portable: every device's context sees it) for
-// the backend on `device` (core::Backend::PlanePinner).
+// the backend on `device` (core::GpuCapabilities::PlanePinner).
 std::shared_ptr<core::PlaneMemoryPinner> MakePlanePinner(int device);
 
 // Unless the float32 planes are pinned already: fills the pinned staging in chunks on the calling thread and `pool`'s threads (the

@@ -15,7 +15,7 @@ namespace spexd::cuda {
 // Maps `ipc_handle` (core::kCudaIpcHandleBytes bytes from cudaIpcGetMemHandle) on
 // `device`, which must be the device the allocation lives on, and checks that the
 // allocation holds at least `size` bytes from its base. Sets the calling thread's device.
-// Statuses as core::Backend::ImportRegion.
+// Statuses as core::GpuCapabilities::ImportRegion.
 absl::StatusOr<std::unique_ptr<core::ImportedRegion>> OpenIpcRegion(const std::string& ipc_handle,
                                                                     int device, uint64_t size);
 

@@ -99,6 +99,8 @@ absl::Status LibraryEigen(const RunResources& res, const RunLayout& layout, cons
 
 }  // namespace
 
+// Over 100 lines: the run's kernels and library calls are enqueued in stream order in one
+// place, so that the order (and where each launch is checked) reads top to bottom.
 absl::Status EnqueueRun(const RunResources& res, const RunLayout& layout, const RunArgs& args) {
   if (args.count == 0) return absl::OkStatus();
   const GpuContext& ctx = *res.ctx;

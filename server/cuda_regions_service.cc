@@ -104,7 +104,7 @@ class RegionHoldReactor final : public grpc::ServerWriteReactor<v1::RegisterCuda
     SPEXD_RETURN_IF_ERROR(CheckRegionPeer(call, *context_));
     SPEXD_RETURN_IF_ERROR(CheckRegisterRequest(request));
     // Opening a handle takes a few milliseconds on this reaction thread: rare, and no
-    // extraction is waited for (Backend::ImportRegion).
+    // extraction is waited for (GpuCapabilities::ImportRegion).
     auto memory = context_->scheduler->ImportRegion(request.ipc_handle(), request.device(),
                                                     static_cast<uint64_t>(request.size()));
     if (!memory.ok()) return memory.status();

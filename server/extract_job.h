@@ -1,13 +1,16 @@
 // One extraction request as a scheduler job, in three stages so that a worker (a GPU)
 // spends its time extracting only:
-//   Prepare (a loader thread): read the image (server path or upload), decode it, warm
-//     the geometry through the PSF cache, build the FrameHeader;
+//   Prepare (a loader thread): the input (JobInput: read the image from a server path
+//     or an upload, or take a frame in CUDA regions), the warm geometry through the PSF
+//     cache, then the decode and the outputs (JobOutput: FrameHeader, output checks);
 //   Run (the worker): send the header, run the backend; each finished bundle is handed
 //     to the job's streaming task, and the worker is free as soon as the backend returns;
-//   streaming task (the scheduler's streaming stage, core::TaskPool): finalise each bundle (photons/Angstrom), convert it to BundleData
-//     parts and send them, assemble the optional server-side frame and model, send the
-//     summary and end the call.
-// gRPC-free: it talks to the call through ResponseStream.
+//   streaming task (the scheduler's streaming stage, core::TaskPool): JobOutput
+//     finalises each bundle (photons/Angstrom) and streams it (or writes it into a CUDA
+//     output region), then the products that need the whole frame and the summary; the
+//     job ends the call.
+// What the job reports to the metrics goes through JobMetrics. gRPC-free: it talks to
+// the call through ResponseStream.
 #ifndef SPEXD_SERVER_EXTRACT_JOB_H_
 #define SPEXD_SERVER_EXTRACT_JOB_H_
 
@@ -25,14 +28,16 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "core/backend/backend.h"
-#include "core/frame/frame.h"
-#include "core/plan/geometry.h"
 #include "core/io/preproc.h"
 #include "core/io/psf.h"
+#include "core/plan/extraction_params.h"
+#include "core/plan/geometry.h"
 #include "server/cuda_request.h"
 #include "server/data_roots.h"
+#include "server/job_input.h"
+#include "server/job_metrics.h"
+#include "server/job_output.h"
 #include "server/proto_convert.h"
-#include "server/region_output.h"
 #include "server/scheduler.h"
 #include "server/service_limits.h"
 #include "spexd/v1/spexd.pb.h"
@@ -74,8 +79,9 @@ struct JobEnvironment {
 
 struct JobRequest {
   v1::ExtractHeader header;
-  // Validated once when the header arrived (server/request_validation.h).
-  core::ExtractionParams params;
+  // The parameters, validated once when the header arrived, with their grid
+  // (server/request_validation.h); never re-validated downstream.
+  std::optional<core::ExtractionPlan> plan;
   std::vector<int> bundles;  // selected plan bundles; empty: all
   bool subset = false;  // ExtractBundles: header must select bundles or fibres
   std::shared_ptr<const core::Psf> psf;  // held from admission: eviction cannot race
@@ -91,8 +97,9 @@ struct JobRequest {
 class ExtractJob : public Job, public std::enable_shared_from_this<ExtractJob> {
  public:
   // `stream` stays valid until Finish is called on it; `cancel` is set by the call when
-  // the client cancels or the deadline passes, and is polled by the backend before each
-  // patch (CPU) or patch batch (CUDA). Create with std::make_shared (the streaming task shares ownership).
+  // the client cancels or the deadline passes, and is polled by the backend before
+  // each patch (CPU) or patch batch (CUDA). Create with std::make_shared (the streaming
+  // task shares ownership). `request.plan` must be set.
   ExtractJob(const JobEnvironment& env, JobRequest request, ResponseStream* stream,
              std::shared_ptr<std::atomic<bool>> cancel);
 
@@ -107,33 +114,12 @@ class ExtractJob : public Job, public std::enable_shared_from_this<ExtractJob> {
     double seconds = 0;  // since the previous bundle (or the start) on the worker
   };
 
-  // Prepare's work, stage by stage: open the image (or check the device input), plan,
-  // decode, build the FrameHeader, check the outputs.
-  absl::Status PrepareImage();
+  // Prepare's work: input headers, geometry, decode, outputs.
+  absl::Status PrepareStages();
   // The warm geometry for the image's shape; refuses a grid too long for one message.
   absl::Status PrepareGeometry(int height, int width);
-  // Decodes the pixels into image_ (refused when no pixel is valid).
-  absl::Status DecodeImage(core::PreprocReader& reader);
-  // header_bytes_: the serialized FrameHeader (refused when over the message limit).
-  absl::Status PrepareFrameHeader();
-  // The server-side output path and the CUDA output region, checked; the assembler when
-  // an output needs the whole frame.
-  absl::Status PrepareOutputs();
-  // Refuses an output path that may not be written before any work is done.
-  absl::Status CheckOutputPath();
-  // Opens the request's image (server path or upload) and checks its headers.
-  absl::StatusOr<core::PreprocReader> OpenImage();
-  // A frame in CUDA regions (issue 13): its size limit and the backend's device input.
-  absl::Status PrepareDeviceInput();
-  // `status` with the server path in place of /proc/self/fd/N, and the server's limits
-  // named when it is RESOURCE_EXHAUSTED.
-  absl::Status Shown(const absl::Status& status) const;
   absl::Status Extract(core::Backend& backend);
   void StreamLoop();
-  absl::Status StreamBundle(Finished& item);
-  // With a CUDA output region: the bundle's rows go there, the stream gets a completion.
-  absl::Status HandOverBundle(const core::BundleResult& bundle, double seconds);
-  absl::Status FinishProducts();
   // Logs, records metrics and ends the call; the last use of the stream.
   void Complete(const absl::Status& status);
   // Status for a stopped extraction: DEADLINE_EXCEEDED or CANCELLED.
@@ -144,34 +130,21 @@ class ExtractJob : public Job, public std::enable_shared_from_this<ExtractJob> {
   JobRequest request_;
   ResponseStream* stream_;
   std::shared_ptr<std::atomic<bool>> cancel_;
+  JobMetrics metrics_;
+  JobInput input_;
+  JobOutput output_;
   int worker_ = -1;
 
   // Prepared state (loader thread, then read by the worker and the streaming task).
-  core::ExtractionParams params_;
-  std::optional<core::PreprocImage> image_;  // released by the streaming task after Extract
-  // A frame read from a CUDA region (issue 13): image_ then holds only its shape.
-  std::optional<core::DeviceImageInput> device_input_;
-  std::optional<RegionOutputWriter> output_writer_;  // results into a CUDA region
-  double output_copy_seconds_ = 0;  // streaming task: time in output_writer_ copies
-  std::vector<std::string> image_header_;
-  std::string fibermap_fits_;
-  std::string in_img_;
-  // What the server-side output may replace: never the input or the PSF file.
-  DataRoots::WritePolicy output_policy_;
-  std::string read_name_, shown_name_;  // server path: the name read, the name shown
-  // WAVEMIN/WAVEMAX/WAVESTEP of the output header (the requested grid, or the PSF
-  // domain and 0.8 when none was given: extraction-spec §2.2, as the local CLI writes).
-  double meta_wmin_ = 0, meta_wmax_ = 0, meta_dw_ = 0;
   std::shared_ptr<const core::Geometry> geometry_;
-  std::vector<int> bundles_;
-  std::string header_bytes_;  // the FrameHeader, serialized by Prepare
   v1::ExtractSummary summary_;
   std::chrono::steady_clock::time_point prepare_start_, prepared_, run_start_;
 
   // Worker -> streaming task hand-off (bounded: a slow client slows the worker down
   // only after kMaxFinishedBundles finished bundles wait). The state above and below
-  // that is not guarded is owned by one thread at a time: the loader (Prepare), then the
-  // worker (Run), then the streaming task once it has seen extraction_done_ under mu_.
+  // that is not guarded (input_ and output_ included) is owned by one thread at a time:
+  // the loader (Prepare), then the worker (Run), then the streaming task once it has seen
+  // extraction_done_ under mu_.
   absl::Mutex mu_;
   std::deque<Finished> finished_ ABSL_GUARDED_BY(mu_);
   bool extraction_done_ ABSL_GUARDED_BY(mu_) = false;
@@ -179,10 +152,6 @@ class ExtractJob : public Job, public std::enable_shared_from_this<ExtractJob> {
   absl::Status extraction_status_ ABSL_GUARDED_BY(mu_);
   core::ExtractionSummary backend_summary_ ABSL_GUARDED_BY(mu_);
   double extract_seconds_ ABSL_GUARDED_BY(mu_) = 0;
-  // Streaming task only.
-  int nbundles_ = 0, nfibers_ = 0;
-  int64_t usable_bins_ = 0;  // core::CountUsableBins
-  std::optional<core::FrameAssembler> assembler_;
 };
 
 }  // namespace spexd::server

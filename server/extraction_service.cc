@@ -325,9 +325,10 @@ class ExtractReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, gr
     auto psf = service_->env.cache->Get(h.psf_id());
     if (!psf.ok()) return psf.status();
     request_.psf = *std::move(psf);
-    auto params = CheckRequest(h, *request_.psf, limits, &request_.bundles);
-    if (!params.ok()) return params.status();
-    request_.params = *std::move(params);
+    // The rest, against the PSF, into the plan the job carries.
+    auto plan = CheckRequest(h, *request_.psf, limits, &request_.bundles);
+    if (!plan.ok()) return plan.status();
+    request_.plan = *std::move(plan);
     if (h.has_cuda_image() || h.has_cuda_output()) {
       // Held by the job from here: an unregister waits for it (region_registry.h).
       if (service_->regions == nullptr) {

@@ -22,7 +22,7 @@ namespace spexd::server {
 
 // Request parameters with desi_extract_spectra's defaults for unset fields. Only the
 // wire-level rules are checked here (all three of wmin/wmax/dw or none, known enum
-// values); the values are validated by core::ValidateParams (server/request_validation).
+// values); the values are validated into a core::ExtractionPlan (server/request_validation).
 absl::StatusOr<core::ExtractionParams> ParamsFromProto(const v1::ExtractionParams& proto,
                                                        bool want_model);
 

@@ -83,8 +83,8 @@ absl::StatusOr<std::shared_ptr<const core::Psf>> PsfCache::Get(const std::string
 
 absl::StatusOr<std::shared_ptr<const core::Geometry>> PsfCache::GetGeometry(
     const std::string& psf_id, const std::shared_ptr<const core::Psf>& psf,
-    const core::ExtractionParams& params, int image_height, int image_width) {
-  const std::string key = core::Geometry::Key(params, image_height, image_width);
+    const core::ExtractionPlan& request, int image_height, int image_width) {
+  const std::string key = core::Geometry::Key(request.params(), image_height, image_width);
   int64_t psf_bytes = 0;
   {
     absl::MutexLock lock(&mu_);
@@ -102,8 +102,8 @@ absl::StatusOr<std::shared_ptr<const core::Geometry>> PsfCache::GetGeometry(
   }
   if (metrics_ != nullptr) metrics_->CountCache("geometry", "miss");
   const bool keep_spots =
-      psf_bytes + static_cast<int64_t>(core::Geometry::SpotsBytes(params, *psf)) <= budget_;
-  auto created = core::Geometry::Create(psf, params, image_height, image_width, keep_spots);
+      psf_bytes + static_cast<int64_t>(core::Geometry::SpotsBytes(request, *psf)) <= budget_;
+  auto created = core::Geometry::Create(psf, request, image_height, image_width, keep_spots);
   if (!created.ok()) return created.status();
   std::shared_ptr<const core::Geometry> geometry = *std::move(created);
   {

@@ -59,12 +59,12 @@ class PsfCache {
   // The PSF with this id (counts a hit or a miss); NOT_FOUND when it is not cached.
   absl::StatusOr<std::shared_ptr<const core::Psf>> Get(const std::string& id);
 
-  // The warm geometry for (psf, params, image shape), created on a miss. Spots are kept
-  // only when their full size fits the budget (else they are evaluated per request).
-  // INVALID_ARGUMENT when the parameters do not fit the PSF or image.
+  // The warm geometry for (psf, the request validated against it, image shape), created
+  // on a miss. Spots are kept only when their full size fits the budget (else they are
+  // evaluated per request). INVALID_ARGUMENT when the image does not fit the PSF.
   absl::StatusOr<std::shared_ptr<const core::Geometry>> GetGeometry(
       const std::string& psf_id, const std::shared_ptr<const core::Psf>& psf,
-      const core::ExtractionParams& params, int image_height, int image_width);
+      const core::ExtractionPlan& request, int image_height, int image_width);
 
   // Drops the PSF and its geometries; returns the bytes the cache stops holding.
   // NOT_FOUND for an unknown id.

@@ -102,13 +102,14 @@ absl::Status CheckRequestAlone(const v1::ExtractHeader& h, bool subset,
   return SelectBundles(h, params->specmin, params->nspec, params->bundlesize).status();
 }
 
-absl::StatusOr<core::ExtractionParams> CheckRequest(const v1::ExtractHeader& h,
-                                                    const core::Psf& psf,
-                                                    const ServiceLimits& limits,
-                                                    std::vector<int>* bundles) {
+absl::StatusOr<core::ExtractionPlan> CheckRequest(const v1::ExtractHeader& h,
+                                                  const core::Psf& psf,
+                                                  const ServiceLimits& limits,
+                                                  std::vector<int>* bundles) {
   absl::StatusOr<core::ExtractionParams> params = ParamsFromProto(h.params(), h.want_model());
   if (!params.ok()) return params.status();
-  if (absl::Status s = core::ValidateParams(*params, psf); !s.ok()) return s;
+  absl::StatusOr<core::ExtractionPlan> plan = core::ExtractionPlan::Create(*params, psf);
+  if (!plan.ok()) return plan.status();
   absl::StatusOr<std::vector<int>> selected =
       SelectBundles(h, params->specmin, params->nspec, params->bundlesize);
   if (!selected.ok()) return selected.status();
@@ -119,14 +120,14 @@ absl::StatusOr<core::ExtractionParams> CheckRequest(const v1::ExtractHeader& h,
                              ? static_cast<int64_t>(psf.npix_x()) * psf.npix_y()
                              : limits.max_image_pixels;
   const core::MemoryEstimate estimate =
-      core::EstimateMemory(*params, psf, pixels, limits.solver_threads);
+      core::EstimateMemory(*plan, psf, pixels, limits.solver_threads);
   if (estimate.total() > static_cast<double>(limits.max_request_bytes)) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "this request would need about ", estimate.Describe(), ", over the server's limit of ",
         limits.max_request_bytes / 1000000, " MB per request (--max_request_bytes): use a "
         "smaller nwavestep, wavepad or bundle, or fewer fibres"));
   }
-  return params;
+  return plan;
 }
 
 }  // namespace spexd::server

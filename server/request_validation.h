@@ -1,6 +1,6 @@
 // Every check of an ExtractHeader, done once on the reaction thread when the header
 // arrives, before any upload is accepted, any file opened or any geometry built (issue 15
-// items 1, 7, 10-12). The parameter rules themselves live in core (ValidateParams,
+// items 1, 7, 10-12). The parameter rules themselves live in core (ExtractionPlan,
 // EstimateMemory) and are shared with the local CLI; this adds the wire-level ones.
 #ifndef SPEXD_SERVER_REQUEST_VALIDATION_H_
 #define SPEXD_SERVER_REQUEST_VALIDATION_H_
@@ -41,14 +41,14 @@ absl::Status CheckServerPath(const char* field, const std::string& path);
 absl::Status CheckRequestAlone(const v1::ExtractHeader& header, bool subset,
                                const ServiceLimits& limits);
 
-// The request's parameters, validated against its PSF (core::ValidateParams), its bundle
-// or fibre selection checked, and its memory estimated (core::EstimateMemory) against
-// limits.max_request_bytes: INVALID_ARGUMENT or RESOURCE_EXHAUSTED. `bundles` receives
-// the selected plan bundles (empty: all).
-absl::StatusOr<core::ExtractionParams> CheckRequest(const v1::ExtractHeader& header,
-                                                    const core::Psf& psf,
-                                                    const ServiceLimits& limits,
-                                                    std::vector<int>* bundles);
+// The request's parameters, validated against its PSF into the plan the job carries
+// (core::ExtractionPlan), its bundle or fibre selection checked, and its memory estimated
+// (core::EstimateMemory) against limits.max_request_bytes: INVALID_ARGUMENT or
+// RESOURCE_EXHAUSTED. `bundles` receives the selected plan bundles (empty: all).
+absl::StatusOr<core::ExtractionPlan> CheckRequest(const v1::ExtractHeader& header,
+                                                  const core::Psf& psf,
+                                                  const ServiceLimits& limits,
+                                                  std::vector<int>* bundles);
 
 }  // namespace spexd::server
 

@@ -436,8 +436,8 @@ absl::StatusOr<std::unique_ptr<core::ImportedRegion>> Scheduler::ImportRegion(
       if (w->gpu_device >= 0) absl::StrAppend(&devices, devices.empty() ? "" : ",", w->gpu_device);
     }
   }
-  if (on_device != nullptr) return on_device->ImportRegion(ipc_handle, device, size);
-  if (devices.empty() && any != nullptr) return any->ImportRegion(ipc_handle, device, size);
+  if (on_device != nullptr) return core::ImportRegion(*on_device, ipc_handle, device, size);
+  if (devices.empty() && any != nullptr) return core::ImportRegion(*any, ipc_handle, device, size);
   return absl::FailedPreconditionError(absl::StrCat(
       "no worker runs on GPU ", device, " (workers on GPU(s): ", devices.empty() ? "none" : devices,
       "); register the region with a server on that GPU"));

@@ -179,7 +179,7 @@ class Scheduler {
   // frees it when its request ends (Backend::Release).
   void ReleaseGeometry(const std::shared_ptr<const core::Geometry>& geometry);
   int num_workers();
-  // Opens a client's CUDA region (Backend::ImportRegion) on the worker of `device`.
+  // Opens a client's CUDA region (GpuCapabilities::ImportRegion) on the worker of `device`.
   // FAILED_PRECONDITION when no worker runs there (with the CPU backend: its refusal).
   absl::StatusOr<std::unique_ptr<core::ImportedRegion>> ImportRegion(const std::string& ipc_handle,
                                                                      int device, uint64_t size);

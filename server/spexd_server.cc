@@ -221,10 +221,12 @@ class SpexdServer::Impl {
       // Float32 planes when every worker takes them (the CUDA backend); a frame's planes
       // stay cached for the next frames while prepared, extracted or streamed.
       bool float32 = !workers.empty();
-      for (const WorkerBackend& w : workers) float32 &= w.backend->TakesFloat32Planes();
+      for (const WorkerBackend& w : workers) float32 &= core::TakesFloat32Planes(*w.backend);
       float32_planes.store(float32);
       // One pinner serves every worker: its registrations are portable across devices.
-      if (float32 && options.pin_planes) plane_buffers.set_pinner(workers.front().backend->PlanePinner());
+      if (float32 && options.pin_planes) {
+        plane_buffers.set_pinner(workers.front().backend->gpu()->PlanePinner());
+      }
       const int64_t nworkers = static_cast<int64_t>(workers.size());
       for (WorkerBackend& w : workers) scheduler->AddWorker(std::move(w.backend), w.gpu_device);
       // The frames prepared ahead, and per worker the one extracting and those streaming.

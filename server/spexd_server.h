@@ -37,7 +37,7 @@ struct ServerOptions {
   int realtime_reserve = 1;  // extra queue and upload slots only realtime requests may use
   int prefetch = 0;  // frames read and decoded ahead per worker; 0: 6 per GPU worker, 2 for the CPU (Scheduler)
   int64_t prefetch_memory_bytes = 0;  // bound on all frames decoded ahead; 0: a quarter of the host's memory
-  // Decode frames into host memory pinned for the GPU workers (Backend::PlanePinner): the
+  // Decode frames into host memory pinned for the GPU workers (GpuCapabilities::PlanePinner): the
   // upload is then one DMA per plane. The cached planes stay page-locked.
   bool pin_planes = true;
   // Threads streaming responses, per worker (0: Scheduler::kStreamersPerWorker). More

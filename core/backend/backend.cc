@@ -42,12 +42,27 @@ absl::Status ValidateJob(const ExtractionJob& job, bool float32_planes_ok) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::unique_ptr<ImportedRegion>> Backend::ImportRegion(const std::string& ipc_handle,
-                                                                      int device, uint64_t size) {
+absl::StatusOr<std::unique_ptr<ImportedRegion>> GpuCapabilities::ImportRegion(
+    const std::string& ipc_handle, int device, uint64_t size) {
   (void)ipc_handle;
   (void)size;
+  return absl::FailedPreconditionError(
+      absl::StrCat("this backend cannot use CUDA regions (device ", device, ")"));
+}
+
+bool TakesFloat32Planes(Backend& backend) {
+  GpuCapabilities* gpu = backend.gpu();
+  return gpu != nullptr && gpu->TakesFloat32Planes();
+}
+
+absl::StatusOr<std::unique_ptr<ImportedRegion>> ImportRegion(Backend& backend,
+                                                             const std::string& ipc_handle,
+                                                             int device, uint64_t size) {
+  if (GpuCapabilities* gpu = backend.gpu(); gpu != nullptr) {
+    return gpu->ImportRegion(ipc_handle, device, size);
+  }
   return absl::FailedPreconditionError(absl::StrCat(
-      "the ", name(), " backend cannot use CUDA regions (device ", device,
+      "the ", backend.name(), " backend cannot use CUDA regions (device ", device,
       "): a region needs a server whose worker runs the CUDA backend on that GPU"));
 }
 

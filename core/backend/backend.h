@@ -63,6 +63,33 @@ struct BackendMemory {
   std::map<const Geometry*, int64_t> geometry_bytes;
 };
 
+// What only a backend on a GPU offers (the CUDA backend, cuda/): taking float32 planes
+// from pinned host memory, and other processes' device memory (issue 13). Backend::gpu()
+// returns it, or null for a backend without one (the CPU backend); the defaults are
+// those of a backend that cannot do the thing.
+class GpuCapabilities {
+ public:
+  virtual ~GpuCapabilities() = default;
+  // Whether Extract takes an image with float32 planes (PreprocImage::image32/ivar32, from
+  // PreprocOptions::keep_float32). A backend that does not refuses one (ValidateJob):
+  // widen it first (WidenPlanes). Default: float64 planes only.
+  virtual bool TakesFloat32Planes() const { return false; }
+  // Pins host memory for this backend's device (PlaneBufferPool::set_pinner): float32
+  // planes decoded into pinned blocks are uploaded without a host staging copy. Null
+  // (the default): the backend gains nothing from pinned planes.
+  virtual std::shared_ptr<PlaneMemoryPinner> PlanePinner() { return nullptr; }
+  // Maps another process's device allocation (a CUDA IPC handle of kCudaIpcHandleBytes
+  // bytes) for use as extraction input or output on this backend's device. Thread-safe
+  // and never waits for an extraction. FAILED_PRECONDITION when `device` is not its
+  // device, or when the handle cannot be opened (stale: the producer freed it or exited)
+  // or its allocation is smaller than `size`; INVALID_ARGUMENT for a malformed handle.
+  // Default: FAILED_PRECONDITION.
+  virtual absl::StatusOr<std::unique_ptr<ImportedRegion>> ImportRegion(const std::string& ipc_handle,
+                                                                       int device, uint64_t size);
+};
+
+// Every backend: extraction, health, the memory it holds and the warm state it keeps per
+// geometry (empty for the CPU backend). The GPU-only part is GpuCapabilities.
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -74,14 +101,6 @@ class Backend {
                                                     const BundleSink& sink) = 0;
   // False after an unrecoverable (sticky) device error.
   virtual bool healthy() const { return true; }
-  // Whether Extract takes an image with float32 planes (PreprocImage::image32/ivar32, from
-  // PreprocOptions::keep_float32). A backend that does not refuses one (ValidateJob):
-  // widen it first (WidenPlanes). Default: float64 planes only.
-  virtual bool TakesFloat32Planes() const { return false; }
-  // Pins host memory for this backend's device (PlaneBufferPool::set_pinner): float32
-  // planes decoded into pinned blocks are uploaded without a host staging copy. Null
-  // (the default): the backend gains nothing from pinned planes.
-  virtual std::shared_ptr<PlaneMemoryPinner> PlanePinner() { return nullptr; }
   // Human-readable description (device name, threads, memory).
   virtual std::string description() const { return name(); }
 
@@ -94,19 +113,24 @@ class Backend {
   // frees it again when it ends). Default: nothing to free.
   virtual void Release(const std::shared_ptr<const Geometry>& geometry) { (void)geometry; }
 
-  // Maps another process's device allocation (a CUDA IPC handle of kCudaIpcHandleBytes
-  // bytes) for use as extraction input or output on this backend's device. Thread-safe
-  // and never waits for an extraction. FAILED_PRECONDITION when this backend cannot
-  // (the CPU backend), when `device` is not its device, or when the handle cannot be
-  // opened (stale: the producer freed it or exited) or its allocation is smaller than
-  // `size`; INVALID_ARGUMENT for a malformed handle.
-  virtual absl::StatusOr<std::unique_ptr<ImportedRegion>> ImportRegion(const std::string& ipc_handle,
-                                                                       int device, uint64_t size);
+  // The GPU-only part of this backend; null (the default) for a backend without a GPU.
+  // Owned by the backend, valid as long as it is.
+  virtual GpuCapabilities* gpu() { return nullptr; }
 };
 
 // Creates a backend. For BackendKind::kCuda the module is dlopen()ed (toolchain.md §4.1); UNAVAILABLE
 // with the reason when the module, the driver or a device is missing.
 absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const BackendOptions& options);
+
+// Whether `backend` takes float32 planes (GpuCapabilities::TakesFloat32Planes; false
+// without a GPU).
+bool TakesFloat32Planes(Backend& backend);
+
+// GpuCapabilities::ImportRegion of `backend`; FAILED_PRECONDITION naming the backend
+// when it has no GPU.
+absl::StatusOr<std::unique_ptr<ImportedRegion>> ImportRegion(Backend& backend,
+                                                             const std::string& ipc_handle,
+                                                             int device, uint64_t size);
 
 // Validates a job against its geometry (shared by every backend). An image with float32
 // planes is refused (FAILED_PRECONDITION) unless `float32_planes_ok`.

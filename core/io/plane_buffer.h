@@ -22,7 +22,7 @@ namespace spexd::core {
 
 class PlaneBufferPool;
 
-// Page-locks the pool's blocks for a device's DMA (a GPU backend's, Backend::PlanePinner):
+// Page-locks the pool's blocks for a device's DMA (a GPU backend's, GpuCapabilities::PlanePinner):
 // a frame decoded into pinned planes is copied to the device as it is, with no host
 // staging pass on the extraction's critical path. Pinning costs a few ms per 64 MB block,
 // once: pooled blocks are reused. Thread-safe; never throws.

@@ -28,6 +28,7 @@
 #include "core/base/parallel_for.h"
 #include "core/numerics/pixel_rules.h"
 #include "core/io/internal/plane_decode.h"
+#include "core/io/internal/plane_rules.h"
 #include "core/base/status_macros.h"
 
 namespace spexd::core {
@@ -167,67 +168,6 @@ absl::StatusOr<std::string> CopyFibermap(FitsFile& file) {
 }
 
 // Pixels tested at once for rules that would change none of them.
-constexpr std::size_t kRulesGroup = 64;
-
-// Whether the rules keep all kRulesGroup float32 pixels from `image`, `ivar` (and `mask`,
-// may be null) as they are; false may also mean "not known" (float64 planes: not tested).
-template <typename T>
-bool GroupKept(uint16_t bad_bits, const uint16_t* mask, const T* image, const T* ivar) {
-  if constexpr (!std::is_same_v<T, float>) {
-    return false;
-  } else {
-    uint32_t flags = 0;
-    for (std::size_t j = 0; j < kRulesGroup; ++j) {
-      uint32_t image_bits, ivar_bits;
-      std::memcpy(&image_bits, image + j, 4);
-      std::memcpy(&ivar_bits, ivar + j, 4);
-      flags |= Float32RuleFlags(image_bits, ivar_bits);
-    }
-    uint16_t bits = 0;
-    if (mask != nullptr) {
-      for (std::size_t j = 0; j < kRulesGroup; ++j) bits |= mask[j];
-    }
-    return (flags >> 31) == 0 && (bits & bad_bits) == 0;
-  }
-}
-
-// The rules on pixels [lo, hi) of planes of type T, through float64 values: for float32
-// planes every result is the pixel's value or 0, so narrowing it back is exact and the
-// planes hold what the float64 path computes. Groups the rules keep are only read (most
-// are: a value written back would be the same bits).
-template <typename T>
-void ApplyRulesRange(uint16_t bad_bits, const uint16_t* mask, T* image, T* ivar, std::size_t lo,
-                     std::size_t hi, std::size_t* n_masked, std::size_t* n_nonfinite) {
-  std::size_t masked = 0, nonfinite = 0;
-  for (std::size_t g = lo; g < hi; g += kRulesGroup) {
-    const std::size_t e = std::min(hi, g + kRulesGroup);
-    if (e - g == kRulesGroup &&
-        GroupKept(bad_bits, mask != nullptr ? mask + g : nullptr, image + g, ivar + g)) {
-      continue;
-    }
-    for (std::size_t i = g; i < e; ++i) {
-      double im = image[i], iv = ivar[i];
-      const unsigned what =
-          ApplyPixelRule(bad_bits, mask != nullptr ? mask[i] : uint16_t{0}, &im, &iv);
-      image[i] = static_cast<T>(im);
-      ivar[i] = static_cast<T>(iv);
-      nonfinite += (what & kPixelNonfinite) != 0 ? 1 : 0;
-      masked += (what & kPixelMasked) != 0 ? 1 : 0;
-    }
-  }
-  *n_masked += masked;
-  *n_nonfinite += nonfinite;
-}
-
-// The rules on chunk `c` of planes of `n` pixels (pixels [c * kDecodeChunkPixels, ...)).
-template <typename T>
-void ApplyRulesChunk(uint16_t bad_bits, const uint16_t* mask, T* image, T* ivar, std::size_t n,
-                     int c, std::size_t* n_masked, std::size_t* n_nonfinite) {
-  const std::size_t lo = static_cast<std::size_t>(c) * kDecodeChunkPixels;
-  const std::size_t hi = std::min(n, lo + static_cast<std::size_t>(kDecodeChunkPixels));
-  ApplyRulesRange<T>(bad_bits, mask, image, ivar, lo, hi, n_masked, n_nonfinite);
-}
-
 // Pixels decoded per plane before the rules go over them: 2 x 256 KiB of float32, in
 // cache still.
 constexpr int64_t kRulesBlockPixels = int64_t{1} << 16;
@@ -312,6 +252,10 @@ absl::Status PreprocReader::ReadFibermap(PreprocImage* frame) {
   return absl::OkStatus();
 }
 
+// Over 100 lines: a plain file's planes are decoded in one parallel pass, task 0 reading
+// MASK and FIBERMAP on the CFITSIO handle while the others decode chunks and apply the
+// pixel rules while each is in cache; the tasks share the chunk bookkeeping (mask_ready,
+// ruled, the counts), which split functions would only pass around.
 absl::StatusOr<PreprocImage> PreprocReader::ReadPlanes() {
   FitsFile& file = file_;
   PreprocImage frame;
@@ -497,51 +441,6 @@ absl::StatusOr<PreprocImage> ReadPreprocFromMemory(const void* data, std::size_t
   }
   SPEXD_ASSIGN_OR_RETURN(PreprocReader reader, PreprocReader::OpenMemory(std::move(bytes), name, options));
   return reader.Read();
-}
-
-namespace {
-
-template <typename T, typename Plane>
-void ApplyRules(uint16_t bad_bits, const uint16_t* mask, Plane& image, Plane& ivar,
-                TaskPool* pool, PreprocImage* frame) {
-  const std::size_t n = image.size() < ivar.size() ? image.size() : ivar.size();
-  const int chunks = DecodeChunks(static_cast<int64_t>(n));
-  std::atomic<std::size_t> n_masked{0}, n_nonfinite{0};
-  ParallelFor(pool, HardwareThreads(), chunks, [&](int /*worker*/, int c) {
-    std::size_t masked = 0, nonfinite = 0;
-    ApplyRulesChunk<T>(bad_bits, mask, image.data(), ivar.data(), n, c, &masked, &nonfinite);
-    n_masked += masked;
-    n_nonfinite += nonfinite;
-  });
-  frame->n_masked = n_masked.load();
-  frame->n_nonfinite = n_nonfinite.load();
-}
-
-}  // namespace
-
-void ApplyPixelRules(const uint16_t* mask, MaskPolicy policy, PreprocImage* frame, TaskPool* pool) {
-  const uint16_t bad_bits = MaskBadBits(policy);
-  if (frame->has_float32_planes()) {
-    ApplyRules<float>(bad_bits, mask, frame->image32, frame->ivar32, pool, frame);
-  } else {
-    ApplyRules<double>(bad_bits, mask, frame->image, frame->ivar, pool, frame);
-  }
-}
-
-void WidenPlanes(PreprocImage* frame, TaskPool* pool) {
-  if (!frame->has_float32_planes()) return;
-  const std::size_t n = frame->image32.size();
-  frame->image.resize(n);
-  frame->ivar.resize(frame->ivar32.size());
-  const int chunks = DecodeChunks(static_cast<int64_t>(n));
-  ParallelFor(pool, HardwareThreads(), chunks, [&](int /*worker*/, int c) {
-    const std::size_t lo = static_cast<std::size_t>(c) * kDecodeChunkPixels;
-    const std::size_t hi = std::min(n, lo + static_cast<std::size_t>(kDecodeChunkPixels));
-    for (std::size_t i = lo; i < hi; ++i) frame->image[i] = frame->image32[i];
-    for (std::size_t i = lo; i < hi && i < frame->ivar32.size(); ++i) frame->ivar[i] = frame->ivar32[i];
-  });
-  frame->image32.Release();
-  frame->ivar32.Release();
 }
 
 }  // namespace spexd::core

@@ -61,7 +61,7 @@ struct PreprocOptions {
   bool require_fibermap = false;
   // Keep IMAGE and IVAR as float32 (PreprocImage::image32/ivar32) when the file stores
   // both as plain float32 images, for a backend that takes float32 planes
-  // (Backend::TakesFloat32Planes): no widening on the host, none to undo before an upload.
+  // (GpuCapabilities::TakesFloat32Planes): no widening on the host, none to undo before an upload.
   // Otherwise (float64, scaled or tile-compressed planes) they are float64 as usual.
   bool keep_float32 = false;
   // Threads that decode a frame's planes, in chunks (core/base/parallel_for.h), besides the

@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "absl/strings/str_cat.h"
+#include "core/base/status_macros.h"
 #include "core/io/psf.h"
 #include "core/plan/internal/wavelength_grid.h"
 
@@ -64,6 +65,23 @@ absl::Status ValidateRanges(const ExtractionParams& p) {
   return absl::OkStatus();
 }
 
+// The grid asked for: the request's, or the PSF domain with dw = 0.8 (spec §2.2).
+GridRequest RequestedGrid(const ExtractionParams& params, const Psf& psf) {
+  if (params.has_wavelength) return {params.wmin, params.wmax, params.dw};
+  return {psf.wavemin(), psf.wavemax(), 0.8};
+}
+
+// Number of output bins of the requested grid, numpy-arange rule (spec §2.3), computed in
+// float64 without allocating, so that a tiny dw is refused before any grid exists.
+long RequestedBins(const ExtractionParams& params, const Psf& psf) {
+  const GridRequest g = RequestedGrid(params, psf);
+  // numpy.arange length (spec §2.3); clamped so that the cast is defined.
+  const double count = std::ceil((g.wmax + 0.5 * g.dw - g.wmin) / g.dw);
+  if (!(count >= 0)) return 0;
+  if (count > 1e15) return static_cast<long>(1e15);
+  return static_cast<long>(count);
+}
+
 }  // namespace
 
 const char* CompatName(Compat compat) { return compat == Compat::kCpu ? "cpu" : "gpu"; }
@@ -83,24 +101,10 @@ bool ParseCompat(const std::string& text, Compat* out) {
   return true;
 }
 
-GridRequest RequestedGrid(const ExtractionParams& params, const Psf& psf) {
-  if (params.has_wavelength) return {params.wmin, params.wmax, params.dw};
-  return {psf.wavemin(), psf.wavemax(), 0.8};
-}
-
 double EffectivePsfErr(const ExtractionParams& params, const Psf& psf) {
   if (params.psferr.has_value()) return *params.psferr;
   if (psf.psferr().has_value()) return *psf.psferr();
   return 0.01;
-}
-
-long RequestedBins(const ExtractionParams& params, const Psf& psf) {
-  const GridRequest g = RequestedGrid(params, psf);
-  // numpy.arange length (spec §2.3); clamped so that the cast is defined.
-  const double count = std::ceil((g.wmax + 0.5 * g.dw - g.wmin) / g.dw);
-  if (!(count >= 0)) return 0;
-  if (count > 1e15) return static_cast<long>(1e15);
-  return static_cast<long>(count);
 }
 
 absl::Status ValidateParamsAlone(const ExtractionParams& p) {
@@ -159,6 +163,24 @@ absl::Status ValidateParams(const ExtractionParams& p, const Psf& psf) {
                             static_cast<long>(L::kMaxWaveBins)));
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<ExtractionPlan> ExtractionPlan::Create(const ExtractionParams& params,
+                                                      const Psf& psf) {
+  SPEXD_RETURN_IF_ERROR(ValidateParams(params, psf));
+  ExtractionPlan plan;
+  plan.params_ = params;
+  plan.wavepad_eff_ = EffectiveWavePad(params.wavepad, params.wavepad_frac);
+  plan.psferr_ = EffectivePsfErr(params, psf);
+  const GridRequest request = RequestedGrid(params, psf);
+  SPEXD_ASSIGN_OR_RETURN(WavelengthGrid grid,
+                         MakeOutputGrid(request.wmin, request.wmax, request.dw));
+  auto grids = std::make_shared<Grids>();
+  grids->request = request;
+  grids->fullwave = MakePaddedGrid(grid, plan.wavepad_eff_, params.nwavestep);
+  grids->wave = std::move(grid.wave);
+  plan.grids_ = std::move(grids);
+  return plan;
 }
 
 }  // namespace spexd::core

@@ -1,14 +1,19 @@
-// Parameters of one extraction (desi_extract_spectra's flags) and their validation:
-// extraction-spec §2.2 and the "Decisions" section. ValidateParams is THE check of a
-// request's parameters: the server calls it once, when the request header arrives and
-// before any work, and the local CLI before reading its image (issue 15 item 10).
+// Parameters of one extraction (desi_extract_spectra's flags), their validation
+// (extraction-spec §2.2 and the "Decisions" section) and the ExtractionPlan they are
+// validated into. ExtractionPlan::Create is THE check of a request's parameters: the
+// server makes the plan once, when the request header arrives and before any work, and
+// the local CLI before reading its image (issue 15 item 10); everything downstream takes
+// the plan and neither re-validates nor recomputes its grid (issue 24 item 2).
 #ifndef SPEXD_CORE_EXTRACTION_PARAMS_H_
 #define SPEXD_CORE_EXTRACTION_PARAMS_H_
 
+#include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "core/io/preproc.h"
 
 namespace spexd::core {
@@ -37,7 +42,7 @@ struct ExtractionParams {
   double wavepad_frac = 0.2;
   double pixpad_frac = 0.8;
   double regularize = 0.0;
-  std::optional<double> psferr;  // request > PSF PSFERR > 0.01 (see EffectivePsfErr)
+  std::optional<double> psferr;  // request > PSF PSFERR > 0.01 (ExtractionPlan::psferr)
   Compat compat = Compat::kGpu;
   MaskPolicy mask_policy = MaskPolicy::kDesispec;
   bool want_model = false;
@@ -71,9 +76,8 @@ struct ParamLimits {
 struct GridRequest {
   double wmin = 0, wmax = 0, dw = 0;
 };
-GridRequest RequestedGrid(const ExtractionParams& params, const Psf& psf);
 
-// psferr rule of the spec's "Decisions".
+// psferr rule of the spec's "Decisions" (ExtractionPlan::psferr holds it for a plan).
 double EffectivePsfErr(const ExtractionParams& params, const Psf& psf);
 
 // Checks every parameter on its own (the ParamLimits ranges, finiteness) and against the
@@ -81,16 +85,47 @@ double EffectivePsfErr(const ExtractionParams& params, const Psf& psf);
 // specmin % bundlesize), fibre range inside the PSF, wavepad_eff >= ndiag, and the
 // output grid inside the PSF domain with at most kMaxWaveBins bins. All arithmetic on
 // request integers is done in 64 bits, so no value can overflow (issue 15 item 1).
-// INVALID_ARGUMENT naming the offending value otherwise. Cheap (no PSF evaluation).
+// INVALID_ARGUMENT naming the offending value otherwise. Cheap (no PSF evaluation, no
+// grid allocated). The rules of ExtractionPlan::Create, which is what callers use.
 absl::Status ValidateParams(const ExtractionParams& params, const Psf& psf);
 // The part of ValidateParams that needs no PSF (ranges, the §2.2 multiples, the padding
 // bound). A service runs it before looking the PSF up, so that a bad request gets the
 // same answer whether or not its PSF is loaded.
 absl::Status ValidateParamsAlone(const ExtractionParams& params);
 
-// Number of output bins of the requested grid, numpy-arange rule (spec §2.3), computed
-// in float64 without allocating; meaningful only for parameters that passed ValidateParams.
-long RequestedBins(const ExtractionParams& params, const Psf& psf);
+// One extraction's parameters, validated against its PSF, with what follows from them:
+// the requested grid, the output and padded wavelength grids (spec §2.3), the effective
+// padding and psferr. Immutable, and made only by Create: holding one means the checks
+// passed. Copies share the grids.
+class ExtractionPlan {
+ public:
+  // ValidateParams, then the grids. INVALID_ARGUMENT as ValidateParams.
+  static absl::StatusOr<ExtractionPlan> Create(const ExtractionParams& params, const Psf& psf);
+
+  const ExtractionParams& params() const { return params_; }
+  // (wmin, wmax, dw) as requested, or the PSF domain with dw = 0.8 (spec §2.2).
+  const GridRequest& grid() const { return grids_->request; }
+  // numpy arange(wmin, wmax + 0.5*dw, dw) (spec §2.3): at least 2 bins.
+  const std::vector<double>& wave() const { return grids_->wave; }
+  int nwave() const { return static_cast<int>(grids_->wave.size()); }
+  // The padded grid "fullwave" of the patches (spec §2.3).
+  const std::vector<double>& fullwave() const { return grids_->fullwave; }
+  // wavepad + trunc(wavepad * wavepad_frac) (spec §2.3).
+  int wavepad_eff() const { return wavepad_eff_; }
+  // psferr rule of the spec's "Decisions": request > PSF PSFERR > 0.01.
+  double psferr() const { return psferr_; }
+
+ private:
+  struct Grids {
+    GridRequest request;
+    std::vector<double> wave, fullwave;
+  };
+  ExtractionPlan() = default;
+  ExtractionParams params_;
+  std::shared_ptr<const Grids> grids_;
+  int wavepad_eff_ = 0;
+  double psferr_ = 0;
+};
 
 }  // namespace spexd::core
 

@@ -17,6 +17,14 @@ std::string Geometry::Key(const ExtractionParams& p, int image_height, int image
 absl::StatusOr<std::shared_ptr<const Geometry>> Geometry::Create(
     std::shared_ptr<const Psf> psf, const ExtractionParams& params, int image_height,
     int image_width, bool cache_spots) {
+  SPEXD_ASSIGN_OR_RETURN(ExtractionPlan request, ExtractionPlan::Create(params, *psf));
+  return Create(std::move(psf), request, image_height, image_width, cache_spots);
+}
+
+absl::StatusOr<std::shared_ptr<const Geometry>> Geometry::Create(
+    std::shared_ptr<const Psf> psf, const ExtractionPlan& request, int image_height,
+    int image_width, bool cache_spots) {
+  const ExtractionParams& params = request.params();
   // The PSF's trace coordinates are pixels of a CCD of NPIX_Y x NPIX_X: a larger image
   // cannot belong to it. (A smaller one may be a cut-out starting at pixel 0.)
   if (psf->npix_x() > 0 && psf->npix_y() > 0 &&
@@ -25,8 +33,8 @@ absl::StatusOr<std::shared_ptr<const Geometry>> Geometry::Create(
         "image is %d x %d pixels but PSF %s was fitted on a %d x %d CCD", image_height,
         image_width, psf->source_name(), psf->npix_y(), psf->npix_x()));
   }
-  std::shared_ptr<Geometry> g(new Geometry());
-  SPEXD_ASSIGN_OR_RETURN(g->plan_, BuildPatchPlan(params, *psf, image_height, image_width));
+  std::shared_ptr<Geometry> g(new Geometry(request));
+  SPEXD_ASSIGN_OR_RETURN(g->plan_, BuildPatchPlan(request, *psf, image_height, image_width));
   bool any_on_ccd = false;
   for (const PatchDesc& d : g->plan_.patches) any_on_ccd |= d.skipped == kSkipNone;
   if (!any_on_ccd) {
@@ -37,7 +45,6 @@ absl::StatusOr<std::shared_ptr<const Geometry>> Geometry::Create(
         psf->source_name()));
   }
   g->psf_ = std::move(psf);
-  g->params_ = params;
   g->dwave_ = GridGradient(g->plan_.wave);
   g->cache_spots_ = cache_spots;
   {
@@ -74,16 +81,9 @@ std::size_t Geometry::MemoryBytes() const {
   return bytes;
 }
 
-std::size_t Geometry::SpotsBytes(const ExtractionParams& params, const Psf& psf) {
-  const GridRequest req = RequestedGrid(params, psf);
-  absl::StatusOr<WavelengthGrid> grid = MakeOutputGrid(req.wmin, req.wmax, req.dw);
-  if (!grid.ok() || params.nspec <= 0) return 0;
-  const std::size_t nfull =
-      MakePaddedGrid(*grid, EffectiveWavePad(params.wavepad, params.wavepad_frac),
-                     params.nwavestep)
-          .size();
-  return Spots::Bytes(static_cast<std::size_t>(params.nspec) * nfull, 2 * psf.hsizey() + 1,
-                      2 * psf.hsizex() + 1);
+std::size_t Geometry::SpotsBytes(const ExtractionPlan& request, const Psf& psf) {
+  return Spots::Bytes(static_cast<std::size_t>(request.params().nspec) * request.fullwave().size(),
+                      2 * psf.hsizey() + 1, 2 * psf.hsizex() + 1);
 }
 
 }  // namespace spexd::core

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -19,16 +20,22 @@ namespace spexd::core {
 
 class Geometry {
  public:
-  // Validates `params` against the PSF and plans every patch. `cache_spots` keeps each
-  // bundle's spots after first use (about 90 MB per bundle for the r camera).
+  // Plans every patch of `request` (validated against `psf`) on an image of that shape.
+  // `cache_spots` keeps each bundle's spots after first use (about 90 MB per bundle for
+  // the r camera). INVALID_ARGUMENT when the image is larger than the PSF's CCD or no
+  // patch lies on it.
+  static absl::StatusOr<std::shared_ptr<const Geometry>> Create(
+      std::shared_ptr<const Psf> psf, const ExtractionPlan& request, int image_height,
+      int image_width, bool cache_spots = true);
+  // The same from raw parameters, validated here (ExtractionPlan::Create): for tools and
+  // tests that start from parameters rather than from a validated request.
   static absl::StatusOr<std::shared_ptr<const Geometry>> Create(
       std::shared_ptr<const Psf> psf, const ExtractionParams& params, int image_height,
       int image_width, bool cache_spots = true);
 
   // Host bytes that the spots of every bundle would hold if kept (cache_spots): all
-  // nspec fibres on the padded grid the planner builds (RequestedGrid, spec §2.2–2.3).
-  // 0 when the grid is invalid (Create reports that).
-  static std::size_t SpotsBytes(const ExtractionParams& params, const Psf& psf);
+  // nspec fibres on the request's padded grid (spec §2.3).
+  static std::size_t SpotsBytes(const ExtractionPlan& request, const Psf& psf);
 
   // The fields of `params` that shape the geometry, as a string usable as a cache key
   // (together with the PSF identity and the image shape).
@@ -37,7 +44,10 @@ class Geometry {
   const Psf& psf() const { return *psf_; }
   const std::shared_ptr<const Psf>& psf_ptr() const { return psf_; }
   const PatchPlan& plan() const { return plan_; }
-  const ExtractionParams& params() const { return params_; }
+  const ExtractionParams& params() const { return request_.params(); }
+  // The validated request the geometry was planned for. A cached geometry serves every
+  // request with the same Key: only those fields (and the grids) are theirs too.
+  const ExtractionPlan& request() const { return request_; }
   // numpy.gradient of the output grid, for photons/bin -> photons/Angstrom.
   const std::vector<double>& dwave() const { return dwave_; }
 
@@ -48,10 +58,10 @@ class Geometry {
   std::size_t MemoryBytes() const;
 
  private:
-  Geometry() = default;
+  explicit Geometry(ExtractionPlan request) : request_(std::move(request)) {}
   std::shared_ptr<const Psf> psf_;
   PatchPlan plan_;
-  ExtractionParams params_;
+  ExtractionPlan request_;
   std::vector<double> dwave_;
   bool cache_spots_ = true;
   mutable absl::Mutex mu_;

@@ -6,7 +6,6 @@
 #include "absl/strings/str_format.h"
 #include "core/plan/patch_plan.h"
 #include "core/io/psf.h"
-#include "core/plan/internal/wavelength_grid.h"
 
 namespace spexd::core {
 
@@ -18,12 +17,13 @@ std::string MemoryEstimate::Describe() const {
       mb(total()), mb(plan), mb(spots), mb(results), mb(model), mb(workspace));
 }
 
-MemoryEstimate EstimateMemory(const ExtractionParams& p, const Psf& psf, int64_t image_pixels,
-                              int threads) {
+MemoryEstimate EstimateMemory(const ExtractionPlan& request, const Psf& psf,
+                              int64_t image_pixels, int threads) {
   constexpr double kD = sizeof(double), kI = sizeof(int32_t);
-  const double nwave = static_cast<double>(RequestedBins(p, psf));
-  const double pad = EffectiveWavePad(p.wavepad, p.wavepad_frac);
-  const double nfull = nwave + 2 * pad + p.nwavestep;  // padded grid (spec §2.3)
+  const ExtractionParams& p = request.params();
+  const double nwave = request.nwave();
+  const double pad = request.wavepad_eff();
+  const double nfull = static_cast<double>(request.fullwave().size());  // spec §2.3
   const double nwavetot = p.nwavestep + 2 * pad;
   const double nper = p.bundlesize / p.nsubbundles;
   // A patch holds its sub-bundle plus one neighbour each side (spec §2.5).

@@ -25,11 +25,11 @@ struct MemoryEstimate {
   std::string Describe() const;
 };
 
-// `params` must have passed ValidateParams (so every product below is small enough for a
-// double to be exact enough). `image_pixels`: height x width of the image (or an upper
-// bound when not known yet); `threads`: patches solved at once.
-MemoryEstimate EstimateMemory(const ExtractionParams& params, const Psf& psf, int64_t image_pixels,
-                              int threads);
+// For a validated request (so every product below is small enough for a double to be
+// exact enough). `image_pixels`: height x width of the image (or an upper bound when not
+// known yet); `threads`: patches solved at once.
+MemoryEstimate EstimateMemory(const ExtractionPlan& request, const Psf& psf,
+                              int64_t image_pixels, int threads);
 
 }  // namespace spexd::core
 

@@ -9,7 +9,6 @@
 #include "core/numerics/patch_numerics.h"
 #include "core/io/psf.h"
 #include "core/base/status_macros.h"
-#include "core/plan/internal/wavelength_grid.h"
 
 namespace spexd::core {
 namespace {
@@ -63,7 +62,16 @@ int32_t Trunc(double v) { return static_cast<int32_t>(std::trunc(v)); }
 
 absl::StatusOr<PatchPlan> BuildPatchPlan(const ExtractionParams& params, const Psf& psf,
                                          int image_height, int image_width) {
-  SPEXD_RETURN_IF_ERROR(ValidateParams(params, psf));
+  SPEXD_ASSIGN_OR_RETURN(ExtractionPlan request, ExtractionPlan::Create(params, psf));
+  return BuildPatchPlan(request, psf, image_height, image_width);
+}
+
+// One function, over 100 lines, because it transcribes spec §2.4–2.6 in the spec's own
+// order (corners, then bundles -> sub-bundles -> patches with their windows and edge
+// rules): split up, the float64 trimming would no longer read against the spec line by line.
+absl::StatusOr<PatchPlan> BuildPatchPlan(const ExtractionPlan& request, const Psf& psf,
+                                         int image_height, int image_width) {
+  const ExtractionParams& params = request.params();
   if (image_height <= 0 || image_width <= 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("image shape ", image_height, " x ", image_width, " is empty"));
@@ -75,7 +83,7 @@ absl::StatusOr<PatchPlan> BuildPatchPlan(const ExtractionParams& params, const P
   plan.nbundles = params.nspec / params.bundlesize;
   plan.nper = params.bundlesize / params.nsubbundles;
   plan.nwavestep = params.nwavestep;
-  plan.wavepad_eff = EffectiveWavePad(params.wavepad, params.wavepad_frac);
+  plan.wavepad_eff = request.wavepad_eff();
   plan.nwavetot = plan.nwavestep + 2 * plan.wavepad_eff;
   plan.ndiag = psf.hsizey();
   plan.stamp_ny = 2 * psf.hsizey() + 1;
@@ -83,11 +91,9 @@ absl::StatusOr<PatchPlan> BuildPatchPlan(const ExtractionParams& params, const P
   plan.image_height = image_height;
   plan.image_width = image_width;
 
-  const GridRequest req = RequestedGrid(params, psf);
-  SPEXD_ASSIGN_OR_RETURN(WavelengthGrid grid, MakeOutputGrid(req.wmin, req.wmax, req.dw));
-  plan.wave = grid.wave;
-  plan.nwave = static_cast<int>(grid.wave.size());
-  plan.fullwave = MakePaddedGrid(grid, plan.wavepad_eff, plan.nwavestep);
+  plan.wave = request.wave();
+  plan.nwave = request.nwave();
+  plan.fullwave = request.fullwave();
 
   // Corners of every stamp, from the trace (spec §1.4 step 2).
   const std::size_t nfull = plan.fullwave.size();

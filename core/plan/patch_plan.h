@@ -81,8 +81,14 @@ struct PatchPlan {
 // where the corner hulls of the two spectra come that close.
 int32_t CoupledBand(const PatchPlan& plan, const PatchDesc& d);
 
-// Builds the plan for extracting `params` from an image of height x width through `psf`.
-// Validates params (ValidateParams). Pure function; cheap (needs only trace positions).
+// Builds the plan for extracting `request` (validated, with its grids) from an image of
+// height x width through `psf`, the PSF it was validated against. Pure function; cheap
+// (needs only trace positions). INVALID_ARGUMENT for an empty image or a trace that
+// leaves the PSF's sane range on the padded grid.
+absl::StatusOr<PatchPlan> BuildPatchPlan(const ExtractionPlan& request, const Psf& psf,
+                                         int image_height, int image_width);
+// The same from raw parameters, validated here (ExtractionPlan::Create): for tools and
+// tests that start from parameters rather than from a validated request.
 absl::StatusOr<PatchPlan> BuildPatchPlan(const ExtractionParams& params, const Psf& psf,
                                          int image_height, int image_width);
 

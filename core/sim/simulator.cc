@@ -265,6 +265,9 @@ absl::StatusOr<SimSpectra> GenerateSpectra(const SimOptions& o) {
   return s;
 }
 
+// Over 100 lines: the frame is built in the order of its physics (photons per bin,
+// stamps added per band of CCD rows, then noise and ivar, amplifier quadrants, hot
+// pixels), each step filling the arrays the next one reads.
 absl::StatusOr<SimFrame> SimulateFrame(const Psf& psf, const SimSpectra& spectra,
                                        const SimOptions& o) {
   SPEXD_RETURN_IF_ERROR(ValidateSimOptions(psf, o));

@@ -323,7 +323,7 @@ int main(int argc, char** argv) {
   core::PlaneBufferPool pool(int64_t{1} << 30);
   core::PreprocImage image32;
   if (args.planes == "pinned32") {
-    pool.set_pinner((*backend)->PlanePinner());
+    pool.set_pinner((*backend)->gpu()->PlanePinner());
     bool exact = false;
     image32 = spexd::testing::Float32Planes(*image, &pool, &exact);
     if (!exact) {

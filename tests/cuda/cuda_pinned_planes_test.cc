@@ -54,7 +54,8 @@ TEST(CudaPinnedPlanes, UploadedWithoutStagingAndIdenticalToTheStagedPaths) {
   ASSERT_TRUE(options.ok()) << options.status();
   auto backend = core::CreateBackend(*options);
   if (!backend.ok()) GTEST_SKIP() << "CUDA backend unavailable: " << backend.status();
-  std::shared_ptr<core::PlaneMemoryPinner> pinner = (*backend)->PlanePinner();
+  ASSERT_NE((*backend)->gpu(), nullptr) << "the CUDA backend has GPU capabilities";
+  std::shared_ptr<core::PlaneMemoryPinner> pinner = (*backend)->gpu()->PlanePinner();
   ASSERT_NE(pinner, nullptr) << "the CUDA backend pins planes";
   core::ExtractionParams p;
   p.specmin = 25;

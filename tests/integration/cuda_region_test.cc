@@ -54,10 +54,11 @@ std::string HandleFor(const void* p) {
 
 // The CPU backend on a made-up device that "imports" host memory: a device frame is
 // read back into a PreprocImage with core's pixel rules, as the CUDA kernel does.
-class HostDeviceBackend : public core::Backend {
+class HostDeviceBackend : public core::Backend, public core::GpuCapabilities {
  public:
   HostDeviceBackend() : inner_(*core::CreateBackend(core::BackendOptions{})) {}
   std::string name() const override { return "fake-gpu"; }
+  core::GpuCapabilities* gpu() override { return this; }
   core::BackendMemory Memory() const override {
     core::BackendMemory m;
     m.device = kFakeDevice;

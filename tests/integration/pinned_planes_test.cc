@@ -42,11 +42,12 @@ struct Seen {
   std::atomic<int> frames{0}, float32{0}, pinned{0};
 };
 
-class PinnedPlaneBackend : public core::Backend {
+class PinnedPlaneBackend : public core::Backend, public core::GpuCapabilities {
  public:
   PinnedPlaneBackend(std::shared_ptr<RecordingPinner> pinner, std::shared_ptr<Seen> seen)
       : pinner_(std::move(pinner)), seen_(std::move(seen)), inner_(*core::CreateBackend(core::BackendOptions{})) {}
   std::string name() const override { return "pinning-fake"; }
+  core::GpuCapabilities* gpu() override { return this; }
   bool TakesFloat32Planes() const override { return true; }
   std::shared_ptr<core::PlaneMemoryPinner> PlanePinner() override { return pinner_; }
   absl::StatusOr<core::ExtractionSummary> Extract(const core::ExtractionJob& job,

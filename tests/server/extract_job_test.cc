@@ -207,7 +207,7 @@ class ExtractJobTest : public ::testing::Test {
     r.psf = *psf;
     auto params = CheckRequest(r.header, *r.psf, env_.limits, &r.bundles);
     EXPECT_TRUE(params.ok()) << params.status();
-    if (params.ok()) r.params = *params;
+    if (params.ok()) r.plan = *params;
     r.upload = *frame_bytes_;
     r.arrived = r.admitted = Clock::now();
     return r;
@@ -242,7 +242,7 @@ std::string* ExtractJobTest::frame_bytes_ = nullptr;
 TEST_F(ExtractJobTest, HeaderThenBundlesInOrderAndInPartsThenSummary) {
   AddStreamer();
   // Messages small enough that a 10-fibre bundle needs 4 parts (3 fibres each at most).
-  const core::ExtractionParams p = Request(Header()).params;
+  const core::ExtractionPlan p = *Request(Header()).plan;
   auto plan_probe = core::Geometry::Create(cache_.Get(psf_id_).value(), p, 4128, 4114,
                                            /*cache_spots=*/false);
   ASSERT_TRUE(plan_probe.ok()) << plan_probe.status();
@@ -416,10 +416,11 @@ TEST_F(ExtractJobTest, AResultWithoutUsableBinsIsFailedPrecondition) {
 }
 
 // Records the planes it is given: float32 or float64, and their values widened.
-class PlaneRecordingBackend : public FakeBackend {
+class PlaneRecordingBackend : public FakeBackend, public core::GpuCapabilities {
  public:
   explicit PlaneRecordingBackend(bool takes_float32)
       : FakeBackend(Mode::kAll), takes_float32_(takes_float32) {}
+  core::GpuCapabilities* gpu() override { return this; }
   bool TakesFloat32Planes() const override { return takes_float32_; }
   absl::StatusOr<core::ExtractionSummary> Extract(const core::ExtractionJob& job,
                                                   const core::BundleSink& sink) override {

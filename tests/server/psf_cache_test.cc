@@ -21,6 +21,13 @@ core::ExtractionParams SmallParams() {
   return p;
 }
 
+// The request validated against `psf`, as the server does when the header arrives.
+core::ExtractionPlan PlanOf(const core::ExtractionParams& params, const core::Psf& psf) {
+  absl::StatusOr<core::ExtractionPlan> plan = core::ExtractionPlan::Create(params, psf);
+  EXPECT_TRUE(plan.ok()) << plan.status();
+  return *std::move(plan);
+}
+
 TEST(ContentIdTest, Sha256Hex) {
   EXPECT_EQ(Sha256Hex(""), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
   EXPECT_EQ(Sha256Hex("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
@@ -57,23 +64,25 @@ TEST(PsfCacheTest, GeometriesAreWarmAndCounted) {
   ASSERT_TRUE(psf.ok());
   // The r-camera CCD the PSF was fitted on (its NPIX_Y x NPIX_X).
   constexpr int kH = 4128, kW = 4114;
-  auto g1 = cache.GetGeometry(info->id, *psf, SmallParams(), kH, kW);
+  auto g1 = cache.GetGeometry(info->id, *psf, PlanOf(SmallParams(), **psf), kH, kW);
   ASSERT_TRUE(g1.ok()) << g1.status();
-  auto g2 = cache.GetGeometry(info->id, *psf, SmallParams(), kH, kW);
+  auto g2 = cache.GetGeometry(info->id, *psf, PlanOf(SmallParams(), **psf), kH, kW);
   ASSERT_TRUE(g2.ok());
   EXPECT_EQ(g1->get(), g2->get());  // the same warm object
   core::ExtractionParams other = SmallParams();
   other.nwavestep = 30;
-  auto other_geometry = cache.GetGeometry(info->id, *psf, other, kH, kW);
+  auto other_geometry = cache.GetGeometry(info->id, *psf, PlanOf(other, **psf), kH, kW);
   ASSERT_TRUE(other_geometry.ok());
   EXPECT_NE(other_geometry->get(), g1->get());
   EXPECT_EQ(cache.List()[0].geometries, 2);
   core::ExtractionParams bad = SmallParams();
   bad.nspec = 0;
-  EXPECT_EQ(cache.GetGeometry(info->id, *psf, bad, kH, kW).status().code(),
+  // Parameters reach the cache only validated (ExtractionPlan): refused before it.
+  EXPECT_EQ(core::ExtractionPlan::Create(bad, **psf).status().code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(cache.GetGeometry(info->id, *psf, SmallParams(), kH + 1, kW).status().code(),
-            absl::StatusCode::kInvalidArgument);  // larger than the PSF's CCD
+  EXPECT_EQ(
+      cache.GetGeometry(info->id, *psf, PlanOf(SmallParams(), **psf), kH + 1, kW).status().code(),
+      absl::StatusCode::kInvalidArgument);  // larger than the PSF's CCD
   // Spots filled in by a job are counted after Rebalance.
   const int64_t before = cache.bytes();
   (*g1)->BundleSpots(0);
@@ -141,8 +150,8 @@ TEST(PsfCacheTest, DroppedGeometriesGoToTheReleaser) {
   ASSERT_TRUE(info.ok());
   auto psf = cache.Get(info->id);
   ASSERT_TRUE(psf.ok());
-  auto g1 = cache.GetGeometry(info->id, *psf, SmallParams(), kH, kW);
-  auto g2 = cache.GetGeometry(info->id, *psf, other, kH, kW);
+  auto g1 = cache.GetGeometry(info->id, *psf, PlanOf(SmallParams(), **psf), kH, kW);
+  auto g2 = cache.GetGeometry(info->id, *psf, PlanOf(other, **psf), kH, kW);
   ASSERT_TRUE(g1.ok() && g2.ok());
   EXPECT_TRUE(released.empty());
   const std::vector<PsfSummary> listed = cache.List();
@@ -161,7 +170,7 @@ TEST(PsfCacheTest, DroppedGeometriesGoToTheReleaser) {
   ASSERT_TRUE(v0.ok());
   auto psf0 = small.Get(v0->id);
   ASSERT_TRUE(psf0.ok());
-  auto g0 = small.GetGeometry(v0->id, *psf0, SmallParams(), kH, kW);
+  auto g0 = small.GetGeometry(v0->id, *psf0, PlanOf(SmallParams(), **psf0), kH, kW);
   ASSERT_TRUE(g0.ok());
   for (int k = 1; k < 3 && released.empty(); ++k) {
     ASSERT_TRUE(small.Load(bytes + std::string(2880 * k, ' '), "v" + std::to_string(k)).ok());

@@ -51,7 +51,7 @@ TEST(RequestValidationTest, ParametersAndSelectionsCheckedAgainstThePsf) {
   std::vector<int> bundles;
   auto ok = CheckRequest(SmallHeader(), *psf, limits, &bundles);
   ASSERT_TRUE(ok.ok()) << ok.status();
-  EXPECT_EQ(ok->nspec, 50);
+  EXPECT_EQ(ok->params().nspec, 50);
   EXPECT_TRUE(bundles.empty());
 
   v1::ExtractHeader h = SmallHeader();

@@ -127,7 +127,9 @@ TEST_F(ExtractionParamsTest, RealDesiSettingsAndRangeEndsAreAccepted) {
 TEST_F(ExtractionParamsTest, MemoryEstimateSeparatesNormalFromBombs) {
   ExtractionParams normal;
   normal.want_model = true;
-  const MemoryEstimate r = EstimateMemory(normal, *psf_, 4128LL * 4114, 16);
+  absl::StatusOr<ExtractionPlan> normal_plan = ExtractionPlan::Create(normal, *psf_);
+  ASSERT_TRUE(normal_plan.ok()) << normal_plan.status();
+  const MemoryEstimate r = EstimateMemory(*normal_plan, *psf_, 4128LL * 4114, 16);
   EXPECT_GT(r.total(), 0.3e9) << r.Describe();
   EXPECT_LT(r.total(), 1.5e9) << r.Describe();
   // The estimate bounds what the planner and workspace really allocate.
@@ -143,7 +145,8 @@ TEST_F(ExtractionParamsTest, MemoryEstimateSeparatesNormalFromBombs) {
   bomb.bundlesize = 500;
   bomb.nsubbundles = 1;  // 500 x 74 unknowns per patch: an 11 GB normal matrix
   ASSERT_TRUE(ValidateParams(bomb, *psf_).ok());
-  EXPECT_GT(EstimateMemory(bomb, *psf_, 4128LL * 4114, 1).total(), 8e9);
+  EXPECT_GT(EstimateMemory(*ExtractionPlan::Create(bomb, *psf_), *psf_, 4128LL * 4114, 1).total(),
+            8e9);
 }
 
 }  // namespace

@@ -1,0 +1,225 @@
+#include "server/job_output.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <memory>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "core/base/status_macros.h"
+#include "core/frame/frame_writer.h"
+#include "core/frame/usable_data.h"
+#include "server/content_id.h"
+#include "server/cuda_request.h"
+#include "server/extract_job.h"
+#include "server/proto_convert.h"
+
+namespace spexd::server {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Seconds(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+// Room left in a message for everything but the payload arrays (tags, lengths, counts).
+constexpr std::size_t kMessageOverhead = 64 * 1024;
+
+}  // namespace
+
+std::size_t MaxPayloadBytes(const ServiceLimits& limits) {
+  return static_cast<std::size_t>(limits.max_message_bytes) - kMessageOverhead;
+}
+
+JobOutput::JobOutput(const JobEnvironment& env, const JobRequest& request, ResponseStream* stream,
+                     JobMetrics& metrics, std::function<absl::Status()> stop_status)
+    : env_(env),
+      request_(request),
+      stream_(stream),
+      metrics_(metrics),
+      stop_status_(std::move(stop_status)) {}
+
+// ---------------------------------------------------------------- loader thread
+
+absl::Status JobOutput::Prepare(std::shared_ptr<const core::Geometry> geometry,
+                                const std::vector<int>& bundles, const core::PreprocImage& image,
+                                const std::string& in_img,
+                                const std::vector<DataRoots::FileId>& read_files) {
+  geometry_ = std::move(geometry);
+  image_header_ = image.image_header;
+  fibermap_fits_ = image.fibermap_fits;
+  in_img_ = in_img;
+  SPEXD_RETURN_IF_ERROR(PrepareHeader(bundles, image));
+  const v1::ExtractHeader& h = request_.header;
+  const core::PatchPlan& plan = geometry_->plan();
+  if (!h.server_output_path().empty()) SPEXD_RETURN_IF_ERROR(CheckOutputPath(read_files));
+  if (request_.cuda.output != nullptr) {
+    SPEXD_ASSIGN_OR_RETURN(core::OutputLayout layout,
+                           CheckCudaOutput(h.cuda_output(), *request_.cuda.output, plan.nspec,
+                                           plan.nwave, plan.ndiag));
+    output_writer_.emplace(request_.cuda.output, static_cast<uint64_t>(h.cuda_output().region().offset()),
+                           layout, plan.specmin);
+  }
+  // The specmask of an output region needs the assembled frame (spec §2.13).
+  if (h.want_model() || !h.server_output_path().empty() || output_writer_.has_value()) {
+    assembler_.emplace(*geometry_, h.want_model());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status JobOutput::PrepareHeader(const std::vector<int>& bundles,
+                                      const core::PreprocImage& image) {
+  // What a client needs to write the desispec frame; the grid is the validated request's.
+  const v1::FrameHeader header =
+      FrameHeaderToProto(request_.header.psf_id(), geometry_->plan(), bundles, image,
+                         request_.psf->in_psf().value_or(""), request_.plan->grid());
+  // Serialized here, on the loader thread; the worker adds the queue time and the backend.
+  header_bytes_ = header.SerializeAsString();
+  if (header_bytes_.size() > static_cast<std::size_t>(env_.limits.max_message_bytes)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "frame header (image header cards and FIBERMAP) is ", header_bytes_.size(),
+        " bytes, over the ", env_.limits.max_message_bytes, "-byte message limit"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status JobOutput::CheckOutputPath(const std::vector<DataRoots::FileId>& read_files) {
+  output_policy_.overwrite = request_.header.overwrite();
+  output_policy_.protected_ = read_files;
+  // The PSF file, when it was loaded from a server path (its source is that path).
+  const std::string& psf_source = request_.psf->source_name();
+  if (!psf_source.empty() && psf_source[0] == '/') {
+    const int fd = ::open(psf_source.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    if (fd >= 0) {
+      if (auto id = DataRoots::IdOf(fd); id.ok()) output_policy_.protected_.push_back(*id);
+      ::close(fd);
+    }
+  }
+  const std::string& out = request_.header.server_output_path();
+  SPEXD_RETURN_IF_ERROR(env_.output_roots->CheckOutput(out, output_policy_).status());
+  // The same PSF may have been loaded from elsewhere (an upload, another path) first:
+  // a file to be replaced that holds exactly the PSF's bytes is that PSF too.
+  if (output_policy_.overwrite) {
+    auto existing = env_.output_roots->ReadFile(out, env_.limits.max_upload_bytes);
+    if (existing.ok() && Sha256Hex(existing->bytes) == request_.header.psf_id()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "output path '", out, "' holds the request's PSF: never overwritten"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// ---------------------------------------------------------------- worker thread
+
+bool JobOutput::SendHeader(double queue_seconds, const std::string& backend) {
+  v1::FrameHeader late;
+  late.set_queue_seconds(queue_seconds);
+  late.set_backend(backend);
+  return stream_->Send(EncodeFrameHeader(std::move(header_bytes_), late));
+}
+
+// ---------------------------------------------------------------- streaming task
+
+absl::Status JobOutput::Bundle(core::BundleResult&& finished, double seconds) {
+  // The parts borrow the bundle's arrays (no copy into protobuf messages); they keep it
+  // alive until gRPC has written them.
+  auto bundle = std::make_shared<core::BundleResult>(std::move(finished));
+  core::BundleResult& b = *bundle;
+  // Per Angstrom, as core::ExtractFrame does: the streamed values equal a local run's.
+  core::FinalizeBundle(geometry_->dwave(), &b);
+  metrics_.Bundle(seconds, b);
+  if (output_writer_.has_value()) {
+    SPEXD_RETURN_IF_ERROR(HandOver(b, seconds));
+  } else {
+    for (WireMessage& part : EncodeBundleParts(bundle, seconds, MaxPayloadBytes(env_.limits))) {
+      if (!stream_->Send(std::move(part))) return stop_status_();
+    }
+  }
+  ++nbundles_;
+  nfibers_ += b.nfibers;
+  usable_bins_ += core::CountUsableBins(b);
+  if (assembler_.has_value()) SPEXD_RETURN_IF_ERROR(assembler_->Add(b));
+  return absl::OkStatus();
+}
+
+absl::Status JobOutput::HandOver(const core::BundleResult& b, double seconds) {
+  const Clock::time_point t0 = Clock::now();
+  SPEXD_RETURN_IF_ERROR(output_writer_->WriteBundle(b));
+  output_copy_seconds_ += Seconds(t0, Clock::now());
+  if (!stream_->Send(EncodeBundleDone(b, seconds))) return stop_status_();
+  return absl::OkStatus();
+}
+
+absl::Status JobOutput::Finish(const core::ExtractionSummary& backend_summary,
+                               v1::ExtractSummary* summary) {
+  ExtractionSummaryToProto(backend_summary, summary);
+  summary->set_nbundles(nbundles_);
+  summary->set_usable_bins(usable_bins_);
+  summary->set_nfibers(nfibers_);
+  if (assembler_.has_value()) {
+    const Clock::time_point t0 = Clock::now();
+    core::Frame frame = assembler_->Finish();
+    assembler_.reset();
+    if (output_writer_.has_value()) {
+      const Clock::time_point t1 = Clock::now();
+      SPEXD_RETURN_IF_ERROR(output_writer_->WriteMask(frame));
+      output_copy_seconds_ += Seconds(t1, Clock::now());
+      // Where the results' hand-off spends its time (docs/perf.md, issue 13).
+      (*summary->mutable_stage_seconds())["output_specmask"] = Seconds(t0, t1);
+      (*summary->mutable_stage_seconds())["output_copies"] = output_copy_seconds_;
+      metrics_.HandoffBytes("out", static_cast<double>(output_writer_->bytes_written()));
+    }
+    if (!request_.header.server_output_path().empty()) {
+      SPEXD_RETURN_IF_ERROR(WriteFrameFile(frame, summary));
+    }
+    if (request_.header.want_model() && !frame.model.empty()) {
+      SPEXD_RETURN_IF_ERROR(SendModel(std::move(frame.model)));
+    }
+  }
+  summary->set_total_seconds(Seconds(request_.arrived, Clock::now()));
+  v1::ExtractResponse last;
+  *last.mutable_summary() = *summary;
+  if (!stream_->Send(EncodeResponse(last))) return stop_status_();
+  return absl::OkStatus();
+}
+
+absl::Status JobOutput::WriteFrameFile(const core::Frame& frame, v1::ExtractSummary* summary) {
+  const v1::ExtractHeader& h = request_.header;
+  const core::Psf& psf = *request_.psf;
+  const core::GridRequest& grid = request_.plan->grid();
+  core::FrameMetadata meta;
+  meta.image_header = image_header_;
+  meta.fibermap_fits = fibermap_fits_;
+  meta.in_psf = h.in_psf_name().empty() ? psf.source_name() : h.in_psf_name();
+  meta.in_img = in_img_;
+  meta.orig_psf = psf.in_psf().value_or("");
+  meta.wmin = grid.wmin;
+  meta.wmax = grid.wmax;
+  meta.dw = grid.dw;
+  SPEXD_ASSIGN_OR_RETURN(std::string fits, core::FrameToFits(frame, meta));
+  // A .gz name gets gzip, as CFITSIO and desispec write it.
+  SPEXD_ASSIGN_OR_RETURN(fits, core::FitsBytesForPath(h.server_output_path(), std::move(fits)));
+  SPEXD_ASSIGN_OR_RETURN(std::string out_path,
+                         env_.output_roots->WriteFile(h.server_output_path(), fits, output_policy_));
+  summary->set_server_output_path(out_path);
+  return absl::OkStatus();
+}
+
+absl::Status JobOutput::SendModel(std::vector<double> image) {
+  const std::size_t max_payload = MaxPayloadBytes(env_.limits);
+  // The chunks borrow the image (no copy); they keep it alive until written.
+  auto model = std::make_shared<const std::vector<double>>(std::move(image));
+  const std::size_t total = model->size() * sizeof(double);
+  for (std::size_t off = 0; off < total; off += max_payload) {
+    if (!stream_->Send(EncodeModelChunk(model, off, std::min(max_payload, total - off)))) {
+      return stop_status_();
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace spexd::server

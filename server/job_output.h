@@ -1,0 +1,97 @@
+// The output side of one extraction job (issue 24 item 3): the FrameHeader, each
+// finalised bundle streamed to the client (or written into the client's CUDA output
+// region with a completion on the stream), and at the end the products that need the
+// whole frame (server-side frame file, the specmask of an output region, the model
+// image) and the summary. Prepared on the loader thread, the header sent by the worker,
+// the rest on the job's streaming task: one thread at a time, as ExtractJob hands over.
+#ifndef SPEXD_SERVER_JOB_OUTPUT_H_
+#define SPEXD_SERVER_JOB_OUTPUT_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "core/backend/backend.h"
+#include "core/frame/frame.h"
+#include "core/plan/geometry.h"
+#include "server/data_roots.h"
+#include "server/job_metrics.h"
+#include "server/region_output.h"
+#include "spexd/v1/spexd.pb.h"
+
+namespace spexd::server {
+
+struct JobEnvironment;
+struct JobRequest;
+class ResponseStream;
+struct ServiceLimits;
+
+// Array payload one response message may carry under the server's message limit.
+std::size_t MaxPayloadBytes(const ServiceLimits& limits);
+
+class JobOutput {
+ public:
+  // `env`, `request`, `stream` and `metrics` outlive this object; `stop_status` gives the
+  // status of a stopped call (cancelled or past its deadline) when a send fails.
+  JobOutput(const JobEnvironment& env, const JobRequest& request, ResponseStream* stream,
+            JobMetrics& metrics, std::function<absl::Status()> stop_status);
+
+  // Loader thread, once the image is decoded: serializes the FrameHeader (refused when
+  // over the message limit), checks the server-side output path (never one of
+  // `read_files`, the input, or the PSF file) and the CUDA output region, and makes the
+  // frame assembler when an output needs the whole frame.
+  absl::Status Prepare(std::shared_ptr<const core::Geometry> geometry,
+                       const std::vector<int>& bundles, const core::PreprocImage& image,
+                       const std::string& in_img, const std::vector<DataRoots::FileId>& read_files);
+
+  // Worker: sends the FrameHeader with what is known only now. False once the call is
+  // cancelled or broken.
+  bool SendHeader(double queue_seconds, const std::string& backend);
+
+  // Streaming task: finalises a finished bundle (photons/Angstrom, as core::ExtractFrame
+  // does) and streams it, or writes it into the output region and streams a completion.
+  absl::Status Bundle(core::BundleResult&& bundle, double seconds);
+  // Bins of the bundles so far that carry information (core::CountUsableBins).
+  int64_t usable_bins() const { return usable_bins_; }
+  int nbundles() const { return nbundles_; }
+
+  // Streaming task, after the last bundle of a successful extraction: the products that
+  // need the whole frame, then the summary message (`summary` completed here).
+  absl::Status Finish(const core::ExtractionSummary& backend_summary, v1::ExtractSummary* summary);
+
+ private:
+  absl::Status PrepareHeader(const std::vector<int>& bundles, const core::PreprocImage& image);
+  absl::Status CheckOutputPath(const std::vector<DataRoots::FileId>& read_files);
+  absl::Status HandOver(const core::BundleResult& bundle, double seconds);
+  // The server-side desispec frame file; its path goes into `summary`.
+  absl::Status WriteFrameFile(const core::Frame& frame, v1::ExtractSummary* summary);
+  absl::Status SendModel(std::vector<double> model);
+
+  const JobEnvironment& env_;
+  const JobRequest& request_;
+  ResponseStream* stream_;
+  JobMetrics& metrics_;
+  std::function<absl::Status()> stop_status_;
+
+  std::shared_ptr<const core::Geometry> geometry_;
+  std::string header_bytes_;  // the FrameHeader, serialized by Prepare
+  // What the frame file records of the input (the decoded image is freed earlier).
+  std::vector<std::string> image_header_;
+  std::string fibermap_fits_;
+  std::string in_img_;
+  // What the server-side output may replace: never the input or the PSF file.
+  DataRoots::WritePolicy output_policy_;
+  std::optional<RegionOutputWriter> output_writer_;  // results into a CUDA region
+  double output_copy_seconds_ = 0;                   // time in output_writer_ copies
+  std::optional<core::FrameAssembler> assembler_;
+  int nbundles_ = 0, nfibers_ = 0;
+  int64_t usable_bins_ = 0;
+};
+
+}  // namespace spexd::server
+
+#endif  // SPEXD_SERVER_JOB_OUTPUT_H_

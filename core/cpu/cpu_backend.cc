@@ -92,7 +92,7 @@ class CpuBackend : public Backend {
       SPEXD_RETURN_IF_ERROR(sink(std::move(result)));
     }
     summary.seconds = Now() - t_start;
-    // Thread-seconds inside the patches, summed over threads.
+    // Thread CPU seconds inside the patches, summed over threads.
     for (const PatchWorkspace& ws : workspaces) {
       const auto& st = ws.step_seconds();
       summary.stage_seconds["patch.projection"] += st.projection;

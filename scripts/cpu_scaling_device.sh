@@ -12,8 +12,10 @@
 #     tests/bench/spexd_cpu_frame_bench
 #   cp tests/data/psf-r0-00051060.fits .device/cpu/
 #
-#   scripts/cpu_scaling_device.sh BUNDLE_DIR OUT_DIR PSF [CORES...]
-#     BUNDLE_DIR  the bundle (its run.sh launches the executable)
+#   tar -C .device/cpu -czf .device/cpu/bundle.tar.gz bundle   # 64 MB -> ~25 MB to carry
+#
+#   scripts/cpu_scaling_device.sh BUNDLE OUT_DIR PSF [CORES...]
+#     BUNDLE      the bundle folder (its run.sh launches the executable), or its .tar.gz
 #     OUT_DIR     where the JSON and the log go ($OUT on the device machine)
 #     PSF         the r PSF (tests/data/psf-r0-00051060.fits)
 #     CORES       core counts (default: 2 8 16; counts above nproc are skipped)
@@ -21,16 +23,21 @@
 # A full frame is ~15 s of CPU time per core count on 16 cores and ~6-20 s a run on 2:
 # the default set fits one 10-minute device command.
 set -euo pipefail
-BUNDLE=${1:?bundle dir} OUT_DIR=${2:?out dir} PSF=${3:?psf}
+BUNDLE=${1:?bundle dir or .tar.gz} OUT_DIR=${2:?out dir} PSF=${3:?psf}
 shift 3
+if [[ $BUNDLE == *.tar.gz ]]; then
+  unpacked=$(mktemp -d)
+  tar -C "$unpacked" -xzf "$BUNDLE"
+  BUNDLE=$(echo "$unpacked"/*)
+fi
 CORES=("$@")
 [[ ${#CORES[@]} -gt 0 ]] || CORES=(2 8 16)
 FIBERS=${FIBERS:-500} REPEATS=${REPEATS:-3} WAVELENGTH=${WAVELENGTH:-5760,7620,0.8}
 COMPAT=${COMPAT:-gpu}
 mkdir -p "$OUT_DIR"
 log=$OUT_DIR/cpu_scaling.log
+ncpu=$(nproc)  # before OMP_NUM_THREADS is set: nproc honours it
 export GIT_SHA=${SPEXD_GIT_SHA:-${GIT_SHA:-unknown}} OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
-ncpu=$(nproc)
 { echo "host: $(uname -n), $ncpu cpus"; lscpu 2>/dev/null | grep -E 'Model name|Thread|Socket' || true; } >>"$log"
 
 ran=()

@@ -86,6 +86,9 @@ struct Timings {
   spexd::core::ExtractionSummary cold, warm;  // the cold run and the last warm one
   double warm_median_seconds = 0;
   double warm_cpu_seconds = 0;  // process CPU time per warm frame (mean)
+  // Wall time of the last warm ExtractFrame outside Backend::Extract (image check, frame
+  // assembly, finish): serial, so it bounds the scaling with cores.
+  double warm_outside_backend_seconds = 0;
 };
 
 // A cold run (evaluates and caches the spots), then `repeats` warm ones.
@@ -102,6 +105,7 @@ absl::StatusOr<Timings> TimeRuns(spexd::core::Backend& backend, const spexd::cor
     if (!frame.ok()) return frame.status();
     if (r > 0) {
       warm.push_back(Seconds(t0, t1));
+      t.warm_outside_backend_seconds = Seconds(t0, t1) - t.warm.seconds;
       cpu_warm += ProcessCpuSeconds() - c0;
     }
     std::fprintf(stderr, "run %d: %.2f s (%s)\n", r, Seconds(t0, t1), r == 0 ? "cold" : "warm");
@@ -134,6 +138,8 @@ void PrintJson(const Args& args, int nwave, const Timings& t) {
   std::printf("  \"psf\": \"%s\",\n  \"wavelength\": [%.6g, %.6g, %.6g],\n",
               JsonEscape(args.psf).c_str(), args.wmin, args.wmax, args.dw);
   std::printf("  \"warm_cpu_seconds\": %.3f,\n", t.warm_cpu_seconds);
+  std::printf("  \"warm_backend_seconds\": %.3f,\n", t.warm.seconds);
+  std::printf("  \"warm_outside_backend_seconds\": %.3f,\n", t.warm_outside_backend_seconds);
   std::printf("  \"cold_seconds\": %.3f,\n  \"warm_median_seconds\": %.3f,\n", t.cold.seconds,
               median);
   std::printf("  \"patches\": %lld,\n  \"patches_per_second\": %.1f,\n", patches,

@@ -20,8 +20,9 @@
 #     PSF         the r PSF (tests/data/psf-r0-00051060.fits)
 #     CORES       core counts (default: 2 8 16; counts above nproc are skipped)
 #   FIBERS (500), REPEATS (3), WAVELENGTH (5760,7620,0.8), COMPAT (gpu) set the frame.
-# A full frame is ~15 s of CPU time per core count on 16 cores and ~6-20 s a run on 2:
-# the default set fits one 10-minute device command.
+# A warm full frame is ~20-25 s of CPU time (dev VM), so 2 cores take ~1 min per core
+# count (simulation, cold run with the spots, 3 warm runs), 8 and 16 less: the default
+# set fits one 10-minute device command.
 set -euo pipefail
 BUNDLE=${1:?bundle dir or .tar.gz} OUT_DIR=${2:?out dir} PSF=${3:?psf}
 shift 3

@@ -1,5 +1,7 @@
 #include "core/base/parallel_for.h"
 
+#include <sched.h>
+
 #include <algorithm>
 #include <atomic>
 #include <thread>
@@ -67,6 +69,13 @@ std::unique_ptr<TaskPool> MakeTaskPool(int threads) {
   return pool;
 }
 
-int HardwareThreads() { return static_cast<int>(std::max(1u, std::thread::hardware_concurrency())); }
+int HardwareThreads() {
+  // The CPUs this process may run on (taskset, cgroup cpusets), not all of the machine's:
+  // more threads than cores only time-slice the patches (issue 25).
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
+  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
 
 }  // namespace spexd::core

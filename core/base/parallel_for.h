@@ -30,7 +30,7 @@ void ParallelFor(TaskPool* pool, int max_workers, int ntasks,
 // owner passed no pool, so that it still has one, owned locally, joined when it goes.
 std::unique_ptr<TaskPool> MakeTaskPool(int threads);
 
-// std::thread::hardware_concurrency(), at least 1.
+// The CPUs in this process's affinity mask (taskset), else hardware_concurrency(); >= 1.
 int HardwareThreads();
 
 }  // namespace spexd::core

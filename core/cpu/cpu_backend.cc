@@ -55,10 +55,9 @@ class CpuBackend : public Backend {
     }
     ExtractionSummary summary;
     const double t_start = Now();
-    // One workspace per thread, sized once from the plan.
-    std::vector<PatchWorkspace> workspaces;
-    workspaces.reserve(threads_);
-    for (int t = 0; t < threads_; ++t) workspaces.emplace_back(plan);
+    // One workspace per worker, sized from the plan by the worker itself on its first
+    // patch: the zero fill (3 n x n per worker) runs in parallel, in the worker's memory.
+    std::vector<std::unique_ptr<PatchWorkspace>> workspaces(threads_);
 
     for (int b : bundles) {
       if (CancelRequested(job)) return absl::CancelledError("extraction cancelled");
@@ -77,8 +76,9 @@ class CpuBackend : public Backend {
       ParallelFor(pool_, threads_, p1 - p0, [&](int worker, int i) {
         if (CancelRequested(job)) return;
         const int p = p0 + i;
+        if (workspaces[worker] == nullptr) workspaces[worker] = std::make_unique<PatchWorkspace>(plan);
         outcomes[i] = extractor.Extract(plan.patches[p], *spots, job.image->image.data(),
-                                        job.image->ivar.data(), &workspaces[worker], &result,
+                                        job.image->ivar.data(), workspaces[worker].get(), &result,
                                         job.want_model ? &models[i] : nullptr);
       });
       if (CancelRequested(job)) return absl::CancelledError("extraction cancelled");
@@ -89,12 +89,15 @@ class CpuBackend : public Backend {
       if (job.want_model) StitchModel(plan, p0, p1, models, &result);
       summary.stage_seconds["stitch"] += Now() - t2;
       summary.counts += result.counts;
+      const double t3 = Now();
       SPEXD_RETURN_IF_ERROR(sink(std::move(result)));
+      summary.stage_seconds["sink"] += Now() - t3;
     }
     summary.seconds = Now() - t_start;
-    // Thread-seconds inside the patches, summed over threads.
-    for (const PatchWorkspace& ws : workspaces) {
-      const auto& st = ws.step_seconds();
+    // Thread CPU seconds inside the patches, summed over threads.
+    for (const auto& ws : workspaces) {
+      if (ws == nullptr) continue;
+      const auto& st = ws->step_seconds();
       summary.stage_seconds["patch.projection"] += st.projection;
       summary.stage_seconds["patch.normal_eq"] += st.normal_eq;
       summary.stage_seconds["patch.cholesky"] += st.cholesky;

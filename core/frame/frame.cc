@@ -33,6 +33,16 @@ FrameAssembler::FrameAssembler(const Geometry& geometry, bool want_model) : geom
   frame_.nwave = plan.nwave;
   frame_.ndiag = plan.ndiag;
   frame_.wave = plan.wave;
+  // The whole frame's arrays at once: appending bundle by bundle would regrow and copy
+  // them (rdiags alone is ~100 MB for an r frame) on the extracting thread between
+  // bundles, while the backend's other threads wait (issue 25). Pages of bundles a job
+  // does not extract are never touched.
+  const std::size_t bins = static_cast<std::size_t>(plan.nspec) * plan.nwave;
+  frame_.flux.reserve(bins);
+  frame_.ivar.reserve(bins);
+  frame_.pixmask_fraction.reserve(bins);
+  frame_.chi2pix.reserve(bins);
+  frame_.rdiags.reserve(bins * static_cast<std::size_t>(2 * plan.ndiag + 1));
   if (want_model) {
     frame_.model_height = plan.image_height;
     frame_.model_width = plan.image_width;

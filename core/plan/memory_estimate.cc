@@ -40,11 +40,11 @@ MemoryEstimate EstimateMemory(const ExtractionPlan& request, const Psf& psf,
   // by the bundle being streamed and once by the assembled frame.
   e.results = 2 * p.nspec * nwave * ((4 + 2 * ndiag + 1) * kD + 1);
   e.model = p.want_model ? static_cast<double>(image_pixels) * kD : 0;
-  // PatchWorkspace: M (n x n), panel (n x nwavetot), sparse A (n stamps of entries with a
+  // PatchWorkspace: M's band, L and C (n x n each), sparse A (n stamps of entries with a
   // column index), its pixel index (at most the pixels of n stamps), vectors.
   const double npix = std::min(n * stamp, static_cast<double>(image_pixels));
   const double per_thread =
-      n * n * kD + n * nwavetot * kD + n * stamp * (kD + kI) + npix * 2 * kI + 12 * n * kD;
+      3 * n * n * kD + n * stamp * (kD + kI) + npix * 2 * kI + 12 * n * kD;
   e.workspace = std::max(threads, 1) * per_thread;
   return e;
 }

@@ -1,8 +1,16 @@
 // Benchmark: a full r frame (500 fibres x 2326 wavelengths by default) from the simulator
 // through the CPU backend. Reports seconds per frame, patches per second and where the
-// time goes, as JSON on stdout (human summary on stderr).
+// time goes, as JSON on stdout (human summary on stderr), with the process's CPU time per
+// warm frame (user + system, getrusage): on a shared machine a steadier A/B than wall time.
 //
-//   spexd_cpu_frame_bench [--fibers N] [--repeats R] [--threads T] [--compat gpu|cpu]
+//   spexd_cpu_frame_bench [--psf PSF.fits] [--wavelength wmin,wmax,dw] [--fibers N]
+//                         [--repeats R] [--threads T] [--compat gpu|cpu]
+//
+// --psf defaults to tests/data/psf-r0-00051060.fits relative to the working directory
+// (the repository root); no build-machine path is compiled in, so a device bundle runs it
+// anywhere with --psf. --wavelength defaults to the r camera's 5760,7620,0.8.
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -31,19 +39,43 @@ struct Args {
   int repeats = 1;
   int threads = 0;
   Compat compat = Compat::kGpu;
+  std::string psf = "tests/data/psf-r0-00051060.fits";
+  double wmin = 5760.0, wmax = 7620.0, dw = 0.8;
 };
 
-Args Parse(int argc, char** argv) {
-  Args a;
-  for (int i = 1; i + 1 < argc; i += 2) {
+// Flags as "--name value" pairs; false (with a message) on an unknown flag or a bad value.
+bool Parse(int argc, char** argv, Args* a) {
+  for (int i = 1; i < argc; i += 2) {
     std::string k = argv[i];
+    if (i + 1 >= argc) {
+      std::fprintf(stderr, "%s needs a value\n", k.c_str());
+      return false;
+    }
     const char* v = argv[i + 1];
-    if (k == "--fibers") a.fibers = std::atoi(v);
-    else if (k == "--repeats") a.repeats = std::atoi(v);
-    else if (k == "--threads") a.threads = std::atoi(v);
-    else if (k == "--compat") a.compat = std::strcmp(v, "cpu") == 0 ? Compat::kCpu : Compat::kGpu;
+    if (k == "--fibers") a->fibers = std::atoi(v);
+    else if (k == "--repeats") a->repeats = std::atoi(v);
+    else if (k == "--threads") a->threads = std::atoi(v);
+    else if (k == "--compat") a->compat = std::strcmp(v, "cpu") == 0 ? Compat::kCpu : Compat::kGpu;
+    else if (k == "--psf") a->psf = v;
+    else if (k == "--wavelength") {
+      if (std::sscanf(v, "%lf,%lf,%lf", &a->wmin, &a->wmax, &a->dw) != 3) {
+        std::fprintf(stderr, "--wavelength must be wmin,wmax,dw (got '%s')\n", v);
+        return false;
+      }
+    } else {
+      std::fprintf(stderr, "unknown flag %s\n", k.c_str());
+      return false;
+    }
   }
-  return a;
+  return true;
+}
+
+// User + system CPU seconds of the whole process so far.
+double ProcessCpuSeconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+         1e-6 * static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
 }
 
 double Seconds(std::chrono::steady_clock::time_point a, std::chrono::steady_clock::time_point b) {
@@ -53,6 +85,10 @@ double Seconds(std::chrono::steady_clock::time_point a, std::chrono::steady_cloc
 struct Timings {
   spexd::core::ExtractionSummary cold, warm;  // the cold run and the last warm one
   double warm_median_seconds = 0;
+  double warm_cpu_seconds = 0;  // process CPU time per warm frame (mean)
+  // Wall time of the last warm ExtractFrame outside Backend::Extract (image check, frame
+  // assembly, finish): serial, so it bounds the scaling with cores.
+  double warm_outside_backend_seconds = 0;
 };
 
 // A cold run (evaluates and caches the spots), then `repeats` warm ones.
@@ -60,17 +96,33 @@ absl::StatusOr<Timings> TimeRuns(spexd::core::Backend& backend, const spexd::cor
                                  int repeats) {
   Timings t;
   std::vector<double> warm;
+  double cpu_warm = 0;
   for (int r = 0; r <= repeats; ++r) {
+    const double c0 = ProcessCpuSeconds();
     const auto t0 = std::chrono::steady_clock::now();
     auto frame = spexd::core::ExtractFrame(backend, job, {}, r == 0 ? &t.cold : &t.warm);
     const auto t1 = std::chrono::steady_clock::now();
     if (!frame.ok()) return frame.status();
-    if (r > 0) warm.push_back(Seconds(t0, t1));
+    if (r > 0) {
+      warm.push_back(Seconds(t0, t1));
+      t.warm_outside_backend_seconds = Seconds(t0, t1) - t.warm.seconds;
+      cpu_warm += ProcessCpuSeconds() - c0;
+    }
     std::fprintf(stderr, "run %d: %.2f s (%s)\n", r, Seconds(t0, t1), r == 0 ? "cold" : "warm");
   }
   std::sort(warm.begin(), warm.end());
   t.warm_median_seconds = warm.empty() ? t.cold.seconds : warm[warm.size() / 2];
+  t.warm_cpu_seconds = warm.empty() ? 0 : cpu_warm / static_cast<double>(warm.size());
   return t;
+}
+
+std::string JsonEscape(const std::string& s) {
+  std::string o;
+  for (char c : s) {
+    if (c == '"' || c == '\\') o += '\\';
+    o += c;
+  }
+  return o;
 }
 
 void PrintJson(const Args& args, int nwave, const Timings& t) {
@@ -83,6 +135,11 @@ void PrintJson(const Args& args, int nwave, const Timings& t) {
               args.threads, std::thread::hardware_concurrency(),
               spexd::core::CompatName(args.compat));
   std::printf("  \"git_sha\": \"%s\",\n", sha != nullptr ? sha : "unknown");
+  std::printf("  \"psf\": \"%s\",\n  \"wavelength\": [%.6g, %.6g, %.6g],\n",
+              JsonEscape(args.psf).c_str(), args.wmin, args.wmax, args.dw);
+  std::printf("  \"warm_cpu_seconds\": %.3f,\n", t.warm_cpu_seconds);
+  std::printf("  \"warm_backend_seconds\": %.3f,\n", t.warm.seconds);
+  std::printf("  \"warm_outside_backend_seconds\": %.3f,\n", t.warm_outside_backend_seconds);
   std::printf("  \"cold_seconds\": %.3f,\n  \"warm_median_seconds\": %.3f,\n", t.cold.seconds,
               median);
   std::printf("  \"patches\": %lld,\n  \"patches_per_second\": %.1f,\n", patches,
@@ -93,6 +150,12 @@ void PrintJson(const Args& args, int nwave, const Timings& t) {
     std::printf("%s\n    \"%s\": %.3f", sep, k.c_str(), v);
     sep = ",";
   }
+  std::printf("\n  },\n  \"warm_stage_seconds\": {");
+  sep = "";
+  for (const auto& [k, v] : t.warm.stage_seconds) {
+    std::printf("%s\n    \"%s\": %.3f", sep, k.c_str(), v);
+    sep = ",";
+  }
   std::printf("\n  }\n}\n");
 }
 
@@ -100,10 +163,11 @@ void PrintJson(const Args& args, int nwave, const Timings& t) {
 
 int main(int argc, char** argv) {
   using namespace spexd::core;
-  Args args = Parse(argc, argv);
-  auto psf_or = Psf::Load(spexd::testing::BundledPsfPath());
+  Args args;
+  if (!Parse(argc, argv, &args)) return 2;
+  auto psf_or = Psf::Load(args.psf);
   if (!psf_or.ok()) {
-    std::fprintf(stderr, "%s\n", psf_or.status().ToString().c_str());
+    std::fprintf(stderr, "%s (pass --psf)\n", psf_or.status().ToString().c_str());
     return 1;
   }
   auto psf = std::make_shared<const Psf>(std::move(*psf_or));
@@ -123,6 +187,13 @@ int main(int argc, char** argv) {
   ExtractionParams params;
   params.nspec = args.fibers;
   params.compat = args.compat;
+  params.wmin = args.wmin;
+  params.wmax = args.wmax;
+  params.dw = args.dw;
+  if (absl::Status v = ValidateParams(params, *psf); !v.ok()) {
+    std::fprintf(stderr, "%s\n", v.ToString().c_str());
+    return 2;
+  }
   auto geo = Geometry::Create(psf, params, image.height, image.width, /*cache_spots=*/true);
   if (!geo.ok()) {
     std::fprintf(stderr, "geometry: %s\n", geo.status().ToString().c_str());

@@ -10,6 +10,13 @@ extern "C" {
 void dpotrf_(const char* uplo, const int* n, double* a, const int* lda, int* info, std::size_t);
 void dpotrs_(const char* uplo, const int* n, const int* nrhs, const double* a, const int* lda,
              double* b, const int* ldb, int* info, std::size_t);
+void dpbtrf_(const char* uplo, const int* n, const int* kd, double* ab, const int* ldab, int* info,
+             std::size_t);
+void dpbtrs_(const char* uplo, const int* n, const int* kd, const int* nrhs, const double* ab,
+             const int* ldab, double* b, const int* ldb, int* info, std::size_t);
+void dsymm_(const char* side, const char* uplo, const int* m, const int* n, const double* alpha,
+            const double* a, const int* lda, const double* b, const int* ldb, const double* beta,
+            double* c, const int* ldc, std::size_t, std::size_t);
 void dtrsm_(const char* side, const char* uplo, const char* transa, const char* diag,
             const int* m, const int* n, const double* alpha, const double* a, const int* lda,
             double* b, const int* ldb, std::size_t, std::size_t, std::size_t, std::size_t);

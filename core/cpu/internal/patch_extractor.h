@@ -1,5 +1,6 @@
 // Extraction of one patch on the CPU (extraction-spec §2.7–2.11): sparse projection
-// matrix, weighted normal equations, Cholesky solve, decorrelation and the per-patch
+// matrix, weighted normal equations in band storage, banded Cholesky solve, C's core
+// diagonal blocks by selected inversion inside the band, decorrelation and the per-patch
 // products, written into the bundle arrays.
 #ifndef SPEXD_CORE_PATCH_EXTRACTOR_H_
 #define SPEXD_CORE_PATCH_EXTRACTOR_H_
@@ -27,12 +28,12 @@ class PatchWorkspace {
  public:
   explicit PatchWorkspace(const PatchPlan& plan);
 
-  // Thread-seconds spent per step since construction (for profiles and benchmarks).
+  // Thread CPU seconds spent per step since construction (for profiles and benchmarks).
   struct StepSeconds {
     double projection = 0;  // sparse A
     double normal_eq = 0;   // M, b, fluxweight, regularisation
-    double cholesky = 0;    // potrf + potrs
-    double inverse = 0;     // diagonal blocks of C from the Cholesky factor
+    double cholesky = 0;    // pbtrf + pbtrs (banded)
+    double inverse = 0;     // diagonal blocks of C from the banded Cholesky factor
     double decorrelate = 0; // 74x74 eigen-decompositions, R, flux, ivar, Rdiags
     double outputs = 0;     // pixmask, chi2pix, model
   };
@@ -46,9 +47,11 @@ class PatchWorkspace {
   // Sparse A by pixel: entries [pix_start[p], pix_start[p+1]) of (col, value).
   std::vector<int32_t> pix_start, pix_fill, entry_col;
   std::vector<double> entry_val;
-  std::vector<double> m, w, b, fw, x;     // n x n (column-major) and length-n vectors
+  // M in LAPACK lower band storage (ldab = kd + 1, at most n x n), then its factor L.
+  std::vector<double> m, w, b, fw, x;     // and length-n vectors
+  int kd = 0;                             // bandwidth of the last patch's M
+  std::vector<double> lfull, cfull;       // n x n column-major: L and C = M^-1 near the band
   std::vector<double> cblock, evec, eval, q;  // nwavetot x nwavetot blocks
-  std::vector<double> panel;                  // n x nwavetot: columns of L^-1
   std::vector<double> lapack_work;
   std::vector<int> lapack_iwork;
   std::vector<double> flux, ivar, rdiag, pixmask, chi2, model_col;  // patch core outputs
@@ -77,8 +80,9 @@ class PatchExtractor {
                             PatchWorkspace* ws) const;
   void Regularize(int n, double regularize, PatchWorkspace* ws) const;
   bool CholeskySolve(int n, PatchWorkspace* ws) const;
-  // Core diagonal block s of C = M^-1 into ws->cblock (needs the factor from CholeskySolve).
-  void CoreInverseBlock(int n, int s, PatchWorkspace* ws) const;
+  // C = M^-1 inside the band for the patch spectra [first, nspec), into ws->cfull (needs
+  // the factor from CholeskySolve): their diagonal blocks are complete and exact.
+  void BandInverse(const PatchDesc& patch, int first, PatchWorkspace* ws) const;
   // Q_s = C_ss^{-1/2}, then flux, ivar and the resolution band of spectrum s.
   bool Decorrelate(const PatchDesc& patch, int s, PatchWorkspace* ws) const;
   bool KeptOutputsFinite(const PatchDesc& patch, const PatchWorkspace& ws) const;

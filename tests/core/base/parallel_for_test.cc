@@ -1,5 +1,7 @@
 #include "core/base/parallel_for.h"
 
+#include <sched.h>
+
 #include <atomic>
 #include <chrono>
 #include <thread>
@@ -119,6 +121,23 @@ TEST(ParallelForTest, MakeTaskPoolStartsTheThreadsAsked) {
   EXPECT_EQ(MakeTaskPool(0)->num_threads(), 0);
   EXPECT_EQ(MakeTaskPool(-1)->num_threads(), 0);
   EXPECT_GE(HardwareThreads(), 1);
+}
+
+// Under taskset (or a cpuset) the default thread count is the CPUs allowed, not the
+// machine's (issue 25: 16 threads on 2 given cores only time-slice the patches).
+TEST(ParallelForTest, HardwareThreadsFollowsTheAffinityMask) {
+  std::thread([] {  // a thread of its own: the mask is per thread, the test's stays as it is
+    cpu_set_t all;
+    ASSERT_EQ(sched_getaffinity(0, sizeof(all), &all), 0);
+    EXPECT_EQ(HardwareThreads(), CPU_COUNT(&all));
+    int first = 0;
+    while (!CPU_ISSET(first, &all)) ++first;
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(first, &one);
+    ASSERT_EQ(sched_setaffinity(0, sizeof(one), &one), 0);
+    EXPECT_EQ(HardwareThreads(), 1);
+  }).join();
 }
 
 }  // namespace

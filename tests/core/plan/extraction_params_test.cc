@@ -139,7 +139,7 @@ TEST_F(ExtractionParamsTest, MemoryEstimateSeparatesNormalFromBombs) {
                                                 (plan->xc.size() + plan->yc.size()) * sizeof(int32_t));
   EXPECT_GE(r.plan, plan_bytes);
   const double n = plan->max_n;
-  EXPECT_GE(r.workspace / 16, n * n * sizeof(double));
+  EXPECT_GE(r.workspace / 16, 3 * n * n * sizeof(double));  // M band, L, C
 
   ExtractionParams bomb;
   bomb.bundlesize = 500;

@@ -9,6 +9,7 @@ PKGS=(
   libcfitsio-dev zlib1g-dev libdeflate-dev libabsl-dev prometheus-cpp-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   liblapacke-dev libopenblas-dev
+  liberfa-dev  # --barycentric-correction (core/plan/barycentric.cc); the runtime list adds liberfa1
   # The Python client (client/python, import spexd) and its tests run on Debian's
   # /usr/bin/python3 with these modules (no PyPI needed).
   python3 python3-grpcio python3-protobuf python3-numpy python3-astropy python3-matplotlib

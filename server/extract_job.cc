@@ -167,6 +167,7 @@ absl::Status ExtractJob::PrepareImage() {
   }
   // Everything that can refuse the request without the pixels comes before decoding
   // them: a refused (or cancelled) job must not cost a frame's decode (~1 s, 270 MB).
+  SPEXD_RETURN_IF_ERROR(PrepareDesiOptions(reader.has_value() ? &*reader : nullptr));
   SPEXD_RETURN_IF_ERROR(PrepareGeometry(height, width));
   if (Stopped()) return StopStatus();
   if (reader.has_value()) {
@@ -182,6 +183,7 @@ absl::Status ExtractJob::PrepareImage() {
     image_.emplace(std::move(shape));
   }
   image_header_ = image_->image_header;
+  if (!h.fibermap_fits().empty()) image_->fibermap_fits = h.fibermap_fits();  // -f
   fibermap_fits_ = image_->fibermap_fits;
   SPEXD_RETURN_IF_ERROR(PrepareFrameHeader());
   return PrepareOutputs();
@@ -213,12 +215,16 @@ absl::Status ExtractJob::DecodeImage(core::PreprocReader& reader) {
 absl::Status ExtractJob::PrepareFrameHeader() {
   // The grid once, and what a client needs to write the desispec frame.
   const core::Psf& psf = *request_.psf;
-  const core::GridRequest grid = core::RequestedGrid(params_, psf);
+  const core::GridRequest grid = bary_.grid;  // uncorrected, as the frame records it
   meta_wmin_ = grid.wmin;
   meta_wmax_ = grid.wmax;
   meta_dw_ = grid.dw;
-  const v1::FrameHeader header = FrameHeaderToProto(request_.header.psf_id(), geometry_->plan(),
-                                                    bundles_, *image_, psf.in_psf().value_or(""), grid);
+  v1::FrameHeader header = FrameHeaderToProto(request_.header.psf_id(), geometry_->plan(),
+                                              bundles_, *image_, psf.in_psf().value_or(""), grid);
+  if (bary_.factor != 1.0) {  // --barycentric-correction: the uncorrected grid, and HELIOCOR
+    header.mutable_wave()->Assign(bary_.wave.begin(), bary_.wave.end());
+    header.set_heliocor(bary_.factor);
+  }
   // Serialized here, on the loader thread; Run adds the queue time and the backend.
   header_bytes_ = header.SerializeAsString();
   if (header_bytes_.size() > static_cast<std::size_t>(env_.limits.max_message_bytes)) {
@@ -444,6 +450,9 @@ absl::Status ExtractJob::FinishProducts() {
   if (assembler_.has_value()) {
     const Clock::time_point t0 = Clock::now();
     core::Frame frame = assembler_->Finish();
+    if (params_.mask_policy == core::MaskPolicy::kDesispecExact) {
+      core::ComputeSpecMask(&frame, params_.mask_policy);  // desispec's exact ALLBADPIX rule
+    }
     assembler_.reset();
     if (output_writer_.has_value()) {
       const Clock::time_point t1 = Clock::now();
@@ -467,6 +476,9 @@ absl::Status ExtractJob::FinishProducts() {
       meta.wmin = meta_wmin_;
       meta.wmax = meta_wmax_;
       meta.dw = meta_dw_;
+      meta.heliocor = bary_.factor;
+      meta.scores = params_.scores;
+      if (bary_.factor != 1.0) frame.wave = bary_.wave;
       SPEXD_ASSIGN_OR_RETURN(std::string fits, core::FrameToFits(frame, meta));
       // A .gz name gets gzip, as CFITSIO and desispec write it.
       SPEXD_ASSIGN_OR_RETURN(fits, core::FitsBytesForPath(h.server_output_path(), std::move(fits)));

@@ -26,6 +26,7 @@
 #include "absl/time/time.h"
 #include "core/backend/backend.h"
 #include "core/frame/frame.h"
+#include "core/plan/barycentric.h"
 #include "core/plan/geometry.h"
 #include "core/io/preproc.h"
 #include "core/io/psf.h"
@@ -125,6 +126,10 @@ class ExtractJob : public Job, public std::enable_shared_from_this<ExtractJob> {
   absl::StatusOr<core::PreprocReader> OpenImage();
   // A frame in CUDA regions (issue 13): its size limit and the backend's device input.
   absl::Status PrepareDeviceInput();
+  // desi_extract_spectra's -f and --barycentric-correction (server/extract_job_desi.cc):
+  // checks the request's FIBERMAP and sets bary_ (and the corrected grid in params_)
+  // before the geometry is planned. `reader` is null for a frame in CUDA regions.
+  absl::Status PrepareDesiOptions(core::PreprocReader* reader);
   // `status` with the server path in place of /proc/self/fd/N, and the server's limits
   // named when it is RESOURCE_EXHAUSTED.
   absl::Status Shown(const absl::Status& status) const;
@@ -162,6 +167,7 @@ class ExtractJob : public Job, public std::enable_shared_from_this<ExtractJob> {
   // WAVEMIN/WAVEMAX/WAVESTEP of the output header (the requested grid, or the PSF
   // domain and 0.8 when none was given: extraction-spec §2.2, as the local CLI writes).
   double meta_wmin_ = 0, meta_wmax_ = 0, meta_dw_ = 0;
+  core::BarycentricGrid bary_;  // factor 1 without --barycentric-correction
   std::shared_ptr<const core::Geometry> geometry_;
   std::vector<int> bundles_;
   std::string header_bytes_;  // the FrameHeader, serialized by Prepare

@@ -255,6 +255,14 @@ class DesispecDropinTest(unittest.TestCase):
         r = subprocess.run([support.exe("spexctl"), "extract", "--local", "-q", *args],
                            capture_output=True, text=True, env=self.env)
         self.assertIn("no MJD-OBS nor MJD in header", r.stderr)
+        # The server: INVALID_ARGUMENT with the same message, and it keeps serving.
+        import spexd
+        server = support.Server()
+        with spexd.Client(server.target, retries=1) as client:
+            with self.assertRaisesRegex(spexd.InvalidArgument, "no MJD-OBS nor MJD in header"):
+                client.extract(server_path=src, psf=PSF, specmin=0, nspec=25,
+                               wavelength=(5760.0, 6160.0, 0.8), barycentric_correction=True)
+            self.assertTrue(client.server_info().version)
 
 
 if __name__ == "__main__":

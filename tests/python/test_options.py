@@ -59,6 +59,10 @@ SHARED = {
     "wavepad": BOTH_CLIENTS,
     "regularize": BOTH_CLIENTS,
     "psferr": BOTH_CLIENTS,
+    "wavepad_frac": BOTH_CLIENTS,
+    "pixpad_frac": BOTH_CLIENTS,
+    "barycentric_correction": BOTH_CLIENTS,
+    "no_scores": BOTH_CLIENTS,
 }
 DEPRECATED = {
     "spexctl": {"threads": "cpu_threads", "compat": "reproduce",

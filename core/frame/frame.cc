@@ -88,7 +88,8 @@ Frame FrameAssembler::Finish() {
   return std::move(frame_);
 }
 
-void ComputeSpecMask(Frame* f) {
+void ComputeSpecMask(Frame* f, MaskPolicy policy) {
+  const double all_bad = policy == MaskPolicy::kDesispecExact ? 1.0 : 1.0 - 1e-12;
   const int ns = f->nspec, nw = f->nwave;
   f->mask.assign(static_cast<std::size_t>(ns) * nw, 0);
   std::vector<double> med_wave(nw), med_fiber(ns), tmp;
@@ -110,7 +111,7 @@ void ComputeSpecMask(Frame* f) {
       // desispec tests == 1.0; a normalised stamp sums to 1 only up to rounding that
       // depends on summation order, so allow 1e-12 (deliberate: a fully masked bin must
       // not escape ALLBADPIX by one ulp).
-      if (pf >= 1.0 - 1e-12) m |= kAllBadPix;
+      if (pf >= all_bad) m |= kAllBadPix;
       const double c = f->chi2pix[i];
       if (c > 5 * med_wave[w] && c > 5 * med_fiber[s]) m |= kBad2DFit;
       if (!f->failed_bins.empty() && f->failed_bins[i]) m |= kBad2DFit;

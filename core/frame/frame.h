@@ -8,6 +8,7 @@
 
 #include "absl/status/status.h"
 #include "core/frame/extraction_result.h"
+#include "core/io/preproc.h"
 #include "core/plan/geometry.h"
 
 namespace spexd::core {
@@ -49,7 +50,10 @@ class FrameAssembler {
 // desispec specmask (spec §2.13): SOMEBADPIX where pixmask_fraction > 0.5, ALLBADPIX where
 // it is 1, BAD2DFIT where chi2pix exceeds 5x both its fibre-median and its
 // wavelength-median; bins of failed patches get BAD2DFIT too (spexd addition).
-void ComputeSpecMask(Frame* frame);
+// ALLBADPIX: spexd flags pixmask_fraction >= 1 - 1e-12 (a fully masked bin whose stamp
+// sums to 1 only up to rounding stays flagged); MaskPolicy::kDesispecExact uses
+// desispec's == 1.0, which depends on the summation order (docs/python-client.md).
+void ComputeSpecMask(Frame* frame, MaskPolicy policy = MaskPolicy::kDesispec);
 
 // numpy.median of a copy of the values (mean of the two middle ones for even sizes).
 double Median(std::vector<double> values);

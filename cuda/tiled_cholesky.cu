@@ -18,6 +18,17 @@ constexpr int kPanelRows = kPanelRowGroups * kRowsPerThread;
 constexpr int kColLanes = 16;                            // columns c = lane + 16 q
 constexpr int kMaxPanelCols = 7 * kColLanes;             // geometry_state.cc: nt <= 112
 
+// Calls f(i, b, r, c) for each register v[i][b] of thread (tx, ty), which holds the block's
+// element (r, c) = (tx + 16 i, ty + 16 b); fully unrolled, so v stays in registers.
+template <int R, class F>
+__device__ __forceinline__ void ForEachTileElement(int tx, int ty, F&& f) {
+#pragma unroll
+  for (int i = 0; i < R; ++i) {
+#pragma unroll
+    for (int b = 0; b < R; ++b) f(i, b, tx + kTileLanes * i, ty + kTileLanes * b);
+  }
+}
+
 // One thread block per entry; thread (tx, ty) of a 16 x 16 grid holds the elements
 // (tx + 16 i, ty + 16 b) of the block in registers. Right-looking factorisation: step j
 // publishes column j of the Schur complement (and 1/d_j) in shared memory and every thread
@@ -41,16 +52,11 @@ __global__ void __launch_bounds__(kFactorThreads, R <= 5 ? 2 : 1) TileFactorKern
   double* rdiag = vec + nt;    // [nt] 1 / L_rr
   double* base = SlotMatrix(a, e.slot) + static_cast<int64_t>(k) * nt * (ld + 1);
   double v[R][R], piv[R];
+  ForEachTileElement<R>(tx, ty, [&](int i, int b, int r, int c) {
+    v[i][b] = (r < nt && c < nt && r >= c) ? base[r + static_cast<int64_t>(c) * ld] : 0.0;
+  });
 #pragma unroll
-  for (int i = 0; i < R; ++i) {
-    const int r = tx + kTileLanes * i;
-#pragma unroll
-    for (int b = 0; b < R; ++b) {
-      const int c = ty + kTileLanes * b;
-      v[i][b] = (r < nt && c < nt && r >= c) ? base[r + static_cast<int64_t>(c) * ld] : 0.0;
-    }
-    piv[i] = 1.0;
-  }
+  for (int i = 0; i < R; ++i) piv[i] = 1.0;
   if (tid == 0) first_bad = 0;
   for (int j = 0; j < nt; ++j) {
     if (ty == j % kTileLanes) {
@@ -93,20 +99,14 @@ __global__ void __launch_bounds__(kFactorThreads, R <= 5 ? 2 : 1) TileFactorKern
   }
 #pragma unroll
   for (int b = 0; b < R; ++b) piv[b] = sqrt(piv[b]);
-#pragma unroll
-  for (int i = 0; i < R; ++i) {
-    const int r = tx + kTileLanes * i;
-#pragma unroll
-    for (int b = 0; b < R; ++b) {
-      const int c = ty + kTileLanes * b;
-      if (r >= nt || c >= nt) continue;
-      const double l = r == c ? piv[b] : (r > c ? v[i][b] / piv[b] : 0.0);
-      s[r * p + c] = l;
-      if (r >= c) base[r + static_cast<int64_t>(c) * ld] = l;
-      if (r == c) rdiag[r] = 1.0 / l;
-      v[i][b] = r == c ? 1.0 : 0.0;
-    }
-  }
+  ForEachTileElement<R>(tx, ty, [&](int i, int b, int r, int c) {
+    if (r >= nt || c >= nt) return;
+    const double l = r == c ? piv[b] : (r > c ? v[i][b] / piv[b] : 0.0);
+    s[r * p + c] = l;
+    if (r >= c) base[r + static_cast<int64_t>(c) * ld] = l;
+    if (r == c) rdiag[r] = 1.0 / l;
+    v[i][b] = r == c ? 1.0 : 0.0;
+  });
   __syncthreads();
   for (int j = 0; j < nt; ++j) {
     if (tx == j % kTileLanes) {

@@ -7,6 +7,8 @@
 
 namespace spexd::client {
 
+// Over 100 lines: one table row per flag (name, short name, value, help), so the whole
+// command line reads in one place, in --help order.
 const std::vector<FlagSpec>& ExtractFlagSpecs() {
   static const std::vector<FlagSpec> specs = {
       {"input", 'i', true, "input preproc image (FITS)"},

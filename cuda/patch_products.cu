@@ -71,7 +71,9 @@ __device__ inline void PixelProducts(const RunArgs& a, const RunEntry& e, const 
 // each pixel adds those that cover it, in that order: the same terms in the same order
 // as a scan of all n corners (the CPU sums its pixel entries in q order too), for any
 // trace, monotone in wavelength or not. Two listed stamps are taken per step so that their
-// spot loads are in flight together (the sums stay in q order).
+// spot loads are in flight together (the sums stay in q order). Over 100 lines: the staging,
+// the stamp listing and the sums share registers and shared memory, which a split into
+// device functions would pass around by the dozen (and risk spilling).
 __global__ void __launch_bounds__(kPixelThreads) PixelModelKernel(RunArgs a) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   const PlanDims& D = a.dims;

@@ -37,6 +37,8 @@ __device__ __forceinline__ void ForEachTileElement(int tx, int ty, F&& f) {
 // (step j publishes row j of X, still unscaled; rows are scaled by 1/L_rr at the end),
 // with L in shared memory. Two barriers per step, no index arithmetic in the loops, and
 // register tiles that the step cannot touch are skipped (a warp's tile rows are uniform).
+// Over 100 lines: the factor and the inversion share the register tile v; split into two
+// kernels, the tile would round-trip through global memory between them.
 template <int R>
 __global__ void __launch_bounds__(kFactorThreads, R <= 5 ? 2 : 1) TileFactorKernel(RunArgs a, int k) {
   extern __shared__ double smem[];

@@ -120,7 +120,15 @@ chmod -R a+rX "$WORK"
 PORT=$(free_port)
 MPORT=$(free_port)
 CTR=$(buildah from --quiet "$IMAGE")
-buildah run --isolation chroot --user "$IMAGE_USER" \
+# Step 7 compares bits with a host extraction, so the container must use the host's
+# OpenBLAS kernels: these machines set OPENBLAS_CORETYPE=Haswell, while OpenBLAS inside the
+# container detects the CPU itself (Cooperlake here), and its AVX-512 kernels round a few
+# RESOLUTION values differently (1e-16 relative; 2026-11-23, CI). Same kernels, same bits.
+BLAS_ENV=()
+while IFS='=' read -r name value; do
+  if [[ $name == OPENBLAS_* ]]; then BLAS_ENV+=(--env "$name=$value"); fi
+done < <(env)
+buildah run --isolation chroot --user "$IMAGE_USER" "${BLAS_ENV[@]}" \
   --env SPEXD_PORT="$PORT" --env SPEXD_METRICS_PORT="$MPORT" \
   -v "$DATA:/data:ro" "$CTR" -- "${IMAGE_ENTRYPOINT[@]}" >"$WORK/spexd.log" 2>&1 &
 RUN_PID=$!

@@ -4,8 +4,8 @@ desispec is neither in Debian nor reachable from CI, so it is looked for, in ord
 1. $SPEXD_DESISPEC_PATH: a stack folder made by scripts/desispec_stack.sh (it holds
    desispec/, desiutil/, desitarget/, specter/, gpu_specter/ and STACK.txt), or a
    colon-separated list of `py/` folders;
-2. ../desistack beside the clone (where scripts/desispec_stack.sh puts it by default,
-   as ../shared holds the reference data);
+2. where it is not set, ../desistack beside the clone (where scripts/desispec_stack.sh
+   puts it by default, as ../shared holds the reference data);
 3. an installed desispec.
 Where none imports, require() makes the test module exit 77 (ctest: skipped), saying how
 to provide one.
@@ -21,12 +21,11 @@ HOW = ("scripts/desispec_stack.sh makes one (Debian's python3-numba, -fitsio, -h
 
 
 def stack_dir():
-    """The stack folder (scripts/desispec_stack.sh layout), or None."""
-    given = os.environ.get("SPEXD_DESISPEC_PATH", "")
-    for candidate in (given, os.path.join(SRC, "..", "desistack")):
-        if candidate and ":" not in candidate and os.path.isdir(
-                os.path.join(candidate, "desispec", "py")):
-            return os.path.abspath(candidate)
+    """The stack folder (scripts/desispec_stack.sh layout), or None. A set
+    $SPEXD_DESISPEC_PATH is the only place looked at (`=none`: only an installed desispec)."""
+    candidate = os.environ.get("SPEXD_DESISPEC_PATH") or os.path.join(SRC, "..", "desistack")
+    if ":" not in candidate and os.path.isdir(os.path.join(candidate, "desispec", "py")):
+        return os.path.abspath(candidate)
     return None
 
 
@@ -40,8 +39,8 @@ def python_path():
     return [p for p in given.split(":") if p]
 
 
-def require(*modules):
-    """Imports desispec (and `modules`) or exits 77 with the reason and HOW."""
+def why_not(*modules):
+    """Puts the stack on sys.path and imports desispec.io and `modules`: None, or why not."""
     # desiutil logs every step at INFO: only warnings and errors in the test output.
     os.environ.setdefault("DESI_LOGLEVEL", "WARNING")
     for p in reversed(python_path()):
@@ -52,7 +51,15 @@ def require(*modules):
         for m in modules:
             __import__(m)
     except ImportError as e:
-        print(f"Skipped: desispec is not importable ({e}). {HOW}.", flush=True)
+        return f"desispec is not importable ({e}). {HOW}."
+    return None
+
+
+def require(*modules):
+    """why_not(), or exit 77 (ctest: skipped) saying why and how to provide desispec."""
+    why = why_not(*modules)
+    if why:
+        print(f"Skipped: {why}", flush=True)
         sys.exit(77)
 
 

@@ -5,8 +5,9 @@ apply_fiberflat, subtract_sky, write_frame of the sframe).
 Frames: case A (fibres 0-24, 5760-6160 A) in the six desi_extract_spectra option sets of
 ../shared/data/desispec, made four ways: `spexctl extract --local` (CLI), the server's
 own file (`--server-output-path`), the Python client's `result.write()` and its
-`result.to_desispec()` Frame (handed to desispec's write_frame). The control is the same
-pipeline on desispec's own frames stored in ../shared/data/desispec.
+`result.to_desispec()` Frame (handed to desispec's write_frame); and two gzip-compressed
+CLI frames (`-o frame.fits.gz`, default and --barycentric-correction). The control is the
+same pipeline on desispec's own frames stored in ../shared/data/desispec.
 
 Checked for each frame: read_frame does not fail its vetting; its arrays are the file's;
 after write_frame + read_frame every array, the fibermap, the scores (and their comments)
@@ -34,7 +35,6 @@ import numpy as np  # noqa: E402
 import support  # noqa: E402
 import test_desispec_dropin as dropin  # noqa: E402
 
-PRODUCERS = ("cli", "server", "python", "to_desispec")
 _SKIP_META = ("CHECKSUM", "DATASUM", "DEPNAM", "DEPVER")
 
 
@@ -120,6 +120,13 @@ class DesispecRoundTripTest(unittest.TestCase):
                 subprocess.run([support.exe("spexctl"), "extract", "--local", "-q",
                                 *base(name, outdir)], check=True)
                 out[name] = f"{outdir}/frame-{name}.fits"
+        elif producer == "cli_gzip":  # -o frame.fits.gz, as desi_proc may name it
+            for name in ("default", "bary"):
+                cmd = [a.replace(".fits", ".fits.gz") if a.startswith(outdir) else a
+                       for a in base(name, outdir)]
+                subprocess.run([support.exe("spexctl"), "extract", "--local", "-q", *cmd],
+                               check=True)
+                out[name] = f"{outdir}/frame-{name}.fits.gz"
         elif producer == "server":
             for name in dropin.VARIANTS:
                 out[name] = f"{outdir}/frame-{name}.fits"
@@ -229,6 +236,9 @@ class DesispecRoundTripTest(unittest.TestCase):
     def test_cli_frames(self):
         self.check_producer("cli")
 
+    def test_cli_gzip_frames(self):
+        self.check_producer("cli_gzip")
+
     def test_server_written_frames(self):
         self.check_producer("server")
 
@@ -237,6 +247,26 @@ class DesispecRoundTripTest(unittest.TestCase):
 
     def test_python_to_desispec_frames(self):
         self.check_producer("to_desispec")
+
+
+class DesispecReadsSimulatedPreprocTest(unittest.TestCase):
+    def test_read_image_of_spexd_sim_output(self):
+        """desispec.io.read_image reads what spexd-sim writes (READNOISE, RDNOISE keys)."""
+        import desispec.io
+
+        path = os.path.join(WORK, "sim-preproc.fits")
+        subprocess.run([support.exe("spexd-sim"), f"--psf={dropin.PSF}", f"--out={path}",
+                        "--fibers=0,5", "--wavelength=5760.0,6160.0,0.8", "--seed=3"],
+                       check=True, stdout=subprocess.DEVNULL)
+        image = desispec.io.read_image(path)
+        from astropy.io import fits
+        with fits.open(path, memmap=False) as f:
+            np.testing.assert_array_equal(image.pix, f["IMAGE"].data)
+            np.testing.assert_array_equal(image.ivar, f["IVAR"].data)
+            np.testing.assert_array_equal(image.mask, f["MASK"].data)
+        self.assertEqual(image.readnoise.shape, image.pix.shape)
+        self.assertTrue(np.all(image.readnoise > 0))
+        self.assertEqual(image.camera, image.meta["CAMERA"].strip())
 
 
 if __name__ == "__main__":

@@ -78,6 +78,7 @@ class PackageTest(unittest.TestCase):
         with self.assertRaises(spexd.DesispecUnavailable) as e:
             r.to_desispec()
         self.assertIn("not packaged in Debian", str(e.exception))
+        self.assertIn("scripts/desispec_stack.sh", str(e.exception))
         self.assertIn("result.write", str(e.exception))
 
     def test_spec_mask_bits(self):

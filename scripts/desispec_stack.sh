@@ -17,8 +17,9 @@
 # (tests/python/desispec_env.py). They find DEST at ../desistack, or through
 # SPEXD_DESISPEC_PATH=DEST. CI cannot fetch, so there they skip, saying how to get this.
 set -euo pipefail
+# DEST as given (relative to the caller's folder), else beside the clone.
+DEST=$(realpath -m "${1:-$(dirname "$0")/../../desistack}")
 cd "$(dirname "$0")/.."
-DEST=${1:-../desistack}
 # The commits of ../shared/data/desispec/README.md ("Versions").
 PINS=(
   "desispec efd9676fc8e6b2e771d69ec862bd0edc936d0804"
@@ -39,7 +40,7 @@ git_dir() {
       return
     fi
   done
-  local clone=$DEST/.git/$name.git
+  local clone=$DEST/.repos/$name.git
   if [[ ! -d $clone ]]; then
     git clone -q --bare "https://github.com/desihub/$name.git" "$clone" >&2
   fi

@@ -19,7 +19,9 @@ subtraction takes the sky fibres' chi2 per bin (against zero) down at least five
 Needs desispec (desispec_env.py: skipped, saying how to get it, where it is absent, as in
 CI).
 """
+import gzip
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -30,8 +32,14 @@ import desispec_env
 
 desispec_env.require("desispec.sky", "desispec.fiberflat", "desispec.scripts.sky")
 
+import desispec.io  # noqa: E402
 import numpy as np  # noqa: E402
+from astropy.io import fits  # noqa: E402
+from desispec.fiberflat import FiberFlat, apply_fiberflat  # noqa: E402
+from desispec.scripts import sky as sky_script  # noqa: E402
+from desispec.sky import subtract_sky  # noqa: E402
 
+import spexd  # noqa: E402
 import support  # noqa: E402
 import test_desispec_dropin as dropin  # noqa: E402
 
@@ -40,8 +48,6 @@ _SKIP_META = ("CHECKSUM", "DATASUM", "DEPNAM", "DEPVER")
 
 def _quiet_read(path):
     """read_frame, failing on its 'did not pass simple vetting test' warning."""
-    import desispec.io
-
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("always")
         frame = desispec.io.read_frame(path)
@@ -89,9 +95,6 @@ def setUpModule():
 def _unity_fiberflat():
     """A fiberflat of ones (ivar 1) on the frames' grid: sky subtraction without a
     flat-field correction (case A is simulated with equal fibre throughputs)."""
-    import desispec.io
-    from desispec.fiberflat import FiberFlat
-
     ref = desispec.io.read_frame(os.path.join(dropin.REF, "frame-default.fits.gz"))
     ones = np.ones_like(ref.flux)
     path = os.path.join(WORK, "fiberflat-unity.fits")
@@ -102,12 +105,8 @@ def _unity_fiberflat():
 
 class DesispecRoundTripTest(unittest.TestCase):
     """One test per producer; a subtest per option set."""
-
     def frames(self, producer):
         """{variant: frame file} made by `producer` (to_desispec: written by desispec)."""
-        import desispec.io
-        import spexd
-
         outdir = tempfile.mkdtemp(prefix=producer + "-", dir=WORK)
         extra = tempfile.mkdtemp(prefix="client-", dir=WORK)
         args = lambda name, d: [a.format(D=d, OUT=WORK) for a in dropin.VARIANTS[name]]
@@ -154,9 +153,6 @@ class DesispecRoundTripTest(unittest.TestCase):
 
     def round_trip(self, path, what):
         """read -> write -> read; checks as the module docstring; the rewritten file."""
-        import desispec.io
-        from astropy.io import fits
-
         first = _quiet_read(path)
         with fits.open(path, memmap=False) as f:
             for hdu, attr in (("FLUX", "flux"), ("IVAR", "ivar"), ("MASK", "mask"),
@@ -173,12 +169,7 @@ class DesispecRoundTripTest(unittest.TestCase):
 
     def sky(self, path):
         """desi_compute_sky (desispec.scripts.sky) with the unity fiberflat, then
-        apply_fiberflat + subtract_sky + write_frame/read_frame; (sky model, sframe)."""
-        import desispec.io
-        from desispec.fiberflat import apply_fiberflat
-        from desispec.scripts import sky as sky_script
-        from desispec.sky import subtract_sky
-
+        apply_fiberflat + subtract_sky + write_frame/read_frame; (sky model, sframe, frame)."""
         sky_path = path.replace(".fits", "-sky.fits")
         sky_script.main(sky_script.parse(["-i", path, "--fiberflat", FIBERFLAT,
                                           "-o", sky_path]))
@@ -192,13 +183,10 @@ class DesispecRoundTripTest(unittest.TestCase):
 
     def reference(self, name):
         """desispec's own frame through the same round trip and sky subtraction."""
-        import shutil
-
         if name not in REF_ROUND:
             d = tempfile.mkdtemp(prefix="desispec-", dir=WORK)
             src = os.path.join(d, f"frame-{name}.fits")
             with open(src, "wb") as out:
-                import gzip
                 with gzip.open(os.path.join(dropin.REF, f"frame-{name}.fits.gz")) as z:
                     shutil.copyfileobj(z, out)
             REF_ROUND[name] = self.round_trip(src, f"desispec {name}")
@@ -252,14 +240,11 @@ class DesispecRoundTripTest(unittest.TestCase):
 class DesispecReadsSimulatedPreprocTest(unittest.TestCase):
     def test_read_image_of_spexd_sim_output(self):
         """desispec.io.read_image reads what spexd-sim writes (READNOISE, RDNOISE keys)."""
-        import desispec.io
-
         path = os.path.join(WORK, "sim-preproc.fits")
         subprocess.run([support.exe("spexd-sim"), f"--psf={dropin.PSF}", f"--out={path}",
                         "--fibers=0,5", "--wavelength=5760.0,6160.0,0.8", "--seed=3"],
                        check=True, stdout=subprocess.DEVNULL)
         image = desispec.io.read_image(path)
-        from astropy.io import fits
         with fits.open(path, memmap=False) as f:
             np.testing.assert_array_equal(image.pix, f["IMAGE"].data)
             np.testing.assert_array_equal(image.ivar, f["IVAR"].data)

@@ -32,6 +32,13 @@ OPTIONAL=(ccache patchelf binutils curl clang libclang-rt-dev python3-numpy pyth
 DAEMON_PKGS=(slurm-wlm munge)
 DAEMON_SERVICES=(munge slurmctld slurmd)
 OPTIONAL+=("${DAEMON_PKGS[@]}")
+# With --desispec (scripts/desispec_stack.sh): the Debian modules DESI's own Python stack
+# imports, for the tests that run desispec's code (ctest -L desispec; docs/desispec.md).
+# spexd needs none of them.
+DESISPEC_PKGS=(python3-numba python3-fitsio python3-healpy python3-scipy python3-yaml)
+if [[ ${1:-} == --desispec ]]; then
+  PKGS+=("${DESISPEC_PKGS[@]}")
+fi
 
 missing=()
 for p in "${PKGS[@]}" "${OPTIONAL[@]}"; do

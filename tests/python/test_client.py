@@ -251,12 +251,11 @@ def check_desispec_layout(test, path, nspec, nwave):
 
 
 def desispec_or_skip(test):
-    try:
-        import desispec.io  # noqa: F401
-        import desispec.specscore  # noqa: F401
-    except ImportError as e:
-        test.skipTest(f"desispec is not importable ({e}): not packaged in Debian; "
-                      "docs/python-client.md records the run against desispec itself")
+    import desispec_env
+
+    why = desispec_env.why_not("desispec.specscore")
+    if why:
+        test.skipTest(why)
 
 
 class DesispecTest(unittest.TestCase):

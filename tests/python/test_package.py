@@ -78,7 +78,27 @@ class PackageTest(unittest.TestCase):
         with self.assertRaises(spexd.DesispecUnavailable) as e:
             r.to_desispec()
         self.assertIn("not packaged in Debian", str(e.exception))
+        self.assertIn("scripts/desispec_stack.sh", str(e.exception))
         self.assertIn("result.write", str(e.exception))
+
+    def test_fibermap_rows_keep_the_hdu_keys_as_desispec_does(self):
+        # desispec.io.read_fibermap keeps a fibermap HDU's exposure keys in Table.meta and
+        # write_frame writes them back; to_desispec() hands desispec this Table (issue 26).
+        import io
+        from astropy.io import fits
+        from spexd.frame_file import fibermap_rows
+
+        hdu = fits.BinTableHDU.from_columns(
+            [fits.Column(name="FIBER", format="J", array=np.arange(4), unit="none"),
+             fits.Column(name="OBJTYPE", format="3A", array=["TGT", "SKY", "TGT", "TGT"])],
+            name="FIBERMAP")
+        hdu.header["RA"] = (150.1, "Telescope RA [deg]")
+        hdu.header["MJD-OBS"] = 59620.3
+        buf = io.BytesIO()
+        fits.HDUList([fits.PrimaryHDU(), hdu]).writeto(buf, checksum=True)
+        rows = fibermap_rows(buf.getvalue(), [1, 3])
+        self.assertEqual(dict(rows.meta), {"RA": 150.1, "MJD-OBS": 59620.3})
+        self.assertEqual(list(rows["FIBER"]), [1, 3])
 
     def test_spec_mask_bits(self):
         chi2 = np.ones((3, 4))

@@ -23,13 +23,26 @@ _STRUCTURAL = ("SIMPLE", "XTENSION", "BITPIX", "NAXIS", "EXTEND", "PCOUNT", "GCO
                "TFIELDS", "EXTNAME", "BSCALE", "BZERO", "CHECKSUM", "DATASUM", "END")
 
 
+# FIBERMAP header keys that describe the table, not the exposure: desispec.io.util.addkeys
+# leaves them out of the Table's meta (with any TTYPEn, TFORMn, TUNITn, TNULLn).
+_TABLE_KEYS = ("EXTNAME", "COMMENT", "CHECKSUM", "DATASUM", "PCOUNT", "GCOUNT", "BITPIX",
+               "NAXIS", "NAXIS1", "NAXIS2", "XTENSION", "TFIELDS", "SIMPLE")
+
+
 def fibermap_rows(fibermap_fits, fibers):
-    """The FIBERMAP rows of `fibers` (absolute fibre = row index) as an astropy Table."""
+    """The FIBERMAP rows of `fibers` (absolute fibre = row index) as an astropy Table whose
+    meta holds the HDU's other keys (RA, MJD-OBS, ... of a -f fibermap), as
+    desispec.io.read_fibermap returns it: write_frame puts them back in the header."""
     from astropy.io import fits
     from astropy.table import Table
 
     with fits.open(io.BytesIO(fibermap_fits), memmap=False) as f:
-        table = Table(f["FIBERMAP"].data.copy())
+        hdu = f["FIBERMAP"]
+        table = Table(hdu.data.copy())
+        for key in hdu.header:
+            if key and key not in _TABLE_KEYS and key not in table.meta and \
+                    not key.startswith(("TTYPE", "TFORM", "TUNIT", "TNULL")):
+                table.meta[key] = hdu.header[key]
     return table[np.asarray(fibers, dtype=np.int64)]
 
 
@@ -184,11 +197,13 @@ def to_desispec(result):
         from desispec.frame import Frame
     except ImportError as e:
         raise DesispecUnavailable(
-            "desispec is not importable (it is not packaged in Debian; install it from "
-            "https://github.com/desihub/desispec with desiutil). Without it, "
+            "desispec is not importable (it is not packaged in Debian; "
+            "scripts/desispec_stack.sh in spexd's sources sets it up from "
+            "https://github.com/desihub, docs/desispec.md). Without it, "
             "result.write(path) still writes the desispec frame file, and the numpy arrays "
             f"are on the result. ({e})") from e
-    scores, comments = result.scores
+    # no_scores=True: no SCORES in the Frame either, so write_frame writes none (as desispec).
+    scores, comments = result.scores if getattr(result, "want_scores", True) else ({}, {})
     return Frame(result.wave, result.flux, result.ivar, mask=result.mask,
                  resolution_data=result.resolution_data, fibers=result.fibers,
                  meta=frame_header(result), fibermap=result.fibermap,

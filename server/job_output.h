@@ -105,6 +105,7 @@ class JobOutput {
   // Server-side stage times of this job (streaming task), into the summary's stage_seconds.
   std::map<std::string, double> stages_;
   std::optional<core::FrameAssembler> assembler_;
+  core::Frame retired_frame_;  // Finish's frame, freed with this object (after the call ends)
   int nbundles_ = 0, nfibers_ = 0;
   int64_t usable_bins_ = 0;
 };

@@ -34,8 +34,8 @@ double MedianInPlace(double* v, std::size_t n) {
 }
 
 // Wavelengths per task of the column medians: a block of rows is read contiguously into
-// one column per wavelength (the strided gather, one cache line per value, was most of
-// the specmask's time).
+// one column per wavelength, rather than one cache line per value; the blocks (and the
+// fibres' rows) are spread over the pool.
 constexpr int kWaveBlock = 64;
 constexpr int kFiberBlock = 25;
 

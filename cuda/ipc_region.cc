@@ -67,16 +67,28 @@ class IpcRegion final : public core::ImportedRegion {
   void* data() const override { return base_; }
 
   absl::Status WriteFromHost(uint64_t offset, const void* src, std::size_t bytes) override {
-    if (offset > size_ || bytes > size_ - offset) {
-      return absl::OutOfRangeError(absl::StrCat("write of ", bytes, " bytes at offset ", offset,
-                                                " leaves the region of ", size_, " bytes"));
+    return WriteManyFromHost({HostWrite{offset, src, bytes}});
+  }
+
+  absl::Status WriteManyFromHost(const std::vector<HostWrite>& writes) override {
+    std::size_t total = 0;
+    for (const HostWrite& w : writes) {
+      if (w.offset > size_ || w.bytes > size_ - w.offset) {
+        return absl::OutOfRangeError(absl::StrCat("write of ", w.bytes, " bytes at offset ", w.offset,
+                                                  " leaves the region of ", size_, " bytes"));
+      }
+      total += w.bytes;
     }
-    if (bytes == 0) return absl::OkStatus();
+    if (total == 0) return absl::OkStatus();
     absl::MutexLock lock(&mu_);
     SPEXD_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
-    SPEXD_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(static_cast<unsigned char*>(base_) + offset, src,
-                                               bytes, cudaMemcpyHostToDevice, stream_));
-    // Complete on the device before the client is told (a pageable copy may return early).
+    for (const HostWrite& w : writes) {
+      if (w.bytes == 0) continue;
+      SPEXD_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(static_cast<unsigned char*>(base_) + w.offset, w.src,
+                                                 w.bytes, cudaMemcpyHostToDevice, stream_));
+    }
+    // Complete on the device before the client is told (a pageable copy may return
+    // early); once for all the writes.
     SPEXD_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
     return absl::OkStatus();
   }

@@ -135,10 +135,12 @@ void ExtractJob::Run(core::Backend& backend, int worker, core::TaskPool& streami
   const absl::Status status = Guarded([&] { return Extract(backend); });
   // The decoded planes (~270 MB for an r frame) are freed by the streaming task: the
   // unmapping takes tens of milliseconds that the worker should spend on the next job.
+  const Clock::time_point end = Clock::now();
   absl::MutexLock lock(&mu_);
   extraction_done_ = true;
   extraction_status_ = status;
-  extract_seconds_ = Seconds(run_start_, Clock::now());
+  extraction_end_ = end;
+  extract_seconds_ = Seconds(run_start_, end);
 }
 
 absl::Status ExtractJob::Extract(core::Backend& backend) {
@@ -173,6 +175,8 @@ absl::Status ExtractJob::Extract(core::Backend& backend) {
       if (Stopped()) break;
     }
     if (stream_broken_ || Stopped()) return StopStatus();
+    const Clock::time_point handed = Clock::now();
+    sink_wait_seconds_ += Seconds(now, handed);  // the streaming task was behind
     finished_.push_back(Finished{std::move(b), Seconds(last, now)});
     last = now;
     return absl::OkStatus();
@@ -196,14 +200,17 @@ absl::Status ExtractJob::Extract(core::Backend& backend) {
 
 void ExtractJob::StreamLoop() {
   absl::Status stream_status;
+  double wait_seconds = 0;  // for the worker's bundles
   for (;;) {
     Finished item;
     {
+      const Clock::time_point t0 = Clock::now();
       absl::MutexLock lock(&mu_);
       auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
         return !finished_.empty() || extraction_done_;
       };
       mu_.Await(absl::Condition(&ready));
+      wait_seconds += Seconds(t0, Clock::now());
       if (finished_.empty()) break;  // extraction done and everything streamed
       item = std::move(finished_.front());
       finished_.pop_front();
@@ -217,20 +224,28 @@ void ExtractJob::StreamLoop() {
   }
   absl::Status status;
   core::ExtractionSummary backend_summary;
+  Clock::time_point extraction_end;
   {
     absl::MutexLock lock(&mu_);
     status = extraction_status_;
     backend_summary = backend_summary_;
     summary_.set_extract_seconds(extract_seconds_);
+    extraction_end = extraction_end_;
+    output_.AddStage("worker_sink_wait", sink_wait_seconds_);
   }
+  output_.AddStage("stream_wait", wait_seconds);
+  const Clock::time_point release_start = Clock::now();
   input_.image().reset();  // the backend is done with it (extraction_done_ was seen above)
+  output_.AddStage("input_release", Seconds(release_start, Clock::now()));
   // A failed send means the client is gone or the deadline passed: report that rather
   // than the CANCELLED the backend saw when the worker stopped.
   if (!stream_status.ok() && (status.ok() || absl::IsCancelled(status))) status = stream_status;
   // Nothing usable (every patch failed, or saw no valid pixel) must not look like a
   // success: no summary, no server-side frame (issue 15 item 13, core/frame/usable_data.h).
   if (status.ok()) status = core::CheckUsableResult(output_.usable_bins(), backend_summary.counts);
-  if (status.ok()) status = Guarded([&] { return output_.Finish(backend_summary, &summary_); });
+  if (status.ok()) {
+    status = Guarded([&] { return output_.Finish(backend_summary, &summary_, extraction_end); });
+  }
   Complete(status);
 }
 

@@ -157,6 +157,8 @@ class ExtractJob : public Job, public std::enable_shared_from_this<ExtractJob> {
   absl::Status extraction_status_ ABSL_GUARDED_BY(mu_);
   core::ExtractionSummary backend_summary_ ABSL_GUARDED_BY(mu_);
   double extract_seconds_ ABSL_GUARDED_BY(mu_) = 0;
+  std::chrono::steady_clock::time_point extraction_end_ ABSL_GUARDED_BY(mu_);
+  double sink_wait_seconds_ ABSL_GUARDED_BY(mu_) = 0;  // the worker waited for room
 };
 
 }  // namespace spexd::server

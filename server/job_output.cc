@@ -64,9 +64,16 @@ absl::Status JobOutput::Prepare(std::shared_ptr<const core::Geometry> geometry,
     output_writer_.emplace(request_.cuda.output, static_cast<uint64_t>(h.cuda_output().region().offset()),
                            layout, plan.specmin);
   }
-  // The specmask of an output region needs the assembled frame (spec §2.13).
-  if (h.want_model() || !h.server_output_path().empty() || output_writer_.has_value()) {
-    assembler_.emplace(*geometry_, h.want_model());
+  // The specmask of an output region needs the assembled frame (spec §2.13), but of
+  // its arrays only chi2pix, pixmask_fraction and the failed bins unless a frame file or
+  // the model needs the rest.
+  const bool whole_frame = h.want_model() || !h.server_output_path().empty();
+  if (whole_frame || output_writer_.has_value()) {
+    assembler_.emplace(*geometry_, h.want_model(),
+                       whole_frame ? core::FrameAssembler::Keep::kAll
+                                   : core::FrameAssembler::Keep::kMaskInputs);
+    // Here, ahead, rather than one page fault per 4 KiB on the streaming task.
+    assembler_->Prefault(env_.decode_pool);
   }
   return absl::OkStatus();
 }
@@ -129,6 +136,14 @@ bool JobOutput::SendHeader(double queue_seconds, const std::string& backend) {
 // ---------------------------------------------------------------- streaming task
 
 absl::Status JobOutput::Bundle(core::BundleResult&& finished, double seconds) {
+  // The stage times say where a bundle's time on the streaming task goes (the summary's
+  // stage_seconds, docs/perf.md).
+  Clock::time_point t = Clock::now();
+  auto lap = [this, &t](const char* stage) {
+    const Clock::time_point now = Clock::now();
+    stages_[stage] += Seconds(t, now);
+    t = now;
+  };
   // The parts borrow the bundle's arrays (no copy into protobuf messages); they keep it
   // alive until gRPC has written them.
   auto bundle = std::make_shared<core::BundleResult>(std::move(finished));
@@ -136,62 +151,68 @@ absl::Status JobOutput::Bundle(core::BundleResult&& finished, double seconds) {
   // Per Angstrom, as core::ExtractFrame does: the streamed values equal a local run's.
   core::FinalizeBundle(geometry_->dwave(), &b);
   metrics_.Bundle(seconds, b);
+  usable_bins_ += core::CountUsableBins(b);
+  lap("output_finalize");
   if (output_writer_.has_value()) {
-    SPEXD_RETURN_IF_ERROR(HandOver(b, seconds));
+    SPEXD_RETURN_IF_ERROR(output_writer_->WriteBundle(b));
+    lap("output_copies");
+    if (!stream_->Send(EncodeBundleDone(b, seconds))) return stop_status_();
   } else {
     for (WireMessage& part : EncodeBundleParts(bundle, seconds, MaxPayloadBytes(env_.limits))) {
       if (!stream_->Send(std::move(part))) return stop_status_();
     }
   }
+  lap("output_send");
   ++nbundles_;
   nfibers_ += b.nfibers;
-  usable_bins_ += core::CountUsableBins(b);
-  if (assembler_.has_value()) SPEXD_RETURN_IF_ERROR(assembler_->Add(b));
-  return absl::OkStatus();
-}
-
-absl::Status JobOutput::HandOver(const core::BundleResult& b, double seconds) {
-  const Clock::time_point t0 = Clock::now();
-  SPEXD_RETURN_IF_ERROR(output_writer_->WriteBundle(b));
-  output_copy_seconds_ += Seconds(t0, Clock::now());
-  if (!stream_->Send(EncodeBundleDone(b, seconds))) return stop_status_();
+  if (assembler_.has_value()) {
+    SPEXD_RETURN_IF_ERROR(assembler_->Add(b));
+    lap("output_assemble");
+  }
+  bundle.reset();  // the last reference unless gRPC still writes the parts
+  lap("output_release");
   return absl::OkStatus();
 }
 
 absl::Status JobOutput::Finish(const core::ExtractionSummary& backend_summary,
-                               v1::ExtractSummary* summary) {
+                               v1::ExtractSummary* summary, Clock::time_point extraction_end) {
   ExtractionSummaryToProto(backend_summary, summary);
   summary->set_nbundles(nbundles_);
   summary->set_usable_bins(usable_bins_);
   summary->set_nfibers(nfibers_);
+  core::Frame frame;
   if (assembler_.has_value()) {
     const Clock::time_point t0 = Clock::now();
-    core::Frame frame = assembler_->Finish();
+    // desispec-exact: desispec's exact ALLBADPIX rule; the medians on the host pool.
+    frame = assembler_->Finish(request_.plan->params().mask_policy, env_.decode_pool);
     assembler_.reset();
-    const core::MaskPolicy policy = request_.plan->params().mask_policy;
-    if (policy == core::MaskPolicy::kDesispecExact) {
-      core::ComputeSpecMask(&frame, policy);  // desispec's exact ALLBADPIX rule
-    }
+    const Clock::time_point t1 = Clock::now();
+    stages_["output_specmask"] += Seconds(t0, t1);
     if (output_writer_.has_value()) {
-      const Clock::time_point t1 = Clock::now();
       SPEXD_RETURN_IF_ERROR(output_writer_->WriteMask(frame));
-      output_copy_seconds_ += Seconds(t1, Clock::now());
-      // Where the results' hand-off spends its time (docs/perf.md, issue 13).
-      (*summary->mutable_stage_seconds())["output_specmask"] = Seconds(t0, t1);
-      (*summary->mutable_stage_seconds())["output_copies"] = output_copy_seconds_;
+      stages_["output_copies"] += Seconds(t1, Clock::now());
       metrics_.HandoffBytes("out", static_cast<double>(output_writer_->bytes_written()));
     }
     if (!request_.header.server_output_path().empty()) {
+      const Clock::time_point t2 = Clock::now();
       SPEXD_RETURN_IF_ERROR(WriteFrameFile(frame, summary));
+      stages_["output_file"] += Seconds(t2, Clock::now());
     }
     if (request_.header.want_model() && !frame.model.empty()) {
       SPEXD_RETURN_IF_ERROR(SendModel(std::move(frame.model)));
     }
   }
-  summary->set_total_seconds(Seconds(request_.arrived, Clock::now()));
+  const Clock::time_point end = Clock::now();
+  if (extraction_end != Clock::time_point()) stages_["output_tail"] = Seconds(extraction_end, end);
+  for (const auto& [stage, secs] : stages_) (*summary->mutable_stage_seconds())[stage] = secs;
+  summary->set_total_seconds(Seconds(request_.arrived, end));
   v1::ExtractResponse last;
   *last.mutable_summary() = *summary;
-  if (!stream_->Send(EncodeResponse(last))) return stop_status_();
+  const bool sent = stream_->Send(EncodeResponse(last));
+  // Freed with the job, once the call has ended: unmapping a frame's arrays takes tens of
+  // milliseconds that the client would otherwise wait for its call's status.
+  retired_frame_ = std::move(frame);
+  if (!sent) return stop_status_();
   return absl::OkStatus();
 }
 

@@ -7,9 +7,11 @@
 #ifndef SPEXD_SERVER_JOB_OUTPUT_H_
 #define SPEXD_SERVER_JOB_OUTPUT_H_
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -66,13 +68,17 @@ class JobOutput {
   int nbundles() const { return nbundles_; }
 
   // Streaming task, after the last bundle of a successful extraction: the products that
-  // need the whole frame, then the summary message (`summary` completed here).
-  absl::Status Finish(const core::ExtractionSummary& backend_summary, v1::ExtractSummary* summary);
+  // need the whole frame, then the summary message (`summary` completed here, with this
+  // job's stage times: AddStage's, the output stages, and "output_tail", the time from
+  // `extraction_end` (when the worker finished) to the summary).
+  absl::Status Finish(const core::ExtractionSummary& backend_summary, v1::ExtractSummary* summary,
+                      std::chrono::steady_clock::time_point extraction_end);
+  // Adds `seconds` to the summary's stage `name` (docs/service.md, "stage_seconds").
+  void AddStage(const std::string& name, double seconds) { stages_[name] += seconds; }
 
  private:
   absl::Status PrepareHeader(const std::vector<int>& bundles, const core::PreprocImage& image);
   absl::Status CheckOutputPath(const std::vector<DataRoots::FileId>& read_files);
-  absl::Status HandOver(const core::BundleResult& bundle, double seconds);
   // The server-side desispec frame file; its path goes into `summary`.
   // The wavelengths become the uncorrected grid under --barycentric-correction.
   absl::Status WriteFrameFile(core::Frame& frame, v1::ExtractSummary* summary);
@@ -96,8 +102,10 @@ class JobOutput {
   // What the server-side output may replace: never the input or the PSF file.
   DataRoots::WritePolicy output_policy_;
   std::optional<RegionOutputWriter> output_writer_;  // results into a CUDA region
-  double output_copy_seconds_ = 0;                   // time in output_writer_ copies
+  // Server-side stage times of this job (streaming task), into the summary's stage_seconds.
+  std::map<std::string, double> stages_;
   std::optional<core::FrameAssembler> assembler_;
+  core::Frame retired_frame_;  // Finish's frame, freed with this object (after the call ends)
   int nbundles_ = 0, nfibers_ = 0;
   int64_t usable_bins_ = 0;
 };

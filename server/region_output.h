@@ -2,8 +2,8 @@
 // layout of core/frame/output_layout.h: each bundle's rows as it is streamed, the specmask
 // (which needs the whole frame, spec §2.13) at the end. The results reach the host for
 // the per-Angstrom conversion and the mask anyway (core::FinalizeBundle, ComputeSpecMask);
-// one host-to-device copy per section then puts them in place, and nothing crosses
-// the socket.
+// one host-to-device copy per section then puts them in place (one wait per bundle), and
+// nothing crosses the socket.
 #ifndef SPEXD_SERVER_REGION_OUTPUT_H_
 #define SPEXD_SERVER_REGION_OUTPUT_H_
 
@@ -36,7 +36,8 @@ class RegionOutputWriter {
   uint64_t bytes_written() const { return bytes_written_; }
 
  private:
-  absl::Status Write(uint64_t at, const void* src, std::size_t bytes);
+  // Copies at layout offsets (from offset_ in the region), complete when this returns.
+  absl::Status Write(const std::vector<core::ImportedRegion::HostWrite>& writes);
 
   std::shared_ptr<const RegisteredRegion> region_;
   uint64_t offset_;

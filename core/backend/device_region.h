@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "core/io/preproc.h"
@@ -31,6 +32,27 @@ class ImportedRegion {
   // Thread-safe (a stream of the region's own). OUT_OF_RANGE past the end, INTERNAL on a
   // CUDA error.
   virtual absl::Status WriteFromHost(uint64_t offset, const void* src, std::size_t bytes) = 0;
+
+  // Several host-to-region copies, complete on the device when this returns, as
+  // WriteFromHost each; a region may queue them all and wait once (the CUDA one does:
+  // one synchronisation per bundle instead of one per section). Nothing is written when
+  // one of them leaves the region (OUT_OF_RANGE).
+  struct HostWrite {
+    uint64_t offset = 0;
+    const void* src = nullptr;
+    std::size_t bytes = 0;
+  };
+  virtual absl::Status WriteManyFromHost(const std::vector<HostWrite>& writes) {
+    for (const HostWrite& w : writes) {
+      if (w.offset > size() || w.bytes > size() - w.offset) {
+        return absl::OutOfRangeError("a write leaves the region");
+      }
+    }
+    for (const HostWrite& w : writes) {
+      if (absl::Status s = WriteFromHost(w.offset, w.src, w.bytes); !s.ok()) return s;
+    }
+    return absl::OkStatus();
+  }
 };
 
 enum class DevicePixelType { kFloat32, kFloat64 };

@@ -3,6 +3,8 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "core/base/parallel_for.h"
+#include "core/base/prefault.h"
 
 namespace spexd::core {
 
@@ -18,17 +20,31 @@ void FinalizeBundle(const std::vector<double>& dwave, BundleResult* b) {
   b->per_angstrom = true;
 }
 
-double Median(std::vector<double> v) {
-  if (v.empty()) return 0.0;
-  const std::size_t n = v.size(), h = n / 2;
-  std::nth_element(v.begin(), v.begin() + h, v.end());
+namespace {
+
+// numpy.median of [v, v + n), reordering them.
+double MedianInPlace(double* v, std::size_t n) {
+  if (n == 0) return 0.0;
+  const std::size_t h = n / 2;
+  std::nth_element(v, v + h, v + n);
   double hi = v[h];
   if (n % 2 == 1) return hi;
-  double lo = *std::max_element(v.begin(), v.begin() + h);
+  double lo = *std::max_element(v, v + h);
   return lo + (hi - lo) * 0.5;  // numpy's mean of the two middle values
 }
 
-FrameAssembler::FrameAssembler(const Geometry& geometry, bool want_model) : geometry_(geometry) {
+// Wavelengths per task of the column medians: a block of rows is read contiguously into
+// one column per wavelength, rather than one cache line per value; the blocks (and the
+// fibres' rows) are spread over the pool.
+constexpr int kWaveBlock = 64;
+constexpr int kFiberBlock = 25;
+
+}  // namespace
+
+double Median(std::vector<double> v) { return MedianInPlace(v.data(), v.size()); }
+
+FrameAssembler::FrameAssembler(const Geometry& geometry, bool want_model, Keep keep)
+    : geometry_(geometry), keep_(keep) {
   const PatchPlan& plan = geometry.plan();
   frame_.nwave = plan.nwave;
   frame_.ndiag = plan.ndiag;
@@ -38,16 +54,45 @@ FrameAssembler::FrameAssembler(const Geometry& geometry, bool want_model) : geom
   // bundles, while the backend's other threads wait (issue 25). Pages of bundles a job
   // does not extract are never touched.
   const std::size_t bins = static_cast<std::size_t>(plan.nspec) * plan.nwave;
-  frame_.flux.reserve(bins);
-  frame_.ivar.reserve(bins);
+  if (keep_ == Keep::kAll) {
+    frame_.flux.reserve(bins);
+    frame_.ivar.reserve(bins);
+    frame_.rdiags.reserve(bins * static_cast<std::size_t>(2 * plan.ndiag + 1));
+  }
   frame_.pixmask_fraction.reserve(bins);
   frame_.chi2pix.reserve(bins);
-  frame_.rdiags.reserve(bins * static_cast<std::size_t>(2 * plan.ndiag + 1));
+  frame_.failed_bins.reserve(bins);
   if (want_model) {
     frame_.model_height = plan.image_height;
     frame_.model_width = plan.image_width;
     frame_.model.assign(static_cast<std::size_t>(plan.image_height) * plan.image_width, 0.0);
   }
+}
+
+void FrameAssembler::Prefault(TaskPool* pool) {
+  // The reserved capacity of each array, in 1 MiB pieces.
+  struct Span {
+    void* data;
+    std::size_t bytes;
+  };
+  std::vector<Span> spans;
+  auto add = [&spans](auto& v) {
+    constexpr std::size_t kPiece = std::size_t{1} << 20;
+    const std::size_t bytes = v.capacity() * sizeof(v[0]);
+    auto* base = reinterpret_cast<unsigned char*>(v.data());
+    for (std::size_t off = 0; off < bytes; off += kPiece) {
+      spans.push_back({base + off, std::min(kPiece, bytes - off)});
+    }
+  };
+  add(frame_.flux);
+  add(frame_.ivar);
+  add(frame_.rdiags);
+  add(frame_.pixmask_fraction);
+  add(frame_.chi2pix);
+  add(frame_.failed_bins);
+  ParallelFor(pool, HardwareThreads(), static_cast<int>(spans.size()), [&](int, int i) {
+    PrefaultForWrite(spans[static_cast<std::size_t>(i)].data, spans[static_cast<std::size_t>(i)].bytes);
+  });
 }
 
 absl::Status FrameAssembler::Add(const BundleResult& b) {
@@ -60,9 +105,11 @@ absl::Status FrameAssembler::Add(const BundleResult& b) {
   auto append = [](std::vector<double>* dst, const std::vector<double>& src) {
     dst->insert(dst->end(), src.begin(), src.end());
   };
-  append(&frame_.flux, b.flux);
-  append(&frame_.ivar, b.ivar);
-  append(&frame_.rdiags, b.rdiags);
+  if (keep_ == Keep::kAll) {
+    append(&frame_.flux, b.flux);
+    append(&frame_.ivar, b.ivar);
+    append(&frame_.rdiags, b.rdiags);
+  }
   append(&frame_.pixmask_fraction, b.pixmask_fraction);
   append(&frame_.chi2pix, b.chi2pix);
   frame_.failed_bins.insert(frame_.failed_bins.end(), b.failed_bins.begin(), b.failed_bins.end());
@@ -83,41 +130,60 @@ absl::Status FrameAssembler::Add(const BundleResult& b) {
   return absl::OkStatus();
 }
 
-Frame FrameAssembler::Finish() {
-  ComputeSpecMask(&frame_);
+Frame FrameAssembler::Finish(MaskPolicy policy, TaskPool* pool) {
+  ComputeSpecMask(&frame_, policy, pool);
   return std::move(frame_);
 }
 
-void ComputeSpecMask(Frame* f, MaskPolicy policy) {
+void ComputeSpecMask(Frame* f, MaskPolicy policy, TaskPool* pool) {
   const double all_bad = policy == MaskPolicy::kDesispecExact ? 1.0 : 1.0 - 1e-12;
   const int ns = f->nspec, nw = f->nwave;
-  f->mask.assign(static_cast<std::size_t>(ns) * nw, 0);
-  std::vector<double> med_wave(nw), med_fiber(ns), tmp;
-  for (int w = 0; w < nw; ++w) {
-    tmp.clear();
-    for (int s = 0; s < ns; ++s) tmp.push_back(f->chi2pix[static_cast<std::size_t>(s) * nw + w]);
-    med_wave[w] = Median(tmp);
-  }
-  for (int s = 0; s < ns; ++s) {
-    auto begin = f->chi2pix.begin() + static_cast<std::ptrdiff_t>(s) * nw;
-    med_fiber[s] = Median(std::vector<double>(begin, begin + nw));
-  }
-  for (int s = 0; s < ns; ++s) {
-    for (int w = 0; w < nw; ++w) {
-      const std::size_t i = static_cast<std::size_t>(s) * nw + w;
-      uint32_t m = 0;
-      const double pf = f->pixmask_fraction[i];
-      if (pf > 0.5) m |= kSomeBadPix;
-      // desispec tests == 1.0; a normalised stamp sums to 1 only up to rounding that
-      // depends on summation order, so allow 1e-12 (deliberate: a fully masked bin must
-      // not escape ALLBADPIX by one ulp).
-      if (pf >= all_bad) m |= kAllBadPix;
-      const double c = f->chi2pix[i];
-      if (c > 5 * med_wave[w] && c > 5 * med_fiber[s]) m |= kBad2DFit;
-      if (!f->failed_bins.empty() && f->failed_bins[i]) m |= kBad2DFit;
-      f->mask[i] = m;
+  const std::size_t nsz = static_cast<std::size_t>(ns), nwz = static_cast<std::size_t>(nw);
+  f->mask.assign(nsz * nwz, 0);
+  std::vector<double> med_wave(nwz), med_fiber(nsz);
+  const double* chi2 = f->chi2pix.data();
+  const int workers = HardwareThreads();
+  // Each wavelength's median over the fibres, a block of wavelengths per task; a column
+  // holds its values in fibre order, as the strided gather did.
+  const int wave_blocks = (nw + kWaveBlock - 1) / kWaveBlock;
+  std::vector<std::vector<double>> scratch(static_cast<std::size_t>(workers));
+  ParallelFor(pool, workers, wave_blocks, [&](int worker, int block) {
+    const int w0 = block * kWaveBlock, nb = std::min(kWaveBlock, nw - w0);
+    std::vector<double>& cols = scratch[static_cast<std::size_t>(worker)];
+    cols.resize(static_cast<std::size_t>(kWaveBlock) * nsz);
+    for (std::size_t s = 0; s < nsz; ++s) {
+      const double* row = chi2 + s * nwz + static_cast<std::size_t>(w0);
+      for (int j = 0; j < nb; ++j) cols[static_cast<std::size_t>(j) * nsz + s] = row[j];
     }
-  }
+    for (int j = 0; j < nb; ++j) {
+      med_wave[static_cast<std::size_t>(w0 + j)] = MedianInPlace(cols.data() + static_cast<std::size_t>(j) * nsz, nsz);
+    }
+  });
+  // Each fibre's median over its wavelengths, then its mask row.
+  const int fiber_blocks = (ns + kFiberBlock - 1) / kFiberBlock;
+  ParallelFor(pool, workers, fiber_blocks, [&](int worker, int block) {
+    std::vector<double>& row = scratch[static_cast<std::size_t>(worker)];
+    const int s1 = std::min(ns, (block + 1) * kFiberBlock);
+    for (int s = block * kFiberBlock; s < s1; ++s) {
+      const std::size_t r = static_cast<std::size_t>(s) * nwz;
+      row.assign(chi2 + r, chi2 + r + nwz);
+      med_fiber[static_cast<std::size_t>(s)] = MedianInPlace(row.data(), nwz);
+      for (std::size_t w = 0; w < nwz; ++w) {
+        const std::size_t i = r + w;
+        uint32_t m = 0;
+        const double pf = f->pixmask_fraction[i];
+        if (pf > 0.5) m |= kSomeBadPix;
+        // desispec tests == 1.0; a normalised stamp sums to 1 only up to rounding that
+        // depends on summation order, so allow 1e-12 (deliberate: a fully masked bin must
+        // not escape ALLBADPIX by one ulp).
+        if (pf >= all_bad) m |= kAllBadPix;
+        const double c = chi2[i];
+        if (c > 5 * med_wave[w] && c > 5 * med_fiber[static_cast<std::size_t>(s)]) m |= kBad2DFit;
+        if (!f->failed_bins.empty() && f->failed_bins[i]) m |= kBad2DFit;
+        f->mask[i] = m;
+      }
+    }
+  });
 }
 
 }  // namespace spexd::core

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "core/base/task_pool.h"
 #include "core/frame/extraction_result.h"
 #include "core/io/preproc.h"
 #include "core/plan/geometry.h"
@@ -35,14 +36,25 @@ struct Frame {
 // bundle order (all bundles of the plan for a whole-frame extraction).
 class FrameAssembler {
  public:
-  FrameAssembler(const Geometry& geometry, bool want_model);
+  // What the frame keeps of each bundle. kMaskInputs keeps only what the specmask needs
+  // (chi2pix, pixmask_fraction, failed bins): a CUDA output region gets flux, ivar and
+  // resolution straight from the bundles, and copying them (~130 MB of fresh pages for
+  // an r frame) would only cost the hand-off time (issue 22 item 5).
+  enum class Keep { kAll, kMaskInputs };
+  FrameAssembler(const Geometry& geometry, bool want_model, Keep keep = Keep::kAll);
+  // Makes the pages of the arrays the frame will fill present (core/base/prefault.h), on
+  // `pool` when given: done ahead (spexd: on the loader thread), Add's copies then run at
+  // memory speed instead of one page fault per 4 KiB on the streaming task (issue 22).
+  void Prefault(TaskPool* pool);
   // `bundle` must have been through FinalizeBundle; bundles arrive in ascending order.
   absl::Status Add(const BundleResult& bundle);
-  // Computes the specmask and returns the frame.
-  Frame Finish();
+  // Computes the specmask (with `policy`; on `pool` when given, ComputeSpecMask) and
+  // returns the frame.
+  Frame Finish(MaskPolicy policy = MaskPolicy::kDesispec, TaskPool* pool = nullptr);
 
  private:
   const Geometry& geometry_;
+  const Keep keep_;
   Frame frame_;
   int last_bundle_ = -1;
 };
@@ -53,7 +65,10 @@ class FrameAssembler {
 // ALLBADPIX: spexd flags pixmask_fraction >= 1 - 1e-12 (a fully masked bin whose stamp
 // sums to 1 only up to rounding stays flagged); MaskPolicy::kDesispecExact uses
 // desispec's == 1.0, which depends on the summation order (docs/python-client.md).
-void ComputeSpecMask(Frame* frame, MaskPolicy policy = MaskPolicy::kDesispec);
+// The medians and the mask rows are spread over `pool` (null: the calling thread); the
+// result does not depend on it: every median sees its values in the same order.
+void ComputeSpecMask(Frame* frame, MaskPolicy policy = MaskPolicy::kDesispec,
+                     TaskPool* pool = nullptr);
 
 // numpy.median of a copy of the values (mean of the two middle ones for even sizes).
 double Median(std::vector<double> values);

@@ -7,6 +7,11 @@
 //   spexd --listen=unix:///tmp/spexd.sock --data_roots=/data --backend=cuda &
 //   spexd-handoff-example --server=unix:///tmp/spexd.sock --psf=/data/psf.fits
 //       --data_dir=/data/handoff [--fibers=0,500] [--repeat=5] [--refusals] [--json=out.json]
+//       [--max_region_ratio=0.6]
+//
+// With --max_region_ratio=R it also fails unless the hand-off's median wall time per frame
+// is at most R times the path's, both timed in this run (issue 22 item 5;
+// scripts/handoff_device.sh). It prints where the server's time went, stage by stage.
 //
 // Exit status: 0 all checks passed, 1 a check failed, 77 no CUDA device (skipped).
 #include <cuda_runtime_api.h>
@@ -16,7 +21,9 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <thread>
 #include <utility>
@@ -44,6 +51,8 @@ ABSL_FLAG(int, repeat, 5, "timed extractions each way");
 ABSL_FLAG(bool, refusals, true, "also check the refusals that need a GPU");
 ABSL_FLAG(std::string, json, "", "write the timings here as JSON");
 ABSL_FLAG(bool, probe, false, "only report whether a CUDA device is visible (exit 0, or 77)");
+ABSL_FLAG(double, max_region_ratio, 0,
+          "fail unless the regions' median time per frame is at most this times the path's (0: no check)");
 
 namespace {
 
@@ -143,21 +152,42 @@ v1::ExtractHeader BaseHeader(const std::string& psf_id, const std::vector<double
   return h;
 }
 
-// Server-side times of the timed runs (ExtractSummary), for the breakdown.
+// Server-side times of the timed runs (ExtractSummary), for the breakdown: the summary's
+// own fields and every stage_seconds entry (the backend's and the server's).
 struct ServerTimes {
-  std::vector<double> load, extract, total, output_copies, output_specmask;
+  std::map<std::string, std::vector<double>> values;
   void Add(const v1::ExtractSummary& s) {
-    load.push_back(s.load_seconds());
-    extract.push_back(s.extract_seconds());
-    total.push_back(s.total_seconds());
-    auto stage = [&s](const char* name) {
-      auto it = s.stage_seconds().find(name);
-      return it == s.stage_seconds().end() ? 0.0 : it->second;
-    };
-    output_copies.push_back(stage("output_copies"));
-    output_specmask.push_back(stage("output_specmask"));
+    values["upload"].push_back(s.upload_seconds());
+    values["queue"].push_back(s.queue_seconds());
+    values["load"].push_back(s.load_seconds());
+    values["extract"].push_back(s.extract_seconds());
+    values["total"].push_back(s.total_seconds());
+    for (const auto& [name, secs] : s.stage_seconds()) values[name].push_back(secs);
+  }
+  double Get(const std::string& name) const {
+    auto it = values.find(name);
+    return it == values.end() ? 0.0 : Median(it->second);
   }
 };
+
+// The medians of both ways, one row per time: where the server spends a frame's time.
+// "unaccounted" is what total leaves after upload, queue, load, extract and output_tail
+// (the time from the worker's end to the summary).
+void PrintBreakdown(const ServerTimes& path, const ServerTimes& regions) {
+  std::set<std::string> names;
+  for (const auto* t : {&path, &regions}) {
+    for (const auto& [name, v] : t->values) names.insert(name);
+  }
+  std::printf("server-side medians (s)              %10s %10s\n", "path", "regions");
+  for (const std::string& name : names) {
+    std::printf("  %-34s %10.4f %10.4f\n", name.c_str(), path.Get(name), regions.Get(name));
+  }
+  auto unaccounted = [](const ServerTimes& t) {
+    return t.Get("total") - t.Get("upload") - t.Get("queue") - t.Get("load") - t.Get("extract") -
+           t.Get("output_tail");
+  };
+  std::printf("  %-34s %10.4f %10.4f\n", "unaccounted", unaccounted(path), unaccounted(regions));
+}
 
 // A path extraction into a core::Frame (the reference), and its wall time.
 absl::StatusOr<core::Frame> PathExtract(SpexdClient& client, const v1::ExtractHeader& h, double* seconds,
@@ -407,12 +437,12 @@ int main(int argc, char** argv) {
   std::printf("%-34s %10.4f\n", "path input, results streamed", path_s);
   std::printf("%-34s %10.4f\n", "CUDA regions in and out", region_s);
   std::printf("%-34s %10.4f (%.1f %%)\n", "saved", path_s - region_s, 100 * (path_s - region_s) / path_s);
-  std::printf("server-side medians (s)     %8s %8s %8s %8s %8s\n", "load", "extract", "total", "copies",
-              "specmask");
-  for (const auto& [name, t] : {std::pair<const char*, const ServerTimes*>{"path", &path_server},
-                                {"regions", &region_server}}) {
-    std::printf("%-27s %8.4f %8.4f %8.4f %8.4f %8.4f\n", name, Median(t->load), Median(t->extract),
-                Median(t->total), Median(t->output_copies), Median(t->output_specmask));
+  PrintBreakdown(path_server, region_server);
+  const double max_ratio = absl::GetFlag(FLAGS_max_region_ratio);
+  if (max_ratio > 0) {
+    Check(path_s > 0 && region_s <= max_ratio * path_s,
+          absl::StrFormat("regions in and out take %.3f of the path's time per frame (at most %.2f)",
+                          path_s > 0 ? region_s / path_s : 0.0, max_ratio));
   }
   const std::string json = absl::StrFormat(
       "{\"device\": \"%s\", \"fibres\": %d, \"nwave\": %d, \"repeat\": %d, \"path_s\": %.5f, "
@@ -420,8 +450,8 @@ int main(int argc, char** argv) {
       "\"region_output_copies_s\": %.5f, \"region_output_specmask_s\": %.5f, \"streamed_mb\": %.1f, "
       "\"failures\": %d}\n",
       prop.name, reference->nspec, reference->nwave, static_cast<int>(path_seconds.size()), path_s,
-      region_s, Median(region_server.total), Median(region_server.extract),
-      Median(region_server.output_copies), Median(region_server.output_specmask), streamed_mb, failures);
+      region_s, region_server.Get("total"), region_server.Get("extract"),
+      region_server.Get("output_copies"), region_server.Get("output_specmask"), streamed_mb, failures);
   std::printf("%s", json.c_str());
   if (!absl::GetFlag(FLAGS_json).empty()) std::ofstream(absl::GetFlag(FLAGS_json)) << json;
   return failures == 0 ? 0 : 1;

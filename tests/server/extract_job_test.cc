@@ -300,6 +300,15 @@ TEST_F(ExtractJobTest, HeaderThenBundlesInOrderAndInPartsThenSummary) {
   EXPECT_EQ(s.counts().extracted(), 5);
   EXPECT_EQ(s.usable_bins(), 50 * nwave);
   EXPECT_EQ(s.stage_seconds().at("fake"), 0.5);
+  // The server's stages beside the backend's (issue 22): every part of the streaming task
+  // is timed, and the tail after the worker is part of the total.
+  for (const char* stage : {"output_finalize", "output_send", "output_release", "stream_wait",
+                            "worker_sink_wait", "input_release", "output_tail"}) {
+    ASSERT_EQ(s.stage_seconds().count(stage), 1u) << stage;
+    EXPECT_GE(s.stage_seconds().at(stage), 0.0) << stage;
+  }
+  EXPECT_EQ(s.stage_seconds().count("output_copies"), 0u) << "no CUDA output region";
+  EXPECT_LE(s.extract_seconds() + s.stage_seconds().at("output_tail"), s.total_seconds());
 }
 
 TEST_F(ExtractJobTest, ASubsetStreamsOnlyItsBundles) {

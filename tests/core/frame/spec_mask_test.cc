@@ -1,6 +1,16 @@
 #include "core/frame/frame.h"
 
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <random>
+
+#include "core/base/parallel_for.h"
+#include "core/io/psf.h"
+#include "core/plan/geometry.h"
 #include "gtest/gtest.h"
+#include "tests/test_support.h"
 
 namespace spexd::core {
 namespace {
@@ -20,6 +30,124 @@ TEST(SpecMaskTest, AllBadPixRules) {
   EXPECT_EQ(f.mask, (std::vector<uint32_t>{kSomeBadPix | kAllBadPix, kSomeBadPix, kSomeBadPix}));
   ComputeSpecMask(&f, MaskPolicy::kAnyBit);
   EXPECT_EQ(f.mask[1], kSomeBadPix | kAllBadPix);
+}
+
+// The specmask as it was computed before issue 22 (one thread, a strided gather per
+// wavelength): the reference the blocked, pooled ComputeSpecMask must equal bit for bit.
+std::vector<uint32_t> ReferenceMask(const Frame& f, MaskPolicy policy) {
+  const double all_bad = policy == MaskPolicy::kDesispecExact ? 1.0 : 1.0 - 1e-12;
+  const int ns = f.nspec, nw = f.nwave;
+  std::vector<uint32_t> mask(static_cast<std::size_t>(ns) * nw, 0);
+  std::vector<double> med_wave(nw), med_fiber(ns), tmp;
+  for (int w = 0; w < nw; ++w) {
+    tmp.clear();
+    for (int s = 0; s < ns; ++s) tmp.push_back(f.chi2pix[static_cast<std::size_t>(s) * nw + w]);
+    med_wave[w] = Median(tmp);
+  }
+  for (int s = 0; s < ns; ++s) {
+    auto begin = f.chi2pix.begin() + static_cast<std::ptrdiff_t>(s) * nw;
+    med_fiber[s] = Median(std::vector<double>(begin, begin + nw));
+  }
+  for (int s = 0; s < ns; ++s) {
+    for (int w = 0; w < nw; ++w) {
+      const std::size_t i = static_cast<std::size_t>(s) * nw + w;
+      uint32_t m = 0;
+      if (f.pixmask_fraction[i] > 0.5) m |= kSomeBadPix;
+      if (f.pixmask_fraction[i] >= all_bad) m |= kAllBadPix;
+      if (f.chi2pix[i] > 5 * med_wave[w] && f.chi2pix[i] > 5 * med_fiber[s]) m |= kBad2DFit;
+      if (!f.failed_bins.empty() && f.failed_bins[i]) m |= kBad2DFit;
+      mask[i] = m;
+    }
+  }
+  return mask;
+}
+
+// chi2pix with outliers, ties, NaN and infinities; pixmask fractions around the rules.
+Frame RandomFrame(int ns, int nw, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<double> u(0, 1);
+  Frame f;
+  f.nspec = ns;
+  f.nwave = nw;
+  const std::size_t n = static_cast<std::size_t>(ns) * nw;
+  f.chi2pix.resize(n);
+  f.pixmask_fraction.resize(n);
+  f.failed_bins.resize(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    const double r = u(rng);
+    f.chi2pix[i] = r < 0.01   ? 50 + 100 * u(rng)
+                   : r < 0.02 ? 1.0
+                   : r < 0.025 ? std::numeric_limits<double>::quiet_NaN()
+                   : r < 0.027 ? std::numeric_limits<double>::infinity()
+                               : u(rng);
+    const double p = u(rng);
+    f.pixmask_fraction[i] = p < 0.05 ? 1.0 : p < 0.1 ? 1.0 - 1e-13 : p;
+    f.failed_bins[i] = u(rng) < 0.01;
+  }
+  return f;
+}
+
+TEST(SpecMaskTest, BlockedAndPooledEqualsTheSerialReference) {
+  auto pool = MakeTaskPool(3);
+  // Sizes below, at and above the blocks (64 wavelengths, 25 fibres), odd and even.
+  for (const auto& [ns, nw] : std::vector<std::pair<int, int>>{{1, 1}, {25, 64}, {26, 65}, {137, 301}, {500, 130}}) {
+    for (MaskPolicy policy : {MaskPolicy::kDesispec, MaskPolicy::kDesispecExact}) {
+      Frame f = RandomFrame(ns, nw, static_cast<unsigned>(ns * 1000 + nw));
+      const std::vector<uint32_t> expected = ReferenceMask(f, policy);
+      Frame serial = f;
+      ComputeSpecMask(&serial, policy);
+      EXPECT_EQ(serial.mask, expected) << ns << " x " << nw;
+      ComputeSpecMask(&f, policy, pool.get());
+      EXPECT_EQ(f.mask, expected) << ns << " x " << nw << " on the pool";
+      int bad2d = 0;
+      for (uint32_t m : expected) bad2d += (m & kBad2DFit) != 0;
+      if (ns * nw > 1000) {
+        EXPECT_GT(bad2d, 0) << "the outliers must be flagged";
+      }
+    }
+  }
+}
+
+// A CUDA output region assembles only what the specmask needs (issue 22 item 5): the same
+// mask, chi2pix and pixmask_fraction as the whole frame, no flux, ivar or resolution.
+TEST(SpecMaskTest, MaskInputsAssemblyGivesTheWholeFramesMask) {
+  auto psf = Psf::Load(testing::BundledPsfPath());
+  ASSERT_TRUE(psf.ok()) << psf.status();
+  ExtractionParams p;
+  p.wmin = 6000.0;
+  p.wmax = 6080.0;
+  p.dw = 0.8;
+  p.nspec = 50;
+  auto geo = Geometry::Create(std::make_shared<const Psf>(*std::move(psf)), p, 4128, 4114,
+                              /*cache_spots=*/false);
+  ASSERT_TRUE(geo.ok()) << geo.status();
+  const PatchPlan& plan = (*geo)->plan();
+  FrameAssembler all(**geo, false), mask_only(**geo, false, FrameAssembler::Keep::kMaskInputs);
+  for (int b = 0; b < plan.nbundles; ++b) {
+    Frame values = RandomFrame(plan.bundlesize, plan.nwave, static_cast<unsigned>(b + 7));
+    BundleResult r;
+    r.Allocate(b, plan.bundle_fiber_begin(b), plan.bundlesize, plan.nwave, plan.ndiag);
+    r.chi2pix = values.chi2pix;
+    r.pixmask_fraction = values.pixmask_fraction;
+    r.failed_bins = values.failed_bins;
+    for (double& v : r.flux) v = 1.5;
+    r.per_angstrom = true;
+    ASSERT_TRUE(all.Add(r).ok());
+    ASSERT_TRUE(mask_only.Add(r).ok());
+  }
+  auto pool = MakeTaskPool(2);
+  const Frame whole = all.Finish(MaskPolicy::kDesispecExact);
+  const Frame masked = mask_only.Finish(MaskPolicy::kDesispecExact, pool.get());
+  EXPECT_EQ(whole.nspec, 50);
+  EXPECT_EQ(masked.nspec, whole.nspec);
+  EXPECT_EQ(masked.mask, whole.mask);
+  EXPECT_EQ(masked.mask, ReferenceMask(whole, MaskPolicy::kDesispecExact));
+  EXPECT_EQ(std::memcmp(masked.chi2pix.data(), whole.chi2pix.data(), whole.chi2pix.size() * 8), 0);
+  EXPECT_EQ(masked.pixmask_fraction, whole.pixmask_fraction);
+  EXPECT_EQ(whole.flux.size(), static_cast<std::size_t>(50) * plan.nwave);
+  EXPECT_TRUE(masked.flux.empty());
+  EXPECT_TRUE(masked.ivar.empty());
+  EXPECT_TRUE(masked.rdiags.empty());
 }
 
 }  // namespace

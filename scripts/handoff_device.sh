@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# Issue 22 item 5, on the GPU machine in one call: the CUDA IPC hand-off against path
+# input on a full r frame, both timed in the same run. Starts spexd (CUDA backend) on a
+# unix socket, runs spexd-handoff-example (simulates the frame, extracts it by path and
+# through regions in and out, checks the spectra bit for bit, the GPU refusals), prints the
+# server's stage-by-stage breakdown of both ways, and FAILS unless the hand-off's median
+# time per frame is at most MAX_RATIO x the path's. Exit 0 only if every check passed.
+#
+#   scripts/handoff_device.sh BUNDLE_DIR OUT_DIR PSF
+#     BUNDLE_DIR  a device bundle (../shared/tools/device-bundle.sh; its run.sh is used) or a
+#                 build directory (server/spexd, examples/spexd-handoff-example)
+#     OUT_DIR     example.txt (full output), spexd.log, handoff.json, summary.txt
+#     PSF         e.g. tests/data/psf-r0-00051060.fits
+#   Environment: MAX_RATIO (0.6), REPEAT (10), FIBERS (0,500), WAVE (5760.0,7620.0,0.8),
+#   SPEXD_ARGS (extra spexd flags).
+#
+# Bundle (Release build with CUDA, -DCMAKE_CUDA_ARCHITECTURES=90):
+#   ../shared/tools/device-bundle.sh -b build-gpu -o .device/bundle -m lib/spexd/libspexd_cuda.so \
+#     server/spexd examples/spexd-handoff-example
+# Device call: scripts/handoff_device.sh .device/bundle "$OUT" tests/data/psf-r0-00051060.fits
+set -uo pipefail
+[[ $# -eq 3 ]] || { sed -n '2,21p' "$0"; exit 2; }
+B=$(cd "$1" && pwd) || exit 2
+mkdir -p "$2"
+OUT=$(cd "$2" && pwd)
+PSF=$(readlink -f "$3")
+MAX_RATIO=${MAX_RATIO:-0.6}
+REPEAT=${REPEAT:-10}
+FIBERS=${FIBERS:-0,500}
+WAVE=${WAVE:-5760.0,7620.0,0.8}
+TMP=$(mktemp -d -t spexd-handoff-XXXXXX)
+SPID=
+
+# shellcheck disable=SC2317  # called by the EXIT trap
+cleanup() {
+  if [[ -n $SPID ]] && kill -0 "$SPID" 2>/dev/null; then
+    kill -TERM "$SPID" 2>/dev/null
+    sleep 2
+    kill -KILL "$SPID" 2>/dev/null
+    wait "$SPID" 2>/dev/null
+  fi
+  rm -rf "$TMP"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# The command line of an executable of the bundle (through its run.sh) or of a build
+# directory, into the array named $2.
+# shellcheck disable=SC2034  # cmd is a nameref
+find_exe() {
+  local name=$1 d
+  local -n cmd=$2
+  if [[ -x $B/run.sh && -x $B/$name ]]; then cmd=("$B/run.sh" "$name"); return 0; fi
+  for d in "$B" "$B/server" "$B/examples"; do
+    [[ -x $d/$name ]] && { cmd=("$d/$name"); return 0; }
+  done
+  echo "handoff_device: $name not found in $B" >&2
+  exit 2
+}
+find_exe spexd SPEXD
+find_exe spexd-handoff-example EXAMPLE
+
+if ! "${EXAMPLE[@]}" --probe >/dev/null 2>&1; then
+  echo "SKIP: no CUDA device visible" | tee "$OUT/summary.txt"
+  exit 77
+fi
+mkdir -p "$TMP/data/handoff"
+cp "$PSF" "$TMP/data/psf.fits"
+sock="$TMP/spexd.sock"
+# shellcheck disable=SC2086  # SPEXD_ARGS is a list of flags
+"${SPEXD[@]}" --listen="unix://$sock" --metrics_listen= --data_roots="$TMP/data" --backend=cuda \
+  --log_level=warning ${SPEXD_ARGS:-} >"$OUT/spexd.log" 2>&1 &
+SPID=$!
+for _ in $(seq 1 300); do
+  [[ -S $sock ]] && break
+  sleep 0.1
+done
+status=0
+timeout -s KILL 540 "${EXAMPLE[@]}" --server="unix://$sock" --psf="$TMP/data/psf.fits" \
+  --data_dir="$TMP/data/handoff" --fibers="$FIBERS" --wave="$WAVE" --repeat="$REPEAT" \
+  --max_region_ratio="$MAX_RATIO" --json="$OUT/handoff.json" >"$OUT/example.txt" 2>&1 || status=$?
+{
+  echo "handoff_device: $(date -u +%FT%TZ), fibres $FIBERS, $REPEAT timed runs each way, max ratio $MAX_RATIO"
+  command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+  grep -E '^(FAIL|median|path input|CUDA regions|saved|server-side|  )' "$OUT/example.txt"
+  grep -E 'of the path.s time' "$OUT/example.txt"
+  echo "checks failed: $(grep -c '^FAIL' "$OUT/example.txt"), example exit status $status"
+} | tee "$OUT/summary.txt"
+if [[ $status -ne 0 ]]; then
+  echo "--- example output (tail)"; tail -20 "$OUT/example.txt"
+  echo "--- spexd log (tail)"; tail -20 "$OUT/spexd.log"
+fi
+exit $status

@@ -94,6 +94,17 @@ Scheduler::Queued Scheduler::Levels::Pop() {
   return item;
 }
 
+void Scheduler::Levels::Push(Queued q) {
+  std::deque<Queued>& level = q.realtime ? realtime : reprocessing;
+  // After every job due no later than this one: EDF, FIFO among equal deadlines (jobs
+  // without a deadline have max() and simply append).
+  auto at = std::upper_bound(level.begin(), level.end(), q.deadline,
+                             [](const auto& deadline, const Queued& other) {
+                               return deadline < other.deadline;
+                             });
+  level.insert(at, std::move(q));
+}
+
 bool Scheduler::Levels::HasFor(const std::deque<Queued>& q, int device) {
   for (const Queued& item : q) {
     if (item.device < 0 || item.device == device) return true;
@@ -184,6 +195,13 @@ absl::StatusOr<Scheduler::Ticket> Scheduler::ReserveUpload(bool realtime, bool t
   return Ticket(this, realtime, /*upload=*/true);
 }
 
+Scheduler::Ticket Scheduler::ReserveAdmitted(bool realtime) {
+  absl::MutexLock lock(&mu_);
+  ++reserved_;
+  PublishDepthLocked();
+  return Ticket(this, realtime, /*upload=*/false);
+}
+
 void Scheduler::ReleaseReservation(bool /*realtime*/, bool upload) {
   absl::MutexLock lock(&mu_);
   --(upload ? uploads_ : reserved_);
@@ -193,6 +211,7 @@ void Scheduler::ReleaseReservation(bool /*realtime*/, bool upload) {
 void Scheduler::Submit(Ticket ticket, std::shared_ptr<Job> job) {
   const bool realtime = ticket.realtime();
   const int device = job->device();
+  const auto deadline = job->deadline();
   ticket.owner_ = nullptr;  // the reservation becomes the queue entry
   absl::Status abandon;
   {
@@ -208,7 +227,7 @@ void Scheduler::Submit(Ticket ticket, std::shared_ptr<Job> job) {
       abandon = absl::FailedPreconditionError(
           absl::StrCat("the request's CUDA region is on GPU ", device, ", where no worker runs"));
     } else {
-      pending_.Push(Queued{job, std::chrono::steady_clock::now(), realtime, device});
+      pending_.Push(Queued{job, std::chrono::steady_clock::now(), realtime, device, deadline});
       PublishDepthLocked();
     }
   }

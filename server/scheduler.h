@@ -42,6 +42,12 @@ class Job {
   // The GPU this job must run on (its input or output is a CUDA region there), or -1 for
   // any worker. Fixed from Submit on.
   virtual int device() const { return -1; }
+  // The job's absolute deadline (steady clock), max() when none: within a priority level
+  // the scheduler takes jobs earliest deadline first, FIFO among equal deadlines (so jobs
+  // without one keep their order, after every job that has one). Fixed from Submit on.
+  virtual std::chrono::steady_clock::time_point deadline() const {
+    return std::chrono::steady_clock::time_point::max();
+  }
   // On the worker's thread; `backend` belongs to that worker for the whole call.
   // `streaming` is the scheduler's streaming stage: work posted there may go on after Run
   // returns (sending the results), and Shutdown waits for it.
@@ -139,12 +145,17 @@ class Scheduler {
   // A queue slot. RESOURCE_EXHAUSTED (with the reason, marked retryable) when the queue
   // is full, UNAVAILABLE when draining or without workers.
   absl::StatusOr<Ticket> Reserve(bool realtime);
+  // A queue slot for a further frame of a request admitted as a whole (an exposure,
+  // server/exposure_job.h): never refused for a full queue or a drain, since the request
+  // was admitted with Reserve; a job submitted with it after Shutdown is abandoned.
+  Ticket ReserveAdmitted(bool realtime);
   // An upload slot. RESOURCE_EXHAUSTED (retryable) when the uploads in progress reach
   // their bound, or, for an extraction (`then_queue`), when the queue is full already;
   // UNAVAILABLE when draining. An extraction reserves its queue slot (Reserve) once the
   // upload is complete, then drops the upload ticket.
   absl::StatusOr<Ticket> ReserveUpload(bool realtime, bool then_queue);
-  // Queues the job; realtime jobs go before every reprocessing job, FIFO within a level.
+  // Queues the job; realtime jobs go before every reprocessing job, earliest deadline
+  // first within a level (Job::deadline).
   void Submit(Ticket ticket, std::shared_ptr<Job> job);
 
   // New reservations are refused from now on; queued and running jobs continue.
@@ -190,14 +201,15 @@ class Scheduler {
     std::chrono::steady_clock::time_point admitted;
     bool realtime = false;
     int device = -1;  // Job::device()
+    std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
   };
-  // FIFO per priority level; realtime first. A worker takes the first job it may run
+  // Earliest deadline first per priority level (FIFO among equal deadlines); realtime first. A worker takes the first job it may run
   // (Job::device()), so a job bound to a GPU waits for that GPU's worker.
   struct Levels {
     std::deque<Queued> realtime, reprocessing;
     bool empty() const { return realtime.empty() && reprocessing.empty(); }
     std::size_t size() const { return realtime.size() + reprocessing.size(); }
-    void Push(Queued q) { (q.realtime ? realtime : reprocessing).push_back(std::move(q)); }
+    void Push(Queued q);
     Queued Pop();
     static bool HasFor(const std::deque<Queued>& q, int device);
     bool HasFor(int device) const { return HasFor(realtime, device) || HasFor(reprocessing, device); }

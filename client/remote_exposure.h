@@ -2,7 +2,7 @@
 // a spexd server as one job (ExtractExposure, docs/service.md "Exposures"), from a frame
 // list. Every frame is read from a server path and written by the server into its output
 // roots, byte for byte the file `spexctl extract --server-path --server-output-path`
-// writes for the same frame.
+// writes for the same frame (but for the write time in the CHECKSUM/DATASUM comments).
 //
 // Frame list: one frame per line, "PREPROC PSF OUTPUT [FLAGS...]" (the first three
 // columns of deploy/slurm's FRAME_LIST), whitespace-separated; blank lines and lines

@@ -10,7 +10,10 @@
 #                 and psf-r0-00067784.fits); each is the base of 30 / N shifted stand-ins
 #     OUT_DIR     JSON and log (default: $OUT, else /tmp/exposure_device)
 #     GPU_COUNTS  e.g. "1 2" (default: 1, and 2 when two GPUs are visible)
-#   FRAMES (30), PASSES (3: one cold, two warm), MODES ("one multi") set the runs.
+#   FRAMES (30), PASSES (3: one cold, two warm), MODES ("one multi") set the runs;
+#   STREAMERS ("0 4") the spexd --streamers_per_worker values tried for the one-job mode (0:
+#   the default, 2): the server then encodes and writes every frame file (≈ 0.3 s of CPU
+#   each), on those threads, against ≈ 0.1 s of GPU per frame.
 #
 # Build the bundle here:
 #   cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DSPEXD_BUILD_BENCHMARKS=ON \
@@ -29,7 +32,7 @@ if [[ $BUNDLE == *.tar.gz ]]; then
 fi
 ngpu=$(nvidia-smi -L 2>/dev/null | wc -l)
 GPU_COUNTS=${4:-$( ((ngpu >= 2)) && echo "1 2" || echo 1)}
-FRAMES=${FRAMES:-30} PASSES=${PASSES:-3} MODES=${MODES:-one multi}
+FRAMES=${FRAMES:-30} PASSES=${PASSES:-3} MODES=${MODES:-one multi} STREAMERS=${STREAMERS:-0 4}
 mkdir -p "$OUT_DIR"
 log=$OUT_DIR/exposure_device.log
 export SPEXD_GIT_SHA=${SPEXD_GIT_SHA:-unknown}
@@ -48,18 +51,30 @@ rows=()
 for n in $GPU_COUNTS; do
   ((n <= ngpu)) || { echo "skip $n GPUs: only $ngpu" | tee -a "$log"; continue; }
   gpus=$(seq -s, 0 $((n - 1)))
+  runs=()
   for mode in $MODES; do
+    if [[ $mode == one ]]; then
+      for s in $STREAMERS; do runs+=("one $s"); done
+    else
+      runs+=("$mode 0")
+    fi
+  done
+  for r in "${runs[@]}"; do
+    read -r mode streamers <<<"$r"
     one=0
     [[ $mode == one ]] && one=1
-    json=$OUT_DIR/exposure_${mode}_${n}gpu.json
+    label=$mode
+    ((streamers == 0)) || label=$mode-s$streamers
+    json=$OUT_DIR/exposure_${label}_${n}gpu.json
     frames_dir=$(mktemp -d "${TMPDIR:-/tmp}/exposure-frames.XXXXXX")
-    echo "+ spexd_exposure_bench --gpus $gpus --one-job $one" | tee -a "$log"
+    echo "+ spexd_exposure_bench --gpus $gpus --one-job $one --streamers $streamers" | tee -a "$log"
     rc=0
     "$BUNDLE/run.sh" spexd_exposure_bench "${psfs[@]}" --frames "$FRAMES" --passes "$PASSES" \
-      --gpus "$gpus" --one-job "$one" --out-dir "$frames_dir" >"$json" 2>>"$log" || rc=$?
+      --gpus "$gpus" --one-job "$one" --streamers "$streamers" --out-dir "$frames_dir" \
+      >"$json" 2>>"$log" || rc=$?
     rm -rf "$frames_dir"  # ~70 MB per frame file
     if ((rc != 0)); then
-      rows+=("$(printf '%4s %6s %8s %8s %10s  %s' "$n" "$mode" fail - - "exit $rc, see $log")")
+      rows+=("$(printf '%4s %9s %8s %8s %10s  %s' "$n" "$label" fail - - "exit $rc, see $log")")
       continue
     fi
     mapfile -t t < <(passes_of "$json")
@@ -71,11 +86,12 @@ for n in $GPU_COUNTS; do
       target=$( ((n == 1)) && echo 3.0 || echo 2.0)
       verdict=$(awk -v w="$warm" -v t="$target" 'BEGIN { print (w <= t ? "meets" : "misses") " <= " t " s" }')
     fi
-    rows+=("$(printf '%4s %6s %8.3f %8.3f %10s  %s' "$n" "$mode" "$cold" "$warm" "$(median_extract_of "$json")" "$verdict")")
+    rows+=("$(printf '%4s %9s %8.3f %8.3f %10s  %s' "$n" "$label" "$cold" "$warm" "$(median_extract_of "$json")" "$verdict")")
   done
 done
 echo "exposure: $FRAMES frames, $((${#psfs[@]} / 2)) base PSF(s), $FRAMES distinct PSF files; $gpu_name; commit $GIT_SHA"
-echo "   (one = ExtractExposure, server-written frames; multi = $FRAMES concurrent spexctl-like clients)"
-printf '%4s %6s %8s %8s %10s  %s\n' gpus mode cold_s warm_s extract_s target
+echo "   (one = ExtractExposure, server-written frames, -sN: --streamers_per_worker N;"
+echo "    multi = $FRAMES concurrent spexctl-like clients writing their files)"
+printf '%4s %9s %8s %8s %10s  %s\n' gpus mode cold_s warm_s extract_s target
 printf '%s\n' "${rows[@]}"
 echo "JSON and log in $OUT_DIR"

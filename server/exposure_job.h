@@ -61,7 +61,8 @@ class ExposureRun : public std::enable_shared_from_this<ExposureRun> {
   // PSF, or `refused` set. `header.priority` is replaced by `realtime`.
   static Frame CheckFrame(const JobEnvironment& env, v1::ExtractHeader header, bool realtime);
 
-  // Frames in flight per exposure: the scheduler's prefetch bound plus two per worker.
+  // Frames in flight per exposure: the scheduler's prefetch bound, plus per worker the
+  // frame extracting and those its streaming threads write.
   static int Window(Scheduler& scheduler);
 
   // `env`, `scheduler` and `sink` outlive the run's last call to the sink. `cancel` is the

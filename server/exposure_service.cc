@@ -55,7 +55,7 @@ class ExposureReactor final : public grpc::ServerWriteReactor<v1::ExposureRespon
 
   void OnWriteDone(bool ok) override {
     absl::Status end;
-    bool finish = false;
+    bool finish = false, next = false;
     {
       absl::MutexLock lock(&mu_);
       writing_ = false;
@@ -65,15 +65,14 @@ class ExposureReactor final : public grpc::ServerWriteReactor<v1::ExposureRespon
         cancel_->store(true);
       }
       if (!broken_ && !pending_.empty()) {
-        StartNextLocked();
-        return;
-      }
-      if (done_ && !finished_) {
+        next = TakeNextLocked();
+      } else if (done_ && !finished_) {
         finished_ = true;
         finish = true;
         end = final_status_;
       }
     }
+    if (next) StartWrite(&current_);
     if (finish) EndCall(end);
   }
 
@@ -152,17 +151,23 @@ class ExposureReactor final : public grpc::ServerWriteReactor<v1::ExposureRespon
   }
 
   void Queue(v1::ExposureResponse response) {
-    absl::MutexLock lock(&mu_);
-    if (broken_ || finished_) return;
-    pending_.push_back(std::move(response));
-    if (!writing_) StartNextLocked();
+    bool next = false;
+    {
+      absl::MutexLock lock(&mu_);
+      if (broken_ || finished_) return;
+      pending_.push_back(std::move(response));
+      if (!writing_) next = TakeNextLocked();
+    }
+    // Outside the lock, as in ExtractReactor: current_ is the write's until OnWriteDone.
+    if (next) StartWrite(&current_);
   }
 
-  void StartNextLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+  // Makes the next pending message the write in flight; the caller starts it.
+  bool TakeNextLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     current_ = std::move(pending_.front());
     pending_.pop_front();
     writing_ = true;
-    StartWrite(&current_);
+    return true;
   }
 
   // The last use of `this` by our code: gRPC may run OnDone (delete) right after Finish.

@@ -226,7 +226,7 @@ TEST(SchedulerTest, EarliestDeadlineFirstWithinALevelFifoAmongEqualOnes) {
   s.Submit(*s.Reserve(false), std::make_shared<RecordingJob>("blocker", &log, &mu, &hold));
   ASSERT_TRUE(WaitForBusy(s));
   const auto now = std::chrono::steady_clock::now();
-  const auto in = [now](int s) { return now + std::chrono::seconds(s); };
+  const auto in = [now](int seconds) { return now + std::chrono::seconds(seconds); };
   s.Submit(*s.Reserve(false), std::make_shared<RecordingJob>("none1", &log, &mu));
   s.Submit(*s.Reserve(false), std::make_shared<DueJob>("late", &log, &mu, in(300)));
   s.Submit(*s.Reserve(false), std::make_shared<DueJob>("soon1", &log, &mu, in(100)));

@@ -45,6 +45,18 @@ const std::vector<FlagSpec>& FrameFlagSpecs() {
   return kSpecs;
 }
 
+// FrameFlagSpecs plus the columns (-i, -p, -o), for ParseExtractCommand.
+const std::vector<FlagSpec>& FrameAndColumnSpecs() {
+  static const std::vector<FlagSpec> kSpecs = [] {
+    std::vector<FlagSpec> out = FrameFlagSpecs();
+    for (const FlagSpec& s : ExtractFlagSpecs()) {
+      if (s.long_name == "input" || s.long_name == "psf" || s.long_name == "output") out.push_back(s);
+    }
+    return out;
+  }();
+  return kSpecs;
+}
+
 // Flags of `spexctl exposure` itself.
 const std::vector<FlagSpec>& ExposureOwnFlagSpecs() {
   static const std::vector<FlagSpec> kSpecs = {
@@ -105,7 +117,7 @@ absl::StatusOr<std::vector<ExposureEntry>> ParseFrameList(const std::string& tex
     std::vector<std::string> args = common;
     args.insert(args.end(), own.begin(), own.end());
     args.insert(args.end(), {"-i", tokens[0], "-p", tokens[1], "-o", tokens[2]});
-    auto parsed = ParseArgs(FrameFlagSpecs(), args);
+    auto parsed = ParseArgs(FrameAndColumnSpecs(), args);
     if (!parsed.ok()) return where(parsed.status().message());
     auto cmd = ParseExtractCommand(*parsed);
     if (!cmd.ok()) return where(cmd.status().message());

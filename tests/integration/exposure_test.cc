@@ -3,7 +3,10 @@
 // entry fails alone; a malformed request is refused whole; cancel, deadline and drain
 // stop or finish it as they do single frames; the metrics count its frames.
 #include <atomic>
+#include <sys/wait.h>
+
 #include <chrono>
+#include <cstdio>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -219,6 +222,62 @@ TEST_F(ExposureTest, FrameListRunsAndRefusesSyntaxErrorsWhole) {
     EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
     EXPECT_NE(bad.status().message().find(needle), std::string::npos) << bad.status();
   }
+}
+
+// `spexctl exposure` itself: a frame list with a bad line, against `spexctl extract
+// --server-path --server-output-path` of the same frame; a syntax error exits 2.
+TEST_F(ExposureTest, SpexctlExposureWritesWhatSpexctlExtractWrites) {
+  auto spexctl = [](const std::string& args, std::string* output) {
+    const std::string cmd = absl::StrCat("timeout 120 ", SPEXCTL_BINARY, " ", args, " 2>&1");
+    FILE* pipe = popen(cmd.c_str(), "r");
+    if (pipe == nullptr) return -1;
+    char buf[4096];
+    while (std::fgets(buf, sizeof(buf), pipe) != nullptr) *output += buf;
+    const int status = pclose(pipe);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  };
+  const std::string server = absl::StrCat("--server 127.0.0.1:", server_->port());
+  const std::string params = "-w 5760.0,5800.0,0.8 -n 50";
+  const std::string a = Out("cli-a.fits"), b = Out("cli-b.fits"), single = Out("cli-single.fits");
+  for (const std::string& p : {a, b, single}) std::remove(p.c_str());
+  const std::string list = Out("frames.txt");
+  {
+    std::ofstream f(list);
+    f << "# PREPROC PSF OUTPUT [flags]\n"
+      << Inputs().frame_path << " " << Inputs().psf_copy << " " << a << "\n"
+      << Inputs().data_dir << "/missing.fits " << Inputs().psf_copy << " " << Out("cli-m.fits") << "\n"
+      << Inputs().frame_path << " " << Inputs().psf_copy << " " << b << " --nsubbundles 5\n";
+  }
+  std::string out;
+  EXPECT_EQ(spexctl(absl::StrCat("exposure ", server, " ", params, " ", list), &out), 1) << out;
+  EXPECT_NE(out.find("OK\t" + a), std::string::npos) << out;
+  EXPECT_NE(out.find("OK\t" + b), std::string::npos) << out;
+  EXPECT_NE(out.find("NOT_FOUND\t" + Out("cli-m.fits") + "\tline 3:"), std::string::npos) << out;
+  EXPECT_NE(out.find("3 frames, 2 written, 1 failed"), std::string::npos) << out;
+  std::string single_out;
+  ASSERT_EQ(spexctl(absl::StrCat("extract ", server, " --server-path -q ", params, " -i ",
+                                 Inputs().frame_path, " -p ", Inputs().psf_copy, " -o ",
+                                 Out("cli-client.fits"), " --server-output-path ", single),
+                    &single_out),
+            0)
+      << single_out;
+  ExpectSameFrameFile(a, single);
+  ExpectSameFrameFile(b, single);
+  // An existing output is that frame's failure unless --overwrite.
+  out.clear();
+  EXPECT_EQ(spexctl(absl::StrCat("exposure ", server, " ", params, " --overwrite ", list), &out), 1);
+  EXPECT_NE(out.find("2 written"), std::string::npos) << out;
+  out.clear();
+  EXPECT_EQ(spexctl(absl::StrCat("exposure ", server, " ", params, " ", list), &out), 1);
+  EXPECT_NE(out.find("ALREADY_EXISTS\t" + a), std::string::npos) << out;
+  {
+    std::ofstream f(list);
+    f << Inputs().frame_path << " " << Inputs().psf_copy << " " << a << "\n"
+      << Inputs().frame_path << " " << Inputs().psf_copy << " " << b << " -m model.fits\n";
+  }
+  out.clear();
+  EXPECT_EQ(spexctl(absl::StrCat("exposure ", server, " ", list), &out), 2);
+  EXPECT_NE(out.find("frames.txt:2:"), std::string::npos) << out;
 }
 
 // A slow one-worker server: each bundle takes `seconds`.

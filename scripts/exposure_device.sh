@@ -11,9 +11,10 @@
 #     OUT_DIR     JSON and log (default: $OUT, else /tmp/exposure_device)
 #     GPU_COUNTS  e.g. "1 2" (default: 1, and 2 when two GPUs are visible)
 #   FRAMES (30), PASSES (3: one cold, two warm), MODES ("one multi") set the runs;
-#   STREAMERS ("0 4") the spexd --streamers_per_worker values tried for the one-job mode (0:
-#   the default, 2): the server then encodes and writes every frame file (≈ 0.3 s of CPU
-#   each), on those threads, against ≈ 0.1 s of GPU per frame.
+#   STREAMERS ("0 2") the spexd --streamers_per_worker values tried for the one-job mode (0:
+#   the default, 4 per GPU worker; 2 was the default before): the server then encodes and
+#   writes every frame file (≈ 0.3 s of CPU each) on those threads, against ≈ 0.1 s of GPU
+#   per frame.
 #
 # Build the bundle here:
 #   cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DSPEXD_BUILD_BENCHMARKS=ON \
@@ -32,7 +33,7 @@ if [[ $BUNDLE == *.tar.gz ]]; then
 fi
 ngpu=$(nvidia-smi -L 2>/dev/null | wc -l)
 GPU_COUNTS=${4:-$( ((ngpu >= 2)) && echo "1 2" || echo 1)}
-FRAMES=${FRAMES:-30} PASSES=${PASSES:-3} MODES=${MODES:-one multi} STREAMERS=${STREAMERS:-0 4}
+FRAMES=${FRAMES:-30} PASSES=${PASSES:-3} MODES=${MODES:-one multi} STREAMERS=${STREAMERS:-0 2}
 mkdir -p "$OUT_DIR"
 log=$OUT_DIR/exposure_device.log
 export SPEXD_GIT_SHA=${SPEXD_GIT_SHA:-unknown}

@@ -127,7 +127,7 @@ ExposureRun::Frame ExposureRun::CheckFrame(const JobEnvironment& env, v1::Extrac
 int ExposureRun::Window(Scheduler& scheduler) {
   // As many as the server holds at once (spexd_server.cc, frames_held): those prepared
   // ahead, and per worker the one extracting and those streaming (writing their files).
-  return scheduler.prefetch_bound() + scheduler.num_workers() * (1 + scheduler.streamers_per_worker());
+  return scheduler.prefetch_bound() + scheduler.num_workers() + scheduler.streaming_threads();
 }
 
 ExposureRun::ExposureRun(const JobEnvironment& env, Scheduler* scheduler, std::vector<Frame> frames,

@@ -39,8 +39,7 @@ Scheduler::Scheduler(const SchedulerOptions& o, ServerMetrics* metrics)
       prefetch_(std::max(0, o.prefetch)),
       prefetch_memory_bytes_(o.prefetch_memory_bytes > 0 ? o.prefetch_memory_bytes
                                                          : DefaultPrefetchMemoryBytes()),
-      streamers_per_worker_(o.streamers_per_worker > 0 ? o.streamers_per_worker
-                                                       : kStreamersPerWorker),
+      streamers_per_worker_(std::max(0, o.streamers_per_worker)),
       metrics_(metrics) {}
 
 int Scheduler::PrefetchBound(int prefetch_sum, int workers, int64_t memory_bytes) {
@@ -65,6 +64,11 @@ int Scheduler::PrefetchBoundLocked() const {
 int Scheduler::prefetch_bound() {
   absl::MutexLock lock(&mu_);
   return PrefetchBoundLocked();
+}
+
+int Scheduler::streaming_threads() {
+  absl::MutexLock lock(&mu_);
+  return streamers_sum_;
 }
 
 int Scheduler::num_loaders() {
@@ -148,7 +152,9 @@ void Scheduler::AddWorker(std::unique_ptr<core::Backend> backend, int gpu_device
       {{"worker", raw->index}, {"backend", raw->backend->description()},
        {"gpu_device", gpu_device}, {"prefetch", prefetch}, {"prefetch_bound", bound},
        {"loaders", static_cast<int>(loaders_.size())}});
-  streaming_.AddThreads(streamers_per_worker_);
+  const int streamers = StreamersPerWorker(streamers_per_worker_, gpu_device >= 0);
+  streamers_sum_ += streamers;
+  streaming_.AddThreads(streamers);
 }
 
 absl::StatusOr<Scheduler::Ticket> Scheduler::Reserve(bool realtime) {

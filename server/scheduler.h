@@ -8,7 +8,7 @@
 // longer than a GPU extracts one. The prefetch is per worker (PrefetchPerWorker: more for
 // a GPU worker than for the CPU backend) and the total is bounded by host memory
 // (PrefetchBound), which keeps the memory of decoded images in check. The
-// scheduler also owns the streaming stage (kStreamersPerWorker threads per worker): a job
+// scheduler also owns the streaming stage (StreamersPerWorker threads per worker): a job
 // hands its response streaming there, so the worker is free once the backend returns, and
 // Shutdown runs what was handed over to the end and joins; no thread outlives it.
 #ifndef SPEXD_SERVER_SCHEDULER_H_
@@ -81,7 +81,7 @@ struct SchedulerOptions {
   // Bound on the frames prepared ahead over all workers (PrefetchBound; 0: a quarter of
   // the host's memory).
   int64_t prefetch_memory_bytes = 0;
-  int streamers_per_worker = 0;  // streaming threads added with each worker (0: kStreamersPerWorker)
+  int streamers_per_worker = 0;  // streaming threads added with each worker (0: StreamersPerWorker)
 };
 
 class Scheduler {
@@ -111,8 +111,16 @@ class Scheduler {
   // Streaming threads per worker, by default: one for the job a worker just extracted (or
   // is extracting), one for the job before it that may still be writing its products. A
   // job whose stream has no thread yet keeps its bundles (and planes) until one is free.
+  // A GPU worker gets more: a frame the server writes (server_output_path, every frame of
+  // an exposure) costs its streaming thread ≈ 0.3 s of CPU (specmask, FITS encoding,
+  // fsync'd write) against ≈ 0.1 s of GPU, so two threads would hold a GPU to ≈ 6 frames/s.
   static constexpr int kStreamersPerWorker = 2;
-  int streamers_per_worker() const { return streamers_per_worker_; }
+  static constexpr int kGpuStreamersPerWorker = 4;
+  static int StreamersPerWorker(int requested, bool gpu_worker) {
+    return requested > 0 ? requested : gpu_worker ? kGpuStreamersPerWorker : kStreamersPerWorker;
+  }
+  // Streaming threads over the workers added so far.
+  int streaming_threads();
   ~Scheduler();
   Scheduler(const Scheduler&) = delete;
   Scheduler& operator=(const Scheduler&) = delete;
@@ -238,7 +246,7 @@ class Scheduler {
   const int realtime_reserve_;
   const int prefetch_;                  // requested per worker; 0: PrefetchPerWorker
   const int64_t prefetch_memory_bytes_;  // resolved (never 0)
-  const int streamers_per_worker_;       // resolved (never 0)
+  const int streamers_per_worker_;       // requested; 0: StreamersPerWorker's default
   ServerMetrics* const metrics_;
   absl::Mutex mu_;
   Levels pending_ ABSL_GUARDED_BY(mu_);  // admitted, waiting for a loader
@@ -250,6 +258,7 @@ class Scheduler {
   int running_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<std::thread> loaders_ ABSL_GUARDED_BY(mu_);
   int prefetch_sum_ ABSL_GUARDED_BY(mu_) = 0;  // over the workers added
+  int streamers_sum_ ABSL_GUARDED_BY(mu_) = 0;  // streaming threads, over the workers added
   bool accepting_ ABSL_GUARDED_BY(mu_) = true;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<std::unique_ptr<Worker>> workers_ ABSL_GUARDED_BY(mu_);

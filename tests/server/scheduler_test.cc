@@ -159,6 +159,20 @@ TEST(SchedulerPrefetchTest, LoadersScaleWithGpuWorkers) {
   }
 }
 
+// Issue 22 item 3: a GPU worker's frames written by the server need more streaming threads.
+TEST(SchedulerPrefetchTest, StreamingThreadsPerWorkerKind) {
+  EXPECT_EQ(Scheduler::StreamersPerWorker(0, /*gpu_worker=*/true), Scheduler::kGpuStreamersPerWorker);
+  EXPECT_EQ(Scheduler::StreamersPerWorker(0, /*gpu_worker=*/false), Scheduler::kStreamersPerWorker);
+  EXPECT_EQ(Scheduler::StreamersPerWorker(3, /*gpu_worker=*/true), 3);
+  Scheduler s({}, nullptr);
+  s.AddWorker(std::make_unique<NullBackend>(), 0);
+  s.AddWorker(std::make_unique<NullBackend>(), 1);
+  EXPECT_EQ(s.streaming_threads(), 2 * Scheduler::kGpuStreamersPerWorker);
+  Scheduler cpu({.streamers_per_worker = 1}, nullptr);
+  cpu.AddWorker(std::make_unique<NullBackend>(), -1);
+  EXPECT_EQ(cpu.streaming_threads(), 1);
+}
+
 TEST(SchedulerPrefetchTest, PreparesUpToTheBoundWhileTheWorkerIsBusy) {
   Scheduler s({.prefetch_memory_bytes = 100 * Scheduler::kPrefetchFrameBytes}, nullptr);
   s.AddWorker(std::make_unique<NullBackend>(), 0);

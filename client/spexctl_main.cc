@@ -8,6 +8,7 @@
 #include "client/local_extract.h"
 #ifdef SPEXD_WITH_SERVER
 #include "client/remote_commands.h"
+#include "client/remote_exposure.h"
 #include "client/remote_extract.h"
 #include "client/remote_flags.h"
 #endif
@@ -20,6 +21,7 @@ int Usage(bool asked = false) {
                "usage: spexctl extract [flags]    extract a frame (--local, or --server host:port)\n"
                "       spexctl extract --help     list the flags\n"
 #ifdef SPEXD_WITH_SERVER
+               "       spexctl exposure --server ADDR FRAME_LIST   an exposure as one job (server paths)\n"
                "       spexctl psf load PATH [--server-path] | psf list | psf unload ID --server ADDR\n"
                "       spexctl health --server ADDR   grpc.health.v1 status (exit 0 when SERVING)\n"
                "       spexctl info --server ADDR     server version, backends, limits\n"
@@ -91,6 +93,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> rest(argv + 2, argv + argc);
   if (sub == "extract") return Extract(rest);
 #ifdef SPEXD_WITH_SERVER
+  if (sub == "exposure") return spexd::client::RunExposureCommand(rest);
   if (sub == "psf") return spexd::client::RunPsfCommand(rest);
   if (sub == "health") return spexd::client::RunHealthCommand(rest);
   if (sub == "info") return spexd::client::RunInfoCommand(rest);

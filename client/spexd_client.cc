@@ -295,6 +295,44 @@ absl::Status SpexdClient::Extract(v1::ExtractHeader header, const std::string* u
   });
 }
 
+absl::StatusOr<v1::ExposureSummary> SpexdClient::ExtractExposure(
+    const v1::ExposureRequest& request,
+    const std::function<absl::Status(const v1::ExposureFrameResult&)>& on_frame) {
+  v1::ExposureSummary summary;
+  absl::Status st = WithRetries(options_, stubs_->rng, options_.extract_deadline_seconds,
+                                [&](Attempt* attempt) -> absl::Status {
+    grpc::ClientContext ctx;
+    Prepare(&ctx, options_, options_.extract_deadline_seconds);
+    auto reader = stubs_->extraction->ExtractExposure(&ctx, request);
+    v1::ExposureResponse resp;
+    absl::Status callback_status;
+    bool got_summary = false;
+    while (callback_status.ok() && reader->Read(&resp)) {
+      attempt->retryable = false;  // the caller has seen results: a retry would repeat them
+      if (resp.has_frame()) {
+        if (on_frame) callback_status = on_frame(resp.frame());
+      } else if (resp.has_summary()) {
+        got_summary = true;
+        summary = resp.summary();
+      }
+    }
+    if (!callback_status.ok()) {
+      ctx.TryCancel();
+      reader->Finish();
+      return callback_status;
+    }
+    const grpc::Status finished = reader->Finish();
+    attempt->queue_full = QueueFull(ctx, finished);
+    absl::Status status = FromGrpc(finished);
+    if (status.ok() && !got_summary) {
+      return absl::DataLossError("the server ended the exposure without a summary");
+    }
+    return status;
+  });
+  if (!st.ok()) return st;
+  return summary;
+}
+
 // ---------------------------------------------------------------- CUDA regions
 
 // The open RegisterCudaRegion call that holds the region.

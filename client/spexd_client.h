@@ -100,6 +100,16 @@ class SpexdClient {
   absl::Status Extract(v1::ExtractHeader header, const std::string* upload, bool subset,
                        const ExtractCallbacks& callbacks);
 
+  // Runs ExtractExposure (an exposure as one job, docs/service.md "Exposures"): every
+  // frame of `request` under one deadline, options().extract_deadline_seconds (0: none).
+  // `on_frame` receives each frame's result as the server reports it (completion order;
+  // check each one's code); an error from it cancels the call (every frame not finished
+  // stops) and is returned. Retries UNAVAILABLE and a full queue only while nothing has
+  // been received. Returns the summary once every frame has its result.
+  absl::StatusOr<v1::ExposureSummary> ExtractExposure(
+      const v1::ExposureRequest& request,
+      const std::function<absl::Status(const v1::ExposureFrameResult&)>& on_frame);
+
   const ClientOptions& options() const { return options_; }
 
  private:

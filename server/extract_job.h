@@ -105,6 +105,7 @@ class ExtractJob : public Job, public std::enable_shared_from_this<ExtractJob> {
 
   bool Prepare() override;
   int device() const override { return request_.cuda.device(); }
+  std::chrono::steady_clock::time_point deadline() const override { return request_.deadline; }
   void Run(core::Backend& backend, int worker, core::TaskPool& streaming) override;
   void Abandon(const absl::Status& status) override;
 

@@ -16,8 +16,9 @@
 namespace spexd::server {
 
 class ExtractionService final
-    : public v1::Extraction::WithRawCallbackMethod_ExtractFrame<
-          v1::Extraction::WithRawCallbackMethod_ExtractBundles<v1::Extraction::Service>> {
+    : public v1::Extraction::WithCallbackMethod_ExtractExposure<
+          v1::Extraction::WithRawCallbackMethod_ExtractFrame<
+              v1::Extraction::WithRawCallbackMethod_ExtractBundles<v1::Extraction::Service>>> {
  public:
   explicit ExtractionService(ServiceContext* context) : context_(context) {}
 
@@ -25,6 +26,10 @@ class ExtractionService final
       grpc::CallbackServerContext* call) override;
   grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* ExtractBundles(
       grpc::CallbackServerContext* call) override;
+  // Many frames as one job (server/exposure_service.cc, server/exposure_job.h); an
+  // ordinary (parsed) server-streaming method: its messages are small.
+  grpc::ServerWriteReactor<v1::ExposureResponse>* ExtractExposure(
+      grpc::CallbackServerContext* call, const v1::ExposureRequest* request) override;
 
  private:
   ServiceContext* context_;

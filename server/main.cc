@@ -66,8 +66,9 @@ ABSL_FLAG(int64_t, prefetch_memory_bytes, 0,
           "host memory for all frames decoded ahead, at 320 MB a frame (at least one frame per "
           "worker); 0: a quarter of the host's (or the cgroup's) memory");
 ABSL_FLAG(int, streamers_per_worker, 0,
-          "threads streaming responses per worker (0: 2): each frame being streamed holds its "
-          "decoded planes; more let a worker run ahead of slow readers");
+          "threads streaming responses per worker (0: 4 per GPU worker, 2 for the CPU backend): "
+          "each frame being streamed or written holds its decoded planes; more let a worker run "
+          "ahead of slow readers and of the frame files the server writes");
 ABSL_FLAG(bool, pin_planes, true,
           "GPU workers: decode frames into page-locked host memory (at most the frames held: "
           "prefetched, extracting, streaming; ~140 MB each), so that the upload to the GPU "

@@ -111,6 +111,11 @@ void ServerMetrics::RegisterExtractionMetrics() {
   frame_seconds_ =
       SingleHistogram(r, "spexd_frame_duration_seconds",
                       "Worker time per extraction request (load, extract, stream)", kFrameBuckets);
+  exposure_frames_ = CounterFamily(r, "spexd_exposure_frames_total",
+                                   "Frames of exposures (ExtractExposure) finished, by gRPC status code");
+  exposure_seconds_ = SingleHistogram(r, "spexd_exposure_duration_seconds",
+                                      "Exposures (ExtractExposure) from arrival to the last frame's result",
+                                      kFrameBuckets);
   load_seconds_ = SingleHistogram(r, "spexd_image_load_duration_seconds",
                                   "Time to read and decode the input image and warm the geometry",
                                   kFrameBuckets);
@@ -230,6 +235,10 @@ std::string ServerMetrics::Serialize() const {
 
 void ServerMetrics::CountRequest(const std::string& rpc, const char* code) {
   requests_->Add({{"rpc", rpc}, {"code", code}}).Increment();
+}
+
+void ServerMetrics::CountExposureFrame(const char* code) {
+  exposure_frames_->Add({{"code", code}}).Increment();
 }
 
 void ServerMetrics::CountStalledCall(const char* kind) {

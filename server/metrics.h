@@ -48,6 +48,10 @@ class ServerMetrics {
   void SetRunningJobs(double n) { running_->Set(n); }
   // A call ended by the server because its client stalled: kind = "upload" or "write".
   void CountStalledCall(const char* kind);
+  // Exposures (ExtractExposure, issue 22 item 3): each frame's result by gRPC code name,
+  // and each exposure's duration from arrival to its last frame's result.
+  void CountExposureFrame(const char* code);
+  void ObserveExposure(double seconds) { exposure_seconds_->Observe(seconds); }
   // An upload (image or PSF) ended by the server before it was complete (issue 21):
   // reason = "idle" (--upload_idle_seconds), "slow" (under --upload_min_bytes_per_second)
   // or "draining" (SIGTERM/SIGHUP). Any other reason is a bug (a bounded label set).
@@ -133,6 +137,8 @@ class ServerMetrics {
   prometheus::Gauge* uploads_;
   prometheus::Gauge* running_;
   prometheus::Family<prometheus::Counter>* stalled_;
+  prometheus::Family<prometheus::Counter>* exposure_frames_;
+  prometheus::Histogram* exposure_seconds_;
   prometheus::Family<prometheus::Counter>* uploads_aborted_;
   prometheus::Family<prometheus::Histogram>* queue_wait_;
   prometheus::Histogram* frame_seconds_;

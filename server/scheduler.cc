@@ -39,8 +39,7 @@ Scheduler::Scheduler(const SchedulerOptions& o, ServerMetrics* metrics)
       prefetch_(std::max(0, o.prefetch)),
       prefetch_memory_bytes_(o.prefetch_memory_bytes > 0 ? o.prefetch_memory_bytes
                                                          : DefaultPrefetchMemoryBytes()),
-      streamers_per_worker_(o.streamers_per_worker > 0 ? o.streamers_per_worker
-                                                       : kStreamersPerWorker),
+      streamers_per_worker_(std::max(0, o.streamers_per_worker)),
       metrics_(metrics) {}
 
 int Scheduler::PrefetchBound(int prefetch_sum, int workers, int64_t memory_bytes) {
@@ -65,6 +64,11 @@ int Scheduler::PrefetchBoundLocked() const {
 int Scheduler::prefetch_bound() {
   absl::MutexLock lock(&mu_);
   return PrefetchBoundLocked();
+}
+
+int Scheduler::streaming_threads() {
+  absl::MutexLock lock(&mu_);
+  return streamers_sum_;
 }
 
 int Scheduler::num_loaders() {
@@ -92,6 +96,17 @@ Scheduler::Queued Scheduler::Levels::Pop() {
   Queued item = std::move(q.front());
   q.pop_front();
   return item;
+}
+
+void Scheduler::Levels::Push(Queued q) {
+  std::deque<Queued>& level = q.realtime ? realtime : reprocessing;
+  // After every job due no later than this one: EDF, FIFO among equal deadlines (jobs
+  // without a deadline have max() and simply append).
+  auto at = std::upper_bound(level.begin(), level.end(), q.deadline,
+                             [](const auto& deadline, const Queued& other) {
+                               return deadline < other.deadline;
+                             });
+  level.insert(at, std::move(q));
 }
 
 bool Scheduler::Levels::HasFor(const std::deque<Queued>& q, int device) {
@@ -137,7 +152,9 @@ void Scheduler::AddWorker(std::unique_ptr<core::Backend> backend, int gpu_device
       {{"worker", raw->index}, {"backend", raw->backend->description()},
        {"gpu_device", gpu_device}, {"prefetch", prefetch}, {"prefetch_bound", bound},
        {"loaders", static_cast<int>(loaders_.size())}});
-  streaming_.AddThreads(streamers_per_worker_);
+  const int streamers = StreamersPerWorker(streamers_per_worker_, gpu_device >= 0);
+  streamers_sum_ += streamers;
+  streaming_.AddThreads(streamers);
 }
 
 absl::StatusOr<Scheduler::Ticket> Scheduler::Reserve(bool realtime) {
@@ -184,6 +201,13 @@ absl::StatusOr<Scheduler::Ticket> Scheduler::ReserveUpload(bool realtime, bool t
   return Ticket(this, realtime, /*upload=*/true);
 }
 
+Scheduler::Ticket Scheduler::ReserveAdmitted(bool realtime) {
+  absl::MutexLock lock(&mu_);
+  ++reserved_;
+  PublishDepthLocked();
+  return Ticket(this, realtime, /*upload=*/false);
+}
+
 void Scheduler::ReleaseReservation(bool /*realtime*/, bool upload) {
   absl::MutexLock lock(&mu_);
   --(upload ? uploads_ : reserved_);
@@ -193,6 +217,7 @@ void Scheduler::ReleaseReservation(bool /*realtime*/, bool upload) {
 void Scheduler::Submit(Ticket ticket, std::shared_ptr<Job> job) {
   const bool realtime = ticket.realtime();
   const int device = job->device();
+  const auto deadline = job->deadline();
   ticket.owner_ = nullptr;  // the reservation becomes the queue entry
   absl::Status abandon;
   {
@@ -208,7 +233,7 @@ void Scheduler::Submit(Ticket ticket, std::shared_ptr<Job> job) {
       abandon = absl::FailedPreconditionError(
           absl::StrCat("the request's CUDA region is on GPU ", device, ", where no worker runs"));
     } else {
-      pending_.Push(Queued{job, std::chrono::steady_clock::now(), realtime, device});
+      pending_.Push(Queued{job, std::chrono::steady_clock::now(), realtime, device, deadline});
       PublishDepthLocked();
     }
   }

@@ -8,7 +8,7 @@
 // longer than a GPU extracts one. The prefetch is per worker (PrefetchPerWorker: more for
 // a GPU worker than for the CPU backend) and the total is bounded by host memory
 // (PrefetchBound), which keeps the memory of decoded images in check. The
-// scheduler also owns the streaming stage (kStreamersPerWorker threads per worker): a job
+// scheduler also owns the streaming stage (StreamersPerWorker threads per worker): a job
 // hands its response streaming there, so the worker is free once the backend returns, and
 // Shutdown runs what was handed over to the end and joins; no thread outlives it.
 #ifndef SPEXD_SERVER_SCHEDULER_H_
@@ -42,6 +42,12 @@ class Job {
   // The GPU this job must run on (its input or output is a CUDA region there), or -1 for
   // any worker. Fixed from Submit on.
   virtual int device() const { return -1; }
+  // The job's absolute deadline (steady clock), max() when none: within a priority level
+  // the scheduler takes jobs earliest deadline first, FIFO among equal deadlines (so jobs
+  // without one keep their order, after every job that has one). Fixed from Submit on.
+  virtual std::chrono::steady_clock::time_point deadline() const {
+    return std::chrono::steady_clock::time_point::max();
+  }
   // On the worker's thread; `backend` belongs to that worker for the whole call.
   // `streaming` is the scheduler's streaming stage: work posted there may go on after Run
   // returns (sending the results), and Shutdown waits for it.
@@ -75,7 +81,7 @@ struct SchedulerOptions {
   // Bound on the frames prepared ahead over all workers (PrefetchBound; 0: a quarter of
   // the host's memory).
   int64_t prefetch_memory_bytes = 0;
-  int streamers_per_worker = 0;  // streaming threads added with each worker (0: kStreamersPerWorker)
+  int streamers_per_worker = 0;  // streaming threads added with each worker (0: StreamersPerWorker)
 };
 
 class Scheduler {
@@ -105,8 +111,16 @@ class Scheduler {
   // Streaming threads per worker, by default: one for the job a worker just extracted (or
   // is extracting), one for the job before it that may still be writing its products. A
   // job whose stream has no thread yet keeps its bundles (and planes) until one is free.
+  // A GPU worker gets more: a frame the server writes (server_output_path, every frame of
+  // an exposure) costs its streaming thread ≈ 0.3 s of CPU (specmask, FITS encoding,
+  // fsync'd write) against ≈ 0.1 s of GPU, so two threads would hold a GPU to ≈ 6 frames/s.
   static constexpr int kStreamersPerWorker = 2;
-  int streamers_per_worker() const { return streamers_per_worker_; }
+  static constexpr int kGpuStreamersPerWorker = 4;
+  static int StreamersPerWorker(int requested, bool gpu_worker) {
+    return requested > 0 ? requested : gpu_worker ? kGpuStreamersPerWorker : kStreamersPerWorker;
+  }
+  // Streaming threads over the workers added so far.
+  int streaming_threads();
   ~Scheduler();
   Scheduler(const Scheduler&) = delete;
   Scheduler& operator=(const Scheduler&) = delete;
@@ -139,12 +153,17 @@ class Scheduler {
   // A queue slot. RESOURCE_EXHAUSTED (with the reason, marked retryable) when the queue
   // is full, UNAVAILABLE when draining or without workers.
   absl::StatusOr<Ticket> Reserve(bool realtime);
+  // A queue slot for a further frame of a request admitted as a whole (an exposure,
+  // server/exposure_job.h): never refused for a full queue or a drain, since the request
+  // was admitted with Reserve; a job submitted with it after Shutdown is abandoned.
+  Ticket ReserveAdmitted(bool realtime);
   // An upload slot. RESOURCE_EXHAUSTED (retryable) when the uploads in progress reach
   // their bound, or, for an extraction (`then_queue`), when the queue is full already;
   // UNAVAILABLE when draining. An extraction reserves its queue slot (Reserve) once the
   // upload is complete, then drops the upload ticket.
   absl::StatusOr<Ticket> ReserveUpload(bool realtime, bool then_queue);
-  // Queues the job; realtime jobs go before every reprocessing job, FIFO within a level.
+  // Queues the job; realtime jobs go before every reprocessing job, earliest deadline
+  // first within a level (Job::deadline).
   void Submit(Ticket ticket, std::shared_ptr<Job> job);
 
   // New reservations are refused from now on; queued and running jobs continue.
@@ -190,14 +209,15 @@ class Scheduler {
     std::chrono::steady_clock::time_point admitted;
     bool realtime = false;
     int device = -1;  // Job::device()
+    std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
   };
-  // FIFO per priority level; realtime first. A worker takes the first job it may run
+  // Earliest deadline first per priority level (FIFO among equal deadlines); realtime first. A worker takes the first job it may run
   // (Job::device()), so a job bound to a GPU waits for that GPU's worker.
   struct Levels {
     std::deque<Queued> realtime, reprocessing;
     bool empty() const { return realtime.empty() && reprocessing.empty(); }
     std::size_t size() const { return realtime.size() + reprocessing.size(); }
-    void Push(Queued q) { (q.realtime ? realtime : reprocessing).push_back(std::move(q)); }
+    void Push(Queued q);
     Queued Pop();
     static bool HasFor(const std::deque<Queued>& q, int device);
     bool HasFor(int device) const { return HasFor(realtime, device) || HasFor(reprocessing, device); }
@@ -226,7 +246,7 @@ class Scheduler {
   const int realtime_reserve_;
   const int prefetch_;                  // requested per worker; 0: PrefetchPerWorker
   const int64_t prefetch_memory_bytes_;  // resolved (never 0)
-  const int streamers_per_worker_;       // resolved (never 0)
+  const int streamers_per_worker_;       // requested; 0: StreamersPerWorker's default
   ServerMetrics* const metrics_;
   absl::Mutex mu_;
   Levels pending_ ABSL_GUARDED_BY(mu_);  // admitted, waiting for a loader
@@ -238,6 +258,7 @@ class Scheduler {
   int running_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<std::thread> loaders_ ABSL_GUARDED_BY(mu_);
   int prefetch_sum_ ABSL_GUARDED_BY(mu_) = 0;  // over the workers added
+  int streamers_sum_ ABSL_GUARDED_BY(mu_) = 0;  // streaming threads, over the workers added
   bool accepting_ ABSL_GUARDED_BY(mu_) = true;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<std::unique_ptr<Worker>> workers_ ABSL_GUARDED_BY(mu_);

@@ -231,7 +231,7 @@ class SpexdServer::Impl {
       for (WorkerBackend& w : workers) scheduler->AddWorker(std::move(w.backend), w.gpu_device);
       // The frames prepared ahead, and per worker the one extracting and those streaming.
       const int64_t frames_held =
-          scheduler->prefetch_bound() + nworkers * (1 + scheduler->streamers_per_worker());
+          scheduler->prefetch_bound() + nworkers + scheduler->streaming_threads();
       plane_buffers.set_max_cached_bytes(frames_held * kCachedBytesPerFrame);
       load_buffers.set_max_cached_bytes(scheduler->num_loaders() * kLoadBytesPerLoader);
       for (const std::string& path : options.preload_psfs) {

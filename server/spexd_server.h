@@ -40,7 +40,8 @@ struct ServerOptions {
   // Decode frames into host memory pinned for the GPU workers (GpuCapabilities::PlanePinner): the
   // upload is then one DMA per plane. The cached planes stay page-locked.
   bool pin_planes = true;
-  // Threads streaming responses, per worker (0: Scheduler::kStreamersPerWorker). More
+  // Threads streaming responses, per worker (0: Scheduler::StreamersPerWorker, 4 for a GPU
+  // worker, 2 for the CPU backend). More
   // let a worker run ahead of slow readers, each streaming frame holding its planes.
   int streamers_per_worker = 0;
   int64_t psf_cache_bytes = int64_t{4} << 30;

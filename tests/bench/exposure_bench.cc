@@ -14,10 +14,16 @@
 // and warm (the same PSFs again, if the cache kept them). Memory per PSF comes from
 // ListPsfs (host_bytes, gpu_bytes). JSON on stdout, summary on stderr.
 //
+// --one-job 1 (issue 22 item 3): the exposure is submitted as one job instead, as
+// `spexctl exposure` does (client::RunExposure: the 30 PSFs loaded by server path, then one
+// ExtractExposure call); the server writes every frame into --out-dir, and the pass ends
+// with the last frame's result. received_s and write_s are then 0 (nothing is streamed).
+//
 //   spexd_exposure_bench [--psf PSF.fits]... [--frames 30] [--fibers 500]
 //                        [--backend cuda|cpu (cuda)] [--gpus 0,1,...] [--threads T]
 //                        [--psf-cache-bytes B] [--passes 2] [--prefetch P (0: spexd's default)] [--pin-planes 0|1 (1)] [--streamers S (0)]
 //                        [--out-dir DIR (the frame files; default the bench's temp dir)]
+//                        [--one-job 0|1 (0: one client per frame; 1: ExtractExposure)]
 #include <fitsio.h>
 
 #include <algorithm>
@@ -35,6 +41,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "client/remote_exposure.h"
 #include "client/remote_extract.h"
 #include "client/spexd_client.h"
 #include "core/frame/frame_writer.h"
@@ -57,6 +64,7 @@ struct Args {
   bool pin_planes = true;  // server --pin_planes
   int streamers = 0;       // server --streamers_per_worker (0: its default)
   std::string out_dir;     // where the frame files are written ("": the bench's temp dir)
+  bool one_job = false;    // submit the exposure as one ExtractExposure call
   int64_t psf_cache_bytes = int64_t{64} << 30;  // host bytes; room for an exposure
   std::string backend = "cuda";
   std::vector<int> gpus;
@@ -92,6 +100,8 @@ absl::StatusOr<Args> Parse(int argc, char** argv) {
       a.out_dir = v;
     } else if (num && k == "--streamers") {
       a.streamers = std::max(0, n);
+    } else if (num && k == "--one-job") {
+      a.one_job = n != 0;
     } else if (num && k == "--pin-planes") {
       a.pin_planes = n != 0;
     } else if (num && k == "--passes") {
@@ -225,6 +235,63 @@ Pass RunExposure(const std::string& target, const std::vector<std::string>& psf_
   return p;
 }
 
+// One exposure as one job: the frames' PSFs loaded and the whole exposure submitted in one
+// ExtractExposure call (client::RunExposure, as `spexctl exposure`), the server writing
+// each frame file. Timed from the first PSF load to the last frame's result.
+Pass RunExposureAsOneJob(const std::string& target, const std::vector<std::string>& psf_paths,
+                         const std::vector<std::string>& frame_paths, const std::string& out_prefix,
+                         int fibers) {
+  Pass p;
+  const int n = static_cast<int>(psf_paths.size());
+  p.frames.resize(static_cast<std::size_t>(n));
+  std::vector<spexd::client::ExposureEntry> entries;
+  for (int i = 0; i < n; ++i) {
+    spexd::client::ExtractCommand cmd;  // the defaults of `spexctl extract`, and -n
+    cmd.params.nspec = fibers;
+    const std::string out = absl::StrCat(out_prefix, i, ".fits");
+    std::remove(out.c_str());
+    spexd::client::ExposureEntry e;
+    e.psf = psf_paths[static_cast<std::size_t>(i)];
+    e.header.set_server_path(frame_paths[static_cast<std::size_t>(i)]);
+    e.header.set_server_output_path(out);
+    *e.header.mutable_params() = spexd::client::ParamsToProto(cmd.params);
+    e.header.set_in_img_name(frame_paths[static_cast<std::size_t>(i)]);
+    e.header.set_in_psf_name(e.psf);
+    entries.push_back(std::move(e));
+  }
+  spexd::client::ClientOptions co;
+  co.target = target;
+  auto client = spexd::client::SpexdClient::Create(co);
+  if (!client.ok()) {
+    for (FrameRun& r : p.frames) r.status = client.status();
+    return p;
+  }
+  spexd::client::ExposureOptions options;
+  options.priority = spexd::v1::REALTIME;
+  options.tag = "exposure_bench";
+  const auto t0 = Clock::now();
+  auto outcome = spexd::client::RunExposure(
+      **client, std::move(entries), options, [&](const spexd::v1::ExposureFrameResult& r) {
+        FrameRun& f = p.frames[static_cast<std::size_t>(r.index())];
+        f.done_s = Seconds(t0, Clock::now());
+        f.status = r.code() == 0 ? absl::OkStatus()
+                                 : absl::Status(static_cast<absl::StatusCode>(r.code()), r.message());
+        f.load_s = r.summary().load_seconds();
+        f.queue_s = r.summary().queue_seconds();
+        f.extract_s = r.summary().extract_seconds();
+        f.received_s = 0;
+        f.write_s = 0;
+        f.backend = "server-written";
+      });
+  p.exposure_s = Seconds(t0, Clock::now());
+  if (!outcome.ok()) {
+    for (FrameRun& r : p.frames) {
+      if (r.status.ok() || absl::IsUnknown(r.status)) r.status = outcome.status();
+    }
+  }
+  return p;
+}
+
 double Median(std::vector<double> v) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
@@ -300,6 +367,7 @@ int main(int argc, char** argv) {
   so.metrics_listen.clear();
   so.data_roots = {dir};
   so.output_roots = {dir};
+  if (!args.out_dir.empty()) so.output_roots.push_back(args.out_dir);
   auto kind = core::ParseBackendKind(args.backend);
   if (!kind.ok()) return Fail("--backend", kind.status());
   so.backend = *kind;
@@ -318,8 +386,9 @@ int main(int argc, char** argv) {
   std::vector<Pass> passes;
   for (int p = 0; p < args.passes; ++p) {
     const std::string out_dir = args.out_dir.empty() ? dir : args.out_dir;
-    passes.push_back(RunExposure(target, psf_paths, frame_paths, absl::StrCat(out_dir, "/frame-", p, "-"),
-                                 args.fibers));
+    const std::string prefix = absl::StrCat(out_dir, "/frame-", p, "-");
+    passes.push_back(args.one_job ? RunExposureAsOneJob(target, psf_paths, frame_paths, prefix, args.fibers)
+                                  : RunExposure(target, psf_paths, frame_paths, prefix, args.fibers));
     for (const FrameRun& f : passes.back().frames) {
       if (!f.status.ok()) return Fail(absl::StrCat("pass ", p), f.status);
     }
@@ -346,12 +415,12 @@ int main(int argc, char** argv) {
   for (double b : gpu_bytes) gpu_total += b;
 
   std::string json = absl::StrFormat(
-      "{\"bench\": \"exposure\", \"frames\": %d, \"fibers\": %d, \"base_psfs\": %d, \"prefetch\": %d, "
+      "{\"bench\": \"exposure\", \"one_job\": %s, \"frames\": %d, \"fibers\": %d, \"base_psfs\": %d, \"prefetch\": %d, "
       "\"gpus\": [%s], "
       "\"backend\": \"%s\", \"server\": \"%s\", \"psfs_loaded_after\": %d, "
       "\"geometries_after\": %d, \"median_gpu_bytes_per_psf\": %.0f, "
       "\"median_host_bytes_per_psf\": %.0f, \"gpu_bytes_all_psfs\": %.0f, \"passes\": [",
-      args.frames, args.fibers, nbase, args.prefetch, absl::StrJoin(args.gpus, ", "),
+      args.one_job ? "true" : "false", args.frames, args.fibers, nbase, args.prefetch, absl::StrJoin(args.gpus, ", "),
       passes[0].frames[0].backend,
       WorkersText(info), listed->psfs_size(), geometries,
       Median(gpu_bytes), Median(host_bytes), gpu_total);

@@ -159,6 +159,20 @@ TEST(SchedulerPrefetchTest, LoadersScaleWithGpuWorkers) {
   }
 }
 
+// Issue 22 item 3: a GPU worker's frames written by the server need more streaming threads.
+TEST(SchedulerPrefetchTest, StreamingThreadsPerWorkerKind) {
+  EXPECT_EQ(Scheduler::StreamersPerWorker(0, /*gpu_worker=*/true), Scheduler::kGpuStreamersPerWorker);
+  EXPECT_EQ(Scheduler::StreamersPerWorker(0, /*gpu_worker=*/false), Scheduler::kStreamersPerWorker);
+  EXPECT_EQ(Scheduler::StreamersPerWorker(3, /*gpu_worker=*/true), 3);
+  Scheduler s({}, nullptr);
+  s.AddWorker(std::make_unique<NullBackend>(), 0);
+  s.AddWorker(std::make_unique<NullBackend>(), 1);
+  EXPECT_EQ(s.streaming_threads(), 2 * Scheduler::kGpuStreamersPerWorker);
+  Scheduler cpu({.streamers_per_worker = 1}, nullptr);
+  cpu.AddWorker(std::make_unique<NullBackend>(), -1);
+  EXPECT_EQ(cpu.streaming_threads(), 1);
+}
+
 TEST(SchedulerPrefetchTest, PreparesUpToTheBoundWhileTheWorkerIsBusy) {
   Scheduler s({.prefetch_memory_bytes = 100 * Scheduler::kPrefetchFrameBytes}, nullptr);
   s.AddWorker(std::make_unique<NullBackend>(), 0);
@@ -203,6 +217,59 @@ TEST(SchedulerTest, RealtimeBeforeReprocessingFifoWithinALevel) {
   }
   std::lock_guard<std::mutex> lock(mu);
   EXPECT_EQ(log, (std::vector<std::string>{"blocker", "rt1", "rt2", "r1", "r2"}));
+}
+
+// A RecordingJob due at `deadline` (issue 22 item 3: EDF within a priority level).
+class DueJob : public RecordingJob {
+ public:
+  DueJob(std::string name, std::vector<std::string>* log, std::mutex* mu,
+         std::chrono::steady_clock::time_point deadline)
+      : RecordingJob(std::move(name), log, mu), deadline_(deadline) {}
+  std::chrono::steady_clock::time_point deadline() const override { return deadline_; }
+
+ private:
+  std::chrono::steady_clock::time_point deadline_;
+};
+
+TEST(SchedulerTest, EarliestDeadlineFirstWithinALevelFifoAmongEqualOnes) {
+  Scheduler s({.max_queue = 16, .prefetch = 1}, nullptr);
+  s.AddWorker(std::make_unique<NullBackend>(), -1);
+  std::vector<std::string> log;
+  std::mutex mu;
+  absl::Notification hold;
+  s.Submit(*s.Reserve(false), std::make_shared<RecordingJob>("blocker", &log, &mu, &hold));
+  ASSERT_TRUE(WaitForBusy(s));
+  const auto now = std::chrono::steady_clock::now();
+  const auto in = [now](int seconds) { return now + std::chrono::seconds(seconds); };
+  s.Submit(*s.Reserve(false), std::make_shared<RecordingJob>("none1", &log, &mu));
+  s.Submit(*s.Reserve(false), std::make_shared<DueJob>("late", &log, &mu, in(300)));
+  s.Submit(*s.Reserve(false), std::make_shared<DueJob>("soon1", &log, &mu, in(100)));
+  s.Submit(*s.Reserve(false), std::make_shared<RecordingJob>("none2", &log, &mu));
+  s.Submit(*s.Reserve(false), std::make_shared<DueJob>("soon2", &log, &mu, in(100)));
+  s.Submit(*s.Reserve(true), std::make_shared<DueJob>("rt_late", &log, &mu, in(900)));
+  // An admitted exposure's further frames get a slot beyond the queue's bound.
+  s.Submit(s.ReserveAdmitted(false), std::make_shared<DueJob>("first", &log, &mu, in(50)));
+  hold.Notify();
+  for (int i = 0; i < 500; ++i) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (log.size() == 8) break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  std::lock_guard<std::mutex> lock(mu);
+  ASSERT_EQ(log.size(), 8u);
+  EXPECT_EQ(log[0], "blocker");
+  EXPECT_EQ(log[1], "rt_late");  // realtime first, whatever its deadline
+  // The one loader may have prepared a reprocessing job before the others arrived: that
+  // one may run first; the rest run earliest deadline first, FIFO among equal deadlines.
+  std::vector<std::string> edf{"first", "soon1", "soon2", "late", "none1", "none2"};
+  std::vector<std::string> after(log.begin() + 2, log.end());
+  if (after != edf) {
+    edf.erase(std::find(edf.begin(), edf.end(), after.front()));
+    after.erase(after.begin());
+  }
+  EXPECT_EQ(after, edf);
 }
 
 TEST(SchedulerTest, BoundedQueueAndDraining) {

@@ -17,11 +17,13 @@ from spexd.errors import (  # noqa: E402
     SpexdError, InvalidArgument, NotFound, PermissionDenied, ResourceExhausted, Unavailable,
     Unauthenticated, DeadlineExceeded, Cancelled, FailedPrecondition, Internal, DataLoss,
     DesispecUnavailable)
-from spexd.client import Client, BundleStream  # noqa: E402
+from spexd.client import Client, BundleStream, ExposureStream  # noqa: E402
+from spexd.exposure import ExposureResult, FrameResult, frames_from_list  # noqa: E402
 from spexd.result import Bundle, ExtractionResult  # noqa: E402
 from spexd import aio  # noqa: E402
 
-__all__ = ["Client", "BundleStream", "Bundle", "ExtractionResult", "Tls", "aio",
+__all__ = ["Client", "BundleStream", "ExposureStream", "ExposureResult", "FrameResult",
+           "frames_from_list", "Bundle", "ExtractionResult", "Tls", "aio",
            "SpexdError", "InvalidArgument", "NotFound", "PermissionDenied",
            "ResourceExhausted", "Unavailable", "Unauthenticated", "DeadlineExceeded",
            "Cancelled", "FailedPrecondition", "Internal", "DataLoss", "DesispecUnavailable"]

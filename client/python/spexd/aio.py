@@ -11,6 +11,8 @@ import grpc
 
 from spexd import _channel, request
 from spexd.client import ExtractSpec, psf_load_requests
+from spexd.errors import SpexdError, from_rpc_error
+from spexd.exposure import ExposureResult, ExposureSpec
 from spexd.result import ExtractionResult, StreamAssembler
 from spexd.v1 import spexd_pb2 as pb
 from spexd.v1 import spexd_pb2_grpc as pb_grpc
@@ -60,6 +62,50 @@ class BundleStream:
                 await asyncio.sleep(action)
             finally:
                 if call is not None and self.summary is None:
+                    call.cancel()
+
+
+class ExposureStream:
+    """Async iterator over the FrameResults of one exposure; as
+    spexd.client.ExposureStream."""
+
+    def __init__(self, client, spec):
+        self._client = client
+        self._spec = spec
+        self.total_seconds = None
+
+    def __aiter__(self):
+        return self._frames()
+
+    async def _frames(self):
+        c, spec = self._client, self._spec
+        paths = spec.psf_paths()
+        ids = dict(zip(paths, await asyncio.gather(*(c._psf_id_or_error(p) for p in paths))))
+        req, entries, refused = spec.request(ids)
+        for r in refused:
+            yield r
+        if not entries:
+            return
+        retrier = _channel.Retrier(c.policy)
+        while True:
+            call, received, ended = None, False, False
+            try:
+                call = c._extraction.ExtractExposure(req, timeout=c.policy.extract_deadline,
+                                                     metadata=c._metadata)
+                async for resp in call:
+                    if resp.HasField("frame"):
+                        received = True
+                        yield ExposureSpec.result(resp.frame, entries)
+                    elif resp.HasField("summary"):
+                        self.total_seconds = resp.summary.total_seconds
+                ended = True
+                return
+            except grpc.RpcError as e:
+                if received:
+                    raise from_rpc_error(e) from None
+                await asyncio.sleep(retrier.pause_or_raise(e))
+            finally:
+                if call is not None and not ended:
                     call.cancel()
 
 
@@ -118,6 +164,21 @@ class Client:
 
     def iter_bundles(self, **kwargs):
         return BundleStream(self, ExtractSpec(**kwargs))
+
+    async def _psf_id_or_error(self, server_path):
+        try:
+            return (await self.load_psf(server_path=server_path)).id
+        except SpexdError as e:
+            return e
+
+    def iter_exposure(self, frames, **kwargs):
+        """As spexd.Client.iter_exposure, an async iterator."""
+        return ExposureStream(self, ExposureSpec(frames, **kwargs))
+
+    async def extract_exposure(self, frames, **kwargs):
+        stream = self.iter_exposure(frames, **kwargs)
+        results = sorted([r async for r in stream], key=lambda r: r.index)
+        return ExposureResult(results, stream.total_seconds)
 
     async def extract(self, **kwargs):
         spec = ExtractSpec(**kwargs)

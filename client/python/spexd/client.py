@@ -7,10 +7,13 @@
 """
 import os
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import grpc
 
 from spexd import _channel, request
+from spexd.errors import SpexdError, from_rpc_error
+from spexd.exposure import ExposureResult, ExposureSpec
 from spexd.result import ExtractionResult, StreamAssembler
 from spexd.v1 import spexd_pb2 as pb
 from spexd.v1 import spexd_pb2_grpc as pb_grpc
@@ -137,6 +140,48 @@ class BundleStream:
                     call.cancel()  # the consumer stopped early: the server stops too
 
 
+class ExposureStream:
+    """Iterates over the FrameResults of one exposure as the frames finish (frames whose
+    PSF did not load first). ``total_seconds`` is set once the iteration ended. Stopping
+    early cancels the call: the server stops every frame not finished."""
+
+    def __init__(self, client, spec):
+        self._client = client
+        self._spec = spec
+        self.total_seconds = None
+
+    def __iter__(self):
+        c, spec = self._client, self._spec
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            paths = spec.psf_paths()
+            ids = dict(zip(paths, pool.map(c._psf_id_or_error, paths)))
+        req, entries, refused = spec.request(ids)
+        yield from refused
+        if not entries:
+            return
+        retrier = _channel.Retrier(c.policy)
+        while True:
+            call, received, ended = None, False, False
+            try:
+                call = c._extraction.ExtractExposure(req, timeout=c.policy.extract_deadline,
+                                                     metadata=c._metadata)
+                for resp in call:
+                    if resp.HasField("frame"):
+                        received = True
+                        yield ExposureSpec.result(resp.frame, entries)
+                    elif resp.HasField("summary"):
+                        self.total_seconds = resp.summary.total_seconds
+                ended = True
+                return
+            except grpc.RpcError as e:
+                if received:  # a retry would run frames already reported
+                    raise from_rpc_error(e) from None
+                time.sleep(retrier.pause_or_raise(e))
+            finally:
+                if call is not None and not ended:
+                    call.cancel()
+
+
 class Client:
     """Client of one spexd service (or several replicas behind one target).
 
@@ -200,6 +245,31 @@ class Client:
             info = self._call(lambda **kw: self._admin.LoadPsf(iter(msgs), **kw))
             self._psf_ids[key] = info.id
         return self._psf_ids[key]
+
+    def _psf_id_or_error(self, server_path):
+        try:
+            return self.load_psf(server_path=server_path).id
+        except SpexdError as e:
+            return e
+
+    # ------------------------------------------------------------------ exposures
+    def iter_exposure(self, frames, **kwargs):
+        """An ExposureStream: the FrameResult of each frame as it finishes.
+
+        frames: dicts with server_path, server_output_path, psf_server_path (or psf_id),
+        optional fibermap_path, client_tag and per-frame extraction parameters.
+        Keywords: priority, overwrite, client_tag and extraction parameters for every
+        frame (as extract's). One deadline (extract_deadline) for the whole exposure.
+        """
+        return ExposureStream(self, ExposureSpec(frames, **kwargs))
+
+    def extract_exposure(self, frames, **kwargs):
+        """Runs a whole exposure (iter_exposure's arguments): an ExposureResult with
+        every frame's FrameResult in frame order. Frame failures do not raise (see
+        ``failed``); a refused or stopped call raises its SpexdError."""
+        stream = self.iter_exposure(frames, **kwargs)
+        results = sorted(stream, key=lambda r: r.index)
+        return ExposureResult(results, stream.total_seconds)
 
     # ------------------------------------------------------------------ extraction
     def iter_bundles(self, **kwargs):

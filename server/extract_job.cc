@@ -277,6 +277,7 @@ absl::Status ExtractJob::CheckOutputPath() {
 void ExtractJob::Run(core::Backend& backend, int worker, core::TaskPool& streaming) {
   run_start_ = Clock::now();
   worker_ = worker;
+  StartHealth(backend);
   summary_.set_queue_seconds(Seconds(request_.admitted, prepare_start_) +
                              Seconds(prepared_, run_start_));
   if (Stopped()) {
@@ -304,6 +305,26 @@ void ExtractJob::Run(core::Backend& backend, int worker, core::TaskPool& streami
   extraction_done_ = true;
   extraction_status_ = status;
   extract_seconds_ = Seconds(run_start_, Clock::now());
+}
+
+void ExtractJob::StartHealth(const core::Backend& backend) {
+  FrameHealthTracker::Context c;
+  c.metrics = env_.metrics != nullptr ? &env_.metrics->health() : nullptr;
+  c.shadow = env_.shadow;
+  c.backend = backend.name();
+  c.gpu = env_.metrics != nullptr ? env_.metrics->WorkerGpu(worker_) : ServerMetrics::kCpuGpuLabel;
+  c.psf_id = request_.header.psf_id();
+  c.client_tag = request_.header.client_tag();
+  c.psf = request_.psf;
+  c.params = geometry_->params();
+  c.regularize = params_.regularize;
+  c.psferr = core::EffectivePsfErr(params_, *request_.psf);
+  c.host_image = !device_input_.has_value();
+  std::vector<int> bundles = bundles_;
+  if (bundles.empty()) {
+    for (int b = 0; b < geometry_->plan().nbundles; ++b) bundles.push_back(b);
+  }
+  health_.Start(std::move(c), bundles, /*keep_arrays=*/!assembler_.has_value());
 }
 
 absl::Status ExtractJob::Extract(core::Backend& backend) {
@@ -386,6 +407,7 @@ void ExtractJob::StreamLoop() {
     status = extraction_status_;
     summary_.set_extract_seconds(extract_seconds_);
   }
+  health_.KeepImage(&image_);  // a frame sampled for shadow parity keeps its planes
   image_.reset();  // the backend is done with it (extraction_done_ was seen above)
   // A failed send means the client is gone or the deadline passed: report that rather
   // than the CANCELLED the backend saw when the worker stopped.
@@ -407,6 +429,7 @@ absl::Status ExtractJob::StreamBundle(Finished& item) {
   core::BundleResult& b = *bundle;
   // Per Angstrom, as core::ExtractFrame does: the streamed values equal a local run's.
   core::FinalizeBundle(geometry_->dwave(), &b);
+  health_.OnBundle(b);  // issue 23
   if (env_.metrics != nullptr) env_.metrics->ObserveBundle(item.seconds, b);
   if (output_writer_.has_value()) {
     SPEXD_RETURN_IF_ERROR(HandOverBundle(b, item.seconds));
@@ -445,6 +468,7 @@ absl::Status ExtractJob::FinishProducts() {
     const Clock::time_point t0 = Clock::now();
     core::Frame frame = assembler_->Finish();
     assembler_.reset();
+    health_.CountFrame(frame);
     if (output_writer_.has_value()) {
       const Clock::time_point t1 = Clock::now();
       SPEXD_RETURN_IF_ERROR(output_writer_->WriteMask(frame));
@@ -488,6 +512,7 @@ absl::Status ExtractJob::FinishProducts() {
       }
     }
   }
+  health_.Finish(summary_.mutable_qa());
   summary_.set_total_seconds(Seconds(request_.arrived, Clock::now()));
   v1::ExtractResponse last;
   *last.mutable_summary() = summary_;
@@ -499,8 +524,10 @@ void ExtractJob::Complete(const absl::Status& status) {
   const Clock::time_point end = Clock::now();
   const bool ran = run_start_ != Clock::time_point();
   if (env_.metrics != nullptr && ran) env_.metrics->ObserveFrame(Seconds(run_start_, end));
+  const core::FrameHealth& qa = health_.health();
   Log(status.ok() ? LogLevel::kInfo : LogLevel::kWarning, "extract_done",
-      {{"peer", request_.peer},
+      {{"request", health_.request_id()},
+       {"peer", request_.peer},
        {"tag", request_.header.client_tag()},
        {"worker", worker_},
        {"psf", request_.header.psf_id()},
@@ -511,7 +538,16 @@ void ExtractJob::Complete(const absl::Status& status) {
        {"queue_s", summary_.queue_seconds()},
        {"load_s", summary_.load_seconds()},
        {"extract_s", summary_.extract_seconds()},
-       {"total_s", Seconds(request_.arrived, end)}});
+       {"total_s", Seconds(request_.arrived, end)},
+       // Numerical health (issue 23; docs/operations.md).
+       {"worst_condition", qa.worst_condition},
+       {"retried", qa.counts.retried},
+       {"failed", qa.counts.failed},
+       {"somebadpix", qa.somebadpix},
+       {"allbadpix", qa.allbadpix},
+       {"bad2dfit", qa.bad2dfit},
+       {"median_chi2pix", qa.median_chi2pix},
+       {"shadow", health_.shadow_state()}});
   if (geometry_ != nullptr) env_.cache->Rebalance();  // the geometry grew by this job's spots
   ResponseStream* stream = std::exchange(stream_, nullptr);
   if (stream != nullptr) stream->Finish(status);

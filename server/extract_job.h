@@ -31,6 +31,7 @@
 #include "core/io/psf.h"
 #include "server/cuda_request.h"
 #include "server/data_roots.h"
+#include "server/frame_health.h"
 #include "server/proto_convert.h"
 #include "server/region_output.h"
 #include "server/scheduler.h"
@@ -41,6 +42,7 @@ namespace spexd::server {
 
 class PsfCache;
 class ServerMetrics;
+class ShadowParity;
 
 // The call side of a job (implemented by the gRPC reactor, or by tests).
 class ResponseStream {
@@ -70,6 +72,7 @@ struct JobEnvironment {
   core::PlaneBufferPool* plane_buffers = nullptr;
   core::PlaneBufferPool* load_buffers = nullptr;  // PreprocOptions::load_buffers
   const std::atomic<bool>* float32_planes = nullptr;
+  ShadowParity* shadow = nullptr;  // shadow parity sampling (issue 23); null when off
 };
 
 struct JobRequest {
@@ -129,6 +132,8 @@ class ExtractJob : public Job, public std::enable_shared_from_this<ExtractJob> {
   // named when it is RESOURCE_EXHAUSTED.
   absl::Status Shown(const absl::Status& status) const;
   absl::Status Extract(core::Backend& backend);
+  // The worker's half of the numerical-health hook (issue 23).
+  void StartHealth(const core::Backend& backend);
   void StreamLoop();
   absl::Status StreamBundle(Finished& item);
   // With a CUDA output region: the bundle's rows go there, the stream gets a completion.
@@ -183,6 +188,9 @@ class ExtractJob : public Job, public std::enable_shared_from_this<ExtractJob> {
   int nbundles_ = 0, nfibers_ = 0;
   int64_t usable_bins_ = 0;  // core::CountUsableBins
   std::optional<core::FrameAssembler> assembler_;
+  // Numerical health and shadow parity (issue 23): started by the worker, then the
+  // streaming task's.
+  FrameHealthTracker health_;
 };
 
 }  // namespace spexd::server

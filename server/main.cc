@@ -91,6 +91,11 @@ ABSL_FLAG(std::string, auth_token_file, "",
           "file holding the bearer token that clients must send (authorization metadata)");
 ABSL_FLAG(std::string, preload_psfs, "", "comma-separated PSF paths to load during warm-up");
 ABSL_FLAG(std::string, log_level, "info", "debug, info, warning or error");
+ABSL_FLAG(double, shadow_parity_fraction, 0.01,
+          "fraction of served frames of which one bundle is extracted again by the CPU "
+          "reference backend and compared with what was served (docs/operations.md); 0: off");
+ABSL_FLAG(int, shadow_parity_threads, 1,
+          "CPU threads of the shadow parity reference (at the lowest scheduling priority)");
 
 namespace {
 
@@ -220,6 +225,11 @@ int main(int argc, char** argv) {
     ss << in.rdbuf();
     o.auth_token = std::string(absl::StripAsciiWhitespace(ss.str()));
     if (o.auth_token.empty()) return Fail("--auth_token_file is empty");
+  }
+  o.shadow_parity.fraction = absl::GetFlag(FLAGS_shadow_parity_fraction);
+  o.shadow_parity.threads = absl::GetFlag(FLAGS_shadow_parity_threads);
+  if (!(o.shadow_parity.fraction >= 0 && o.shadow_parity.fraction <= 1) || o.shadow_parity.threads < 1) {
+    return Fail("--shadow_parity_fraction must be in [0, 1] and --shadow_parity_threads at least 1");
   }
   const double drain_seconds = absl::GetFlag(FLAGS_drain_seconds);
 

@@ -178,6 +178,14 @@ bool PatchExtractor::CholeskySolve(int n, PatchWorkspace* ws) const {
   int info = 0, one = 1;
   dpotrf_("L", &n, ws->m.data(), &n, &info, kOne);
   if (info != 0) return false;
+  // The health estimate from the factor's diagonal (issue 23): one pass over n values.
+  double dmax = 0, dmin = 0;
+  for (int q = 0; q < n; ++q) {
+    const double d = ws->m[static_cast<std::size_t>(q) * n + q];
+    dmax = q == 0 ? d : std::max(dmax, d);
+    dmin = q == 0 ? d : std::min(dmin, d);
+  }
+  ws->condition_ = CholeskyConditionEstimate(dmax, dmin);
   std::copy(ws->b.begin(), ws->b.begin() + n, ws->x.begin());
   dpotrs_("L", &n, &one, ws->m.data(), &n, ws->x.data(), &n, &info, kOne);
   return info == 0 && AllFinite(ws->x.data(), n);

@@ -2,9 +2,8 @@
 // again by the CPU reference backend and compared with what was served
 // (core::CompareBundles, the spec's parity bar), so that a GPU, driver or library whose
 // results drift is noticed while it serves. The checks run on one thread of their own at
-// the lowest scheduling class (SCHED_IDLE: it runs only on otherwise idle cores), with a
-// CPU backend of --shadow_parity_threads threads that inherit that class, behind a small
-// bounded queue: a check that finds the queue full is dropped and counted "skipped".
+// the lowest priority (nice 19), with a CPU backend of --shadow_parity_threads threads
+// that inherit it, behind a small bounded queue: a check that finds the queue full is dropped and counted "skipped".
 // Nothing a request waits for ever waits for a check.
 #ifndef SPEXD_SERVER_SHADOW_PARITY_H_
 #define SPEXD_SERVER_SHADOW_PARITY_H_

@@ -1,0 +1,62 @@
+// ShadowParity's queue (issue 23): sampling follows the fraction, a full queue skips (and
+// counts) a check instead of waiting, and a check that cannot run is counted, not fatal.
+#include "server/shadow_parity.h"
+
+#include <memory>
+
+#include "gtest/gtest.h"
+#include "prometheus/registry.h"
+#include "prometheus/text_serializer.h"
+#include "server/health_metrics.h"
+#include "tests/test_support.h"
+
+namespace spexd::server {
+namespace {
+
+TEST(ShadowParityQueueTest, SamplingFollowsTheFraction) {
+  ShadowParity off(ShadowParityOptions{0.0, 1, 2, {}}, nullptr);
+  int pick = -1;
+  EXPECT_FALSE(off.enabled());
+  EXPECT_FALSE(off.Sample(20, &pick));
+  ShadowParity all(ShadowParityOptions{1.0, 1, 2, {}}, nullptr);
+  for (int i = 0; i < 50; ++i) {
+    ASSERT_TRUE(all.Sample(20, &pick));
+    EXPECT_GE(pick, 0);
+    EXPECT_LT(pick, 20);
+  }
+  EXPECT_FALSE(all.Sample(0, &pick));
+}
+
+TEST(ShadowParityQueueTest, AFullQueueSkipsAndABadCheckIsCounted) {
+  prometheus::Registry registry;
+  HealthMetrics metrics(registry);
+  metrics.AddUsualSeries("cuda", "0");
+  ShadowParity shadow(ShadowParityOptions{1.0, 1, 1, {}}, &metrics);
+  auto check = [] {
+    ShadowCheck c;
+    c.backend = "cuda";
+    c.gpu = "0";
+    c.psf = spexd::testing::LoadBundledPsf();
+    c.params.nspec = 25;
+    c.image = std::make_shared<core::PreprocImage>();  // 0 x 0: the reference cannot plan it
+    return c;
+  };
+  EXPECT_TRUE(shadow.Offer(check()));
+  EXPECT_FALSE(shadow.Offer(check()));  // the one slot is taken (queued or running)
+  shadow.WaitIdle();
+  const ShadowParity::Totals t = shadow.totals();
+  EXPECT_EQ(t.skipped, 1);
+  EXPECT_EQ(t.failed, 1);
+  EXPECT_EQ(t.ok + t.drift, 0);
+  EXPECT_TRUE(shadow.Offer(check()));  // room again
+  shadow.WaitIdle();
+  const std::string text = prometheus::TextSerializer().Serialize(registry.Collect());
+  EXPECT_NE(text.find("spexd_shadow_parity_checks_total{backend=\"cuda\",gpu=\"0\",result=\"skipped\"} 1"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("spexd_shadow_parity_checks_total{backend=\"cuda\",gpu=\"0\",result=\"drift\"} 0"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace spexd::server

@@ -33,11 +33,12 @@ TEST(ShadowParityQueueTest, AFullQueueSkipsAndABadCheckIsCounted) {
   HealthMetrics metrics(registry);
   metrics.AddUsualSeries("cuda", "0");
   ShadowParity shadow(ShadowParityOptions{1.0, 1, 1, {}}, &metrics);
-  auto check = [] {
+  const std::shared_ptr<const core::Psf> psf = spexd::testing::LoadBundledPsf();
+  auto check = [&psf] {
     ShadowCheck c;
     c.backend = "cuda";
     c.gpu = "0";
-    c.psf = spexd::testing::LoadBundledPsf();
+    c.psf = psf;
     c.params.nspec = 25;
     c.image = std::make_shared<core::PreprocImage>();  // 0 x 0: the reference cannot plan it
     return c;

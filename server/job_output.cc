@@ -131,6 +131,7 @@ absl::Status JobOutput::Bundle(core::BundleResult&& finished, double seconds) {
   core::BundleResult& b = *bundle;
   // Per Angstrom, as core::ExtractFrame does: the streamed values equal a local run's.
   core::FinalizeBundle(geometry_->dwave(), &b);
+  health_.OnBundle(b);  // issue 23
   metrics_.Bundle(seconds, b);
   if (output_writer_.has_value()) {
     SPEXD_RETURN_IF_ERROR(HandOver(b, seconds));
@@ -144,6 +145,14 @@ absl::Status JobOutput::Bundle(core::BundleResult&& finished, double seconds) {
   usable_bins_ += core::CountUsableBins(b);
   if (assembler_.has_value()) SPEXD_RETURN_IF_ERROR(assembler_->Add(b));
   return absl::OkStatus();
+}
+
+void JobOutput::StartHealth(FrameHealthTracker::Context context, std::vector<int> bundles) {
+  if (bundles.empty()) {
+    for (int b = 0; b < geometry_->plan().nbundles; ++b) bundles.push_back(b);
+  }
+  // Without an assembled frame the tracker keeps the arrays its CountFrame would read.
+  health_.Start(std::move(context), bundles, /*keep_arrays=*/!assembler_.has_value());
 }
 
 absl::Status JobOutput::HandOver(const core::BundleResult& b, double seconds) {
@@ -164,6 +173,7 @@ absl::Status JobOutput::Finish(const core::ExtractionSummary& backend_summary,
     const Clock::time_point t0 = Clock::now();
     core::Frame frame = assembler_->Finish();
     assembler_.reset();
+    health_.CountFrame(frame);
     if (output_writer_.has_value()) {
       const Clock::time_point t1 = Clock::now();
       SPEXD_RETURN_IF_ERROR(output_writer_->WriteMask(frame));
@@ -180,6 +190,7 @@ absl::Status JobOutput::Finish(const core::ExtractionSummary& backend_summary,
       SPEXD_RETURN_IF_ERROR(SendModel(std::move(frame.model)));
     }
   }
+  health_.Finish(summary->mutable_qa());
   summary->set_total_seconds(Seconds(request_.arrived, Clock::now()));
   v1::ExtractResponse last;
   *last.mutable_summary() = *summary;

@@ -19,6 +19,7 @@
 #include "core/frame/frame.h"
 #include "core/plan/geometry.h"
 #include "server/data_roots.h"
+#include "server/frame_health.h"
 #include "server/job_metrics.h"
 #include "server/region_output.h"
 #include "spexd/v1/spexd.pb.h"
@@ -59,6 +60,11 @@ class JobOutput {
   int64_t usable_bins() const { return usable_bins_; }
   int nbundles() const { return nbundles_; }
 
+  // The frame's numerical health (issue 23): started by the worker (StartHealth), fed
+  // each served bundle and the assembled frame here, finished into the summary's FrameQa.
+  void StartHealth(FrameHealthTracker::Context context, std::vector<int> bundles);
+  FrameHealthTracker& health() { return health_; }
+
   // Streaming task, after the last bundle of a successful extraction: the products that
   // need the whole frame, then the summary message (`summary` completed here).
   absl::Status Finish(const core::ExtractionSummary& backend_summary, v1::ExtractSummary* summary);
@@ -90,6 +96,7 @@ class JobOutput {
   std::optional<core::FrameAssembler> assembler_;
   int nbundles_ = 0, nfibers_ = 0;
   int64_t usable_bins_ = 0;
+  FrameHealthTracker health_;
 };
 
 }  // namespace spexd::server

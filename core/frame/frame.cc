@@ -88,6 +88,17 @@ Frame FrameAssembler::Finish() {
   return std::move(frame_);
 }
 
+uint32_t LocalMaskBits(double pf, bool failed) {
+  uint32_t m = 0;
+  if (pf > 0.5) m |= kSomeBadPix;
+  // desispec tests == 1.0; a normalised stamp sums to 1 only up to rounding that
+  // depends on summation order, so allow 1e-12 (deliberate: a fully masked bin must
+  // not escape ALLBADPIX by one ulp).
+  if (pf >= 1.0 - 1e-12) m |= kAllBadPix;
+  if (failed) m |= kBad2DFit;
+  return m;
+}
+
 void ComputeSpecMask(Frame* f) {
   const int ns = f->nspec, nw = f->nwave;
   f->mask.assign(static_cast<std::size_t>(ns) * nw, 0);
@@ -104,16 +115,10 @@ void ComputeSpecMask(Frame* f) {
   for (int s = 0; s < ns; ++s) {
     for (int w = 0; w < nw; ++w) {
       const std::size_t i = static_cast<std::size_t>(s) * nw + w;
-      uint32_t m = 0;
-      const double pf = f->pixmask_fraction[i];
-      if (pf > 0.5) m |= kSomeBadPix;
-      // desispec tests == 1.0; a normalised stamp sums to 1 only up to rounding that
-      // depends on summation order, so allow 1e-12 (deliberate: a fully masked bin must
-      // not escape ALLBADPIX by one ulp).
-      if (pf >= 1.0 - 1e-12) m |= kAllBadPix;
+      uint32_t m = LocalMaskBits(f->pixmask_fraction[i],
+                                 !f->failed_bins.empty() && f->failed_bins[i] != 0);
       const double c = f->chi2pix[i];
       if (c > 5 * med_wave[w] && c > 5 * med_fiber[s]) m |= kBad2DFit;
-      if (!f->failed_bins.empty() && f->failed_bins[i]) m |= kBad2DFit;
       f->mask[i] = m;
     }
   }

@@ -51,6 +51,11 @@ class FrameAssembler {
 // wavelength-median; bins of failed patches get BAD2DFIT too (spexd addition).
 void ComputeSpecMask(Frame* frame);
 
+// The specmask bits of one bin that need nothing frame-wide (spec §2.13): SOMEBADPIX and
+// ALLBADPIX from its pixmask_fraction, BAD2DFIT when its patch failed. ComputeSpecMask
+// adds the chi2pix rule, which needs the frame's medians.
+uint32_t LocalMaskBits(double pixmask_fraction, bool failed);
+
 // numpy.median of a copy of the values (mean of the two middle ones for even sizes).
 double Median(std::vector<double> values);
 

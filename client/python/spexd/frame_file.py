@@ -77,7 +77,29 @@ def frame_header(result):
     hdr["BUNIT"] = "electron/Angstrom"
     for name, version in dependencies():
         _set_dependency(hdr, name, version)
+    qa = getattr(result, "qa", None) or {}
+    for key, (field, comment) in QA_KEYWORDS.items():
+        if qa:
+            hdr[key] = (qa[field], comment)
     return hdr
+
+
+# The server's FrameQa (spexd.result.ExtractionResult.qa) in the FLUX header, so that
+# `python3 -m spexd.qa` can show it from the file (docs/operations.md).
+QA_KEYWORDS = {
+    "SPXREQ": ("request_id", "spexd request id"),
+    "SPXCOND": ("worst_condition", "spexd worst patch condition estimate"),
+    "SPXCONDB": ("worst_condition_bundle", "spexd bundle of the worst condition"),
+    "SPXRETRY": ("retried_patches", "spexd patches solved by the retry"),
+    "SPXFAIL": ("failed_patches", "spexd patches failed after the retry"),
+    "SPXBINS": ("bins", "spexd bins of the frame"),
+    "SPXSBAD": ("somebadpix_bins", "spexd SOMEBADPIX bins"),
+    "SPXABAD": ("allbadpix_bins", "spexd ALLBADPIX bins"),
+    "SPXB2D": ("bad2dfit_bins", "spexd BAD2DFIT bins"),
+    "SPXCHI2": ("median_chi2pix", "spexd median chi2pix (ivar > 0)"),
+    "SPXSHADW": ("shadow_parity", "spexd shadow parity (blank: not sampled)"),
+    "SPXSHADB": ("shadow_bundle", "spexd shadow parity bundle"),
+}
 
 
 def frame_hdus(result):

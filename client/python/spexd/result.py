@@ -168,6 +168,12 @@ def spec_mask(chi2pix, pixmask_fraction, failed_bins):
     return mask
 
 
+# The FrameQa fields (spexd.v1), in the order spexctl and spexd.qa show them.
+QA_FIELDS = ("request_id", "worst_condition", "worst_condition_bundle", "retried_patches",
+             "failed_patches", "bins", "somebadpix_bins", "allbadpix_bins", "bad2dfit_bins",
+             "median_chi2pix", "shadow_parity", "shadow_bundle")
+
+
 class ExtractionResult:
     """A whole extraction: numpy arrays in desispec's layout plus the server's summary.
 
@@ -205,6 +211,18 @@ class ExtractionResult:
         self.mask = spec_mask(self.chi2pix, self.pixmask_fraction, self.failed_bins) \
             if bundles else np.zeros((0, nw), dtype=np.uint32)
         self._fibermap = None
+
+    @property
+    def qa(self):
+        """The server's numerical-health summary of the frame (issue 23), a dict:
+        worst_condition (and its bundle), retried and failed patches, bins and the
+        SOMEBADPIX / ALLBADPIX / BAD2DFIT counts, median_chi2pix, shadow_parity ("" when
+        not sampled, "queued" or "skipped") with shadow_bundle, and request_id. Empty
+        when the server sent none (an older server)."""
+        if self.summary is None or not self.summary.HasField("qa"):
+            return {}
+        q = self.summary.qa
+        return {name: getattr(q, name) for name in QA_FIELDS}
 
     @property
     def specmin(self):

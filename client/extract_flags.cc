@@ -21,13 +21,13 @@ const std::vector<FlagSpec>& ExtractFlagSpecs() {
       {"nwavestep", 0, true, "wavelength bins per patch (default 50)"},
       {"wavepad", 0, true, "wavelength padding bins (default 10)"},
       {"psferr", 0, true, "PSF model error for chi2pix (default: PSF PSFERR, else 0.01)"},
-      {"regularize", 0, true, "regularisation (default 0)"},
+      {"regularize", 'r', true, "regularisation (default 0)"},
       {"reproduce", 0, true,
        "gpu_specter_gpu|gpu_specter_cpu: which gpu_specter path's results to reproduce where "
        "they differ, extraction-spec §2.17 (default gpu_specter_gpu; not where the work runs: "
        "that is --backend)"},
       {"compat", 0, true, "", "reproduce"},
-      {"mask-policy", 0, true, "desispec|any: MASK bits that zero ivar (default desispec)"},
+      {"mask-policy", 0, true, "desispec|desispec-exact|any: MASK bits that zero ivar; desispec-exact also uses desispec's ALLBADPIX == 1 rule (default desispec)"},
       {"cpu-threads", 0, true, "local CPU threads (default: all cores)"},
       {"threads", 0, true, "", "cpu-threads"},
       {"backend", 0, true, "local backend: cpu|cuda (default cpu)"},
@@ -35,6 +35,17 @@ const std::vector<FlagSpec>& ExtractFlagSpecs() {
       {"server", 0, true, "server address host:port or dns:///host:port"},
       {"deadline", 0, true, "remote deadline in seconds"},
       {"quiet", 'q', false, "no progress bar"},
+      // desi_extract_spectra's remaining options, with its names and meaning.
+      {"fibermap", 'f', true, "input fibermap file (default: the input image's FIBERMAP)"},
+      {"barycentric-correction", 0, false,
+       "extract on wavelength / HELIOCOR (barycentric factor from RA/TARGTRA, DEC, MJD-OBS, "
+       "EXPTIME of the image or fibermap header); the frame keeps the requested grid"},
+      {"no-scores", 0, false, "do not compute scores (no SCORES HDU)"},
+      {"pixpad-frac", 0, true, "fraction of a PSF spotsize to pad in pixels (default 0.8)"},
+      {"wavepad-frac", 0, true, "fraction of a PSF spotsize to pad in wavelengths (default 0.2)"},
+      {"no-gpu", 0, false, "do not use a GPU: the CPU backend (local) and --reproduce gpu_specter_cpu"},
+      {"use-specter", 0, false, "accepted for desi_extract_spectra: as --no-gpu"},
+      {"verbose", 'v', false, "print the extraction parameters"},
       {"help", 'h', false, "show this help"},
   };
   return specs;
@@ -74,6 +85,12 @@ absl::StatusOr<ExtractCommand> ParseExtractCommand(const ParsedArgs& args) {
   SPEXD_ASSIGN_OR_RETURN(p.nwavestep, args.GetInt("nwavestep", 50));
   SPEXD_ASSIGN_OR_RETURN(p.wavepad, args.GetInt("wavepad", 10));
   SPEXD_ASSIGN_OR_RETURN(p.regularize, args.GetDouble("regularize", 0.0));
+  SPEXD_ASSIGN_OR_RETURN(p.pixpad_frac, args.GetDouble("pixpad-frac", 0.8));
+  SPEXD_ASSIGN_OR_RETURN(p.wavepad_frac, args.GetDouble("wavepad-frac", 0.2));
+  p.barycentric_correction = args.Has("barycentric-correction");
+  p.scores = !args.Has("no-scores");
+  cmd.fibermap = args.GetOr("fibermap", "");
+  cmd.verbose = args.Has("verbose");
   if (args.Has("psferr")) {
     SPEXD_ASSIGN_OR_RETURN(double e, args.GetDouble("psferr", 0.01));
     p.psferr = e;
@@ -90,13 +107,25 @@ absl::StatusOr<ExtractCommand> ParseExtractCommand(const ParsedArgs& args) {
     p.mask_policy = core::MaskPolicy::kDesispec;
   } else if (policy == "any") {
     p.mask_policy = core::MaskPolicy::kAnyBit;
+  } else if (policy == "desispec-exact") {
+    p.mask_policy = core::MaskPolicy::kDesispecExact;
   } else {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--mask-policy must be desispec or any (got '", policy, "')"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--mask-policy must be desispec, desispec-exact or any (got '", policy, "')"));
   }
   p.want_model = !cmd.model.empty();
   SPEXD_ASSIGN_OR_RETURN(cmd.threads, args.GetInt("cpu-threads", 0));
   SPEXD_ASSIGN_OR_RETURN(cmd.backend, core::ParseBackendKind(args.GetOr("backend", "cpu")));
+  // --no-gpu / --use-specter: desi_extract_spectra's way to ask for a CPU extraction:
+  // the CPU backend locally, and gpu_specter's CPU path (--reproduce gpu_specter_cpu)
+  // unless --reproduce says otherwise, so that the numbers are those desispec computes with --no-gpu.
+  if (args.Has("no-gpu") || args.Has("use-specter")) {
+    if (cmd.backend != core::BackendKind::kCpu) {
+      return absl::InvalidArgumentError(
+          "--no-gpu/--use-specter ask for the CPU backend; --backend says otherwise");
+    }
+    if (!args.Has("reproduce")) p.compat = core::Compat::kCpu;
+  }
   cmd.local = args.Has("local");
   cmd.server = args.GetOr("server", "");
   SPEXD_ASSIGN_OR_RETURN(cmd.deadline_seconds, args.GetDouble("deadline", 0.0));

@@ -18,6 +18,8 @@ const std::vector<FlagSpec>& ExtractFlagSpecs();
 
 struct ExtractCommand {
   std::string input, psf, output, model;
+  std::string fibermap;  // -f/--fibermap: FIBERMAP from this file instead of the image's
+  bool verbose = false;  // -v/--verbose
   core::ExtractionParams params;
   int threads = 0;
   core::BackendKind backend = core::BackendKind::kCpu;  // local mode

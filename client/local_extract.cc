@@ -8,6 +8,7 @@
 #include "core/backend/backend.h"
 #include "core/backend/extract_frame.h"
 #include "core/frame/frame_writer.h"
+#include "core/plan/barycentric.h"
 #include "core/plan/extraction_params.h"
 #include "core/plan/geometry.h"
 #include "core/io/preproc.h"
@@ -15,6 +16,20 @@
 #include "core/base/status_macros.h"
 
 namespace spexd::client {
+namespace {
+
+// -v/--verbose: the parameters, as desi_extract_spectra logs them.
+void PrintParams(const ExtractCommand& cmd, const core::ExtractionParams& p, double heliocor) {
+  std::fprintf(stderr,
+               "spexctl: input = %s\nspexctl: psf = %s\nspexctl: specmin = %d\nspexctl: nspec = %d\n"
+               "spexctl: wavelength = %.17g,%.17g,%.17g (extraction grid)\n"
+               "spexctl: barycentric_correction_factor = %.17g\nspexctl: nwavestep = %d\n"
+               "spexctl: regularize = %g\n",
+               cmd.input.c_str(), cmd.psf.c_str(), p.specmin, p.nspec, p.wmin, p.wmax, p.dw,
+               heliocor, p.nwavestep, p.regularize);
+}
+
+}  // namespace
 
 absl::Status RunLocalExtract(const ExtractCommand& cmd) {
   const auto t0 = std::chrono::steady_clock::now();
@@ -26,6 +41,19 @@ absl::Status RunLocalExtract(const ExtractCommand& cmd) {
   core::PreprocOptions popts;
   popts.mask_policy = cmd.params.mask_policy;
   SPEXD_ASSIGN_OR_RETURN(core::PreprocImage image, core::ReadPreproc(cmd.input, popts));
+  // -f/--fibermap replaces the image's FIBERMAP (desi_extract_spectra reads it instead).
+  if (!cmd.fibermap.empty()) {
+    SPEXD_ASSIGN_OR_RETURN(image.fibermap_fits, core::ReadFibermapFile(cmd.fibermap));
+  }
+  core::ExtractionParams params = cmd.params;
+  SPEXD_ASSIGN_OR_RETURN(core::BarycentricGrid bary,
+                         core::ApplyBarycentricCorrection(plan, image.image_header,
+                                                          image.fibermap_fits, &params));
+  // The corrected grid is a new request: validated once more, into its own plan.
+  if (bary.factor != 1.0) {
+    SPEXD_ASSIGN_OR_RETURN(plan, core::ExtractionPlan::Create(params, *psf));
+  }
+  if (cmd.verbose) PrintParams(cmd, params, bary.factor);
   // One frame only: spots are not kept after their bundle is done.
   SPEXD_ASSIGN_OR_RETURN(auto geometry, core::Geometry::Create(psf, plan, image.height, image.width,
                                                                /*cache_spots=*/false));
@@ -50,15 +78,21 @@ absl::Status RunLocalExtract(const ExtractCommand& cmd) {
       core::ExtractFrame(*backend, job, [&](const core::BundleResult&) { bar.Update(++done); },
                          &summary));
   bar.Finish();
+  if (cmd.params.mask_policy == core::MaskPolicy::kDesispecExact) {
+    core::ComputeSpecMask(&frame, cmd.params.mask_policy);  // desispec's exact ALLBADPIX rule
+  }
   const auto t2 = std::chrono::steady_clock::now();
 
+  if (bary.factor != 1.0) frame.wave = bary.wave;  // the frame keeps the uncorrected grid
   core::FrameMetadata meta;
+  meta.heliocor = bary.factor;
+  meta.scores = cmd.params.scores;
   meta.image_header = image.image_header;
   meta.fibermap_fits = image.fibermap_fits;
   meta.in_psf = cmd.psf;
   meta.in_img = cmd.input;
   meta.orig_psf = psf->in_psf().value_or("");
-  const core::GridRequest& grid = plan.grid();
+  const core::GridRequest& grid = bary.grid;
   meta.wmin = grid.wmin;
   meta.wmax = grid.wmax;
   meta.dw = grid.dw;

@@ -12,6 +12,7 @@
 #include "client/remote_flags.h"
 #include "client/remote_frame.h"
 #include "core/frame/frame_writer.h"
+#include "core/io/preproc.h"
 #include "core/base/status_macros.h"
 
 namespace spexd::client {
@@ -72,9 +73,13 @@ v1::ExtractionParams ParamsToProto(const core::ExtractionParams& p) {
   out.set_pixpad_frac(p.pixpad_frac);
   out.set_regularize(p.regularize);
   if (p.psferr.has_value()) out.set_psferr(*p.psferr);
+  out.set_barycentric_correction(p.barycentric_correction);
+  out.set_no_scores(!p.scores);
   out.set_compat(p.compat == core::Compat::kCpu ? v1::COMPAT_CPU : v1::COMPAT_GPU);
   out.set_mask_policy(p.mask_policy == core::MaskPolicy::kAnyBit ? v1::MASK_POLICY_ANY_BIT
-                                                                  : v1::MASK_POLICY_DESISPEC);
+                      : p.mask_policy == core::MaskPolicy::kDesispecExact
+                          ? v1::MASK_POLICY_DESISPEC_EXACT
+                          : v1::MASK_POLICY_DESISPEC);
   return out;
 }
 
@@ -103,6 +108,10 @@ absl::StatusOr<RemoteResult> ExtractRemote(SpexdClient& client, const ExtractCom
   for (int f : o.fibers) header.add_fibers(f);
   header.set_in_img_name(cmd.input);
   header.set_in_psf_name(cmd.psf);
+  if (!cmd.fibermap.empty()) {
+    SPEXD_ASSIGN_OR_RETURN(std::string fibermap, core::ReadFibermapFile(cmd.fibermap));
+    header.set_fibermap_fits(std::move(fibermap));
+  }
   const bool subset = !o.bundles.empty() || !o.fibers.empty();
 
   const int max_tries = std::max(1, client.options().max_attempts);
@@ -153,8 +162,9 @@ absl::StatusOr<RemoteResult> ExtractRemote(SpexdClient& client, const ExtractCom
       continue;
     }
     SPEXD_RETURN_IF_ERROR(st);
-    SPEXD_ASSIGN_OR_RETURN(result.frame, builder.Finish());
+    SPEXD_ASSIGN_OR_RETURN(result.frame, builder.Finish(cmd.params.mask_policy));
     result.meta = builder.Metadata(cmd.psf, cmd.input);
+    result.meta.scores = cmd.params.scores;
     result.header = builder.header();
     return result;
   }

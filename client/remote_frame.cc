@@ -113,7 +113,7 @@ absl::Status RemoteFrameBuilder::OnModel(const v1::ModelChunk& c) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<core::Frame> RemoteFrameBuilder::Finish() {
+absl::StatusOr<core::Frame> RemoteFrameBuilder::Finish(core::MaskPolicy policy) {
   if (!have_header_) return absl::DataLossError("no FrameHeader received");
   if (bundles_done_ != header_.bundles_size() || current_bundle_ >= 0) {
     return absl::DataLossError(absl::StrCat("received ", bundles_done_, " of ",
@@ -123,7 +123,7 @@ absl::StatusOr<core::Frame> RemoteFrameBuilder::Finish() {
       model_received_ != static_cast<int64_t>(frame_.model.size() * sizeof(double))) {
     return absl::DataLossError("model image incomplete");
   }
-  core::ComputeSpecMask(&frame_);
+  core::ComputeSpecMask(&frame_, policy);
   return std::move(frame_);
 }
 
@@ -138,6 +138,7 @@ core::FrameMetadata RemoteFrameBuilder::Metadata(const std::string& in_psf,
   meta.wmin = header_.wavemin();
   meta.wmax = header_.wavemax();
   meta.dw = header_.wavestep();
+  if (header_.heliocor() != 0.0) meta.heliocor = header_.heliocor();
   return meta;
 }
 

@@ -23,7 +23,7 @@ class RemoteFrameBuilder {
 
   // Checks completeness, computes the desispec specmask over the received fibres
   // (core::ComputeSpecMask, as FrameAssembler::Finish does locally) and returns the frame.
-  absl::StatusOr<core::Frame> Finish();
+  absl::StatusOr<core::Frame> Finish(core::MaskPolicy policy = core::MaskPolicy::kDesispec);
 
   // Header cards for FrameToFits. `in_psf` / `in_img` are the names the client used,
   // as a local run writes the paths it was given.

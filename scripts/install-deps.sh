@@ -9,10 +9,13 @@ PKGS=(
   libcfitsio-dev zlib1g-dev libdeflate-dev libabsl-dev prometheus-cpp-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   liblapacke-dev libopenblas-dev
+  liberfa-dev  # --barycentric-correction (core/plan/barycentric.cc); the runtime list adds liberfa1
   # The Python client (client/python, import spexd) and its tests run on Debian's
   # /usr/bin/python3 with these modules (no PyPI needed).
   python3 python3-grpcio python3-protobuf python3-numpy python3-astropy python3-matplotlib
   python3-pil
+  # pip install of the package and spexd-desi-extract (offline; cmake --install runs it)
+  python3-pip python3-setuptools python3-venv
   curl  # scripts/demo.sh reads the metrics endpoint with it
 )
 # Optional helpers: ccache speeds rebuilds; patchelf/binutils pack the GPU bundle; curl

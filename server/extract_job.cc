@@ -89,6 +89,7 @@ absl::Status ExtractJob::PrepareStages() {
   SPEXD_RETURN_IF_ERROR(input_.Open());
   // Everything that can refuse the request without the pixels comes before decoding
   // them: a refused (or cancelled) job must not cost a frame's decode (~1 s, 270 MB).
+  SPEXD_RETURN_IF_ERROR(PrepareDesiOptions());
   SPEXD_RETURN_IF_ERROR(PrepareGeometry(input_.height(), input_.width()));
   if (Stopped()) return StopStatus();
   SPEXD_RETURN_IF_ERROR(input_.Decode());

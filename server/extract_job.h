@@ -121,6 +121,11 @@ class ExtractJob : public Job, public std::enable_shared_from_this<ExtractJob> {
   absl::Status PrepareStages();
   // The warm geometry for the image's shape; refuses a grid too long for one message.
   absl::Status PrepareGeometry(int height, int width);
+  // desi_extract_spectra's -f and --barycentric-correction (server/extract_job_desi.cc):
+  // checks the request's FIBERMAP and, with --barycentric-correction, re-plans the request
+  // on the corrected grid (request_.plan) before the geometry is planned, and hands the
+  // uncorrected grid and HELIOCOR to output_. Needs input_ opened.
+  absl::Status PrepareDesiOptions();
   absl::Status Extract(core::Backend& backend);
   // The worker's half of the numerical-health hook (issue 23).
   void StartHealth(const core::Backend& backend);

@@ -83,13 +83,16 @@ absl::Status JobInput::Decode() {
     shape.width = width_;
     shape.source_name = in_img_;
     image_.emplace(std::move(shape));
-    return absl::OkStatus();
+  } else {
+    absl::StatusOr<core::PreprocImage> decoded = reader_->Read();
+    reader_.reset();
+    if (!decoded.ok()) return Shown(decoded.status());
+    image_.emplace(*std::move(decoded));
+    SPEXD_RETURN_IF_ERROR(core::CheckImageHasValidPixel(*image_));
   }
-  absl::StatusOr<core::PreprocImage> decoded = reader_->Read();
-  reader_.reset();
-  if (!decoded.ok()) return Shown(decoded.status());
-  image_.emplace(*std::move(decoded));
-  return core::CheckImageHasValidPixel(*image_);
+  const std::string& fibermap = request_.header.fibermap_fits();
+  if (!fibermap.empty()) image_->fibermap_fits = fibermap;  // -f
+  return absl::OkStatus();
 }
 
 absl::Status JobInput::Shown(const absl::Status& status) const {

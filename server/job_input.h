@@ -34,9 +34,13 @@ class JobInput {
   int width() const { return width_; }
   // Decodes the pixels (INVALID_ARGUMENT when none is valid); for a device frame only
   // records the shape: device frames are not scanned on the host (style.md), and one
-  // without a valid pixel ends with FAILED_PRECONDITION (no usable bin).
+  // without a valid pixel ends with FAILED_PRECONDITION (no usable bin). The request's
+  // fibermap_fits (desi_extract_spectra -f) replaces the image's FIBERMAP.
   absl::Status Decode();
 
+  // The reader of a file or upload between Open and Decode (its headers: RA, MJD-OBS and
+  // the FIBERMAP for --barycentric-correction); null for a frame in CUDA regions.
+  core::PreprocReader* reader() { return reader_.has_value() ? &*reader_ : nullptr; }
   // The decoded image (the shape alone for a device frame): set by Decode.
   std::optional<core::PreprocImage>& image() { return image_; }
   // The frame in CUDA regions, when the request names one.

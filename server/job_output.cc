@@ -74,9 +74,13 @@ absl::Status JobOutput::Prepare(std::shared_ptr<const core::Geometry> geometry,
 absl::Status JobOutput::PrepareHeader(const std::vector<int>& bundles,
                                       const core::PreprocImage& image) {
   // What a client needs to write the desispec frame; the grid is the validated request's.
-  const v1::FrameHeader header =
+  v1::FrameHeader header =
       FrameHeaderToProto(request_.header.psf_id(), geometry_->plan(), bundles, image,
-                         request_.psf->in_psf().value_or(""), request_.plan->grid());
+                         request_.psf->in_psf().value_or(""), RecordedGrid());
+  if (bary_.factor != 1.0) {  // --barycentric-correction: the uncorrected grid, and HELIOCOR
+    header.mutable_wave()->Assign(bary_.wave.begin(), bary_.wave.end());
+    header.set_heliocor(bary_.factor);
+  }
   // Serialized here, on the loader thread; the worker adds the queue time and the backend.
   header_bytes_ = header.SerializeAsString();
   if (header_bytes_.size() > static_cast<std::size_t>(env_.limits.max_message_bytes)) {
@@ -173,7 +177,11 @@ absl::Status JobOutput::Finish(const core::ExtractionSummary& backend_summary,
     const Clock::time_point t0 = Clock::now();
     core::Frame frame = assembler_->Finish();
     assembler_.reset();
-    health_.CountFrame(frame);
+    const core::MaskPolicy policy = request_.plan->params().mask_policy;
+    if (policy == core::MaskPolicy::kDesispecExact) {
+      core::ComputeSpecMask(&frame, policy);  // desispec's exact ALLBADPIX rule
+    }
+    health_.CountFrame(frame);  // after the final specmask: the counts are the served bits
     if (output_writer_.has_value()) {
       const Clock::time_point t1 = Clock::now();
       SPEXD_RETURN_IF_ERROR(output_writer_->WriteMask(frame));
@@ -198,10 +206,14 @@ absl::Status JobOutput::Finish(const core::ExtractionSummary& backend_summary,
   return absl::OkStatus();
 }
 
-absl::Status JobOutput::WriteFrameFile(const core::Frame& frame, v1::ExtractSummary* summary) {
+const core::GridRequest& JobOutput::RecordedGrid() const {
+  return bary_.factor != 1.0 ? bary_.grid : request_.plan->grid();
+}
+
+absl::Status JobOutput::WriteFrameFile(core::Frame& frame, v1::ExtractSummary* summary) {
   const v1::ExtractHeader& h = request_.header;
   const core::Psf& psf = *request_.psf;
-  const core::GridRequest& grid = request_.plan->grid();
+  const core::GridRequest& grid = RecordedGrid();
   core::FrameMetadata meta;
   meta.image_header = image_header_;
   meta.fibermap_fits = fibermap_fits_;
@@ -211,6 +223,9 @@ absl::Status JobOutput::WriteFrameFile(const core::Frame& frame, v1::ExtractSumm
   meta.wmin = grid.wmin;
   meta.wmax = grid.wmax;
   meta.dw = grid.dw;
+  meta.heliocor = bary_.factor;
+  meta.scores = request_.plan->params().scores;
+  if (bary_.factor != 1.0) frame.wave = bary_.wave;
   SPEXD_ASSIGN_OR_RETURN(std::string fits, core::FrameToFits(frame, meta));
   // A .gz name gets gzip, as CFITSIO and desispec write it.
   SPEXD_ASSIGN_OR_RETURN(fits, core::FitsBytesForPath(h.server_output_path(), std::move(fits)));

@@ -17,6 +17,7 @@
 #include "absl/status/status.h"
 #include "core/backend/backend.h"
 #include "core/frame/frame.h"
+#include "core/plan/barycentric.h"
 #include "core/plan/geometry.h"
 #include "server/data_roots.h"
 #include "server/frame_health.h"
@@ -49,6 +50,11 @@ class JobOutput {
                        const std::vector<int>& bundles, const core::PreprocImage& image,
                        const std::string& in_img, const std::vector<DataRoots::FileId>& read_files);
 
+  // Loader thread, before Prepare: desi_extract_spectra --barycentric-correction's HELIOCOR
+  // and the uncorrected grid that the FrameHeader and the frame file record in place of
+  // the (corrected) plan's. Without it, factor 1 and the plan's grid.
+  void SetBarycentric(core::BarycentricGrid bary) { bary_ = std::move(bary); }
+
   // Worker: sends the FrameHeader with what is known only now. False once the call is
   // cancelled or broken.
   bool SendHeader(double queue_seconds, const std::string& backend);
@@ -74,7 +80,10 @@ class JobOutput {
   absl::Status CheckOutputPath(const std::vector<DataRoots::FileId>& read_files);
   absl::Status HandOver(const core::BundleResult& bundle, double seconds);
   // The server-side desispec frame file; its path goes into `summary`.
-  absl::Status WriteFrameFile(const core::Frame& frame, v1::ExtractSummary* summary);
+  // The wavelengths become the uncorrected grid under --barycentric-correction.
+  absl::Status WriteFrameFile(core::Frame& frame, v1::ExtractSummary* summary);
+  // The grid the outputs record: uncorrected under --barycentric-correction.
+  const core::GridRequest& RecordedGrid() const;
   absl::Status SendModel(std::vector<double> model);
 
   const JobEnvironment& env_;
@@ -84,6 +93,7 @@ class JobOutput {
   std::function<absl::Status()> stop_status_;
 
   std::shared_ptr<const core::Geometry> geometry_;
+  core::BarycentricGrid bary_;  // factor 1 without --barycentric-correction
   std::string header_bytes_;  // the FrameHeader, serialized by Prepare
   // What the frame file records of the input (the decoded image is freed earlier).
   std::vector<std::string> image_header_;

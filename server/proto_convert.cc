@@ -116,6 +116,8 @@ absl::StatusOr<core::ExtractionParams> ParamsFromProto(const v1::ExtractionParam
   if (p.has_pixpad_frac()) out.pixpad_frac = p.pixpad_frac();
   if (p.has_regularize()) out.regularize = p.regularize();
   if (p.has_psferr()) out.psferr = p.psferr();
+  out.barycentric_correction = p.barycentric_correction();
+  out.scores = !p.no_scores();
   switch (p.compat()) {
     case v1::COMPAT_UNSPECIFIED:
     case v1::COMPAT_GPU:
@@ -134,6 +136,9 @@ absl::StatusOr<core::ExtractionParams> ParamsFromProto(const v1::ExtractionParam
       break;
     case v1::MASK_POLICY_ANY_BIT:
       out.mask_policy = core::MaskPolicy::kAnyBit;
+      break;
+    case v1::MASK_POLICY_DESISPEC_EXACT:
+      out.mask_policy = core::MaskPolicy::kDesispecExact;
       break;
     default:
       return absl::InvalidArgumentError(absl::StrCat("unknown mask_policy value ", p.mask_policy()));

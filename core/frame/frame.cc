@@ -88,18 +88,19 @@ Frame FrameAssembler::Finish() {
   return std::move(frame_);
 }
 
-uint32_t LocalMaskBits(double pf, bool failed) {
+uint32_t LocalMaskBits(double pf, bool failed, MaskPolicy policy) {
   uint32_t m = 0;
   if (pf > 0.5) m |= kSomeBadPix;
   // desispec tests == 1.0; a normalised stamp sums to 1 only up to rounding that
   // depends on summation order, so allow 1e-12 (deliberate: a fully masked bin must
-  // not escape ALLBADPIX by one ulp).
-  if (pf >= 1.0 - 1e-12) m |= kAllBadPix;
+  // not escape ALLBADPIX by one ulp). kDesispecExact keeps desispec's == 1.0.
+  const double all_bad = policy == MaskPolicy::kDesispecExact ? 1.0 : 1.0 - 1e-12;
+  if (pf >= all_bad) m |= kAllBadPix;
   if (failed) m |= kBad2DFit;
   return m;
 }
 
-void ComputeSpecMask(Frame* f) {
+void ComputeSpecMask(Frame* f, MaskPolicy policy) {
   const int ns = f->nspec, nw = f->nwave;
   f->mask.assign(static_cast<std::size_t>(ns) * nw, 0);
   std::vector<double> med_wave(nw), med_fiber(ns), tmp;
@@ -116,7 +117,7 @@ void ComputeSpecMask(Frame* f) {
     for (int w = 0; w < nw; ++w) {
       const std::size_t i = static_cast<std::size_t>(s) * nw + w;
       uint32_t m = LocalMaskBits(f->pixmask_fraction[i],
-                                 !f->failed_bins.empty() && f->failed_bins[i] != 0);
+                                 !f->failed_bins.empty() && f->failed_bins[i] != 0, policy);
       const double c = f->chi2pix[i];
       if (c > 5 * med_wave[w] && c > 5 * med_fiber[s]) m |= kBad2DFit;
       f->mask[i] = m;

@@ -8,6 +8,7 @@
 
 #include "absl/status/status.h"
 #include "core/frame/extraction_result.h"
+#include "core/io/preproc.h"
 #include "core/plan/geometry.h"
 
 namespace spexd::core {
@@ -49,12 +50,17 @@ class FrameAssembler {
 // desispec specmask (spec §2.13): SOMEBADPIX where pixmask_fraction > 0.5, ALLBADPIX where
 // it is 1, BAD2DFIT where chi2pix exceeds 5x both its fibre-median and its
 // wavelength-median; bins of failed patches get BAD2DFIT too (spexd addition).
-void ComputeSpecMask(Frame* frame);
+// ALLBADPIX: spexd flags pixmask_fraction >= 1 - 1e-12 (a fully masked bin whose stamp
+// sums to 1 only up to rounding stays flagged); MaskPolicy::kDesispecExact uses
+// desispec's == 1.0, which depends on the summation order (docs/python-client.md).
+void ComputeSpecMask(Frame* frame, MaskPolicy policy = MaskPolicy::kDesispec);
 
 // The specmask bits of one bin that need nothing frame-wide (spec §2.13): SOMEBADPIX and
 // ALLBADPIX from its pixmask_fraction, BAD2DFIT when its patch failed. ComputeSpecMask
-// adds the chi2pix rule, which needs the frame's medians.
-uint32_t LocalMaskBits(double pixmask_fraction, bool failed);
+// adds the chi2pix rule, which needs the frame's medians. `policy` picks the ALLBADPIX
+// threshold as ComputeSpecMask does.
+uint32_t LocalMaskBits(double pixmask_fraction, bool failed,
+                       MaskPolicy policy = MaskPolicy::kDesispec);
 
 // numpy.median of a copy of the values (mean of the two middle ones for even sizes).
 double Median(std::vector<double> values);

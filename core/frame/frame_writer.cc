@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/io/fits_file.h"
+#include "core/frame/desi_conventions.h"
 #include "core/frame/internal/frame_scores.h"
 #include "core/io/internal/gzip.h"
 #include "core/base/status_macros.h"
@@ -53,22 +54,53 @@ absl::Status SetDependency(FitsFile* f, const std::string& name, const std::stri
   return absl::OkStatus();  // 100 dependencies already recorded: desiutil gives up silently too
 }
 
+// The input's IMAGE cards without the COMMENT cards the new HDU already has (CFITSIO
+// writes the standard FITS COMMENT pair on every primary HDU, and so does the input's).
+std::vector<std::string> NewCards(FitsFile* f, const std::vector<std::string>& cards) {
+  std::vector<std::string> existing;
+  int nkeys = 0, more = 0, status = 0;
+  fits_get_hdrspace(f->get(), &nkeys, &more, &status);
+  char record[FLEN_CARD];
+  for (int i = 1; status == 0 && i <= nkeys; ++i) {
+    if (fits_read_record(f->get(), i, record, &status) == 0 && absl::StartsWith(record, "COMMENT")) {
+      existing.emplace_back(record);
+    }
+  }
+  std::vector<std::string> out;
+  for (const std::string& card : cards) {
+    std::string trimmed = card.substr(0, card.find_last_not_of(' ') + 1);
+    bool dup = false;
+    for (const std::string& e : existing) {
+      dup |= absl::StartsWith(card, "COMMENT") && e.substr(0, e.find_last_not_of(' ') + 1) == trimmed;
+    }
+    if (!dup) out.push_back(card);
+  }
+  return out;
+}
+
+// The FLUX (and model) header in desi_extract_spectra's order: the input's cards, HELIOCOR,
+// NSPEC .. IN_IMG, DEPNAMnn/DEPVERnn (desiutil.depend.add_dependencies), ORIG_PSF, BUNIT
+// (updated in place when the input has it), FIBERMIN (added by desispec's write_frame).
 absl::Status WriteFrameHeader(FitsFile* f, const Frame& frame, const FrameMetadata& meta) {
-  SPEXD_RETURN_IF_ERROR(f->WriteCards(meta.image_header));
+  SPEXD_RETURN_IF_ERROR(f->WriteCards(NewCards(f, meta.image_header)));
+  if (meta.heliocor != 1.0) SPEXD_RETURN_IF_ERROR(f->WriteKey("HELIOCOR", meta.heliocor, nullptr));
   SPEXD_RETURN_IF_ERROR(f->WriteKey("NSPEC", static_cast<long>(frame.nspec), "Number of spectra"));
   SPEXD_RETURN_IF_ERROR(f->WriteKey("WAVEMIN", meta.wmin, "First wavelength [Angstroms]"));
   SPEXD_RETURN_IF_ERROR(f->WriteKey("WAVEMAX", meta.wmax, "Last wavelength [Angstroms]"));
   SPEXD_RETURN_IF_ERROR(f->WriteKey("WAVESTEP", meta.dw, "Wavelength step size [Angstroms]"));
   SPEXD_RETURN_IF_ERROR(f->WriteKey("SPECTER", std::string(kSpexdVersion), "spexd version"));
-  SPEXD_RETURN_IF_ERROR(f->WriteKey("IN_PSF", meta.in_psf, "Input spectral PSF"));
-  SPEXD_RETURN_IF_ERROR(f->WriteKey("IN_IMG", meta.in_img, "Input image"));
-  if (!meta.orig_psf.empty()) {
-    SPEXD_RETURN_IF_ERROR(f->WriteKey("ORIG_PSF", meta.orig_psf, "Original input PSF"));
-  }
-  SPEXD_RETURN_IF_ERROR(f->WriteKey("FIBERMIN", static_cast<long>(frame.specmin), "First fibre"));
-  SPEXD_RETURN_IF_ERROR(f->WriteKey("BUNIT", std::string("electron/Angstrom"), nullptr));
+  SPEXD_RETURN_IF_ERROR(f->WriteKey("IN_PSF", ShortenDesiPath(meta.in_psf), "Input spectral PSF"));
+  SPEXD_RETURN_IF_ERROR(f->WriteKey("IN_IMG", ShortenDesiPath(meta.in_img), nullptr));
+  // Provenance: the software that made and wrote the numbers (the same for a local run,
+  // the server and spexctl over the server), then desiutil's environment entries.
   SPEXD_RETURN_IF_ERROR(SetDependency(f, "spexd", kSpexdVersion));
   SPEXD_RETURN_IF_ERROR(SetDependency(f, "cfitsio", kCfitsioVersion));
+  for (const auto& [name, value] : DesiEnvironmentDependencies()) {
+    SPEXD_RETURN_IF_ERROR(SetDependency(f, name, value));
+  }
+  if (!meta.orig_psf.empty()) SPEXD_RETURN_IF_ERROR(f->WriteKey("ORIG_PSF", meta.orig_psf, nullptr));
+  SPEXD_RETURN_IF_ERROR(f->WriteKey("BUNIT", std::string("electron/Angstrom"), nullptr));
+  SPEXD_RETURN_IF_ERROR(f->WriteKey("FIBERMIN", static_cast<long>(frame.specmin), nullptr));
   return absl::OkStatus();
 }
 
@@ -114,8 +146,29 @@ absl::Status CopyFibermap(FitsFile* out, const Frame& frame, const FrameMetadata
   const long last = frame.specmin + frame.nspec;
   if (status == 0 && nrows > last) fits_delete_rows(out->get(), last + 1, nrows - last, &status);
   if (status == 0 && frame.specmin > 0) fits_delete_rows(out->get(), 1, frame.specmin, &status);
+  // desispec writes the fibermap's header keys (an astropy Table's meta) before EXTNAME.
+  char extname[FLEN_CARD];
+  if (status == 0 && fits_read_card(out->get(), "EXTNAME", extname, &status) == 0) {
+    fits_delete_key(out->get(), "EXTNAME", &status);
+    fits_write_record(out->get(), extname, &status);
+  }
   if (status != 0) return out->Error(status, "copying FIBERMAP");
+  SPEXD_RETURN_IF_ERROR(NulPadTableStrings(out));
   return Checksum(out);
+}
+
+// CFITSIO writes an unsigned image's BZERO before BSCALE; astropy (desispec) the other
+// way round. Moves the BSCALE card in front of BZERO (the data are already written).
+absl::Status ScaleCardsInAstropyOrder(FitsFile* f) {
+  int status = 0, nkeys = 0, position = 0;
+  char bscale[FLEN_CARD], bzero[FLEN_CARD];
+  fits_read_card(f->get(), "BSCALE", bscale, &status);
+  fits_delete_key(f->get(), "BSCALE", &status);
+  fits_read_card(f->get(), "BZERO", bzero, &status);
+  fits_get_hdrpos(f->get(), &nkeys, &position, &status);  // position: the card after BZERO
+  fits_insert_record(f->get(), position - 1, bscale, &status);
+  if (status != 0) return f->Error(status, "ordering BSCALE/BZERO");
+  return absl::OkStatus();
 }
 
 std::atomic<unsigned> g_tmp_counter{0};
@@ -133,6 +186,7 @@ absl::StatusOr<std::string> FrameToFits(const Frame& frame, const FrameMetadata&
   SPEXD_RETURN_IF_ERROR(f.WriteImage<float>("IVAR", {nw, ns}, ivar.data()));
   SPEXD_RETURN_IF_ERROR(Checksum(&f));
   SPEXD_RETURN_IF_ERROR(f.WriteImage<uint32_t>("MASK", {nw, ns}, frame.mask.data()));
+  SPEXD_RETURN_IF_ERROR(ScaleCardsInAstropyOrder(&f));
   SPEXD_RETURN_IF_ERROR(Checksum(&f));
   SPEXD_RETURN_IF_ERROR(f.WriteImage<double>("WAVELENGTH", {nw}, frame.wave.data()));
   SPEXD_RETURN_IF_ERROR(f.WriteKey("BUNIT", std::string("Angstrom"), nullptr));
@@ -144,7 +198,7 @@ absl::StatusOr<std::string> FrameToFits(const Frame& frame, const FrameMetadata&
   auto chi2 = ToFloat(frame.chi2pix);
   SPEXD_RETURN_IF_ERROR(f.WriteImage<float>("CHI2PIX", {nw, ns}, chi2.data()));
   SPEXD_RETURN_IF_ERROR(Checksum(&f));
-  SPEXD_RETURN_IF_ERROR(WriteScores(&f, ComputeRawScores(frame), ns));
+  if (meta.scores) SPEXD_RETURN_IF_ERROR(WriteScores(&f, ComputeRawScores(frame), ns));
   return f.TakeMemory();
 }
 
@@ -152,9 +206,12 @@ absl::StatusOr<std::string> ModelToFits(const Frame& frame, const FrameMetadata&
   if (frame.model.empty()) return absl::FailedPreconditionError("frame has no model image");
   SPEXD_ASSIGN_OR_RETURN(FitsFile f, FitsFile::CreateMemory("model"));
   SPEXD_RETURN_IF_ERROR(f.WriteImage<double>(
-      "MODEL", {static_cast<long>(frame.model_width), static_cast<long>(frame.model_height)},
+      "IMAGE", {static_cast<long>(frame.model_width), static_cast<long>(frame.model_height)},
       frame.model.data()));
   SPEXD_RETURN_IF_ERROR(WriteFrameHeader(&f, frame, meta));
+  int status = 0;
+  fits_delete_key(f.get(), "EXTEND", &status);  // one HDU: desispec's file has no EXTEND
+  if (status != 0) return f.Error(status, "writing the model header");
   SPEXD_RETURN_IF_ERROR(Checksum(&f));
   return f.TakeMemory();
 }

@@ -19,6 +19,8 @@ struct FrameMetadata {
   std::string in_img;                     // IN_IMG value (input image path)
   std::string orig_psf;                   // ORIG_PSF (the PSF's own IN_PSF), optional
   double wmin = 0, wmax = 0, dw = 0;      // requested grid (WAVEMIN, WAVEMAX, WAVESTEP)
+  double heliocor = 1.0;                  // HELIOCOR, written when != 1 (--barycentric-correction)
+  bool scores = true;                     // SCORES HDU (desi_extract_spectra --no-scores: false)
 };
 
 // Builds the frame file in memory: FLUX (primary), IVAR, MASK (uint32), WAVELENGTH,
@@ -29,7 +31,8 @@ struct FrameMetadata {
 // server and spexctl over the server, whose files are equal) and CHECKSUM/DATASUM on
 // every HDU.
 absl::StatusOr<std::string> FrameToFits(const Frame& frame, const FrameMetadata& meta);
-// Model image file: a primary float64 [H][W] image with the frame header.
+// Model image file: a primary float64 [H][W] image, EXTNAME IMAGE, with the frame header
+// (as desi_extract_spectra --model writes it).
 absl::StatusOr<std::string> ModelToFits(const Frame& frame, const FrameMetadata& meta);
 
 // Writes bytes to `path` atomically: a temporary file in the same directory, fsync,

@@ -252,6 +252,23 @@ absl::Status PreprocReader::ReadFibermap(PreprocImage* frame) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<std::pair<std::vector<std::string>, std::string>> PreprocReader::Headers() {
+  std::pair<std::vector<std::string>, std::string> out;
+  SPEXD_RETURN_IF_ERROR(file_.MoveToHdu("IMAGE"));
+  SPEXD_ASSIGN_OR_RETURN(out.first, file_.ReadUserCards());
+  if (has_fibermap_) {
+    SPEXD_RETURN_IF_ERROR(file_.MoveToHdu("FIBERMAP"));
+    SPEXD_ASSIGN_OR_RETURN(out.second, CopyFibermap(file_));
+  }
+  return out;
+}
+
+absl::StatusOr<std::string> ReadFibermapFile(const std::string& path) {
+  SPEXD_ASSIGN_OR_RETURN(FitsFile file, FitsFile::OpenRead(path));
+  SPEXD_RETURN_IF_ERROR(file.MoveToHdu("FIBERMAP"));
+  return CopyFibermap(file);
+}
+
 // Over 100 lines: a plain file's planes are decoded in one parallel pass, task 0 reading
 // MASK and FIBERMAP on the CFITSIO handle while the others decode chunks and apply the
 // pixel rules while each is in cache; the tasks share the chunk bookkeeping (mask_ready,

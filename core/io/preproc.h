@@ -20,6 +20,9 @@ namespace spexd::core {
 enum class MaskPolicy {
   kDesispec,  // MASK & 0x2FF != 0 -> ivar = 0 (desi_extract_spectra; default)
   kAnyBit,    // MASK != 0 -> ivar = 0 (gpu_specter's spex)
+  // As kDesispec for pixels; the frame's ALLBADPIX bit then uses desispec's exact rule
+  // (pixmask_fraction == 1.0) instead of spexd's >= 1 - 1e-12 (core/frame/frame.h).
+  kDesispecExact,
 };
 inline constexpr uint32_t kDesispecExtractMask = 0x2FF;
 
@@ -27,7 +30,7 @@ inline constexpr uint32_t kDesispecExtractMask = 0x2FF;
 // (bits 0-7 and 9; bit 8 BADREADNOISE is kept) or, for kAnyBit, gpu_specter's spex.
 // Spec §2.1 and "Decisions".
 inline uint16_t MaskBadBits(MaskPolicy policy) {
-  return policy == MaskPolicy::kDesispec ? static_cast<uint16_t>(kDesispecExtractMask)
+  return policy != MaskPolicy::kAnyBit ? static_cast<uint16_t>(kDesispecExtractMask)
                                          : static_cast<uint16_t>(0xFFFF);
 }
 
@@ -110,6 +113,10 @@ class PreprocReader {
   // those CFITSIO gives (core/io/internal/plane_decode.h).
   absl::StatusOr<PreprocImage> Read();
 
+  // The IMAGE header cards and the FIBERMAP (FITS bytes, "" without one), without
+  // decoding the planes: what --barycentric-correction needs before the grid is planned.
+  absl::StatusOr<std::pair<std::vector<std::string>, std::string>> Headers();
+
  private:
   PreprocReader(FitsFile file, const PreprocOptions& options, const FitsSizeLimits& limits,
                 StopFn stop)
@@ -132,6 +139,10 @@ class PreprocReader {
   FitsFile::ImageInfo image_info_;
   bool has_mask_ = false, has_fibermap_ = false;
 };
+
+// The FIBERMAP HDU of a fibermap file (desi_extract_spectra -f), as the FITS bytes a
+// PreprocImage carries.
+absl::StatusOr<std::string> ReadFibermapFile(const std::string& path);
 
 // PreprocReader::Open (or OpenMemory on a copy of the bytes), then Read.
 absl::StatusOr<PreprocImage> ReadPreproc(const std::string& path, const PreprocOptions& options);

@@ -46,6 +46,11 @@ struct ExtractionParams {
   Compat compat = Compat::kGpu;
   MaskPolicy mask_policy = MaskPolicy::kDesispec;
   bool want_model = false;
+  // desi_extract_spectra --barycentric-correction: extract on the grid divided by the
+  // factor of core/plan/barycentric.h, write the uncorrected grid and HELIOCOR.
+  bool barycentric_correction = false;
+  // desi_extract_spectra --no-scores: false leaves out the SCORES HDU.
+  bool scores = true;
 };
 
 // Valid ranges of the parameters (inclusive), documented in docs/service.md. Real DESI

@@ -336,11 +336,7 @@ absl::StatusOr<SimFrame> SimulateFrame(const Psf& psf, const SimSpectra& spectra
   frame.ivar.resize(npix);
   frame.mask.assign(npix, 0);
   // Amplifier quadrants of the whole CCD, also in a cut-out.
-  const int amp_y = psf.npix_y() / 2, amp_x = psf.npix_x() / 2;
-  auto read_noise = [&](int y, int x) {
-    if (o.read_noise.size() == 1) return o.read_noise[0];
-    return o.read_noise[static_cast<std::size_t>((y >= amp_y ? 2 : 0) + (x >= amp_x ? 1 : 0))];
-  };
+  auto read_noise = [&](int y, int x) { return SimReadNoise(o, psf.npix_y(), psf.npix_x(), y, x); };
   ParallelFor(pool, nthreads, H, [&](int, int y) {
     Rng r(StreamSeed(o.seed, kNoiseStream, static_cast<uint64_t>(y)));
     for (int x = 0; x < W; ++x) {
@@ -373,6 +369,12 @@ absl::StatusOr<SimFrame> SimulateFrame(const Psf& psf, const SimSpectra& spectra
     }
   }
   return frame;
+}
+
+double SimReadNoise(const SimOptions& o, int frame_height, int frame_width, int y, int x) {
+  if (o.read_noise.size() == 1) return o.read_noise[0];
+  const int amp_y = frame_height / 2, amp_x = frame_width / 2;
+  return o.read_noise[static_cast<std::size_t>((y >= amp_y ? 2 : 0) + (x >= amp_x ? 1 : 0))];
 }
 
 PreprocImage ToPreprocImage(const SimFrame& frame, MaskPolicy policy) {

@@ -113,6 +113,10 @@ struct SimFrame {
   double photons_on_ccd = 0;   // sum of the noiseless model
 };
 
+// Read noise [e-] of pixel (y, x) of a CCD of `frame_height` x `frame_width` (the PSF's): one
+// value, or the amplifier quadrants A (low y, low x), B, C, D.
+double SimReadNoise(const SimOptions& options, int frame_height, int frame_width, int y, int x);
+
 // Projects `spectra` through `psf` and adds noise as `options` say. Runs on
 // options.num_threads threads (the result does not depend on it) and holds the full CCD
 // in memory (model float64 + image, ivar float32 + mask: ~300 MB for an r frame).

@@ -204,6 +204,10 @@ absl::Status WritePreproc(const std::string& path, const Psf& psf, const SimSpec
       const double rn = o.read_noise[o.read_noise.size() == 1 ? 0 : a];
       SPEXD_RETURN_IF_ERROR(f.WriteKey(amps[a], rn, "read noise [e-]"));
     }
+    // desispec.io.read_image needs an RDNOISE key or a READNOISE HDU (written below).
+    if (o.read_noise.size() == 1) {
+      SPEXD_RETURN_IF_ERROR(f.WriteKey("RDNOISE", o.read_noise[0], "Read noise [RMS electrons/pixel]"));
+    }
     const std::string psf_name = psf.source_name().substr(psf.source_name().rfind('/') + 1);
     SPEXD_RETURN_IF_ERROR(f.WriteKey("SIMPSF", psf_name, "PSF used for the simulation"));
     SPEXD_RETURN_IF_ERROR(f.WriteKey(
@@ -219,6 +223,19 @@ absl::Status WritePreproc(const std::string& path, const Psf& psf, const SimSpec
     if (status != 0) return f.Error(status, "enabling compression");
     SPEXD_RETURN_IF_ERROR(f.WriteImage<int16_t>("MASK", naxes, frame.mask.data()));
     fits_set_compression_type(f.get(), NOCOMPRESS, &status);
+    // READNOISE: per-pixel read noise, the HDU desispec.io.write_image adds before FIBERMAP.
+    // Uncompressed: CFITSIO takes any nonzero request (NOCOMPRESS too) as tile compression.
+    fits_set_compression_type(f.get(), 0, &status);
+    if (status != 0) return f.Error(status, "disabling compression");
+    std::vector<float> readnoise(static_cast<std::size_t>(frame.width) * frame.height);
+    for (int y = 0; y < frame.height; ++y) {
+      for (int x = 0; x < frame.width; ++x) {
+        readnoise[static_cast<std::size_t>(y) * frame.width + x] =
+            static_cast<float>(SimReadNoise(o, psf.npix_y(), psf.npix_x(), y, x));
+      }
+    }
+    SPEXD_RETURN_IF_ERROR(f.WriteImage<float>("READNOISE", naxes, readnoise.data()));
+    SPEXD_RETURN_IF_ERROR(f.WriteKey("BUNIT", std::string("electron"), "read noise per pixel"));
     // FIBERMAP: one row per PSF fibre; fibres not simulated are unassigned (NON, bit 0).
     const int nspec = psf.nspec();
     std::vector<int32_t> fiber(static_cast<std::size_t>(nspec)), status_bits(fiber.size(), 1);

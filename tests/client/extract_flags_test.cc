@@ -129,5 +129,39 @@ TEST(ExtractFlags, HelpMarksTheDeprecatedSpellings) {
   EXPECT_THAT(help, HasSubstr("not where the work runs"));
 }
 
+// desi_extract_spectra's remaining options: names, defaults and meaning.
+TEST(ExtractFlags, DesiExtractSpectraOptionsAccepted) {
+  absl::StatusOr<ExtractCommand> d = Parse({"-i", "in.fits", "-p", "psf.fits", "-o", "out.fits"});
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->params.pixpad_frac, 0.8);
+  EXPECT_EQ(d->params.wavepad_frac, 0.2);
+  EXPECT_FALSE(d->params.barycentric_correction);
+  EXPECT_TRUE(d->params.scores);
+  EXPECT_EQ(d->params.compat, core::Compat::kGpu);
+  absl::StatusOr<ExtractCommand> c =
+      Parse({"-i", "in.fits", "-p", "psf.fits", "-o", "out.fits", "-f", "fibermap.fits",
+             "--barycentric-correction", "--no-scores", "-r", "0.1", "--pixpad-frac", "0.5",
+             "--wavepad-frac", "0.3", "--no-gpu", "--use-specter", "-v",
+             "--mask-policy", "desispec-exact"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->fibermap, "fibermap.fits");
+  EXPECT_TRUE(c->params.barycentric_correction);
+  EXPECT_FALSE(c->params.scores);
+  EXPECT_EQ(c->params.regularize, 0.1);
+  EXPECT_EQ(c->params.pixpad_frac, 0.5);
+  EXPECT_EQ(c->params.wavepad_frac, 0.3);
+  EXPECT_TRUE(c->verbose);
+  EXPECT_EQ(c->backend, core::BackendKind::kCpu);
+  EXPECT_EQ(c->params.compat, core::Compat::kCpu);  // desispec --no-gpu: gpu_specter's CPU path
+  EXPECT_EQ(c->params.mask_policy, core::MaskPolicy::kDesispecExact);
+  // An explicit --compat wins; --no-gpu with the CUDA backend is a contradiction.
+  auto g = Parse({"-i", "a", "-p", "b", "-o", "c", "--no-gpu", "--compat", "gpu"});
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_EQ(g->params.compat, core::Compat::kGpu);
+  auto bad = Parse({"-i", "a", "-p", "b", "-o", "c", "--no-gpu", "--backend", "cuda"});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.status().message(), HasSubstr("--no-gpu"));
+}
+
 }  // namespace
 }  // namespace spexd::client

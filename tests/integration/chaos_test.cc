@@ -304,11 +304,20 @@ TEST(ChaosTest, ClientProcessKilledMidStreamFreesItsWorkerWithinASecond) {
   const double freed_after = SecondsSince(killed);
   EXPECT_LE(freed_after, 1.0) << "worker busy " << freed_after << " s after the client died";
   EXPECT_LT(s.bundles->load(), 10);  // it stopped, it did not run the frame to the end
-  const std::string metrics = s.server->metrics().Serialize();
+  std::string metrics = s.server->metrics().Serialize();
   EXPECT_TRUE(absl::StrContains(metrics, "spexd_worker_busy{worker=\"0\"} 0") ||
               absl::StrContains(metrics, "spexd_worker_busy{device=\"cpu\",worker=\"0\"} 0"))
       << metrics;
-  EXPECT_TRUE(absl::StrContains(metrics, "spexd_inflight_requests 0")) << metrics;
+  // The worker is freed first; the RPC handler then unwinds on its own gRPC thread, so the
+  // in-flight gauge reaches 0 a moment later (under TSan, up to seconds: CI 2026-11-23).
+  // What this test promises is the worker, above; the call must still end, within 10 s.
+  EXPECT_TRUE(WaitUntil(
+      [&] {
+        metrics = s.server->metrics().Serialize();
+        return absl::StrContains(metrics, "spexd_inflight_requests 0");
+      },
+      10))
+      << metrics;
   // The freed worker serves the next client.
   EXPECT_TRUE(RemoteExtractFrame(*c, SmallHeader(s.psf_id), &Inputs().frame_bytes).ok());
 }

@@ -37,29 +37,6 @@ double Since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-bool WaitFor(const std::function<bool()>& done, double seconds) {
-  const auto end = Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                      std::chrono::duration<double>(seconds));
-  while (Clock::now() < end) {
-    if (done()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return done();
-}
-
-// The value of one metric series in the exposition text, -1 when absent.
-double MetricValue(server::SpexdServer& s, const std::string& series) {
-  const std::string text = "\n" + s.metrics().Serialize();
-  const std::size_t at = text.find("\n" + series + " ");
-  if (at == std::string::npos) return -1;
-  return std::stod(text.substr(at + series.size() + 2));
-}
-
-std::shared_ptr<grpc::Channel> Channel(const server::SpexdServer& s) {
-  return grpc::CreateChannel(absl::StrCat("127.0.0.1:", s.port()),
-                             grpc::InsecureChannelCredentials());
-}
-
 client::ClientOptions Once() {
   client::ClientOptions o;
   o.max_attempts = 1;

@@ -10,7 +10,10 @@
 #include <cstring>
 #include <thread>
 
+#include <grpcpp/create_channel.h>
+
 #include "absl/strings/str_cat.h"
+#include "server/metrics.h"
 #include "client/remote_frame.h"
 #include "core/backend/extract_frame.h"
 #include "core/plan/geometry.h"
@@ -228,6 +231,29 @@ void ExpectFramesIdentical(const core::Frame& a, const core::Frame& b) {
   EXPECT_EQ(a.counts.skipped, b.counts.skipped);
   EXPECT_EQ(a.counts.retried, b.counts.retried);
   EXPECT_EQ(a.counts.failed, b.counts.failed);
+}
+
+bool WaitFor(const std::function<bool()>& done, double seconds) {
+  using Clock = std::chrono::steady_clock;
+  const auto end = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                      std::chrono::duration<double>(seconds));
+  while (Clock::now() < end) {
+    if (done()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return done();
+}
+
+double MetricValue(server::SpexdServer& s, const std::string& series) {
+  const std::string text = "\n" + s.metrics().Serialize();
+  const std::size_t at = text.find("\n" + series + " ");
+  if (at == std::string::npos) return -1;
+  return std::stod(text.substr(at + series.size() + 2));
+}
+
+std::shared_ptr<grpc::Channel> Channel(const server::SpexdServer& s) {
+  return grpc::CreateChannel(absl::StrCat("127.0.0.1:", s.port()),
+                             grpc::InsecureChannelCredentials());
 }
 
 }  // namespace spexd::testing

@@ -4,11 +4,13 @@
 #define SPEXD_TESTS_INTEGRATION_SERVICE_FIXTURE_H_
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include <grpcpp/channel.h>
 #include "client/spexd_client.h"
 #include "core/backend/backend.h"
 #include "core/plan/extraction_params.h"
@@ -17,6 +19,14 @@
 #include "server/spexd_server.h"
 
 namespace spexd::testing {
+
+// Polls `done` every 20 ms for up to `seconds`; its last answer.
+bool WaitFor(const std::function<bool()>& done, double seconds);
+// The value of one metric series in the server's exposition text, -1 when absent.
+double MetricValue(server::SpexdServer& s, const std::string& series);
+// An insecure channel to the server's loopback port.
+std::shared_ptr<grpc::Channel> Channel(const server::SpexdServer& s);
+
 
 // The grid and fibres every service test extracts: two bundles of 25 fibres on
 // 5760-5800 A (51 bins), so a frame takes a fraction of a second on the CPU backend.

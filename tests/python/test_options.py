@@ -59,6 +59,13 @@ SHARED = {
     "wavepad": BOTH_CLIENTS,
     "regularize": BOTH_CLIENTS,
     "psferr": BOTH_CLIENTS,
+    "wavepad_frac": BOTH_CLIENTS,
+    "pixpad_frac": BOTH_CLIENTS,
+    "barycentric_correction": BOTH_CLIENTS,
+    "no_scores": BOTH_CLIENTS,
+    # The FIBERMAP the frame carries: spexctl -f/--fibermap reads it from a file (Python:
+    # fibermap_path=); Python's fibermap= gives the table of an uploaded array.
+    "fibermap": BOTH_CLIENTS,
 }
 DEPRECATED = {
     "spexctl": {"threads": "cpu_threads", "compat": "reproduce",

@@ -106,5 +106,86 @@ class PackageTest(unittest.TestCase):
         self.assertIn("1 fibres without a valid bin", problems)
 
 
+class FrameKeysTest(unittest.TestCase):
+    """FLAVOR/CAMERA: desispec's write_frame refuses a frame without them, so an upload
+    of arrays without them warns, and flavor=/camera= put them in the header."""
+
+    def test_missing_keys_warn_and_can_be_given(self):
+        import io
+        import warnings
+        from astropy.io import fits
+        from spexd import request
+        from spexd.desi_conventions import FrameKeysWarning
+
+        img = np.zeros((4, 4), np.float32)
+        with self.assertWarnsRegex(FrameKeysWarning, "FLAVOR or CAMERA"):
+            request.preproc_fits_bytes(img, img)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", FrameKeysWarning)
+            data = request.preproc_fits_bytes(img, img, flavor="science", camera="r0")
+        with fits.open(io.BytesIO(data)) as f:
+            self.assertEqual((f[0].header["FLAVOR"], f[0].header["CAMERA"]), ("science", "r0"))
+
+    def test_shortened_paths(self):
+        from spexd.desi_conventions import shorten_path
+
+        saved = {k: os.environ.pop(k, None) for k in
+                 ("DESI_SPECTRO_CALIB", "DESI_SPECTRO_REDUX", "SPECPROD", "DESI_ROOT",
+                  "DESI_ROOT_READONLY")}
+        try:
+            os.environ.update(DESI_SPECTRO_CALIB="/calib", DESI_SPECTRO_REDUX="/redux",
+                              SPECPROD="daily", DESI_ROOT="/redux", DESI_ROOT_READONLY="/ro")
+            self.assertEqual(shorten_path("/calib/psf.fits"), "SPCALIB/psf.fits")
+            self.assertEqual(shorten_path("/redux/daily/preproc/p.fits"),
+                             "SPECPROD/preproc/p.fits")
+            self.assertEqual(shorten_path("/ro/daily/x.fits"), "SPECPROD/x.fits")
+            self.assertEqual(shorten_path("/data/raw.fits"), "/data/raw.fits")
+        finally:
+            for k, v in saved.items():
+                os.environ.pop(k, None)
+                if v is not None:
+                    os.environ[k] = v
+
+
+class InstallTest(unittest.TestCase):
+    """`pip install` of the build tree's package with Debian's Python, offline, into a
+    virtual environment that sees Debian's modules: the package, its stubs and the
+    spexd-desi-extract console script."""
+
+    def test_pip_install_from_build_tree(self):
+        import shutil
+        import subprocess
+        import sys
+        import tempfile
+
+        built = os.path.dirname(os.path.dirname(os.path.abspath(spexd.__file__)))
+        if not os.path.exists(os.path.join(built, "pyproject.toml")):
+            self.skipTest(f"{built} has no pyproject.toml (not the build tree's package)")
+        work = tempfile.mkdtemp(prefix="spexd-pip-")
+        self.addCleanup(shutil.rmtree, work, True)
+        src = os.path.join(work, "src")  # a copy: pip writes build files next to the sources
+        shutil.copytree(built, src, ignore=shutil.ignore_patterns("__pycache__", "build",
+                                                                  "*.egg-info"))
+        venv = os.path.join(work, "venv")
+        subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", venv], check=True)
+        r = subprocess.run([os.path.join(venv, "bin", "pip"), "install", "--no-index",
+                            "--no-build-isolation", src], capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+        r = subprocess.run([os.path.join(venv, "bin", "python"), "-c",
+                            "import spexd, spexd.desi, spexd.v1.spexd_pb2 as pb; "
+                            "print(spexd.__file__, spexd.__version__, "
+                            "pb.MASK_POLICY_DESISPEC_EXACT)"],
+                           capture_output=True, text=True, env=env, cwd=work)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn(venv, r.stdout)
+        self.assertIn(f" {spexd.__version__} 3", r.stdout)
+        r = subprocess.run([os.path.join(venv, "bin", "spexd-desi-extract"), "--help"],
+                           capture_output=True, text=True, env=env, cwd=work)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        for flag in ("--fibermap", "--barycentric-correction", "--no-scores", "--server"):
+            self.assertIn(flag, r.stdout)
+
+
 if __name__ == "__main__":
     unittest.main()

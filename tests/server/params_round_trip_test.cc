@@ -20,7 +20,7 @@ using google::protobuf::FieldDescriptor;
 
 // The fields the round trip below sets and compares; want_model travels in the header,
 // next to the params (ExtractHeader.want_model).
-static_assert(core::FieldCount<core::ExtractionParams>() == 17,
+static_assert(core::FieldCount<core::ExtractionParams>() == 19,
               "core::ExtractionParams changed: handle the field in ParamsToProto "
               "(client/remote_extract.cc), ParamsFromProto (server/proto_convert.cc), "
               "client/python/spexd/request.py and this test");
@@ -37,6 +37,7 @@ void SetEveryField(google::protobuf::Message* m) {
     switch (f->cpp_type()) {
       case FieldDescriptor::CPPTYPE_DOUBLE: r->SetDouble(m, f, 1000.0 + 0.25 * k); break;
       case FieldDescriptor::CPPTYPE_INT32: r->SetInt32(m, f, 100 + k); break;
+      case FieldDescriptor::CPPTYPE_BOOL: r->SetBool(m, f, true); break;
       case FieldDescriptor::CPPTYPE_ENUM: {
         const google::protobuf::EnumDescriptor* e = f->enum_type();
         r->SetEnum(m, f, e->value(e->value_count() - 1));
@@ -87,6 +88,8 @@ TEST(ParamsRoundTripTest, EveryCoreFieldSurvivesClientThenServer) {
   p.compat = core::Compat::kCpu;
   p.mask_policy = core::MaskPolicy::kAnyBit;
   p.want_model = true;
+  p.barycentric_correction = true;
+  p.scores = false;
   absl::StatusOr<core::ExtractionParams> q = server::ParamsFromProto(client::ParamsToProto(p), true);
   ASSERT_TRUE(q.ok()) << q.status();
   EXPECT_EQ(q->has_wavelength, p.has_wavelength);
@@ -106,6 +109,8 @@ TEST(ParamsRoundTripTest, EveryCoreFieldSurvivesClientThenServer) {
   EXPECT_EQ(q->compat, p.compat);
   EXPECT_EQ(q->mask_policy, p.mask_policy);
   EXPECT_EQ(q->want_model, p.want_model);
+  EXPECT_EQ(q->barycentric_correction, p.barycentric_correction);
+  EXPECT_EQ(q->scores, p.scores);
   // Unset optionals stay unset: the PSF's grid and PSFERR apply.
   p.has_wavelength = false;
   p.psferr.reset();

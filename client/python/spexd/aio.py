@@ -124,4 +124,5 @@ class Client:
         stream = BundleStream(self, spec)
         bundles = [b async for b in stream]
         return ExtractionResult(stream.header, bundles, stream.summary, stream.model,
-                                spec.in_psf, spec.in_img)
+                                spec.in_psf, spec.in_img, exact_allbadpix=spec.exact_allbadpix,
+                                want_scores=spec.want_scores)

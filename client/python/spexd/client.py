@@ -38,7 +38,8 @@ class ExtractSpec:
     def __init__(self, image=None, ivar=None, mask=None, fibermap=None, header=None,
                  server_path=None, psf=None, psf_server_path=None, psf_id=None,
                  priority=None, want_model=False, server_output_path=None, bundles=None,
-                 fibers=None, client_tag=None, **params):
+                 fibers=None, client_tag=None, flavor=None, camera=None, fibermap_path=None,
+                 **params):
         if sum(x is not None for x in (psf, psf_server_path, psf_id)) != 1:
             raise ValueError("give exactly one of psf (local file, uploaded), "
                              "psf_server_path or psf_id")
@@ -56,16 +57,20 @@ class ExtractSpec:
             else:
                 if ivar is None:
                     raise ValueError("an image array needs its ivar")
-                self.upload = request.preproc_fits_bytes(image, ivar, mask, fibermap, header)
+                self.upload = request.preproc_fits_bytes(image, ivar, mask, fibermap, header,
+                                                         flavor, camera)
                 in_img = "upload"
         self.in_img = in_img
         self.in_psf = psf or psf_server_path or psf_id
+        self.exact_allbadpix = params.get("mask_policy") == "desispec-exact"
+        self.want_scores = not params.get("no_scores", False)
         self.subset = bool(bundles) or bool(fibers)
         self._header_args = dict(
             params=request.extraction_params(**params), server_path=server_path,
             upload_size=None if self.upload is None else len(self.upload), priority=priority,
             want_model=want_model, server_output_path=server_output_path, bundles=bundles,
-            fibers=fibers, in_img_name=in_img, in_psf_name=self.in_psf, client_tag=client_tag)
+            fibers=fibers, in_img_name=in_img, in_psf_name=self.in_psf, client_tag=client_tag,
+            fibermap_fits=None if fibermap_path is None else request.fibermap_file_bytes(fibermap_path))
 
     def psf_requests(self):
         """The LoadPsf client stream, or None when a psf_id was given."""
@@ -213,7 +218,9 @@ class Client:
         nsubbundles, nwavestep, wavepad, wavepad_frac, pixpad_frac, regularize, psferr,
         reproduce ("gpu_specter_gpu"/"gpu_specter_cpu": which gpu_specter path's results,
         extraction-spec §2.17; compat="gpu"/"cpu" is its deprecated spelling),
-        mask_policy ("desispec"/"any"); priority ("realtime"/
+        mask_policy ("desispec"/"desispec-exact"/"any"), barycentric_correction, no_scores,
+        fibermap_path (desi_extract_spectra -f); flavor, camera (FLAVOR/CAMERA for an
+        uploaded array's header); priority ("realtime"/
         "reprocessing"), want_model, server_output_path, bundles / fibers (a subset),
         client_tag. Errors raise spexd.SpexdError subclasses (gRPC status + message).
         """
@@ -221,4 +228,5 @@ class Client:
         stream = BundleStream(self, spec)
         bundles = list(stream)
         return ExtractionResult(stream.header, bundles, stream.summary, stream.model,
-                                spec.in_psf, spec.in_img)
+                                spec.in_psf, spec.in_img, exact_allbadpix=spec.exact_allbadpix,
+                                want_scores=spec.want_scores)

@@ -15,6 +15,7 @@ import warnings
 import numpy as np
 
 from spexd import __version__
+from spexd.desi_conventions import environment_dependencies, shorten_path, warn_missing_frame_keys
 from spexd.errors import DesispecUnavailable
 
 # Structural cards that the input header must not override (as FitsFile::WriteCards).
@@ -54,38 +55,47 @@ def dependencies():
             ("grpcio", grpc.__version__), ("protobuf", google.protobuf.__version__)]
 
 
-def frame_header(result):
-    """The FLUX header: the input's IMAGE cards, then the keywords spexctl writes."""
+def frame_header(result, extname="FLUX", qa_keywords=False):
+    """The FLUX header in desi_extract_spectra's order (as core/frame/frame_writer.cc):
+    the input's IMAGE cards, HELIOCOR, NSPEC .. IN_IMG, DEPNAMnn/DEPVERnn, ORIG_PSF,
+    BUNIT, FIBERMIN; with qa_keywords, the server's QA (QA_KEYWORDS) after them."""
     from astropy.io import fits
 
     hdr = fits.Header()
+    hdr["EXTNAME"] = extname  # where the input's EXTNAME was (desispec updates it in place)
     for text in result.image_header:
         card = fits.Card.fromstring(text)
         if card.keyword and not card.keyword.startswith(_STRUCTURAL):
             hdr.append(card, end=True)
+    warn_missing_frame_keys(hdr, "spexd frame")
     h = result.header
+    if getattr(h, "heliocor", 0.0) not in (0.0, 1.0):
+        hdr["HELIOCOR"] = h.heliocor
     hdr["NSPEC"] = (result.nspec, "Number of spectra")
     hdr["WAVEMIN"] = (h.wavemin, "First wavelength [Angstroms]")
     hdr["WAVEMAX"] = (h.wavemax, "Last wavelength [Angstroms]")
     hdr["WAVESTEP"] = (h.wavestep, "Wavelength step size [Angstroms]")
     hdr["SPECTER"] = (__version__, "spexd version")
-    hdr["IN_PSF"] = (result.in_psf or "", "Input spectral PSF")
-    hdr["IN_IMG"] = (result.in_img or "", "Input image")
-    if h.orig_psf:
-        hdr["ORIG_PSF"] = (h.orig_psf, "Original input PSF")
-    hdr["FIBERMIN"] = (result.specmin, "First fibre")
-    hdr["BUNIT"] = "electron/Angstrom"
-    for name, version in dependencies():
+    hdr["IN_PSF"] = (shorten_path(result.in_psf or ""), "Input spectral PSF")
+    hdr["IN_IMG"] = shorten_path(result.in_img or "")
+    for name, version in dependencies() + environment_dependencies():
         _set_dependency(hdr, name, version)
-    qa = getattr(result, "qa", None) or {}
-    for key, (field, comment) in QA_KEYWORDS.items():
-        if qa:
-            hdr[key] = (qa[field], comment)
+    if h.orig_psf:
+        hdr["ORIG_PSF"] = h.orig_psf
+    hdr["BUNIT"] = "electron/Angstrom"
+    hdr["FIBERMIN"] = result.specmin
+    if qa_keywords:
+        qa = getattr(result, "qa", None) or {}
+        for key, (field, comment) in QA_KEYWORDS.items():
+            if qa:
+                hdr[key] = (qa[field], comment)
     return hdr
 
 
 # The server's FrameQa (spexd.result.ExtractionResult.qa) in the FLUX header, so that
-# `python3 -m spexd.qa` can show it from the file (docs/operations.md).
+# `python3 -m spexd.qa` can show it from the file (docs/operations.md). Only on request
+# (write(path, qa_keywords=True)): desispec writes no such keys, and the default file is
+# desi_extract_spectra's, key for key (tests/python/test_desispec_dropin.py).
 QA_KEYWORDS = {
     "SPXREQ": ("request_id", "spexd request id"),
     "SPXCOND": ("worst_condition", "spexd worst patch condition estimate"),
@@ -102,11 +112,31 @@ QA_KEYWORDS = {
 }
 
 
-def frame_hdus(result):
+def _fibermap_hdu(src, rows):
+    """The frame's FIBERMAP rows with the source header's cards; strings NUL-padded, as
+    desispec (astropy Table -> table_to_hdu) and spexctl write them."""
+    from astropy.io import fits
+    from astropy.table import Table
+
+    hdu = fits.BinTableHDU(Table(rows), name="FIBERMAP")
+    for card in src.header.cards:
+        key = card.keyword
+        if key.startswith(("TTYPE", "TFORM")) and key in hdu.header:
+            if key.startswith("TTYPE") and card.comment:
+                hdu.header.comments[key] = card.comment
+        elif key and not key.startswith(_STRUCTURAL) and key not in hdu.header:
+            hdu.header.append(card, end=True)
+    # desispec writes the fibermap's header keys (its Table meta) before EXTNAME.
+    del hdu.header["EXTNAME"]
+    hdu.header["EXTNAME"] = "FIBERMAP"
+    return hdu
+
+
+def frame_hdus(result, qa_keywords=False):
     from astropy.io import fits
 
-    flux = fits.PrimaryHDU(result.flux.astype(np.float32), header=frame_header(result))
-    flux.header["EXTNAME"] = "FLUX"
+    flux = fits.PrimaryHDU(result.flux.astype(np.float32),
+                           header=frame_header(result, qa_keywords=qa_keywords))
     hdus = [flux,
             fits.ImageHDU(result.ivar.astype(np.float32), name="IVAR"),
             fits.ImageHDU(result.mask.astype(np.uint32), name="MASK"),
@@ -117,10 +147,10 @@ def frame_hdus(result):
         with fits.open(io.BytesIO(bytes(result.header.fibermap_fits)), memmap=False) as f:
             src = f["FIBERMAP"]
             rows = src.data[np.asarray(result.fibers, dtype=np.int64)]
-            hdus.append(fits.BinTableHDU(rows, header=src.header.copy(), name="FIBERMAP"))
+            hdus.append(_fibermap_hdu(src, rows))
     hdus.append(fits.ImageHDU(result.chi2pix.astype(np.float32), name="CHI2PIX"))
     scores, comments = result.scores
-    if scores:
+    if scores and getattr(result, "want_scores", True):
         cols = [fits.Column(name=k, format="D", array=v) for k, v in scores.items()]
         table = fits.BinTableHDU.from_columns(cols, name="SCORES")
         for i, name in enumerate(scores, start=1):
@@ -161,18 +191,17 @@ def _encode(hdul, path):
     return data
 
 
-def write_frame(result, path):
-    _write_atomically(path, _encode(frame_hdus(result), path))
+def write_frame(result, path, qa_keywords=False):
+    _write_atomically(path, _encode(frame_hdus(result, qa_keywords), path))
 
 
 def write_model(result, path):
-    """The model image (float64, primary HDU MODEL) with the frame header."""
+    """The model image (float64, primary HDU IMAGE, as desispec) with the frame header."""
     from astropy.io import fits
 
     if result.model is None:
         raise ValueError("no model image: extract with want_model=True")
-    hdu = fits.PrimaryHDU(result.model, header=frame_header(result))
-    hdu.header["EXTNAME"] = "MODEL"
+    hdu = fits.PrimaryHDU(result.model, header=frame_header(result, extname="IMAGE"))
     _write_atomically(path, _encode(fits.HDUList([hdu]), path))
 
 

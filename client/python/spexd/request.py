@@ -14,7 +14,7 @@ from spexd.v1 import spexd_pb2 as pb
 _REPRODUCE = {None: pb.COMPAT_UNSPECIFIED, "gpu_specter_gpu": pb.COMPAT_GPU,
               "gpu_specter_cpu": pb.COMPAT_CPU, "gpu": pb.COMPAT_GPU, "cpu": pb.COMPAT_CPU}
 _MASK_POLICY = {None: pb.MASK_POLICY_UNSPECIFIED, "desispec": pb.MASK_POLICY_DESISPEC,
-                "any": pb.MASK_POLICY_ANY_BIT}
+                "any": pb.MASK_POLICY_ANY_BIT, "desispec-exact": pb.MASK_POLICY_DESISPEC_EXACT}
 _PRIORITY = {None: pb.PRIORITY_UNSPECIFIED, "realtime": pb.REALTIME,
              "reprocessing": pb.REPROCESSING}
 
@@ -30,7 +30,8 @@ def _choice(table, value, what):
 def extraction_params(wavelength=None, specmin=None, nspec=None, bundlesize=None,
                       nsubbundles=None, nwavestep=None, wavepad=None, wavepad_frac=None,
                       pixpad_frac=None, regularize=None, psferr=None, reproduce=None,
-                      mask_policy=None, compat=None):
+                      mask_policy=None, compat=None, barycentric_correction=False,
+                      no_scores=False):
     """desi_extract_spectra's parameters; None leaves the server's default. compat= is
     the deprecated spelling of reproduce= (docs/service.md, "Option names")."""
     from spexd._channel import renamed
@@ -52,12 +53,27 @@ def extraction_params(wavelength=None, specmin=None, nspec=None, bundlesize=None
             setattr(p, name, float(value))
     p.compat = _choice(_REPRODUCE, reproduce, "reproduce")
     p.mask_policy = _choice(_MASK_POLICY, mask_policy, "mask_policy")
+    p.barycentric_correction = bool(barycentric_correction)
+    p.no_scores = bool(no_scores)
     return p
+
+
+def fibermap_file_bytes(path):
+    """desi_extract_spectra -f: the FIBERMAP HDU of a fibermap file, as a small FITS file
+    (what ExtractHeader.fibermap_fits carries)."""
+    from astropy.io import fits
+
+    with fits.open(path, memmap=False) as f:
+        if "FIBERMAP" not in f:
+            raise ValueError(f"{path}: no FIBERMAP HDU")
+        buf = io.BytesIO()
+        fits.HDUList([fits.PrimaryHDU(), f["FIBERMAP"].copy()]).writeto(buf)
+    return buf.getvalue()
 
 
 def extract_header(psf_id, params, server_path=None, upload_size=None, priority=None,
                    want_model=False, server_output_path=None, bundles=None, fibers=None,
-                   in_img_name=None, in_psf_name=None, client_tag=None):
+                   in_img_name=None, in_psf_name=None, client_tag=None, fibermap_fits=None):
     h = pb.ExtractHeader(psf_id=psf_id, params=params,
                          priority=_choice(_PRIORITY, priority, "priority"),
                          want_model=bool(want_model))
@@ -75,17 +91,24 @@ def extract_header(psf_id, params, server_path=None, upload_size=None, priority=
         h.in_psf_name = in_psf_name
     if client_tag:
         h.client_tag = client_tag
+    if fibermap_fits:
+        h.fibermap_fits = fibermap_fits
     return h
 
 
-def preproc_fits_bytes(image, ivar, mask=None, fibermap=None, header=None):
+def preproc_fits_bytes(image, ivar, mask=None, fibermap=None, header=None, flavor=None,
+                       camera=None):
     """A preproc FITS file in memory from numpy arrays.
 
     image, ivar: 2-D arrays of one shape (their dtype is kept: a float32 image arrives
     at the server with the same values); mask: integer array of that shape (uint16/int32)
     or None; fibermap: astropy Table / numpy structured array or None; header: astropy
-    Header or dict of cards for the IMAGE HDU (copied into the frame header).
+    Header or dict of cards for the IMAGE HDU (copied into the frame header); flavor,
+    camera: FLAVOR / CAMERA for that header (desispec's write_frame needs both: a warning
+    says so when they are absent).
     """
+    from spexd.desi_conventions import warn_missing_frame_keys
+
     from astropy.io import fits
     from astropy.table import Table
 
@@ -95,6 +118,11 @@ def preproc_fits_bytes(image, ivar, mask=None, fibermap=None, header=None):
         raise ValueError(f"image and ivar must be 2-D of one shape (got {image.shape} and "
                          f"{ivar.shape})")
     hdr = fits.Header(header) if header is not None else fits.Header()
+    if flavor is not None:
+        hdr["FLAVOR"] = str(flavor)
+    if camera is not None:
+        hdr["CAMERA"] = str(camera)
+    warn_missing_frame_keys(hdr, "spexd upload")
     primary = fits.PrimaryHDU(image, header=hdr)
     primary.header["EXTNAME"] = "IMAGE"
     hdus = [primary, fits.ImageHDU(ivar, name="IVAR")]

@@ -155,14 +155,15 @@ def _median_like_core(values, axis):
     return lo + (hi - lo) * 0.5
 
 
-def spec_mask(chi2pix, pixmask_fraction, failed_bins):
-    """desispec specmask (extraction-spec §2.13), as core::ComputeSpecMask."""
+def spec_mask(chi2pix, pixmask_fraction, failed_bins, exact_allbadpix=False):
+    """desispec specmask (extraction-spec §2.13), as core::ComputeSpecMask;
+    exact_allbadpix: desispec's ALLBADPIX == 1.0 (mask_policy="desispec-exact")."""
     med_wave = _median_like_core(chi2pix, axis=0)
     med_fiber = _median_like_core(chi2pix, axis=1)
     mask = np.zeros(chi2pix.shape, dtype=np.uint32)
     mask[pixmask_fraction > 0.5] |= SOMEBADPIX
     # desispec tests == 1.0; 1e-12 allows the rounding of a normalised stamp (as core).
-    mask[pixmask_fraction >= 1.0 - 1e-12] |= ALLBADPIX
+    mask[pixmask_fraction >= (1.0 if exact_allbadpix else 1.0 - 1e-12)] |= ALLBADPIX
     bad = (chi2pix > 5 * med_wave[None, :]) & (chi2pix > 5 * med_fiber[:, None])
     mask[bad | failed_bins] |= BAD2DFIT
     return mask
@@ -184,7 +185,8 @@ class ExtractionResult:
     fibres (None when the input had no FIBERMAP).
     """
 
-    def __init__(self, header, bundles, summary, model, in_psf, in_img):
+    def __init__(self, header, bundles, summary, model, in_psf, in_img, exact_allbadpix=False,
+                 want_scores=True):
         self.header = header
         self.summary = summary
         self.model = model
@@ -208,9 +210,12 @@ class ExtractionResult:
         self.chi2pix = cat("chi2pix", (0, nw))
         self.pixmask_fraction = cat("pixmask_fraction", (0, nw))
         self.failed_bins = cat("failed_bins", (0, nw)).astype(bool)
-        self.mask = spec_mask(self.chi2pix, self.pixmask_fraction, self.failed_bins) \
+        self.mask = spec_mask(self.chi2pix, self.pixmask_fraction, self.failed_bins,
+                              exact_allbadpix) \
             if bundles else np.zeros((0, nw), dtype=np.uint32)
         self._fibermap = None
+        self.want_scores = want_scores  # False: no SCORES HDU (no_scores=True)
+        self.heliocor = header.heliocor if header.heliocor not in (0.0, 1.0) else None
 
     @property
     def qa(self):
@@ -264,10 +269,13 @@ class ExtractionResult:
         from spexd.frame_file import to_desispec
         return to_desispec(self)
 
-    def write(self, path, model_path=None):
-        """Writes the desispec frame file (as spexctl does; .gz compresses), atomically."""
+    def write(self, path, model_path=None, qa_keywords=False):
+        """Writes the desispec frame file (as spexctl does; .gz compresses), atomically.
+        qa_keywords=True adds the server's QA (self.qa) as SPX* keys of the FLUX header,
+        which `python3 -m spexd.qa FRAME` shows; desispec has no such keys, so they are
+        off by default (the file stays desi_extract_spectra's, key for key)."""
         from spexd.frame_file import write_frame, write_model
-        write_frame(self, path)
+        write_frame(self, path, qa_keywords=qa_keywords)
         if model_path is not None:
             write_model(self, model_path)
         return path

@@ -82,7 +82,10 @@ TEST(FrameWriterTest, DesispecLayoutAndKeywords) {
   EXPECT_EQ(*f->ReadString("DEPNAM00"), "python");
   EXPECT_EQ(*f->ReadString("DEPVER01"), kSpexdVersion);
   EXPECT_EQ(*f->ReadString("DEPNAM02"), "cfitsio");
-  EXPECT_FALSE(f->ReadString("DEPNAM03").ok());
+  // Then desiutil's environment entries (values or NOT_SET), DESIMODEL last.
+  EXPECT_EQ(*f->ReadString("DEPNAM03"), "DESI_ROOT");
+  EXPECT_EQ(*f->ReadString("DEPNAM10"), "DESIMODEL");
+  EXPECT_FALSE(f->ReadString("DEPNAM11").ok());
   auto info = f->GetImageInfo();
   EXPECT_EQ(info->equiv_bitpix, FLOAT_IMG);
   EXPECT_EQ(info->naxes, (std::vector<long>{4, 3}));
@@ -140,4 +143,91 @@ TEST(FrameWriterTest, AtomicWriteLeavesNoPartialFile) {
 }
 
 }  // namespace
+// The header as desi_extract_spectra writes it: order, the standard COMMENT pair once,
+// HELIOCOR, IN_IMG without a comment, FIBERMIN last; no SCORES with scores = false; the
+// model HDU named IMAGE.
+TEST(FrameWriterTest, DesiExtractSpectraHeaderConventions) {
+  Frame frame = SmallFrame();
+  frame.model_height = 2;
+  frame.model_width = 2;
+  frame.model = {1, 2, 3, 4};
+  FrameMetadata meta;
+  meta.image_header = {
+      "COMMENT   FITS (Flexible Image Transport System) format is defined in 'Astronomy",
+      "COMMENT   and Astrophysics', volume 376, page 359; bibcode: 2001A&A...376..359H",
+      "FLAVOR  = 'science '", "BUNIT   = 'electron'           / Units of IMAGE"};
+  meta.in_psf = "/calib/psf.fits";
+  meta.in_img = "preproc.fits";
+  meta.wmin = 5760.0; meta.wmax = 5762.4; meta.dw = 0.8;
+  meta.heliocor = 1.00001878333715;
+  meta.scores = false;
+  setenv("DESI_SPECTRO_CALIB", "/calib", 1);
+  auto bytes = FrameToFits(frame, meta);
+  auto model = ModelToFits(frame, meta);
+  unsetenv("DESI_SPECTRO_CALIB");
+  ASSERT_TRUE(bytes.ok()) << bytes.status();
+  ASSERT_TRUE(model.ok()) << model.status();
+  auto f = FitsFile::OpenMemory(bytes->data(), bytes->size(), "frame");
+  ASSERT_TRUE(f.ok());
+  EXPECT_EQ(*f->NumHdus(), 6);  // no FIBERMAP given, no SCORES (7 with scores)
+  EXPECT_FALSE(f->MoveToHdu("SCORES").ok());
+  ASSERT_TRUE(f->MoveToHdu("FLUX").ok());
+  std::vector<std::string> keys;
+  int comments = 0, nkeys = 0, more = 0, status = 0;
+  fits_get_hdrspace(f->get(), &nkeys, &more, &status);
+  for (int i = 1; i <= nkeys; ++i) {
+    char card[FLEN_CARD], name[FLEN_KEYWORD];
+    int len = 0;
+    fits_read_record(f->get(), i, card, &status);
+    fits_get_keyname(card, name, &len, &status);
+    if (std::string(name) == "COMMENT") ++comments;
+    else if (std::string(name).rfind("DEP", 0) != 0) keys.push_back(name);
+  }
+  EXPECT_EQ(comments, 2);
+  EXPECT_EQ(keys, (std::vector<std::string>{"SIMPLE", "BITPIX", "NAXIS", "NAXIS1", "NAXIS2",
+                                            "EXTEND", "EXTNAME", "FLAVOR", "BUNIT", "HELIOCOR",
+                                            "NSPEC", "WAVEMIN", "WAVEMAX", "WAVESTEP", "SPECTER",
+                                            "IN_PSF", "IN_IMG", "FIBERMIN", "CHECKSUM",
+                                            "DATASUM"}));
+  EXPECT_EQ(*f->ReadString("BUNIT"), "electron/Angstrom");
+  EXPECT_EQ(*f->ReadString("IN_PSF"), "SPCALIB/psf.fits");
+  EXPECT_NEAR(*f->ReadDouble("HELIOCOR"), 1.00001878333715, 1e-15);
+  char value[FLEN_VALUE], comment[FLEN_COMMENT];
+  fits_read_keyword(f->get(), "IN_IMG", value, comment, &status);
+  EXPECT_STREQ(comment, "");
+  auto m = FitsFile::OpenMemory(model->data(), model->size(), "model");
+  ASSERT_TRUE(m.ok());
+  EXPECT_EQ(*m->ReadString("EXTNAME"), "IMAGE");
+  EXPECT_NEAR(*m->ReadDouble("HELIOCOR"), 1.00001878333715, 1e-15);
+}
+
+// FIBERMAP strings: blank padding becomes NUL padding (fitsio then reads 'GAL').
+TEST(FrameWriterTest, FibermapStringsNulPadded) {
+  auto fm = FitsFile::CreateMemory("fm");
+  ASSERT_TRUE(fm.ok());
+  int status = 0;
+  fits_create_img(fm->get(), BYTE_IMG, 0, nullptr, &status);
+  char* ttype[] = {const_cast<char*>("FIBER"), const_cast<char*>("SIMTYPE")};
+  char* tform[] = {const_cast<char*>("J"), const_cast<char*>("6A")};
+  fits_create_tbl(fm->get(), BINARY_TBL, 5, 2, ttype, tform, nullptr, "FIBERMAP", &status);
+  int fibers[5] = {0, 1, 2, 3, 4};
+  const char* names[5] = {"GAL", "STAR", "SKY", "QSO", "GAL"};
+  fits_write_col(fm->get(), TINT, 1, 1, 1, 5, fibers, &status);
+  fits_write_col(fm->get(), TSTRING, 2, 1, 1, 5, const_cast<char**>(names), &status);
+  ASSERT_EQ(status, 0);
+  Frame frame = SmallFrame();
+  FrameMetadata meta;
+  meta.fibermap_fits = *fm->TakeMemory();
+  auto bytes = FrameToFits(frame, meta);
+  ASSERT_TRUE(bytes.ok()) << bytes.status();
+  auto f = FitsFile::OpenMemory(bytes->data(), bytes->size(), "frame");
+  ASSERT_TRUE(f->MoveToHdu("FIBERMAP").ok());
+  unsigned char row[10];
+  fits_read_tblbytes(f->get(), 1, 1, 10, row, &status);  // fibre 2: SKY
+  ASSERT_EQ(status, 0);
+  EXPECT_EQ(std::string(reinterpret_cast<char*>(row + 4), 6), std::string("SKY\0\0\0", 6));
+  fits_read_tblbytes(f->get(), 2, 1, 10, row, &status);  // fibre 3: QSO
+  EXPECT_EQ(std::string(reinterpret_cast<char*>(row + 4), 6), std::string("QSO\0\0\0", 6));
+}
+
 }  // namespace spexd::core

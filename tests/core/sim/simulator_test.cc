@@ -203,6 +203,19 @@ TEST_F(SimulatorTest, PoissonFrameIsDeterministicAndCalibrated) {
   EXPECT_EQ(pre->n_masked, 3u);
   const std::size_t p = static_cast<std::size_t>(2500) * 4114 + 300;
   EXPECT_EQ(pre->image[p], static_cast<double>(frame->image[p]));
+  // desispec.io.read_image needs a READNOISE HDU (or an RDNOISE key): per-pixel read
+  // noise of the amplifier quadrants, HDU order IMAGE IVAR MASK READNOISE FIBERMAP.
+  auto file = FitsFile::OpenRead(a);
+  ASSERT_TRUE(file.ok());
+  ASSERT_TRUE(file->MoveToHduIndex(3).ok());
+  EXPECT_EQ(*file->ReadString("EXTNAME"), "READNOISE");
+  auto rn = file->ReadImage<float>();
+  ASSERT_TRUE(rn.ok());
+  EXPECT_EQ((*rn)[0], 2.9f);                                      // A: low y, low x
+  EXPECT_EQ((*rn)[static_cast<std::size_t>(4127) * 4114 + 4113], 3.2f);  // D
+  EXPECT_EQ((*rn)[static_cast<std::size_t>(100) * 4114 + 3000], 3.1f);   // B
+  ASSERT_TRUE(file->MoveToHduIndex(4).ok());
+  EXPECT_EQ(*file->ReadString("EXTNAME"), "FIBERMAP");
 }
 
 TEST_F(SimulatorTest, TruthRoundTripsAsInput) {

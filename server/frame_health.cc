@@ -15,10 +15,17 @@ std::atomic<uint64_t> g_next_request_id{1};
 
 FrameHealthTracker::FrameHealthTracker() : request_id_(g_next_request_id.fetch_add(1)) {}
 
-void FrameHealthTracker::Start(Context context, const std::vector<int>& bundles, bool keep_arrays) {
+void FrameHealthTracker::Start(Context context, const std::vector<int>& bundles, bool keep_chi2pix) {
   context_ = std::move(context);
   started_ = true;
-  accumulator_.emplace(keep_arrays);
+  // The policy decides ALLBADPIX as the served specmask does (kDesispecExact: == 1).
+  const core::MaskPolicy policy =
+      context_.plan.has_value() ? context_.plan->params().mask_policy : core::MaskPolicy::kDesispec;
+  std::size_t bins = 0;
+  if (keep_chi2pix && context_.plan.has_value() && context_.plan->params().nspec > 0) {
+    bins = static_cast<std::size_t>(context_.plan->params().nspec) * context_.plan->wave().size();
+  }
+  accumulator_.emplace(keep_chi2pix, policy, bins);
   int pick = 0;
   if (context_.shadow != nullptr && context_.shadow->Sample(static_cast<int>(bundles.size()), &pick)) {
     shadow_bundle_ = bundles[static_cast<std::size_t>(pick)];
@@ -38,21 +45,13 @@ void FrameHealthTracker::KeepImage(std::optional<core::PreprocImage>* image) {
 }
 
 void FrameHealthTracker::CountFrame(const core::Frame& frame) {
-  core::FrameHealth h;
-  core::CountMaskBits(frame, &h);
-  counted_ = h;
+  if (started_) counted_ = accumulator_->Finish(&frame);
 }
 
 void FrameHealthTracker::Finish(v1::FrameQa* qa) {
   qa->set_request_id(request_id_);
   if (!started_) return;
-  health_ = accumulator_->Finish(nullptr);
-  if (counted_.has_value()) {
-    health_.bins = counted_->bins;
-    health_.somebadpix = counted_->somebadpix;
-    health_.allbadpix = counted_->allbadpix;
-    health_.bad2dfit = counted_->bad2dfit;
-  }
+  health_ = counted_.has_value() ? *counted_ : accumulator_->Finish(nullptr);
   if (context_.metrics != nullptr) context_.metrics->ObserveFrame(context_.backend, context_.gpu, health_);
   if (shadow_bundle_ >= 0) {
     bool queued = false;

@@ -40,13 +40,15 @@ class FrameHealthTracker {
     bool host_image = true;  // false for a frame read from a CUDA region (no host planes)
   };
   // When the worker starts the job: `bundles` are the plan bundles it extracts (in order).
-  // keep_arrays: no assembled frame will be passed to CountFrame.
-  void Start(Context context, const std::vector<int>& bundles, bool keep_arrays);
+  // keep_chi2pix: no assembled frame will be passed to CountFrame, so the tracker keeps
+  // the frame's chi2pix for the specmask's frame-wide rule (core::HealthAccumulator).
+  void Start(Context context, const std::vector<int>& bundles, bool keep_chi2pix);
   // Each served bundle (per Angstrom), in order.
   void OnBundle(const core::BundleResult& bundle);
   // Before the job drops its decoded planes: a sampled frame keeps them for the check.
   void KeepImage(std::optional<core::PreprocImage>* image);
-  // The assembled frame, when the job builds one (its specmask is counted from it).
+  // The assembled frame, when the job builds one, with its final specmask: the mask counts
+  // and the median chi2pix are read from its arrays in place (no copy).
   void CountFrame(const core::Frame& frame);
   // Once the frame is served: metrics, the shadow check's hand-off, and `qa`.
   void Finish(v1::FrameQa* qa);
@@ -58,7 +60,7 @@ class FrameHealthTracker {
   Context context_;
   bool started_ = false;
   std::optional<core::HealthAccumulator> accumulator_;
-  std::optional<core::FrameHealth> counted_;  // from CountFrame
+  std::optional<core::FrameHealth> counted_;  // the whole health, from CountFrame
   core::FrameHealth health_;
   int shadow_bundle_ = -1;  // the sampled plan bundle, -1 when not sampled
   std::optional<core::BundleResult> served_;

@@ -155,8 +155,9 @@ void JobOutput::StartHealth(FrameHealthTracker::Context context, std::vector<int
   if (bundles.empty()) {
     for (int b = 0; b < geometry_->plan().nbundles; ++b) bundles.push_back(b);
   }
-  // Without an assembled frame the tracker keeps the arrays its CountFrame would read.
-  health_.Start(std::move(context), bundles, /*keep_arrays=*/!assembler_.has_value());
+  // Without an assembled frame the tracker keeps the chi2pix that the specmask's
+  // frame-wide rule needs; with one, it reads the frame in place (CountFrame).
+  health_.Start(std::move(context), bundles, /*keep_chi2pix=*/!assembler_.has_value());
 }
 
 absl::Status JobOutput::HandOver(const core::BundleResult& b, double seconds) {

@@ -18,15 +18,17 @@ void FinalizeBundle(const std::vector<double>& dwave, BundleResult* b) {
   b->per_angstrom = true;
 }
 
-double Median(std::vector<double> v) {
-  if (v.empty()) return 0.0;
-  const std::size_t n = v.size(), h = n / 2;
-  std::nth_element(v.begin(), v.begin() + h, v.end());
-  double hi = v[h];
+double MedianInPlace(double* begin, double* end) {
+  if (begin == end) return 0.0;
+  const std::size_t n = static_cast<std::size_t>(end - begin), h = n / 2;
+  std::nth_element(begin, begin + h, end);
+  double hi = begin[h];
   if (n % 2 == 1) return hi;
-  double lo = *std::max_element(v.begin(), v.begin() + h);
+  double lo = *std::max_element(begin, begin + h);
   return lo + (hi - lo) * 0.5;  // numpy's mean of the two middle values
 }
+
+double Median(std::vector<double> v) { return MedianInPlace(v.data(), v.data() + v.size()); }
 
 FrameAssembler::FrameAssembler(const Geometry& geometry, bool want_model) : geometry_(geometry) {
   const PatchPlan& plan = geometry.plan();

@@ -64,6 +64,8 @@ uint32_t LocalMaskBits(double pixmask_fraction, bool failed,
 
 // numpy.median of a copy of the values (mean of the two middle ones for even sizes).
 double Median(std::vector<double> values);
+// The same over [begin, end), reordering it (no copy); 0 for an empty range.
+double MedianInPlace(double* begin, double* end);
 
 }  // namespace spexd::core
 

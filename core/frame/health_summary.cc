@@ -1,8 +1,98 @@
 #include "core/frame/health_summary.h"
 
-#include <utility>
+#include <algorithm>
+#include <cstring>
 
 namespace spexd::core {
+namespace {
+
+constexpr uint8_t kWeighted = 1;  // ivar > 0: in the chi2pix median
+constexpr uint8_t kFailed = 2;    // the bin's patch failed: BAD2DFIT
+
+// An unsigned key whose order is the doubles' order (negatives flipped; NaN beyond ±inf),
+// so the selection below never compares NaN (std::nth_element needs a strict order).
+uint64_t OrderKey(double x) {
+  uint64_t u;
+  std::memcpy(&u, &x, sizeof u);
+  return (u >> 63) != 0 ? ~u : (u | (uint64_t{1} << 63));
+}
+
+double FromKey(uint64_t k) {
+  const uint64_t u = (k >> 63) != 0 ? (k & ~(uint64_t{1} << 63)) : ~k;
+  double x;
+  std::memcpy(&x, &u, sizeof x);
+  return x;
+}
+
+// Median of values[i] over the selected i, without a copy of them (health_summary.h).
+// 18 key bits (sign, exponent, 6 mantissa bits) cut an octave into 64 buckets, so the
+// middle bucket of a chi2pix distribution holds a few per cent of the values.
+template <typename Selected>
+double SelectMedian(const double* values, std::size_t n, Selected selected) {
+  constexpr int kBits = 18, kShift = 64 - kBits;
+  std::vector<uint32_t> hist(std::size_t{1} << kBits, 0);
+  std::size_t m = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (!selected(i)) continue;
+    ++hist[OrderKey(values[i]) >> kShift];
+    ++m;
+  }
+  if (m == 0) return 0.0;
+  // Ranks h (the upper middle) and lo_rank (the lower one, = h for an odd count), as
+  // MedianInPlace picks them.
+  const std::size_t h = m / 2, lo_rank = m % 2 == 1 ? h : h - 1;
+  std::size_t cum = 0, before_lo = 0, b_lo = 0, b_hi = 0;
+  bool have_lo = false;
+  for (std::size_t b = 0; b < hist.size(); ++b) {
+    if (!have_lo && cum + hist[b] > lo_rank) {
+      b_lo = b;
+      before_lo = cum;
+      have_lo = true;
+    }
+    if (cum + hist[b] > h) {
+      b_hi = b;
+      break;
+    }
+    cum += hist[b];
+  }
+  std::size_t kept = 0;
+  for (std::size_t b = b_lo; b <= b_hi; ++b) kept += hist[b];
+  std::vector<uint64_t> keys;
+  keys.reserve(kept);
+  for (std::size_t i = 0; i < n; ++i) {
+    if (!selected(i)) continue;
+    const uint64_t k = OrderKey(values[i]);
+    const std::size_t b = k >> kShift;
+    if (b >= b_lo && b <= b_hi) keys.push_back(k);
+  }
+  const std::size_t r = h - before_lo;  // rank h among the kept keys
+  std::nth_element(keys.begin(), keys.begin() + static_cast<std::ptrdiff_t>(r), keys.end());
+  const double hi = FromKey(keys[r]);
+  if (m % 2 == 1) return hi;
+  const double lo =
+      FromKey(*std::max_element(keys.begin(), keys.begin() + static_cast<std::ptrdiff_t>(r)));
+  return lo + (hi - lo) * 0.5;  // numpy's mean of the two middle values, as MedianInPlace
+}
+
+}  // namespace
+
+double MedianWhere(const double* values, const double* weights, std::size_t n) {
+  if (weights == nullptr) return SelectMedian(values, n, [](std::size_t) { return true; });
+  return SelectMedian(values, n, [weights](std::size_t i) { return weights[i] > 0; });
+}
+
+double MedianWhereFlag(const double* values, const uint8_t* flags, uint8_t bit, std::size_t n) {
+  return SelectMedian(values, n, [flags, bit](std::size_t i) { return (flags[i] & bit) != 0; });
+}
+
+HealthAccumulator::HealthAccumulator(bool keep_chi2pix, MaskPolicy policy,
+                                     std::size_t expected_bins)
+    : keep_(keep_chi2pix), policy_(policy) {
+  if (keep_) {
+    chi2pix_.reserve(expected_bins);
+    flags_.reserve(expected_bins);
+  }
+}
 
 void HealthAccumulator::Add(const BundleResult& b) {
   health_.counts += b.counts;
@@ -14,14 +104,26 @@ void HealthAccumulator::Add(const BundleResult& b) {
   }
   nwave_ = b.nwave;
   nspec_ += b.nfibers;
-  const std::size_t n = static_cast<std::size_t>(b.nfibers) * b.nwave;
-  for (std::size_t i = 0; i < n && i < b.ivar.size(); ++i) {
-    if (b.ivar[i] > 0) good_chi2_.push_back(b.chi2pix[i]);
+  if (!keep_) return;
+  const int nw = b.nwave;
+  const bool has_failed = !b.failed_bins.empty();
+  for (int f = 0; f < b.nfibers; ++f) {
+    const std::size_t row = static_cast<std::size_t>(f) * nw;
+    for (int w = 0; w < nw; ++w) {
+      const std::size_t i = row + w;
+      const bool failed = has_failed && b.failed_bins[i] != 0;
+      // The bits that need nothing frame-wide, by ComputeSpecMask's own rule.
+      const uint32_t m = LocalMaskBits(b.pixmask_fraction[i], failed, policy_);
+      health_.somebadpix += (m & kSomeBadPix) != 0;
+      health_.allbadpix += (m & kAllBadPix) != 0;
+      flags_.push_back(static_cast<uint8_t>((b.ivar[i] > 0 ? kWeighted : 0) |
+                                            (failed ? kFailed : 0)));
+    }
+    const double* c = b.chi2pix.data() + row;
+    chi2pix_.insert(chi2pix_.end(), c, c + nw);
+    scratch_.assign(c, c + nw);
+    fiber_median_.push_back(MedianInPlace(scratch_.data(), scratch_.data() + nw));
   }
-  if (!keep_arrays_) return;
-  chi2pix_.insert(chi2pix_.end(), b.chi2pix.begin(), b.chi2pix.end());
-  pixmask_.insert(pixmask_.end(), b.pixmask_fraction.begin(), b.pixmask_fraction.end());
-  failed_.insert(failed_.end(), b.failed_bins.begin(), b.failed_bins.end());
 }
 
 void CountMaskBits(const Frame& f, FrameHealth* h) {
@@ -36,20 +138,52 @@ void CountMaskBits(const Frame& f, FrameHealth* h) {
 
 FrameHealth HealthAccumulator::Finish(const Frame* assembled) {
   FrameHealth h = health_;
-  h.median_chi2pix = Median(std::move(good_chi2_));
   if (assembled != nullptr) {
     CountMaskBits(*assembled, &h);
-  } else if (keep_arrays_ && nspec_ > 0) {
-    // The specmask as the frame would carry it: one rule, ComputeSpecMask (spec §2.13).
-    Frame f;
-    f.nspec = nspec_;
-    f.nwave = nwave_;
-    f.chi2pix = std::move(chi2pix_);
-    f.pixmask_fraction = std::move(pixmask_);
-    f.failed_bins = std::move(failed_);
-    ComputeSpecMask(&f);
-    CountMaskBits(f, &h);
+    const std::size_t n = std::min(assembled->chi2pix.size(), assembled->ivar.size());
+    h.median_chi2pix = MedianWhere(assembled->chi2pix.data(), assembled->ivar.data(), n);
+    return h;
   }
+  if (!keep_ || nspec_ == 0) {
+    h.somebadpix = h.allbadpix = 0;
+    return h;
+  }
+  // The chi2pix rule of ComputeSpecMask (spec §2.13) on the kept array: a bin is flagged
+  // when it exceeds 5x its fibre's median (from Add) and 5x its wavelength's median over
+  // the fibres. Only bins above their fibre's limit can be, so a wavelength's median is
+  // computed only where such a bin lies (the outliers: few on a healthy frame).
+  const int ns = nspec_, nw = nwave_;
+  h.bins = static_cast<int64_t>(ns) * nw;
+  std::vector<uint8_t> needed(static_cast<std::size_t>(nw), 0);
+  int64_t bad2dfit = 0;
+  for (int s = 0; s < ns; ++s) {
+    const double fiber_limit = 5 * fiber_median_[s];
+    for (int w = 0; w < nw; ++w) {
+      const std::size_t i = static_cast<std::size_t>(s) * nw + w;
+      if ((flags_[i] & kFailed) != 0) {
+        ++bad2dfit;
+      } else if (chi2pix_[i] > fiber_limit) {
+        needed[w] = 1;
+      }
+    }
+  }
+  std::vector<double> wave_limit(static_cast<std::size_t>(nw), 0.0);
+  scratch_.resize(static_cast<std::size_t>(ns));
+  for (int w = 0; w < nw; ++w) {
+    if (!needed[w]) continue;
+    for (int s = 0; s < ns; ++s) scratch_[s] = chi2pix_[static_cast<std::size_t>(s) * nw + w];
+    wave_limit[w] = 5 * MedianInPlace(scratch_.data(), scratch_.data() + ns);
+  }
+  for (int s = 0; s < ns; ++s) {
+    const double fiber_limit = 5 * fiber_median_[s];
+    for (int w = 0; w < nw; ++w) {
+      const std::size_t i = static_cast<std::size_t>(s) * nw + w;
+      const double c = chi2pix_[i];
+      bad2dfit += (flags_[i] & kFailed) == 0 && needed[w] && c > fiber_limit && c > wave_limit[w];
+    }
+  }
+  h.bad2dfit = bad2dfit;
+  h.median_chi2pix = MedianWhereFlag(chi2pix_.data(), flags_.data(), kWeighted, chi2pix_.size());
   return h;
 }
 

@@ -27,28 +27,51 @@ struct FrameHealth {
   double median_chi2pix = 0;
 };
 
-// Adds up bundles (in the order they are served) into a FrameHealth. Keeps what the
-// frame-wide BAD2DFIT rule needs (chi2pix, pixmask_fraction, failed bins: ~40 MB for a
-// full r frame) unless the caller passes the assembled frame to Finish.
+// Adds up bundles (in the order they are served) into a FrameHealth.
+//
+// Two ways to finish, chosen at construction:
+// * with the assembled frame (Finish(&frame)): the mask counts and the median chi2pix are
+//   read in place from the frame's arrays; Add keeps nothing but counters.
+// * without one (a frame streamed to the client, never assembled on the server): the
+//   frame-wide BAD2DFIT rule (spec §2.13: chi2pix against its wavelength's median over all
+//   fibres) needs every chi2pix of the frame, so Add keeps that one array (8 bytes a bin,
+//   ~9 MB for an r frame) plus a flag byte a bin; the local bits (SOMEBADPIX, ALLBADPIX,
+//   failed patches) and each fibre's median are settled in Add.
+// Either way the counts equal those of ComputeSpecMask with the same policy.
 class HealthAccumulator {
  public:
-  // keep_arrays = false when the caller will pass Finish an assembled frame.
-  explicit HealthAccumulator(bool keep_arrays) : keep_arrays_(keep_arrays) {}
+  // keep_chi2pix: no assembled frame will be passed to Finish. expected_bins (optional)
+  // reserves the kept array once.
+  explicit HealthAccumulator(bool keep_chi2pix, MaskPolicy policy = MaskPolicy::kDesispec,
+                             std::size_t expected_bins = 0);
   void Add(const BundleResult& bundle);
   // The frame's health. `assembled`: the frame assembled from the same bundles (its mask
-  // computed), or null to compute the specmask here from the kept arrays.
+  // computed), or null (then keep_chi2pix must have been set, else the mask counts are 0).
   FrameHealth Finish(const Frame* assembled);
 
  private:
-  bool keep_arrays_;
+  bool keep_;
+  MaskPolicy policy_;
   FrameHealth health_;
   int nwave_ = 0, nspec_ = 0;
-  std::vector<double> chi2pix_, pixmask_, good_chi2_;
-  std::vector<uint8_t> failed_;
+  // keep_ only: the frame's chi2pix (fibre-major), per bin kWeighted | kFailed, and each
+  // fibre's chi2pix median.
+  std::vector<double> chi2pix_;
+  std::vector<uint8_t> flags_;
+  std::vector<double> fiber_median_, scratch_;
 };
 
 // Counts the specmask bits of a frame whose mask is computed into `health`.
 void CountMaskBits(const Frame& frame, FrameHealth* health);
+
+// Median (numpy's: the mean of the two middle values for an even count; 0 when none) of
+// values[i] over the i < n with weights[i] > 0, equal bit for bit to Median() of those
+// values, without copying them: a histogram pass on the top bits of each value's
+// order-preserving key, then a selection among the few values of the one or two buckets
+// that hold the middle (scratch: a 1 MiB histogram plus those values). `weights` may be
+// null (all values); `weights` may instead be a byte array through MedianWhereFlag.
+double MedianWhere(const double* values, const double* weights, std::size_t n);
+double MedianWhereFlag(const double* values, const uint8_t* flags, uint8_t bit, std::size_t n);
 
 }  // namespace spexd::core
 

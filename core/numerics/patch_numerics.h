@@ -67,6 +67,20 @@ SPEXD_HD double CholeskyConditionEstimate(double diag_max, double diag_min) {
   return r * r;
 }
 
+// The same from a factor held in memory: its n diagonal elements lie `stride` apart
+// (LAPACK's lower band storage: stride = ldab; a dense column-major factor: ld + 1).
+// Host only; the CUDA backend reduces the diagonal across a thread block instead.
+inline double FactorConditionEstimate(const double* factor, int n, long stride) {
+  if (n <= 0) return 0.0;
+  double dmax = factor[0], dmin = factor[0];
+  for (int q = 1; q < n; ++q) {
+    const double d = factor[static_cast<long>(q) * stride];
+    dmax = d > dmax ? d : dmax;
+    dmin = d < dmin ? d : dmin;
+  }
+  return CholeskyConditionEstimate(dmax, dmin);
+}
+
 }  // namespace spexd::core
 
 #endif  // SPEXD_CORE_PATCH_NUMERICS_H_

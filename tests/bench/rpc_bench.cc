@@ -34,6 +34,9 @@
 //                    0.01)] [--shadow-parity-threads N (its --shadow_parity_threads)]
 //                   (issue 23: served throughput at F = 0 against 0.01; the JSON's
 //                    "shadow_parity" counts the checks by result)
+//                   [--frame PATH (the simulated frame: written there when absent, reused
+//                    when present, so that alternating runs share one input; its directory
+//                    is the server's data root)]
 //   client mode:    --client-only 1 --target HOST:PORT --psf-id ID --frame PATH --fibers N
 //                   --frames F    (prints "frame <completion, steady clock s> <wall s>
 //                   <server extract s> <server load s>" per frame)
@@ -582,10 +585,22 @@ int main(int argc, char** argv) {
   auto psf = std::make_shared<const core::Psf>(*std::move(psf_value));
 
   // Inputs before any clock starts.
-  const std::string dir = testing::MakeTempDir();
-  const std::string plain_path = dir + "/preproc.fits";
-  if (absl::Status st = WriteSimulatedFrame(*psf, args.fibers, plain_path); !st.ok()) {
-    return Fail("simulated frame", st);
+  std::string dir = testing::MakeTempDir();
+  std::string plain_path = dir + "/preproc.fits";
+  if (!args.frame.empty()) {  // a frame of an earlier run, or written here for the next ones
+    const std::size_t slash = args.frame.rfind('/');
+    dir = slash == std::string::npos ? "." : args.frame.substr(0, slash);
+    const std::string name = slash == std::string::npos ? args.frame : args.frame.substr(slash + 1);
+    if (char* abs = realpath(dir.c_str(), nullptr); abs != nullptr) {  // data roots are absolute
+      dir = abs;
+      std::free(abs);
+    }
+    plain_path = dir + "/" + name;
+  }
+  if (args.frame.empty() || access(plain_path.c_str(), R_OK) != 0) {
+    if (absl::Status st = WriteSimulatedFrame(*psf, args.fibers, plain_path); !st.ok()) {
+      return Fail("simulated frame", st);
+    }
   }
   std::string frame_path = plain_path;
   if (args.gzip) {

@@ -205,13 +205,7 @@ bool PatchExtractor::CholeskySolve(int n, PatchWorkspace* ws) const {
   // The health estimate from the factor's diagonal (issue 23): one pass over n values.
   // The band factor's diagonal is the dense factor's (no fill outside the band); in
   // LAPACK's lower band storage L[q, q] is row 0 of column q.
-  double dmax = 0, dmin = 0;
-  for (int q = 0; q < n; ++q) {
-    const double d = ws->m[static_cast<std::size_t>(q) * ldab];
-    dmax = q == 0 ? d : std::max(dmax, d);
-    dmin = q == 0 ? d : std::min(dmin, d);
-  }
-  ws->condition_ = CholeskyConditionEstimate(dmax, dmin);
+  ws->condition_ = FactorConditionEstimate(ws->m.data(), n, ldab);
   std::copy(ws->b.begin(), ws->b.begin() + n, ws->x.begin());
   dpbtrs_("L", &n, &kd, &one, ws->m.data(), &ldab, ws->x.data(), &n, &info, kOne);
   return info == 0 && AllFinite(ws->x.data(), n);

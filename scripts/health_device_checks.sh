@@ -12,10 +12,13 @@
 #
 #   scripts/health_device_checks.sh BUNDLE_DIR DATA_DIR
 #     BUNDLE_DIR  a device bundle (../shared/tools/device-bundle.sh) holding spexd, spexctl,
-#                 spexd-sim, spexd_cuda_tests, spexd_rpc_bench and lib/libspexd_cuda.so
+#                 spexd-sim, spexd_cuda_tests, spexd_rpc_bench, spexd_health_summary_bench
+#                 and lib/libspexd_cuda.so
 #     DATA_DIR    a writable directory: the r PSF (PSF, default DATA_DIR/psf-r0-00051060.fits,
 #                 else tests/data's) and the simulated 500-fibre r frame (FRAME, default
-#                 DATA_DIR/preproc-r-500.fits, written with spexd-sim when absent)
+#                 DATA_DIR/preproc-r-500.fits, written with spexd-sim when absent; 136 MB,
+#                 so not under the device's $OUT, whose files are copied back)
+#   On the device: OUT=$OUT/health scripts/health_device_checks.sh .device/bundle /tmp/spexd-health
 #   Environment: OUT (logs; default ./health-device-out), SECTIONS (1234), PARITY_N (1000),
 #   BENCH_REPEATS (10 frames per client, 2 clients in flight), TOTAL_SECONDS (570: the
 #   parity run gets what is left of it; one device command may run 600 s).
@@ -23,10 +26,11 @@
 #   cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 \
 #     -DSPEXD_BUILD_BENCHMARKS=ON && cmake --build build-gpu -j2
 #   ../shared/tools/device-bundle.sh -b build-gpu -o .device/bundle -m lib/spexd/libspexd_cuda.so \
-#     server/spexd client/spexctl client/spexd-sim tests/spexd_cuda_tests tests/bench/spexd_rpc_bench
+#     server/spexd client/spexctl client/spexd-sim tests/spexd_cuda_tests tests/bench/spexd_rpc_bench \
+#     tests/bench/spexd_health_summary_bench
 # Prints a table last ("[row] check | result | verdict"); exit 0 when every section passed.
 set -uo pipefail
-[[ $# -eq 2 ]] || { sed -n '2,30p' "$0"; exit 2; }
+[[ $# -eq 2 ]] || { sed -n '2,34p' "$0"; exit 2; }
 START=$(date +%s)
 B=$(cd "$1" && pwd) || exit 2
 mkdir -p "$2" && DATA=$(cd "$2" && pwd) || exit 2
@@ -47,7 +51,8 @@ FAILED=0
 row() {  # check | result | PASS/FAIL
   ROWS+=("[row] $1 | $2 | $3")
   echo "[row] $1 | $2 | $3" >>"$OUT/summary.txt"
-  [[ $3 == PASS ]] || FAILED=1
+  [[ $3 == FAIL ]] && FAILED=1
+  return 0
 }
 : >"$OUT/summary.txt"
 { echo "host $(uname -n), $(nproc) cpus, $(date -u +%FT%TZ)"
@@ -119,6 +124,11 @@ if [[ $SECTIONS == *3* ]]; then
       fi
     done
   done
+  # The health summary's host cost per r frame (both server paths), against the frame time.
+  T 60 "$B/run.sh" spexd_health_summary_bench >"$OUT/health_summary_bench.json" 2>&1
+  median() { grep -o "\"$1\":{\"median\":[0-9.e-]*" "$OUT/health_summary_bench.json" | grep -o '[0-9.e-]*$'; }
+  hs_a=$(awk -v x="$(median assembled_s)" 'BEGIN { if (x != "") printf "%.2f", 1e3 * x }')
+  hs_s=$(awk -v x="$(median streamed_s)" 'BEGIN { if (x != "") printf "%.2f", 1e3 * x }')
   if [[ ${bench_failed:-0} == 1 ]]; then
     row "served throughput, fraction 0.01 vs 0" "a run gave no result (rpc_bench_*.log)" FAIL
   else
@@ -128,6 +138,9 @@ if [[ $SECTIONS == *3* ]]; then
       printf "%.4f %.4f %+.2f\n", s0, s1, 100 * (s1 / s0 - 1) }')
     row "served throughput, fraction 0.01 vs 0 (rpc_bench, 2 in flight, means of 2 runs)" \
       "$m0 vs $m1 s/frame: ${pct} %" "$(awk -v p="$pct" 'BEGIN { print (p + 0 <= 2.0) ? "PASS" : "FAIL" }')"
+    row "health summary, host ms per r frame (spexd_health_summary_bench; streaming task, off the GPU's path)" \
+      "assembled frame ${hs_a:-?} ms, streamed frame ${hs_s:-?} ms; $(awk -v a="${hs_a:-0}" -v s="${hs_s:-0}" \
+      -v f="$m0" 'BEGIN { printf "%.2f %% / %.2f %% of the frame time", a / 10 / f, s / 10 / f }')" INFO
   fi
 fi
 

@@ -9,9 +9,10 @@
 # spread over the r band, so that the bundles checked differ in rows, trace shapes and
 # sky) with EXTRACT_ARGS (default all 500 fibres: 20 bundles to pick from), so that a
 # bundle's CPU check takes a fraction of a second on the node's cores
-# (--shadow_parity_threads = THREADS, default all but two). CLIENTS (2) requests run at a
-# time, and a new one starts only while fewer than two checks wait, so that the checks
-# (nice 19) are not starved by decoding frames whose checks would be skipped anyway.
+# (--shadow_parity_threads = THREADS, default all but two). Up to CLIENTS (2) requests run
+# at a time, and a new one starts only while fewer than two sampled frames are unsettled
+# (the check queue's size), so that no check is skipped and the checks (nice 19) are not
+# starved by decoding frames whose checks would be skipped anyway.
 # With FAULT=1 the server runs with SPEXD_TEST_CUDA_FAULTS=perturb_bundle_flux=BUNDLE
 # (default 3, a plan index), and the script expects drifts on that bundle only (the check
 # working on the device); use N = 20 or so, and EXTRACT_ARGS="-s 0 -n 100" (4 bundles).
@@ -36,6 +37,7 @@ MAX_SECONDS=${MAX_SECONDS:-540}
 OUT=${OUT:-$PWD/shadow-parity-out}
 mkdir -p "$OUT"
 DATA=$(dirname "$FRAME")
+[[ $(dirname "$PSF") == "$DATA" ]] || DATA+=",$(dirname "$PSF")"  # requests name both by path
 LOG=$OUT/spexd.log
 TMP=$(mktemp -d -t spexd-shadow-XXXXXX)
 T() { timeout -s KILL "$@"; }
@@ -94,15 +96,20 @@ while :; do
   ok=$(count ok "$text"); drift=$(count drift "$text"); skipped=$(count skipped "$text")
   (( ok + drift >= N )) && break
   (( $(date +%s) - t0 > MAX_SECONDS )) && { echo "time limit (MAX_SECONDS=$MAX_SECONDS) reached"; break; }
+  if [[ -f $TMP/failed ]] && (( $(wc -l <"$TMP/failed") >= 5 && ok + drift + skipped == 0 )); then
+    echo "requests fail, none checked: $(tail -1 "$OUT/spexctl.log")"
+    break
+  fi
   started=0
   for ((s = 0; s < CLIENTS; ++s)); do
     p=${SLOT_PID[$s]:-}
     [[ -n $p ]] && kill -0 "$p" 2>/dev/null && continue
-    # Frames whose checks are queued, running or not yet offered: keep them under 3
+    # Frames whose checks are queued, running or not yet offered: at most 2, the check
+    # queue's size, so none is skipped while one check runs and the next frame is served
     # (failed requests and checks that could not run count as settled).
     settled=$((ok + drift + skipped + $(cat "$TMP/failed" 2>/dev/null | wc -l) +
                $(grep -c '"event":"shadow_parity_error"' "$LOG")))
-    (( sent - settled < 3 )) || break
+    (( sent - settled < 2 )) || break
     send "$s" "$sent" &
     SLOT_PID[$s]=$!
     sent=$((sent + 1))

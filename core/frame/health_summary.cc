@@ -24,20 +24,35 @@ double FromKey(uint64_t k) {
   return x;
 }
 
-// Median of values[i] over the selected i, without a copy of them (health_summary.h).
-// 18 key bits (sign, exponent, 6 mantissa bits) cut an octave into 64 buckets, so the
-// middle bucket of a chi2pix distribution holds a few per cent of the values.
+// The median without a copy of the values (health_summary.h), in two steps so that the
+// first can run bundle by bundle as they stream: a histogram of the top 18 key bits
+// (sign, exponent, 6 mantissa bits: an octave cut into 64 buckets, so the middle bucket
+// of a chi2pix distribution holds a few per cent of the values), then one pass that
+// gathers the values of the one or two buckets holding the middle ranks.
+constexpr int kHistBits = 18, kHistShift = 64 - kHistBits;
+
 template <typename Selected>
-double SelectMedian(const double* values, std::size_t n, Selected selected) {
-  constexpr int kBits = 18, kShift = 64 - kBits;
-  std::vector<uint32_t> hist(std::size_t{1} << kBits, 0);
+std::size_t HistogramAdd(const double* values, std::size_t n, Selected selected,
+                         std::vector<uint32_t>* hist) {
+  if (hist->empty()) hist->assign(std::size_t{1} << kHistBits, 0);
   std::size_t m = 0;
   for (std::size_t i = 0; i < n; ++i) {
     if (!selected(i)) continue;
-    ++hist[OrderKey(values[i]) >> kShift];
+    ++(*hist)[OrderKey(values[i]) >> kHistShift];
     ++m;
   }
-  if (m == 0) return 0.0;
+  return m;
+}
+
+// `hist` counts the m selected values of `values` (HistogramAdd); false when the values
+// do not match it (then *median is untouched).
+template <typename Selected>
+bool MedianFromHistogram(const std::vector<uint32_t>& hist, std::size_t m, const double* values,
+                         std::size_t n, Selected selected, double* median) {
+  if (m == 0) {
+    *median = 0.0;
+    return true;
+  }
   // Ranks h (the upper middle) and lo_rank (the lower one, = h for an odd count), as
   // MedianInPlace picks them.
   const std::size_t h = m / 2, lo_rank = m % 2 == 1 ? h : h - 1;
@@ -59,19 +74,35 @@ double SelectMedian(const double* values, std::size_t n, Selected selected) {
   for (std::size_t b = b_lo; b <= b_hi; ++b) kept += hist[b];
   std::vector<uint64_t> keys;
   keys.reserve(kept);
+  std::size_t seen = 0;
   for (std::size_t i = 0; i < n; ++i) {
     if (!selected(i)) continue;
+    ++seen;
     const uint64_t k = OrderKey(values[i]);
-    const std::size_t b = k >> kShift;
+    const std::size_t b = k >> kHistShift;
     if (b >= b_lo && b <= b_hi) keys.push_back(k);
   }
+  if (seen != m || keys.size() != kept) return false;
   const std::size_t r = h - before_lo;  // rank h among the kept keys
   std::nth_element(keys.begin(), keys.begin() + static_cast<std::ptrdiff_t>(r), keys.end());
   const double hi = FromKey(keys[r]);
-  if (m % 2 == 1) return hi;
+  if (m % 2 == 1) {
+    *median = hi;
+    return true;
+  }
   const double lo =
       FromKey(*std::max_element(keys.begin(), keys.begin() + static_cast<std::ptrdiff_t>(r)));
-  return lo + (hi - lo) * 0.5;  // numpy's mean of the two middle values, as MedianInPlace
+  *median = lo + (hi - lo) * 0.5;  // numpy's mean of the two middle values, as MedianInPlace
+  return true;
+}
+
+template <typename Selected>
+double SelectMedian(const double* values, std::size_t n, Selected selected) {
+  std::vector<uint32_t> hist;
+  const std::size_t m = HistogramAdd(values, n, selected, &hist);
+  double median = 0;
+  MedianFromHistogram(hist, m, values, n, selected, &median);  // matches by construction
+  return median;
 }
 
 }  // namespace
@@ -81,9 +112,6 @@ double MedianWhere(const double* values, const double* weights, std::size_t n) {
   return SelectMedian(values, n, [weights](std::size_t i) { return weights[i] > 0; });
 }
 
-double MedianWhereFlag(const double* values, const uint8_t* flags, uint8_t bit, std::size_t n) {
-  return SelectMedian(values, n, [flags, bit](std::size_t i) { return (flags[i] & bit) != 0; });
-}
 
 HealthAccumulator::HealthAccumulator(bool keep_chi2pix, MaskPolicy policy,
                                      std::size_t expected_bins)
@@ -104,6 +132,11 @@ void HealthAccumulator::Add(const BundleResult& b) {
   }
   nwave_ = b.nwave;
   nspec_ += b.nfibers;
+  // The median's histogram as the bundles stream, so that Finish has one pass left.
+  const std::size_t n = std::min(b.chi2pix.size(), b.ivar.size());
+  const double* ivar = b.ivar.data();
+  weighted_ += HistogramAdd(b.chi2pix.data(), n, [ivar](std::size_t i) { return ivar[i] > 0; },
+                            &chi2_hist_);
   if (!keep_) return;
   const int nw = b.nwave;
   const bool has_failed = !b.failed_bins.empty();
@@ -141,7 +174,13 @@ FrameHealth HealthAccumulator::Finish(const Frame* assembled) {
   if (assembled != nullptr) {
     CountMaskBits(*assembled, &h);
     const std::size_t n = std::min(assembled->chi2pix.size(), assembled->ivar.size());
-    h.median_chi2pix = MedianWhere(assembled->chi2pix.data(), assembled->ivar.data(), n);
+    const double* ivar = assembled->ivar.data();
+    auto weighted = [ivar](std::size_t i) { return ivar[i] > 0; };
+    if (!MedianFromHistogram(chi2_hist_, weighted_, assembled->chi2pix.data(), n, weighted,
+                             &h.median_chi2pix)) {
+      // Not the frame of the bundles added: its own median, from scratch.
+      h.median_chi2pix = MedianWhere(assembled->chi2pix.data(), ivar, n);
+    }
     return h;
   }
   if (!keep_ || nspec_ == 0) {
@@ -183,7 +222,10 @@ FrameHealth HealthAccumulator::Finish(const Frame* assembled) {
     }
   }
   h.bad2dfit = bad2dfit;
-  h.median_chi2pix = MedianWhereFlag(chi2pix_.data(), flags_.data(), kWeighted, chi2pix_.size());
+  const uint8_t* flags = flags_.data();
+  MedianFromHistogram(chi2_hist_, weighted_, chi2pix_.data(), chi2pix_.size(),
+                      [flags](std::size_t i) { return (flags[i] & kWeighted) != 0; },
+                      &h.median_chi2pix);  // the kept values are the histogram's
   return h;
 }
 

@@ -29,9 +29,10 @@ struct FrameHealth {
 
 // Adds up bundles (in the order they are served) into a FrameHealth.
 //
-// Two ways to finish, chosen at construction:
-// * with the assembled frame (Finish(&frame)): the mask counts and the median chi2pix are
-//   read in place from the frame's arrays; Add keeps nothing but counters.
+// Add counts the patches and builds the median chi2pix's histogram (MedianWhere's first
+// pass) bundle by bundle, as they stream. Two ways to finish, chosen at construction:
+// * with the assembled frame (Finish(&frame)): the mask counts and the median's second
+//   pass read the frame's arrays in place; Add keeps no array.
 // * without one (a frame streamed to the client, never assembled on the server): the
 //   frame-wide BAD2DFIT rule (spec §2.13: chi2pix against its wavelength's median over all
 //   fibres) needs every chi2pix of the frame, so Add keeps that one array (8 bytes a bin,
@@ -59,19 +60,21 @@ class HealthAccumulator {
   std::vector<double> chi2pix_;
   std::vector<uint8_t> flags_;
   std::vector<double> fiber_median_, scratch_;
+  // The median chi2pix's histogram (MedianWhere's first pass, bin by bin in Add; 1 MiB)
+  // and the bins it counts (ivar > 0).
+  std::vector<uint32_t> chi2_hist_;
+  std::size_t weighted_ = 0;
 };
 
 // Counts the specmask bits of a frame whose mask is computed into `health`.
 void CountMaskBits(const Frame& frame, FrameHealth* health);
 
 // Median (numpy's: the mean of the two middle values for an even count; 0 when none) of
-// values[i] over the i < n with weights[i] > 0, equal bit for bit to Median() of those
-// values, without copying them: a histogram pass on the top bits of each value's
-// order-preserving key, then a selection among the few values of the one or two buckets
-// that hold the middle (scratch: a 1 MiB histogram plus those values). `weights` may be
-// null (all values); `weights` may instead be a byte array through MedianWhereFlag.
+// values[i] over the i < n with weights[i] > 0 (all i when `weights` is null), equal bit
+// for bit to Median() of those values, without copying them: a histogram pass on the top
+// bits of each value's order-preserving key, then a selection among the few values of the
+// one or two buckets that hold the middle (scratch: a 1 MiB histogram plus those values).
 double MedianWhere(const double* values, const double* weights, std::size_t n);
-double MedianWhereFlag(const double* values, const uint8_t* flags, uint8_t bit, std::size_t n);
 
 }  // namespace spexd::core
 

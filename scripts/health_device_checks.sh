@@ -145,7 +145,7 @@ if [[ $SECTIONS == *3* ]]; then
 fi
 
 if [[ $SECTIONS == *4* ]]; then
-  left=$(( TOTAL_SECONDS - ($(date +%s) - START) - 20 ))
+  left=$(( TOTAL_SECONDS - ($(date +%s) - START) - 45 ))  # server start and stop
   echo "== 4. shadow parity, no fault: $PARITY_N sampled bundles (at most $left s)"
   if (( left < 60 )); then
     row "shadow parity, no fault" "not run: $left s left (rerun with SECTIONS=4)" FAIL

@@ -208,6 +208,22 @@ absl::Status RunRemoteExtract(const ExtractCommand& cmd, const RemoteExtractOpti
                static_cast<long long>(s.counts().skipped()),
                static_cast<long long>(s.counts().retried()),
                static_cast<long long>(s.counts().failed()));
+  if (s.has_qa()) {
+    // The frame's numerical health (issue 23; docs/operations.md).
+    const v1::FrameQa& q = s.qa();
+    std::fprintf(stderr,
+                 "spexctl: qa request %llu: worst condition %.3g (bundle %d), %lld retried, %lld "
+                 "failed patches; bins %lld: SOMEBADPIX %lld, ALLBADPIX %lld, BAD2DFIT %lld; median "
+                 "chi2pix %.3f; shadow parity %s\n",
+                 static_cast<unsigned long long>(q.request_id()), q.worst_condition(),
+                 q.worst_condition_bundle(), static_cast<long long>(q.retried_patches()),
+                 static_cast<long long>(q.failed_patches()), static_cast<long long>(q.bins()),
+                 static_cast<long long>(q.somebadpix_bins()), static_cast<long long>(q.allbadpix_bins()),
+                 static_cast<long long>(q.bad2dfit_bins()), q.median_chi2pix(),
+                 q.shadow_parity().empty()
+                     ? "not sampled"
+                     : (q.shadow_parity() + " (bundle " + std::to_string(q.shadow_bundle()) + ")").c_str());
+  }
   if (o.print_snr) {
     const std::vector<double> snr = MedianSnrPerFiber(r.frame);
     std::printf("fiber  median_snr\n");

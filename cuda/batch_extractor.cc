@@ -232,6 +232,8 @@ absl::Status BatchExtractor::EnqueueDownload(WorkspaceSet* s, const Batch& batch
   if (nslots > 0) {
     SPEXD_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(s->h_status.get(), s->status.get(), nslots * sizeof(int32_t),
                                                cudaMemcpyDeviceToHost, stream));
+    SPEXD_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(s->h_cond.get(), s->cond.get(), nslots * sizeof(double),
+                                               cudaMemcpyDeviceToHost, stream));
   }
   if (spec_.canvas_stride > 0) {
     SPEXD_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(

@@ -35,7 +35,7 @@ void BatchExtractor::SizeBundle(const Batch& batch, std::size_t pos, core::Bundl
   r->failed_bins.assign(per_bundle, 0);
   for (int p = plan.bundle_first_patch[b]; p < plan.bundle_first_patch[b + 1]; ++p) {
     if (plan.patches[p].skipped != core::kSkipNone) {
-      core::CountOutcome(core::PatchOutcome::kSkipped, &r->counts);
+      core::RecordPatchOutcome(plan, p, core::PatchOutcome::kSkipped, 0.0, r);
     }
   }
   if (spec_.canvas_stride > 0) {
@@ -99,7 +99,7 @@ void BatchExtractor::FillBundles(const Batch& batch, const std::vector<char>& re
     } else {
       core::MarkPatchFailed(plan, plan.patches[e.patch], &r);
     }
-    core::CountOutcome(outcome, &r.counts);
+    core::RecordPatchOutcome(plan, e.patch, outcome, s.h_cond[slot], &r);
   }
 }
 

@@ -26,6 +26,7 @@
 #include "core/base/parallel_for.h"
 #include "core/base/status_macros.h"
 #include "core/base/task_pool.h"
+#include "core/frame/bundle_parity.h"
 #include "cuda/batch_extractor.h"
 #include "cuda/cuda_check.h"
 #include "cuda/diagnostics.h"
@@ -320,6 +321,14 @@ class CudaBackend final : public core::Backend, public core::GpuCapabilities {
       summary->stage_seconds["upload_host"] += upload.host_seconds;
     }
     SPEXD_RETURN_IF_ERROR(InjectRequestFault(faults_, ++requests_, ctx_->compute()));
+    if (faults_.perturb_bundle_flux >= 0) {
+      // Test-only (fault_injection.h): a wrong result the shadow parity check must flag.
+      const core::BundleSink perturbing = [&](core::BundleResult&& b) {
+        if (b.bundle == faults_.perturb_bundle_flux) core::PerturbBundleFlux(&b);
+        return sink(std::move(b));
+      };
+      return extractor.Run(job, batches, perturbing, summary);
+    }
     return extractor.Run(job, batches, sink, summary);
   }
 

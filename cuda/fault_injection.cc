@@ -24,13 +24,16 @@ absl::StatusOr<FaultPlan> ParseFaultPlan(const std::string& spec) {
   for (absl::string_view item : absl::StrSplit(spec, ',', absl::SkipWhitespace())) {
     std::pair<std::string, std::string> kv = absl::StrSplit(item, absl::MaxSplits('=', 1));
     int64_t n = 0;
-    const int64_t least = kv.first == "fail_patch_once" ? 0 : 1;  // a patch index is 0-based
+    // A patch or bundle index is 0-based.
+    const int64_t least = kv.first == "fail_patch_once" || kv.first == "perturb_bundle_flux" ? 0 : 1;
     if (!absl::SimpleAtoi(kv.second, &n) || n < least) {
       return absl::InvalidArgumentError(
           absl::StrCat("cuda fault '", item, "': expected name=N with N >= ", least));
     }
     if (kv.first == "fail_patch_once") {
       plan.fail_patch_once = n;
+    } else if (kv.first == "perturb_bundle_flux") {
+      plan.perturb_bundle_flux = static_cast<int>(n);
     } else if (kv.first == "oom_at_alloc") {
       plan.oom_at_alloc = n;
     } else if (kv.first == "transient_at_request") {
@@ -40,7 +43,8 @@ absl::StatusOr<FaultPlan> ParseFaultPlan(const std::string& spec) {
     } else {
       return absl::InvalidArgumentError(absl::StrCat(
           "unknown cuda fault '", kv.first,
-          "' (oom_at_alloc, transient_at_request, sticky_at_request, fail_patch_once)"));
+          "' (oom_at_alloc, transient_at_request, sticky_at_request, fail_patch_once, "
+          "perturb_bundle_flux)"));
     }
   }
   return plan;

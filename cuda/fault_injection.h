@@ -15,6 +15,10 @@
 //                         non-finite or non-SPD system would; the backend then retries P
 //                         with core::kRetryRegularize (extraction-spec §2.15), which
 //                         succeeds. Once per process
+//   perturb_bundle_flux=B bundle B (plan index) of every request is handed to the sink
+//                         with each spectrum's peak raised by 1e-6 of it
+//                         (core::PerturbBundleFlux): a wrong result that the shadow
+//                         parity check (issue 23) must flag
 #ifndef SPEXD_CUDA_FAULT_INJECTION_H_
 #define SPEXD_CUDA_FAULT_INJECTION_H_
 
@@ -35,6 +39,7 @@ struct FaultPlan {
   int transient_at_request = 0;
   int sticky_at_request = 0;
   int64_t fail_patch_once = -1;  // -1: never
+  int perturb_bundle_flux = -1;  // -1: never
 };
 
 // An empty plan for an empty spec; INVALID_ARGUMENT naming an unknown or bad item.

@@ -38,6 +38,7 @@ struct SlotBuffers {
   int32_t* mflags;  // [slots] kModel* bits
   int32_t* info;    // [slots] potrf info, indexed by run entry
   int32_t* eig_info;  // [slots*nper] eigensolver info (library path), by run entry
+  double* cond;     // [slots] Cholesky condition estimate (core::CholeskyConditionEstimate)
   int64_t t_stride;
 };
 

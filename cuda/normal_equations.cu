@@ -191,15 +191,31 @@ __global__ void RegularizeKernel(RunArgs a) {
   }
 }
 
+constexpr int kCheckThreads = 256;
+
+// Flags a failed solve, and records the patch's condition estimate from the diagonal of
+// the factor, which is still in place here (issue 23; the same rule as the CPU backend:
+// core::CholeskyConditionEstimate): n more reads in a kernel that runs anyway, no sync.
 __global__ void CheckSolveKernel(RunArgs a) {
+  __shared__ double scratch[kCheckThreads];
   const PlanDims& D = a.dims;
   const RunEntry e = a.entries[blockIdx.x];
   const int n = a.in.patches[e.patch].n;
   const double* x = a.slots.x + static_cast<int64_t>(e.slot) * D.ld;
+  const double* m = a.slots.m + static_cast<int64_t>(e.slot) * D.ld * D.ld;
   int bad = 0;
-  for (int q = threadIdx.x; q < n; q += blockDim.x) bad |= !isfinite(x[q]);
+  double dmax = -INFINITY, neg_dmin = -INFINITY;
+  for (int q = threadIdx.x; q < n; q += blockDim.x) {
+    bad |= !isfinite(x[q]);
+    const double d = m[static_cast<int64_t>(q) * D.ld + q];
+    dmax = fmax(dmax, d);
+    neg_dmin = fmax(neg_dmin, -d);
+  }
   bad = __syncthreads_or(bad);
+  dmax = BlockMax(dmax, scratch);
+  neg_dmin = BlockMax(neg_dmin, scratch);
   if (threadIdx.x == 0) {
+    a.slots.cond[e.slot] = core::CholeskyConditionEstimate(dmax, -neg_dmin);
     int flags = 0;
     if (a.slots.info[blockIdx.x] != 0) flags |= kStatusNotSpd;
     if (bad) flags |= kStatusSolveNonFinite;
@@ -251,7 +267,7 @@ cudaError_t LaunchRegularize(const RunArgs& args, cudaStream_t stream) {
 
 cudaError_t LaunchCheckSolve(const RunArgs& args, cudaStream_t stream) {
   if (args.count == 0) return cudaSuccess;
-  CheckSolveKernel<<<static_cast<unsigned>(args.count), 256, 0, stream>>>(args);
+  CheckSolveKernel<<<static_cast<unsigned>(args.count), kCheckThreads, 0, stream>>>(args);
   return SPEXD_CHECK_LAUNCH(stream);
 }
 

@@ -35,6 +35,7 @@ SlotBuffers WorkspaceSet::Slots(int64_t t_stride) const {
   b.mflags = mflags.get();
   b.info = info.get();
   b.eig_info = eig_info.get();
+  b.cond = cond.get();
   b.t_stride = t_stride;
   return b;
 }
@@ -76,6 +77,8 @@ absl::Status Workspace::ReserveSet(WorkspaceSet* s, const WorkspaceSpec& spec) {
   SPEXD_RETURN_IF_ERROR(s->h_canvas_list.Allocate(std::max<std::size_t>(slots, 1), "canvas lists (host)"));
   SPEXD_RETURN_IF_ERROR(s->status.Allocate(std::max<std::size_t>(slots, 1), "patch status"));
   SPEXD_RETURN_IF_ERROR(s->h_status.Allocate(std::max<std::size_t>(slots, 1), "patch status (host)"));
+  SPEXD_RETURN_IF_ERROR(s->cond.Allocate(std::max<std::size_t>(slots, 1), "patch conditioning"));
+  SPEXD_RETURN_IF_ERROR(s->h_cond.Allocate(std::max<std::size_t>(slots, 1), "patch conditioning (host)"));
   SPEXD_RETURN_IF_ERROR(s->mflags.Allocate(std::max<std::size_t>(slots, 1), "model flags"));
   SPEXD_RETURN_IF_ERROR(s->info.Allocate(std::max<std::size_t>(slots, 1), "potrf info"));
   SPEXD_RETURN_IF_ERROR(s->eig_info.Allocate(std::max<std::size_t>(blocks, 1), "eigensolver info"));
@@ -175,7 +178,7 @@ std::size_t Workspace::device_bytes() const {
   for (const WorkspaceSet& s : sets_) {
     b += s.m.bytes() + s.x.bytes() + s.fw.bytes() + s.t.bytes() + s.c.bytes() + s.evals.bytes() +
          s.fmodel.bytes() + s.pix_num.bytes() + s.pix_w.bytes() + s.model.bytes();
-    b += s.status.bytes() + s.mflags.bytes() + s.info.bytes() + s.eig_info.bytes() +
+    b += s.status.bytes() + s.cond.bytes() + s.mflags.bytes() + s.info.bytes() + s.eig_info.bytes() +
          s.ptrs.bytes() + s.entries.bytes();
     b += s.out_flux.bytes() + s.out_ivar.bytes() + s.out_rdiag.bytes() + s.out_pixmask.bytes() +
          s.out_chi2.bytes() + s.canvas.bytes() + s.canvas_desc.bytes() + s.canvas_list.bytes();

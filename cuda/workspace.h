@@ -47,7 +47,7 @@ enum StageMark : int {
 };
 
 struct WorkspaceSet {
-  DeviceBuffer<double> m, x, fw, t, c, evals, fmodel, pix_num, pix_w, model;
+  DeviceBuffer<double> m, x, fw, t, c, evals, fmodel, pix_num, pix_w, model, cond;
   DeviceBuffer<int32_t> status, mflags, info, eig_info;
   DeviceBuffer<uint64_t> ptrs;
   DeviceBuffer<RunEntry> entries;
@@ -58,6 +58,7 @@ struct WorkspaceSet {
   PinnedBuffer<RunEntry> h_entries;
   PinnedBuffer<double> h_flux, h_ivar, h_rdiag, h_pixmask, h_chi2, h_canvas;
   PinnedBuffer<int32_t> h_status;
+  PinnedBuffer<double> h_cond;  // per slot, downloaded with h_status (issue 23)
   PinnedBuffer<CanvasDesc> h_canvas_desc;
   PinnedBuffer<CanvasPatch> h_canvas_list;
   Event compute_done, outputs_copied;  // ordering

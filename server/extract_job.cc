@@ -115,6 +115,7 @@ absl::Status ExtractJob::PrepareGeometry(int height, int width) {
 void ExtractJob::Run(core::Backend& backend, int worker, core::TaskPool& streaming) {
   run_start_ = Clock::now();
   worker_ = worker;
+  StartHealth(backend);
   summary_.set_queue_seconds(Seconds(request_.admitted, prepare_start_) +
                              Seconds(prepared_, run_start_));
   if (Stopped()) {
@@ -141,6 +142,23 @@ void ExtractJob::Run(core::Backend& backend, int worker, core::TaskPool& streami
   extraction_status_ = status;
   extraction_end_ = end;
   extract_seconds_ = Seconds(run_start_, end);
+}
+
+void ExtractJob::StartHealth(const core::Backend& backend) {
+  const core::ExtractionPlan& plan = *request_.plan;
+  FrameHealthTracker::Context c;
+  c.metrics = env_.metrics != nullptr ? &env_.metrics->health() : nullptr;
+  c.shadow = env_.shadow;
+  c.backend = backend.name();
+  c.gpu = env_.metrics != nullptr ? env_.metrics->WorkerGpu(worker_) : ServerMetrics::kCpuGpuLabel;
+  c.psf_id = request_.header.psf_id();
+  c.client_tag = request_.header.client_tag();
+  c.psf = request_.psf;
+  c.plan = plan;
+  c.regularize = plan.params().regularize;
+  c.psferr = plan.psferr();
+  c.host_image = input_.device_input() == nullptr;
+  output_.StartHealth(std::move(c), request_.bundles);
 }
 
 absl::Status ExtractJob::Extract(core::Backend& backend) {
@@ -235,6 +253,8 @@ void ExtractJob::StreamLoop() {
   }
   output_.AddStage("stream_wait", wait_seconds);
   const Clock::time_point release_start = Clock::now();
+  // A frame sampled for shadow parity keeps its planes (issue 23).
+  output_.health().KeepImage(&input_.image());
   input_.image().reset();  // the backend is done with it (extraction_done_ was seen above)
   output_.AddStage("input_release", Seconds(release_start, Clock::now()));
   // A failed send means the client is gone or the deadline passed: report that rather
@@ -253,8 +273,11 @@ void ExtractJob::Complete(const absl::Status& status) {
   const Clock::time_point end = Clock::now();
   const bool ran = run_start_ != Clock::time_point();
   if (ran) metrics_.Frame(Seconds(run_start_, end));
+  const FrameHealthTracker& health = output_.health();
+  const core::FrameHealth& qa = health.health();
   Log(status.ok() ? LogLevel::kInfo : LogLevel::kWarning, "extract_done",
-      {{"peer", request_.peer},
+      {{"request", health.request_id()},
+       {"peer", request_.peer},
        {"tag", request_.header.client_tag()},
        {"worker", worker_},
        {"psf", request_.header.psf_id()},
@@ -265,7 +288,16 @@ void ExtractJob::Complete(const absl::Status& status) {
        {"queue_s", summary_.queue_seconds()},
        {"load_s", summary_.load_seconds()},
        {"extract_s", summary_.extract_seconds()},
-       {"total_s", Seconds(request_.arrived, end)}});
+       {"total_s", Seconds(request_.arrived, end)},
+       // Numerical health (issue 23; docs/operations.md).
+       {"worst_condition", qa.worst_condition},
+       {"retried", qa.counts.retried},
+       {"failed", qa.counts.failed},
+       {"somebadpix", qa.somebadpix},
+       {"allbadpix", qa.allbadpix},
+       {"bad2dfit", qa.bad2dfit},
+       {"median_chi2pix", qa.median_chi2pix},
+       {"shadow", health.shadow_state()}});
   if (geometry_ != nullptr) env_.cache->Rebalance();  // the geometry grew by this job's spots
   ResponseStream* stream = std::exchange(stream_, nullptr);
   if (stream != nullptr) stream->Finish(status);

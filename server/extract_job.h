@@ -34,6 +34,7 @@
 #include "core/plan/geometry.h"
 #include "server/cuda_request.h"
 #include "server/data_roots.h"
+#include "server/frame_health.h"
 #include "server/job_input.h"
 #include "server/job_metrics.h"
 #include "server/job_output.h"
@@ -46,6 +47,7 @@ namespace spexd::server {
 
 class PsfCache;
 class ServerMetrics;
+class ShadowParity;
 
 // The call side of a job (implemented by the gRPC reactor, or by tests).
 class ResponseStream {
@@ -75,6 +77,7 @@ struct JobEnvironment {
   core::PlaneBufferPool* plane_buffers = nullptr;
   core::PlaneBufferPool* load_buffers = nullptr;  // PreprocOptions::load_buffers
   const std::atomic<bool>* float32_planes = nullptr;
+  ShadowParity* shadow = nullptr;  // shadow parity sampling (issue 23); null when off
 };
 
 struct JobRequest {
@@ -125,6 +128,8 @@ class ExtractJob : public Job, public std::enable_shared_from_this<ExtractJob> {
   // uncorrected grid and HELIOCOR to output_. Needs input_ opened.
   absl::Status PrepareDesiOptions();
   absl::Status Extract(core::Backend& backend);
+  // The worker's half of the numerical-health hook (issue 23).
+  void StartHealth(const core::Backend& backend);
   void StreamLoop();
   // Logs, records metrics and ends the call; the last use of the stream.
   void Complete(const absl::Status& status);

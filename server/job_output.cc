@@ -68,6 +68,7 @@ absl::Status JobOutput::Prepare(std::shared_ptr<const core::Geometry> geometry,
   // its arrays only chi2pix, pixmask_fraction and the failed bins unless a frame file or
   // the model needs the rest.
   const bool whole_frame = h.want_model() || !h.server_output_path().empty();
+  whole_frame_ = whole_frame;
   if (whole_frame || output_writer_.has_value()) {
     assembler_.emplace(*geometry_, h.want_model(),
                        whole_frame ? core::FrameAssembler::Keep::kAll
@@ -150,6 +151,7 @@ absl::Status JobOutput::Bundle(core::BundleResult&& finished, double seconds) {
   core::BundleResult& b = *bundle;
   // Per Angstrom, as core::ExtractFrame does: the streamed values equal a local run's.
   core::FinalizeBundle(geometry_->dwave(), &b);
+  health_.OnBundle(b);  // issue 23
   metrics_.Bundle(seconds, b);
   usable_bins_ += core::CountUsableBins(b);
   lap("output_finalize");
@@ -174,6 +176,17 @@ absl::Status JobOutput::Bundle(core::BundleResult&& finished, double seconds) {
   return absl::OkStatus();
 }
 
+void JobOutput::StartHealth(FrameHealthTracker::Context context, std::vector<int> bundles) {
+  if (bundles.empty()) {
+    for (int b = 0; b < geometry_->plan().nbundles; ++b) bundles.push_back(b);
+  }
+  // Without a whole assembled frame the tracker keeps the chi2pix that the specmask's
+  // frame-wide rule needs; with one, it reads the frame in place (CountFrame). An output
+  // region's assembler keeps only the mask's inputs (no ivar for the median's weights).
+  health_.Start(std::move(context), bundles, /*keep_chi2pix=*/!whole_frame_);
+  return absl::OkStatus();
+}
+
 absl::Status JobOutput::Finish(const core::ExtractionSummary& backend_summary,
                                v1::ExtractSummary* summary, Clock::time_point extraction_end) {
   ExtractionSummaryToProto(backend_summary, summary);
@@ -188,6 +201,8 @@ absl::Status JobOutput::Finish(const core::ExtractionSummary& backend_summary,
     assembler_.reset();
     const Clock::time_point t1 = Clock::now();
     stages_["output_specmask"] += Seconds(t0, t1);
+    // After the final specmask: the counts are the served bits.
+    if (whole_frame_) health_.CountFrame(frame);
     if (output_writer_.has_value()) {
       SPEXD_RETURN_IF_ERROR(output_writer_->WriteMask(frame));
       stages_["output_copies"] += Seconds(t1, Clock::now());
@@ -202,6 +217,7 @@ absl::Status JobOutput::Finish(const core::ExtractionSummary& backend_summary,
       SPEXD_RETURN_IF_ERROR(SendModel(std::move(frame.model)));
     }
   }
+  health_.Finish(summary->mutable_qa());
   const Clock::time_point end = Clock::now();
   if (extraction_end != Clock::time_point()) stages_["output_tail"] = Seconds(extraction_end, end);
   for (const auto& [stage, secs] : stages_) (*summary->mutable_stage_seconds())[stage] = secs;

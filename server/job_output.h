@@ -22,6 +22,7 @@
 #include "core/plan/barycentric.h"
 #include "core/plan/geometry.h"
 #include "server/data_roots.h"
+#include "server/frame_health.h"
 #include "server/job_metrics.h"
 #include "server/region_output.h"
 #include "spexd/v1/spexd.pb.h"
@@ -67,6 +68,11 @@ class JobOutput {
   int64_t usable_bins() const { return usable_bins_; }
   int nbundles() const { return nbundles_; }
 
+  // The frame's numerical health (issue 23): started by the worker (StartHealth), fed
+  // each served bundle and the assembled frame here, finished into the summary's FrameQa.
+  void StartHealth(FrameHealthTracker::Context context, std::vector<int> bundles);
+  FrameHealthTracker& health() { return health_; }
+
   // Streaming task, after the last bundle of a successful extraction: the products that
   // need the whole frame, then the summary message (`summary` completed here, with this
   // job's stage times: AddStage's, the output stages, and "output_tail", the time from
@@ -105,9 +111,12 @@ class JobOutput {
   // Server-side stage times of this job (streaming task), into the summary's stage_seconds.
   std::map<std::string, double> stages_;
   std::optional<core::FrameAssembler> assembler_;
+  // The assembler keeps every array (a frame file or the model), not only the mask's inputs.
+  bool whole_frame_ = false;
   core::Frame retired_frame_;  // Finish's frame, freed with this object (after the call ends)
   int nbundles_ = 0, nfibers_ = 0;
   int64_t usable_bins_ = 0;
+  FrameHealthTracker health_;
 };
 
 }  // namespace spexd::server

@@ -91,6 +91,12 @@ ABSL_FLAG(std::string, auth_token_file, "",
           "file holding the bearer token that clients must send (authorization metadata)");
 ABSL_FLAG(std::string, preload_psfs, "", "comma-separated PSF paths to load during warm-up");
 ABSL_FLAG(std::string, log_level, "info", "debug, info, warning or error (others are refused)");
+ABSL_FLAG(double, shadow_parity_fraction, 0.01,
+          "fraction of served frames of which one bundle is extracted again by the CPU "
+          "reference backend and compared with what was served (docs/operations.md); 0: off");
+ABSL_FLAG(int, shadow_parity_threads, 1,
+          "CPU threads of the shadow parity reference, at the lowest scheduling priority "
+          "(0: one per core)");
 
 namespace {
 
@@ -154,6 +160,8 @@ absl::StatusOr<ServerConfig> ConfigFromFlags() {
   if (const std::string token_file = absl::GetFlag(FLAGS_auth_token_file); !token_file.empty()) {
     SPEXD_ASSIGN_OR_RETURN(o.auth_token, ReadAuthToken(token_file));
   }
+  o.shadow_parity.fraction = absl::GetFlag(FLAGS_shadow_parity_fraction);
+  o.shadow_parity.threads = absl::GetFlag(FLAGS_shadow_parity_threads);
   config.drain_seconds = absl::GetFlag(FLAGS_drain_seconds);
   SPEXD_RETURN_IF_ERROR(ValidateServerConfig(config));
   return config;

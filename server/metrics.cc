@@ -11,6 +11,7 @@
 #include "core/base/version.h"
 #include "core/frame/frame.h"
 #include "prometheus/text_serializer.h"
+#include "server/health_metrics.h"
 #include "server/metrics_http.h"
 
 namespace spexd::server {
@@ -78,6 +79,7 @@ ServerMetrics::ServerMetrics() : registry_(std::make_shared<prometheus::Registry
   RegisterCacheMetrics();
   RegisterResourceMetrics();
   RegisterWorkerMetrics();
+  health_ = std::make_unique<HealthMetrics>(*registry_);
   AddUsualSeries();
 }
 
@@ -317,9 +319,19 @@ std::string ServerMetrics::GpuLabel(int gpu_device) {
   return gpu_device >= 0 ? absl::StrCat(gpu_device) : std::string(kCpuGpuLabel);
 }
 
+std::string ServerMetrics::WorkerGpu(int worker) const {
+  absl::MutexLock lock(&workers_mu_);
+  if (worker < 0 || static_cast<std::size_t>(worker) >= workers_.size() ||
+      workers_[static_cast<std::size_t>(worker)].gpu.empty()) {
+    return kCpuGpuLabel;
+  }
+  return workers_[static_cast<std::size_t>(worker)].gpu;
+}
+
 void ServerMetrics::AddWorker(int worker, int gpu_device) {
   if (worker < 0) return;
   const std::string gpu = GpuLabel(gpu_device);
+  health_->AddUsualSeries(gpu_device >= 0 ? "cuda" : "cpu", gpu);
   const prometheus::Labels labels = {{"worker", absl::StrCat(worker)}, {"gpu", gpu}};
   absl::MutexLock lock(&workers_mu_);
   if (static_cast<std::size_t>(worker) >= workers_.size()) workers_.resize(worker + 1);

@@ -22,6 +22,7 @@
 
 namespace spexd::server {
 
+class HealthMetrics;
 class MetricsHttpServer;
 
 class ServerMetrics {
@@ -94,6 +95,10 @@ class ServerMetrics {
     double busy_seconds = 0;
   };
   std::vector<WorkerWork> WorkerTotals() const;
+  // The gpu label of a worker (kCpuGpuLabel for one never added).
+  std::string WorkerGpu(int worker) const;
+  // Numerical-health and shadow-parity metrics (server/health_metrics.h, issue 23).
+  HealthMetrics& health() { return *health_; }
   void SetServing(bool serving) { serving_->Set(serving ? 1 : 0); }
   // CUDA regions registered now and the device bytes they span (issue 13).
   void SetCudaRegions(double regions, double bytes) {
@@ -129,6 +134,7 @@ class ServerMetrics {
 
   std::shared_ptr<prometheus::Registry> registry_;
   std::unique_ptr<MetricsHttpServer> exposer_;
+  std::unique_ptr<HealthMetrics> health_;
   int exposer_port_ = 0;
 
   prometheus::Family<prometheus::Counter>* requests_;

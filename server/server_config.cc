@@ -81,6 +81,13 @@ absl::Status ValidateServerConfig(const ServerConfig& config) {
   if (o.limits.max_message_bytes < (1 << 20) || o.limits.max_message_bytes > (64 << 20)) {
     return Bad("--max_message_bytes must be between 1 MiB and 64 MiB");
   }
+  // Written so that NaN is refused too.
+  if (!(o.shadow_parity.fraction >= 0 && o.shadow_parity.fraction <= 1)) {
+    return Bad("--shadow_parity_fraction must be in [0, 1] (0: off)");
+  }
+  if (o.shadow_parity.threads < 0) {
+    return Bad("--shadow_parity_threads must not be negative (0: one per core)");
+  }
   if (config.drain_seconds < 0) return Bad("--drain_seconds must not be negative");
   return absl::OkStatus();
 }

@@ -28,6 +28,7 @@
 #include "server/data_roots.h"
 #include "server/extraction_service.h"
 #include "server/log.h"
+#include "server/health_metrics.h"
 #include "server/metrics.h"
 #include "server/psf_cache.h"
 #include "server/region_registry.h"
@@ -174,6 +175,8 @@ class SpexdServer::Impl {
   // the loaders decode frames' planes on: --cpu_threads in all, counting the worker's own.
   // Outlives the scheduler, which owns the backends.
   std::unique_ptr<core::TaskPool> pool;
+  // Outlives the scheduler and every job, which hand it sampled bundles (issue 23).
+  std::unique_ptr<ShadowParity> shadow;
   std::unique_ptr<Scheduler> scheduler;
   std::unique_ptr<RegionRegistry> regions;  // jobs hold the regions they use by shared_ptr
   ServiceContext context;
@@ -319,6 +322,8 @@ absl::StatusOr<std::unique_ptr<SpexdServer>> SpexdServer::Start(ServerOptions op
   s.context.env.plane_buffers = &s.plane_buffers;
   s.context.env.load_buffers = &s.load_buffers;
   s.context.env.float32_planes = &s.float32_planes;
+  s.shadow = std::make_unique<ShadowParity>(o.shadow_parity, &s.metrics->health());
+  s.context.env.shadow = s.shadow->enabled() ? s.shadow.get() : nullptr;
   // The CPU backend solves one patch per thread at once (for the memory estimate).
   s.context.env.limits.solver_threads = host_threads;
   s.context.scheduler = s.scheduler.get();

@@ -16,6 +16,7 @@
 #include "core/backend/backend.h"
 #include "server/extract_job.h"
 #include "server/scheduler.h"
+#include "server/shadow_parity.h"
 
 namespace spexd::server {
 
@@ -51,6 +52,8 @@ struct ServerOptions {
   std::string tls_cert_file, tls_key_file, tls_client_ca_file;
   std::string auth_token;                 // required bearer token, empty: none
   std::vector<std::string> preload_psfs;  // server paths loaded during warm-up
+  // Shadow parity sampling (issue 23, server/shadow_parity.h): fraction 0 turns it off.
+  ShadowParityOptions shadow_parity;
   // Replaces the backend choice (tests inject slow or failing backends). Called once
   // during warm-up; the reason string is reported as the backend choice.
   std::function<absl::StatusOr<std::vector<std::unique_ptr<core::Backend>>>(std::string* reason)>

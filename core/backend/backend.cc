@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/cpu/cpu_backend.h"
 #include "core/backend/cuda_module_loader.h"
+#include "core/backend/test_faults.h"
 
 namespace spexd::core {
 
@@ -68,7 +69,7 @@ absl::StatusOr<std::unique_ptr<ImportedRegion>> ImportRegion(Backend& backend,
 
 absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const BackendOptions& options) {
   switch (options.kind) {
-    case BackendKind::kCpu: return CreateCpuBackend(options.threads, options.pool);
+    case BackendKind::kCpu: return WithCpuTestFaults(CreateCpuBackend(options.threads, options.pool));
     case BackendKind::kCuda: return LoadCudaBackend(options);
   }
   return absl::InvalidArgumentError("unknown backend kind");

@@ -71,6 +71,7 @@ class CpuBackend : public Backend {
       const int p0 = plan.bundle_first_patch[b], p1 = plan.bundle_first_patch[b + 1];
       std::vector<std::vector<double>> models(job.want_model ? p1 - p0 : 0);
       std::vector<PatchOutcome> outcomes(p1 - p0);
+      std::vector<double> conditions(p1 - p0, 0.0);
       // Patches are skipped once the job is cancelled: a bundle of a full frame takes
       // seconds on the CPU.
       ParallelFor(pool_, threads_, p1 - p0, [&](int worker, int i) {
@@ -80,12 +81,15 @@ class CpuBackend : public Backend {
         outcomes[i] = extractor.Extract(plan.patches[p], *spots, job.image->image.data(),
                                         job.image->ivar.data(), workspaces[worker].get(), &result,
                                         job.want_model ? &models[i] : nullptr);
+        conditions[i] = workspaces[worker]->condition();
       });
       if (CancelRequested(job)) return absl::CancelledError("extraction cancelled");
       double t2 = Now();
       summary.stage_seconds["patches"] += t2 - t1;
 
-      for (PatchOutcome o : outcomes) CountOutcome(o, &result.counts);
+      for (int i = 0; i < p1 - p0; ++i) {
+        RecordPatchOutcome(plan, p0 + i, outcomes[i], conditions[i], &result);
+      }
       if (job.want_model) StitchModel(plan, p0, p1, models, &result);
       summary.stage_seconds["stitch"] += Now() - t2;
       summary.counts += result.counts;

@@ -43,6 +43,10 @@ struct BundleResult {
   int model_y0 = 0, model_x0 = 0, model_ny = 0, model_nx = 0;
   std::vector<double> model;
   PatchCounts counts;
+  // Per patch of the bundle, in plan order (PatchPlan::bundle_first_patch): the Cholesky
+  // condition estimate of the solve that was kept (core::CholeskyConditionEstimate), 0 for
+  // a skipped or failed patch. Filled by RecordPatchOutcome (patch_outcome.h, issue 23).
+  std::vector<double> patch_condition;
   bool per_angstrom = false;  // FinalizeBundle applied
 
   void Allocate(int bundle_index, int fiber0, int nfib, int nw, int nd) {

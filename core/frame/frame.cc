@@ -20,18 +20,19 @@ void FinalizeBundle(const std::vector<double>& dwave, BundleResult* b) {
   b->per_angstrom = true;
 }
 
-namespace {
-
-// numpy.median of [v, v + n), reordering them.
-double MedianInPlace(double* v, std::size_t n) {
-  if (n == 0) return 0.0;
-  const std::size_t h = n / 2;
-  std::nth_element(v, v + h, v + n);
-  double hi = v[h];
+double MedianInPlace(double* begin, double* end) {
+  if (begin == end) return 0.0;
+  const std::size_t n = static_cast<std::size_t>(end - begin), h = n / 2;
+  std::nth_element(begin, begin + h, end);
+  double hi = begin[h];
   if (n % 2 == 1) return hi;
-  double lo = *std::max_element(v, v + h);
+  double lo = *std::max_element(begin, begin + h);
   return lo + (hi - lo) * 0.5;  // numpy's mean of the two middle values
 }
+
+double Median(std::vector<double> v) { return MedianInPlace(v.data(), v.data() + v.size()); }
+
+namespace {
 
 // Wavelengths per task of the column medians: a block of rows is read contiguously into
 // one column per wavelength, rather than one cache line per value; the blocks (and the
@@ -40,8 +41,6 @@ constexpr int kWaveBlock = 64;
 constexpr int kFiberBlock = 25;
 
 }  // namespace
-
-double Median(std::vector<double> v) { return MedianInPlace(v.data(), v.size()); }
 
 FrameAssembler::FrameAssembler(const Geometry& geometry, bool want_model, Keep keep)
     : geometry_(geometry), keep_(keep) {
@@ -135,8 +134,19 @@ Frame FrameAssembler::Finish(MaskPolicy policy, TaskPool* pool) {
   return std::move(frame_);
 }
 
-void ComputeSpecMask(Frame* f, MaskPolicy policy, TaskPool* pool) {
+uint32_t LocalMaskBits(double pf, bool failed, MaskPolicy policy) {
+  uint32_t m = 0;
+  if (pf > 0.5) m |= kSomeBadPix;
+  // desispec tests == 1.0; a normalised stamp sums to 1 only up to rounding that
+  // depends on summation order, so allow 1e-12 (deliberate: a fully masked bin must
+  // not escape ALLBADPIX by one ulp). kDesispecExact keeps desispec's == 1.0.
   const double all_bad = policy == MaskPolicy::kDesispecExact ? 1.0 : 1.0 - 1e-12;
+  if (pf >= all_bad) m |= kAllBadPix;
+  if (failed) m |= kBad2DFit;
+  return m;
+}
+
+void ComputeSpecMask(Frame* f, MaskPolicy policy, TaskPool* pool) {
   const int ns = f->nspec, nw = f->nwave;
   const std::size_t nsz = static_cast<std::size_t>(ns), nwz = static_cast<std::size_t>(nw);
   f->mask.assign(nsz * nwz, 0);
@@ -156,7 +166,8 @@ void ComputeSpecMask(Frame* f, MaskPolicy policy, TaskPool* pool) {
       for (int j = 0; j < nb; ++j) cols[static_cast<std::size_t>(j) * nsz + s] = row[j];
     }
     for (int j = 0; j < nb; ++j) {
-      med_wave[static_cast<std::size_t>(w0 + j)] = MedianInPlace(cols.data() + static_cast<std::size_t>(j) * nsz, nsz);
+      double* col = cols.data() + static_cast<std::size_t>(j) * nsz;
+      med_wave[static_cast<std::size_t>(w0 + j)] = MedianInPlace(col, col + nsz);
     }
   });
   // Each fibre's median over its wavelengths, then its mask row.
@@ -167,19 +178,13 @@ void ComputeSpecMask(Frame* f, MaskPolicy policy, TaskPool* pool) {
     for (int s = block * kFiberBlock; s < s1; ++s) {
       const std::size_t r = static_cast<std::size_t>(s) * nwz;
       row.assign(chi2 + r, chi2 + r + nwz);
-      med_fiber[static_cast<std::size_t>(s)] = MedianInPlace(row.data(), nwz);
+      med_fiber[static_cast<std::size_t>(s)] = MedianInPlace(row.data(), row.data() + nwz);
       for (std::size_t w = 0; w < nwz; ++w) {
         const std::size_t i = r + w;
-        uint32_t m = 0;
-        const double pf = f->pixmask_fraction[i];
-        if (pf > 0.5) m |= kSomeBadPix;
-        // desispec tests == 1.0; a normalised stamp sums to 1 only up to rounding that
-        // depends on summation order, so allow 1e-12 (deliberate: a fully masked bin must
-        // not escape ALLBADPIX by one ulp).
-        if (pf >= all_bad) m |= kAllBadPix;
+        uint32_t m = LocalMaskBits(f->pixmask_fraction[i],
+                                   !f->failed_bins.empty() && f->failed_bins[i] != 0, policy);
         const double c = chi2[i];
         if (c > 5 * med_wave[w] && c > 5 * med_fiber[static_cast<std::size_t>(s)]) m |= kBad2DFit;
-        if (!f->failed_bins.empty() && f->failed_bins[i]) m |= kBad2DFit;
         f->mask[i] = m;
       }
     }

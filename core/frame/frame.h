@@ -70,8 +70,17 @@ class FrameAssembler {
 void ComputeSpecMask(Frame* frame, MaskPolicy policy = MaskPolicy::kDesispec,
                      TaskPool* pool = nullptr);
 
+// The specmask bits of one bin that need nothing frame-wide (spec §2.13): SOMEBADPIX and
+// ALLBADPIX from its pixmask_fraction, BAD2DFIT when its patch failed. ComputeSpecMask
+// adds the chi2pix rule, which needs the frame's medians. `policy` picks the ALLBADPIX
+// threshold as ComputeSpecMask does.
+uint32_t LocalMaskBits(double pixmask_fraction, bool failed,
+                       MaskPolicy policy = MaskPolicy::kDesispec);
+
 // numpy.median of a copy of the values (mean of the two middle ones for even sizes).
 double Median(std::vector<double> values);
+// The same over [begin, end), reordering it (no copy); 0 for an empty range.
+double MedianInPlace(double* begin, double* end);
 
 }  // namespace spexd::core
 

@@ -13,6 +13,17 @@ void CountOutcome(PatchOutcome outcome, PatchCounts* counts) {
   }
 }
 
+void RecordPatchOutcome(const PatchPlan& plan, int patch, PatchOutcome outcome, double condition,
+                        BundleResult* bundle) {
+  CountOutcome(outcome, &bundle->counts);
+  const int first = plan.bundle_first_patch[bundle->bundle];
+  const std::size_t npatches =
+      static_cast<std::size_t>(plan.bundle_first_patch[bundle->bundle + 1] - first);
+  if (bundle->patch_condition.size() != npatches) bundle->patch_condition.assign(npatches, 0.0);
+  const bool solved = outcome == PatchOutcome::kExtracted || outcome == PatchOutcome::kRetried;
+  bundle->patch_condition[static_cast<std::size_t>(patch - first)] = solved ? condition : 0.0;
+}
+
 void MarkPatchFailed(const PatchPlan& plan, const PatchDesc& d, BundleResult* bundle) {
   const int nk = 2 * plan.ndiag + 1, nwave = bundle->nwave;
   for (int s = 0; s < plan.nper; ++s) {

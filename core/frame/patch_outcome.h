@@ -18,6 +18,13 @@ enum class PatchOutcome {
 // Adds one patch outcome to the counters (a retried patch counts as extracted too).
 void CountOutcome(PatchOutcome outcome, PatchCounts* counts);
 
+// The bookkeeping both backends do for patch `patch` (plan index) of `bundle`: counts the
+// outcome (CountOutcome) and records the condition estimate of its kept solve in
+// bundle->patch_condition (0 unless extracted or retried). Not thread-safe per bundle:
+// call it from one thread once the patches are done.
+void RecordPatchOutcome(const PatchPlan& plan, int patch, PatchOutcome outcome, double condition,
+                        BundleResult* bundle);
+
 // A failed patch: its kept core bins get zero outputs (flux, ivar, pixmask fraction,
 // chi2pix, resolution) and the failed flag that becomes BAD2DFIT. `bundle` is the
 // BundleResult of the patch's bundle.

@@ -56,6 +56,31 @@ SPEXD_HD double ClippedEigenvalue(double lambda, double lambda_max, bool compat_
   return lambda < floor_value ? floor_value : lambda;
 }
 
+// A cheap condition estimate of M from its Cholesky factor L (§2.9, issue 23): with
+// d_max and d_min the largest and smallest diagonal elements of L, (d_max / d_min)² is a
+// lower bound of the 2-norm condition of M = L Lᵀ (its diagonal holds M's extreme
+// pivots), and the usual LAPACK-style proxy for it. It costs one pass over n values the
+// factor already holds, on either backend. 0 when undefined (d_min <= 0 or not finite).
+SPEXD_HD double CholeskyConditionEstimate(double diag_max, double diag_min) {
+  if (!(diag_min > 0.0) || !(diag_max < 1e300)) return 0.0;
+  const double r = diag_max / diag_min;
+  return r * r;
+}
+
+// The same from a factor held in memory: its n diagonal elements lie `stride` apart
+// (LAPACK's lower band storage: stride = ldab; a dense column-major factor: ld + 1).
+// Host only; the CUDA backend reduces the diagonal across a thread block instead.
+inline double FactorConditionEstimate(const double* factor, int n, long stride) {
+  if (n <= 0) return 0.0;
+  double dmax = factor[0], dmin = factor[0];
+  for (int q = 1; q < n; ++q) {
+    const double d = factor[static_cast<long>(q) * stride];
+    dmax = d > dmax ? d : dmax;
+    dmin = d < dmin ? d : dmin;
+  }
+  return CholeskyConditionEstimate(dmax, dmin);
+}
+
 }  // namespace spexd::core
 
 #endif  // SPEXD_CORE_PATCH_NUMERICS_H_

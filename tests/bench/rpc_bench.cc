@@ -30,6 +30,13 @@
 //                   [--inflight K (2; 0 skips)] [--prefetch P (0: spexd's default)] [--pin-planes 0|1 (1)] [--streamers S (0)] [--psf PSF.fits (bundled)]
 //                   [--client-procs K (0)] [--proc-frames F (repeats)] [--gzip 1 (input as .fits.gz)]
 //                   [--gpus 0,1,... (spexd's --gpu_devices; default all visible)]
+//                   [--shadow-parity-fraction F (spexd's --shadow_parity_fraction; default its
+//                    0.01)] [--shadow-parity-threads N (its --shadow_parity_threads)]
+//                   (issue 23: served throughput at F = 0 against 0.01; the JSON's
+//                    "shadow_parity" counts the checks by result)
+//                   [--frame PATH (the simulated frame: written there when absent, reused
+//                    when present, so that alternating runs share one input; its directory
+//                    is the server's data root)]
 //   client mode:    --client-only 1 --target HOST:PORT --psf-id ID --frame PATH --fibers N
 //                   --frames F    (prints "frame <completion, steady clock s> <wall s>
 //                   <server extract s> <server load s>" per frame)
@@ -51,6 +58,8 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -88,6 +97,8 @@ struct Args {
   bool gzip = false;     // the frame as .fits.gz (DESI's compressed preproc files)
   std::vector<int> gpus;  // the server's workers (--gpu_devices); empty: all visible
   std::string bad_gpus;   // a --gpus entry that is not a device ordinal
+  double shadow_fraction = -1;  // spexd --shadow_parity_fraction; < 0: its default
+  int shadow_threads = 0;       // spexd --shadow_parity_threads; 0: its default
   // Client mode.
   bool client_only = false;
   std::string target, psf_id, frame;
@@ -116,6 +127,8 @@ Args Parse(int argc, char** argv) {
     if (k == "--frame") a.frame = argv[i + 1];
     if (k == "--frames") a.frames = std::max(1, v);
     if (k == "--gzip") a.gzip = v != 0;
+    if (k == "--shadow-parity-fraction") a.shadow_fraction = std::atof(argv[i + 1]);
+    if (k == "--shadow-parity-threads") a.shadow_threads = std::max(0, v);
     if (k == "--gpus") {
       for (absl::string_view d : absl::StrSplit(argv[i + 1], ',', absl::SkipEmpty())) {
         int g = 0;
@@ -443,8 +456,25 @@ std::string GpuWorkJson(const GpuWorkMap& work) {
   return "{" + out + "}";
 }
 
+// Shadow parity checks by result, summed over the other labels, from a scrape of the
+// server's registry: {"fraction":F,"ok":N,"drift":N,"skipped":N}.
+std::string ShadowParityJson(double fraction, const std::string& scrape) {
+  double ok = 0, drift = 0, skipped = 0;
+  for (absl::string_view line : absl::StrSplit(scrape, '\n')) {
+    if (!absl::StartsWith(line, "spexd_shadow_parity_checks_total{")) continue;
+    const std::size_t sp = line.rfind(' ');
+    double v = 0;
+    if (sp == absl::string_view::npos || !absl::SimpleAtod(line.substr(sp + 1), &v)) continue;
+    if (absl::StrContains(line, "result=\"ok\"")) ok += v;
+    if (absl::StrContains(line, "result=\"drift\"")) drift += v;
+    if (absl::StrContains(line, "result=\"skipped\"")) skipped += v;
+  }
+  return absl::StrFormat("{\"fraction\":%g,\"ok\":%.0f,\"drift\":%.0f,\"skipped\":%.0f}", fraction,
+                         ok, drift, skipped);
+}
+
 void PrintJson(const Args& args, const LocalTimes& lt, const ServiceTimes& st, const ProcResult& procs,
-               const GpuWorkMap& gpu_work) {
+               const GpuWorkMap& gpu_work, const std::string& shadow_json) {
   const Stats b = Summarise(lt.backend_s), l = Summarise(lt.local_s), s = Summarise(st.service_s);
   const Stats fr = Summarise(lt.frame_s);
   const Stats rd = Summarise(lt.read_s), srd = Summarise(st.server_read_s),
@@ -467,7 +497,7 @@ void PrintJson(const Args& args, const LocalTimes& lt, const ServiceTimes& st, c
       "\"procs_wall_overhead_vs_backend\":%.4f,\"procs_steady_per_frame_s\":%.4f,"
       "\"procs_steady_overhead_vs_backend\":%.4f,\"procs_server_extract_s\":{\"median\":%.4f},"
       "\"procs_server_load_s\":{\"median\":%.4f},\"prefetch\":%d,\"gzip\":%s,\"gpus\":[%s],"
-      "\"gpu_work\":%s,\"git_sha\":\"%s\"}\n",
+      "\"gpu_work\":%s,\"shadow_parity\":%s,\"git_sha\":\"%s\"}\n",
       args.fibers, lt.nwave, args.repeats, CpuModel().c_str(), sysconf(_SC_NPROCESSORS_ONLN), host,
       b.median, b.p90, fr.median, l.median, l.p90, rd.median, s.median, s.p90, srd.median,
       sx.median, s.median / b.median - 1, s.median / l.median - 1, args.backend.c_str(),
@@ -476,7 +506,7 @@ void PrintJson(const Args& args, const LocalTimes& lt, const ServiceTimes& st, c
       procs_wall, procs_wall / b.median - 1, procs_steady, procs_steady / b.median - 1,
       MedianOr0(procs.extract), MedianOr0(procs.load), args.prefetch,
       args.gzip ? "true" : "false", absl::StrJoin(args.gpus, ",").c_str(),
-      GpuWorkJson(gpu_work).c_str(), GitSha().c_str());
+      GpuWorkJson(gpu_work).c_str(), shadow_json.c_str(), GitSha().c_str());
 }
 
 void PrintSummary(const Args& args, const LocalTimes& lt, const ServiceTimes& st,
@@ -555,10 +585,22 @@ int main(int argc, char** argv) {
   auto psf = std::make_shared<const core::Psf>(*std::move(psf_value));
 
   // Inputs before any clock starts.
-  const std::string dir = testing::MakeTempDir();
-  const std::string plain_path = dir + "/preproc.fits";
-  if (absl::Status st = WriteSimulatedFrame(*psf, args.fibers, plain_path); !st.ok()) {
-    return Fail("simulated frame", st);
+  std::string dir = testing::MakeTempDir();
+  std::string plain_path = dir + "/preproc.fits";
+  if (!args.frame.empty()) {  // a frame of an earlier run, or written here for the next ones
+    const std::size_t slash = args.frame.rfind('/');
+    dir = slash == std::string::npos ? "." : args.frame.substr(0, slash);
+    const std::string name = slash == std::string::npos ? args.frame : args.frame.substr(slash + 1);
+    if (char* abs = realpath(dir.c_str(), nullptr); abs != nullptr) {  // data roots are absolute
+      dir = abs;
+      std::free(abs);
+    }
+    plain_path = dir + "/" + name;
+  }
+  if (args.frame.empty() || access(plain_path.c_str(), R_OK) != 0) {
+    if (absl::Status st = WriteSimulatedFrame(*psf, args.fibers, plain_path); !st.ok()) {
+      return Fail("simulated frame", st);
+    }
   }
   std::string frame_path = plain_path;
   if (args.gzip) {
@@ -587,6 +629,8 @@ int main(int argc, char** argv) {
   so.pin_planes = args.pin_planes;
   so.streamers_per_worker = args.streamers;
   so.gpu_devices = args.gpus;
+  if (args.shadow_fraction >= 0) so.shadow_parity.fraction = args.shadow_fraction;
+  if (args.shadow_threads > 0) so.shadow_parity.threads = args.shadow_threads;
   auto srv = server::SpexdServer::Start(so);
   if (!srv.ok()) return Fail("server", srv.status());
   if (absl::Status st = (*srv)->WaitForWarmUp(absl::Seconds(60)); !st.ok()) return Fail("warm-up", st);
@@ -614,7 +658,10 @@ int main(int argc, char** argv) {
   const auto totals = (*srv)->metrics().WorkerTotals();
   AddTotals(totals, 1, /*procs=*/true, &gpu_work);
   AddTotals(totals, 1, /*procs=*/false, &gpu_work);
-  PrintJson(args, *local, *service, procs, gpu_work);
+  const std::string shadow_json =
+      ShadowParityJson(so.shadow_parity.fraction, (*srv)->metrics().Serialize());
+  PrintJson(args, *local, *service, procs, gpu_work, shadow_json);
   PrintSummary(args, *local, *service, procs, gpu_work);
+  std::fprintf(stderr, "rpc_bench: shadow parity %s\n", shadow_json.c_str());
   return 0;
 }

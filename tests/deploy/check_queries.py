@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Sends every rule expression and every Grafana panel query to a running Prometheus.
 
-    check_queries.py PROMETHEUS_URL DASHBOARD.json METRICS_SOURCE.cc [RULE_FILE_NAME]
+    check_queries.py PROMETHEUS_URL DASHBOARD.json METRICS_SOURCE.cc[,MORE.cc...] [RULE_FILE_NAME]
 
 Each must parse and return series (the Prometheus scrapes a real spexd that has extracted
 frames). The rules are read back from Prometheus's /api/v1/rules, so they are checked as
@@ -9,7 +9,7 @@ Prometheus loaded them, and each must have evaluated without error. Alert expres
 also queried without their threshold comparisons (the signal must return series even
 when the alert does not fire). Queries on metrics that exist only on GPU servers
 (spexd_gpu_memory_bytes) must parse and are reported as not evaluable here. Every spexd_
-metric named anywhere must be registered in server/metrics.cc.
+metric named anywhere must be registered in server/metrics.cc (or another source given).
 """
 import json
 import re
@@ -32,9 +32,12 @@ def api(base, path, **params):
         return json.load(e)
 
 
-def known_metrics(source):
-    # Every name is registered as a string literal of its own (server/metrics.cc).
-    names = set(re.findall(r'"(spexd_[a-z0-9_]+)"', open(source).read()))
+def known_metrics(sources):
+    # Every name is registered as a string literal of its own (server/metrics.cc,
+    # server/health_metrics.cc).
+    names = set()
+    for source in sources.split(","):
+        names |= set(re.findall(r'"(spexd_[a-z0-9_]+)"', open(source).read()))
     for n in list(names):  # histograms expose _bucket, _sum and _count
         names |= {n + "_bucket", n + "_sum", n + "_count"}
     return names

@@ -32,19 +32,23 @@ PORT=$(free_port)
 MPORT=$(free_port)
 # One waiting job at most, so that a burst of clients meets RESOURCE_EXHAUSTED.
 "$SPEXD" --listen="127.0.0.1:$PORT" --metrics_listen="127.0.0.1:$MPORT" --backend=cpu \
-  --cpu_threads=1 --max_queue=1 --data_roots="$WORK/data" --drain_seconds=5 2>"$WORK/spexd.log" &
+  --cpu_threads=1 --max_queue=1 --data_roots="$WORK/data" --drain_seconds=5 \
+  --shadow_parity_fraction=1 2>"$WORK/spexd.log" &
 PIDS+=($!)
 wait_serving "127.0.0.1:$PORT" 30 || { cat "$WORK/spexd.log"; fail "spexd not serving"; }
 
 # The rules as shipped, evaluated every 2 s instead of 30 s so that the recorded series exist soon.
 mkdir -p "$WORK/rules"
-sed 's/^\(\s*interval:\s*\)30s/\12s/' deploy/prometheus/spexd-rules.yaml >"$WORK/rules/spexd-rules.yaml"
+for rules in spexd-rules.yaml spexd-health-rules.yaml; do
+  sed 's/^\(\s*interval:\s*\)30s/\12s/' "deploy/prometheus/$rules" >"$WORK/rules/$rules"
+done
 cat >"$WORK/prometheus.yml" <<YML
 global:
   scrape_interval: 1s
   evaluation_interval: 2s
 rule_files:
   - $WORK/rules/spexd-rules.yaml
+  - $WORK/rules/spexd-health-rules.yaml
 scrape_configs:
   - job_name: spexd
     static_configs:
@@ -102,5 +106,14 @@ stored=$(curl -sf "$PROM/api/v1/query" --data-urlencode 'query=sum by (gpu) (spe
   python3 -c 'import json, sys; print(" ".join(r["metric"].get("gpu", "") + "=" + r["value"][1] for r in json.load(sys.stdin)["data"]["result"]))')
 echo "Prometheus: frames by gpu: $stored"
 [[ $stored == "cpu=$ok" ]] || fail "Prometheus has spexd_worker_frames_total by gpu '$stored', expected 'cpu=$ok'"
-python3 tests/deploy/check_queries.py "$PROM" deploy/grafana/spexd-dashboard.json server/metrics.cc
+# Every frame sampled for shadow parity: its checks (ok) must have been counted too.
+for _ in $(seq 1 120); do
+  checked=$(metric "$(scrape "127.0.0.1:$MPORT")" 'spexd_shadow_parity_checks_total{backend="cpu",gpu="cpu",result="ok"}')
+  [[ ${checked:-0} -ge 1 ]] && break
+  sleep 0.5
+done
+echo "shadow parity: ${checked:-0} check(s) ok"
+[[ ${checked:-0} -ge 1 ]] || fail "no shadow parity check was counted"
+sleep 3
+python3 tests/deploy/check_queries.py "$PROM" deploy/grafana/spexd-dashboard.json server/metrics.cc,server/health_metrics.cc
 say "prometheus_test: PASS"

@@ -86,6 +86,10 @@ TEST_F(SpexctlTest, RemoteExtractionWritesTheSameFileAsLocal) {
   ExpectSameFitsBytes(out_ + "/local-model.fits", out_ + "/upload-model.fits");
   EXPECT_NE(by_path.output.find("median_snr"), std::string::npos) << by_path.output;
   EXPECT_NE(upload.output.find("patches"), std::string::npos) << upload.output;
+  // The frame's numerical health (issue 23).
+  EXPECT_NE(upload.output.find("spexctl: qa request "), std::string::npos) << upload.output;
+  EXPECT_NE(upload.output.find("median chi2pix"), std::string::npos) << upload.output;
+  EXPECT_NE(upload.output.find("shadow parity not sampled"), std::string::npos) << upload.output;
 }
 
 TEST_F(SpexctlTest, AdminCommands) {

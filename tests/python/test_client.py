@@ -18,6 +18,7 @@ from astropy.io import fits
 import spexd
 import support
 from spexd.request import read_preproc
+from spexd.result import BAD2DFIT, SOMEBADPIX
 
 PARAMS = dict(wavelength=support.WAVELENGTH, specmin=0, nspec=support.NSPEC)
 
@@ -310,6 +311,36 @@ class QaTest(unittest.TestCase):
         from PIL import Image
         with Image.open(out) as im:
             im.verify()
+
+    def test_server_qa_in_the_result_the_frame_file_and_spexd_qa(self):
+        # Issue 23: the summary's FrameQa reaches the Python result, the FLUX header of the
+        # frame the client writes when asked (qa_keywords=True; never by default, which
+        # must stay desispec's file key for key), and `python3 -m spexd.qa FRAME`.
+        with spexd.Client(SERVER.target) as c:
+            r = c.extract(server_path=IN["preproc"], psf_server_path=IN["psf"], **PARAMS)
+        qa = r.qa
+        self.assertGreater(qa["request_id"], 0)
+        self.assertGreater(qa["worst_condition"], 1.0)
+        self.assertIn(qa["worst_condition_bundle"], (0, 1))
+        self.assertEqual(qa["bins"], r.mask.size)
+        self.assertEqual(qa["bad2dfit_bins"], int(np.count_nonzero(r.mask & BAD2DFIT)))
+        self.assertEqual(qa["somebadpix_bins"], int(np.count_nonzero(r.mask & SOMEBADPIX)))
+        good = r.ivar > 0
+        self.assertAlmostEqual(qa["median_chi2pix"], float(np.median(r.chi2pix[good])), places=9)
+        from astropy.io import fits
+        plain = os.path.join(support.work_dir(), "qa-frame-plain.fits")
+        r.write(plain)
+        with fits.open(plain) as f:
+            self.assertNotIn("SPXREQ", f["FLUX"].header)
+        out = os.path.join(support.work_dir(), "qa-frame.fits")
+        r.write(out, qa_keywords=True)
+        with fits.open(out) as f:
+            self.assertEqual(f["FLUX"].header["SPXREQ"], qa["request_id"])
+        proc = subprocess.run([sys.executable, "-m", "spexd.qa", out], capture_output=True,
+                              text=True, timeout=300)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.assertIn(f"server QA (request {qa['request_id']})", proc.stdout)
+        self.assertIn("BAD2DFIT", proc.stdout)
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 // they do not know, naming the flag, and the one validation refuses bad ranges.
 #include "server/server_config.h"
 
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <string>
@@ -57,6 +58,10 @@ TEST(ServerConfigTest, DefaultsAreValidAndBadRangesAreRefused) {
       {[](ServerConfig& c) { c.server.limits.max_message_bytes = 128 << 20; }, "--max_message_bytes"},
       {[](ServerConfig& c) { c.server.cpu_threads = -3; }, "--cpu_threads"},
       {[](ServerConfig& c) { c.drain_seconds = -1; }, "--drain_seconds"},
+      {[](ServerConfig& c) { c.server.shadow_parity.fraction = 1.5; }, "--shadow_parity_fraction"},
+      {[](ServerConfig& c) { c.server.shadow_parity.fraction = -0.1; }, "--shadow_parity_fraction"},
+      {[](ServerConfig& c) { c.server.shadow_parity.fraction = std::nan(""); }, "--shadow_parity_fraction"},
+      {[](ServerConfig& c) { c.server.shadow_parity.threads = -1; }, "--shadow_parity_threads"},
   };
   for (const Case& k : cases) {
     ServerConfig c;

@@ -68,10 +68,10 @@ def dependencies():
             ("grpcio", grpc.__version__), ("protobuf", google.protobuf.__version__)]
 
 
-def frame_header(result, extname="FLUX"):
+def frame_header(result, extname="FLUX", qa_keywords=False):
     """The FLUX header in desi_extract_spectra's order (as core/frame/frame_writer.cc):
     the input's IMAGE cards, HELIOCOR, NSPEC .. IN_IMG, DEPNAMnn/DEPVERnn, ORIG_PSF,
-    BUNIT, FIBERMIN."""
+    BUNIT, FIBERMIN; with qa_keywords, the server's QA (QA_KEYWORDS) after them."""
     from astropy.io import fits
 
     hdr = fits.Header()
@@ -97,7 +97,32 @@ def frame_header(result, extname="FLUX"):
         hdr["ORIG_PSF"] = h.orig_psf
     hdr["BUNIT"] = "electron/Angstrom"
     hdr["FIBERMIN"] = result.specmin
+    if qa_keywords:
+        qa = getattr(result, "qa", None) or {}
+        for key, (field, comment) in QA_KEYWORDS.items():
+            if qa:
+                hdr[key] = (qa[field], comment)
     return hdr
+
+
+# The server's FrameQa (spexd.result.ExtractionResult.qa) in the FLUX header, so that
+# `python3 -m spexd.qa` can show it from the file (docs/operations.md). Only on request
+# (write(path, qa_keywords=True)): desispec writes no such keys, and the default file is
+# desi_extract_spectra's, key for key (tests/python/test_desispec_dropin.py).
+QA_KEYWORDS = {
+    "SPXREQ": ("request_id", "spexd request id"),
+    "SPXCOND": ("worst_condition", "spexd worst patch condition estimate"),
+    "SPXCONDB": ("worst_condition_bundle", "spexd bundle of the worst condition"),
+    "SPXRETRY": ("retried_patches", "spexd patches solved by the retry"),
+    "SPXFAIL": ("failed_patches", "spexd patches failed after the retry"),
+    "SPXBINS": ("bins", "spexd bins of the frame"),
+    "SPXSBAD": ("somebadpix_bins", "spexd SOMEBADPIX bins"),
+    "SPXABAD": ("allbadpix_bins", "spexd ALLBADPIX bins"),
+    "SPXB2D": ("bad2dfit_bins", "spexd BAD2DFIT bins"),
+    "SPXCHI2": ("median_chi2pix", "spexd median chi2pix (ivar > 0)"),
+    "SPXSHADW": ("shadow_parity", "spexd shadow parity (blank: not sampled)"),
+    "SPXSHADB": ("shadow_bundle", "spexd shadow parity bundle"),
+}
 
 
 def _fibermap_hdu(src, rows):
@@ -120,10 +145,11 @@ def _fibermap_hdu(src, rows):
     return hdu
 
 
-def frame_hdus(result):
+def frame_hdus(result, qa_keywords=False):
     from astropy.io import fits
 
-    flux = fits.PrimaryHDU(result.flux.astype(np.float32), header=frame_header(result))
+    flux = fits.PrimaryHDU(result.flux.astype(np.float32),
+                           header=frame_header(result, qa_keywords=qa_keywords))
     hdus = [flux,
             fits.ImageHDU(result.ivar.astype(np.float32), name="IVAR"),
             fits.ImageHDU(result.mask.astype(np.uint32), name="MASK"),
@@ -178,8 +204,8 @@ def _encode(hdul, path):
     return data
 
 
-def write_frame(result, path):
-    _write_atomically(path, _encode(frame_hdus(result), path))
+def write_frame(result, path, qa_keywords=False):
+    _write_atomically(path, _encode(frame_hdus(result, qa_keywords), path))
 
 
 def write_model(result, path):

@@ -16,6 +16,7 @@ import sys
 
 import numpy as np
 
+from spexd.frame_file import QA_KEYWORDS
 from spexd.result import ALLBADPIX, BAD2DFIT, SOMEBADPIX
 
 
@@ -34,6 +35,8 @@ def read_frame(path):
             "fibermin": int(hdr.get("FIBERMIN", 0)),
             "camera": str(hdr.get("CAMERA", "")),
             "expid": hdr.get("EXPID", ""),
+            # The server's numerical health, when the file carries it (frame_file.QA_KEYWORDS).
+            "server_qa": {field: hdr[key] for key, (field, _) in QA_KEYWORDS.items() if key in hdr},
         }
     return frame
 
@@ -70,6 +73,25 @@ def health(frame):
     if numbers["median_chi2pix"] > 4:
         problems.append(f"median CHI2PIX {numbers['median_chi2pix']:.1f}")
     return ("OK" if not problems else "CHECK"), problems, numbers
+
+
+def server_qa_lines(qa):
+    """The server's numerical-health numbers (a FrameQa dict) as text lines; [] for none."""
+    if not qa:
+        return []
+    shadow = qa.get("shadow_parity") or "not sampled"
+    if qa.get("shadow_parity"):
+        shadow += f" (bundle {qa.get('shadow_bundle')})"
+    bins = max(int(qa.get("bins", 0)), 1)
+    return [
+        f"server QA (request {qa.get('request_id', '?')}): worst condition "
+        f"{float(qa.get('worst_condition', 0)):.3g} (bundle {qa.get('worst_condition_bundle', '?')}), "
+        f"{qa.get('retried_patches', 0)} retried, {qa.get('failed_patches', 0)} failed patches",
+        f"SOMEBADPIX {100 * qa.get('somebadpix_bins', 0) / bins:.2f}%  "
+        f"ALLBADPIX {100 * qa.get('allbadpix_bins', 0) / bins:.2f}%  "
+        f"BAD2DFIT {100 * qa.get('bad2dfit_bins', 0) / bins:.2f}%  "
+        f"median chi2pix {float(qa.get('median_chi2pix', 0)):.3f}  shadow parity {shadow}",
+    ]
 
 
 def residual_image(model_path, image_path, margin=20):
@@ -156,7 +178,8 @@ def draw(frame_path, out_path, model_path=None, image_path=None):
         f"median S/N {np.median(snr):.1f}   masked bins {100 * numbers['masked']:.2f}%   "
         f"BAD2DFIT {100 * numbers['bad2dfit']:.2f}%   "
         f"median CHI2PIX {numbers['median_chi2pix']:.2f}   "
-        f"fibres without valid bins {numbers['dead_fibres']}",
+        f"fibres without valid bins {numbers['dead_fibres']}"
+        + "".join("\n" + line for line in server_qa_lines(frame["server_qa"])),
         color=colour, fontsize=13)
 
     ax = fig.add_subplot(grid[0, 0])
@@ -223,12 +246,19 @@ def draw(frame_path, out_path, model_path=None, image_path=None):
 def main(argv=None):
     ap = argparse.ArgumentParser(prog="python3 -m spexd.qa", description=__doc__.split("\n")[0])
     ap.add_argument("frame", help="desispec frame file (spexctl, spexd or spexd.Client)")
-    ap.add_argument("-o", "--output", required=True, help="PNG to write")
+    ap.add_argument("-o", "--output", help="PNG to write (without it: the numbers only)")
     ap.add_argument("--model", help="model image (spexctl extract -m / want_model)")
     ap.add_argument("--image", help="the preproc file that was extracted (for the residual)")
     a = ap.parse_args(argv)
     if bool(a.model) != bool(a.image):
         ap.error("--model and --image go together")
+    frame = read_frame(a.frame)
+    verdict, problems, numbers = health(frame)
+    for line in server_qa_lines(frame["server_qa"]):
+        print(f"spexd.qa: {line}")
+    if not a.output:
+        print(f"spexd.qa: {a.frame}: {verdict}" + (": " + "; ".join(problems) if problems else ""))
+        return 0
     verdict = draw(a.frame, a.output, a.model, a.image)
     print(f"spexd.qa: {a.output} ({verdict})")
     return 0

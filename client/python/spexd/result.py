@@ -169,6 +169,12 @@ def spec_mask(chi2pix, pixmask_fraction, failed_bins, exact_allbadpix=False):
     return mask
 
 
+# The FrameQa fields (spexd.v1), in the order spexctl and spexd.qa show them.
+QA_FIELDS = ("request_id", "worst_condition", "worst_condition_bundle", "retried_patches",
+             "failed_patches", "bins", "somebadpix_bins", "allbadpix_bins", "bad2dfit_bins",
+             "median_chi2pix", "shadow_parity", "shadow_bundle")
+
+
 class ExtractionResult:
     """A whole extraction: numpy arrays in desispec's layout plus the server's summary.
 
@@ -212,6 +218,18 @@ class ExtractionResult:
         self.heliocor = header.heliocor if header.heliocor not in (0.0, 1.0) else None
 
     @property
+    def qa(self):
+        """The server's numerical-health summary of the frame (issue 23), a dict:
+        worst_condition (and its bundle), retried and failed patches, bins and the
+        SOMEBADPIX / ALLBADPIX / BAD2DFIT counts, median_chi2pix, shadow_parity ("" when
+        not sampled, "queued" or "skipped") with shadow_bundle, and request_id. Empty
+        when the server sent none (an older server)."""
+        if self.summary is None or not self.summary.HasField("qa"):
+            return {}
+        q = self.summary.qa
+        return {name: getattr(q, name) for name in QA_FIELDS}
+
+    @property
     def specmin(self):
         return int(self.fibers[0]) if len(self.fibers) else int(self.header.specmin)
 
@@ -251,10 +269,13 @@ class ExtractionResult:
         from spexd.frame_file import to_desispec
         return to_desispec(self)
 
-    def write(self, path, model_path=None):
-        """Writes the desispec frame file (as spexctl does; .gz compresses), atomically."""
+    def write(self, path, model_path=None, qa_keywords=False):
+        """Writes the desispec frame file (as spexctl does; .gz compresses), atomically.
+        qa_keywords=True adds the server's QA (self.qa) as SPX* keys of the FLUX header,
+        which `python3 -m spexd.qa FRAME` shows; desispec has no such keys, so they are
+        off by default (the file stays desi_extract_spectra's, key for key)."""
         from spexd.frame_file import write_frame, write_model
-        write_frame(self, path)
+        write_frame(self, path, qa_keywords=qa_keywords)
         if model_path is not None:
             write_model(self, model_path)
         return path

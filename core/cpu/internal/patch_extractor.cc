@@ -202,6 +202,10 @@ bool PatchExtractor::CholeskySolve(int n, PatchWorkspace* ws) const {
   int info = 0, one = 1, kd = ws->kd, ldab = ws->kd + 1;
   dpbtrf_("L", &n, &kd, ws->m.data(), &ldab, &info, kOne);
   if (info != 0) return false;
+  // The health estimate from the factor's diagonal (issue 23): one pass over n values.
+  // The band factor's diagonal is the dense factor's (no fill outside the band); in
+  // LAPACK's lower band storage L[q, q] is row 0 of column q.
+  ws->condition_ = FactorConditionEstimate(ws->m.data(), n, ldab);
   std::copy(ws->b.begin(), ws->b.begin() + n, ws->x.begin());
   dpbtrs_("L", &n, &kd, &one, ws->m.data(), &ldab, ws->x.data(), &n, &info, kOne);
   return info == 0 && AllFinite(ws->x.data(), n);

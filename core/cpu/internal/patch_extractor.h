@@ -41,6 +41,8 @@ class PatchWorkspace {
   // The deconvolved flux x = M^-1 b of the last extracted patch (photons per bin, all
   // n unknowns, spectrum-major): for tests of the noiseless identity.
   const double* xflux() const { return x.data(); }
+  // core::CholeskyConditionEstimate of the last successful factorisation (issue 23).
+  double condition() const { return condition_; }
 
  private:
   friend class PatchExtractor;
@@ -56,6 +58,7 @@ class PatchWorkspace {
   std::vector<int> lapack_iwork;
   std::vector<double> flux, ivar, rdiag, pixmask, chi2, model_col;  // patch core outputs
   StepSeconds steps_;
+  double condition_ = 0;
 };
 
 class PatchExtractor {

@@ -1,0 +1,122 @@
+// Shadow parity end to end (issue 23): a real spexd (CPU backend) with every frame
+// sampled. With the test fault SPEXD_TEST_CPU_FAULTS=perturb_bundle_flux=1 (bundle 1 of
+// every frame served with each spectrum's peak raised by 1e-6 of it) the check flags a
+// drift: the metric counts it and the log names the request, PSF and bundle. Without it
+// every check is ok. The summary's FrameQa says the frame was sampled.
+#include <cstdlib>
+#include <regex>
+#include <string>
+#include <thread>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "client/spexd_client.h"
+#include "gtest/gtest.h"
+#include "tests/integration/service_fixture.h"
+#include "tests/integration/spawned_server.h"
+
+namespace spexd::testing {
+namespace {
+
+int MetricsPort(const std::string& log) {
+  std::smatch m;
+  static const std::regex re("\"metrics_port\":([0-9]+)");
+  int port = 0;
+  if (std::regex_search(log, m, re)) (void)absl::SimpleAtoi(m[1].str(), &port);
+  return port;
+}
+
+// The value of the series `series` (exact label text) in a scrape, or -1.
+double Value(const std::string& body, const std::string& series) {
+  const std::size_t at = body.find(series + " ");
+  if (at == std::string::npos) return -1;
+  double v = -1;
+  const std::size_t start = at + series.size() + 1;
+  (void)absl::SimpleAtod(body.substr(start, body.find('\n', start) - start), &v);
+  return v;
+}
+
+struct SampledRun {
+  double ok = 0, drift = 0, skipped = 0;
+  std::vector<v1::FrameQa> qa;
+  std::string log;
+};
+
+// Extracts the small frame `frames` times, one at a time, waiting for each frame's check.
+SampledRun ExtractSampled(const std::vector<std::string>& env, int frames, bool stop_at_drift) {
+  SpawnedServer spexd({"--shadow_parity_fraction=1", "--metrics_listen=127.0.0.1:0", "--cpu_threads=2"},
+                      env);
+  SampledRun run;
+  const int port = spexd.WaitForPort(30);
+  EXPECT_GT(port, 0) << spexd.Log();
+  const int mport = MetricsPort(spexd.Log());
+  EXPECT_GT(mport, 0) << spexd.Log();
+  if (port <= 0 || mport <= 0) return run;
+  client::ClientOptions o;
+  o.target = absl::StrCat("127.0.0.1:", port);
+  auto c = client::SpexdClient::Create(o);
+  EXPECT_TRUE(c.ok());
+  absl::StatusOr<v1::PsfInfo> psf = absl::UnknownError("not loaded");
+  for (int i = 0; i < 50 && !psf.ok(); ++i) {
+    psf = (*c)->LoadPsfFromBytes(Inputs().psf_bytes, "psf.fits");
+    if (!psf.ok()) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_TRUE(psf.ok()) << psf.status();
+  if (!psf.ok()) return run;
+  const std::string cpu = "backend=\"cpu\",gpu=\"cpu\",result=";
+  for (int i = 0; i < frames; ++i) {
+    client::ExtractCallbacks cb;
+    cb.on_summary = [&run](const v1::ExtractSummary& s) { run.qa.push_back(s.qa()); };
+    absl::Status st = (*c)->Extract(SmallHeader(psf->id()), &Inputs().frame_bytes, false, cb);
+    EXPECT_TRUE(st.ok()) << st;
+    // Wait for this frame's check (queue of 2, one at a time: never skipped here).
+    EXPECT_TRUE(WaitUntil([&] {
+      auto body = HttpGet(mport, "/metrics");
+      if (!body.ok()) return false;
+      run.ok = Value(*body, "spexd_shadow_parity_checks_total{" + cpu + "\"ok\"}");
+      run.drift = Value(*body, "spexd_shadow_parity_checks_total{" + cpu + "\"drift\"}");
+      run.skipped = Value(*body, "spexd_shadow_parity_checks_total{" + cpu + "\"skipped\"}");
+      return run.ok + run.drift + run.skipped >= i + 1;
+    }, 60)) << spexd.Log();
+    if (stop_at_drift && run.drift > 0) break;
+  }
+  run.log = spexd.Log();
+  return run;
+}
+
+TEST(ShadowParityTest, InjectedFluxErrorIsFlaggedInMetricsAndLog) {
+  // Each frame's sampled bundle is 0 or 1 at random: ten frames miss bundle 1 with
+  // probability 2^-10.
+  SampledRun run = ExtractSampled({"SPEXD_TEST_CPU_FAULTS=perturb_bundle_flux=1"}, 10, true);
+  ASSERT_FALSE(run.qa.empty());
+  EXPECT_GE(run.drift, 1) << run.log;
+  EXPECT_EQ(run.skipped, 0) << run.log;
+  for (const v1::FrameQa& q : run.qa) {
+    EXPECT_EQ(q.shadow_parity(), "queued");
+    EXPECT_GT(q.request_id(), 0u);
+    EXPECT_GT(q.worst_condition(), 0.0);
+    EXPECT_EQ(q.bins(), 50 * 51);
+  }
+  const std::regex drift("\"event\":\"shadow_parity_drift\".*\"request\":[0-9]+.*\"psf\":\"[0-9a-f]{64}\".*"
+                         "\"bundle\":1,.*\"flux_dev\":([0-9.e-]+)");
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(run.log, m, drift)) << run.log;
+  double dev = 0;
+  ASSERT_TRUE(absl::SimpleAtod(m[1].str(), &dev));
+  EXPECT_NEAR(dev, 1e-6, 1e-7);
+  // Bundle 0 is served clean: no drift names it.
+  EXPECT_FALSE(std::regex_search(run.log, std::regex("\"event\":\"shadow_parity_drift\".*\"bundle\":0,")))
+      << run.log;
+}
+
+TEST(ShadowParityTest, NoFaultNoDrift) {
+  SampledRun run = ExtractSampled({}, 6, false);
+  EXPECT_EQ(run.drift, 0) << run.log;
+  EXPECT_EQ(run.ok, 6) << run.log;
+  EXPECT_EQ(run.log.find("shadow_parity_drift"), std::string::npos);
+  ASSERT_EQ(run.qa.size(), 6u);
+  EXPECT_EQ(run.qa[0].shadow_parity(), "queued");
+}
+
+}  // namespace
+}  // namespace spexd::testing

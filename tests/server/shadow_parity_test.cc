@@ -1,0 +1,74 @@
+// ShadowParity's queue (issue 23): sampling follows the fraction, a full queue skips (and
+// counts) a check instead of waiting, and a check that cannot run is counted, not fatal.
+#include "server/shadow_parity.h"
+
+#include <memory>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "prometheus/registry.h"
+#include "prometheus/text_serializer.h"
+#include "server/health_metrics.h"
+#include "tests/test_support.h"
+
+namespace spexd::server {
+namespace {
+
+TEST(ShadowParityQueueTest, SamplingFollowsTheFraction) {
+  ShadowParity off(ShadowParityOptions{0.0, 1, 2, {}}, nullptr);
+  int pick = -1;
+  EXPECT_FALSE(off.enabled());
+  EXPECT_FALSE(off.Sample(20, &pick));
+  ShadowParity all(ShadowParityOptions{1.0, 1, 2, {}}, nullptr);
+  for (int i = 0; i < 50; ++i) {
+    ASSERT_TRUE(all.Sample(20, &pick));
+    EXPECT_GE(pick, 0);
+    EXPECT_LT(pick, 20);
+  }
+  EXPECT_FALSE(all.Sample(0, &pick));
+}
+
+TEST(ShadowParityQueueTest, AFullQueueSkipsAndABadCheckIsCounted) {
+  prometheus::Registry registry;
+  HealthMetrics metrics(registry);
+  metrics.AddUsualSeries("cuda", "0");
+  ShadowParity shadow(ShadowParityOptions{1.0, 1, 1, {}}, &metrics);
+  const std::shared_ptr<const core::Psf> psf = spexd::testing::LoadBundledPsf();
+  auto check = [&psf] {
+    ShadowCheck c;
+    c.backend = "cuda";
+    c.gpu = "0";
+    c.psf = psf;
+    core::ExtractionParams params;
+    params.nspec = 25;
+    auto plan = core::ExtractionPlan::Create(params, *psf);
+    EXPECT_TRUE(plan.ok()) << plan.status();
+    if (plan.ok()) c.plan = *plan;
+    c.image = std::make_shared<core::PreprocImage>();  // 0 x 0: the reference cannot plan it
+    return c;
+  };
+  // Offers arrive far faster than a check (even one that fails at once) is taken and
+  // run: with one slot, most are skipped at once rather than waited for.
+  constexpr int kOffers = 200;
+  int accepted = 0;
+  for (int i = 0; i < kOffers; ++i) accepted += shadow.Offer(check()) ? 1 : 0;
+  shadow.WaitIdle();
+  const ShadowParity::Totals t = shadow.totals();
+  EXPECT_GE(accepted, 1);
+  EXPECT_GT(t.skipped, kOffers / 2);
+  EXPECT_EQ(t.failed, accepted);
+  EXPECT_EQ(t.skipped + t.failed, kOffers);
+  EXPECT_EQ(t.ok + t.drift, 0);
+  EXPECT_TRUE(shadow.Offer(check()));  // room again
+  shadow.WaitIdle();
+  const std::string text = prometheus::TextSerializer().Serialize(registry.Collect());
+  EXPECT_NE(text.find(absl::StrCat("spexd_shadow_parity_checks_total{backend=\"cuda\",gpu=\"0\",result=\"skipped\"} ",
+                                   t.skipped, "\n")),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("spexd_shadow_parity_checks_total{backend=\"cuda\",gpu=\"0\",result=\"drift\"} 0"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace spexd::server

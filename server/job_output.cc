@@ -184,7 +184,6 @@ void JobOutput::StartHealth(FrameHealthTracker::Context context, std::vector<int
   // frame-wide rule needs; with one, it reads the frame in place (CountFrame). An output
   // region's assembler keeps only the mask's inputs (no ivar for the median's weights).
   health_.Start(std::move(context), bundles, /*keep_chi2pix=*/!whole_frame_);
-  return absl::OkStatus();
 }
 
 absl::Status JobOutput::Finish(const core::ExtractionSummary& backend_summary,

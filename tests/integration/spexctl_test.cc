@@ -162,7 +162,7 @@ TEST_F(SpexctlTest, Float32StreamAndServerWrittenFilesEqualFloat64StreamFiles) {
     ExpectSameFitsBytes(f64 + "-model.fits", f32 + "-model.fits");
     ExpectSameFitsBytes(f64 + "-model.fits", srv + "-model.fits");
     // The reply names each file with its size and SHA-256.
-    for (const std::string path : {srv + ".fits", srv + "-model.fits"}) {
+    for (const std::string& path : {srv + ".fits", srv + "-model.fits"}) {
       const std::string bytes = ReadBytes(path);
       EXPECT_NE(c.output.find(absl::StrCat(path, " ", bytes.size(), " bytes sha256 ",
                                            server::Sha256Hex(bytes))),

@@ -209,10 +209,7 @@ absl::Status JobOutput::Finish(const core::ExtractionSummary& backend_summary,
     if (bary_.factor != 1.0) frame.wave = bary_.wave;
     if (float32_arrays()) SPEXD_RETURN_IF_ERROR(SendProducts(frame));
     if (!request_.header.server_output_path().empty()) {
-      SPEXD_RETURN_IF_ERROR(WriteFrameFile(frame, summary));
-    }
-    if (!request_.header.server_model_path().empty()) {
-      SPEXD_RETURN_IF_ERROR(WriteModelFile(frame, summary));
+      SPEXD_RETURN_IF_ERROR(WriteFiles(frame, summary));
     }
     if (request_.header.want_model() && !request_.header.results_to_file_only() &&
         !frame.model.empty()) {
@@ -250,45 +247,37 @@ core::FrameMetadata JobOutput::FileMetadata() const {
 
 namespace {
 
-struct WrittenFile {
-  std::string path;  // canonical
-  int64_t bytes = 0;
-  std::string sha256;
-};
-
 // Writes a FITS file (gzip for a .gz name, as CFITSIO and desispec write it) through the
-// output roots: what was written, for the summary.
-absl::StatusOr<WrittenFile> WriteServerFile(const DataRoots& roots, const std::string& requested,
-                                            std::string fits, const DataRoots::WritePolicy& policy) {
-  SPEXD_ASSIGN_OR_RETURN(fits, core::FitsBytesForPath(requested, std::move(fits)));
-  WrittenFile out;
-  SPEXD_ASSIGN_OR_RETURN(out.path, roots.WriteFile(requested, fits, policy));
-  out.bytes = static_cast<int64_t>(fits.size());
-  out.sha256 = Sha256Hex(fits);
-  return out;
+// output roots; its canonical path, size and SHA-256 go to `path`, `bytes`, `sha256`.
+absl::Status WriteServerFile(const DataRoots& roots, const std::string& requested,
+                             absl::StatusOr<std::string> fits,
+                             const DataRoots::WritePolicy& policy, std::string* path,
+                             int64_t* bytes, std::string* sha256) {
+  if (!fits.ok()) return fits.status();
+  SPEXD_ASSIGN_OR_RETURN(std::string stored, core::FitsBytesForPath(requested, *std::move(fits)));
+  SPEXD_ASSIGN_OR_RETURN(*path, roots.WriteFile(requested, stored, policy));
+  *bytes = static_cast<int64_t>(stored.size());
+  *sha256 = Sha256Hex(stored);
+  return absl::OkStatus();
 }
 
 }  // namespace
 
-absl::Status JobOutput::WriteFrameFile(core::Frame& frame, v1::ExtractSummary* summary) {
-  SPEXD_ASSIGN_OR_RETURN(std::string fits, core::FrameToFits(frame, FileMetadata()));
-  SPEXD_ASSIGN_OR_RETURN(WrittenFile f, WriteServerFile(*env_.output_roots,
-                                                        request_.header.server_output_path(),
-                                                        std::move(fits), output_policy_));
-  summary->set_server_output_path(std::move(f.path));
-  summary->set_server_output_bytes(f.bytes);
-  summary->set_server_output_sha256(std::move(f.sha256));
-  return absl::OkStatus();
-}
-
-absl::Status JobOutput::WriteModelFile(const core::Frame& frame, v1::ExtractSummary* summary) {
-  SPEXD_ASSIGN_OR_RETURN(std::string fits, core::ModelToFits(frame, FileMetadata()));
-  SPEXD_ASSIGN_OR_RETURN(WrittenFile f, WriteServerFile(*env_.output_roots,
-                                                        request_.header.server_model_path(),
-                                                        std::move(fits), output_policy_));
-  summary->set_server_model_path(std::move(f.path));
-  summary->set_server_model_bytes(f.bytes);
-  summary->set_server_model_sha256(std::move(f.sha256));
+absl::Status JobOutput::WriteFiles(const core::Frame& frame, v1::ExtractSummary* s) {
+  const v1::ExtractHeader& h = request_.header;
+  const core::FrameMetadata meta = FileMetadata();
+  int64_t bytes = 0;
+  SPEXD_RETURN_IF_ERROR(WriteServerFile(*env_.output_roots, h.server_output_path(),
+                                        core::FrameToFits(frame, meta), output_policy_,
+                                        s->mutable_server_output_path(), &bytes,
+                                        s->mutable_server_output_sha256()));
+  s->set_server_output_bytes(bytes);
+  if (h.server_model_path().empty()) return absl::OkStatus();
+  SPEXD_RETURN_IF_ERROR(WriteServerFile(*env_.output_roots, h.server_model_path(),
+                                        core::ModelToFits(frame, meta), output_policy_,
+                                        s->mutable_server_model_path(), &bytes,
+                                        s->mutable_server_model_sha256()));
+  s->set_server_model_bytes(bytes);
   return absl::OkStatus();
 }
 

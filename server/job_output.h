@@ -76,11 +76,9 @@ class JobOutput {
   absl::Status CheckOutputPath(const std::string& out);
   void ProtectReadFiles(const std::vector<DataRoots::FileId>& read_files);
   absl::Status HandOver(const core::BundleResult& bundle, double seconds);
-  // The server-side desispec frame file; its path goes into `summary`.
-  // The wavelengths become the uncorrected grid under --barycentric-correction.
-  absl::Status WriteFrameFile(core::Frame& frame, v1::ExtractSummary* summary);
-  // server_model_path: desispec's model file (after WriteFrameFile, whose grid it keeps).
-  absl::Status WriteModelFile(const core::Frame& frame, v1::ExtractSummary* summary);
+  // The server-side desispec frame file and, with server_model_path, the model file;
+  // their paths, sizes and SHA-256 go into `summary`.
+  absl::Status WriteFiles(const core::Frame& frame, v1::ExtractSummary* summary);
   // The frame file's header cards (and scores rule) for this request.
   core::FrameMetadata FileMetadata() const;
   // ARRAY_FLOAT32: the specmask and RAW scores of the float64 frame (FrameProducts).

@@ -125,8 +125,7 @@ class ServerWrittenTest(FitsCompare):
         with self.assertRaises(spexd.AlreadyExists):
             asyncio.run(run(False))
         s2 = asyncio.run(run(True))
-        self.check_summary(s2, out)
-        self.assertEqual(s2.server_output_bytes, s.server_output_bytes)
+        self.check_summary(s2, out)  # (the gzip size may differ: CHECKSUM comments hold a time)
         self.assertSameFits(first, out)
 
     def test_refusals(self):

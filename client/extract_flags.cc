@@ -76,7 +76,11 @@ absl::StatusOr<ExtractCommand> ParseExtractCommand(const ParsedArgs& args) {
   cmd.model = args.GetOr("model", "");
   if (cmd.input.empty()) return absl::InvalidArgumentError("missing -i/--input");
   if (cmd.psf.empty()) return absl::InvalidArgumentError("missing -p/--psf");
-  if (cmd.output.empty()) return absl::InvalidArgumentError("missing -o/--output");
+  // Without -o, the server writes the frame (--server-output): nothing is streamed back.
+  if (cmd.output.empty() && (args.Has("local") || !args.Has("server-output-path"))) {
+    return absl::InvalidArgumentError(
+        "missing -o/--output (or, with --server, --server-output for a server-written frame)");
+  }
   core::ExtractionParams& p = cmd.params;
   p.has_wavelength = false;
   if (auto w = args.Get("wavelength")) SPEXD_RETURN_IF_ERROR(ParseWavelength(*w, &p));

@@ -31,6 +31,26 @@ absl::StatusOr<std::vector<int>> ParseIntList(const std::string& text, const cha
   return out;
 }
 
+// A server-written frame (no -o): what the server wrote, and where the time went.
+absl::Status ReportServerFiles(const v1::ExtractSummary& s, const std::string& target,
+                               double client_seconds) {
+  std::printf("%s %lld bytes sha256 %s\n", s.server_output_path().c_str(),
+              static_cast<long long>(s.server_output_bytes()), s.server_output_sha256().c_str());
+  if (!s.server_model_path().empty()) {
+    std::printf("%s %lld bytes sha256 %s\n", s.server_model_path().c_str(),
+                static_cast<long long>(s.server_model_bytes()), s.server_model_sha256().c_str());
+  }
+  std::fprintf(stderr,
+               "spexctl: %d spectra written by %s: upload %.2f s, queue %.2f s, load %.2f s, "
+               "extract %.2f s, server total %.2f s, client total %.2f s; patches %lld "
+               "extracted, %lld failed\n",
+               s.nfibers(), target.c_str(), s.upload_seconds(), s.queue_seconds(),
+               s.load_seconds(), s.extract_seconds(), s.total_seconds(), client_seconds,
+               static_cast<long long>(s.counts().extracted()),
+               static_cast<long long>(s.counts().failed()));
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<RemoteExtractOptions> RemoteExtractOptionsFromArgs(const ParsedArgs& args) {
@@ -39,6 +59,13 @@ absl::StatusOr<RemoteExtractOptions> RemoteExtractOptionsFromArgs(const ParsedAr
   o.server_paths = args.Has("server-path");
   o.server_output = args.GetOr("server-output-path", "");
   o.server_overwrite = args.Has("server-overwrite");
+  const std::string wire = args.GetOr("wire-precision", args.Has("snr") ? "float64" : "float32");
+  if (wire == "float64") {
+    o.precision = v1::ARRAY_FLOAT64;
+  } else if (wire != "float32") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--wire-precision must be float32 or float64 (got '", wire, "')"));
+  }
   const std::string priority = args.GetOr("priority", "reprocessing");
   if (priority == "realtime") {
     o.priority = v1::REALTIME;
@@ -101,9 +128,19 @@ absl::StatusOr<RemoteResult> ExtractRemote(SpexdClient& client, const ExtractCom
   if (o.server_paths) header.set_server_path(cmd.input);
   *header.mutable_params() = ParamsToProto(cmd.params);
   header.set_priority(o.priority);
-  header.set_want_model(cmd.params.want_model);
+  const bool file_only = cmd.output.empty();
+  if (file_only && o.server_output.empty()) {
+    return absl::InvalidArgumentError("missing -o/--output or --server-output");
+  }
   header.set_server_output_path(o.server_output);
   header.set_overwrite(o.server_overwrite);
+  if (file_only) {
+    header.set_results_to_file_only(true);
+    header.set_server_model_path(cmd.model);  // desispec's model file, written there
+  } else {
+    header.set_want_model(cmd.params.want_model);
+    header.set_array_precision(o.precision);
+  }
   for (int b : o.bundles) header.add_bundles(b);
   for (int f : o.fibers) header.add_fibers(f);
   header.set_in_img_name(cmd.input);
@@ -127,13 +164,19 @@ absl::StatusOr<RemoteResult> ExtractRemote(SpexdClient& client, const ExtractCom
       live_bar = std::make_unique<ProgressBar>("extract", h.bundles_size(), !cmd.quiet);
       return builder.OnHeader(h);
     };
+    int file_only_bundles = 0;
     cb.on_bundle = [&](v1::BundleData&& part) {
       const bool last = part.last_part();
+      if (file_only) {  // progress only: the server writes the arrays
+        if (last && live_bar != nullptr) live_bar->Update(++file_only_bundles);
+        return absl::OkStatus();
+      }
       SPEXD_RETURN_IF_ERROR(builder.OnBundle(std::move(part)));
       if (last && live_bar != nullptr) live_bar->Update(builder.bundles_done());
       return absl::OkStatus();
     };
     cb.on_model = [&](const v1::ModelChunk& c) { return builder.OnModel(c); };
+    cb.on_products = [&](const v1::FrameProducts& p) { return builder.OnProducts(p); };
     cb.on_summary = [&](const v1::ExtractSummary& s) { result.summary = s; };
     absl::Status st = client.Extract(header, o.server_paths ? nullptr : &image_bytes, subset, cb);
     if (live_bar != nullptr) live_bar->Finish();
@@ -162,6 +205,7 @@ absl::StatusOr<RemoteResult> ExtractRemote(SpexdClient& client, const ExtractCom
       continue;
     }
     SPEXD_RETURN_IF_ERROR(st);
+    if (file_only) return result;
     SPEXD_ASSIGN_OR_RETURN(result.frame, builder.Finish(cmd.params.mask_policy));
     result.meta = builder.Metadata(cmd.psf, cmd.input);
     result.meta.scores = cmd.params.scores;
@@ -189,6 +233,10 @@ absl::Status RunRemoteExtract(const ExtractCommand& cmd, const RemoteExtractOpti
   SPEXD_ASSIGN_OR_RETURN(std::unique_ptr<SpexdClient> client, SpexdClient::Create(o.client));
   SPEXD_ASSIGN_OR_RETURN(RemoteResult r, ExtractRemote(*client, cmd, o));
   const auto t1 = std::chrono::steady_clock::now();
+  if (cmd.output.empty()) {
+    return ReportServerFiles(r.summary, o.client.target,
+                             std::chrono::duration<double>(t1 - t0).count());
+  }
   SPEXD_ASSIGN_OR_RETURN(std::string bytes, core::FrameToFits(r.frame, r.meta));
   SPEXD_RETURN_IF_ERROR(core::WriteFitsAtomically(cmd.output, bytes));
   if (!cmd.model.empty()) {

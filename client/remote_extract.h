@@ -23,6 +23,9 @@ struct RemoteExtractOptions {
   bool server_paths = false;  // -i and -p name server-side files
   std::string server_output;  // server-side output path, optional
   bool server_overwrite = false;  // it may replace an existing file
+  // Arrays streamed for a client-written file: float32 (the file's precision, half the
+  // stream, the same file) unless asked for float64 (issue 22).
+  v1::ArrayPrecision precision = v1::ARRAY_FLOAT32;
   v1::Priority priority = v1::REPROCESSING;
   std::vector<int> bundles, fibers;  // non-empty: ExtractBundles
   bool print_snr = false;
@@ -35,7 +38,9 @@ absl::StatusOr<RemoteExtractOptions> RemoteExtractOptionsFromArgs(const ParsedAr
 v1::ExtractionParams ParamsToProto(const core::ExtractionParams& params);
 
 // Loads the PSF (server path or upload) and extracts; returns the rebuilt frame and
-// the header cards to write it with. Used by RunRemoteExtract and by tests.
+// the header cards to write it with. Used by RunRemoteExtract and by tests. Without
+// cmd.output the server writes the frame (options.server_output, and cmd.model as a
+// server path): nothing is streamed and only `summary` is set.
 struct RemoteResult {
   core::Frame frame;
   core::FrameMetadata meta;

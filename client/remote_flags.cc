@@ -41,9 +41,13 @@ const std::vector<FlagSpec>& RemoteExtractFlagSpecs() {
       {"server-path", 0, false,
        "input and PSF paths are on the server (inside its data roots): no upload"},
       {"server-output-path", 0, true,
-       "also have the server write the frame to this server path (inside its output roots)"},
+       "have the server write the frame to this server path (inside its output roots); "
+       "without -o nothing is streamed back and -m is a server path too"},
       {"server-output", 0, true, "", "server-output-path"},
-      {"server-overwrite", 0, false, "let --server-output-path replace an existing file"},
+      {"server-overwrite", 0, false, "let --server-output (and -m) replace an existing file"},
+      {"wire-precision", 0, true,
+       "float32|float64: arrays streamed for -o (default float32, the file's precision, "
+       "same file; float64 with --snr)"},
       {"priority", 0, true, "realtime|reprocessing (default reprocessing)"},
       {"bundles", 0, true, "comma-separated bundle indices (ExtractBundles)"},
       {"fibers", 0, true, "comma-separated fibres whose bundles to extract (ExtractBundles)"},

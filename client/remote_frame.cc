@@ -14,6 +14,18 @@ void Append(const Field& src, std::vector<double>* dst) {
   dst->insert(dst->end(), src.begin(), src.end());
 }
 
+// Little-endian float32 widened to float64 (exact).
+void AppendFloat32(const std::string& bytes, std::vector<double>* dst) {
+  const std::size_t n = bytes.size() / sizeof(float);
+  const std::size_t old = dst->size();
+  dst->resize(old + n);
+  for (std::size_t i = 0; i < n; ++i) {
+    float v;
+    std::memcpy(&v, bytes.data() + i * sizeof(float), sizeof(float));
+    (*dst)[old + i] = v;
+  }
+}
+
 }  // namespace
 
 absl::Status RemoteFrameBuilder::OnHeader(const v1::FrameHeader& h) {
@@ -61,26 +73,47 @@ absl::Status RemoteFrameBuilder::OnBundle(v1::BundleData&& p) {
   }
   const std::size_t n = static_cast<std::size_t>(p.nfibers()) * frame_.nwave;
   const std::size_t nk = static_cast<std::size_t>(2 * frame_.ndiag + 1);
-  if (p.fiber_begin() != next_fiber_ || p.flux_size() != static_cast<int>(n) ||
-      p.ivar_size() != static_cast<int>(n) || p.chi2pix_size() != static_cast<int>(n) ||
-      p.pixmask_fraction_size() != static_cast<int>(n) ||
-      p.resolution_size() != static_cast<int>(n * nk) ||
-      (!p.failed_bins().empty() && p.failed_bins().size() != n)) {
+  const std::size_t f = sizeof(float);
+  // A part is float32 when it carries the *_f32 fields (an old server ignores the
+  // request and sends float64: both are read); one stream never mixes the two.
+  const bool f32 = !p.flux_f32().empty() || !p.resolution_f32().empty();
+  const Precision precision = f32 ? Precision::kFloat32 : Precision::kFloat64;
+  if (n > 0 && precision_ != Precision::kUnknown && precision != precision_) {
+    return absl::DataLossError("float32 and float64 parts in one stream");
+  }
+  const bool sizes_ok =
+      f32 ? (p.flux_f32().size() == n * f && p.ivar_f32().size() == n * f &&
+             p.chi2pix_f32().size() == n * f && p.resolution_f32().size() == n * nk * f &&
+             p.flux_size() == 0 && p.pixmask_fraction_size() == 0)
+          : (p.flux_size() == static_cast<int>(n) && p.ivar_size() == static_cast<int>(n) &&
+             p.chi2pix_size() == static_cast<int>(n) &&
+             p.pixmask_fraction_size() == static_cast<int>(n) &&
+             p.resolution_size() == static_cast<int>(n * nk) &&
+             (p.failed_bins().empty() || p.failed_bins().size() == n));
+  if (p.fiber_begin() != next_fiber_ || !sizes_ok) {
     return absl::DataLossError(absl::StrCat("malformed part of bundle ", p.bundle()));
   }
+  if (n > 0) precision_ = precision;
   if (frame_.nspec == 0) frame_.specmin = p.fiber_begin();
   frame_.nspec += p.nfibers();
   next_fiber_ += p.nfibers();
-  Append(p.flux(), &frame_.flux);
-  Append(p.ivar(), &frame_.ivar);
-  Append(p.resolution(), &frame_.rdiags);
-  Append(p.pixmask_fraction(), &frame_.pixmask_fraction);
-  Append(p.chi2pix(), &frame_.chi2pix);
-  if (p.failed_bins().empty()) {
-    frame_.failed_bins.insert(frame_.failed_bins.end(), n, 0);
+  if (f32) {
+    AppendFloat32(p.flux_f32(), &frame_.flux);
+    AppendFloat32(p.ivar_f32(), &frame_.ivar);
+    AppendFloat32(p.resolution_f32(), &frame_.rdiags);
+    AppendFloat32(p.chi2pix_f32(), &frame_.chi2pix);
   } else {
-    frame_.failed_bins.insert(frame_.failed_bins.end(), p.failed_bins().begin(),
-                              p.failed_bins().end());
+    Append(p.flux(), &frame_.flux);
+    Append(p.ivar(), &frame_.ivar);
+    Append(p.resolution(), &frame_.rdiags);
+    Append(p.pixmask_fraction(), &frame_.pixmask_fraction);
+    Append(p.chi2pix(), &frame_.chi2pix);
+    if (p.failed_bins().empty()) {
+      frame_.failed_bins.insert(frame_.failed_bins.end(), n, 0);
+    } else {
+      frame_.failed_bins.insert(frame_.failed_bins.end(), p.failed_bins().begin(),
+                                p.failed_bins().end());
+    }
   }
   if (p.last_part()) {
     frame_.counts.extracted += p.counts().extracted();
@@ -113,6 +146,26 @@ absl::Status RemoteFrameBuilder::OnModel(const v1::ModelChunk& c) {
   return absl::OkStatus();
 }
 
+absl::Status RemoteFrameBuilder::OnProducts(const v1::FrameProducts& p) {
+  if (!have_header_) return absl::DataLossError("FrameProducts before the FrameHeader");
+  const int64_t offset = static_cast<int64_t>(products_mask_.size());
+  if (current_bundle_ >= 0 || p.nrows() < 0 || p.row_begin() != offset / frame_.nwave ||
+      p.mask_size() != static_cast<int64_t>(p.nrows()) * frame_.nwave ||
+      offset + p.mask_size() > static_cast<int64_t>(frame_.nspec) * frame_.nwave ||
+      (have_scores_part_ && p.scores_size() > 0)) {
+    return absl::DataLossError("malformed FrameProducts part");
+  }
+  products_mask_.insert(products_mask_.end(), p.mask().begin(), p.mask().end());
+  if (!have_scores_part_) {
+    have_scores_part_ = true;
+    for (const v1::ScoreColumn& c : p.scores()) {
+      if (c.values_size() != frame_.nspec) return absl::DataLossError("malformed scores");
+      scores_.push_back({c.name(), c.comment(), {c.values().begin(), c.values().end()}});
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<core::Frame> RemoteFrameBuilder::Finish(core::MaskPolicy policy) {
   if (!have_header_) return absl::DataLossError("no FrameHeader received");
   if (bundles_done_ != header_.bundles_size() || current_bundle_ >= 0) {
@@ -123,7 +176,15 @@ absl::StatusOr<core::Frame> RemoteFrameBuilder::Finish(core::MaskPolicy policy) 
       model_received_ != static_cast<int64_t>(frame_.model.size() * sizeof(double))) {
     return absl::DataLossError("model image incomplete");
   }
-  core::ComputeSpecMask(&frame_, policy);
+  if (float32()) {
+    // The mask of the float64 values: rounded chi2pix could cross its thresholds.
+    if (products_mask_.size() != frame_.flux.size()) {
+      return absl::DataLossError("float32 stream without the server's mask (FrameProducts)");
+    }
+    frame_.mask = std::move(products_mask_);
+  } else {
+    core::ComputeSpecMask(&frame_, policy);
+  }
   return std::move(frame_);
 }
 
@@ -139,6 +200,7 @@ core::FrameMetadata RemoteFrameBuilder::Metadata(const std::string& in_psf,
   meta.wmax = header_.wavemax();
   meta.dw = header_.wavestep();
   if (header_.heliocor() != 0.0) meta.heliocor = header_.heliocor();
+  if (float32()) meta.given_scores = scores_;  // those of the float64 values
   return meta;
 }
 

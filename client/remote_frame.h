@@ -1,6 +1,9 @@
 // Rebuilds a core::Frame from a streamed extraction (FrameHeader, BundleData parts,
 // ModelChunks) so that spexctl writes the frame with the same core code as a local run
-// (FrameToFits), bytes included: the streamed values are the server's float64 results.
+// (FrameToFits), bytes included: the streamed values are the server's float64 results,
+// or (ARRAY_FLOAT32) those results rounded once to float32, which widen back exactly and
+// round to themselves when written, with the mask and scores the server made from the
+// float64 values (FrameProducts).
 #ifndef SPEXD_CLIENT_REMOTE_FRAME_H_
 #define SPEXD_CLIENT_REMOTE_FRAME_H_
 
@@ -20,9 +23,12 @@ class RemoteFrameBuilder {
   // Parts must arrive in order (bundles ascending, fibres ascending within a bundle).
   absl::Status OnBundle(v1::BundleData&& part);
   absl::Status OnModel(const v1::ModelChunk& chunk);
+  // ARRAY_FLOAT32: mask parts in row order after the last bundle, scores on the first.
+  absl::Status OnProducts(const v1::FrameProducts& products);
 
   // Checks completeness, computes the desispec specmask over the received fibres
-  // (core::ComputeSpecMask, as FrameAssembler::Finish does locally) and returns the frame.
+  // (core::ComputeSpecMask, as FrameAssembler::Finish does locally; a float32 stream
+  // takes the server's) and returns the frame.
   absl::StatusOr<core::Frame> Finish(core::MaskPolicy policy = core::MaskPolicy::kDesispec);
 
   // Header cards for FrameToFits. `in_psf` / `in_img` are the names the client used,
@@ -32,6 +38,8 @@ class RemoteFrameBuilder {
   int bundles_done() const { return bundles_done_; }
   int bundles_expected() const { return header_.bundles_size(); }
   const v1::FrameHeader& header() const { return header_; }
+  // True when the bundles came as float32 (ExtractHeader.array_precision).
+  bool float32() const { return precision_ == Precision::kFloat32; }
 
  private:
   bool have_header_ = false;
@@ -41,6 +49,11 @@ class RemoteFrameBuilder {
   int current_bundle_ = -1;   // bundle whose parts are arriving
   int next_fiber_ = 0;        // expected fiber_begin of the next part
   int64_t model_received_ = 0;
+  enum class Precision { kUnknown, kFloat64, kFloat32 };
+  Precision precision_ = Precision::kUnknown;
+  std::vector<uint32_t> products_mask_;  // FrameProducts, in fibre order
+  std::vector<core::FrameScore> scores_;
+  bool have_scores_part_ = false;
 };
 
 }  // namespace spexd::client

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
 #include <random>
 #include <thread>
 #include <utility>
@@ -149,16 +150,19 @@ absl::StatusOr<Resp> UnaryWithRetries(const ClientOptions& o, std::mt19937_64& r
 
 }  // namespace
 
-absl::StatusOr<v1::PsfInfo> SpexdClient::LoadPsfFromServerPath(const std::string& path) {
+namespace {
+
+// One LoadPsf call (a client stream) with the call deadline, retried as WithRetries does:
+// `write` sends the request messages (false once the server ended the call).
+absl::StatusOr<v1::PsfInfo> LoadPsfCall(
+    v1::Admin::Stub& admin, const ClientOptions& o, std::mt19937_64& rng,
+    const std::function<bool(grpc::ClientWriter<v1::LoadPsfRequest>&)>& write) {
   v1::PsfInfo info;
-  absl::Status s = WithRetries(options_, stubs_->rng, options_.call_deadline_seconds,
-                               [&](Attempt* a) {
+  absl::Status s = WithRetries(o, rng, o.call_deadline_seconds, [&](Attempt* a) {
     grpc::ClientContext ctx;
-    Prepare(&ctx, options_, options_.call_deadline_seconds);
-    auto writer = stubs_->admin->LoadPsf(&ctx, &info);
-    v1::LoadPsfRequest req;
-    req.set_server_path(path);
-    writer->Write(req);
+    Prepare(&ctx, o, o.call_deadline_seconds);
+    auto writer = admin.LoadPsf(&ctx, &info);
+    write(*writer);
     writer->WritesDone();
     const grpc::Status status = writer->Finish();
     a->queue_full = QueueFull(ctx, status);
@@ -168,30 +172,30 @@ absl::StatusOr<v1::PsfInfo> SpexdClient::LoadPsfFromServerPath(const std::string
   return info;
 }
 
+}  // namespace
+
+absl::StatusOr<v1::PsfInfo> SpexdClient::LoadPsfFromServerPath(const std::string& path) {
+  v1::LoadPsfRequest req;
+  req.set_server_path(path);
+  return LoadPsfCall(*stubs_->admin, options_, stubs_->rng,
+                     [&](grpc::ClientWriter<v1::LoadPsfRequest>& w) { return w.Write(req); });
+}
+
 absl::StatusOr<v1::PsfInfo> SpexdClient::LoadPsfFromBytes(const std::string& bytes,
                                                           const std::string& name) {
-  v1::PsfInfo info;
-  absl::Status s = WithRetries(options_, stubs_->rng, options_.call_deadline_seconds,
-                               [&](Attempt* a) {
-    grpc::ClientContext ctx;
-    Prepare(&ctx, options_, options_.call_deadline_seconds);
-    auto writer = stubs_->admin->LoadPsf(&ctx, &info);
-    v1::LoadPsfRequest req;
-    req.mutable_upload()->set_name(name);
-    req.mutable_upload()->set_size(static_cast<int64_t>(bytes.size()));
-    bool ok = writer->Write(req);
+  v1::LoadPsfRequest req;
+  req.mutable_upload()->set_name(name);
+  req.mutable_upload()->set_size(static_cast<int64_t>(bytes.size()));
+  return LoadPsfCall(*stubs_->admin, options_, stubs_->rng,
+                     [&](grpc::ClientWriter<v1::LoadPsfRequest>& w) {
+    bool ok = w.Write(req);
     for (std::size_t off = 0; ok && off < bytes.size(); off += options_.upload_chunk_bytes) {
       v1::LoadPsfRequest chunk;
       chunk.set_chunk(bytes.substr(off, options_.upload_chunk_bytes));
-      ok = writer->Write(chunk);
+      ok = w.Write(chunk);
     }
-    writer->WritesDone();
-    const grpc::Status status = writer->Finish();
-    a->queue_full = QueueFull(ctx, status);
-    return FromGrpc(status);
+    return ok;
   });
-  if (!s.ok()) return s;
-  return info;
 }
 
 absl::StatusOr<v1::ListPsfsResponse> SpexdClient::ListPsfs() {
@@ -272,6 +276,9 @@ absl::Status SpexdClient::Extract(v1::ExtractHeader header, const std::string* u
         case v1::ExtractResponse::kModel:
           if (cb.on_model) callback_status = cb.on_model(resp.model());
           break;
+        case v1::ExtractResponse::kProducts:
+          if (cb.on_products) callback_status = cb.on_products(resp.products());
+          break;
         case v1::ExtractResponse::kSummary:
           summary = true;
           if (cb.on_summary) cb.on_summary(resp.summary());
@@ -330,6 +337,21 @@ absl::StatusOr<v1::ExposureSummary> SpexdClient::ExtractExposure(
     return status;
   });
   if (!st.ok()) return st;
+  return summary;
+}
+
+absl::StatusOr<v1::ExtractSummary> SpexdClient::ExtractToServerFile(v1::ExtractHeader header,
+                                                                   const std::string* upload,
+                                                                   bool subset) {
+  if (header.server_output_path().empty()) {
+    return absl::InvalidArgumentError("ExtractToServerFile needs header.server_output_path");
+  }
+  header.set_results_to_file_only(true);
+  v1::ExtractSummary summary;
+  ExtractCallbacks cb;
+  cb.on_summary = [&](const v1::ExtractSummary& s) { summary = s; };
+  absl::Status status = Extract(std::move(header), upload, subset, cb);
+  if (!status.ok()) return status;
   return summary;
 }
 

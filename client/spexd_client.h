@@ -42,6 +42,8 @@ struct ExtractCallbacks {
   // Each BundleData part, in order (several parts per bundle for large bundles).
   std::function<absl::Status(v1::BundleData&&)> on_bundle;
   std::function<absl::Status(const v1::ModelChunk&)> on_model;
+  // ARRAY_FLOAT32 streams: the specmask and scores parts, after the last bundle.
+  std::function<absl::Status(const v1::FrameProducts&)> on_products;
   std::function<void(const v1::ExtractSummary&)> on_summary;
 };
 
@@ -109,6 +111,15 @@ class SpexdClient {
   absl::StatusOr<v1::ExposureSummary> ExtractExposure(
       const v1::ExposureRequest& request,
       const std::function<absl::Status(const v1::ExposureFrameResult&)>& on_frame);
+
+  // Server-written frames (issue 22): the server writes header.server_output_path (and
+  // header.server_model_path, when set) atomically into its output roots and streams no
+  // arrays (results_to_file_only is set here). Returns the summary, which names the
+  // files with their sizes and SHA-256. Errors as Extract; an output outside the server's
+  // output roots is PERMISSION_DENIED, an existing file without header.overwrite
+  // ALREADY_EXISTS.
+  absl::StatusOr<v1::ExtractSummary> ExtractToServerFile(v1::ExtractHeader header,
+                                                         const std::string* upload, bool subset);
 
   const ClientOptions& options() const { return options_; }
 

@@ -56,7 +56,13 @@ absl::Status JobOutput::Prepare(std::shared_ptr<const core::Geometry> geometry,
   SPEXD_RETURN_IF_ERROR(PrepareHeader(bundles, image));
   const v1::ExtractHeader& h = request_.header;
   const core::PatchPlan& plan = geometry_->plan();
-  if (!h.server_output_path().empty()) SPEXD_RETURN_IF_ERROR(CheckOutputPath(read_files));
+  if (!h.server_output_path().empty()) {
+    ProtectReadFiles(read_files);
+    SPEXD_RETURN_IF_ERROR(CheckOutputPath(h.server_output_path()));
+    if (!h.server_model_path().empty()) {
+      SPEXD_RETURN_IF_ERROR(CheckOutputPath(h.server_model_path()));
+    }
+  }
   if (request_.cuda.output != nullptr) {
     SPEXD_ASSIGN_OR_RETURN(core::OutputLayout layout,
                            CheckCudaOutput(h.cuda_output(), *request_.cuda.output, plan.nspec,
@@ -65,14 +71,15 @@ absl::Status JobOutput::Prepare(std::shared_ptr<const core::Geometry> geometry,
                            layout, plan.specmin);
   }
   // The specmask of an output region needs the assembled frame (spec §2.13), but of
-  // its arrays only chi2pix, pixmask_fraction and the failed bins unless a frame file or
-  // the model needs the rest.
-  const bool whole_frame = h.want_model() || !h.server_output_path().empty();
-  whole_frame_ = whole_frame;
-  if (whole_frame || output_writer_.has_value()) {
-    assembler_.emplace(*geometry_, h.want_model(),
-                       whole_frame ? core::FrameAssembler::Keep::kAll
-                                   : core::FrameAssembler::Keep::kMaskInputs);
+  // its arrays only chi2pix, pixmask_fraction and the failed bins unless a frame file,
+  // the model or a float32 stream (whose mask and scores the server computes from its
+  // float64 frame) needs the rest.
+  const bool want_model = request_.plan->params().want_model;
+  whole_frame_ = want_model || !h.server_output_path().empty() || float32_arrays();
+  if (whole_frame_ || output_writer_.has_value()) {
+    assembler_.emplace(*geometry_, want_model,
+                       whole_frame_ ? core::FrameAssembler::Keep::kAll
+                                    : core::FrameAssembler::Keep::kMaskInputs);
     // Here, ahead, rather than one page fault per 4 KiB on the streaming task.
     assembler_->Prefault(env_.decode_pool);
   }
@@ -99,7 +106,12 @@ absl::Status JobOutput::PrepareHeader(const std::vector<int>& bundles,
   return absl::OkStatus();
 }
 
-absl::Status JobOutput::CheckOutputPath(const std::vector<DataRoots::FileId>& read_files) {
+bool JobOutput::float32_arrays() const {
+  return request_.header.array_precision() == v1::ARRAY_FLOAT32 &&
+         !request_.header.results_to_file_only() && !output_writer_.has_value();
+}
+
+void JobOutput::ProtectReadFiles(const std::vector<DataRoots::FileId>& read_files) {
   output_policy_.overwrite = request_.header.overwrite();
   output_policy_.protected_ = read_files;
   // The PSF file, when it was loaded from a server path (its source is that path).
@@ -111,7 +123,9 @@ absl::Status JobOutput::CheckOutputPath(const std::vector<DataRoots::FileId>& re
       ::close(fd);
     }
   }
-  const std::string& out = request_.header.server_output_path();
+}
+
+absl::Status JobOutput::CheckOutputPath(const std::string& out) {
   SPEXD_RETURN_IF_ERROR(env_.output_roots->CheckOutput(out, output_policy_).status());
   // The same PSF may have been loaded from elsewhere (an upload, another path) first:
   // a file to be replaced that holds exactly the PSF's bytes is that PSF too.
@@ -159,6 +173,13 @@ absl::Status JobOutput::Bundle(core::BundleResult&& finished, double seconds) {
     SPEXD_RETURN_IF_ERROR(output_writer_->WriteBundle(b));
     lap("output_copies");
     if (!stream_->Send(EncodeBundleDone(b, seconds))) return stop_status_();
+  } else if (request_.header.results_to_file_only()) {
+    // The server writes the file: the client sees progress only (issue 22).
+    if (!stream_->Send(EncodeBundleDone(b, seconds))) return stop_status_();
+  } else if (float32_arrays()) {
+    for (WireMessage& part : EncodeBundlePartsFloat32(b, seconds, MaxPayloadBytes(env_.limits))) {
+      if (!stream_->Send(std::move(part))) return stop_status_();
+    }
   } else {
     for (WireMessage& part : EncodeBundleParts(bundle, seconds, MaxPayloadBytes(env_.limits))) {
       if (!stream_->Send(std::move(part))) return stop_status_();
@@ -207,12 +228,17 @@ absl::Status JobOutput::Finish(const core::ExtractionSummary& backend_summary,
       stages_["output_copies"] += Seconds(t1, Clock::now());
       metrics_.HandoffBytes("out", static_cast<double>(output_writer_->bytes_written()));
     }
+    // The outputs record the uncorrected grid under --barycentric-correction (the
+    // FrameHeader's), and the scores are computed on it, as a client computes them.
+    if (bary_.factor != 1.0) frame.wave = bary_.wave;
+    if (float32_arrays()) SPEXD_RETURN_IF_ERROR(SendProducts(frame));
     if (!request_.header.server_output_path().empty()) {
       const Clock::time_point t2 = Clock::now();
-      SPEXD_RETURN_IF_ERROR(WriteFrameFile(frame, summary));
+      SPEXD_RETURN_IF_ERROR(WriteFiles(frame, summary));
       stages_["output_file"] += Seconds(t2, Clock::now());
     }
-    if (request_.header.want_model() && !frame.model.empty()) {
+    if (request_.header.want_model() && !request_.header.results_to_file_only() &&
+        !frame.model.empty()) {
       SPEXD_RETURN_IF_ERROR(SendModel(std::move(frame.model)));
     }
   }
@@ -235,7 +261,7 @@ const core::GridRequest& JobOutput::RecordedGrid() const {
   return bary_.factor != 1.0 ? bary_.grid : request_.plan->grid();
 }
 
-absl::Status JobOutput::WriteFrameFile(core::Frame& frame, v1::ExtractSummary* summary) {
+core::FrameMetadata JobOutput::FileMetadata() const {
   const v1::ExtractHeader& h = request_.header;
   const core::Psf& psf = *request_.psf;
   const core::GridRequest& grid = RecordedGrid();
@@ -250,13 +276,74 @@ absl::Status JobOutput::WriteFrameFile(core::Frame& frame, v1::ExtractSummary* s
   meta.dw = grid.dw;
   meta.heliocor = bary_.factor;
   meta.scores = request_.plan->params().scores;
-  if (bary_.factor != 1.0) frame.wave = bary_.wave;
-  SPEXD_ASSIGN_OR_RETURN(std::string fits, core::FrameToFits(frame, meta));
-  // A .gz name gets gzip, as CFITSIO and desispec write it.
-  SPEXD_ASSIGN_OR_RETURN(fits, core::FitsBytesForPath(h.server_output_path(), std::move(fits)));
-  SPEXD_ASSIGN_OR_RETURN(std::string out_path,
-                         env_.output_roots->WriteFile(h.server_output_path(), fits, output_policy_));
-  summary->set_server_output_path(out_path);
+  return meta;
+}
+
+namespace {
+
+// Writes a FITS file (gzip for a .gz name, as CFITSIO and desispec write it) through the
+// output roots; its canonical path, size and SHA-256 go to `path`, `bytes`, `sha256`.
+absl::Status WriteServerFile(const DataRoots& roots, const std::string& requested,
+                             absl::StatusOr<std::string> fits,
+                             const DataRoots::WritePolicy& policy, std::string* path,
+                             int64_t* bytes, std::string* sha256) {
+  if (!fits.ok()) return fits.status();
+  SPEXD_ASSIGN_OR_RETURN(std::string stored, core::FitsBytesForPath(requested, *std::move(fits)));
+  SPEXD_ASSIGN_OR_RETURN(*path, roots.WriteFile(requested, stored, policy));
+  *bytes = static_cast<int64_t>(stored.size());
+  *sha256 = Sha256Hex(stored);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status JobOutput::WriteFiles(const core::Frame& frame, v1::ExtractSummary* s) {
+  const v1::ExtractHeader& h = request_.header;
+  const core::FrameMetadata meta = FileMetadata();
+  int64_t bytes = 0;
+  SPEXD_RETURN_IF_ERROR(WriteServerFile(*env_.output_roots, h.server_output_path(),
+                                        core::FrameToFits(frame, meta), output_policy_,
+                                        s->mutable_server_output_path(), &bytes,
+                                        s->mutable_server_output_sha256()));
+  s->set_server_output_bytes(bytes);
+  if (h.server_model_path().empty()) return absl::OkStatus();
+  SPEXD_RETURN_IF_ERROR(WriteServerFile(*env_.output_roots, h.server_model_path(),
+                                        core::ModelToFits(frame, meta), output_policy_,
+                                        s->mutable_server_model_path(), &bytes,
+                                        s->mutable_server_model_sha256()));
+  s->set_server_model_bytes(bytes);
+  return absl::OkStatus();
+}
+
+absl::Status JobOutput::SendProducts(const core::Frame& frame) {
+  v1::ExtractResponse first;
+  v1::FrameProducts* p = first.mutable_products();
+  if (request_.plan->params().scores) {
+    for (core::FrameScore& score : core::RawScores(frame)) {
+      v1::ScoreColumn* c = p->add_scores();
+      c->set_name(std::move(score.name));
+      c->set_comment(std::move(score.comment));
+      c->mutable_values()->Add(score.values.begin(), score.values.end());
+    }
+  }
+  // Whole rows per part; a mask value takes at most 5 bytes as a varint.
+  const std::size_t max_payload = MaxPayloadBytes(env_.limits);
+  const std::size_t nw = static_cast<std::size_t>(std::max(1, frame.nwave));
+  int row = 0;
+  do {
+    v1::ExtractResponse msg;
+    if (row == 0) msg = std::move(first);
+    v1::FrameProducts* part = msg.mutable_products();
+    const std::size_t used = part->ByteSizeLong();
+    const std::size_t room = max_payload > used ? max_payload - used : 0;
+    const int rows = std::min(frame.nspec - row, std::max(1, static_cast<int>(room / (nw * 5))));
+    part->set_row_begin(row);
+    part->set_nrows(rows);
+    const auto begin = frame.mask.begin() + static_cast<std::ptrdiff_t>(row) * frame.nwave;
+    part->mutable_mask()->Add(begin, begin + static_cast<std::ptrdiff_t>(rows) * frame.nwave);
+    if (!stream_->Send(EncodeResponse(msg))) return stop_status_();
+    row += rows;
+  } while (row < frame.nspec);
   return absl::OkStatus();
 }
 

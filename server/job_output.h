@@ -19,6 +19,7 @@
 #include "absl/status/status.h"
 #include "core/backend/backend.h"
 #include "core/frame/frame.h"
+#include "core/frame/frame_writer.h"
 #include "core/plan/barycentric.h"
 #include "core/plan/geometry.h"
 #include "server/data_roots.h"
@@ -84,10 +85,18 @@ class JobOutput {
 
  private:
   absl::Status PrepareHeader(const std::vector<int>& bundles, const core::PreprocImage& image);
-  absl::Status CheckOutputPath(const std::vector<DataRoots::FileId>& read_files);
-  // The server-side desispec frame file; its path goes into `summary`.
-  // The wavelengths become the uncorrected grid under --barycentric-correction.
-  absl::Status WriteFrameFile(core::Frame& frame, v1::ExtractSummary* summary);
+  // Checks a server-side output path (server_output_path or server_model_path).
+  absl::Status CheckOutputPath(const std::string& out);
+  void ProtectReadFiles(const std::vector<DataRoots::FileId>& read_files);
+  // The server-side desispec frame file and, with server_model_path, the model file;
+  // their paths, sizes and SHA-256 go into `summary`. The wavelengths become the
+  // uncorrected grid under --barycentric-correction.
+  absl::Status WriteFiles(const core::Frame& frame, v1::ExtractSummary* summary);
+  // The frame file's header cards (and scores rule) for this request.
+  core::FrameMetadata FileMetadata() const;
+  // ARRAY_FLOAT32: the specmask and RAW scores of the float64 frame (FrameProducts).
+  absl::Status SendProducts(const core::Frame& frame);
+  bool float32_arrays() const;
   // The grid the outputs record: uncorrected under --barycentric-correction.
   const core::GridRequest& RecordedGrid() const;
   absl::Status SendModel(std::vector<double> model);

@@ -21,6 +21,8 @@ constexpr uint32_t kResponseHeaderField = 1, kResponseBundleField = 2, kResponse
 constexpr uint32_t kModelDataField = 2;
 constexpr uint32_t kFluxField = 5, kIvarField = 6, kResolutionField = 7, kChi2Field = 8,
                    kPixmaskField = 9, kFailedBinsField = 10;
+constexpr uint32_t kFluxF32Field = 13, kIvarF32Field = 14, kResolutionF32Field = 15,
+                   kChi2F32Field = 16;
 
 void AppendVarint(uint64_t v, std::string* out) {
   while (v >= 0x80) {
@@ -178,20 +180,25 @@ std::size_t BundleBytesPerFiber(int nwave, int ndiag) {
   return static_cast<std::size_t>(nwave) * ((4 + 2 * static_cast<std::size_t>(ndiag) + 1) * 8 + 1);
 }
 
-std::vector<WireMessage> EncodeBundleParts(std::shared_ptr<const core::BundleResult> bundle,
-                                           double seconds, std::size_t max_part_bytes) {
-  const core::BundleResult& b = *bundle;
-  const std::size_t per_fiber = std::max<std::size_t>(1, BundleBytesPerFiber(b.nwave, b.ndiag));
-  const int fibers_per_part =
-      std::max(1, static_cast<int>(std::min<std::size_t>(max_part_bytes / per_fiber, 1u << 20)));
+namespace {
+
+// Splits bundle `b` into ExtractResponse{BundleData} parts of whole fibres, at most
+// `max_part_bytes` of array payload each (`per_fiber` bytes a fibre), counts and seconds
+// on the last part; `append_arrays(first_bin, bins, &message)` adds the array fields of
+// bins [first_bin, first_bin + bins), borrowed from memory that `owner` keeps alive.
+template <typename AppendArrays>
+std::vector<WireMessage> SplitBundle(const core::BundleResult& b, double seconds,
+                                     std::size_t max_part_bytes, std::size_t per_fiber,
+                                     const std::shared_ptr<const void>& owner,
+                                     AppendArrays append_arrays) {
+  const std::size_t fit = max_part_bytes / std::max<std::size_t>(1, per_fiber);
+  const int fibers_per_part = std::max(1, static_cast<int>(std::min<std::size_t>(fit, 1u << 20)));
   const std::size_t nw = static_cast<std::size_t>(b.nwave);
-  const std::size_t nk = static_cast<std::size_t>(2 * b.ndiag + 1);
-  const std::size_t d = sizeof(double);
   std::vector<WireMessage> parts;
   for (int f0 = 0; f0 < b.nfibers || (f0 == 0 && b.nfibers == 0); f0 += fibers_per_part) {
     const int nf = std::min(fibers_per_part, b.nfibers - f0);
     const bool last = f0 + nf >= b.nfibers;
-    // Scalars through protobuf (a few dozen bytes), arrays borrowed from the bundle.
+    // Scalars through protobuf (a few dozen bytes), arrays borrowed.
     v1::BundleData scalars;
     scalars.set_bundle(b.bundle);
     scalars.set_fiber_begin(b.fiber_begin + f0);
@@ -201,25 +208,74 @@ std::vector<WireMessage> EncodeBundleParts(std::shared_ptr<const core::BundleRes
       CountsToProto(b.counts, scalars.mutable_counts());
       scalars.set_seconds(seconds);
     }
-    const std::size_t off = static_cast<std::size_t>(f0) * nw;
-    const std::size_t n = static_cast<std::size_t>(nf) * nw;
     // The BundleData body first, then its field header in ExtractResponse in front.
     WireMessage m;
-    m.owner = bundle;
+    m.owner = owner;
     AppendFraming(scalars.SerializeAsString(), &m);
-    AppendBorrowedField(kFluxField, b.flux.data() + off, n * d, &m);
-    AppendBorrowedField(kIvarField, b.ivar.data() + off, n * d, &m);
-    AppendBorrowedField(kResolutionField, b.rdiags.data() + off * nk, n * nk * d, &m);
-    AppendBorrowedField(kChi2Field, b.chi2pix.data() + off, n * d, &m);
-    AppendBorrowedField(kPixmaskField, b.pixmask_fraction.data() + off, n * d, &m);
-    if (!b.failed_bins.empty()) {
-      AppendBorrowedField(kFailedBinsField, b.failed_bins.data() + off, n, &m);
-    }
+    append_arrays(static_cast<std::size_t>(f0) * nw, static_cast<std::size_t>(nf) * nw, &m);
     PrependLenField(kResponseBundleField, &m);
     parts.push_back(std::move(m));
     if (b.nfibers == 0) break;
   }
   return parts;
+}
+
+// A bundle's arrays rounded to float32 once (what the float32 parts borrow).
+struct Float32Arrays {
+  std::vector<float> flux, ivar, rdiags, chi2pix;
+};
+
+// The one rounding of a float64 result to float32: the conversion core/frame's writer
+// applies (round to nearest even), so that a file written from these values holds the
+// same bits as one written from the float64 values.
+std::vector<float> RoundToFloat32(const std::vector<double>& v) {
+  std::vector<float> out(v.size());
+  for (std::size_t i = 0; i < v.size(); ++i) out[i] = static_cast<float>(v[i]);
+  return out;
+}
+
+}  // namespace
+
+std::vector<WireMessage> EncodeBundleParts(std::shared_ptr<const core::BundleResult> bundle,
+                                           double seconds, std::size_t max_part_bytes) {
+  const core::BundleResult& b = *bundle;
+  const std::size_t nk = static_cast<std::size_t>(2 * b.ndiag + 1);
+  const std::size_t d = sizeof(double);
+  return SplitBundle(b, seconds, max_part_bytes, BundleBytesPerFiber(b.nwave, b.ndiag), bundle,
+                     [&](std::size_t off, std::size_t n, WireMessage* m) {
+    AppendBorrowedField(kFluxField, b.flux.data() + off, n * d, m);
+    AppendBorrowedField(kIvarField, b.ivar.data() + off, n * d, m);
+    AppendBorrowedField(kResolutionField, b.rdiags.data() + off * nk, n * nk * d, m);
+    AppendBorrowedField(kChi2Field, b.chi2pix.data() + off, n * d, m);
+    AppendBorrowedField(kPixmaskField, b.pixmask_fraction.data() + off, n * d, m);
+    if (!b.failed_bins.empty()) {
+      AppendBorrowedField(kFailedBinsField, b.failed_bins.data() + off, n, m);
+    }
+  });
+}
+
+std::size_t BundleBytesPerFiberFloat32(int nwave, int ndiag) {
+  // flux, ivar, chi2pix, 2*ndiag+1 diagonals (float32).
+  return static_cast<std::size_t>(nwave) * (3 + 2 * static_cast<std::size_t>(ndiag) + 1) * 4;
+}
+
+std::vector<WireMessage> EncodeBundlePartsFloat32(const core::BundleResult& b, double seconds,
+                                                  std::size_t max_part_bytes) {
+  auto arrays = std::make_shared<Float32Arrays>();
+  arrays->flux = RoundToFloat32(b.flux);
+  arrays->ivar = RoundToFloat32(b.ivar);
+  arrays->rdiags = RoundToFloat32(b.rdiags);
+  arrays->chi2pix = RoundToFloat32(b.chi2pix);
+  const Float32Arrays& a = *arrays;
+  const std::size_t nk = static_cast<std::size_t>(2 * b.ndiag + 1);
+  const std::size_t f = sizeof(float);
+  return SplitBundle(b, seconds, max_part_bytes, BundleBytesPerFiberFloat32(b.nwave, b.ndiag),
+                     arrays, [&](std::size_t off, std::size_t n, WireMessage* m) {
+    AppendBorrowedField(kFluxF32Field, a.flux.data() + off, n * f, m);
+    AppendBorrowedField(kIvarF32Field, a.ivar.data() + off, n * f, m);
+    AppendBorrowedField(kResolutionF32Field, a.rdiags.data() + off * nk, n * nk * f, m);
+    AppendBorrowedField(kChi2F32Field, a.chi2pix.data() + off, n * f, m);
+  });
 }
 
 WireMessage EncodeBundleDone(const core::BundleResult& b, double seconds) {

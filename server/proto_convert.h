@@ -69,6 +69,13 @@ WireMessage EncodeFrameHeader(std::string serialized, const v1::FrameHeader& lat
 std::vector<WireMessage> EncodeBundleParts(std::shared_ptr<const core::BundleResult> bundle,
                                            double seconds, std::size_t max_part_bytes);
 
+// EncodeBundleParts for ExtractHeader.array_precision = ARRAY_FLOAT32: flux, ivar,
+// resolution and chi2pix rounded once to float32 (copies the parts own) in the *_f32
+// fields; no pixmask_fraction or failed_bins (the client gets the mask in FrameProducts).
+std::vector<WireMessage> EncodeBundlePartsFloat32(const core::BundleResult& bundle,
+                                                  double seconds, std::size_t max_part_bytes);
+std::size_t BundleBytesPerFiberFloat32(int nwave, int ndiag);
+
 // ExtractResponse{BundleData} for a bundle whose arrays went elsewhere (a CUDA output
 // region): bundle, fibres, counts and seconds only, marked last_part.
 WireMessage EncodeBundleDone(const core::BundleResult& bundle, double seconds);

@@ -44,6 +44,11 @@ absl::Status CheckHeaderFields(const v1::ExtractHeader& h) {
       return s;
     }
   }
+  if (!h.server_model_path().empty()) {
+    if (absl::Status s = CheckServerPath("server_model_path", h.server_model_path()); !s.ok()) {
+      return s;
+    }
+  }
   if (absl::Status s = CheckLength("in_img_name", h.in_img_name(), H::kMaxNameChars); !s.ok()) {
     return s;
   }
@@ -57,9 +62,34 @@ absl::Status CheckHeaderFields(const v1::ExtractHeader& h) {
   if (!v1::Priority_IsValid(h.priority())) {
     return absl::InvalidArgumentError(absl::StrCat("unknown priority value ", h.priority()));
   }
+  if (!v1::ArrayPrecision_IsValid(h.array_precision())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown array_precision value ", h.array_precision()));
+  }
   if (h.bundles_size() > H::kMaxSelections || h.fibers_size() > H::kMaxSelections) {
     return absl::InvalidArgumentError(absl::StrCat("more than ", H::kMaxSelections,
                                                    " bundles or fibers selected"));
+  }
+  return absl::OkStatus();
+}
+
+bool WantsModel(const v1::ExtractHeader& h) {
+  return h.want_model() || !h.server_model_path().empty();
+}
+
+absl::Status CheckServerOutputs(const v1::ExtractHeader& h) {
+  const bool file = !h.server_output_path().empty();
+  if (h.results_to_file_only() && !file) {
+    return absl::InvalidArgumentError("results_to_file_only needs server_output_path");
+  }
+  if (!h.server_model_path().empty() && !file) {
+    return absl::InvalidArgumentError("server_model_path needs server_output_path");
+  }
+  if (file && h.server_model_path() == h.server_output_path()) {
+    return absl::InvalidArgumentError("server_model_path and server_output_path are the same file");
+  }
+  if (h.results_to_file_only() && h.has_cuda_output()) {
+    return absl::InvalidArgumentError("results_to_file_only and cuda_output are exclusive");
   }
   return absl::OkStatus();
 }
@@ -96,7 +126,8 @@ absl::Status CheckRequestAlone(const v1::ExtractHeader& h, bool subset,
       return absl::InvalidArgumentError(
           "the header names no image (server_path, upload_size or cuda_image)");
   }
-  absl::StatusOr<core::ExtractionParams> params = ParamsFromProto(h.params(), h.want_model());
+  if (absl::Status s = CheckServerOutputs(h); !s.ok()) return s;
+  absl::StatusOr<core::ExtractionParams> params = ParamsFromProto(h.params(), WantsModel(h));
   if (!params.ok()) return params.status();
   if (absl::Status s = core::ValidateParamsAlone(*params); !s.ok()) return s;
   return SelectBundles(h, params->specmin, params->nspec, params->bundlesize).status();
@@ -106,7 +137,7 @@ absl::StatusOr<core::ExtractionPlan> CheckRequest(const v1::ExtractHeader& h,
                                                   const core::Psf& psf,
                                                   const ServiceLimits& limits,
                                                   std::vector<int>* bundles) {
-  absl::StatusOr<core::ExtractionParams> params = ParamsFromProto(h.params(), h.want_model());
+  absl::StatusOr<core::ExtractionParams> params = ParamsFromProto(h.params(), WantsModel(h));
   if (!params.ok()) return params.status();
   absl::StatusOr<core::ExtractionPlan> plan = core::ExtractionPlan::Create(*params, psf);
   if (!plan.ok()) return plan.status();

@@ -33,6 +33,14 @@ absl::Status CheckHeaderFields(const v1::ExtractHeader& header);
 // A server path (input, output, or LoadPsf's): length and component length.
 absl::Status CheckServerPath(const char* field, const std::string& path);
 
+// Whether the request makes the model image: want_model, or a server_model_path.
+bool WantsModel(const v1::ExtractHeader& header);
+
+// The server-written outputs' rules (issue 22): results_to_file_only and
+// server_model_path need server_output_path, the two paths differ, and file-only results
+// do not go to a CUDA output region. INVALID_ARGUMENT.
+absl::Status CheckServerOutputs(const v1::ExtractHeader& header);
+
 // Everything about a request that needs no PSF (issue 21 item 7): the subset rule of the
 // RPC (`subset`: ExtractBundles), the header's fields, psf_id present, the image source
 // (upload_size against limits.max_upload_bytes) and the parameters on their own

@@ -198,9 +198,14 @@ absl::StatusOr<std::string> FrameToFits(const Frame& frame, const FrameMetadata&
   auto chi2 = ToFloat(frame.chi2pix);
   SPEXD_RETURN_IF_ERROR(f.WriteImage<float>("CHI2PIX", {nw, ns}, chi2.data()));
   SPEXD_RETURN_IF_ERROR(Checksum(&f));
-  if (meta.scores) SPEXD_RETURN_IF_ERROR(WriteScores(&f, ComputeRawScores(frame), ns));
+  if (meta.scores) {
+    SPEXD_RETURN_IF_ERROR(
+        WriteScores(&f, meta.given_scores.has_value() ? *meta.given_scores : RawScores(frame), ns));
+  }
   return f.TakeMemory();
 }
+
+std::vector<FrameScore> RawScores(const Frame& frame) { return ComputeRawScores(frame); }
 
 absl::StatusOr<std::string> ModelToFits(const Frame& frame, const FrameMetadata& meta) {
   if (frame.model.empty()) return absl::FailedPreconditionError("frame has no model image");

@@ -2,6 +2,7 @@
 #ifndef SPEXD_CORE_FRAME_WRITER_H_
 #define SPEXD_CORE_FRAME_WRITER_H_
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -12,6 +13,13 @@
 
 namespace spexd::core {
 
+// One column of the SCORES HDU.
+struct FrameScore {
+  std::string name;     // e.g. SUM_RAW_COUNT_R
+  std::string comment;  // desispec's TTYPE comment
+  std::vector<double> values;  // [nspec]
+};
+
 struct FrameMetadata {
   std::vector<std::string> image_header;  // IMAGE header cards of the input
   std::string fibermap_fits;              // FIBERMAP as FITS bytes (may be empty)
@@ -21,7 +29,14 @@ struct FrameMetadata {
   double wmin = 0, wmax = 0, dw = 0;      // requested grid (WAVEMIN, WAVEMAX, WAVESTEP)
   double heliocor = 1.0;                  // HELIOCOR, written when != 1 (--barycentric-correction)
   bool scores = true;                     // SCORES HDU (desi_extract_spectra --no-scores: false)
+  // Scores computed from the float64 values when the frame holds rounded ones (a float32
+  // stream, issue 22): written instead of RawScores(frame) (empty: no SCORES HDU).
+  std::optional<std::vector<FrameScore>> given_scores;
 };
+
+// desispec's RAW scores of the frame (core/frame/internal/frame_scores.h): the SCORES
+// HDU's columns, empty when no bin is in the camera's band.
+std::vector<FrameScore> RawScores(const Frame& frame);
 
 // Builds the frame file in memory: FLUX (primary), IVAR, MASK (uint32), WAVELENGTH,
 // RESOLUTION, FIBERMAP (rows specmin..specmin+nspec-1, when given), CHI2PIX, SCORES

@@ -256,4 +256,24 @@ std::shared_ptr<grpc::Channel> Channel(const server::SpexdServer& s) {
                              grpc::InsecureChannelCredentials());
 }
 
+void ExpectSameFitsContents(const std::string& a, const std::string& b, const std::string& what) {
+  ASSERT_FALSE(a.empty()) << what;
+  ASSERT_EQ(a.size(), b.size()) << what;
+  ASSERT_EQ(a.size() % 2880, 0u) << what;
+  int checksum_cards = 0;
+  for (std::size_t off = 0; off < a.size(); off += 80) {
+    if (a.compare(off, 80, b, off, 80) == 0) continue;
+    const std::string ka = a.substr(off, 8), kb = b.substr(off, 8);
+    const bool checksum = (ka == "CHECKSUM" || ka == "DATASUM ") && ka == kb;
+    ASSERT_TRUE(checksum) << what << ": files differ at byte " << off << ":\n  "
+                          << a.substr(off, 80) << "\n  " << b.substr(off, 80);
+    ++checksum_cards;
+  }
+  EXPECT_LE(checksum_cards, 2 * 8) << what;  // at most both cards of each HDU
+}
+
+void ExpectSameFitsBytes(const std::string& a_path, const std::string& b_path) {
+  ExpectSameFitsContents(ReadBytes(a_path), ReadBytes(b_path), a_path + " vs " + b_path);
+}
+
 }  // namespace spexd::testing

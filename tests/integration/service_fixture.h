@@ -97,6 +97,12 @@ absl::StatusOr<core::Frame> RemoteExtractFrame(client::SpexdClient& client,
 // Plain HTTP GET over loopback; returns the body, or an error with the status line.
 absl::StatusOr<std::string> HttpGet(int port, const std::string& path);
 
+// Compares two FITS files record by record (80 bytes); only CHECKSUM and DATASUM cards
+// may differ (their comments carry the write time), and only when both files have them
+// in the same place. The Bytes form takes the files' contents.
+void ExpectSameFitsBytes(const std::string& a_path, const std::string& b_path);
+void ExpectSameFitsContents(const std::string& a, const std::string& b, const std::string& what);
+
 // Expects two frames to hold identical values, bit for bit.
 void ExpectFramesIdentical(const core::Frame& a, const core::Frame& b);
 

@@ -4,11 +4,13 @@
 #include <sys/wait.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <string>
 
 #include "absl/strings/str_cat.h"
 #include "core/io/fits_gunzip.h"
 #include "core/io/internal/gzip.h"
+#include "server/content_id.h"
 #include "gtest/gtest.h"
 #include "tests/integration/service_fixture.h"
 #include "tests/synthetic_frames.h"
@@ -32,25 +34,6 @@ CliRun Spexctl(const std::string& args) {
   const int status = pclose(pipe);
   r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return r;
-}
-
-// Compares two FITS files record by record (80 bytes); only CHECKSUM and DATASUM cards
-// may differ, and only when both files have them in the same place.
-void ExpectSameFitsBytes(const std::string& a_path, const std::string& b_path) {
-  const std::string a = ReadBytes(a_path), b = ReadBytes(b_path);
-  ASSERT_FALSE(a.empty()) << a_path;
-  ASSERT_EQ(a.size(), b.size());
-  ASSERT_EQ(a.size() % 2880, 0u);
-  int checksum_cards = 0;
-  for (std::size_t off = 0; off < a.size(); off += 80) {
-    if (a.compare(off, 80, b, off, 80) == 0) continue;
-    const std::string ka = a.substr(off, 8), kb = b.substr(off, 8);
-    const bool checksum = (ka == "CHECKSUM" || ka == "DATASUM ") && ka == kb;
-    ASSERT_TRUE(checksum) << "files differ at byte " << off << ":\n  " << a.substr(off, 80)
-                          << "\n  " << b.substr(off, 80);
-    ++checksum_cards;
-  }
-  EXPECT_LE(checksum_cards, 2 * 8);  // at most both cards of each HDU
 }
 
 class SpexctlTest : public ::testing::Test {
@@ -152,6 +135,75 @@ TEST_F(SpexctlTest, GzipInputsAndGzOutputsInEveryMode) {
     const bool model = std::string(name).find("model") != std::string::npos;
     ExpectSameFitsBytes(out_ + (model ? "/plain-model.fits" : "/plain.fits"), inflated);
   }
+}
+
+// Issue 22: the same frame and model files whichever way they are written: from a
+// float64 stream (today's), from a float32 stream (spexctl's default for -o) and by the
+// server (--server-output without -o: no array streamed), for .fits and .fits.gz inputs.
+TEST_F(SpexctlTest, Float32StreamAndServerWrittenFilesEqualFloat64StreamFiles) {
+  struct Case {
+    const char* name;
+    std::string frame, psf;
+  };
+  for (const Case& in : {Case{"fits", Inputs().frame_path, Inputs().psf_copy},
+                         Case{"gz", Inputs().frame_gz_path, Inputs().psf_gz_path}}) {
+    SCOPED_TRACE(in.name);
+    const std::string args = absl::StrCat("extract -i ", in.frame, " -p ", in.psf,
+                                          " -w 5760.0,5800.0,0.8 -n 50 -q ", server_flag_);
+    const std::string f64 = absl::StrCat(out_, "/", in.name, "-f64");
+    const std::string f32 = absl::StrCat(out_, "/", in.name, "-f32");
+    const std::string srv = absl::StrCat(Inputs().output_dir, "/spexctl-", in.name, "-server");
+    CliRun a = Spexctl(absl::StrCat(args, " --wire-precision float64 -o ", f64, ".fits -m ", f64,
+                                    "-model.fits"));
+    ASSERT_EQ(a.code, 0) << a.output;
+    CliRun b = Spexctl(absl::StrCat(args, " -o ", f32, ".fits -m ", f32, "-model.fits"));
+    ASSERT_EQ(b.code, 0) << b.output;
+    CliRun c = Spexctl(absl::StrCat(args, " --server-path --server-output-path ", srv,
+                                    ".fits -m ", srv, "-model.fits"));
+    ASSERT_EQ(c.code, 0) << c.output;
+    ExpectSameFitsBytes(f64 + ".fits", f32 + ".fits");
+    ExpectSameFitsBytes(f64 + ".fits", srv + ".fits");
+    ExpectSameFitsBytes(f64 + "-model.fits", f32 + "-model.fits");
+    ExpectSameFitsBytes(f64 + "-model.fits", srv + "-model.fits");
+    // The reply names each file with its size and SHA-256.
+    for (const std::string& path : {srv + ".fits", srv + "-model.fits"}) {
+      const std::string bytes = ReadBytes(path);
+      EXPECT_NE(c.output.find(absl::StrCat(path, " ", bytes.size(), " bytes sha256 ",
+                                           server::Sha256Hex(bytes))),
+                std::string::npos)
+          << c.output;
+    }
+  }
+}
+
+// Issue 22: server-written frames are refused where the server may not write them.
+TEST_F(SpexctlTest, ServerWrittenFrameRefusals) {
+  const std::string args = absl::StrCat(ExtractArgs(), " ", server_flag_, " --server-path");
+  const std::string dir = Inputs().output_dir;
+  CliRun no_output = Spexctl(absl::StrCat(ExtractArgs(), " ", server_flag_));
+  EXPECT_EQ(no_output.code, 2);
+  EXPECT_NE(no_output.output.find("--server-output"), std::string::npos) << no_output.output;
+  CliRun outside = Spexctl(absl::StrCat(args, " --server-output-path ", out_, "/x.fits"));
+  EXPECT_EQ(outside.code, 1);
+  EXPECT_NE(outside.output.find("PERMISSION_DENIED"), std::string::npos) << outside.output;
+  // The model outside the roots refuses the request before anything is written.
+  CliRun model_outside = Spexctl(
+      absl::StrCat(args, " --server-output-path ", dir, "/refused.fits -m ", out_, "/m.fits"));
+  EXPECT_EQ(model_outside.code, 1);
+  EXPECT_NE(model_outside.output.find("PERMISSION_DENIED"), std::string::npos)
+      << model_outside.output;
+  EXPECT_FALSE(std::filesystem::exists(dir + "/refused.fits"));
+  const std::string first = absl::StrCat(args, " --server-output-path ", dir, "/again.fits");
+  CliRun made = Spexctl(first);
+  ASSERT_EQ(made.code, 0) << made.output;
+  CliRun exists = Spexctl(first);
+  EXPECT_EQ(exists.code, 1);
+  EXPECT_NE(exists.output.find("ALREADY_EXISTS"), std::string::npos) << exists.output;
+  CliRun replaced = Spexctl(first + " --server-overwrite");
+  EXPECT_EQ(replaced.code, 0) << replaced.output;
+  CliRun bad_wire = Spexctl(absl::StrCat(ExtractArgs(), " ", server_flag_, " -o ", out_,
+                                         "/w.fits --wire-precision float16"));
+  EXPECT_EQ(bad_wire.code, 2);
 }
 
 }  // namespace

@@ -48,6 +48,10 @@ SHARED = {
     "bundles": BOTH_CLIENTS,
     "fibers": BOTH_CLIENTS,
     "server_output_path": BOTH_CLIENTS,
+    "server_overwrite": BOTH_CLIENTS,  # a server-side output may replace a file
+    # Arrays on the wire: float32 (spexctl's default for -o; same file) or float64
+    # (Python's default: the in-memory results bit for bit).
+    "wire_precision": BOTH_CLIENTS,
     "reproduce": BOTH_CLIENTS,
     "mask_policy": BOTH_CLIENTS,
     "wavelength": BOTH_CLIENTS,

@@ -1,5 +1,6 @@
 #include "server/proto_convert.h"
 
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -131,6 +132,56 @@ TEST(ProtoConvertTest, LargeBundlesAreSplitIntoPartsUnderTheLimitWithoutCopies) 
   }
   EXPECT_EQ(fibres, 25);
   EXPECT_EQ(Parse(parts.front()).bundle().counts().extracted(), 0);
+}
+
+// Issue 22: float32 parts carry each value rounded once (static_cast<float>, as the
+// frame writer rounds), in about half the bytes, and no pixmask_fraction or failed_bins.
+TEST(ProtoConvertTest, Float32PartsHoldTheRoundedValuesInHalfTheBytes) {
+  auto b = std::make_shared<core::BundleResult>();
+  b->Allocate(/*bundle=*/1, /*fiber0=*/25, /*nfib=*/25, /*nw=*/2326, /*nd=*/5);
+  for (std::size_t i = 0; i < b->flux.size(); ++i) {
+    b->flux[i] = 1.0 / 3.0 + static_cast<double>(i);  // not representable in float32
+    b->ivar[i] = 1e-50 * static_cast<double>(i);      // underflows in float32
+    b->chi2pix[i] = 1e300;                             // overflows to inf
+  }
+  for (std::size_t i = 0; i < b->rdiags.size(); ++i) b->rdiags[i] = 0.1 * static_cast<double>(i);
+  const std::size_t limit = (4 << 20) - 65536;
+  const std::vector<WireMessage> f64 = EncodeBundleParts(b, 1.5, limit);
+  const std::vector<WireMessage> f32 = EncodeBundlePartsFloat32(*b, 1.5, limit);
+  std::size_t bytes64 = 0, bytes32 = 0;
+  for (const WireMessage& m : f64) bytes64 += m.ByteSize();
+  std::string flux, ivar, res, chi2;
+  int fibres = 0;
+  for (std::size_t i = 0; i < f32.size(); ++i) {
+    bytes32 += f32[i].ByteSize();
+    EXPECT_LE(f32[i].ByteSize(), std::size_t{4} << 20);
+    const v1::BundleData p = Parse(f32[i]).bundle();
+    EXPECT_EQ(p.fiber_begin(), 25 + fibres);
+    EXPECT_EQ(p.last_part(), i + 1 == f32.size());
+    EXPECT_EQ(p.flux_size() + p.ivar_size() + p.pixmask_fraction_size(), 0);
+    EXPECT_TRUE(p.failed_bins().empty());
+    flux += p.flux_f32();
+    ivar += p.ivar_f32();
+    res += p.resolution_f32();
+    chi2 += p.chi2pix_f32();
+    fibres += p.nfibers();
+  }
+  EXPECT_EQ(fibres, 25);
+  EXPECT_LT(f32.size(), f64.size());
+  EXPECT_NEAR(static_cast<double>(bytes32) / static_cast<double>(bytes64), 56.0 / 121.0, 0.01);
+  auto expect_rounded = [](const std::string& bytes, const std::vector<double>& values) {
+    ASSERT_EQ(bytes.size(), values.size() * sizeof(float));
+    for (std::size_t i = 0; i < values.size(); ++i) {
+      float v;
+      std::memcpy(&v, bytes.data() + i * sizeof(float), sizeof(float));
+      const float want = static_cast<float>(values[i]);
+      ASSERT_EQ(std::memcmp(&v, &want, sizeof(float)), 0) << i;
+    }
+  };
+  expect_rounded(flux, b->flux);
+  expect_rounded(ivar, b->ivar);
+  expect_rounded(res, b->rdiags);
+  expect_rounded(chi2, b->chi2pix);
 }
 
 TEST(ProtoConvertTest, EmptyBundleModelChunkHeaderAndSummaryEncode) {

@@ -14,9 +14,9 @@ __version__ = "0.1.0"  # core/base/version.h (kSpexdVersion); a test keeps them 
 
 from spexd._channel import Tls  # noqa: E402
 from spexd.errors import (  # noqa: E402
-    SpexdError, InvalidArgument, NotFound, PermissionDenied, ResourceExhausted, Unavailable,
-    Unauthenticated, DeadlineExceeded, Cancelled, FailedPrecondition, Internal, DataLoss,
-    DesispecUnavailable)
+    SpexdError, InvalidArgument, NotFound, PermissionDenied, AlreadyExists, ResourceExhausted,
+    Unavailable, Unauthenticated, DeadlineExceeded, Cancelled, FailedPrecondition, Internal,
+    DataLoss, DesispecUnavailable)
 from spexd.client import Client, BundleStream, ExposureStream  # noqa: E402
 from spexd.exposure import ExposureResult, FrameResult, frames_from_list  # noqa: E402
 from spexd.result import Bundle, ExtractionResult  # noqa: E402
@@ -24,6 +24,6 @@ from spexd import aio  # noqa: E402
 
 __all__ = ["Client", "BundleStream", "ExposureStream", "ExposureResult", "FrameResult",
            "frames_from_list", "Bundle", "ExtractionResult", "Tls", "aio",
-           "SpexdError", "InvalidArgument", "NotFound", "PermissionDenied",
+           "SpexdError", "InvalidArgument", "NotFound", "PermissionDenied", "AlreadyExists",
            "ResourceExhausted", "Unavailable", "Unauthenticated", "DeadlineExceeded",
            "Cancelled", "FailedPrecondition", "Internal", "DataLoss", "DesispecUnavailable"]

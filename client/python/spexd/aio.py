@@ -10,59 +10,40 @@ import asyncio
 import grpc
 
 from spexd import _channel, request
-from spexd.client import ExtractSpec, psf_load_requests
+from spexd.client import ExtractSpec, StreamState, file_only_spec, psf_load_requests, result_of
 from spexd.errors import SpexdError, from_rpc_error
 from spexd.exposure import ExposureResult, ExposureSpec
-from spexd.result import ExtractionResult, StreamAssembler
 from spexd.v1 import spexd_pb2 as pb
 from spexd.v1 import spexd_pb2_grpc as pb_grpc
 
 
-class BundleStream:
+class BundleStream(StreamState):
     """Async iterator over the Bundles of one extraction; header, summary and model
     as on spexd.client.BundleStream."""
-
-    def __init__(self, client, spec):
-        self._client = client
-        self._spec = spec
-        self.header = None
-        self.summary = None
-        self.model = None
 
     def __aiter__(self):
         return self._bundles()
 
     async def _bundles(self):
-        spec, c = self._spec, self._client
-        psf_id = await c._psf_id(spec)
-        reloaded = False
-        retrier = _channel.Retrier(c.policy)
+        psf_id = await self._client._psf_id(self._spec)
         while True:
-            asm = StreamAssembler()
-            call = None
             try:
-                rpc = c._extraction.ExtractBundles if spec.subset else c._extraction.ExtractFrame
-                call = rpc(request.request_messages(spec.header(psf_id), spec.upload),
-                           timeout=c.policy.extract_deadline, metadata=c._metadata)
-                async for resp in call:
-                    bundle = asm.feed(resp)
-                    self.header = asm.header
-                    if bundle is not None:
+                async for resp in self._open(psf_id):
+                    if (bundle := self._feed(resp)) is not None:
                         yield bundle
-                self.summary = asm.summary
-                self.model = asm.finish()
+                self._end()
                 return
             except grpc.RpcError as e:
-                action = _channel.after_stream_error(e, asm.header is not None, reloaded,
-                                                     spec.psf_id is None, retrier)
-                if action == _channel.RELOAD_PSF:
-                    reloaded = True
-                    psf_id = await c._psf_id(spec, reload=True)
-                    continue
-                await asyncio.sleep(action)
+                psf_id = await self._recover(e, psf_id)
             finally:
-                if call is not None and self.summary is None:
-                    call.cancel()
+                self._stop()
+
+    async def _recover(self, rpc_error, psf_id):
+        action = self._after_error(rpc_error)
+        if action == _channel.RELOAD_PSF:
+            return await self._client._psf_id(self._spec, reload=True)
+        await asyncio.sleep(action)
+        return psf_id
 
 
 class ExposureStream:
@@ -183,7 +164,13 @@ class Client:
     async def extract(self, **kwargs):
         spec = ExtractSpec(**kwargs)
         stream = BundleStream(self, spec)
-        bundles = [b async for b in stream]
-        return ExtractionResult(stream.header, bundles, stream.summary, stream.model,
-                                spec.in_psf, spec.in_img, exact_allbadpix=spec.exact_allbadpix,
-                                want_scores=spec.want_scores)
+        return result_of(spec, stream, [b async for b in stream])
+
+    async def extract_to_server(self, server_output_path, server_model_path=None,
+                                server_overwrite=False, **kwargs):
+        """As spexd.Client.extract_to_server: the server writes the files; the summary."""
+        stream = BundleStream(self, file_only_spec(server_output_path, server_model_path,
+                                                   server_overwrite, kwargs))
+        async for _ in stream:
+            pass
+        return stream.summary

@@ -42,7 +42,8 @@ class ExtractSpec:
                  server_path=None, psf=None, psf_server_path=None, psf_id=None,
                  priority=None, want_model=False, server_output_path=None, bundles=None,
                  fibers=None, client_tag=None, flavor=None, camera=None, fibermap_path=None,
-                 **params):
+                 server_model_path=None, server_overwrite=False, wire_precision="float64",
+                 results_to_file_only=False, **params):
         if sum(x is not None for x in (psf, psf_server_path, psf_id)) != 1:
             raise ValueError("give exactly one of psf (local file, uploaded), "
                              "psf_server_path or psf_id")
@@ -68,11 +69,18 @@ class ExtractSpec:
         self.exact_allbadpix = params.get("mask_policy") == "desispec-exact"
         self.want_scores = not params.get("no_scores", False)
         self.subset = bool(bundles) or bool(fibers)
+        if wire_precision not in ("float64", "float32"):
+            raise ValueError(f"wire_precision must be float64 or float32, not {wire_precision!r}")
+        if results_to_file_only and not server_output_path:
+            raise ValueError("results_to_file_only needs server_output_path")
+        self.file_only = bool(results_to_file_only)
         self._header_args = dict(
             params=request.extraction_params(**params), server_path=server_path,
             upload_size=None if self.upload is None else len(self.upload), priority=priority,
             want_model=want_model, server_output_path=server_output_path, bundles=bundles,
             fibers=fibers, in_img_name=in_img, in_psf_name=self.in_psf, client_tag=client_tag,
+            server_model_path=server_model_path, overwrite=server_overwrite,
+            results_to_file_only=self.file_only, float32=wire_precision == "float32",
             fibermap_fits=None if fibermap_path is None else request.fibermap_file_bytes(fibermap_path))
 
     def psf_requests(self):
@@ -93,11 +101,27 @@ class ExtractSpec:
         return request.extract_header(psf_id, **self._header_args)
 
 
-class BundleStream:
-    """Iterates over the Bundles of one extraction as the server streams them.
+def file_only_spec(server_output_path, server_model_path, server_overwrite, kwargs):
+    """The ExtractSpec of extract_to_server (sync and aio)."""
+    return ExtractSpec(server_output_path=server_output_path,
+                       server_model_path=server_model_path, server_overwrite=server_overwrite,
+                       results_to_file_only=True, **kwargs)
 
-    ``header`` (FrameHeader) is set once the first message arrived; ``summary``
-    (ExtractSummary) and ``model`` (float64 [H, W] or None) once the iteration ended.
+
+def result_of(spec, stream, bundles):
+    """The ExtractionResult of a finished stream (sync and aio)."""
+    return ExtractionResult(stream.header, bundles, stream.summary, stream.model,
+                            spec.in_psf, spec.in_img, exact_allbadpix=spec.exact_allbadpix,
+                            want_scores=spec.want_scores, server_mask=stream.mask,
+                            server_scores=stream.scores)
+
+
+class StreamState:
+    """One extraction stream's state and retry decisions, shared by the sync and the
+    grpc.aio BundleStream (they differ only in how they iterate and sleep): ``header``
+    (FrameHeader) once the first message arrived; ``summary`` (ExtractSummary),
+    ``model`` (float64 [H, W] or None) and, for a float32 stream, ``mask`` and
+    ``scores`` (the server's, of the float64 values) once the iteration ended.
     """
 
     def __init__(self, client, spec):
@@ -106,38 +130,71 @@ class BundleStream:
         self.header = None
         self.summary = None
         self.model = None
+        self.mask = None
+        self.scores = None
+        self._asm = None
+        self._call = None
+        self._reloaded = False
+        self._retrier = _channel.Retrier(client.policy)
+
+    def _open(self, psf_id):
+        """Starts one attempt: the call to iterate over."""
+        c, spec = self._client, self._spec
+        self._asm = StreamAssembler(file_only=spec.file_only)
+        rpc = c._extraction.ExtractBundles if spec.subset else c._extraction.ExtractFrame
+        self._call = rpc(request.request_messages(spec.header(psf_id), spec.upload),
+                         timeout=c.policy.extract_deadline, metadata=c._metadata)
+        return self._call
+
+    def _feed(self, resp):
+        """One response: a complete Bundle or None."""
+        bundle = self._asm.feed(resp)
+        self.header = self._asm.header
+        return bundle
+
+    def _end(self):
+        self.summary = self._asm.summary
+        self.model = self._asm.finish()
+        self.mask, self.scores = self._asm.mask, self._asm.scores
+
+    def _after_error(self, rpc_error):
+        """After a failed attempt: True to load the PSF again, else the pause before the
+        next attempt (or it raises, _channel.after_stream_error)."""
+        received = self._asm is not None and self._asm.header is not None
+        action = _channel.after_stream_error(rpc_error, received, self._reloaded,
+                                             self._spec.psf_id is None, self._retrier)
+        self._reloaded = self._reloaded or action == _channel.RELOAD_PSF
+        return action
+
+    def _stop(self):
+        """The consumer stopped early (or the attempt failed): the server stops too."""
+        if self._call is not None and self.summary is None:
+            self._call.cancel()
+        self._call = None
+
+
+class BundleStream(StreamState):
+    """Iterates over the Bundles of one extraction as the server streams them."""
 
     def __iter__(self):
-        spec, c = self._spec, self._client
-        psf_id = c._psf_id(spec)
-        reloaded = False
-        retrier = _channel.Retrier(c.policy)
+        psf_id = self._client._psf_id(self._spec)
         while True:
-            asm = StreamAssembler()
-            call = None
             try:
-                rpc = c._extraction.ExtractBundles if spec.subset else c._extraction.ExtractFrame
-                call = rpc(request.request_messages(spec.header(psf_id), spec.upload),
-                           timeout=c.policy.extract_deadline, metadata=c._metadata)
-                for resp in call:
-                    bundle = asm.feed(resp)
-                    self.header = asm.header
-                    if bundle is not None:
-                        yield bundle
-                self.summary = asm.summary
-                self.model = asm.finish()
+                yield from filter(None, map(self._feed, self._open(psf_id)))
+                self._end()
                 return
             except grpc.RpcError as e:
-                action = _channel.after_stream_error(e, asm.header is not None, reloaded,
-                                                     spec.psf_id is None, retrier)
-                if action == _channel.RELOAD_PSF:
-                    reloaded = True
-                    psf_id = c._psf_id(spec, reload=True)
-                    continue
-                time.sleep(action)
+                psf_id = self._recover(e, psf_id)
             finally:
-                if call is not None and self.summary is None:
-                    call.cancel()  # the consumer stopped early: the server stops too
+                self._stop()
+
+    def _recover(self, rpc_error, psf_id):
+        """Sleeps before the next attempt, or loads the PSF again: the PSF id to use."""
+        action = self._after_error(rpc_error)
+        if action == _channel.RELOAD_PSF:
+            return self._client._psf_id(self._spec, reload=True)
+        time.sleep(action)
+        return psf_id
 
 
 class ExposureStream:
@@ -291,12 +348,28 @@ class Client:
         mask_policy ("desispec"/"desispec-exact"/"any"), barycentric_correction, no_scores,
         fibermap_path (desi_extract_spectra -f); flavor, camera (FLAVOR/CAMERA for an
         uploaded array's header); priority ("realtime"/
-        "reprocessing"), want_model, server_output_path, bundles / fibers (a subset),
-        client_tag. Errors raise spexd.SpexdError subclasses (gRPC status + message).
+        "reprocessing"), want_model, server_output_path (also written by the server;
+        server_model_path, server_overwrite), bundles / fibers (a subset), client_tag;
+        wire_precision ("float64", default: arrays equal to a local run's to the bit;
+        "float32": half the stream, arrays rounded as the frame file holds them, and
+        mask/scores computed by the server from the float64 values, so result.write
+        gives the same file). Errors raise spexd.SpexdError subclasses (gRPC status +
+        message).
         """
         spec = ExtractSpec(**kwargs)
         stream = BundleStream(self, spec)
-        bundles = list(stream)
-        return ExtractionResult(stream.header, bundles, stream.summary, stream.model,
-                                spec.in_psf, spec.in_img, exact_allbadpix=spec.exact_allbadpix,
-                                want_scores=spec.want_scores)
+        return result_of(spec, stream, list(stream))
+
+    def extract_to_server(self, server_output_path, server_model_path=None,
+                          server_overwrite=False, **kwargs):
+        """The server writes the frame (and the model file, desispec's, when
+        ``server_model_path`` is given) atomically into its output roots; no array is
+        streamed. Returns the ExtractSummary: server_output_path, server_output_bytes,
+        server_output_sha256 (and server_model_*). Same other arguments as extract.
+        PermissionDenied outside the server's output roots; AlreadyExists for an existing
+        file unless ``server_overwrite``."""
+        stream = BundleStream(self, file_only_spec(server_output_path, server_model_path,
+                                                   server_overwrite, kwargs))
+        for _ in stream:
+            pass
+        return stream.summary

@@ -31,6 +31,12 @@ class PermissionDenied(SpexdError):
     code = grpc.StatusCode.PERMISSION_DENIED
 
 
+class AlreadyExists(SpexdError):
+    """A server-side output file exists and the request did not allow overwriting it."""
+
+    code = grpc.StatusCode.ALREADY_EXISTS
+
+
 class ResourceExhausted(SpexdError):
     code = grpc.StatusCode.RESOURCE_EXHAUSTED
 
@@ -70,8 +76,9 @@ class DesispecUnavailable(ImportError):
 
 
 _BY_CODE = {cls.code: cls for cls in (
-    InvalidArgument, NotFound, PermissionDenied, ResourceExhausted, Unavailable,
-    Unauthenticated, DeadlineExceeded, Cancelled, FailedPrecondition, Internal, DataLoss)}
+    InvalidArgument, NotFound, PermissionDenied, AlreadyExists, ResourceExhausted,
+    Unavailable, Unauthenticated, DeadlineExceeded, Cancelled, FailedPrecondition, Internal,
+    DataLoss)}
 
 
 def from_rpc_error(err):

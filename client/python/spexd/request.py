@@ -4,6 +4,7 @@ An upload is a DESI preproc FITS file (IMAGE, IVAR, MASK, FIBERMAP), the server'
 upload format, so numpy arrays are written into one in memory (astropy) first.
 """
 import io
+import os
 
 import numpy as np
 
@@ -73,7 +74,9 @@ def fibermap_file_bytes(path):
 
 def extract_header(psf_id, params, server_path=None, upload_size=None, priority=None,
                    want_model=False, server_output_path=None, bundles=None, fibers=None,
-                   in_img_name=None, in_psf_name=None, client_tag=None, fibermap_fits=None):
+                   in_img_name=None, in_psf_name=None, client_tag=None, fibermap_fits=None,
+                   server_model_path=None, overwrite=False, results_to_file_only=False,
+                   float32=False):
     h = pb.ExtractHeader(psf_id=psf_id, params=params,
                          priority=_choice(_PRIORITY, priority, "priority"),
                          want_model=bool(want_model))
@@ -82,7 +85,13 @@ def extract_header(psf_id, params, server_path=None, upload_size=None, priority=
     else:
         h.upload_size = upload_size
     if server_output_path:
-        h.server_output_path = server_output_path
+        h.server_output_path = os.fspath(server_output_path)
+    if server_model_path:
+        h.server_model_path = os.fspath(server_model_path)
+    h.overwrite = bool(overwrite)
+    h.results_to_file_only = bool(results_to_file_only)
+    if float32:
+        h.array_precision = pb.ARRAY_FLOAT32
     h.bundles.extend(int(b) for b in (bundles or ()))
     h.fibers.extend(int(f) for f in (fibers or ()))
     if in_img_name:

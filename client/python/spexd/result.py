@@ -3,6 +3,9 @@
 The server streams float64 arrays; they are kept as float64 numpy arrays, so a result
 equals a local extraction (`spexctl extract --local`) bit for bit. The desispec
 specmask is computed here from the whole result, as spexctl does for a remote run.
+With wire_precision="float32" the arrays arrive rounded to float32 (as the frame file
+holds them) and the mask and scores come from the server, made from the float64 values
+(FrameProducts), so that the written file is the same.
 """
 import dataclasses
 
@@ -27,8 +30,9 @@ class Bundle:
     ivar: np.ndarray              # [nfibers, nwave]
     resolution_data: np.ndarray   # [nfibers, 2*ndiag+1, nwave]
     chi2pix: np.ndarray           # [nfibers, nwave]
-    pixmask_fraction: np.ndarray  # [nfibers, nwave]
-    failed_bins: np.ndarray       # [nfibers, nwave] bool: the patch failed (BAD2DFIT)
+    pixmask_fraction: np.ndarray  # [nfibers, nwave] (None in a float32 stream)
+    failed_bins: np.ndarray       # [nfibers, nwave] bool: the patch failed (BAD2DFIT); None
+                                  # in a float32 stream
     counts: object                # spexd.v1.PatchCounts
     seconds: float                # wall time of the bundle on the worker
 
@@ -40,9 +44,15 @@ class StreamAssembler:
     array sizes consistent with the header, every announced bundle exactly once.
     """
 
-    def __init__(self):
+    def __init__(self, file_only=False):
         self.header = None
         self.summary = None
+        self.file_only = file_only  # results_to_file_only: parts carry no arrays
+        self.float32 = None         # set by the first part with arrays
+        self.mask = None            # float32 streams: the server's specmask, scores
+        self.scores = None
+        self._mask_parts = []
+        self._mask_rows = 0
         self.bundles_done = 0
         self._parts = []
         self._next_fiber = None
@@ -65,6 +75,8 @@ class StreamAssembler:
             self._on_model(resp.model)
         elif kind == "summary":
             self.summary = resp.summary
+        elif kind == "products":
+            self._on_products(resp.products)
         return None  # a newer server's message kind: ignored
 
     def _on_part(self, p):
@@ -79,10 +91,22 @@ class StreamAssembler:
             raise DataLoss("bundle parts out of order")
         n = p.nfibers * h.nwave
         nk = 2 * h.ndiag + 1
-        if (p.fiber_begin != self._next_fiber or len(p.flux) != n or len(p.ivar) != n
-                or len(p.chi2pix) != n or len(p.pixmask_fraction) != n
-                or len(p.resolution) != n * nk
-                or (len(p.failed_bins) not in (0, n))):
+        f32 = bool(p.flux_f32 or p.resolution_f32)
+        if self.file_only:
+            ok = not (p.flux or f32)
+        elif f32:
+            ok = (len(p.flux_f32) == 4 * n and len(p.ivar_f32) == 4 * n
+                  and len(p.chi2pix_f32) == 4 * n and len(p.resolution_f32) == 4 * n * nk
+                  and not p.flux and not p.pixmask_fraction)
+        else:
+            ok = (len(p.flux) == n and len(p.ivar) == n and len(p.chi2pix) == n
+                  and len(p.pixmask_fraction) == n and len(p.resolution) == n * nk
+                  and len(p.failed_bins) in (0, n))
+        if n and not self.file_only:
+            if self.float32 is not None and self.float32 != f32:
+                raise DataLoss("float32 and float64 parts in one stream")
+            self.float32 = f32
+        if p.fiber_begin != self._next_fiber or not ok:
             raise DataLoss(f"malformed part of bundle {p.bundle}")
         self._next_fiber += p.nfibers
         self._parts.append(p)
@@ -90,27 +114,36 @@ class StreamAssembler:
             return None
         parts, self._parts = self._parts, []
         self.bundles_done += 1
-        return self._join(parts)
+        return None if self.file_only else self._join(parts)
 
     def _join(self, parts):
         h = self.header
         nw, nk = h.nwave, 2 * h.ndiag + 1
         nf = sum(p.nfibers for p in parts)
 
+        f32 = bool(self.float32)
+
         def cat(field, shape):
+            if f32:  # little-endian float32 bytes, kept float32 (what the file holds)
+                return np.concatenate([np.frombuffer(getattr(p, field + "_f32"), dtype="<f4")
+                                       for p in parts]).astype(np.float32).reshape(shape)
             return np.concatenate([np.asarray(getattr(p, field), dtype=np.float64)
                                    for p in parts]).reshape(shape)
 
-        failed = np.concatenate([
-            np.frombuffer(p.failed_bins, dtype=np.uint8) if len(p.failed_bins)
-            else np.zeros(p.nfibers * nw, dtype=np.uint8) for p in parts]).reshape(nf, nw)
+        if f32:
+            failed = pixmask = None
+        else:
+            failed = np.concatenate([
+                np.frombuffer(p.failed_bins, dtype=np.uint8) if len(p.failed_bins)
+                else np.zeros(p.nfibers * nw, dtype=np.uint8)
+                for p in parts]).reshape(nf, nw).astype(bool)
+            pixmask = cat("pixmask_fraction", (nf, nw))
         last = parts[-1]
         return Bundle(bundle=last.bundle, fiber_begin=parts[0].fiber_begin, nfibers=nf,
                       flux=cat("flux", (nf, nw)), ivar=cat("ivar", (nf, nw)),
                       resolution_data=cat("resolution", (nf, nk, nw)),
                       chi2pix=cat("chi2pix", (nf, nw)),
-                      pixmask_fraction=cat("pixmask_fraction", (nf, nw)),
-                      failed_bins=failed.astype(bool), counts=last.counts,
+                      pixmask_fraction=pixmask, failed_bins=failed, counts=last.counts,
                       seconds=last.seconds)
 
     def _on_model(self, c):
@@ -126,6 +159,20 @@ class StreamAssembler:
         self._model[c.offset:c.offset + len(c.data)] = c.data
         self._model_received += len(c.data)
 
+    def _on_products(self, p):
+        h = self.header
+        if h is None or self._parts:
+            raise DataLoss("FrameProducts before the last bundle")
+        first = not self._mask_parts
+        if (p.nrows < 0 or len(p.mask) != p.nrows * h.nwave or (p.scores and not first)
+                or p.row_begin != self._mask_rows):
+            raise DataLoss("malformed FrameProducts part")
+        if first:
+            self.scores = ({c.name: np.array(c.values, dtype=np.float64) for c in p.scores},
+                           {c.name: c.comment for c in p.scores})
+        self._mask_parts.append(np.array(p.mask, dtype=np.uint32).reshape(p.nrows, h.nwave))
+        self._mask_rows += p.nrows
+
     def finish(self):
         """Checks completeness; returns the model image [H, W] (float64) or None."""
         if self.header is None:
@@ -135,6 +182,10 @@ class StreamAssembler:
         if self.bundles_done != len(self.header.bundles) or self._parts:
             raise DataLoss(f"received {self.bundles_done} of {len(self.header.bundles)} "
                            "bundles")
+        if self.float32:
+            if not self._mask_parts:
+                raise DataLoss("float32 stream without the server's mask (FrameProducts)")
+            self.mask = np.concatenate(self._mask_parts)
         if self._model is None:
             return None
         if self._model_received != len(self._model):
@@ -178,7 +229,8 @@ QA_FIELDS = ("request_id", "worst_condition", "worst_condition_bundle", "retried
 class ExtractionResult:
     """A whole extraction: numpy arrays in desispec's layout plus the server's summary.
 
-    flux, ivar, chi2pix, pixmask_fraction: [nspec, nwave] float64; mask: uint32
+    flux, ivar, chi2pix, pixmask_fraction: [nspec, nwave] float64 (float32 from a float32
+    stream, which has no pixmask_fraction or failed_bins: None); mask: uint32
     specmask; wave: [nwave]; resolution_data: [nspec, 2*ndiag+1, nwave]; fibers: the
     absolute fibre of each row; model: [H, W] when want_model; header / summary: the
     FrameHeader and ExtractSummary messages; fibermap: astropy Table of the frame's
@@ -186,7 +238,7 @@ class ExtractionResult:
     """
 
     def __init__(self, header, bundles, summary, model, in_psf, in_img, exact_allbadpix=False,
-                 want_scores=True):
+                 want_scores=True, server_mask=None, server_scores=None):
         self.header = header
         self.summary = summary
         self.model = model
@@ -208,11 +260,20 @@ class ExtractionResult:
         self.ivar = cat("ivar", (0, nw))
         self.resolution_data = cat("resolution_data", (0, nk, nw))
         self.chi2pix = cat("chi2pix", (0, nw))
-        self.pixmask_fraction = cat("pixmask_fraction", (0, nw))
-        self.failed_bins = cat("failed_bins", (0, nw)).astype(bool)
-        self.mask = spec_mask(self.chi2pix, self.pixmask_fraction, self.failed_bins,
-                              exact_allbadpix) \
-            if bundles else np.zeros((0, nw), dtype=np.uint32)
+        # server_mask / server_scores: a float32 stream's, made from the float64 values
+        # (float32 values could cross the specmask thresholds or change the scores).
+        self._server_scores = server_scores
+        if server_mask is not None:
+            self.pixmask_fraction = self.failed_bins = None
+            self.mask = server_mask
+            if len(self.mask) != len(self.flux):
+                raise DataLoss("the server's mask does not match the bundles")
+        else:
+            self.pixmask_fraction = cat("pixmask_fraction", (0, nw))
+            self.failed_bins = cat("failed_bins", (0, nw)).astype(bool)
+            self.mask = spec_mask(self.chi2pix, self.pixmask_fraction, self.failed_bins,
+                                  exact_allbadpix) \
+                if bundles else np.zeros((0, nw), dtype=np.uint32)
         self._fibermap = None
         self.want_scores = want_scores  # False: no SCORES HDU (no_scores=True)
         self.heliocor = header.heliocor if header.heliocor not in (0.0, 1.0) else None
@@ -252,6 +313,8 @@ class ExtractionResult:
     @property
     def scores(self):
         """desispec's RAW scores (spexd.scores.raw_scores): (dict, comments)."""
+        if self._server_scores is not None:
+            return self._server_scores
         from spexd.scores import raw_scores
         return raw_scores(self.wave, self.flux, self.ivar)
 

@@ -11,14 +11,9 @@
 #include <vector>
 
 #include "core/frame/frame.h"
+#include "core/frame/frame_writer.h"  // FrameScore
 
 namespace spexd::core {
-
-struct FrameScore {
-  std::string name;     // e.g. SUM_RAW_COUNT_R
-  std::string comment;  // desispec's TTYPE comment
-  std::vector<double> values;  // [nspec]
-};
 
 // Camera band ("b", "r" or "z") from the mean wavelength, as desispec's auto-detection:
 // b up to 5800 A, z from 7600 A, r in between.

@@ -1,0 +1,209 @@
+// Issue 22 through the client library: float32 arrays on the wire (half the stream, the
+// same frame file as from float64), server-written frames (no arrays streamed; the
+// summary names the file with its size and SHA-256), and their refusals.
+#include <filesystem>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "client/remote_frame.h"
+#include "core/frame/frame_writer.h"
+#include "core/io/fits_gunzip.h"
+#include "gtest/gtest.h"
+#include "server/content_id.h"
+#include "tests/integration/service_fixture.h"
+#include "tests/test_support.h"
+
+namespace spexd::testing {
+namespace {
+
+class WirePrecisionTest : public LoadedServerTest {
+ protected:
+  struct Streamed {
+    absl::Status status;
+    std::string frame_fits;      // the frame file spexctl would write
+    std::string model_fits;
+    std::size_t array_bytes = 0;  // BundleData and FrameProducts messages as received
+    int bundle_parts = 0, products_parts = 0, model_chunks = 0;
+    v1::ExtractSummary summary;
+  };
+
+  // Streams an extraction as spexctl does and builds its frame and model files.
+  Streamed Stream(v1::ExtractHeader h) {
+    Streamed out;
+    client::RemoteFrameBuilder builder;
+    client::ExtractCallbacks cb;
+    cb.on_header = [&](const v1::FrameHeader& fh) { return builder.OnHeader(fh); };
+    cb.on_bundle = [&](v1::BundleData&& part) {
+      out.array_bytes += part.ByteSizeLong();
+      ++out.bundle_parts;
+      return h.results_to_file_only() ? absl::OkStatus() : builder.OnBundle(std::move(part));
+    };
+    cb.on_products = [&](const v1::FrameProducts& p) {
+      out.array_bytes += p.ByteSizeLong();
+      ++out.products_parts;
+      return builder.OnProducts(p);
+    };
+    cb.on_model = [&](const v1::ModelChunk& c) {
+      ++out.model_chunks;
+      return builder.OnModel(c);
+    };
+    cb.on_summary = [&](const v1::ExtractSummary& s) { out.summary = s; };
+    out.status = client_->Extract(h, nullptr, false, cb);
+    if (!out.status.ok() || h.results_to_file_only()) return out;
+    const bool exact = h.params().mask_policy() == v1::MASK_POLICY_DESISPEC_EXACT;
+    absl::StatusOr<core::Frame> frame =
+        builder.Finish(exact ? core::MaskPolicy::kDesispecExact : core::MaskPolicy::kDesispec);
+    if (!frame.ok()) {
+      out.status = frame.status();
+      return out;
+    }
+    core::FrameMetadata meta = builder.Metadata("psf.fits", "frame.fits");
+    meta.scores = !h.params().no_scores();  // as spexctl: desi_extract_spectra --no-scores
+    out.frame_fits = core::FrameToFits(*frame, meta).value_or("");
+    if (!frame->model.empty()) out.model_fits = core::ModelToFits(*frame, meta).value_or("");
+    return out;
+  }
+
+  // The same request streamed as float64, then as float32 arrays.
+  void StreamBoth(v1::ExtractHeader h, Streamed* f64, Streamed* f32) {
+    *f64 = Stream(h);
+    ASSERT_TRUE(f64->status.ok()) << f64->status;
+    h.set_array_precision(v1::ARRAY_FLOAT32);
+    *f32 = Stream(h);
+    ASSERT_TRUE(f32->status.ok()) << f32->status;
+  }
+
+  v1::ExtractHeader PathHeader(const std::string& frame_path) const {
+    v1::ExtractHeader h = SmallHeader(psf_id_);
+    h.set_server_path(frame_path);
+    h.set_in_img_name("frame.fits");
+    h.set_in_psf_name("psf.fits");
+    return h;
+  }
+};
+
+TEST_F(WirePrecisionTest, Float32StreamGivesTheSameFilesInHalfTheBytes) {
+  for (const std::string& input : {Inputs().frame_path, Inputs().frame_gz_path}) {
+    SCOPED_TRACE(input);
+    v1::ExtractHeader h = PathHeader(input);
+    h.set_want_model(true);
+    Streamed f64, f32;
+    ASSERT_NO_FATAL_FAILURE(StreamBoth(h, &f64, &f32));
+    ExpectSameFitsContents(f64.frame_fits, f32.frame_fits, "frame");
+    ExpectSameFitsContents(f64.model_fits, f32.model_fits, "model");
+    EXPECT_EQ(f64.products_parts, 0);
+    EXPECT_GE(f32.products_parts, 1);
+    EXPECT_GT(f32.model_chunks, 0);
+    // float64: 4 planes + 11 diagonals of 8 bytes and the failed flags per bin (121 B);
+    // float32: 3 planes + 11 diagonals of 4 bytes, plus the mask (1-2 B varint): ~57 B.
+    const double ratio =
+        static_cast<double>(f32.array_bytes) / static_cast<double>(f64.array_bytes);
+    std::printf("streamed array bytes: float64 %zu, float32 %zu (ratio %.3f)\n", f64.array_bytes,
+                f32.array_bytes, ratio);
+    RecordProperty("float32_over_float64_bytes", absl::StrCat(ratio));
+    EXPECT_LT(ratio, 0.5);
+    EXPECT_GT(ratio, 0.4);
+  }
+}
+
+TEST_F(WirePrecisionTest, NoScoresAndExactMaskPolicyOverFloat32) {
+  v1::ExtractHeader h = PathHeader(Inputs().frame_path);
+  h.mutable_params()->set_no_scores(true);
+  h.mutable_params()->set_mask_policy(v1::MASK_POLICY_DESISPEC_EXACT);
+  Streamed f64, f32;
+  ASSERT_NO_FATAL_FAILURE(StreamBoth(h, &f64, &f32));
+  ExpectSameFitsContents(f64.frame_fits, f32.frame_fits, "frame");
+  EXPECT_EQ(f32.frame_fits.find("SUM_RAW_COUNT"), std::string::npos);
+}
+
+TEST_F(WirePrecisionTest, ServerWrittenFilesStreamNoArraysAndRetryGivesTheSameBytes) {
+  v1::ExtractHeader h = PathHeader(Inputs().frame_path);
+  h.set_want_model(true);
+  const Streamed streamed = Stream(h);
+  ASSERT_TRUE(streamed.status.ok()) << streamed.status;
+  const std::string out = Inputs().output_dir + "/wire-server.fits.gz";
+  const std::string model = Inputs().output_dir + "/wire-server-model.fits";
+  h.set_want_model(false);  // implied by server_model_path
+  h.set_server_output_path(out);
+  h.set_server_model_path(model);
+  h.set_results_to_file_only(true);
+  const Streamed first = Stream(h);
+  ASSERT_TRUE(first.status.ok()) << first.status;
+  EXPECT_EQ(first.bundle_parts, 2);  // one progress message per bundle
+  EXPECT_LT(first.array_bytes, 200u);  // indices, counts and times only
+  EXPECT_EQ(first.model_chunks, 0);
+  const std::string gz = ReadBytes(out), model_bytes = ReadBytes(model);
+  EXPECT_EQ(first.summary.server_output_path(), out);
+  EXPECT_EQ(first.summary.server_output_bytes(), static_cast<int64_t>(gz.size()));
+  EXPECT_EQ(first.summary.server_output_sha256(), server::Sha256Hex(gz));
+  EXPECT_EQ(first.summary.server_model_path(), model);
+  EXPECT_EQ(first.summary.server_model_bytes(), static_cast<int64_t>(model_bytes.size()));
+  EXPECT_EQ(first.summary.server_model_sha256(), server::Sha256Hex(model_bytes));
+  auto fits = core::GunzipFits(gz, out, core::FitsSizeLimits{});
+  ASSERT_TRUE(fits.ok()) << fits.status();
+  ExpectSameFitsContents(streamed.frame_fits, *fits, "server-written frame");
+  ExpectSameFitsContents(streamed.model_fits, model_bytes, "server-written model");
+  // The same request again: refused without overwrite, the same bytes with it.
+  const Streamed refused = Stream(h);
+  EXPECT_EQ(refused.status.code(), absl::StatusCode::kAlreadyExists) << refused.status;
+  h.set_overwrite(true);
+  auto again = client_->ExtractToServerFile(h, nullptr, false);
+  ASSERT_TRUE(again.ok()) << again.status();
+  auto refits = core::GunzipFits(ReadBytes(out), out, core::FitsSizeLimits{});
+  ASSERT_TRUE(refits.ok()) << refits.status();
+  ExpectSameFitsContents(*fits, *refits, "rewritten frame");
+  ExpectSameFitsContents(model_bytes, ReadBytes(model), "rewritten model");
+  // (The gzip sizes may differ: the CHECKSUM comments carry the time of writing.)
+  const std::string regz = ReadBytes(out);
+  EXPECT_EQ(again->server_output_bytes(), static_cast<int64_t>(regz.size()));
+  EXPECT_EQ(again->server_output_sha256(), server::Sha256Hex(regz));
+}
+
+TEST_F(WirePrecisionTest, ServerWrittenFrameRefusals) {
+  const std::string dir = Inputs().output_dir;
+  const std::string existing = dir + "/wire-existing.fits";
+  ASSERT_TRUE(WriteBytes(existing, "x"));
+  struct Case {
+    const char* what;
+    std::string output, model;
+    bool file_only;
+    absl::StatusCode code;
+  };
+  const Case cases[] = {
+      {"file only without an output", "", "", true, absl::StatusCode::kInvalidArgument},
+      {"model without an output", "", dir + "/m.fits", false, absl::StatusCode::kInvalidArgument},
+      {"model on the frame's path", dir + "/same.fits", dir + "/same.fits", true,
+       absl::StatusCode::kInvalidArgument},
+      {"output outside the output roots", "/tmp/wire-outside.fits", "", true,
+       absl::StatusCode::kPermissionDenied},
+      {"output in a data root", Inputs().data_dir + "/wire.fits", "", true,
+       absl::StatusCode::kPermissionDenied},
+      {"model outside the output roots", dir + "/wire-ok.fits", "/tmp/wire-model.fits", true,
+       absl::StatusCode::kPermissionDenied},
+      {"existing output", existing, "", true, absl::StatusCode::kAlreadyExists},
+      {"existing model", dir + "/wire-ok2.fits", existing, true, absl::StatusCode::kAlreadyExists},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    v1::ExtractHeader h = PathHeader(Inputs().frame_path);
+    h.set_server_output_path(c.output);
+    h.set_server_model_path(c.model);
+    h.set_results_to_file_only(c.file_only);
+    const Streamed r = Stream(h);
+    EXPECT_EQ(r.status.code(), c.code) << r.status;
+    EXPECT_EQ(r.bundle_parts, 0);
+  }
+  // Nothing was written by the refused requests, and the existing file is untouched.
+  EXPECT_FALSE(std::filesystem::exists(dir + "/wire-ok.fits"));
+  EXPECT_FALSE(std::filesystem::exists(dir + "/wire-ok2.fits"));
+  EXPECT_EQ(ReadBytes(existing), "x");
+  v1::ExtractHeader h = PathHeader(Inputs().frame_path);
+  h.set_array_precision(static_cast<v1::ArrayPrecision>(7));
+  EXPECT_EQ(Stream(h).status.code(), absl::StatusCode::kInvalidArgument);
+  // The server is still serving.
+  h.set_array_precision(v1::ARRAY_FLOAT32);
+  EXPECT_TRUE(Stream(h).status.ok());
+}
+
+}  // namespace
+}  // namespace spexd::testing

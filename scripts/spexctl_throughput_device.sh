@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# Issue 22 "done when", H100 row: served throughput with real `spexctl` clients against the
+# backend's own two-frames-in-flight throughput, on the GPU machine in one call.
+#   1. the reference: spexd_rpc_bench --backend $BACKEND --fibers $NSPEC --inflight 2, the smaller
+#      (stricter) of the backend's median frame time and the in-process service's time per
+#      frame with two in flight (frames/s = 1 / that);
+#   2. spexd (CUDA) serving PROCS `spexctl extract --server-path` processes, each extracting
+#      FRAMES full r frames one after another, for each mode:
+#        client .fits / client .fits.gz   spectra streamed (float32 wire), client writes -o
+#        server .fits / server .fits.gz   --server-output-path, nothing streamed back
+#      wall time of the whole run -> frames/s, and its ratio to (1) (goal >= 0.9).
+#
+#   scripts/spexctl_throughput_device.sh BUNDLE_DIR WORK_DIR [PSF]
+#     BUNDLE_DIR  device bundle with spexd, spexctl, spexd-sim, spexd_rpc_bench, CUDA module
+#     WORK_DIR    scratch (frames are 136 MB each; keep it out of $OUT)
+#   Environment: PROCS (8), FRAMES (4), MODES ("client-fits client-gz server-fits server-gz"),
+#   SPEXD_ARGS (extra spexd flags); NSPEC, WAVE, BACKEND for a small CPU smoke run. Prints [row] lines; exit 0 when every run succeeded.
+set -uo pipefail
+[[ $# -ge 2 ]] || { sed -n '2,17p' "$0"; exit 2; }
+B=$(cd "$1" && pwd) || exit 2
+W=$2; mkdir -p "$W"/in "$W"/out; W=$(cd "$W" && pwd)
+PSF=$(readlink -f "${3:-tests/data/psf-r0-00051060.fits}")
+PROCS=${PROCS:-8} FRAMES=${FRAMES:-4}
+MODES=${MODES:-client-fits client-gz server-fits server-gz}
+WAVE=${WAVE:-5760.0,7620.0,0.8} NSPEC=${NSPEC:-500} BACKEND=${BACKEND:-cuda}
+row() { echo "[row] $*"; }
+fail=0
+
+cp "$PSF" "$W/in/psf.fits"
+if [[ ! -f $W/in/frame.fits ]]; then
+  "$B/run.sh" spexd-sim --psf="$W/in/psf.fits" --out="$W/in/frame.fits" --fibers=0,$NSPEC \
+    --wavelength="$WAVE" --seed=3 >/dev/null 2>&1 || { row "spexd-sim FAILED"; exit 1; }
+  gzip -1 -k -c "$W/in/frame.fits" >"$W/in/frame.fits.gz"
+fi
+
+ref=$("$B/run.sh" spexd_rpc_bench --backend $BACKEND --fibers $NSPEC --repeats 6 --inflight 2 \
+  --client-procs 0 --psf "$W/in/psf.fits" 2>"$W/rpc_bench.err" | tee "$W/rpc_bench.json" |
+  python3 -c 'import json,sys; d=json.loads(sys.stdin.read().strip().splitlines()[-1]); print(min(d["backend_s"]["median"], d["service_per_frame_inflight_s"]))' 2>/dev/null)
+if [[ -z $ref ]]; then
+  row "backend reference: not found in rpc_bench output"; tail -5 "$W/rpc_bench.err"; ref=0
+else
+  row "reference (backend / 2 in flight): $ref s/frame = $(python3 -c "print(round(1/$ref,2))") frames/s"
+fi
+
+PORT=50093
+"$B/run.sh" spexd --listen=127.0.0.1:$PORT --data_roots="$W/in" --output_roots="$W/out" \
+  --backend=$BACKEND ${SPEXD_ARGS:-} >"$W/spexd.log" 2>&1 &
+SPID=$!
+trap 'kill -TERM $SPID 2>/dev/null; wait $SPID 2>/dev/null' EXIT
+for _ in $(seq 60); do
+  "$B/run.sh" spexctl health --server 127.0.0.1:$PORT >/dev/null 2>&1 && break; sleep 1
+done
+# Warm: the PSF and its geometry.
+"$B/run.sh" spexctl extract --server 127.0.0.1:$PORT --server-path -q -i "$W/in/frame.fits" \
+  -p "$W/in/psf.fits" -w "$WAVE" -n $NSPEC -o "$W/warm.fits" || { row "warm-up FAILED"; exit 1; }
+
+for mode in $MODES; do
+  in=$W/in/frame.fits; [[ $mode == *gz ]] && in=$W/in/frame.fits.gz
+  rm -rf "$W/out"/* "$W"/client-*; mkdir -p "$W/out"
+  t0=$(date +%s.%N); pids=()
+  for p in $(seq "$PROCS"); do
+    (
+      for f in $(seq "$FRAMES"); do
+        if [[ $mode == server-* ]]; then
+          "$B/run.sh" spexctl extract --server 127.0.0.1:$PORT --server-path -q -i "$in" \
+            -p "$W/in/psf.fits" -w "$WAVE" -n $NSPEC --server-output-path "$W/out/p$p-f$f.fits" \
+            >/dev/null || exit 1
+        else
+          "$B/run.sh" spexctl extract --server 127.0.0.1:$PORT --server-path -q -i "$in" \
+            -p "$W/in/psf.fits" -w "$WAVE" -n $NSPEC -o "$W/client-p$p-f$f.fits" || exit 1
+          rm -f "$W/client-p$p-f$f.fits"
+        fi
+      done
+    ) &
+    pids+=($!)
+  done
+  ok=1; for pid in "${pids[@]}"; do wait "$pid" || ok=0; done
+  t1=$(date +%s.%N)
+  n=$((PROCS * FRAMES))
+  python3 - "$t0" "$t1" "$n" "$ref" "$mode" "$ok" <<'PY'
+import sys
+t0, t1, n, ref = float(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
+mode, ok = sys.argv[5], sys.argv[6] == "1"
+fps = n / (t1 - t0)
+ratio = fps * ref if ref > 0 else float("nan")
+print(f"[row] {mode}: {n} frames in {t1 - t0:.2f} s = {fps:.2f} frames/s, "
+      f"{ratio:.2f} of the backend ({'goal 0.9 ' + ('MET' if ratio >= 0.9 else 'missed')}); "
+      f"{'all ok' if ok else 'A CLIENT FAILED'}")
+PY
+  [[ $ok == 1 ]] || fail=1
+done
+grep -c '"event":"extract_done"' "$W/spexd.log" | sed 's/^/[row] extract_done lines: /'
+exit $fail

@@ -10,8 +10,9 @@ import asyncio
 import grpc
 
 from spexd import _channel, request
-from spexd.client import ExtractSpec, StreamState, file_only_spec, psf_load_requests, result_of
-from spexd.errors import SpexdError, from_rpc_error
+from spexd.client import (ExposureState, ExtractSpec, StreamState, file_only_spec,
+                          psf_load_requests, result_of)
+from spexd.errors import SpexdError
 from spexd.exposure import ExposureResult, ExposureSpec
 from spexd.v1 import spexd_pb2 as pb
 from spexd.v1 import spexd_pb2_grpc as pb_grpc
@@ -46,14 +47,9 @@ class BundleStream(StreamState):
         return psf_id
 
 
-class ExposureStream:
+class ExposureStream(ExposureState):
     """Async iterator over the FrameResults of one exposure; as
     spexd.client.ExposureStream."""
-
-    def __init__(self, client, spec):
-        self._client = client
-        self._spec = spec
-        self.total_seconds = None
 
     def __aiter__(self):
         return self._frames()
@@ -67,27 +63,17 @@ class ExposureStream:
             yield r
         if not entries:
             return
-        retrier = _channel.Retrier(c.policy)
         while True:
-            call, received, ended = None, False, False
             try:
-                call = c._extraction.ExtractExposure(req, timeout=c.policy.extract_deadline,
-                                                     metadata=c._metadata)
-                async for resp in call:
-                    if resp.HasField("frame"):
-                        received = True
-                        yield ExposureSpec.result(resp.frame, entries)
-                    elif resp.HasField("summary"):
-                        self.total_seconds = resp.summary.total_seconds
-                ended = True
+                async for resp in self._open(req):
+                    if (result := self._feed(resp, entries)) is not None:
+                        yield result
+                self._ended = True
                 return
             except grpc.RpcError as e:
-                if received:
-                    raise from_rpc_error(e) from None
-                await asyncio.sleep(retrier.pause_or_raise(e))
+                await asyncio.sleep(self._pause_after(e))
             finally:
-                if call is not None and not ended:
-                    call.cancel()
+                self._stop()
 
 
 class Client:

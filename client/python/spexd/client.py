@@ -197,15 +197,51 @@ class BundleStream(StreamState):
         return psf_id
 
 
-class ExposureStream:
-    """Iterates over the FrameResults of one exposure as the frames finish (frames whose
-    PSF did not load first). ``total_seconds`` is set once the iteration ended. Stopping
-    early cancels the call: the server stops every frame not finished."""
+class ExposureState:
+    """What the sync and asyncio exposure iterators share: the request, the retry rule
+    (retry only while no frame result was received: a retry would run reported frames
+    again) and the reading of each response."""
 
     def __init__(self, client, spec):
         self._client = client
         self._spec = spec
         self.total_seconds = None
+        self._retrier = _channel.Retrier(client.policy)
+        self._call = None
+        self._received = False
+        self._ended = False
+
+    def _open(self, req):
+        c = self._client
+        self._received, self._ended = False, False
+        self._call = c._extraction.ExtractExposure(req, timeout=c.policy.extract_deadline,
+                                                   metadata=c._metadata)
+        return self._call
+
+    def _feed(self, resp, entries):
+        """The FrameResult in `resp`, or None (the summary: total_seconds is set)."""
+        if resp.HasField("frame"):
+            self._received = True
+            return ExposureSpec.result(resp.frame, entries)
+        if resp.HasField("summary"):
+            self.total_seconds = resp.summary.total_seconds
+        return None
+
+    def _pause_after(self, rpc_error):
+        """Seconds to wait before the retry; raises when no retry is allowed."""
+        if self._received:
+            raise from_rpc_error(rpc_error) from None
+        return self._retrier.pause_or_raise(rpc_error)
+
+    def _stop(self):
+        if self._call is not None and not self._ended:
+            self._call.cancel()
+
+
+class ExposureStream(ExposureState):
+    """Iterates over the FrameResults of one exposure as the frames finish (frames whose
+    PSF did not load first). ``total_seconds`` is set once the iteration ended. Stopping
+    early cancels the call: the server stops every frame not finished."""
 
     def __iter__(self):
         c, spec = self._client, self._spec
@@ -216,27 +252,17 @@ class ExposureStream:
         yield from refused
         if not entries:
             return
-        retrier = _channel.Retrier(c.policy)
         while True:
-            call, received, ended = None, False, False
             try:
-                call = c._extraction.ExtractExposure(req, timeout=c.policy.extract_deadline,
-                                                     metadata=c._metadata)
-                for resp in call:
-                    if resp.HasField("frame"):
-                        received = True
-                        yield ExposureSpec.result(resp.frame, entries)
-                    elif resp.HasField("summary"):
-                        self.total_seconds = resp.summary.total_seconds
-                ended = True
+                for resp in self._open(req):
+                    if (result := self._feed(resp, entries)) is not None:
+                        yield result
+                self._ended = True
                 return
             except grpc.RpcError as e:
-                if received:  # a retry would run frames already reported
-                    raise from_rpc_error(e) from None
-                time.sleep(retrier.pause_or_raise(e))
+                time.sleep(self._pause_after(e))
             finally:
-                if call is not None and not ended:
-                    call.cancel()
+                self._stop()
 
 
 class Client:

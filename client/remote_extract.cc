@@ -110,21 +110,15 @@ v1::ExtractionParams ParamsToProto(const core::ExtractionParams& p) {
   return out;
 }
 
-absl::StatusOr<RemoteResult> ExtractRemote(SpexdClient& client, const ExtractCommand& cmd,
-                                           const RemoteExtractOptions& o) {
-  std::string psf_bytes, image_bytes;
-  if (!o.server_paths) {
-    SPEXD_ASSIGN_OR_RETURN(psf_bytes, ReadWholeFile(cmd.psf, "PSF"));
-    SPEXD_ASSIGN_OR_RETURN(image_bytes, ReadWholeFile(cmd.input, "input image"));
-  }
-  auto load_psf = [&]() {
-    return o.server_paths ? client.LoadPsfFromServerPath(cmd.psf)
-                          : client.LoadPsfFromBytes(psf_bytes, cmd.psf);
-  };
-  SPEXD_ASSIGN_OR_RETURN(v1::PsfInfo psf, load_psf());
+namespace {
 
+// The request for `cmd`: a frame the client writes (-o, spectra streamed at o.precision) or,
+// without -o, one the server writes into its output roots (nothing streamed back).
+absl::StatusOr<v1::ExtractHeader> RequestHeader(const ExtractCommand& cmd,
+                                                const RemoteExtractOptions& o,
+                                                const std::string& psf_id) {
   v1::ExtractHeader header;
-  header.set_psf_id(psf.id());
+  header.set_psf_id(psf_id);
   if (o.server_paths) header.set_server_path(cmd.input);
   *header.mutable_params() = ParamsToProto(cmd.params);
   header.set_priority(o.priority);
@@ -149,6 +143,26 @@ absl::StatusOr<RemoteResult> ExtractRemote(SpexdClient& client, const ExtractCom
     SPEXD_ASSIGN_OR_RETURN(std::string fibermap, core::ReadFibermapFile(cmd.fibermap));
     header.set_fibermap_fits(std::move(fibermap));
   }
+  return header;
+}
+
+}  // namespace
+
+absl::StatusOr<RemoteResult> ExtractRemote(SpexdClient& client, const ExtractCommand& cmd,
+                                           const RemoteExtractOptions& o) {
+  std::string psf_bytes, image_bytes;
+  if (!o.server_paths) {
+    SPEXD_ASSIGN_OR_RETURN(psf_bytes, ReadWholeFile(cmd.psf, "PSF"));
+    SPEXD_ASSIGN_OR_RETURN(image_bytes, ReadWholeFile(cmd.input, "input image"));
+  }
+  auto load_psf = [&]() {
+    return o.server_paths ? client.LoadPsfFromServerPath(cmd.psf)
+                          : client.LoadPsfFromBytes(psf_bytes, cmd.psf);
+  };
+  SPEXD_ASSIGN_OR_RETURN(v1::PsfInfo psf, load_psf());
+
+  const bool file_only = cmd.output.empty();
+  SPEXD_ASSIGN_OR_RETURN(v1::ExtractHeader header, RequestHeader(cmd, o, psf.id()));
   const bool subset = !o.bundles.empty() || !o.fibers.empty();
 
   const int max_tries = std::max(1, client.options().max_attempts);

@@ -231,6 +231,8 @@ bool SameBits(const std::vector<unsigned char>& host, uint64_t offset, const std
 
 }  // namespace
 
+// Over 100 lines: an example, read top to bottom as the steps a pipeline takes (allocate,
+// register, extract by path, extract through the regions, compare, time, unregister).
 int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
   int devices = 0;

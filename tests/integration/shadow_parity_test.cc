@@ -8,7 +8,6 @@
 #include <thread>
 #include <vector>
 
-
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"

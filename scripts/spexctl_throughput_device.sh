@@ -58,11 +58,14 @@ done
 
 for mode in $MODES; do
   in=$W/in/frame.fits; [[ $mode == *gz ]] && in=$W/in/frame.fits.gz
-  rm -rf "$W/out"/* "$W"/client-*; mkdir -p "$W/out"
+  rm -rf "$W/out"/* "$W"/client-* "$W"/clog-*; mkdir -p "$W/out"
+  first=$(wc -l <"$W/spexd.log")
   t0=$(date +%s.%N); pids=()
   for p in $(seq "$PROCS"); do
     (
+      exec 2>"$W/clog-$p"  # each spexctl's timing line, and the wall of each invocation
       for f in $(seq "$FRAMES"); do
+        s0=$EPOCHREALTIME
         if [[ $mode == server-* ]]; then
           "$B/run.sh" spexctl extract --server 127.0.0.1:$PORT --server-path -q -i "$in" \
             -p "$W/in/psf.fits" -w "$WAVE" -n $NSPEC --server-output-path "$W/out/p$p-f$f.fits" \
@@ -72,6 +75,7 @@ for mode in $MODES; do
             -p "$W/in/psf.fits" -w "$WAVE" -n $NSPEC -o "$W/client-p$p-f$f.fits" || exit 1
           rm -f "$W/client-p$p-f$f.fits"
         fi
+        echo "wall $s0 $EPOCHREALTIME" >&2  # no process here: it would slow the client
       done
     ) &
     pids+=($!)
@@ -90,6 +94,9 @@ print(f"[row] {mode}: {n} frames in {t1 - t0:.2f} s = {fps:.2f} frames/s, "
       f"{'all ok' if ok else 'A CLIENT FAILED'}")
 PY
   [[ $ok == 1 ]] || fail=1
+  python3 "$(dirname "$0")/throughput_breakdown.py" "$W/spexd.log" "$first" \
+    "$(python3 -c "print($t1 - $t0)")" "$GPUS" "$W"/clog-* | sed "s/^/[row] $mode /"
+  grep -h -v -E '^(wall|spexctl:)' "$W"/clog-* | head -3
 done
 grep -c '"event":"extract_done"' "$W/spexd.log" | sed 's/^/[row] extract_done lines: /'
 exit $fail

@@ -1,6 +1,7 @@
 #include "server/extract_job.h"
 
 #include <exception>
+#include <map>
 #include <new>
 #include <utility>
 
@@ -297,7 +298,10 @@ void ExtractJob::Complete(const absl::Status& status) {
        {"allbadpix", qa.allbadpix},
        {"bad2dfit", qa.bad2dfit},
        {"median_chi2pix", qa.median_chi2pix},
-       {"shadow", health.shadow_state()}});
+       {"shadow", health.shadow_state()},
+       // Where the request's time went, stage by stage (docs/service.md, issue 22 item 4).
+       {"stages", std::map<std::string, double>(summary_.stage_seconds().begin(),
+                                                summary_.stage_seconds().end())}});
   if (geometry_ != nullptr) env_.cache->Rebalance();  // the geometry grew by this job's spots
   ResponseStream* stream = std::exchange(stream_, nullptr);
   if (stream != nullptr) stream->Finish(status);

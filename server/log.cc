@@ -93,6 +93,15 @@ LogField::LogField(const char* key, bool value) : key_(key) {
   json_.assign(value ? "true" : "false");
 }
 
+LogField::LogField(const char* key, const std::map<std::string, double>& values) : key_(key) {
+  json_.assign("{");
+  for (const auto& [name, value] : values) {
+    if (json_.size() > 1) json_.push_back(',');
+    absl::StrAppend(&json_, JsonQuote(name), ":", LogField("", value).json());
+  }
+  json_.push_back('}');
+}
+
 void SetMinLogLevel(LogLevel level) { g_min_level.store(static_cast<int>(level)); }
 
 void Log(LogLevel level, const char* event, std::initializer_list<LogField> fields) {

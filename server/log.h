@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <initializer_list>
+#include <map>
 #include <string>
 
 namespace spexd::server {
@@ -21,6 +22,8 @@ class LogField {
   LogField(const char* key, uint64_t value);
   LogField(const char* key, double value);
   LogField(const char* key, bool value);
+  // A JSON object of named numbers (e.g. a request's stage seconds), keys in map order.
+  LogField(const char* key, const std::map<std::string, double>& values);
 
   const char* key() const { return key_; }
   const std::string& json() const { return json_; }

@@ -1,4 +1,5 @@
-// Whole-frame benchmark of the CUDA backend (issue 4): a full 500-fibre r frame is
+// Whole-frame benchmark of the CUDA backend (issue 4): a full 500-fibre r frame (--psf,
+// --wavelength wmin,wmax,dw: the r camera's 5760,7620,0.8 by default) is
 // generated on the machine that runs it (core/sim/simulator.h: Poisson noise, sky lines;
 // --synthetic: tests/synthetic_frames.h instead), extracted once
 // cold (spots evaluated) and then N times warm; reports the median and p90 wall time of
@@ -69,6 +70,7 @@ std::string Escape(const std::string& s) {
 
 struct Args {
   int runs = 7, inflight = 2, inflight_frames = 3, nspec = 500;
+  double wmin = 5760.0, wmax = 7620.0, dw = 0.8;  // the r camera's grid unless --wavelength
   bool synthetic = false, model = false;
   std::string psf, json, dump, compat = "gpu", check_bundles = "0,19", planes = "pinned32";
 };
@@ -83,6 +85,13 @@ Args Parse(int argc, char** argv) {
     else if (k == "--inflight-frames") a.inflight_frames = std::atoi(next().c_str());
     else if (k == "--nspec") a.nspec = std::atoi(next().c_str());
     else if (k == "--psf") a.psf = next();
+    else if (k == "--wavelength") {
+      const std::string v = next();
+      if (std::sscanf(v.c_str(), "%lf,%lf,%lf", &a.wmin, &a.wmax, &a.dw) != 3) {
+        std::fprintf(stderr, "--wavelength must be wmin,wmax,dw (got '%s')\n", v.c_str());
+        std::exit(2);
+      }
+    }
     else if (k == "--json") a.json = next();
     else if (k == "--compat") a.compat = next();
     else if (k == "--check-bundles") a.check_bundles = next();
@@ -103,7 +112,10 @@ absl::StatusOr<std::shared_ptr<const core::Geometry>> MakeGeometry(const Args& a
   if (psf_path.empty()) psf_path = "tests/data/psf-r0-00051060.fits";
   auto psf = core::Psf::Load(psf_path);
   if (!psf.ok()) return psf.status();
-  p->nspec = args.nspec;  // r-camera defaults: 5760,7620,0.8, 25/5/50, pads 10/0.2/0.8
+  p->nspec = args.nspec;  // r-camera defaults: 25/5/50, pads 10/0.2/0.8
+  p->wmin = args.wmin;
+  p->wmax = args.wmax;
+  p->dw = args.dw;
   if (!core::ParseCompat(args.compat, &p->compat)) {
     return absl::InvalidArgumentError("--compat: gpu or cpu");
   }

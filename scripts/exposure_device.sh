@@ -11,6 +11,7 @@
 #     OUT_DIR     JSON and log (default: $OUT, else /tmp/exposure_device)
 #     GPU_COUNTS  e.g. "1 2" (default: 1, and 2 when two GPUs are visible)
 #   FRAMES (30), PASSES (3: one cold, two warm), MODES ("one multi") set the runs;
+#   BENCH_ARGS (extra bench flags, e.g. "--backends-per-gpu 2");
 #   STREAMERS ("0 2") the spexd --streamers_per_worker values tried for the one-job mode (0:
 #   the default, 4 per GPU worker; 2 was the default before): the server then encodes and
 #   writes every frame file (≈ 0.3 s of CPU each) on those threads, against ≈ 0.1 s of GPU
@@ -68,11 +69,11 @@ for n in $GPU_COUNTS; do
     ((streamers == 0)) || label=$mode-s$streamers
     json=$OUT_DIR/exposure_${label}_${n}gpu.json
     frames_dir=$(mktemp -d "${TMPDIR:-/tmp}/exposure-frames.XXXXXX")
-    echo "+ spexd_exposure_bench --gpus $gpus --one-job $one --streamers $streamers" | tee -a "$log"
+    echo "+ spexd_exposure_bench --gpus $gpus --one-job $one --streamers $streamers ${BENCH_ARGS:-}" | tee -a "$log"
     rc=0
     "$BUNDLE/run.sh" spexd_exposure_bench "${psfs[@]}" --frames "$FRAMES" --passes "$PASSES" \
       --gpus "$gpus" --one-job "$one" --streamers "$streamers" --out-dir "$frames_dir" \
-      >"$json" 2>>"$log" || rc=$?
+      ${BENCH_ARGS:-} >"$json" 2>>"$log" || rc=$?
     rm -rf "$frames_dir"  # ~70 MB per frame file
     if ((rc != 0)); then
       rows+=("$(printf '%4s %9s %8s %8s %10s  %s' "$n" "$label" fail - - "exit $rc, see $log")")

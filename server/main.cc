@@ -35,6 +35,10 @@ ABSL_FLAG(std::string, output_roots, "",
           "written under; empty disables server-side output");
 ABSL_FLAG(std::string, backend, "auto", "auto (GPU if any, else CPU), cpu or cuda");
 ABSL_FLAG(std::string, gpu_devices, "", "comma-separated CUDA devices to use (default: all)");
+ABSL_FLAG(int, backends_per_gpu, 0,
+          "workers per GPU, each with its own CUDA backend, so that frames overlap on the GPU "
+          "(one frame's host preparation and last batch beside the other's kernels); 0: the "
+          "default (docs/service.md), at most 4");
 ABSL_FLAG(int, cpu_threads, 0,
           "host threads of the backends: CPU patches solved at once, CUDA host-side work (0: all "
           "cores); spexctl --cpu-threads is the same option for local extraction");
@@ -135,6 +139,7 @@ absl::StatusOr<ServerConfig> ConfigFromFlags() {
   o.output_roots = SplitList(absl::GetFlag(FLAGS_output_roots));
   SPEXD_ASSIGN_OR_RETURN(o.backend, ParseBackendChoice(absl::GetFlag(FLAGS_backend)));
   SPEXD_ASSIGN_OR_RETURN(o.gpu_devices, ParseDeviceList(absl::GetFlag(FLAGS_gpu_devices)));
+  o.backends_per_gpu = absl::GetFlag(FLAGS_backends_per_gpu);
   o.cpu_threads = absl::GetFlag(FLAGS_cpu_threads);
   o.cuda_module = absl::GetFlag(FLAGS_cuda_module);
   o.max_queue = absl::GetFlag(FLAGS_max_queue);

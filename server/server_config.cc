@@ -74,6 +74,10 @@ absl::Status ValidateServerConfig(const ServerConfig& config) {
   if (o.prefetch < 0 || o.prefetch_memory_bytes < 0) {
     return Bad("--prefetch and --prefetch_memory_bytes must not be negative (0: the default)");
   }
+  if (o.backends_per_gpu < 0 || o.backends_per_gpu > ServerOptions::kMaxBackendsPerGpu) {
+    return Bad(absl::StrCat("--backends_per_gpu must be between 0 (the default) and ",
+                            ServerOptions::kMaxBackendsPerGpu));
+  }
   if (o.streamers_per_worker < 0) {
     return Bad("--streamers_per_worker must not be negative (0: the default)");
   }

@@ -98,6 +98,8 @@ absl::StatusOr<std::vector<WorkerBackend>> ChooseBackends(const ServerOptions& o
       if (devices.empty()) {
         for (int d = 0; d < *gpu_count; ++d) devices.push_back(d);
       }
+      const int per_gpu =
+          o.backends_per_gpu > 0 ? o.backends_per_gpu : ServerOptions::kDefaultBackendsPerGpu;
       for (int d : devices) {
         if (d < 0 || d >= *gpu_count) {
           return absl::InvalidArgumentError(
@@ -106,12 +108,15 @@ absl::StatusOr<std::vector<WorkerBackend>> ChooseBackends(const ServerOptions& o
         }
         bo.kind = core::BackendKind::kCuda;
         bo.device = d;
-        auto backend = core::CreateBackend(bo);
-        if (!backend.ok()) return backend.status();
-        out.push_back({*std::move(backend), d});
+        for (int k = 0; k < per_gpu; ++k) {
+          auto backend = core::CreateBackend(bo);
+          if (!backend.ok()) return backend.status();
+          out.push_back({*std::move(backend), d});
+        }
       }
       *reason = absl::StrCat("cuda: ", out.size(), " worker(s) on GPU(s) ",
-                             absl::StrJoin(devices, ","), " of ", *gpu_count, " visible");
+                             absl::StrJoin(devices, ","), " of ", *gpu_count, " visible (",
+                             per_gpu, " per GPU)");
       return out;
     }
     if (o.backend == core::BackendKind::kCuda) {

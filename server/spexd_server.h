@@ -31,6 +31,11 @@ struct ServerOptions {
   // The backend kind; none = auto (CUDA when the module finds a GPU, else CPU).
   std::optional<core::BackendKind> backend;
   std::vector<int> gpu_devices;                   // empty: every visible device
+  static constexpr int kDefaultBackendsPerGpu = 1;
+  static constexpr int kMaxBackendsPerGpu = 4;
+  // Workers (each its own CUDA backend) per GPU: with two, one frame's host preparation and
+  // last batch overlap the other's GPU work (0: kDefaultBackendsPerGpu).
+  int backends_per_gpu = 0;
   int cpu_threads = 0;  // host threads of the backends' shared pool, the worker's own included (0: all cores)
   std::string cuda_module;                        // "" = default search (core loader)
   int max_queue = 0;    // queued jobs; 0: 8 per worker, at least 16 (Scheduler)

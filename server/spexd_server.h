@@ -31,7 +31,7 @@ struct ServerOptions {
   // The backend kind; none = auto (CUDA when the module finds a GPU, else CPU).
   std::optional<core::BackendKind> backend;
   std::vector<int> gpu_devices;                   // empty: every visible device
-  static constexpr int kDefaultBackendsPerGpu = 1;
+  static constexpr int kDefaultBackendsPerGpu = 2;
   static constexpr int kMaxBackendsPerGpu = 4;
   // Workers (each its own CUDA backend) per GPU: with two, one frame's host preparation and
   // last batch overlap the other's GPU work (0: kDefaultBackendsPerGpu).

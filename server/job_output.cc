@@ -75,11 +75,15 @@ absl::Status JobOutput::Prepare(std::shared_ptr<const core::Geometry> geometry,
   // the model or a float32 stream (whose mask and scores the server computes from its
   // float64 frame) needs the rest.
   const bool want_model = request_.plan->params().want_model;
-  whole_frame_ = want_model || !h.server_output_path().empty() || float32_arrays();
+  const bool file_or_model = want_model || !h.server_output_path().empty();
+  whole_frame_ = file_or_model || float32_arrays();
   if (whole_frame_ || output_writer_.has_value()) {
-    assembler_.emplace(*geometry_, want_model,
-                       whole_frame_ ? core::FrameAssembler::Keep::kAll
-                                    : core::FrameAssembler::Keep::kMaskInputs);
+    // A float32 stream's mask and scores need flux and ivar but not the resolution (~100 MB
+    // of an r frame's 140), which goes to the client from the bundles.
+    const auto keep = file_or_model    ? core::FrameAssembler::Keep::kAll
+                      : whole_frame_ ? core::FrameAssembler::Keep::kSpectra
+                                     : core::FrameAssembler::Keep::kMaskInputs;
+    assembler_.emplace(*geometry_, want_model, keep);
     // Here, ahead, rather than one page fault per 4 KiB on the streaming task.
     assembler_->Prefault(env_.decode_pool);
   }

@@ -53,9 +53,11 @@ FrameAssembler::FrameAssembler(const Geometry& geometry, bool want_model, Keep k
   // bundles, while the backend's other threads wait (issue 25). Pages of bundles a job
   // does not extract are never touched.
   const std::size_t bins = static_cast<std::size_t>(plan.nspec) * plan.nwave;
-  if (keep_ == Keep::kAll) {
+  if (keep_ != Keep::kMaskInputs) {
     frame_.flux.reserve(bins);
     frame_.ivar.reserve(bins);
+  }
+  if (keep_ == Keep::kAll) {
     frame_.rdiags.reserve(bins * static_cast<std::size_t>(2 * plan.ndiag + 1));
   }
   frame_.pixmask_fraction.reserve(bins);
@@ -104,11 +106,11 @@ absl::Status FrameAssembler::Add(const BundleResult& b) {
   auto append = [](std::vector<double>* dst, const std::vector<double>& src) {
     dst->insert(dst->end(), src.begin(), src.end());
   };
-  if (keep_ == Keep::kAll) {
+  if (keep_ != Keep::kMaskInputs) {
     append(&frame_.flux, b.flux);
     append(&frame_.ivar, b.ivar);
-    append(&frame_.rdiags, b.rdiags);
   }
+  if (keep_ == Keep::kAll) append(&frame_.rdiags, b.rdiags);
   append(&frame_.pixmask_fraction, b.pixmask_fraction);
   append(&frame_.chi2pix, b.chi2pix);
   frame_.failed_bins.insert(frame_.failed_bins.end(), b.failed_bins.begin(), b.failed_bins.end());

@@ -123,6 +123,7 @@ TEST(SpecMaskTest, MaskInputsAssemblyGivesTheWholeFramesMask) {
   ASSERT_TRUE(geo.ok()) << geo.status();
   const PatchPlan& plan = (*geo)->plan();
   FrameAssembler all(**geo, false), mask_only(**geo, false, FrameAssembler::Keep::kMaskInputs);
+  FrameAssembler spectra(**geo, false, FrameAssembler::Keep::kSpectra);
   for (int b = 0; b < plan.nbundles; ++b) {
     Frame values = RandomFrame(plan.bundlesize, plan.nwave, static_cast<unsigned>(b + 7));
     BundleResult r;
@@ -131,9 +132,12 @@ TEST(SpecMaskTest, MaskInputsAssemblyGivesTheWholeFramesMask) {
     r.pixmask_fraction = values.pixmask_fraction;
     r.failed_bins = values.failed_bins;
     for (double& v : r.flux) v = 1.5;
+    for (std::size_t i = 0; i < r.ivar.size(); ++i) r.ivar[i] = 0.25 * static_cast<double>(i % 7);
+    for (double& v : r.rdiags) v = 0.125;
     r.per_angstrom = true;
     ASSERT_TRUE(all.Add(r).ok());
     ASSERT_TRUE(mask_only.Add(r).ok());
+    ASSERT_TRUE(spectra.Add(r).ok());
   }
   auto pool = MakeTaskPool(2);
   const Frame whole = all.Finish(MaskPolicy::kDesispecExact);
@@ -148,6 +152,14 @@ TEST(SpecMaskTest, MaskInputsAssemblyGivesTheWholeFramesMask) {
   EXPECT_TRUE(masked.flux.empty());
   EXPECT_TRUE(masked.ivar.empty());
   EXPECT_TRUE(masked.rdiags.empty());
+  // A float32 stream's frame (kSpectra): the whole frame's spectra and mask, no resolution.
+  const Frame no_res = spectra.Finish(MaskPolicy::kDesispecExact, pool.get());
+  EXPECT_EQ(no_res.mask, whole.mask);
+  EXPECT_EQ(no_res.flux, whole.flux);
+  EXPECT_EQ(no_res.ivar, whole.ivar);
+  EXPECT_EQ(std::memcmp(no_res.chi2pix.data(), whole.chi2pix.data(), whole.chi2pix.size() * 8), 0);  // NaN too
+  EXPECT_EQ(whole.rdiags.size(), static_cast<std::size_t>(50) * plan.nwave * (2 * plan.ndiag + 1));
+  EXPECT_TRUE(no_res.rdiags.empty());
 }
 
 }  // namespace

@@ -65,8 +65,6 @@ const std::vector<EnvironmentSwitch>& CudaEnvironmentSwitches() {
        "shared: the shared-memory tridiagonal reduction for any nt (default register where nt allows)"},
       {"SPEXD_CUDA_TRIDIAG_ROTATE", "register or shared",
        "shared: rotate the eigenvector rows in shared memory for any nt (default register where nt allows)"},
-      {"SPEXD_CUDA_REDUCE_STREAM", "tail or compute",
-       "compute: the tridiagonal reduction on the compute stream (default tail: beside the next batch)"},
       {"SPEXD_TEST_CUDA_FAULTS", "name=N,... (oom_at_alloc, transient_at_request, sticky_at_request, "
                                  "fail_patch_once, perturb_bundle_flux)",
        "tests only: inject GPU faults (docs/reliability.md)"},
@@ -88,7 +86,6 @@ absl::StatusOr<Diagnostics> DiagnosticsFromEnvironment(EnvironmentLookup lookup)
     s = ReadSwitch(lookup, "SPEXD_CUDA_TRIDIAG_ROTATE", "shared", "register",
                    &d.tridiag_register_rotate);
   }
-  if (s.ok()) s = ReadSwitch(lookup, "SPEXD_CUDA_REDUCE_STREAM", "compute", "tail", &d.reduce_on_tail);
   if (!s.ok()) return s;
   if (const char* faults = lookup("SPEXD_TEST_CUDA_FAULTS")) d.test_faults = faults;
   return d;

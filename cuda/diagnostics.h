@@ -25,9 +25,6 @@ struct Diagnostics {
   // instead of the register ones where nt allows (A/B benches, GPU tests of the kernels).
   bool tridiag_register_reduce = true;
   bool tridiag_register_rotate = true;
-  // SPEXD_CUDA_REDUCE_STREAM=compute: the tridiagonal reduction on the compute stream, as
-  // before issue 25 (default tail: beside the next batch's factorisations).
-  bool reduce_on_tail = true;
   std::string test_faults;  // SPEXD_TEST_CUDA_FAULTS (cuda/fault_injection.h), tests only
 };
 

@@ -24,23 +24,15 @@ absl::Status Mark(const RunResources& res, StageMark mark, cudaStream_t stream) 
   return absl::OkStatus();
 }
 
-// The tridiagonal eigensolver and decorrelation, all on `tail` (issue 25: the compute
-// stream, which carries the frame's critical path, goes straight on to the next run's
-// normal equations), or the reduction on `stream` and the rest on `tail`. The workspace's
-// one set of QlBuffers orders consecutive runs (on one stream, by stream order).
+// The tridiagonal eigensolver and decorrelation: the reduction on `stream`, the rest on
+// `tail`. The workspace's one set of QlBuffers orders consecutive runs.
 absl::Status EnqueueTridiag(const RunResources& res, const RunArgs& args, cudaStream_t stream) {
   Workspace& ws = *res.workspace;
-  if (res.tail != stream && res.reduce_on_tail) {
-    SPEXD_CUDA_RETURN_IF_ERROR(cudaEventRecord(ws.reduced().get(), stream));  // C_ss is ready
+  SPEXD_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(stream, ws.ql_free().get(), 0));
+  SPEXD_CUDA_RETURN_IF_ERROR(LaunchTridiagReduce(args, res.tridiag_register_reduce, stream));
+  if (res.tail != stream) {
+    SPEXD_CUDA_RETURN_IF_ERROR(cudaEventRecord(ws.reduced().get(), stream));
     SPEXD_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(res.tail, ws.reduced().get(), 0));
-    SPEXD_CUDA_RETURN_IF_ERROR(LaunchTridiagReduce(args, res.tridiag_register_reduce, res.tail));
-  } else {
-    SPEXD_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(stream, ws.ql_free().get(), 0));
-    SPEXD_CUDA_RETURN_IF_ERROR(LaunchTridiagReduce(args, res.tridiag_register_reduce, stream));
-    if (res.tail != stream) {
-      SPEXD_CUDA_RETURN_IF_ERROR(cudaEventRecord(ws.reduced().get(), stream));
-      SPEXD_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(res.tail, ws.reduced().get(), 0));
-    }
   }
   SPEXD_CUDA_RETURN_IF_ERROR(LaunchTridiagRotate(args, res.tridiag_register_rotate, res.tail));
   SPEXD_CUDA_RETURN_IF_ERROR(cudaEventRecord(ws.ql_free().get(), res.tail));

@@ -33,9 +33,6 @@ struct RunResources {
   // The tridiagonal kernels' variant (Diagnostics, SPEXD_CUDA_TRIDIAG_REDUCE/_ROTATE).
   bool tridiag_register_reduce;
   bool tridiag_register_rotate;
-  // The tridiagonal reduction on `tail` (SPEXD_CUDA_REDUCE_STREAM=tail, the default) or on
-  // the compute stream before the hand-over (=compute).
-  bool reduce_on_tail;
   // Stream of the run's tail (QL, rotation, products, model): ctx->tail() lets it overlap
   // the next run's factorisations (only with core::CudaEigensolver::kSharedMemoryTridiagonalQl), ctx->compute() keeps
   // the run on one stream. The caller orders what follows the run after `tail`.

@@ -14,7 +14,8 @@ namespace {
 constexpr int kTileLanes = 16;  // the factor kernel's 16 x 16 thread grid
 constexpr int kFactorThreads = kTileLanes * kTileLanes;
 constexpr int kPanelThreads = 256;
-constexpr int kPanelRowGroups = 16, kRowsPerThread = 4;  // 64 rows per thread block
+// 80 rows per pass: a band block of 74 rows in one pass (64 took two), two blocks in two.
+constexpr int kPanelRowGroups = 16, kRowsPerThread = 5;
 constexpr int kPanelRows = kPanelRowGroups * kRowsPerThread;
 constexpr int kColLanes = 16;                            // columns c = lane + 16 q
 constexpr int kMaxPanelCols = 7 * kColLanes;             // geometry_state.cc: nt <= 112
@@ -38,18 +39,23 @@ __device__ __forceinline__ void ForEachLowerTileElement(int tx, int ty, F&& f) {
 template <int R>
 struct TileState {
   double v[R][R];
-  double piv[R];
 };
 
 // Factor steps j in column tile JB = j / 16, JB a compile-time constant: the owner's
 // element is v[i][JB] without a select chain, and the update loops start at tile JB
 // (earlier tiles are final) and stop at the diagonal tile. The same operations on every
 // element the result reads as the loop over all tiles it replaces: bit-identical L and X.
+// vec2 and rdj2 are double-buffered by the parity of j: step j's owner writes buffer j & 1
+// while slower threads may still read buffer (j - 1) & 1, and the buffer it overwrites
+// was last read in step j - 2, before every thread passed step j - 1's barrier. So one
+// barrier per step (issue 25; two before).
 template <int R, int JB>
-__device__ __forceinline__ void FactorColumnTile(TileState<R>& t, double* vec, double& rdj,
-                                                 int& first_bad, int nt, int tx, int ty) {
+__device__ __forceinline__ void FactorColumnTile(TileState<R>& t, double* vec2, double* rdj2,
+                                                 double* dpiv, int& first_bad, int nt, int tx, int ty) {
   const int j0 = kTileLanes * JB, j1 = min(j0 + kTileLanes, nt);
   for (int j = j0; j < j1; ++j) {
+    double* vec = vec2 + (j & 1) * nt;
+    double& rdj = rdj2[j & 1];
     if (ty == j - j0) {
 #pragma unroll
       for (int i = JB; i < R; ++i) {  // rows r >= j live in tiles i >= JB
@@ -57,20 +63,20 @@ __device__ __forceinline__ void FactorColumnTile(TileState<R>& t, double* vec, d
         const int r = tx + kTileLanes * i;
         if (r >= j && r < nt) vec[r] = val;
         if (r == j) {
+          dpiv[j] = val;  // the pivot, kept for the final scaling (not in registers: spills)
           rdj = 1.0 / val;
           if (!(val > 0.0) && first_bad == 0) first_bad = j + 1;
         }
       }
     }
     __syncthreads();
-    const double dj = vec[j], rd = rdj;
+    const double rd = rdj;
     double cr[R], cc[R];
 #pragma unroll
     for (int i = JB; i < R; ++i) {
       const int r = tx + kTileLanes * i, c = ty + kTileLanes * i;
       cr[i] = r < nt ? vec[r] : 0.0;
       cc[i] = (c > j && c < nt) ? vec[c] * rd : 0.0;  // columns <= j stay as they are
-      if (c == j) t.piv[i] = dj;
     }
     // Tile row/column JB is final after its last step (j = j0 + 15): skipped there.
     const bool last = j == j0 + kTileLanes - 1;
@@ -83,17 +89,18 @@ __device__ __forceinline__ void FactorColumnTile(TileState<R>& t, double* vec, d
         t.v[i][b] -= cr[i] * cc[b];
       }
     }
-    __syncthreads();
   }
 }
 
 // Inversion steps j (L X = I, forward elimination) in tile JB = j / 16: rows r > j (tiles
-// i >= JB) take row j of X in columns c <= j (tiles b <= JB).
+// i >= JB) take row j of X in columns c <= j (tiles b <= JB). vec2 double-buffered as in
+// FactorColumnTile: one barrier per step.
 template <int R, int JB>
-__device__ __forceinline__ void InvertColumnTile(TileState<R>& t, const double* s, double* vec,
+__device__ __forceinline__ void InvertColumnTile(TileState<R>& t, const double* s, double* vec2,
                                                  const double* rdiag, int nt, int p, int tx, int ty) {
   const int j0 = kTileLanes * JB, j1 = min(j0 + kTileLanes, nt);
   for (int j = j0; j < j1; ++j) {
+    double* vec = vec2 + (j & 1) * nt;
     if (tx == j - j0) {
 #pragma unroll
       for (int b = 0; b <= JB; ++b) {
@@ -121,22 +128,21 @@ __device__ __forceinline__ void InvertColumnTile(TileState<R>& t, const double* 
 #pragma unroll
       for (int b = 0; b <= JB; ++b) t.v[i][b] -= lr[i] * xc[b];
     }
-    __syncthreads();
   }
 }
 
 template <int R, int... JB>
 __device__ __forceinline__ void FactorTile(std::integer_sequence<int, JB...>, TileState<R>& t,
-                                           double* vec, double& rdj, int& first_bad, int nt, int tx,
-                                           int ty) {
-  (FactorColumnTile<R, JB>(t, vec, rdj, first_bad, nt, tx, ty), ...);
+                                           double* vec2, double* rdj2, double* dpiv, int& first_bad,
+                                           int nt, int tx, int ty) {
+  (FactorColumnTile<R, JB>(t, vec2, rdj2, dpiv, first_bad, nt, tx, ty), ...);
 }
 
 template <int R, int... JB>
 __device__ __forceinline__ void InvertTile(std::integer_sequence<int, JB...>, TileState<R>& t,
-                                           const double* s, double* vec, const double* rdiag, int nt,
+                                           const double* s, double* vec2, const double* rdiag, int nt,
                                            int p, int tx, int ty) {
-  (InvertColumnTile<R, JB>(t, s, vec, rdiag, nt, p, tx, ty), ...);
+  (InvertColumnTile<R, JB>(t, s, vec2, rdiag, nt, p, tx, ty), ...);
 }
 
 // One thread block per entry; thread (tx, ty) of a 16 x 16 grid holds the elements
@@ -151,37 +157,45 @@ template <int R>
 __global__ void __launch_bounds__(kFactorThreads, R <= 5 ? 3 : 1) TileFactorKernel(RunArgs a, int k) {
   extern __shared__ double smem[];
   __shared__ int first_bad;
-  __shared__ double rdj;
+  __shared__ double rdj2[2];
   const RunEntry e = a.entries[blockIdx.x];
   const DevicePatch d = a.in.patches[e.patch];
   if (k >= d.nspectot) return;  // block-uniform
   const int nt = a.dims.nwavetot, ld = a.dims.ld, p = nt + 1, tid = threadIdx.x;
   const int tx = tid % kTileLanes, ty = tid / kTileLanes;
   double* s = smem;            // [nt][p] L, row-major
-  double* vec = s + nt * p;    // [nt] column j of the Schur complement / row j of X
-  double* rdiag = vec + nt;    // [nt] 1 / L_rr
+  double* vec2 = s + nt * p;   // [2][nt] column j of the Schur complement / row j of X
+  double* rdiag = vec2 + 2 * nt;  // [nt] 1 / L_rr
+  double* dpiv = rdiag + nt;      // [nt] the pivots d_j
   double* base = SlotMatrix(a, e.slot) + static_cast<int64_t>(k) * nt * (ld + 1);
   TileState<R> t;
   ForEachLowerTileElement<R>(tx, ty, [&](int i, int b, int r, int c) {
     t.v[i][b] = (r < nt && c < nt && r >= c) ? base[r + static_cast<int64_t>(c) * ld] : 0.0;
   });
-#pragma unroll
-  for (int i = 0; i < R; ++i) t.piv[i] = 1.0;
   if (tid == 0) first_bad = 0;
-  FactorTile<R>(std::make_integer_sequence<int, R>{}, t, vec, rdj, first_bad, nt, tx, ty);
+  // Rows above j read stale entries of the buffer (they only meet zero multipliers):
+  // zeros before the first step keep them finite and the result deterministic.
+  for (int i = tid; i < 2 * nt; i += blockDim.x) vec2[i] = 0.0;
+  __syncthreads();
+  FactorTile<R>(std::make_integer_sequence<int, R>{}, t, vec2, rdj2, dpiv, first_bad, nt, tx, ty);
+  __syncthreads();  // dpiv
+  double piv[R];
 #pragma unroll
-  for (int b = 0; b < R; ++b) t.piv[b] = sqrt(t.piv[b]);
+  for (int b = 0; b < R; ++b) {
+    const int c = ty + kTileLanes * b;
+    piv[b] = c < nt ? sqrt(dpiv[c]) : 1.0;
+  }
   // s receives L's lower tiles only: the inversion reads s[r][j] for r > j alone.
   ForEachLowerTileElement<R>(tx, ty, [&](int i, int b, int r, int c) {
     if (r >= nt || c >= nt) return;
-    const double l = r == c ? t.piv[b] : (r > c ? t.v[i][b] / t.piv[b] : 0.0);
+    const double l = r == c ? piv[b] : (r > c ? t.v[i][b] / piv[b] : 0.0);
     s[r * p + c] = l;
     if (r >= c) base[r + static_cast<int64_t>(c) * ld] = l;
     if (r == c) rdiag[r] = 1.0 / l;
     t.v[i][b] = r == c ? 1.0 : 0.0;
   });
   __syncthreads();
-  InvertTile<R>(std::make_integer_sequence<int, R>{}, t, s, vec, rdiag, nt, p, tx, ty);
+  InvertTile<R>(std::make_integer_sequence<int, R>{}, t, s, vec2, rdiag, nt, p, tx, ty);
   double* leaf = LeafScratch(a, e.slot, k);
 #pragma unroll
   for (int i = 0; i < R; ++i) {
@@ -279,7 +293,7 @@ cudaError_t AllowSharedMemory(const void* kernel, std::size_t bytes) {
 }  // namespace
 
 std::size_t TiledCholeskySharedBytes(int nt) {
-  return sizeof(double) * (static_cast<std::size_t>(nt) * (nt + 1) + 2 * static_cast<std::size_t>(nt));
+  return sizeof(double) * (static_cast<std::size_t>(nt) * (nt + 1) + 4 * static_cast<std::size_t>(nt));
 }
 
 template <int R>

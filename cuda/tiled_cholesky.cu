@@ -1,5 +1,7 @@
 // Kernels of the tiled Cholesky (tiled_cholesky.h). Blocks are staged row-major in shared
 // memory with an odd pitch (nt + 1 doubles), so column walks are free of bank conflicts.
+#include <cuda_pipeline.h>
+
 #include <algorithm>
 #include <utility>
 
@@ -224,8 +226,10 @@ __global__ void __launch_bounds__(kFactorThreads, R <= 5 ? 3 : 1) TileFactorKern
 }
 
 // One thread block per entry: X_k^T is staged once in shared memory, then the panel's rows
-// 64 at a time (the block owns them): multiplied register-tiled (4 x kCols outputs per
+// 80 at a time (the block owns them): multiplied register-tiled (5 x kCols outputs per
 // thread; 16 * kCols >= nt) and written back in place through shared memory (coalesced).
+// The staging copies are asynchronous (cp.async; issue 25): copied through registers, each
+// thread's ~40 loads waited on one another, and the kernel was bound by that latency.
 template <int kCols>
 __global__ void __launch_bounds__(kPanelThreads) PanelSolveKernel(RunArgs a, int k) {
   extern __shared__ double smem[];
@@ -239,7 +243,7 @@ __global__ void __launch_bounds__(kPanelThreads) PanelSolveKernel(RunArgs a, int
   const double* leaf = LeafScratch(a, e.slot, k);
   for (int idx = tid; idx < nt * nt; idx += blockDim.x) {
     const int c = idx % nt, m = idx / nt;
-    xt[m * p + c] = leaf[idx];
+    __pipeline_memcpy_async(xt + m * p + c, leaf + idx, sizeof(double));
   }
   double* panel0 = SlotMatrix(a, e.slot) + static_cast<int64_t>(k + 1) * nt + static_cast<int64_t>(k) * nt * ld;
   const int tr = tid / kColLanes, tc = tid % kColLanes;
@@ -247,8 +251,14 @@ __global__ void __launch_bounds__(kPanelThreads) PanelSolveKernel(RunArgs a, int
     const int nr = min(kPanelRows, rows - r0);
     for (int idx = tid; idx < kPanelRows * nt; idx += blockDim.x) {
       const int i = idx % kPanelRows, m = idx / kPanelRows;
-      b[i * p + m] = i < nr ? panel0[r0 + i + static_cast<int64_t>(m) * ld] : 0.0;
+      if (i < nr) {
+        __pipeline_memcpy_async(b + i * p + m, panel0 + r0 + i + static_cast<int64_t>(m) * ld, sizeof(double));
+      } else {
+        b[i * p + m] = 0.0;
+      }
     }
+    __pipeline_commit();
+    __pipeline_wait_prior(0);  // this thread's copies (and, on the first pass, X_k^T)
     __syncthreads();
     double acc[kRowsPerThread][kCols] = {};
     for (int m = 0; m < nt; ++m) {

@@ -43,201 +43,108 @@ struct TileState {
   double v[R][R];
 };
 
-// Shared buffers of one round (the steps between two barriers): col[2][nt] (step j's
-// column of the Schur complement, or row of X, and step j + 1's) and rd[2] (1 / d_j).
-// Rounds alternate between two such banks: a round's publisher writes its bank while
-// slower threads may still read the previous round's, and the bank it overwrites was last
-// read two rounds back, before every thread passed the previous round's barrier. So one
-// barrier per round.
-struct RoundBank {
-  double* col;
-  double* rd;
-};
-__device__ __forceinline__ RoundBank Bank(double* vec4, double* rd4, int nt, int round) {
-  const int b = round & 1;
-  return RoundBank{vec4 + 2 * b * nt, rd4 + 2 * b};
-}
-
-// The update of factor step j (column tile JB = j / 16, a compile-time constant: the loops
-// start at tile JB, earlier tiles are final, and stop at the diagonal tile) from its
-// published column vec and rd = 1 / d_j. skip_jb: this thread's tile column JB already has
-// step j (the pair owner, below). The same operations on every element the result reads
-// as the loop over all tiles it replaces: bit-identical L and X.
+// Factor steps j in column tile JB = j / 16, JB a compile-time constant: the owner's
+// element is v[i][JB] without a select chain, and the update loops start at tile JB
+// (earlier tiles are final) and stop at the diagonal tile. The same operations on every
+// element the result reads as the loop over all tiles it replaces: bit-identical L and X.
+// vec2 and rdj2 are double-buffered by the parity of j: step j's owner writes buffer j & 1
+// while slower threads may still read buffer (j - 1) & 1, and the buffer it overwrites
+// was last read in step j - 2, before every thread passed step j - 1's barrier. So one
+// barrier per step (issue 25; two before).
 template <int R, int JB>
-__device__ __forceinline__ void FactorUpdate(TileState<R>& t, const double* vec, double rd, int j,
-                                             int nt, int tx, int ty, bool skip_jb) {
-  const int j0 = kTileLanes * JB;
-  double cr[R], cc[R];
-#pragma unroll
-  for (int i = JB; i < R; ++i) {
-    const int r = tx + kTileLanes * i, c = ty + kTileLanes * i;
-    cr[i] = r < nt ? vec[r] : 0.0;
-    cc[i] = (c > j && c < nt) ? vec[c] * rd : 0.0;  // columns <= j stay as they are
-  }
-  // Tile row/column JB is final after its last step (j = j0 + 15): skipped there.
-  const bool last = j == j0 + kTileLanes - 1;
-#pragma unroll
-  for (int i = JB; i < R; ++i) {
-    if (i == JB && last) continue;
-#pragma unroll
-    for (int b = JB; b <= i; ++b) {
-      if (b == JB && (last || skip_jb)) continue;
-      t.v[i][b] -= cr[i] * cc[b];
-    }
-  }
-}
-
-// Factor steps j in column tile JB, two per round (issue 25: half the barriers). Columns
-// j and j + 1 (j even) belong to ty = j - j0 and j - j0 + 1, lanes 0-15 and 16-31 of one
-// warp, which brings column j + 1 up to date by step j with shuffles before publishing
-// both. A last odd step runs alone.
-template <int R, int JB>
-__device__ __forceinline__ void FactorColumnTile(TileState<R>& t, double* vec4, double* rd4,
-                                                 double* dpiv, int& first_bad, int& round, int nt,
-                                                 int tx, int ty) {
+__device__ __forceinline__ void FactorColumnTile(TileState<R>& t, double* vec2, double* rdj2,
+                                                 double* dpiv, int& first_bad, int nt, int tx, int ty) {
   const int j0 = kTileLanes * JB, j1 = min(j0 + kTileLanes, nt);
-  const int lane = static_cast<int>(threadIdx.x) & 31;
-  int j = j0;
-  for (; j + 1 < j1; j += 2) {
-    const RoundBank bank = Bank(vec4, rd4, nt, round++);
-    if ((ty >> 1) == ((j - j0) >> 1)) {  // the pair's warp (warp-uniform)
-      const double dj = __shfl_sync(0xffffffffu, t.v[JB][JB], j - j0);
-      const double rdj = 1.0 / dj;
-      const double cc1 = __shfl_sync(0xffffffffu, t.v[JB][JB], j + 1 - j0) * rdj;  // (j+1, j) / d_j
-#pragma unroll
-      for (int i = JB; i < R; ++i) {
-        const double colj = __shfl_sync(0xffffffffu, t.v[i][JB], lane & 15);
-        const int r = tx + kTileLanes * i;
-        if (lane >= 16) t.v[i][JB] -= (r < nt ? colj : 0.0) * cc1;
-      }
-      const double dj1 = __shfl_sync(0xffffffffu, t.v[JB][JB], 16 + j + 1 - j0);
-      const int jj = lane < 16 ? j : j + 1;
-      double* dst = bank.col + (lane < 16 ? 0 : nt);
-#pragma unroll
-      for (int i = JB; i < R; ++i) {  // rows r >= jj live in tiles i >= JB
-        const int r = tx + kTileLanes * i;
-        if (r >= jj && r < nt) dst[r] = t.v[i][JB];
-        if (r == jj) dpiv[jj] = t.v[i][JB];  // the pivot, for the final scaling
-      }
-      if (lane == 0) {
-        bank.rd[0] = rdj;
-        bank.rd[1] = 1.0 / dj1;
-        if (first_bad == 0) first_bad = !(dj > 0.0) ? j + 1 : (!(dj1 > 0.0) ? j + 2 : 0);
-      }
-    }
-    __syncthreads();
-    FactorUpdate<R, JB>(t, bank.col, bank.rd[0], j, nt, tx, ty, ty == j + 1 - j0);
-    FactorUpdate<R, JB>(t, bank.col + nt, bank.rd[1], j + 1, nt, tx, ty, false);
-  }
-  if (j < j1) {
-    const RoundBank bank = Bank(vec4, rd4, nt, round++);
+  for (int j = j0; j < j1; ++j) {
+    double* vec = vec2 + (j & 1) * nt;
+    double& rdj = rdj2[j & 1];
     if (ty == j - j0) {
 #pragma unroll
-      for (int i = JB; i < R; ++i) {
+      for (int i = JB; i < R; ++i) {  // rows r >= j live in tiles i >= JB
         const double val = t.v[i][JB];
         const int r = tx + kTileLanes * i;
-        if (r >= j && r < nt) bank.col[r] = val;
+        if (r >= j && r < nt) vec[r] = val;
         if (r == j) {
-          dpiv[j] = val;
-          bank.rd[0] = 1.0 / val;
+          dpiv[j] = val;  // the pivot, kept for the final scaling (not in registers: spills)
+          rdj = 1.0 / val;
           if (!(val > 0.0) && first_bad == 0) first_bad = j + 1;
         }
       }
     }
     __syncthreads();
-    FactorUpdate<R, JB>(t, bank.col, bank.rd[0], j, nt, tx, ty, false);
-  }
-}
-
-// The update of inversion step j (L X = I, forward elimination) in tile JB = j / 16 from
-// row j of X in vec: rows r > j (tiles i >= JB) in columns c <= j (tiles b <= JB).
-// skip_jb: this thread's tile row JB already has step j (the pair owner, below).
-template <int R, int JB>
-__device__ __forceinline__ void InvertUpdate(TileState<R>& t, const double* s, const double* vec,
-                                             double ij, int j, int nt, int p, int tx, int ty,
-                                             bool skip_jb) {
-  const int j0 = kTileLanes * JB;
-  double lr[R], xc[R];
+    const double rd = rdj;
+    double cr[R], cc[R];
 #pragma unroll
-  for (int i = JB; i < R; ++i) {
-    const int r = tx + kTileLanes * i;
-    lr[i] = (r > j && r < nt) ? s[r * p + j] : 0.0;
-  }
-#pragma unroll
-  for (int b = 0; b <= JB; ++b) {
-    const int c = ty + kTileLanes * b;
-    xc[b] = c <= j ? vec[c] * ij : 0.0;
-  }
-  const bool last = j == j0 + kTileLanes - 1;  // rows of tile JB are final then
-#pragma unroll
-  for (int i = JB; i < R; ++i) {
-    if (i == JB && (last || skip_jb)) continue;
-#pragma unroll
-    for (int b = 0; b <= JB; ++b) t.v[i][b] -= lr[i] * xc[b];
-  }
-}
-
-// Inversion steps j in tile JB, two per round: rows j and j + 1 (j even) are lanes tx and
-// tx + 1 of every half-warp, so row j + 1 takes step j by a shuffle before both are
-// published. A last odd step runs alone.
-template <int R, int JB>
-__device__ __forceinline__ void InvertColumnTile(TileState<R>& t, const double* s, double* vec4,
-                                                 double* rd4, const double* rdiag, int& round,
-                                                 int nt, int p, int tx, int ty) {
-  const int j0 = kTileLanes * JB, j1 = min(j0 + kTileLanes, nt);
-  const int lane = static_cast<int>(threadIdx.x) & 31;
-  int j = j0;
-  for (; j + 1 < j1; j += 2) {
-    const RoundBank bank = Bank(vec4, rd4, nt, round++);
-    const double ij = rdiag[j];
-    const double l1 = s[(j + 1) * p + j];  // L(j+1, j)
-#pragma unroll
-    for (int b = 0; b <= JB; ++b) {
-      const double xj = __shfl_sync(0xffffffffu, t.v[JB][b], (lane & 16) | (j - j0));
-      const int c = ty + kTileLanes * b;
-      if (tx == j + 1 - j0) t.v[JB][b] -= l1 * (c <= j ? xj * ij : 0.0);
+    for (int i = JB; i < R; ++i) {
+      const int r = tx + kTileLanes * i, c = ty + kTileLanes * i;
+      cr[i] = r < nt ? vec[r] : 0.0;
+      cc[i] = (c > j && c < nt) ? vec[c] * rd : 0.0;  // columns <= j stay as they are
     }
-    if (tx == j - j0 || tx == j + 1 - j0) {
-      const int jj = tx + j0;
-      double* dst = bank.col + (jj == j ? 0 : nt);
+    // Tile row/column JB is final after its last step (j = j0 + 15): skipped there.
+    const bool last = j == j0 + kTileLanes - 1;
 #pragma unroll
-      for (int b = 0; b <= JB; ++b) {
-        const int c = ty + kTileLanes * b;
-        if (c <= jj) dst[c] = t.v[JB][b];
+    for (int i = JB; i < R; ++i) {
+      if (i == JB && last) continue;
+#pragma unroll
+      for (int b = JB; b <= i; ++b) {
+        if (b == JB && last) continue;
+        t.v[i][b] -= cr[i] * cc[b];
       }
     }
-    __syncthreads();
-    InvertUpdate<R, JB>(t, s, bank.col, ij, j, nt, p, tx, ty, tx == j + 1 - j0);
-    InvertUpdate<R, JB>(t, s, bank.col + nt, rdiag[j + 1], j + 1, nt, p, tx, ty, false);
   }
-  if (j < j1) {
-    const RoundBank bank = Bank(vec4, rd4, nt, round++);
+}
+
+// Inversion steps j (L X = I, forward elimination) in tile JB = j / 16: rows r > j (tiles
+// i >= JB) take row j of X in columns c <= j (tiles b <= JB). vec2 double-buffered as in
+// FactorColumnTile: one barrier per step.
+template <int R, int JB>
+__device__ __forceinline__ void InvertColumnTile(TileState<R>& t, const double* s, double* vec2,
+                                                 const double* rdiag, int nt, int p, int tx, int ty) {
+  const int j0 = kTileLanes * JB, j1 = min(j0 + kTileLanes, nt);
+  for (int j = j0; j < j1; ++j) {
+    double* vec = vec2 + (j & 1) * nt;
     if (tx == j - j0) {
 #pragma unroll
       for (int b = 0; b <= JB; ++b) {
         const int c = ty + kTileLanes * b;
-        if (c <= j) bank.col[c] = t.v[JB][b];
+        if (c <= j) vec[c] = t.v[JB][b];
       }
     }
     __syncthreads();
-    InvertUpdate<R, JB>(t, s, bank.col, rdiag[j], j, nt, p, tx, ty, false);
+    const double ij = rdiag[j];
+    double lr[R], xc[R];
+#pragma unroll
+    for (int i = JB; i < R; ++i) {
+      const int r = tx + kTileLanes * i;
+      lr[i] = (r > j && r < nt) ? s[r * p + j] : 0.0;
+    }
+#pragma unroll
+    for (int b = 0; b <= JB; ++b) {
+      const int c = ty + kTileLanes * b;
+      xc[b] = c <= j ? vec[c] * ij : 0.0;
+    }
+    const bool last = j == j0 + kTileLanes - 1;  // rows of tile JB are final then
+#pragma unroll
+    for (int i = JB; i < R; ++i) {
+      if (i == JB && last) continue;
+#pragma unroll
+      for (int b = 0; b <= JB; ++b) t.v[i][b] -= lr[i] * xc[b];
+    }
   }
 }
 
 template <int R, int... JB>
 __device__ __forceinline__ void FactorTile(std::integer_sequence<int, JB...>, TileState<R>& t,
-                                           double* vec4, double* rd4, double* dpiv, int& first_bad,
+                                           double* vec2, double* rdj2, double* dpiv, int& first_bad,
                                            int nt, int tx, int ty) {
-  int round = 0;
-  (FactorColumnTile<R, JB>(t, vec4, rd4, dpiv, first_bad, round, nt, tx, ty), ...);
+  (FactorColumnTile<R, JB>(t, vec2, rdj2, dpiv, first_bad, nt, tx, ty), ...);
 }
 
 template <int R, int... JB>
 __device__ __forceinline__ void InvertTile(std::integer_sequence<int, JB...>, TileState<R>& t,
-                                           const double* s, double* vec4, double* rd4,
-                                           const double* rdiag, int nt, int p, int tx, int ty) {
-  int round = 0;
-  (InvertColumnTile<R, JB>(t, s, vec4, rd4, rdiag, round, nt, p, tx, ty), ...);
+                                           const double* s, double* vec2, const double* rdiag, int nt,
+                                           int p, int tx, int ty) {
+  (InvertColumnTile<R, JB>(t, s, vec2, rdiag, nt, p, tx, ty), ...);
 }
 
 // One thread block per entry; thread (tx, ty) of a 16 x 16 grid holds the elements
@@ -246,21 +153,21 @@ __device__ __forceinline__ void InvertTile(std::integer_sequence<int, JB...>, Ti
 // thread applies v[r][c] -= s[r][j] (s[c][j] / d_j) to its elements with j < c <= r;
 // columns are scaled by 1/sqrt(d_c) at the end. Then L X = I by forward elimination on
 // registers (step j publishes row j of X, still unscaled; rows are scaled by 1/L_rr at the
-// end), with L in shared memory. One barrier per two steps; the steps are unrolled by
-// column tile, so which register tiles a step touches is known at compile time.
+// end), with L in shared memory. Two barriers per step; the steps are unrolled by column
+// tile, so which register tiles a step touches is known at compile time.
 template <int R>
 __global__ void __launch_bounds__(kFactorThreads, R <= 5 ? 3 : 1) TileFactorKernel(RunArgs a, int k) {
   extern __shared__ double smem[];
   __shared__ int first_bad;
-  __shared__ double rd4[4];
+  __shared__ double rdj2[2];
   const RunEntry e = a.entries[blockIdx.x];
   const DevicePatch d = a.in.patches[e.patch];
   if (k >= d.nspectot) return;  // block-uniform
   const int nt = a.dims.nwavetot, ld = a.dims.ld, p = nt + 1, tid = threadIdx.x;
   const int tx = tid % kTileLanes, ty = tid / kTileLanes;
   double* s = smem;            // [nt][p] L, row-major
-  double* vec4 = s + nt * p;   // [2][2][nt] columns of the Schur complement / rows of X
-  double* rdiag = vec4 + 4 * nt;  // [nt] 1 / L_rr
+  double* vec2 = s + nt * p;   // [2][nt] column j of the Schur complement / row j of X
+  double* rdiag = vec2 + 2 * nt;  // [nt] 1 / L_rr
   double* dpiv = rdiag + nt;      // [nt] the pivots d_j
   double* base = SlotMatrix(a, e.slot) + static_cast<int64_t>(k) * nt * (ld + 1);
   TileState<R> t;
@@ -270,9 +177,9 @@ __global__ void __launch_bounds__(kFactorThreads, R <= 5 ? 3 : 1) TileFactorKern
   if (tid == 0) first_bad = 0;
   // Rows above j read stale entries of the buffer (they only meet zero multipliers):
   // zeros before the first step keep them finite and the result deterministic.
-  for (int i = tid; i < 4 * nt; i += blockDim.x) vec4[i] = 0.0;
+  for (int i = tid; i < 2 * nt; i += blockDim.x) vec2[i] = 0.0;
   __syncthreads();
-  FactorTile<R>(std::make_integer_sequence<int, R>{}, t, vec4, rd4, dpiv, first_bad, nt, tx, ty);
+  FactorTile<R>(std::make_integer_sequence<int, R>{}, t, vec2, rdj2, dpiv, first_bad, nt, tx, ty);
   __syncthreads();  // dpiv
   double piv[R];
 #pragma unroll
@@ -290,7 +197,7 @@ __global__ void __launch_bounds__(kFactorThreads, R <= 5 ? 3 : 1) TileFactorKern
     t.v[i][b] = r == c ? 1.0 : 0.0;
   });
   __syncthreads();
-  InvertTile<R>(std::make_integer_sequence<int, R>{}, t, s, vec4, rd4, rdiag, nt, p, tx, ty);
+  InvertTile<R>(std::make_integer_sequence<int, R>{}, t, s, vec2, rdiag, nt, p, tx, ty);
   double* leaf = LeafScratch(a, e.slot, k);
 #pragma unroll
   for (int i = 0; i < R; ++i) {
@@ -396,7 +303,7 @@ cudaError_t AllowSharedMemory(const void* kernel, std::size_t bytes) {
 }  // namespace
 
 std::size_t TiledCholeskySharedBytes(int nt) {
-  return sizeof(double) * (static_cast<std::size_t>(nt) * (nt + 1) + 6 * static_cast<std::size_t>(nt));
+  return sizeof(double) * (static_cast<std::size_t>(nt) * (nt + 1) + 4 * static_cast<std::size_t>(nt));
 }
 
 template <int R>

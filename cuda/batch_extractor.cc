@@ -266,8 +266,7 @@ absl::Status BatchExtractor::Enqueue(const core::ExtractionJob& job, Batch* batc
   SPEXD_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(s->out_rdiag.get(), 0, bytes * spec_.nk, compute));
   const int count = static_cast<int>(batch->layout.entries.size());
   batch->timed = count > 0;
-  RunResources res = Resources(s, true);
-  res.finalise_beside_eigen = batch->last;
+  const RunResources res = Resources(s, true);
   SPEXD_RETURN_IF_ERROR(EnqueueRun(res, batch->layout, MakeArgs(*s, count, job)));
   // An empty run enqueues nothing on the tail stream: its outputs are ready on compute.
   const cudaStream_t last = count > 0 ? res.tail : compute;
@@ -451,7 +450,6 @@ absl::Status BatchExtractor::Run(const core::ExtractionJob& job,
     b.bundles = chunks[k];
     b.set = static_cast<int>(k % 2);
     b.first = k == 0;
-    b.last = k + 1 == chunks.size();
     const double e0 = Now();
     absl::Status st = Enqueue(job, &b);
     if (cfg_.diagnostics.timeline) {

@@ -58,7 +58,6 @@ class BatchExtractor {
     RunLayout layout;
     int set = 0;
     bool first = false;  // the request's first batch (waits for its columns only)
-    bool last = false;   // the request's last batch (RunResources::finalise_beside_eigen)
     bool timed = false;
   };
   SlotAddresses Addresses(const WorkspaceSet& s) const;

@@ -198,17 +198,10 @@ absl::Status EnqueueRun(const RunResources& res, const RunLayout& layout, const 
     }
     if (!(s = Mark(res, kMarkInverseSqrt, tail)).ok()) return s;
   }
-  // Model, chi2pix, pixmask_fraction (spec §2.11). They read x, not the decorrelation,
-  // unless the model image (R-convolved flux) is wanted.
+  // Model, chi2pix, pixmask_fraction (spec §2.11).
   NvtxRange range{"finalise"};
-  const bool beside = res.finalise_beside_eigen && args.want_model == 0 && tail != stream;
-  const cudaStream_t fin = beside ? stream : tail;
-  SPEXD_CUDA_RETURN_IF_ERROR(LaunchPixelModel(args, fin));
-  SPEXD_CUDA_RETURN_IF_ERROR(LaunchColumnSums(args, fin));
-  if (beside) {
-    SPEXD_CUDA_RETURN_IF_ERROR(cudaEventRecord(res.workspace->finalised().get(), stream));
-    SPEXD_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(tail, res.workspace->finalised().get(), 0));
-  }
+  SPEXD_CUDA_RETURN_IF_ERROR(LaunchPixelModel(args, tail));
+  SPEXD_CUDA_RETURN_IF_ERROR(LaunchColumnSums(args, tail));
   return Mark(res, kMarkFinalise, tail);
 }
 

@@ -33,10 +33,6 @@ struct RunResources {
   // The tridiagonal kernels' variant (Diagnostics, SPEXD_CUDA_TRIDIAG_REDUCE/_ROTATE).
   bool tridiag_register_reduce;
   bool tridiag_register_rotate;
-  // The frame's last run: without a model image, its finalise (which needs x only) goes on
-  // the compute stream after the reduction, beside the QL chain that leaves the GPU almost
-  // idle, instead of after the rotation on `tail`.
-  bool finalise_beside_eigen;
   // Stream of the run's tail (QL, rotation, products, model): ctx->tail() lets it overlap
   // the next run's factorisations (only with core::CudaEigensolver::kSharedMemoryTridiagonalQl), ctx->compute() keeps
   // the run on one stream. The caller orders what follows the run after `tail`.

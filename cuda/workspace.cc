@@ -157,7 +157,6 @@ absl::Status Workspace::Reserve(const WorkspaceSpec& spec) {
     SPEXD_RETURN_IF_ERROR(first_columns_.Create(false));
     SPEXD_RETURN_IF_ERROR(reduced_.Create(false));
     SPEXD_RETURN_IF_ERROR(ql_free_.Create(false));
-    SPEXD_RETURN_IF_ERROR(finalised_.Create(false));
     events_created_ = true;
   }
   reserved_ = g;

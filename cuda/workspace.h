@@ -95,9 +95,6 @@ class Workspace {
   // run from the compute to the tail stream, `ql_free` says the shared QlBuffers are read.
   Event& reduced() { return reduced_; }
   Event& ql_free() { return ql_free_; }
-  // `finalised` hands a run's finalise from the compute stream back to the tail (issue 25:
-  // the last batch's finalise runs beside its QL, patch_pipeline.cc).
-  Event& finalised() { return finalised_; }
   int reallocations() const { return reallocations_; }
   std::size_t device_bytes() const;
 
@@ -107,7 +104,7 @@ class Workspace {
   DeviceBuffer<double> image_, ivar_;
   DeviceBuffer<float> stage_;
   PinnedBuffer<float> h_stage_;
-  Event upload_start_, upload_end_, first_columns_, reduced_, ql_free_, finalised_;
+  Event upload_start_, upload_end_, first_columns_, reduced_, ql_free_;
   bool events_created_ = false;
   DeviceBuffer<unsigned char> eig_dev_;
   DeviceBuffer<double> ql_d_, ql_e_, ql_d0_, ql_e0_, ql_c_, ql_s_;

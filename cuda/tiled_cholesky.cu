@@ -153,7 +153,7 @@ __device__ __forceinline__ void InvertTile(std::integer_sequence<int, JB...>, Ti
 // thread applies v[r][c] -= s[r][j] (s[c][j] / d_j) to its elements with j < c <= r;
 // columns are scaled by 1/sqrt(d_c) at the end. Then L X = I by forward elimination on
 // registers (step j publishes row j of X, still unscaled; rows are scaled by 1/L_rr at the
-// end), with L in shared memory. Two barriers per step; the steps are unrolled by column
+// end), with L in shared memory. One barrier per step; the steps are unrolled by column
 // tile, so which register tiles a step touches is known at compile time.
 template <int R>
 __global__ void __launch_bounds__(kFactorThreads, R <= 5 ? 3 : 1) TileFactorKernel(RunArgs a, int k) {

@@ -17,6 +17,8 @@
 #ifndef SPEXD_CUDA_REGISTER_TRIDIAG_CUH_
 #define SPEXD_CUDA_REGISTER_TRIDIAG_CUH_
 
+#include <cuda_pipeline.h>
+
 #include <cstddef>
 
 #include "cuda/tridiag_eigen.h"
@@ -179,8 +181,13 @@ __device__ void RegReflectColumns(RegTile& G, int n, int c, const RegShared& sh)
 __device__ inline void RegisterTridiagonalize(const double* c_in, int n, const RegShared& sh,
                                               RegTile& A) {
   const int r = static_cast<int>(threadIdx.x) >> 4, c = static_cast<int>(threadIdx.x) & 15;
-  // Staged through sh.v (coalesced reads), then each thread takes its elements.
-  for (int idx = threadIdx.x; idx < n * n; idx += blockDim.x) sh.v[idx] = c_in[idx];
+  // Staged through sh.v (coalesced reads, asynchronous: issue 25), then each thread takes
+  // its elements.
+  for (int idx = threadIdx.x; idx < n * n; idx += blockDim.x) {
+    __pipeline_memcpy_async(sh.v + idx, c_in + idx, sizeof(double));
+  }
+  __pipeline_commit();
+  __pipeline_wait_prior(0);
   __syncthreads();
 #pragma unroll
   for (int a = 0; a < kRegSlots; ++a) {

@@ -1,6 +1,9 @@
 // Kernels of the tiled Cholesky (tiled_cholesky.h). Blocks are staged row-major in shared
 // memory with an odd pitch (nt + 1 doubles), so column walks are free of bank conflicts.
+#include <cuda_pipeline.h>
+
 #include <algorithm>
+#include <utility>
 
 #include "core/numerics/patch_numerics.h"
 #include "cuda/kernel_common.cuh"
@@ -13,135 +16,188 @@ namespace {
 constexpr int kTileLanes = 16;  // the factor kernel's 16 x 16 thread grid
 constexpr int kFactorThreads = kTileLanes * kTileLanes;
 constexpr int kPanelThreads = 256;
-constexpr int kPanelRowGroups = 16, kRowsPerThread = 4;  // 64 rows per thread block
+// 80 rows per pass: a band block of 74 rows in one pass (64 took two), two blocks in two.
+constexpr int kPanelRowGroups = 16, kRowsPerThread = 5;
 constexpr int kPanelRows = kPanelRowGroups * kRowsPerThread;
 constexpr int kColLanes = 16;                            // columns c = lane + 16 q
 constexpr int kMaxPanelCols = 7 * kColLanes;             // geometry_state.cc: nt <= 112
 
-// Calls f(i, b, r, c) for each register v[i][b] of thread (tx, ty), which holds the block's
-// element (r, c) = (tx + 16 i, ty + 16 b); fully unrolled, so v stays in registers.
+// Calls f(i, b, r, c) for each register v[i][b], b <= i, of thread (tx, ty), which holds
+// the block's element (r, c) = (tx + 16 i, ty + 16 b); fully unrolled, so v stays in
+// registers.
 template <int R, class F>
-__device__ __forceinline__ void ForEachTileElement(int tx, int ty, F&& f) {
+__device__ __forceinline__ void ForEachLowerTileElement(int tx, int ty, F&& f) {
 #pragma unroll
   for (int i = 0; i < R; ++i) {
 #pragma unroll
-    for (int b = 0; b < R; ++b) f(i, b, tx + kTileLanes * i, ty + kTileLanes * b);
+    for (int b = 0; b <= i; ++b) f(i, b, tx + kTileLanes * i, ty + kTileLanes * b);
   }
 }
 
-// One thread block per entry; thread (tx, ty) of a 16 x 16 grid holds the elements
-// (tx + 16 i, ty + 16 b) of the block in registers. Right-looking factorisation: step j
-// publishes column j of the Schur complement (and 1/d_j) in shared memory and every thread
-// applies v[r][c] -= s[r][j] (s[c][j] / d_j) to its elements with j < c <= r; columns are
-// scaled by 1/sqrt(d_c) at the end. Then L X = I by forward elimination on registers
-// (step j publishes row j of X, still unscaled; rows are scaled by 1/L_rr at the end),
-// with L in shared memory. Two barriers per step, no index arithmetic in the loops, and
-// register tiles that the step cannot touch are skipped (a warp's tile rows are uniform).
-// Over 100 lines: the factor and the inversion share the register tile v; split into two
-// kernels, the tile would round-trip through global memory between them.
+// The tile's state in one thread: v[i][b] holds element (tx + 16 i, ty + 16 b). Only the
+// lower tiles b <= i are ever touched (issue 25): upper tiles hold elements above the
+// diagonal, which neither the factor nor X = L^{-1} needs, so the compiler drops them
+// (R = 5: 15 of 25 doubles stay) and three blocks fit on an SM.
 template <int R>
-__global__ void __launch_bounds__(kFactorThreads, R <= 5 ? 2 : 1) TileFactorKernel(RunArgs a, int k) {
-  extern __shared__ double smem[];
-  __shared__ int first_bad;
-  __shared__ double rdj;
-  const RunEntry e = a.entries[blockIdx.x];
-  const DevicePatch d = a.in.patches[e.patch];
-  if (k >= d.nspectot) return;  // block-uniform
-  const int nt = a.dims.nwavetot, ld = a.dims.ld, p = nt + 1, tid = threadIdx.x;
-  const int tx = tid % kTileLanes, ty = tid / kTileLanes;
-  double* s = smem;            // [nt][p] L, row-major
-  double* vec = s + nt * p;    // [nt] column j of the Schur complement / row j of X
-  double* rdiag = vec + nt;    // [nt] 1 / L_rr
-  double* base = SlotMatrix(a, e.slot) + static_cast<int64_t>(k) * nt * (ld + 1);
-  double v[R][R], piv[R];
-  ForEachTileElement<R>(tx, ty, [&](int i, int b, int r, int c) {
-    v[i][b] = (r < nt && c < nt && r >= c) ? base[r + static_cast<int64_t>(c) * ld] : 0.0;
-  });
+struct TileState {
+  double v[R][R];
+};
+
+// Factor steps j in column tile JB = j / 16, JB a compile-time constant: the owner's
+// element is v[i][JB] without a select chain, and the update loops start at tile JB
+// (earlier tiles are final) and stop at the diagonal tile. The same operations on every
+// element the result reads as the loop over all tiles it replaces: bit-identical L and X.
+// vec2 and rdj2 are double-buffered by the parity of j: step j's owner writes buffer j & 1
+// while slower threads may still read buffer (j - 1) & 1, and the buffer it overwrites
+// was last read in step j - 2, before every thread passed step j - 1's barrier. So one
+// barrier per step (issue 25; two before).
+template <int R, int JB>
+__device__ __forceinline__ void FactorColumnTile(TileState<R>& t, double* vec2, double* rdj2,
+                                                 double* dpiv, int& first_bad, int nt, int tx, int ty) {
+  const int j0 = kTileLanes * JB, j1 = min(j0 + kTileLanes, nt);
+  for (int j = j0; j < j1; ++j) {
+    double* vec = vec2 + (j & 1) * nt;
+    double& rdj = rdj2[j & 1];
+    if (ty == j - j0) {
 #pragma unroll
-  for (int i = 0; i < R; ++i) piv[i] = 1.0;
-  if (tid == 0) first_bad = 0;
-  for (int j = 0; j < nt; ++j) {
-    if (ty == j % kTileLanes) {
-      // Selects, not v[i][j / 16]: a dynamic index would move v to local memory.
-      const int jb = j / kTileLanes;
-#pragma unroll
-      for (int i = 0; i < R; ++i) {
-        double val = v[i][0];
-#pragma unroll
-        for (int b = 1; b < R; ++b) val = b == jb ? v[i][b] : val;
+      for (int i = JB; i < R; ++i) {  // rows r >= j live in tiles i >= JB
+        const double val = t.v[i][JB];
         const int r = tx + kTileLanes * i;
         if (r >= j && r < nt) vec[r] = val;
         if (r == j) {
+          dpiv[j] = val;  // the pivot, kept for the final scaling (not in registers: spills)
           rdj = 1.0 / val;
           if (!(val > 0.0) && first_bad == 0) first_bad = j + 1;
         }
       }
     }
     __syncthreads();
-    const double dj = vec[j], rd = rdj;
+    const double rd = rdj;
     double cr[R], cc[R];
 #pragma unroll
-    for (int i = 0; i < R; ++i) {
+    for (int i = JB; i < R; ++i) {
       const int r = tx + kTileLanes * i, c = ty + kTileLanes * i;
       cr[i] = r < nt ? vec[r] : 0.0;
       cc[i] = (c > j && c < nt) ? vec[c] * rd : 0.0;  // columns <= j stay as they are
-      if (c == j) piv[i] = dj;
     }
-    // No per-element test: elements above the diagonal take garbage but are never read.
+    // Tile row/column JB is final after its last step (j = j0 + 15): skipped there.
+    const bool last = j == j0 + kTileLanes - 1;
 #pragma unroll
-    for (int i = 0; i < R; ++i) {
-      if (kTileLanes * i + kTileLanes - 1 <= j) continue;  // rows r <= j: done (warp-uniform)
+    for (int i = JB; i < R; ++i) {
+      if (i == JB && last) continue;
 #pragma unroll
-      for (int b = 0; b < R; ++b) {
-        if (kTileLanes * b + kTileLanes - 1 <= j) continue;  // columns c <= j: done
-        v[i][b] -= cr[i] * cc[b];
+      for (int b = JB; b <= i; ++b) {
+        if (b == JB && last) continue;
+        t.v[i][b] -= cr[i] * cc[b];
       }
     }
-    __syncthreads();
   }
+}
+
+// Inversion steps j (L X = I, forward elimination) in tile JB = j / 16: rows r > j (tiles
+// i >= JB) take row j of X in columns c <= j (tiles b <= JB). vec2 double-buffered as in
+// FactorColumnTile: one barrier per step.
+template <int R, int JB>
+__device__ __forceinline__ void InvertColumnTile(TileState<R>& t, const double* s, double* vec2,
+                                                 const double* rdiag, int nt, int p, int tx, int ty) {
+  const int j0 = kTileLanes * JB, j1 = min(j0 + kTileLanes, nt);
+  for (int j = j0; j < j1; ++j) {
+    double* vec = vec2 + (j & 1) * nt;
+    if (tx == j - j0) {
 #pragma unroll
-  for (int b = 0; b < R; ++b) piv[b] = sqrt(piv[b]);
-  ForEachTileElement<R>(tx, ty, [&](int i, int b, int r, int c) {
-    if (r >= nt || c >= nt) return;
-    const double l = r == c ? piv[b] : (r > c ? v[i][b] / piv[b] : 0.0);
-    s[r * p + c] = l;
-    if (r >= c) base[r + static_cast<int64_t>(c) * ld] = l;
-    if (r == c) rdiag[r] = 1.0 / l;
-    v[i][b] = r == c ? 1.0 : 0.0;
-  });
-  __syncthreads();
-  for (int j = 0; j < nt; ++j) {
-    if (tx == j % kTileLanes) {
-      const int ji = j / kTileLanes;
-#pragma unroll
-      for (int b = 0; b < R; ++b) {
-        double val = v[0][b];
-#pragma unroll
-        for (int i = 1; i < R; ++i) val = i == ji ? v[i][b] : val;
+      for (int b = 0; b <= JB; ++b) {
         const int c = ty + kTileLanes * b;
-        if (c <= j) vec[c] = val;
+        if (c <= j) vec[c] = t.v[JB][b];
       }
     }
     __syncthreads();
     const double ij = rdiag[j];
     double lr[R], xc[R];
 #pragma unroll
-    for (int i = 0; i < R; ++i) {
-      const int r = tx + kTileLanes * i, c = ty + kTileLanes * i;
+    for (int i = JB; i < R; ++i) {
+      const int r = tx + kTileLanes * i;
       lr[i] = (r > j && r < nt) ? s[r * p + j] : 0.0;
-      xc[i] = c <= j ? vec[c] * ij : 0.0;
     }
 #pragma unroll
-    for (int i = 0; i < R; ++i) {
-      if (kTileLanes * i + kTileLanes - 1 <= j) continue;  // rows r <= j: final
-#pragma unroll
-      for (int b = 0; b < R; ++b) {
-        if (kTileLanes * b > j) continue;  // columns c > j: still zero
-        v[i][b] -= lr[i] * xc[b];
-      }
+    for (int b = 0; b <= JB; ++b) {
+      const int c = ty + kTileLanes * b;
+      xc[b] = c <= j ? vec[c] * ij : 0.0;
     }
-    __syncthreads();
+    const bool last = j == j0 + kTileLanes - 1;  // rows of tile JB are final then
+#pragma unroll
+    for (int i = JB; i < R; ++i) {
+      if (i == JB && last) continue;
+#pragma unroll
+      for (int b = 0; b <= JB; ++b) t.v[i][b] -= lr[i] * xc[b];
+    }
   }
+}
+
+template <int R, int... JB>
+__device__ __forceinline__ void FactorTile(std::integer_sequence<int, JB...>, TileState<R>& t,
+                                           double* vec2, double* rdj2, double* dpiv, int& first_bad,
+                                           int nt, int tx, int ty) {
+  (FactorColumnTile<R, JB>(t, vec2, rdj2, dpiv, first_bad, nt, tx, ty), ...);
+}
+
+template <int R, int... JB>
+__device__ __forceinline__ void InvertTile(std::integer_sequence<int, JB...>, TileState<R>& t,
+                                           const double* s, double* vec2, const double* rdiag, int nt,
+                                           int p, int tx, int ty) {
+  (InvertColumnTile<R, JB>(t, s, vec2, rdiag, nt, p, tx, ty), ...);
+}
+
+// One thread block per entry; thread (tx, ty) of a 16 x 16 grid holds the elements
+// (tx + 16 i, ty + 16 b), b <= i, of the block in registers. Right-looking factorisation:
+// step j publishes column j of the Schur complement (and 1/d_j) in shared memory and every
+// thread applies v[r][c] -= s[r][j] (s[c][j] / d_j) to its elements with j < c <= r;
+// columns are scaled by 1/sqrt(d_c) at the end. Then L X = I by forward elimination on
+// registers (step j publishes row j of X, still unscaled; rows are scaled by 1/L_rr at the
+// end), with L in shared memory. One barrier per step; the steps are unrolled by column
+// tile, so which register tiles a step touches is known at compile time.
+template <int R>
+__global__ void __launch_bounds__(kFactorThreads, R <= 5 ? 3 : 1) TileFactorKernel(RunArgs a, int k) {
+  extern __shared__ double smem[];
+  __shared__ int first_bad;
+  __shared__ double rdj2[2];
+  const RunEntry e = a.entries[blockIdx.x];
+  const DevicePatch d = a.in.patches[e.patch];
+  if (k >= d.nspectot) return;  // block-uniform
+  const int nt = a.dims.nwavetot, ld = a.dims.ld, p = nt + 1, tid = threadIdx.x;
+  const int tx = tid % kTileLanes, ty = tid / kTileLanes;
+  double* s = smem;            // [nt][p] L, row-major
+  double* vec2 = s + nt * p;   // [2][nt] column j of the Schur complement / row j of X
+  double* rdiag = vec2 + 2 * nt;  // [nt] 1 / L_rr
+  double* dpiv = rdiag + nt;      // [nt] the pivots d_j
+  double* base = SlotMatrix(a, e.slot) + static_cast<int64_t>(k) * nt * (ld + 1);
+  TileState<R> t;
+  ForEachLowerTileElement<R>(tx, ty, [&](int i, int b, int r, int c) {
+    t.v[i][b] = (r < nt && c < nt && r >= c) ? base[r + static_cast<int64_t>(c) * ld] : 0.0;
+  });
+  if (tid == 0) first_bad = 0;
+  // Rows above j read stale entries of the buffer (they only meet zero multipliers):
+  // zeros before the first step keep them finite and the result deterministic.
+  for (int i = tid; i < 2 * nt; i += blockDim.x) vec2[i] = 0.0;
+  __syncthreads();
+  FactorTile<R>(std::make_integer_sequence<int, R>{}, t, vec2, rdj2, dpiv, first_bad, nt, tx, ty);
+  __syncthreads();  // dpiv
+  double piv[R];
+#pragma unroll
+  for (int b = 0; b < R; ++b) {
+    const int c = ty + kTileLanes * b;
+    piv[b] = c < nt ? sqrt(dpiv[c]) : 1.0;
+  }
+  // s receives L's lower tiles only: the inversion reads s[r][j] for r > j alone.
+  ForEachLowerTileElement<R>(tx, ty, [&](int i, int b, int r, int c) {
+    if (r >= nt || c >= nt) return;
+    const double l = r == c ? piv[b] : (r > c ? t.v[i][b] / piv[b] : 0.0);
+    s[r * p + c] = l;
+    if (r >= c) base[r + static_cast<int64_t>(c) * ld] = l;
+    if (r == c) rdiag[r] = 1.0 / l;
+    t.v[i][b] = r == c ? 1.0 : 0.0;
+  });
+  __syncthreads();
+  InvertTile<R>(std::make_integer_sequence<int, R>{}, t, s, vec2, rdiag, nt, p, tx, ty);
   double* leaf = LeafScratch(a, e.slot, k);
 #pragma unroll
   for (int i = 0; i < R; ++i) {
@@ -151,7 +207,12 @@ __global__ void __launch_bounds__(kFactorThreads, R <= 5 ? 2 : 1) TileFactorKern
 #pragma unroll
     for (int b = 0; b < R; ++b) {
       const int c = ty + kTileLanes * b;
-      if (c < nt) leaf[r + c * nt] = r >= c ? v[i][b] * ir : 0.0;
+      if (c >= nt) continue;
+      if (b > i) {
+        leaf[r + c * nt] = 0.0;  // above the diagonal
+      } else {
+        leaf[r + c * nt] = r >= c ? t.v[i][b] * ir : 0.0;
+      }
     }
   }
   if (tid == 0) {
@@ -165,8 +226,10 @@ __global__ void __launch_bounds__(kFactorThreads, R <= 5 ? 2 : 1) TileFactorKern
 }
 
 // One thread block per entry: X_k^T is staged once in shared memory, then the panel's rows
-// 64 at a time (the block owns them): multiplied register-tiled (4 x kCols outputs per
+// 80 at a time (the block owns them): multiplied register-tiled (5 x kCols outputs per
 // thread; 16 * kCols >= nt) and written back in place through shared memory (coalesced).
+// The staging copies are asynchronous (cp.async; issue 25): copied through registers, each
+// thread's ~40 loads waited on one another, and the kernel was bound by that latency.
 template <int kCols>
 __global__ void __launch_bounds__(kPanelThreads) PanelSolveKernel(RunArgs a, int k) {
   extern __shared__ double smem[];
@@ -180,7 +243,7 @@ __global__ void __launch_bounds__(kPanelThreads) PanelSolveKernel(RunArgs a, int
   const double* leaf = LeafScratch(a, e.slot, k);
   for (int idx = tid; idx < nt * nt; idx += blockDim.x) {
     const int c = idx % nt, m = idx / nt;
-    xt[m * p + c] = leaf[idx];
+    __pipeline_memcpy_async(xt + m * p + c, leaf + idx, sizeof(double));
   }
   double* panel0 = SlotMatrix(a, e.slot) + static_cast<int64_t>(k + 1) * nt + static_cast<int64_t>(k) * nt * ld;
   const int tr = tid / kColLanes, tc = tid % kColLanes;
@@ -188,8 +251,14 @@ __global__ void __launch_bounds__(kPanelThreads) PanelSolveKernel(RunArgs a, int
     const int nr = min(kPanelRows, rows - r0);
     for (int idx = tid; idx < kPanelRows * nt; idx += blockDim.x) {
       const int i = idx % kPanelRows, m = idx / kPanelRows;
-      b[i * p + m] = i < nr ? panel0[r0 + i + static_cast<int64_t>(m) * ld] : 0.0;
+      if (i < nr) {
+        __pipeline_memcpy_async(b + i * p + m, panel0 + r0 + i + static_cast<int64_t>(m) * ld, sizeof(double));
+      } else {
+        b[i * p + m] = 0.0;
+      }
     }
+    __pipeline_commit();
+    __pipeline_wait_prior(0);  // this thread's copies (and, on the first pass, X_k^T)
     __syncthreads();
     double acc[kRowsPerThread][kCols] = {};
     for (int m = 0; m < nt; ++m) {
@@ -234,7 +303,7 @@ cudaError_t AllowSharedMemory(const void* kernel, std::size_t bytes) {
 }  // namespace
 
 std::size_t TiledCholeskySharedBytes(int nt) {
-  return sizeof(double) * (static_cast<std::size_t>(nt) * (nt + 1) + 2 * static_cast<std::size_t>(nt));
+  return sizeof(double) * (static_cast<std::size_t>(nt) * (nt + 1) + 4 * static_cast<std::size_t>(nt));
 }
 
 template <int R>

@@ -15,6 +15,8 @@
 // Only one nt x nt matrix lives in shared memory, so four blocks fit on an SM.
 #include "cuda/decorrelation.h"
 
+#include <cuda_pipeline.h>
+
 #include <cstdlib>
 
 #include "cuda/decorrelation_products.cuh"
@@ -187,10 +189,12 @@ __global__ void __launch_bounds__(kQlThreads) QlKernel(RunArgs a, int64_t blocks
   const int n = a.dims.nwavetot, ld = n | 1, rcap = QlRotationCap(n), scap = QlSweepCap(n);
   double* d = smem + 2 * ld * threadIdx.x;
   double* e = d + ld;
-  for (int i = 0; i < n; ++i) {
-    d[i] = a.ql.d[b * n + i];
-    e[i] = a.ql.e[b * n + i];
+  for (int i = 0; i < n; ++i) {  // asynchronous: all 2n loads in flight at once
+    __pipeline_memcpy_async(d + i, a.ql.d + b * n + i, sizeof(double));
+    __pipeline_memcpy_async(e + i, a.ql.e + b * n + i, sizeof(double));
   }
+  __pipeline_commit();
+  __pipeline_wait_prior(0);  // each thread reads only what it copied
   a.slots.eig_info[b] = QlLogged(d, e, n, a.ql.c + b * rcap, a.ql.s + b * rcap, rcap,
                                  a.ql.sweeps + b * 2 * scap, scap);
   for (int i = 0; i < n; ++i) a.ql.d[b * n + i] = d[i];

@@ -178,8 +178,8 @@ template <typename Sym>
 bool InflateOutput<Sym>::Reserve(std::size_t need) {
   if (cap - pos >= need) return true;
   if (grow == nullptr || pos + need > limit) return false;
-  const std::size_t want = std::min(limit, std::max(pos + need, cap + cap / 2 + 4096));
-  grow->resize(want);
+  const std::size_t want = std::min(limit, std::max(pos + need, 2 * cap + 4096));
+  grow->Grow(want, pos);
   data = grow->data();
   cap = want;
   return true;
@@ -332,7 +332,6 @@ InflateStatus BlockDecoder::DecodeBody(BitReader& in_ref, InflateOutput<Sym>& ou
       pos += len;
       continue;
     }
-    if (sizeof(Sym) > 1 && pos - back < marker_end) marker_end = pos + len;
     const Sym* from = to - back;
     if (back >= kWord && cap - pos >= len + kWord) {
       // 8 bytes at a time; may write up to kWord - 1 symbols past the match (within cap),
@@ -347,6 +346,16 @@ InflateStatus BlockDecoder::DecodeBody(BitReader& in_ref, InflateOutput<Sym>& ou
       std::memset(to, static_cast<int>(*from), len);
     } else {
       for (std::size_t i = 0; i < len; ++i) to[i] = from[i];
+    }
+    if (sizeof(Sym) > 1 && pos - back < marker_end) {
+      // Copied from where markers may be: look at what was copied (markers die out
+      // within a few windows; a bound moved to every such copy's end would not).
+      for (std::size_t i = len; i > 0; --i) {
+        if (data[pos + i - 1] >= kMarkerBase) {
+          marker_end = pos + i;
+          break;
+        }
+      }
     }
     pos += len;
   }

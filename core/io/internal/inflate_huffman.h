@@ -10,7 +10,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <utility>
 #include <vector>
+
+#include "core/io/plane_buffer.h"
 
 namespace spexd::core::internal {
 
@@ -81,6 +84,30 @@ class BitReader {
 
 enum class InflateStatus { kOk, kError, kNoRoom };
 
+// A growable array left uninitialised (std::vector would zero what is about to be
+// overwritten: a second pass over a chunk's whole output), drawn from `pool` when set so
+// that a server reuses the memory from frame to frame (no page faults). Grow may throw
+// std::bad_alloc.
+template <typename T>
+class ScratchBuffer {
+ public:
+  explicit ScratchBuffer(PlaneBufferPool* pool = nullptr) : pool_(pool) {}
+  T* data() { return buf_.data(); }
+  const T* data() const { return buf_.data(); }
+  std::size_t size() const { return buf_.size(); }
+  // At least n elements, the first `keep` kept.
+  void Grow(std::size_t n, std::size_t keep) {
+    if (n <= buf_.size()) return;
+    PlaneBuffer<T> bigger = PlaneBuffer<T>::Make(n, pool_);
+    if (keep > 0) std::memcpy(bigger.data(), buf_.data(), keep * sizeof(T));
+    buf_ = std::move(bigger);
+  }
+
+ private:
+  PlaneBufferPool* pool_;
+  PlaneBuffer<T> buf_;
+};
+
 // Where a block's output goes: data[pos, cap), growing `grow` (up to `limit` symbols)
 // when set. History for back-references is data[0, pos): the whole output of this run.
 template <typename Sym>
@@ -88,10 +115,9 @@ struct InflateOutput {
   Sym* data = nullptr;
   std::size_t pos = 0;
   std::size_t cap = 0;
-  std::vector<Sym>* grow = nullptr;
+  ScratchBuffer<Sym>* grow = nullptr;
   std::size_t limit = 0;
-  // 16-bit output only: every symbol at or after marker_end is free of markers (a
-  // conservative bound: a copy from before it moves it to the copy's end).
+  // 16-bit output only: every symbol at or after marker_end is free of markers.
   std::size_t marker_end = 0;
   // Makes room for `need` more symbols plus the word-copy slack; false when it cannot.
   bool Reserve(std::size_t need);

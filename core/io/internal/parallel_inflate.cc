@@ -4,8 +4,10 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <new>
 #include <vector>
 
 #include "core/base/parallel_for.h"
@@ -46,11 +48,12 @@ std::size_t DeflateStart(const uint8_t* p, std::size_t n) {
 // markers for a whole window, then bytes (tail, whose first kWindow bytes repeat the end
 // of head so that back-references have their history).
 struct Chunk {
+  explicit Chunk(PlaneBufferPool* pool) : head(pool), tail(pool) {}
   bool ok = false, final = false;
   bool stored_first = false;  // its first block is a stored one
   uint64_t begin_bit = 0, end_bit = 0;
-  std::vector<uint16_t> head;
-  std::vector<uint8_t> tail;
+  ScratchBuffer<uint16_t> head;
+  ScratchBuffer<uint8_t> tail;
   std::size_t head_size = 0, tail_size = 0;
   std::size_t size() const { return head_size + (tail_size > 0 ? tail_size - kWindow : 0); }
 };
@@ -79,7 +82,7 @@ bool DecodeChunk(BitReader& in, BlockDecoder& dec, uint64_t bit, uint64_t stop_b
   c->begin_bit = bit;
   c->tail_size = 0;
   c->stored_first = ((in.Bits(3) >> 1) & 3) == 0;  // BTYPE 00
-  if (c->head.size() < std::min(limit, std::size_t{1} << 18)) c->head.resize(std::min(limit, std::size_t{1} << 18));
+  c->head.Grow(std::min(limit, std::size_t{1} << 18), 0);
   InflateOutput<uint16_t> h;
   h.grow = &c->head;
   h.data = c->head.data();
@@ -96,9 +99,8 @@ bool DecodeChunk(BitReader& in, BlockDecoder& dec, uint64_t bit, uint64_t stop_b
       // the memory traffic, with no resolution pass for the rest of the chunk.
       bytes = true;
       const std::size_t want = std::max(expect + expect / 4, 2 * kWindow) + kWindow;
-      if (c->tail.size() < want) c->tail.resize(want);
-      std::copy(c->head.begin() + static_cast<std::ptrdiff_t>(h.pos - kWindow),
-                c->head.begin() + static_cast<std::ptrdiff_t>(h.pos), c->tail.begin());
+      c->tail.Grow(want, 0);
+      std::copy(c->head.data() + h.pos - kWindow, c->head.data() + h.pos, c->tail.data());
       t.grow = &c->tail;
       t.data = c->tail.data();
       t.cap = c->tail.size();
@@ -132,7 +134,7 @@ void FindAndDecode(const uint8_t* data, std::size_t n, uint64_t lo, uint64_t hi,
 bool WriteRange(const Chunk& c, uint8_t* out, std::size_t off, std::size_t from, std::size_t to) {
   std::size_t i = from;
   for (; i < std::min(to, c.head_size); ++i) {
-    const uint16_t v = c.head[i];
+    const uint16_t v = c.head.data()[i];
     if (v < kMarkerBase) {
       out[off + i] = static_cast<uint8_t>(v);
       continue;
@@ -176,11 +178,13 @@ bool ParallelInflate(absl::string_view in_view, char* out_chars, std::size_t cap
   std::vector<uint64_t> nominal(static_cast<std::size_t>(n) + 1);
   for (int k = 0; k <= n; ++k) nominal[k] = (start + span / static_cast<std::size_t>(n) * k) * 8;
   nominal[n] = uint64_t{n_in} * 8;
-  std::vector<Chunk> chunks(static_cast<std::size_t>(n));
+  std::vector<Chunk> chunks(static_cast<std::size_t>(n), Chunk(options.buffers));
   std::size_t first_size = 0;
   bool first_ok = false;
   const std::size_t share = capacity / static_cast<std::size_t>(n);
   const std::size_t limit = std::min(capacity, 8 * share + (std::size_t{16} << 20));
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point t0 = Clock::now();
   ParallelFor(options.pool, options.max_threads, n, [&](int, int k) {
     if (k == 0) {
       // From the true start, with a known (empty) window: straight into `out`.
@@ -193,9 +197,14 @@ bool ParallelInflate(absl::string_view in_view, char* out_chars, std::size_t cap
       return;
     }
     const uint64_t stop = k + 1 < n ? nominal[k + 1] : UINT64_MAX;
-    FindAndDecode(in, n_in, nominal[k], nominal[k + 1], stop, limit, share, &chunks[k]);
+    try {
+      FindAndDecode(in, n_in, nominal[k], nominal[k + 1], stop, limit, share, &chunks[k]);
+    } catch (const std::bad_alloc&) {
+      chunks[k].ok = false;  // out of memory for its output: decoded sequentially instead
+    }
   });
   if (!first_ok) return false;
+  const Clock::time_point t1 = Clock::now();
   // Chain the chunks in order; place each, and write its last window, whose bytes the
   // next chunk's markers (or a sequential stretch) need.
   struct Placed {
@@ -233,6 +242,7 @@ bool ParallelInflate(absl::string_view in_view, char* out_chars, std::size_t cap
     bit = seq.BitPos();
     sequential += pos - seq_from;
   }
+  const Clock::time_point t2 = Clock::now();
   // The rest of every placed chunk, markers resolved against the windows written above.
   std::vector<char> written(placed.size(), 0);
   ParallelFor(options.pool, options.max_threads, static_cast<int>(placed.size()), [&](int, int i) {
@@ -240,6 +250,7 @@ bool ParallelInflate(absl::string_view in_view, char* out_chars, std::size_t cap
     written[i] = WriteRange(c, out, placed[i].off, 0, c.size() - std::min(c.size(), kWindow));
   });
   if (std::count(written.begin(), written.end(), 0) > 0) return false;
+  const Clock::time_point t3 = Clock::now();
   // Trailer (RFC 1952 §2.3.1): CRC-32 of the output, in parallel pieces combined, and
   // ISIZE, the output size modulo 2^32.
   const std::size_t trailer = static_cast<std::size_t>((bit + 7) / 8);
@@ -259,10 +270,12 @@ bool ParallelInflate(absl::string_view in_view, char* out_chars, std::size_t cap
       static_cast<uint32_t>(pos) != Le32(in + trailer + 4)) {
     return false;
   }
+  const Clock::time_point t4 = Clock::now();
   *in_used = trailer + kTrailer;
   *out_used = pos;
   if (options.stats != nullptr) {
-    *options.stats = {n, static_cast<int>(placed.size()), sequential};
+    auto s = [](Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); };
+    *options.stats = {n, static_cast<int>(placed.size()), sequential, s(t0, t1), s(t1, t2), s(t2, t3), s(t3, t4)};
   }
   return true;
 }

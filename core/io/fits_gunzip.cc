@@ -48,6 +48,7 @@ absl::StatusOr<PlaneBuffer<char>> InflateWhole(absl::string_view gz, int64_t cap
   internal::ParallelInflateOptions parallel;
   parallel.pool = pool;
   parallel.max_threads = pool != nullptr ? pool->num_threads() + 1 : 1;
+  parallel.buffers = buffers;
   PlaneBuffer<char> out;
   if (!TakeBlock(static_cast<std::size_t>(capacity), buffers, &out)) {
     return absl::ResourceExhaustedError(

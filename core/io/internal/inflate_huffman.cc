@@ -289,14 +289,25 @@ InflateStatus BlockDecoder::DecodeBody(BitReader& in_ref, InflateOutput<Sym>& ou
       cap = out.cap;
     }
     in.Refill();  // >= 56 bits: a length, its extra bits, a distance and its extra bits
-    const uint32_t e = Decode(in, lit, kLitBits);
+    uint32_t e = Decode(in, lit, kLitBits);
     if (__builtin_expect(KindOf(e) == kLiteral, 1)) {
       if (pos == cap) {
         status = InflateStatus::kNoRoom;
         break;
       }
       data[pos++] = static_cast<Sym>(Value(e));
-      continue;
+      // >= 41 bits left: a second symbol without refilling (float data are mostly
+      // literals); a length after it refills first.
+      e = Decode(in, lit, kLitBits);
+      if (__builtin_expect(KindOf(e) == kLiteral, 1)) {
+        if (pos == cap) {
+          status = InflateStatus::kNoRoom;
+          break;
+        }
+        data[pos++] = static_cast<Sym>(Value(e));
+        continue;
+      }
+      in.Refill();
     }
     if (KindOf(e) == kEnd) {
       if (in.overran()) status = InflateStatus::kError;

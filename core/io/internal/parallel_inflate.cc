@@ -4,6 +4,7 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <cstring>
@@ -77,7 +78,8 @@ bool DecodeBytes(BitReader& in, BlockDecoder& dec, uint8_t* out, std::size_t cap
 // Chunk k > 0: decodes from `bit` without the window before it, until a final block ends
 // or a block boundary at or after stop_bit, producing at most `limit` bytes.
 bool DecodeChunk(BitReader& in, BlockDecoder& dec, uint64_t bit, uint64_t stop_bit,
-                 std::size_t limit, std::size_t expect, Chunk* c) {
+                 std::size_t limit, std::size_t expect, const std::atomic<uint64_t>& member_end,
+                 Chunk* c) {
   in.Seek(bit);
   c->begin_bit = bit;
   c->tail_size = 0;
@@ -94,6 +96,7 @@ bool DecodeChunk(BitReader& in, BlockDecoder& dec, uint64_t bit, uint64_t stop_b
     if (dec.ReadHeader(in, &final) != InflateStatus::kOk) return false;
     if ((bytes ? dec.DecodeBody(in, t) : dec.DecodeBody(in, h)) != InflateStatus::kOk) return false;
     if (final || in.BitPos() >= stop_bit) break;
+    if (bit > member_end.load(std::memory_order_relaxed)) return false;
     if (!bytes && h.pos >= h.marker_end + kWindow) {
       // The last window holds no markers, nor will anything after it: on in bytes, half
       // the memory traffic, with no resolution pass for the rest of the chunk.
@@ -116,13 +119,16 @@ bool DecodeChunk(BitReader& in, BlockDecoder& dec, uint64_t bit, uint64_t stop_b
 }
 
 // Chunk k > 0: the first plausible block start in [lo, hi) from which the chunk decodes.
+// Gives up once chunk 0 has found the member's end before `lo` (several members: the
+// chunks past the first member's end would only waste their work).
 void FindAndDecode(const uint8_t* data, std::size_t n, uint64_t lo, uint64_t hi, uint64_t stop_bit,
-                   std::size_t limit, std::size_t expect, Chunk* c) {
+                   std::size_t limit, std::size_t expect, const std::atomic<uint64_t>& member_end,
+                   Chunk* c) {
   BitReader probe(data, n), in(data, n);
   BlockDecoder dec;
-  for (uint64_t bit = lo; bit < hi; ++bit) {
+  for (uint64_t bit = lo; bit < hi && lo <= member_end.load(std::memory_order_relaxed); ++bit) {
     if (!PlausibleBlockStart(probe, bit, dec)) continue;
-    if (DecodeChunk(in, dec, bit, stop_bit, limit, expect, c)) {
+    if (DecodeChunk(in, dec, bit, stop_bit, limit, expect, member_end, c)) {
       c->ok = true;
       return;
     }
@@ -183,6 +189,7 @@ bool ParallelInflate(absl::string_view in_view, char* out_chars, std::size_t cap
   bool first_ok = false;
   const std::size_t share = capacity / static_cast<std::size_t>(n);
   const std::size_t limit = std::min(capacity, 8 * share + (std::size_t{16} << 20));
+  std::atomic<uint64_t> member_end{UINT64_MAX};  // set when chunk 0 ends the member
   using Clock = std::chrono::steady_clock;
   const Clock::time_point t0 = Clock::now();
   ParallelFor(options.pool, options.max_threads, n, [&](int, int k) {
@@ -194,11 +201,12 @@ bool ParallelInflate(absl::string_view in_view, char* out_chars, std::size_t cap
       Chunk& c = chunks[0];
       first_ok = DecodeBytes(r, dec, out, capacity, nominal[1], &first_size, &c.final);
       c.end_bit = r.BitPos();
+      if (first_ok && c.final) member_end.store(c.end_bit, std::memory_order_relaxed);
       return;
     }
     const uint64_t stop = k + 1 < n ? nominal[k + 1] : UINT64_MAX;
     try {
-      FindAndDecode(in, n_in, nominal[k], nominal[k + 1], stop, limit, share, &chunks[k]);
+      FindAndDecode(in, n_in, nominal[k], nominal[k + 1], stop, limit, share, member_end, &chunks[k]);
     } catch (const std::bad_alloc&) {
       chunks[k].ok = false;  // out of memory for its output: decoded sequentially instead
     }

@@ -237,5 +237,29 @@ TEST_F(ParallelInflateTest, InflateGzipIntoKeepsItsContract) {
   }
 }
 
+// Many small members: each is its own parallel call whose chunks past the member's end
+// give up once chunk 0 has found it (the result is the same either way).
+TEST_F(ParallelInflateTest, ManySmallMembersAndStop) {
+  std::string gz, want;
+  for (uint32_t i = 0; i < 40; ++i) {
+    const std::string part = MixedBytes(20000 + i * 100, 100 + i);
+    gz += ZlibGzip(part, static_cast<int>(i % 10));
+    want += part;
+  }
+  ParallelInflateOptions o;
+  o.pool = pool_.get();
+  o.max_threads = 4;
+  o.min_chunk_bytes = 2048;
+  std::string out(want.size(), '\0');
+  auto n = InflateGzipInto(gz, out.data(), out.size(), "many.gz", {}, o);
+  ASSERT_TRUE(n.ok()) << n.status();
+  EXPECT_EQ(*n, want.size());
+  EXPECT_TRUE(out == want);
+  int polls = 0;
+  auto stopped = InflateGzipInto(gz, out.data(), out.size(), "many.gz", [&] { return ++polls == 3; }, o);
+  EXPECT_EQ(stopped.status().code(), absl::StatusCode::kCancelled);
+  EXPECT_EQ(polls, 3);
+}
+
 }  // namespace
 }  // namespace spexd::core

@@ -19,6 +19,7 @@ namespace {
 
 constexpr std::size_t kWindow = kDeflateWindow;
 constexpr std::size_t kTrailer = 8;  // CRC32 and ISIZE (RFC 1952 §2.2)
+constexpr uint64_t kMaxSearchBits = uint64_t{8} << 19;  // 512 KiB of compressed data
 
 uint32_t Le32(const uint8_t* p) {
   return static_cast<uint32_t>(p[0]) | (static_cast<uint32_t>(p[1]) << 8) |
@@ -77,9 +78,9 @@ bool DecodeBytes(BitReader& in, BlockDecoder& dec, uint8_t* out, std::size_t cap
 
 // Chunk k > 0: decodes from `bit` without the window before it, until a final block ends
 // or a block boundary at or after stop_bit, producing at most `limit` bytes.
-bool DecodeChunk(BitReader& in, BlockDecoder& dec, uint64_t bit, uint64_t stop_bit,
-                 std::size_t limit, std::size_t expect, const std::atomic<uint64_t>& member_end,
-                 Chunk* c) {
+InflateStatus DecodeChunk(BitReader& in, BlockDecoder& dec, uint64_t bit, uint64_t stop_bit,
+                          std::size_t limit, std::size_t expect,
+                          const std::atomic<uint64_t>& member_end, Chunk* c) {
   in.Seek(bit);
   c->begin_bit = bit;
   c->tail_size = 0;
@@ -93,10 +94,11 @@ bool DecodeChunk(BitReader& in, BlockDecoder& dec, uint64_t bit, uint64_t stop_b
   InflateOutput<uint8_t> t;
   bool bytes = false, final = false;
   for (;;) {
-    if (dec.ReadHeader(in, &final) != InflateStatus::kOk) return false;
-    if ((bytes ? dec.DecodeBody(in, t) : dec.DecodeBody(in, h)) != InflateStatus::kOk) return false;
+    if (dec.ReadHeader(in, &final) != InflateStatus::kOk) return InflateStatus::kError;
+    const InflateStatus body = bytes ? dec.DecodeBody(in, t) : dec.DecodeBody(in, h);
+    if (body != InflateStatus::kOk) return body;
     if (final || in.BitPos() >= stop_bit) break;
-    if (bit > member_end.load(std::memory_order_relaxed)) return false;
+    if (bit > member_end.load(std::memory_order_relaxed)) return InflateStatus::kNoRoom;
     if (!bytes && h.pos >= h.marker_end + kWindow) {
       // The last window holds no markers, nor will anything after it: on in bytes, half
       // the memory traffic, with no resolution pass for the rest of the chunk.
@@ -115,7 +117,7 @@ bool DecodeChunk(BitReader& in, BlockDecoder& dec, uint64_t bit, uint64_t stop_b
   c->end_bit = in.BitPos();
   c->head_size = h.pos;
   c->tail_size = bytes ? t.pos : 0;
-  return true;
+  return InflateStatus::kOk;
 }
 
 // Chunk k > 0: the first plausible block start in [lo, hi) from which the chunk decodes.
@@ -126,12 +128,16 @@ void FindAndDecode(const uint8_t* data, std::size_t n, uint64_t lo, uint64_t hi,
                    Chunk* c) {
   BitReader probe(data, n), in(data, n);
   BlockDecoder dec;
+  // Encoders end a block every few tens of KB of compressed data (zlib: 16K-32K symbols);
+  // a stream without plausible headers (fixed-Huffman blocks only) is not searched whole.
+  hi = std::min(hi, lo + kMaxSearchBits);
   for (uint64_t bit = lo; bit < hi && lo <= member_end.load(std::memory_order_relaxed); ++bit) {
     if (!PlausibleBlockStart(probe, bit, dec)) continue;
-    if (DecodeChunk(in, dec, bit, stop_bit, limit, expect, member_end, c)) {
-      c->ok = true;
-      return;
-    }
+    const InflateStatus s = DecodeChunk(in, dec, bit, stop_bit, limit, expect, member_end, c);
+    if (s == InflateStatus::kOk) c->ok = true;
+    // kNoRoom: over the chunk's output bound (or past the member's end), which a later
+    // start would be too; only a decoding error means a false start.
+    if (s != InflateStatus::kError) return;
   }
 }
 

@@ -26,9 +26,11 @@ using internal::ParallelInflateOptions;
 using internal::ParallelInflateStats;
 
 // One gzip member of `data` written by zlib at `level` with `strategy`.
-std::string ZlibGzip(const std::string& data, int level, int strategy = Z_DEFAULT_STRATEGY) {
+// memLevel 1 ends a block every 128 symbols.
+std::string ZlibGzip(const std::string& data, int level, int strategy = Z_DEFAULT_STRATEGY,
+                     int mem_level = 8) {
   z_stream zs{};
-  EXPECT_EQ(deflateInit2(&zs, level, Z_DEFLATED, 16 + MAX_WBITS, 8, strategy), Z_OK);
+  EXPECT_EQ(deflateInit2(&zs, level, Z_DEFLATED, 16 + MAX_WBITS, mem_level, strategy), Z_OK);
   std::string out(deflateBound(&zs, data.size()) + 64, '\0');
   zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(data.data()));
   zs.avail_in = static_cast<uInt>(data.size());
@@ -123,6 +125,18 @@ TEST_F(ParallelInflateTest, ChunksChainOnFloatLikeData) {
   EXPECT_TRUE(r.out == data);
   EXPECT_EQ(r.stats.chunks_used, r.stats.chunks - 1);
   EXPECT_LT(r.stats.sequential_bytes, data.size() / 8);
+}
+
+// Chunks whose output is smaller than a window: a chunk's markers then resolve from
+// several chunks before it.
+TEST_F(ParallelInflateTest, ChunksSmallerThanAWindowChain) {
+  const std::string data = MixedBytes(120000, 21);
+  const std::string gz = ZlibGzip(data, 6, Z_DEFAULT_STRATEGY, 1);
+  const Result r = Parallel(gz, data.size(), pool_.get(), gz.size() / 8);
+  ASSERT_TRUE(r.ok);
+  EXPECT_TRUE(r.out == data);
+  EXPECT_EQ(r.stats.chunks, 8);
+  EXPECT_GE(r.stats.chunks_used, 6);
 }
 
 TEST_F(ParallelInflateTest, StoredBlocksAreFoundAndCopied) {

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "core/base/parallel_for.h"
+#include "core/io/fits_gunzip.h"
 #include "core/io/internal/gzip.h"
 #include "core/io/internal/parallel_inflate.h"
 #include "gtest/gtest.h"
@@ -249,6 +250,26 @@ TEST_F(ParallelInflateTest, InflateGzipIntoKeepsItsContract) {
     EXPECT_FALSE(par.first.ok());
     EXPECT_EQ(par.first, seq.first);
   }
+}
+
+// The loader's path (InflateFits with the decode pool): a member over 8 MB compressed is
+// inflated in 4 MB chunks, with the same bytes as without a pool.
+TEST_F(ParallelInflateTest, InflateFitsWithAPoolGivesTheSameFile) {
+  const long width = 2000, height = 2600;
+  std::string fits = gzip_test::FitsImageHeader(width, height) +
+                     gzip_test::NoiseBytes(static_cast<std::size_t>(width * height * 4), 23);
+  fits.resize((fits.size() + 2879) / 2880 * 2880, '\0');
+  const std::string gz = ZlibGzip(fits, 1);
+  ASSERT_GT(gz.size(), std::size_t{8} << 20);
+  auto par = InflateFits(gz, "big.fits.gz", FitsSizeLimits{}, {}, nullptr, pool_.get());
+  ASSERT_TRUE(par.ok()) << par.status();
+  EXPECT_TRUE(par->view() == fits);
+  std::string cut = gz;
+  cut[gz.size() / 2] = static_cast<char>(cut[gz.size() / 2] ^ 4);
+  auto bad_par = InflateFits(cut, "big.fits.gz", FitsSizeLimits{}, {}, nullptr, pool_.get());
+  auto bad_seq = InflateFits(cut, "big.fits.gz", FitsSizeLimits{}, {}, nullptr, nullptr);
+  EXPECT_FALSE(bad_par.ok());
+  EXPECT_EQ(bad_par.status(), bad_seq.status());
 }
 
 // Many small members: each is its own parallel call whose chunks past the member's end

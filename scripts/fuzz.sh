@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets with clang (ASan + UBSan) and runs each for SECONDS
 # (default 30), after replaying its committed seeds and regression inputs.
-#   scripts/fuzz.sh [SECONDS] [TARGET...]   targets: preproc psf compressed config request upload (default all)
+#   scripts/fuzz.sh [SECONDS] [TARGET...]   targets: preproc psf compressed config request upload gzip (default all)
 # With FUZZ_RUNS=N each target instead runs N inputs from a fixed seed (FUZZ_SEED, 1): the
 # same inputs on every machine with the same compiler, so CI cannot turn red at random when
 # a time-bounded run happens upon a new bug (long exploratory runs are local, with SECONDS).
@@ -13,7 +13,7 @@ cd "$(dirname "$0")/.."
 secs=${1:-30}
 shift || true
 targets=("$@")
-[[ ${#targets[@]} -gt 0 ]] || targets=(preproc psf compressed config request upload)
+[[ ${#targets[@]} -gt 0 ]] || targets=(preproc psf compressed config request upload gzip)
 BUILD_DIR=${FUZZ_BUILD_DIR:-build-fuzz}
 WORK=${FUZZ_WORK:-$BUILD_DIR/corpus}
 export CCACHE_BASEDIR=$PWD CCACHE_NOHASHDIR=1

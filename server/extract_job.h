@@ -76,6 +76,7 @@ struct JobEnvironment {
   core::TaskPool* decode_pool = nullptr;
   core::PlaneBufferPool* plane_buffers = nullptr;
   core::PlaneBufferPool* load_buffers = nullptr;  // PreprocOptions::load_buffers
+  bool parallel_inflate = true;                    // PreprocOptions::parallel_inflate
   const std::atomic<bool>* float32_planes = nullptr;
   ShadowParity* shadow = nullptr;  // shadow parity sampling (issue 23); null when off
 };

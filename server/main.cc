@@ -77,6 +77,9 @@ ABSL_FLAG(bool, pin_planes, true,
           "GPU workers: decode frames into page-locked host memory (at most the frames held: "
           "prefetched, extracting, streaming; ~140 MB each), so that the upload to the GPU "
           "needs no host copy");
+ABSL_FLAG(bool, parallel_inflate, true,
+          "inflate a large .fits.gz member in chunks on the host thread pool (--cpu_threads) "
+          "rather than on its loader thread alone: less time per frame, ~1.3x the CPU");
 ABSL_FLAG(int64_t, psf_cache_bytes, int64_t{4} << 30,
           "host memory budget of the PSF and geometry cache");
 ABSL_FLAG(int64_t, max_upload_bytes, int64_t{1} << 30,
@@ -152,6 +155,7 @@ absl::StatusOr<ServerConfig> ConfigFromFlags() {
   o.prefetch = absl::GetFlag(FLAGS_prefetch);
   o.prefetch_memory_bytes = absl::GetFlag(FLAGS_prefetch_memory_bytes);
   o.pin_planes = absl::GetFlag(FLAGS_pin_planes);
+  o.parallel_inflate = absl::GetFlag(FLAGS_parallel_inflate);
   o.streamers_per_worker = absl::GetFlag(FLAGS_streamers_per_worker);
   o.psf_cache_bytes = absl::GetFlag(FLAGS_psf_cache_bytes);
   o.limits.max_upload_bytes = absl::GetFlag(FLAGS_max_upload_bytes);

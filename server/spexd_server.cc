@@ -158,9 +158,10 @@ absl::Status CheckGpuDevices(const ServerOptions& o) {
 constexpr int64_t kCachedBytesPerFrame = int64_t{144} << 20;
 // Memory kept for reuse per loader thread, for what a load needs only while it lasts
 // (PreprocOptions::load_buffers): for a DESI r .fits.gz the compressed file (~60 MB), the
-// FITS file inflated from it (136 MB) and the MASK bits (34 MB). Plain .fits inputs use
-// only the last.
-constexpr int64_t kLoadBytesPerLoader = int64_t{256} << 20;
+// FITS file inflated from it (136 MB), the chunk outputs of its parallel inflation (about
+// the inflated size again, given back before the planes are read: issue 22) and the MASK
+// bits (34 MB). Plain .fits inputs use only the last.
+constexpr int64_t kLoadBytesPerLoader = int64_t{384} << 20;
 
 }  // namespace
 
@@ -326,6 +327,7 @@ absl::StatusOr<std::unique_ptr<SpexdServer>> SpexdServer::Start(ServerOptions op
   s.context.env.decode_pool = s.pool.get();
   s.context.env.plane_buffers = &s.plane_buffers;
   s.context.env.load_buffers = &s.load_buffers;
+  s.context.env.parallel_inflate = o.parallel_inflate;
   s.context.env.float32_planes = &s.float32_planes;
   s.shadow = std::make_unique<ShadowParity>(o.shadow_parity, &s.metrics->health());
   s.context.env.shadow = s.shadow->enabled() ? s.shadow.get() : nullptr;

@@ -46,6 +46,8 @@ struct ServerOptions {
   // Decode frames into host memory pinned for the GPU workers (GpuCapabilities::PlanePinner): the
   // upload is then one DMA per plane. The cached planes stay page-locked.
   bool pin_planes = true;
+  // Inflate a large .fits.gz member on the host thread pool (PreprocOptions::parallel_inflate).
+  bool parallel_inflate = true;
   // Threads streaming responses, per worker (0: Scheduler::StreamersPerWorker, 4 for a GPU
   // worker, 2 for the CPU backend). More
   // let a worker run ahead of slow readers, each streaming frame holding its planes.

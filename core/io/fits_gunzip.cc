@@ -41,17 +41,21 @@ bool TakeBlock(std::size_t bytes, PlaneBufferPool* buffers, PlaneBuffer<char>* b
 }
 
 // `gz` inflated into a block of `capacity` bytes in one call per member (not zero-filled:
-// libdeflate writes every byte it reports).
+// libdeflate, or the parallel inflation on `pool`, writes every byte it reports).
 absl::StatusOr<PlaneBuffer<char>> InflateWhole(absl::string_view gz, int64_t capacity,
                                                const std::string& name, const StopFn& stop,
-                                               PlaneBufferPool* buffers) {
+                                               PlaneBufferPool* buffers, TaskPool* pool) {
+  internal::ParallelInflateOptions parallel;
+  parallel.pool = pool;
+  parallel.max_threads = pool != nullptr ? pool->num_threads() + 1 : 1;
+  parallel.buffers = buffers;
   PlaneBuffer<char> out;
   if (!TakeBlock(static_cast<std::size_t>(capacity), buffers, &out)) {
     return absl::ResourceExhaustedError(
         absl::StrCat(name, ": out of memory for its ", capacity, " inflated bytes"));
   }
   SPEXD_ASSIGN_OR_RETURN(const std::size_t size,
-                         InflateGzipInto(gz, out.data(), out.size(), name, stop));
+                         InflateGzipInto(gz, out.data(), out.size(), name, stop, parallel));
   out.Shrink(size);
   return out;
 }
@@ -85,12 +89,12 @@ int64_t WholeInflateCapacity(int64_t gz_bytes, uint32_t isize, const FitsSizeLim
 
 absl::StatusOr<InflatedFits> InflateFits(absl::string_view gz, const std::string& name,
                                          const FitsSizeLimits& limits, const StopFn& stop,
-                                         PlaneBufferPool* buffers) {
+                                         PlaneBufferPool* buffers, TaskPool* pool) {
   const int64_t capacity =
       WholeInflateCapacity(static_cast<int64_t>(gz.size()), GzipTrailerSize(gz), limits);
   InflatedFits fits;
   if (capacity > 0) {
-    absl::StatusOr<PlaneBuffer<char>> whole = InflateWhole(gz, capacity, name, stop, buffers);
+    absl::StatusOr<PlaneBuffer<char>> whole = InflateWhole(gz, capacity, name, stop, buffers, pool);
     if (whole.ok()) {
       if (stop && stop()) return absl::CancelledError(absl::StrCat(name, ": decompression stopped"));
       FitsStreamCheck check(name, limits, stop);
@@ -119,7 +123,7 @@ absl::StatusOr<std::string> GunzipFits(absl::string_view gz, const std::string& 
 
 absl::StatusOr<InflatedFits> InflateFitsFd(int fd, const std::string& name,
                                            const FitsSizeLimits& limits, const StopFn& stop,
-                                           PlaneBufferPool* buffers) {
+                                           PlaneBufferPool* buffers, TaskPool* pool) {
   const off_t start = lseek(fd, 0, SEEK_CUR), end = lseek(fd, 0, SEEK_END);
   uint32_t isize = 0;
   char tail[4];
@@ -147,7 +151,7 @@ absl::StatusOr<InflatedFits> InflateFitsFd(int fd, const std::string& name,
       if (n == 0) break;
       got += static_cast<std::size_t>(n);
     }
-    return InflateFits(absl::string_view(gz.data(), got), name, limits, stop, buffers);
+    return InflateFits(absl::string_view(gz.data(), got), name, limits, stop, buffers, pool);
   }
   FitsStreamCheck check(name, limits, stop);
   check.Reserve(isize);

@@ -14,6 +14,13 @@
 //   spexd_decode_bench [--input FILE]... [--dir DIR (/tmp)] [--repeats 5]
 //                      [--threads T (decode pool; 0 = cores, 1 = no pool)] [--json FILE]
 //                      [--planes both|float32|float64]
+//                      [--inflate-threads 1,2,4,8] [--inflate-only 1]
+//
+// For each .gz input it also times the one-call inflation alone (InflateGzipInto into a
+// reused buffer, issue 22) with a pool of N - 1 threads for each N of --inflate-threads
+// (N = 1: libdeflate, as before the parallel inflation), and the parallel decoder with
+// all its chunks on one thread ("1x8 chunks": its speed per core). --inflate-only 1 skips
+// the Open/Read timings.
 #include <fitsio.h>
 
 #include <algorithm>
@@ -34,7 +41,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/io/fits_file.h"
+#include "absl/strings/str_split.h"
+#include "core/base/parallel_for.h"
 #include "core/io/internal/gzip.h"
+#include "core/io/internal/parallel_inflate.h"
 #include "core/io/plane_buffer.h"
 #include "core/io/preproc.h"
 #include "core/base/task_pool.h"
@@ -51,6 +61,8 @@ struct Args {
   int repeats = 5;
   int threads = 0;
   std::string planes = "both";
+  std::vector<int> inflate_threads = {1, 2, 4, 8};
+  bool inflate_only = false;
 };
 
 absl::StatusOr<Args> Parse(int argc, char** argv) {
@@ -65,6 +77,11 @@ absl::StatusOr<Args> Parse(int argc, char** argv) {
     else if (k == "--repeats") a.repeats = std::max(1, std::atoi(v));
     else if (k == "--threads") a.threads = std::atoi(v);
     else if (k == "--planes") a.planes = v;
+    else if (k == "--inflate-only") a.inflate_only = std::atoi(v) != 0;
+    else if (k == "--inflate-threads") {
+      a.inflate_threads.clear();
+      for (absl::string_view t : absl::StrSplit(v, ',')) a.inflate_threads.push_back(std::max(1, std::atoi(std::string(t).c_str())));
+    }
     else return absl::InvalidArgumentError(absl::StrCat("unknown flag ", k));
   }
   return a;
@@ -179,6 +196,50 @@ absl::StatusOr<Result> TimeDecode(const std::string& path, bool float32, int rep
   return res;
 }
 
+struct InflateResult {
+  std::string label;
+  int threads = 1;
+  double median = 0, mb_per_s = 0;
+  int chunks = 0, chunks_used = 0;
+  double sequential_mb = 0;
+  spexd::core::internal::ParallelInflateStats stats;
+};
+
+// The one-call inflation of `path` alone, `threads` at once (pool == null with threads > 1:
+// the parallel decoder with every chunk on the caller).
+absl::StatusOr<InflateResult> TimeInflate(const std::string& path, int threads, bool own_pool,
+                                          int repeats) {
+  std::ifstream in(path, std::ios::binary);
+  const std::string gz((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::string out(spexd::core::GzipTrailerSize(gz), '\0');
+  std::unique_ptr<spexd::core::TaskPool> pool = spexd::core::MakeTaskPool(own_pool ? threads - 1 : 0);
+  spexd::core::internal::ParallelInflateStats stats;
+  spexd::core::internal::ParallelInflateOptions options;
+  // As spexd's loaders: chunk outputs reuse the memory of the runs before.
+  spexd::core::PlaneBufferPool buffers(int64_t{1} << 30);
+  options.buffers = &buffers;
+  options.pool = own_pool ? pool.get() : nullptr;
+  options.max_threads = threads;
+  options.stats = &stats;
+  std::vector<double> t;
+  for (int r = 0; r <= repeats; ++r) {  // run 0 faults the output's pages in
+    const Clock::time_point t0 = Clock::now();
+    auto n = spexd::core::InflateGzipInto(gz, out.data(), out.size(), path, {}, options);
+    if (!n.ok()) return n.status();
+    if (r > 0) t.push_back(Seconds(t0, Clock::now()));
+  }
+  InflateResult res;
+  res.label = !own_pool && threads > 1 ? absl::StrCat("1x", threads, " chunks") : absl::StrCat(threads);
+  res.threads = threads;
+  res.median = Median(t);
+  res.mb_per_s = static_cast<double>(out.size()) / 1e6 / res.median;
+  res.chunks = stats.chunks;
+  res.chunks_used = stats.chunks_used;
+  res.sequential_mb = static_cast<double>(stats.sequential_bytes) / 1e6;
+  res.stats = stats;
+  return res;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -203,7 +264,26 @@ int main(int argc, char** argv) {
   spexd::core::TaskPool pool;
   if (threads > 1) pool.AddThreads(threads - 1);  // the caller is the other thread
   std::vector<Result> results;
+  std::vector<InflateResult> inflates;
   for (const std::string& input : args->inputs) {
+    if (input.size() < 3 || input.substr(input.size() - 3) != ".gz") continue;
+    std::vector<std::pair<int, bool>> runs;
+    for (int n : args->inflate_threads) runs.emplace_back(n, true);
+    runs.emplace_back(8, false);
+    for (const auto& [n, own_pool] : runs) {
+      absl::StatusOr<InflateResult> r = TimeInflate(input, n, own_pool, args->repeats);
+      if (!r.ok()) {
+        std::fprintf(stderr, "%s\n", std::string(r.status().message()).c_str());
+        return 1;
+      }
+      std::fprintf(stderr, "%s inflate, %s threads: %.3f s (%.0f MB/s), chunks %d, chained %d, sequential %.1f MB; last run: decode %.3f, chain %.3f, write %.3f, crc %.3f s\n",
+                   input.c_str(), r->label.c_str(), r->median, r->mb_per_s, r->chunks, r->chunks_used,
+                   r->sequential_mb, r->stats.decode_s, r->stats.chain_s, r->stats.write_s, r->stats.crc_s);
+      inflates.push_back(*r);
+    }
+  }
+  for (const std::string& input : args->inputs) {
+    if (args->inflate_only) break;
     for (bool float32 : {false, true}) {
       if (args->planes != "both" && args->planes != (float32 ? "float32" : "float64")) continue;
       absl::StatusOr<Result> r =
@@ -231,6 +311,14 @@ int main(int argc, char** argv) {
                                     "\"cpu_s\": %.4f}",
                                     r.input, r.float32 ? "float32" : "float64", r.open_median,
                                     r.read_median, r.total_median, r.total_p90, r.cpu_median));
+  }
+  absl::StrAppend(&js, "], \"inflate\": [");
+  for (std::size_t i = 0; i < inflates.size(); ++i) {
+    const InflateResult& r = inflates[i];
+    absl::StrAppend(&js, i > 0 ? ", " : "",
+                    absl::StrFormat("{\"threads\": \"%s\", \"seconds\": %.4f, \"mb_per_s\": %.1f, "
+                                    "\"chunks\": %d, \"chained\": %d, \"sequential_mb\": %.1f}",
+                                    r.label, r.median, r.mb_per_s, r.chunks, r.chunks_used, r.sequential_mb));
   }
   absl::StrAppend(&js, "]}\n");
   if (!args->json.empty()) {

@@ -33,7 +33,8 @@ uint32_t GzipTrailerSize(absl::string_view gz) {
 
 absl::StatusOr<std::size_t> InflateGzipInto(absl::string_view gz, char* out,
                                             std::size_t capacity, absl::string_view name,
-                                            const std::function<bool()>& stop) {
+                                            const std::function<bool()>& stop,
+                                            const internal::ParallelInflateOptions& parallel) {
   std::unique_ptr<libdeflate_decompressor, void (*)(libdeflate_decompressor*)> d(
       libdeflate_alloc_decompressor(), &libdeflate_free_decompressor);
   if (d == nullptr) {
@@ -47,6 +48,15 @@ absl::StatusOr<std::size_t> InflateGzipInto(absl::string_view gz, char* out,
     if (members > 0 && rest.find_first_not_of('\0') == absl::string_view::npos) break;
     if (stop && stop()) return absl::CancelledError(absl::StrCat(name, ": decompression stopped"));
     std::size_t in_n = 0, out_n = 0;
+    if (internal::ParallelInflateChunks(rest.size(), parallel) >= 2) {
+      if (internal::ParallelInflate(rest, out + out_done, capacity - out_done, parallel, &in_n, &out_n)) {
+        in_done += in_n;
+        out_done += out_n;
+        ++members;
+        continue;
+      }
+      if (stop && stop()) return absl::CancelledError(absl::StrCat(name, ": decompression stopped"));
+    }
     const libdeflate_result r =
         libdeflate_gzip_decompress_ex(d.get(), rest.data(), rest.size(), out + out_done,
                                       capacity - out_done, &in_n, &out_n);

@@ -14,6 +14,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "core/io/internal/parallel_inflate.h"
 
 namespace spexd::core {
 
@@ -43,9 +44,14 @@ uint32_t GzipTrailerSize(absl::string_view gz);
 //  - INVALID_ARGUMENT for corrupt or truncated data, a CRC-32 or ISIZE that does not match
 //    the data, and data after the stream (libdeflate does not tell these apart: the
 //    streaming GzipInflater does, for a precise message).
+// A member large enough for `parallel` (ParallelInflateChunks >= 2) is first inflated on
+// several threads (internal/parallel_inflate.h); when that fails for any reason the
+// member is inflated again with libdeflate, whose result or error is returned: the
+// statuses and messages are the same with or without `parallel`.
 absl::StatusOr<std::size_t> InflateGzipInto(absl::string_view gz, char* out,
                                             std::size_t capacity, absl::string_view name,
-                                            const std::function<bool()>& stop = {});
+                                            const std::function<bool()>& stop = {},
+                                            const internal::ParallelInflateOptions& parallel = {});
 
 class GzipInflater {
  public:

@@ -1,0 +1,297 @@
+#include "core/io/internal/parallel_inflate.h"
+
+#include <libdeflate.h>
+#include <zlib.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <new>
+#include <vector>
+
+#include "core/base/parallel_for.h"
+#include "core/io/internal/inflate_huffman.h"
+
+namespace spexd::core::internal {
+namespace {
+
+constexpr std::size_t kWindow = kDeflateWindow;
+constexpr std::size_t kTrailer = 8;  // CRC32 and ISIZE (RFC 1952 §2.2)
+constexpr uint64_t kMaxSearchBits = uint64_t{8} << 19;  // 512 KiB of compressed data
+
+uint32_t Le32(const uint8_t* p) {
+  return static_cast<uint32_t>(p[0]) | (static_cast<uint32_t>(p[1]) << 8) |
+         (static_cast<uint32_t>(p[2]) << 16) | (static_cast<uint32_t>(p[3]) << 24);
+}
+
+// The offset of the deflate data after the member header (RFC 1952 §2.3), or 0 for a
+// header this path does not take (libdeflate then judges it).
+std::size_t DeflateStart(const uint8_t* p, std::size_t n) {
+  if (n < 10 + kTrailer || p[0] != 0x1f || p[1] != 0x8b || p[2] != 8 || (p[3] & 0xE0) != 0) return 0;
+  const uint8_t flags = p[3];
+  std::size_t at = 10;
+  if (flags & 4) {  // FEXTRA
+    if (at + 2 > n) return 0;
+    at += 2 + (static_cast<std::size_t>(p[at]) | (static_cast<std::size_t>(p[at + 1]) << 8));
+  }
+  for (const uint8_t field : {uint8_t{8}, uint8_t{16}}) {  // FNAME, FCOMMENT: zero-terminated
+    if (!(flags & field)) continue;
+    const void* zero = at < n ? std::memchr(p + at, 0, n - at) : nullptr;
+    if (zero == nullptr) return 0;
+    at = static_cast<std::size_t>(static_cast<const uint8_t*>(zero) - p) + 1;
+  }
+  if (flags & 2) at += 2;  // FHCRC
+  return at + kTrailer <= n ? at : 0;
+}
+
+// What one chunk decoded: 16-bit symbols (head) until its output was free of window
+// markers for a whole window, then bytes (tail, whose first kWindow bytes repeat the end
+// of head so that back-references have their history).
+struct Chunk {
+  explicit Chunk(PlaneBufferPool* pool) : head(pool), tail(pool) {}
+  bool ok = false, final = false;
+  bool stored_first = false;  // its first block is a stored one
+  uint64_t begin_bit = 0, end_bit = 0;
+  ScratchBuffer<uint16_t> head;
+  ScratchBuffer<uint8_t> tail;
+  std::size_t head_size = 0, tail_size = 0;
+  std::size_t size() const { return head_size + (tail_size > 0 ? tail_size - kWindow : 0); }
+};
+
+// Decodes whole blocks into out[pos, cap) with out[0, pos) as history, from the reader's
+// position until a final block ends or a block boundary at or after stop_bit.
+bool DecodeBytes(BitReader& in, BlockDecoder& dec, uint8_t* out, std::size_t cap, uint64_t stop_bit,
+                 std::size_t* pos, bool* final) {
+  InflateOutput<uint8_t> o;
+  o.data = out;
+  o.pos = *pos;
+  o.cap = cap;
+  do {
+    if (dec.ReadHeader(in, final) != InflateStatus::kOk) return false;
+    if (dec.DecodeBody(in, o) != InflateStatus::kOk) return false;
+  } while (!*final && in.BitPos() < stop_bit);
+  *pos = o.pos;
+  return true;
+}
+
+// Chunk k > 0: decodes from `bit` without the window before it, until a final block ends
+// or a block boundary at or after stop_bit, producing at most `limit` bytes.
+InflateStatus DecodeChunk(BitReader& in, BlockDecoder& dec, uint64_t bit, uint64_t stop_bit,
+                          std::size_t limit, std::size_t expect,
+                          const std::atomic<uint64_t>& member_end, Chunk* c) {
+  in.Seek(bit);
+  c->begin_bit = bit;
+  c->tail_size = 0;
+  c->stored_first = ((in.Bits(3) >> 1) & 3) == 0;  // BTYPE 00
+  c->head.Grow(std::min(limit, std::size_t{1} << 18), 0);
+  InflateOutput<uint16_t> h;
+  h.grow = &c->head;
+  h.data = c->head.data();
+  h.cap = c->head.size();
+  h.limit = limit;
+  InflateOutput<uint8_t> t;
+  bool bytes = false, final = false;
+  for (;;) {
+    if (dec.ReadHeader(in, &final) != InflateStatus::kOk) return InflateStatus::kError;
+    const InflateStatus body = bytes ? dec.DecodeBody(in, t) : dec.DecodeBody(in, h);
+    if (body != InflateStatus::kOk) return body;
+    if (final || in.BitPos() >= stop_bit) break;
+    if (bit > member_end.load(std::memory_order_relaxed)) return InflateStatus::kNoRoom;
+    if (!bytes && h.pos >= h.marker_end + kWindow) {
+      // The last window holds no markers, nor will anything after it: on in bytes, half
+      // the memory traffic, with no resolution pass for the rest of the chunk.
+      bytes = true;
+      const std::size_t want = std::max(expect + expect / 4, 2 * kWindow) + kWindow;
+      c->tail.Grow(want, 0);
+      std::copy(c->head.data() + h.pos - kWindow, c->head.data() + h.pos, c->tail.data());
+      t.grow = &c->tail;
+      t.data = c->tail.data();
+      t.cap = c->tail.size();
+      t.pos = kWindow;
+      t.limit = limit - h.pos + kWindow;
+    }
+  }
+  c->final = final;
+  c->end_bit = in.BitPos();
+  c->head_size = h.pos;
+  c->tail_size = bytes ? t.pos : 0;
+  return InflateStatus::kOk;
+}
+
+// Chunk k > 0: the first plausible block start in [lo, hi) from which the chunk decodes.
+// Gives up once chunk 0 has found the member's end before `lo` (several members: the
+// chunks past the first member's end would only waste their work).
+void FindAndDecode(const uint8_t* data, std::size_t n, uint64_t lo, uint64_t hi, uint64_t stop_bit,
+                   std::size_t limit, std::size_t expect, const std::atomic<uint64_t>& member_end,
+                   Chunk* c) {
+  BitReader probe(data, n), in(data, n);
+  BlockDecoder dec;
+  // Encoders end a block every few tens of KB of compressed data (zlib: 16K-32K symbols);
+  // a stream without plausible headers (fixed-Huffman blocks only) is not searched whole.
+  hi = std::min(hi, lo + kMaxSearchBits);
+  for (uint64_t bit = lo; bit < hi && lo <= member_end.load(std::memory_order_relaxed); ++bit) {
+    if (!PlausibleBlockStart(probe, bit, dec)) continue;
+    const InflateStatus s = DecodeChunk(in, dec, bit, stop_bit, limit, expect, member_end, c);
+    if (s == InflateStatus::kOk) c->ok = true;
+    // kNoRoom: over the chunk's output bound (or past the member's end), which a later
+    // start would be too; only a decoding error means a false start.
+    if (s != InflateStatus::kError) return;
+  }
+}
+
+// Writes the chunk's output symbols [from, to) to out[off + from, off + to), markers
+// resolved from out[off - kWindow, off), which must hold their final bytes.
+bool WriteRange(const Chunk& c, uint8_t* out, std::size_t off, std::size_t from, std::size_t to) {
+  std::size_t i = from;
+  for (; i < std::min(to, c.head_size); ++i) {
+    const uint16_t v = c.head.data()[i];
+    if (v < kMarkerBase) {
+      out[off + i] = static_cast<uint8_t>(v);
+      continue;
+    }
+    const std::size_t back = kWindow - (v - kMarkerBase);  // 1..kWindow bytes before off
+    if (back > off) return false;                         // before the member's output
+    out[off + i] = out[off - back];
+  }
+  if (i < to) std::memcpy(out + off + i, c.tail.data() + kWindow + (i - c.head_size), to - i);
+  return true;
+}
+
+// True when decoding from `bit` (where the previous chunk stopped) decodes what `c` did.
+// A stored block's header is 3 zero bits and zero padding up to LEN (RFC 1951 §3.2.4), so
+// the search may find it a few bits early, at an equivalent start: the same LEN, read
+// after zero bits only.
+bool Chains(const Chunk& c, uint64_t bit) {
+  if (c.begin_bit == bit) return true;
+  return c.stored_first && c.begin_bit < bit && (c.begin_bit + 10) / 8 == (bit + 10) / 8;
+}
+
+}  // namespace
+
+int ParallelInflateChunks(std::size_t in_size, const ParallelInflateOptions& options) {
+  const std::size_t by_size = in_size / std::max<std::size_t>(options.min_chunk_bytes, 1);
+  return static_cast<int>(std::min<std::size_t>(by_size, static_cast<std::size_t>(std::max(options.max_threads, 1))));
+}
+
+bool ParallelInflate(absl::string_view in_view, char* out_chars, std::size_t capacity,
+                     const ParallelInflateOptions& options, std::size_t* in_used,
+                     std::size_t* out_used) {
+  const auto* in = reinterpret_cast<const uint8_t*>(in_view.data());
+  auto* out = reinterpret_cast<uint8_t*>(out_chars);
+  const std::size_t n_in = in_view.size();
+  const std::size_t start = DeflateStart(in, n_in);
+  const int n = ParallelInflateChunks(n_in, options);
+  if (start == 0 || n < 2) return false;
+  // Nominal chunk starts, in bits from in[0]; the deflate data end somewhere before the
+  // last trailer (other members may follow: their chunks are wasted, never wrong).
+  const std::size_t span = n_in - start - kTrailer;
+  std::vector<uint64_t> nominal(static_cast<std::size_t>(n) + 1);
+  for (int k = 0; k <= n; ++k) nominal[k] = (start + span / static_cast<std::size_t>(n) * k) * 8;
+  nominal[n] = uint64_t{n_in} * 8;
+  std::vector<Chunk> chunks(static_cast<std::size_t>(n), Chunk(options.buffers));
+  std::size_t first_size = 0;
+  bool first_ok = false;
+  const std::size_t share = capacity / static_cast<std::size_t>(n);
+  const std::size_t limit = std::min(capacity, 8 * share + (std::size_t{16} << 20));
+  std::atomic<uint64_t> member_end{UINT64_MAX};  // set when chunk 0 ends the member
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point t0 = Clock::now();
+  ParallelFor(options.pool, options.max_threads, n, [&](int, int k) {
+    if (k == 0) {
+      // From the true start, with a known (empty) window: straight into `out`.
+      BitReader r(in, n_in);
+      r.Seek(uint64_t{start} * 8);
+      BlockDecoder dec;
+      Chunk& c = chunks[0];
+      first_ok = DecodeBytes(r, dec, out, capacity, nominal[1], &first_size, &c.final);
+      c.end_bit = r.BitPos();
+      if (first_ok && c.final) member_end.store(c.end_bit, std::memory_order_relaxed);
+      return;
+    }
+    const uint64_t stop = k + 1 < n ? nominal[k + 1] : UINT64_MAX;
+    try {
+      FindAndDecode(in, n_in, nominal[k], nominal[k + 1], stop, limit, share, member_end, &chunks[k]);
+    } catch (const std::bad_alloc&) {
+      chunks[k].ok = false;  // out of memory for its output: decoded sequentially instead
+    }
+  });
+  if (!first_ok) return false;
+  const Clock::time_point t1 = Clock::now();
+  // Chain the chunks in order; place each, and write its last window, whose bytes the
+  // next chunk's markers (or a sequential stretch) need.
+  struct Placed {
+    int k;
+    std::size_t off;
+  };
+  std::vector<Placed> placed;
+  std::size_t pos = first_size;
+  uint64_t bit = chunks[0].end_bit;
+  bool final = chunks[0].final;
+  int next = 1;
+  std::size_t sequential = 0;
+  BitReader seq(in, n_in);
+  BlockDecoder dec;
+  while (!final) {
+    while (next < n && (!chunks[next].ok || (chunks[next].begin_bit < bit && !Chains(chunks[next], bit)))) ++next;
+    if (next < n && Chains(chunks[next], bit)) {
+      const Chunk& c = chunks[next];
+      const std::size_t size = c.size();
+      if (size > capacity - pos) return false;
+      if (!WriteRange(c, out, pos, size - std::min(size, kWindow), size)) return false;
+      placed.push_back({next, pos});
+      pos += size;
+      bit = c.end_bit;
+      final = c.final;
+      ++next;
+      continue;
+    }
+    // No chunk starts here (a false guess before it, or none found): sequentially to the
+    // next chunk's start, or to the end.
+    seq.Seek(bit);
+    const uint64_t stop = next < n ? chunks[next].begin_bit : UINT64_MAX;
+    const std::size_t seq_from = pos;
+    if (!DecodeBytes(seq, dec, out, capacity, stop, &pos, &final)) return false;
+    bit = seq.BitPos();
+    sequential += pos - seq_from;
+  }
+  const Clock::time_point t2 = Clock::now();
+  // The rest of every placed chunk, markers resolved against the windows written above.
+  std::vector<char> written(placed.size(), 0);
+  ParallelFor(options.pool, options.max_threads, static_cast<int>(placed.size()), [&](int, int i) {
+    const Chunk& c = chunks[placed[i].k];
+    written[i] = WriteRange(c, out, placed[i].off, 0, c.size() - std::min(c.size(), kWindow));
+  });
+  if (std::count(written.begin(), written.end(), 0) > 0) return false;
+  const Clock::time_point t3 = Clock::now();
+  // Trailer (RFC 1952 §2.3.1): CRC-32 of the output, in parallel pieces combined, and
+  // ISIZE, the output size modulo 2^32.
+  const std::size_t trailer = static_cast<std::size_t>((bit + 7) / 8);
+  if (trailer + kTrailer > n_in) return false;
+  const std::size_t piece = (pos + static_cast<std::size_t>(n) - 1) / static_cast<std::size_t>(n);
+  std::vector<uint32_t> crcs(static_cast<std::size_t>(n), 0);
+  ParallelFor(options.pool, options.max_threads, n, [&](int, int k) {
+    const std::size_t a = std::min(pos, piece * static_cast<std::size_t>(k));
+    crcs[k] = libdeflate_crc32(0, out + a, std::min(pos, a + piece) - a);
+  });
+  uLong crc = crcs[0];
+  for (int k = 1; k < n; ++k) {
+    const std::size_t a = std::min(pos, piece * static_cast<std::size_t>(k));
+    crc = crc32_combine(crc, crcs[k], static_cast<z_off_t>(std::min(pos, a + piece) - a));
+  }
+  if (static_cast<uint32_t>(crc) != Le32(in + trailer) ||
+      static_cast<uint32_t>(pos) != Le32(in + trailer + 4)) {
+    return false;
+  }
+  const Clock::time_point t4 = Clock::now();
+  *in_used = trailer + kTrailer;
+  *out_used = pos;
+  if (options.stats != nullptr) {
+    auto s = [](Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); };
+    *options.stats = {n, static_cast<int>(placed.size()), sequential, s(t0, t1), s(t1, t2), s(t2, t3), s(t3, t4)};
+  }
+  return true;
+}
+
+}  // namespace spexd::core::internal

@@ -1,0 +1,300 @@
+// The speculative parallel inflation (core/io/internal/parallel_inflate.h): byte-identical
+// to libdeflate for every kind of deflate stream zlib writes, with small forced chunks so
+// that a few hundred KB exercise many chunk boundaries; chunks really chain (the stats say
+// so: a pass through the sequential fallback alone would hide a broken chunk decoder);
+// corrupt and truncated members are refused, never crash, and InflateGzipInto's statuses
+// are the same with and without threads.
+#include <zlib.h>
+
+#include <cstdint>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <string>
+
+#include "core/base/parallel_for.h"
+#include "core/io/fits_gunzip.h"
+#include "core/io/internal/gzip.h"
+#include "core/io/internal/parallel_inflate.h"
+#include "gtest/gtest.h"
+#include "tests/core/io/gzip_test_bytes.h"
+
+namespace spexd::core {
+namespace {
+
+using internal::ParallelInflate;
+using internal::ParallelInflateOptions;
+using internal::ParallelInflateStats;
+
+// One gzip member of `data` written by zlib at `level` with `strategy`.
+// memLevel 1 ends a block every 128 symbols.
+std::string ZlibGzip(const std::string& data, int level, int strategy = Z_DEFAULT_STRATEGY,
+                     int mem_level = 8) {
+  z_stream zs{};
+  EXPECT_EQ(deflateInit2(&zs, level, Z_DEFLATED, 16 + MAX_WBITS, mem_level, strategy), Z_OK);
+  std::string out(deflateBound(&zs, data.size()) + 64, '\0');
+  zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(data.data()));
+  zs.avail_in = static_cast<uInt>(data.size());
+  zs.next_out = reinterpret_cast<Bytef*>(out.data());
+  zs.avail_out = static_cast<uInt>(out.size());
+  EXPECT_EQ(deflate(&zs, Z_FINISH), Z_STREAM_END);
+  out.resize(zs.total_out);
+  deflateEnd(&zs);
+  return out;
+}
+
+// Float-like noise with runs, text-like repeats and copies from 20-32 KiB back, so that
+// chunk boundaries fall inside matches that reach into the previous chunk's window.
+std::string MixedBytes(std::size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::string s;
+  s.reserve(n + 300);
+  while (s.size() < n) {
+    switch (rng() % 4) {
+      case 0:
+        for (int i = 0; i < 400; ++i) s.push_back(static_cast<char>(rng() & 0x1F));
+        break;
+      case 1:
+        s.append(50 + rng() % 200, static_cast<char>(rng()));
+        break;
+      case 2:
+        s.append("SIMPLE  =                    T / conforming FITS file  ");
+        break;
+      default:
+        if (s.size() > 32768) {
+          const std::size_t back = 20000 + rng() % 12768, len = 3 + rng() % 255;
+          for (std::size_t i = 0; i < len; ++i) s.push_back(s[s.size() - back]);
+        }
+    }
+  }
+  s.resize(n);
+  return s;
+}
+
+struct Result {
+  bool ok = false;
+  std::string out;
+  ParallelInflateStats stats;
+};
+
+Result Parallel(const std::string& gz, std::size_t capacity, TaskPool* pool, std::size_t chunk = 4096) {
+  Result r;
+  ParallelInflateOptions o;
+  o.pool = pool;
+  o.max_threads = 8;
+  o.min_chunk_bytes = chunk;
+  o.stats = &r.stats;
+  r.out.assign(capacity, '\0');
+  std::size_t in_used = 0, out_used = 0;
+  r.ok = ParallelInflate(gz, r.out.data(), capacity, o, &in_used, &out_used);
+  if (r.ok) {
+    EXPECT_EQ(in_used, gz.size());
+    r.out.resize(out_used);
+  }
+  return r;
+}
+
+class ParallelInflateTest : public ::testing::Test {
+ protected:
+  std::unique_ptr<TaskPool> pool_ = MakeTaskPool(3);
+};
+
+TEST_F(ParallelInflateTest, MatchesTheInputAtEveryLevelWithManyChunks) {
+  for (const std::size_t size : {std::size_t{70000}, std::size_t{300001}, std::size_t{2000000}}) {
+    const std::string data = MixedBytes(size, static_cast<uint32_t>(size));
+    for (const int level : {1, 6, 9}) {
+      SCOPED_TRACE(testing::Message() << "size " << size << " level " << level);
+      const std::string gz = ZlibGzip(data, level);
+      const Result r = Parallel(gz, data.size() + 10, pool_.get(), gz.size() / 9);
+      ASSERT_TRUE(r.ok);
+      EXPECT_TRUE(r.out == data);
+      EXPECT_EQ(r.stats.chunks, 8);
+      // Blocks of zlib's default memLevel hold 16K symbols: at most a few per chunk here,
+      // so a chunk may find none; most must chain.
+      if (size >= 300000) {
+        EXPECT_GE(r.stats.chunks_used, 4);
+      }
+    }
+  }
+}
+
+TEST_F(ParallelInflateTest, ChunksChainOnFloatLikeData) {
+  const std::string data = gzip_test::NoiseBytes(4000000, 5);
+  const std::string gz = ZlibGzip(data, 1);
+  const Result r = Parallel(gz, data.size(), pool_.get(), gz.size() / 8);
+  ASSERT_TRUE(r.ok);
+  EXPECT_TRUE(r.out == data);
+  EXPECT_EQ(r.stats.chunks_used, r.stats.chunks - 1);
+  EXPECT_LT(r.stats.sequential_bytes, data.size() / 8);
+}
+
+// Chunks whose output is smaller than a window: a chunk's markers then resolve from
+// several chunks before it.
+TEST_F(ParallelInflateTest, ChunksSmallerThanAWindowChain) {
+  const std::string data = MixedBytes(120000, 21);
+  const std::string gz = ZlibGzip(data, 6, Z_DEFAULT_STRATEGY, 1);
+  const Result r = Parallel(gz, data.size(), pool_.get(), gz.size() / 8);
+  ASSERT_TRUE(r.ok);
+  EXPECT_TRUE(r.out == data);
+  EXPECT_EQ(r.stats.chunks, 8);
+  EXPECT_GE(r.stats.chunks_used, 6);
+}
+
+TEST_F(ParallelInflateTest, StoredBlocksAreFoundAndCopied) {
+  const std::string data = MixedBytes(1000000, 7);
+  const std::string gz = ZlibGzip(data, 0);
+  const Result r = Parallel(gz, data.size(), pool_.get(), 60000);
+  ASSERT_TRUE(r.ok);
+  EXPECT_TRUE(r.out == data);
+  EXPECT_GE(r.stats.chunks_used, 4);
+}
+
+TEST_F(ParallelInflateTest, FixedHuffmanAndFilteredAndRleStrategies) {
+  const std::string data = MixedBytes(600000, 9);
+  for (const int strategy : {Z_FIXED, Z_FILTERED, Z_HUFFMAN_ONLY, Z_RLE}) {
+    SCOPED_TRACE(strategy);
+    const Result r = Parallel(ZlibGzip(data, 6, strategy), data.size(), pool_.get());
+    ASSERT_TRUE(r.ok);
+    EXPECT_TRUE(r.out == data);
+  }
+}
+
+TEST_F(ParallelInflateTest, OneThreadOrNoPoolGivesTheSameBytes) {
+  const std::string data = MixedBytes(500000, 11);
+  const std::string gz = ZlibGzip(data, 6);
+  const Result r = Parallel(gz, data.size(), nullptr);
+  ASSERT_TRUE(r.ok);
+  EXPECT_TRUE(r.out == data);
+}
+
+TEST_F(ParallelInflateTest, ARealFitsFileMatchesLibdeflate) {
+  std::ifstream f(std::string(SPEXD_TEST_DATA_DIR) + "/psf-r0-00051060.fits", std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  const std::string fits = ss.str();
+  ASSERT_GT(fits.size(), 1000000u);
+  for (const int level : {1, 6}) {
+    const std::string gz = ZlibGzip(fits, level);
+    std::string want(fits.size(), '\0');
+    auto n = InflateGzipInto(gz, want.data(), want.size(), "psf.gz");
+    ASSERT_TRUE(n.ok()) << n.status();
+    const Result r = Parallel(gz, fits.size(), pool_.get(), gz.size() / 6);
+    ASSERT_TRUE(r.ok);
+    EXPECT_TRUE(r.out == want);
+    EXPECT_GE(r.stats.chunks_used, 1);
+  }
+}
+
+TEST_F(ParallelInflateTest, OverCapacityIsRefusedWithoutWritingPastIt) {
+  const std::string data = MixedBytes(400000, 13);
+  const std::string gz = ZlibGzip(data, 6);
+  std::string out(data.size() + 64, '\x5a');
+  ParallelInflateOptions o;
+  o.pool = pool_.get();
+  o.max_threads = 8;
+  o.min_chunk_bytes = 4096;
+  std::size_t in_used = 0, out_used = 0;
+  EXPECT_FALSE(ParallelInflate(gz, out.data(), data.size() - 1, o, &in_used, &out_used));
+  EXPECT_EQ(out.substr(data.size() - 1), std::string(65, '\x5a'));
+}
+
+TEST_F(ParallelInflateTest, CorruptAndTruncatedMembersAreRefused) {
+  const std::string data = MixedBytes(400000, 15);
+  const std::string gz = ZlibGzip(data, 6);
+  std::mt19937 rng(3);
+  int refused = 0;
+  for (int i = 0; i < 60; ++i) {
+    std::string bad = gz;
+    const std::size_t at = 20 + rng() % (bad.size() - 30);
+    bad[at] = static_cast<char>(bad[at] ^ (1 << (rng() % 8)));
+    const Result r = Parallel(bad, data.size() + 4096, pool_.get());
+    // A flip that still decodes must give the same bytes (then the trailer matches);
+    // otherwise the CRC-32 or the decoding refuses it.
+    if (r.ok) {
+      EXPECT_TRUE(r.out == data) << "flip at " << at;
+    } else {
+      ++refused;
+    }
+  }
+  EXPECT_GE(refused, 55);
+  for (const std::size_t keep : {gz.size() - 1, gz.size() - 8, gz.size() / 2, std::size_t{30}}) {
+    EXPECT_FALSE(Parallel(gz.substr(0, keep), data.size(), pool_.get()).ok) << keep;
+  }
+}
+
+// Through InflateGzipInto: several members (each large one in parallel), padding, and the
+// same statuses with and without threads for corrupt, truncated and over-capacity input.
+TEST_F(ParallelInflateTest, InflateGzipIntoKeepsItsContract) {
+  const std::string a = MixedBytes(300000, 17), b = MixedBytes(5000, 18), c = MixedBytes(250000, 19);
+  const std::string gz = ZlibGzip(a, 1) + ZlibGzip(b, 6) + ZlibGzip(c, 9) + std::string(100, '\0');
+  ParallelInflateOptions o;
+  o.pool = pool_.get();
+  o.max_threads = 4;
+  o.min_chunk_bytes = 8192;
+  auto run = [&](const std::string& in, std::size_t cap, const ParallelInflateOptions& opt) {
+    std::string out(cap, '\0');
+    auto n = InflateGzipInto(in, out.data(), out.size(), "m.gz", {}, opt);
+    if (n.ok()) out.resize(*n);
+    return std::make_pair(n.status(), out);
+  };
+  const auto whole = run(gz, a.size() + b.size() + c.size(), o);
+  ASSERT_TRUE(whole.first.ok()) << whole.first;
+  EXPECT_TRUE(whole.second == a + b + c);
+  std::string flipped = gz;
+  flipped[gz.size() / 3] = static_cast<char>(flipped[gz.size() / 3] ^ 0x10);
+  for (const auto& [in, cap] : {std::make_pair(flipped, a.size() + b.size() + c.size()),
+                                std::make_pair(gz.substr(0, gz.size() / 2), a.size() + b.size() + c.size()),
+                                std::make_pair(gz, a.size() + 10)}) {
+    const auto par = run(in, cap, o);
+    const auto seq = run(in, cap, ParallelInflateOptions{});
+    EXPECT_FALSE(par.first.ok());
+    EXPECT_EQ(par.first, seq.first);
+  }
+}
+
+// The loader's path (InflateFits with the decode pool): a member over 8 MB compressed is
+// inflated in 4 MB chunks, with the same bytes as without a pool.
+TEST_F(ParallelInflateTest, InflateFitsWithAPoolGivesTheSameFile) {
+  const long width = 2000, height = 2600;
+  std::string fits = gzip_test::FitsImageHeader(width, height) +
+                     gzip_test::NoiseBytes(static_cast<std::size_t>(width * height * 4), 23);
+  fits.resize((fits.size() + 2879) / 2880 * 2880, '\0');
+  const std::string gz = ZlibGzip(fits, 1);
+  ASSERT_GT(gz.size(), std::size_t{8} << 20);
+  auto par = InflateFits(gz, "big.fits.gz", FitsSizeLimits{}, {}, nullptr, pool_.get());
+  ASSERT_TRUE(par.ok()) << par.status();
+  EXPECT_TRUE(par->view() == fits);
+  std::string cut = gz;
+  cut[gz.size() / 2] = static_cast<char>(cut[gz.size() / 2] ^ 4);
+  auto bad_par = InflateFits(cut, "big.fits.gz", FitsSizeLimits{}, {}, nullptr, pool_.get());
+  auto bad_seq = InflateFits(cut, "big.fits.gz", FitsSizeLimits{}, {}, nullptr, nullptr);
+  EXPECT_FALSE(bad_par.ok());
+  EXPECT_EQ(bad_par.status(), bad_seq.status());
+}
+
+// Many small members: each is its own parallel call whose chunks past the member's end
+// give up once chunk 0 has found it (the result is the same either way).
+TEST_F(ParallelInflateTest, ManySmallMembersAndStop) {
+  std::string gz, want;
+  for (uint32_t i = 0; i < 40; ++i) {
+    const std::string part = MixedBytes(20000 + i * 100, 100 + i);
+    gz += ZlibGzip(part, static_cast<int>(i % 10));
+    want += part;
+  }
+  ParallelInflateOptions o;
+  o.pool = pool_.get();
+  o.max_threads = 4;
+  o.min_chunk_bytes = 2048;
+  std::string out(want.size(), '\0');
+  auto n = InflateGzipInto(gz, out.data(), out.size(), "many.gz", {}, o);
+  ASSERT_TRUE(n.ok()) << n.status();
+  EXPECT_EQ(*n, want.size());
+  EXPECT_TRUE(out == want);
+  int polls = 0;
+  auto stopped = InflateGzipInto(gz, out.data(), out.size(), "many.gz", [&] { return ++polls == 3; }, o);
+  EXPECT_EQ(stopped.status().code(), absl::StatusCode::kCancelled);
+  EXPECT_EQ(polls, 3);
+}
+
+}  // namespace
+}  // namespace spexd::core

@@ -70,7 +70,9 @@ absl::StatusOr<std::string> FrameToFits(const Frame& frame, const FrameMetadata&
                                         const FitsWriteOptions& options) {
   SPEXD_RETURN_IF_ERROR(CheckFrameShape(frame));
   const long ns = frame.nspec, nw = frame.nwave, nk = 2 * frame.ndiag + 1;
-  const std::vector<FrameScore> scores = internal::ScoresToWrite(frame, meta);
+  const internal::WriterThreads threads(options);
+  const std::vector<FrameScore> scores =
+      internal::ScoresToWrite(frame, meta, threads.pool(), threads.workers());
   std::vector<HduSource> hdus;
   HduSource flux = Float32Image("FLUX", {nw, ns}, frame.flux);
   flux.primary = true;
@@ -107,10 +109,12 @@ absl::StatusOr<std::string> FrameToFits(const Frame& frame, const FrameMetadata&
     table.build = [&](FitsFile& f) { return internal::AppendScores(&f, scores, ns); };
     hdus.push_back(std::move(table));
   }
-  return internal::AssembleFits(hdus, options);
+  return internal::AssembleFits(hdus, threads, options.checksum_time);
 }
 
-std::vector<FrameScore> RawScores(const Frame& frame) { return ComputeRawScores(frame); }
+std::vector<FrameScore> RawScores(const Frame& frame, TaskPool* pool, int max_workers) {
+  return ComputeRawScores(frame, pool, max_workers);
+}
 
 absl::StatusOr<std::string> ModelToFits(const Frame& frame, const FrameMetadata& meta,
                                         const FitsWriteOptions& options) {
@@ -134,7 +138,8 @@ absl::StatusOr<std::string> ModelToFits(const Frame& frame, const FrameMetadata&
   image.encoding = HduSource::Encoding::kFloat64;
   image.values = frame.model.data();
   image.count = frame.model.size();
-  return internal::AssembleFits({std::move(image)}, options);
+  return internal::AssembleFits({std::move(image)}, internal::WriterThreads(options),
+                                options.checksum_time);
 }
 
 namespace {

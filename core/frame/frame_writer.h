@@ -55,8 +55,10 @@ struct FitsWriteOptions {
 int DefaultFitsWriteThreads();
 
 // desispec's RAW scores of the frame (core/frame/internal/frame_scores.h): the SCORES
-// HDU's columns, empty when no bin is in the camera's band.
-std::vector<FrameScore> RawScores(const Frame& frame);
+// HDU's columns, empty when no bin is in the camera's band. Fibres spread over `pool`
+// (core::ParallelFor, up to `max_workers`; null: the calling thread), same values.
+std::vector<FrameScore> RawScores(const Frame& frame, TaskPool* pool = nullptr,
+                                  int max_workers = 1);
 
 // Builds the frame file in memory: FLUX (primary), IVAR, MASK (uint32), WAVELENGTH,
 // RESOLUTION, FIBERMAP (rows specmin..specmin+nspec-1, when given), CHI2PIX, SCORES

@@ -127,7 +127,13 @@ absl::StatusOr<std::string> ChecksumCards::HeaderBytes(FitsFile& f) {
   int status = 0;
   fits_get_hduaddrll(f.get(), &headstart, &datastart, &dataend, &status);
   if (status != 0) return f.Error(status, "locating the header");
-  return f.WrittenBytes(headstart, datastart - headstart);
+  SPEXD_ASSIGN_OR_RETURN(std::string header, f.WrittenBytes(headstart, datastart - headstart));
+  if (replacement_.empty()) return header;
+  const std::string key = replacement_.substr(0, 8);
+  for (std::size_t at = 0; at + 80 <= header.size(); at += 80) {
+    if (header.compare(at, 8, key) == 0) return header.replace(at, 80, replacement_);
+  }
+  return absl::InternalError(absl::StrCat(f.name(), ": no ", key, " card to replace"));
 }
 
 absl::Status ChecksumCards::SetChecksum(FitsFile& f, const char* value, const char* comment) {

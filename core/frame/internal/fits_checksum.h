@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -47,6 +48,10 @@ std::string ChecksumTimeNow();
 // `time` goes in the comments ("HDU checksum updated <time>").
 class ChecksumCards {
  public:
+  // The header bytes Finish sums and returns have `card` (80 characters) in place of the
+  // card of the same keyword in `f`: the assembly keeps NAXIS1 at 0 in its scratch files
+  // (fits_hdu_assembly.cc) and puts the real one back here.
+  void ReplaceCard(std::string card) { replacement_ = std::move(card); }
   absl::Status Begin(FitsFile& f, const std::string& time);
   absl::StatusOr<std::string> Finish(FitsFile& f, uint32_t datasum);
 
@@ -54,6 +59,7 @@ class ChecksumCards {
   absl::StatusOr<std::string> HeaderBytes(FitsFile& f);
   absl::Status SetChecksum(FitsFile& f, const char* value, const char* comment);
 
+  std::string replacement_;
   std::string chkcomm_, datacomm_;
   std::string checksum_;         // the CHECKSUM value in the header now
   uint64_t old_datasum_ = 0;     // DATASUM's value before (never equal to a sum if invalid)

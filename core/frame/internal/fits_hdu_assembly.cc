@@ -1,6 +1,7 @@
 #include "core/frame/internal/fits_hdu_assembly.h"
 
 #include <fitsio.h>
+#include <sys/mman.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -12,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/base/parallel_for.h"
+#include "core/base/prefault.h"
 #include "core/base/status_macros.h"
 #include "core/frame/internal/fits_checksum.h"
 
@@ -75,19 +77,32 @@ absl::Status Build(const HduSource& src, const std::string& time, BuiltHdu* out)
   if (status != 0) return f.Error(status, "creating a scratch primary HDU");
   SPEXD_RETURN_IF_ERROR(src.build(f));
   SPEXD_ASSIGN_OR_RETURN(out->data_bytes, DataUnitBytes(f));
-  if (src.encoding != HduSource::Encoding::kByBuild &&
-      out->data_bytes != static_cast<int64_t>(src.count * BytesPerValue(src.encoding))) {
-    return absl::InternalError(absl::StrCat(f.name(), ": header has ", out->data_bytes,
-                                            " data bytes, the values ", src.count));
+  const bool encoded = src.encoding != HduSource::Encoding::kByBuild;
+  if (encoded) {
+    if (out->data_bytes != static_cast<int64_t>(src.count * BytesPerValue(src.encoding))) {
+      return absl::InternalError(absl::StrCat(f.name(), ": header has ", out->data_bytes,
+                                              " data bytes, the values ", src.count));
+    }
+    // CFITSIO zero-fills a memory file up to the end of the data unit the header
+    // announces as soon as the header is closed: 70 MB of fresh pages over an r frame's
+    // scratch files, for data written elsewhere. NAXIS1 is 0 in the scratch file; the
+    // real card goes back into the header's bytes (ChecksumCards::ReplaceCard).
+    char card[FLEN_CARD] = {0};
+    fits_read_card(f.get(), "NAXIS1", card, &status);
+    fits_modify_key_lng(f.get(), "NAXIS1", 0, "&", &status);
+    if (status != 0) return f.Error(status, "setting aside NAXIS1");
+    std::string real(card);
+    real.resize(80, ' ');
+    out->cards.ReplaceCard(std::move(real));
   }
   SPEXD_RETURN_IF_ERROR(out->cards.Begin(f, time));
   LONGLONG headstart = 0, datastart = 0, dataend = 0;
   fits_get_hduaddrll(f.get(), &headstart, &datastart, &dataend, &status);
   if (status != 0) return f.Error(status, "locating the HDU");
   out->header_bytes = datastart - headstart;
-  out->padded_bytes = dataend - datastart;
-  if (out->padded_bytes != (out->data_bytes + kBlock - 1) / kBlock * kBlock) {
-    return absl::InternalError(absl::StrCat(f.name(), ": data unit of ", out->padded_bytes,
+  out->padded_bytes = (out->data_bytes + kBlock - 1) / kBlock * kBlock;
+  if ((encoded ? 0 : out->padded_bytes) != dataend - datastart) {
+    return absl::InternalError(absl::StrCat(f.name(), ": data unit of ", dataend - datastart,
                                             " bytes for ", out->data_bytes));
   }
   if (src.encoding == HduSource::Encoding::kByBuild && out->data_bytes > 0) {
@@ -118,18 +133,46 @@ uint32_t Encode(const HduSource& src, const DataTask& t, char* data_unit) {
   return 0;
 }
 
+// A zero-filled string of `n` bytes whose pages all workers fault in first. A fresh mapping
+// of an r frame's 70 MB costs a page fault per 4 KiB on first touch, taken one by one on
+// the thread that zero-fills it: as long as the whole encoding on the dev VM
+// (docs/perf.md, "Host time per frame with real clients"). Huge pages where the kernel
+// grants them (THP "madvise" mode) need 1/512 of the faults; the advice is only advice.
+std::string ZeroFilledOutput(std::size_t n, TaskPool* pool, int workers) {
+  std::string s;
+  constexpr std::size_t kPrefaultChunk = std::size_t{4} << 20;
+  if (n < 2 * kPrefaultChunk) return std::string(n, '\0');
+  s.reserve(n);  // capacity only: the pages are not touched yet
+  const uintptr_t huge = uintptr_t{2} << 20;
+  const uintptr_t begin = (reinterpret_cast<uintptr_t>(s.data()) + huge - 1) / huge * huge;
+  const uintptr_t end = (reinterpret_cast<uintptr_t>(s.data()) + n) / huge * huge;
+  if (end > begin) (void)madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE);
+  const int chunks = static_cast<int>((n + kPrefaultChunk - 1) / kPrefaultChunk);
+  ParallelFor(pool, workers, chunks, [&](int, int c) {
+    const std::size_t at = static_cast<std::size_t>(c) * kPrefaultChunk;
+    PrefaultForWrite(s.data() + at, std::min(kPrefaultChunk, n - at));
+  });
+  s.resize(n);  // the zero fill, at memory speed now
+  return s;
+}
+
 }  // namespace
 
-absl::StatusOr<std::string> AssembleFits(const std::vector<HduSource>& hdus,
-                                         const FitsWriteOptions& options) {
-  const int workers = options.threads > 0 ? options.threads : DefaultFitsWriteThreads();
-  TaskPool* pool = options.pool;
-  std::unique_ptr<TaskPool> own_pool;
-  if (pool == nullptr && workers > 1) {
-    own_pool = MakeTaskPool(workers - 1);
-    pool = own_pool.get();
+WriterThreads::WriterThreads(const FitsWriteOptions& options)
+    : workers_(options.threads > 0 ? options.threads : DefaultFitsWriteThreads()),
+      pool_(options.pool) {
+  if (pool_ == nullptr && workers_ > 1) {
+    own_ = MakeTaskPool(workers_ - 1);
+    pool_ = own_.get();
   }
-  const std::string time = options.checksum_time.empty() ? ChecksumTimeNow() : options.checksum_time;
+}
+
+absl::StatusOr<std::string> AssembleFits(const std::vector<HduSource>& hdus,
+                                         const WriterThreads& threads,
+                                         const std::string& checksum_time) {
+  TaskPool* pool = threads.pool();
+  const int workers = threads.workers();
+  const std::string time = checksum_time.empty() ? ChecksumTimeNow() : checksum_time;
   const int nhdu = static_cast<int>(hdus.size());
 
   // Phase 1: every HDU's header (and small data unit) in its own scratch file.
@@ -154,7 +197,7 @@ absl::StatusOr<std::string> AssembleFits(const std::vector<HduSource>& hdus,
 
   // Phase 2: the data units, encoded and summed in chunks straight into the output
   // (zero-filled: the padding of each unit, FITS 4.0 §3.3.2).
-  std::string file(static_cast<std::size_t>(total), '\0');
+  std::string file = ZeroFilledOutput(static_cast<std::size_t>(total), pool, workers);
   std::vector<uint32_t> sums(tasks.size(), 0);
   ParallelFor(pool, workers, static_cast<int>(tasks.size()), [&](int, int t) {
     const DataTask& task = tasks[t];
@@ -164,7 +207,9 @@ absl::StatusOr<std::string> AssembleFits(const std::vector<HduSource>& hdus,
       std::memcpy(data_unit, b.data.data(), b.data.size());
       sums[t] = OnesComplementSum(b.data.data(), b.data.size() / 4 * 4);
       // A unit whose size is not a multiple of 4: its last word ends in padding zeros.
-      if (b.data.size() % 4 != 0) sums[t] = OnesComplementSum(data_unit + b.data.size() / 4 * 4, 4, sums[t]);
+      if (b.data.size() % 4 != 0) {
+        sums[t] = OnesComplementSum(data_unit + b.data.size() / 4 * 4, 4, sums[t]);
+      }
     } else {
       sums[t] = Encode(hdus[task.hdu], task, data_unit);
     }

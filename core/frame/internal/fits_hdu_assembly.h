@@ -10,11 +10,13 @@
 
 #include <cstddef>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "core/base/task_pool.h"
 #include "core/frame/frame_writer.h"
 #include "core/io/fits_file.h"
 
@@ -36,10 +38,25 @@ struct HduSource {
   std::size_t count = 0;         // values; must match the header's NAXISn
 };
 
+// The workers and pool that FitsWriteOptions asks for: its pool, else one of workers - 1
+// threads started here and joined when this goes.
+class WriterThreads {
+ public:
+  explicit WriterThreads(const FitsWriteOptions& options);
+  TaskPool* pool() const { return pool_; }
+  int workers() const { return workers_; }
+
+ private:
+  int workers_ = 1;
+  std::unique_ptr<TaskPool> own_;
+  TaskPool* pool_ = nullptr;
+};
+
 // The file of `hdus` in order, each with its CHECKSUM/DATASUM as fits_write_chksum writes
-// them, at options.checksum_time (else now). Threads and pool as FitsWriteOptions says.
+// them, with `checksum_time` in their comments (empty: now).
 absl::StatusOr<std::string> AssembleFits(const std::vector<HduSource>& hdus,
-                                         const FitsWriteOptions& options);
+                                         const WriterThreads& threads,
+                                         const std::string& checksum_time);
 
 }  // namespace spexd::core::internal
 

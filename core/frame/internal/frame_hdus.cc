@@ -143,9 +143,10 @@ absl::Status AppendFibermap(FitsFile* out, const Frame& frame, const FrameMetada
   return NulPadTableStrings(out);
 }
 
-std::vector<FrameScore> ScoresToWrite(const Frame& frame, const FrameMetadata& meta) {
+std::vector<FrameScore> ScoresToWrite(const Frame& frame, const FrameMetadata& meta,
+                                      TaskPool* pool, int max_workers) {
   if (!meta.scores) return {};
-  return meta.given_scores.has_value() ? *meta.given_scores : RawScores(frame);
+  return meta.given_scores.has_value() ? *meta.given_scores : RawScores(frame, pool, max_workers);
 }
 
 }  // namespace spexd::core::internal

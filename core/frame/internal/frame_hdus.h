@@ -33,8 +33,9 @@ absl::Status AppendFibermap(FitsFile* out, const Frame& frame, const FrameMetada
 absl::Status AppendScores(FitsFile* f, const std::vector<FrameScore>& scores, long nspec);
 
 // The SCORES the file records for these metadata: none under --no-scores, the given ones
-// for a float32 stream, else RawScores(frame).
-std::vector<FrameScore> ScoresToWrite(const Frame& frame, const FrameMetadata& meta);
+// for a float32 stream, else RawScores(frame) (on `pool`, as RawScores says).
+std::vector<FrameScore> ScoresToWrite(const Frame& frame, const FrameMetadata& meta,
+                                      TaskPool* pool = nullptr, int max_workers = 1);
 
 }  // namespace spexd::core::internal
 

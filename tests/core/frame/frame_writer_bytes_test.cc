@@ -5,7 +5,10 @@
 // is given the same time (FitsWriteOptions::checksum_time) so that whole files compare.
 #include <cmath>
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <limits>
+#include <utility>
 #include <map>
 #include <random>
 #include <string>
@@ -175,27 +178,27 @@ void ExpectBytesOfReference(const std::string& reference,
   }
 }
 
-void ExpectFrameMatches(const Frame& frame, const FrameMetadata& meta, int threads,
-                        TaskPool* pool = nullptr) {
+void ExpectFrameMatches(const Frame& frame, const FrameMetadata& meta,
+                        const std::vector<int>& thread_counts, TaskPool* pool = nullptr) {
   absl::StatusOr<std::string> reference = internal::FrameToFitsReference(frame, meta);
   ASSERT_TRUE(reference.ok()) << reference.status();
-  ExpectBytesOfReference(*reference, [&](const std::string& time) {
-    FitsWriteOptions options;
-    options.threads = threads;
-    options.pool = pool;
-    options.checksum_time = time;
-    return FrameToFits(frame, meta, options);
-  });
+  for (int threads : thread_counts) {
+    SCOPED_TRACE(::testing::Message() << threads << " threads");
+    ExpectBytesOfReference(*reference, [&](const std::string& time) {
+      FitsWriteOptions options;
+      options.threads = threads;
+      options.pool = pool;
+      options.checksum_time = time;
+      return FrameToFits(frame, meta, options);
+    });
+  }
 }
 
 TEST(FrameWriterBytesTest, FullSizeFrameEqualsReference) {
   const Frame frame = MakeFrame(500, 2326, 5, 22, /*specials=*/true);
   FrameMetadata meta = MakeMeta(120);
   meta.fibermap_fits = MakeFibermap(510, /*checksum=*/true);
-  for (int threads : {1, 4}) {
-    SCOPED_TRACE(threads);
-    ExpectFrameMatches(frame, meta, threads);
-  }
+  ExpectFrameMatches(frame, meta, {1, 4});
 }
 
 TEST(FrameWriterBytesTest, SmallOddFramesEqualReference) {
@@ -206,7 +209,7 @@ TEST(FrameWriterBytesTest, SmallOddFramesEqualReference) {
       FrameMetadata meta = MakeMeta(variant);
       meta.scores = variant != 1;  // --no-scores
       if (variant >= 2) meta.fibermap_fits = MakeFibermap(9, /*checksum=*/variant == 3);
-      for (int threads : {1, 2, 3}) ExpectFrameMatches(frame, meta, threads);
+      ExpectFrameMatches(frame, meta, {1, 2, 3});
     }
   }
 }
@@ -217,9 +220,9 @@ TEST(FrameWriterBytesTest, GivenAndAbsentScores) {
   Frame frame = MakeFrame(4, 5, 2, 3, false);
   FrameMetadata meta = MakeMeta(0);
   meta.given_scores = std::vector<FrameScore>{{"SUM_RAW_COUNT_R", "sum counts", {1, 2, 3, 4}}};
-  ExpectFrameMatches(frame, meta, 2);
+  ExpectFrameMatches(frame, meta, {2});
   for (double& w : frame.wave) w += 10000.0;  // beyond z: no bin in a band
-  ExpectFrameMatches(frame, MakeMeta(0), 2);
+  ExpectFrameMatches(frame, MakeMeta(0), {2});
 }
 
 // The FLUX header's size through every position of its last card in a 2880-byte record
@@ -228,7 +231,7 @@ TEST(FrameWriterBytesTest, HeaderSizesAcrossRecordBoundaries) {
   const Frame frame = MakeFrame(2, 3, 1, 11, false);
   for (int extra = 0; extra < 38; ++extra) {
     SCOPED_TRACE(extra);
-    ExpectFrameMatches(frame, MakeMeta(extra), 2);
+    ExpectFrameMatches(frame, MakeMeta(extra), {2});
   }
 }
 
@@ -237,9 +240,9 @@ TEST(FrameWriterBytesTest, ZeroDataUnits) {
   Frame frame = MakeFrame(3, 4, 1, 5, false);
   std::fill(frame.flux.begin(), frame.flux.end(), 0.0);
   std::fill(frame.mask.begin(), frame.mask.end(), 0x80000000u);  // stored as 0
-  ExpectFrameMatches(frame, MakeMeta(1), 2);
+  ExpectFrameMatches(frame, MakeMeta(1), {2});
   Frame empty = MakeFrame(0, 4, 1, 5, false);
-  ExpectFrameMatches(empty, MakeMeta(1), 2);
+  ExpectFrameMatches(empty, MakeMeta(1), {2});
 }
 
 // The server's shared host pool, as it passes it.
@@ -248,7 +251,7 @@ TEST(FrameWriterBytesTest, SharedPool) {
   const Frame frame = MakeFrame(40, 300, 5, 9, true);
   FrameMetadata meta = MakeMeta(10);
   meta.fibermap_fits = MakeFibermap(50, true);
-  ExpectFrameMatches(frame, meta, 4, pool.get());
+  ExpectFrameMatches(frame, meta, {4}, pool.get());
 }
 
 TEST(FrameWriterBytesTest, ModelEqualsReference) {
@@ -271,6 +274,27 @@ TEST(FrameWriterBytesTest, ModelEqualsReference) {
         return ModelToFits(frame, meta, options);
       });
     }
+  }
+}
+
+// The model header loses EXTEND after its cards are written: through every position of
+// its last card in a record, the header keeps the size CFITSIO gave it.
+TEST(FrameWriterBytesTest, ModelHeaderSizesAcrossRecordBoundaries) {
+  Frame frame = MakeFrame(2, 3, 1, 13, false);
+  frame.model_height = 3;
+  frame.model_width = 4;
+  frame.model.assign(12, 2.5);
+  for (int extra = 0; extra < 38; ++extra) {
+    SCOPED_TRACE(extra);
+    const FrameMetadata meta = MakeMeta(extra);
+    absl::StatusOr<std::string> reference = internal::ModelToFitsReference(frame, meta);
+    ASSERT_TRUE(reference.ok()) << reference.status();
+    ExpectBytesOfReference(*reference, [&](const std::string& time) {
+      FitsWriteOptions options;
+      options.threads = 2;
+      options.checksum_time = time;
+      return ModelToFits(frame, meta, options);
+    });
   }
 }
 

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <new>
 #include <optional>
 #include <utility>
 
@@ -178,7 +179,11 @@ absl::StatusOr<std::string> AssembleFits(const std::vector<HduSource>& hdus,
   // Phase 1: every HDU's header (and small data unit) in its own scratch file.
   std::vector<BuiltHdu> built(hdus.size());
   ParallelFor(pool, workers, nhdu, [&](int, int i) {
-    built[i].status = Build(hdus[i], time, &built[i]);
+    try {  // ParallelFor's bodies must not throw; std::string may
+      built[i].status = Build(hdus[i], time, &built[i]);
+    } catch (const std::bad_alloc&) {
+      built[i].status = absl::ResourceExhaustedError("out of memory building a FITS header");
+    }
   });
   int64_t total = 0;
   std::vector<DataTask> tasks;
@@ -222,7 +227,11 @@ absl::StatusOr<std::string> AssembleFits(const std::vector<HduSource>& hdus,
   }
   ParallelFor(pool, workers, nhdu, [&](int, int i) {
     BuiltHdu& b = built[i];
-    absl::StatusOr<std::string> header = b.cards.Finish(*b.scratch, datasum[i]);
+    absl::StatusOr<std::string> header = absl::ResourceExhaustedError("out of memory");
+    try {
+      header = b.cards.Finish(*b.scratch, datasum[i]);
+    } catch (const std::bad_alloc&) {
+    }
     if (!header.ok()) {
       b.status = header.status();
     } else if (static_cast<int64_t>(header->size()) != b.header_bytes) {

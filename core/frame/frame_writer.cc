@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -71,8 +72,13 @@ absl::StatusOr<std::string> FrameToFits(const Frame& frame, const FrameMetadata&
   SPEXD_RETURN_IF_ERROR(CheckFrameShape(frame));
   const long ns = frame.nspec, nw = frame.nwave, nk = 2 * frame.ndiag + 1;
   const internal::WriterThreads threads(options);
+  const auto t0 = std::chrono::steady_clock::now();
   const std::vector<FrameScore> scores =
       internal::ScoresToWrite(frame, meta, threads.pool(), threads.workers());
+  if (options.times != nullptr) {
+    options.times->scores +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
   std::vector<HduSource> hdus;
   HduSource flux = Float32Image("FLUX", {nw, ns}, frame.flux);
   flux.primary = true;
@@ -109,7 +115,7 @@ absl::StatusOr<std::string> FrameToFits(const Frame& frame, const FrameMetadata&
     table.build = [&](FitsFile& f) { return internal::AppendScores(&f, scores, ns); };
     hdus.push_back(std::move(table));
   }
-  return internal::AssembleFits(hdus, threads, options.checksum_time);
+  return internal::AssembleFits(hdus, threads, options.checksum_time, options.times);
 }
 
 std::vector<FrameScore> RawScores(const Frame& frame, TaskPool* pool, int max_workers) {
@@ -139,7 +145,7 @@ absl::StatusOr<std::string> ModelToFits(const Frame& frame, const FrameMetadata&
   image.values = frame.model.data();
   image.count = frame.model.size();
   return internal::AssembleFits({std::move(image)}, internal::WriterThreads(options),
-                                options.checksum_time);
+                                options.checksum_time, options.times);
 }
 
 namespace {

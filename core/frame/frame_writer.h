@@ -38,6 +38,15 @@ struct FrameMetadata {
 // How FrameToFits and ModelToFits spread their work: the headers are built one per HDU,
 // the large data units (float32 encoding and checksums) in chunks, on up to `threads`
 // workers (the caller included). The bytes do not depend on it.
+// Wall seconds of a FrameToFits / ModelToFits call's phases (spexd_frame_write_bench).
+struct FitsWriteTimes {
+  double scores = 0;     // RAW scores (FrameToFits)
+  double headers = 0;    // every HDU's header, and the small HDUs, in scratch files
+  double allocate = 0;   // the output's pages faulted in and zero-filled
+  double encode = 0;     // the large data units encoded and summed into it
+  double checksums = 0;  // CHECKSUM/DATASUM cards, headers into place
+};
+
 struct FitsWriteOptions {
   // <= 0: DefaultFitsWriteThreads(); 1: everything on the calling thread.
   int threads = 0;
@@ -48,6 +57,8 @@ struct FitsWriteOptions {
   // The write time that every CHECKSUM/DATASUM comment records ("YYYY-MM-DDThh:mm:ss",
   // UTC, as CFITSIO writes it); empty: now. Tests set it to compare files byte for byte.
   std::string checksum_time;
+  // When set, the call's phase times go there.
+  FitsWriteTimes* times = nullptr;
 };
 
 // min(8, core::HardwareThreads()): a frame file is ~70 MB, memory bandwidth, not cores,

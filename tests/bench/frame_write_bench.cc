@@ -7,7 +7,8 @@
 //                   parts: to_float (float32 copies), cfitsio_write (the HDUs written,
 //                   headers included), checksums (fits_write_chksum on each HDU),
 //                   take_memory (the memory file copied out);
-//   frame_to_fits   core::FrameToFits with 1 thread and with --threads;
+//   frame_to_fits   core::FrameToFits with 1 thread and with --threads, and its phases
+//                   (FitsWriteTimes: scores, headers, allocate, encode, checksums);
 //   zero_fill       the output string's allocation and zero fill alone (serial part);
 //   gzip            GzipCompress of the file (--gzip-repeats, default 1: seconds each);
 //   write_fsync     WriteFileAtomically into --dir (temporary, fsync, rename);
@@ -315,8 +316,13 @@ int main(int argc, char** argv) {
     spexd::core::FitsWriteOptions o;
     o.threads = t;
     o.pool = pool.get();
-    add(Time(absl::StrCat("frame_to_fits_t", t), args.repeats,
-             [&](Parts*) { (void)spexd::core::FrameToFits(frame, meta, o); }));
+    add(Time(absl::StrCat("frame_to_fits_t", t), args.repeats, [&](Parts* p) {
+      spexd::core::FitsWriteTimes times;
+      o.times = &times;
+      (void)spexd::core::FrameToFits(frame, meta, o);
+      *p = {{"scores", times.scores}, {"headers", times.headers}, {"allocate", times.allocate},
+            {"encode", times.encode}, {"checksums", times.checksums}};
+    }));
     if (t == threads) break;
   }
   if (args.Runs("zero")) {

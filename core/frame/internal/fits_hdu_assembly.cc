@@ -4,6 +4,7 @@
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -112,6 +113,21 @@ absl::Status Build(const HduSource& src, const std::string& time, BuiltHdu* out)
   return absl::OkStatus();
 }
 
+// Adds the time since the last lap to a phase of `times` (nothing when null).
+class PhaseClock {
+ public:
+  explicit PhaseClock(FitsWriteTimes* times) : times_(times) {}
+  void Lap(double FitsWriteTimes::*phase) {
+    const auto now = std::chrono::steady_clock::now();
+    if (times_ != nullptr) times_->*phase += std::chrono::duration<double>(now - last_).count();
+    last_ = now;
+  }
+
+ private:
+  FitsWriteTimes* times_;
+  std::chrono::steady_clock::time_point last_ = std::chrono::steady_clock::now();
+};
+
 // One piece of phase 2: values [begin, end) of an encoded HDU, or a whole built data unit.
 struct DataTask {
   int hdu = 0;
@@ -170,7 +186,9 @@ WriterThreads::WriterThreads(const FitsWriteOptions& options)
 
 absl::StatusOr<std::string> AssembleFits(const std::vector<HduSource>& hdus,
                                          const WriterThreads& threads,
-                                         const std::string& checksum_time) {
+                                         const std::string& checksum_time,
+                                         FitsWriteTimes* times) {
+  PhaseClock clock(times);
   TaskPool* pool = threads.pool();
   const int workers = threads.workers();
   const std::string time = checksum_time.empty() ? ChecksumTimeNow() : checksum_time;
@@ -185,6 +203,7 @@ absl::StatusOr<std::string> AssembleFits(const std::vector<HduSource>& hdus,
       built[i].status = absl::ResourceExhaustedError("out of memory building a FITS header");
     }
   });
+  clock.Lap(&FitsWriteTimes::headers);
   int64_t total = 0;
   std::vector<DataTask> tasks;
   for (int i = 0; i < nhdu; ++i) {
@@ -203,6 +222,7 @@ absl::StatusOr<std::string> AssembleFits(const std::vector<HduSource>& hdus,
   // Phase 2: the data units, encoded and summed in chunks straight into the output
   // (zero-filled: the padding of each unit, FITS 4.0 §3.3.2).
   std::string file = ZeroFilledOutput(static_cast<std::size_t>(total), pool, workers);
+  clock.Lap(&FitsWriteTimes::allocate);
   std::vector<uint32_t> sums(tasks.size(), 0);
   ParallelFor(pool, workers, static_cast<int>(tasks.size()), [&](int, int t) {
     const DataTask& task = tasks[t];
@@ -219,6 +239,8 @@ absl::StatusOr<std::string> AssembleFits(const std::vector<HduSource>& hdus,
       sums[t] = Encode(hdus[task.hdu], task, data_unit);
     }
   });
+
+  clock.Lap(&FitsWriteTimes::encode);
 
   // Phase 3: each header with its DATASUM and CHECKSUM, into place.
   std::vector<uint32_t> datasum(hdus.size(), 0);
@@ -243,6 +265,7 @@ absl::StatusOr<std::string> AssembleFits(const std::vector<HduSource>& hdus,
     b.scratch.reset();
   });
   for (const BuiltHdu& b : built) SPEXD_RETURN_IF_ERROR(b.status);
+  clock.Lap(&FitsWriteTimes::checksums);
   return file;
 }
 

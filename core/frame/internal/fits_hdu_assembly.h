@@ -53,10 +53,12 @@ class WriterThreads {
 };
 
 // The file of `hdus` in order, each with its CHECKSUM/DATASUM as fits_write_chksum writes
-// them, with `checksum_time` in their comments (empty: now).
+// them, with `checksum_time` in their comments (empty: now). Phase times into `times`
+// when set.
 absl::StatusOr<std::string> AssembleFits(const std::vector<HduSource>& hdus,
                                          const WriterThreads& threads,
-                                         const std::string& checksum_time);
+                                         const std::string& checksum_time,
+                                         FitsWriteTimes* times = nullptr);
 
 }  // namespace spexd::core::internal
 

@@ -70,9 +70,10 @@ struct JobEnvironment {
   const DataRoots* roots = nullptr;         // inputs (--data_roots)
   const DataRoots* output_roots = nullptr;  // server-side output (--output_roots)
   ServiceLimits limits;
-  // Host decoding (all may be null): threads that decode a frame's planes with its loader,
-  // the memory float32 planes reuse from frame to frame, and whether the workers take
-  // float32 planes (set once the backends exist; PreprocOptions::keep_float32).
+  // Host decoding (all may be null): threads that decode a frame's planes with its loader
+  // (and encode server-written frame files with the streaming task, JobOutput), the
+  // memory float32 planes reuse from frame to frame, and whether the workers take float32
+  // planes (set once the backends exist; PreprocOptions::keep_float32).
   core::TaskPool* decode_pool = nullptr;
   core::PlaneBufferPool* plane_buffers = nullptr;
   core::PlaneBufferPool* load_buffers = nullptr;  // PreprocOptions::load_buffers

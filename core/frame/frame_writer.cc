@@ -4,221 +4,148 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <optional>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
-#include "core/io/fits_file.h"
-#include "core/frame/desi_conventions.h"
-#include "core/frame/internal/frame_scores.h"
-#include "core/io/internal/gzip.h"
+#include "core/base/parallel_for.h"
 #include "core/base/status_macros.h"
-#include "core/base/version.h"
+#include "core/frame/internal/fits_hdu_assembly.h"
+#include "core/frame/internal/frame_hdus.h"
+#include "core/frame/internal/frame_scores.h"
+#include "core/io/fits_file.h"
+#include "core/io/internal/gzip.h"
 
 namespace spexd::core {
 namespace {
 
-std::vector<float> ToFloat(const std::vector<double>& v) {
-  return std::vector<float>(v.begin(), v.end());
-}
-
-absl::Status Checksum(FitsFile* f) {
-  int status = 0;
-  fits_write_chksum(f->get(), &status);
-  if (status != 0) return f->Error(status, "writing CHECKSUM");
-  return absl::OkStatus();
-}
-
-#define SPEXD_STRINGIFY_INNER(x) #x
-#define SPEXD_STRINGIFY(x) SPEXD_STRINGIFY_INNER(x)
-constexpr const char* kCfitsioVersion = SPEXD_STRINGIFY(CFITSIO_MAJOR) "." SPEXD_STRINGIFY(
-    CFITSIO_MINOR) "." SPEXD_STRINGIFY(CFITSIO_MICRO);
-
-// desiutil.depend.setdep: update the DEPVERnn of `name` when a DEPNAMnn already names it
-// (e.g. copied from the input image header), else use the first free nn in 00..99.
-absl::Status SetDependency(FitsFile* f, const std::string& name, const std::string& version) {
-  for (int i = 0; i < 100; ++i) {
-    const std::string nk = absl::StrFormat("DEPNAM%02d", i);
-    const std::string vk = absl::StrFormat("DEPVER%02d", i);
-    std::optional<std::string> existing = f->ReadOptionalString(nk.c_str());
-    if (existing.has_value() && *existing != name) continue;
-    if (!existing.has_value()) SPEXD_RETURN_IF_ERROR(f->WriteKey(nk.c_str(), name, nullptr));
-    return f->WriteKey(vk.c_str(), version, nullptr);
-  }
-  return absl::OkStatus();  // 100 dependencies already recorded: desiutil gives up silently too
-}
-
-// The input's IMAGE cards without the COMMENT cards the new HDU already has (CFITSIO
-// writes the standard FITS COMMENT pair on every primary HDU, and so does the input's).
-std::vector<std::string> NewCards(FitsFile* f, const std::vector<std::string>& cards) {
-  std::vector<std::string> existing;
-  int nkeys = 0, more = 0, status = 0;
-  fits_get_hdrspace(f->get(), &nkeys, &more, &status);
-  char record[FLEN_CARD];
-  for (int i = 1; status == 0 && i <= nkeys; ++i) {
-    if (fits_read_record(f->get(), i, record, &status) == 0 && absl::StartsWith(record, "COMMENT")) {
-      existing.emplace_back(record);
-    }
-  }
-  std::vector<std::string> out;
-  for (const std::string& card : cards) {
-    std::string trimmed = card.substr(0, card.find_last_not_of(' ') + 1);
-    bool dup = false;
-    for (const std::string& e : existing) {
-      dup |= absl::StartsWith(card, "COMMENT") && e.substr(0, e.find_last_not_of(' ') + 1) == trimmed;
-    }
-    if (!dup) out.push_back(card);
-  }
-  return out;
-}
-
-// The FLUX (and model) header in desi_extract_spectra's order: the input's cards, HELIOCOR,
-// NSPEC .. IN_IMG, DEPNAMnn/DEPVERnn (desiutil.depend.add_dependencies), ORIG_PSF, BUNIT
-// (updated in place when the input has it), FIBERMIN (added by desispec's write_frame).
-absl::Status WriteFrameHeader(FitsFile* f, const Frame& frame, const FrameMetadata& meta) {
-  SPEXD_RETURN_IF_ERROR(f->WriteCards(NewCards(f, meta.image_header)));
-  if (meta.heliocor != 1.0) SPEXD_RETURN_IF_ERROR(f->WriteKey("HELIOCOR", meta.heliocor, nullptr));
-  SPEXD_RETURN_IF_ERROR(f->WriteKey("NSPEC", static_cast<long>(frame.nspec), "Number of spectra"));
-  SPEXD_RETURN_IF_ERROR(f->WriteKey("WAVEMIN", meta.wmin, "First wavelength [Angstroms]"));
-  SPEXD_RETURN_IF_ERROR(f->WriteKey("WAVEMAX", meta.wmax, "Last wavelength [Angstroms]"));
-  SPEXD_RETURN_IF_ERROR(f->WriteKey("WAVESTEP", meta.dw, "Wavelength step size [Angstroms]"));
-  SPEXD_RETURN_IF_ERROR(f->WriteKey("SPECTER", std::string(kSpexdVersion), "spexd version"));
-  SPEXD_RETURN_IF_ERROR(f->WriteKey("IN_PSF", ShortenDesiPath(meta.in_psf), "Input spectral PSF"));
-  SPEXD_RETURN_IF_ERROR(f->WriteKey("IN_IMG", ShortenDesiPath(meta.in_img), nullptr));
-  // Provenance: the software that made and wrote the numbers (the same for a local run,
-  // the server and spexctl over the server), then desiutil's environment entries.
-  SPEXD_RETURN_IF_ERROR(SetDependency(f, "spexd", kSpexdVersion));
-  SPEXD_RETURN_IF_ERROR(SetDependency(f, "cfitsio", kCfitsioVersion));
-  for (const auto& [name, value] : DesiEnvironmentDependencies()) {
-    SPEXD_RETURN_IF_ERROR(SetDependency(f, name, value));
-  }
-  if (!meta.orig_psf.empty()) SPEXD_RETURN_IF_ERROR(f->WriteKey("ORIG_PSF", meta.orig_psf, nullptr));
-  SPEXD_RETURN_IF_ERROR(f->WriteKey("BUNIT", std::string("electron/Angstrom"), nullptr));
-  SPEXD_RETURN_IF_ERROR(f->WriteKey("FIBERMIN", static_cast<long>(frame.specmin), nullptr));
-  return absl::OkStatus();
-}
-
-// SCORES: a binary table of float64 columns (desispec writes astropy Table(frame.scores)
-// of float64 arrays) with the score comments on the TTYPEn cards, as write_frame does.
-absl::Status WriteScores(FitsFile* f, const std::vector<FrameScore>& scores, long nspec) {
-  if (scores.empty()) return absl::OkStatus();
-  std::vector<char*> ttype, tform;
-  char format[] = "D";
-  for (const FrameScore& s : scores) {
-    ttype.push_back(const_cast<char*>(s.name.c_str()));
-    tform.push_back(format);
-  }
-  int status = 0;
-  fits_create_tbl(f->get(), BINARY_TBL, nspec, static_cast<int>(scores.size()), ttype.data(),
-                  tform.data(), nullptr, "SCORES", &status);
-  for (std::size_t c = 0; status == 0 && c < scores.size(); ++c) {
-    const std::string key = absl::StrCat("TTYPE", c + 1);
-    fits_modify_comment(f->get(), key.c_str(), scores[c].comment.c_str(), &status);
-    fits_write_col(f->get(), TDOUBLE, static_cast<int>(c + 1), 1, 1, nspec,
-                   const_cast<double*>(scores[c].values.data()), &status);
-  }
-  if (status != 0) return f->Error(status, "writing SCORES");
-  return Checksum(f);
-}
-
-absl::Status CopyFibermap(FitsFile* out, const Frame& frame, const FrameMetadata& meta) {
-  if (meta.fibermap_fits.empty()) return absl::OkStatus();
-  SPEXD_ASSIGN_OR_RETURN(FitsFile in, FitsFile::OpenMemory(meta.fibermap_fits.data(),
-                                                           meta.fibermap_fits.size(), "FIBERMAP"));
-  SPEXD_RETURN_IF_ERROR(in.MoveToHdu("FIBERMAP"));
-  long nrows = 0;
-  int status = 0;
-  fits_get_num_rows(in.get(), &nrows, &status);
-  if (status != 0) return in.Error(status, "reading FIBERMAP rows");
-  if (frame.specmin + frame.nspec > nrows) {
-    return absl::InvalidArgumentError(absl::StrCat("FIBERMAP has ", nrows, " rows, fewer than fibre ",
-                                                   frame.specmin + frame.nspec - 1));
-  }
-  // The whole table, then drop the rows of fibres not extracted (desispec slices the
-  // fibermap to the frame's fibres).
-  fits_copy_hdu(in.get(), out->get(), 0, &status);
-  const long last = frame.specmin + frame.nspec;
-  if (status == 0 && nrows > last) fits_delete_rows(out->get(), last + 1, nrows - last, &status);
-  if (status == 0 && frame.specmin > 0) fits_delete_rows(out->get(), 1, frame.specmin, &status);
-  // desispec writes the fibermap's header keys (an astropy Table's meta) before EXTNAME.
-  char extname[FLEN_CARD];
-  if (status == 0 && fits_read_card(out->get(), "EXTNAME", extname, &status) == 0) {
-    fits_delete_key(out->get(), "EXTNAME", &status);
-    fits_write_record(out->get(), extname, &status);
-  }
-  if (status != 0) return out->Error(status, "copying FIBERMAP");
-  SPEXD_RETURN_IF_ERROR(NulPadTableStrings(out));
-  return Checksum(out);
-}
-
-// CFITSIO writes an unsigned image's BZERO before BSCALE; astropy (desispec) the other
-// way round. Moves the BSCALE card in front of BZERO (the data are already written).
-absl::Status ScaleCardsInAstropyOrder(FitsFile* f) {
-  int status = 0, nkeys = 0, position = 0;
-  char bscale[FLEN_CARD], bzero[FLEN_CARD];
-  fits_read_card(f->get(), "BSCALE", bscale, &status);
-  fits_delete_key(f->get(), "BSCALE", &status);
-  fits_read_card(f->get(), "BZERO", bzero, &status);
-  fits_get_hdrpos(f->get(), &nkeys, &position, &status);  // position: the card after BZERO
-  fits_insert_record(f->get(), position - 1, bscale, &status);
-  if (status != 0) return f->Error(status, "ordering BSCALE/BZERO");
-  return absl::OkStatus();
-}
+using internal::HduSource;
 
 std::atomic<unsigned> g_tmp_counter{0};
 
-}  // namespace
-
-absl::StatusOr<std::string> FrameToFits(const Frame& frame, const FrameMetadata& meta) {
-  const long ns = frame.nspec, nw = frame.nwave, nk = 2 * frame.ndiag + 1;
-  SPEXD_ASSIGN_OR_RETURN(FitsFile f, FitsFile::CreateMemory("frame"));
-  auto flux = ToFloat(frame.flux);
-  SPEXD_RETURN_IF_ERROR(f.WriteImage<float>("FLUX", {nw, ns}, flux.data()));
-  SPEXD_RETURN_IF_ERROR(WriteFrameHeader(&f, frame, meta));
-  SPEXD_RETURN_IF_ERROR(Checksum(&f));
-  auto ivar = ToFloat(frame.ivar);
-  SPEXD_RETURN_IF_ERROR(f.WriteImage<float>("IVAR", {nw, ns}, ivar.data()));
-  SPEXD_RETURN_IF_ERROR(Checksum(&f));
-  SPEXD_RETURN_IF_ERROR(f.WriteImage<uint32_t>("MASK", {nw, ns}, frame.mask.data()));
-  SPEXD_RETURN_IF_ERROR(ScaleCardsInAstropyOrder(&f));
-  SPEXD_RETURN_IF_ERROR(Checksum(&f));
-  SPEXD_RETURN_IF_ERROR(f.WriteImage<double>("WAVELENGTH", {nw}, frame.wave.data()));
-  SPEXD_RETURN_IF_ERROR(f.WriteKey("BUNIT", std::string("Angstrom"), nullptr));
-  SPEXD_RETURN_IF_ERROR(Checksum(&f));
-  auto res = ToFloat(frame.rdiags);
-  SPEXD_RETURN_IF_ERROR(f.WriteImage<float>("RESOLUTION", {nw, nk, ns}, res.data()));
-  SPEXD_RETURN_IF_ERROR(Checksum(&f));
-  SPEXD_RETURN_IF_ERROR(CopyFibermap(&f, frame, meta));
-  auto chi2 = ToFloat(frame.chi2pix);
-  SPEXD_RETURN_IF_ERROR(f.WriteImage<float>("CHI2PIX", {nw, ns}, chi2.data()));
-  SPEXD_RETURN_IF_ERROR(Checksum(&f));
-  if (meta.scores) {
-    SPEXD_RETURN_IF_ERROR(
-        WriteScores(&f, meta.given_scores.has_value() ? *meta.given_scores : RawScores(frame), ns));
-  }
-  return f.TakeMemory();
+// The writer reads exactly the values the header announces; a frame whose arrays do not
+// match its shape is refused rather than read past.
+absl::Status CheckFrameShape(const Frame& frame) {
+  const std::size_t ns = static_cast<std::size_t>(std::max(frame.nspec, 0));
+  const std::size_t nw = static_cast<std::size_t>(std::max(frame.nwave, 0));
+  const std::size_t nk = static_cast<std::size_t>(std::max(2 * frame.ndiag + 1, 0));
+  const bool ok = frame.nspec >= 0 && frame.nwave >= 0 && frame.ndiag >= 0 &&
+                  frame.wave.size() == nw && frame.flux.size() == ns * nw &&
+                  frame.ivar.size() == ns * nw && frame.mask.size() == ns * nw &&
+                  frame.chi2pix.size() == ns * nw && frame.rdiags.size() == ns * nk * nw;
+  if (ok) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "frame arrays do not match ", frame.nspec, " spectra x ", frame.nwave, " wavelengths (",
+      frame.ndiag, " diagonals): wave ", frame.wave.size(), ", flux ", frame.flux.size(), ", ivar ",
+      frame.ivar.size(), ", mask ", frame.mask.size(), ", chi2pix ", frame.chi2pix.size(),
+      ", resolution ", frame.rdiags.size()));
 }
 
-std::vector<FrameScore> RawScores(const Frame& frame) { return ComputeRawScores(frame); }
+// A float32 image HDU whose data the assembly encodes from `values`.
+HduSource Float32Image(const char* extname, std::vector<long> naxes,
+                       const std::vector<double>& values) {
+  HduSource h;
+  h.build = [extname, naxes](FitsFile& f) { return f.CreateImage<float>(extname, naxes); };
+  h.encoding = HduSource::Encoding::kFloat32;
+  h.values = values.data();
+  h.count = values.size();
+  return h;
+}
 
-absl::StatusOr<std::string> ModelToFits(const Frame& frame, const FrameMetadata& meta) {
+}  // namespace
+
+int DefaultFitsWriteThreads() { return std::min(8, HardwareThreads()); }
+
+// The HDUs of desispec's write_frame (extraction-spec §5.3), in its order; the headers are
+// those of the serial reference writer (internal/frame_hdus.h), the float arrays are
+// written as float32 as desispec writes them.
+absl::StatusOr<std::string> FrameToFits(const Frame& frame, const FrameMetadata& meta,
+                                        const FitsWriteOptions& options) {
+  SPEXD_RETURN_IF_ERROR(CheckFrameShape(frame));
+  const long ns = frame.nspec, nw = frame.nwave, nk = 2 * frame.ndiag + 1;
+  const internal::WriterThreads threads(options);
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::vector<FrameScore> scores =
+      internal::ScoresToWrite(frame, meta, threads.pool(), threads.workers());
+  if (options.times != nullptr) {
+    options.times->scores +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+  std::vector<HduSource> hdus;
+  HduSource flux = Float32Image("FLUX", {nw, ns}, frame.flux);
+  flux.primary = true;
+  flux.build = [&](FitsFile& f) {
+    SPEXD_RETURN_IF_ERROR(f.CreateImage<float>("FLUX", {nw, ns}));
+    return internal::WriteFrameHeader(&f, frame, meta);
+  };
+  hdus.push_back(std::move(flux));
+  hdus.push_back(Float32Image("IVAR", {nw, ns}, frame.ivar));
+  HduSource mask;
+  mask.build = [&](FitsFile& f) {
+    SPEXD_RETURN_IF_ERROR(f.CreateImage<uint32_t>("MASK", {nw, ns}));
+    return internal::ScaleCardsInAstropyOrder(&f);
+  };
+  mask.encoding = HduSource::Encoding::kUint32WithZero;
+  mask.values = frame.mask.data();
+  mask.count = frame.mask.size();
+  hdus.push_back(std::move(mask));
+  HduSource wave;
+  wave.build = [&](FitsFile& f) {
+    SPEXD_RETURN_IF_ERROR(f.WriteImage<double>("WAVELENGTH", {nw}, frame.wave.data()));
+    return f.WriteKey("BUNIT", std::string("Angstrom"), nullptr);
+  };
+  hdus.push_back(std::move(wave));
+  hdus.push_back(Float32Image("RESOLUTION", {nw, nk, ns}, frame.rdiags));
+  if (!meta.fibermap_fits.empty()) {
+    HduSource fibermap;
+    fibermap.build = [&](FitsFile& f) { return internal::AppendFibermap(&f, frame, meta); };
+    hdus.push_back(std::move(fibermap));
+  }
+  hdus.push_back(Float32Image("CHI2PIX", {nw, ns}, frame.chi2pix));
+  if (!scores.empty()) {
+    HduSource table;
+    table.build = [&](FitsFile& f) { return internal::AppendScores(&f, scores, ns); };
+    hdus.push_back(std::move(table));
+  }
+  return internal::AssembleFits(hdus, threads, options.checksum_time, options.times);
+}
+
+std::vector<FrameScore> RawScores(const Frame& frame, TaskPool* pool, int max_workers) {
+  return ComputeRawScores(frame, pool, max_workers);
+}
+
+absl::StatusOr<std::string> ModelToFits(const Frame& frame, const FrameMetadata& meta,
+                                        const FitsWriteOptions& options) {
   if (frame.model.empty()) return absl::FailedPreconditionError("frame has no model image");
-  SPEXD_ASSIGN_OR_RETURN(FitsFile f, FitsFile::CreateMemory("model"));
-  SPEXD_RETURN_IF_ERROR(f.WriteImage<double>(
-      "IMAGE", {static_cast<long>(frame.model_width), static_cast<long>(frame.model_height)},
-      frame.model.data()));
-  SPEXD_RETURN_IF_ERROR(WriteFrameHeader(&f, frame, meta));
-  int status = 0;
-  fits_delete_key(f.get(), "EXTEND", &status);  // one HDU: desispec's file has no EXTEND
-  if (status != 0) return f.Error(status, "writing the model header");
-  SPEXD_RETURN_IF_ERROR(Checksum(&f));
-  return f.TakeMemory();
+  const long width = frame.model_width, height = frame.model_height;
+  if (width < 0 || height < 0 ||
+      frame.model.size() != static_cast<std::size_t>(width) * static_cast<std::size_t>(height)) {
+    return absl::InvalidArgumentError(absl::StrCat("model image of ", frame.model.size(),
+                                                   " values for ", height, " x ", width));
+  }
+  HduSource image;
+  image.primary = true;
+  image.build = [&](FitsFile& f) {
+    SPEXD_RETURN_IF_ERROR(f.CreateImage<double>("IMAGE", {width, height}));
+    SPEXD_RETURN_IF_ERROR(internal::WriteFrameHeader(&f, frame, meta));
+    int status = 0;
+    fits_delete_key(f.get(), "EXTEND", &status);  // one HDU: desispec's file has no EXTEND
+    if (status != 0) return f.Error(status, "writing the model header");
+    return absl::OkStatus();
+  };
+  image.encoding = HduSource::Encoding::kFloat64;
+  image.values = frame.model.data();
+  image.count = frame.model.size();
+  return internal::AssembleFits({std::move(image)}, internal::WriterThreads(options),
+                                options.checksum_time, options.times);
 }
 
 namespace {

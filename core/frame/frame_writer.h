@@ -8,8 +8,9 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "core/plan/extraction_params.h"
+#include "core/base/task_pool.h"
 #include "core/frame/frame.h"
+#include "core/plan/extraction_params.h"
 
 namespace spexd::core {
 
@@ -34,9 +35,41 @@ struct FrameMetadata {
   std::optional<std::vector<FrameScore>> given_scores;
 };
 
+// How FrameToFits and ModelToFits spread their work: the headers are built one per HDU,
+// the large data units (float32 encoding and checksums) in chunks, on up to `threads`
+// workers (the caller included). The bytes do not depend on it.
+// Wall seconds of a FrameToFits / ModelToFits call's phases (spexd_frame_write_bench).
+struct FitsWriteTimes {
+  double scores = 0;     // RAW scores (FrameToFits)
+  double headers = 0;    // every HDU's header, and the small HDUs, in scratch files
+  double allocate = 0;   // the output's pages faulted in and zero-filled
+  double encode = 0;     // the large data units encoded and summed into it
+  double checksums = 0;  // CHECKSUM/DATASUM cards, headers into place
+};
+
+struct FitsWriteOptions {
+  // <= 0: DefaultFitsWriteThreads(); 1: everything on the calling thread.
+  int threads = 0;
+  // The helpers' threads (e.g. the server's host pool, core::ParallelFor's rules: the caller
+  // always takes part, a busy pool only makes it slower). Null: a pool of threads - 1 is
+  // started for the call and joined before it returns.
+  TaskPool* pool = nullptr;
+  // The write time that every CHECKSUM/DATASUM comment records ("YYYY-MM-DDThh:mm:ss",
+  // UTC, as CFITSIO writes it); empty: now. Tests set it to compare files byte for byte.
+  std::string checksum_time;
+  // When set, the call's phase times go there.
+  FitsWriteTimes* times = nullptr;
+};
+
+// min(8, core::HardwareThreads()): a frame file is ~70 MB, memory bandwidth, not cores,
+// bounds it beyond that (docs/perf.md, "Host time per frame with real clients").
+int DefaultFitsWriteThreads();
+
 // desispec's RAW scores of the frame (core/frame/internal/frame_scores.h): the SCORES
-// HDU's columns, empty when no bin is in the camera's band.
-std::vector<FrameScore> RawScores(const Frame& frame);
+// HDU's columns, empty when no bin is in the camera's band. Fibres spread over `pool`
+// (core::ParallelFor, up to `max_workers`; null: the calling thread), same values.
+std::vector<FrameScore> RawScores(const Frame& frame, TaskPool* pool = nullptr,
+                                  int max_workers = 1);
 
 // Builds the frame file in memory: FLUX (primary), IVAR, MASK (uint32), WAVELENGTH,
 // RESOLUTION, FIBERMAP (rows specmin..specmin+nspec-1, when given), CHI2PIX, SCORES
@@ -44,11 +77,15 @@ std::vector<FrameScore> RawScores(const Frame& frame);
 // band), with desispec's header keywords, DEPNAMnn/DEPVERnn provenance (spexd and
 // CFITSIO, the software that made and wrote the numbers; the same for a local run, the
 // server and spexctl over the server, whose files are equal) and CHECKSUM/DATASUM on
-// every HDU.
-absl::StatusOr<std::string> FrameToFits(const Frame& frame, const FrameMetadata& meta);
+// every HDU. The bytes are those of one CFITSIO memory file written HDU after HDU with
+// fits_write_chksum (internal/frame_writer_reference.h), assembled from HDUs built in
+// parallel (`options`). INVALID_ARGUMENT when the frame's arrays do not match its shape.
+absl::StatusOr<std::string> FrameToFits(const Frame& frame, const FrameMetadata& meta,
+                                        const FitsWriteOptions& options = {});
 // Model image file: a primary float64 [H][W] image, EXTNAME IMAGE, with the frame header
 // (as desi_extract_spectra --model writes it).
-absl::StatusOr<std::string> ModelToFits(const Frame& frame, const FrameMetadata& meta);
+absl::StatusOr<std::string> ModelToFits(const Frame& frame, const FrameMetadata& meta,
+                                        const FitsWriteOptions& options = {});
 
 // Writes bytes to `path` atomically: a temporary file in the same directory, fsync,
 // then rename. A reader never sees a partial file; on failure nothing is left behind.

@@ -309,6 +309,20 @@ absl::StatusOr<std::string> FitsFile::TakeMemory() {
   return bytes;
 }
 
+absl::StatusOr<std::string> FitsFile::WrittenBytes(int64_t offset, int64_t n) {
+  if (mem_ == nullptr || fptr_ == nullptr || mem_->borrowed()) {
+    return absl::FailedPreconditionError(absl::StrCat(name_, ": not a memory file being written"));
+  }
+  int status = 0;
+  fits_flush_buffer(fptr_, 0, &status);
+  if (status != 0) return Error(status, "flushing memory file");
+  if (offset < 0 || n < 0 || static_cast<uint64_t>(offset + n) > mem_->size) {
+    return absl::OutOfRangeError(absl::StrCat(name_, ": bytes ", offset, "+", n,
+                                              " beyond the memory file's ", mem_->size));
+  }
+  return std::string(static_cast<const char*>(mem_->ptr) + offset, static_cast<std::size_t>(n));
+}
+
 const char* FitsFile::MemoryData() const {
   return mem_ != nullptr ? static_cast<const char*>(mem_->ptr) : nullptr;
 }

@@ -134,6 +134,10 @@ class FitsFile {
   template <typename T>
   absl::Status WriteImage(absl::string_view extname, const std::vector<long>& naxes,
                           const T* data);
+  // The same without writing the pixels: the header as WriteImage makes it, for a writer
+  // that produces the data unit itself (core/frame/internal/fits_hdu_assembly.h).
+  template <typename T>
+  absl::Status CreateImage(absl::string_view extname, const std::vector<long>& naxes);
   // Writes raw header cards into the current HDU (skipping any that conflict with
   // structural keywords or EXTNAME).
   absl::Status WriteCards(const std::vector<std::string>& cards);
@@ -150,6 +154,9 @@ class FitsFile {
 
   // For files made by CreateMemory: closes the file and returns its bytes.
   absl::StatusOr<std::string> TakeMemory();
+  // For files made by CreateMemory, left open: bytes [offset, offset + n) as written so
+  // far (CFITSIO's buffers flushed first). OUT_OF_RANGE past the end of its buffer.
+  absl::StatusOr<std::string> WrittenBytes(int64_t offset, int64_t n);
 
   // A status for a failing CFITSIO call: "<file>[<hdu>]: <what>: <cfitsio text>".
   absl::Status Error(int cfitsio_status, absl::string_view what) const;

@@ -32,14 +32,23 @@ absl::Status FitsFile::CopyCurrentHduTo(FitsFile& dest) {
 }
 
 template <typename T>
-absl::Status FitsFile::WriteImage(absl::string_view extname, const std::vector<long>& naxes,
-                                  const T* data) {
+absl::Status FitsFile::CreateImage(absl::string_view extname, const std::vector<long>& naxes) {
   int status = 0;
   std::vector<long> axes = naxes;
   fits_create_img(fptr_, FitsType<T>::kImg, static_cast<int>(axes.size()), axes.data(), &status);
   std::string name(extname);
   fits_update_key(fptr_, TSTRING, "EXTNAME", name.data(), nullptr, &status);
   if (status != 0) return Error(status, absl::StrCat("creating image HDU ", extname));
+  return absl::OkStatus();
+}
+
+template <typename T>
+absl::Status FitsFile::WriteImage(absl::string_view extname, const std::vector<long>& naxes,
+                                  const T* data) {
+  absl::Status created = CreateImage<T>(extname, naxes);
+  if (!created.ok()) return created;
+  int status = 0;
+  std::vector<long> axes = naxes;
   LONGLONG n = 1;
   for (long a : axes) n *= a;
   if (n > 0 && !axes.empty()) {
@@ -91,7 +100,8 @@ absl::Status FitsFile::WriteKey(const char* key, long value, const char* comment
 
 #define SPEXD_INSTANTIATE(T)                                                              \
   template absl::Status FitsFile::WriteImage<T>(absl::string_view, const std::vector<long>&, \
-                                                const T*);
+                                                const T*);                                   \
+  template absl::Status FitsFile::CreateImage<T>(absl::string_view, const std::vector<long>&);
 SPEXD_FITS_PIXEL_TYPES(SPEXD_INSTANTIATE)
 #undef SPEXD_INSTANTIATE
 

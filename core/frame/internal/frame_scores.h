@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "core/base/task_pool.h"
 #include "core/frame/frame.h"
 #include "core/frame/frame_writer.h"  // FrameScore
 
@@ -25,8 +26,11 @@ char ScoreBand(const std::vector<double>& wave);
 //   COUNT  = median of flux / dwave;
 //   SNR    = median of sqrt(max(ivar, 0)) * flux / sqrt(dwave).
 // MASK plays no part (desispec's definition). Empty when no bin falls in the band
-// (desispec raises there; spexd then writes no SCORES HDU).
-std::vector<FrameScore> ComputeRawScores(const Frame& frame);
+// (desispec raises there; spexd then writes no SCORES HDU). The fibres are spread over
+// `pool` with up to `max_workers` workers (core::ParallelFor; null: the calling thread);
+// each fibre's values do not depend on it.
+std::vector<FrameScore> ComputeRawScores(const Frame& frame, TaskPool* pool = nullptr,
+                                         int max_workers = 1);
 
 // numpy's pairwise float64 summation (add.reduce over a contiguous axis: numpy.mean of
 // the grid) and

@@ -1,0 +1,331 @@
+// core::FrameToFits / ModelToFits (HDUs built in parallel, data encoded and summed in
+// chunks) against the serial CFITSIO writer they replaced (internal/frame_writer_reference.h):
+// the same bytes, CHECKSUM/DATASUM included, for every thread count (issue 22 item 4).
+// The reference stamps each HDU's checksum comments with CFITSIO's clock; the new writer
+// is given the same time (FitsWriteOptions::checksum_time) so that whole files compare.
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <limits>
+#include <utility>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/base/parallel_for.h"
+#include "core/frame/frame_writer.h"
+#include "core/frame/internal/fits_checksum.h"
+#include "core/frame/internal/frame_writer_reference.h"
+#include "core/io/fits_file.h"
+#include "gtest/gtest.h"
+
+namespace spexd::core {
+namespace {
+
+// Deterministic values of desispec's ranges, with NaN, +-Inf, -0 and denormals among them
+// when `specials` (a float64 that rounds to a float32 denormal or overflows included).
+Frame MakeFrame(int nspec, int nwave, int ndiag, uint64_t seed, bool specials) {
+  Frame f;
+  f.specmin = 3;
+  f.nspec = nspec;
+  f.nwave = nwave;
+  f.ndiag = ndiag;
+  for (int w = 0; w < nwave; ++w) f.wave.push_back(5760.0 + 0.8 * w);
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> normal(100.0, 300.0);
+  std::uniform_real_distribution<double> unit(0.0, 1.0);
+  const std::size_t n = static_cast<std::size_t>(nspec) * nwave;
+  for (std::size_t i = 0; i < n; ++i) {
+    f.flux.push_back(normal(rng));
+    f.ivar.push_back(unit(rng) < 0.05 ? 0.0 : unit(rng) * 1e-3);
+    f.chi2pix.push_back(unit(rng) * 3);
+    f.mask.push_back(unit(rng) < 0.1 ? static_cast<uint32_t>(rng()) : 0u);  // high bit too
+    f.pixmask_fraction.push_back(0.0);
+  }
+  for (std::size_t i = 0; i < n * (2 * ndiag + 1); ++i) f.rdiags.push_back(unit(rng) * 0.3);
+  if (specials && n > 8) {
+    const double inf = std::numeric_limits<double>::infinity();
+    const double values[] = {std::nan(""), inf, -inf, -0.0, 1e-42, 1e39, -1e-310,
+                             std::numeric_limits<double>::quiet_NaN()};
+    for (std::size_t k = 0; k < std::size(values); ++k) {
+      const std::size_t at = (k * 7919) % n;
+      f.flux[at] = values[k];
+      f.ivar[(at + 1) % n] = values[k];
+      f.chi2pix[(at + 2) % n] = values[k];
+      f.rdiags[(at * 3) % f.rdiags.size()] = values[k];
+    }
+  }
+  return f;
+}
+
+// A FIBERMAP of `rows` rows (FIBER = 0..rows-1, a float, a double, a 64-bit integer and a
+// blank-padded string), with CHECKSUM/DATASUM as desispec's inputs carry them if asked.
+std::string MakeFibermap(int rows, bool checksum) {
+  auto fm = FitsFile::CreateMemory("fm");
+  EXPECT_TRUE(fm.ok());
+  int status = 0;
+  fits_create_img(fm->get(), BYTE_IMG, 0, nullptr, &status);
+  char* ttype[] = {const_cast<char*>("FIBER"), const_cast<char*>("TARGET_RA"),
+                   const_cast<char*>("FLUX_R"), const_cast<char*>("TARGETID"),
+                   const_cast<char*>("OBJTYPE")};
+  char* tform[] = {const_cast<char*>("J"), const_cast<char*>("D"), const_cast<char*>("E"),
+                   const_cast<char*>("K"), const_cast<char*>("3A")};
+  fits_create_tbl(fm->get(), BINARY_TBL, rows, 5, ttype, tform, nullptr, "FIBERMAP", &status);
+  long tileid = 80605;
+  fits_update_key(fm->get(), TLONG, "TILEID", &tileid, "Tile ID", &status);
+  for (int r = 0; r < rows; ++r) {
+    int fiber = r;
+    double ra = 150.0 + 0.001 * r;
+    float flux = 1.5f * static_cast<float>(r);
+    LONGLONG id = 39627000000000000LL + r;
+    const char* type = r % 3 == 0 ? "SKY" : "TGT";
+    fits_write_col(fm->get(), TINT, 1, r + 1, 1, 1, &fiber, &status);
+    fits_write_col(fm->get(), TDOUBLE, 2, r + 1, 1, 1, &ra, &status);
+    fits_write_col(fm->get(), TFLOAT, 3, r + 1, 1, 1, &flux, &status);
+    fits_write_col(fm->get(), TLONGLONG, 4, r + 1, 1, 1, &id, &status);
+    fits_write_col(fm->get(), TSTRING, 5, r + 1, 1, 1, const_cast<char**>(&type), &status);
+  }
+  if (checksum) fits_write_chksum(fm->get(), &status);
+  EXPECT_EQ(status, 0);
+  return *fm->TakeMemory();
+}
+
+FrameMetadata MakeMeta(int extra_cards) {
+  FrameMetadata meta;
+  meta.image_header = {"CAMERA  = 'r1      '           / Spectrograph Camera",
+                       "EXPTIME =                900.0 / Exposure time",
+                       "DEPNAM00= 'python  '", "DEPVER00= '3.10.14 '"};
+  for (int i = 0; i < extra_cards; ++i) {
+    meta.image_header.push_back("KEY" + std::to_string(i) + std::string(5 - std::to_string(i).size(), ' ') +
+                                "= " + std::to_string(i * 17));
+  }
+  meta.in_psf = "psf-r1.fits";
+  meta.in_img = "preproc-r1.fits";
+  meta.wmin = 5760.0;
+  meta.wmax = 7620.0;
+  meta.dw = 0.8;
+  return meta;
+}
+
+// "HDU checksum updated <time>": the time of each HDU of `file`, with its byte range.
+struct HduRange {
+  int64_t begin = 0, end = 0;
+  std::string time;
+};
+std::vector<HduRange> HduRanges(const std::string& file) {
+  std::vector<HduRange> out;
+  auto f = FitsFile::OpenMemory(file.data(), file.size(), "ref");
+  EXPECT_TRUE(f.ok()) << f.status();
+  if (!f.ok()) return out;
+  const int n = *f->NumHdus();
+  for (int i = 0; i < n; ++i) {
+    EXPECT_TRUE(f->MoveToHduIndex(i).ok());
+    int status = 0;
+    LONGLONG head = 0, data = 0, end = 0;
+    char value[FLEN_VALUE] = {0}, comment[FLEN_COMMENT] = {0};
+    fits_get_hduaddrll(f->get(), &head, &data, &end, &status);
+    fits_read_keyword(f->get(), "CHECKSUM", value, comment, &status);
+    EXPECT_EQ(status, 0) << "HDU " << i;
+    const std::string c = comment;
+    const std::size_t at = c.find("updated ");
+    out.push_back({head, end, at == std::string::npos ? "" : c.substr(at + 8, 19)});
+  }
+  return out;
+}
+
+// Index of the first byte that differs (or the shorter length), -1 when equal: a 70 MB
+// mismatch must not be printed whole.
+int64_t FirstDifference(const std::string& a, const std::string& b) {
+  const std::size_t n = std::min(a.size(), b.size());
+  for (std::size_t i = 0; i < n; ++i) {
+    if (a[i] != b[i]) return static_cast<int64_t>(i);
+  }
+  return a.size() == b.size() ? -1 : static_cast<int64_t>(n);
+}
+
+void ExpectBytesOfReference(const std::string& reference,
+                            const std::function<absl::StatusOr<std::string>(const std::string&)>& write) {
+  const std::vector<HduRange> hdus = HduRanges(reference);
+  ASSERT_FALSE(hdus.empty());
+  std::map<std::string, std::string> by_time;  // the new file, once per time the reference has
+  for (const HduRange& h : hdus) {
+    if (by_time.count(h.time) != 0) continue;
+    absl::StatusOr<std::string> file = write(h.time);
+    ASSERT_TRUE(file.ok()) << file.status();
+    ASSERT_EQ(file->size(), reference.size());
+    by_time[h.time] = *std::move(file);
+  }
+  for (std::size_t i = 0; i < hdus.size(); ++i) {
+    const HduRange& h = hdus[i];
+    const std::string want = reference.substr(h.begin, h.end - h.begin);
+    const std::string got = by_time[h.time].substr(h.begin, h.end - h.begin);
+    const int64_t at = FirstDifference(got, want);
+    EXPECT_EQ(at, -1) << "HDU " << i << " differs at byte " << at << ": "
+                      << got.substr(at / 80 * 80, 80) << " | " << want.substr(at / 80 * 80, 80);
+  }
+  // Every HDU of the new file verifies (fits_verify_chksum), as the reference's do.
+  const std::string& any = by_time.begin()->second;
+  auto f = FitsFile::OpenMemory(any.data(), any.size(), "new");
+  ASSERT_TRUE(f.ok());
+  for (int i = 0; i < static_cast<int>(hdus.size()); ++i) {
+    ASSERT_TRUE(f->MoveToHduIndex(i).ok());
+    int data_ok = 0, hdu_ok = 0, status = 0;
+    fits_verify_chksum(f->get(), &data_ok, &hdu_ok, &status);
+    EXPECT_EQ(data_ok, 1) << "HDU " << i;
+    EXPECT_EQ(hdu_ok, 1) << "HDU " << i;
+  }
+}
+
+void ExpectFrameMatches(const Frame& frame, const FrameMetadata& meta,
+                        const std::vector<int>& thread_counts, TaskPool* pool = nullptr) {
+  absl::StatusOr<std::string> reference = internal::FrameToFitsReference(frame, meta);
+  ASSERT_TRUE(reference.ok()) << reference.status();
+  for (int threads : thread_counts) {
+    SCOPED_TRACE(::testing::Message() << threads << " threads");
+    ExpectBytesOfReference(*reference, [&](const std::string& time) {
+      FitsWriteOptions options;
+      options.threads = threads;
+      options.pool = pool;
+      options.checksum_time = time;
+      return FrameToFits(frame, meta, options);
+    });
+  }
+}
+
+TEST(FrameWriterBytesTest, FullSizeFrameEqualsReference) {
+  const Frame frame = MakeFrame(500, 2326, 5, 22, /*specials=*/true);
+  FrameMetadata meta = MakeMeta(120);
+  meta.fibermap_fits = MakeFibermap(510, /*checksum=*/true);
+  ExpectFrameMatches(frame, meta, {1, 4});
+}
+
+TEST(FrameWriterBytesTest, SmallOddFramesEqualReference) {
+  for (bool specials : {false, true}) {
+    for (int variant = 0; variant < 4; ++variant) {
+      SCOPED_TRACE(::testing::Message() << "specials " << specials << " variant " << variant);
+      const Frame frame = MakeFrame(3, 7, 1, 7 + variant, specials);
+      FrameMetadata meta = MakeMeta(variant);
+      meta.scores = variant != 1;  // --no-scores
+      if (variant >= 2) meta.fibermap_fits = MakeFibermap(9, /*checksum=*/variant == 3);
+      ExpectFrameMatches(frame, meta, {1, 2, 3});
+    }
+  }
+}
+
+// Scores as a float32 stream hands them over (FrameMetadata::given_scores), and a grid out
+// of every band (no SCORES HDU).
+TEST(FrameWriterBytesTest, GivenAndAbsentScores) {
+  Frame frame = MakeFrame(4, 5, 2, 3, false);
+  FrameMetadata meta = MakeMeta(0);
+  meta.given_scores = std::vector<FrameScore>{{"SUM_RAW_COUNT_R", "sum counts", {1, 2, 3, 4}}};
+  ExpectFrameMatches(frame, meta, {2});
+  for (double& w : frame.wave) w += 10000.0;  // beyond z: no bin in a band
+  ExpectFrameMatches(frame, MakeMeta(0), {2});
+}
+
+// The FLUX header's size through every position of its last card in a 2880-byte record
+// (36 cards), so that the CHECKSUM/DATASUM cards start or spill into a new record.
+TEST(FrameWriterBytesTest, HeaderSizesAcrossRecordBoundaries) {
+  const Frame frame = MakeFrame(2, 3, 1, 11, false);
+  for (int extra = 0; extra < 38; ++extra) {
+    SCOPED_TRACE(extra);
+    ExpectFrameMatches(frame, MakeMeta(extra), {2});
+  }
+}
+
+// All-zero data units: DATASUM stays '         0' (ffpcks writes it so and leaves it).
+TEST(FrameWriterBytesTest, ZeroDataUnits) {
+  Frame frame = MakeFrame(3, 4, 1, 5, false);
+  std::fill(frame.flux.begin(), frame.flux.end(), 0.0);
+  std::fill(frame.mask.begin(), frame.mask.end(), 0x80000000u);  // stored as 0
+  ExpectFrameMatches(frame, MakeMeta(1), {2});
+  Frame empty = MakeFrame(0, 4, 1, 5, false);
+  ExpectFrameMatches(empty, MakeMeta(1), {2});
+}
+
+// The server's shared host pool, as it passes it.
+TEST(FrameWriterBytesTest, SharedPool) {
+  std::unique_ptr<TaskPool> pool = MakeTaskPool(3);
+  const Frame frame = MakeFrame(40, 300, 5, 9, true);
+  FrameMetadata meta = MakeMeta(10);
+  meta.fibermap_fits = MakeFibermap(50, true);
+  ExpectFrameMatches(frame, meta, {4}, pool.get());
+}
+
+TEST(FrameWriterBytesTest, ModelEqualsReference) {
+  for (auto [height, width] : {std::pair{5, 7}, std::pair{301, 250}}) {
+    Frame frame = MakeFrame(2, 3, 1, 13, false);
+    frame.model_height = height;
+    frame.model_width = width;
+    std::mt19937_64 rng(height);
+    std::normal_distribution<double> normal(0.0, 50.0);
+    for (int i = 0; i < height * width; ++i) frame.model.push_back(normal(rng));
+    frame.model[1] = std::nan("");
+    const FrameMetadata meta = MakeMeta(3);
+    absl::StatusOr<std::string> reference = internal::ModelToFitsReference(frame, meta);
+    ASSERT_TRUE(reference.ok()) << reference.status();
+    for (int threads : {1, 3}) {
+      ExpectBytesOfReference(*reference, [&](const std::string& time) {
+        FitsWriteOptions options;
+        options.threads = threads;
+        options.checksum_time = time;
+        return ModelToFits(frame, meta, options);
+      });
+    }
+  }
+}
+
+// The model header loses EXTEND after its cards are written: through every position of
+// its last card in a record, the header keeps the size CFITSIO gave it.
+TEST(FrameWriterBytesTest, ModelHeaderSizesAcrossRecordBoundaries) {
+  Frame frame = MakeFrame(2, 3, 1, 13, false);
+  frame.model_height = 3;
+  frame.model_width = 4;
+  frame.model.assign(12, 2.5);
+  for (int extra = 0; extra < 38; ++extra) {
+    SCOPED_TRACE(extra);
+    const FrameMetadata meta = MakeMeta(extra);
+    absl::StatusOr<std::string> reference = internal::ModelToFitsReference(frame, meta);
+    ASSERT_TRUE(reference.ok()) << reference.status();
+    ExpectBytesOfReference(*reference, [&](const std::string& time) {
+      FitsWriteOptions options;
+      options.threads = 2;
+      options.checksum_time = time;
+      return ModelToFits(frame, meta, options);
+    });
+  }
+}
+
+TEST(FrameWriterBytesTest, MismatchedArraysRefused) {
+  Frame frame = MakeFrame(3, 4, 1, 1, false);
+  frame.rdiags.pop_back();
+  auto bytes = FrameToFits(frame, MakeMeta(0));
+  EXPECT_EQ(bytes.status().code(), absl::StatusCode::kInvalidArgument);
+  frame = MakeFrame(3, 4, 1, 1, false);
+  frame.model = {1, 2, 3};
+  frame.model_height = 2;
+  frame.model_width = 2;
+  EXPECT_EQ(ModelToFits(frame, MakeMeta(0)).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+// Chunked sums equal the sequential one, the all-ones (negative zero) case included.
+TEST(FitsChecksumTest, ChunkedSumsEqualWhole) {
+  std::mt19937_64 rng(4);
+  std::string bytes(4 * 1000, '\0');
+  for (char& c : bytes) c = static_cast<char>(rng());
+  const uint32_t whole = internal::OnesComplementSum(bytes.data(), bytes.size());
+  for (std::size_t split : {4u, 400u, 3996u}) {
+    const uint32_t a = internal::OnesComplementSum(bytes.data(), split);
+    const uint32_t b = internal::OnesComplementSum(bytes.data() + split, bytes.size() - split);
+    EXPECT_EQ(internal::OnesComplementAdd(a, b), whole);
+    EXPECT_EQ(internal::OnesComplementSum(bytes.data() + split, bytes.size() - split, a), whole);
+  }
+  const std::string ones("\xff\xff\xff\xff\x00\x00\x00\x01\xff\xff\xff\xfe", 12);
+  EXPECT_EQ(internal::OnesComplementSum(ones.data(), 12), 0xFFFFFFFFu);
+  EXPECT_EQ(internal::OnesComplementSum(std::string(8, '\0').data(), 8), 0u);
+}
+
+}  // namespace
+}  // namespace spexd::core

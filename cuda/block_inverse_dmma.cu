@@ -28,27 +28,24 @@ constexpr int kBufA = kChunk * kStrideA, kBufB = kDmmaEdge * kStrideB1;
 constexpr int kPhase1 = 2 * (kBufA + kBufB);
 constexpr int kPhase2 = kDmmaEdge * kStrideA + kDmmaEdge * kStrideB2;
 constexpr int kSmemDoubles = kPhase1 > kPhase2 ? kPhase1 : kPhase2;
-static_assert(kDmmaTiles == 10 && kWarps == 4, "four quadrants of 5 x 5 tiles");
+static_assert(kDmmaTiles * kDmmaTiles % kWarps == 0, "whole tiles per warp");
 
-// Warp W holds the 5 x 5 tiles of quadrant (W / 2, W % 2): tile i is (TileR<W>(i), TileC<W>(i)),
-// so that a step loads 5 A and 5 B fragments for its 25 products.
-template <int W>
-__device__ constexpr int TileR(int i) { return 5 * (W / 2) + i / 5; }
-template <int W>
-__device__ constexpr int TileC(int i) { return 5 * (W % 2) + i % 5; }
-
-// One 4-deep step of warp W's tiles; a and b point at inner index k0.
+// One 4-deep step of warp W's 25 tiles (tile t = W + 4i is (t / 10, t % 10)); a and b point
+// at inner index k0.
 template <int W, int kStrideB>
 __device__ __forceinline__ void Step(const double* a, const double* b, int lane,
                                      double (&acc)[kTilesPerWarp][2]) {
-  double fa[5], fb[5];
+  double fa[kDmmaTiles], fb[kDmmaTiles];
 #pragma unroll
-  for (int q = 0; q < 5; ++q) {
-    fa[q] = a[(lane % 4) * kStrideA + 8 * TileR<W>(5 * q) + lane / 4];
-    fb[q] = b[(8 * TileC<W>(q) + lane / 4) * kStrideB + lane % 4];
+  for (int r = 0; r < kDmmaTiles; ++r) {
+    fa[r] = a[(lane % 4) * kStrideA + 8 * r + lane / 4];
+    fb[r] = b[(8 * r + lane / 4) * kStrideB + lane % 4];
   }
 #pragma unroll
-  for (int i = 0; i < kTilesPerWarp; ++i) Dmma(acc[i], fa[i / 5], fb[i % 5]);
+  for (int i = 0; i < kTilesPerWarp; ++i) {
+    const int t = W + kWarps * i;
+    Dmma(acc[i], fa[t / kDmmaTiles], fb[t % kDmmaTiles]);
+  }
 }
 
 template <int W>
@@ -70,10 +67,10 @@ template <int W>
 __device__ __forceinline__ void StoreT(double* ts, int lane, double (&acc)[kTilesPerWarp][2]) {
 #pragma unroll
   for (int i = 0; i < kTilesPerWarp; ++i) {
-    const int m = 8 * TileR<W>(i) + lane / 4;
+    const int t = W + kWarps * i, m = 8 * (t / kDmmaTiles) + lane / 4;
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      ts[(8 * TileC<W>(i) + 2 * (lane % 4) + h) * kStrideA + m] = acc[i][h];
+      ts[(8 * (t % kDmmaTiles) + 2 * (lane % 4) + h) * kStrideA + m] = acc[i][h];
       acc[i][h] = 0.0;
     }
   }
@@ -84,10 +81,10 @@ __device__ __forceinline__ void StoreOut(double* out, int64_t ldo, int nt, int l
                                          const double (&acc)[kTilesPerWarp][2]) {
 #pragma unroll
   for (int i = 0; i < kTilesPerWarp; ++i) {
-    const int m = 8 * TileR<W>(i) + lane / 4;
+    const int t = W + kWarps * i, m = 8 * (t / kDmmaTiles) + lane / 4;
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      const int c = 8 * TileC<W>(i) + 2 * (lane % 4) + h;
+      const int c = 8 * (t % kDmmaTiles) + 2 * (lane % 4) + h;
       if (m < nt && c < nt) out[m + c * ldo] = -acc[i][h];
     }
   }
@@ -164,16 +161,12 @@ __global__ void __launch_bounds__(kThreads, 2) TrtriStepKernel(RunArgs a, int r)
   const int inner = max(1, min(e.band, r));
   const int k = (min(j + inner, i) - j) * nt;  // X[i, c] = 0 for c > i
   const int64_t ld = D.ld, i0 = static_cast<int64_t>(i) * nt, j0 = static_cast<int64_t>(j) * nt;
-  const double* m = SlotMatrix(a, e.slot);  // read, and written below only by this block
+  const double* m = SlotMatrix(a, e.slot);
   const double* a0 = m + i0 + (j0 + nt) * ld;  // X(i0, j1)
   const double* b0 = m + (j0 + nt) + j0 * ld;  // L(j1, j0)
   const double* xjj = m + j0 + j0 * ld;
-  // Row blocks i <= j + inner hold L blocks that other row blocks read: their result goes to
-  // the scratch (r nt x nt, column-major) and is copied back; the others write in place.
-  const bool in_place = i > j + inner;
-  const int64_t ldo = in_place ? ld : static_cast<int64_t>(r) * nt;
-  double* out = in_place ? SlotMatrix(a, e.slot) + i0 + j0 * ld
-                         : a.slots.t + static_cast<int64_t>(e.slot) * a.slots.t_stride + static_cast<int64_t>(rb) * nt;
+  const int64_t ldo = static_cast<int64_t>(r) * nt;  // scratch: r nt x nt, column-major
+  double* out = a.slots.t + static_cast<int64_t>(e.slot) * a.slots.t_stride + static_cast<int64_t>(rb) * nt;
   // A's padding rows nt..79 of both buffers stay zero.
   for (int idx = threadIdx.x; idx < 2 * kChunk * (kDmmaEdge - nt); idx += kThreads) {
     const int b = idx / (kChunk * (kDmmaEdge - nt)), rest = idx % (kChunk * (kDmmaEdge - nt));
@@ -194,17 +187,15 @@ __global__ void __launch_bounds__(kThreads, 2) TrtriStepKernel(RunArgs a, int r)
   }
 }
 
-// The first min(inner, r) row blocks of X[j+1:, j] from the scratch over L[j+1:, j].
-// blockIdx.y = column.
+// X[j+1:, j] (r nt x nt) from the scratch over L[j+1:, j]. blockIdx.y = column.
 __global__ void CopyStepKernel(RunArgs a, int r) {
   const RunEntry e = a.entries[blockIdx.x];
   const DevicePatch d = a.in.patches[e.patch];
   const int j = d.nspectot - 1 - r;
   if (j < d.core_row) return;
-  const int nt = a.dims.nwavetot, c = blockIdx.y, rows = min(max(1, min(e.band, r)), r) * nt;
+  const int nt = a.dims.nwavetot, c = blockIdx.y, rows = r * nt;
   const int64_t ld = a.dims.ld, j0 = static_cast<int64_t>(j) * nt;
-  const double* src = a.slots.t + static_cast<int64_t>(e.slot) * a.slots.t_stride +
-                      static_cast<int64_t>(c) * r * nt;
+  const double* src = a.slots.t + static_cast<int64_t>(e.slot) * a.slots.t_stride + static_cast<int64_t>(c) * rows;
   double* dst = SlotMatrix(a, e.slot) + j0 + nt + (j0 + c) * ld;
   for (int row = threadIdx.x; row < rows; row += blockDim.x) dst[row] = src[row];
 }

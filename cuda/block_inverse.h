@@ -20,10 +20,6 @@ cudaError_t LaunchLeafInverse(const RunArgs& args, int max_blocks, cudaStream_t 
 cudaError_t LaunchSetLeafIdentity(const RunArgs& args, int max_blocks, cudaStream_t stream);
 // ...and, after trsmBatched, the solved blocks back onto the diagonal.
 cudaError_t LaunchCopyLeafBlocks(const RunArgs& args, int max_blocks, cudaStream_t stream);
-// Step r of the block inversion (the two GEMMs of batch_layout.h's trtri[r - 1]) on the
-// FP64 tensor cores, nt <= 80 (cuda/block_inverse_dmma.cu): one thread block per (patch,
-// row block), then a copy from the GEMM scratch over L[j+1:, j].
-cudaError_t LaunchTrtriStep(const RunArgs& args, int r, cudaStream_t stream);
 
 }  // namespace spexd::cuda
 

@@ -66,7 +66,7 @@ const std::vector<EnvironmentSwitch>& CudaEnvironmentSwitches() {
       {"SPEXD_CUDA_TRIDIAG_ROTATE", "register or shared",
        "shared: rotate the eigenvector rows in shared memory for any nt (default register where nt allows)"},
       {"SPEXD_CUDA_GRAM", "dmma or cublas",
-       "cublas: the block inversion and C's core blocks by batched cuBLAS GEMMs (default dmma: tensor-core kernels where nt <= 80)"},
+       "cublas: C's core blocks by batched cuBLAS GEMMs (default dmma: one tensor-core kernel where nt <= 80)"},
       {"SPEXD_TEST_CUDA_FAULTS", "name=N,... (oom_at_alloc, transient_at_request, sticky_at_request, "
                                  "fail_patch_once, perturb_bundle_flux)",
        "tests only: inject GPU faults (docs/reliability.md)"},

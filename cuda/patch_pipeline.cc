@@ -173,17 +173,12 @@ absl::Status EnqueueRun(const RunResources& res, const RunLayout& layout, const 
     } else {
       SPEXD_CUDA_RETURN_IF_ERROR(LaunchLeafInverse(args, res.max_blocks, stream));
     }
-    const bool dmma = res.dmma_gram && args.dims.nwavetot <= kCoreGramMaxNt;
     for (const auto& step : layout.trtri) {
-      if (dmma) {  // the step's last call is gemm 2, m = r nt
-        SPEXD_CUDA_RETURN_IF_ERROR(LaunchTrtriStep(args, step.back().m / args.dims.nwavetot, stream));
-        continue;
-      }
       for (const BatchedCall& c : step) {
         if (!(s = GemmBatched(ctx.cublas(), c, ptrs)).ok()) return s;
       }
     }
-    if (dmma) {
+    if (res.dmma_gram && args.dims.nwavetot <= kCoreGramMaxNt) {
       SPEXD_CUDA_RETURN_IF_ERROR(LaunchCoreGram(args, stream));
     } else {
       for (const BatchedCall& c : layout.gram) {

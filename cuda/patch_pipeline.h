@@ -33,8 +33,8 @@ struct RunResources {
   // The tridiagonal kernels' variant (Diagnostics, SPEXD_CUDA_TRIDIAG_REDUCE/_ROTATE).
   bool tridiag_register_reduce;
   bool tridiag_register_rotate;
-  // The block inversion and C's core blocks by the DMMA kernels (block_inverse.h,
-  // core_gram.h) where nt allows, else batched GEMMs (Diagnostics, SPEXD_CUDA_GRAM).
+  // C's core blocks by the DMMA kernel (core_gram.h) where nt allows, else batched GEMMs
+  // (Diagnostics, SPEXD_CUDA_GRAM).
   bool dmma_gram;
   // Stream of the run's tail (QL, rotation, products, model): ctx->tail() lets it overlap
   // the next run's factorisations (only with core::CudaEigensolver::kSharedMemoryTridiagonalQl), ctx->compute() keeps

@@ -65,6 +65,8 @@ const std::vector<EnvironmentSwitch>& CudaEnvironmentSwitches() {
        "shared: the shared-memory tridiagonal reduction for any nt (default register where nt allows)"},
       {"SPEXD_CUDA_TRIDIAG_ROTATE", "register or shared",
        "shared: rotate the eigenvector rows in shared memory for any nt (default register where nt allows)"},
+      {"SPEXD_CUDA_GRAM", "dmma or cublas",
+       "cublas: C's core blocks by batched cuBLAS GEMMs (default dmma: one tensor-core kernel where nt <= 80)"},
       {"SPEXD_TEST_CUDA_FAULTS", "name=N,... (oom_at_alloc, transient_at_request, sticky_at_request, "
                                  "fail_patch_once, perturb_bundle_flux)",
        "tests only: inject GPU faults (docs/reliability.md)"},
@@ -86,6 +88,7 @@ absl::StatusOr<Diagnostics> DiagnosticsFromEnvironment(EnvironmentLookup lookup)
     s = ReadSwitch(lookup, "SPEXD_CUDA_TRIDIAG_ROTATE", "shared", "register",
                    &d.tridiag_register_rotate);
   }
+  if (s.ok()) s = ReadSwitch(lookup, "SPEXD_CUDA_GRAM", "cublas", "dmma", &d.dmma_gram);
   if (!s.ok()) return s;
   if (const char* faults = lookup("SPEXD_TEST_CUDA_FAULTS")) d.test_faults = faults;
   return d;

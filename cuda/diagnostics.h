@@ -25,6 +25,9 @@ struct Diagnostics {
   // instead of the register ones where nt allows (A/B benches, GPU tests of the kernels).
   bool tridiag_register_reduce = true;
   bool tridiag_register_rotate = true;
+  // SPEXD_CUDA_GRAM=cublas: C's core blocks by batched cuBLAS GEMMs instead of the DMMA
+  // kernel (cuda/core_gram.h; A/B benches).
+  bool dmma_gram = true;
   std::string test_faults;  // SPEXD_TEST_CUDA_FAULTS (cuda/fault_injection.h), tests only
 };
 

@@ -2,6 +2,7 @@
 
 #include "cuda/block_inverse.h"
 #include "cuda/cholesky_solve.h"
+#include "cuda/core_gram.h"
 #include "cuda/cuda_check.h"
 #include "cuda/decorrelation.h"
 #include "cuda/fault_injection.h"
@@ -177,8 +178,12 @@ absl::Status EnqueueRun(const RunResources& res, const RunLayout& layout, const 
         if (!(s = GemmBatched(ctx.cublas(), c, ptrs)).ok()) return s;
       }
     }
-    for (const BatchedCall& c : layout.gram) {
-      if (!(s = GemmBatched(ctx.cublas(), c, ptrs)).ok()) return s;
+    if (res.dmma_gram && args.dims.nwavetot <= kCoreGramMaxNt) {
+      SPEXD_CUDA_RETURN_IF_ERROR(LaunchCoreGram(args, stream));
+    } else {
+      for (const BatchedCall& c : layout.gram) {
+        if (!(s = GemmBatched(ctx.cublas(), c, ptrs)).ok()) return s;
+      }
     }
     if (!(s = Mark(res, kMarkInverseBlocks, stream)).ok()) return s;
   }

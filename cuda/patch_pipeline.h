@@ -33,6 +33,9 @@ struct RunResources {
   // The tridiagonal kernels' variant (Diagnostics, SPEXD_CUDA_TRIDIAG_REDUCE/_ROTATE).
   bool tridiag_register_reduce;
   bool tridiag_register_rotate;
+  // C's core blocks by the DMMA kernel (core_gram.h) where nt allows, else batched GEMMs
+  // (Diagnostics, SPEXD_CUDA_GRAM).
+  bool dmma_gram;
   // Stream of the run's tail (QL, rotation, products, model): ctx->tail() lets it overlap
   // the next run's factorisations (only with core::CudaEigensolver::kSharedMemoryTridiagonalQl), ctx->compute() keeps
   // the run on one stream. The caller orders what follows the run after `tail`.

@@ -1,0 +1,159 @@
+// C_jj = X[j:, j]^T X[j:, j] on DMMA (mma.sync m8n8k4, float64 in and out; core_gram.h).
+#include <cuda_pipeline.h>
+
+#include "cuda/core_gram.h"
+#include "cuda/kernel_common.cuh"
+#include "cuda/launch_check.h"
+
+namespace spexd::cuda {
+namespace {
+
+constexpr int kTiles = kCoreGramMaxNt / 8;           // 8-wide column tiles of the block
+constexpr int kLowerTiles = kTiles * (kTiles + 1) / 2;  // tiles (R, C) with R >= C
+constexpr int kWarps = 4;
+constexpr int kThreads = 32 * kWarps;
+constexpr int kTilesPerWarp = (kLowerTiles + kWarps - 1) / kWarps;
+// Rows of X staged per step, stored column by column: xs[c * kRowStride + p]. The stride
+// (4 mod 8 doubles) puts a fragment's 8 columns x 4 rows into two conflict-free wavefronts.
+constexpr int kChunk = 32;
+constexpr int kRowStride = kChunk + 4;
+constexpr int kBufDoubles = kCoreGramMaxNt * kRowStride;
+
+// Lower tile t in row order: (0,0), (1,0), (1,1), (2,0), ...
+__host__ __device__ constexpr int TileRow(int t) {
+  int r = 0;
+  while ((r + 1) * (r + 2) / 2 <= t) ++r;
+  return r;
+}
+__host__ __device__ constexpr int TileCol(int t) { return t - TileRow(t) * (TileRow(t) + 1) / 2; }
+
+// D += A B for one 8x8 tile: lane l holds A(l/4, l%4), B(l%4, l/4), D(l/4, 2(l%4) + {0,1}).
+__device__ inline void Dmma(double (&d)[2], double a, double b) {
+  asm volatile("mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64 {%0, %1}, {%2}, {%3}, {%0, %1};"
+               : "+d"(d[0]), "+d"(d[1])
+               : "d"(a), "d"(b));
+}
+
+// One chunk's products for warp W's tiles (W a template parameter, so that every tile's
+// fragment index is a compile-time constant and the fragments stay in registers).
+template <int W>
+__device__ __forceinline__ void ChunkProducts(const double* xs, int lane,
+                                              double (&acc)[kTilesPerWarp][2]) {
+  const double* base = xs + (lane / 4) * kRowStride + lane % 4;
+#pragma unroll
+  for (int p0 = 0; p0 < kChunk; p0 += 4) {
+    double f[kTiles];  // f[R] = X(p0 + l%4, 8R + l/4): A of tile row R, B of tile column R
+#pragma unroll
+    for (int r = 0; r < kTiles; ++r) f[r] = base[r * 8 * kRowStride + p0];
+#pragma unroll
+    for (int i = 0; i < kTilesPerWarp; ++i) {
+      const int t = W + kWarps * i;
+      if (t < kLowerTiles) Dmma(acc[i], f[TileRow(t)], f[TileCol(t)]);
+    }
+  }
+}
+
+// Lower triangle of the tiles, mirrored; only elements inside the nt x nt block.
+template <int W>
+__device__ __forceinline__ void StoreTiles(double* c, int nt, int lane,
+                                           const double (&acc)[kTilesPerWarp][2]) {
+#pragma unroll
+  for (int i = 0; i < kTilesPerWarp; ++i) {
+    const int t = W + kWarps * i;
+    if (t >= kLowerTiles) continue;
+    const int row = TileRow(t) * 8 + lane / 4;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int col = TileCol(t) * 8 + 2 * (lane % 4) + h;
+      if (row < nt && col <= row) {
+        c[row + static_cast<int64_t>(col) * nt] = acc[i][h];
+        c[col + static_cast<int64_t>(row) * nt] = acc[i][h];
+      }
+    }
+  }
+}
+
+// Rows [p0, p0 + kChunk) of X[j:, j] (k rows in all) into xs; rows past k are zeros. The
+// padding columns nt..kCoreGramMaxNt-1 were zeroed once.
+__device__ inline void StageChunk(const double* col0, int64_t ld, int nt, int k, int p0, double* xs) {
+  for (int idx = threadIdx.x; idx < nt * kChunk; idx += kThreads) {
+    const int c = idx / kChunk, p = idx % kChunk;
+    double* dst = xs + c * kRowStride + p;
+    if (p0 + p < k) {
+      __pipeline_memcpy_async(dst, col0 + p0 + p + c * ld, sizeof(double));
+    } else {
+      *dst = 0.0;
+    }
+  }
+}
+
+// blockIdx.x = run entry, blockIdx.y = core spectrum sp; j = core_row + sp. The chunks of
+// X[j:, j] are double-buffered with cp.async; each warp keeps its tiles' sums in registers.
+// The sums run over the rows in order, four rows per tensor-core step: on an H100 the
+// outputs are byte-identical to those of the batched cuBLAS GEMMs (docs/perf.md, step 6).
+__global__ void __launch_bounds__(kThreads) CoreGramKernel(RunArgs a) {
+  extern __shared__ double smem[];
+  const PlanDims& D = a.dims;
+  const RunEntry e = a.entries[blockIdx.x];
+  const DevicePatch d = a.in.patches[e.patch];
+  const int nt = D.nwavetot, sp = blockIdx.y, j = d.core_row + sp;
+  const int64_t ld = D.ld, j0 = static_cast<int64_t>(j) * nt;
+  const int k = d.n - j * nt;
+  const double* col0 = SlotMatrix(a, e.slot) + j0 + j0 * ld;  // X(j0, j0)
+  for (int idx = threadIdx.x; idx < 2 * (kCoreGramMaxNt - nt) * kRowStride; idx += kThreads) {
+    const int b = idx / ((kCoreGramMaxNt - nt) * kRowStride);
+    const int r = idx % ((kCoreGramMaxNt - nt) * kRowStride);
+    smem[b * kBufDoubles + nt * kRowStride + r] = 0.0;
+  }
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  double acc[kTilesPerWarp][2];
+#pragma unroll
+  for (int i = 0; i < kTilesPerWarp; ++i) acc[i][0] = acc[i][1] = 0.0;
+  const int nchunks = (k + kChunk - 1) / kChunk;
+  StageChunk(col0, ld, nt, k, 0, smem);
+  __pipeline_commit();
+  for (int ch = 0; ch < nchunks; ++ch) {
+    if (ch + 1 < nchunks) {
+      StageChunk(col0, ld, nt, k, (ch + 1) * kChunk, smem + ((ch + 1) & 1) * kBufDoubles);
+      __pipeline_commit();
+      __pipeline_wait_prior(1);
+    } else {
+      __pipeline_wait_prior(0);
+    }
+    __syncthreads();
+    const double* xs = smem + (ch & 1) * kBufDoubles;
+    switch (warp) {  // warp-uniform
+      case 0: ChunkProducts<0>(xs, lane, acc); break;
+      case 1: ChunkProducts<1>(xs, lane, acc); break;
+      case 2: ChunkProducts<2>(xs, lane, acc); break;
+      default: ChunkProducts<3>(xs, lane, acc); break;
+    }
+    __syncthreads();
+  }
+  double* c = a.slots.c + (static_cast<int64_t>(e.slot) * D.nper + sp) * nt * nt;
+  switch (warp) {
+    case 0: StoreTiles<0>(c, nt, lane, acc); break;
+    case 1: StoreTiles<1>(c, nt, lane, acc); break;
+    case 2: StoreTiles<2>(c, nt, lane, acc); break;
+    default: StoreTiles<3>(c, nt, lane, acc); break;
+  }
+}
+
+static_assert(kWarps == 4, "CoreGramKernel dispatches four warps");
+
+}  // namespace
+
+cudaError_t LaunchCoreGram(const RunArgs& args, cudaStream_t stream) {
+  if (args.count == 0) return cudaSuccess;
+  if (args.dims.nwavetot > kCoreGramMaxNt) return cudaErrorInvalidValue;
+  const int smem = static_cast<int>(sizeof(double)) * 2 * kBufDoubles;
+  if (smem > 48 * 1024) {
+    cudaError_t err = cudaFuncSetAttribute(CoreGramKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    if (err != cudaSuccess) return err;
+  }
+  const dim3 grid(static_cast<unsigned>(args.count), static_cast<unsigned>(args.dims.nper));
+  CoreGramKernel<<<grid, kThreads, smem, stream>>>(args);
+  return SPEXD_CHECK_LAUNCH(stream);
+}
+
+}  // namespace spexd::cuda

@@ -1,5 +1,7 @@
 #include "client/extract_flags.h"
 
+#include <algorithm>
+
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -141,6 +143,12 @@ absl::StatusOr<ExtractCommand> ParseExtractCommand(const ParsedArgs& args) {
     return absl::InvalidArgumentError("--local and --server are exclusive");
   }
   return cmd;
+}
+
+core::FitsWriteOptions FileWriteOptions(const ExtractCommand& cmd) {
+  core::FitsWriteOptions options;
+  options.threads = cmd.threads > 0 ? std::min(cmd.threads, core::DefaultFitsWriteThreads()) : 0;
+  return options;
 }
 
 }  // namespace spexd::client

@@ -9,6 +9,7 @@
 #include "absl/status/statusor.h"
 #include "client/cli_args.h"
 #include "core/backend/backend_options.h"
+#include "core/frame/frame_writer.h"
 #include "core/plan/extraction_params.h"
 
 namespace spexd::client {
@@ -30,6 +31,11 @@ struct ExtractCommand {
 };
 
 absl::StatusOr<ExtractCommand> ParseExtractCommand(const ParsedArgs& args);
+
+// How the client writes its frame and model files: on up to 8 of this host's threads,
+// fewer with --cpu-threads. After the extraction, writing them is the whole of the
+// client's time (issue 22 item 4).
+core::FitsWriteOptions FileWriteOptions(const ExtractCommand& cmd);
 
 // "wmin,wmax,dw" (desi_extract_spectra -w).
 absl::Status ParseWavelength(const std::string& text, core::ExtractionParams* params);

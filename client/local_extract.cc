@@ -1,6 +1,5 @@
 #include "client/local_extract.h"
 
-#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <memory>
@@ -97,11 +96,7 @@ absl::Status RunLocalExtract(const ExtractCommand& cmd) {
   meta.wmin = grid.wmin;
   meta.wmax = grid.wmax;
   meta.dw = grid.dw;
-  // The files on up to 8 of this host's threads (--cpu-threads caps them): after the
-  // extraction, writing them is the whole of the client's time (issue 22 item 4).
-  core::FitsWriteOptions write_options;
-  write_options.threads =
-      cmd.threads > 0 ? std::min(cmd.threads, core::DefaultFitsWriteThreads()) : 0;
+  const core::FitsWriteOptions write_options = FileWriteOptions(cmd);
   SPEXD_ASSIGN_OR_RETURN(std::string bytes, core::FrameToFits(frame, meta, write_options));
   SPEXD_RETURN_IF_ERROR(core::WriteFitsAtomically(cmd.output, bytes));
   if (!cmd.model.empty()) {

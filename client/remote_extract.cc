@@ -251,11 +251,7 @@ absl::Status RunRemoteExtract(const ExtractCommand& cmd, const RemoteExtractOpti
     return ReportServerFiles(r.summary, o.client.target,
                              std::chrono::duration<double>(t1 - t0).count());
   }
-  // The files on up to 8 of this host's threads (--cpu-threads caps them): after the
-  // extraction, writing them is the whole of the client's time (issue 22 item 4).
-  core::FitsWriteOptions write_options;
-  write_options.threads =
-      cmd.threads > 0 ? std::min(cmd.threads, core::DefaultFitsWriteThreads()) : 0;
+  const core::FitsWriteOptions write_options = FileWriteOptions(cmd);
   SPEXD_ASSIGN_OR_RETURN(std::string bytes, core::FrameToFits(r.frame, r.meta, write_options));
   SPEXD_RETURN_IF_ERROR(core::WriteFitsAtomically(cmd.output, bytes));
   if (!cmd.model.empty()) {

@@ -35,9 +35,6 @@ struct FrameMetadata {
   std::optional<std::vector<FrameScore>> given_scores;
 };
 
-// How FrameToFits and ModelToFits spread their work: the headers are built one per HDU,
-// the large data units (float32 encoding and checksums) in chunks, on up to `threads`
-// workers (the caller included). The bytes do not depend on it.
 // Wall seconds of a FrameToFits / ModelToFits call's phases (spexd_frame_write_bench).
 struct FitsWriteTimes {
   double scores = 0;     // RAW scores (FrameToFits)
@@ -47,6 +44,9 @@ struct FitsWriteTimes {
   double checksums = 0;  // CHECKSUM/DATASUM cards, headers into place
 };
 
+// How FrameToFits and ModelToFits spread their work: the headers are built one per HDU,
+// the large data units (float32 encoding and checksums) in chunks, on up to `threads`
+// workers (the caller included). The bytes do not depend on it.
 struct FitsWriteOptions {
   // <= 0: DefaultFitsWriteThreads(); 1: everything on the calling thread.
   int threads = 0;

@@ -13,6 +13,7 @@
 #include "core/base/parallel_for.h"
 #include "core/base/status_macros.h"
 #include "core/frame/internal/fits_checksum.h"
+#include "core/frame/internal/frame_scores.h"
 #include "core/frame/internal/fits_hdu_assembly.h"
 #include "core/frame/internal/frame_hdus.h"
 
@@ -49,6 +50,10 @@ struct ProgressiveFrameFile::State {
   std::vector<uint32_t> datasum;  // so far, per HDU
   std::string image;              // the file up to the end of CHI2PIX
   std::string tail;               // SCORES, after Finish
+  // RAW scores are per fibre (frame_scores.h): computed row by row as the bundles come,
+  // unless the metadata give them (a float32 stream) or want none.
+  bool scores_by_row = false;
+  std::vector<FrameScore> scores;  // [columns], values [nspec]; empty: none so far
   std::vector<char> row_done;
   int rows_left = 0;
   absl::Status failed;  // the first write error; sticks
@@ -173,6 +178,7 @@ absl::StatusOr<std::unique_ptr<ProgressiveFrameFile>> ProgressiveFrameFile::Crea
     s->built[i].data.clear();
     s->built[i].data.shrink_to_fit();
   }
+  s->scores_by_row = meta.scores && !meta.given_scores.has_value();
   s->row_done.assign(static_cast<std::size_t>(shape.nspec), 0);
   s->rows_left = shape.nspec;
   return std::unique_ptr<ProgressiveFrameFile>(new ProgressiveFrameFile(std::move(s)));
@@ -209,6 +215,23 @@ absl::Status ProgressiveFrameFile::AddRows(int row, const BundleResult& b) {
     SPEXD_RETURN_IF_ERROR(s.WriteAt(offset, s.image.data() + offset, n));
     s.StartWriteback(offset, n);
   }
+  if (s.scores_by_row) {
+    Frame rows;  // the bundle's rows with the recorded grid: what RawScores reads
+    rows.nspec = b.nfibers;
+    rows.nwave = s.shape.nwave;
+    rows.wave = s.shape.wave;
+    rows.flux = b.flux;
+    rows.ivar = b.ivar;
+    std::vector<FrameScore> part = ComputeRawScores(rows, s.threads.pool(), s.threads.workers());
+    if (!part.empty() && s.scores.empty()) {
+      s.scores = part;
+      for (FrameScore& c : s.scores) c.values.assign(static_cast<std::size_t>(s.shape.nspec), 0.0);
+    }
+    for (std::size_t c = 0; c < part.size() && c < s.scores.size(); ++c) {
+      std::copy(part[c].values.begin(), part[c].values.end(),
+                s.scores[c].values.begin() + row);
+    }
+  }
   for (int r = row; r < row + b.nfibers; ++r) s.row_done[static_cast<std::size_t>(r)] = 1;
   s.rows_left -= b.nfibers;
   return absl::OkStatus();
@@ -228,7 +251,8 @@ absl::Status ProgressiveFrameFile::Finish(const Frame& frame) {
   }
   if (s.restamp) s.time = internal::ChecksumTimeNow();
   const std::vector<FrameScore> scores =
-      internal::ScoresToWrite(frame, s.meta, s.threads.pool(), s.threads.workers());
+      s.scores_by_row ? std::move(s.scores)
+                      : internal::ScoresToWrite(frame, s.meta, s.threads.pool(), s.threads.workers());
   const std::size_t nhdu = s.sources.hdus.size();
   for (std::size_t i = 0; i < nhdu; ++i) {
     if (s.sources.kinds[i] == FrameHdu::kMask) {

@@ -48,14 +48,16 @@ class ProgressiveFrameFile {
   // Rows [row, row + bundle.nfibers) of FLUX, IVAR, RESOLUTION and CHI2PIX from a bundle
   // that went through FinalizeBundle: encoded (float32, big-endian) and summed on the
   // pool, written at their offsets, and their writeback started (sync_file_range), so
-  // that the caller's fsync has little left. Bundles in any order, each row once. One
-  // call at a time. After a failed write every later call returns the same error.
+  // that the caller's fsync has little left; and the rows' RAW scores (per fibre, from
+  // the float64 values and the recorded grid, as FrameToFits computes them). Bundles in
+  // any order, each row once. One call at a time. After a failed write every later call
+  // returns the same error.
   absl::Status AddRows(int row, const BundleResult& bundle);
 
-  // The rest, once every row is in: MASK from frame.mask, SCORES (computed from the frame
-  // as FrameToFits does: flux, ivar, wave; none under --no-scores), every header with its
-  // CHECKSUM/DATASUM. The frame's other arrays (resolution, chi2pix) are not read. Does
-  // not sync: the caller fsyncs and renames.
+  // The rest, once every row is in: MASK from frame.mask, SCORES (the rows' scores, or
+  // meta.given_scores; none under --no-scores), every header with its CHECKSUM/DATASUM.
+  // Of the frame only its shape and mask are read. Does not sync: the caller fsyncs and
+  // renames.
   absl::Status Finish(const Frame& frame);
 
   // The file's bytes in order, valid after Finish (and while this object lives): to hash

@@ -218,7 +218,7 @@ TEST_F(ProgressiveFrameFileTest, RefusalsAreErrors) {
   ASSERT_TRUE(file.ok()) << file.status();
   ASSERT_TRUE((*file)->AddRows(0, BundleOf(f, 0, 0, 10)).ok());
   EXPECT_FALSE((*file)->AddRows(5, BundleOf(f, 0, 5, 10)).ok());   // rows 5..9 again
-  EXPECT_FALSE((*file)->AddRows(25, BundleOf(f, 2, 25, 10)).ok());  // past the last row
+  EXPECT_FALSE((*file)->AddRows(25, BundleOf(f, 2, 20, 10)).ok());  // past the last row
   BundleResult raw = BundleOf(f, 1, 10, 10);
   raw.per_angstrom = false;
   EXPECT_FALSE((*file)->AddRows(10, raw).ok());

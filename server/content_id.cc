@@ -2,14 +2,12 @@
 
 #include <openssl/evp.h>
 
-namespace spexd::server {
+#include <memory>
 
-std::string Sha256Hex(const std::string& bytes) {
-  unsigned char digest[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  if (EVP_Digest(bytes.data(), bytes.size(), digest, &len, EVP_sha256(), nullptr) != 1) {
-    return std::string();  // only on an OpenSSL failure; callers treat "" as an error
-  }
+namespace spexd::server {
+namespace {
+
+std::string Hex(const unsigned char* digest, unsigned int len) {
   static constexpr char kHex[] = "0123456789abcdef";
   std::string out;
   out.reserve(2 * len);
@@ -18,6 +16,29 @@ std::string Sha256Hex(const std::string& bytes) {
     out.push_back(kHex[digest[i] & 0xf]);
   }
   return out;
+}
+
+}  // namespace
+
+std::string Sha256Hex(const std::string& bytes) {
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  if (EVP_Digest(bytes.data(), bytes.size(), digest, &len, EVP_sha256(), nullptr) != 1) {
+    return std::string();  // only on an OpenSSL failure; callers treat "" as an error
+  }
+  return Hex(digest, len);
+}
+
+std::string Sha256Hex(const std::vector<absl::string_view>& pieces) {
+  std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> ctx(EVP_MD_CTX_new(), &EVP_MD_CTX_free);
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  bool ok = ctx != nullptr && EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr) == 1;
+  for (absl::string_view p : pieces) {
+    ok = ok && EVP_DigestUpdate(ctx.get(), p.data(), p.size()) == 1;
+  }
+  ok = ok && EVP_DigestFinal_ex(ctx.get(), digest, &len) == 1;
+  return ok ? Hex(digest, len) : std::string();
 }
 
 }  // namespace spexd::server

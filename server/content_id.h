@@ -4,11 +4,16 @@
 #define SPEXD_SERVER_CONTENT_ID_H_
 
 #include <string>
+#include <vector>
+
+#include "absl/strings/string_view.h"
 
 namespace spexd::server {
 
 // Lower-case hex SHA-256 of `bytes` (64 characters).
 std::string Sha256Hex(const std::string& bytes);
+// The same of the concatenation of `pieces` (a file held in parts).
+std::string Sha256Hex(const std::vector<absl::string_view>& pieces);
 
 }  // namespace spexd::server
 

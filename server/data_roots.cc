@@ -37,20 +37,6 @@ absl::StatusOr<std::string> RealPath(const std::string& path) {
   return std::string(buf);
 }
 
-// Closes a descriptor on every path out of a function.
-class FdCloser {
- public:
-  explicit FdCloser(int fd) : fd_(fd) {}
-  ~FdCloser() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  FdCloser(const FdCloser&) = delete;
-  FdCloser& operator=(const FdCloser&) = delete;
-
- private:
-  int fd_;
-};
-
 std::atomic<uint64_t> g_temp_counter{0};
 
 // `path` (absolute) with empty and `.` components dropped and `..` taken lexically.
@@ -336,62 +322,116 @@ absl::StatusOr<std::string> DataRoots::CheckOutput(const std::string& path,
   return canonical;
 }
 
-absl::StatusOr<std::string> DataRoots::WriteFile(const std::string& path, const std::string& bytes,
-                                                 const WritePolicy& policy) const {
-  std::string name, canonical;
-  auto opened = OpenOutputDir(path, policy, &name, &canonical);
-  if (!opened.ok()) return opened.status();
-  const int dirfd = *opened;
-  FdCloser close_dir(dirfd);
-  const std::string tmp =
-      absl::StrCat(".", name.substr(0, 200), ".tmp-", ::getpid(), "-", g_temp_counter.fetch_add(1));
-  const int fd = ::openat(dirfd, tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-                          0644);
-  if (fd < 0) {
-    return absl::PermissionDeniedError(
-        absl::StrCat(path, ": cannot create a temporary file: ", std::strerror(errno)));
+DataRoots::PendingOutput::PendingOutput(PendingOutput&& o) noexcept { *this = std::move(o); }
+
+DataRoots::PendingOutput& DataRoots::PendingOutput::operator=(PendingOutput&& o) noexcept {
+  if (this != &o) {
+    Release();
+    dirfd_ = std::exchange(o.dirfd_, -1);
+    fd_ = std::exchange(o.fd_, -1);
+    unnamed_ = o.unnamed_;
+    overwrite_ = o.overwrite_;
+    path_ = std::move(o.path_);
+    name_ = std::move(o.name_);
+    tmp_ = std::move(o.tmp_);
+    canonical_ = std::move(o.canonical_);
   }
+  return *this;
+}
+
+DataRoots::PendingOutput::~PendingOutput() { Release(); }
+
+void DataRoots::PendingOutput::Release() {
+  if (fd_ >= 0) ::close(fd_);
+  // A named temporary is removed; after a rename the name is gone and this fails quietly.
+  if (dirfd_ >= 0 && !tmp_.empty()) ::unlinkat(dirfd_, tmp_.c_str(), 0);
+  if (dirfd_ >= 0) ::close(dirfd_);
+  fd_ = dirfd_ = -1;
+  tmp_.clear();
+}
+
+absl::StatusOr<DataRoots::PendingOutput> DataRoots::CreateOutput(const std::string& path,
+                                                                 const WritePolicy& policy,
+                                                                 bool unnamed_temporary) const {
+  PendingOutput out;
+  auto opened = OpenOutputDir(path, policy, &out.name_, &out.canonical_);
+  if (!opened.ok()) return opened.status();
+  out.dirfd_ = *opened;
+  out.path_ = path;
+  out.overwrite_ = policy.overwrite;
+  const std::string tmp = absl::StrCat(".", out.name_.substr(0, 200), ".tmp-", ::getpid(), "-",
+                                       g_temp_counter.fetch_add(1));
+  if (unnamed_temporary) {
+    out.fd_ = ::openat(out.dirfd_, ".", O_TMPFILE | O_WRONLY | O_CLOEXEC, 0644);
+    out.unnamed_ = out.fd_ >= 0;
+  }
+  if (out.fd_ < 0) {  // no O_TMPFILE here (or not asked for): a named one
+    out.fd_ = ::openat(out.dirfd_, tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                       0644);
+    if (out.fd_ < 0) {
+      return absl::PermissionDeniedError(
+          absl::StrCat(path, ": cannot create a temporary file: ", std::strerror(errno)));
+    }
+  }
+  out.tmp_ = tmp;  // an unnamed temporary gets this name in Commit, just before the rename
+  return out;
+}
+
+absl::StatusOr<std::string> DataRoots::PendingOutput::Commit() {
+  if (fd_ < 0) return absl::FailedPreconditionError(absl::StrCat(path_, ": already committed"));
   absl::Status st;
-  {
-    FdCloser close_file(fd);
-    std::size_t done = 0;
-    while (st.ok() && done < bytes.size()) {
-      const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) {
-        st = absl::InternalError(absl::StrCat(path, ": write failed: ", std::strerror(errno)));
-      } else {
-        done += static_cast<std::size_t>(n);
-      }
+  if (::fsync(fd_) != 0) {
+    st = absl::InternalError(absl::StrCat(path_, ": flush failed: ", std::strerror(errno)));
+  }
+  if (st.ok() && unnamed_) {
+    const std::string proc = absl::StrCat("/proc/self/fd/", fd_);
+    if (::linkat(AT_FDCWD, proc.c_str(), dirfd_, tmp_.c_str(), AT_SYMLINK_FOLLOW) != 0) {
+      st = absl::InternalError(absl::StrCat(path_, ": link failed: ", std::strerror(errno)));
     }
-    if (st.ok() && ::fsync(fd) != 0) {
-      st = absl::InternalError(absl::StrCat(path, ": flush failed: ", std::strerror(errno)));
-    }
+  }
+  if (st.ok() && ::close(std::exchange(fd_, -1)) != 0) {
+    st = absl::InternalError(absl::StrCat(path_, ": close failed: ", std::strerror(errno)));
   }
   if (st.ok()) {
     // Without overwrite, never replace a file that appeared since the check.
-    const unsigned flags = policy.overwrite ? 0u : RENAME_NOREPLACE;
-    if (::renameat2(dirfd, tmp.c_str(), dirfd, name.c_str(), flags) != 0) {
+    const unsigned flags = overwrite_ ? 0u : RENAME_NOREPLACE;
+    if (::renameat2(dirfd_, tmp_.c_str(), dirfd_, name_.c_str(), flags) != 0) {
       const int err = errno;
       if (err == EEXIST) {
         st = absl::AlreadyExistsError(absl::StrCat(
-            "output path '", path, "' exists; set overwrite in the request to replace it"));
-      } else if (err == EINVAL && !policy.overwrite) {
+            "output path '", path_, "' exists; set overwrite in the request to replace it"));
+      } else if (err == EINVAL && !overwrite_) {
         // A filesystem without RENAME_NOREPLACE: link() never replaces either.
-        if (::linkat(dirfd, tmp.c_str(), dirfd, name.c_str(), 0) != 0) {
+        if (::linkat(dirfd_, tmp_.c_str(), dirfd_, name_.c_str(), 0) != 0) {
           st = errno == EEXIST
-                   ? absl::AlreadyExistsError(absl::StrCat("output path '", path, "' exists"))
-                   : absl::InternalError(absl::StrCat(path, ": link failed: ", std::strerror(errno)));
+                   ? absl::AlreadyExistsError(absl::StrCat("output path '", path_, "' exists"))
+                   : absl::InternalError(absl::StrCat(path_, ": link failed: ", std::strerror(errno)));
         }
       } else {
-        st = absl::InternalError(absl::StrCat(path, ": rename failed: ", std::strerror(err)));
+        st = absl::InternalError(absl::StrCat(path_, ": rename failed: ", std::strerror(err)));
       }
     }
   }
-  ::unlinkat(dirfd, tmp.c_str(), 0);  // gone after a rename; the leftover otherwise
-  if (st.ok()) ::fsync(dirfd);        // the new name survives a crash
+  ::unlinkat(dirfd_, tmp_.c_str(), 0);  // gone after a rename; the leftover otherwise
+  tmp_.clear();
+  if (st.ok()) ::fsync(dirfd_);  // the new name survives a crash
+  Release();
   if (!st.ok()) return st;
-  return canonical;
+  return canonical_;
+}
+
+absl::StatusOr<std::string> DataRoots::WriteFile(const std::string& path, const std::string& bytes,
+                                                 const WritePolicy& policy) const {
+  auto out = CreateOutput(path, policy);
+  if (!out.ok()) return out.status();
+  std::size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = ::write(out->fd(), bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return absl::InternalError(absl::StrCat(path, ": write failed: ", std::strerror(errno)));
+    done += static_cast<std::size_t>(n);
+  }
+  return out->Commit();
 }
 
 }  // namespace spexd::server

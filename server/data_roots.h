@@ -80,11 +80,43 @@ class DataRoots {
   // always when it is not a regular file (PERMISSION_DENIED) or is protected
   // (INVALID_ARGUMENT). Returns the canonical path.
   absl::StatusOr<std::string> CheckOutput(const std::string& path, const WritePolicy& policy) const;
-  // Writes `bytes` to `path` atomically under the same rules: a temporary file created
-  // (O_EXCL, O_NOFOLLOW) in the confined directory, synced, then renamed over the name
-  // (without overwrite: RENAME_NOREPLACE, so a file created meanwhile is not replaced).
-  // The directory is opened once and checked on its descriptor, so a symlink swapped
-  // in cannot redirect the write. Returns the canonical path.
+  // An output file being written (CreateOutput): a temporary in the confined directory,
+  // unnamed (O_TMPFILE) where the filesystem allows, else hidden and named
+  // (".<name>.tmp-<pid>-<n>", O_EXCL, O_NOFOLLOW). Commit syncs it and gives it the
+  // output's name; dropped uncommitted (an error, a cancelled job) it leaves nothing: the
+  // named temporary is removed, the unnamed one never had a name, not even if the process
+  // dies (issue 22, session 9: the progressive frame file lives for a whole extraction).
+  class PendingOutput {
+   public:
+    PendingOutput(PendingOutput&& other) noexcept;
+    PendingOutput& operator=(PendingOutput&& other) noexcept;
+    PendingOutput(const PendingOutput&) = delete;
+    PendingOutput& operator=(const PendingOutput&) = delete;
+    ~PendingOutput();
+    int fd() const { return fd_; }  // open for writing until Commit or destruction
+    bool named_temporary() const { return !tmp_.empty() && !unnamed_; }
+    // fsync, then the name: renamed over the output (without overwrite: RENAME_NOREPLACE,
+    // or link() where the filesystem lacks it, so a file created meanwhile is not
+    // replaced: ALREADY_EXISTS), and the directory synced. Returns the canonical path.
+    // Once; on failure nothing is left.
+    absl::StatusOr<std::string> Commit();
+
+   private:
+    friend class DataRoots;
+    PendingOutput() = default;
+    void Release();
+    int dirfd_ = -1, fd_ = -1;
+    bool unnamed_ = false, overwrite_ = false;
+    std::string path_, name_, tmp_, canonical_;
+  };
+  // Opens the output `path` under `policy` (as CheckOutput; the directory is opened once
+  // and checked on its descriptor, so a symlink swapped in cannot redirect the write) and
+  // creates its temporary. `unnamed_temporary` false: the named kind (tests; filesystems
+  // without O_TMPFILE get it anyway). PERMISSION_DENIED when it cannot be created.
+  absl::StatusOr<PendingOutput> CreateOutput(const std::string& path, const WritePolicy& policy,
+                                             bool unnamed_temporary = true) const;
+  // Writes `bytes` to `path` atomically under the same rules: CreateOutput, write, Commit.
+  // Returns the canonical path.
   absl::StatusOr<std::string> WriteFile(const std::string& path, const std::string& bytes,
                                         const WritePolicy& policy) const;
 

@@ -78,6 +78,7 @@ struct JobEnvironment {
   core::PlaneBufferPool* plane_buffers = nullptr;
   core::PlaneBufferPool* load_buffers = nullptr;  // PreprocOptions::load_buffers
   bool parallel_inflate = true;                    // PreprocOptions::parallel_inflate
+  bool progressive_frame_files = true;             // JobOutput: .fits written bundle by bundle
   const std::atomic<bool>* float32_planes = nullptr;
   ShadowParity* shadow = nullptr;  // shadow parity sampling (issue 23); null when off
 };

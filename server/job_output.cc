@@ -8,6 +8,7 @@
 #include <memory>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "core/base/parallel_for.h"
 #include "core/base/status_macros.h"
@@ -63,6 +64,10 @@ absl::Status JobOutput::Prepare(std::shared_ptr<const core::Geometry> geometry,
     if (!h.server_model_path().empty()) {
       SPEXD_RETURN_IF_ERROR(CheckOutputPath(h.server_model_path()));
     }
+    // gzip is one stream over the whole file: a .gz output is written at the end.
+    if (env_.progressive_frame_files && !absl::EndsWith(h.server_output_path(), ".gz")) {
+      SPEXD_RETURN_IF_ERROR(PrepareProgressiveFile(bundles));
+    }
   }
   if (request_.cuda.output != nullptr) {
     SPEXD_ASSIGN_OR_RETURN(core::OutputLayout layout,
@@ -80,8 +85,10 @@ absl::Status JobOutput::Prepare(std::shared_ptr<const core::Geometry> geometry,
   whole_frame_ = file_or_model || float32_arrays();
   if (whole_frame_ || output_writer_.has_value()) {
     // A float32 stream's mask and scores need flux and ivar but not the resolution (~100 MB
-    // of an r frame's 140), which goes to the client from the bundles.
-    const auto keep = file_or_model    ? core::FrameAssembler::Keep::kAll
+    // of an r frame's 140), which goes to the client from the bundles; nor does a frame
+    // file written progressively (it takes the resolution from the bundles), or the model.
+    const bool all = file_or_model && progressive_ == nullptr;
+    const auto keep = all              ? core::FrameAssembler::Keep::kAll
                       : whole_frame_ ? core::FrameAssembler::Keep::kSpectra
                                      : core::FrameAssembler::Keep::kMaskInputs;
     assembler_.emplace(*geometry_, want_model, keep);
@@ -191,6 +198,14 @@ absl::Status JobOutput::Bundle(core::BundleResult&& finished, double seconds) {
     }
   }
   lap("output_send");
+  if (progressive_ != nullptr) {
+    auto row = file_row_.find(b.bundle);
+    if (row == file_row_.end()) {
+      return absl::InternalError(absl::StrCat("bundle ", b.bundle, " is not in the frame file"));
+    }
+    SPEXD_RETURN_IF_ERROR(progressive_->AddRows(row->second, b));
+    lap("output_file_rows");
+  }
   ++nbundles_;
   nfibers_ += b.nfibers;
   if (assembler_.has_value()) {
@@ -239,6 +254,7 @@ absl::Status JobOutput::Finish(const core::ExtractionSummary& backend_summary,
     if (float32_arrays()) SPEXD_RETURN_IF_ERROR(SendProducts(frame));
     if (!request_.header.server_output_path().empty()) {
       const Clock::time_point t2 = Clock::now();
+      if (progressive_ != nullptr) SPEXD_RETURN_IF_ERROR(FinishProgressiveFile(frame, summary));
       SPEXD_RETURN_IF_ERROR(WriteFiles(frame, summary));
       stages_["output_file"] += Seconds(t2, Clock::now());
     }
@@ -312,6 +328,56 @@ absl::Status WriteServerFile(const DataRoots& roots, const std::string& requeste
 
 }  // namespace
 
+absl::Status JobOutput::PrepareProgressiveFile(const std::vector<int>& bundles) {
+  const core::PatchPlan& plan = geometry_->plan();
+  std::vector<int> listed = bundles;
+  if (listed.empty()) {
+    for (int b = 0; b < plan.nbundles; ++b) listed.push_back(b);
+  }
+  std::sort(listed.begin(), listed.end());
+  if (listed.empty()) return absl::InvalidArgumentError("no bundle to write a frame file of");
+  // Rows as the assembler stacks them: the listed bundles' fibres in bundle order.
+  core::FrameFileShape shape;
+  shape.specmin = plan.bundle_fiber_begin(listed.front());
+  for (int b : listed) {
+    file_row_[b] = shape.nspec;
+    shape.nspec += std::min(plan.bundlesize, plan.specmin + plan.nspec - plan.bundle_fiber_begin(b));
+  }
+  shape.nwave = plan.nwave;
+  shape.ndiag = plan.ndiag;
+  shape.wave = bary_.factor != 1.0 ? bary_.wave : plan.wave;  // the recorded grid
+  auto file = env_.output_roots->CreateOutput(request_.header.server_output_path(), output_policy_);
+  if (!file.ok()) return file.status();
+  frame_file_.emplace(*std::move(file));
+  core::FitsWriteOptions options;
+  options.pool = env_.decode_pool;  // as WriteFiles (and its pages faulted in here, ahead)
+  SPEXD_ASSIGN_OR_RETURN(progressive_,
+                         core::ProgressiveFrameFile::Create(shape, FileMetadata(), frame_file_->fd(),
+                                                            request_.header.server_output_path(),
+                                                            options));
+  return absl::OkStatus();
+}
+
+absl::Status JobOutput::FinishProgressiveFile(const core::Frame& frame, v1::ExtractSummary* s) {
+  SPEXD_RETURN_IF_ERROR(progressive_->Finish(frame));
+  // The SHA-256 from the bytes in memory (the file's own, pieces()), beside the fsync and
+  // rename: reading 70 MB back would only add a pass over the page cache.
+  absl::StatusOr<std::string> path = absl::InternalError("not written");
+  std::string sha;
+  core::ParallelFor(env_.decode_pool, 2, 2, [&](int, int task) {
+    if (task == 0) {
+      path = frame_file_->Commit();
+    } else {
+      sha = Sha256Hex(progressive_->pieces());
+    }
+  });
+  if (!path.ok()) return path.status();
+  s->set_server_output_path(*std::move(path));
+  s->set_server_output_bytes(progressive_->size());
+  s->set_server_output_sha256(std::move(sha));
+  return absl::OkStatus();
+}
+
 absl::Status JobOutput::WriteFiles(const core::Frame& frame, v1::ExtractSummary* s) {
   const v1::ExtractHeader& h = request_.header;
   const core::FrameMetadata meta = FileMetadata();
@@ -321,12 +387,14 @@ absl::Status JobOutput::WriteFiles(const core::Frame& frame, v1::ExtractSummary*
   core::FitsWriteOptions write_options;
   write_options.pool = env_.decode_pool;
   int64_t bytes = 0;
-  SPEXD_RETURN_IF_ERROR(WriteServerFile(*env_.output_roots, h.server_output_path(),
-                                        core::FrameToFits(frame, meta, write_options),
-                                        output_policy_, env_.decode_pool,
-                                        s->mutable_server_output_path(), &bytes,
-                                        s->mutable_server_output_sha256()));
-  s->set_server_output_bytes(bytes);
+  if (progressive_ == nullptr) {  // else FinishProgressiveFile wrote it
+    SPEXD_RETURN_IF_ERROR(WriteServerFile(*env_.output_roots, h.server_output_path(),
+                                          core::FrameToFits(frame, meta, write_options),
+                                          output_policy_, env_.decode_pool,
+                                          s->mutable_server_output_path(), &bytes,
+                                          s->mutable_server_output_sha256()));
+    s->set_server_output_bytes(bytes);
+  }
   if (h.server_model_path().empty()) return absl::OkStatus();
   SPEXD_RETURN_IF_ERROR(WriteServerFile(*env_.output_roots, h.server_model_path(),
                                         core::ModelToFits(frame, meta, write_options),

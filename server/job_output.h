@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -20,6 +21,7 @@
 #include "core/backend/backend.h"
 #include "core/frame/frame.h"
 #include "core/frame/frame_writer.h"
+#include "core/frame/progressive_frame_file.h"
 #include "core/plan/barycentric.h"
 #include "core/plan/geometry.h"
 #include "server/data_roots.h"
@@ -92,6 +94,11 @@ class JobOutput {
   // their paths, sizes and SHA-256 go into `summary`. The wavelengths become the
   // uncorrected grid under --barycentric-correction.
   absl::Status WriteFiles(const core::Frame& frame, v1::ExtractSummary* summary);
+  // A plain .fits frame file written while the frame is extracted (issue 22, session 9):
+  // laid out and its temporary created here (loader thread), each bundle's rows written
+  // by Bundle, the frame-wide rest, fsync and rename (beside its SHA-256) by WriteFiles.
+  absl::Status PrepareProgressiveFile(const std::vector<int>& bundles);
+  absl::Status FinishProgressiveFile(const core::Frame& frame, v1::ExtractSummary* summary);
   // The frame file's header cards (and scores rule) for this request.
   core::FrameMetadata FileMetadata() const;
   // ARRAY_FLOAT32: the specmask and RAW scores of the float64 frame (FrameProducts).
@@ -120,6 +127,12 @@ class JobOutput {
   // Server-side stage times of this job (streaming task), into the summary's stage_seconds.
   std::map<std::string, double> stages_;
   std::optional<core::FrameAssembler> assembler_;
+  // The progressive frame file: its temporary (declared first, so that it outlives the
+  // writer, which borrows its descriptor; dropped uncommitted, it leaves nothing), the
+  // writer, and the file row of each plan bundle.
+  std::optional<DataRoots::PendingOutput> frame_file_;
+  std::unique_ptr<core::ProgressiveFrameFile> progressive_;
+  std::map<int, int> file_row_;
   // The assembler keeps every array (a frame file or the model), not only the mask's inputs.
   bool whole_frame_ = false;
   core::Frame retired_frame_;  // Finish's frame, freed with this object (after the call ends)

@@ -80,6 +80,10 @@ ABSL_FLAG(bool, pin_planes, true,
 ABSL_FLAG(bool, parallel_inflate, true,
           "inflate a large .fits.gz member in chunks on the host thread pool (--cpu_threads) "
           "rather than on its loader thread alone: less time per frame, ~1.3x the CPU");
+ABSL_FLAG(bool, progressive_frame_files, true,
+          "write a server-side .fits frame file while the frame is extracted (each bundle's "
+          "FLUX, IVAR, RESOLUTION, CHI2PIX as it arrives), leaving only the frame-wide rest "
+          "after the last bundle; false: the whole file after the last bundle");
 ABSL_FLAG(int64_t, psf_cache_bytes, int64_t{4} << 30,
           "host memory budget of the PSF and geometry cache");
 ABSL_FLAG(int64_t, max_upload_bytes, int64_t{1} << 30,
@@ -156,6 +160,7 @@ absl::StatusOr<ServerConfig> ConfigFromFlags() {
   o.prefetch_memory_bytes = absl::GetFlag(FLAGS_prefetch_memory_bytes);
   o.pin_planes = absl::GetFlag(FLAGS_pin_planes);
   o.parallel_inflate = absl::GetFlag(FLAGS_parallel_inflate);
+  o.progressive_frame_files = absl::GetFlag(FLAGS_progressive_frame_files);
   o.streamers_per_worker = absl::GetFlag(FLAGS_streamers_per_worker);
   o.psf_cache_bytes = absl::GetFlag(FLAGS_psf_cache_bytes);
   o.limits.max_upload_bytes = absl::GetFlag(FLAGS_max_upload_bytes);

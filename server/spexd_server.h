@@ -48,6 +48,9 @@ struct ServerOptions {
   bool pin_planes = true;
   // Inflate a large .fits.gz member on the host thread pool (PreprocOptions::parallel_inflate).
   bool parallel_inflate = true;
+  // Write a server-side plain .fits frame file bundle by bundle (JobOutput,
+  // core::ProgressiveFrameFile); false: all of it after the last bundle, as before.
+  bool progressive_frame_files = true;
   // Threads streaming responses, per worker (0: Scheduler::StreamersPerWorker, 4 for a GPU
   // worker, 2 for the CPU backend). More
   // let a worker run ahead of slow readers, each streaming frame holding its planes.

@@ -49,17 +49,6 @@ absl::Status CheckFrameShape(const Frame& frame) {
       ", resolution ", frame.rdiags.size()));
 }
 
-// A float32 image HDU whose data the assembly encodes from `values`.
-HduSource Float32Image(const char* extname, std::vector<long> naxes,
-                       const std::vector<double>& values) {
-  HduSource h;
-  h.build = [extname, naxes](FitsFile& f) { return f.CreateImage<float>(extname, naxes); };
-  h.encoding = HduSource::Encoding::kFloat32;
-  h.values = values.data();
-  h.count = values.size();
-  return h;
-}
-
 }  // namespace
 
 int DefaultFitsWriteThreads() { return std::min(8, HardwareThreads()); }
@@ -70,7 +59,6 @@ int DefaultFitsWriteThreads() { return std::min(8, HardwareThreads()); }
 absl::StatusOr<std::string> FrameToFits(const Frame& frame, const FrameMetadata& meta,
                                         const FitsWriteOptions& options) {
   SPEXD_RETURN_IF_ERROR(CheckFrameShape(frame));
-  const long ns = frame.nspec, nw = frame.nwave, nk = 2 * frame.ndiag + 1;
   const internal::WriterThreads threads(options);
   const auto t0 = std::chrono::steady_clock::now();
   const std::vector<FrameScore> scores =
@@ -79,43 +67,8 @@ absl::StatusOr<std::string> FrameToFits(const Frame& frame, const FrameMetadata&
     options.times->scores +=
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }
-  std::vector<HduSource> hdus;
-  HduSource flux = Float32Image("FLUX", {nw, ns}, frame.flux);
-  flux.primary = true;
-  flux.build = [&](FitsFile& f) {
-    SPEXD_RETURN_IF_ERROR(f.CreateImage<float>("FLUX", {nw, ns}));
-    return internal::WriteFrameHeader(&f, frame, meta);
-  };
-  hdus.push_back(std::move(flux));
-  hdus.push_back(Float32Image("IVAR", {nw, ns}, frame.ivar));
-  HduSource mask;
-  mask.build = [&](FitsFile& f) {
-    SPEXD_RETURN_IF_ERROR(f.CreateImage<uint32_t>("MASK", {nw, ns}));
-    return internal::ScaleCardsInAstropyOrder(&f);
-  };
-  mask.encoding = HduSource::Encoding::kUint32WithZero;
-  mask.values = frame.mask.data();
-  mask.count = frame.mask.size();
-  hdus.push_back(std::move(mask));
-  HduSource wave;
-  wave.build = [&](FitsFile& f) {
-    SPEXD_RETURN_IF_ERROR(f.WriteImage<double>("WAVELENGTH", {nw}, frame.wave.data()));
-    return f.WriteKey("BUNIT", std::string("Angstrom"), nullptr);
-  };
-  hdus.push_back(std::move(wave));
-  hdus.push_back(Float32Image("RESOLUTION", {nw, nk, ns}, frame.rdiags));
-  if (!meta.fibermap_fits.empty()) {
-    HduSource fibermap;
-    fibermap.build = [&](FitsFile& f) { return internal::AppendFibermap(&f, frame, meta); };
-    hdus.push_back(std::move(fibermap));
-  }
-  hdus.push_back(Float32Image("CHI2PIX", {nw, ns}, frame.chi2pix));
-  if (!scores.empty()) {
-    HduSource table;
-    table.build = [&](FitsFile& f) { return internal::AppendScores(&f, scores, ns); };
-    hdus.push_back(std::move(table));
-  }
-  return internal::AssembleFits(hdus, threads, options.checksum_time, options.times);
+  return internal::AssembleFits(internal::FrameHduSources(frame, meta, scores).hdus, threads,
+                                options.checksum_time, options.times);
 }
 
 std::vector<FrameScore> RawScores(const Frame& frame, TaskPool* pool, int max_workers) {

@@ -13,10 +13,18 @@
 //   gzip            GzipCompress of the file (--gzip-repeats, default 1: seconds each);
 //   write_fsync     WriteFileAtomically into --dir (temporary, fsync, rename);
 //   sha256          server::Sha256Hex (the server records it; when the server is built).
+//   tail_whole, tail_progressive (issue 22, session 9; when the server is built): what a
+//                   server-written .fits costs after the extraction's last bundle, into
+//                   --dir through server::DataRoots: the whole file (FrameToFits, then
+//                   the write and fsync beside the SHA-256, as before), or the
+//                   progressive file's rest (the last bundle's rows, Finish, then fsync
+//                   and rename beside the SHA-256), its other bundles written before the
+//                   clock starts, --bundle-ms apart (the GPU's pace: 7.5 ms per bundle
+//                   of an r frame on an H100).
 // Prints one JSON line:
 //   spexd_frame_write_bench [--fibers 500] [--nwave 2326] [--ndiag 5] [--threads N]
-//       [--repeats 5] [--gzip-repeats 1] [--dir /tmp] [--json out.json]
-//       [--stages reference,parts,new,zero,gzip,write,sha256]
+//       [--repeats 5] [--gzip-repeats 1] [--dir /tmp] [--json out.json] [--bundle-ms 7.5]
+//       [--stages reference,parts,new,zero,gzip,write,sha256,tail]
 #include <time.h>
 
 #include <algorithm>
@@ -27,6 +35,8 @@
 #include <cstring>
 #include <fstream>
 #include <functional>
+#include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
@@ -42,7 +52,9 @@
 #include "core/io/fits_file.h"
 #include "core/io/internal/gzip.h"
 #ifdef SPEXD_BENCH_SHA256
+#include "core/frame/progressive_frame_file.h"
 #include "server/content_id.h"
+#include "server/data_roots.h"
 #endif
 
 namespace {
@@ -53,8 +65,9 @@ using spexd::core::FrameMetadata;
 
 struct Args {
   int fibers = 500, nwave = 2326, ndiag = 5, threads = 0, repeats = 5, gzip_repeats = 1;
+  double bundle_ms = 7.5;
   std::string dir = "/tmp", json;
-  std::string stages = "reference,parts,new,zero,gzip,write,sha256";  // which to time
+  std::string stages = "reference,parts,new,zero,gzip,write,sha256,tail";  // which to time
   bool Runs(const std::string& stage) const {
     return ("," + stages + ",").find("," + stage + ",") != std::string::npos;
   }
@@ -74,6 +87,7 @@ bool Parse(int argc, char** argv, Args* a) {
     else if (flag == "--dir") a->dir = v;
     else if (flag == "--json") a->json = v;
     else if (flag == "--stages") a->stages = v;
+    else if (flag == "--bundle-ms") a->bundle_ms = std::atof(v.c_str());
     else return false;
   }
   return a->fibers > 0 && a->nwave > 0 && a->ndiag >= 0;
@@ -188,6 +202,134 @@ std::vector<std::pair<std::string, Stats>> Time(const std::string& name, int rep
   for (auto& [part, s] : parts) out.emplace_back(name + "." + part, Summarise(s, s));
   return out;
 }
+
+#ifdef SPEXD_BENCH_SHA256
+// `repeats` runs (after one warm-up) of `setup` (untimed) then `tail` (timed, wall and CPU).
+std::vector<std::pair<std::string, Stats>> TimeTail(const std::string& name, int repeats,
+                                                    const std::function<void()>& setup,
+                                                    const std::function<void(Parts*)>& tail) {
+  std::vector<double> wall, cpu;
+  std::vector<std::pair<std::string, std::vector<double>>> parts;
+  for (int r = 0; r <= repeats; ++r) {
+    setup();
+    Parts p;
+    const auto t0 = std::chrono::steady_clock::now();
+    const double c0 = CpuNow();
+    tail(&p);
+    if (r == 0) continue;  // warm-up
+    cpu.push_back(CpuNow() - c0);
+    wall.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    for (std::size_t i = 0; i < p.size(); ++i) {
+      if (parts.size() <= i) parts.emplace_back(p[i].first, std::vector<double>{});
+      parts[i].second.push_back(p[i].second);
+    }
+  }
+  std::vector<std::pair<std::string, Stats>> out{{name, Summarise(wall, cpu)}};
+  for (auto& [part, s] : parts) out.emplace_back(name + "." + part, Summarise(s, s));
+  return out;
+}
+
+// Rows [row, row + n) of the frame as a finalised bundle.
+spexd::core::BundleResult BundleOf(const Frame& f, int index, int row, int n) {
+  spexd::core::BundleResult b;
+  b.bundle = index;
+  b.fiber_begin = f.specmin + row;
+  b.nfibers = n;
+  b.nwave = f.nwave;
+  b.ndiag = f.ndiag;
+  b.per_angstrom = true;
+  const std::size_t nw = static_cast<std::size_t>(f.nwave);
+  auto rows = [&](const std::vector<double>& v, std::size_t per_row) {
+    return std::vector<double>(v.begin() + static_cast<std::ptrdiff_t>(row * per_row),
+                               v.begin() + static_cast<std::ptrdiff_t>((row + n) * per_row));
+  };
+  b.flux = rows(f.flux, nw);
+  b.ivar = rows(f.ivar, nw);
+  b.chi2pix = rows(f.chi2pix, nw);
+  b.rdiags = rows(f.rdiags, nw * static_cast<std::size_t>(2 * f.ndiag + 1));
+  return b;
+}
+
+using Clock = std::chrono::steady_clock;
+double Since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// tail_whole and tail_progressive (see the top of the file).
+void TimeTails(const Args& args, const Frame& frame, const FrameMetadata& meta,
+               spexd::core::TaskPool* pool, int threads,
+               const std::function<void(std::vector<std::pair<std::string, Stats>>)>& add) {
+  namespace core = spexd::core;
+  namespace server = spexd::server;
+  auto roots = server::DataRoots::Create({args.dir}, "--output_roots");
+  if (!roots.ok()) {
+    std::fprintf(stderr, "tail: %s\n", std::string(roots.status().message()).c_str());
+    return;
+  }
+  server::DataRoots::WritePolicy policy;
+  policy.overwrite = true;
+  const std::string path = args.dir + "/frame_write_bench_tail.fits";
+  core::FitsWriteOptions o;
+  o.threads = threads;
+  o.pool = pool;
+  std::vector<core::BundleResult> bundles;
+  for (int row = 0, b = 0; row < frame.nspec; row += 25, ++b) {
+    bundles.push_back(BundleOf(frame, b, row, std::min(25, frame.nspec - row)));
+  }
+  auto write_and_hash = [&](const std::function<absl::StatusOr<std::string>()>& write,
+                            const std::function<std::string()>& hash) {
+    absl::StatusOr<std::string> written;
+    std::string sha;
+    core::ParallelFor(pool, 2, 2, [&](int, int task) {
+      if (task == 0) written = write();
+      else sha = hash();
+    });
+    if (!written.ok() || sha.empty()) std::abort();
+  };
+  add(TimeTail("tail_whole", args.repeats, [] {}, [&](Parts* p) {
+    auto t = Clock::now();
+    absl::StatusOr<std::string> fits = core::FrameToFits(frame, meta, o);
+    if (!fits.ok()) std::abort();
+    p->emplace_back("encode", Since(t));
+    t = Clock::now();
+    write_and_hash([&] { return roots->WriteFile(path, *fits, policy); },
+                   [&] { return server::Sha256Hex(*fits); });
+    p->emplace_back("write_fsync_sha", Since(t));
+  }));
+  std::optional<server::DataRoots::PendingOutput> out;
+  std::unique_ptr<core::ProgressiveFrameFile> file;
+  double rows_seconds = 0;
+  auto setup = [&] {
+    file.reset();
+    out.reset();
+    auto created = roots->CreateOutput(path, policy);
+    if (!created.ok()) std::abort();
+    out.emplace(*std::move(created));
+    core::FrameFileShape shape{frame.specmin, frame.nspec, frame.nwave, frame.ndiag, frame.wave};
+    file = *core::ProgressiveFrameFile::Create(shape, meta, out->fd(), path, o);
+    const auto t = Clock::now();
+    for (std::size_t b = 0; b + 1 < bundles.size(); ++b) {
+      std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(args.bundle_ms));
+      if (!file->AddRows(static_cast<int>(b) * 25, bundles[b]).ok()) std::abort();
+    }
+    rows_seconds = Since(t) - static_cast<double>(bundles.size() - 1) * args.bundle_ms * 1e-3;
+    std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(args.bundle_ms));
+  };
+  add(TimeTail("tail_progressive", args.repeats, setup, [&](Parts* p) {
+    auto t = Clock::now();
+    const int last = static_cast<int>(bundles.size()) - 1;
+    if (!file->AddRows(last * 25, bundles.back()).ok()) std::abort();
+    if (!file->Finish(frame).ok()) std::abort();
+    p->emplace_back("rows_before_tail", rows_seconds);
+    p->emplace_back("last_rows_finish", Since(t));
+    t = Clock::now();
+    write_and_hash([&] { return out->Commit(); },
+                   [&] { return server::Sha256Hex(file->pieces()); });
+    p->emplace_back("fsync_rename_sha", Since(t));
+  }));
+  file.reset();
+  out.reset();
+  std::remove(path.c_str());
+}
+#endif
 
 // The reference writer's steps (internal/frame_writer_reference.cc) with a timer on each.
 void ReferenceParts(const Frame& frame, const FrameMetadata& meta, Parts* parts) {
@@ -345,6 +487,7 @@ int main(int argc, char** argv) {
   if (args.Runs("sha256")) {
     add(Time("sha256", args.repeats, [&](Parts*) { (void)spexd::server::Sha256Hex(*reference); }));
   }
+  if (args.Runs("tail")) TimeTails(args, frame, meta, pool.get(), threads, add);
 #endif
 
   const char* sha = std::getenv("GIT_SHA");

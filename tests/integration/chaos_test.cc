@@ -123,10 +123,11 @@ TEST(ChaosTest, SigkillDuringServerSideFrameWritesLeavesNoPartialFileAndRestartS
     ASSERT_TRUE(writing) << "the server never opened its output\n" << spexd.Log();
     EXPECT_EQ(spexd.WaitForExit(10), 128 + SIGKILL);
     EXPECT_FALSE(result.ok());
-    // Nothing under the output's name. The server writes a hidden temporary
-    // (".<name>.tmp-<pid>-<n>", DataRoots::WriteFile) and renames it when complete; a kill
-    // mid-write leaves that temporary behind (docs/reliability.md: open finding), but never
-    // a partial file under an output name.
+    // Nothing under the output's name. The server writes an unnamed temporary (O_TMPFILE,
+    // DataRoots::PendingOutput) and names it when complete, so a kill mid-write leaves
+    // nothing; only a filesystem without O_TMPFILE gets a hidden named one
+    // (".<name>.tmp-<pid>-<n>"), which a kill leaves behind (docs/reliability.md), but
+    // never a partial file under an output name.
     for (const std::string& name : ListDir(out)) {
       EXPECT_TRUE(absl::StartsWith(name, ".frame-") && absl::StrContains(name, ".tmp-"))
           << "left behind under an output name: " << name;

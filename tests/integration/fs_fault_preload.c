@@ -5,6 +5,7 @@
  *   SPEXD_FAULT=enospc  such writes fail with ENOSPC (a full filesystem)
  *   SPEXD_FAULT=slow    such writes go 4 KiB at a time, 20 ms apart (a slow disk), so a
  *                       test can kill the process while a file is half written
+ * write() and pwrite() (the progressive frame file's) are both affected.
  * A file created with O_TMPFILE shows as "<dir>/#<inode> (deleted)" in /proc, so it counts
  * as under the directory. */
 #define _GNU_SOURCE
@@ -17,6 +18,7 @@
 #include <unistd.h>
 
 typedef ssize_t (*write_fn)(int, const void*, size_t);
+typedef ssize_t (*pwrite_fn)(int, const void*, size_t, off_t);
 
 static int UnderFaultDir(int fd, const char* dir) {
   char link[64], target[4096];
@@ -28,14 +30,12 @@ static int UnderFaultDir(int fd, const char* dir) {
   return strncmp(target, dir, len) == 0 && target[len] == '/';
 }
 
-ssize_t write(int fd, const void* buf, size_t count) {
-  static write_fn real = NULL;
-  if (real == NULL) real = (write_fn)dlsym(RTLD_NEXT, "write");
+/* How many bytes of `count` a write to `fd` may write now: -1 (errno set) for a full
+ * filesystem, at most 4 KiB after a pause for a slow one. */
+static ssize_t Allowed(int fd, size_t count) {
   const char* dir = getenv("SPEXD_FAULT_DIR");
   const char* fault = getenv("SPEXD_FAULT");
-  if (dir == NULL || fault == NULL || fd <= 2 || !UnderFaultDir(fd, dir)) {
-    return real(fd, buf, count);
-  }
+  if (dir == NULL || fault == NULL || fd <= 2 || !UnderFaultDir(fd, dir)) return (ssize_t)count;
   if (strcmp(fault, "enospc") == 0) {
     errno = ENOSPC;
     return -1;
@@ -43,7 +43,25 @@ ssize_t write(int fd, const void* buf, size_t count) {
   if (strcmp(fault, "slow") == 0) {
     const struct timespec pause = {0, 20 * 1000 * 1000};
     nanosleep(&pause, NULL);
-    return real(fd, buf, count < 4096 ? count : 4096);
+    return (ssize_t)(count < 4096 ? count : 4096);
   }
-  return real(fd, buf, count);
+  return (ssize_t)count;
+}
+
+ssize_t write(int fd, const void* buf, size_t count) {
+  static write_fn real = NULL;
+  if (real == NULL) real = (write_fn)dlsym(RTLD_NEXT, "write");
+  const ssize_t n = Allowed(fd, count);
+  return n < 0 ? -1 : real(fd, buf, (size_t)n);
+}
+
+ssize_t pwrite(int fd, const void* buf, size_t count, off_t offset) {
+  static pwrite_fn real = NULL;
+  if (real == NULL) real = (pwrite_fn)dlsym(RTLD_NEXT, "pwrite");
+  const ssize_t n = Allowed(fd, count);
+  return n < 0 ? -1 : real(fd, buf, (size_t)n, offset);
+}
+
+ssize_t pwrite64(int fd, const void* buf, size_t count, off_t offset) {
+  return pwrite(fd, buf, count, offset);
 }

@@ -1,16 +1,21 @@
 // Issue 22 through the client library: float32 arrays on the wire (half the stream, the
 // same frame file as from float64), server-written frames (no arrays streamed; the
 // summary names the file with its size and SHA-256), and their refusals.
+#include <unistd.h>
+
 #include <filesystem>
 #include <string>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "client/remote_frame.h"
 #include "core/frame/frame_writer.h"
 #include "core/io/fits_gunzip.h"
 #include "gtest/gtest.h"
 #include "server/content_id.h"
+#include "core/io/fits_file.h"
 #include "tests/integration/service_fixture.h"
+#include "tests/integration/spawned_server.h"
 #include "tests/test_support.h"
 
 namespace spexd::testing {
@@ -157,6 +162,78 @@ TEST_F(WirePrecisionTest, ServerWrittenFilesStreamNoArraysAndRetryGivesTheSameBy
   const std::string regz = ReadBytes(out);
   EXPECT_EQ(again->server_output_bytes(), static_cast<int64_t>(regz.size()));
   EXPECT_EQ(again->server_output_sha256(), server::Sha256Hex(regz));
+}
+
+// True while this process (the in-process server) holds a file under `dir` open: an
+// unnamed temporary shows as "<dir>/#inode (deleted)".
+bool HoldsFileUnder(const std::string& dir) {
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator("/proc/self/fd", ec)) {
+    const std::string target = std::filesystem::read_symlink(e.path(), ec).string();
+    if (!ec && absl::StartsWith(target, dir + "/")) return true;
+  }
+  return false;
+}
+
+// A plain .fits output is written bundle by bundle (core::ProgressiveFrameFile, issue 22
+// session 9): the same bytes as the file spexctl writes from the stream, the summary's
+// size and SHA-256 those of the file, and the per-bundle writes in their own stage.
+TEST_F(WirePrecisionTest, ServerWrittenPlainFitsIsTheClientWrittenFile) {
+  for (const std::string& input : {Inputs().frame_path, Inputs().frame_gz_path}) {
+    SCOPED_TRACE(input);
+    v1::ExtractHeader h = PathHeader(input);
+    const Streamed streamed = Stream(h);
+    ASSERT_TRUE(streamed.status.ok()) << streamed.status;
+    const std::string out = absl::StrCat(Inputs().output_dir, "/progressive-",
+                                         absl::EndsWith(input, ".gz") ? "gz" : "plain", ".fits");
+    h.set_server_output_path(out);
+    h.set_results_to_file_only(true);
+    const Streamed written = Stream(h);
+    ASSERT_TRUE(written.status.ok()) << written.status;
+    const std::string bytes = ReadBytes(out);
+    ExpectSameFitsContents(streamed.frame_fits, bytes, "progressively written frame");
+    EXPECT_EQ(written.summary.server_output_bytes(), static_cast<int64_t>(bytes.size()));
+    EXPECT_EQ(written.summary.server_output_sha256(), server::Sha256Hex(bytes));
+    const auto& stages = written.summary.stage_seconds();
+    EXPECT_EQ(stages.count("output_file_rows"), 1u);
+    EXPECT_EQ(stages.count("output_file"), 1u);
+    EXPECT_FALSE(HoldsFileUnder(Inputs().output_dir));
+  }
+}
+
+// A client that cancels mid-frame: the job stops, its temporary goes (named or not:
+// nothing in the directory, no descriptor left open), and the server keeps serving.
+TEST_F(WirePrecisionTest, CancelledServerWrittenFrameLeavesNothing) {
+  // A directory of its own inside the output roots.
+  const std::string out_dir = Inputs().output_dir + "/cancelled";
+  std::filesystem::create_directories(out_dir);
+  int completed = 0;
+  for (int round = 0; round < 3; ++round) {
+    v1::ExtractHeader h = PathHeader(Inputs().frame_path);
+    const std::string out = absl::StrCat(out_dir, "/frame-", round, ".fits");
+    h.set_server_output_path(out);
+    h.set_results_to_file_only(true);
+    client::ExtractCallbacks cb;
+    cb.on_bundle = [](v1::BundleData&&) { return absl::CancelledError("client gives up"); };
+    const absl::Status st = client_->Extract(h, nullptr, false, cb);
+    EXPECT_EQ(st.code(), absl::StatusCode::kCancelled) << st;
+    // The job ends shortly after the cancel; then nothing of it is left.
+    EXPECT_TRUE(WaitUntil([&] { return !HoldsFileUnder(out_dir); }, 30))
+        << "a descriptor under " << out_dir << " is still open";
+    for (const auto& e : std::filesystem::directory_iterator(out_dir)) {
+      // Only a frame the server finished before the cancel reached it, complete.
+      EXPECT_EQ(e.path().string(), out) << "left behind";
+      auto f = core::FitsFile::OpenRead(out);
+      ASSERT_TRUE(f.ok()) << f.status();
+      EXPECT_GE(f->NumHdus().value_or(0), 7);
+      ++completed;
+    }
+  }
+  std::printf("cancelled mid-frame: %d of 3 finished before the cancel arrived\n", completed);
+  v1::ExtractHeader h = PathHeader(Inputs().frame_path);
+  h.set_server_output_path(out_dir + "/after.fits");
+  h.set_results_to_file_only(true);
+  EXPECT_TRUE(client_->ExtractToServerFile(h, nullptr, false).ok());
 }
 
 TEST_F(WirePrecisionTest, ServerWrittenFrameRefusals) {

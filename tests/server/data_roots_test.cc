@@ -225,3 +225,69 @@ TEST_F(DataRootsTest, AFifoIsRefusedWithoutBlocking) {
 
 }  // namespace
 }  // namespace spexd::server
+
+namespace spexd::server {
+namespace {
+
+// The progressive frame file's temporary (issue 22, session 9): both kinds, named and
+// unnamed, leave nothing when dropped uncommitted (an error or a cancelled job), and a
+// commit follows the overwrite rules of WriteFile, including for a file that appeared
+// while the temporary was being written.
+TEST(PendingOutputTest, DroppedLeavesNothingAndCommitKeepsTheRules) {
+  const std::string root = testing::MakeTempDir();
+  auto roots = DataRoots::Create({root});
+  ASSERT_TRUE(roots.ok());
+  const std::string out = root + "/frame.fits";
+  for (bool unnamed : {true, false}) {
+    SCOPED_TRACE(unnamed ? "unnamed temporary" : "named temporary");
+    {
+      auto pending = roots->CreateOutput(out, {}, unnamed);
+      ASSERT_TRUE(pending.ok()) << pending.status();
+      // (A filesystem without O_TMPFILE gets the named kind either way.)
+      if (!unnamed) {
+        EXPECT_TRUE(pending->named_temporary());
+      }
+      ASSERT_EQ(::pwrite(pending->fd(), "half", 4, 0), 4);
+      EXPECT_EQ(CountEntries(root), pending->named_temporary() ? 1 : 0);
+      auto moved = std::move(*pending);                 // moves keep one owner
+      EXPECT_EQ(pending->fd(), -1);
+    }
+    EXPECT_EQ(CountEntries(root), 0);
+    // Committed: the name, with the bytes written at their offsets.
+    auto pending = roots->CreateOutput(out, {}, unnamed);
+    ASSERT_TRUE(pending.ok()) << pending.status();
+    ASSERT_EQ(::pwrite(pending->fd(), "tail", 4, 4), 4);
+    ASSERT_EQ(::pwrite(pending->fd(), "head", 4, 0), 4);
+    auto path = pending->Commit();
+    ASSERT_TRUE(path.ok()) << path.status();
+    EXPECT_EQ(*path, out);
+    EXPECT_EQ(testing::ReadBytes(out), "headtail");
+    EXPECT_EQ(pending->Commit().status().code(), absl::StatusCode::kFailedPrecondition);
+    // A file that appears while the temporary is written is not replaced without overwrite.
+    ASSERT_EQ(::unlink(out.c_str()), 0);
+    auto racing = roots->CreateOutput(out, {}, unnamed);
+    ASSERT_TRUE(racing.ok()) << racing.status();
+    Touch(out, "theirs");
+    EXPECT_EQ(racing->Commit().status().code(), absl::StatusCode::kAlreadyExists);
+    EXPECT_EQ(testing::ReadBytes(out), "theirs");
+    EXPECT_EQ(CountEntries(root), 1);
+    // With overwrite it is.
+    DataRoots::WritePolicy overwrite;
+    overwrite.overwrite = true;
+    auto replacing = roots->CreateOutput(out, overwrite, unnamed);
+    ASSERT_TRUE(replacing.ok()) << replacing.status();
+    ASSERT_EQ(::pwrite(replacing->fd(), "ours", 4, 0), 4);
+    ASSERT_TRUE(replacing->Commit().ok());
+    EXPECT_EQ(testing::ReadBytes(out), "ours");
+    EXPECT_EQ(CountEntries(root), 1);
+    ASSERT_EQ(::unlink(out.c_str()), 0);
+  }
+  // The output rules apply at creation: outside the roots, an existing file.
+  EXPECT_EQ(roots->CreateOutput(testing::MakeTempDir() + "/x.fits", {}).status().code(),
+            absl::StatusCode::kPermissionDenied);
+  Touch(out);
+  EXPECT_EQ(roots->CreateOutput(out, {}).status().code(), absl::StatusCode::kAlreadyExists);
+}
+
+}  // namespace
+}  // namespace spexd::server

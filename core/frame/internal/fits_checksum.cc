@@ -99,6 +99,7 @@ absl::Status ChecksumCards::Begin(FitsFile& f, const std::string& time) {
   if (fits_read_key_str(f.get(), "CHECKSUM", value, comment, &status) == KEY_NO_EXIST) {
     status = 0;
     checksum_ = kZeroChecksum;
+    wrote_chkcomm_ = true;
     fits_write_key_str(f.get(), "CHECKSUM", kZeroChecksum, chkcomm_.c_str(), &status);
   } else {
     checksum_ = value;
@@ -107,9 +108,11 @@ absl::Status ChecksumCards::Begin(FitsFile& f, const std::string& time) {
   if (fits_read_key_str(f.get(), "DATASUM", value, comment, &status) == KEY_NO_EXIST) {
     status = 0;
     old_datasum_ = 0;
+    wrote_datacomm_ = true;
     fits_write_key_str(f.get(), "DATASUM", "         0", datacomm_.c_str(), &status);
     if (checksum_ != kZeroChecksum) {
       checksum_ = kZeroChecksum;
+      wrote_chkcomm_ = true;
       fits_modify_key_str(f.get(), "CHECKSUM", kZeroChecksum, chkcomm_.c_str(), &status);
     }
   } else {
@@ -119,6 +122,16 @@ absl::Status ChecksumCards::Begin(FitsFile& f, const std::string& time) {
   }
   fits_set_hdustruc(f.get(), &status);  // ffrdef: END and the header's final size
   if (status != 0) return f.Error(status, "writing DATASUM");
+  return absl::OkStatus();
+}
+
+absl::Status ChecksumCards::Restamp(FitsFile& f, const std::string& time) {
+  chkcomm_ = absl::StrCat("HDU checksum updated ", time);
+  datacomm_ = absl::StrCat("data unit checksum updated ", time);
+  int status = 0;
+  if (wrote_chkcomm_) fits_modify_comment(f.get(), "CHECKSUM", chkcomm_.c_str(), &status);
+  if (wrote_datacomm_) fits_modify_comment(f.get(), "DATASUM", datacomm_.c_str(), &status);
+  if (status != 0) return f.Error(status, "restamping CHECKSUM/DATASUM");
   return absl::OkStatus();
 }
 

@@ -54,6 +54,10 @@ class ChecksumCards {
   void ReplaceCard(std::string card) { replacement_ = std::move(card); }
   absl::Status Begin(FitsFile& f, const std::string& time);
   absl::StatusOr<std::string> Finish(FitsFile& f, uint32_t datasum);
+  // Between Begin and Finish: `time` in place of Begin's, in the comments Begin wrote and
+  // in those Finish will write, as if Begin had run at `time` (same card sizes). The
+  // progressive writer builds its headers before the extraction, finishes them after.
+  absl::Status Restamp(FitsFile& f, const std::string& time);
 
  private:
   absl::StatusOr<std::string> HeaderBytes(FitsFile& f);
@@ -63,6 +67,7 @@ class ChecksumCards {
   std::string chkcomm_, datacomm_;
   std::string checksum_;         // the CHECKSUM value in the header now
   uint64_t old_datasum_ = 0;     // DATASUM's value before (never equal to a sum if invalid)
+  bool wrote_chkcomm_ = false, wrote_datacomm_ = false;  // Begin wrote those comments
 };
 
 }  // namespace spexd::core::internal

@@ -27,22 +27,13 @@ constexpr int64_t kBlock = 2880;  // FITS logical record (FITS 4.0 §3.1)
 // frame's RESOLUTION (12.8 M values) and few enough that scheduling costs nothing.
 constexpr std::size_t kChunkValues = std::size_t{1} << 18;
 
+}  // namespace
+
 std::size_t BytesPerValue(HduSource::Encoding e) {
   return e == HduSource::Encoding::kFloat64 ? 8 : 4;
 }
 
-// An HDU between the phases: its scratch file (header, and data written by CFITSIO),
-// its place in the output, and the checksum cards waiting for the data's sum.
-struct BuiltHdu {
-  std::optional<FitsFile> scratch;
-  ChecksumCards cards;
-  int64_t header_bytes = 0;
-  int64_t data_bytes = 0;   // without the padding to whole records
-  int64_t padded_bytes = 0;
-  std::string data;         // the data unit CFITSIO wrote (kByBuild)
-  int64_t offset = 0;       // of the header in the output
-  absl::Status status;
-};
+namespace {
 
 // The size of the current HDU's data unit from its header (FITS 4.0 §4.4.1.1, eq. 2):
 // |BITPIX|/8 * GCOUNT * (PCOUNT + NAXIS1 * ... * NAXISm), 0 when NAXIS is 0.
@@ -70,7 +61,9 @@ absl::StatusOr<int64_t> DataUnitBytes(FitsFile& f) {
   return std::abs(bitpix) / 8 * gcount * (pcount + product);
 }
 
-absl::Status Build(const HduSource& src, const std::string& time, BuiltHdu* out) {
+}  // namespace
+
+absl::Status BuildHdu(const HduSource& src, const std::string& time, BuiltHdu* out) {
   SPEXD_ASSIGN_OR_RETURN(FitsFile scratch, FitsFile::CreateMemory("HDU"));
   out->scratch.emplace(std::move(scratch));
   FitsFile& f = *out->scratch;
@@ -113,6 +106,8 @@ absl::Status Build(const HduSource& src, const std::string& time, BuiltHdu* out)
   return absl::OkStatus();
 }
 
+namespace {
+
 // Adds the time since the last lap to a phase of `times` (nothing when null).
 class PhaseClock {
  public:
@@ -135,26 +130,12 @@ struct DataTask {
 };
 
 uint32_t Encode(const HduSource& src, const DataTask& t, char* data_unit) {
-  const std::size_t n = t.end - t.begin;
-  char* out = data_unit + t.begin * BytesPerValue(src.encoding);
-  switch (src.encoding) {
-    case HduSource::Encoding::kFloat32:
-      return EncodeFloat32(static_cast<const double*>(src.values) + t.begin, n, out);
-    case HduSource::Encoding::kUint32WithZero:
-      return EncodeUint32WithZero(static_cast<const uint32_t*>(src.values) + t.begin, n, out);
-    case HduSource::Encoding::kFloat64:
-      return EncodeFloat64(static_cast<const double*>(src.values) + t.begin, n, out);
-    case HduSource::Encoding::kByBuild:
-      break;
-  }
-  return 0;
+  return EncodeValues(src.encoding, src.values, t.begin, t.end,
+                      data_unit + t.begin * BytesPerValue(src.encoding));
 }
 
-// A zero-filled string of `n` bytes whose pages all workers fault in first. A fresh mapping
-// of an r frame's 70 MB costs a page fault per 4 KiB on first touch, taken one by one on
-// the thread that zero-fills it: as long as the whole encoding on the dev VM
-// (docs/perf.md, "Host time per frame with real clients"). Huge pages where the kernel
-// grants them (THP "madvise" mode) need 1/512 of the faults; the advice is only advice.
+}  // namespace
+
 std::string ZeroFilledOutput(std::size_t n, TaskPool* pool, int workers) {
   std::string s;
   constexpr std::size_t kPrefaultChunk = std::size_t{4} << 20;
@@ -173,7 +154,42 @@ std::string ZeroFilledOutput(std::size_t n, TaskPool* pool, int workers) {
   return s;
 }
 
-}  // namespace
+uint32_t EncodeValues(HduSource::Encoding encoding, const void* values, std::size_t begin,
+                      std::size_t end, char* out) {
+  const std::size_t n = end - begin;
+  switch (encoding) {
+    case HduSource::Encoding::kFloat32:
+      return EncodeFloat32(static_cast<const double*>(values) + begin, n, out);
+    case HduSource::Encoding::kUint32WithZero:
+      return EncodeUint32WithZero(static_cast<const uint32_t*>(values) + begin, n, out);
+    case HduSource::Encoding::kFloat64:
+      return EncodeFloat64(static_cast<const double*>(values) + begin, n, out);
+    case HduSource::Encoding::kByBuild:
+      break;
+  }
+  return 0;
+}
+
+uint32_t DataUnitSum(const BuiltHdu& b, char* data_unit) {
+  std::memcpy(data_unit, b.data.data(), b.data.size());
+  uint32_t sum = OnesComplementSum(b.data.data(), b.data.size() / 4 * 4);
+  // A unit whose size is not a multiple of 4: its last word ends in padding zeros.
+  if (b.data.size() % 4 != 0) sum = OnesComplementSum(data_unit + b.data.size() / 4 * 4, 4, sum);
+  return sum;
+}
+
+absl::StatusOr<std::string> FinishHeader(BuiltHdu& b, uint32_t datasum) {
+  absl::StatusOr<std::string> header = absl::ResourceExhaustedError("out of memory");
+  try {
+    header = b.cards.Finish(*b.scratch, datasum);
+  } catch (const std::bad_alloc&) {
+  }
+  if (header.ok() && static_cast<int64_t>(header->size()) != b.header_bytes) {
+    return absl::InternalError(absl::StrCat(b.scratch->name(), ": header grew from ",
+                                            b.header_bytes, " to ", header->size(), " bytes"));
+  }
+  return header;
+}
 
 WriterThreads::WriterThreads(const FitsWriteOptions& options)
     : workers_(options.threads > 0 ? options.threads : DefaultFitsWriteThreads()),
@@ -198,7 +214,7 @@ absl::StatusOr<std::string> AssembleFits(const std::vector<HduSource>& hdus,
   std::vector<BuiltHdu> built(hdus.size());
   ParallelFor(pool, workers, nhdu, [&](int, int i) {
     try {  // ParallelFor's bodies must not throw; std::string may
-      built[i].status = Build(hdus[i], time, &built[i]);
+      built[i].status = BuildHdu(hdus[i], time, &built[i]);
     } catch (const std::bad_alloc&) {
       built[i].status = absl::ResourceExhaustedError("out of memory building a FITS header");
     }
@@ -229,12 +245,7 @@ absl::StatusOr<std::string> AssembleFits(const std::vector<HduSource>& hdus,
     BuiltHdu& b = built[task.hdu];
     char* data_unit = file.data() + b.offset + b.header_bytes;
     if (hdus[task.hdu].encoding == HduSource::Encoding::kByBuild) {
-      std::memcpy(data_unit, b.data.data(), b.data.size());
-      sums[t] = OnesComplementSum(b.data.data(), b.data.size() / 4 * 4);
-      // A unit whose size is not a multiple of 4: its last word ends in padding zeros.
-      if (b.data.size() % 4 != 0) {
-        sums[t] = OnesComplementSum(data_unit + b.data.size() / 4 * 4, 4, sums[t]);
-      }
+      sums[t] = DataUnitSum(b, data_unit);
     } else {
       sums[t] = Encode(hdus[task.hdu], task, data_unit);
     }
@@ -249,16 +260,9 @@ absl::StatusOr<std::string> AssembleFits(const std::vector<HduSource>& hdus,
   }
   ParallelFor(pool, workers, nhdu, [&](int, int i) {
     BuiltHdu& b = built[i];
-    absl::StatusOr<std::string> header = absl::ResourceExhaustedError("out of memory");
-    try {
-      header = b.cards.Finish(*b.scratch, datasum[i]);
-    } catch (const std::bad_alloc&) {
-    }
+    absl::StatusOr<std::string> header = FinishHeader(b, datasum[i]);
     if (!header.ok()) {
       b.status = header.status();
-    } else if (static_cast<int64_t>(header->size()) != b.header_bytes) {
-      b.status = absl::InternalError(absl::StrCat("HDU ", i, ": header grew from ", b.header_bytes,
-                                                  " to ", header->size(), " bytes"));
     } else {
       std::memcpy(file.data() + b.offset, header->data(), header->size());
     }

@@ -9,8 +9,10 @@
 #define SPEXD_CORE_FRAME_INTERNAL_FITS_HDU_ASSEMBLY_H_
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -18,6 +20,7 @@
 #include "absl/status/statusor.h"
 #include "core/base/task_pool.h"
 #include "core/frame/frame_writer.h"
+#include "core/frame/internal/fits_checksum.h"
 #include "core/io/fits_file.h"
 
 namespace spexd::core::internal {
@@ -37,6 +40,43 @@ struct HduSource {
   const void* values = nullptr;  // double (kFloat32, kFloat64) or uint32_t; outlives the call
   std::size_t count = 0;         // values; must match the header's NAXISn
 };
+
+// The pieces of AssembleFits, shared with the progressive writer
+// (core/frame/progressive_frame_file.h), so that both make the same bytes by construction.
+
+// An HDU between the phases: its scratch file (header, and data written by CFITSIO), its
+// place in the output, and the checksum cards waiting for the data's sum.
+struct BuiltHdu {
+  std::optional<FitsFile> scratch;
+  ChecksumCards cards;
+  int64_t header_bytes = 0;
+  int64_t data_bytes = 0;   // without the padding to whole records
+  int64_t padded_bytes = 0;
+  std::string data;         // the data unit CFITSIO wrote (kByBuild)
+  int64_t offset = 0;       // of the header in the output
+  absl::Status status;
+};
+
+// Phase 1: the header of `src` (and a kByBuild data unit) in a scratch file, its CHECKSUM
+// and DATASUM cards in place (their values still to come), `time` in their comments. The
+// header's size is final: the cards' count does not depend on the data.
+absl::Status BuildHdu(const HduSource& src, const std::string& time, BuiltHdu* out);
+// Bytes per value of an encoded data unit: 8 for float64, else 4.
+std::size_t BytesPerValue(HduSource::Encoding e);
+// Values [begin, end) of `values` (HduSource::values) encoded to `out` (which receives
+// value `begin` first); returns the ones' complement sum of the bytes written.
+uint32_t EncodeValues(HduSource::Encoding encoding, const void* values, std::size_t begin,
+                      std::size_t end, char* out);
+// A kByBuild data unit copied to `data_unit` (zero-filled to its padded size); its sum.
+uint32_t DataUnitSum(const BuiltHdu& b, char* data_unit);
+// Phase 3: the header's final bytes given its data unit's sum (size checked unchanged).
+absl::StatusOr<std::string> FinishHeader(BuiltHdu& b, uint32_t datasum);
+// A zero-filled string of `n` bytes whose pages all workers fault in first. A fresh mapping
+// of an r frame's 70 MB costs a page fault per 4 KiB on first touch, taken one by one on
+// the thread that zero-fills it: as long as the whole encoding on the dev VM
+// (docs/perf.md, "Host time per frame with real clients"). Huge pages where the kernel
+// grants them (THP "madvise" mode) need 1/512 of the faults; the advice is only advice.
+std::string ZeroFilledOutput(std::size_t n, TaskPool* pool, int workers);
 
 // The workers and pool that FitsWriteOptions asks for: its pool, else one of workers - 1
 // threads started here and joined when this goes.

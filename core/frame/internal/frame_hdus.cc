@@ -2,6 +2,7 @@
 
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -56,7 +57,64 @@ std::vector<std::string> NewCards(FitsFile* f, const std::vector<std::string>& c
   return out;
 }
 
+// A float32 image HDU whose data the assembly encodes from `values`.
+HduSource Float32Image(const char* extname, std::vector<long> naxes,
+                       const std::vector<double>& values) {
+  HduSource h;
+  h.build = [extname, naxes](FitsFile& f) { return f.CreateImage<float>(extname, naxes); };
+  h.encoding = HduSource::Encoding::kFloat32;
+  h.values = values.data();
+  h.count = values.size();
+  return h;
+}
+
 }  // namespace
+
+FrameHduList FrameHduSources(const Frame& frame, const FrameMetadata& meta,
+                             const std::vector<FrameScore>& scores) {
+  const long ns = frame.nspec, nw = frame.nwave, nk = 2 * frame.ndiag + 1;
+  FrameHduList out;
+  auto add = [&out](FrameHdu kind, HduSource h) {
+    out.hdus.push_back(std::move(h));
+    out.kinds.push_back(kind);
+  };
+  HduSource flux = Float32Image("FLUX", {nw, ns}, frame.flux);
+  flux.primary = true;
+  flux.build = [&frame, &meta, nw, ns](FitsFile& f) {
+    SPEXD_RETURN_IF_ERROR(f.CreateImage<float>("FLUX", {nw, ns}));
+    return WriteFrameHeader(&f, frame, meta);
+  };
+  add(FrameHdu::kFlux, std::move(flux));
+  add(FrameHdu::kIvar, Float32Image("IVAR", {nw, ns}, frame.ivar));
+  HduSource mask;
+  mask.build = [nw, ns](FitsFile& f) {
+    SPEXD_RETURN_IF_ERROR(f.CreateImage<uint32_t>("MASK", {nw, ns}));
+    return ScaleCardsInAstropyOrder(&f);
+  };
+  mask.encoding = HduSource::Encoding::kUint32WithZero;
+  mask.values = frame.mask.data();
+  mask.count = frame.mask.size();
+  add(FrameHdu::kMask, std::move(mask));
+  HduSource wave;
+  wave.build = [&frame, nw](FitsFile& f) {
+    SPEXD_RETURN_IF_ERROR(f.WriteImage<double>("WAVELENGTH", {nw}, frame.wave.data()));
+    return f.WriteKey("BUNIT", std::string("Angstrom"), nullptr);
+  };
+  add(FrameHdu::kWavelength, std::move(wave));
+  add(FrameHdu::kResolution, Float32Image("RESOLUTION", {nw, nk, ns}, frame.rdiags));
+  if (!meta.fibermap_fits.empty()) {
+    HduSource fibermap;
+    fibermap.build = [&frame, &meta](FitsFile& f) { return AppendFibermap(&f, frame, meta); };
+    add(FrameHdu::kFibermap, std::move(fibermap));
+  }
+  add(FrameHdu::kChi2pix, Float32Image("CHI2PIX", {nw, ns}, frame.chi2pix));
+  if (!scores.empty()) {
+    HduSource table;
+    table.build = [&scores, ns](FitsFile& f) { return AppendScores(&f, scores, ns); };
+    add(FrameHdu::kScores, std::move(table));
+  }
+  return out;
+}
 
 absl::Status WriteFrameHeader(FitsFile* f, const Frame& frame, const FrameMetadata& meta) {
   SPEXD_RETURN_IF_ERROR(f->WriteCards(NewCards(f, meta.image_header)));

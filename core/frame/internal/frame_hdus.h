@@ -10,6 +10,7 @@
 #include "absl/status/status.h"
 #include "core/frame/frame.h"
 #include "core/frame/frame_writer.h"
+#include "core/frame/internal/fits_hdu_assembly.h"
 #include "core/io/fits_file.h"
 
 namespace spexd::core::internal {
@@ -36,6 +37,19 @@ absl::Status AppendScores(FitsFile* f, const std::vector<FrameScore>& scores, lo
 // for a float32 stream, else RawScores(frame) (on `pool`, as RawScores says).
 std::vector<FrameScore> ScoresToWrite(const Frame& frame, const FrameMetadata& meta,
                                       TaskPool* pool = nullptr, int max_workers = 1);
+
+// The HDUs of a frame file in desispec's write_frame order (extraction-spec §5.3): FLUX
+// (primary), IVAR, MASK, WAVELENGTH, RESOLUTION, FIBERMAP (when given), CHI2PIX, SCORES
+// (when `scores` is not empty). The float arrays are encoded as float32, as desispec
+// writes them. The sources refer to `frame`, `meta` and `scores`, which must outlive their
+// use; FrameToFits and the progressive writer both assemble these.
+enum class FrameHdu { kFlux, kIvar, kMask, kWavelength, kResolution, kFibermap, kChi2pix, kScores };
+struct FrameHduList {
+  std::vector<HduSource> hdus;
+  std::vector<FrameHdu> kinds;  // what each of `hdus` is
+};
+FrameHduList FrameHduSources(const Frame& frame, const FrameMetadata& meta,
+                             const std::vector<FrameScore>& scores);
 
 }  // namespace spexd::core::internal
 

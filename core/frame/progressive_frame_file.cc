@@ -1,0 +1,318 @@
+#include "core/frame/progressive_frame_file.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <new>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "core/base/parallel_for.h"
+#include "core/base/status_macros.h"
+#include "core/frame/internal/fits_checksum.h"
+#include "core/frame/internal/frame_scores.h"
+#include "core/frame/internal/fits_hdu_assembly.h"
+#include "core/frame/internal/frame_hdus.h"
+
+namespace spexd::core {
+namespace {
+
+using internal::BuiltHdu;
+using internal::FrameHdu;
+using internal::HduSource;
+
+// Values per encoding task, as in the assembly: a bundle's RESOLUTION (25 x 11 x 2326)
+// is a few tasks, its FLUX one.
+constexpr std::size_t kChunkValues = std::size_t{1} << 18;
+constexpr int64_t kPage = 4096;
+
+bool PerBundle(FrameHdu k) {
+  return k == FrameHdu::kFlux || k == FrameHdu::kIvar || k == FrameHdu::kResolution ||
+         k == FrameHdu::kChi2pix;
+}
+
+}  // namespace
+
+struct ProgressiveFrameFile::State {
+  explicit State(const FitsWriteOptions& options) : threads(options) {}
+  internal::WriterThreads threads;
+  Frame shape;  // the shape and recorded grid, no arrays: what the headers read
+  FrameMetadata meta;
+  int fd = -1;
+  std::string name;
+  std::string time;     // in the checksum comments
+  bool restamp = false;  // time is Create's "now": Finish puts its own in
+  internal::FrameHduList sources;
+  std::vector<BuiltHdu> built;
+  std::vector<uint32_t> datasum;  // so far, per HDU
+  std::string image;              // the file up to the end of CHI2PIX
+  std::string tail;               // SCORES, after Finish
+  // RAW scores are per fibre (frame_scores.h): computed row by row as the bundles come,
+  // unless the metadata give them (a float32 stream) or want none.
+  bool scores_by_row = false;
+  std::vector<FrameScore> scores;  // [columns], values [nspec]; empty: none so far
+  std::vector<char> row_done;
+  int rows_left = 0;
+  absl::Status failed;  // the first write error; sticks
+
+  int64_t data_offset(std::size_t i) const { return built[i].offset + built[i].header_bytes; }
+  std::size_t values_per_row(std::size_t i) const {
+    return static_cast<std::size_t>(sources.kinds[i] == FrameHdu::kResolution
+                                        ? (2 * shape.ndiag + 1) * shape.nwave
+                                        : shape.nwave);
+  }
+  absl::Status WriteAt(int64_t offset, const char* data, int64_t n);
+  // Starts writeback of the whole pages of [offset, offset + n): pages shared with a
+  // neighbour still being written are left to the final fsync.
+  void StartWriteback(int64_t offset, int64_t n) const;
+  // values [begin, end) of HDU i from `values` into the image at value `at`; their sum.
+  uint32_t Encode(std::size_t i, const void* values, std::size_t count, std::size_t at);
+};
+
+absl::Status ProgressiveFrameFile::State::WriteAt(int64_t offset, const char* data, int64_t n) {
+  if (!failed.ok()) return failed;
+  while (n > 0) {
+    const ssize_t w = ::pwrite(fd, data, static_cast<std::size_t>(n), offset);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) {
+      failed = absl::InternalError(
+          absl::StrCat(name, ": write failed: ", std::strerror(w < 0 ? errno : EIO)));
+      return failed;
+    }
+    data += w;
+    offset += w;
+    n -= w;
+  }
+  return absl::OkStatus();
+}
+
+void ProgressiveFrameFile::State::StartWriteback(int64_t offset, int64_t n) const {
+  const int64_t begin = (offset + kPage - 1) / kPage * kPage;
+  const int64_t end = (offset + n) / kPage * kPage;
+  // Only advice: a filesystem without it (or an error) leaves the work to fsync.
+  if (end > begin) (void)::sync_file_range(fd, begin, end - begin, SYNC_FILE_RANGE_WRITE);
+}
+
+uint32_t ProgressiveFrameFile::State::Encode(std::size_t i, const void* values,
+                                             std::size_t count, std::size_t at) {
+  const HduSource::Encoding enc = sources.hdus[i].encoding;
+  char* out = image.data() + data_offset(i) + at * internal::BytesPerValue(enc);
+  const int tasks = static_cast<int>((count + kChunkValues - 1) / kChunkValues);
+  std::vector<uint32_t> sums(static_cast<std::size_t>(tasks), 0);
+  ParallelFor(threads.pool(), threads.workers(), tasks, [&](int, int t) {
+    const std::size_t b = static_cast<std::size_t>(t) * kChunkValues;
+    const std::size_t e = std::min(count, b + kChunkValues);
+    sums[static_cast<std::size_t>(t)] =
+        internal::EncodeValues(enc, values, b, e, out + b * internal::BytesPerValue(enc));
+  });
+  uint32_t sum = 0;
+  for (uint32_t s : sums) sum = internal::OnesComplementAdd(sum, s);
+  return sum;
+}
+
+ProgressiveFrameFile::ProgressiveFrameFile(std::unique_ptr<State> state) : s_(std::move(state)) {}
+ProgressiveFrameFile::~ProgressiveFrameFile() = default;
+
+absl::StatusOr<std::unique_ptr<ProgressiveFrameFile>> ProgressiveFrameFile::Create(
+    const FrameFileShape& shape, const FrameMetadata& meta, int fd, std::string name,
+    const FitsWriteOptions& options) {
+  if (shape.nspec <= 0 || shape.nwave <= 0 || shape.ndiag < 0 || shape.specmin < 0 ||
+      shape.wave.size() != static_cast<std::size_t>(shape.nwave)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(name, ": no frame file of ", shape.nspec, " spectra x ", shape.nwave,
+                     " wavelengths (", shape.wave.size(), " given), ", shape.ndiag, " diagonals"));
+  }
+  auto s = std::make_unique<State>(options);
+  s->shape.specmin = shape.specmin;
+  s->shape.nspec = shape.nspec;
+  s->shape.nwave = shape.nwave;
+  s->shape.ndiag = shape.ndiag;
+  s->shape.wave = shape.wave;
+  s->meta = meta;
+  s->fd = fd;
+  s->name = std::move(name);
+  s->restamp = options.checksum_time.empty();
+  s->time = s->restamp ? internal::ChecksumTimeNow() : options.checksum_time;
+  // The sources of FrameToFits, minus SCORES (built at Finish, after CHI2PIX: its size
+  // moves nothing). The encoded units get their counts here; their values come later.
+  s->sources = internal::FrameHduSources(s->shape, s->meta, {});
+  const std::size_t bins = static_cast<std::size_t>(shape.nspec) * shape.nwave;
+  const std::size_t nhdu = s->sources.hdus.size();
+  for (std::size_t i = 0; i < nhdu; ++i) {
+    HduSource& h = s->sources.hdus[i];
+    if (h.encoding == HduSource::Encoding::kByBuild) continue;
+    h.values = nullptr;
+    h.count = s->sources.kinds[i] == FrameHdu::kResolution
+                  ? bins * static_cast<std::size_t>(2 * shape.ndiag + 1)
+                  : bins;
+  }
+  s->built.resize(nhdu);
+  ParallelFor(s->threads.pool(), s->threads.workers(), static_cast<int>(nhdu), [&](int, int i) {
+    try {  // ParallelFor's bodies must not throw; std::string may
+      s->built[i].status = internal::BuildHdu(s->sources.hdus[i], s->time, &s->built[i]);
+    } catch (const std::bad_alloc&) {
+      s->built[i].status = absl::ResourceExhaustedError("out of memory building a FITS header");
+    }
+  });
+  int64_t total = 0;
+  for (BuiltHdu& b : s->built) {
+    SPEXD_RETURN_IF_ERROR(b.status);
+    b.offset = total;
+    total += b.header_bytes + b.padded_bytes;
+  }
+  try {
+    s->image = internal::ZeroFilledOutput(static_cast<std::size_t>(total), s->threads.pool(),
+                                          s->threads.workers());
+  } catch (const std::bad_alloc&) {
+    return absl::ResourceExhaustedError(absl::StrCat(s->name, ": out of memory for the file"));
+  }
+  s->datasum.assign(nhdu, 0);
+  for (std::size_t i = 0; i < nhdu; ++i) {  // WAVELENGTH, FIBERMAP: final already
+    if (s->sources.hdus[i].encoding != HduSource::Encoding::kByBuild) continue;
+    if (s->built[i].data_bytes > 0) {
+      s->datasum[i] = internal::DataUnitSum(s->built[i], s->image.data() + s->data_offset(i));
+    }
+    s->built[i].data.clear();
+    s->built[i].data.shrink_to_fit();
+  }
+  s->scores_by_row = meta.scores && !meta.given_scores.has_value();
+  s->row_done.assign(static_cast<std::size_t>(shape.nspec), 0);
+  s->rows_left = shape.nspec;
+  return std::unique_ptr<ProgressiveFrameFile>(new ProgressiveFrameFile(std::move(s)));
+}
+
+absl::Status ProgressiveFrameFile::AddRows(int row, const BundleResult& b) {
+  State& s = *s_;
+  SPEXD_RETURN_IF_ERROR(s.failed);
+  const int nk = 2 * s.shape.ndiag + 1;
+  const std::size_t bins = static_cast<std::size_t>(std::max(b.nfibers, 0)) * s.shape.nwave;
+  if (!b.per_angstrom || b.nwave != s.shape.nwave || b.ndiag != s.shape.ndiag || row < 0 ||
+      b.nfibers <= 0 || row + b.nfibers > s.shape.nspec || b.flux.size() != bins ||
+      b.ivar.size() != bins || b.chi2pix.size() != bins ||
+      b.rdiags.size() != bins * static_cast<std::size_t>(nk)) {
+    return absl::InternalError(absl::StrCat(s.name, ": bundle ", b.bundle, " (", b.nfibers,
+                                            " fibres at row ", row, ") does not fit the file"));
+  }
+  for (int r = row; r < row + b.nfibers; ++r) {
+    if (s.row_done[static_cast<std::size_t>(r)] != 0) {
+      return absl::InternalError(absl::StrCat(s.name, ": row ", r, " written twice"));
+    }
+  }
+  for (std::size_t i = 0; i < s.sources.hdus.size(); ++i) {
+    const FrameHdu kind = s.sources.kinds[i];
+    if (!PerBundle(kind)) continue;
+    const std::vector<double>& v = kind == FrameHdu::kFlux   ? b.flux
+                                   : kind == FrameHdu::kIvar ? b.ivar
+                                   : kind == FrameHdu::kChi2pix ? b.chi2pix
+                                                                : b.rdiags;
+    const std::size_t at = static_cast<std::size_t>(row) * s.values_per_row(i);
+    s.datasum[i] = internal::OnesComplementAdd(s.datasum[i], s.Encode(i, v.data(), v.size(), at));
+    const int64_t offset = s.data_offset(i) + static_cast<int64_t>(at * 4);
+    const int64_t n = static_cast<int64_t>(v.size() * 4);
+    SPEXD_RETURN_IF_ERROR(s.WriteAt(offset, s.image.data() + offset, n));
+    s.StartWriteback(offset, n);
+  }
+  if (s.scores_by_row) {
+    Frame rows;  // the bundle's rows with the recorded grid: what RawScores reads
+    rows.nspec = b.nfibers;
+    rows.nwave = s.shape.nwave;
+    rows.wave = s.shape.wave;
+    rows.flux = b.flux;
+    rows.ivar = b.ivar;
+    std::vector<FrameScore> part = ComputeRawScores(rows, s.threads.pool(), s.threads.workers());
+    if (!part.empty() && s.scores.empty()) {
+      s.scores = part;
+      for (FrameScore& c : s.scores) c.values.assign(static_cast<std::size_t>(s.shape.nspec), 0.0);
+    }
+    for (std::size_t c = 0; c < part.size() && c < s.scores.size(); ++c) {
+      std::copy(part[c].values.begin(), part[c].values.end(),
+                s.scores[c].values.begin() + row);
+    }
+  }
+  for (int r = row; r < row + b.nfibers; ++r) s.row_done[static_cast<std::size_t>(r)] = 1;
+  s.rows_left -= b.nfibers;
+  return absl::OkStatus();
+}
+
+absl::Status ProgressiveFrameFile::Finish(const Frame& frame) {
+  State& s = *s_;
+  SPEXD_RETURN_IF_ERROR(s.failed);
+  if (s.rows_left != 0) {
+    return absl::InternalError(absl::StrCat(s.name, ": ", s.rows_left, " of ", s.shape.nspec,
+                                            " rows never written"));
+  }
+  const std::size_t bins = static_cast<std::size_t>(s.shape.nspec) * s.shape.nwave;
+  if (frame.nspec != s.shape.nspec || frame.nwave != s.shape.nwave || frame.mask.size() != bins) {
+    return absl::InternalError(absl::StrCat(s.name, ": the frame (", frame.nspec, " x ",
+                                            frame.nwave, ") does not fit the file"));
+  }
+  if (s.restamp) s.time = internal::ChecksumTimeNow();
+  const std::vector<FrameScore> scores =
+      s.scores_by_row ? std::move(s.scores)
+                      : internal::ScoresToWrite(frame, s.meta, s.threads.pool(), s.threads.workers());
+  const std::size_t nhdu = s.sources.hdus.size();
+  for (std::size_t i = 0; i < nhdu; ++i) {
+    if (s.sources.kinds[i] == FrameHdu::kMask) {
+      s.datasum[i] = s.Encode(i, frame.mask.data(), frame.mask.size(), 0);
+    }
+  }
+  // SCORES: built now, after CHI2PIX (its own FrameHduSources entry, as FrameToFits's).
+  BuiltHdu scores_hdu;
+  uint32_t scores_sum = 0;
+  internal::FrameHduList with_scores = internal::FrameHduSources(s.shape, s.meta, scores);
+  const bool has_scores = with_scores.kinds.back() == FrameHdu::kScores;
+  if (has_scores) {
+    try {
+      SPEXD_RETURN_IF_ERROR(internal::BuildHdu(with_scores.hdus.back(), s.time, &scores_hdu));
+      s.tail.assign(static_cast<std::size_t>(scores_hdu.header_bytes + scores_hdu.padded_bytes),
+                    '\0');
+    } catch (const std::bad_alloc&) {
+      return absl::ResourceExhaustedError(absl::StrCat(s.name, ": out of memory for SCORES"));
+    }
+    if (scores_hdu.data_bytes > 0) {
+      scores_sum = internal::DataUnitSum(scores_hdu, s.tail.data() + scores_hdu.header_bytes);
+    }
+  }
+  // The headers, with their sums (and Finish's time, when it is "now").
+  std::vector<absl::Status> status(nhdu + 1);
+  ParallelFor(s.threads.pool(), s.threads.workers(), static_cast<int>(nhdu + 1), [&](int, int i) {
+    const bool last = static_cast<std::size_t>(i) == nhdu;
+    if (last && !has_scores) return;
+    BuiltHdu& b = last ? scores_hdu : s.built[static_cast<std::size_t>(i)];
+    absl::Status& st = status[static_cast<std::size_t>(i)];
+    if (s.restamp && !last) st = b.cards.Restamp(*b.scratch, s.time);
+    if (!st.ok()) return;
+    absl::StatusOr<std::string> header =
+        internal::FinishHeader(b, last ? scores_sum : s.datasum[static_cast<std::size_t>(i)]);
+    if (!header.ok()) {
+      st = header.status();
+    } else {
+      std::memcpy(last ? s.tail.data() : s.image.data() + b.offset, header->data(), header->size());
+    }
+    b.scratch.reset();
+  });
+  for (const absl::Status& st : status) SPEXD_RETURN_IF_ERROR(st);
+  // What AddRows did not write: the headers, the other data units, the padding.
+  for (std::size_t i = 0; i < nhdu; ++i) {
+    const BuiltHdu& b = s.built[i];
+    SPEXD_RETURN_IF_ERROR(s.WriteAt(b.offset, s.image.data() + b.offset, b.header_bytes));
+    const int64_t from = PerBundle(s.sources.kinds[i]) ? b.data_bytes : 0;
+    const int64_t at = s.data_offset(i) + from;
+    SPEXD_RETURN_IF_ERROR(s.WriteAt(at, s.image.data() + at, b.padded_bytes - from));
+  }
+  return s.WriteAt(static_cast<int64_t>(s.image.size()), s.tail.data(),
+                   static_cast<int64_t>(s.tail.size()));
+}
+
+std::vector<absl::string_view> ProgressiveFrameFile::pieces() const {
+  return {s_->image, s_->tail};
+}
+
+int64_t ProgressiveFrameFile::size() const {
+  return static_cast<int64_t>(s_->image.size() + s_->tail.size());
+}
+
+}  // namespace spexd::core

@@ -1,0 +1,79 @@
+// A desispec frame file written while the frame is being extracted (issue 22, session 9):
+// the same bytes as FrameToFits, but FLUX, IVAR, RESOLUTION and CHI2PIX (final once their
+// bundle is, extraction-spec §2.12-2.13; RESOLUTION alone is ~51 of an r frame's 70 MB)
+// go to the file bundle by bundle, so that after the last bundle only the frame-wide
+// parts are left: MASK (the specmask's medians, §2.13), SCORES, and the headers with
+// their CHECKSUM/DATASUM (ones' complement sums: additive, so summed per bundle).
+//
+// The layout is known up front: every header's size is fixed by its card count, which
+// does not depend on the values (the CHECKSUM/DATASUM cards are there from the start,
+// fits_checksum.h). The file itself (temporary, atomic rename, its directory's rules) is
+// the caller's: this class only writes into a descriptor at offsets.
+#ifndef SPEXD_CORE_FRAME_PROGRESSIVE_FRAME_FILE_H_
+#define SPEXD_CORE_FRAME_PROGRESSIVE_FRAME_FILE_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "core/frame/extraction_result.h"
+#include "core/frame/frame.h"
+#include "core/frame/frame_writer.h"
+
+namespace spexd::core {
+
+// What a frame file's layout depends on: its shape and its recorded wavelength grid.
+struct FrameFileShape {
+  int specmin = 0;  // fibre of row 0 (FIBERMIN)
+  int nspec = 0, nwave = 0, ndiag = 0;
+  std::vector<double> wave;  // [nwave], written as WAVELENGTH
+};
+
+class ProgressiveFrameFile {
+ public:
+  // Lays the file out (every header but SCORES' is built here) and faults in the pages of
+  // its memory image on options.pool (options.threads workers, as FrameToFits). Writes
+  // into `fd` (borrowed: open for writing, on an empty file, until this object goes) only
+  // from AddRows and Finish; `name` is for messages. options.checksum_time empty: the
+  // checksum comments record the time of Finish. INVALID_ARGUMENT for a bad shape.
+  static absl::StatusOr<std::unique_ptr<ProgressiveFrameFile>> Create(
+      const FrameFileShape& shape, const FrameMetadata& meta, int fd, std::string name,
+      const FitsWriteOptions& options = {});
+  ~ProgressiveFrameFile();
+
+  // Rows [row, row + bundle.nfibers) of FLUX, IVAR, RESOLUTION and CHI2PIX from a bundle
+  // that went through FinalizeBundle: encoded (float32, big-endian) and summed on the
+  // pool, written at their offsets, and their writeback started (sync_file_range), so
+  // that the caller's fsync has little left; and the rows' RAW scores (per fibre, from
+  // the float64 values and the recorded grid, as FrameToFits computes them). Bundles in
+  // any order, each row once. One call at a time. After a failed write every later call
+  // returns the same error.
+  absl::Status AddRows(int row, const BundleResult& bundle);
+
+  // The rest, once every row is in: MASK from frame.mask, SCORES (the rows' scores, or
+  // meta.given_scores; none under --no-scores), every header with its CHECKSUM/DATASUM.
+  // Of the frame only its shape and mask are read. Does not sync: the caller fsyncs and
+  // renames.
+  absl::Status Finish(const Frame& frame);
+
+  // The file's bytes in order, valid after Finish (and while this object lives): to hash
+  // the file without reading it back.
+  std::vector<absl::string_view> pieces() const;
+  int64_t size() const;
+
+  ProgressiveFrameFile(const ProgressiveFrameFile&) = delete;
+  ProgressiveFrameFile& operator=(const ProgressiveFrameFile&) = delete;
+
+ private:
+  struct State;
+  explicit ProgressiveFrameFile(std::unique_ptr<State> state);
+  std::unique_ptr<State> s_;
+};
+
+}  // namespace spexd::core
+
+#endif  // SPEXD_CORE_FRAME_PROGRESSIVE_FRAME_FILE_H_

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "core/cpu/internal/lapack.h"
@@ -99,7 +100,11 @@ INSTANTIATE_TEST_SUITE_P(
                       Shape{100, 20, 99, 0},    // band as wide as the matrix
                       Shape{296, 74, 220, 2},   // X with an upper triangle and a dense strip
                       Shape{30, 5, 0, 1},       // diagonal M
-                      Shape{35, 7, 12, 3}));
+                      Shape{35, 7, 12, 3}),
+    [](const ::testing::TestParamInfo<Shape>& p) {
+      return "n" + std::to_string(p.param.n) + "_b" + std::to_string(p.param.block) + "_kd" +
+             std::to_string(p.param.kd) + "_first" + std::to_string(p.param.first_block);
+    });
 
 }  // namespace
 }  // namespace spexd::core

@@ -14,7 +14,7 @@ struct BandFactor {
 };
 
 // Scratch of one thread (caller-owned, not touched by other calls): `dense_l` holds
-// n * n doubles (used only when kd < block), `z` holds kd * block doubles.
+// n * n doubles (used only when kd < block), `z` holds (kd + block) * block doubles.
 struct BandInverseScratch {
   double* dense_l = nullptr;
   double* z = nullptr;

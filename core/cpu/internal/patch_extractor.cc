@@ -56,7 +56,7 @@ PatchWorkspace::PatchWorkspace(const PatchPlan& plan) {
   m.resize(n * n);  // band storage needs (kd + 1) * n <= n * n
   lfull.resize(n * n);
   cfull.resize(n * n);
-  zblock.resize(n * nt);  // kd < n
+  zblock.resize((n + nt) * nt);  // kd < n
   b.resize(n);
   fw.resize(n);
   x.resize(n);

@@ -53,7 +53,7 @@ class PatchWorkspace {
   std::vector<double> m, w, b, fw, x;     // and length-n vectors
   int kd = 0;                             // bandwidth of the last patch's M
   std::vector<double> lfull, cfull;       // n x n column-major: L (narrow bands only) and C
-  std::vector<double> zblock;             // kd x nwavetot: C[K, K] L[K, J] (band_inverse.h)
+  std::vector<double> zblock;             // (kd + nwavetot) x nwavetot (band_inverse.h)
   std::vector<double> cblock, evec, eval, q;  // nwavetot x nwavetot blocks
   std::vector<double> lapack_work;
   std::vector<int> lapack_iwork;

@@ -69,7 +69,8 @@ TEST_P(BandInverseTest, DiagonalBlocksMatchTheDenseInverse) {
   ASSERT_EQ(info, 0);
 
   // Garbage in C and the scratch: the function must not read what it did not write.
-  std::vector<double> c(static_cast<std::size_t>(n) * n, std::nan("")), dense(c), z(c);
+  std::vector<double> c(static_cast<std::size_t>(n) * n, std::nan("")), dense(c);
+  std::vector<double> z(static_cast<std::size_t>(kd + b) * b, std::nan(""));
   BandInverseDiagonalBlocks(BandFactor{band.data(), n, kd}, b, first, c.data(), n,
                             BandInverseScratch{dense.data(), z.data()});
   for (int jb = first; jb < n / b; ++jb) {

@@ -22,7 +22,9 @@ struct BandInverseScratch {
 
 // Writes C[J, J] (complete: both triangles, exactly symmetric) for every block
 // J = [j * block, (j + 1) * block) with j >= first_block, into c (column-major, leading
-// dimension ldc >= n), plus the parts of C near the band that the recursion needs.
+// dimension ldc >= n), and below it C[i, J] for i < min(n, j * block + kd) (mirrored
+// above): so a diagonal block of d >= block unknowns made of whole blocks is complete
+// too when d <= kd.
 // Requires n to be a multiple of block. Single-threaded BLAS calls on the calling thread.
 void BandInverseDiagonalBlocks(const BandFactor& factor, int block, int first_block, double* c,
                                int ldc, const BandInverseScratch& scratch);

@@ -23,6 +23,7 @@ constexpr std::size_t kOne = 1;
 
 struct Shape {
   int n, block, kd, first_block;
+  int diag = 0;  // size of the diagonal blocks checked (whole blocks); 0: block
 };
 
 // M = B B^T + I with B lower banded (bandwidth kd): SPD, bandwidth kd, well conditioned.
@@ -48,7 +49,8 @@ std::vector<double> RandomBandedSpd(int n, int kd, unsigned seed) {
 class BandInverseTest : public ::testing::TestWithParam<Shape> {};
 
 TEST_P(BandInverseTest, DiagonalBlocksMatchTheDenseInverse) {
-  const auto [n, b, kd, first] = GetParam();
+  const auto [n, b, kd, first, diag_arg] = GetParam();
+  const int diag = diag_arg > 0 ? diag_arg : b;
   const std::vector<double> m = RandomBandedSpd(n, kd, 17u + static_cast<unsigned>(n + kd));
   // Band factor as the patch extractor makes it (dpbtrf on lower band storage).
   const int ldab = kd + 1;
@@ -73,11 +75,12 @@ TEST_P(BandInverseTest, DiagonalBlocksMatchTheDenseInverse) {
   std::vector<double> z(static_cast<std::size_t>(kd + b) * b, std::nan(""));
   BandInverseDiagonalBlocks(BandFactor{band.data(), n, kd}, b, first, c.data(), n,
                             BandInverseScratch{dense.data(), z.data()});
-  for (int jb = first; jb < n / b; ++jb) {
+  // Diagonal blocks of `diag` unknowns from the first computed column on.
+  for (int jb = first * b / diag; jb < n / diag; ++jb) {
     double scale = 0, diff = 0;
-    for (int jj = 0; jj < b; ++jj) {
-      for (int ii = jj; ii < b; ++ii) {
-        const int i = jb * b + ii, j = jb * b + jj;
+    for (int jj = 0; jj < diag; ++jj) {
+      for (int ii = jj; ii < diag; ++ii) {
+        const int i = jb * diag + ii, j = jb * diag + jj;
         const double want = ref[i + static_cast<std::size_t>(j) * n];
         scale = std::max(scale, std::fabs(want));
         diff = std::max(diff, std::fabs(c[i + static_cast<std::size_t>(j) * n] - want));
@@ -101,10 +104,14 @@ INSTANTIATE_TEST_SUITE_P(
                       Shape{100, 20, 99, 0},    // band as wide as the matrix
                       Shape{296, 74, 220, 2},   // X with an upper triangle and a dense strip
                       Shape{30, 5, 0, 1},       // diagonal M
-                      Shape{35, 7, 12, 3}),
+                      Shape{35, 7, 12, 3},
+                      // Half-spectrum recursion blocks, spectra of 74 checked (kd >= 74).
+                      Shape{518, 37, 156, 2, 74}, Shape{444, 37, 157, 0, 74},
+                      Shape{370, 37, 74, 0, 74}, Shape{296, 37, 220, 4, 74}),
     [](const ::testing::TestParamInfo<Shape>& p) {
       return "n" + std::to_string(p.param.n) + "_b" + std::to_string(p.param.block) + "_kd" +
-             std::to_string(p.param.kd) + "_first" + std::to_string(p.param.first_block);
+             std::to_string(p.param.kd) + "_first" + std::to_string(p.param.first_block) +
+             (p.param.diag > 0 ? "_diag" + std::to_string(p.param.diag) : "");
     });
 
 }  // namespace

@@ -5,7 +5,11 @@
 //
 //   spexd_cpu_frame_bench [--psf PSF.fits] [--wavelength wmin,wmax,dw] [--fibers N]
 //                         [--repeats R] [--threads T] [--compat gpu|cpu]
+//                         [--dump FILE] [--compare FILE]
 //
+// --dump writes the last frame's flux, ivar, resolution, chi2pix and pixmask_fraction as raw
+// float64; --compare reads such a file (same flags) and prints how far this build's frame
+// is from it, per array: the A/B check of a numerical change (stderr, and JSON "compare").
 // --psf defaults to tests/data/psf-r0-00051060.fits relative to the working directory
 // (the repository root); no build-machine path is compiled in, so a device bundle runs it
 // anywhere with --psf. --wavelength defaults to the r camera's 5760,7620,0.8.
@@ -13,12 +17,14 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -41,6 +47,7 @@ struct Args {
   Compat compat = Compat::kGpu;
   std::string psf = "tests/data/psf-r0-00051060.fits";
   double wmin = 5760.0, wmax = 7620.0, dw = 0.8;
+  std::string dump, compare;
 };
 
 // Flags as "--name value" pairs; false (with a message) on an unknown flag or a bad value.
@@ -57,6 +64,8 @@ bool Parse(int argc, char** argv, Args* a) {
     else if (k == "--threads") a->threads = std::atoi(v);
     else if (k == "--compat") a->compat = std::strcmp(v, "cpu") == 0 ? Compat::kCpu : Compat::kGpu;
     else if (k == "--psf") a->psf = v;
+    else if (k == "--dump") a->dump = v;
+    else if (k == "--compare") a->compare = v;
     else if (k == "--wavelength") {
       if (std::sscanf(v, "%lf,%lf,%lf", &a->wmin, &a->wmax, &a->dw) != 3) {
         std::fprintf(stderr, "--wavelength must be wmin,wmax,dw (got '%s')\n", v);
@@ -89,6 +98,7 @@ struct Timings {
   // Wall time of the last warm ExtractFrame outside Backend::Extract (image check, frame
   // assembly, finish): serial, so it bounds the scaling with cores.
   double warm_outside_backend_seconds = 0;
+  spexd::core::Frame last;  // the last run's frame (for --dump / --compare)
 };
 
 // A cold run (evaluates and caches the spots), then `repeats` warm ones.
@@ -103,6 +113,7 @@ absl::StatusOr<Timings> TimeRuns(spexd::core::Backend& backend, const spexd::cor
     auto frame = spexd::core::ExtractFrame(backend, job, {}, r == 0 ? &t.cold : &t.warm);
     const auto t1 = std::chrono::steady_clock::now();
     if (!frame.ok()) return frame.status();
+    t.last = *std::move(frame);
     if (r > 0) {
       warm.push_back(Seconds(t0, t1));
       t.warm_outside_backend_seconds = Seconds(t0, t1) - t.warm.seconds;
@@ -116,6 +127,58 @@ absl::StatusOr<Timings> TimeRuns(spexd::core::Backend& backend, const spexd::cor
   return t;
 }
 
+// The arrays --dump writes, in this order.
+std::vector<std::pair<const char*, const std::vector<double>*>> DumpedArrays(
+    const spexd::core::Frame& f) {
+  return {{"flux", &f.flux}, {"ivar", &f.ivar}, {"rdiags", &f.rdiags},
+          {"chi2pix", &f.chi2pix}, {"pixmask_fraction", &f.pixmask_fraction}};
+}
+
+bool Dump(const spexd::core::Frame& f, const std::string& path) {
+  std::FILE* out = std::fopen(path.c_str(), "wb");
+  if (out == nullptr) return false;
+  bool ok = true;
+  for (const auto& [name, v] : DumpedArrays(f)) {
+    ok = ok && std::fwrite(v->data(), sizeof(double), v->size(), out) == v->size();
+  }
+  return std::fclose(out) == 0 && ok;
+}
+
+// Per array, the largest |a - b| relative to max(|a|, |b|) over elements, and relative to
+// the array's largest |b| (normwise); as a JSON object body. Empty string if unreadable.
+std::string Compare(const spexd::core::Frame& f, const std::string& path) {
+  std::FILE* in = std::fopen(path.c_str(), "rb");
+  if (in == nullptr) return "";
+  std::string json;
+  for (const auto& [name, v] : DumpedArrays(f)) {
+    std::vector<double> ref(v->size());
+    if (std::fread(ref.data(), sizeof(double), ref.size(), in) != ref.size()) {
+      std::fclose(in);
+      return "";
+    }
+    double elem = 0, diff = 0, scale = 0;
+    for (std::size_t i = 0; i < ref.size(); ++i) {
+      const double a = (*v)[i], b = ref[i];
+      if (std::isnan(a) || std::isnan(b)) {
+        if (std::isnan(a) != std::isnan(b)) elem = diff = INFINITY;
+        continue;
+      }
+      const double d = std::fabs(a - b), m = std::max(std::fabs(a), std::fabs(b));
+      if (m > 0) elem = std::max(elem, d / m);
+      diff = std::max(diff, d);
+      scale = std::max(scale, std::fabs(b));
+    }
+    std::fprintf(stderr, "compare %-16s max rel (elementwise) %.3e  max abs / max|ref| %.3e\n",
+                 name, elem, scale > 0 ? diff / scale : diff);
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "%s\n    \"%s\": [%.3e, %.3e]", json.empty() ? "" : ",",
+                  name, elem, scale > 0 ? diff / scale : diff);
+    json += buf;
+  }
+  std::fclose(in);
+  return json;
+}
+
 std::string JsonEscape(const std::string& s) {
   std::string o;
   for (char c : s) {
@@ -125,7 +188,7 @@ std::string JsonEscape(const std::string& s) {
   return o;
 }
 
-void PrintJson(const Args& args, int nwave, const Timings& t) {
+void PrintJson(const Args& args, int nwave, const Timings& t, const std::string& compare) {
   const double median = t.warm_median_seconds;
   const long long patches = static_cast<long long>(t.warm.counts.extracted);
   const char* sha = std::getenv("GIT_SHA");
@@ -156,7 +219,9 @@ void PrintJson(const Args& args, int nwave, const Timings& t) {
     std::printf("%s\n    \"%s\": %.3f", sep, k.c_str(), v);
     sep = ",";
   }
-  std::printf("\n  }\n}\n");
+  std::printf("\n  }");
+  if (!compare.empty()) std::printf(",\n  \"compare\": {%s\n  }", compare.c_str());
+  std::printf("\n}\n");
 }
 
 }  // namespace
@@ -210,6 +275,18 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "extract: %s\n", timings.status().ToString().c_str());
     return 1;
   }
-  PrintJson(args, (*geo)->plan().nwave, *timings);
+  if (!args.dump.empty() && !Dump(timings->last, args.dump)) {
+    std::fprintf(stderr, "cannot write %s\n", args.dump.c_str());
+    return 1;
+  }
+  std::string compare;
+  if (!args.compare.empty()) {
+    compare = Compare(timings->last, args.compare);
+    if (compare.empty()) {
+      std::fprintf(stderr, "cannot read %s (or its size differs)\n", args.compare.c_str());
+      return 1;
+    }
+  }
+  PrintJson(args, (*geo)->plan().nwave, *timings, compare);
   return 0;
 }

@@ -20,6 +20,9 @@ void dsymm_(const char* side, const char* uplo, const int* m, const int* n, cons
 void dtrsm_(const char* side, const char* uplo, const char* transa, const char* diag,
             const int* m, const int* n, const double* alpha, const double* a, const int* lda,
             double* b, const int* ldb, std::size_t, std::size_t, std::size_t, std::size_t);
+void dtrmm_(const char* side, const char* uplo, const char* transa, const char* diag,
+            const int* m, const int* n, const double* alpha, const double* a, const int* lda,
+            double* b, const int* ldb, std::size_t, std::size_t, std::size_t, std::size_t);
 void dsyrk_(const char* uplo, const char* trans, const int* n, const int* k, const double* alpha,
             const double* a, const int* lda, const double* beta, double* c, const int* ldc,
             std::size_t, std::size_t);

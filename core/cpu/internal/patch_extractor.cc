@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "core/cpu/internal/band_inverse.h"
 #include "core/cpu/internal/lapack.h"
 #include "core/numerics/patch_numerics.h"
 
@@ -55,6 +56,7 @@ PatchWorkspace::PatchWorkspace(const PatchPlan& plan) {
   m.resize(n * n);  // band storage needs (kd + 1) * n <= n * n
   lfull.resize(n * n);
   cfull.resize(n * n);
+  zblock.resize((n + nt) * nt);  // kd < n
   b.resize(n);
   fw.resize(n);
   x.resize(n);
@@ -212,51 +214,14 @@ bool PatchExtractor::CholeskySolve(int n, PatchWorkspace* ws) const {
 }
 
 void PatchExtractor::BandInverse(const PatchDesc& d, int first, PatchWorkspace* ws) const {
-  // Only C's diagonal blocks of the core spectra are needed (spec §2.10). From C L = L^-T
-  // (upper triangular, diagonal 1/L_jj), C[i, j] for i >= j depends on C[i, k] with
-  // k in (j, j + kd] only, so C inside the band follows from the last column backwards
-  // (selected inversion), blocked by spectra of nt unknowns. For block J = [j0, j1) and
-  // K = [j1, min(n, j1 + kd)), the rows of L below J that are not zero:
-  //   C[K, J] = -C[K, K] L[K, J] L_JJ^-1,   C[J, J] = (L_JJ^-T - C[K, J]^T L[K, J]) L_JJ^-1.
-  // Every C[K, K] lies within kd of the diagonal, computed by an earlier block; each
-  // C[J, J] is exact (same as X^T X with L X = [I; 0]; measured 1e-15 relative apart).
-  const int n = d.n, nt = plan_.nwavetot, kd = ws->kd, nspec = n / nt;
-  const std::size_t ldab = static_cast<std::size_t>(kd) + 1, ld = static_cast<std::size_t>(n);
-  const double one_d = 1.0, zero_d = 0.0, minus_one = -1.0;
-  double* l = ws->lfull.data();
-  double* c = ws->cfull.data();
-  // Dense copy of L's columns from the first block on: the band, then zeros down to the
-  // last row any block product reads (j + kd + nt).
-  for (int j = first * nt; j < n; ++j) {
-    const double* src = ws->m.data() + j * ldab;
-    double* dst = l + j * ld;
-    const int band_end = std::min(n, j + kd + 1), zero_end = std::min(n, j + kd + nt);
-    std::copy(src, src + (band_end - j), dst + j);
-    std::fill(dst + band_end, dst + std::max(band_end, zero_end), 0.0);
-  }
-  for (int jb = nspec - 1; jb >= first; --jb) {
-    const int j0 = jb * nt, j1 = j0 + nt, kk = std::min(n, j1 + kd) - j1;
-    double* cj = c + j0 * ld;
-    const double* ljj = l + j0 * ld + j0;
-    const double* lkj = l + j0 * ld + j1;
-    if (kk > 0) {
-      dsymm_("L", "L", &kk, &nt, &one_d, c + j1 * ld + j1, &n, lkj, &n, &zero_d, cj + j1, &n,
-             kOne, kOne);
-      dtrsm_("R", "L", "N", "N", &kk, &nt, &minus_one, ljj, &n, cj + j1, &n, kOne, kOne, kOne,
-             kOne);
-    }
-    double* cjj = cj + j0;
-    for (int col = 0; col < nt; ++col) {
-      std::fill(cjj + col * ld, cjj + col * ld + nt, 0.0);
-      cjj[col * ld + col] = 1.0;
-    }
-    dtrsm_("L", "L", "T", "N", &nt, &nt, &one_d, ljj, &n, cjj, &n, kOne, kOne, kOne, kOne);
-    if (kk > 0) {
-      dgemm_("T", "N", &nt, &nt, &kk, &minus_one, cj + j1, &n, lkj, &n, &one_d, cjj, &n, kOne,
-             kOne);
-    }
-    dtrsm_("R", "L", "N", "N", &nt, &nt, &one_d, ljj, &n, cjj, &n, kOne, kOne, kOne, kOne);
-  }
+  // Only C's diagonal blocks of the core spectra are needed (spec §2.10); selected
+  // inversion inside the band from the last spectrum backwards (band_inverse.h).
+  // Recursion blocks of half a spectrum where that still covers each spectrum's block
+  // (kd >= nt): fewer flops in the trapezoids (measured 12 % less time than whole spectra).
+  const int nt = plan_.nwavetot, split = nt % 2 == 0 && ws->kd >= nt ? 2 : 1;
+  BandInverseDiagonalBlocks(BandFactor{ws->m.data(), d.n, ws->kd}, nt / split, first * split,
+                            ws->cfull.data(), d.n,
+                            BandInverseScratch{ws->lfull.data(), ws->zblock.data()});
 }
 
 bool PatchExtractor::Decorrelate(const PatchDesc& d, int s, PatchWorkspace* ws) const {

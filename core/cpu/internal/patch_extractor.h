@@ -52,7 +52,8 @@ class PatchWorkspace {
   // M in LAPACK lower band storage (ldab = kd + 1, at most n x n), then its factor L.
   std::vector<double> m, w, b, fw, x;     // and length-n vectors
   int kd = 0;                             // bandwidth of the last patch's M
-  std::vector<double> lfull, cfull;       // n x n column-major: L and C = M^-1 near the band
+  std::vector<double> lfull, cfull;       // n x n column-major: L (narrow bands only) and C
+  std::vector<double> zblock;             // (kd + nwavetot) x nwavetot (band_inverse.h)
   std::vector<double> cblock, evec, eval, q;  // nwavetot x nwavetot blocks
   std::vector<double> lapack_work;
   std::vector<int> lapack_iwork;

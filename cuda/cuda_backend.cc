@@ -47,6 +47,7 @@ constexpr bool kDebugChecks = true;  // synchronising check after every launch, 
 constexpr bool kDebugChecks = false;
 #endif
 
+constexpr int kMaxWarmGeometries = 2;
 // Host threads of a backend whose owner passed no pool (the copies they do are bound by
 // page faults and memory bandwidth, not by cores).
 constexpr int kMaxHostThreads = 16;
@@ -63,10 +64,6 @@ class CudaBackend final : public core::Backend, public core::GpuCapabilities {
         eigen_(options.cuda_eigen),
         cholesky_(options.cuda_cholesky),
         stats_(options.cuda_stats),
-        max_warm_(std::max(1, options.cuda_warm_geometries)),
-        max_warm_bytes_(static_cast<std::size_t>(
-            core::BackendOptions::kCudaWarmDeviceFraction *
-            static_cast<double>(ctx_->total_memory()))),
         diagnostics_(std::move(diagnostics)),
         faults_(faults),
         workspace_(std::make_unique<Workspace>()) {
@@ -270,29 +267,15 @@ class CudaBackend final : public core::Backend, public core::GpuCapabilities {
       }
     }
     // Evict first so that the least recently used spots are freed before allocating.
-    while (states_.size() >= static_cast<std::size_t>(max_warm_)) states_.pop_back();
+    if (states_.size() >= kMaxWarmGeometries) states_.pop_back();
     NvtxRange range{"warm geometry (spots, plan upload)"};
     absl::StatusOr<std::unique_ptr<GeometryState>> st = GeometryState::Create(geo, *ctx_);
-    if (!st.ok() && st.status().code() == absl::StatusCode::kResourceExhausted &&
-        !states_.empty()) {
-      // Other geometries' spots fill the device: this request needs the memory more.
-      states_.clear();
-      st = GeometryState::Create(geo, *ctx_);
-    }
     if (!st.ok()) {
       PublishMemoryLocked();
       return st.status();
     }
     summary->stage_seconds["spots"] += (*st)->spot_seconds();
     states_.insert(states_.begin(), *std::move(st));
-    // Within the byte bound (the new state always stays): workspaces, another backend on
-    // the same GPU and CUDA regions need the rest.
-    std::size_t held = 0;
-    for (const auto& s : states_) held += s->device_bytes();
-    while (states_.size() > 1 && held > max_warm_bytes_) {
-      held -= states_.back()->device_bytes();
-      states_.pop_back();
-    }
     PublishMemoryLocked();
     return states_.front().get();
   }
@@ -354,8 +337,6 @@ class CudaBackend final : public core::Backend, public core::GpuCapabilities {
   core::CudaEigensolver eigen_;
   core::CudaCholesky cholesky_;
   bool stats_;
-  const int max_warm_;                 // BackendOptions::cuda_warm_geometries
-  const std::size_t max_warm_bytes_;   // kCudaWarmDeviceFraction of the device's memory
   const Diagnostics diagnostics_;  // SPEXD_CUDA_* diagnostic switches (cuda/diagnostics.h)
   const FaultPlan faults_;  // test-only (fault_injection.h); all zero in production
   // Host threads (bundle assembly; the image upload can use them too): the owner's pool

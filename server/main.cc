@@ -39,10 +39,6 @@ ABSL_FLAG(int, backends_per_gpu, 0,
           "workers per GPU, each with its own CUDA backend, so that frames overlap on the GPU "
           "(one frame's host preparation and last batch beside the other's kernels); 0: the "
           "default (docs/service.md), at most 4");
-ABSL_FLAG(int, gpu_warm_geometries, spexd::core::BackendOptions::kDefaultCudaWarmGeometries,
-          "geometries (PSF + grid) whose GPU state (~120 MB per r PSF) each CUDA worker keeps "
-          "between requests, least recently used dropped first, and at most 1/8 of the GPU's "
-          "memory per worker: an exposure's 30 cameras stay warm from one exposure to the next");
 ABSL_FLAG(int, cpu_threads, 0,
           "host threads of the backends: CPU patches solved at once, CUDA host-side work (0: all "
           "cores); spexctl --cpu-threads is the same option for local extraction");
@@ -151,7 +147,6 @@ absl::StatusOr<ServerConfig> ConfigFromFlags() {
   SPEXD_ASSIGN_OR_RETURN(o.backend, ParseBackendChoice(absl::GetFlag(FLAGS_backend)));
   SPEXD_ASSIGN_OR_RETURN(o.gpu_devices, ParseDeviceList(absl::GetFlag(FLAGS_gpu_devices)));
   o.backends_per_gpu = absl::GetFlag(FLAGS_backends_per_gpu);
-  o.gpu_warm_geometries = absl::GetFlag(FLAGS_gpu_warm_geometries);
   o.cpu_threads = absl::GetFlag(FLAGS_cpu_threads);
   o.cuda_module = absl::GetFlag(FLAGS_cuda_module);
   o.max_queue = absl::GetFlag(FLAGS_max_queue);

@@ -78,11 +78,6 @@ absl::Status ValidateServerConfig(const ServerConfig& config) {
     return Bad(absl::StrCat("--backends_per_gpu must be between 0 (the default) and ",
                             ServerOptions::kMaxBackendsPerGpu));
   }
-  if (o.gpu_warm_geometries < 1 ||
-      o.gpu_warm_geometries > core::BackendOptions::kMaxCudaWarmGeometries) {
-    return Bad(absl::StrCat("--gpu_warm_geometries must be between 1 and ",
-                            core::BackendOptions::kMaxCudaWarmGeometries));
-  }
   if (o.streamers_per_worker < 0) {
     return Bad("--streamers_per_worker must not be negative (0: the default)");
   }

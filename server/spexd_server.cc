@@ -89,7 +89,6 @@ absl::StatusOr<std::vector<WorkerBackend>> ChooseBackends(const ServerOptions& o
   bo.cuda_module = o.cuda_module;
   bo.threads = o.cpu_threads;
   bo.pool = pool;
-  bo.cuda_warm_geometries = o.gpu_warm_geometries;
   *gpu_count = 0;
   std::string why;
   if (o.backend != core::BackendKind::kCpu) {

@@ -36,8 +36,6 @@ struct ServerOptions {
   // Workers (each its own CUDA backend) per GPU: with two, one frame's host preparation and
   // last batch overlap the other's GPU work (0: kDefaultBackendsPerGpu).
   int backends_per_gpu = 0;
-  // Geometries each CUDA backend keeps warm on its GPU (core::BackendOptions::cuda_warm_geometries).
-  int gpu_warm_geometries = core::BackendOptions::kDefaultCudaWarmGeometries;
   int cpu_threads = 0;  // host threads of the backends' shared pool, the worker's own included (0: all cores)
   std::string cuda_module;                        // "" = default search (core loader)
   int max_queue = 0;    // queued jobs; 0: 8 per worker, at least 16 (Scheduler)

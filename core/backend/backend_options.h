@@ -47,15 +47,6 @@ struct BackendOptions {
   CudaEigensolver cuda_eigen = CudaEigensolver::kSharedMemoryTridiagonalQl;
   CudaCholesky cuda_cholesky = CudaCholesky::kTiledLeftLooking;
   bool cuda_stats = false;  // Jacobi sweep counts on stderr (synchronises per batch)
-  // Geometries (PSF, grid and plan) whose device state (plan, stamp corners, every spot:
-  // ~120 MB for an r frame) a CUDA backend keeps between requests, the least recently
-  // used dropped first; also bounded by kCudaWarmDeviceFraction of the device's memory.
-  // Rebuilding a state costs a frame ~0.1-0.2 s, and an exposure uses one per camera
-  // (30 for DESI), every exposure of a night the same ones.
-  int cuda_warm_geometries = kDefaultCudaWarmGeometries;
-  static constexpr int kDefaultCudaWarmGeometries = 32;
-  static constexpr int kMaxCudaWarmGeometries = 1024;
-  static constexpr double kCudaWarmDeviceFraction = 0.125;
 };
 
 // Text forms, for flags, environment variables and descriptions:

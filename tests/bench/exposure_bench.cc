@@ -23,7 +23,6 @@
 //                        [--backend cuda|cpu (cuda)] [--gpus 0,1,...] [--threads T]
 //                        [--psf-cache-bytes B] [--passes 2] [--prefetch P (0: spexd's default)] [--pin-planes 0|1 (1)] [--streamers S (0)]
 //                       [--backends-per-gpu N (0: spexd's default)]
-//                        [--warm-geometries N (spexd --gpu_warm_geometries; 0: its default)]
 //                        [--out-dir DIR (the frame files; default the bench's temp dir)]
 //                        [--one-job 0|1 (0: one client per frame; 1: ExtractExposure)]
 #include <fitsio.h>
@@ -66,7 +65,6 @@ struct Args {
   bool pin_planes = true;  // server --pin_planes
   int streamers = 0;       // server --streamers_per_worker (0: its default)
   int backends_per_gpu = 0;  // server --backends_per_gpu (0: its default)
-  int warm_geometries = 0;   // server --gpu_warm_geometries (0: its default)
   std::string out_dir;     // where the frame files are written ("": the bench's temp dir)
   bool one_job = false;    // submit the exposure as one ExtractExposure call
   int64_t psf_cache_bytes = int64_t{64} << 30;  // host bytes; room for an exposure
@@ -106,8 +104,6 @@ absl::StatusOr<Args> Parse(int argc, char** argv) {
       a.streamers = std::max(0, n);
     } else if (num && k == "--backends-per-gpu") {
       a.backends_per_gpu = std::max(0, n);
-    } else if (num && k == "--warm-geometries") {
-      a.warm_geometries = n;
     } else if (num && k == "--one-job") {
       a.one_job = n != 0;
     } else if (num && k == "--pin-planes") {
@@ -387,7 +383,6 @@ int main(int argc, char** argv) {
   so.pin_planes = args.pin_planes;
   so.streamers_per_worker = args.streamers;
   so.backends_per_gpu = args.backends_per_gpu;
-  if (args.warm_geometries > 0) so.gpu_warm_geometries = args.warm_geometries;
   auto srv = server::SpexdServer::Start(so);
   if (!srv.ok()) return Fail("server", srv.status());
   if (absl::Status st = (*srv)->WaitForWarmUp(absl::Seconds(120)); !st.ok()) return Fail("warm-up", st);

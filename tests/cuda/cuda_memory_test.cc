@@ -152,42 +152,6 @@ TEST_F(CudaMemoryTest, ReportsWorkspaceAndPerGeometryStateAndReleaseFreesIt) {
   EXPECT_GT(backend_->Memory().device_bytes, ExpectedStateBytes(*g3));
 }
 
-// An exposure's geometries (one PSF per camera) stay warm between requests up to
-// BackendOptions::cuda_warm_geometries, the least recently used going first.
-TEST_F(CudaMemoryTest, KeepsTheOptionsNumberOfGeometriesWarmLeastRecentlyUsedOut) {
-  std::vector<std::shared_ptr<const core::Geometry>> g;
-  for (double wmax : {6039.2, 6049.2, 6059.2, 6079.2}) {
-    g.push_back(MakeGeometry(wmax));
-    ASSERT_NE(g.back(), nullptr);
-  }
-  SyntheticOptions so;
-  so.seed = 9;
-  const core::PreprocImage image = MakeSyntheticFrame(*g.back(), so);  // same CCD for all
-  for (const auto& geo : g) ASSERT_TRUE(Run(geo, image).ok());
-  const core::BackendMemory all = backend_->Memory();  // the default keeps 32
-  EXPECT_EQ(all.geometry_bytes.size(), 4u);
-  for (const auto& geo : g) EXPECT_EQ(GeometryBytes(all, geo.get()), ExpectedStateBytes(*geo));
-
-  absl::StatusOr<core::BackendOptions> options = CudaOptionsFromEnv();
-  ASSERT_TRUE(options.ok()) << options.status();
-  options->cuda_warm_geometries = 2;
-  auto two = core::CreateBackend(*options);
-  ASSERT_TRUE(two.ok()) << two.status();
-  backend_ = *std::move(two);  // Run() uses backend_
-  ASSERT_TRUE(Run(g[0], image).ok());
-  ASSERT_TRUE(Run(g[1], image).ok());
-  ASSERT_TRUE(Run(g[2], image).ok());  // g[0] is the least recently used: out
-  core::BackendMemory m = backend_->Memory();
-  EXPECT_EQ(m.geometry_bytes.size(), 2u);
-  EXPECT_EQ(GeometryBytes(m, g[0].get()), -1);
-  ASSERT_TRUE(Run(g[1], image).ok());  // used again: now g[2] is the oldest
-  ASSERT_TRUE(Run(g[3], image).ok());
-  m = backend_->Memory();
-  EXPECT_EQ(GeometryBytes(m, g[1].get()), ExpectedStateBytes(*g[1]));
-  EXPECT_EQ(GeometryBytes(m, g[3].get()), ExpectedStateBytes(*g[3]));
-  EXPECT_EQ(GeometryBytes(m, g[2].get()), -1);
-}
-
 TEST_F(CudaMemoryTest, MemoryAndReleaseDoNotWaitForARunningExtraction) {
   auto g = MakeGeometry(6039.2);
   ASSERT_NE(g, nullptr);

@@ -56,8 +56,6 @@ TEST(ServerConfigTest, DefaultsAreValidAndBadRangesAreRefused) {
       {[](ServerConfig& c) { c.server.streamers_per_worker = -1; }, "--streamers_per_worker"},
       {[](ServerConfig& c) { c.server.backends_per_gpu = -1; }, "--backends_per_gpu"},
       {[](ServerConfig& c) { c.server.backends_per_gpu = 5; }, "--backends_per_gpu"},
-      {[](ServerConfig& c) { c.server.gpu_warm_geometries = 0; }, "--gpu_warm_geometries"},
-      {[](ServerConfig& c) { c.server.gpu_warm_geometries = 1025; }, "--gpu_warm_geometries"},
       {[](ServerConfig& c) { c.server.limits.max_request_bytes = 1 << 20; }, "--max_request_bytes"},
       {[](ServerConfig& c) { c.server.limits.max_message_bytes = 128 << 20; }, "--max_message_bytes"},
       {[](ServerConfig& c) { c.server.cpu_threads = -3; }, "--cpu_threads"},

@@ -22,6 +22,7 @@
 #include "core/frame/frame.h"
 #include "core/frame/frame_writer.h"
 #include "core/frame/progressive_frame_file.h"
+#include "server/file_row_writer.h"
 #include "core/plan/barycentric.h"
 #include "core/plan/geometry.h"
 #include "server/data_roots.h"
@@ -132,6 +133,9 @@ class JobOutput {
   // writer, and the file row of each plan bundle.
   std::optional<DataRoots::PendingOutput> frame_file_;
   std::unique_ptr<core::ProgressiveFrameFile> progressive_;
+  // Its rows, written beside this streaming task (declared after the file: it waits for
+  // its writes when destroyed, before the file goes).
+  std::unique_ptr<FileRowWriter> row_writer_;
   std::map<int, int> file_row_;
   // The assembler keeps every array (a frame file or the model), not only the mask's inputs.
   bool whole_frame_ = false;

@@ -1,0 +1,56 @@
+#include "server/file_row_writer.h"
+
+#include <chrono>
+
+namespace spexd::server {
+
+FileRowWriter::~FileRowWriter() { (void)Wait(); }
+
+absl::Status FileRowWriter::Add(int row, std::shared_ptr<const core::BundleResult> bundle) {
+  {
+    absl::MutexLock lock(&s_->mu);
+    if (!s_->status.ok()) return s_->status;
+    s_->queue.emplace_back(row, std::move(bundle));
+    if (s_->running) return absl::OkStatus();  // the running Drain takes it
+    s_->running = true;
+  }
+  // A pool that is shutting down refuses the task: write here instead.
+  if (pool_ == nullptr || !pool_->Post([s = s_] { Drain(s); })) Drain(s_);
+  return absl::OkStatus();
+}
+
+void FileRowWriter::Drain(const std::shared_ptr<State>& s) {
+  for (;;) {
+    std::pair<int, std::shared_ptr<const core::BundleResult>> item;
+    {
+      absl::MutexLock lock(&s->mu);
+      if (s->queue.empty() || !s->status.ok()) {
+        s->queue.clear();  // after an error the rest is not written
+        s->running = false;
+        return;
+      }
+      item = std::move(s->queue.front());
+      s->queue.pop_front();
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    const absl::Status st = s->file->AddRows(item.first, *item.second);
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    item.second.reset();  // the bundle's arrays go before the next one is written
+    absl::MutexLock lock(&s->mu);
+    s->seconds += secs;
+    if (!st.ok() && s->status.ok()) s->status = st;
+  }
+}
+
+absl::Status FileRowWriter::Wait() {
+  absl::MutexLock lock(&s_->mu);
+  s_->mu.Await(absl::Condition(+[](bool* running) { return !*running; }, &s_->running));
+  return s_->status;
+}
+
+double FileRowWriter::seconds() {
+  absl::MutexLock lock(&s_->mu);
+  return s_->seconds;
+}
+
+}  // namespace spexd::server

@@ -1,0 +1,137 @@
+// server::FileRowWriter (issue 22): a frame file's rows written on a pool beside the
+// streaming task give FrameToFits's bytes; an error of any write comes back from Wait and
+// from later Adds, and nothing is written after it.
+#include "server/file_row_writer.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/base/parallel_for.h"
+#include "core/frame/frame_writer.h"
+#include "gtest/gtest.h"
+#include "tests/test_support.h"
+
+namespace spexd::server {
+namespace {
+
+core::Frame MakeFrame(int nspec, int nwave, int ndiag) {
+  core::Frame f;
+  f.specmin = 0;
+  f.nspec = nspec;
+  f.nwave = nwave;
+  f.ndiag = ndiag;
+  for (int w = 0; w < nwave; ++w) f.wave.push_back(5760.0 + 0.8 * w);
+  std::mt19937_64 rng(4);
+  std::uniform_real_distribution<double> unit(0.0, 1.0);
+  const std::size_t n = static_cast<std::size_t>(nspec) * nwave;
+  for (std::size_t i = 0; i < n; ++i) {
+    f.flux.push_back(unit(rng) * 100);
+    f.ivar.push_back(unit(rng) * 1e-3);
+    f.chi2pix.push_back(unit(rng));
+    f.mask.push_back(0u);
+    f.pixmask_fraction.push_back(0.0);
+  }
+  for (std::size_t i = 0; i < n * (2 * ndiag + 1); ++i) f.rdiags.push_back(unit(rng) * 0.3);
+  return f;
+}
+
+std::shared_ptr<const core::BundleResult> Rows(const core::Frame& f, int index, int row, int n) {
+  auto b = std::make_shared<core::BundleResult>();
+  b->bundle = index;
+  b->fiber_begin = f.specmin + row;
+  b->nfibers = n;
+  b->nwave = f.nwave;
+  b->ndiag = f.ndiag;
+  b->per_angstrom = true;
+  const std::size_t nw = static_cast<std::size_t>(f.nwave), nk = 2 * f.ndiag + 1;
+  auto part = [&](const std::vector<double>& v, std::size_t per_row) {
+    return std::vector<double>(v.begin() + static_cast<std::ptrdiff_t>(row * per_row),
+                               v.begin() + static_cast<std::ptrdiff_t>((row + n) * per_row));
+  };
+  b->flux = part(f.flux, nw);
+  b->ivar = part(f.ivar, nw);
+  b->chi2pix = part(f.chi2pix, nw);
+  b->rdiags = part(f.rdiags, nw * nk);
+  return b;
+}
+
+class FileRowWriterTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    path_ = spexd::testing::MakeTempDir() + "/frame.fits";
+    fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    ASSERT_GE(fd_, 0);
+    meta_.in_psf = "psf.fits";
+    meta_.in_img = "preproc.fits";
+    meta_.wmin = 5760.0;
+    meta_.wmax = 5760.0 + 0.8 * 299;
+    meta_.dw = 0.8;
+    options_.checksum_time = "2026-11-23T14:00:00";
+    options_.pool = pool_.get();
+    options_.threads = 3;
+  }
+  void TearDown() override { ::close(fd_); }
+
+  std::unique_ptr<core::ProgressiveFrameFile> Create(const core::Frame& f) {
+    auto file = core::ProgressiveFrameFile::Create({f.specmin, f.nspec, f.nwave, f.ndiag, f.wave},
+                                                   meta_, fd_, path_, options_);
+    EXPECT_TRUE(file.ok()) << file.status();
+    return file.ok() ? *std::move(file) : nullptr;
+  }
+
+  std::unique_ptr<core::TaskPool> pool_ = core::MakeTaskPool(3);
+  std::string path_;
+  int fd_ = -1;
+  core::FrameMetadata meta_;
+  core::FitsWriteOptions options_;
+};
+
+TEST_F(FileRowWriterTest, RowsWrittenOnThePoolGiveFrameToFitsBytes) {
+  const core::Frame f = MakeFrame(100, 300, 5);
+  auto file = Create(f);
+  ASSERT_NE(file, nullptr);
+  {
+    FileRowWriter writer(file.get(), pool_.get());
+    for (int b : {2, 0, 3, 1}) ASSERT_TRUE(writer.Add(25 * b, Rows(f, b, 25 * b, 25)).ok());
+    ASSERT_TRUE(writer.Wait().ok());
+    EXPECT_GT(writer.seconds(), 0.0);
+  }
+  ASSERT_TRUE(file->Finish(f).ok());
+  std::string got;
+  for (absl::string_view p : file->pieces()) got.append(p.data(), p.size());
+  EXPECT_TRUE(got == *core::FrameToFits(f, meta_, options_));
+  EXPECT_TRUE(spexd::testing::ReadBytes(path_) == got);
+}
+
+TEST_F(FileRowWriterTest, AFailedWriteComesBackAndStopsTheRest) {
+  const core::Frame f = MakeFrame(100, 300, 5);
+  auto file = Create(f);
+  ASSERT_NE(file, nullptr);
+  FileRowWriter writer(file.get(), pool_.get());
+  ASSERT_TRUE(writer.Add(0, Rows(f, 0, 0, 25)).ok());
+  ASSERT_TRUE(writer.Add(0, Rows(f, 0, 0, 25)).ok());  // the same rows again: refused
+  const absl::Status waited = writer.Wait();
+  EXPECT_FALSE(waited.ok());
+  EXPECT_NE(waited.message().find("written twice"), std::string::npos) << waited;
+  EXPECT_EQ(writer.Add(25, Rows(f, 1, 25, 25)).code(), waited.code());
+  EXPECT_FALSE(file->Finish(f).ok());  // rows are missing: no file is finished
+}
+
+TEST_F(FileRowWriterTest, DestroyedWithWritesQueuedItWaitsForThem) {
+  const core::Frame f = MakeFrame(100, 300, 5);
+  auto file = Create(f);
+  ASSERT_NE(file, nullptr);
+  {
+    FileRowWriter writer(file.get(), pool_.get());
+    for (int b = 0; b < 4; ++b) ASSERT_TRUE(writer.Add(25 * b, Rows(f, b, 25 * b, 25)).ok());
+  }  // no Wait: the destructor waits, so the file is complete here
+  EXPECT_TRUE(file->Finish(f).ok());
+}
+
+}  // namespace
+}  // namespace spexd::server

@@ -5,29 +5,8 @@
 #include <memory>
 
 namespace spexd::server {
-namespace {
 
-std::string Hex(const unsigned char* digest, unsigned int len) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out;
-  out.reserve(2 * len);
-  for (unsigned int i = 0; i < len; ++i) {
-    out.push_back(kHex[digest[i] >> 4]);
-    out.push_back(kHex[digest[i] & 0xf]);
-  }
-  return out;
-}
-
-}  // namespace
-
-std::string Sha256Hex(const std::string& bytes) {
-  unsigned char digest[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  if (EVP_Digest(bytes.data(), bytes.size(), digest, &len, EVP_sha256(), nullptr) != 1) {
-    return std::string();  // only on an OpenSSL failure; callers treat "" as an error
-  }
-  return Hex(digest, len);
-}
+std::string Sha256Hex(const std::string& bytes) { return Sha256Hex({absl::string_view(bytes)}); }
 
 std::string Sha256Hex(const std::vector<absl::string_view>& pieces) {
   std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> ctx(EVP_MD_CTX_new(), &EVP_MD_CTX_free);
@@ -38,7 +17,15 @@ std::string Sha256Hex(const std::vector<absl::string_view>& pieces) {
     ok = ok && EVP_DigestUpdate(ctx.get(), p.data(), p.size()) == 1;
   }
   ok = ok && EVP_DigestFinal_ex(ctx.get(), digest, &len) == 1;
-  return ok ? Hex(digest, len) : std::string();
+  if (!ok) return std::string();  // only on an OpenSSL failure; callers treat "" as an error
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(2 * len);
+  for (unsigned int i = 0; i < len; ++i) {
+    out.push_back(kHex[digest[i] >> 4]);
+    out.push_back(kHex[digest[i] & 0xf]);
+  }
+  return out;
 }
 
 }  // namespace spexd::server

@@ -17,6 +17,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "core/base/error_text.h"
+#include "core/base/status_macros.h"
+#include "core/base/write_fully.h"
 
 namespace spexd::server {
 namespace {
@@ -424,13 +426,7 @@ absl::StatusOr<std::string> DataRoots::WriteFile(const std::string& path, const 
                                                  const WritePolicy& policy) const {
   auto out = CreateOutput(path, policy);
   if (!out.ok()) return out.status();
-  std::size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t n = ::write(out->fd(), bytes.data() + done, bytes.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return absl::InternalError(absl::StrCat(path, ": write failed: ", std::strerror(errno)));
-    done += static_cast<std::size_t>(n);
-  }
+  SPEXD_RETURN_IF_ERROR(core::WriteFully(out->fd(), bytes.data(), bytes.size(), -1, path));
   return out->Commit();
 }
 

@@ -218,10 +218,15 @@ absl::Status JobOutput::Bundle(core::BundleResult&& finished, double seconds) {
   return absl::OkStatus();
 }
 
-void JobOutput::StartHealth(FrameHealthTracker::Context context, std::vector<int> bundles) {
-  if (bundles.empty()) {
+std::vector<int> JobOutput::ListedBundles(std::vector<int> bundles) const {
+  if (bundles.empty()) {  // none listed: the whole frame
     for (int b = 0; b < geometry_->plan().nbundles; ++b) bundles.push_back(b);
   }
+  return bundles;
+}
+
+void JobOutput::StartHealth(FrameHealthTracker::Context context, std::vector<int> bundles) {
+  bundles = ListedBundles(std::move(bundles));
   // Without a whole assembled frame the tracker keeps the chi2pix that the specmask's
   // frame-wide rule needs; with one, it reads the frame in place (CountFrame). An output
   // region's assembler keeps only the mask's inputs (no ivar for the median's weights).
@@ -255,7 +260,6 @@ absl::Status JobOutput::Finish(const core::ExtractionSummary& backend_summary,
     if (float32_arrays()) SPEXD_RETURN_IF_ERROR(SendProducts(frame));
     if (!request_.header.server_output_path().empty()) {
       const Clock::time_point t2 = Clock::now();
-      if (progressive_ != nullptr) SPEXD_RETURN_IF_ERROR(FinishProgressiveFile(frame, summary));
       SPEXD_RETURN_IF_ERROR(WriteFiles(frame, summary));
       stages_["output_file"] += Seconds(t2, Clock::now());
     }
@@ -331,18 +335,16 @@ absl::Status WriteServerFile(const DataRoots& roots, const std::string& requeste
 
 absl::Status JobOutput::PrepareProgressiveFile(const std::vector<int>& bundles) {
   const core::PatchPlan& plan = geometry_->plan();
-  std::vector<int> listed = bundles;
-  if (listed.empty()) {
-    for (int b = 0; b < plan.nbundles; ++b) listed.push_back(b);
-  }
+  std::vector<int> listed = ListedBundles(bundles);
   std::sort(listed.begin(), listed.end());
   if (listed.empty()) return absl::InvalidArgumentError("no bundle to write a frame file of");
-  // Rows as the assembler stacks them: the listed bundles' fibres in bundle order.
+  // Rows as the assembler stacks them: the listed bundles' fibres in bundle order (every
+  // bundle is whole: nspec is a multiple of bundlesize, ExtractionParams).
   core::FrameFileShape shape;
   shape.specmin = plan.bundle_fiber_begin(listed.front());
   for (int b : listed) {
     file_row_[b] = shape.nspec;
-    shape.nspec += std::min(plan.bundlesize, plan.specmin + plan.nspec - plan.bundle_fiber_begin(b));
+    shape.nspec += plan.bundlesize;
   }
   shape.nwave = plan.nwave;
   shape.ndiag = plan.ndiag;
@@ -392,7 +394,9 @@ absl::Status JobOutput::WriteFiles(const core::Frame& frame, v1::ExtractSummary*
   core::FitsWriteOptions write_options;
   write_options.pool = env_.decode_pool;
   int64_t bytes = 0;
-  if (progressive_ == nullptr) {  // else FinishProgressiveFile wrote it
+  if (progressive_ != nullptr) {
+    SPEXD_RETURN_IF_ERROR(FinishProgressiveFile(frame, s));
+  } else {
     SPEXD_RETURN_IF_ERROR(WriteServerFile(*env_.output_roots, h.server_output_path(),
                                           core::FrameToFits(frame, meta, write_options),
                                           output_policy_, env_.decode_pool,

@@ -22,10 +22,10 @@
 #include "core/frame/frame.h"
 #include "core/frame/frame_writer.h"
 #include "core/frame/progressive_frame_file.h"
-#include "server/file_row_writer.h"
 #include "core/plan/barycentric.h"
 #include "core/plan/geometry.h"
 #include "server/data_roots.h"
+#include "server/file_row_writer.h"
 #include "server/frame_health.h"
 #include "server/job_metrics.h"
 #include "server/region_output.h"
@@ -97,8 +97,10 @@ class JobOutput {
   absl::Status WriteFiles(const core::Frame& frame, v1::ExtractSummary* summary);
   // A plain .fits frame file written while the frame is extracted (issue 22, session 9):
   // laid out and its temporary created here (loader thread), each bundle's rows written
-  // by Bundle, the frame-wide rest, fsync and rename (beside its SHA-256) by WriteFiles.
+  // by Bundle, the frame-wide rest, fsync and rename (beside its SHA-256) from WriteFiles.
   absl::Status PrepareProgressiveFile(const std::vector<int>& bundles);
+  // `bundles`, or every bundle of the plan when none is listed.
+  std::vector<int> ListedBundles(std::vector<int> bundles) const;
   absl::Status FinishProgressiveFile(const core::Frame& frame, v1::ExtractSummary* summary);
   // The frame file's header cards (and scores rule) for this request.
   core::FrameMetadata FileMetadata() const;

@@ -18,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/base/parallel_for.h"
 #include "core/base/status_macros.h"
+#include "core/base/write_fully.h"
 #include "core/frame/internal/fits_hdu_assembly.h"
 #include "core/frame/internal/frame_hdus.h"
 #include "core/frame/internal/frame_scores.h"
@@ -105,15 +106,7 @@ namespace {
 
 // Writes all bytes to fd, then flushes them to disk.
 absl::Status WriteAllAndSync(int fd, const std::string& bytes, const std::string& path) {
-  std::size_t done = 0;
-  while (done < bytes.size()) {
-    ssize_t n = write(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return absl::InternalError(absl::StrCat(path, ": write failed: ", std::strerror(errno)));
-    }
-    done += static_cast<std::size_t>(n);
-  }
+  SPEXD_RETURN_IF_ERROR(WriteFully(fd, bytes.data(), bytes.size(), -1, path));
   if (fsync(fd) != 0) {
     return absl::InternalError(absl::StrCat(path, ": flush failed: ", std::strerror(errno)));
   }

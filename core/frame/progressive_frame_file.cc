@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/base/parallel_for.h"
 #include "core/base/status_macros.h"
+#include "core/base/write_fully.h"
 #include "core/frame/internal/fits_checksum.h"
 #include "core/frame/internal/frame_scores.h"
 #include "core/frame/internal/fits_hdu_assembly.h"
@@ -24,9 +25,6 @@ using internal::BuiltHdu;
 using internal::FrameHdu;
 using internal::HduSource;
 
-// Values per encoding task, as in the assembly: a bundle's RESOLUTION (25 x 11 x 2326)
-// is a few tasks, its FLUX one.
-constexpr std::size_t kChunkValues = std::size_t{1} << 18;
 constexpr int64_t kPage = 4096;
 
 bool PerBundle(FrameHdu k) {
@@ -73,20 +71,8 @@ struct ProgressiveFrameFile::State {
 };
 
 absl::Status ProgressiveFrameFile::State::WriteAt(int64_t offset, const char* data, int64_t n) {
-  if (!failed.ok()) return failed;
-  while (n > 0) {
-    const ssize_t w = ::pwrite(fd, data, static_cast<std::size_t>(n), offset);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) {
-      failed = absl::InternalError(
-          absl::StrCat(name, ": write failed: ", std::strerror(w < 0 ? errno : EIO)));
-      return failed;
-    }
-    data += w;
-    offset += w;
-    n -= w;
-  }
-  return absl::OkStatus();
+  if (failed.ok()) failed = WriteFully(fd, data, static_cast<std::size_t>(n), offset, name);
+  return failed;
 }
 
 void ProgressiveFrameFile::State::StartWriteback(int64_t offset, int64_t n) const {
@@ -100,11 +86,12 @@ uint32_t ProgressiveFrameFile::State::Encode(std::size_t i, const void* values,
                                              std::size_t count, std::size_t at) {
   const HduSource::Encoding enc = sources.hdus[i].encoding;
   char* out = image.data() + data_offset(i) + at * internal::BytesPerValue(enc);
-  const int tasks = static_cast<int>((count + kChunkValues - 1) / kChunkValues);
+  constexpr std::size_t kChunk = internal::kEncodeChunkValues;
+  const int tasks = static_cast<int>((count + kChunk - 1) / kChunk);
   std::vector<uint32_t> sums(static_cast<std::size_t>(tasks), 0);
   ParallelFor(threads.pool(), threads.workers(), tasks, [&](int, int t) {
-    const std::size_t b = static_cast<std::size_t>(t) * kChunkValues;
-    const std::size_t e = std::min(count, b + kChunkValues);
+    const std::size_t b = static_cast<std::size_t>(t) * kChunk;
+    const std::size_t e = std::min(count, b + kChunk);
     sums[static_cast<std::size_t>(t)] =
         internal::EncodeValues(enc, values, b, e, out + b * internal::BytesPerValue(enc));
   });
@@ -149,20 +136,9 @@ absl::StatusOr<std::unique_ptr<ProgressiveFrameFile>> ProgressiveFrameFile::Crea
                   ? bins * static_cast<std::size_t>(2 * shape.ndiag + 1)
                   : bins;
   }
-  s->built.resize(nhdu);
-  ParallelFor(s->threads.pool(), s->threads.workers(), static_cast<int>(nhdu), [&](int, int i) {
-    try {  // ParallelFor's bodies must not throw; std::string may
-      s->built[i].status = internal::BuildHdu(s->sources.hdus[i], s->time, &s->built[i]);
-    } catch (const std::bad_alloc&) {
-      s->built[i].status = absl::ResourceExhaustedError("out of memory building a FITS header");
-    }
-  });
-  int64_t total = 0;
-  for (BuiltHdu& b : s->built) {
-    SPEXD_RETURN_IF_ERROR(b.status);
-    b.offset = total;
-    total += b.header_bytes + b.padded_bytes;
-  }
+  SPEXD_ASSIGN_OR_RETURN(const int64_t total,
+                         internal::BuildHdus(s->sources.hdus, s->time, s->threads.pool(),
+                                             s->threads.workers(), &s->built));
   try {
     s->image = internal::ZeroFilledOutput(static_cast<std::size_t>(total), s->threads.pool(),
                                           s->threads.workers());

@@ -51,6 +51,7 @@
 #include "core/frame/internal/frame_writer_reference.h"
 #include "core/io/fits_file.h"
 #include "core/io/internal/gzip.h"
+#include "tests/frame_fixtures.h"
 #ifdef SPEXD_BENCH_SHA256
 #include "core/frame/progressive_frame_file.h"
 #include "server/content_id.h"
@@ -177,45 +178,21 @@ Stats Summarise(std::vector<double> wall, std::vector<double> cpu) {
           cpu[cpu.size() / 2]};
 }
 
-// One warm-up, then `repeats` timed runs of `run`, which may time parts of itself into
-// `parts` (name -> seconds of this run).
+// One warm-up, then `repeats` timed runs (wall and CPU) of `run`, which may time parts of
+// itself into `parts` (name -> seconds of this run); `setup`, when given, runs untimed
+// before each.
 using Parts = std::vector<std::pair<std::string, double>>;
 std::vector<std::pair<std::string, Stats>> Time(const std::string& name, int repeats,
-                                                const std::function<void(Parts*)>& run) {
-  Parts warm;
-  run(&warm);
+                                                const std::function<void(Parts*)>& run,
+                                                const std::function<void()>& setup = nullptr) {
   std::vector<double> wall, cpu;
   std::vector<std::pair<std::string, std::vector<double>>> parts;
-  for (int r = 0; r < repeats; ++r) {
+  for (int r = 0; r <= repeats; ++r) {
+    if (setup) setup();
     Parts p;
     const auto t0 = std::chrono::steady_clock::now();
     const double c0 = CpuNow();
     run(&p);
-    cpu.push_back(CpuNow() - c0);
-    wall.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-    for (std::size_t i = 0; i < p.size(); ++i) {
-      if (parts.size() <= i) parts.emplace_back(p[i].first, std::vector<double>{});
-      parts[i].second.push_back(p[i].second);
-    }
-  }
-  std::vector<std::pair<std::string, Stats>> out{{name, Summarise(wall, cpu)}};
-  for (auto& [part, s] : parts) out.emplace_back(name + "." + part, Summarise(s, s));
-  return out;
-}
-
-#ifdef SPEXD_BENCH_SHA256
-// `repeats` runs (after one warm-up) of `setup` (untimed) then `tail` (timed, wall and CPU).
-std::vector<std::pair<std::string, Stats>> TimeTail(const std::string& name, int repeats,
-                                                    const std::function<void()>& setup,
-                                                    const std::function<void(Parts*)>& tail) {
-  std::vector<double> wall, cpu;
-  std::vector<std::pair<std::string, std::vector<double>>> parts;
-  for (int r = 0; r <= repeats; ++r) {
-    setup();
-    Parts p;
-    const auto t0 = std::chrono::steady_clock::now();
-    const double c0 = CpuNow();
-    tail(&p);
     if (r == 0) continue;  // warm-up
     cpu.push_back(CpuNow() - c0);
     wall.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
@@ -229,26 +206,8 @@ std::vector<std::pair<std::string, Stats>> TimeTail(const std::string& name, int
   return out;
 }
 
-// Rows [row, row + n) of the frame as a finalised bundle.
-spexd::core::BundleResult BundleOf(const Frame& f, int index, int row, int n) {
-  spexd::core::BundleResult b;
-  b.bundle = index;
-  b.fiber_begin = f.specmin + row;
-  b.nfibers = n;
-  b.nwave = f.nwave;
-  b.ndiag = f.ndiag;
-  b.per_angstrom = true;
-  const std::size_t nw = static_cast<std::size_t>(f.nwave);
-  auto rows = [&](const std::vector<double>& v, std::size_t per_row) {
-    return std::vector<double>(v.begin() + static_cast<std::ptrdiff_t>(row * per_row),
-                               v.begin() + static_cast<std::ptrdiff_t>((row + n) * per_row));
-  };
-  b.flux = rows(f.flux, nw);
-  b.ivar = rows(f.ivar, nw);
-  b.chi2pix = rows(f.chi2pix, nw);
-  b.rdiags = rows(f.rdiags, nw * static_cast<std::size_t>(2 * f.ndiag + 1));
-  return b;
-}
+#ifdef SPEXD_BENCH_SHA256
+
 
 using Clock = std::chrono::steady_clock;
 double Since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
@@ -272,7 +231,7 @@ void TimeTails(const Args& args, const Frame& frame, const FrameMetadata& meta,
   o.pool = pool;
   std::vector<core::BundleResult> bundles;
   for (int row = 0, b = 0; row < frame.nspec; row += 25, ++b) {
-    bundles.push_back(BundleOf(frame, b, row, std::min(25, frame.nspec - row)));
+    bundles.push_back(spexd::testing::FrameRows(frame, b, row, std::min(25, frame.nspec - row)));
   }
   auto write_and_hash = [&](const std::function<absl::StatusOr<std::string>()>& write,
                             const std::function<std::string()>& hash) {
@@ -284,7 +243,7 @@ void TimeTails(const Args& args, const Frame& frame, const FrameMetadata& meta,
     });
     if (!written.ok() || sha.empty()) std::abort();
   };
-  add(TimeTail("tail_whole", args.repeats, [] {}, [&](Parts* p) {
+  add(Time("tail_whole", args.repeats, [&](Parts* p) {
     auto t = Clock::now();
     absl::StatusOr<std::string> fits = core::FrameToFits(frame, meta, o);
     if (!fits.ok()) std::abort();
@@ -313,7 +272,7 @@ void TimeTails(const Args& args, const Frame& frame, const FrameMetadata& meta,
     rows_seconds = Since(t) - static_cast<double>(bundles.size() - 1) * args.bundle_ms * 1e-3;
     std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(args.bundle_ms));
   };
-  add(TimeTail("tail_progressive", args.repeats, setup, [&](Parts* p) {
+  add(Time("tail_progressive", args.repeats, [&](Parts* p) {
     auto t = Clock::now();
     const int last = static_cast<int>(bundles.size()) - 1;
     if (!file->AddRows(last * 25, bundles.back()).ok()) std::abort();
@@ -324,7 +283,7 @@ void TimeTails(const Args& args, const Frame& frame, const FrameMetadata& meta,
     write_and_hash([&] { return out->Commit(); },
                    [&] { return server::Sha256Hex(file->pieces()); });
     p->emplace_back("fsync_rename_sha", Since(t));
-  }));
+  }, setup));
   file.reset();
   out.reset();
   std::remove(path.c_str());

@@ -14,51 +14,11 @@
 #include "core/base/parallel_for.h"
 #include "core/frame/frame_writer.h"
 #include "gtest/gtest.h"
+#include "tests/frame_fixtures.h"
 #include "tests/test_support.h"
 
 namespace spexd::server {
 namespace {
-
-core::Frame MakeFrame(int nspec, int nwave, int ndiag) {
-  core::Frame f;
-  f.specmin = 0;
-  f.nspec = nspec;
-  f.nwave = nwave;
-  f.ndiag = ndiag;
-  for (int w = 0; w < nwave; ++w) f.wave.push_back(5760.0 + 0.8 * w);
-  std::mt19937_64 rng(4);
-  std::uniform_real_distribution<double> unit(0.0, 1.0);
-  const std::size_t n = static_cast<std::size_t>(nspec) * nwave;
-  for (std::size_t i = 0; i < n; ++i) {
-    f.flux.push_back(unit(rng) * 100);
-    f.ivar.push_back(unit(rng) * 1e-3);
-    f.chi2pix.push_back(unit(rng));
-    f.mask.push_back(0u);
-    f.pixmask_fraction.push_back(0.0);
-  }
-  for (std::size_t i = 0; i < n * (2 * ndiag + 1); ++i) f.rdiags.push_back(unit(rng) * 0.3);
-  return f;
-}
-
-std::shared_ptr<const core::BundleResult> Rows(const core::Frame& f, int index, int row, int n) {
-  auto b = std::make_shared<core::BundleResult>();
-  b->bundle = index;
-  b->fiber_begin = f.specmin + row;
-  b->nfibers = n;
-  b->nwave = f.nwave;
-  b->ndiag = f.ndiag;
-  b->per_angstrom = true;
-  const std::size_t nw = static_cast<std::size_t>(f.nwave), nk = 2 * f.ndiag + 1;
-  auto part = [&](const std::vector<double>& v, std::size_t per_row) {
-    return std::vector<double>(v.begin() + static_cast<std::ptrdiff_t>(row * per_row),
-                               v.begin() + static_cast<std::ptrdiff_t>((row + n) * per_row));
-  };
-  b->flux = part(f.flux, nw);
-  b->ivar = part(f.ivar, nw);
-  b->chi2pix = part(f.chi2pix, nw);
-  b->rdiags = part(f.rdiags, nw * nk);
-  return b;
-}
 
 class FileRowWriterTest : public ::testing::Test {
  protected:
@@ -92,12 +52,12 @@ class FileRowWriterTest : public ::testing::Test {
 };
 
 TEST_F(FileRowWriterTest, RowsWrittenOnThePoolGiveFrameToFitsBytes) {
-  const core::Frame f = MakeFrame(100, 300, 5);
+  const core::Frame f = spexd::testing::MakeTestFrame(100, 300, 5, 4, /*specials=*/false);
   auto file = Create(f);
   ASSERT_NE(file, nullptr);
   {
     FileRowWriter writer(file.get(), pool_.get());
-    for (int b : {2, 0, 3, 1}) ASSERT_TRUE(writer.Add(25 * b, Rows(f, b, 25 * b, 25)).ok());
+    for (int b : {2, 0, 3, 1}) ASSERT_TRUE(writer.Add(25 * b, std::make_shared<const core::BundleResult>(spexd::testing::FrameRows(f, b, 25 * b, 25))).ok());
     ASSERT_TRUE(writer.Wait().ok());
     EXPECT_GT(writer.seconds(), 0.0);
   }
@@ -109,26 +69,26 @@ TEST_F(FileRowWriterTest, RowsWrittenOnThePoolGiveFrameToFitsBytes) {
 }
 
 TEST_F(FileRowWriterTest, AFailedWriteComesBackAndStopsTheRest) {
-  const core::Frame f = MakeFrame(100, 300, 5);
+  const core::Frame f = spexd::testing::MakeTestFrame(100, 300, 5, 4, /*specials=*/false);
   auto file = Create(f);
   ASSERT_NE(file, nullptr);
   FileRowWriter writer(file.get(), pool_.get());
-  ASSERT_TRUE(writer.Add(0, Rows(f, 0, 0, 25)).ok());
-  ASSERT_TRUE(writer.Add(0, Rows(f, 0, 0, 25)).ok());  // the same rows again: refused
+  ASSERT_TRUE(writer.Add(0, std::make_shared<const core::BundleResult>(spexd::testing::FrameRows(f, 0, 0, 25))).ok());
+  ASSERT_TRUE(writer.Add(0, std::make_shared<const core::BundleResult>(spexd::testing::FrameRows(f, 0, 0, 25))).ok());  // the same rows again: refused
   const absl::Status waited = writer.Wait();
   EXPECT_FALSE(waited.ok());
   EXPECT_NE(waited.message().find("written twice"), std::string::npos) << waited;
-  EXPECT_EQ(writer.Add(25, Rows(f, 1, 25, 25)).code(), waited.code());
+  EXPECT_EQ(writer.Add(25, std::make_shared<const core::BundleResult>(spexd::testing::FrameRows(f, 1, 25, 25))).code(), waited.code());
   EXPECT_FALSE(file->Finish(f).ok());  // rows are missing: no file is finished
 }
 
 TEST_F(FileRowWriterTest, DestroyedWithWritesQueuedItWaitsForThem) {
-  const core::Frame f = MakeFrame(100, 300, 5);
+  const core::Frame f = spexd::testing::MakeTestFrame(100, 300, 5, 4, /*specials=*/false);
   auto file = Create(f);
   ASSERT_NE(file, nullptr);
   {
     FileRowWriter writer(file.get(), pool_.get());
-    for (int b = 0; b < 4; ++b) ASSERT_TRUE(writer.Add(25 * b, Rows(f, b, 25 * b, 25)).ok());
+    for (int b = 0; b < 4; ++b) ASSERT_TRUE(writer.Add(25 * b, std::make_shared<const core::BundleResult>(spexd::testing::FrameRows(f, b, 25 * b, 25))).ok());
   }  // no Wait: the destructor waits, so the file is complete here
   EXPECT_TRUE(file->Finish(f).ok());
 }

@@ -23,9 +23,6 @@ namespace spexd::core::internal {
 namespace {
 
 constexpr int64_t kBlock = 2880;  // FITS logical record (FITS 4.0 §3.1)
-// Values per encoding task: 1-2 MiB of output, enough tasks to balance 8 workers over an r
-// frame's RESOLUTION (12.8 M values) and few enough that scheduling costs nothing.
-constexpr std::size_t kChunkValues = std::size_t{1} << 18;
 
 }  // namespace
 
@@ -200,6 +197,27 @@ WriterThreads::WriterThreads(const FitsWriteOptions& options)
   }
 }
 
+absl::StatusOr<int64_t> BuildHdus(const std::vector<HduSource>& hdus, const std::string& time,
+                                  TaskPool* pool, int workers, std::vector<BuiltHdu>* built) {
+  built->clear();
+  built->resize(hdus.size());
+  ParallelFor(pool, workers, static_cast<int>(hdus.size()), [&](int, int i) {
+    BuiltHdu& b = (*built)[static_cast<std::size_t>(i)];
+    try {  // ParallelFor's bodies must not throw; std::string may
+      b.status = BuildHdu(hdus[static_cast<std::size_t>(i)], time, &b);
+    } catch (const std::bad_alloc&) {
+      b.status = absl::ResourceExhaustedError("out of memory building a FITS header");
+    }
+  });
+  int64_t total = 0;
+  for (BuiltHdu& b : *built) {
+    SPEXD_RETURN_IF_ERROR(b.status);
+    b.offset = total;
+    total += b.header_bytes + b.padded_bytes;
+  }
+  return total;
+}
+
 absl::StatusOr<std::string> AssembleFits(const std::vector<HduSource>& hdus,
                                          const WriterThreads& threads,
                                          const std::string& checksum_time,
@@ -211,27 +229,17 @@ absl::StatusOr<std::string> AssembleFits(const std::vector<HduSource>& hdus,
   const int nhdu = static_cast<int>(hdus.size());
 
   // Phase 1: every HDU's header (and small data unit) in its own scratch file.
-  std::vector<BuiltHdu> built(hdus.size());
-  ParallelFor(pool, workers, nhdu, [&](int, int i) {
-    try {  // ParallelFor's bodies must not throw; std::string may
-      built[i].status = BuildHdu(hdus[i], time, &built[i]);
-    } catch (const std::bad_alloc&) {
-      built[i].status = absl::ResourceExhaustedError("out of memory building a FITS header");
-    }
-  });
+  std::vector<BuiltHdu> built;
+  SPEXD_ASSIGN_OR_RETURN(const int64_t total, BuildHdus(hdus, time, pool, workers, &built));
   clock.Lap(&FitsWriteTimes::headers);
-  int64_t total = 0;
   std::vector<DataTask> tasks;
   for (int i = 0; i < nhdu; ++i) {
-    SPEXD_RETURN_IF_ERROR(built[i].status);
-    built[i].offset = total;
-    total += built[i].header_bytes + built[i].padded_bytes;
     if (hdus[i].encoding == HduSource::Encoding::kByBuild) {
       if (built[i].data_bytes > 0) tasks.push_back({i, 0, 0});
       continue;
     }
-    for (std::size_t b = 0; b < hdus[i].count; b += kChunkValues) {
-      tasks.push_back({i, b, std::min(hdus[i].count, b + kChunkValues)});
+    for (std::size_t b = 0; b < hdus[i].count; b += kEncodeChunkValues) {
+      tasks.push_back({i, b, std::min(hdus[i].count, b + kEncodeChunkValues)});
     }
   }
 

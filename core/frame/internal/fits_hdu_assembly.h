@@ -57,10 +57,18 @@ struct BuiltHdu {
   absl::Status status;
 };
 
+// Values per encoding task: 1-2 MiB of output, enough tasks to balance 8 workers over an r
+// frame's RESOLUTION (12.8 M values) and few enough that scheduling costs nothing.
+inline constexpr std::size_t kEncodeChunkValues = std::size_t{1} << 18;
+
 // Phase 1: the header of `src` (and a kByBuild data unit) in a scratch file, its CHECKSUM
 // and DATASUM cards in place (their values still to come), `time` in their comments. The
 // header's size is final: the cards' count does not depend on the data.
 absl::Status BuildHdu(const HduSource& src, const std::string& time, BuiltHdu* out);
+// Phase 1 for every HDU, on up to `workers` of `pool`, each HDU's offset in the output set;
+// returns the output's size, or the first HDU's error.
+absl::StatusOr<int64_t> BuildHdus(const std::vector<HduSource>& hdus, const std::string& time,
+                                  TaskPool* pool, int workers, std::vector<BuiltHdu>* built);
 // Bytes per value of an encoded data unit: 8 for float64, else 4.
 std::size_t BytesPerValue(HduSource::Encoding e);
 // Values [begin, end) of `values` (HduSource::values) encoded to `out` (which receives

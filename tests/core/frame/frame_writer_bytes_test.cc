@@ -20,77 +20,13 @@
 #include "core/frame/internal/frame_writer_reference.h"
 #include "core/io/fits_file.h"
 #include "gtest/gtest.h"
+#include "tests/frame_fixtures.h"
 
 namespace spexd::core {
 namespace {
 
-// Deterministic values of desispec's ranges, with NaN, +-Inf, -0 and denormals among them
-// when `specials` (a float64 that rounds to a float32 denormal or overflows included).
-Frame MakeFrame(int nspec, int nwave, int ndiag, uint64_t seed, bool specials) {
-  Frame f;
-  f.specmin = 3;
-  f.nspec = nspec;
-  f.nwave = nwave;
-  f.ndiag = ndiag;
-  for (int w = 0; w < nwave; ++w) f.wave.push_back(5760.0 + 0.8 * w);
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<double> normal(100.0, 300.0);
-  std::uniform_real_distribution<double> unit(0.0, 1.0);
-  const std::size_t n = static_cast<std::size_t>(nspec) * nwave;
-  for (std::size_t i = 0; i < n; ++i) {
-    f.flux.push_back(normal(rng));
-    f.ivar.push_back(unit(rng) < 0.05 ? 0.0 : unit(rng) * 1e-3);
-    f.chi2pix.push_back(unit(rng) * 3);
-    f.mask.push_back(unit(rng) < 0.1 ? static_cast<uint32_t>(rng()) : 0u);  // high bit too
-    f.pixmask_fraction.push_back(0.0);
-  }
-  for (std::size_t i = 0; i < n * (2 * ndiag + 1); ++i) f.rdiags.push_back(unit(rng) * 0.3);
-  if (specials && n > 8) {
-    const double inf = std::numeric_limits<double>::infinity();
-    const double values[] = {std::nan(""), inf, -inf, -0.0, 1e-42, 1e39, -1e-310,
-                             std::numeric_limits<double>::quiet_NaN()};
-    for (std::size_t k = 0; k < std::size(values); ++k) {
-      const std::size_t at = (k * 7919) % n;
-      f.flux[at] = values[k];
-      f.ivar[(at + 1) % n] = values[k];
-      f.chi2pix[(at + 2) % n] = values[k];
-      f.rdiags[(at * 3) % f.rdiags.size()] = values[k];
-    }
-  }
-  return f;
-}
-
-// A FIBERMAP of `rows` rows (FIBER = 0..rows-1, a float, a double, a 64-bit integer and a
-// blank-padded string), with CHECKSUM/DATASUM as desispec's inputs carry them if asked.
-std::string MakeFibermap(int rows, bool checksum) {
-  auto fm = FitsFile::CreateMemory("fm");
-  EXPECT_TRUE(fm.ok());
-  int status = 0;
-  fits_create_img(fm->get(), BYTE_IMG, 0, nullptr, &status);
-  char* ttype[] = {const_cast<char*>("FIBER"), const_cast<char*>("TARGET_RA"),
-                   const_cast<char*>("FLUX_R"), const_cast<char*>("TARGETID"),
-                   const_cast<char*>("OBJTYPE")};
-  char* tform[] = {const_cast<char*>("J"), const_cast<char*>("D"), const_cast<char*>("E"),
-                   const_cast<char*>("K"), const_cast<char*>("3A")};
-  fits_create_tbl(fm->get(), BINARY_TBL, rows, 5, ttype, tform, nullptr, "FIBERMAP", &status);
-  long tileid = 80605;
-  fits_update_key(fm->get(), TLONG, "TILEID", &tileid, "Tile ID", &status);
-  for (int r = 0; r < rows; ++r) {
-    int fiber = r;
-    double ra = 150.0 + 0.001 * r;
-    float flux = 1.5f * static_cast<float>(r);
-    LONGLONG id = 39627000000000000LL + r;
-    const char* type = r % 3 == 0 ? "SKY" : "TGT";
-    fits_write_col(fm->get(), TINT, 1, r + 1, 1, 1, &fiber, &status);
-    fits_write_col(fm->get(), TDOUBLE, 2, r + 1, 1, 1, &ra, &status);
-    fits_write_col(fm->get(), TFLOAT, 3, r + 1, 1, 1, &flux, &status);
-    fits_write_col(fm->get(), TLONGLONG, 4, r + 1, 1, 1, &id, &status);
-    fits_write_col(fm->get(), TSTRING, 5, r + 1, 1, 1, const_cast<char**>(&type), &status);
-  }
-  if (checksum) fits_write_chksum(fm->get(), &status);
-  EXPECT_EQ(status, 0);
-  return *fm->TakeMemory();
-}
+using spexd::testing::MakeTestFibermap;
+using spexd::testing::MakeTestFrame;
 
 FrameMetadata MakeMeta(int extra_cards) {
   FrameMetadata meta;
@@ -195,9 +131,9 @@ void ExpectFrameMatches(const Frame& frame, const FrameMetadata& meta,
 }
 
 TEST(FrameWriterBytesTest, FullSizeFrameEqualsReference) {
-  const Frame frame = MakeFrame(500, 2326, 5, 22, /*specials=*/true);
+  const Frame frame = MakeTestFrame(500, 2326, 5, 22, /*specials=*/true);
   FrameMetadata meta = MakeMeta(120);
-  meta.fibermap_fits = MakeFibermap(510, /*checksum=*/true);
+  meta.fibermap_fits = MakeTestFibermap(510, /*checksum=*/true);
   ExpectFrameMatches(frame, meta, {1, 4});
 }
 
@@ -205,10 +141,10 @@ TEST(FrameWriterBytesTest, SmallOddFramesEqualReference) {
   for (bool specials : {false, true}) {
     for (int variant = 0; variant < 4; ++variant) {
       SCOPED_TRACE(::testing::Message() << "specials " << specials << " variant " << variant);
-      const Frame frame = MakeFrame(3, 7, 1, 7 + variant, specials);
+      const Frame frame = MakeTestFrame(3, 7, 1, 7 + variant, specials);
       FrameMetadata meta = MakeMeta(variant);
       meta.scores = variant != 1;  // --no-scores
-      if (variant >= 2) meta.fibermap_fits = MakeFibermap(9, /*checksum=*/variant == 3);
+      if (variant >= 2) meta.fibermap_fits = MakeTestFibermap(9, /*checksum=*/variant == 3);
       ExpectFrameMatches(frame, meta, {1, 2, 3});
     }
   }
@@ -217,7 +153,7 @@ TEST(FrameWriterBytesTest, SmallOddFramesEqualReference) {
 // Scores as a float32 stream hands them over (FrameMetadata::given_scores), and a grid out
 // of every band (no SCORES HDU).
 TEST(FrameWriterBytesTest, GivenAndAbsentScores) {
-  Frame frame = MakeFrame(4, 5, 2, 3, false);
+  Frame frame = MakeTestFrame(4, 5, 2, 3, false);
   FrameMetadata meta = MakeMeta(0);
   meta.given_scores = std::vector<FrameScore>{{"SUM_RAW_COUNT_R", "sum counts", {1, 2, 3, 4}}};
   ExpectFrameMatches(frame, meta, {2});
@@ -228,7 +164,7 @@ TEST(FrameWriterBytesTest, GivenAndAbsentScores) {
 // The FLUX header's size through every position of its last card in a 2880-byte record
 // (36 cards), so that the CHECKSUM/DATASUM cards start or spill into a new record.
 TEST(FrameWriterBytesTest, HeaderSizesAcrossRecordBoundaries) {
-  const Frame frame = MakeFrame(2, 3, 1, 11, false);
+  const Frame frame = MakeTestFrame(2, 3, 1, 11, false);
   for (int extra = 0; extra < 38; ++extra) {
     SCOPED_TRACE(extra);
     ExpectFrameMatches(frame, MakeMeta(extra), {2});
@@ -237,26 +173,26 @@ TEST(FrameWriterBytesTest, HeaderSizesAcrossRecordBoundaries) {
 
 // All-zero data units: DATASUM stays '         0' (ffpcks writes it so and leaves it).
 TEST(FrameWriterBytesTest, ZeroDataUnits) {
-  Frame frame = MakeFrame(3, 4, 1, 5, false);
+  Frame frame = MakeTestFrame(3, 4, 1, 5, false);
   std::fill(frame.flux.begin(), frame.flux.end(), 0.0);
   std::fill(frame.mask.begin(), frame.mask.end(), 0x80000000u);  // stored as 0
   ExpectFrameMatches(frame, MakeMeta(1), {2});
-  Frame empty = MakeFrame(0, 4, 1, 5, false);
+  Frame empty = MakeTestFrame(0, 4, 1, 5, false);
   ExpectFrameMatches(empty, MakeMeta(1), {2});
 }
 
 // The server's shared host pool, as it passes it.
 TEST(FrameWriterBytesTest, SharedPool) {
   std::unique_ptr<TaskPool> pool = MakeTaskPool(3);
-  const Frame frame = MakeFrame(40, 300, 5, 9, true);
+  const Frame frame = MakeTestFrame(40, 300, 5, 9, true);
   FrameMetadata meta = MakeMeta(10);
-  meta.fibermap_fits = MakeFibermap(50, true);
+  meta.fibermap_fits = MakeTestFibermap(50, true);
   ExpectFrameMatches(frame, meta, {4}, pool.get());
 }
 
 TEST(FrameWriterBytesTest, ModelEqualsReference) {
   for (auto [height, width] : {std::pair{5, 7}, std::pair{301, 250}}) {
-    Frame frame = MakeFrame(2, 3, 1, 13, false);
+    Frame frame = MakeTestFrame(2, 3, 1, 13, false);
     frame.model_height = height;
     frame.model_width = width;
     std::mt19937_64 rng(height);
@@ -280,7 +216,7 @@ TEST(FrameWriterBytesTest, ModelEqualsReference) {
 // The model header loses EXTEND after its cards are written: through every position of
 // its last card in a record, the header keeps the size CFITSIO gave it.
 TEST(FrameWriterBytesTest, ModelHeaderSizesAcrossRecordBoundaries) {
-  Frame frame = MakeFrame(2, 3, 1, 13, false);
+  Frame frame = MakeTestFrame(2, 3, 1, 13, false);
   frame.model_height = 3;
   frame.model_width = 4;
   frame.model.assign(12, 2.5);
@@ -299,11 +235,11 @@ TEST(FrameWriterBytesTest, ModelHeaderSizesAcrossRecordBoundaries) {
 }
 
 TEST(FrameWriterBytesTest, MismatchedArraysRefused) {
-  Frame frame = MakeFrame(3, 4, 1, 1, false);
+  Frame frame = MakeTestFrame(3, 4, 1, 1, false);
   frame.rdiags.pop_back();
   auto bytes = FrameToFits(frame, MakeMeta(0));
   EXPECT_EQ(bytes.status().code(), absl::StatusCode::kInvalidArgument);
-  frame = MakeFrame(3, 4, 1, 1, false);
+  frame = MakeTestFrame(3, 4, 1, 1, false);
   frame.model = {1, 2, 3};
   frame.model_height = 2;
   frame.model_width = 2;

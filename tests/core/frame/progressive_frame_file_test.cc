@@ -19,59 +19,17 @@
 #include "core/frame/frame_writer.h"
 #include "core/io/fits_file.h"
 #include "gtest/gtest.h"
+#include "tests/frame_fixtures.h"
 #include "tests/test_support.h"
 
 namespace spexd::core {
 namespace {
 
+using spexd::testing::FrameRows;
 using spexd::testing::MakeTempDir;
+using spexd::testing::MakeTestFibermap;
+using spexd::testing::MakeTestFrame;
 using spexd::testing::ReadBytes;
-
-Frame MakeFrame(int nspec, int nwave, int ndiag, uint64_t seed) {
-  Frame f;
-  f.specmin = 3;
-  f.nspec = nspec;
-  f.nwave = nwave;
-  f.ndiag = ndiag;
-  for (int w = 0; w < nwave; ++w) f.wave.push_back(5760.0 + 0.8 * w);
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<double> normal(100.0, 300.0);
-  std::uniform_real_distribution<double> unit(0.0, 1.0);
-  const std::size_t n = static_cast<std::size_t>(nspec) * nwave;
-  for (std::size_t i = 0; i < n; ++i) {
-    f.flux.push_back(normal(rng));
-    f.ivar.push_back(unit(rng) < 0.05 ? 0.0 : unit(rng) * 1e-3);
-    f.chi2pix.push_back(unit(rng) * 3);
-    f.mask.push_back(unit(rng) < 0.1 ? static_cast<uint32_t>(rng()) : 0u);
-    f.pixmask_fraction.push_back(0.0);
-  }
-  for (std::size_t i = 0; i < n * (2 * ndiag + 1); ++i) f.rdiags.push_back(unit(rng) * 0.3);
-  const double specials[] = {std::nan(""), std::numeric_limits<double>::infinity(), -0.0, 1e-42,
-                             1e39};
-  for (std::size_t k = 0; k < std::size(specials); ++k) {
-    f.flux[(k * 7919) % n] = specials[k];
-    f.rdiags[(k * 104729) % f.rdiags.size()] = specials[k];
-  }
-  return f;
-}
-
-std::string MakeFibermap(int rows) {
-  auto fm = FitsFile::CreateMemory("fm");
-  EXPECT_TRUE(fm.ok());
-  int status = 0;
-  fits_create_img(fm->get(), BYTE_IMG, 0, nullptr, &status);
-  char* ttype[] = {const_cast<char*>("FIBER"), const_cast<char*>("TARGET_RA")};
-  char* tform[] = {const_cast<char*>("J"), const_cast<char*>("D")};
-  fits_create_tbl(fm->get(), BINARY_TBL, rows, 2, ttype, tform, nullptr, "FIBERMAP", &status);
-  for (int r = 0; r < rows; ++r) {
-    double ra = 150.0 + 0.001 * r;
-    fits_write_col(fm->get(), TINT, 1, r + 1, 1, 1, &r, &status);
-    fits_write_col(fm->get(), TDOUBLE, 2, r + 1, 1, 1, &ra, &status);
-  }
-  fits_write_chksum(fm->get(), &status);  // as desispec's inputs carry it
-  EXPECT_EQ(status, 0);
-  return *fm->TakeMemory();
-}
 
 FrameMetadata MakeMeta() {
   FrameMetadata meta;
@@ -83,28 +41,6 @@ FrameMetadata MakeMeta() {
   meta.wmax = 7620.0;
   meta.dw = 0.8;
   return meta;
-}
-
-// Rows [row, row + n) of `f` as a finalised bundle.
-BundleResult BundleOf(const Frame& f, int index, int row, int n) {
-  BundleResult b;
-  b.bundle = index;
-  b.fiber_begin = f.specmin + row;
-  b.nfibers = n;
-  b.nwave = f.nwave;
-  b.ndiag = f.ndiag;
-  b.per_angstrom = true;
-  const std::size_t nw = static_cast<std::size_t>(f.nwave);
-  const std::size_t nr = nw * static_cast<std::size_t>(2 * f.ndiag + 1);
-  auto rows = [&](const std::vector<double>& v, std::size_t per_row) {
-    return std::vector<double>(v.begin() + static_cast<std::ptrdiff_t>(row * per_row),
-                               v.begin() + static_cast<std::ptrdiff_t>((row + n) * per_row));
-  };
-  b.flux = rows(f.flux, nw);
-  b.ivar = rows(f.ivar, nw);
-  b.chi2pix = rows(f.chi2pix, nw);
-  b.rdiags = rows(f.rdiags, nr);
-  return b;
 }
 
 FrameFileShape ShapeOf(const Frame& f) {
@@ -134,7 +70,7 @@ class ProgressiveFrameFileTest : public ::testing::Test {
     std::shuffle(rows.begin(), rows.end(), std::mt19937_64(seed));
     for (int r : rows) {
       const absl::Status st =
-          (*file)->AddRows(r, BundleOf(f, r / bundle, r, std::min(bundle, f.nspec - r)));
+          (*file)->AddRows(r, FrameRows(f, r / bundle, r, std::min(bundle, f.nspec - r)));
       EXPECT_TRUE(st.ok()) << st;
     }
     if (pause_seconds > 0) {
@@ -164,9 +100,9 @@ void ExpectSameBytes(const std::string& got, const std::string& want) {
 }
 
 TEST_F(ProgressiveFrameFileTest, BundlesInAnyOrderGiveFrameToFitsBytes) {
-  const Frame f = MakeFrame(60, 700, 5, 9);
+  const Frame f = MakeTestFrame(60, 700, 5, 9, /*specials=*/true);
   FrameMetadata meta = MakeMeta();
-  meta.fibermap_fits = MakeFibermap(70);
+  meta.fibermap_fits = MakeTestFibermap(70, /*checksum=*/true);
   FitsWriteOptions options;
   options.checksum_time = "2026-11-23T12:00:00";
   for (int threads : {1, 3}) {
@@ -181,7 +117,7 @@ TEST_F(ProgressiveFrameFileTest, BundlesInAnyOrderGiveFrameToFitsBytes) {
 }
 
 TEST_F(ProgressiveFrameFileTest, FullSizeFrameWithoutFibermapOrScores) {
-  const Frame f = MakeFrame(500, 2326, 5, 22);
+  const Frame f = MakeTestFrame(500, 2326, 5, 22, /*specials=*/true);
   FrameMetadata meta = MakeMeta();
   FitsWriteOptions options;
   options.checksum_time = "2026-11-23T12:00:01";
@@ -196,9 +132,9 @@ TEST_F(ProgressiveFrameFileTest, FullSizeFrameWithoutFibermapOrScores) {
 // Without a given time the headers, built before the bundles, record Finish's time in
 // every HDU, as FrameToFits run at that moment would.
 TEST_F(ProgressiveFrameFileTest, ChecksumTimeIsThatOfFinish) {
-  const Frame f = MakeFrame(30, 400, 3, 5);
+  const Frame f = MakeTestFrame(30, 400, 3, 5, /*specials=*/true);
   FrameMetadata meta = MakeMeta();
-  meta.fibermap_fits = MakeFibermap(40);
+  meta.fibermap_fits = MakeTestFibermap(40, /*checksum=*/true);
   const std::string written = WriteProgressively(f, meta, 10, {}, 7, /*pause_seconds=*/1.2);
   const std::size_t at = written.find("HDU checksum updated ");
   ASSERT_NE(at, std::string::npos);
@@ -208,7 +144,7 @@ TEST_F(ProgressiveFrameFileTest, ChecksumTimeIsThatOfFinish) {
 }
 
 TEST_F(ProgressiveFrameFileTest, RefusalsAreErrors) {
-  const Frame f = MakeFrame(30, 200, 2, 1);
+  const Frame f = MakeTestFrame(30, 200, 2, 1, /*specials=*/true);
   const FrameMetadata meta = MakeMeta();
   FrameFileShape bad = ShapeOf(f);
   bad.wave.pop_back();
@@ -216,25 +152,25 @@ TEST_F(ProgressiveFrameFileTest, RefusalsAreErrors) {
             absl::StatusCode::kInvalidArgument);
   auto file = ProgressiveFrameFile::Create(ShapeOf(f), meta, fd_, path_);
   ASSERT_TRUE(file.ok()) << file.status();
-  ASSERT_TRUE((*file)->AddRows(0, BundleOf(f, 0, 0, 10)).ok());
-  EXPECT_FALSE((*file)->AddRows(5, BundleOf(f, 0, 5, 10)).ok());   // rows 5..9 again
-  EXPECT_FALSE((*file)->AddRows(25, BundleOf(f, 2, 20, 10)).ok());  // past the last row
-  BundleResult raw = BundleOf(f, 1, 10, 10);
+  ASSERT_TRUE((*file)->AddRows(0, FrameRows(f, 0, 0, 10)).ok());
+  EXPECT_FALSE((*file)->AddRows(5, FrameRows(f, 0, 5, 10)).ok());   // rows 5..9 again
+  EXPECT_FALSE((*file)->AddRows(25, FrameRows(f, 2, 20, 10)).ok());  // past the last row
+  BundleResult raw = FrameRows(f, 1, 10, 10);
   raw.per_angstrom = false;
   EXPECT_FALSE((*file)->AddRows(10, raw).ok());
   EXPECT_FALSE((*file)->Finish(f).ok());  // rows 10..29 missing
 }
 
 TEST_F(ProgressiveFrameFileTest, WriteErrorSticksAndNothingCrashes) {
-  const Frame f = MakeFrame(20, 300, 2, 2);
+  const Frame f = MakeTestFrame(20, 300, 2, 2, /*specials=*/true);
   const int read_only = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
   ASSERT_GE(read_only, 0);
   auto file = ProgressiveFrameFile::Create(ShapeOf(f), MakeMeta(), read_only, path_);
   ASSERT_TRUE(file.ok()) << file.status();
-  const absl::Status first = (*file)->AddRows(0, BundleOf(f, 0, 0, 10));
+  const absl::Status first = (*file)->AddRows(0, FrameRows(f, 0, 0, 10));
   EXPECT_EQ(first.code(), absl::StatusCode::kInternal);
   EXPECT_NE(first.message().find("write failed"), std::string::npos) << first;
-  EXPECT_EQ((*file)->AddRows(10, BundleOf(f, 1, 10, 10)), first);
+  EXPECT_EQ((*file)->AddRows(10, FrameRows(f, 1, 10, 10)), first);
   EXPECT_EQ((*file)->Finish(f), first);
   ::close(read_only);
 }

@@ -63,6 +63,7 @@ class CudaBackend final : public core::Backend, public core::GpuCapabilities {
         solver_(options.cuda_solver),
         eigen_(options.cuda_eigen),
         cholesky_(options.cuda_cholesky),
+        host_wait_(options.cuda_host_wait),
         stats_(options.cuda_stats),
         diagnostics_(std::move(diagnostics)),
         faults_(faults),
@@ -90,6 +91,8 @@ class CudaBackend final : public core::Backend, public core::GpuCapabilities {
                         ctx_->total_memory() >> 20, " MiB, ",
                         core::Name(solver_), " triangular solves, ", core::Name(eigen_), " eigen, ",
                         core::Name(cholesky_), " Cholesky",
+                        host_wait_ == core::CudaHostWait::kAuto ? "" : ", host wait ",
+                        host_wait_ == core::CudaHostWait::kAuto ? "" : core::Name(host_wait_),
                         kDebugChecks ? ", debug checks" : "", ")");
   }
 
@@ -336,6 +339,7 @@ class CudaBackend final : public core::Backend, public core::GpuCapabilities {
   core::CudaTriangularSolver solver_;
   core::CudaEigensolver eigen_;
   core::CudaCholesky cholesky_;
+  core::CudaHostWait host_wait_;
   bool stats_;
   const Diagnostics diagnostics_;  // SPEXD_CUDA_* diagnostic switches (cuda/diagnostics.h)
   const FaultPlan faults_;  // test-only (fault_injection.h); all zero in production
@@ -374,7 +378,7 @@ absl::StatusOr<std::unique_ptr<core::Backend>> CreateCudaBackend(
   }
   if (faults->oom_at_alloc > 0) ArmAllocationFault(faults->oom_at_alloc);
   if (faults->fail_patch_once >= 0) ArmPatchFault(faults->fail_patch_once);
-  auto ctx = GpuContext::Create(options.device);
+  auto ctx = GpuContext::Create(options.device, options.cuda_host_wait);
   if (!ctx.ok()) {
     return absl::UnavailableError(absl::StrCat("CUDA backend unavailable: ", ctx.status().ToString()));
   }

@@ -47,7 +47,34 @@ absl::Status CusolverHandle::Create(cudaStream_t stream) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::unique_ptr<GpuContext>> GpuContext::Create(int device) {
+namespace {
+
+// The device's scheduling flag for `wait`, set on the current device and read back: CUDA
+// 12+ overwrites the flags of an initialised primary context, and a driver that does not
+// is reported rather than silently ignored.
+absl::Status SetHostWait(int device, core::CudaHostWait wait) {
+  unsigned flag = 0;
+  switch (wait) {
+    case core::CudaHostWait::kAuto: return absl::OkStatus();
+    case core::CudaHostWait::kSpin: flag = cudaDeviceScheduleSpin; break;
+    case core::CudaHostWait::kYield: flag = cudaDeviceScheduleYield; break;
+    case core::CudaHostWait::kBlock: flag = cudaDeviceScheduleBlockingSync; break;
+  }
+  SPEXD_CUDA_RETURN_IF_ERROR(cudaSetDeviceFlags(flag));
+  unsigned now = 0;
+  SPEXD_CUDA_RETURN_IF_ERROR(cudaGetDeviceFlags(&now));
+  if ((now & cudaDeviceScheduleMask) != flag) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "CUDA device ", device, " kept scheduling flags ", now & cudaDeviceScheduleMask,
+        " after a request for ", flag, " (GPU host wait '", core::Name(wait), "')"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<GpuContext>> GpuContext::Create(int device,
+                                                               core::CudaHostWait wait) {
   int count = 0;
   SPEXD_CUDA_RETURN_IF_ERROR(cudaGetDeviceCount(&count));
   if (device < 0 || device >= count) {
@@ -57,6 +84,7 @@ absl::StatusOr<std::unique_ptr<GpuContext>> GpuContext::Create(int device) {
   std::unique_ptr<GpuContext> ctx(new GpuContext());
   ctx->device_ = device;
   SPEXD_CUDA_RETURN_IF_ERROR(cudaSetDevice(device));
+  if (absl::Status w = SetHostWait(device, wait); !w.ok()) return w;
   cudaDeviceProp prop{};
   SPEXD_CUDA_RETURN_IF_ERROR(cudaGetDeviceProperties(&prop, device));
   ctx->device_name_ = prop.name;

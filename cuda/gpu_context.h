@@ -16,6 +16,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "core/backend/backend_options.h"
 
 namespace spexd::cuda {
 
@@ -78,7 +79,10 @@ class CusolverHandle {
 // explicitly; callers that may run on another thread call Activate() first.
 class GpuContext {
  public:
-  static absl::StatusOr<std::unique_ptr<GpuContext>> Create(int device);
+  // `wait` other than kAuto sets the device's scheduling flag (the primary context is
+  // shared: the last backend created on a device sets it for all of them).
+  static absl::StatusOr<std::unique_ptr<GpuContext>> Create(
+      int device, core::CudaHostWait wait = core::CudaHostWait::kAuto);
   absl::Status Activate() const;  // cudaSetDevice(device)
 
   int device() const { return device_; }

@@ -42,6 +42,10 @@ ABSL_FLAG(int, backends_per_gpu, 0,
 ABSL_FLAG(int, cpu_threads, 0,
           "host threads of the backends: CPU patches solved at once, CUDA host-side work (0: all "
           "cores); spexctl --cpu-threads is the same option for local extraction");
+ABSL_FLAG(std::string, gpu_host_wait, "auto",
+          "how the CUDA backends' host threads wait for the GPU: auto (CUDA's choice: spin "
+          "while there are fewer GPU contexts than cores), spin, yield or block (frees the "
+          "cores a spinning waiter holds for the host's decode and writes; docs/perf.md)");
 ABSL_FLAG(std::string, cuda_module, "", "path of libspexd_cuda.so (default: next to spexd)");
 ABSL_FLAG(int, max_queue, 0,
           "extractions waiting for a worker before RESOURCE_EXHAUSTED (0: 8 per worker, at "
@@ -149,6 +153,7 @@ absl::StatusOr<ServerConfig> ConfigFromFlags() {
   o.backends_per_gpu = absl::GetFlag(FLAGS_backends_per_gpu);
   o.cpu_threads = absl::GetFlag(FLAGS_cpu_threads);
   o.cuda_module = absl::GetFlag(FLAGS_cuda_module);
+  SPEXD_ASSIGN_OR_RETURN(o.gpu_host_wait, spexd::core::ParseCudaHostWait(absl::GetFlag(FLAGS_gpu_host_wait)));
   o.max_queue = absl::GetFlag(FLAGS_max_queue);
   o.max_uploads = absl::GetFlag(FLAGS_max_uploads);
   o.realtime_reserve = absl::GetFlag(FLAGS_realtime_reserve);

@@ -87,6 +87,7 @@ absl::StatusOr<std::vector<WorkerBackend>> ChooseBackends(const ServerOptions& o
   const std::string selected = absl::StrJoin(o.gpu_devices, ",");
   core::BackendOptions bo;
   bo.cuda_module = o.cuda_module;
+  bo.cuda_host_wait = o.gpu_host_wait;
   bo.threads = o.cpu_threads;
   bo.pool = pool;
   *gpu_count = 0;

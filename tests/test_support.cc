@@ -51,6 +51,9 @@ absl::StatusOr<core::BackendOptions> CudaOptionsFromEnv() {
   if (const char* v = std::getenv("SPEXD_CUDA_CHOLESKY")) {
     SPEXD_ASSIGN_OR_RETURN(options.cuda_cholesky, core::ParseCudaCholesky(v));
   }
+  if (const char* v = std::getenv("SPEXD_CUDA_HOST_WAIT")) {
+    SPEXD_ASSIGN_OR_RETURN(options.cuda_host_wait, core::ParseCudaHostWait(v));
+  }
   if (const char* v = std::getenv("SPEXD_CUDA_STATS")) options.cuda_stats = std::string(v) == "1";
   return options;
 }

@@ -40,6 +40,11 @@ constexpr std::pair<CudaEigensolver, const char*> kEigensolvers[] = {
 constexpr std::pair<CudaCholesky, const char*> kCholeskys[] = {
     {CudaCholesky::kTiledLeftLooking, "tiled"},
     {CudaCholesky::kCusolverPotrfBatched, "potrfbatched"}};
+constexpr std::pair<CudaHostWait, const char*> kHostWaits[] = {
+    {CudaHostWait::kAuto, "auto"},
+    {CudaHostWait::kSpin, "spin"},
+    {CudaHostWait::kYield, "yield"},
+    {CudaHostWait::kBlock, "block"}};
 
 }  // namespace
 
@@ -55,9 +60,13 @@ absl::StatusOr<CudaEigensolver> ParseCudaEigensolver(absl::string_view text) {
 absl::StatusOr<CudaCholesky> ParseCudaCholesky(absl::string_view text) {
   return ParseEnum("CUDA Cholesky", text, kCholeskys);
 }
+absl::StatusOr<CudaHostWait> ParseCudaHostWait(absl::string_view text) {
+  return ParseEnum("GPU host wait", text, kHostWaits);
+}
 absl::string_view Name(BackendKind kind) { return NameOf(kind, kBackendKinds); }
 absl::string_view Name(CudaTriangularSolver solver) { return NameOf(solver, kSolvers); }
 absl::string_view Name(CudaEigensolver eigen) { return NameOf(eigen, kEigensolvers); }
 absl::string_view Name(CudaCholesky cholesky) { return NameOf(cholesky, kCholeskys); }
+absl::string_view Name(CudaHostWait wait) { return NameOf(wait, kHostWaits); }
 
 }  // namespace spexd::core

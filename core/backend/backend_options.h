@@ -33,6 +33,13 @@ enum class CudaEigensolver { kSharedMemoryTridiagonalQl, kSharedMemoryJacobi, kC
 // blocks below it; the default, docs/perf.md), or cusolverDnDpotrfBatched.
 enum class CudaCholesky { kTiledLeftLooking, kCusolverPotrfBatched };
 
+// How a host thread waits for the GPU (the device's scheduling flag, process-wide per
+// device): CUDA's own choice (it spins while the process has fewer contexts than cores),
+// spin, yield, or block on an OS primitive. A spinning waiter holds a core for as long
+// as the GPU works (each CUDA backend waits for most of every batch), which the host's
+// decode, inflate and file writes then lack (docs/perf.md, issue 22).
+enum class CudaHostWait { kAuto, kSpin, kYield, kBlock };
+
 struct BackendOptions {
   BackendKind kind = BackendKind::kCpu;
   int threads = 0;          // CPU threads; 0 = all cores
@@ -46,6 +53,7 @@ struct BackendOptions {
   CudaTriangularSolver cuda_solver = CudaTriangularSolver::kWarpSubstitution;
   CudaEigensolver cuda_eigen = CudaEigensolver::kSharedMemoryTridiagonalQl;
   CudaCholesky cuda_cholesky = CudaCholesky::kTiledLeftLooking;
+  CudaHostWait cuda_host_wait = CudaHostWait::kAuto;
   bool cuda_stats = false;  // Jacobi sweep counts on stderr (synchronises per batch)
 };
 
@@ -54,15 +62,18 @@ struct BackendOptions {
 //   CudaTriangularSolver  "warp" | "cusolver"
 //   CudaEigensolver       "tridiag" | "jacobi" | "syevbatched"
 //   CudaCholesky          "tiled" | "potrfbatched"
+//   CudaHostWait          "auto" | "spin" | "yield" | "block"
 // Parse* return INVALID_ARGUMENT naming the accepted values.
 absl::StatusOr<BackendKind> ParseBackendKind(absl::string_view text);
 absl::StatusOr<CudaTriangularSolver> ParseCudaTriangularSolver(absl::string_view text);
 absl::StatusOr<CudaEigensolver> ParseCudaEigensolver(absl::string_view text);
 absl::StatusOr<CudaCholesky> ParseCudaCholesky(absl::string_view text);
+absl::StatusOr<CudaHostWait> ParseCudaHostWait(absl::string_view text);
 absl::string_view Name(BackendKind kind);
 absl::string_view Name(CudaTriangularSolver solver);
 absl::string_view Name(CudaEigensolver eigen);
 absl::string_view Name(CudaCholesky cholesky);
+absl::string_view Name(CudaHostWait wait);
 
 }  // namespace spexd::core
 

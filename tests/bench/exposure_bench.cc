@@ -65,6 +65,7 @@ struct Args {
   bool pin_planes = true;  // server --pin_planes
   int streamers = 0;       // server --streamers_per_worker (0: its default)
   int backends_per_gpu = 0;  // server --backends_per_gpu (0: its default)
+  std::string host_wait = "auto";  // server --gpu_host_wait
   std::string out_dir;     // where the frame files are written ("": the bench's temp dir)
   bool one_job = false;    // submit the exposure as one ExtractExposure call
   int64_t psf_cache_bytes = int64_t{64} << 30;  // host bytes; room for an exposure
@@ -104,6 +105,8 @@ absl::StatusOr<Args> Parse(int argc, char** argv) {
       a.streamers = std::max(0, n);
     } else if (num && k == "--backends-per-gpu") {
       a.backends_per_gpu = std::max(0, n);
+    } else if (k == "--host-wait") {
+      a.host_wait = v;
     } else if (num && k == "--one-job") {
       a.one_job = n != 0;
     } else if (num && k == "--pin-planes") {
@@ -383,6 +386,9 @@ int main(int argc, char** argv) {
   so.pin_planes = args.pin_planes;
   so.streamers_per_worker = args.streamers;
   so.backends_per_gpu = args.backends_per_gpu;
+  auto wait = core::ParseCudaHostWait(args.host_wait);
+  if (!wait.ok()) return Fail("--host-wait", wait.status());
+  so.gpu_host_wait = *wait;
   auto srv = server::SpexdServer::Start(so);
   if (!srv.ok()) return Fail("server", srv.status());
   if (absl::Status st = (*srv)->WaitForWarmUp(absl::Seconds(120)); !st.ok()) return Fail("warm-up", st);

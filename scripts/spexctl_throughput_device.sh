@@ -27,6 +27,14 @@ GPUS=${GPUS:-$(nvidia-smi -L 2>/dev/null | wc -l)}; ((GPUS >= 1)) || GPUS=1
 MODES=${MODES:-client-fits client-gz server-fits server-gz}
 WAVE=${WAVE:-5760.0,7620.0,0.8} NSPEC=${NSPEC:-500} BACKEND=${BACKEND:-cuda}
 row() { echo "[row] $*"; }
+# busy and total jiffies of all cores, spexd's CPU seconds, and the time: one line.
+cpu_now() {
+  local tick; tick=$(getconf CLK_TCK)
+  awk -v tick="$tick" -v pid="${SPID:-0}" -v now="$(date +%s.%N)" '
+    FNR == 1 && FILENAME == "/proc/stat" { idle = $5 + $6; tot = 0; for (i = 2; i <= NF; i++) tot += $i }
+    FILENAME != "/proc/stat" { srv = ($14 + $15) / tick }
+    END { printf "%d %d %.3f %s\n", tot - idle, tot, srv + 0, now }' /proc/stat "/proc/${SPID:-self}/stat"
+}
 fail=0
 
 cp "$PSF" "$W/in/psf.fits"
@@ -79,6 +87,7 @@ for mode in $MODES; do
   in=$W/in/frame.fits; [[ $mode == *gz ]] && in=$W/in/frame.fits.gz
   rm -rf "$W/out"/* "$W"/client-* "$W"/clog-*; mkdir -p "$W/out"
   first=$(wc -l <"$W/spexd.log")
+  cpu0=$(cpu_now)
   t0=$(date +%s.%N); pids=()
   for p in $(seq "$PROCS"); do
     (
@@ -100,6 +109,7 @@ for mode in $MODES; do
   done
   ok=1; for pid in "${pids[@]}"; do wait "$pid" || ok=0; done
   t1=$(date +%s.%N)
+  cpu1=$(cpu_now)
   n=$((PROCS * FRAMES))
   python3 - "$t0" "$t1" "$n" "$ref" "$mode" "$ok" "$GPUS" <<'PY'
 import sys
@@ -112,6 +122,15 @@ print(f"[row] {mode}: {n} frames in {t1 - t0:.2f} s = {fps:.2f} frames/s, "
       f"{'all ok' if ok else 'A CLIENT FAILED'}")
 PY
   [[ $ok == 1 ]] || fail=1
+  # Where the host's cores went during the run: busy share of all cores, and spexd's part.
+  python3 - "$cpu0" "$cpu1" "$(nproc)" <<'PY'
+import sys
+a, b, n = sys.argv[1].split(), sys.argv[2].split(), int(sys.argv[3])
+busy0, total0, srv0, wall0 = map(float, a); busy1, total1, srv1, wall1 = map(float, b)
+wall = wall1 - wall0
+print(f"[row] host CPU over the run: {(busy1 - busy0) / (total1 - total0):.2f} of {n} cores busy; "
+      f"spexd {(srv1 - srv0) / wall:.1f} cores, everything else {((busy1 - busy0) / (total1 - total0)) * n - (srv1 - srv0) / wall:.1f}")
+PY
   # Every frame file, written by the server or by a client, .fits or .fits.gz input, must be
   # byte for byte the warm-up's (a client-written frame of the same input), checksum
   # dates aside (CFITSIO stamps them).

@@ -27,6 +27,15 @@ GPUS=${GPUS:-$(nvidia-smi -L 2>/dev/null | wc -l)}; ((GPUS >= 1)) || GPUS=1
 MODES=${MODES:-client-fits client-gz server-fits server-gz}
 WAVE=${WAVE:-5760.0,7620.0,0.8} NSPEC=${NSPEC:-500} BACKEND=${BACKEND:-cuda}
 row() { echo "[row] $*"; }
+# spexd's CPU seconds per thread name (digits dropped: "spexd-worker1" counts as "spexd-worker").
+threads_cpu() {
+  local tick; tick=$(getconf CLK_TCK)
+  for t in /proc/"${SPID:-self}"/task/*/stat; do
+    awk -v tick="$tick" '{ s = $0; sub(/^[^(]*\(/, "", s); name = s; sub(/\).*$/, "", name)
+      sub(/^.*\) /, "", s); split(s, f, " "); gsub(/[0-9]+$/, "", name); gsub(/ /, "_", name)
+      printf "%s %.3f\n", name, (f[12] + f[13]) / tick }' "$t" 2>/dev/null
+  done
+}
 # busy and total jiffies of all cores, spexd's CPU seconds, and the time: one line.
 cpu_now() {
   local tick; tick=$(getconf CLK_TCK)
@@ -87,7 +96,7 @@ for mode in $MODES; do
   in=$W/in/frame.fits; [[ $mode == *gz ]] && in=$W/in/frame.fits.gz
   rm -rf "$W/out"/* "$W"/client-* "$W"/clog-*; mkdir -p "$W/out"
   first=$(wc -l <"$W/spexd.log")
-  cpu0=$(cpu_now)
+  cpu0=$(cpu_now); threads_cpu >"$W/threads0"
   t0=$(date +%s.%N); pids=()
   for p in $(seq "$PROCS"); do
     (
@@ -109,7 +118,7 @@ for mode in $MODES; do
   done
   ok=1; for pid in "${pids[@]}"; do wait "$pid" || ok=0; done
   t1=$(date +%s.%N)
-  cpu1=$(cpu_now)
+  cpu1=$(cpu_now); threads_cpu >"$W/threads1"
   n=$((PROCS * FRAMES))
   python3 - "$t0" "$t1" "$n" "$ref" "$mode" "$ok" "$GPUS" <<'PY'
 import sys
@@ -130,6 +139,18 @@ busy0, total0, srv0, wall0 = map(float, a); busy1, total1, srv1, wall1 = map(flo
 wall = wall1 - wall0
 print(f"[row] host CPU over the run: {(busy1 - busy0) / (total1 - total0):.2f} of {n} cores busy; "
       f"spexd {(srv1 - srv0) / wall:.1f} cores, everything else {((busy1 - busy0) / (total1 - total0)) * n - (srv1 - srv0) / wall:.1f}")
+PY
+  python3 - "$W/threads0" "$W/threads1" "$(python3 -c "print($t1 - $t0)")" <<'PY'
+import sys
+def read(p):
+    d = {}
+    for line in open(p):
+        name, s = line.rsplit(" ", 1)
+        d[name] = d.get(name, 0.0) + float(s)
+    return d
+a, b, wall = read(sys.argv[1]), read(sys.argv[2]), float(sys.argv[3])
+use = sorted(((b[k] - a.get(k, 0.0)) / wall, k) for k in b)
+print("[row] spexd cores by thread role: " + ", ".join(f"{k} {c:.2f}" for c, k in reversed(use) if c >= 0.01))
 PY
   # Every frame file, written by the server or by a client, .fits or .fits.gz input, must be
   # byte for byte the warm-up's (a client-written frame of the same input), checksum

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "core/base/thread_name.h"
 #include "server/log.h"
 #include "server/metrics.h"
 #include "server/status_util.h"
@@ -154,7 +155,7 @@ void Scheduler::AddWorker(std::unique_ptr<core::Backend> backend, int gpu_device
        {"loaders", static_cast<int>(loaders_.size())}});
   const int streamers = StreamersPerWorker(streamers_per_worker_, gpu_device >= 0);
   streamers_sum_ += streamers;
-  streaming_.AddThreads(streamers);
+  streaming_.AddThreads(streamers, "spexd-stream");
 }
 
 absl::StatusOr<Scheduler::Ticket> Scheduler::Reserve(bool realtime) {
@@ -273,6 +274,7 @@ void Scheduler::Shutdown() {
 }
 
 void Scheduler::LoaderLoop() {
+  core::NameThisThread("spexd-load");
   for (;;) {
     Queued item;
     {
@@ -315,6 +317,7 @@ void Scheduler::LoaderLoop() {
 }
 
 void Scheduler::WorkerLoop(Worker* w) {
+  core::NameThisThread(absl::StrCat("spexd-worker", w->index));
   for (;;) {
     Queued item;
     bool prepare_here = false;

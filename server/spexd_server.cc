@@ -310,7 +310,7 @@ absl::StatusOr<std::unique_ptr<SpexdServer>> SpexdServer::Start(ServerOptions op
   if (!output_roots.ok()) return output_roots.status();
   s.output_roots = std::make_unique<DataRoots>(*std::move(output_roots));
   const int host_threads = o.cpu_threads > 0 ? o.cpu_threads : core::HardwareThreads();
-  s.pool = core::MakeTaskPool(host_threads - 1);
+  s.pool = core::MakeTaskPool(host_threads - 1, "spexd-host");
   s.scheduler = std::make_unique<Scheduler>(o.Scheduling(), s.metrics.get());
   s.watchdog = std::make_unique<CallWatchdog>(absl::Seconds(o.limits.upload_idle_seconds),
                                               absl::Seconds(o.limits.write_timeout_seconds),

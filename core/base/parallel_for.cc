@@ -63,9 +63,9 @@ void ParallelFor(TaskPool* pool, int max_workers, int ntasks,
   state->mu.Await(absl::Condition(&Idle, state.get()));
 }
 
-std::unique_ptr<TaskPool> MakeTaskPool(int threads) {
+std::unique_ptr<TaskPool> MakeTaskPool(int threads, absl::string_view name) {
   auto pool = std::make_unique<TaskPool>();
-  if (threads > 0) pool->AddThreads(threads);
+  if (threads > 0) pool->AddThreads(threads, name);
   return pool;
 }
 

@@ -28,7 +28,7 @@ void ParallelFor(TaskPool* pool, int max_workers, int ntasks,
 
 // A pool with `threads` threads (none for threads <= 0): the fallback of a component whose
 // owner passed no pool, so that it still has one, owned locally, joined when it goes.
-std::unique_ptr<TaskPool> MakeTaskPool(int threads);
+std::unique_ptr<TaskPool> MakeTaskPool(int threads, absl::string_view name = {});
 
 // The CPUs in this process's affinity mask (taskset), else hardware_concurrency(); >= 1.
 int HardwareThreads();

@@ -1,15 +1,23 @@
 #include "core/base/task_pool.h"
 
+#include <string>
 #include <utility>
+
+#include "core/base/thread_name.h"
 
 namespace spexd::core {
 
 TaskPool::~TaskPool() { Shutdown(); }
 
-void TaskPool::AddThreads(int n) {
+void TaskPool::AddThreads(int n, absl::string_view name) {
   absl::MutexLock lock(&mu_);
   if (stopping_) return;
-  for (int i = 0; i < n; ++i) threads_.emplace_back([this] { Loop(); });
+  for (int i = 0; i < n; ++i) {
+    threads_.emplace_back([this, n = std::string(name)] {
+      if (!n.empty()) NameThisThread(n);
+      Loop();
+    });
+  }
 }
 
 bool TaskPool::Post(absl::AnyInvocable<void() &&> task) {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/functional/any_invocable.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 
 namespace spexd::core {
@@ -24,9 +25,9 @@ class TaskPool {
   TaskPool(const TaskPool&) = delete;
   TaskPool& operator=(const TaskPool&) = delete;
 
-  // Starts `n` more threads (an owner grows the pool with its workers). None once
-  // Shutdown has begun.
-  void AddThreads(int n);
+  // Starts `n` more threads (an owner grows the pool with its workers), named `name` when
+  // given (core::NameThisThread). None once Shutdown has begun.
+  void AddThreads(int n, absl::string_view name = {});
   // Queues `task` for the next free thread. Returns false, and drops the task unrun,
   // once Shutdown has begun: the caller still owns whatever the task would have done.
   bool Post(absl::AnyInvocable<void() &&> task);

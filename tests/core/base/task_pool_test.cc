@@ -1,8 +1,11 @@
 #include "core/base/task_pool.h"
 
+#include <pthread.h>
+
 #include <atomic>
 #include <chrono>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -103,6 +106,32 @@ TEST(TaskPoolTest, TasksRunConcurrentlyUpToTheThreadCount) {
   release.Notify();
   pool.Shutdown();
   EXPECT_EQ(peak.load(), 3);
+}
+
+
+// Named pools name their threads (cut to Linux's 15 bytes), so that `top -H` shows roles;
+// unnamed ones keep the process's name.
+TEST(TaskPoolTest, NamedThreadsCarryTheName) {
+  auto name_inside = [](TaskPool& pool) {
+    std::string name;
+    absl::Notification done;
+    EXPECT_TRUE(pool.Post([&] {
+      char buf[32] = {};
+      pthread_getname_np(pthread_self(), buf, sizeof(buf));
+      name = buf;
+      done.Notify();
+    }));
+    done.WaitForNotificationWithTimeout(absl::Seconds(10));
+    return name;
+  };
+  TaskPool named;
+  named.AddThreads(1, "spexd-host-pool-long");
+  EXPECT_EQ(name_inside(named), "spexd-host-pool");
+  TaskPool plain;
+  plain.AddThreads(1);
+  char self[32] = {};
+  pthread_getname_np(pthread_self(), self, sizeof(self));
+  EXPECT_EQ(name_inside(plain), std::string(self));
 }
 
 }  // namespace

@@ -7,7 +7,10 @@
 #ifndef SPEXD_CLIENT_REMOTE_FRAME_H_
 #define SPEXD_CLIENT_REMOTE_FRAME_H_
 
+#include <functional>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -19,6 +22,14 @@ namespace spexd::client {
 
 class RemoteFrameBuilder {
  public:
+  // Each bundle once its last part is in, for a frame file written while the stream
+  // arrives (issue 22): the rows from `row` on, per Angstrom (the wire's values, float32
+  // widened), with flux, ivar, chi2pix and the resolution. Set before OnHeader; the
+  // frame then keeps no resolution (the sink has it), and the sink's error ends OnBundle.
+  using BundleSink =
+      std::function<absl::Status(int row, std::shared_ptr<const core::BundleResult> bundle)>;
+  void SendBundlesTo(BundleSink sink) { sink_ = std::move(sink); }
+
   absl::Status OnHeader(const v1::FrameHeader& header);
   // Parts must arrive in order (bundles ascending, fibres ascending within a bundle).
   absl::Status OnBundle(v1::BundleData&& part);
@@ -40,6 +51,8 @@ class RemoteFrameBuilder {
   const v1::FrameHeader& header() const { return header_; }
   // True when the bundles came as float32 (ExtractHeader.array_precision).
   bool float32() const { return precision_ == Precision::kFloat32; }
+  // A float32 stream's scores (FrameProducts), as Metadata gives them to the writer.
+  const std::vector<core::FrameScore>& given_scores() const { return scores_; }
 
  private:
   bool have_header_ = false;
@@ -48,6 +61,9 @@ class RemoteFrameBuilder {
   int bundles_done_ = 0;
   int current_bundle_ = -1;   // bundle whose parts are arriving
   int next_fiber_ = 0;        // expected fiber_begin of the next part
+  BundleSink sink_;
+  std::shared_ptr<core::BundleResult> pending_;  // the sink's bundle being received
+  int pending_row_ = 0;                          // its first row in the frame
   int64_t model_received_ = 0;
   enum class Precision { kUnknown, kFloat64, kFloat32 };
   Precision precision_ = Precision::kUnknown;

@@ -186,9 +186,11 @@ absl::StatusOr<RemoteResult> ExtractRemote(SpexdClient& client, const ExtractCom
     std::unique_ptr<StreamedFrameFile> file;
     const bool scores_given = o.precision == v1::ARRAY_FLOAT32;
     if (write_file) {
-      builder.SendBundlesTo([&file](int row, std::shared_ptr<const core::BundleResult> b) {
-        return file->AddBundle(row, std::move(b));
-      });
+      builder.SendBundlesTo(
+          [&file](int row, std::shared_ptr<const core::BundleResult> b) {
+            return file->AddBundle(row, std::move(b));
+          },
+          /*keep_spectra=*/o.print_snr);
     }
     ExtractCallbacks cb;
     cb.on_header = [&](const v1::FrameHeader& h) {

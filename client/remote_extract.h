@@ -46,7 +46,8 @@ v1::ExtractionParams ParamsToProto(const core::ExtractionParams& params);
 // cmd.output the server writes the frame (options.server_output, and cmd.model as a
 // server path): nothing is streamed and only `summary` is set.
 // With `write_file`, cmd.output is written while the stream arrives (StreamedFrameFile)
-// and the frame keeps no resolution: for WritesProgressively commands only.
+// and the frame keeps no resolution, nor from a float32 stream any array but the mask
+// (unless options.print_snr): for WritesProgressively commands only.
 struct RemoteResult {
   core::Frame frame;
   core::FrameMetadata meta;

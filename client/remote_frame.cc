@@ -133,7 +133,9 @@ absl::Status RemoteFrameBuilder::OnBundle(v1::BundleData&& p) {
   if (frame_.nspec == 0) frame_.specmin = p.fiber_begin();
   frame_.nspec += p.nfibers();
   next_fiber_ += p.nfibers();
-  AppendPart(p, f32, n, /*resolution=*/!sink_, /*mask_inputs=*/true, &frame_);
+  if (!f32 || !sink_ || keep_spectra_) {
+    AppendPart(p, f32, n, /*resolution=*/!sink_, /*mask_inputs=*/true, &frame_);
+  }
   if (sink_) {
     pending_->nfibers += p.nfibers();
     AppendPart(p, f32, n, /*resolution=*/true, /*mask_inputs=*/false, pending_.get());
@@ -202,7 +204,7 @@ absl::StatusOr<core::Frame> RemoteFrameBuilder::Finish(core::MaskPolicy policy) 
   }
   if (float32()) {
     // The mask of the float64 values: rounded chi2pix could cross its thresholds.
-    if (products_mask_.size() != frame_.flux.size()) {
+    if (products_mask_.size() != static_cast<std::size_t>(frame_.nspec) * frame_.nwave) {
       return absl::DataLossError("float32 stream without the server's mask (FrameProducts)");
     }
     frame_.mask = std::move(products_mask_);

@@ -25,10 +25,15 @@ class RemoteFrameBuilder {
   // Each bundle once its last part is in, for a frame file written while the stream
   // arrives (issue 22): the rows from `row` on, per Angstrom (the wire's values, float32
   // widened), with flux, ivar, chi2pix and the resolution. Set before OnHeader; the
-  // frame then keeps no resolution (the sink has it), and the sink's error ends OnBundle.
+  // frame then keeps no resolution (the sink has it), nor, from a float32 stream (whose
+  // mask and scores come in FrameProducts), any array unless `keep_spectra` (flux, ivar
+  // and chi2pix: --snr). The sink's error ends OnBundle.
   using BundleSink =
       std::function<absl::Status(int row, std::shared_ptr<const core::BundleResult> bundle)>;
-  void SendBundlesTo(BundleSink sink) { sink_ = std::move(sink); }
+  void SendBundlesTo(BundleSink sink, bool keep_spectra = false) {
+    sink_ = std::move(sink);
+    keep_spectra_ = keep_spectra;
+  }
 
   absl::Status OnHeader(const v1::FrameHeader& header);
   // Parts must arrive in order (bundles ascending, fibres ascending within a bundle).
@@ -62,6 +67,7 @@ class RemoteFrameBuilder {
   int current_bundle_ = -1;   // bundle whose parts are arriving
   int next_fiber_ = 0;        // expected fiber_begin of the next part
   BundleSink sink_;
+  bool keep_spectra_ = true;
   std::shared_ptr<core::BundleResult> pending_;  // the sink's bundle being received
   int pending_row_ = 0;                          // its first row in the frame
   int64_t model_received_ = 0;

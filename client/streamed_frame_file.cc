@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <climits>
 #include <cstring>
 #include <utility>
@@ -79,9 +80,19 @@ absl::Status StreamedFrameFile::AddBundle(int row, std::shared_ptr<const core::B
 
 absl::Status StreamedFrameFile::Commit(const core::Frame& frame,
                                        const std::vector<core::FrameScore>* given_scores) {
+  using Clock = std::chrono::steady_clock;
+  auto lap = [t = Clock::now()](double* into) mutable {
+    const Clock::time_point now = Clock::now();
+    *into = std::chrono::duration<double>(now - t).count();
+    t = now;
+  };
   SPEXD_RETURN_IF_ERROR(rows_->Wait());
+  lap(&times_.rows_wait);
+  times_.rows = rows_->seconds();
   SPEXD_RETURN_IF_ERROR(layout_->Finish(frame, given_scores));
+  lap(&times_.finish);
   SPEXD_RETURN_IF_ERROR(file_.Commit());
+  lap(&times_.sync);
   ForgetOnSignal();
   return absl::OkStatus();
 }

@@ -43,8 +43,13 @@ class StreamedFrameFile {
   // After the stream: the rows waited for, then MASK (frame.mask), SCORES (`given_scores`
   // when set, else those of the rows), the headers; fsync and rename over the path.
   absl::Status Commit(const core::Frame& frame, const std::vector<core::FrameScore>* given_scores);
-  // Seconds spent writing rows (after Commit).
-  double rows_seconds() { return rows_->seconds(); }
+  // Where Commit's time went: waiting for rows still queued, the MASK, SCORES and
+  // headers (ProgressiveFrameFile::Finish), fsync and rename; and the rows' own time,
+  // spent while the stream arrived.
+  struct Times {
+    double rows_wait = 0, finish = 0, sync = 0, rows = 0;
+  };
+  const Times& times() const { return times_; }
   // The named temporary, empty when unnamed (tests).
   std::string temporary_name() const { return file_.temporary_name(); }
 
@@ -55,6 +60,7 @@ class StreamedFrameFile {
   core::TaskPool thread_;
   std::unique_ptr<core::ProgressiveFrameFile> layout_;
   std::unique_ptr<core::FileRowWriter> rows_;
+  Times times_;
 };
 
 }  // namespace spexd::client

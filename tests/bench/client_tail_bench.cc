@@ -146,8 +146,13 @@ double Run(const Stream& s, bool progressive, int interval_ms, const std::string
   }
   auto frame = builder.Finish();
   if (!frame.ok()) return fail(frame.status());
+  std::printf("  %s: products and specmask %.3f s\n", progressive ? "progressive" : "whole-file",
+              Seconds(t0, Clock::now()));
   if (progressive) {
     st = file->Commit(*frame, f32 ? &builder.given_scores() : nullptr);
+    const auto& t = file->times();
+    std::printf("  progressive Commit: rows wait %.3f, MASK/SCORES/headers %.3f, fsync+rename "
+                "%.3f s; rows while streaming %.3f s\n", t.rows_wait, t.finish, t.sync, t.rows);
   } else {
     meta = builder.Metadata("psf.fits", "preproc.fits");
     auto bytes = spexd::core::FrameToFits(*frame, meta, options);

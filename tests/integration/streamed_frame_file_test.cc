@@ -124,6 +124,7 @@ TEST_F(StreamedFrameFileTest, SameBytesAsTheWholeFilePath) {
   const Case cases[] = {
       {"f32", ""},
       {"f64", "--wire-precision float64 --snr"},
+      {"f32-snr", "--wire-precision float32 --snr"},
       {"f32-bundle1", "--bundles 1"},
       {"f64-bundle1", "--bundles 1 --wire-precision float64"},
       {"f32-noscores", "--no-scores --mask-policy desispec-exact"},
@@ -173,7 +174,7 @@ TEST_F(StreamedFrameFileTest, ServerErrorMidStreamLeavesNoFile) {
 
 TEST_F(StreamedFrameFileTest, InterruptedSpexctlLeavesNoFile) {
   auto server = ServerWith([](std::unique_ptr<core::Backend> inner) {
-    return std::make_unique<SlowBackend>(std::move(inner), 1.0);
+    return std::make_unique<SlowBackend>(std::move(inner), 2.0);
   });
   ASSERT_NE(server, nullptr);
   const std::string cmd = absl::StrCat(SPEXCTL_BINARY, " ", Args(*server), " -o ", out_, "/frame.fits");
@@ -187,8 +188,8 @@ TEST_F(StreamedFrameFileTest, InterruptedSpexctlLeavesNoFile) {
     ::execv(argv[0], argv.data());
     ::_exit(127);
   }
-  // The first bundle is out after ~1 s: the file is being written.
-  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  // The first bundle is out after ~2.5 s, the second after ~4.5 s: its rows are written.
+  std::this_thread::sleep_for(std::chrono::milliseconds(3200));
   ASSERT_EQ(::kill(pid, SIGINT), 0);
   int status = 0;
   ASSERT_EQ(::waitpid(pid, &status, 0), pid);
@@ -222,7 +223,8 @@ TEST(StreamedFrameFileNamedTemporaryTest, DroppedOrInterruptedLeavesNothing) {
     EXPECT_EQ(Entries(dir).size(), 1u);
   }
   EXPECT_TRUE(Entries(dir).empty());
-  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  // "fast" (fork): the child writes into this test's `dir`, which is checked here.
+  GTEST_FLAG_SET(death_test_style, "fast");
   EXPECT_EXIT(
       {
         auto file = client::StreamedFrameFile::Create(dir + "/frame.fits", TinyHeader(), meta,

@@ -8,6 +8,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "client/progress_bar.h"
 #include "client/remote_flags.h"
@@ -261,6 +262,11 @@ absl::StatusOr<RemoteResult> ExtractRemote(SpexdClient& client, const ExtractCom
           builder.float32() ? &builder.given_scores() : scores_given ? &raw : nullptr;
       SPEXD_RETURN_IF_ERROR(file->Commit(result.frame, given));
       result.file_written = true;
+      const StreamedFrameFile::Times& t = file->times();
+      result.file_times = absl::StrFormat(
+          "rows %.3f s while streaming; after the stream: rows left %.3f s, MASK, SCORES and "
+          "headers %.3f s, fsync and rename %.3f s",
+          t.rows, t.rows_wait, t.finish, t.sync);
     }
     return result;
   }
@@ -315,6 +321,9 @@ absl::Status RunRemoteExtract(const ExtractCommand& cmd, const RemoteExtractOpti
                static_cast<long long>(s.counts().skipped()),
                static_cast<long long>(s.counts().retried()),
                static_cast<long long>(s.counts().failed()));
+  if (cmd.verbose && r.file_written) {
+    std::fprintf(stderr, "spexctl: %s: %s\n", cmd.output.c_str(), r.file_times.c_str());
+  }
   if (s.has_qa()) {
     // The frame's numerical health (issue 23; docs/operations.md).
     const v1::FrameQa& q = s.qa();

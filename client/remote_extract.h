@@ -55,6 +55,7 @@ struct RemoteResult {
   v1::ExtractSummary summary;
   std::chrono::steady_clock::time_point stream_end;  // the call's status received
   bool file_written = false;  // cmd.output is in place (write_file)
+  std::string file_times;     // then, where its time went (for -v)
 };
 absl::StatusOr<RemoteResult> ExtractRemote(SpexdClient& client, const ExtractCommand& cmd,
                                            const RemoteExtractOptions& options,

@@ -25,6 +25,8 @@
 
 namespace spexd::client {
 
+// One at a time per process: a named temporary is removed on SIGINT/SIGTERM/SIGHUP through
+// one process-wide slot (spexctl writes one frame).
 class StreamedFrameFile {
  public:
   // At the FrameHeader: the temporary for `path` and the file's layout for the header's

@@ -5,12 +5,15 @@
 #include <cmath>
 #include <cstdio>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "client/progress_bar.h"
 #include "client/remote_flags.h"
 #include "client/remote_frame.h"
+#include "client/streamed_frame_file.h"
 #include "core/frame/frame_writer.h"
 #include "core/io/preproc.h"
 #include "core/base/status_macros.h"
@@ -80,6 +83,7 @@ absl::StatusOr<RemoteExtractOptions> RemoteExtractOptionsFromArgs(const ParsedAr
     SPEXD_ASSIGN_OR_RETURN(o.fibers, ParseIntList(*f, "fibers"));
   }
   o.print_snr = args.Has("snr");
+  o.progressive_write = !args.Has("no-progressive-write");
   return o;
 }
 
@@ -148,8 +152,15 @@ absl::StatusOr<v1::ExtractHeader> RequestHeader(const ExtractCommand& cmd,
 
 }  // namespace
 
+bool WritesProgressively(const ExtractCommand& cmd, const RemoteExtractOptions& o) {
+  // gzip is one stream over the whole file, and -m's model comes after the last bundle:
+  // those keep the whole-file path.
+  return o.progressive_write && !cmd.output.empty() && cmd.model.empty() &&
+         !absl::EndsWith(cmd.output, ".gz");
+}
+
 absl::StatusOr<RemoteResult> ExtractRemote(SpexdClient& client, const ExtractCommand& cmd,
-                                           const RemoteExtractOptions& o) {
+                                           const RemoteExtractOptions& o, bool write_file) {
   std::string psf_bytes, image_bytes;
   if (!o.server_paths) {
     SPEXD_ASSIGN_OR_RETURN(psf_bytes, ReadWholeFile(cmd.psf, "PSF"));
@@ -172,11 +183,27 @@ absl::StatusOr<RemoteResult> ExtractRemote(SpexdClient& client, const ExtractCom
     RemoteResult result;
     bool received = false;
     std::unique_ptr<ProgressBar> live_bar;
+    // Per attempt: a frame restarted from scratch drops (and removes) the last one's file.
+    std::unique_ptr<StreamedFrameFile> file;
+    const bool scores_given = o.precision == v1::ARRAY_FLOAT32;
+    if (write_file) {
+      builder.SendBundlesTo(
+          [&file](int row, std::shared_ptr<const core::BundleResult> b) {
+            return file->AddBundle(row, std::move(b));
+          },
+          /*keep_spectra=*/o.print_snr);
+    }
     ExtractCallbacks cb;
     cb.on_header = [&](const v1::FrameHeader& h) {
       received = true;
       live_bar = std::make_unique<ProgressBar>("extract", h.bundles_size(), !cmd.quiet);
-      return builder.OnHeader(h);
+      SPEXD_RETURN_IF_ERROR(builder.OnHeader(h));
+      if (!write_file) return absl::OkStatus();
+      core::FrameMetadata meta = builder.Metadata(cmd.psf, cmd.input);
+      meta.scores = cmd.params.scores;
+      SPEXD_ASSIGN_OR_RETURN(file, StreamedFrameFile::Create(cmd.output, h, std::move(meta),
+                                                             scores_given, FileWriteOptions(cmd)));
+      return absl::OkStatus();
     };
     int file_only_bundles = 0;
     cb.on_bundle = [&](v1::BundleData&& part) {
@@ -219,11 +246,28 @@ absl::StatusOr<RemoteResult> ExtractRemote(SpexdClient& client, const ExtractCom
       continue;
     }
     SPEXD_RETURN_IF_ERROR(st);
+    result.stream_end = std::chrono::steady_clock::now();
     if (file_only) return result;
     SPEXD_ASSIGN_OR_RETURN(result.frame, builder.Finish(cmd.params.mask_policy));
     result.meta = builder.Metadata(cmd.psf, cmd.input);
     result.meta.scores = cmd.params.scores;
     result.header = builder.header();
+    if (file != nullptr) {
+      // A float32 stream's scores are the server's (FrameProducts); a server that sent
+      // float64 although float32 was asked for (an old one) leaves them to be computed
+      // here, as FrameToFits would; else they were computed from the rows.
+      std::vector<core::FrameScore> raw;
+      if (scores_given && !builder.float32()) raw = core::RawScores(result.frame);
+      const std::vector<core::FrameScore>* given =
+          builder.float32() ? &builder.given_scores() : scores_given ? &raw : nullptr;
+      SPEXD_RETURN_IF_ERROR(file->Commit(result.frame, given));
+      result.file_written = true;
+      const StreamedFrameFile::Times& t = file->times();
+      result.file_times = absl::StrFormat(
+          "rows %.3f s while streaming; after the stream: rows left %.3f s, MASK, SCORES and "
+          "headers %.3f s, fsync and rename %.3f s",
+          t.rows, t.rows_wait, t.finish, t.sync);
+    }
     return result;
   }
 }
@@ -245,15 +289,19 @@ std::vector<double> MedianSnrPerFiber(const core::Frame& f) {
 absl::Status RunRemoteExtract(const ExtractCommand& cmd, const RemoteExtractOptions& o) {
   const auto t0 = std::chrono::steady_clock::now();
   SPEXD_ASSIGN_OR_RETURN(std::unique_ptr<SpexdClient> client, SpexdClient::Create(o.client));
-  SPEXD_ASSIGN_OR_RETURN(RemoteResult r, ExtractRemote(*client, cmd, o));
-  const auto t1 = std::chrono::steady_clock::now();
+  const bool progressive = WritesProgressively(cmd, o);
+  SPEXD_ASSIGN_OR_RETURN(RemoteResult r, ExtractRemote(*client, cmd, o, progressive));
+  // client total: to the end of the stream; write: from there to the files in place.
+  const auto t1 = r.stream_end;
   if (cmd.output.empty()) {
     return ReportServerFiles(r.summary, o.client.target,
                              std::chrono::duration<double>(t1 - t0).count());
   }
   const core::FitsWriteOptions write_options = FileWriteOptions(cmd);
-  SPEXD_ASSIGN_OR_RETURN(std::string bytes, core::FrameToFits(r.frame, r.meta, write_options));
-  SPEXD_RETURN_IF_ERROR(core::WriteFitsAtomically(cmd.output, bytes));
+  if (!r.file_written) {
+    SPEXD_ASSIGN_OR_RETURN(std::string bytes, core::FrameToFits(r.frame, r.meta, write_options));
+    SPEXD_RETURN_IF_ERROR(core::WriteFitsAtomically(cmd.output, bytes));
+  }
   if (!cmd.model.empty()) {
     SPEXD_ASSIGN_OR_RETURN(std::string model_bytes,
                            core::ModelToFits(r.frame, r.meta, write_options));
@@ -265,13 +313,17 @@ absl::Status RunRemoteExtract(const ExtractCommand& cmd, const RemoteExtractOpti
   std::fprintf(stderr,
                "spexctl: %d spectra x %d wavelengths on %s (%s): upload %.2f s, queue %.2f s, "
                "load %.2f s, extract %.2f s, server total %.2f s, client total %.2f s, write "
-               "%.2f s; patches %lld extracted, %lld skipped, %lld retried, %lld failed\n",
+               "%.2f s (%s); patches %lld extracted, %lld skipped, %lld retried, %lld failed\n",
                r.frame.nspec, r.frame.nwave, o.client.target.c_str(), r.header.backend().c_str(),
                s.upload_seconds(), s.queue_seconds(), s.load_seconds(), s.extract_seconds(), s.total_seconds(),
-               secs(t0, t1), secs(t1, t2), static_cast<long long>(s.counts().extracted()),
+               secs(t0, t1), secs(t1, t2), progressive ? "rows while streaming" : "whole file",
+               static_cast<long long>(s.counts().extracted()),
                static_cast<long long>(s.counts().skipped()),
                static_cast<long long>(s.counts().retried()),
                static_cast<long long>(s.counts().failed()));
+  if (cmd.verbose && r.file_written) {
+    std::fprintf(stderr, "spexctl: %s: %s\n", cmd.output.c_str(), r.file_times.c_str());
+  }
   if (s.has_qa()) {
     // The frame's numerical health (issue 23; docs/operations.md).
     const v1::FrameQa& q = s.qa();

@@ -4,6 +4,7 @@
 #ifndef SPEXD_CLIENT_REMOTE_EXTRACT_H_
 #define SPEXD_CLIENT_REMOTE_EXTRACT_H_
 
+#include <chrono>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,9 @@ struct RemoteExtractOptions {
   v1::Priority priority = v1::REPROCESSING;
   std::vector<int> bundles, fibers;  // non-empty: ExtractBundles
   bool print_snr = false;
+  // RunRemoteExtract writes a plain .fits -o (no -m) as the bundles arrive (issue 22);
+  // false (--no-progressive-write): after the stream, from the whole frame. Same bytes.
+  bool progressive_write = true;
 };
 
 absl::StatusOr<RemoteExtractOptions> RemoteExtractOptionsFromArgs(const ParsedArgs& args);
@@ -41,14 +45,24 @@ v1::ExtractionParams ParamsToProto(const core::ExtractionParams& params);
 // the header cards to write it with. Used by RunRemoteExtract and by tests. Without
 // cmd.output the server writes the frame (options.server_output, and cmd.model as a
 // server path): nothing is streamed and only `summary` is set.
+// With `write_file`, cmd.output is written while the stream arrives (StreamedFrameFile)
+// and the frame keeps no resolution, nor from a float32 stream any array but the mask
+// (unless options.print_snr): for WritesProgressively commands only.
 struct RemoteResult {
   core::Frame frame;
   core::FrameMetadata meta;
   v1::FrameHeader header;
   v1::ExtractSummary summary;
+  std::chrono::steady_clock::time_point stream_end;  // the call's status received
+  bool file_written = false;  // cmd.output is in place (write_file)
+  std::string file_times;     // then, where its time went (for -v)
 };
 absl::StatusOr<RemoteResult> ExtractRemote(SpexdClient& client, const ExtractCommand& cmd,
-                                           const RemoteExtractOptions& options);
+                                           const RemoteExtractOptions& options,
+                                           bool write_file = false);
+// Whether RunRemoteExtract writes cmd.output progressively: a plain .fits (gzip is one
+// stream over the whole file), no -m, options.progressive_write.
+bool WritesProgressively(const ExtractCommand& cmd, const RemoteExtractOptions& options);
 
 absl::Status RunRemoteExtract(const ExtractCommand& cmd, const RemoteExtractOptions& options);
 

@@ -45,6 +45,9 @@ const std::vector<FlagSpec>& RemoteExtractFlagSpecs() {
        "without -o nothing is streamed back and -m is a server path too"},
       {"server-output", 0, true, "", "server-output-path"},
       {"server-overwrite", 0, false, "let --server-output (and -m) replace an existing file"},
+      {"no-progressive-write", 0, false,
+       "write -o after the stream from the whole frame, not bundle by bundle as the "
+       "bundles arrive (the default for a plain .fits without -m; same bytes)"},
       {"wire-precision", 0, true,
        "float32|float64: arrays streamed for -o (default float32, the file's precision, "
        "same file; float64 with --snr)"},

@@ -26,6 +26,33 @@ void AppendFloat32(const std::string& bytes, std::vector<double>* dst) {
   }
 }
 
+// A part's arrays (`n` bins) appended to a Frame or a BundleResult (same member names):
+// the resolution when `resolution`, pixmask_fraction and the failed bins when
+// `mask_inputs` (float64 parts only: a float32 stream's mask comes in FrameProducts).
+template <typename Arrays>
+void AppendPart(const v1::BundleData& p, bool f32, std::size_t n, bool resolution,
+                bool mask_inputs, Arrays* dst) {
+  if (f32) {
+    AppendFloat32(p.flux_f32(), &dst->flux);
+    AppendFloat32(p.ivar_f32(), &dst->ivar);
+    if (resolution) AppendFloat32(p.resolution_f32(), &dst->rdiags);
+    AppendFloat32(p.chi2pix_f32(), &dst->chi2pix);
+    return;
+  }
+  Append(p.flux(), &dst->flux);
+  Append(p.ivar(), &dst->ivar);
+  if (resolution) Append(p.resolution(), &dst->rdiags);
+  Append(p.chi2pix(), &dst->chi2pix);
+  if (!mask_inputs) return;
+  Append(p.pixmask_fraction(), &dst->pixmask_fraction);
+  if (p.failed_bins().empty()) {
+    dst->failed_bins.insert(dst->failed_bins.end(), n, 0);
+  } else {
+    dst->failed_bins.insert(dst->failed_bins.end(), p.failed_bins().begin(),
+                            p.failed_bins().end());
+  }
+}
+
 }  // namespace
 
 absl::Status RemoteFrameBuilder::OnHeader(const v1::FrameHeader& h) {
@@ -52,7 +79,7 @@ absl::Status RemoteFrameBuilder::OnHeader(const v1::FrameHeader& h) {
     const auto n = static_cast<std::size_t>(bins);
     frame_.flux.reserve(n);
     frame_.ivar.reserve(n);
-    frame_.rdiags.reserve(n * static_cast<std::size_t>(nk));
+    if (!sink_) frame_.rdiags.reserve(n * static_cast<std::size_t>(nk));
     frame_.pixmask_fraction.reserve(n);
     frame_.chi2pix.reserve(n);
     frame_.failed_bins.reserve(n);
@@ -70,6 +97,15 @@ absl::Status RemoteFrameBuilder::OnBundle(v1::BundleData&& p) {
     }
     current_bundle_ = p.bundle();
     next_fiber_ = header_.specmin() + p.bundle() * header_.bundlesize();
+    if (sink_) {
+      pending_ = std::make_shared<core::BundleResult>();
+      pending_->bundle = p.bundle();
+      pending_->fiber_begin = next_fiber_;
+      pending_->nwave = frame_.nwave;
+      pending_->ndiag = frame_.ndiag;
+      pending_->per_angstrom = true;  // the server streams FinalizeBundle's values
+      pending_row_ = frame_.nspec;
+    }
   }
   const std::size_t n = static_cast<std::size_t>(p.nfibers()) * frame_.nwave;
   const std::size_t nk = static_cast<std::size_t>(2 * frame_.ndiag + 1);
@@ -97,23 +133,12 @@ absl::Status RemoteFrameBuilder::OnBundle(v1::BundleData&& p) {
   if (frame_.nspec == 0) frame_.specmin = p.fiber_begin();
   frame_.nspec += p.nfibers();
   next_fiber_ += p.nfibers();
-  if (f32) {
-    AppendFloat32(p.flux_f32(), &frame_.flux);
-    AppendFloat32(p.ivar_f32(), &frame_.ivar);
-    AppendFloat32(p.resolution_f32(), &frame_.rdiags);
-    AppendFloat32(p.chi2pix_f32(), &frame_.chi2pix);
-  } else {
-    Append(p.flux(), &frame_.flux);
-    Append(p.ivar(), &frame_.ivar);
-    Append(p.resolution(), &frame_.rdiags);
-    Append(p.pixmask_fraction(), &frame_.pixmask_fraction);
-    Append(p.chi2pix(), &frame_.chi2pix);
-    if (p.failed_bins().empty()) {
-      frame_.failed_bins.insert(frame_.failed_bins.end(), n, 0);
-    } else {
-      frame_.failed_bins.insert(frame_.failed_bins.end(), p.failed_bins().begin(),
-                                p.failed_bins().end());
-    }
+  if (!f32 || !sink_ || keep_spectra_) {
+    AppendPart(p, f32, n, /*resolution=*/!sink_, /*mask_inputs=*/true, &frame_);
+  }
+  if (sink_) {
+    pending_->nfibers += p.nfibers();
+    AppendPart(p, f32, n, /*resolution=*/true, /*mask_inputs=*/false, pending_.get());
   }
   if (p.last_part()) {
     frame_.counts.extracted += p.counts().extracted();
@@ -122,6 +147,7 @@ absl::Status RemoteFrameBuilder::OnBundle(v1::BundleData&& p) {
     frame_.counts.failed += p.counts().failed();
     current_bundle_ = -1;
     ++bundles_done_;
+    if (sink_) return sink_(pending_row_, std::move(pending_));
   }
   return absl::OkStatus();
 }
@@ -178,7 +204,7 @@ absl::StatusOr<core::Frame> RemoteFrameBuilder::Finish(core::MaskPolicy policy) 
   }
   if (float32()) {
     // The mask of the float64 values: rounded chi2pix could cross its thresholds.
-    if (products_mask_.size() != frame_.flux.size()) {
+    if (products_mask_.size() != static_cast<std::size_t>(frame_.nspec) * frame_.nwave) {
       return absl::DataLossError("float32 stream without the server's mask (FrameProducts)");
     }
     frame_.mask = std::move(products_mask_);

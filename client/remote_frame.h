@@ -1,13 +1,17 @@
 // Rebuilds a core::Frame from a streamed extraction (FrameHeader, BundleData parts,
 // ModelChunks) so that spexctl writes the frame with the same core code as a local run
-// (FrameToFits), bytes included: the streamed values are the server's float64 results,
-// or (ARRAY_FLOAT32) those results rounded once to float32, which widen back exactly and
-// round to themselves when written, with the mask and scores the server made from the
-// float64 values (FrameProducts).
+// (FrameToFits; or core::ProgressiveFrameFile as the bundles arrive, SendBundlesTo and
+// client/streamed_frame_file.h), bytes included: the streamed values are the server's
+// float64 results, or (ARRAY_FLOAT32) those results rounded once to float32, which widen
+// back exactly and round to themselves when written, with the mask and scores the server
+// made from the float64 values (FrameProducts).
 #ifndef SPEXD_CLIENT_REMOTE_FRAME_H_
 #define SPEXD_CLIENT_REMOTE_FRAME_H_
 
+#include <functional>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -19,6 +23,19 @@ namespace spexd::client {
 
 class RemoteFrameBuilder {
  public:
+  // Each bundle once its last part is in, for a frame file written while the stream
+  // arrives (issue 22): the rows from `row` on, per Angstrom (the wire's values, float32
+  // widened), with flux, ivar, chi2pix and the resolution. Set before OnHeader; the
+  // frame then keeps no resolution (the sink has it), nor, from a float32 stream (whose
+  // mask and scores come in FrameProducts), any array unless `keep_spectra` (flux, ivar
+  // and chi2pix: --snr). The sink's error ends OnBundle.
+  using BundleSink =
+      std::function<absl::Status(int row, std::shared_ptr<const core::BundleResult> bundle)>;
+  void SendBundlesTo(BundleSink sink, bool keep_spectra = false) {
+    sink_ = std::move(sink);
+    keep_spectra_ = keep_spectra;
+  }
+
   absl::Status OnHeader(const v1::FrameHeader& header);
   // Parts must arrive in order (bundles ascending, fibres ascending within a bundle).
   absl::Status OnBundle(v1::BundleData&& part);
@@ -40,6 +57,8 @@ class RemoteFrameBuilder {
   const v1::FrameHeader& header() const { return header_; }
   // True when the bundles came as float32 (ExtractHeader.array_precision).
   bool float32() const { return precision_ == Precision::kFloat32; }
+  // A float32 stream's scores (FrameProducts), as Metadata gives them to the writer.
+  const std::vector<core::FrameScore>& given_scores() const { return scores_; }
 
  private:
   bool have_header_ = false;
@@ -48,6 +67,10 @@ class RemoteFrameBuilder {
   int bundles_done_ = 0;
   int current_bundle_ = -1;   // bundle whose parts are arriving
   int next_fiber_ = 0;        // expected fiber_begin of the next part
+  BundleSink sink_;
+  bool keep_spectra_ = true;
+  std::shared_ptr<core::BundleResult> pending_;  // the sink's bundle being received
+  int pending_row_ = 0;                          // its first row in the frame
   int64_t model_received_ = 0;
   enum class Precision { kUnknown, kFloat64, kFloat32 };
   Precision precision_ = Precision::kUnknown;

@@ -15,10 +15,11 @@
 #     WORK_DIR    scratch (frames are 136 MB each; keep it out of $OUT)
 #   With N GPUs visible (GPUS, default nvidia-smi's count) the goal is 0.9 x N x (1).
 #   Environment: PROCS (8), FRAMES (4), MODES ("client-fits client-gz server-fits server-gz"),
-#   SPEXD_ARGS (extra spexd flags); NSPEC, WAVE, BACKEND for a small CPU smoke run; REF (s per
+#   SPEXD_ARGS (extra spexd flags); CLIENT_ARGS (extra spexctl flags of the client modes, e.g.
+#   --no-progressive-write); NSPEC, WAVE, BACKEND for a small CPU smoke run; REF (s per
 #   frame: skip the reference benches and use it). Prints [row] lines; exit 0 when every run succeeded.
 set -uo pipefail
-[[ $# -ge 2 ]] || { sed -n '2,18p' "$0"; exit 2; }
+[[ $# -ge 2 ]] || { sed -n '2,19p' "$0"; exit 2; }
 B=$(cd "$1" && pwd) || exit 2
 W=$2; mkdir -p "$W"/in "$W"/out; W=$(cd "$W" && pwd)
 PSF=$(readlink -f "${3:-tests/data/psf-r0-00051060.fits}")
@@ -109,7 +110,7 @@ for mode in $MODES; do
             >/dev/null || exit 1
         else
           "$B/run.sh" spexctl extract --server 127.0.0.1:$PORT --server-path -q -i "$in" \
-            -p "$W/in/psf.fits" -w "$WAVE" -n $NSPEC -o "$W/client-p$p-f$f.fits" || exit 1
+            -p "$W/in/psf.fits" -w "$WAVE" -n $NSPEC ${CLIENT_ARGS:-} -o "$W/client-p$p-f$f.fits" || exit 1
         fi
         echo "wall $s0 $EPOCHREALTIME" >&2  # no process here: it would slow the client
       done

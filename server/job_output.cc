@@ -358,7 +358,7 @@ absl::Status JobOutput::PrepareProgressiveFile(const std::vector<int>& bundles) 
                          core::ProgressiveFrameFile::Create(shape, FileMetadata(), frame_file_->fd(),
                                                             request_.header.server_output_path(),
                                                             options));
-  row_writer_ = std::make_unique<FileRowWriter>(progressive_.get(), env_.decode_pool);
+  row_writer_ = std::make_unique<core::FileRowWriter>(progressive_.get(), env_.decode_pool);
   return absl::OkStatus();
 }
 

@@ -25,7 +25,7 @@
 #include "core/plan/barycentric.h"
 #include "core/plan/geometry.h"
 #include "server/data_roots.h"
-#include "server/file_row_writer.h"
+#include "core/frame/file_row_writer.h"
 #include "server/frame_health.h"
 #include "server/job_metrics.h"
 #include "server/region_output.h"
@@ -137,7 +137,7 @@ class JobOutput {
   std::unique_ptr<core::ProgressiveFrameFile> progressive_;
   // Its rows, written beside this streaming task (declared after the file: it waits for
   // its writes when destroyed, before the file goes).
-  std::unique_ptr<FileRowWriter> row_writer_;
+  std::unique_ptr<core::FileRowWriter> row_writer_;
   std::map<int, int> file_row_;
   // The assembler keeps every array (a frame file or the model), not only the mask's inputs.
   bool whole_frame_ = false;

@@ -1,21 +1,18 @@
 #include "core/frame/frame_writer.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <filesystem>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "core/base/atomic_file.h"
 #include "core/base/parallel_for.h"
 #include "core/base/status_macros.h"
 #include "core/base/write_fully.h"
@@ -29,8 +26,6 @@ namespace spexd::core {
 namespace {
 
 using internal::HduSource;
-
-std::atomic<unsigned> g_tmp_counter{0};
 
 // The writer reads exactly the values the header announces; a frame whose arrays do not
 // match its shape is refused rather than read past.
@@ -102,54 +97,10 @@ absl::StatusOr<std::string> ModelToFits(const Frame& frame, const FrameMetadata&
                                 options.checksum_time, options.times);
 }
 
-namespace {
-
-// Writes all bytes to fd, then flushes them to disk.
-absl::Status WriteAllAndSync(int fd, const std::string& bytes, const std::string& path) {
-  SPEXD_RETURN_IF_ERROR(WriteFully(fd, bytes.data(), bytes.size(), -1, path));
-  if (fsync(fd) != 0) {
-    return absl::InternalError(absl::StrCat(path, ": flush failed: ", std::strerror(errno)));
-  }
-  return absl::OkStatus();
-}
-
-}  // namespace
-
 absl::Status WriteFileAtomically(const std::string& path, const std::string& bytes) {
-  const std::string tmp =
-      absl::StrCat(path, ".tmp-", getpid(), "-", g_tmp_counter.fetch_add(1));
-  std::filesystem::path dir = std::filesystem::path(path).parent_path();
-  if (dir.empty()) dir = std::filesystem::path(".");
-  // Preferably an unnamed file (O_TMPFILE): a crash while writing leaves nothing behind.
-  // It gets a name only once complete, and is renamed over `path` at once.
-  int fd = open(dir.c_str(), O_TMPFILE | O_WRONLY | O_CLOEXEC, 0644);
-  bool named = false;
-  if (fd < 0) {
-    // Filesystems without O_TMPFILE: a named temporary, removed on every failure path.
-    fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    named = true;
-  }
-  if (fd < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(path, ": cannot create temporary file: ", std::strerror(errno)));
-  }
-  absl::Status st = WriteAllAndSync(fd, bytes, path);
-  if (st.ok() && !named) {
-    fchmod(fd, 0644);
-    const std::string proc = absl::StrCat("/proc/self/fd/", fd);
-    if (linkat(AT_FDCWD, proc.c_str(), AT_FDCWD, tmp.c_str(), AT_SYMLINK_FOLLOW) != 0) {
-      st = absl::InternalError(absl::StrCat(path, ": link failed: ", std::strerror(errno)));
-    }
-    named = st.ok();
-  }
-  if (close(fd) != 0 && st.ok()) {
-    st = absl::InternalError(absl::StrCat(path, ": close failed: ", std::strerror(errno)));
-  }
-  if (st.ok() && std::rename(tmp.c_str(), path.c_str()) != 0) {
-    st = absl::InternalError(absl::StrCat(path, ": rename failed: ", std::strerror(errno)));
-  }
-  if (!st.ok() && named) unlink(tmp.c_str());
-  return st;
+  SPEXD_ASSIGN_OR_RETURN(AtomicFile file, AtomicFile::Create(path));
+  SPEXD_RETURN_IF_ERROR(WriteFully(file.fd(), bytes.data(), bytes.size(), -1, path));
+  return file.Commit();
 }
 
 absl::StatusOr<std::string> FitsBytesForPath(const std::string& path, std::string fits) {

@@ -213,7 +213,8 @@ absl::Status ProgressiveFrameFile::AddRows(int row, const BundleResult& b) {
   return absl::OkStatus();
 }
 
-absl::Status ProgressiveFrameFile::Finish(const Frame& frame) {
+absl::Status ProgressiveFrameFile::Finish(const Frame& frame,
+                                          const std::vector<FrameScore>* given_scores) {
   State& s = *s_;
   SPEXD_RETURN_IF_ERROR(s.failed);
   if (s.rows_left != 0) {
@@ -227,8 +228,10 @@ absl::Status ProgressiveFrameFile::Finish(const Frame& frame) {
   }
   if (s.restamp) s.time = internal::ChecksumTimeNow();
   const std::vector<FrameScore> scores =
-      s.scores_by_row ? std::move(s.scores)
-                      : internal::ScoresToWrite(frame, s.meta, s.threads.pool(), s.threads.workers());
+      given_scores != nullptr ? (s.meta.scores ? *given_scores : std::vector<FrameScore>{})
+      : s.scores_by_row       ? std::move(s.scores)
+                              : internal::ScoresToWrite(frame, s.meta, s.threads.pool(),
+                                                        s.threads.workers());
   const std::size_t nhdu = s.sources.hdus.size();
   for (std::size_t i = 0; i < nhdu; ++i) {
     if (s.sources.kinds[i] == FrameHdu::kMask) {

@@ -56,9 +56,13 @@ class ProgressiveFrameFile {
 
   // The rest, once every row is in: MASK from frame.mask, SCORES (the rows' scores, or
   // meta.given_scores; none under --no-scores), every header with its CHECKSUM/DATASUM.
-  // Of the frame only its shape and mask are read. Does not sync: the caller fsyncs and
-  // renames.
-  absl::Status Finish(const Frame& frame);
+  // Of the frame only its shape and mask are read. `given_scores`, when set, are written
+  // instead (unless meta.scores is false): a float32 stream's, computed by the server
+  // from the float64 values and received after the last bundle (give Create a
+  // meta.given_scores, even empty, so that AddRows does not compute them). Does not sync:
+  // the caller fsyncs and renames.
+  absl::Status Finish(const Frame& frame,
+                      const std::vector<FrameScore>* given_scores = nullptr);
 
   // The file's bytes in order, valid after Finish (and while this object lives): to hash
   // the file without reading it back.

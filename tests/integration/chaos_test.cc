@@ -300,6 +300,8 @@ TEST(ChaosTest, ClientProcessKilledMidStreamFreesItsWorkerWithinASecond) {
   kill(pid, SIGKILL);
   waitpid(pid, nullptr, 0);
   ASSERT_TRUE(busy) << "the client's extraction never started";
+  // Its frame file, being written as the bundles came, was an unnamed temporary: nothing.
+  EXPECT_TRUE(std::filesystem::is_empty(out));
   const auto killed = Clock::now();
   ASSERT_TRUE(WaitUntil([&] { return WorkerIdle(*c); }, 10));
   const double freed_after = SecondsSince(killed);

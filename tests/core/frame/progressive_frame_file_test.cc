@@ -61,7 +61,8 @@ class ProgressiveFrameFileTest : public ::testing::Test {
   // Writes `f` progressively, bundles of `bundle` rows in a shuffled order; the file.
   std::string WriteProgressively(const Frame& f, const FrameMetadata& meta, int bundle,
                                  const FitsWriteOptions& options, uint64_t seed,
-                                 double pause_seconds = 0) {
+                                 double pause_seconds = 0,
+                                 const std::vector<FrameScore>* given_scores = nullptr) {
     auto file = ProgressiveFrameFile::Create(ShapeOf(f), meta, fd_, path_, options);
     EXPECT_TRUE(file.ok()) << file.status();
     if (!file.ok()) return "";
@@ -76,7 +77,7 @@ class ProgressiveFrameFileTest : public ::testing::Test {
     if (pause_seconds > 0) {
       std::this_thread::sleep_for(std::chrono::duration<double>(pause_seconds));
     }
-    const absl::Status st = (*file)->Finish(f);
+    const absl::Status st = (*file)->Finish(f, given_scores);
     EXPECT_TRUE(st.ok()) << st;
     std::string pieces;
     for (absl::string_view p : (*file)->pieces()) pieces.append(p.data(), p.size());
@@ -141,6 +142,31 @@ TEST_F(ProgressiveFrameFileTest, ChecksumTimeIsThatOfFinish) {
   FitsWriteOptions options;
   options.checksum_time = written.substr(at + 21, 19);
   ExpectSameBytes(written, *FrameToFits(f, meta, options));
+}
+
+// spexctl's float32 stream: the scores are announced at Create and come at Finish (the
+// server's, from the float64 values); the file is FrameToFits's with those scores.
+TEST_F(ProgressiveFrameFileTest, ScoresGivenAtFinishAreWritten) {
+  const Frame f = MakeTestFrame(50, 600, 4, 11, /*specials=*/false);
+  std::vector<FrameScore> given = RawScores(f);
+  ASSERT_FALSE(given.empty());
+  for (FrameScore& c : given) {
+    for (double& v : c.values) v = 2 * v + 1;  // not what the rows would give
+  }
+  FitsWriteOptions options;
+  options.checksum_time = "2026-11-23T12:00:02";
+  FrameMetadata announced = MakeMeta();
+  announced.given_scores.emplace();
+  FrameMetadata want_meta = MakeMeta();
+  want_meta.given_scores = given;
+  const std::string want = *FrameToFits(f, want_meta, options);
+  ASSERT_NE(want, *FrameToFits(f, MakeMeta(), options));
+  ExpectSameBytes(WriteProgressively(f, announced, 25, options, 5, 0, &given), want);
+  // --no-scores wins over given scores, as in FrameToFits.
+  announced.scores = want_meta.scores = false;
+  ASSERT_EQ(::ftruncate(fd_, 0), 0);
+  ExpectSameBytes(WriteProgressively(f, announced, 25, options, 6, 0, &given),
+                  *FrameToFits(f, want_meta, options));
 }
 
 TEST_F(ProgressiveFrameFileTest, RefusalsAreErrors) {

@@ -1,12 +1,12 @@
-#include "server/file_row_writer.h"
+#include "core/frame/file_row_writer.h"
 
 #include <chrono>
 
-namespace spexd::server {
+namespace spexd::core {
 
 FileRowWriter::~FileRowWriter() { (void)Wait(); }
 
-absl::Status FileRowWriter::Add(int row, std::shared_ptr<const core::BundleResult> bundle) {
+absl::Status FileRowWriter::Add(int row, std::shared_ptr<const BundleResult> bundle) {
   {
     absl::MutexLock lock(&s_->mu);
     if (!s_->status.ok()) return s_->status;
@@ -21,7 +21,7 @@ absl::Status FileRowWriter::Add(int row, std::shared_ptr<const core::BundleResul
 
 void FileRowWriter::Drain(const std::shared_ptr<State>& s) {
   for (;;) {
-    std::pair<int, std::shared_ptr<const core::BundleResult>> item;
+    std::pair<int, std::shared_ptr<const BundleResult>> item;
     {
       absl::MutexLock lock(&s->mu);
       if (s->queue.empty() || !s->status.ok()) {
@@ -53,4 +53,4 @@ double FileRowWriter::seconds() {
   return s_->seconds;
 }
 
-}  // namespace spexd::server
+}  // namespace spexd::core

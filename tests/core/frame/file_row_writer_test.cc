@@ -1,7 +1,7 @@
-// server::FileRowWriter (issue 22): a frame file's rows written on a pool beside the
+// core::FileRowWriter (issue 22): a frame file's rows written on a pool beside the
 // streaming task give FrameToFits's bytes; an error of any write comes back from Wait and
 // from later Adds, and nothing is written after it.
-#include "server/file_row_writer.h"
+#include "core/frame/file_row_writer.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -17,7 +17,7 @@
 #include "tests/frame_fixtures.h"
 #include "tests/test_support.h"
 
-namespace spexd::server {
+namespace spexd::core {
 namespace {
 
 class FileRowWriterTest : public ::testing::Test {
@@ -94,4 +94,4 @@ TEST_F(FileRowWriterTest, DestroyedWithWritesQueuedItWaitsForThem) {
 }
 
 }  // namespace
-}  // namespace spexd::server
+}  // namespace spexd::core

@@ -40,6 +40,12 @@ if(SPEXD_STATIC_SPEXCTL)
   list(JOIN SPEXD_STATIC_SPEXCTL_NAMES "," spexd_static_names)
   set_target_properties(spexctl PROPERTIES RULE_LAUNCH_LINK
     "${PROJECT_SOURCE_DIR}/cmake/static_link_launcher.sh ${spexd_static_names}")
+  # `spexctl extract --local --backend cuda` loads the CUDA module, which links Debian's
+  # shared Abseil, and C++ objects (absl::Status, absl::Mutex inside core types) cross that
+  # boundary. Exported, spexctl's static Abseil is the copy the module's references bind
+  # to (the executable comes first in the lookup scope), so one Abseil serves both sides.
+  target_link_options(spexctl PRIVATE "LINKER:--export-dynamic-symbol=*absl*"
+                      "LINKER:--export-dynamic-symbol=Absl*")
   # CFITSIO's archive also calls bzip2 (its .so names it itself; pkg-config does not).
   target_link_libraries(spexctl PRIVATE bz2)
   target_sources(spexctl PRIVATE ${PROJECT_SOURCE_DIR}/client/cfitsio_without_curl.cc)

@@ -10,8 +10,8 @@
 #
 # Cases, each a fresh process started from Python (fork + exec, wait4 for its CPU time):
 #   help            `spexctl --help`: loader + static initialisers + main, no gRPC
-#   health-refused  `spexctl health --server 127.0.0.1:<closed port>`: adds gRPC init and a
-#                   refused connection (exit 1 expected)
+#   health-refused  `spexctl health --retries 1 --server 127.0.0.1:<closed port>`: adds gRPC
+#                   init and a refused connection, no retry backoff (exit 1 expected)
 #   health-serving  `spexctl health --server` against a real spexd (CPU backend, loopback):
 #                   the remote path's fixed cost per process (exit 0 expected)
 #   extract-help    `spexctl extract --help`: the extract flags (local and remote) built
@@ -50,7 +50,7 @@ python3 - "$SPEXCTL" "$RUNS" "$CLOSED" "$PORT" "${spexd_pid:-}" <<'EOF'
 import os, statistics, subprocess, sys, time
 exe, runs, closed, port, spexd_pid = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
 cases = [("help", ["--help"], 0),
-         ("health-refused", ["health", "--server", f"127.0.0.1:{closed}"], 1)]
+         ("health-refused", ["health", "--retries", "1", "--server", f"127.0.0.1:{closed}"], 1)]
 if spexd_pid:
     cases.append(("health-serving", ["health", "--server", f"127.0.0.1:{port}"], 0))
 cases.append(("extract-help", ["extract", "--help"], 0))

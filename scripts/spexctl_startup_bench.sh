@@ -34,16 +34,22 @@ echo "[startup] host $(hostname) $(nproc) cores, load $(cut -d' ' -f1-3 /proc/lo
 echo "[startup] spexctl $SPEXCTL ($(stat -c %s "$SPEXCTL") bytes, $(ldd "$SPEXCTL" 2>/dev/null | wc -l) objects per ldd)"
 
 spexd_pid=
-cleanup() { [[ -n $spexd_pid ]] && kill "$spexd_pid" 2>/dev/null && wait "$spexd_pid" 2>/dev/null; }
+LOG=$(mktemp)
+cleanup() {
+  [[ -n $spexd_pid ]] && kill "$spexd_pid" 2>/dev/null && wait "$spexd_pid" 2>/dev/null
+  rm -f "$LOG"
+}
 trap cleanup EXIT
 if [[ -n $SPEXD ]]; then
   "$SPEXD" --listen=127.0.0.1:$PORT --metrics_listen=127.0.0.1:0 --backend=cpu --cpu_threads=1 \
-    >/tmp/spexctl_startup_bench.spexd.$$.log 2>&1 &
+    >"$LOG" 2>&1 &
   spexd_pid=$!
   for _ in $(seq 100); do
     "$SPEXCTL" health --server 127.0.0.1:$PORT >/dev/null 2>&1 && break
     sleep 0.1
   done
+  "$SPEXCTL" health --server 127.0.0.1:$PORT >/dev/null 2>&1 ||
+    { echo "[startup] spexd did not start; health-serving skipped:"; tail -3 "$LOG"; kill "$spexd_pid" 2>/dev/null; spexd_pid=; }
 fi
 
 python3 - "$SPEXCTL" "$RUNS" "$CLOSED" "$PORT" "${spexd_pid:-}" <<'EOF'

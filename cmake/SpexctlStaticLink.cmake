@@ -10,7 +10,7 @@
 #
 # How: CMake names the shared libraries by full path (imported targets), so a link launcher
 # (cmake/static_link_launcher.sh) substitutes the archives of the libraries listed here and
-# fails when one has none; tests/client's spexctl_needed test checks the result (no shared
+# fails when one has none; the spexctl_startup_link test checks the result (no shared
 # gRPC/protobuf/Abseil/curl/LAPACK: a static and a shared copy of protobuf or Abseil in one
 # process would break their registries).
 #

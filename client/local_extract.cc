@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <memory>
 
+#include "client/lapack_on_demand.h"
 #include "client/progress_bar.h"
 #include "core/backend/backend.h"
 #include "core/backend/extract_frame.h"
@@ -33,6 +34,9 @@ void PrintParams(const ExtractCommand& cmd, const core::ExtractionParams& p, dou
 
 absl::Status RunLocalExtract(const ExtractCommand& cmd) {
   const auto t0 = std::chrono::steady_clock::now();
+  // Before any file is read: a missing LAPACK is reported at once, and the CPU backend
+  // finds OpenBLAS's thread setter when it is created.
+  SPEXD_RETURN_IF_ERROR(LoadLapackOnDemand());
   SPEXD_ASSIGN_OR_RETURN(core::Psf psf_value, core::Psf::Load(cmd.psf));
   auto psf = std::make_shared<const core::Psf>(std::move(psf_value));
   // The server's checks, before the image is read (issue 15 item 10): the parameters

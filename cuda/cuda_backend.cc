@@ -269,10 +269,21 @@ class CudaBackend final : public core::Backend, public core::GpuCapabilities {
         return states_.front().get();
       }
     }
-    // Evict first so that the least recently used spots are freed before allocating.
-    if (states_.size() >= kMaxWarmGeometries) states_.pop_back();
+    // The least recently used state makes room, and its buffers are reused rather than
+    // freed: cudaFree waits for the whole device, i.e. for the other backends on this GPU
+    // (GeometryState::Create). Its last reader was this backend's previous frame, on this
+    // backend's own streams, so waiting for those is enough.
+    std::unique_ptr<GeometryState> evicted;
+    if (states_.size() >= kMaxWarmGeometries) {
+      SPEXD_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(ctx_->compute()));
+      SPEXD_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(ctx_->tail()));
+      SPEXD_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(ctx_->copy()));
+      evicted = std::move(states_.back());
+      states_.pop_back();
+    }
     NvtxRange range{"warm geometry (spots, plan upload)"};
-    absl::StatusOr<std::unique_ptr<GeometryState>> st = GeometryState::Create(geo, *ctx_);
+    absl::StatusOr<std::unique_ptr<GeometryState>> st =
+        GeometryState::Create(geo, *ctx_, std::move(evicted));
     if (!st.ok()) {
       PublishMemoryLocked();
       return st.status();

@@ -42,11 +42,13 @@ constexpr int kMaxNwavetot = 112;
 constexpr int kMaxStampPixels = 1024;
 constexpr int kMaxGhDegree = 20;
 
+// Into a buffer at least as large (a recycled one is kept as it is: no cudaFree, which
+// would wait for the whole device).
 template <typename T>
 absl::Status Upload(DeviceBuffer<T>* dst, const std::vector<T>& src, const char* what,
                     cudaStream_t stream) {
   if (src.empty()) return absl::OkStatus();
-  absl::Status s = dst->Allocate(src.size(), what, /*exact=*/true);
+  absl::Status s = dst->Allocate(src.size(), what);
   if (!s.ok()) return s;
   SPEXD_CUDA_RETURN_IF_ERROR(
       cudaMemcpyAsync(dst->get(), src.data(), src.size() * sizeof(T), cudaMemcpyHostToDevice, stream));
@@ -56,7 +58,8 @@ absl::Status Upload(DeviceBuffer<T>* dst, const std::vector<T>& src, const char*
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<GeometryState>> GeometryState::Create(
-    std::shared_ptr<const core::Geometry> geometry, const GpuContext& ctx) {
+    std::shared_ptr<const core::Geometry> geometry, const GpuContext& ctx,
+    std::unique_ptr<GeometryState> recycled) {
   const core::PatchPlan& plan = geometry->plan();
   const core::Psf& psf = geometry->psf();
   if (plan.nwavetot > kMaxNwavetot) {
@@ -78,6 +81,16 @@ absl::StatusOr<std::unique_ptr<GeometryState>> GeometryState::Create(
     return absl::UnimplementedError("too many stamps for 32-bit stamp indices");
   }
   std::unique_ptr<GeometryState> st(new GeometryState());
+  if (recycled != nullptr) {
+    st->patches_ = std::move(recycled->patches_);
+    st->xc_ = std::move(recycled->xc_);
+    st->yc_ = std::move(recycled->yc_);
+    st->spots_ = std::move(recycled->spots_);
+    st->rows_ = std::move(recycled->rows_);
+    st->coeff_ = std::move(recycled->coeff_);
+    st->fullwave_ = std::move(recycled->fullwave_);
+    recycled.reset();
+  }
   st->geometry_ = geometry;
   PlanDims& D = st->dims_;
   D.nwavetot = plan.nwavetot;
@@ -151,27 +164,25 @@ absl::Status GeometryState::EvaluateSpots(const core::Geometry& geometry, const 
   if (psf.num_params() != 2 + (psf.ghdegx() + 1) * (psf.ghdegy() + 1)) {
     return absl::InvalidArgumentError("PSF parameter count does not match GHDEGX/GHDEGY");
   }
-  DeviceBuffer<LegendreRow> d_rows;
-  DeviceBuffer<double> d_coeff, d_fullwave;
-  absl::Status s = Upload(&d_rows, rows, "PSF tables", stream);
-  if (s.ok()) s = Upload(&d_coeff, coeff, "PSF coefficients", stream);
-  if (s.ok()) s = Upload(&d_fullwave, plan.fullwave, "wavelength grid", stream);
+  absl::Status s = Upload(&rows_, rows, "PSF tables", stream);
+  if (s.ok()) s = Upload(&coeff_, coeff, "PSF coefficients", stream);
+  if (s.ok()) s = Upload(&fullwave_, plan.fullwave, "wavelength grid", stream);
   const std::size_t npx = static_cast<std::size_t>(plan.stamp_ny) * plan.stamp_nx;
   if (s.ok()) {
     s = spots_.Allocate(static_cast<std::size_t>(plan.nspec) * plan.fullwave.size() * npx,
-                        "spots of the plan's fibres", /*exact=*/true);
+                        "spots of the plan's fibres");
   }
   if (!s.ok()) return s;
   Event start, stop;
   SPEXD_RETURN_IF_ERROR(start.Create(true));
   SPEXD_RETURN_IF_ERROR(stop.Create(true));
   SpotKernelArgs args{};
-  args.rows = d_rows.get();
-  args.coeff = d_coeff.get();
+  args.rows = rows_.get();
+  args.coeff = coeff_.get();
   args.nrows = nrows;
   args.nspec_psf = nspec_psf;
   args.maxc = maxc;
-  args.fullwave = d_fullwave.get();
+  args.fullwave = fullwave_.get();
   args.nfull = static_cast<int>(plan.fullwave.size());
   args.xc = xc_.get();
   args.yc = yc_.get();
@@ -185,7 +196,8 @@ absl::Status GeometryState::EvaluateSpots(const core::Geometry& geometry, const 
   SPEXD_CUDA_RETURN_IF_ERROR(cudaEventRecord(start.get(), stream));
   SPEXD_CUDA_RETURN_IF_ERROR(LaunchEvaluateSpots(args, stream));
   SPEXD_CUDA_RETURN_IF_ERROR(cudaEventRecord(stop.get(), stream));
-  // One synchronisation per Geometry: the temporaries are freed on return.
+  // One synchronisation per Geometry, of this backend's stream only: the host's tables
+  // (rows, coeff) are copied from pageable memory and go when this returns.
   SPEXD_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
   float ms = 0;
   SPEXD_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&ms, start.get(), stop.get()));
@@ -200,7 +212,8 @@ bool GeometryState::Matches(const std::shared_ptr<const core::Geometry>& geometr
 }
 
 std::size_t GeometryState::device_bytes() const {
-  return patches_.bytes() + xc_.bytes() + yc_.bytes() + spots_.bytes();
+  return patches_.bytes() + xc_.bytes() + yc_.bytes() + spots_.bytes() + rows_.bytes() +
+         coeff_.bytes() + fullwave_.bytes();
 }
 
 }  // namespace spexd::cuda

@@ -13,16 +13,24 @@
 #include "cuda/device_types.h"
 #include "cuda/gpu_context.h"
 #include "cuda/memory.h"
+#include "cuda/spot_math.h"
 
 namespace spexd::cuda {
 
 class GeometryState {
  public:
-  // Uploads the plan and evaluates the spots on ctx.compute(); synchronises once at the
-  // end (warm-up, not the per-request path). UNIMPLEMENTED for shapes the kernels do not
-  // support, RESOURCE_EXHAUSTED when the spots do not fit.
+  // Uploads the plan and evaluates the spots on ctx.compute(); synchronises that stream
+  // once at the end. UNIMPLEMENTED for shapes the kernels do not support,
+  // RESOURCE_EXHAUSTED when the spots do not fit.
+  //
+  // `recycled` (an evicted state, whose work on ctx's streams has finished) gives its
+  // device buffers to the new state where they are large enough. A new PSF per frame (an
+  // exposure: 30 cameras, 30 PSFs) then allocates and frees nothing: cudaFree waits for
+  // the whole device, so each new geometry stalled the other backend sharing the GPU and
+  // its frames ran ~15 % slower than with one PSF (docs/perf.md, issue 22 session 10).
   static absl::StatusOr<std::unique_ptr<GeometryState>> Create(
-      std::shared_ptr<const core::Geometry> geometry, const GpuContext& ctx);
+      std::shared_ptr<const core::Geometry> geometry, const GpuContext& ctx,
+      std::unique_ptr<GeometryState> recycled = nullptr);
 
   // True while `geometry` is the very object this state was built from (the state holds
   // only a weak reference: the caller's Geometry owns the host plan).
@@ -36,7 +44,8 @@ class GeometryState {
   const int32_t* yc() const { return yc_.get(); }
   const double* spots() const { return spots_.get(); }
   double spot_seconds() const { return spot_seconds_; }
-  // Device bytes held: the plan, the stamp corners and the spots.
+  // Device bytes held: the plan, the stamp corners, the spots and the spot kernel's inputs
+  // (a recycled buffer may be larger than this geometry needs).
   std::size_t device_bytes() const;
 
   // Model canvas of bundle b (PatchPlan::bundle_canvas; list range unset).
@@ -52,6 +61,9 @@ class GeometryState {
   DeviceBuffer<DevicePatch> patches_;
   DeviceBuffer<int32_t> xc_, yc_;
   DeviceBuffer<double> spots_;
+  // The spot kernel's inputs, kept (not freed on return) so that they can be recycled.
+  DeviceBuffer<LegendreRow> rows_;
+  DeviceBuffer<double> coeff_, fullwave_;
   std::vector<CanvasDesc> canvas_;
   int64_t max_canvas_ = 0;
   double spot_seconds_ = 0;

@@ -207,12 +207,16 @@ class CudaBackend final : public core::Backend, public core::GpuCapabilities {
       return false;
     };
     const bool drops = std::any_of(states_.begin(), states_.end(), drop);
-    if (!drops && !(states_.empty() && workspace_->device_bytes() > 0)) return;
+    const bool held = workspace_->device_bytes() + spot_inputs_.bytes() > 0;
+    if (!drops && !(states_.empty() && held)) return;
     // Frees happen on this thread, which may not be the worker's: select the device.
     (void)ctx_->Activate();
     // Work of the last request may still read the state: cudaFree waits for the device.
     states_.erase(std::remove_if(states_.begin(), states_.end(), drop), states_.end());
-    if (states_.empty()) workspace_ = std::make_unique<Workspace>();
+    if (states_.empty()) {
+      workspace_ = std::make_unique<Workspace>();
+      spot_inputs_ = SpotInputs();
+    }
     PublishMemoryLocked();
   }
 
@@ -221,7 +225,7 @@ class CudaBackend final : public core::Backend, public core::GpuCapabilities {
     std::vector<WarmEntry> warm;
     warm.reserve(states_.size());
     for (const auto& st : states_) warm.push_back(WarmEntry{st->geometry(), st->device_bytes()});
-    const std::size_t ws = workspace_->device_bytes();
+    const std::size_t ws = workspace_->device_bytes() + spot_inputs_.bytes();
     absl::MutexLock lock(&mem_mu_);
     warm_ = std::move(warm);
     workspace_bytes_ = ws;
@@ -283,7 +287,7 @@ class CudaBackend final : public core::Backend, public core::GpuCapabilities {
     }
     NvtxRange range{"warm geometry (spots, plan upload)"};
     absl::StatusOr<std::unique_ptr<GeometryState>> st =
-        GeometryState::Create(geo, *ctx_, std::move(evicted));
+        GeometryState::Create(geo, *ctx_, &spot_inputs_, std::move(evicted));
     if (!st.ok()) {
       PublishMemoryLocked();
       return st.status();
@@ -361,6 +365,7 @@ class CudaBackend final : public core::Backend, public core::GpuCapabilities {
   absl::Mutex mu_;  // held for a whole request
   int requests_ ABSL_GUARDED_BY(mu_) = 0;
   std::unique_ptr<Workspace> workspace_ ABSL_GUARDED_BY(mu_);
+  SpotInputs spot_inputs_ ABSL_GUARDED_BY(mu_);  // GeometryState::Create's, kept between calls
   std::vector<std::unique_ptr<GeometryState>> states_ ABSL_GUARDED_BY(mu_);  // MRU first
   // Released geometries still alive: a queued job may warm one again; it is dropped again
   // when that request ends.

@@ -58,7 +58,7 @@ absl::Status Upload(DeviceBuffer<T>* dst, const std::vector<T>& src, const char*
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<GeometryState>> GeometryState::Create(
-    std::shared_ptr<const core::Geometry> geometry, const GpuContext& ctx,
+    std::shared_ptr<const core::Geometry> geometry, const GpuContext& ctx, SpotInputs* inputs,
     std::unique_ptr<GeometryState> recycled) {
   const core::PatchPlan& plan = geometry->plan();
   const core::Psf& psf = geometry->psf();
@@ -86,9 +86,6 @@ absl::StatusOr<std::unique_ptr<GeometryState>> GeometryState::Create(
     st->xc_ = std::move(recycled->xc_);
     st->yc_ = std::move(recycled->yc_);
     st->spots_ = std::move(recycled->spots_);
-    st->rows_ = std::move(recycled->rows_);
-    st->coeff_ = std::move(recycled->coeff_);
-    st->fullwave_ = std::move(recycled->fullwave_);
     recycled.reset();
   }
   st->geometry_ = geometry;
@@ -116,7 +113,8 @@ absl::StatusOr<std::unique_ptr<GeometryState>> GeometryState::Create(
   absl::Status s = Upload(&st->patches_, patches, "patch plan", stream);
   if (s.ok()) s = Upload(&st->xc_, plan.xc, "stamp corners", stream);
   if (s.ok()) s = Upload(&st->yc_, plan.yc, "stamp corners", stream);
-  if (s.ok()) s = st->EvaluateSpots(*geometry, ctx);
+  SpotInputs temporaries;
+  if (s.ok()) s = st->EvaluateSpots(*geometry, ctx, inputs != nullptr ? inputs : &temporaries);
   if (!s.ok()) return s;
 
   // Model canvases: planned once in core (PatchPlan::bundle_canvas, spec §2.12).
@@ -134,7 +132,8 @@ absl::StatusOr<std::unique_ptr<GeometryState>> GeometryState::Create(
   return st;
 }
 
-absl::Status GeometryState::EvaluateSpots(const core::Geometry& geometry, const GpuContext& ctx) {
+absl::Status GeometryState::EvaluateSpots(const core::Geometry& geometry, const GpuContext& ctx,
+                                          SpotInputs* inputs) {
   const core::PatchPlan& plan = geometry.plan();
   const core::Psf& psf = geometry.psf();
   cudaStream_t stream = ctx.compute();
@@ -164,9 +163,9 @@ absl::Status GeometryState::EvaluateSpots(const core::Geometry& geometry, const 
   if (psf.num_params() != 2 + (psf.ghdegx() + 1) * (psf.ghdegy() + 1)) {
     return absl::InvalidArgumentError("PSF parameter count does not match GHDEGX/GHDEGY");
   }
-  absl::Status s = Upload(&rows_, rows, "PSF tables", stream);
-  if (s.ok()) s = Upload(&coeff_, coeff, "PSF coefficients", stream);
-  if (s.ok()) s = Upload(&fullwave_, plan.fullwave, "wavelength grid", stream);
+  absl::Status s = Upload(&inputs->rows, rows, "PSF tables", stream);
+  if (s.ok()) s = Upload(&inputs->coeff, coeff, "PSF coefficients", stream);
+  if (s.ok()) s = Upload(&inputs->fullwave, plan.fullwave, "wavelength grid", stream);
   const std::size_t npx = static_cast<std::size_t>(plan.stamp_ny) * plan.stamp_nx;
   if (s.ok()) {
     s = spots_.Allocate(static_cast<std::size_t>(plan.nspec) * plan.fullwave.size() * npx,
@@ -177,12 +176,12 @@ absl::Status GeometryState::EvaluateSpots(const core::Geometry& geometry, const 
   SPEXD_RETURN_IF_ERROR(start.Create(true));
   SPEXD_RETURN_IF_ERROR(stop.Create(true));
   SpotKernelArgs args{};
-  args.rows = rows_.get();
-  args.coeff = coeff_.get();
+  args.rows = inputs->rows.get();
+  args.coeff = inputs->coeff.get();
   args.nrows = nrows;
   args.nspec_psf = nspec_psf;
   args.maxc = maxc;
-  args.fullwave = fullwave_.get();
+  args.fullwave = inputs->fullwave.get();
   args.nfull = static_cast<int>(plan.fullwave.size());
   args.xc = xc_.get();
   args.yc = yc_.get();
@@ -212,8 +211,7 @@ bool GeometryState::Matches(const std::shared_ptr<const core::Geometry>& geometr
 }
 
 std::size_t GeometryState::device_bytes() const {
-  return patches_.bytes() + xc_.bytes() + yc_.bytes() + spots_.bytes() + rows_.bytes() +
-         coeff_.bytes() + fullwave_.bytes();
+  return patches_.bytes() + xc_.bytes() + yc_.bytes() + spots_.bytes();
 }
 
 }  // namespace spexd::cuda

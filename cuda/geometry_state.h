@@ -17,6 +17,15 @@
 
 namespace spexd::cuda {
 
+// The spot kernel's inputs (PSF tables, coefficients, wavelength grid): needed only while
+// a state is created, and kept by the backend from one creation to the next (grow-only)
+// so that no cudaFree follows each new geometry.
+struct SpotInputs {
+  DeviceBuffer<LegendreRow> rows;
+  DeviceBuffer<double> coeff, fullwave;
+  std::size_t bytes() const { return rows.bytes() + coeff.bytes() + fullwave.bytes(); }
+};
+
 class GeometryState {
  public:
   // Uploads the plan and evaluates the spots on ctx.compute(); synchronises that stream
@@ -28,9 +37,10 @@ class GeometryState {
   // exposure: 30 cameras, 30 PSFs) then allocates and frees nothing: cudaFree waits for
   // the whole device, so each new geometry stalled the other backend sharing the GPU and
   // its frames ran ~15 % slower than with one PSF (docs/perf.md, issue 22 session 10).
+  // `inputs` (null: temporaries of this call) holds the spot kernel's inputs.
   static absl::StatusOr<std::unique_ptr<GeometryState>> Create(
       std::shared_ptr<const core::Geometry> geometry, const GpuContext& ctx,
-      std::unique_ptr<GeometryState> recycled = nullptr);
+      SpotInputs* inputs = nullptr, std::unique_ptr<GeometryState> recycled = nullptr);
 
   // True while `geometry` is the very object this state was built from (the state holds
   // only a weak reference: the caller's Geometry owns the host plan).
@@ -44,8 +54,8 @@ class GeometryState {
   const int32_t* yc() const { return yc_.get(); }
   const double* spots() const { return spots_.get(); }
   double spot_seconds() const { return spot_seconds_; }
-  // Device bytes held: the plan, the stamp corners, the spots and the spot kernel's inputs
-  // (a recycled buffer may be larger than this geometry needs).
+  // Device bytes held: the plan, the stamp corners and the spots (a recycled buffer may be
+  // larger than this geometry needs).
   std::size_t device_bytes() const;
 
   // Model canvas of bundle b (PatchPlan::bundle_canvas; list range unset).
@@ -54,16 +64,14 @@ class GeometryState {
 
  private:
   GeometryState() = default;
-  absl::Status EvaluateSpots(const core::Geometry& geometry, const GpuContext& ctx);
+  absl::Status EvaluateSpots(const core::Geometry& geometry, const GpuContext& ctx,
+                             SpotInputs* inputs);
 
   std::weak_ptr<const core::Geometry> geometry_;
   PlanDims dims_{};
   DeviceBuffer<DevicePatch> patches_;
   DeviceBuffer<int32_t> xc_, yc_;
   DeviceBuffer<double> spots_;
-  // The spot kernel's inputs, kept (not freed on return) so that they can be recycled.
-  DeviceBuffer<LegendreRow> rows_;
-  DeviceBuffer<double> coeff_, fullwave_;
   std::vector<CanvasDesc> canvas_;
   int64_t max_canvas_ = 0;
   double spot_seconds_ = 0;

@@ -10,7 +10,7 @@
 #include "absl/strings/str_cat.h"
 // The entry points defined below; including their declarations makes the compiler check
 // that each definition has the signature the CPU backend calls.
-#include "core/cpu/internal/lapack.h"
+#include "core/cpu/lapack_abi.h"
 
 namespace spexd::client {
 namespace {

@@ -196,58 +196,68 @@ InflateStatus BlockDecoder::DecodeBody(BitReader& in_ref, InflateOutput<Sym>& ou
   for (;;) {
     // The fast loop, while the output has room for any symbol and the input for two
     // refills: no bounds checks, up to three literals per refill, a length or distance
-    // with its extra bits in one step, copies in 8-byte steps.
-    while (__builtin_expect(cap - pos >= kFastRoom && in.FastRoom(), 1)) {
-      in.RefillFast();  // >= 56 bits: three literals (<= 11 bits each from the primary
-                        // table), or a length and a distance with their extra bits
+    // with its extra bits in one step, copies in 8-byte steps. Each round starts with
+    // >= 56 bits and the next entry looked up (the lookup overlaps the previous copy).
+    if (__builtin_expect(cap - pos >= kFastRoom && in.FastRoom(), 1)) {
+      in.RefillFast();
       uint32_t e = lit[in.Bits(kLitBits)];
-      if (e & kLitFlag) {
-        in.Drop(DropBits(e));
-        data[pos++] = static_cast<Sym>(Value(e));
-        e = lit[in.Bits(kLitBits)];
-        if (e & kLitFlag) {
+      do {
+        if (e & kLitFlag) {  // <= 11 bits from the primary table: three fit in 56
           in.Drop(DropBits(e));
           data[pos++] = static_cast<Sym>(Value(e));
           e = lit[in.Bits(kLitBits)];
           if (e & kLitFlag) {
             in.Drop(DropBits(e));
             data[pos++] = static_cast<Sym>(Value(e));
+            e = lit[in.Bits(kLitBits)];
+            if (e & kLitFlag) {
+              in.Drop(DropBits(e));
+              data[pos++] = static_cast<Sym>(Value(e));
+              in.RefillFast();
+              e = lit[in.Bits(kLitBits)];
+              continue;
+            }
+          }
+          in.RefillFast();  // keeps the low bits that `e` was looked up with
+        }
+        if (e & kSubFlag) {
+          in.Drop(DropBits(e));
+          e = lit[Value(e) + in.Bits(CodeBits(e))];
+          if (e & kLitFlag) {
+            in.Drop(DropBits(e));
+            data[pos++] = static_cast<Sym>(Value(e));
+            in.RefillFast();
+            e = lit[in.Bits(kLitBits)];
             continue;
           }
         }
-        in.RefillFast();  // keeps the low bits that `e` was looked up with
-      }
-      if (e & kSubFlag) {
-        in.Drop(DropBits(e));
-        e = lit[Value(e) + in.Bits(CodeBits(e))];
-        if (e & kLitFlag) {
+        if (__builtin_expect(!(e & kMatchFlag), 0)) {
+          // End of block (no bit read here lies past the input), or an invalid code.
           in.Drop(DropBits(e));
-          data[pos++] = static_cast<Sym>(Value(e));
-          continue;
+          if (!(e & kEndFlag)) status = InflateStatus::kError;
+          goto done;
         }
-      }
-      if (__builtin_expect(!(e & kMatchFlag), 0)) {
-        // End of block (no bit read here lies past the input), or an invalid code.
-        in.Drop(DropBits(e));
-        if (!(e & kEndFlag)) status = InflateStatus::kError;
-        goto done;
-      }
-      const std::size_t len = TakeMatchValue(in, e);
-      uint32_t d = dist[in.Bits(kDistBits)];
-      if (d & kSubFlag) {
-        in.Drop(DropBits(d));
-        d = dist[Value(d) + in.Bits(CodeBits(d))];
-      }
-      if (__builtin_expect(!(d & kMatchFlag), 0)) {
-        status = InflateStatus::kError;
-        goto done;
-      }
-      const std::size_t back = TakeMatchValue(in, d);
-      if (!CopyMatch(data, pos, len, back, true, &marker_end)) {
-        status = InflateStatus::kError;
-        goto done;
-      }
-      pos += len;
+        // <= 48 bits: a length code (via a subtable: 15) and 5 extra bits, a distance
+        // code (15) and 13 extra bits.
+        const std::size_t len = TakeMatchValue(in, e);
+        uint32_t d = dist[in.Bits(kDistBits)];
+        if (d & kSubFlag) {
+          in.Drop(DropBits(d));
+          d = dist[Value(d) + in.Bits(CodeBits(d))];
+        }
+        if (__builtin_expect(!(d & kMatchFlag), 0)) {
+          status = InflateStatus::kError;
+          goto done;
+        }
+        const std::size_t back = TakeMatchValue(in, d);
+        in.RefillFast();
+        e = lit[in.Bits(kLitBits)];
+        if (!CopyMatch(data, pos, len, back, true, &marker_end)) {
+          status = InflateStatus::kError;
+          goto done;
+        }
+        pos += len;
+      } while (__builtin_expect(cap - pos >= kFastRoom && in.FastRoom(), 1));
     }
     if (cap - pos < kMaxMatch + kWord) {
       out.pos = pos;

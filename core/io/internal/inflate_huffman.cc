@@ -1,175 +1,87 @@
 #include "core/io/internal/inflate_huffman.h"
 
 #include <algorithm>
-#include <array>
+
+#include "core/io/internal/inflate_tables.h"
 
 namespace spexd::core::internal {
 namespace {
 
-// A decode-table entry: bits 0-4 the code bits to drop, 5-8 the extra bits that follow
-// (or a subtable's index bits), 9-11 the kind, 16-31 the value (literal byte, length or
-// distance base, subtable offset).
-enum Kind : uint32_t { kInvalid = 0, kLiteral, kLength, kEnd, kSub, kDist };
-constexpr uint32_t Entry(uint32_t kind, uint32_t value, uint32_t extra, uint32_t nbits) {
-  return nbits | (extra << 5) | (kind << 9) | (value << 16);
-}
-inline uint32_t NBits(uint32_t e) { return e & 31; }
-inline uint32_t Extra(uint32_t e) { return (e >> 5) & 15; }
-inline uint32_t KindOf(uint32_t e) { return (e >> 9) & 7; }
-inline uint32_t Value(uint32_t e) { return e >> 16; }
-
-// Primary table index bits: most codes resolve in one lookup, the longest (to 15 bits,
-// RFC 1951 §3.2.7) through a second one.
-constexpr unsigned kLitBits = 11, kDistBits = 8, kCodeLenBits = 7;
 constexpr std::size_t kMaxMatch = 258;  // RFC 1951 §3.2.5
-constexpr std::size_t kMaxLitSymbols = 288, kMaxDistSymbols = 32;
+// Output room of the fast loop: a whole match and the overrun of its 16-byte copy steps.
+constexpr std::size_t kFastRoom = kMaxMatch + 16;
 
-// RFC 1951 §3.2.5: length codes 257..285 and distance codes 0..29, as (base, extra bits).
-struct BaseTables {
-  std::array<uint16_t, 29> len_base{};
-  std::array<uint8_t, 29> len_extra{};
-  std::array<uint16_t, 30> dist_base{};
-  std::array<uint8_t, 30> dist_extra{};
-  BaseTables() {
-    uint32_t base = 3;
-    for (int i = 0; i < 28; ++i) {
-      len_extra[i] = static_cast<uint8_t>(i < 8 ? 0 : (i - 4) / 4);
-      len_base[i] = static_cast<uint16_t>(base);
-      base += 1u << len_extra[i];
+// Looks up the next symbol of `table` and drops its code (not its extra bits); the caller
+// has refilled the reader.
+inline uint32_t Decode(BitReader& r, const uint32_t* table, unsigned primary_bits) {
+  uint32_t e = table[r.Bits(primary_bits)];
+  if (e & kSubFlag) {
+    r.Drop(DropBits(e));
+    e = table[Value(e) + r.Bits(CodeBits(e))];
+  }
+  r.Drop(CodeBits(e));
+  return e;
+}
+
+// Fast loop: the entry `e` (code and extra bits) consumed at once, its length or distance
+// returned.
+inline std::size_t TakeMatchValue(BitReader& r, uint32_t e) {
+  const uint64_t bits = r.buffer();
+  const unsigned drop = DropBits(e);
+  r.Drop(drop);
+  return Value(e) + static_cast<std::size_t>((bits & ((uint64_t{1} << drop) - 1)) >> CodeBits(e));
+}
+
+// Copies the match (len, back) to data[pos, pos + len); only a 16-bit run may reach into
+// the unknown window before its output (markers). `roomy`: data has len + 16 symbols of
+// room at pos, so copies may run in 8-byte steps past the end of the match (the next
+// symbols overwrite them). False for a distance too far back.
+template <typename Sym>
+inline bool CopyMatch(Sym* data, std::size_t pos, std::size_t len, std::size_t back, bool roomy,
+                      std::size_t* marker_end) {
+  constexpr std::size_t kWord = 8 / sizeof(Sym);  // symbols per 8-byte copy
+  Sym* to = data + pos;
+  if (__builtin_expect(back > pos, 0)) {
+    if (sizeof(Sym) == 1 || back > pos + kDeflateWindow) return false;
+    for (std::size_t i = 0; i < len; ++i) {
+      const std::ptrdiff_t src = static_cast<std::ptrdiff_t>(pos + i) - static_cast<std::ptrdiff_t>(back);
+      to[i] = src < 0 ? static_cast<Sym>(kMarkerBase + kDeflateWindow + src) : data[src];
     }
-    len_base[28] = 258;  // code 285: 258 with no extra bits, not the next in the series
-    len_extra[28] = 0;
-    base = 1;
-    for (int i = 0; i < 30; ++i) {
-      dist_extra[i] = static_cast<uint8_t>(i < 4 ? 0 : i / 2 - 1);
-      dist_base[i] = static_cast<uint16_t>(base);
-      base += 1u << dist_extra[i];
-    }
+    *marker_end = pos + len;
+    return true;
   }
-};
-const BaseTables& Bases() {
-  static const BaseTables t;
-  return t;
-}
-
-uint32_t LitEntry(unsigned sym) {
-  if (sym < 256) return Entry(kLiteral, sym, 0, 0);
-  if (sym == 256) return Entry(kEnd, 0, 0, 0);
-  if (sym <= 285) return Entry(kLength, Bases().len_base[sym - 257], Bases().len_extra[sym - 257], 0);
-  return Entry(kInvalid, 0, 0, 0);  // 286, 287: part of the fixed code, never valid
-}
-uint32_t DistEntry(unsigned sym) {
-  if (sym < 30) return Entry(kDist, Bases().dist_base[sym], Bases().dist_extra[sym], 0);
-  return Entry(kInvalid, 0, 0, 0);
-}
-uint32_t CodeLenEntry(unsigned sym) { return Entry(kLiteral, sym, 0, 0); }
-
-uint32_t Reverse(uint32_t code, unsigned bits) {
-  uint32_t r = 0;
-  for (unsigned i = 0; i < bits; ++i, code >>= 1) r = (r << 1) | (code & 1);
-  return r;
-}
-
-enum class Completeness { kComplete, kLitLen, kDistance };
-
-// Builds the decode table of the canonical code with lengths lens[0, n) (RFC 1951
-// §3.2.2). Deflate sends codes MSB first in an LSB-first stream, so entries are indexed
-// by the bit-reversed code. False for an over-subscribed code, and for an incomplete one
-// except where zlib and libdeflate accept it: a single code of 1 bit, or (distances) no
-// code at all. Unused slots of an accepted incomplete code stay kInvalid.
-bool BuildTable(const uint8_t* lens, unsigned n, unsigned primary_bits, uint32_t (*entry)(unsigned),
-                Completeness mode, std::vector<uint32_t>* table) {
-  unsigned count[16] = {};
-  for (unsigned s = 0; s < n; ++s) ++count[lens[s]];
-  count[0] = 0;
-  int left = 1;
-  unsigned max_len = 0, used = 0;
-  for (unsigned len = 1; len <= 15; ++len) {
-    left = 2 * left - static_cast<int>(count[len]);
-    if (left < 0) return false;
-    if (count[len] > 0) max_len = len;
-    used += count[len];
+  const Sym* from = to - back;
+  Sym* const end = to + len;
+  if (roomy && back >= kWord) {
+    // Two 8-byte steps per round: a step never reads what it writes (back >= 8 bytes),
+    // only what earlier steps wrote, as the match's byte-by-byte definition does.
+    do {
+      std::memcpy(to, from, 8);
+      std::memcpy(to + kWord, from + kWord, 8);
+      to += 2 * kWord;
+      from += 2 * kWord;
+    } while (to < end);
+  } else if (roomy && back == 1) {
+    const uint64_t v = static_cast<uint64_t>(*from) * (sizeof(Sym) == 1 ? 0x0101010101010101u : 0x0001000100010001u);
+    do {
+      std::memcpy(to, &v, 8);
+      std::memcpy(to + kWord, &v, 8);
+      to += 2 * kWord;
+    } while (to < end);
+  } else {
+    for (std::size_t i = 0; i < len; ++i) to[i] = from[i];
   }
-  if (left > 0) {
-    const bool single = used == 1 && count[1] == 1;
-    const bool empty = used == 0;
-    if (mode == Completeness::kComplete || !(single || (empty && mode == Completeness::kDistance))) {
-      return false;
-    }
-  }
-  const unsigned sub_bits = max_len > primary_bits ? max_len - primary_bits : 0;
-  std::size_t long_codes = 0;
-  for (unsigned len = primary_bits + 1; len <= 15; ++len) long_codes += count[len];
-  table->assign((std::size_t{1} << primary_bits) + long_codes * (std::size_t{1} << sub_bits), 0);
-  uint32_t* t = table->data();
-  // First code of each length (RFC 1951 §3.2.2 step 2).
-  uint32_t next[16] = {};
-  uint32_t code = 0;
-  for (unsigned len = 1; len <= 15; ++len) {
-    code = (code + count[len - 1]) << 1;
-    next[len] = code;
-  }
-  // Symbols in canonical order (by length, then value), so that long codes sharing their
-  // first primary_bits bits come one after the other and share one subtable.
-  std::size_t sub_next = std::size_t{1} << primary_bits;
-  int64_t sub_prefix = -1;
-  std::size_t sub_at = 0;
-  for (unsigned len = 1; len <= max_len; ++len) {
-    for (unsigned s = 0; s < n; ++s) {
-      if (lens[s] != len) continue;
-      const uint32_t c = next[len]++;
-      if (len <= primary_bits) {
-        const uint32_t e = entry(s) | len;
-        for (uint32_t i = Reverse(c, len); i < (1u << primary_bits); i += 1u << len) t[i] = e;
-        continue;
-      }
-      const unsigned rest = len - primary_bits;
-      const int64_t prefix = c >> rest;
-      if (prefix != sub_prefix) {
-        sub_prefix = prefix;
-        sub_at = sub_next;
-        sub_next += std::size_t{1} << sub_bits;
-        t[Reverse(static_cast<uint32_t>(prefix), primary_bits)] =
-            Entry(kSub, static_cast<uint32_t>(sub_at), sub_bits, primary_bits);
-      }
-      const uint32_t e = entry(s) | rest;
-      for (uint32_t i = Reverse(c & ((1u << rest) - 1), rest); i < (1u << sub_bits); i += 1u << rest) {
-        t[sub_at + i] = e;
+  if (sizeof(Sym) > 1 && pos - back < *marker_end) {
+    // Copied from where markers may be: look at what was copied (markers die out within
+    // a few windows; a bound moved to every such copy's end would not).
+    for (std::size_t i = len; i > 0; --i) {
+      if (data[pos + i - 1] >= kMarkerBase) {
+        *marker_end = pos + i;
+        break;
       }
     }
   }
   return true;
-}
-
-// The fixed codes of BTYPE 01 (RFC 1951 §3.2.6), built once.
-struct FixedTables {
-  std::vector<uint32_t> lit, dist;
-  FixedTables() {
-    uint8_t lens[kMaxLitSymbols];
-    std::fill(lens, lens + 144, 8);
-    std::fill(lens + 144, lens + 256, 9);
-    std::fill(lens + 256, lens + 280, 7);
-    std::fill(lens + 280, lens + 288, 8);
-    BuildTable(lens, kMaxLitSymbols, kLitBits, LitEntry, Completeness::kLitLen, &lit);
-    uint8_t dlens[kMaxDistSymbols];
-    std::fill(dlens, dlens + kMaxDistSymbols, 5);
-    BuildTable(dlens, kMaxDistSymbols, kDistBits, DistEntry, Completeness::kDistance, &dist);
-  }
-};
-const FixedTables& Fixed() {
-  static const FixedTables t;
-  return t;
-}
-
-// Looks up the next symbol of `table`; the caller has refilled the reader.
-inline uint32_t Decode(BitReader& r, const uint32_t* table, unsigned primary_bits) {
-  uint32_t e = table[r.Bits(primary_bits)];
-  if (KindOf(e) == kSub) {
-    r.Drop(primary_bits);
-    e = table[Value(e) + r.Bits(Extra(e))];
-  }
-  r.Drop(NBits(e));
-  return e;
 }
 
 }  // namespace
@@ -225,13 +137,13 @@ bool BlockDecoder::ReadDynamicCodes(BitReader& in) {
     cl_lens[kOrder[i]] = static_cast<uint8_t>(in.Take(3));
   }
   std::vector<uint32_t>& cl = dist_table_;  // scratch until the distance code is built
-  if (!BuildTable(cl_lens, 19, kCodeLenBits, CodeLenEntry, Completeness::kComplete, &cl)) return false;
+  if (!BuildTable(cl_lens, 19, Alphabet::kCodeLength, &cl)) return false;
   uint8_t lens[286 + 30];
   const unsigned n = hlit + hdist;
   for (unsigned i = 0; i < n;) {
     in.Refill();
     const uint32_t e = Decode(in, cl.data(), kCodeLenBits);
-    if (KindOf(e) != kLiteral) return false;
+    if (!(e & kLitFlag)) return false;
     const uint32_t sym = Value(e);
     if (sym < 16) {
       lens[i++] = static_cast<uint8_t>(sym);
@@ -253,8 +165,8 @@ bool BlockDecoder::ReadDynamicCodes(BitReader& in) {
     i += rep;
   }
   if (lens[256] == 0) return false;  // a block must be able to end
-  return BuildTable(lens, hlit, kLitBits, LitEntry, Completeness::kLitLen, &lit_table_) &&
-         BuildTable(lens + hlit, hdist, kDistBits, DistEntry, Completeness::kDistance, &dist_table_);
+  return BuildTable(lens, hlit, Alphabet::kLitLen, &lit_table_) &&
+         BuildTable(lens + hlit, hdist, Alphabet::kDistance, &dist_table_);
 }
 
 template <typename Sym>
@@ -275,101 +187,122 @@ InflateStatus BlockDecoder::DecodeBody(BitReader& in_ref, InflateOutput<Sym>& ou
   // Locals, not the caller's objects: stores through a byte pointer could alias those,
   // and the compiler would then reload them after every output byte.
   BitReader in = in_ref;
-  const uint32_t* lit = lit_;
-  const uint32_t* dist = dist_;
+  const uint32_t* const lit = lit_;
+  const uint32_t* const dist = dist_;
   Sym* data = out.data;
   std::size_t pos = out.pos, cap = out.cap, marker_end = out.marker_end;
-  constexpr std::size_t kWord = 8 / sizeof(Sym);  // symbols per 8-byte copy
+  constexpr std::size_t kWord = 8 / sizeof(Sym);
   InflateStatus status = InflateStatus::kOk;
   for (;;) {
-    if (__builtin_expect(cap - pos < kMaxMatch + kWord, 0)) {
+    // The fast loop, while the output has room for any symbol and the input for two
+    // refills: no bounds checks, up to three literals per refill, a length or distance
+    // with its extra bits in one step, copies in 8-byte steps. Each round starts with
+    // >= 56 bits and the next entry looked up (the lookup overlaps the previous copy).
+    if (__builtin_expect(cap - pos >= kFastRoom && in.FastRoom(), 1)) {
+      in.RefillFast();
+      uint32_t e = lit[in.Bits(kLitBits)];
+      do {
+        if (e & kLitFlag) {  // <= 11 bits from the primary table: three fit in 56
+          in.Drop(DropBits(e));
+          data[pos++] = static_cast<Sym>(Value(e));
+          e = lit[in.Bits(kLitBits)];
+          if (e & kLitFlag) {
+            in.Drop(DropBits(e));
+            data[pos++] = static_cast<Sym>(Value(e));
+            e = lit[in.Bits(kLitBits)];
+            if (e & kLitFlag) {
+              in.Drop(DropBits(e));
+              data[pos++] = static_cast<Sym>(Value(e));
+              in.RefillFast();
+              e = lit[in.Bits(kLitBits)];
+              continue;
+            }
+          }
+          in.RefillFast();  // keeps the low bits that `e` was looked up with
+        }
+        if (e & kSubFlag) {
+          in.Drop(DropBits(e));
+          e = lit[Value(e) + in.Bits(CodeBits(e))];
+          if (e & kLitFlag) {
+            in.Drop(DropBits(e));
+            data[pos++] = static_cast<Sym>(Value(e));
+            in.RefillFast();
+            e = lit[in.Bits(kLitBits)];
+            continue;
+          }
+        }
+        if (__builtin_expect(!(e & kMatchFlag), 0)) {
+          // End of block (no bit read here lies past the input), or an invalid code.
+          in.Drop(DropBits(e));
+          if (!(e & kEndFlag)) status = InflateStatus::kError;
+          goto done;
+        }
+        // <= 48 bits: a length code (via a subtable: 15) and 5 extra bits, a distance
+        // code (15) and 13 extra bits.
+        const std::size_t len = TakeMatchValue(in, e);
+        uint32_t d = dist[in.Bits(kDistBits)];
+        if (d & kSubFlag) {
+          in.Drop(DropBits(d));
+          d = dist[Value(d) + in.Bits(CodeBits(d))];
+        }
+        if (__builtin_expect(!(d & kMatchFlag), 0)) {
+          status = InflateStatus::kError;
+          goto done;
+        }
+        const std::size_t back = TakeMatchValue(in, d);
+        in.RefillFast();
+        e = lit[in.Bits(kLitBits)];
+        if (!CopyMatch(data, pos, len, back, true, &marker_end)) {
+          status = InflateStatus::kError;
+          goto done;
+        }
+        pos += len;
+      } while (__builtin_expect(cap - pos >= kFastRoom && in.FastRoom(), 1));
+    }
+    if (cap - pos < kMaxMatch + kWord) {
       out.pos = pos;
       out.Reserve(kMaxMatch + kWord);  // may fail: the exact checks below then guard
       data = out.data;
       cap = out.cap;
+      if (cap - pos >= kFastRoom && in.FastRoom()) continue;
     }
+    // One symbol with every check, near the end of the input or of the output's room.
     in.Refill();  // >= 56 bits: a length, its extra bits, a distance and its extra bits
-    uint32_t e = Decode(in, lit, kLitBits);
-    if (__builtin_expect(KindOf(e) == kLiteral, 1)) {
+    const uint32_t e = Decode(in, lit, kLitBits);
+    if (e & kLitFlag) {
       if (pos == cap) {
         status = InflateStatus::kNoRoom;
         break;
       }
       data[pos++] = static_cast<Sym>(Value(e));
-      // >= 41 bits left: a second symbol without refilling (float data are mostly
-      // literals); a length after it refills first.
-      e = Decode(in, lit, kLitBits);
-      if (__builtin_expect(KindOf(e) == kLiteral, 1)) {
-        if (pos == cap) {
-          status = InflateStatus::kNoRoom;
-          break;
-        }
-        data[pos++] = static_cast<Sym>(Value(e));
-        continue;
-      }
-      in.Refill();
+      continue;
     }
-    if (KindOf(e) == kEnd) {
+    if (e & kEndFlag) {
       if (in.overran()) status = InflateStatus::kError;
       break;
     }
-    if (KindOf(e) != kLength) {
+    if (!(e & kMatchFlag)) {
       status = InflateStatus::kError;
       break;
     }
-    const std::size_t len = Value(e) + in.Take(Extra(e));
+    const std::size_t len = Value(e) + in.Take(DropBits(e) - CodeBits(e));
     const uint32_t d = Decode(in, dist, kDistBits);
-    if (KindOf(d) != kDist) {
+    if (!(d & kMatchFlag)) {
       status = InflateStatus::kError;
       break;
     }
-    const std::size_t back = Value(d) + in.Take(Extra(d));
+    const std::size_t back = Value(d) + in.Take(DropBits(d) - CodeBits(d));
     if (len > cap - pos) {
       status = InflateStatus::kNoRoom;
       break;
     }
-    Sym* to = data + pos;
-    if (__builtin_expect(back > pos, 0)) {
-      // Before this run's output: only a 16-bit run may reach into the unknown window.
-      if (sizeof(Sym) == 1 || back > pos + kDeflateWindow) {
-        status = InflateStatus::kError;
-        break;
-      }
-      for (std::size_t i = 0; i < len; ++i) {
-        const std::ptrdiff_t src = static_cast<std::ptrdiff_t>(pos + i) - static_cast<std::ptrdiff_t>(back);
-        to[i] = src < 0 ? static_cast<Sym>(kMarkerBase + kDeflateWindow + src) : data[src];
-      }
-      marker_end = pos + len;
-      pos += len;
-      continue;
-    }
-    const Sym* from = to - back;
-    if (back >= kWord && cap - pos >= len + kWord) {
-      // 8 bytes at a time; may write up to kWord - 1 symbols past the match (within cap),
-      // which the next symbols overwrite.
-      Sym* const end = to + len;
-      do {
-        std::memcpy(to, from, 8);
-        to += kWord;
-        from += kWord;
-      } while (to < end);
-    } else if (sizeof(Sym) == 1 && back == 1) {
-      std::memset(to, static_cast<int>(*from), len);
-    } else {
-      for (std::size_t i = 0; i < len; ++i) to[i] = from[i];
-    }
-    if (sizeof(Sym) > 1 && pos - back < marker_end) {
-      // Copied from where markers may be: look at what was copied (markers die out
-      // within a few windows; a bound moved to every such copy's end would not).
-      for (std::size_t i = len; i > 0; --i) {
-        if (data[pos + i - 1] >= kMarkerBase) {
-          marker_end = pos + i;
-          break;
-        }
-      }
+    if (!CopyMatch(data, pos, len, back, false, &marker_end)) {
+      status = InflateStatus::kError;
+      break;
     }
     pos += len;
   }
+done:
   out.pos = pos;
   out.marker_end = marker_end;
   in_ref = in;

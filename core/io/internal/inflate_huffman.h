@@ -59,6 +59,16 @@ class BitReader {
       }
     }
   }
+  // The fast decoding loop's refill: no bounds check, the caller has checked FastRoom().
+  void RefillFast() {
+    uint64_t w;
+    std::memcpy(&w, data_ + pos_, 8);
+    buf_ |= w << count_;
+    pos_ += (63 - count_) >> 3;
+    count_ |= 56;
+  }
+  // True while two RefillFast() in a row (each moves on at most 7 bytes) stay in the data.
+  bool FastRoom() const { return pos_ + 15 < size_; }
   uint64_t buffer() const { return buf_; }
   unsigned count() const { return count_; }
   uint32_t Bits(unsigned n) const { return static_cast<uint32_t>(buf_ & ((uint64_t{1} << n) - 1)); }

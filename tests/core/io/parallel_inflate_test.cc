@@ -159,6 +159,44 @@ TEST_F(ParallelInflateTest, FixedHuffmanAndFilteredAndRleStrategies) {
   }
 }
 
+// The decoder's fast loop and its edges (inflate_huffman.cc): matches of every distance
+// from 1 (a broadcast) to 20 (overlapping 8-byte steps) and of every length to 258, after
+// incompressible bytes, so that the chunks over the repeats produce several times their
+// share of the output: their buffers grow where the fast loop hands over to the checked
+// one, and every chunk must still chain. Byte for byte against libdeflate's output.
+std::string RepeatsAfterNoise(std::size_t noise, std::size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::string s = gzip_test::NoiseBytes(noise, seed);
+  while (s.size() < n) {
+    for (int i = 0; i < 12; ++i) s.push_back(static_cast<char>(rng()));
+    const std::size_t period = 1 + rng() % 20, len = 3 + rng() % (rng() % 4 == 0 ? 2000 : 300);
+    for (std::size_t i = 0; i < len; ++i) s.push_back(s[s.size() - period]);
+  }
+  s.resize(n);
+  return s;
+}
+
+TEST_F(ParallelInflateTest, FastLoopCopiesAndGrowingChunksMatchLibdeflate) {
+  const std::string data = RepeatsAfterNoise(1500000, 7000000, 3);
+  for (const int level : {1, 6, 9}) {
+    for (const int strategy : {Z_DEFAULT_STRATEGY, Z_FIXED, Z_RLE}) {
+      SCOPED_TRACE(testing::Message() << "level " << level << " strategy " << strategy);
+      const std::string gz = ZlibGzip(data, level, strategy);
+      std::string libdeflate(data.size(), '\0');
+      auto n = InflateGzipInto(gz, libdeflate.data(), libdeflate.size(), "repeats.gz");
+      ASSERT_TRUE(n.ok()) << n.status();
+      ASSERT_TRUE(libdeflate == data);
+      // Capacity exactly the output: chunk 0 and the last matches run into its end.
+      const Result r = Parallel(gz, data.size(), pool_.get(), gz.size() / 8);
+      ASSERT_TRUE(r.ok);
+      EXPECT_TRUE(r.out == libdeflate);
+      EXPECT_EQ(r.stats.chunks, 8);
+      // Fixed-Huffman blocks have no header that the search looks for: decoded in sequence.
+      EXPECT_EQ(r.stats.chunks_used, strategy == Z_FIXED ? 0 : 7);
+    }
+  }
+}
+
 TEST_F(ParallelInflateTest, OneThreadOrNoPoolGivesTheSameBytes) {
   const std::string data = MixedBytes(500000, 11);
   const std::string gz = ZlibGzip(data, 6);

@@ -13,28 +13,12 @@
 #include "server/content_id.h"
 #include "gtest/gtest.h"
 #include "tests/integration/service_fixture.h"
+#include "tests/integration/spexctl_cli.h"
 #include "tests/synthetic_frames.h"
 #include "tests/test_support.h"
 
 namespace spexd::testing {
 namespace {
-
-struct CliRun {
-  int code = -1;
-  std::string output;  // stdout and stderr
-};
-
-CliRun Spexctl(const std::string& args) {
-  CliRun r;
-  const std::string cmd = absl::StrCat("timeout 120 ", SPEXCTL_BINARY, " ", args, " 2>&1");
-  FILE* pipe = popen(cmd.c_str(), "r");
-  if (pipe == nullptr) return r;
-  char buf[4096];
-  while (std::fgets(buf, sizeof(buf), pipe) != nullptr) r.output += buf;
-  const int status = pclose(pipe);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
 
 class SpexctlTest : public ::testing::Test {
  protected:

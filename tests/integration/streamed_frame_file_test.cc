@@ -22,27 +22,11 @@
 #include "core/backend/backend.h"
 #include "gtest/gtest.h"
 #include "tests/integration/service_fixture.h"
+#include "tests/integration/spexctl_cli.h"
 #include "tests/test_support.h"
 
 namespace spexd::testing {
 namespace {
-
-struct CliRun {
-  int code = -1;
-  std::string output;  // stdout and stderr
-};
-
-CliRun Spexctl(const std::string& args) {
-  CliRun r;
-  const std::string cmd = absl::StrCat("timeout 120 ", SPEXCTL_BINARY, " ", args, " 2>&1");
-  FILE* pipe = popen(cmd.c_str(), "r");
-  if (pipe == nullptr) return r;
-  char buf[4096];
-  while (std::fgets(buf, sizeof(buf), pipe) != nullptr) r.output += buf;
-  const int status = pclose(pipe);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
 
 std::vector<std::string> Entries(const std::string& dir) {
   std::vector<std::string> out;

@@ -78,9 +78,7 @@ class CudaBackend final : public core::Backend, public core::GpuCapabilities {
     // Pending work may still use the workspace: drain before the buffers are freed.
     if (ctx_ != nullptr) {
       (void)ctx_->Activate();
-      (void)cudaStreamSynchronize(ctx_->compute());
-      (void)cudaStreamSynchronize(ctx_->tail());
-      (void)cudaStreamSynchronize(ctx_->copy());
+      (void)ctx_->SynchronizeStreams();
     }
   }
 
@@ -250,11 +248,9 @@ class CudaBackend final : public core::Backend, public core::GpuCapabilities {
     if (!s.ok()) {
       // Let queued work finish before the caller may reuse or free anything, and mark the
       // backend unhealthy if the context is gone (style.md: sticky errors).
-      const cudaError_t e1 = cudaStreamSynchronize(ctx_->compute());
-      const cudaError_t e2 = cudaStreamSynchronize(ctx_->copy());
-      const cudaError_t e4 = cudaStreamSynchronize(ctx_->tail());
-      const cudaError_t e3 = cudaGetLastError();
-      if (IsStickyError(e1) || IsStickyError(e2) || IsStickyError(e3) || IsStickyError(e4)) {
+      const cudaError_t e1 = ctx_->SynchronizeStreams();
+      const cudaError_t e2 = cudaGetLastError();
+      if (IsStickyError(e1) || IsStickyError(e2)) {
         healthy_ = false;
       }
       return s;
@@ -279,9 +275,7 @@ class CudaBackend final : public core::Backend, public core::GpuCapabilities {
     // backend's own streams, so waiting for those is enough.
     std::unique_ptr<GeometryState> evicted;
     if (states_.size() >= kMaxWarmGeometries) {
-      SPEXD_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(ctx_->compute()));
-      SPEXD_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(ctx_->tail()));
-      SPEXD_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(ctx_->copy()));
+      SPEXD_CUDA_RETURN_IF_ERROR(ctx_->SynchronizeStreams());
       evicted = std::move(states_.back());
       states_.pop_back();
     }

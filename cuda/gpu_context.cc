@@ -104,6 +104,15 @@ absl::StatusOr<std::unique_ptr<GpuContext>> GpuContext::Create(int device,
   return ctx;
 }
 
+cudaError_t GpuContext::SynchronizeStreams() const {
+  cudaError_t worst = cudaSuccess;
+  for (cudaStream_t s : {compute(), tail(), copy()}) {
+    const cudaError_t e = cudaStreamSynchronize(s);
+    if (worst == cudaSuccess || (IsStickyError(e) && !IsStickyError(worst))) worst = e;
+  }
+  return worst;
+}
+
 absl::Status GpuContext::Activate() const {
   SPEXD_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
   return absl::OkStatus();

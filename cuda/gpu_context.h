@@ -84,6 +84,9 @@ class GpuContext {
   static absl::StatusOr<std::unique_ptr<GpuContext>> Create(
       int device, core::CudaHostWait wait = core::CudaHostWait::kAuto);
   absl::Status Activate() const;  // cudaSetDevice(device)
+  // Waits for all three streams (each one, whatever the others return); the first sticky
+  // error if any (the context is lost), else the first error, else cudaSuccess.
+  cudaError_t SynchronizeStreams() const;
 
   int device() const { return device_; }
   const std::string& device_name() const { return device_name_; }

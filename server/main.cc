@@ -42,10 +42,11 @@ ABSL_FLAG(int, backends_per_gpu, 0,
 ABSL_FLAG(int, cpu_threads, 0,
           "host threads of the backends: CPU patches solved at once, CUDA host-side work (0: all "
           "cores); spexctl --cpu-threads is the same option for local extraction");
-ABSL_FLAG(std::string, gpu_host_wait, "auto",
-          "how the CUDA backends' host threads wait for the GPU: auto (CUDA's choice: spin "
-          "while there are fewer GPU contexts than cores), spin, yield or block (frees the "
-          "cores a spinning waiter holds for the host's decode and writes; docs/perf.md)");
+ABSL_FLAG(std::string, gpu_host_wait, "block",
+          "how the CUDA backends' host threads wait for the GPU: block (the default: the "
+          "thread sleeps, leaving the cores to the host's inflate, decode and writes; "
+          "docs/perf.md), auto (CUDA's choice: spin while there are fewer GPU contexts than "
+          "cores), spin or yield");
 ABSL_FLAG(std::string, cuda_module, "", "path of libspexd_cuda.so (default: next to spexd)");
 ABSL_FLAG(int, max_queue, 0,
           "extractions waiting for a worker before RESOURCE_EXHAUSTED (0: 8 per worker, at "

@@ -39,7 +39,7 @@ struct ServerOptions {
   int cpu_threads = 0;  // host threads of the backends' shared pool, the worker's own included (0: all cores)
   std::string cuda_module;                        // "" = default search (core loader)
   // How the CUDA backends' host threads wait for their GPU (core::CudaHostWait).
-  core::CudaHostWait gpu_host_wait = core::CudaHostWait::kAuto;
+  core::CudaHostWait gpu_host_wait = core::CudaHostWait::kBlock;  // spexd --gpu_host_wait
   int max_queue = 0;    // queued jobs; 0: 8 per worker, at least 16 (Scheduler)
   int max_uploads = 0;  // uploads in progress; 0: as max_queue
   int realtime_reserve = 1;  // extra queue and upload slots only realtime requests may use

@@ -65,7 +65,7 @@ struct Args {
   bool pin_planes = true;  // server --pin_planes
   int streamers = 0;       // server --streamers_per_worker (0: its default)
   int backends_per_gpu = 0;  // server --backends_per_gpu (0: its default)
-  std::string host_wait = "auto";  // server --gpu_host_wait
+  std::string host_wait = "block";  // server --gpu_host_wait (its default)
   std::string out_dir;     // where the frame files are written ("": the bench's temp dir)
   bool one_job = false;    // submit the exposure as one ExtractExposure call
   int64_t psf_cache_bytes = int64_t{64} << 30;  // host bytes; room for an exposure

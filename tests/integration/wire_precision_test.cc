@@ -274,7 +274,9 @@ TEST_F(WirePrecisionTest, ServerWrittenFrameRefusals) {
     h.set_results_to_file_only(c.file_only);
     const Streamed r = Stream(h);
     EXPECT_EQ(r.status.code(), c.code) << r.status;
-    if (!c.runs) EXPECT_EQ(r.bundle_parts, 0);
+    if (!c.runs) {
+      EXPECT_EQ(r.bundle_parts, 0);
+    }
   }
   // Nothing was written by the refused requests, and the existing file is untouched.
   EXPECT_FALSE(std::filesystem::exists(dir + "/wire-ok.fits"));

@@ -28,7 +28,8 @@ absl::Status Different(const std::string& path, absl::string_view why) {
 
 absl::StatusOr<ExistingOutput> MatchExistingOutput(
     int fd, const std::vector<absl::string_view>& expected_fits, const std::string& path) {
-  auto comparer = core::StoredFitsComparer::Create(expected_fits, absl::EndsWith(path, ".gz"), path);
+  const bool gzip = absl::EndsWith(path, ".gz");  // as core::FitsBytesForPath writes it
+  auto comparer = core::StoredFitsComparer::Create(expected_fits, gzip, path);
   if (!comparer.ok()) {
     return absl::InternalError(absl::StrCat("cannot compare with the existing output: ",
                                             comparer.status().message()));
@@ -39,8 +40,8 @@ absl::StatusOr<ExistingOutput> MatchExistingOutput(
   }
   const int64_t size = static_cast<int64_t>(st.st_size);
   if (!(*comparer)->SizeCanMatch(size)) {
-    return Different(path, absl::StrCat("it has ", size, " bytes, the new frame ",
-                                        (*comparer)->expected_size(), " uncompressed"));
+    return Different(path, absl::StrCat("it has ", size, " bytes, the new file ",
+                                        (*comparer)->expected_size(), gzip ? " uncompressed" : ""));
   }
   // The hash is of the bytes as they are on disk, as the first reply's was of the bytes
   // it wrote; it is computed in the same pass as the comparison.

@@ -264,24 +264,32 @@ absl::Status SpexdClient::Extract(v1::ExtractHeader header, const std::string* u
     v1::ExtractResponse resp;
     absl::Status callback_status;
     bool summary = false;
+    // Once a callback has seen data, a retry would repeat it; messages no callback takes
+    // (ExtractToServerFile's header and progress) leave the call retryable, so that a
+    // server lost mid-frame is asked again (a file it wrote is then kept: docs/service.md).
+    auto seen = [&](bool taken) {
+      if (taken) attempt->retryable = false;
+      return taken;
+    };
     while (callback_status.ok() && stream->Read(&resp)) {
-      attempt->retryable = false;  // the caller has seen data: a retry would repeat it
       switch (resp.kind_case()) {
         case v1::ExtractResponse::kHeader:
-          if (cb.on_header) callback_status = cb.on_header(resp.header());
+          if (seen(bool(cb.on_header))) callback_status = cb.on_header(resp.header());
           break;
         case v1::ExtractResponse::kBundle:
-          if (cb.on_bundle) callback_status = cb.on_bundle(std::move(*resp.mutable_bundle()));
+          if (seen(bool(cb.on_bundle))) {
+            callback_status = cb.on_bundle(std::move(*resp.mutable_bundle()));
+          }
           break;
         case v1::ExtractResponse::kModel:
-          if (cb.on_model) callback_status = cb.on_model(resp.model());
+          if (seen(bool(cb.on_model))) callback_status = cb.on_model(resp.model());
           break;
         case v1::ExtractResponse::kProducts:
-          if (cb.on_products) callback_status = cb.on_products(resp.products());
+          if (seen(bool(cb.on_products))) callback_status = cb.on_products(resp.products());
           break;
         case v1::ExtractResponse::kSummary:
           summary = true;
-          if (cb.on_summary) cb.on_summary(resp.summary());
+          if (seen(bool(cb.on_summary))) cb.on_summary(resp.summary());
           break;
         default:
           break;  // a newer server's message kind: ignore

@@ -97,8 +97,8 @@ class SpexdClient {
   // Runs ExtractFrame (or ExtractBundles when `subset`). With `upload` non-null the
   // image bytes are streamed in chunks (header.upload_size is set here); else
   // header.server_path or header.cuda_image must be set. Retries on UNAVAILABLE and a full queue only while
-  // nothing has been received, so callbacks never see a message twice. OK only after
-  // the summary.
+  // no callback has been given a message, so callbacks never see a message twice. OK
+  // only after the summary.
   absl::Status Extract(v1::ExtractHeader header, const std::string* upload, bool subset,
                        const ExtractCallbacks& callbacks);
 
@@ -116,8 +116,11 @@ class SpexdClient {
   // header.server_model_path, when set) atomically into its output roots and streams no
   // arrays (results_to_file_only is set here). Returns the summary, which names the
   // files with their sizes and SHA-256. Errors as Extract; an output outside the server's
-  // output roots is PERMISSION_DENIED, an existing file without header.overwrite
-  // ALREADY_EXISTS.
+  // output roots is PERMISSION_DENIED. Without header.overwrite, a file already at a
+  // name is kept when it is the frame this request writes (checksum dates aside: a
+  // retry gets the first reply's path, size and SHA-256), else ALREADY_EXISTS. Retries
+  // UNAVAILABLE until the summary arrives (header and progress are no callback's), so a
+  // server lost mid-frame or after writing is asked again.
   absl::StatusOr<v1::ExtractSummary> ExtractToServerFile(v1::ExtractHeader header,
                                                          const std::string* upload, bool subset);
 

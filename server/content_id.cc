@@ -6,18 +6,26 @@
 
 namespace spexd::server {
 
-std::string Sha256Hex(const std::string& bytes) { return Sha256Hex({absl::string_view(bytes)}); }
+struct Sha256Stream::Context {
+  std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> md{EVP_MD_CTX_new(), &EVP_MD_CTX_free};
+};
 
-std::string Sha256Hex(const std::vector<absl::string_view>& pieces) {
-  std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> ctx(EVP_MD_CTX_new(), &EVP_MD_CTX_free);
+Sha256Stream::Sha256Stream() : ctx_(std::make_unique<Context>()) {
+  ok_ = ctx_->md != nullptr && EVP_DigestInit_ex(ctx_->md.get(), EVP_sha256(), nullptr) == 1;
+}
+
+Sha256Stream::~Sha256Stream() = default;
+
+void Sha256Stream::Update(absl::string_view bytes) {
+  ok_ = ok_ && EVP_DigestUpdate(ctx_->md.get(), bytes.data(), bytes.size()) == 1;
+}
+
+std::string Sha256Stream::HexDigest() {
   unsigned char digest[EVP_MAX_MD_SIZE];
   unsigned int len = 0;
-  bool ok = ctx != nullptr && EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr) == 1;
-  for (absl::string_view p : pieces) {
-    ok = ok && EVP_DigestUpdate(ctx.get(), p.data(), p.size()) == 1;
-  }
-  ok = ok && EVP_DigestFinal_ex(ctx.get(), digest, &len) == 1;
-  if (!ok) return std::string();  // only on an OpenSSL failure; callers treat "" as an error
+  ok_ = ok_ && EVP_DigestFinal_ex(ctx_->md.get(), digest, &len) == 1;
+  if (!ok_) return std::string();
+  ok_ = false;  // finalised
   static constexpr char kHex[] = "0123456789abcdef";
   std::string out;
   out.reserve(2 * len);
@@ -26,6 +34,14 @@ std::string Sha256Hex(const std::vector<absl::string_view>& pieces) {
     out.push_back(kHex[digest[i] & 0xf]);
   }
   return out;
+}
+
+std::string Sha256Hex(const std::string& bytes) { return Sha256Hex({absl::string_view(bytes)}); }
+
+std::string Sha256Hex(const std::vector<absl::string_view>& pieces) {
+  Sha256Stream sha;
+  for (absl::string_view p : pieces) sha.Update(p);
+  return sha.HexDigest();
 }
 
 }  // namespace spexd::server

@@ -3,6 +3,7 @@
 #ifndef SPEXD_SERVER_CONTENT_ID_H_
 #define SPEXD_SERVER_CONTENT_ID_H_
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,24 @@ namespace spexd::server {
 std::string Sha256Hex(const std::string& bytes);
 // The same of the concatenation of `pieces` (a file held in parts).
 std::string Sha256Hex(const std::vector<absl::string_view>& pieces);
+
+// The same, fed piece by piece (a file read in blocks, never held whole).
+class Sha256Stream {
+ public:
+  Sha256Stream();
+  ~Sha256Stream();
+  Sha256Stream(const Sha256Stream&) = delete;
+  Sha256Stream& operator=(const Sha256Stream&) = delete;
+  void Update(absl::string_view bytes);
+  // The hex digest of everything fed; "" on an OpenSSL failure (callers treat it as an
+  // error). Once.
+  std::string HexDigest();
+
+ private:
+  struct Context;
+  std::unique_ptr<Context> ctx_;
+  bool ok_ = false;
+};
 
 }  // namespace spexd::server
 

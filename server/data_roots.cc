@@ -302,7 +302,7 @@ absl::StatusOr<int> DataRoots::OpenOutputDir(const std::string& path, const Writ
             "output path '", path, "' is the request's own input or PSF: never overwritten"));
       }
     }
-    if (refuse.ok() && !policy.overwrite) {
+    if (refuse.ok() && !policy.overwrite && !policy.keep_same) {
       refuse = absl::AlreadyExistsError(absl::StrCat(
           "output path '", path, "' exists; set overwrite in the request to replace it"));
     }
@@ -379,7 +379,52 @@ absl::StatusOr<DataRoots::PendingOutput> DataRoots::CreateOutput(const std::stri
   return out;
 }
 
-absl::StatusOr<std::string> DataRoots::PendingOutput::Commit() {
+absl::StatusOr<bool> DataRoots::PendingOutput::KeepExisting(const SameCheck& same) {
+  if (fd_ < 0) return absl::FailedPreconditionError(absl::StrCat(path_, ": already committed"));
+  if (overwrite_) return false;
+  absl::StatusOr<bool> keep = MatchExisting(same);
+  if (keep.ok() && *keep) Release();  // the pending output goes: nothing is written
+  return keep;
+}
+
+absl::StatusOr<bool> DataRoots::PendingOutput::MatchExisting(const SameCheck& same) const {
+  const absl::Status not_regular = absl::PermissionDeniedError(
+      absl::StrCat("output path '", path_, "' exists and is not a regular file"));
+  // Looked at before it is opened: opening a device (even O_NONBLOCK) can act on it.
+  struct stat named {};
+  if (::fstatat(dirfd_, name_.c_str(), &named, AT_SYMLINK_NOFOLLOW) != 0) {
+    if (errno == ENOENT) return false;
+    return absl::PermissionDeniedError(absl::StrCat(path_, ": ", std::strerror(errno)));
+  }
+  if (!S_ISREG(named.st_mode)) return not_regular;
+  const int fd = ::openat(dirfd_, name_.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+  if (fd < 0) {
+    if (errno == ENOENT) return false;  // removed meanwhile: nothing to keep
+    if (errno == ELOOP) return not_regular;
+    return absl::PermissionDeniedError(absl::StrCat(path_, ": cannot open: ", std::strerror(errno)));
+  }
+  OpenFile file(fd, "", 0);  // closes it
+  struct stat before {}, after {};
+  if (::fstat(fd, &before) != 0 || !S_ISREG(before.st_mode)) return not_regular;
+  if (absl::Status st = same(fd); !st.ok()) return st;
+  // What was compared must still be the file at the name, unchanged, or the reply would
+  // name something else.
+  auto same_time = [](const timespec& a, const timespec& b) {
+    return a.tv_sec == b.tv_sec && a.tv_nsec == b.tv_nsec;
+  };
+  if (::fstat(fd, &after) != 0 ||
+      ::fstatat(dirfd_, name_.c_str(), &named, AT_SYMLINK_NOFOLLOW) != 0 ||
+      named.st_dev != before.st_dev || named.st_ino != before.st_ino ||
+      after.st_size != before.st_size || !same_time(after.st_mtim, before.st_mtim) ||
+      !same_time(after.st_ctim, before.st_ctim)) {
+    return absl::AbortedError(absl::StrCat("output path '", path_,
+                                           "' changed while it was compared with the new output"));
+  }
+  return true;
+}
+
+absl::StatusOr<std::string> DataRoots::PendingOutput::Commit(const SameCheck& same, bool* kept) {
+  if (kept != nullptr) *kept = false;
   if (fd_ < 0) return absl::FailedPreconditionError(absl::StrCat(path_, ": already committed"));
   absl::Status st;
   if (::fsync(fd_) != 0) {
@@ -417,6 +462,14 @@ absl::StatusOr<std::string> DataRoots::PendingOutput::Commit() {
   ::unlinkat(dirfd_, tmp_.c_str(), 0);  // gone after a rename; the leftover otherwise
   tmp_.clear();
   if (st.ok()) ::fsync(dirfd_);  // the new name survives a crash
+  if (absl::IsAlreadyExists(st) && same) {
+    // A file created since KeepExisting (or a caller that skipped it): RENAME_NOREPLACE
+    // left it in place; it is kept if it is this output (a concurrent identical request).
+    absl::StatusOr<bool> keep = MatchExisting(same);
+    if (!keep.ok()) st = keep.status();
+    if (keep.ok() && *keep) st = absl::OkStatus();
+    if (keep.ok() && *keep && kept != nullptr) *kept = true;
+  }
   Release();
   if (!st.ok()) return st;
   return canonical_;

@@ -8,6 +8,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -73,12 +74,16 @@ class DataRoots {
   static absl::StatusOr<FileId> IdOf(int fd);
   struct WritePolicy {
     bool overwrite = false;          // replace an existing regular file
+    // Without overwrite: an existing regular file is not refused by the checks but left
+    // to the commit, which keeps it when it is the same output (PendingOutput::
+    // KeepExisting: a retried request gets the same answer) and refuses it otherwise.
+    bool keep_same = false;
     std::vector<FileId> protected_;  // never replaced, even with overwrite
   };
   // Checks an output path before any work: its directory must exist inside a root; an
-  // existing file there is refused (ALREADY_EXISTS) unless `policy.overwrite`, and
-  // always when it is not a regular file (PERMISSION_DENIED) or is protected
-  // (INVALID_ARGUMENT). Returns the canonical path.
+  // existing file there is refused (ALREADY_EXISTS) unless `policy.overwrite` or
+  // `policy.keep_same`, and always when it is not a regular file (PERMISSION_DENIED) or
+  // is protected (INVALID_ARGUMENT). Returns the canonical path.
   absl::StatusOr<std::string> CheckOutput(const std::string& path, const WritePolicy& policy) const;
   // An output file being written (CreateOutput): a temporary in the confined directory,
   // unnamed (O_TMPFILE) where the filesystem allows, else hidden and named
@@ -95,16 +100,31 @@ class DataRoots {
     ~PendingOutput();
     int fd() const { return fd_; }  // open for writing until Commit or destruction
     bool named_temporary() const { return !tmp_.empty() && !unnamed_; }
+    // Decides on a file already at the output's name: given a read-only descriptor of it
+    // (opened on the confined directory, O_NOFOLLOW, a regular file), returns OK when it
+    // is the output being written, ALREADY_EXISTS (or another error) when not.
+    using SameCheck = std::function<absl::Status(int fd)>;
+    // Without overwrite, whether a file already has the output's name and `same` accepts
+    // it: then this output is dropped (nothing written, the file untouched) and true is
+    // returned. False when no file has the name (Commit next). Otherwise `same`'s error;
+    // PERMISSION_DENIED for a name that is not a regular file; ABORTED when the file is
+    // replaced or changed (inode, size, mtime or ctime) while `same` reads it, since the
+    // answer would then name something else than what was compared.
+    absl::StatusOr<bool> KeepExisting(const SameCheck& same);
     // fsync, then the name: renamed over the output (without overwrite: RENAME_NOREPLACE,
     // or link() where the filesystem lacks it, so a file created meanwhile is not
-    // replaced: ALREADY_EXISTS), and the directory synced. Returns the canonical path.
+    // replaced: ALREADY_EXISTS, unless `same` is given and accepts it as KeepExisting
+    // does, which sets *kept), and the directory synced. Returns the canonical path.
     // Once; on failure nothing is left.
-    absl::StatusOr<std::string> Commit();
+    absl::StatusOr<std::string> Commit(const SameCheck& same = {}, bool* kept = nullptr);
+    const std::string& canonical() const { return canonical_; }
 
    private:
     friend class DataRoots;
     PendingOutput() = default;
     void Release();
+    // KeepExisting's check, leaving this output as it is.
+    absl::StatusOr<bool> MatchExisting(const SameCheck& same) const;
     int dirfd_ = -1, fd_ = -1;
     bool unnamed_ = false, overwrite_ = false;
     std::string path_, name_, tmp_, canonical_;

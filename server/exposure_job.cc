@@ -108,6 +108,7 @@ ExposureRun::Frame ExposureRun::CheckFrame(const JobEnvironment& env, v1::Extrac
   if (!f.refused.ok()) return f;
   DataRoots::WritePolicy policy;
   policy.overwrite = h.overwrite();
+  policy.keep_same = true;  // an existing file is compared with the new one at the end
   if (auto out = env.output_roots->CheckOutput(h.server_output_path(), policy); !out.ok()) {
     f.refused = out.status();
     return f;

@@ -319,6 +319,7 @@ class ExtractReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, gr
     if (!h.server_output_path().empty()) {
       DataRoots::WritePolicy policy;
       policy.overwrite = h.overwrite();
+      policy.keep_same = true;  // an existing file is compared with the new one at the end
       auto out = service_->env.output_roots->CheckOutput(h.server_output_path(), policy);
       if (!out.ok()) return out.status();
     }

@@ -36,6 +36,10 @@ class JobMetrics {
   void Bundle(double seconds, const core::BundleResult& bundle) {
     if (metrics_ != nullptr) metrics_->ObserveBundle(seconds, bundle);
   }
+  // A server-written file's end: written, kept_identical or refused_different.
+  void OutputFile(const char* outcome) {
+    if (metrics_ != nullptr) metrics_->CountOutputFile(outcome);
+  }
   // The job ended after running on a worker for `seconds`.
   void Frame(double seconds) {
     if (metrics_ != nullptr) metrics_->ObserveFrame(seconds);

@@ -10,13 +10,13 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "core/base/parallel_for.h"
 #include "core/base/status_macros.h"
 #include "core/frame/frame_writer.h"
 #include "core/frame/usable_data.h"
 #include "server/content_id.h"
 #include "server/cuda_request.h"
 #include "server/extract_job.h"
+#include "server/output_files.h"
 #include "server/proto_convert.h"
 
 namespace spexd::server {
@@ -125,6 +125,8 @@ bool JobOutput::float32_arrays() const {
 
 void JobOutput::ProtectReadFiles(const std::vector<DataRoots::FileId>& read_files) {
   output_policy_.overwrite = request_.header.overwrite();
+  // An existing file is compared at the commit (output_files.h), not refused here.
+  output_policy_.keep_same = true;
   output_policy_.protected_ = read_files;
   // The PSF file, when it was loaded from a server path (its source is that path).
   const std::string& psf_source = request_.psf->source_name();
@@ -305,34 +307,6 @@ core::FrameMetadata JobOutput::FileMetadata() const {
   return meta;
 }
 
-namespace {
-
-// Writes a FITS file (gzip for a .gz name, as CFITSIO and desispec write it) through the
-// output roots; its canonical path, size and SHA-256 go to `path`, `bytes`, `sha256`. The
-// hash (~40 ms for an r frame, sequential by nature) runs on a `pool` thread beside the
-// write and its fsync, when one is free (issue 22 item 4).
-absl::Status WriteServerFile(const DataRoots& roots, const std::string& requested,
-                             absl::StatusOr<std::string> fits,
-                             const DataRoots::WritePolicy& policy, core::TaskPool* pool,
-                             std::string* path, int64_t* bytes, std::string* sha256) {
-  if (!fits.ok()) return fits.status();
-  SPEXD_ASSIGN_OR_RETURN(std::string stored, core::FitsBytesForPath(requested, *std::move(fits)));
-  absl::StatusOr<std::string> written;
-  core::ParallelFor(pool, 2, 2, [&](int, int task) {
-    if (task == 0) {
-      written = roots.WriteFile(requested, stored, policy);
-    } else {
-      *sha256 = Sha256Hex(stored);
-    }
-  });
-  if (!written.ok()) return written.status();
-  *path = *std::move(written);
-  *bytes = static_cast<int64_t>(stored.size());
-  return absl::OkStatus();
-}
-
-}  // namespace
-
 absl::Status JobOutput::PrepareProgressiveFile(const std::vector<int>& bundles) {
   const core::PatchPlan& plan = geometry_->plan();
   std::vector<int> listed = ListedBundles(bundles);
@@ -362,27 +336,11 @@ absl::Status JobOutput::PrepareProgressiveFile(const std::vector<int>& bundles) 
   return absl::OkStatus();
 }
 
-absl::Status JobOutput::FinishProgressiveFile(const core::Frame& frame, v1::ExtractSummary* s) {
+absl::Status JobOutput::FinishProgressiveFile(const core::Frame& frame) {
   const absl::Status rows = row_writer_->Wait();
   stages_["output_file_rows"] += row_writer_->seconds();
   SPEXD_RETURN_IF_ERROR(rows);
-  SPEXD_RETURN_IF_ERROR(progressive_->Finish(frame));
-  // The SHA-256 from the bytes in memory (the file's own, pieces()), beside the fsync and
-  // rename: reading 70 MB back would only add a pass over the page cache.
-  absl::StatusOr<std::string> path = absl::InternalError("not written");
-  std::string sha;
-  core::ParallelFor(env_.decode_pool, 2, 2, [&](int, int task) {
-    if (task == 0) {
-      path = frame_file_->Commit();
-    } else {
-      sha = Sha256Hex(progressive_->pieces());
-    }
-  });
-  if (!path.ok()) return path.status();
-  s->set_server_output_path(*std::move(path));
-  s->set_server_output_bytes(progressive_->size());
-  s->set_server_output_sha256(std::move(sha));
-  return absl::OkStatus();
+  return progressive_->Finish(frame);
 }
 
 absl::Status JobOutput::WriteFiles(const core::Frame& frame, v1::ExtractSummary* s) {
@@ -393,24 +351,32 @@ absl::Status JobOutput::WriteFiles(const core::Frame& frame, v1::ExtractSummary*
   // thread alone: ~0.3 s of one core per r frame before (issue 22 item 4).
   core::FitsWriteOptions write_options;
   write_options.pool = env_.decode_pool;
-  int64_t bytes = 0;
+  // Staged, then committed together: a file already at a name is kept when it is the
+  // same frame (a retry), and refuses the request with nothing written when it is not.
+  OutputFiles files(*env_.output_roots, output_policy_, metrics_, env_.decode_pool);
   if (progressive_ != nullptr) {
-    SPEXD_RETURN_IF_ERROR(FinishProgressiveFile(frame, s));
+    SPEXD_RETURN_IF_ERROR(FinishProgressiveFile(frame));
+    // Its bytes stay in memory (progressive_) for the hash and a comparison.
+    files.StageWritten(h.server_output_path(), *std::move(frame_file_), progressive_->pieces());
+    frame_file_.reset();
   } else {
-    SPEXD_RETURN_IF_ERROR(WriteServerFile(*env_.output_roots, h.server_output_path(),
-                                          core::FrameToFits(frame, meta, write_options),
-                                          output_policy_, env_.decode_pool,
-                                          s->mutable_server_output_path(), &bytes,
-                                          s->mutable_server_output_sha256()));
-    s->set_server_output_bytes(bytes);
+    SPEXD_ASSIGN_OR_RETURN(std::string fits, core::FrameToFits(frame, meta, write_options));
+    SPEXD_RETURN_IF_ERROR(files.Stage(h.server_output_path(), std::move(fits)));
   }
-  if (h.server_model_path().empty()) return absl::OkStatus();
-  SPEXD_RETURN_IF_ERROR(WriteServerFile(*env_.output_roots, h.server_model_path(),
-                                        core::ModelToFits(frame, meta, write_options),
-                                        output_policy_, env_.decode_pool,
-                                        s->mutable_server_model_path(), &bytes,
-                                        s->mutable_server_model_sha256()));
-  s->set_server_model_bytes(bytes);
+  if (!h.server_model_path().empty()) {
+    SPEXD_ASSIGN_OR_RETURN(std::string fits, core::ModelToFits(frame, meta, write_options));
+    SPEXD_RETURN_IF_ERROR(files.Stage(h.server_model_path(), std::move(fits)));
+  }
+  SPEXD_RETURN_IF_ERROR(files.CommitAll());
+  const std::vector<OutputFiles::Written>& w = files.written();
+  s->set_server_output_path(w[0].path);
+  s->set_server_output_bytes(w[0].bytes);
+  s->set_server_output_sha256(w[0].sha256);
+  if (w.size() > 1) {
+    s->set_server_model_path(w[1].path);
+    s->set_server_model_bytes(w[1].bytes);
+    s->set_server_model_sha256(w[1].sha256);
+  }
   return absl::OkStatus();
 }
 

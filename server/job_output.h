@@ -91,17 +91,20 @@ class JobOutput {
   // Checks a server-side output path (server_output_path or server_model_path).
   absl::Status CheckOutputPath(const std::string& out);
   void ProtectReadFiles(const std::vector<DataRoots::FileId>& read_files);
-  // The server-side desispec frame file and, with server_model_path, the model file;
-  // their paths, sizes and SHA-256 go into `summary`. The wavelengths become the
-  // uncorrected grid under --barycentric-correction.
+  // The server-side desispec frame file and, with server_model_path, the model file
+  // (OutputFiles: a file already there is kept when it is the same frame, else the
+  // request is ALREADY_EXISTS with nothing written); their paths, sizes and SHA-256 go
+  // into `summary`. The wavelengths become the uncorrected grid under
+  // --barycentric-correction.
   absl::Status WriteFiles(const core::Frame& frame, v1::ExtractSummary* summary);
   // A plain .fits frame file written while the frame is extracted (issue 22, session 9):
   // laid out and its temporary created here (loader thread), each bundle's rows written
-  // by Bundle, the frame-wide rest, fsync and rename (beside its SHA-256) from WriteFiles.
+  // by Bundle, the frame-wide rest (FinishProgressiveFile), fsync and rename (beside its
+  // SHA-256) from WriteFiles.
   absl::Status PrepareProgressiveFile(const std::vector<int>& bundles);
   // `bundles`, or every bundle of the plan when none is listed.
   std::vector<int> ListedBundles(std::vector<int> bundles) const;
-  absl::Status FinishProgressiveFile(const core::Frame& frame, v1::ExtractSummary* summary);
+  absl::Status FinishProgressiveFile(const core::Frame& frame);
   // The frame file's header cards (and scores rule) for this request.
   core::FrameMetadata FileMetadata() const;
   // ARRAY_FLOAT32: the specmask and RAW scores of the float64 frame (FrameProducts).

@@ -115,6 +115,11 @@ void ServerMetrics::RegisterExtractionMetrics() {
                       "Worker time per extraction request (load, extract, stream)", kFrameBuckets);
   exposure_frames_ = CounterFamily(r, "spexd_exposure_frames_total",
                                    "Frames of exposures (ExtractExposure) finished, by gRPC status code");
+  output_files_ = CounterFamily(
+      r, "spexd_output_files_total",
+      "Server-written files (server_output_path, server_model_path) by outcome: written; "
+      "kept_identical (already there, the same frame: a retry's, left untouched); "
+      "refused_different (already there, another file: ALREADY_EXISTS)");
   exposure_seconds_ = SingleHistogram(r, "spexd_exposure_duration_seconds",
                                       "Exposures (ExtractExposure) from arrival to the last frame's result",
                                       kFrameBuckets);
@@ -205,6 +210,7 @@ void ServerMetrics::AddUsualSeries() {
     patches_->Add({{"outcome", outcome}});
   }
   for (const char* kind : {"upload", "write"}) stalled_->Add({{"kind", kind}});
+  for (const char* outcome : kOutputFileOutcomes) output_files_->Add({{"outcome", outcome}});
   for (const char* reason : kUploadAbortReasons) uploads_aborted_->Add({{"reason", reason}});
   for (const char* direction : {"in", "out"}) handoff_bytes_->Add({{"direction", direction}});
   for (bool realtime : {true, false}) {
@@ -241,6 +247,10 @@ void ServerMetrics::CountRequest(const std::string& rpc, const char* code) {
 
 void ServerMetrics::CountExposureFrame(const char* code) {
   exposure_frames_->Add({{"code", code}}).Increment();
+}
+
+void ServerMetrics::CountOutputFile(const char* outcome) {
+  output_files_->Add({{"outcome", outcome}}).Increment();
 }
 
 void ServerMetrics::CountStalledCall(const char* kind) {

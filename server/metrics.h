@@ -52,6 +52,10 @@ class ServerMetrics {
   // Exposures (ExtractExposure, issue 22 item 3): each frame's result by gRPC code name,
   // and each exposure's duration from arrival to its last frame's result.
   void CountExposureFrame(const char* code);
+  // A server-written file's end (output_files.h): one of kOutputFileOutcomes.
+  static constexpr const char* kOutputFileOutcomes[] = {"written", "kept_identical",
+                                                         "refused_different"};
+  void CountOutputFile(const char* outcome);
   void ObserveExposure(double seconds) { exposure_seconds_->Observe(seconds); }
   // An upload (image or PSF) ended by the server before it was complete (issue 21):
   // reason = "idle" (--upload_idle_seconds), "slow" (under --upload_min_bytes_per_second)
@@ -144,6 +148,7 @@ class ServerMetrics {
   prometheus::Gauge* running_;
   prometheus::Family<prometheus::Counter>* stalled_;
   prometheus::Family<prometheus::Counter>* exposure_frames_;
+  prometheus::Family<prometheus::Counter>* output_files_;
   prometheus::Histogram* exposure_seconds_;
   prometheus::Family<prometheus::Counter>* uploads_aborted_;
   prometheus::Family<prometheus::Histogram>* queue_wait_;

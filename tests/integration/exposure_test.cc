@@ -263,12 +263,18 @@ TEST_F(ExposureTest, SpexctlExposureWritesWhatSpexctlExtractWrites) {
       << single_out;
   ExpectSameFrameFile(a, single);
   ExpectSameFrameFile(b, single);
-  // An existing output is that frame's failure unless --overwrite.
+  // An existing output is replaced with --overwrite; without it, the same frame is kept
+  // (a re-run gets the same answer) and another one is that frame's failure.
   out.clear();
   EXPECT_EQ(spexctl(absl::StrCat("exposure ", server, " ", params, " --overwrite ", list), &out), 1);
   EXPECT_NE(out.find("2 written"), std::string::npos) << out;
+  const std::string a_bytes = ReadBytes(a);
   out.clear();
   EXPECT_EQ(spexctl(absl::StrCat("exposure ", server, " ", params, " ", list), &out), 1);
+  EXPECT_NE(out.find("OK\t" + a), std::string::npos) << out;
+  EXPECT_EQ(ReadBytes(a), a_bytes);
+  out.clear();
+  EXPECT_EQ(spexctl(absl::StrCat("exposure ", server, " ", params, " --no-scores ", list), &out), 1);
   EXPECT_NE(out.find("ALREADY_EXISTS\t" + a), std::string::npos) << out;
   {
     std::ofstream f(list);

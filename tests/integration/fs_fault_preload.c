@@ -5,12 +5,17 @@
  *   SPEXD_FAULT=enospc  such writes fail with ENOSPC (a full filesystem)
  *   SPEXD_FAULT=slow    such writes go 4 KiB at a time, 20 ms apart (a slow disk), so a
  *                       test can kill the process while a file is half written
+ *   SPEXD_FAULT=kill_after_rename  the process SIGKILLs itself just after renameat2()
+ *                       gave a file under the directory its (unhidden) name: a server
+ *                       that wrote the frame and died before its reply (a lost reply,
+ *                       tests/integration/idempotent_output_test.cc)
  * write() and pwrite() (the progressive frame file's) are both affected.
  * A file created with O_TMPFILE shows as "<dir>/#<inode> (deleted)" in /proc, so it counts
  * as under the directory. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,4 +69,26 @@ ssize_t pwrite(int fd, const void* buf, size_t count, off_t offset) {
 
 ssize_t pwrite64(int fd, const void* buf, size_t count, off_t offset) {
   return pwrite(fd, buf, count, offset);
+}
+
+typedef int (*renameat2_fn)(int, const char*, int, const char*, unsigned);
+
+int renameat2(int olddirfd, const char* oldpath, int newdirfd, const char* newpath,
+              unsigned flags) {
+  static renameat2_fn real = NULL;
+  if (real == NULL) real = (renameat2_fn)dlsym(RTLD_NEXT, "renameat2");
+  const int rc = real(olddirfd, oldpath, newdirfd, newpath, flags);
+  const char* dir = getenv("SPEXD_FAULT_DIR");
+  const char* fault = getenv("SPEXD_FAULT");
+  if (rc == 0 && dir != NULL && fault != NULL && strcmp(fault, "kill_after_rename") == 0 &&
+      newpath[0] != '.' && strchr(newpath, '/') == NULL) {
+    char link[64], target[4096];
+    snprintf(link, sizeof link, "/proc/self/fd/%d", newdirfd);
+    const ssize_t n = readlink(link, target, sizeof target - 1);
+    if (n > 0) {
+      target[n] = '\0';
+      if (strcmp(target, dir) == 0) raise(SIGKILL);
+    }
+  }
+  return rc;
 }

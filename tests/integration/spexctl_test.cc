@@ -180,10 +180,25 @@ TEST_F(SpexctlTest, ServerWrittenFrameRefusals) {
   const std::string first = absl::StrCat(args, " --server-output-path ", dir, "/again.fits");
   CliRun made = Spexctl(first);
   ASSERT_EQ(made.code, 0) << made.output;
-  CliRun exists = Spexctl(first);
+  // The "PATH SIZE bytes sha256 HEX" line.
+  auto file_line = [](const std::string& output) {
+    const std::size_t at = output.find(" bytes sha256 ");
+    if (at == std::string::npos) return std::string();
+    const std::size_t begin = output.rfind('\n', at) == std::string::npos ? 0 : output.rfind('\n', at) + 1;
+    return output.substr(begin, output.find('\n', at) - begin);
+  };
+  ASSERT_NE(file_line(made.output), "") << made.output;
+  // A re-run (a pipeline job run again after a lost reply) gets the same answer: the
+  // file is the frame it would write, so it is kept and named as the first run named it.
+  CliRun again = Spexctl(first);
+  EXPECT_EQ(again.code, 0) << again.output;
+  EXPECT_EQ(file_line(again.output), file_line(made.output)) << again.output;
+  // Another request onto it is refused: the file is another frame.
+  CliRun exists = Spexctl(first + " --no-scores");
   EXPECT_EQ(exists.code, 1);
   EXPECT_NE(exists.output.find("ALREADY_EXISTS"), std::string::npos) << exists.output;
-  CliRun replaced = Spexctl(first + " --server-overwrite");
+  EXPECT_NE(exists.output.find("different content"), std::string::npos) << exists.output;
+  CliRun replaced = Spexctl(first + " --no-scores --server-overwrite");
   EXPECT_EQ(replaced.code, 0) << replaced.output;
   CliRun bad_wire = Spexctl(absl::StrCat(ExtractArgs(), " ", server_flag_, " -o ", out_,
                                          "/w.fits --wire-precision float16"));

@@ -258,6 +258,24 @@ class SharedRetryPolicyTest(unittest.TestCase):
         with self.assertRaises(spexd.InvalidArgument):
             _channel.Retrier(policy).pause_or_raise(self.Refusal(grpc.StatusCode.INVALID_ARGUMENT))
 
+    def test_a_file_only_stream_is_retried_after_its_header(self):
+        # extract_to_server hands its consumer nothing but the summary: a server lost after
+        # the header (or after writing the frame) is asked again, and a bundle stream not.
+        import types
+        from spexd import _channel
+        from spexd.client import StreamState
+        down = self.Refusal(grpc.StatusCode.UNAVAILABLE)
+        client = types.SimpleNamespace(policy=_channel.Policy(retries=3))
+        for file_only in (True, False):
+            spec = types.SimpleNamespace(file_only=file_only, psf_id="a" * 64)
+            state = StreamState(client, spec)
+            state._asm = types.SimpleNamespace(header=pb.FrameHeader())
+            if file_only:
+                self.assertGreater(state._after_error(down), 0)
+            else:
+                with self.assertRaises(spexd.Unavailable):
+                    state._after_error(down)
+
     def test_connect_checks_the_arguments_once(self):
         from spexd import _channel
         for bad in (dict(), dict(server="h:1", retries=0), dict(server="h:1", queue_wait=-1),

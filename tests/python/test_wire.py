@@ -10,6 +10,7 @@ import gzip
 import hashlib
 import os
 import shutil
+import time
 import unittest
 
 import numpy as np
@@ -122,8 +123,21 @@ class ServerWrittenTest(FitsCompare):
         self.check_summary(s, out)
         first = os.path.join(d, "srv-aio-first.fits.gz")
         shutil.copy(out, first)
+        st = os.stat(out)
+        time.sleep(1.05)  # another second in the checksum dates of what the retry writes
+        # The same request again (a retry whose first reply was lost): the file is kept
+        # and named with the first reply's size and SHA-256.
+        again = asyncio.run(run(False))
+        self.assertEqual((again.server_output_path, again.server_output_bytes,
+                          again.server_output_sha256),
+                         (s.server_output_path, s.server_output_bytes, s.server_output_sha256))
+        self.assertEqual((os.stat(out).st_ino, os.stat(out).st_mtime_ns), (st.st_ino, st.st_mtime_ns))
+        # Another request onto it is refused.
         with self.assertRaises(spexd.AlreadyExists):
-            asyncio.run(run(False))
+            async def other():
+                async with spexd.aio.Client(SERVER.target) as c:
+                    return await c.extract_to_server(out, no_scores=True, **kw)
+            asyncio.run(other())
         s2 = asyncio.run(run(True))
         self.check_summary(s2, out)  # (the gzip size may differ: CHECKSUM comments hold a time)
         self.assertSameFits(first, out)

@@ -289,5 +289,114 @@ TEST(PendingOutputTest, DroppedLeavesNothingAndCommitKeepsTheRules) {
   EXPECT_EQ(roots->CreateOutput(out, {}).status().code(), absl::StatusCode::kAlreadyExists);
 }
 
+// A file already at the name, with keep_same (a retried request, docs/service.md): not
+// refused up front; KeepExisting (and a commit that finds one created meanwhile) hands
+// it to the caller's check through a confined read-only descriptor, keeps it untouched
+// and drops the pending output when the check accepts it, and never replaces it.
+TEST(PendingOutputTest, KeepExistingAsksTheCheckAndNeverReplaces) {
+  const std::string root = testing::MakeTempDir();
+  auto roots = DataRoots::Create({root});
+  ASSERT_TRUE(roots.ok());
+  const std::string out = root + "/frame.fits";
+  DataRoots::WritePolicy keep;
+  keep.keep_same = true;
+  // The check: the file holds `want` (read through the descriptor it is given).
+  auto holds = [](const std::string& want) {
+    return [want](int fd) -> absl::Status {
+      char buf[64] = {0};
+      const ssize_t n = ::pread(fd, buf, sizeof buf, 0);
+      if (n >= 0 && std::string(buf, static_cast<std::size_t>(n)) == want) {
+        return absl::OkStatus();
+      }
+      return absl::AlreadyExistsError("different");
+    };
+  };
+  for (bool unnamed : {true, false}) {
+    SCOPED_TRACE(unnamed ? "unnamed temporary" : "named temporary");
+    Touch(out, "ours");
+    struct stat before {};
+    ASSERT_EQ(::stat(out.c_str(), &before), 0);
+    ASSERT_TRUE(roots->CheckOutput(out, keep).ok());  // not refused up front
+    {  // The same: kept, this output dropped, nothing else left.
+      auto pending = roots->CreateOutput(out, keep, unnamed);
+      ASSERT_TRUE(pending.ok()) << pending.status();
+      ASSERT_EQ(::pwrite(pending->fd(), "new!", 4, 0), 4);
+      auto kept = pending->KeepExisting(holds("ours"));
+      ASSERT_TRUE(kept.ok()) << kept.status();
+      EXPECT_TRUE(*kept);
+      EXPECT_EQ(pending->fd(), -1);
+      EXPECT_EQ(CountEntries(root), 1);
+    }
+    struct stat after {};
+    ASSERT_EQ(::stat(out.c_str(), &after), 0);
+    EXPECT_EQ(after.st_ino, before.st_ino);
+    EXPECT_EQ(testing::ReadBytes(out), "ours");
+    {  // Different: the check's error; the output stays pending (the caller drops it).
+      auto pending = roots->CreateOutput(out, keep, unnamed);
+      ASSERT_TRUE(pending.ok()) << pending.status();
+      EXPECT_EQ(pending->KeepExisting(holds("other")).status().code(),
+                absl::StatusCode::kAlreadyExists);
+      EXPECT_GE(pending->fd(), 0);
+      // ...and a commit never replaces the file.
+      EXPECT_EQ(pending->Commit(holds("other")).status().code(), absl::StatusCode::kAlreadyExists);
+    }
+    EXPECT_EQ(testing::ReadBytes(out), "ours");
+    EXPECT_EQ(CountEntries(root), 1);
+    // A file that appears after KeepExisting: the commit's rename leaves it and asks.
+    ASSERT_EQ(::unlink(out.c_str()), 0);
+    {
+      auto pending = roots->CreateOutput(out, keep, unnamed);
+      ASSERT_TRUE(pending.ok()) << pending.status();
+      auto none = pending->KeepExisting(holds("ours"));
+      ASSERT_TRUE(none.ok());
+      EXPECT_FALSE(*none);
+      Touch(out, "ours");
+      bool kept = false;
+      auto path = pending->Commit(holds("ours"), &kept);
+      ASSERT_TRUE(path.ok()) << path.status();
+      EXPECT_EQ(*path, out);
+      EXPECT_TRUE(kept);
+      EXPECT_EQ(CountEntries(root), 1);
+    }
+    // A file changed while the check reads it: ABORTED, not kept.
+    {
+      auto pending = roots->CreateOutput(out, keep, unnamed);
+      ASSERT_TRUE(pending.ok());
+      auto changed = pending->KeepExisting([&](int) {
+        std::ofstream(out, std::ios::app) << "+";
+        return absl::OkStatus();
+      });
+      EXPECT_EQ(changed.status().code(), absl::StatusCode::kAborted) << changed.status();
+    }
+    ASSERT_EQ(::unlink(out.c_str()), 0);
+    EXPECT_EQ(CountEntries(root), 0);
+  }
+  // Not a regular file at the name (a symlink, here to a file inside the root): refused
+  // before the check is asked, and the link is never followed.
+  Touch(root + "/target.fits", "ours");
+  ASSERT_EQ(::symlink((root + "/target.fits").c_str(), out.c_str()), 0);
+  EXPECT_EQ(roots->CheckOutput(out, keep).status().code(), absl::StatusCode::kPermissionDenied);
+  ASSERT_EQ(::unlink(out.c_str()), 0);
+  auto pending = roots->CreateOutput(out, keep);
+  ASSERT_TRUE(pending.ok());
+  ASSERT_EQ(::symlink((root + "/target.fits").c_str(), out.c_str()), 0);
+  bool asked = false;
+  auto link = pending->KeepExisting([&](int) {
+    asked = true;
+    return absl::OkStatus();
+  });
+  EXPECT_EQ(link.status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_FALSE(asked);
+  // With overwrite there is nothing to keep: the file is replaced at the commit.
+  ASSERT_EQ(::unlink(out.c_str()), 0);
+  Touch(out, "ours");
+  keep.overwrite = true;
+  auto replacing = roots->CreateOutput(out, keep);
+  ASSERT_TRUE(replacing.ok());
+  auto kept = replacing->KeepExisting(holds("ours"));
+  ASSERT_TRUE(kept.ok());
+  EXPECT_FALSE(*kept);
+}
+
 }  // namespace
 }  // namespace spexd::server

@@ -160,7 +160,11 @@ class StreamState:
     def _after_error(self, rpc_error):
         """After a failed attempt: True to load the PSF again, else the pause before the
         next attempt (or it raises, _channel.after_stream_error)."""
-        received = self._asm is not None and self._asm.header is not None
+        # A file-only stream (extract_to_server) hands its consumer nothing but the
+        # summary: asking again after a lost server repeats nothing (a frame it wrote is
+        # then kept and named, docs/service.md "Server-written frames").
+        received = (self._asm is not None and self._asm.header is not None
+                    and not self._spec.file_only)
         action = _channel.after_stream_error(rpc_error, received, self._reloaded,
                                              self._spec.psf_id is None, self._retrier)
         self._reloaded = self._reloaded or action == _channel.RELOAD_PSF
@@ -392,8 +396,10 @@ class Client:
         ``server_model_path`` is given) atomically into its output roots; no array is
         streamed. Returns the ExtractSummary: server_output_path, server_output_bytes,
         server_output_sha256 (and server_model_*). Same other arguments as extract.
-        PermissionDenied outside the server's output roots; AlreadyExists for an existing
-        file unless ``server_overwrite``."""
+        PermissionDenied outside the server's output roots. Without ``server_overwrite``
+        a file already at a name is kept when it is the frame this request writes (the
+        checksum dates aside: a retry gets the first reply's path, size and SHA-256),
+        else AlreadyExists. UNAVAILABLE is retried until the summary arrives."""
         stream = BundleStream(self, file_only_spec(server_output_path, server_model_path,
                                                    server_overwrite, kwargs))
         for _ in stream:

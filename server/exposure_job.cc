@@ -163,10 +163,7 @@ absl::Status ExposureRun::StopStatus() const {
   return absl::CancelledError("the exposure was cancelled before this frame finished");
 }
 
-void ExposureRun::Start(Scheduler::Ticket admission) {
-  admitted_ = Clock::now();
-  Fill(std::move(admission));
-}
+void ExposureRun::Start(Scheduler::Ticket admission) { Fill(std::move(admission)); }
 
 void ExposureRun::Fill(Scheduler::Ticket admission) {
   const int n = static_cast<int>(frames_.size());
@@ -200,7 +197,6 @@ void ExposureRun::Fill(Scheduler::Ticket admission) {
     request.arrived = arrived_;
     request.admitted = Clock::now();
     request.deadline = deadline_;
-    request.ordered_from = admitted_;
     request.subset = false;
     Scheduler::Ticket ticket =
         admission.valid() ? std::move(admission) : scheduler_->ReserveAdmitted(realtime_);

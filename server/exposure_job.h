@@ -6,8 +6,8 @@
 // loader and worker busy, Window) and submits the next frame as each one ends, so that
 // one large exposure neither fills the queue for everyone else nor holds decoded images
 // it cannot extract yet; the scheduler orders all admitted frames earliest deadline first
-// within their priority (Job::deadline), frames without one by the exposure's admission
-// (JobRequest::ordered_from), as one frame alone would be. Each frame's end (success or its own error) is
+// within their priority (Job::deadline; a frame without one as if due a horizon after its
+// own submission, like a single frame). Each frame's end (success or its own error) is
 // reported at once to the ExposureSink; a failed frame never stops the others. gRPC-free:
 // the reactor (server/exposure_service.cc) is the sink.
 #ifndef SPEXD_SERVER_EXPOSURE_JOB_H_
@@ -100,7 +100,6 @@ class ExposureRun : public std::enable_shared_from_this<ExposureRun> {
   const std::string tag_;
   ExposureSink* const sink_;
   const int window_;
-  Clock::time_point admitted_;  // set by Start, before any frame is submitted
   // Each frame's input and output path, for its result (the requests move into their jobs).
   std::vector<std::pair<std::string, std::string>> paths_;
 

@@ -98,10 +98,6 @@ struct JobRequest {
   std::chrono::steady_clock::time_point admitted;  // header (and upload) received, queued
   // Absolute deadline of the call (steady clock); max() when none.
   std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
-  // Where the scheduler's no-deadline horizon starts (Job::admitted); unset: `admitted`.
-  // An exposure's frames carry the exposure's admission, so that a frame submitted late
-  // (its window) does not start the clock again.
-  std::optional<std::chrono::steady_clock::time_point> ordered_from;
 };
 
 class ExtractJob : public Job, public std::enable_shared_from_this<ExtractJob> {
@@ -116,9 +112,6 @@ class ExtractJob : public Job, public std::enable_shared_from_this<ExtractJob> {
   bool Prepare() override;
   int device() const override { return request_.cuda.device(); }
   std::chrono::steady_clock::time_point deadline() const override { return request_.deadline; }
-  std::chrono::steady_clock::time_point admitted() const override {
-    return request_.ordered_from.value_or(request_.admitted);
-  }
   void Run(core::Backend& backend, int worker, core::TaskPool& streaming) override;
   void Abandon(const absl::Status& status) override;
 

@@ -230,11 +230,11 @@ void Scheduler::ReleaseReservation(bool /*realtime*/, bool upload) {
 void Scheduler::Submit(Ticket ticket, std::shared_ptr<Job> job) {
   const bool realtime = ticket.realtime();
   const int device = job->device();
+  // From the job's own admission, an exposure's frames included (each submitted as its
+  // window frees): a frame due from the exposure's admission would, once that is past,
+  // go before every job with a deadline for as long as the exposure lasts.
   const auto now = clock_();
-  const auto admitted = job->admitted() == std::chrono::steady_clock::time_point::min()
-                            ? now
-                            : job->admitted();
-  const auto due = OrderingDeadline(job->deadline(), admitted, no_deadline_horizon_);
+  const auto due = OrderingDeadline(job->deadline(), now, no_deadline_horizon_);
   ticket.owner_ = nullptr;  // the reservation becomes the queue entry
   absl::Status abandon;
   {

@@ -45,15 +45,10 @@ class Job {
   virtual int device() const { return -1; }
   // The job's absolute deadline (steady clock), max() when none: within a priority level
   // the scheduler takes jobs earliest deadline first, FIFO among equal deadlines; a job
-  // without one is ordered as if due a horizon after admitted() (OrderingDeadline). Fixed
+  // without one is ordered as if due a horizon after its Submit (OrderingDeadline). Fixed
   // from Submit on.
   virtual std::chrono::steady_clock::time_point deadline() const {
     return std::chrono::steady_clock::time_point::max();
-  }
-  // When the request was admitted (steady clock), where that horizon starts; min(): at
-  // Submit. Fixed from Submit on.
-  virtual std::chrono::steady_clock::time_point admitted() const {
-    return std::chrono::steady_clock::time_point::min();
   }
   // On the worker's thread; `backend` belongs to that worker for the whole call.
   // `streaming` is the scheduler's streaming stage: work posted there may go on after Run
@@ -89,8 +84,9 @@ struct SchedulerOptions {
   // the host's memory).
   int64_t prefetch_memory_bytes = 0;
   int streamers_per_worker = 0;  // streaming threads added with each worker (0: StreamersPerWorker)
-  // A job without a deadline is ordered as if due this long after its admission, so that
-  // a steady stream of jobs with deadlines cannot starve it; 0: after every job with one.
+  // A job without a deadline is ordered as if due this long after its Submit (admission to
+  // the queue), so that a steady stream of jobs with deadlines cannot starve it; 0: after
+  // every job with one.
   double no_deadline_horizon_seconds = 600;
   // The time Submit and the queue-wait metric read (tests: a fake clock); empty: steady_clock.
   std::function<std::chrono::steady_clock::time_point()> clock = nullptr;

@@ -362,22 +362,6 @@ TEST_F(ExtractJobTest, ADeadlineStopsTheExtractionAsDeadlineExceeded) {
   EXPECT_LT(backend.handed_over.load(), 60);  // one per 20 ms until the deadline
 }
 
-// The scheduler's no-deadline horizon (Job::admitted) starts at the call's admission, or
-// for an exposure's frames at the exposure's, however late the frame is submitted.
-TEST_F(ExtractJobTest, TheNoDeadlineHorizonStartsAtTheCallsOrTheExposuresAdmission) {
-  FakeStream stream(cancel_);
-  JobRequest single = Request(Header());
-  const Clock::time_point admitted = single.admitted;
-  auto alone = std::make_shared<ExtractJob>(env_, std::move(single), &stream, cancel_);
-  EXPECT_EQ(alone->admitted(), admitted);
-  JobRequest frame = Request(Header());
-  const Clock::time_point exposure_admitted = frame.admitted - std::chrono::minutes(5);
-  frame.ordered_from = exposure_admitted;
-  auto of_exposure = std::make_shared<ExtractJob>(env_, std::move(frame), &stream, cancel_);
-  EXPECT_EQ(of_exposure->admitted(), exposure_admitted);
-  EXPECT_EQ(of_exposure->deadline(), Clock::time_point::max());
-}
-
 // A client that stops reading: the write stalls until the watchdog cancels the call
 // (here the fake stream, after 500 ms); the streaming stops there, the call ends
 // CANCELLED with no further message, and the worker was not held by the stall.

@@ -222,7 +222,8 @@ class Scheduler {
     std::chrono::steady_clock::time_point admitted;
     bool realtime = false;
     int device = -1;  // Job::device()
-    std::chrono::steady_clock::time_point due = std::chrono::steady_clock::time_point::max();  // OrderingDeadline
+    // OrderingDeadline: Job::deadline, or for a job without one its horizon.
+    std::chrono::steady_clock::time_point due = std::chrono::steady_clock::time_point::max();
   };
   // Earliest deadline first per priority level (FIFO among equal deadlines); realtime first. A worker takes the first job it may run
   // (Job::device()), so a job bound to a GPU waits for that GPU's worker.

@@ -6,7 +6,8 @@
 // loader and worker busy, Window) and submits the next frame as each one ends, so that
 // one large exposure neither fills the queue for everyone else nor holds decoded images
 // it cannot extract yet; the scheduler orders all admitted frames earliest deadline first
-// within their priority (Job::deadline). Each frame's end (success or its own error) is
+// within their priority (Job::deadline; a frame without one as if due a horizon after its
+// own submission, like a single frame). Each frame's end (success or its own error) is
 // reported at once to the ExposureSink; a failed frame never stops the others. gRPC-free:
 // the reactor (server/exposure_service.cc) is the sink.
 #ifndef SPEXD_SERVER_EXPOSURE_JOB_H_

@@ -2,15 +2,20 @@
 // request (whole-request rules, then each frame as ExtractFrame would), admits it with
 // one queue slot, hands the frames to an ExposureRun and writes each frame's result as
 // the run reports it, then the summary. Reactions never block: the frames run on the
-// scheduler's loaders, workers and streaming stage like single frames.
+// scheduler's loaders, workers and streaming stage like single frames. The CallWatchdog
+// cuts off a client that stops reading, as for single frames: the frames run without
+// waiting for the stream, so only the cut-off stops them (and ends the call).
+#include <atomic>
 #include <deque>
 #include <memory>
+#include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "server/auth.h"
+#include "server/call_watchdog.h"
 #include "server/exposure_job.h"
 #include "server/extraction_service.h"
 #include "server/log.h"
@@ -31,20 +36,23 @@ Clock::time_point SteadyDeadline(std::chrono::system_clock::time_point deadline)
 }
 
 class ExposureReactor final : public grpc::ServerWriteReactor<v1::ExposureResponse>,
-                              public ExposureSink {
+                              public ExposureSink,
+                              public CallWatchdog::Watched {
  public:
   ExposureReactor(ServiceContext* service, grpc::CallbackServerContext* call,
                   const v1::ExposureRequest& request)
       : service_(service),
         call_(call),
+        peer_(call->peer()),
         cancel_(std::make_shared<std::atomic<bool>>(false)),
         arrived_(Clock::now()),
         deadline_(SteadyDeadline(call->deadline())) {
+    if (service_->watchdog != nullptr) service_->watchdog->Add(this);
     if (service_->env.metrics != nullptr) service_->env.metrics->AddInflight(1);
     absl::Status status = Start(request);
     if (!status.ok()) {
       Log(LogLevel::kInfo, "exposure_rejected",
-          {{"peer", call->peer()},
+          {{"peer", peer_},
            {"code", std::string(absl::StatusCodeToString(status.code()))},
            {"error", std::string(status.message())}});
       EndCall(status);
@@ -78,7 +86,32 @@ class ExposureReactor final : public grpc::ServerWriteReactor<v1::ExposureRespon
 
   void OnCancel() override { cancel_->store(true); }
 
-  void OnDone() override { delete this; }
+  void OnDone() override {
+    // No watchdog call is in progress once Remove returns.
+    if (service_->watchdog != nullptr) service_->watchdog->Remove(this);
+    delete this;
+  }
+
+  // ---- CallWatchdog::Watched (watchdog thread)
+
+  bool WaitingOnClient(CallWatchdog::Clock::time_point* since,
+                       CallWatchdog::Stall* kind) override {
+    absl::MutexLock lock(&mu_);
+    if (!writing_ || broken_) return false;
+    *since = write_started_;
+    *kind = CallWatchdog::Stall::kWrite;
+    return true;
+  }
+
+  // As ExtractReactor's: the cancel flag stops the frames (running ones at their next
+  // patch batch, queued ones before they are read, the rest are never submitted), and
+  // TryCancel fails the blocked write, whose reaction or the run's Done ends the call.
+  void Expire(CallWatchdog::Stall /*kind*/) override {
+    stalled_.store(true);
+    cancel_->store(true);
+    Log(LogLevel::kWarning, "write_stalled", {{"rpc", "ExtractExposure"}, {"peer", peer_}});
+    call_->TryCancel();
+  }
 
   // ---- ExposureSink (the run's threads)
 
@@ -128,7 +161,7 @@ class ExposureReactor final : public grpc::ServerWriteReactor<v1::ExposureRespon
     bool any_valid = false;
     for (const v1::ExtractHeader& h : request.frames()) {
       frames.push_back(ExposureRun::CheckFrame(service_->env, h, realtime));
-      frames.back().request.peer = call_->peer();
+      frames.back().request.peer = peer_;
       any_valid = any_valid || frames.back().refused.ok();
     }
     // Admitted as a whole with one slot (refused like a single frame when the queue is
@@ -140,10 +173,10 @@ class ExposureReactor final : public grpc::ServerWriteReactor<v1::ExposureRespon
       admission = *std::move(ticket);
     }
     const std::string tag = request.client_tag().empty()
-                                ? absl::StrCat("exposure@", call_->peer())
+                                ? absl::StrCat("exposure@", peer_)
                                 : request.client_tag();
     Log(LogLevel::kInfo, "exposure_admitted",
-        {{"peer", call_->peer()}, {"tag", tag}, {"frames", request.frames_size()}});
+        {{"peer", peer_}, {"tag", tag}, {"frames", request.frames_size()}});
     run_ = std::make_shared<ExposureRun>(service_->env, service_->scheduler, std::move(frames),
                                          realtime, cancel_, arrived_, deadline_, tag, this);
     run_->Start(std::move(admission));
@@ -167,11 +200,19 @@ class ExposureReactor final : public grpc::ServerWriteReactor<v1::ExposureRespon
     current_ = std::move(pending_.front());
     pending_.pop_front();
     writing_ = true;
+    write_started_ = Clock::now();
     return true;
   }
 
   // The last use of `this` by our code: gRPC may run OnDone (delete) right after Finish.
-  void EndCall(const absl::Status& status) {
+  void EndCall(absl::Status status) {
+    // A call cut off for a stalled client ends CANCELLED, whatever its frames did: that is
+    // what its client sees (and what a single frame's cut-off counts).
+    if (stalled_.load()) {
+      status = absl::CancelledError(absl::StrCat(
+          "responses not read for ", service_->env.limits.write_timeout_seconds,
+          " s (--write_timeout_seconds): the call was cancelled"));
+    }
     grpc::Status s = ToGrpcStatus(status, call_);
     if (ServerMetrics* m = service_->env.metrics; m != nullptr) {
       m->CountRequest("ExtractExposure", GrpcCodeName(s.error_code()));
@@ -182,6 +223,7 @@ class ExposureReactor final : public grpc::ServerWriteReactor<v1::ExposureRespon
 
   ServiceContext* const service_;
   grpc::CallbackServerContext* const call_;
+  const std::string peer_;
   const std::shared_ptr<std::atomic<bool>> cancel_;
   const Clock::time_point arrived_, deadline_;
   std::shared_ptr<ExposureRun> run_;  // alive until the reactor is deleted
@@ -194,6 +236,8 @@ class ExposureReactor final : public grpc::ServerWriteReactor<v1::ExposureRespon
   bool done_ ABSL_GUARDED_BY(mu_) = false;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status final_status_ ABSL_GUARDED_BY(mu_);
+  Clock::time_point write_started_ ABSL_GUARDED_BY(mu_);  // the write in flight's, for the watchdog
+  std::atomic<bool> stalled_{false};                      // the watchdog cut the call off
 };
 
 }  // namespace

@@ -78,6 +78,10 @@ ABSL_FLAG(int, streamers_per_worker, 0,
           "threads streaming responses per worker (0: 4 per GPU worker, 2 for the CPU backend): "
           "each frame being streamed or written holds its decoded planes; more let a worker run "
           "ahead of slow readers and of the frame files the server writes");
+ABSL_FLAG(double, no_deadline_horizon_seconds, 600,
+          "a request without a deadline is scheduled as if due this long after its admission, "
+          "so that requests with deadlines cannot hold it back forever (the call itself keeps "
+          "no deadline); 0: after every request that has one");
 ABSL_FLAG(bool, pin_planes, true,
           "GPU workers: decode frames into page-locked host memory (at most the frames held: "
           "prefetched, extracting, streaming; ~140 MB each), so that the upload to the GPU "
@@ -168,6 +172,7 @@ absl::StatusOr<ServerConfig> ConfigFromFlags() {
   o.parallel_inflate = absl::GetFlag(FLAGS_parallel_inflate);
   o.progressive_frame_files = absl::GetFlag(FLAGS_progressive_frame_files);
   o.streamers_per_worker = absl::GetFlag(FLAGS_streamers_per_worker);
+  o.no_deadline_horizon_seconds = absl::GetFlag(FLAGS_no_deadline_horizon_seconds);
   o.psf_cache_bytes = absl::GetFlag(FLAGS_psf_cache_bytes);
   o.limits.max_upload_bytes = absl::GetFlag(FLAGS_max_upload_bytes);
   o.limits.max_image_pixels = absl::GetFlag(FLAGS_max_image_pixels);

@@ -41,7 +41,21 @@ Scheduler::Scheduler(const SchedulerOptions& o, ServerMetrics* metrics)
       prefetch_memory_bytes_(o.prefetch_memory_bytes > 0 ? o.prefetch_memory_bytes
                                                          : DefaultPrefetchMemoryBytes()),
       streamers_per_worker_(std::max(0, o.streamers_per_worker)),
+      // Clamped (≈ 30 years) so that the conversion cannot overflow; NaN counts as 0.
+      no_deadline_horizon_(std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+          std::chrono::duration<double>(o.no_deadline_horizon_seconds > 0
+                                            ? std::min(o.no_deadline_horizon_seconds, 1e9)
+                                            : 0.0))),
+      clock_(o.clock ? o.clock : [] { return std::chrono::steady_clock::now(); }),
       metrics_(metrics) {}
+
+std::chrono::steady_clock::time_point Scheduler::OrderingDeadline(
+    std::chrono::steady_clock::time_point deadline, std::chrono::steady_clock::time_point admitted,
+    std::chrono::steady_clock::duration horizon) {
+  using TimePoint = std::chrono::steady_clock::time_point;
+  if (deadline != TimePoint::max() || horizon <= horizon.zero()) return deadline;
+  return horizon >= TimePoint::max() - admitted ? TimePoint::max() : admitted + horizon;
+}
 
 int Scheduler::PrefetchBound(int prefetch_sum, int workers, int64_t memory_bytes) {
   const int64_t by_memory = memory_bytes / kPrefetchFrameBytes;
@@ -102,11 +116,9 @@ Scheduler::Queued Scheduler::Levels::Pop() {
 void Scheduler::Levels::Push(Queued q) {
   std::deque<Queued>& level = q.realtime ? realtime : reprocessing;
   // After every job due no later than this one: EDF, FIFO among equal deadlines (jobs
-  // without a deadline have max() and simply append).
-  auto at = std::upper_bound(level.begin(), level.end(), q.deadline,
-                             [](const auto& deadline, const Queued& other) {
-                               return deadline < other.deadline;
-                             });
+  // left without one, a zero horizon, have max() and simply append).
+  auto at = std::upper_bound(level.begin(), level.end(), q.due,
+                             [](const auto& due, const Queued& other) { return due < other.due; });
   level.insert(at, std::move(q));
 }
 
@@ -218,7 +230,11 @@ void Scheduler::ReleaseReservation(bool /*realtime*/, bool upload) {
 void Scheduler::Submit(Ticket ticket, std::shared_ptr<Job> job) {
   const bool realtime = ticket.realtime();
   const int device = job->device();
-  const auto deadline = job->deadline();
+  // From the job's own admission, an exposure's frames included (each submitted as its
+  // window frees): a frame due from the exposure's admission would, once that is past,
+  // go before every job with a deadline for as long as the exposure lasts.
+  const auto now = clock_();
+  const auto due = OrderingDeadline(job->deadline(), now, no_deadline_horizon_);
   ticket.owner_ = nullptr;  // the reservation becomes the queue entry
   absl::Status abandon;
   {
@@ -234,7 +250,7 @@ void Scheduler::Submit(Ticket ticket, std::shared_ptr<Job> job) {
       abandon = absl::FailedPreconditionError(
           absl::StrCat("the request's CUDA region is on GPU ", device, ", where no worker runs"));
     } else {
-      pending_.Push(Queued{job, std::chrono::steady_clock::now(), realtime, device, deadline});
+      pending_.Push(Queued{job, now, realtime, device, due});
       PublishDepthLocked();
     }
   }
@@ -293,9 +309,8 @@ void Scheduler::LoaderLoop() {
       PublishDepthLocked();
     }
     if (metrics_ != nullptr) {
-      metrics_->ObserveQueueWait(item.realtime, std::chrono::duration<double>(
-                                                    std::chrono::steady_clock::now() - item.admitted)
-                                                    .count());
+      metrics_->ObserveQueueWait(item.realtime,
+                                 std::chrono::duration<double>(clock_() - item.admitted).count());
     }
     const bool prepared = item.job->Prepare();
     bool abandon = false;
@@ -353,8 +368,7 @@ void Scheduler::WorkerLoop(Worker* w) {
     if (prepare_here) {
       if (metrics_ != nullptr) {
         metrics_->ObserveQueueWait(
-            item.realtime,
-            std::chrono::duration<double>(std::chrono::steady_clock::now() - item.admitted).count());
+            item.realtime, std::chrono::duration<double>(clock_() - item.admitted).count());
       }
       run = item.job->Prepare();
       absl::MutexLock lock(&mu_);

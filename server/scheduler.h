@@ -17,6 +17,7 @@
 #include <atomic>
 #include <chrono>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -43,8 +44,9 @@ class Job {
   // any worker. Fixed from Submit on.
   virtual int device() const { return -1; }
   // The job's absolute deadline (steady clock), max() when none: within a priority level
-  // the scheduler takes jobs earliest deadline first, FIFO among equal deadlines (so jobs
-  // without one keep their order, after every job that has one). Fixed from Submit on.
+  // the scheduler takes jobs earliest deadline first, FIFO among equal deadlines; a job
+  // without one is ordered as if due a horizon after its Submit (OrderingDeadline). Fixed
+  // from Submit on.
   virtual std::chrono::steady_clock::time_point deadline() const {
     return std::chrono::steady_clock::time_point::max();
   }
@@ -82,6 +84,12 @@ struct SchedulerOptions {
   // the host's memory).
   int64_t prefetch_memory_bytes = 0;
   int streamers_per_worker = 0;  // streaming threads added with each worker (0: StreamersPerWorker)
+  // A job without a deadline is ordered as if due this long after its Submit (admission to
+  // the queue), so that a steady stream of jobs with deadlines cannot starve it; 0: after
+  // every job with one.
+  double no_deadline_horizon_seconds = 600;
+  // The time Submit and the queue-wait metric read (tests: a fake clock); empty: steady_clock.
+  std::function<std::chrono::steady_clock::time_point()> clock = nullptr;
 };
 
 class Scheduler {
@@ -119,6 +127,11 @@ class Scheduler {
   static int StreamersPerWorker(int requested, bool gpu_worker) {
     return requested > 0 ? requested : gpu_worker ? kGpuStreamersPerWorker : kStreamersPerWorker;
   }
+  // The deadline a job is ordered by: its own, or for a job without one (max()) `admitted
+  // + horizon` (saturating at max()); a zero horizon keeps max().
+  static std::chrono::steady_clock::time_point OrderingDeadline(
+      std::chrono::steady_clock::time_point deadline,
+      std::chrono::steady_clock::time_point admitted, std::chrono::steady_clock::duration horizon);
   // Streaming threads over the workers added so far.
   int streaming_threads();
   ~Scheduler();
@@ -163,7 +176,7 @@ class Scheduler {
   // upload is complete, then drops the upload ticket.
   absl::StatusOr<Ticket> ReserveUpload(bool realtime, bool then_queue);
   // Queues the job; realtime jobs go before every reprocessing job, earliest deadline
-  // first within a level (Job::deadline).
+  // first within a level (Job::deadline, OrderingDeadline).
   void Submit(Ticket ticket, std::shared_ptr<Job> job);
 
   // New reservations are refused from now on; queued and running jobs continue.
@@ -209,7 +222,8 @@ class Scheduler {
     std::chrono::steady_clock::time_point admitted;
     bool realtime = false;
     int device = -1;  // Job::device()
-    std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
+    // OrderingDeadline: Job::deadline, or for a job without one its horizon.
+    std::chrono::steady_clock::time_point due = std::chrono::steady_clock::time_point::max();
   };
   // Earliest deadline first per priority level (FIFO among equal deadlines); realtime first. A worker takes the first job it may run
   // (Job::device()), so a job bound to a GPU waits for that GPU's worker.
@@ -247,6 +261,8 @@ class Scheduler {
   const int prefetch_;                  // requested per worker; 0: PrefetchPerWorker
   const int64_t prefetch_memory_bytes_;  // resolved (never 0)
   const int streamers_per_worker_;       // requested; 0: StreamersPerWorker's default
+  const std::chrono::steady_clock::duration no_deadline_horizon_;
+  const std::function<std::chrono::steady_clock::time_point()> clock_;
   ServerMetrics* const metrics_;
   absl::Mutex mu_;
   Levels pending_ ABSL_GUARDED_BY(mu_);  // admitted, waiting for a loader

@@ -81,6 +81,10 @@ absl::Status ValidateServerConfig(const ServerConfig& config) {
   if (o.streamers_per_worker < 0) {
     return Bad("--streamers_per_worker must not be negative (0: the default)");
   }
+  // Written so that NaN is refused too.
+  if (!(o.no_deadline_horizon_seconds >= 0)) {
+    return Bad("--no_deadline_horizon_seconds must not be negative (0: no horizon)");
+  }
   if (o.limits.max_request_bytes < (64 << 20)) return Bad("--max_request_bytes must be at least 64 MiB");
   if (o.limits.max_message_bytes < (1 << 20) || o.limits.max_message_bytes > (64 << 20)) {
     return Bad("--max_message_bytes must be between 1 MiB and 64 MiB");

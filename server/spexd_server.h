@@ -57,6 +57,9 @@ struct ServerOptions {
   // worker, 2 for the CPU backend). More
   // let a worker run ahead of slow readers, each streaming frame holding its planes.
   int streamers_per_worker = 0;
+  // A job without a deadline is ordered as if due this long after its admission
+  // (SchedulerOptions); 0: after every job that has one.
+  double no_deadline_horizon_seconds = 600;
   int64_t psf_cache_bytes = int64_t{4} << 30;
   ServiceLimits limits;
   // TLS: PEM files; with tls_client_ca the server requires and verifies client
@@ -73,7 +76,7 @@ struct ServerOptions {
 
   SchedulerOptions Scheduling() const {
     return {max_queue, max_uploads, realtime_reserve, prefetch, prefetch_memory_bytes,
-            streamers_per_worker};
+            streamers_per_worker, no_deadline_horizon_seconds, nullptr};
   }
 };
 

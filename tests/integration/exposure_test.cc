@@ -14,12 +14,15 @@
 #include <thread>
 #include <vector>
 
+#include <grpcpp/client_context.h>
+
 #include "absl/strings/str_cat.h"
 #include "client/remote_exposure.h"
 #include "client/spexd_client.h"
 #include "core/backend/backend.h"
 #include "core/io/fits_gunzip.h"
 #include "gtest/gtest.h"
+#include "spexd/v1/spexd.grpc.pb.h"
 #include "tests/integration/service_fixture.h"
 
 namespace spexd::testing {
@@ -392,6 +395,71 @@ TEST(ExposureStopTest, DrainFinishesAnAdmittedExposureAndRefusesANewOne) {
   drain.join();
   ASSERT_TRUE(got.summary.ok()) << got.summary.status();
   EXPECT_EQ(got.summary->succeeded(), 4);  // admitted as a whole: every frame finished
+}
+
+// An exposure without a deadline behind single frames that have one (spexctl sets one):
+// its frames get the no-deadline horizon too, counted from each frame's submission. With
+// a tiny horizon they are due at once and go before the queued single frames (after the
+// one extracting and those already prepared); with 0 (the old order) after all of them.
+// Returns how many of the 8 single frames had finished when the exposure did.
+int SingleFramesDoneBeforeAnExposureWithoutADeadline(double horizon_seconds) {
+  server::ServerOptions o = TestServerOptions();
+  o.no_deadline_horizon_seconds = horizon_seconds;
+  o.backend_factory = [](std::string* reason)
+      -> absl::StatusOr<std::vector<std::unique_ptr<core::Backend>>> {
+    auto inner = core::CreateBackend(core::BackendOptions{});
+    if (!inner.ok()) return inner.status();
+    std::vector<std::unique_ptr<core::Backend>> out;
+    out.push_back(std::make_unique<SlowBackend>(*std::move(inner), 0.1));
+    *reason = "test: slow cpu";
+    return out;
+  };
+  auto server = StartServer(o);
+  EXPECT_NE(server, nullptr);
+  if (server == nullptr) return -1;
+  client::ClientOptions with_deadline;
+  with_deadline.extract_deadline_seconds = 60;
+  auto c = Connect(*server, with_deadline);
+  auto psf = c->LoadPsfFromBytes(Inputs().psf_bytes, "psf.fits");
+  EXPECT_TRUE(psf.ok()) << psf.status();
+  if (!psf.ok()) return -1;
+  constexpr int kSingles = 8;
+  std::atomic<int> singles_done{0};
+  std::vector<std::thread> singles;
+  for (int i = 0; i < kSingles; ++i) {
+    singles.emplace_back([&] {
+      v1::ExtractHeader h = SmallHeader(psf->id());
+      h.set_server_path(Inputs().frame_path);
+      EXPECT_TRUE(c->Extract(h, nullptr, false, {}).ok());
+      singles_done.fetch_add(1);
+    });
+  }
+  EXPECT_TRUE(WaitFor([&] {
+    auto info = c->GetServerInfo();
+    // Every single frame admitted (a frame between its worker and its client is in none).
+    return info.ok() && info->queue_depth() + info->running() + singles_done.load() >= kSingles;
+  }, 10));
+  // A raw call: the test clients (Connect) always set a deadline.
+  auto stub = v1::Extraction::NewStub(Channel(*server));
+  grpc::ClientContext ctx;
+  auto reader = stub->ExtractExposure(
+      &ctx, SlowExposure(psf->id(), absl::StrCat("horizon-", horizon_seconds, "-"), 2));
+  v1::ExposureResponse response;
+  int succeeded = -1;
+  while (reader->Read(&response)) {
+    if (response.has_summary()) succeeded = response.summary().succeeded();
+  }
+  const int done = singles_done.load();
+  const grpc::Status status = reader->Finish();
+  EXPECT_TRUE(status.ok()) << status.error_message();
+  EXPECT_EQ(succeeded, 2);
+  for (std::thread& t : singles) t.join();
+  return done;
+}
+
+TEST(ExposureSchedulingTest, FramesWithoutADeadlineGetTheHorizonLikeSingleFrames) {
+  EXPECT_LE(SingleFramesDoneBeforeAnExposureWithoutADeadline(0.01), 5);
+  EXPECT_EQ(SingleFramesDoneBeforeAnExposureWithoutADeadline(0), 8);  // the old order
 }
 
 }  // namespace

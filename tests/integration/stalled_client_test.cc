@@ -7,9 +7,12 @@
 #include <grpcpp/channel.h>
 #include <grpcpp/client_context.h>
 #include <grpcpp/create_channel.h>
+#include <grpcpp/security/credentials.h>
+#include <grpcpp/support/channel_arguments.h>
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <memory>
 #include <string>
 #include <thread>
@@ -243,6 +246,89 @@ TEST(StalledClientTest, AClientThatNeverReadsLosesItsWorkerAfterTheWriteTimeout)
   ctx.TryCancel();
   stream->Finish();
   EXPECT_EQ(*c->CheckHealth(), "SERVING");
+}
+
+// An exposure whose client never reads its stream, as for a single frame above: before
+// the fix the call had no cut-off; its frames ran on, their results piled up behind the
+// blocked write, and the call ended only at the client's deadline (or never). An
+// exposure's messages are small, so first many frames refused at once with long paths
+// fill the transport's buffers; then frames on a slow backend run while the write waits.
+TEST(StalledClientTest, AnExposureClientThatNeverReadsIsCutOffAndItsFramesCancelled) {
+  server::ServerOptions o = TestServerOptions();
+  o.limits.write_timeout_seconds = 1;
+  o.backend_factory = [](std::string* reason)
+      -> absl::StatusOr<std::vector<std::unique_ptr<core::Backend>>> {
+    auto inner = core::CreateBackend(core::BackendOptions{});
+    if (!inner.ok()) return inner.status();
+    *reason = "test: slow cpu";
+    std::vector<std::unique_ptr<core::Backend>> out;
+    out.push_back(std::make_unique<SlowBackend>(*std::move(inner), 0.3));  // 0.6 s a frame
+    return out;
+  };
+  auto server = StartServer(o);
+  ASSERT_NE(server, nullptr);
+  auto c = Connect(*server);
+  auto psf = c->LoadPsfFromBytes(Inputs().psf_bytes, "psf.fits");
+  ASSERT_TRUE(psf.ok()) << psf.status();
+  v1::ExposureRequest request;
+  std::string deep;  // 18 components of 200 bytes: each result carries two such paths
+  for (int i = 0; i < 18; ++i) absl::StrAppend(&deep, "/", std::string(200, 'd'));
+  for (int i = 0; i < 300; ++i) {
+    v1::ExtractHeader h = SmallHeader(std::string(64, 'f'));  // no such PSF: refused at once
+    h.set_server_path(Inputs().data_dir + deep + ".fits");
+    h.set_server_output_path(absl::StrCat(Inputs().output_dir, deep, "/", i, ".fits"));
+    *request.add_frames() = h;
+  }
+  constexpr int kFrames = 10;
+  for (int i = 0; i < kFrames; ++i) {
+    v1::ExtractHeader h = SmallHeader(psf->id());
+    h.set_server_path(Inputs().frame_path);
+    const std::string out = absl::StrCat(Inputs().output_dir, "/stalled-exposure-", i, ".fits");
+    std::remove(out.c_str());
+    h.set_server_output_path(out);
+    *request.add_frames() = h;
+  }
+  // No BDP probing: the client's window must not grow for a stream nobody reads.
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);
+  auto channel = grpc::CreateCustomChannel(absl::StrCat("127.0.0.1:", server->port()),
+                                           grpc::InsecureChannelCredentials(), args);
+  auto stub = v1::Extraction::NewStub(channel);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+  const auto t0 = Clock::now();
+  auto reader = stub->ExtractExposure(&ctx, request);
+  auto busy = [&] {
+    auto info = c->GetServerInfo();
+    return info.ok() && info->workers(0).busy();
+  };
+  ASSERT_TRUE(WaitFor(busy, 10));
+  // Never read: cut off a little after the 1 s write timeout, as a single frame is...
+  EXPECT_TRUE(WaitFor(
+      [&] { return MetricValue(*server, "spexd_stalled_calls_total{kind=\"write\"}") == 1; }, 8));
+  // ...its frames not finished are cancelled, not run to the end (10 x 0.6 s), the call
+  // ends server-side and the worker is free, long before the call's own 60 s deadline.
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        return MetricValue(*server, "spexd_exposure_frames_total{code=\"CANCELLED\"}") >= kFrames / 2;
+      },
+      5))
+      << MetricValue(*server, "spexd_exposure_frames_total{code=\"CANCELLED\"}");
+  EXPECT_TRUE(WaitFor([&] { return MetricValue(*server, "spexd_inflight_requests") == 0; }, 5));
+  EXPECT_TRUE(WaitFor([&] { return !busy(); }, 5)) << "the worker is still held";
+  EXPECT_TRUE(WaitFor([&] { return c->GetServerInfo()->queue_depth() == 0; }, 5));
+  EXPECT_LT(std::chrono::duration<double>(Clock::now() - t0).count(), 5.0);
+  EXPECT_EQ(MetricValue(*server, "spexd_requests_total{code=\"CANCELLED\",rpc=\"ExtractExposure\"}"), 1);
+  // Reading at last, the client gets what was sent before the cut-off, then CANCELLED.
+  v1::ExposureResponse response;
+  while (reader->Read(&response)) {
+  }
+  EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  // The server serves on.
+  EXPECT_EQ(*c->CheckHealth(), "SERVING");
+  v1::ExtractHeader h = SmallHeader(psf->id());
+  h.set_server_path(Inputs().frame_path);
+  EXPECT_TRUE(c->Extract(h, nullptr, false, client::ExtractCallbacks{}).ok());
 }
 
 }  // namespace

@@ -64,6 +64,9 @@ TEST(ServerConfigTest, DefaultsAreValidAndBadRangesAreRefused) {
       {[](ServerConfig& c) { c.server.shadow_parity.fraction = -0.1; }, "--shadow_parity_fraction"},
       {[](ServerConfig& c) { c.server.shadow_parity.fraction = std::nan(""); }, "--shadow_parity_fraction"},
       {[](ServerConfig& c) { c.server.shadow_parity.threads = -1; }, "--shadow_parity_threads"},
+      {[](ServerConfig& c) { c.server.no_deadline_horizon_seconds = -1; }, "--no_deadline_horizon_seconds"},
+      {[](ServerConfig& c) { c.server.no_deadline_horizon_seconds = std::nan(""); },
+       "--no_deadline_horizon_seconds"},
   };
   for (const Case& k : cases) {
     ServerConfig c;

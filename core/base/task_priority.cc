@@ -1,23 +1,10 @@
 #include "core/base/task_priority.h"
 
-#include <cstdlib>
-#include <cstring>
-
 namespace spexd::core {
 namespace {
 
 thread_local bool t_has_key = false;
 thread_local int64_t t_key = 0;
-
-// SPEXD_POOL_ORDER=fifo (read once; for benchmarks): scopes set no key, so every pool runs
-// its tasks in the order they were posted, as before the keys.
-bool Fifo() {
-  static const bool fifo = [] {
-    const char* v = std::getenv("SPEXD_POOL_ORDER");
-    return v != nullptr && std::strcmp(v, "fifo") == 0;
-  }();
-  return fifo;
-}
 
 }  // namespace
 
@@ -30,7 +17,6 @@ int64_t CurrentTaskPriority() {
 }
 
 TaskPriorityScope::TaskPriorityScope(int64_t key) : had_(t_has_key), outer_(t_key) {
-  if (Fifo()) return;
   t_has_key = true;
   t_key = key;
 }

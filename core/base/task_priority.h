@@ -19,8 +19,7 @@ namespace spexd::core {
 // task inside its key's scope, so what a task posts (e.g. a nested ParallelFor) inherits it.
 int64_t CurrentTaskPriority();
 
-// Sets this thread's key for its lifetime (nests; restores the outer one). With
-// SPEXD_POOL_ORDER=fifo in the environment (benchmarks) it sets nothing: FIFO pools.
+// Sets this thread's key for its lifetime (nests; restores the outer one).
 class TaskPriorityScope {
  public:
   explicit TaskPriorityScope(int64_t key);

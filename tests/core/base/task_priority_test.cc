@@ -4,7 +4,6 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
-#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -32,14 +31,7 @@ struct BlockedPool {
   }
 };
 
-// The tests check the keyed order; SPEXD_POOL_ORDER=fifo (a benchmark switch) turns it off.
-bool KeysOff() {
-  const char* v = std::getenv("SPEXD_POOL_ORDER");
-  return v != nullptr && std::string(v) == "fifo";
-}
-
 TEST(TaskPriorityTest, SmallestKeyFirstAndFifoAmongEqualKeys) {
-  if (KeysOff()) GTEST_SKIP() << "SPEXD_POOL_ORDER=fifo is set";
   BlockedPool p;
   {
     const TaskPriorityScope young(200);
@@ -57,7 +49,6 @@ TEST(TaskPriorityTest, SmallestKeyFirstAndFifoAmongEqualKeys) {
 }
 
 TEST(TaskPriorityTest, UnkeyedWorkKeepsFifoOrderAfterOlderRequests) {
-  if (KeysOff()) GTEST_SKIP() << "SPEXD_POOL_ORDER=fifo is set";
   BlockedPool p;
   p.pool.Post([&] { p.Record("unkeyed 1"); });
   p.pool.Post([&] { p.Record("unkeyed 2"); });
@@ -77,7 +68,6 @@ TEST(TaskPriorityTest, UnkeyedWorkKeepsFifoOrderAfterOlderRequests) {
 }
 
 TEST(TaskPriorityTest, ATaskRunsInItsKeyAndWhatItPostsInheritsIt) {
-  if (KeysOff()) GTEST_SKIP() << "SPEXD_POOL_ORDER=fifo is set";
   TaskPool pool;
   pool.AddThreads(2);
   std::vector<int64_t> seen(3, 0);
@@ -103,7 +93,6 @@ TEST(TaskPriorityTest, ATaskRunsInItsKeyAndWhatItPostsInheritsIt) {
 }
 
 TEST(TaskPriorityTest, ScopesNestAndRestore) {
-  if (KeysOff()) GTEST_SKIP() << "SPEXD_POOL_ORDER=fifo is set";
   const int64_t before = CurrentTaskPriority();
   {
     const TaskPriorityScope outer(10);

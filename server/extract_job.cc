@@ -7,7 +7,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/base/status_macros.h"
-#include "core/base/task_priority.h"
 #include "core/frame/usable_data.h"
 #include "server/log.h"
 #include "server/psf_cache.h"
@@ -69,8 +68,6 @@ void ExtractJob::Abandon(const absl::Status& status) { Complete(status); }
 // ---------------------------------------------------------------- loader thread
 
 bool ExtractJob::Prepare() {
-  // The host pool's work for this request (inflate, decode) goes before younger requests'.
-  const core::TaskPriorityScope priority(request_.arrived);
   prepare_start_ = Clock::now();
   summary_.set_upload_seconds(Seconds(request_.arrived, request_.admitted));
   absl::Status status = Stopped() ? StopStatus() : Guarded([this] { return PrepareStages(); });
@@ -117,9 +114,6 @@ absl::Status ExtractJob::PrepareGeometry(int height, int width) {
 // ---------------------------------------------------------------- worker thread
 
 void ExtractJob::Run(core::Backend& backend, int worker, core::TaskPool& streaming) {
-  // The backend's host work and the streaming task (posted below, so it inherits the key:
-  // the frame file's rows, SHA-256) go before younger requests' (core/base/task_priority.h).
-  const core::TaskPriorityScope priority(request_.arrived);
   run_start_ = Clock::now();
   worker_ = worker;
   StartHealth(backend);

@@ -3,7 +3,6 @@
 #include <string>
 #include <utility>
 
-#include "core/base/task_priority.h"
 #include "core/base/thread_name.h"
 
 namespace spexd::core {
@@ -22,10 +21,9 @@ void TaskPool::AddThreads(int n, absl::string_view name) {
 }
 
 bool TaskPool::Post(absl::AnyInvocable<void() &&> task) {
-  const int64_t key = CurrentTaskPriority();
   absl::MutexLock lock(&mu_);
   if (stopping_) return false;
-  tasks_.emplace(std::make_pair(key, posted_++), std::move(task));
+  tasks_.push_back(std::move(task));
   return true;
 }
 
@@ -39,35 +37,21 @@ void TaskPool::Shutdown() {
   // The threads leave once the queue is empty and stopping_ is set (Loop).
   for (std::thread& t : threads) t.join();
   // A pool that never had threads still runs what was posted: a posted task is owed a run.
-  while (RunFirst(/*count_running=*/false)) {
-  }
-}
-
-bool TaskPool::RunFirst(bool count_running) {
-  absl::AnyInvocable<void() &&> task;
-  int64_t key = 0;
-  {
-    absl::MutexLock lock(&mu_);
-    if (tasks_.empty()) return false;
-    auto first = tasks_.begin();
-    key = first->first.first;
-    task = std::move(first->second);
-    tasks_.erase(first);
-    if (count_running) ++running_;
-  }
-  {
-    const TaskPriorityScope scope(key);  // what the task posts inherits its key
+  for (;;) {
+    absl::AnyInvocable<void() &&> task;
+    {
+      absl::MutexLock lock(&mu_);
+      if (tasks_.empty()) return;
+      task = std::move(tasks_.front());
+      tasks_.pop_front();
+    }
     std::move(task)();
   }
-  if (count_running) {
-    absl::MutexLock lock(&mu_);
-    --running_;
-  }
-  return true;
 }
 
 void TaskPool::Loop() {
   for (;;) {
+    absl::AnyInvocable<void() &&> task;
     {
       absl::MutexLock lock(&mu_);
       auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -75,8 +59,13 @@ void TaskPool::Loop() {
       };
       mu_.Await(absl::Condition(&ready));
       if (tasks_.empty()) return;  // stopping, and nothing left to run
+      task = std::move(tasks_.front());
+      tasks_.pop_front();
+      ++running_;
     }
-    RunFirst(/*count_running=*/true);
+    std::move(task)();
+    absl::MutexLock lock(&mu_);
+    --running_;
   }
 }
 

@@ -1,6 +1,4 @@
-// A fixed set of threads that run posted tasks, smallest key first (FIFO among equal
-// keys; core/base/task_priority.h: a request's work goes by its arrival, so the oldest
-// request's tasks run first, and unkeyed work keeps FIFO order). Its owner decides how many
+// A fixed set of threads that run posted tasks in FIFO order. Its owner decides how many
 // threads it has and when it ends, so no thread outlives the object that started it
 // (issue 12: no detached threads). The server's scheduler owns one as its streaming stage:
 // a finished extraction's bundles are sent to the client there while the worker moves on;
@@ -9,9 +7,7 @@
 #ifndef SPEXD_CORE_TASK_POOL_H_
 #define SPEXD_CORE_TASK_POOL_H_
 
-#include <cstdint>
-#include <map>
-#include <utility>
+#include <deque>
 #include <thread>
 #include <vector>
 
@@ -32,9 +28,8 @@ class TaskPool {
   // Starts `n` more threads (an owner grows the pool with its workers), named `name` when
   // given (core::NameThisThread). None once Shutdown has begun.
   void AddThreads(int n, absl::string_view name = {});
-  // Queues `task` for the next free thread, with this thread's CurrentTaskPriority() as
-  // its key. Returns false, and drops the task unrun, once Shutdown has begun: the caller
-  // still owns whatever the task would have done.
+  // Queues `task` for the next free thread. Returns false, and drops the task unrun,
+  // once Shutdown has begun: the caller still owns whatever the task would have done.
   bool Post(absl::AnyInvocable<void() &&> task);
   // Refuses new tasks, waits until every task already posted has run (on the pool's
   // threads, or here when the pool has none), then joins the threads. Blocks for as long
@@ -48,13 +43,9 @@ class TaskPool {
 
  private:
   void Loop();
-  // Runs the first queued task (the caller holds no lock); false when there is none.
-  bool RunFirst(bool count_running);
 
   absl::Mutex mu_;
-  // (key, post sequence) -> task: ordered by key, then FIFO.
-  std::map<std::pair<int64_t, uint64_t>, absl::AnyInvocable<void() &&>> tasks_ ABSL_GUARDED_BY(mu_);
-  uint64_t posted_ ABSL_GUARDED_BY(mu_) = 0;
+  std::deque<absl::AnyInvocable<void() &&>> tasks_ ABSL_GUARDED_BY(mu_);
   std::vector<std::thread> threads_ ABSL_GUARDED_BY(mu_);
   int running_ ABSL_GUARDED_BY(mu_) = 0;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;

@@ -98,6 +98,7 @@ for mode in $MODES; do
   rm -rf "$W/out"/* "$W"/client-* "$W"/clog-*; mkdir -p "$W/out"
   first=$(wc -l <"$W/spexd.log")
   cpu0=$(cpu_now); threads_cpu >"$W/threads0"
+  flt0=$(awk '{print $10}' /proc/$SPID/stat); thp0=$(awk '$1 == "thp_fault_alloc" {print $2}' /proc/vmstat)
   t0=$(date +%s.%N); pids=()
   for p in $(seq "$PROCS"); do
     (
@@ -120,7 +121,11 @@ for mode in $MODES; do
   ok=1; for pid in "${pids[@]}"; do wait "$pid" || ok=0; done
   t1=$(date +%s.%N)
   cpu1=$(cpu_now); threads_cpu >"$W/threads1"
+  flt1=$(awk '{print $10}' /proc/$SPID/stat); thp1=$(awk '$1 == "thp_fault_alloc" {print $2}' /proc/vmstat)
   n=$((PROCS * FRAMES))
+  # Memory spexd maps afresh per frame (its buffer pools should make this ~0): minor page
+  # faults of the process, and transparent huge pages allocated on a fault (host-wide).
+  row "$mode: spexd minor page faults per frame $(( (flt1 - flt0) / n )), host THP faults per frame $(( (${thp1:-0} - ${thp0:-0}) / n ))"
   python3 - "$t0" "$t1" "$n" "$ref" "$mode" "$ok" "$GPUS" <<'PY'
 import sys
 t0, t1, n, ref = float(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])

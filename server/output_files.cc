@@ -21,10 +21,15 @@ OutputFiles::OutputFiles(const DataRoots& roots, DataRoots::WritePolicy policy,
 
 absl::Status OutputFiles::Stage(const std::string& requested, std::string fits) {
   const bool gz = absl::EndsWith(requested, ".gz");
-  // The compressed bytes differ from write to write (the checksum dates): a file found at
-  // a .gz name is compared inflated, with these.
-  std::string held = gz && !policy_.overwrite ? fits : std::string();
-  SPEXD_ASSIGN_OR_RETURN(std::string stored, core::FitsBytesForPath(requested, std::move(fits)));
+  std::string stored, held;
+  if (gz) {
+    SPEXD_ASSIGN_OR_RETURN(stored, core::GzipFitsBytes(fits));
+    // The compressed bytes differ from write to write (the checksum dates): a file found
+    // at a .gz name is compared inflated, with these (kept, not copied).
+    if (!policy_.overwrite) held = std::move(fits);
+  } else {
+    stored = std::move(fits);
+  }
   SPEXD_ASSIGN_OR_RETURN(DataRoots::PendingOutput pending,
                          roots_.CreateOutput(requested, policy_));
   auto f = std::make_unique<File>(requested, std::move(pending));

@@ -103,14 +103,16 @@ absl::Status WriteFileAtomically(const std::string& path, const std::string& byt
   return file.Commit();
 }
 
+absl::StatusOr<std::string> GzipFitsBytes(absl::string_view fits) { return GzipCompress(fits); }
+
 absl::StatusOr<std::string> FitsBytesForPath(const std::string& path, std::string fits) {
   if (!absl::EndsWith(path, ".gz")) return fits;
-  return GzipCompress(fits);
+  return GzipFitsBytes(fits);
 }
 
 absl::Status WriteFitsAtomically(const std::string& path, const std::string& fits) {
   if (!absl::EndsWith(path, ".gz")) return WriteFileAtomically(path, fits);
-  SPEXD_ASSIGN_OR_RETURN(std::string gz, GzipCompress(fits));
+  SPEXD_ASSIGN_OR_RETURN(std::string gz, GzipFitsBytes(fits));
   return WriteFileAtomically(path, gz);
 }
 

@@ -8,6 +8,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "core/base/task_pool.h"
 #include "core/frame/frame.h"
 #include "core/plan/extraction_params.h"
@@ -98,6 +99,9 @@ absl::Status WriteFitsAtomically(const std::string& path, const std::string& fit
 // The bytes to store for a FITS file at `path`: gzip-compressed when it ends in ".gz",
 // else `fits` unchanged (for writers with their own atomic write).
 absl::StatusOr<std::string> FitsBytesForPath(const std::string& path, std::string fits);
+// The gzip-compressed bytes of a FITS file, as FitsBytesForPath stores them for a ".gz"
+// name; `fits` is only read (a caller may keep it, e.g. to compare a file found there).
+absl::StatusOr<std::string> GzipFitsBytes(absl::string_view fits);
 
 }  // namespace spexd::core
 

@@ -2,13 +2,11 @@
 
 #include <algorithm>
 #include <cstring>
-#include <optional>
 #include <utility>
 
 #include "absl/strings/ascii.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "core/io/internal/fits_card_value.h"
+#include "core/io/internal/fits_layout.h"
 #include "core/io/internal/gzip.h"
 
 namespace spexd::core {
@@ -16,58 +14,8 @@ namespace {
 
 constexpr int64_t kRecord = 2880;  // FITS 4.0 §3.1
 constexpr int64_t kCard = 80;
-constexpr int64_t kMaxAxes = 999;  // §4.4.1.1
 
 int64_t RoundUpToRecord(int64_t n) { return (n + kRecord - 1) / kRecord * kRecord; }
-
-// The structural cards of one header (§4.4.1), as they are read.
-struct HduSize {
-  std::optional<int64_t> bitpix, naxis;
-  int64_t pcount = 0, gcount = 1;
-  std::vector<std::optional<int64_t>> axes;  // NAXISn, n = 1..NAXIS
-
-  void Read(const std::string& key, absl::string_view field) {
-    const std::optional<int64_t> v = internal::CardInteger(field);
-    if (key == "BITPIX") {
-      bitpix = v;
-    } else if (key == "NAXIS") {
-      naxis = v;
-    } else if (key == "PCOUNT") {
-      pcount = v.value_or(-1);
-    } else if (key == "GCOUNT") {
-      gcount = v.value_or(-1);
-    } else if (key.size() > 5 && key.compare(0, 5, "NAXIS") == 0) {
-      int n = 0;
-      if (absl::SimpleAtoi(key.substr(5), &n) && n >= 1 && n <= kMaxAxes) {
-        if (axes.size() < static_cast<std::size_t>(n)) axes.resize(static_cast<std::size_t>(n));
-        axes[static_cast<std::size_t>(n - 1)] = v;
-      }
-    }
-  }
-
-  // Bytes of the data unit, bounded by `limit` (the file's size); nullopt when malformed.
-  std::optional<int64_t> DataBytes(int64_t limit) const {
-    if (!bitpix || !naxis || *naxis < 0 || *naxis > kMaxAxes || pcount < 0 || gcount < 0) {
-      return std::nullopt;
-    }
-    const int64_t b = *bitpix < 0 ? -*bitpix : *bitpix;
-    if (b != 8 && b != 16 && b != 32 && b != 64) return std::nullopt;
-    int64_t values = *naxis > 0 ? 1 : 0;
-    for (int64_t i = 0; i < *naxis; ++i) {
-      if (static_cast<std::size_t>(i) >= axes.size() || !axes[static_cast<std::size_t>(i)]) {
-        return std::nullopt;
-      }
-      const int64_t len = *axes[static_cast<std::size_t>(i)];
-      if (len < 0 || (len != 0 && values > limit / len)) return std::nullopt;
-      values *= len;
-    }
-    const int64_t per_group = pcount + values;
-    if (per_group > limit || (gcount != 0 && per_group > limit / gcount)) return std::nullopt;
-    const int64_t words = gcount * per_group;
-    if (words > limit / (b / 8)) return std::nullopt;
-    return words * (b / 8);
-  }
-};
 
 }  // namespace
 
@@ -93,53 +41,46 @@ absl::StatusOr<std::unique_ptr<StoredFitsComparer>> StoredFitsComparer::Create(
     c->pieces_.push_back(p);
     c->size_ += static_cast<int64_t>(p.size());
   }
-  // Walks the headers of the new file (ours, written by FrameToFits or ModelToFits) to
-  // find the cards to skip; data units are stepped over by their declared size, so that
-  // bytes of a table that happen to spell a card are compared like any other.
-  auto invalid = [&](int hdu, absl::string_view what) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(c->name_, ": the new file's HDU ", hdu, ": ", what));
-  };
-  std::string card(kCard, ' ');
-  auto card_at = [&](int64_t at) {
-    for (int64_t done = 0; done < kCard;) {  // a card may straddle two pieces
-      const auto it = std::upper_bound(c->piece_start_.begin(), c->piece_start_.end(), at + done);
+  // The new file (ours, written by FrameToFits or ModelToFits) is walked by the checker
+  // every FITS input gets (fits_layout.h), which gives each HDU's header and data; the
+  // cards to skip are looked for in the headers only, so that bytes of a table that
+  // happen to spell a card are compared like any other.
+  auto read = [&](int64_t at, std::size_t n, char* out) {  // a range may straddle pieces
+    if (at < 0 || at + static_cast<int64_t>(n) > c->size_) return false;
+    for (std::size_t done = 0; done < n;) {
+      const int64_t pos = at + static_cast<int64_t>(done);
+      const auto it = std::upper_bound(c->piece_start_.begin(), c->piece_start_.end(), pos);
       const std::size_t i = static_cast<std::size_t>(it - c->piece_start_.begin()) - 1;
-      const int64_t off = at + done - c->piece_start_[i];
-      const int64_t n = std::min<int64_t>(kCard - done,
-                                          static_cast<int64_t>(c->pieces_[i].size()) - off);
-      std::memcpy(&card[static_cast<std::size_t>(done)], c->pieces_[i].data() + off,
-                  static_cast<std::size_t>(n));
-      done += n;
+      const std::size_t off = static_cast<std::size_t>(pos - c->piece_start_[i]);
+      const std::size_t k = std::min(n - done, c->pieces_[i].size() - off);
+      std::memcpy(out + done, c->pieces_[i].data() + off, k);
+      done += k;
     }
+    return true;
   };
-  int64_t at = 0;
-  for (int hdu = 0; at < c->size_; ++hdu) {
-    HduSize shape;
-    int64_t next = at;
-    for (bool end = false; !end; next += kCard) {
-      if (next + kCard > c->size_) return invalid(hdu, "no END card");
-      card_at(next);
+  std::vector<FitsHduSpan> spans;
+  if (absl::Status st = CheckFitsLayout(read, c->size_, c->name_, &spans); !st.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("the new file: ", st.message()));
+  }
+  std::string card(kCard, ' ');
+  for (const FitsHduSpan& hdu : spans) {
+    for (int64_t at = hdu.header_start; at < hdu.data_start; at += kCard) {
+      read(at, card.size(), card.data());
       const std::string key(absl::StripTrailingAsciiWhitespace(absl::string_view(card).substr(0, 8)));
-      end = key == "END";
-      if (end || card.compare(8, 2, "= ") != 0) continue;
-      shape.Read(key, absl::string_view(card).substr(10));
+      if (key == "END") break;
+      if (card.compare(8, 2, "= ") != 0) continue;
       if (key == "CHECKSUM") {
-        c->skips_.push_back({next + 10, next + kCard});
+        c->skips_.push_back({at + 10, at + kCard});
       } else if (key == "DATASUM") {
         // Its comment only: the value ('<digits>') is the data's sum, a pure function of it.
         const std::size_t close = card.find('\'', 11);
         const std::size_t slash = close == std::string::npos ? close : card.find('/', close);
-        if (slash != std::string::npos) {
-          c->skips_.push_back({next + static_cast<int64_t>(slash), next + kCard});
-        }
+        if (slash != std::string::npos) c->skips_.push_back({at + static_cast<int64_t>(slash), at + kCard});
       }
     }
-    const std::optional<int64_t> data = shape.DataBytes(c->size_);
-    if (!data) return invalid(hdu, "malformed structural keywords");
-    at += RoundUpToRecord(next - at) + RoundUpToRecord(*data);
   }
-  if (at != c->size_) {
+  if (spans.empty() ||
+      spans.back().data_start + RoundUpToRecord(spans.back().data_bytes) != c->size_) {
     return absl::InvalidArgumentError(
         absl::StrCat(c->name_, ": the new file's HDUs do not end where the file does"));
   }

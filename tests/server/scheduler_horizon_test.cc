@@ -9,18 +9,12 @@
 #include "absl/synchronization/mutex.h"
 #include "gtest/gtest.h"
 #include "server/scheduler.h"
+#include "tests/server/null_backend.h"
 
 namespace spexd::server {
 namespace {
 
-class NullBackend : public core::Backend {
- public:
-  std::string name() const override { return "null"; }
-  absl::StatusOr<core::ExtractionSummary> Extract(const core::ExtractionJob&,
-                                                  const core::BundleSink&) override {
-    return core::ExtractionSummary{};
-  }
-};
+using test_backends::NullBackend;
 
 TEST(SchedulerTest, OrderingDeadlineGivesJobsWithoutOneAHorizon) {
   using TimePoint = std::chrono::steady_clock::time_point;

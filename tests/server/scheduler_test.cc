@@ -15,19 +15,13 @@
 #include "core/io/psf.h"
 #include "gtest/gtest.h"
 #include "server/status_util.h"
+#include "tests/server/null_backend.h"
 #include "tests/test_support.h"
 
 namespace spexd::server {
 namespace {
 
-class NullBackend : public core::Backend {
- public:
-  std::string name() const override { return "null"; }
-  absl::StatusOr<core::ExtractionSummary> Extract(const core::ExtractionJob&,
-                                                  const core::BundleSink&) override {
-    return core::ExtractionSummary{};
-  }
-};
+using test_backends::NullBackend;
 
 // Reports a fixed amount of device memory and records the geometries it is asked to free.
 class MemoryBackend : public core::Backend {

@@ -33,8 +33,9 @@ struct Header {
 
 class LayoutChecker {
  public:
-  LayoutChecker(FitsByteReader read, std::int64_t size, absl::string_view name)
-      : read_(read), size_(size), name_(name) {}
+  LayoutChecker(FitsByteReader read, std::int64_t size, absl::string_view name,
+                std::vector<FitsHduSpan>* spans)
+      : read_(read), size_(size), name_(name), spans_(spans) {}
 
   absl::Status Check() {
     char simple[8] = {0};
@@ -52,6 +53,7 @@ class LayoutChecker {
                                          h.data_start + data_bytes, " but the file has ", size_,
                                          " bytes"));
       }
+      if (spans_ != nullptr) spans_->push_back({h.start, h.data_start, data_bytes});
       offset = h.data_start + (data_bytes + kRecord - 1) / kRecord * kRecord;
       if (!StartsExtension(offset)) return absl::OkStatus();
     }
@@ -281,12 +283,18 @@ class LayoutChecker {
   std::string extname_;  // of the HDU being checked, once its header is read
   const std::int64_t size_;
   const absl::string_view name_;
+  std::vector<FitsHduSpan>* const spans_;  // filled when set
 };
 
 }  // namespace
 
 absl::Status CheckFitsLayout(FitsByteReader read, std::int64_t size, absl::string_view name) {
-  return LayoutChecker(read, size, name).Check();
+  return LayoutChecker(read, size, name, nullptr).Check();
+}
+
+absl::Status CheckFitsLayout(FitsByteReader read, std::int64_t size, absl::string_view name,
+                             std::vector<FitsHduSpan>* spans) {
+  return LayoutChecker(read, size, name, spans).Check();
 }
 
 absl::Status CheckFitsLayout(const void* data, std::size_t size, absl::string_view name) {

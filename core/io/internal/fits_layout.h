@@ -12,6 +12,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
@@ -27,6 +28,14 @@ using FitsByteReader = absl::FunctionRef<bool(std::int64_t offset, std::size_t n
 // 4.0 §4.4.1). Bytes after the last HDU that do not start an extension are ignored, as
 // CFITSIO does.
 absl::Status CheckFitsLayout(FitsByteReader read, std::int64_t size, absl::string_view name);
+// Where one HDU lies: its header from `header_start` to `data_start` (whole records, END
+// card included), then `data_bytes` of data (without the padding to a record).
+struct FitsHduSpan {
+  std::int64_t header_start = 0, data_start = 0, data_bytes = 0;
+};
+// The same check, also giving every HDU's span, in order, when it passes.
+absl::Status CheckFitsLayout(FitsByteReader read, std::int64_t size, absl::string_view name,
+                             std::vector<FitsHduSpan>* spans);
 // The same for a file held in memory.
 absl::Status CheckFitsLayout(const void* data, std::size_t size, absl::string_view name);
 

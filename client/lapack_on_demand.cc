@@ -8,6 +8,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "core/cpu/blas_core_type.h"
 // The entry points defined below; including their declarations makes the compiler check
 // that each definition has the signature the CPU backend calls.
 #include "core/cpu/lapack_abi.h"
@@ -43,6 +44,7 @@ void Resolve(void* library, const char* name, Fn* slot, std::string* missing) {
 absl::Status Open(Routines* r) {
   // BLAS first: the reference liblapack.so.3 needs libblas.so.3. RTLD_GLOBAL as a linked
   // library would be, for core::UseSingleThreadedBlas's lookup of OpenBLAS's setter.
+  core::PresetOpenBlasCoreType();  // OpenBLAS reads it as it loads (blas_core_type.h)
   void* blas = dlopen("libblas.so.3", RTLD_NOW | RTLD_GLOBAL);
   if (blas == nullptr) {
     return absl::FailedPreconditionError(

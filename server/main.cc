@@ -19,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "core/base/status_macros.h"
+#include "core/cpu/blas_core_type.h"
 #include "server/config_file.h"
 #include "server/log.h"
 #include "server/server_config.h"
@@ -195,6 +196,7 @@ absl::StatusOr<ServerConfig> ConfigFromFlags() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  spexd::core::ReexecForOpenBlasCoreType(argv);  // before any thread (blas_core_type.h)
   using namespace spexd::server;
   // Signals are taken synchronously by sigwait below; block them before any thread
   // (gRPC, the metrics server, workers) starts so that every thread inherits the mask. SIGHUP

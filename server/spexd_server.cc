@@ -20,6 +20,7 @@
 #include "absl/synchronization/notification.h"
 #include "core/backend/cuda_module_loader.h"
 #include "core/base/parallel_for.h"
+#include "core/cpu/blas_core_type.h"
 #include "core/io/plane_buffer.h"
 #include "core/base/task_pool.h"
 #include "server/admin_service.h"
@@ -371,7 +372,8 @@ absl::StatusOr<std::unique_ptr<SpexdServer>> SpexdServer::Start(ServerOptions op
       {{"address", o.listen}, {"port", s.port}, {"metrics_port", s.metrics->exposer_port()},
        {"tls", s.context.tls}, {"mutual_tls", !o.tls_client_ca_file.empty()},
        {"auth", !o.auth_token.empty()}, {"data_roots", absl::StrJoin(s.roots->roots(), ",")},
-       {"output_roots", absl::StrJoin(s.output_roots->roots(), ",")}});
+       {"output_roots", absl::StrJoin(s.output_roots->roots(), ",")},
+       {"blas", core::BlasCoreReport()}});
   s.warmup_thread = std::thread([&s] { s.WarmUp(); });
   s.monitor_thread = std::thread([&s] { s.Monitor(); });
   return std::unique_ptr<SpexdServer>(new SpexdServer(std::move(impl)));

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "core/cpu/blas_core_type.h"
 #include "core/cpu/cpu_backend.h"
 #include "core/backend/extract_frame.h"
 #include "core/plan/geometry.h"
@@ -198,6 +199,7 @@ void PrintJson(const Args& args, int nwave, const Timings& t, const std::string&
               args.threads, std::thread::hardware_concurrency(),
               spexd::core::CompatName(args.compat));
   std::printf("  \"git_sha\": \"%s\",\n", sha != nullptr ? sha : "unknown");
+  std::printf("  \"blas\": \"%s\",\n", JsonEscape(spexd::core::BlasCoreReport()).c_str());
   std::printf("  \"psf\": \"%s\",\n  \"wavelength\": [%.6g, %.6g, %.6g],\n",
               JsonEscape(args.psf).c_str(), args.wmin, args.wmax, args.dw);
   std::printf("  \"warm_cpu_seconds\": %.3f,\n", t.warm_cpu_seconds);
@@ -227,6 +229,7 @@ void PrintJson(const Args& args, int nwave, const Timings& t, const std::string&
 }  // namespace
 
 int main(int argc, char** argv) {
+  spexd::core::ReexecForOpenBlasCoreType(argv);
   using namespace spexd::core;
   Args args;
   if (!Parse(argc, argv, &args)) return 2;

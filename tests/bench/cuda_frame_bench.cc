@@ -27,6 +27,7 @@
 
 #include "absl/status/statusor.h"
 #include "core/backend/backend.h"
+#include "core/cpu/blas_core_type.h"
 #include "core/cpu/cpu_backend.h"
 #include "core/plan/geometry.h"
 #include "core/io/preproc.h"
@@ -299,6 +300,7 @@ std::string ReportJson(const Args& args, const Report& rep, const WarmRuns& w) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  spexd::core::ReexecForOpenBlasCoreType(argv);  // the CPU check of bundles
   const Args args = Parse(argc, argv);
   core::ExtractionParams p;
   auto geo = MakeGeometry(args, &p);

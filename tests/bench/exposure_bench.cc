@@ -45,6 +45,7 @@
 #include "client/remote_exposure.h"
 #include "client/remote_extract.h"
 #include "client/spexd_client.h"
+#include "core/cpu/blas_core_type.h"
 #include "core/frame/frame_writer.h"
 #include "core/io/psf.h"
 #include "core/sim/simulator.h"
@@ -337,6 +338,7 @@ std::string WorkersText(const absl::StatusOr<spexd::v1::ServerInfo>& info) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  spexd::core::ReexecForOpenBlasCoreType(argv);  // as spexd does (blas_core_type.h)
   using namespace spexd;
   auto parsed = Parse(argc, argv);
   if (!parsed.ok()) return Fail("flags", parsed.status());

@@ -69,6 +69,7 @@
 #include "core/io/psf.h"
 #include "core/sim/simulator.h"
 #include "core/base/status_macros.h"
+#include "core/cpu/blas_core_type.h"
 #include "server/metrics.h"
 #include "server/spexd_server.h"
 #include "tests/bench/rpc_bench_clients.h"
@@ -404,6 +405,7 @@ absl::Status WriteSimulatedFrame(const spexd::core::Psf& psf, int fibers, const 
 }  // namespace
 
 int main(int argc, char** argv) {
+  spexd::core::ReexecForOpenBlasCoreType(argv);  // as spexd does (blas_core_type.h)
   using namespace spexd;
   const Args args = Parse(argc, argv);
   if (args.client_only) return RunClient(args.target, args.psf_id, args.frame, args.fibers, args.frames);

@@ -72,6 +72,9 @@ PatchWorkspace::PatchWorkspace(const PatchPlan& plan) {
           kOne, kOne);
   lapack_work.resize(static_cast<std::size_t>(std::max(wq, 1.0)) + 1);
   lapack_iwork.resize(static_cast<std::size_t>(std::max(iw, 1)) + 1);
+  block_vals.resize(static_cast<std::size_t>(plan.nper) * nt);
+  block_vecs.resize(static_cast<std::size_t>(plan.nper) * nt * nt);
+  lanes = std::make_unique<internal::LaneEigen>(static_cast<int>(nt));
   const std::size_t core = static_cast<std::size_t>(plan.nper) * plan.nwavestep;
   flux.resize(n);
   ivar.resize(n);
@@ -134,6 +137,7 @@ bool PatchExtractor::Solve(const PatchDesc& d, const double* image, const double
   timer.Lap(&ws->steps_.cholesky);
   BandInverse(d, d.core_row, ws);
   timer.Lap(&ws->steps_.inverse);
+  if (!DecomposeCoreBlocks(d, ws)) return false;
   for (int s = d.core_row; s < d.core_row + plan_.nper; ++s) {
     if (!Decorrelate(d, s, ws)) return false;
   }
@@ -225,29 +229,19 @@ void PatchExtractor::BandInverse(const PatchDesc& d, int first, PatchWorkspace* 
 }
 
 bool PatchExtractor::Decorrelate(const PatchDesc& d, int s, PatchWorkspace* ws) const {
-  // Q_s = C_ss^{-1/2} by symmetric eigen-decomposition (spec §2.10 step 2), eigenvalues
-  // clipped per compat (§2.17).
+  // Q_s = C_ss^{-1/2} = V diag(1/sqrt(w)) V^T (spec §2.10 step 2), eigenvalues clipped
+  // per compat (§2.17), from DecomposeCoreBlocks.
   const int nt = plan_.nwavetot;
   const double one_d = 1.0, zero_d = 0.0;
-  double* c = ws->cblock.data();
-  // C_ss's lower triangle, from BandInverse.
-  const double* css = ws->cfull.data() + static_cast<std::size_t>(s) * nt * (d.n + 1);
-  for (int j = 0; j < nt; ++j) {
-    std::copy(css + static_cast<std::size_t>(j) * d.n + j, css + static_cast<std::size_t>(j) * d.n + nt,
-              c + j * nt + j);
-  }
-  int info = 0;
-  int lwork = static_cast<int>(ws->lapack_work.size());
-  int liwork = static_cast<int>(ws->lapack_iwork.size());
-  dsyevd_("V", "L", &nt, c, &nt, ws->eval.data(), ws->lapack_work.data(), &lwork,
-          ws->lapack_iwork.data(), &liwork, &info, kOne, kOne);
-  if (info != 0) return false;
+  const std::size_t k = static_cast<std::size_t>(s - d.core_row);
+  const double* vals = ws->block_vals.data() + k * nt;
+  const double* c = ws->block_vecs.data() + k * nt * nt;
   double lmax = 0;
-  for (int i = 0; i < nt; ++i) lmax = std::max(lmax, ws->eval[i]);
+  for (int i = 0; i < nt; ++i) lmax = std::max(lmax, vals[i]);
   const bool cpu = options_.compat == Compat::kCpu;
   double* sv = ws->evec.data();
   for (int j = 0; j < nt; ++j) {
-    const double lam = ClippedEigenvalue(ws->eval[j], lmax, cpu);
+    const double lam = ClippedEigenvalue(vals[j], lmax, cpu);
     const double scale = 1.0 / std::sqrt(lam);
     for (int i = 0; i < nt; ++i) sv[i + j * nt] = c[i + j * nt] * scale;
   }

@@ -6,8 +6,10 @@
 #define SPEXD_CORE_PATCH_EXTRACTOR_H_
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
+#include "core/cpu/internal/lane_eigen.h"
 #include "core/plan/extraction_params.h"
 #include "core/frame/extraction_result.h"
 #include "core/frame/patch_outcome.h"
@@ -55,6 +57,10 @@ class PatchWorkspace {
   std::vector<double> lfull, cfull;       // n x n column-major: L (narrow bands only) and C
   std::vector<double> zblock;             // (kd + nwavetot) x nwavetot (band_inverse.h)
   std::vector<double> cblock, evec, eval, q;  // nwavetot x nwavetot blocks
+  // The core blocks' eigen-decompositions (patch_eigen.cc): nper x nwavetot values and
+  // nper x nwavetot^2 vectors (column-major, column j for value j).
+  std::vector<double> block_vals, block_vecs;
+  std::unique_ptr<internal::LaneEigen> lanes;
   std::vector<double> lapack_work;
   std::vector<int> lapack_iwork;
   std::vector<double> flux, ivar, rdiag, pixmask, chi2, model_col;  // patch core outputs
@@ -87,7 +93,14 @@ class PatchExtractor {
   // C = M^-1 inside the band for the patch spectra [first, nspec), into ws->cfull (needs
   // the factor from CholeskySolve): their diagonal blocks are complete and exact.
   void BandInverse(const PatchDesc& patch, int first, PatchWorkspace* ws) const;
-  // Q_s = C_ss^{-1/2}, then flux, ivar and the resolution band of spectrum s.
+  // Eigen-decompositions of the core spectra's blocks C_ss (spec §2.10 step 2) into
+  // ws->block_vals/block_vecs: four at a time in SIMD lanes (lane_eigen.h), the rest and
+  // any lane that fails by dsyevd. False if dsyevd fails.
+  bool DecomposeCoreBlocks(const PatchDesc& patch, PatchWorkspace* ws) const;
+  // One block by dsyevd into slot k of ws->block_vals/block_vecs.
+  bool DecomposeWithLapack(const PatchDesc& patch, int s, int k, PatchWorkspace* ws) const;
+  // Q_s = C_ss^{-1/2} from its decomposition, then flux, ivar and the resolution band of
+  // spectrum s.
   bool Decorrelate(const PatchDesc& patch, int s, PatchWorkspace* ws) const;
   bool KeptOutputsFinite(const PatchDesc& patch, const PatchWorkspace& ws) const;
   void BuildSparseA(const PatchDesc& patch, const Spots& spots, PatchWorkspace* ws) const;

@@ -1,0 +1,335 @@
+#include "core/cpu/internal/lane_eigen.h"
+
+#include <algorithm>
+#include <cfloat>
+#include <cmath>
+#include <cstring>
+
+namespace spexd::core::internal {
+namespace {
+
+constexpr int L = LaneEigen::kLanes;
+// One lane per matrix. aligned(8): the storage is std::vector<double>; may_alias: it is read
+// as doubles too.
+typedef double V __attribute__((vector_size(8 * L), aligned(8), may_alias));
+typedef long long Mask __attribute__((vector_size(8 * L)));
+
+#define SPEXD_LANES_INLINE inline __attribute__((always_inline))
+
+SPEXD_LANES_INLINE V Splat(double x) {
+  V v;
+  for (int l = 0; l < L; ++l) v[l] = x;
+  return v;
+}
+SPEXD_LANES_INLINE V Sqrt(V x) {
+  V r;
+  for (int l = 0; l < L; ++l) r[l] = __builtin_sqrt(x[l]);
+  return r;
+}
+SPEXD_LANES_INLINE V Abs(V x) { return x < 0 ? -x : x; }
+SPEXD_LANES_INLINE bool Any(Mask m) {
+  for (int l = 0; l < L; ++l) {
+    if (m[l]) return true;
+  }
+  return false;
+}
+
+// The working arrays as lane vectors.
+struct Work {
+  int n;
+  V* a;    // n x n, the matrix; after the reduction column k below k+1 holds reflector k
+  V* z;    // n x n, the orthogonal factor, then the eigenvectors
+  V* d;    // n, the diagonal, then the eigenvalues
+  V* e;    // n, e[i] couples i and i+1 (e[n-1] = 0)
+  V* tau;  // n, the reflectors' scales
+  V* p;    // 2n scratch
+  V* rc;   // n, a QL sweep's rotations (cos)
+  V* rs;   // n, (sin)
+};
+
+// Householder reduction to tridiagonal form, lower (as LAPACK's dsytd2 with uplo = L, on
+// the full symmetric matrix so that every inner loop runs down a contiguous column):
+// H_k = I - tau v v^T zeroes column k below row k + 1.
+SPEXD_LANES_INLINE void Tridiagonalize(const Work& w) {
+  const int n = w.n;
+  V* a = w.a;
+  V* p = w.p;
+  V* q = w.p + n;
+  for (int k = 0; k + 2 < n; ++k) {
+    V* col = a + static_cast<std::size_t>(k) * n;
+    const V alpha = col[k + 1];
+    V sigma = Splat(0.0);
+    for (int i = k + 2; i < n; ++i) sigma += col[i] * col[i];
+    const Mask flat = sigma == 0.0;  // already tridiagonal here: H_k = I
+    const V norm = Sqrt(alpha * alpha + sigma);
+    const V beta = flat ? alpha : (alpha >= 0.0 ? -norm : norm);
+    const V tau = flat ? Splat(0.0) : (beta - alpha) / (flat ? Splat(1.0) : beta);
+    const V scale = flat ? Splat(0.0) : 1.0 / (flat ? Splat(1.0) : alpha - beta);
+    for (int i = k + 2; i < n; ++i) col[i] *= scale;  // v = (1, col[k+2..])
+    w.e[k] = beta;
+    w.tau[k] = tau;
+    // p = tau A22 v, A22 = rows/columns k+1.. (full symmetric).
+    for (int i = k + 1; i < n; ++i) p[i] = Splat(0.0);
+    for (int j = k + 1; j < n; ++j) {
+      const V vj = j == k + 1 ? Splat(1.0) : col[j];
+      const V* aj = a + static_cast<std::size_t>(j) * n;
+      for (int i = k + 1; i < n; ++i) p[i] += aj[i] * vj;
+    }
+    V pv = p[k + 1];
+    for (int i = k + 2; i < n; ++i) pv += p[i] * col[i];
+    // q = p - (tau / 2)(p.v) v with p scaled by tau; A22 -= v q^T + q v^T.
+    const V half_k = 0.5 * tau * tau * pv;
+    q[k + 1] = tau * p[k + 1] - half_k;
+    for (int i = k + 2; i < n; ++i) q[i] = tau * p[i] - half_k * col[i];
+    for (int j = k + 1; j < n; ++j) {
+      const V vj = j == k + 1 ? Splat(1.0) : col[j];
+      const V qj = q[j];
+      V* aj = a + static_cast<std::size_t>(j) * n;
+      aj[k + 1] -= qj + q[k + 1] * vj;
+      for (int i = k + 2; i < n; ++i) aj[i] -= col[i] * qj + q[i] * vj;
+    }
+  }
+  for (int i = 0; i < n; ++i) w.d[i] = a[static_cast<std::size_t>(i) * n + i];
+  if (n >= 2) {
+    w.e[n - 2] = a[static_cast<std::size_t>(n - 2) * n + n - 1];
+    w.tau[n - 2] = Splat(0.0);
+  }
+  w.e[n - 1] = Splat(0.0);
+}
+
+// Z = H_0 H_1 ... H_{n-3}, accumulated backwards (H_k touches rows and columns k+1..).
+SPEXD_LANES_INLINE void FormQ(const Work& w) {
+  const int n = w.n;
+  for (std::size_t i = 0; i < static_cast<std::size_t>(n) * n; ++i) w.z[i] = Splat(0.0);
+  for (int i = 0; i < n; ++i) w.z[static_cast<std::size_t>(i) * n + i] = Splat(1.0);
+  for (int k = n - 3; k >= 0; --k) {
+    const V* v = w.a + static_cast<std::size_t>(k) * n;
+    const V tau = w.tau[k];
+    for (int j = k + 1; j < n; ++j) {
+      V* zj = w.z + static_cast<std::size_t>(j) * n;
+      V t = zj[k + 1];
+      for (int i = k + 2; i < n; ++i) t += v[i] * zj[i];
+      t *= tau;
+      zj[k + 1] -= t;
+      for (int i = k + 2; i < n; ++i) zj[i] -= t * v[i];
+    }
+  }
+}
+
+// Applies a sweep's rotations i = hi-1 .. lo (columns i, i+1 of Z) in that order, a few rows
+// at a time with column i+1 carried in registers: one load and one store per element and
+// rotation.
+SPEXD_LANES_INLINE void ApplyRotations(const Work& w, int lo, int hi) {
+  // Local copies: V may alias anything, so stores through it would reload w's fields.
+  const int n = w.n;
+  V* const z = w.z;
+  const V* const rc = w.rc;
+  const V* const rs = w.rs;
+  constexpr int R = 4;
+  int k = 0;
+  for (; k + R <= n; k += R) {
+    V carry[R];
+    for (int r = 0; r < R; ++r) carry[r] = z[static_cast<std::size_t>(hi) * n + k + r];
+    for (int i = hi - 1; i >= lo; --i) {
+      const V c = rc[i], s = rs[i];
+      V* zi = z + static_cast<std::size_t>(i) * n + k;
+      V* zi1 = z + static_cast<std::size_t>(i + 1) * n + k;
+      for (int r = 0; r < R; ++r) {
+        const V x = zi[r];
+        zi1[r] = s * x + c * carry[r];
+        carry[r] = c * x - s * carry[r];
+      }
+    }
+    for (int r = 0; r < R; ++r) z[static_cast<std::size_t>(lo) * n + k + r] = carry[r];
+  }
+  for (; k < n; ++k) {
+    V carry = z[static_cast<std::size_t>(hi) * n + k];
+    for (int i = hi - 1; i >= lo; --i) {
+      const V c = rc[i], s = rs[i];
+      const V x = z[static_cast<std::size_t>(i) * n + k];
+      z[static_cast<std::size_t>(i + 1) * n + k] = s * x + c * carry;
+      carry = c * x - s * carry;
+    }
+    z[static_cast<std::size_t>(lo) * n + k] = carry;
+  }
+}
+
+// Implicit QL with Wilkinson shifts on (d, e), rotations accumulated into Z (the textbook
+// tridiagonal QL, e.g. Golub & Van Loan §8.3, with its underflow exit). Each lane converges
+// its own eigenvalue l at its own pace; one vector sweep covers every lane's [l, m), and a
+// lane outside its own range takes identity rotations. Returns the lanes that converged
+// within 30 sweeps per eigenvalue.
+SPEXD_LANES_INLINE unsigned TridiagonalQL(const Work& w) {
+  const int n = w.n;
+  V* const d = w.d;
+  V* const e = w.e;
+  V* const rc = w.rc;
+  V* const rs = w.rs;
+  unsigned ok = (1u << L) - 1;
+  int l[L] = {}, m[L] = {}, iters[L] = {};
+  for (;;) {
+    // Per lane: the first m >= l with a negligible e[m]; l moves on past converged values.
+    int lo = n, hi = 0;
+    for (int lane = 0; lane < L; ++lane) {
+      int mm = l[lane];
+      while (l[lane] < n && (ok >> lane & 1u)) {
+        mm = l[lane];
+        for (; mm < n - 1; ++mm) {
+          const double dd = std::fabs(d[mm][lane]) + std::fabs(d[mm + 1][lane]);
+          if (std::fabs(e[mm][lane]) <= DBL_EPSILON * dd) break;
+        }
+        if (mm != l[lane]) break;
+        ++l[lane];
+        iters[lane] = 0;
+      }
+      if (l[lane] < n && (ok >> lane & 1u) && ++iters[lane] > 30) {
+        ok &= ~(1u << lane);  // the caller redoes this lane another way
+      }
+      if (l[lane] >= n || !(ok >> lane & 1u)) {
+        m[lane] = l[lane] = n;  // finished: outside every sweep
+        continue;
+      }
+      m[lane] = mm;
+      lo = std::min(lo, l[lane]);
+      hi = std::max(hi, mm);
+    }
+    if (lo >= hi) break;
+    // Per lane: the shift from the 2x2 at l, and the sweep's starting state.
+    V g, s = Splat(1.0), c = Splat(1.0), p = Splat(0.0), vl, vm;
+    for (int lane = 0; lane < L; ++lane) {
+      vl[lane] = l[lane];
+      vm[lane] = m[lane];
+      if (l[lane] >= n) {
+        g[lane] = 0.0;
+        continue;
+      }
+      const int ll = l[lane];
+      const double dl = d[ll][lane], el = e[ll][lane];
+      const double gg = (d[ll + 1][lane] - dl) / (2.0 * el);
+      const double r = std::hypot(gg, 1.0);
+      g[lane] = d[m[lane]][lane] - dl + el / (gg + std::copysign(r, gg));
+    }
+    Mask broken = Splat(0.0) != Splat(0.0);
+    for (int i = hi - 1; i >= lo; --i) {
+      const V vi = Splat(static_cast<double>(i));
+      const Mask in = (vi < vm) & (vi >= vl) & ~broken;
+      const V f = s * e[i], b = c * e[i];
+      const V r = Sqrt(f * f + g * g);  // the lanes are scaled: no overflow
+      const Mask zero = in & (r == 0.0);
+      if (Any(zero)) {  // underflow: e[m] is negligible after all; end that lane's sweep
+        d[i + 1] = zero ? d[i + 1] - p : d[i + 1];
+        for (int lane = 0; lane < L; ++lane) {
+          if (zero[lane]) e[m[lane]][lane] = 0.0;
+        }
+        broken |= zero;
+      }
+      const Mask go = in & ~zero;
+      e[i + 1] = go ? r : e[i + 1];
+      const V safe_r = go ? r : Splat(1.0);
+      const V sn = f / safe_r, cn = g / safe_r;
+      const V gi = d[i + 1] - p;
+      const V ri = (d[i] - gi) * sn + 2.0 * cn * b;
+      const V pn = sn * ri;
+      d[i + 1] = go ? gi + pn : d[i + 1];
+      p = go ? pn : p;
+      g = go ? cn * ri - b : g;
+      s = go ? sn : s;
+      c = go ? cn : c;
+      rc[i] = go ? cn : Splat(1.0);
+      rs[i] = go ? sn : Splat(0.0);
+    }
+    for (int lane = 0; lane < L; ++lane) {
+      if (l[lane] >= n || broken[lane]) continue;
+      d[l[lane]][lane] -= p[lane];
+      e[l[lane]][lane] = g[lane];
+      e[m[lane]][lane] = 0.0;
+    }
+    ApplyRotations(w, lo, hi);
+  }
+  return ok;
+}
+
+}  // namespace
+
+LaneEigen::LaneEigen(int n)
+    : n_(n),
+      a_(static_cast<std::size_t>(n) * n * L),
+      z_(static_cast<std::size_t>(n) * n * L),
+      d_(static_cast<std::size_t>(n) * L),
+      e_(static_cast<std::size_t>(n) * L),
+      tau_(static_cast<std::size_t>(n) * L),
+      work_(static_cast<std::size_t>(2 * n) * L),
+      rot_c_(static_cast<std::size_t>(n) * L),
+      rot_s_(static_cast<std::size_t>(n) * L),
+      scale_{} {}
+
+void LaneEigen::Load(const double* const* src, int ld, int count) {
+  const int n = n_;
+  for (int lane = 0; lane < L; ++lane) {
+    double amax = 0;
+    if (lane < count) {
+      for (int j = 0; j < n; ++j) {
+        for (int i = j; i < n; ++i) amax = std::max(amax, std::fabs(src[lane][i + j * ld]));
+      }
+    }
+    // A power of two near 1 / max|a| (exact scaling); 1 for a zero or non-finite matrix,
+    // whose lane then fails the finiteness check.
+    int ex = 0;
+    if (amax > 0 && std::isfinite(amax)) std::frexp(amax, &ex);
+    scale_[lane] = std::ldexp(1.0, -ex);
+    const double sc = scale_[lane];
+    for (int j = 0; j < n; ++j) {
+      for (int i = j; i < n; ++i) {
+        const double v = lane < count ? src[lane][i + j * ld] * sc : (i == j ? 1.0 : 0.0);
+        a_[(static_cast<std::size_t>(i) + static_cast<std::size_t>(j) * n) * L + lane] = v;
+        a_[(static_cast<std::size_t>(j) + static_cast<std::size_t>(i) * n) * L + lane] = v;
+      }
+    }
+  }
+}
+
+namespace {
+
+SPEXD_LANES_INLINE unsigned DecomposeLanes(const Work& w) {
+  Tridiagonalize(w);
+  FormQ(w);
+  return TridiagonalQL(w);
+}
+
+__attribute__((target("avx2,fma"))) unsigned DecomposeAvx2(const Work& w) { return DecomposeLanes(w); }
+unsigned DecomposeBaseline(const Work& w) { return DecomposeLanes(w); }
+
+}  // namespace
+
+unsigned LaneEigen::Decompose() {
+  Work w;
+  w.n = n_;
+  w.a = reinterpret_cast<V*>(a_.data());
+  w.z = reinterpret_cast<V*>(z_.data());
+  w.d = reinterpret_cast<V*>(d_.data());
+  w.e = reinterpret_cast<V*>(e_.data());
+  w.tau = reinterpret_cast<V*>(tau_.data());
+  w.p = reinterpret_cast<V*>(work_.data());
+  w.rc = reinterpret_cast<V*>(rot_c_.data());
+  w.rs = reinterpret_cast<V*>(rot_s_.data());
+  // The same operations, lane by lane, either way (no FMA contraction: -ffp-contract=off
+  // for this file), so the result does not depend on the host's vector width.
+  static const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  unsigned ok = avx2 ? DecomposeAvx2(w) : DecomposeBaseline(w);
+  for (int lane = 0; lane < L; ++lane) {
+    for (int i = 0; i < n_ && (ok >> lane & 1u); ++i) {
+      if (!std::isfinite(d_[static_cast<std::size_t>(i) * L + lane])) ok &= ~(1u << lane);
+    }
+  }
+  return ok;
+}
+
+void LaneEigen::Export(int lane, double* values, double* vectors) const {
+  const int n = n_;
+  const double unscale = 1.0 / scale_[lane];
+  for (int i = 0; i < n; ++i) values[i] = d_[static_cast<std::size_t>(i) * L + lane] * unscale;
+  const std::size_t nn = static_cast<std::size_t>(n) * n;
+  for (std::size_t i = 0; i < nn; ++i) vectors[i] = z_[i * L + lane];
+}
+
+}  // namespace spexd::core::internal

@@ -83,6 +83,13 @@ class BitReader {
   }
   const uint8_t* data() const { return data_; }
   std::size_t size() const { return size_; }
+  // The fast loop's hand-over (inflate_fast.h): it reads with its own copy of the state.
+  std::size_t pos() const { return pos_; }
+  void Resume(std::size_t pos, uint64_t buf, unsigned count) {
+    pos_ = pos;
+    buf_ = buf;
+    count_ = count;
+  }
 
  private:
   const uint8_t* data_;

@@ -57,6 +57,24 @@ inline bool CopyMatch(Sym* data, std::size_t pos, std::size_t len, std::size_t b
 template <typename Sym>
 bool InflateOutput<Sym>::Reserve(std::size_t need) {
   if (cap - pos >= need) return true;
+  if constexpr (sizeof(Sym) == 1) {
+    if (segments != nullptr) {
+      // The same sizes as one growing buffer (so the same kNoRoom), in a new segment.
+      const std::size_t before = segments->before;
+      if (before + pos + need > limit) return false;
+      const std::size_t want = std::min(limit, std::max(before + pos + need, 2 * (before + cap) + 4096));
+      ScratchBuffer<uint8_t> next(segments->pool);
+      next.Grow(want - (before + pos - kDeflateWindow), 0);
+      std::memcpy(next.data(), data + pos - kDeflateWindow, kDeflateWindow);
+      segments->used.push_back(pos);
+      segments->before = before + pos - kDeflateWindow;
+      segments->buffers.push_back(std::move(next));
+      data = segments->buffers.back().data();
+      cap = want - segments->before;
+      pos = kDeflateWindow;
+      return true;
+    }
+  }
   if (grow == nullptr || pos + need > limit) return false;
   const std::size_t want = std::min(limit, std::max(pos + need, 2 * cap + 4096));
   grow->Grow(want, pos);
@@ -180,6 +198,7 @@ InflateStatus BlockDecoder::DecodeBody(BitReader& in_ref, InflateOutput<Sym>& ou
       out.pos = pos;
       out.Reserve(kMaxMatch + kWord);  // may fail: the exact checks below then guard
       data = out.data;
+      pos = out.pos;
       cap = out.cap;
       if (cap - pos >= kFastOutRoom && in.FastRoom()) continue;
     }

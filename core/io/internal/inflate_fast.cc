@@ -19,9 +19,20 @@ SPEXD_FAST_INLINE uint64_t Load64(const uint8_t* p) {
   return w;
 }
 
-// Bits [0, n) of x, n < 64: a byte index, so that BMI2's bzhi (which reads the index's low
-// byte) takes a table entry as it is.
-SPEXD_FAST_INLINE uint64_t LowBits(uint64_t x, uint8_t n) { return x & ((uint64_t{1} << n) - 1); }
+// Bits [0, n) of x, n < 64 the low byte of `n` (a table entry's bits to drop: the entry as
+// it is). BMI2's bzhi reads just that byte, in one uop; the compiler does not pick it for
+// the mask on its own (it builds ~(-1 << n) and an and), hence the asm.
+template <bool kBmi2>
+SPEXD_FAST_INLINE uint64_t LowBits(uint64_t x, uint32_t n) {
+#if defined(__x86_64__)
+  if constexpr (kBmi2) {
+    uint64_t r;
+    asm("bzhi %2, %1, %0" : "=r"(r) : "r"(x), "r"(uint64_t{n}));
+    return r;
+  }
+#endif
+  return x & ((uint64_t{1} << (n & 0xFF)) - 1);
+}
 
 template <typename Sym>
 SPEXD_FAST_INLINE Sym Literal(uint32_t e) {
@@ -102,7 +113,7 @@ __attribute__((noinline)) void FindMarkers(const Sym* base, std::size_t pos, std
 // `buf` and the next literal/length entry looked up; the bit count is kept in the low
 // byte of `count` only, so that a whole entry (whose low byte is the bits it drops) can be
 // subtracted, and `buf` is shifted by the entry itself (x86 takes a shift count mod 64).
-template <typename Sym>
+template <typename Sym, bool kBmi2>
 SPEXD_FAST_INLINE FastLoopExit FastLoop(FastLoopState<Sym>& s) {
   constexpr uint32_t kLitMask = (1u << kLitBits) - 1, kDistMask = (1u << kDistBits) - 1;
   if (s.in_end - s.in < static_cast<std::ptrdiff_t>(kFastInRoom) ||
@@ -158,7 +169,7 @@ SPEXD_FAST_INLINE FastLoopExit FastLoop(FastLoopState<Sym>& s) {
     // distance (15 and 13).
     if (e & kSubFlag) {
       drop(e);
-      e = lit[(e >> 16) + LowBits(buf, (e >> 8) & 15)];
+      e = lit[(e >> 16) + LowBits<kBmi2>(buf, (e >> 8) & 15)];
       if (static_cast<int32_t>(e) < 0) {
         drop(e);
         *out++ = Literal<Sym>(e);
@@ -180,11 +191,11 @@ SPEXD_FAST_INLINE FastLoopExit FastLoop(FastLoopState<Sym>& s) {
     // the code (a match entry's bits 8-13 are its code length).
     uint64_t saved = buf;
     drop(e);
-    const std::size_t len = (e >> 16) + (LowBits(saved, static_cast<uint8_t>(e)) >> ((e >> 8) & 63));
+    const std::size_t len = (e >> 16) + (LowBits<kBmi2>(saved, e) >> ((e >> 8) & 63));
     uint32_t d = dist[buf & kDistMask];
     if (__builtin_expect(d & kSubFlag, 0)) {
       drop(d);
-      d = dist[(d >> 16) + LowBits(buf, (d >> 8) & 15)];
+      d = dist[(d >> 16) + LowBits<kBmi2>(buf, (d >> 8) & 15)];
     }
     if (__builtin_expect(!(d & kMatchFlag), 0)) {
       exit = FastLoopExit::kError;
@@ -192,7 +203,7 @@ SPEXD_FAST_INLINE FastLoopExit FastLoop(FastLoopState<Sym>& s) {
     }
     saved = buf;
     drop(d);
-    const std::size_t back = (d >> 16) + (LowBits(saved, static_cast<uint8_t>(d)) >> ((d >> 8) & 63));
+    const std::size_t back = (d >> 16) + (LowBits<kBmi2>(saved, d) >> ((d >> 8) & 63));
     // The next entry looked up before the copy, so that its load overlaps the copy.
     refill();
     e = lit[buf & kLitMask];
@@ -218,13 +229,13 @@ SPEXD_FAST_INLINE FastLoopExit FastLoop(FastLoopState<Sym>& s) {
 
 template <typename Sym>
 FastLoopExit PlainLoop(FastLoopState<Sym>& s) {
-  return FastLoop(s);
+  return FastLoop<Sym, false>(s);
 }
 
 #if defined(__x86_64__)
 template <typename Sym>
 __attribute__((target("bmi2"))) FastLoopExit Bmi2Loop(FastLoopState<Sym>& s) {
-  return FastLoop(s);
+  return FastLoop<Sym, true>(s);
 }
 
 bool CpuHasBmi2() {

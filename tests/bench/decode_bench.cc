@@ -15,12 +15,16 @@
 //                      [--threads T (decode pool; 0 = cores, 1 = no pool)] [--json FILE]
 //                      [--planes both|float32|float64]
 //                      [--inflate-threads 1,2,4,8] [--inflate-only 1]
+//                      [--inflate-paired N] [--inflate-bmi2 0|1]
 //
 // For each .gz input it also times the one-call inflation alone (InflateGzipInto into a
 // reused buffer, issue 22) with a pool of N - 1 threads for each N of --inflate-threads
 // (N = 1: libdeflate, as before the parallel inflation), and the parallel decoder with
 // all its chunks on one thread ("1x8 chunks": its speed per core). --inflate-only 1 skips
-// the Open/Read timings.
+// the Open/Read timings. --inflate-paired N instead alternates libdeflate and "1x8 chunks"
+// N times in one thread and prints the minimum thread CPU of each and of the phases: on a
+// shared host the steadiest comparison of the two. --inflate-bmi2 0 runs the decoder's
+// plain build where the CPU has BMI2 (core/io/internal/inflate_fast.h).
 #include <fitsio.h>
 
 #include <algorithm>
@@ -44,6 +48,7 @@
 #include "absl/strings/str_split.h"
 #include "core/base/parallel_for.h"
 #include "core/io/internal/gzip.h"
+#include "core/io/internal/inflate_fast.h"
 #include "core/io/internal/parallel_inflate.h"
 #include "core/io/plane_buffer.h"
 #include "core/io/preproc.h"
@@ -63,6 +68,8 @@ struct Args {
   std::string planes = "both";
   std::vector<int> inflate_threads = {1, 2, 4, 8};
   bool inflate_only = false;
+  int inflate_paired = 0;
+  bool inflate_bmi2 = true;
 };
 
 absl::StatusOr<Args> Parse(int argc, char** argv) {
@@ -78,6 +85,8 @@ absl::StatusOr<Args> Parse(int argc, char** argv) {
     else if (k == "--threads") a.threads = std::atoi(v);
     else if (k == "--planes") a.planes = v;
     else if (k == "--inflate-only") a.inflate_only = std::atoi(v) != 0;
+    else if (k == "--inflate-paired") a.inflate_paired = std::max(1, std::atoi(v));
+    else if (k == "--inflate-bmi2") a.inflate_bmi2 = std::atoi(v) != 0;
     else if (k == "--inflate-threads") {
       a.inflate_threads.clear();
       for (absl::string_view t : absl::StrSplit(v, ',')) a.inflate_threads.push_back(std::max(1, std::atoi(std::string(t).c_str())));
@@ -246,6 +255,45 @@ absl::StatusOr<InflateResult> TimeInflate(const std::string& path, int threads, 
   return res;
 }
 
+double ThreadCpuSeconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+// --inflate-paired: libdeflate and the parallel decoder's chunks on this thread, in turn.
+absl::Status InflatePaired(const std::string& path, int rounds) {
+  std::ifstream in(path, std::ios::binary);
+  const std::string gz((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::string out(spexd::core::GzipTrailerSize(gz), '\0');
+  spexd::core::PlaneBufferPool buffers(int64_t{1} << 30);
+  spexd::core::internal::ParallelInflateStats stats;
+  spexd::core::internal::ParallelInflateOptions one, chunks;
+  chunks.buffers = &buffers;
+  chunks.max_threads = 8;
+  chunks.stats = &stats;
+  double lib = 1e9, par = 1e9, decode = 1e9, write = 1e9, crc = 1e9;
+  for (int r = 0; r <= rounds; ++r) {  // round 0 faults the pages in
+    const double c0 = ThreadCpuSeconds();
+    auto a = spexd::core::InflateGzipInto(gz, out.data(), out.size(), path, {}, one);
+    const double c1 = ThreadCpuSeconds();
+    auto b = spexd::core::InflateGzipInto(gz, out.data(), out.size(), path, {}, chunks);
+    const double c2 = ThreadCpuSeconds();
+    if (!a.ok()) return a.status();
+    if (!b.ok()) return b.status();
+    if (r == 0) continue;
+    lib = std::min(lib, c1 - c0);
+    par = std::min(par, c2 - c1);
+    decode = std::min(decode, stats.decode_s);
+    write = std::min(write, stats.write_s);
+    crc = std::min(crc, stats.crc_s);
+  }
+  std::fprintf(stderr, "%s paired x%d (min thread CPU): libdeflate %.4f s, 1x8 chunks %.4f s (%.3f x; "
+               "bmi2 %d), phases' min wall: decode %.4f, write %.4f, crc %.4f s\n", path.c_str(), rounds, lib, par,
+               par / lib, spexd::core::internal::Bmi2FastLoopInUse() ? 1 : 0, decode, write, crc);
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -271,8 +319,16 @@ int main(int argc, char** argv) {
   if (threads > 1) pool.AddThreads(threads - 1);  // the caller is the other thread
   std::vector<Result> results;
   std::vector<InflateResult> inflates;
+  spexd::core::internal::UseBmi2FastLoop(args->inflate_bmi2);
   for (const std::string& input : args->inputs) {
     if (input.size() < 3 || input.substr(input.size() - 3) != ".gz") continue;
+    if (args->inflate_paired > 0) {
+      if (absl::Status s = InflatePaired(input, args->inflate_paired); !s.ok()) {
+        std::fprintf(stderr, "%s\n", std::string(s.message()).c_str());
+        return 1;
+      }
+      continue;
+    }
     std::vector<std::pair<int, bool>> runs;
     for (int n : args->inflate_threads) runs.emplace_back(n, true);
     runs.emplace_back(8, false);

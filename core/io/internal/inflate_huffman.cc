@@ -2,14 +2,13 @@
 
 #include <algorithm>
 
+#include "core/io/internal/inflate_fast.h"
 #include "core/io/internal/inflate_tables.h"
 
 namespace spexd::core::internal {
 namespace {
 
 constexpr std::size_t kMaxMatch = 258;  // RFC 1951 §3.2.5
-// Output room of the fast loop: a whole match and the overrun of its 16-byte copy steps.
-constexpr std::size_t kFastRoom = kMaxMatch + 16;
 
 // Looks up the next symbol of `table` and drops its code (not its extra bits); the caller
 // has refilled the reader.
@@ -23,25 +22,13 @@ inline uint32_t Decode(BitReader& r, const uint32_t* table, unsigned primary_bit
   return e;
 }
 
-// Fast loop: the entry `e` (code and extra bits) consumed at once, its length or distance
-// returned.
-inline std::size_t TakeMatchValue(BitReader& r, uint32_t e) {
-  const uint64_t bits = r.buffer();
-  const unsigned drop = DropBits(e);
-  r.Drop(drop);
-  return Value(e) + static_cast<std::size_t>((bits & ((uint64_t{1} << drop) - 1)) >> CodeBits(e));
-}
-
-// Copies the match (len, back) to data[pos, pos + len); only a 16-bit run may reach into
-// the unknown window before its output (markers). `roomy`: data has len + 16 symbols of
-// room at pos, so copies may run in 8-byte steps past the end of the match (the next
-// symbols overwrite them). False for a distance too far back.
+// The checked loop's copy of the match (len, back) to data[pos, pos + len), symbol by
+// symbol; only a 16-bit run may reach into the unknown window before its output
+// (markers). False for a distance too far back. (The fast loop has its own, inflate_fast.cc.)
 template <typename Sym>
-inline bool CopyMatch(Sym* data, std::size_t pos, std::size_t len, std::size_t back, bool roomy,
-                      std::size_t* marker_end) {
-  constexpr std::size_t kWord = 8 / sizeof(Sym);  // symbols per 8-byte copy
+inline bool CopyMatch(Sym* data, std::size_t pos, std::size_t len, std::size_t back, std::size_t* marker_end) {
   Sym* to = data + pos;
-  if (__builtin_expect(back > pos, 0)) {
+  if (back > pos) {
     if (sizeof(Sym) == 1 || back > pos + kDeflateWindow) return false;
     for (std::size_t i = 0; i < len; ++i) {
       const std::ptrdiff_t src = static_cast<std::ptrdiff_t>(pos + i) - static_cast<std::ptrdiff_t>(back);
@@ -51,26 +38,7 @@ inline bool CopyMatch(Sym* data, std::size_t pos, std::size_t len, std::size_t b
     return true;
   }
   const Sym* from = to - back;
-  Sym* const end = to + len;
-  if (roomy && back >= kWord) {
-    // Two 8-byte steps per round: a step never reads what it writes (back >= 8 bytes),
-    // only what earlier steps wrote, as the match's byte-by-byte definition does.
-    do {
-      std::memcpy(to, from, 8);
-      std::memcpy(to + kWord, from + kWord, 8);
-      to += 2 * kWord;
-      from += 2 * kWord;
-    } while (to < end);
-  } else if (roomy && back == 1) {
-    const uint64_t v = static_cast<uint64_t>(*from) * (sizeof(Sym) == 1 ? 0x0101010101010101u : 0x0001000100010001u);
-    do {
-      std::memcpy(to, &v, 8);
-      std::memcpy(to + kWord, &v, 8);
-      to += 2 * kWord;
-    } while (to < end);
-  } else {
-    for (std::size_t i = 0; i < len; ++i) to[i] = from[i];
-  }
+  for (std::size_t i = 0; i < len; ++i) to[i] = from[i];
   if (sizeof(Sym) > 1 && pos - back < *marker_end) {
     // Copied from where markers may be: look at what was copied (markers die out within
     // a few windows; a bound moved to every such copy's end would not).
@@ -89,6 +57,24 @@ inline bool CopyMatch(Sym* data, std::size_t pos, std::size_t len, std::size_t b
 template <typename Sym>
 bool InflateOutput<Sym>::Reserve(std::size_t need) {
   if (cap - pos >= need) return true;
+  if constexpr (sizeof(Sym) == 1) {
+    if (segments != nullptr) {
+      // The same sizes as one growing buffer (so the same kNoRoom), in a new segment.
+      const std::size_t before = segments->before;
+      if (before + pos + need > limit) return false;
+      const std::size_t want = std::min(limit, std::max(before + pos + need, 2 * (before + cap) + 4096));
+      ScratchBuffer<uint8_t> next(segments->pool);
+      next.Grow(want - (before + pos - kDeflateWindow), 0);
+      std::memcpy(next.data(), data + pos - kDeflateWindow, kDeflateWindow);
+      segments->used.push_back(pos);
+      segments->before = before + pos - kDeflateWindow;
+      segments->buffers.push_back(std::move(next));
+      data = segments->buffers.back().data();
+      cap = want - segments->before;
+      pos = kDeflateWindow;
+      return true;
+    }
+  }
   if (grow == nullptr || pos + need > limit) return false;
   const std::size_t want = std::min(limit, std::max(pos + need, 2 * cap + 4096));
   grow->Grow(want, pos);
@@ -194,77 +180,27 @@ InflateStatus BlockDecoder::DecodeBody(BitReader& in_ref, InflateOutput<Sym>& ou
   constexpr std::size_t kWord = 8 / sizeof(Sym);
   InflateStatus status = InflateStatus::kOk;
   for (;;) {
-    // The fast loop, while the output has room for any symbol and the input for two
-    // refills: no bounds checks, up to three literals per refill, a length or distance
-    // with its extra bits in one step, copies in 8-byte steps. Each round starts with
-    // >= 56 bits and the next entry looked up (the lookup overlaps the previous copy).
-    if (__builtin_expect(cap - pos >= kFastRoom && in.FastRoom(), 1)) {
-      in.RefillFast();
-      uint32_t e = lit[in.Bits(kLitBits)];
-      do {
-        if (e & kLitFlag) {  // <= 11 bits from the primary table: three fit in 56
-          in.Drop(DropBits(e));
-          data[pos++] = static_cast<Sym>(Value(e));
-          e = lit[in.Bits(kLitBits)];
-          if (e & kLitFlag) {
-            in.Drop(DropBits(e));
-            data[pos++] = static_cast<Sym>(Value(e));
-            e = lit[in.Bits(kLitBits)];
-            if (e & kLitFlag) {
-              in.Drop(DropBits(e));
-              data[pos++] = static_cast<Sym>(Value(e));
-              in.RefillFast();
-              e = lit[in.Bits(kLitBits)];
-              continue;
-            }
-          }
-          in.RefillFast();  // keeps the low bits that `e` was looked up with
-        }
-        if (e & kSubFlag) {
-          in.Drop(DropBits(e));
-          e = lit[Value(e) + in.Bits(CodeBits(e))];
-          if (e & kLitFlag) {
-            in.Drop(DropBits(e));
-            data[pos++] = static_cast<Sym>(Value(e));
-            in.RefillFast();
-            e = lit[in.Bits(kLitBits)];
-            continue;
-          }
-        }
-        if (__builtin_expect(!(e & kMatchFlag), 0)) {
-          // End of block (no bit read here lies past the input), or an invalid code.
-          in.Drop(DropBits(e));
-          if (!(e & kEndFlag)) status = InflateStatus::kError;
-          goto done;
-        }
-        // <= 48 bits: a length code (via a subtable: 15) and 5 extra bits, a distance
-        // code (15) and 13 extra bits.
-        const std::size_t len = TakeMatchValue(in, e);
-        uint32_t d = dist[in.Bits(kDistBits)];
-        if (d & kSubFlag) {
-          in.Drop(DropBits(d));
-          d = dist[Value(d) + in.Bits(CodeBits(d))];
-        }
-        if (__builtin_expect(!(d & kMatchFlag), 0)) {
-          status = InflateStatus::kError;
-          goto done;
-        }
-        const std::size_t back = TakeMatchValue(in, d);
-        in.RefillFast();
-        e = lit[in.Bits(kLitBits)];
-        if (!CopyMatch(data, pos, len, back, true, &marker_end)) {
-          status = InflateStatus::kError;
-          goto done;
-        }
-        pos += len;
-      } while (__builtin_expect(cap - pos >= kFastRoom && in.FastRoom(), 1));
+    // The bulk of the block, while the input and the output have room (inflate_fast.h).
+    if (__builtin_expect(cap - pos >= kFastOutRoom && in.FastRoom(), 1)) {
+      FastLoopState<Sym> f{in.data() + in.pos(), in.data() + in.size(), in.buffer(), in.count(),
+                           data, data + pos, data + cap, marker_end, lit, dist};
+      const FastLoopExit exit = RunFastLoop(f);
+      in.Resume(static_cast<std::size_t>(f.in - in.data()), f.buf, f.count);
+      pos = static_cast<std::size_t>(f.out - data);
+      marker_end = f.marker_end;
+      if (exit == FastLoopExit::kEnd) break;
+      if (exit == FastLoopExit::kError) {
+        status = InflateStatus::kError;
+        break;
+      }
     }
     if (cap - pos < kMaxMatch + kWord) {
       out.pos = pos;
       out.Reserve(kMaxMatch + kWord);  // may fail: the exact checks below then guard
       data = out.data;
+      pos = out.pos;
       cap = out.cap;
-      if (cap - pos >= kFastRoom && in.FastRoom()) continue;
+      if (cap - pos >= kFastOutRoom && in.FastRoom()) continue;
     }
     // One symbol with every check, near the end of the input or of the output's room.
     in.Refill();  // >= 56 bits: a length, its extra bits, a distance and its extra bits
@@ -296,13 +232,12 @@ InflateStatus BlockDecoder::DecodeBody(BitReader& in_ref, InflateOutput<Sym>& ou
       status = InflateStatus::kNoRoom;
       break;
     }
-    if (!CopyMatch(data, pos, len, back, false, &marker_end)) {
+    if (!CopyMatch(data, pos, len, back, &marker_end)) {
       status = InflateStatus::kError;
       break;
     }
     pos += len;
   }
-done:
   out.pos = pos;
   out.marker_end = marker_end;
   in_ref = in;

@@ -83,6 +83,13 @@ class BitReader {
   }
   const uint8_t* data() const { return data_; }
   std::size_t size() const { return size_; }
+  // The fast loop's hand-over (inflate_fast.h): it reads with its own copy of the state.
+  std::size_t pos() const { return pos_; }
+  void Resume(std::size_t pos, uint64_t buf, unsigned count) {
+    pos_ = pos;
+    buf_ = buf;
+    count_ = count;
+  }
 
  private:
   const uint8_t* data_;
@@ -118,18 +125,41 @@ class ScratchBuffer {
   PlaneBuffer<T> buf_;
 };
 
-// Where a block's output goes: data[pos, cap), growing `grow` (up to `limit` symbols)
-// when set. History for back-references is data[0, pos): the whole output of this run.
+// Bytes kept in segments (a chunk's tail, parallel_inflate.cc): when one is full, the next
+// starts with a copy of its last window, the history that back-references need, instead
+// of the whole output being copied into a larger buffer. Segment k holds used[k] bytes,
+// of which the first kDeflateWindow repeat the bytes before them (the first segment's:
+// the last window of what its owner decoded before).
+struct ByteSegments {
+  explicit ByteSegments(PlaneBufferPool* buffer_pool) : pool(buffer_pool) {}
+  void Clear() {
+    buffers.clear();
+    used.clear();
+    before = 0;
+  }
+  PlaneBufferPool* pool;
+  std::vector<ScratchBuffer<uint8_t>> buffers;
+  std::vector<std::size_t> used;  // one per finished segment
+  std::size_t before = 0;        // bytes in the finished segments, less their windows
+};
+
+// Where a block's output goes: data[pos, cap), growing `grow`, or for bytes continuing in
+// a new segment of `segments`, up to `limit` symbols when either is set (a segmented
+// output counts its symbols as one buffer would: segments->before + pos). History for
+// back-references is data[0, pos): the whole output of this run, or a segment's window
+// and what followed it.
 template <typename Sym>
 struct InflateOutput {
   Sym* data = nullptr;
   std::size_t pos = 0;
   std::size_t cap = 0;
   ScratchBuffer<Sym>* grow = nullptr;
+  ByteSegments* segments = nullptr;  // bytes only; data is then its last buffer
   std::size_t limit = 0;
   // 16-bit output only: every symbol at or after marker_end is free of markers.
   std::size_t marker_end = 0;
   // Makes room for `need` more symbols plus the word-copy slack; false when it cannot.
+  // May move data and (a new segment) pos.
   bool Reserve(std::size_t need);
 };
 

@@ -47,17 +47,17 @@ std::size_t DeflateStart(const uint8_t* p, std::size_t n) {
 }
 
 // What one chunk decoded: 16-bit symbols (head) until its output was free of window
-// markers for a whole window, then bytes (tail, whose first kWindow bytes repeat the end
-// of head so that back-references have their history).
+// markers for a whole window, then bytes (tail, in segments each starting with the window
+// before it: the first with the end of head, so that back-references have their history).
 struct Chunk {
   explicit Chunk(PlaneBufferPool* pool) : head(pool), tail(pool) {}
   bool ok = false, final = false;
   bool stored_first = false;  // its first block is a stored one
   uint64_t begin_bit = 0, end_bit = 0;
   ScratchBuffer<uint16_t> head;
-  ScratchBuffer<uint8_t> tail;
-  std::size_t head_size = 0, tail_size = 0;
-  std::size_t size() const { return head_size + (tail_size > 0 ? tail_size - kWindow : 0); }
+  ByteSegments tail;
+  std::size_t head_size = 0, tail_size = 0;  // tail_size: bytes, less the windows
+  std::size_t size() const { return head_size + tail_size; }
 };
 
 // Decodes whole blocks into out[pos, cap) with out[0, pos) as history, from the reader's
@@ -83,6 +83,7 @@ InflateStatus DecodeChunk(BitReader& in, BlockDecoder& dec, uint64_t bit, uint64
                           const std::atomic<uint64_t>& member_end, Chunk* c) {
   in.Seek(bit);
   c->begin_bit = bit;
+  c->tail.Clear();
   c->tail_size = 0;
   c->stored_first = ((in.Bits(3) >> 1) & 3) == 0;  // BTYPE 00
   c->head.Grow(std::min(limit, std::size_t{1} << 18), 0);
@@ -104,11 +105,12 @@ InflateStatus DecodeChunk(BitReader& in, BlockDecoder& dec, uint64_t bit, uint64
       // the memory traffic, with no resolution pass for the rest of the chunk.
       bytes = true;
       const std::size_t want = std::max(expect + expect / 4, 2 * kWindow) + kWindow;
-      c->tail.Grow(want, 0);
-      std::copy(c->head.data() + h.pos - kWindow, c->head.data() + h.pos, c->tail.data());
-      t.grow = &c->tail;
-      t.data = c->tail.data();
-      t.cap = c->tail.size();
+      c->tail.buffers.emplace_back(c->tail.pool);
+      c->tail.buffers.back().Grow(want, 0);
+      t.data = c->tail.buffers.back().data();
+      std::copy(c->head.data() + h.pos - kWindow, c->head.data() + h.pos, t.data);
+      t.segments = &c->tail;
+      t.cap = want;
       t.pos = kWindow;
       t.limit = limit - h.pos + kWindow;
     }
@@ -116,7 +118,11 @@ InflateStatus DecodeChunk(BitReader& in, BlockDecoder& dec, uint64_t bit, uint64
   c->final = final;
   c->end_bit = in.BitPos();
   c->head_size = h.pos;
-  c->tail_size = bytes ? t.pos : 0;
+  c->tail_size = 0;
+  if (bytes) {
+    c->tail.used.push_back(t.pos);
+    c->tail_size = c->tail.before + t.pos - kWindow;
+  }
   return InflateStatus::kOk;
 }
 
@@ -155,7 +161,17 @@ bool WriteRange(const Chunk& c, uint8_t* out, std::size_t off, std::size_t from,
     if (back > off) return false;                         // before the member's output
     out[off + i] = out[off - back];
   }
-  if (i < to) std::memcpy(out + off + i, c.tail.data() + kWindow + (i - c.head_size), to - i);
+  // Segment k holds the tail's bytes [start, start + used[k] - kWindow), after its window.
+  std::size_t start = c.head_size;
+  for (std::size_t k = 0; k < c.tail.used.size() && i < to; ++k) {
+    const std::size_t end = start + c.tail.used[k] - kWindow;
+    if (i < end) {
+      const std::size_t n = std::min(to, end) - i;
+      std::memcpy(out + off + i, c.tail.buffers[k].data() + kWindow + (i - start), n);
+      i += n;
+    }
+    start = end;
+  }
   return true;
 }
 

@@ -1,0 +1,284 @@
+#include "core/io/internal/inflate_fast.h"
+
+#include <atomic>
+#include <cstring>
+
+#include "core/io/internal/inflate_huffman.h"
+#include "core/io/internal/inflate_tables.h"
+
+// Everything the loop calls is forced inline, so that the BMI2 build below compiles all of
+// it with BMI2 (and no out-of-line copy built with BMI2 is ever shared with the plain one).
+#define SPEXD_FAST_INLINE inline __attribute__((always_inline))
+
+namespace spexd::core::internal {
+namespace {
+
+SPEXD_FAST_INLINE uint64_t Load64(const uint8_t* p) {
+  uint64_t w;
+  std::memcpy(&w, p, 8);
+  return w;
+}
+
+// Bits [0, n) of x, n < 64 the low byte of `n` (a table entry's bits to drop: the entry as
+// it is). BMI2's bzhi reads just that byte, in one uop; the compiler does not pick it for
+// the mask on its own (it builds ~(-1 << n) and an and), hence the asm.
+template <bool kBmi2>
+SPEXD_FAST_INLINE uint64_t LowBits(uint64_t x, uint32_t n) {
+#if defined(__x86_64__)
+  if constexpr (kBmi2) {
+    uint64_t r;
+    asm("bzhi %2, %1, %0" : "=r"(r) : "r"(x), "r"(uint64_t{n}));
+    return r;
+  }
+#endif
+  return x & ((uint64_t{1} << (n & 0xFF)) - 1);
+}
+
+template <typename Sym>
+SPEXD_FAST_INLINE Sym Literal(uint32_t e) {
+  return static_cast<Sym>((e >> 16) & 0xFF);
+}
+
+// Copies the match (len, back) to `to`, back <= the symbols before `to`, in moves of 16 or 8
+// bytes that may run up to 32 bytes past the match (the caller has that room; the next
+// symbols overwrite them). A move never reads what it writes, only what earlier moves
+// wrote, as the match's symbol-by-symbol definition (RFC 1951 §3.2.3) does.
+template <typename Sym>
+SPEXD_FAST_INLINE void CopyMatch(Sym* to, std::size_t len, std::size_t back) {
+  constexpr std::size_t k8 = 8 / sizeof(Sym), k16 = 16 / sizeof(Sym);
+  const Sym* from = to - back;
+  Sym* const end = to + len;
+  if (__builtin_expect(back >= k16, 1)) {
+    // Two moves unconditionally: most matches are short, and a loop's exit mispredicts.
+    std::memcpy(to, from, 16);
+    std::memcpy(to + k16, from + k16, 16);
+    if (len > 2 * k16) {
+      to += 2 * k16;
+      from += 2 * k16;
+      do {
+        std::memcpy(to, from, 16);
+        std::memcpy(to + k16, from + k16, 16);
+        to += 2 * k16;
+        from += 2 * k16;
+      } while (to < end);
+    }
+  } else if (back >= k8) {
+    do {
+      std::memcpy(to, from, 8);
+      std::memcpy(to + k8, from + k8, 8);
+      to += 2 * k8;
+      from += 2 * k8;
+    } while (to < end);
+  } else if (back == 1) {
+    const uint64_t v = uint64_t{*from} * (sizeof(Sym) == 1 ? 0x0101010101010101u : 0x0001000100010001u);
+    do {
+      std::memcpy(to, &v, 8);
+      std::memcpy(to + k8, &v, 8);
+      to += 2 * k8;
+    } while (to < end);
+  } else {
+    for (std::size_t i = 0; i < len; ++i) to[i] = from[i];
+  }
+}
+
+// A 16-bit run's match reaching into the unknown window before its output: markers for the
+// window's symbols (inflate_huffman.h). False for bytes (no window) or beyond the window.
+template <typename Sym>
+__attribute__((noinline, cold)) bool CopyFromWindow(Sym* base, std::size_t pos, std::size_t len,
+                                                    std::size_t back, std::size_t* marker_end) {
+  if (sizeof(Sym) == 1 || back > pos + kDeflateWindow) return false;
+  for (std::size_t i = 0; i < len; ++i) {
+    const std::ptrdiff_t src = static_cast<std::ptrdiff_t>(pos + i) - static_cast<std::ptrdiff_t>(back);
+    base[pos + i] = src < 0 ? static_cast<Sym>(kMarkerBase + kDeflateWindow + src) : base[src];
+  }
+  *marker_end = pos + len;
+  return true;
+}
+
+// A 16-bit match copied from where markers may be: where the last marker it copied is
+// (markers die out within a few windows; a bound moved to every such copy's end would not).
+template <typename Sym>
+__attribute__((noinline)) void FindMarkers(const Sym* base, std::size_t pos, std::size_t len,
+                                           std::size_t* marker_end) {
+  for (std::size_t i = len; i > 0; --i) {
+    if (base[pos + i - 1] >= kMarkerBase) {
+      *marker_end = pos + i;
+      return;
+    }
+  }
+}
+
+// The loop. State lives in locals (stores through a symbol pointer could alias a struct's
+// fields, which the compiler would then reload). Each round starts with >= 56 bits in
+// `buf` and the next literal/length entry looked up; the bit count is kept in the low
+// byte of `count` only, so that a whole entry (whose low byte is the bits it drops) can be
+// subtracted, and `buf` is shifted by the entry itself (x86 takes a shift count mod 64).
+template <typename Sym, bool kBmi2>
+SPEXD_FAST_INLINE FastLoopExit FastLoop(FastLoopState<Sym>& s) {
+  constexpr uint32_t kLitMask = (1u << kLitBits) - 1, kDistMask = (1u << kDistBits) - 1;
+  if (s.in_end - s.in < static_cast<std::ptrdiff_t>(kFastInRoom) ||
+      s.out_end - s.out < static_cast<std::ptrdiff_t>(kFastOutRoom)) {
+    return FastLoopExit::kRoom;
+  }
+  const uint8_t* in = s.in;
+  const uint8_t* const in_last = s.in_end - kFastInRoom;
+  Sym* out = s.out;
+  Sym* const out_last = s.out_end - kFastOutRoom;
+  Sym* const base = s.base;
+  const uint32_t* const lit = s.lit;
+  const uint32_t* const dist = s.dist;
+  uint64_t buf = s.buf;
+  uint32_t count = s.count;
+  std::size_t marker_end = s.marker_end;
+  FastLoopExit exit = FastLoopExit::kRoom;
+  // Leaves 56-63 bits: loads 8 bytes, keeps the whole ones that fitted. The bits above the
+  // count are the next bytes' own, so OR-ing them in again changes nothing; the low bits
+  // an entry was looked up with stay as they were.
+  const auto refill = [&]() __attribute__((always_inline)) {
+    buf |= Load64(in) << (count & 63);
+    in += (~count & 63) >> 3;
+    count |= 56;
+  };
+  const auto drop = [&](uint32_t e) __attribute__((always_inline)) {
+    buf >>= (e & 63);
+    count -= e;
+  };
+  refill();
+  uint32_t e = lit[buf & kLitMask];
+  do {
+    if (static_cast<int32_t>(e) < 0) {
+      // Literals from the primary table take <= 11 bits: three, and the next lookup, fit.
+      drop(e);
+      *out++ = Literal<Sym>(e);
+      e = lit[buf & kLitMask];
+      if (static_cast<int32_t>(e) < 0) {
+        drop(e);
+        *out++ = Literal<Sym>(e);
+        e = lit[buf & kLitMask];
+        if (static_cast<int32_t>(e) < 0) {
+          drop(e);
+          *out++ = Literal<Sym>(e);
+          e = lit[buf & kLitMask];
+          refill();
+          continue;
+        }
+      }
+      refill();
+    }
+    // >= 56 bits from here: a length (a subtable's code: 15 bits, and 5 extra bits) and a
+    // distance (15 and 13).
+    if (e & kSubFlag) {
+      drop(e);
+      e = lit[(e >> 16) + LowBits<kBmi2>(buf, (e >> 8) & 15)];
+      if (static_cast<int32_t>(e) < 0) {
+        drop(e);
+        *out++ = Literal<Sym>(e);
+        e = lit[buf & kLitMask];
+        refill();
+        continue;
+      }
+    }
+    if (__builtin_expect(!(e & kMatchFlag), 0)) {
+      if (e & kEndFlag) {
+        drop(e);
+        exit = FastLoopExit::kEnd;
+      } else {
+        exit = FastLoopExit::kError;
+      }
+      break;
+    }
+    // A length or distance: its extra bits from the buffer as it was before the drop, past
+    // the code (a match entry's bits 8-13 are its code length).
+    uint64_t saved = buf;
+    drop(e);
+    const std::size_t len = (e >> 16) + (LowBits<kBmi2>(saved, e) >> ((e >> 8) & 63));
+    uint32_t d = dist[buf & kDistMask];
+    if (__builtin_expect(d & kSubFlag, 0)) {
+      drop(d);
+      d = dist[(d >> 16) + LowBits<kBmi2>(buf, (d >> 8) & 15)];
+    }
+    if (__builtin_expect(!(d & kMatchFlag), 0)) {
+      exit = FastLoopExit::kError;
+      break;
+    }
+    saved = buf;
+    drop(d);
+    const std::size_t back = (d >> 16) + (LowBits<kBmi2>(saved, d) >> ((d >> 8) & 63));
+    // The next entry looked up before the copy, so that its load overlaps the copy.
+    refill();
+    e = lit[buf & kLitMask];
+    const std::size_t pos = static_cast<std::size_t>(out - base);
+    if (__builtin_expect(back > pos, 0)) {
+      if (!CopyFromWindow(base, pos, len, back, &marker_end)) {
+        exit = FastLoopExit::kError;
+        break;
+      }
+    } else {
+      CopyMatch(out, len, back);
+      if (sizeof(Sym) > 1 && pos - back < marker_end) FindMarkers(base, pos, len, &marker_end);
+    }
+    out += len;
+  } while (__builtin_expect(out <= out_last && in <= in_last, 1));
+  s.in = in;
+  s.buf = buf;
+  s.count = count & 0xFF;
+  s.out = out;
+  s.marker_end = marker_end;
+  return exit;
+}
+
+template <typename Sym>
+FastLoopExit PlainLoop(FastLoopState<Sym>& s) {
+  return FastLoop<Sym, false>(s);
+}
+
+#if defined(__x86_64__)
+template <typename Sym>
+__attribute__((target("bmi2"))) FastLoopExit Bmi2Loop(FastLoopState<Sym>& s) {
+  return FastLoop<Sym, true>(s);
+}
+
+bool CpuHasBmi2() {
+  static const bool has = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("bmi2") != 0;
+  }();
+  return has;
+}
+#else
+bool CpuHasBmi2() { return false; }
+#endif
+
+std::atomic<int> g_bmi2{-1};  // -1: not chosen yet (the CPU decides), 0 or 1
+
+bool Bmi2() {
+  int v = g_bmi2.load(std::memory_order_relaxed);
+  if (v < 0) {
+    v = CpuHasBmi2() ? 1 : 0;
+    g_bmi2.store(v, std::memory_order_relaxed);
+  }
+  return v == 1;
+}
+
+}  // namespace
+
+template <typename Sym>
+FastLoopExit RunFastLoop(FastLoopState<Sym>& s) {
+#if defined(__x86_64__)
+  if (Bmi2()) return Bmi2Loop(s);
+#endif
+  return PlainLoop(s);
+}
+
+bool UseBmi2FastLoop(bool on) {
+  const bool can = on && CpuHasBmi2();
+  g_bmi2.store(can ? 1 : 0, std::memory_order_relaxed);
+  return can;
+}
+
+bool Bmi2FastLoopInUse() { return Bmi2(); }
+
+template FastLoopExit RunFastLoop(FastLoopState<uint8_t>&);
+template FastLoopExit RunFastLoop(FastLoopState<uint16_t>&);
+
+}  // namespace spexd::core::internal

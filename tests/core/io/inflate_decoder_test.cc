@@ -1,0 +1,247 @@
+// The deflate block decoder (core/io/internal/inflate_huffman.h) and its fast loop
+// (inflate_fast.h), with both builds of the loop (plain and BMI2, where the CPU has it):
+// raw deflate streams decoded block by block against libdeflate byte for byte, with the
+// output's room ending at every point near the fast loop's bound (exactly full, one
+// short, the loop's margin either side) and inputs shorter and longer than the loop's
+// 16 bytes; corrupt streams give the same status and bytes from both builds, and never
+// bytes that libdeflate would not give; the parallel inflater with each build.
+#include <libdeflate.h>
+#include <zlib.h>
+
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/base/parallel_for.h"
+#include "core/io/internal/inflate_fast.h"
+#include "core/io/internal/inflate_huffman.h"
+#include "core/io/internal/parallel_inflate.h"
+#include "gtest/gtest.h"
+
+namespace spexd::core::internal {
+namespace {
+
+// Raw deflate (RFC 1951, no gzip wrapper) of `data` by zlib.
+std::string RawDeflate(const std::string& data, int level, int strategy = Z_DEFAULT_STRATEGY) {
+  z_stream zs{};
+  EXPECT_EQ(deflateInit2(&zs, level, Z_DEFLATED, -MAX_WBITS, 8, strategy), Z_OK);
+  std::string out(deflateBound(&zs, data.size()) + 64, '\0');
+  zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(data.data()));
+  zs.avail_in = static_cast<uInt>(data.size());
+  zs.next_out = reinterpret_cast<Bytef*>(out.data());
+  zs.avail_out = static_cast<uInt>(out.size());
+  EXPECT_EQ(deflate(&zs, Z_FINISH), Z_STREAM_END);
+  out.resize(zs.total_out);
+  deflateEnd(&zs);
+  return out;
+}
+
+// Matches at every distance from 1 to 40 (each of the loop's copy kinds: a broadcast,
+// 2-7, 8-15 and 16 or more symbols back) and every length to 258, between literals.
+std::string Repeats(std::size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::string s;
+  while (s.size() < n) {
+    for (int i = 0, k = static_cast<int>(rng() % 24); i < k; ++i) s.push_back(static_cast<char>(rng() % 96));
+    const std::size_t back = 1 + rng() % 40, len = 3 + rng() % (rng() % 3 == 0 ? 400 : 40);
+    if (back > s.size()) continue;
+    for (std::size_t i = 0; i < len; ++i) s.push_back(s[s.size() - back]);
+  }
+  s.resize(n);
+  return s;
+}
+
+struct Decoded {
+  InflateStatus status = InflateStatus::kOk;
+  std::string out;
+};
+
+// Decodes `raw` block by block into `cap` bytes of room; checks that nothing past the
+// room was written.
+Decoded Decode(const std::string& raw, std::size_t cap) {
+  constexpr std::size_t kCanary = 64;
+  std::vector<uint8_t> buf(cap + kCanary, 0xA5);
+  BitReader in(reinterpret_cast<const uint8_t*>(raw.data()), raw.size());
+  in.Seek(0);
+  BlockDecoder dec;
+  InflateOutput<uint8_t> o;
+  o.data = buf.data();
+  o.cap = cap;
+  Decoded d;
+  bool final = false;
+  do {
+    d.status = dec.ReadHeader(in, &final);
+    if (d.status == InflateStatus::kOk) d.status = dec.DecodeBody(in, o);
+  } while (d.status == InflateStatus::kOk && !final);
+  for (std::size_t i = cap; i < buf.size(); ++i) {
+    EXPECT_EQ(buf[i], 0xA5) << "written past the room at " << i - cap;
+  }
+  d.out.assign(reinterpret_cast<const char*>(buf.data()), o.pos);
+  return d;
+}
+
+// libdeflate's raw inflate into `cap` bytes: its result code and output.
+int Libdeflate(const std::string& raw, std::size_t cap, std::string* out) {
+  libdeflate_decompressor* d = libdeflate_alloc_decompressor();
+  out->assign(cap, '\0');
+  std::size_t n = 0;
+  const libdeflate_result r = libdeflate_deflate_decompress(d, raw.data(), raw.size(), out->data(), cap, &n);
+  libdeflate_free_decompressor(d);
+  out->resize(r == LIBDEFLATE_SUCCESS ? n : 0);
+  return static_cast<int>(r);
+}
+
+// Runs `body` once per build of the fast loop that this CPU can run, then puts back the
+// default (BMI2 where the CPU has it).
+template <typename Body>
+void ForEachBuild(Body body) {
+  for (const bool bmi2 : {false, true}) {
+    if (UseBmi2FastLoop(bmi2) != bmi2) {
+      std::printf("this CPU has no BMI2: only the plain build is tested\n");
+      continue;
+    }
+    ASSERT_EQ(Bmi2FastLoopInUse(), bmi2);
+    SCOPED_TRACE(bmi2 ? "BMI2 build" : "plain build");
+    body();
+  }
+  UseBmi2FastLoop(true);
+}
+
+TEST(InflateDecoderTest, MatchesLibdeflateAtEveryLevelAndStrategy) {
+  const std::string data = Repeats(3000000, 5);
+  ForEachBuild([&] {
+    for (const int level : {1, 6, 9}) {
+      for (const int strategy : {Z_DEFAULT_STRATEGY, Z_FILTERED, Z_HUFFMAN_ONLY, Z_RLE, Z_FIXED}) {
+        SCOPED_TRACE(testing::Message() << "level " << level << " strategy " << strategy);
+        const std::string raw = RawDeflate(data, level, strategy);
+        std::string ref;
+        ASSERT_EQ(Libdeflate(raw, data.size(), &ref), LIBDEFLATE_SUCCESS);
+        const Decoded d = Decode(raw, data.size());
+        EXPECT_EQ(d.status, InflateStatus::kOk);
+        EXPECT_TRUE(d.out == ref);
+      }
+    }
+  });
+}
+
+// The output's room ending at every point around the fast loop's bound: the loop must
+// hand over to the checked one in time, the checked one must fill the room exactly, and a
+// stream too long for the room must be kNoRoom with everything before the symbol that did
+// not fit written. The room ends at the stream's end, and also in its middle, inside a
+// run of 258-byte matches of one copy kind (16-byte moves, 8-byte moves, a broadcast)
+// whose moves' overrun past the match must stay inside the room (the input's last 16
+// bytes, where the checked loop decodes anyway, would hide that at the end).
+TEST(InflateDecoderTest, RoomEndingNearTheFastLoopsBound) {
+  ForEachBuild([&] {
+    for (const std::size_t back : {20, 10, 1}) {
+      std::string data = Repeats(20000, 9);
+      for (std::size_t i = 0; i < 3000; ++i) data.push_back(data[data.size() - back]);
+      data += Repeats(20000, 10);
+      const std::string raw = RawDeflate(data, back == 10 ? 1 : 9);
+      for (std::size_t slack = 0; slack <= kFastOutRoom + 40; ++slack) {
+        SCOPED_TRACE(testing::Message() << "back " << back << " room " << data.size() + slack);
+        const Decoded d = Decode(raw, data.size() + slack);
+        ASSERT_EQ(d.status, InflateStatus::kOk);
+        ASSERT_TRUE(d.out == data);
+      }
+      for (const std::size_t end : {data.size(), std::size_t{21000}}) {
+        for (std::size_t short_by = 1; short_by <= kFastOutRoom + 40; ++short_by) {
+          const std::size_t room = end - short_by;
+          SCOPED_TRACE(testing::Message() << "back " << back << " room " << room);
+          const Decoded d = Decode(raw, room);
+          ASSERT_EQ(d.status, InflateStatus::kNoRoom);
+          ASSERT_LE(d.out.size(), room);
+          ASSERT_GT(d.out.size() + 258, room);
+          ASSERT_TRUE(d.out == data.substr(0, d.out.size()));
+        }
+      }
+    }
+  });
+}
+
+// Streams of 1 to ~100 bytes: the fast loop's 16 bytes of input are there for some and
+// not for others, and the last refills read past the end (as zeros).
+TEST(InflateDecoderTest, ShortStreamsAroundTheFastLoopsInputRoom) {
+  const std::string text = Repeats(4000, 13);
+  ForEachBuild([&] {
+    for (std::size_t n = 0; n <= 600; n += (n < 100 ? 1 : 7)) {
+      const std::string data = text.substr(0, n);
+      for (const int level : {1, 9}) {
+        SCOPED_TRACE(testing::Message() << "size " << n << " level " << level);
+        const std::string raw = RawDeflate(data, level, n % 2 == 0 ? Z_DEFAULT_STRATEGY : Z_FIXED);
+        for (const std::size_t room : {n, n + kFastOutRoom}) {
+          const Decoded d = Decode(raw, room);
+          ASSERT_EQ(d.status, InflateStatus::kOk);
+          ASSERT_TRUE(d.out == data);
+        }
+      }
+    }
+  });
+}
+
+// Corrupt streams (a flipped bit, a cut): both builds agree on the status and the bytes,
+// and a stream the decoder accepts is one libdeflate accepts with the same bytes.
+TEST(InflateDecoderTest, CorruptStreamsGiveTheSameResultFromBothBuilds) {
+  const std::string data = Repeats(60000, 21);
+  const std::string raw = RawDeflate(data, 6);
+  std::mt19937 rng(4);
+  for (int trial = 0; trial < 400; ++trial) {
+    std::string bad = raw;
+    if (trial % 4 == 3) {
+      bad.resize(rng() % raw.size());
+    } else {
+      bad[rng() % bad.size()] ^= static_cast<char>(1u << (rng() % 8));
+    }
+    const std::size_t room = data.size() + 1000;
+    std::vector<Decoded> results;
+    ForEachBuild([&] { results.push_back(Decode(bad, room)); });
+    ASSERT_FALSE(results.empty());
+    for (const Decoded& d : results) {
+      SCOPED_TRACE(testing::Message() << "trial " << trial);
+      EXPECT_EQ(d.status, results[0].status);
+      EXPECT_TRUE(d.out == results[0].out);
+      if (d.status == InflateStatus::kOk) {
+        std::string ref;
+        EXPECT_EQ(Libdeflate(bad, room, &ref), LIBDEFLATE_SUCCESS);
+        EXPECT_TRUE(d.out == ref);
+      }
+    }
+  }
+}
+
+// The parallel inflater (16-bit chunks with window markers, then bytes) with each build.
+TEST(InflateDecoderTest, ParallelInflateWithEachBuildMatchesLibdeflate) {
+  const std::string data = Repeats(4000000, 17);
+  std::unique_ptr<TaskPool> pool = MakeTaskPool(3);
+  for (const int level : {1, 6}) {
+    z_stream zs{};
+    ASSERT_EQ(deflateInit2(&zs, level, Z_DEFLATED, 16 + MAX_WBITS, 8, Z_DEFAULT_STRATEGY), Z_OK);
+    std::string gz(deflateBound(&zs, data.size()) + 64, '\0');
+    zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(data.data()));
+    zs.avail_in = static_cast<uInt>(data.size());
+    zs.next_out = reinterpret_cast<Bytef*>(gz.data());
+    zs.avail_out = static_cast<uInt>(gz.size());
+    ASSERT_EQ(deflate(&zs, Z_FINISH), Z_STREAM_END);
+    gz.resize(zs.total_out);
+    deflateEnd(&zs);
+    ForEachBuild([&] {
+      ParallelInflateOptions o;
+      o.pool = pool.get();
+      o.max_threads = 8;
+      o.min_chunk_bytes = gz.size() / 8;
+      ParallelInflateStats stats;
+      o.stats = &stats;
+      std::string out(data.size(), '\0');
+      std::size_t in_used = 0, out_used = 0;
+      ASSERT_TRUE(ParallelInflate(gz, out.data(), out.size(), o, &in_used, &out_used));
+      EXPECT_EQ(out_used, data.size());
+      EXPECT_TRUE(out == data);
+      EXPECT_EQ(stats.chunks, 8);
+      EXPECT_GE(stats.chunks_used, 4);
+    });
+  }
+}
+
+}  // namespace
+}  // namespace spexd::core::internal

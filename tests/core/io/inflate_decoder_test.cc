@@ -18,23 +18,14 @@
 #include "core/io/internal/inflate_huffman.h"
 #include "core/io/internal/parallel_inflate.h"
 #include "gtest/gtest.h"
+#include "tests/core/io/gzip_test_bytes.h"
 
 namespace spexd::core::internal {
 namespace {
 
 // Raw deflate (RFC 1951, no gzip wrapper) of `data` by zlib.
 std::string RawDeflate(const std::string& data, int level, int strategy = Z_DEFAULT_STRATEGY) {
-  z_stream zs{};
-  EXPECT_EQ(deflateInit2(&zs, level, Z_DEFLATED, -MAX_WBITS, 8, strategy), Z_OK);
-  std::string out(deflateBound(&zs, data.size()) + 64, '\0');
-  zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(data.data()));
-  zs.avail_in = static_cast<uInt>(data.size());
-  zs.next_out = reinterpret_cast<Bytef*>(out.data());
-  zs.avail_out = static_cast<uInt>(out.size());
-  EXPECT_EQ(deflate(&zs, Z_FINISH), Z_STREAM_END);
-  out.resize(zs.total_out);
-  deflateEnd(&zs);
-  return out;
+  return gzip_test::ZlibDeflate(data, -MAX_WBITS, level, strategy);
 }
 
 // Matches at every distance from 1 to 40 (each of the loop's copy kinds: a broadcast,

@@ -30,17 +30,7 @@ using internal::ParallelInflateStats;
 // memLevel 1 ends a block every 128 symbols.
 std::string ZlibGzip(const std::string& data, int level, int strategy = Z_DEFAULT_STRATEGY,
                      int mem_level = 8) {
-  z_stream zs{};
-  EXPECT_EQ(deflateInit2(&zs, level, Z_DEFLATED, 16 + MAX_WBITS, mem_level, strategy), Z_OK);
-  std::string out(deflateBound(&zs, data.size()) + 64, '\0');
-  zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(data.data()));
-  zs.avail_in = static_cast<uInt>(data.size());
-  zs.next_out = reinterpret_cast<Bytef*>(out.data());
-  zs.avail_out = static_cast<uInt>(out.size());
-  EXPECT_EQ(deflate(&zs, Z_FINISH), Z_STREAM_END);
-  out.resize(zs.total_out);
-  deflateEnd(&zs);
-  return out;
+  return gzip_test::ZlibDeflate(data, 16 + MAX_WBITS, level, strategy, mem_level);
 }
 
 // Float-like noise with runs, text-like repeats and copies from 20-32 KiB back, so that

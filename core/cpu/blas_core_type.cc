@@ -1,6 +1,7 @@
 #include "core/cpu/blas_core_type.h"
 
 #include <dlfcn.h>
+#include <sys/auxv.h>
 #include <strings.h>
 #include <unistd.h>
 
@@ -122,6 +123,12 @@ void ReexecForOpenBlasCoreType(char** argv) {
   }
   if (SameDoubleKernels(running, choice)) {
     g_decision = Decision::kAlreadyRight;
+    return;
+  }
+  if (getauxval(AT_BASE) == 0) {
+    // Started as "ld.so PROGRAM ...": /proc/self/exe is the loader, which would take our
+    // first argument for the program. Keep OpenBLAS's kernels.
+    g_decision = Decision::kNoChoice;
     return;
   }
   if (setenv("OPENBLAS_CORETYPE", choice, 1) == 0 && setenv(kChosenVar, choice, 1) == 0) {

@@ -51,7 +51,7 @@ TEST(BlasCoreTypeChild, WritesItsReport) {
 
 // Runs this test binary afresh for its child test, with `env` changes; returns its report.
 std::string ChildReport(const std::string& dir, bool unset_coretype, const char* coretype,
-                        const char* opt_out) {
+                        const char* opt_out, const char* loader = nullptr) {
   const std::string out = dir + "/report.txt";
   std::remove(out.c_str());
   const pid_t pid = fork();
@@ -64,6 +64,16 @@ std::string ChildReport(const std::string& dir, bool unset_coretype, const char*
     if (opt_out != nullptr) setenv("SPEXD_OPENBLAS_CORETYPE", opt_out, 1);
     char arg0[] = "/proc/self/exe";
     char filter[] = "--gtest_filter=BlasCoreTypeChild.WritesItsReport";
+    if (loader != nullptr) {  // "ld.so PROGRAM ARGS", as some launchers run programs
+      char ld[256], self[4096];
+      std::snprintf(ld, sizeof ld, "%s", loader);
+      const ssize_t len = readlink(arg0, self, sizeof self - 1);  // the loader's own, later
+      if (len <= 0) _exit(126);
+      self[len] = '\0';
+      char* argv[] = {ld, self, filter, nullptr};
+      execv(ld, argv);
+      _exit(127);
+    }
     char* argv[] = {arg0, filter, nullptr};
     execv(arg0, argv);
     _exit(127);
@@ -106,6 +116,14 @@ TEST(BlasCoreType, ReexecutesWithTheChosenKernelsUnlessTheEnvironmentDecides) {
   // A user's OPENBLAS_CORETYPE stands, even Prescott, the slowest (never spexd's choice).
   const std::string user = ChildReport(dir, false, "Prescott", nullptr);
   EXPECT_EQ(user, "OpenBLAS kernels Prescott (OPENBLAS_CORETYPE=Prescott from the environment)");
+  // Started through the dynamic loader: no re-execution (it would hand the loader our
+  // arguments), OpenBLAS's own kernels, and the program runs.
+  const char* loader = "/lib64/ld-linux-x86-64.so.2";
+  if (access(loader, X_OK) == 0) {
+    const std::string via = ChildReport(dir, true, nullptr, nullptr, loader);
+    EXPECT_EQ(via.rfind("OpenBLAS kernels ", 0), 0u) << via;
+    EXPECT_EQ(via.find("chosen by spexd"), std::string::npos) << via;
+  }
   const std::string own = ChildReport(dir, true, nullptr, "openblas");
   EXPECT_NE(own.find("SPEXD_OPENBLAS_CORETYPE=openblas"), std::string::npos) << own;
 }

@@ -18,6 +18,11 @@ namespace {
 
 std::atomic<unsigned> g_tmp_counter{0};
 
+std::filesystem::path DirectoryOf(const std::string& path) {
+  std::filesystem::path dir = std::filesystem::path(path).parent_path();
+  return dir.empty() ? std::filesystem::path(".") : dir;
+}
+
 }  // namespace
 
 const std::string AtomicFile::kNone;
@@ -26,8 +31,7 @@ absl::StatusOr<AtomicFile> AtomicFile::Create(const std::string& path, bool unna
   AtomicFile f;
   f.path_ = path;
   f.tmp_ = absl::StrCat(path, ".tmp-", ::getpid(), "-", g_tmp_counter.fetch_add(1));
-  std::filesystem::path dir = std::filesystem::path(path).parent_path();
-  if (dir.empty()) dir = std::filesystem::path(".");
+  const std::filesystem::path dir = DirectoryOf(path);
   if (unnamed) f.fd_ = ::open(dir.c_str(), O_TMPFILE | O_WRONLY | O_CLOEXEC, 0644);
   if (f.fd_ < 0) {
     f.fd_ = ::open(f.tmp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
@@ -82,7 +86,16 @@ absl::Status AtomicFile::Commit() {
   if (st.ok() && std::rename(tmp_.c_str(), path_.c_str()) != 0) {
     st = absl::InternalError(absl::StrCat(path_, ": rename failed: ", std::strerror(errno)));
   }
-  if (st.ok()) named_ = false;  // the name is the output's now
+  if (st.ok()) {
+    named_ = false;  // the name is the output's now
+    // The rename is durable once the directory is synced too (as the server's outputs
+    // are). Best effort: the file is complete and in place either way.
+    const int dfd = ::open(DirectoryOf(path_).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd >= 0) {
+      ::fsync(dfd);
+      ::close(dfd);
+    }
+  }
   Release();                    // removes the temporary after a failure
   return st;
 }

@@ -9,11 +9,14 @@
  *                       gave a file under the directory its (unhidden) name: a server
  *                       that wrote the frame and died before its reply (a lost reply,
  *                       tests/integration/idempotent_output_test.cc)
+ *   SPEXD_FSYNC_LOG   a file: every fsync() appends the synced descriptor's path to it, one
+ *                     per line (does the writer sync the directory after a rename?)
  * write() and pwrite() (the progressive frame file's) are both affected.
  * A file created with O_TMPFILE shows as "<dir>/#<inode> (deleted)" in /proc, so it counts
  * as under the directory. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -91,4 +94,24 @@ int renameat2(int olddirfd, const char* oldpath, int newdirfd, const char* newpa
     }
   }
   return rc;
+}
+
+typedef int (*fsync_fn)(int);
+
+int fsync(int fd) {
+  static fsync_fn real = NULL;
+  if (real == NULL) real = (fsync_fn)dlsym(RTLD_NEXT, "fsync");
+  const char* log = getenv("SPEXD_FSYNC_LOG");
+  if (log != NULL) {
+    char link[64], target[4096];
+    snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+    const ssize_t n = readlink(link, target, sizeof target - 1);
+    const int out = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (n > 0 && out >= 0) {
+      target[n] = '\0';
+      dprintf(out, "%s\n", target);
+    }
+    if (out >= 0) close(out);
+  }
+  return real(fd);
 }

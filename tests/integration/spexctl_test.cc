@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <string>
 
@@ -37,6 +38,24 @@ class SpexctlTest : public ::testing::Test {
   std::string server_flag_;
   std::string out_;
 };
+
+// A frame file appears by a rename; the rename survives a crash only once its directory is
+// synced too (the server does it for its outputs; spexctl's own file likewise).
+TEST_F(SpexctlTest, ALocalFrameFileIsSyncedWithItsDirectory) {
+  const std::string dir = out_ + "/synced";
+  std::filesystem::create_directories(dir);
+  const std::string log = out_ + "/fsync.log";
+  std::string asan = "verify_asan_link_order=0";  // the preload precedes ASan's runtime
+  if (const char* old = getenv("ASAN_OPTIONS")) asan = absl::StrCat(old, ":", asan);
+  const std::string cmd = absl::StrCat(
+      "LD_PRELOAD=", SPEXD_FS_FAULT_LIB, " SPEXD_FSYNC_LOG=", log, " ASAN_OPTIONS=", asan,
+      " timeout 120 ", SPEXCTL_BINARY, " ", ExtractArgs(), " --local -o ", dir, "/frame.fits 2>&1");
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  ASSERT_TRUE(std::filesystem::exists(dir + "/frame.fits"));
+  const std::string synced = ReadBytes(log);
+  const std::string real_dir = std::filesystem::canonical(dir).string();
+  EXPECT_NE(synced.find(real_dir + "\n"), std::string::npos) << synced;
+}
 
 TEST_F(SpexctlTest, RemoteExtractionWritesTheSameFileAsLocal) {
   CliRun local = Spexctl(absl::StrCat(ExtractArgs(), " --local -o ", out_, "/local.fits -m ", out_,

@@ -6,6 +6,8 @@
 
 #include <memory>
 
+#include "absl/status/status.h"
+
 #include "core/backend/backend.h"
 #include "core/base/task_pool.h"
 
@@ -16,6 +18,11 @@ namespace spexd::core {
 // the backend. Without a pool the backend starts its own, of threads - 1 threads, joined
 // when it is destroyed.
 std::unique_ptr<Backend> CreateCpuBackend(int threads, TaskPool* pool = nullptr);
+
+// The CPU backend's environment switch SPEXD_CPU_EIGEN (docs/service.md): unset, empty or
+// "lanes" (the default) or "lapack"; INVALID_ARGUMENT naming it otherwise, so that
+// CreateBackend fails instead of ignoring a mistyped switch.
+absl::Status CheckCpuEnvironment();
 
 }  // namespace spexd::core
 

@@ -8,6 +8,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "absl/strings/str_cat.h"
+#include "core/cpu/cpu_backend.h"
 #include "core/cpu/internal/lapack.h"
 #include "core/cpu/internal/patch_extractor.h"
 
@@ -17,6 +19,7 @@ namespace {
 constexpr std::size_t kOne = 1;  // Fortran hidden length of a one-character argument
 
 // SPEXD_CPU_EIGEN=lapack: every block by dsyevd, as before the lanes (A/B measurements).
+// CreateBackend has refused any other value than these (CheckCpuEnvironment).
 bool UseLanes() {
   static const bool lanes = [] {
     const char* v = std::getenv("SPEXD_CPU_EIGEN");
@@ -26,6 +29,15 @@ bool UseLanes() {
 }
 
 }  // namespace
+
+absl::Status CheckCpuEnvironment() {
+  const char* v = std::getenv("SPEXD_CPU_EIGEN");
+  if (v == nullptr || *v == '\0' || std::strcmp(v, "lanes") == 0 || std::strcmp(v, "lapack") == 0) {
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("SPEXD_CPU_EIGEN='", v, "': expected lanes or lapack (or unset)"));
+}
 
 bool PatchExtractor::DecomposeWithLapack(const PatchDesc& d, int s, int k,
                                          PatchWorkspace* ws) const {

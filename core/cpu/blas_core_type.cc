@@ -132,6 +132,14 @@ void ReexecForOpenBlasCoreType(char** argv) {
     return;
   }
   if (setenv("OPENBLAS_CORETYPE", choice, 1) == 0 && setenv(kChosenVar, choice, 1) == 0) {
+    // By the file's own path where it still has one: the kernel names the process after
+    // the path executed, and "exe" would hide spexd from ps, pgrep and its operators.
+    char self[4096];
+    const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n > 0) {
+      self[n] = '\0';
+      if (access(self, X_OK) == 0) execv(self, argv);
+    }
     execv("/proc/self/exe", argv);
   }
   std::fprintf(stderr, "spexd: cannot re-execute with OPENBLAS_CORETYPE=%s (%s); "

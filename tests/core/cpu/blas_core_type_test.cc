@@ -46,7 +46,11 @@ TEST(BlasCoreType, ChoosesFromWhatTheCpuAndOsSupport) {
 TEST(BlasCoreTypeChild, WritesItsReport) {
   const char* out = std::getenv("SPEXD_BLAS_TEST_OUT");
   if (out == nullptr) GTEST_SKIP() << "runs only as the child of BlasCoreType.ReexecutesWith...";
+  std::ifstream comm("/proc/self/comm");  // the process's name, after any re-execution
+  std::string name;
+  std::getline(comm, name);
   std::ofstream(out) << BlasCoreReport();
+  std::ofstream(std::string(out) + ".comm") << name;
 }
 
 // Runs this test binary afresh for its child test, with `env` changes; returns its report.
@@ -54,6 +58,7 @@ std::string ChildReport(const std::string& dir, bool unset_coretype, const char*
                         const char* opt_out, const char* loader = nullptr) {
   const std::string out = dir + "/report.txt";
   std::remove(out.c_str());
+  std::remove((out + ".comm").c_str());
   const pid_t pid = fork();
   if (pid == 0) {
     setenv("SPEXD_BLAS_TEST_OUT", out.c_str(), 1);
@@ -62,20 +67,22 @@ std::string ChildReport(const std::string& dir, bool unset_coretype, const char*
     if (unset_coretype) unsetenv("OPENBLAS_CORETYPE");
     if (coretype != nullptr) setenv("OPENBLAS_CORETYPE", coretype, 1);
     if (opt_out != nullptr) setenv("SPEXD_OPENBLAS_CORETYPE", opt_out, 1);
-    char arg0[] = "/proc/self/exe";
+    // This binary by its own path (/proc/self/exe is the loader's own once it runs, and
+    // executing that name would call the process "exe").
+    char self[4096];
+    const ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (len <= 0) _exit(126);
+    self[len] = '\0';
     char filter[] = "--gtest_filter=BlasCoreTypeChild.WritesItsReport";
     if (loader != nullptr) {  // "ld.so PROGRAM ARGS", as some launchers run programs
-      char ld[256], self[4096];
+      char ld[256];
       std::snprintf(ld, sizeof ld, "%s", loader);
-      const ssize_t len = readlink(arg0, self, sizeof self - 1);  // the loader's own, later
-      if (len <= 0) _exit(126);
-      self[len] = '\0';
       char* argv[] = {ld, self, filter, nullptr};
       execv(ld, argv);
       _exit(127);
     }
-    char* argv[] = {arg0, filter, nullptr};
-    execv(arg0, argv);
+    char* argv[] = {self, filter, nullptr};
+    execv(self, argv);
     _exit(127);
   }
   int status = 0;
@@ -112,6 +119,11 @@ TEST(BlasCoreType, ReexecutesWithTheChosenKernelsUnlessTheEnvironmentDecides) {
   EXPECT_TRUE(chosen.find("chosen by spexd from CPUID") != std::string::npos ||
               chosen.find("the kernels spexd would choose") != std::string::npos)
       << chosen;
+  // Re-executed or not, the process keeps its name (ps, pgrep), not "exe".
+  std::ifstream comm(dir + "/report.txt.comm");
+  std::string name;
+  std::getline(comm, name);
+  EXPECT_EQ(name, std::string("spexd_core_tests").substr(0, 15)) << chosen;
 
   // A user's OPENBLAS_CORETYPE stands, even Prescott, the slowest (never spexd's choice).
   const std::string user = ChildReport(dir, false, "Prescott", nullptr);

@@ -142,10 +142,14 @@ absl::Status WriteSyntheticFrame(const std::string& path) {
   return file->Close();
 }
 
+// The whole file (the benchmark's inputs: a few hundred MB at most).
+std::string ReadWhole(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
 absl::Status WriteGzip(const std::string& from, const std::string& to) {
-  std::ifstream in(from, std::ios::binary);
-  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  auto gz = spexd::core::GzipCompress(bytes);
+  auto gz = spexd::core::GzipCompress(ReadWhole(from));
   if (!gz.ok()) return gz.status();
   std::ofstream(to, std::ios::binary) << *gz;
   return absl::OkStatus();
@@ -219,8 +223,7 @@ struct InflateResult {
 // the parallel decoder with every chunk on the caller).
 absl::StatusOr<InflateResult> TimeInflate(const std::string& path, int threads, bool own_pool,
                                           int repeats) {
-  std::ifstream in(path, std::ios::binary);
-  const std::string gz((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string gz = ReadWhole(path);
   std::string out(spexd::core::GzipTrailerSize(gz), '\0');
   std::unique_ptr<spexd::core::TaskPool> pool = spexd::core::MakeTaskPool(own_pool ? threads - 1 : 0);
   spexd::core::internal::ParallelInflateStats stats;
@@ -263,8 +266,7 @@ double ThreadCpuSeconds() {
 
 // --inflate-paired: libdeflate and the parallel decoder's chunks on this thread, in turn.
 absl::Status InflatePaired(const std::string& path, int rounds) {
-  std::ifstream in(path, std::ios::binary);
-  const std::string gz((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string gz = ReadWhole(path);
   std::string out(spexd::core::GzipTrailerSize(gz), '\0');
   spexd::core::PlaneBufferPool buffers(int64_t{1} << 30);
   spexd::core::internal::ParallelInflateStats stats;

@@ -73,6 +73,7 @@
 #include "server/metrics.h"
 #include "server/spexd_server.h"
 #include "tests/bench/rpc_bench_clients.h"
+#include "tests/bench/rpc_bench_metrics.h"
 #include "tests/test_support.h"
 
 namespace {
@@ -259,51 +260,6 @@ absl::StatusOr<ServiceTimes> TimeService(const Args& args, const spexd::client::
 }
 
 double MedianOr0(const std::vector<double>& v) { return v.empty() ? 0.0 : Summarise(v).median; }
-
-// Each GPU's work from spexd's per-worker metrics (spexd_worker_frames_total and
-// spexd_worker_busy_seconds_total, summed over the workers of a GPU).
-struct GpuWork {
-  double frames = 0, busy_s = 0;            // the whole service run
-  double procs_frames = 0, procs_busy_s = 0;  // during the client processes
-};
-using GpuWorkMap = std::map<std::string, GpuWork>;
-
-void AddTotals(const std::vector<spexd::server::ServerMetrics::WorkerWork>& totals, double sign,
-               bool procs, GpuWorkMap* out) {
-  for (const auto& w : totals) {
-    GpuWork& g = (*out)[w.gpu];
-    (procs ? g.procs_frames : g.frames) += sign * w.frames;
-    (procs ? g.procs_busy_s : g.busy_s) += sign * w.busy_seconds;
-  }
-}
-
-std::string GpuWorkJson(const GpuWorkMap& work) {
-  std::string out;
-  for (const auto& [gpu, g] : work) {
-    absl::StrAppend(&out, out.empty() ? "" : ",",
-                    absl::StrFormat("\"%s\":{\"frames\":%.0f,\"busy_s\":%.3f,\"procs_frames\":%.0f,"
-                                    "\"procs_busy_s\":%.3f}",
-                                    gpu, g.frames, g.busy_s, g.procs_frames, g.procs_busy_s));
-  }
-  return "{" + out + "}";
-}
-
-// Shadow parity checks by result, summed over the other labels, from a scrape of the
-// server's registry: {"fraction":F,"ok":N,"drift":N,"skipped":N}.
-std::string ShadowParityJson(double fraction, const std::string& scrape) {
-  double ok = 0, drift = 0, skipped = 0;
-  for (absl::string_view line : absl::StrSplit(scrape, '\n')) {
-    if (!absl::StartsWith(line, "spexd_shadow_parity_checks_total{")) continue;
-    const std::size_t sp = line.rfind(' ');
-    double v = 0;
-    if (sp == absl::string_view::npos || !absl::SimpleAtod(line.substr(sp + 1), &v)) continue;
-    if (absl::StrContains(line, "result=\"ok\"")) ok += v;
-    if (absl::StrContains(line, "result=\"drift\"")) drift += v;
-    if (absl::StrContains(line, "result=\"skipped\"")) skipped += v;
-  }
-  return absl::StrFormat("{\"fraction\":%g,\"ok\":%.0f,\"drift\":%.0f,\"skipped\":%.0f}", fraction,
-                         ok, drift, skipped);
-}
 
 void PrintJson(const Args& args, const LocalTimes& lt, const ServiceTimes& st, const ProcResult& procs,
                const GpuWorkMap& gpu_work, const std::string& shadow_json) {

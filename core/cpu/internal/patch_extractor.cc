@@ -61,19 +61,17 @@ PatchWorkspace::PatchWorkspace(const PatchPlan& plan) {
   fw.resize(n);
   x.resize(n);
   w.resize(n);
-  cblock.resize(nt * nt);
   evec.resize(nt * nt);
   q.resize(nt * nt);
-  eval.resize(nt);
+  block_vals.resize(static_cast<std::size_t>(plan.nper) * nt);
+  block_vecs.resize(static_cast<std::size_t>(plan.nper) * nt * nt);
   // dsyevd workspace query for the block size (jobz = V).
   int nti = static_cast<int>(nt), lwork = -1, liwork = -1, info = 0, iw = 0;
   double wq = 0;
-  dsyevd_("V", "L", &nti, cblock.data(), &nti, eval.data(), &wq, &lwork, &iw, &liwork, &info,
-          kOne, kOne);
+  dsyevd_("V", "L", &nti, block_vecs.data(), &nti, block_vals.data(), &wq, &lwork, &iw, &liwork,
+          &info, kOne, kOne);
   lapack_work.resize(static_cast<std::size_t>(std::max(wq, 1.0)) + 1);
   lapack_iwork.resize(static_cast<std::size_t>(std::max(iw, 1)) + 1);
-  block_vals.resize(static_cast<std::size_t>(plan.nper) * nt);
-  block_vecs.resize(static_cast<std::size_t>(plan.nper) * nt * nt);
   lanes = std::make_unique<internal::LaneEigen>(static_cast<int>(nt));
   const std::size_t core = static_cast<std::size_t>(plan.nper) * plan.nwavestep;
   flux.resize(n);

@@ -81,33 +81,6 @@ SPEXD_FAST_INLINE void CopyMatch(Sym* to, std::size_t len, std::size_t back) {
   }
 }
 
-// A 16-bit run's match reaching into the unknown window before its output: markers for the
-// window's symbols (inflate_huffman.h). False for bytes (no window) or beyond the window.
-template <typename Sym>
-__attribute__((noinline, cold)) bool CopyFromWindow(Sym* base, std::size_t pos, std::size_t len,
-                                                    std::size_t back, std::size_t* marker_end) {
-  if (sizeof(Sym) == 1 || back > pos + kDeflateWindow) return false;
-  for (std::size_t i = 0; i < len; ++i) {
-    const std::ptrdiff_t src = static_cast<std::ptrdiff_t>(pos + i) - static_cast<std::ptrdiff_t>(back);
-    base[pos + i] = src < 0 ? static_cast<Sym>(kMarkerBase + kDeflateWindow + src) : base[src];
-  }
-  *marker_end = pos + len;
-  return true;
-}
-
-// A 16-bit match copied from where markers may be: where the last marker it copied is
-// (markers die out within a few windows; a bound moved to every such copy's end would not).
-template <typename Sym>
-__attribute__((noinline)) void FindMarkers(const Sym* base, std::size_t pos, std::size_t len,
-                                           std::size_t* marker_end) {
-  for (std::size_t i = len; i > 0; --i) {
-    if (base[pos + i - 1] >= kMarkerBase) {
-      *marker_end = pos + i;
-      return;
-    }
-  }
-}
-
 // The loop. State lives in locals (stores through a symbol pointer could alias a struct's
 // fields, which the compiler would then reload). Each round starts with >= 56 bits in
 // `buf` and the next literal/length entry looked up; the bit count is kept in the low

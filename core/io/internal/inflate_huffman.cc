@@ -23,32 +23,13 @@ inline uint32_t Decode(BitReader& r, const uint32_t* table, unsigned primary_bit
 }
 
 // The checked loop's copy of the match (len, back) to data[pos, pos + len), symbol by
-// symbol; only a 16-bit run may reach into the unknown window before its output
-// (markers). False for a distance too far back. (The fast loop has its own, inflate_fast.cc.)
+// symbol (the fast loop's copies in moves: inflate_fast.cc). False for a distance too far
+// back.
 template <typename Sym>
 inline bool CopyMatch(Sym* data, std::size_t pos, std::size_t len, std::size_t back, std::size_t* marker_end) {
-  Sym* to = data + pos;
-  if (back > pos) {
-    if (sizeof(Sym) == 1 || back > pos + kDeflateWindow) return false;
-    for (std::size_t i = 0; i < len; ++i) {
-      const std::ptrdiff_t src = static_cast<std::ptrdiff_t>(pos + i) - static_cast<std::ptrdiff_t>(back);
-      to[i] = src < 0 ? static_cast<Sym>(kMarkerBase + kDeflateWindow + src) : data[src];
-    }
-    *marker_end = pos + len;
-    return true;
-  }
-  const Sym* from = to - back;
-  for (std::size_t i = 0; i < len; ++i) to[i] = from[i];
-  if (sizeof(Sym) > 1 && pos - back < *marker_end) {
-    // Copied from where markers may be: look at what was copied (markers die out within
-    // a few windows; a bound moved to every such copy's end would not).
-    for (std::size_t i = len; i > 0; --i) {
-      if (data[pos + i - 1] >= kMarkerBase) {
-        *marker_end = pos + i;
-        break;
-      }
-    }
-  }
+  if (back > pos) return CopyFromWindow(data, pos, len, back, marker_end);
+  for (std::size_t i = 0; i < len; ++i) data[pos + i] = data[pos - back + i];
+  if (sizeof(Sym) > 1 && pos - back < *marker_end) FindMarkers(data, pos, len, marker_end);
   return true;
 }
 

@@ -23,6 +23,35 @@ constexpr std::size_t kDeflateWindow = 32768;
 // kMarkerBase) of the 32 KiB before the decoding started (position 32767: the last byte).
 constexpr uint16_t kMarkerBase = 256;
 
+// A match reaching back past the start of a 16-bit run's output into the unknown window
+// before it: markers for the window's symbols, the rest copied, and no marker-free symbol
+// before its end. False for bytes (no window) or a distance past the window.
+template <typename Sym>
+__attribute__((noinline, cold)) bool CopyFromWindow(Sym* base, std::size_t pos, std::size_t len,
+                                                    std::size_t back, std::size_t* marker_end) {
+  if (sizeof(Sym) == 1 || back > pos + kDeflateWindow) return false;
+  for (std::size_t i = 0; i < len; ++i) {
+    const std::ptrdiff_t src = static_cast<std::ptrdiff_t>(pos + i) - static_cast<std::ptrdiff_t>(back);
+    base[pos + i] = src < 0 ? static_cast<Sym>(kMarkerBase + kDeflateWindow + src) : base[src];
+  }
+  *marker_end = pos + len;
+  return true;
+}
+
+// After a 16-bit match copied from where markers may be (pos - back < *marker_end): moves
+// *marker_end past the last marker it copied (markers die out within a few windows; a
+// bound moved to every such copy's end would not).
+template <typename Sym>
+__attribute__((noinline)) void FindMarkers(const Sym* base, std::size_t pos, std::size_t len,
+                                           std::size_t* marker_end) {
+  for (std::size_t i = len; i > 0; --i) {
+    if (base[pos + i - 1] >= kMarkerBase) {
+      *marker_end = pos + i;
+      return;
+    }
+  }
+}
+
 // Reads the stream LSB-first (RFC 1951 §3.1.1) through a 64-bit buffer refilled with
 // unaligned 8-byte loads (little-endian hosts only: x86-64, aarch64). Bytes past the end
 // read as zeros; overran() then says the decoding used bits that were not there.

@@ -206,16 +206,7 @@ TEST(InflateDecoderTest, ParallelInflateWithEachBuildMatchesLibdeflate) {
   const std::string data = Repeats(4000000, 17);
   std::unique_ptr<TaskPool> pool = MakeTaskPool(3);
   for (const int level : {1, 6}) {
-    z_stream zs{};
-    ASSERT_EQ(deflateInit2(&zs, level, Z_DEFLATED, 16 + MAX_WBITS, 8, Z_DEFAULT_STRATEGY), Z_OK);
-    std::string gz(deflateBound(&zs, data.size()) + 64, '\0');
-    zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(data.data()));
-    zs.avail_in = static_cast<uInt>(data.size());
-    zs.next_out = reinterpret_cast<Bytef*>(gz.data());
-    zs.avail_out = static_cast<uInt>(gz.size());
-    ASSERT_EQ(deflate(&zs, Z_FINISH), Z_STREAM_END);
-    gz.resize(zs.total_out);
-    deflateEnd(&zs);
+    const std::string gz = gzip_test::ZlibDeflate(data, 16 + MAX_WBITS, level);
     ForEachBuild([&] {
       ParallelInflateOptions o;
       o.pool = pool.get();

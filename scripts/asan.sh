@@ -12,9 +12,9 @@ scripts/install-deps.sh
 scripts/build.sh -DSPEXD_WITH_CUDA=OFF -DSPEXD_SANITIZE=address,undefined
 # verify_asan_link_order=0: the chaos tests LD_PRELOAD their file-system fault library
 # (tests/integration/fs_fault_preload.c) in front of the ASan runtime; that is harmless.
-export ASAN_OPTIONS="verify_asan_link_order=0:detect_leaks=1:abort_on_error=0 ${ASAN_OPTIONS:-}"
-export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1 ${UBSAN_OPTIONS:-}"
-export LSAN_OPTIONS="suppressions=$PWD/tests/sanitizers/lsan.supp ${LSAN_OPTIONS:-}"
+export ASAN_OPTIONS="verify_asan_link_order=0:detect_leaks=1:abort_on_error=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
+export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}"
+export LSAN_OPTIONS="suppressions=$PWD/tests/sanitizers/lsan.supp${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
 cd "$BUILD_DIR"
 # Nothing is left out: the three tests that scrape /metrics over HTTP (MetricsTest, the
 # demo, python.balance) were, while civetweb served it (its small thread stacks overflowed

@@ -47,8 +47,9 @@ TEST_F(SpexctlTest, ALocalFrameFileIsSyncedWithItsDirectory) {
   const std::string log = out_ + "/fsync.log";
   std::string asan = "verify_asan_link_order=0";  // the preload precedes ASan's runtime
   if (const char* old = getenv("ASAN_OPTIONS")) asan = absl::StrCat(old, ":", asan);
+  // Quoted: the caller's options may hold spaces (sanitizers accept them as separators).
   const std::string cmd = absl::StrCat(
-      "LD_PRELOAD=", SPEXD_FS_FAULT_LIB, " SPEXD_FSYNC_LOG=", log, " ASAN_OPTIONS=", asan,
+      "LD_PRELOAD=", SPEXD_FS_FAULT_LIB, " SPEXD_FSYNC_LOG=", log, " ASAN_OPTIONS='", asan, "'",
       " timeout 120 ", SPEXCTL_BINARY, " ", ExtractArgs(), " --local -o ", dir, "/frame.fits 2>&1");
   ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
   ASSERT_TRUE(std::filesystem::exists(dir + "/frame.fits"));

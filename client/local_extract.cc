@@ -44,6 +44,9 @@ absl::Status RunLocalExtract(const ExtractCommand& cmd) {
   SPEXD_ASSIGN_OR_RETURN(core::ExtractionPlan plan, core::ExtractionPlan::Create(cmd.params, *psf));
   core::PreprocOptions popts;
   popts.mask_policy = cmd.params.mask_policy;
+  // The planes as stored (float32 in desispec's files): both backends take them, so the
+  // host neither widens nor zero-fills 2 x 8 bytes a pixel (widened below if one does not).
+  popts.keep_float32 = true;
   SPEXD_ASSIGN_OR_RETURN(core::PreprocImage image, core::ReadPreproc(cmd.input, popts));
   // -f/--fibermap replaces the image's FIBERMAP (desi_extract_spectra reads it instead).
   if (!cmd.fibermap.empty()) {
@@ -65,6 +68,7 @@ absl::Status RunLocalExtract(const ExtractCommand& cmd) {
   bopts.kind = cmd.backend;
   bopts.threads = cmd.threads;
   SPEXD_ASSIGN_OR_RETURN(std::unique_ptr<core::Backend> backend, core::CreateBackend(bopts));
+  if (image.has_float32_planes() && !core::TakesFloat32Planes(*backend)) core::WidenPlanes(&image);
 
   core::ExtractionJob job;
   job.geometry = geometry;

@@ -17,7 +17,9 @@
 #   Environment: PROCS (8), FRAMES (4), MODES ("client-fits client-gz server-fits server-gz"),
 #   SPEXD_ARGS (extra spexd flags); CLIENT_ARGS (extra spexctl flags of the client modes, e.g.
 #   --no-progressive-write); NSPEC, WAVE, BACKEND for a small CPU smoke run; REF (s per
-#   frame: skip the reference benches and use it). Prints [row] lines; exit 0 when every run succeeded.
+#   frame: skip the reference benches and use it); PERF (a perf binary: spexd sampled during
+#   each mode, its profile by symbol in $W/perf-MODE.txt). Prints [row] lines; exit 0 when
+#   every run succeeded.
 set -uo pipefail
 [[ $# -ge 2 ]] || { sed -n '2,19p' "$0"; exit 2; }
 B=$(cd "$1" && pwd) || exit 2
@@ -99,6 +101,10 @@ for mode in $MODES; do
   first=$(wc -l <"$W/spexd.log")
   cpu0=$(cpu_now); threads_cpu >"$W/threads0"
   flt0=$(awk '{print $10}' /proc/$SPID/stat); thp0=$(awk '$1 == "thp_fault_alloc" {print $2}' /proc/vmstat)
+  if [[ -n ${PERF:-} ]]; then
+    "$PERF" record -q -F 499 -g -p "$SPID" -o "$W/perf-$mode.data" >/dev/null 2>&1 &
+    perf_pid=$!
+  fi
   t0=$(date +%s.%N); pids=()
   for p in $(seq "$PROCS"); do
     (
@@ -120,6 +126,14 @@ for mode in $MODES; do
   done
   ok=1; for pid in "${pids[@]}"; do wait "$pid" || ok=0; done
   t1=$(date +%s.%N)
+  if [[ -n ${PERF:-} ]]; then
+    kill -INT "$perf_pid" 2>/dev/null; wait "$perf_pid" 2>/dev/null
+    # Self time by symbol, then by thread: what the host's cores did for spexd.
+    { "$PERF" report -i "$W/perf-$mode.data" --no-children --sort dso,sym -g none --percent-limit 0.3 2>&1
+      "$PERF" report -i "$W/perf-$mode.data" --no-children --sort comm -g none 2>&1
+      "$PERF" report -i "$W/perf-$mode.data" --no-children --sort sym -g caller,0.5,callee \
+        --percent-limit 2 2>&1 | head -400; } | grep -v '^$' >"$W/perf-$mode.txt"
+  fi
   cpu1=$(cpu_now); threads_cpu >"$W/threads1"
   flt1=$(awk '{print $10}' /proc/$SPID/stat); thp1=$(awk '$1 == "thp_fault_alloc" {print $2}' /proc/vmstat)
   n=$((PROCS * FRAMES))

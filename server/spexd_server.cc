@@ -229,14 +229,16 @@ class SpexdServer::Impl {
       }
       context.SetBackendChoice(gpu_count, reason);
       Log(LogLevel::kInfo, "backend_choice", {{"choice", reason}, {"gpus", gpu_count}});
-      // Float32 planes when every worker takes them (the CUDA backend); a frame's planes
-      // stay cached for the next frames while prepared, extracted or streamed.
+      // Float32 planes when every worker takes them (the CPU and CUDA backends); a frame's
+      // planes stay cached for the next frames while prepared, extracted or streamed.
       bool float32 = !workers.empty();
       for (const WorkerBackend& w : workers) float32 &= core::TakesFloat32Planes(*w.backend);
       float32_planes.store(float32);
       // One pinner serves every worker: its registrations are portable across devices.
-      if (float32 && options.pin_planes) {
-        plane_buffers.set_pinner(workers.front().backend->gpu()->PlanePinner());
+      for (const WorkerBackend& w : workers) {
+        if (!float32 || !options.pin_planes || w.backend->gpu() == nullptr) continue;
+        plane_buffers.set_pinner(w.backend->gpu()->PlanePinner());
+        break;
       }
       const int64_t nworkers = static_cast<int64_t>(workers.size());
       for (WorkerBackend& w : workers) scheduler->AddWorker(std::move(w.backend), w.gpu_device);

@@ -51,10 +51,7 @@ absl::StatusOr<std::unique_ptr<ImportedRegion>> GpuCapabilities::ImportRegion(
       absl::StrCat("this backend cannot use CUDA regions (device ", device, ")"));
 }
 
-bool TakesFloat32Planes(Backend& backend) {
-  GpuCapabilities* gpu = backend.gpu();
-  return gpu != nullptr && gpu->TakesFloat32Planes();
-}
+bool TakesFloat32Planes(Backend& backend) { return backend.TakesFloat32Planes(); }
 
 absl::StatusOr<std::unique_ptr<ImportedRegion>> ImportRegion(Backend& backend,
                                                              const std::string& ipc_handle,

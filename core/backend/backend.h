@@ -63,17 +63,13 @@ struct BackendMemory {
   std::map<const Geometry*, int64_t> geometry_bytes;
 };
 
-// What only a backend on a GPU offers (the CUDA backend, cuda/): taking float32 planes
-// from pinned host memory, and other processes' device memory (issue 13). Backend::gpu()
+// What only a backend on a GPU offers (the CUDA backend, cuda/): float32 planes from
+// pinned host memory, and other processes' device memory (issue 13). Backend::gpu()
 // returns it, or null for a backend without one (the CPU backend); the defaults are
 // those of a backend that cannot do the thing.
 class GpuCapabilities {
  public:
   virtual ~GpuCapabilities() = default;
-  // Whether Extract takes an image with float32 planes (PreprocImage::image32/ivar32, from
-  // PreprocOptions::keep_float32). A backend that does not refuses one (ValidateJob):
-  // widen it first (WidenPlanes). Default: float64 planes only.
-  virtual bool TakesFloat32Planes() const { return false; }
   // Pins host memory for this backend's device (PlaneBufferPool::set_pinner): float32
   // planes decoded into pinned blocks are uploaded without a host staging copy. Null
   // (the default): the backend gains nothing from pinned planes.
@@ -103,6 +99,11 @@ class Backend {
   virtual bool healthy() const { return true; }
   // Human-readable description (device name, threads, memory).
   virtual std::string description() const { return name(); }
+  // Whether Extract takes an image with float32 planes (PreprocImage::image32/ivar32, from
+  // PreprocOptions::keep_float32: what preproc files store, no widened copy on the host).
+  // A backend that does not refuses one (ValidateJob): widen it first (WidenPlanes).
+  // Default: float64 planes only; the CPU and CUDA backends take both.
+  virtual bool TakesFloat32Planes() const { return false; }
 
   // Device memory held now. Thread-safe: may be called from any thread, also while
   // Extract runs on another, and never waits for an extraction. Default: none.
@@ -122,8 +123,7 @@ class Backend {
 // with the reason when the module, the driver or a device is missing.
 absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const BackendOptions& options);
 
-// Whether `backend` takes float32 planes (GpuCapabilities::TakesFloat32Planes; false
-// without a GPU).
+// Whether `backend` takes float32 planes (Backend::TakesFloat32Planes).
 bool TakesFloat32Planes(Backend& backend);
 
 // GpuCapabilities::ImportRegion of `backend`; FAILED_PRECONDITION naming the backend

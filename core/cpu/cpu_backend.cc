@@ -32,10 +32,13 @@ class CpuBackend : public Backend {
   }
   std::string name() const override { return "cpu"; }
   std::string description() const override { return absl::StrCat("cpu (", threads_, " threads)"); }
+  // Each patch gathers its window from either kind of plane (PatchExtractor::GatherWindow):
+  // a served frame skips the widened copy, 2 x 8 bytes a pixel zero-filled and written.
+  bool TakesFloat32Planes() const override { return true; }
 
   absl::StatusOr<ExtractionSummary> Extract(const ExtractionJob& job,
                                             const BundleSink& sink) override {
-    SPEXD_RETURN_IF_ERROR(ValidateJob(job));
+    SPEXD_RETURN_IF_ERROR(ValidateJob(job, /*float32_planes_ok=*/true));
     if (job.device_image != nullptr) {
       return absl::FailedPreconditionError(
           "the cpu backend cannot read a frame from device memory (CUDA region input)");
@@ -48,6 +51,15 @@ class CpuBackend : public Backend {
     opts.psferr = job.psferr;
     opts.want_model = job.want_model;
     PatchExtractor extractor(plan, opts);
+    const PreprocImage& im = *job.image;
+    ImagePlanes planes;
+    if (im.has_float32_planes()) {
+      planes.image32 = im.image32.data();
+      planes.ivar32 = im.ivar32.data();
+    } else {
+      planes.image = im.image.data();
+      planes.ivar = im.ivar.data();
+    }
 
     std::vector<int> bundles = job.bundles;
     if (bundles.empty()) {
@@ -78,8 +90,7 @@ class CpuBackend : public Backend {
         if (CancelRequested(job)) return;
         const int p = p0 + i;
         if (workspaces[worker] == nullptr) workspaces[worker] = std::make_unique<PatchWorkspace>(plan);
-        outcomes[i] = extractor.Extract(plan.patches[p], *spots, job.image->image.data(),
-                                        job.image->ivar.data(), workspaces[worker].get(), &result,
+        outcomes[i] = extractor.Extract(plan.patches[p], *spots, planes, workspaces[worker].get(), &result,
                                         job.want_model ? &models[i] : nullptr);
         conditions[i] = workspaces[worker]->condition();
       });

@@ -166,7 +166,9 @@ absl::StatusOr<LocalTimes> TimeLocal(const Args& args, const std::shared_ptr<con
   popts.pool = &decode_pool;
   popts.buffers = &buffers;
   popts.keep_float32 = core::TakesFloat32Planes(*backend);
-  if (popts.keep_float32 && args.pin_planes) buffers.set_pinner(backend->gpu()->PlanePinner());  // as spexd
+  if (popts.keep_float32 && args.pin_planes && backend->gpu() != nullptr) {
+    buffers.set_pinner(backend->gpu()->PlanePinner());  // as spexd
+  }
   for (int r = -1; r < args.repeats; ++r) {  // r = -1: warm-up (spots evaluated and kept)
     const auto t0 = Clock::now();
     SPEXD_ASSIGN_OR_RETURN(core::PreprocImage image, core::ReadPreproc(frame_path, popts));

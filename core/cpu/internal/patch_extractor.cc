@@ -50,6 +50,8 @@ PatchWorkspace::PatchWorkspace(const PatchPlan& plan) {
   const std::size_t npix = static_cast<std::size_t>(plan.max_npix);
   pix_start.resize(npix + 1);
   pix_fill.resize(npix);
+  win_image.resize(npix);
+  win_ivar.resize(npix);
   const std::size_t max_entries = n * plan.stamp_ny * plan.stamp_nx;
   entry_col.resize(max_entries);
   entry_val.resize(max_entries);
@@ -125,10 +127,26 @@ void PatchExtractor::BuildSparseA(const PatchDesc& d, const Spots& spots,
 // regularisation, Cholesky factor and solve, C's core diagonal blocks, their inverse
 // square roots with the decorrelated products, then the outputs. On the CPU M, its
 // factor and C are kept to the band (the GPU works on dense tiles).
-bool PatchExtractor::Solve(const PatchDesc& d, const double* image, const double* ivar,
-                           double regularize, PatchWorkspace* ws) const {
+void PatchExtractor::GatherWindow(const PatchDesc& d, const ImagePlanes& planes,
+                                  PatchWorkspace* ws) const {
+  const std::size_t W = static_cast<std::size_t>(plan_.image_width);
+  for (int iy = 0; iy < d.ny; ++iy) {
+    const std::size_t from = static_cast<std::size_t>(d.y0 + iy) * W + d.x0;
+    double* img = ws->win_image.data() + static_cast<std::size_t>(iy) * d.nx;
+    double* iv = ws->win_ivar.data() + static_cast<std::size_t>(iy) * d.nx;
+    if (planes.image32 != nullptr) {
+      std::copy(planes.image32 + from, planes.image32 + from + d.nx, img);
+      std::copy(planes.ivar32 + from, planes.ivar32 + from + d.nx, iv);
+    } else {
+      std::copy(planes.image + from, planes.image + from + d.nx, img);
+      std::copy(planes.ivar + from, planes.ivar + from + d.nx, iv);
+    }
+  }
+}
+
+bool PatchExtractor::Solve(const PatchDesc& d, double regularize, PatchWorkspace* ws) const {
   StepTimer timer;
-  BuildNormalEquations(d, image, ivar, ws);
+  BuildNormalEquations(d, ws);
   Regularize(d.n, regularize, ws);
   timer.Lap(&ws->steps_.normal_eq);
   if (!CholeskySolve(d.n, ws)) return false;
@@ -143,14 +161,15 @@ bool PatchExtractor::Solve(const PatchDesc& d, const double* image, const double
   return KeptOutputsFinite(d, *ws);
 }
 
-void PatchExtractor::BuildNormalEquations(const PatchDesc& d, const double* image,
-                                          const double* ivar, PatchWorkspace* ws) const {
-  const int n = d.n, W = plan_.image_width;
+void PatchExtractor::BuildNormalEquations(const PatchDesc& d, PatchWorkspace* ws) const {
+  const int n = d.n;
+  const double* image = ws->win_image.data();
+  const double* ivar = ws->win_ivar.data();
   // Bandwidth of M: the widest span of unknowns on one weighted pixel (entries are sorted
   // by q). In fibre-major order stamps couple fibres s +- 2 only: kd is ~160 of n ~ 500.
   int kd = 0;
   for (int iy = 0; iy < d.ny; ++iy) {
-    const std::size_t row = static_cast<std::size_t>(d.y0 + iy) * W + d.x0;
+    const std::size_t row = static_cast<std::size_t>(iy) * d.nx;
     for (int ix = 0; ix < d.nx; ++ix) {
       const int p = iy * d.nx + ix;
       const int e0 = ws->pix_start[p], e1 = ws->pix_start[p + 1];
@@ -167,7 +186,7 @@ void PatchExtractor::BuildNormalEquations(const PatchDesc& d, const double* imag
   // M = A^T diag(v) A (lower band: M[i, j] at m[(i - j) + j * (kd + 1)] = m[i + j * kd]),
   // b = A^T diag(v) d, fw = A^T v (spec §2.8), pixel by pixel over the sparse entries.
   for (int iy = 0; iy < d.ny; ++iy) {
-    const std::size_t row = static_cast<std::size_t>(d.y0 + iy) * W + d.x0;
+    const std::size_t row = static_cast<std::size_t>(iy) * d.nx;
     for (int ix = 0; ix < d.nx; ++ix) {
       const double v = ivar[row + ix];
       if (v == 0.0) continue;
@@ -286,10 +305,11 @@ bool PatchExtractor::KeptOutputsFinite(const PatchDesc& d, const PatchWorkspace&
   return AllFinite(ws.rdiag.data(), static_cast<int>(nrd));
 }
 
-void PatchExtractor::WriteOutputs(const PatchDesc& d, const double* image, const double* ivar,
-                                  PatchWorkspace* ws, BundleResult* bundle,
+void PatchExtractor::WriteOutputs(const PatchDesc& d, PatchWorkspace* ws, BundleResult* bundle,
                                   std::vector<double>* model_window) const {
-  const int n = d.n, nt = plan_.nwavetot, W = plan_.image_width, npix = d.ny * d.nx;
+  const int n = d.n, nt = plan_.nwavetot, npix = d.ny * d.nx;
+  const double* image = ws->win_image.data();
+  const double* ivar = ws->win_ivar.data();
   const bool cpu = options_.compat == Compat::kCpu;
   const double psferr = options_.psferr;
   double* pixmask = ws->pixmask.data();
@@ -300,9 +320,7 @@ void PatchExtractor::WriteOutputs(const PatchDesc& d, const double* image, const
   std::fill(wgt, wgt + n, 0.0);
   // Per pixel: model m = A x of all unknowns, then chi2 per the compat rule (§2.11).
   for (int p = 0; p < npix; ++p) {
-    const int iy = p / d.nx, ix = p % d.nx;
-    const std::size_t g = static_cast<std::size_t>(d.y0 + iy) * W + d.x0 + ix;
-    const double v = ivar[g], pix = image[g];
+    const double v = ivar[p], pix = image[p];
     const int e0 = ws->pix_start[p], e1 = ws->pix_start[p + 1];
     double mp = 0;
     for (int e = e0; e < e1; ++e) mp += ws->entry_val[e] * ws->x[ws->entry_col[e]];
@@ -372,19 +390,20 @@ void PatchExtractor::WriteOutputs(const PatchDesc& d, const double* image, const
   }
 }
 
-PatchOutcome PatchExtractor::Extract(const PatchDesc& d, const Spots& spots, const double* image,
-                                     const double* ivar, PatchWorkspace* ws,
+PatchOutcome PatchExtractor::Extract(const PatchDesc& d, const Spots& spots,
+                                     const ImagePlanes& planes, PatchWorkspace* ws,
                                      BundleResult* bundle,
                                      std::vector<double>* model_window) const {
   if (d.skipped != kSkipNone) return PatchOutcome::kSkipped;
   StepTimer timer;
   BuildSparseA(d, spots, ws);
+  GatherWindow(d, planes, ws);
   timer.Lap(&ws->steps_.projection);
   PatchOutcome outcome = PatchOutcome::kExtracted;
-  bool ok = Solve(d, image, ivar, options_.regularize, ws);
+  bool ok = Solve(d, options_.regularize, ws);
   // NaN retry scoped to this patch (spec "Decisions", §2.15).
   if (!ok && options_.regularize == 0.0) {
-    ok = Solve(d, image, ivar, kRetryRegularize, ws);
+    ok = Solve(d, kRetryRegularize, ws);
     outcome = PatchOutcome::kRetried;
   }
   if (!ok) {
@@ -393,7 +412,7 @@ PatchOutcome PatchExtractor::Extract(const PatchDesc& d, const Spots& spots, con
     return PatchOutcome::kFailed;
   }
   StepTimer out_timer;
-  WriteOutputs(d, image, ivar, ws, bundle, model_window);
+  WriteOutputs(d, ws, bundle, model_window);
   out_timer.Lap(&ws->steps_.outputs);
   return outcome;
 }

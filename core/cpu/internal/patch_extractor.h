@@ -50,6 +50,8 @@ class PatchWorkspace {
   friend class PatchExtractor;
   // Sparse A by pixel: entries [pix_start[p], pix_start[p+1]) of (col, value).
   std::vector<int32_t> pix_start, pix_fill, entry_col;
+  // The patch's window of the image and ivar, [ny][nx] (GatherWindow).
+  std::vector<double> win_image, win_ivar;
   std::vector<double> entry_val;
   // M in LAPACK lower band storage (ldab = kd + 1, at most n x n), then its factor L.
   std::vector<double> m, w, b, fw, x;     // and length-n vectors
@@ -68,26 +70,36 @@ class PatchWorkspace {
   double condition_ = 0;
 };
 
+// The image a patch reads: float64 planes, or float32 ones as preproc files store them
+// ([height][width] of the plan; one pair set). A patch's window is gathered from either
+// into its workspace as float64 (widening is exact: the same numbers either way).
+struct ImagePlanes {
+  const double* image = nullptr;
+  const double* ivar = nullptr;
+  const float* image32 = nullptr;
+  const float* ivar32 = nullptr;
+};
+
 class PatchExtractor {
  public:
   PatchExtractor(const PatchPlan& plan, const PatchOptions& options)
       : plan_(plan), options_(options) {}
 
-  // Extracts `patch` from image/ivar ([height][width] of the plan) using the spots of its
-  // bundle, and writes the kept core columns into `bundle` (rows relative to the bundle).
-  // When options.want_model, `model_window` receives the patch model [ny][nx] (zeros if
-  // the patch failed). Thread-safe for distinct workspaces and disjoint patches.
-  PatchOutcome Extract(const PatchDesc& patch, const Spots& bundle_spots, const double* image,
-                       const double* ivar, PatchWorkspace* ws, BundleResult* bundle,
+  // Extracts `patch` from `planes` using the spots of its bundle, and writes the kept
+  // core columns into `bundle` (rows relative to the bundle). When options.want_model,
+  // `model_window` receives the patch model [ny][nx] (zeros if the patch failed).
+  // Thread-safe for distinct workspaces and disjoint patches.
+  PatchOutcome Extract(const PatchDesc& patch, const Spots& bundle_spots, const ImagePlanes& planes,
+                       PatchWorkspace* ws, BundleResult* bundle,
                        std::vector<double>* model_window) const;
 
  private:
+  // The patch's window of image and ivar into ws->win_image/win_ivar ([ny][nx]).
+  void GatherWindow(const PatchDesc& patch, const ImagePlanes& planes, PatchWorkspace* ws) const;
   // One attempt with the given regularisation; false if not SPD or non-finite output.
-  // Runs the stages below in order (spec §2.8–2.11, §2.15).
-  bool Solve(const PatchDesc& patch, const double* image, const double* ivar,
-             double regularize, PatchWorkspace* ws) const;
-  void BuildNormalEquations(const PatchDesc& patch, const double* image, const double* ivar,
-                            PatchWorkspace* ws) const;
+  // Runs the stages below in order (spec §2.8–2.11, §2.15). Reads the gathered window.
+  bool Solve(const PatchDesc& patch, double regularize, PatchWorkspace* ws) const;
+  void BuildNormalEquations(const PatchDesc& patch, PatchWorkspace* ws) const;
   void Regularize(int n, double regularize, PatchWorkspace* ws) const;
   bool CholeskySolve(int n, PatchWorkspace* ws) const;
   // C = M^-1 inside the band for the patch spectra [first, nspec), into ws->cfull (needs
@@ -104,8 +116,7 @@ class PatchExtractor {
   bool Decorrelate(const PatchDesc& patch, int s, PatchWorkspace* ws) const;
   bool KeptOutputsFinite(const PatchDesc& patch, const PatchWorkspace& ws) const;
   void BuildSparseA(const PatchDesc& patch, const Spots& spots, PatchWorkspace* ws) const;
-  void WriteOutputs(const PatchDesc& patch, const double* image, const double* ivar,
-                    PatchWorkspace* ws, BundleResult* bundle,
+  void WriteOutputs(const PatchDesc& patch, PatchWorkspace* ws, BundleResult* bundle,
                     std::vector<double>* model_window) const;
 
   const PatchPlan& plan_;

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <memory>
 
@@ -54,6 +55,7 @@ class BadExtractionInputTest : public ::testing::Test {
     ExtractionJob job;
     job.geometry = *geo;
     job.image = &image;
+    job.want_model = p.want_model;
     auto backend = CreateCpuBackend(2);
     return ExtractFrame(*backend, job);
   }
@@ -191,6 +193,60 @@ TEST_F(BadExtractionInputTest, NanPixelsFlagThePatchInsteadOfCrashing) {
   auto g = Run(Params(), nan);
   ASSERT_TRUE(g.ok());
   EXPECT_EQ(g->counts.failed, 0);
+}
+
+// The CPU backend takes float32 planes as preproc files store them (no widened copy on
+// the host): every output equals that of the widened planes bit for bit, NaN pixels and
+// zero weights included (widening is exact; each patch gathers its window as float64).
+TEST_F(BadExtractionInputTest, Float32PlanesGiveTheFrameOfTheirWidenedPlanes) {
+  PreprocImage narrow;
+  narrow.height = image_->height;
+  narrow.width = image_->width;
+  const std::size_t n = image_->image.size();
+  narrow.image32 = PlaneBuffer<float>::Make(n, nullptr);
+  narrow.ivar32 = PlaneBuffer<float>::Make(n, nullptr);
+  for (std::size_t i = 0; i < n; ++i) {
+    narrow.image32[i] = static_cast<float>(image_->image[i]);
+    narrow.ivar32[i] = static_cast<float>(image_->ivar[i]);
+  }
+  // NaN pixels with weight 0 (as the pixel rules leave them) around the brightest pixel,
+  // which lies on a trace inside the extracted range.
+  const std::size_t peak = static_cast<std::size_t>(
+      std::max_element(image_->image.begin(), image_->image.end()) - image_->image.begin());
+  const std::size_t width = static_cast<std::size_t>(narrow.width);
+  for (std::size_t dy = 0; dy < 3; ++dy) {
+    for (std::size_t dx = 0; dx < 3; ++dx) {
+      const std::size_t i = peak - width - 1 + dy * width + dx;  // the 3x3 block around it
+      narrow.image32[i] = std::numeric_limits<float>::quiet_NaN();
+      narrow.ivar32[i] = 0.0f;
+    }
+  }
+  PreprocImage wide = narrow;
+  WidenPlanes(&wide);
+  ASSERT_FALSE(wide.has_float32_planes());
+  ASSERT_TRUE(narrow.has_float32_planes());
+  ASSERT_TRUE(TakesFloat32Planes(*CreateCpuBackend(1)));
+  ExtractionParams p = Params();
+  p.want_model = true;
+  auto a = Run(p, narrow);
+  auto b = Run(p, wide);
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_TRUE(b.ok()) << b.status();
+  auto same = [](const auto& x, const auto& y, const char* what) {
+    ASSERT_EQ(x.size(), y.size()) << what;
+    ASSERT_FALSE(x.empty()) << what;
+    EXPECT_EQ(std::memcmp(x.data(), y.data(), x.size() * sizeof(x[0])), 0) << what;
+  };
+  same(a->flux, b->flux, "flux");
+  same(a->ivar, b->ivar, "ivar");
+  same(a->rdiags, b->rdiags, "rdiags");
+  same(a->pixmask_fraction, b->pixmask_fraction, "pixmask_fraction");
+  same(a->chi2pix, b->chi2pix, "chi2pix");
+  same(a->mask, b->mask, "mask");
+  same(a->model, b->model, "model");
+  // The NaN pixels reached the extraction: some bins lost weight there.
+  EXPECT_TRUE(std::any_of(a->pixmask_fraction.begin(), a->pixmask_fraction.end(),
+                          [](double f) { return f > 0; }));
 }
 
 }  // namespace

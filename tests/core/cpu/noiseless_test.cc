@@ -87,7 +87,7 @@ TEST_F(NoiselessTest, DeconvolvedFluxEqualsInputPhotons) {
   PatchWorkspace ws(plan);
   BundleResult bundle;
   bundle.Allocate(0, 0, 5, plan.nwave, plan.ndiag);
-  ASSERT_EQ(extractor.Extract(d, *(*geo)->BundleSpots(0), image_.image.data(), image_.ivar.data(),
+  ASSERT_EQ(extractor.Extract(d, *(*geo)->BundleSpots(0), ImagePlanes{image_.image.data(), image_.ivar.data()},
                               &ws, &bundle, nullptr),
             PatchOutcome::kExtracted);
   const std::vector<double>& dwave = (*geo)->dwave();

@@ -152,27 +152,11 @@ void ComputeSpecMask(Frame* f, MaskPolicy policy, TaskPool* pool) {
   const int ns = f->nspec, nw = f->nwave;
   const std::size_t nsz = static_cast<std::size_t>(ns), nwz = static_cast<std::size_t>(nw);
   f->mask.assign(nsz * nwz, 0);
-  std::vector<double> med_wave(nwz), med_fiber(nsz);
+  std::vector<double> med_wave(nwz, 0.0), med_fiber(nsz);
   const double* chi2 = f->chi2pix.data();
   const int workers = HardwareThreads();
-  // Each wavelength's median over the fibres, a block of wavelengths per task; a column
-  // holds its values in fibre order, as the strided gather did.
-  const int wave_blocks = (nw + kWaveBlock - 1) / kWaveBlock;
   std::vector<std::vector<double>> scratch(static_cast<std::size_t>(workers));
-  ParallelFor(pool, workers, wave_blocks, [&](int worker, int block) {
-    const int w0 = block * kWaveBlock, nb = std::min(kWaveBlock, nw - w0);
-    std::vector<double>& cols = scratch[static_cast<std::size_t>(worker)];
-    cols.resize(static_cast<std::size_t>(kWaveBlock) * nsz);
-    for (std::size_t s = 0; s < nsz; ++s) {
-      const double* row = chi2 + s * nwz + static_cast<std::size_t>(w0);
-      for (int j = 0; j < nb; ++j) cols[static_cast<std::size_t>(j) * nsz + s] = row[j];
-    }
-    for (int j = 0; j < nb; ++j) {
-      double* col = cols.data() + static_cast<std::size_t>(j) * nsz;
-      med_wave[static_cast<std::size_t>(w0 + j)] = MedianInPlace(col, col + nsz);
-    }
-  });
-  // Each fibre's median over its wavelengths, then its mask row.
+  // Each fibre's median over its wavelengths.
   const int fiber_blocks = (ns + kFiberBlock - 1) / kFiberBlock;
   ParallelFor(pool, workers, fiber_blocks, [&](int worker, int block) {
     std::vector<double>& row = scratch[static_cast<std::size_t>(worker)];
@@ -181,12 +165,45 @@ void ComputeSpecMask(Frame* f, MaskPolicy policy, TaskPool* pool) {
       const std::size_t r = static_cast<std::size_t>(s) * nwz;
       row.assign(chi2 + r, chi2 + r + nwz);
       med_fiber[static_cast<std::size_t>(s)] = MedianInPlace(row.data(), row.data() + nwz);
+    }
+  });
+  // A wavelength's median over the fibres decides only bins above 5x their fibre's median
+  // (the rule below is a conjunction): it is computed where such a bin lies, a few
+  // wavelengths on a healthy frame instead of all of them (the same bits; the tail of a
+  // served frame, issue 22). A column holds its values in fibre order.
+  const int wave_blocks = (nw + kWaveBlock - 1) / kWaveBlock;
+  ParallelFor(pool, workers, wave_blocks, [&](int worker, int block) {
+    const int w0 = block * kWaveBlock, nb = std::min(kWaveBlock, nw - w0);
+    bool needed[kWaveBlock] = {};
+    bool any = false;
+    for (std::size_t s = 0; s < nsz; ++s) {
+      const double* row = chi2 + s * nwz + static_cast<std::size_t>(w0);
+      const double limit = 5 * med_fiber[s];
+      for (int j = 0; j < nb; ++j) {
+        if (row[j] > limit) needed[j] = any = true;
+      }
+    }
+    if (!any) return;
+    std::vector<double>& col = scratch[static_cast<std::size_t>(worker)];
+    col.resize(nsz);
+    for (int j = 0; j < nb; ++j) {
+      if (!needed[j]) continue;
+      for (std::size_t s = 0; s < nsz; ++s) col[s] = chi2[s * nwz + static_cast<std::size_t>(w0 + j)];
+      med_wave[static_cast<std::size_t>(w0 + j)] = MedianInPlace(col.data(), col.data() + nsz);
+    }
+  });
+  // The mask rows.
+  ParallelFor(pool, workers, fiber_blocks, [&](int /*worker*/, int block) {
+    const int s1 = std::min(ns, (block + 1) * kFiberBlock);
+    for (int s = block * kFiberBlock; s < s1; ++s) {
+      const std::size_t r = static_cast<std::size_t>(s) * nwz;
+      const double fiber_limit = 5 * med_fiber[static_cast<std::size_t>(s)];
       for (std::size_t w = 0; w < nwz; ++w) {
         const std::size_t i = r + w;
         uint32_t m = LocalMaskBits(f->pixmask_fraction[i],
                                    !f->failed_bins.empty() && f->failed_bins[i] != 0, policy);
         const double c = chi2[i];
-        if (c > 5 * med_wave[w] && c > 5 * med_fiber[static_cast<std::size_t>(s)]) m |= kBad2DFit;
+        if (c > fiber_limit && c > 5 * med_wave[w]) m |= kBad2DFit;
         f->mask[i] = m;
       }
     }

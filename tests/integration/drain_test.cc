@@ -150,7 +150,18 @@ TEST(DrainTest, SighupDrainsLikeSigterm) {
   ASSERT_FALSE(psf_id.empty()) << spexd.Log();
   InFlight f;
   StartExtractions(port, psf_id, 2, &f);
-  ASSERT_TRUE(WaitUntil([&] { return f.started.load() >= 1; }, 60)) << spexd.Log();
+  // One running and the other received whole (queued): a request still uploading when
+  // the drain starts is refused by design ("refused before it was complete").
+  client::ClientOptions probe_options;
+  probe_options.target = absl::StrCat("127.0.0.1:", port);
+  auto probe = client::SpexdClient::Create(probe_options);
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        auto info = (*probe)->GetServerInfo();
+        return f.started.load() >= 1 && info.ok() && info->queue_depth() == 1;
+      },
+      60))
+      << spexd.Log();
   spexd.Signal(SIGHUP);
   const int code = spexd.WaitForExit(120);
   for (auto& t : f.threads) t.join();

@@ -367,7 +367,10 @@ absl::Status JobOutput::WriteFiles(const core::Frame& frame, v1::ExtractSummary*
     SPEXD_ASSIGN_OR_RETURN(std::string fits, core::ModelToFits(frame, meta, write_options));
     SPEXD_RETURN_IF_ERROR(files.Stage(h.server_model_path(), std::move(fits)));
   }
-  SPEXD_RETURN_IF_ERROR(files.CommitAll());
+  const absl::Status committed = files.CommitAll();
+  stages_["output_file_commit"] += files.commit_seconds();
+  stages_["output_file_sha256"] += files.hash_seconds();
+  SPEXD_RETURN_IF_ERROR(committed);
   const std::vector<OutputFiles::Written>& w = files.written();
   s->set_server_output_path(w[0].path);
   s->set_server_output_bytes(w[0].bytes);

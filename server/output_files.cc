@@ -1,5 +1,6 @@
 #include "server/output_files.h"
 
+#include <chrono>
 #include <utility>
 
 #include "absl/strings/match.h"
@@ -110,13 +111,18 @@ absl::Status OutputFiles::CommitAll() {
     std::string sha;
     // The progressive file's hash from its bytes in memory, beside the fsync and rename:
     // reading 70 MB back would only add a pass over the page cache.
+    double seconds[2] = {0, 0};
     core::ParallelFor(pool_, 2, 2, [&](int, int task) {
+      const auto t0 = std::chrono::steady_clock::now();
       if (task == 0) {
         path = f->pending.Commit(SameAs(*f), &f->result.kept);
       } else if (hash) {
         sha = Sha256Hex(f->stored_pieces);
       }
+      seconds[task] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     });
+    commit_seconds_ += seconds[0];
+    hash_seconds_ += seconds[1];
     if (path.ok() && !f->result.kept && hash) f->result.sha256 = std::move(sha);
     if (path.ok()) f->result.path = *std::move(path);
     Count(*f, path.status());

@@ -52,6 +52,10 @@ class OutputFiles {
   // written), then commits the others. Once; the results are then in written().
   absl::Status CommitAll();
   const std::vector<Written>& written() const { return written_; }
+  // Seconds CommitAll spent in the commits (fsync, rename, the directory's fsync) and in
+  // the hashes beside them, summed over the files: where a served frame's tail goes.
+  double commit_seconds() const { return commit_seconds_; }
+  double hash_seconds() const { return hash_seconds_; }
 
  private:
   struct File {
@@ -74,6 +78,7 @@ class OutputFiles {
   core::TaskPool* pool_;
   std::vector<std::unique_ptr<File>> files_;  // (the views point into them: never moved)
   std::vector<Written> written_;
+  double commit_seconds_ = 0, hash_seconds_ = 0;
 };
 
 }  // namespace spexd::server

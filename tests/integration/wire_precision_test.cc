@@ -201,6 +201,13 @@ TEST_F(WirePrecisionTest, ServerWrittenPlainFitsIsTheClientWrittenFile) {
     const auto& stages = written.summary.stage_seconds();
     EXPECT_EQ(stages.count("output_file_rows"), 1u);
     EXPECT_EQ(stages.count("output_file"), 1u);
+    // Its two parts, measured beside each other (docs/service.md), each inside the whole.
+    ASSERT_EQ(stages.count("output_file_commit"), 1u);
+    ASSERT_EQ(stages.count("output_file_sha256"), 1u);
+    EXPECT_GT(stages.at("output_file_commit"), 0.0);
+    EXPECT_GT(stages.at("output_file_sha256"), 0.0);
+    EXPECT_LE(stages.at("output_file_commit"), stages.at("output_file"));
+    EXPECT_LE(stages.at("output_file_sha256"), stages.at("output_file"));
     EXPECT_FALSE(HoldsFileUnder(Inputs().output_dir));
   }
 }

@@ -90,8 +90,8 @@ class CpuBackend : public Backend {
         if (CancelRequested(job)) return;
         const int p = p0 + i;
         if (workspaces[worker] == nullptr) workspaces[worker] = std::make_unique<PatchWorkspace>(plan);
-        outcomes[i] = extractor.Extract(plan.patches[p], *spots, planes, workspaces[worker].get(), &result,
-                                        job.want_model ? &models[i] : nullptr);
+        outcomes[i] = extractor.Extract(plan.patches[p], *spots, planes, workspaces[worker].get(),
+                                        &result, job.want_model ? &models[i] : nullptr);
         conditions[i] = workspaces[worker]->condition();
       });
       if (CancelRequested(job)) return absl::CancelledError("extraction cancelled");

@@ -9,6 +9,7 @@
 #include <random>
 #include <string>
 
+#include "core/base/parallel_for.h"
 #include "core/io/fits_gunzip.h"
 #include "core/io/internal/gzip.h"
 #include "gtest/gtest.h"
@@ -142,6 +143,27 @@ TEST(GunzipFitsWhole, ReadsInOneCallPollingStopTwice) {
   ASSERT_TRUE(from_fd.ok()) << from_fd.status();
   EXPECT_EQ(*from_fd, fits);
   EXPECT_EQ(polls, 2);
+}
+
+// A file of several read pieces (8 MB each, the last one partial) is read on the pool,
+// from an offset, and inflates to the same bytes as from memory.
+TEST(GunzipFitsWhole, ALargeFileIsReadInPiecesOnThePool) {
+  const std::string fits = ImageFits(2800, 2800, true);  // the .gz is ~18 MB: three pieces
+  const std::string gz = Gzip(fits);
+  ASSERT_GT(gz.size(), std::size_t{16} << 20);
+  const std::string path = testing::MakeTempDir() + "/big.fits.gz";
+  ASSERT_TRUE(testing::WriteBytes(path, "xyz" + gz));
+  auto pool = MakeTaskPool(3);
+  for (TaskPool* p : {static_cast<TaskPool*>(nullptr), pool.get()}) {
+    const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(lseek(fd, 3, SEEK_SET), 3);
+    auto out = InflateFitsFd(fd, path, {}, nullptr, nullptr, p);
+    close(fd);
+    ASSERT_TRUE(out.ok()) << out.status();
+    ASSERT_FALSE(out->block.empty());  // the whole-file path, not the steps
+    EXPECT_TRUE(out->view() == fits) << (p != nullptr ? "on the pool" : "alone");
+  }
 }
 
 TEST(GunzipFitsWhole, StopBeforeOrAfterTheCallCancels) {

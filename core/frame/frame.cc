@@ -148,15 +148,48 @@ uint32_t LocalMaskBits(double pf, bool failed, MaskPolicy policy) {
   return m;
 }
 
+std::vector<double> WaveMediansWhereDeciding(const double* chi2, int ns, int nw,
+                                             const std::vector<double>& fiber_median,
+                                             TaskPool* pool) {
+  const std::size_t nsz = static_cast<std::size_t>(std::max(ns, 0));
+  const std::size_t nwz = static_cast<std::size_t>(std::max(nw, 0));
+  std::vector<double> med_wave(nwz, 0.0);
+  const int workers = HardwareThreads();
+  std::vector<std::vector<double>> scratch(static_cast<std::size_t>(workers));
+  const int wave_blocks = (nw + kWaveBlock - 1) / kWaveBlock;
+  ParallelFor(pool, workers, wave_blocks, [&](int worker, int block) {
+    const int w0 = block * kWaveBlock, nb = std::min(kWaveBlock, nw - w0);
+    bool needed[kWaveBlock] = {};
+    bool any = false;
+    for (std::size_t s = 0; s < nsz; ++s) {
+      const double* row = chi2 + s * nwz + static_cast<std::size_t>(w0);
+      const double limit = 5 * fiber_median[s];
+      for (int j = 0; j < nb; ++j) {
+        if (row[j] > limit) needed[j] = any = true;
+      }
+    }
+    if (!any) return;
+    // A column holds its values in fibre order.
+    std::vector<double>& col = scratch[static_cast<std::size_t>(worker)];
+    col.resize(nsz);
+    for (int j = 0; j < nb; ++j) {
+      if (!needed[j]) continue;
+      for (std::size_t s = 0; s < nsz; ++s) col[s] = chi2[s * nwz + static_cast<std::size_t>(w0 + j)];
+      med_wave[static_cast<std::size_t>(w0 + j)] = MedianInPlace(col.data(), col.data() + nsz);
+    }
+  });
+  return med_wave;
+}
+
 void ComputeSpecMask(Frame* f, MaskPolicy policy, TaskPool* pool) {
   const int ns = f->nspec, nw = f->nwave;
   const std::size_t nsz = static_cast<std::size_t>(ns), nwz = static_cast<std::size_t>(nw);
   f->mask.assign(nsz * nwz, 0);
-  std::vector<double> med_wave(nwz, 0.0), med_fiber(nsz);
+  std::vector<double> med_fiber(nsz);
   const double* chi2 = f->chi2pix.data();
   const int workers = HardwareThreads();
   std::vector<std::vector<double>> scratch(static_cast<std::size_t>(workers));
-  // Each fibre's median over its wavelengths.
+  // Each fibre's median over its wavelengths, then the wavelengths' where they decide.
   const int fiber_blocks = (ns + kFiberBlock - 1) / kFiberBlock;
   ParallelFor(pool, workers, fiber_blocks, [&](int worker, int block) {
     std::vector<double>& row = scratch[static_cast<std::size_t>(worker)];
@@ -167,31 +200,7 @@ void ComputeSpecMask(Frame* f, MaskPolicy policy, TaskPool* pool) {
       med_fiber[static_cast<std::size_t>(s)] = MedianInPlace(row.data(), row.data() + nwz);
     }
   });
-  // A wavelength's median over the fibres decides only bins above 5x their fibre's median
-  // (the rule below is a conjunction): it is computed where such a bin lies, a few
-  // wavelengths on a healthy frame instead of all of them (the same bits; the tail of a
-  // served frame, issue 22). A column holds its values in fibre order.
-  const int wave_blocks = (nw + kWaveBlock - 1) / kWaveBlock;
-  ParallelFor(pool, workers, wave_blocks, [&](int worker, int block) {
-    const int w0 = block * kWaveBlock, nb = std::min(kWaveBlock, nw - w0);
-    bool needed[kWaveBlock] = {};
-    bool any = false;
-    for (std::size_t s = 0; s < nsz; ++s) {
-      const double* row = chi2 + s * nwz + static_cast<std::size_t>(w0);
-      const double limit = 5 * med_fiber[s];
-      for (int j = 0; j < nb; ++j) {
-        if (row[j] > limit) needed[j] = any = true;
-      }
-    }
-    if (!any) return;
-    std::vector<double>& col = scratch[static_cast<std::size_t>(worker)];
-    col.resize(nsz);
-    for (int j = 0; j < nb; ++j) {
-      if (!needed[j]) continue;
-      for (std::size_t s = 0; s < nsz; ++s) col[s] = chi2[s * nwz + static_cast<std::size_t>(w0 + j)];
-      med_wave[static_cast<std::size_t>(w0 + j)] = MedianInPlace(col.data(), col.data() + nsz);
-    }
-  });
+  const std::vector<double> med_wave = WaveMediansWhereDeciding(chi2, ns, nw, med_fiber, pool);
   // The mask rows.
   ParallelFor(pool, workers, fiber_blocks, [&](int /*worker*/, int block) {
     const int s1 = std::min(ns, (block + 1) * kFiberBlock);

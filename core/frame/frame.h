@@ -79,6 +79,15 @@ void ComputeSpecMask(Frame* frame, MaskPolicy policy = MaskPolicy::kDesispec,
 uint32_t LocalMaskBits(double pixmask_fraction, bool failed,
                        MaskPolicy policy = MaskPolicy::kDesispec);
 
+// The wavelength half of the chi2pix rule (spec §2.13): a bin is BAD2DFIT when its chi2pix
+// exceeds 5x its fibre's median and 5x its wavelength's median over the fibres. The
+// second median decides only where some bin exceeds its fibre's limit, so it is computed
+// there (a few wavelengths on a healthy frame) and left 0 elsewhere. `chi2` is [ns][nw],
+// `fiber_median` [ns]; on `pool` (may be null) in blocks of wavelengths.
+std::vector<double> WaveMediansWhereDeciding(const double* chi2, int ns, int nw,
+                                             const std::vector<double>& fiber_median,
+                                             TaskPool* pool = nullptr);
+
 // numpy.median of a copy of the values (mean of the two middle ones for even sizes).
 double Median(std::vector<double> values);
 // The same over [begin, end), reordering it (no copy); 0 for an empty range.

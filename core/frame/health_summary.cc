@@ -187,38 +187,19 @@ FrameHealth HealthAccumulator::Finish(const Frame* assembled) {
     h.somebadpix = h.allbadpix = 0;
     return h;
   }
-  // The chi2pix rule of ComputeSpecMask (spec §2.13) on the kept array: a bin is flagged
-  // when it exceeds 5x its fibre's median (from Add) and 5x its wavelength's median over
-  // the fibres. Only bins above their fibre's limit can be, so a wavelength's median is
-  // computed only where such a bin lies (the outliers: few on a healthy frame).
+  // The chi2pix rule of ComputeSpecMask (spec §2.13) on the kept array, with its fibre
+  // medians from Add and the wavelength medians only where they decide.
   const int ns = nspec_, nw = nwave_;
   h.bins = static_cast<int64_t>(ns) * nw;
-  std::vector<uint8_t> needed(static_cast<std::size_t>(nw), 0);
+  const std::vector<double> wave_median =
+      WaveMediansWhereDeciding(chi2pix_.data(), ns, nw, fiber_median_);
   int64_t bad2dfit = 0;
   for (int s = 0; s < ns; ++s) {
     const double fiber_limit = 5 * fiber_median_[s];
     for (int w = 0; w < nw; ++w) {
       const std::size_t i = static_cast<std::size_t>(s) * nw + w;
-      if ((flags_[i] & kFailed) != 0) {
-        ++bad2dfit;
-      } else if (chi2pix_[i] > fiber_limit) {
-        needed[w] = 1;
-      }
-    }
-  }
-  std::vector<double> wave_limit(static_cast<std::size_t>(nw), 0.0);
-  scratch_.resize(static_cast<std::size_t>(ns));
-  for (int w = 0; w < nw; ++w) {
-    if (!needed[w]) continue;
-    for (int s = 0; s < ns; ++s) scratch_[s] = chi2pix_[static_cast<std::size_t>(s) * nw + w];
-    wave_limit[w] = 5 * MedianInPlace(scratch_.data(), scratch_.data() + ns);
-  }
-  for (int s = 0; s < ns; ++s) {
-    const double fiber_limit = 5 * fiber_median_[s];
-    for (int w = 0; w < nw; ++w) {
-      const std::size_t i = static_cast<std::size_t>(s) * nw + w;
       const double c = chi2pix_[i];
-      bad2dfit += (flags_[i] & kFailed) == 0 && needed[w] && c > fiber_limit && c > wave_limit[w];
+      bad2dfit += (flags_[i] & kFailed) != 0 || (c > fiber_limit && c > 5 * wave_median[w]);
     }
   }
   h.bad2dfit = bad2dfit;

@@ -72,7 +72,7 @@ absl::StatusOr<std::size_t> ReadWhole(int fd, off_t start, PlaneBuffer<char>* bl
   const int pieces = static_cast<int>(std::max<std::size_t>(1, (size + kPiece - 1) / kPiece));
   std::vector<std::size_t> got(static_cast<std::size_t>(pieces), 0);
   std::vector<int> error(static_cast<std::size_t>(pieces), 0);
-  ParallelFor(pool, pool != nullptr ? HardwareThreads() : 1, pieces, [&](int, int p) {
+  ParallelFor(pool, HardwareThreads(), pieces, [&](int, int p) {
     const std::size_t begin = static_cast<std::size_t>(p) * kPiece;
     const std::size_t end = std::min(size, begin + kPiece);
     std::size_t& n_got = got[static_cast<std::size_t>(p)];
@@ -86,14 +86,12 @@ absl::StatusOr<std::size_t> ReadWhole(int fd, off_t start, PlaneBuffer<char>* bl
     }
   });
   std::size_t total = 0;
-  for (int p = 0; p < pieces; ++p) {
-    const std::size_t i = static_cast<std::size_t>(p);
+  for (std::size_t i = 0; i < got.size(); ++i) {
     if (error[i] != 0) {
       return absl::InvalidArgumentError(absl::StrCat(name, ": read failed: ", std::strerror(error[i])));
     }
     total += got[i];
-    const std::size_t want = std::min(size, (i + 1) * kPiece) - i * kPiece;
-    if (got[i] < want) break;  // the end of the file (it shrank since its size was taken)
+    if (total < std::min(size, (i + 1) * kPiece)) break;  // end of file: it shrank meanwhile
   }
   return total;
 }

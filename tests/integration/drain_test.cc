@@ -71,6 +71,19 @@ void StartExtractions(int port, const std::string& psf_id, int n, InFlight* f) {
   }
 }
 
+// Waits (up to 60 s) until one of `f`'s extractions runs and `queued` wait, received whole.
+bool RunningWithQueued(int port, const InFlight& f, int queued) {
+  client::ClientOptions o;
+  o.target = absl::StrCat("127.0.0.1:", port);
+  auto probe = client::SpexdClient::Create(o);
+  return WaitUntil(
+      [&] {
+        auto info = (*probe)->GetServerInfo();
+        return f.started.load() >= 1 && info.ok() && info->queue_depth() == queued;
+      },
+      60);
+}
+
 std::string LoadPsf(int port) {
   client::ClientOptions o;
   o.target = absl::StrCat("127.0.0.1:", port);
@@ -97,16 +110,7 @@ TEST(DrainTest, SigtermFinishesInFlightWorkRefusesNewCallsAndExitsZero) {
   // below lands while work is still in flight (with two queued it could land as the
   // server finished, and gRPC's final shutdown answers CANCELLED).
   StartExtractions(port, psf_id, 5, &f);
-  client::ClientOptions probe_options;
-  probe_options.target = absl::StrCat("127.0.0.1:", port);
-  auto probe = client::SpexdClient::Create(probe_options);
-  ASSERT_TRUE(WaitUntil(
-      [&] {
-        auto info = (*probe)->GetServerInfo();
-        return f.started.load() >= 1 && info.ok() && info->queue_depth() == 4;
-      },
-      60))
-      << spexd.Log();
+  ASSERT_TRUE(RunningWithQueued(port, f, 4)) << spexd.Log();
   spexd.Signal(SIGTERM);
   ASSERT_TRUE(WaitUntil([&] { return spexd.Log().find("\"draining\"") != std::string::npos; }, 10));
   // More signals during the drain change nothing: a Slurm job end sends SIGTERM to every
@@ -152,16 +156,7 @@ TEST(DrainTest, SighupDrainsLikeSigterm) {
   StartExtractions(port, psf_id, 2, &f);
   // One running and the other received whole (queued): a request still uploading when
   // the drain starts is refused by design ("refused before it was complete").
-  client::ClientOptions probe_options;
-  probe_options.target = absl::StrCat("127.0.0.1:", port);
-  auto probe = client::SpexdClient::Create(probe_options);
-  ASSERT_TRUE(WaitUntil(
-      [&] {
-        auto info = (*probe)->GetServerInfo();
-        return f.started.load() >= 1 && info.ok() && info->queue_depth() == 1;
-      },
-      60))
-      << spexd.Log();
+  ASSERT_TRUE(RunningWithQueued(port, f, 1)) << spexd.Log();
   spexd.Signal(SIGHUP);
   const int code = spexd.WaitForExit(120);
   for (auto& t : f.threads) t.join();

@@ -130,17 +130,18 @@ void PatchExtractor::BuildSparseA(const PatchDesc& d, const Spots& spots,
 void PatchExtractor::GatherWindow(const PatchDesc& d, const ImagePlanes& planes,
                                   PatchWorkspace* ws) const {
   const std::size_t W = static_cast<std::size_t>(plan_.image_width);
-  for (int iy = 0; iy < d.ny; ++iy) {
-    const std::size_t from = static_cast<std::size_t>(d.y0 + iy) * W + d.x0;
-    double* img = ws->win_image.data() + static_cast<std::size_t>(iy) * d.nx;
-    double* iv = ws->win_ivar.data() + static_cast<std::size_t>(iy) * d.nx;
-    if (planes.image32 != nullptr) {
-      std::copy(planes.image32 + from, planes.image32 + from + d.nx, img);
-      std::copy(planes.ivar32 + from, planes.ivar32 + from + d.nx, iv);
-    } else {
-      std::copy(planes.image + from, planes.image + from + d.nx, img);
-      std::copy(planes.ivar + from, planes.ivar + from + d.nx, iv);
+  auto gather = [&](const auto* image, const auto* ivar) {
+    for (int iy = 0; iy < d.ny; ++iy) {
+      const std::size_t from = static_cast<std::size_t>(d.y0 + iy) * W + d.x0;
+      const std::size_t to = static_cast<std::size_t>(iy) * d.nx;
+      std::copy(image + from, image + from + d.nx, ws->win_image.data() + to);
+      std::copy(ivar + from, ivar + from + d.nx, ws->win_ivar.data() + to);
     }
+  };
+  if (planes.image32 != nullptr) {
+    gather(planes.image32, planes.ivar32);
+  } else {
+    gather(planes.image, planes.ivar);
   }
 }
 

@@ -114,9 +114,16 @@ TEST(LifecycleTest, DeadlineExceededStopsTheWork) {
   EXPECT_EQ(frame.status().code(), absl::StatusCode::kDeadlineExceeded) << frame.status();
   EXPECT_TRUE(WaitFor([&] { return WorkerIdle(*c); }, 10));
   EXPECT_LE(s.bundles->load(), 6);
-  const std::string metrics = s.server->metrics().Serialize();
-  EXPECT_NE(metrics.find("spexd_requests_total{code=\"DEADLINE_EXCEEDED\",rpc=\"ExtractFrame\"}"),
-            std::string::npos)
+  // The handler counts the RPC when it returns, which may be after the worker is idle
+  // and after the client saw its own deadline: wait for the count, do not sample it once.
+  const std::string key = "spexd_requests_total{code=\"DEADLINE_EXCEEDED\",rpc=\"ExtractFrame\"}";
+  std::string metrics;
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        metrics = s.server->metrics().Serialize();
+        return metrics.find(key) != std::string::npos;
+      },
+      10))
       << metrics;
 }
 

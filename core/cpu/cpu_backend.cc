@@ -86,13 +86,18 @@ class CpuBackend : public Backend {
       std::vector<double> conditions(p1 - p0, 0.0);
       // Patches are skipped once the job is cancelled: a bundle of a full frame takes
       // seconds on the CPU.
-      ParallelFor(pool_, threads_, p1 - p0, [&](int worker, int i) {
+      // Patches go in groups of consecutive ones (ExtractGroup: their eigen-decompositions
+      // fill whole groups of SIMD lanes).
+      constexpr int kGroup = PatchExtractor::kGroup;
+      ParallelFor(pool_, threads_, (p1 - p0 + kGroup - 1) / kGroup, [&](int worker, int task) {
         if (CancelRequested(job)) return;
-        const int p = p0 + i;
         if (workspaces[worker] == nullptr) workspaces[worker] = std::make_unique<PatchWorkspace>(plan);
-        outcomes[i] = extractor.Extract(plan.patches[p], *spots, planes, workspaces[worker].get(),
-                                        &result, job.want_model ? &models[i] : nullptr);
-        conditions[i] = workspaces[worker]->condition();
+        const int i0 = task * kGroup, count = std::min(kGroup, p1 - p0 - i0);
+        const PatchDesc* descs[kGroup];
+        for (int k = 0; k < count; ++k) descs[k] = &plan.patches[p0 + i0 + k];
+        extractor.ExtractGroup(descs, count, *spots, planes, workspaces[worker].get(), &result,
+                               &outcomes[i0], &conditions[i0],
+                               job.want_model ? &models[i0] : nullptr);
       });
       if (CancelRequested(job)) return absl::CancelledError("extraction cancelled");
       double t2 = Now();

@@ -98,15 +98,39 @@ SPEXD_LANES_INLINE void Tridiagonalize(const Work& w) {
 }
 
 // Z = H_0 H_1 ... H_{n-3}, accumulated backwards (H_k touches rows and columns k+1..).
+// Four columns at a time: each column's dot product is a chain of dependent sums, so
+// four of them in flight (each in its own order, as one at a time) hide their latency.
 SPEXD_LANES_INLINE void FormQ(const Work& w) {
   const int n = w.n;
-  for (std::size_t i = 0; i < static_cast<std::size_t>(n) * n; ++i) w.z[i] = Splat(0.0);
-  for (int i = 0; i < n; ++i) w.z[static_cast<std::size_t>(i) * n + i] = Splat(1.0);
+  V* const z = w.z;
+  for (std::size_t i = 0; i < static_cast<std::size_t>(n) * n; ++i) z[i] = Splat(0.0);
+  for (int i = 0; i < n; ++i) z[static_cast<std::size_t>(i) * n + i] = Splat(1.0);
   for (int k = n - 3; k >= 0; --k) {
     const V* v = w.a + static_cast<std::size_t>(k) * n;
     const V tau = w.tau[k];
-    for (int j = k + 1; j < n; ++j) {
-      V* zj = w.z + static_cast<std::size_t>(j) * n;
+    int j = k + 1;
+    for (; j + 4 <= n; j += 4) {
+      V* zj[4];
+      V t[4];
+      for (int c = 0; c < 4; ++c) {
+        zj[c] = z + static_cast<std::size_t>(j + c) * n;
+        t[c] = zj[c][k + 1];
+      }
+      for (int i = k + 2; i < n; ++i) {
+        const V vi = v[i];
+        for (int c = 0; c < 4; ++c) t[c] += vi * zj[c][i];
+      }
+      for (int c = 0; c < 4; ++c) {
+        t[c] *= tau;
+        zj[c][k + 1] -= t[c];
+      }
+      for (int i = k + 2; i < n; ++i) {
+        const V vi = v[i];
+        for (int c = 0; c < 4; ++c) zj[c][i] -= t[c] * vi;
+      }
+    }
+    for (; j < n; ++j) {
+      V* zj = z + static_cast<std::size_t>(j) * n;
       V t = zj[k + 1];
       for (int i = k + 2; i < n; ++i) t += v[i] * zj[i];
       t *= tau;

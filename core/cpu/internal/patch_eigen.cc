@@ -2,7 +2,8 @@
 // 2). Four blocks at a time in SIMD lanes (lane_eigen.h): fewer flops than dsyevd per
 // block, and no OpenBLAS call, whose buffer lock serialises many threads calling it at
 // once (the CPU frame stopped scaling past 8 cores on the GPU host; docs/perf.md, issue
-// 25). The rest of a patch's blocks, and any lane that does not converge, go to dsyevd.
+// 25). Any lane that does not converge goes to dsyevd (and every block with
+// SPEXD_CPU_EIGEN=lapack).
 // Eigenvector order and signs do not matter: only V f(w) V^T is used (spec §2.10).
 #include <algorithm>
 #include <cstdlib>
@@ -39,51 +40,52 @@ absl::Status CheckCpuEnvironment() {
       absl::StrCat("SPEXD_CPU_EIGEN='", v, "': expected lanes or lapack (or unset)"));
 }
 
-bool PatchExtractor::DecomposeWithLapack(const PatchDesc& d, int s, int k,
+bool PatchExtractor::DecomposeWithLapack(const double* lower, int ld, double* vals, double* vecs,
                                          PatchWorkspace* ws) const {
   const int nt = plan_.nwavetot;
-  double* c = ws->block_vecs.data() + static_cast<std::size_t>(k) * nt * nt;
-  // C_ss's lower triangle, from BandInverse (leading dimension n).
-  const double* css = ws->cfull.data() + static_cast<std::size_t>(s) * nt * (d.n + 1);
   for (int j = 0; j < nt; ++j) {
-    std::copy(css + static_cast<std::size_t>(j) * d.n + j,
-              css + static_cast<std::size_t>(j) * d.n + nt, c + j * nt + j);
+    std::copy(lower + static_cast<std::size_t>(j) * ld + j, lower + static_cast<std::size_t>(j) * ld + nt,
+              vecs + j * nt + j);
   }
   int info = 0;
   int lwork = static_cast<int>(ws->lapack_work.size());
   int liwork = static_cast<int>(ws->lapack_iwork.size());
-  dsyevd_("V", "L", &nt, c, &nt, ws->block_vals.data() + static_cast<std::size_t>(k) * nt,
-          ws->lapack_work.data(), &lwork, ws->lapack_iwork.data(), &liwork, &info, kOne, kOne);
+  dsyevd_("V", "L", &nt, vecs, &nt, vals, ws->lapack_work.data(), &lwork,
+          ws->lapack_iwork.data(), &liwork, &info, kOne, kOne);
   return info == 0;
 }
 
 bool PatchExtractor::DecomposeCoreBlocks(const PatchDesc& d, PatchWorkspace* ws) const {
   using internal::LaneEigen;
   const int nt = plan_.nwavetot, count = plan_.nper;
+  const std::size_t ld = static_cast<std::size_t>(d.n);
+  auto css = [&](int k) {  // C_ss's lower triangle, from BandInverse (leading dimension n)
+    return ws->cfull.data() + static_cast<std::size_t>(d.core_row + k) * nt * (ld + 1);
+  };
+  auto vals = [&](int k) { return ws->block_vals.data() + static_cast<std::size_t>(k) * nt; };
+  auto vecs = [&](int k) { return ws->block_vecs.data() + static_cast<std::size_t>(k) * nt * nt; };
   int k = 0;
   if (UseLanes()) {
-    // Whole groups only: a group costs the same with one lane as with four.
-    for (; k + LaneEigen::kLanes <= count; k += LaneEigen::kLanes) {
+    // A last partial group in lanes too (it costs as much as a whole one): every block by
+    // the same solver, so a patch's bits do not depend on how it was grouped
+    // (ExtractGroup).
+    for (; k < count; k += LaneEigen::kLanes) {
+      const int lanes = std::min(LaneEigen::kLanes, count - k);
       const double* src[LaneEigen::kLanes];
-      for (int l = 0; l < LaneEigen::kLanes; ++l) {
-        const int s = d.core_row + k + l;
-        src[l] = ws->cfull.data() + static_cast<std::size_t>(s) * nt * (d.n + 1);
-      }
-      ws->lanes->Load(src, d.n, LaneEigen::kLanes);
+      for (int l = 0; l < lanes; ++l) src[l] = css(k + l);
+      ws->lanes->Load(src, d.n, lanes);
       const unsigned ok = ws->lanes->Decompose();
-      for (int l = 0; l < LaneEigen::kLanes; ++l) {
-        const std::size_t slot = static_cast<std::size_t>(k + l);
+      for (int l = 0; l < lanes; ++l) {
         if (ok & (1u << l)) {
-          ws->lanes->Export(l, ws->block_vals.data() + slot * nt,
-                            ws->block_vecs.data() + slot * nt * nt);
-        } else if (!DecomposeWithLapack(d, d.core_row + k + l, k + l, ws)) {
+          ws->lanes->Export(l, vals(k + l), vecs(k + l));
+        } else if (!DecomposeWithLapack(src[l], d.n, vals(k + l), vecs(k + l), ws)) {
           return false;
         }
       }
     }
   }
   for (; k < count; ++k) {
-    if (!DecomposeWithLapack(d, d.core_row + k, k, ws)) return false;
+    if (!DecomposeWithLapack(css(k), d.n, vals(k), vecs(k), ws)) return false;
   }
   return true;
 }

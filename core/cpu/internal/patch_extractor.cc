@@ -1,39 +1,20 @@
 #include "core/cpu/internal/patch_extractor.h"
 
-#include <time.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 
 #include "core/cpu/internal/band_inverse.h"
 #include "core/cpu/internal/lapack.h"
+#include "core/cpu/internal/step_timer.h"
 #include "core/numerics/patch_numerics.h"
 
 namespace spexd::core {
 namespace {
 
+using internal::StepTimer;
+
 constexpr std::size_t kOne = 1;  // hidden Fortran string length
-
-// Adds the calling thread's CPU time since the last Lap() to *slot: CPU rather than wall
-// time, so that a loaded or oversubscribed machine does not inflate the steps.
-class StepTimer {
- public:
-  StepTimer() : t_(ThreadCpuSeconds()) {}
-  void Lap(double* slot) {
-    const double now = ThreadCpuSeconds();
-    *slot += now - t_;
-    t_ = now;
-  }
-
- private:
-  static double ThreadCpuSeconds() {
-    timespec ts{};
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
-  }
-  double t_;
-};
 
 bool AllFinite(const double* v, int n) {
   for (int i = 0; i < n; ++i) {
@@ -145,7 +126,8 @@ void PatchExtractor::GatherWindow(const PatchDesc& d, const ImagePlanes& planes,
   }
 }
 
-bool PatchExtractor::Solve(const PatchDesc& d, double regularize, PatchWorkspace* ws) const {
+bool PatchExtractor::SolveToCoreBlocks(const PatchDesc& d, double regularize,
+                                       PatchWorkspace* ws) const {
   StepTimer timer;
   BuildNormalEquations(d, ws);
   Regularize(d.n, regularize, ws);
@@ -154,10 +136,14 @@ bool PatchExtractor::Solve(const PatchDesc& d, double regularize, PatchWorkspace
   timer.Lap(&ws->steps_.cholesky);
   BandInverse(d, d.core_row, ws);
   timer.Lap(&ws->steps_.inverse);
+  return true;
+}
+
+bool PatchExtractor::Solve(const PatchDesc& d, double regularize, PatchWorkspace* ws) const {
+  if (!SolveToCoreBlocks(d, regularize, ws)) return false;
+  StepTimer timer;
   if (!DecomposeCoreBlocks(d, ws)) return false;
-  for (int s = d.core_row; s < d.core_row + plan_.nper; ++s) {
-    if (!Decorrelate(d, s, ws)) return false;
-  }
+  DecorrelateCore(d, ws->block_vals.data(), ws->block_vecs.data(), ws->x.data(), ws);
   timer.Lap(&ws->steps_.decorrelate);
   return KeptOutputsFinite(d, *ws);
 }
@@ -246,14 +232,12 @@ void PatchExtractor::BandInverse(const PatchDesc& d, int first, PatchWorkspace* 
                             BandInverseScratch{ws->lfull.data(), ws->zblock.data()});
 }
 
-bool PatchExtractor::Decorrelate(const PatchDesc& d, int s, PatchWorkspace* ws) const {
+void PatchExtractor::Decorrelate(const PatchDesc& d, int s, const double* vals, const double* c,
+                                 const double* x, PatchWorkspace* ws) const {
   // Q_s = C_ss^{-1/2} = V diag(1/sqrt(w)) V^T (spec §2.10 step 2), eigenvalues clipped
-  // per compat (§2.17), from DecomposeCoreBlocks.
+  // per compat (§2.17), from the block's decomposition (values, vectors column-major).
   const int nt = plan_.nwavetot;
   const double one_d = 1.0, zero_d = 0.0;
-  const std::size_t k = static_cast<std::size_t>(s - d.core_row);
-  const double* vals = ws->block_vals.data() + k * nt;
-  const double* c = ws->block_vecs.data() + k * nt * nt;
   double lmax = 0;
   for (int i = 0; i < nt; ++i) lmax = std::max(lmax, vals[i]);
   const bool cpu = options_.compat == Compat::kCpu;
@@ -273,7 +257,7 @@ bool PatchExtractor::Decorrelate(const PatchDesc& d, int s, PatchWorkspace* ws) 
     for (int j = 0; j < nt; ++j) {
       const double qij = q[i + j * nt];  // Q is symmetric: row i = column i
       r += qij;
-      qx += qij * ws->x[base + j];
+      qx += qij * x[base + j];
     }
     ws->w[base + i] = r;
     ws->ivar[base + i] = r * r;
@@ -289,7 +273,14 @@ bool PatchExtractor::Decorrelate(const PatchDesc& d, int s, PatchWorkspace* ws) 
           q[row + i * nt] / ws->w[base + row];
     }
   }
-  return true;
+}
+
+void PatchExtractor::DecorrelateCore(const PatchDesc& d, const double* vals, const double* vecs,
+                                     const double* x, PatchWorkspace* ws) const {
+  const std::size_t nt = static_cast<std::size_t>(plan_.nwavetot);
+  for (int k = 0; k < plan_.nper; ++k) {
+    Decorrelate(d, d.core_row + k, vals + k * nt, vecs + k * nt * nt, x, ws);
+  }
 }
 
 bool PatchExtractor::KeptOutputsFinite(const PatchDesc& d, const PatchWorkspace& ws) const {
@@ -306,16 +297,13 @@ bool PatchExtractor::KeptOutputsFinite(const PatchDesc& d, const PatchWorkspace&
   return AllFinite(ws.rdiag.data(), static_cast<int>(nrd));
 }
 
-void PatchExtractor::WriteOutputs(const PatchDesc& d, PatchWorkspace* ws, BundleResult* bundle,
-                                  std::vector<double>* model_window) const {
-  const int n = d.n, nt = plan_.nwavetot, npix = d.ny * d.nx;
+void PatchExtractor::PixelOutputs(const PatchDesc& d, const double* x, PatchWorkspace* ws,
+                                  double* pixmask, double* num, double* wgt) const {
+  const int n = d.n, npix = d.ny * d.nx;
   const double* image = ws->win_image.data();
   const double* ivar = ws->win_ivar.data();
   const bool cpu = options_.compat == Compat::kCpu;
   const double psferr = options_.psferr;
-  double* pixmask = ws->pixmask.data();
-  double* num = ws->chi2.data();
-  double* wgt = ws->fw.data();  // fw is no longer needed: reuse for the chi2 weights
   std::fill(pixmask, pixmask + n, 0.0);
   std::fill(num, num + n, 0.0);
   std::fill(wgt, wgt + n, 0.0);
@@ -324,7 +312,7 @@ void PatchExtractor::WriteOutputs(const PatchDesc& d, PatchWorkspace* ws, Bundle
     const double v = ivar[p], pix = image[p];
     const int e0 = ws->pix_start[p], e1 = ws->pix_start[p + 1];
     double mp = 0;
-    for (int e = e0; e < e1; ++e) mp += ws->entry_val[e] * ws->x[ws->entry_col[e]];
+    for (int e = e0; e < e1; ++e) mp += ws->entry_val[e] * x[ws->entry_col[e]];
     double chi2 = 0;
     bool weighted = false;
     if (cpu) {
@@ -351,6 +339,11 @@ void PatchExtractor::WriteOutputs(const PatchDesc& d, PatchWorkspace* ws, Bundle
       }
     }
   }
+}
+
+void PatchExtractor::FillBundle(const PatchDesc& d, const PatchWorkspace& ws, const double* pixmask,
+                                const double* num, const double* wgt, BundleResult* bundle) const {
+  const int nt = plan_.nwavetot;
   // Kept core columns -> bundle rows/columns (spec §2.12).
   const int nd = plan_.ndiag, nk = 2 * nd + 1;
   for (int s = d.core_row; s < d.core_row + plan_.nper; ++s) {
@@ -359,17 +352,30 @@ void PatchExtractor::WriteOutputs(const PatchDesc& d, PatchWorkspace* ws, Bundle
     for (int w = 0; w < d.nkeep; ++w) {
       const int q = s * nt + plan_.wavepad_eff + w;
       const std::size_t o = row * bundle->nwave + d.out_col + w;
-      bundle->flux[o] = ws->flux[q];
-      bundle->ivar[o] = ws->ivar[q];
+      bundle->flux[o] = ws.flux[q];
+      bundle->ivar[o] = ws.ivar[q];
       bundle->pixmask_fraction[o] = pixmask[q];
       bundle->chi2pix[o] = wgt[q] != 0 ? num[q] / wgt[q] : 0.0;
       for (int kk = 0; kk < nk; ++kk) {
         bundle->rdiags[(row * nk + kk) * bundle->nwave + d.out_col + w] =
-            ws->rdiag[(static_cast<std::size_t>(out_s) * nk + kk) * plan_.nwavestep + w];
+            ws.rdiag[(static_cast<std::size_t>(out_s) * nk + kk) * plan_.nwavestep + w];
       }
     }
   }
-  if (model_window == nullptr) return;
+}
+
+void PatchExtractor::WriteOutputs(const PatchDesc& d, PatchWorkspace* ws, BundleResult* bundle,
+                                  std::vector<double>* model_window) const {
+  // fw is no longer needed: it holds the chi2 weights.
+  PixelOutputs(d, ws->x.data(), ws, ws->pixmask.data(), ws->chi2.data(), ws->fw.data());
+  FillBundle(d, *ws, ws->pixmask.data(), ws->chi2.data(), ws->fw.data(), bundle);
+  if (model_window != nullptr) ModelWindow(d, ws, model_window);
+}
+
+void PatchExtractor::ModelWindow(const PatchDesc& d, PatchWorkspace* ws,
+                                 std::vector<double>* model_window) const {
+  const int n = d.n, nt = plan_.nwavetot, npix = d.ny * d.nx;
+  const bool cpu = options_.compat == Compat::kCpu;
   // Model of the core bins with the R-convolved flux; the GPU path zeroes bins with
   // ivar = 0 (§2.11, §2.17).
   std::fill(ws->model_col.begin(), ws->model_col.begin() + n, 0.0);

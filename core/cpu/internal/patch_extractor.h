@@ -66,6 +66,10 @@ class PatchWorkspace {
   std::vector<double> lapack_work;
   std::vector<int> lapack_iwork;
   std::vector<double> flux, ivar, rdiag, pixmask, chi2, model_col;  // patch core outputs
+  // ExtractGroup's state of up to kGroup patches between its phases: each patch's x, its
+  // core blocks C_ss (lower triangles, leading dimension nwavetot), their
+  // decompositions, and its per-bin pixel outputs (pixmask, chi2 sums, chi2 weights).
+  std::vector<double> group_x, group_blocks, group_vals, group_vecs, group_pixel;
   StepSeconds steps_;
   double condition_ = 0;
 };
@@ -93,6 +97,20 @@ class PatchExtractor {
                        PatchWorkspace* ws, BundleResult* bundle,
                        std::vector<double>* model_window) const;
 
+  // Patches extracted together so that their core blocks' eigen-decompositions fill whole
+  // groups of SIMD lanes (nper = 5 blocks a patch: four patches are five full groups;
+  // alone, each is a full group and a group with one lane busy, which costs as much).
+  static constexpr int kGroup = 4;
+  // Extracts patches[0..count) (count <= kGroup) as Extract does each, writing
+  // outcomes[i], conditions[i] (ws->condition() after the patch) and, when
+  // options.want_model, models[i]. The same bits as Extract: every block goes through the
+  // lanes either way (a lane's arithmetic does not depend on the others'). A patch that
+  // fails its first attempt is extracted again alone by Extract, retry included.
+  void ExtractGroup(const PatchDesc* const* patches, int count, const Spots& bundle_spots,
+                    const ImagePlanes& planes, PatchWorkspace* ws, BundleResult* bundle,
+                    PatchOutcome* outcomes, double* conditions,
+                    std::vector<double>* models) const;
+
  private:
   // The patch's window of image and ivar into ws->win_image/win_ivar ([ny][nx]).
   void GatherWindow(const PatchDesc& patch, const ImagePlanes& planes, PatchWorkspace* ws) const;
@@ -106,18 +124,38 @@ class PatchExtractor {
   // the factor from CholeskySolve): their diagonal blocks are complete and exact.
   void BandInverse(const PatchDesc& patch, int first, PatchWorkspace* ws) const;
   // Eigen-decompositions of the core spectra's blocks C_ss (spec §2.10 step 2) into
-  // ws->block_vals/block_vecs: four at a time in SIMD lanes (lane_eigen.h), the rest and
-  // any lane that fails by dsyevd. False if dsyevd fails.
+  // ws->block_vals/block_vecs: four at a time in SIMD lanes (lane_eigen.h), any lane that
+  // fails by dsyevd. False if dsyevd fails.
   bool DecomposeCoreBlocks(const PatchDesc& patch, PatchWorkspace* ws) const;
-  // One block by dsyevd into slot k of ws->block_vals/block_vecs.
-  bool DecomposeWithLapack(const PatchDesc& patch, int s, int k, PatchWorkspace* ws) const;
-  // Q_s = C_ss^{-1/2} from its decomposition, then flux, ivar and the resolution band of
-  // spectrum s.
-  bool Decorrelate(const PatchDesc& patch, int s, PatchWorkspace* ws) const;
+  // One block by dsyevd: the lower triangle of the nwavetot-square block at `lower`
+  // (leading dimension ld) into `vals` and `vecs`.
+  bool DecomposeWithLapack(const double* lower, int ld, double* vals, double* vecs,
+                           PatchWorkspace* ws) const;
+  // Q_s = C_ss^{-1/2} from its decomposition (vals, vecs as DecomposeCoreBlocks writes a
+  // slot), then flux, ivar and the resolution band of spectrum s from the patch's x.
+  void Decorrelate(const PatchDesc& patch, int s, const double* vals, const double* vecs,
+                   const double* x, PatchWorkspace* ws) const;
+  // Decorrelate for each core spectrum, slot k of vals/vecs for spectrum core_row + k.
+  void DecorrelateCore(const PatchDesc& patch, const double* vals, const double* vecs,
+                       const double* x, PatchWorkspace* ws) const;
   bool KeptOutputsFinite(const PatchDesc& patch, const PatchWorkspace& ws) const;
   void BuildSparseA(const PatchDesc& patch, const Spots& spots, PatchWorkspace* ws) const;
   void WriteOutputs(const PatchDesc& patch, PatchWorkspace* ws, BundleResult* bundle,
                     std::vector<double>* model_window) const;
+  // The per-pixel products of the solution x (spec §2.11): per unknown, pixmask_fraction
+  // and chi2pix's numerator and weight (n each).
+  void PixelOutputs(const PatchDesc& patch, const double* x, PatchWorkspace* ws,
+                    double* pixmask, double* num, double* wgt) const;
+  // The kept core columns of flux, ivar, Rdiags (from ws) and of the pixel outputs into
+  // the bundle (spec §2.12).
+  void FillBundle(const PatchDesc& patch, const PatchWorkspace& ws, const double* pixmask,
+                  const double* num, const double* wgt, BundleResult* bundle) const;
+  // The patch model [ny][nx] of the core bins' flux (ws->flux, ivar) through sparse A.
+  void ModelWindow(const PatchDesc& patch, PatchWorkspace* ws,
+                   std::vector<double>* model_window) const;
+  // Normal equations to C's core blocks (the first attempt's stages before the
+  // eigen-decompositions); false when M is not positive definite.
+  bool SolveToCoreBlocks(const PatchDesc& patch, double regularize, PatchWorkspace* ws) const;
 
   const PatchPlan& plan_;
   PatchOptions options_;

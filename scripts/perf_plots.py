@@ -4,6 +4,8 @@ and draws PNGs.
 
   stage_times.png            time per backend stage, one bar per frame-bench run
                              (spexd_cuda_frame_bench --json, e.g. before and after a change)
+  cpu_stage_times.png        CPU seconds per patch stage of a warm frame, one bar per run
+                             (spexd_cpu_frame_bench's JSON: warm_stage_seconds, patch.*)
   throughput_vs_inflight.png frames/s against frames in flight (spexd_rpc_bench runs at
                              several --inflight / --client-procs, and the backend alone)
   throughput_vs_gpus.png     frames/s against the number of GPUs: the exposure
@@ -18,6 +20,7 @@ run can be given as LABEL=FILE; otherwise the file name is the label.
 
   /usr/bin/python3 scripts/perf_plots.py --out docs/img \\
       --frame before=frame-64beb40.json --frame after=frame-new.json \\
+      --cpu-frame before=cpu-a98fbc1.json --cpu-frame after=cpu-new.json \\
       --rpc rpc-inflight1.json --rpc rpc-inflight4.json --rpc rpc-inflight8.json \\
       --exposure exposure-1gpu.json --exposure exposure-2gpu.json --exposure exposure-4gpu.json \\
       --rpc-gpus rpc-1gpu.json --rpc-gpus rpc-2gpu.json --rpc-gpus rpc-4gpu.json
@@ -84,6 +87,38 @@ def plot_stages(runs, out):
     ax.invert_yaxis()
     ax.set_xlabel("median time per warm frame (ms)")
     ax.set_title("CUDA backend, time per stage")
+    ax.legend(loc="lower right")
+    ax.grid(axis="x", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+
+
+def plot_cpu_stages(runs, out):
+    """Grouped horizontal bars: the CPU backend's patch stages x run, thread CPU seconds of
+    a warm frame summed over the threads (spexd_cpu_frame_bench's warm_stage_seconds)."""
+    stages = []
+    for _, js in runs:
+        for k in js.get("warm_stage_seconds", {}):
+            if k.startswith("patch.") and k not in stages:
+                stages.append(k)
+    if not stages:
+        sys.exit("perf_plots: the --cpu-frame files have no warm_stage_seconds patch.* stages")
+    first = runs[0][1].get("warm_stage_seconds", {})
+    stages.sort(key=lambda k: -first.get(k, 0.0))
+    height = 0.8 / len(runs)
+    fig, ax = plt.subplots(figsize=(8, 0.35 * len(stages) * len(runs) + 1.5))
+    for i, (label, js) in enumerate(runs):
+        st = js.get("warm_stage_seconds", {})
+        ys = [s + i * height for s in range(len(stages))]
+        wall = js.get("warm_median_seconds")
+        name = f"{label} ({wall:.2f} s/frame on {js.get('threads', '?')} threads)" if wall else label
+        ax.barh(ys, [st.get(k, 0.0) for k in stages], height=height, label=name)
+    ax.set_yticks([s + height * (len(runs) - 1) / 2 for s in range(len(stages))])
+    ax.set_yticklabels([k[len("patch."):] for k in stages])
+    ax.invert_yaxis()
+    ax.set_xlabel("CPU seconds per warm frame, summed over threads")
+    ax.set_title("CPU backend, time per patch stage")
     ax.legend(loc="lower right")
     ax.grid(axis="x", alpha=0.3)
     fig.tight_layout()
@@ -206,18 +241,22 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default="docs/img", help="directory for the PNGs")
     ap.add_argument("--frame", action="append", default=[], help="[LABEL=]cuda_frame_bench JSON")
+    ap.add_argument("--cpu-frame", action="append", default=[], help="[LABEL=]cpu_frame_bench JSON")
     ap.add_argument("--rpc", action="append", default=[], help="[LABEL=]rpc_bench JSON")
     ap.add_argument("--exposure", action="append", default=[], help="[LABEL=]exposure_bench JSON")
     ap.add_argument("--rpc-gpus", action="append", default=[],
                     help="[LABEL=]rpc_bench JSON run with --gpus (added to the GPU plot)")
     args = ap.parse_args()
-    if not (args.frame or args.rpc or args.exposure):
-        ap.error("nothing to plot: give --frame, --rpc or --exposure")
+    if not (args.frame or args.cpu_frame or args.rpc or args.exposure):
+        ap.error("nothing to plot: give --frame, --cpu-frame, --rpc or --exposure")
     os.makedirs(args.out, exist_ok=True)
     written = []
     if args.frame:
         written.append(os.path.join(args.out, "stage_times.png"))
         plot_stages([load(s) for s in args.frame], written[-1])
+    if args.cpu_frame:
+        written.append(os.path.join(args.out, "cpu_stage_times.png"))
+        plot_cpu_stages([load(s) for s in args.cpu_frame], written[-1])
     if args.rpc:
         written.append(os.path.join(args.out, "throughput_vs_inflight.png"))
         plot_inflight([load(s) for s in args.rpc], written[-1])

@@ -29,6 +29,7 @@ def main():
     with tempfile.TemporaryDirectory() as out:
         d = lambda name: os.path.join(DATA, name)  # noqa: E731
         r = run("--out", out, "--frame", "before=" + d("frame_a.json"), "--frame", "after=" + d("frame_b.json"),
+                "--cpu-frame", "before=" + d("cpu_frame_a.json"), "--cpu-frame", "after=" + d("cpu_frame_b.json"),
                 "--rpc", d("rpc_1.json"), "--rpc", d("rpc_4.json"), "--rpc", d("rpc_8.json"),
                 "--exposure", d("exposure_1.json"), "--exposure", d("exposure_2.json"),
                 "--exposure", d("exposure_4.json"), "--rpc-gpus", d("rpc_gpus_1.json"),
@@ -38,7 +39,8 @@ def main():
             failures.append(f"an rpc run without client processes was not left out: {r.stderr}")
         if r.returncode != 0:
             failures.append(f"script failed ({r.returncode}): {r.stderr}")
-        for name in ("stage_times.png", "throughput_vs_inflight.png", "throughput_vs_gpus.png"):
+        for name in ("stage_times.png", "cpu_stage_times.png", "throughput_vs_inflight.png",
+                     "throughput_vs_gpus.png"):
             path = os.path.join(out, name)
             if not os.path.exists(path):
                 failures.append(f"{name} not written")
@@ -53,10 +55,13 @@ def main():
         r = run("--out", out, "--frame", bad)
         if r.returncode == 0 or "no JSON object" not in r.stderr:
             failures.append(f"a file without JSON was accepted: {r.returncode} {r.stderr}")
+        r = run("--out", out, "--cpu-frame", d("frame_a.json"))
+        if r.returncode == 0 or "no warm_stage_seconds" not in r.stderr:
+            failures.append(f"a CUDA frame JSON was accepted as a CPU one: {r.returncode} {r.stderr}")
     for f in failures:
         print("FAIL:", f)
     if not failures:
-        print("perf_plots: 3 plots written, bad input refused")
+        print("perf_plots: 4 plots written, bad input refused")
     sys.exit(1 if failures else 0)
 
 

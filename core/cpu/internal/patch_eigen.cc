@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "core/cpu/cpu_backend.h"
@@ -55,39 +56,51 @@ bool PatchExtractor::DecomposeWithLapack(const double* lower, int ld, double* va
   return info == 0;
 }
 
-bool PatchExtractor::DecomposeCoreBlocks(const PatchDesc& d, PatchWorkspace* ws) const {
+bool PatchExtractor::DecomposeBlocks(int count, const double* const* lower, int ld,
+                                     double* const* vals, double* const* vecs, PatchWorkspace* ws,
+                                     char* ok) const {
   using internal::LaneEigen;
-  const int nt = plan_.nwavetot, count = plan_.nper;
-  const std::size_t ld = static_cast<std::size_t>(d.n);
-  auto css = [&](int k) {  // C_ss's lower triangle, from BandInverse (leading dimension n)
-    return ws->cfull.data() + static_cast<std::size_t>(d.core_row + k) * nt * (ld + 1);
-  };
-  auto vals = [&](int k) { return ws->block_vals.data() + static_cast<std::size_t>(k) * nt; };
-  auto vecs = [&](int k) { return ws->block_vecs.data() + static_cast<std::size_t>(k) * nt * nt; };
+  bool all = true;
   int k = 0;
   if (UseLanes()) {
     // A last partial group in lanes too (it costs as much as a whole one): every block by
-    // the same solver, so a patch's bits do not depend on how it was grouped
-    // (ExtractGroup).
+    // the same solver, so a patch's bits do not depend on the blocks beside it.
     for (; k < count; k += LaneEigen::kLanes) {
       const int lanes = std::min(LaneEigen::kLanes, count - k);
-      const double* src[LaneEigen::kLanes];
-      for (int l = 0; l < lanes; ++l) src[l] = css(k + l);
-      ws->lanes->Load(src, d.n, lanes);
-      const unsigned ok = ws->lanes->Decompose();
+      ws->lanes->Load(lower + k, ld, lanes);
+      const unsigned converged = ws->lanes->Decompose();
       for (int l = 0; l < lanes; ++l) {
-        if (ok & (1u << l)) {
-          ws->lanes->Export(l, vals(k + l), vecs(k + l));
-        } else if (!DecomposeWithLapack(src[l], d.n, vals(k + l), vecs(k + l), ws)) {
-          return false;
+        const int b = k + l;
+        ok[b] = 1;
+        if (converged & (1u << l)) {
+          ws->lanes->Export(l, vals[b], vecs[b]);
+        } else if (!DecomposeWithLapack(lower[b], ld, vals[b], vecs[b], ws)) {
+          ok[b] = 0;
+          all = false;
         }
       }
     }
   }
   for (; k < count; ++k) {
-    if (!DecomposeWithLapack(css(k), d.n, vals(k), vecs(k), ws)) return false;
+    ok[k] = DecomposeWithLapack(lower[k], ld, vals[k], vecs[k], ws) ? 1 : 0;
+    all = all && ok[k] != 0;
   }
-  return true;
+  return all;
+}
+
+bool PatchExtractor::DecomposeCoreBlocks(const PatchDesc& d, PatchWorkspace* ws) const {
+  const std::size_t nt = static_cast<std::size_t>(plan_.nwavetot);
+  const int count = plan_.nper;
+  std::vector<const double*> lower(count);
+  std::vector<double*> vals(count), vecs(count);
+  std::vector<char> ok(count);
+  for (int k = 0; k < count; ++k) {
+    // C_ss's lower triangle, from BandInverse (leading dimension n).
+    lower[k] = ws->cfull.data() + (d.core_row + k) * nt * (static_cast<std::size_t>(d.n) + 1);
+    vals[k] = ws->block_vals.data() + k * nt;
+    vecs[k] = ws->block_vecs.data() + k * nt * nt;
+  }
+  return DecomposeBlocks(count, lower.data(), d.n, vals.data(), vecs.data(), ws, ok.data());
 }
 
 }  // namespace spexd::core

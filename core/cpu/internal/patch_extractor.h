@@ -123,9 +123,14 @@ class PatchExtractor {
   // C = M^-1 inside the band for the patch spectra [first, nspec), into ws->cfull (needs
   // the factor from CholeskySolve): their diagonal blocks are complete and exact.
   void BandInverse(const PatchDesc& patch, int first, PatchWorkspace* ws) const;
-  // Eigen-decompositions of the core spectra's blocks C_ss (spec §2.10 step 2) into
-  // ws->block_vals/block_vecs: four at a time in SIMD lanes (lane_eigen.h), any lane that
-  // fails by dsyevd. False if dsyevd fails.
+  // Eigen-decompositions of `count` blocks (lower triangles at lower[i], leading
+  // dimension ld) into vals[i], vecs[i]: four at a time in SIMD lanes (lane_eigen.h), a
+  // lane that fails by dsyevd (every block with SPEXD_CPU_EIGEN=lapack). ok[i] = 0 where
+  // dsyevd failed too; returns whether every block was decomposed.
+  bool DecomposeBlocks(int count, const double* const* lower, int ld, double* const* vals,
+                       double* const* vecs, PatchWorkspace* ws, char* ok) const;
+  // DecomposeBlocks of the core spectra's blocks C_ss (spec §2.10 step 2) into
+  // ws->block_vals/block_vecs.
   bool DecomposeCoreBlocks(const PatchDesc& patch, PatchWorkspace* ws) const;
   // One block by dsyevd: the lower triangle of the nwavetot-square block at `lower`
   // (leading dimension ld) into `vals` and `vecs`.

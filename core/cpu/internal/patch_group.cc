@@ -17,7 +17,6 @@ void PatchExtractor::ExtractGroup(const PatchDesc* const* patches, int count, co
                                   const ImagePlanes& planes, PatchWorkspace* ws,
                                   BundleResult* bundle, PatchOutcome* outcomes,
                                   double* conditions, std::vector<double>* models) const {
-  using internal::LaneEigen;
   using internal::StepTimer;
   const std::size_t nt = static_cast<std::size_t>(plan_.nwavetot);
   const std::size_t nper = static_cast<std::size_t>(plan_.nper);
@@ -71,32 +70,28 @@ void PatchExtractor::ExtractGroup(const PatchDesc* const* patches, int count, co
     pending[i] = true;
   }
 
-  // Phase 2: every pending patch's blocks, four to a group of lanes (the last group
-  // partial, as in DecomposeCoreBlocks); a lane that does not converge by dsyevd.
+  // Phase 2: every pending patch's blocks together (DecomposeBlocks: four to a group of
+  // lanes, the last group partial, as for one patch).
   StepTimer timer;
-  std::vector<std::size_t> ids;
+  std::vector<const double*> lower;
+  std::vector<double*> vals, vecs;
   for (int i = 0; i < count; ++i) {
     if (!pending[i]) continue;
-    for (std::size_t k = 0; k < nper; ++k) ids.push_back(i * nper + k);
-  }
-  const std::size_t nblocks = ids.size();
-  bool decomposed[kGroup] = {};
-  for (int i = 0; i < count; ++i) decomposed[i] = pending[i];
-  constexpr int L = LaneEigen::kLanes;
-  for (std::size_t g = 0; g < nblocks; g += L) {
-    const int lanes = static_cast<int>(std::min<std::size_t>(L, nblocks - g));
-    const double* src[L];
-    for (int l = 0; l < lanes; ++l) src[l] = block_of(ids[g + l]);
-    ws->lanes->Load(src, static_cast<int>(nt), lanes);
-    const unsigned ok = ws->lanes->Decompose();
-    for (int l = 0; l < lanes; ++l) {
-      const std::size_t b = ids[g + l];
-      if (ok & (1u << l)) {
-        ws->lanes->Export(l, vals_of(b), vecs_of(b));
-      } else if (!DecomposeWithLapack(block_of(b), static_cast<int>(nt), vals_of(b), vecs_of(b), ws)) {
-        decomposed[b / nper] = false;
-      }
+    for (std::size_t k = 0; k < nper; ++k) {
+      const std::size_t b = i * nper + k;
+      lower.push_back(block_of(b));
+      vals.push_back(vals_of(b));
+      vecs.push_back(vecs_of(b));
     }
+  }
+  std::vector<char> ok(lower.size());
+  DecomposeBlocks(static_cast<int>(lower.size()), lower.data(), static_cast<int>(nt), vals.data(),
+                  vecs.data(), ws, ok.data());
+  bool decomposed[kGroup] = {};
+  for (int i = 0, b = 0; i < count; ++i) {
+    if (!pending[i]) continue;
+    decomposed[i] = true;
+    for (std::size_t k = 0; k < nper; ++k) decomposed[i] = decomposed[i] && ok[b++] != 0;
   }
   timer.Lap(&ws->steps_.decorrelate);
 
@@ -105,13 +100,13 @@ void PatchExtractor::ExtractGroup(const PatchDesc* const* patches, int count, co
     if (!pending[i]) continue;
     const PatchDesc& d = *patches[i];
     StepTimer step;
-    bool ok = decomposed[i];
-    if (ok) {
+    bool good = decomposed[i];
+    if (good) {
       DecorrelateCore(d, vals_of(i * nper), vecs_of(i * nper), x_of(i), ws);
-      ok = KeptOutputsFinite(d, *ws);
+      good = KeptOutputsFinite(d, *ws);
     }
     step.Lap(&ws->steps_.decorrelate);
-    if (!ok) {
+    if (!good) {
       outcomes[i] = Extract(d, spots, planes, ws, bundle, models != nullptr ? &models[i] : nullptr);
       conditions[i] = ws->condition();
       continue;

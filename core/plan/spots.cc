@@ -8,6 +8,7 @@
 #include "core/numerics/gauss_hermite.h"
 #include "core/numerics/legendre.h"
 #include "core/base/parallel_for.h"
+#include "core/base/prefault.h"
 
 namespace spexd::core {
 
@@ -142,6 +143,12 @@ Spots EvaluateSpots(const Psf& psf, int fiber_begin, int nfibers,
   spots.nx = 2 * psf.hsizex() + 1;
   const std::size_t ntotal = static_cast<std::size_t>(nfibers) * waves.size();
   const std::size_t stamp_size = static_cast<std::size_t>(spots.ny * spots.nx);
+  // Reserved (not yet touched) and advised before the zero fill, so that the tens of MB a
+  // bundle's stamps take are faulted in as huge pages: every patch reads ~0.7 MB of them
+  // scattered over the bundle's stamps (dev VM, 4 KiB pages: projection 0.24-0.48 s a
+  // 50-fibre frame, 0.07-0.10 s with huge pages).
+  spots.values.reserve(ntotal * stamp_size);
+  AdviseHugePages(spots.values.data(), ntotal * stamp_size * sizeof(double));
   spots.values.resize(ntotal * stamp_size);
   spots.xc.resize(ntotal);
   spots.yc.resize(ntotal);

@@ -31,6 +31,7 @@
 #include "core/cpu/blas_core_type.h"
 #include "core/cpu/cpu_backend.h"
 #include "core/backend/extract_frame.h"
+#include "core/base/prefault.h"
 #include "core/plan/geometry.h"
 #include "core/io/preproc.h"
 #include "core/io/psf.h"
@@ -250,7 +251,16 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "simulate: %s\n", simulated.status().ToString().c_str());
     return 1;
   }
-  const PreprocImage image = *std::move(simulated);
+  // The planes in huge pages where the kernel grants them, as the service's are (its
+  // PlaneBuffer blocks are madvised): each patch reads its window's rows across the frame.
+  PreprocImage image = *std::move(simulated);
+  for (std::vector<double>* plane : {&image.image, &image.ivar}) {
+    std::vector<double> advised;
+    advised.reserve(plane->size());
+    AdviseHugePages(advised.data(), plane->size() * sizeof(double));
+    advised.assign(plane->begin(), plane->end());
+    *plane = std::move(advised);
+  }
 
   ExtractionParams params;
   params.nspec = args.fibers;

@@ -62,68 +62,68 @@ def load(spec):
     return label, found
 
 
-def plot_stages(runs, out):
-    """Grouped horizontal bars: stage x run, in milliseconds."""
-    stages = []
-    for _, js in runs:
-        for k in js.get("stage_median_seconds", {}):
-            if k not in stages:
-                stages.append(k)
-    if not stages:
-        sys.exit("perf_plots: the --frame files have no stage_median_seconds")
-    # Largest stage first (of the first run), so that the plot reads as a profile.
-    first = runs[0][1].get("stage_median_seconds", {})
-    stages.sort(key=lambda k: -first.get(k, 0.0))
+def plot_stage_bars(runs, stages, values, legend, xlabel, title, out, label=lambda k: k):
+    """Grouped horizontal bars, stage x run: values(js) maps a stage to its bar length,
+    legend(label, js) names a run; stages are sorted largest first (of the first run), so
+    that the plot reads as a profile."""
+    first = values(runs[0][1])
+    stages = sorted(stages, key=lambda k: -first.get(k, 0.0))
     height = 0.8 / len(runs)
     fig, ax = plt.subplots(figsize=(8, 0.35 * len(stages) * len(runs) + 1.5))
-    for i, (label, js) in enumerate(runs):
-        st = js.get("stage_median_seconds", {})
+    for i, (name, js) in enumerate(runs):
+        v = values(js)
         ys = [s + i * height for s in range(len(stages))]
-        total = js.get("median_seconds")
-        name = f"{label} ({total * 1e3:.0f} ms/frame)" if total else label
-        ax.barh(ys, [st.get(k, 0.0) * 1e3 for k in stages], height=height, label=name)
+        ax.barh(ys, [v.get(k, 0.0) for k in stages], height=height, label=legend(name, js))
     ax.set_yticks([s + height * (len(runs) - 1) / 2 for s in range(len(stages))])
-    ax.set_yticklabels(stages)
+    ax.set_yticklabels([label(k) for k in stages])
     ax.invert_yaxis()
-    ax.set_xlabel("median time per warm frame (ms)")
-    ax.set_title("CUDA backend, time per stage")
+    ax.set_xlabel(xlabel)
+    ax.set_title(title)
     ax.legend(loc="lower right")
     ax.grid(axis="x", alpha=0.3)
     fig.tight_layout()
     fig.savefig(out, dpi=110)
     plt.close(fig)
+
+
+def stages_of(runs, key, keep=lambda k: True):
+    """The stage names under `key` in any run, in first-seen order."""
+    stages = []
+    for _, js in runs:
+        for k in js.get(key, {}):
+            if keep(k) and k not in stages:
+                stages.append(k)
+    return stages
+
+
+def plot_stages(runs, out):
+    """The CUDA backend's stages x run, in milliseconds (cuda_frame_bench)."""
+    stages = stages_of(runs, "stage_median_seconds")
+    if not stages:
+        sys.exit("perf_plots: the --frame files have no stage_median_seconds")
+
+    def legend(label, js):
+        total = js.get("median_seconds")
+        return f"{label} ({total * 1e3:.0f} ms/frame)" if total else label
+
+    plot_stage_bars(runs, stages, lambda js: {k: v * 1e3 for k, v in js.get("stage_median_seconds", {}).items()},
+                    legend, "median time per warm frame (ms)", "CUDA backend, time per stage", out)
 
 
 def plot_cpu_stages(runs, out):
-    """Grouped horizontal bars: the CPU backend's patch stages x run, thread CPU seconds of
-    a warm frame summed over the threads (spexd_cpu_frame_bench's warm_stage_seconds)."""
-    stages = []
-    for _, js in runs:
-        for k in js.get("warm_stage_seconds", {}):
-            if k.startswith("patch.") and k not in stages:
-                stages.append(k)
+    """The CPU backend's patch stages x run: thread CPU seconds of a warm frame summed over
+    the threads (spexd_cpu_frame_bench's warm_stage_seconds)."""
+    stages = stages_of(runs, "warm_stage_seconds", lambda k: k.startswith("patch."))
     if not stages:
         sys.exit("perf_plots: the --cpu-frame files have no warm_stage_seconds patch.* stages")
-    first = runs[0][1].get("warm_stage_seconds", {})
-    stages.sort(key=lambda k: -first.get(k, 0.0))
-    height = 0.8 / len(runs)
-    fig, ax = plt.subplots(figsize=(8, 0.35 * len(stages) * len(runs) + 1.5))
-    for i, (label, js) in enumerate(runs):
-        st = js.get("warm_stage_seconds", {})
-        ys = [s + i * height for s in range(len(stages))]
+
+    def legend(label, js):
         wall = js.get("warm_median_seconds")
-        name = f"{label} ({wall:.2f} s/frame on {js.get('threads', '?')} threads)" if wall else label
-        ax.barh(ys, [st.get(k, 0.0) for k in stages], height=height, label=name)
-    ax.set_yticks([s + height * (len(runs) - 1) / 2 for s in range(len(stages))])
-    ax.set_yticklabels([k[len("patch."):] for k in stages])
-    ax.invert_yaxis()
-    ax.set_xlabel("CPU seconds per warm frame, summed over threads")
-    ax.set_title("CPU backend, time per patch stage")
-    ax.legend(loc="lower right")
-    ax.grid(axis="x", alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(out, dpi=110)
-    plt.close(fig)
+        return f"{label} ({wall:.2f} s/frame on {js.get('threads', '?')} threads)" if wall else label
+
+    plot_stage_bars(runs, stages, lambda js: js.get("warm_stage_seconds", {}), legend,
+                    "CPU seconds per warm frame, summed over threads",
+                    "CPU backend, time per patch stage", out, label=lambda k: k[len("patch."):])
 
 
 def rpc_points(js):

@@ -49,7 +49,6 @@ class CpuBackend : public Backend {
     opts.compat = geo.params().compat;
     opts.regularize = job.regularize;
     opts.psferr = job.psferr;
-    opts.want_model = job.want_model;
     PatchExtractor extractor(plan, opts);
     const PreprocImage& im = *job.image;
     ImagePlanes planes;
@@ -93,9 +92,7 @@ class CpuBackend : public Backend {
         if (CancelRequested(job)) return;
         if (workspaces[worker] == nullptr) workspaces[worker] = std::make_unique<PatchWorkspace>(plan);
         const int i0 = task * kGroup, count = std::min(kGroup, p1 - p0 - i0);
-        const PatchDesc* descs[kGroup];
-        for (int k = 0; k < count; ++k) descs[k] = &plan.patches[p0 + i0 + k];
-        extractor.ExtractGroup(descs, count, *spots, planes, workspaces[worker].get(), &result,
+        extractor.ExtractGroup(&plan.patches[p0 + i0], count, *spots, planes, workspaces[worker].get(), &result,
                                &outcomes[i0], &conditions[i0],
                                job.want_model ? &models[i0] : nullptr);
       });

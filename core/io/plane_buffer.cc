@@ -1,9 +1,9 @@
 #include "core/io/plane_buffer.h"
 
-#include <sys/mman.h>
-
 #include <cstdlib>
 #include <new>
+
+#include "core/base/prefault.h"
 
 namespace spexd::core::internal {
 namespace {
@@ -18,9 +18,7 @@ PlaneBlock AllocatePlaneBlock(std::size_t bytes) {
   const std::size_t rounded = (bytes + kHugePage - 1) / kHugePage * kHugePage;
   void* p = std::aligned_alloc(kHugePage, rounded);
   if (p == nullptr) throw std::bad_alloc();
-#ifdef MADV_HUGEPAGE
-  (void)madvise(p, rounded, MADV_HUGEPAGE);  // advice only: fine if refused
-#endif
+  AdviseHugePages(p, rounded);
   return PlaneBlock{p, rounded, nullptr};
 }
 

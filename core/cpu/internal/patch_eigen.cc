@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
-#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "core/cpu/cpu_backend.h"
@@ -41,13 +40,22 @@ absl::Status CheckCpuEnvironment() {
       absl::StrCat("SPEXD_CPU_EIGEN='", v, "': expected lanes or lapack (or unset)"));
 }
 
+void PatchExtractor::CopyLowerTriangle(const double* lower, int ld, int nt, double* dst) {
+  for (int j = 0; j < nt; ++j) {
+    const double* col = lower + static_cast<std::size_t>(j) * ld;
+    std::copy(col + j, col + nt, dst + static_cast<std::size_t>(j) * nt + j);
+  }
+}
+
+const double* PatchExtractor::CoreBlock(const PatchDesc& d, int k, const PatchWorkspace& ws) const {
+  const std::size_t nt = static_cast<std::size_t>(plan_.nwavetot);
+  return ws.cfull.data() + static_cast<std::size_t>(d.core_row + k) * nt * (static_cast<std::size_t>(d.n) + 1);
+}
+
 bool PatchExtractor::DecomposeWithLapack(const double* lower, int ld, double* vals, double* vecs,
                                          PatchWorkspace* ws) const {
-  const int nt = plan_.nwavetot;
-  for (int j = 0; j < nt; ++j) {
-    std::copy(lower + static_cast<std::size_t>(j) * ld + j, lower + static_cast<std::size_t>(j) * ld + nt,
-              vecs + j * nt + j);
-  }
+  int nt = plan_.nwavetot;
+  CopyLowerTriangle(lower, ld, nt, vecs);
   int info = 0;
   int lwork = static_cast<int>(ws->lapack_work.size());
   int liwork = static_cast<int>(ws->lapack_iwork.size());
@@ -56,51 +64,49 @@ bool PatchExtractor::DecomposeWithLapack(const double* lower, int ld, double* va
   return info == 0;
 }
 
-bool PatchExtractor::DecomposeBlocks(int count, const double* const* lower, int ld,
-                                     double* const* vals, double* const* vecs, PatchWorkspace* ws,
+bool PatchExtractor::DecomposeBlocks(int count, const BlockSet& blocks, PatchWorkspace* ws,
                                      char* ok) const {
   using internal::LaneEigen;
+  const std::size_t nt = static_cast<std::size_t>(plan_.nwavetot);
+  auto lower = [&](int b) { return blocks.lower + static_cast<std::size_t>(b) * blocks.lower_stride; };
+  auto vals = [&](int b) { return blocks.vals + static_cast<std::size_t>(b) * nt; };
+  auto vecs = [&](int b) { return blocks.vecs + static_cast<std::size_t>(b) * nt * nt; };
   bool all = true;
-  int k = 0;
-  if (UseLanes()) {
-    // A last partial group in lanes too (it costs as much as a whole one): every block by
-    // the same solver, so a patch's bits do not depend on the blocks beside it.
-    for (; k < count; k += LaneEigen::kLanes) {
-      const int lanes = std::min(LaneEigen::kLanes, count - k);
-      ws->lanes->Load(lower + k, ld, lanes);
-      const unsigned converged = ws->lanes->Decompose();
-      for (int l = 0; l < lanes; ++l) {
-        const int b = k + l;
-        ok[b] = 1;
-        if (converged & (1u << l)) {
-          ws->lanes->Export(l, vals[b], vecs[b]);
-        } else if (!DecomposeWithLapack(lower[b], ld, vals[b], vecs[b], ws)) {
-          ok[b] = 0;
-          all = false;
-        }
+  auto lapack = [&](int b) {
+    const bool done = DecomposeWithLapack(lower(b), blocks.ld, vals(b), vecs(b), ws);
+    if (ok != nullptr) ok[b] = done ? 1 : 0;
+    all = all && done;
+  };
+  if (!UseLanes()) {
+    for (int b = 0; b < count; ++b) lapack(b);
+    return all;
+  }
+  // A last partial group in lanes too (it costs as much as a whole one): every block by the
+  // same solver, so a patch's bits do not depend on the blocks beside it.
+  for (int k = 0; k < count; k += LaneEigen::kLanes) {
+    const int lanes = std::min(LaneEigen::kLanes, count - k);
+    const double* src[LaneEigen::kLanes];
+    for (int l = 0; l < lanes; ++l) src[l] = lower(k + l);
+    ws->lanes->Load(src, blocks.ld, lanes);
+    const unsigned converged = ws->lanes->Decompose();
+    for (int l = 0; l < lanes; ++l) {
+      if (converged & (1u << l)) {
+        ws->lanes->Export(l, vals(k + l), vecs(k + l));
+        if (ok != nullptr) ok[k + l] = 1;
+      } else {
+        lapack(k + l);
       }
     }
-  }
-  for (; k < count; ++k) {
-    ok[k] = DecomposeWithLapack(lower[k], ld, vals[k], vecs[k], ws) ? 1 : 0;
-    all = all && ok[k] != 0;
   }
   return all;
 }
 
 bool PatchExtractor::DecomposeCoreBlocks(const PatchDesc& d, PatchWorkspace* ws) const {
+  // C's core blocks lie down its diagonal, nwavetot * (n + 1) apart (leading dimension n).
   const std::size_t nt = static_cast<std::size_t>(plan_.nwavetot);
-  const int count = plan_.nper;
-  std::vector<const double*> lower(count);
-  std::vector<double*> vals(count), vecs(count);
-  std::vector<char> ok(count);
-  for (int k = 0; k < count; ++k) {
-    // C_ss's lower triangle, from BandInverse (leading dimension n).
-    lower[k] = ws->cfull.data() + (d.core_row + k) * nt * (static_cast<std::size_t>(d.n) + 1);
-    vals[k] = ws->block_vals.data() + k * nt;
-    vecs[k] = ws->block_vecs.data() + k * nt * nt;
-  }
-  return DecomposeBlocks(count, lower.data(), d.n, vals.data(), vecs.data(), ws, ok.data());
+  const BlockSet blocks{CoreBlock(d, 0, *ws), nt * (static_cast<std::size_t>(d.n) + 1), d.n,
+                        ws->block_vals.data(), ws->block_vecs.data()};
+  return DecomposeBlocks(plan_.nper, blocks, ws, nullptr);
 }
 
 }  // namespace spexd::core

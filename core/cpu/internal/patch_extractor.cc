@@ -297,11 +297,11 @@ bool PatchExtractor::KeptOutputsFinite(const PatchDesc& d, const PatchWorkspace&
   return AllFinite(ws.rdiag.data(), static_cast<int>(nrd));
 }
 
-void PatchExtractor::PixelOutputs(const PatchDesc& d, const double* x, PatchWorkspace* ws,
+void PatchExtractor::PixelOutputs(const PatchDesc& d, const double* x, const PatchWorkspace& ws,
                                   double* pixmask, double* num, double* wgt) const {
   const int n = d.n, npix = d.ny * d.nx;
-  const double* image = ws->win_image.data();
-  const double* ivar = ws->win_ivar.data();
+  const double* image = ws.win_image.data();
+  const double* ivar = ws.win_ivar.data();
   const bool cpu = options_.compat == Compat::kCpu;
   const double psferr = options_.psferr;
   std::fill(pixmask, pixmask + n, 0.0);
@@ -310,9 +310,9 @@ void PatchExtractor::PixelOutputs(const PatchDesc& d, const double* x, PatchWork
   // Per pixel: model m = A x of all unknowns, then chi2 per the compat rule (§2.11).
   for (int p = 0; p < npix; ++p) {
     const double v = ivar[p], pix = image[p];
-    const int e0 = ws->pix_start[p], e1 = ws->pix_start[p + 1];
+    const int e0 = ws.pix_start[p], e1 = ws.pix_start[p + 1];
     double mp = 0;
-    for (int e = e0; e < e1; ++e) mp += ws->entry_val[e] * x[ws->entry_col[e]];
+    for (int e = e0; e < e1; ++e) mp += ws.entry_val[e] * x[ws.entry_col[e]];
     double chi2 = 0;
     bool weighted = false;
     if (cpu) {
@@ -330,8 +330,8 @@ void PatchExtractor::PixelOutputs(const PatchDesc& d, const double* x, PatchWork
       weighted = chi2 > 0;
     }
     for (int e = e0; e < e1; ++e) {
-      const int q = ws->entry_col[e];
-      const double a = ws->entry_val[e];
+      const int q = ws.entry_col[e];
+      const double a = ws.entry_val[e];
       if (v == 0.0) pixmask[q] += a;
       if (weighted) {
         num[q] += a * chi2;
@@ -367,7 +367,7 @@ void PatchExtractor::FillBundle(const PatchDesc& d, const PatchWorkspace& ws, co
 void PatchExtractor::WriteOutputs(const PatchDesc& d, PatchWorkspace* ws, BundleResult* bundle,
                                   std::vector<double>* model_window) const {
   // fw is no longer needed: it holds the chi2 weights.
-  PixelOutputs(d, ws->x.data(), ws, ws->pixmask.data(), ws->chi2.data(), ws->fw.data());
+  PixelOutputs(d, ws->x.data(), *ws, ws->pixmask.data(), ws->chi2.data(), ws->fw.data());
   FillBundle(d, *ws, ws->pixmask.data(), ws->chi2.data(), ws->fw.data(), bundle);
   if (model_window != nullptr) ModelWindow(d, ws, model_window);
 }

@@ -22,7 +22,6 @@ struct PatchOptions {
   Compat compat = Compat::kGpu;
   double regularize = 0.0;
   double psferr = 0.01;
-  bool want_model = false;
 };
 
 // Reusable buffers for one thread, sized once from the plan (grow-only).
@@ -66,10 +65,12 @@ class PatchWorkspace {
   std::vector<double> lapack_work;
   std::vector<int> lapack_iwork;
   std::vector<double> flux, ivar, rdiag, pixmask, chi2, model_col;  // patch core outputs
-  // ExtractGroup's state of up to kGroup patches between its phases: each patch's x, its
-  // core blocks C_ss (lower triangles, leading dimension nwavetot), their
-  // decompositions, and its per-bin pixel outputs (pixmask, chi2 sums, chi2 weights).
-  std::vector<double> group_x, group_blocks, group_vals, group_vecs, group_pixel;
+  // ExtractGroup's state of up to kGroup patches between its phases: each patch's x and
+  // per-bin pixel outputs (pixmask, chi2 sums, chi2 weights); the core blocks C_ss of the
+  // patches that reached them (lower triangles, leading dimension nwavetot), their
+  // decompositions and which were decomposed.
+  std::vector<double> group_x, group_pixel, group_blocks, group_vals, group_vecs;
+  std::vector<char> group_ok;
   StepSeconds steps_;
   double condition_ = 0;
 };
@@ -90,8 +91,8 @@ class PatchExtractor {
       : plan_(plan), options_(options) {}
 
   // Extracts `patch` from `planes` using the spots of its bundle, and writes the kept
-  // core columns into `bundle` (rows relative to the bundle). When options.want_model,
-  // `model_window` receives the patch model [ny][nx] (zeros if the patch failed).
+  // core columns into `bundle` (rows relative to the bundle). When `model_window` is not
+  // null it receives the patch model [ny][nx] (zeros if the patch failed).
   // Thread-safe for distinct workspaces and disjoint patches.
   PatchOutcome Extract(const PatchDesc& patch, const Spots& bundle_spots, const ImagePlanes& planes,
                        PatchWorkspace* ws, BundleResult* bundle,
@@ -101,12 +102,12 @@ class PatchExtractor {
   // groups of SIMD lanes (nper = 5 blocks a patch: four patches are five full groups;
   // alone, each is a full group and a group with one lane busy, which costs as much).
   static constexpr int kGroup = 4;
-  // Extracts patches[0..count) (count <= kGroup) as Extract does each, writing
-  // outcomes[i], conditions[i] (ws->condition() after the patch) and, when
-  // options.want_model, models[i]. The same bits as Extract: every block goes through the
+  // Extracts patches[0..count) (count <= kGroup, consecutive in the plan) as Extract does
+  // each, writing outcomes[i], conditions[i] (ws->condition() after the patch) and, when
+  // models is not null, models[i]. The same bits as Extract: every block goes through the
   // lanes either way (a lane's arithmetic does not depend on the others'). A patch that
   // fails its first attempt is extracted again alone by Extract, retry included.
-  void ExtractGroup(const PatchDesc* const* patches, int count, const Spots& bundle_spots,
+  void ExtractGroup(const PatchDesc* patches, int count, const Spots& bundle_spots,
                     const ImagePlanes& planes, PatchWorkspace* ws, BundleResult* bundle,
                     PatchOutcome* outcomes, double* conditions,
                     std::vector<double>* models) const;
@@ -123,15 +124,28 @@ class PatchExtractor {
   // C = M^-1 inside the band for the patch spectra [first, nspec), into ws->cfull (needs
   // the factor from CholeskySolve): their diagonal blocks are complete and exact.
   void BandInverse(const PatchDesc& patch, int first, PatchWorkspace* ws) const;
-  // Eigen-decompositions of `count` blocks (lower triangles at lower[i], leading
-  // dimension ld) into vals[i], vecs[i]: four at a time in SIMD lanes (lane_eigen.h), a
-  // lane that fails by dsyevd (every block with SPEXD_CPU_EIGEN=lapack). ok[i] = 0 where
-  // dsyevd failed too; returns whether every block was decomposed.
-  bool DecomposeBlocks(int count, const double* const* lower, int ld, double* const* vals,
-                       double* const* vecs, PatchWorkspace* ws, char* ok) const;
+  // Blocks to decompose: block b's lower triangle at lower + b * lower_stride (leading
+  // dimension ld), its values and vectors to vals + b * nwavetot, vecs + b * nwavetot^2.
+  struct BlockSet {
+    const double* lower;
+    std::size_t lower_stride;
+    int ld;
+    double* vals;
+    double* vecs;
+  };
+  // Eigen-decompositions of `count` blocks: four at a time in SIMD lanes (lane_eigen.h), a
+  // lane that fails by dsyevd (every block with SPEXD_CPU_EIGEN=lapack). Returns whether
+  // every block was decomposed; ok (when not null) gets 0 for a block dsyevd failed too.
+  bool DecomposeBlocks(int count, const BlockSet& blocks, PatchWorkspace* ws, char* ok) const;
   // DecomposeBlocks of the core spectra's blocks C_ss (spec §2.10 step 2) into
   // ws->block_vals/block_vecs.
   bool DecomposeCoreBlocks(const PatchDesc& patch, PatchWorkspace* ws) const;
+  // C_s,s of core spectrum k (core_row + k) in ws.cfull after BandInverse (leading
+  // dimension n).
+  const double* CoreBlock(const PatchDesc& patch, int k, const PatchWorkspace& ws) const;
+  // The lower triangle of the nt-square block at `lower` (leading dimension ld) into dst
+  // (leading dimension nt).
+  static void CopyLowerTriangle(const double* lower, int ld, int nt, double* dst);
   // One block by dsyevd: the lower triangle of the nwavetot-square block at `lower`
   // (leading dimension ld) into `vals` and `vecs`.
   bool DecomposeWithLapack(const double* lower, int ld, double* vals, double* vecs,
@@ -149,7 +163,7 @@ class PatchExtractor {
                     std::vector<double>* model_window) const;
   // The per-pixel products of the solution x (spec §2.11): per unknown, pixmask_fraction
   // and chi2pix's numerator and weight (n each).
-  void PixelOutputs(const PatchDesc& patch, const double* x, PatchWorkspace* ws,
+  void PixelOutputs(const PatchDesc& patch, const double* x, const PatchWorkspace& ws,
                     double* pixmask, double* num, double* wgt) const;
   // The kept core columns of flux, ivar, Rdiags (from ws) and of the pixel outputs into
   // the bundle (spec §2.12).

@@ -6,41 +6,40 @@
 // lane's arithmetic is its own, so a block's decomposition does not depend on which
 // blocks share its group: the same bits as Extract.
 #include <algorithm>
-#include <vector>
 
 #include "core/cpu/internal/patch_extractor.h"
 #include "core/cpu/internal/step_timer.h"
 
 namespace spexd::core {
 
-void PatchExtractor::ExtractGroup(const PatchDesc* const* patches, int count, const Spots& spots,
+void PatchExtractor::ExtractGroup(const PatchDesc* patches, int count, const Spots& spots,
                                   const ImagePlanes& planes, PatchWorkspace* ws,
                                   BundleResult* bundle, PatchOutcome* outcomes,
                                   double* conditions, std::vector<double>* models) const {
   using internal::StepTimer;
-  const std::size_t nt = static_cast<std::size_t>(plan_.nwavetot);
-  const std::size_t nper = static_cast<std::size_t>(plan_.nper);
+  const int nt = plan_.nwavetot, nper = plan_.nper;
   const std::size_t max_n = static_cast<std::size_t>(plan_.max_n);
-  const std::size_t block = nt * nt;
+  const std::size_t block = static_cast<std::size_t>(nt) * nt;
   ws->group_x.resize(kGroup * max_n);
   ws->group_pixel.resize(3 * kGroup * max_n);
   ws->group_blocks.resize(kGroup * nper * block);
-  ws->group_vals.resize(kGroup * nper * nt);
+  ws->group_vals.resize(kGroup * nper * static_cast<std::size_t>(nt));
   ws->group_vecs.resize(kGroup * nper * block);
+  ws->group_ok.resize(kGroup * nper);
   auto x_of = [&](int i) { return ws->group_x.data() + i * max_n; };
   auto pixel_of = [&](int i, int which) {
     return ws->group_pixel.data() + (static_cast<std::size_t>(i) * 3 + which) * max_n;
   };
-  // Blocks are numbered i * nper + k (patch i, core spectrum k).
-  auto block_of = [&](std::size_t b) { return ws->group_blocks.data() + b * block; };
-  auto vals_of = [&](std::size_t b) { return ws->group_vals.data() + b * nt; };
-  auto vecs_of = [&](std::size_t b) { return ws->group_vecs.data() + b * block; };
+  auto model_of = [&](int i) { return models != nullptr ? &models[i] : nullptr; };
+  // The patches that reach their core blocks, in order; the blocks of the j-th of them
+  // are j * nper .. j * nper + nper - 1 of the group's block arrays.
+  int reached[kGroup];
+  int nreached = 0;
 
   // Phase 1, patch by patch: normal equations to C's core blocks, and the pixel products
   // of x, which need the patch's window and sparse A (reused by the next patch).
-  bool pending[kGroup] = {};
   for (int i = 0; i < count; ++i) {
-    const PatchDesc& d = *patches[i];
+    const PatchDesc& d = patches[i];
     outcomes[i] = PatchOutcome::kSkipped;
     conditions[i] = 0.0;
     if (d.skipped != kSkipNone) continue;
@@ -48,66 +47,48 @@ void PatchExtractor::ExtractGroup(const PatchDesc* const* patches, int count, co
     BuildSparseA(d, spots, ws);
     GatherWindow(d, planes, ws);
     timer.Lap(&ws->steps_.projection);
-    if (!SolveToCoreBlocks(d, options_.regularize, ws)) {
-      outcomes[i] = Extract(d, spots, planes, ws, bundle, models != nullptr ? &models[i] : nullptr);
+    const bool solved = SolveToCoreBlocks(d, options_.regularize, ws);
+    conditions[i] = ws->condition();
+    if (!solved) {
+      outcomes[i] = Extract(d, spots, planes, ws, bundle, model_of(i));
       conditions[i] = ws->condition();
       continue;
     }
-    conditions[i] = ws->condition();
     StepTimer copy_timer;
     std::copy(ws->x.begin(), ws->x.begin() + d.n, x_of(i));
-    for (std::size_t k = 0; k < nper; ++k) {
-      // C_ss's lower triangle (leading dimension n) into a compact block.
-      const double* css = ws->cfull.data() + (d.core_row + k) * nt * (d.n + 1);
-      double* dst = block_of(i * nper + k);
-      for (std::size_t j = 0; j < nt; ++j) {
-        std::copy(css + j * d.n + j, css + j * d.n + nt, dst + j * nt + j);
-      }
+    for (int k = 0; k < nper; ++k) {
+      CopyLowerTriangle(CoreBlock(d, k, *ws), d.n, nt,
+                        ws->group_blocks.data() + static_cast<std::size_t>(nreached * nper + k) * block);
     }
     copy_timer.Lap(&ws->steps_.decorrelate);
-    PixelOutputs(d, x_of(i), ws, pixel_of(i, 0), pixel_of(i, 1), pixel_of(i, 2));
+    PixelOutputs(d, x_of(i), *ws, pixel_of(i, 0), pixel_of(i, 1), pixel_of(i, 2));
     copy_timer.Lap(&ws->steps_.outputs);
-    pending[i] = true;
+    reached[nreached++] = i;
   }
 
-  // Phase 2: every pending patch's blocks together (DecomposeBlocks: four to a group of
-  // lanes, the last group partial, as for one patch).
+  // Phase 2: the blocks of every patch that reached them, together (DecomposeBlocks: four
+  // to a group of lanes, the last group partial, as for one patch).
   StepTimer timer;
-  std::vector<const double*> lower;
-  std::vector<double*> vals, vecs;
-  for (int i = 0; i < count; ++i) {
-    if (!pending[i]) continue;
-    for (std::size_t k = 0; k < nper; ++k) {
-      const std::size_t b = i * nper + k;
-      lower.push_back(block_of(b));
-      vals.push_back(vals_of(b));
-      vecs.push_back(vecs_of(b));
-    }
-  }
-  std::vector<char> ok(lower.size());
-  DecomposeBlocks(static_cast<int>(lower.size()), lower.data(), static_cast<int>(nt), vals.data(),
-                  vecs.data(), ws, ok.data());
-  bool decomposed[kGroup] = {};
-  for (int i = 0, b = 0; i < count; ++i) {
-    if (!pending[i]) continue;
-    decomposed[i] = true;
-    for (std::size_t k = 0; k < nper; ++k) decomposed[i] = decomposed[i] && ok[b++] != 0;
-  }
+  const BlockSet blocks{ws->group_blocks.data(), block, nt, ws->group_vals.data(),
+                        ws->group_vecs.data()};
+  DecomposeBlocks(nreached * nper, blocks, ws, ws->group_ok.data());
   timer.Lap(&ws->steps_.decorrelate);
 
   // Phase 3, patch by patch: decorrelation and the bundle's columns.
-  for (int i = 0; i < count; ++i) {
-    if (!pending[i]) continue;
-    const PatchDesc& d = *patches[i];
+  for (int j = 0; j < nreached; ++j) {
+    const int i = reached[j];
+    const PatchDesc& d = patches[i];
+    const std::size_t b0 = static_cast<std::size_t>(j) * nper;
     StepTimer step;
-    bool good = decomposed[i];
+    bool good = std::all_of(ws->group_ok.begin() + b0, ws->group_ok.begin() + b0 + nper,
+                            [](char ok) { return ok != 0; });
     if (good) {
-      DecorrelateCore(d, vals_of(i * nper), vecs_of(i * nper), x_of(i), ws);
+      DecorrelateCore(d, blocks.vals + b0 * nt, blocks.vecs + b0 * block, x_of(i), ws);
       good = KeptOutputsFinite(d, *ws);
     }
     step.Lap(&ws->steps_.decorrelate);
     if (!good) {
-      outcomes[i] = Extract(d, spots, planes, ws, bundle, models != nullptr ? &models[i] : nullptr);
+      outcomes[i] = Extract(d, spots, planes, ws, bundle, model_of(i));
       conditions[i] = ws->condition();
       continue;
     }

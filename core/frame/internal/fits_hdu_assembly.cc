@@ -1,7 +1,6 @@
 #include "core/frame/internal/fits_hdu_assembly.h"
 
 #include <fitsio.h>
-#include <sys/mman.h>
 
 #include <algorithm>
 #include <chrono>
@@ -138,10 +137,7 @@ std::string ZeroFilledOutput(std::size_t n, TaskPool* pool, int workers) {
   constexpr std::size_t kPrefaultChunk = std::size_t{4} << 20;
   if (n < 2 * kPrefaultChunk) return std::string(n, '\0');
   s.reserve(n);  // capacity only: the pages are not touched yet
-  const uintptr_t huge = uintptr_t{2} << 20;
-  const uintptr_t begin = (reinterpret_cast<uintptr_t>(s.data()) + huge - 1) / huge * huge;
-  const uintptr_t end = (reinterpret_cast<uintptr_t>(s.data()) + n) / huge * huge;
-  if (end > begin) (void)madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE);
+  AdviseHugePages(s.data(), n);
   const int chunks = static_cast<int>((n + kPrefaultChunk - 1) / kPrefaultChunk);
   ParallelFor(pool, workers, chunks, [&](int, int c) {
     const std::size_t at = static_cast<std::size_t>(c) * kPrefaultChunk;

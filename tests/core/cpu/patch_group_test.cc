@@ -70,9 +70,7 @@ class PatchGroupTest : public ::testing::Test {
         run.conditions[i0] = ws.condition();
         continue;
       }
-      const PatchDesc* descs[PatchExtractor::kGroup];
-      for (int k = 0; k < count; ++k) descs[k] = &plan.patches[p0 + i0 + k];
-      extractor.ExtractGroup(descs, count, spots, planes, &ws, &run.bundle,
+      extractor.ExtractGroup(&plan.patches[p0 + i0], count, spots, planes, &ws, &run.bundle,
                              &run.outcomes[i0], &run.conditions[i0], &run.models[i0]);
     }
     return run;

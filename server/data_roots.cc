@@ -74,7 +74,9 @@ std::string WouldBeLocation(const std::string& path) {
   std::string at = "/";
   int links = 0;
   while (!rest.empty()) {
-    const std::string part = std::move(rest.back());
+    // A copy, not a move: GCC 12 at -O3 warns (falsely) that a moved-into string may be
+    // read uninitialised, and Release builds treat warnings as errors.
+    const std::string part = rest.back();
     rest.pop_back();
     if (part == ".") continue;
     if (part == "..") {

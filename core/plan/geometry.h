@@ -54,6 +54,9 @@ class Geometry {
   // Spots of bundle `b` for all fullwave wavelengths. Thread-safe; computed on first use,
   // on the caller and `pool`'s threads (EvaluateSpots).
   std::shared_ptr<const Spots> BundleSpots(int b, TaskPool* pool = nullptr) const;
+  // Whether BundleSpots keeps what it computed (so holding several bundles' spots at once
+  // costs no more memory than the cache will hold anyway).
+  bool caches_spots() const { return cache_spots_; }
   // Host bytes held (plan + cached spots).
   std::size_t MemoryBytes() const;
 

@@ -152,9 +152,10 @@ class CpuBackend : public Backend {
     absl::Status sink_status;
     std::atomic<bool> stop{false};
     double sink_seconds = 0;
-    // Caller only: the finished bundles at the front, in order.
+    // Caller only: the finished bundles at the front, in order; none once the job is
+    // cancelled (the sink may be slow: a cancelled job must not wait on it).
     auto sink_ready = [&] {
-      while (sink_status.ok() && next_sink < work.size() &&
+      while (sink_status.ok() && !CancelRequested(job) && next_sink < work.size() &&
              work[next_sink]->finished.load(std::memory_order_acquire)) {
         BundleWork& w = *work[next_sink++];
         summary->counts += w.result.counts;

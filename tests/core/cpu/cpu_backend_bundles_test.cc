@@ -2,6 +2,8 @@
 // (issue 25: no barrier per bundle). The sink contract stays: bundles in ascending order,
 // on the calling thread, and a sink error stops the extraction. The frame is the same
 // bit for bit whatever the thread count or the window (spots cached or not).
+#include <atomic>
+#include <chrono>
 #include <cstring>
 #include <memory>
 #include <thread>
@@ -51,8 +53,9 @@ class CpuBackendBundlesTest : public ::testing::Test {
   };
 
   // Extracts every bundle with `threads` threads; `fail_at` makes the sink refuse that
-  // bundle (and record it).
-  static Sunk Run(int threads, bool cache_spots, int fail_at = -1) {
+  // bundle (and record it), `cancel_at` cancels the job in the sink of that bundle (which
+  // then takes 0.2 s, a slow consumer: the other threads run ahead meanwhile).
+  static Sunk Run(int threads, bool cache_spots, int fail_at = -1, int cancel_at = -1) {
     ExtractionParams p;
     p.wmin = 6000.0; p.wmax = 6080.0; p.dw = 0.8;
     p.nspec = kFibers;
@@ -63,6 +66,8 @@ class CpuBackendBundlesTest : public ::testing::Test {
     job.geometry = *geo;
     job.image = image_;
     job.want_model = true;
+    std::atomic<bool> cancel{false};
+    job.cancel = &cancel;
     Sunk out;
     auto backend = CreateCpuBackend(threads);
     auto summary = backend->Extract(job, [&](BundleResult&& b) {
@@ -70,6 +75,10 @@ class CpuBackendBundlesTest : public ::testing::Test {
       const int index = b.bundle;
       out.bundles.push_back(std::move(b));
       if (index == fail_at) return absl::DataLossError("the sink's disk is full");
+      if (index == cancel_at) {
+        cancel.store(true);
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      }
       return absl::OkStatus();
     });
     out.status = summary.status();
@@ -132,6 +141,15 @@ TEST_F(CpuBackendBundlesTest, ASinkErrorStopsTheExtraction) {
   ASSERT_EQ(r.bundles.size(), 2u);  // bundle 2 never reaches the sink
   EXPECT_EQ(r.bundles[0].bundle, 0);
   EXPECT_EQ(r.bundles[1].bundle, 1);
+}
+
+TEST_F(CpuBackendBundlesTest, ACancelledJobSinksNoFurtherBundle) {
+  // Bundles 1 and 2 finish while bundle 0's sink sleeps; once the job is cancelled none of
+  // them may reach the sink (a service's consumer may be slow, or gone).
+  const Sunk r = Run(3, true, /*fail_at=*/-1, /*cancel_at=*/0);
+  EXPECT_EQ(r.status.code(), absl::StatusCode::kCancelled) << r.status;
+  ASSERT_EQ(r.bundles.size(), 1u);
+  EXPECT_EQ(r.bundles[0].bundle, 0);
 }
 
 }  // namespace

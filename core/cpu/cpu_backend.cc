@@ -73,7 +73,8 @@ class CpuBackend : public Backend {
     std::vector<std::unique_ptr<PatchWorkspace>> workspaces(threads_);
     // Bundles go in windows whose patches form one parallel loop: threads go on to the next
     // bundle's groups while a bundle's last ones finish (a barrier per bundle idled up to a
-    // round of tasks: a bundle is ~59 groups, 3.7 rounds on 16 threads). One window for the
+    // round of tasks: a bundle was 59 groups of four patches, 3.7 rounds on 16 threads;
+    // of eight, 30). One window for the
     // frame when the geometry keeps every bundle's spots anyway; two bundles otherwise
     // (~90 MB of spots each for the r camera).
     const std::size_t window = geo.caches_spots() ? bundles.size() : 2;

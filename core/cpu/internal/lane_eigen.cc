@@ -8,26 +8,34 @@
 namespace spexd::core::internal {
 namespace {
 
-constexpr int L = LaneEigen::kLanes;
-// One lane per matrix. aligned(8): the storage is std::vector<double>; may_alias: it is read
-// as doubles too.
-typedef double V __attribute__((vector_size(8 * L), aligned(8), may_alias));
-typedef long long Mask __attribute__((vector_size(8 * L)));
+// One lane per matrix; L = 4 (256-bit vectors) or 8 (512-bit). aligned(8): the storage is
+// std::vector<double>; may_alias: it is read as doubles too.
+template <int L> struct Vec;
+template <> struct Vec<4> {
+  typedef double V __attribute__((vector_size(32), aligned(8), may_alias));
+  typedef long long Mask __attribute__((vector_size(32)));
+};
+template <> struct Vec<8> {
+  typedef double V __attribute__((vector_size(64), aligned(8), may_alias));
+  typedef long long Mask __attribute__((vector_size(64)));
+};
 
 #define SPEXD_LANES_INLINE inline __attribute__((always_inline))
 
-SPEXD_LANES_INLINE V Splat(double x) {
-  V v;
+template <int L>
+SPEXD_LANES_INLINE typename Vec<L>::V Splat(double x) {
+  typename Vec<L>::V v;
   for (int l = 0; l < L; ++l) v[l] = x;
   return v;
 }
-SPEXD_LANES_INLINE V Sqrt(V x) {
-  V r;
+template <int L>
+SPEXD_LANES_INLINE typename Vec<L>::V Sqrt(typename Vec<L>::V x) {
+  typename Vec<L>::V r;
   for (int l = 0; l < L; ++l) r[l] = __builtin_sqrt(x[l]);
   return r;
 }
-SPEXD_LANES_INLINE V Abs(V x) { return x < 0 ? -x : x; }
-SPEXD_LANES_INLINE bool Any(Mask m) {
+template <int L>
+SPEXD_LANES_INLINE bool Any(typename Vec<L>::Mask m) {
   for (int l = 0; l < L; ++l) {
     if (m[l]) return true;
   }
@@ -35,7 +43,9 @@ SPEXD_LANES_INLINE bool Any(Mask m) {
 }
 
 // The working arrays as lane vectors.
+template <int L>
 struct Work {
+  using V = typename Vec<L>::V;
   int n;
   V* a;    // n x n, the matrix; after the reduction column k below k+1 holds reflector k
   V* z;    // n x n, the orthogonal factor, then the eigenvectors
@@ -50,7 +60,10 @@ struct Work {
 // Householder reduction to tridiagonal form, lower (as LAPACK's dsytd2 with uplo = L, on
 // the full symmetric matrix so that every inner loop runs down a contiguous column):
 // H_k = I - tau v v^T zeroes column k below row k + 1.
-SPEXD_LANES_INLINE void Tridiagonalize(const Work& w) {
+template <int L>
+SPEXD_LANES_INLINE void Tridiagonalize(const Work<L>& w) {
+  using V = typename Vec<L>::V;
+  using Mask = typename Vec<L>::Mask;
   const int n = w.n;
   V* a = w.a;
   V* p = w.p;
@@ -58,20 +71,20 @@ SPEXD_LANES_INLINE void Tridiagonalize(const Work& w) {
   for (int k = 0; k + 2 < n; ++k) {
     V* col = a + static_cast<std::size_t>(k) * n;
     const V alpha = col[k + 1];
-    V sigma = Splat(0.0);
+    V sigma = Splat<L>(0.0);
     for (int i = k + 2; i < n; ++i) sigma += col[i] * col[i];
     const Mask flat = sigma == 0.0;  // already tridiagonal here: H_k = I
-    const V norm = Sqrt(alpha * alpha + sigma);
+    const V norm = Sqrt<L>(alpha * alpha + sigma);
     const V beta = flat ? alpha : (alpha >= 0.0 ? -norm : norm);
-    const V tau = flat ? Splat(0.0) : (beta - alpha) / (flat ? Splat(1.0) : beta);
-    const V scale = flat ? Splat(0.0) : 1.0 / (flat ? Splat(1.0) : alpha - beta);
+    const V tau = flat ? Splat<L>(0.0) : (beta - alpha) / (flat ? Splat<L>(1.0) : beta);
+    const V scale = flat ? Splat<L>(0.0) : 1.0 / (flat ? Splat<L>(1.0) : alpha - beta);
     for (int i = k + 2; i < n; ++i) col[i] *= scale;  // v = (1, col[k+2..])
     w.e[k] = beta;
     w.tau[k] = tau;
     // p = tau A22 v, A22 = rows/columns k+1.. (full symmetric).
-    for (int i = k + 1; i < n; ++i) p[i] = Splat(0.0);
+    for (int i = k + 1; i < n; ++i) p[i] = Splat<L>(0.0);
     for (int j = k + 1; j < n; ++j) {
-      const V vj = j == k + 1 ? Splat(1.0) : col[j];
+      const V vj = j == k + 1 ? Splat<L>(1.0) : col[j];
       const V* aj = a + static_cast<std::size_t>(j) * n;
       for (int i = k + 1; i < n; ++i) p[i] += aj[i] * vj;
     }
@@ -82,7 +95,7 @@ SPEXD_LANES_INLINE void Tridiagonalize(const Work& w) {
     q[k + 1] = tau * p[k + 1] - half_k;
     for (int i = k + 2; i < n; ++i) q[i] = tau * p[i] - half_k * col[i];
     for (int j = k + 1; j < n; ++j) {
-      const V vj = j == k + 1 ? Splat(1.0) : col[j];
+      const V vj = j == k + 1 ? Splat<L>(1.0) : col[j];
       const V qj = q[j];
       V* aj = a + static_cast<std::size_t>(j) * n;
       aj[k + 1] -= qj + q[k + 1] * vj;
@@ -92,19 +105,21 @@ SPEXD_LANES_INLINE void Tridiagonalize(const Work& w) {
   for (int i = 0; i < n; ++i) w.d[i] = a[static_cast<std::size_t>(i) * n + i];
   if (n >= 2) {
     w.e[n - 2] = a[static_cast<std::size_t>(n - 2) * n + n - 1];
-    w.tau[n - 2] = Splat(0.0);
+    w.tau[n - 2] = Splat<L>(0.0);
   }
-  w.e[n - 1] = Splat(0.0);
+  w.e[n - 1] = Splat<L>(0.0);
 }
 
 // Z = H_0 H_1 ... H_{n-3}, accumulated backwards (H_k touches rows and columns k+1..).
 // Four columns at a time: each column's dot product is a chain of dependent sums, so
 // four of them in flight (each in its own order, as one at a time) hide their latency.
-SPEXD_LANES_INLINE void FormQ(const Work& w) {
+template <int L>
+SPEXD_LANES_INLINE void FormQ(const Work<L>& w) {
+  using V = typename Vec<L>::V;
   const int n = w.n;
   V* const z = w.z;
-  for (std::size_t i = 0; i < static_cast<std::size_t>(n) * n; ++i) z[i] = Splat(0.0);
-  for (int i = 0; i < n; ++i) z[static_cast<std::size_t>(i) * n + i] = Splat(1.0);
+  for (std::size_t i = 0; i < static_cast<std::size_t>(n) * n; ++i) z[i] = Splat<L>(0.0);
+  for (int i = 0; i < n; ++i) z[static_cast<std::size_t>(i) * n + i] = Splat<L>(1.0);
   for (int k = n - 3; k >= 0; --k) {
     const V* v = w.a + static_cast<std::size_t>(k) * n;
     const V tau = w.tau[k];
@@ -145,8 +160,9 @@ SPEXD_LANES_INLINE void FormQ(const Work& w) {
 // rotation. Each row's carry is a chain of dependent products, so R chains in flight hide
 // their latency: R = 8 with AVX2's 16 registers (QL 20 % faster than R = 4 on Zen 4), 4
 // with SSE2's.
-template <int R>
-SPEXD_LANES_INLINE void ApplyRotations(const Work& w, int lo, int hi) {
+template <int L, int R>
+SPEXD_LANES_INLINE void ApplyRotations(const Work<L>& w, int lo, int hi) {
+  using V = typename Vec<L>::V;
   // Local copies: V may alias anything, so stores through it would reload w's fields.
   const int n = w.n;
   V* const z = w.z;
@@ -185,8 +201,10 @@ SPEXD_LANES_INLINE void ApplyRotations(const Work& w, int lo, int hi) {
 // its own eigenvalue l at its own pace; one vector sweep covers every lane's [l, m), and a
 // lane outside its own range takes identity rotations. Returns the lanes that converged
 // within 30 sweeps per eigenvalue.
-template <int R>
-SPEXD_LANES_INLINE unsigned TridiagonalQL(const Work& w) {
+template <int L, int R>
+SPEXD_LANES_INLINE unsigned TridiagonalQL(const Work<L>& w) {
+  using V = typename Vec<L>::V;
+  using Mask = typename Vec<L>::Mask;
   const int n = w.n;
   V* const d = w.d;
   V* const e = w.e;
@@ -222,7 +240,7 @@ SPEXD_LANES_INLINE unsigned TridiagonalQL(const Work& w) {
     }
     if (lo >= hi) break;
     // Per lane: the shift from the 2x2 at l, and the sweep's starting state.
-    V g, s = Splat(1.0), c = Splat(1.0), p = Splat(0.0), vl, vm;
+    V g, s = Splat<L>(1.0), c = Splat<L>(1.0), p = Splat<L>(0.0), vl, vm;
     for (int lane = 0; lane < L; ++lane) {
       vl[lane] = l[lane];
       vm[lane] = m[lane];
@@ -236,14 +254,14 @@ SPEXD_LANES_INLINE unsigned TridiagonalQL(const Work& w) {
       const double r = std::hypot(gg, 1.0);
       g[lane] = d[m[lane]][lane] - dl + el / (gg + std::copysign(r, gg));
     }
-    Mask broken = Splat(0.0) != Splat(0.0);
+    Mask broken = Splat<L>(0.0) != Splat<L>(0.0);
     for (int i = hi - 1; i >= lo; --i) {
-      const V vi = Splat(static_cast<double>(i));
+      const V vi = Splat<L>(static_cast<double>(i));
       const Mask in = (vi < vm) & (vi >= vl) & ~broken;
       const V f = s * e[i], b = c * e[i];
-      const V r = Sqrt(f * f + g * g);  // the lanes are scaled: no overflow
+      const V r = Sqrt<L>(f * f + g * g);  // the lanes are scaled: no overflow
       const Mask zero = in & (r == 0.0);
-      if (Any(zero)) {  // underflow: e[m] is negligible after all; end that lane's sweep
+      if (Any<L>(zero)) {  // underflow: e[m] is negligible after all; end that lane's sweep
         d[i + 1] = zero ? d[i + 1] - p : d[i + 1];
         for (int lane = 0; lane < L; ++lane) {
           if (zero[lane]) e[m[lane]][lane] = 0.0;
@@ -252,7 +270,7 @@ SPEXD_LANES_INLINE unsigned TridiagonalQL(const Work& w) {
       }
       const Mask go = in & ~zero;
       e[i + 1] = go ? r : e[i + 1];
-      const V safe_r = go ? r : Splat(1.0);
+      const V safe_r = go ? r : Splat<L>(1.0);
       const V sn = f / safe_r, cn = g / safe_r;
       const V gi = d[i + 1] - p;
       const V ri = (d[i] - gi) * sn + 2.0 * cn * b;
@@ -262,8 +280,8 @@ SPEXD_LANES_INLINE unsigned TridiagonalQL(const Work& w) {
       g = go ? cn * ri - b : g;
       s = go ? sn : s;
       c = go ? cn : c;
-      rc[i] = go ? cn : Splat(1.0);
-      rs[i] = go ? sn : Splat(0.0);
+      rc[i] = go ? cn : Splat<L>(1.0);
+      rs[i] = go ? sn : Splat<L>(0.0);
     }
     for (int lane = 0; lane < L; ++lane) {
       if (l[lane] >= n || broken[lane]) continue;
@@ -271,27 +289,37 @@ SPEXD_LANES_INLINE unsigned TridiagonalQL(const Work& w) {
       e[l[lane]][lane] = g[lane];
       e[m[lane]][lane] = 0.0;
     }
-    ApplyRotations<R>(w, lo, hi);
+    ApplyRotations<L, R>(w, lo, hi);
   }
   return ok;
 }
 
 }  // namespace
 
-LaneEigen::LaneEigen(int n)
+int LaneEigen::WidestLanes() {
+#if defined(__x86_64__)
+  static const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma");
+  return avx512 ? 8 : 4;
+#else
+  return 4;
+#endif
+}
+
+LaneEigen::LaneEigen(int n, int lanes)
     : n_(n),
-      a_(static_cast<std::size_t>(n) * n * L),
-      z_(static_cast<std::size_t>(n) * n * L),
-      d_(static_cast<std::size_t>(n) * L),
-      e_(static_cast<std::size_t>(n) * L),
-      tau_(static_cast<std::size_t>(n) * L),
-      work_(static_cast<std::size_t>(2 * n) * L),
-      rot_c_(static_cast<std::size_t>(n) * L),
-      rot_s_(static_cast<std::size_t>(n) * L),
+      lanes_(lanes == 8 && WidestLanes() == 8 ? 8 : lanes == 4 ? 4 : WidestLanes()),
+      a_(static_cast<std::size_t>(n) * n * lanes_),
+      z_(static_cast<std::size_t>(n) * n * lanes_),
+      d_(static_cast<std::size_t>(n) * lanes_),
+      e_(static_cast<std::size_t>(n) * lanes_),
+      tau_(static_cast<std::size_t>(n) * lanes_),
+      work_(static_cast<std::size_t>(2 * n) * lanes_),
+      rot_c_(static_cast<std::size_t>(n) * lanes_),
+      rot_s_(static_cast<std::size_t>(n) * lanes_),
       scale_{} {}
 
 void LaneEigen::Load(const double* const* src, int ld, int count) {
-  const int n = n_;
+  const int n = n_, L = lanes_;
   for (int lane = 0; lane < L; ++lane) {
     double amax = 0;
     if (lane < count) {
@@ -317,38 +345,64 @@ void LaneEigen::Load(const double* const* src, int ld, int count) {
 
 namespace {
 
-template <int R>
-SPEXD_LANES_INLINE unsigned DecomposeLanes(const Work& w) {
+template <int L, int R>
+SPEXD_LANES_INLINE unsigned DecomposeLanes(const Work<L>& w) {
   Tridiagonalize(w);
   FormQ(w);
-  return TridiagonalQL<R>(w);
+  return TridiagonalQL<L, R>(w);
 }
 
-__attribute__((target("avx2,fma"))) unsigned DecomposeAvx2(const Work& w) {
-  return DecomposeLanes<8>(w);
+#if defined(__x86_64__)
+// 32 vector registers: 16 rows' carries in flight.
+__attribute__((target("avx512f,avx2,fma"))) unsigned DecomposeAvx512(const Work<8>& w) {
+  return DecomposeLanes<8, 16>(w);
 }
-unsigned DecomposeBaseline(const Work& w) { return DecomposeLanes<4>(w); }
+__attribute__((target("avx2,fma"))) unsigned DecomposeAvx2(const Work<4>& w) {
+  return DecomposeLanes<4, 8>(w);
+}
+#endif
+unsigned DecomposeBaseline(const Work<4>& w) { return DecomposeLanes<4, 4>(w); }
+
+template <int L>
+Work<L> MakeWork(int n, std::vector<double>& a, std::vector<double>& z, std::vector<double>& d,
+                 std::vector<double>& e, std::vector<double>& tau, std::vector<double>& p,
+                 std::vector<double>& rc, std::vector<double>& rs) {
+  using V = typename Vec<L>::V;
+  Work<L> w;
+  w.n = n;
+  w.a = reinterpret_cast<V*>(a.data());
+  w.z = reinterpret_cast<V*>(z.data());
+  w.d = reinterpret_cast<V*>(d.data());
+  w.e = reinterpret_cast<V*>(e.data());
+  w.tau = reinterpret_cast<V*>(tau.data());
+  w.p = reinterpret_cast<V*>(p.data());
+  w.rc = reinterpret_cast<V*>(rc.data());
+  w.rs = reinterpret_cast<V*>(rs.data());
+  return w;
+}
 
 }  // namespace
 
 unsigned LaneEigen::Decompose() {
-  Work w;
-  w.n = n_;
-  w.a = reinterpret_cast<V*>(a_.data());
-  w.z = reinterpret_cast<V*>(z_.data());
-  w.d = reinterpret_cast<V*>(d_.data());
-  w.e = reinterpret_cast<V*>(e_.data());
-  w.tau = reinterpret_cast<V*>(tau_.data());
-  w.p = reinterpret_cast<V*>(work_.data());
-  w.rc = reinterpret_cast<V*>(rot_c_.data());
-  w.rs = reinterpret_cast<V*>(rot_s_.data());
-  // The same operations lane by lane either way; the AVX2 copy contracts products into
-  // FMAs (core/CMakeLists.txt), so its last bits differ from the baseline copy's.
+  // The same operations lane by lane in every copy; the AVX2 and AVX-512 copies contract
+  // products into FMAs (core/CMakeLists.txt), so their last bits differ from the baseline
+  // copy's.
+  unsigned ok = 0;
+#if defined(__x86_64__)
   static const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  unsigned ok = avx2 ? DecomposeAvx2(w) : DecomposeBaseline(w);
-  for (int lane = 0; lane < L; ++lane) {
+  if (lanes_ == 8) {
+    ok = DecomposeAvx512(MakeWork<8>(n_, a_, z_, d_, e_, tau_, work_, rot_c_, rot_s_));
+  } else if (avx2) {
+    ok = DecomposeAvx2(MakeWork<4>(n_, a_, z_, d_, e_, tau_, work_, rot_c_, rot_s_));
+  } else {
+    ok = DecomposeBaseline(MakeWork<4>(n_, a_, z_, d_, e_, tau_, work_, rot_c_, rot_s_));
+  }
+#else
+  ok = DecomposeBaseline(MakeWork<4>(n_, a_, z_, d_, e_, tau_, work_, rot_c_, rot_s_));
+#endif
+  for (int lane = 0; lane < lanes_; ++lane) {
     for (int i = 0; i < n_ && (ok >> lane & 1u); ++i) {
-      if (!std::isfinite(d_[static_cast<std::size_t>(i) * L + lane])) ok &= ~(1u << lane);
+      if (!std::isfinite(d_[static_cast<std::size_t>(i) * lanes_ + lane])) ok &= ~(1u << lane);
     }
   }
   return ok;
@@ -356,6 +410,7 @@ unsigned LaneEigen::Decompose() {
 
 void LaneEigen::Export(int lane, double* values, double* vectors) const {
   const int n = n_;
+  const std::size_t L = static_cast<std::size_t>(lanes_);
   const double unscale = 1.0 / scale_[lane];
   for (int i = 0; i < n; ++i) values[i] = d_[static_cast<std::size_t>(i) * L + lane] * unscale;
   const std::size_t nn = static_cast<std::size_t>(n) * n;

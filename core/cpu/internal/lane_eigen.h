@@ -2,8 +2,11 @@
 // (issue 25, CPU): the decorrelation's C_ss^{-1/2} (spec §2.10 step 2) needs one 74x74
 // eigen-decomposition per spectrum of a patch, and LAPACK's dsyevd, one block at a time,
 // was half of a CPU frame. Here every step (Householder tridiagonalisation, forming its
-// orthogonal factor, implicit QL with Wilkinson shifts) runs on kLanes matrices in the
-// lanes of one vector, so that the scalar recurrences of QL are shared too.
+// orthogonal factor, implicit QL with Wilkinson shifts) runs on lanes() matrices in the
+// lanes of one vector, so that the scalar recurrences of QL are shared too: 8 with
+// AVX-512 (whose two 512-bit FMA units on Intel cores double the arithmetic per cycle),
+// else 4 (AVX2 + FMA, or the baseline copy). A lane's arithmetic is the same whatever the
+// width, so its bits do not depend on the lanes beside it.
 #ifndef SPEXD_CORE_CPU_INTERNAL_LANE_EIGEN_H_
 #define SPEXD_CORE_CPU_INTERNAL_LANE_EIGEN_H_
 
@@ -13,12 +16,16 @@ namespace spexd::core::internal {
 
 class LaneEigen {
  public:
-  static constexpr int kLanes = 4;
+  static constexpr int kMaxLanes = 8;
 
-  explicit LaneEigen(int n);
+  // `lanes` = 0: the widest this CPU runs (WidestLanes()); 4 or 8 asks for that width (8
+  // only where the CPU has AVX-512, else 4).
+  explicit LaneEigen(int n, int lanes = 0);
   int n() const { return n_; }
+  int lanes() const { return lanes_; }
+  static int WidestLanes();
 
-  // Lane l < count takes the lower triangle of the n x n matrix at src[l] (column-major,
+  // Lane l < count (<= lanes()) takes the lower triangle of the n x n matrix at src[l] (column-major,
   // leading dimension ld); lanes from count on take the identity. Each lane is scaled by a
   // power of two (exact) so that the QL recurrences neither overflow nor underflow.
   void Load(const double* const* src, int ld, int count);
@@ -34,9 +41,10 @@ class LaneEigen {
 
  private:
   int n_;
-  // Lane-interleaved storage: element (i, j) of lane l at [(i + j * n) * kLanes + l].
+  int lanes_;
+  // Lane-interleaved storage: element (i, j) of lane l at [(i + j * n) * lanes_ + l].
   std::vector<double> a_, z_, d_, e_, tau_, work_, rot_c_, rot_s_;
-  double scale_[kLanes];
+  double scale_[kMaxLanes];
 };
 
 }  // namespace spexd::core::internal

@@ -1,5 +1,5 @@
 // The decorrelation's eigen-decompositions of a patch's core blocks C_ss (spec §2.10 step
-// 2). Four blocks at a time in SIMD lanes (lane_eigen.h): fewer flops than dsyevd per
+// 2). Four or eight blocks at a time in SIMD lanes (lane_eigen.h): fewer flops than dsyevd per
 // block, and no OpenBLAS call, whose buffer lock serialises many threads calling it at
 // once (the CPU frame stopped scaling past 8 cores on the GPU host; docs/perf.md, issue
 // 25). Any lane that does not converge goes to dsyevd (and every block with
@@ -83,9 +83,10 @@ bool PatchExtractor::DecomposeBlocks(int count, const BlockSet& blocks, PatchWor
   }
   // A last partial group in lanes too (it costs as much as a whole one): every block by the
   // same solver, so a patch's bits do not depend on the blocks beside it.
-  for (int k = 0; k < count; k += LaneEigen::kLanes) {
-    const int lanes = std::min(LaneEigen::kLanes, count - k);
-    const double* src[LaneEigen::kLanes];
+  const int width = ws->lanes->lanes();
+  for (int k = 0; k < count; k += width) {
+    const int lanes = std::min(width, count - k);
+    const double* src[LaneEigen::kMaxLanes];
     for (int l = 0; l < lanes; ++l) src[l] = lower(k + l);
     ws->lanes->Load(src, blocks.ld, lanes);
     const unsigned converged = ws->lanes->Decompose();

@@ -99,9 +99,10 @@ class PatchExtractor {
                        std::vector<double>* model_window) const;
 
   // Patches extracted together so that their core blocks' eigen-decompositions fill whole
-  // groups of SIMD lanes (nper = 5 blocks a patch: four patches are five full groups;
-  // alone, each is a full group and a group with one lane busy, which costs as much).
-  static constexpr int kGroup = 4;
+  // groups of SIMD lanes (nper = 5 blocks a patch: eight patches are ten full groups of
+  // four lanes or five of eight; alone, a patch is a full group and a group with one or
+  // four lanes busy, which costs as much).
+  static constexpr int kGroup = 8;
   // Extracts patches[0..count) (count <= kGroup, consecutive in the plan) as Extract does
   // each, writing outcomes[i], conditions[i] (ws->condition() after the patch) and, when
   // models is not null, models[i]. The same bits as Extract: every block goes through the
@@ -133,7 +134,7 @@ class PatchExtractor {
     double* vals;
     double* vecs;
   };
-  // Eigen-decompositions of `count` blocks: four at a time in SIMD lanes (lane_eigen.h), a
+  // Eigen-decompositions of `count` blocks: lanes() at a time in SIMD lanes (lane_eigen.h), a
   // lane that fails by dsyevd (every block with SPEXD_CPU_EIGEN=lapack). Returns whether
   // every block was decomposed; ok (when not null) gets 0 for a block dsyevd failed too.
   bool DecomposeBlocks(int count, const BlockSet& blocks, PatchWorkspace* ws, char* ok) const;

@@ -1,8 +1,9 @@
 // Patches extracted in groups (PatchExtractor::ExtractGroup): the same stages as Extract,
 // with the eigen-decompositions of every patch's core blocks (spec §2.10 step 2) done
-// together, four blocks to a group of SIMD lanes (lane_eigen.h). One patch alone (five
-// blocks) needs two groups, the second with one lane busy: a group costs the same
-// whatever its lanes hold, so four patches take five groups instead of eight. Each
+// together, four or eight blocks to a group of SIMD lanes (lane_eigen.h). One patch alone
+// (five blocks) needs two groups of four, the second with one lane busy: a group costs
+// the same whatever its lanes hold, so eight patches take ten groups instead of sixteen
+// (five of eight lanes). Each
 // lane's arithmetic is its own, so a block's decomposition does not depend on which
 // blocks share its group: the same bits as Extract.
 #include <algorithm>
@@ -66,8 +67,8 @@ void PatchExtractor::ExtractGroup(const PatchDesc* patches, int count, const Spo
     reached[nreached++] = i;
   }
 
-  // Phase 2: the blocks of every patch that reached them, together (DecomposeBlocks: four
-  // to a group of lanes, the last group partial, as for one patch).
+  // Phase 2: the blocks of every patch that reached them, together (DecomposeBlocks: a
+  // group of lanes at a time, the last group partial, as for one patch).
   StepTimer timer;
   const BlockSet blocks{ws->group_blocks.data(), block, nt, ws->group_vals.data(),
                         ws->group_vecs.data()};

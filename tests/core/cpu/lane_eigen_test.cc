@@ -99,21 +99,40 @@ void ExpectDecomposition(const Matrix& a, int n, const std::vector<double>& w,
   EXPECT_LE(diff, 1e-13 * std::max(wmax, 1e-300));
 }
 
+// Every width this CPU runs: 4 lanes always, 8 where it has AVX-512.
+std::vector<int> Widths() {
+  std::vector<int> widths{4};
+  if (LaneEigen::WidestLanes() == 8) widths.push_back(8);
+  return widths;
+}
+
 void RunLanes(const std::vector<Matrix>& mats, int n, unsigned expect_ok) {
-  LaneEigen eig(n);
-  std::vector<const double*> src;
-  for (const Matrix& m : mats) src.push_back(m.data());
-  eig.Load(src.data(), n, static_cast<int>(mats.size()));
-  const unsigned ok = eig.Decompose();
-  ASSERT_EQ(ok & ((1u << mats.size()) - 1), expect_ok);
-  for (std::size_t l = 0; l < mats.size(); ++l) {
-    if (!(ok >> l & 1u)) continue;
-    std::vector<double> w(n);
-    Matrix v(static_cast<std::size_t>(n) * n);
-    eig.Export(static_cast<int>(l), w.data(), v.data());
-    SCOPED_TRACE(testing::Message() << "lane " << l);
-    ExpectDecomposition(mats[l], n, w, v);
+  for (int width : Widths()) {
+    SCOPED_TRACE(testing::Message() << width << " lanes");
+    LaneEigen eig(n, width);
+    ASSERT_EQ(eig.lanes(), width);
+    std::vector<const double*> src;
+    for (const Matrix& m : mats) src.push_back(m.data());
+    eig.Load(src.data(), n, static_cast<int>(mats.size()));
+    const unsigned ok = eig.Decompose();
+    ASSERT_EQ(ok & ((1u << mats.size()) - 1), expect_ok);
+    for (std::size_t l = 0; l < mats.size(); ++l) {
+      if (!(ok >> l & 1u)) continue;
+      std::vector<double> w(n);
+      Matrix v(static_cast<std::size_t>(n) * n);
+      eig.Export(static_cast<int>(l), w.data(), v.data());
+      SCOPED_TRACE(testing::Message() << "lane " << l);
+      ExpectDecomposition(mats[l], n, w, v);
+    }
   }
+}
+
+// The decomposition of a block in one lane, as values then vectors.
+std::vector<double> Decomposed(LaneEigen& eig, int lane) {
+  const int n = eig.n();
+  std::vector<double> out(static_cast<std::size_t>(n) * (n + 1));
+  eig.Export(lane, out.data(), out.data() + n);
+  return out;
 }
 
 TEST(LaneEigenTest, RandomSpdBlocksOfTheDecorrelationSize) {
@@ -153,6 +172,39 @@ TEST(LaneEigenTest, SmallSizes) {
   for (int n : {1, 2, 3}) {
     SCOPED_TRACE(testing::Message() << "n " << n);
     RunLanes({RandomSpd(n, 2.0, &rng), RandomSpd(n, 0.0, &rng)}, n, 0x3);
+  }
+}
+
+// A block's bits do not depend on the width, nor on the blocks beside it (the CPU backend
+// groups patches so that their blocks fill the lanes, and the frame must not depend on
+// the grouping): eight blocks decomposed eight at a time give the bits of the same blocks
+// four at a time, where AVX-512 runs; a block alone gives its bits in a full group.
+TEST(LaneEigenTest, ABlocksBitsDoNotDependOnWidthOrNeighbours) {
+  std::mt19937_64 rng(21);
+  const int n = 74;
+  std::vector<Matrix> mats;
+  for (int k = 0; k < 8; ++k) mats.push_back(RandomSpd(n, 1.0 + 1.5 * k, &rng));
+  std::vector<const double*> src;
+  for (const Matrix& m : mats) src.push_back(m.data());
+  std::vector<std::vector<double>> four;
+  LaneEigen by4(n, 4);
+  for (int k = 0; k < 8; k += 4) {
+    by4.Load(src.data() + k, n, 4);
+    ASSERT_EQ(by4.Decompose(), 0xFu);
+    for (int l = 0; l < 4; ++l) four.push_back(Decomposed(by4, l));
+  }
+  by4.Load(src.data() + 5, n, 1);  // block 5 alone
+  ASSERT_EQ(by4.Decompose() & 1u, 1u);
+  EXPECT_EQ(Decomposed(by4, 0), four[5]);
+  if (LaneEigen::WidestLanes() < 8) {
+    GTEST_SKIP() << "this CPU has no AVX-512: the 8-lane copy cannot run here";
+  }
+  LaneEigen by8(n, 8);
+  by8.Load(src.data(), n, 8);
+  ASSERT_EQ(by8.Decompose(), 0xFFu);
+  for (int l = 0; l < 8; ++l) {
+    SCOPED_TRACE(testing::Message() << "block " << l);
+    EXPECT_EQ(Decomposed(by8, l), four[static_cast<std::size_t>(l)]);
   }
 }
 

@@ -52,6 +52,7 @@ class PatchWorkspace {
   // The patch's window of the image and ivar, [ny][nx] (GatherWindow).
   std::vector<double> win_image, win_ivar;
   std::vector<double> entry_val;
+  std::vector<std::size_t> entry_off;  // one pixel's entries' column offsets in M's band
   // M in LAPACK lower band storage (ldab = kd + 1, at most n x n), then its factor L.
   std::vector<double> m, w, b, fw, x;     // and length-n vectors
   int kd = 0;                             // bandwidth of the last patch's M

@@ -7,6 +7,7 @@
 #include <memory>
 #include <vector>
 
+#include "absl/base/call_once.h"
 #include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
 #include "core/cpu/internal/lapack.h"
@@ -110,6 +111,16 @@ class CpuBackend : public Backend {
     std::vector<double> conditions;
     std::atomic<int> groups_left{0};
     std::atomic<bool> finished{false};  // outcomes recorded, model stitched: ready to sink
+    // The result arrays (~7 MB a bundle of the r camera) are allocated by the bundle's
+    // first task: a frame holds only the bundles in progress or waiting for the sink, not
+    // all of them from the start.
+    absl::once_flag allocated;
+    void Allocate(const PatchPlan& plan) {
+      absl::call_once(allocated, [&] {
+        result.Allocate(bundle, plan.bundle_fiber_begin(bundle), plan.bundlesize, plan.nwave,
+                        plan.ndiag);
+      });
+    }
   };
 
   // Extracts `bundles` as one parallel loop over their groups of patches (kGroup
@@ -135,7 +146,6 @@ class CpuBackend : public Backend {
       w->p0 = plan.bundle_first_patch[b];
       w->p1 = plan.bundle_first_patch[b + 1];
       w->spots = geo.BundleSpots(b, pool_);
-      w->result.Allocate(b, plan.bundle_fiber_begin(b), plan.bundlesize, plan.nwave, plan.ndiag);
       const int n = w->p1 - w->p0, groups = (n + kGroup - 1) / kGroup;
       w->models.resize(job.want_model ? n : 0);
       w->outcomes.resize(n);
@@ -143,7 +153,10 @@ class CpuBackend : public Backend {
       w->first_task = static_cast<int>(task_bundle.size());
       w->groups_left.store(groups);
       task_bundle.insert(task_bundle.end(), groups, static_cast<int>(work.size()));
-      if (groups == 0) FinishBundle(job, w.get());
+      if (groups == 0) {
+        w->Allocate(plan);
+        FinishBundle(job, w.get());
+      }
       work.push_back(std::move(w));
     }
     const double t1 = Now();
@@ -174,6 +187,7 @@ class CpuBackend : public Backend {
       if (stop.load(std::memory_order_relaxed) || CancelRequested(job)) return;
       BundleWork& w = *work[static_cast<std::size_t>(task_bundle[static_cast<std::size_t>(task)])];
       if (workspaces[worker] == nullptr) workspaces[worker] = std::make_unique<PatchWorkspace>(plan);
+      w.Allocate(plan);
       const int i0 = (task - w.first_task) * kGroup, count = std::min(kGroup, w.p1 - w.p0 - i0);
       extractor.ExtractGroup(&plan.patches[w.p0 + i0], count, *w.spots, planes,
                              workspaces[worker].get(), &w.result, &w.outcomes[i0],

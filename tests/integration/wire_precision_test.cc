@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -231,13 +232,18 @@ TEST_F(WirePrecisionTest, CancelledServerWrittenFrameLeavesNothing) {
     // The job ends shortly after the cancel; then nothing of it is left.
     EXPECT_TRUE(WaitUntil([&] { return !HoldsFileUnder(out_dir); }, 30))
         << "a descriptor under " << out_dir << " is still open";
-    for (const auto& e : std::filesystem::directory_iterator(out_dir)) {
+    std::vector<std::filesystem::path> left;
+    for (const auto& e : std::filesystem::directory_iterator(out_dir)) left.push_back(e.path());
+    for (const auto& path : left) {
       // Only a frame the server finished before the cancel reached it, complete.
-      EXPECT_EQ(e.path().string(), out) << "left behind";
+      EXPECT_EQ(path.string(), out) << "left behind";
       auto f = core::FitsFile::OpenRead(out);
       ASSERT_TRUE(f.ok()) << f.status();
       EXPECT_GE(f->NumHdus().value_or(0), 7);
       ++completed;
+      // The next round starts from an empty directory (a finished frame of this round is
+      // not something the next one left behind).
+      std::filesystem::remove(path);
     }
   }
   std::printf("cancelled mid-frame: %d of 3 finished before the cancel arrived\n", completed);

@@ -49,8 +49,9 @@ struct ExtractionSummary {
   std::map<std::string, double> stage_seconds;  // where the time went
 };
 
-// Receives each finished bundle, in ascending bundle order. Returning an error stops
-// the extraction with that error.
+// Receives each finished bundle, in ascending bundle order, one call at a time, not
+// necessarily on the thread that called Extract (the CPU backend sinks a bundle from the
+// thread that finished it). Returning an error stops the extraction with that error.
 using BundleSink = std::function<absl::Status(BundleResult&& bundle)>;
 
 // Device memory a backend holds (Backend::Memory). Host memory is the caller's to measure.

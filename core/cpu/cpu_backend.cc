@@ -9,6 +9,7 @@
 
 #include "absl/base/call_once.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
 #include "core/cpu/internal/lapack.h"
 #include "core/base/parallel_for.h"
@@ -75,10 +76,14 @@ class CpuBackend : public Backend {
     // Bundles go in windows whose patches form one parallel loop: threads go on to the next
     // bundle's groups while a bundle's last ones finish (a barrier per bundle idled up to a
     // round of tasks: a bundle was 59 groups of four patches, 3.7 rounds on 16 threads;
-    // of eight, 30). One window for the
-    // frame when the geometry keeps every bundle's spots anyway; two bundles otherwise
-    // (~90 MB of spots each for the r camera).
-    const std::size_t window = geo.caches_spots() ? bundles.size() : 2;
+    // of eight, 30). A window's spots are evaluated before its patches (on every thread),
+    // so: the whole frame when every bundle's spots are already kept (a warm geometry);
+    // one bundle at a time when the geometry keeps them but has not yet computed them (a
+    // cold frame's first bundle then comes after its own spots only, not after all
+    // twenty bundles'); two when it does not keep them (~90 MB a bundle, r camera).
+    const bool warm = geo.caches_spots() &&
+                      std::all_of(bundles.begin(), bundles.end(), [&](int b) { return geo.HasSpots(b); });
+    const std::size_t window = warm ? bundles.size() : geo.caches_spots() ? 1 : 2;
     for (std::size_t w0 = 0; w0 < bundles.size(); w0 += window) {
       const std::size_t w1 = std::min(bundles.size(), w0 + window);
       SPEXD_RETURN_IF_ERROR(ExtractWindow(job, extractor, planes,
@@ -125,9 +130,8 @@ class CpuBackend : public Backend {
 
   // Extracts `bundles` as one parallel loop over their groups of patches (kGroup
   // consecutive patches of one bundle a task, in bundle order). The task that ends a bundle
-  // records its outcomes and stitches its model; the calling thread (worker 0) hands the
-  // finished bundles to `sink` in ascending order between its own tasks and at the end, so
-  // the sink runs on the caller as before.
+  // records its outcomes and stitches its model; finished bundles go to `sink` in
+  // ascending order, one call at a time (from the thread that finds the next one ready).
   absl::Status ExtractWindow(const ExtractionJob& job, const PatchExtractor& extractor,
                              const ImagePlanes& planes, absl::Span<const int> bundles,
                              const BundleSink& sink,
@@ -162,23 +166,38 @@ class CpuBackend : public Backend {
     const double t1 = Now();
     summary->stage_seconds["spots"] += t1 - t0;
 
-    std::size_t next_sink = 0;
-    absl::Status sink_status;
+    // The sink takes finished bundles in ascending order, one call at a time, from
+    // whichever thread finds the next one finished (the task that finished it, or the
+    // caller between its tasks and at the end): a bundle is not held back while the caller
+    // is busy with a group of patches. None once the job is cancelled or the sink failed
+    // (the sink may be slow: a cancelled job must not wait on it).
+    absl::Mutex sink_mu;
+    std::atomic<std::size_t> next_sink{0};
+    absl::Status sink_status;  // guarded by sink_mu
+    double sink_seconds = 0;   // guarded by sink_mu
     std::atomic<bool> stop{false};
-    double sink_seconds = 0;
-    // Caller only: the finished bundles at the front, in order; none once the job is
-    // cancelled (the sink may be slow: a cancelled job must not wait on it).
+    auto next_ready = [&] {
+      const std::size_t next = next_sink.load(std::memory_order_acquire);
+      return !stop.load(std::memory_order_relaxed) && !CancelRequested(job) &&
+             next < work.size() && work[next]->finished.load(std::memory_order_acquire);
+    };
     auto sink_ready = [&] {
-      while (sink_status.ok() && !CancelRequested(job) && next_sink < work.size() &&
-             work[next_sink]->finished.load(std::memory_order_acquire)) {
-        BundleWork& w = *work[next_sink++];
-        summary->counts += w.result.counts;
-        const double s0 = Now();
-        sink_status = sink(std::move(w.result));
-        sink_seconds += Now() - s0;
-        w.spots.reset();
-        w.models = {};
-        if (!sink_status.ok()) stop.store(true);
+      // Re-checked after each unlock: a bundle finished by another thread while this one
+      // held the lock is not left waiting.
+      while (next_ready()) {
+        if (!sink_mu.TryLock()) return;  // the holder sinks it
+        while (next_ready()) {
+          BundleWork& w = *work[next_sink.load(std::memory_order_relaxed)];
+          summary->counts += w.result.counts;
+          const double s0 = Now();
+          sink_status = sink(std::move(w.result));
+          sink_seconds += Now() - s0;
+          w.spots.reset();
+          w.models = {};
+          next_sink.fetch_add(1, std::memory_order_release);
+          if (!sink_status.ok()) stop.store(true);
+        }
+        sink_mu.Unlock();
       }
     };
     // Patches are skipped once the job is cancelled (a bundle of a full frame takes
@@ -194,14 +213,15 @@ class CpuBackend : public Backend {
                              &w.conditions[i0], job.want_model ? &w.models[i0] : nullptr);
       // acq_rel: the task that ends the bundle sees every other group's writes.
       if (w.groups_left.fetch_sub(1, std::memory_order_acq_rel) == 1) FinishBundle(job, &w);
-      if (worker == 0) sink_ready();
+      sink_ready();
     });
     if (CancelRequested(job)) return absl::CancelledError("extraction cancelled");
     sink_ready();
+    absl::MutexLock lock(&sink_mu);
     summary->stage_seconds["patches"] += Now() - t1 - sink_seconds;
     summary->stage_seconds["sink"] += sink_seconds;
     SPEXD_RETURN_IF_ERROR(sink_status);
-    if (next_sink != work.size()) return absl::InternalError("a bundle's patches did not all run");
+    if (next_sink.load() != work.size()) return absl::InternalError("a bundle's patches did not all run");
     return absl::OkStatus();
   }
 

@@ -70,6 +70,11 @@ std::shared_ptr<const Spots> Geometry::BundleSpots(int b, TaskPool* pool) const 
   return spots;
 }
 
+bool Geometry::HasSpots(int b) const {
+  absl::MutexLock lock(&mu_);
+  return b >= 0 && static_cast<std::size_t>(b) < spots_.size() && spots_[b] != nullptr;
+}
+
 std::size_t Geometry::MemoryBytes() const {
   std::size_t bytes = plan_.patches.size() * sizeof(PatchDesc) +
                       (plan_.xc.size() + plan_.yc.size()) * sizeof(int32_t) +

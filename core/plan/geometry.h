@@ -57,6 +57,8 @@ class Geometry {
   // Whether BundleSpots keeps what it computed (so holding several bundles' spots at once
   // costs no more memory than the cache will hold anyway).
   bool caches_spots() const { return cache_spots_; }
+  // Whether bundle b's spots are already computed and kept (BundleSpots returns at once).
+  bool HasSpots(int b) const;
   // Host bytes held (plan + cached spots).
   std::size_t MemoryBytes() const;
 

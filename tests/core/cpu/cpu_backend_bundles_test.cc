@@ -1,6 +1,6 @@
 // The CPU backend runs a frame's groups of patches as one parallel loop across bundles
 // (issue 25: no barrier per bundle). The sink contract stays: bundles in ascending order,
-// on the calling thread, and a sink error stops the extraction. The frame is the same
+// one call at a time, and a sink error or a cancel stops the extraction. The frame is the same
 // bit for bit whatever the thread count or the window (spots cached or not).
 #include <atomic>
 #include <chrono>
@@ -49,19 +49,26 @@ class CpuBackendBundlesTest : public ::testing::Test {
   struct Sunk {
     absl::Status status;
     std::vector<BundleResult> bundles;
-    std::vector<std::thread::id> threads;
+    bool overlapped = false;
   };
 
   // Extracts every bundle with `threads` threads; `fail_at` makes the sink refuse that
   // bundle (and record it), `cancel_at` cancels the job in the sink of that bundle (which
   // then takes 0.2 s, a slow consumer: the other threads run ahead meanwhile).
-  static Sunk Run(int threads, bool cache_spots, int fail_at = -1, int cancel_at = -1) {
+  // Spots: kWarm evaluates every bundle's spots before the extraction (the whole frame is
+  // one loop), kCold leaves them to it (one bundle at a time), kUncached does not keep
+  // them (two bundles at a time).
+  enum SpotState { kWarm, kCold, kUncached };
+  static Sunk Run(int threads, SpotState spots, int fail_at = -1, int cancel_at = -1) {
     ExtractionParams p;
     p.wmin = 6000.0; p.wmax = 6080.0; p.dw = 0.8;
     p.nspec = kFibers;
     p.want_model = true;
-    auto geo = Geometry::Create(*psf_, p, image_->height, image_->width, cache_spots);
-    if (!geo.ok()) return Sunk{geo.status(), {}, {}};
+    auto geo = Geometry::Create(*psf_, p, image_->height, image_->width, spots != kUncached);
+    if (!geo.ok()) return Sunk{geo.status(), {}, false};
+    if (spots == kWarm) {
+      for (int b = 0; b < (*geo)->plan().nbundles; ++b) (*geo)->BundleSpots(b);
+    }
     ExtractionJob job;
     job.geometry = *geo;
     job.image = image_;
@@ -69,9 +76,14 @@ class CpuBackendBundlesTest : public ::testing::Test {
     std::atomic<bool> cancel{false};
     job.cancel = &cancel;
     Sunk out;
+    std::atomic<int> inside{0};
     auto backend = CreateCpuBackend(threads);
     auto summary = backend->Extract(job, [&](BundleResult&& b) {
-      out.threads.push_back(std::this_thread::get_id());
+      // One call at a time: a second call while this one runs would find inside == 1
+      // (the sleep below widens the window).
+      if (inside.fetch_add(1) != 0) out.overlapped = true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      inside.fetch_sub(1);
       const int index = b.bundle;
       out.bundles.push_back(std::move(b));
       if (index == fail_at) return absl::DataLossError("the sink's disk is full");
@@ -112,30 +124,33 @@ class CpuBackendBundlesTest : public ::testing::Test {
 std::shared_ptr<const Psf>* CpuBackendBundlesTest::psf_ = nullptr;
 PreprocImage* CpuBackendBundlesTest::image_ = nullptr;
 
-TEST_F(CpuBackendBundlesTest, BundlesReachTheSinkInOrderOnTheCallingThread) {
-  const Sunk one = Run(1, true);
-  const Sunk three = Run(3, true);
+TEST_F(CpuBackendBundlesTest, BundlesReachTheSinkInOrderOneAtATime) {
+  const Sunk one = Run(1, kWarm);
+  const Sunk three = Run(3, kWarm);
   ASSERT_TRUE(one.status.ok()) << one.status;
   ASSERT_TRUE(three.status.ok()) << three.status;
   ASSERT_EQ(three.bundles.size(), 3u);
   for (int b = 0; b < 3; ++b) {
     EXPECT_EQ(three.bundles[static_cast<std::size_t>(b)].bundle, b);
-    EXPECT_EQ(three.threads[static_cast<std::size_t>(b)], std::this_thread::get_id());
     EXPECT_GT(three.bundles[static_cast<std::size_t>(b)].counts.extracted, 0);
   }
+  EXPECT_FALSE(three.overlapped) << "two sink calls ran at once";
   ExpectSameBits(one, three);
 }
 
-TEST_F(CpuBackendBundlesTest, WindowsOfTwoBundlesWithoutCachedSpotsGiveTheSameFrame) {
-  const Sunk cached = Run(3, true);
-  const Sunk uncached = Run(3, false);  // windows {0, 1}, {2}
-  ASSERT_TRUE(cached.status.ok()) << cached.status;
+TEST_F(CpuBackendBundlesTest, EveryWindowGivesTheSameFrame) {
+  const Sunk warm = Run(3, kWarm);          // one window: {0, 1, 2}
+  const Sunk cold = Run(3, kCold);          // {0}, {1}, {2}
+  const Sunk uncached = Run(3, kUncached);  // {0, 1}, {2}
+  ASSERT_TRUE(warm.status.ok()) << warm.status;
+  ASSERT_TRUE(cold.status.ok()) << cold.status;
   ASSERT_TRUE(uncached.status.ok()) << uncached.status;
-  ExpectSameBits(cached, uncached);
+  ExpectSameBits(warm, cold);
+  ExpectSameBits(warm, uncached);
 }
 
 TEST_F(CpuBackendBundlesTest, ASinkErrorStopsTheExtraction) {
-  const Sunk r = Run(3, true, /*fail_at=*/1);
+  const Sunk r = Run(3, kWarm, /*fail_at=*/1);
   EXPECT_EQ(r.status.code(), absl::StatusCode::kDataLoss) << r.status;
   EXPECT_NE(r.status.message().find("disk is full"), std::string::npos) << r.status;
   ASSERT_EQ(r.bundles.size(), 2u);  // bundle 2 never reaches the sink
@@ -146,7 +161,7 @@ TEST_F(CpuBackendBundlesTest, ASinkErrorStopsTheExtraction) {
 TEST_F(CpuBackendBundlesTest, ACancelledJobSinksNoFurtherBundle) {
   // Bundles 1 and 2 finish while bundle 0's sink sleeps; once the job is cancelled none of
   // them may reach the sink (a service's consumer may be slow, or gone).
-  const Sunk r = Run(3, true, /*fail_at=*/-1, /*cancel_at=*/0);
+  const Sunk r = Run(3, kWarm, /*fail_at=*/-1, /*cancel_at=*/0);
   EXPECT_EQ(r.status.code(), absl::StatusCode::kCancelled) << r.status;
   ASSERT_EQ(r.bundles.size(), 1u);
   EXPECT_EQ(r.bundles[0].bundle, 0);

@@ -307,7 +307,7 @@ int LaneEigen::WidestLanes() {
 
 LaneEigen::LaneEigen(int n, int lanes)
     : n_(n),
-      lanes_(lanes == 8 && WidestLanes() == 8 ? 8 : lanes == 4 ? 4 : WidestLanes()),
+      lanes_(lanes == 4 ? 4 : WidestLanes()),  // 8 is granted only where AVX-512 runs
       a_(static_cast<std::size_t>(n) * n * lanes_),
       z_(static_cast<std::size_t>(n) * n * lanes_),
       d_(static_cast<std::size_t>(n) * lanes_),

@@ -3,9 +3,8 @@
 // together, four or eight blocks to a group of SIMD lanes (lane_eigen.h). One patch alone
 // (five blocks) needs two groups of four, the second with one lane busy: a group costs
 // the same whatever its lanes hold, so eight patches take ten groups instead of sixteen
-// (five of eight lanes). Each
-// lane's arithmetic is its own, so a block's decomposition does not depend on which
-// blocks share its group: the same bits as Extract.
+// (five of eight lanes). Each lane's arithmetic is its own, so a block's decomposition
+// does not depend on which blocks share its group: the same bits as Extract.
 #include <algorithm>
 
 #include "core/cpu/internal/patch_extractor.h"

@@ -12,7 +12,7 @@
 #include "core/cpu/cpu_backend.h"
 #include "core/io/psf.h"
 #include "core/plan/geometry.h"
-#include "core/sim/simulator.h"
+#include "core/sim/simulator.h"  // SimOptions
 #include "gtest/gtest.h"
 #include "tests/test_support.h"
 
@@ -31,15 +31,9 @@ class CpuBackendBundlesTest : public ::testing::Test {
     sim.nfibers = kFibers;
     sim.wmin = 6000.0; sim.wmax = 6080.0; sim.dw = 0.8;
     sim.seed = 5;
-    auto spectra = GenerateSpectra(sim);
-    ASSERT_TRUE(spectra.ok());
-    auto frame = SimulateFrame(**psf_, *spectra, sim);
-    ASSERT_TRUE(frame.ok());
-    image_ = new PreprocImage;
-    image_->height = frame->height;
-    image_->width = frame->width;
-    image_->image.assign(frame->image.begin(), frame->image.end());
-    image_->ivar.assign(frame->ivar.begin(), frame->ivar.end());
+    auto image = testing::SimulatedImage(**psf_, sim);
+    ASSERT_TRUE(image.ok()) << image.status();
+    image_ = new PreprocImage(std::move(*image));
   }
   static void TearDownTestSuite() {
     delete psf_;

@@ -38,6 +38,7 @@ absl::StatusOr<core::PreprocReader> JobInput::OpenReader() {
   popts.buffers = env_.plane_buffers;
   popts.load_buffers = env_.load_buffers;
   popts.parallel_inflate = env_.parallel_inflate;
+  popts.inflate_share = env_.inflate_share;
   popts.keep_float32 = env_.float32_planes != nullptr && env_.float32_planes->load();
   const core::FitsSizeLimits limits = FitsLimits(env_.limits);
   absl::StatusOr<core::PreprocReader> reader;

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstring>
 #include <new>
+#include <optional>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -45,10 +46,16 @@ bool TakeBlock(std::size_t bytes, PlaneBufferPool* buffers, PlaneBuffer<char>* b
 // libdeflate, or the parallel inflation on `pool`, writes every byte it reports).
 absl::StatusOr<PlaneBuffer<char>> InflateWhole(absl::string_view gz, int64_t capacity,
                                                const std::string& name, const StopFn& stop,
-                                               PlaneBufferPool* buffers, TaskPool* pool) {
+                                               PlaneBufferPool* buffers, TaskPool* pool,
+                                               InflateShare* share) {
   internal::ParallelInflateOptions parallel;
   parallel.pool = pool;
   parallel.max_threads = pool != nullptr ? pool->num_threads() + 1 : 1;
+  std::optional<InflateShare::Claim> claim;
+  if (pool != nullptr && share != nullptr) {
+    claim.emplace(share->Enter(parallel.max_threads));
+    parallel.max_threads = claim->threads();
+  }
   parallel.buffers = buffers;
   PlaneBuffer<char> out;
   if (!TakeBlock(static_cast<std::size_t>(capacity), buffers, &out)) {
@@ -125,12 +132,13 @@ int64_t WholeInflateCapacity(int64_t gz_bytes, uint32_t isize, const FitsSizeLim
 
 absl::StatusOr<InflatedFits> InflateFits(absl::string_view gz, const std::string& name,
                                          const FitsSizeLimits& limits, const StopFn& stop,
-                                         PlaneBufferPool* buffers, TaskPool* pool) {
+                                         PlaneBufferPool* buffers, TaskPool* pool,
+                                         InflateShare* share) {
   const int64_t capacity =
       WholeInflateCapacity(static_cast<int64_t>(gz.size()), GzipTrailerSize(gz), limits);
   InflatedFits fits;
   if (capacity > 0) {
-    absl::StatusOr<PlaneBuffer<char>> whole = InflateWhole(gz, capacity, name, stop, buffers, pool);
+    absl::StatusOr<PlaneBuffer<char>> whole = InflateWhole(gz, capacity, name, stop, buffers, pool, share);
     if (whole.ok()) {
       if (stop && stop()) return absl::CancelledError(absl::StrCat(name, ": decompression stopped"));
       FitsStreamCheck check(name, limits, stop);
@@ -159,7 +167,8 @@ absl::StatusOr<std::string> GunzipFits(absl::string_view gz, const std::string& 
 
 absl::StatusOr<InflatedFits> InflateFitsFd(int fd, const std::string& name,
                                            const FitsSizeLimits& limits, const StopFn& stop,
-                                           PlaneBufferPool* buffers, TaskPool* pool) {
+                                           PlaneBufferPool* buffers, TaskPool* pool,
+                                           InflateShare* share) {
   const off_t start = lseek(fd, 0, SEEK_CUR), end = lseek(fd, 0, SEEK_END);
   uint32_t isize = 0;
   char tail[4];
@@ -178,7 +187,7 @@ absl::StatusOr<InflatedFits> InflateFitsFd(int fd, const std::string& name,
           absl::StrCat(name, ": out of memory for its ", gz_bytes, " compressed bytes"));
     }
     SPEXD_ASSIGN_OR_RETURN(const std::size_t got, ReadWhole(fd, start, &gz, name, pool));
-    return InflateFits(absl::string_view(gz.data(), got), name, limits, stop, buffers, pool);
+    return InflateFits(absl::string_view(gz.data(), got), name, limits, stop, buffers, pool, share);
   }
   FitsStreamCheck check(name, limits, stop);
   check.Reserve(isize);

@@ -14,6 +14,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "core/base/task_pool.h"
+#include "core/io/inflate_share.h"
 #include "core/io/plane_buffer.h"
 
 namespace spexd::core {
@@ -51,13 +52,17 @@ struct InflatedFits {
 // (and, for InflateFitsFd, the compressed bytes meanwhile) in blocks from `buffers` (null:
 // blocks of its own). The one-call inflation of a large member runs on `pool` (its threads
 // and the caller's) when given: issue 22, a full frame's 64 MB member takes 0.5 s on one
-// core of the GPU host. Errors as GunzipFits below.
+// core of the GPU host. With `share`, the member takes its share of the pool among the
+// members inflating at once (core/io/inflate_share.h); without, all of it. Errors as
+// GunzipFits below.
 absl::StatusOr<InflatedFits> InflateFits(absl::string_view gz, const std::string& name,
                                          const FitsSizeLimits& limits, const StopFn& stop,
-                                         PlaneBufferPool* buffers, TaskPool* pool = nullptr);
+                                         PlaneBufferPool* buffers, TaskPool* pool = nullptr,
+                                         InflateShare* share = nullptr);
 absl::StatusOr<InflatedFits> InflateFitsFd(int fd, const std::string& name,
                                            const FitsSizeLimits& limits, const StopFn& stop,
-                                           PlaneBufferPool* buffers, TaskPool* pool = nullptr);
+                                           PlaneBufferPool* buffers, TaskPool* pool = nullptr,
+                                           InflateShare* share = nullptr);
 
 // The FITS file inside the gzip data `gz` (see IsGzip), as a string. Errors name `name`:
 //  - RESOURCE_EXHAUSTED when an image HDU has more than limits.max_image_pixels

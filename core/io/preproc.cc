@@ -402,7 +402,7 @@ absl::StatusOr<PreprocReader> PreprocReader::Open(const std::string& path,
             absl::StrCat(path, ": cannot open: ", std::strerror(errno)));
       }
       absl::StatusOr<InflatedFits> fits = InflateFitsFd(fd, path, limits, stop, options.load_buffers,
-                                                            InflatePool(options));
+                                                            InflatePool(options), options.inflate_share);
       close(fd);
       if (!fits.ok()) return fits.status();
       return OpenInflated(*std::move(fits), path, options, limits, stop);
@@ -421,7 +421,7 @@ absl::StatusOr<PreprocReader> PreprocReader::OpenMemory(std::string bytes, const
   return Guarded(name, [&]() -> absl::StatusOr<PreprocReader> {
     if (IsGzip(bytes)) {
       absl::StatusOr<InflatedFits> fits = InflateFits(bytes, name, limits, stop, options.load_buffers,
-                                                        InflatePool(options));
+                                                        InflatePool(options), options.inflate_share);
       bytes = std::string();  // the compressed upload, no longer needed
       if (!fits.ok()) return fits.status();
       return OpenInflated(*std::move(fits), name, options, limits, stop);

@@ -11,9 +11,11 @@
 #include <random>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "core/base/parallel_for.h"
 #include "core/io/fits_gunzip.h"
+#include "core/io/inflate_share.h"
 #include "core/io/internal/gzip.h"
 #include "core/io/internal/parallel_inflate.h"
 #include "gtest/gtest.h"
@@ -298,6 +300,31 @@ TEST_F(ParallelInflateTest, InflateFitsWithAPoolGivesTheSameFile) {
   auto bad_seq = InflateFits(cut, "big.fits.gz", FitsSizeLimits{}, {}, nullptr, nullptr);
   EXPECT_FALSE(bad_par.ok());
   EXPECT_EQ(bad_par.status(), bad_seq.status());
+}
+
+// With a share of the pool (core/io/inflate_share.h) crowded by other members, the loader's
+// path splits the member into fewer chunks: the same file, the same error, and its claim is
+// given back either way.
+TEST_F(ParallelInflateTest, InflateFitsWithACrowdedShareGivesTheSameFile) {
+  const long width = 2000, height = 2600;
+  std::string fits = gzip_test::FitsImageHeader(width, height) +
+                     gzip_test::NoiseBytes(static_cast<std::size_t>(width * height * 4), 29);
+  fits.resize((fits.size() + 2879) / 2880 * 2880, '\0');
+  const std::string gz = ZlibGzip(fits, 1);
+  InflateShare share;
+  std::vector<InflateShare::Claim> others;
+  for (int i = 0; i < 7; ++i) others.push_back(share.Enter(pool_->num_threads() + 1));
+  auto par = InflateFits(gz, "big.fits.gz", FitsSizeLimits{}, {}, nullptr, pool_.get(), &share);
+  ASSERT_TRUE(par.ok()) << par.status();
+  EXPECT_TRUE(par->view() == fits);
+  EXPECT_EQ(share.active(), 7);
+  std::string cut = gz;
+  cut[gz.size() / 2] = static_cast<char>(cut[gz.size() / 2] ^ 4);
+  auto bad = InflateFits(cut, "big.fits.gz", FitsSizeLimits{}, {}, nullptr, pool_.get(), &share);
+  auto bad_seq = InflateFits(cut, "big.fits.gz", FitsSizeLimits{}, {}, nullptr, nullptr);
+  EXPECT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status(), bad_seq.status());
+  EXPECT_EQ(share.active(), 7);
 }
 
 // Many small members: each is its own parallel call whose chunks past the member's end

@@ -44,22 +44,25 @@ class CpuBackendBundlesTest : public ::testing::Test {
     absl::Status status;
     std::vector<BundleResult> bundles;
     bool overlapped = false;
+    ExtractionSummary summary;
   };
 
   // Extracts every bundle with `threads` threads; `fail_at` makes the sink refuse that
   // bundle (and record it), `cancel_at` cancels the job in the sink of that bundle (which
   // then takes 0.2 s, a slow consumer: the other threads run ahead meanwhile).
+  // `sink_ms`: how long each sink call takes.
   // Spots: kWarm evaluates every bundle's spots before the extraction (the whole frame is
   // one loop), kCold leaves them to it (one bundle at a time), kUncached does not keep
   // them (two bundles at a time).
   enum SpotState { kWarm, kCold, kUncached };
-  static Sunk Run(int threads, SpotState spots, int fail_at = -1, int cancel_at = -1) {
+  static Sunk Run(int threads, SpotState spots, int fail_at = -1, int cancel_at = -1,
+                  int sink_ms = 5) {
     ExtractionParams p;
     p.wmin = 6000.0; p.wmax = 6080.0; p.dw = 0.8;
     p.nspec = kFibers;
     p.want_model = true;
     auto geo = Geometry::Create(*psf_, p, image_->height, image_->width, spots != kUncached);
-    if (!geo.ok()) return Sunk{geo.status(), {}, false};
+    if (!geo.ok()) return Sunk{geo.status(), {}, false, {}};
     if (spots == kWarm) {
       for (int b = 0; b < (*geo)->plan().nbundles; ++b) (*geo)->BundleSpots(b);
     }
@@ -76,7 +79,7 @@ class CpuBackendBundlesTest : public ::testing::Test {
       // One call at a time: a second call while this one runs would find inside == 1
       // (the sleep below widens the window).
       if (inside.fetch_add(1) != 0) out.overlapped = true;
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      std::this_thread::sleep_for(std::chrono::milliseconds(sink_ms));
       inside.fetch_sub(1);
       const int index = b.bundle;
       out.bundles.push_back(std::move(b));
@@ -88,6 +91,7 @@ class CpuBackendBundlesTest : public ::testing::Test {
       return absl::OkStatus();
     });
     out.status = summary.status();
+    if (summary.ok()) out.summary = *summary;
     return out;
   }
 
@@ -159,6 +163,19 @@ TEST_F(CpuBackendBundlesTest, ACancelledJobSinksNoFurtherBundle) {
   EXPECT_EQ(r.status.code(), absl::StatusCode::kCancelled) << r.status;
   ASSERT_EQ(r.bundles.size(), 1u);
   EXPECT_EQ(r.bundles[0].bundle, 0);
+}
+
+// The "patches" stage is the loop's wall, sink calls made inside it included: with one
+// thread every sink call runs between groups, so the stage holds at least all of them
+// (it once subtracted them, leaving only the extraction of a loop whose threads also sank).
+TEST_F(CpuBackendBundlesTest, PatchesStageIsTheLoopsWallWithItsSinkCalls) {
+  const Sunk r = Run(1, kWarm, /*fail_at=*/-1, /*cancel_at=*/-1, /*sink_ms=*/400);
+  ASSERT_TRUE(r.status.ok()) << r.status;
+  const auto& st = r.summary.stage_seconds;
+  ASSERT_EQ(st.count("patches"), 1u);
+  ASSERT_EQ(st.count("sink"), 1u);
+  EXPECT_GE(st.at("sink"), 3 * 0.4);
+  EXPECT_GE(st.at("patches"), st.at("sink"));
 }
 
 }  // namespace

@@ -63,7 +63,8 @@ absl::StatusOr<std::unique_ptr<StreamedFrameFile>> StreamedFrameFile::Create(
   std::unique_ptr<StreamedFrameFile> out(new StreamedFrameFile(std::move(file)));
   RemoveOnSignal(out->file_.temporary_name());
   SPEXD_ASSIGN_OR_RETURN(out->layout_, core::ProgressiveFrameFile::Create(
-                                           shape, meta, out->file_.fd(), path, options));
+                                           shape, meta, out->file_.fd(), path, options,
+                                           /*keep_image=*/false));
   out->thread_.AddThreads(1);
   out->rows_ = std::make_unique<core::FileRowWriter>(out->layout_.get(), &out->thread_);
   return out;

@@ -26,6 +26,7 @@ using internal::FrameHdu;
 using internal::HduSource;
 
 constexpr int64_t kPage = 4096;
+constexpr std::size_t kFitsRecord = 2880;  // FITS logical record (FITS 4.0 §3.1)
 
 bool PerBundle(FrameHdu k) {
   return k == FrameHdu::kFlux || k == FrameHdu::kIvar || k == FrameHdu::kResolution ||
@@ -46,7 +47,14 @@ struct ProgressiveFrameFile::State {
   internal::FrameHduList sources;
   std::vector<BuiltHdu> built;
   std::vector<uint32_t> datasum;  // so far, per HDU
-  std::string image;              // the file up to the end of CHI2PIX
+  std::string image;              // the file up to the end of CHI2PIX (keep_image)
+  // Without the image: its size, a buffer the rows are encoded into and written from, and
+  // WAVELENGTH's and FIBERMAP's data units (padded), written by Finish.
+  bool keep_image = true;
+  int64_t image_bytes = 0;
+  std::unique_ptr<char[]> scratch;
+  std::size_t scratch_bytes = 0;
+  std::vector<std::string> built_units;
   std::string tail;               // SCORES, after Finish
   // RAW scores are per fibre (frame_scores.h): computed row by row as the bundles come,
   // unless the metadata give them (a float32 stream) or want none.
@@ -66,8 +74,10 @@ struct ProgressiveFrameFile::State {
   // Starts writeback of the whole pages of [offset, offset + n): pages shared with a
   // neighbour still being written are left to the final fsync.
   void StartWriteback(int64_t offset, int64_t n) const;
-  // values [begin, end) of HDU i from `values` into the image at value `at`; their sum.
-  uint32_t Encode(std::size_t i, const void* values, std::size_t count, std::size_t at);
+  // values [begin, end) of HDU i from `values` into the image at value `at` (or into the
+  // scratch buffer), *out where they went; their sum.
+  uint32_t Encode(std::size_t i, const void* values, std::size_t count, std::size_t at,
+                  const char** out);
 };
 
 absl::Status ProgressiveFrameFile::State::WriteAt(int64_t offset, const char* data, int64_t n) {
@@ -83,9 +93,21 @@ void ProgressiveFrameFile::State::StartWriteback(int64_t offset, int64_t n) cons
 }
 
 uint32_t ProgressiveFrameFile::State::Encode(std::size_t i, const void* values,
-                                             std::size_t count, std::size_t at) {
+                                             std::size_t count, std::size_t at,
+                                             const char** written) {
   const HduSource::Encoding enc = sources.hdus[i].encoding;
-  char* out = image.data() + data_offset(i) + at * internal::BytesPerValue(enc);
+  char* out = nullptr;
+  if (keep_image) {
+    out = image.data() + data_offset(i) + at * internal::BytesPerValue(enc);
+  } else {
+    const std::size_t bytes = count * internal::BytesPerValue(enc);
+    if (bytes > scratch_bytes) {  // uninitialised: every byte is encoded before it is written
+      scratch.reset(new char[bytes]);
+      scratch_bytes = bytes;
+    }
+    out = scratch.get();
+  }
+  *written = out;
   constexpr std::size_t kChunk = internal::kEncodeChunkValues;
   const int tasks = static_cast<int>((count + kChunk - 1) / kChunk);
   std::vector<uint32_t> sums(static_cast<std::size_t>(tasks), 0);
@@ -105,7 +127,7 @@ ProgressiveFrameFile::~ProgressiveFrameFile() = default;
 
 absl::StatusOr<std::unique_ptr<ProgressiveFrameFile>> ProgressiveFrameFile::Create(
     const FrameFileShape& shape, const FrameMetadata& meta, int fd, std::string name,
-    const FitsWriteOptions& options) {
+    const FitsWriteOptions& options, bool keep_image) {
   if (shape.nspec <= 0 || shape.nwave <= 0 || shape.ndiag < 0 || shape.specmin < 0 ||
       shape.wave.size() != static_cast<std::size_t>(shape.nwave)) {
     return absl::InvalidArgumentError(
@@ -139,17 +161,27 @@ absl::StatusOr<std::unique_ptr<ProgressiveFrameFile>> ProgressiveFrameFile::Crea
   SPEXD_ASSIGN_OR_RETURN(const int64_t total,
                          internal::BuildHdus(s->sources.hdus, s->time, s->threads.pool(),
                                              s->threads.workers(), &s->built));
+  s->keep_image = keep_image;
+  s->image_bytes = total;
+  s->datasum.assign(nhdu, 0);
+  s->built_units.resize(nhdu);
   try {
-    s->image = internal::ZeroFilledOutput(static_cast<std::size_t>(total), s->threads.pool(),
-                                          s->threads.workers());
+    if (keep_image) {
+      s->image = internal::ZeroFilledOutput(static_cast<std::size_t>(total), s->threads.pool(),
+                                            s->threads.workers());
+    }
+    for (std::size_t i = 0; i < nhdu; ++i) {  // WAVELENGTH, FIBERMAP: final already
+      if (s->sources.hdus[i].encoding != HduSource::Encoding::kByBuild || keep_image) continue;
+      s->built_units[i].assign(static_cast<std::size_t>(s->built[i].padded_bytes), '\0');
+    }
   } catch (const std::bad_alloc&) {
     return absl::ResourceExhaustedError(absl::StrCat(s->name, ": out of memory for the file"));
   }
-  s->datasum.assign(nhdu, 0);
-  for (std::size_t i = 0; i < nhdu; ++i) {  // WAVELENGTH, FIBERMAP: final already
+  for (std::size_t i = 0; i < nhdu; ++i) {
     if (s->sources.hdus[i].encoding != HduSource::Encoding::kByBuild) continue;
     if (s->built[i].data_bytes > 0) {
-      s->datasum[i] = internal::DataUnitSum(s->built[i], s->image.data() + s->data_offset(i));
+      char* unit = keep_image ? s->image.data() + s->data_offset(i) : s->built_units[i].data();
+      s->datasum[i] = internal::DataUnitSum(s->built[i], unit);
     }
     s->built[i].data.clear();
     s->built[i].data.shrink_to_fit();
@@ -185,10 +217,12 @@ absl::Status ProgressiveFrameFile::AddRows(int row, const BundleResult& b) {
                                    : kind == FrameHdu::kChi2pix ? b.chi2pix
                                                                 : b.rdiags;
     const std::size_t at = static_cast<std::size_t>(row) * s.values_per_row(i);
-    s.datasum[i] = internal::OnesComplementAdd(s.datasum[i], s.Encode(i, v.data(), v.size(), at));
+    const char* encoded = nullptr;
+    s.datasum[i] =
+        internal::OnesComplementAdd(s.datasum[i], s.Encode(i, v.data(), v.size(), at, &encoded));
     const int64_t offset = s.data_offset(i) + static_cast<int64_t>(at * 4);
     const int64_t n = static_cast<int64_t>(v.size() * 4);
-    SPEXD_RETURN_IF_ERROR(s.WriteAt(offset, s.image.data() + offset, n));
+    SPEXD_RETURN_IF_ERROR(s.WriteAt(offset, encoded, n));
     s.StartWriteback(offset, n);
   }
   if (s.scores_by_row) {
@@ -235,7 +269,11 @@ absl::Status ProgressiveFrameFile::Finish(const Frame& frame,
   const std::size_t nhdu = s.sources.hdus.size();
   for (std::size_t i = 0; i < nhdu; ++i) {
     if (s.sources.kinds[i] == FrameHdu::kMask) {
-      s.datasum[i] = s.Encode(i, frame.mask.data(), frame.mask.size(), 0);
+      const char* encoded = nullptr;
+      s.datasum[i] = s.Encode(i, frame.mask.data(), frame.mask.size(), 0, &encoded);
+      if (!s.keep_image) {
+        SPEXD_RETURN_IF_ERROR(s.WriteAt(s.data_offset(i), encoded, s.built[i].data_bytes));
+      }
     }
   }
   // SCORES: built now, after CHI2PIX (its own FrameHduSources entry, as FrameToFits's).
@@ -257,6 +295,7 @@ absl::Status ProgressiveFrameFile::Finish(const Frame& frame,
   }
   // The headers, with their sums (and Finish's time, when it is "now").
   std::vector<absl::Status> status(nhdu + 1);
+  std::vector<std::string> headers(s.keep_image ? 0 : nhdu);  // without the image
   ParallelFor(s.threads.pool(), s.threads.workers(), static_cast<int>(nhdu + 1), [&](int, int i) {
     const bool last = static_cast<std::size_t>(i) == nhdu;
     if (last && !has_scores) return;
@@ -268,30 +307,43 @@ absl::Status ProgressiveFrameFile::Finish(const Frame& frame,
         internal::FinishHeader(b, last ? scores_sum : s.datasum[static_cast<std::size_t>(i)]);
     if (!header.ok()) {
       st = header.status();
-    } else {
+    } else if (last || s.keep_image) {
       std::memcpy(last ? s.tail.data() : s.image.data() + b.offset, header->data(), header->size());
+    } else {
+      headers[static_cast<std::size_t>(i)] = *std::move(header);
     }
     b.scratch.reset();
   });
   for (const absl::Status& st : status) SPEXD_RETURN_IF_ERROR(st);
   // What AddRows did not write: the headers, the other data units, the padding.
+  const std::string zeros(kFitsRecord, '\0');  // padding is shorter than a record
   for (std::size_t i = 0; i < nhdu; ++i) {
     const BuiltHdu& b = s.built[i];
-    SPEXD_RETURN_IF_ERROR(s.WriteAt(b.offset, s.image.data() + b.offset, b.header_bytes));
-    const int64_t from = PerBundle(s.sources.kinds[i]) ? b.data_bytes : 0;
-    const int64_t at = s.data_offset(i) + from;
-    SPEXD_RETURN_IF_ERROR(s.WriteAt(at, s.image.data() + at, b.padded_bytes - from));
+    if (s.keep_image) {
+      SPEXD_RETURN_IF_ERROR(s.WriteAt(b.offset, s.image.data() + b.offset, b.header_bytes));
+      const int64_t from = PerBundle(s.sources.kinds[i]) ? b.data_bytes : 0;
+      const int64_t at = s.data_offset(i) + from;
+      SPEXD_RETURN_IF_ERROR(s.WriteAt(at, s.image.data() + at, b.padded_bytes - from));
+      continue;
+    }
+    SPEXD_RETURN_IF_ERROR(s.WriteAt(b.offset, headers[i].data(), b.header_bytes));
+    if (!s.built_units[i].empty()) {  // WAVELENGTH, FIBERMAP: data and padding
+      SPEXD_RETURN_IF_ERROR(s.WriteAt(s.data_offset(i), s.built_units[i].data(), b.padded_bytes));
+    } else {  // the rows or MASK are written: their padding
+      SPEXD_RETURN_IF_ERROR(s.WriteAt(s.data_offset(i) + b.data_bytes, zeros.data(),
+                                      b.padded_bytes - b.data_bytes));
+    }
   }
-  return s.WriteAt(static_cast<int64_t>(s.image.size()), s.tail.data(),
-                   static_cast<int64_t>(s.tail.size()));
+  return s.WriteAt(s.image_bytes, s.tail.data(), static_cast<int64_t>(s.tail.size()));
 }
 
 std::vector<absl::string_view> ProgressiveFrameFile::pieces() const {
+  if (!s_->keep_image) return {};
   return {s_->image, s_->tail};
 }
 
 int64_t ProgressiveFrameFile::size() const {
-  return static_cast<int64_t>(s_->image.size() + s_->tail.size());
+  return s_->image_bytes + static_cast<int64_t>(s_->tail.size());
 }
 
 }  // namespace spexd::core

@@ -36,13 +36,17 @@ struct FrameFileShape {
 class ProgressiveFrameFile {
  public:
   // Lays the file out (every header but SCORES' is built here) and faults in the pages of
-  // its memory image on options.pool (options.threads workers, as FrameToFits). Writes
-  // into `fd` (borrowed: open for writing, on an empty file, until this object goes) only
-  // from AddRows and Finish; `name` is for messages. options.checksum_time empty: the
-  // checksum comments record the time of Finish. INVALID_ARGUMENT for a bad shape.
+  // its memory image (when kept) on options.pool (options.threads workers, as
+  // FrameToFits). Writes into `fd` (borrowed: open for writing, on an empty file, until
+  // this object goes) only from AddRows and Finish; `name` is for messages.
+  // options.checksum_time empty: the checksum comments record the time of Finish.
+  // INVALID_ARGUMENT for a bad shape.
+  // keep_image false: the file's bytes are not kept in memory (pieces() is then empty):
+  // each call encodes into a reused buffer and writes from it, sparing a writer that does
+  // not hash the file (spexctl) the ~70 MB image's zero fill and page faults (issue 22).
   static absl::StatusOr<std::unique_ptr<ProgressiveFrameFile>> Create(
       const FrameFileShape& shape, const FrameMetadata& meta, int fd, std::string name,
-      const FitsWriteOptions& options = {});
+      const FitsWriteOptions& options = {}, bool keep_image = true);
   ~ProgressiveFrameFile();
 
   // Rows [row, row + bundle.nfibers) of FLUX, IVAR, RESOLUTION and CHI2PIX from a bundle
@@ -65,7 +69,7 @@ class ProgressiveFrameFile {
                       const std::vector<FrameScore>* given_scores = nullptr);
 
   // The file's bytes in order, valid after Finish (and while this object lives): to hash
-  // the file without reading it back.
+  // the file without reading it back. Empty unless Create kept the image.
   std::vector<absl::string_view> pieces() const;
   int64_t size() const;
 

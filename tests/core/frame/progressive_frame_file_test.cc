@@ -63,7 +63,7 @@ class ProgressiveFrameFileTest : public ::testing::Test {
                                  const FitsWriteOptions& options, uint64_t seed,
                                  double pause_seconds = 0,
                                  const std::vector<FrameScore>* given_scores = nullptr) {
-    auto file = ProgressiveFrameFile::Create(ShapeOf(f), meta, fd_, path_, options);
+    auto file = ProgressiveFrameFile::Create(ShapeOf(f), meta, fd_, path_, options, keep_image_);
     EXPECT_TRUE(file.ok()) << file.status();
     if (!file.ok()) return "";
     std::vector<int> rows;
@@ -83,12 +83,17 @@ class ProgressiveFrameFileTest : public ::testing::Test {
     for (absl::string_view p : (*file)->pieces()) pieces.append(p.data(), p.size());
     const std::string written = ReadBytes(path_);
     EXPECT_EQ(static_cast<int64_t>(written.size()), (*file)->size());
-    EXPECT_TRUE(written == pieces) << "pieces() are not the file's bytes";
+    if (keep_image_) {
+      EXPECT_TRUE(written == pieces) << "pieces() are not the file's bytes";
+    } else {
+      EXPECT_TRUE(pieces.empty()) << "no image was kept";
+    }
     return written;
   }
 
   std::string path_;
   int fd_ = -1;
+  bool keep_image_ = true;  // Create's: false as spexctl writes (encoded in a reused buffer)
 };
 
 void ExpectSameBytes(const std::string& got, const std::string& want) {
@@ -106,13 +111,17 @@ TEST_F(ProgressiveFrameFileTest, BundlesInAnyOrderGiveFrameToFitsBytes) {
   meta.fibermap_fits = MakeTestFibermap(70, /*checksum=*/true);
   FitsWriteOptions options;
   options.checksum_time = "2026-11-23T12:00:00";
-  for (int threads : {1, 3}) {
-    for (uint64_t seed : {1u, 2u}) {
-      SCOPED_TRACE(::testing::Message() << threads << " threads, order " << seed);
-      options.threads = threads;
-      ASSERT_EQ(::ftruncate(fd_, 0), 0);
-      const std::string want = *FrameToFits(f, meta, options);
-      ExpectSameBytes(WriteProgressively(f, meta, 25, options, seed), want);
+  for (bool keep : {true, false}) {
+    keep_image_ = keep;
+    for (int threads : {1, 3}) {
+      for (uint64_t seed : {1u, 2u}) {
+        SCOPED_TRACE(::testing::Message() << threads << " threads, order " << seed
+                                          << (keep ? ", image kept" : ", no image"));
+        options.threads = threads;
+        ASSERT_EQ(::ftruncate(fd_, 0), 0);
+        const std::string want = *FrameToFits(f, meta, options);
+        ExpectSameBytes(WriteProgressively(f, meta, 25, options, seed), want);
+      }
     }
   }
 }
@@ -123,11 +132,17 @@ TEST_F(ProgressiveFrameFileTest, FullSizeFrameWithoutFibermapOrScores) {
   FitsWriteOptions options;
   options.checksum_time = "2026-11-23T12:00:01";
   ExpectSameBytes(WriteProgressively(f, meta, 25, options, 3), *FrameToFits(f, meta, options));
-  meta.scores = false;
+  keep_image_ = false;
   ASSERT_EQ(::ftruncate(fd_, 0), 0);
-  const std::string no_scores = WriteProgressively(f, meta, 25, options, 4);
-  ExpectSameBytes(no_scores, *FrameToFits(f, meta, options));
-  EXPECT_EQ(no_scores.find("SCORES"), std::string::npos);
+  ExpectSameBytes(WriteProgressively(f, meta, 25, options, 8), *FrameToFits(f, meta, options));
+  meta.scores = false;
+  for (bool keep : {true, false}) {
+    keep_image_ = keep;
+    ASSERT_EQ(::ftruncate(fd_, 0), 0);
+    const std::string no_scores = WriteProgressively(f, meta, 25, options, 4);
+    ExpectSameBytes(no_scores, *FrameToFits(f, meta, options));
+    EXPECT_EQ(no_scores.find("SCORES"), std::string::npos);
+  }
 }
 
 // Without a given time the headers, built before the bundles, record Finish's time in
@@ -162,6 +177,9 @@ TEST_F(ProgressiveFrameFileTest, ScoresGivenAtFinishAreWritten) {
   const std::string want = *FrameToFits(f, want_meta, options);
   ASSERT_NE(want, *FrameToFits(f, MakeMeta(), options));
   ExpectSameBytes(WriteProgressively(f, announced, 25, options, 5, 0, &given), want);
+  keep_image_ = false;  // as spexctl writes it
+  ASSERT_EQ(::ftruncate(fd_, 0), 0);
+  ExpectSameBytes(WriteProgressively(f, announced, 25, options, 9, 0, &given), want);
   // --no-scores wins over given scores, as in FrameToFits.
   announced.scores = want_meta.scores = false;
   ASSERT_EQ(::ftruncate(fd_, 0), 0);

@@ -171,20 +171,21 @@ absl::StatusOr<std::unique_ptr<ProgressiveFrameFile>> ProgressiveFrameFile::Crea
                                             s->threads.workers());
     }
     for (std::size_t i = 0; i < nhdu; ++i) {  // WAVELENGTH, FIBERMAP: final already
-      if (s->sources.hdus[i].encoding != HduSource::Encoding::kByBuild || keep_image) continue;
-      s->built_units[i].assign(static_cast<std::size_t>(s->built[i].padded_bytes), '\0');
+      if (s->sources.hdus[i].encoding != HduSource::Encoding::kByBuild) continue;
+      BuiltHdu& b = s->built[i];
+      char* unit = nullptr;
+      if (keep_image) {
+        unit = s->image.data() + s->data_offset(i);
+      } else {
+        s->built_units[i].assign(static_cast<std::size_t>(b.padded_bytes), '\0');
+        unit = s->built_units[i].data();
+      }
+      if (b.data_bytes > 0) s->datasum[i] = internal::DataUnitSum(b, unit);
+      b.data.clear();
+      b.data.shrink_to_fit();
     }
   } catch (const std::bad_alloc&) {
     return absl::ResourceExhaustedError(absl::StrCat(s->name, ": out of memory for the file"));
-  }
-  for (std::size_t i = 0; i < nhdu; ++i) {
-    if (s->sources.hdus[i].encoding != HduSource::Encoding::kByBuild) continue;
-    if (s->built[i].data_bytes > 0) {
-      char* unit = keep_image ? s->image.data() + s->data_offset(i) : s->built_units[i].data();
-      s->datasum[i] = internal::DataUnitSum(s->built[i], unit);
-    }
-    s->built[i].data.clear();
-    s->built[i].data.shrink_to_fit();
   }
   s->scores_by_row = meta.scores && !meta.given_scores.has_value();
   s->row_done.assign(static_cast<std::size_t>(shape.nspec), 0);

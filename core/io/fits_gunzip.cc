@@ -138,7 +138,8 @@ absl::StatusOr<InflatedFits> InflateFits(absl::string_view gz, const std::string
       WholeInflateCapacity(static_cast<int64_t>(gz.size()), GzipTrailerSize(gz), limits);
   InflatedFits fits;
   if (capacity > 0) {
-    absl::StatusOr<PlaneBuffer<char>> whole = InflateWhole(gz, capacity, name, stop, buffers, pool, share);
+    absl::StatusOr<PlaneBuffer<char>> whole =
+        InflateWhole(gz, capacity, name, stop, buffers, pool, share);
     if (whole.ok()) {
       if (stop && stop()) return absl::CancelledError(absl::StrCat(name, ": decompression stopped"));
       FitsStreamCheck check(name, limits, stop);

@@ -18,7 +18,9 @@ class InflateShare {
   // A member's place among those inflating; released when it goes.
   class Claim {
    public:
-    Claim(Claim&& other) noexcept : share_(other.share_), threads_(other.threads_) { other.share_ = nullptr; }
+    Claim(Claim&& other) noexcept : share_(other.share_), threads_(other.threads_) {
+      other.share_ = nullptr;
+    }
     Claim(const Claim&) = delete;
     Claim& operator=(const Claim&) = delete;
     Claim& operator=(Claim&&) = delete;

@@ -401,8 +401,9 @@ absl::StatusOr<PreprocReader> PreprocReader::Open(const std::string& path,
         return absl::InvalidArgumentError(
             absl::StrCat(path, ": cannot open: ", std::strerror(errno)));
       }
-      absl::StatusOr<InflatedFits> fits = InflateFitsFd(fd, path, limits, stop, options.load_buffers,
-                                                            InflatePool(options), options.inflate_share);
+      absl::StatusOr<InflatedFits> fits =
+          InflateFitsFd(fd, path, limits, stop, options.load_buffers, InflatePool(options),
+                        options.inflate_share);
       close(fd);
       if (!fits.ok()) return fits.status();
       return OpenInflated(*std::move(fits), path, options, limits, stop);
@@ -420,8 +421,9 @@ absl::StatusOr<PreprocReader> PreprocReader::OpenMemory(std::string bytes, const
                                                         StopFn stop) {
   return Guarded(name, [&]() -> absl::StatusOr<PreprocReader> {
     if (IsGzip(bytes)) {
-      absl::StatusOr<InflatedFits> fits = InflateFits(bytes, name, limits, stop, options.load_buffers,
-                                                        InflatePool(options), options.inflate_share);
+      absl::StatusOr<InflatedFits> fits =
+          InflateFits(bytes, name, limits, stop, options.load_buffers, InflatePool(options),
+                      options.inflate_share);
       bytes = std::string();  // the compressed upload, no longer needed
       if (!fits.ok()) return fits.status();
       return OpenInflated(*std::move(fits), name, options, limits, stop);

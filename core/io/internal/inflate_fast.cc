@@ -81,123 +81,179 @@ SPEXD_FAST_INLINE void CopyMatch(Sym* to, std::size_t len, std::size_t back) {
   }
 }
 
-// The loop. State lives in locals (stores through a symbol pointer could alias a struct's
-// fields, which the compiler would then reload). Each round starts with >= 56 bits in
-// `buf` and the next literal/length entry looked up; the bit count is kept in the low
-// byte of `count` only, so that a whole entry (whose low byte is the bits it drops) can be
-// subtracted, and `buf` is shifted by the entry itself (x86 takes a shift count mod 64).
+// One stream's state while a loop runs: locals (stores through a symbol pointer could
+// alias a struct's fields in memory, which the compiler would then reload; this one is
+// scalarised, its address never escaping the inlined steps). Each step starts with >= 56
+// bits in `buf` and the next literal/length entry `e` looked up, not yet dropped; the bit
+// count is kept in the low byte of `count` only, so that a whole entry (whose low byte is
+// the bits it drops) can be subtracted, and `buf` is shifted by the entry itself (x86
+// takes a shift count mod 64).
+template <typename Sym>
+struct Lane {
+  const uint8_t* in;
+  uint64_t buf;
+  uint32_t count;
+  uint32_t e;
+  Sym* out;
+  std::size_t marker_end;
+  Sym* base;
+  const uint32_t* lit;
+  const uint32_t* dist;
+  const uint8_t* in_last;  // the step may start while in <= in_last and out <= out_last
+  Sym* out_last;
+};
+
+// Leaves 56-63 bits: loads 8 bytes, keeps the whole ones that fitted. The bits above the
+// count are the next bytes' own, so OR-ing them in again changes nothing; the low bits
+// an entry was looked up with stay as they were.
+template <typename Sym>
+SPEXD_FAST_INLINE void Refill(Lane<Sym>& l) {
+  l.buf |= Load64(l.in) << (l.count & 63);
+  l.in += (~l.count & 63) >> 3;
+  l.count |= 56;
+}
+
+template <typename Sym>
+SPEXD_FAST_INLINE void Drop(Lane<Sym>& l, uint32_t e) {
+  l.buf >>= (e & 63);
+  l.count -= e;
+}
+
+template <typename Sym>
+SPEXD_FAST_INLINE Lane<Sym> EnterLane(const FastLoopState<Sym>& s) {
+  Lane<Sym> l{s.in, s.buf, s.count, 0, s.out, s.marker_end, s.base, s.lit, s.dist,
+              s.in_end - kFastInRoom, s.out_end - kFastOutRoom};
+  Refill(l);
+  l.e = l.lit[l.buf & ((1u << kLitBits) - 1)];
+  return l;
+}
+
+template <typename Sym>
+SPEXD_FAST_INLINE void LeaveLane(const Lane<Sym>& l, FastLoopState<Sym>& s) {
+  s.in = l.in;
+  s.buf = l.buf;
+  s.count = l.count & 0xFF;
+  s.out = l.out;
+  s.marker_end = l.marker_end;
+}
+
+template <typename Sym>
+SPEXD_FAST_INLINE bool HasRoom(const Lane<Sym>& l) {
+  return l.out <= l.out_last && l.in <= l.in_last;
+}
+
+template <typename Sym>
+bool StateHasRoom(const FastLoopState<Sym>& s) {
+  return s.in_end - s.in >= static_cast<std::ptrdiff_t>(kFastInRoom) &&
+         s.out_end - s.out >= static_cast<std::ptrdiff_t>(kFastOutRoom);
+}
+
+// One step: up to three literals, or a literal from a subtable, or one match. kRoom means
+// "go on" here; kEnd and kError end the loop.
+template <typename Sym, bool kBmi2>
+SPEXD_FAST_INLINE FastLoopExit Step(Lane<Sym>& l) {
+  constexpr uint32_t kLitMask = (1u << kLitBits) - 1, kDistMask = (1u << kDistBits) - 1;
+  uint32_t e = l.e;
+  if (static_cast<int32_t>(e) < 0) {
+    // Literals from the primary table take <= 11 bits: three, and the next lookup, fit.
+    Drop(l, e);
+    *l.out++ = Literal<Sym>(e);
+    e = l.lit[l.buf & kLitMask];
+    if (static_cast<int32_t>(e) < 0) {
+      Drop(l, e);
+      *l.out++ = Literal<Sym>(e);
+      e = l.lit[l.buf & kLitMask];
+      if (static_cast<int32_t>(e) < 0) {
+        Drop(l, e);
+        *l.out++ = Literal<Sym>(e);
+        l.e = l.lit[l.buf & kLitMask];
+        Refill(l);
+        return FastLoopExit::kRoom;
+      }
+    }
+    Refill(l);
+  }
+  // >= 56 bits from here: a length (a subtable's code: 15 bits, and 5 extra bits) and a
+  // distance (15 and 13).
+  if (e & kSubFlag) {
+    Drop(l, e);
+    e = l.lit[(e >> 16) + LowBits<kBmi2>(l.buf, (e >> 8) & 15)];
+    if (static_cast<int32_t>(e) < 0) {
+      Drop(l, e);
+      *l.out++ = Literal<Sym>(e);
+      l.e = l.lit[l.buf & kLitMask];
+      Refill(l);
+      return FastLoopExit::kRoom;
+    }
+  }
+  if (__builtin_expect(!(e & kMatchFlag), 0)) {
+    if (e & kEndFlag) {
+      Drop(l, e);
+      return FastLoopExit::kEnd;
+    }
+    return FastLoopExit::kError;
+  }
+  // A length or distance: its extra bits from the buffer as it was before the drop, past
+  // the code (a match entry's bits 8-13 are its code length).
+  uint64_t saved = l.buf;
+  Drop(l, e);
+  const std::size_t len = (e >> 16) + (LowBits<kBmi2>(saved, e) >> ((e >> 8) & 63));
+  uint32_t d = l.dist[l.buf & kDistMask];
+  if (__builtin_expect(d & kSubFlag, 0)) {
+    Drop(l, d);
+    d = l.dist[(d >> 16) + LowBits<kBmi2>(l.buf, (d >> 8) & 15)];
+  }
+  if (__builtin_expect(!(d & kMatchFlag), 0)) return FastLoopExit::kError;
+  saved = l.buf;
+  Drop(l, d);
+  const std::size_t back = (d >> 16) + (LowBits<kBmi2>(saved, d) >> ((d >> 8) & 63));
+  // The next entry looked up before the copy, so that its load overlaps the copy.
+  Refill(l);
+  l.e = l.lit[l.buf & kLitMask];
+  const std::size_t pos = static_cast<std::size_t>(l.out - l.base);
+  if (__builtin_expect(back > pos, 0)) {
+    if (!CopyFromWindow(l.base, pos, len, back, &l.marker_end)) return FastLoopExit::kError;
+  } else {
+    CopyMatch(l.out, len, back);
+    if (sizeof(Sym) > 1 && pos - back < l.marker_end) FindMarkers(l.base, pos, len, &l.marker_end);
+  }
+  l.out += len;
+  return FastLoopExit::kRoom;
+}
+
+// The loop: steps while the room lasts. An error leaves the state where it was found
+// (the caller reports the stream bad either way).
 template <typename Sym, bool kBmi2>
 SPEXD_FAST_INLINE FastLoopExit FastLoop(FastLoopState<Sym>& s) {
-  constexpr uint32_t kLitMask = (1u << kLitBits) - 1, kDistMask = (1u << kDistBits) - 1;
-  if (s.in_end - s.in < static_cast<std::ptrdiff_t>(kFastInRoom) ||
-      s.out_end - s.out < static_cast<std::ptrdiff_t>(kFastOutRoom)) {
-    return FastLoopExit::kRoom;
-  }
-  const uint8_t* in = s.in;
-  const uint8_t* const in_last = s.in_end - kFastInRoom;
-  Sym* out = s.out;
-  Sym* const out_last = s.out_end - kFastOutRoom;
-  Sym* const base = s.base;
-  const uint32_t* const lit = s.lit;
-  const uint32_t* const dist = s.dist;
-  uint64_t buf = s.buf;
-  uint32_t count = s.count;
-  std::size_t marker_end = s.marker_end;
-  FastLoopExit exit = FastLoopExit::kRoom;
-  // Leaves 56-63 bits: loads 8 bytes, keeps the whole ones that fitted. The bits above the
-  // count are the next bytes' own, so OR-ing them in again changes nothing; the low bits
-  // an entry was looked up with stay as they were.
-  const auto refill = [&]() __attribute__((always_inline)) {
-    buf |= Load64(in) << (count & 63);
-    in += (~count & 63) >> 3;
-    count |= 56;
-  };
-  const auto drop = [&](uint32_t e) __attribute__((always_inline)) {
-    buf >>= (e & 63);
-    count -= e;
-  };
-  refill();
-  uint32_t e = lit[buf & kLitMask];
+  if (!StateHasRoom(s)) return FastLoopExit::kRoom;
+  Lane<Sym> l = EnterLane(s);
+  FastLoopExit exit;
   do {
-    if (static_cast<int32_t>(e) < 0) {
-      // Literals from the primary table take <= 11 bits: three, and the next lookup, fit.
-      drop(e);
-      *out++ = Literal<Sym>(e);
-      e = lit[buf & kLitMask];
-      if (static_cast<int32_t>(e) < 0) {
-        drop(e);
-        *out++ = Literal<Sym>(e);
-        e = lit[buf & kLitMask];
-        if (static_cast<int32_t>(e) < 0) {
-          drop(e);
-          *out++ = Literal<Sym>(e);
-          e = lit[buf & kLitMask];
-          refill();
-          continue;
-        }
-      }
-      refill();
-    }
-    // >= 56 bits from here: a length (a subtable's code: 15 bits, and 5 extra bits) and a
-    // distance (15 and 13).
-    if (e & kSubFlag) {
-      drop(e);
-      e = lit[(e >> 16) + LowBits<kBmi2>(buf, (e >> 8) & 15)];
-      if (static_cast<int32_t>(e) < 0) {
-        drop(e);
-        *out++ = Literal<Sym>(e);
-        e = lit[buf & kLitMask];
-        refill();
-        continue;
-      }
-    }
-    if (__builtin_expect(!(e & kMatchFlag), 0)) {
-      if (e & kEndFlag) {
-        drop(e);
-        exit = FastLoopExit::kEnd;
-      } else {
-        exit = FastLoopExit::kError;
-      }
-      break;
-    }
-    // A length or distance: its extra bits from the buffer as it was before the drop, past
-    // the code (a match entry's bits 8-13 are its code length).
-    uint64_t saved = buf;
-    drop(e);
-    const std::size_t len = (e >> 16) + (LowBits<kBmi2>(saved, e) >> ((e >> 8) & 63));
-    uint32_t d = dist[buf & kDistMask];
-    if (__builtin_expect(d & kSubFlag, 0)) {
-      drop(d);
-      d = dist[(d >> 16) + LowBits<kBmi2>(buf, (d >> 8) & 15)];
-    }
-    if (__builtin_expect(!(d & kMatchFlag), 0)) {
-      exit = FastLoopExit::kError;
-      break;
-    }
-    saved = buf;
-    drop(d);
-    const std::size_t back = (d >> 16) + (LowBits<kBmi2>(saved, d) >> ((d >> 8) & 63));
-    // The next entry looked up before the copy, so that its load overlaps the copy.
-    refill();
-    e = lit[buf & kLitMask];
-    const std::size_t pos = static_cast<std::size_t>(out - base);
-    if (__builtin_expect(back > pos, 0)) {
-      if (!CopyFromWindow(base, pos, len, back, &marker_end)) {
-        exit = FastLoopExit::kError;
-        break;
-      }
-    } else {
-      CopyMatch(out, len, back);
-      if (sizeof(Sym) > 1 && pos - back < marker_end) FindMarkers(base, pos, len, &marker_end);
-    }
-    out += len;
-  } while (__builtin_expect(out <= out_last && in <= in_last, 1));
-  s.in = in;
-  s.buf = buf;
-  s.count = count & 0xFF;
-  s.out = out;
-  s.marker_end = marker_end;
+    exit = Step<Sym, kBmi2>(l);
+    if (__builtin_expect(exit != FastLoopExit::kRoom, 0)) break;
+  } while (__builtin_expect(HasRoom(l), 1));
+  LeaveLane(l, s);
   return exit;
+}
+
+// Two streams stepped in turn: each step's table lookups wait on the previous one's
+// shift (a literal's chain of load, shift and load is most of the loop's time), and the
+// other stream's step fills that wait. Stops when either stream ends its block, errs, or
+// runs out of room; the other is left between two steps.
+template <bool kBmi2>
+SPEXD_FAST_INLINE void FastLoopPair(FastLoopState<uint8_t>& a, FastLoopState<uint8_t>& b,
+                                    FastLoopExit exits[2]) {
+  exits[0] = exits[1] = FastLoopExit::kRoom;
+  if (!StateHasRoom(a) || !StateHasRoom(b)) return;
+  Lane<uint8_t> la = EnterLane(a), lb = EnterLane(b);
+  do {
+    exits[0] = Step<uint8_t, kBmi2>(la);
+    if (__builtin_expect(exits[0] != FastLoopExit::kRoom, 0)) break;
+    exits[1] = Step<uint8_t, kBmi2>(lb);
+    if (__builtin_expect(exits[1] != FastLoopExit::kRoom, 0)) break;
+  } while (__builtin_expect(HasRoom(la) && HasRoom(lb), 1));
+  LeaveLane(la, a);
+  LeaveLane(lb, b);
 }
 
 template <typename Sym>
@@ -205,10 +261,19 @@ FastLoopExit PlainLoop(FastLoopState<Sym>& s) {
   return FastLoop<Sym, false>(s);
 }
 
+void PlainPair(FastLoopState<uint8_t>& a, FastLoopState<uint8_t>& b, FastLoopExit exits[2]) {
+  FastLoopPair<false>(a, b, exits);
+}
+
 #if defined(__x86_64__)
 template <typename Sym>
 __attribute__((target("bmi2"))) FastLoopExit Bmi2Loop(FastLoopState<Sym>& s) {
   return FastLoop<Sym, true>(s);
+}
+
+__attribute__((target("bmi2"))) void Bmi2Pair(FastLoopState<uint8_t>& a, FastLoopState<uint8_t>& b,
+                                               FastLoopExit exits[2]) {
+  FastLoopPair<true>(a, b, exits);
 }
 
 bool CpuHasBmi2() {
@@ -241,6 +306,13 @@ FastLoopExit RunFastLoop(FastLoopState<Sym>& s) {
   if (Bmi2()) return Bmi2Loop(s);
 #endif
   return PlainLoop(s);
+}
+
+void RunFastLoopPair(FastLoopState<uint8_t>& a, FastLoopState<uint8_t>& b, FastLoopExit exits[2]) {
+#if defined(__x86_64__)
+  if (Bmi2()) return Bmi2Pair(a, b, exits);
+#endif
+  PlainPair(a, b, exits);
 }
 
 bool UseBmi2FastLoop(bool on) {

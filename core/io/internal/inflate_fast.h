@@ -41,6 +41,13 @@ enum class FastLoopExit {
 template <typename Sym>
 FastLoopExit RunFastLoop(FastLoopState<Sym>& s);
 
+// Two independent byte streams (their own input, output and tables) in one loop, a step of
+// each in turn, so that the core overlaps their dependent table lookups. Runs while both
+// have room; stops when either ends its block (kEnd), meets an error (kError) or runs out
+// of room. exits[i] is stream i's; a stream stopped between two steps (its partner ended
+// the run, or its own room ran out) reports kRoom, its state consistent for any next call.
+void RunFastLoopPair(FastLoopState<uint8_t>& a, FastLoopState<uint8_t>& b, FastLoopExit exits[2]);
+
 // Which build of the loop RunFastLoop uses: BMI2 where the CPU has it (the default).
 // Tests switch to compare both with libdeflate; false when the CPU lacks BMI2.
 bool UseBmi2FastLoop(bool on);

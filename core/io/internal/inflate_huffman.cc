@@ -1,6 +1,7 @@
 #include "core/io/internal/inflate_huffman.h"
 
 #include <algorithm>
+#include <new>
 
 #include "core/io/internal/inflate_fast.h"
 #include "core/io/internal/inflate_tables.h"
@@ -45,7 +46,11 @@ bool InflateOutput<Sym>::Reserve(std::size_t need) {
       if (before + pos + need > limit) return false;
       const std::size_t want = std::min(limit, std::max(before + pos + need, 2 * (before + cap) + 4096));
       ScratchBuffer<uint8_t> next(segments->pool);
-      next.Grow(want - (before + pos - kDeflateWindow), 0);
+      try {
+        next.Grow(want - (before + pos - kDeflateWindow), 0);
+      } catch (const std::bad_alloc&) {
+        return false;  // as over the limit: the caller decodes this stretch another way
+      }
       std::memcpy(next.data(), data + pos - kDeflateWindow, kDeflateWindow);
       segments->used.push_back(pos);
       segments->before = before + pos - kDeflateWindow;
@@ -58,7 +63,11 @@ bool InflateOutput<Sym>::Reserve(std::size_t need) {
   }
   if (grow == nullptr || pos + need > limit) return false;
   const std::size_t want = std::min(limit, std::max(pos + need, 2 * cap + 4096));
-  grow->Grow(want, pos);
+  try {
+    grow->Grow(want, pos);
+  } catch (const std::bad_alloc&) {
+    return false;
+  }
   data = grow->data();
   cap = want;
   return true;

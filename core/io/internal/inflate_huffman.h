@@ -187,7 +187,8 @@ struct InflateOutput {
   std::size_t limit = 0;
   // 16-bit output only: every symbol at or after marker_end is free of markers.
   std::size_t marker_end = 0;
-  // Makes room for `need` more symbols plus the word-copy slack; false when it cannot.
+  // Makes room for `need` more symbols plus the word-copy slack; false when it cannot
+  // (over `limit`, no way to grow, or out of memory).
   // May move data and (a new segment) pos.
   bool Reserve(std::size_t need);
 };
@@ -206,6 +207,10 @@ class BlockDecoder {
   // a distance before the available history, or bits read past the end of the input.
   template <typename Sym>
   InflateStatus DecodeBody(BitReader& in, InflateOutput<Sym>& out);
+  // The current block: stored (no tables), or its tables (inflate_tables.h).
+  bool stored() const { return type_ == 0; }
+  const uint32_t* lit() const { return lit_; }
+  const uint32_t* dist() const { return dist_; }
 
  private:
   template <typename Sym>

@@ -7,12 +7,16 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <new>
+#include <string_view>
 #include <vector>
 
 #include "core/base/parallel_for.h"
 #include "core/io/internal/inflate_huffman.h"
+#include "core/io/internal/inflate_pair.h"
 
 namespace spexd::core::internal {
 namespace {
@@ -60,90 +64,175 @@ struct Chunk {
   std::size_t size() const { return head_size + tail_size; }
 };
 
-// Decodes whole blocks into out[pos, cap) with out[0, pos) as history, from the reader's
-// position until a final block ends or a block boundary at or after stop_bit.
-bool DecodeBytes(BitReader& in, BlockDecoder& dec, uint8_t* out, std::size_t cap, uint64_t stop_bit,
-                 std::size_t* pos, bool* final) {
-  InflateOutput<uint8_t> o;
-  o.data = out;
-  o.pos = *pos;
-  o.cap = cap;
-  do {
-    if (dec.ReadHeader(in, final) != InflateStatus::kOk) return false;
-    if (dec.DecodeBody(in, o) != InflateStatus::kOk) return false;
-  } while (!*final && in.BitPos() < stop_bit);
-  *pos = o.pos;
-  return true;
-}
+// A chunk's decoding, in steps so that a thread can interleave two chunks' byte stretches
+// (inflate_pair.h): Start() and AfterTail() return true while a stretch of bytes waits in
+// run(), false once the chunk is settled.
+class ChunkJob {
+ public:
+  virtual ~ChunkJob() = default;
+  virtual bool Start() = 0;
+  virtual bool AfterTail() = 0;
+  ByteRun& run() { return run_; }
 
-// Chunk k > 0: decodes from `bit` without the window before it, until a final block ends
-// or a block boundary at or after stop_bit, producing at most `limit` bytes.
-InflateStatus DecodeChunk(BitReader& in, BlockDecoder& dec, uint64_t bit, uint64_t stop_bit,
-                          std::size_t limit, std::size_t expect,
-                          const std::atomic<uint64_t>& member_end, Chunk* c) {
-  in.Seek(bit);
-  c->begin_bit = bit;
-  c->tail.Clear();
-  c->tail_size = 0;
-  c->stored_first = ((in.Bits(3) >> 1) & 3) == 0;  // BTYPE 00
-  c->head.Grow(std::min(limit, std::size_t{1} << 18), 0);
-  InflateOutput<uint16_t> h;
-  h.grow = &c->head;
-  h.data = c->head.data();
-  h.cap = c->head.size();
-  h.limit = limit;
-  InflateOutput<uint8_t> t;
-  bool bytes = false, final = false;
-  for (;;) {
-    if (dec.ReadHeader(in, &final) != InflateStatus::kOk) return InflateStatus::kError;
-    const InflateStatus body = bytes ? dec.DecodeBody(in, t) : dec.DecodeBody(in, h);
-    if (body != InflateStatus::kOk) return body;
-    if (final || in.BitPos() >= stop_bit) break;
-    if (bit > member_end.load(std::memory_order_relaxed)) return InflateStatus::kNoRoom;
-    if (!bytes && h.pos >= h.marker_end + kWindow) {
-      // The last window holds no markers, nor will anything after it: on in bytes, half
-      // the memory traffic, with no resolution pass for the rest of the chunk.
-      bytes = true;
-      const std::size_t want = std::max(expect + expect / 4, 2 * kWindow) + kWindow;
-      c->tail.buffers.emplace_back(c->tail.pool);
-      c->tail.buffers.back().Grow(want, 0);
-      t.data = c->tail.buffers.back().data();
-      std::copy(c->head.data() + h.pos - kWindow, c->head.data() + h.pos, t.data);
-      t.segments = &c->tail;
-      t.cap = want;
-      t.pos = kWindow;
-      t.limit = limit - h.pos + kWindow;
+ protected:
+  ByteRun run_{};
+};
+
+// Chunk 0: from the true start, with a known (empty) window, straight into `out`, until a
+// final block ends or a block boundary at or after stop_bit.
+class FirstChunkJob : public ChunkJob {
+ public:
+  FirstChunkJob(const uint8_t* data, std::size_t n, uint64_t start_bit, uint64_t stop_bit, uint8_t* out,
+                std::size_t capacity, Chunk* c, std::atomic<uint64_t>* member_end, bool* ok,
+                std::size_t* size)
+      : in_(data, n), c_(c), member_end_(member_end), ok_(ok), size_(size) {
+    in_.Seek(start_bit);
+    out_.data = out;
+    out_.cap = capacity;
+    run_ = ByteRun{&in_, &dec_, &out_, stop_bit};
+  }
+  bool Start() override { return true; }
+  bool AfterTail() override {
+    *ok_ = run_.status == InflateStatus::kOk;
+    *size_ = out_.pos;
+    c_->final = run_.final;
+    c_->end_bit = in_.BitPos();
+    if (*ok_ && c_->final) member_end_->store(c_->end_bit, std::memory_order_relaxed);
+    return false;
+  }
+
+ private:
+  BitReader in_;
+  BlockDecoder dec_;
+  InflateOutput<uint8_t> out_;
+  Chunk* c_;
+  std::atomic<uint64_t>* member_end_;
+  bool* ok_;
+  std::size_t* size_;
+};
+
+// Chunk k > 0: from the first plausible block start in [lo, hi), decoded without the window
+// before it, until a final block ends or a block boundary at or after stop_bit, producing
+// at most `limit` bytes; 16-bit symbols (markers for the window) until its last window is
+// free of markers, then bytes, the stretch that run() carries. A decoding error means a
+// false start: the search goes on from the next bit. Over the limit (kNoRoom), or past the
+// member's end that chunk 0 found, the chunk is given up (a later start would be too).
+class LaterChunkJob : public ChunkJob {
+ public:
+  LaterChunkJob(const uint8_t* data, std::size_t n, uint64_t lo, uint64_t hi, uint64_t stop_bit,
+                std::size_t limit, std::size_t expect, const std::atomic<uint64_t>& member_end, Chunk* c)
+      : probe_(data, n), in_(data, n), next_(lo), lo_(lo),
+        // Encoders end a block every few tens of KB of compressed data (zlib: 16K-32K
+        // symbols); a stream without plausible headers (fixed-Huffman blocks only) is not
+        // searched whole.
+        hi_(std::min(hi, lo + kMaxSearchBits)), stop_bit_(stop_bit), limit_(limit), expect_(expect),
+        member_end_(member_end), c_(c) {}
+
+  bool Start() override { return Search(); }
+
+  bool AfterTail() override {
+    if (run_.status == InflateStatus::kOk) {
+      Settle(run_.final, true);
+      c_->ok = true;
+      return false;
+    }
+    return run_.status == InflateStatus::kError && Search();
+  }
+
+ private:
+  enum class Head { kSettled, kGiveUp, kFalseStart, kTail };
+
+  bool Search() {
+    while (next_ < hi_ && lo_ <= member_end_.load(std::memory_order_relaxed)) {
+      const uint64_t bit = next_++;
+      if (!PlausibleBlockStart(probe_, bit, dec_)) continue;
+      Head h;
+      try {
+        h = DecodeHead(bit);
+      } catch (const std::bad_alloc&) {
+        h = Head::kGiveUp;  // out of memory for its output: decoded sequentially instead
+      }
+      if (h == Head::kTail) return true;
+      if (h == Head::kSettled) c_->ok = true;
+      if (h != Head::kFalseStart) return false;
+    }
+    return false;
+  }
+
+  Head DecodeHead(uint64_t bit) {
+    in_.Seek(bit);
+    c_->begin_bit = bit;
+    c_->tail.Clear();
+    c_->tail_size = 0;
+    c_->stored_first = ((in_.Bits(3) >> 1) & 3) == 0;  // BTYPE 00
+    c_->head.Grow(std::min(limit_, std::size_t{1} << 18), 0);
+    head_ = InflateOutput<uint16_t>{};
+    head_.grow = &c_->head;
+    head_.data = c_->head.data();
+    head_.cap = c_->head.size();
+    head_.limit = limit_;
+    bool final = false;
+    for (;;) {
+      if (dec_.ReadHeader(in_, &final) != InflateStatus::kOk) return Head::kFalseStart;
+      const InflateStatus body = dec_.DecodeBody(in_, head_);
+      if (body == InflateStatus::kError) return Head::kFalseStart;
+      if (body != InflateStatus::kOk) return Head::kGiveUp;
+      if (final || in_.BitPos() >= stop_bit_) {
+        Settle(final, false);
+        return Head::kSettled;
+      }
+      if (bit > member_end_.load(std::memory_order_relaxed)) return Head::kGiveUp;
+      if (head_.pos >= head_.marker_end + kWindow) break;
+    }
+    // The last window holds no markers, nor will anything after it: on in bytes, half the
+    // memory traffic, with no resolution pass for the rest of the chunk.
+    const std::size_t want = std::max(expect_ + expect_ / 4, 2 * kWindow) + kWindow;
+    c_->tail.buffers.emplace_back(c_->tail.pool);
+    c_->tail.buffers.back().Grow(want, 0);
+    tail_ = InflateOutput<uint8_t>{};
+    tail_.data = c_->tail.buffers.back().data();
+    std::copy(c_->head.data() + head_.pos - kWindow, c_->head.data() + head_.pos, tail_.data);
+    tail_.segments = &c_->tail;
+    tail_.cap = want;
+    tail_.pos = kWindow;
+    tail_.limit = limit_ - head_.pos + kWindow;
+    run_ = ByteRun{&in_, &dec_, &tail_, stop_bit_, &member_end_, bit};
+    return Head::kTail;
+  }
+
+  void Settle(bool final, bool bytes) {
+    c_->final = final;
+    c_->end_bit = in_.BitPos();
+    c_->head_size = head_.pos;
+    c_->tail_size = 0;
+    if (bytes) {
+      c_->tail.used.push_back(tail_.pos);
+      c_->tail_size = c_->tail.before + tail_.pos - kWindow;
     }
   }
-  c->final = final;
-  c->end_bit = in.BitPos();
-  c->head_size = h.pos;
-  c->tail_size = 0;
-  if (bytes) {
-    c->tail.used.push_back(t.pos);
-    c->tail_size = c->tail.before + t.pos - kWindow;
-  }
-  return InflateStatus::kOk;
-}
 
-// Chunk k > 0: the first plausible block start in [lo, hi) from which the chunk decodes.
-// Gives up once chunk 0 has found the member's end before `lo` (several members: the
-// chunks past the first member's end would only waste their work).
-void FindAndDecode(const uint8_t* data, std::size_t n, uint64_t lo, uint64_t hi, uint64_t stop_bit,
-                   std::size_t limit, std::size_t expect, const std::atomic<uint64_t>& member_end,
-                   Chunk* c) {
-  BitReader probe(data, n), in(data, n);
-  BlockDecoder dec;
-  // Encoders end a block every few tens of KB of compressed data (zlib: 16K-32K symbols);
-  // a stream without plausible headers (fixed-Huffman blocks only) is not searched whole.
-  hi = std::min(hi, lo + kMaxSearchBits);
-  for (uint64_t bit = lo; bit < hi && lo <= member_end.load(std::memory_order_relaxed); ++bit) {
-    if (!PlausibleBlockStart(probe, bit, dec)) continue;
-    const InflateStatus s = DecodeChunk(in, dec, bit, stop_bit, limit, expect, member_end, c);
-    if (s == InflateStatus::kOk) c->ok = true;
-    // kNoRoom: over the chunk's output bound (or past the member's end), which a later
-    // start would be too; only a decoding error means a false start.
-    if (s != InflateStatus::kError) return;
+  BitReader probe_, in_;
+  BlockDecoder dec_;
+  uint64_t next_, lo_, hi_, stop_bit_;
+  std::size_t limit_, expect_;
+  const std::atomic<uint64_t>& member_end_;
+  Chunk* c_;
+  InflateOutput<uint16_t> head_;
+  InflateOutput<uint8_t> tail_;
+};
+
+// Runs one or two jobs to the end, their byte stretches interleaved while both have one.
+void RunJobs(ChunkJob* a, ChunkJob* b) {
+  bool wait_a = a->Start(), wait_b = b != nullptr && b->Start();
+  while (wait_a || wait_b) {
+    const bool ran_a = wait_a, ran_b = wait_b;
+    if (ran_a && ran_b) {
+      DecodeBytesPair(a->run(), b->run());
+    } else {
+      DecodeBytesAlone(ran_a ? a->run() : b->run());
+    }
+    if (ran_a) wait_a = a->AfterTail();
+    if (ran_b) wait_b = b->AfterTail();
   }
 }
 
@@ -186,9 +275,19 @@ bool Chains(const Chunk& c, uint64_t bit) {
 
 }  // namespace
 
+bool PairChunksByDefault() {
+  static const bool pair = [] {
+    const char* v = std::getenv("SPEXD_INFLATE_PAIRS");
+    return v == nullptr || std::string_view(v) != "0";
+  }();
+  return pair;
+}
+
 int ParallelInflateChunks(std::size_t in_size, const ParallelInflateOptions& options) {
   const std::size_t by_size = in_size / std::max<std::size_t>(options.min_chunk_bytes, 1);
-  return static_cast<int>(std::min<std::size_t>(by_size, static_cast<std::size_t>(std::max(options.max_threads, 1))));
+  // A lone thread keeps libdeflate (pairs measured against it only with a pool).
+  const std::size_t per_thread = options.pair_chunks && options.max_threads > 1 ? 2 : 1;
+  return static_cast<int>(std::min<std::size_t>(by_size, per_thread * static_cast<std::size_t>(std::max(options.max_threads, 1))));
 }
 
 bool ParallelInflate(absl::string_view in_view, char* out_chars, std::size_t capacity,
@@ -214,24 +313,22 @@ bool ParallelInflate(absl::string_view in_view, char* out_chars, std::size_t cap
   std::atomic<uint64_t> member_end{UINT64_MAX};  // set when chunk 0 ends the member
   using Clock = std::chrono::steady_clock;
   const Clock::time_point t0 = Clock::now();
-  ParallelFor(options.pool, options.max_threads, n, [&](int, int k) {
-    if (k == 0) {
-      // From the true start, with a known (empty) window: straight into `out`.
-      BitReader r(in, n_in);
-      r.Seek(uint64_t{start} * 8);
-      BlockDecoder dec;
-      Chunk& c = chunks[0];
-      first_ok = DecodeBytes(r, dec, out, capacity, nominal[1], &first_size, &c.final);
-      c.end_bit = r.BitPos();
-      if (first_ok && c.final) member_end.store(c.end_bit, std::memory_order_relaxed);
-      return;
+  // A thread's chunks: one, or two decoded in turn (ParallelInflateOptions::pair_chunks).
+  const int per_task = options.pair_chunks ? 2 : 1;
+  ParallelFor(options.pool, options.max_threads, (n + per_task - 1) / per_task, [&](int, int t) {
+    std::unique_ptr<ChunkJob> jobs[2];
+    for (int i = 0; i < per_task && t * per_task + i < n; ++i) {
+      const int k = t * per_task + i;
+      if (k == 0) {
+        jobs[i] = std::make_unique<FirstChunkJob>(in, n_in, uint64_t{start} * 8, nominal[1], out, capacity,
+                                                  &chunks[0], &member_end, &first_ok, &first_size);
+      } else {
+        const uint64_t stop = k + 1 < n ? nominal[k + 1] : UINT64_MAX;
+        jobs[i] = std::make_unique<LaterChunkJob>(in, n_in, nominal[k], nominal[k + 1], stop, limit, share,
+                                                  member_end, &chunks[k]);
+      }
     }
-    const uint64_t stop = k + 1 < n ? nominal[k + 1] : UINT64_MAX;
-    try {
-      FindAndDecode(in, n_in, nominal[k], nominal[k + 1], stop, limit, share, member_end, &chunks[k]);
-    } catch (const std::bad_alloc&) {
-      chunks[k].ok = false;  // out of memory for its output: decoded sequentially instead
-    }
+    RunJobs(jobs[0].get(), jobs[1].get());
   });
   if (!first_ok) return false;
   const Clock::time_point t1 = Clock::now();
@@ -266,11 +363,17 @@ bool ParallelInflate(absl::string_view in_view, char* out_chars, std::size_t cap
     // No chunk starts here (a false guess before it, or none found): sequentially to the
     // next chunk's start, or to the end.
     seq.Seek(bit);
-    const uint64_t stop = next < n ? chunks[next].begin_bit : UINT64_MAX;
-    const std::size_t seq_from = pos;
-    if (!DecodeBytes(seq, dec, out, capacity, stop, &pos, &final)) return false;
+    InflateOutput<uint8_t> o;
+    o.data = out;
+    o.pos = pos;
+    o.cap = capacity;
+    ByteRun r{&seq, &dec, &o, next < n ? chunks[next].begin_bit : UINT64_MAX};
+    DecodeBytesAlone(r);
+    if (r.status != InflateStatus::kOk) return false;
+    sequential += o.pos - pos;
+    pos = o.pos;
+    final = r.final;
     bit = seq.BitPos();
-    sequential += pos - seq_from;
   }
   const Clock::time_point t2 = Clock::now();
   // The rest of every placed chunk, markers resolved against the windows written above.

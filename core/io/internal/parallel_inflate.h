@@ -27,9 +27,15 @@ struct ParallelInflateStats {
   double decode_s = 0, chain_s = 0, write_s = 0, crc_s = 0;
 };
 
+// true unless the environment sets SPEXD_INFLATE_PAIRS=0 (an A/B switch for benchmarks).
+bool PairChunksByDefault();
+
 struct ParallelInflateOptions {
   TaskPool* pool = nullptr;  // the decode pool (ParallelFor); null: one thread
-  int max_threads = 1;       // chunks decoded at once, the caller included
+  int max_threads = 1;       // threads decoding at once, the caller included
+  // Two chunks a thread, their byte stretches interleaved (inflate_pair.h): about 0.7 of
+  // the CPU per byte of one chunk a thread, each chunk half as long. false: one a thread.
+  bool pair_chunks = PairChunksByDefault();
   // Compressed bytes per chunk at least: a chunk costs a block search and its window
   // resolution, worth it only when it holds many blocks.
   std::size_t min_chunk_bytes = std::size_t{4} << 20;

@@ -4,18 +4,23 @@
 // output's room ending at every point near the fast loop's bound (exactly full, one
 // short, the loop's margin either side) and inputs shorter and longer than the loop's
 // 16 bytes; corrupt streams give the same status and bytes from both builds, and never
-// bytes that libdeflate would not give; the parallel inflater with each build.
+// bytes that libdeflate would not give; the parallel inflater with each build; two
+// streams decoded in turn (DecodeBytesPair: the paired fast loop) give what each gives
+// alone, statuses, bytes and where they stop included.
 #include <libdeflate.h>
 #include <zlib.h>
 
 #include <cstdint>
 #include <random>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "core/base/parallel_for.h"
 #include "core/io/internal/inflate_fast.h"
 #include "core/io/internal/inflate_huffman.h"
+#include "core/io/internal/inflate_pair.h"
 #include "core/io/internal/parallel_inflate.h"
 #include "gtest/gtest.h"
 #include "tests/core/io/gzip_test_bytes.h"
@@ -70,6 +75,49 @@ Decoded Decode(const std::string& raw, std::size_t cap) {
   }
   d.out.assign(reinterpret_cast<const char*>(buf.data()), o.pos);
   return d;
+}
+
+// A stream's decoding by a ByteRun (inflate_pair.h), and where it stopped.
+struct StreamRun {
+  std::string raw;
+  std::vector<uint8_t> buf;
+  BitReader in;
+  BlockDecoder dec;
+  InflateOutput<uint8_t> out;
+  ByteRun run;
+  static constexpr std::size_t kCanary = 64;
+  StreamRun(const std::string& stream, std::size_t cap, uint64_t stop_bit = UINT64_MAX)
+      : raw(stream), buf(cap + kCanary, 0xA5), in(reinterpret_cast<const uint8_t*>(raw.data()), raw.size()) {
+    in.Seek(0);
+    out.data = buf.data();
+    out.cap = cap;
+    run = ByteRun{&in, &dec, &out, stop_bit};
+  }
+  StreamRun(const StreamRun&) = delete;
+  StreamRun& operator=(const StreamRun&) = delete;
+  // The result, having checked that nothing past the room was written.
+  Decoded Result() const {
+    for (std::size_t i = out.cap; i < buf.size(); ++i) EXPECT_EQ(buf[i], 0xA5) << "past the room at " << i;
+    return Decoded{run.status, std::string(reinterpret_cast<const char*>(buf.data()), out.pos)};
+  }
+};
+
+// Two streams decoded in turn; each must give what it gives alone (Decode), and stop at
+// the same bit.
+void ExpectPairAsAlone(const std::string& a, std::size_t cap_a, const std::string& b, std::size_t cap_b) {
+  StreamRun pa(a, cap_a), pb(b, cap_b);
+  DecodeBytesPair(pa.run, pb.run);
+  for (const auto& [stream, cap, paired] : {std::make_tuple(a, cap_a, &pa), std::make_tuple(b, cap_b, &pb)}) {
+    StreamRun alone(stream, cap);
+    DecodeBytesAlone(alone.run);
+    const Decoded want = Decode(stream, cap), got = paired->Result(), one = alone.Result();
+    ASSERT_EQ(got.status, want.status);
+    ASSERT_TRUE(got.out == want.out);
+    ASSERT_EQ(one.status, want.status);
+    ASSERT_TRUE(one.out == want.out);
+    EXPECT_EQ(paired->in.BitPos(), alone.in.BitPos());
+    EXPECT_EQ(paired->run.final, alone.run.final);
+  }
 }
 
 // libdeflate's raw inflate into `cap` bytes: its result code and output.
@@ -222,6 +270,86 @@ TEST(InflateDecoderTest, ParallelInflateWithEachBuildMatchesLibdeflate) {
       EXPECT_EQ(stats.chunks, 8);
       EXPECT_GE(stats.chunks_used, 4);
     });
+  }
+}
+
+// Pairs of every level and strategy (stored blocks, fixed and dynamic codes, Huffman-only
+// literal runs), of different lengths, so that either stream may end first.
+TEST(InflateDecoderTest, PairedStreamsGiveWhatEachGivesAlone) {
+  const std::string x = Repeats(700000, 31), y = Repeats(450000, 32);
+  std::vector<std::string> streams;
+  for (const int level : {0, 1, 6, 9}) {
+    for (const int strategy : {Z_DEFAULT_STRATEGY, Z_HUFFMAN_ONLY, Z_FIXED}) {
+      streams.push_back(RawDeflate(streams.size() % 2 == 0 ? x : y, level, strategy));
+    }
+  }
+  ForEachBuild([&] {
+    for (std::size_t i = 0; i < streams.size(); ++i) {
+      const std::string& a = streams[i];
+      const std::string& b = streams[(i * 5 + 3) % streams.size()];
+      SCOPED_TRACE(testing::Message() << "streams " << i << " and " << (i * 5 + 3) % streams.size());
+      const std::size_t na = i % 2 == 0 ? x.size() : y.size();
+      const std::size_t nb = ((i * 5 + 3) % streams.size()) % 2 == 0 ? x.size() : y.size();
+      ExpectPairAsAlone(a, na, b, nb);
+    }
+  });
+}
+
+// One stream's room ending around the fast loop's bound (so that it leaves the paired loop
+// for the checked one, fills its room or runs out of it) beside a stream with room to spare.
+TEST(InflateDecoderTest, PairedStreamWithItsRoomEndingNearTheBound) {
+  std::string data = Repeats(20000, 9);
+  for (std::size_t i = 0; i < 3000; ++i) data.push_back(data[data.size() - 20]);
+  data += Repeats(20000, 10);
+  const std::string raw = RawDeflate(data, 9), other = RawDeflate(Repeats(90000, 33), 6);
+  ForEachBuild([&] {
+    for (std::size_t room = data.size() - kFastOutRoom - 20; room <= data.size() + kFastOutRoom + 20; room += 3) {
+      SCOPED_TRACE(testing::Message() << "room " << room);
+      ExpectPairAsAlone(raw, room, other, 90000);
+      ExpectPairAsAlone(other, 90000, raw, room);
+    }
+  });
+}
+
+// A flipped bit or a cut in one stream: its status and bytes as alone, and the other
+// stream decoded whole.
+TEST(InflateDecoderTest, PairedCorruptStreamGivesWhatItGivesAlone) {
+  const std::string data = Repeats(60000, 21), good_data = Repeats(80000, 22);
+  const std::string raw = RawDeflate(data, 6), good = RawDeflate(good_data, 1);
+  std::mt19937 rng(5);
+  for (int trial = 0; trial < 200; ++trial) {
+    std::string bad = raw;
+    if (trial % 4 == 3) {
+      bad.resize(rng() % raw.size());
+    } else {
+      bad[rng() % bad.size()] ^= static_cast<char>(1u << (rng() % 8));
+    }
+    SCOPED_TRACE(testing::Message() << "trial " << trial);
+    if (trial % 2 == 0) {
+      ExpectPairAsAlone(bad, data.size() + 1000, good, good_data.size());
+    } else {
+      ExpectPairAsAlone(good, good_data.size(), bad, data.size() + 1000);
+    }
+  }
+}
+
+// A run that stops at the first block boundary at or after stop_bit stops there paired too.
+TEST(InflateDecoderTest, PairedRunsStopWhereTheyStopAlone) {
+  const std::string raw = RawDeflate(Repeats(2000000, 41), 6), other = RawDeflate(Repeats(1500000, 42), 1);
+  for (const uint64_t stop : {uint64_t{1}, uint64_t{raw.size() * 2}, uint64_t{raw.size() * 4}}) {
+    StreamRun a(raw, 2000000, stop), b(other, 1500000, stop / 2), alone_a(raw, 2000000, stop),
+        alone_b(other, 1500000, stop / 2);
+    DecodeBytesPair(a.run, b.run);
+    DecodeBytesAlone(alone_a.run);
+    DecodeBytesAlone(alone_b.run);
+    for (const auto& [p, q] : {std::make_pair(&a, &alone_a), std::make_pair(&b, &alone_b)}) {
+      SCOPED_TRACE(testing::Message() << "stop " << stop);
+      EXPECT_EQ(p->run.status, InflateStatus::kOk);
+      EXPECT_FALSE(p->run.final);
+      EXPECT_GE(p->in.BitPos(), p->run.stop_bit);
+      EXPECT_EQ(p->in.BitPos(), q->in.BitPos());
+      EXPECT_TRUE(p->Result().out == q->Result().out);
+    }
   }
 }
 

@@ -69,10 +69,12 @@ struct Result {
   ParallelInflateStats stats;
 };
 
-Result Parallel(const std::string& gz, std::size_t capacity, TaskPool* pool, std::size_t chunk = 4096) {
+Result Parallel(const std::string& gz, std::size_t capacity, TaskPool* pool, bool pair,
+                std::size_t chunk = 4096) {
   Result r;
   ParallelInflateOptions o;
   o.pool = pool;
+  o.pair_chunks = pair;
   o.max_threads = 8;
   o.min_chunk_bytes = chunk;
   o.stats = &r.stats;
@@ -86,21 +88,28 @@ Result Parallel(const std::string& gz, std::size_t capacity, TaskPool* pool, std
   return r;
 }
 
-class ParallelInflateTest : public ::testing::Test {
+// Each test with one chunk a thread and with two, interleaved (pair_chunks). The loader's
+// path (InflateFits) takes the default, two.
+class ParallelInflateTest : public ::testing::TestWithParam<bool> {
  protected:
+  bool pair() const { return GetParam(); }
   std::unique_ptr<TaskPool> pool_ = MakeTaskPool(3);
 };
 
-TEST_F(ParallelInflateTest, MatchesTheInputAtEveryLevelWithManyChunks) {
+INSTANTIATE_TEST_SUITE_P(ChunksAThread, ParallelInflateTest, ::testing::Values(false, true),
+                         [](const ::testing::TestParamInfo<bool>& p) { return p.param ? "Two" : "One"; });
+
+TEST_P(ParallelInflateTest, MatchesTheInputAtEveryLevelWithManyChunks) {
   for (const std::size_t size : {std::size_t{70000}, std::size_t{300001}, std::size_t{2000000}}) {
     const std::string data = MixedBytes(size, static_cast<uint32_t>(size));
     for (const int level : {1, 6, 9}) {
       SCOPED_TRACE(testing::Message() << "size " << size << " level " << level);
       const std::string gz = ZlibGzip(data, level);
-      const Result r = Parallel(gz, data.size() + 10, pool_.get(), gz.size() / 9);
+      const Result r = Parallel(gz, data.size() + 10, pool_.get(), pair(), gz.size() / 9);
       ASSERT_TRUE(r.ok);
       EXPECT_TRUE(r.out == data);
-      EXPECT_EQ(r.stats.chunks, 8);
+      // Nine by size, at most the 8 threads' 8 chunks, or 16 two a thread.
+      EXPECT_EQ(r.stats.chunks, pair() ? 9 : 8);
       // Blocks of zlib's default memLevel hold 16K symbols: at most a few per chunk here,
       // so a chunk may find none; most must chain.
       if (size >= 300000) {
@@ -110,10 +119,10 @@ TEST_F(ParallelInflateTest, MatchesTheInputAtEveryLevelWithManyChunks) {
   }
 }
 
-TEST_F(ParallelInflateTest, ChunksChainOnFloatLikeData) {
+TEST_P(ParallelInflateTest, ChunksChainOnFloatLikeData) {
   const std::string data = gzip_test::NoiseBytes(4000000, 5);
   const std::string gz = ZlibGzip(data, 1);
-  const Result r = Parallel(gz, data.size(), pool_.get(), gz.size() / 8);
+  const Result r = Parallel(gz, data.size(), pool_.get(), pair(), gz.size() / 8);
   ASSERT_TRUE(r.ok);
   EXPECT_TRUE(r.out == data);
   EXPECT_EQ(r.stats.chunks_used, r.stats.chunks - 1);
@@ -122,30 +131,30 @@ TEST_F(ParallelInflateTest, ChunksChainOnFloatLikeData) {
 
 // Chunks whose output is smaller than a window: a chunk's markers then resolve from
 // several chunks before it.
-TEST_F(ParallelInflateTest, ChunksSmallerThanAWindowChain) {
+TEST_P(ParallelInflateTest, ChunksSmallerThanAWindowChain) {
   const std::string data = MixedBytes(120000, 21);
   const std::string gz = ZlibGzip(data, 6, Z_DEFAULT_STRATEGY, 1);
-  const Result r = Parallel(gz, data.size(), pool_.get(), gz.size() / 8);
+  const Result r = Parallel(gz, data.size(), pool_.get(), pair(), gz.size() / 8);
   ASSERT_TRUE(r.ok);
   EXPECT_TRUE(r.out == data);
   EXPECT_EQ(r.stats.chunks, 8);
   EXPECT_GE(r.stats.chunks_used, 6);
 }
 
-TEST_F(ParallelInflateTest, StoredBlocksAreFoundAndCopied) {
+TEST_P(ParallelInflateTest, StoredBlocksAreFoundAndCopied) {
   const std::string data = MixedBytes(1000000, 7);
   const std::string gz = ZlibGzip(data, 0);
-  const Result r = Parallel(gz, data.size(), pool_.get(), 60000);
+  const Result r = Parallel(gz, data.size(), pool_.get(), pair(), 60000);
   ASSERT_TRUE(r.ok);
   EXPECT_TRUE(r.out == data);
   EXPECT_GE(r.stats.chunks_used, 4);
 }
 
-TEST_F(ParallelInflateTest, FixedHuffmanAndFilteredAndRleStrategies) {
+TEST_P(ParallelInflateTest, FixedHuffmanAndFilteredAndRleStrategies) {
   const std::string data = MixedBytes(600000, 9);
   for (const int strategy : {Z_FIXED, Z_FILTERED, Z_HUFFMAN_ONLY, Z_RLE}) {
     SCOPED_TRACE(strategy);
-    const Result r = Parallel(ZlibGzip(data, 6, strategy), data.size(), pool_.get());
+    const Result r = Parallel(ZlibGzip(data, 6, strategy), data.size(), pool_.get(), pair());
     ASSERT_TRUE(r.ok);
     EXPECT_TRUE(r.out == data);
   }
@@ -168,7 +177,7 @@ std::string RepeatsAfterNoise(std::size_t noise, std::size_t n, uint32_t seed) {
   return s;
 }
 
-TEST_F(ParallelInflateTest, FastLoopCopiesAndGrowingChunksMatchLibdeflate) {
+TEST_P(ParallelInflateTest, FastLoopCopiesAndGrowingChunksMatchLibdeflate) {
   const std::string data = RepeatsAfterNoise(1500000, 7000000, 3);
   for (const int level : {1, 6, 9}) {
     for (const int strategy : {Z_DEFAULT_STRATEGY, Z_FIXED, Z_RLE}) {
@@ -179,7 +188,7 @@ TEST_F(ParallelInflateTest, FastLoopCopiesAndGrowingChunksMatchLibdeflate) {
       ASSERT_TRUE(n.ok()) << n.status();
       ASSERT_TRUE(libdeflate == data);
       // Capacity exactly the output: chunk 0 and the last matches run into its end.
-      const Result r = Parallel(gz, data.size(), pool_.get(), gz.size() / 8);
+      const Result r = Parallel(gz, data.size(), pool_.get(), pair(), gz.size() / 8);
       ASSERT_TRUE(r.ok);
       EXPECT_TRUE(r.out == libdeflate);
       EXPECT_EQ(r.stats.chunks, 8);
@@ -189,15 +198,15 @@ TEST_F(ParallelInflateTest, FastLoopCopiesAndGrowingChunksMatchLibdeflate) {
   }
 }
 
-TEST_F(ParallelInflateTest, OneThreadOrNoPoolGivesTheSameBytes) {
+TEST_P(ParallelInflateTest, OneThreadOrNoPoolGivesTheSameBytes) {
   const std::string data = MixedBytes(500000, 11);
   const std::string gz = ZlibGzip(data, 6);
-  const Result r = Parallel(gz, data.size(), nullptr);
+  const Result r = Parallel(gz, data.size(), nullptr, pair());
   ASSERT_TRUE(r.ok);
   EXPECT_TRUE(r.out == data);
 }
 
-TEST_F(ParallelInflateTest, ARealFitsFileMatchesLibdeflate) {
+TEST_P(ParallelInflateTest, ARealFitsFileMatchesLibdeflate) {
   std::ifstream f(std::string(SPEXD_TEST_DATA_DIR) + "/psf-r0-00051060.fits", std::ios::binary);
   std::stringstream ss;
   ss << f.rdbuf();
@@ -208,27 +217,28 @@ TEST_F(ParallelInflateTest, ARealFitsFileMatchesLibdeflate) {
     std::string want(fits.size(), '\0');
     auto n = InflateGzipInto(gz, want.data(), want.size(), "psf.gz");
     ASSERT_TRUE(n.ok()) << n.status();
-    const Result r = Parallel(gz, fits.size(), pool_.get(), gz.size() / 6);
+    const Result r = Parallel(gz, fits.size(), pool_.get(), pair(), gz.size() / 6);
     ASSERT_TRUE(r.ok);
     EXPECT_TRUE(r.out == want);
     EXPECT_GE(r.stats.chunks_used, 1);
   }
 }
 
-TEST_F(ParallelInflateTest, OverCapacityIsRefusedWithoutWritingPastIt) {
+TEST_P(ParallelInflateTest, OverCapacityIsRefusedWithoutWritingPastIt) {
   const std::string data = MixedBytes(400000, 13);
   const std::string gz = ZlibGzip(data, 6);
   std::string out(data.size() + 64, '\x5a');
   ParallelInflateOptions o;
   o.pool = pool_.get();
   o.max_threads = 8;
+  o.pair_chunks = pair();
   o.min_chunk_bytes = 4096;
   std::size_t in_used = 0, out_used = 0;
   EXPECT_FALSE(ParallelInflate(gz, out.data(), data.size() - 1, o, &in_used, &out_used));
   EXPECT_EQ(out.substr(data.size() - 1), std::string(65, '\x5a'));
 }
 
-TEST_F(ParallelInflateTest, CorruptAndTruncatedMembersAreRefused) {
+TEST_P(ParallelInflateTest, CorruptAndTruncatedMembersAreRefused) {
   const std::string data = MixedBytes(400000, 15);
   const std::string gz = ZlibGzip(data, 6);
   std::mt19937 rng(3);
@@ -237,7 +247,7 @@ TEST_F(ParallelInflateTest, CorruptAndTruncatedMembersAreRefused) {
     std::string bad = gz;
     const std::size_t at = 20 + rng() % (bad.size() - 30);
     bad[at] = static_cast<char>(bad[at] ^ (1 << (rng() % 8)));
-    const Result r = Parallel(bad, data.size() + 4096, pool_.get());
+    const Result r = Parallel(bad, data.size() + 4096, pool_.get(), pair());
     // A flip that still decodes must give the same bytes (then the trailer matches);
     // otherwise the CRC-32 or the decoding refuses it.
     if (r.ok) {
@@ -248,18 +258,19 @@ TEST_F(ParallelInflateTest, CorruptAndTruncatedMembersAreRefused) {
   }
   EXPECT_GE(refused, 55);
   for (const std::size_t keep : {gz.size() - 1, gz.size() - 8, gz.size() / 2, std::size_t{30}}) {
-    EXPECT_FALSE(Parallel(gz.substr(0, keep), data.size(), pool_.get()).ok) << keep;
+    EXPECT_FALSE(Parallel(gz.substr(0, keep), data.size(), pool_.get(), pair()).ok) << keep;
   }
 }
 
 // Through InflateGzipInto: several members (each large one in parallel), padding, and the
 // same statuses with and without threads for corrupt, truncated and over-capacity input.
-TEST_F(ParallelInflateTest, InflateGzipIntoKeepsItsContract) {
+TEST_P(ParallelInflateTest, InflateGzipIntoKeepsItsContract) {
   const std::string a = MixedBytes(300000, 17), b = MixedBytes(5000, 18), c = MixedBytes(250000, 19);
   const std::string gz = ZlibGzip(a, 1) + ZlibGzip(b, 6) + ZlibGzip(c, 9) + std::string(100, '\0');
   ParallelInflateOptions o;
   o.pool = pool_.get();
   o.max_threads = 4;
+  o.pair_chunks = pair();
   o.min_chunk_bytes = 8192;
   auto run = [&](const std::string& in, std::size_t cap, const ParallelInflateOptions& opt) {
     std::string out(cap, '\0');
@@ -284,7 +295,7 @@ TEST_F(ParallelInflateTest, InflateGzipIntoKeepsItsContract) {
 
 // The loader's path (InflateFits with the decode pool): a member over 8 MB compressed is
 // inflated in 4 MB chunks, with the same bytes as without a pool.
-TEST_F(ParallelInflateTest, InflateFitsWithAPoolGivesTheSameFile) {
+TEST_P(ParallelInflateTest, InflateFitsWithAPoolGivesTheSameFile) {
   const long width = 2000, height = 2600;
   std::string fits = gzip_test::FitsImageHeader(width, height) +
                      gzip_test::NoiseBytes(static_cast<std::size_t>(width * height * 4), 23);
@@ -305,7 +316,7 @@ TEST_F(ParallelInflateTest, InflateFitsWithAPoolGivesTheSameFile) {
 // With a share of the pool (core/io/inflate_share.h) crowded by other members, the loader's
 // path splits the member into fewer chunks: the same file, the same error, and its claim is
 // given back either way.
-TEST_F(ParallelInflateTest, InflateFitsWithACrowdedShareGivesTheSameFile) {
+TEST_P(ParallelInflateTest, InflateFitsWithACrowdedShareGivesTheSameFile) {
   const long width = 2000, height = 2600;
   std::string fits = gzip_test::FitsImageHeader(width, height) +
                      gzip_test::NoiseBytes(static_cast<std::size_t>(width * height * 4), 29);
@@ -329,7 +340,7 @@ TEST_F(ParallelInflateTest, InflateFitsWithACrowdedShareGivesTheSameFile) {
 
 // Many small members: each is its own parallel call whose chunks past the member's end
 // give up once chunk 0 has found it (the result is the same either way).
-TEST_F(ParallelInflateTest, ManySmallMembersAndStop) {
+TEST_P(ParallelInflateTest, ManySmallMembersAndStop) {
   std::string gz, want;
   for (uint32_t i = 0; i < 40; ++i) {
     const std::string part = MixedBytes(20000 + i * 100, 100 + i);
@@ -339,6 +350,7 @@ TEST_F(ParallelInflateTest, ManySmallMembersAndStop) {
   ParallelInflateOptions o;
   o.pool = pool_.get();
   o.max_threads = 4;
+  o.pair_chunks = pair();
   o.min_chunk_bytes = 2048;
   std::string out(want.size(), '\0');
   auto n = InflateGzipInto(gz, out.data(), out.size(), "many.gz", {}, o);

@@ -1,5 +1,5 @@
-// How many chunks a .fits.gz member inflates in when several loaders inflate at once on one
-// task pool (issue 22). Each chunk past the first costs a block search, a stretch decoded
+// How many threads a .fits.gz member inflates on (two chunks each, parallel_inflate.h) when
+// several loaders inflate at once on one task pool (issue 22). Each chunk past the first costs a block search, a stretch decoded
 // with window markers, their resolution and a copy of its output (docs/perf.md, "Parallel
 // inflate of one gzip member"): on the H100 host 1.25x libdeflate's CPU in 2 chunks, 1.48x
 // in 16. One frame alone should use every thread (its latency is the request's); eight
@@ -25,7 +25,7 @@ class InflateShare {
     Claim& operator=(const Claim&) = delete;
     Claim& operator=(Claim&&) = delete;
     ~Claim();
-    // The chunks this member may inflate in at once (the caller's thread included).
+    // The threads this member may inflate on at once (the caller's included).
     int threads() const { return threads_; }
 
    private:

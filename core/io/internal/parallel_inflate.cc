@@ -316,19 +316,31 @@ bool ParallelInflate(absl::string_view in_view, char* out_chars, std::size_t cap
   // A thread's chunks: one, or two decoded in turn (ParallelInflateOptions::pair_chunks).
   const int per_task = options.pair_chunks ? 2 : 1;
   ParallelFor(options.pool, options.max_threads, (n + per_task - 1) / per_task, [&](int, int t) {
-    std::unique_ptr<ChunkJob> jobs[2];
-    for (int i = 0; i < per_task && t * per_task + i < n; ++i) {
-      const int k = t * per_task + i;
-      if (k == 0) {
-        jobs[i] = std::make_unique<FirstChunkJob>(in, n_in, uint64_t{start} * 8, nominal[1], out, capacity,
-                                                  &chunks[0], &member_end, &first_ok, &first_size);
-      } else {
-        const uint64_t stop = k + 1 < n ? nominal[k + 1] : UINT64_MAX;
-        jobs[i] = std::make_unique<LaterChunkJob>(in, n_in, nominal[k], nominal[k + 1], stop, limit, share,
-                                                  member_end, &chunks[k]);
+    const int k0 = t * per_task, k1 = std::min(n, k0 + per_task);
+    try {
+      std::unique_ptr<ChunkJob> jobs[2];
+      for (int k = k0; k < k1; ++k) {
+        if (k == 0) {
+          jobs[k - k0] = std::make_unique<FirstChunkJob>(in, n_in, uint64_t{start} * 8, nominal[1], out, capacity,
+                                                         &chunks[0], &member_end, &first_ok, &first_size);
+        } else {
+          const uint64_t stop = k + 1 < n ? nominal[k + 1] : UINT64_MAX;
+          jobs[k - k0] = std::make_unique<LaterChunkJob>(in, n_in, nominal[k], nominal[k + 1], stop, limit,
+                                                         share, member_end, &chunks[k]);
+        }
+      }
+      RunJobs(jobs[0].get(), jobs[1].get());
+    } catch (const std::bad_alloc&) {
+      // Out of memory (a chunk's bookkeeping; its output's growth says kNoRoom instead): these
+      // chunks are decoded sequentially, and without chunk 0 the caller uses libdeflate.
+      for (int k = k0; k < k1; ++k) {
+        if (k == 0) {
+          first_ok = false;
+        } else {
+          chunks[k].ok = false;
+        }
       }
     }
-    RunJobs(jobs[0].get(), jobs[1].get());
   });
   if (!first_ok) return false;
   const Clock::time_point t1 = Clock::now();

@@ -1,11 +1,12 @@
 // How many threads a .fits.gz member inflates on (two chunks each, parallel_inflate.h) when
-// several loaders inflate at once on one task pool (issue 22). Each chunk past the first costs a block search, a stretch decoded
-// with window markers, their resolution and a copy of its output (docs/perf.md, "Parallel
-// inflate of one gzip member"): on the H100 host 1.25x libdeflate's CPU in 2 chunks, 1.48x
-// in 16. One frame alone should use every thread (its latency is the request's); eight
-// frames inflating together already fill the pool, and splitting each of them 16 ways only
-// spends CPU that the busy host lacks. So a member takes its share of the pool's threads:
-// the threads divided by the members inflating at that moment, at least 2.
+// several loaders inflate at once on one task pool (issue 22). Each chunk past the first
+// costs a block search, a stretch decoded with window markers, their resolution and a copy
+// of its output (docs/perf.md, "Parallel inflate of one gzip member"): on the H100 host
+// 1.25x libdeflate's CPU in 2 chunks, 1.48x in 16. One frame alone should use every thread
+// (its latency is the request's); eight frames inflating together already fill the pool,
+// and splitting each of them 16 ways only spends CPU that the busy host lacks. So a member
+// takes its share of the pool's threads: the threads divided by the members inflating at
+// that moment, at least 2.
 #ifndef SPEXD_CORE_IO_INFLATE_SHARE_H_
 #define SPEXD_CORE_IO_INFLATE_SHARE_H_
 

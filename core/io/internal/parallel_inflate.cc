@@ -221,6 +221,9 @@ class LaterChunkJob : public ChunkJob {
   InflateOutput<uint8_t> tail_;
 };
 
+// A thread's chunks: one, or two decoded in turn (ParallelInflateOptions::pair_chunks).
+int ChunksPerThread(const ParallelInflateOptions& options) { return options.pair_chunks ? 2 : 1; }
+
 // Runs one or two jobs to the end, their byte stretches interleaved while both have one.
 void RunJobs(ChunkJob* a, ChunkJob* b) {
   bool wait_a = a->Start(), wait_b = b != nullptr && b->Start();
@@ -285,9 +288,10 @@ bool PairChunksByDefault() {
 
 int ParallelInflateChunks(std::size_t in_size, const ParallelInflateOptions& options) {
   const std::size_t by_size = in_size / std::max<std::size_t>(options.min_chunk_bytes, 1);
+  const std::size_t threads = static_cast<std::size_t>(std::max(options.max_threads, 1));
   // A lone thread keeps libdeflate (pairs measured against it only with a pool).
-  const std::size_t per_thread = options.pair_chunks && options.max_threads > 1 ? 2 : 1;
-  return static_cast<int>(std::min<std::size_t>(by_size, per_thread * static_cast<std::size_t>(std::max(options.max_threads, 1))));
+  const std::size_t per_thread = threads > 1 ? static_cast<std::size_t>(ChunksPerThread(options)) : 1;
+  return static_cast<int>(std::min(by_size, per_thread * threads));
 }
 
 bool ParallelInflate(absl::string_view in_view, char* out_chars, std::size_t capacity,
@@ -313,16 +317,16 @@ bool ParallelInflate(absl::string_view in_view, char* out_chars, std::size_t cap
   std::atomic<uint64_t> member_end{UINT64_MAX};  // set when chunk 0 ends the member
   using Clock = std::chrono::steady_clock;
   const Clock::time_point t0 = Clock::now();
-  // A thread's chunks: one, or two decoded in turn (ParallelInflateOptions::pair_chunks).
-  const int per_task = options.pair_chunks ? 2 : 1;
+  const int per_task = ChunksPerThread(options);
   ParallelFor(options.pool, options.max_threads, (n + per_task - 1) / per_task, [&](int, int t) {
     const int k0 = t * per_task, k1 = std::min(n, k0 + per_task);
     try {
       std::unique_ptr<ChunkJob> jobs[2];
       for (int k = k0; k < k1; ++k) {
         if (k == 0) {
-          jobs[k - k0] = std::make_unique<FirstChunkJob>(in, n_in, uint64_t{start} * 8, nominal[1], out, capacity,
-                                                         &chunks[0], &member_end, &first_ok, &first_size);
+          jobs[k - k0] = std::make_unique<FirstChunkJob>(in, n_in, uint64_t{start} * 8, nominal[1], out,
+                                                         capacity, &chunks[0], &member_end, &first_ok,
+                                                         &first_size);
         } else {
           const uint64_t stop = k + 1 < n ? nominal[k + 1] : UINT64_MAX;
           jobs[k - k0] = std::make_unique<LaterChunkJob>(in, n_in, nominal[k], nominal[k + 1], stop, limit,

@@ -34,14 +34,23 @@ absl::StatusOr<std::vector<int>> ParseIntList(const std::string& text, const cha
   return out;
 }
 
+// "PATH SIZE bytes sha256 HEX", or "... crc32 HEX": whichever the server gave (a server
+// older than output_checksum always gives SHA-256).
+void PrintServerFile(const std::string& path, int64_t bytes, const std::string& sha256,
+                     const std::string& crc32) {
+  const bool crc = sha256.empty() && !crc32.empty();
+  std::printf("%s %lld bytes %s %s\n", path.c_str(), static_cast<long long>(bytes),
+              crc ? "crc32" : "sha256", crc ? crc32.c_str() : sha256.c_str());
+}
+
 // A server-written frame (no -o): what the server wrote, and where the time went.
 absl::Status ReportServerFiles(const v1::ExtractSummary& s, const std::string& target,
                                double client_seconds) {
-  std::printf("%s %lld bytes sha256 %s\n", s.server_output_path().c_str(),
-              static_cast<long long>(s.server_output_bytes()), s.server_output_sha256().c_str());
+  PrintServerFile(s.server_output_path(), s.server_output_bytes(), s.server_output_sha256(),
+                  s.server_output_crc32());
   if (!s.server_model_path().empty()) {
-    std::printf("%s %lld bytes sha256 %s\n", s.server_model_path().c_str(),
-                static_cast<long long>(s.server_model_bytes()), s.server_model_sha256().c_str());
+    PrintServerFile(s.server_model_path(), s.server_model_bytes(), s.server_model_sha256(),
+                    s.server_model_crc32());
   }
   std::fprintf(stderr,
                "spexctl: %d spectra written by %s: upload %.2f s, queue %.2f s, load %.2f s, "
@@ -62,6 +71,13 @@ absl::StatusOr<RemoteExtractOptions> RemoteExtractOptionsFromArgs(const ParsedAr
   o.server_paths = args.Has("server-path");
   o.server_output = args.GetOr("server-output-path", "");
   o.server_overwrite = args.Has("server-overwrite");
+  const std::string checksum = args.GetOr("server-checksum", "sha256");
+  if (checksum == "crc32") {
+    o.server_checksum = v1::FILE_CHECKSUM_CRC32;
+  } else if (checksum != "sha256") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--server-checksum must be sha256 or crc32 (got '", checksum, "')"));
+  }
   const std::string wire = args.GetOr("wire-precision", args.Has("snr") ? "float64" : "float32");
   if (wire == "float64") {
     o.precision = v1::ARRAY_FLOAT64;
@@ -132,6 +148,7 @@ absl::StatusOr<v1::ExtractHeader> RequestHeader(const ExtractCommand& cmd,
   }
   header.set_server_output_path(o.server_output);
   header.set_overwrite(o.server_overwrite);
+  header.set_output_checksum(o.server_checksum);
   if (file_only) {
     header.set_results_to_file_only(true);
     header.set_server_model_path(cmd.model);  // desispec's model file, written there

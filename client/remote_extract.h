@@ -24,6 +24,8 @@ struct RemoteExtractOptions {
   bool server_paths = false;  // -i and -p name server-side files
   std::string server_output;  // server-side output path, optional
   bool server_overwrite = false;  // it may replace an existing file
+  // The checksum the server gives of the files it writes (--server-checksum).
+  v1::FileChecksum server_checksum = v1::FILE_CHECKSUM_SHA256;
   // Arrays streamed for a client-written file: float32 (the file's precision, half the
   // stream, the same file) unless asked for float64 (issue 22).
   v1::ArrayPrecision precision = v1::ARRAY_FLOAT32;

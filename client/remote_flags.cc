@@ -45,6 +45,9 @@ const std::vector<FlagSpec>& RemoteExtractFlagSpecs() {
        "without -o nothing is streamed back and -m is a server path too"},
       {"server-output", 0, true, "", "server-output-path"},
       {"server-overwrite", 0, false, "let --server-output (and -m) replace an existing file"},
+      {"server-checksum", 0, true,
+       "sha256|crc32: the checksum of each file the server writes, as printed (default "
+       "sha256; crc32, as gzip and zlib.crc32 compute it, costs the server ~8x less)"},
       {"no-progressive-write", 0, false,
        "write -o after the stream from the whole frame, not bundle by bundle as the "
        "bundles arrive (the default for a plain .fits without -m; same bytes)"},

@@ -115,7 +115,8 @@ class SpexdClient {
   // Server-written frames (issue 22): the server writes header.server_output_path (and
   // header.server_model_path, when set) atomically into its output roots and streams no
   // arrays (results_to_file_only is set here). Returns the summary, which names the
-  // files with their sizes and SHA-256. Errors as Extract; an output outside the server's
+  // files with their sizes and SHA-256 (CRC-32 with header.output_checksum =
+  // FILE_CHECKSUM_CRC32). Errors as Extract; an output outside the server's
   // output roots is PERMISSION_DENIED. Without header.overwrite, a file already at a
   // name is kept when it is the frame this request writes (checksum dates aside: a
   // retry gets the first reply's path, size and SHA-256), else ALREADY_EXISTS. Retries

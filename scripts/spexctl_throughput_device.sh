@@ -16,12 +16,13 @@
 #   With N GPUs visible (GPUS, default nvidia-smi's count) the goal is 0.9 x N x (1).
 #   Environment: PROCS (8), FRAMES (4), MODES ("client-fits client-gz server-fits server-gz"),
 #   SPEXD_ARGS (extra spexd flags); CLIENT_ARGS (extra spexctl flags of the client modes, e.g.
-#   --no-progressive-write); NSPEC, WAVE, BACKEND for a small CPU smoke run; REF (s per
-#   frame: skip the reference benches and use it); PERF (a perf binary: spexd sampled during
-#   each mode, its profile by symbol in $W/perf-MODE.txt). Prints [row] lines; exit 0 when
-#   every run succeeded.
+#   --no-progressive-write); SERVER_ARGS (of the server modes, e.g. --server-checksum crc32);
+#   NSPEC, WAVE, BACKEND for a small CPU smoke run; REF (s per frame: skip the reference
+#   benches and use it); PERF (a perf binary: spexd sampled during each mode, its profile by
+#   symbol in $W/perf-MODE.txt; PERF_ALL=1: every process on the host, by process and
+#   symbol). Prints [row] lines; exit 0 when every run succeeded.
 set -uo pipefail
-[[ $# -ge 2 ]] || { sed -n '2,19p' "$0"; exit 2; }
+[[ $# -ge 2 ]] || { sed -n '2,23p' "$0"; exit 2; }
 B=$(cd "$1" && pwd) || exit 2
 W=$2; mkdir -p "$W"/in "$W"/out; W=$(cd "$W" && pwd)
 PSF=$(readlink -f "${3:-tests/data/psf-r0-00051060.fits}")
@@ -102,7 +103,8 @@ for mode in $MODES; do
   cpu0=$(cpu_now); threads_cpu >"$W/threads0"
   flt0=$(awk '{print $10}' /proc/$SPID/stat); thp0=$(awk '$1 == "thp_fault_alloc" {print $2}' /proc/vmstat)
   if [[ -n ${PERF:-} ]]; then
-    "$PERF" record -q -F 499 -g -p "$SPID" -o "$W/perf-$mode.data" >/dev/null 2>&1 &
+    scope=(-p "$SPID"); [[ -n ${PERF_ALL:-} ]] && scope=(-a)
+    "$PERF" record -q -F 499 -g "${scope[@]}" -o "$W/perf-$mode.data" >/dev/null 2>&1 &
     perf_pid=$!
   fi
   t0=$(date +%s.%N); pids=()
@@ -113,7 +115,7 @@ for mode in $MODES; do
         s0=$EPOCHREALTIME
         if [[ $mode == server-* ]]; then
           "$B/run.sh" spexctl extract --server 127.0.0.1:$PORT --server-path -q -i "$in" \
-            -p "$W/in/psf.fits" -w "$WAVE" -n $NSPEC --server-output-path "$W/out/p$p-f$f.fits" \
+            -p "$W/in/psf.fits" -w "$WAVE" -n $NSPEC ${SERVER_ARGS:-} --server-output-path "$W/out/p$p-f$f.fits" \
             >/dev/null || exit 1
         else
           "$B/run.sh" spexctl extract --server 127.0.0.1:$PORT --server-path -q -i "$in" \
@@ -129,7 +131,9 @@ for mode in $MODES; do
   if [[ -n ${PERF:-} ]]; then
     kill -INT "$perf_pid" 2>/dev/null; wait "$perf_pid" 2>/dev/null
     # Self time by symbol, then by thread: what the host's cores did for spexd.
-    { "$PERF" report -i "$W/perf-$mode.data" --no-children --sort dso,sym -g none --percent-limit 0.3 2>&1
+    { [[ -n ${PERF_ALL:-} ]] && "$PERF" report -i "$W/perf-$mode.data" --no-children \
+          --sort comm,dso,sym -g none --percent-limit 0.2 2>&1
+      "$PERF" report -i "$W/perf-$mode.data" --no-children --sort dso,sym -g none --percent-limit 0.3 2>&1
       "$PERF" report -i "$W/perf-$mode.data" --no-children --sort comm -g none 2>&1
       "$PERF" report -i "$W/perf-$mode.data" --no-children --sort sym -g caller,0.5,callee \
         --percent-limit 2 2>&1 | head -400; } | grep -v '^$' >"$W/perf-$mode.txt"

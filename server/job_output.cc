@@ -353,7 +353,10 @@ absl::Status JobOutput::WriteFiles(const core::Frame& frame, v1::ExtractSummary*
   write_options.pool = env_.decode_pool;
   // Staged, then committed together: a file already at a name is kept when it is the
   // same frame (a retry), and refuses the request with nothing written when it is not.
-  OutputFiles files(*env_.output_roots, output_policy_, metrics_, env_.decode_pool);
+  const FileDigestKind digest = h.output_checksum() == v1::FILE_CHECKSUM_CRC32
+                                    ? FileDigestKind::kCrc32
+                                    : FileDigestKind::kSha256;
+  OutputFiles files(*env_.output_roots, output_policy_, metrics_, env_.decode_pool, digest);
   if (progressive_ != nullptr) {
     SPEXD_RETURN_IF_ERROR(FinishProgressiveFile(frame));
     // Its bytes stay in memory (progressive_) for the hash and a comparison.
@@ -369,16 +372,17 @@ absl::Status JobOutput::WriteFiles(const core::Frame& frame, v1::ExtractSummary*
   }
   const absl::Status committed = files.CommitAll();
   stages_["output_file_commit"] += files.commit_seconds();
-  stages_["output_file_sha256"] += files.hash_seconds();
+  stages_[absl::StrCat("output_file_", FileDigestName(digest))] += files.hash_seconds();
   SPEXD_RETURN_IF_ERROR(committed);
   const std::vector<OutputFiles::Written>& w = files.written();
   s->set_server_output_path(w[0].path);
   s->set_server_output_bytes(w[0].bytes);
-  s->set_server_output_sha256(w[0].sha256);
+  const bool crc = digest == FileDigestKind::kCrc32;
+  *(crc ? s->mutable_server_output_crc32() : s->mutable_server_output_sha256()) = w[0].digest;
   if (w.size() > 1) {
     s->set_server_model_path(w[1].path);
     s->set_server_model_bytes(w[1].bytes);
-    s->set_server_model_sha256(w[1].sha256);
+    *(crc ? s->mutable_server_model_crc32() : s->mutable_server_model_sha256()) = w[1].digest;
   }
   return absl::OkStatus();
 }

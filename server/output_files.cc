@@ -8,15 +8,14 @@
 #include "core/base/status_macros.h"
 #include "core/base/write_fully.h"
 #include "core/frame/frame_writer.h"
-#include "server/content_id.h"
 #include "server/log.h"
 #include "server/output_identity.h"
 
 namespace spexd::server {
 
 OutputFiles::OutputFiles(const DataRoots& roots, DataRoots::WritePolicy policy,
-                         JobMetrics& metrics, core::TaskPool* pool)
-    : roots_(roots), policy_(std::move(policy)), metrics_(metrics), pool_(pool) {
+                         JobMetrics& metrics, core::TaskPool* pool, FileDigestKind digest)
+    : roots_(roots), policy_(std::move(policy)), metrics_(metrics), pool_(pool), digest_(digest) {
   policy_.keep_same = true;  // an existing file is decided on in CommitAll
 }
 
@@ -39,14 +38,14 @@ absl::Status OutputFiles::Stage(const std::string& requested, std::string fits) 
   f->stored_pieces = {absl::string_view(f->stored)};
   f->pieces = {gz ? absl::string_view(f->fits) : absl::string_view(f->stored)};
   f->result.bytes = static_cast<int64_t>(f->stored.size());
-  // The hash (~40 ms for an r frame, sequential by nature) beside the write (issue 22
-  // item 4).
+  // The digest (SHA-256: ~40 ms for an r frame, sequential by nature) beside the write
+  // (issue 22 item 4).
   absl::Status wrote;
   core::ParallelFor(pool_, 2, 2, [&](int, int task) {
     if (task == 0) {
       wrote = core::WriteFully(f->pending.fd(), f->stored.data(), f->stored.size(), -1, requested);
     } else {
-      f->result.sha256 = Sha256Hex(f->stored_pieces);
+      f->result.digest = FileDigestHex(digest_, f->stored_pieces);
     }
   });
   SPEXD_RETURN_IF_ERROR(wrote);
@@ -65,10 +64,10 @@ void OutputFiles::StageWritten(const std::string& requested, DataRoots::PendingO
 
 DataRoots::PendingOutput::SameCheck OutputFiles::SameAs(File& f) {
   return [this, &f](int fd) -> absl::Status {
-    auto existing = MatchExistingOutput(fd, f.pieces, f.requested);
+    auto existing = MatchExistingOutput(fd, f.pieces, f.requested, digest_);
     if (!existing.ok()) return existing.status();
     f.result.bytes = existing->bytes;
-    f.result.sha256 = std::move(existing->sha256);
+    f.result.digest = std::move(existing->digest);
     return absl::OkStatus();
   };
 }
@@ -78,7 +77,8 @@ void OutputFiles::Count(const File& f, const absl::Status& status) {
     metrics_.OutputFile(f.result.kept ? "kept_identical" : "written");
     if (f.result.kept) {
       Log(LogLevel::kInfo, "output_already_identical",
-          {{"path", f.result.path}, {"bytes", f.result.bytes}, {"sha256", f.result.sha256}});
+          {{"path", f.result.path}, {"bytes", f.result.bytes},
+           {FileDigestName(digest_), f.result.digest}});
     }
   } else if (absl::IsAlreadyExists(status)) {
     metrics_.OutputFile("refused_different");
@@ -106,10 +106,10 @@ absl::Status OutputFiles::CommitAll() {
     if (f->result.kept) continue;
     absl::StatusOr<std::string> path = absl::InternalError("not committed");
     // A file found at the name by the commit (created meanwhile) and kept brings its own
-    // hash through SameAs: decided here, not read while the commit may write it.
-    const bool hash = f->result.sha256.empty();
-    std::string sha;
-    // The progressive file's hash from its bytes in memory, beside the fsync and rename:
+    // digest through SameAs: decided here, not read while the commit may write it.
+    const bool hash = f->result.digest.empty();
+    std::string digest;
+    // The progressive file's digest from its bytes in memory, beside the fsync and rename:
     // reading 70 MB back would only add a pass over the page cache.
     double seconds[2] = {0, 0};
     core::ParallelFor(pool_, 2, 2, [&](int, int task) {
@@ -117,13 +117,13 @@ absl::Status OutputFiles::CommitAll() {
       if (task == 0) {
         path = f->pending.Commit(SameAs(*f), &f->result.kept);
       } else if (hash) {
-        sha = Sha256Hex(f->stored_pieces);
+        digest = FileDigestHex(digest_, f->stored_pieces);
       }
       seconds[task] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     });
     commit_seconds_ += seconds[0];
     hash_seconds_ += seconds[1];
-    if (path.ok() && !f->result.kept && hash) f->result.sha256 = std::move(sha);
+    if (path.ok() && !f->result.kept && hash) f->result.digest = std::move(digest);
     if (path.ok()) f->result.path = *std::move(path);
     Count(*f, path.status());
     if (!path.ok()) return path.status();

@@ -1,6 +1,6 @@
 // The server-side files of one job (server_output_path and server_model_path, issue 22),
 // from their bytes to their names, all or nothing where the files allow it: each file is
-// staged (a temporary in its confined directory, written, hashed), then a file already at
+// staged (a temporary in its confined directory, written, its digest taken), then a file already at
 // any of the names is compared with its new content (output_identity.h) before anything
 // is renamed: the same frame is kept in place and named in the reply as it is on disk (a
 // retried request gets the same answer), a different one refuses the request
@@ -18,6 +18,7 @@
 #include "absl/strings/string_view.h"
 #include "core/base/task_pool.h"
 #include "server/data_roots.h"
+#include "server/file_digest.h"
 #include "server/job_metrics.h"
 
 namespace spexd::server {
@@ -28,17 +29,18 @@ class OutputFiles {
   struct Written {
     std::string path;  // canonical
     int64_t bytes = 0;
-    std::string sha256;
+    std::string digest;  // hex, of the kind given to the constructor
     bool kept = false;  // already there, the same frame: left untouched
   };
 
-  // `roots` and `metrics` outlive this object; `pool` (may be null) runs the hashes
-  // beside the writes and syncs (core::ParallelFor's rules).
+  // `roots` and `metrics` outlive this object; `pool` (may be null) runs the digests
+  // beside the writes and syncs (core::ParallelFor's rules). `digest`: the checksum the
+  // reply gives of each file (ExtractHeader.output_checksum).
   OutputFiles(const DataRoots& roots, DataRoots::WritePolicy policy, JobMetrics& metrics,
-              core::TaskPool* pool);
+              core::TaskPool* pool, FileDigestKind digest = FileDigestKind::kSha256);
 
   // Stages the FITS file `fits` at `requested` (gzip-compressed for a .gz name, as
-  // core::FitsBytesForPath writes it): its temporary created and written, its SHA-256
+  // core::FitsBytesForPath writes it): its temporary created and written, its digest
   // computed beside the write. Without overwrite the uncompressed bytes are held until
   // CommitAll, to compare a file found at the name with them.
   absl::Status Stage(const std::string& requested, std::string fits);
@@ -53,7 +55,7 @@ class OutputFiles {
   absl::Status CommitAll();
   const std::vector<Written>& written() const { return written_; }
   // Seconds CommitAll spent in the commits (fsync, rename, the directory's fsync) and in
-  // the hashes beside them, summed over the files: where a served frame's tail goes.
+  // the digests beside them, summed over the files: where a served frame's tail goes.
   double commit_seconds() const { return commit_seconds_; }
   double hash_seconds() const { return hash_seconds_; }
 
@@ -65,7 +67,7 @@ class OutputFiles {
     std::string stored;  // the bytes on disk (Stage), or empty (StageWritten)
     std::string fits;    // the uncompressed FITS of a .gz name, held to compare
     std::vector<absl::string_view> pieces;  // the uncompressed FITS, as compared
-    std::vector<absl::string_view> stored_pieces;  // the bytes written, as hashed
+    std::vector<absl::string_view> stored_pieces;  // the bytes written, as digested
     Written result;
   };
   // The check a PendingOutput runs on a file found at `f`'s name.
@@ -76,6 +78,7 @@ class OutputFiles {
   DataRoots::WritePolicy policy_;
   JobMetrics& metrics_;
   core::TaskPool* pool_;
+  FileDigestKind digest_;
   std::vector<std::unique_ptr<File>> files_;  // (the views point into them: never moved)
   std::vector<Written> written_;
   double commit_seconds_ = 0, hash_seconds_ = 0;

@@ -11,7 +11,6 @@
 #include "absl/strings/str_cat.h"
 #include "core/base/error_text.h"
 #include "core/io/fits_same_content.h"
-#include "server/content_id.h"
 
 namespace spexd::server {
 namespace {
@@ -27,7 +26,8 @@ absl::Status Different(const std::string& path, absl::string_view why) {
 }  // namespace
 
 absl::StatusOr<ExistingOutput> MatchExistingOutput(
-    int fd, const std::vector<absl::string_view>& expected_fits, const std::string& path) {
+    int fd, const std::vector<absl::string_view>& expected_fits, const std::string& path,
+    FileDigestKind kind) {
   const bool gzip = absl::EndsWith(path, ".gz");  // as core::FitsBytesForPath writes it
   auto comparer = core::StoredFitsComparer::Create(expected_fits, gzip, path);
   if (!comparer.ok()) {
@@ -45,7 +45,7 @@ absl::StatusOr<ExistingOutput> MatchExistingOutput(
   }
   // The hash is of the bytes as they are on disk, as the first reply's was of the bytes
   // it wrote; it is computed in the same pass as the comparison.
-  Sha256Stream sha;
+  FileDigest digest(kind);
   std::unique_ptr<char[]> block(new char[kBlock]);
   int64_t done = 0;
   while (done < size) {
@@ -57,14 +57,14 @@ absl::StatusOr<ExistingOutput> MatchExistingOutput(
     if (n == 0) break;  // truncated while read: Finish reports it short
     const absl::string_view got(block.get(), static_cast<std::size_t>(n));
     if (!(*comparer)->Feed(got)) return Different(path, (*comparer)->difference());
-    sha.Update(got);
+    digest.Update(got);
     done += n;
   }
   if (!(*comparer)->Finish()) return Different(path, (*comparer)->difference());
   ExistingOutput out;
   out.bytes = done;
-  out.sha256 = sha.HexDigest();
-  if (out.sha256.empty()) return absl::InternalError(absl::StrCat(path, ": SHA-256 failed"));
+  out.digest = digest.HexDigest();
+  if (out.digest.empty()) return absl::InternalError(absl::StrCat(path, ": SHA-256 failed"));
   return out;
 }
 

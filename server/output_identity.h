@@ -13,13 +13,14 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "server/file_digest.h"
 
 namespace spexd::server {
 
 // What the reply says of a file kept in place: as the first reply said of it.
 struct ExistingOutput {
   int64_t bytes = 0;   // its size on disk
-  std::string sha256;  // SHA-256 (hex) of its bytes on disk (gzip-compressed for .gz)
+  std::string digest;  // of its bytes on disk (gzip-compressed for .gz), hex
 };
 
 // Compares the file open at `fd` (read from offset 0 with pread, in 1 MiB blocks: memory
@@ -28,12 +29,13 @@ struct ExistingOutput {
 // core::FitsBytesForPath writes it). The descriptor is the caller's
 // (DataRoots::PendingOutput::KeepExisting: confined, O_NOFOLLOW, a regular file).
 // A plain file of another size, or a gzip file far larger than the frame, is different
-// before any read. Returns the file's size and hash when it is the same frame;
+// before any read. Returns the file's size and `kind` digest when it is the same frame;
 // ALREADY_EXISTS ("exists with different content ...; set overwrite to replace it")
 // otherwise, its message saying where it differs (not FITS, truncated, a byte, a size);
 // INTERNAL when the file cannot be read or `expected_fits` is not a FITS file.
 absl::StatusOr<ExistingOutput> MatchExistingOutput(
-    int fd, const std::vector<absl::string_view>& expected_fits, const std::string& path);
+    int fd, const std::vector<absl::string_view>& expected_fits, const std::string& path,
+    FileDigestKind kind);
 
 }  // namespace spexd::server
 

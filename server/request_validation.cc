@@ -66,6 +66,10 @@ absl::Status CheckHeaderFields(const v1::ExtractHeader& h) {
     return absl::InvalidArgumentError(
         absl::StrCat("unknown array_precision value ", h.array_precision()));
   }
+  if (!v1::FileChecksum_IsValid(h.output_checksum())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown output_checksum value ", h.output_checksum()));
+  }
   if (h.bundles_size() > H::kMaxSelections || h.fibers_size() > H::kMaxSelections) {
     return absl::InvalidArgumentError(absl::StrCat("more than ", H::kMaxSelections,
                                                    " bundles or fibers selected"));

@@ -2,6 +2,7 @@
 // desispec file as `extract --local` (byte for byte, but for the CHECKSUM/DATASUM cards,
 // whose comments carry the write time), and the admin subcommands work.
 #include <sys/wait.h>
+#include <zlib.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -9,6 +10,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "core/io/fits_gunzip.h"
 #include "core/io/internal/gzip.h"
 #include "server/content_id.h"
@@ -223,6 +225,31 @@ TEST_F(SpexctlTest, ServerWrittenFrameRefusals) {
   CliRun bad_wire = Spexctl(absl::StrCat(ExtractArgs(), " ", server_flag_, " -o ", out_,
                                          "/w.fits --wire-precision float16"));
   EXPECT_EQ(bad_wire.code, 2);
+  CliRun bad_checksum = Spexctl(first + " --server-checksum md5");
+  EXPECT_EQ(bad_checksum.code, 2);
+  EXPECT_NE(bad_checksum.output.find("--server-checksum"), std::string::npos)
+      << bad_checksum.output;
+}
+
+// --server-checksum crc32: the line names the file with its CRC-32 (zlib's, as
+// `format(zlib.crc32(data), "08x")` gives it) instead of its SHA-256; the file is the same.
+TEST_F(SpexctlTest, ServerChecksumCrc32NamesTheFileWithItsCrc32) {
+  const std::string dir = Inputs().output_dir;
+  const std::string args =
+      absl::StrCat(ExtractArgs(), " ", server_flag_, " --server-path --server-output-path ");
+  CliRun sha = Spexctl(absl::StrCat(args, dir, "/sum-sha.fits"));
+  ASSERT_EQ(sha.code, 0) << sha.output;
+  CliRun crc = Spexctl(absl::StrCat(args, dir, "/sum-crc.fits --server-checksum crc32"));
+  ASSERT_EQ(crc.code, 0) << crc.output;
+  const std::string bytes = ReadBytes(dir + "/sum-crc.fits");
+  const uLong value = crc32_z(crc32(0L, Z_NULL, 0), reinterpret_cast<const Bytef*>(bytes.data()),
+                              bytes.size());
+  EXPECT_NE(crc.output.find(absl::StrCat(dir, "/sum-crc.fits ", bytes.size(), " bytes crc32 ",
+                                         absl::StrFormat("%08x", value), "\n")),
+            std::string::npos)
+      << crc.output;
+  EXPECT_EQ(crc.output.find("sha256"), std::string::npos) << crc.output;
+  ExpectSameFitsBytes(dir + "/sum-sha.fits", dir + "/sum-crc.fits");
 }
 
 }  // namespace

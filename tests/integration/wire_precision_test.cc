@@ -2,6 +2,7 @@
 // same frame file as from float64), server-written frames (no arrays streamed; the
 // summary names the file with its size and SHA-256), and their refusals.
 #include <unistd.h>
+#include <zlib.h>
 
 #include <filesystem>
 #include <string>
@@ -9,6 +10,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "client/remote_frame.h"
 #include "core/frame/frame_writer.h"
 #include "core/io/fits_gunzip.h"
@@ -211,6 +213,63 @@ TEST_F(WirePrecisionTest, ServerWrittenPlainFitsIsTheClientWrittenFile) {
     EXPECT_LE(stages.at("output_file_sha256"), stages.at("output_file"));
     EXPECT_FALSE(HoldsFileUnder(Inputs().output_dir));
   }
+}
+
+// zlib's CRC-32 of `bytes` as the summary writes it (an implementation other than the
+// server's libdeflate).
+std::string ZlibCrc32Hex(const std::string& bytes) {
+  uLong crc = crc32(0L, Z_NULL, 0);
+  crc = crc32_z(crc, reinterpret_cast<const Bytef*>(bytes.data()), bytes.size());
+  return absl::StrFormat("%08x", crc);
+}
+
+// output_checksum = CRC32: the summary gives the CRC-32 of each file as written (a
+// progressive plain .fits, a .gz and the model: the three ways the server stages a
+// file) and no SHA-256, and its stage is named for it; a retry that finds the same
+// frame in place gives the CRC-32 of the file on disk, as the first reply did.
+TEST_F(WirePrecisionTest, ServerWrittenFilesGiveTheirCrc32WhenAsked) {
+  for (const std::string name : {"crc-plain.fits", "crc-gz.fits.gz"}) {
+    SCOPED_TRACE(name);
+    v1::ExtractHeader h = PathHeader(Inputs().frame_path);
+    const std::string out = Inputs().output_dir + "/" + name;
+    const std::string model = Inputs().output_dir + "/model-" + name;
+    h.set_server_output_path(out);
+    h.set_server_model_path(model);
+    h.set_results_to_file_only(true);
+    h.set_output_checksum(v1::FILE_CHECKSUM_CRC32);
+    const Streamed first = Stream(h);
+    ASSERT_TRUE(first.status.ok()) << first.status;
+    const std::string bytes = ReadBytes(out), model_bytes = ReadBytes(model);
+    EXPECT_EQ(first.summary.server_output_bytes(), static_cast<int64_t>(bytes.size()));
+    EXPECT_EQ(first.summary.server_output_crc32(), ZlibCrc32Hex(bytes));
+    EXPECT_EQ(first.summary.server_model_crc32(), ZlibCrc32Hex(model_bytes));
+    EXPECT_EQ(first.summary.server_output_crc32().size(), 8u);
+    EXPECT_EQ(first.summary.server_output_sha256(), "");
+    EXPECT_EQ(first.summary.server_model_sha256(), "");
+    const auto& stages = first.summary.stage_seconds();
+    EXPECT_EQ(stages.count("output_file_crc32"), 1u);
+    EXPECT_EQ(stages.count("output_file_sha256"), 0u);
+    const Streamed kept = Stream(h);
+    ASSERT_TRUE(kept.status.ok()) << kept.status;
+    EXPECT_EQ(kept.summary.server_output_crc32(), first.summary.server_output_crc32());
+    EXPECT_EQ(kept.summary.server_model_crc32(), first.summary.server_model_crc32());
+    EXPECT_EQ(ReadBytes(out), bytes);
+    // The same files asked for with the default: their SHA-256 as they are on disk.
+    h.set_output_checksum(v1::FILE_CHECKSUM_UNSPECIFIED);
+    const Streamed sha = Stream(h);
+    ASSERT_TRUE(sha.status.ok()) << sha.status;
+    EXPECT_EQ(sha.summary.server_output_sha256(), server::Sha256Hex(bytes));
+    EXPECT_EQ(sha.summary.server_output_crc32(), "");
+  }
+  // proto3 keeps an unknown enum number: refused, not read as a default.
+  v1::ExtractHeader bad = PathHeader(Inputs().frame_path);
+  bad.set_server_output_path(Inputs().output_dir + "/crc-bad.fits");
+  bad.set_results_to_file_only(true);
+  bad.set_output_checksum(static_cast<v1::FileChecksum>(7));
+  const Streamed refused = Stream(bad);
+  EXPECT_EQ(refused.status.code(), absl::StatusCode::kInvalidArgument) << refused.status;
+  EXPECT_TRUE(absl::StrContains(refused.status.message(), "output_checksum")) << refused.status;
+  EXPECT_FALSE(std::filesystem::exists(Inputs().output_dir + "/crc-bad.fits"));
 }
 
 // A client that cancels mid-frame: the job stops, its temporary goes (named or not:

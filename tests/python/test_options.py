@@ -49,6 +49,7 @@ SHARED = {
     "fibers": BOTH_CLIENTS,
     "server_output_path": BOTH_CLIENTS,
     "server_overwrite": BOTH_CLIENTS,  # a server-side output may replace a file
+    "server_checksum": BOTH_CLIENTS,  # SHA-256 or CRC-32 of the server-written files
     # Arrays on the wire: float32 (spexctl's default for -o; same file) or float64
     # (Python's default: the in-memory results bit for bit).
     "wire_precision": BOTH_CLIENTS,

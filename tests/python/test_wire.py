@@ -12,6 +12,7 @@ import os
 import shutil
 import time
 import unittest
+import zlib
 
 import numpy as np
 
@@ -141,6 +142,29 @@ class ServerWrittenTest(FitsCompare):
         s2 = asyncio.run(run(True))
         self.check_summary(s2, out)  # (the gzip size may differ: CHECKSUM comments hold a time)
         self.assertSameFits(first, out)
+
+    def test_crc32_checksum(self):
+        """server_checksum="crc32": the summary's CRC-32 of each file, zlib.crc32's
+        (no SHA-256), for the sync client and an exposure; a bad name is a ValueError."""
+        d = support.work_dir()
+        out, model = os.path.join(d, "srv-crc.fits.gz"), os.path.join(d, "srv-crc-model.fits")
+        kw = dict(server_path=IN["preproc"], psf_server_path=IN["psf"], **SMALL)
+        with spexd.Client(SERVER.target) as c:
+            s = c.extract_to_server(out, server_model_path=model, server_checksum="crc32", **kw)
+            for p, crc in ((out, s.server_output_crc32), (model, s.server_model_crc32)):
+                with open(p, "rb") as f:
+                    self.assertEqual(crc, format(zlib.crc32(f.read()), "08x"))
+            self.assertEqual((s.server_output_sha256, s.server_model_sha256), ("", ""))
+            exp_out = os.path.join(d, "srv-crc-exposure.fits")
+            r = c.extract_exposure([dict(server_path=IN["preproc"], server_output_path=exp_out,
+                                         psf_server_path=IN["psf"])],
+                                   server_checksum="crc32", **SMALL)
+            self.assertEqual(r.failed, [])
+            with open(exp_out, "rb") as f:
+                self.assertEqual(r.frames[0].summary.server_output_crc32,
+                                 format(zlib.crc32(f.read()), "08x"))
+            with self.assertRaises(ValueError):
+                c.extract_to_server(os.path.join(d, "srv-md5.fits"), server_checksum="md5", **kw)
 
     def test_refusals(self):
         d = support.work_dir()

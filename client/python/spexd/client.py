@@ -43,7 +43,7 @@ class ExtractSpec:
                  priority=None, want_model=False, server_output_path=None, bundles=None,
                  fibers=None, client_tag=None, flavor=None, camera=None, fibermap_path=None,
                  server_model_path=None, server_overwrite=False, wire_precision="float64",
-                 results_to_file_only=False, **params):
+                 results_to_file_only=False, server_checksum=None, **params):
         if sum(x is not None for x in (psf, psf_server_path, psf_id)) != 1:
             raise ValueError("give exactly one of psf (local file, uploaded), "
                              "psf_server_path or psf_id")
@@ -81,6 +81,7 @@ class ExtractSpec:
             fibers=fibers, in_img_name=in_img, in_psf_name=self.in_psf, client_tag=client_tag,
             server_model_path=server_model_path, overwrite=server_overwrite,
             results_to_file_only=self.file_only, float32=wire_precision == "float32",
+            output_checksum=server_checksum,
             fibermap_fits=None if fibermap_path is None else request.fibermap_file_bytes(fibermap_path))
 
     def psf_requests(self):
@@ -345,8 +346,9 @@ class Client:
 
         frames: dicts with server_path, server_output_path, psf_server_path (or psf_id),
         optional fibermap_path, client_tag and per-frame extraction parameters.
-        Keywords: priority, overwrite, client_tag and extraction parameters for every
-        frame (as extract's). One deadline (extract_deadline) for the whole exposure.
+        Keywords: priority, overwrite, client_tag, server_checksum and extraction
+        parameters for every frame (as extract's). One deadline (extract_deadline) for
+        the whole exposure.
         """
         return ExposureStream(self, ExposureSpec(frames, **kwargs))
 
@@ -383,7 +385,11 @@ class Client:
         wire_precision ("float64", default: arrays equal to a local run's to the bit;
         "float32": half the stream, arrays rounded as the frame file holds them, and
         mask/scores computed by the server from the float64 values, so result.write
-        gives the same file). Errors raise spexd.SpexdError subclasses (gRPC status +
+        gives the same file); server_checksum ("sha256", the default, or "crc32": the
+        checksum the summary gives of each server-written file, in
+        server_output_sha256 or server_output_crc32, 8 hex digits as
+        ``format(zlib.crc32(data), "08x")``; CRC-32 costs the server ~8x less).
+        Errors raise spexd.SpexdError subclasses (gRPC status +
         message).
         """
         spec = ExtractSpec(**kwargs)
@@ -395,7 +401,8 @@ class Client:
         """The server writes the frame (and the model file, desispec's, when
         ``server_model_path`` is given) atomically into its output roots; no array is
         streamed. Returns the ExtractSummary: server_output_path, server_output_bytes,
-        server_output_sha256 (and server_model_*). Same other arguments as extract.
+        server_output_sha256, or server_output_crc32 with server_checksum="crc32" (and
+        server_model_*). Same other arguments as extract.
         PermissionDenied outside the server's output roots. Without ``server_overwrite``
         a file already at a name is kept when it is the frame this request writes (the
         checksum dates aside: a retry gets the first reply's path, size and SHA-256),

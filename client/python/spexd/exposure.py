@@ -70,7 +70,8 @@ class ExposureSpec:
     """The frames of one exposure, their PSFs and the request (built once the PSF ids
     are known)."""
 
-    def __init__(self, frames, priority=None, overwrite=False, client_tag=None, **params):
+    def __init__(self, frames, priority=None, overwrite=False, client_tag=None,
+                 server_checksum=None, **params):
         if not frames:
             raise ValueError("an exposure needs at least one frame")
         self.frames = []
@@ -87,7 +88,7 @@ class ExposureSpec:
                 "", request.extraction_params(**merged), server_path=f["server_path"],
                 server_output_path=f["server_output_path"], in_img_name=f["server_path"],
                 in_psf_name=f.get("psf_server_path") or f["psf_id"],
-                client_tag=f.get("client_tag"),
+                client_tag=f.get("client_tag"), output_checksum=server_checksum,
                 fibermap_fits=None if fibermap is None else request.fibermap_file_bytes(fibermap))
             header.overwrite = bool(overwrite)
             self.frames.append((f.get("psf_server_path"), f.get("psf_id"), header))

@@ -18,6 +18,8 @@ _MASK_POLICY = {None: pb.MASK_POLICY_UNSPECIFIED, "desispec": pb.MASK_POLICY_DES
                 "any": pb.MASK_POLICY_ANY_BIT, "desispec-exact": pb.MASK_POLICY_DESISPEC_EXACT}
 _PRIORITY = {None: pb.PRIORITY_UNSPECIFIED, "realtime": pb.REALTIME,
              "reprocessing": pb.REPROCESSING}
+_CHECKSUM = {None: pb.FILE_CHECKSUM_UNSPECIFIED, "sha256": pb.FILE_CHECKSUM_SHA256,
+             "crc32": pb.FILE_CHECKSUM_CRC32}
 
 
 def _choice(table, value, what):
@@ -76,10 +78,11 @@ def extract_header(psf_id, params, server_path=None, upload_size=None, priority=
                    want_model=False, server_output_path=None, bundles=None, fibers=None,
                    in_img_name=None, in_psf_name=None, client_tag=None, fibermap_fits=None,
                    server_model_path=None, overwrite=False, results_to_file_only=False,
-                   float32=False):
+                   float32=False, output_checksum=None):
     h = pb.ExtractHeader(psf_id=psf_id, params=params,
                          priority=_choice(_PRIORITY, priority, "priority"),
-                         want_model=bool(want_model))
+                         want_model=bool(want_model),
+                         output_checksum=_choice(_CHECKSUM, output_checksum, "output_checksum"))
     if server_path is not None:
         h.server_path = server_path
     else:

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "core/base/float_convert.h"
 
 namespace spexd::client {
 namespace {
@@ -19,11 +20,7 @@ void AppendFloat32(const std::string& bytes, std::vector<double>* dst) {
   const std::size_t n = bytes.size() / sizeof(float);
   const std::size_t old = dst->size();
   dst->resize(old + n);
-  for (std::size_t i = 0; i < n; ++i) {
-    float v;
-    std::memcpy(&v, bytes.data() + i * sizeof(float), sizeof(float));
-    (*dst)[old + i] = v;
-  }
+  core::WidenFloat32(bytes.data(), dst->data() + old, n);
 }
 
 // A part's arrays (`n` bins) appended to a Frame or a BundleResult (same member names):

@@ -5,6 +5,7 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
+#include "core/base/float_convert.h"
 
 namespace spexd::server {
 namespace {
@@ -230,7 +231,7 @@ struct Float32Arrays {
 // same bits as one written from the float64 values.
 std::vector<float> RoundToFloat32(const std::vector<double>& v) {
   std::vector<float> out(v.size());
-  for (std::size_t i = 0; i < v.size(); ++i) out[i] = static_cast<float>(v[i]);
+  core::NarrowToFloat32(v.data(), out.data(), v.size());
   return out;
 }
 

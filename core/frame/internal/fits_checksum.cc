@@ -8,6 +8,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "core/base/float_convert.h"
 #include "core/base/status_macros.h"
 
 namespace spexd::core::internal {
@@ -47,16 +48,8 @@ uint32_t OnesComplementSum(const char* bytes, std::size_t n, uint32_t start) {
 }
 
 uint32_t EncodeFloat32(const double* values, std::size_t n, char* out) {
-  uint64_t s = 0;  // n < 2^31 per call (the callers' chunks): no overflow
-  for (std::size_t i = 0; i < n; ++i) {
-    const float f = static_cast<float>(values[i]);
-    uint32_t u;
-    std::memcpy(&u, &f, 4);
-    s += u;
-    u = __builtin_bswap32(u);
-    std::memcpy(out + 4 * i, &u, 4);
-  }
-  return Fold(s);
+  // n < 2^31 per call (the callers' chunks): the 64-bit sum cannot overflow.
+  return Fold(NarrowToBigEndianFloat32(values, n, out));
 }
 
 uint32_t EncodeUint32WithZero(const uint32_t* values, std::size_t n, char* out) {

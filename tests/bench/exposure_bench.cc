@@ -262,6 +262,8 @@ Pass RunExposureAsOneJob(const std::string& target, const std::vector<std::strin
     e.psf = psf_paths[static_cast<std::size_t>(i)];
     e.header.set_server_path(frame_paths[static_cast<std::size_t>(i)]);
     e.header.set_server_output_path(out);
+    // As `spexctl exposure` asks (its lines show no checksum): CRC-32, not SHA-256.
+    e.header.set_output_checksum(spexd::v1::FILE_CHECKSUM_CRC32);
     *e.header.mutable_params() = spexd::client::ParamsToProto(cmd.params);
     e.header.set_in_img_name(frame_paths[static_cast<std::size_t>(i)]);
     e.header.set_in_psf_name(e.psf);

@@ -10,16 +10,20 @@ const char* FileDigestName(FileDigestKind kind) {
   return kind == FileDigestKind::kCrc32 ? "crc32" : "sha256";
 }
 
+FileDigest::FileDigest(FileDigestKind kind) : kind_(kind) {
+  if (kind_ == FileDigestKind::kSha256) sha_.emplace();
+}
+
 void FileDigest::Update(absl::string_view bytes) {
-  if (kind_ == FileDigestKind::kSha256) {
-    sha_.Update(bytes);
+  if (sha_.has_value()) {
+    sha_->Update(bytes);
   } else {
     crc_ = libdeflate_crc32(crc_, bytes.data(), bytes.size());
   }
 }
 
 std::string FileDigest::HexDigest() {
-  if (kind_ == FileDigestKind::kSha256) return sha_.HexDigest();
+  if (sha_.has_value()) return sha_->HexDigest();
   return absl::StrFormat("%08x", crc_);
 }
 

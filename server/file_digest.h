@@ -7,6 +7,7 @@
 #define SPEXD_SERVER_FILE_DIGEST_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,7 +24,7 @@ const char* FileDigestName(FileDigestKind kind);
 // One file's digest, fed piece by piece (a file read in blocks, never held whole).
 class FileDigest {
  public:
-  explicit FileDigest(FileDigestKind kind) : kind_(kind) {}
+  explicit FileDigest(FileDigestKind kind);
   void Update(absl::string_view bytes);
   // Lower-case hex: 64 digits (SHA-256) or 8 (CRC-32); "" on an OpenSSL failure (callers
   // treat it as an error). Once.
@@ -32,7 +33,7 @@ class FileDigest {
 
  private:
   FileDigestKind kind_;
-  Sha256Stream sha_;
+  std::optional<Sha256Stream> sha_;  // SHA-256 only: no OpenSSL context for a CRC
   uint32_t crc_ = 0;
 };
 

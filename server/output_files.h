@@ -1,9 +1,9 @@
 // The server-side files of one job (server_output_path and server_model_path, issue 22),
 // from their bytes to their names, all or nothing where the files allow it: each file is
-// staged (a temporary in its confined directory, written, its digest taken), then a file already at
-// any of the names is compared with its new content (output_identity.h) before anything
-// is renamed: the same frame is kept in place and named in the reply as it is on disk (a
-// retried request gets the same answer), a different one refuses the request
+// staged (a temporary in its confined directory, written, its digest taken), then a file
+// already at any of the names is compared with its new content (output_identity.h) before
+// anything is renamed: the same frame is kept in place and named in the reply as it is on
+// disk (a retried request gets the same answer), a different one refuses the request
 // (ALREADY_EXISTS) with nothing written. Only then are the others committed.
 #ifndef SPEXD_SERVER_OUTPUT_FILES_H_
 #define SPEXD_SERVER_OUTPUT_FILES_H_

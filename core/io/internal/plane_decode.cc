@@ -14,13 +14,6 @@ namespace {
 // between the read and the conversion.
 constexpr int64_t kBlockPixels = int64_t{1} << 16;
 
-// Big-endian float32 to Out: 8 values a step where the CPU has AVX2 (the scalar loop
-// was 3.9 % of the H100 host's samples in the 8-client .fits.gz runs, docs/perf.md).
-template <typename Out>
-void ConvertFloat32(const char* src, Out* dst, int64_t n) {
-  FromBigEndianFloat32(src, dst, static_cast<std::size_t>(n));
-}
-
 void ConvertFloat64(const char* src, double* dst, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
     uint64_t u;
@@ -35,7 +28,9 @@ void Convert(int bitpix, const char* src, Out* dst, int64_t n) {
   if constexpr (std::is_same_v<Out, double>) {
     if (bitpix == -64) return ConvertFloat64(src, dst, n);
   }
-  ConvertFloat32(src, dst, n);
+  // Float32: 8 values a step where the CPU has AVX2 (the scalar loop was 3.9 % of the
+  // H100 host's samples in the 8-client .fits.gz runs, docs/perf.md).
+  FromBigEndianFloat32(src, dst, static_cast<std::size_t>(n));
 }
 
 }  // namespace

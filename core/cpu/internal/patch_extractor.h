@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/cpu/internal/lane_eigen.h"
+#include "core/cpu/internal/normal_equations.h"
 #include "core/plan/extraction_params.h"
 #include "core/frame/extraction_result.h"
 #include "core/frame/patch_outcome.h"
@@ -52,7 +53,7 @@ class PatchWorkspace {
   // The patch's window of the image and ivar, [ny][nx] (GatherWindow).
   std::vector<double> win_image, win_ivar;
   std::vector<double> entry_val;
-  std::vector<std::size_t> entry_off;  // one pixel's entries' column offsets in M's band
+  internal::NormalEqScratch normal_eq;
   // M in LAPACK lower band storage (ldab = kd + 1, at most n x n), then its factor L.
   std::vector<double> m, w, b, fw, x;     // and length-n vectors
   int kd = 0;                             // bandwidth of the last patch's M

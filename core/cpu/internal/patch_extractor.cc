@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "core/cpu/internal/band_inverse.h"
+#include "core/cpu/internal/decorrelate_products.h"
 #include "core/cpu/internal/lapack.h"
 #include "core/cpu/internal/normal_equations.h"
 #include "core/cpu/internal/step_timer.h"
@@ -223,40 +224,33 @@ void PatchExtractor::Decorrelate(const PatchDesc& d, int s, const double* vals, 
   // Q_s = C_ss^{-1/2} = V diag(1/sqrt(w)) V^T (spec §2.10 step 2), eigenvalues clipped
   // per compat (§2.17), from the block's decomposition (values, vectors column-major).
   const int nt = plan_.nwavetot;
-  const double one_d = 1.0, zero_d = 0.0;
   double lmax = 0;
   for (int i = 0; i < nt; ++i) lmax = std::max(lmax, vals[i]);
   const bool cpu = options_.compat == Compat::kCpu;
-  double* sv = ws->evec.data();
-  for (int j = 0; j < nt; ++j) {
-    const double lam = ClippedEigenvalue(vals[j], lmax, cpu);
-    const double scale = 1.0 / std::sqrt(lam);
-    for (int i = 0; i < nt; ++i) sv[i + j * nt] = c[i + j * nt] * scale;
-  }
-  double* q = ws->q.data();
-  dgemm_("N", "T", &nt, &nt, &nt, &one_d, sv, &nt, c, &nt, &zero_d, q, &nt, kOne, kOne);
-  // R = Q / rowsum, ivar = rowsum^2, flux = R x (spec §2.10 step 3).
+  double* g = ws->evec.data();
+  for (int j = 0; j < nt; ++j) g[j] = 1.0 / std::sqrt(ClippedEigenvalue(vals[j], lmax, cpu));
+  // Q's row sums, Q x and its resolution band, from V without forming Q
+  // (decorrelate_products.h); then R = Q / rowsum, ivar = rowsum^2, flux = R x (spec §2.10
+  // step 3) and Rdiags[k][w] = R[i-ndiag+k][i] (§2.11).
   const int base = s * nt;
   const int out_s = s - d.core_row;
+  const int nd = plan_.ndiag, nk = 2 * nd + 1, i0 = plan_.wavepad_eff;
+  double* qx = g + nt;
+  double* band = ws->q.data();
+  internal::DecorrelateProducts(
+      internal::DecorrelateBlock{c, g, x + base, nt, i0, plan_.nwavestep, nd}, ws->w.data() + base,
+      qx, band);
   for (int i = 0; i < nt; ++i) {
-    double r = 0, qx = 0;
-    for (int j = 0; j < nt; ++j) {
-      const double qij = q[i + j * nt];  // Q is symmetric: row i = column i
-      r += qij;
-      qx += qij * x[base + j];
-    }
-    ws->w[base + i] = r;
+    const double r = ws->w[base + i];
     ws->ivar[base + i] = r * r;
-    ws->flux[base + i] = qx / r;
+    ws->flux[base + i] = qx[i] / r;
   }
-  // Resolution band of the core wavelengths: Rdiags[k][w] = R[i-ndiag+k][i] (§2.11).
-  const int nd = plan_.ndiag, nk = 2 * nd + 1;
   for (int w = 0; w < plan_.nwavestep; ++w) {
-    const int i = plan_.wavepad_eff + w;
+    const int i = i0 + w;
     for (int kk = 0; kk < nk; ++kk) {
       const int row = i - nd + kk;
       ws->rdiag[(static_cast<std::size_t>(out_s) * nk + kk) * plan_.nwavestep + w] =
-          q[row + i * nt] / ws->w[base + row];
+          band[static_cast<std::size_t>(kk) * plan_.nwavestep + w] / ws->w[base + row];
     }
   }
 }

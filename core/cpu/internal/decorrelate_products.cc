@@ -1,0 +1,136 @@
+#include "core/cpu/internal/decorrelate_products.h"
+
+#include <algorithm>
+#include <cstddef>
+
+namespace spexd::core::internal {
+namespace {
+
+// Eight doubles in every copy; aligned(8) and may_alias: read from any double array.
+typedef double V8 __attribute__((vector_size(64), aligned(8), may_alias));
+constexpr int kLanes = 8;
+
+#define SPEXD_DP_INLINE inline __attribute__((always_inline))
+
+SPEXD_DP_INLINE V8 Load(const double* p) { return *reinterpret_cast<const V8*>(p); }
+SPEXD_DP_INLINE void Add(double* p, V8 v) { *reinterpret_cast<V8*>(p) += v; }
+SPEXD_DP_INLINE V8 Splat(double x) {
+  V8 v;
+  for (int l = 0; l < kLanes; ++l) v[l] = x;
+  return v;
+}
+SPEXD_DP_INLINE double LaneSum(V8 v) {  // in lane order, in every copy
+  double s = v[0];
+  for (int l = 1; l < kLanes; ++l) s += v[l];
+  return s;
+}
+
+SPEXD_DP_INLINE void Products(const DecorrelateBlock& b, double* r, double* qx, double* band) {
+  const int nt = b.nt, vec_end = nt / kLanes * kLanes;
+  const int nk = 2 * b.nd + 1, band_end = b.nstep / kLanes * kLanes;
+  // r = V (g o V^T 1) and Q x = V (g o V^T x); wu, wt (g o V^T 1, g o V^T x) kept in r's
+  // and qx's place would be overwritten while read, so they go through the band's space
+  // first, which is filled last.
+  double* wu = band;
+  double* wt = band + nt;
+  for (int k = 0; k < nt; ++k) {
+    const double* col = b.v + static_cast<std::size_t>(k) * nt;
+    V8 su = Splat(0.0), st = Splat(0.0);
+    for (int i = 0; i < vec_end; i += kLanes) {
+      const V8 c = Load(col + i);
+      su += c;
+      st += c * Load(b.x + i);
+    }
+    double u = LaneSum(su), t = LaneSum(st);
+    for (int i = vec_end; i < nt; ++i) {
+      u += col[i];
+      t += col[i] * b.x[i];
+    }
+    wu[k] = b.g[k] * u;
+    wt[k] = b.g[k] * t;
+  }
+  std::fill(r, r + nt, 0.0);
+  std::fill(qx, qx + nt, 0.0);
+  for (int k = 0; k < nt; ++k) {
+    const double* col = b.v + static_cast<std::size_t>(k) * nt;
+    const V8 cu = Splat(wu[k]), ct = Splat(wt[k]);
+    for (int i = 0; i < vec_end; i += kLanes) {
+      const V8 c = Load(col + i);
+      Add(r + i, cu * c);
+      Add(qx + i, ct * c);
+    }
+    for (int i = vec_end; i < nt; ++i) {
+      r[i] += wu[k] * col[i];
+      qx[i] += wt[k] * col[i];
+    }
+  }
+  // Q[i + d, i] = sum_k (g_k V[i + d, k]) V[i, k], k ascending.
+  std::fill(band, band + static_cast<std::size_t>(nk) * b.nstep, 0.0);
+  for (int k = 0; k < nt; ++k) {
+    const double* col = b.v + static_cast<std::size_t>(k) * nt + b.i0;
+    const double gk = b.g[k];
+    const V8 g = Splat(gk);
+    for (int kk = 0; kk < nk; ++kk) {
+      const double* row = col + (kk - b.nd);
+      double* out = band + static_cast<std::size_t>(kk) * b.nstep;
+      for (int w = 0; w < band_end; w += kLanes) Add(out + w, g * Load(row + w) * Load(col + w));
+      for (int w = band_end; w < b.nstep; ++w) out[w] += gk * row[w] * col[w];
+    }
+  }
+}
+
+#if defined(__x86_64__)
+__attribute__((target("avx512f"))) void ProductsAvx512(const DecorrelateBlock& b, double* r,
+                                                       double* qx, double* band) {
+  Products(b, r, qx, band);
+}
+__attribute__((target("avx2"))) void ProductsAvx2(const DecorrelateBlock& b, double* r, double* qx,
+                                                  double* band) {
+  Products(b, r, qx, band);
+}
+#endif
+void ProductsBaseline(const DecorrelateBlock& b, double* r, double* qx, double* band) {
+  Products(b, r, qx, band);
+}
+
+DecorrelatePath Widest() {
+#if defined(__x86_64__)
+  static const DecorrelatePath widest = __builtin_cpu_supports("avx512f") ? DecorrelatePath::kAvx512
+                                        : __builtin_cpu_supports("avx2") ? DecorrelatePath::kAvx2
+                                                                          : DecorrelatePath::kBaseline;
+  return widest;
+#else
+  return DecorrelatePath::kBaseline;
+#endif
+}
+
+}  // namespace
+
+bool DecorrelatePathAvailable(DecorrelatePath path) {
+  switch (path) {
+    case DecorrelatePath::kAuto:
+    case DecorrelatePath::kBaseline:
+      return true;
+    case DecorrelatePath::kAvx2:
+      return Widest() != DecorrelatePath::kBaseline;
+    case DecorrelatePath::kAvx512:
+      return Widest() == DecorrelatePath::kAvx512;
+  }
+  return false;
+}
+
+void DecorrelateProducts(const DecorrelateBlock& b, double* r, double* qx, double* band,
+                         DecorrelatePath path) {
+  if (path == DecorrelatePath::kAuto || !DecorrelatePathAvailable(path)) path = Widest();
+#if defined(__x86_64__)
+  if (path == DecorrelatePath::kAvx512) return ProductsAvx512(b, r, qx, band);
+  if (path == DecorrelatePath::kAvx2) return ProductsAvx2(b, r, qx, band);
+#endif
+  ProductsBaseline(b, r, qx, band);
+}
+
+void DecorrelateProducts(const DecorrelateBlock& b, double* r, double* qx, double* band) {
+  DecorrelateProducts(b, r, qx, band, DecorrelatePath::kAuto);
+}
+
+}  // namespace spexd::core::internal

@@ -74,8 +74,11 @@ class Rng {
       const double k = std::floor((2.0 * a / us + b) * u + lam + 0.43);
       if (us >= 0.07 && v <= vr) return k;
       if (k < 0.0 || (us < 0.013 && v > us)) continue;
+      // lgamma_r: std::lgamma writes the global signgam, a data race between the
+      // simulator's threads (TSan); the value is the same.
+      int sign = 0;
       if (std::log(v) + std::log(inv_alpha) - std::log(a / (us * us) + b) <=
-          -lam + k * loglam - std::lgamma(k + 1.0)) {
+          -lam + k * loglam - ::lgamma_r(k + 1.0, &sign)) {
         return k;
       }
     }

@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <utility>
 
 namespace spexd::core::internal {
 namespace {
@@ -22,6 +23,12 @@ template <> struct Vec<8> {
 constexpr int kMaxLanes = 8;
 
 int RoundUp(int k, int l) { return (k + l - 1) / l * l; }
+
+// x in every lane (an initializer, so that no lane is ever read before it is set).
+template <typename V, std::size_t... I>
+SPEXD_NE_INLINE V Broadcast(double x, std::index_sequence<I...>) {
+  return V{((void)I, x)...};
+}
 
 double* AlignTo64(double* p) {
   const std::uintptr_t a = reinterpret_cast<std::uintptr_t>(p);
@@ -45,8 +52,7 @@ SPEXD_NE_INLINE void FlushRun(int k, int kp, const int32_t* cols, int run, const
     for (int c = l / L * L; c < kp; c += L) {
       V acc = {};
       for (int r = 0; r < run; ++r) {
-        V a;
-        for (int i = 0; i < L; ++i) a[i] = pvs[r * stride + l];
+        const V a = Broadcast<V>(pvs[r * stride + l], std::make_index_sequence<L>());
         acc += a * *reinterpret_cast<const V*>(vas + r * stride + c);
       }
       *reinterpret_cast<V*>(sum) = acc;

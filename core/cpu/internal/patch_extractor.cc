@@ -74,36 +74,40 @@ void PatchExtractor::BuildSparseA(const PatchDesc& d, const Spots& spots,
   const int nt = plan_.nwavetot, sny = spots.ny, snx = spots.nx;
   const int npix = d.ny * d.nx;
   const int f_local0 = d.fiber0 - spots.fiber_begin;
-  std::fill(ws->pix_start.begin(), ws->pix_start.begin() + npix + 1, 0);
-  for (int pass = 0; pass < 2; ++pass) {
+  // Raw pointers: stores through the vectors' data would otherwise make the compiler
+  // reload their pointers for every value.
+  int32_t* const start = ws->pix_start.data();
+  int32_t* const fill = ws->pix_fill.data();
+  int32_t* const col = ws->entry_col.data();
+  double* const val = ws->entry_val.data();
+  // Calls f(q, stamp row, first pixel of the row) for every stamp row inside the window.
+  auto for_each_row = [&](auto&& f) {
     for (int q = 0; q < d.n; ++q) {
       const int s = q / nt, w = q % nt;
-      const int f = f_local0 + s, fw = d.wave0 + w;
-      const double* stamp = spots.stamp(f, fw);
-      const int oy = spots.corner_y(f, fw) - d.y0;
-      const int ox = spots.corner_x(f, fw) - d.x0;
+      const int fib = f_local0 + s, fw = d.wave0 + w;
+      const double* stamp = spots.stamp(fib, fw);
+      const int oy = spots.corner_y(fib, fw) - d.y0;
+      const int ox = spots.corner_x(fib, fw) - d.x0;
       const int iy0 = std::max(0, -oy), iy1 = std::min(sny, d.ny - oy);
-      for (int iy = iy0; iy < iy1; ++iy) {
-        const double* row = stamp + iy * snx;
-        const int pbase = (oy + iy) * d.nx + ox;
-        for (int ix = 0; ix < snx; ++ix) {
-          if (row[ix] == 0.0) continue;  // clipped stamp pixels contribute nothing
-          const int p = pbase + ix;
-          if (pass == 0) {
-            ++ws->pix_start[p + 1];
-          } else {
-            const int e = ws->pix_fill[p]++;
-            ws->entry_col[e] = q;
-            ws->entry_val[e] = row[ix];
-          }
-        }
-      }
+      for (int iy = iy0; iy < iy1; ++iy) f(q, stamp + iy * snx, (oy + iy) * d.nx + ox);
     }
-    if (pass == 0) {
-      for (int p = 0; p < npix; ++p) ws->pix_start[p + 1] += ws->pix_start[p];
-      std::copy(ws->pix_start.begin(), ws->pix_start.begin() + npix, ws->pix_fill.begin());
+  };
+  // Pass 1: entries per pixel (clipped stamp pixels, exactly 0, contribute nothing), then
+  // their offsets; pass 2: the entries, by q within each pixel.
+  std::fill(start, start + npix + 1, 0);
+  for_each_row([&](int, const double* row, int pbase) {
+    for (int ix = 0; ix < snx; ++ix) start[pbase + ix + 1] += row[ix] != 0.0 ? 1 : 0;
+  });
+  for (int p = 0; p < npix; ++p) start[p + 1] += start[p];
+  std::copy(start, start + npix, fill);
+  for_each_row([&](int q, const double* row, int pbase) {
+    for (int ix = 0; ix < snx; ++ix) {
+      if (row[ix] == 0.0) continue;
+      const int e = fill[pbase + ix]++;
+      col[e] = q;
+      val[e] = row[ix];
     }
-  }
+  });
 }
 
 // The stages below follow the GPU pipeline (cuda/patch_pipeline.cc): normal equations and

@@ -291,12 +291,15 @@ void PatchExtractor::PixelOutputs(const PatchDesc& d, const double* x, const Pat
   std::fill(pixmask, pixmask + n, 0.0);
   std::fill(num, num + n, 0.0);
   std::fill(wgt, wgt + n, 0.0);
+  const int32_t* const start = ws.pix_start.data();
+  const int32_t* const col = ws.entry_col.data();
+  const double* const val = ws.entry_val.data();
   // Per pixel: model m = A x of all unknowns, then chi2 per the compat rule (§2.11).
   for (int p = 0; p < npix; ++p) {
     const double v = ivar[p], pix = image[p];
-    const int e0 = ws.pix_start[p], e1 = ws.pix_start[p + 1];
+    const int e0 = start[p], e1 = start[p + 1];
     double mp = 0;
-    for (int e = e0; e < e1; ++e) mp += ws.entry_val[e] * x[ws.entry_col[e]];
+    for (int e = e0; e < e1; ++e) mp += val[e] * x[col[e]];
     double chi2 = 0;
     bool weighted = false;
     if (cpu) {
@@ -313,13 +316,14 @@ void PatchExtractor::PixelOutputs(const PatchDesc& d, const double* x, const Pat
       chi2 = (pix - mp) * (pix - mp) * tivar;
       weighted = chi2 > 0;
     }
-    for (int e = e0; e < e1; ++e) {
-      const int q = ws.entry_col[e];
-      const double a = ws.entry_val[e];
-      if (v == 0.0) pixmask[q] += a;
-      if (weighted) {
-        num[q] += a * chi2;
-        wgt[q] += a;
+    // The pixel's two conditions outside its entries' loops (the same sums).
+    if (v == 0.0) {
+      for (int e = e0; e < e1; ++e) pixmask[col[e]] += val[e];
+    }
+    if (weighted) {
+      for (int e = e0; e < e1; ++e) {
+        num[col[e]] += val[e] * chi2;
+        wgt[col[e]] += val[e];
       }
     }
   }

@@ -14,7 +14,12 @@ constexpr int kLanes = 8;
 
 SPEXD_DP_INLINE V8 Load(const double* p) { return *reinterpret_cast<const V8*>(p); }
 SPEXD_DP_INLINE void Add(double* p, V8 v) { *reinterpret_cast<V8*>(p) += v; }
-SPEXD_DP_INLINE V8 Splat(double x) { return V8{x, x, x, x, x, x, x, x}; }
+// One broadcast at -O2; zeroed first for -O1's -Wmaybe-uninitialized (normal_equations.cc).
+SPEXD_DP_INLINE V8 Splat(double x) {
+  V8 v = {};
+  for (int l = 0; l < kLanes; ++l) v[l] = x;
+  return v;
+}
 SPEXD_DP_INLINE double LaneSum(V8 v) {  // in lane order, in every copy
   double s = v[0];
   for (int l = 1; l < kLanes; ++l) s += v[l];

@@ -26,14 +26,13 @@ SPEXD_DP_INLINE double LaneSum(V8 v) {  // in lane order, in every copy
   return s;
 }
 
-SPEXD_DP_INLINE void Products(const DecorrelateBlock& b, double* r, double* qx, double* band) {
+SPEXD_DP_INLINE void Products(const DecorrelateBlock& b, double* r, double* qx, double* band,
+                              double* scratch) {
   const int nt = b.nt, vec_end = nt / kLanes * kLanes;
   const int nk = 2 * b.nd + 1, band_end = b.nstep / kLanes * kLanes;
-  // r = V (g o V^T 1) and Q x = V (g o V^T x); wu, wt (g o V^T 1, g o V^T x) kept in r's
-  // and qx's place would be overwritten while read, so they go through the band's space
-  // first, which is filled last.
-  double* wu = band;
-  double* wt = band + nt;
+  // r = V (g o V^T 1) and Q x = V (g o V^T x), through wu = g o V^T 1 and wt = g o V^T x.
+  double* wu = scratch;
+  double* wt = scratch + nt;
   for (int k = 0; k < nt; ++k) {
     const double* col = b.v + static_cast<std::size_t>(k) * nt;
     V8 su = Splat(0.0), st = Splat(0.0);
@@ -82,56 +81,29 @@ SPEXD_DP_INLINE void Products(const DecorrelateBlock& b, double* r, double* qx, 
 
 #if defined(__x86_64__)
 __attribute__((target("avx512f"))) void ProductsAvx512(const DecorrelateBlock& b, double* r,
-                                                       double* qx, double* band) {
-  Products(b, r, qx, band);
+                                                       double* qx, double* band, double* scratch) {
+  Products(b, r, qx, band, scratch);
 }
 __attribute__((target("avx2"))) void ProductsAvx2(const DecorrelateBlock& b, double* r, double* qx,
-                                                  double* band) {
-  Products(b, r, qx, band);
+                                                  double* band, double* scratch) {
+  Products(b, r, qx, band, scratch);
 }
 #endif
-void ProductsBaseline(const DecorrelateBlock& b, double* r, double* qx, double* band) {
-  Products(b, r, qx, band);
-}
-
-DecorrelatePath Widest() {
-#if defined(__x86_64__)
-  static const DecorrelatePath widest = __builtin_cpu_supports("avx512f") ? DecorrelatePath::kAvx512
-                                        : __builtin_cpu_supports("avx2") ? DecorrelatePath::kAvx2
-                                                                          : DecorrelatePath::kBaseline;
-  return widest;
-#else
-  return DecorrelatePath::kBaseline;
-#endif
+void ProductsBaseline(const DecorrelateBlock& b, double* r, double* qx, double* band,
+                      double* scratch) {
+  Products(b, r, qx, band, scratch);
 }
 
 }  // namespace
 
-bool DecorrelatePathAvailable(DecorrelatePath path) {
-  switch (path) {
-    case DecorrelatePath::kAuto:
-    case DecorrelatePath::kBaseline:
-      return true;
-    case DecorrelatePath::kAvx2:
-      return Widest() != DecorrelatePath::kBaseline;
-    case DecorrelatePath::kAvx512:
-      return Widest() == DecorrelatePath::kAvx512;
-  }
-  return false;
-}
-
 void DecorrelateProducts(const DecorrelateBlock& b, double* r, double* qx, double* band,
-                         DecorrelatePath path) {
-  if (path == DecorrelatePath::kAuto || !DecorrelatePathAvailable(path)) path = Widest();
+                         double* scratch, SimdLevel level) {
+  if (!SimdLevelAvailable(level)) level = WidestSimdLevel();
 #if defined(__x86_64__)
-  if (path == DecorrelatePath::kAvx512) return ProductsAvx512(b, r, qx, band);
-  if (path == DecorrelatePath::kAvx2) return ProductsAvx2(b, r, qx, band);
+  if (level == SimdLevel::kAvx512) return ProductsAvx512(b, r, qx, band, scratch);
+  if (level == SimdLevel::kAvx2) return ProductsAvx2(b, r, qx, band, scratch);
 #endif
-  ProductsBaseline(b, r, qx, band);
-}
-
-void DecorrelateProducts(const DecorrelateBlock& b, double* r, double* qx, double* band) {
-  DecorrelateProducts(b, r, qx, band, DecorrelatePath::kAuto);
+  ProductsBaseline(b, r, qx, band, scratch);
 }
 
 }  // namespace spexd::core::internal

@@ -7,6 +7,8 @@
 #ifndef SPEXD_CORE_CPU_INTERNAL_DECORRELATE_PRODUCTS_H_
 #define SPEXD_CORE_CPU_INTERNAL_DECORRELATE_PRODUCTS_H_
 
+#include "core/cpu/internal/simd_level.h"
+
 namespace spexd::core::internal {
 
 struct DecorrelateBlock {
@@ -17,15 +19,11 @@ struct DecorrelateBlock {
   int i0, nstep, nd;  // the core wavelengths [i0, i0 + nstep); nd <= i0, i0 + nstep + nd <= nt
 };
 
-// r[nt], qx[nt]; band[kk * nstep + w] = Q[i0 + w - nd + kk, i0 + w] for kk in [0, 2 nd]
-// (band has room for max((2 nd + 1) nstep, 2 nt) doubles: it is scratch first).
-void DecorrelateProducts(const DecorrelateBlock& b, double* r, double* qx, double* band);
-
-// Which copy runs (tests): the widest the CPU has, unless forced.
-enum class DecorrelatePath { kAuto, kBaseline, kAvx2, kAvx512 };
-bool DecorrelatePathAvailable(DecorrelatePath path);
+// r[nt], qx[nt]; band[kk * nstep + w] = Q[i0 + w - nd + kk, i0 + w] for kk in [0, 2 nd];
+// scratch: 2 nt doubles. `level`: the copy that runs (a narrower one than the CPU has for
+// tests; one it lacks falls back to the widest).
 void DecorrelateProducts(const DecorrelateBlock& b, double* r, double* qx, double* band,
-                         DecorrelatePath path);
+                         double* scratch, SimdLevel level = WidestSimdLevel());
 
 }  // namespace spexd::core::internal
 

@@ -119,35 +119,11 @@ void AccumulateBaseline(const PixelEntries& a, const PixelWindow& w, int kd, dou
   Accumulate<4>(a, w, kd, m, b, fw, stride, pvs, vas);
 }
 
-NormalEqPath Widest() {
-#if defined(__x86_64__)
-  static const NormalEqPath widest = __builtin_cpu_supports("avx512f") ? NormalEqPath::kAvx512
-                                     : __builtin_cpu_supports("avx2") ? NormalEqPath::kAvx2
-                                                                       : NormalEqPath::kBaseline;
-  return widest;
-#else
-  return NormalEqPath::kBaseline;
-#endif
-}
-
 }  // namespace
-
-bool NormalEqPathAvailable(NormalEqPath path) {
-  switch (path) {
-    case NormalEqPath::kAuto:
-    case NormalEqPath::kBaseline:
-      return true;
-    case NormalEqPath::kAvx2:
-      return Widest() != NormalEqPath::kBaseline;
-    case NormalEqPath::kAvx512:
-      return Widest() == NormalEqPath::kAvx512;
-  }
-  return false;
-}
 
 void AccumulateNormalEquations(const PixelEntries& a, const PixelWindow& w, int kd, double* m,
                                double* b, double* fw, NormalEqScratch* scratch,
-                               NormalEqPath path) {
+                               SimdLevel level) {
   int kmax = 0;
   for (int p = 0; p < w.ny * w.nx; ++p) kmax = std::max(kmax, a.start[p + 1] - a.start[p]);
   // Rows of whole 64-byte lines, so that no vector read splits a cache line.
@@ -157,10 +133,10 @@ void AccumulateNormalEquations(const PixelEntries& a, const PixelWindow& w, int 
   if (scratch->weighted.size() < need) scratch->weighted.resize(need);
   double* pvs = AlignTo64(scratch->pv.data());
   double* vas = AlignTo64(scratch->weighted.data());
-  if (path == NormalEqPath::kAuto || !NormalEqPathAvailable(path)) path = Widest();
+  if (!SimdLevelAvailable(level)) level = WidestSimdLevel();
 #if defined(__x86_64__)
-  if (path == NormalEqPath::kAvx512) return AccumulateAvx512(a, w, kd, m, b, fw, stride, pvs, vas);
-  if (path == NormalEqPath::kAvx2) return AccumulateAvx2(a, w, kd, m, b, fw, stride, pvs, vas);
+  if (level == SimdLevel::kAvx512) return AccumulateAvx512(a, w, kd, m, b, fw, stride, pvs, vas);
+  if (level == SimdLevel::kAvx2) return AccumulateAvx2(a, w, kd, m, b, fw, stride, pvs, vas);
 #endif
   AccumulateBaseline(a, w, kd, m, b, fw, stride, pvs, vas);
 }

@@ -14,6 +14,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/cpu/internal/simd_level.h"
+
 namespace spexd::core::internal {
 
 // A by pixel: pixel p's entries are [start[p], start[p + 1]) of (col, val), cols ascending.
@@ -35,18 +37,13 @@ struct NormalEqScratch {
   std::vector<double> pv, weighted;  // a run's pixels: values and weighted values
 };
 
-// Which copy of the accumulation runs: the widest the CPU has, unless forced (tests).
-enum class NormalEqPath { kAuto, kBaseline, kAvx2, kAvx512 };
-
 // Adds the window's pixels into m (lower band, M[i, j] for i >= j at m[i + j * kd]; every
 // pixel's column span must be <= kd), b and fw. Pixels with v = 0 are skipped. The caller
-// zeroes the outputs.
+// zeroes the outputs. `level`: the copy that runs (a narrower one than the CPU has for
+// tests; one it lacks falls back to the widest).
 void AccumulateNormalEquations(const PixelEntries& a, const PixelWindow& w, int kd, double* m,
                                double* b, double* fw, NormalEqScratch* scratch,
-                               NormalEqPath path = NormalEqPath::kAuto);
-
-// Whether this CPU can run `path` (kAuto and kBaseline always).
-bool NormalEqPathAvailable(NormalEqPath path);
+                               SimdLevel level = WidestSimdLevel());
 
 }  // namespace spexd::core::internal
 

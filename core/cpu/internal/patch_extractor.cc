@@ -46,8 +46,8 @@ PatchWorkspace::PatchWorkspace(const PatchPlan& plan) {
   fw.resize(n);
   x.resize(n);
   w.resize(n);
-  evec.resize(nt * nt);
-  q.resize(nt * nt);
+  decor.resize(4 * nt);
+  decor_band.resize(static_cast<std::size_t>(2 * plan.ndiag + 1) * plan.nwavestep);
   block_vals.resize(static_cast<std::size_t>(plan.nper) * nt);
   block_vecs.resize(static_cast<std::size_t>(plan.nper) * nt * nt);
   // dsyevd workspace query for the block size (jobz = V).
@@ -231,7 +231,7 @@ void PatchExtractor::Decorrelate(const PatchDesc& d, int s, const double* vals, 
   double lmax = 0;
   for (int i = 0; i < nt; ++i) lmax = std::max(lmax, vals[i]);
   const bool cpu = options_.compat == Compat::kCpu;
-  double* g = ws->evec.data();
+  double* g = ws->decor.data();
   for (int j = 0; j < nt; ++j) g[j] = 1.0 / std::sqrt(ClippedEigenvalue(vals[j], lmax, cpu));
   // Q's row sums, Q x and its resolution band, from V without forming Q
   // (decorrelate_products.h); then R = Q / rowsum, ivar = rowsum^2, flux = R x (spec §2.10
@@ -240,10 +240,10 @@ void PatchExtractor::Decorrelate(const PatchDesc& d, int s, const double* vals, 
   const int out_s = s - d.core_row;
   const int nd = plan_.ndiag, nk = 2 * nd + 1, i0 = plan_.wavepad_eff;
   double* qx = g + nt;
-  double* band = ws->q.data();
+  double* band = ws->decor_band.data();
   internal::DecorrelateProducts(
       internal::DecorrelateBlock{c, g, x + base, nt, i0, plan_.nwavestep, nd}, ws->w.data() + base,
-      qx, band);
+      qx, band, g + 2 * nt);
   for (int i = 0; i < nt; ++i) {
     const double r = ws->w[base + i];
     ws->ivar[base + i] = r * r;

@@ -59,7 +59,9 @@ class PatchWorkspace {
   int kd = 0;                             // bandwidth of the last patch's M
   std::vector<double> lfull, cfull;       // n x n column-major: L (narrow bands only) and C
   std::vector<double> zblock;             // (kd + nwavetot) x nwavetot (band_inverse.h)
-  std::vector<double> evec, q;  // nwavetot x nwavetot: V diag(w^-1/2), then Q
+  // A core block's decorrelation (decorrelate_products.h): its weights g, Q x and the
+  // products' scratch (4 x nwavetot), and Q's resolution band ((2 ndiag + 1) x nwavestep).
+  std::vector<double> decor, decor_band;
   // The core blocks' eigen-decompositions (patch_eigen.cc): nper x nwavetot values and
   // nper x nwavetot^2 vectors (column-major, column j for value j).
   std::vector<double> block_vals, block_vecs;

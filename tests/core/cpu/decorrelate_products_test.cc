@@ -42,9 +42,9 @@ TEST_P(DecorrelateProductsTest, MatchesQFormedTermByTerm) {
   const Case c = GetParam();
   const Inputs in = Make(c.nt, 17);
   const int nt = c.nt, nk = 2 * c.nd + 1;
-  std::vector<double> r(nt), qx(nt), band(std::max(nk * c.nstep, 2 * nt));
+  std::vector<double> r(nt), qx(nt), band(nk * c.nstep), scratch(2 * nt);
   DecorrelateProducts(DecorrelateBlock{in.v.data(), in.g.data(), in.x.data(), nt, c.i0, c.nstep, c.nd},
-                      r.data(), qx.data(), band.data());
+                      r.data(), qx.data(), band.data(), scratch.data());
   // Q[i, j] = sum_k g_k V[i, k] V[j, k], with the sum of the terms' magnitudes: each
   // product's rounding is bounded by (2 (N + 2) eps) of the terms' magnitudes summed
   // (N terms; the row sums and Q x go through two levels of sums); a wrong or missing
@@ -82,17 +82,17 @@ TEST_P(DecorrelateProductsTest, MatchesQFormedTermByTerm) {
 TEST_P(DecorrelateProductsTest, EveryVectorWidthGivesTheBaselineBits) {
   const Case c = GetParam();
   const Inputs in = Make(c.nt, 23);
-  const int nt = c.nt, nb = std::max((2 * c.nd + 1) * c.nstep, 2 * nt);
+  const int nt = c.nt, nb = (2 * c.nd + 1) * c.nstep;
   const DecorrelateBlock b{in.v.data(), in.g.data(), in.x.data(), nt, c.i0, c.nstep, c.nd};
-  std::vector<double> r0(nt), q0(nt), b0(nb);
-  DecorrelateProducts(b, r0.data(), q0.data(), b0.data(), DecorrelatePath::kBaseline);
-  for (DecorrelatePath path : {DecorrelatePath::kAvx2, DecorrelatePath::kAvx512}) {
-    if (!DecorrelatePathAvailable(path)) {
-      GTEST_LOG_(INFO) << "path " << static_cast<int>(path) << " not on this CPU: not compared";
+  std::vector<double> r0(nt), q0(nt), b0(nb), scratch(2 * nt);
+  DecorrelateProducts(b, r0.data(), q0.data(), b0.data(), scratch.data(), SimdLevel::kBaseline);
+  for (SimdLevel level : {SimdLevel::kAvx2, SimdLevel::kAvx512}) {
+    if (!SimdLevelAvailable(level)) {
+      GTEST_LOG_(INFO) << "level " << static_cast<int>(level) << " not on this CPU: not compared";
       continue;
     }
     std::vector<double> r(nt), q(nt), band(nb);
-    DecorrelateProducts(b, r.data(), q.data(), band.data(), path);
+    DecorrelateProducts(b, r.data(), q.data(), band.data(), scratch.data(), level);
     EXPECT_EQ(std::memcmp(r.data(), r0.data(), sizeof(double) * nt), 0);
     EXPECT_EQ(std::memcmp(q.data(), q0.data(), sizeof(double) * nt), 0);
     EXPECT_EQ(std::memcmp(band.data(), b0.data(), sizeof(double) * nb), 0);

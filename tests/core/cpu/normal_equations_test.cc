@@ -65,13 +65,13 @@ struct Sums {
   std::vector<double> m, b, fw;
 };
 
-Sums Accumulate(const Window& w, NormalEqPath path, NormalEqScratch* scratch) {
+Sums Accumulate(const Window& w, SimdLevel level, NormalEqScratch* scratch) {
   Sums s;
   s.m.assign(static_cast<std::size_t>(w.n) * w.n, 0.0);
   s.b.assign(w.n, 0.0);
   s.fw.assign(w.n, 0.0);
   AccumulateNormalEquations(w.entries(), w.window(), w.kd, s.m.data(), s.b.data(), s.fw.data(),
-                            scratch, path);
+                            scratch, level);
   return s;
 }
 
@@ -79,7 +79,7 @@ TEST(NormalEquationsTest, MatchesThePixelByPixelSums) {
   const Window w = MakeWindow(7, 40);
   ASSERT_GT(w.kd, 16);
   NormalEqScratch scratch;
-  const Sums got = Accumulate(w, NormalEqPath::kAuto, &scratch);
+  const Sums got = Accumulate(w, WidestSimdLevel(), &scratch);
   // The spec's sums pixel by pixel: M's entries, and the sum of the terms' magnitudes.
   std::vector<double> m(got.m.size(), 0.0), mabs(got.m.size(), 0.0), b(w.n, 0.0), fw(w.n, 0.0);
   std::vector<int> terms(got.m.size(), 0);
@@ -115,13 +115,13 @@ TEST(NormalEquationsTest, MatchesThePixelByPixelSums) {
 TEST(NormalEquationsTest, EveryVectorWidthGivesTheBaselineBits) {
   const Window w = MakeWindow(11, 40);
   NormalEqScratch scratch;
-  const Sums base = Accumulate(w, NormalEqPath::kBaseline, &scratch);
-  for (NormalEqPath path : {NormalEqPath::kAvx2, NormalEqPath::kAvx512}) {
-    if (!NormalEqPathAvailable(path)) {
-      GTEST_LOG_(INFO) << "path " << static_cast<int>(path) << " not on this CPU: not compared";
+  const Sums base = Accumulate(w, SimdLevel::kBaseline, &scratch);
+  for (SimdLevel level : {SimdLevel::kAvx2, SimdLevel::kAvx512}) {
+    if (!SimdLevelAvailable(level)) {
+      GTEST_LOG_(INFO) << "level " << static_cast<int>(level) << " not on this CPU: not compared";
       continue;
     }
-    const Sums s = Accumulate(w, path, &scratch);
+    const Sums s = Accumulate(w, level, &scratch);
     EXPECT_EQ(std::memcmp(s.m.data(), base.m.data(), sizeof(double) * s.m.size()), 0);
     EXPECT_EQ(s.b, base.b);
     EXPECT_EQ(s.fw, base.fw);
@@ -132,9 +132,9 @@ TEST(NormalEquationsTest, AReusedScratchGivesTheFreshBits) {
   // A window with long lists first leaves its last run's values in the scratch.
   const Window wide = MakeWindow(3, 40), small = MakeWindow(5, 12);
   NormalEqScratch reused, fresh;
-  Accumulate(wide, NormalEqPath::kAuto, &reused);
-  const Sums a = Accumulate(small, NormalEqPath::kAuto, &reused);
-  const Sums b = Accumulate(small, NormalEqPath::kAuto, &fresh);
+  Accumulate(wide, WidestSimdLevel(), &reused);
+  const Sums a = Accumulate(small, WidestSimdLevel(), &reused);
+  const Sums b = Accumulate(small, WidestSimdLevel(), &fresh);
   EXPECT_EQ(std::memcmp(a.m.data(), b.m.data(), sizeof(double) * a.m.size()), 0);
   EXPECT_EQ(a.b, b.b);
 }
@@ -143,7 +143,7 @@ TEST(NormalEquationsTest, MaskedAndEmptyPixelsAddNothing) {
   Window w = MakeWindow(13, 20);
   std::fill(w.ivar.begin(), w.ivar.end(), 0.0);
   NormalEqScratch scratch;
-  const Sums s = Accumulate(w, NormalEqPath::kAuto, &scratch);
+  const Sums s = Accumulate(w, WidestSimdLevel(), &scratch);
   EXPECT_TRUE(std::all_of(s.m.begin(), s.m.end(), [](double x) { return x == 0.0; }));
   EXPECT_TRUE(std::all_of(s.b.begin(), s.b.end(), [](double x) { return x == 0.0; }));
 }

@@ -116,8 +116,12 @@ __host__ __device__ inline std::size_t RotateSmemBytes(const Layout& l) {
 }
 
 // Per-thread d and e of the QL kernel: stride n | 1 (odd) between threads.
+// A QL thread's d and e in shared memory: n | 1 doubles each, and one more so that the
+// threads' strides are odd in doubles and a warp's 32 accesses to d[i] (or e[i]) hit every
+// bank pair twice, not four lanes on each of 8 pairs (two wavefronts instead of four).
+__host__ __device__ inline int QlThreadStride(int n) { return 2 * (n | 1) + 1; }
 __host__ __device__ inline std::size_t QlSmemBytes(int n) {
-  return 2 * sizeof(double) * static_cast<std::size_t>(n | 1) * kQlThreads;
+  return sizeof(double) * static_cast<std::size_t>(QlThreadStride(n)) * kQlThreads;
 }
 
 __device__ inline int64_t BlockIndex(const PlanDims& D) {
@@ -187,7 +191,7 @@ __global__ void __launch_bounds__(kQlThreads) QlKernel(RunArgs a, int64_t blocks
   const int64_t b = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (b >= blocks) return;
   const int n = a.dims.nwavetot, ld = n | 1, rcap = QlRotationCap(n), scap = QlSweepCap(n);
-  double* d = smem + 2 * ld * threadIdx.x;
+  double* d = smem + QlThreadStride(n) * threadIdx.x;
   double* e = d + ld;
   for (int i = 0; i < n; ++i) {  // asynchronous: all 2n loads in flight at once
     __pipeline_memcpy_async(d + i, a.ql.d + b * n + i, sizeof(double));

@@ -247,6 +247,65 @@ TEST(TridiagQl, FullLogIsReported) {
   }
 }
 
+// QlNextSweep takes the deflation search's answer from the sweep before (QlState::known_*)
+// instead of searching again. Run against the same sweeps with that answer forgotten before
+// every call (the search each time, as before the shortcut): the same m every time, so the
+// same rotations, eigenvalues and sweeps, bit for bit. Spectra of C's blocks, clusters,
+// exact repeats, zeros on the subdiagonal and tiny entries (deflation in mid-block).
+TEST(TridiagQl, KnownDeflationEqualsTheSearchBitForBit) {
+  std::mt19937_64 rng(5);
+  std::uniform_real_distribution<double> u(-1.0, 1.0);
+  int cases = 0, sweeps_total = 0;
+  for (int n : {2, 3, 5, 17, 74, 80}) {
+    for (int kind = 0; kind < 6; ++kind) {
+      std::vector<double> d(n), e(n, 0.0);
+      if (kind < 3) {  // tridiagonal forms of C-like blocks
+        const double cond = kind == 0 ? 1e3 : kind == 1 ? 1e10 : 1.0 + 1e-6;
+        const int lda = n + 1;
+        const Matrix a = WithSpectrum(LogSpaced(n, 1e5, cond), 100 + n + kind);
+        std::vector<double> sm(static_cast<std::size_t>(lda) * n), tau(n), v(n), w(n);
+        for (int c = 0; c < n; ++c) {
+          for (int r = 0; r < n; ++r) sm[c * lda + r] = a[c * n + r];
+        }
+        double scalar = 0.0;
+        SerialTeam t;
+        HouseholderTridiagonalize(t, sm.data(), lda, n, d.data(), e.data(), tau.data(), v.data(),
+                                  w.data(), &scalar);
+      } else {  // random, with exact zeros, tiny entries and repeated diagonals
+        for (int i = 0; i < n; ++i) {
+          d[i] = kind == 5 && i % 3 == 0 ? 0.5 : u(rng);
+          if (i + 1 < n) e[i] = (kind == 3 && i % 7 == 3) ? 0.0 : (kind == 4 && i % 5 == 2) ? 1e-18 * u(rng) : u(rng);
+        }
+      }
+      std::vector<double> d1 = d, e1 = e, d2 = d, e2 = e;
+      std::vector<double> c1(n), s1(n), c2(n), s2(n);
+      QlState st1, st2;
+      for (int sweep = 0;; ++sweep) {
+        int lo1 = 0, hi1 = -1, lo2 = 0, hi2 = -1;
+        st2.known_l = -1;  // forget: search as before the shortcut
+        const int r1 = QlNextSweep(&st1, d1.data(), e1.data(), n, c1.data(), s1.data(), &lo1, &hi1);
+        const int r2 = QlNextSweep(&st2, d2.data(), e2.data(), n, c2.data(), s2.data(), &lo2, &hi2);
+        ASSERT_EQ(r1, r2) << "n " << n << " kind " << kind << " sweep " << sweep;
+        if (r1 <= 0) break;
+        ASSERT_EQ(lo1, lo2);
+        ASSERT_EQ(hi1, hi2);
+        ASSERT_EQ(st1.l, st2.l);
+        for (int k = 0; k <= hi1 - lo1; ++k) {
+          ASSERT_EQ(c1[k], c2[k]);
+          ASSERT_EQ(s1[k], s2[k]);
+        }
+        ++sweeps_total;
+      }
+      for (int i = 0; i < n; ++i) {
+        ASSERT_EQ(d1[i], d2[i]) << "n " << n << " kind " << kind << " i " << i;
+      }
+      ++cases;
+    }
+  }
+  EXPECT_EQ(cases, 36);
+  EXPECT_GT(sweeps_total, 500);  // the comparison saw real work
+}
+
 INSTANTIATE_TEST_SUITE_P(Sizes, TridiagSizes, ::testing::Values(1, 2, 3, 7, 32, 33, 74));
 
 }  // namespace

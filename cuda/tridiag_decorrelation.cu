@@ -115,7 +115,6 @@ __host__ __device__ inline std::size_t RotateSmemBytes(const Layout& l) {
   return (l.bytes + 15) / 16 * 16 + 2 * kRotChunk * sizeof(double);
 }
 
-// Per-thread d and e of the QL kernel: stride n | 1 (odd) between threads.
 // A QL thread's d and e in shared memory: n | 1 doubles each, and one more so that the
 // threads' strides are odd in doubles and a warp's 32 accesses to d[i] (or e[i]) hit every
 // bank pair twice, not four lanes on each of 8 pairs (two wavefronts instead of four).

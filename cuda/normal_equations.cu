@@ -2,6 +2,8 @@
 // (extraction-spec §2.7–2.9).
 #include "cuda/normal_equations.h"
 
+#include <algorithm>
+
 #include "core/numerics/patch_numerics.h"
 #include "cuda/kernel_common.cuh"
 #include "cuda/launch_check.h"
@@ -9,10 +11,17 @@
 namespace spexd::cuda {
 namespace {
 
-// Columns per block of the normal-equation kernel; __launch_bounds__ holds it to 40
-// registers, so 6 blocks of 8 warps fit an SM (measured on the H100: 4.48 ms per batch of
-// 1,410 patches against 4.88 ms at 48 registers and 5 blocks).
-constexpr int kBuildWarps = 8;
+// The normal-equation kernel's tiling (H100, session 20, docs/perf.md): 16 columns of M a
+// block, 16 warps, an entry's overlap in units of 6 rows, and shared memory for ~25 row
+// stamps at a time at the r frame's 11x17 stamps (72 KB), so that three blocks share an
+// SM at 40 registers: 3.21 ms a batch against 3.54 at two blocks and 3.78 for the warp-per-
+// column kernel it replaced, and the eigen stage beside it 2 ms shorter a frame.
+constexpr int kTileCols = 16;
+constexpr int kBuildWarps = 16;
+constexpr int kBuildThreads = 32 * kBuildWarps;
+constexpr int kMaxStagedStamps = 48;
+constexpr int kUnitRows = 6;  // rows of an overlap summed by one thread
+constexpr std::size_t kBuildSmemTarget = 72 * 1024;
 constexpr int kReduceThreads = 256;
 
 __global__ void ResetSlotFlagsKernel(RunArgs a) {
@@ -23,141 +32,189 @@ __global__ void ResetSlotFlagsKernel(RunArgs a) {
   a.slots.mflags[slot] = 0;
 }
 
-// M[q, l] restricted to the pixels where stamp q (corner dy, dx from stamp l's) overlaps
-// stamp l: the rows [lo, hi) of stamp l's pixel order and its columns [c0, c1). Lane
-// `lane` takes the pixels pp = lane (mod 32) of that range in increasing order, the same
-// terms in the same order as a walk over all of stamp l with a per-pixel bounds test (the
-// terms it skips are the ones that test drops), so the lane sums are unchanged. Pixel pp
-// of stamp l is pixel pp - (dy * snx + dx) of stamp q.
-__device__ __forceinline__ double OverlapPartial(const double* wa, const int* s_pix,
-                                                 const double* stq, int dy, int dx, int sny,
-                                                 int snx, int lane) {
-  const int lo = max(dy, 0) * snx, hi = min(sny, sny + dy) * snx;
-  const int c0 = max(dx, 0), c1 = min(snx, snx + dx);
-  const int off = dy * snx + dx;
-  double v = 0.0;
-#pragma unroll 1  // 3-6 trips: an unrolled copy's remainder set-up costs more than it saves
-  for (int pp = lo + ((lane - lo) & 31); pp < hi; pp += 32) {
-    const int c = s_pix[pp];
-    if (c >= c0 && c < c1) v += wa[pp] * stq[pp - off];
+// sum over rows [0, nrows) and columns [c0, c1) of w[r * snx + c] * s[r * snx + c], as four
+// partial sums (rows by pairs, columns by pairs) so that consecutive products do not wait on
+// one another's multiply-add; the order is fixed, so are the bits.
+__device__ __forceinline__ double RectangleSum(const double* w, const double* s, int nrows,
+                                               int c0, int c1, int snx) {
+  double v00 = 0.0, v01 = 0.0, v10 = 0.0, v11 = 0.0;
+  int r = 0;
+  for (; r + 1 < nrows; r += 2, w += 2 * snx, s += 2 * snx) {
+    int c = c0;
+    for (; c + 1 < c1; c += 2) {
+      v00 += w[c] * s[c];
+      v01 += w[c + 1] * s[c + 1];
+      v10 += w[snx + c] * s[snx + c];
+      v11 += w[snx + c + 1] * s[snx + c + 1];
+    }
+    if (c < c1) {
+      v00 += w[c] * s[c];
+      v10 += w[snx + c] * s[snx + c];
+    }
   }
-  return v;
+  if (r < nrows) {
+    int c = c0;
+    for (; c + 1 < c1; c += 2) {
+      v00 += w[c] * s[c];
+      v01 += w[c + 1] * s[c + 1];
+    }
+    if (c < c1) v00 += w[c] * s[c];
+  }
+  return (v00 + v01) + (v10 + v11);
 }
 
-// The warp sums of two lane partials v0, v1 with WarpSum's addition tree: the first
-// butterfly step (lanes i and i ^ 16) exchanges one of the two, so lanes 0-15 go on with
-// pair 0 and lanes 16-31 with pair 1; each addition has the same two operands as in
-// WarpSum (IEEE addition commutes), so each sum is bit-identical to WarpSum's. Returns
-// pair 0's sum in lanes 0-15 and pair 1's in lanes 16-31.
-__device__ __forceinline__ double WarpSumPair(double v0, double v1, int lane) {
-  const bool upper = (lane & 16) != 0;
-  double r = (upper ? v1 : v0) + __shfl_xor_sync(0xffffffffu, upper ? v0 : v1, 16);
-  for (int off = 8; off > 0; off /= 2) r += __shfl_xor_sync(0xffffffffu, r, off);
-  return r;
-}
-
-// One warp per column l of one patch. Blocks run tile-major (blockIdx.x = run entry *
-// tiles + column tile): the blocks resident at a time then cover a few patches and share
-// their stamps in L2 (hit rate 35 % -> 80 % on the H100). The warp stages
-// w_l = ivar * A[:, l] over the window pixels under stamp l in shared memory; then, 32
-// rows q >= l at a time, the lanes test which stamps overlap stamp l (stamps are 11x17 and
-// only overlap their neighbours: the whole sparsity of A^T N A, spec §6) and the warp
-// computes the overlapping M[q, l] = sum_p w_l[p] A[p, q] two at a time, lanes over the
-// overlapping pixels (OverlapPartial), reduced with shuffles (WarpSumPair). Pixels outside
-// the trimmed window carry w = 0, so dropped stamp rows (spec §2.7) drop out. Rows without
-// overlap get 0; rows of spectra past the patch's coupled band (RunEntry::band, from the
-// same overlap rule: core::CoupledBand) cannot overlap and are written as zeros unscanned.
-__global__ void __launch_bounds__(32 * kBuildWarps, 6) BuildNormalEquationsKernel(RunArgs a) {
+// The normal equations M = A^T N A, b, fw (spec §2.7-2.8), an entry of M per overlapping
+// stamp pair. A block takes kTileCols consecutive columns l of one patch (blocks run
+// tile-major, blockIdx.x = run entry * tiles + column tile, so the blocks resident at a
+// time share a few patches' stamps in L2). A warp stages w_l = ivar * A[:, l] over the
+// window pixels under stamp l (pixels outside the trimmed window carry w = 0, so dropped
+// stamp rows drop out, spec §2.7), sums fw and b for it, and zero-fills its column of M
+// below the diagonal. Then the rows q whose stamps overlap a column of the tile (stamps
+// only overlap their neighbours: the whole sparsity of A^T N A, spec §6) are staged in
+// shared memory, up to `staged` stamps at a time; each overlapping pair (q >= l) is an
+// entry M[q, l] = sum over the overlap rectangle of w_l[p] A[p, q], its rectangle cut in
+// units of kUnitRows rows, each unit summed by one thread in a fixed order
+// (RectangleSum), the units' partials then summed in unit order: the bits depend neither
+// on which thread takes which unit nor on the order of the lists (built with shared
+// atomics). The warp-per-column kernel this replaced (lanes over one overlap, a shuffle
+// tree per entry) issued 2.47 G instructions a batch against 1.41 G: most of its lanes
+// idled on the narrow overlaps of neighbouring fibres.
+__global__ void __launch_bounds__(kBuildThreads, 3) BuildNormalEquationsKernel(RunArgs a,
+                                                                              int staged) {
   extern __shared__ double smem[];
+  __shared__ int s_nrows, s_nent, s_nunit;
   const PlanDims& D = a.dims;
-  const int tiles = (D.ld + kBuildWarps - 1) / kBuildWarps;
+  const int tiles = (D.ld + kTileCols - 1) / kTileCols;
   const RunEntry e = a.entries[blockIdx.x / tiles];
   const DevicePatch d = a.in.patches[e.patch];
   const int n = d.n;
-  const int col0 = static_cast<int>(blockIdx.x % tiles) * kBuildWarps;
+  const int col0 = static_cast<int>(blockIdx.x % tiles) * kTileCols;
   if (col0 >= n) return;  // block-uniform
   const int sny = D.stamp_ny, snx = D.stamp_nx, npx = sny * snx;
-  // Rows any column of the block can couple to: up to the last column's spectrum + band.
-  const int last = min(n, col0 + kBuildWarps) - 1;
-  const int qblock = (core::BandLast(last / D.nwavetot, e.band, d.nspectot) + 1) * D.nwavetot;
-  double* s_wa = smem;                                           // [kBuildWarps][npx]
-  int* s_oy = reinterpret_cast<int*>(smem + kBuildWarps * npx);  // [ld]
+  const int ncol = min(kTileCols, n - col0);
+  // Rows any column of the tile can couple to: up to the last column's spectrum + band.
+  const int qblock =
+      (core::BandLast((col0 + ncol - 1) / D.nwavetot, e.band, d.nspectot) + 1) * D.nwavetot;
+  const int nq = qblock - col0;  // rows [col0, qblock), indexed from col0 below
+  double* s_wa = smem;                        // [kTileCols][npx]
+  double* s_st = s_wa + kTileCols * npx;      // [staged][npx]
+  const int maxu = (sny + kUnitRows - 1) / kUnitRows;  // units of one entry, at most
+  const int maxent = staged * kTileCols;
+  double* s_part = s_st + static_cast<std::size_t>(staged) * npx;  // [maxent][maxu]
+  int* s_oy = reinterpret_cast<int*>(s_part + static_cast<std::size_t>(maxent) * maxu);
   int* s_ox = s_oy + D.ld;
   int* s_sid = s_ox + D.ld;
-  int* s_pix = s_sid + D.ld;  // [npx] stamp column of pixel pp
-  for (int q = col0 + threadIdx.x; q < qblock; q += blockDim.x) {  // the rows read below
-    const int64_t idx = StampIndex(D, d, q);
-    s_oy[q] = a.in.yc[idx] - d.y0;
-    s_ox[q] = a.in.xc[idx] - d.x0;
-    s_sid[q] = static_cast<int>(idx);
+  int* s_rows = s_sid + D.ld;  // rows overlapping the tile, indices from col0
+  int* s_ent = s_rows + D.ld;  // [maxent]: (staged row j, tile column t)
+  int* s_unit = s_ent + maxent;  // [maxent * maxu]: entry << 8 | unit
+  const int tid = static_cast<int>(threadIdx.x);
+  for (int i = tid; i < nq; i += kBuildThreads) {
+    const int64_t idx = StampIndex(D, d, col0 + i);
+    s_oy[i] = a.in.yc[idx] - d.y0;
+    s_ox[i] = a.in.xc[idx] - d.x0;
+    s_sid[i] = static_cast<int>(idx);
   }
-  for (int pp = threadIdx.x; pp < npx; pp += blockDim.x) s_pix[pp] = pp % snx;
+  if (tid == 0) s_nrows = 0;
   __syncthreads();
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int l = col0 + warp;
-  if (l >= n) return;  // no block barrier below
-  double* wa = s_wa + warp * npx;
-  const int oyl = s_oy[l], oxl = s_ox[l];
-  const double* stl = a.in.spots + static_cast<int64_t>(s_sid[l]) * npx;
-  double fsum = 0.0, bsum = 0.0;
-  for (int pp = lane; pp < npx; pp += 32) {
-    const int r = oyl + pp / snx, c = oxl + s_pix[pp];
-    double va = 0.0;
-    if (r >= 0 && r < d.ny && c >= 0 && c < d.nx) {
-      const int64_t g = static_cast<int64_t>(d.y0 + r) * D.image_width + d.x0 + c;
-      SPEXD_DEVICE_ASSERT(g >= 0 && g < static_cast<int64_t>(D.image_height) * D.image_width);
-      va = a.in.ivar[g] * stl[pp];
-      fsum += va;
-      bsum += va * a.in.image[g];
-    }
-    wa[pp] = va;
-  }
-  __syncwarp();
-  fsum = WarpSum(fsum);
-  bsum = WarpSum(bsum);
-  const int64_t vbase = static_cast<int64_t>(e.slot) * D.ld;
-  if (lane == 0) {
-    a.slots.fw[vbase + l] = fsum;
-    a.slots.x[vbase + l] = bsum;
-  }
-  double* mcol = a.slots.m + static_cast<int64_t>(e.slot) * D.ld * D.ld +
-                 static_cast<int64_t>(l) * D.ld;
-  // Rows that can overlap: spectra l / nwavetot .. + band of the patch.
-  const int qend = (core::BandLast(l / D.nwavetot, e.band, d.nspectot) + 1) * D.nwavetot;
-  int base = l;
-  for (; base < qend; base += 32) {
-    const int q = base + lane;
-    int dy = 0, dx = 0;
-    bool overlap = false;
-    if (q < qend) {
-      dy = s_oy[q] - oyl;
-      dx = s_ox[q] - oxl;
-      overlap = core::StampsOverlap(dy, dx, sny, snx);
-    }
-    unsigned pending = __ballot_sync(0xffffffffu, overlap);
-    double mine = 0.0;
-    while (pending != 0u) {  // warp-uniform
-      const int src0 = __ffs(pending) - 1;
-      pending &= pending - 1u;
-      const int src1 = pending != 0u ? __ffs(pending) - 1 : -1;
-      if (src1 >= 0) pending &= pending - 1u;
-      const double* st0 = a.in.spots + static_cast<int64_t>(s_sid[base + src0]) * npx;
-      const double v0 = OverlapPartial(wa, s_pix, st0, __shfl_sync(0xffffffffu, dy, src0),
-                                       __shfl_sync(0xffffffffu, dx, src0), sny, snx, lane);
-      double v1 = 0.0;
-      if (src1 >= 0) {  // warp-uniform
-        const double* st1 = a.in.spots + static_cast<int64_t>(s_sid[base + src1]) * npx;
-        v1 = OverlapPartial(wa, s_pix, st1, __shfl_sync(0xffffffffu, dy, src1),
-                            __shfl_sync(0xffffffffu, dx, src1), sny, snx, lane);
+  const int warp = tid / 32, lane = tid % 32;
+  for (int t = warp; t < ncol; t += kBuildWarps) {
+    const int l = col0 + t;
+    double* wa = s_wa + t * npx;
+    const int oyl = s_oy[t], oxl = s_ox[t];
+    const double* stl = a.in.spots + static_cast<int64_t>(s_sid[t]) * npx;
+    double fsum = 0.0, bsum = 0.0;
+    // Pixel pp = lane + 32 k of the stamp, its row and column stepped without a division.
+    const int step_r = 32 / snx, step_c = 32 - step_r * snx;
+    int pr = lane / snx, pc = lane - pr * snx;
+    for (int pp = lane; pp < npx; pp += 32) {
+      const int r = oyl + pr, c = oxl + pc;
+      pr += step_r;
+      pc += step_c;
+      if (pc >= snx) {
+        pc -= snx;
+        ++pr;
       }
-      const double sums = WarpSumPair(v0, v1, lane);
-      const double got = __shfl_sync(0xffffffffu, sums, lane == src1 ? 16 : 0);
-      if (lane == src0 || lane == src1) mine = got;
+      double va = 0.0;
+      if (r >= 0 && r < d.ny && c >= 0 && c < d.nx) {
+        const int64_t g = static_cast<int64_t>(d.y0 + r) * D.image_width + d.x0 + c;
+        SPEXD_DEVICE_ASSERT(g >= 0 && g < static_cast<int64_t>(D.image_height) * D.image_width);
+        va = a.in.ivar[g] * stl[pp];
+        fsum += va;
+        bsum += va * a.in.image[g];
+      }
+      wa[pp] = va;
     }
-    if (q < n) mcol[q] = mine;
+    fsum = WarpSum(fsum);
+    bsum = WarpSum(bsum);
+    const int64_t vbase = static_cast<int64_t>(e.slot) * D.ld;
+    if (lane == 0) {
+      a.slots.fw[vbase + l] = fsum;
+      a.slots.x[vbase + l] = bsum;
+    }
+    double* mcol = SlotMatrix(a, e.slot) + static_cast<int64_t>(l) * D.ld;
+    for (int q = l + lane; q < n; q += 32) mcol[q] = 0.0;  // the entries below overwrite
   }
-  for (; base < n; base += 32) {
-    if (base + lane < n) mcol[base + lane] = 0.0;
+  // The rows whose stamps overlap a column of the tile at or above them.
+  for (int i = tid; i < nq; i += kBuildThreads) {
+    bool any = false;
+    for (int t = 0; t < ncol && t <= i; ++t) {
+      any |= core::StampsOverlap(s_oy[i] - s_oy[t], s_ox[i] - s_ox[t], sny, snx);
+    }
+    if (any) s_rows[atomicAdd(&s_nrows, 1)] = i;
+  }
+  __syncthreads();  // the rows, the staged w_l and the zeroed columns are in place
+  const int nrows = s_nrows;
+  for (int j0 = 0; j0 < nrows; j0 += staged) {
+    const int cnt = min(staged, nrows - j0);
+    if (tid == 0) s_nent = s_nunit = 0;
+    for (int j = warp; j < cnt; j += kBuildWarps) {  // a warp per stamp: no division
+      const double* src = a.in.spots + static_cast<int64_t>(s_sid[s_rows[j0 + j]]) * npx;
+      for (int pp = lane; pp < npx; pp += 32) s_st[j * npx + pp] = src[pp];
+    }
+    __syncthreads();
+    // The entries (q >= l, overlapping), and each one's units of kUnitRows overlap rows.
+    for (int idx = tid; idx < cnt * kTileCols; idx += kBuildThreads) {
+      const int j = idx / kTileCols, t = idx % kTileCols;
+      if (t >= ncol) continue;
+      const int i = s_rows[j0 + j];
+      // Rows past column t's coupled band cannot overlap it (core::CoupledBand's rule).
+      const int qend =
+          (core::BandLast((col0 + t) / D.nwavetot, e.band, d.nspectot) + 1) * D.nwavetot;
+      const int dy = s_oy[i] - s_oy[t], dx = s_ox[i] - s_ox[t];
+      if (i >= t && col0 + i < qend && core::StampsOverlap(dy, dx, sny, snx)) {
+        const int ent = atomicAdd(&s_nent, 1);
+        s_ent[ent] = j * kTileCols + t;
+        const int nu = (min(sny, sny + dy) - max(dy, 0) + kUnitRows - 1) / kUnitRows;
+        const int u0 = atomicAdd(&s_nunit, nu);
+        for (int u = 0; u < nu; ++u) s_unit[u0 + u] = ent << 8 | u;  // maxu < 256 (launch)
+      }
+    }
+    __syncthreads();
+    // Each unit's partial sum, one thread each (units are at most kUnitRows x snx products,
+    // so the threads' loads are even); stored by (entry, unit), not by who summed it.
+    const int nunit = s_nunit;
+    for (int k = tid; k < nunit; k += kBuildThreads) {
+      const int ent = s_unit[k] >> 8, u = s_unit[k] & 255, eu = ent * maxu + u;
+      const int j = s_ent[ent] / kTileCols, t = s_ent[ent] % kTileCols, i = s_rows[j0 + j];
+      const int dy = s_oy[i] - s_oy[t], dx = s_ox[i] - s_ox[t];
+      const int r0 = max(dy, 0) + u * kUnitRows, r1 = min(min(sny, sny + dy), r0 + kUnitRows);
+      // Pixel pp of stamp l is pixel pp - (dy * snx + dx) of stamp q.
+      s_part[eu] = RectangleSum(s_wa + t * npx + r0 * snx,
+                                s_st + j * npx - (dy * snx + dx) + r0 * snx, r1 - r0,
+                                max(dx, 0), min(snx, snx + dx), snx);
+    }
+    __syncthreads();
+    // M[q, l]: the units' partials in unit order.
+    const int nent = s_nent;
+    for (int ent = tid; ent < nent; ent += kBuildThreads) {
+      const int j = s_ent[ent] / kTileCols, t = s_ent[ent] % kTileCols, i = s_rows[j0 + j];
+      const int dy = s_oy[i] - s_oy[t];
+      const int nu = (min(sny, sny + dy) - max(dy, 0) + kUnitRows - 1) / kUnitRows;
+      double v = s_part[ent * maxu];
+      for (int u = 1; u < nu; ++u) v += s_part[ent * maxu + u];
+      SlotMatrix(a, e.slot)[static_cast<int64_t>(col0 + t) * D.ld + col0 + i] = v;
+    }
+    __syncthreads();  // before the next chunk restages s_st and resets s_nent
   }
 }
 
@@ -245,17 +302,25 @@ cudaError_t LaunchResetSlotFlags(const RunArgs& args, cudaStream_t stream) {
 
 cudaError_t LaunchBuildNormalEquations(const RunArgs& args, cudaStream_t stream) {
   if (args.count == 0) return cudaSuccess;
-  const int npx = args.dims.stamp_ny * args.dims.stamp_nx;
-  const std::size_t smem =
-      sizeof(double) * kBuildWarps * npx + sizeof(int) * (3 * args.dims.ld + npx);
+  const std::size_t stamp = sizeof(double) * args.dims.stamp_ny * args.dims.stamp_nx;
+  const std::size_t maxu = (args.dims.stamp_ny + kUnitRows - 1) / kUnitRows;
+  if (maxu > 255) return cudaErrorInvalidValue;  // the kernel packs a unit's index in 8 bits
+  const std::size_t fixed = stamp * kTileCols + sizeof(int) * 4 * static_cast<std::size_t>(args.dims.ld);
+  // Each staged row stamp: its values, and the entries and units of its kTileCols columns.
+  const std::size_t per_row =
+      stamp + kTileCols * (sizeof(int) + maxu * (sizeof(double) + sizeof(int)));
+  // As many row stamps at a time as keep the target blocks on an SM; at least one.
+  const int staged = static_cast<int>(std::clamp<std::size_t>(
+      fixed < kBuildSmemTarget ? (kBuildSmemTarget - fixed) / per_row : 1, 1, kMaxStagedStamps));
+  const std::size_t smem = fixed + per_row * static_cast<std::size_t>(staged);
   if (smem > 48 * 1024) {
     cudaError_t err = cudaFuncSetAttribute(BuildNormalEquationsKernel,
                                            cudaFuncAttributeMaxDynamicSharedMemorySize,
                                            static_cast<int>(smem));
     if (err != cudaSuccess) return err;
   }
-  const unsigned blocks = static_cast<unsigned>(args.count) * CeilDiv(args.dims.ld, kBuildWarps);
-  BuildNormalEquationsKernel<<<blocks, 32 * kBuildWarps, smem, stream>>>(args);
+  const unsigned blocks = static_cast<unsigned>(args.count) * CeilDiv(args.dims.ld, kTileCols);
+  BuildNormalEquationsKernel<<<blocks, kBuildThreads, smem, stream>>>(args, staged);
   return SPEXD_CHECK_LAUNCH(stream);
 }
 

@@ -3,31 +3,25 @@
 #include <algorithm>
 #include <cstddef>
 
+#include "core/cpu/internal/lane_vec.h"
+
 namespace spexd::core::internal {
 namespace {
 
-// Eight doubles in every copy; aligned(8) and may_alias: read from any double array.
-typedef double V8 __attribute__((vector_size(64), aligned(8), may_alias));
+// Eight doubles in every copy.
+using V8 = LaneVec<8>::V;
 constexpr int kLanes = 8;
 
-#define SPEXD_DP_INLINE inline __attribute__((always_inline))
-
-SPEXD_DP_INLINE V8 Load(const double* p) { return *reinterpret_cast<const V8*>(p); }
-SPEXD_DP_INLINE void Add(double* p, V8 v) { *reinterpret_cast<V8*>(p) += v; }
-// One broadcast at -O2; zeroed first for -O1's -Wmaybe-uninitialized (normal_equations.cc).
-SPEXD_DP_INLINE V8 Splat(double x) {
-  V8 v = {};
-  for (int l = 0; l < kLanes; ++l) v[l] = x;
-  return v;
-}
-SPEXD_DP_INLINE double LaneSum(V8 v) {  // in lane order, in every copy
+SPEXD_LANE_INLINE V8 Load(const double* p) { return *reinterpret_cast<const V8*>(p); }
+SPEXD_LANE_INLINE void Add(double* p, V8 v) { *reinterpret_cast<V8*>(p) += v; }
+SPEXD_LANE_INLINE double LaneSum(V8 v) {  // in lane order, in every copy
   double s = v[0];
   for (int l = 1; l < kLanes; ++l) s += v[l];
   return s;
 }
 
-SPEXD_DP_INLINE void Products(const DecorrelateBlock& b, double* r, double* qx, double* band,
-                              double* scratch) {
+SPEXD_LANE_INLINE void Products(const DecorrelateBlock& b, double* r, double* qx, double* band,
+                                double* scratch) {
   const int nt = b.nt, vec_end = nt / kLanes * kLanes;
   const int nk = 2 * b.nd + 1, band_end = b.nstep / kLanes * kLanes;
   // r = V (g o V^T 1) and Q x = V (g o V^T x), through wu = g o V^T 1 and wt = g o V^T x.
@@ -35,7 +29,7 @@ SPEXD_DP_INLINE void Products(const DecorrelateBlock& b, double* r, double* qx, 
   double* wt = scratch + nt;
   for (int k = 0; k < nt; ++k) {
     const double* col = b.v + static_cast<std::size_t>(k) * nt;
-    V8 su = Splat(0.0), st = Splat(0.0);
+    V8 su = Broadcast<kLanes>(0.0), st = Broadcast<kLanes>(0.0);
     for (int i = 0; i < vec_end; i += kLanes) {
       const V8 c = Load(col + i);
       su += c;
@@ -53,7 +47,7 @@ SPEXD_DP_INLINE void Products(const DecorrelateBlock& b, double* r, double* qx, 
   std::fill(qx, qx + nt, 0.0);
   for (int k = 0; k < nt; ++k) {
     const double* col = b.v + static_cast<std::size_t>(k) * nt;
-    const V8 cu = Splat(wu[k]), ct = Splat(wt[k]);
+    const V8 cu = Broadcast<kLanes>(wu[k]), ct = Broadcast<kLanes>(wt[k]);
     for (int i = 0; i < vec_end; i += kLanes) {
       const V8 c = Load(col + i);
       Add(r + i, cu * c);
@@ -69,7 +63,7 @@ SPEXD_DP_INLINE void Products(const DecorrelateBlock& b, double* r, double* qx, 
   for (int k = 0; k < nt; ++k) {
     const double* col = b.v + static_cast<std::size_t>(k) * nt + b.i0;
     const double gk = b.g[k];
-    const V8 g = Splat(gk);
+    const V8 g = Broadcast<kLanes>(gk);
     for (int kk = 0; kk < nk; ++kk) {
       const double* row = col + (kk - b.nd);
       double* out = band + static_cast<std::size_t>(kk) * b.nstep;

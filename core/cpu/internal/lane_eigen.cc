@@ -5,37 +5,20 @@
 #include <cmath>
 #include <cstring>
 
+#include "core/cpu/internal/lane_vec.h"
+
 namespace spexd::core::internal {
 namespace {
 
-// One lane per matrix; L = 4 (256-bit vectors) or 8 (512-bit). aligned(8): the storage is
-// std::vector<double>; may_alias: it is read as doubles too.
-template <int L> struct Vec;
-template <> struct Vec<4> {
-  typedef double V __attribute__((vector_size(32), aligned(8), may_alias));
-  typedef long long Mask __attribute__((vector_size(32)));
-};
-template <> struct Vec<8> {
-  typedef double V __attribute__((vector_size(64), aligned(8), may_alias));
-  typedef long long Mask __attribute__((vector_size(64)));
-};
-
-#define SPEXD_LANES_INLINE inline __attribute__((always_inline))
-
+// One lane per matrix; L = 4 (256-bit vectors) or 8 (512-bit): LaneVec<L> (lane_vec.h).
 template <int L>
-SPEXD_LANES_INLINE typename Vec<L>::V Splat(double x) {
-  typename Vec<L>::V v;
-  for (int l = 0; l < L; ++l) v[l] = x;
-  return v;
-}
-template <int L>
-SPEXD_LANES_INLINE typename Vec<L>::V Sqrt(typename Vec<L>::V x) {
-  typename Vec<L>::V r;
+SPEXD_LANE_INLINE typename LaneVec<L>::V Sqrt(typename LaneVec<L>::V x) {
+  typename LaneVec<L>::V r;
   for (int l = 0; l < L; ++l) r[l] = __builtin_sqrt(x[l]);
   return r;
 }
 template <int L>
-SPEXD_LANES_INLINE bool Any(typename Vec<L>::Mask m) {
+SPEXD_LANE_INLINE bool Any(typename LaneVec<L>::Mask m) {
   for (int l = 0; l < L; ++l) {
     if (m[l]) return true;
   }
@@ -45,7 +28,7 @@ SPEXD_LANES_INLINE bool Any(typename Vec<L>::Mask m) {
 // The working arrays as lane vectors.
 template <int L>
 struct Work {
-  using V = typename Vec<L>::V;
+  using V = typename LaneVec<L>::V;
   int n;
   V* a;    // n x n, the matrix; after the reduction column k below k+1 holds reflector k
   V* z;    // n x n, the orthogonal factor, then the eigenvectors
@@ -61,9 +44,9 @@ struct Work {
 // the full symmetric matrix so that every inner loop runs down a contiguous column):
 // H_k = I - tau v v^T zeroes column k below row k + 1.
 template <int L>
-SPEXD_LANES_INLINE void Tridiagonalize(const Work<L>& w) {
-  using V = typename Vec<L>::V;
-  using Mask = typename Vec<L>::Mask;
+SPEXD_LANE_INLINE void Tridiagonalize(const Work<L>& w) {
+  using V = typename LaneVec<L>::V;
+  using Mask = typename LaneVec<L>::Mask;
   const int n = w.n;
   V* a = w.a;
   V* p = w.p;
@@ -71,20 +54,20 @@ SPEXD_LANES_INLINE void Tridiagonalize(const Work<L>& w) {
   for (int k = 0; k + 2 < n; ++k) {
     V* col = a + static_cast<std::size_t>(k) * n;
     const V alpha = col[k + 1];
-    V sigma = Splat<L>(0.0);
+    V sigma = Broadcast<L>(0.0);
     for (int i = k + 2; i < n; ++i) sigma += col[i] * col[i];
     const Mask flat = sigma == 0.0;  // already tridiagonal here: H_k = I
     const V norm = Sqrt<L>(alpha * alpha + sigma);
     const V beta = flat ? alpha : (alpha >= 0.0 ? -norm : norm);
-    const V tau = flat ? Splat<L>(0.0) : (beta - alpha) / (flat ? Splat<L>(1.0) : beta);
-    const V scale = flat ? Splat<L>(0.0) : 1.0 / (flat ? Splat<L>(1.0) : alpha - beta);
+    const V tau = flat ? Broadcast<L>(0.0) : (beta - alpha) / (flat ? Broadcast<L>(1.0) : beta);
+    const V scale = flat ? Broadcast<L>(0.0) : 1.0 / (flat ? Broadcast<L>(1.0) : alpha - beta);
     for (int i = k + 2; i < n; ++i) col[i] *= scale;  // v = (1, col[k+2..])
     w.e[k] = beta;
     w.tau[k] = tau;
     // p = tau A22 v, A22 = rows/columns k+1.. (full symmetric).
-    for (int i = k + 1; i < n; ++i) p[i] = Splat<L>(0.0);
+    for (int i = k + 1; i < n; ++i) p[i] = Broadcast<L>(0.0);
     for (int j = k + 1; j < n; ++j) {
-      const V vj = j == k + 1 ? Splat<L>(1.0) : col[j];
+      const V vj = j == k + 1 ? Broadcast<L>(1.0) : col[j];
       const V* aj = a + static_cast<std::size_t>(j) * n;
       for (int i = k + 1; i < n; ++i) p[i] += aj[i] * vj;
     }
@@ -95,7 +78,7 @@ SPEXD_LANES_INLINE void Tridiagonalize(const Work<L>& w) {
     q[k + 1] = tau * p[k + 1] - half_k;
     for (int i = k + 2; i < n; ++i) q[i] = tau * p[i] - half_k * col[i];
     for (int j = k + 1; j < n; ++j) {
-      const V vj = j == k + 1 ? Splat<L>(1.0) : col[j];
+      const V vj = j == k + 1 ? Broadcast<L>(1.0) : col[j];
       const V qj = q[j];
       V* aj = a + static_cast<std::size_t>(j) * n;
       aj[k + 1] -= qj + q[k + 1] * vj;
@@ -105,21 +88,21 @@ SPEXD_LANES_INLINE void Tridiagonalize(const Work<L>& w) {
   for (int i = 0; i < n; ++i) w.d[i] = a[static_cast<std::size_t>(i) * n + i];
   if (n >= 2) {
     w.e[n - 2] = a[static_cast<std::size_t>(n - 2) * n + n - 1];
-    w.tau[n - 2] = Splat<L>(0.0);
+    w.tau[n - 2] = Broadcast<L>(0.0);
   }
-  w.e[n - 1] = Splat<L>(0.0);
+  w.e[n - 1] = Broadcast<L>(0.0);
 }
 
 // Z = H_0 H_1 ... H_{n-3}, accumulated backwards (H_k touches rows and columns k+1..).
 // Four columns at a time: each column's dot product is a chain of dependent sums, so
 // four of them in flight (each in its own order, as one at a time) hide their latency.
 template <int L>
-SPEXD_LANES_INLINE void FormQ(const Work<L>& w) {
-  using V = typename Vec<L>::V;
+SPEXD_LANE_INLINE void FormQ(const Work<L>& w) {
+  using V = typename LaneVec<L>::V;
   const int n = w.n;
   V* const z = w.z;
-  for (std::size_t i = 0; i < static_cast<std::size_t>(n) * n; ++i) z[i] = Splat<L>(0.0);
-  for (int i = 0; i < n; ++i) z[static_cast<std::size_t>(i) * n + i] = Splat<L>(1.0);
+  for (std::size_t i = 0; i < static_cast<std::size_t>(n) * n; ++i) z[i] = Broadcast<L>(0.0);
+  for (int i = 0; i < n; ++i) z[static_cast<std::size_t>(i) * n + i] = Broadcast<L>(1.0);
   for (int k = n - 3; k >= 0; --k) {
     const V* v = w.a + static_cast<std::size_t>(k) * n;
     const V tau = w.tau[k];
@@ -161,8 +144,8 @@ SPEXD_LANES_INLINE void FormQ(const Work<L>& w) {
 // their latency: R = 8 with AVX2's 16 registers (QL 20 % faster than R = 4 on Zen 4), 4
 // with SSE2's.
 template <int L, int R>
-SPEXD_LANES_INLINE void ApplyRotations(const Work<L>& w, int lo, int hi) {
-  using V = typename Vec<L>::V;
+SPEXD_LANE_INLINE void ApplyRotations(const Work<L>& w, int lo, int hi) {
+  using V = typename LaneVec<L>::V;
   // Local copies: V may alias anything, so stores through it would reload w's fields.
   const int n = w.n;
   V* const z = w.z;
@@ -202,9 +185,9 @@ SPEXD_LANES_INLINE void ApplyRotations(const Work<L>& w, int lo, int hi) {
 // lane outside its own range takes identity rotations. Returns the lanes that converged
 // within 30 sweeps per eigenvalue.
 template <int L, int R>
-SPEXD_LANES_INLINE unsigned TridiagonalQL(const Work<L>& w) {
-  using V = typename Vec<L>::V;
-  using Mask = typename Vec<L>::Mask;
+SPEXD_LANE_INLINE unsigned TridiagonalQL(const Work<L>& w) {
+  using V = typename LaneVec<L>::V;
+  using Mask = typename LaneVec<L>::Mask;
   const int n = w.n;
   V* const d = w.d;
   V* const e = w.e;
@@ -240,7 +223,7 @@ SPEXD_LANES_INLINE unsigned TridiagonalQL(const Work<L>& w) {
     }
     if (lo >= hi) break;
     // Per lane: the shift from the 2x2 at l, and the sweep's starting state.
-    V g, s = Splat<L>(1.0), c = Splat<L>(1.0), p = Splat<L>(0.0), vl, vm;
+    V g, s = Broadcast<L>(1.0), c = Broadcast<L>(1.0), p = Broadcast<L>(0.0), vl, vm;
     for (int lane = 0; lane < L; ++lane) {
       vl[lane] = l[lane];
       vm[lane] = m[lane];
@@ -254,9 +237,9 @@ SPEXD_LANES_INLINE unsigned TridiagonalQL(const Work<L>& w) {
       const double r = std::hypot(gg, 1.0);
       g[lane] = d[m[lane]][lane] - dl + el / (gg + std::copysign(r, gg));
     }
-    Mask broken = Splat<L>(0.0) != Splat<L>(0.0);
+    Mask broken = Broadcast<L>(0.0) != Broadcast<L>(0.0);
     for (int i = hi - 1; i >= lo; --i) {
-      const V vi = Splat<L>(static_cast<double>(i));
+      const V vi = Broadcast<L>(static_cast<double>(i));
       const Mask in = (vi < vm) & (vi >= vl) & ~broken;
       const V f = s * e[i], b = c * e[i];
       const V r = Sqrt<L>(f * f + g * g);  // the lanes are scaled: no overflow
@@ -270,7 +253,7 @@ SPEXD_LANES_INLINE unsigned TridiagonalQL(const Work<L>& w) {
       }
       const Mask go = in & ~zero;
       e[i + 1] = go ? r : e[i + 1];
-      const V safe_r = go ? r : Splat<L>(1.0);
+      const V safe_r = go ? r : Broadcast<L>(1.0);
       const V sn = f / safe_r, cn = g / safe_r;
       const V gi = d[i + 1] - p;
       const V ri = (d[i] - gi) * sn + 2.0 * cn * b;
@@ -280,8 +263,8 @@ SPEXD_LANES_INLINE unsigned TridiagonalQL(const Work<L>& w) {
       g = go ? cn * ri - b : g;
       s = go ? sn : s;
       c = go ? cn : c;
-      rc[i] = go ? cn : Splat<L>(1.0);
-      rs[i] = go ? sn : Splat<L>(0.0);
+      rc[i] = go ? cn : Broadcast<L>(1.0);
+      rs[i] = go ? sn : Broadcast<L>(0.0);
     }
     for (int lane = 0; lane < L; ++lane) {
       if (l[lane] >= n || broken[lane]) continue;
@@ -346,7 +329,7 @@ void LaneEigen::Load(const double* const* src, int ld, int count) {
 namespace {
 
 template <int L, int R>
-SPEXD_LANES_INLINE unsigned DecomposeLanes(const Work<L>& w) {
+SPEXD_LANE_INLINE unsigned DecomposeLanes(const Work<L>& w) {
   Tridiagonalize(w);
   FormQ(w);
   return TridiagonalQL<L, R>(w);
@@ -367,7 +350,7 @@ template <int L>
 Work<L> MakeWork(int n, std::vector<double>& a, std::vector<double>& z, std::vector<double>& d,
                  std::vector<double>& e, std::vector<double>& tau, std::vector<double>& p,
                  std::vector<double>& rc, std::vector<double>& rs) {
-  using V = typename Vec<L>::V;
+  using V = typename LaneVec<L>::V;
   Work<L> w;
   w.n = n;
   w.a = reinterpret_cast<V*>(a.data());

@@ -5,33 +5,14 @@
 #include <cstdint>
 #include <cstring>
 
+#include "core/cpu/internal/lane_vec.h"
+
 namespace spexd::core::internal {
 namespace {
-
-// aligned(8) and may_alias: vectors read from std::vector<double> rows.
-template <int L> struct Vec;
-template <> struct Vec<4> {
-  typedef double V __attribute__((vector_size(32), aligned(8), may_alias));
-};
-template <> struct Vec<8> {
-  typedef double V __attribute__((vector_size(64), aligned(8), may_alias));
-};
-
-#define SPEXD_NE_INLINE inline __attribute__((always_inline))
 
 constexpr int kMaxLanes = 8;
 
 int RoundUp(int k, int l) { return (k + l - 1) / l * l; }
-
-// x in every lane. The lane-by-lane fill compiles to one broadcast at -O2 (an initializer
-// list, or x - V{}, to a masked load per lane); the zeroing first keeps GCC's
-// -Wmaybe-uninitialized quiet at the sanitizer builds' -O1, and -O2 drops it.
-template <typename V, int L>
-SPEXD_NE_INLINE V Broadcast(double x) {
-  V v = {};
-  for (int i = 0; i < L; ++i) v[i] = x;
-  return v;
-}
 
 double* AlignTo64(double* p) {
   const std::uintptr_t a = reinterpret_cast<std::uintptr_t>(p);
@@ -46,16 +27,16 @@ double* AlignTo64(double* p) {
 constexpr int kMaxRun = 16;
 
 template <int L>
-SPEXD_NE_INLINE void FlushRun(int k, int kp, const int32_t* cols, int run, const double* pvs,
-                              const double* vas, int stride, int kd, double* m) {
-  using V = typename Vec<L>::V;
+SPEXD_LANE_INLINE void FlushRun(int k, int kp, const int32_t* cols, int run, const double* pvs,
+                                const double* vas, int stride, int kd, double* m) {
+  using V = typename LaneVec<L>::V;
   alignas(64) double sum[L];
   for (int l = 0; l < k; ++l) {
     double* mcol = m + static_cast<std::size_t>(cols[l]) * kd;  // M[q, cols[l]] at mcol[q]
     for (int c = l / L * L; c < kp; c += L) {
       V acc = {};
       for (int r = 0; r < run; ++r) {
-        const V a = Broadcast<V, L>(pvs[r * stride + l]);
+        const V a = Broadcast<L>(pvs[r * stride + l]);
         acc += a * *reinterpret_cast<const V*>(vas + r * stride + c);
       }
       *reinterpret_cast<V*>(sum) = acc;
@@ -66,8 +47,8 @@ SPEXD_NE_INLINE void FlushRun(int k, int kp, const int32_t* cols, int run, const
 }
 
 template <int L>
-SPEXD_NE_INLINE void Accumulate(const PixelEntries& a, const PixelWindow& w, int kd, double* m,
-                                double* b, double* fw, int stride, double* pvs, double* vas) {
+SPEXD_LANE_INLINE void Accumulate(const PixelEntries& a, const PixelWindow& w, int kd, double* m,
+                                  double* b, double* fw, int stride, double* pvs, double* vas) {
   const int32_t* run_cols = nullptr;
   int run_k = 0, kp = 0, run = 0;
   const int npix = w.ny * w.nx;

@@ -5,9 +5,9 @@
 #include <cmath>
 #include <chrono>
 #include <memory>
+#include <mutex>  // std::call_once
 #include <vector>
 
-#include "absl/base/call_once.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
@@ -118,10 +118,12 @@ class CpuBackend : public Backend {
     std::atomic<bool> finished{false};  // outcomes recorded, model stitched: ready to sink
     // The result arrays (~7 MB a bundle of the r camera) are allocated by the bundle's
     // first task: a frame holds only the bundles in progress or waiting for the sink, not
-    // all of them from the start.
-    absl::once_flag allocated;
+    // all of them from the start. std::call_once, not absl's: a thread that waits in
+    // absl::call_once spins in uninstrumented Abseil code, so TSan did not see the
+    // allocating thread's writes ordered before the waiter's reads (CI, stop 37).
+    std::once_flag allocated;
     void Allocate(const PatchPlan& plan) {
-      absl::call_once(allocated, [&] {
+      std::call_once(allocated, [&] {
         result.Allocate(bundle, plan.bundle_fiber_begin(bundle), plan.bundlesize, plan.nwave,
                         plan.ndiag);
       });

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cfloat>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 
 #include "core/cpu/internal/lane_vec.h"
@@ -94,46 +95,74 @@ SPEXD_LANE_INLINE void Tridiagonalize(const Work<L>& w) {
 }
 
 // Z = H_0 H_1 ... H_{n-3}, accumulated backwards (H_k touches rows and columns k+1..).
-// Four columns at a time: each column's dot product is a chain of dependent sums, so
-// four of them in flight (each in its own order, as one at a time) hide their latency.
+// Column j takes H_k for every k < j, largest k first, each as t = tau (z_j[k+1] + v.z_j),
+// z_j -= t v. Reflectors in blocks of kFormQBlock: a group of four columns takes the whole
+// block while it is in L1 (Z, 8 lanes x 74 x 74, lives in L2), so Z is streamed once a
+// block instead of once a reflector. Four columns at a time because each dot product is
+// a chain of dependent sums: four in flight hide their latency. A column's arithmetic and
+// its order are the same whatever the blocking (the same bits as one reflector a pass).
+constexpr int kFormQBlock = 4;
+
+template <int L>
+SPEXD_LANE_INLINE void ReflectColumn(const typename LaneVec<L>::V* v, typename LaneVec<L>::V tau,
+                                     int k, int n, typename LaneVec<L>::V* zj) {
+  using V = typename LaneVec<L>::V;
+  V t = zj[k + 1];
+  for (int i = k + 2; i < n; ++i) t += v[i] * zj[i];
+  t *= tau;
+  zj[k + 1] -= t;
+  for (int i = k + 2; i < n; ++i) zj[i] -= t * v[i];
+}
+
+template <int L>
+SPEXD_LANE_INLINE void ReflectColumns4(const typename LaneVec<L>::V* v,
+                                       typename LaneVec<L>::V tau, int k, int n,
+                                       typename LaneVec<L>::V* const* zj) {
+  using V = typename LaneVec<L>::V;
+  V t[4];
+  SPEXD_UNROLL_LANES
+  for (int c = 0; c < 4; ++c) t[c] = zj[c][k + 1];
+  for (int i = k + 2; i < n; ++i) {
+    const V vi = v[i];
+    SPEXD_UNROLL_LANES
+    for (int c = 0; c < 4; ++c) t[c] += vi * zj[c][i];
+  }
+  SPEXD_UNROLL_LANES
+  for (int c = 0; c < 4; ++c) {
+    t[c] *= tau;
+    zj[c][k + 1] -= t[c];
+  }
+  for (int i = k + 2; i < n; ++i) {
+    const V vi = v[i];
+    SPEXD_UNROLL_LANES
+    for (int c = 0; c < 4; ++c) zj[c][i] -= t[c] * vi;
+  }
+}
+
 template <int L>
 SPEXD_LANE_INLINE void FormQ(const Work<L>& w) {
   using V = typename LaneVec<L>::V;
   const int n = w.n;
   V* const z = w.z;
+  const V* const a = w.a;
+  const V* const taus = w.tau;
   for (std::size_t i = 0; i < static_cast<std::size_t>(n) * n; ++i) z[i] = Broadcast<L>(0.0);
   for (int i = 0; i < n; ++i) z[static_cast<std::size_t>(i) * n + i] = Broadcast<L>(1.0);
-  for (int k = n - 3; k >= 0; --k) {
-    const V* v = w.a + static_cast<std::size_t>(k) * n;
-    const V tau = w.tau[k];
-    int j = k + 1;
+  auto column = [&](int j) { return z + static_cast<std::size_t>(j) * n; };
+  auto reflector = [&](int k) { return a + static_cast<std::size_t>(k) * n; };
+  for (int k1 = n - 3; k1 >= 0; k1 -= kFormQBlock) {
+    const int k0 = std::max(0, k1 - kFormQBlock + 1);  // this block: H_k1 .. H_k0
+    int j = k0 + 1;
+    // Columns k0+1 .. k1 take only the block's H_k with k < j.
+    for (; j <= k1 && j < n; ++j) {
+      for (int k = std::min(k1, j - 1); k >= k0; --k) ReflectColumn<L>(reflector(k), taus[k], k, n, column(j));
+    }
     for (; j + 4 <= n; j += 4) {
-      V* zj[4];
-      V t[4];
-      for (int c = 0; c < 4; ++c) {
-        zj[c] = z + static_cast<std::size_t>(j + c) * n;
-        t[c] = zj[c][k + 1];
-      }
-      for (int i = k + 2; i < n; ++i) {
-        const V vi = v[i];
-        for (int c = 0; c < 4; ++c) t[c] += vi * zj[c][i];
-      }
-      for (int c = 0; c < 4; ++c) {
-        t[c] *= tau;
-        zj[c][k + 1] -= t[c];
-      }
-      for (int i = k + 2; i < n; ++i) {
-        const V vi = v[i];
-        for (int c = 0; c < 4; ++c) zj[c][i] -= t[c] * vi;
-      }
+      V* const zj[4] = {column(j), column(j + 1), column(j + 2), column(j + 3)};
+      for (int k = k1; k >= k0; --k) ReflectColumns4<L>(reflector(k), taus[k], k, n, zj);
     }
     for (; j < n; ++j) {
-      V* zj = z + static_cast<std::size_t>(j) * n;
-      V t = zj[k + 1];
-      for (int i = k + 2; i < n; ++i) t += v[i] * zj[i];
-      t *= tau;
-      zj[k + 1] -= t;
-      for (int i = k + 2; i < n; ++i) zj[i] -= t * v[i];
+      for (int k = k1; k >= k0; --k) ReflectColumn<L>(reflector(k), taus[k], k, n, column(j));
     }
   }
 }
@@ -154,17 +183,20 @@ SPEXD_LANE_INLINE void ApplyRotations(const Work<L>& w, int lo, int hi) {
   int k = 0;
   for (; k + R <= n; k += R) {
     V carry[R];
+    SPEXD_UNROLL_LANES
     for (int r = 0; r < R; ++r) carry[r] = z[static_cast<std::size_t>(hi) * n + k + r];
     for (int i = hi - 1; i >= lo; --i) {
       const V c = rc[i], s = rs[i];
       V* zi = z + static_cast<std::size_t>(i) * n + k;
       V* zi1 = z + static_cast<std::size_t>(i + 1) * n + k;
+      SPEXD_UNROLL_LANES
       for (int r = 0; r < R; ++r) {
         const V x = zi[r];
         zi1[r] = s * x + c * carry[r];
         carry[r] = c * x - s * carry[r];
       }
     }
+    SPEXD_UNROLL_LANES
     for (int r = 0; r < R; ++r) z[static_cast<std::size_t>(lo) * n + k + r] = carry[r];
   }
   for (; k < n; ++k) {
@@ -289,17 +321,21 @@ int LaneEigen::WidestLanes() {
 }
 
 LaneEigen::LaneEigen(int n, int lanes)
-    : n_(n),
-      lanes_(lanes == 4 ? 4 : WidestLanes()),  // 8 is granted only where AVX-512 runs
-      a_(static_cast<std::size_t>(n) * n * lanes_),
-      z_(static_cast<std::size_t>(n) * n * lanes_),
-      d_(static_cast<std::size_t>(n) * lanes_),
-      e_(static_cast<std::size_t>(n) * lanes_),
-      tau_(static_cast<std::size_t>(n) * lanes_),
-      work_(static_cast<std::size_t>(2 * n) * lanes_),
-      rot_c_(static_cast<std::size_t>(n) * lanes_),
-      rot_s_(static_cast<std::size_t>(n) * lanes_),
-      scale_{} {}
+    : n_(n), lanes_(lanes == 4 ? 4 : WidestLanes()), scale_{} {  // 8 only where AVX-512 runs
+  const std::size_t nn = static_cast<std::size_t>(n) * n * lanes_, nl = static_cast<std::size_t>(n) * lanes_;
+  auto lines = [](std::size_t doubles) { return (doubles + 7) / 8 * 8; };
+  const std::size_t sizes[] = {nn, nn, nl, nl, nl, 2 * nl, nl, nl};
+  std::size_t total = 8;  // slack to align the start
+  for (std::size_t sz : sizes) total += lines(sz);
+  buffer_.assign(total, 0.0);
+  const std::uintptr_t start = reinterpret_cast<std::uintptr_t>(buffer_.data());
+  double* next = buffer_.data() + ((64 - start % 64) % 64) / sizeof(double);
+  double** arrays[] = {&a_, &z_, &d_, &e_, &tau_, &work_, &rot_c_, &rot_s_};
+  for (int i = 0; i < 8; ++i) {
+    *arrays[i] = next;
+    next += lines(sizes[i]);
+  }
+}
 
 void LaneEigen::Load(const double* const* src, int ld, int count) {
   const int n = n_, L = lanes_;
@@ -347,20 +383,19 @@ __attribute__((target("avx2,fma"))) unsigned DecomposeAvx2(const Work<4>& w) {
 unsigned DecomposeBaseline(const Work<4>& w) { return DecomposeLanes<4, 4>(w); }
 
 template <int L>
-Work<L> MakeWork(int n, std::vector<double>& a, std::vector<double>& z, std::vector<double>& d,
-                 std::vector<double>& e, std::vector<double>& tau, std::vector<double>& p,
-                 std::vector<double>& rc, std::vector<double>& rs) {
+Work<L> MakeWork(int n, double* a, double* z, double* d, double* e, double* tau, double* p,
+                 double* rc, double* rs) {
   using V = typename LaneVec<L>::V;
   Work<L> w;
   w.n = n;
-  w.a = reinterpret_cast<V*>(a.data());
-  w.z = reinterpret_cast<V*>(z.data());
-  w.d = reinterpret_cast<V*>(d.data());
-  w.e = reinterpret_cast<V*>(e.data());
-  w.tau = reinterpret_cast<V*>(tau.data());
-  w.p = reinterpret_cast<V*>(p.data());
-  w.rc = reinterpret_cast<V*>(rc.data());
-  w.rs = reinterpret_cast<V*>(rs.data());
+  w.a = reinterpret_cast<V*>(a);
+  w.z = reinterpret_cast<V*>(z);
+  w.d = reinterpret_cast<V*>(d);
+  w.e = reinterpret_cast<V*>(e);
+  w.tau = reinterpret_cast<V*>(tau);
+  w.p = reinterpret_cast<V*>(p);
+  w.rc = reinterpret_cast<V*>(rc);
+  w.rs = reinterpret_cast<V*>(rs);
   return w;
 }
 

@@ -21,6 +21,12 @@ template <> struct LaneVec<8> {
 // Inlined into each instruction set's copy of its caller.
 #define SPEXD_LANE_INLINE inline __attribute__((always_inline))
 
+// Before a loop over a few accumulators or carries (a fixed count, <= 16) that must live in
+// registers: GCC's -O2 (the default build, RelWithDebInfo) does not unroll such loops, so
+// the values went through the stack, each multiply-add waiting on a store and a reload
+// (the eigen-solver's QL 1.3x, its Q 2.5x slower than unrolled; issue 25, session 21).
+#define SPEXD_UNROLL_LANES _Pragma("GCC unroll 16")
+
 // x in every lane. The lane-by-lane fill compiles to one broadcast at -O2 (an initializer
 // list, or x - V{}, to a masked load per lane); the zeroing first keeps GCC's
 // -Wmaybe-uninitialized quiet at the sanitizer builds' -O1, and -O2 drops it.

@@ -41,50 +41,122 @@ struct Work {
   V* rs;   // n, (sin)
 };
 
-// Householder reduction to tridiagonal form, lower (as LAPACK's dsytd2 with uplo = L, on
-// the full symmetric matrix so that every inner loop runs down a contiguous column):
-// H_k = I - tau v v^T zeroes column k below row k + 1.
+// Householder reduction to tridiagonal form on the lower triangle (as LAPACK's dsytd2 with
+// uplo = L): H_k = I - tau v v^T zeroes column k below row k + 1. v = (1, col[k+2..]) is
+// kept in column k from row k + 1 (the 1 included), beta in e[k].
 template <int L>
-SPEXD_LANE_INLINE void Tridiagonalize(const Work<L>& w) {
+SPEXD_LANE_INLINE void Reflector(const Work<L>& w, int k) {
   using V = typename LaneVec<L>::V;
   using Mask = typename LaneVec<L>::Mask;
   const int n = w.n;
-  V* a = w.a;
-  V* p = w.p;
-  V* q = w.p + n;
-  for (int k = 0; k + 2 < n; ++k) {
-    V* col = a + static_cast<std::size_t>(k) * n;
-    const V alpha = col[k + 1];
-    V sigma = Broadcast<L>(0.0);
-    for (int i = k + 2; i < n; ++i) sigma += col[i] * col[i];
-    const Mask flat = sigma == 0.0;  // already tridiagonal here: H_k = I
-    const V norm = Sqrt<L>(alpha * alpha + sigma);
-    const V beta = flat ? alpha : (alpha >= 0.0 ? -norm : norm);
-    const V tau = flat ? Broadcast<L>(0.0) : (beta - alpha) / (flat ? Broadcast<L>(1.0) : beta);
-    const V scale = flat ? Broadcast<L>(0.0) : 1.0 / (flat ? Broadcast<L>(1.0) : alpha - beta);
-    for (int i = k + 2; i < n; ++i) col[i] *= scale;  // v = (1, col[k+2..])
-    w.e[k] = beta;
-    w.tau[k] = tau;
-    // p = tau A22 v, A22 = rows/columns k+1.. (full symmetric).
-    for (int i = k + 1; i < n; ++i) p[i] = Broadcast<L>(0.0);
-    for (int j = k + 1; j < n; ++j) {
-      const V vj = j == k + 1 ? Broadcast<L>(1.0) : col[j];
-      const V* aj = a + static_cast<std::size_t>(j) * n;
-      for (int i = k + 1; i < n; ++i) p[i] += aj[i] * vj;
+  V* col = w.a + static_cast<std::size_t>(k) * n;
+  const V alpha = col[k + 1];
+  V sigma = Broadcast<L>(0.0);
+  for (int i = k + 2; i < n; ++i) sigma += col[i] * col[i];
+  const Mask flat = sigma == 0.0;  // already tridiagonal here: H_k = I
+  const V norm = Sqrt<L>(alpha * alpha + sigma);
+  const V beta = flat ? alpha : (alpha >= 0.0 ? -norm : norm);
+  const V tau = flat ? Broadcast<L>(0.0) : (beta - alpha) / (flat ? Broadcast<L>(1.0) : beta);
+  const V scale = flat ? Broadcast<L>(0.0) : 1.0 / (flat ? Broadcast<L>(1.0) : alpha - beta);
+  for (int i = k + 2; i < n; ++i) col[i] *= scale;
+  col[k + 1] = Broadcast<L>(1.0);
+  w.e[k] = beta;
+  w.tau[k] = tau;
+}
+
+// C columns from j0 (C = 1 or 2) of one pass: step k's rank-2 update A -= v q^T + q v^T on
+// their rows i >= j, and with the updated values the next step's p = A x (x = the next
+// reflector, rows and columns k+2..) from the lower triangle: a[i,j] (i > j) adds
+// a[i,j] x_j to p[i] and a[i,j] x_i to p[j] (t, a chain per column), so the trailing
+// triangle is read and written once a step (it was read three times, in full, before).
+template <int L, int C>
+SPEXD_LANE_INLINE void UpdateColumns(typename LaneVec<L>::V* a, int n, int j0,
+                                     const typename LaneVec<L>::V* v,
+                                     const typename LaneVec<L>::V* q,
+                                     const typename LaneVec<L>::V* x,
+                                     typename LaneVec<L>::V* p) {
+  using V = typename LaneVec<L>::V;
+  V* col[C];
+  V vj[C], qj[C], xj[C], t[C];
+  SPEXD_UNROLL_LANES
+  for (int c = 0; c < C; ++c) {
+    col[c] = a + static_cast<std::size_t>(j0 + c) * n;
+    vj[c] = v[j0 + c];
+    qj[c] = q[j0 + c];
+    xj[c] = x[j0 + c];
+  }
+  // The corner: rows j0 .. j0 + C - 1, each column from its diagonal.
+  SPEXD_UNROLL_LANES
+  for (int c = 0; c < C; ++c) {
+    const int i = j0 + c;
+    SPEXD_UNROLL_LANES
+    for (int cc = 0; cc <= c; ++cc) {
+      const V y = col[cc][i] - (v[i] * qj[cc] + q[i] * vj[cc]);
+      col[cc][i] = y;
+      if (cc == c) {
+        t[c] = y * xj[c];
+      } else {
+        p[i] += y * xj[cc];
+        t[cc] += y * x[i];
+      }
     }
+  }
+  for (int i = j0 + C; i < n; ++i) {
+    const V vi = v[i], qi = q[i], xi = x[i];
+    V pi = p[i];
+    SPEXD_UNROLL_LANES
+    for (int c = 0; c < C; ++c) {
+      const V y = col[c][i] - (vi * qj[c] + qi * vj[c]);
+      col[c][i] = y;
+      pi += y * xj[c];
+      t[c] += y * xi;
+    }
+    p[i] = pi;
+  }
+  SPEXD_UNROLL_LANES
+  for (int c = 0; c < C; ++c) p[j0 + c] += t[c];
+}
+
+// One pass over columns k+2.. (pairs, then one): step k's update and the next p.
+template <int L>
+SPEXD_LANE_INLINE void UpdatePass(const Work<L>& w, int k, const typename LaneVec<L>::V* v,
+                                  const typename LaneVec<L>::V* q,
+                                  const typename LaneVec<L>::V* x) {
+  const int n = w.n;
+  for (int i = k + 2; i < n; ++i) w.p[i] = Broadcast<L>(0.0);
+  int j = k + 2;
+  for (; j + 2 <= n; j += 2) UpdateColumns<L, 2>(w.a, n, j, v, q, x, w.p);
+  if (j < n) UpdateColumns<L, 1>(w.a, n, j, v, q, x, w.p);
+}
+
+template <int L>
+SPEXD_LANE_INLINE void Tridiagonalize(const Work<L>& w) {
+  using V = typename LaneVec<L>::V;
+  const int n = w.n;
+  V* const a = w.a;
+  V* const p = w.p;
+  V* const q = w.p + n;
+  if (n >= 3) {
+    // p = A22 v for the first reflector: a pass with v = q = 0 (the update adds exact zeros).
+    Reflector(w, 0);
+    for (int i = 0; i < n; ++i) q[i] = Broadcast<L>(0.0);
+    UpdatePass(w, -1, q, q, a);
+  }
+  for (int k = 0; k + 2 < n; ++k) {
+    const V* v = a + static_cast<std::size_t>(k) * n;  // v[k+1] = 1
+    const V tau = w.tau[k];
     V pv = p[k + 1];
-    for (int i = k + 2; i < n; ++i) pv += p[i] * col[i];
-    // q = p - (tau / 2)(p.v) v with p scaled by tau; A22 -= v q^T + q v^T.
+    for (int i = k + 2; i < n; ++i) pv += p[i] * v[i];
+    // q = tau p - (tau^2 / 2)(p.v) v.
     const V half_k = 0.5 * tau * tau * pv;
     q[k + 1] = tau * p[k + 1] - half_k;
-    for (int i = k + 2; i < n; ++i) q[i] = tau * p[i] - half_k * col[i];
-    for (int j = k + 1; j < n; ++j) {
-      const V vj = j == k + 1 ? Broadcast<L>(1.0) : col[j];
-      const V qj = q[j];
-      V* aj = a + static_cast<std::size_t>(j) * n;
-      aj[k + 1] -= qj + q[k + 1] * vj;
-      for (int i = k + 2; i < n; ++i) aj[i] -= col[i] * qj + q[i] * vj;
-    }
+    for (int i = k + 2; i < n; ++i) q[i] = tau * p[i] - half_k * v[i];
+    // Column k + 1 first: it gives the next reflector, which the pass's p needs.
+    V* next = a + static_cast<std::size_t>(k + 1) * n;
+    const V vj = v[k + 1], qj = q[k + 1];
+    for (int i = k + 1; i < n; ++i) next[i] -= v[i] * qj + q[i] * vj;
+    if (k + 3 < n) Reflector(w, k + 1);
+    UpdatePass(w, k, v, q, next);
   }
   for (int i = 0; i < n; ++i) w.d[i] = a[static_cast<std::size_t>(i) * n + i];
   if (n >= 2) {
@@ -356,7 +428,6 @@ void LaneEigen::Load(const double* const* src, int ld, int count) {
       for (int i = j; i < n; ++i) {
         const double v = lane < count ? src[lane][i + j * ld] * sc : (i == j ? 1.0 : 0.0);
         a_[(static_cast<std::size_t>(i) + static_cast<std::size_t>(j) * n) * L + lane] = v;
-        a_[(static_cast<std::size_t>(j) + static_cast<std::size_t>(i) * n) * L + lane] = v;
       }
     }
   }

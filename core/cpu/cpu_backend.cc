@@ -106,6 +106,36 @@ class CpuBackend : public Backend {
   }
 
  private:
+  // The arrays of bundles the sink has taken (and left in place), lent to later bundles of
+  // the window: Allocate's assign() then refills memory already mapped. A new bundle's
+  // fresh ~7 MB (r camera) cost a page fault per page, 20 times a frame, and kept every
+  // bundle's arrays until the window's end.
+  class SpareArrays {
+   public:
+    void Lend(BundleResult* to) {
+      absl::MutexLock lock(&mu_);
+      if (spare_.empty()) return;
+      BundleResult& from = spare_.back();
+      to->flux.swap(from.flux);
+      to->ivar.swap(from.ivar);
+      to->rdiags.swap(from.rdiags);
+      to->pixmask_fraction.swap(from.pixmask_fraction);
+      to->chi2pix.swap(from.chi2pix);
+      to->failed_bins.swap(from.failed_bins);
+      spare_.pop_back();
+    }
+    // After the sink: whatever arrays it did not move away.
+    void Keep(BundleResult&& done) {
+      if (done.flux.capacity() == 0) return;
+      absl::MutexLock lock(&mu_);
+      spare_.push_back(std::move(done));
+    }
+
+   private:
+    absl::Mutex mu_;
+    std::vector<BundleResult> spare_ ABSL_GUARDED_BY(mu_);
+  };
+
   // One bundle of a window: its spots, results, and the groups of patches still running.
   struct BundleWork {
     int bundle = 0, p0 = 0, p1 = 0, first_task = 0;
@@ -122,8 +152,9 @@ class CpuBackend : public Backend {
     // absl::call_once spins in uninstrumented Abseil code, so TSan did not see the
     // allocating thread's writes ordered before the waiter's reads (CI, stop 37).
     std::once_flag allocated;
-    void Allocate(const PatchPlan& plan) {
+    void Allocate(const PatchPlan& plan, SpareArrays* spare) {
       std::call_once(allocated, [&] {
+        spare->Lend(&result);
         result.Allocate(bundle, plan.bundle_fiber_begin(bundle), plan.bundlesize, plan.nwave,
                         plan.ndiag);
       });
@@ -144,6 +175,7 @@ class CpuBackend : public Backend {
     constexpr int kGroup = PatchExtractor::kGroup;
     std::vector<std::unique_ptr<BundleWork>> work;
     std::vector<int> task_bundle;  // index into `work` of each task
+    SpareArrays spare;
     const double t0 = Now();
     for (int b : bundles) {
       if (CancelRequested(job)) return absl::CancelledError("extraction cancelled");
@@ -160,7 +192,7 @@ class CpuBackend : public Backend {
       w->groups_left.store(groups);
       task_bundle.insert(task_bundle.end(), groups, static_cast<int>(work.size()));
       if (groups == 0) {
-        w->Allocate(plan);
+        w->Allocate(plan, &spare);
         FinishBundle(job, w.get());
       }
       work.push_back(std::move(w));
@@ -194,6 +226,7 @@ class CpuBackend : public Backend {
           const double s0 = Now();
           sink_status = sink(std::move(w.result));
           sink_seconds += Now() - s0;
+          spare.Keep(std::move(w.result));
           w.spots.reset();
           w.models = {};
           next_sink.fetch_add(1, std::memory_order_release);
@@ -208,7 +241,7 @@ class CpuBackend : public Backend {
       if (stop.load(std::memory_order_relaxed) || CancelRequested(job)) return;
       BundleWork& w = *work[static_cast<std::size_t>(task_bundle[static_cast<std::size_t>(task)])];
       if (workspaces[worker] == nullptr) workspaces[worker] = std::make_unique<PatchWorkspace>(plan);
-      w.Allocate(plan);
+      w.Allocate(plan, &spare);
       const int i0 = (task - w.first_task) * kGroup, count = std::min(kGroup, w.p1 - w.p0 - i0);
       extractor.ExtractGroup(&plan.patches[w.p0 + i0], count, *w.spots, planes,
                              workspaces[worker].get(), &w.result, &w.outcomes[i0],

@@ -18,6 +18,14 @@ SPEXD_LANE_INLINE typename LaneVec<L>::V Sqrt(typename LaneVec<L>::V x) {
   for (int l = 0; l < L; ++l) r[l] = __builtin_sqrt(x[l]);
   return r;
 }
+// |x| by clearing the sign bits (as fabs).
+template <int L>
+SPEXD_LANE_INLINE typename LaneVec<L>::V Abs(typename LaneVec<L>::V x) {
+  using Mask = typename LaneVec<L>::Mask;
+  Mask bits = {};
+  for (int l = 0; l < L; ++l) bits[l] = 0x7fffffffffffffffLL;
+  return reinterpret_cast<typename LaneVec<L>::V>(reinterpret_cast<Mask>(x) & bits);
+}
 template <int L>
 SPEXD_LANE_INLINE bool Any(typename LaneVec<L>::Mask m) {
   for (int l = 0; l < L; ++l) {
@@ -301,15 +309,24 @@ SPEXD_LANE_INLINE unsigned TridiagonalQL(const Work<L>& w) {
   int l[L] = {}, m[L] = {}, iters[L] = {};
   for (;;) {
     // Per lane: the first m >= l with a negligible e[m]; l moves on past converged values.
+    // The test for every lane at once first (in vectors, the same arithmetic as lane by
+    // lane), so that each lane's scan reads one flag a row: scanning lane by lane with
+    // the test was ~1/8 of QL.
+    int first = n;
+    for (int lane = 0; lane < L; ++lane) {
+      if (l[lane] < n && (ok >> lane & 1u)) first = std::min(first, l[lane]);
+    }
+    V* const negligible = w.p;  // the reduction's scratch, free during QL
+    for (int mm = first; mm < n - 1; ++mm) {
+      const V dd = Abs<L>(d[mm]) + Abs<L>(d[mm + 1]);
+      negligible[mm] = Abs<L>(e[mm]) <= DBL_EPSILON * dd ? Broadcast<L>(1.0) : Broadcast<L>(0.0);
+    }
     int lo = n, hi = 0;
     for (int lane = 0; lane < L; ++lane) {
       int mm = l[lane];
       while (l[lane] < n && (ok >> lane & 1u)) {
         mm = l[lane];
-        for (; mm < n - 1; ++mm) {
-          const double dd = std::fabs(d[mm][lane]) + std::fabs(d[mm + 1][lane]);
-          if (std::fabs(e[mm][lane]) <= DBL_EPSILON * dd) break;
-        }
+        while (mm < n - 1 && negligible[mm][lane] == 0.0) ++mm;
         if (mm != l[lane]) break;
         ++l[lane];
         iters[lane] = 0;

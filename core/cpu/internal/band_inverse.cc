@@ -4,6 +4,7 @@
 #include <cstddef>
 
 #include "core/cpu/internal/lapack.h"
+#include "core/cpu/internal/small_gemm.h"
 
 namespace spexd::core {
 namespace {
@@ -23,8 +24,14 @@ struct ConstView {
   const double* at(int i, int j) const { return p + i + static_cast<std::ptrdiff_t>(j) * ld; }
 };
 
+// The products without transposes by our AVX-512 kernel where the CPU has it (as fast as
+// OpenBLAS's AVX-512 kernels, 2.3x its Haswell ones: small_gemm.h), else by the BLAS.
 void Gemm(const char* ta, const char* tb, int m, int n, int k, ConstView a, ConstView b,
           double beta, View c) {
+  if (ta[0] == 'N' && tb[0] == 'N' &&
+      internal::SmallGemmNN(m, n, k, a.p, a.ld, b.p, b.ld, beta, c.p, c.ld)) {
+    return;
+  }
   dgemm_(ta, tb, &m, &n, &k, &kPlus, a.p, &a.ld, b.p, &b.ld, &beta, c.p, &c.ld, kOne, kOne);
 }
 

@@ -70,7 +70,9 @@ void BandInverseDiagonalBlocks(const BandFactor& f, int b, int first_block, doub
   // (lband[(i - j) + j (kd + 1)] = lband[i + j kd]). That needs kd >= b (L_JJ's rows); a
   // narrower band is copied into a dense matrix with zeros beyond the band.
   ConstView l{f.lband, kd};
-  if (kd < b) {
+  if (f.dense_ld > 0) {
+    l = ConstView{f.lband, f.dense_ld};
+  } else if (kd < b) {
     const std::size_t ldab = static_cast<std::size_t>(kd) + 1;
     for (int j = first_block * b; j < n; ++j) {
       const double* src = f.lband + j * ldab;

@@ -7,10 +7,13 @@ namespace spexd::core {
 
 // The factor L (n x n, L[i, j] = 0 for i - j > kd) in LAPACK lower band storage, as
 // dpbtrf leaves it: L[i, j] at lband[(i - j) + j * (kd + 1)].
+// Or, with dense_ld > 0, L in dense lower storage (L[i, j] at lband[i + j * dense_ld], zero
+// below the band), as BandCholeskyFactor (band_cholesky.h) leaves it.
 struct BandFactor {
   const double* lband = nullptr;
   int n = 0;
   int kd = 0;
+  int dense_ld = 0;
 };
 
 // Scratch of one thread (caller-owned, not touched by other calls): `dense_l` holds

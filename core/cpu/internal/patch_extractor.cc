@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "core/cpu/internal/band_inverse.h"
+#include "core/cpu/internal/band_cholesky.h"
 #include "core/cpu/internal/decorrelate_products.h"
 #include "core/cpu/internal/lapack.h"
 #include "core/cpu/internal/normal_equations.h"
@@ -38,7 +39,7 @@ PatchWorkspace::PatchWorkspace(const PatchPlan& plan) {
   const std::size_t max_entries = n * plan.stamp_ny * plan.stamp_nx;
   entry_col.resize(max_entries);
   entry_val.resize(max_entries);
-  m.resize(n * n);  // band storage needs (kd + 1) * n <= n * n
+  m.resize(n * n);  // M, then its factor, in dense lower storage (band_cholesky.h)
   lfull.resize(n * n);
   cfull.resize(n * n);
   zblock.resize((n + nt) * nt);  // kd < n
@@ -172,16 +173,22 @@ void PatchExtractor::BuildNormalEquations(const PatchDesc& d, PatchWorkspace* ws
     }
   }
   ws->kd = kd;
+  // M in dense lower storage (leading dimension n) for the blocked band Cholesky
+  // (band_cholesky.h): zero within its reach of the diagonal, the band then summed in.
   double* m = ws->m.data();
-  std::fill(m, m + static_cast<std::size_t>(kd + 1) * n, 0.0);
+  const int reach = internal::BandCholeskyReach(kd);
+  for (int q = 0; q < n; ++q) {
+    double* col = m + static_cast<std::size_t>(q) * n;
+    std::fill(col + q, col + std::min(n, q + reach + 1), 0.0);
+  }
   std::fill(ws->b.begin(), ws->b.begin() + n, 0.0);
   std::fill(ws->fw.begin(), ws->fw.begin() + n, 0.0);
-  // M = A^T diag(v) A (lower band: M[i, j] at m[(i - j) + j * (kd + 1)] = m[i + j * kd]),
-  // b = A^T diag(v) d, fw = A^T v (spec §2.8), runs of pixels in the same stamps summed in
-  // SIMD vectors first (normal_equations.h).
+  // M = A^T diag(v) A (M[i, j], i >= j, at m[i + j * n]), b = A^T diag(v) d, fw = A^T v
+  // (spec §2.8), runs of pixels in the same stamps summed in SIMD vectors first
+  // (normal_equations.h, whose "kd" is the storage's leading dimension).
   internal::AccumulateNormalEquations(
       internal::PixelEntries{ws->pix_start.data(), ws->entry_col.data(), ws->entry_val.data()},
-      internal::PixelWindow{d.ny, d.nx, image, ivar}, kd, m, ws->b.data(), ws->fw.data(),
+      internal::PixelWindow{d.ny, d.nx, image, ivar}, n, m, ws->b.data(), ws->fw.data(),
       &ws->normal_eq);
 }
 
@@ -191,25 +198,21 @@ void PatchExtractor::Regularize(int n, double regularize, PatchWorkspace* ws) co
   for (int q = 0; q < n; ++q) maxfw = std::max(maxfw, ws->fw[q]);
   const double minweight = MinWeight(maxfw);
   const bool cpu = options_.compat == Compat::kCpu;
-  const std::size_t ldab = static_cast<std::size_t>(ws->kd) + 1;
+  const std::size_t diag = static_cast<std::size_t>(n) + 1;  // dense storage, ld = n
   for (int q = 0; q < n; ++q) {
-    ws->m[q * ldab] += DiagonalRegularization(ws->fw[q], minweight, regularize, cpu);
+    ws->m[q * diag] += DiagonalRegularization(ws->fw[q], minweight, regularize, cpu);
   }
 }
 
 bool PatchExtractor::CholeskySolve(int n, PatchWorkspace* ws) const {
-  // Any backward-stable SPD solver will do (spec §2.9): banded Cholesky, n kd^2 instead of
-  // n^3 / 3 (the factor of a band matrix has no fill outside the band).
-  int info = 0, one = 1, kd = ws->kd, ldab = ws->kd + 1;
-  dpbtrf_("L", &n, &kd, ws->m.data(), &ldab, &info, kOne);
-  if (info != 0) return false;
+  // Any backward-stable SPD solver will do (spec §2.9): a blocked band Cholesky, n kd^2
+  // instead of n^3 / 3 (the factor of a band matrix has no fill outside the band).
+  if (!internal::BandCholeskyFactor(n, ws->kd, ws->m.data(), n, &ws->cholesky_scratch)) return false;
   // The health estimate from the factor's diagonal (issue 23): one pass over n values.
-  // The band factor's diagonal is the dense factor's (no fill outside the band); in
-  // LAPACK's lower band storage L[q, q] is row 0 of column q.
-  ws->condition_ = FactorConditionEstimate(ws->m.data(), n, ldab);
+  ws->condition_ = FactorConditionEstimate(ws->m.data(), n, static_cast<long>(n) + 1);
   std::copy(ws->b.begin(), ws->b.begin() + n, ws->x.begin());
-  dpbtrs_("L", &n, &kd, &one, ws->m.data(), &ldab, ws->x.data(), &n, &info, kOne);
-  return info == 0 && AllFinite(ws->x.data(), n);
+  internal::BandCholeskySolve(n, ws->kd, ws->m.data(), n, ws->x.data());
+  return AllFinite(ws->x.data(), n);
 }
 
 void PatchExtractor::BandInverse(const PatchDesc& d, int first, PatchWorkspace* ws) const {
@@ -218,7 +221,7 @@ void PatchExtractor::BandInverse(const PatchDesc& d, int first, PatchWorkspace* 
   // Recursion blocks of half a spectrum where that still covers each spectrum's block
   // (kd >= nt): fewer flops in the trapezoids (measured 12 % less time than whole spectra).
   const int nt = plan_.nwavetot, split = nt % 2 == 0 && ws->kd >= nt ? 2 : 1;
-  BandInverseDiagonalBlocks(BandFactor{ws->m.data(), d.n, ws->kd}, nt / split, first * split,
+  BandInverseDiagonalBlocks(BandFactor{ws->m.data(), d.n, ws->kd, d.n}, nt / split, first * split,
                             ws->cfull.data(), d.n,
                             BandInverseScratch{ws->lfull.data(), ws->zblock.data()});
 }

@@ -54,7 +54,7 @@ class PatchWorkspace {
   std::vector<double> win_image, win_ivar;
   std::vector<double> entry_val;
   internal::NormalEqScratch normal_eq;
-  // M in LAPACK lower band storage (ldab = kd + 1, at most n x n), then its factor L.
+  // M in dense lower storage (n x n, zero outside its band), then its factor L.
   std::vector<double> m, w, b, fw, x;     // and length-n vectors
   int kd = 0;                             // bandwidth of the last patch's M
   std::vector<double> lfull, cfull;       // n x n column-major: L (narrow bands only) and C
@@ -66,6 +66,7 @@ class PatchWorkspace {
   // nper x nwavetot^2 vectors (column-major, column j for value j).
   std::vector<double> block_vals, block_vecs;
   std::unique_ptr<internal::LaneEigen> lanes;
+  std::vector<double> cholesky_scratch;  // BandCholeskyFactor's transposed panel
   std::vector<double> lapack_work;
   std::vector<int> lapack_iwork;
   std::vector<double> flux, ivar, rdiag, pixmask, chi2, model_col;  // patch core outputs

@@ -1,0 +1,75 @@
+#include "core/cpu/internal/band_cholesky.h"
+
+#include <algorithm>
+#include <cstddef>
+
+#include "core/cpu/internal/lapack.h"
+#include "core/cpu/internal/small_gemm.h"
+
+namespace spexd::core::internal {
+namespace {
+
+constexpr std::size_t kOne = 1;  // hidden Fortran string length
+constexpr double kPlus = 1.0, kMinus = -1.0;
+
+}  // namespace
+
+bool BandCholeskyFactor(int n, int kd, double* a, int lda, std::vector<double>* scratch,
+                        bool small_gemm) {
+  auto at = [&](int i, int j) { return a + i + static_cast<std::ptrdiff_t>(j) * lda; };
+  for (int j = 0; j < n; j += kBandCholeskyBlock) {
+    int ib = std::min(kBandCholeskyBlock, n - j), info = 0;
+    dpotrf_("L", &ib, at(j, j), &lda, &info, kOne);
+    if (info != 0) return false;
+    // The panel P: the kd rows below the block (its last column's band; the rows past the
+    // band of its first columns are zero and stay zero), P = P L11^-T.
+    int rows = std::min(kd, n - j - ib);
+    if (rows <= 0) continue;
+    double* p = at(j + ib, j);
+    dtrsm_("R", "L", "T", "N", &rows, &ib, &kPlus, at(j, j), &lda, p, &lda, kOne, kOne, kOne, kOne);
+    // The trailing window (inside the band): A22 -= P P^T, by columns of 8 from each one's
+    // diagonal down. SmallGemmNN also writes the upper triangle of each 8 x 8 diagonal
+    // tile, entries of M's upper triangle that nothing reads.
+    scratch->resize(static_cast<std::size_t>(ib) * rows);
+    double* pt = scratch->data();  // -P^T, ib x rows
+    for (int r = 0; r < rows; ++r) {
+      for (int c = 0; c < ib; ++c) pt[c + static_cast<std::size_t>(r) * ib] = -p[r + static_cast<std::ptrdiff_t>(c) * lda];
+    }
+    constexpr int kCols = 8;
+    for (int c0 = 0; c0 < rows; c0 += kCols) {
+      int nc = std::min(kCols, rows - c0), m = rows - c0;
+      double* c = at(j + ib + c0, j + ib + c0);
+      if (!small_gemm || !SmallGemmNN(m, nc, ib, p + c0, lda, pt + static_cast<std::size_t>(c0) * ib,
+                                      ib, 1.0, c, lda)) {
+        // No AVX-512: the BLAS, the diagonal tile by dsyrk (lower only), the rest by dgemm.
+        dsyrk_("L", "N", &nc, &ib, &kMinus, p + c0, &lda, &kPlus, c, &lda, kOne, kOne);
+        int below = m - nc;
+        if (below > 0) {
+          dgemm_("N", "T", &below, &nc, &ib, &kMinus, p + c0 + nc, &lda, p + c0, &lda, &kPlus,
+                 c + nc, &lda, kOne, kOne);
+        }
+      }
+    }
+  }
+  return true;
+}
+
+void BandCholeskySolve(int n, int kd, const double* l, int lda, double* x) {
+  auto at = [&](int i, int j) { return l[i + static_cast<std::ptrdiff_t>(j) * lda]; };
+  // L y = b, by columns.
+  for (int j = 0; j < n; ++j) {
+    const double y = x[j] / at(j, j);
+    x[j] = y;
+    const int end = std::min(n, j + kd + 1);
+    for (int i = j + 1; i < end; ++i) x[i] -= at(i, j) * y;
+  }
+  // L^T x = y, by columns from the last.
+  for (int j = n - 1; j >= 0; --j) {
+    double t = x[j];
+    const int end = std::min(n, j + kd + 1);
+    for (int i = end - 1; i > j; --i) t -= at(i, j) * x[i];
+    x[j] = t / at(j, j);
+  }
+}
+
+}  // namespace spexd::core::internal

@@ -67,7 +67,8 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     if (!Flag(argc, argv, &i, "--n", &n_flag) && !Flag(argc, argv, &i, "--groups", &groups_flag) &&
         !Flag(argc, argv, &i, "--repeats", &repeats_flag) &&
-        !Flag(argc, argv, &i, "--lanes", &lanes_flag) && !Flag(argc, argv, &i, "--decades", &decades)) {
+        !Flag(argc, argv, &i, "--lanes", &lanes_flag) &&
+        !Flag(argc, argv, &i, "--decades", &decades)) {
       std::fprintf(stderr, "unknown flag or missing value: %s\n", argv[i]);
       return 2;
     }

@@ -33,14 +33,16 @@ bool BandCholeskyFactor(int n, int kd, double* a, int lda, std::vector<double>* 
     scratch->resize(static_cast<std::size_t>(ib) * rows);
     double* pt = scratch->data();  // -P^T, ib x rows
     for (int r = 0; r < rows; ++r) {
-      for (int c = 0; c < ib; ++c) pt[c + static_cast<std::size_t>(r) * ib] = -p[r + static_cast<std::ptrdiff_t>(c) * lda];
+      for (int c = 0; c < ib; ++c) {
+        pt[c + static_cast<std::size_t>(r) * ib] = -p[r + static_cast<std::ptrdiff_t>(c) * lda];
+      }
     }
     constexpr int kCols = 8;
     for (int c0 = 0; c0 < rows; c0 += kCols) {
       int nc = std::min(kCols, rows - c0), m = rows - c0;
       double* c = at(j + ib + c0, j + ib + c0);
-      if (!small_gemm || !SmallGemmNN(m, nc, ib, p + c0, lda, pt + static_cast<std::size_t>(c0) * ib,
-                                      ib, 1.0, c, lda)) {
+      const double* ptc = pt + static_cast<std::size_t>(c0) * ib;
+      if (!small_gemm || !SmallGemmNN(m, nc, ib, p + c0, lda, ptc, ib, 1.0, c, lda)) {
         // No AVX-512: the BLAS, the diagonal tile by dsyrk (lower only), the rest by dgemm.
         dsyrk_("L", "N", &nc, &ib, &kMinus, p + c0, &lda, &kPlus, c, &lda, kOne, kOne);
         int below = m - nc;

@@ -235,7 +235,9 @@ SPEXD_LANE_INLINE void FormQ(const Work<L>& w) {
     int j = k0 + 1;
     // Columns k0+1 .. k1 take only the block's H_k with k < j.
     for (; j <= k1 && j < n; ++j) {
-      for (int k = std::min(k1, j - 1); k >= k0; --k) ReflectColumn<L>(reflector(k), taus[k], k, n, column(j));
+      for (int k = std::min(k1, j - 1); k >= k0; --k) {
+        ReflectColumn<L>(reflector(k), taus[k], k, n, column(j));
+      }
     }
     for (; j + 4 <= n; j += 4) {
       V* const zj[4] = {column(j), column(j + 1), column(j + 2), column(j + 3)};
@@ -252,7 +254,8 @@ SPEXD_LANE_INLINE void FormQ(const Work<L>& w) {
 // rotation. Each row's carry is a chain of dependent products; R chains in flight hide
 // their latency.
 template <int L, int R>
-SPEXD_LANE_INLINE void RotateRows(typename LaneVec<L>::V* z, int n, const typename LaneVec<L>::V* rc,
+SPEXD_LANE_INLINE void RotateRows(typename LaneVec<L>::V* z, int n,
+                                  const typename LaneVec<L>::V* rc,
                                   const typename LaneVec<L>::V* rs, int lo, int hi, int k) {
   using V = typename LaneVec<L>::V;
   V carry[R];
@@ -414,7 +417,7 @@ int LaneEigen::WidestLanes() {
 
 LaneEigen::LaneEigen(int n, int lanes)
     : n_(n), lanes_(lanes == 4 ? 4 : WidestLanes()), scale_{} {  // 8 only where AVX-512 runs
-  const std::size_t nn = static_cast<std::size_t>(n) * n * lanes_, nl = static_cast<std::size_t>(n) * lanes_;
+  const std::size_t nl = static_cast<std::size_t>(n) * lanes_, nn = nl * n;
   auto lines = [](std::size_t doubles) { return (doubles + 7) / 8 * 8; };
   const std::size_t sizes[] = {nn, nn, nl, nl, nl, 2 * nl, nl, nl};
   std::size_t total = 8;  // slack to align the start

@@ -207,7 +207,9 @@ void PatchExtractor::Regularize(int n, double regularize, PatchWorkspace* ws) co
 bool PatchExtractor::CholeskySolve(int n, PatchWorkspace* ws) const {
   // Any backward-stable SPD solver will do (spec §2.9): a blocked band Cholesky, n kd^2
   // instead of n^3 / 3 (the factor of a band matrix has no fill outside the band).
-  if (!internal::BandCholeskyFactor(n, ws->kd, ws->m.data(), n, &ws->cholesky_scratch)) return false;
+  if (!internal::BandCholeskyFactor(n, ws->kd, ws->m.data(), n, &ws->cholesky_scratch)) {
+    return false;
+  }
   // The health estimate from the factor's diagonal (issue 23): one pass over n values.
   ws->condition_ = FactorConditionEstimate(ws->m.data(), n, static_cast<long>(n) + 1);
   std::copy(ws->b.begin(), ws->b.begin() + n, ws->x.begin());

@@ -24,7 +24,8 @@ struct Case {
 // A random SPD band matrix: B B^T + I with B lower, bandwidth kd / 2 (so M's is kd).
 std::vector<double> BandSpd(int n, int kd, std::mt19937_64* rng) {
   std::normal_distribution<double> normal;
-  std::vector<double> b(static_cast<std::size_t>(n) * n, 0.0), m(static_cast<std::size_t>(n) * n, 0.0);
+  const std::size_t nn = static_cast<std::size_t>(n) * n;
+  std::vector<double> b(nn, 0.0), m(nn, 0.0);
   for (int j = 0; j < n; ++j) {
     for (int i = j; i < std::min(n, j + kd / 2 + 1); ++i) b[i + j * n] = normal(*rng);
   }

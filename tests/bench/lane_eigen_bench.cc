@@ -20,39 +20,17 @@
 
 #include "core/cpu/internal/lane_eigen.h"
 #include "core/cpu/internal/lapack.h"
+#include "tests/random_spd.h"
 
 namespace {
 
 using spexd::core::internal::LaneEigen;
+using spexd::testing::RandomSpd;
 
 double Seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-// Q diag(lambda) Q^T with Q orthonormalised from a Gaussian matrix.
-std::vector<double> RandomSpd(int n, double decades, std::mt19937_64* rng) {
-  std::normal_distribution<double> normal;
-  std::vector<double> q(static_cast<std::size_t>(n) * n);
-  for (double& x : q) x = normal(*rng);
-  for (int j = 0; j < n; ++j) {
-    for (int k = 0; k < j; ++k) {
-      double dot = 0;
-      for (int i = 0; i < n; ++i) dot += q[i + k * n] * q[i + j * n];
-      for (int i = 0; i < n; ++i) q[i + j * n] -= dot * q[i + k * n];
-    }
-    double norm = 0;
-    for (int i = 0; i < n; ++i) norm += q[i + j * n] * q[i + j * n];
-    for (int i = 0; i < n; ++i) q[i + j * n] /= std::sqrt(norm);
-  }
-  std::vector<double> a(static_cast<std::size_t>(n) * n, 0.0);
-  for (int k = 0; k < n; ++k) {
-    const double lambda = std::pow(10.0, -decades * k / std::max(1, n - 1));
-    for (int j = 0; j < n; ++j) {
-      for (int i = 0; i < n; ++i) a[i + j * n] += lambda * q[i + k * n] * q[j + k * n];
-    }
-  }
-  return a;
-}
 
 bool Flag(int argc, char** argv, int* i, const char* name, double* value) {
   if (std::strcmp(argv[*i], name) != 0 || *i + 1 >= argc) return false;

@@ -4,6 +4,7 @@
 #include <cstddef>
 
 #include "core/cpu/internal/lapack.h"
+#include "core/cpu/internal/simd_level.h"
 #include "core/cpu/internal/small_gemm.h"
 
 namespace spexd::core::internal {
@@ -27,11 +28,17 @@ bool BandCholeskyFactor(int n, int kd, double* a, int lda, std::vector<double>* 
     if (rows <= 0) continue;
     double* p = at(j + ib, j);
     dtrsm_("R", "L", "T", "N", &rows, &ib, &kPlus, at(j, j), &lda, p, &lda, kOne, kOne, kOne, kOne);
-    // The trailing window (inside the band): A22 -= P P^T, by columns of 8 from each one's
-    // diagonal down. SmallGemmNN also writes the upper triangle of each 8 x 8 diagonal
-    // tile, entries of M's upper triangle that nothing reads.
+    // The trailing window (inside the band): A22 -= P P^T.
+    double* a22 = at(j + ib, j + ib);
+    if (!small_gemm || !SimdLevelAvailable(SimdLevel::kAvx512)) {
+      dsyrk_("L", "N", &rows, &ib, &kMinus, p, &lda, &kPlus, a22, &lda, kOne, kOne);
+      continue;
+    }
+    // By the AVX-512 kernel on -P^T (ib x rows), columns of 8 from each one's diagonal
+    // down. It also writes the upper triangle of each 8 x 8 diagonal tile: entries of M's
+    // upper triangle, which nothing reads.
     scratch->resize(static_cast<std::size_t>(ib) * rows);
-    double* pt = scratch->data();  // -P^T, ib x rows
+    double* pt = scratch->data();
     for (int r = 0; r < rows; ++r) {
       for (int c = 0; c < ib; ++c) {
         pt[c + static_cast<std::size_t>(r) * ib] = -p[r + static_cast<std::ptrdiff_t>(c) * lda];
@@ -39,18 +46,9 @@ bool BandCholeskyFactor(int n, int kd, double* a, int lda, std::vector<double>* 
     }
     constexpr int kCols = 8;
     for (int c0 = 0; c0 < rows; c0 += kCols) {
-      int nc = std::min(kCols, rows - c0), m = rows - c0;
-      double* c = at(j + ib + c0, j + ib + c0);
-      const double* ptc = pt + static_cast<std::size_t>(c0) * ib;
-      if (!small_gemm || !SmallGemmNN(m, nc, ib, p + c0, lda, ptc, ib, 1.0, c, lda)) {
-        // No AVX-512: the BLAS, the diagonal tile by dsyrk (lower only), the rest by dgemm.
-        dsyrk_("L", "N", &nc, &ib, &kMinus, p + c0, &lda, &kPlus, c, &lda, kOne, kOne);
-        int below = m - nc;
-        if (below > 0) {
-          dgemm_("N", "T", &below, &nc, &ib, &kMinus, p + c0 + nc, &lda, p + c0, &lda, &kPlus,
-                 c + nc, &lda, kOne, kOne);
-        }
-      }
+      SmallGemmNN(rows - c0, std::min(kCols, rows - c0), ib, p + c0, lda,
+                  pt + static_cast<std::size_t>(c0) * ib, ib, 1.0,
+                  a22 + c0 + static_cast<std::ptrdiff_t>(c0) * lda, lda);
     }
   }
   return true;

@@ -63,33 +63,17 @@ void Gemm(const char* ta, const char* tb, int m, int n, int k, ConstView a, Cons
 // block's K ends before j0 + kd). C is kept with both triangles, so that C[K, K] is a plain
 // matrix for dgemm. The blocks agree with X^T X, L X = [I; 0], to ~1e-15 relative.
 void BandInverseDiagonalBlocks(const BandFactor& f, int b, int first_block, double* c_out,
-                               int ldc, const BandInverseScratch& s) {
+                               int ldc, double* zs) {
   const int n = f.n, kd = f.kd, nblocks = n / b;
   const View c{c_out, ldc};
-  // L(i, j) for 0 <= i - j <= kd: LAPACK's lower band storage read with leading dimension kd
-  // (lband[(i - j) + j (kd + 1)] = lband[i + j kd]). That needs kd >= b (L_JJ's rows); a
-  // narrower band is copied into a dense matrix with zeros beyond the band.
-  ConstView l{f.lband, kd};
-  if (f.dense_ld > 0) {
-    l = ConstView{f.lband, f.dense_ld};
-  } else if (kd < b) {
-    const std::size_t ldab = static_cast<std::size_t>(kd) + 1;
-    for (int j = first_block * b; j < n; ++j) {
-      const double* src = f.lband + j * ldab;
-      double* dst = s.dense_l + static_cast<std::size_t>(j) * n;
-      const int band_end = std::min(n, j + kd + 1), zero_end = std::min(n, j + b);
-      std::copy(src, src + (band_end - j), dst + j);
-      std::fill(dst + band_end, dst + std::max(band_end, zero_end), 0.0);
-    }
-    l = ConstView{s.dense_l, n};
-  }
+  const ConstView l{f.l, f.ld};
   for (int jb = nblocks - 1; jb >= first_block; --jb) {
     const int j0 = jb * b, j1 = j0 + b, kk = std::min(n, j1 + kd) - j1;
     const ConstView ljj{l.at(j0, j0), l.ld};
     // W = L_JJ^-1 (lower): OpenBLAS's right-side and transposed-left triangular solves run
     // at ~20 GFLOP/s on these sizes, its triangular products at ~33; one solve on I, then
     // products only.
-    const View w{s.z + static_cast<std::ptrdiff_t>(kd) * b, b};
+    const View w{zs + static_cast<std::ptrdiff_t>(kd) * b, b};
     for (int col = 0; col < b; ++col) {
       std::fill(w.at(0, col), w.at(b, col), 0.0);
       *w.at(col, col) = 1.0;
@@ -104,7 +88,7 @@ void BandInverseDiagonalBlocks(const BandFactor& f, int b, int first_block, doub
     if (kk > 0) {
       const ConstView x{l.at(j1, j0), l.ld};
       const ConstView ckk{c.at(j1, j1), ldc};
-      const View z{s.z, kk};
+      const View z{zs, kk};
       // Rows [0, nd) of X are dense; row nd + t is non-zero from column s0 + t on.
       const int nd = std::clamp(kd - b + 1, 0, kk), trows = kk - nd;
       const int s0 = nd + b - kd, w12 = b - s0 - trows;  // U = X[nd:kk, s0:b] = [U11 U12]

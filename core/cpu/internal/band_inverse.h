@@ -5,22 +5,13 @@
 
 namespace spexd::core {
 
-// The factor L (n x n, L[i, j] = 0 for i - j > kd) in LAPACK lower band storage, as
-// dpbtrf leaves it: L[i, j] at lband[(i - j) + j * (kd + 1)].
-// Or, with dense_ld > 0, L in dense lower storage (L[i, j] at lband[i + j * dense_ld], zero
-// below the band), as BandCholeskyFactor (band_cholesky.h) leaves it.
+// The factor L (n x n, L[i, j] = 0 for i - j > kd) in dense lower storage, as
+// BandCholeskyFactor (band_cholesky.h) leaves it: L[i, j] at l[i + j * ld].
 struct BandFactor {
-  const double* lband = nullptr;
+  const double* l = nullptr;
+  int ld = 0;
   int n = 0;
   int kd = 0;
-  int dense_ld = 0;
-};
-
-// Scratch of one thread (caller-owned, not touched by other calls): `dense_l` holds
-// n * n doubles (used only when kd < block), `z` holds (kd + block) * block doubles.
-struct BandInverseScratch {
-  double* dense_l = nullptr;
-  double* z = nullptr;
 };
 
 // Writes C[J, J] (complete: both triangles, exactly symmetric) for every block
@@ -29,8 +20,9 @@ struct BandInverseScratch {
 // above): so a diagonal block of d >= block unknowns made of whole blocks is complete
 // too when d <= kd.
 // Requires n to be a multiple of block. Single-threaded BLAS calls on the calling thread.
+// `z` is scratch of (kd + block) * block doubles, not touched by other calls.
 void BandInverseDiagonalBlocks(const BandFactor& factor, int block, int first_block, double* c,
-                               int ldc, const BandInverseScratch& scratch);
+                               int ldc, double* z);
 
 }  // namespace spexd::core
 

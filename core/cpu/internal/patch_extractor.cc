@@ -40,7 +40,6 @@ PatchWorkspace::PatchWorkspace(const PatchPlan& plan) {
   entry_col.resize(max_entries);
   entry_val.resize(max_entries);
   m.resize(n * n);  // M, then its factor, in dense lower storage (band_cholesky.h)
-  lfull.resize(n * n);
   cfull.resize(n * n);
   zblock.resize((n + nt) * nt);  // kd < n
   b.resize(n);
@@ -223,9 +222,8 @@ void PatchExtractor::BandInverse(const PatchDesc& d, int first, PatchWorkspace* 
   // Recursion blocks of half a spectrum where that still covers each spectrum's block
   // (kd >= nt): fewer flops in the trapezoids (measured 12 % less time than whole spectra).
   const int nt = plan_.nwavetot, split = nt % 2 == 0 && ws->kd >= nt ? 2 : 1;
-  BandInverseDiagonalBlocks(BandFactor{ws->m.data(), d.n, ws->kd, d.n}, nt / split, first * split,
-                            ws->cfull.data(), d.n,
-                            BandInverseScratch{ws->lfull.data(), ws->zblock.data()});
+  BandInverseDiagonalBlocks(BandFactor{ws->m.data(), d.n, d.n, ws->kd}, nt / split, first * split,
+                            ws->cfull.data(), d.n, ws->zblock.data());
 }
 
 void PatchExtractor::Decorrelate(const PatchDesc& d, int s, const double* vals, const double* c,

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstddef>
 
+#include "core/cpu/internal/lane_vec.h"
 #include "core/cpu/internal/simd_level.h"
 
 #if defined(__x86_64__)
@@ -14,7 +15,6 @@ namespace {
 
 #if defined(__x86_64__)
 #define SPEXD_AVX512 __attribute__((target("avx512f")))
-#define SPEXD_UNROLL _Pragma("GCC unroll 8")
 
 // One tile of C: rows [0, 8 RV) (the rows from `rows` on masked off where MASKED), NC
 // columns, summed over all k in registers (RV * NC accumulators; 24 of the 32 registers
@@ -25,31 +25,31 @@ SPEXD_AVX512 inline __attribute__((always_inline)) void Tile(int rows, int k, co
                                                              bool add, double* c, int ldc) {
   __m512d acc[RV][NC];
   __mmask8 mask[RV];
-  SPEXD_UNROLL
+  SPEXD_UNROLL_LANES
   for (int r = 0; r < RV; ++r) {
     const int left = std::clamp(rows - 8 * r, 0, 8);
     mask[r] = static_cast<__mmask8>((1u << left) - 1);
-    SPEXD_UNROLL
+    SPEXD_UNROLL_LANES
     for (int j = 0; j < NC; ++j) acc[r][j] = _mm512_setzero_pd();
   }
   for (int p = 0; p < k; ++p) {
     const double* ap = a + static_cast<std::size_t>(p) * lda;
     __m512d av[RV];
-    SPEXD_UNROLL
+    SPEXD_UNROLL_LANES
     for (int r = 0; r < RV; ++r) {
       av[r] = MASKED ? _mm512_maskz_loadu_pd(mask[r], ap + 8 * r) : _mm512_loadu_pd(ap + 8 * r);
     }
-    SPEXD_UNROLL
+    SPEXD_UNROLL_LANES
     for (int j = 0; j < NC; ++j) {
       const __m512d bv = _mm512_set1_pd(b[p + static_cast<std::size_t>(j) * ldb]);
-      SPEXD_UNROLL
+      SPEXD_UNROLL_LANES
       for (int r = 0; r < RV; ++r) acc[r][j] = _mm512_fmadd_pd(av[r], bv, acc[r][j]);
     }
   }
-  SPEXD_UNROLL
+  SPEXD_UNROLL_LANES
   for (int j = 0; j < NC; ++j) {
     double* cj = c + static_cast<std::size_t>(j) * ldc;
-    SPEXD_UNROLL
+    SPEXD_UNROLL_LANES
     for (int r = 0; r < RV; ++r) {
       if (MASKED) {
         const __m512d old = add ? _mm512_maskz_loadu_pd(mask[r], cj + 8 * r) : _mm512_setzero_pd();

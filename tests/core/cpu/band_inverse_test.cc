@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "core/cpu/internal/band_cholesky.h"
 #include "core/cpu/internal/lapack.h"
 
 extern "C" void dpotri_(const char* uplo, const int* n, double* a, const int* lda, int* info,
@@ -52,17 +53,10 @@ TEST_P(BandInverseTest, DiagonalBlocksMatchTheDenseInverse) {
   const auto [n, b, kd, first, diag_arg] = GetParam();
   const int diag = diag_arg > 0 ? diag_arg : b;
   const std::vector<double> m = RandomBandedSpd(n, kd, 17u + static_cast<unsigned>(n + kd));
-  // Band factor as the patch extractor makes it (dpbtrf on lower band storage).
-  const int ldab = kd + 1;
-  std::vector<double> band(static_cast<std::size_t>(ldab) * n, 0.0);
-  for (int j = 0; j < n; ++j) {
-    for (int i = j; i <= std::min(n - 1, j + kd); ++i) {
-      band[(i - j) + static_cast<std::size_t>(j) * ldab] = m[i + static_cast<std::size_t>(j) * n];
-    }
-  }
-  int info = 0, nn = n, kdd = kd;
-  dpbtrf_("L", &nn, &kdd, band.data(), &ldab, &info, kOne);
-  ASSERT_EQ(info, 0);
+  // The factor as the patch extractor makes it (BandCholeskyFactor on dense storage).
+  std::vector<double> factor = m, scratch;
+  ASSERT_TRUE(internal::BandCholeskyFactor(n, kd, factor.data(), n, &scratch));
+  int info = 0, nn = n;
   // Reference: dense Cholesky and the inverse from it (dpotri; lower triangle).
   std::vector<double> ref = m;
   dpotrf_("L", &nn, ref.data(), &nn, &info, kOne);
@@ -71,10 +65,9 @@ TEST_P(BandInverseTest, DiagonalBlocksMatchTheDenseInverse) {
   ASSERT_EQ(info, 0);
 
   // Garbage in C and the scratch: the function must not read what it did not write.
-  std::vector<double> c(static_cast<std::size_t>(n) * n, std::nan("")), dense(c);
+  std::vector<double> c(static_cast<std::size_t>(n) * n, std::nan(""));
   std::vector<double> z(static_cast<std::size_t>(kd + b) * b, std::nan(""));
-  BandInverseDiagonalBlocks(BandFactor{band.data(), n, kd}, b, first, c.data(), n,
-                            BandInverseScratch{dense.data(), z.data()});
+  BandInverseDiagonalBlocks(BandFactor{factor.data(), n, n, kd}, b, first, c.data(), n, z.data());
   // Diagonal blocks of `diag` unknowns from the first computed column on.
   for (int jb = first * b / diag; jb < n / diag; ++jb) {
     double scale = 0, diff = 0;

@@ -11,41 +11,14 @@
 #include <vector>
 
 #include "core/cpu/internal/lapack.h"
+#include "tests/random_spd.h"
 
 namespace spexd::core::internal {
 namespace {
 
 using Matrix = std::vector<double>;  // column-major n x n
+using spexd::testing::RandomSpd;
 
-// A random symmetric positive definite matrix with eigenvalues spread log-uniformly over
-// `decades` decades (the decorrelation's C_ss blocks are SPD, often ill-conditioned).
-Matrix RandomSpd(int n, double decades, std::mt19937_64* rng) {
-  std::normal_distribution<double> normal;
-  Matrix q(static_cast<std::size_t>(n) * n);
-  for (double& x : q) x = normal(*rng);
-  // Orthonormalise the columns (modified Gram-Schmidt, twice).
-  for (int pass = 0; pass < 2; ++pass) {
-    for (int j = 0; j < n; ++j) {
-      for (int k = 0; k < j; ++k) {
-        double dot = 0;
-        for (int i = 0; i < n; ++i) dot += q[i + k * n] * q[i + j * n];
-        for (int i = 0; i < n; ++i) q[i + j * n] -= dot * q[i + k * n];
-      }
-      double nrm = 0;
-      for (int i = 0; i < n; ++i) nrm += q[i + j * n] * q[i + j * n];
-      nrm = std::sqrt(nrm);
-      for (int i = 0; i < n; ++i) q[i + j * n] /= nrm;
-    }
-  }
-  Matrix a(static_cast<std::size_t>(n) * n, 0.0);
-  for (int k = 0; k < n; ++k) {
-    const double lam = std::pow(10.0, -decades * k / std::max(1, n - 1));
-    for (int j = 0; j < n; ++j) {
-      for (int i = 0; i < n; ++i) a[i + j * n] += lam * q[i + k * n] * q[j + k * n];
-    }
-  }
-  return a;
-}
 
 double MaxAbs(const Matrix& a) {
   double m = 0;
@@ -108,7 +81,7 @@ std::vector<int> Widths() {
 
 void RunLanes(const std::vector<Matrix>& mats, int n, unsigned expect_ok) {
   for (int width : Widths()) {
-    SCOPED_TRACE(testing::Message() << width << " lanes");
+    SCOPED_TRACE(::testing::Message() << width << " lanes");
     LaneEigen eig(n, width);
     ASSERT_EQ(eig.lanes(), width);
     std::vector<const double*> src;
@@ -121,7 +94,7 @@ void RunLanes(const std::vector<Matrix>& mats, int n, unsigned expect_ok) {
       std::vector<double> w(n);
       Matrix v(static_cast<std::size_t>(n) * n);
       eig.Export(static_cast<int>(l), w.data(), v.data());
-      SCOPED_TRACE(testing::Message() << "lane " << l);
+      SCOPED_TRACE(::testing::Message() << "lane " << l);
       ExpectDecomposition(mats[l], n, w, v);
     }
   }
@@ -170,7 +143,7 @@ TEST(LaneEigenTest, DiagonalTridiagonalAndRepeatedEigenvalues) {
 TEST(LaneEigenTest, SmallSizes) {
   std::mt19937_64 rng(3);
   for (int n : {1, 2, 3}) {
-    SCOPED_TRACE(testing::Message() << "n " << n);
+    SCOPED_TRACE(::testing::Message() << "n " << n);
     RunLanes({RandomSpd(n, 2.0, &rng), RandomSpd(n, 0.0, &rng)}, n, 0x3);
   }
 }
@@ -203,7 +176,7 @@ TEST(LaneEigenTest, ABlocksBitsDoNotDependOnWidthOrNeighbours) {
   by8.Load(src.data(), n, 8);
   ASSERT_EQ(by8.Decompose(), 0xFFu);
   for (int l = 0; l < 8; ++l) {
-    SCOPED_TRACE(testing::Message() << "block " << l);
+    SCOPED_TRACE(::testing::Message() << "block " << l);
     EXPECT_EQ(Decomposed(by8, l), four[static_cast<std::size_t>(l)]);
   }
 }

@@ -115,13 +115,7 @@ class CpuBackend : public Backend {
     void Lend(BundleResult* to) {
       absl::MutexLock lock(&mu_);
       if (spare_.empty()) return;
-      BundleResult& from = spare_.back();
-      to->flux.swap(from.flux);
-      to->ivar.swap(from.ivar);
-      to->rdiags.swap(from.rdiags);
-      to->pixmask_fraction.swap(from.pixmask_fraction);
-      to->chi2pix.swap(from.chi2pix);
-      to->failed_bins.swap(from.failed_bins);
+      to->SwapArrays(spare_.back());
       spare_.pop_back();
     }
     // After the sink: whatever arrays it did not move away.

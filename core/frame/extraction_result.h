@@ -63,6 +63,15 @@ struct BundleResult {
     failed_bins.assign(n, 0);
     rdiags.assign(n * (2 * nd + 1), 0.0);
   }
+  // Exchanges the arrays Allocate fills with `other`'s (to reuse their memory).
+  void SwapArrays(BundleResult& other) {
+    flux.swap(other.flux);
+    ivar.swap(other.ivar);
+    pixmask_fraction.swap(other.pixmask_fraction);
+    chi2pix.swap(other.chi2pix);
+    failed_bins.swap(other.failed_bins);
+    rdiags.swap(other.rdiags);
+  }
 };
 
 // desispec specmask bits set by extraction (desispec maskbits.specmask, spec §2.13).

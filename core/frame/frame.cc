@@ -40,6 +40,17 @@ namespace {
 constexpr int kWaveBlock = 64;
 constexpr int kFiberBlock = 25;
 
+// The per-bin arrays FrameAssembler reserves for the whole frame.
+template <typename F>
+void ForEachBinArray(Frame& f, F fn) {
+  fn(f.flux);
+  fn(f.ivar);
+  fn(f.rdiags);
+  fn(f.pixmask_fraction);
+  fn(f.chi2pix);
+  fn(f.failed_bins);
+}
+
 }  // namespace
 
 FrameAssembler::FrameAssembler(const Geometry& geometry, bool want_model, Keep keep)
@@ -65,13 +76,8 @@ FrameAssembler::FrameAssembler(const Geometry& geometry, bool want_model, Keep k
   frame_.failed_bins.reserve(bins);
   // Huge pages for the ~260 MB (r frame) the bundles are copied into: faulted in 4 KiB at a
   // time they took ~1 s of CPU a frame on a VM (4 ms a MB), most of the CPU backend's sink.
-  auto advise = [](auto& v) { AdviseHugePages(v.data(), v.capacity() * sizeof(v[0])); };
-  advise(frame_.flux);
-  advise(frame_.ivar);
-  advise(frame_.rdiags);
-  advise(frame_.pixmask_fraction);
-  advise(frame_.chi2pix);
-  advise(frame_.failed_bins);
+  ForEachBinArray(frame_,
+                  [](auto& v) { AdviseHugePages(v.data(), v.capacity() * sizeof(v[0])); });
   if (want_model) {
     frame_.model_height = plan.image_height;
     frame_.model_width = plan.image_width;
@@ -94,12 +100,7 @@ void FrameAssembler::Prefault(TaskPool* pool) {
       spans.push_back({base + off, std::min(kPiece, bytes - off)});
     }
   };
-  add(frame_.flux);
-  add(frame_.ivar);
-  add(frame_.rdiags);
-  add(frame_.pixmask_fraction);
-  add(frame_.chi2pix);
-  add(frame_.failed_bins);
+  ForEachBinArray(frame_, add);
   ParallelFor(pool, HardwareThreads(), static_cast<int>(spans.size()), [&](int, int i) {
     PrefaultForWrite(spans[static_cast<std::size_t>(i)].data, spans[static_cast<std::size_t>(i)].bytes);
   });

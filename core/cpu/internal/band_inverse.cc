@@ -69,7 +69,18 @@ void BandInverseDiagonalBlocks(const BandFactor& f, int b, int first_block, doub
   const ConstView l{f.l, f.ld};
   for (int jb = nblocks - 1; jb >= first_block; --jb) {
     const int j0 = jb * b, j1 = j0 + b, kk = std::min(n, j1 + kd) - j1;
-    const ConstView ljj{l.at(j0, j0), l.ld};
+    ConstView ljj{l.at(j0, j0), l.ld};
+    if (kd < b - 1) {
+      // L_JJ is banded and its storage holds L only within BandCholeskyReach(kd) of the
+      // diagonal (whatever was there before beyond it): solve from a copy of its band, zero
+      // elsewhere. Only nearly or wholly masked patches have so narrow a band.
+      const View lb{zs + static_cast<std::ptrdiff_t>(kd + b) * b, b};
+      for (int col = 0; col < b; ++col) {
+        std::fill(lb.at(0, col), lb.at(b, col), 0.0);
+        std::copy(ljj.at(col, col), ljj.at(std::min(b, col + kd + 1), col), lb.at(col, col));
+      }
+      ljj = ConstView{lb.p, b};
+    }
     // W = L_JJ^-1 (lower): OpenBLAS's right-side and transposed-left triangular solves run
     // at ~20 GFLOP/s on these sizes, its triangular products at ~33; one solve on I, then
     // products only.

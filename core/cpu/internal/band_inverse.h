@@ -6,7 +6,8 @@
 namespace spexd::core {
 
 // The factor L (n x n, L[i, j] = 0 for i - j > kd) in dense lower storage, as
-// BandCholeskyFactor (band_cholesky.h) leaves it: L[i, j] at l[i + j * ld].
+// BandCholeskyFactor (band_cholesky.h) leaves it: L[i, j] at l[i + j * ld]. Only the band
+// (i - j <= kd) is read: storage beyond it may hold anything.
 struct BandFactor {
   const double* l = nullptr;
   int ld = 0;
@@ -20,7 +21,8 @@ struct BandFactor {
 // above): so a diagonal block of d >= block unknowns made of whole blocks is complete
 // too when d <= kd.
 // Requires n to be a multiple of block. Single-threaded BLAS calls on the calling thread.
-// `z` is scratch of (kd + block) * block doubles, not touched by other calls.
+// `z` is scratch of BandInverseScratchSize(kd, block) doubles, not touched by other calls.
+inline int BandInverseScratchSize(int kd, int block) { return (kd + 2 * block) * block; }
 void BandInverseDiagonalBlocks(const BandFactor& factor, int block, int first_block, double* c,
                                int ldc, double* z);
 

@@ -41,7 +41,8 @@ PatchWorkspace::PatchWorkspace(const PatchPlan& plan) {
   entry_val.resize(max_entries);
   m.resize(n * n);  // M, then its factor, in dense lower storage (band_cholesky.h)
   cfull.resize(n * n);
-  zblock.resize((n + nt) * nt);  // kd < n
+  zblock.resize(static_cast<std::size_t>(  // kd < n
+      BandInverseScratchSize(static_cast<int>(n), static_cast<int>(nt))));
   b.resize(n);
   fw.resize(n);
   x.resize(n);

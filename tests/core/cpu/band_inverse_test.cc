@@ -53,8 +53,15 @@ TEST_P(BandInverseTest, DiagonalBlocksMatchTheDenseInverse) {
   const auto [n, b, kd, first, diag_arg] = GetParam();
   const int diag = diag_arg > 0 ? diag_arg : b;
   const std::vector<double> m = RandomBandedSpd(n, kd, 17u + static_cast<unsigned>(n + kd));
-  // The factor as the patch extractor makes it (BandCholeskyFactor on dense storage).
+  // The factor as the patch extractor makes it (BandCholeskyFactor on dense storage, M's
+  // lower triangle stored only within BandCholeskyReach(kd) of the diagonal: garbage
+  // beyond it, left from an earlier patch).
   std::vector<double> factor = m, scratch;
+  for (int j = 0; j < n; ++j) {
+    for (int i = j + internal::BandCholeskyReach(kd) + 1; i < n; ++i) {
+      factor[i + static_cast<std::size_t>(j) * n] = std::nan("");
+    }
+  }
   ASSERT_TRUE(internal::BandCholeskyFactor(n, kd, factor.data(), n, &scratch));
   int info = 0, nn = n;
   // Reference: dense Cholesky and the inverse from it (dpotri; lower triangle).
@@ -66,7 +73,7 @@ TEST_P(BandInverseTest, DiagonalBlocksMatchTheDenseInverse) {
 
   // Garbage in C and the scratch: the function must not read what it did not write.
   std::vector<double> c(static_cast<std::size_t>(n) * n, std::nan(""));
-  std::vector<double> z(static_cast<std::size_t>(kd + b) * b, std::nan(""));
+  std::vector<double> z(static_cast<std::size_t>(BandInverseScratchSize(kd, b)), std::nan(""));
   BandInverseDiagonalBlocks(BandFactor{factor.data(), n, n, kd}, b, first, c.data(), n, z.data());
   // Diagonal blocks of `diag` unknowns from the first computed column on.
   for (int jb = first * b / diag; jb < n / diag; ++jb) {
@@ -93,6 +100,8 @@ INSTANTIATE_TEST_SUITE_P(
                       Shape{370, 74, 75, 0},    // kd = block + 1: one dense row of X
                       Shape{370, 74, 74, 0},    // kd = block
                       Shape{370, 74, 40, 1},    // kd < block: the dense copy of L
+                      Shape{370, 74, 0, 0},     // diagonal M (a wholly masked patch)
+                      Shape{370, 74, 9, 1},     // kd + reach < block: unstored L_JJ
                       Shape{74, 74, 30, 0},     // one block
                       Shape{100, 20, 99, 0},    // band as wide as the matrix
                       Shape{296, 74, 220, 2},   // X with an upper triangle and a dense strip

@@ -50,6 +50,14 @@ def load(spec):
     try:
         found = json.loads(text)
     except json.JSONDecodeError:
+        # A pretty-printed object after other output (the CPU bench's stderr "run N" lines).
+        at = text.find("\n{")
+        if at >= 0:
+            try:
+                found = json.loads(text[at + 1:])
+            except json.JSONDecodeError:
+                found = None
+    if found is None:
         for line in text.splitlines():
             line = line.strip()
             if line.startswith("{"):

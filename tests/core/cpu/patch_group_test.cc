@@ -76,6 +76,28 @@ class PatchGroupTest : public ::testing::Test {
     return run;
   }
 
+  // Bundle 0's patches one by one, each with a workspace of its own (nothing left in it
+  // by an earlier patch).
+  Run ExtractBundleFresh() {
+    const PatchPlan& plan = geo_->plan();
+    PatchExtractor extractor(plan, PatchOptions{});
+    Run run;
+    run.bundle.Allocate(0, plan.bundle_fiber_begin(0), plan.bundlesize, plan.nwave, plan.ndiag);
+    const int p0 = plan.bundle_first_patch[0], p1 = plan.bundle_first_patch[1];
+    run.outcomes.resize(p1 - p0);
+    run.conditions.resize(p1 - p0);
+    run.models.resize(p1 - p0);
+    const ImagePlanes planes{image_.image.data(), image_.ivar.data()};
+    const Spots& spots = *geo_->BundleSpots(0);
+    for (int i = 0; i < p1 - p0; ++i) {
+      PatchWorkspace ws(plan);
+      run.outcomes[i] = extractor.Extract(plan.patches[p0 + i], spots, planes, &ws, &run.bundle,
+                                          &run.models[i]);
+      run.conditions[i] = ws.condition();
+    }
+    return run;
+  }
+
   static void ExpectSame(const Run& alone, const Run& grouped) {
     EXPECT_EQ(alone.outcomes, grouped.outcomes);
     EXPECT_EQ(alone.conditions, grouped.conditions);
@@ -122,6 +144,31 @@ TEST_F(PatchGroupTest, AFailingPatchInAGroupFollowsTheOneByOneRules) {
   EXPECT_EQ(alone.outcomes[1], PatchOutcome::kFailed);
   EXPECT_EQ(grouped.outcomes[1], PatchOutcome::kFailed);
   ExpectSame(alone, grouped);
+}
+
+// A patch's bits do not depend on what its workspace held before: the workspaces keep
+// each patch's arrays only where it writes them (M's band, the factor within its reach),
+// so a reader past those bounds sees an earlier patch's numbers. Masked windows give the
+// narrowest bands (a wholly masked one kd = 0: the band inverse once read L_JJ beyond it).
+TEST_F(PatchGroupTest, APatchDoesNotDependOnWhatItsWorkspaceHeld) {
+  const PatchPlan& plan = geo_->plan();
+  const int p0 = plan.bundle_first_patch[0];
+  auto mask_rows = [&](const PatchDesc& d, int y0, int y1) {
+    for (int y = y0; y < y1; ++y) {
+      for (int x = d.x0; x < d.x0 + d.nx; ++x) {
+        image_.ivar[static_cast<std::size_t>(y) * image_.width + x] = 0.0;
+      }
+    }
+  };
+  const PatchDesc& whole = plan.patches[p0 + 2];
+  mask_rows(whole, whole.y0, whole.y0 + whole.ny);
+  const PatchDesc& half = plan.patches[p0 + 4];
+  mask_rows(half, half.y0, half.y0 + half.ny / 2);
+  const Run fresh = ExtractBundleFresh();
+  for (int group : {1, PatchExtractor::kGroup}) {
+    SCOPED_TRACE(::testing::Message() << "one workspace, groups of " << group);
+    ExpectSame(fresh, ExtractBundle(group));
+  }
 }
 
 }  // namespace

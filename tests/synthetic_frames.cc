@@ -74,6 +74,13 @@ void CutOutSize(const core::Psf& psf, int f0, int f1, double lo, double hi, int*
 
 }  // namespace
 
+void MaskWindowRows(const core::PatchDesc& patch, int y0, int y1, core::PreprocImage* image) {
+  for (int y = y0; y < y1; ++y) {
+    double* row = image->ivar.data() + static_cast<std::size_t>(y) * image->width;
+    std::fill(row + patch.x0, row + patch.x0 + patch.nx, 0.0);
+  }
+}
+
 core::PreprocImage MakeSyntheticFrame(const core::Geometry& geometry, const SyntheticOptions& so) {
   const core::PatchPlan& plan = geometry.plan();
   core::SimOptions o;

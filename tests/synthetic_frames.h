@@ -31,6 +31,9 @@ struct SyntheticOptions {
 // simulator refuses is a test failure (ADD_FAILURE) and an empty image.
 core::PreprocImage MakeSyntheticFrame(const core::Geometry& geometry, const SyntheticOptions& options);
 
+// Masks (ivar = 0) rows [y0, y1) of the patch's pixel window, every column of it.
+void MaskWindowRows(const core::PatchDesc& patch, int y0, int y1, core::PreprocImage* image);
+
 // ---- Small preproc files cut out of the CCD (service tests) ----
 
 struct SyntheticFrameOptions {

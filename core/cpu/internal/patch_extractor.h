@@ -58,7 +58,7 @@ class PatchWorkspace {
   std::vector<double> m, w, b, fw, x;     // and length-n vectors
   int kd = 0;                             // bandwidth of the last patch's M
   std::vector<double> cfull;              // n x n column-major: C
-  std::vector<double> zblock;             // (kd + nwavetot) x nwavetot (band_inverse.h)
+  std::vector<double> zblock;             // BandInverseScratchSize(n, nwavetot) (band_inverse.h)
   // A core block's decorrelation (decorrelate_products.h): its weights g, Q x and the
   // products' scratch (4 x nwavetot), and Q's resolution band ((2 ndiag + 1) x nwavestep).
   std::vector<double> decor, decor_band;

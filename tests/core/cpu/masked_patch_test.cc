@@ -32,11 +32,7 @@ TEST(MaskedPatchTest, AWhollyMaskedPatchHasTheIdentityResolution) {
   // The second patch of the last sub-bundle: its neighbours (extracted before it on the
   // same workspaces) have full bands.
   const core::PatchDesc& masked = plan.patches[4 * (plan.patches.size() / 5) + 1];
-  for (int y = masked.y0; y < masked.y0 + masked.ny; ++y) {
-    for (int x = masked.x0; x < masked.x0 + masked.nx; ++x) {
-      image.ivar[static_cast<std::size_t>(y) * image.width + x] = 0.0;
-    }
-  }
+  MaskWindowRows(masked, masked.y0, masked.y0 + masked.ny, &image);
   core::ExtractionJob job;
   job.geometry = *g;
   job.image = &image;

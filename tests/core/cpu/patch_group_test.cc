@@ -50,11 +50,13 @@ class PatchGroupTest : public ::testing::Test {
     std::vector<std::vector<double>> models;
   };
 
-  // Bundle 0's patches, in groups of `group` (1: Extract each), with their models.
-  Run ExtractBundle(int group) {
+  // Bundle 0's patches, in groups of `group` (1: Extract each), with their models; with
+  // `fresh_workspaces` (group 1), each patch on a workspace of its own, holding nothing an
+  // earlier patch left.
+  Run ExtractBundle(int group, bool fresh_workspaces = false) {
     const PatchPlan& plan = geo_->plan();
     PatchExtractor extractor(plan, PatchOptions{});
-    PatchWorkspace ws(plan);
+    auto ws = std::make_unique<PatchWorkspace>(plan);
     Run run;
     run.bundle.Allocate(0, plan.bundle_fiber_begin(0), plan.bundlesize, plan.nwave, plan.ndiag);
     const int p0 = plan.bundle_first_patch[0], p1 = plan.bundle_first_patch[1];
@@ -67,37 +69,14 @@ class PatchGroupTest : public ::testing::Test {
     for (int i0 = 0; i0 < p1 - p0; i0 += group) {
       const int count = std::min(group, p1 - p0 - i0);
       if (group == 1) {
-        run.outcomes[i0] = extractor.Extract(plan.patches[p0 + i0], spots, planes, &ws,
+        if (fresh_workspaces && i0 > 0) ws = std::make_unique<PatchWorkspace>(plan);
+        run.outcomes[i0] = extractor.Extract(plan.patches[p0 + i0], spots, planes, ws.get(),
                                              &run.bundle, &run.models[i0]);
-        run.conditions[i0] = ws.condition();
+        run.conditions[i0] = ws->condition();
         continue;
       }
-      extractor.ExtractGroup(&plan.patches[p0 + i0], count, spots, planes, &ws, &run.bundle,
+      extractor.ExtractGroup(&plan.patches[p0 + i0], count, spots, planes, ws.get(), &run.bundle,
                              &run.outcomes[i0], &run.conditions[i0], &run.models[i0]);
-    }
-    SkippedHaveNoCondition(&run);
-    return run;
-  }
-
-  // Bundle 0's patches one by one, each with a workspace of its own (nothing left in it
-  // by an earlier patch).
-  Run ExtractBundleFresh() {
-    const PatchPlan& plan = geo_->plan();
-    PatchExtractor extractor(plan, PatchOptions{});
-    Run run;
-    run.bundle.Allocate(0, plan.bundle_fiber_begin(0), plan.bundlesize, plan.nwave, plan.ndiag);
-    const int p0 = plan.bundle_first_patch[0], p1 = plan.bundle_first_patch[1];
-    run.outcomes.resize(p1 - p0);
-    run.conditions.resize(p1 - p0);
-    run.models.resize(p1 - p0);
-    const ImagePlanes planes{image_.image.data(), image_.ivar.data()};
-    const std::shared_ptr<const Spots> held = geo_->BundleSpots(0);  // kept or not
-    const Spots& spots = *held;
-    for (int i = 0; i < p1 - p0; ++i) {
-      PatchWorkspace ws(plan);
-      run.outcomes[i] = extractor.Extract(plan.patches[p0 + i], spots, planes, &ws, &run.bundle,
-                                          &run.models[i]);
-      run.conditions[i] = ws.condition();
     }
     SkippedHaveNoCondition(&run);
     return run;
@@ -166,18 +145,11 @@ TEST_F(PatchGroupTest, AFailingPatchInAGroupFollowsTheOneByOneRules) {
 TEST_F(PatchGroupTest, APatchDoesNotDependOnWhatItsWorkspaceHeld) {
   const PatchPlan& plan = geo_->plan();
   const int p0 = plan.bundle_first_patch[0];
-  auto mask_rows = [&](const PatchDesc& d, int y0, int y1) {
-    for (int y = y0; y < y1; ++y) {
-      for (int x = d.x0; x < d.x0 + d.nx; ++x) {
-        image_.ivar[static_cast<std::size_t>(y) * image_.width + x] = 0.0;
-      }
-    }
-  };
   const PatchDesc& whole = plan.patches[p0 + 2];
-  mask_rows(whole, whole.y0, whole.y0 + whole.ny);
+  testing::MaskWindowRows(whole, whole.y0, whole.y0 + whole.ny, &image_);
   const PatchDesc& half = plan.patches[p0 + 4];
-  mask_rows(half, half.y0, half.y0 + half.ny / 2);
-  const Run fresh = ExtractBundleFresh();
+  testing::MaskWindowRows(half, half.y0, half.y0 + half.ny / 2, &image_);
+  const Run fresh = ExtractBundle(1, /*fresh_workspaces=*/true);
   for (int group : {1, PatchExtractor::kGroup}) {
     SCOPED_TRACE(::testing::Message() << "one workspace, groups of " << group);
     ExpectSame(fresh, ExtractBundle(group));
@@ -201,7 +173,7 @@ TEST_F(PatchGroupTest, ATruncatedWindowDoesNotDependOnWhatItsWorkspaceHeld) {
     truncated += d.skipped == 0 && d.y0 + d.ny >= image_.height ? 1 : 0;
   }
   ASSERT_GT(truncated, 0) << "no window of bundle 0 reaches the CCD's top row";
-  const Run fresh = ExtractBundleFresh();
+  const Run fresh = ExtractBundle(1, /*fresh_workspaces=*/true);
   for (int group : {1, PatchExtractor::kGroup}) {
     SCOPED_TRACE(::testing::Message() << "one workspace, groups of " << group);
     ExpectSame(fresh, ExtractBundle(group));

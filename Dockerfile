@@ -18,6 +18,11 @@ FROM ${BUILD_BASE} AS build
 ARG SPEXD_WITH_CUDA=ON
 ARG CUDA_ARCHITECTURES=90
 ARG JOBS=
+# ccache's directory for the compile step: the cache mount below unless a build points it
+# elsewhere. tests/deploy/container_test.sh points it at the host's ccache, mounted with
+# `buildah bud -v`, so that the image's compile reuses the host build's objects (a cache
+# mount is the builder's own directory, empty on a fresh CI machine).
+ARG CCACHE_DIR=/root/.cache/ccache
 ENV DEBIAN_FRONTEND=noninteractive
 # apt lists and .debs, and ccache, persist across builds in cache mounts (not in layers).
 RUN --mount=type=cache,id=spexd-apt-lists,target=/var/lib/apt/lists \

@@ -5,6 +5,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${BUILD_DIR:-build}
 export CCACHE_BASEDIR=$PWD CCACHE_NOHASHDIR=1
+# ccache keys every object on the locale variables too: without them here and in the image's
+# build stage (which has none), tests/deploy/container_test.sh's compile hits the objects of
+# this build instead of compiling all again.
+unset LANG LC_ALL LC_CTYPE LC_MESSAGES
 gen=()
 command -v ninja >/dev/null && gen=(-G Ninja)
 if [[ ! -f $BUILD_DIR/CMakeCache.txt ]]; then

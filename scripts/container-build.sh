@@ -12,6 +12,8 @@ with_cuda=${SPEXD_WITH_CUDA:-ON}
 # promtool is for the tests, not the image.
 SPEXD_SKIP_PROMTOOL=1 scripts/install-deps.sh
 export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/ccache}
+# The hits and misses printed below are this build's alone.
+command -v ccache >/dev/null && ccache --zero-stats >/dev/null || true
 # RelWithDebInfo like the development builds, so a shared ccache serves both; the
 # installed files are stripped below.
 BUILD_DIR=build JOBS=${JOBS:-$(nproc)} scripts/build.sh \

@@ -9,9 +9,11 @@
 #     an extraction by /data path whose FLUX (and IVAR, MASK, WAVELENGTH, RESOLUTION) is
 #     bit-identical to a local extraction, a scrape of /metrics;
 #  5. SIGTERM: spexd exits 0 well within its drain period.
-# Caches (kept between runs, under SPEXD_CONTAINER_CACHE): the mmdebstrap tarball, apt lists
-# and .debs (seeded from the host's apt cache), and the host's ccache is mounted for the
-# compile step. Needs root (apt, buildah). SPEXD_SKIP_CONTAINER_TEST=1 skips it.
+# Caches: the mmdebstrap tarball (under SPEXD_CONTAINER_CACHE); apt's lists and .debs in the
+# Dockerfile's cache mounts (buildah's own directories); and the host's ccache, mounted for
+# the compile step and named by the CCACHE_DIR build argument, so that the image's compile
+# reuses the objects of the host's build (scripts/test.sh's, same flags) where the headers
+# agree. Needs root (apt, buildah). SPEXD_SKIP_CONTAINER_TEST=1 skips it.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 ROOT=$PWD
@@ -69,10 +71,6 @@ fi
 say "   base ready ($(elapsed))"
 
 say "3. buildah bud: CPU image from the Dockerfile"
-# apt's .debs: seeded (hard links) from the host's cache, which holds the same Debian 12 packages.
-mkdir -p "$CACHE/apt-archives/partial" "$CACHE/apt-lists"
-cp -aln /var/cache/apt/archives/*.deb "$CACHE/apt-archives/" 2>/dev/null ||
-  cp -an /var/cache/apt/archives/*.deb "$CACHE/apt-archives/" 2>/dev/null || true
 CCACHE_HOST=${CCACHE_DIR:-$HOME/.cache/ccache}
 mkdir -p "$CCACHE_HOST"
 version=$(sed -n 's/^project(spexd VERSION \([0-9.]*\).*/\1/p' CMakeLists.txt)
@@ -82,8 +80,7 @@ buildah bud --isolation chroot --format docker --quiet=false \
   --build-arg BUILD_BASE="$BASE" --build-arg RUNTIME_BASE="$BASE" \
   --build-arg SPEXD_WITH_CUDA=OFF --build-arg JOBS="$(nproc)" \
   --build-arg VERSION="$version" --build-arg REVISION="$revision" \
-  -v "$CACHE/apt-lists:/var/lib/apt/lists" -v "$CACHE/apt-archives:/var/cache/apt/archives" \
-  -v "$CCACHE_HOST:/root/.cache/ccache" \
+  -v "$CCACHE_HOST:/spexd-host-ccache" --build-arg CCACHE_DIR=/spexd-host-ccache \
   -t "$IMAGE" -f Dockerfile . >"$WORK/bud.log" 2>&1 || { tail -n 60 "$WORK/bud.log"; fail "buildah bud"; }
 grep -E 'container-build: runtime packages|Hits|Misses' "$WORK/bud.log" || true
 size=$(buildah images --format '{{.Size}}' "$IMAGE" | head -n1)

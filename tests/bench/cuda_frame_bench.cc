@@ -108,8 +108,9 @@ namespace core = spexd::core;
 
 absl::StatusOr<std::shared_ptr<const core::Geometry>> MakeGeometry(const Args& args,
                                                                    core::ExtractionParams* p) {
+  // Relative to the working directory, as spexd_cpu_frame_bench's: no path of the build
+  // machine is compiled in, so a device bundle runs anywhere (issue 25).
   std::string psf_path = args.psf;
-  if (psf_path.empty()) psf_path = spexd::testing::SharedDataPath("psf/psf-r0-00051060.fits");
   if (psf_path.empty()) psf_path = "tests/data/psf-r0-00051060.fits";
   auto psf = core::Psf::Load(psf_path);
   if (!psf.ok()) return psf.status();

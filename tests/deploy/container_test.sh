@@ -71,7 +71,10 @@ fi
 say "   base ready ($(elapsed))"
 
 say "3. buildah bud: CPU image from the Dockerfile"
-CCACHE_HOST=${CCACHE_DIR:-$HOME/.cache/ccache}
+# The directory the host's builds use (ccache's own answer: CCACHE_DIR, a legacy ~/.ccache or
+# $XDG_CACHE_HOME/ccache).
+CCACHE_HOST=$(ccache --get-config cache_dir 2>/dev/null || true)
+CCACHE_HOST=${CCACHE_HOST:-${CCACHE_DIR:-$HOME/.cache/ccache}}
 mkdir -p "$CCACHE_HOST"
 version=$(sed -n 's/^project(spexd VERSION \([0-9.]*\).*/\1/p' CMakeLists.txt)
 revision=$(git rev-parse HEAD 2>/dev/null || echo unknown)

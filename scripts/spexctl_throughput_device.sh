@@ -154,6 +154,24 @@ print(f"[row] {mode}: {n} frames in {t1 - t0:.2f} s = {fps:.2f} frames/s, "
       f"{ratio:.2f} of {gpus} x the one-GPU backend ({'goal 0.9 ' + ('MET' if ratio >= 0.9 else 'missed')}); "
       f"{'all ok' if ok else 'A CLIENT FAILED'}")
 PY
+  # The same rate once every client is past its first frame and before the first one ends its
+  # last: the run above also counts the start (all clients' first loads at once) and the
+  # finish (clients ending at different times), ~0.5 s of a few seconds' run.
+  python3 - "$W" "$ref" "$mode" "$GPUS" <<'PY'
+import glob, sys
+w, ref, mode, gpus = sys.argv[1], float(sys.argv[2]), sys.argv[3], int(sys.argv[4])
+clients = []
+for f in sorted(glob.glob(w + "/clog-*")):
+    ends = [float(l.split()[2]) for l in open(f) if l.startswith("wall ")]
+    if ends: clients.append(ends)
+if len(clients) >= 1 and min(len(c) for c in clients) >= 3:
+    a = max(c[0] for c in clients); b = min(c[-1] for c in clients)
+    k = sum(1 for c in clients for e in c if a < e <= b)
+    if b > a and k > 0:
+        fps = k / (b - a); ratio = fps * ref / gpus if ref > 0 else float("nan")
+        print(f"[row] {mode} steady state: {k} frames in {b - a:.2f} s = {fps:.2f} frames/s, "
+              f"{ratio:.2f} of {gpus} x the one-GPU backend")
+PY
   [[ $ok == 1 ]] || fail=1
   # Where the host's cores went during the run: busy share of all cores, and spexd's part.
   python3 - "$cpu0" "$cpu1" "$(nproc)" <<'PY'

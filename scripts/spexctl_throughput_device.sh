@@ -9,6 +9,7 @@
 #        client .fits / client .fits.gz   spectra streamed (float32 wire), client writes -o
 #        server .fits / server .fits.gz   --server-output-path, nothing streamed back
 #      wall time of the whole run -> frames/s, and its ratio to (1) (goal >= 0.9).
+#      Also the steady-state rate (every client past its first frame, none at its last).
 #
 #   scripts/spexctl_throughput_device.sh BUNDLE_DIR WORK_DIR [PSF]
 #     BUNDLE_DIR  device bundle with spexd, spexctl, spexd-sim, spexd_rpc_bench, CUDA module
@@ -144,31 +145,29 @@ for mode in $MODES; do
   # Memory spexd maps afresh per frame (its buffer pools should make this ~0): minor page
   # faults of the process, and transparent huge pages allocated on a fault (host-wide).
   row "$mode: spexd minor page faults per frame $(( (flt1 - flt0) / n )), host THP faults per frame $(( (${thp1:-0} - ${thp0:-0}) / n ))"
-  python3 - "$t0" "$t1" "$n" "$ref" "$mode" "$ok" "$GPUS" <<'PY'
-import sys
+  # The whole run's rate, then the same once every client is past its first frame and before
+  # the first one ends its last: the whole run also counts the start (all clients' first
+  # loads at once) and the finish (clients ending at different times), ~0.5 s of a short run.
+  python3 - "$t0" "$t1" "$n" "$ref" "$mode" "$ok" "$GPUS" "$W" <<'PY'
+import glob, sys
 t0, t1, n, ref = float(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
-mode, ok, gpus = sys.argv[5], sys.argv[6] == "1", int(sys.argv[7])
-fps = n / (t1 - t0)
-ratio = fps * ref / gpus if ref > 0 else float("nan")
+mode, ok, gpus, w = sys.argv[5], sys.argv[6] == "1", int(sys.argv[7]), sys.argv[8]
+def rate(frames, seconds):
+    fps = frames / seconds
+    return fps, (fps * ref / gpus if ref > 0 else float("nan"))
+fps, ratio = rate(n, t1 - t0)
 print(f"[row] {mode}: {n} frames in {t1 - t0:.2f} s = {fps:.2f} frames/s, "
       f"{ratio:.2f} of {gpus} x the one-GPU backend ({'goal 0.9 ' + ('MET' if ratio >= 0.9 else 'missed')}); "
       f"{'all ok' if ok else 'A CLIENT FAILED'}")
-PY
-  # The same rate once every client is past its first frame and before the first one ends its
-  # last: the run above also counts the start (all clients' first loads at once) and the
-  # finish (clients ending at different times), ~0.5 s of a few seconds' run.
-  python3 - "$W" "$ref" "$mode" "$GPUS" <<'PY'
-import glob, sys
-w, ref, mode, gpus = sys.argv[1], float(sys.argv[2]), sys.argv[3], int(sys.argv[4])
 clients = []
 for f in sorted(glob.glob(w + "/clog-*")):
     ends = [float(l.split()[2]) for l in open(f) if l.startswith("wall ")]
     if ends: clients.append(ends)
-if len(clients) >= 1 and min(len(c) for c in clients) >= 3:
+if clients and min(len(c) for c in clients) >= 3:
     a = max(c[0] for c in clients); b = min(c[-1] for c in clients)
     k = sum(1 for c in clients for e in c if a < e <= b)
     if b > a and k > 0:
-        fps = k / (b - a); ratio = fps * ref / gpus if ref > 0 else float("nan")
+        fps, ratio = rate(k, b - a)
         print(f"[row] {mode} steady state: {k} frames in {b - a:.2f} s = {fps:.2f} frames/s, "
               f"{ratio:.2f} of {gpus} x the one-GPU backend")
 PY

@@ -27,7 +27,7 @@ BUILD_DIR=${TSAN_BUILD_DIR:-build-tsan}
 export CCACHE_BASEDIR=$PWD CCACHE_NOHASHDIR=1
 if [[ ! -f $BUILD_DIR/CMakeCache.txt ]]; then
   cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSPEXD_WITH_CUDA=OFF \
-    -DSPEXD_SANITIZE=thread >/dev/null
+    -DSPEXD_SANITIZE=thread -DSPEXD_UNITY_TESTS=${SPEXD_UNITY_TESTS:-ON} >/dev/null
 fi
 cmake --build "$BUILD_DIR" -j "${JOBS:-$(nproc)}" --target spexd_server_tests spexd_integration_tests
 export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 ignore_noninstrumented_modules=1 suppressions=$PWD/tests/sanitizers/tsan.supp ${TSAN_OPTIONS:-}"

@@ -34,10 +34,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double SecondsSince(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
 std::vector<std::string> ListDir(const std::string& dir) {
   std::vector<std::string> names;
   for (const auto& e : std::filesystem::directory_iterator(dir)) {
@@ -234,14 +230,14 @@ TEST(ChaosTest, ServerRestartWhileClientsRetryDeliversEveryFrame) {
 }
 
 // An in-process server whose single CPU worker takes `seconds_per_bundle` per bundle.
-struct SlowServer {
+struct ChaosServer {
   std::unique_ptr<server::SpexdServer> server;
   std::shared_ptr<std::atomic<int>> bundles;
   std::string psf_id;
 };
 
-SlowServer StartSlowServer(double seconds_per_bundle, int64_t psf_cache_bytes = 0) {
-  SlowServer s;
+ChaosServer StartChaosServer(double seconds_per_bundle, int64_t psf_cache_bytes = 0) {
+  ChaosServer s;
   auto bundles = std::make_shared<std::shared_ptr<std::atomic<int>>>();
   server::ServerOptions o = TestServerOptions();
   if (psf_cache_bytes > 0) o.psf_cache_bytes = psf_cache_bytes;
@@ -263,21 +259,8 @@ SlowServer StartSlowServer(double seconds_per_bundle, int64_t psf_cache_bytes = 
   return s;
 }
 
-// Ten bundles of five fibres.
-v1::ExtractHeader TenBundleHeader(const std::string& psf_id) {
-  v1::ExtractHeader h = SmallHeader(psf_id);
-  h.mutable_params()->set_bundlesize(5);
-  h.mutable_params()->set_nsubbundles(1);
-  return h;
-}
-
-bool WorkerIdle(client::SpexdClient& c) {
-  auto info = c.GetServerInfo();
-  return info.ok() && info->workers_size() == 1 && !info->workers(0).busy();
-}
-
 TEST(ChaosTest, ClientProcessKilledMidStreamFreesItsWorkerWithinASecond) {
-  SlowServer s = StartSlowServer(0.2);
+  ChaosServer s = StartChaosServer(0.2);
   auto c = Connect(*s.server);
   const std::string out = MakeTempDir();
   std::vector<std::string> args = {SPEXCTL_BINARY, "extract", "-i", Inputs().frame_path,
@@ -326,7 +309,7 @@ TEST(ChaosTest, ClientProcessKilledMidStreamFreesItsWorkerWithinASecond) {
 }
 
 TEST(ChaosTest, PsfUnloadedWhileAJobUsesItTheJobCompletesAndTheUnloadTakesEffect) {
-  SlowServer s = StartSlowServer(0.1);
+  ChaosServer s = StartChaosServer(0.1);
   auto c = Connect(*s.server);
   auto reference = LocalExtract(Inputs().psf_path, Inputs().frame_path, SmallParams());
   ASSERT_TRUE(reference.ok()) << reference.status();
@@ -360,13 +343,13 @@ TEST(ChaosTest, PsfEvictedWhileAJobUsesItTheJobCompletes) {
   // A cache budget that holds one PSF but not two.
   int64_t one_psf_bytes = 0;
   {
-    SlowServer probe = StartSlowServer(0);
+    ChaosServer probe = StartChaosServer(0);
     auto list = Connect(*probe.server)->ListPsfs();
     ASSERT_TRUE(list.ok() && list->psfs_size() == 1);
     one_psf_bytes = list->psfs(0).host_bytes();
   }
   ASSERT_GT(one_psf_bytes, 0);
-  SlowServer s = StartSlowServer(0.1, one_psf_bytes * 3 / 2);
+  ChaosServer s = StartChaosServer(0.1, one_psf_bytes * 3 / 2);
   auto reference = LocalExtract(Inputs().psf_path, Inputs().frame_path, SmallParams());
   ASSERT_TRUE(reference.ok()) << reference.status();
   absl::StatusOr<core::Frame> frame = absl::UnknownError("not run");
@@ -394,7 +377,7 @@ TEST(ChaosTest, PsfEvictedWhileAJobUsesItTheJobCompletes) {
 }
 
 TEST(ChaosTest, DeadlineExpiringInTheQueueNeverRunsTheJob) {
-  SlowServer s = StartSlowServer(0.2);  // ten bundles: 2 s of work
+  ChaosServer s = StartChaosServer(0.2);  // ten bundles: 2 s of work
   std::thread first([&] {
     auto own = Connect(*s.server);
     EXPECT_TRUE(RemoteExtractFrame(*own, TenBundleHeader(s.psf_id), &Inputs().frame_bytes).ok());

@@ -186,19 +186,6 @@ bool SameBits(const T* a, const std::vector<T>& b) {
   return std::memcmp(a, b.data(), b.size() * sizeof(T)) == 0;
 }
 
-// The value of one sample line of the exposition text ("name{labels} value"); -1 if absent.
-double MetricValue(const std::string& text, const std::string& sample) {
-  const std::string line = "\n" + sample + " ";
-  const std::size_t at = text.find(line);
-  if (at == std::string::npos) return -1;
-  return std::strtod(text.c_str() + at + line.size(), nullptr);
-}
-
-bool Eventually(const std::function<bool()>& done) {
-  for (int i = 0; i < 100 && !done(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  return done();
-}
-
 TEST(CudaRegionRefusalTest, CpuBackendRefusesRegistrationWithFailedPrecondition) {
   auto server = StartServer(TestServerOptions());
   ASSERT_NE(server, nullptr);
@@ -344,17 +331,17 @@ TEST_F(CudaRegionServiceTest, RegionInputAndOutputEqualPathExtractionBitForBit) 
   EXPECT_GT(flux_sum, 0);  // not a trivial frame
 
   const std::string metrics = Metrics();
-  EXPECT_EQ(MetricValue(metrics, "spexd_cuda_regions"), 2) << metrics;
-  EXPECT_EQ(MetricValue(metrics, "spexd_cuda_region_bytes"), static_cast<double>(frame_.bytes() + out.size()));
-  EXPECT_EQ(MetricValue(metrics, "spexd_handoff_bytes_total{direction=\"in\"}"),
+  EXPECT_EQ(SeriesValue(metrics, "spexd_cuda_regions"), 2) << metrics;
+  EXPECT_EQ(SeriesValue(metrics, "spexd_cuda_region_bytes"), static_cast<double>(frame_.bytes() + out.size()));
+  EXPECT_EQ(SeriesValue(metrics, "spexd_handoff_bytes_total{direction=\"in\"}"),
             static_cast<double>(frame_.bytes()));
   // Every row of the plan: flux, ivar, chi2pix, the diagonals (float64) and the mask.
-  EXPECT_EQ(MetricValue(metrics, "spexd_handoff_bytes_total{direction=\"out\"}"),
+  EXPECT_EQ(SeriesValue(metrics, "spexd_handoff_bytes_total{direction=\"out\"}"),
             static_cast<double>(layout.bins() * (3 * 8 + layout.ndiags() * 8 + 4)));
 
   ASSERT_TRUE((*in)->Release().ok());
   ASSERT_TRUE((*out_lease)->Release().ok());
-  EXPECT_EQ(MetricValue(Metrics(), "spexd_cuda_regions"), 0);
+  EXPECT_EQ(SeriesValue(Metrics(), "spexd_cuda_regions"), 0);
   // Released: the same ids are refused now.
   auto again = RunExtract(*client_, RegionHeader(psf_id_, frame_, (*in)->id(), ""));
   ASSERT_FALSE(again.ok());
@@ -400,9 +387,9 @@ TEST_F(CudaRegionServiceTest, EndingTheRegisterCallReleasesTheRegion) {
     auto lease = client_->RegisterCudaRegion(RegionRequest(frame_.memory.data(), frame_.bytes()));
     ASSERT_TRUE(lease.ok()) << lease.status();
     id = (*lease)->id();
-    EXPECT_EQ(MetricValue(Metrics(), "spexd_cuda_regions"), 1);
+    EXPECT_EQ(SeriesValue(Metrics(), "spexd_cuda_regions"), 1);
   }  // destroyed without Release: the call is cancelled, as when a producer exits
-  EXPECT_TRUE(Eventually([&] { return MetricValue(Metrics(), "spexd_cuda_regions") == 0; }));
+  EXPECT_TRUE(WaitFor([&] { return SeriesValue(Metrics(), "spexd_cuda_regions") == 0; }, 2));
   auto run = RunExtract(*client_, RegionHeader(psf_id_, frame_, id, ""));
   ASSERT_FALSE(run.ok());
   EXPECT_EQ(run.status().code(), absl::StatusCode::kFailedPrecondition) << run.status();
@@ -415,7 +402,7 @@ TEST_F(CudaRegionServiceTest, DrainReleasesRegionsAndEndsTheirCalls) {
   server_->Drain(absl::Seconds(20));
   // The open register call did not hold the drain for its grace period.
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
-  EXPECT_EQ(MetricValue(Metrics(), "spexd_cuda_regions"), 0);
+  EXPECT_EQ(SeriesValue(Metrics(), "spexd_cuda_regions"), 0);
 }
 
 }  // namespace

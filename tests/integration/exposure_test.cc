@@ -24,16 +24,10 @@
 #include "gtest/gtest.h"
 #include "spexd/v1/spexd.grpc.pb.h"
 #include "tests/integration/service_fixture.h"
+#include "tests/test_support.h"
 
 namespace spexd::testing {
 namespace {
-
-std::string ReadBytes(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
 
 // Two frame files (inflated when gzip) record by record: only the CHECKSUM and DATASUM
 // cards may differ (CFITSIO writes the time into their comments), at the same place.
@@ -290,7 +284,7 @@ TEST_F(ExposureTest, SpexctlExposureWritesWhatSpexctlExtractWrites) {
 }
 
 // A slow one-worker server: each bundle takes `seconds`.
-std::unique_ptr<server::SpexdServer> SlowServer(double seconds) {
+std::unique_ptr<server::SpexdServer> StartSlowExposureServer(double seconds) {
   server::ServerOptions o = TestServerOptions();
   o.backend_factory = [seconds](std::string* reason)
       -> absl::StatusOr<std::vector<std::unique_ptr<core::Backend>>> {
@@ -315,7 +309,7 @@ v1::ExposureRequest SlowExposure(const std::string& psf_id, const std::string& p
 }
 
 TEST(ExposureStopTest, CancelStopsEveryFrameNotFinishedAndTheServerServesOn) {
-  auto server = SlowServer(0.3);
+  auto server = StartSlowExposureServer(0.3);
   ASSERT_NE(server, nullptr);
   auto c = Connect(*server);
   auto psf = c->LoadPsfFromBytes(Inputs().psf_bytes, "psf.fits");
@@ -350,7 +344,7 @@ TEST(ExposureStopTest, CancelStopsEveryFrameNotFinishedAndTheServerServesOn) {
 }
 
 TEST(ExposureStopTest, OneDeadlineCoversTheWholeExposure) {
-  auto server = SlowServer(0.3);
+  auto server = StartSlowExposureServer(0.3);
   ASSERT_NE(server, nullptr);
   client::ClientOptions co;
   co.extract_deadline_seconds = 1.0;  // about one frame of the six
@@ -369,7 +363,7 @@ TEST(ExposureStopTest, OneDeadlineCoversTheWholeExposure) {
 }
 
 TEST(ExposureStopTest, DrainFinishesAnAdmittedExposureAndRefusesANewOne) {
-  auto server = SlowServer(0.1);
+  auto server = StartSlowExposureServer(0.1);
   ASSERT_NE(server, nullptr);
   auto c = Connect(*server);
   auto psf = c->LoadPsfFromBytes(Inputs().psf_bytes, "psf.fits");

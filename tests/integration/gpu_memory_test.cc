@@ -97,15 +97,6 @@ std::unique_ptr<server::SpexdServer> StartFakeDeviceServer(const std::shared_ptr
   return StartServer(o);
 }
 
-bool Eventually(const std::function<bool()>& done, double seconds = 5) {
-  const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(static_cast<int>(seconds * 1000));
-  while (std::chrono::steady_clock::now() < end) {
-    if (done()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  return done();
-}
-
 std::string GaugeLine(int64_t bytes) {
   return absl::StrCat("spexd_gpu_memory_bytes{device=\"0\"} ", bytes, "\n");
 }
@@ -132,7 +123,7 @@ TEST(GpuMemoryTest, ListPsfsAndMetricsReportDeviceMemoryAndUnloadReleasesIt) {
   EXPECT_GT(list->psfs(0).host_bytes(), 0);
   // Two workspaces and one warm geometry on device 0 (the monitor publishes every second).
   const std::string busy = GaugeLine(2 * kWorkspaceBytes + kGeometryBytes);
-  EXPECT_TRUE(Eventually([&] { return server->metrics().Serialize().find(busy) != std::string::npos; }))
+  EXPECT_TRUE(WaitFor([&] { return server->metrics().Serialize().find(busy) != std::string::npos; }, 5))
       << busy << server->metrics().Serialize();
 
   ASSERT_TRUE(c->UnloadPsf(psf->id()).ok());
@@ -144,7 +135,7 @@ TEST(GpuMemoryTest, ListPsfsAndMetricsReportDeviceMemoryAndUnloadReleasesIt) {
   }
   EXPECT_EQ(c->ListPsfs()->psfs_size(), 0);
   const std::string idle = GaugeLine(2 * kWorkspaceBytes);
-  EXPECT_TRUE(Eventually([&] { return server->metrics().Serialize().find(idle) != std::string::npos; }))
+  EXPECT_TRUE(WaitFor([&] { return server->metrics().Serialize().find(idle) != std::string::npos; }, 5))
       << idle << server->metrics().Serialize();
 }
 

@@ -33,10 +33,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 constexpr int64_t kHugeUpload = int64_t{512} << 20;  // what the probe announced
 
-double Since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
 client::ClientOptions Once() {
   client::ClientOptions o;
   o.max_attempts = 1;
@@ -60,7 +56,7 @@ grpc::Status HeaderOnly(const std::shared_ptr<grpc::Channel>& channel, const v1:
   while (stream->Read(&resp)) {
   }
   grpc::Status status = stream->Finish();
-  *took = Since(t0);
+  *took = SecondsSince(t0);
   return status;
 }
 
@@ -220,7 +216,7 @@ class Trickle {
           auto again = [&] {
             if (period <= 0) return false;
             std::this_thread::sleep_for(std::chrono::milliseconds(static_cast<int>(period * 1000)));
-            return Since(t0) < give_up;
+            return SecondsSince(t0) < give_up;
           };
           bool gave_up = false;
           if (psf_upload) {
@@ -254,7 +250,7 @@ class Trickle {
             }
             status_ = stream->Finish();
           }
-          seconds_ = Since(t0);
+          seconds_ = SecondsSince(t0);
         }) {}
   ~Trickle() { Join(); }
   void Join() {
@@ -386,7 +382,7 @@ TEST(SlowUploadTest, ADrainRefusesUploadsAtOnceAndFinishesAdmittedWork) {
   waiting.Join();
   sending.Join();
   psf_waiting.Join();
-  const double refused_after = Since(t0);
+  const double refused_after = SecondsSince(t0);
   EXPECT_EQ(waiting.status().error_code(), grpc::StatusCode::UNAVAILABLE)
       << waiting.status().error_message();
   EXPECT_EQ(sending.status().error_code(), grpc::StatusCode::UNAVAILABLE)

@@ -23,10 +23,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double Since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
 // Opens the write end of `fifo` now and then, so that a reader stuck in open() (the
 // old behaviour) is released and a regression fails on time instead of hanging.
 class FifoReleaser {
@@ -74,12 +70,12 @@ TEST(HostilePathTest, AFifoInADataRootIsRefusedAtOnceAndTheServerKeepsWorking) {
     auto frame = RemoteExtractFrame(*c, h, nullptr);
     EXPECT_EQ(frame.status().code(), absl::StatusCode::kInvalidArgument) << frame.status();
   }
-  EXPECT_LT(Since(t0), 2.0) << "a FIFO blocked the server";
+  EXPECT_LT(SecondsSince(t0), 2.0) << "a FIFO blocked the server";
   // Reprocessing still runs, and the drain finishes quickly.
   EXPECT_TRUE(RemoteExtractFrame(*c, SmallHeader(good_psf->id()), &Inputs().frame_bytes).ok());
   const auto drain = Clock::now();
   server->Drain(absl::Seconds(10));
-  EXPECT_LT(Since(drain), 2.0);
+  EXPECT_LT(SecondsSince(drain), 2.0);
   ::unlink(fifo.c_str());
 }
 
@@ -95,7 +91,7 @@ TEST(HostilePathTest, AFifoAsPreloadedPsfFailsWarmUpWithoutHanging) {
   const auto t0 = Clock::now();
   absl::Status warm = (*server)->WaitForWarmUp(absl::Seconds(10));
   EXPECT_EQ(warm.code(), absl::StatusCode::kInvalidArgument) << warm;
-  EXPECT_LT(Since(t0), 2.0);
+  EXPECT_LT(SecondsSince(t0), 2.0);
   ::unlink(fifo.c_str());
 }
 

@@ -56,15 +56,6 @@ void NextSecond() {
   while (std::time(nullptr) == now) std::this_thread::sleep_for(std::chrono::milliseconds(20));
 }
 
-std::vector<std::string> Entries(const std::string& dir) {
-  std::vector<std::string> names;
-  for (const auto& e : std::filesystem::directory_iterator(dir)) {
-    names.push_back(e.path().filename().string());
-  }
-  std::sort(names.begin(), names.end());
-  return names;
-}
-
 void ExpectSameAnswer(const v1::ExtractSummary& a, const v1::ExtractSummary& b) {
   EXPECT_EQ(a.server_output_path(), b.server_output_path());
   EXPECT_EQ(a.server_output_bytes(), b.server_output_bytes());
@@ -100,7 +91,7 @@ class IdempotentOutputTest : public LoadedServerTest {
   // The request refused with ALREADY_EXISTS, saying why, and `path` as it was.
   void ExpectRefused(const v1::ExtractHeader& h, const std::string& path, bool subset = false) {
     const FileState before = StateOf(path);
-    const std::vector<std::string> entries = Entries(Inputs().output_dir);
+    const std::vector<std::string> entries = DirEntries(Inputs().output_dir);
     const double refused = Outcome("refused_different");
     auto r = Run(h, subset);
     ASSERT_EQ(r.status().code(), absl::StatusCode::kAlreadyExists) << r.status();
@@ -108,7 +99,7 @@ class IdempotentOutputTest : public LoadedServerTest {
         << r.status();
     EXPECT_TRUE(absl::StrContains(r.status().message(), "set overwrite")) << r.status();
     EXPECT_TRUE(StateOf(path) == before) << path << " was changed";
-    EXPECT_EQ(Entries(Inputs().output_dir), entries) << "a file was written or left behind";
+    EXPECT_EQ(DirEntries(Inputs().output_dir), entries) << "a file was written or left behind";
     EXPECT_EQ(Outcome("refused_different"), refused + 1);
   }
 };

@@ -18,14 +18,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Ten bundles of five fibres: enough bundle boundaries to stop at.
-v1::ExtractHeader TenBundleHeader(const std::string& psf_id) {
-  v1::ExtractHeader h = SmallHeader(psf_id);
-  h.mutable_params()->set_bundlesize(5);
-  h.mutable_params()->set_nsubbundles(1);
-  return h;
-}
-
 struct SlowServer {
   std::unique_ptr<server::SpexdServer> server;
   std::shared_ptr<std::atomic<int>> bundles;
@@ -65,22 +57,6 @@ SlowServer StartSlowServer(double seconds_per_bundle, int max_queue = 16,
   auto c = Connect(*s.server);
   s.psf_id = c->LoadPsfFromBytes(Inputs().psf_bytes, "psf")->id();
   return s;
-}
-
-// Polls `done` every 50 ms for at most `seconds`.
-bool WaitFor(const std::function<bool()>& done, double seconds) {
-  const auto end = Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                      std::chrono::duration<double>(seconds));
-  while (Clock::now() < end) {
-    if (done()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  return done();
-}
-
-bool WorkerIdle(client::SpexdClient& c) {
-  auto info = c.GetServerInfo();
-  return info.ok() && info->workers_size() == 1 && !info->workers(0).busy();
 }
 
 TEST(LifecycleTest, CancellationMidStreamStopsTheWorkerAtTheNextBundle) {

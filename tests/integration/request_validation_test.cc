@@ -114,7 +114,7 @@ class RequestValidationTest : public ::testing::Test {
   std::string psf_id_;
 };
 
-struct Case {
+struct ValidationCase {
   const char* name;
   std::function<void(v1::ExtractHeader*)> edit;
   grpc::StatusCode expected;
@@ -126,7 +126,7 @@ struct Case {
 TEST_F(RequestValidationTest, OutOfRangeParametersAreRefusedBeforeAnyWork) {
   using C = grpc::StatusCode;
   auto params = [](v1::ExtractHeader* h) { return h->mutable_params(); };
-  const std::vector<Case> cases = {
+  const std::vector<ValidationCase> cases = {
       {"specmin + nspec overflows int",
        [&](v1::ExtractHeader* h) { params(h)->set_specmin(2147483625); params(h)->set_nspec(25); },
        C::INVALID_ARGUMENT},
@@ -172,7 +172,7 @@ TEST_F(RequestValidationTest, OutOfRangeParametersAreRefusedBeforeAnyWork) {
        },
        C::RESOURCE_EXHAUSTED},
   };
-  for (const Case& c : cases) {
+  for (const ValidationCase& c : cases) {
     SCOPED_TRACE(c.name);
     const Outcome out = ByPath(c.edit, c.subset);
     EXPECT_EQ(out.status.error_code(), c.expected) << out.status.error_message();
@@ -188,7 +188,7 @@ TEST_F(RequestValidationTest, OutOfRangeParametersAreRefusedBeforeAnyWork) {
 TEST_F(RequestValidationTest, ValidationDoesNotDependOnTheCache) {
   const double inf = std::numeric_limits<double>::infinity();
   const double nan = std::numeric_limits<double>::quiet_NaN();
-  const std::vector<Case> cases = {
+  const std::vector<ValidationCase> cases = {
       {"regularize Inf", [inf](v1::ExtractHeader* h) { h->mutable_params()->set_regularize(inf); },
        grpc::StatusCode::INVALID_ARGUMENT},
       {"psferr Inf", [inf](v1::ExtractHeader* h) { h->mutable_params()->set_psferr(inf); },
@@ -200,7 +200,7 @@ TEST_F(RequestValidationTest, ValidationDoesNotDependOnTheCache) {
   };
   for (int round = 0; round < 2; ++round) {  // fresh server, then geometry cached
     SCOPED_TRACE(round == 0 ? "fresh" : "cached");
-    for (const Case& c : cases) {
+    for (const ValidationCase& c : cases) {
       SCOPED_TRACE(c.name);
       const Outcome out = ByPath(c.edit);
       EXPECT_EQ(out.status.error_code(), c.expected) << out.status.error_message();
@@ -214,7 +214,7 @@ TEST_F(RequestValidationTest, ValidationDoesNotDependOnTheCache) {
 
 // Item 11: echoed input is bounded, and over-long names are the request's fault.
 TEST_F(RequestValidationTest, LongInputGetsInvalidArgumentWithABoundedMessage) {
-  const std::vector<Case> cases = {
+  const std::vector<ValidationCase> cases = {
       {"1 MB psf_id", [](v1::ExtractHeader* h) { h->set_psf_id(std::string(1 << 20, 'f')); },
        grpc::StatusCode::INVALID_ARGUMENT},
       {"10k-character path",
@@ -231,7 +231,7 @@ TEST_F(RequestValidationTest, LongInputGetsInvalidArgumentWithABoundedMessage) {
       {"1 MB client tag", [](v1::ExtractHeader* h) { h->set_client_tag(std::string(1 << 20, 't')); },
        grpc::StatusCode::INVALID_ARGUMENT},
   };
-  for (const Case& c : cases) {
+  for (const ValidationCase& c : cases) {
     SCOPED_TRACE(c.name);
     const Outcome out = ByPath(c.edit);
     EXPECT_EQ(out.status.error_code(), c.expected) << out.status.error_message().substr(0, 300);

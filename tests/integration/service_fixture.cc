@@ -6,13 +6,18 @@
 #include <sys/time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <thread>
 
 #include <grpcpp/create_channel.h>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
 #include "server/metrics.h"
 #include "client/remote_frame.h"
 #include "core/backend/extract_frame.h"
@@ -245,10 +250,42 @@ bool WaitFor(const std::function<bool()>& done, double seconds) {
 }
 
 double MetricValue(server::SpexdServer& s, const std::string& series) {
-  const std::string text = "\n" + s.metrics().Serialize();
-  const std::size_t at = text.find("\n" + series + " ");
-  if (at == std::string::npos) return -1;
-  return std::stod(text.substr(at + series.size() + 2));
+  return SeriesValue(s.metrics().Serialize(), series);
+}
+
+double SeriesValue(const std::string& exposition, const std::string& series) {
+  for (absl::string_view line : absl::StrSplit(exposition, '\n')) {
+    if (line.size() > series.size() && line.substr(0, series.size()) == series &&
+        line[series.size()] == ' ') {
+      return std::strtod(std::string(line.substr(series.size() + 1)).c_str(), nullptr);
+    }
+  }
+  return -1;
+}
+
+double SecondsSince(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+std::vector<std::string> DirEntries(const std::string& dir) {
+  std::vector<std::string> out;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    out.push_back(e.path().filename().string());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+v1::ExtractHeader TenBundleHeader(const std::string& psf_id) {
+  v1::ExtractHeader h = SmallHeader(psf_id);
+  h.mutable_params()->set_bundlesize(5);
+  h.mutable_params()->set_nsubbundles(1);
+  return h;
+}
+
+bool WorkerIdle(client::SpexdClient& c) {
+  auto info = c.GetServerInfo();
+  return info.ok() && info->workers_size() == 1 && !info->workers(0).busy();
 }
 
 std::shared_ptr<grpc::Channel> Channel(const server::SpexdServer& s) {

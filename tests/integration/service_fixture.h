@@ -4,6 +4,7 @@
 #define SPEXD_TESTS_INTEGRATION_SERVICE_FIXTURE_H_
 
 #include <atomic>
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <string>
@@ -24,6 +25,13 @@ namespace spexd::testing {
 bool WaitFor(const std::function<bool()>& done, double seconds);
 // The value of one metric series in the server's exposition text, -1 when absent.
 double MetricValue(server::SpexdServer& s, const std::string& series);
+// The value of the line "series value" in exposition text (`series` = the name and its
+// labels exactly as serialised), -1 when absent.
+double SeriesValue(const std::string& exposition, const std::string& series);
+// Seconds since t0 on the steady clock.
+double SecondsSince(std::chrono::steady_clock::time_point t0);
+// The names in `dir`, sorted.
+std::vector<std::string> DirEntries(const std::string& dir);
 // An insecure channel to the server's loopback port.
 std::shared_ptr<grpc::Channel> Channel(const server::SpexdServer& s);
 
@@ -88,6 +96,10 @@ std::unique_ptr<client::SpexdClient> Connect(const server::SpexdServer& server,
 
 // An ExtractHeader for the small test extraction with the given PSF id.
 v1::ExtractHeader SmallHeader(const std::string& psf_id);
+// SmallHeader as ten bundles of five fibres: enough bundle boundaries to stop at.
+v1::ExtractHeader TenBundleHeader(const std::string& psf_id);
+// Whether the server's one worker is idle.
+bool WorkerIdle(client::SpexdClient& c);
 
 // Streams an extraction into a core::Frame (client-side rebuild, as spexctl does).
 absl::StatusOr<core::Frame> RemoteExtractFrame(client::SpexdClient& client,

@@ -49,16 +49,6 @@ std::vector<std::string> DriftLines(const std::string& log) {
   return out;
 }
 
-// The value of the series `series` (exact label text) in a scrape, or -1.
-double Value(const std::string& body, const std::string& series) {
-  const std::size_t at = body.find(series + " ");
-  if (at == std::string::npos) return -1;
-  double v = -1;
-  const std::size_t start = at + series.size() + 1;
-  (void)absl::SimpleAtod(body.substr(start, body.find('\n', start) - start), &v);
-  return v;
-}
-
 struct SampledRun {
   double ok = 0, drift = 0, skipped = 0;
   std::vector<v1::FrameQa> qa;
@@ -96,9 +86,9 @@ SampledRun ExtractSampled(const std::vector<std::string>& env, int frames, bool 
     EXPECT_TRUE(WaitUntil([&] {
       auto body = HttpGet(mport, "/metrics");
       if (!body.ok()) return false;
-      run.ok = Value(*body, "spexd_shadow_parity_checks_total{" + cpu + "\"ok\"}");
-      run.drift = Value(*body, "spexd_shadow_parity_checks_total{" + cpu + "\"drift\"}");
-      run.skipped = Value(*body, "spexd_shadow_parity_checks_total{" + cpu + "\"skipped\"}");
+      run.ok = SeriesValue(*body, "spexd_shadow_parity_checks_total{" + cpu + "\"ok\"}");
+      run.drift = SeriesValue(*body, "spexd_shadow_parity_checks_total{" + cpu + "\"drift\"}");
+      run.skipped = SeriesValue(*body, "spexd_shadow_parity_checks_total{" + cpu + "\"skipped\"}");
       return run.ok + run.drift + run.skipped >= i + 1;
     }, 60)) << spexd.Log();
     if (stop_at_drift && run.drift > 0) break;

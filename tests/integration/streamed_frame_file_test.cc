@@ -28,15 +28,6 @@
 namespace spexd::testing {
 namespace {
 
-std::vector<std::string> Entries(const std::string& dir) {
-  std::vector<std::string> out;
-  for (const auto& e : std::filesystem::directory_iterator(dir)) {
-    out.push_back(e.path().filename().string());
-  }
-  std::sort(out.begin(), out.end());
-  return out;
-}
-
 // Stricter than ExpectSameFitsBytes: only the CHECKSUM cards and the comments of the
 // DATASUM cards (the write time, to the second) may differ; DATASUM's value must not.
 void ExpectSameButChecksumDates(const std::string& a_path, const std::string& b_path) {
@@ -138,7 +129,7 @@ TEST_F(StreamedFrameFileTest, SameBytesAsTheWholeFilePath) {
   ExpectSameButChecksumDates(out_ + "/f64-whole.fits", again);
   // No temporary left beside the outputs.
   std::sort(files.begin(), files.end());
-  EXPECT_EQ(Entries(out_), files);
+  EXPECT_EQ(DirEntries(out_), files);
 }
 
 TEST_F(StreamedFrameFileTest, ServerErrorMidStreamLeavesNoFile) {
@@ -152,7 +143,7 @@ TEST_F(StreamedFrameFileTest, ServerErrorMidStreamLeavesNoFile) {
         absl::StrCat(Args(*server), " --wire-precision ", wire, " -o ", out_, "/frame.fits"));
     EXPECT_EQ(r.code, 1) << r.output;
     EXPECT_NE(r.output.find("fails at the second bundle"), std::string::npos) << r.output;
-    EXPECT_TRUE(Entries(out_).empty()) << absl::StrJoin(Entries(out_), " ");
+    EXPECT_TRUE(DirEntries(out_).empty()) << absl::StrJoin(DirEntries(out_), " ");
   }
 }
 
@@ -178,7 +169,7 @@ TEST_F(StreamedFrameFileTest, InterruptedSpexctlLeavesNoFile) {
   int status = 0;
   ASSERT_EQ(::waitpid(pid, &status, 0), pid);
   EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGINT) << status;
-  EXPECT_TRUE(Entries(out_).empty()) << absl::StrJoin(Entries(out_), " ");
+  EXPECT_TRUE(DirEntries(out_).empty()) << absl::StrJoin(DirEntries(out_), " ");
 }
 
 // Where the filesystem has no O_TMPFILE the temporary has a name: dropped uncommitted or
@@ -204,9 +195,9 @@ TEST(StreamedFrameFileNamedTemporaryTest, DroppedOrInterruptedLeavesNothing) {
                                                   {}, /*unnamed_temporary=*/false);
     ASSERT_TRUE(file.ok()) << file.status();
     ASSERT_FALSE((*file)->temporary_name().empty());
-    EXPECT_EQ(Entries(dir).size(), 1u);
+    EXPECT_EQ(DirEntries(dir).size(), 1u);
   }
-  EXPECT_TRUE(Entries(dir).empty());
+  EXPECT_TRUE(DirEntries(dir).empty());
   // "fast" (fork): the child writes into this test's `dir`, which is checked here.
   GTEST_FLAG_SET(death_test_style, "fast");
   EXPECT_EXIT(
@@ -218,7 +209,7 @@ TEST(StreamedFrameFileNamedTemporaryTest, DroppedOrInterruptedLeavesNothing) {
         ::_exit(4);
       },
       ::testing::KilledBySignal(SIGINT), "");
-  EXPECT_TRUE(Entries(dir).empty()) << absl::StrJoin(Entries(dir), " ");
+  EXPECT_TRUE(DirEntries(dir).empty()) << absl::StrJoin(DirEntries(dir), " ");
 }
 
 }  // namespace

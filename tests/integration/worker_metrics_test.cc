@@ -29,17 +29,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// The value of one series ("name{labels}" exactly as serialised: labels sorted), or -1.
-double Value(const std::string& body, const std::string& series) {
-  for (absl::string_view line : absl::StrSplit(body, '\n')) {
-    if (line.size() > series.size() && line.substr(0, series.size()) == series &&
-        line[series.size()] == ' ') {
-      return std::strtod(std::string(line.substr(series.size() + 1)).c_str(), nullptr);
-    }
-  }
-  return -1;
-}
-
 // The gpu label values of metric `name`'s series.
 std::set<std::string> GpuLabels(const std::string& body, const std::string& name) {
   std::set<std::string> out;
@@ -91,7 +80,7 @@ TEST(WorkerMetricsTest, CpuWorkerCountsFramesPatchesAndBusyTime) {
   // Every series exists at 0 before any work.
   std::string body = Scrape(*server);
   for (const char* family : kWorkerFamilies) {
-    EXPECT_EQ(Value(body, Series(family, "cpu", 0)), 0) << family << "\n" << body;
+    EXPECT_EQ(SeriesValue(body, Series(family, "cpu", 0)), 0) << family << "\n" << body;
     EXPECT_EQ(GpuLabels(body, family), std::set<std::string>{"cpu"}) << family;
   }
 
@@ -114,16 +103,16 @@ TEST(WorkerMetricsTest, CpuWorkerCountsFramesPatchesAndBusyTime) {
                         10));
   const double wall = std::chrono::duration<double>(Clock::now() - t0).count();
   body = Scrape(*server);
-  EXPECT_EQ(Value(body, Series("spexd_worker_frames_total", "cpu", 0)), 2) << body;
-  EXPECT_EQ(Value(body, Series("spexd_worker_patches_total", "cpu", 0)), static_cast<double>(patches));
-  EXPECT_EQ(Value(body, "spexd_patches_total{outcome=\"extracted\"}"), static_cast<double>(patches));
-  EXPECT_EQ(Value(body, Series("spexd_worker_extract_duration_seconds_count", "cpu", 0)), 2);
+  EXPECT_EQ(SeriesValue(body, Series("spexd_worker_frames_total", "cpu", 0)), 2) << body;
+  EXPECT_EQ(SeriesValue(body, Series("spexd_worker_patches_total", "cpu", 0)), static_cast<double>(patches));
+  EXPECT_EQ(SeriesValue(body, "spexd_patches_total{outcome=\"extracted\"}"), static_cast<double>(patches));
+  EXPECT_EQ(SeriesValue(body, Series("spexd_worker_extract_duration_seconds_count", "cpu", 0)), 2);
   // The histogram's sum is the backend time the summaries report (both from the worker's
   // start to the backend's return; measured a few microseconds apart).
-  const double sum = Value(body, Series("spexd_worker_extract_duration_seconds_sum", "cpu", 0));
+  const double sum = SeriesValue(body, Series("spexd_worker_extract_duration_seconds_sum", "cpu", 0));
   EXPECT_NEAR(sum, extract_seconds, 0.01 + 0.02 * extract_seconds);
   // Busy covers the backend time and fits in the wall time of the two requests.
-  const double busy = Value(body, Series("spexd_worker_busy_seconds_total", "cpu", 0));
+  const double busy = SeriesValue(body, Series("spexd_worker_busy_seconds_total", "cpu", 0));
   EXPECT_GE(busy, sum * 0.999) << body;
   EXPECT_LE(busy, wall) << body;
 }
@@ -197,8 +186,8 @@ TEST(WorkerMetricsTest, EachGpuWorkerShowsItsOwnWorkUnderItsGpuLabel) {
   std::string body = Scrape(*server);
   for (const char* family : kWorkerFamilies) {
     EXPECT_EQ(GpuLabels(body, family), (std::set<std::string>{"1", "3"})) << family << "\n" << body;
-    EXPECT_EQ(Value(body, Series(family, "1", 0)), 0) << family;
-    EXPECT_EQ(Value(body, Series(family, "3", 1)), 0) << family;
+    EXPECT_EQ(SeriesValue(body, Series(family, "1", 0)), 0) << family;
+    EXPECT_EQ(SeriesValue(body, Series(family, "3", 1)), 0) << family;
   }
 
   // Four frames at once on two workers: each takes some (a frame holds its worker 0.3 s).
@@ -233,16 +222,16 @@ TEST(WorkerMetricsTest, EachGpuWorkerShowsItsOwnWorkUnderItsGpuLabel) {
     const std::string gpu = absl::StrCat(gpus.devices[w]);
     SCOPED_TRACE("worker " + std::to_string(w) + " gpu " + gpu);
     // What the worker's own backend did, under its own labels.
-    const double frames = Value(body, Series("spexd_worker_frames_total", gpu, w));
+    const double frames = SeriesValue(body, Series("spexd_worker_frames_total", gpu, w));
     EXPECT_EQ(frames, static_cast<double>(gpus.frames[w]->load())) << body;
-    EXPECT_EQ(Value(body, Series("spexd_worker_patches_total", gpu, w)),
+    EXPECT_EQ(SeriesValue(body, Series("spexd_worker_patches_total", gpu, w)),
               static_cast<double>(gpus.patches[w]->load()));
-    EXPECT_EQ(Value(body, Series("spexd_worker_extract_duration_seconds_count", gpu, w)), frames);
+    EXPECT_EQ(SeriesValue(body, Series("spexd_worker_extract_duration_seconds_count", gpu, w)), frames);
     EXPECT_GE(frames, 1) << "each worker should have taken some of the " << kFrames << " frames";
     // Two bundles per frame, each held 0.15 s by the fake backend.
-    EXPECT_GE(Value(body, Series("spexd_worker_busy_seconds_total", gpu, w)), 0.3 * frames);
+    EXPECT_GE(SeriesValue(body, Series("spexd_worker_busy_seconds_total", gpu, w)), 0.3 * frames);
     frames_sum += frames;
-    patches_sum += Value(body, Series("spexd_worker_patches_total", gpu, w));
+    patches_sum += SeriesValue(body, Series("spexd_worker_patches_total", gpu, w));
   }
   EXPECT_EQ(frames_sum, kFrames);
   EXPECT_EQ(patches_sum, static_cast<double>(patches));
@@ -268,11 +257,11 @@ TEST(WorkerMetricsTest, BusySecondsGrowDuringALongJob) {
   const Clock::time_point busy_from = Clock::now();
   double busy = 0;
   const bool grew = WaitUntil([&] {
-    busy = Value(server->metrics().Serialize(), Series("spexd_worker_busy_seconds_total", "0", 0));
+    busy = SeriesValue(server->metrics().Serialize(), Series("spexd_worker_busy_seconds_total", "0", 0));
     return busy >= 1.0;
   }, 2.5);
   const double waited = std::chrono::duration<double>(Clock::now() - busy_from).count();
-  const double frames = Value(server->metrics().Serialize(), Series("spexd_worker_frames_total", "0", 0));
+  const double frames = SeriesValue(server->metrics().Serialize(), Series("spexd_worker_frames_total", "0", 0));
   job.join();
   ASSERT_TRUE(result.status.ok()) << result.status;
   EXPECT_TRUE(grew) << "busy seconds " << busy << " after " << waited << " s of a 3 s job";

@@ -32,8 +32,7 @@ TEST(UploadAssemblyTest, AHugeAnnouncementReservesNothingUnlessAsked) {
 // Issue 21 item 3: a client that declares a large upload and sends a byte every few
 // seconds (or empty chunks) is held to the floor, however often it sends.
 TEST(UploadRateFloorTest, ATrickleFailsOnceAWindowHasPassed) {
-  using Clock = UploadRateFloor::Clock;
-  const Clock::time_point t0 = Clock::now();
+  const UploadRateFloor::Clock::time_point t0 = UploadRateFloor::Clock::now();
   const int64_t announced = int64_t{512} << 20;
   UploadRateFloor floor(1000, 1.0, t0);
   // Within the first window nothing is judged: a client may take a moment to start.
@@ -48,8 +47,7 @@ TEST(UploadRateFloorTest, ATrickleFailsOnceAWindowHasPassed) {
 }
 
 TEST(UploadRateFloorTest, AFastUploadPassesEachWindowAndTheTailNeedsOnlyWhatIsLeft) {
-  using Clock = UploadRateFloor::Clock;
-  const Clock::time_point t0 = Clock::now();
+  const UploadRateFloor::Clock::time_point t0 = UploadRateFloor::Clock::now();
   UploadRateFloor floor(1000, 1.0, t0);
   EXPECT_TRUE(floor.Check(2000, 100000, t0 + std::chrono::milliseconds(1500)).ok());
   // A new span starts at the passed check: 600 bytes in 1.1 s is under the floor.

@@ -68,7 +68,7 @@ TEST(FloatConvertTest, EveryPathGivesTheScalarBits) {
   std::printf("AVX2 path: %s\n", internal::FloatConvertUsesAvx2() ? "yes" : "no (scalar only)");
   for (std::size_t n : {0, 1, 3, 4, 5, 7, 8, 9, 15, 16, 17, 31, 33, 1000, 4099}) {
     for (std::size_t offset : {0, 1, 3}) {  // misaligned sources and destinations
-      SCOPED_TRACE(testing::Message() << "n=" << n << " offset=" << offset);
+      SCOPED_TRACE(::testing::Message() << "n=" << n << " offset=" << offset);
       const std::string words = std::string(offset, 'x') + Words(n, static_cast<uint32_t>(7 + n));
       const char* src = words.data() + offset;
       std::vector<float> f(n + offset), f_ref(n + offset);

@@ -17,7 +17,7 @@
 namespace spexd::core::internal {
 namespace {
 
-struct Case {
+struct BandCase {
   int n, kd;
 };
 
@@ -39,7 +39,7 @@ std::vector<double> BandSpd(int n, int kd, std::mt19937_64* rng) {
   return m;
 }
 
-void CheckCase(const Case& c, bool small_gemm, std::mt19937_64* rng) {
+void CheckBandCase(const BandCase& c, bool small_gemm, std::mt19937_64* rng) {
   const int n = c.n, kd = c.kd, ldab = kd + 1;
   const std::vector<double> m = BandSpd(n, kd, rng);
   std::vector<double> band(static_cast<std::size_t>(ldab) * n, 0.0);
@@ -78,9 +78,9 @@ TEST(BandCholeskyTest, MatchesDpbtrfAndDpbtrs) {
   std::mt19937_64 rng(5);
   for (bool small_gemm : {true, false}) {
     SCOPED_TRACE(small_gemm ? "AVX-512 products where available" : "BLAS products");
-    for (const Case& c : {Case{518, 153}, Case{444, 150}, Case{100, 20}, Case{97, 40},
-                          Case{33, 32}, Case{5, 3}, Case{64, 1}, Case{40, 39}}) {
-      CheckCase(c, small_gemm, &rng);
+    for (const BandCase& c : {BandCase{518, 153}, BandCase{444, 150}, BandCase{100, 20}, BandCase{97, 40},
+                          BandCase{33, 32}, BandCase{5, 3}, BandCase{64, 1}, BandCase{40, 39}}) {
+      CheckBandCase(c, small_gemm, &rng);
     }
   }
 }

@@ -15,18 +15,18 @@
 namespace spexd::core::internal {
 namespace {
 
-struct Case {
+struct ProductsCase {
   int nt, i0, nstep, nd;
 };
 
-struct Inputs {
+struct ProductsInputs {
   std::vector<double> v, g, x;
 };
 
-Inputs Make(int nt, unsigned seed) {
+ProductsInputs MakeProductsInputs(int nt, unsigned seed) {
   std::mt19937 rng(seed);
   std::uniform_real_distribution<double> u(-1.0, 1.0);
-  Inputs in;
+  ProductsInputs in;
   in.v.resize(static_cast<std::size_t>(nt) * nt);
   for (double& e : in.v) e = u(rng);
   in.g.resize(nt);
@@ -36,11 +36,11 @@ Inputs Make(int nt, unsigned seed) {
   return in;
 }
 
-class DecorrelateProductsTest : public ::testing::TestWithParam<Case> {};
+class DecorrelateProductsTest : public ::testing::TestWithParam<ProductsCase> {};
 
 TEST_P(DecorrelateProductsTest, MatchesQFormedTermByTerm) {
-  const Case c = GetParam();
-  const Inputs in = Make(c.nt, 17);
+  const ProductsCase c = GetParam();
+  const ProductsInputs in = MakeProductsInputs(c.nt, 17);
   const int nt = c.nt, nk = 2 * c.nd + 1;
   std::vector<double> r(nt), qx(nt), band(nk * c.nstep), scratch(2 * nt);
   DecorrelateProducts(DecorrelateBlock{in.v.data(), in.g.data(), in.x.data(), nt, c.i0, c.nstep, c.nd},
@@ -80,8 +80,8 @@ TEST_P(DecorrelateProductsTest, MatchesQFormedTermByTerm) {
 }
 
 TEST_P(DecorrelateProductsTest, EveryVectorWidthGivesTheBaselineBits) {
-  const Case c = GetParam();
-  const Inputs in = Make(c.nt, 23);
+  const ProductsCase c = GetParam();
+  const ProductsInputs in = MakeProductsInputs(c.nt, 23);
   const int nt = c.nt, nb = (2 * c.nd + 1) * c.nstep;
   const DecorrelateBlock b{in.v.data(), in.g.data(), in.x.data(), nt, c.i0, c.nstep, c.nd};
   std::vector<double> r0(nt), q0(nt), b0(nb), scratch(2 * nt);
@@ -102,8 +102,8 @@ TEST_P(DecorrelateProductsTest, EveryVectorWidthGivesTheBaselineBits) {
 // The r frame's block (74: a partial vector; 50 core wavelengths: a partial vector), whole
 // vectors, and a block narrower than one vector.
 INSTANTIATE_TEST_SUITE_P(Shapes, DecorrelateProductsTest,
-                         ::testing::Values(Case{74, 12, 50, 11}, Case{32, 8, 16, 3},
-                                           Case{5, 2, 1, 2}));
+                         ::testing::Values(ProductsCase{74, 12, 50, 11}, ProductsCase{32, 8, 16, 3},
+                                           ProductsCase{5, 2, 1, 2}));
 
 }  // namespace
 }  // namespace spexd::core::internal

@@ -101,7 +101,7 @@ TEST(HealthSummaryTest, BothPathsEqualComputeSpecMaskOnRandomFrames) {
   for (int trial = 0; trial < 12; ++trial) {
     const int nfib = 3 + trial % 4, nwave = 31 + trial, nbundles = 1 + trial % 3;
     const MaskPolicy policy = trial % 2 ? MaskPolicy::kDesispecExact : MaskPolicy::kDesispec;
-    SCOPED_TRACE(testing::Message() << "trial " << trial);
+    SCOPED_TRACE(::testing::Message() << "trial " << trial);
     std::vector<BundleResult> bundles;
     for (int k = 0; k < nbundles; ++k) {
       BundleResult b;

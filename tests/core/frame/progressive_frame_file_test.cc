@@ -31,7 +31,7 @@ using spexd::testing::MakeTestFibermap;
 using spexd::testing::MakeTestFrame;
 using spexd::testing::ReadBytes;
 
-FrameMetadata MakeMeta() {
+FrameMetadata MakeProgressiveMeta() {
   FrameMetadata meta;
   meta.image_header = {"CAMERA  = 'r1      '           / Spectrograph Camera",
                        "EXPTIME =                900.0 / Exposure time"};
@@ -107,7 +107,7 @@ void ExpectSameBytes(const std::string& got, const std::string& want) {
 
 TEST_F(ProgressiveFrameFileTest, BundlesInAnyOrderGiveFrameToFitsBytes) {
   const Frame f = MakeTestFrame(60, 700, 5, 9, /*specials=*/true);
-  FrameMetadata meta = MakeMeta();
+  FrameMetadata meta = MakeProgressiveMeta();
   meta.fibermap_fits = MakeTestFibermap(70, /*checksum=*/true);
   FitsWriteOptions options;
   options.checksum_time = "2026-11-23T12:00:00";
@@ -128,7 +128,7 @@ TEST_F(ProgressiveFrameFileTest, BundlesInAnyOrderGiveFrameToFitsBytes) {
 
 TEST_F(ProgressiveFrameFileTest, FullSizeFrameWithoutFibermapOrScores) {
   const Frame f = MakeTestFrame(500, 2326, 5, 22, /*specials=*/true);
-  FrameMetadata meta = MakeMeta();
+  FrameMetadata meta = MakeProgressiveMeta();
   FitsWriteOptions options;
   options.checksum_time = "2026-11-23T12:00:01";
   ExpectSameBytes(WriteProgressively(f, meta, 25, options, 3), *FrameToFits(f, meta, options));
@@ -149,7 +149,7 @@ TEST_F(ProgressiveFrameFileTest, FullSizeFrameWithoutFibermapOrScores) {
 // every HDU, as FrameToFits run at that moment would.
 TEST_F(ProgressiveFrameFileTest, ChecksumTimeIsThatOfFinish) {
   const Frame f = MakeTestFrame(30, 400, 3, 5, /*specials=*/true);
-  FrameMetadata meta = MakeMeta();
+  FrameMetadata meta = MakeProgressiveMeta();
   meta.fibermap_fits = MakeTestFibermap(40, /*checksum=*/true);
   const std::string written = WriteProgressively(f, meta, 10, {}, 7, /*pause_seconds=*/1.2);
   const std::size_t at = written.find("HDU checksum updated ");
@@ -170,12 +170,12 @@ TEST_F(ProgressiveFrameFileTest, ScoresGivenAtFinishAreWritten) {
   }
   FitsWriteOptions options;
   options.checksum_time = "2026-11-23T12:00:02";
-  FrameMetadata announced = MakeMeta();
+  FrameMetadata announced = MakeProgressiveMeta();
   announced.given_scores.emplace();
-  FrameMetadata want_meta = MakeMeta();
+  FrameMetadata want_meta = MakeProgressiveMeta();
   want_meta.given_scores = given;
   const std::string want = *FrameToFits(f, want_meta, options);
-  ASSERT_NE(want, *FrameToFits(f, MakeMeta(), options));
+  ASSERT_NE(want, *FrameToFits(f, MakeProgressiveMeta(), options));
   ExpectSameBytes(WriteProgressively(f, announced, 25, options, 5, 0, &given), want);
   keep_image_ = false;  // as spexctl writes it
   ASSERT_EQ(::ftruncate(fd_, 0), 0);
@@ -189,7 +189,7 @@ TEST_F(ProgressiveFrameFileTest, ScoresGivenAtFinishAreWritten) {
 
 TEST_F(ProgressiveFrameFileTest, RefusalsAreErrors) {
   const Frame f = MakeTestFrame(30, 200, 2, 1, /*specials=*/true);
-  const FrameMetadata meta = MakeMeta();
+  const FrameMetadata meta = MakeProgressiveMeta();
   FrameFileShape bad = ShapeOf(f);
   bad.wave.pop_back();
   EXPECT_EQ(ProgressiveFrameFile::Create(bad, meta, fd_, path_).status().code(),
@@ -209,7 +209,7 @@ TEST_F(ProgressiveFrameFileTest, WriteErrorSticksAndNothingCrashes) {
   const Frame f = MakeTestFrame(20, 300, 2, 2, /*specials=*/true);
   const int read_only = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
   ASSERT_GE(read_only, 0);
-  auto file = ProgressiveFrameFile::Create(ShapeOf(f), MakeMeta(), read_only, path_);
+  auto file = ProgressiveFrameFile::Create(ShapeOf(f), MakeProgressiveMeta(), read_only, path_);
   ASSERT_TRUE(file.ok()) << file.status();
   const absl::Status first = (*file)->AddRows(0, FrameRows(f, 0, 0, 10));
   EXPECT_EQ(first.code(), absl::StatusCode::kInternal);

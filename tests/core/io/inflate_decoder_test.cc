@@ -152,7 +152,7 @@ TEST(InflateDecoderTest, MatchesLibdeflateAtEveryLevelAndStrategy) {
   ForEachBuild([&] {
     for (const int level : {1, 6, 9}) {
       for (const int strategy : {Z_DEFAULT_STRATEGY, Z_FILTERED, Z_HUFFMAN_ONLY, Z_RLE, Z_FIXED}) {
-        SCOPED_TRACE(testing::Message() << "level " << level << " strategy " << strategy);
+        SCOPED_TRACE(::testing::Message() << "level " << level << " strategy " << strategy);
         const std::string raw = RawDeflate(data, level, strategy);
         std::string ref;
         ASSERT_EQ(Libdeflate(raw, data.size(), &ref), LIBDEFLATE_SUCCESS);
@@ -179,7 +179,7 @@ TEST(InflateDecoderTest, RoomEndingNearTheFastLoopsBound) {
       data += Repeats(20000, 10);
       const std::string raw = RawDeflate(data, back == 10 ? 1 : 9);
       for (std::size_t slack = 0; slack <= kFastOutRoom + 40; ++slack) {
-        SCOPED_TRACE(testing::Message() << "back " << back << " room " << data.size() + slack);
+        SCOPED_TRACE(::testing::Message() << "back " << back << " room " << data.size() + slack);
         const Decoded d = Decode(raw, data.size() + slack);
         ASSERT_EQ(d.status, InflateStatus::kOk);
         ASSERT_TRUE(d.out == data);
@@ -187,7 +187,7 @@ TEST(InflateDecoderTest, RoomEndingNearTheFastLoopsBound) {
       for (const std::size_t end : {data.size(), std::size_t{21000}}) {
         for (std::size_t short_by = 1; short_by <= kFastOutRoom + 40; ++short_by) {
           const std::size_t room = end - short_by;
-          SCOPED_TRACE(testing::Message() << "back " << back << " room " << room);
+          SCOPED_TRACE(::testing::Message() << "back " << back << " room " << room);
           const Decoded d = Decode(raw, room);
           ASSERT_EQ(d.status, InflateStatus::kNoRoom);
           ASSERT_LE(d.out.size(), room);
@@ -207,7 +207,7 @@ TEST(InflateDecoderTest, ShortStreamsAroundTheFastLoopsInputRoom) {
     for (std::size_t n = 0; n <= 600; n += (n < 100 ? 1 : 7)) {
       const std::string data = text.substr(0, n);
       for (const int level : {1, 9}) {
-        SCOPED_TRACE(testing::Message() << "size " << n << " level " << level);
+        SCOPED_TRACE(::testing::Message() << "size " << n << " level " << level);
         const std::string raw = RawDeflate(data, level, n % 2 == 0 ? Z_DEFAULT_STRATEGY : Z_FIXED);
         for (const std::size_t room : {n, n + kFastOutRoom}) {
           const Decoded d = Decode(raw, room);
@@ -237,7 +237,7 @@ TEST(InflateDecoderTest, CorruptStreamsGiveTheSameResultFromBothBuilds) {
     ForEachBuild([&] { results.push_back(Decode(bad, room)); });
     ASSERT_FALSE(results.empty());
     for (const Decoded& d : results) {
-      SCOPED_TRACE(testing::Message() << "trial " << trial);
+      SCOPED_TRACE(::testing::Message() << "trial " << trial);
       EXPECT_EQ(d.status, results[0].status);
       EXPECT_TRUE(d.out == results[0].out);
       if (d.status == InflateStatus::kOk) {
@@ -287,7 +287,7 @@ TEST(InflateDecoderTest, PairedStreamsGiveWhatEachGivesAlone) {
     for (std::size_t i = 0; i < streams.size(); ++i) {
       const std::string& a = streams[i];
       const std::string& b = streams[(i * 5 + 3) % streams.size()];
-      SCOPED_TRACE(testing::Message() << "streams " << i << " and " << (i * 5 + 3) % streams.size());
+      SCOPED_TRACE(::testing::Message() << "streams " << i << " and " << (i * 5 + 3) % streams.size());
       const std::size_t na = i % 2 == 0 ? x.size() : y.size();
       const std::size_t nb = ((i * 5 + 3) % streams.size()) % 2 == 0 ? x.size() : y.size();
       ExpectPairAsAlone(a, na, b, nb);
@@ -304,7 +304,7 @@ TEST(InflateDecoderTest, PairedStreamWithItsRoomEndingNearTheBound) {
   const std::string raw = RawDeflate(data, 9), other = RawDeflate(Repeats(90000, 33), 6);
   ForEachBuild([&] {
     for (std::size_t room = data.size() - kFastOutRoom - 20; room <= data.size() + kFastOutRoom + 20; room += 3) {
-      SCOPED_TRACE(testing::Message() << "room " << room);
+      SCOPED_TRACE(::testing::Message() << "room " << room);
       ExpectPairAsAlone(raw, room, other, 90000);
       ExpectPairAsAlone(other, 90000, raw, room);
     }
@@ -324,7 +324,7 @@ TEST(InflateDecoderTest, PairedCorruptStreamGivesWhatItGivesAlone) {
     } else {
       bad[rng() % bad.size()] ^= static_cast<char>(1u << (rng() % 8));
     }
-    SCOPED_TRACE(testing::Message() << "trial " << trial);
+    SCOPED_TRACE(::testing::Message() << "trial " << trial);
     if (trial % 2 == 0) {
       ExpectPairAsAlone(bad, data.size() + 1000, good, good_data.size());
     } else {
@@ -343,7 +343,7 @@ TEST(InflateDecoderTest, PairedRunsStopWhereTheyStopAlone) {
     DecodeBytesAlone(alone_a.run);
     DecodeBytesAlone(alone_b.run);
     for (const auto& [p, q] : {std::make_pair(&a, &alone_a), std::make_pair(&b, &alone_b)}) {
-      SCOPED_TRACE(testing::Message() << "stop " << stop);
+      SCOPED_TRACE(::testing::Message() << "stop " << stop);
       EXPECT_EQ(p->run.status, InflateStatus::kOk);
       EXPECT_FALSE(p->run.final);
       EXPECT_GE(p->in.BitPos(), p->run.stop_bit);

@@ -103,7 +103,7 @@ TEST_P(ParallelInflateTest, MatchesTheInputAtEveryLevelWithManyChunks) {
   for (const std::size_t size : {std::size_t{70000}, std::size_t{300001}, std::size_t{2000000}}) {
     const std::string data = MixedBytes(size, static_cast<uint32_t>(size));
     for (const int level : {1, 6, 9}) {
-      SCOPED_TRACE(testing::Message() << "size " << size << " level " << level);
+      SCOPED_TRACE(::testing::Message() << "size " << size << " level " << level);
       const std::string gz = ZlibGzip(data, level);
       const Result r = Parallel(gz, data.size() + 10, pool_.get(), pair(), gz.size() / 9);
       ASSERT_TRUE(r.ok);
@@ -181,7 +181,7 @@ TEST_P(ParallelInflateTest, FastLoopCopiesAndGrowingChunksMatchLibdeflate) {
   const std::string data = RepeatsAfterNoise(1500000, 7000000, 3);
   for (const int level : {1, 6, 9}) {
     for (const int strategy : {Z_DEFAULT_STRATEGY, Z_FIXED, Z_RLE}) {
-      SCOPED_TRACE(testing::Message() << "level " << level << " strategy " << strategy);
+      SCOPED_TRACE(::testing::Message() << "level " << level << " strategy " << strategy);
       const std::string gz = ZlibGzip(data, level, strategy);
       std::string libdeflate(data.size(), '\0');
       auto n = InflateGzipInto(gz, libdeflate.data(), libdeflate.size(), "repeats.gz");

@@ -33,7 +33,7 @@ class ExtractionParamsTest : public ::testing::Test {
 };
 Psf* ExtractionParamsTest::psf_ = nullptr;
 
-struct Case {
+struct ParamsCase {
   const char* what;
   std::function<void(ExtractionParams*)> edit;
   const char* message;  // expected in the error
@@ -42,7 +42,7 @@ struct Case {
 TEST_F(ExtractionParamsTest, OutOfRangeValuesAreRefusedNamingTheParameter) {
   const double inf = std::numeric_limits<double>::infinity();
   const double nan = std::numeric_limits<double>::quiet_NaN();
-  const Case cases[] = {
+  const ParamsCase cases[] = {
       // specmin + nspec wrapped around INT_MAX and passed the fibre check (a SIGSEGV).
       {"specmin near INT_MAX", [](ExtractionParams* p) { p->specmin = 2147483625; p->nspec = 25; },
        "specmin"},
@@ -79,7 +79,7 @@ TEST_F(ExtractionParamsTest, OutOfRangeValuesAreRefusedNamingTheParameter) {
       {"wmax below wmin", [](ExtractionParams* p) { p->wmin = 7000; p->wmax = 6000; }, "wmax"},
       {"single bin", [](ExtractionParams* p) { p->wmax = p->wmin; }, "bins"},
   };
-  for (const Case& c : cases) {
+  for (const ParamsCase& c : cases) {
     ExtractionParams p;
     c.edit(&p);
     const auto t0 = std::chrono::steady_clock::now();
@@ -96,7 +96,7 @@ TEST_F(ExtractionParamsTest, OutOfRangeValuesAreRefusedNamingTheParameter) {
 // Every real use (extraction-spec §2.2: desi_extract_spectra, spex, extract_frame,
 // desi_benchmark_extract; psferr of desi_proc) and the range ends pass.
 TEST_F(ExtractionParamsTest, RealDesiSettingsAndRangeEndsAreAccepted) {
-  const Case cases[] = {
+  const ParamsCase cases[] = {
       {"desi_extract_spectra defaults", [](ExtractionParams*) {}, ""},
       {"extract_frame: 1 sub-bundle", [](ExtractionParams* p) { p->nsubbundles = 1; }, ""},
       {"desi_benchmark_extract",
@@ -115,7 +115,7 @@ TEST_F(ExtractionParamsTest, RealDesiSettingsAndRangeEndsAreAccepted) {
       {"coarse dw", [](ExtractionParams* p) { p->dw = ParamLimits::kMaxDw; }, ""},
       {"large padding", [](ExtractionParams* p) { p->wavepad = 100; p->wavepad_frac = 1; }, ""},
   };
-  for (const Case& c : cases) {
+  for (const ParamsCase& c : cases) {
     ExtractionParams p;
     c.edit(&p);
     EXPECT_TRUE(ValidateParams(p, *psf_).ok()) << c.what << ": " << ValidateParams(p, *psf_);

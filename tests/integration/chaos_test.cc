@@ -113,7 +113,7 @@ TEST(ChaosTest, SigkillDuringServerSideFrameWritesLeavesNoPartialFileAndRestartS
     std::thread call([&] {
       result = c->Extract(ServerOutputHeader(psf->id(), target), nullptr, false, {});
     });
-    const bool writing = WaitUntil([&] { return HasFileOpenUnder(spexd.pid(), out); }, 60);
+    const bool writing = WaitFor([&] { return HasFileOpenUnder(spexd.pid(), out); }, 60);
     spexd.Signal(SIGKILL);
     call.join();
     ASSERT_TRUE(writing) << "the server never opened its output\n" << spexd.Log();
@@ -212,7 +212,7 @@ TEST(ChaosTest, ServerRestartWhileClientsRetryDeliversEveryFrame) {
   }
   // Two restarts while the clients run: SIGKILL, then a new process on the same port.
   for (int restart = 1; restart <= 2; ++restart) {
-    ASSERT_TRUE(WaitUntil([&] { return delivered.load() >= restart * 4; }, 120));
+    ASSERT_TRUE(WaitFor([&] { return delivered.load() >= restart * 4; }, 120));
     spexd->Signal(SIGKILL);
     EXPECT_EQ(spexd->WaitForExit(10), 128 + SIGKILL);
     spexd = std::make_unique<SpawnedServer>(std::vector<std::string>{},
@@ -273,7 +273,7 @@ TEST(ChaosTest, ClientProcessKilledMidStreamFreesItsWorkerWithinASecond) {
   argv.push_back(nullptr);
   pid_t pid = -1;
   ASSERT_EQ(posix_spawn(&pid, argv[0], nullptr, nullptr, argv.data(), environ), 0);
-  const bool busy = WaitUntil(
+  const bool busy = WaitFor(
       [&] {
         auto info = c->GetServerInfo();
         return info.ok() && info->workers_size() == 1 && info->workers(0).busy() &&
@@ -286,7 +286,7 @@ TEST(ChaosTest, ClientProcessKilledMidStreamFreesItsWorkerWithinASecond) {
   // Its frame file, being written as the bundles came, was an unnamed temporary: nothing.
   EXPECT_TRUE(std::filesystem::is_empty(out));
   const auto killed = Clock::now();
-  ASSERT_TRUE(WaitUntil([&] { return WorkerIdle(*c); }, 10));
+  ASSERT_TRUE(WaitFor([&] { return WorkerIdle(*c); }, 10));
   const double freed_after = SecondsSince(killed);
   EXPECT_LE(freed_after, 1.0) << "worker busy " << freed_after << " s after the client died";
   EXPECT_LT(s.bundles->load(), 10);  // it stopped, it did not run the frame to the end
@@ -297,7 +297,7 @@ TEST(ChaosTest, ClientProcessKilledMidStreamFreesItsWorkerWithinASecond) {
   // The worker is freed first; the RPC handler then unwinds on its own gRPC thread, so the
   // in-flight gauge reaches 0 a moment later (under TSan, up to seconds: CI 2026-11-23).
   // What this test promises is the worker, above; the call must still end, within 10 s.
-  EXPECT_TRUE(WaitUntil(
+  EXPECT_TRUE(WaitFor(
       [&] {
         metrics = s.server->metrics().Serialize();
         return absl::StrContains(metrics, "spexd_inflight_requests 0");
@@ -319,7 +319,7 @@ TEST(ChaosTest, PsfUnloadedWhileAJobUsesItTheJobCompletesAndTheUnloadTakesEffect
     auto own = Connect(*s.server);
     frame = RemoteExtractFrame(*own, SmallHeader(s.psf_id), &Inputs().frame_bytes);
   });
-  ASSERT_TRUE(WaitUntil([&] { return s.bundles->load() >= 1; }, 30));
+  ASSERT_TRUE(WaitFor([&] { return s.bundles->load() >= 1; }, 30));
   auto unloaded = c->UnloadPsf(s.psf_id);
   EXPECT_TRUE(unloaded.ok()) << unloaded.status();
   job.join();
@@ -357,7 +357,7 @@ TEST(ChaosTest, PsfEvictedWhileAJobUsesItTheJobCompletes) {
     auto own = Connect(*s.server);
     frame = RemoteExtractFrame(*own, SmallHeader(s.psf_id), &Inputs().frame_bytes);
   });
-  ASSERT_TRUE(WaitUntil([&] { return s.bundles->load() >= 1; }, 30));
+  ASSERT_TRUE(WaitFor([&] { return s.bundles->load() >= 1; }, 30));
   auto c = Connect(*s.server);
   auto other = c->LoadPsfFromBytes(other_bytes, "other-psf");
   job.join();
@@ -383,7 +383,7 @@ TEST(ChaosTest, DeadlineExpiringInTheQueueNeverRunsTheJob) {
     EXPECT_TRUE(RemoteExtractFrame(*own, TenBundleHeader(s.psf_id), &Inputs().frame_bytes).ok());
   });
   auto c = Connect(*s.server);
-  ASSERT_TRUE(WaitUntil([&] { return s.bundles->load() >= 1; }, 30));
+  ASSERT_TRUE(WaitFor([&] { return s.bundles->load() >= 1; }, 30));
   client::ClientOptions o;
   o.extract_deadline_seconds = 0.5;
   o.max_attempts = 1;
@@ -394,7 +394,7 @@ TEST(ChaosTest, DeadlineExpiringInTheQueueNeverRunsTheJob) {
   EXPECT_LT(SecondsSince(t0), 1.5);
   first.join();
   // The expired job was dropped from the queue, not run after its deadline.
-  ASSERT_TRUE(WaitUntil([&] { return WorkerIdle(*c); }, 10));
+  ASSERT_TRUE(WaitFor([&] { return WorkerIdle(*c); }, 10));
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
   EXPECT_EQ(s.bundles->load(), 10);
   auto info = c->GetServerInfo();

@@ -76,7 +76,7 @@ bool RunningWithQueued(int port, const InFlight& f, int queued) {
   client::ClientOptions o;
   o.target = absl::StrCat("127.0.0.1:", port);
   auto probe = client::SpexdClient::Create(o);
-  return WaitUntil(
+  return WaitFor(
       [&] {
         auto info = (*probe)->GetServerInfo();
         return f.started.load() >= 1 && info.ok() && info->queue_depth() == queued;
@@ -112,7 +112,7 @@ TEST(DrainTest, SigtermFinishesInFlightWorkRefusesNewCallsAndExitsZero) {
   StartExtractions(port, psf_id, 5, &f);
   ASSERT_TRUE(RunningWithQueued(port, f, 4)) << spexd.Log();
   spexd.Signal(SIGTERM);
-  ASSERT_TRUE(WaitUntil([&] { return spexd.Log().find("\"draining\"") != std::string::npos; }, 10));
+  ASSERT_TRUE(WaitFor([&] { return spexd.Log().find("\"draining\"") != std::string::npos; }, 10));
   // More signals during the drain change nothing: a Slurm job end sends SIGTERM to every
   // process of the step and the step script sends its own (deploy/slurm). Taken by a thread
   // a library started before main() (OpenBLAS's pool), they used to kill the process (143).
@@ -177,7 +177,7 @@ TEST(DrainTest, WorkPastTheGracePeriodIsCancelledAndTheProcessStillExitsZero) {
   ASSERT_FALSE(psf_id.empty());
   InFlight f;
   StartExtractions(port, psf_id, 4, &f);
-  ASSERT_TRUE(WaitUntil([&] { return f.started.load() >= 1; }, 60)) << spexd.Log();
+  ASSERT_TRUE(WaitFor([&] { return f.started.load() >= 1; }, 60)) << spexd.Log();
   const auto t0 = Clock::now();
   spexd.Signal(SIGTERM);
   const int code = spexd.WaitForExit(60);

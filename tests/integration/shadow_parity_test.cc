@@ -83,7 +83,7 @@ SampledRun ExtractSampled(const std::vector<std::string>& env, int frames, bool 
     absl::Status st = (*c)->Extract(SmallHeader(psf->id()), &Inputs().frame_bytes, false, cb);
     EXPECT_TRUE(st.ok()) << st;
     // Wait for this frame's check (queue of 2, one at a time: never skipped here).
-    EXPECT_TRUE(WaitUntil([&] {
+    EXPECT_TRUE(WaitFor([&] {
       auto body = HttpGet(mport, "/metrics");
       if (!body.ok()) return false;
       run.ok = SeriesValue(*body, "spexd_shadow_parity_checks_total{" + cpu + "\"ok\"}");
@@ -96,7 +96,7 @@ SampledRun ExtractSampled(const std::vector<std::string>& env, int frames, bool 
   // The check counts its metric before it writes its log line: a scrape can see a drift
   // whose line is not in the log yet (TSan's slower threads made CI see it).
   if (run.drift > 0) {
-    EXPECT_TRUE(WaitUntil([&] {
+    EXPECT_TRUE(WaitFor([&] {
       return DriftLines(spexd.Log()).size() >= static_cast<std::size_t>(run.drift);
     }, 30)) << spexd.Log();
   }

@@ -100,15 +100,6 @@ int SpawnedServer::WaitForExit(double seconds) {
 
 std::string SpawnedServer::Log() const { return ReadBytes(log_path_); }
 
-bool WaitUntil(const std::function<bool()>& done, double seconds) {
-  const auto end = Clock::now() + std::chrono::milliseconds(static_cast<int>(seconds * 1000));
-  while (Clock::now() < end) {
-    if (done()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return done();
-}
-
 int PickFreePort() {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in addr{};

@@ -4,7 +4,6 @@
 
 #include <sys/types.h>
 
-#include <functional>
 #include <string>
 #include <vector>
 
@@ -35,9 +34,6 @@ class SpawnedServer {
   bool exited_ = false;
   std::string log_path_;
 };
-
-// Polls `done` every 20 ms for at most `seconds`.
-bool WaitUntil(const std::function<bool()>& done, double seconds);
 
 // A loopback port that was free a moment ago (for a server that must come back on the
 // same address after a restart).

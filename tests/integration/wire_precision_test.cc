@@ -289,7 +289,7 @@ TEST_F(WirePrecisionTest, CancelledServerWrittenFrameLeavesNothing) {
     const absl::Status st = client_->Extract(h, nullptr, false, cb);
     EXPECT_EQ(st.code(), absl::StatusCode::kCancelled) << st;
     // The job ends shortly after the cancel; then nothing of it is left.
-    EXPECT_TRUE(WaitUntil([&] { return !HoldsFileUnder(out_dir); }, 30))
+    EXPECT_TRUE(WaitFor([&] { return !HoldsFileUnder(out_dir); }, 30))
         << "a descriptor under " << out_dir << " is still open";
     std::vector<std::filesystem::path> left;
     for (const auto& e : std::filesystem::directory_iterator(out_dir)) left.push_back(e.path());

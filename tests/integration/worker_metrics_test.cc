@@ -98,9 +98,9 @@ TEST(WorkerMetricsTest, CpuWorkerCountsFramesPatchesAndBusyTime) {
   }
   ASSERT_GT(patches, 0);
   // The worker's busy time is added once it is idle again (just after the summary went out).
-  ASSERT_TRUE(WaitUntil([&] { return server->metrics().Serialize().find(
-                                         "spexd_worker_busy{worker=\"0\"} 0") != std::string::npos; },
-                        10));
+  ASSERT_TRUE(WaitFor([&] { return server->metrics().Serialize().find(
+                                       "spexd_worker_busy{worker=\"0\"} 0") != std::string::npos; },
+                      10));
   const double wall = std::chrono::duration<double>(Clock::now() - t0).count();
   body = Scrape(*server);
   EXPECT_EQ(SeriesValue(body, Series("spexd_worker_frames_total", "cpu", 0)), 2) << body;
@@ -211,7 +211,7 @@ TEST(WorkerMetricsTest, EachGpuWorkerShowsItsOwnWorkUnderItsGpuLabel) {
     ASSERT_TRUE(e.status.ok()) << e.status;
     patches += e.patches;
   }
-  ASSERT_TRUE(WaitUntil([&] {
+  ASSERT_TRUE(WaitFor([&] {
     const std::string m = server->metrics().Serialize();
     return m.find("spexd_worker_busy{worker=\"0\"} 0") != std::string::npos &&
            m.find("spexd_worker_busy{worker=\"1\"} 0") != std::string::npos;
@@ -251,12 +251,12 @@ TEST(WorkerMetricsTest, BusySecondsGrowDuringALongJob) {
   Extracted result;
   std::thread job([&] { result = Extract(*c, psf->id()); });
   // The monitor adds a busy worker's time every second, not only when its job ends.
-  ASSERT_TRUE(WaitUntil([&] {
+  ASSERT_TRUE(WaitFor([&] {
     return server->metrics().Serialize().find("spexd_worker_busy{worker=\"0\"} 1") != std::string::npos;
   }, 10));
   const Clock::time_point busy_from = Clock::now();
   double busy = 0;
-  const bool grew = WaitUntil([&] {
+  const bool grew = WaitFor([&] {
     busy = SeriesValue(server->metrics().Serialize(), Series("spexd_worker_busy_seconds_total", "0", 0));
     return busy >= 1.0;
   }, 2.5);

@@ -332,7 +332,8 @@ TEST_F(CudaRegionServiceTest, RegionInputAndOutputEqualPathExtractionBitForBit) 
 
   const std::string metrics = Metrics();
   EXPECT_EQ(SeriesValue(metrics, "spexd_cuda_regions"), 2) << metrics;
-  EXPECT_EQ(SeriesValue(metrics, "spexd_cuda_region_bytes"), static_cast<double>(frame_.bytes() + out.size()));
+  EXPECT_EQ(SeriesValue(metrics, "spexd_cuda_region_bytes"),
+            static_cast<double>(frame_.bytes() + out.size()));
   EXPECT_EQ(SeriesValue(metrics, "spexd_handoff_bytes_total{direction=\"in\"}"),
             static_cast<double>(frame_.bytes()));
   // Every row of the plan: flux, ivar, chi2pix, the diagonals (float64) and the mask.

@@ -123,7 +123,8 @@ TEST(GpuMemoryTest, ListPsfsAndMetricsReportDeviceMemoryAndUnloadReleasesIt) {
   EXPECT_GT(list->psfs(0).host_bytes(), 0);
   // Two workspaces and one warm geometry on device 0 (the monitor publishes every second).
   const std::string busy = GaugeLine(2 * kWorkspaceBytes + kGeometryBytes);
-  EXPECT_TRUE(WaitFor([&] { return server->metrics().Serialize().find(busy) != std::string::npos; }, 5))
+  EXPECT_TRUE(WaitFor(
+      [&] { return server->metrics().Serialize().find(busy) != std::string::npos; }, 5))
       << busy << server->metrics().Serialize();
 
   ASSERT_TRUE(c->UnloadPsf(psf->id()).ok());
@@ -135,7 +136,8 @@ TEST(GpuMemoryTest, ListPsfsAndMetricsReportDeviceMemoryAndUnloadReleasesIt) {
   }
   EXPECT_EQ(c->ListPsfs()->psfs_size(), 0);
   const std::string idle = GaugeLine(2 * kWorkspaceBytes);
-  EXPECT_TRUE(WaitFor([&] { return server->metrics().Serialize().find(idle) != std::string::npos; }, 5))
+  EXPECT_TRUE(WaitFor(
+      [&] { return server->metrics().Serialize().find(idle) != std::string::npos; }, 5))
       << idle << server->metrics().Serialize();
 }
 

@@ -104,12 +104,15 @@ TEST(WorkerMetricsTest, CpuWorkerCountsFramesPatchesAndBusyTime) {
   const double wall = std::chrono::duration<double>(Clock::now() - t0).count();
   body = Scrape(*server);
   EXPECT_EQ(SeriesValue(body, Series("spexd_worker_frames_total", "cpu", 0)), 2) << body;
-  EXPECT_EQ(SeriesValue(body, Series("spexd_worker_patches_total", "cpu", 0)), static_cast<double>(patches));
-  EXPECT_EQ(SeriesValue(body, "spexd_patches_total{outcome=\"extracted\"}"), static_cast<double>(patches));
+  EXPECT_EQ(SeriesValue(body, Series("spexd_worker_patches_total", "cpu", 0)),
+            static_cast<double>(patches));
+  EXPECT_EQ(SeriesValue(body, "spexd_patches_total{outcome=\"extracted\"}"),
+            static_cast<double>(patches));
   EXPECT_EQ(SeriesValue(body, Series("spexd_worker_extract_duration_seconds_count", "cpu", 0)), 2);
   // The histogram's sum is the backend time the summaries report (both from the worker's
   // start to the backend's return; measured a few microseconds apart).
-  const double sum = SeriesValue(body, Series("spexd_worker_extract_duration_seconds_sum", "cpu", 0));
+  const double sum =
+      SeriesValue(body, Series("spexd_worker_extract_duration_seconds_sum", "cpu", 0));
   EXPECT_NEAR(sum, extract_seconds, 0.01 + 0.02 * extract_seconds);
   // Busy covers the backend time and fits in the wall time of the two requests.
   const double busy = SeriesValue(body, Series("spexd_worker_busy_seconds_total", "cpu", 0));
@@ -226,7 +229,8 @@ TEST(WorkerMetricsTest, EachGpuWorkerShowsItsOwnWorkUnderItsGpuLabel) {
     EXPECT_EQ(frames, static_cast<double>(gpus.frames[w]->load())) << body;
     EXPECT_EQ(SeriesValue(body, Series("spexd_worker_patches_total", gpu, w)),
               static_cast<double>(gpus.patches[w]->load()));
-    EXPECT_EQ(SeriesValue(body, Series("spexd_worker_extract_duration_seconds_count", gpu, w)), frames);
+    EXPECT_EQ(SeriesValue(body, Series("spexd_worker_extract_duration_seconds_count", gpu, w)),
+              frames);
     EXPECT_GE(frames, 1) << "each worker should have taken some of the " << kFrames << " frames";
     // Two bundles per frame, each held 0.15 s by the fake backend.
     EXPECT_GE(SeriesValue(body, Series("spexd_worker_busy_seconds_total", gpu, w)), 0.3 * frames);
@@ -257,11 +261,13 @@ TEST(WorkerMetricsTest, BusySecondsGrowDuringALongJob) {
   const Clock::time_point busy_from = Clock::now();
   double busy = 0;
   const bool grew = WaitFor([&] {
-    busy = SeriesValue(server->metrics().Serialize(), Series("spexd_worker_busy_seconds_total", "0", 0));
+    busy = SeriesValue(server->metrics().Serialize(),
+                       Series("spexd_worker_busy_seconds_total", "0", 0));
     return busy >= 1.0;
   }, 2.5);
   const double waited = std::chrono::duration<double>(Clock::now() - busy_from).count();
-  const double frames = SeriesValue(server->metrics().Serialize(), Series("spexd_worker_frames_total", "0", 0));
+  const double frames =
+      SeriesValue(server->metrics().Serialize(), Series("spexd_worker_frames_total", "0", 0));
   job.join();
   ASSERT_TRUE(result.status.ok()) << result.status;
   EXPECT_TRUE(grew) << "busy seconds " << busy << " after " << waited << " s of a 3 s job";

@@ -78,8 +78,9 @@ TEST(BandCholeskyTest, MatchesDpbtrfAndDpbtrs) {
   std::mt19937_64 rng(5);
   for (bool small_gemm : {true, false}) {
     SCOPED_TRACE(small_gemm ? "AVX-512 products where available" : "BLAS products");
-    for (const BandCase& c : {BandCase{518, 153}, BandCase{444, 150}, BandCase{100, 20}, BandCase{97, 40},
-                          BandCase{33, 32}, BandCase{5, 3}, BandCase{64, 1}, BandCase{40, 39}}) {
+    for (const BandCase& c : {BandCase{518, 153}, BandCase{444, 150}, BandCase{100, 20},
+                              BandCase{97, 40}, BandCase{33, 32}, BandCase{5, 3},
+                              BandCase{64, 1}, BandCase{40, 39}}) {
       CheckBandCase(c, small_gemm, &rng);
     }
   }

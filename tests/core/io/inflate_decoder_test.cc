@@ -287,7 +287,8 @@ TEST(InflateDecoderTest, PairedStreamsGiveWhatEachGivesAlone) {
     for (std::size_t i = 0; i < streams.size(); ++i) {
       const std::string& a = streams[i];
       const std::string& b = streams[(i * 5 + 3) % streams.size()];
-      SCOPED_TRACE(::testing::Message() << "streams " << i << " and " << (i * 5 + 3) % streams.size());
+      SCOPED_TRACE(::testing::Message()
+                   << "streams " << i << " and " << (i * 5 + 3) % streams.size());
       const std::size_t na = i % 2 == 0 ? x.size() : y.size();
       const std::size_t nb = ((i * 5 + 3) % streams.size()) % 2 == 0 ? x.size() : y.size();
       ExpectPairAsAlone(a, na, b, nb);

@@ -140,14 +140,7 @@ void ShadowParity::RunCheck(ShadowCheck& c) {
   }
   const core::ParityReport report =
       core::CompareBundles(geometry->plan(), c.served, *reference, options_.tolerances);
-  {
-    absl::MutexLock lock(&mu_);
-    ++(report.drift ? totals_.drift : totals_.ok);
-  }
-  if (metrics_ != nullptr) {
-    metrics_->CountShadowCheck(c.backend, c.gpu, report.drift ? "drift" : "ok");
-    metrics_->ObserveShadowDeviation(c.backend, c.gpu, report.worst());
-  }
+  // The line first, then the counts: an alert raised on the metric always finds its line.
   Log(report.drift ? LogLevel::kError : LogLevel::kDebug,
       report.drift ? "shadow_parity_drift" : "shadow_parity_ok",
       {{"request", c.request_id}, {"tag", c.client_tag}, {"psf", c.psf_id}, {"bundle", c.served.bundle},
@@ -157,6 +150,14 @@ void ShadowParity::RunCheck(ShadowCheck& c) {
        {"pixmask_dev", report.pixmask}, {"chi2pix_dev", report.chi2pix},
        {"mask_mismatches", report.mask_mismatches}, {"envelope_bins", report.envelope_bins},
        {"detail", report.detail}, {"seconds", seconds}});
+  {
+    absl::MutexLock lock(&mu_);
+    ++(report.drift ? totals_.drift : totals_.ok);
+  }
+  if (metrics_ != nullptr) {
+    metrics_->CountShadowCheck(c.backend, c.gpu, report.drift ? "drift" : "ok");
+    metrics_->ObserveShadowDeviation(c.backend, c.gpu, report.worst());
+  }
 }
 
 }  // namespace spexd::server

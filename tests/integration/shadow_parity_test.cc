@@ -93,8 +93,8 @@ SampledRun ExtractSampled(const std::vector<std::string>& env, int frames, bool 
     }, 60)) << spexd.Log();
     if (stop_at_drift && run.drift > 0) break;
   }
-  // The check counts its metric before it writes its log line: a scrape can see a drift
-  // whose line is not in the log yet (TSan's slower threads made CI see it).
+  // The check writes its log line before it counts the metric, but this test reads the
+  // server's stderr through a pipe: the line may still be on its way (TSan made CI see it).
   if (run.drift > 0) {
     EXPECT_TRUE(WaitFor([&] {
       return DriftLines(spexd.Log()).size() >= static_cast<std::size_t>(run.drift);

@@ -155,6 +155,7 @@ RunResources BatchExtractor::Resources(WorkspaceSet* s, bool record_marks) const
   r.record_marks = record_marks;
   r.tridiag_register_reduce = cfg_.diagnostics.tridiag_register_reduce;
   r.tridiag_register_rotate = cfg_.diagnostics.tridiag_register_rotate;
+  r.twisted_vectors = cfg_.diagnostics.twisted_vectors;
   r.dmma_gram = cfg_.diagnostics.dmma_gram;
   r.tail = record_marks && cfg_.eigen == core::CudaEigensolver::kSharedMemoryTridiagonalQl
                ? cfg_.ctx->tail()

@@ -2,6 +2,7 @@
 #include <cuda_pipeline.h>
 
 #include "cuda/core_gram.h"
+#include "cuda/dmma_tiles.cuh"
 #include "cuda/kernel_common.cuh"
 #include "cuda/launch_check.h"
 
@@ -26,13 +27,6 @@ __host__ __device__ constexpr int TileRow(int t) {
   return r;
 }
 __host__ __device__ constexpr int TileCol(int t) { return t - TileRow(t) * (TileRow(t) + 1) / 2; }
-
-// D += A B for one 8x8 tile: lane l holds A(l/4, l%4), B(l%4, l/4), D(l/4, 2(l%4) + {0,1}).
-__device__ inline void Dmma(double (&d)[2], double a, double b) {
-  asm volatile("mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64 {%0, %1}, {%2}, {%3}, {%0, %1};"
-               : "+d"(d[0]), "+d"(d[1])
-               : "d"(a), "d"(b));
-}
 
 // One chunk's products for warp W's tiles (W a template parameter, so that every tile's
 // fragment index is a compile-time constant and the fragments stay in registers).

@@ -26,8 +26,13 @@ cudaError_t LaunchDecorrelate(const RunArgs& args, int from_eigenvectors, cudaSt
 // workspace's one set of QlBuffers: a run's Reduce must follow the previous run's Rotate.
 // `use_registers`: the register kernels where nt allows (production); false keeps the
 // shared-memory ones for any nt (SPEXD_CUDA_TRIDIAG_REDUCE/_ROTATE, cuda/diagnostics.h).
+// `twisted` (the default; SPEXD_CUDA_EIGENVECTORS=rotate turns it off; nt <= 80): the
+// eigenvectors from T's eigenvalues by twisted factorisations and a Newton-Schulz step
+// (cuda/tridiag_vectors.h) instead of the logged rotations; a block whose vectors are not
+// orthogonal enough runs QL with its rotations in the block.
 cudaError_t LaunchTridiagReduce(const RunArgs& args, bool use_registers, cudaStream_t stream);
-cudaError_t LaunchTridiagRotate(const RunArgs& args, bool use_registers, cudaStream_t stream);
+cudaError_t LaunchTridiagRotate(const RunArgs& args, bool use_registers, bool twisted,
+                                cudaStream_t stream);
 
 }  // namespace spexd::cuda
 

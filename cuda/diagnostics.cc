@@ -67,6 +67,9 @@ const std::vector<EnvironmentSwitch>& CudaEnvironmentSwitches() {
        "shared: rotate the eigenvector rows in shared memory for any nt (default register where nt allows)"},
       {"SPEXD_CUDA_GRAM", "dmma or cublas",
        "cublas: C's core blocks by batched cuBLAS GEMMs (default dmma: one tensor-core kernel where nt <= 80)"},
+      {"SPEXD_CUDA_EIGENVECTORS", "twisted or rotate",
+       "rotate: the decorrelation's eigenvectors by the logged QL rotations applied to H (default "
+       "twisted: twisted factorisations and a Newton-Schulz step where nt <= 80)"},
       {"SPEXD_TEST_CUDA_FAULTS", "name=N,... (oom_at_alloc, transient_at_request, sticky_at_request, "
                                  "fail_patch_once, perturb_bundle_flux)",
        "tests only: inject GPU faults (docs/reliability.md)"},
@@ -89,6 +92,9 @@ absl::StatusOr<Diagnostics> DiagnosticsFromEnvironment(EnvironmentLookup lookup)
                    &d.tridiag_register_rotate);
   }
   if (s.ok()) s = ReadSwitch(lookup, "SPEXD_CUDA_GRAM", "cublas", "dmma", &d.dmma_gram);
+  if (s.ok()) {
+    s = ReadSwitch(lookup, "SPEXD_CUDA_EIGENVECTORS", "rotate", "twisted", &d.twisted_vectors);
+  }
   if (!s.ok()) return s;
   if (const char* faults = lookup("SPEXD_TEST_CUDA_FAULTS")) d.test_faults = faults;
   return d;

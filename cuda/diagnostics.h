@@ -28,6 +28,11 @@ struct Diagnostics {
   // SPEXD_CUDA_GRAM=cublas: C's core blocks by batched cuBLAS GEMMs instead of the DMMA
   // kernel (cuda/core_gram.h; A/B benches).
   bool dmma_gram = true;
+  // The decorrelation's eigenvectors from T's eigenvalues by twisted factorisations and
+  // one Newton-Schulz step (cuda/tridiag_vectors.h; issue 25, session 26: faster, and
+  // closer to a long-double reference); SPEXD_CUDA_EIGENVECTORS=rotate: the logged QL
+  // rotations applied to H, as before (A/B benches).
+  bool twisted_vectors = true;
   std::string test_faults;  // SPEXD_TEST_CUDA_FAULTS (cuda/fault_injection.h), tests only
 };
 

@@ -35,7 +35,7 @@ absl::Status EnqueueTridiag(const RunResources& res, const RunArgs& args, cudaSt
     SPEXD_CUDA_RETURN_IF_ERROR(cudaEventRecord(ws.reduced().get(), stream));
     SPEXD_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(res.tail, ws.reduced().get(), 0));
   }
-  SPEXD_CUDA_RETURN_IF_ERROR(LaunchTridiagRotate(args, res.tridiag_register_rotate, res.tail));
+  SPEXD_CUDA_RETURN_IF_ERROR(LaunchTridiagRotate(args, res.tridiag_register_rotate, res.twisted_vectors, res.tail));
   SPEXD_CUDA_RETURN_IF_ERROR(cudaEventRecord(ws.ql_free().get(), res.tail));
   return absl::OkStatus();
 }

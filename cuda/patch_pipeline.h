@@ -33,6 +33,7 @@ struct RunResources {
   // The tridiagonal kernels' variant (Diagnostics, SPEXD_CUDA_TRIDIAG_REDUCE/_ROTATE).
   bool tridiag_register_reduce;
   bool tridiag_register_rotate;
+  bool twisted_vectors;  // SPEXD_CUDA_EIGENVECTORS=twisted
   // C's core blocks by the DMMA kernel (core_gram.h) where nt allows, else batched GEMMs
   // (Diagnostics, SPEXD_CUDA_GRAM).
   bool dmma_gram;

@@ -231,6 +231,8 @@ struct QlState {
 // columns (i, i+1), i = *hi down to *lo, in that order: c[k], s[k] for i = *hi - k, as
 // ApplyRotationsToRow reads them. Returns 1 after a sweep, 0 when every eigenvalue has converged,
 // -1 when one needed more than kQlMaxIter sweeps. d[n], e[n] (e[n-1] = 0) evolve.
+// kLog = false: the rotations are not written (c, s unused; QlValues).
+template <bool kLog = true>
 SPEXD_HD int QlNextSweep(QlState* st, double* d, double* e, int n, double* c, double* s, int* lo,
                          int* hi) {
   while (st->l < n) {
@@ -268,8 +270,8 @@ SPEXD_HD int QlNextSweep(QlState* st, double* d, double* e, int n, double* c, do
     double d_above = 0.0;  // the new d[i + 2]
     int i = m - 1;
     // Pointers stepped with i (an index recomputed its 64-bit address every step).
-    double* cw = c;
-    double* sw = s;
+    [[maybe_unused]] double* cw = c;
+    [[maybe_unused]] double* sw = s;
     for (; i >= l; --i) {
       const double d_next = i > l ? d[i - 1] : 0.0, e_next = i > l ? e[i - 1] : 0.0;
       const double f = sn * e_i, b = cs * e_i;
@@ -300,8 +302,10 @@ SPEXD_HD int QlNextSweep(QlState* st, double* d, double* e, int n, double* c, do
       g = cs * r - b;
       if (i < m - 1 && fabs(e_new) <= kQlEps * (fabs(d_new) + fabs(d_above))) kneg = i + 1;
       d_above = d_new;
-      *cw++ = cs;  // c[m - 1 - i]
-      *sw++ = sn;
+      if constexpr (kLog) {
+        *cw++ = cs;  // c[m - 1 - i]
+        *sw++ = sn;
+      }
       d_hi = d_i;
       d_i = d_next;
       e_i = e_next;
@@ -374,6 +378,18 @@ SPEXD_HD int QlLogged(double* d, double* e, int n, double* c, double* s, int rot
     lohi[2 * sweeps + 1] = hi;
     ++sweeps;
     rot += hi - lo + 1;
+  }
+}
+
+// QL to the end by one thread, the rotations not kept: the eigenvalues alone, bit for bit
+// those of QlLogged (the twisted path's; cuda/tridiag_vectors.h). Returns the number of
+// sweeps, or -1 if QL did not converge.
+SPEXD_HD int QlValues(double* d, double* e, int n) {
+  QlState st;
+  for (int sweeps = 0;; ++sweeps) {
+    int lo = 0, hi = -1;
+    const int r = QlNextSweep<false>(&st, d, e, n, nullptr, nullptr, &lo, &hi);
+    if (r <= 0) return r < 0 ? -1 : sweeps;
   }
 }
 

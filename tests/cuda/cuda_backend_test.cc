@@ -262,6 +262,44 @@ TEST_F(CudaBackendTest, PerturbBundleFluxFaultIsFlaggedByTheParityCheck) {
   EXPECT_NEAR(bad.flux, 1e-6, 2e-7);
 }
 
+// Both eigenvector paths of the decorrelation (the default twisted factorisations and
+// SPEXD_CUDA_EIGENVECTORS=rotate, the logged QL rotations) at the CPU parity bars, and
+// within the same bars of each other, so that the path not taken by default stays tested.
+TEST_F(CudaBackendTest, TwistedAndRotatedEigenvectorsBothMatchTheCpu) {
+  core::ExtractionParams p;
+  p.specmin = 25;
+  p.nspec = 50;
+  p.wmin = 6000.0;
+  p.wmax = 6600.0;
+  auto geo = MakeGeometry(p);
+  ASSERT_NE(geo, nullptr);
+  SyntheticOptions so;
+  so.seed = 11;
+  core::PreprocImage image = MakeSyntheticFrame(*geo, so);
+  core::ExtractionJob job;
+  job.geometry = geo;
+  job.image = &image;
+  auto options = spexd::testing::CudaOptionsFromEnv();
+  ASSERT_TRUE(options.ok());
+  ::setenv("SPEXD_CUDA_EIGENVECTORS", "rotate", 1);
+  auto rotate = core::CreateBackend(*options);
+  ::setenv("SPEXD_CUDA_EIGENVECTORS", "twisted", 1);
+  auto twisted = core::CreateBackend(*options);
+  ::unsetenv("SPEXD_CUDA_EIGENVECTORS");
+  ASSERT_TRUE(rotate.ok()) << rotate.status();
+  ASSERT_TRUE(twisted.ok()) << twisted.status();
+  auto ref = RunJob(*cpu_, job);
+  auto r = RunJob(**rotate, job);
+  auto t = RunJob(**twisted, job);
+  ASSERT_TRUE(ref.ok() && r.ok() && t.ok());
+  ExpectParity("rotate vs cpu", Compare(ref->bundles, r->bundles));
+  ExpectParity("twisted vs cpu", Compare(ref->bundles, t->bundles));
+  const Deviation between = Compare(r->bundles, t->bundles);
+  ExpectParity("twisted vs rotate", between);
+  // Different arithmetic, not the same path twice.
+  EXPECT_GT(between.flux + between.ivar + between.rdiag, 0.0);
+}
+
 TEST_P(CudaParity, EdgeWindows) {
   // Near the top of the CCD windows are truncated (compat gpu) or skipped (compat cpu);
   // windows beyond it or below row 0 are skipped (spec §2.6 step 5).

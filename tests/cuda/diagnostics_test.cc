@@ -42,6 +42,7 @@ TEST(CudaDiagnosticsTest, UnsetOrEmptyMeansTheProductionDefaults) {
     EXPECT_TRUE(d->tridiag_register_reduce);
     EXPECT_TRUE(d->tridiag_register_rotate);
     EXPECT_TRUE(d->dmma_gram);
+    EXPECT_TRUE(d->twisted_vectors);
     EXPECT_TRUE(d->test_faults.empty());
   }
 }
@@ -54,6 +55,7 @@ TEST(CudaDiagnosticsTest, EverySwitchIsRead) {
                                         {"SPEXD_CUDA_TRIDIAG_REDUCE", "shared"},
                                         {"SPEXD_CUDA_TRIDIAG_ROTATE", "shared"},
                                         {"SPEXD_CUDA_GRAM", "cublas"},
+                                        {"SPEXD_CUDA_EIGENVECTORS", "rotate"},
                                         {"SPEXD_TEST_CUDA_FAULTS", "oom_at_alloc=3"}});
   ASSERT_TRUE(d.ok()) << d.status();
   EXPECT_TRUE(d->timeline);
@@ -63,11 +65,15 @@ TEST(CudaDiagnosticsTest, EverySwitchIsRead) {
   EXPECT_FALSE(d->tridiag_register_reduce);
   EXPECT_FALSE(d->tridiag_register_rotate);
   EXPECT_FALSE(d->dmma_gram);
+  EXPECT_FALSE(d->twisted_vectors);
   EXPECT_EQ(d->test_faults, "oom_at_alloc=3");
   d = Read({{"SPEXD_CUDA_TRIDIAG_REDUCE", "register"}, {"SPEXD_CUDA_TIMELINE", "0"}});
   ASSERT_TRUE(d.ok()) << d.status();
   EXPECT_TRUE(d->tridiag_register_reduce);
   EXPECT_FALSE(d->timeline);
+  d = Read({{"SPEXD_CUDA_EIGENVECTORS", "twisted"}});
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_TRUE(d->twisted_vectors);
 }
 
 TEST(CudaDiagnosticsTest, BadValuesAreRefusedNamingTheVariableAndAllowedValues) {
@@ -83,7 +89,8 @@ TEST(CudaDiagnosticsTest, BadValuesAreRefusedNamingTheVariableAndAllowedValues) 
                         Case{"SPEXD_CUDA_BATCH_PLAN", "0", "bundles per batch"},
                         Case{"SPEXD_CUDA_TRIDIAG_REDUCE", "Shared", "register or shared"},
                         Case{"SPEXD_CUDA_TRIDIAG_ROTATE", "fast", "register or shared"},
-                        Case{"SPEXD_CUDA_GRAM", "tensor", "dmma or cublas"}}) {
+                        Case{"SPEXD_CUDA_GRAM", "tensor", "dmma or cublas"},
+                        Case{"SPEXD_CUDA_EIGENVECTORS", "jacobi", "twisted or rotate"}}) {
     absl::StatusOr<Diagnostics> d = Read({{k.name, k.value}});
     ASSERT_FALSE(d.ok()) << k.name << "=" << k.value;
     EXPECT_TRUE(absl::IsInvalidArgument(d.status()));
@@ -103,7 +110,7 @@ TEST(CudaDiagnosticsTest, TheTableListsEverySwitchOnce) {
   for (const char* name : {"SPEXD_CUDA_MODULE", "SPEXD_CUDA_TIMELINE", "SPEXD_CUDA_BATCH_PLAN",
                            "SPEXD_CUDA_UPLOAD_SPLIT", "SPEXD_CUDA_PREFAULT",
                            "SPEXD_CUDA_TRIDIAG_REDUCE", "SPEXD_CUDA_TRIDIAG_ROTATE", "SPEXD_CUDA_GRAM",
-                           "SPEXD_TEST_CUDA_FAULTS"}) {
+                           "SPEXD_CUDA_EIGENVECTORS", "SPEXD_TEST_CUDA_FAULTS"}) {
     EXPECT_EQ(names.count(name), 1u) << name;
   }
 }

@@ -4,6 +4,7 @@
 // spec §2.8), plus the structural corner cases of the reduction (zero columns, diagonal
 // input, repeated eigenvalues, indefinite input). Needs no GPU.
 #include "cuda/tridiag_eigen.h"
+#include "cuda/tridiag_vectors.h"
 
 #include <algorithm>
 #include <cmath>
@@ -58,11 +59,62 @@ struct Eigen {
   std::vector<double> lambda;
   Matrix v;
   int sweeps = 0;
+  bool twisted = false;  // the vectors came from the twisted factorisations
 };
 
-// logged: QL by QlLogged, then ApplyLoggedSweeps row by row (the three-kernel path);
-// otherwise TridiagonalQl (the in-block fallback).
-Eigen SolveTeam(const Matrix& a, int n, bool logged) {
+// The paths of cuda/tridiag_decorrelation.cu, serially.
+enum class Path { kInBlock, kLogged, kTwisted };
+
+// The twisted kernel's vectors (TwistedKernel, serially): T's eigenvector for each of
+// `lambda` (TwistedEigenvector), then, where max |Z^T Z - I| <= 1e-8 (the kernel's
+// kTwistedMaxDeviation), one Newton-Schulz step, and H Z into h (column-major, lda).
+// False: the deviation was larger (the kernel then runs QL with the rotations in the block).
+bool TwistedVectors(const std::vector<double>& d0, const std::vector<double>& e0,
+                    const std::vector<double>& lambda, int n, double* h, int lda) {
+  const std::size_t nn = static_cast<std::size_t>(n) * n;
+  std::vector<double> work(3 * nn + n, 0.0);  // Z, P, then Z P; the lower factor's scratch
+  double* z = work.data();
+  double* p = z + nn;
+  double* zp = p + nn;
+  double* lower = zp + nn;
+  const double tnorm = TridiagonalNorm(d0.data(), e0.data(), n);
+  for (int j = 0; j < n; ++j) {
+    TwistedEigenvector(d0.data(), e0.data(), n, lambda[j], tnorm, z + j * n, 1, lower, 1);
+  }
+  bool close = true;  // max |Z^T Z - I| <= 1e-8; P = (3I - Z^T Z) / 2
+  for (int i = 0; i < n; ++i) {
+    for (int c = 0; c < n; ++c) {
+      double g = 0;
+      for (int r = 0; r < n; ++r) g += z[i * n + r] * z[c * n + r];
+      const double dev = g - (c == i ? 1.0 : 0.0);
+      close = close && std::fabs(dev) <= 1e-8;
+      p[c * n + i] = (c == i ? 1.0 : 0.0) - 0.5 * dev;
+    }
+  }
+  if (close) {
+    for (int c = 0; c < n; ++c) {
+      for (int k = 0; k < n; ++k) {
+        for (int r = 0; r < n; ++r) zp[c * n + r] += z[k * n + r] * p[c * n + k];
+      }
+    }
+    std::fill(z, z + nn, 0.0);  // V = H (Z P)
+    for (int c = 0; c < n; ++c) {
+      for (int k = 0; k < n; ++k) {
+        for (int r = 0; r < n; ++r) z[c * n + r] += h[k * lda + r] * zp[c * n + k];
+      }
+    }
+    for (int c = 0; c < n; ++c) {
+      for (int r = 0; r < n; ++r) h[c * lda + r] = z[c * n + r];
+    }
+  }
+  return close;
+}
+
+// kLogged: QL by QlLogged, then ApplyLoggedSweeps row by row (the three-kernel path);
+// kInBlock: TridiagonalQl (the in-block fallback); kTwisted: QlValues, then TwistedVectors
+// (TridiagonalQl where it declines, as the twisted kernel does).
+Eigen SolveTeam(const Matrix& a, int n, Path path) {
+  const bool logged = path != Path::kInBlock;
   const int lda = n + 1;  // as the kernel: padded leading dimension
   std::vector<double> s(static_cast<std::size_t>(lda) * n);
   for (int c = 0; c < n; ++c) {
@@ -75,13 +127,24 @@ Eigen SolveTeam(const Matrix& a, int n, bool logged) {
   HouseholderTridiagonalize(t, s.data(), lda, n, d.data(), e.data(), tau.data(), v.data(), w.data(),
                             &scalar);
   FormReflectorProduct(t, s.data(), lda, n, tau.data(), w.data());
+  const std::vector<double> d0 = d, e0 = e;
   Eigen out;
   if (logged) {
     const int rot_cap = 96 * n, sweep_cap = 8 * n;
     std::vector<double> lc(rot_cap), ls(rot_cap);
     std::vector<int> lohi(2 * sweep_cap);
-    out.sweeps = QlLogged(d.data(), e.data(), n, lc.data(), ls.data(), rot_cap, lohi.data(), sweep_cap);
-    for (int row = 0; out.sweeps >= 0 && row < n; ++row) {
+    if (path == Path::kTwisted) {  // as the twisted kernels: values, vectors, else QL in the block
+      out.sweeps = QlValues(d.data(), e.data(), n);
+      if (out.sweeps >= 0) out.twisted = TwistedVectors(d0, e0, d, n, s.data(), lda);
+      if (!out.twisted) {
+        d = d0;
+        e = e0;
+        out.sweeps = TridiagonalQl(t, d.data(), e.data(), s.data(), lda, n, cbuf.data(), sbuf.data(), ctl);
+      }
+    } else {
+      out.sweeps = QlLogged(d.data(), e.data(), n, lc.data(), ls.data(), rot_cap, lohi.data(), sweep_cap);
+    }
+    for (int row = 0; path == Path::kLogged && out.sweeps >= 0 && row < n; ++row) {
       ApplyLoggedSweeps(s.data(), lda, row, lc.data(), ls.data(), lohi.data(), out.sweeps);
     }
   } else {
@@ -124,10 +187,14 @@ double FrobeniusNorm(const Matrix& a) {
 // order sensitivity of lambda^-1/2, and of the divided differences of the off-diagonal
 // terms, is eps cond / 2 for a backward error eps ||A||). The factor 10 n covers both
 // solvers' constants.
-void CheckOne(const Matrix& a, int n, const std::string& what, bool spd, bool logged) {
-  SCOPED_TRACE(what + (logged ? " (logged QL)" : " (in-block QL)"));
-  const Eigen mine = SolveTeam(a, n, logged);
-  ASSERT_GE(mine.sweeps, 0) << "QL did not converge";
+// Returns whether the twisted path took the vectors (Path::kTwisted).
+bool CheckOne(const Matrix& a, int n, const std::string& what, bool spd, Path path) {
+  SCOPED_TRACE(what + (path == Path::kLogged    ? " (logged QL)"
+                       : path == Path::kInBlock ? " (in-block QL)"
+                                                : " (twisted vectors)"));
+  const Eigen mine = SolveTeam(a, n, path);
+  EXPECT_GE(mine.sweeps, 0) << "QL did not converge";
+  if (mine.sweeps < 0) return false;
   const Eigen ref = SolveLapack(a, n);
   const double anorm = FrobeniusNorm(a), tol = 10.0 * n * kEps;
   double resid = 0, orth = 0;
@@ -150,7 +217,7 @@ void CheckOne(const Matrix& a, int n, const std::string& what, bool spd, bool lo
   std::vector<double> sorted = mine.lambda;
   std::sort(sorted.begin(), sorted.end());
   for (int k = 0; k < n; ++k) EXPECT_NEAR(sorted[k], ref.lambda[k], tol * anorm) << "eigenvalue " << k;
-  if (!spd) return;
+  if (!spd) return mine.twisted;
   const double cond = ref.lambda[n - 1] / ref.lambda[0];
   double qmax = 0, err = 0;
   for (int i = 0; i < n; ++i) {
@@ -166,11 +233,14 @@ void CheckOne(const Matrix& a, int n, const std::string& what, bool spd, bool lo
   }
   EXPECT_LE(err, tol * cond * qmax) << "cond " << cond;
   ::testing::Test::RecordProperty("sweeps", mine.sweeps);
+  return mine.twisted;
 }
 
-void CheckAgainstLapack(const Matrix& a, int n, const std::string& what, bool spd) {
-  CheckOne(a, n, what, spd, false);
-  CheckOne(a, n, what, spd, true);
+// Every path against LAPACK; returns whether the twisted path kept its own vectors.
+bool CheckAgainstLapack(const Matrix& a, int n, const std::string& what, bool spd) {
+  CheckOne(a, n, what, spd, Path::kInBlock);
+  CheckOne(a, n, what, spd, Path::kLogged);
+  return CheckOne(a, n, what, spd, Path::kTwisted);
 }
 
 std::vector<double> LogSpaced(int n, double top, double cond) {
@@ -184,8 +254,12 @@ class TridiagSizes : public ::testing::TestWithParam<int> {};
 TEST_P(TridiagSizes, SpdSpectraOfCBlocks) {
   const int n = GetParam();
   for (double cond : {1.0 + 1e-3, 1e3, 1e6, 1e10}) {
-    CheckAgainstLapack(WithSpectrum(LogSpaced(n, 1e5, cond), 17 + n), n,
-                       "log-spaced, cond " + std::to_string(cond), true);
+    const bool twisted = CheckAgainstLapack(WithSpectrum(LogSpaced(n, 1e5, cond), 17 + n), n,
+                                            "log-spaced, cond " + std::to_string(cond), true);
+    // The spectra of the real blocks (cond 2e2..1.4e4): the twisted vectors must be kept.
+    if (cond == 1e3) {
+      EXPECT_TRUE(twisted) << "the twisted path declined a C-like spectrum";
+    }
   }
   // C = M^-1 of a patch with unknowns that see almost no pixels: most eigenvalues
   // 1e2..1e5, a few at 1e14 (regularised bins).
@@ -198,7 +272,11 @@ TEST_P(TridiagSizes, RepeatedAndIndefiniteSpectra) {
   const int n = GetParam();
   std::vector<double> l = LogSpaced(n, 1.0, 1e3);
   for (int i = 0; i < n; i += 2) l[i] = 0.5;  // a cluster of exactly repeated eigenvalues
-  CheckAgainstLapack(WithSpectrum(l, 5 + n), n, "repeated", true);
+  const bool twisted = CheckAgainstLapack(WithSpectrum(l, 5 + n), n, "repeated", true);
+  // Exactly repeated eigenvalues give one vector twice: the rotations must take over.
+  if (n >= 3) {
+    EXPECT_FALSE(twisted) << "the twisted path kept the vectors of a repeated eigenvalue";
+  }
   std::vector<double> ind(n);
   for (int i = 0; i < n; ++i) ind[i] = std::cos(1.7 * i);  // both signs, one near zero
   CheckAgainstLapack(WithSpectrum(ind, 9 + n), n, "indefinite", false);
@@ -304,6 +382,33 @@ TEST(TridiagQl, KnownDeflationEqualsTheSearchBitForBit) {
   }
   EXPECT_EQ(cases, 36);
   EXPECT_GT(sweeps_total, 500);  // the comparison saw real work
+}
+
+// QlValues (the twisted path's eigenvalues) runs QlLogged's arithmetic without the log:
+// the same eigenvalues and sweep count, bit for bit.
+TEST(TridiagQl, ValuesAloneEqualLoggedBitForBit) {
+  for (int n : {1, 2, 7, 74, 80}) {
+    for (double cond : {1e3, 1e10}) {
+      const int lda = n + 1;
+      const Matrix a = WithSpectrum(LogSpaced(n, 1e5, cond), 300 + n);
+      std::vector<double> sm(static_cast<std::size_t>(lda) * n), d(n), e(n), tau(n), v(n), w(n);
+      for (int c = 0; c < n; ++c) {
+        for (int r = 0; r < n; ++r) sm[c * lda + r] = a[c * n + r];
+      }
+      double scalar = 0.0;
+      SerialTeam t;
+      HouseholderTridiagonalize(t, sm.data(), lda, n, d.data(), e.data(), tau.data(), v.data(),
+                                w.data(), &scalar);
+      std::vector<double> d1 = d, e1 = e, d2 = d, e2 = e;
+      const int rot_cap = 400 * n + 400, sweep_cap = 60 * n + 60;  // room for any sweeps
+      std::vector<double> lc(rot_cap), ls(rot_cap);
+      std::vector<int> lohi(2 * sweep_cap);
+      const int logged = QlLogged(d1.data(), e1.data(), n, lc.data(), ls.data(), rot_cap, lohi.data(), sweep_cap);
+      ASSERT_GE(logged, 0);
+      EXPECT_EQ(QlValues(d2.data(), e2.data(), n), logged) << "n " << n;
+      for (int i = 0; i < n; ++i) EXPECT_EQ(d1[i], d2[i]) << "n " << n << " i " << i;
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Sizes, TridiagSizes, ::testing::Values(1, 2, 3, 7, 32, 33, 74));

@@ -1,0 +1,116 @@
+// Eigenvectors of a symmetric tridiagonal T from its eigenvalues, one independent O(n)
+// computation per eigenvalue (issue 25: the QL rotations applied to H's rows were the
+// largest kernel of a warm frame; these need no rotation log and no chain across
+// eigenvalues). Host and device; the kernel runs one per thread, the host tests serially.
+//
+// For an eigenvalue lambda of T (d[0..n), e[0..n-1)), the twisted factorisation
+// T - lambda I = N_r Delta_r N_r^T at the index r where |gamma_r| is least gives the
+// eigenvector as the solution of N_r^T z = e_r (z_r = 1): one step of inverse iteration
+// from the best unit vector (Parlett & Dhillon, "Fernando's solution to Wilkinson's
+// problem", 1997). Its residual |gamma_r| / |z| is O(n eps |T|), so z is accurate to
+// O(n eps |T| / gap); close eigenvalues give nearly parallel vectors, which is why the
+// caller tests max |Z^T Z - I| of a block's vectors, orthonormalises them by one
+// Newton-Schulz step where it is small, and keeps QL with rotations where it is not.
+// On 2,350 real r-frame blocks this (with the Newton-Schulz step) was within 1e-13 of a
+// long-double reference in ivar, R and flux: closer than LAPACK's dsyev or dsyevd
+// (docs/perf.md, "Issue 25, session 26").
+#ifndef SPEXD_CUDA_TRIDIAG_VECTORS_H_
+#define SPEXD_CUDA_TRIDIAG_VECTORS_H_
+
+#include <cmath>
+
+#include "core/numerics/host_device.h"
+
+namespace spexd::cuda {
+
+// max_i |d_i| + |e_{i-1}| + |e_i|: the infinity norm of T.
+SPEXD_HD double TridiagonalNorm(const double* d, const double* e, int n) {
+  double t = 0.0;
+  for (int i = 0; i < n; ++i) {
+    const double row = fabs(d[i]) + (i > 0 ? fabs(e[i - 1]) : 0.0) + (i + 1 < n ? fabs(e[i]) : 0.0);
+    t = fmax(t, row);
+  }
+  return t;
+}
+
+// A zero pivot of the factorisations below is replaced by eps |T| (the perturbation
+// inverse iteration makes anyway); `tnorm` is TridiagonalNorm(d, e, n).
+SPEXD_HD double TwistedGuard(double p, double tnorm) {
+  const double tiny = 2.220446049250313e-16 * fmax(tnorm, 1e-300);
+  return fabs(p) < tiny ? (p < 0.0 ? -tiny : tiny) : p;
+}
+
+// Top-down T - lambda I = L+ D+ L+^T: the ratios L+_i = e_i / D+_i (i < n - 1) into
+// lp[i * s]. One division per step, on the chain; BottomUp's runs beside it in the kernel.
+SPEXD_HD void TwistedTopDown(const double* d, const double* e, int n, double lambda, double tnorm,
+                             double* lp, int s) {
+  double p = TwistedGuard(d[0] - lambda, tnorm);
+  for (int i = 0; i + 1 < n; ++i) {
+    const double l = e[i] / p;
+    lp[i * s] = l;
+    p = TwistedGuard((d[i + 1] - lambda) - e[i] * l, tnorm);
+  }
+}
+
+// Bottom-up T - lambda I = U- D- U-^T: the ratios U-_i = e_i / D-_{i+1} (i < n - 1) into
+// um[i * s].
+SPEXD_HD void TwistedBottomUp(const double* d, const double* e, int n, double lambda, double tnorm,
+                              double* um, int s) {
+  double m = TwistedGuard(d[n - 1] - lambda, tnorm);
+  for (int i = n - 2; i >= 0; --i) {
+    const double u = e[i] / m;
+    um[i * s] = u;
+    m = TwistedGuard((d[i] - lambda) - e[i] * u, tnorm);
+  }
+}
+
+// From the ratios (L+ in z, overwritten; U- in um): the twist r where
+// gamma_i = D+_i + D-_i - (d_i - lambda) = (d_i - lambda) - e_{i-1} L+_{i-1} - e_i U-_i is
+// least in magnitude, and the unit z with N_r^T z = e_r (z_r = 1 before scaling):
+// z_i = -L+_i z_{i+1} above r, z_{i+1} = -U-_i z_i below. Returns r, or -1 if z overflowed
+// (z is then not scaled).
+SPEXD_HD int TwistedSolve(const double* d, const double* e, int n, double lambda, double* z, int zs,
+                          const double* um, int us) {
+  int r = n - 1;
+  double best = INFINITY;
+  for (int i = n - 1; i >= 0; --i) {
+    double gamma = d[i] - lambda;
+    if (i > 0) gamma -= e[i - 1] * z[(i - 1) * zs];
+    if (i + 1 < n) gamma -= e[i] * um[i * us];
+    if (fabs(gamma) < best) {
+      best = fabs(gamma);
+      r = i;
+    }
+  }
+  double ss = 1.0, prev = 1.0;
+  for (int i = r - 1; i >= 0; --i) {
+    prev = -z[i * zs] * prev;
+    z[i * zs] = prev;
+    ss += prev * prev;
+  }
+  z[r * zs] = 1.0;
+  prev = 1.0;
+  for (int i = r + 1; i < n; ++i) {
+    prev = -um[(i - 1) * us] * prev;
+    z[i * zs] = prev;
+    ss += prev * prev;
+  }
+  if (!(ss < INFINITY)) return -1;  // overflow (or NaN input): the caller falls back
+  const double scale = 1.0 / sqrt(ss);
+  for (int i = 0; i < n; ++i) z[i * zs] *= scale;
+  return r;
+}
+
+// The eigenvector of T for `lambda` into z[0], z[zs], ..., z[(n-1) zs], unit length (the
+// three steps above in turn; the kernel runs the first two on two threads). `um`: scratch
+// of n - 1 doubles at stride us. Returns the twist index r, or -1 if z overflowed.
+SPEXD_HD int TwistedEigenvector(const double* d, const double* e, int n, double lambda, double tnorm,
+                                double* z, int zs, double* um, int us) {
+  TwistedTopDown(d, e, n, lambda, tnorm, z, zs);
+  TwistedBottomUp(d, e, n, lambda, tnorm, um, us);
+  return TwistedSolve(d, e, n, lambda, z, zs, um, us);
+}
+
+}  // namespace spexd::cuda
+
+#endif  // SPEXD_CUDA_TRIDIAG_VECTORS_H_

@@ -128,6 +128,13 @@ void ShadowParity::RunCheck(ShadowCheck& c) {
   c.image.reset();  // the planes go back to their pool now
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (metrics_ != nullptr) metrics_->ObserveShadowSeconds(seconds);
+  if (!reference.ok() && cancel_.load()) {
+    // Stopped by the shutdown: not a failure of the reference (nothing counted; the
+    // server is going away).
+    Log(LogLevel::kInfo, "shadow_parity_stopped",
+        {{"request", c.request_id}, {"psf", c.psf_id}, {"bundle", c.served.bundle}});
+    return;
+  }
   if (!reference.ok()) {
     {
       absl::MutexLock lock(&mu_);

@@ -1,0 +1,206 @@
+// The decorrelation's eigenvectors without a rotation log (the default for nt <= 80;
+// SPEXD_CUDA_EIGENVECTORS=rotate keeps tridiag_decorrelation.cu's; issue 25, session 26).
+// After the reduction (tridiag_decorrelation.cu), two kernels:
+//  1. QlKernel<false>, a thread per block: QL for the eigenvalues alone, no log.
+//  2. TwistedKernel, 8 warps per (patch, core spectrum): the eigenvectors of T by twisted
+//     factorisations, Newton-Schulz, V = H Z on the FP64 tensor cores, then the products.
+#include <cuda_pipeline.h>
+
+#include <cstdint>
+#include <type_traits>
+
+#include "cuda/decorrelation.h"
+#include "cuda/decorrelation_products.cuh"
+#include "cuda/dmma_tiles.cuh"
+#include "cuda/kernel_common.cuh"
+#include "cuda/launch_check.h"
+#include "cuda/register_tridiag.cuh"
+#include "cuda/tridiag_eigen.h"
+#include "cuda/tridiag_kernel_common.cuh"
+#include "cuda/tridiag_vectors.h"
+
+namespace spexd::cuda {
+namespace {
+
+// Eigenvectors without a rotation log (SPEXD_CUDA_EIGENVECTORS=twisted, nt <= kRegMaxN;
+// issue 25). QlKernel<false> leaves the eigenvalues; TwistedKernel computes T's
+// eigenvector for each by a twisted factorisation (tridiag_vectors.h), two threads per
+// eigenvalue (the top-down and bottom-up factorisations side by side; as a kernel of its
+// own, a thread per eigenvalue, this was slower: its global round trips, and it crowded
+// the Cholesky of the next batch); then G = Z^T Z; where max |G - I| <= kTwistedMaxDeviation, one Newton-Schulz
+// step Z <- Z (3I - G) / 2 makes Z orthogonal to rounding (the deviation squares), and
+// V = H Z; the three products on the FP64 tensor cores (dmma_tiles.cuh), the matrices
+// padded with zeros to 80 x 80. A block whose vectors deviate more (close eigenvalues;
+// one block in an r frame) or whose QL failed runs QL with the rotations in the block
+// (TridiagonalQl on the reduced T), as RotateKernel does where its log overflows.
+constexpr double kTwistedMaxDeviation = 1e-8;
+constexpr int kTwT = kRegMaxN / 8;  // 8 x 8 tiles per side
+constexpr int kTwWarps = 8;
+constexpr int kTwThreads = 32 * kTwWarps;
+constexpr int kTwPerWarp = (kTwT * kTwT + kTwWarps - 1) / kTwWarps;
+constexpr int kTwLd = kRegMaxN + 4;  // 4 mod 16 doubles: conflict-free fragments
+constexpr int kTwHalf = kTwThreads / 2;  // >= nt: the bottom-up factorisations' threads
+static_assert(kRegMaxN % 8 == 0 && kTwLd % 16 == 4, "tile layout");
+
+// Shared memory (doubles): R1 and R2 (kRegMaxN x kTwLd each), then the vectors.
+struct TwistedLayout {
+  std::size_t r1, r2, d, e, td, x, scratch, red, ctl, bytes;
+};
+__host__ __device__ inline TwistedLayout MakeTwistedLayout(int n) {
+  TwistedLayout l;
+  l.r1 = 0;
+  l.r2 = l.r1 + static_cast<std::size_t>(kRegMaxN) * kTwLd;
+  l.d = l.r2 + static_cast<std::size_t>(kRegMaxN) * kTwLd;
+  l.e = l.d + n;
+  l.td = l.e + n;
+  l.x = l.td + n;
+  l.scratch = l.x + n;  // 5n
+  l.red = l.scratch + 5 * static_cast<std::size_t>(n);
+  l.ctl = l.red + 64;  // 6 ints in 3 doubles
+  l.bytes = sizeof(double) * (l.ctl + 3);
+  return l;
+}
+
+// f(std::integral_constant<int, warp>): the warp's tiles as compile-time indices.
+template <class F>
+__device__ __forceinline__ void ForWarp(int warp, F f) {
+  switch (warp) {  // warp-uniform
+    case 0: f(std::integral_constant<int, 0>{}); break;
+    case 1: f(std::integral_constant<int, 1>{}); break;
+    case 2: f(std::integral_constant<int, 2>{}); break;
+    case 3: f(std::integral_constant<int, 3>{}); break;
+    case 4: f(std::integral_constant<int, 4>{}); break;
+    case 5: f(std::integral_constant<int, 5>{}); break;
+    case 6: f(std::integral_constant<int, 6>{}); break;
+    default: f(std::integral_constant<int, 7>{}); break;
+  }
+}
+static_assert(kTwWarps == 8, "ForWarp dispatches eight warps");
+
+__global__ void __launch_bounds__(kTwThreads, 2) TwistedKernel(RunArgs a) {
+  extern __shared__ double smem[];
+  const PlanDims& D = a.dims;
+  const int n = D.nwavetot, lda = n | 1, kend = (n + 3) / 4 * 4;
+  const TwistedLayout L = MakeTwistedLayout(n);
+  const RunEntry e = a.entries[blockIdx.x];
+  const DevicePatch d = a.in.patches[e.patch];
+  const int sp = blockIdx.y;
+  double* r1 = smem + L.r1;
+  double* r2 = smem + L.r2;
+  double* dv = smem + L.d;   // the eigenvalues
+  double* ev = smem + L.e;   // T's subdiagonal
+  double* x = smem + L.x;
+  double* scr = smem + L.scratch;
+  int* ctl = reinterpret_cast<int*>(smem + L.ctl);
+  const int64_t blk = BlockIndex(D);
+  int sweeps = a.slots.eig_info[blk];
+  const double* h = SlotBlock(a, e);
+  const double* xs = a.slots.x + static_cast<int64_t>(e.slot) * D.ld +
+                     static_cast<int64_t>(d.core_row + sp) * n;
+  for (int i = threadIdx.x; i < n; i += blockDim.x) {
+    x[i] = xs[i];
+    dv[i] = a.ql.d[blk * n + i];
+  }
+  // The padding of every 80 x 80 operand is zero; Z (row-major) into R1.
+  for (int i = threadIdx.x; i < 2 * kRegMaxN * kTwLd; i += blockDim.x) r1[i] = 0.0;
+  __syncthreads();
+  const int t = threadIdx.x, warp = t / 32, lane = t % 32;
+  bool rotate = sweeps < 0;  // uniform
+  if (!rotate) {
+    // Column j of Z (row-major in R1): the top-down factorisation of T - lambda_j I by thread
+    // j (its ratios into R1's column j), the bottom-up one by thread kTwHalf + j (into R2's);
+    // then thread j twists and solves in place.
+    const double* d0 = a.ql.d0 + blk * n;
+    const double* e0 = a.ql.e0 + blk * n;
+    const int j = t % kTwHalf;
+    if (j < n) {
+      const double tnorm = TridiagonalNorm(d0, e0, n);
+      if (t < kTwHalf) {
+        TwistedTopDown(d0, e0, n, dv[j], tnorm, r1 + j, kTwLd);
+      } else {
+        TwistedBottomUp(d0, e0, n, dv[j], tnorm, r2 + j, kTwLd);
+      }
+    }
+    __syncthreads();
+    if (t < n) TwistedSolve(d0, e0, n, dv[t], r1 + t, kTwLd, r2 + t, kTwLd);
+    __syncthreads();
+    double acc[kTwPerWarp][2];
+    bool bad = false;
+    // G = Z^T Z, kept as P = (3I - G) / 2 in R2 (row-major).
+    ForWarp(warp, [&](auto w) {
+      constexpr int W = decltype(w)::value;
+      TileProduct<kTwT, kTwWarps, W>(SharedMat{r1, 1, kTwLd}, SharedMat{r1, kTwLd, 1}, kend, lane, acc);
+      ForEachTileElement<kTwT, kTwWarps, W>(acc, lane, [&](int row, int col, double g) {
+        const double id = (row == col && row < n) ? 1.0 : 0.0;
+        const double dev = g - id;  // 0 in the padding
+        bad = bad || !(fabs(dev) <= kTwistedMaxDeviation);
+        r2[row * kTwLd + col] = id - 0.5 * dev;
+      });
+    });
+    rotate = __syncthreads_or(bad);
+    if (!rotate) {
+      // Z P over Z, once every warp has read Z; then H into R2 (column-major).
+      ForWarp(warp, [&](auto w) {
+        constexpr int W = decltype(w)::value;
+        TileProduct<kTwT, kTwWarps, W>(SharedMat{r1, kTwLd, 1}, SharedMat{r2, kTwLd, 1}, kend, lane, acc);
+      });
+      __syncthreads();
+      ForWarp(warp, [&](auto w) {
+        constexpr int W = decltype(w)::value;
+        ForEachTileElement<kTwT, kTwWarps, W>(acc, lane, [&](int row, int col, double v) {
+          r1[row * kTwLd + col] = v;
+        });
+      });
+      for (int idx = t; idx < n * n; idx += blockDim.x) r2[(idx / n) * kTwLd + idx % n] = h[idx];
+      __syncthreads();
+      // V = H Z, then over Z in R1 as RotateKernel leaves it (column-major, lda).
+      ForWarp(warp, [&](auto w) {
+        constexpr int W = decltype(w)::value;
+        TileProduct<kTwT, kTwWarps, W>(SharedMat{r2, 1, kTwLd}, SharedMat{r1, kTwLd, 1}, kend, lane, acc);
+      });
+      __syncthreads();
+      ForWarp(warp, [&](auto w) {
+        constexpr int W = decltype(w)::value;
+        ForEachTileElement<kTwT, kTwWarps, W>(acc, lane, [&](int row, int col, double v) {
+          if (row < n && col < n) r1[col * lda + row] = v;
+        });
+      });
+    }
+  }
+  if (rotate) {  // QL with the rotations applied in the block, from T as reduced
+    __syncthreads();
+    for (int idx = t; idx < n * n; idx += blockDim.x) r1[(idx / n) * lda + idx % n] = h[idx];
+    for (int i = t; i < n; i += blockDim.x) {
+      dv[i] = a.ql.d0[blk * n + i];
+      ev[i] = a.ql.e0[blk * n + i];
+    }
+    __syncthreads();
+    BlockTeam team{smem + L.red};
+    sweeps = TridiagonalQl(team, dv, ev, r1, lda, n, scr, scr + 2 * n, ctl);
+    if (t == 0) a.slots.eig_info[blk] = sweeps;
+  }
+  __syncthreads();
+  WriteDecorrelated(a, e, d, sp, EigenView{r1, 1, lda}, dv, x,
+                    ProductScratch{scr, scr + n, scr + 2 * n, scr + 3 * n, scr + 4 * n},
+                    sweeps < 0);
+}
+
+}  // namespace
+
+cudaError_t LaunchTwistedVectors(const RunArgs& args, cudaStream_t stream) {
+  if (args.count == 0) return cudaSuccess;
+  if (args.dims.nwavetot > kRegMaxN) return cudaErrorInvalidValue;
+  const std::size_t tsmem = MakeTwistedLayout(args.dims.nwavetot).bytes;
+  const std::size_t qsmem = QlSmemBytes(args.dims.nwavetot);
+  cudaError_t err = PrepareSmem(TwistedKernel, tsmem);
+  if (err == cudaSuccess) err = PrepareSmem(QlKernel<false>, qsmem);
+  if (err != cudaSuccess) return err;
+  const int64_t blocks = static_cast<int64_t>(args.count) * args.dims.nper;
+  QlKernel<false><<<CeilDiv(blocks, kQlThreads), kQlThreads, qsmem, stream>>>(args, blocks);
+  if ((err = SPEXD_CHECK_LAUNCH(stream)) != cudaSuccess) return err;
+  const dim3 grid(static_cast<unsigned>(args.count), static_cast<unsigned>(args.dims.nper));
+  TwistedKernel<<<grid, kTwThreads, tsmem, stream>>>(args);
+  return SPEXD_CHECK_LAUNCH(stream);
+}
+
+}  // namespace spexd::cuda

@@ -2,13 +2,17 @@
 // counts) a check instead of waiting, and a check that cannot run is counted, not fatal.
 #include "server/shadow_parity.h"
 
+#include <chrono>
 #include <memory>
+#include <string>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "prometheus/registry.h"
 #include "prometheus/text_serializer.h"
 #include "server/health_metrics.h"
+#include "tests/synthetic_frames.h"
 #include "tests/test_support.h"
 
 namespace spexd::server {
@@ -68,6 +72,37 @@ TEST(ShadowParityQueueTest, AFullQueueSkipsAndABadCheckIsCounted) {
       << text;
   EXPECT_NE(text.find("spexd_shadow_parity_checks_total{backend=\"cuda\",gpu=\"0\",result=\"drift\"} 0"),
             std::string::npos);
+}
+
+// The server shutting down while a check runs stops the check: that is no failure of the
+// reference, so no shadow_parity_error (nor a drift) may be logged (it was, at the end of
+// every exposure bench, before session 26).
+TEST(ShadowParityQueueTest, AShutdownStopsARunningCheckWithoutAnError) {
+  const std::shared_ptr<const core::Psf> psf = spexd::testing::LoadBundledPsf();
+  ASSERT_NE(psf, nullptr);
+  core::ExtractionParams params;
+  params.nspec = 25;  // one bundle over the whole r grid: about a second of one core
+  auto plan = core::ExtractionPlan::Create(params, *psf);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  auto geometry = core::Geometry::Create(psf, params, 4128, 4114, /*cache_spots=*/false);
+  ASSERT_TRUE(geometry.ok()) << geometry.status();
+  ShadowCheck c;
+  c.backend = "cuda";
+  c.gpu = "0";
+  c.psf = psf;
+  c.plan = *plan;
+  c.image = std::make_shared<core::PreprocImage>(
+      spexd::testing::MakeSyntheticFrame(**geometry, spexd::testing::SyntheticOptions{}));
+  c.served.bundle = 0;
+  ::testing::internal::CaptureStderr();
+  {
+    ShadowParity shadow(ShadowParityOptions{1.0, 1, 2, {}}, nullptr);
+    ASSERT_TRUE(shadow.Offer(std::move(c)));
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the check is running
+  }  // the destructor stops it
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(log.find("shadow_parity_error"), std::string::npos) << log;
+  EXPECT_EQ(log.find("shadow_parity_drift"), std::string::npos) << log;
 }
 
 }  // namespace

@@ -81,7 +81,9 @@ TEST(ShadowParityQueueTest, AShutdownStopsARunningCheckWithoutAnError) {
   const std::shared_ptr<const core::Psf> psf = spexd::testing::LoadBundledPsf();
   ASSERT_NE(psf, nullptr);
   core::ExtractionParams params;
-  params.nspec = 25;  // one bundle over the whole r grid: about a second of one core
+  params.nspec = 25;  // one bundle over 400 A: the check takes a few tenths of a second
+  params.wmin = 6000.0;
+  params.wmax = 6400.0;
   auto plan = core::ExtractionPlan::Create(params, *psf);
   ASSERT_TRUE(plan.ok()) << plan.status();
   auto geometry = core::Geometry::Create(psf, params, 4128, 4114, /*cache_spots=*/false);

@@ -6,6 +6,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
@@ -52,10 +53,14 @@ TEST(ShadowParityQueueTest, AFullQueueSkipsAndABadCheckIsCounted) {
     return c;
   };
   // Offers arrive far faster than a check (even one that fails at once) is taken and
-  // run: with one slot, most are skipped at once rather than waited for.
+  // run: with one slot, most are skipped at once rather than waited for. The checks are
+  // made first: planning one (ExtractionPlan::Create) took longer than running it under
+  // ASan on an idle machine, and the queue then hardly filled.
   constexpr int kOffers = 200;
+  std::vector<ShadowCheck> checks;
+  for (int i = 0; i < kOffers; ++i) checks.push_back(check());
   int accepted = 0;
-  for (int i = 0; i < kOffers; ++i) accepted += shadow.Offer(check()) ? 1 : 0;
+  for (ShadowCheck& c : checks) accepted += shadow.Offer(std::move(c)) ? 1 : 0;
   shadow.WaitIdle();
   const ShadowParity::Totals t = shadow.totals();
   EXPECT_GE(accepted, 1);

@@ -46,7 +46,8 @@ __device__ __forceinline__ void TileProduct(SharedMat x, SharedMat y, int kend, 
 
 // Calls f(row, col, value) for each element of warp W's tiles this lane holds.
 template <int T, int kWarps, int W, int kPerWarp, class F>
-__device__ __forceinline__ void ForEachTileElement(const double (&acc)[kPerWarp][2], int lane, F f) {
+__device__ __forceinline__ void ForEachTileElement(const double (&acc)[kPerWarp][2], int lane,
+                                                   F f) {
 #pragma unroll
   for (int i = 0; i < kPerWarp; ++i) {
     const int t = W + kWarps * i;

@@ -1,7 +1,8 @@
 // Eigenvectors of a symmetric tridiagonal T from its eigenvalues, one independent O(n)
 // computation per eigenvalue (issue 25: the QL rotations applied to H's rows were the
 // largest kernel of a warm frame; these need no rotation log and no chain across
-// eigenvalues). Host and device; the kernel runs one per thread, the host tests serially.
+// eigenvalues). Host and device: the kernel runs an eigenvalue's two factorisations on
+// two threads, then the solve; the host tests run TwistedEigenvector serially.
 //
 // For an eigenvalue lambda of T (d[0..n), e[0..n-1)), the twisted factorisation
 // T - lambda I = N_r Delta_r N_r^T at the index r where |gamma_r| is least gives the
@@ -11,7 +12,7 @@
 // O(n eps |T| / gap); close eigenvalues give nearly parallel vectors, which is why the
 // caller tests max |Z^T Z - I| of a block's vectors, orthonormalises them by one
 // Newton-Schulz step where it is small, and keeps QL with rotations where it is not.
-// On 2,350 real r-frame blocks this (with the Newton-Schulz step) was within 1e-13 of a
+// On 2,350 real r-frame blocks this (with the Newton-Schulz step) was within 2.4e-13 of a
 // long-double reference in ivar, R and flux: closer than LAPACK's dsyev or dsyevd
 // (docs/perf.md, "Issue 25, session 26").
 #ifndef SPEXD_CUDA_TRIDIAG_VECTORS_H_
@@ -104,8 +105,8 @@ SPEXD_HD int TwistedSolve(const double* d, const double* e, int n, double lambda
 // The eigenvector of T for `lambda` into z[0], z[zs], ..., z[(n-1) zs], unit length (the
 // three steps above in turn; the kernel runs the first two on two threads). `um`: scratch
 // of n - 1 doubles at stride us. Returns the twist index r, or -1 if z overflowed.
-SPEXD_HD int TwistedEigenvector(const double* d, const double* e, int n, double lambda, double tnorm,
-                                double* z, int zs, double* um, int us) {
+SPEXD_HD int TwistedEigenvector(const double* d, const double* e, int n, double lambda,
+                                double tnorm, double* z, int zs, double* um, int us) {
   TwistedTopDown(d, e, n, lambda, tnorm, z, zs);
   TwistedBottomUp(d, e, n, lambda, tnorm, um, us);
   return TwistedSolve(d, e, n, lambda, z, zs, um, us);

@@ -22,12 +22,11 @@
 namespace spexd::cuda {
 namespace {
 
-// Eigenvectors without a rotation log (SPEXD_CUDA_EIGENVECTORS=twisted, nt <= kRegMaxN;
-// issue 25). QlKernel<false> leaves the eigenvalues; TwistedKernel computes T's
-// eigenvector for each by a twisted factorisation (tridiag_vectors.h), two threads per
-// eigenvalue (the top-down and bottom-up factorisations side by side; as a kernel of its
-// own, a thread per eigenvalue, this was slower: its global round trips, and it crowded
-// the Cholesky of the next batch); then G = Z^T Z; where max |G - I| <= kTwistedMaxDeviation, one Newton-Schulz
+// QlKernel<false> leaves the eigenvalues; TwistedKernel computes T's eigenvector for each
+// by a twisted factorisation (tridiag_vectors.h), two threads per eigenvalue (the top-down
+// and bottom-up factorisations side by side; as a kernel of its own, a thread per
+// eigenvalue, this was slower: its global round trips, and it crowded the Cholesky of the
+// next batch); then G = Z^T Z; where max |G - I| <= kTwistedMaxDeviation, one Newton-Schulz
 // step Z <- Z (3I - G) / 2 makes Z orthogonal to rounding (the deviation squares), and
 // V = H Z; the three products on the FP64 tensor cores (dmma_tiles.cuh), the matrices
 // padded with zeros to 80 x 80. A block whose vectors deviate more (close eigenvalues;
@@ -129,7 +128,8 @@ __global__ void __launch_bounds__(kTwThreads, 2) TwistedKernel(RunArgs a) {
     // G = Z^T Z, kept as P = (3I - G) / 2 in R2 (row-major).
     ForWarp(warp, [&](auto w) {
       constexpr int W = decltype(w)::value;
-      TileProduct<kTwT, kTwWarps, W>(SharedMat{r1, 1, kTwLd}, SharedMat{r1, kTwLd, 1}, kend, lane, acc);
+      TileProduct<kTwT, kTwWarps, W>(SharedMat{r1, 1, kTwLd}, SharedMat{r1, kTwLd, 1},
+                                     kend, lane, acc);
       ForEachTileElement<kTwT, kTwWarps, W>(acc, lane, [&](int row, int col, double g) {
         const double id = (row == col && row < n) ? 1.0 : 0.0;
         const double dev = g - id;  // 0 in the padding
@@ -142,7 +142,8 @@ __global__ void __launch_bounds__(kTwThreads, 2) TwistedKernel(RunArgs a) {
       // Z P over Z, once every warp has read Z; then H into R2 (column-major).
       ForWarp(warp, [&](auto w) {
         constexpr int W = decltype(w)::value;
-        TileProduct<kTwT, kTwWarps, W>(SharedMat{r1, kTwLd, 1}, SharedMat{r2, kTwLd, 1}, kend, lane, acc);
+        TileProduct<kTwT, kTwWarps, W>(SharedMat{r1, kTwLd, 1}, SharedMat{r2, kTwLd, 1},
+                                       kend, lane, acc);
       });
       __syncthreads();
       ForWarp(warp, [&](auto w) {
@@ -156,7 +157,8 @@ __global__ void __launch_bounds__(kTwThreads, 2) TwistedKernel(RunArgs a) {
       // V = H Z, then over Z in R1 as RotateKernel leaves it (column-major, lda).
       ForWarp(warp, [&](auto w) {
         constexpr int W = decltype(w)::value;
-        TileProduct<kTwT, kTwWarps, W>(SharedMat{r2, 1, kTwLd}, SharedMat{r1, kTwLd, 1}, kend, lane, acc);
+        TileProduct<kTwT, kTwWarps, W>(SharedMat{r2, 1, kTwLd}, SharedMat{r1, kTwLd, 1},
+                                       kend, lane, acc);
       });
       __syncthreads();
       ForWarp(warp, [&](auto w) {

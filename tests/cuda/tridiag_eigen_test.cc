@@ -139,10 +139,12 @@ Eigen SolveTeam(const Matrix& a, int n, Path path) {
       if (!out.twisted) {
         d = d0;
         e = e0;
-        out.sweeps = TridiagonalQl(t, d.data(), e.data(), s.data(), lda, n, cbuf.data(), sbuf.data(), ctl);
+        out.sweeps = TridiagonalQl(t, d.data(), e.data(), s.data(), lda, n, cbuf.data(), sbuf.data(),
+                                   ctl);
       }
     } else {
-      out.sweeps = QlLogged(d.data(), e.data(), n, lc.data(), ls.data(), rot_cap, lohi.data(), sweep_cap);
+      out.sweeps =
+          QlLogged(d.data(), e.data(), n, lc.data(), ls.data(), rot_cap, lohi.data(), sweep_cap);
     }
     for (int row = 0; path == Path::kLogged && out.sweeps >= 0 && row < n; ++row) {
       ApplyLoggedSweeps(s.data(), lda, row, lc.data(), ls.data(), lohi.data(), out.sweeps);

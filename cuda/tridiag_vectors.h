@@ -12,9 +12,9 @@
 // O(n eps |T| / gap); close eigenvalues give nearly parallel vectors, which is why the
 // caller tests max |Z^T Z - I| of a block's vectors, orthonormalises them by one
 // Newton-Schulz step where it is small, and keeps QL with rotations where it is not.
-// On 2,350 real r-frame blocks this (with the Newton-Schulz step) was within 2.4e-13 of a
-// long-double reference in ivar, R and flux: closer than LAPACK's dsyev or dsyevd
-// (docs/perf.md, "Issue 25, session 26").
+// On 2,350 real r-frame blocks, with the Newton-Schulz step and LAPACK's eigenvalues,
+// this was within 2.4e-13 of a long-double reference in ivar, R and flux; with the GPU's
+// own QL eigenvalues, 5.1e-12 (docs/perf.md, "Issue 25, session 26").
 #ifndef SPEXD_CUDA_TRIDIAG_VECTORS_H_
 #define SPEXD_CUDA_TRIDIAG_VECTORS_H_
 

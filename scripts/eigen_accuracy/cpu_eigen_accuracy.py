@@ -146,11 +146,7 @@ def main():
         lines.append(st.pct(extra[f'lam_{tag}'], f'cpu-{tag}: max|l - l_evd| / lmax'))
     same_vals = np.array_equal(modes['cpu-lapack'][0], st.ref_evd(C)[0]) if B <= 4000 else None
     lines.append(f'cpu-lapack eigenvalues bit-identical to numpy eigh: {same_vals}')
-    out = '\n'.join(lines)
-    print(out)
-    if a.out:
-        with open(a.out, 'w') as f:
-            f.write(out + '\n')
+    st.write_report(lines, a.out)
 
 
 if __name__ == '__main__':

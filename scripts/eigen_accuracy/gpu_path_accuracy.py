@@ -1,25 +1,25 @@
 #!/usr/bin/python3
-# Usage: gpu_path_accuracy.py BLOCKS.bin OURS.bin [N] (OURS.bin: ql_values_dump BLOCKS.bin OURS.bin)
-# The GPU path's own eigenvalues (serial QlValues on the serial Householder reduction, as
-# tridiag_eigen.h runs it) through the twisted vectors + Newton-Schulz, against the truth.
-import os, sys
+# Usage: gpu_path_accuracy.py BLOCKS.bin OURS.bin [N] (OURS.bin: ql_values_dump BLOCKS.bin
+# OURS.bin [reverse]). The GPU path's own eigenvalues (serial QlValues on the serial
+# Householder reduction, as tridiag_eigen.h runs it) through the twisted vectors +
+# Newton-Schulz, against the truth; beside dsterf's eigenvalues of the same T.
+import os
+import sys
+
 import numpy as np
 import scipy.linalg as sl
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-import inverse_iteration_study as S
-src = open(os.path.join(HERE, 'twisted_accuracy.py')).read()
-ns = {'__file__': os.path.join(HERE, 'twisted_accuracy.py')}
-exec(src[:src.index('C, x, g = S.load')], ns)  # twisted() and EPS only
-twisted = ns['twisted']
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import inverse_iteration_study as S  # noqa: E402
+from twisted_accuracy import twisted_vectors  # noqa: E402
+
 BLOCKS, OURS = sys.argv[1], sys.argv[2]
 N = int(sys.argv[3]) if len(sys.argv) > 3 else 2350
 raw = np.fromfile(BLOCKS, dtype=np.float64)
-nt = int(raw[0]); rec = 4 + nt * nt + nt
-raw = raw.reshape(-1, rec)
-_, idx = np.unique(raw, axis=0, return_index=True)
-order = np.sort(idx)[:N]
-ours = np.fromfile(OURS, dtype=np.float64).reshape(-1, 3 * nt + nt * nt)[order]
+nt = int(raw[0])
+raw = raw.reshape(-1, 4 + nt * nt + nt)
+_, idx = np.unique(raw, axis=0, return_index=True)  # the records S.load keeps, in its order
+ours = np.fromfile(OURS, dtype=np.float64).reshape(-1, 3 * nt + nt * nt)[np.sort(idx)[:N]]
 C, x, g = S.load(BLOCKS, N)
 acc = {}; lam_err = []
 for s in range(0, C.shape[0], 96):
@@ -34,11 +34,7 @@ for s in range(0, C.shape[0], 96):
     wt = np.array([np.sort(np.linalg.eigvalsh(Qt[b].astype(np.float64)))[::-1] ** -2.0 for b in range(B)])
     lam_err.append(np.abs(np.sort(lam, axis=1) - np.sort(wt, axis=1)) / np.sort(wt, axis=1))
     for name, L in (('ours', lam), ('sterf', lam_ster)):
-        Z = np.empty((B, n, n))
-        for b in range(B):
-            tn = max(abs(d0[b, i]) + (abs(e0[b, i-1]) if i > 0 else 0) + (abs(e0[b, i]) if i < n-1 else 0) for i in range(n))
-            for j in range(n): Z[b, :, j] = twisted(d0[b], e0[b], L[b, j], tn)
-        p = S.products(S.q_from_tri(H, S.newton_schulz(Z), L), xb, g)
+        p = S.products(S.q_from_tri(H, S.newton_schulz(twisted_vectors(d0, e0, L)), L), xb, g)
         acc.setdefault(name, S.Stats()).add(p, pt)
     print(f'{s+96}', file=sys.stderr)
 le = np.concatenate(lam_err)

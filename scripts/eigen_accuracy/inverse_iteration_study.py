@@ -541,6 +541,15 @@ def validate_truth(C, g, count):
     return lines
 
 
+def write_report(lines, out):
+    """Prints the report and, with `out`, writes it there too."""
+    text = '\n'.join(lines)
+    print(text)
+    if out:
+        with open(out, 'w') as f:
+            f.write(text + '\n')
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument('blocks')
@@ -594,11 +603,7 @@ def main():
         L += ['', 'Long-double truth validated against mpmath (40 digits) eigendecomposition:']
         L += validate_truth(C, g, args.validate)
     L.append(f'\n(run time {time.time() - t0:.0f} s)')
-    text = '\n'.join(L)
-    print(text)
-    if args.out:
-        with open(args.out, 'w') as f:
-            f.write(text + '\n')
+    write_report(L, args.out)
 
 
 if __name__ == '__main__':

@@ -251,6 +251,24 @@ std::vector<double> LogSpaced(int n, double top, double cond) {
   return l;
 }
 
+// T = H^T A H by the kernels' reduction (SerialTeam): its diagonal and subdiagonal (e[n-1] 0).
+struct Tridiagonal {
+  std::vector<double> d, e;
+};
+Tridiagonal Reduce(const Matrix& a, int n) {
+  const int lda = n + 1;  // as the kernel: padded leading dimension
+  std::vector<double> s(static_cast<std::size_t>(lda) * n), tau(n), v(n), w(n);
+  for (int c = 0; c < n; ++c) {
+    for (int r = 0; r < n; ++r) s[c * lda + r] = a[c * n + r];
+  }
+  Tridiagonal t{std::vector<double>(n), std::vector<double>(n, 0.0)};
+  double scalar = 0.0;
+  SerialTeam team;
+  HouseholderTridiagonalize(team, s.data(), lda, n, t.d.data(), t.e.data(), tau.data(), v.data(),
+                            w.data(), &scalar);
+  return t;
+}
+
 class TridiagSizes : public ::testing::TestWithParam<int> {};
 
 TEST_P(TridiagSizes, SpdSpectraOfCBlocks) {
@@ -306,17 +324,8 @@ TEST_P(TridiagSizes, StructuredInputs) {
 // A log too small for the sweeps must be reported (-2: the kernel then runs the block's QL
 // itself), never overrun.
 TEST(TridiagQl, FullLogIsReported) {
-  const int n = 32, lda = n + 1;
-  const Matrix a = WithSpectrum(LogSpaced(n, 1e5, 1e3), 41);
-  std::vector<double> s(static_cast<std::size_t>(lda) * n);
-  for (int c = 0; c < n; ++c) {
-    for (int r = 0; r < n; ++r) s[c * lda + r] = a[c * n + r];
-  }
-  std::vector<double> d(n), e(n), tau(n), v(n), w(n);
-  double scalar = 0.0;
-  SerialTeam t;
-  HouseholderTridiagonalize(t, s.data(), lda, n, d.data(), e.data(), tau.data(), v.data(), w.data(),
-                            &scalar);
+  const int n = 32;
+  const auto [d, e] = Reduce(WithSpectrum(LogSpaced(n, 1e5, 1e3), 41), n);
   for (const auto& [rot_cap, sweep_cap] : {std::pair{2 * n, 8 * n}, std::pair{96 * n, 3}}) {
     std::vector<double> dd = d, ee = e;
     std::vector<double> lc(rot_cap + 1, -7.0), ls(rot_cap + 1, -7.0);
@@ -341,16 +350,9 @@ TEST(TridiagQl, KnownDeflationEqualsTheSearchBitForBit) {
       std::vector<double> d(n), e(n, 0.0);
       if (kind < 3) {  // tridiagonal forms of C-like blocks
         const double cond = kind == 0 ? 1e3 : kind == 1 ? 1e10 : 1.0 + 1e-6;
-        const int lda = n + 1;
-        const Matrix a = WithSpectrum(LogSpaced(n, 1e5, cond), 100 + n + kind);
-        std::vector<double> sm(static_cast<std::size_t>(lda) * n), tau(n), v(n), w(n);
-        for (int c = 0; c < n; ++c) {
-          for (int r = 0; r < n; ++r) sm[c * lda + r] = a[c * n + r];
-        }
-        double scalar = 0.0;
-        SerialTeam t;
-        HouseholderTridiagonalize(t, sm.data(), lda, n, d.data(), e.data(), tau.data(), v.data(),
-                                  w.data(), &scalar);
+        const Tridiagonal t = Reduce(WithSpectrum(LogSpaced(n, 1e5, cond), 100 + n + kind), n);
+        d = t.d;
+        e = t.e;
       } else {  // random, with exact zeros, tiny entries and repeated diagonals
         for (int i = 0; i < n; ++i) {
           d[i] = kind == 5 && i % 3 == 0 ? 0.5 : u(rng);
@@ -391,17 +393,8 @@ TEST(TridiagQl, KnownDeflationEqualsTheSearchBitForBit) {
 TEST(TridiagQl, ValuesAloneEqualLoggedBitForBit) {
   for (int n : {1, 2, 7, 74, 80}) {
     for (double cond : {1e3, 1e10}) {
-      const int lda = n + 1;
-      const Matrix a = WithSpectrum(LogSpaced(n, 1e5, cond), 300 + n);
-      std::vector<double> sm(static_cast<std::size_t>(lda) * n), d(n), e(n), tau(n), v(n), w(n);
-      for (int c = 0; c < n; ++c) {
-        for (int r = 0; r < n; ++r) sm[c * lda + r] = a[c * n + r];
-      }
-      double scalar = 0.0;
-      SerialTeam t;
-      HouseholderTridiagonalize(t, sm.data(), lda, n, d.data(), e.data(), tau.data(), v.data(),
-                                w.data(), &scalar);
-      std::vector<double> d1 = d, e1 = e, d2 = d, e2 = e;
+      const Tridiagonal t = Reduce(WithSpectrum(LogSpaced(n, 1e5, cond), 300 + n), n);
+      std::vector<double> d1 = t.d, e1 = t.e, d2 = t.d, e2 = t.e;
       const int rot_cap = 400 * n + 400, sweep_cap = 60 * n + 60;  // room for any sweeps
       std::vector<double> lc(rot_cap), ls(rot_cap);
       std::vector<int> lohi(2 * sweep_cap);

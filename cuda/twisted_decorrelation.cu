@@ -4,8 +4,6 @@
 //  1. QlKernel<false>, a thread per block: QL for the eigenvalues alone, no log.
 //  2. TwistedKernel, 8 warps per (patch, core spectrum): the eigenvectors of T by twisted
 //     factorisations, Newton-Schulz, V = H Z on the FP64 tensor cores, then the products.
-#include <cuda_pipeline.h>
-
 #include <cstdint>
 #include <type_traits>
 

@@ -30,7 +30,8 @@ struct Diagnostics {
   bool dmma_gram = true;
   // The decorrelation's eigenvectors from T's eigenvalues by twisted factorisations and
   // one Newton-Schulz step (cuda/tridiag_vectors.h; issue 25, session 26: 5.6 % faster a
-  // frame, ivar within 5.1e-12 of a long-double reference);
+  // frame; with session 27's oriented QL and Rayleigh quotients, ivar within 3.5e-13 of a
+  // long-double reference on real blocks);
   // SPEXD_CUDA_EIGENVECTORS=rotate: the logged QL rotations applied to H, as before.
   bool twisted_vectors = true;
   std::string test_faults;  // SPEXD_TEST_CUDA_FAULTS (cuda/fault_injection.h), tests only

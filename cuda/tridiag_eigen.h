@@ -393,6 +393,37 @@ SPEXD_HD int QlValues(double* d, double* e, int n) {
   }
 }
 
+// Reverses T (d, e; e[n-1] = 0) where its bottom end is the smaller in magnitude
+// (|d_end| < |d_0|), so that QL chases from the smaller end: LAPACK's choice between QL and
+// QR (dsterf, dsteqr), as QL on the reversed T is QR on T. The reduced core blocks are
+// graded, d_0 ~ 8 d_end in 99.5 % of an r frame's; QL from the larger end lost up to
+// 4.2e-12 relative on their smallest eigenvalues, and the decorrelation's ivar 5.1e-12
+// (1.1e-12 oriented; then the twisted vectors' Rayleigh quotients, tridiag_vectors.h;
+// docs/perf.md, issue 25 session 27). Returns whether it reversed. The
+// eigenvalues are the same set; vectors of the reversed T are those of T read backwards.
+SPEXD_HD bool OrientForQl(double* d, double* e, int n) {
+  if (n < 2 || !(fabs(d[n - 1]) < fabs(d[0]))) return false;
+  for (int i = 0, j = n - 1; i < j; ++i, --j) {
+    const double t = d[i];
+    d[i] = d[j];
+    d[j] = t;
+  }
+  for (int i = 0, j = n - 2; i < j; ++i, --j) {
+    const double t = e[i];
+    e[i] = e[j];
+    e[j] = t;
+  }
+  e[n - 1] = 0.0;
+  return true;
+}
+
+// The twisted path's eigenvalues: QlValues on T oriented (OrientForQl). d then holds the
+// eigenvalues (a set, in QL's order); e is overwritten.
+SPEXD_HD int QlValuesOriented(double* d, double* e, int n) {
+  OrientForQl(d, e, n);
+  return QlValues(d, e, n);
+}
+
 // Applies the sweeps logged by QlLogged to row `row` of Z, in order.
 SPEXD_HD void ApplyLoggedSweeps(double* z, int lda, int row, const double* c, const double* s,
                                 const int* lohi, int sweeps) {

@@ -78,7 +78,8 @@ __device__ inline double* SlotBlock(const RunArgs& a, const RunEntry& e) {
   return a.slots.c + (static_cast<int64_t>(e.slot) * a.dims.nper + blockIdx.y) * n * n;
 }
 
-// kLog: the rotations logged for RotateKernel; without, the eigenvalues alone (the twisted
+// kLog: the rotations logged for RotateKernel (T as reduced: the rotations act on H's
+// columns in T's order); without, the eigenvalues alone, of T oriented for QL (the twisted
 // path, whose fallback runs QL again in the block).
 template <bool kLog>
 __global__ void __launch_bounds__(kQlThreads) QlKernel(RunArgs a, int64_t blocks) {
@@ -98,7 +99,7 @@ __global__ void __launch_bounds__(kQlThreads) QlKernel(RunArgs a, int64_t blocks
     a.slots.eig_info[b] = QlLogged(d, e, n, a.ql.c + b * rcap, a.ql.s + b * rcap, rcap,
                                    a.ql.sweeps + b * 2 * scap, scap);
   } else {
-    a.slots.eig_info[b] = QlValues(d, e, n);
+    a.slots.eig_info[b] = QlValuesOriented(d, e, n);
   }
   for (int i = 0; i < n; ++i) a.ql.d[b * n + i] = d[i];
 }

@@ -12,9 +12,14 @@
 // O(n eps |T| / gap); close eigenvalues give nearly parallel vectors, which is why the
 // caller tests max |Z^T Z - I| of a block's vectors, orthonormalises them by one
 // Newton-Schulz step where it is small, and keeps QL with rotations where it is not.
+// The solve also gives the Rayleigh quotient of z, lambda + gamma_r / z^T z (from
+// (T - lambda I) z = gamma_r e_r), which the caller takes as the eigenvalue: it is
+// accurate to O(residual^2 / gap), where QL's value was off by up to 3.4e-12 relative on
+// the small eigenvalues of some real blocks (1e-14 corrected).
 // On 2,350 real r-frame blocks, with the Newton-Schulz step and LAPACK's eigenvalues,
 // this was within 2.4e-13 of a long-double reference in ivar, R and flux; with the GPU's
-// own QL eigenvalues, 5.1e-12 (docs/perf.md, "Issue 25, session 26").
+// own QL eigenvalues, 5.1e-12 (docs/perf.md, "Issue 25, session 26"); oriented QL and the
+// Rayleigh quotients: session 27.
 #ifndef SPEXD_CUDA_TRIDIAG_VECTORS_H_
 #define SPEXD_CUDA_TRIDIAG_VECTORS_H_
 
@@ -23,6 +28,13 @@
 #include "core/numerics/host_device.h"
 
 namespace spexd::cuda {
+
+// Where some eigenvalue's Rayleigh quotient moved it by more than this (relative), the
+// caller computes the block's vectors again from the quotients: a vector from an
+// eigenvalue off by delta is off by ~delta / gap. On 2,350 real blocks 43 (1.8 %) were
+// redone, and the decorrelation's ivar came within 3.5e-13 of the long-double reference
+// (1.0e-12 with the first vectors), as with LAPACK's eigenvalues (docs/perf.md, session 27).
+inline constexpr double kTwistedRedoShift = 1e-13;
 
 // max_i |d_i| + |e_{i-1}| + |e_i|: the infinity norm of T.
 SPEXD_HD double TridiagonalNorm(const double* d, const double* e, int n) {
@@ -69,17 +81,19 @@ SPEXD_HD void TwistedBottomUp(const double* d, const double* e, int n, double la
 // gamma_i = D+_i + D-_i - (d_i - lambda) = (d_i - lambda) - e_{i-1} L+_{i-1} - e_i U-_i is
 // least in magnitude, and the unit z with N_r^T z = e_r (z_r = 1 before scaling):
 // z_i = -L+_i z_{i+1} above r, z_{i+1} = -U-_i z_i below. Returns r, or -1 if z overflowed
-// (z is then not scaled).
+// (z is then not scaled). *rayleigh (if not null): z's Rayleigh quotient,
+// lambda + gamma_r / z^T z (left alone where -1 is returned).
 SPEXD_HD int TwistedSolve(const double* d, const double* e, int n, double lambda, double* z, int zs,
-                          const double* um, int us) {
+                          const double* um, int us, double* rayleigh) {
   int r = n - 1;
-  double best = INFINITY;
+  double best = INFINITY, gamma_r = 0.0;
   for (int i = n - 1; i >= 0; --i) {
     double gamma = d[i] - lambda;
     if (i > 0) gamma -= e[i - 1] * z[(i - 1) * zs];
     if (i + 1 < n) gamma -= e[i] * um[i * us];
     if (fabs(gamma) < best) {
       best = fabs(gamma);
+      gamma_r = gamma;
       r = i;
     }
   }
@@ -97,6 +111,7 @@ SPEXD_HD int TwistedSolve(const double* d, const double* e, int n, double lambda
     ss += prev * prev;
   }
   if (!(ss < INFINITY)) return -1;  // overflow (or NaN input): the caller falls back
+  if (rayleigh != nullptr) *rayleigh = lambda + gamma_r / ss;
   const double scale = 1.0 / sqrt(ss);
   for (int i = 0; i < n; ++i) z[i * zs] *= scale;
   return r;
@@ -104,12 +119,14 @@ SPEXD_HD int TwistedSolve(const double* d, const double* e, int n, double lambda
 
 // The eigenvector of T for `lambda` into z[0], z[zs], ..., z[(n-1) zs], unit length (the
 // three steps above in turn; the kernel runs the first two on two threads). `um`: scratch
-// of n - 1 doubles at stride us. Returns the twist index r, or -1 if z overflowed.
+// of n - 1 doubles at stride us; `rayleigh` as TwistedSolve's. Returns the twist index r,
+// or -1 if z overflowed.
 SPEXD_HD int TwistedEigenvector(const double* d, const double* e, int n, double lambda,
-                                double tnorm, double* z, int zs, double* um, int us) {
+                                double tnorm, double* z, int zs, double* um, int us,
+                                double* rayleigh) {
   TwistedTopDown(d, e, n, lambda, tnorm, z, zs);
   TwistedBottomUp(d, e, n, lambda, tnorm, um, us);
-  return TwistedSolve(d, e, n, lambda, z, zs, um, us);
+  return TwistedSolve(d, e, n, lambda, z, zs, um, us, rayleigh);
 }
 
 }  // namespace spexd::cuda

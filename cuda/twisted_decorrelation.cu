@@ -1,9 +1,11 @@
 // The decorrelation's eigenvectors without a rotation log (the default for nt <= 80;
 // SPEXD_CUDA_EIGENVECTORS=rotate keeps tridiag_decorrelation.cu's; issue 25, session 26).
 // After the reduction (tridiag_decorrelation.cu), two kernels:
-//  1. QlKernel<false>, a thread per block: QL for the eigenvalues alone, no log.
+//  1. QlKernel<false>, a thread per block: QL for the eigenvalues alone (T oriented: from
+//     its small end), no log.
 //  2. TwistedKernel, 8 warps per (patch, core spectrum): the eigenvectors of T by twisted
-//     factorisations, Newton-Schulz, V = H Z on the FP64 tensor cores, then the products.
+//     factorisations, their Rayleigh quotients as the eigenvalues (a second pass where one
+//     moved), Newton-Schulz, V = H Z on the FP64 tensor cores, then the products.
 #include <cstdint>
 #include <type_traits>
 
@@ -39,9 +41,11 @@ constexpr int kTwLd = kRegMaxN + 4;  // 4 mod 16 doubles: conflict-free fragment
 constexpr int kTwHalf = kTwThreads / 2;  // >= nt: the bottom-up factorisations' threads
 static_assert(kRegMaxN % 8 == 0 && kTwLd % 16 == 4, "tile layout");
 
-// Shared memory (doubles): R1 and R2 (kRegMaxN x kTwLd each), then the vectors.
+// Shared memory (doubles): R1 and R2 (kRegMaxN x kTwLd each), then the vectors. T as
+// reduced (d0 in t0, e0 in e) is staged once: every factorising thread reads all of it
+// (from global memory each step waited on L1).
 struct TwistedLayout {
-  std::size_t r1, r2, d, e, td, x, scratch, red, ctl, bytes;
+  std::size_t r1, r2, d, e, t0, x, scratch, red, ctl, bytes;
 };
 __host__ __device__ inline TwistedLayout MakeTwistedLayout(int n) {
   TwistedLayout l;
@@ -49,8 +53,8 @@ __host__ __device__ inline TwistedLayout MakeTwistedLayout(int n) {
   l.r2 = l.r1 + static_cast<std::size_t>(kRegMaxN) * kTwLd;
   l.d = l.r2 + static_cast<std::size_t>(kRegMaxN) * kTwLd;
   l.e = l.d + n;
-  l.td = l.e + n;
-  l.x = l.td + n;
+  l.t0 = l.e + n;
+  l.x = l.t0 + n;
   l.scratch = l.x + n;  // 5n
   l.red = l.scratch + 5 * static_cast<std::size_t>(n);
   l.ctl = l.red + 64;  // 6 ints in 3 doubles
@@ -85,7 +89,8 @@ __global__ void __launch_bounds__(kTwThreads, 2) TwistedKernel(RunArgs a) {
   double* r1 = smem + L.r1;
   double* r2 = smem + L.r2;
   double* dv = smem + L.d;   // the eigenvalues
-  double* ev = smem + L.e;   // T's subdiagonal
+  double* ev = smem + L.e;   // T's subdiagonal (e0 for the twisted factorisations)
+  double* t0 = smem + L.t0;  // T's diagonal as reduced (d0)
   double* x = smem + L.x;
   double* scr = smem + L.scratch;
   int* ctl = reinterpret_cast<int*>(smem + L.ctl);
@@ -97,6 +102,8 @@ __global__ void __launch_bounds__(kTwThreads, 2) TwistedKernel(RunArgs a) {
   for (int i = threadIdx.x; i < n; i += blockDim.x) {
     x[i] = xs[i];
     dv[i] = a.ql.d[blk * n + i];
+    t0[i] = a.ql.d0[blk * n + i];
+    ev[i] = a.ql.e0[blk * n + i];
   }
   // The padding of every 80 x 80 operand is zero; Z (row-major) into R1.
   for (int i = threadIdx.x; i < 2 * kRegMaxN * kTwLd; i += blockDim.x) r1[i] = 0.0;
@@ -107,20 +114,30 @@ __global__ void __launch_bounds__(kTwThreads, 2) TwistedKernel(RunArgs a) {
     // Column j of Z (row-major in R1): the top-down factorisation of T - lambda_j I by thread
     // j (its ratios into R1's column j), the bottom-up one by thread kTwHalf + j (into R2's);
     // then thread j twists and solves in place.
-    const double* d0 = a.ql.d0 + blk * n;
-    const double* e0 = a.ql.e0 + blk * n;
+    // dv[t] becomes its vector's Rayleigh quotient (tridiag_vectors.h; only thread t reads
+    // it between the barriers); where one moved by more than kTwistedRedoShift, the block
+    // runs a second pass from the quotients (1.8 % of real blocks).
+    const double* d0 = t0;
+    const double* e0 = ev;
     const int j = t % kTwHalf;
-    if (j < n) {
-      const double tnorm = TridiagonalNorm(d0, e0, n);
-      if (t < kTwHalf) {
-        TwistedTopDown(d0, e0, n, dv[j], tnorm, r1 + j, kTwLd);
-      } else {
-        TwistedBottomUp(d0, e0, n, dv[j], tnorm, r2 + j, kTwLd);
+    const double tnorm = j < n ? TridiagonalNorm(d0, e0, n) : 0.0;
+    for (int pass = 0;; ++pass) {
+      if (j < n) {
+        if (t < kTwHalf) {
+          TwistedTopDown(d0, e0, n, dv[j], tnorm, r1 + j, kTwLd);
+        } else {
+          TwistedBottomUp(d0, e0, n, dv[j], tnorm, r2 + j, kTwLd);
+        }
       }
+      __syncthreads();
+      bool moved = false;
+      if (t < n) {
+        const double lambda = dv[t];
+        TwistedSolve(d0, e0, n, lambda, r1 + t, kTwLd, r2 + t, kTwLd, dv + t);
+        moved = !(fabs(dv[t] - lambda) <= kTwistedRedoShift * fabs(lambda));
+      }
+      if (!__syncthreads_or(moved) || pass == 1) break;  // uniform
     }
-    __syncthreads();
-    if (t < n) TwistedSolve(d0, e0, n, dv[t], r1 + t, kTwLd, r2 + t, kTwLd);
-    __syncthreads();
     double acc[kTwPerWarp][2];
     bool bad = false;
     // G = Z^T Z, kept as P = (3I - G) / 2 in R2 (row-major).

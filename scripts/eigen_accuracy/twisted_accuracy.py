@@ -17,6 +17,12 @@ EPS = 2.220446049250313e-16
 
 def twisted(d, e, lam, tnorm):
     """cuda/tridiag_vectors.h: TwistedTopDown, TwistedBottomUp, TwistedSolve."""
+    return twisted_rq(d, e, lam, tnorm)[0]
+
+
+def twisted_rq(d, e, lam, tnorm):
+    """twisted(), and lam corrected to the Rayleigh quotient of its vector:
+    (T - lam I) z = gamma_r e_r with z_r = 1, so z^T T z / z^T z = lam + gamma_r / z^T z."""
     n = len(d); tiny = EPS * tnorm
     g = lambda p: (-tiny if p < 0 else tiny) if abs(p) < tiny else p
     lp = np.zeros(n); um = np.zeros(n)
@@ -31,22 +37,24 @@ def twisted(d, e, lam, tnorm):
         gam = d[i] - lam
         if i > 0: gam -= e[i - 1] * lp[i - 1]
         if i < n - 1: gam -= e[i] * um[i]
-        if abs(gam) < best: best, r = abs(gam), i
+        if abs(gam) < best: best, r, gr = abs(gam), i, gam
     z = np.empty(n); z[r] = 1.0
     for i in range(r - 1, -1, -1): z[i] = -lp[i] * z[i + 1]
     for i in range(r + 1, n): z[i] = -um[i - 1] * z[i - 1]
-    return z / np.sqrt((z * z).sum())
+    ss = (z * z).sum()
+    return z / np.sqrt(ss), lam + gr / ss
 
 
-def twisted_vectors(d, e, lam):
-    """Z[b, :, j] = twisted(d[b], e[b], lam[b, j], |T_b|_inf) for a batch of tridiagonals."""
+def twisted_vectors(d, e, lam, rayleigh=False):
+    """Z[b, :, j] = twisted(d[b], e[b], lam[b, j], |T_b|_inf) for a batch of tridiagonals;
+    rayleigh: (Z, the eigenvalues corrected as twisted_rq)."""
     B, n = d.shape
-    Z = np.empty((B, n, n))
+    Z = np.empty((B, n, n)); L = np.empty((B, n))
     for b in range(B):
         tn = max(abs(d[b, i]) + (abs(e[b, i-1]) if i > 0 else 0) + (abs(e[b, i]) if i < n-1 else 0)
                  for i in range(n))
-        for j in range(n): Z[b, :, j] = twisted(d[b], e[b], lam[b, j], tn)
-    return Z
+        for j in range(n): Z[b, :, j], L[b, j] = twisted_rq(d[b], e[b], lam[b, j], tn)
+    return (Z, L) if rayleigh else Z
 
 
 def main():

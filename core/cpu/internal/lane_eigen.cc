@@ -79,6 +79,34 @@ SPEXD_LANE_INLINE void ApplyRotations(const Work<L>& w, int lo, int hi) {
   if (k < n) RotateRows<L, 1>(z, n, w.rc, w.rs, lo, hi, k);
 }
 
+// Per lane, LAPACK's choice between QL and QR (as OrientForQl in cuda/tridiag_eigen.h):
+// where T's bottom end is the smaller in magnitude, T is reversed and Z's columns with it
+// (T = P T' P, so T's vectors are P times those of T', and Q P times them are C's), so
+// that QL chases from the small end. The reduced core blocks are graded (d_0 ~ 8 d_end);
+// from the large end QL lost relative accuracy on their small eigenvalues, and the
+// decorrelation's ivar was within 3.7e-12 of a long-double reference, oriented 5.8e-13
+// (docs/perf.md, issue 25 session 27).
+template <int L>
+SPEXD_LANE_INLINE void OrientLanes(const Work<L>& w) {
+  const int n = w.n;
+  for (int lane = 0; lane < L && n > 1; ++lane) {
+    if (!(std::fabs(w.d[n - 1][lane]) < std::fabs(w.d[0][lane]))) continue;
+    auto swap = [lane](typename LaneVec<L>::V& a, typename LaneVec<L>::V& b) {
+      const double t = a[lane];
+      a[lane] = b[lane];
+      b[lane] = t;
+    };
+    for (int i = 0, j = n - 1; i < j; ++i, --j) swap(w.d[i], w.d[j]);
+    for (int i = 0, j = n - 2; i < j; ++i, --j) swap(w.e[i], w.e[j]);
+    w.e[n - 1][lane] = 0.0;
+    for (int i = 0, j = n - 1; i < j; ++i, --j) {  // columns i and j of Z
+      for (int k = 0; k < n; ++k) {
+        swap(w.z[static_cast<std::size_t>(i) * n + k], w.z[static_cast<std::size_t>(j) * n + k]);
+      }
+    }
+  }
+}
+
 // Implicit QL with Wilkinson shifts on (d, e), rotations accumulated into Z (the textbook
 // tridiagonal QL, e.g. Golub & Van Loan §8.3, with its underflow exit). Each lane converges
 // its own eigenvalue l at its own pace; one vector sweep covers every lane's [l, m), and a
@@ -244,6 +272,7 @@ template <int L, int R>
 SPEXD_LANE_INLINE unsigned DecomposeLanes(const Work<L>& w) {
   lane::Tridiagonalize(w);
   lane::FormQ(w);
+  OrientLanes(w);
   return TridiagonalQL<L, R>(w);
 }
 

@@ -11,6 +11,7 @@
 #include "core/plan/patch_plan.h"
 #include "core/base/status_macros.h"
 #include "cuda/cuda_check.h"
+#include "cuda/decorrelation.h"
 #include "cuda/nvtx.h"
 #include "cuda/patch_products.h"
 #include "cuda/tiled_cholesky.h"
@@ -73,13 +74,16 @@ absl::Status BatchExtractor::Prepare(const core::ExtractionJob& job, int nbundle
   spec.image_pixels = static_cast<std::size_t>(plan.image_height) * plan.image_width;
   spec.library_eigen = cfg_.eigen == core::CudaEigensolver::kCusolverSyevBatched;
   spec.ql_log = cfg_.eigen == core::CudaEigensolver::kSharedMemoryTridiagonalQl;
+  spec.ql_rotations =
+      spec.ql_log && TridiagNeedsRotationLog(plan.nwavetot, cfg_.diagnostics.twisted_vectors);
 
   // Device bytes of both sets for b bundles per batch, plus the frame and its staging.
   auto need = [&](int b) {
     const std::size_t slots = static_cast<std::size_t>(b) * ppb;
     const std::size_t outs = static_cast<std::size_t>(b) * plan.bundlesize * plan.nwave * (4 + spec.nk);
     const std::size_t canvas = static_cast<std::size_t>(b) * static_cast<std::size_t>(spec.canvas_stride);
-    const std::size_t ql = spec.ql_log ? slots * spec.nper * QlBytesPerBlock(spec.nt) : 0;  // one set
+    const std::size_t ql =  // one set
+        spec.ql_log ? slots * spec.nper * QlBytesPerBlock(spec.nt, spec.ql_rotations) : 0;
     return 2 * (slots * spec.SlotBytes() + (outs + canvas) * sizeof(double)) + ql +
            spec.image_pixels * (2 * sizeof(double) + 2 * sizeof(float));
   };

@@ -33,6 +33,9 @@ cudaError_t LaunchDecorrelate(const RunArgs& args, int from_eigenvectors, cudaSt
 cudaError_t LaunchTridiagReduce(const RunArgs& args, bool use_registers, cudaStream_t stream);
 cudaError_t LaunchTridiagRotate(const RunArgs& args, bool use_registers, bool twisted,
                                 cudaStream_t stream);
+// Whether LaunchTridiagRotate writes QL's rotation log for blocks of nt (the rotate path:
+// not twisted, or nt > 80); the workspace allocates the log only then.
+bool TridiagNeedsRotationLog(int nt, bool twisted);
 // The twisted path alone (cuda/twisted_decorrelation.cu; nt <= 80), as LaunchTridiagRotate
 // runs it.
 cudaError_t LaunchTwistedVectors(const RunArgs& args, cudaStream_t stream);

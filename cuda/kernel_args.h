@@ -69,8 +69,12 @@ struct QlBuffers {
 // inside the decorrelation kernel.
 SPEXD_HD int QlRotationCap(int nt) { return 96 * nt; }
 SPEXD_HD int QlSweepCap(int nt) { return 8 * nt; }
-inline std::size_t QlBytesPerBlock(int nt) {
-  return sizeof(double) * (4 * static_cast<std::size_t>(nt) + 2 * static_cast<std::size_t>(QlRotationCap(nt))) +
+// Device bytes of a block's QlBuffers: d, e, d0, e0, and with `log` the rotation log (c, s,
+// sweeps: ~118 KB a block at nt = 74, which only the rotate path writes).
+inline std::size_t QlBytesPerBlock(int nt, bool log) {
+  const std::size_t values = sizeof(double) * 4 * static_cast<std::size_t>(nt);
+  if (!log) return values;
+  return values + sizeof(double) * 2 * static_cast<std::size_t>(QlRotationCap(nt)) +
          sizeof(int32_t) * 2 * static_cast<std::size_t>(QlSweepCap(nt));
 }
 

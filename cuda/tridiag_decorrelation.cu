@@ -383,12 +383,14 @@ cudaError_t LaunchTridiagReduce(const RunArgs& args, bool use_registers, cudaStr
   return SPEXD_CHECK_LAUNCH(stream);
 }
 
+bool TridiagNeedsRotationLog(int nt, bool twisted) { return !(twisted && nt <= kRegMaxN); }
+
 cudaError_t LaunchTridiagRotate(const RunArgs& args, bool use_registers, bool twisted,
                                 cudaStream_t stream) {
   if (args.count == 0) return cudaSuccess;
   const bool reg = args.dims.nwavetot <= kRegMaxN && use_registers;
   const Layout layout = MakeLayout(args.dims.nwavetot);
-  if (twisted && args.dims.nwavetot <= kRegMaxN) return LaunchTwistedVectors(args, stream);
+  if (!TridiagNeedsRotationLog(args.dims.nwavetot, twisted)) return LaunchTwistedVectors(args, stream);
   const std::size_t rsmem = reg ? RegRotateSmemBytes(layout) : RotateSmemBytes(layout);
   const std::size_t qsmem = QlSmemBytes(args.dims.nwavetot);
   cudaError_t err = reg ? PrepareSmem(RotateKernel<true>, rsmem) : PrepareSmem(RotateKernel<false>, rsmem);

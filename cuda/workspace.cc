@@ -114,7 +114,8 @@ absl::Status Workspace::Reserve(const WorkspaceSpec& spec) {
                      spec.bundles > r.bundles || spec.bundlesize * spec.nwave > r.bundlesize * r.nwave ||
                      spec.nk > r.nk || spec.canvas_stride > r.canvas_stride ||
                      spec.ptr_count > r.ptr_count || spec.image_pixels > r.image_pixels ||
-                     (spec.library_eigen && !r.library_eigen) || (spec.ql_log && !r.ql_log);
+                     (spec.library_eigen && !r.library_eigen) || (spec.ql_log && !r.ql_log) ||
+                     (spec.ql_rotations && !r.ql_rotations);
   if (!grows) return absl::OkStatus();
   if (r.slots > 0) ++reallocations_;
   // Grow to the element-wise maximum so that alternating geometries settle.
@@ -132,6 +133,7 @@ absl::Status Workspace::Reserve(const WorkspaceSpec& spec) {
   g.image_pixels = std::max(spec.image_pixels, r.image_pixels);
   g.library_eigen = spec.library_eigen || r.library_eigen;
   g.ql_log = spec.ql_log || r.ql_log;
+  g.ql_rotations = g.ql_log && (spec.ql_rotations || r.ql_rotations);
   if (int64_t{r.bundlesize} * r.nwave > int64_t{g.bundlesize} * g.nwave) {
     g.bundlesize = r.bundlesize;
     g.nwave = r.nwave;
@@ -146,6 +148,9 @@ absl::Status Workspace::Reserve(const WorkspaceSpec& spec) {
     SPEXD_RETURN_IF_ERROR(ql_e_.Allocate(blocks * nt, "QL subdiagonals"));
     SPEXD_RETURN_IF_ERROR(ql_d0_.Allocate(blocks * nt, "tridiagonal diagonals"));
     SPEXD_RETURN_IF_ERROR(ql_e0_.Allocate(blocks * nt, "tridiagonal subdiagonals"));
+  }
+  if (g.ql_rotations) {  // the rotate path's log; the twisted path never writes it
+    const std::size_t blocks = std::max<std::size_t>(Sz(int64_t{g.slots} * g.nper), 1);
     SPEXD_RETURN_IF_ERROR(ql_c_.Allocate(blocks * Sz(QlRotationCap(g.nt)), "QL rotation cosines"));
     SPEXD_RETURN_IF_ERROR(ql_s_.Allocate(blocks * Sz(QlRotationCap(g.nt)), "QL rotation sines"));
     SPEXD_RETURN_IF_ERROR(ql_sweeps_.Allocate(blocks * 2 * Sz(QlSweepCap(g.nt)), "QL sweep ranges"));

@@ -28,6 +28,7 @@ struct WorkspaceSpec {
   std::size_t image_pixels = 0;
   bool library_eigen = false;
   bool ql_log = false;  // QlBuffers for slots * nper blocks (tridiagonal eigensolver)
+  bool ql_rotations = false;  // with their rotation log (TridiagNeedsRotationLog)
 
   int64_t t_stride() const { return static_cast<int64_t>(nb) * nt * nt; }
   // Device bytes of one set for one slot (used to choose the batch size).

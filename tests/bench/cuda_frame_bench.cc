@@ -259,6 +259,7 @@ struct Report {
   std::string device;
   const core::PatchPlan* plan = nullptr;
   double gen_seconds = 0, cold_seconds = 0, inflight_fps = 0;
+  int64_t device_bytes = 0;  // the backend's GPU memory after the warm runs
   std::string cpu_check;
 };
 
@@ -284,7 +285,7 @@ std::string ReportJson(const Args& args, const Report& rep, const WarmRuns& w) {
      << "  \"patches_per_second\": " << (med > 0 ? static_cast<double>(w.counts.extracted) / med : 0)
      << ", \"frames_per_hour\": " << (med > 0 ? 3600.0 / med : 0)
      << ", \"inflight\": " << args.inflight << ", \"inflight_frames_per_second\": "
-     << rep.inflight_fps << ",\n"
+     << rep.inflight_fps << ", \"device_bytes\": " << rep.device_bytes << ",\n"
      << "  \"counts\": {\"extracted\": " << w.counts.extracted << ", \"skipped\": "
      << w.counts.skipped << ", \"retried\": " << w.counts.retried << ", \"failed\": "
      << w.counts.failed << "},\n"
@@ -363,6 +364,7 @@ int main(int argc, char** argv) {
     std::cerr << "run failed: " << warm.status() << "\n";
     return 1;
   }
+  rep.device_bytes = (*backend)->Memory().device_bytes;
   if (!args.dump.empty() && !DumpOutputs(args.dump, warm->last)) {
     std::cerr << "cannot write " << args.dump << "\n";
     return 1;

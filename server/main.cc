@@ -144,6 +144,23 @@ pthread_t g_main_thread;
 // pthread_kill is async-signal-safe.
 void ForwardToMainThread(int sig) { pthread_kill(g_main_thread, sig); }
 
+// Signals whose default action would end the server at once, with work in flight and no
+// log line, though nothing asks it to stop: a stray `kill -USR1` (log rotation scripts
+// send it to daemons), SIGUSR2, SIGALRM. Taken by the main thread, logged and ignored.
+constexpr int kIgnoredSignals[] = {SIGUSR1, SIGUSR2, SIGALRM};
+
+const char* SignalName(int sig) {
+  switch (sig) {
+    case SIGTERM: return "SIGTERM";
+    case SIGINT: return "SIGINT";
+    case SIGHUP: return "SIGHUP";
+    case SIGUSR1: return "SIGUSR1";
+    case SIGUSR2: return "SIGUSR2";
+    case SIGALRM: return "SIGALRM";
+    default: return "other";
+  }
+}
+
 // `--help` lists the flags of the files that match; absl's default matches only a file
 // named after the program (spexd.cc), so main.cc's flags were left out.
 bool IsSpexdFlagFile(absl::string_view file) { return absl::StrContains(file, "server/"); }
@@ -214,7 +231,9 @@ int main(int argc, char** argv) {
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGINT);
   struct sigaction hup {};
-  if (sigaction(SIGHUP, nullptr, &hup) == 0 && hup.sa_handler != SIG_IGN) sigaddset(&signals, SIGHUP);
+  const bool take_hup = sigaction(SIGHUP, nullptr, &hup) == 0 && hup.sa_handler != SIG_IGN;
+  if (take_hup) sigaddset(&signals, SIGHUP);
+  for (int sig : kIgnoredSignals) sigaddset(&signals, sig);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   g_main_thread = pthread_self();
   struct sigaction forward = {};
@@ -223,6 +242,8 @@ int main(int argc, char** argv) {
   sigemptyset(&forward.sa_mask);
   sigaction(SIGTERM, &forward, nullptr);
   sigaction(SIGINT, &forward, nullptr);
+  if (take_hup) sigaction(SIGHUP, &forward, nullptr);
+  for (int sig : kIgnoredSignals) sigaction(sig, &forward, nullptr);
   std::signal(SIGPIPE, SIG_IGN);
 
   absl::SetProgramUsageMessage(
@@ -262,11 +283,12 @@ int main(int argc, char** argv) {
   });
 
   int sig = 0;
-  sigwait(&signals, &sig);
-  if (!warmup_failed.load()) {
-    const char* name = sig == SIGTERM ? "SIGTERM" : sig == SIGHUP ? "SIGHUP" : "SIGINT";
-    Log(LogLevel::kInfo, "signal", {{"signal", name}});
+  for (;;) {
+    sigwait(&signals, &sig);
+    if (sig == SIGTERM || sig == SIGINT || sig == SIGHUP) break;
+    Log(LogLevel::kWarning, "signal_ignored", {{"signal", SignalName(sig)}});
   }
+  if (!warmup_failed.load()) Log(LogLevel::kInfo, "signal", {{"signal", SignalName(sig)}});
   (*server)->Drain(absl::Seconds(drain_seconds));
   warmup_watcher.join();  // Drain ends the warm-up, so the watcher has returned
   server->reset();

@@ -168,6 +168,24 @@ TEST(DrainTest, SighupDrainsLikeSigterm) {
   EXPECT_NE(spexd.Log().find("\"event\":\"drained\""), std::string::npos) << spexd.Log();
 }
 
+// SIGUSR1, SIGUSR2 and SIGALRM (their default action) ended spexd at once with no log
+// line (session 27's probe). They are now logged and ignored: the server keeps serving,
+// then drains and exits 0 on SIGTERM.
+TEST(DrainTest, StraySignalsAreLoggedAndIgnored) {
+  SpawnedServer spexd({});
+  const int port = spexd.WaitForPort(30);
+  ASSERT_GT(port, 0) << spexd.Log();
+  for (int sig : {SIGUSR1, SIGUSR2, SIGALRM}) spexd.Signal(sig);
+  for (const char* name : {"SIGUSR1", "SIGUSR2", "SIGALRM"}) {
+    const std::string line = std::string("\"signal_ignored\",\"signal\":\"") + name + "\"";
+    ASSERT_TRUE(WaitFor([&] { return spexd.Log().find(line) != std::string::npos; }, 30))
+        << name << "\n" << spexd.Log();
+  }
+  EXPECT_FALSE(LoadPsf(port).empty()) << spexd.Log();  // still serving
+  spexd.Signal(SIGTERM);
+  EXPECT_EQ(spexd.WaitForExit(60), 0) << spexd.Log();
+}
+
 TEST(DrainTest, WorkPastTheGracePeriodIsCancelledAndTheProcessStillExitsZero) {
   ASSERT_FALSE(LongFrameBytes().empty());
   SpawnedServer spexd({"--drain_seconds=0.2"});

@@ -438,27 +438,34 @@ long double SturmEigenvalue(const std::vector<double>& d, const std::vector<doub
   return (lo + hi) / 2;
 }
 
+// A graded T (n = 74) with its large end at the top, as the reduced core blocks: d_i
+// falls by `grade` from d_0 to d_end (times a random factor in [0.5, 1)), e_i = 0.45
+// sqrt(d_i d_i+1) times another (positive definite, ||T|| < 2 for SturmEigenvalue).
+Tridiagonal GradedTridiagonal(uint64_t seed, double grade) {
+  const int n = 74;
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> u(0.5, 1.0);
+  Tridiagonal t{std::vector<double>(n), std::vector<double>(n, 0.0)};
+  for (int i = 0; i < n; ++i) t.d[i] = std::pow(grade, -static_cast<double>(i) / (n - 1)) * u(rng);
+  for (int i = 0; i + 1 < n; ++i) t.e[i] = 0.45 * std::sqrt(t.d[i] * t.d[i + 1]) * u(rng);
+  return t;
+}
+
 // Graded T with its large end at the top, as the reduced core blocks (d_0 ~ 8 d_end): QL
 // on T as it stands lost up to 6.8e-12 relative on the small eigenvalues of these (22 of
 // the 48 above 1e-14); oriented (chased from the small end, LAPACK's QL/QR choice) at most
 // 4.4e-15. The bar 1e-14 is 2.3x that, and fails without the orientation.
 TEST(TridiagQl, OrientedValuesKeepRelativeAccuracyOnGradedT) {
-  const int n = 74;
   double worst = 0;
   for (int seed = 1; seed <= 16; ++seed) {
     for (double grade : {8.0, 100.0, 1e4}) {
-      std::mt19937_64 rng(seed);
-      std::uniform_real_distribution<double> u(0.5, 1.0);
-      std::vector<double> d(n), e(n, 0.0);
-      for (int i = 0; i < n; ++i) {
-        d[i] = std::pow(grade, -static_cast<double>(i) / (n - 1)) * u(rng);
-      }
-      for (int i = 0; i + 1 < n; ++i) e[i] = 0.45 * std::sqrt(d[i] * d[i + 1]) * u(rng);
-      std::vector<double> w = d, we = e;
+      const Tridiagonal t = GradedTridiagonal(seed, grade);
+      const int n = static_cast<int>(t.d.size());
+      std::vector<double> w = t.d, we = t.e;
       ASSERT_GE(QlValuesOriented(w.data(), we.data(), n), 0);
       std::sort(w.begin(), w.end());
       for (int k = 0; k < n; ++k) {
-        const long double ref = SturmEigenvalue(d, e, k);
+        const long double ref = SturmEigenvalue(t.d, t.e, k);
         worst = std::max(worst, static_cast<double>(std::fabs(w[k] - ref) / ref));
       }
     }
@@ -472,24 +479,19 @@ TEST(TridiagQl, OrientedValuesKeepRelativeAccuracyOnGradedT) {
 // 2.1e-16: the error is O(residual^2 / gap); the bar leaves room for other compilers'
 // contractions). Without the quotient the error is the 1e-10 put in.
 TEST(TridiagVectors, RayleighQuotientCorrectsTheEigenvalue) {
-  const int n = 74;
   double worst = 0;
   for (int seed = 1; seed <= 6; ++seed) {
-    std::mt19937_64 rng(seed);
-    std::uniform_real_distribution<double> u(0.5, 1.0);
-    std::vector<double> d(n), e(n, 0.0), z(n), um(n);
-    for (int i = 0; i < n; ++i) {
-      d[i] = std::pow(100.0, -static_cast<double>(i) / (n - 1)) * u(rng);
-    }
-    for (int i = 0; i + 1 < n; ++i) e[i] = 0.45 * std::sqrt(d[i] * d[i + 1]) * u(rng);
-    const double tnorm = TridiagonalNorm(d.data(), e.data(), n);
+    const Tridiagonal t = GradedTridiagonal(seed, 100.0);
+    const int n = static_cast<int>(t.d.size());
+    std::vector<double> z(n), um(n);
+    const double tnorm = TridiagonalNorm(t.d.data(), t.e.data(), n);
     for (int k = 0; k < n; ++k) {
-      const long double ref = SturmEigenvalue(d, e, k);
+      const long double ref = SturmEigenvalue(t.d, t.e, k);
       const double off = static_cast<double>(ref) * (1.0 + ((k & 1) ? 1e-10 : -1e-10));
       double rq = off;
-      ASSERT_GE(
-          TwistedEigenvector(d.data(), e.data(), n, off, tnorm, z.data(), 1, um.data(), 1, &rq),
-          0);
+      ASSERT_GE(TwistedEigenvector(t.d.data(), t.e.data(), n, off, tnorm, z.data(), 1, um.data(),
+                                   1, &rq),
+                0);
       worst = std::max(worst, static_cast<double>(std::fabs(rq - ref) / ref));
     }
   }

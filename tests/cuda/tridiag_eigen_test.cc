@@ -16,6 +16,7 @@
 
 #include "core/cpu/internal/lapack.h"
 #include "gtest/gtest.h"
+#include "tests/graded_tridiagonal.h"
 
 namespace spexd::cuda {
 namespace {
@@ -415,42 +416,6 @@ TEST(TridiagQl, ValuesAloneEqualLoggedBitForBit) {
   }
 }
 
-// The k-th smallest eigenvalue of T (d, e) by Sturm-count bisection in long double: a
-// reference with ~1e-19 relative error, independent of QL. T positive definite.
-long double SturmEigenvalue(const std::vector<double>& d, const std::vector<double>& e, int k) {
-  const int n = static_cast<int>(d.size());
-  auto below = [&](long double x) {  // eigenvalues < x
-    int count = 0;
-    long double q = 1;
-    for (int i = 0; i < n; ++i) {
-      const long double ee = i > 0 ? static_cast<long double>(e[i - 1]) * e[i - 1] : 0;
-      q = static_cast<long double>(d[i]) - x - (i > 0 ? ee / q : 0);
-      if (q == 0) q = 1e-4000L;
-      if (q < 0) ++count;
-    }
-    return count;
-  };
-  long double lo = 0, hi = 4;  // the matrices below have ||T|| < 2
-  for (int it = 0; it < 128; ++it) {
-    const long double mid = (lo + hi) / 2;
-    (below(mid) > k ? hi : lo) = mid;
-  }
-  return (lo + hi) / 2;
-}
-
-// A graded T (n = 74) with its large end at the top, as the reduced core blocks: d_i
-// falls by `grade` from d_0 to d_end (times a random factor in [0.5, 1)), e_i = 0.45
-// sqrt(d_i d_i+1) times another (positive definite, ||T|| < 2 for SturmEigenvalue).
-Tridiagonal GradedTridiagonal(uint64_t seed, double grade) {
-  const int n = 74;
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<double> u(0.5, 1.0);
-  Tridiagonal t{std::vector<double>(n), std::vector<double>(n, 0.0)};
-  for (int i = 0; i < n; ++i) t.d[i] = std::pow(grade, -static_cast<double>(i) / (n - 1)) * u(rng);
-  for (int i = 0; i + 1 < n; ++i) t.e[i] = 0.45 * std::sqrt(t.d[i] * t.d[i + 1]) * u(rng);
-  return t;
-}
-
 // Graded T with its large end at the top, as the reduced core blocks (d_0 ~ 8 d_end): QL
 // on T as it stands lost up to 6.8e-12 relative on the small eigenvalues of these (22 of
 // the 48 above 1e-14); oriented (chased from the small end, LAPACK's QL/QR choice) at most
@@ -459,13 +424,13 @@ TEST(TridiagQl, OrientedValuesKeepRelativeAccuracyOnGradedT) {
   double worst = 0;
   for (int seed = 1; seed <= 16; ++seed) {
     for (double grade : {8.0, 100.0, 1e4}) {
-      const Tridiagonal t = GradedTridiagonal(seed, grade);
+      const spexd::testing::GradedT t = spexd::testing::GradedTridiagonal(seed, grade);
       const int n = static_cast<int>(t.d.size());
       std::vector<double> w = t.d, we = t.e;
       ASSERT_GE(QlValuesOriented(w.data(), we.data(), n), 0);
       std::sort(w.begin(), w.end());
       for (int k = 0; k < n; ++k) {
-        const long double ref = SturmEigenvalue(t.d, t.e, k);
+        const long double ref = spexd::testing::SturmEigenvalue(t.d, t.e, k);
         worst = std::max(worst, static_cast<double>(std::fabs(w[k] - ref) / ref));
       }
     }
@@ -481,12 +446,12 @@ TEST(TridiagQl, OrientedValuesKeepRelativeAccuracyOnGradedT) {
 TEST(TridiagVectors, RayleighQuotientCorrectsTheEigenvalue) {
   double worst = 0;
   for (int seed = 1; seed <= 6; ++seed) {
-    const Tridiagonal t = GradedTridiagonal(seed, 100.0);
+    const spexd::testing::GradedT t = spexd::testing::GradedTridiagonal(seed, 100.0);
     const int n = static_cast<int>(t.d.size());
     std::vector<double> z(n), um(n);
     const double tnorm = TridiagonalNorm(t.d.data(), t.e.data(), n);
     for (int k = 0; k < n; ++k) {
-      const long double ref = SturmEigenvalue(t.d, t.e, k);
+      const long double ref = spexd::testing::SturmEigenvalue(t.d, t.e, k);
       const double off = static_cast<double>(ref) * (1.0 + ((k & 1) ? 1e-10 : -1e-10));
       double rq = off;
       ASSERT_GE(TwistedEigenvector(t.d.data(), t.e.data(), n, off, tnorm, z.data(), 1, um.data(),

@@ -204,6 +204,7 @@ std::string CpuCheckJson(const core::ExtractionJob& job, const std::vector<Bundl
   auto s = Extract(*cpu, cj, &ref);
   const double cpu_seconds = Now() - t0;
   double dflux = 0, divar = 0, drd = 0, dpm = 0, dchi = 0;
+  int ivar_at[3] = {-1, -1, -1};  // the largest ivar deviation: bundle, its fibre, wavelength
   for (const BundleResult& r : ref) {
     const BundleResult& g = last[static_cast<std::size_t>(r.bundle)];
     for (int f = 0; f < r.nfibers; ++f) {
@@ -215,7 +216,13 @@ std::string CpuCheckJson(const core::ExtractionJob& job, const std::vector<Bundl
       for (int w = 0; w < r.nwave; ++w) {
         const std::size_t i = static_cast<std::size_t>(f) * r.nwave + w;
         dflux = std::max(dflux, std::fabs(r.flux[i] - g.flux[i]) / std::max(fm, 1e-300));
-        divar = std::max(divar, std::fabs(r.ivar[i] - g.ivar[i]) / std::max(im, 1e-300));
+        const double di = std::fabs(r.ivar[i] - g.ivar[i]) / std::max(im, 1e-300);
+        if (di > divar) {
+          divar = di;
+          ivar_at[0] = r.bundle;
+          ivar_at[1] = f;
+          ivar_at[2] = w;
+        }
         dpm = std::max(dpm, std::fabs(r.pixmask_fraction[i] - g.pixmask_fraction[i]));
         const double cm = std::max(std::fabs(r.chi2pix[i]), std::fabs(g.chi2pix[i]));
         dchi = std::max(dchi, std::fabs(r.chi2pix[i] - g.chi2pix[i]) / std::max(cm, 1e-300));
@@ -229,7 +236,8 @@ std::string CpuCheckJson(const core::ExtractionJob& job, const std::vector<Bundl
   check << ", \"cpu_check\": {\"ok\": " << (s.ok() ? "true" : "false") << ", \"bundles\": \""
         << args.check_bundles << "\", \"cpu_seconds\": " << cpu_seconds << ", \"flux\": " << dflux
         << ", \"ivar\": " << divar << ", \"rdiag\": " << drd << ", \"pixmask\": " << dpm
-        << ", \"chi2pix\": " << dchi << "}";
+        << ", \"chi2pix\": " << dchi << ", \"ivar_at\": {\"bundle\": " << ivar_at[0]
+        << ", \"fibre\": " << ivar_at[1] << ", \"wave\": " << ivar_at[2] << "}}";
   return check.str();
 }
 

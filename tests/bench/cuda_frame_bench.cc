@@ -4,8 +4,10 @@
 // --synthetic: tests/synthetic_frames.h instead), extracted once
 // cold (spots evaluated) and then N times warm; reports the median and p90 wall time of
 // Backend::Extract, the per-stage breakdown (CUDA events, summed over batches), the
-// throughput with several frames in flight (one backend per thread), and optionally a
-// CPU-backend parity check on a few bundles. JSON on stdout (or --json FILE). --model asks
+// throughput with several frames in flight (one backend per thread), the backend's GPU
+// memory (device_bytes), and optionally a CPU-backend parity check on a few bundles (each
+// array's largest deviation of its fibre's maximum; ivar_at: where ivar's is). JSON on
+// stdout (or --json FILE). --model asks
 // for the model image; --dump FILE writes the last warm run's outputs as raw bytes, so that
 // two builds' outputs can be compared bit for bit (cmp).
 // --planes pinned32 (the default) hands the backend what the server decodes a preproc

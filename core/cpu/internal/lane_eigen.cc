@@ -86,24 +86,27 @@ SPEXD_LANE_INLINE void ApplyRotations(const Work<L>& w, int lo, int hi) {
 // from the large end QL lost relative accuracy on their small eigenvalues, and the
 // decorrelation's ivar was within 3.7e-12 of a long-double reference, oriented 5.8e-13
 // (docs/perf.md, issue 25 session 27).
+// The lanes that reverse swap in whole vectors under a mask (exact either way).
 template <int L>
 SPEXD_LANE_INLINE void OrientLanes(const Work<L>& w) {
+  using V = typename LaneVec<L>::V;
+  using Mask = typename LaneVec<L>::Mask;
   const int n = w.n;
-  for (int lane = 0; lane < L && n > 1; ++lane) {
-    if (!(std::fabs(w.d[n - 1][lane]) < std::fabs(w.d[0][lane]))) continue;
-    auto swap = [lane](typename LaneVec<L>::V& a, typename LaneVec<L>::V& b) {
-      const double t = a[lane];
-      a[lane] = b[lane];
-      b[lane] = t;
-    };
-    for (int i = 0, j = n - 1; i < j; ++i, --j) swap(w.d[i], w.d[j]);
-    for (int i = 0, j = n - 2; i < j; ++i, --j) swap(w.e[i], w.e[j]);
-    w.e[n - 1][lane] = 0.0;
-    for (int i = 0, j = n - 1; i < j; ++i, --j) {  // columns i and j of Z
-      for (int k = 0; k < n; ++k) {
-        swap(w.z[static_cast<std::size_t>(i) * n + k], w.z[static_cast<std::size_t>(j) * n + k]);
-      }
-    }
+  if (n < 2) return;
+  const Mask flip = Abs<L>(w.d[n - 1]) < Abs<L>(w.d[0]);  // per lane
+  if (!Any<L>(flip)) return;
+  auto swap = [&flip](V* a, V* b) {
+    const V x = *a, y = *b;
+    *a = flip ? y : x;
+    *b = flip ? x : y;
+  };
+  for (int i = 0, j = n - 1; i < j; ++i, --j) swap(&w.d[i], &w.d[j]);
+  for (int i = 0, j = n - 2; i < j; ++i, --j) swap(&w.e[i], &w.e[j]);
+  w.e[n - 1] = flip ? V{} : w.e[n - 1];
+  for (int i = 0, j = n - 1; i < j; ++i, --j) {  // columns i and j of Z
+    V* zi = w.z + static_cast<std::size_t>(i) * n;
+    V* zj = w.z + static_cast<std::size_t>(j) * n;
+    for (int k = 0; k < n; ++k) swap(zi + k, zj + k);
   }
 }
 

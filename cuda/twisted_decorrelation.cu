@@ -187,10 +187,7 @@ __global__ void __launch_bounds__(kTwThreads, 2) TwistedKernel(RunArgs a) {
   if (rotate) {  // QL with the rotations applied in the block, from T as reduced
     __syncthreads();
     for (int idx = t; idx < n * n; idx += blockDim.x) r1[(idx / n) * lda + idx % n] = h[idx];
-    for (int i = t; i < n; i += blockDim.x) {
-      dv[i] = a.ql.d0[blk * n + i];
-      ev[i] = a.ql.e0[blk * n + i];
-    }
+    for (int i = t; i < n; i += blockDim.x) dv[i] = t0[i];  // e0 is still in ev (staged)
     __syncthreads();
     BlockTeam team{smem + L.red};
     sweeps = TridiagonalQl(team, dv, ev, r1, lda, n, scr, scr + 2 * n, ctl);

@@ -142,18 +142,19 @@ absl::Status Workspace::Reserve(const WorkspaceSpec& spec) {
   SPEXD_RETURN_IF_ERROR(image_.Allocate(g.image_pixels, "image"));
   SPEXD_RETURN_IF_ERROR(ivar_.Allocate(g.image_pixels, "ivar"));
   SPEXD_RETURN_IF_ERROR(stage_.Allocate(2 * g.image_pixels, "image staging"));
+  const std::size_t ql_blocks = std::max<std::size_t>(Sz(int64_t{g.slots} * g.nper), 1);
   if (g.ql_log) {
-    const std::size_t blocks = std::max<std::size_t>(Sz(int64_t{g.slots} * g.nper), 1), nt = Sz(g.nt);
-    SPEXD_RETURN_IF_ERROR(ql_d_.Allocate(blocks * nt, "QL diagonals"));
-    SPEXD_RETURN_IF_ERROR(ql_e_.Allocate(blocks * nt, "QL subdiagonals"));
-    SPEXD_RETURN_IF_ERROR(ql_d0_.Allocate(blocks * nt, "tridiagonal diagonals"));
-    SPEXD_RETURN_IF_ERROR(ql_e0_.Allocate(blocks * nt, "tridiagonal subdiagonals"));
+    const std::size_t n = ql_blocks * Sz(g.nt);
+    SPEXD_RETURN_IF_ERROR(ql_d_.Allocate(n, "QL diagonals"));
+    SPEXD_RETURN_IF_ERROR(ql_e_.Allocate(n, "QL subdiagonals"));
+    SPEXD_RETURN_IF_ERROR(ql_d0_.Allocate(n, "tridiagonal diagonals"));
+    SPEXD_RETURN_IF_ERROR(ql_e0_.Allocate(n, "tridiagonal subdiagonals"));
   }
   if (g.ql_rotations) {  // the rotate path's log; the twisted path never writes it
-    const std::size_t blocks = std::max<std::size_t>(Sz(int64_t{g.slots} * g.nper), 1);
-    SPEXD_RETURN_IF_ERROR(ql_c_.Allocate(blocks * Sz(QlRotationCap(g.nt)), "QL rotation cosines"));
-    SPEXD_RETURN_IF_ERROR(ql_s_.Allocate(blocks * Sz(QlRotationCap(g.nt)), "QL rotation sines"));
-    SPEXD_RETURN_IF_ERROR(ql_sweeps_.Allocate(blocks * 2 * Sz(QlSweepCap(g.nt)), "QL sweep ranges"));
+    const std::size_t rot = ql_blocks * Sz(QlRotationCap(g.nt));
+    SPEXD_RETURN_IF_ERROR(ql_c_.Allocate(rot, "QL rotation cosines"));
+    SPEXD_RETURN_IF_ERROR(ql_s_.Allocate(rot, "QL rotation sines"));
+    SPEXD_RETURN_IF_ERROR(ql_sweeps_.Allocate(ql_blocks * 2 * Sz(QlSweepCap(g.nt)), "QL sweep ranges"));
   }
   SPEXD_RETURN_IF_ERROR(h_stage_.Allocate(2 * g.image_pixels, "image staging (host)"));
   if (!events_created_) {

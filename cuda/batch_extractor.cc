@@ -113,10 +113,18 @@ absl::Status BatchExtractor::Prepare(const core::ExtractionJob& job, int nbundle
   return absl::OkStatus();
 }
 
+// The band inversion reads its leaves from the GEMM scratch: the tiled factor's or trsm's
+// (the in-place leaf kernel of the potrf path keeps the trailing-first inversion).
+bool BatchExtractor::BandInverse() const {
+  return cfg_.diagnostics.band_inverse &&
+         (tiled_cholesky_ || cfg_.solver == core::CudaTriangularSolver::kCusolverBatched);
+}
+
 LayoutChoices BatchExtractor::Choices() const {
   LayoutChoices c;
   c.library_leaf = cfg_.solver == core::CudaTriangularSolver::kCusolverBatched;
   c.tiled_cholesky = tiled_cholesky_;
+  c.band_inverse = BandInverse();
   return c;
 }
 
@@ -161,6 +169,7 @@ RunResources BatchExtractor::Resources(WorkspaceSet* s, bool record_marks) const
   r.tridiag_register_rotate = cfg_.diagnostics.tridiag_register_rotate;
   r.twisted_vectors = cfg_.diagnostics.twisted_vectors;
   r.dmma_gram = cfg_.diagnostics.dmma_gram;
+  r.band_inverse = BandInverse();
   r.tail = record_marks && cfg_.eigen == core::CudaEigensolver::kSharedMemoryTridiagonalQl
                ? cfg_.ctx->tail()
                : cfg_.ctx->compute();

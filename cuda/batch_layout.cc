@@ -35,7 +35,9 @@ int MaxBlocks(const core::PatchPlan& plan) {
 
 std::size_t MaxPointerCount(const core::PatchPlan& plan, int count) {
   const std::size_t nb = static_cast<std::size_t>(std::max(1, MaxBlocks(plan)));
-  const std::size_t per_entry = 3 + 3 * nb + 6 * nb + 3 * static_cast<std::size_t>(plan.nper) + 3 * nb;
+  // potrf, leaves, chol_update, and the larger of trtri + gram and band_inverse (g1..g5).
+  const std::size_t inverse = std::max(6 * nb + 3 * static_cast<std::size_t>(plan.nper), 15 * nb);
+  const std::size_t per_entry = 3 + 3 * nb + 3 * nb + inverse;
   return per_entry * static_cast<std::size_t>(count);
 }
 
@@ -243,6 +245,90 @@ void AddCoreGrams(const SlotMath& sm, RunLayout* out) {
   }
 }
 
+// The selected inversion inside the band (batch_layout.h): per step r, the entries whose
+// column block J = nb-1-r is at or after core_row, grouped by shape.
+void AddBandInverse(const SlotMath& sm, RunLayout* out) {
+  const int nt = sm.nt, ld = static_cast<int>(sm.ld);
+  for (int r = 0; r < MaxBlocks(sm.plan); ++r) {
+    std::map<int, PointerTriples> g1, g2;                   // by kk
+    std::map<std::pair<int, int>, PointerTriples> g3;       // by (kept rows, kk)
+    PointerTriples g4, g5, g5w;
+    for (const RunEntry& e : out->entries) {
+      const core::PatchDesc& d = sm.patch(e);
+      const int j = BandInverseColumn(r, d.nspectot);
+      if (j < d.core_row || j < 0) continue;
+      const int reach = BandInverseReach(j, e.band, d.nspectot);
+      const int64_t j0 = static_cast<int64_t>(j) * nt, j1 = j0 + nt;
+      const uint64_t w = sm.T(e, j * sm.nt2);
+      if (reach == 0) {
+        g5w.a.push_back(w);
+        g5w.b.push_back(w);
+        g5w.c.push_back(sm.M(e, j0, j0));
+        continue;
+      }
+      const int kk = reach * nt;
+      const uint64_t z = sm.T(e, (j + 1) * sm.nt2);  // the leaves of K: no longer needed
+      PointerTriples& p1 = g1[kk];
+      p1.a.push_back(sm.M(e, j1, j1));
+      p1.b.push_back(sm.M(e, j1, j0));
+      p1.c.push_back(z);
+      PointerTriples& p2 = g2[kk];
+      p2.a.push_back(sm.M(e, j1, j0));
+      p2.b.push_back(z);
+      p2.c.push_back(sm.M(e, j0, j0));
+      const int kept = BandInverseKept(j, e.band, d.nspectot);
+      if (kept > 0) {
+        PointerTriples& p3 = g3[{kept * nt, kk}];
+        p3.a.push_back(z);
+        p3.b.push_back(w);
+        p3.c.push_back(sm.M(e, j1, j0));
+      }
+      g4.a.push_back(sm.M(e, j0, j0));
+      g4.b.push_back(w);
+      g4.c.push_back(z);
+      g5.a.push_back(w);
+      g5.b.push_back(z);
+      g5.c.push_back(sm.M(e, j0, j0));
+    }
+    std::vector<BatchedCall> step;
+    auto add = [&](PointerTriples& pt, BatchedCall call) {
+      if (pt.a.empty()) return;
+      pt.Flush(&out->ptrs, &call);
+      step.push_back(call);
+    };
+    auto shape = [](int m, int n, int k, int lda, int ldb, int ldc) {
+      BatchedCall c;
+      c.m = m;
+      c.n = n;
+      c.k = k;
+      c.lda = lda;
+      c.ldb = ldb;
+      c.ldc = ldc;
+      return c;
+    };
+    BatchedCall c5w = shape(nt, nt, nt, nt, nt, ld);
+    c5w.transa = 1;
+    add(g5w, c5w);
+    for (auto& [kk, pt] : g1) add(pt, shape(kk, nt, kk, ld, ld, kk));
+    for (auto& [kk, pt] : g2) {
+      BatchedCall c = shape(nt, nt, kk, ld, kk, ld);
+      c.transa = 1;
+      c.beta = 1.0;
+      add(pt, c);
+    }
+    for (auto& [key, pt] : g3) {
+      BatchedCall c = shape(key.first, nt, nt, key.second, nt, ld);
+      c.alpha = -1.0;
+      add(pt, c);
+    }
+    add(g4, shape(nt, nt, nt, ld, nt, nt));
+    BatchedCall c5 = shape(nt, nt, nt, nt, nt, ld);
+    c5.transa = 1;
+    add(g5, c5);
+    out->band_inverse.push_back(std::move(step));
+  }
+}
+
 }  // namespace
 
 RunLayout BuildRunLayout(const core::PatchPlan& plan, std::vector<RunEntry> entries,
@@ -256,8 +342,12 @@ RunLayout BuildRunLayout(const core::PatchPlan& plan, std::vector<RunEntry> entr
   AddCholesky(sm, &out);
   if (choices.tiled_cholesky) AddTiledUpdates(sm, &out);
   if (choices.library_leaf) AddLeafInverses(sm, &out);
-  AddBlockInversion(sm, &out);
-  AddCoreGrams(sm, &out);
+  if (choices.band_inverse) {
+    AddBandInverse(sm, &out);
+  } else {
+    AddBlockInversion(sm, &out);
+    AddCoreGrams(sm, &out);
+  }
   return out;
 }
 

@@ -14,6 +14,23 @@
 //     X[j+1:, j+1:] is lower triangular; the blocks above its diagonal are zeroed first;
 //   * C_jj = X[j:, j]^T X[j:, j] for the core blocks (gemm with A transposed), since
 //     C = M^{-1} = X^T X with X = L^{-1}.
+// Or (LayoutChoices::band_inverse; SPEXD_CUDA_INVERSE=band) the selected inversion inside the band,
+// the CPU backend's recursion (core/cpu/internal/band_inverse.cc) in blocks of nt: step
+// r = 0, 1, ... takes block column J = nb-1-r of each entry with J >= c0. With
+// K = J+1 .. BandLast(J) (kk = |K| nt rows), X = L[K, J] and W = L_JJ^{-1} (the leaf in the
+// GEMM scratch's block J), the slot matrix's column blocks after J hold C inside the band
+// (C[K, K] with both triangles), written over L, and
+//   g1  Z = C[K, K] X           (scratch blocks J+1.., leading dimension kk)
+//   g2  H = I + X^T Z           (over block (J, J); the prologue put I there)
+//   g3  C[K1, J] = -Z[K1] W     (K1: K's first B-1 blocks, the ones later steps read)
+//   g4  G = H W                 (scratch, over Z)
+//   g5  C[J, J] = W^T G         (W^T W where K is empty)
+// Before step r's calls the prologue (LaunchBandInversePrologue) finishes block column
+// J+1: its diagonal block made exactly symmetric (the lower triangle wins) and copied to
+// C's output where it is a core block, C[K1, J+1] mirrored above the diagonal; and it puts
+// I on block (J, J). One more prologue after the last step finishes block c0. About 42 nt^3
+// multiply-adds a 7-block patch against ~54 for the trailing-first inversion and the Grams,
+// and no zeroed blocks or leaf copies.
 #ifndef SPEXD_CUDA_BATCH_LAYOUT_H_
 #define SPEXD_CUDA_BATCH_LAYOUT_H_
 
@@ -22,6 +39,7 @@
 
 #include "cuda/device_types.h"
 #include "core/numerics/host_device.h"
+#include "core/numerics/patch_numerics.h"
 
 namespace spexd::core {
 struct PatchPlan;
@@ -36,6 +54,17 @@ SPEXD_HD bool NeedsLeafInverse(int i, int core_row, int nspectot) {
 }
 SPEXD_HD bool NeedsZeroBlock(int i, int k, int core_row, int nspectot) {
   return i > core_row && i < k && k < nspectot;
+}
+
+// The band inversion's bookkeeping (shared by the prologue kernel, the layout and the host
+// replay): step r's column block, its K's blocks, and the blocks of C[K1, J] kept.
+SPEXD_HD int BandInverseColumn(int r, int nspectot) { return nspectot - 1 - r; }
+SPEXD_HD int BandInverseReach(int j, int band, int nspectot) {
+  return core::BandLast(j, band > 0 ? band : 0, nspectot) - j;
+}
+SPEXD_HD int BandInverseKept(int j, int band, int nspectot) {
+  const int reach = BandInverseReach(j, band, nspectot);
+  return reach < band - 1 ? reach : (band > 1 ? band - 1 : 0);
 }
 
 // Base addresses (as integers) and strides of one workspace set.
@@ -64,6 +93,7 @@ struct RunLayout {
   BatchedCall leaf_trsm;                       // library leaf path (count 0 when unused)
   std::vector<std::vector<BatchedCall>> trtri; // per step r = 1..: {gemm 1 per k, gemm 2}
   std::vector<BatchedCall> gram;               // one per distinct k
+  std::vector<std::vector<BatchedCall>> band_inverse;  // per step r = 0..: g1..g5, in order
   std::vector<uint64_t> ptrs;                  // all pointer arrays, back to back
 };
 
@@ -76,6 +106,9 @@ std::vector<RunEntry> MakeBatchEntries(const core::PatchPlan& plan, const std::v
 struct LayoutChoices {
   bool library_leaf = false;    // leaf inverses by trsmBatched (leaf_trsm)
   bool tiled_cholesky = false;  // chol_update for the tiled Cholesky
+  // band_inverse instead of trtri and gram; needs the leaves in the GEMM scratch (the
+  // tiled Cholesky's or library_leaf's).
+  bool band_inverse = false;
 };
 
 // Layout of a run over `entries` (any slots; re-sorted by n, stably).

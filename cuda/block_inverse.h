@@ -21,6 +21,10 @@ cudaError_t LaunchSetLeafIdentity(const RunArgs& args, int max_blocks, cudaStrea
 // ...and, after trsmBatched, the solved blocks back onto the diagonal.
 cudaError_t LaunchCopyLeafBlocks(const RunArgs& args, int max_blocks, cudaStream_t stream);
 
+// The band inversion's prologue before step r's GEMMs (r = 0 .. max_blocks; the last
+// after all steps): batch_layout.h.
+cudaError_t LaunchBandInversePrologue(const RunArgs& args, int r, int max_blocks, cudaStream_t stream);
+
 }  // namespace spexd::cuda
 
 #endif  // SPEXD_CUDA_BLOCK_INVERSE_H_

@@ -28,6 +28,11 @@ struct Diagnostics {
   // SPEXD_CUDA_GRAM=cublas: C's core blocks by batched cuBLAS GEMMs instead of the DMMA
   // kernel (cuda/core_gram.h; A/B benches).
   bool dmma_gram = true;
+  // SPEXD_CUDA_INVERSE=band: C's core blocks by the selected inversion inside the band
+  // (batch_layout.h; issue 25, session 28: with batched cuBLAS GEMMs of 74 x 74 blocks its
+  // stage took 21.1 ms a frame against 15.4 for the trailing-first inversion, so not the
+  // default) instead of the trailing-first inversion and the Grams.
+  bool band_inverse = false;
   // The decorrelation's eigenvectors from T's eigenvalues by twisted factorisations and
   // one Newton-Schulz step (cuda/tridiag_vectors.h; issue 25, session 26: 5.6 % faster a
   // frame; with session 27's oriented QL and Rayleigh quotients, ivar within 3.5e-13 of a

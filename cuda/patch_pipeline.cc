@@ -98,6 +98,69 @@ absl::Status LibraryEigen(const RunResources& res, const RunLayout& layout, cons
   return absl::OkStatus();
 }
 
+// Library path: X_ii = L_ii^{-1} by trsmBatched into the GEMM scratch.
+absl::Status LibraryLeaves(const RunResources& res, const RunLayout& layout, const RunArgs& args,
+                           cudaStream_t stream) {
+  SPEXD_CUDA_RETURN_IF_ERROR(LaunchSetLeafIdentity(args, res.max_blocks, stream));
+  const BatchedCall& c = layout.leaf_trsm;
+  if (c.count == 0) return absl::OkStatus();
+  const double one = 1.0;
+  SPEXD_CUDA_RETURN_IF_ERROR(cublasDtrsmBatched(
+      res.ctx->cublas(), CUBLAS_SIDE_LEFT, CUBLAS_FILL_MODE_LOWER, CUBLAS_OP_N, CUBLAS_DIAG_NON_UNIT,
+      c.m, c.n, &one, PtrArray<const double* const>(res.d_ptrs, c.a_off), c.lda,
+      PtrArray<double* const>(res.d_ptrs, c.b_off), c.ldb, c.count));
+  return absl::OkStatus();
+}
+
+// The trailing-first block inversion and the Grams (batch_layout.h).
+absl::Status EnqueueTrailingInverse(const RunResources& res, const RunLayout& layout,
+                                    const RunArgs& args, cudaStream_t stream) {
+  absl::Status s;
+  SPEXD_CUDA_RETURN_IF_ERROR(LaunchZeroUpperBlocks(args, res.max_blocks, stream));
+  if (res.solver == core::CudaTriangularSolver::kCusolverBatched) {
+    if (!(s = LibraryLeaves(res, layout, args, stream)).ok()) return s;
+    SPEXD_CUDA_RETURN_IF_ERROR(LaunchCopyLeafBlocks(args, res.max_blocks, stream));
+  } else if (res.tiled_cholesky) {
+    // The factor kernel left X_ii = L_ii^{-1} in the scratch, where trsm would have.
+    SPEXD_CUDA_RETURN_IF_ERROR(LaunchCopyLeafBlocks(args, res.max_blocks, stream));
+  } else {
+    SPEXD_CUDA_RETURN_IF_ERROR(LaunchLeafInverse(args, res.max_blocks, stream));
+  }
+  for (const auto& step : layout.trtri) {
+    for (const BatchedCall& c : step) {
+      if (!(s = GemmBatched(res.ctx->cublas(), c, res.d_ptrs)).ok()) return s;
+    }
+  }
+  if (res.dmma_gram && args.dims.nwavetot <= kCoreGramMaxNt) {
+    SPEXD_CUDA_RETURN_IF_ERROR(LaunchCoreGram(args, stream));
+  } else {
+    for (const BatchedCall& c : layout.gram) {
+      if (!(s = GemmBatched(res.ctx->cublas(), c, res.d_ptrs)).ok()) return s;
+    }
+  }
+  return absl::OkStatus();
+}
+
+// The selected inversion inside the band (batch_layout.h): the leaves stay in the GEMM
+// scratch, where the tiled factor (or trsm) left them.
+absl::Status EnqueueBandInverse(const RunResources& res, const RunLayout& layout,
+                                const RunArgs& args, cudaStream_t stream) {
+  if (res.solver == core::CudaTriangularSolver::kCusolverBatched) {
+    absl::Status s = LibraryLeaves(res, layout, args, stream);
+    if (!s.ok()) return s;
+  }
+  for (std::size_t r = 0; r <= layout.band_inverse.size(); ++r) {
+    SPEXD_CUDA_RETURN_IF_ERROR(
+        LaunchBandInversePrologue(args, static_cast<int>(r), res.max_blocks, stream));
+    if (r == layout.band_inverse.size()) break;
+    for (const BatchedCall& c : layout.band_inverse[r]) {
+      absl::Status s = GemmBatched(res.ctx->cublas(), c, res.d_ptrs);
+      if (!s.ok()) return s;
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 // Over 100 lines: the run's kernels and library calls are enqueued in stream order in one
@@ -155,35 +218,10 @@ absl::Status EnqueueRun(const RunResources& res, const RunLayout& layout, const 
   {
     // C's core diagonal blocks from the factor (batch_layout.h).
     NvtxRange range{"inverse blocks"};
-    SPEXD_CUDA_RETURN_IF_ERROR(LaunchZeroUpperBlocks(args, res.max_blocks, stream));
-    if (res.solver == core::CudaTriangularSolver::kCusolverBatched) {
-      SPEXD_CUDA_RETURN_IF_ERROR(LaunchSetLeafIdentity(args, res.max_blocks, stream));
-      const BatchedCall& c = layout.leaf_trsm;
-      if (c.count > 0) {
-        const double one = 1.0;
-        SPEXD_CUDA_RETURN_IF_ERROR(cublasDtrsmBatched(
-            ctx.cublas(), CUBLAS_SIDE_LEFT, CUBLAS_FILL_MODE_LOWER, CUBLAS_OP_N, CUBLAS_DIAG_NON_UNIT,
-            c.m, c.n, &one, PtrArray<const double* const>(ptrs, c.a_off), c.lda,
-            PtrArray<double* const>(ptrs, c.b_off), c.ldb, c.count));
-      }
-      SPEXD_CUDA_RETURN_IF_ERROR(LaunchCopyLeafBlocks(args, res.max_blocks, stream));
-    } else if (res.tiled_cholesky) {
-      // The factor kernel left X_ii = L_ii^{-1} in the scratch, where trsm would have.
-      SPEXD_CUDA_RETURN_IF_ERROR(LaunchCopyLeafBlocks(args, res.max_blocks, stream));
+    if (res.band_inverse) {
+      if (!(s = EnqueueBandInverse(res, layout, args, stream)).ok()) return s;
     } else {
-      SPEXD_CUDA_RETURN_IF_ERROR(LaunchLeafInverse(args, res.max_blocks, stream));
-    }
-    for (const auto& step : layout.trtri) {
-      for (const BatchedCall& c : step) {
-        if (!(s = GemmBatched(ctx.cublas(), c, ptrs)).ok()) return s;
-      }
-    }
-    if (res.dmma_gram && args.dims.nwavetot <= kCoreGramMaxNt) {
-      SPEXD_CUDA_RETURN_IF_ERROR(LaunchCoreGram(args, stream));
-    } else {
-      for (const BatchedCall& c : layout.gram) {
-        if (!(s = GemmBatched(ctx.cublas(), c, ptrs)).ok()) return s;
-      }
+      if (!(s = EnqueueTrailingInverse(res, layout, args, stream)).ok()) return s;
     }
     if (!(s = Mark(res, kMarkInverseBlocks, stream)).ok()) return s;
   }

@@ -37,6 +37,9 @@ struct RunResources {
   // C's core blocks by the DMMA kernel (core_gram.h) where nt allows, else batched GEMMs
   // (Diagnostics, SPEXD_CUDA_GRAM).
   bool dmma_gram;
+  // C's core blocks by the selected inversion inside the band (batch_layout.h; the layout
+  // was built with LayoutChoices::band_inverse), else the trailing-first inversion.
+  bool band_inverse;
   // Stream of the run's tail (QL, rotation, products, model): ctx->tail() lets it overlap
   // the next run's factorisations (only with core::CudaEigensolver::kSharedMemoryTridiagonalQl), ctx->compute() keeps
   // the run on one stream. The caller orders what follows the run after `tail`.

@@ -5,6 +5,7 @@
 #include "cuda/batch_layout.h"
 
 #include <cmath>
+#include <tuple>
 #include <vector>
 
 #include "core/plan/patch_plan.h"
@@ -164,6 +165,63 @@ TEST_P(BandedLayout, TiledCholeskyEqualsPotrf) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Bands, BandedLayout, ::testing::Values(1, 2));
+
+// The selected inversion inside the band (LayoutChoices::band_inverse) after the tiled
+// factor or the library's leaves: C's core blocks of M^{-1}, exactly symmetric, for bands
+// 0 (block diagonal) to the full width, with NaN in every upper triangle the factor left
+// (nothing may read it) and no trtri or Gram calls.
+class BandInverseLayout : public ::testing::TestWithParam<std::tuple<int, bool>> {};
+
+TEST_P(BandInverseLayout, GivesTheCoreBlocksOfTheInverse) {
+  const auto [band, library] = GetParam();
+  core::PatchPlan plan = SmallPlan();
+  core::PatchDesc wide = plan.patches[1];  // 6 blocks, core 1..2: steps reach past band 2
+  wide.nspectot = 6;
+  wide.n = wide.nspectot * plan.nwavetot;
+  plan.patches.push_back(wide);
+  core::PatchDesc last = wide;  // core blocks at the end: the first step is a core block
+  last.core_row = 4;
+  plan.patches.push_back(last);
+  plan.max_n = std::max(plan.max_n, wide.n);
+  plan.bundle_first_patch.back() = static_cast<int32_t>(plan.patches.size());
+  if (band >= 0) plan.coupled_band.assign(plan.patches.size(), band);
+  LayoutChoices choices;
+  choices.band_inverse = true;
+  choices.library_leaf = library;
+  choices.tiled_cholesky = !library;
+  Replay r(plan, choices);
+  ASSERT_LE(r.layout.ptrs.size(), MaxPointerCount(r.plan, r.nslots));
+  EXPECT_TRUE(r.layout.trtri.empty());
+  EXPECT_TRUE(r.layout.gram.empty());
+  ASSERT_EQ(r.layout.band_inverse.size(), static_cast<std::size_t>(r.nb));
+  for (const auto& step : r.layout.band_inverse) {
+    for (const BatchedCall& call : step) {
+      if (band >= 0) {
+        EXPECT_LE(call.k, std::max(1, band) * r.nt);  // inside the band
+      }
+    }
+  }
+  r.FillSpd(13);
+  if (library) {
+    r.HostPotrf();
+  } else {
+    r.TiledCholesky();
+  }
+  r.BandInvert();
+  ExpectCoreBlocksOfInverse(r);
+  for (std::size_t blk = 0; blk < r.c.size() / (r.nt * r.nt); ++blk) {
+    const double* cb = r.c.data() + blk * r.nt * r.nt;
+    for (int col = 0; col < r.nt; ++col) {
+      for (int row = 0; row < col; ++row) {
+        EXPECT_EQ(cb[row + col * r.nt], cb[col + row * r.nt]) << "block " << blk;
+      }
+    }
+  }
+}
+
+// band -1: the plan's default (every spectrum coupled).
+INSTANTIATE_TEST_SUITE_P(Bands, BandInverseLayout,
+                         ::testing::Combine(::testing::Values(-1, 0, 1, 2), ::testing::Bool()));
 
 }  // namespace
 }  // namespace spexd::cuda

@@ -42,6 +42,7 @@ TEST(CudaDiagnosticsTest, UnsetOrEmptyMeansTheProductionDefaults) {
     EXPECT_TRUE(d->tridiag_register_reduce);
     EXPECT_TRUE(d->tridiag_register_rotate);
     EXPECT_TRUE(d->dmma_gram);
+    EXPECT_FALSE(d->band_inverse);
     EXPECT_TRUE(d->twisted_vectors);
     EXPECT_TRUE(d->test_faults.empty());
   }
@@ -55,6 +56,7 @@ TEST(CudaDiagnosticsTest, EverySwitchIsRead) {
                                         {"SPEXD_CUDA_TRIDIAG_REDUCE", "shared"},
                                         {"SPEXD_CUDA_TRIDIAG_ROTATE", "shared"},
                                         {"SPEXD_CUDA_GRAM", "cublas"},
+                                        {"SPEXD_CUDA_INVERSE", "band"},
                                         {"SPEXD_CUDA_EIGENVECTORS", "rotate"},
                                         {"SPEXD_TEST_CUDA_FAULTS", "oom_at_alloc=3"}});
   ASSERT_TRUE(d.ok()) << d.status();
@@ -65,6 +67,7 @@ TEST(CudaDiagnosticsTest, EverySwitchIsRead) {
   EXPECT_FALSE(d->tridiag_register_reduce);
   EXPECT_FALSE(d->tridiag_register_rotate);
   EXPECT_FALSE(d->dmma_gram);
+  EXPECT_TRUE(d->band_inverse);
   EXPECT_FALSE(d->twisted_vectors);
   EXPECT_EQ(d->test_faults, "oom_at_alloc=3");
   d = Read({{"SPEXD_CUDA_TRIDIAG_REDUCE", "register"}, {"SPEXD_CUDA_TIMELINE", "0"}});
@@ -90,6 +93,7 @@ TEST(CudaDiagnosticsTest, BadValuesAreRefusedNamingTheVariableAndAllowedValues) 
                         Case{"SPEXD_CUDA_TRIDIAG_REDUCE", "Shared", "register or shared"},
                         Case{"SPEXD_CUDA_TRIDIAG_ROTATE", "fast", "register or shared"},
                         Case{"SPEXD_CUDA_GRAM", "tensor", "dmma or cublas"},
+                        Case{"SPEXD_CUDA_INVERSE", "dense", "trailing or band"},
                         Case{"SPEXD_CUDA_EIGENVECTORS", "jacobi", "twisted or rotate"}}) {
     absl::StatusOr<Diagnostics> d = Read({{k.name, k.value}});
     ASSERT_FALSE(d.ok()) << k.name << "=" << k.value;
@@ -110,7 +114,7 @@ TEST(CudaDiagnosticsTest, TheTableListsEverySwitchOnce) {
   for (const char* name : {"SPEXD_CUDA_MODULE", "SPEXD_CUDA_TIMELINE", "SPEXD_CUDA_BATCH_PLAN",
                            "SPEXD_CUDA_UPLOAD_SPLIT", "SPEXD_CUDA_PREFAULT",
                            "SPEXD_CUDA_TRIDIAG_REDUCE", "SPEXD_CUDA_TRIDIAG_ROTATE", "SPEXD_CUDA_GRAM",
-                           "SPEXD_CUDA_EIGENVECTORS", "SPEXD_TEST_CUDA_FAULTS"}) {
+                           "SPEXD_CUDA_INVERSE", "SPEXD_CUDA_EIGENVECTORS", "SPEXD_TEST_CUDA_FAULTS"}) {
     EXPECT_EQ(names.count(name), 1u) << name;
   }
 }

@@ -32,6 +32,11 @@ struct Replay {
   // Block inversion after the factor: zero blocks, leaves (trsm or the tiled path's
   // scratch copy), trtri and Gram GEMMs.
   void InvertBlocks();
+  // The band inversion instead (LayoutChoices::band_inverse): library leaves if chosen,
+  // then each step's prologue and GEMMs, and the last prologue.
+  void BandInvert();
+  void LibraryLeaves();          // identity into the scratch, then trsm (library_leaf)
+  void BandPrologue(int r);      // BandInversePrologueKernel
   // Lower triangle of the factor of slot `slot` (column-major n x n, zeros above).
   std::vector<double> Factor(int slot) const;
 

@@ -5,6 +5,9 @@
 #ifndef SPEXD_CORE_CPU_INTERNAL_LANE_VEC_H_
 #define SPEXD_CORE_CPU_INTERNAL_LANE_VEC_H_
 
+#include <cstddef>
+#include <utility>
+
 namespace spexd::core::internal {
 
 // aligned(8): vectors read from std::vector<double> rows; may_alias: read as doubles too.
@@ -27,14 +30,19 @@ template <> struct LaneVec<8> {
 // (the eigen-solver's QL 1.3x, its Q 2.5x slower than unrolled; issue 25, session 21).
 #define SPEXD_UNROLL_LANES _Pragma("GCC unroll 16")
 
-// x in every lane. The lane-by-lane fill compiles to one broadcast at -O2 (an initializer
-// list, or x - V{}, to a masked load per lane); the zeroing first keeps GCC's
-// -Wmaybe-uninitialized quiet at the sanitizer builds' -O1, and -O2 drops it.
+// x in every lane, as one broadcast at every optimisation level: a shuffle of lane 0. The
+// lane-by-lane fill (and an initializer list, or x - V{}) became one masked broadcast per
+// lane at -O3 (the Release builds of the benchmarks) or -O1, a chain of L dependent
+// instructions in the normal equations' and the eigen-solver's inner loops (issue 25,
+// session 28).
+template <int L, std::size_t... I>
+SPEXD_LANE_INLINE typename LaneVec<L>::V BroadcastLanes(double x, std::index_sequence<I...>) {
+  const typename LaneVec<L>::V v = {x};
+  return __builtin_shufflevector(v, v, ((void)I, 0)...);
+}
 template <int L>
 SPEXD_LANE_INLINE typename LaneVec<L>::V Broadcast(double x) {
-  typename LaneVec<L>::V v = {};
-  for (int i = 0; i < L; ++i) v[i] = x;
-  return v;
+  return BroadcastLanes<L>(x, std::make_index_sequence<L>{});
 }
 
 }  // namespace spexd::core::internal

@@ -26,18 +26,11 @@ double* AlignTo64(double* p) {
 // forms them), one scatter a run.
 constexpr int kMaxRun = 16;
 
-// A column's vector of sums goes into M as one vector add where its L entries' rows are
-// consecutive (a stamp's neighbouring wavelengths: most of them), else entry by entry; the
-// same additions either way, so the same bits. On the diagonal vector the rows above the
-// column keep their values (selected back in, not added to).
 template <int L>
 SPEXD_LANE_INLINE void FlushRun(int k, int kp, const int32_t* cols, int run, const double* pvs,
                                 const double* vas, int stride, int kd, double* m) {
   using V = typename LaneVec<L>::V;
-  using Mask = typename LaneVec<L>::Mask;
   alignas(64) double sum[L];
-  Mask lane = {};
-  for (int i = 0; i < L; ++i) lane[i] = i;
   for (int l = 0; l < k; ++l) {
     double* mcol = m + static_cast<std::size_t>(cols[l]) * kd;  // M[q, cols[l]] at mcol[q]
     for (int c = l / L * L; c < kp; c += L) {
@@ -45,12 +38,6 @@ SPEXD_LANE_INLINE void FlushRun(int k, int kp, const int32_t* cols, int run, con
       for (int r = 0; r < run; ++r) {
         const V a = Broadcast<L>(pvs[r * stride + l]);
         acc += a * *reinterpret_cast<const V*>(vas + r * stride + c);
-      }
-      if (c + L <= k && cols[c + L - 1] - cols[c] == L - 1) {
-        V* dst = reinterpret_cast<V*>(mcol + cols[c]);
-        const V old = *dst;
-        *dst = c >= l ? old + acc : (lane >= (l - c) ? old + acc : old);
-        continue;
       }
       *reinterpret_cast<V*>(sum) = acc;
       const int e1 = std::min(c + L, k);

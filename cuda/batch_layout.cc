@@ -9,6 +9,10 @@
 namespace spexd::cuda {
 namespace {
 
+// More runs than this and a call keeps its one pointer-array launch: short strided
+// launches would cost more than they save.
+constexpr int kMaxStridedRuns = 4;
+
 uint64_t Addr(uint64_t base, int64_t elements) {
   return base + static_cast<uint64_t>(elements) * sizeof(double);
 }
@@ -28,6 +32,40 @@ struct PointerTriples {
 };
 
 }  // namespace
+
+void SplitStrided(const std::vector<uint64_t>& ptrs, BatchedCall* call, int max_runs) {
+  call->strided.clear();
+  auto at = [&](int64_t off, int i) { return ptrs[static_cast<std::size_t>(off + i)]; };
+  auto step = [&](int64_t off, int i) {  // doubles from entry i to i + 1
+    return (static_cast<int64_t>(at(off, i + 1)) - static_cast<int64_t>(at(off, i))) /
+           static_cast<int64_t>(sizeof(double));
+  };
+  for (int i = 0; i < call->count;) {
+    StridedRun run;
+    run.first = i;
+    run.a = at(call->a_off, i);
+    run.b = at(call->b_off, i);
+    run.c = at(call->c_off, i);
+    run.count = 1;
+    if (i + 1 < call->count && step(call->a_off, i) >= 0 && step(call->b_off, i) >= 0 &&
+        step(call->c_off, i) > 0) {  // forward strides only (C's never 0: distinct outputs)
+      run.sa = step(call->a_off, i);
+      run.sb = step(call->b_off, i);
+      run.sc = step(call->c_off, i);
+      while (i + run.count < call->count && step(call->a_off, i + run.count - 1) == run.sa &&
+             step(call->b_off, i + run.count - 1) == run.sb &&
+             step(call->c_off, i + run.count - 1) == run.sc) {
+        ++run.count;
+      }
+    }
+    if (static_cast<int>(call->strided.size()) == max_runs) {
+      call->strided.clear();
+      return;
+    }
+    call->strided.push_back(run);
+    i += run.count;
+  }
+}
 
 int MaxBlocks(const core::PatchPlan& plan) {
   return plan.nwavetot > 0 ? plan.max_n / plan.nwavetot : 0;
@@ -56,8 +94,12 @@ std::vector<RunEntry> MakeBatchEntries(const core::PatchPlan& plan, const std::v
       entries.push_back(e);
     }
   }
+  // By n, then core_row: the first and last sub-bundles' patches (same n, other core
+  // rows) each take a run of slots, so that a call's entries are few strided runs.
   std::stable_sort(entries.begin(), entries.end(), [&](const RunEntry& a, const RunEntry& b) {
-    return plan.patches[a.patch].n < plan.patches[b.patch].n;
+    const core::PatchDesc& pa = plan.patches[a.patch];
+    const core::PatchDesc& pb = plan.patches[b.patch];
+    return pa.n != pb.n ? pa.n < pb.n : pa.core_row < pb.core_row;
   });
   for (std::size_t i = 0; i < entries.size(); ++i) entries[i].slot = static_cast<int32_t>(i);
   return entries;
@@ -348,6 +390,12 @@ RunLayout BuildRunLayout(const core::PatchPlan& plan, std::vector<RunEntry> entr
     AddBlockInversion(sm, &out);
     AddCoreGrams(sm, &out);
   }
+  for (auto* steps : {&out.chol_update, &out.trtri, &out.band_inverse}) {
+    for (std::vector<BatchedCall>& step : *steps) {
+      for (BatchedCall& call : step) SplitStrided(out.ptrs, &call, kMaxStridedRuns);
+    }
+  }
+  for (BatchedCall& call : out.gram) SplitStrided(out.ptrs, &call, kMaxStridedRuns);
   return out;
 }
 

@@ -42,9 +42,19 @@ absl::Status EnqueueTridiag(const RunResources& res, const RunArgs& args, cudaSt
 
 absl::Status GemmBatched(cublasHandle_t h, const BatchedCall& c, const uint64_t* ptrs) {
   if (c.count == 0) return absl::OkStatus();
+  const cublasOperation_t ta = c.transa ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t tb = c.transb ? CUBLAS_OP_T : CUBLAS_OP_N;
+  if (!c.strided.empty()) {
+    for (const StridedRun& r : c.strided) {
+      SPEXD_CUDA_RETURN_IF_ERROR(cublasDgemmStridedBatched(
+          h, ta, tb, c.m, c.n, c.k, &c.alpha, reinterpret_cast<const double*>(r.a), c.lda, r.sa,
+          reinterpret_cast<const double*>(r.b), c.ldb, r.sb, &c.beta, reinterpret_cast<double*>(r.c),
+          c.ldc, r.sc, r.count));
+    }
+    return absl::OkStatus();
+  }
   SPEXD_CUDA_RETURN_IF_ERROR(cublasDgemmBatched(
-      h, c.transa ? CUBLAS_OP_T : CUBLAS_OP_N, c.transb ? CUBLAS_OP_T : CUBLAS_OP_N, c.m, c.n, c.k,
-      &c.alpha,
+      h, ta, tb, c.m, c.n, c.k, &c.alpha,
       PtrArray<const double* const>(ptrs, c.a_off), c.lda,
       PtrArray<const double* const>(ptrs, c.b_off), c.ldb, &c.beta,
       PtrArray<double* const>(ptrs, c.c_off), c.ldc, c.count));

@@ -42,6 +42,37 @@ void ExpectCoreBlocksOfInverse(const Replay& r) {
   }
 }
 
+// Every GEMM call of the layouts: its strided runs (where it has them) give each entry the
+// addresses of its pointer arrays, cover the entries in order, and a whole batch's calls
+// are mostly strided (so that the test cannot pass with every call left to the arrays).
+void ExpectStridedRunsMatchPointers(const RunLayout& layout) {
+  int calls = 0, strided = 0;
+  auto check = [&](const BatchedCall& c) {
+    ++calls;
+    if (c.strided.empty()) return;
+    ++strided;
+    int next = 0;
+    for (const StridedRun& r : c.strided) {
+      EXPECT_EQ(r.first, next);
+      EXPECT_GT(r.count, 0);
+      next += r.count;
+    }
+    EXPECT_EQ(next, c.count);
+    for (int b = 0; b < c.count; ++b) {
+      const testing::Operands o = testing::EntryOperands(c, layout.ptrs, b);
+      EXPECT_EQ(o.a, layout.ptrs[static_cast<std::size_t>(c.a_off + b)]) << "entry " << b;
+      EXPECT_EQ(o.b, layout.ptrs[static_cast<std::size_t>(c.b_off + b)]) << "entry " << b;
+      EXPECT_EQ(o.c, layout.ptrs[static_cast<std::size_t>(c.c_off + b)]) << "entry " << b;
+    }
+  };
+  for (const auto* steps : {&layout.chol_update, &layout.trtri, &layout.band_inverse}) {
+    for (const auto& step : *steps) {
+      for (const BatchedCall& c : step) check(c);
+    }
+  }
+  EXPECT_GT(2 * strided, calls) << strided << " of " << calls << " calls strided";
+}
+
 TEST(BatchLayout, EntriesSortedBySizeAndSkipsSkipped) {
   core::PatchPlan plan = SmallPlan();
   std::vector<RunEntry> e = MakeBatchEntries(plan, {0}, 0.5);
@@ -51,7 +82,9 @@ TEST(BatchLayout, EntriesSortedBySizeAndSkipsSkipped) {
     EXPECT_NE(e[i].patch, 4);
     EXPECT_EQ(e[i].regularize, 0.5);
     if (i > 0) {
-      EXPECT_LE(plan.patches[e[i - 1].patch].n, plan.patches[e[i].patch].n);
+      const core::PatchDesc& p0 = plan.patches[e[i - 1].patch];
+      const core::PatchDesc& p1 = plan.patches[e[i].patch];
+      EXPECT_TRUE(p0.n < p1.n || (p0.n == p1.n && p0.core_row <= p1.core_row)) << i;
     }
   }
 }
@@ -114,6 +147,7 @@ TEST(BatchLayout, TiledCholeskyEqualsPotrfAndGivesTheInverse) {
   }
   r.InvertBlocks();
   ExpectCoreBlocksOfInverse(r);
+  ExpectStridedRunsMatchPointers(r.layout);
 }
 
 // Band B (PatchPlan::coupled_band): only spectra up to B apart couple. The updates,
@@ -209,6 +243,7 @@ TEST_P(BandInverseLayout, GivesTheCoreBlocksOfTheInverse) {
   }
   r.BandInvert();
   ExpectCoreBlocksOfInverse(r);
+  ExpectStridedRunsMatchPointers(r.layout);
   for (std::size_t blk = 0; blk < r.c.size() / (r.nt * r.nt); ++blk) {
     const double* cb = r.c.data() + blk * r.nt * r.nt;
     for (int col = 0; col < r.nt; ++col) {

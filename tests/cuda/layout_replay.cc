@@ -61,11 +61,23 @@ core::PatchPlan SmallPlan() {
   return plan;
 }
 
+Operands EntryOperands(const BatchedCall& c, const std::vector<uint64_t>& ptrs, int b) {
+  if (c.strided.empty()) return {ptrs[Z(c.a_off + b)], ptrs[Z(c.b_off + b)], ptrs[Z(c.c_off + b)]};
+  for (const StridedRun& r : c.strided) {
+    if (b < r.first || b >= r.first + r.count) continue;
+    const uint64_t i = static_cast<uint64_t>(b - r.first), d = sizeof(double);
+    return {r.a + i * static_cast<uint64_t>(r.sa) * d, r.b + i * static_cast<uint64_t>(r.sb) * d,
+            r.c + i * static_cast<uint64_t>(r.sc) * d};
+  }
+  std::abort();  // the runs must cover every entry (batch_layout_test checks it)
+}
+
 void NaiveGemm(const BatchedCall& c, const std::vector<uint64_t>& ptrs) {
   for (int b = 0; b < c.count; ++b) {
-    const double* A = P(ptrs[Z(c.a_off + b)]);
-    const double* B = P(ptrs[Z(c.b_off + b)]);
-    double* C = P(ptrs[Z(c.c_off + b)]);
+    const Operands o = EntryOperands(c, ptrs, b);
+    const double* A = P(o.a);
+    const double* B = P(o.b);
+    double* C = P(o.c);
     std::vector<double> out(Z(c.m) * c.n);
     for (int j = 0; j < c.n; ++j) {
       for (int i = 0; i < c.m; ++i) {

@@ -17,7 +17,14 @@ namespace spexd::cuda::testing {
 // §2.5, twice), one skipped.
 core::PatchPlan SmallPlan();
 
-// C = alpha op(A) op(B) + beta C, column-major, for every pointer triple of the call.
+// Entry b's A, B, C addresses as GemmBatched launches them: from the call's strided runs
+// when it has them, else from its pointer arrays.
+struct Operands {
+  uint64_t a, b, c;
+};
+Operands EntryOperands(const BatchedCall& c, const std::vector<uint64_t>& ptrs, int b);
+
+// C = alpha op(A) op(B) + beta C, column-major, for every entry of the call (EntryOperands).
 void NaiveGemm(const BatchedCall& c, const std::vector<uint64_t>& ptrs);
 
 struct Replay {

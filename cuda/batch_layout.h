@@ -11,7 +11,8 @@
 //       T = X[j+1:, j+1:] · L[j+1:, j]          (gemm 1, m = r·nt; k = min(B, r)·nt:
 //                                                 L is zero more than B blocks down)
 //       X[j+1:, j] = -T · X_jj                   (gemm 2, overwrites L's column block j)
-//     X[j+1:, j+1:] is lower triangular; the blocks above its diagonal are zeroed first;
+//     X[j+1:, j+1:] is lower triangular; the blocks above its diagonal (NeedsZeroBlock)
+//     are zeroed by the normal-equations kernel, which writes those columns anyway;
 //   * C_jj = X[j:, j]^T X[j:, j] for the core blocks (gemm with A transposed), since
 //     C = M^{-1} = X^T X with X = L^{-1}.
 // Or (LayoutChoices::band_inverse; SPEXD_CUDA_INVERSE=band) the selected inversion inside the band,

@@ -9,18 +9,6 @@ namespace {
 
 constexpr int kLeafThreads = 128;
 
-__global__ void ZeroUpperBlocksKernel(RunArgs a, int nb) {
-  const RunEntry e = a.entries[blockIdx.x];
-  const DevicePatch d = a.in.patches[e.patch];
-  const int i = blockIdx.y / nb, k = blockIdx.y % nb;
-  if (!NeedsZeroBlock(i, k, d.core_row, d.nspectot)) return;
-  const int nt = a.dims.nwavetot, ld = a.dims.ld;
-  double* base = SlotMatrix(a, e.slot) + static_cast<int64_t>(i) * nt + static_cast<int64_t>(k) * nt * ld;
-  for (int idx = threadIdx.x; idx < nt * nt; idx += blockDim.x) {
-    base[idx % nt + static_cast<int64_t>(idx / nt) * ld] = 0.0;
-  }
-}
-
 // Forward substitution, one thread per column of the inverse; L and X in shared memory.
 __global__ void LeafInverseKernel(RunArgs a) {
   extern __shared__ double smem[];
@@ -128,13 +116,6 @@ cudaError_t LaunchBandInversePrologue(const RunArgs& args, int r, int max_blocks
   if (args.count == 0 || max_blocks < 1) return cudaSuccess;
   const dim3 grid(static_cast<unsigned>(args.count), static_cast<unsigned>(2 + max_blocks));
   BandInversePrologueKernel<<<grid, 256, 0, stream>>>(args, r);
-  return SPEXD_CHECK_LAUNCH(stream);
-}
-
-cudaError_t LaunchZeroUpperBlocks(const RunArgs& args, int max_blocks, cudaStream_t stream) {
-  if (args.count == 0 || max_blocks < 2) return cudaSuccess;
-  const dim3 grid(static_cast<unsigned>(args.count), static_cast<unsigned>(max_blocks * max_blocks));
-  ZeroUpperBlocksKernel<<<grid, 256, 0, stream>>>(args, max_blocks);
   return SPEXD_CHECK_LAUNCH(stream);
 }
 

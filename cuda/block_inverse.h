@@ -10,9 +10,6 @@
 
 namespace spexd::cuda {
 
-// Zeroes the blocks above the diagonal of each patch's trailing part (NeedsZeroBlock):
-// potrf leaves the upper triangle as it was, and the GEMMs read whole blocks.
-cudaError_t LaunchZeroUpperBlocks(const RunArgs& args, int max_blocks, cudaStream_t stream);
 // X_ii = L_ii^{-1} in place for the diagonal blocks that need it (NeedsLeafInverse),
 // writing the full block (zeros above the diagonal). One thread block per (patch, i).
 cudaError_t LaunchLeafInverse(const RunArgs& args, int max_blocks, cudaStream_t stream);

@@ -387,6 +387,7 @@ absl::StatusOr<std::unique_ptr<core::Backend>> CreateCudaBackend(
         absl::StrCat("SPEXD_TEST_CUDA_FAULTS: ", faults.status().message()));
   }
   if (faults->oom_at_alloc > 0) ArmAllocationFault(faults->oom_at_alloc);
+  ArmAllocationPoison(faults->poison_allocations);
   if (faults->fail_patch_once >= 0) ArmPatchFault(faults->fail_patch_once);
   auto ctx = GpuContext::Create(options.device, options.cuda_host_wait);
   if (!ctx.ok()) {

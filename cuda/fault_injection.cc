@@ -34,6 +34,8 @@ absl::StatusOr<FaultPlan> ParseFaultPlan(const std::string& spec) {
       plan.fail_patch_once = n;
     } else if (kv.first == "perturb_bundle_flux") {
       plan.perturb_bundle_flux = static_cast<int>(n);
+    } else if (kv.first == "poison_allocations") {
+      plan.poison_allocations = true;
     } else if (kv.first == "oom_at_alloc") {
       plan.oom_at_alloc = n;
     } else if (kv.first == "transient_at_request") {
@@ -44,13 +46,15 @@ absl::StatusOr<FaultPlan> ParseFaultPlan(const std::string& spec) {
       return absl::InvalidArgumentError(absl::StrCat(
           "unknown cuda fault '", kv.first,
           "' (oom_at_alloc, transient_at_request, sticky_at_request, fail_patch_once, "
-          "perturb_bundle_flux)"));
+          "perturb_bundle_flux, poison_allocations)"));
     }
   }
   return plan;
 }
 
 void ArmAllocationFault(int64_t at_allocation) { internal::SetAllocationFault(at_allocation); }
+
+void ArmAllocationPoison(bool on) { internal::SetAllocationPoison(on); }
 
 void ArmPatchFault(int64_t patch) { g_patch_fault.store(patch, std::memory_order_relaxed); }
 

@@ -19,6 +19,9 @@
 //                         with each spectrum's peak raised by 1e-6 of it
 //                         (core::PerturbBundleFlux): a wrong result that the shadow
 //                         parity check (issue 23) must flag
+//   poison_allocations=1  every device allocation of the process from then on (until a
+//                         backend is created without it) is filled with 0xFF bytes, NaN
+//                         as doubles: a kernel that reads workspace nothing wrote shows
 #ifndef SPEXD_CUDA_FAULT_INJECTION_H_
 #define SPEXD_CUDA_FAULT_INJECTION_H_
 
@@ -40,6 +43,7 @@ struct FaultPlan {
   int sticky_at_request = 0;
   int64_t fail_patch_once = -1;  // -1: never
   int perturb_bundle_flux = -1;  // -1: never
+  bool poison_allocations = false;
 };
 
 // An empty plan for an empty spec; INVALID_ARGUMENT naming an unknown or bad item.
@@ -47,6 +51,9 @@ absl::StatusOr<FaultPlan> ParseFaultPlan(const std::string& spec);
 
 // Arms the allocation fault (process-wide: allocations are counted in cuda/memory.cc).
 void ArmAllocationFault(int64_t at_allocation);
+
+// Sets or clears the allocation poison (process-wide, in cuda/memory.cc).
+void ArmAllocationPoison(bool on);
 
 // Arms the patch fault (process-wide, like the allocation fault: runs are enqueued by the
 // batch pipeline, which knows no plan of faults).

@@ -30,9 +30,11 @@ absl::Status AllocError(cudaError_t err, std::size_t bytes, const char* what, co
 
 namespace {
 std::atomic<int64_t> g_fault_countdown{0};  // > 0: allocations left until the injected one
+std::atomic<bool> g_poison{false};
 }  // namespace
 
 void SetAllocationFault(int64_t at) { g_fault_countdown.store(at); }
+void SetAllocationPoison(bool on) { g_poison.store(on); }
 
 absl::Status DeviceAllocate(void** ptr, std::size_t bytes, const char* what) {
   std::size_t request = bytes;
@@ -43,6 +45,15 @@ absl::Status DeviceAllocate(void** ptr, std::size_t bytes, const char* what) {
   }
   cudaError_t err = cudaMalloc(ptr, request);
   if (err != cudaSuccess) return AllocError(err, bytes, what, "device");
+  if (g_poison.load(std::memory_order_relaxed)) {
+    err = cudaMemset(*ptr, 0xFF, bytes);
+    if (err == cudaSuccess) err = cudaDeviceSynchronize();
+    if (err != cudaSuccess) {
+      (void)cudaFree(*ptr);
+      *ptr = nullptr;
+      return AllocError(err, bytes, what, "device (poisoning)");
+    }
+  }
   return absl::OkStatus();
 }
 

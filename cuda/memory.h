@@ -16,6 +16,9 @@ absl::Status DeviceAllocate(void** ptr, std::size_t bytes, const char* what);
 // Test-only (fault_injection.h): the `at`-th DeviceAllocate from now on requests more
 // than the device's memory, so that the driver itself fails it. 0 disarms.
 void SetAllocationFault(int64_t at);
+// Test-only (fault_injection.h, poison_allocations): while on, every DeviceAllocate fills
+// its memory with 0xFF bytes (NaN doubles, -1 integers) before returning it.
+void SetAllocationPoison(bool on);
 void DeviceFree(void* ptr);
 absl::Status PinnedAllocate(void** ptr, std::size_t bytes, const char* what);
 void PinnedFree(void* ptr);

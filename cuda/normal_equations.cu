@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "core/numerics/patch_numerics.h"
+#include "cuda/batch_layout.h"
 #include "cuda/kernel_common.cuh"
 #include "cuda/launch_check.h"
 
@@ -153,6 +154,14 @@ __global__ void __launch_bounds__(kBuildThreads, 3) BuildNormalEquationsKernel(R
     }
     double* mcol = SlotMatrix(a, e.slot) + static_cast<int64_t>(l) * D.ld;
     for (int q = l + lane; q < n; q += 32) mcol[q] = 0.0;  // the entries below overwrite
+    // Above the diagonal, the blocks the trailing-first inversion multiplies as zeros
+    // (NeedsZeroBlock: row blocks core_row+1 .. kb-1 of column block kb), zeroed here where
+    // the column is written anyway rather than by a kernel of their own (issue 25).
+    const int kb = l / D.nwavetot;
+    for (int q = (d.core_row + 1) * D.nwavetot + lane; q < kb * D.nwavetot; q += 32) {
+      SPEXD_DEVICE_ASSERT(NeedsZeroBlock(q / D.nwavetot, kb, d.core_row, d.nspectot));
+      mcol[q] = 0.0;
+    }
   }
   // The rows whose stamps overlap a column of the tile at or above them.
   for (int i = tid; i < nq; i += kBuildThreads) {

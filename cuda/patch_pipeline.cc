@@ -125,8 +125,7 @@ absl::Status LibraryLeaves(const RunResources& res, const RunLayout& layout, con
 // The trailing-first block inversion and the Grams (batch_layout.h).
 absl::Status EnqueueTrailingInverse(const RunResources& res, const RunLayout& layout,
                                     const RunArgs& args, cudaStream_t stream) {
-  absl::Status s;
-  SPEXD_CUDA_RETURN_IF_ERROR(LaunchZeroUpperBlocks(args, res.max_blocks, stream));
+  absl::Status s;  // the blocks it multiplies as zeros were zeroed with the normal equations
   if (res.solver == core::CudaTriangularSolver::kCusolverBatched) {
     if (!(s = LibraryLeaves(res, layout, args, stream)).ok()) return s;
     SPEXD_CUDA_RETURN_IF_ERROR(LaunchCopyLeafBlocks(args, res.max_blocks, stream));

@@ -160,6 +160,22 @@ void Replay::FillSpd(uint64_t seed) {
     inverse[Z(e.slot)] = Inverse(s, n);
     spd[Z(e.slot)] = std::move(s);
   }
+  // BuildNormalEquationsKernel zeroes the blocks the trailing-first inversion multiplies as
+  // zeros (NeedsZeroBlock); the band inversion's replays leave them NaN, as it reads none.
+  if (!choices.band_inverse) {
+    for (const RunEntry& e : layout.entries) {
+      const core::PatchDesc& d = plan.patches[e.patch];
+      double* a = m.data() + Z(e.slot) * ld * ld;
+      for (int i = 0; i < nb; ++i) {
+        for (int k = 0; k < nb; ++k) {
+          if (!NeedsZeroBlock(i, k, d.core_row, d.nspectot)) continue;
+          for (int r = 0; r < nt; ++r) {
+            for (int cc = 0; cc < nt; ++cc) a[(i * nt + r) + Z(k * nt + cc) * ld] = 0.0;
+          }
+        }
+      }
+    }
+  }
 }
 
 void Replay::HostPotrf() {
@@ -235,18 +251,6 @@ void Replay::TiledCholesky() {
 }
 
 void Replay::InvertBlocks() {
-  for (const RunEntry& e : layout.entries) {
-    const core::PatchDesc& d = plan.patches[e.patch];
-    double* a = m.data() + Z(e.slot) * ld * ld;
-    for (int i = 0; i < nb; ++i) {
-      for (int k = 0; k < nb; ++k) {
-        if (!NeedsZeroBlock(i, k, d.core_row, d.nspectot)) continue;
-        for (int r = 0; r < nt; ++r) {
-          for (int cc = 0; cc < nt; ++cc) a[(i * nt + r) + Z(k * nt + cc) * ld] = 0.0;
-        }
-      }
-    }
-  }
   if (choices.library_leaf) LibraryLeaves();
   // CopyLeafBlocksKernel: scratch block i back onto the diagonal (trsm's or the factor's).
   for (const RunEntry& e : layout.entries) {

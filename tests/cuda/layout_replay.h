@@ -30,14 +30,15 @@ void NaiveGemm(const BatchedCall& c, const std::vector<uint64_t>& ptrs);
 struct Replay {
   explicit Replay(core::PatchPlan p, LayoutChoices choices);
   // Fills each entry's lower triangle with a random SPD matrix (NaN above the diagonal:
-  // nothing may read it) and keeps the matrix and its inverse as references.
+  // nothing may read it, but for the zeros the normal-equations kernel writes there for
+  // the trailing-first inversion) and keeps the matrix and its inverse as references.
   void FillSpd(uint64_t seed);
   // Unblocked potrf in place (the reference factor, and the cuSOLVER path's result).
   void HostPotrf();
   // The tiled path: chol_update GEMMs, TileFactorKernel and PanelSolveKernel on the host.
   void TiledCholesky();
-  // Block inversion after the factor: zero blocks, leaves (trsm or the tiled path's
-  // scratch copy), trtri and Gram GEMMs.
+  // Block inversion after the factor: leaves (trsm or the tiled path's scratch copy),
+  // trtri and Gram GEMMs.
   void InvertBlocks();
   // The band inversion instead (LayoutChoices::band_inverse): library leaves if chosen,
   // then each step's prologue and GEMMs, and the last prologue.

@@ -18,7 +18,7 @@ namespace spexd::cuda {
 cudaError_t LaunchDecorrelate(const RunArgs& args, int from_eigenvectors, cudaStream_t stream);
 
 // The same products with the eigen-decomposition done by Householder tridiagonalisation
-// and implicit QL (cuda/tridiag_eigen.h), in two parts. Reduce: slots.c holds C blocks
+// and implicit QL (core/numerics/tridiag_eigen.h), in two parts. Reduce: slots.c holds C blocks
 // (lower triangle read), receives the reflector product H; T goes to args.ql. Rotate
 // (after Reduce, possibly on another stream): QL with logged rotations, the rotations
 // applied to H, the products; slots.eig_info receives the QL sweep count per block, and
@@ -28,7 +28,7 @@ cudaError_t LaunchDecorrelate(const RunArgs& args, int from_eigenvectors, cudaSt
 // shared-memory ones for any nt (SPEXD_CUDA_TRIDIAG_REDUCE/_ROTATE, cuda/diagnostics.h).
 // `twisted` (the default; SPEXD_CUDA_EIGENVECTORS=rotate turns it off; nt <= 80): the
 // eigenvectors from T's eigenvalues by twisted factorisations and a Newton-Schulz step
-// (cuda/tridiag_vectors.h) instead of the logged rotations; a block whose vectors are not
+// (core/numerics/tridiag_vectors.h) instead of the logged rotations; a block whose vectors are not
 // orthogonal enough runs QL with its rotations in the block.
 cudaError_t LaunchTridiagReduce(const RunArgs& args, bool use_registers, cudaStream_t stream);
 cudaError_t LaunchTridiagRotate(const RunArgs& args, bool use_registers, bool twisted,

@@ -34,7 +34,7 @@ struct Diagnostics {
   // default) instead of the trailing-first inversion and the Grams.
   bool band_inverse = false;
   // The decorrelation's eigenvectors from T's eigenvalues by twisted factorisations and
-  // one Newton-Schulz step (cuda/tridiag_vectors.h; issue 25, session 26: 5.6 % faster a
+  // one Newton-Schulz step (core/numerics/tridiag_vectors.h; issue 25, session 26: 5.6 % faster a
   // frame; with session 27's oriented QL and Rayleigh quotients, ivar within 3.5e-13 of a
   // long-double reference on real blocks);
   // SPEXD_CUDA_EIGENVECTORS=rotate: the logged QL rotations applied to H, as before.

@@ -21,9 +21,12 @@
 
 #include <cstddef>
 
-#include "cuda/tridiag_eigen.h"
+#include "core/numerics/tridiag_eigen.h"
 
 namespace spexd::cuda {
+
+// The shared eigen arithmetic (core/numerics/tridiag_eigen.h, tridiag_vectors.h).
+using namespace ::spexd::core::tridiag;
 
 inline constexpr int kRegLanes = 16;                    // columns of the thread grid
 inline constexpr int kRegSlots = 5;                     // 16 x 5 = 80 rows/columns

@@ -26,9 +26,12 @@
 #include "cuda/launch_check.h"
 #include "cuda/register_tridiag.cuh"
 #include "cuda/tridiag_kernel_common.cuh"
-#include "cuda/tridiag_eigen.h"
+#include "core/numerics/tridiag_eigen.h"
 
 namespace spexd::cuda {
+
+// The shared eigen arithmetic (core/numerics/tridiag_eigen.h, tridiag_vectors.h).
+using namespace ::spexd::core::tridiag;
 namespace {
 
 // Reduction: 8 warps (its loops are latency-bound at four blocks per SM). Rotation in

@@ -11,9 +11,12 @@
 
 #include "cuda/kernel_args.h"
 #include "cuda/kernel_common.cuh"
-#include "cuda/tridiag_eigen.h"
+#include "core/numerics/tridiag_eigen.h"
 
 namespace spexd::cuda {
+
+// The shared eigen arithmetic (core/numerics/tridiag_eigen.h, tridiag_vectors.h).
+using namespace ::spexd::core::tridiag;
 namespace {
 
 // QL: one thread per block, d and e in shared memory (in global memory every step waited

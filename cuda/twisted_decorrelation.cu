@@ -15,11 +15,14 @@
 #include "cuda/kernel_common.cuh"
 #include "cuda/launch_check.h"
 #include "cuda/register_tridiag.cuh"
-#include "cuda/tridiag_eigen.h"
+#include "core/numerics/tridiag_eigen.h"
 #include "cuda/tridiag_kernel_common.cuh"
-#include "cuda/tridiag_vectors.h"
+#include "core/numerics/tridiag_vectors.h"
 
 namespace spexd::cuda {
+
+// The shared eigen arithmetic (core/numerics/tridiag_eigen.h, tridiag_vectors.h).
+using namespace ::spexd::core::tridiag;
 namespace {
 
 // QlKernel<false> leaves the eigenvalues; TwistedKernel computes T's eigenvector for each

@@ -22,7 +22,7 @@ raw = raw.reshape(-1, 4 + nt * nt + nt)
 _, idx = np.unique(raw, axis=0, return_index=True)  # the records S.load keeps, in its order
 ours = np.fromfile(OURS, dtype=np.float64).reshape(-1, 3 * nt + nt * nt)[np.sort(idx)[:N]]
 C, x, g = S.load(BLOCKS, N)
-REDO = 1e-13  # kTwistedRedoShift (cuda/tridiag_vectors.h)
+REDO = 1e-13  # kTwistedRedoShift (core/numerics/tridiag_vectors.h)
 acc = {}; lam_err = []; rq_err = []; redone = 0
 for s in range(0, C.shape[0], 96):
     Cb, xb, ob = C[s:s+96], x[s:s+96], ours[s:s+96]

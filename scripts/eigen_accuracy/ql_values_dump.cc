@@ -5,8 +5,8 @@
 #include <cmath>
 #include <cstdio>
 #include <vector>
-#include "cuda/tridiag_eigen.h"
-using namespace spexd::cuda;
+#include "core/numerics/tridiag_eigen.h"
+using namespace spexd::core::tridiag;
 int main(int argc, char** argv) {
   FILE* in = std::fopen(argv[1], "rb");
   FILE* out = std::fopen(argv[2], "wb");

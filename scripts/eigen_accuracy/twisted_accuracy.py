@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""The GPU's twisted-factorisation eigenvectors (cuda/tridiag_vectors.h, serially), with
+"""The GPU's twisted-factorisation eigenvectors (core/numerics/tridiag_vectors.h, serially), with
 and without the Newton-Schulz step, against the long-double truth of
 inverse_iteration_study.py on dumped real blocks (README.md), beside dsyev (ev) and
 dsyevd (evd). Usage: /usr/bin/python3 twisted_accuracy.py BLOCKS.bin [N]
@@ -16,7 +16,7 @@ EPS = 2.220446049250313e-16
 
 
 def twisted(d, e, lam, tnorm):
-    """cuda/tridiag_vectors.h: TwistedTopDown, TwistedBottomUp, TwistedSolve."""
+    """core/numerics/tridiag_vectors.h: TwistedTopDown, TwistedBottomUp, TwistedSolve."""
     return twisted_rq(d, e, lam, tnorm)[0]
 
 

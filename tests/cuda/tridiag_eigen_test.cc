@@ -1,10 +1,10 @@
-// The eigensolver of cuda/tridiag_eigen.h run by a single host thread (SerialTeam: the
+// The eigensolver of core/numerics/tridiag_eigen.h run by a single host thread (SerialTeam: the
 // kernel's algorithm, serially) against LAPACK dsyevd, on matrices with the spectra that
 // C's 74x74 blocks show (condition ~1e3, and ~1e10 where unknowns have almost no pixels,
 // spec §2.8), plus the structural corner cases of the reduction (zero columns, diagonal
 // input, repeated eigenvalues, indefinite input). Needs no GPU.
-#include "cuda/tridiag_eigen.h"
-#include "cuda/tridiag_vectors.h"
+#include "core/numerics/tridiag_eigen.h"
+#include "core/numerics/tridiag_vectors.h"
 
 #include <algorithm>
 #include <cmath>
@@ -19,6 +19,9 @@
 #include "tests/graded_tridiagonal.h"
 
 namespace spexd::cuda {
+
+// The shared eigen arithmetic (core/numerics/tridiag_eigen.h, tridiag_vectors.h).
+using namespace ::spexd::core::tridiag;
 namespace {
 
 constexpr double kEps = std::numeric_limits<double>::epsilon();

@@ -79,7 +79,7 @@ SPEXD_LANE_INLINE void ApplyRotations(const Work<L>& w, int lo, int hi) {
   if (k < n) RotateRows<L, 1>(z, n, w.rc, w.rs, lo, hi, k);
 }
 
-// Per lane, LAPACK's choice between QL and QR (as OrientForQl in cuda/tridiag_eigen.h):
+// Per lane, LAPACK's choice between QL and QR (as OrientForQl in core/numerics/tridiag_eigen.h):
 // where T's bottom end is the smaller in magnitude, T is reversed and Z's columns with it
 // (T = P T' P, so T's vectors are P times those of T', and Q P times them are C's), so
 // that QL chases from the small end. The reduced core blocks are graded (d_0 ~ 8 d_end);

@@ -14,14 +14,14 @@
 // split for matrix loops: lanes of a warp, warps), Sync() (barrier), Sum(x) (sum over
 // the team, identical on every member, includes a barrier) and GroupSum(x) (sum over
 // the member's group, valid on its lane 0; every member must call it).
-#ifndef SPEXD_CUDA_TRIDIAG_EIGEN_H_
-#define SPEXD_CUDA_TRIDIAG_EIGEN_H_
+#ifndef SPEXD_CORE_NUMERICS_TRIDIAG_EIGEN_H_
+#define SPEXD_CORE_NUMERICS_TRIDIAG_EIGEN_H_
 
 #include <cmath>
 
 #include "core/numerics/host_device.h"
 
-namespace spexd::cuda {
+namespace spexd::core::tridiag {
 
 // QL stops on E(m) when |e_m| <= kQlEps (|d_m| + |d_m+1|) (unit roundoff: the subdiagonal
 // is then below the rounding error of its neighbours, as in LAPACK's dsteqr); an
@@ -382,7 +382,7 @@ SPEXD_HD int QlLogged(double* d, double* e, int n, double* c, double* s, int rot
 }
 
 // QL to the end by one thread, the rotations not kept: the eigenvalues alone, bit for bit
-// those of QlLogged (the twisted path's; cuda/tridiag_vectors.h). Returns the number of
+// those of QlLogged (the twisted path's; core/numerics/tridiag_vectors.h). Returns the number of
 // sweeps, or -1 if QL did not converge.
 SPEXD_HD int QlValues(double* d, double* e, int n) {
   QlState st;
@@ -473,6 +473,6 @@ SPEXD_HD int TridiagonalQl(Team& t, double* d, double* e, double* z, int lda, in
   }
 }
 
-}  // namespace spexd::cuda
+}  // namespace spexd::core::tridiag
 
-#endif  // SPEXD_CUDA_TRIDIAG_EIGEN_H_
+#endif  // SPEXD_CORE_NUMERICS_TRIDIAG_EIGEN_H_

@@ -20,14 +20,14 @@
 // this was within 2.4e-13 of a long-double reference in ivar, R and flux; with the GPU's
 // own QL eigenvalues, 5.1e-12 (docs/perf.md, "Issue 25, session 26"); oriented QL and the
 // Rayleigh quotients: session 27.
-#ifndef SPEXD_CUDA_TRIDIAG_VECTORS_H_
-#define SPEXD_CUDA_TRIDIAG_VECTORS_H_
+#ifndef SPEXD_CORE_NUMERICS_TRIDIAG_VECTORS_H_
+#define SPEXD_CORE_NUMERICS_TRIDIAG_VECTORS_H_
 
 #include <cmath>
 
 #include "core/numerics/host_device.h"
 
-namespace spexd::cuda {
+namespace spexd::core::tridiag {
 
 // Where some eigenvalue's Rayleigh quotient moved it by more than this (relative), the
 // caller computes the block's vectors again from the quotients: a vector from an
@@ -129,6 +129,6 @@ SPEXD_HD int TwistedEigenvector(const double* d, const double* e, int n, double 
   return TwistedSolve(d, e, n, lambda, z, zs, um, us, rayleigh);
 }
 
-}  // namespace spexd::cuda
+}  // namespace spexd::core::tridiag
 
-#endif  // SPEXD_CUDA_TRIDIAG_VECTORS_H_
+#endif  // SPEXD_CORE_NUMERICS_TRIDIAG_VECTORS_H_

@@ -64,6 +64,17 @@ bool PatchExtractor::DecomposeWithLapack(const double* lower, int ld, double* va
   return info == 0;
 }
 
+// A block whose condition (from the lanes' eigenvalues) exceeds kRelativeEigenCondition
+// is decomposed again by the relative-accuracy path (relative_eigen.h), which replaces the
+// lanes' result where it succeeds.
+void PatchExtractor::RefineIfIllConditioned(const double* lower, int ld, double* vals, double* vecs,
+                                            PatchWorkspace* ws) const {
+  const int nt = plan_.nwavetot;
+  const auto [lo, hi] = std::minmax_element(vals, vals + nt);
+  if (*lo > 0.0 && *hi <= internal::kRelativeEigenCondition * *lo) return;
+  ws->relative->Decompose(lower, ld, vals, vecs);  // writes nothing where it declines
+}
+
 bool PatchExtractor::DecomposeBlocks(int count, const BlockSet& blocks, PatchWorkspace* ws,
                                      char* ok) const {
   using internal::LaneEigen;
@@ -94,6 +105,7 @@ bool PatchExtractor::DecomposeBlocks(int count, const BlockSet& blocks, PatchWor
       if (converged & (1u << l)) {
         ws->lanes->Export(l, vals(k + l), vecs(k + l));
         if (ok != nullptr) ok[k + l] = 1;
+        RefineIfIllConditioned(lower(k + l), blocks.ld, vals(k + l), vecs(k + l), ws);
       } else {
         lapack(k + l);
       }

@@ -59,6 +59,7 @@ PatchWorkspace::PatchWorkspace(const PatchPlan& plan) {
   lapack_work.resize(static_cast<std::size_t>(std::max(wq, 1.0)) + 1);
   lapack_iwork.resize(static_cast<std::size_t>(std::max(iw, 1)) + 1);
   lanes = std::make_unique<internal::LaneEigen>(static_cast<int>(nt));
+  relative = std::make_unique<internal::RelativeEigen>(static_cast<int>(nt));
   const std::size_t core = static_cast<std::size_t>(plan.nper) * plan.nwavestep;
   flux.resize(n);
   ivar.resize(n);

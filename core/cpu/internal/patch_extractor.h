@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/cpu/internal/lane_eigen.h"
+#include "core/cpu/internal/relative_eigen.h"
 #include "core/cpu/internal/normal_equations.h"
 #include "core/plan/extraction_params.h"
 #include "core/frame/extraction_result.h"
@@ -66,6 +67,7 @@ class PatchWorkspace {
   // nper x nwavetot^2 vectors (column-major, column j for value j).
   std::vector<double> block_vals, block_vecs;
   std::unique_ptr<internal::LaneEigen> lanes;
+  std::unique_ptr<internal::RelativeEigen> relative;  // the ill-conditioned blocks' path
   std::vector<double> cholesky_scratch;  // BandCholeskyFactor's transposed panel
   std::vector<double> lapack_work;
   std::vector<int> lapack_iwork;
@@ -152,6 +154,10 @@ class PatchExtractor {
   // The lower triangle of the nt-square block at `lower` (leading dimension ld) into dst
   // (leading dimension nt).
   static void CopyLowerTriangle(const double* lower, int ld, int nt, double* dst);
+  // A block the lanes decomposed whose condition exceeds kRelativeEigenCondition: again by
+  // relative_eigen.h, whose result replaces the lanes' where it succeeds.
+  void RefineIfIllConditioned(const double* lower, int ld, double* vals, double* vecs,
+                              PatchWorkspace* ws) const;
   // One block by dsyevd: the lower triangle of the nwavetot-square block at `lower`
   // (leading dimension ld) into `vals` and `vecs`.
   bool DecomposeWithLapack(const double* lower, int ld, double* vals, double* vecs,

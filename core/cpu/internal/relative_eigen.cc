@@ -24,9 +24,11 @@ void Product(int n, const double* a, int lda, const double* b, double* c) {
   if (SmallGemmNN(n, n, n, a, lda, b, n, 0.0, c, n)) return;
   std::fill(c, c + Sq(n), 0.0);
   for (int j = 0; j < n; ++j) {
+    double* cj = c + static_cast<std::size_t>(j) * n;
     for (int k = 0; k < n; ++k) {
       const double bk = b[static_cast<std::size_t>(j) * n + k];
-      for (int r = 0; r < n; ++r) c[static_cast<std::size_t>(j) * n + r] += a[static_cast<std::size_t>(k) * lda + r] * bk;
+      const double* ak = a + static_cast<std::size_t>(k) * lda;
+      for (int r = 0; r < n; ++r) cj[r] += ak[r] * bk;
     }
   }
 }
@@ -61,8 +63,9 @@ bool RelativeEigen::Decompose(const double* lower, int ld, double* vals, double*
     bool moved = false;
     for (int j = 0; j < n; ++j) {
       const double before = d_[j];
-      if (TwistedEigenvector(d0_.data(), e0_.data(), n, before, tnorm, z + static_cast<std::size_t>(j) * n, 1,
-                             um_.data(), 1, &d_[j]) < 0) {
+      double* zj = z + static_cast<std::size_t>(j) * n;
+      if (TwistedEigenvector(d0_.data(), e0_.data(), n, before, tnorm, zj, 1, um_.data(), 1,
+                             &d_[j]) < 0) {
         return false;
       }
       moved = moved || !(std::fabs(d_[j] - before) <= kTwistedRedoShift * std::fabs(before));
@@ -73,7 +76,9 @@ bool RelativeEigen::Decompose(const double* lower, int ld, double* vals, double*
   double* p = p_.data();
   double* zt = zp_.data();  // Z^T first, then Z P
   for (int c = 0; c < n; ++c) {
-    for (int r = 0; r < n; ++r) zt[static_cast<std::size_t>(r) * n + c] = z[static_cast<std::size_t>(c) * n + r];
+    for (int r = 0; r < n; ++r) {
+      zt[static_cast<std::size_t>(r) * n + c] = z[static_cast<std::size_t>(c) * n + r];
+    }
   }
   Product(n, zt, n, z, p);  // G = Z^T Z
   for (int c = 0; c < n; ++c) {

@@ -98,7 +98,7 @@ struct BatchedCall {
 
 // The calls' entries cut into maximal strided runs (at most `max_runs`; else `strided`
 // stays empty and the call goes through its pointer arrays).
-void SplitStrided(const std::vector<uint64_t>& ptrs, BatchedCall* call, int max_runs = 8);
+void SplitStrided(const std::vector<uint64_t>& ptrs, BatchedCall* call, int max_runs);
 
 struct RunLayout {
   std::vector<RunEntry> entries;               // sorted by n: potrf groups are contiguous

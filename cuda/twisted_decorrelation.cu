@@ -35,7 +35,7 @@ namespace {
 // padded with zeros to 80 x 80. A block whose vectors deviate more (close eigenvalues;
 // one block in an r frame) or whose QL failed runs QL with the rotations in the block
 // (TridiagonalQl on the reduced T), as RotateKernel does where its log overflows.
-constexpr double kTwistedMaxDeviation = 1e-8;
+// kTwistedMaxDeviation: core/numerics/tridiag_vectors.h.
 constexpr int kTwT = kRegMaxN / 8;  // 8 x 8 tiles per side
 constexpr int kTwWarps = 8;
 constexpr int kTwThreads = 32 * kTwWarps;

@@ -129,6 +129,49 @@ SPEXD_HD int TwistedEigenvector(const double* d, const double* e, int n, double 
   return TwistedSolve(d, e, n, lambda, z, zs, um, us, rayleigh);
 }
 
+// Where max |Z^T Z - I| of a block's twisted vectors exceeds this, they come from close
+// eigenvalues and one Newton-Schulz step is not enough: the callers (TwistedKernel,
+// core/cpu/internal/relative_eigen.h) then decompose the block another way.
+inline constexpr double kTwistedMaxDeviation = 1e-8;
+
+// Serially (the CPU's relative eigen path and the host tests; TwistedKernel runs the same
+// loop with two threads an eigenvalue): column j of z (leading dimension ldz) gets T's
+// vector for lambda[j], which is replaced by that vector's Rayleigh quotient; where any
+// moved by more than kTwistedRedoShift (relative), every vector again from the quotients.
+// um: scratch of n. Returns false if a vector overflowed.
+SPEXD_HD bool TwistedVectorsSerial(const double* d, const double* e, int n, double* lambda,
+                                   double* z, int ldz, double* um) {
+  const double tnorm = TridiagonalNorm(d, e, n);
+  for (int pass = 0; pass < 2; ++pass) {
+    bool moved = false;
+    for (int j = 0; j < n; ++j) {
+      const double before = lambda[j];
+      if (TwistedEigenvector(d, e, n, before, tnorm, z + static_cast<long>(j) * ldz, 1, um, 1,
+                             &lambda[j]) < 0) {
+        return false;
+      }
+      moved = moved || !(fabs(lambda[j] - before) <= kTwistedRedoShift * fabs(before));
+    }
+    if (!moved) break;
+  }
+  return true;
+}
+
+// G = Z^T Z (n x n, column-major, in g) into the Newton-Schulz factor P = (3I - G) / 2 in
+// place, so that Z P is orthonormal to rounding; false where max |G - I| exceeds
+// kTwistedMaxDeviation (g then only partly converted).
+SPEXD_HD bool NewtonSchulzFactor(double* g, int n) {
+  for (int c = 0; c < n; ++c) {
+    for (int i = 0; i < n; ++i) {
+      double& v = g[static_cast<long>(c) * n + i];
+      const double dev = v - (c == i ? 1.0 : 0.0);
+      if (!(fabs(dev) <= kTwistedMaxDeviation)) return false;
+      v = (c == i ? 1.0 : 0.0) - 0.5 * dev;
+    }
+  }
+  return true;
+}
+
 }  // namespace spexd::core::tridiag
 
 #endif  // SPEXD_CORE_NUMERICS_TRIDIAG_VECTORS_H_

@@ -83,27 +83,15 @@ bool TwistedVectors(const std::vector<double>& d0, const std::vector<double>& e0
   double* p = z + nn;
   double* zp = p + nn;
   double* lower = zp + nn;
-  const double tnorm = TridiagonalNorm(d0.data(), e0.data(), n);
-  for (int pass = 0; pass < 2; ++pass) {  // a second pass where a quotient moved
-    bool moved = false;
-    for (int j = 0; j < n; ++j) {
-      double& lj = (*lambda)[j];
-      const double before = lj;
-      TwistedEigenvector(d0.data(), e0.data(), n, before, tnorm, z + j * n, 1, lower, 1, &lj);
-      moved = moved || !(std::fabs(lj - before) <= kTwistedRedoShift * std::fabs(before));
-    }
-    if (!moved) break;
-  }
-  bool close = true;  // max |Z^T Z - I| <= 1e-8; P = (3I - Z^T Z) / 2
-  for (int i = 0; i < n; ++i) {
+  TwistedVectorsSerial(d0.data(), e0.data(), n, lambda->data(), z, n, lower);
+  for (int i = 0; i < n; ++i) {  // G = Z^T Z, then P = (3I - G) / 2 where close
     for (int c = 0; c < n; ++c) {
       double g = 0;
       for (int r = 0; r < n; ++r) g += z[i * n + r] * z[c * n + r];
-      const double dev = g - (c == i ? 1.0 : 0.0);
-      close = close && std::fabs(dev) <= 1e-8;
-      p[c * n + i] = (c == i ? 1.0 : 0.0) - 0.5 * dev;
+      p[c * n + i] = g;
     }
   }
+  const bool close = NewtonSchulzFactor(p, n);
   if (close) {
     for (int c = 0; c < n; ++c) {
       for (int k = 0; k < n; ++k) {

@@ -5,7 +5,6 @@
 #include <vector>
 
 #include "core/cpu/internal/lapack.h"
-#include "core/cpu/internal/simd_level.h"
 #include "core/cpu/internal/small_gemm.h"
 
 namespace spexd::core {
@@ -27,27 +26,10 @@ struct ConstView {
 };
 
 // The products by our AVX-512 kernel where the CPU has it (as fast as OpenBLAS's AVX-512
-// kernels and with their bits, 2.3x its Haswell ones: small_gemm.h), else by the BLAS. A
-// transposed A is copied transposed first (m x k, a few thousand values beside m n k
-// multiply-adds), as the BLAS packs it.
+// kernels and with their bits, 2.3x its Haswell ones), else by the BLAS (small_gemm.h).
 void Gemm(const char* ta, const char* tb, int m, int n, int k, ConstView a, ConstView b,
           double beta, View c) {
-  if (tb[0] == 'N' && internal::SimdLevelAvailable(internal::SimdLevel::kAvx512)) {
-    if (ta[0] == 'N' && internal::SmallGemmNN(m, n, k, a.p, a.ld, b.p, b.ld, beta, c.p, c.ld)) {
-      return;
-    }
-    if (ta[0] == 'T') {
-      thread_local std::vector<double> at;
-      at.resize(static_cast<std::size_t>(m) * k);
-      for (int p = 0; p < k; ++p) {
-        for (int i = 0; i < m; ++i) at[i + static_cast<std::size_t>(p) * m] = *a.at(p, i);
-      }
-      if (internal::SmallGemmNN(m, n, k, at.data(), std::max(m, 1), b.p, b.ld, beta, c.p, c.ld)) {
-        return;
-      }
-    }
-  }
-  dgemm_(ta, tb, &m, &n, &k, &kPlus, a.p, &a.ld, b.p, &b.ld, &beta, c.p, &c.ld, kOne, kOne);
+  internal::Gemm(ta, tb, m, n, k, a.p, a.ld, b.p, b.ld, beta, c.p, c.ld);
 }
 
 }  // namespace

@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <vector>
+
+#include "core/cpu/internal/lapack.h"
 
 #include "core/cpu/internal/lane_vec.h"
 #include "core/cpu/internal/simd_level.h"
@@ -106,6 +109,26 @@ bool SmallGemmNN(int m, int n, int k, const double* a, int lda, const double* b,
   (void)m, (void)n, (void)k, (void)a, (void)lda, (void)b, (void)ldb, (void)beta, (void)c, (void)ldc;
   return false;
 #endif
+}
+
+void Gemm(const char* ta, const char* tb, int m, int n, int k, const double* a, int lda,
+          const double* b, int ldb, double beta, double* c, int ldc) {
+  if (tb[0] == 'N' && SimdLevelAvailable(SimdLevel::kAvx512)) {
+    if (ta[0] == 'N' && SmallGemmNN(m, n, k, a, lda, b, ldb, beta, c, ldc)) return;
+    if (ta[0] == 'T') {
+      thread_local std::vector<double> at;
+      at.resize(static_cast<std::size_t>(m) * k);
+      for (int p = 0; p < k; ++p) {
+        for (int i = 0; i < m; ++i) {
+          at[i + static_cast<std::size_t>(p) * m] = a[p + static_cast<std::ptrdiff_t>(i) * lda];
+        }
+      }
+      if (SmallGemmNN(m, n, k, at.data(), std::max(m, 1), b, ldb, beta, c, ldc)) return;
+    }
+  }
+  constexpr std::size_t kOne = 1;  // hidden Fortran string length
+  const double one = 1.0;
+  dgemm_(ta, tb, &m, &n, &k, &one, a, &lda, b, &ldb, &beta, c, &ldc, kOne, kOne);
 }
 
 }  // namespace spexd::core::internal

@@ -15,6 +15,13 @@ namespace spexd::core::internal {
 bool SmallGemmNN(int m, int n, int k, const double* a, int lda, const double* b, int ldb,
                  double beta, double* c, int ldc);
 
+// C = op(A) B + beta C (column-major; op per ta, "N" or "T"; B per tb) by SmallGemmNN where
+// the CPU has AVX-512 and tb is "N" (a transposed A copied transposed first, m x k values
+// beside m n k multiply-adds, as the BLAS packs it), else by dgemm. The band inverse's and
+// the relative eigen path's products.
+void Gemm(const char* ta, const char* tb, int m, int n, int k, const double* a, int lda,
+          const double* b, int ldb, double beta, double* c, int ldc);
+
 }  // namespace spexd::core::internal
 
 #endif  // SPEXD_CORE_CPU_INTERNAL_SMALL_GEMM_H_

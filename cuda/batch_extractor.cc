@@ -151,6 +151,8 @@ RunArgs BatchExtractor::MakeArgs(const WorkspaceSet& s, int count, const core::E
   a.count = count;
   a.psferr = job.psferr;
   a.want_model = job.want_model ? 1 : 0;
+  a.band_only = tiled_cholesky_ && cfg_.solver != core::CudaTriangularSolver::kCusolverBatched &&
+                !BandInverse();
   return a;
 }
 

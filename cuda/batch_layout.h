@@ -104,7 +104,7 @@ struct RunLayout {
   std::vector<RunEntry> entries;               // sorted by n: potrf groups are contiguous
   std::vector<BatchedCall> potrf;              // one per distinct n; potrs B at b_off
   // Tiled Cholesky (tiled_cholesky.h), step 1 for k = 1..: M[k:, k] -= L[k:, :k] L[k, :k]^T
-  // within each entry's band, one call per shape. chol_update[k - 1] holds step k's calls.
+  // over the blocks inside each entry's band only. chol_update[k - 1] holds step k's calls.
   std::vector<std::vector<BatchedCall>> chol_update;
   BatchedCall leaf_trsm;                       // library leaf path (count 0 when unused)
   std::vector<std::vector<BatchedCall>> trtri; // per step r = 1..: {gemm 1 per k, gemm 2}

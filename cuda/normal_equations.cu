@@ -153,7 +153,10 @@ __global__ void __launch_bounds__(kBuildThreads, 3) BuildNormalEquationsKernel(R
       a.slots.x[vbase + l] = bsum;
     }
     double* mcol = SlotMatrix(a, e.slot) + static_cast<int64_t>(l) * D.ld;
-    for (int q = l + lane; q < n; q += 32) mcol[q] = 0.0;  // the entries below overwrite
+    // The entries below overwrite these zeros; past the band only where M is read dense.
+    const int zend =
+        a.band_only ? min(n, (core::BandLast(l / D.nwavetot, e.band, d.nspectot) + 1) * D.nwavetot) : n;
+    for (int q = l + lane; q < zend; q += 32) mcol[q] = 0.0;
     // Above the diagonal, the blocks the trailing-first inversion multiplies as zeros
     // (NeedsZeroBlock: row blocks core_row+1 .. kb-1 of column block kb), zeroed here where
     // the column is written anyway rather than by a kernel of their own (issue 25).

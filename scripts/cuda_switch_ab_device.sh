@@ -8,23 +8,24 @@
 #     BUNDLE_DIR  a device bundle (device-bundle.sh) with spexd_cuda_frame_bench and, when
 #                 present, spexd_cuda_tests, spexd_cuda_fault_tests, spexd_cuda_math_tests
 #     OUT_DIR     the benchmark JSON files and logs
-#   Environment: MEMCHECK=1 runs compute-sanitizer memcheck of the GPU tests' sanitizer
+#   Environment: SKIP_TESTS=1 runs only the benchmark (e.g. when the switch is
+#   SPEXD_CUDA_MODULE=<an older module>, whose tests ran before); MEMCHECK=1 runs compute-sanitizer memcheck of the GPU tests' sanitizer
 #   subset with the switch set; INFLIGHT=1 adds two frames in flight per side at the end.
 #   Run from the repository's root (the PSF is tests/data's). Exit 0 when every step passed.
 set -uo pipefail
-[[ $# -ge 3 ]] || { sed -n '2,14p' "$0"; exit 2; }
+[[ $# -ge 3 ]] || { sed -n '2,16p' "$0"; exit 2; }
 B=$(cd "$1" && pwd) || exit 2
 OUT=$2; mkdir -p "$OUT"
 SWITCH=$3 ROUNDS=${4:-3}
 fail=0
 nvidia-smi -L
 for t in spexd_cuda_math_tests spexd_cuda_tests spexd_cuda_fault_tests; do
-  [[ -x $B/$t ]] || continue
+  [[ -x $B/$t && -z ${SKIP_TESTS:-} ]] || continue
   env "$SWITCH" "$B/run.sh" "$t" >"$OUT/$t.log" 2>&1
   rc=$?; ((rc == 0)) || fail=1
   echo "$t ($SWITCH) rc=$rc $(grep -E '^\[  (PASSED|FAILED) ' "$OUT/$t.log" | tr '\n' ' ')"
 done
-if [[ -n ${MEMCHECK:-} && -x $B/spexd_cuda_tests ]]; then
+if [[ -n ${MEMCHECK:-} && -z ${SKIP_TESTS:-} && -x $B/spexd_cuda_tests ]]; then
   env "$SWITCH" compute-sanitizer --tool memcheck --leak-check full "$B/run.sh" spexd_cuda_tests \
     --gtest_filter='*CudaSanitizer*:*EdgeWindows*:*NonFinite*:CudaParity.CaseA*' >"$OUT/memcheck.log" 2>&1
   rc=$?; ((rc == 0)) || fail=1

@@ -182,15 +182,37 @@ TEST_P(BandedLayout, TiledCholeskyEqualsPotrf) {
       EXPECT_LE(r.layout.trtri[s][c].k, r.layout.trtri[s][c].m);
     }
   }
+  // No update multiplies a block past the band (each is zero): every call's rows i and
+  // inner blocks j (from its A operand's address) satisfy i - j <= band.
+  for (const auto& step : r.layout.chol_update) {
+    for (const BatchedCall& call : step) {
+      for (int b = 0; b < call.count; ++b) {
+        const int64_t off = static_cast<int64_t>(
+            (testing::EntryOperands(call, r.layout.ptrs, b).a - reinterpret_cast<uint64_t>(r.m.data())) /
+            sizeof(double) % (static_cast<uint64_t>(r.ld) * r.ld));
+        const int row0 = static_cast<int>(off % r.ld) / r.nt, col0 = static_cast<int>(off / r.ld) / r.nt;
+        EXPECT_LE(row0 + call.m / r.nt - 1 - col0, band) << "rows from " << row0 << ", inner from " << col0;
+      }
+    }
+  }
   Replay ref(plan, LayoutChoices{});
   ref.FillSpd(5);
   ref.HostPotrf();
+  // The blocks past the band are NaN (RunArgs::band_only): the factor must not read them.
+  r.nan_past_band = true;
   r.FillSpd(5);
   r.TiledCholesky();
   for (const RunEntry& e : r.layout.entries) {
     EXPECT_EQ(e.band, band);
     const std::vector<double> got = r.Factor(e.slot), want = ref.Factor(e.slot);
+    const int n = r.plan.patches[e.patch].n;
     for (std::size_t i = 0; i < got.size(); ++i) {
+      const int row = static_cast<int>(i % static_cast<std::size_t>(n));
+      const int col = static_cast<int>(i / static_cast<std::size_t>(n));
+      if (row / r.nt - col / r.nt > band) {
+        EXPECT_TRUE(std::isnan(got[i])) << "past the band, written: slot " << e.slot << " element " << i;
+        continue;
+      }
       EXPECT_NEAR(got[i], want[i], kTol * (1 + std::fabs(want[i]))) << "slot " << e.slot << " element " << i;
     }
   }

@@ -154,7 +154,9 @@ void Replay::FillSpd(uint64_t seed) {
     }
     for (int j = 0; j < ld; ++j) {
       for (int i = 0; i < ld; ++i) {
-        a[i + Z(j) * ld] = (i >= j && i < n) ? s[i + Z(j) * n] : std::numeric_limits<double>::quiet_NaN();
+        const bool past_band = nan_past_band && i / nt - j / nt > e.band;
+        a[i + Z(j) * ld] = (i >= j && i < n && !past_band) ? s[i + Z(j) * n]
+                                                            : std::numeric_limits<double>::quiet_NaN();
       }
     }
     inverse[Z(e.slot)] = Inverse(s, n);

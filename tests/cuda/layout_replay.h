@@ -33,6 +33,10 @@ struct Replay {
   // nothing may read it, but for the zeros the normal-equations kernel writes there for
   // the trailing-first inversion) and keeps the matrix and its inverse as references.
   void FillSpd(uint64_t seed);
+  // With nan_past_band, FillSpd leaves the blocks more than the entry's band below the
+  // diagonal NaN instead of zero, as BuildNormalEquationsKernel does under
+  // RunArgs::band_only: the tiled factor and the trailing inversion must read none of them.
+  bool nan_past_band = false;
   // Unblocked potrf in place (the reference factor, and the cuSOLVER path's result).
   void HostPotrf();
   // The tiled path: chol_update GEMMs, TileFactorKernel and PanelSolveKernel on the host.

@@ -3,9 +3,11 @@
 #include <cuda_pipeline.h>
 
 #include <algorithm>
+#include <type_traits>
 #include <utility>
 
 #include "core/numerics/patch_numerics.h"
+#include "cuda/dmma_tiles.cuh"
 #include "cuda/kernel_common.cuh"
 #include "cuda/launch_check.h"
 #include "cuda/tiled_cholesky.h"
@@ -295,6 +297,83 @@ __global__ void __launch_bounds__(kPanelThreads) PanelSolveKernel(RunArgs a, int
   }
 }
 
+// The panel on the FP64 tensor cores (nt <= kDmmaN; issue 25): the same product
+// L[k+1:, k] = M[k+1:, k] X_k^T, 80 rows a pass, both operands zero-padded to 80 x 80 in
+// shared memory (dmma_tiles.cuh's TileProduct), the rows staged column-major and X_k^T
+// row-major, so that the fragments are conflict-free. The CUDA-core kernel above did 5 x
+// kCols multiply-adds per thread per inner index, its FP64 pipe the limit; the products'
+// summation order differs from it (rounding only).
+constexpr int kDmmaN = 80;                  // padded block side: 10 x 10 tiles of 8 x 8
+constexpr int kDmmaTiles = kDmmaN / 8;
+constexpr int kDmmaLd = kDmmaN + 4;         // 4 mod 16 doubles (dmma_tiles.cuh)
+constexpr int kDmmaWarps = 8;
+constexpr int kDmmaPerWarp = (kDmmaTiles * kDmmaTiles + kDmmaWarps - 1) / kDmmaWarps;
+static_assert(kDmmaLd % 16 == 4, "conflict-free fragments");
+
+std::size_t PanelDmmaSmemBytes() { return sizeof(double) * 2 * kDmmaN * kDmmaLd; }
+
+template <class F>
+__device__ __forceinline__ void ForDmmaWarp(int warp, F f) {
+  switch (warp) {  // warp-uniform
+    case 0: f(std::integral_constant<int, 0>{}); break;
+    case 1: f(std::integral_constant<int, 1>{}); break;
+    case 2: f(std::integral_constant<int, 2>{}); break;
+    case 3: f(std::integral_constant<int, 3>{}); break;
+    case 4: f(std::integral_constant<int, 4>{}); break;
+    case 5: f(std::integral_constant<int, 5>{}); break;
+    case 6: f(std::integral_constant<int, 6>{}); break;
+    default: f(std::integral_constant<int, 7>{}); break;
+  }
+}
+static_assert(kDmmaWarps == 8, "ForDmmaWarp dispatches eight warps");
+
+__global__ void __launch_bounds__(32 * kDmmaWarps, 2) PanelSolveDmmaKernel(RunArgs a, int k) {
+  extern __shared__ double smem[];
+  const RunEntry e = a.entries[blockIdx.x];
+  const DevicePatch d = a.in.patches[e.patch];
+  const int nt = a.dims.nwavetot, ld = a.dims.ld, tid = threadIdx.x;
+  const int rows = (core::BandLast(k, e.band, d.nspectot) - k) * nt;  // past the band: zeros
+  if (rows <= 0) return;  // block-uniform
+  double* xt = smem;                    // [80][kDmmaLd] row-major: xt[m][c] = X_k[c][m]
+  double* bc = smem + kDmmaN * kDmmaLd;  // [80][kDmmaLd] column-major: bc[m][i] = B(i, m)
+  const double* leaf = LeafScratch(a, e.slot, k);
+  for (int idx = tid; idx < kDmmaN * kDmmaLd; idx += blockDim.x) {
+    const int m = idx / kDmmaLd, c = idx % kDmmaLd;
+    if (m < nt && c < nt) {
+      __pipeline_memcpy_async(xt + idx, leaf + c + m * nt, sizeof(double));
+    } else {
+      xt[idx] = 0.0;
+    }
+  }
+  double* panel0 = SlotMatrix(a, e.slot) + static_cast<int64_t>(k + 1) * nt + static_cast<int64_t>(k) * nt * ld;
+  const int kend = (nt + 3) / 4 * 4;
+  const int warp = tid / 32, lane = tid % 32;
+  for (int r0 = 0; r0 < rows; r0 += kDmmaN) {
+    const int nr = min(kDmmaN, rows - r0);
+    for (int idx = tid; idx < kDmmaN * kDmmaLd; idx += blockDim.x) {
+      const int m = idx / kDmmaLd, i = idx % kDmmaLd;
+      if (m < nt && i < nr) {
+        __pipeline_memcpy_async(bc + idx, panel0 + r0 + i + static_cast<int64_t>(m) * ld, sizeof(double));
+      } else {
+        bc[idx] = 0.0;
+      }
+    }
+    __pipeline_commit();
+    __pipeline_wait_prior(0);  // this thread's copies (and, on the first pass, X_k^T)
+    __syncthreads();
+    double acc[kDmmaPerWarp][2];
+    ForDmmaWarp(warp, [&](auto w) {
+      constexpr int W = decltype(w)::value;
+      TileProduct<kDmmaTiles, kDmmaWarps, W>(SharedMat{bc, 1, kDmmaLd}, SharedMat{xt, kDmmaLd, 1},
+                                             kend, lane, acc);
+      ForEachTileElement<kDmmaTiles, kDmmaWarps, W>(acc, lane, [&](int row, int col, double v) {
+        if (row < nr && col < nt) panel0[r0 + row + static_cast<int64_t>(col) * ld] = v;
+      });
+    });
+    __syncthreads();  // bc is refilled next
+  }
+}
+
 cudaError_t AllowSharedMemory(const void* kernel, std::size_t bytes) {
   if (bytes <= 48 * 1024) return cudaSuccess;
   return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
@@ -341,6 +420,13 @@ cudaError_t LaunchPanelSolve(const RunArgs& args, int k, int max_blocks, cudaStr
   const int max_rows = (max_blocks - k - 1) * nt;
   if (args.count == 0 || max_rows <= 0) return cudaSuccess;
   if (nt > kMaxPanelCols) return cudaErrorInvalidValue;
+  if (nt <= kDmmaN) {
+    const std::size_t dsmem = PanelDmmaSmemBytes();
+    cudaError_t err = AllowSharedMemory(reinterpret_cast<const void*>(PanelSolveDmmaKernel), dsmem);
+    if (err != cudaSuccess) return err;
+    PanelSolveDmmaKernel<<<static_cast<unsigned>(args.count), 32 * kDmmaWarps, dsmem, stream>>>(args, k);
+    return SPEXD_CHECK_LAUNCH(stream);
+  }
   const std::size_t smem = sizeof(double) * static_cast<std::size_t>(nt + kPanelRows) * (nt + 1);
   const unsigned grid = static_cast<unsigned>(args.count);
   switch (CeilDiv(nt, kColLanes)) {

@@ -224,51 +224,55 @@ void AddLeafInverses(const SlotMath& sm, RunLayout* out) {
 }
 
 // Trailing-first block inversion: step r handles column block j = nspectot-1-r with two
-// GEMMs (into the scratch, then back into the matrix). L[j+1:, j] is zero past the entry's
-// band B, so gemm 1's inner dimension is min(B, r) blocks (one call per (r, inner)).
+// GEMMs. L[j+1:, j] is zero past the entry's band B, so with b = min(B, r):
+//   gemm 1  P = L[j+1:j+1+b, j] · X_jj          (into the scratch; m = b·nt)
+//   gemm 2  X[j+1:, j] = -X[j+1:, j+1:j+1+b] · P (over L's column block j; m = r·nt)
+// one call each per b. Multiplying X_jj last instead ((X · L) · X_jj, a T of r·nt rows
+// through the scratch) took r - b more block products a step and moved T both ways.
 void AddBlockInversion(const SlotMath& sm, RunLayout* out) {
   const int nt = sm.nt;
   const int ld = static_cast<int>(sm.ld);
   const int nb_max = MaxBlocks(sm.plan);
   for (int r = 1; r < nb_max; ++r) {
-    std::map<int, PointerTriples> g1_by_inner;
-    PointerTriples g2;
+    std::map<int, std::pair<PointerTriples, PointerTriples>> by_inner;  // b -> (gemm 1, gemm 2)
     for (const RunEntry& e : out->entries) {
       const core::PatchDesc& d = sm.patch(e);
       const int j = d.nspectot - 1 - r;
       if (j < d.core_row) continue;
       const int64_t j0 = static_cast<int64_t>(j) * nt, j1 = j0 + nt;
-      PointerTriples& g1 = g1_by_inner[std::max(1, std::min(e.band, r))];
-      g1.a.push_back(sm.M(e, j1, j1));
-      g1.b.push_back(sm.M(e, j1, j0));
+      auto& [g1, g2] = by_inner[std::max(1, std::min(e.band, r))];
+      g1.a.push_back(sm.M(e, j1, j0));
+      g1.b.push_back(sm.M(e, j0, j0));
       g1.c.push_back(sm.T(e, 0));
-      g2.a.push_back(sm.T(e, 0));
-      g2.b.push_back(sm.M(e, j0, j0));
+      g2.a.push_back(sm.M(e, j1, j1));
+      g2.b.push_back(sm.T(e, 0));
       g2.c.push_back(sm.M(e, j1, j0));
     }
-    if (g2.a.empty()) continue;
+    if (by_inner.empty()) continue;
     std::vector<BatchedCall> step;
-    for (auto& [inner, g1] : g1_by_inner) {
+    for (auto& [inner, calls] : by_inner) {  // every gemm 1 of the step, then every gemm 2
       BatchedCall c1;
-      c1.m = r * nt;
+      c1.m = inner * nt;
       c1.n = nt;
-      c1.k = inner * nt;
+      c1.k = nt;
       c1.lda = ld;
       c1.ldb = ld;
-      c1.ldc = r * nt;
-      g1.Flush(&out->ptrs, &c1);
+      c1.ldc = inner * nt;
+      calls.first.Flush(&out->ptrs, &c1);
       step.push_back(c1);
     }
-    BatchedCall c2;
-    c2.m = r * nt;
-    c2.n = nt;
-    c2.k = nt;
-    c2.lda = r * nt;
-    c2.ldb = ld;
-    c2.ldc = ld;
-    c2.alpha = -1.0;
-    g2.Flush(&out->ptrs, &c2);
-    step.push_back(c2);
+    for (auto& [inner, calls] : by_inner) {
+      BatchedCall c2;
+      c2.m = r * nt;
+      c2.n = nt;
+      c2.k = inner * nt;
+      c2.lda = ld;
+      c2.ldb = inner * nt;
+      c2.ldc = ld;
+      c2.alpha = -1.0;
+      calls.second.Flush(&out->ptrs, &c2);
+      step.push_back(c2);
+    }
     out->trtri.push_back(std::move(step));
   }
 }

@@ -7,10 +7,11 @@
 // the Cholesky factor). Unknowns are blocked by spectrum (nt = nwavetot per block,
 // nb = nspectot blocks, core blocks [c0, c0+nper)). After M = L L^T:
 //   * leaf: X_ii = L_ii^{-1} for i >= c0 (custom kernel or trsmBatched);
-//   * trailing-first block inversion in place, for j = nb-2 .. c0 (step r = nb-1-j):
-//       T = X[j+1:, j+1:] · L[j+1:, j]          (gemm 1, m = r·nt; k = min(B, r)·nt:
-//                                                 L is zero more than B blocks down)
-//       X[j+1:, j] = -T · X_jj                   (gemm 2, overwrites L's column block j)
+//   * trailing-first block inversion in place, for j = nb-2 .. c0 (step r = nb-1-j), with
+//     b = min(B, r) (L is zero more than B blocks down):
+//       P = L[j+1:j+1+b, j] · X_jj                (gemm 1 into the scratch, m = b·nt)
+//       X[j+1:, j] = -X[j+1:, j+1:j+1+b] · P      (gemm 2, m = r·nt, k = b·nt; overwrites
+//                                                  L's column block j)
 //     X[j+1:, j+1:] is lower triangular; the blocks above its diagonal (NeedsZeroBlock)
 //     are zeroed by the normal-equations kernel, which writes those columns anyway;
 //   * C_jj = X[j:, j]^T X[j:, j] for the core blocks (gemm with A transposed), since
@@ -107,7 +108,7 @@ struct RunLayout {
   // over the blocks inside each entry's band only. chol_update[k - 1] holds step k's calls.
   std::vector<std::vector<BatchedCall>> chol_update;
   BatchedCall leaf_trsm;                       // library leaf path (count 0 when unused)
-  std::vector<std::vector<BatchedCall>> trtri; // per step r = 1..: {gemm 1 per k, gemm 2}
+  std::vector<std::vector<BatchedCall>> trtri; // per step r = 1..: {gemm 1 per b, gemm 2 per b}
   std::vector<BatchedCall> gram;               // one per distinct k
   std::vector<std::vector<BatchedCall>> band_inverse;  // per step r = 0..: g1..g5, in order
   std::vector<uint64_t> ptrs;                  // all pointer arrays, back to back

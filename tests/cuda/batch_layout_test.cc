@@ -177,10 +177,13 @@ TEST_P(BandedLayout, TiledCholeskyEqualsPotrf) {
   }
   for (std::size_t s = 0; s < r.layout.trtri.size(); ++s) {
     const int step = static_cast<int>(s) + 1;
-    for (std::size_t c = 0; c + 1 < r.layout.trtri[s].size(); ++c) {  // gemm 1 calls
-      EXPECT_EQ(r.layout.trtri[s][c].k, std::min(band, step) * r.nt) << "step " << step;
-      EXPECT_LE(r.layout.trtri[s][c].k, r.layout.trtri[s][c].m);
-    }
+    ASSERT_EQ(r.layout.trtri[s].size(), 2u) << "one band: one gemm 1 and one gemm 2";
+    const BatchedCall& g1 = r.layout.trtri[s][0];  // P = L[j+1:j+1+b, j] X_jj
+    const BatchedCall& g2 = r.layout.trtri[s][1];  // X[j+1:, j] = -X[j+1:, j+1:j+1+b] P
+    EXPECT_EQ(g1.m, std::min(band, step) * r.nt) << "step " << step;
+    EXPECT_EQ(g1.k, r.nt);
+    EXPECT_EQ(g2.m, step * r.nt);
+    EXPECT_EQ(g2.k, std::min(band, step) * r.nt) << "step " << step;
   }
   // No update multiplies a block past the band (each is zero): every call's rows i and
   // inner blocks j (from its A operand's address) satisfy i - j <= band.

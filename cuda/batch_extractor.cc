@@ -178,10 +178,10 @@ RunResources BatchExtractor::Resources(WorkspaceSet* s, bool record_marks) const
   return r;
 }
 
-absl::Status BatchExtractor::UploadLayout(WorkspaceSet* s, const RunLayout& layout,
-                                          cudaStream_t stream) const {
-  if (layout.ptrs.size() > s->h_ptrs.size() || layout.entries.size() > s->h_entries.size()) {
-    return absl::InternalError("run layout exceeds the reserved pointer/entry buffers");
+absl::Status BatchExtractor::UploadPointers(WorkspaceSet* s, const RunLayout& layout,
+                                            cudaStream_t stream) const {
+  if (layout.ptrs.size() > s->h_ptrs.size()) {
+    return absl::InternalError("run layout exceeds the reserved pointer buffer");
   }
   if (!layout.ptrs.empty()) {
     std::memcpy(s->h_ptrs.get(), layout.ptrs.data(), layout.ptrs.size() * sizeof(uint64_t));
@@ -189,6 +189,15 @@ absl::Status BatchExtractor::UploadLayout(WorkspaceSet* s, const RunLayout& layo
                                                layout.ptrs.size() * sizeof(uint64_t),
                                                cudaMemcpyHostToDevice, stream));
   }
+  return absl::OkStatus();
+}
+
+absl::Status BatchExtractor::UploadLayout(WorkspaceSet* s, const RunLayout& layout,
+                                          cudaStream_t stream) const {
+  if (layout.entries.size() > s->h_entries.size()) {
+    return absl::InternalError("run layout exceeds the reserved entry buffer");
+  }
+  SPEXD_RETURN_IF_ERROR(UploadPointers(s, layout, stream));
   if (!layout.entries.empty()) {
     std::memcpy(s->h_entries.get(), layout.entries.data(), layout.entries.size() * sizeof(RunEntry));
     SPEXD_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(s->entries.get(), s->h_entries.get(),
@@ -270,8 +279,10 @@ absl::Status BatchExtractor::Enqueue(const core::ExtractionJob& job, Batch* batc
   SPEXD_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(compute, s->outputs_copied.get(), 0));
   SPEXD_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(
       compute, (batch->first ? cfg_.workspace->first_columns() : cfg_.workspace->upload_end()).get(), 0));
-  std::vector<RunEntry> entries = MakeBatchEntries(*cfg_.plan, batch->bundles, job.regularize);
-  batch->layout = BuildRunLayout(*cfg_.plan, std::move(entries), Addresses(*s), Choices());
+  // The normal equations need only the entries: launched before the rest of the layout is
+  // built (patch_pipeline.h), so that the GPU starts a frame's first batch sooner.
+  batch->layout = RunLayout{};
+  batch->layout.entries = MakeBatchEntries(*cfg_.plan, batch->bundles, job.regularize);
   SPEXD_RETURN_IF_ERROR(UploadLayout(s, batch->layout, compute));
   // Skipped patches leave zeros (spec §2.12).
   const std::size_t out = batch->bundles.size() * static_cast<std::size_t>(spec_.bundlesize) * spec_.nwave;
@@ -284,7 +295,21 @@ absl::Status BatchExtractor::Enqueue(const core::ExtractionJob& job, Batch* batc
   const int count = static_cast<int>(batch->layout.entries.size());
   batch->timed = count > 0;
   const RunResources res = Resources(s, true);
-  SPEXD_RETURN_IF_ERROR(EnqueueRun(res, batch->layout, MakeArgs(*s, count, job)));
+  const RunArgs args = MakeArgs(*s, count, job);
+  SPEXD_RETURN_IF_ERROR(EnqueueNormalEquations(res, batch->layout.entries, args));
+  std::vector<RunEntry> entries = batch->layout.entries;
+  batch->layout = BuildRunLayout(*cfg_.plan, std::move(entries), Addresses(*s), Choices());
+  // The device copy of the entries was uploaded before: the layout must keep their order
+  // (MakeBatchEntries sorts by n first, BuildRunLayout's stable sort by n keeps it).
+  for (std::size_t i = 0; i < batch->layout.entries.size(); ++i) {
+    const RunEntry& a = batch->layout.entries[i];
+    const RunEntry& b = s->h_entries.get()[i];
+    if (a.patch != b.patch || a.slot != b.slot) {
+      return absl::InternalError("the run layout reordered the batch's entries");
+    }
+  }
+  SPEXD_RETURN_IF_ERROR(UploadPointers(s, batch->layout, compute));
+  SPEXD_RETURN_IF_ERROR(EnqueueAfterNormalEquations(res, batch->layout, args));
   // An empty run enqueues nothing on the tail stream: its outputs are ready on compute.
   const cudaStream_t last = count > 0 ? res.tail : compute;
   if (spec_.canvas_stride > 0) SPEXD_RETURN_IF_ERROR(EnqueueCanvas(s, *batch, last));

@@ -69,6 +69,7 @@ class BatchExtractor {
   // a retry stays on the compute stream.
   RunResources Resources(WorkspaceSet* s, bool record_marks) const;
   absl::Status UploadLayout(WorkspaceSet* s, const RunLayout& layout, cudaStream_t stream) const;
+  absl::Status UploadPointers(WorkspaceSet* s, const RunLayout& layout, cudaStream_t stream) const;
   absl::Status EnqueueCanvas(WorkspaceSet* s, const Batch& batch, cudaStream_t stream) const;
   absl::Status EnqueueDownload(WorkspaceSet* s, const Batch& batch, cudaStream_t stream) const;
   absl::Status Enqueue(const core::ExtractionJob& job, Batch* batch);

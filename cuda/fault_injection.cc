@@ -58,11 +58,12 @@ void ArmAllocationPoison(bool on) { internal::SetAllocationPoison(on); }
 
 void ArmPatchFault(int64_t patch) { g_patch_fault.store(patch, std::memory_order_relaxed); }
 
-absl::Status InjectPatchFault(const RunLayout& layout, const RunArgs& args, cudaStream_t stream) {
+absl::Status InjectPatchFault(const std::vector<RunEntry>& entries, const RunArgs& args,
+                              cudaStream_t stream) {
   int64_t armed = g_patch_fault.load(std::memory_order_relaxed);
   if (armed < 0) return absl::OkStatus();  // production: nothing armed
-  for (std::size_t i = 0; i < layout.entries.size(); ++i) {
-    if (layout.entries[i].patch != armed) continue;
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    if (entries[i].patch != armed) continue;
     // Once: only the run that takes the fault poisons the patch (its retry runs clean).
     if (!g_patch_fault.compare_exchange_strong(armed, -1)) return absl::OkStatus();
     SPEXD_CUDA_RETURN_IF_ERROR(LaunchPoisonNormalMatrix(args, static_cast<int>(i), stream));

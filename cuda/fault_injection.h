@@ -29,6 +29,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -61,7 +62,8 @@ void ArmPatchFault(int64_t patch);
 
 // The patch hook, called by EnqueueRun after the normal equations are regularised, on
 // their stream. Returns a launch error, or OK.
-absl::Status InjectPatchFault(const RunLayout& layout, const RunArgs& args, cudaStream_t stream);
+absl::Status InjectPatchFault(const std::vector<RunEntry>& entries, const RunArgs& args,
+                              cudaStream_t stream);
 
 // Sets the diagonal of run entry `entry`'s normal matrix to NaN (fault_kernels.cu).
 cudaError_t LaunchPoisonNormalMatrix(const RunArgs& args, int entry, cudaStream_t stream);

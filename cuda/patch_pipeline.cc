@@ -172,25 +172,37 @@ absl::Status EnqueueBandInverse(const RunResources& res, const RunLayout& layout
 
 }  // namespace
 
+absl::Status EnqueueNormalEquations(const RunResources& res, const std::vector<RunEntry>& entries,
+                                    const RunArgs& args) {
+  if (args.count == 0) return absl::OkStatus();
+  cudaStream_t stream = res.ctx->compute();
+  absl::Status s = Mark(res, kMarkStart, stream);
+  if (!s.ok()) return s;
+  // Weighted normal equations and regularisation (spec §2.7–2.8).
+  NvtxRange range{"normal equations"};
+  SPEXD_CUDA_RETURN_IF_ERROR(LaunchResetSlotFlags(args, stream));
+  SPEXD_CUDA_RETURN_IF_ERROR(LaunchBuildNormalEquations(args, stream));
+  SPEXD_CUDA_RETURN_IF_ERROR(LaunchRegularize(args, stream));
+  // Test-only (fault_injection.h, fail_patch_once): nothing is armed in production.
+  if (!(s = InjectPatchFault(entries, args, stream)).ok()) return s;
+  return Mark(res, kMarkNormalEquations, stream);
+}
+
+absl::Status EnqueueRun(const RunResources& res, const RunLayout& layout, const RunArgs& args) {
+  absl::Status s = EnqueueNormalEquations(res, layout.entries, args);
+  if (!s.ok()) return s;
+  return EnqueueAfterNormalEquations(res, layout, args);
+}
+
 // Over 100 lines: the run's kernels and library calls are enqueued in stream order in one
 // place, so that the order (and where each launch is checked) reads top to bottom.
-absl::Status EnqueueRun(const RunResources& res, const RunLayout& layout, const RunArgs& args) {
+absl::Status EnqueueAfterNormalEquations(const RunResources& res, const RunLayout& layout,
+                                         const RunArgs& args) {
   if (args.count == 0) return absl::OkStatus();
   const GpuContext& ctx = *res.ctx;
   cudaStream_t stream = ctx.compute();
   const uint64_t* ptrs = res.d_ptrs;
-  absl::Status s = Mark(res, kMarkStart, stream);
-  if (!s.ok()) return s;
-  {
-    // Weighted normal equations and regularisation (spec §2.7–2.8).
-    NvtxRange range{"normal equations"};
-    SPEXD_CUDA_RETURN_IF_ERROR(LaunchResetSlotFlags(args, stream));
-    SPEXD_CUDA_RETURN_IF_ERROR(LaunchBuildNormalEquations(args, stream));
-    SPEXD_CUDA_RETURN_IF_ERROR(LaunchRegularize(args, stream));
-    // Test-only (fault_injection.h, fail_patch_once): nothing is armed in production.
-    if (!(s = InjectPatchFault(layout, args, stream)).ok()) return s;
-    if (!(s = Mark(res, kMarkNormalEquations, stream)).ok()) return s;
-  }
+  absl::Status s;
   {
     // Cholesky and solve (spec §2.9). The solve comes first: the block inversion below
     // overwrites L.

@@ -6,6 +6,7 @@
 #define SPEXD_CUDA_PATCH_PIPELINE_H_
 
 #include <cstdint>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "core/backend/backend_options.h"
@@ -49,6 +50,15 @@ struct RunResources {
 // Enqueues the run; `args.entries` must be the device copy of layout.entries. Nothing is
 // synchronised or allocated. Returns INTERNAL on a launch or library error.
 absl::Status EnqueueRun(const RunResources& res, const RunLayout& layout, const RunArgs& args);
+
+// EnqueueRun in two parts: the normal equations need only the entries (and their device
+// copy in args), so that a caller can launch them before it builds the rest of the layout
+// (BuildRunLayout: ~1 ms of host time a batch, which delayed a frame's first kernels), then
+// the rest with the layout of the same entries and its pointer arrays on the device.
+absl::Status EnqueueNormalEquations(const RunResources& res, const std::vector<RunEntry>& entries,
+                                    const RunArgs& args);
+absl::Status EnqueueAfterNormalEquations(const RunResources& res, const RunLayout& layout,
+                                         const RunArgs& args);
 
 // Device and host scratch bytes of cusolverDnXsyevBatched for `batch` nt x nt matrices.
 absl::Status QueryLibraryEigenScratch(const GpuContext& ctx, int nt, int batch, double* a,

@@ -88,7 +88,7 @@ struct RunArgs {
   int count;
   double psferr;
   int want_model;
-  // 1: nothing reads M's blocks more than the entry's band below the diagonal before writing
+  // 1: nothing reads M's blocks more than max(band, 1) below the diagonal before writing
   // them (tiled Cholesky, blocked solve, trailing-first inversion), so the normal equations
   // leave them unwritten; 0: M is written dense (the library factor and solve read it all).
   int band_only;

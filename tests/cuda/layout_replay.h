@@ -33,7 +33,7 @@ struct Replay {
   // nothing may read it, but for the zeros the normal-equations kernel writes there for
   // the trailing-first inversion) and keeps the matrix and its inverse as references.
   void FillSpd(uint64_t seed);
-  // With nan_past_band, FillSpd leaves the blocks more than the entry's band below the
+  // With nan_past_band, FillSpd leaves the blocks more than max(band, 1) below the
   // diagonal NaN instead of zero, as BuildNormalEquationsKernel does under
   // RunArgs::band_only: the tiled factor and the trailing inversion must read none of them.
   bool nan_past_band = false;

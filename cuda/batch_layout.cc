@@ -240,7 +240,7 @@ void AddBlockInversion(const SlotMath& sm, RunLayout* out) {
       const int j = d.nspectot - 1 - r;
       if (j < d.core_row) continue;
       const int64_t j0 = static_cast<int64_t>(j) * nt, j1 = j0 + nt;
-      auto& [g1, g2] = by_inner[std::max(1, std::min(e.band, r))];
+      auto& [g1, g2] = by_inner[std::min(TrailingReadBand(e.band), r)];
       g1.a.push_back(sm.M(e, j1, j0));
       g1.b.push_back(sm.M(e, j0, j0));
       g1.c.push_back(sm.T(e, 0));

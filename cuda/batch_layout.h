@@ -58,6 +58,11 @@ SPEXD_HD bool NeedsZeroBlock(int i, int k, int core_row, int nspectot) {
   return i > core_row && i < k && k < nspectot;
 }
 
+// Blocks below the diagonal of M that the trailing-first inversion reads in a column of L
+// (its first GEMM takes at least L[j+1, j], even where nothing couples): the normal
+// equations write M that far under RunArgs::band_only, and the GEMMs stay inside it.
+SPEXD_HD int TrailingReadBand(int band) { return band > 1 ? band : 1; }
+
 // The band inversion's bookkeeping (shared by the prologue kernel, the layout and the host
 // replay): step r's column block, its K's blocks, and the blocks of C[K1, J] kept.
 SPEXD_HD int BandInverseColumn(int r, int nspectot) { return nspectot - 1 - r; }

@@ -3,7 +3,25 @@
 #ifndef SPEXD_CUDA_DMMA_TILES_CUH_
 #define SPEXD_CUDA_DMMA_TILES_CUH_
 
+#include <type_traits>
+
 namespace spexd::cuda {
+
+// f(std::integral_constant<int, warp>) for warp 0..7 (warp-uniform): the kernels below
+// with eight warps get their warp's tiles as compile-time indices (TileProduct's W).
+template <class F>
+__device__ __forceinline__ void ForEightWarps(int warp, F f) {
+  switch (warp) {
+    case 0: f(std::integral_constant<int, 0>{}); break;
+    case 1: f(std::integral_constant<int, 1>{}); break;
+    case 2: f(std::integral_constant<int, 2>{}); break;
+    case 3: f(std::integral_constant<int, 3>{}); break;
+    case 4: f(std::integral_constant<int, 4>{}); break;
+    case 5: f(std::integral_constant<int, 5>{}); break;
+    case 6: f(std::integral_constant<int, 6>{}); break;
+    default: f(std::integral_constant<int, 7>{}); break;
+  }
+}
 
 // D += A B for one 8x8 tile: lane l holds A(l/4, l%4), B(l%4, l/4), D(l/4, 2(l%4) + {0,1}).
 __device__ inline void Dmma(double (&d)[2], double a, double b) {

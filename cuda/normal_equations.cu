@@ -153,12 +153,12 @@ __global__ void __launch_bounds__(kBuildThreads, 3) BuildNormalEquationsKernel(R
       a.slots.x[vbase + l] = bsum;
     }
     double* mcol = SlotMatrix(a, e.slot) + static_cast<int64_t>(l) * D.ld;
-    // The entries below overwrite these zeros; past the band only where M is read dense.
-    // At least one block below the diagonal: the trailing inversion's first GEMM reads
-    // L[j+1, j] even at band 0 (batch_layout.h: b = max(1, min(B, r))).
+    // The entries below overwrite these zeros; past the band only where M is read dense
+    // (under band_only, as far as the trailing inversion reads: TrailingReadBand).
     const int zend =
         a.band_only
-            ? min(n, (core::BandLast(l / D.nwavetot, max(e.band, 1), d.nspectot) + 1) * D.nwavetot)
+            ? min(n, (core::BandLast(l / D.nwavetot, TrailingReadBand(e.band), d.nspectot) + 1) *
+                         D.nwavetot)
             : n;
     for (int q = l + lane; q < zend; q += 32) mcol[q] = 0.0;
     // Above the diagonal, the blocks the trailing-first inversion multiplies as zeros

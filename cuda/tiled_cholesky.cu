@@ -3,7 +3,6 @@
 #include <cuda_pipeline.h>
 
 #include <algorithm>
-#include <type_traits>
 #include <utility>
 
 #include "core/numerics/patch_numerics.h"
@@ -312,20 +311,7 @@ static_assert(kDmmaLd % 16 == 4, "conflict-free fragments");
 
 std::size_t PanelDmmaSmemBytes() { return sizeof(double) * 2 * kDmmaN * kDmmaLd; }
 
-template <class F>
-__device__ __forceinline__ void ForDmmaWarp(int warp, F f) {
-  switch (warp) {  // warp-uniform
-    case 0: f(std::integral_constant<int, 0>{}); break;
-    case 1: f(std::integral_constant<int, 1>{}); break;
-    case 2: f(std::integral_constant<int, 2>{}); break;
-    case 3: f(std::integral_constant<int, 3>{}); break;
-    case 4: f(std::integral_constant<int, 4>{}); break;
-    case 5: f(std::integral_constant<int, 5>{}); break;
-    case 6: f(std::integral_constant<int, 6>{}); break;
-    default: f(std::integral_constant<int, 7>{}); break;
-  }
-}
-static_assert(kDmmaWarps == 8, "ForDmmaWarp dispatches eight warps");
+static_assert(kDmmaWarps == 8, "ForEightWarps dispatches eight warps");
 
 __global__ void __launch_bounds__(32 * kDmmaWarps, 2) PanelSolveDmmaKernel(RunArgs a, int k) {
   extern __shared__ double smem[];
@@ -362,7 +348,7 @@ __global__ void __launch_bounds__(32 * kDmmaWarps, 2) PanelSolveDmmaKernel(RunAr
     __pipeline_wait_prior(0);  // this thread's copies (and, on the first pass, X_k^T)
     __syncthreads();
     double acc[kDmmaPerWarp][2];
-    ForDmmaWarp(warp, [&](auto w) {
+    ForEightWarps(warp, [&](auto w) {
       constexpr int W = decltype(w)::value;
       TileProduct<kDmmaTiles, kDmmaWarps, W>(SharedMat{bc, 1, kDmmaLd}, SharedMat{xt, kDmmaLd, 1},
                                              kend, lane, acc);

@@ -7,7 +7,6 @@
 //     factorisations, their Rayleigh quotients as the eigenvalues (a second pass where one
 //     moved), Newton-Schulz, V = H Z on the FP64 tensor cores, then the products.
 #include <cstdint>
-#include <type_traits>
 
 #include "cuda/decorrelation.h"
 #include "cuda/decorrelation_products.cuh"
@@ -65,21 +64,7 @@ __host__ __device__ inline TwistedLayout MakeTwistedLayout(int n) {
   return l;
 }
 
-// f(std::integral_constant<int, warp>): the warp's tiles as compile-time indices.
-template <class F>
-__device__ __forceinline__ void ForWarp(int warp, F f) {
-  switch (warp) {  // warp-uniform
-    case 0: f(std::integral_constant<int, 0>{}); break;
-    case 1: f(std::integral_constant<int, 1>{}); break;
-    case 2: f(std::integral_constant<int, 2>{}); break;
-    case 3: f(std::integral_constant<int, 3>{}); break;
-    case 4: f(std::integral_constant<int, 4>{}); break;
-    case 5: f(std::integral_constant<int, 5>{}); break;
-    case 6: f(std::integral_constant<int, 6>{}); break;
-    default: f(std::integral_constant<int, 7>{}); break;
-  }
-}
-static_assert(kTwWarps == 8, "ForWarp dispatches eight warps");
+static_assert(kTwWarps == 8, "ForEightWarps dispatches eight warps");
 
 __global__ void __launch_bounds__(kTwThreads, 2) TwistedKernel(RunArgs a) {
   extern __shared__ double smem[];
@@ -144,7 +129,7 @@ __global__ void __launch_bounds__(kTwThreads, 2) TwistedKernel(RunArgs a) {
     double acc[kTwPerWarp][2];
     bool bad = false;
     // G = Z^T Z, kept as P = (3I - G) / 2 in R2 (row-major).
-    ForWarp(warp, [&](auto w) {
+    ForEightWarps(warp, [&](auto w) {
       constexpr int W = decltype(w)::value;
       TileProduct<kTwT, kTwWarps, W>(SharedMat{r1, 1, kTwLd}, SharedMat{r1, kTwLd, 1},
                                      kend, lane, acc);
@@ -158,13 +143,13 @@ __global__ void __launch_bounds__(kTwThreads, 2) TwistedKernel(RunArgs a) {
     rotate = __syncthreads_or(bad);
     if (!rotate) {
       // Z P over Z, once every warp has read Z; then H into R2 (column-major).
-      ForWarp(warp, [&](auto w) {
+      ForEightWarps(warp, [&](auto w) {
         constexpr int W = decltype(w)::value;
         TileProduct<kTwT, kTwWarps, W>(SharedMat{r1, kTwLd, 1}, SharedMat{r2, kTwLd, 1},
                                        kend, lane, acc);
       });
       __syncthreads();
-      ForWarp(warp, [&](auto w) {
+      ForEightWarps(warp, [&](auto w) {
         constexpr int W = decltype(w)::value;
         ForEachTileElement<kTwT, kTwWarps, W>(acc, lane, [&](int row, int col, double v) {
           r1[row * kTwLd + col] = v;
@@ -173,13 +158,13 @@ __global__ void __launch_bounds__(kTwThreads, 2) TwistedKernel(RunArgs a) {
       for (int idx = t; idx < n * n; idx += blockDim.x) r2[(idx / n) * kTwLd + idx % n] = h[idx];
       __syncthreads();
       // V = H Z, then over Z in R1 as RotateKernel leaves it (column-major, lda).
-      ForWarp(warp, [&](auto w) {
+      ForEightWarps(warp, [&](auto w) {
         constexpr int W = decltype(w)::value;
         TileProduct<kTwT, kTwWarps, W>(SharedMat{r2, 1, kTwLd}, SharedMat{r1, kTwLd, 1},
                                        kend, lane, acc);
       });
       __syncthreads();
-      ForWarp(warp, [&](auto w) {
+      ForEightWarps(warp, [&](auto w) {
         constexpr int W = decltype(w)::value;
         ForEachTileElement<kTwT, kTwWarps, W>(acc, lane, [&](int row, int col, double v) {
           if (row < n && col < n) r1[col * lda + row] = v;

@@ -154,7 +154,7 @@ void Replay::FillSpd(uint64_t seed) {
     }
     for (int j = 0; j < ld; ++j) {
       for (int i = 0; i < ld; ++i) {
-        const bool past_band = nan_past_band && i / nt - j / nt > std::max(e.band, 1);
+        const bool past_band = nan_past_band && i / nt - j / nt > TrailingReadBand(e.band);
         a[i + Z(j) * ld] = (i >= j && i < n && !past_band) ? s[i + Z(j) * n]
                                                             : std::numeric_limits<double>::quiet_NaN();
       }

@@ -9,15 +9,18 @@
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/match.h"
 #include "core/backend/backend.h"
+#include "core/cpu/cpu_backend.h"
 #include "core/plan/geometry.h"
 #include "core/numerics/patch_numerics.h"
 #include "core/plan/patch_plan.h"
 #include "core/io/psf.h"
 #include "gtest/gtest.h"
+#include "tests/psf_variants.h"
 #include "tests/synthetic_frames.h"
 #include "tests/test_support.h"
 
@@ -144,6 +147,64 @@ TEST_F(CudaFaultTest, PoisonedAllocationsGiveTheSameSpectra) {
                 << inverse << " bundle " << i << " element " << k;
           }
         }
+      }
+    }
+  }
+}
+
+// Patches whose spectra do not couple (coupled band 0: traces spread four times as far
+// apart, tests/psf_variants.h; no DESI r-frame patch has it) on NaN-filled memory: the
+// normal equations must still write the block below the diagonal that the trailing
+// inversion's first product reads although it is zero (bddb37e; with the previous bound
+// it stayed NaN). Against the CPU backend at the parity bar of cuda_backend_test.cc
+// (1e-10 of each bundle's largest value: the two backends' rounding differs ~1e-13).
+TEST_F(CudaFaultTest, PoisonedAllocationsWithUncoupledSpectra) {
+  auto spread = LoadBundledPsfWithSpreadTraces(4);
+  ASSERT_NE(spread, nullptr);
+  core::ExtractionParams p;
+  p.specmin = 0;
+  p.nspec = 50;
+  p.wmin = 6000.0;
+  p.wmax = 6100.0;
+  auto g = core::Geometry::Create(spread, p, 4128, 4114, /*cache_spots=*/false);
+  ASSERT_TRUE(g.ok()) << g.status();
+  const core::PatchPlan& plan = (*g)->plan();
+  ASSERT_FALSE(plan.coupled_band.empty());
+  for (int32_t band : plan.coupled_band) ASSERT_EQ(band, 0);
+  SyntheticOptions so;
+  so.seed = 5;
+  core::PreprocImage image = MakeSyntheticFrame(**g, so);
+  auto extract = [&](core::Backend& b) -> absl::StatusOr<std::vector<core::BundleResult>> {
+    core::ExtractionJob job;
+    job.geometry = *g;
+    job.image = &image;
+    std::vector<core::BundleResult> out;
+    auto s = b.Extract(job, [&](core::BundleResult&& r) {
+      out.push_back(std::move(r));
+      return absl::OkStatus();
+    });
+    if (!s.ok()) return s.status();
+    return out;
+  };
+  auto cpu = core::CreateCpuBackend(0);
+  auto want = extract(*cpu);
+  ASSERT_TRUE(want.ok()) << want.status();
+  auto backend = WithFaults("poison_allocations=1");
+  ASSERT_NE(backend, nullptr);
+  for (int request = 0; request < 2; ++request) {  // fresh poisoned memory, then reused
+    auto got = extract(*backend);
+    ASSERT_TRUE(got.ok()) << "request " << request << ": " << got.status();
+    ASSERT_EQ(got->size(), want->size());
+    for (std::size_t i = 0; i < got->size(); ++i) {
+      for (auto [name, a, b] : {std::tuple{"flux", &(*want)[i].flux, &(*got)[i].flux},
+                                std::tuple{"ivar", &(*want)[i].ivar, &(*got)[i].ivar}}) {
+        ASSERT_EQ(a->size(), b->size());
+        double top = 0.0, worst = 0.0;
+        for (std::size_t k = 0; k < a->size(); ++k) {
+          top = std::max(top, std::abs((*a)[k]));
+          worst = std::max(worst, std::isfinite((*b)[k]) ? std::abs((*a)[k] - (*b)[k]) : INFINITY);
+        }
+        EXPECT_LE(worst, 1e-10 * top) << "request " << request << " bundle " << i << " " << name;
       }
     }
   }

@@ -7,6 +7,7 @@
 
 #include "core/io/psf.h"
 #include "gtest/gtest.h"
+#include "tests/psf_variants.h"
 #include "tests/test_support.h"
 
 namespace spexd::core {
@@ -234,6 +235,35 @@ TEST_F(PatchPlanTest, CoupledBandCoversEveryOverlappingStampPair) {
   }
   EXPECT_GT(checked, 100);
   EXPECT_GE(max_band, 1);
+}
+
+// Traces four times as far apart as DESI's (tests/psf_variants.h): no two spectra of a
+// patch couple, the band-0 case of the GPU's banded layout (tests/cuda: band-0 patches).
+TEST_F(PatchPlanTest, SpreadTracesGiveBandZero) {
+  auto spread = testing::LoadBundledPsfWithSpreadTraces(4);
+  ASSERT_NE(spread, nullptr);
+  ExtractionParams p = RParams();
+  p.nspec = 100;
+  p.wmin = 6000.0;
+  p.wmax = 6400.0;
+  auto plan = BuildPatchPlan(p, *spread, 4128, 4114);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  ASSERT_FALSE(plan->patches.empty());
+  for (std::size_t i = 0; i < plan->patches.size(); ++i) {
+    const PatchDesc& d = plan->patches[i];
+    ASSERT_GE(d.nspectot, 2) << "patch " << i;
+    EXPECT_EQ(plan->coupled_band[i], 0) << "patch " << i;
+    for (int s = 0; s + 1 < d.nspectot; ++s) {  // brute force: neighbours' stamps apart
+      for (int w = 0; w < plan->nwavetot; ++w) {
+        const int dx = plan->corner_x(d.fiber0 + s + 1, d.wave0 + w) - plan->corner_x(d.fiber0 + s, d.wave0 + w);
+        EXPECT_GE(std::abs(dx), plan->stamp_nx) << "patch " << i << " spectrum " << s;
+      }
+    }
+  }
+  // The original PSF couples neighbours in every patch.
+  auto dense = BuildPatchPlan(p, *psf_, 4128, 4114);
+  ASSERT_TRUE(dense.ok()) << dense.status();
+  EXPECT_GE(*std::min_element(dense->coupled_band.begin(), dense->coupled_band.end()), 1);
 }
 
 }  // namespace

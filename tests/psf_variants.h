@@ -1,0 +1,21 @@
+// PSF files altered for tests: geometries the committed DESI PSF does not have.
+#ifndef SPEXD_TESTS_PSF_VARIANTS_H_
+#define SPEXD_TESTS_PSF_VARIANTS_H_
+
+#include <memory>
+
+#include "core/io/psf.h"
+
+namespace spexd::testing {
+
+// The bundled PSF (LoadBundledPsf's file) with fibre f's x trace replaced by fibre
+// min(f * stride, nspec - 1)'s: traces `stride` times as far apart as DESI's (~7 px), so
+// that at stride >= 3 the 11-pixel stamps of neighbouring fibres no longer overlap and a
+// patch's spectra do not couple (core::CoupledBand 0). The y traces and spot shapes are
+// the original fibre's. Written to a temporary file with CFITSIO, loaded, removed.
+// nullptr (with the reason as a test failure) when the PSF cannot be found or written.
+std::shared_ptr<const core::Psf> LoadBundledPsfWithSpreadTraces(int stride);
+
+}  // namespace spexd::testing
+
+#endif  // SPEXD_TESTS_PSF_VARIANTS_H_

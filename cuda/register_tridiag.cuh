@@ -69,6 +69,73 @@ __device__ inline double HalfWarpSum(double x) {
   return x;
 }
 
+// Reduce-scatter over the 16 lanes of a half-warp (all 32 lanes call it): x[0..kM) are a
+// lane's partial sums of slots slot0 .. slot0 + kM - 1; on return the lane holds the
+// half-warp's whole sum of one slot (*slot; *real false where it holds none) and exactly
+// one holder of each slot has *leader set. Recursive halving: at offset kOff the lanes
+// with that bit clear keep the first half of the slots, the others the second, each adding
+// its partner's copy (a + b == b + a: both partners get the same bits), so a level costs
+// ceil(kM / 2) shuffles where HalfWarpSum costs kM: 7 instead of 20 for five slots. The
+// shuffles share the L1/shared pipe with the broadcasts, which bounds this kernel.
+template <int kM, int kOff>
+__device__ inline double HalfWarpScatterSum(const double (&x)[kM], int lane16, int slot0, int nreal,
+                                            int* slot, bool* real, bool* leader) {
+  const bool upper = (lane16 & kOff) != 0;
+  if constexpr (kM == 1) {
+    const double y[1] = {x[0] + __shfl_xor_sync(0xffffffffu, x[0], kOff, kRegLanes)};
+    *leader = *leader && !upper;
+    if constexpr (kOff == 1) {
+      *slot = slot0;
+      *real = nreal > 0;
+      return y[0];
+    } else {
+      return HalfWarpScatterSum<1, kOff / 2>(y, lane16, slot0, nreal, slot, real, leader);
+    }
+  } else {
+    constexpr int kH = (kM + 1) / 2;
+    static_assert(kOff > 1 || kH == 1, "more slots than a half-warp can scatter");
+    double y[kH];
+#pragma unroll
+    for (int j = 0; j < kH; ++j) {
+      const double hi = kH + j < kM ? x[kH + j] : 0.0;
+      const double send = upper ? x[j] : hi;
+      y[j] = (upper ? hi : x[j]) + __shfl_xor_sync(0xffffffffu, send, kOff, kRegLanes);
+    }
+    const int base = upper ? slot0 + kH : slot0;
+    const int left = upper ? max(nreal - kH, 0) : min(nreal, kH);
+    if constexpr (kOff == 1) {
+      *slot = base;
+      *real = left > 0;
+      return y[0];
+    } else {
+      return HalfWarpScatterSum<kH, kOff / 2>(y, lane16, base, left, slot, real, leader);
+    }
+  }
+}
+
+// The lane (of 16) that HalfWarpScatterSum<m, 8> leaves holding slot slot0 + j (the one
+// with its leader set), following its halving: the first ceil(m / 2) slots to the lanes
+// with the offset's bit clear.
+__host__ __device__ constexpr int HalfWarpScatterHolder(int m, int j) {
+  int lane = 0;
+  for (int off = 8; off > 0; off >>= 1) {
+    if (m == 1) continue;  // every lane of the group holds it; the leader has the bit clear
+    const int h = (m + 1) / 2;
+    if (j >= h) {
+      lane |= off;
+      j -= h;
+    }
+    m = h;
+  }
+  return lane;
+}
+
+// Sum over the 32 lanes of a warp, valid in lane 0 (fixed tree order).
+__device__ inline double WarpTreeSum(double x) {
+  for (int off = 16; off > 0; off >>= 1) x += __shfl_down_sync(0xffffffffu, x, off);
+  return x;
+}
+
 // Columns k = 16 kA0 .. min(16 kA0 + 15, n - 3) of the reduction.
 template <int kA0>
 __device__ void RegReduceColumns(RegTile& A, int n, int r, int c, const RegShared& sh) {
@@ -112,21 +179,28 @@ __device__ void RegReduceColumns(RegTile& A, int n, int r, int c, const RegShare
     // Only A stays in registers across the barriers (v and p are re-read from shared
     // memory: broadcasts), so that fewer registers are live.
     {
-      double vc[kRegSlots];
+      constexpr int kM = kRegSlots - kA0;
+      double vc[kM], q[kM];
 #pragma unroll
-      for (int b = kA0; b < kRegSlots; ++b) vc[b] = vk[c + 16 * b];
-      double pv = 0.0;
+      for (int b = 0; b < kM; ++b) vc[b] = vk[c + 16 * (kA0 + b)];
 #pragma unroll
-      for (int a = kA0; a < kRegSlots; ++a) {
-        double q = 0.0;
+      for (int a = 0; a < kM; ++a) {
+        q[a] = 0.0;
 #pragma unroll
-        for (int b = kA0; b < kRegSlots; ++b) q = fma(A[a][b], vc[b], q);
-        q = HalfWarpSum(q);
-        const double p = r + 16 * a > k ? tk * q : 0.0;
-        pv += p * vk[r + 16 * a];
-        if (c == a) sh.p[r + 16 * a] = p;
+        for (int b = 0; b < kM; ++b) q[a] = fma(A[kA0 + a][kA0 + b], vc[b], q[a]);
       }
-      pv += __shfl_xor_sync(0xffffffffu, pv, 16);  // both half-warps: the warp's share
+      // Each row's sum lands in one lane (HalfWarpScatterSum), which writes p and adds p v.
+      int a = kA0;
+      bool real = false, leader = true;
+      const double qs = HalfWarpScatterSum<kM, 8>(q, c, kA0, kM, &a, &real, &leader);
+      double pv = 0.0;
+      if (real && leader) {
+        const int i = r + 16 * a;
+        const double p = i > k ? tk * qs : 0.0;
+        sh.p[i] = p;
+        pv = p * vk[i];
+      }
+      pv = WarpTreeSum(pv);
       if ((threadIdx.x & 31) == 0) sh.red[warp] = pv;
     }
     __syncthreads();  // p, p.v partials
@@ -164,17 +238,27 @@ __device__ void RegReflectColumns(RegTile& G, int n, int c, const RegShared& sh)
     const double tk = sh.tau[k];
     if (tk == 0.0) continue;
     const double* vk = sh.v + kRegMaxN * k;
-    double vc[kRegSlots];
+    constexpr int kM = kRegSlots - kA0;
+    double vc[kM], y[kM];
 #pragma unroll
-    for (int b = kA0; b < kRegSlots; ++b) vc[b] = vk[c + 16 * b];
+    for (int b = 0; b < kM; ++b) vc[b] = vk[c + 16 * (kA0 + b)];
 #pragma unroll
-    for (int a = kA0; a < kRegSlots; ++a) {
-      double y = 0.0;
+    for (int a = 0; a < kM; ++a) {
+      y[a] = 0.0;
 #pragma unroll
-      for (int b = kA0; b < kRegSlots; ++b) y = fma(G[a][b], vc[b], y);
-      const double ty = tk * HalfWarpSum(y);
+      for (int b = 0; b < kM; ++b) y[a] = fma(G[kA0 + a][kA0 + b], vc[b], y[a]);
+    }
+    // Every lane needs every row's sum: scattered, then gathered from each slot's holder
+    // (kM + ceil-halvings shuffles instead of 4 kM).
+    int slot = 0;
+    bool real = false, leader = true;
+    const double ys = HalfWarpScatterSum<kM, 8>(y, c, 0, kM, &slot, &real, &leader);
 #pragma unroll
-      for (int b = kA0; b < kRegSlots; ++b) G[a][b] = fma(-ty, vc[b], G[a][b]);
+    for (int a = 0; a < kM; ++a) {
+      const double ty =
+          tk * __shfl_sync(0xffffffffu, ys, HalfWarpScatterHolder(kM, a), kRegLanes);
+#pragma unroll
+      for (int b = 0; b < kM; ++b) G[kA0 + a][kA0 + b] = fma(-ty, vc[b], G[kA0 + a][kA0 + b]);
     }
   }
 }

@@ -71,6 +71,9 @@ class BatchExtractor {
   absl::Status UploadLayout(WorkspaceSet* s, const RunLayout& layout, cudaStream_t stream) const;
   absl::Status UploadPointers(WorkspaceSet* s, const RunLayout& layout, cudaStream_t stream) const;
   absl::Status EnqueueCanvas(WorkspaceSet* s, const Batch& batch, cudaStream_t stream) const;
+  // The batch's outputs to the pinned buffers on `stream`: flux, ivar and resolution once
+  // `decorrelated`, the rest once `compute_done` (the model's sums come last: the largest
+  // copies overlap them, which shortens a frame's last batch).
   absl::Status EnqueueDownload(WorkspaceSet* s, const Batch& batch, cudaStream_t stream) const;
   absl::Status Enqueue(const core::ExtractionJob& job, Batch* batch);
   absl::Status Retry(const core::ExtractionJob& job, Batch* batch, const std::vector<RunEntry>& failing);

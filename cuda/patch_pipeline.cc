@@ -261,6 +261,8 @@ absl::Status EnqueueAfterNormalEquations(const RunResources& res, const RunLayou
       SPEXD_CUDA_RETURN_IF_ERROR(LaunchDecorrelate(args, /*from_eigenvectors=*/0, stream));
     }
     if (!(s = Mark(res, kMarkInverseSqrt, tail)).ok()) return s;
+    // The batch's download of flux, ivar and resolution starts here (BatchExtractor).
+    SPEXD_CUDA_RETURN_IF_ERROR(cudaEventRecord(res.set->decorrelated.get(), tail));
   }
   // Model, chi2pix, pixmask_fraction (spec §2.11).
   NvtxRange range{"finalise"};

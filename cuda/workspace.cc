@@ -97,6 +97,7 @@ absl::Status Workspace::ReserveSet(WorkspaceSet* s, const WorkspaceSpec& spec) {
   SPEXD_RETURN_IF_ERROR(s->h_chi2.Allocate(out, "chi2pix (host)"));
   SPEXD_RETURN_IF_ERROR(s->h_rdiag.Allocate(out * Sz(spec.nk), "resolution (host)"));
   if (!s->events_created) {
+    SPEXD_RETURN_IF_ERROR(s->decorrelated.Create(false));
     SPEXD_RETURN_IF_ERROR(s->compute_done.Create(false));
     SPEXD_RETURN_IF_ERROR(s->outputs_copied.Create(false));
     for (Event& e : s->marks) SPEXD_RETURN_IF_ERROR(e.Create(true));

@@ -62,7 +62,9 @@ struct WorkspaceSet {
   PinnedBuffer<double> h_cond;  // per slot, downloaded with h_status (issue 23)
   PinnedBuffer<CanvasDesc> h_canvas_desc;
   PinnedBuffer<CanvasPatch> h_canvas_list;
-  Event compute_done, outputs_copied;  // ordering
+  // Ordering: `decorrelated` after a run's flux, ivar and resolution are written (before its
+  // model), `compute_done` after all of it, `outputs_copied` after the download.
+  Event decorrelated, compute_done, outputs_copied;
   Event marks[kNumMarks];              // stage timing (compute stream)
   Event d2h_start, d2h_end;            // download timing (copy stream)
   bool events_created = false;

@@ -176,13 +176,14 @@ __device__ void RegReduceColumns(RegTile& A, int n, int r, int c, const RegShare
     const double tk = sh.tau[k];
     if (tk == 0.0) continue;  // H_k = I (uniform)
     // p = tau A v on rows > k (rows <= k keep their old entries, which must not count).
-    // Only A stays in registers across the barriers (v and p are re-read from shared
-    // memory: broadcasts), so that fewer registers are live.
-    {
-      constexpr int kM = kRegSlots - kA0;
-      double vc[kM], q[kM];
+    // v's column entries stay in registers across the barrier (5 broadcasts a column fewer:
+    // the L1 pipe bounds this kernel; no more spills than before); p is re-read.
+    constexpr int kM = kRegSlots - kA0;
+    double vc[kM];
 #pragma unroll
-      for (int b = 0; b < kM; ++b) vc[b] = vk[c + 16 * (kA0 + b)];
+    for (int b = 0; b < kM; ++b) vc[b] = vk[c + 16 * (kA0 + b)];
+    {
+      double q[kM];
 #pragma unroll
       for (int a = 0; a < kM; ++a) {
         q[a] = 0.0;
@@ -210,19 +211,16 @@ __device__ void RegReduceColumns(RegTile& A, int n, int r, int c, const RegShare
     const double kk = 0.5 * (tk * ptv);  // K = (tau/2) p.v
     // A -= v x^T + x v^T, x = p - K v: bitwise symmetric (x_i is the same value whether
     // this thread holds i as a row or as a column).
-    double vc[kRegSlots], xc[kRegSlots];
+    double xc[kM];
 #pragma unroll
-    for (int b = kA0; b < kRegSlots; ++b) {
-      vc[b] = vk[c + 16 * b];
-      xc[b] = sh.p[c + 16 * b] - MulRn(kk, vc[b]);
-    }
+    for (int b = 0; b < kM; ++b) xc[b] = sh.p[c + 16 * (kA0 + b)] - MulRn(kk, vc[b]);
 #pragma unroll
     for (int a = kA0; a < kRegSlots; ++a) {
       const double vr = vk[r + 16 * a];
       const double xr = sh.p[r + 16 * a] - MulRn(kk, vr);
 #pragma unroll
       for (int b = kA0; b < kRegSlots; ++b) {
-        A[a][b] -= MulRn(vr, xc[b]) + MulRn(xr, vc[b]);
+        A[a][b] -= MulRn(vr, xc[b - kA0]) + MulRn(xr, vc[b - kA0]);
       }
     }
   }

@@ -130,12 +130,6 @@ __host__ __device__ constexpr int HalfWarpScatterHolder(int m, int j) {
   return lane;
 }
 
-// Sum over the 32 lanes of a warp, valid in lane 0 (fixed tree order).
-__device__ inline double WarpTreeSum(double x) {
-  for (int off = 16; off > 0; off >>= 1) x += __shfl_down_sync(0xffffffffu, x, off);
-  return x;
-}
-
 // Columns k = 16 kA0 .. min(16 kA0 + 15, n - 3) of the reduction.
 template <int kA0>
 __device__ void RegReduceColumns(RegTile& A, int n, int r, int c, const RegShared& sh) {
@@ -176,33 +170,38 @@ __device__ void RegReduceColumns(RegTile& A, int n, int r, int c, const RegShare
     const double tk = sh.tau[k];
     if (tk == 0.0) continue;  // H_k = I (uniform)
     // p = tau A v on rows > k (rows <= k keep their old entries, which must not count).
-    // v's column entries stay in registers across the barrier (5 broadcasts a column fewer:
-    // the L1 pipe bounds this kernel; no more spills than before); p is re-read.
+    // v's column entries stay in registers across the barrier (the L1 pipe bounds this
+    // kernel; no more spills than before); its row entries and p are re-read.
     constexpr int kM = kRegSlots - kA0;
-    double vc[kM];
+    double vc[kM], vr[kM];
 #pragma unroll
-    for (int b = 0; b < kM; ++b) vc[b] = vk[c + 16 * (kA0 + b)];
+    for (int b = 0; b < kM; ++b) {
+      vc[b] = vk[c + 16 * (kA0 + b)];
+      vr[b] = vk[r + 16 * (kA0 + b)];
+    }
     {
-      double q[kM];
+      // Slot kM: this thread's share of v^T A v (v is zero on rows <= k, so p.v = tau v^T A v
+      // needs no mask), summed with the rows by the same scatter instead of a warp tree.
+      double q[kM + 1];
+      q[kM] = 0.0;
 #pragma unroll
       for (int a = 0; a < kM; ++a) {
         q[a] = 0.0;
 #pragma unroll
         for (int b = 0; b < kM; ++b) q[a] = fma(A[kA0 + a][kA0 + b], vc[b], q[a]);
+        q[kM] = fma(q[a], vr[a], q[kM]);
       }
-      // Each row's sum lands in one lane (HalfWarpScatterSum), which writes p and adds p v.
+      // Each row's sum lands in one lane (HalfWarpScatterSum), which writes p.
       int a = kA0;
       bool real = false, leader = true;
-      const double qs = HalfWarpScatterSum<kM, 8>(q, c, kA0, kM, &a, &real, &leader);
-      double pv = 0.0;
-      if (real && leader) {
+      const double qs = HalfWarpScatterSum<kM + 1, 8>(q, c, kA0, kM + 1, &a, &real, &leader);
+      if (real && leader && a < kRegSlots) {
         const int i = r + 16 * a;
-        const double p = i > k ? tk * qs : 0.0;
-        sh.p[i] = p;
-        pv = p * vk[i];
+        sh.p[i] = i > k ? tk * qs : 0.0;
       }
-      pv = WarpTreeSum(pv);
-      if ((threadIdx.x & 31) == 0) sh.red[warp] = pv;
+      // The v^T A v holders: the same lane of both half-warps.
+      const double vav = qs + __shfl_xor_sync(0xffffffffu, qs, 16);
+      if (real && leader && a == kRegSlots && r % 2 == 0) sh.red[warp] = tk * vav;
     }
     __syncthreads();  // p, p.v partials
     double ptv = 0.0;
@@ -216,11 +215,11 @@ __device__ void RegReduceColumns(RegTile& A, int n, int r, int c, const RegShare
     for (int b = 0; b < kM; ++b) xc[b] = sh.p[c + 16 * (kA0 + b)] - MulRn(kk, vc[b]);
 #pragma unroll
     for (int a = kA0; a < kRegSlots; ++a) {
-      const double vr = vk[r + 16 * a];
-      const double xr = sh.p[r + 16 * a] - MulRn(kk, vr);
+      const double vra = vk[r + 16 * a];  // re-read: fewer registers live across the barrier
+      const double xr = sh.p[r + 16 * a] - MulRn(kk, vra);
 #pragma unroll
       for (int b = kA0; b < kRegSlots; ++b) {
-        A[a][b] -= MulRn(vr, xc[b - kA0]) + MulRn(xr, vc[b - kA0]);
+        A[a][b] -= MulRn(vra, xc[b - kA0]) + MulRn(xr, vc[b - kA0]);
       }
     }
   }

@@ -130,6 +130,39 @@ __host__ __device__ constexpr int HalfWarpScatterHolder(int m, int j) {
   return lane;
 }
 
+// HalfWarpScatterSum's routing replayed for every lane at compile time: each of the m
+// slots ends in exactly one leader, the lane HalfWarpScatterHolder names.
+__host__ __device__ constexpr bool HalfWarpScatterHoldersAgree(int m) {
+  for (int j = 0; j < m; ++j) {
+    int leaders = 0, at = -1;
+    for (int lane = 0; lane < kRegLanes; ++lane) {
+      int mm = m, base = 0, nreal = m;
+      bool leader = true;
+      for (int off = 8; off > 0; off >>= 1) {
+        const bool upper = (lane & off) != 0;
+        if (mm == 1) {
+          leader = leader && !upper;
+          continue;
+        }
+        const int h = (mm + 1) / 2;
+        base = upper ? base + h : base;
+        nreal = upper ? (nreal - h > 0 ? nreal - h : 0) : (nreal < h ? nreal : h);
+        mm = h;
+      }
+      if (leader && nreal > 0 && base == j) {
+        ++leaders;
+        at = lane;
+      }
+    }
+    if (leaders != 1 || at != HalfWarpScatterHolder(m, j)) return false;
+  }
+  return true;
+}
+static_assert(HalfWarpScatterHoldersAgree(1) && HalfWarpScatterHoldersAgree(2) &&
+                  HalfWarpScatterHoldersAgree(3) && HalfWarpScatterHoldersAgree(4) &&
+                  HalfWarpScatterHoldersAgree(5) && HalfWarpScatterHoldersAgree(6),
+              "the scatter's holders");
+
 // Columns k = 16 kA0 .. min(16 kA0 + 15, n - 3) of the reduction.
 template <int kA0>
 __device__ void RegReduceColumns(RegTile& A, int n, int r, int c, const RegShared& sh) {

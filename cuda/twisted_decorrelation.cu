@@ -66,6 +66,54 @@ __host__ __device__ inline TwistedLayout MakeTwistedLayout(int n) {
 
 static_assert(kTwWarps == 8, "ForEightWarps dispatches eight warps");
 
+// G = Z^T Z is symmetric: its lower tiles alone (55 of 100), lower tile t in row order
+// (0,0), (1,0), (1,1), (2,0), ..., warp W owning t = W, W + 8, ...; X = Z^T and Y = Z have
+// the same fragments (X(8R + l/4, k) = Z(k, 8R + l/4)), one load a tile row and k-step.
+constexpr int kTwLowerTiles = kTwT * (kTwT + 1) / 2;
+constexpr int kTwLowerPerWarp = (kTwLowerTiles + kTwWarps - 1) / kTwWarps;
+__host__ __device__ constexpr int LowerTileRow(int t) {
+  int r = 0;
+  while ((r + 1) * (r + 2) / 2 <= t) ++r;
+  return r;
+}
+__host__ __device__ constexpr int LowerTileCol(int t) { return t - LowerTileRow(t) * (LowerTileRow(t) + 1) / 2; }
+
+template <int W>
+__device__ __forceinline__ void GramLowerTiles(const double* z, int kend, int lane,
+                                               double (&acc)[kTwLowerPerWarp][2]) {
+#pragma unroll
+  for (int i = 0; i < kTwLowerPerWarp; ++i) acc[i][0] = acc[i][1] = 0.0;
+  for (int k0 = 0; k0 < kend; k0 += 4) {
+    double f[kTwT];  // f[R] = Z(k0 + l%4, 8R + l/4)
+#pragma unroll
+    for (int r = 0; r < kTwT; ++r) f[r] = z[(k0 + lane % 4) * kTwLd + 8 * r + lane / 4];
+#pragma unroll
+    for (int i = 0; i < kTwLowerPerWarp; ++i) {
+      const int t = W + kTwWarps * i;
+      if (t < kTwLowerTiles) Dmma(acc[i], f[LowerTileRow(t)], f[LowerTileCol(t)]);
+    }
+  }
+}
+
+// f(row, col, g) for each element of warp W's lower tiles this lane holds, and for its
+// mirror above the diagonal (the same g).
+template <int W, class F>
+__device__ __forceinline__ void ForEachGramElement(const double (&acc)[kTwLowerPerWarp][2], int lane, F f) {
+#pragma unroll
+  for (int i = 0; i < kTwLowerPerWarp; ++i) {
+    const int t = W + kTwWarps * i;
+    if (t >= kTwLowerTiles) continue;
+    const int tr = LowerTileRow(t), tc = LowerTileCol(t);
+    const int row = tr * 8 + lane / 4;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int col = tc * 8 + 2 * (lane % 4) + h;
+      f(row, col, acc[i][h]);
+      if (tr != tc) f(col, row, acc[i][h]);
+    }
+  }
+}
+
 __global__ void __launch_bounds__(kTwThreads, 2) TwistedKernel(RunArgs a) {
   extern __shared__ double smem[];
   const PlanDims& D = a.dims;
@@ -128,12 +176,12 @@ __global__ void __launch_bounds__(kTwThreads, 2) TwistedKernel(RunArgs a) {
     }
     double acc[kTwPerWarp][2];
     bool bad = false;
-    // G = Z^T Z, kept as P = (3I - G) / 2 in R2 (row-major).
+    // G = Z^T Z (its lower tiles, mirrored), kept as P = (3I - G) / 2 in R2 (row-major).
     ForEightWarps(warp, [&](auto w) {
       constexpr int W = decltype(w)::value;
-      TileProduct<kTwT, kTwWarps, W>(SharedMat{r1, 1, kTwLd}, SharedMat{r1, kTwLd, 1},
-                                     kend, lane, acc);
-      ForEachTileElement<kTwT, kTwWarps, W>(acc, lane, [&](int row, int col, double g) {
+      double gacc[kTwLowerPerWarp][2];
+      GramLowerTiles<W>(r1, kend, lane, gacc);
+      ForEachGramElement<W>(gacc, lane, [&](int row, int col, double g) {
         const double id = (row == col && row < n) ? 1.0 : 0.0;
         const double dev = g - id;  // 0 in the padding
         bad = bad || !(fabs(dev) <= kTwistedMaxDeviation);

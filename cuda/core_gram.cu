@@ -20,14 +20,6 @@ constexpr int kChunk = 32;
 constexpr int kRowStride = kChunk + 4;
 constexpr int kBufDoubles = kCoreGramMaxNt * kRowStride;
 
-// Lower tile t in row order: (0,0), (1,0), (1,1), (2,0), ...
-__host__ __device__ constexpr int TileRow(int t) {
-  int r = 0;
-  while ((r + 1) * (r + 2) / 2 <= t) ++r;
-  return r;
-}
-__host__ __device__ constexpr int TileCol(int t) { return t - TileRow(t) * (TileRow(t) + 1) / 2; }
-
 // One chunk's products for warp W's tiles (W a template parameter, so that every tile's
 // fragment index is a compile-time constant and the fragments stay in registers).
 template <int W>
@@ -42,7 +34,7 @@ __device__ __forceinline__ void ChunkProducts(const double* xs, int lane,
 #pragma unroll
     for (int i = 0; i < kTilesPerWarp; ++i) {
       const int t = W + kWarps * i;
-      if (t < kLowerTiles) Dmma(acc[i], f[TileRow(t)], f[TileCol(t)]);
+      if (t < kLowerTiles) Dmma(acc[i], f[LowerTileRow(t)], f[LowerTileCol(t)]);
     }
   }
 }
@@ -55,10 +47,10 @@ __device__ __forceinline__ void StoreTiles(double* c, int nt, int lane,
   for (int i = 0; i < kTilesPerWarp; ++i) {
     const int t = W + kWarps * i;
     if (t >= kLowerTiles) continue;
-    const int row = TileRow(t) * 8 + lane / 4;
+    const int row = LowerTileRow(t) * 8 + lane / 4;
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      const int col = TileCol(t) * 8 + 2 * (lane % 4) + h;
+      const int col = LowerTileCol(t) * 8 + 2 * (lane % 4) + h;
       if (row < nt && col <= row) {
         c[row + static_cast<int64_t>(col) * nt] = acc[i][h];
         c[col + static_cast<int64_t>(row) * nt] = acc[i][h];

@@ -30,6 +30,17 @@ __device__ inline void Dmma(double (&d)[2], double a, double b) {
                : "d"(a), "d"(b));
 }
 
+// The lower tiles (R >= C) of a square tile grid in row order, (0,0), (1,0), (1,1), (2,0),
+// ...: tile t's row and column (symmetric products compute these alone and mirror them).
+__host__ __device__ constexpr int LowerTileRow(int t) {
+  int r = 0;
+  while ((r + 1) * (r + 2) / 2 <= t) ++r;
+  return r;
+}
+__host__ __device__ constexpr int LowerTileCol(int t) {
+  return t - LowerTileRow(t) * (LowerTileRow(t) + 1) / 2;
+}
+
 // A matrix in shared memory: M(r, c) = p[r * rs + c * cs].
 struct SharedMat {
   const double* p;

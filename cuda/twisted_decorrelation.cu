@@ -66,17 +66,11 @@ __host__ __device__ inline TwistedLayout MakeTwistedLayout(int n) {
 
 static_assert(kTwWarps == 8, "ForEightWarps dispatches eight warps");
 
-// G = Z^T Z is symmetric: its lower tiles alone (55 of 100), lower tile t in row order
-// (0,0), (1,0), (1,1), (2,0), ..., warp W owning t = W, W + 8, ...; X = Z^T and Y = Z have
+// G = Z^T Z is symmetric: its lower tiles alone (55 of 100; dmma_tiles.cuh's order), warp W
+// owning t = W, W + 8, ...; X = Z^T and Y = Z have
 // the same fragments (X(8R + l/4, k) = Z(k, 8R + l/4)), one load a tile row and k-step.
 constexpr int kTwLowerTiles = kTwT * (kTwT + 1) / 2;
 constexpr int kTwLowerPerWarp = (kTwLowerTiles + kTwWarps - 1) / kTwWarps;
-__host__ __device__ constexpr int LowerTileRow(int t) {
-  int r = 0;
-  while ((r + 1) * (r + 2) / 2 <= t) ++r;
-  return r;
-}
-__host__ __device__ constexpr int LowerTileCol(int t) { return t - LowerTileRow(t) * (LowerTileRow(t) + 1) / 2; }
 
 template <int W>
 __device__ __forceinline__ void GramLowerTiles(const double* z, int kend, int lane,

@@ -34,6 +34,17 @@ std::string SharedDataPath(const std::string& name) {
   return p.string();
 }
 
+absl::StatusOr<std::vector<core::BundleResult>> ExtractBundles(core::Backend& backend,
+                                                               const core::ExtractionJob& job) {
+  std::vector<core::BundleResult> out;
+  auto s = backend.Extract(job, [&](core::BundleResult&& r) {
+    out.push_back(std::move(r));
+    return absl::OkStatus();
+  });
+  if (!s.ok()) return s.status();
+  return out;
+}
+
 absl::StatusOr<core::BackendOptions> CudaOptionsFromEnv() {
   core::BackendOptions options;
   options.kind = core::BackendKind::kCuda;

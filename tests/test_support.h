@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "core/backend/backend.h"
@@ -34,6 +35,9 @@ bool WriteBytes(const std::string& path, const std::string& bytes);
 // selects the library eigensolver; SPEXD_CUDA_EIGEN=tridiag|jacobi|syevbatched;
 // SPEXD_CUDA_STATS=1). INVALID_ARGUMENT for a misspelt value.
 absl::StatusOr<core::BackendOptions> CudaOptionsFromEnv();
+// The job's bundles from `backend`, in the order its sink received them.
+absl::StatusOr<std::vector<core::BundleResult>> ExtractBundles(core::Backend& backend,
+                                                               const core::ExtractionJob& job);
 // A frame from the core simulator (core/sim/simulator.h: GenerateSpectra, SimulateFrame),
 // decoded as the extraction reads it (ToPreprocImage): the one frame synthesizer for tests
 // and benchmarks that need a whole-CCD frame in memory.

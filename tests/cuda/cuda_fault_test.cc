@@ -92,13 +92,7 @@ class CudaFaultTest : public ::testing::Test {
     job.geometry = geometry_;
     job.image = &image_;
     job.regularize = regularize;
-    std::vector<core::BundleResult> out;
-    auto s = backend.Extract(job, [&](core::BundleResult&& b) {
-      out.push_back(std::move(b));
-      return absl::OkStatus();
-    });
-    if (!s.ok()) return s.status();
-    return out;
+    return ExtractBundles(backend, job);
   }
 
   // Bit-identical to the fault-free run (the same device, the same kernels).
@@ -174,25 +168,16 @@ TEST_F(CudaFaultTest, PoisonedAllocationsWithUncoupledSpectra) {
   SyntheticOptions so;
   so.seed = 5;
   core::PreprocImage image = MakeSyntheticFrame(**g, so);
-  auto extract = [&](core::Backend& b) -> absl::StatusOr<std::vector<core::BundleResult>> {
-    core::ExtractionJob job;
-    job.geometry = *g;
-    job.image = &image;
-    std::vector<core::BundleResult> out;
-    auto s = b.Extract(job, [&](core::BundleResult&& r) {
-      out.push_back(std::move(r));
-      return absl::OkStatus();
-    });
-    if (!s.ok()) return s.status();
-    return out;
-  };
+  core::ExtractionJob job;
+  job.geometry = *g;
+  job.image = &image;
   auto cpu = core::CreateCpuBackend(0);
-  auto want = extract(*cpu);
+  auto want = ExtractBundles(*cpu, job);
   ASSERT_TRUE(want.ok()) << want.status();
   auto backend = WithFaults("poison_allocations=1");
   ASSERT_NE(backend, nullptr);
   for (int request = 0; request < 2; ++request) {  // fresh poisoned memory, then reused
-    auto got = extract(*backend);
+    auto got = ExtractBundles(*backend, job);
     ASSERT_TRUE(got.ok()) << "request " << request << ": " << got.status();
     ASSERT_EQ(got->size(), want->size());
     for (std::size_t i = 0; i < got->size(); ++i) {

@@ -25,13 +25,7 @@ absl::StatusOr<std::vector<core::BundleResult>> Extract(core::Backend& b, const 
   core::ExtractionJob job;
   job.geometry = c.geometry;
   job.image = &c.frame;
-  std::vector<core::BundleResult> out;
-  auto s = b.Extract(job, [&](core::BundleResult&& r) {
-    out.push_back(std::move(r));
-    return absl::OkStatus();
-  });
-  if (!s.ok()) return s.status();
-  return out;
+  return ExtractBundles(b, job);
 }
 
 TEST(CudaGeometryRecycle, EvictedBuffersGiveTheFreshBackendsSpectra) {

@@ -52,8 +52,9 @@ struct SharedMat {
 // over k < kend (a multiple of 4). Warp W of kWarps owns tiles W, W + kWarps, ... (row-major
 // tile index t: tile row t / T, column t % T), their sums in acc. X(i, k) and Y(k, j) are
 // read as tensor-core fragments; with rs or cs = 4 mod 16 (doubles) and the other 1, a
-// fragment is two conflict-free wavefronts.
-template <int T, int kWarps, int W, int kPerWarp>
+// fragment is two conflict-free wavefronts. kUpperY: Y is upper triangular (Y(k, j) = 0 for
+// k > j), so tile column j stops at k = 8 j + 7: its products past that add exact zeros.
+template <int T, int kWarps, int W, int kPerWarp, bool kUpperY = false>
 __device__ __forceinline__ void TileProduct(SharedMat x, SharedMat y, int kend, int lane,
                                             double (&acc)[kPerWarp][2]) {
 #pragma unroll
@@ -68,7 +69,7 @@ __device__ __forceinline__ void TileProduct(SharedMat x, SharedMat y, int kend, 
 #pragma unroll
     for (int i = 0; i < kPerWarp; ++i) {
       const int t = W + kWarps * i;
-      if (t < T * T) Dmma(acc[i], a[t / T], b[t % T]);
+      if (t < T * T && (!kUpperY || k0 < 8 * (t % T + 1))) Dmma(acc[i], a[t / T], b[t % T]);
     }
   }
 }

@@ -350,8 +350,10 @@ __global__ void __launch_bounds__(32 * kDmmaWarps, 2) PanelSolveDmmaKernel(RunAr
     double acc[kDmmaPerWarp][2];
     ForEightWarps(warp, [&](auto w) {
       constexpr int W = decltype(w)::value;
-      TileProduct<kDmmaTiles, kDmmaWarps, W>(SharedMat{bc, 1, kDmmaLd}, SharedMat{xt, kDmmaLd, 1},
-                                             kend, lane, acc);
+      // X_k is lower triangular (zeros above its diagonal in the leaf scratch), so X_k^T
+      // is upper: each tile column stops at its own last row (half the products).
+      TileProduct<kDmmaTiles, kDmmaWarps, W, kDmmaPerWarp, true>(
+          SharedMat{bc, 1, kDmmaLd}, SharedMat{xt, kDmmaLd, 1}, kend, lane, acc);
       ForEachTileElement<kDmmaTiles, kDmmaWarps, W>(acc, lane, [&](int row, int col, double v) {
         if (row < nr && col < nt) panel0[r0 + row + static_cast<int64_t>(col) * ld] = v;
       });

@@ -171,6 +171,7 @@ RunResources BatchExtractor::Resources(WorkspaceSet* s, bool record_marks) const
   r.tridiag_register_rotate = cfg_.diagnostics.tridiag_register_rotate;
   r.twisted_vectors = cfg_.diagnostics.twisted_vectors;
   r.dmma_gram = cfg_.diagnostics.dmma_gram;
+  r.dmma_normal_equations = cfg_.diagnostics.dmma_normal_equations;
   r.band_inverse = BandInverse();
   r.tail = record_marks && cfg_.eigen == core::CudaEigensolver::kSharedMemoryTridiagonalQl
                ? cfg_.ctx->tail()

@@ -67,6 +67,9 @@ const std::vector<EnvironmentSwitch>& CudaEnvironmentSwitches() {
        "shared: rotate the eigenvector rows in shared memory for any nt (default register where nt allows)"},
       {"SPEXD_CUDA_GRAM", "dmma or cublas",
        "cublas: C's core blocks by batched cuBLAS GEMMs (default dmma: one tensor-core kernel where nt <= 80)"},
+      {"SPEXD_CUDA_NORMAL_EQUATIONS", "dmma or entries",
+       "entries: the normal equations entry by entry on the CUDA cores (default dmma: by 8 x 8 "
+       "tiles on the FP64 tensor cores)"},
       {"SPEXD_CUDA_INVERSE", "trailing or band",
        "band: C's core blocks by the selected inversion inside the band, as the CPU backend "
        "(default trailing: the trailing-first block inversion and Gram products)"},
@@ -95,6 +98,10 @@ absl::StatusOr<Diagnostics> DiagnosticsFromEnvironment(EnvironmentLookup lookup)
                    &d.tridiag_register_rotate);
   }
   if (s.ok()) s = ReadSwitch(lookup, "SPEXD_CUDA_GRAM", "cublas", "dmma", &d.dmma_gram);
+  if (s.ok()) {
+    s = ReadSwitch(lookup, "SPEXD_CUDA_NORMAL_EQUATIONS", "entries", "dmma",
+                   &d.dmma_normal_equations);
+  }
   if (s.ok()) s = ReadSwitch(lookup, "SPEXD_CUDA_INVERSE", "trailing", "band", &d.band_inverse);
   if (s.ok()) {
     s = ReadSwitch(lookup, "SPEXD_CUDA_EIGENVECTORS", "rotate", "twisted", &d.twisted_vectors);

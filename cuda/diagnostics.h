@@ -28,6 +28,9 @@ struct Diagnostics {
   // SPEXD_CUDA_GRAM=cublas: C's core blocks by batched cuBLAS GEMMs instead of the DMMA
   // kernel (cuda/core_gram.h; A/B benches).
   bool dmma_gram = true;
+  // SPEXD_CUDA_NORMAL_EQUATIONS=entries: M entry by entry on the CUDA cores instead of by
+  // tensor-core tiles (normal_equations.h; A/B benches).
+  bool dmma_normal_equations = true;
   // SPEXD_CUDA_INVERSE=band: C's core blocks by the selected inversion inside the band
   // (batch_layout.h; issue 25, session 28: with batched cuBLAS GEMMs of 74 x 74 blocks its
   // stage took 21.1 ms a frame against 15.4 for the trailing-first inversion, so not the

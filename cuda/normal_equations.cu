@@ -8,6 +8,7 @@
 #include "cuda/batch_layout.h"
 #include "cuda/kernel_common.cuh"
 #include "cuda/launch_check.h"
+#include "cuda/normal_equations_columns.cuh"
 
 namespace spexd::cuda {
 namespace {
@@ -123,52 +124,11 @@ __global__ void __launch_bounds__(kBuildThreads, 3) BuildNormalEquationsKernel(R
     double* wa = s_wa + t * npx;
     const int oyl = s_oy[t], oxl = s_ox[t];
     const double* stl = a.in.spots + static_cast<int64_t>(s_sid[t]) * npx;
-    double fsum = 0.0, bsum = 0.0;
-    // Pixel pp = lane + 32 k of the stamp, its row and column stepped without a division.
-    const int step_r = 32 / snx, step_c = 32 - step_r * snx;
-    int pr = lane / snx, pc = lane - pr * snx;
-    for (int pp = lane; pp < npx; pp += 32) {
-      const int r = oyl + pr, c = oxl + pc;
-      pr += step_r;
-      pc += step_c;
-      if (pc >= snx) {
-        pc -= snx;
-        ++pr;
-      }
-      double va = 0.0;
-      if (r >= 0 && r < d.ny && c >= 0 && c < d.nx) {
-        const int64_t g = static_cast<int64_t>(d.y0 + r) * D.image_width + d.x0 + c;
-        SPEXD_DEVICE_ASSERT(g >= 0 && g < static_cast<int64_t>(D.image_height) * D.image_width);
-        va = a.in.ivar[g] * stl[pp];
-        fsum += va;
-        bsum += va * a.in.image[g];
-      }
-      wa[pp] = va;
-    }
-    fsum = WarpSum(fsum);
-    bsum = WarpSum(bsum);
-    const int64_t vbase = static_cast<int64_t>(e.slot) * D.ld;
-    if (lane == 0) {
-      a.slots.fw[vbase + l] = fsum;
-      a.slots.x[vbase + l] = bsum;
-    }
-    double* mcol = SlotMatrix(a, e.slot) + static_cast<int64_t>(l) * D.ld;
-    // The entries below overwrite these zeros; past the band only where M is read dense
-    // (under band_only, as far as the trailing inversion reads: TrailingReadBand).
-    const int zend =
-        a.band_only
-            ? min(n, (core::BandLast(l / D.nwavetot, TrailingReadBand(e.band), d.nspectot) + 1) *
-                         D.nwavetot)
-            : n;
-    for (int q = l + lane; q < zend; q += 32) mcol[q] = 0.0;
-    // Above the diagonal, the blocks the trailing-first inversion multiplies as zeros
-    // (NeedsZeroBlock: row blocks core_row+1 .. kb-1 of column block kb), zeroed here where
-    // the column is written anyway rather than by a kernel of their own (issue 25).
-    const int kb = l / D.nwavetot;
-    for (int q = (d.core_row + 1) * D.nwavetot + lane; q < kb * D.nwavetot; q += 32) {
-      SPEXD_DEVICE_ASSERT(NeedsZeroBlock(q / D.nwavetot, kb, d.core_row, d.nspectot));
-      mcol[q] = 0.0;
-    }
+    double fsum, bsum;
+    StampWeights(a, d, oyl, oxl, stl, lane, &fsum, &bsum,
+                 [&](int pp, int, int, double va) { wa[pp] = va; });
+    StoreColumnSums(a, e, l, lane, fsum, bsum);
+    ZeroColumn(a, e, d, l, lane);
   }
   // The rows whose stamps overlap a column of the tile at or above them.
   for (int i = tid; i < nq; i += kBuildThreads) {

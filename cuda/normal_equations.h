@@ -15,8 +15,11 @@ namespace spexd::cuda {
 // status[slot] = mflags[slot] = 0 for every run entry.
 cudaError_t LaunchResetSlotFlags(const RunArgs& args, cudaStream_t stream);
 // Lower triangle of M = A^T N A (upper triangle untouched), b (into x) and the
-// fluxweight, one warp per column, from stamp overlaps.
+// fluxweight, from stamp overlaps: entry by entry on the CUDA cores
+// (LaunchBuildNormalEquations), or by 8 x 8 tiles on the FP64 tensor cores
+// (LaunchBuildNormalEquationsDmma, normal_equations_dmma.cu). The same M up to rounding.
 cudaError_t LaunchBuildNormalEquations(const RunArgs& args, cudaStream_t stream);
+cudaError_t LaunchBuildNormalEquationsDmma(const RunArgs& args, cudaStream_t stream);
 // M_qq += core::DiagonalRegularization(...) for every q (spec §2.8, §2.17).
 cudaError_t LaunchRegularize(const RunArgs& args, cudaStream_t stream);
 // Flags entries whose potrf info is non-zero or whose solution is not finite.

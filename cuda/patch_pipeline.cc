@@ -181,7 +181,9 @@ absl::Status EnqueueNormalEquations(const RunResources& res, const std::vector<R
   // Weighted normal equations and regularisation (spec §2.7–2.8).
   NvtxRange range{"normal equations"};
   SPEXD_CUDA_RETURN_IF_ERROR(LaunchResetSlotFlags(args, stream));
-  SPEXD_CUDA_RETURN_IF_ERROR(LaunchBuildNormalEquations(args, stream));
+  SPEXD_CUDA_RETURN_IF_ERROR(res.dmma_normal_equations
+                                 ? LaunchBuildNormalEquationsDmma(args, stream)
+                                 : LaunchBuildNormalEquations(args, stream));
   SPEXD_CUDA_RETURN_IF_ERROR(LaunchRegularize(args, stream));
   // Test-only (fault_injection.h, fail_patch_once): nothing is armed in production.
   if (!(s = InjectPatchFault(entries, args, stream)).ok()) return s;

@@ -38,6 +38,8 @@ struct RunResources {
   // C's core blocks by the DMMA kernel (core_gram.h) where nt allows, else batched GEMMs
   // (Diagnostics, SPEXD_CUDA_GRAM).
   bool dmma_gram;
+  // M by tensor-core tiles, else entry by entry (SPEXD_CUDA_NORMAL_EQUATIONS).
+  bool dmma_normal_equations;
   // C's core blocks by the selected inversion inside the band (batch_layout.h; the layout
   // was built with LayoutChoices::band_inverse), else the trailing-first inversion.
   bool band_inverse;

@@ -16,6 +16,13 @@ namespace spexd::testing {
 // nullptr (with the reason as a test failure) when the PSF cannot be found or written.
 std::shared_ptr<const core::Psf> LoadBundledPsfWithSpreadTraces(int stride);
 
+// The bundled PSF with every fibre's y trace stretched `factor` times about its value at
+// the middle of the wavelength range (the Legendre coefficients past the constant scaled):
+// consecutive wavelengths `factor` times as many rows apart, so that the stamps of eight
+// of them cover a taller box than the tensor-core normal equations stage at once
+// (cuda/normal_equations_dmma.cu); only wavelengths near the middle stay on the CCD.
+std::shared_ptr<const core::Psf> LoadBundledPsfWithStretchedYTraces(double factor);
+
 }  // namespace spexd::testing
 
 #endif  // SPEXD_TESTS_PSF_VARIANTS_H_

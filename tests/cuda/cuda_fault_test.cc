@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <memory>
 #include <string>
 #include <tuple>
@@ -146,35 +147,23 @@ TEST_F(CudaFaultTest, PoisonedAllocationsGiveTheSameSpectra) {
   }
 }
 
-// Patches whose spectra do not couple (coupled band 0: traces spread four times as far
-// apart, tests/psf_variants.h; no DESI r-frame patch has it) on NaN-filled memory: the
-// normal equations must still write the block below the diagonal that the trailing
-// inversion's first product reads although it is zero (bddb37e; with the previous bound
-// it stayed NaN). Against the CPU backend at the parity bar of cuda_backend_test.cc
-// (1e-10 of each bundle's largest value: the two backends' rounding differs ~1e-13).
-TEST_F(CudaFaultTest, PoisonedAllocationsWithUncoupledSpectra) {
-  auto spread = LoadBundledPsfWithSpreadTraces(4);
-  ASSERT_NE(spread, nullptr);
-  core::ExtractionParams p;
-  p.specmin = 0;
-  p.nspec = 50;
-  p.wmin = 6000.0;
-  p.wmax = 6100.0;
-  auto g = core::Geometry::Create(spread, p, 4128, 4114, /*cache_spots=*/false);
-  ASSERT_TRUE(g.ok()) << g.status();
-  const core::PatchPlan& plan = (*g)->plan();
-  ASSERT_FALSE(plan.coupled_band.empty());
-  for (int32_t band : plan.coupled_band) ASSERT_EQ(band, 0);
+// Extracts a synthetic frame of `g` on NaN-filled device memory (twice: fresh, then
+// reused) against the CPU backend, at the parity bar of cuda_backend_test.cc (1e-10 of
+// each bundle's largest value: the two backends' rounding differs ~1e-13).
+void ExpectPoisonedParity(const std::shared_ptr<const core::Geometry>& g,
+                          const std::function<std::unique_ptr<core::Backend>()>& poisoned,
+                          core::Backend* reference = nullptr, double flux_bar = 1e-10,
+                          double ivar_bar = 1e-10) {
   SyntheticOptions so;
   so.seed = 5;
-  core::PreprocImage image = MakeSyntheticFrame(**g, so);
+  core::PreprocImage image = MakeSyntheticFrame(*g, so);
   core::ExtractionJob job;
-  job.geometry = *g;
+  job.geometry = g;
   job.image = &image;
   auto cpu = core::CreateCpuBackend(0);
-  auto want = ExtractBundles(*cpu, job);
+  auto want = ExtractBundles(reference != nullptr ? *reference : *cpu, job);
   ASSERT_TRUE(want.ok()) << want.status();
-  auto backend = WithFaults("poison_allocations=1");
+  auto backend = poisoned();
   ASSERT_NE(backend, nullptr);
   for (int request = 0; request < 2; ++request) {  // fresh poisoned memory, then reused
     auto got = ExtractBundles(*backend, job);
@@ -189,10 +178,69 @@ TEST_F(CudaFaultTest, PoisonedAllocationsWithUncoupledSpectra) {
           top = std::max(top, std::abs((*a)[k]));
           worst = std::max(worst, std::isfinite((*b)[k]) ? std::abs((*a)[k] - (*b)[k]) : INFINITY);
         }
-        EXPECT_LE(worst, 1e-10 * top) << "request " << request << " bundle " << i << " " << name;
+        const double bar = std::string(name) == "ivar" ? ivar_bar : flux_bar;
+        EXPECT_LE(worst, bar * top) << "request " << request << " bundle " << i << " " << name;
       }
     }
   }
+}
+
+// Patches whose spectra do not couple (coupled band 0: traces spread four times as far
+// apart, tests/psf_variants.h; no DESI r-frame patch has it) on NaN-filled memory: the
+// normal equations must still write the block below the diagonal that the trailing
+// inversion's first product reads although it is zero (bddb37e; with the previous bound
+// it stayed NaN).
+TEST_F(CudaFaultTest, PoisonedAllocationsWithUncoupledSpectra) {
+  auto spread = LoadBundledPsfWithSpreadTraces(4);
+  ASSERT_NE(spread, nullptr);
+  core::ExtractionParams p;
+  p.specmin = 0;
+  p.nspec = 50;
+  p.wmin = 6000.0;
+  p.wmax = 6100.0;
+  auto g = core::Geometry::Create(spread, p, 4128, 4114, /*cache_spots=*/false);
+  ASSERT_TRUE(g.ok()) << g.status();
+  const core::PatchPlan& plan = (*g)->plan();
+  ASSERT_FALSE(plan.coupled_band.empty());
+  for (int32_t band : plan.coupled_band) ASSERT_EQ(band, 0);
+  ExpectPoisonedParity(*g, [this] { return WithFaults("poison_allocations=1"); });
+}
+
+// Wavelengths five times as many rows apart as DESI's (tests/psf_variants.h): the stamps
+// of eight consecutive wavelengths cover a box taller than the tensor-core normal
+// equations stage at once (cuda/normal_equations_dmma.cu: 452 pixels a plane), so each
+// tile's sums run over several chunks and add up in M, on NaN-filled memory, against the
+// entry-by-entry kernel on the GPU (SPEXD_CUDA_NORMAL_EQUATIONS=entries) and against the
+// CPU backend. The bars: this geometry's solutions amplify M's rounding about 1e6-fold
+// (H100, session 31: two valid summation orders of M differ by 1.4e-10 of the largest flux
+// and 6e-9 of the largest ivar), so 1e-8 and 1e-7; a pixel row lost or counted twice at a
+// chunk's edge moves them by far more (a module that drops each chunk's last row fails
+// here: docs/perf.md, "Issue 25, session 31").
+TEST_F(CudaFaultTest, PoisonedAllocationsWithTallStampBoxes) {
+  auto tall = LoadBundledPsfWithStretchedYTraces(5.0);
+  ASSERT_NE(tall, nullptr);
+  core::ExtractionParams p;
+  p.specmin = 0;
+  p.nspec = 25;
+  p.wmin = 6650.0;
+  p.wmax = 6720.0;
+  auto g = core::Geometry::Create(tall, p, 4128, 4114, /*cache_spots=*/false);
+  ASSERT_TRUE(g.ok()) << g.status();
+  const core::PatchPlan& plan = (*g)->plan();
+  int tallest = 0;  // rows x columns of eight consecutive wavelengths' stamps, fibre 0
+  for (int w = 0; w + 7 < static_cast<int>(plan.fullwave.size()); ++w) {
+    tallest = std::max(tallest, (plan.corner_y(0, w + 7) - plan.corner_y(0, w) + plan.stamp_ny) *
+                                    plan.stamp_nx);
+  }
+  ASSERT_GT(tallest, 2 * 452) << "the boxes must need several chunks (452 pixels a plane)";
+  setenv("SPEXD_CUDA_NORMAL_EQUATIONS", "entries", 1);
+  auto entries = CreateCudaBackendFromEnv();
+  unsetenv("SPEXD_CUDA_NORMAL_EQUATIONS");
+  ASSERT_TRUE(entries.ok()) << entries.status();
+  ExpectPoisonedParity(*g, [this] { return WithFaults("poison_allocations=1"); }, entries->get(),
+                       1e-8, 1e-7);
+  ExpectPoisonedParity(*g, [this] { return WithFaults("poison_allocations=1"); }, nullptr, 1e-8,
+                       1e-7);
 }
 
 TEST_F(CudaFaultTest, OutOfMemoryFailsTheRequestWithResourceExhaustedAndTheNextSucceeds) {

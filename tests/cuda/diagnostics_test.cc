@@ -42,6 +42,7 @@ TEST(CudaDiagnosticsTest, UnsetOrEmptyMeansTheProductionDefaults) {
     EXPECT_TRUE(d->tridiag_register_reduce);
     EXPECT_TRUE(d->tridiag_register_rotate);
     EXPECT_TRUE(d->dmma_gram);
+    EXPECT_TRUE(d->dmma_normal_equations);
     EXPECT_FALSE(d->band_inverse);
     EXPECT_TRUE(d->twisted_vectors);
     EXPECT_TRUE(d->test_faults.empty());
@@ -56,6 +57,7 @@ TEST(CudaDiagnosticsTest, EverySwitchIsRead) {
                                         {"SPEXD_CUDA_TRIDIAG_REDUCE", "shared"},
                                         {"SPEXD_CUDA_TRIDIAG_ROTATE", "shared"},
                                         {"SPEXD_CUDA_GRAM", "cublas"},
+                                        {"SPEXD_CUDA_NORMAL_EQUATIONS", "entries"},
                                         {"SPEXD_CUDA_INVERSE", "band"},
                                         {"SPEXD_CUDA_EIGENVECTORS", "rotate"},
                                         {"SPEXD_TEST_CUDA_FAULTS", "oom_at_alloc=3"}});
@@ -67,6 +69,7 @@ TEST(CudaDiagnosticsTest, EverySwitchIsRead) {
   EXPECT_FALSE(d->tridiag_register_reduce);
   EXPECT_FALSE(d->tridiag_register_rotate);
   EXPECT_FALSE(d->dmma_gram);
+  EXPECT_FALSE(d->dmma_normal_equations);
   EXPECT_TRUE(d->band_inverse);
   EXPECT_FALSE(d->twisted_vectors);
   EXPECT_EQ(d->test_faults, "oom_at_alloc=3");

@@ -266,5 +266,28 @@ TEST_F(PatchPlanTest, SpreadTracesGiveBandZero) {
   EXPECT_GE(*std::min_element(dense->coupled_band.begin(), dense->coupled_band.end()), 1);
 }
 
+// Y traces stretched five times (tests/psf_variants.h): consecutive wavelengths about
+// five times as many rows apart as the original's, near the middle of the CCD, so that
+// eight wavelengths' stamps cover more than two of the tensor-core normal equations'
+// 452-pixel planes (the chunked path of cuda/normal_equations_dmma.cu, tests/cuda).
+TEST_F(PatchPlanTest, StretchedYTracesGiveTallStampBoxes) {
+  auto tall = testing::LoadBundledPsfWithStretchedYTraces(5.0);
+  ASSERT_NE(tall, nullptr);
+  ExtractionParams p = RParams();
+  p.nspec = 25;
+  p.wmin = 6650.0;
+  p.wmax = 6720.0;
+  auto plan = BuildPatchPlan(p, *tall, 4128, 4114);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  auto base = BuildPatchPlan(p, *psf_, 4128, 4114);
+  ASSERT_TRUE(base.ok()) << base.status();
+  const int w0 = plan->patches[0].wave0;
+  const int rows = plan->corner_y(0, w0 + 8) - plan->corner_y(0, w0);
+  const int base_rows = base->corner_y(0, w0 + 8) - base->corner_y(0, w0);
+  EXPECT_NEAR(rows, 5 * base_rows, 2 + 0.1 * rows);
+  EXPECT_GT((plan->corner_y(0, w0 + 7) - plan->corner_y(0, w0) + plan->stamp_ny) * plan->stamp_nx,
+            2 * 500);
+}
+
 }  // namespace
 }  // namespace spexd::core

@@ -1,0 +1,86 @@
+// The per-column half of the normal equations (extraction-spec §2.7-2.8), one
+// implementation for both kernels that build M (normal_equations.cu: entry by entry;
+// normal_equations_dmma.cu: by tensor-core tiles). Device-only header.
+#ifndef SPEXD_CUDA_NORMAL_EQUATIONS_COLUMNS_CUH_
+#define SPEXD_CUDA_NORMAL_EQUATIONS_COLUMNS_CUH_
+
+#include "core/numerics/patch_numerics.h"
+#include "cuda/batch_layout.h"
+#include "cuda/kernel_common.cuh"
+
+namespace spexd::cuda {
+
+// w_l = ivar * A[:, l] over the pixels of stamp l (origin oyl, oxl in the patch window,
+// values stl), one warp: put(pp, r, c, w) for each stamp pixel pp at window row r and
+// column c (w = 0 outside the trimmed window, so that dropped stamp rows drop out, spec
+// §2.7). Returns the warp's sums of w (fluxweight) and w * image (b) in every lane; the
+// order is fixed (pixels lane + 32 k, then a butterfly), so are the bits.
+template <class Put>
+__device__ __forceinline__ void StampWeights(const RunArgs& a, const DevicePatch& d, int oyl,
+                                             int oxl, const double* stl, int lane, double* fsum,
+                                             double* bsum, Put put) {
+  const PlanDims& D = a.dims;
+  const int snx = D.stamp_nx, npx = D.stamp_ny * snx;
+  double fs = 0.0, bs = 0.0;
+  // Pixel pp = lane + 32 k of the stamp, its row and column stepped without a division.
+  const int step_r = 32 / snx, step_c = 32 - step_r * snx;
+  int pr = lane / snx, pc = lane - pr * snx;
+  for (int pp = lane; pp < npx; pp += 32) {
+    const int r = oyl + pr, c = oxl + pc;
+    pr += step_r;
+    pc += step_c;
+    if (pc >= snx) {
+      pc -= snx;
+      ++pr;
+    }
+    double va = 0.0;
+    if (r >= 0 && r < d.ny && c >= 0 && c < d.nx) {
+      const int64_t g = static_cast<int64_t>(d.y0 + r) * D.image_width + d.x0 + c;
+      SPEXD_DEVICE_ASSERT(g >= 0 && g < static_cast<int64_t>(D.image_height) * D.image_width);
+      va = a.in.ivar[g] * stl[pp];
+      fs += va;
+      bs += va * a.in.image[g];
+    }
+    put(pp, r, c, va);
+  }
+  *fsum = WarpSum(fs);
+  *bsum = WarpSum(bs);
+}
+
+// Column l of M below its diagonal set to zero where it is read (the entries overwrite
+// these zeros): past the band only where M is read dense (under band_only, as far as the
+// trailing inversion reads: TrailingReadBand). Above the diagonal, the blocks the
+// trailing-first inversion multiplies as zeros (NeedsZeroBlock: row blocks core_row+1 ..
+// kb-1 of column block kb), zeroed here where the column is written anyway rather than by
+// a kernel of their own (issue 25). One warp.
+__device__ __forceinline__ void ZeroColumn(const RunArgs& a, const RunEntry& e,
+                                           const DevicePatch& d, int l, int lane) {
+  const PlanDims& D = a.dims;
+  const int n = d.n;
+  double* mcol = SlotMatrix(a, e.slot) + static_cast<int64_t>(l) * D.ld;
+  const int zend =
+      a.band_only
+          ? min(n, (core::BandLast(l / D.nwavetot, TrailingReadBand(e.band), d.nspectot) + 1) *
+                       D.nwavetot)
+          : n;
+  for (int q = l + lane; q < zend; q += 32) mcol[q] = 0.0;
+  const int kb = l / D.nwavetot;
+  for (int q = (d.core_row + 1) * D.nwavetot + lane; q < kb * D.nwavetot; q += 32) {
+    SPEXD_DEVICE_ASSERT(NeedsZeroBlock(q / D.nwavetot, kb, d.core_row, d.nspectot));
+    mcol[q] = 0.0;
+  }
+}
+
+// fw and b of column l (spec §2.8; b goes to x, which the solve overwrites), lane 0.
+__device__ __forceinline__ void StoreColumnSums(const RunArgs& a, const RunEntry& e, int l,
+                                                int lane, double fsum, double bsum) {
+  const int64_t vbase = static_cast<int64_t>(e.slot) * a.dims.ld;
+  if (lane == 0) {
+    a.slots.fw[vbase + l] = fsum;
+    a.slots.x[vbase + l] = bsum;
+  }
+}
+
+}  // namespace spexd::cuda
+
+#endif  // SPEXD_CUDA_NORMAL_EQUATIONS_COLUMNS_CUH_

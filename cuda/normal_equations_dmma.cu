@@ -1,0 +1,242 @@
+// The normal equations M = A^T N A on the FP64 tensor cores (extraction-spec §2.7-2.8;
+// issue 25). The entry-by-entry kernel (normal_equations.cu) reads two doubles from shared
+// memory per multiply-add and was bound by those loads (3.2 ms a batch on the H100). Here
+// M is built by 8 x 8 tiles: a block takes eight consecutive wavelengths l of one spectrum,
+// stages w_l = ivar * A[:, l] on a canvas of the window pixels their stamps cover (one
+// plane per column, zero where a stamp does not reach), and each warp multiplies, for one
+// tile of eight rows q of the same or a coupled spectrum, A[p, q] (read from the stamps)
+// against the canvas over the pixels p of the two tiles' common box: D(q, l) += sum_p
+// A[p, q] w_l[p] by mma.sync m8n8k4, four pixels of a canvas row a step. The products
+// outside a stamp are exact zeros, so the sums are those of the overlaps (summed in
+// another order than the entry kernel: rounding only).
+#include <climits>
+
+#include "cuda/dmma_tiles.cuh"
+#include "cuda/launch_check.h"
+#include "cuda/normal_equations.h"
+#include "cuda/normal_equations_columns.cuh"
+
+namespace spexd::cuda {
+namespace {
+
+constexpr int kNeTile = 8;  // wavelengths a tile (the m8n8 tiles' side)
+constexpr int kNeWarps = 4;
+constexpr int kNeThreads = 32 * kNeWarps;
+// The canvas: kNeTile planes of at most kPlaneMax doubles (a chunk of the tile's box;
+// 452 = 4 mod 16, so that the planes' fragments are conflict-free), 28.3 KB: six blocks an SM.
+constexpr int kPlaneMax = 452;
+constexpr int kCanvasDoubles = kNeTile * kPlaneMax;
+static_assert(kPlaneMax % 16 == 4, "plane stride 4 mod 16 doubles");
+
+// [y0, y1) x [x0, x1) in window pixels.
+struct PixelBox {
+  int y0, y1, x0, x1;
+};
+
+// The smallest stride >= len that is 4 mod 16 doubles.
+__device__ __forceinline__ int PlaneStride(int len) { return (len + 11) / 16 * 16 + 4; }
+
+// Row tiles a block can visit at most (its spectrum and the coupled ones, each
+// ceil(nt / 8) tiles): the launcher falls back to the entry kernel past it.
+constexpr int kMaxCandidates = 128;
+
+// One row tile's products over rows [y0, y1) and columns [x0, x0 + 4 NG) ∩ [.., x1) of the
+// common box: a = A[p, q] of this lane's row stamp (origin oy, ox, zero outside it, read
+// through the cache), b = the canvas plane's w_l (pl[y * cw + x]). Two rows' loads are
+// issued before their products; even rows sum in acc0, odd in acc1 (a fixed order).
+template <int NG>
+__device__ __forceinline__ void TileSteps(double (&acc0)[2], double (&acc1)[2],
+                                          const double* spot, bool valid, int oy, int ox,
+                                          const double* pl, int cw, int y0, int y1, int x0,
+                                          int x1, int kk, int sny, int snx) {
+  bool bin[NG], ain[NG];
+  int rx[NG];
+#pragma unroll
+  for (int g = 0; g < NG; ++g) {
+    const int x = x0 + 4 * g + kk;
+    rx[g] = x - ox;
+    bin[g] = x < x1;
+    ain[g] = valid && bin[g] && rx[g] >= 0 && rx[g] < snx;
+  }
+  for (int y = y0; y < y1; y += 2) {
+    double av[2][NG], bv[2][NG];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const int yy = y + r, ry = yy - oy;
+      const bool live = yy < y1, yin = live && ry >= 0 && ry < sny;
+      const double* crow = pl + yy * cw + x0 + kk;
+#pragma unroll
+      for (int g = 0; g < NG; ++g) {
+        av[r][g] = yin && ain[g] ? __ldg(spot + (ry * snx + rx[g])) : 0.0;
+        bv[r][g] = live && bin[g] ? crow[4 * g] : 0.0;
+      }
+    }
+#pragma unroll
+    for (int g = 0; g < NG; ++g) Dmma(acc0, av[0][g], bv[0][g]);
+    if (y + 1 < y1) {
+#pragma unroll
+      for (int g = 0; g < NG; ++g) Dmma(acc1, av[1][g], bv[1][g]);
+    }
+  }
+}
+
+// Block = (run entry, spectrum s, wavelength tile lt): columns l0 .. l0 + lcount - 1 of M.
+__global__ void __launch_bounds__(kNeThreads, 6) BuildNormalEquationsDmmaKernel(RunArgs a) {
+  __shared__ __align__(16) double canvas[kCanvasDoubles];
+  __shared__ int s_oy[kNeTile], s_ox[kNeTile], s_sid[kNeTile];
+  __shared__ PixelBox s_box[kMaxCandidates];
+  __shared__ int s_size[kMaxCandidates], s_order[kMaxCandidates];
+  __shared__ int s_nlist;
+  const PlanDims& D = a.dims;
+  const int nt = D.nwavetot, ntile = (nt + kNeTile - 1) / kNeTile;
+  const int per_entry = (D.ld + nt - 1) / nt * ntile;
+  const RunEntry e = a.entries[blockIdx.x / per_entry];
+  const DevicePatch d = a.in.patches[e.patch];
+  const int s = static_cast<int>(blockIdx.x % per_entry) / ntile;
+  const int lt = static_cast<int>(blockIdx.x % ntile);
+  if (s >= d.nspectot) return;  // block-uniform
+  const int lcount = min(kNeTile, nt - lt * kNeTile), l0 = s * nt + lt * kNeTile;
+  const int sny = D.stamp_ny, snx = D.stamp_nx, npx = sny * snx;
+  const int tid = static_cast<int>(threadIdx.x), warp = tid / 32, lane = tid % 32;
+  // Stamp (spectrum g, wavelength w) of the patch, without a division (StampIndex's rule).
+  const int64_t row0 = static_cast<int64_t>(d.fiber0 - D.specmin) * D.nfull + d.wave0;
+  auto stamp = [&](int g, int w) { return row0 + static_cast<int64_t>(g) * D.nfull + w; };
+  // Candidate row tiles: c = (g - s) * ntile + qt for spectra s .. BandLast, those from lt
+  // in spectrum s (q >= l); their boxes from their stamps, a (tile, stamp) pair a thread.
+  const int ncand = (core::BandLast(s, e.band, d.nspectot) - s + 1) * ntile;
+  if (tid < lcount) {
+    const int64_t idx = stamp(s, lt * kNeTile + tid);
+    s_oy[tid] = a.in.yc[idx] - d.y0;
+    s_ox[tid] = a.in.xc[idx] - d.x0;
+    s_sid[tid] = static_cast<int>(idx);
+  }
+  for (int c = tid; c < ncand; c += kNeThreads) s_box[c] = PixelBox{INT_MAX, INT_MIN, INT_MAX, INT_MIN};
+  if (tid == 0) s_nlist = 0;
+  __syncthreads();
+  for (int pi = tid; pi < ncand * kNeTile; pi += kNeThreads) {
+    const int c = pi / kNeTile, i = pi % kNeTile, g = s + c / ntile, w = (c % ntile) * kNeTile + i;
+    if ((g == s && c < lt) || w >= nt) continue;
+    const int64_t idx = stamp(g, w);
+    const int oy = a.in.yc[idx] - d.y0, ox = a.in.xc[idx] - d.x0;
+    atomicMin(&s_box[c].y0, oy);
+    atomicMax(&s_box[c].y1, oy + sny);
+    atomicMin(&s_box[c].x0, ox);
+    atomicMax(&s_box[c].x1, ox + snx);
+  }
+  // The columns' box: their stamps' union, clipped to the window (w_l = 0 outside it).
+  PixelBox bl{INT_MAX, INT_MIN, INT_MAX, INT_MIN};
+  for (int j = 0; j < lcount; ++j) {
+    bl.y0 = min(bl.y0, s_oy[j]);
+    bl.y1 = max(bl.y1, s_oy[j] + sny);
+    bl.x0 = min(bl.x0, s_ox[j]);
+    bl.x1 = max(bl.x1, s_ox[j] + snx);
+  }
+  bl = PixelBox{max(bl.y0, 0), min(bl.y1, d.ny), max(bl.x0, 0), min(bl.x1, d.nx)};
+  __syncthreads();  // the boxes
+  // Each tile's common box with the columns' and its size in k-steps (0: none); then the
+  // tiles by decreasing size (ties by index), so that the warps' round-robin shares are even.
+  for (int c = tid; c < ncand; c += kNeThreads) {
+    const PixelBox b = s_box[c];
+    const PixelBox k{max(b.y0, bl.y0), min(b.y1, bl.y1), max(b.x0, bl.x0), min(b.x1, bl.x1)};
+    const bool any = k.y0 < k.y1 && k.x0 < k.x1;
+    s_box[c] = k;
+    s_size[c] = any ? (k.y1 - k.y0) * ((k.x1 - k.x0 + 3) / 4) : 0;
+    if (any) atomicAdd(&s_nlist, 1);
+  }
+  __syncthreads();
+  for (int c = tid; c < ncand; c += kNeThreads) {
+    const int sz = s_size[c];
+    int rank = 0;
+    for (int o = 0; o < ncand; ++o) rank += s_size[o] > sz || (s_size[o] == sz && o < c);
+    s_order[rank] = c;
+  }
+  // Chunks of the box that fit a plane (one for the r frame's 8 stamps: ~28 x 12 pixels);
+  // an empty box still runs one chunk, for the column sums and zeros.
+  const int wbox = max(bl.x1 - bl.x0, 0), hbox = max(bl.y1 - bl.y0, 0);
+  const int cw = max(1, min(wbox, kPlaneMax)), ch = max(1, min(hbox, kPlaneMax / cw));
+  const int ncx = max(1, (wbox + cw - 1) / cw), ncy = max(1, (hbox + ch - 1) / ch);
+  const int plane = PlaneStride(ch * cw);
+  const int kk = lane % 4, ti = lane / 4;  // fragment k and tile row/column of this lane
+  double* mslot = SlotMatrix(a, e.slot);
+  for (int cy = 0; cy < ncy; ++cy) {
+    for (int cx = 0; cx < ncx; ++cx) {
+      const bool first = cy == 0 && cx == 0;
+      const PixelBox cb{bl.y0 + cy * ch, min(bl.y1, bl.y0 + (cy + 1) * ch), bl.x0 + cx * cw,
+                        min(bl.x1, bl.x0 + (cx + 1) * cw)};
+      for (int i = 2 * tid; i < kNeTile * plane; i += 2 * kNeThreads) {  // plane: even length
+        *reinterpret_cast<double2*>(canvas + i) = double2{0.0, 0.0};
+      }
+      __syncthreads();
+      for (int j = warp; j < lcount; j += kNeWarps) {
+        double* pl = canvas + j * plane;
+        double fsum, bsum;
+        StampWeights(a, d, s_oy[j], s_ox[j], a.in.spots + static_cast<int64_t>(s_sid[j]) * npx,
+                     lane, &fsum, &bsum, [&](int, int r, int c, double va) {
+                       if (r >= cb.y0 && r < cb.y1 && c >= cb.x0 && c < cb.x1) {
+                         pl[(r - cb.y0) * cw + c - cb.x0] = va;
+                       }
+                     });
+        if (first) {
+          StoreColumnSums(a, e, l0 + j, lane, fsum, bsum);
+          ZeroColumn(a, e, d, l0 + j, lane);
+        }
+      }
+      __syncthreads();  // the canvas, and the zeros the tiles overwrite
+      const int nlist = s_nlist;
+      for (int li = warp; li < nlist; li += kNeWarps) {
+        const int c = s_order[li];
+        const int g = s + c / ntile, qw0 = (c % ntile) * kNeTile;
+        const int qcount = min(kNeTile, nt - qw0), q0 = g * nt + qw0;
+        // The common box in this chunk (warp-uniform).
+        const PixelBox kb{max(cb.y0, s_box[c].y0), min(cb.y1, s_box[c].y1),
+                          max(cb.x0, s_box[c].x0), min(cb.x1, s_box[c].x1)};
+        if (kb.y0 >= kb.y1 || kb.x0 >= kb.x1) continue;  // no overlap here: the zeros stand
+        // This lane's row stamp ti (tile row ti of A and of D).
+        const bool valid = ti < qcount;
+        int oy = 0, ox = 0;
+        const double* spot = a.in.spots;
+        if (valid) {
+          const int64_t idx = stamp(g, qw0 + ti);
+          oy = a.in.yc[idx] - d.y0;
+          ox = a.in.xc[idx] - d.x0;
+          spot += idx * npx;
+        }
+        const double* pl = canvas + ti * plane - cb.x0 - cb.y0 * cw;  // pl[y * cw + x]
+        double acc0[2] = {0.0, 0.0}, acc1[2] = {0.0, 0.0};
+        for (int x0 = kb.x0; x0 < kb.x1; x0 += 16) {  // 16 columns at a time
+          const int ng = min(4, (kb.x1 - x0 + 3) / 4);
+          switch (ng) {
+            case 1: TileSteps<1>(acc0, acc1, spot, valid, oy, ox, pl, cw, kb.y0, kb.y1, x0, kb.x1, kk, sny, snx); break;
+            case 2: TileSteps<2>(acc0, acc1, spot, valid, oy, ox, pl, cw, kb.y0, kb.y1, x0, kb.x1, kk, sny, snx); break;
+            case 3: TileSteps<3>(acc0, acc1, spot, valid, oy, ox, pl, cw, kb.y0, kb.y1, x0, kb.x1, kk, sny, snx); break;
+            default: TileSteps<4>(acc0, acc1, spot, valid, oy, ox, pl, cw, kb.y0, kb.y1, x0, kb.x1, kk, sny, snx); break;
+          }
+        }
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int j = 2 * kk + h, q = q0 + ti, l = l0 + j;
+          if (!valid || j >= lcount || q < l) continue;
+          double* m = mslot + static_cast<int64_t>(l) * D.ld + q;
+          const double v = acc0[h] + acc1[h];
+          *m = ncx * ncy == 1 ? v : *m + v;  // later chunks add to the first's sums
+        }
+      }
+      __syncthreads();  // before the next chunk restages the canvas
+    }
+  }
+}
+
+}  // namespace
+
+cudaError_t LaunchBuildNormalEquationsDmma(const RunArgs& args, cudaStream_t stream) {
+  if (args.count == 0) return cudaSuccess;
+  const int nt = args.dims.nwavetot;
+  const unsigned per_entry = CeilDiv(args.dims.ld, nt) * CeilDiv(nt, kNeTile);
+  // Candidate row tiles of a block <= spectra a patch can have x tiles a spectrum.
+  if (per_entry > kMaxCandidates) return LaunchBuildNormalEquations(args, stream);
+  BuildNormalEquationsDmmaKernel<<<static_cast<unsigned>(args.count) * per_entry, kNeThreads, 0,
+                                   stream>>>(args);
+  return SPEXD_CHECK_LAUNCH(stream);
+}
+
+}  // namespace spexd::cuda

@@ -13,9 +13,9 @@ namespace spexd::cuda {
 // w_l = ivar * A[:, l] over the pixels of stamp l (origin oyl, oxl in the patch window,
 // values stl), one warp: put(pp, r, c, w) for each stamp pixel pp at window row r and
 // column c (w = 0 outside the trimmed window, so that dropped stamp rows drop out, spec
-// §2.7). Returns the warp's sums of w (fluxweight) and w * image (b) in every lane; the
+// §2.7; with kOutside false, put is called inside the window only). Returns the warp's sums of w (fluxweight) and w * image (b) in every lane; the
 // order is fixed (pixels lane + 32 k, then a butterfly), so are the bits.
-template <class Put>
+template <bool kOutside = true, class Put>
 __device__ __forceinline__ void StampWeights(const RunArgs& a, const DevicePatch& d, int oyl,
                                              int oxl, const double* stl, int lane, double* fsum,
                                              double* bsum, Put put) {
@@ -40,8 +40,9 @@ __device__ __forceinline__ void StampWeights(const RunArgs& a, const DevicePatch
       va = a.in.ivar[g] * stl[pp];
       fs += va;
       bs += va * a.in.image[g];
+      if (!kOutside) put(pp, r, c, va);
     }
-    put(pp, r, c, va);
+    if (kOutside) put(pp, r, c, va);
   }
   *fsum = WarpSum(fs);
   *bsum = WarpSum(bs);

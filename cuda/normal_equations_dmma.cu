@@ -86,6 +86,7 @@ __global__ void __launch_bounds__(kNeThreads, 6) BuildNormalEquationsDmmaKernel(
   __shared__ int s_oy[kNeTile], s_ox[kNeTile], s_sid[kNeTile];
   __shared__ PixelBox s_box[kMaxCandidates];
   __shared__ int s_size[kMaxCandidates], s_order[kMaxCandidates];
+  __shared__ int8_t s_owner[kMaxCandidates];  // the warp that sums tile s_order[i]
   __shared__ int s_nlist;
   const PlanDims& D = a.dims;
   const int nt = D.nwavetot, ntile = (nt + kNeTile - 1) / kNeTile;
@@ -134,7 +135,7 @@ __global__ void __launch_bounds__(kNeThreads, 6) BuildNormalEquationsDmmaKernel(
   bl = PixelBox{max(bl.y0, 0), min(bl.y1, d.ny), max(bl.x0, 0), min(bl.x1, d.nx)};
   __syncthreads();  // the boxes
   // Each tile's common box with the columns' and its size in k-steps (0: none); then the
-  // tiles by decreasing size (ties by index), so that the warps' round-robin shares are even.
+  // tiles by decreasing size (ties by index), for the warps' shares below.
   for (int c = tid; c < ncand; c += kNeThreads) {
     const PixelBox b = s_box[c];
     const PixelBox k{max(b.y0, bl.y0), min(b.y1, bl.y1), max(b.x0, bl.x0), min(b.x1, bl.x1)};
@@ -167,10 +168,21 @@ __global__ void __launch_bounds__(kNeThreads, 6) BuildNormalEquationsDmmaKernel(
         *reinterpret_cast<double2*>(canvas + i) = double2{0.0, 0.0};
       }
       __syncthreads();
+      if (first && tid == 0) {
+        // The tiles to the warps, largest first, each to the least loaded warp so far (the
+        // products' critical path; round-robin left the largest tile's warp twice the mean).
+        int load[kNeWarps] = {};
+        for (int i = 0; i < s_nlist; ++i) {
+          int w = 0;
+          for (int v = 1; v < kNeWarps; ++v) w = load[v] < load[w] ? v : w;
+          load[w] += s_size[s_order[i]];
+          s_owner[i] = static_cast<int8_t>(w);
+        }
+      }
       for (int j = warp; j < lcount; j += kNeWarps) {
         double* pl = canvas + j * plane;
         double fsum, bsum;
-        StampWeights(a, d, s_oy[j], s_ox[j], a.in.spots + static_cast<int64_t>(s_sid[j]) * npx,
+        StampWeights<false>(a, d, s_oy[j], s_ox[j], a.in.spots + static_cast<int64_t>(s_sid[j]) * npx,
                      lane, &fsum, &bsum, [&](int, int r, int c, double va) {
                        if (r >= cb.y0 && r < cb.y1 && c >= cb.x0 && c < cb.x1) {
                          pl[(r - cb.y0) * cw + c - cb.x0] = va;
@@ -183,7 +195,8 @@ __global__ void __launch_bounds__(kNeThreads, 6) BuildNormalEquationsDmmaKernel(
       }
       __syncthreads();  // the canvas, and the zeros the tiles overwrite
       const int nlist = s_nlist;
-      for (int li = warp; li < nlist; li += kNeWarps) {
+      for (int li = 0; li < nlist; ++li) {
+        if (s_owner[li] != warp) continue;
         const int c = s_order[li];
         const int g = s + c / ntile, qw0 = (c % ntile) * kNeTile;
         const int qcount = min(kNeTile, nt - qw0), q0 = g * nt + qw0;

@@ -208,7 +208,7 @@ TEST_F(CudaFaultTest, PoisonedAllocationsWithUncoupledSpectra) {
 
 // Wavelengths five times as many rows apart as DESI's (tests/psf_variants.h): the stamps
 // of eight consecutive wavelengths cover a box taller than the tensor-core normal
-// equations stage at once (cuda/normal_equations_dmma.cu: 452 pixels a plane), so each
+// equations stage at once (cuda/normal_equations_dmma.cu: 404 pixels a plane), so each
 // tile's sums run over several chunks and add up in M, on NaN-filled memory, against the
 // entry-by-entry kernel on the GPU (SPEXD_CUDA_NORMAL_EQUATIONS=entries) and against the
 // CPU backend. The bars: this geometry's solutions amplify M's rounding about 1e6-fold
@@ -232,7 +232,7 @@ TEST_F(CudaFaultTest, PoisonedAllocationsWithTallStampBoxes) {
     tallest = std::max(tallest, (plan.corner_y(0, w + 7) - plan.corner_y(0, w) + plan.stamp_ny) *
                                     plan.stamp_nx);
   }
-  ASSERT_GT(tallest, 2 * 452) << "the boxes must need several chunks (452 pixels a plane)";
+  ASSERT_GT(tallest, 2 * 404) << "the boxes must need several chunks (404 pixels a plane)";
   setenv("SPEXD_CUDA_NORMAL_EQUATIONS", "entries", 1);
   auto entries = CreateCudaBackendFromEnv();
   unsetenv("SPEXD_CUDA_NORMAL_EQUATIONS");

@@ -269,7 +269,7 @@ TEST_F(PatchPlanTest, SpreadTracesGiveBandZero) {
 // Y traces stretched five times (tests/psf_variants.h): consecutive wavelengths about
 // five times as many rows apart as the original's, near the middle of the CCD, so that
 // eight wavelengths' stamps cover more than two of the tensor-core normal equations'
-// 452-pixel planes (the chunked path of cuda/normal_equations_dmma.cu, tests/cuda).
+// 404-pixel planes (the chunked path of cuda/normal_equations_dmma.cu, tests/cuda).
 TEST_F(PatchPlanTest, StretchedYTracesGiveTallStampBoxes) {
   auto tall = testing::LoadBundledPsfWithStretchedYTraces(5.0);
   ASSERT_NE(tall, nullptr);
@@ -286,7 +286,7 @@ TEST_F(PatchPlanTest, StretchedYTracesGiveTallStampBoxes) {
   const int base_rows = base->corner_y(0, w0 + 8) - base->corner_y(0, w0);
   EXPECT_NEAR(rows, 5 * base_rows, 2 + 0.1 * rows);
   EXPECT_GT((plan->corner_y(0, w0 + 7) - plan->corner_y(0, w0) + plan->stamp_ny) * plan->stamp_nx,
-            2 * 500);
+            2 * 404);
 }
 
 }  // namespace

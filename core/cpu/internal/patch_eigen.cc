@@ -32,6 +32,11 @@ bool UseLanes() {
 }  // namespace
 
 absl::Status CheckCpuEnvironment() {
+  if (const char* v = std::getenv("SPEXD_CPU_NORMAL_EQUATIONS");
+      v != nullptr && *v != '\0' && std::strcmp(v, "tiles") != 0 && std::strcmp(v, "runs") != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("SPEXD_CPU_NORMAL_EQUATIONS='", v,
+                                                   "': expected tiles or runs (or unset)"));
+  }
   const char* v = std::getenv("SPEXD_CPU_EIGEN");
   if (v == nullptr || *v == '\0' || std::strcmp(v, "lanes") == 0 || std::strcmp(v, "lapack") == 0) {
     return absl::OkStatus();

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 
 #include "core/cpu/internal/band_inverse.h"
@@ -18,6 +19,18 @@ namespace {
 using internal::StepTimer;
 
 constexpr std::size_t kOne = 1;  // hidden Fortran string length
+
+// M by tiles of stamps where the CPU has AVX-512 (tile_normal_equations.h), unless
+// SPEXD_CPU_NORMAL_EQUATIONS=runs (A/B measurements; CheckCpuEnvironment refuses other
+// values); by runs of pixels otherwise.
+bool UseTileNormalEquations() {
+  static const bool tiles = [] {
+    const char* v = std::getenv("SPEXD_CPU_NORMAL_EQUATIONS");
+    return (v == nullptr || std::strcmp(v, "runs") != 0) &&
+           internal::WidestSimdLevel() == internal::SimdLevel::kAvx512;
+  }();
+  return tiles;
+}
 
 bool AllFinite(const double* v, int n) {
   for (int i = 0; i < n; ++i) {
@@ -82,6 +95,17 @@ void PatchExtractor::BuildSparseA(const PatchDesc& d, const Spots& spots,
   int32_t* const fill = ws->pix_fill.data();
   int32_t* const col = ws->entry_col.data();
   double* const val = ws->entry_val.data();
+  ws->stamp_ny = sny;
+  ws->stamp_nx = snx;
+  ws->stamp_ptr.resize(d.n);
+  ws->stamp_oy.resize(d.n);
+  ws->stamp_ox.resize(d.n);
+  for (int q = 0; q < d.n; ++q) {
+    const int fib = f_local0 + q / nt, fw = d.wave0 + q % nt;
+    ws->stamp_ptr[q] = spots.stamp(fib, fw);
+    ws->stamp_oy[q] = spots.corner_y(fib, fw) - d.y0;
+    ws->stamp_ox[q] = spots.corner_x(fib, fw) - d.x0;
+  }
   // Calls f(q, stamp row, first pixel of the row) for every stamp row inside the window.
   auto for_each_row = [&](auto&& f) {
     for (int q = 0; q < d.n; ++q) {
@@ -185,12 +209,21 @@ void PatchExtractor::BuildNormalEquations(const PatchDesc& d, PatchWorkspace* ws
   std::fill(ws->b.begin(), ws->b.begin() + n, 0.0);
   std::fill(ws->fw.begin(), ws->fw.begin() + n, 0.0);
   // M = A^T diag(v) A (M[i, j], i >= j, at m[i + j * n]), b = A^T diag(v) d, fw = A^T v
-  // (spec §2.8), runs of pixels in the same stamps summed in SIMD vectors first
+  // (spec §2.8): with AVX-512, M by 8 x 8 tiles of stamps (tile_normal_equations.h) and b,
+  // fw pixel by pixel; else runs of pixels in the same stamps summed in SIMD vectors first
   // (normal_equations.h, whose "kd" is the storage's leading dimension).
-  internal::AccumulateNormalEquations(
-      internal::PixelEntries{ws->pix_start.data(), ws->entry_col.data(), ws->entry_val.data()},
-      internal::PixelWindow{d.ny, d.nx, image, ivar}, n, m, ws->b.data(), ws->fw.data(),
-      &ws->normal_eq);
+  const internal::PixelEntries entries{ws->pix_start.data(), ws->entry_col.data(),
+                                       ws->entry_val.data()};
+  const internal::PixelWindow window{d.ny, d.nx, image, ivar};
+  if (UseTileNormalEquations()) {
+    const internal::PatchStamps stamps{n, plan_.nwavetot, ws->stamp_ny, ws->stamp_nx, d.ny, d.nx,
+                                       ws->stamp_ptr.data(), ws->stamp_oy.data(),
+                                       ws->stamp_ox.data(), image, ivar};
+    internal::TileNormalEquations(stamps, n, reach, m, ws->b.data(), ws->fw.data(), &ws->tiles);
+  } else {
+    internal::AccumulateNormalEquations(entries, window, n, m, ws->b.data(), ws->fw.data(),
+                                        &ws->normal_eq);
+  }
 }
 
 void PatchExtractor::Regularize(int n, double regularize, PatchWorkspace* ws) const {

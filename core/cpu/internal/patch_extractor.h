@@ -12,6 +12,7 @@
 #include "core/cpu/internal/lane_eigen.h"
 #include "core/cpu/internal/relative_eigen.h"
 #include "core/cpu/internal/normal_equations.h"
+#include "core/cpu/internal/tile_normal_equations.h"
 #include "core/plan/extraction_params.h"
 #include "core/frame/extraction_result.h"
 #include "core/frame/patch_outcome.h"
@@ -55,6 +56,11 @@ class PatchWorkspace {
   std::vector<double> win_image, win_ivar;
   std::vector<double> entry_val;
   internal::NormalEqScratch normal_eq;
+  // Each unknown's stamp and its corner in the window (BuildSparseA), for M by tiles.
+  std::vector<const double*> stamp_ptr;
+  std::vector<int32_t> stamp_oy, stamp_ox;
+  int stamp_ny = 0, stamp_nx = 0;
+  internal::TileScratch tiles;
   // M in dense lower storage (n x n, zero outside its band), then its factor L.
   std::vector<double> m, w, b, fw, x;     // and length-n vectors
   int kd = 0;                             // bandwidth of the last patch's M

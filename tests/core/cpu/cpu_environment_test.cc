@@ -1,5 +1,6 @@
-// The CPU backend's environment switch (SPEXD_CPU_EIGEN, docs/service.md): a mistyped value
-// fails the backend's creation, naming the variable, instead of being ignored.
+// The CPU backend's environment switches (SPEXD_CPU_EIGEN, SPEXD_CPU_NORMAL_EQUATIONS,
+// docs/service.md): a mistyped value fails the backend's creation, naming the variable,
+// instead of being ignored.
 #include <cstdlib>
 
 #include "core/backend/backend.h"
@@ -8,17 +9,17 @@
 namespace spexd::core {
 namespace {
 
-absl::Status CreateWith(const char* value) {
+absl::Status CreateWith(const char* value, const char* name = "SPEXD_CPU_EIGEN") {
   if (value == nullptr) {
-    unsetenv("SPEXD_CPU_EIGEN");
+    unsetenv(name);
   } else {
-    setenv("SPEXD_CPU_EIGEN", value, 1);
+    setenv(name, value, 1);
   }
   BackendOptions o;
   o.kind = BackendKind::kCpu;
   o.threads = 1;
   absl::Status s = CreateBackend(o).status();
-  unsetenv("SPEXD_CPU_EIGEN");
+  unsetenv(name);
   return s;
 }
 
@@ -30,6 +31,17 @@ TEST(CpuEnvironmentTest, TheEigenSwitchTakesItsValuesAndRefusesOthers) {
   const absl::Status bad = CreateWith("lapak");
   EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument) << bad;
   EXPECT_NE(bad.message().find("SPEXD_CPU_EIGEN='lapak'"), std::string::npos) << bad;
+}
+
+TEST(CpuEnvironmentTest, TheNormalEquationsSwitchTakesItsValuesAndRefusesOthers) {
+  constexpr const char* kName = "SPEXD_CPU_NORMAL_EQUATIONS";
+  EXPECT_TRUE(CreateWith(nullptr, kName).ok());
+  EXPECT_TRUE(CreateWith("", kName).ok());
+  EXPECT_TRUE(CreateWith("tiles", kName).ok());
+  EXPECT_TRUE(CreateWith("runs", kName).ok());
+  const absl::Status bad = CreateWith("tile", kName);
+  EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument) << bad;
+  EXPECT_NE(bad.message().find("SPEXD_CPU_NORMAL_EQUATIONS='tile'"), std::string::npos) << bad;
 }
 
 }  // namespace

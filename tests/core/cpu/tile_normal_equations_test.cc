@@ -17,7 +17,8 @@
 #include "core/cpu/internal/normal_equations.h"
 
 namespace spexd::core::internal {
-namespace {
+// Named, not anonymous: the unity build puts this file beside normal_equations_test.cc.
+namespace tile_test {
 
 struct Patch {
   int nspec = 3, nt = 20, stny = 7, stnx = 5, ny = 0, nx = 14;
@@ -161,5 +162,5 @@ TEST(TileNormalEquationsTest, Avx512GivesThePortableBits) {
   EXPECT_EQ(avx.fw, portable.fw);
 }
 
-}  // namespace
+}  // namespace tile_test
 }  // namespace spexd::core::internal

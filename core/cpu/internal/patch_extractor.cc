@@ -20,14 +20,15 @@ using internal::StepTimer;
 
 constexpr std::size_t kOne = 1;  // hidden Fortran string length
 
-// M by tiles of stamps where the CPU has AVX-512 (tile_normal_equations.h), unless
-// SPEXD_CPU_NORMAL_EQUATIONS=runs (A/B measurements; CheckCpuEnvironment refuses other
-// values); by runs of pixels otherwise.
+// M by tiles of stamps (tile_normal_equations.h) by default where the CPU has AVX-512, by
+// runs of pixels (normal_equations.h) elsewhere; SPEXD_CPU_NORMAL_EQUATIONS=tiles or runs
+// chooses on any CPU (A/B measurements; CheckCpuEnvironment refuses other values).
 bool UseTileNormalEquations() {
   static const bool tiles = [] {
     const char* v = std::getenv("SPEXD_CPU_NORMAL_EQUATIONS");
-    return (v == nullptr || std::strcmp(v, "runs") != 0) &&
-           internal::WidestSimdLevel() == internal::SimdLevel::kAvx512;
+    if (v != nullptr && std::strcmp(v, "tiles") == 0) return true;
+    if (v != nullptr && std::strcmp(v, "runs") == 0) return false;
+    return internal::WidestSimdLevel() == internal::SimdLevel::kAvx512;
   }();
   return tiles;
 }

@@ -1,11 +1,12 @@
 // M = A^T diag(v) A of one patch by 8 x 8 tiles of stamps (spec §2.8), the CPU twin of
 // cuda/normal_equations_dmma.cu: unknowns in tiles of eight consecutive wavelengths of
-// one spectrum, each tile's stamps on a canvas of the window pixels they cover (eight
-// values a pixel, zero outside a stamp), and M[q, l] for a pair of tiles summed over their
+// one spectrum, each tile's stamps on a canvas of the window pixels they cover (a plane a
+// stamp, zero outside it), and M[q, l] for a pair of tiles summed over their
 // common box pixel by pixel, eight FMAs a pixel: a broadcast A[p, q] times the vector
 // v_p A[p, l0 .. l0 + 7]. Products outside a stamp are exact zeros, so these are the
 // overlaps' sums in another order than normal_equations.h's runs (rounding only). The
-// AVX-512 copy and the portable one (std::fma in the same order) give the same bits.
+// AVX-512 and AVX2 copies and the portable one (std::fma in the same order) give the same
+// bits.
 // b = A^T diag(v) d and fw = A^T v come from the weighted canvases, pixel by pixel in the
 // window's order: the bits of the pixel-by-pixel sums (AccumulateRightHandSide).
 #ifndef SPEXD_CORE_CPU_INTERNAL_TILE_NORMAL_EQUATIONS_H_
@@ -39,10 +40,14 @@ struct TileScratch {
 
 // Writes M[i, j] (i >= j, i - j <= reach, at m[i + j * ld]) for every pair of tiles whose
 // stamps share a pixel; entries of other pairs are left as they are (the caller zeroes M
-// within reach). Adds b and fw into b[0, n), fw[0, n) (the caller zeroes them). `level`:
-// as in normal_equations.h (kAvx512 or the portable copy).
-void TileNormalEquations(const PatchStamps& p, int ld, int reach, double* m, double* b, double* fw,
-                         TileScratch* scratch, SimdLevel level = WidestSimdLevel());
+// within reach). Adds b and fw into rhs[0, n), fw[0, n) (the caller zeroes them). `level`:
+// kAvx512, kAvx2 (with FMA) or kBaseline (the portable copy); one the CPU lacks falls back.
+void TileNormalEquations(const PatchStamps& p, int ld, int reach, double* m, double* rhs,
+                         double* fw, TileScratch* scratch, SimdLevel level = WidestSimdLevel());
+
+// Whether this CPU runs TileNormalEquations in vectors (AVX-512, or AVX2 with FMA); the
+// portable copy is for tests and other hosts' bits.
+bool TileNormalEquationsVectorised();
 
 }  // namespace spexd::core::internal
 

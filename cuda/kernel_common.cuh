@@ -15,13 +15,17 @@
 
 namespace spexd::cuda {
 
-// Index of the stamp of patch-local unknown q into the plan's [nspec][nfull] arrays.
-__device__ inline int64_t StampIndex(const PlanDims& D, const DevicePatch& d, int q) {
-  const int s = q / D.nwavetot, w = q % D.nwavetot;
+// Index of the stamp of the patch's spectrum s, wavelength w into the plan's [nspec][nfull]
+// arrays.
+__device__ inline int64_t StampIndex(const PlanDims& D, const DevicePatch& d, int s, int w) {
   SPEXD_DEVICE_ASSERT(s < d.nspectot);
   const int64_t idx = static_cast<int64_t>(d.fiber0 - D.specmin + s) * D.nfull + d.wave0 + w;
   SPEXD_DEVICE_ASSERT(idx >= 0);
   return idx;
+}
+// The same for patch-local unknown q = s * nwavetot + w.
+__device__ inline int64_t StampIndex(const PlanDims& D, const DevicePatch& d, int q) {
+  return StampIndex(D, d, q / D.nwavetot, q % D.nwavetot);
 }
 
 __device__ inline double WarpSum(double v) {

@@ -9,17 +9,20 @@
 // A[p, q] w_l[p] by mma.sync m8n8k4, four pixels of a canvas row a step. The products
 // outside a stamp are exact zeros, so the sums are those of the overlaps (summed in
 // another order than the entry kernel: rounding only).
-#include <climits>
 
 #include "cuda/dmma_tiles.cuh"
 #include "cuda/launch_check.h"
 #include "cuda/normal_equations.h"
 #include "cuda/normal_equations_columns.cuh"
+#include "core/numerics/stamp_tiles.h"
 
 namespace spexd::cuda {
 namespace {
 
-constexpr int kNeTile = 8;  // wavelengths a tile (the m8n8 tiles' side)
+using core::IsEmpty;
+using core::kNoPixels;
+using core::PixelBox;
+constexpr int kNeTile = core::kStampTile;  // the m8n8 tiles' side (core/numerics/stamp_tiles.h)
 constexpr int kNeWarps = 4;
 constexpr int kNeThreads = 32 * kNeWarps;
 // The canvas: kNeTile planes of at most kPlaneMax doubles (a chunk of the tile's box;
@@ -28,11 +31,6 @@ constexpr int kNeThreads = 32 * kNeWarps;
 constexpr int kPlaneMax = 404;
 constexpr int kCanvasDoubles = kNeTile * kPlaneMax;
 static_assert(kPlaneMax % 16 == 4, "plane stride 4 mod 16 doubles");
-
-// [y0, y1) x [x0, x1) in window pixels.
-struct PixelBox {
-  int y0, y1, x0, x1;
-};
 
 // The smallest stride >= len that is 4 mod 16 doubles.
 __device__ __forceinline__ int PlaneStride(int len) { return (len + 11) / 16 * 16 + 4; }
@@ -90,35 +88,32 @@ __global__ void __launch_bounds__(kNeThreads, 7) BuildNormalEquationsDmmaKernel(
   __shared__ int8_t s_owner[kMaxCandidates];  // the warp that sums tile s_order[i]
   __shared__ int s_nlist;
   const PlanDims& D = a.dims;
-  const int nt = D.nwavetot, ntile = (nt + kNeTile - 1) / kNeTile;
+  const int nt = D.nwavetot, ntile = core::StampTilesPerSpectrum(nt);
   const int per_entry = (D.ld + nt - 1) / nt * ntile;
   const RunEntry e = a.entries[blockIdx.x / per_entry];
   const DevicePatch d = a.in.patches[e.patch];
   const int s = static_cast<int>(blockIdx.x % per_entry) / ntile;
   const int lt = static_cast<int>(blockIdx.x % ntile);
   if (s >= d.nspectot) return;  // block-uniform
-  const int lcount = min(kNeTile, nt - lt * kNeTile), l0 = s * nt + lt * kNeTile;
+  const int lcount = core::StampTileCount(nt, lt), l0 = s * nt + lt * kNeTile;
   const int sny = D.stamp_ny, snx = D.stamp_nx, npx = sny * snx;
   const int tid = static_cast<int>(threadIdx.x), warp = tid / 32, lane = tid % 32;
-  // Stamp (spectrum g, wavelength w) of the patch, without a division (StampIndex's rule).
-  const int64_t row0 = static_cast<int64_t>(d.fiber0 - D.specmin) * D.nfull + d.wave0;
-  auto stamp = [&](int g, int w) { return row0 + static_cast<int64_t>(g) * D.nfull + w; };
   // Candidate row tiles: c = (g - s) * ntile + qt for spectra s .. BandLast, those from lt
   // in spectrum s (q >= l); their boxes from their stamps, a (tile, stamp) pair a thread.
   const int ncand = (core::BandLast(s, e.band, d.nspectot) - s + 1) * ntile;
   if (tid < lcount) {
-    const int64_t idx = stamp(s, lt * kNeTile + tid);
+    const int64_t idx = StampIndex(D, d, s, lt * kNeTile + tid);
     s_oy[tid] = a.in.yc[idx] - d.y0;
     s_ox[tid] = a.in.xc[idx] - d.x0;
     s_sid[tid] = static_cast<int>(idx);
   }
-  for (int c = tid; c < ncand; c += kNeThreads) s_box[c] = PixelBox{INT_MAX, INT_MIN, INT_MAX, INT_MIN};
+  for (int c = tid; c < ncand; c += kNeThreads) s_box[c] = kNoPixels;
   if (tid == 0) s_nlist = 0;
   __syncthreads();
   for (int pi = tid; pi < ncand * kNeTile; pi += kNeThreads) {
     const int c = pi / kNeTile, i = pi % kNeTile, g = s + c / ntile, w = (c % ntile) * kNeTile + i;
     if ((g == s && c < lt) || w >= nt) continue;
-    const int64_t idx = stamp(g, w);
+    const int64_t idx = StampIndex(D, d, g, w);
     const int oy = a.in.yc[idx] - d.y0, ox = a.in.xc[idx] - d.x0;
     atomicMin(&s_box[c].y0, oy);
     atomicMax(&s_box[c].y1, oy + sny);
@@ -126,21 +121,15 @@ __global__ void __launch_bounds__(kNeThreads, 7) BuildNormalEquationsDmmaKernel(
     atomicMax(&s_box[c].x1, ox + snx);
   }
   // The columns' box: their stamps' union, clipped to the window (w_l = 0 outside it).
-  PixelBox bl{INT_MAX, INT_MIN, INT_MAX, INT_MIN};
-  for (int j = 0; j < lcount; ++j) {
-    bl.y0 = min(bl.y0, s_oy[j]);
-    bl.y1 = max(bl.y1, s_oy[j] + sny);
-    bl.x0 = min(bl.x0, s_ox[j]);
-    bl.x1 = max(bl.x1, s_ox[j] + snx);
-  }
-  bl = PixelBox{max(bl.y0, 0), min(bl.y1, d.ny), max(bl.x0, 0), min(bl.x1, d.nx)};
+  PixelBox bl = kNoPixels;
+  for (int j = 0; j < lcount; ++j) bl = core::WithStamp(bl, s_oy[j], s_ox[j], sny, snx);
+  bl = core::Intersect(bl, PixelBox{0, d.ny, 0, d.nx});
   __syncthreads();  // the boxes
   // Each tile's common box with the columns' and its size in k-steps (0: none); then the
   // tiles by decreasing size (ties by index), for the warps' shares below.
   for (int c = tid; c < ncand; c += kNeThreads) {
-    const PixelBox b = s_box[c];
-    const PixelBox k{max(b.y0, bl.y0), min(b.y1, bl.y1), max(b.x0, bl.x0), min(b.x1, bl.x1)};
-    const bool any = k.y0 < k.y1 && k.x0 < k.x1;
+    const PixelBox k = core::Intersect(s_box[c], bl);
+    const bool any = !IsEmpty(k);
     s_box[c] = k;
     s_size[c] = any ? (k.y1 - k.y0) * ((k.x1 - k.x0 + 3) / 4) : 0;
     if (any) atomicAdd(&s_nlist, 1);
@@ -200,17 +189,16 @@ __global__ void __launch_bounds__(kNeThreads, 7) BuildNormalEquationsDmmaKernel(
         if (s_owner[li] != warp) continue;
         const int c = s_order[li];
         const int g = s + c / ntile, qw0 = (c % ntile) * kNeTile;
-        const int qcount = min(kNeTile, nt - qw0), q0 = g * nt + qw0;
+        const int qcount = core::StampTileCount(nt, c % ntile), q0 = g * nt + qw0;
         // The common box in this chunk (warp-uniform).
-        const PixelBox kb{max(cb.y0, s_box[c].y0), min(cb.y1, s_box[c].y1),
-                          max(cb.x0, s_box[c].x0), min(cb.x1, s_box[c].x1)};
-        if (kb.y0 >= kb.y1 || kb.x0 >= kb.x1) continue;  // no overlap here: the zeros stand
+        const PixelBox kb = core::Intersect(cb, s_box[c]);
+        if (IsEmpty(kb)) continue;  // no overlap here: the zeros stand
         // This lane's row stamp ti (tile row ti of A and of D).
         const bool valid = ti < qcount;
         int oy = 0, ox = 0;
         const double* spot = a.in.spots;
         if (valid) {
-          const int64_t idx = stamp(g, qw0 + ti);
+          const int64_t idx = StampIndex(D, d, g, qw0 + ti);
           oy = a.in.yc[idx] - d.y0;
           ox = a.in.xc[idx] - d.x0;
           spot += idx * npx;

@@ -35,6 +35,30 @@ absl::StatusOr<std::unique_ptr<core::Backend>> CreateCudaBackendFromEnv() {
   return core::CreateBackend(*options);
 }
 
+// The same with one environment switch set while it is created (the backend reads its
+// switches at creation only), unset after.
+absl::StatusOr<std::unique_ptr<core::Backend>> CreateCudaBackendWith(const char* name,
+                                                                    const std::string& value) {
+  setenv(name, value.c_str(), 1);
+  auto b = CreateCudaBackendFromEnv();
+  unsetenv(name);
+  return b;
+}
+
+// A geometry of `psf` (a tests/psf_variants.h variant) for fibres [0, nspec) on
+// [wmin, wmax] of the r grid, spots not cached; nullptr (a test failure) if it fails.
+std::shared_ptr<const core::Geometry> VariantGeometry(std::shared_ptr<const core::Psf> psf,
+                                                      int nspec, double wmin, double wmax) {
+  core::ExtractionParams p;
+  p.specmin = 0;
+  p.nspec = nspec;
+  p.wmin = wmin;
+  p.wmax = wmax;
+  auto g = core::Geometry::Create(std::move(psf), p, 4128, 4114, /*cache_spots=*/false);
+  EXPECT_TRUE(g.ok()) << g.status();
+  return g.ok() ? *std::move(g) : nullptr;
+}
+
 // Defined first so that it runs first: the sticky-error tests below poison the process's
 // CUDA context, after which no backend can be created (the device run of 2026-11-23
 // skipped it there).
@@ -44,9 +68,7 @@ TEST(CudaEnvironmentSwitchTest, BadSwitchFailsCreation) {
   auto probe = CreateCudaBackendFromEnv();
   if (!probe.ok()) GTEST_SKIP() << "CUDA backend unavailable: " << probe.status();
   probe->reset();
-  setenv("SPEXD_CUDA_TIMELINE", "banana", 1);
-  auto b = CreateCudaBackendFromEnv();
-  unsetenv("SPEXD_CUDA_TIMELINE");
+  auto b = CreateCudaBackendWith("SPEXD_CUDA_TIMELINE", "banana");
   ASSERT_FALSE(b.ok());
   EXPECT_TRUE(absl::IsInvalidArgument(b.status())) << b.status();
   EXPECT_TRUE(absl::StrContains(b.status().message(), "SPEXD_CUDA_TIMELINE")) << b.status();
@@ -80,9 +102,7 @@ class CudaFaultTest : public ::testing::Test {
 
   // A backend created with SPEXD_TEST_CUDA_FAULTS=`faults` (read at creation only).
   std::unique_ptr<core::Backend> WithFaults(const std::string& faults) {
-    setenv("SPEXD_TEST_CUDA_FAULTS", faults.c_str(), 1);
-    auto b = CreateCudaBackendFromEnv();
-    unsetenv("SPEXD_TEST_CUDA_FAULTS");
+    auto b = CreateCudaBackendWith("SPEXD_TEST_CUDA_FAULTS", faults);
     EXPECT_TRUE(b.ok()) << b.status();
     return b.ok() ? *std::move(b) : nullptr;
   }
@@ -193,17 +213,12 @@ void ExpectPoisonedParity(const std::shared_ptr<const core::Geometry>& g,
 TEST_F(CudaFaultTest, PoisonedAllocationsWithUncoupledSpectra) {
   auto spread = LoadBundledPsfWithSpreadTraces(4);
   ASSERT_NE(spread, nullptr);
-  core::ExtractionParams p;
-  p.specmin = 0;
-  p.nspec = 50;
-  p.wmin = 6000.0;
-  p.wmax = 6100.0;
-  auto g = core::Geometry::Create(spread, p, 4128, 4114, /*cache_spots=*/false);
-  ASSERT_TRUE(g.ok()) << g.status();
-  const core::PatchPlan& plan = (*g)->plan();
+  auto g = VariantGeometry(spread, 50, 6000.0, 6100.0);
+  ASSERT_NE(g, nullptr);
+  const core::PatchPlan& plan = g->plan();
   ASSERT_FALSE(plan.coupled_band.empty());
   for (int32_t band : plan.coupled_band) ASSERT_EQ(band, 0);
-  ExpectPoisonedParity(*g, [this] { return WithFaults("poison_allocations=1"); });
+  ExpectPoisonedParity(g, [this] { return WithFaults("poison_allocations=1"); });
 }
 
 // Wavelengths five times as many rows apart as DESI's (tests/psf_variants.h): the stamps
@@ -219,28 +234,20 @@ TEST_F(CudaFaultTest, PoisonedAllocationsWithUncoupledSpectra) {
 TEST_F(CudaFaultTest, PoisonedAllocationsWithTallStampBoxes) {
   auto tall = LoadBundledPsfWithStretchedYTraces(5.0);
   ASSERT_NE(tall, nullptr);
-  core::ExtractionParams p;
-  p.specmin = 0;
-  p.nspec = 25;
-  p.wmin = 6650.0;
-  p.wmax = 6720.0;
-  auto g = core::Geometry::Create(tall, p, 4128, 4114, /*cache_spots=*/false);
-  ASSERT_TRUE(g.ok()) << g.status();
-  const core::PatchPlan& plan = (*g)->plan();
+  auto g = VariantGeometry(tall, 25, 6650.0, 6720.0);
+  ASSERT_NE(g, nullptr);
+  const core::PatchPlan& plan = g->plan();
   int tallest = 0;  // rows x columns of eight consecutive wavelengths' stamps, fibre 0
   for (int w = 0; w + 7 < static_cast<int>(plan.fullwave.size()); ++w) {
     tallest = std::max(tallest, (plan.corner_y(0, w + 7) - plan.corner_y(0, w) + plan.stamp_ny) *
                                     plan.stamp_nx);
   }
   ASSERT_GT(tallest, 2 * 404) << "the boxes must need several chunks (404 pixels a plane)";
-  setenv("SPEXD_CUDA_NORMAL_EQUATIONS", "entries", 1);
-  auto entries = CreateCudaBackendFromEnv();
-  unsetenv("SPEXD_CUDA_NORMAL_EQUATIONS");
+  auto entries = CreateCudaBackendWith("SPEXD_CUDA_NORMAL_EQUATIONS", "entries");
   ASSERT_TRUE(entries.ok()) << entries.status();
-  ExpectPoisonedParity(*g, [this] { return WithFaults("poison_allocations=1"); }, entries->get(),
-                       1e-8, 1e-7);
-  ExpectPoisonedParity(*g, [this] { return WithFaults("poison_allocations=1"); }, nullptr, 1e-8,
-                       1e-7);
+  auto poisoned = [this] { return WithFaults("poison_allocations=1"); };
+  ExpectPoisonedParity(g, poisoned, entries->get(), 1e-8, 1e-7);
+  ExpectPoisonedParity(g, poisoned, nullptr, 1e-8, 1e-7);
 }
 
 TEST_F(CudaFaultTest, OutOfMemoryFailsTheRequestWithResourceExhaustedAndTheNextSucceeds) {
@@ -400,9 +407,7 @@ TEST_F(CudaFaultTest, StickyErrorMarksTheBackendUnhealthyAndLaterRequestsFailCle
 }
 
 TEST(CudaFaultSpecTest, UnknownFaultsAreRefused) {
-  setenv("SPEXD_TEST_CUDA_FAULTS", "melt_at_request=1", 1);
-  auto b = CreateCudaBackendFromEnv();
-  unsetenv("SPEXD_TEST_CUDA_FAULTS");
+  auto b = CreateCudaBackendWith("SPEXD_TEST_CUDA_FAULTS", "melt_at_request=1");
   // The module loader reports a failed creation as UNAVAILABLE (the GPU run of
   // 2026-11-22 skipped here on that): what matters is that the bad spec is named.
   ASSERT_FALSE(b.ok());

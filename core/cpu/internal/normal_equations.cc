@@ -122,18 +122,4 @@ void AccumulateNormalEquations(const PixelEntries& a, const PixelWindow& w, int 
   AccumulateBaseline(a, w, kd, m, b, fw, stride, pvs, vas);
 }
 
-void AccumulateRightHandSide(const PixelEntries& a, const PixelWindow& w, double* b, double* fw) {
-  const int npix = w.ny * w.nx;
-  for (int p = 0; p < npix; ++p) {
-    const double v = w.ivar[p];
-    if (v == 0.0) continue;
-    const double pix = w.image[p];
-    for (int e = a.start[p]; e < a.start[p + 1]; ++e) {
-      const double vr = v * a.val[e];
-      fw[a.col[e]] += vr;
-      b[a.col[e]] += vr * pix;
-    }
-  }
-}
-
 }  // namespace spexd::core::internal

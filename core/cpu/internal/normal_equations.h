@@ -45,10 +45,6 @@ void AccumulateNormalEquations(const PixelEntries& a, const PixelWindow& w, int 
                                double* b, double* fw, NormalEqScratch* scratch,
                                SimdLevel level = WidestSimdLevel());
 
-// b and fw alone, pixel by pixel with AccumulateNormalEquations's arithmetic (the same
-// bits), for callers that sum M another way (tile_normal_equations.h).
-void AccumulateRightHandSide(const PixelEntries& a, const PixelWindow& w, double* b, double* fw);
-
 }  // namespace spexd::core::internal
 
 #endif  // SPEXD_CORE_CPU_INTERNAL_NORMAL_EQUATIONS_H_

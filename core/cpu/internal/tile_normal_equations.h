@@ -8,14 +8,17 @@
 // AVX-512 and AVX2 copies and the portable one (std::fma in the same order) give the same
 // bits.
 // b = A^T diag(v) d and fw = A^T v come from the weighted canvases, pixel by pixel in the
-// window's order: the bits of the pixel-by-pixel sums (AccumulateRightHandSide).
+// window's order: the bits of the pixel-by-pixel sums. The tiles' geometry is
+// core/numerics/stamp_tiles.h, shared with the CUDA kernel.
 #ifndef SPEXD_CORE_CPU_INTERNAL_TILE_NORMAL_EQUATIONS_H_
 #define SPEXD_CORE_CPU_INTERNAL_TILE_NORMAL_EQUATIONS_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
 #include "core/cpu/internal/simd_level.h"
+#include "core/numerics/stamp_tiles.h"
 
 namespace spexd::core::internal {
 
@@ -35,7 +38,8 @@ struct PatchStamps {
 // Scratch reused across patches (grow-only).
 struct TileScratch {
   std::vector<double> a, w;       // every tile's A canvas (planar); one weighted canvas
-  std::vector<int32_t> box, off;  // per tile: y0, y1, x0, x1; its canvas's offset in a
+  std::vector<PixelBox> box;      // per tile: its box
+  std::vector<std::size_t> off;   // per tile: its canvas's offset in a
 };
 
 // Writes M[i, j] (i >= j, i - j <= reach, at m[i + j * ld]) for every pair of tiles whose

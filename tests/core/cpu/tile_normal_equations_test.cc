@@ -1,5 +1,5 @@
 // M by tiles of stamps (core/cpu/internal/tile_normal_equations.h) against the pixel-by-
-// pixel sums of spec §2.8 and against b and fw of AccumulateRightHandSide (the same bits),
+// pixel sums of spec §2.8 (b and fw to the same bits),
 // on stamps like a patch's: three fibres whose stamps overlap their neighbours', a last
 // wavelength tile of four, stamps cut by the window's edges, exact zeros in the stamps,
 // masked pixels whose image value is NaN.
@@ -13,8 +13,6 @@
 #include <limits>
 #include <random>
 #include <vector>
-
-#include "core/cpu/internal/normal_equations.h"
 
 namespace spexd::core::internal {
 // Named, not anonymous: the unity build puts this file beside normal_equations_test.cc.
@@ -34,8 +32,6 @@ struct Patch {
     return {n(), nt, stny, stnx, ny, nx, stamp.data(), oy.data(), ox.data(), image.data(),
             ivar.data()};
   }
-  PixelEntries entries() const { return {start.data(), col.data(), val.data()}; }
-  PixelWindow window() const { return {ny, nx, image.data(), ivar.data()}; }
 };
 
 Patch MakePatch(unsigned seed) {
@@ -97,9 +93,18 @@ TEST(TileNormalEquationsTest, MatchesThePixelByPixelSums) {
   const Patch p = MakePatch(3);
   const int n = p.n();
   const Sums got = Tiles(p, n, WidestSimdLevel());
-  // b and fw: the pixel-by-pixel sums' bits (masked pixels, NaN in the image, skipped).
+  // b and fw: the pixel-by-pixel sums' bits (masked pixels, NaN in the image, skipped),
+  // with the runs path's arithmetic (normal_equations.cc: v * A, then times the pixel).
   std::vector<double> b(n, 0.0), fw(n, 0.0);
-  AccumulateRightHandSide(p.entries(), p.window(), b.data(), fw.data());
+  for (int pix = 0; pix < p.ny * p.nx; ++pix) {
+    const double v = p.ivar[pix];
+    if (v == 0.0) continue;
+    for (int e = p.start[pix]; e < p.start[pix + 1]; ++e) {
+      const double vr = v * p.val[e];
+      fw[p.col[e]] += vr;
+      b[p.col[e]] += vr * p.image[pix];
+    }
+  }
   EXPECT_EQ(got.b, b);
   EXPECT_EQ(got.fw, fw);
   // M's lower triangle: the same terms in another order. Recursive summation of N terms

@@ -28,6 +28,14 @@ class PatchPlanTest : public ::testing::Test {
     ExtractionParams p;  // defaults: r grid, 500 fibres, 25/5/50, wavepad 10, 0.2, 0.8
     return p;
   }
+  // The r grid for fibres [0, nspec) on [wmin, wmax] (the PSF variants' tests).
+  static ExtractionParams RParams(int nspec, double wmin, double wmax) {
+    ExtractionParams p = RParams();
+    p.nspec = nspec;
+    p.wmin = wmin;
+    p.wmax = wmax;
+    return p;
+  }
   static Psf* psf_;
 };
 Psf* PatchPlanTest::psf_ = nullptr;
@@ -242,10 +250,7 @@ TEST_F(PatchPlanTest, CoupledBandCoversEveryOverlappingStampPair) {
 TEST_F(PatchPlanTest, SpreadTracesGiveBandZero) {
   auto spread = testing::LoadBundledPsfWithSpreadTraces(4);
   ASSERT_NE(spread, nullptr);
-  ExtractionParams p = RParams();
-  p.nspec = 100;
-  p.wmin = 6000.0;
-  p.wmax = 6400.0;
+  const ExtractionParams p = RParams(100, 6000.0, 6400.0);
   auto plan = BuildPatchPlan(p, *spread, 4128, 4114);
   ASSERT_TRUE(plan.ok()) << plan.status();
   ASSERT_FALSE(plan->patches.empty());
@@ -273,10 +278,7 @@ TEST_F(PatchPlanTest, SpreadTracesGiveBandZero) {
 TEST_F(PatchPlanTest, StretchedYTracesGiveTallStampBoxes) {
   auto tall = testing::LoadBundledPsfWithStretchedYTraces(5.0);
   ASSERT_NE(tall, nullptr);
-  ExtractionParams p = RParams();
-  p.nspec = 25;
-  p.wmin = 6650.0;
-  p.wmax = 6720.0;
+  const ExtractionParams p = RParams(25, 6650.0, 6720.0);
   auto plan = BuildPatchPlan(p, *tall, 4128, 4114);
   ASSERT_TRUE(plan.ok()) << plan.status();
   auto base = BuildPatchPlan(p, *psf_, 4128, 4114);

@@ -170,6 +170,7 @@ RunResources BatchExtractor::Resources(WorkspaceSet* s, bool record_marks) const
   r.tridiag_register_reduce = cfg_.diagnostics.tridiag_register_reduce;
   r.tridiag_register_rotate = cfg_.diagnostics.tridiag_register_rotate;
   r.twisted_vectors = cfg_.diagnostics.twisted_vectors;
+  r.compact_reflectors = cfg_.diagnostics.compact_reflectors;
   r.dmma_gram = cfg_.diagnostics.dmma_gram;
   r.dmma_normal_equations = cfg_.diagnostics.dmma_normal_equations;
   r.band_inverse = BandInverse();

@@ -30,15 +30,22 @@ cudaError_t LaunchDecorrelate(const RunArgs& args, int from_eigenvectors, cudaSt
 // eigenvectors from T's eigenvalues by twisted factorisations and a Newton-Schulz step
 // (core/numerics/tridiag_vectors.h) instead of the logged rotations; a block whose vectors are not
 // orthogonal enough runs QL with its rotations in the block.
-cudaError_t LaunchTridiagReduce(const RunArgs& args, bool use_registers, cudaStream_t stream);
-cudaError_t LaunchTridiagRotate(const RunArgs& args, bool use_registers, bool twisted,
+// `compact` (TridiagStoresReflectors): Reduce writes H's reflectors in compact WY form
+// (register_tridiag.cuh, StoreCompactReflectors) instead of H, and the twisted kernel
+// applies them to its vectors (SPEXD_CUDA_REFLECTORS=product keeps H).
+cudaError_t LaunchTridiagReduce(const RunArgs& args, bool use_registers, bool compact,
                                 cudaStream_t stream);
+cudaError_t LaunchTridiagRotate(const RunArgs& args, bool use_registers, bool twisted,
+                                bool compact, cudaStream_t stream);
+// Whether the reduction stores the compact reflectors: the register reduction on the
+// twisted path (nt <= 80), with `compact` (SPEXD_CUDA_REFLECTORS) asked for.
+bool TridiagStoresReflectors(int nt, bool use_registers, bool twisted, bool compact);
 // Whether LaunchTridiagRotate writes QL's rotation log for blocks of nt (the rotate path:
 // not twisted, or nt > 80); the workspace allocates the log only then.
 bool TridiagNeedsRotationLog(int nt, bool twisted);
 // The twisted path alone (cuda/twisted_decorrelation.cu; nt <= 80), as LaunchTridiagRotate
-// runs it.
-cudaError_t LaunchTwistedVectors(const RunArgs& args, cudaStream_t stream);
+// runs it; `compact`: the slots hold the compact reflectors, else H.
+cudaError_t LaunchTwistedVectors(const RunArgs& args, bool compact, cudaStream_t stream);
 
 }  // namespace spexd::cuda
 

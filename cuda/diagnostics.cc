@@ -76,6 +76,9 @@ const std::vector<EnvironmentSwitch>& CudaEnvironmentSwitches() {
       {"SPEXD_CUDA_EIGENVECTORS", "twisted or rotate",
        "rotate: the decorrelation's eigenvectors by the logged QL rotations applied to H (default "
        "twisted: twisted factorisations and a Newton-Schulz step where nt <= 80)"},
+      {"SPEXD_CUDA_REFLECTORS", "compact or product",
+       "product: on the twisted path the reduction forms H and the vectors are H Z (default "
+       "compact: the reflectors in compact WY form, applied to the vectors on the tensor cores)"},
       {"SPEXD_TEST_CUDA_FAULTS", "name=N,... (oom_at_alloc, transient_at_request, sticky_at_request, "
                                  "fail_patch_once, perturb_bundle_flux)",
        "tests only: inject GPU faults (docs/reliability.md)"},
@@ -105,6 +108,9 @@ absl::StatusOr<Diagnostics> DiagnosticsFromEnvironment(EnvironmentLookup lookup)
   if (s.ok()) s = ReadSwitch(lookup, "SPEXD_CUDA_INVERSE", "trailing", "band", &d.band_inverse);
   if (s.ok()) {
     s = ReadSwitch(lookup, "SPEXD_CUDA_EIGENVECTORS", "rotate", "twisted", &d.twisted_vectors);
+  }
+  if (s.ok()) {
+    s = ReadSwitch(lookup, "SPEXD_CUDA_REFLECTORS", "product", "compact", &d.compact_reflectors);
   }
   if (!s.ok()) return s;
   if (const char* faults = lookup("SPEXD_TEST_CUDA_FAULTS")) d.test_faults = faults;

@@ -42,6 +42,11 @@ struct Diagnostics {
   // long-double reference on real blocks);
   // SPEXD_CUDA_EIGENVECTORS=rotate: the logged QL rotations applied to H, as before.
   bool twisted_vectors = true;
+  // SPEXD_CUDA_REFLECTORS=product: on the twisted path the reduction forms H = H_0 ...
+  // H_{n-3} and the twisted kernel multiplies H Z, instead of the default (compact) where
+  // the reduction stores the reflectors in compact WY form and the twisted kernel applies
+  // them to Z on the tensor cores (issue 25, session 32).
+  bool compact_reflectors = true;
   std::string test_faults;  // SPEXD_TEST_CUDA_FAULTS (cuda/fault_injection.h), tests only
 };
 

@@ -30,12 +30,14 @@ absl::Status Mark(const RunResources& res, StageMark mark, cudaStream_t stream) 
 absl::Status EnqueueTridiag(const RunResources& res, const RunArgs& args, cudaStream_t stream) {
   Workspace& ws = *res.workspace;
   SPEXD_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(stream, ws.ql_free().get(), 0));
-  SPEXD_CUDA_RETURN_IF_ERROR(LaunchTridiagReduce(args, res.tridiag_register_reduce, stream));
+  const bool compact = TridiagStoresReflectors(args.dims.nwavetot, res.tridiag_register_reduce,
+                                               res.twisted_vectors, res.compact_reflectors);
+  SPEXD_CUDA_RETURN_IF_ERROR(LaunchTridiagReduce(args, res.tridiag_register_reduce, compact, stream));
   if (res.tail != stream) {
     SPEXD_CUDA_RETURN_IF_ERROR(cudaEventRecord(ws.reduced().get(), stream));
     SPEXD_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(res.tail, ws.reduced().get(), 0));
   }
-  SPEXD_CUDA_RETURN_IF_ERROR(LaunchTridiagRotate(args, res.tridiag_register_rotate, res.twisted_vectors, res.tail));
+  SPEXD_CUDA_RETURN_IF_ERROR(LaunchTridiagRotate(args, res.tridiag_register_rotate, res.twisted_vectors, compact, res.tail));
   SPEXD_CUDA_RETURN_IF_ERROR(cudaEventRecord(ws.ql_free().get(), res.tail));
   return absl::OkStatus();
 }

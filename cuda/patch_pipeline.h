@@ -35,6 +35,8 @@ struct RunResources {
   bool tridiag_register_reduce;
   bool tridiag_register_rotate;
   bool twisted_vectors;  // SPEXD_CUDA_EIGENVECTORS=twisted
+  // The twisted path's reflectors in compact WY form, else H (SPEXD_CUDA_REFLECTORS).
+  bool compact_reflectors;
   // C's core blocks by the DMMA kernel (core_gram.h) where nt allows, else batched GEMMs
   // (Diagnostics, SPEXD_CUDA_GRAM).
   bool dmma_gram;

@@ -1,7 +1,8 @@
 // Householder tridiagonalisation of one nt x nt symmetric block (nt <= 80) with the matrix
-// held in registers, and the reflector product formed in the same registers (device-only
-// header; the algorithm is tridiag_eigen.h's HouseholderTridiagonalize and
-// FormReflectorProduct, the LAPACK dsytd2 convention, with another data layout).
+// held in registers, then either the reflector product formed in the same registers or
+// the reflectors stored in compact WY form (device-only header; the algorithm is
+// tridiag_eigen.h's HouseholderTridiagonalize and FormReflectorProduct, the LAPACK dsytd2
+// convention, with another data layout; the WY blocks are dlarft's).
 //
 // Why: the shared-memory version moves the whole trailing matrix through shared memory
 // twice per column (p = tau A v, then the rank-2 update) behind three barriers, and was
@@ -35,9 +36,14 @@ inline constexpr int kRegThreads = kRegLanes * kRegLanes;
 
 using RegTile = double[kRegSlots][kRegSlots];
 
+// Compact WY blocks (LAPACK dlarft, forward, columnwise): reflectors 8b .. 8b + 7 give
+// H_8b ... H_8b+7 = I - V_b T_b V_b^T with T_b upper triangular 8 x 8.
+inline constexpr int kWyBlock = 8;
+inline constexpr int kWyMaxBlocks = kRegMaxN / kWyBlock;
+
 // Shared memory of the register reduction (doubles): v[nt][80] (row k: reflector k, zero
 // up to k, one at k+1; also the staging of C on entry), p[80], warp partials red[8],
-// d[nt], e[nt], tau[nt].
+// d[nt], e[nt], tau[nt], then the T_b of the compact form (kWyMaxBlocks x 64, column-major).
 struct RegShared {
   double* v;
   double* p;
@@ -45,10 +51,12 @@ struct RegShared {
   double* d;
   double* e;
   double* tau;
+  double* wy;
 };
 
 __host__ __device__ inline std::size_t RegSharedBytes(int n) {
-  return sizeof(double) * (static_cast<std::size_t>(kRegMaxN) * n + kRegMaxN + 8 + 3 * n);
+  return sizeof(double) * (static_cast<std::size_t>(kRegMaxN) * n + kRegMaxN + 8 + 3 * n +
+                           kWyMaxBlocks * kWyBlock * kWyBlock);
 }
 
 __device__ inline RegShared MakeRegShared(double* smem, int n) {
@@ -59,6 +67,7 @@ __device__ inline RegShared MakeRegShared(double* smem, int n) {
   s.d = s.red + 8;
   s.e = s.d + n;
   s.tau = s.e + n;
+  s.wy = s.tau + n;
   return s;
 }
 
@@ -294,7 +303,7 @@ __device__ void RegReflectColumns(RegTile& G, int n, int c, const RegShared& sh)
 }
 
 // C (column-major n x n, lower triangle read) -> d, e of T = H^T C H in sh.d, sh.e, the
-// reflectors in sh.v and tau, and G = H^T in the registers. All kRegThreads threads.
+// reflectors in sh.v and tau (A is left as scratch). All kRegThreads threads.
 __device__ inline void RegisterTridiagonalize(const double* c_in, int n, const RegShared& sh,
                                               RegTile& A) {
   const int r = static_cast<int>(threadIdx.x) >> 4, c = static_cast<int>(threadIdx.x) & 15;
@@ -333,16 +342,86 @@ __device__ inline void RegisterTridiagonalize(const double* c_in, int n, const R
   }
   if (threadIdx.x == 0) sh.e[n - 1] = 0.0;
   __syncthreads();  // every reflector, tau, d, e
+}
+
+// After RegisterTridiagonalize: G = H^T = H_{n-3} ... H_0 in the registers.
+__device__ inline void RegisterFormReflectorProduct(int n, const RegShared& sh, RegTile& G) {
+  const int r = static_cast<int>(threadIdx.x) >> 4, c = static_cast<int>(threadIdx.x) & 15;
 #pragma unroll
   for (int a = 0; a < kRegSlots; ++a) {
 #pragma unroll
-    for (int b = 0; b < kRegSlots; ++b) A[a][b] = r + 16 * a == c + 16 * b ? 1.0 : 0.0;
+    for (int b = 0; b < kRegSlots; ++b) G[a][b] = r + 16 * a == c + 16 * b ? 1.0 : 0.0;
   }
-  RegReflectColumns<4>(A, n, c, sh);
-  RegReflectColumns<3>(A, n, c, sh);
-  RegReflectColumns<2>(A, n, c, sh);
-  RegReflectColumns<1>(A, n, c, sh);
-  RegReflectColumns<0>(A, n, c, sh);
+  RegReflectColumns<4>(G, n, c, sh);
+  RegReflectColumns<3>(G, n, c, sh);
+  RegReflectColumns<2>(G, n, c, sh);
+  RegReflectColumns<1>(G, n, c, sh);
+  RegReflectColumns<0>(G, n, c, sh);
+}
+
+// After RegisterTridiagonalize: H = H_0 ... H_{n-3} in compact WY form, written over the
+// n x n block h (column-major) instead of H itself (issue 25: forming H took a third of
+// the reduction; the twisted kernel applies the blocks to its vectors on the tensor cores,
+// twisted_decorrelation.cu). Column k < n - 2 holds reflector k's v below its diagonal
+// (v(k+1) = 1 stored, rows > k+1 as reduced) and T_b's column k mod 8 in rows 0 .. k mod 8
+// (b = k / 8); every other entry, and columns n - 2 and n - 1, are zero.
+__device__ inline void StoreCompactReflectors(int n, const RegShared& sh, double* h) {
+  const int nrefl = n - 2, nblk = (nrefl + kWyBlock - 1) / kWyBlock;
+  constexpr int kPairs = kWyBlock * (kWyBlock - 1) / 2;
+  // S(p, j) = v_p . v_j for p < j of one block (v_j is zero above row j + 1), over T_b's
+  // slot for (p, j).
+  for (int idx = threadIdx.x; idx < nblk * kPairs; idx += blockDim.x) {
+    const int b = idx / kPairs;
+    int q = idx % kPairs, j = 1;
+    while (q >= j) q -= j++;  // (p, j) = (q, j), p < j
+    const int kp = kWyBlock * b + q, kj = kWyBlock * b + j;
+    double s = 0.0;
+    if (kj < nrefl) {
+      const double* vp = sh.v + kRegMaxN * kp;
+      const double* vj = sh.v + kRegMaxN * kj;
+      for (int i = kj + 1; i < n; ++i) s = fma(vp[i], vj[i], s);
+    }
+    sh.wy[b * kWyBlock * kWyBlock + j * kWyBlock + q] = s;
+  }
+  __syncthreads();
+  // T_b(j, j) = tau_j, T_b(p, j) = -tau_j sum_{q=p}^{j-1} T_b(p, q) S(q, j) for p < j
+  // (dlarft): row p needs only its own earlier entries, so a thread a row, in place (row p
+  // reads S(q, j) with q >= p, which no other row overwrites: S(q, j) sits in row q).
+  const bool row_thread = static_cast<int>(threadIdx.x) < nblk * kWyBlock;
+  const int b = static_cast<int>(threadIdx.x) / kWyBlock, p = static_cast<int>(threadIdx.x) % kWyBlock;
+  double* t = sh.wy + b * kWyBlock * kWyBlock;
+  double row[kWyBlock];  // T_b(p, q), q < j
+#pragma unroll
+  for (int j = 0; j < kWyBlock; ++j) {
+    const int k = kWyBlock * b + j;
+    const double tau = row_thread && k < nrefl ? sh.tau[k] : 0.0;
+    double acc = 0.0;
+#pragma unroll
+    for (int q = 0; q < j; ++q) {
+      if (row_thread && q >= p) acc = fma(row[q], t[j * kWyBlock + q], acc);
+    }
+    row[j] = j < p ? 0.0 : (j == p ? tau : -tau * acc);
+  }
+  __syncthreads();  // every row has read its S
+  if (row_thread) {
+#pragma unroll
+    for (int j = 0; j < kWyBlock; ++j) {
+      if (j >= p) t[j * kWyBlock + p] = row[j];
+    }
+  }
+  __syncthreads();
+  for (int idx = threadIdx.x; idx < n * n; idx += blockDim.x) {
+    const int k = idx / n, i = idx % n, jb = k % kWyBlock;
+    double val = 0.0;
+    if (k < nrefl) {
+      if (i > k) {
+        val = sh.v[kRegMaxN * k + i];
+      } else if (i <= jb) {
+        val = sh.wy[(k / kWyBlock) * kWyBlock * kWyBlock + jb * kWyBlock + i];
+      }
+    }
+    h[idx] = val;
+  }
 }
 
 // Writes H = G^T column-major (h[col * n + row] = H(row, col) = G(col, row)): coalesced.

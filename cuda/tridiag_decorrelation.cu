@@ -2,7 +2,8 @@
 // decorrelation products (extraction-spec §2.10–2.11), in three kernels:
 //  1. RegisterReduceKernel (nt <= 80; register_tridiag.cuh: the matrix in registers) or
 //     ReduceKernel (shared memory), a thread block per (patch, core spectrum):
-//     T = H^T C H, H formed and written over C; T to QlBuffers.
+//     T = H^T C H, H formed and written over C (or, for the twisted kernel, H's
+//     reflectors in compact WY form: register_tridiag.cuh); T to QlBuffers.
 //  2. QlKernel, a thread per block: QL on T, its rotations logged. QL is a chain of
 //     dependent scalar steps (≈ 130 sweeps, ≈ 5,000 rotations per block): run inside
 //     the thread block it left the SM idle (1.3 ms per block, measured), here 23,500
@@ -113,6 +114,8 @@ __global__ void __launch_bounds__(kReduceThreads) ReduceKernel(RunArgs a) {
 // Three blocks per SM: 80 registers per thread and 72 bytes of spills, 3.49 ms per batch
 // of 1,410 r-frame patches against 3.81 ms at two blocks per SM (126 registers, no
 // spills) and 5.77 ms for ReduceKernel (H100, ncu).
+// kCompact: the reflectors in compact WY form over C (StoreCompactReflectors) instead of H.
+template <bool kCompact>
 __global__ void __launch_bounds__(kRegThreads, 3) RegisterReduceKernel(RunArgs a) {
   extern __shared__ double smem[];
   const PlanDims& D = a.dims;
@@ -122,7 +125,12 @@ __global__ void __launch_bounds__(kRegThreads, 3) RegisterReduceKernel(RunArgs a
   double* c = SlotBlock(a, e);
   RegTile g;
   RegisterTridiagonalize(c, n, sh, g);
-  StoreReflectorProduct(g, n, c);
+  if constexpr (kCompact) {
+    StoreCompactReflectors(n, sh, c);
+  } else {
+    RegisterFormReflectorProduct(n, sh, g);
+    StoreReflectorProduct(g, n, c);
+  }
   const int64_t b = BlockIndex(D) * n;
   for (int i = threadIdx.x; i < n; i += blockDim.x) {
     a.ql.d[b + i] = a.ql.d0[b + i] = sh.d[i];
@@ -369,16 +377,23 @@ __global__ void __launch_bounds__(kRegRows ? kRegRotThreads : kThreads) __maxnre
 
 }  // namespace
 
-cudaError_t LaunchTridiagReduce(const RunArgs& args, bool use_registers, cudaStream_t stream) {
+bool TridiagStoresReflectors(int nt, bool use_registers, bool twisted, bool compact) {
+  return compact && twisted && use_registers && nt <= kRegMaxN;
+}
+
+cudaError_t LaunchTridiagReduce(const RunArgs& args, bool use_registers, bool compact,
+                                cudaStream_t stream) {
   if (args.count == 0) return cudaSuccess;
   const dim3 grid(static_cast<unsigned>(args.count), static_cast<unsigned>(args.dims.nper));
   if (args.dims.nwavetot <= kRegMaxN && use_registers) {
     const std::size_t smem = RegSharedBytes(args.dims.nwavetot);
-    cudaError_t err = PrepareSmem(RegisterReduceKernel, smem);
+    const auto kernel = compact ? RegisterReduceKernel<true> : RegisterReduceKernel<false>;
+    cudaError_t err = PrepareSmem(kernel, smem);
     if (err != cudaSuccess) return err;
-    RegisterReduceKernel<<<grid, kRegThreads, smem, stream>>>(args);
+    kernel<<<grid, kRegThreads, smem, stream>>>(args);
     return SPEXD_CHECK_LAUNCH(stream);
   }
+  if (compact) return cudaErrorInvalidValue;  // only the register kernel stores them
   const std::size_t smem = MakeLayout(args.dims.nwavetot).bytes;
   cudaError_t err = PrepareSmem(ReduceKernel, smem);
   if (err != cudaSuccess) return err;
@@ -389,11 +404,14 @@ cudaError_t LaunchTridiagReduce(const RunArgs& args, bool use_registers, cudaStr
 bool TridiagNeedsRotationLog(int nt, bool twisted) { return !(twisted && nt <= kRegMaxN); }
 
 cudaError_t LaunchTridiagRotate(const RunArgs& args, bool use_registers, bool twisted,
-                                cudaStream_t stream) {
+                                bool compact, cudaStream_t stream) {
   if (args.count == 0) return cudaSuccess;
   const bool reg = args.dims.nwavetot <= kRegMaxN && use_registers;
   const Layout layout = MakeLayout(args.dims.nwavetot);
-  if (!TridiagNeedsRotationLog(args.dims.nwavetot, twisted)) return LaunchTwistedVectors(args, stream);
+  if (!TridiagNeedsRotationLog(args.dims.nwavetot, twisted)) {
+    return LaunchTwistedVectors(args, compact, stream);
+  }
+  if (compact) return cudaErrorInvalidValue;  // the rotations need H
   const std::size_t rsmem = reg ? RegRotateSmemBytes(layout) : RotateSmemBytes(layout);
   const std::size_t qsmem = QlSmemBytes(args.dims.nwavetot);
   cudaError_t err = reg ? PrepareSmem(RotateKernel<true>, rsmem) : PrepareSmem(RotateKernel<false>, rsmem);

@@ -5,7 +5,9 @@
 //     its small end), no log.
 //  2. TwistedKernel, 8 warps per (patch, core spectrum): the eigenvectors of T by twisted
 //     factorisations, their Rayleigh quotients as the eigenvalues (a second pass where one
-//     moved), Newton-Schulz, V = H Z on the FP64 tensor cores, then the products.
+//     moved), Newton-Schulz, V = H Z on the FP64 tensor cores (H's reflectors applied in
+//     compact WY blocks by default, SPEXD_CUDA_REFLECTORS=product multiplies by H), then
+//     the products.
 #include <cstdint>
 
 #include "cuda/decorrelation.h"
@@ -30,7 +32,7 @@ namespace {
 // eigenvalue, this was slower: its global round trips, and it crowded the Cholesky of the
 // next batch); then G = Z^T Z; where max |G - I| <= kTwistedMaxDeviation, one Newton-Schulz
 // step Z <- Z (3I - G) / 2 makes Z orthogonal to rounding (the deviation squares), and
-// V = H Z; the three products on the FP64 tensor cores (dmma_tiles.cuh), the matrices
+// V = H Z; these products on the FP64 tensor cores (dmma_tiles.cuh), the matrices
 // padded with zeros to 80 x 80. A block whose vectors deviate more (close eigenvalues;
 // one block in an r frame) or whose QL failed runs QL with the rotations in the block
 // (TridiagonalQl on the reduced T), as RotateKernel does where its log overflows.
@@ -108,6 +110,102 @@ __device__ __forceinline__ void ForEachGramElement(const double (&acc)[kTwLowerP
   }
 }
 
+// B(l%4, l/4) = W(kk + l%4, l/4) of an 8 x 8 tile W held as a product's result (lane l
+// holds W(l/4, 2(l%4) + {0,1})): the operand of a further product, by two shuffles.
+__device__ __forceinline__ double ResultAsB(const double (&w)[2], int kk, int lane) {
+  const int src = 4 * (kk + lane % 4) + (lane / 4) / 2;
+  const double w0 = __shfl_sync(0xffffffffu, w[0], src);
+  const double w1 = __shfl_sync(0xffffffffu, w[1], src);
+  return (lane / 4) % 2 ? w1 : w0;
+}
+
+// Z <- H Z for Z in z (row-major, ld kTwLd, zero beyond n), H = H_0 ... H_{n-3} given by
+// its compact WY blocks in wy (register_tridiag.cuh's StoreCompactReflectors, staged
+// column-major with ld kTwLd): block b's H_b = I - V_b T_b V_b^T applied last block first,
+// Z -= V_b (T_b (V_b^T Z)), on the FP64 tensor cores. A column tile of Z needs only its
+// own columns, so a warp takes its tile columns through every block with no barrier; kNt
+// tiles side by side share V_b's and T_b's loads and interleave their chains. V_b is zero
+// above its unit diagonal (rows <= 8b + m of its column m), so the products start at row
+// 8b + 1; the entries there hold T_b, masked off here.
+template <int kNt>
+__device__ void ApplyCompactReflectors(double* z, const double* wy, int n, const int (&tc)[kNt],
+                                       int lane) {
+  const int nblk = (n - 2 + kWyBlock - 1) / kWyBlock, kend = (n + 3) / 4 * 4;
+  for (int b = nblk - 1; b >= 0; --b) {
+    const int k0 = kWyBlock * b;
+    // W = V_b^T Z(:, tile), even and odd steps in two sums (half the chain).
+    double w[kNt][2], w2[kNt][2];
+#pragma unroll
+    for (int i = 0; i < kNt; ++i) w[i][0] = w[i][1] = w2[i][0] = w2[i][1] = 0.0;
+    const int m = k0 + lane / 4;  // V_b's column this lane reads
+    int kk = (k0 + 1) & ~3;
+    for (; kk + 4 < kend; kk += 8) {
+      const int r0 = kk + lane % 4, r1 = r0 + 4;
+      const double a0 = r0 > m ? wy[m * kTwLd + r0] : 0.0;
+      const double a1 = r1 > m ? wy[m * kTwLd + r1] : 0.0;
+#pragma unroll
+      for (int i = 0; i < kNt; ++i) {
+        Dmma(w[i], a0, z[r0 * kTwLd + 8 * tc[i] + lane / 4]);
+        Dmma(w2[i], a1, z[r1 * kTwLd + 8 * tc[i] + lane / 4]);
+      }
+    }
+    if (kk < kend) {
+      const int r0 = kk + lane % 4;
+      const double a0 = r0 > m ? wy[m * kTwLd + r0] : 0.0;
+#pragma unroll
+      for (int i = 0; i < kNt; ++i) Dmma(w[i], a0, z[r0 * kTwLd + 8 * tc[i] + lane / 4]);
+    }
+    // Y = T_b W (T_b(p, j) for p <= j in column k0 + j, rows p).
+    double y[kNt][2], yb[kNt][2];
+#pragma unroll
+    for (int i = 0; i < kNt; ++i) {
+      w[i][0] += w2[i][0];
+      w[i][1] += w2[i][1];
+      y[i][0] = y[i][1] = 0.0;
+    }
+#pragma unroll
+    for (int q = 0; q < kWyBlock; q += 4) {
+      const int p = lane / 4, j = q + lane % 4;
+      const double tf = p <= j ? wy[(k0 + j) * kTwLd + p] : 0.0;
+#pragma unroll
+      for (int i = 0; i < kNt; ++i) Dmma(y[i], tf, ResultAsB(w[i], q, lane));
+    }
+#pragma unroll
+    for (int i = 0; i < kNt; ++i) {
+      yb[i][0] = ResultAsB(y[i], 0, lane);
+      yb[i][1] = ResultAsB(y[i], 4, lane);
+    }
+    // Z(:, tile) -= V_b Y, tile rows from 8b + 1 to n - 1.
+    for (int tr = b; 8 * tr < n; ++tr) {
+      const int row = 8 * tr + lane / 4, c0 = k0 + lane % 4, c1 = c0 + 4;
+      const double v0 = row > c0 ? -wy[c0 * kTwLd + row] : 0.0;
+      const double v1 = row > c1 ? -wy[c1 * kTwLd + row] : 0.0;
+#pragma unroll
+      for (int i = 0; i < kNt; ++i) {
+        double* zt = z + row * kTwLd + 8 * tc[i] + 2 * (lane % 4);
+        double acc[2] = {zt[0], zt[1]};
+        Dmma(acc, v0, yb[i][0]);
+        Dmma(acc, v1, yb[i][1]);
+        zt[0] = acc[0];
+        zt[1] = acc[1];
+      }
+    }
+    __syncwarp();
+  }
+}
+
+// Warp w's tile columns of Z (w and w + 8 where n > 64) through ApplyCompactReflectors.
+__device__ void ApplyCompactReflectors(double* z, const double* wy, int n, int warp, int lane) {
+  const int ntiles = (n + 7) / 8;
+  if (warp + kTwWarps < ntiles) {
+    ApplyCompactReflectors<2>(z, wy, n, {warp, warp + kTwWarps}, lane);
+  } else if (warp < ntiles) {
+    ApplyCompactReflectors<1>(z, wy, n, {warp}, lane);
+  }
+}
+
+// kCompact: the slot holds H's reflectors in compact WY form (the default), else H.
+template <bool kCompact>
 __global__ void __launch_bounds__(kTwThreads, 2) TwistedKernel(RunArgs a) {
   extern __shared__ double smem[];
   const PlanDims& D = a.dims;
@@ -127,6 +225,29 @@ __global__ void __launch_bounds__(kTwThreads, 2) TwistedKernel(RunArgs a) {
   const int64_t blk = BlockIndex(D);
   int sweeps = a.slots.eig_info[blk];
   const double* h = SlotBlock(a, e);
+  // The eigenvectors end column-major (lda) in vq: R1, or R2 where the compact reflectors
+  // were applied to R1's row-major vectors.
+  double* vq = r1;
+  // H Z (H itself where identity) from Z row-major in R1 (ignored where identity), the
+  // compact reflectors staged in R2, into R2 column-major (lda). Every thread, at a barrier.
+  const auto compact_hz = [&](bool identity) {
+    __syncthreads();
+    if (identity) {
+      for (int i = threadIdx.x; i < kRegMaxN * kTwLd; i += blockDim.x) {
+        r1[i] = i / kTwLd == i % kTwLd && i / kTwLd < n ? 1.0 : 0.0;
+      }
+    }
+    for (int idx = threadIdx.x; idx < n * n; idx += blockDim.x) r2[(idx / n) * kTwLd + idx % n] = h[idx];
+    __syncthreads();
+    ApplyCompactReflectors(r1, r2, n, threadIdx.x / 32, threadIdx.x % 32);
+    __syncthreads();
+    for (int idx = threadIdx.x; idx < n * n; idx += blockDim.x) {
+      const int row = idx % n, col = idx / n;
+      r2[col * lda + row] = r1[row * kTwLd + col];
+    }
+    __syncthreads();
+    vq = r2;
+  };
   const double* xs = a.slots.x + static_cast<int64_t>(e.slot) * D.ld +
                      static_cast<int64_t>(d.core_row + sp) * n;
   for (int i = threadIdx.x; i < n; i += blockDim.x) {
@@ -197,6 +318,9 @@ __global__ void __launch_bounds__(kTwThreads, 2) TwistedKernel(RunArgs a) {
           r1[row * kTwLd + col] = v;
         });
       });
+    }
+    if (!rotate && kCompact) compact_hz(false);
+    if (!rotate && !kCompact) {
       for (int idx = t; idx < n * n; idx += blockDim.x) r2[(idx / n) * kTwLd + idx % n] = h[idx];
       __syncthreads();
       // V = H Z, then over Z in R1 as RotateKernel leaves it (column-major, lda).
@@ -215,35 +339,40 @@ __global__ void __launch_bounds__(kTwThreads, 2) TwistedKernel(RunArgs a) {
     }
   }
   if (rotate) {  // QL with the rotations applied in the block, from T as reduced
-    __syncthreads();
-    for (int idx = t; idx < n * n; idx += blockDim.x) r1[(idx / n) * lda + idx % n] = h[idx];
+    if constexpr (kCompact) {
+      compact_hz(true);
+    } else {
+      __syncthreads();
+      for (int idx = t; idx < n * n; idx += blockDim.x) r1[(idx / n) * lda + idx % n] = h[idx];
+    }
     for (int i = t; i < n; i += blockDim.x) dv[i] = t0[i];  // e0 is still in ev (staged)
     __syncthreads();
     BlockTeam team{smem + L.red};
-    sweeps = TridiagonalQl(team, dv, ev, r1, lda, n, scr, scr + 2 * n, ctl);
+    sweeps = TridiagonalQl(team, dv, ev, vq, lda, n, scr, scr + 2 * n, ctl);
     if (t == 0) a.slots.eig_info[blk] = sweeps;
   }
   __syncthreads();
-  WriteDecorrelated(a, e, d, sp, EigenView{r1, 1, lda}, dv, x,
+  WriteDecorrelated(a, e, d, sp, EigenView{vq, 1, lda}, dv, x,
                     ProductScratch{scr, scr + n, scr + 2 * n, scr + 3 * n, scr + 4 * n},
                     sweeps < 0);
 }
 
 }  // namespace
 
-cudaError_t LaunchTwistedVectors(const RunArgs& args, cudaStream_t stream) {
+cudaError_t LaunchTwistedVectors(const RunArgs& args, bool compact, cudaStream_t stream) {
   if (args.count == 0) return cudaSuccess;
   if (args.dims.nwavetot > kRegMaxN) return cudaErrorInvalidValue;
   const std::size_t tsmem = MakeTwistedLayout(args.dims.nwavetot).bytes;
   const std::size_t qsmem = QlSmemBytes(args.dims.nwavetot);
-  cudaError_t err = PrepareSmem(TwistedKernel, tsmem);
+  const auto twisted = compact ? TwistedKernel<true> : TwistedKernel<false>;
+  cudaError_t err = PrepareSmem(twisted, tsmem);
   if (err == cudaSuccess) err = PrepareSmem(QlKernel<false>, qsmem);
   if (err != cudaSuccess) return err;
   const int64_t blocks = static_cast<int64_t>(args.count) * args.dims.nper;
   QlKernel<false><<<CeilDiv(blocks, kQlThreads), kQlThreads, qsmem, stream>>>(args, blocks);
   if ((err = SPEXD_CHECK_LAUNCH(stream)) != cudaSuccess) return err;
   const dim3 grid(static_cast<unsigned>(args.count), static_cast<unsigned>(args.dims.nper));
-  TwistedKernel<<<grid, kTwThreads, tsmem, stream>>>(args);
+  twisted<<<grid, kTwThreads, tsmem, stream>>>(args);
   return SPEXD_CHECK_LAUNCH(stream);
 }
 

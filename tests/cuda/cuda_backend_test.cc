@@ -264,7 +264,9 @@ TEST_F(CudaBackendTest, PerturbBundleFluxFaultIsFlaggedByTheParityCheck) {
 
 // Both eigenvector paths of the decorrelation (the default twisted factorisations and
 // SPEXD_CUDA_EIGENVECTORS=rotate, the logged QL rotations) at the CPU parity bars, and
-// within the same bars of each other, so that the path not taken by default stays tested.
+// within the same bars of each other, so that the path not taken by default stays tested;
+// the twisted path also with H formed by the reduction (SPEXD_CUDA_REFLECTORS=product)
+// instead of its compact reflectors.
 TEST_F(CudaBackendTest, TwistedAndRotatedEigenvectorsBothMatchTheCpu) {
   core::ExtractionParams p;
   p.specmin = 25;
@@ -289,20 +291,30 @@ TEST_F(CudaBackendTest, TwistedAndRotatedEigenvectorsBothMatchTheCpu) {
   ::setenv("SPEXD_CUDA_EIGENVECTORS", "rotate", 1);
   auto rotate = core::CreateBackend(*options);
   ::setenv("SPEXD_CUDA_EIGENVECTORS", "twisted", 1);
+  ::setenv("SPEXD_CUDA_REFLECTORS", "compact", 1);
   auto twisted = core::CreateBackend(*options);
+  ::setenv("SPEXD_CUDA_REFLECTORS", "product", 1);
+  auto product = core::CreateBackend(*options);
   ::unsetenv("SPEXD_CUDA_EIGENVECTORS");
+  ::unsetenv("SPEXD_CUDA_REFLECTORS");
   ASSERT_TRUE(rotate.ok()) << rotate.status();
   ASSERT_TRUE(twisted.ok()) << twisted.status();
+  ASSERT_TRUE(product.ok()) << product.status();
   auto ref = RunJob(*cpu_, job);
   auto r = RunJob(**rotate, job);
   auto t = RunJob(**twisted, job);
-  ASSERT_TRUE(ref.ok() && r.ok() && t.ok());
+  auto h = RunJob(**product, job);
+  ASSERT_TRUE(ref.ok() && r.ok() && t.ok() && h.ok());
   ExpectParity("rotate vs cpu", Compare(ref->bundles, r->bundles));
   ExpectParity("twisted vs cpu", Compare(ref->bundles, t->bundles));
+  ExpectParity("twisted with H vs cpu", Compare(ref->bundles, h->bundles));
   const Deviation between = Compare(r->bundles, t->bundles);
   ExpectParity("twisted vs rotate", between);
   // Different arithmetic, not the same path twice.
   EXPECT_GT(between.flux + between.ivar + between.rdiag, 0.0);
+  const Deviation forms = Compare(h->bundles, t->bundles);
+  ExpectParity("compact reflectors vs H", forms);
+  EXPECT_GT(forms.flux + forms.ivar + forms.rdiag, 0.0);
   // The twisted path's workspace leaves out QL's rotation log (~118 KB a block at nt = 74),
   // the rest of the two workspaces alike.
   EXPECT_GT((*rotate)->Memory().device_bytes, (*twisted)->Memory().device_bytes);

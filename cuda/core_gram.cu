@@ -10,22 +10,21 @@ namespace spexd::cuda {
 namespace {
 
 constexpr int kTiles = kCoreGramMaxNt / 8;           // 8-wide column tiles of the block
-constexpr int kLowerPairs = LowerPairs(kTiles);  // the tiles (R, C), R >= C, by row pairs
+constexpr int kLowerTiles = kTiles * (kTiles + 1) / 2;  // tiles (R, C) with R >= C
 constexpr int kWarps = 4;
 constexpr int kThreads = 32 * kWarps;
-constexpr int kTilesPerWarp = (kLowerPairs + kWarps - 1) / kWarps;
+constexpr int kTilesPerWarp = (kLowerTiles + kWarps - 1) / kWarps;
 // Rows of X staged per step, stored column by column: xs[c * kRowStride + p]. The stride
 // (4 mod 8 doubles) puts a fragment's 8 columns x 4 rows into two conflict-free wavefronts.
 constexpr int kChunk = 32;
 constexpr int kRowStride = kChunk + 4;
 constexpr int kBufDoubles = kCoreGramMaxNt * kRowStride;
 
-// One chunk's products for warp W's tile pairs (W a template parameter, so that every
-// tile's fragment index is a compile-time constant and the fragments stay in registers).
-// A DmmaPair (m16n8k4) a pair of tiles: twice m8n8k4's rate on the H100 (session 32).
+// One chunk's products for warp W's tiles (W a template parameter, so that every tile's
+// fragment index is a compile-time constant and the fragments stay in registers).
 template <int W>
 __device__ __forceinline__ void ChunkProducts(const double* xs, int lane,
-                                              double (&acc)[kTilesPerWarp][4]) {
+                                              double (&acc)[kTilesPerWarp][2]) {
   const double* base = xs + (lane / 4) * kRowStride + lane % 4;
 #pragma unroll
   for (int p0 = 0; p0 < kChunk; p0 += 4) {
@@ -34,8 +33,8 @@ __device__ __forceinline__ void ChunkProducts(const double* xs, int lane,
     for (int r = 0; r < kTiles; ++r) f[r] = base[r * 8 * kRowStride + p0];
 #pragma unroll
     for (int i = 0; i < kTilesPerWarp; ++i) {
-      const int u = W + kWarps * i, p = LowerPairRow(u);
-      if (u < kLowerPairs) DmmaPair(acc[i], f[2 * p], f[2 * p + 1], f[LowerPairCol(u)]);
+      const int t = W + kWarps * i;
+      if (t < kLowerTiles) Dmma(acc[i], f[LowerTileRow(t)], f[LowerTileCol(t)]);
     }
   }
 }
@@ -43,21 +42,18 @@ __device__ __forceinline__ void ChunkProducts(const double* xs, int lane,
 // Lower triangle of the tiles, mirrored; only elements inside the nt x nt block.
 template <int W>
 __device__ __forceinline__ void StoreTiles(double* c, int nt, int lane,
-                                           const double (&acc)[kTilesPerWarp][4]) {
+                                           const double (&acc)[kTilesPerWarp][2]) {
 #pragma unroll
   for (int i = 0; i < kTilesPerWarp; ++i) {
-    const int u = W + kWarps * i;
-    if (u >= kLowerPairs) continue;
+    const int t = W + kWarps * i;
+    if (t >= kLowerTiles) continue;
+    const int row = LowerTileRow(t) * 8 + lane / 4;
 #pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const int row = (2 * LowerPairRow(u) + half) * 8 + lane / 4;
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int col = LowerPairCol(u) * 8 + 2 * (lane % 4) + h;
-        if (row < nt && col <= row) {  // also drops the pair's tile above the diagonal
-          c[row + static_cast<int64_t>(col) * nt] = acc[i][2 * half + h];
-          c[col + static_cast<int64_t>(row) * nt] = acc[i][2 * half + h];
-        }
+    for (int h = 0; h < 2; ++h) {
+      const int col = LowerTileCol(t) * 8 + 2 * (lane % 4) + h;
+      if (row < nt && col <= row) {
+        c[row + static_cast<int64_t>(col) * nt] = acc[i][h];
+        c[col + static_cast<int64_t>(row) * nt] = acc[i][h];
       }
     }
   }
@@ -96,9 +92,9 @@ __global__ void __launch_bounds__(kThreads) CoreGramKernel(RunArgs a) {
     smem[b * kBufDoubles + nt * kRowStride + r] = 0.0;
   }
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  double acc[kTilesPerWarp][4];
+  double acc[kTilesPerWarp][2];
 #pragma unroll
-  for (int i = 0; i < kTilesPerWarp; ++i) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.0;
+  for (int i = 0; i < kTilesPerWarp; ++i) acc[i][0] = acc[i][1] = 0.0;
   const int nchunks = (k + kChunk - 1) / kChunk;
   StageChunk(col0, ld, nt, k, 0, smem);
   __pipeline_commit();

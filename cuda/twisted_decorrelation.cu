@@ -40,7 +40,7 @@ namespace {
 constexpr int kTwT = kRegMaxN / 8;  // 8 x 8 tiles per side
 constexpr int kTwWarps = 8;
 constexpr int kTwThreads = 32 * kTwWarps;
-constexpr int kTwPerWarp = TilePairsPerWarp(kTwT, kTwWarps);
+constexpr int kTwPerWarp = (kTwT * kTwT + kTwWarps - 1) / kTwWarps;
 constexpr int kTwLd = kRegMaxN + 4;  // 4 mod 16 doubles: conflict-free fragments
 constexpr int kTwHalf = kTwThreads / 2;  // >= nt: the bottom-up factorisations' threads
 static_assert(kRegMaxN % 8 == 0 && kTwLd % 16 == 4, "tile layout");
@@ -68,25 +68,25 @@ __host__ __device__ inline TwistedLayout MakeTwistedLayout(int n) {
 
 static_assert(kTwWarps == 8, "ForEightWarps dispatches eight warps");
 
-// G = Z^T Z is symmetric: its lower tiles alone, by pairs (dmma_tiles.cuh's LowerPair*:
-// 30 DmmaPairs for 55 tiles), warp W owning u = W, W + 8, ...; X = Z^T and Y = Z have the
-// same fragments (X(8R + l/4, k) = Z(k, 8R + l/4)), one load a tile row and k-step.
-constexpr int kTwGramPairs = LowerPairs(kTwT);
-constexpr int kTwGramPerWarp = (kTwGramPairs + kTwWarps - 1) / kTwWarps;
+// G = Z^T Z is symmetric: its lower tiles alone (55 of 100; dmma_tiles.cuh's order), warp W
+// owning t = W, W + 8, ...; X = Z^T and Y = Z have
+// the same fragments (X(8R + l/4, k) = Z(k, 8R + l/4)), one load a tile row and k-step.
+constexpr int kTwLowerTiles = kTwT * (kTwT + 1) / 2;
+constexpr int kTwLowerPerWarp = (kTwLowerTiles + kTwWarps - 1) / kTwWarps;
 
 template <int W>
 __device__ __forceinline__ void GramLowerTiles(const double* z, int kend, int lane,
-                                               double (&acc)[kTwGramPerWarp][4]) {
+                                               double (&acc)[kTwLowerPerWarp][2]) {
 #pragma unroll
-  for (int i = 0; i < kTwGramPerWarp; ++i) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.0;
+  for (int i = 0; i < kTwLowerPerWarp; ++i) acc[i][0] = acc[i][1] = 0.0;
   for (int k0 = 0; k0 < kend; k0 += 4) {
     double f[kTwT];  // f[R] = Z(k0 + l%4, 8R + l/4)
 #pragma unroll
     for (int r = 0; r < kTwT; ++r) f[r] = z[(k0 + lane % 4) * kTwLd + 8 * r + lane / 4];
 #pragma unroll
-    for (int i = 0; i < kTwGramPerWarp; ++i) {
-      const int u = W + kTwWarps * i, p = LowerPairRow(u), c = LowerPairCol(u);
-      if (u < kTwGramPairs) DmmaPair(acc[i], f[2 * p], f[2 * p + 1], f[c]);
+    for (int i = 0; i < kTwLowerPerWarp; ++i) {
+      const int t = W + kTwWarps * i;
+      if (t < kTwLowerTiles) Dmma(acc[i], f[LowerTileRow(t)], f[LowerTileCol(t)]);
     }
   }
 }
@@ -94,23 +94,18 @@ __device__ __forceinline__ void GramLowerTiles(const double* z, int kend, int la
 // f(row, col, g) for each element of warp W's lower tiles this lane holds, and for its
 // mirror above the diagonal (the same g).
 template <int W, class F>
-__device__ __forceinline__ void ForEachGramElement(const double (&acc)[kTwGramPerWarp][4], int lane, F f) {
+__device__ __forceinline__ void ForEachGramElement(const double (&acc)[kTwLowerPerWarp][2], int lane, F f) {
 #pragma unroll
-  for (int i = 0; i < kTwGramPerWarp; ++i) {
-    const int u = W + kTwWarps * i;
-    if (u >= kTwGramPairs) continue;
-    const int p = LowerPairRow(u), tc = LowerPairCol(u);
+  for (int i = 0; i < kTwLowerPerWarp; ++i) {
+    const int t = W + kTwWarps * i;
+    if (t >= kTwLowerTiles) continue;
+    const int tr = LowerTileRow(t), tc = LowerTileCol(t);
+    const int row = tr * 8 + lane / 4;
 #pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const int tr = 2 * p + half;
-      if (tc > tr) continue;  // above the diagonal: the mirror of (2p + 1, 2p)
-      const int row = tr * 8 + lane / 4;
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int col = tc * 8 + 2 * (lane % 4) + h;
-        f(row, col, acc[i][2 * half + h]);
-        if (tr != tc) f(col, row, acc[i][2 * half + h]);
-      }
+    for (int h = 0; h < 2; ++h) {
+      const int col = tc * 8 + 2 * (lane % 4) + h;
+      f(row, col, acc[i][h]);
+      if (tr != tc) f(col, row, acc[i][h]);
     }
   }
 }
@@ -180,29 +175,19 @@ __device__ void ApplyCompactReflectors(double* z, const double* wy, int n, const
       yb[i][0] = ResultAsB(y[i], 0, lane);
       yb[i][1] = ResultAsB(y[i], 4, lane);
     }
-    // Z(:, tile) -= V_b Y, tile rows from 8b + 1 to n - 1, two at a time (DmmaPair; a
-    // tile row past the 80 of R1 is skipped, rows past n are zero in V and Z).
-    const int c0 = k0 + lane % 4, c1 = c0 + 4;
-    for (int tr = b; 8 * tr < n; tr += 2) {
-      const int row = 8 * tr + lane / 4, row2 = row + 8;
-      const bool second = 8 * (tr + 1) < kRegMaxN;
+    // Z(:, tile) -= V_b Y, tile rows from 8b + 1 to n - 1.
+    for (int tr = b; 8 * tr < n; ++tr) {
+      const int row = 8 * tr + lane / 4, c0 = k0 + lane % 4, c1 = c0 + 4;
       const double v0 = row > c0 ? -wy[c0 * kTwLd + row] : 0.0;
       const double v1 = row > c1 ? -wy[c1 * kTwLd + row] : 0.0;
-      const double u0 = second && row2 > c0 ? -wy[c0 * kTwLd + row2] : 0.0;
-      const double u1 = second && row2 > c1 ? -wy[c1 * kTwLd + row2] : 0.0;
 #pragma unroll
       for (int i = 0; i < kNt; ++i) {
         double* zt = z + row * kTwLd + 8 * tc[i] + 2 * (lane % 4);
-        double* zt2 = zt + 8 * kTwLd;
-        double acc[4] = {zt[0], zt[1], second ? zt2[0] : 0.0, second ? zt2[1] : 0.0};
-        DmmaPair(acc, v0, u0, yb[i][0]);
-        DmmaPair(acc, v1, u1, yb[i][1]);
+        double acc[2] = {zt[0], zt[1]};
+        Dmma(acc, v0, yb[i][0]);
+        Dmma(acc, v1, yb[i][1]);
         zt[0] = acc[0];
         zt[1] = acc[1];
-        if (second) {
-          zt2[0] = acc[2];
-          zt2[1] = acc[3];
-        }
       }
     }
     __syncwarp();
@@ -304,12 +289,12 @@ __global__ void __launch_bounds__(kTwThreads, 2) TwistedKernel(RunArgs a) {
       }
       if (!__syncthreads_or(moved) || pass == 1) break;  // uniform
     }
-    double acc[kTwPerWarp][4];
+    double acc[kTwPerWarp][2];
     bool bad = false;
     // G = Z^T Z (its lower tiles, mirrored), kept as P = (3I - G) / 2 in R2 (row-major).
     ForEightWarps(warp, [&](auto w) {
       constexpr int W = decltype(w)::value;
-      double gacc[kTwGramPerWarp][4];
+      double gacc[kTwLowerPerWarp][2];
       GramLowerTiles<W>(r1, kend, lane, gacc);
       ForEachGramElement<W>(gacc, lane, [&](int row, int col, double g) {
         const double id = (row == col && row < n) ? 1.0 : 0.0;
@@ -323,13 +308,13 @@ __global__ void __launch_bounds__(kTwThreads, 2) TwistedKernel(RunArgs a) {
       // Z P over Z, once every warp has read Z; then H into R2 (column-major).
       ForEightWarps(warp, [&](auto w) {
         constexpr int W = decltype(w)::value;
-        TilePairProduct<kTwT, kTwWarps, W>(SharedMat{r1, kTwLd, 1}, SharedMat{r2, kTwLd, 1},
+        TileProduct<kTwT, kTwWarps, W>(SharedMat{r1, kTwLd, 1}, SharedMat{r2, kTwLd, 1},
                                        kend, lane, acc);
       });
       __syncthreads();
       ForEightWarps(warp, [&](auto w) {
         constexpr int W = decltype(w)::value;
-        ForEachTilePairElement<kTwT, kTwWarps, W>(acc, lane, [&](int row, int col, double v) {
+        ForEachTileElement<kTwT, kTwWarps, W>(acc, lane, [&](int row, int col, double v) {
           r1[row * kTwLd + col] = v;
         });
       });
@@ -341,13 +326,13 @@ __global__ void __launch_bounds__(kTwThreads, 2) TwistedKernel(RunArgs a) {
       // V = H Z, then over Z in R1 as RotateKernel leaves it (column-major, lda).
       ForEightWarps(warp, [&](auto w) {
         constexpr int W = decltype(w)::value;
-        TilePairProduct<kTwT, kTwWarps, W>(SharedMat{r2, 1, kTwLd}, SharedMat{r1, kTwLd, 1},
+        TileProduct<kTwT, kTwWarps, W>(SharedMat{r2, 1, kTwLd}, SharedMat{r1, kTwLd, 1},
                                        kend, lane, acc);
       });
       __syncthreads();
       ForEightWarps(warp, [&](auto w) {
         constexpr int W = decltype(w)::value;
-        ForEachTilePairElement<kTwT, kTwWarps, W>(acc, lane, [&](int row, int col, double v) {
+        ForEachTileElement<kTwT, kTwWarps, W>(acc, lane, [&](int row, int col, double v) {
           if (row < n && col < n) r1[col * lda + row] = v;
         });
       });

@@ -246,8 +246,8 @@ absl::Status BatchExtractor::EnqueueCanvas(WorkspaceSet* s, const Batch& batch,
   return absl::OkStatus();
 }
 
-absl::Status BatchExtractor::EnqueueSpectraDownload(WorkspaceSet* s, const Batch& batch,
-                                                    cudaStream_t stream) const {
+absl::Status BatchExtractor::EnqueueDownload(WorkspaceSet* s, const Batch& batch,
+                                             cudaStream_t stream) const {
   const std::size_t out = batch.bundles.size() * static_cast<std::size_t>(spec_.bundlesize) * spec_.nwave;
   const std::size_t bytes = out * sizeof(double);
   SPEXD_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(stream, s->decorrelated.get(), 0));
@@ -255,13 +255,6 @@ absl::Status BatchExtractor::EnqueueSpectraDownload(WorkspaceSet* s, const Batch
   SPEXD_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(s->h_ivar.get(), s->out_ivar.get(), bytes, cudaMemcpyDeviceToHost, stream));
   SPEXD_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(s->h_rdiag.get(), s->out_rdiag.get(), bytes * spec_.nk,
                                              cudaMemcpyDeviceToHost, stream));
-  return absl::OkStatus();
-}
-
-absl::Status BatchExtractor::EnqueueFinaliseDownload(WorkspaceSet* s, const Batch& batch,
-                                                     cudaStream_t stream) const {
-  const std::size_t out = batch.bundles.size() * static_cast<std::size_t>(spec_.bundlesize) * spec_.nwave;
-  const std::size_t bytes = out * sizeof(double);
   SPEXD_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(stream, s->compute_done.get(), 0));
   SPEXD_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(s->h_pixmask.get(), s->out_pixmask.get(), bytes, cudaMemcpyDeviceToHost, stream));
   SPEXD_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(s->h_chi2.get(), s->out_chi2.get(), bytes, cudaMemcpyDeviceToHost, stream));
@@ -281,16 +274,10 @@ absl::Status BatchExtractor::EnqueueFinaliseDownload(WorkspaceSet* s, const Batc
   return absl::OkStatus();
 }
 
-absl::Status BatchExtractor::EnqueueDownload(WorkspaceSet* s, const Batch& batch,
-                                             cudaStream_t stream) const {
-  SPEXD_RETURN_IF_ERROR(EnqueueSpectraDownload(s, batch, stream));
-  return EnqueueFinaliseDownload(s, batch, stream);
-}
-
 absl::Status BatchExtractor::Enqueue(const core::ExtractionJob& job, Batch* batch) {
   NvtxRange range{"enqueue batch"};
   WorkspaceSet* s = &cfg_.workspace->set(batch->set);
-  cudaStream_t compute = cfg_.ctx->compute();
+  cudaStream_t compute = cfg_.ctx->compute(), copy = cfg_.ctx->copy();
   // The previous batch of this set must have left the device outputs, and the batch's
   // columns of the image must be on the device.
   SPEXD_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(compute, s->outputs_copied.get(), 0));
@@ -328,34 +315,13 @@ absl::Status BatchExtractor::Enqueue(const core::ExtractionJob& job, Batch* batc
   SPEXD_RETURN_IF_ERROR(UploadPointers(s, batch->layout, compute));
   SPEXD_RETURN_IF_ERROR(EnqueueAfterNormalEquations(res, batch->layout, args));
   // An empty run enqueues nothing on the tail stream: its outputs are ready on compute.
+  const cudaStream_t last = count > 0 ? res.tail : compute;
   if (count == 0) SPEXD_CUDA_RETURN_IF_ERROR(cudaEventRecord(s->decorrelated.get(), compute));
-  // Flux, ivar and resolution (33 of a batch's 35 MB) leave as soon as they are written.
-  cudaStream_t copy = cfg_.ctx->copy();
-  SPEXD_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(copy, s->decorrelated.get(), 0));
-  SPEXD_CUDA_RETURN_IF_ERROR(cudaEventRecord(s->d2h_start.get(), copy));
-  SPEXD_RETURN_IF_ERROR(EnqueueSpectraDownload(s, *batch, copy));
-  SPEXD_CUDA_RETURN_IF_ERROR(cudaEventRecord(s->spectra_copied.get(), copy));
-  return absl::OkStatus();
-}
-
-absl::Status BatchExtractor::EnqueueFinish(const core::ExtractionJob& job, Batch* batch, bool after_next) {
-  NvtxRange range{"enqueue finalise"};
-  WorkspaceSet* s = &cfg_.workspace->set(batch->set);
-  const int count = static_cast<int>(batch->layout.entries.size());
-  const RunResources res = Resources(s, true);
-  // after_next: on the compute stream, which has just taken the next (last) batch's
-  // reduction, so that the finalise and the rest of the download run beside that batch's
-  // QL (a chain a block: the GPU nearly idle) instead of among its factorisations (the GPU
-  // busy); else after the decorrelation on the tail stream, the download on the copy stream.
-  cudaStream_t compute = cfg_.ctx->compute();
-  const cudaStream_t last = count > 0 && !after_next ? res.tail : compute;
-  const cudaStream_t copy = after_next ? compute : cfg_.ctx->copy();
-  if (count > 0 && after_next) SPEXD_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(compute, s->decorrelated.get(), 0));
-  SPEXD_RETURN_IF_ERROR(EnqueueFinalise(res, MakeArgs(*s, count, job), last));
   if (spec_.canvas_stride > 0) SPEXD_RETURN_IF_ERROR(EnqueueCanvas(s, *batch, last));
   SPEXD_CUDA_RETURN_IF_ERROR(cudaEventRecord(s->compute_done.get(), last));
-  SPEXD_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(copy, s->spectra_copied.get(), 0));
-  SPEXD_RETURN_IF_ERROR(EnqueueFinaliseDownload(s, *batch, copy));
+  SPEXD_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(copy, s->decorrelated.get(), 0));
+  SPEXD_CUDA_RETURN_IF_ERROR(cudaEventRecord(s->d2h_start.get(), copy));
+  SPEXD_RETURN_IF_ERROR(EnqueueDownload(s, *batch, copy));
   SPEXD_CUDA_RETURN_IF_ERROR(cudaEventRecord(s->d2h_end.get(), copy));
   SPEXD_CUDA_RETURN_IF_ERROR(cudaEventRecord(s->outputs_copied.get(), copy));
   return absl::OkStatus();
@@ -507,13 +473,6 @@ absl::Status BatchExtractor::Run(const core::ExtractionJob& job,
     b.first = k == 0;
     const double e0 = Now();
     absl::Status st = Enqueue(job, &b);
-    // The last batch's QL leaves the GPU nearly idle: the batch before it finalises there
-    // (EnqueueFinish, enqueued after the last batch below). Every other batch finalises as
-    // soon as it is decorrelated: deferred further, its download would hold up the batch
-    // after next, which reuses its workspace set.
-    if (st.ok() && !(cfg_.diagnostics.defer_finalise && k + 2 == chunks.size())) {
-      st = EnqueueFinish(job, &b, false);
-    }
     if (cfg_.diagnostics.timeline) {
       std::fprintf(stderr, "[spexd-cuda] host: enqueued batch %zu in %.2f ms\n", k, 1e3 * (Now() - e0));
     }
@@ -527,9 +486,6 @@ absl::Status BatchExtractor::Run(const core::ExtractionJob& job,
   for (std::size_t k = 0; k < chunks.size(); ++k) {
     if (core::CancelRequested(job)) return absl::CancelledError("extraction cancelled");
     if (k + 1 < chunks.size()) SPEXD_RETURN_IF_ERROR(enqueue(k + 1));
-    if (cfg_.diagnostics.defer_finalise && k + 2 == chunks.size()) {
-      SPEXD_RETURN_IF_ERROR(EnqueueFinish(job, &batches[k % 2], true));
-    }
     SPEXD_RETURN_IF_ERROR(Finish(job, &batches[k % 2], sink, summary));
   }
   summary->stage_seconds["upload"] +=

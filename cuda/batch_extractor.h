@@ -74,16 +74,8 @@ class BatchExtractor {
   // The batch's outputs to the pinned buffers on `stream`: flux, ivar and resolution once
   // `decorrelated`, the rest once `compute_done` (the model's sums come last: the largest
   // copies overlap them, which shortens a frame's last batch).
-  // The whole download (Retry), or its two parts: flux, ivar and resolution once
-  // decorrelated; pixmask, chi2pix, status, conditioning and canvas once finalised.
   absl::Status EnqueueDownload(WorkspaceSet* s, const Batch& batch, cudaStream_t stream) const;
-  absl::Status EnqueueSpectraDownload(WorkspaceSet* s, const Batch& batch, cudaStream_t stream) const;
-  absl::Status EnqueueFinaliseDownload(WorkspaceSet* s, const Batch& batch, cudaStream_t stream) const;
-  // A batch's kernels up to its decorrelation and the download of its spectra; EnqueueFinish
-  // then its finalise, canvas and the rest of the download, after the next batch's Enqueue
-  // and on the compute stream where `after_next` (Run: the second-to-last batch).
   absl::Status Enqueue(const core::ExtractionJob& job, Batch* batch);
-  absl::Status EnqueueFinish(const core::ExtractionJob& job, Batch* batch, bool after_next);
   absl::Status Retry(const core::ExtractionJob& job, Batch* batch, const std::vector<RunEntry>& failing);
   // Waits for the batch's outputs, retries its failed patches, assembles its bundles and
   // hands them to the sink, in order.

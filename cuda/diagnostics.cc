@@ -76,9 +76,6 @@ const std::vector<EnvironmentSwitch>& CudaEnvironmentSwitches() {
       {"SPEXD_CUDA_EIGENVECTORS", "twisted or rotate",
        "rotate: the decorrelation's eigenvectors by the logged QL rotations applied to H (default "
        "twisted: twisted factorisations and a Newton-Schulz step where nt <= 80)"},
-      {"SPEXD_CUDA_DEFER_FINALISE", kOnOff,
-       "0: the second-to-last batch's finalise right after its decorrelation (default 1: after "
-       "the last batch's reduction, beside its QL)"},
       {"SPEXD_CUDA_REFLECTORS", "compact or product",
        "product: on the twisted path the reduction forms H and the vectors are H Z (default "
        "compact: the reflectors in compact WY form, applied to the vectors on the tensor cores)"},
@@ -115,7 +112,6 @@ absl::StatusOr<Diagnostics> DiagnosticsFromEnvironment(EnvironmentLookup lookup)
   if (s.ok()) {
     s = ReadSwitch(lookup, "SPEXD_CUDA_REFLECTORS", "product", "compact", &d.compact_reflectors);
   }
-  if (s.ok()) s = ReadSwitch(lookup, "SPEXD_CUDA_DEFER_FINALISE", "0", "1", &d.defer_finalise);
   if (!s.ok()) return s;
   if (const char* faults = lookup("SPEXD_TEST_CUDA_FAULTS")) d.test_faults = faults;
   return d;

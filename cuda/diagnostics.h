@@ -47,11 +47,6 @@ struct Diagnostics {
   // the reduction stores the reflectors in compact WY form and the twisted kernel applies
   // them to Z on the tensor cores (issue 25, session 32).
   bool compact_reflectors = true;
-  // SPEXD_CUDA_DEFER_FINALISE=0: the second-to-last batch's finalise (pixel model, chi2pix,
-  // column sums) right after its decorrelation on the tail stream, as every other batch's,
-  // instead of after the last batch's reduction on the compute stream, beside that batch's
-  // QL (issue 25, session 32; the same bits).
-  bool defer_finalise = true;
   std::string test_faults;  // SPEXD_TEST_CUDA_FAULTS (cuda/fault_injection.h), tests only
 };
 

@@ -194,9 +194,8 @@ absl::Status EnqueueNormalEquations(const RunResources& res, const std::vector<R
 
 absl::Status EnqueueRun(const RunResources& res, const RunLayout& layout, const RunArgs& args) {
   absl::Status s = EnqueueNormalEquations(res, layout.entries, args);
-  if (s.ok()) s = EnqueueAfterNormalEquations(res, layout, args);
   if (!s.ok()) return s;
-  return EnqueueFinalise(res, args, res.tail);
+  return EnqueueAfterNormalEquations(res, layout, args);
 }
 
 // Over 100 lines: the run's kernels and library calls are enqueued in stream order in one
@@ -269,16 +268,11 @@ absl::Status EnqueueAfterNormalEquations(const RunResources& res, const RunLayou
     // The batch's download of flux, ivar and resolution starts here (BatchExtractor).
     SPEXD_CUDA_RETURN_IF_ERROR(cudaEventRecord(res.set->decorrelated.get(), tail));
   }
-  return absl::OkStatus();
-}
-
-absl::Status EnqueueFinalise(const RunResources& res, const RunArgs& args, cudaStream_t stream) {
-  if (args.count == 0) return absl::OkStatus();
   // Model, chi2pix, pixmask_fraction (spec §2.11).
   NvtxRange range{"finalise"};
-  SPEXD_CUDA_RETURN_IF_ERROR(LaunchPixelModel(args, stream));
-  SPEXD_CUDA_RETURN_IF_ERROR(LaunchColumnSums(args, stream));
-  return Mark(res, kMarkFinalise, stream);
+  SPEXD_CUDA_RETURN_IF_ERROR(LaunchPixelModel(args, tail));
+  SPEXD_CUDA_RETURN_IF_ERROR(LaunchColumnSums(args, tail));
+  return Mark(res, kMarkFinalise, tail);
 }
 
 absl::Status QueryLibraryEigenScratch(const GpuContext& ctx, int nt, int batch, double* a,

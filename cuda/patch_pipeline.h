@@ -55,19 +55,14 @@ struct RunResources {
 // synchronised or allocated. Returns INTERNAL on a launch or library error.
 absl::Status EnqueueRun(const RunResources& res, const RunLayout& layout, const RunArgs& args);
 
-// EnqueueRun in three parts: the normal equations need only the entries (and their device
+// EnqueueRun in two parts: the normal equations need only the entries (and their device
 // copy in args), so that a caller can launch them before it builds the rest of the layout
 // (BuildRunLayout: ~1 ms of host time a batch, which delayed a frame's first kernels), then
-// the rest up to the decorrelation (res.set->decorrelated is recorded after it) with the
-// layout of the same entries and its pointer arrays on the device, then the finalise
-// (pixel model, chi2pix, column sums) on `stream`, which must follow the decorrelation:
-// BatchExtractor enqueues the second-to-last batch's finalise after the last batch's
-// reduction, beside that batch's latency-bound QL (issue 25, session 32).
+// the rest with the layout of the same entries and its pointer arrays on the device.
 absl::Status EnqueueNormalEquations(const RunResources& res, const std::vector<RunEntry>& entries,
                                     const RunArgs& args);
 absl::Status EnqueueAfterNormalEquations(const RunResources& res, const RunLayout& layout,
                                          const RunArgs& args);
-absl::Status EnqueueFinalise(const RunResources& res, const RunArgs& args, cudaStream_t stream);
 
 // Device and host scratch bytes of cusolverDnXsyevBatched for `batch` nt x nt matrices.
 absl::Status QueryLibraryEigenScratch(const GpuContext& ctx, int nt, int batch, double* a,

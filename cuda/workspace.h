@@ -64,8 +64,7 @@ struct WorkspaceSet {
   PinnedBuffer<CanvasPatch> h_canvas_list;
   // Ordering: `decorrelated` after a run's flux, ivar and resolution are written (before its
   // model), `compute_done` after all of it, `outputs_copied` after the download.
-  // `spectra_copied` after the download of flux, ivar and resolution (the first part).
-  Event decorrelated, compute_done, outputs_copied, spectra_copied;
+  Event decorrelated, compute_done, outputs_copied;
   Event marks[kNumMarks];              // stage timing (compute stream)
   Event d2h_start, d2h_end;            // download timing (copy stream)
   bool events_created = false;

@@ -46,7 +46,6 @@ TEST(CudaDiagnosticsTest, UnsetOrEmptyMeansTheProductionDefaults) {
     EXPECT_FALSE(d->band_inverse);
     EXPECT_TRUE(d->twisted_vectors);
     EXPECT_TRUE(d->compact_reflectors);
-    EXPECT_TRUE(d->defer_finalise);
     EXPECT_TRUE(d->test_faults.empty());
   }
 }
@@ -63,7 +62,6 @@ TEST(CudaDiagnosticsTest, EverySwitchIsRead) {
                                         {"SPEXD_CUDA_INVERSE", "band"},
                                         {"SPEXD_CUDA_EIGENVECTORS", "rotate"},
                                         {"SPEXD_CUDA_REFLECTORS", "product"},
-                                        {"SPEXD_CUDA_DEFER_FINALISE", "0"},
                                         {"SPEXD_TEST_CUDA_FAULTS", "oom_at_alloc=3"}});
   ASSERT_TRUE(d.ok()) << d.status();
   EXPECT_TRUE(d->timeline);
@@ -77,7 +75,6 @@ TEST(CudaDiagnosticsTest, EverySwitchIsRead) {
   EXPECT_TRUE(d->band_inverse);
   EXPECT_FALSE(d->twisted_vectors);
   EXPECT_FALSE(d->compact_reflectors);
-  EXPECT_FALSE(d->defer_finalise);
   EXPECT_EQ(d->test_faults, "oom_at_alloc=3");
   d = Read({{"SPEXD_CUDA_TRIDIAG_REDUCE", "register"}, {"SPEXD_CUDA_TIMELINE", "0"}});
   ASSERT_TRUE(d.ok()) << d.status();
@@ -104,8 +101,7 @@ TEST(CudaDiagnosticsTest, BadValuesAreRefusedNamingTheVariableAndAllowedValues) 
                         Case{"SPEXD_CUDA_GRAM", "tensor", "dmma or cublas"},
                         Case{"SPEXD_CUDA_INVERSE", "dense", "trailing or band"},
                         Case{"SPEXD_CUDA_EIGENVECTORS", "jacobi", "twisted or rotate"},
-                        Case{"SPEXD_CUDA_REFLECTORS", "wy", "compact or product"},
-                        Case{"SPEXD_CUDA_DEFER_FINALISE", "yes", "0 or 1"}}) {
+                        Case{"SPEXD_CUDA_REFLECTORS", "wy", "compact or product"}}) {
     absl::StatusOr<Diagnostics> d = Read({{k.name, k.value}});
     ASSERT_FALSE(d.ok()) << k.name << "=" << k.value;
     EXPECT_TRUE(absl::IsInvalidArgument(d.status()));

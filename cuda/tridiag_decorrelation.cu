@@ -378,7 +378,7 @@ __global__ void __launch_bounds__(kRegRows ? kRegRotThreads : kThreads) __maxnre
 }  // namespace
 
 bool TridiagStoresReflectors(int nt, bool use_registers, bool twisted, bool compact) {
-  return compact && twisted && use_registers && nt <= kRegMaxN;
+  return compact && use_registers && !TridiagNeedsRotationLog(nt, twisted);
 }
 
 cudaError_t LaunchTridiagReduce(const RunArgs& args, bool use_registers, bool compact,

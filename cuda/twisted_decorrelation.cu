@@ -228,6 +228,10 @@ __global__ void __launch_bounds__(kTwThreads, 2) TwistedKernel(RunArgs a) {
   // The eigenvectors end column-major (lda) in vq: R1, or R2 where the compact reflectors
   // were applied to R1's row-major vectors.
   double* vq = r1;
+  // The slot's n x n block (H or its compact reflectors) into R2, column-major with ld kTwLd.
+  const auto stage_slot = [&] {
+    for (int idx = threadIdx.x; idx < n * n; idx += blockDim.x) r2[(idx / n) * kTwLd + idx % n] = h[idx];
+  };
   // H Z (H itself where identity) from Z row-major in R1 (ignored where identity), the
   // compact reflectors staged in R2, into R2 column-major (lda). Every thread, at a barrier.
   const auto compact_hz = [&](bool identity) {
@@ -237,7 +241,7 @@ __global__ void __launch_bounds__(kTwThreads, 2) TwistedKernel(RunArgs a) {
         r1[i] = i / kTwLd == i % kTwLd && i / kTwLd < n ? 1.0 : 0.0;
       }
     }
-    for (int idx = threadIdx.x; idx < n * n; idx += blockDim.x) r2[(idx / n) * kTwLd + idx % n] = h[idx];
+    stage_slot();
     __syncthreads();
     ApplyCompactReflectors(r1, r2, n, threadIdx.x / 32, threadIdx.x % 32);
     __syncthreads();
@@ -321,7 +325,7 @@ __global__ void __launch_bounds__(kTwThreads, 2) TwistedKernel(RunArgs a) {
     }
     if (!rotate && kCompact) compact_hz(false);
     if (!rotate && !kCompact) {
-      for (int idx = t; idx < n * n; idx += blockDim.x) r2[(idx / n) * kTwLd + idx % n] = h[idx];
+      stage_slot();
       __syncthreads();
       // V = H Z, then over Z in R1 as RotateKernel leaves it (column-major, lda).
       ForEightWarps(warp, [&](auto w) {

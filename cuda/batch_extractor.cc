@@ -153,6 +153,8 @@ RunArgs BatchExtractor::MakeArgs(const WorkspaceSet& s, int count, const core::E
   a.want_model = job.want_model ? 1 : 0;
   a.band_only = tiled_cholesky_ && cfg_.solver != core::CudaTriangularSolver::kCusolverBatched &&
                 !BandInverse();
+  // The same condition: the tiled factor's leaves feed the trailing-first inversion.
+  a.leaf_in_place = a.band_only;
   return a;
 }
 

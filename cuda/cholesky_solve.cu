@@ -106,7 +106,8 @@ __global__ void __launch_bounds__(32 * kBlockedWarps) BlockedSolveKernel(RunArgs
     __syncthreads();
     ReducePartials(part, nt, xs + k * nt, r);
     __syncthreads();
-    rows_times(LeafScratch(a, e.slot, k), nt, r, nt);
+    const LeafBlock xk = LeafOf(a, e.slot, k, d);
+    rows_times(xk.p, xk.ld, r, nt);
     __syncthreads();
     ReducePartials(part, nt, nullptr, xs + k * nt);
     __syncthreads();
@@ -123,9 +124,9 @@ __global__ void __launch_bounds__(32 * kBlockedWarps) BlockedSolveKernel(RunArgs
       if (lane == 0) r[c] = xs[k * nt + c] - s;
     }
     __syncthreads();
-    const double* xk = LeafScratch(a, e.slot, k);
+    const LeafBlock xk = LeafOf(a, e.slot, k, d);
     for (int c = warp; c < nt; c += kBlockedWarps) {
-      const double* col = xk + static_cast<int64_t>(c) * nt;
+      const double* col = xk.p + static_cast<int64_t>(c) * xk.ld;
       double s = 0.0;
       for (int i = c + lane; i < nt; i += 32) s = fma(col[i], r[i], s);  // X_k lower
       s = WarpSum(s);

@@ -31,14 +31,16 @@ struct SlotBuffers {
   double* c;        // [slots][nper][nt*nt] C's core diagonal blocks, then eigenvectors
   double* evals;    // [slots][nper][nt] eigenvalues (library eigensolver path)
   double* fmodel;   // [slots][ld]     core flux used by the model (spec §2.11)
-  double* pix_num;  // [slots][max_npix] chi2 of weighted pixels, 0 elsewhere
-  double* pix_w;    // [slots][max_npix] 1 for weighted pixels
+  // [slots][max_npix][2]: a pixel's chi2 where weighted (0 elsewhere), and its code:
+  // 1 weighted, + 2 where its ivar is 0 (the column sums read one 16-byte pair a pixel).
+  double* pix;
   double* model;    // [slots][max_npix] patch model (only when requested)
   int32_t* status;  // [slots] kStatus* bits
   int32_t* mflags;  // [slots] kModel* bits
   int32_t* info;    // [slots] potrf info, indexed by run entry
   int32_t* eig_info;  // [slots*nper] eigensolver info (library path), by run entry
   double* cond;     // [slots] Cholesky condition estimate (core::CholeskyConditionEstimate)
+  double* ldiag;    // [slots][ld] L's diagonal under RunArgs::leaf_in_place (M's copy is overwritten)
   int64_t t_stride;
 };
 
@@ -92,6 +94,11 @@ struct RunArgs {
   // them (tiled Cholesky, blocked solve, trailing-first inversion), so the normal equations
   // leave them unwritten; 0: M is written dense (the library factor and solve read it all).
   int band_only;
+  // 1: the tiled factor writes each leaf X_kk = L_kk^{-1} the trailing-first inversion
+  // needs (NeedsLeafInverse) over L_kk on M's diagonal, where that inversion reads it, and
+  // L's diagonal to SlotBuffers::ldiag; the panel and the solve read the leaf there. 0: the
+  // leaves stay in the GEMM scratch (band inversion, library leaves).
+  int leaf_in_place;
 };
 
 }  // namespace spexd::cuda

@@ -240,7 +240,9 @@ __global__ void CheckSolveKernel(RunArgs a) {
   double dmax = -INFINITY, neg_dmin = -INFINITY;
   for (int q = threadIdx.x; q < n; q += blockDim.x) {
     bad |= !isfinite(x[q]);
-    const double d = m[static_cast<int64_t>(q) * D.ld + q];
+    // L's diagonal: on M's, or in ldiag where the leaves overwrote it (leaf_in_place).
+    const double d = a.leaf_in_place ? a.slots.ldiag[static_cast<int64_t>(e.slot) * D.ld + q]
+                                     : m[static_cast<int64_t>(q) * D.ld + q];
     dmax = fmax(dmax, d);
     neg_dmin = fmax(neg_dmin, -d);
   }

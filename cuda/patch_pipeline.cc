@@ -132,8 +132,9 @@ absl::Status EnqueueTrailingInverse(const RunResources& res, const RunLayout& la
     if (!(s = LibraryLeaves(res, layout, args, stream)).ok()) return s;
     SPEXD_CUDA_RETURN_IF_ERROR(LaunchCopyLeafBlocks(args, res.max_blocks, stream));
   } else if (res.tiled_cholesky) {
-    // The factor kernel left X_ii = L_ii^{-1} in the scratch, where trsm would have.
-    SPEXD_CUDA_RETURN_IF_ERROR(LaunchCopyLeafBlocks(args, res.max_blocks, stream));
+    // The factor kernel left X_ii = L_ii^{-1} on the diagonal (leaf_in_place), or in the
+    // scratch, where trsm would have.
+    if (!args.leaf_in_place) SPEXD_CUDA_RETURN_IF_ERROR(LaunchCopyLeafBlocks(args, res.max_blocks, stream));
   } else {
     SPEXD_CUDA_RETURN_IF_ERROR(LaunchLeafInverse(args, res.max_blocks, stream));
   }

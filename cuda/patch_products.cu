@@ -27,6 +27,11 @@ struct CornerBox {
   int y_lo, y_hi, x_lo, x_hi;  // corner rows [y_lo, y_hi], columns [x_lo, x_hi]
 };
 
+// The column sums' per-pixel code (SlotBuffers::pix): exact small integers in a double.
+__device__ inline double PixelCode(bool weighted, bool ivar_zero) {
+  return (weighted ? 1.0 : 0.0) + (ivar_zero ? 2.0 : 0.0);
+}
+
 // The pixel's chi2 term and weight under the compat rule, and its core model (spec §2.11).
 __device__ inline void PixelProducts(const RunArgs& a, const RunEntry& e, const DevicePatch& d,
                                      int py, int px, double m, double mc, bool* nonzero,
@@ -54,8 +59,8 @@ __device__ inline void PixelProducts(const RunArgs& a, const RunEntry& e, const 
     weighted = chi2 > 0.0;
   }
   const int64_t pbase = static_cast<int64_t>(e.slot) * D.max_npix + p;
-  a.slots.pix_num[pbase] = weighted ? chi2 : 0.0;
-  a.slots.pix_w[pbase] = weighted ? 1.0 : 0.0;
+  reinterpret_cast<double2*>(a.slots.pix)[pbase] =
+      make_double2(weighted ? chi2 : 0.0, PixelCode(weighted, v == 0.0));
   if (a.want_model) {
     a.slots.model[pbase] = mc;
     *nonzero |= mc != 0.0;
@@ -206,17 +211,17 @@ __global__ void ColumnSumsKernel(RunArgs a) {
   const int oy = a.in.yc[idx] - d.y0, ox = a.in.xc[idx] - d.x0;
   const int sny = D.stamp_ny, snx = D.stamp_nx, npx = sny * snx;
   const double* st = a.in.spots + idx * npx;
-  const int64_t pbase = static_cast<int64_t>(e.slot) * D.max_npix;
+  const double2* pix = reinterpret_cast<const double2*>(a.slots.pix) + static_cast<int64_t>(e.slot) * D.max_npix;
   double pm = 0.0, num = 0.0, wgt = 0.0;
   for (int pp = lane; pp < npx; pp += 32) {
     const int r = oy + pp / snx, c = ox + pp % snx;
     if (r < 0 || r >= d.ny || c < 0 || c >= d.nx) continue;
     const double av = st[pp];
-    const int p = r * d.nx + c;
-    const int64_t g = static_cast<int64_t>(d.y0 + r) * D.image_width + d.x0 + c;
-    if (a.in.ivar[g] == 0.0) pm += av;  // pixmask_fraction (spec §2.11)
-    num += av * a.slots.pix_num[pbase + p];
-    wgt += av * a.slots.pix_w[pbase + p];
+    const double2 px = pix[r * d.nx + c];  // the pixel model's chi2 and code
+    const bool masked = px.y >= 2.0;
+    if (masked) pm += av;  // ivar 0: pixmask_fraction (spec §2.11)
+    num += av * px.x;
+    wgt += av * (px.y - (masked ? 2.0 : 0.0));
   }
   pm = WarpSum(pm);
   num = WarpSum(num);

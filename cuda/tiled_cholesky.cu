@@ -188,18 +188,24 @@ __global__ void __launch_bounds__(kFactorThreads, R <= 5 ? 3 : 1) TileFactorKern
     const int c = ty + kTileLanes * b;
     piv[b] = c < nt ? sqrt(dpiv[c]) : 1.0;
   }
+  // Where X_k goes; over L_kk (not written then) with leaf_in_place, L's diagonal to ldiag.
+  const LeafBlock leaf = LeafOf(a, e.slot, k, d);
+  const bool keep_l = leaf.p != base;
+  double* ldiag = a.slots.ldiag + static_cast<int64_t>(e.slot) * ld + static_cast<int64_t>(k) * nt;
   // s receives L's lower tiles only: the inversion reads s[r][j] for r > j alone.
   ForEachLowerTileElement<R>(tx, ty, [&](int i, int b, int r, int c) {
     if (r >= nt || c >= nt) return;
     const double l = r == c ? piv[b] : (r > c ? t.v[i][b] / piv[b] : 0.0);
     s[r * p + c] = l;
-    if (r >= c) base[r + static_cast<int64_t>(c) * ld] = l;
-    if (r == c) rdiag[r] = 1.0 / l;
+    if (r >= c && keep_l) base[r + static_cast<int64_t>(c) * ld] = l;
+    if (r == c) {
+      rdiag[r] = 1.0 / l;
+      if (a.leaf_in_place) ldiag[r] = l;
+    }
     t.v[i][b] = r == c ? 1.0 : 0.0;
   });
   __syncthreads();
   InvertTile<R>(std::make_integer_sequence<int, R>{}, t, s, vec2, rdiag, nt, p, tx, ty);
-  double* leaf = LeafScratch(a, e.slot, k);
 #pragma unroll
   for (int i = 0; i < R; ++i) {
     const int r = tx + kTileLanes * i;
@@ -209,10 +215,11 @@ __global__ void __launch_bounds__(kFactorThreads, R <= 5 ? 3 : 1) TileFactorKern
     for (int b = 0; b < R; ++b) {
       const int c = ty + kTileLanes * b;
       if (c >= nt) continue;
+      double* x = leaf.p + r + static_cast<int64_t>(c) * leaf.ld;
       if (b > i) {
-        leaf[r + c * nt] = 0.0;  // above the diagonal
+        *x = 0.0;  // above the diagonal
       } else {
-        leaf[r + c * nt] = r >= c ? t.v[i][b] * ir : 0.0;
+        *x = r >= c ? t.v[i][b] * ir : 0.0;
       }
     }
   }
@@ -241,10 +248,10 @@ __global__ void __launch_bounds__(kPanelThreads) PanelSolveKernel(RunArgs a, int
   if (rows <= 0) return;  // block-uniform
   double* xt = smem;          // [nt][p]: xt[m][c] = X_k[c][m]
   double* b = smem + nt * p;  // [kPanelRows][p]: the rows, then the result
-  const double* leaf = LeafScratch(a, e.slot, k);
+  const LeafBlock leaf = LeafOf(a, e.slot, k, d);
   for (int idx = tid; idx < nt * nt; idx += blockDim.x) {
     const int c = idx % nt, m = idx / nt;
-    __pipeline_memcpy_async(xt + m * p + c, leaf + idx, sizeof(double));
+    __pipeline_memcpy_async(xt + m * p + c, leaf.p + c + static_cast<int64_t>(m) * leaf.ld, sizeof(double));
   }
   double* panel0 = SlotMatrix(a, e.slot) + static_cast<int64_t>(k + 1) * nt + static_cast<int64_t>(k) * nt * ld;
   const int tr = tid / kColLanes, tc = tid % kColLanes;
@@ -322,11 +329,11 @@ __global__ void __launch_bounds__(32 * kDmmaWarps, 2) PanelSolveDmmaKernel(RunAr
   if (rows <= 0) return;  // block-uniform
   double* xt = smem;                    // [80][kDmmaLd] row-major: xt[m][c] = X_k[c][m]
   double* bc = smem + kDmmaN * kDmmaLd;  // [80][kDmmaLd] column-major: bc[m][i] = B(i, m)
-  const double* leaf = LeafScratch(a, e.slot, k);
+  const LeafBlock leaf = LeafOf(a, e.slot, k, d);
   for (int idx = tid; idx < kDmmaN * kDmmaLd; idx += blockDim.x) {
     const int m = idx / kDmmaLd, c = idx % kDmmaLd;
     if (m < nt && c < nt) {
-      __pipeline_memcpy_async(xt + idx, leaf + c + m * nt, sizeof(double));
+      __pipeline_memcpy_async(xt + idx, leaf.p + c + static_cast<int64_t>(m) * leaf.ld, sizeof(double));
     } else {
       xt[idx] = 0.0;
     }
@@ -350,7 +357,7 @@ __global__ void __launch_bounds__(32 * kDmmaWarps, 2) PanelSolveDmmaKernel(RunAr
     double acc[kDmmaPerWarp][2];
     ForEightWarps(warp, [&](auto w) {
       constexpr int W = decltype(w)::value;
-      // X_k is lower triangular (zeros above its diagonal in the leaf scratch), so X_k^T
+      // X_k is lower triangular (zeros stored above its diagonal), so X_k^T
       // is upper: each tile column stops at its own last row (half the products).
       TileProduct<kDmmaTiles, kDmmaWarps, W, kDmmaPerWarp, true>(
           SharedMat{bc, 1, kDmmaLd}, SharedMat{xt, kDmmaLd, 1}, kend, lane, acc);

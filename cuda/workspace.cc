@@ -13,7 +13,7 @@ std::size_t Sz(int64_t v) { return static_cast<std::size_t>(std::max<int64_t>(v,
 
 std::size_t WorkspaceSpec::SlotBytes() const {
   const std::size_t d = sizeof(double);
-  std::size_t bytes = d * (Sz(int64_t{ld} * ld) + 3 * Sz(ld) + Sz(t_stride()) +
+  std::size_t bytes = d * (Sz(int64_t{ld} * ld) + 4 * Sz(ld) + Sz(t_stride()) +
                            Sz(int64_t{nper} * nt * nt) + Sz(int64_t{nper} * nt) + 3 * Sz(max_npix));
   bytes += sizeof(int32_t) * (4 + Sz(nper)) + sizeof(RunEntry);
   return bytes;
@@ -28,14 +28,14 @@ SlotBuffers WorkspaceSet::Slots(int64_t t_stride) const {
   b.c = c.get();
   b.evals = evals.get();
   b.fmodel = fmodel.get();
-  b.pix_num = pix_num.get();
-  b.pix_w = pix_w.get();
+  b.pix = pix.get();
   b.model = model.get();
   b.status = status.get();
   b.mflags = mflags.get();
   b.info = info.get();
   b.eig_info = eig_info.get();
   b.cond = cond.get();
+  b.ldiag = ldiag.get();
   b.t_stride = t_stride;
   return b;
 }
@@ -59,11 +59,11 @@ absl::Status Workspace::ReserveSet(WorkspaceSet* s, const WorkspaceSpec& spec) {
   SPEXD_RETURN_IF_ERROR(s->x.Allocate(slots * ld, "solutions"));
   SPEXD_RETURN_IF_ERROR(s->fw.Allocate(slots * ld, "fluxweights"));
   SPEXD_RETURN_IF_ERROR(s->fmodel.Allocate(slots * ld, "model fluxes"));
+  SPEXD_RETURN_IF_ERROR(s->ldiag.Allocate(slots * ld, "factor diagonals"));
   SPEXD_RETURN_IF_ERROR(s->t.Allocate(slots * Sz(spec.t_stride()), "GEMM scratch"));
   SPEXD_RETURN_IF_ERROR(s->c.Allocate(blocks * nt2, "inverse diagonal blocks"));
   if (spec.library_eigen) SPEXD_RETURN_IF_ERROR(s->evals.Allocate(blocks * Sz(spec.nt), "eigenvalues"));
-  SPEXD_RETURN_IF_ERROR(s->pix_num.Allocate(slots * Sz(spec.max_npix), "pixel chi2"));
-  SPEXD_RETURN_IF_ERROR(s->pix_w.Allocate(slots * Sz(spec.max_npix), "pixel weights"));
+  SPEXD_RETURN_IF_ERROR(s->pix.Allocate(2 * slots * Sz(spec.max_npix), "pixel chi2 and weights"));
   if (spec.canvas_stride > 0) {
     SPEXD_RETURN_IF_ERROR(s->model.Allocate(slots * Sz(spec.max_npix), "patch models"));
     const std::size_t cv = Sz(spec.bundles) * Sz(spec.canvas_stride);
@@ -184,7 +184,7 @@ std::size_t Workspace::device_bytes() const {
        ql_s_.bytes() + ql_sweeps_.bytes();
   for (const WorkspaceSet& s : sets_) {
     b += s.m.bytes() + s.x.bytes() + s.fw.bytes() + s.t.bytes() + s.c.bytes() + s.evals.bytes() +
-         s.fmodel.bytes() + s.pix_num.bytes() + s.pix_w.bytes() + s.model.bytes();
+         s.fmodel.bytes() + s.ldiag.bytes() + s.pix.bytes() + s.model.bytes();
     b += s.status.bytes() + s.cond.bytes() + s.mflags.bytes() + s.info.bytes() + s.eig_info.bytes() +
          s.ptrs.bytes() + s.entries.bytes();
     b += s.out_flux.bytes() + s.out_ivar.bytes() + s.out_rdiag.bytes() + s.out_pixmask.bytes() +

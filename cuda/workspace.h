@@ -48,7 +48,7 @@ enum StageMark : int {
 };
 
 struct WorkspaceSet {
-  DeviceBuffer<double> m, x, fw, t, c, evals, fmodel, pix_num, pix_w, model, cond;
+  DeviceBuffer<double> m, x, fw, t, c, evals, fmodel, pix, model, cond, ldiag;
   DeviceBuffer<int32_t> status, mflags, info, eig_info;
   DeviceBuffer<uint64_t> ptrs;
   DeviceBuffer<RunEntry> entries;

@@ -222,6 +222,22 @@ TEST_P(BandedLayout, TiledCholeskyEqualsPotrf) {
   }
   r.InvertBlocks();
   ExpectCoreBlocksOfInverse(r);
+  // The leaves written over L_kk on the diagonal instead of the scratch (no copy): the same
+  // operands in the same order, so C's core blocks are bit-equal; L's off-diagonal blocks too.
+  Replay in_place(plan, tiled);
+  in_place.nan_past_band = true;
+  in_place.leaf_in_place = true;
+  ASSERT_TRUE(in_place.LeafInPlace());
+  in_place.FillSpd(5);
+  in_place.TiledCholesky();
+  in_place.InvertBlocks();
+  ExpectCoreBlocksOfInverse(in_place);
+  ASSERT_EQ(in_place.c.size(), r.c.size());
+  for (std::size_t i = 0; i < r.c.size(); ++i) {
+    if (!std::isnan(r.c[i]) || !std::isnan(in_place.c[i])) {
+      ASSERT_EQ(in_place.c[i], r.c[i]) << "C element " << i;
+    }
+  }
 }
 
 // Band 0: spectra that do not couple at all (fibres far apart, or narrow stamps).

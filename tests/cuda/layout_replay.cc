@@ -234,9 +234,12 @@ void Replay::TiledCholesky() {
           for (int cc = 0; cc <= j; ++cc) xs[Z(r) * p + cc] -= s[Z(r) * p + j] * (xs[Z(j) * p + cc] * inv[Z(j)]);
         }
       }
-      double* leaf = t.data() + Z(e.slot) * Z(t_stride) + Z(k) * nt * nt;
+      // X_k over L_kk on the diagonal (RunArgs::leaf_in_place), else in the scratch.
+      const bool in_place = LeafInPlace() && NeedsLeafInverse(k, d.core_row, d.nspectot);
+      double* leaf = in_place ? base : t.data() + Z(e.slot) * Z(t_stride) + Z(k) * nt * nt;
+      const int lld = in_place ? ld : nt;
       for (int cc = 0; cc < nt; ++cc) {
-        for (int r = 0; r < nt; ++r) leaf[r + Z(cc) * nt] = r >= cc ? xs[Z(r) * p + cc] * inv[Z(r)] : 0.0;
+        for (int r = 0; r < nt; ++r) leaf[r + Z(cc) * lld] = r >= cc ? xs[Z(r) * p + cc] * inv[Z(r)] : 0.0;
       }
       // PanelSolveKernel: L[k+1:, k] = M[k+1:, k] X_k^T within the band, fma in the kernel's order.
       const int rows = (core::BandLast(k, e.band, d.nspectot) - k) * nt;
@@ -244,7 +247,7 @@ void Replay::TiledCholesky() {
       for (int i = 0; i < rows; ++i) {
         std::vector<double> out(Z(nt), 0.0);
         for (int mm = 0; mm < nt; ++mm) {
-          for (int cc = 0; cc < nt; ++cc) out[Z(cc)] = std::fma(panel[i + Z(mm) * ld], leaf[cc + Z(mm) * nt], out[Z(cc)]);
+          for (int cc = 0; cc < nt; ++cc) out[Z(cc)] = std::fma(panel[i + Z(mm) * ld], leaf[cc + Z(mm) * lld], out[Z(cc)]);
         }
         for (int cc = 0; cc < nt; ++cc) panel[i + Z(cc) * ld] = out[Z(cc)];
       }
@@ -254,8 +257,9 @@ void Replay::TiledCholesky() {
 
 void Replay::InvertBlocks() {
   if (choices.library_leaf) LibraryLeaves();
-  // CopyLeafBlocksKernel: scratch block i back onto the diagonal (trsm's or the factor's).
-  for (const RunEntry& e : layout.entries) {
+  // CopyLeafBlocksKernel: scratch block i back onto the diagonal (trsm's or the factor's),
+  // unless the factor wrote them there.
+  for (const RunEntry& e : LeafInPlace() ? std::vector<RunEntry>{} : layout.entries) {
     const core::PatchDesc& d = plan.patches[e.patch];
     for (int i = 0; i < d.nspectot; ++i) {
       if (!NeedsLeafInverse(i, d.core_row, d.nspectot)) continue;

@@ -37,6 +37,12 @@ struct Replay {
   // diagonal NaN instead of zero, as BuildNormalEquationsKernel does under
   // RunArgs::band_only: the tiled factor and the trailing inversion must read none of them.
   bool nan_past_band = false;
+  // RunArgs::leaf_in_place: the tiled factor writes the leaves the trailing inversion needs
+  // over L_kk on M's diagonal (then Factor's diagonal blocks hold them), and no copy.
+  bool leaf_in_place = false;
+  bool LeafInPlace() const {
+    return leaf_in_place && choices.tiled_cholesky && !choices.library_leaf && !choices.band_inverse;
+  }
   // Unblocked potrf in place (the reference factor, and the cuSOLVER path's result).
   void HostPotrf();
   // The tiled path: chol_update GEMMs, TileFactorKernel and PanelSolveKernel on the host.

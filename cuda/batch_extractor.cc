@@ -155,6 +155,8 @@ RunArgs BatchExtractor::MakeArgs(const WorkspaceSet& s, int count, const core::E
                 !BandInverse();
   // The same condition: the tiled factor's leaves feed the trailing-first inversion.
   a.leaf_in_place = a.band_only;
+  // The blocked solve follows the tiled factor wherever the library's potrs does not.
+  a.forward_in_factor = tiled_cholesky_ && cfg_.solver != core::CudaTriangularSolver::kCusolverBatched;
   return a;
 }
 

@@ -4,6 +4,7 @@
 #include "cuda/cholesky_solve.h"
 
 #include "core/numerics/patch_numerics.h"
+#include "cuda/blocked_forward.cuh"
 #include "cuda/kernel_common.cuh"
 #include "cuda/launch_check.h"
 
@@ -45,21 +46,8 @@ __global__ void CholeskySolveKernel(RunArgs a) {
   for (int i = lane; i < n; i += 32) xg[i] = xs[i];
 }
 
-constexpr int kBlockedWarps = 8;
-constexpr int kMaxRowsPerLane = 4;  // nt <= 128 rows of a block per warp (geometry: nt <= 112)
-
-// Sum over the warps' partial sums part[w][i] (i < nt) into out[i] = base[i] - sum or sum.
-__device__ void ReducePartials(const double* part, int nt, const double* base, double* out) {
-  for (int i = threadIdx.x; i < nt; i += blockDim.x) {
-    double s = 0.0;
-#pragma unroll
-    for (int w = 0; w < kBlockedWarps; ++w) s += part[w * nt + i];
-    out[i] = base != nullptr ? base[i] - s : s;
-  }
-}
-
-// Blocked by spectrum with the tile inverses X_k = L_kk^{-1} the tiled factor left in the
-// scratch (tiled_cholesky.h), inside the entry's band B (L's blocks more than B below the
+// Blocked by spectrum with the tile inverses X_k = L_kk^{-1} the tiled factor left
+// (tiled_cholesky.h, LeafOf), inside the entry's band B (L's blocks more than B below the
 // diagonal are zero):
 //   forward   y_k = X_k (b_k - sum_{j=k-B}^{k-1} L_kj y_j),        k = 0 .. nb-1
 //   backward  x_k = X_k^T (y_k - sum_{j=k+1}^{k+B} L_jk^T x_j),    k = nb-1 .. 0
@@ -67,7 +55,9 @@ __device__ void ReducePartials(const double* part, int nt, const double* base, d
 // column steps). Products of L (row block k) and X: lanes over rows, warps over columns
 // (coalesced, column-major); products with a transpose: warps over outputs, lanes down
 // the column, reduced with shuffles.
-__global__ void __launch_bounds__(32 * kBlockedWarps) BlockedSolveKernel(RunArgs a) {
+// With RunArgs::forward_in_factor the tiled factor has done the forward pass already
+// (blocked_forward.cuh): x holds y, and only the backward pass runs here.
+__global__ void __launch_bounds__(32 * kSubstWarps) BlockedSolveKernel(RunArgs a) {
   extern __shared__ double smem[];
   const RunEntry e = a.entries[blockIdx.x];
   const DevicePatch d = a.in.patches[e.patch];
@@ -76,47 +66,19 @@ __global__ void __launch_bounds__(32 * kBlockedWarps) BlockedSolveKernel(RunArgs
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   double* xs = smem;             // [ld] b -> y -> x
   double* r = xs + ld;           // [nt] right-hand side of the current block
-  double* part = r + nt;         // [kBlockedWarps][nt] partial sums
+  double* part = r + nt;         // [kSubstWarps][nt] partial sums
   double* xg = a.slots.x + static_cast<int64_t>(e.slot) * ld;
   const double* L = SlotMatrix(a, e.slot);
   for (int i = threadIdx.x; i < n; i += blockDim.x) xs[i] = xg[i];
   __syncthreads();
-  // part[warp][i] = sum over columns c = warp, warp + 8, ... < ncol of A[i + c * lda] * v[c].
-  auto rows_times = [&](const double* A, int lda, const double* v, int ncol) {
-    double acc[kMaxRowsPerLane] = {};
-    for (int c = warp; c < ncol; c += kBlockedWarps) {
-      const double vc = v[c];
-      const double* col = A + static_cast<int64_t>(c) * lda;
-#pragma unroll
-      for (int q = 0; q < kMaxRowsPerLane; ++q) {
-        const int i = lane + 32 * q;
-        if (i < nt) acc[q] = fma(col[i], vc, acc[q]);
-      }
-    }
-#pragma unroll
-    for (int q = 0; q < kMaxRowsPerLane; ++q) {
-      const int i = lane + 32 * q;
-      if (i < nt) part[warp * nt + i] = acc[q];
-    }
-  };
-  for (int k = 0; k < nb; ++k) {
-    const int j0 = core::BandFirst(k, e.band);
-    const double* lrow = L + static_cast<int64_t>(k) * nt + static_cast<int64_t>(j0) * nt * ld;
-    rows_times(lrow, ld, xs + j0 * nt, (k - j0) * nt);
-    __syncthreads();
-    ReducePartials(part, nt, xs + k * nt, r);
-    __syncthreads();
-    const LeafBlock xk = LeafOf(a, e.slot, k, d);
-    rows_times(xk.p, xk.ld, r, nt);
-    __syncthreads();
-    ReducePartials(part, nt, nullptr, xs + k * nt);
-    __syncthreads();
+  if (!a.forward_in_factor) {
+    for (int k = 0; k < nb; ++k) ForwardStep(a, e, d, k, xs, part, r);
   }
   for (int k = nb - 1; k >= 0; --k) {
     const int j1 = core::BandLast(k, e.band, nb);
     const int len = (j1 - k) * nt;  // rows (k+1)*nt .. of column block k
     const double* lcol = L + static_cast<int64_t>(k + 1) * nt + static_cast<int64_t>(k) * nt * ld;
-    for (int c = warp; c < nt; c += kBlockedWarps) {
+    for (int c = warp; c < nt; c += kSubstWarps) {
       const double* col = lcol + static_cast<int64_t>(c) * ld;
       double s = 0.0;
       for (int i = lane; i < len; i += 32) s = fma(col[i], xs[(k + 1) * nt + i], s);
@@ -125,7 +87,7 @@ __global__ void __launch_bounds__(32 * kBlockedWarps) BlockedSolveKernel(RunArgs
     }
     __syncthreads();
     const LeafBlock xk = LeafOf(a, e.slot, k, d);
-    for (int c = warp; c < nt; c += kBlockedWarps) {
+    for (int c = warp; c < nt; c += kSubstWarps) {
       const double* col = xk.p + static_cast<int64_t>(c) * xk.ld;
       double s = 0.0;
       for (int i = c + lane; i < nt; i += 32) s = fma(col[i], r[i], s);  // X_k lower
@@ -143,13 +105,13 @@ cudaError_t LaunchBlockedCholeskySolve(const RunArgs& args, cudaStream_t stream)
   if (args.count == 0) return cudaSuccess;
   const int nt = args.dims.nwavetot;
   if (nt > 32 * kMaxRowsPerLane) return cudaErrorInvalidValue;
-  const std::size_t smem = sizeof(double) * (args.dims.ld + nt + kBlockedWarps * nt);
+  const std::size_t smem = sizeof(double) * (args.dims.ld + nt + kSubstWarps * nt);
   if (smem > 48 * 1024) {
     cudaError_t err = cudaFuncSetAttribute(BlockedSolveKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                            static_cast<int>(smem));
     if (err != cudaSuccess) return err;
   }
-  BlockedSolveKernel<<<static_cast<unsigned>(args.count), 32 * kBlockedWarps, smem, stream>>>(args);
+  BlockedSolveKernel<<<static_cast<unsigned>(args.count), 32 * kSubstWarps, smem, stream>>>(args);
   return SPEXD_CHECK_LAUNCH(stream);
 }
 

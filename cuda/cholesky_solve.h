@@ -14,8 +14,10 @@ namespace spexd::cuda {
 cudaError_t LaunchCholeskySolve(const RunArgs& args, cudaStream_t stream);
 
 // The same solve blocked by spectrum inside each entry's band, using the tile inverses
-// that LaunchTileFactor leaves in the GEMM scratch: only after the tiled Cholesky, and
-// before anything else writes the scratch (the block inversion does).
+// that LaunchTileFactor leaves (kernel_common.cuh's LeafOf): only after the tiled
+// Cholesky, and before anything else writes the scratch or the leaves (the block
+// inversion does). With RunArgs::forward_in_factor only the backward pass (the factor
+// did the forward one).
 cudaError_t LaunchBlockedCholeskySolve(const RunArgs& args, cudaStream_t stream);
 
 }  // namespace spexd::cuda

@@ -99,6 +99,9 @@ struct RunArgs {
   // L's diagonal to SlotBuffers::ldiag; the panel and the solve read the leaf there. 0: the
   // leaves stay in the GEMM scratch (band inversion, library leaves).
   int leaf_in_place;
+  // 1: the tiled factor does the blocked solve's forward pass, step k at the end of its
+  // launch k (blocked_forward.cuh), and the solve kernel only the backward pass.
+  int forward_in_factor;
 };
 
 }  // namespace spexd::cuda

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "core/numerics/patch_numerics.h"
+#include "cuda/blocked_forward.cuh"
 #include "cuda/dmma_tiles.cuh"
 #include "cuda/kernel_common.cuh"
 #include "cuda/launch_check.h"
@@ -22,6 +23,8 @@ constexpr int kPanelRowGroups = 16, kRowsPerThread = 5;
 constexpr int kPanelRows = kPanelRowGroups * kRowsPerThread;
 constexpr int kColLanes = 16;                            // columns c = lane + 16 q
 constexpr int kMaxPanelCols = 7 * kColLanes;             // geometry_state.cc: nt <= 112
+static_assert(kMaxPanelCols <= 32 * kMaxRowsPerLane, "the forward step's rows per lane");
+static_assert(kFactorThreads == 32 * kSubstWarps, "the forward step runs on the factor's threads");
 
 // Calls f(i, b, r, c) for each register v[i][b], b <= i, of thread (tx, ty), which holds
 // the block's element (r, c) = (tx + 16 i, ty + 16 b); fully unrolled, so v stays in
@@ -223,6 +226,13 @@ __global__ void __launch_bounds__(kFactorThreads, R <= 5 ? 3 : 1) TileFactorKern
       }
     }
   }
+  if (a.forward_in_factor) {
+    // The solve's forward step k here, while the block has just written X_k: L's row
+    // block k and y_j (j < k) are final (earlier steps), and the solve's DRAM-bound pass
+    // over L is halved. s (L_kk, read no more) holds the partial sums.
+    __syncthreads();  // X_k's writes, s free
+    ForwardStep(a, e, d, k, a.slots.x + static_cast<int64_t>(e.slot) * ld, s, s + kSubstWarps * nt);
+  }
   if (tid == 0) {
     int32_t* info = a.slots.info + blockIdx.x;
     if (k == 0) {
@@ -377,7 +387,9 @@ cudaError_t AllowSharedMemory(const void* kernel, std::size_t bytes) {
 }  // namespace
 
 std::size_t TiledCholeskySharedBytes(int nt) {
-  return sizeof(double) * (static_cast<std::size_t>(nt) * (nt + 1) + 4 * static_cast<std::size_t>(nt));
+  const std::size_t n = static_cast<std::size_t>(nt);
+  // The forward step's partial sums and right-hand side ((kSubstWarps + 1) nt) reuse L's rows.
+  return sizeof(double) * std::max(n * (n + 1) + 4 * n, (kSubstWarps + 1) * n);
 }
 
 template <int R>

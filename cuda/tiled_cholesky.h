@@ -7,8 +7,11 @@
 //   3. L[k+1:, k] = M[k+1:, k] · X_k^T         LaunchPanelSolve, in place
 // Steps 1 and 3 stay inside the entry's band B (RunEntry::band, PatchPlan::coupled_band):
 // the blocks of M, and so of L, more than B blocks below the diagonal are zero.
-// X_k is kept in the GEMM scratch (block k of the slot's t, column-major nt x nt), where
-// the block inversion of C's diagonal blocks finds its leaf inverses (block_inverse.h).
+// X_k is kept where the block inversion of C's diagonal blocks reads its leaf inverses
+// (kernel_common.cuh's LeafOf): over L_kk on M's diagonal for the trailing-first inversion
+// (RunArgs::leaf_in_place; L's diagonal then goes to SlotBuffers::ldiag), else in the GEMM
+// scratch (block k of the slot's t, column-major nt x nt). With RunArgs::forward_in_factor
+// step 2 also does the blocked solve's forward step k (blocked_forward.cuh).
 // Step 2 writes potrf's info: 0, or the 1-based column of the first non-positive pivot.
 #ifndef SPEXD_CUDA_TILED_CHOLESKY_H_
 #define SPEXD_CUDA_TILED_CHOLESKY_H_

@@ -66,6 +66,7 @@ absl::Status BatchExtractor::Prepare(const core::ExtractionJob& job, int nbundle
   spec.nt = plan.nwavetot;
   spec.nper = plan.nper;
   spec.nb = std::max(1, max_blocks_);
+  if (PanelP()) spec.p_band = PanelPBand(plan);
   spec.max_npix = plan.max_npix;
   spec.bundlesize = plan.bundlesize;
   spec.nwave = plan.nwave;
@@ -120,8 +121,16 @@ bool BatchExtractor::BandInverse() const {
          (tiled_cholesky_ || cfg_.solver == core::CudaTriangularSolver::kCusolverBatched);
 }
 
+// gemm 1 of the trailing-first inversion in the DMMA panel kernel: the tiled Cholesky with
+// the blocked solve and the trailing inversion, nt within the DMMA panel's tiles.
+bool BatchExtractor::PanelP() const {
+  return tiled_cholesky_ && cfg_.solver != core::CudaTriangularSolver::kCusolverBatched && !BandInverse() &&
+         cfg_.plan->nwavetot <= kPanelDmmaMaxNt && cfg_.diagnostics.panel_p;
+}
+
 LayoutChoices BatchExtractor::Choices() const {
   LayoutChoices c;
+  c.panel_p = PanelP();
   c.library_leaf = cfg_.solver == core::CudaTriangularSolver::kCusolverBatched;
   c.tiled_cholesky = tiled_cholesky_;
   c.band_inverse = BandInverse();
@@ -136,6 +145,8 @@ SlotAddresses BatchExtractor::Addresses(const WorkspaceSet& s) const {
   a.c = reinterpret_cast<uint64_t>(s.c.get());
   a.ld = spec_.ld;
   a.t_stride = spec_.t_stride();
+  a.p_base = spec_.p_base();
+  a.p_band = spec_.p_band;
   return a;
 }
 
@@ -145,6 +156,8 @@ RunArgs BatchExtractor::MakeArgs(const WorkspaceSet& s, int count, const core::E
   a.in = FrameInputs{cfg_.workspace->image(), cfg_.workspace->ivar(), cfg_.state->patches(),
                      cfg_.state->xc(), cfg_.state->yc(), cfg_.state->spots()};
   a.slots = s.Slots(spec_.t_stride());
+  a.slots.p_base = spec_.p_base();
+  a.slots.p_band = spec_.p_band;
   a.ql = cfg_.workspace->ql();
   a.out = s.Outputs();
   a.entries = s.entries.get();
@@ -157,6 +170,7 @@ RunArgs BatchExtractor::MakeArgs(const WorkspaceSet& s, int count, const core::E
   a.leaf_in_place = a.band_only;
   // The blocked solve follows the tiled factor wherever the library's potrs does not.
   a.forward_in_factor = tiled_cholesky_ && cfg_.solver != core::CudaTriangularSolver::kCusolverBatched;
+  a.panel_p = PanelP() ? 1 : 0;
   return a;
 }
 

@@ -63,6 +63,7 @@ class BatchExtractor {
   SlotAddresses Addresses(const WorkspaceSet& s) const;
   LayoutChoices Choices() const;
   bool BandInverse() const;  // the band inversion (batch_layout.h) for this backend
+  bool PanelP() const;       // LayoutChoices::panel_p for this backend
   absl::StatusOr<bool> UseTiledCholesky(int nt) const;
   RunArgs MakeArgs(const WorkspaceSet& s, int count, const core::ExtractionJob& job) const;
   // A batch (record_marks) overlaps its tail with the next batch (RunResources::tail);

@@ -82,6 +82,19 @@ std::size_t MaxPointerCount(const core::PatchPlan& plan, int count) {
   return per_entry * static_cast<std::size_t>(count);
 }
 
+int EntryBand(const core::PatchPlan& plan, int p) {
+  return plan.coupled_band.empty() ? plan.patches[static_cast<std::size_t>(p)].nspectot - 1
+                                   : plan.coupled_band[static_cast<std::size_t>(p)];
+}
+
+int PanelPBand(const core::PatchPlan& plan) {
+  int b = 1;
+  for (std::size_t p = 0; p < plan.patches.size(); ++p) {
+    b = std::max(b, TrailingReadBand(EntryBand(plan, static_cast<int>(p))));
+  }
+  return b;
+}
+
 std::vector<RunEntry> MakeBatchEntries(const core::PatchPlan& plan, const std::vector<int>& bundles,
                                        double regularize) {
   std::vector<RunEntry> entries;
@@ -92,7 +105,7 @@ std::vector<RunEntry> MakeBatchEntries(const core::PatchPlan& plan, const std::v
       RunEntry e{};
       e.patch = p;
       e.bundle_pos = static_cast<int32_t>(pos);
-      e.band = plan.coupled_band.empty() ? plan.patches[p].nspectot - 1 : plan.coupled_band[p];
+      e.band = EntryBand(plan, p);
       e.regularize = regularize;
       entries.push_back(e);
     }
@@ -229,7 +242,7 @@ void AddLeafInverses(const SlotMath& sm, RunLayout* out) {
 //   gemm 2  X[j+1:, j] = -X[j+1:, j+1:j+1+b] · P (over L's column block j; m = r·nt)
 // one call each per b. Multiplying X_jj last instead ((X · L) · X_jj, a T of r·nt rows
 // through the scratch) took r - b more block products a step and moved T both ways.
-void AddBlockInversion(const SlotMath& sm, RunLayout* out) {
+void AddBlockInversion(const SlotMath& sm, bool panel_p, RunLayout* out) {
   const int nt = sm.nt;
   const int ld = static_cast<int>(sm.ld);
   const int nb_max = MaxBlocks(sm.plan);
@@ -241,16 +254,21 @@ void AddBlockInversion(const SlotMath& sm, RunLayout* out) {
       if (j < d.core_row) continue;
       const int64_t j0 = static_cast<int64_t>(j) * nt, j1 = j0 + nt;
       auto& [g1, g2] = by_inner[std::min(TrailingReadBand(e.band), r)];
-      g1.a.push_back(sm.M(e, j1, j0));
-      g1.b.push_back(sm.M(e, j0, j0));
-      g1.c.push_back(sm.T(e, 0));
+      // P_j: gemm 1's product at the scratch's start, or the panel kernel's (panel_p).
+      const int64_t p_off = panel_p ? PanelPOffset(j, sm.s.p_base, sm.s.p_band, nt) : 0;
+      if (!panel_p) {
+        g1.a.push_back(sm.M(e, j1, j0));
+        g1.b.push_back(sm.M(e, j0, j0));
+        g1.c.push_back(sm.T(e, 0));
+      }
       g2.a.push_back(sm.M(e, j1, j1));
-      g2.b.push_back(sm.T(e, 0));
+      g2.b.push_back(sm.T(e, p_off));
       g2.c.push_back(sm.M(e, j1, j0));
     }
     if (by_inner.empty()) continue;
     std::vector<BatchedCall> step;
     for (auto& [inner, calls] : by_inner) {  // every gemm 1 of the step, then every gemm 2
+      if (panel_p) break;
       BatchedCall c1;
       c1.m = inner * nt;
       c1.n = nt;
@@ -408,7 +426,7 @@ RunLayout BuildRunLayout(const core::PatchPlan& plan, std::vector<RunEntry> entr
   if (choices.band_inverse) {
     AddBandInverse(sm, &out);
   } else {
-    AddBlockInversion(sm, &out);
+    AddBlockInversion(sm, choices.panel_p && choices.tiled_cholesky && !choices.library_leaf, &out);
     AddCoreGrams(sm, &out);
   }
   for (auto* steps : {&out.chol_update, &out.trtri, &out.band_inverse}) {

@@ -63,6 +63,20 @@ SPEXD_HD bool NeedsZeroBlock(int i, int k, int core_row, int nspectot) {
 // equations write M that far under RunArgs::band_only, and the GEMMs stay inside it.
 SPEXD_HD int TrailingReadBand(int band) { return band > 1 ? band : 1; }
 
+// LayoutChoices::panel_p: the panel kernel of Cholesky step j leaves gemm 1's product
+// P_j = L[j+1:j+1+b, j] X_jj (b = min(TrailingReadBand(band), nspectot - 1 - j) blocks of
+// rows, leading dimension b nt) for every j the trailing-first inversion takes
+// (core_row <= j <= nspectot - 2), in the slot's GEMM scratch past its nb leaf blocks:
+// p_band = the plan's largest TrailingReadBand, blocks of p_band nt^2 doubles per j.
+SPEXD_HD bool NeedsPanelP(int j, int core_row, int nspectot) { return j >= core_row && j + 2 <= nspectot; }
+SPEXD_HD int PanelPBlocks(int j, int band, int nspectot) {
+  const int r = nspectot - 1 - j;
+  return TrailingReadBand(band) < r ? TrailingReadBand(band) : r;
+}
+SPEXD_HD int64_t PanelPOffset(int j, int64_t p_base, int p_band, int nt) {
+  return p_base + static_cast<int64_t>(j) * p_band * nt * nt;
+}
+
 // The band inversion's bookkeeping (shared by the prologue kernel, the layout and the host
 // replay): step r's column block, its K's blocks, and the blocks of C[K1, J] kept.
 SPEXD_HD int BandInverseColumn(int r, int nspectot) { return nspectot - 1 - r; }
@@ -78,6 +92,8 @@ SPEXD_HD int BandInverseKept(int j, int band, int nspectot) {
 struct SlotAddresses {
   uint64_t m = 0, x = 0, t = 0, c = 0;  // doubles
   int64_t ld = 0, t_stride = 0;
+  int64_t p_base = 0;  // LayoutChoices::panel_p: where the P_j start in a slot's scratch
+  int p_band = 0;      // and the blocks of rows each may have (PanelPOffset)
 };
 
 // Entries of a call whose A, B and C addresses each step by one stride: one strided
@@ -131,6 +147,9 @@ struct LayoutChoices {
   // band_inverse instead of trtri and gram; needs the leaves in the GEMM scratch (the
   // tiled Cholesky's or library_leaf's).
   bool band_inverse = false;
+  // The trailing-first inversion's gemm 1 done by the tiled Cholesky's panel kernel
+  // (NeedsPanelP): trtri has gemm 2 only, which reads P_j from the scratch (PanelPOffset).
+  bool panel_p = false;
 };
 
 // Layout of a run over `entries` (any slots; re-sorted by n, stably).
@@ -142,6 +161,11 @@ std::size_t MaxPointerCount(const core::PatchPlan& plan, int count);
 
 // Number of spectrum blocks of the largest patch (ld / nwavetot).
 int MaxBlocks(const core::PatchPlan& plan);
+// A patch's coupled band as its run entries carry it (RunEntry::band; the whole patch where
+// the plan has no coupled_band), and the largest TrailingReadBand of the plan's patches
+// (the P_j's blocks of rows in the scratch, LayoutChoices::panel_p).
+int EntryBand(const core::PatchPlan& plan, int p);
+int PanelPBand(const core::PatchPlan& plan);
 
 }  // namespace spexd::cuda
 

@@ -73,6 +73,9 @@ const std::vector<EnvironmentSwitch>& CudaEnvironmentSwitches() {
       {"SPEXD_CUDA_INVERSE", "trailing or band",
        "band: C's core blocks by the selected inversion inside the band, as the CPU backend "
        "(default trailing: the trailing-first block inversion and Gram products)"},
+      {"SPEXD_CUDA_INVERSE_P", "panel or gemm",
+       "gemm: the trailing-first inversion's P_j = L[j+1:, j] X_jj by batched cuBLAS GEMMs "
+       "(default panel: in the tiled Cholesky's tensor-core panel kernel where nt <= 80)"},
       {"SPEXD_CUDA_EIGENVECTORS", "twisted or rotate",
        "rotate: the decorrelation's eigenvectors by the logged QL rotations applied to H (default "
        "twisted: twisted factorisations and a Newton-Schulz step where nt <= 80)"},
@@ -106,6 +109,7 @@ absl::StatusOr<Diagnostics> DiagnosticsFromEnvironment(EnvironmentLookup lookup)
                    &d.dmma_normal_equations);
   }
   if (s.ok()) s = ReadSwitch(lookup, "SPEXD_CUDA_INVERSE", "trailing", "band", &d.band_inverse);
+  if (s.ok()) s = ReadSwitch(lookup, "SPEXD_CUDA_INVERSE_P", "gemm", "panel", &d.panel_p);
   if (s.ok()) {
     s = ReadSwitch(lookup, "SPEXD_CUDA_EIGENVECTORS", "rotate", "twisted", &d.twisted_vectors);
   }

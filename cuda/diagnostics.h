@@ -36,6 +36,10 @@ struct Diagnostics {
   // stage took 21.1 ms a frame against 15.4 for the trailing-first inversion, so not the
   // default) instead of the trailing-first inversion and the Grams.
   bool band_inverse = false;
+  // SPEXD_CUDA_INVERSE_P=gemm: the trailing-first inversion's first product P_j =
+  // L[j+1:, j] X_jj by batched cuBLAS GEMMs instead of in the DMMA panel kernel of the
+  // tiled Cholesky (RunArgs::panel_p; A/B benches).
+  bool panel_p = true;
   // The decorrelation's eigenvectors from T's eigenvalues by twisted factorisations and
   // one Newton-Schulz step (core/numerics/tridiag_vectors.h; issue 25, session 26: 5.6 % faster a
   // frame; with session 27's oriented QL and Rayleigh quotients, ivar within 3.5e-13 of a

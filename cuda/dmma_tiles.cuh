@@ -54,7 +54,9 @@ struct SharedMat {
 // read as tensor-core fragments; with rs or cs = 4 mod 16 (doubles) and the other 1, a
 // fragment is two conflict-free wavefronts. kUpperY: Y is upper triangular (Y(k, j) = 0 for
 // k > j), so tile column j stops at k = 8 j + 7: its products past that add exact zeros.
-template <int T, int kWarps, int W, int kPerWarp, bool kUpperY = false>
+// kLowerY: Y is lower triangular (Y(k, j) = 0 for k < j), so tile column j starts at the
+// step holding k = 8 j.
+template <int T, int kWarps, int W, int kPerWarp, bool kUpperY = false, bool kLowerY = false>
 __device__ __forceinline__ void TileProduct(SharedMat x, SharedMat y, int kend, int lane,
                                             double (&acc)[kPerWarp][2]) {
 #pragma unroll
@@ -69,7 +71,9 @@ __device__ __forceinline__ void TileProduct(SharedMat x, SharedMat y, int kend, 
 #pragma unroll
     for (int i = 0; i < kPerWarp; ++i) {
       const int t = W + kWarps * i;
-      if (t < T * T && (!kUpperY || k0 < 8 * (t % T + 1))) Dmma(acc[i], a[t / T], b[t % T]);
+      if (t < T * T && (!kUpperY || k0 < 8 * (t % T + 1)) && (!kLowerY || k0 + 4 > 8 * (t % T))) {
+        Dmma(acc[i], a[t / T], b[t % T]);
+      }
     }
   }
 }

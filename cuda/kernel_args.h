@@ -42,6 +42,8 @@ struct SlotBuffers {
   double* cond;     // [slots] Cholesky condition estimate (core::CholeskyConditionEstimate)
   double* ldiag;    // [slots][ld] L's diagonal under RunArgs::leaf_in_place (M's copy is overwritten)
   int64_t t_stride;
+  int64_t p_base;  // RunArgs::panel_p: the P_j in a slot's scratch (batch_layout.h's PanelPOffset)
+  int p_band;
 };
 
 // Batch outputs: [bundle_pos][bundlesize][nwave]; rdiag [bundle_pos][bundlesize][2nd+1][nwave].
@@ -102,6 +104,9 @@ struct RunArgs {
   // 1: the tiled factor does the blocked solve's forward pass, step k at the end of its
   // launch k (blocked_forward.cuh), and the solve kernel only the backward pass.
   int forward_in_factor;
+  // 1: the DMMA panel kernel of step j also leaves the trailing-first inversion's
+  // P_j = L[j+1:j+1+b, j] X_jj (batch_layout.h's NeedsPanelP), so trtri has no gemm 1.
+  int panel_p;
 };
 
 }  // namespace spexd::cuda

@@ -320,6 +320,7 @@ __global__ void __launch_bounds__(kPanelThreads) PanelSolveKernel(RunArgs a, int
 // kCols multiply-adds per thread per inner index, its FP64 pipe the limit; the products'
 // summation order differs from it (rounding only).
 constexpr int kDmmaN = 80;                  // padded block side: 10 x 10 tiles of 8 x 8
+static_assert(kDmmaN == kPanelDmmaMaxNt, "the launcher's choice and RunArgs::panel_p");
 constexpr int kDmmaTiles = kDmmaN / 8;
 constexpr int kDmmaLd = kDmmaN + 4;         // 4 mod 16 doubles (dmma_tiles.cuh)
 constexpr int kDmmaWarps = 8;
@@ -330,13 +331,32 @@ std::size_t PanelDmmaSmemBytes() { return sizeof(double) * 2 * kDmmaN * kDmmaLd;
 
 static_assert(kDmmaWarps == 8, "ForEightWarps dispatches eight warps");
 
+// With RunArgs::panel_p it also leaves P_k = L[k+1:k+1+b, k] X_k for the trailing-first
+// inversion (batch_layout.h's NeedsPanelP), from L's rows (put back in place of M's) and
+// X_k in shared memory, instead of that inversion's first batched GEMM re-reading both.
+// kP: compiled with the P_k path (a.panel_p), so that the plain panel keeps its registers.
+template <bool kP>
 __global__ void __launch_bounds__(32 * kDmmaWarps, 2) PanelSolveDmmaKernel(RunArgs a, int k) {
   extern __shared__ double smem[];
   const RunEntry e = a.entries[blockIdx.x];
   const DevicePatch d = a.in.patches[e.patch];
   const int nt = a.dims.nwavetot, ld = a.dims.ld, tid = threadIdx.x;
   const int rows = (core::BandLast(k, e.band, d.nspectot) - k) * nt;  // past the band: zeros
-  if (rows <= 0) return;  // block-uniform
+  const bool want_p = kP && NeedsPanelP(k, d.core_row, d.nspectot);
+  // P_k and its leading dimension (taken where needed: registers are the panel's limit).
+  auto p_out = [&] {
+    return a.slots.t + static_cast<int64_t>(e.slot) * a.slots.t_stride +
+           PanelPOffset(k, a.slots.p_base, a.slots.p_band, nt);
+  };
+  auto p_ld = [&] { return PanelPBlocks(k, e.band, d.nspectot) * nt; };
+  if (rows <= 0) {  // block-uniform
+    // Band 0: L[k+1, k] is zero (the normal equations wrote it), and so is P_k.
+    if (want_p) {
+      double* p = p_out();
+      for (int idx = tid; idx < p_ld() * nt; idx += blockDim.x) p[idx] = 0.0;
+    }
+    return;
+  }
   double* xt = smem;                    // [80][kDmmaLd] row-major: xt[m][c] = X_k[c][m]
   double* bc = smem + kDmmaN * kDmmaLd;  // [80][kDmmaLd] column-major: bc[m][i] = B(i, m)
   const LeafBlock leaf = LeafOf(a, e.slot, k, d);
@@ -375,6 +395,28 @@ __global__ void __launch_bounds__(32 * kDmmaWarps, 2) PanelSolveDmmaKernel(RunAr
         if (row < nr && col < nt) panel0[r0 + row + static_cast<int64_t>(col) * ld] = v;
       });
     });
+    if (want_p) {  // block-uniform
+      __syncthreads();  // every warp has read bc
+      // These rows of L over M's in bc (zeros in the padding), then P = L X_k: X_k is
+      // column-major in xt (xt[j][m] = X_k[m][j]) and lower triangular.
+      ForEightWarps(warp, [&](auto w) {
+        constexpr int W = decltype(w)::value;
+        ForEachTileElement<kDmmaTiles, kDmmaWarps, W>(acc, lane, [&](int row, int col, double v) {
+          bc[col * kDmmaLd + row] = row < nr && col < nt ? v : 0.0;
+        });
+      });
+      __syncthreads();
+      ForEightWarps(warp, [&](auto w) {
+        constexpr int W = decltype(w)::value;
+        TileProduct<kDmmaTiles, kDmmaWarps, W, kDmmaPerWarp, false, true>(
+            SharedMat{bc, 1, kDmmaLd}, SharedMat{xt, 1, kDmmaLd}, kend, lane, acc);
+        double* p = p_out() + r0;
+        const int pld = p_ld();
+        ForEachTileElement<kDmmaTiles, kDmmaWarps, W>(acc, lane, [&](int row, int col, double v) {
+          if (row < nr && col < nt) p[row + static_cast<int64_t>(col) * pld] = v;
+        });
+      });
+    }
     __syncthreads();  // bc is refilled next
   }
 }
@@ -429,9 +471,10 @@ cudaError_t LaunchPanelSolve(const RunArgs& args, int k, int max_blocks, cudaStr
   if (nt > kMaxPanelCols) return cudaErrorInvalidValue;
   if (nt <= kDmmaN) {
     const std::size_t dsmem = PanelDmmaSmemBytes();
-    cudaError_t err = AllowSharedMemory(reinterpret_cast<const void*>(PanelSolveDmmaKernel), dsmem);
+    auto kernel = args.panel_p ? PanelSolveDmmaKernel<true> : PanelSolveDmmaKernel<false>;
+    cudaError_t err = AllowSharedMemory(reinterpret_cast<const void*>(kernel), dsmem);
     if (err != cudaSuccess) return err;
-    PanelSolveDmmaKernel<<<static_cast<unsigned>(args.count), 32 * kDmmaWarps, dsmem, stream>>>(args, k);
+    kernel<<<static_cast<unsigned>(args.count), 32 * kDmmaWarps, dsmem, stream>>>(args, k);
     return SPEXD_CHECK_LAUNCH(stream);
   }
   const std::size_t smem = sizeof(double) * static_cast<std::size_t>(nt + kPanelRows) * (nt + 1);

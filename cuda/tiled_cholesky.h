@@ -24,6 +24,9 @@
 
 namespace spexd::cuda {
 
+// Largest nt of the panel on the tensor cores (which RunArgs::panel_p needs).
+inline constexpr int kPanelDmmaMaxNt = 80;
+
 // Shared memory of LaunchTileFactor for nt x nt blocks (the larger of the two kernels).
 std::size_t TiledCholeskySharedBytes(int nt);
 

@@ -20,6 +20,7 @@ namespace spexd::cuda {
 
 struct WorkspaceSpec {
   int ld = 0, nt = 0, nper = 0, nb = 0, max_npix = 0;
+  int p_band = 0;         // LayoutChoices::panel_p: the plan's largest TrailingReadBand, else 0
   int slots = 0;          // patches per batch, skipped ones included (per set)
   int bundles = 0;        // bundles per batch
   int bundlesize = 0, nwave = 0, nk = 0;
@@ -30,7 +31,10 @@ struct WorkspaceSpec {
   bool ql_log = false;  // QlBuffers for slots * nper blocks (tridiagonal eigensolver)
   bool ql_rotations = false;  // with their rotation log (TridiagNeedsRotationLog)
 
-  int64_t t_stride() const { return static_cast<int64_t>(nb) * nt * nt; }
+  // The GEMM scratch: nb leaf blocks, then the panel's P_j (p_band blocks each for nb j;
+  // batch_layout.h's PanelPOffset), where LayoutChoices::panel_p.
+  int64_t t_stride() const { return static_cast<int64_t>(nb) * nt * nt * (1 + p_band); }
+  int64_t p_base() const { return static_cast<int64_t>(nb) * nt * nt; }
   // Device bytes of one set for one slot (used to choose the batch size).
   std::size_t SlotBytes() const;
 };

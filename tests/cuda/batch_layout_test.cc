@@ -238,6 +238,22 @@ TEST_P(BandedLayout, TiledCholeskyEqualsPotrf) {
       ASSERT_EQ(in_place.c[i], r.c[i]) << "C element " << i;
     }
   }
+  // P_j = L[j+1:, j] X_jj left by the panel (panel_p): trtri is gemm 2 alone, reading P_j
+  // where the panel put it, and C's core blocks still match the dense inverse.
+  LayoutChoices fused = tiled;
+  fused.panel_p = true;
+  Replay pp(plan, fused);
+  ASSERT_TRUE(pp.PanelP());
+  ASSERT_FALSE(pp.layout.trtri.empty());
+  for (const auto& step : pp.layout.trtri) {
+    ASSERT_EQ(step.size(), 1u) << "one band: one gemm 2 and no gemm 1";
+    EXPECT_EQ(step[0].alpha, -1.0);
+  }
+  pp.nan_past_band = true;
+  pp.FillSpd(5);
+  pp.TiledCholesky();
+  pp.InvertBlocks();
+  ExpectCoreBlocksOfInverse(pp);
 }
 
 // Band 0: spectra that do not couple at all (fibres far apart, or narrow stamps).

@@ -105,7 +105,9 @@ Replay::Replay(core::PatchPlan p, LayoutChoices ch) : plan(std::move(p)), choice
   nb = MaxBlocks(plan);
   std::vector<RunEntry> entries = MakeBatchEntries(plan, {0}, 0.0);
   nslots = static_cast<int>(entries.size());
-  t_stride = static_cast<int64_t>(nb) * nt * nt;
+  if (PanelP()) p_band = PanelPBand(plan);  // as BatchExtractor sizes the scratch
+  p_base = static_cast<int64_t>(nb) * nt * nt;
+  t_stride = p_base * (1 + p_band);
   m.assign(Z(nslots) * ld * ld, 0.0);
   x.assign(Z(nslots) * ld, 0.0);
   t.assign(Z(nslots * t_stride), 0.0);
@@ -117,6 +119,8 @@ Replay::Replay(core::PatchPlan p, LayoutChoices ch) : plan(std::move(p)), choice
   s.c = reinterpret_cast<uint64_t>(c.data());
   s.ld = ld;
   s.t_stride = t_stride;
+  s.p_base = p_base;
+  s.p_band = p_band;
   layout = BuildRunLayout(plan, entries, s, choices);
   spd.resize(Z(nslots));
   inverse.resize(Z(nslots));
@@ -250,6 +254,19 @@ void Replay::TiledCholesky() {
           for (int cc = 0; cc < nt; ++cc) out[Z(cc)] = std::fma(panel[i + Z(mm) * ld], leaf[cc + Z(mm) * lld], out[Z(cc)]);
         }
         for (int cc = 0; cc < nt; ++cc) panel[i + Z(cc) * ld] = out[Z(cc)];
+      }
+      // PanelSolveDmmaKernel with panel_p: P_k = L[k+1:k+1+b, k] X_k into the scratch
+      // (zeros where the band is 0: L[k+1, k] is zero then).
+      if (PanelP() && NeedsPanelP(k, d.core_row, d.nspectot)) {
+        const int p_ld = PanelPBlocks(k, e.band, d.nspectot) * nt;
+        double* pk = t.data() + Z(e.slot) * Z(t_stride) + Z(PanelPOffset(k, p_base, p_band, nt));
+        for (int i = 0; i < p_ld; ++i) {
+          for (int cc = 0; cc < nt; ++cc) {
+            double sum = 0.0;
+            for (int mm = cc; mm < nt && i < rows; ++mm) sum += panel[i + Z(mm) * ld] * leaf[mm + Z(cc) * lld];
+            pk[i + Z(cc) * p_ld] = sum;
+          }
+        }
       }
     }
   }

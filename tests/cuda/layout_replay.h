@@ -41,8 +41,12 @@ struct Replay {
   // over L_kk on M's diagonal (then Factor's diagonal blocks hold them), and no copy.
   bool leaf_in_place = false;
   bool LeafInPlace() const {
-    return leaf_in_place && choices.tiled_cholesky && !choices.library_leaf && !choices.band_inverse;
+    return (leaf_in_place || choices.panel_p) && choices.tiled_cholesky && !choices.library_leaf &&
+           !choices.band_inverse;
   }
+  // LayoutChoices::panel_p (with the leaves in place, as RunArgs has them): the panel
+  // leaves P_k in the scratch and trtri has no gemm 1.
+  bool PanelP() const { return choices.panel_p && choices.tiled_cholesky && !choices.library_leaf && !choices.band_inverse; }
   // Unblocked potrf in place (the reference factor, and the cuSOLVER path's result).
   void HostPotrf();
   // The tiled path: chol_update GEMMs, TileFactorKernel and PanelSolveKernel on the host.
@@ -61,7 +65,8 @@ struct Replay {
   core::PatchPlan plan;
   LayoutChoices choices;
   int nt = 0, ld = 0, nb = 0, nslots = 0;
-  int64_t t_stride = 0;
+  int64_t t_stride = 0, p_base = 0;
+  int p_band = 0;
   std::vector<double> m, x, t, c;
   RunLayout layout;
   std::vector<std::vector<double>> spd, inverse;  // by slot, n x n

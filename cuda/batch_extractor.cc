@@ -192,6 +192,7 @@ RunResources BatchExtractor::Resources(WorkspaceSet* s, bool record_marks) const
   r.dmma_gram = cfg_.diagnostics.dmma_gram;
   r.dmma_normal_equations = cfg_.diagnostics.dmma_normal_equations;
   r.band_inverse = BandInverse();
+  r.reduce_on_tail = cfg_.diagnostics.reduce_on_tail;
   r.tail = record_marks && cfg_.eigen == core::CudaEigensolver::kSharedMemoryTridiagonalQl
                ? cfg_.ctx->tail()
                : cfg_.ctx->compute();

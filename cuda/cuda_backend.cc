@@ -389,7 +389,7 @@ absl::StatusOr<std::unique_ptr<core::Backend>> CreateCudaBackend(
   if (faults->oom_at_alloc > 0) ArmAllocationFault(faults->oom_at_alloc);
   ArmAllocationPoison(faults->poison_allocations);
   if (faults->fail_patch_once >= 0) ArmPatchFault(faults->fail_patch_once);
-  auto ctx = GpuContext::Create(options.device, options.cuda_host_wait);
+  auto ctx = GpuContext::Create(options.device, options.cuda_host_wait, diagnostics->prioritize_compute);
   if (!ctx.ok()) {
     return absl::UnavailableError(absl::StrCat("CUDA backend unavailable: ", ctx.status().ToString()));
   }

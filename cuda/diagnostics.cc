@@ -76,6 +76,12 @@ const std::vector<EnvironmentSwitch>& CudaEnvironmentSwitches() {
       {"SPEXD_CUDA_INVERSE_P", "panel or gemm",
        "gemm: the trailing-first inversion's P_j = L[j+1:, j] X_jj by batched cuBLAS GEMMs "
        "(default panel: in the tiled Cholesky's tensor-core panel kernel where nt <= 80)"},
+      {"SPEXD_CUDA_STREAM_PRIORITY", "equal or compute",
+       "compute: the compute stream (each batch's chain up to the reduction) at the greatest "
+       "stream priority (default equal: the compute and tail streams at the default)"},
+      {"SPEXD_CUDA_REDUCE_STREAM", "compute or tail",
+       "tail: the tridiagonal reduction on the tail stream with the QL and vectors (default "
+       "compute: after the inversion on the compute stream)"},
       {"SPEXD_CUDA_EIGENVECTORS", "twisted or rotate",
        "rotate: the decorrelation's eigenvectors by the logged QL rotations applied to H (default "
        "twisted: twisted factorisations and a Newton-Schulz step where nt <= 80)"},
@@ -110,6 +116,8 @@ absl::StatusOr<Diagnostics> DiagnosticsFromEnvironment(EnvironmentLookup lookup)
   }
   if (s.ok()) s = ReadSwitch(lookup, "SPEXD_CUDA_INVERSE", "trailing", "band", &d.band_inverse);
   if (s.ok()) s = ReadSwitch(lookup, "SPEXD_CUDA_INVERSE_P", "gemm", "panel", &d.panel_p);
+  if (s.ok()) s = ReadSwitch(lookup, "SPEXD_CUDA_STREAM_PRIORITY", "equal", "compute", &d.prioritize_compute);
+  if (s.ok()) s = ReadSwitch(lookup, "SPEXD_CUDA_REDUCE_STREAM", "compute", "tail", &d.reduce_on_tail);
   if (s.ok()) {
     s = ReadSwitch(lookup, "SPEXD_CUDA_EIGENVECTORS", "rotate", "twisted", &d.twisted_vectors);
   }

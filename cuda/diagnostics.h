@@ -40,6 +40,13 @@ struct Diagnostics {
   // L[j+1:, j] X_jj by batched cuBLAS GEMMs instead of in the DMMA panel kernel of the
   // tiled Cholesky (RunArgs::panel_p; A/B benches).
   bool panel_p = true;
+  // SPEXD_CUDA_STREAM_PRIORITY=compute: the compute stream (each batch's chain from the
+  // normal equations to the reduction) at the greatest stream priority, the tail stream's
+  // QL, vectors and finalise filling what it leaves (default equal: both at the default).
+  bool prioritize_compute = false;
+  // SPEXD_CUDA_REDUCE_STREAM=tail: the tridiagonal reduction on the tail stream with the QL
+  // and vectors, the compute stream going on to the next batch after the inversion.
+  bool reduce_on_tail = false;
   // The decorrelation's eigenvectors from T's eigenvalues by twisted factorisations and
   // one Newton-Schulz step (core/numerics/tridiag_vectors.h; issue 25, session 26: 5.6 % faster a
   // frame; with session 27's oriented QL and Rayleigh quotients, ivar within 3.5e-13 of a

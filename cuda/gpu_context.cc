@@ -9,8 +9,8 @@ Stream::~Stream() {
   if (stream_ != nullptr) (void)cudaStreamDestroy(stream_);
 }
 
-absl::Status Stream::Create() {
-  SPEXD_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+absl::Status Stream::Create(int priority) {
+  SPEXD_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithPriority(&stream_, cudaStreamNonBlocking, priority));
   return absl::OkStatus();
 }
 
@@ -73,8 +73,8 @@ absl::Status SetHostWait(int device, core::CudaHostWait wait) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<GpuContext>> GpuContext::Create(int device,
-                                                               core::CudaHostWait wait) {
+absl::StatusOr<std::unique_ptr<GpuContext>> GpuContext::Create(int device, core::CudaHostWait wait,
+                                                               bool prioritize_compute) {
   int count = 0;
   SPEXD_CUDA_RETURN_IF_ERROR(cudaGetDeviceCount(&count));
   if (device < 0 || device >= count) {
@@ -95,7 +95,9 @@ absl::StatusOr<std::unique_ptr<GpuContext>> GpuContext::Create(int device,
         "CUDA device ", device, " (", ctx->device_name_, ") has compute capability ",
         prop.major, ".", prop.minor, "; spexd needs >= 6.0 (float64 atomics)"));
   }
-  absl::Status s = ctx->compute_.Create();
+  int least = 0, greatest = 0;
+  SPEXD_CUDA_RETURN_IF_ERROR(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+  absl::Status s = ctx->compute_.Create(prioritize_compute ? greatest : least);
   if (s.ok()) s = ctx->copy_.Create();
   if (s.ok()) s = ctx->tail_.Create();
   if (s.ok()) s = ctx->cublas_.Create(ctx->compute_.get());

@@ -26,7 +26,9 @@ class Stream {
   Stream(const Stream&) = delete;
   Stream& operator=(const Stream&) = delete;
   ~Stream();
-  absl::Status Create();  // non-blocking with respect to the legacy default stream
+  // Non-blocking with respect to the legacy default stream; priority as
+  // cudaStreamCreateWithPriority takes it (0: the default, lower numbers first).
+  absl::Status Create(int priority = 0);
   cudaStream_t get() const { return stream_; }
 
  private:
@@ -81,8 +83,10 @@ class GpuContext {
  public:
   // `wait` other than kAuto sets the device's scheduling flag (the primary context is
   // shared: the last backend created on a device sets it for all of them).
+  // `prioritize_compute`: the compute stream (the batches' critical chain) at the device's
+  // greatest stream priority, the tail and copy streams at the default.
   static absl::StatusOr<std::unique_ptr<GpuContext>> Create(
-      int device, core::CudaHostWait wait = core::CudaHostWait::kAuto);
+      int device, core::CudaHostWait wait = core::CudaHostWait::kAuto, bool prioritize_compute = false);
   absl::Status Activate() const;  // cudaSetDevice(device)
   // Waits for all three streams (each one, whatever the others return); the first sticky
   // error if any (the context is lost), else the first error, else cudaSuccess.

@@ -29,9 +29,19 @@ absl::Status Mark(const RunResources& res, StageMark mark, cudaStream_t stream) 
 // `tail`. The workspace's one set of QlBuffers orders consecutive runs.
 absl::Status EnqueueTridiag(const RunResources& res, const RunArgs& args, cudaStream_t stream) {
   Workspace& ws = *res.workspace;
-  SPEXD_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(stream, ws.ql_free().get(), 0));
   const bool compact = TridiagStoresReflectors(args.dims.nwavetot, res.tridiag_register_reduce,
                                                res.twisted_vectors, res.compact_reflectors);
+  if (res.reduce_on_tail && res.tail != stream) {
+    // The reduction after the inversion, on the tail (ordered after the previous run's QL
+    // there), so that the compute stream goes on to the next batch.
+    SPEXD_CUDA_RETURN_IF_ERROR(cudaEventRecord(ws.reduced().get(), stream));
+    SPEXD_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(res.tail, ws.reduced().get(), 0));
+    SPEXD_CUDA_RETURN_IF_ERROR(LaunchTridiagReduce(args, res.tridiag_register_reduce, compact, res.tail));
+    SPEXD_CUDA_RETURN_IF_ERROR(LaunchTridiagRotate(args, res.tridiag_register_rotate, res.twisted_vectors, compact, res.tail));
+    SPEXD_CUDA_RETURN_IF_ERROR(cudaEventRecord(ws.ql_free().get(), res.tail));
+    return absl::OkStatus();
+  }
+  SPEXD_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(stream, ws.ql_free().get(), 0));
   SPEXD_CUDA_RETURN_IF_ERROR(LaunchTridiagReduce(args, res.tridiag_register_reduce, compact, stream));
   if (res.tail != stream) {
     SPEXD_CUDA_RETURN_IF_ERROR(cudaEventRecord(ws.reduced().get(), stream));

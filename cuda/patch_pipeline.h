@@ -49,6 +49,8 @@ struct RunResources {
   // the next run's factorisations (only with core::CudaEigensolver::kSharedMemoryTridiagonalQl), ctx->compute() keeps
   // the run on one stream. The caller orders what follows the run after `tail`.
   cudaStream_t tail;
+  // The tridiagonal reduction on `tail` too (Diagnostics::reduce_on_tail).
+  bool reduce_on_tail = false;
 };
 
 // Enqueues the run; `args.entries` must be the device copy of layout.entries. Nothing is

@@ -67,7 +67,8 @@ SPEXD_HD int TrailingReadBand(int band) { return band > 1 ? band : 1; }
 // P_j = L[j+1:j+1+b, j] X_jj (b = min(TrailingReadBand(band), nspectot - 1 - j) blocks of
 // rows, leading dimension b nt) for every j the trailing-first inversion takes
 // (core_row <= j <= nspectot - 2), in the slot's GEMM scratch past its nb leaf blocks:
-// p_band = the plan's largest TrailingReadBand, blocks of p_band nt^2 doubles per j.
+// p_band = the plan's largest TrailingReadBand, blocks of p_band nt^2 doubles per j
+// (nb - 1 of them: WorkspaceSpec::t_stride).
 SPEXD_HD bool NeedsPanelP(int j, int core_row, int nspectot) { return j >= core_row && j + 2 <= nspectot; }
 SPEXD_HD int PanelPBlocks(int j, int band, int nspectot) {
   const int r = nspectot - 1 - j;
@@ -75,6 +76,11 @@ SPEXD_HD int PanelPBlocks(int j, int band, int nspectot) {
 }
 SPEXD_HD int64_t PanelPOffset(int j, int64_t p_base, int p_band, int nt) {
   return p_base + static_cast<int64_t>(j) * p_band * nt * nt;
+}
+// A slot's GEMM scratch in doubles: nb leaf blocks (p_base = nb nt^2), then the P_j of
+// j <= nb - 2 (p_band 0 without panel_p).
+SPEXD_HD int64_t ScratchStride(int nb, int nt, int p_band) {
+  return static_cast<int64_t>(nt) * nt * (nb + static_cast<int64_t>(p_band) * (nb > 1 ? nb - 1 : 0));
 }
 
 // The band inversion's bookkeeping (shared by the prologue kernel, the layout and the host

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "cuda/batch_layout.h"
 #include "cuda/device_types.h"
 #include "cuda/gpu_context.h"
 #include "cuda/kernel_args.h"
@@ -31,9 +32,9 @@ struct WorkspaceSpec {
   bool ql_log = false;  // QlBuffers for slots * nper blocks (tridiagonal eigensolver)
   bool ql_rotations = false;  // with their rotation log (TridiagNeedsRotationLog)
 
-  // The GEMM scratch: nb leaf blocks, then the panel's P_j (p_band blocks each for nb j;
-  // batch_layout.h's PanelPOffset), where LayoutChoices::panel_p.
-  int64_t t_stride() const { return static_cast<int64_t>(nb) * nt * nt * (1 + p_band); }
+  // The GEMM scratch: nb leaf blocks, then the panel's P_j (p_band blocks each for
+  // j <= nb - 2; batch_layout.h's PanelPOffset), where LayoutChoices::panel_p.
+  int64_t t_stride() const { return ScratchStride(nb, nt, p_band); }
   int64_t p_base() const { return static_cast<int64_t>(nb) * nt * nt; }
   // Device bytes of one set for one slot (used to choose the batch size).
   std::size_t SlotBytes() const;

@@ -249,6 +249,17 @@ TEST_P(BandedLayout, TiledCholeskyEqualsPotrf) {
     ASSERT_EQ(step.size(), 1u) << "one band: one gemm 2 and no gemm 1";
     EXPECT_EQ(step[0].alpha, -1.0);
   }
+  // Every P_j fits the slot's scratch as WorkspaceSpec sizes it (nb leaves, nb - 1 P_j).
+  for (const RunEntry& e : pp.layout.entries) {
+    const core::PatchDesc& d = pp.plan.patches[e.patch];
+    for (int j = 0; j < d.nspectot; ++j) {
+      if (!NeedsPanelP(j, d.core_row, d.nspectot)) continue;
+      const int64_t end = PanelPOffset(j, pp.p_base, pp.p_band, pp.nt) +
+                          static_cast<int64_t>(PanelPBlocks(j, e.band, d.nspectot)) * pp.nt * pp.nt;
+      EXPECT_LE(end, pp.t_stride) << "slot " << e.slot << " P_" << j;
+      EXPECT_LE(PanelPBlocks(j, e.band, d.nspectot), pp.p_band);
+    }
+  }
   pp.nan_past_band = true;
   pp.FillSpd(5);
   pp.TiledCholesky();

@@ -107,7 +107,7 @@ Replay::Replay(core::PatchPlan p, LayoutChoices ch) : plan(std::move(p)), choice
   nslots = static_cast<int>(entries.size());
   if (PanelP()) p_band = PanelPBand(plan);  // as BatchExtractor sizes the scratch
   p_base = static_cast<int64_t>(nb) * nt * nt;
-  t_stride = p_base * (1 + p_band);
+  t_stride = ScratchStride(nb, nt, p_band);  // as WorkspaceSpec::t_stride
   m.assign(Z(nslots) * ld * ld, 0.0);
   x.assign(Z(nslots) * ld, 0.0);
   t.assign(Z(nslots * t_stride), 0.0);

@@ -297,29 +297,37 @@ absl::Status BatchExtractor::Enqueue(const core::ExtractionJob& job, Batch* batc
   NvtxRange range{"enqueue batch"};
   WorkspaceSet* s = &cfg_.workspace->set(batch->set);
   cudaStream_t compute = cfg_.ctx->compute(), copy = cfg_.ctx->copy();
+  // Everything up to the normal equations on `head`: the compute stream, or the prep
+  // stream (Diagnostics::ne_ahead), where they run beside the previous batch's Cholesky
+  // and inversion instead of after its reduction.
+  const cudaStream_t head = cfg_.diagnostics.ne_ahead ? cfg_.ctx->prep() : compute;
   // The previous batch of this set must have left the device outputs, and the batch's
   // columns of the image must be on the device.
-  SPEXD_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(compute, s->outputs_copied.get(), 0));
+  SPEXD_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(head, s->outputs_copied.get(), 0));
   SPEXD_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(
-      compute, (batch->first ? cfg_.workspace->first_columns() : cfg_.workspace->upload_end()).get(), 0));
+      head, (batch->first ? cfg_.workspace->first_columns() : cfg_.workspace->upload_end()).get(), 0));
   // The normal equations need only the entries: launched before the rest of the layout is
   // built (patch_pipeline.h), so that the GPU starts a frame's first batch sooner.
   batch->layout = RunLayout{};
   batch->layout.entries = MakeBatchEntries(*cfg_.plan, batch->bundles, job.regularize);
-  SPEXD_RETURN_IF_ERROR(UploadLayout(s, batch->layout, compute));
+  SPEXD_RETURN_IF_ERROR(UploadLayout(s, batch->layout, head));
   // Skipped patches leave zeros (spec §2.12).
   const std::size_t out = batch->bundles.size() * static_cast<std::size_t>(spec_.bundlesize) * spec_.nwave;
   const std::size_t bytes = out * sizeof(double);
-  SPEXD_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(s->out_flux.get(), 0, bytes, compute));
-  SPEXD_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(s->out_ivar.get(), 0, bytes, compute));
-  SPEXD_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(s->out_pixmask.get(), 0, bytes, compute));
-  SPEXD_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(s->out_chi2.get(), 0, bytes, compute));
-  SPEXD_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(s->out_rdiag.get(), 0, bytes * spec_.nk, compute));
+  SPEXD_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(s->out_flux.get(), 0, bytes, head));
+  SPEXD_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(s->out_ivar.get(), 0, bytes, head));
+  SPEXD_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(s->out_pixmask.get(), 0, bytes, head));
+  SPEXD_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(s->out_chi2.get(), 0, bytes, head));
+  SPEXD_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(s->out_rdiag.get(), 0, bytes * spec_.nk, head));
   const int count = static_cast<int>(batch->layout.entries.size());
   batch->timed = count > 0;
   const RunResources res = Resources(s, true);
   const RunArgs args = MakeArgs(*s, count, job);
-  SPEXD_RETURN_IF_ERROR(EnqueueNormalEquations(res, batch->layout.entries, args));
+  SPEXD_RETURN_IF_ERROR(EnqueueNormalEquations(res, batch->layout.entries, args, head));
+  if (head != compute) {
+    SPEXD_CUDA_RETURN_IF_ERROR(cudaEventRecord(s->normal_equations_done.get(), head));
+    SPEXD_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(compute, s->normal_equations_done.get(), 0));
+  }
   std::vector<RunEntry> entries = batch->layout.entries;
   batch->layout = BuildRunLayout(*cfg_.plan, std::move(entries), Addresses(*s), Choices());
   // The device copy of the entries was uploaded before: the layout must keep their order

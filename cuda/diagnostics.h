@@ -47,6 +47,11 @@ struct Diagnostics {
   // SPEXD_CUDA_REDUCE_STREAM=tail: the tridiagonal reduction on the tail stream with the QL
   // and vectors, the compute stream going on to the next batch after the inversion.
   bool reduce_on_tail = false;
+  // A batch's normal equations (and its entries' upload and output zeroing) on a stream of
+  // their own, beside the previous batch's chain (issue 25, session 33: -0.2 ms a frame,
+  // two in flight unchanged); SPEXD_CUDA_NE_STREAM=compute: at the head of the compute
+  // stream's chain, after the previous batch's reduction.
+  bool ne_ahead = true;
   // The decorrelation's eigenvectors from T's eigenvalues by twisted factorisations and
   // one Newton-Schulz step (core/numerics/tridiag_vectors.h; issue 25, session 26: 5.6 % faster a
   // frame; with session 27's oriented QL and Rayleigh quotients, ivar within 3.5e-13 of a

@@ -100,6 +100,7 @@ absl::StatusOr<std::unique_ptr<GpuContext>> GpuContext::Create(int device, core:
   absl::Status s = ctx->compute_.Create(prioritize_compute ? greatest : least);
   if (s.ok()) s = ctx->copy_.Create();
   if (s.ok()) s = ctx->tail_.Create();
+  if (s.ok()) s = ctx->prep_.Create();
   if (s.ok()) s = ctx->cublas_.Create(ctx->compute_.get());
   if (s.ok()) s = ctx->cusolver_.Create(ctx->compute_.get());
   if (!s.ok()) return s;
@@ -108,7 +109,7 @@ absl::StatusOr<std::unique_ptr<GpuContext>> GpuContext::Create(int device, core:
 
 cudaError_t GpuContext::SynchronizeStreams() const {
   cudaError_t worst = cudaSuccess;
-  for (cudaStream_t s : {compute(), tail(), copy()}) {
+  for (cudaStream_t s : {compute(), tail(), copy(), prep()}) {
     const cudaError_t e = cudaStreamSynchronize(s);
     if (worst == cudaSuccess || (IsStickyError(e) && !IsStickyError(worst))) worst = e;
   }

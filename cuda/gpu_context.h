@@ -99,6 +99,8 @@ class GpuContext {
   cudaStream_t compute() const { return compute_.get(); }
   cudaStream_t copy() const { return copy_.get(); }
   cudaStream_t tail() const { return tail_.get(); }
+  // The next batch's normal equations ahead of the compute stream (SPEXD_CUDA_NE_STREAM).
+  cudaStream_t prep() const { return prep_.get(); }
   cublasHandle_t cublas() const { return cublas_.get(); }
   cusolverDnHandle_t cusolver() const { return cusolver_.get(); }
   cusolverDnParams_t cusolver_params() const { return cusolver_.params(); }
@@ -113,6 +115,7 @@ class GpuContext {
   Stream compute_;
   Stream copy_;
   Stream tail_;
+  Stream prep_;
   CublasHandle cublas_;
   CusolverHandle cusolver_;
 };

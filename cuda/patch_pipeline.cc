@@ -186,9 +186,8 @@ absl::Status EnqueueBandInverse(const RunResources& res, const RunLayout& layout
 }  // namespace
 
 absl::Status EnqueueNormalEquations(const RunResources& res, const std::vector<RunEntry>& entries,
-                                    const RunArgs& args) {
+                                    const RunArgs& args, cudaStream_t stream) {
   if (args.count == 0) return absl::OkStatus();
-  cudaStream_t stream = res.ctx->compute();
   absl::Status s = Mark(res, kMarkStart, stream);
   if (!s.ok()) return s;
   // Weighted normal equations and regularisation (spec §2.7–2.8).
@@ -204,7 +203,7 @@ absl::Status EnqueueNormalEquations(const RunResources& res, const std::vector<R
 }
 
 absl::Status EnqueueRun(const RunResources& res, const RunLayout& layout, const RunArgs& args) {
-  absl::Status s = EnqueueNormalEquations(res, layout.entries, args);
+  absl::Status s = EnqueueNormalEquations(res, layout.entries, args, res.ctx->compute());
   if (!s.ok()) return s;
   return EnqueueAfterNormalEquations(res, layout, args);
 }

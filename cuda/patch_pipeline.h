@@ -61,8 +61,10 @@ absl::Status EnqueueRun(const RunResources& res, const RunLayout& layout, const 
 // copy in args), so that a caller can launch them before it builds the rest of the layout
 // (BuildRunLayout: ~1 ms of host time a batch, which delayed a frame's first kernels), then
 // the rest with the layout of the same entries and its pointer arrays on the device.
+// On `stream` (the compute stream, or the prep stream that runs a batch's normal
+// equations ahead; the caller orders the compute stream after it).
 absl::Status EnqueueNormalEquations(const RunResources& res, const std::vector<RunEntry>& entries,
-                                    const RunArgs& args);
+                                    const RunArgs& args, cudaStream_t stream);
 absl::Status EnqueueAfterNormalEquations(const RunResources& res, const RunLayout& layout,
                                          const RunArgs& args);
 

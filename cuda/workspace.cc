@@ -99,6 +99,7 @@ absl::Status Workspace::ReserveSet(WorkspaceSet* s, const WorkspaceSpec& spec) {
   if (!s->events_created) {
     SPEXD_RETURN_IF_ERROR(s->decorrelated.Create(false));
     SPEXD_RETURN_IF_ERROR(s->compute_done.Create(false));
+    SPEXD_RETURN_IF_ERROR(s->normal_equations_done.Create(false));
     SPEXD_RETURN_IF_ERROR(s->outputs_copied.Create(false));
     for (Event& e : s->marks) SPEXD_RETURN_IF_ERROR(e.Create(true));
     SPEXD_RETURN_IF_ERROR(s->d2h_start.Create(true));

@@ -70,6 +70,7 @@ struct WorkspaceSet {
   // Ordering: `decorrelated` after a run's flux, ivar and resolution are written (before its
   // model), `compute_done` after all of it, `outputs_copied` after the download.
   Event decorrelated, compute_done, outputs_copied;
+  Event normal_equations_done;  // prep stream -> compute (Diagnostics::ne_ahead)
   Event marks[kNumMarks];              // stage timing (compute stream)
   Event d2h_start, d2h_end;            // download timing (copy stream)
   bool events_created = false;

@@ -46,6 +46,8 @@ TEST(CudaDiagnosticsTest, UnsetOrEmptyMeansTheProductionDefaults) {
     EXPECT_FALSE(d->band_inverse);
     EXPECT_TRUE(d->panel_p);
     EXPECT_FALSE(d->prioritize_compute);
+    EXPECT_FALSE(d->reduce_on_tail);
+    EXPECT_TRUE(d->ne_ahead);
     EXPECT_TRUE(d->twisted_vectors);
     EXPECT_TRUE(d->compact_reflectors);
     EXPECT_TRUE(d->test_faults.empty());
@@ -64,6 +66,8 @@ TEST(CudaDiagnosticsTest, EverySwitchIsRead) {
                                         {"SPEXD_CUDA_INVERSE", "band"},
                                         {"SPEXD_CUDA_INVERSE_P", "gemm"},
                                         {"SPEXD_CUDA_STREAM_PRIORITY", "compute"},
+                                        {"SPEXD_CUDA_REDUCE_STREAM", "tail"},
+                                        {"SPEXD_CUDA_NE_STREAM", "compute"},
                                         {"SPEXD_CUDA_EIGENVECTORS", "rotate"},
                                         {"SPEXD_CUDA_REFLECTORS", "product"},
                                         {"SPEXD_TEST_CUDA_FAULTS", "oom_at_alloc=3"}});
@@ -79,6 +83,8 @@ TEST(CudaDiagnosticsTest, EverySwitchIsRead) {
   EXPECT_TRUE(d->band_inverse);
   EXPECT_FALSE(d->panel_p);
   EXPECT_TRUE(d->prioritize_compute);
+  EXPECT_TRUE(d->reduce_on_tail);
+  EXPECT_FALSE(d->ne_ahead);
   EXPECT_FALSE(d->twisted_vectors);
   EXPECT_FALSE(d->compact_reflectors);
   EXPECT_EQ(d->test_faults, "oom_at_alloc=3");
@@ -108,6 +114,8 @@ TEST(CudaDiagnosticsTest, BadValuesAreRefusedNamingTheVariableAndAllowedValues) 
                         Case{"SPEXD_CUDA_INVERSE", "dense", "trailing or band"},
                         Case{"SPEXD_CUDA_INVERSE_P", "cublas", "panel or gemm"},
                         Case{"SPEXD_CUDA_STREAM_PRIORITY", "high", "equal or compute"},
+                        Case{"SPEXD_CUDA_REDUCE_STREAM", "copy", "compute or tail"},
+                        Case{"SPEXD_CUDA_NE_STREAM", "tail", "compute or prep"},
                         Case{"SPEXD_CUDA_EIGENVECTORS", "jacobi", "twisted or rotate"},
                         Case{"SPEXD_CUDA_REFLECTORS", "wy", "compact or product"}}) {
     absl::StatusOr<Diagnostics> d = Read({{k.name, k.value}});
@@ -129,7 +137,8 @@ TEST(CudaDiagnosticsTest, TheTableListsEverySwitchOnce) {
   for (const char* name : {"SPEXD_CUDA_MODULE", "SPEXD_CUDA_TIMELINE", "SPEXD_CUDA_BATCH_PLAN",
                            "SPEXD_CUDA_UPLOAD_SPLIT", "SPEXD_CUDA_PREFAULT",
                            "SPEXD_CUDA_TRIDIAG_REDUCE", "SPEXD_CUDA_TRIDIAG_ROTATE", "SPEXD_CUDA_GRAM",
-                           "SPEXD_CUDA_INVERSE", "SPEXD_CUDA_INVERSE_P", "SPEXD_CUDA_STREAM_PRIORITY", "SPEXD_CUDA_EIGENVECTORS",
+                           "SPEXD_CUDA_INVERSE", "SPEXD_CUDA_INVERSE_P", "SPEXD_CUDA_STREAM_PRIORITY", "SPEXD_CUDA_REDUCE_STREAM",
+                           "SPEXD_CUDA_NE_STREAM", "SPEXD_CUDA_EIGENVECTORS",
                            "SPEXD_TEST_CUDA_FAULTS"}) {
     EXPECT_EQ(names.count(name), 1u) << name;
   }

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "bench_build_info.h"  // generated: SPEXD_BENCH_GIT_SHA
 #include "core/cpu/blas_core_type.h"
 #include "core/cpu/cpu_backend.h"
 #include "core/backend/extract_frame.h"
@@ -193,13 +194,13 @@ std::string JsonEscape(const std::string& s) {
 void PrintJson(const Args& args, int nwave, const Timings& t, const std::string& compare) {
   const double median = t.warm_median_seconds;
   const long long patches = static_cast<long long>(t.warm.counts.extracted);
-  const char* sha = std::getenv("GIT_SHA");
+  const char* sha = std::getenv("GIT_SHA");  // else the build's (bench_build_info.h)
   std::printf("{\n  \"benchmark\": \"cpu_frame\",\n  \"fibers\": %d,\n  \"nwave\": %d,\n",
               args.fibers, nwave);
   std::printf("  \"threads\": %d,\n  \"hardware_threads\": %u,\n  \"compat\": \"%s\",\n",
               args.threads, std::thread::hardware_concurrency(),
               spexd::core::CompatName(args.compat));
-  std::printf("  \"git_sha\": \"%s\",\n", sha != nullptr ? sha : "unknown");
+  std::printf("  \"git_sha\": \"%s\",\n", sha != nullptr ? sha : SPEXD_BENCH_GIT_SHA);
   std::printf("  \"blas\": \"%s\",\n", JsonEscape(spexd::core::BlasCoreReport()).c_str());
   std::printf("  \"psf\": \"%s\",\n  \"wavelength\": [%.6g, %.6g, %.6g],\n",
               JsonEscape(args.psf).c_str(), args.wmin, args.wmax, args.dw);

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "bench_build_info.h"  // generated: SPEXD_BENCH_GIT_SHA
 #include "core/backend/backend.h"
 #include "core/cpu/blas_core_type.h"
 #include "core/cpu/cpu_backend.h"
@@ -283,7 +284,8 @@ std::string ReportJson(const Args& args, const Report& rep, const WarmRuns& w) {
   js << "{\n  \"benchmark\": \"cuda_frame\", \"date\": \"" << date << "\",\n  \"device\": \""
      << Escape(rep.device) << "\",\n  \"driver\": \""
      << Escape(ReadFirstLine("/proc/driver/nvidia/version")) << "\",\n  \"git_sha\": \""
-     << Escape(std::getenv("SPEXD_GIT_SHA") != nullptr ? std::getenv("SPEXD_GIT_SHA") : "") << "\",\n"
+     << Escape(std::getenv("SPEXD_GIT_SHA") != nullptr ? std::getenv("SPEXD_GIT_SHA") : SPEXD_BENCH_GIT_SHA)
+     << "\",\n"
      << "  \"frame\": {\"nspec\": " << rep.plan->nspec << ", \"nwave\": " << rep.plan->nwave
      << ", \"patches\": " << rep.plan->patches.size() << ", \"compat\": \"" << args.compat
      << "\", \"input\": \"" << (args.synthetic ? "synthetic" : "core simulator, Poisson, seed 7")

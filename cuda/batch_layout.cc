@@ -268,7 +268,7 @@ void AddBlockInversion(const SlotMath& sm, bool panel_p, RunLayout* out) {
     if (by_inner.empty()) continue;
     std::vector<BatchedCall> step;
     for (auto& [inner, calls] : by_inner) {  // every gemm 1 of the step, then every gemm 2
-      if (panel_p) break;
+      if (calls.first.a.empty()) continue;  // panel_p: no gemm 1
       BatchedCall c1;
       c1.m = inner * nt;
       c1.n = nt;
@@ -426,7 +426,7 @@ RunLayout BuildRunLayout(const core::PatchPlan& plan, std::vector<RunEntry> entr
   if (choices.band_inverse) {
     AddBandInverse(sm, &out);
   } else {
-    AddBlockInversion(sm, choices.panel_p && choices.tiled_cholesky && !choices.library_leaf, &out);
+    AddBlockInversion(sm, choices.panel_p, &out);
     AddCoreGrams(sm, &out);
   }
   for (auto* steps : {&out.chol_update, &out.trtri, &out.band_inverse}) {

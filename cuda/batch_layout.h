@@ -155,6 +155,7 @@ struct LayoutChoices {
   bool band_inverse = false;
   // The trailing-first inversion's gemm 1 done by the tiled Cholesky's panel kernel
   // (NeedsPanelP): trtri has gemm 2 only, which reads P_j from the scratch (PanelPOffset).
+  // Only with tiled_cholesky, without library_leaf and band_inverse (BatchExtractor::PanelP).
   bool panel_p = false;
 };
 

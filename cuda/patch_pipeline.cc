@@ -25,26 +25,24 @@ absl::Status Mark(const RunResources& res, StageMark mark, cudaStream_t stream) 
   return absl::OkStatus();
 }
 
-// The tridiagonal eigensolver and decorrelation: the reduction on `stream`, the rest on
-// `tail`. The workspace's one set of QlBuffers orders consecutive runs.
+// The tridiagonal eigensolver and decorrelation: the reduction on `stream` (or on `tail`
+// with RunResources::reduce_on_tail, so that the compute stream goes on to the next
+// batch), the rest on `tail`. The workspace's one set of QlBuffers orders consecutive runs:
+// a reduction on `tail` follows the previous run's QL there, one on `stream` waits for it.
 absl::Status EnqueueTridiag(const RunResources& res, const RunArgs& args, cudaStream_t stream) {
   Workspace& ws = *res.workspace;
   const bool compact = TridiagStoresReflectors(args.dims.nwavetot, res.tridiag_register_reduce,
                                                res.twisted_vectors, res.compact_reflectors);
-  if (res.reduce_on_tail && res.tail != stream) {
-    // The reduction after the inversion, on the tail (ordered after the previous run's QL
-    // there), so that the compute stream goes on to the next batch.
+  const cudaStream_t reduce = res.reduce_on_tail ? res.tail : stream;
+  if (reduce == stream) {
+    SPEXD_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(stream, ws.ql_free().get(), 0));
+  } else {  // `reduced`: the hand-off to the tail stream, here before the reduction
     SPEXD_CUDA_RETURN_IF_ERROR(cudaEventRecord(ws.reduced().get(), stream));
     SPEXD_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(res.tail, ws.reduced().get(), 0));
-    SPEXD_CUDA_RETURN_IF_ERROR(LaunchTridiagReduce(args, res.tridiag_register_reduce, compact, res.tail));
-    SPEXD_CUDA_RETURN_IF_ERROR(LaunchTridiagRotate(args, res.tridiag_register_rotate, res.twisted_vectors, compact, res.tail));
-    SPEXD_CUDA_RETURN_IF_ERROR(cudaEventRecord(ws.ql_free().get(), res.tail));
-    return absl::OkStatus();
   }
-  SPEXD_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(stream, ws.ql_free().get(), 0));
-  SPEXD_CUDA_RETURN_IF_ERROR(LaunchTridiagReduce(args, res.tridiag_register_reduce, compact, stream));
-  if (res.tail != stream) {
-    SPEXD_CUDA_RETURN_IF_ERROR(cudaEventRecord(ws.reduced().get(), stream));
+  SPEXD_CUDA_RETURN_IF_ERROR(LaunchTridiagReduce(args, res.tridiag_register_reduce, compact, reduce));
+  if (res.tail != reduce) {
+    SPEXD_CUDA_RETURN_IF_ERROR(cudaEventRecord(ws.reduced().get(), reduce));
     SPEXD_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(res.tail, ws.reduced().get(), 0));
   }
   SPEXD_CUDA_RETURN_IF_ERROR(LaunchTridiagRotate(args, res.tridiag_register_rotate, res.twisted_vectors, compact, res.tail));

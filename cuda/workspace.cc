@@ -19,7 +19,7 @@ std::size_t WorkspaceSpec::SlotBytes() const {
   return bytes;
 }
 
-SlotBuffers WorkspaceSet::Slots(int64_t t_stride) const {
+SlotBuffers WorkspaceSet::Slots(const WorkspaceSpec& spec) const {
   SlotBuffers b{};
   b.m = m.get();
   b.x = x.get();
@@ -36,7 +36,9 @@ SlotBuffers WorkspaceSet::Slots(int64_t t_stride) const {
   b.eig_info = eig_info.get();
   b.cond = cond.get();
   b.ldiag = ldiag.get();
-  b.t_stride = t_stride;
+  b.t_stride = spec.t_stride();
+  b.p_base = spec.p_base();
+  b.p_band = spec.p_band;
   return b;
 }
 

@@ -75,7 +75,7 @@ struct WorkspaceSet {
   Event d2h_start, d2h_end;            // download timing (copy stream)
   bool events_created = false;
 
-  SlotBuffers Slots(int64_t t_stride) const;
+  SlotBuffers Slots(const WorkspaceSpec& spec) const;  // its scratch's strides from spec
   OutputBuffers Outputs() const;
 };
 

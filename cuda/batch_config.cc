@@ -1,0 +1,106 @@
+// BatchExtractor's choices for this backend and device, and the addresses and arguments
+// of a batch's run built from them (the rest of the class: batch_extractor.cc).
+#include "cuda/batch_extractor.h"
+
+#include "cuda/cuda_check.h"
+#include "cuda/tiled_cholesky.h"
+
+namespace spexd::cuda {
+
+// The tiled Cholesky needs its factor kernel's shared memory (227 KB per block on an
+// H100 covers nt <= 112); elsewhere potrfBatched does the work.
+absl::StatusOr<bool> BatchExtractor::UseTiledCholesky(int nt) const {
+  if (cfg_.cholesky != core::CudaCholesky::kTiledLeftLooking) return false;
+  int optin = 0;
+  SPEXD_CUDA_RETURN_IF_ERROR(
+      cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, cfg_.ctx->device()));
+  return TiledCholeskySharedBytes(nt) <= static_cast<std::size_t>(optin);
+}
+
+// The band inversion reads its leaves from the GEMM scratch: the tiled factor's or trsm's
+// (the in-place leaf kernel of the potrf path keeps the trailing-first inversion).
+bool BatchExtractor::BandInverse() const {
+  return cfg_.diagnostics.band_inverse &&
+         (tiled_cholesky_ || cfg_.solver == core::CudaTriangularSolver::kCusolverBatched);
+}
+
+// gemm 1 of the trailing-first inversion in the DMMA panel kernel: the tiled Cholesky with
+// the blocked solve and the trailing inversion, nt within the DMMA panel's tiles.
+bool BatchExtractor::PanelP() const {
+  return BlockedSolve() && !BandInverse() && cfg_.plan->nwavetot <= kPanelDmmaMaxNt && cfg_.diagnostics.panel_p;
+}
+
+// The blocked solve (with the tiled factor's leaves) wherever the library's potrs does not.
+bool BatchExtractor::BlockedSolve() const {
+  return tiled_cholesky_ && cfg_.solver != core::CudaTriangularSolver::kCusolverBatched;
+}
+
+LayoutChoices BatchExtractor::Choices() const {
+  LayoutChoices c;
+  c.panel_p = PanelP();
+  c.library_leaf = cfg_.solver == core::CudaTriangularSolver::kCusolverBatched;
+  c.tiled_cholesky = tiled_cholesky_;
+  c.band_inverse = BandInverse();
+  return c;
+}
+
+SlotAddresses BatchExtractor::Addresses(const WorkspaceSet& s) const {
+  SlotAddresses a;
+  a.m = reinterpret_cast<uint64_t>(s.m.get());
+  a.x = reinterpret_cast<uint64_t>(s.x.get());
+  a.t = reinterpret_cast<uint64_t>(s.t.get());
+  a.c = reinterpret_cast<uint64_t>(s.c.get());
+  a.ld = spec_.ld;
+  a.t_stride = spec_.t_stride();
+  a.p_base = spec_.p_base();
+  a.p_band = spec_.p_band;
+  return a;
+}
+
+RunArgs BatchExtractor::MakeArgs(const WorkspaceSet& s, int count, const core::ExtractionJob& job) const {
+  RunArgs a{};
+  a.dims = cfg_.state->dims();
+  a.in = FrameInputs{cfg_.workspace->image(), cfg_.workspace->ivar(), cfg_.state->patches(),
+                     cfg_.state->xc(), cfg_.state->yc(), cfg_.state->spots()};
+  a.slots = s.Slots(spec_);
+  a.ql = cfg_.workspace->ql();
+  a.out = s.Outputs();
+  a.entries = s.entries.get();
+  a.count = count;
+  a.psferr = job.psferr;
+  a.want_model = job.want_model ? 1 : 0;
+  // The tiled factor's leaves feed the trailing-first inversion: they stay in place, and
+  // nothing reads M past the band.
+  a.band_only = BlockedSolve() && !BandInverse();
+  a.leaf_in_place = a.band_only;
+  a.forward_in_factor = BlockedSolve();
+  a.panel_p = PanelP() ? 1 : 0;
+  return a;
+}
+
+RunResources BatchExtractor::Resources(WorkspaceSet* s, bool record_marks) const {
+  RunResources r{};
+  r.ctx = cfg_.ctx;
+  r.solver = cfg_.solver;
+  r.eigen = cfg_.eigen;
+  r.tiled_cholesky = tiled_cholesky_;
+  r.workspace = cfg_.workspace;
+  r.set = s;
+  r.d_ptrs = s->ptrs.get();
+  r.max_blocks = max_blocks_;
+  r.record_marks = record_marks;
+  r.tridiag_register_reduce = cfg_.diagnostics.tridiag_register_reduce;
+  r.tridiag_register_rotate = cfg_.diagnostics.tridiag_register_rotate;
+  r.twisted_vectors = cfg_.diagnostics.twisted_vectors;
+  r.compact_reflectors = cfg_.diagnostics.compact_reflectors;
+  r.dmma_gram = cfg_.diagnostics.dmma_gram;
+  r.dmma_normal_equations = cfg_.diagnostics.dmma_normal_equations;
+  r.band_inverse = BandInverse();
+  r.reduce_on_tail = cfg_.diagnostics.reduce_on_tail;
+  r.tail = record_marks && cfg_.eigen == core::CudaEigensolver::kSharedMemoryTridiagonalQl
+               ? cfg_.ctx->tail()
+               : cfg_.ctx->compute();
+  return r;
+}
+
+}  // namespace spexd::cuda

@@ -31,6 +31,7 @@
 #include "cuda/cuda_check.h"
 #include "cuda/diagnostics.h"
 #include "cuda/fault_injection.h"
+#include "cuda/frames_in_flight.h"
 #include "cuda/geometry_state.h"
 #include "cuda/gpu_context.h"
 #include "cuda/image_upload.h"
@@ -295,6 +296,11 @@ class CudaBackend final : public core::Backend, public core::GpuCapabilities {
   absl::Status ExtractLocked(const core::ExtractionJob& job, const core::BundleSink& sink,
                              core::ExtractionSummary* summary) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     SPEXD_RETURN_IF_ERROR(ctx_->Activate());
+    // Alone on the GPU: the latency mode (diagnostics.h, lone_frame_latency), from the
+    // geometry upload on, since the compute stream changes only between frames.
+    const FrameInFlight in_flight(ctx_->device());
+    const bool latency = diagnostics_.lone_frame_latency && in_flight.alone();
+    SPEXD_RETURN_IF_ERROR(ctx_->SetComputePriority(latency));
     const core::PatchPlan& plan = job.geometry->plan();
     std::vector<int> bundles = job.bundles;
     if (bundles.empty()) {
@@ -314,6 +320,7 @@ class CudaBackend final : public core::Backend, public core::GpuCapabilities {
     config.plan = &plan;
     config.pool = pool_;
     config.diagnostics = diagnostics_;
+    config.diagnostics.reduce_on_tail = diagnostics_.reduce_on_tail || latency;
     BatchExtractor extractor(config);
     const absl::Status prepared = extractor.Prepare(job, static_cast<int>(bundles.size()));
     PublishMemoryLocked();  // the workspace may have grown

@@ -85,6 +85,9 @@ const std::vector<EnvironmentSwitch>& CudaEnvironmentSwitches() {
       {"SPEXD_CUDA_NE_STREAM", "compute or prep",
        "compute: each batch's normal equations on the compute stream after the previous "
        "batch's reduction (default prep: on a stream of their own, beside that batch's chain)"},
+      {"SPEXD_CUDA_LONE_FRAME", "latency or throughput",
+       "throughput: a frame alone on its GPU runs as the other frames do (default latency: its "
+       "compute stream at the greatest priority and its reductions on the tail stream)"},
       {"SPEXD_CUDA_EIGENVECTORS", "twisted or rotate",
        "rotate: the decorrelation's eigenvectors by the logged QL rotations applied to H (default "
        "twisted: twisted factorisations and a Newton-Schulz step where nt <= 80)"},
@@ -122,6 +125,9 @@ absl::StatusOr<Diagnostics> DiagnosticsFromEnvironment(EnvironmentLookup lookup)
   if (s.ok()) s = ReadSwitch(lookup, "SPEXD_CUDA_STREAM_PRIORITY", "equal", "compute", &d.prioritize_compute);
   if (s.ok()) s = ReadSwitch(lookup, "SPEXD_CUDA_REDUCE_STREAM", "compute", "tail", &d.reduce_on_tail);
   if (s.ok()) s = ReadSwitch(lookup, "SPEXD_CUDA_NE_STREAM", "compute", "prep", &d.ne_ahead);
+  if (s.ok()) {
+    s = ReadSwitch(lookup, "SPEXD_CUDA_LONE_FRAME", "throughput", "latency", &d.lone_frame_latency);
+  }
   if (s.ok()) {
     s = ReadSwitch(lookup, "SPEXD_CUDA_EIGENVECTORS", "rotate", "twisted", &d.twisted_vectors);
   }

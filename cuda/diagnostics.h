@@ -47,6 +47,12 @@ struct Diagnostics {
   // SPEXD_CUDA_REDUCE_STREAM=tail: the tridiagonal reduction on the tail stream with the QL
   // and vectors, the compute stream going on to the next batch after the inversion.
   bool reduce_on_tail = false;
+  // A frame that starts with no other frame in flight on its GPU (in this process) runs
+  // as both switches above would set it: its compute stream at the greatest priority and
+  // its reductions on the tail stream (a lone frame ~1 ms sooner on an H100), while frames
+  // that share the GPU keep the defaults, which give the most frames a second (issue 25,
+  // session 34). SPEXD_CUDA_LONE_FRAME=throughput: every frame as the two switches say.
+  bool lone_frame_latency = true;
   // A batch's normal equations (and its entries' upload and output zeroing) on a stream of
   // their own, beside the previous batch's chain (issue 25, session 33: -0.2 ms a frame,
   // two in flight unchanged); SPEXD_CUDA_NE_STREAM=compute: at the head of the compute

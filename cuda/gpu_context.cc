@@ -97,23 +97,34 @@ absl::StatusOr<std::unique_ptr<GpuContext>> GpuContext::Create(int device, core:
   }
   int least = 0, greatest = 0;
   SPEXD_CUDA_RETURN_IF_ERROR(cudaDeviceGetStreamPriorityRange(&least, &greatest));
-  absl::Status s = ctx->compute_.Create(prioritize_compute ? greatest : least);
+  absl::Status s = ctx->compute_default_.Create(prioritize_compute ? greatest : least);
+  if (s.ok()) s = ctx->compute_high_.Create(greatest);
   if (s.ok()) s = ctx->copy_.Create();
   if (s.ok()) s = ctx->tail_.Create();
   if (s.ok()) s = ctx->prep_.Create();
-  if (s.ok()) s = ctx->cublas_.Create(ctx->compute_.get());
-  if (s.ok()) s = ctx->cusolver_.Create(ctx->compute_.get());
+  if (s.ok()) s = ctx->cublas_.Create(ctx->compute());
+  if (s.ok()) s = ctx->cusolver_.Create(ctx->compute());
   if (!s.ok()) return s;
   return ctx;
 }
 
 cudaError_t GpuContext::SynchronizeStreams() const {
   cudaError_t worst = cudaSuccess;
-  for (cudaStream_t s : {compute(), tail(), copy(), prep()}) {
+  for (cudaStream_t s : {compute_default_.get(), compute_high_.get(), tail(), copy(), prep()}) {
     const cudaError_t e = cudaStreamSynchronize(s);
     if (worst == cudaSuccess || (IsStickyError(e) && !IsStickyError(worst))) worst = e;
   }
   return worst;
+}
+
+absl::Status GpuContext::SetComputePriority(bool high) {
+  const Stream* next = high ? &compute_high_ : &compute_default_;
+  if (next == compute_) return absl::OkStatus();
+  SPEXD_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(compute_->get()));
+  SPEXD_CUDA_RETURN_IF_ERROR(cublasSetStream(cublas_.get(), next->get()));
+  SPEXD_CUDA_RETURN_IF_ERROR(cusolverDnSetStream(cusolver_.get(), next->get()));
+  compute_ = next;
+  return absl::OkStatus();
 }
 
 absl::Status GpuContext::Activate() const {

@@ -84,19 +84,26 @@ class GpuContext {
   // `wait` other than kAuto sets the device's scheduling flag (the primary context is
   // shared: the last backend created on a device sets it for all of them).
   // `prioritize_compute`: the compute stream (the batches' critical chain) at the device's
-  // greatest stream priority, the tail and copy streams at the default.
+  // greatest stream priority, the tail and copy streams at the default; else it starts at
+  // the default and SetComputePriority switches it per frame.
   static absl::StatusOr<std::unique_ptr<GpuContext>> Create(
       int device, core::CudaHostWait wait = core::CudaHostWait::kAuto, bool prioritize_compute = false);
   absl::Status Activate() const;  // cudaSetDevice(device)
   // Waits for all three streams (each one, whatever the others return); the first sticky
   // error if any (the context is lost), else the first error, else cudaSuccess.
   cudaError_t SynchronizeStreams() const;
+  // Between frames only: compute() becomes the stream of the greatest priority (`high`) or
+  // the one of the default, both handles rebound to it (the lone-frame latency mode,
+  // SPEXD_CUDA_LONE_FRAME). Waits for the stream it leaves first, so that nothing
+  // enqueued there can overtake the next frame's work.
+  absl::Status SetComputePriority(bool high);
+  bool compute_priority_high() const { return compute_ == &compute_high_; }
 
   int device() const { return device_; }
   const std::string& device_name() const { return device_name_; }
   std::size_t total_memory() const { return total_memory_; }
   int sm_count() const { return sm_count_; }
-  cudaStream_t compute() const { return compute_.get(); }
+  cudaStream_t compute() const { return compute_->get(); }
   cudaStream_t copy() const { return copy_.get(); }
   cudaStream_t tail() const { return tail_.get(); }
   // The next batch's normal equations ahead of the compute stream (SPEXD_CUDA_NE_STREAM).
@@ -112,7 +119,9 @@ class GpuContext {
   std::size_t total_memory_ = 0;
   int sm_count_ = 0;
   // Declaration order = reverse destruction order: handles go before their stream.
-  Stream compute_;
+  Stream compute_default_;
+  Stream compute_high_;
+  const Stream* compute_ = &compute_default_;
   Stream copy_;
   Stream tail_;
   Stream prep_;

@@ -48,6 +48,7 @@ TEST(CudaDiagnosticsTest, UnsetOrEmptyMeansTheProductionDefaults) {
     EXPECT_FALSE(d->prioritize_compute);
     EXPECT_FALSE(d->reduce_on_tail);
     EXPECT_TRUE(d->ne_ahead);
+    EXPECT_TRUE(d->lone_frame_latency);
     EXPECT_TRUE(d->twisted_vectors);
     EXPECT_TRUE(d->compact_reflectors);
     EXPECT_TRUE(d->test_faults.empty());
@@ -68,6 +69,7 @@ TEST(CudaDiagnosticsTest, EverySwitchIsRead) {
                                         {"SPEXD_CUDA_STREAM_PRIORITY", "compute"},
                                         {"SPEXD_CUDA_REDUCE_STREAM", "tail"},
                                         {"SPEXD_CUDA_NE_STREAM", "compute"},
+                                        {"SPEXD_CUDA_LONE_FRAME", "throughput"},
                                         {"SPEXD_CUDA_EIGENVECTORS", "rotate"},
                                         {"SPEXD_CUDA_REFLECTORS", "product"},
                                         {"SPEXD_TEST_CUDA_FAULTS", "oom_at_alloc=3"}});
@@ -85,6 +87,7 @@ TEST(CudaDiagnosticsTest, EverySwitchIsRead) {
   EXPECT_TRUE(d->prioritize_compute);
   EXPECT_TRUE(d->reduce_on_tail);
   EXPECT_FALSE(d->ne_ahead);
+  EXPECT_FALSE(d->lone_frame_latency);
   EXPECT_FALSE(d->twisted_vectors);
   EXPECT_FALSE(d->compact_reflectors);
   EXPECT_EQ(d->test_faults, "oom_at_alloc=3");
@@ -116,6 +119,7 @@ TEST(CudaDiagnosticsTest, BadValuesAreRefusedNamingTheVariableAndAllowedValues) 
                         Case{"SPEXD_CUDA_STREAM_PRIORITY", "high", "equal or compute"},
                         Case{"SPEXD_CUDA_REDUCE_STREAM", "copy", "compute or tail"},
                         Case{"SPEXD_CUDA_NE_STREAM", "tail", "compute or prep"},
+                        Case{"SPEXD_CUDA_LONE_FRAME", "fast", "latency or throughput"},
                         Case{"SPEXD_CUDA_EIGENVECTORS", "jacobi", "twisted or rotate"},
                         Case{"SPEXD_CUDA_REFLECTORS", "wy", "compact or product"}}) {
     absl::StatusOr<Diagnostics> d = Read({{k.name, k.value}});
@@ -138,7 +142,7 @@ TEST(CudaDiagnosticsTest, TheTableListsEverySwitchOnce) {
                            "SPEXD_CUDA_UPLOAD_SPLIT", "SPEXD_CUDA_PREFAULT",
                            "SPEXD_CUDA_TRIDIAG_REDUCE", "SPEXD_CUDA_TRIDIAG_ROTATE", "SPEXD_CUDA_GRAM",
                            "SPEXD_CUDA_INVERSE", "SPEXD_CUDA_INVERSE_P", "SPEXD_CUDA_STREAM_PRIORITY", "SPEXD_CUDA_REDUCE_STREAM",
-                           "SPEXD_CUDA_NE_STREAM", "SPEXD_CUDA_EIGENVECTORS",
+                           "SPEXD_CUDA_NE_STREAM", "SPEXD_CUDA_LONE_FRAME", "SPEXD_CUDA_EIGENVECTORS",
                            "SPEXD_TEST_CUDA_FAULTS"}) {
     EXPECT_EQ(names.count(name), 1u) << name;
   }

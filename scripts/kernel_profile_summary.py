@@ -22,7 +22,8 @@ def read_launches(path):
     name_col = cols.index("Kernel Name")
     time_col = cols.index("gpu__time_duration.sum")
     unit = rows[head + 1][time_col]  # the row after the header holds the units
-    scale = {"nsecond": 1e-6, "usecond": 1e-3, "msecond": 1.0, "second": 1e3}[unit]
+    scale = {"nsecond": 1e-6, "ns": 1e-6, "usecond": 1e-3, "us": 1e-3, "msecond": 1.0, "ms": 1.0,
+             "second": 1e3, "s": 1e3}[unit]
     out = []
     for r in rows[head + 2:]:
         if len(r) <= max(name_col, time_col) or not r[time_col]:

@@ -101,7 +101,8 @@ absl::StatusOr<std::unique_ptr<GpuContext>> GpuContext::Create(int device, core:
   if (s.ok()) s = ctx->compute_high_.Create(greatest);
   if (s.ok()) s = ctx->copy_.Create();
   if (s.ok()) s = ctx->tail_.Create();
-  if (s.ok()) s = ctx->prep_.Create();
+  if (s.ok()) s = ctx->prep_default_.Create();
+  if (s.ok()) s = ctx->prep_high_.Create(greatest);
   if (s.ok()) s = ctx->cublas_.Create(ctx->compute());
   if (s.ok()) s = ctx->cusolver_.Create(ctx->compute());
   if (!s.ok()) return s;
@@ -110,7 +111,8 @@ absl::StatusOr<std::unique_ptr<GpuContext>> GpuContext::Create(int device, core:
 
 cudaError_t GpuContext::SynchronizeStreams() const {
   cudaError_t worst = cudaSuccess;
-  for (cudaStream_t s : {compute_default_.get(), compute_high_.get(), tail(), copy(), prep()}) {
+  for (cudaStream_t s : {compute_default_.get(), compute_high_.get(), tail(), copy(),
+                         prep_default_.get(), prep_high_.get()}) {
     const cudaError_t e = cudaStreamSynchronize(s);
     if (worst == cudaSuccess || (IsStickyError(e) && !IsStickyError(worst))) worst = e;
   }
@@ -121,9 +123,11 @@ absl::Status GpuContext::SetComputePriority(bool high) {
   const Stream* next = high ? &compute_high_ : &compute_default_;
   if (next == compute_) return absl::OkStatus();
   SPEXD_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(compute_->get()));
+  SPEXD_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(prep_->get()));
   SPEXD_CUDA_RETURN_IF_ERROR(cublasSetStream(cublas_.get(), next->get()));
   SPEXD_CUDA_RETURN_IF_ERROR(cusolverDnSetStream(cusolver_.get(), next->get()));
   compute_ = next;
+  prep_ = high ? &prep_high_ : &prep_default_;
   return absl::OkStatus();
 }
 

@@ -92,8 +92,8 @@ class GpuContext {
   // Waits for all three streams (each one, whatever the others return); the first sticky
   // error if any (the context is lost), else the first error, else cudaSuccess.
   cudaError_t SynchronizeStreams() const;
-  // Between frames only: compute() becomes the stream of the greatest priority (`high`) or
-  // the one of the default, both handles rebound to it (the lone-frame latency mode,
+  // Between frames only: compute() and prep() become streams of the greatest priority
+  // (`high`) or of the default, both handles rebound to the compute stream (the lone-frame latency mode,
   // SPEXD_CUDA_LONE_FRAME). Waits for the stream it leaves first, so that nothing
   // enqueued there can overtake the next frame's work.
   absl::Status SetComputePriority(bool high);
@@ -107,7 +107,7 @@ class GpuContext {
   cudaStream_t copy() const { return copy_.get(); }
   cudaStream_t tail() const { return tail_.get(); }
   // The next batch's normal equations ahead of the compute stream (SPEXD_CUDA_NE_STREAM).
-  cudaStream_t prep() const { return prep_.get(); }
+  cudaStream_t prep() const { return prep_->get(); }
   cublasHandle_t cublas() const { return cublas_.get(); }
   cusolverDnHandle_t cusolver() const { return cusolver_.get(); }
   cusolverDnParams_t cusolver_params() const { return cusolver_.params(); }
@@ -124,7 +124,9 @@ class GpuContext {
   const Stream* compute_ = &compute_default_;
   Stream copy_;
   Stream tail_;
-  Stream prep_;
+  Stream prep_default_;
+  Stream prep_high_;  // with compute_high_: the next batch's normal equations are on its path
+  const Stream* prep_ = &prep_default_;
   CublasHandle cublas_;
   CusolverHandle cusolver_;
 };

@@ -87,7 +87,7 @@ const std::vector<EnvironmentSwitch>& CudaEnvironmentSwitches() {
        "batch's reduction (default prep: on a stream of their own, beside that batch's chain)"},
       {"SPEXD_CUDA_LONE_FRAME", "latency or throughput",
        "throughput: a frame alone on its GPU runs as the other frames do (default latency: its "
-       "compute stream at the greatest priority and its reductions on the tail stream)"},
+       "compute and prep streams at the greatest priority and its reductions on the tail stream)"},
       {"SPEXD_CUDA_EIGENVECTORS", "twisted or rotate",
        "rotate: the decorrelation's eigenvectors by the logged QL rotations applied to H (default "
        "twisted: twisted factorisations and a Newton-Schulz step where nt <= 80)"},

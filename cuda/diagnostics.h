@@ -48,8 +48,9 @@ struct Diagnostics {
   // and vectors, the compute stream going on to the next batch after the inversion.
   bool reduce_on_tail = false;
   // A frame that starts with no other frame in flight on its GPU (in this process) runs
-  // as both switches above would set it: its compute stream at the greatest priority and
-  // its reductions on the tail stream (a lone frame ~1 ms sooner on an H100), while frames
+  // as both switches above would set it, its prep stream prioritised too: its compute and
+  // prep streams at the greatest priority and its reductions on the tail stream (a lone
+  // frame 0.7-0.9 ms sooner on an H100), while frames
   // that share the GPU keep the defaults, which give the most frames a second (issue 25,
   // session 34). SPEXD_CUDA_LONE_FRAME=throughput: every frame as the two switches say.
   bool lone_frame_latency = true;

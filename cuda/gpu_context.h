@@ -89,13 +89,13 @@ class GpuContext {
   static absl::StatusOr<std::unique_ptr<GpuContext>> Create(
       int device, core::CudaHostWait wait = core::CudaHostWait::kAuto, bool prioritize_compute = false);
   absl::Status Activate() const;  // cudaSetDevice(device)
-  // Waits for all three streams (each one, whatever the others return); the first sticky
+  // Waits for every stream (each one, whatever the others return); the first sticky
   // error if any (the context is lost), else the first error, else cudaSuccess.
   cudaError_t SynchronizeStreams() const;
   // Between frames only: compute() and prep() become streams of the greatest priority
-  // (`high`) or of the default, both handles rebound to the compute stream (the lone-frame latency mode,
-  // SPEXD_CUDA_LONE_FRAME). Waits for the stream it leaves first, so that nothing
-  // enqueued there can overtake the next frame's work.
+  // (`high`) or of the default, both library handles rebound to the new compute stream
+  // (the lone-frame latency mode, SPEXD_CUDA_LONE_FRAME). Waits for the streams it leaves
+  // first, so that nothing enqueued there can overtake the next frame's work.
   absl::Status SetComputePriority(bool high);
   bool compute_priority_high() const { return compute_ == &compute_high_; }
 

@@ -34,8 +34,8 @@ def read_launches(path):
 
 def short_name(name):
     """A kernel's name without its arguments; templates kept, namespaces dropped."""
-    name = re.sub(r"\(.*$", "", name) if not name.startswith("void ") else name[5:]
-    name = re.sub(r"\((?:[^()]|\([^()]*\))*\)$", "", name)
+    name = name[5:] if name.startswith("void ") else name
+    name = re.sub(r"\((?:[^()]|\([^()]*\))*\)$", "", name)  # the argument list
     name = re.sub(r"spexd::cuda::|\(anonymous namespace\)::|spexd::", "", name)
     if "cutlass" in name or "gemm" in name.lower():
         m = re.search(r"(\d+x\d+x\d+)", name)

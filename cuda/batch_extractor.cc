@@ -282,7 +282,7 @@ absl::Status BatchExtractor::CollectTimes(const Batch& batch, core::ExtractionSu
     // Diagnostics: each stage's end in ms after the image upload began (CUDA events).
     const Event& t0 = cfg_.workspace->upload_start();
     std::fprintf(stderr, "[spexd-cuda] timeline batch of %zu bundles (%s): start %.2f",
-                 batch.bundles.size(), cfg_.ctx->compute_priority_high() ? "latency" : "throughput",
+                 batch.bundles.size(), cfg_.latency_mode ? "latency" : "throughput",
                  ElapsedMs(t0, s->marks[0]));
     for (int m = 1; m < kNumMarks; ++m) std::fprintf(stderr, " %.2f", ElapsedMs(t0, s->marks[m]));
     std::fprintf(stderr, " d2h %.2f-%.2f\n", ElapsedMs(t0, s->d2h_start), ElapsedMs(t0, s->d2h_end));

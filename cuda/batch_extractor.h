@@ -37,6 +37,7 @@ class BatchExtractor {
     // calling thread alone).
     core::TaskPool* pool = nullptr;
     Diagnostics diagnostics;  // production defaults unless set (cuda/diagnostics.h)
+    bool latency_mode = false;  // the lone-frame latency mode (for the timeline's label)
   };
   explicit BatchExtractor(const Config& config) : cfg_(config) {}
 

@@ -300,7 +300,8 @@ class CudaBackend final : public core::Backend, public core::GpuCapabilities {
     // geometry upload on, since the compute stream changes only between frames.
     const FrameInFlight in_flight(ctx_->device());
     const bool latency = diagnostics_.lone_frame_latency && in_flight.alone();
-    SPEXD_RETURN_IF_ERROR(ctx_->SetComputePriority(latency));
+    SPEXD_RETURN_IF_ERROR(
+        ctx_->SetStreamPriorities(latency || diagnostics_.prioritize_compute, latency));
     const core::PatchPlan& plan = job.geometry->plan();
     std::vector<int> bundles = job.bundles;
     if (bundles.empty()) {
@@ -321,6 +322,7 @@ class CudaBackend final : public core::Backend, public core::GpuCapabilities {
     config.pool = pool_;
     config.diagnostics = diagnostics_;
     config.diagnostics.reduce_on_tail = diagnostics_.reduce_on_tail || latency;
+    config.latency_mode = latency;
     BatchExtractor extractor(config);
     const absl::Status prepared = extractor.Prepare(job, static_cast<int>(bundles.size()));
     PublishMemoryLocked();  // the workspace may have grown
@@ -396,7 +398,7 @@ absl::StatusOr<std::unique_ptr<core::Backend>> CreateCudaBackend(
   if (faults->oom_at_alloc > 0) ArmAllocationFault(faults->oom_at_alloc);
   ArmAllocationPoison(faults->poison_allocations);
   if (faults->fail_patch_once >= 0) ArmPatchFault(faults->fail_patch_once);
-  auto ctx = GpuContext::Create(options.device, options.cuda_host_wait, diagnostics->prioritize_compute);
+  auto ctx = GpuContext::Create(options.device, options.cuda_host_wait);
   if (!ctx.ok()) {
     return absl::UnavailableError(absl::StrCat("CUDA backend unavailable: ", ctx.status().ToString()));
   }

@@ -73,8 +73,7 @@ absl::Status SetHostWait(int device, core::CudaHostWait wait) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<GpuContext>> GpuContext::Create(int device, core::CudaHostWait wait,
-                                                               bool prioritize_compute) {
+absl::StatusOr<std::unique_ptr<GpuContext>> GpuContext::Create(int device, core::CudaHostWait wait) {
   int count = 0;
   SPEXD_CUDA_RETURN_IF_ERROR(cudaGetDeviceCount(&count));
   if (device < 0 || device >= count) {
@@ -97,11 +96,11 @@ absl::StatusOr<std::unique_ptr<GpuContext>> GpuContext::Create(int device, core:
   }
   int least = 0, greatest = 0;
   SPEXD_CUDA_RETURN_IF_ERROR(cudaDeviceGetStreamPriorityRange(&least, &greatest));
-  absl::Status s = ctx->compute_default_.Create(prioritize_compute ? greatest : least);
+  absl::Status s = ctx->compute_default_.Create(least);
   if (s.ok()) s = ctx->compute_high_.Create(greatest);
   if (s.ok()) s = ctx->copy_.Create();
   if (s.ok()) s = ctx->tail_.Create();
-  if (s.ok()) s = ctx->prep_default_.Create();
+  if (s.ok()) s = ctx->prep_default_.Create(least);
   if (s.ok()) s = ctx->prep_high_.Create(greatest);
   if (s.ok()) s = ctx->cublas_.Create(ctx->compute());
   if (s.ok()) s = ctx->cusolver_.Create(ctx->compute());
@@ -119,15 +118,19 @@ cudaError_t GpuContext::SynchronizeStreams() const {
   return worst;
 }
 
-absl::Status GpuContext::SetComputePriority(bool high) {
-  const Stream* next = high ? &compute_high_ : &compute_default_;
-  if (next == compute_) return absl::OkStatus();
-  SPEXD_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(compute_->get()));
-  SPEXD_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(prep_->get()));
-  SPEXD_CUDA_RETURN_IF_ERROR(cublasSetStream(cublas_.get(), next->get()));
-  SPEXD_CUDA_RETURN_IF_ERROR(cusolverDnSetStream(cusolver_.get(), next->get()));
-  compute_ = next;
-  prep_ = high ? &prep_high_ : &prep_default_;
+absl::Status GpuContext::SetStreamPriorities(bool compute_high, bool prep_high) {
+  const Stream* compute = compute_high ? &compute_high_ : &compute_default_;
+  const Stream* prep = prep_high ? &prep_high_ : &prep_default_;
+  if (compute != compute_) {
+    SPEXD_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(compute_->get()));
+    SPEXD_CUDA_RETURN_IF_ERROR(cublasSetStream(cublas_.get(), compute->get()));
+    SPEXD_CUDA_RETURN_IF_ERROR(cusolverDnSetStream(cusolver_.get(), compute->get()));
+    compute_ = compute;
+  }
+  if (prep != prep_) {
+    SPEXD_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(prep_->get()));
+    prep_ = prep;
+  }
   return absl::OkStatus();
 }
 

@@ -82,22 +82,21 @@ class CusolverHandle {
 class GpuContext {
  public:
   // `wait` other than kAuto sets the device's scheduling flag (the primary context is
-  // shared: the last backend created on a device sets it for all of them).
-  // `prioritize_compute`: the compute stream (the batches' critical chain) at the device's
-  // greatest stream priority, the tail and copy streams at the default; else it starts at
-  // the default and SetComputePriority switches it per frame.
+  // shared: the last backend created on a device sets it for all of them). The compute and
+  // prep streams start at the default priority; SetStreamPriorities chooses them per frame.
   static absl::StatusOr<std::unique_ptr<GpuContext>> Create(
-      int device, core::CudaHostWait wait = core::CudaHostWait::kAuto, bool prioritize_compute = false);
+      int device, core::CudaHostWait wait = core::CudaHostWait::kAuto);
   absl::Status Activate() const;  // cudaSetDevice(device)
   // Waits for every stream (each one, whatever the others return); the first sticky
   // error if any (the context is lost), else the first error, else cudaSuccess.
   cudaError_t SynchronizeStreams() const;
-  // Between frames only: compute() and prep() become streams of the greatest priority
-  // (`high`) or of the default, both library handles rebound to the new compute stream
-  // (the lone-frame latency mode, SPEXD_CUDA_LONE_FRAME). Waits for the streams it leaves
-  // first, so that nothing enqueued there can overtake the next frame's work.
-  absl::Status SetComputePriority(bool high);
-  bool compute_priority_high() const { return compute_ == &compute_high_; }
+  // Between frames only: compute() (the batches' critical chain) and prep() each become a
+  // stream of the device's greatest priority (`*_high`) or of the default; the tail and
+  // copy streams stay at the default. Both library handles follow the compute stream. The
+  // one place the priorities are chosen (cuda_backend.cc: SPEXD_CUDA_STREAM_PRIORITY and
+  // the lone-frame latency mode). Waits for the streams it leaves first, so that nothing
+  // enqueued there can overtake the next frame's work.
+  absl::Status SetStreamPriorities(bool compute_high, bool prep_high);
 
   int device() const { return device_; }
   const std::string& device_name() const { return device_name_; }

@@ -75,6 +75,7 @@ RunArgs BatchExtractor::MakeArgs(const WorkspaceSet& s, int count, const core::E
   a.leaf_in_place = a.band_only;
   a.forward_in_factor = BlockedSolve();
   a.panel_p = PanelP() ? 1 : 0;
+  a.tile_inverse = cfg_.diagnostics.tile_inverse ? 1 : 0;
   return a;
 }
 

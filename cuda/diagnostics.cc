@@ -76,6 +76,9 @@ const std::vector<EnvironmentSwitch>& CudaEnvironmentSwitches() {
       {"SPEXD_CUDA_INVERSE_P", "panel or gemm",
        "gemm: the trailing-first inversion's P_j = L[j+1:, j] X_jj by batched cuBLAS GEMMs "
        "(default panel: in the tiled Cholesky's tensor-core panel kernel where nt <= 80)"},
+      {"SPEXD_CUDA_LEAF_INVERSE", "tiles or steps",
+       "steps: the tiled factor inverts each diagonal block L_kk by nt block-wide register "
+       "steps (default tiles: by 16 x 16 tiles where nt <= 80)"},
       {"SPEXD_CUDA_STREAM_PRIORITY", "equal or compute",
        "compute: the compute stream (each batch's chain up to the reduction) at the greatest "
        "stream priority (default equal: the compute and tail streams at the default)"},
@@ -122,6 +125,7 @@ absl::StatusOr<Diagnostics> DiagnosticsFromEnvironment(EnvironmentLookup lookup)
   }
   if (s.ok()) s = ReadSwitch(lookup, "SPEXD_CUDA_INVERSE", "trailing", "band", &d.band_inverse);
   if (s.ok()) s = ReadSwitch(lookup, "SPEXD_CUDA_INVERSE_P", "gemm", "panel", &d.panel_p);
+  if (s.ok()) s = ReadSwitch(lookup, "SPEXD_CUDA_LEAF_INVERSE", "steps", "tiles", &d.tile_inverse);
   if (s.ok()) s = ReadSwitch(lookup, "SPEXD_CUDA_STREAM_PRIORITY", "equal", "compute", &d.prioritize_compute);
   if (s.ok()) s = ReadSwitch(lookup, "SPEXD_CUDA_REDUCE_STREAM", "compute", "tail", &d.reduce_on_tail);
   if (s.ok()) s = ReadSwitch(lookup, "SPEXD_CUDA_NE_STREAM", "compute", "prep", &d.ne_ahead);

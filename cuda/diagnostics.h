@@ -40,6 +40,9 @@ struct Diagnostics {
   // L[j+1:, j] X_jj by batched cuBLAS GEMMs instead of in the DMMA panel kernel of the
   // tiled Cholesky (RunArgs::panel_p; A/B benches).
   bool panel_p = true;
+  // SPEXD_CUDA_LEAF_INVERSE=steps: the tiled factor inverts L_kk by nt block-wide register
+  // steps (default tiles: by 16 x 16 tiles where nt <= 80, tile_inverse.cuh).
+  bool tile_inverse = true;
   // SPEXD_CUDA_STREAM_PRIORITY=compute: the compute stream (each batch's chain from the
   // normal equations to the reduction) at the greatest stream priority, the tail stream's
   // QL, vectors and finalise filling what it leaves (default equal: both at the default).

@@ -107,6 +107,9 @@ struct RunArgs {
   // 1: the DMMA panel kernel of step j also leaves the trailing-first inversion's
   // P_j = L[j+1:j+1+b, j] X_jj (batch_layout.h's NeedsPanelP), so trtri has no gemm 1.
   int panel_p;
+  // 1: the tiled factor inverts L_kk by 16 x 16 tiles (tile_inverse.cuh) where nt <= 80;
+  // 0: by nt register steps (the factor's own layout).
+  int tile_inverse;
 };
 
 }  // namespace spexd::cuda

@@ -10,6 +10,7 @@
 #include "cuda/dmma_tiles.cuh"
 #include "cuda/kernel_common.cuh"
 #include "cuda/launch_check.h"
+#include "cuda/tile_inverse.cuh"
 #include "cuda/tiled_cholesky.h"
 
 namespace spexd::cuda {
@@ -22,6 +23,9 @@ constexpr int kPanelThreads = 256;
 constexpr int kPanelRowGroups = 16, kRowsPerThread = 5;
 constexpr int kPanelRows = kPanelRowGroups * kRowsPerThread;
 constexpr int kColLanes = 16;                            // columns c = lane + 16 q
+// RunArgs::tile_inverse (nt <= 80): L_kk staged in an 80 x 81 array, the padding the identity.
+constexpr int kTiMaxN = 80;
+constexpr int kTiLd = kTiMaxN + 1;
 constexpr int kMaxPanelCols = 7 * kColLanes;             // geometry_state.cc: nt <= 112
 static_assert(kMaxPanelCols <= 32 * kMaxRowsPerLane, "the forward step's rows per lane");
 static_assert(kFactorThreads == 32 * kSubstWarps, "the forward step runs on the factor's threads");
@@ -167,12 +171,16 @@ __global__ void __launch_bounds__(kFactorThreads, R <= 5 ? 3 : 1) TileFactorKern
   const RunEntry e = a.entries[blockIdx.x];
   const DevicePatch d = a.in.patches[e.patch];
   if (k >= d.nspectot) return;  // block-uniform
-  const int nt = a.dims.nwavetot, ld = a.dims.ld, p = nt + 1, tid = threadIdx.x;
+  const int nt = a.dims.nwavetot, ld = a.dims.ld, tid = threadIdx.x;
+  // The inversion by tiles (tile_inverse.cuh) where nt allows, else by register steps.
+  const bool tiles = R * kTileLanes <= kTiMaxN && a.tile_inverse;
+  const int p = tiles ? kTiLd : nt + 1, srows = tiles ? kTiMaxN : nt;
   const int tx = tid % kTileLanes, ty = tid / kTileLanes;
-  double* s = smem;            // [nt][p] L, row-major
-  double* vec2 = s + nt * p;   // [2][nt] column j of the Schur complement / row j of X
-  double* rdiag = vec2 + 2 * nt;  // [nt] 1 / L_rr
-  double* dpiv = rdiag + nt;      // [nt] the pivots d_j
+  double* s = smem;                   // [srows][p] L, row-major
+  double* vec2 = s + srows * p;       // [2][nt] column j of the Schur complement / row j of X
+  double* rdiag = vec2 + 2 * nt;      // [srows] 1 / L_rr
+  double* dpiv = rdiag + srows;       // [nt] the pivots d_j
+  double* xrows = dpiv + nt;          // [8][16] TileInverse's broadcasts
   double* base = SlotMatrix(a, e.slot) + static_cast<int64_t>(k) * nt * (ld + 1);
   TileState<R> t;
   ForEachLowerTileElement<R>(tx, ty, [&](int i, int b, int r, int c) {
@@ -207,22 +215,38 @@ __global__ void __launch_bounds__(kFactorThreads, R <= 5 ? 3 : 1) TileFactorKern
     }
     t.v[i][b] = r == c ? 1.0 : 0.0;
   });
-  __syncthreads();
-  InvertTile<R>(std::make_integer_sequence<int, R>{}, t, s, vec2, rdiag, nt, p, tx, ty);
+  if (tiles) {
+    // The padding (rows and columns nt .. n-1) as the identity, then X by tiles; X_k out.
+    const int n = (nt + kInvTile - 1) / kInvTile * kInvTile;
+    for (int idx = tid; idx < n * n; idx += blockDim.x) {
+      const int r = idx / n, c = idx % n;
+      if ((r >= nt || c >= nt) && r >= c) s[r * p + c] = r == c ? 1.0 : 0.0;
+    }
+    for (int r = nt + tid; r < n; r += blockDim.x) rdiag[r] = 1.0;
+    __syncthreads();
+    TileInverse<kFactorThreads / 32>(s, p, rdiag, n, xrows);
+    for (int idx = tid; idx < nt * nt; idx += blockDim.x) {
+      const int r = idx % nt, c = idx / nt;
+      leaf.p[r + static_cast<int64_t>(c) * leaf.ld] = r >= c ? TileInverseAt(s, p, rdiag, r, c) : 0.0;
+    }
+  } else {
+    __syncthreads();
+    InvertTile<R>(std::make_integer_sequence<int, R>{}, t, s, vec2, rdiag, nt, p, tx, ty);
 #pragma unroll
-  for (int i = 0; i < R; ++i) {
-    const int r = tx + kTileLanes * i;
-    if (r >= nt) continue;
-    const double ir = rdiag[r];
+    for (int i = 0; i < R; ++i) {
+      const int r = tx + kTileLanes * i;
+      if (r >= nt) continue;
+      const double ir = rdiag[r];
 #pragma unroll
-    for (int b = 0; b < R; ++b) {
-      const int c = ty + kTileLanes * b;
-      if (c >= nt) continue;
-      double* x = leaf.p + r + static_cast<int64_t>(c) * leaf.ld;
-      if (b > i) {
-        *x = 0.0;  // above the diagonal
-      } else {
-        *x = r >= c ? t.v[i][b] * ir : 0.0;
+      for (int b = 0; b < R; ++b) {
+        const int c = ty + kTileLanes * b;
+        if (c >= nt) continue;
+        double* x = leaf.p + r + static_cast<int64_t>(c) * leaf.ld;
+        if (b > i) {
+          *x = 0.0;  // above the diagonal
+        } else {
+          *x = r >= c ? t.v[i][b] * ir : 0.0;
+        }
       }
     }
   }
@@ -431,7 +455,11 @@ cudaError_t AllowSharedMemory(const void* kernel, std::size_t bytes) {
 std::size_t TiledCholeskySharedBytes(int nt) {
   const std::size_t n = static_cast<std::size_t>(nt);
   // The forward step's partial sums and right-hand side ((kSubstWarps + 1) nt) reuse L's rows.
-  return sizeof(double) * std::max(n * (n + 1) + 4 * n, (kSubstWarps + 1) * n);
+  std::size_t doubles = std::max(n * (n + 1) + 4 * n, (kSubstWarps + 1) * n);
+  if (nt <= kTiMaxN) {  // RunArgs::tile_inverse: L padded to 80 x 81, and 8 x 16 broadcasts
+    doubles = std::max<std::size_t>(doubles, kTiMaxN * kTiLd + 3 * n + kTiMaxN + 8 * kInvTile);
+  }
+  return sizeof(double) * doubles;
 }
 
 template <int R>

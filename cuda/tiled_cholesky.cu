@@ -253,9 +253,28 @@ __global__ void __launch_bounds__(kFactorThreads, R <= 5 ? 3 : 1) TileFactorKern
   if (a.forward_in_factor) {
     // The solve's forward step k here, while the block has just written X_k: L's row
     // block k and y_j (j < k) are final (earlier steps), and the solve's DRAM-bound pass
-    // over L is halved. s (L_kk, read no more) holds the partial sums.
+    // over L is halved. s (L_kk, read no more) holds the partial sums; with the tiles, X_k
+    // stays in s and y_k = X_k r is taken from there (fscratch, after xrows, for the sums).
+    double* y = a.slots.x + static_cast<int64_t>(e.slot) * ld;
     __syncthreads();  // X_k's writes, s free
-    ForwardStep(a, e, d, k, a.slots.x + static_cast<int64_t>(e.slot) * ld, s, s + kSubstWarps * nt);
+    if (tiles) {
+      double* fscratch = xrows + 8 * kInvTile;
+      ForwardRhs(a, e, k, y, fscratch, fscratch + kSubstWarps * nt);
+      const double* r = fscratch + kSubstWarps * nt;
+      for (int i = tid; i < nt; i += blockDim.x) {
+        // y_k(i) = sum_{c <= i} X(i, c) r(c), two partial sums (c even, odd).
+        double s0 = 0.0, s1 = 0.0;
+        int c = 0;
+        for (; c + 1 < i; c += 2) {
+          s0 = fma(s[c * p + i], r[c], s0);
+          s1 = fma(s[(c + 1) * p + i], r[c + 1], s1);
+        }
+        if (c < i) s0 = fma(s[c * p + i], r[c], s0);
+        y[k * nt + i] = fma(rdiag[i], r[i], s0 + s1);
+      }
+    } else {
+      ForwardStep(a, e, d, k, y, s, s + kSubstWarps * nt);
+    }
   }
   if (tid == 0) {
     int32_t* info = a.slots.info + blockIdx.x;
@@ -457,7 +476,9 @@ std::size_t TiledCholeskySharedBytes(int nt) {
   // The forward step's partial sums and right-hand side ((kSubstWarps + 1) nt) reuse L's rows.
   std::size_t doubles = std::max(n * (n + 1) + 4 * n, (kSubstWarps + 1) * n);
   if (nt <= kTiMaxN) {  // RunArgs::tile_inverse: L padded to 80 x 81, and 8 x 16 broadcasts
-    doubles = std::max<std::size_t>(doubles, kTiMaxN * kTiLd + 3 * n + kTiMaxN + 8 * kInvTile);
+    // ... and the forward step's sums beside them ((kSubstWarps + 1) nt)
+    doubles = std::max<std::size_t>(doubles, kTiMaxN * kTiLd + 3 * n + kTiMaxN + 8 * kInvTile +
+                                                 (kSubstWarps + 1) * n);
   }
   return sizeof(double) * doubles;
 }

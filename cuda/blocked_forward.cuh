@@ -3,8 +3,6 @@
 // with X_k = L_kk^{-1} the tiled factor's leaf. One implementation for the two kernels
 // that take it (RunArgs::forward_in_factor): the tiled factor at the end of step k, or the
 // blocked solve's forward pass; the same products in the same order, so the same bits.
-// (With RunArgs::tile_inverse the factor takes ForwardRhs alone and forms X_k r from the X_k
-// in its shared memory, tiled_cholesky.cu: that last product in another order.)
 // 256 threads (kSubstWarps warps).
 #ifndef SPEXD_CUDA_BLOCKED_FORWARD_CUH_
 #define SPEXD_CUDA_BLOCKED_FORWARD_CUH_
@@ -49,11 +47,10 @@ __device__ inline void ReducePartials(const double* part, int nt, const double* 
   }
 }
 
-// The right-hand side of step k: r = b_k - sum_{j=k-B}^{k-1} L_kj y_j, y holding y_j for
-// j < k and b_k at block k. part: kSubstWarps * nt doubles, r: nt (shared memory).
-// Block-wide; ends with a barrier.
-__device__ inline void ForwardRhs(const RunArgs& a, const RunEntry& e, int k, const double* y,
-                                  double* part, double* r) {
+// Step k of the forward pass: y holds y_j for j < k and b_k at block k, which gets y_k.
+// part: kSubstWarps * nt doubles, r: nt (shared memory). Block-wide (barriers inside).
+__device__ inline void ForwardStep(const RunArgs& a, const RunEntry& e, const DevicePatch& d, int k,
+                                   double* y, double* part, double* r) {
   const int nt = a.dims.nwavetot, ld = a.dims.ld;
   const int j0 = core::BandFirst(k, e.band);
   const double* lrow = SlotMatrix(a, e.slot) + static_cast<int64_t>(k) * nt + static_cast<int64_t>(j0) * nt * ld;
@@ -61,14 +58,6 @@ __device__ inline void ForwardRhs(const RunArgs& a, const RunEntry& e, int k, co
   __syncthreads();
   ReducePartials(part, nt, y + k * nt, r);
   __syncthreads();
-}
-
-// Step k of the forward pass: y holds y_j for j < k and b_k at block k, which gets y_k.
-// part: kSubstWarps * nt doubles, r: nt (shared memory). Block-wide (barriers inside).
-__device__ inline void ForwardStep(const RunArgs& a, const RunEntry& e, const DevicePatch& d, int k,
-                                   double* y, double* part, double* r) {
-  const int nt = a.dims.nwavetot;
-  ForwardRhs(a, e, k, y, part, r);
   const LeafBlock xk = LeafOf(a, e.slot, k, d);
   RowsTimes(xk.p, xk.ld, r, nt, nt, part);
   __syncthreads();

@@ -1,13 +1,13 @@
-// X = L^{-1} of a lower-triangular n x n block in shared memory (n = 16 T <= 80) by 16 x 16
-// tiles, for the tiled factor once L_kk is known (tiled_cholesky.cu, RunArgs::tile_inverse;
+// X = L^{-1} of a lower-triangular n x n block in shared memory (n <= 80) by 16 x 16
+// tiles (the last one cut at n), for the tiled factor once L_kk is known (tiled_cholesky.cu, RunArgs::tile_inverse;
 // issue 25, session 35; device-only header). The register kernel's inversion is nt
 // block-wide steps, each behind a barrier; here the T diagonal tiles are inverted side by
 // side, one warp each (16 warp-level steps), and the off-diagonal tiles follow row by row
 // as products on the FP64 tensor cores, X_IJ = -X_II sum_{K=J}^{I-1} L_IK X_KJ: about
 // 3 (T - 1) barriers in all.
 //
-// Storage: s[r * ld + c] holds L(r, c) for r >= c (the identity in any padding); rd[r] =
-// 1 / L(r, r). On return X(r, c) for r > c sits transposed above the diagonal,
+// Storage: s[r * ld + c] holds L(r, c) for r >= c, ld > n (nothing past row or column n
+// is read or written: the factor's own n x (n + 1) array serves); rd[r] = 1 / L(r, r). On return X(r, c) for r > c sits transposed above the diagonal,
 // s[c * ld + r], and X(r, r) = rd[r]; L's lower triangle is unchanged.
 #ifndef SPEXD_CUDA_TILE_INVERSE_CUH_
 #define SPEXD_CUDA_TILE_INVERSE_CUH_
@@ -23,10 +23,10 @@ __device__ __forceinline__ double TileInverseAt(const double* s, int ld, const d
   return r == c ? rd[r] : s[c * ld + r];
 }
 
-// One warp: X_JJ = L_JJ^{-1} for the diagonal tile at j0 by forward elimination in
-// registers, lane (r, h) = (lane % 16, lane / 16) holding X(r, c) for c = h + 2 q; row jj
-// goes to the others through xrow (16 doubles of this warp's own).
-__device__ inline void InvertDiagonalTile(double* s, int ld, const double* rd, int j0, int lane,
+// One warp: X_JJ = L_JJ^{-1} for the diagonal tile at j0 (m <= 16 rows) by forward
+// elimination in registers, lane (r, h) = (lane % 16, lane / 16) holding X(r, c) for
+// c = h + 2 q; row jj goes to the others through xrow (16 doubles of this warp's own).
+__device__ inline void InvertDiagonalTile(double* s, int ld, const double* rd, int j0, int m, int lane,
                                           double* xrow) {
   const int r = lane % kInvTile, h = lane / kInvTile;
   double y[kInvTile / 2];
@@ -34,6 +34,7 @@ __device__ inline void InvertDiagonalTile(double* s, int ld, const double* rd, i
   for (int q = 0; q < kInvTile / 2; ++q) y[q] = h + 2 * q == r ? 1.0 : 0.0;
 #pragma unroll
   for (int jj = 0; jj < kInvTile; ++jj) {
+    if (jj >= m) break;  // warp-uniform
     __syncwarp();  // the last step's readers of xrow are done
     if (r == jj) {
       const double rj = rd[j0 + jj];
@@ -47,7 +48,7 @@ __device__ inline void InvertDiagonalTile(double* s, int ld, const double* rd, i
       }
     }
     __syncwarp();
-    if (r > jj) {
+    if (r > jj && r < m) {
       const double lr = s[(j0 + r) * ld + j0 + jj];
 #pragma unroll
       for (int q = 0; q < kInvTile / 2; ++q) {
@@ -59,7 +60,7 @@ __device__ inline void InvertDiagonalTile(double* s, int ld, const double* rd, i
 #pragma unroll
   for (int q = 0; q < kInvTile / 2; ++q) {
     const int c = h + 2 * q;
-    if (c < r) s[(j0 + c) * ld + j0 + r] = y[q];
+    if (c < r && r < m) s[(j0 + c) * ld + j0 + r] = y[q];
   }
 }
 
@@ -68,11 +69,15 @@ __device__ inline void InvertDiagonalTile(double* s, int ld, const double* rd, i
 template <int kWarps>
 __device__ inline void TileInverse(double* s, int ld, const double* rd, int n, double* xrow_all) {
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
-  const int ntile = n / kInvTile;
-  if (warp < ntile) InvertDiagonalTile(s, ld, rd, warp * kInvTile, lane, xrow_all + kInvTile * warp);
+  const int ntile = (n + kInvTile - 1) / kInvTile;
+  if (warp < ntile) {
+    const int j0 = warp * kInvTile;
+    InvertDiagonalTile(s, ld, rd, j0, min(kInvTile, n - j0), lane, xrow_all + kInvTile * warp);
+  }
   __syncthreads();
   // Tile row I of X in 8 x 8 tiles t (rows 16 I + 8 (t % 2), columns 8 (t / 2)): W_IJ =
   // sum_K L_IK X_KJ into X_IJ's place (read by no one in this pass), then X_IJ = -X_II W_IJ.
+  // Rows past n (in the last tile) are masked: their operands are zeros, nothing is written.
   const int sub = lane / 4, kq = lane % 4;
   constexpr int kPerWarp = (4 * (80 / kInvTile - 1) + kWarps - 1) / kWarps;
   for (int I = 1; I < ntile; ++I) {
@@ -85,11 +90,13 @@ __device__ inline void TileInverse(double* s, int ld, const double* rd, int n, d
       double acc[2] = {0.0, 0.0};
       for (int k = c0; k < i0; k += 4) {  // X(m, c) = 0 for m < c
         const int m = k + kq, c = c0 + sub;
-        Dmma(acc, s[(r0 + sub) * ld + m], m >= c ? TileInverseAt(s, ld, rd, m, c) : 0.0);
+        Dmma(acc, r0 + sub < n ? s[(r0 + sub) * ld + m] : 0.0, m >= c ? TileInverseAt(s, ld, rd, m, c) : 0.0);
       }
       const int r = r0 + sub, c = c0 + 2 * kq;
-      s[c * ld + r] = acc[0];
-      s[(c + 1) * ld + r] = acc[1];
+      if (r < n) {
+        s[c * ld + r] = acc[0];
+        s[(c + 1) * ld + r] = acc[1];
+      }
     }
     __syncthreads();
     double x[kPerWarp][2];
@@ -101,7 +108,8 @@ __device__ inline void TileInverse(double* s, int ld, const double* rd, int n, d
       const int r0 = i0 + 8 * (t % 2), c0 = 8 * (t / 2);
       for (int k = i0; k < r0 + 8; k += 4) {  // X(r, m) = 0 for m > r
         const int m = k + kq, r = r0 + sub;
-        Dmma(x[i], m <= r ? TileInverseAt(s, ld, rd, r, m) : 0.0, s[(c0 + sub) * ld + m]);
+        Dmma(x[i], m <= r && r < n ? TileInverseAt(s, ld, rd, r, m) : 0.0,
+             m < n ? s[(c0 + sub) * ld + m] : 0.0);
       }
     }
     __syncthreads();
@@ -110,8 +118,10 @@ __device__ inline void TileInverse(double* s, int ld, const double* rd, int n, d
       const int t = warp + kWarps * i;
       if (t >= ntiles) continue;
       const int r = i0 + 8 * (t % 2) + sub, c = 8 * (t / 2) + 2 * kq;
-      s[c * ld + r] = -x[i][0];
-      s[(c + 1) * ld + r] = -x[i][1];
+      if (r < n) {
+        s[c * ld + r] = -x[i][0];
+        s[(c + 1) * ld + r] = -x[i][1];
+      }
     }
     __syncthreads();
   }

@@ -23,9 +23,8 @@ constexpr int kPanelThreads = 256;
 constexpr int kPanelRowGroups = 16, kRowsPerThread = 5;
 constexpr int kPanelRows = kPanelRowGroups * kRowsPerThread;
 constexpr int kColLanes = 16;                            // columns c = lane + 16 q
-// RunArgs::tile_inverse (nt <= 80): L_kk staged in an 80 x 81 array, the padding the identity.
+// RunArgs::tile_inverse: where nt <= kTiMaxN (the register tile's R <= 5).
 constexpr int kTiMaxN = 80;
-constexpr int kTiLd = kTiMaxN + 1;
 constexpr int kMaxPanelCols = 7 * kColLanes;             // geometry_state.cc: nt <= 112
 static_assert(kMaxPanelCols <= 32 * kMaxRowsPerLane, "the forward step's rows per lane");
 static_assert(kFactorThreads == 32 * kSubstWarps, "the forward step runs on the factor's threads");
@@ -173,14 +172,16 @@ __global__ void __launch_bounds__(kFactorThreads, R <= 5 ? 3 : 1) TileFactorKern
   if (k >= d.nspectot) return;  // block-uniform
   const int nt = a.dims.nwavetot, ld = a.dims.ld, tid = threadIdx.x;
   // The inversion by tiles (tile_inverse.cuh) where nt allows, else by register steps.
+  // (X in s above L: no shared memory more than 8 x 16 broadcasts; a padded 80 x 81 copy
+  // cost the frame more in the other kernels' residency than the inversion gained.)
   const bool tiles = R * kTileLanes <= kTiMaxN && a.tile_inverse;
-  const int p = tiles ? kTiLd : nt + 1, srows = tiles ? kTiMaxN : nt;
+  const int p = nt + 1;
   const int tx = tid % kTileLanes, ty = tid / kTileLanes;
-  double* s = smem;                   // [srows][p] L, row-major
-  double* vec2 = s + srows * p;       // [2][nt] column j of the Schur complement / row j of X
-  double* rdiag = vec2 + 2 * nt;      // [srows] 1 / L_rr
-  double* dpiv = rdiag + srows;       // [nt] the pivots d_j
-  double* xrows = dpiv + nt;          // [8][16] TileInverse's broadcasts
+  double* s = smem;               // [nt][p] L, row-major (and X above it with the tiles)
+  double* vec2 = s + nt * p;      // [2][nt] column j of the Schur complement / row j of X
+  double* rdiag = vec2 + 2 * nt;  // [nt] 1 / L_rr
+  double* dpiv = rdiag + nt;      // [nt] the pivots d_j
+  double* xrows = dpiv + nt;      // [8][16] TileInverse's broadcasts
   double* base = SlotMatrix(a, e.slot) + static_cast<int64_t>(k) * nt * (ld + 1);
   TileState<R> t;
   ForEachLowerTileElement<R>(tx, ty, [&](int i, int b, int r, int c) {
@@ -216,15 +217,9 @@ __global__ void __launch_bounds__(kFactorThreads, R <= 5 ? 3 : 1) TileFactorKern
     t.v[i][b] = r == c ? 1.0 : 0.0;
   });
   if (tiles) {
-    // The padding (rows and columns nt .. n-1) as the identity, then X by tiles; X_k out.
-    const int n = (nt + kInvTile - 1) / kInvTile * kInvTile;
-    for (int idx = tid; idx < n * n; idx += blockDim.x) {
-      const int r = idx / n, c = idx % n;
-      if ((r >= nt || c >= nt) && r >= c) s[r * p + c] = r == c ? 1.0 : 0.0;
-    }
-    for (int r = nt + tid; r < n; r += blockDim.x) rdiag[r] = 1.0;
+    // X by tiles, then X_k out.
     __syncthreads();
-    TileInverse<kFactorThreads / 32>(s, p, rdiag, n, xrows);
+    TileInverse<kFactorThreads / 32>(s, p, rdiag, nt, xrows);
     for (int idx = tid; idx < nt * nt; idx += blockDim.x) {
       const int r = idx % nt, c = idx / nt;
       leaf.p[r + static_cast<int64_t>(c) * leaf.ld] = r >= c ? TileInverseAt(s, p, rdiag, r, c) : 0.0;
@@ -253,28 +248,9 @@ __global__ void __launch_bounds__(kFactorThreads, R <= 5 ? 3 : 1) TileFactorKern
   if (a.forward_in_factor) {
     // The solve's forward step k here, while the block has just written X_k: L's row
     // block k and y_j (j < k) are final (earlier steps), and the solve's DRAM-bound pass
-    // over L is halved. s (L_kk, read no more) holds the partial sums; with the tiles, X_k
-    // stays in s and y_k = X_k r is taken from there (fscratch, after xrows, for the sums).
-    double* y = a.slots.x + static_cast<int64_t>(e.slot) * ld;
+    // over L is halved. s (L_kk, read no more) holds the partial sums.
     __syncthreads();  // X_k's writes, s free
-    if (tiles) {
-      double* fscratch = xrows + 8 * kInvTile;
-      ForwardRhs(a, e, k, y, fscratch, fscratch + kSubstWarps * nt);
-      const double* r = fscratch + kSubstWarps * nt;
-      for (int i = tid; i < nt; i += blockDim.x) {
-        // y_k(i) = sum_{c <= i} X(i, c) r(c), two partial sums (c even, odd).
-        double s0 = 0.0, s1 = 0.0;
-        int c = 0;
-        for (; c + 1 < i; c += 2) {
-          s0 = fma(s[c * p + i], r[c], s0);
-          s1 = fma(s[(c + 1) * p + i], r[c + 1], s1);
-        }
-        if (c < i) s0 = fma(s[c * p + i], r[c], s0);
-        y[k * nt + i] = fma(rdiag[i], r[i], s0 + s1);
-      }
-    } else {
-      ForwardStep(a, e, d, k, y, s, s + kSubstWarps * nt);
-    }
+    ForwardStep(a, e, d, k, a.slots.x + static_cast<int64_t>(e.slot) * ld, s, s + kSubstWarps * nt);
   }
   if (tid == 0) {
     int32_t* info = a.slots.info + blockIdx.x;
@@ -475,10 +451,8 @@ std::size_t TiledCholeskySharedBytes(int nt) {
   const std::size_t n = static_cast<std::size_t>(nt);
   // The forward step's partial sums and right-hand side ((kSubstWarps + 1) nt) reuse L's rows.
   std::size_t doubles = std::max(n * (n + 1) + 4 * n, (kSubstWarps + 1) * n);
-  if (nt <= kTiMaxN) {  // RunArgs::tile_inverse: L padded to 80 x 81, and 8 x 16 broadcasts
-    // ... and the forward step's sums beside them ((kSubstWarps + 1) nt)
-    doubles = std::max<std::size_t>(doubles, kTiMaxN * kTiLd + 3 * n + kTiMaxN + 8 * kInvTile +
-                                                 (kSubstWarps + 1) * n);
+  if (nt <= kTiMaxN) {  // RunArgs::tile_inverse: and 8 x 16 broadcasts
+    doubles = std::max<std::size_t>(doubles, n * (n + 1) + 4 * n + 8 * kInvTile);
   }
   return sizeof(double) * doubles;
 }

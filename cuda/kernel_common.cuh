@@ -1,8 +1,11 @@
-// Device helpers shared by the extraction kernels (device-only header).
+// Device helpers shared by the extraction kernels, and a launch helper (CUDA-only header).
 #ifndef SPEXD_CUDA_KERNEL_COMMON_CUH_
 #define SPEXD_CUDA_KERNEL_COMMON_CUH_
 
+#include <cuda_runtime_api.h>
+
 #include <cassert>
+#include <cstddef>
 #include <cstdint>
 
 #include "cuda/batch_layout.h"
@@ -76,6 +79,12 @@ __device__ inline LeafBlock LeafOf(const RunArgs& a, int slot, int k, const Devi
 }
 
 inline unsigned CeilDiv(long long a, long long b) { return static_cast<unsigned>((a + b - 1) / b); }
+
+// Opts `kernel` into more than 48 KB of dynamic shared memory where it asks for that much.
+inline cudaError_t AllowSharedMemory(const void* kernel, std::size_t bytes) {
+  if (bytes <= 48 * 1024) return cudaSuccess;
+  return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
+}
 
 }  // namespace spexd::cuda
 

@@ -24,6 +24,8 @@
 
 namespace spexd::cuda {
 
+// Largest nt of the tiled Cholesky (geometry_state.cc checks it).
+inline constexpr int kTiledMaxNt = 112;
 // Largest nt of the panel on the tensor cores (which RunArgs::panel_p needs).
 inline constexpr int kPanelDmmaMaxNt = 80;
 
@@ -32,7 +34,7 @@ std::size_t TiledCholeskySharedBytes(int nt);
 
 // Step 2 for block column k of every run entry with nspectot > k.
 cudaError_t LaunchTileFactor(const RunArgs& args, int k, cudaStream_t stream);
-// Step 3 for block column k (entries with nspectot > k + 1).
+// Step 3 for block column k (entries with nspectot > k + 1; tiled_panel.cu).
 cudaError_t LaunchPanelSolve(const RunArgs& args, int k, int max_blocks, cudaStream_t stream);
 
 }  // namespace spexd::cuda

@@ -68,6 +68,7 @@ __device__ inline void InvertDiagonalTile(double* s, int ld, const double* rd, i
 // 16 doubles a warp.
 template <int kWarps>
 __device__ inline void TileInverse(double* s, int ld, const double* rd, int n, double* xrow_all) {
+  static_assert(kWarps >= 80 / kInvTile, "a warp for each diagonal tile of n <= 80");
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
   const int ntile = (n + kInvTile - 1) / kInvTile;
   if (warp < ntile) {

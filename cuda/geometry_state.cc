@@ -12,6 +12,7 @@
 #include "core/base/status_macros.h"
 #include "cuda/cuda_check.h"
 #include "cuda/spot_kernels.h"
+#include "cuda/tiled_cholesky.h"
 
 namespace spexd::cuda {
 namespace {
@@ -38,7 +39,7 @@ static_assert(sizeof(DevicePatch) == sizeof(core::PatchDesc));
 #undef SPEXD_PATCH_FIELDS
 
 // Kernel limits (shared-memory tiles): the 74x74 blocks of the r/b/z defaults fit easily.
-constexpr int kMaxNwavetot = 112;
+constexpr int kMaxNwavetot = kTiledMaxNt;
 constexpr int kMaxStampPixels = 1024;
 constexpr int kMaxGhDegree = 20;
 

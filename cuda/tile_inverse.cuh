@@ -1,14 +1,15 @@
-// X = L^{-1} of a lower-triangular n x n block in shared memory (n <= 80) by 16 x 16
-// tiles (the last one cut at n), for the tiled factor once L_kk is known (tiled_cholesky.cu, RunArgs::tile_inverse;
-// issue 25, session 35; device-only header). The register kernel's inversion is nt
+// X = L^{-1} of a lower-triangular n x n block in shared memory (n <= kTileInverseMaxN) by
+// 16 x 16 tiles (the last one cut at n), for the tiled factor once L_kk is known
+// (tiled_cholesky.cu, RunArgs::tile_inverse; issue 25, session 35; device-only header). The register kernel's inversion is nt
 // block-wide steps, each behind a barrier; here the T diagonal tiles are inverted side by
 // side, one warp each (16 warp-level steps), and the off-diagonal tiles follow row by row
 // as products on the FP64 tensor cores, X_IJ = -X_II sum_{K=J}^{I-1} L_IK X_KJ: about
 // 3 (T - 1) barriers in all.
 //
 // Storage: s[r * ld + c] holds L(r, c) for r >= c, ld > n (nothing past row or column n
-// is read or written: the factor's own n x (n + 1) array serves); rd[r] = 1 / L(r, r). On return X(r, c) for r > c sits transposed above the diagonal,
-// s[c * ld + r], and X(r, r) = rd[r]; L's lower triangle is unchanged.
+// is read or written: the factor's own n x (n + 1) array serves); rd[r] = 1 / L(r, r).
+// On return X(r, c) for r > c sits transposed above the diagonal, s[c * ld + r], and
+// X(r, r) = rd[r]; L's lower triangle is unchanged.
 #ifndef SPEXD_CUDA_TILE_INVERSE_CUH_
 #define SPEXD_CUDA_TILE_INVERSE_CUH_
 
@@ -17,6 +18,7 @@
 namespace spexd::cuda {
 
 inline constexpr int kInvTile = 16;
+inline constexpr int kTileInverseMaxN = 80;  // five tiles: a warp each
 
 // X(r, c), r >= c, as TileInverse leaves it.
 __device__ __forceinline__ double TileInverseAt(const double* s, int ld, const double* rd, int r, int c) {
@@ -64,11 +66,10 @@ __device__ inline void InvertDiagonalTile(double* s, int ld, const double* rd, i
   }
 }
 
-// The whole inversion, by all kWarps warps of the block (kWarps >= n / 16): xrow_all holds
-// 16 doubles a warp.
+// The whole inversion, by all kWarps warps of the block: xrow_all holds 16 doubles a warp.
 template <int kWarps>
 __device__ inline void TileInverse(double* s, int ld, const double* rd, int n, double* xrow_all) {
-  static_assert(kWarps >= 80 / kInvTile, "a warp for each diagonal tile of n <= 80");
+  static_assert(kWarps * kInvTile >= kTileInverseMaxN, "a warp for each diagonal tile");
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
   const int ntile = (n + kInvTile - 1) / kInvTile;
   if (warp < ntile) {
@@ -80,7 +81,7 @@ __device__ inline void TileInverse(double* s, int ld, const double* rd, int n, d
   // sum_K L_IK X_KJ into X_IJ's place (read by no one in this pass), then X_IJ = -X_II W_IJ.
   // Rows past n (in the last tile) are masked: their operands are zeros, nothing is written.
   const int sub = lane / 4, kq = lane % 4;
-  constexpr int kPerWarp = (4 * (80 / kInvTile - 1) + kWarps - 1) / kWarps;
+  constexpr int kPerWarp = (4 * (kTileInverseMaxN / kInvTile - 1) + kWarps - 1) / kWarps;
   for (int I = 1; I < ntile; ++I) {
     const int ntiles = 4 * I, i0 = I * kInvTile;
 #pragma unroll

@@ -20,8 +20,6 @@ namespace {
 
 constexpr int kTileLanes = 16;  // the factor kernel's 16 x 16 thread grid
 constexpr int kFactorThreads = kTileLanes * kTileLanes;
-// RunArgs::tile_inverse: where nt <= kTiMaxN (the register tile's R <= 5).
-constexpr int kTiMaxN = 80;
 static_assert(kTiledMaxNt <= 32 * kMaxRowsPerLane, "the forward step's rows per lane");
 static_assert(kFactorThreads == 32 * kSubstWarps, "the forward step runs on the factor's threads");
 
@@ -170,7 +168,7 @@ __global__ void __launch_bounds__(kFactorThreads, R <= 5 ? 3 : 1) TileFactorKern
   // The inversion by tiles (tile_inverse.cuh) where nt allows, else by register steps.
   // (X in s above L: no shared memory more than 8 x 16 broadcasts; a padded 80 x 81 copy
   // cost the frame more in the other kernels' residency than the inversion gained.)
-  const bool tiles = R * kTileLanes <= kTiMaxN && a.tile_inverse;
+  const bool tiles = R * kTileLanes <= kTileInverseMaxN && a.tile_inverse;
   const int p = nt + 1;
   const int tx = tid % kTileLanes, ty = tid / kTileLanes;
   double* s = smem;               // [nt][p] L, row-major (and X above it with the tiles)
@@ -210,18 +208,16 @@ __global__ void __launch_bounds__(kFactorThreads, R <= 5 ? 3 : 1) TileFactorKern
       rdiag[r] = 1.0 / l;
       if (a.leaf_in_place) ldiag[r] = l;
     }
-    t.v[i][b] = r == c ? 1.0 : 0.0;
+    if (!tiles) t.v[i][b] = r == c ? 1.0 : 0.0;  // the steps' X starts as I
   });
-  if (tiles) {
-    // X by tiles, then X_k out.
-    __syncthreads();
+  __syncthreads();  // L in s
+  if (tiles) {  // X by tiles, then X_k out
     TileInverse<kFactorThreads / 32>(s, p, rdiag, nt, xrows);
     for (int idx = tid; idx < nt * nt; idx += blockDim.x) {
       const int r = idx % nt, c = idx / nt;
       leaf.p[r + static_cast<int64_t>(c) * leaf.ld] = r >= c ? TileInverseAt(s, p, rdiag, r, c) : 0.0;
     }
   } else {
-    __syncthreads();
     InvertTile<R>(std::make_integer_sequence<int, R>{}, t, s, vec2, rdiag, nt, p, tx, ty);
 #pragma unroll
     for (int i = 0; i < R; ++i) {
@@ -263,11 +259,9 @@ __global__ void __launch_bounds__(kFactorThreads, R <= 5 ? 3 : 1) TileFactorKern
 std::size_t TiledCholeskySharedBytes(int nt) {
   const std::size_t n = static_cast<std::size_t>(nt);
   // The forward step's partial sums and right-hand side ((kSubstWarps + 1) nt) reuse L's rows.
-  std::size_t doubles = std::max(n * (n + 1) + 4 * n, (kSubstWarps + 1) * n);
-  if (nt <= kTiMaxN) {  // RunArgs::tile_inverse: and 8 x 16 broadcasts
-    doubles = std::max<std::size_t>(doubles, n * (n + 1) + 4 * n + 8 * kInvTile);
-  }
-  return sizeof(double) * doubles;
+  // RunArgs::tile_inverse: and its broadcasts, a warp's 16 doubles.
+  const std::size_t broadcasts = nt <= kTileInverseMaxN ? (kFactorThreads / 32) * kInvTile : 0;
+  return sizeof(double) * std::max(n * (n + 1) + 4 * n + broadcasts, (kSubstWarps + 1) * n);
 }
 
 template <int R>

@@ -24,7 +24,7 @@
 
 namespace spexd::cuda {
 
-// Largest nt of the tiled Cholesky (geometry_state.cc checks it).
+// Largest nt of the tiled Cholesky (geometry_state.cc refuses larger).
 inline constexpr int kTiledMaxNt = 112;
 // Largest nt of the panel on the tensor cores (which RunArgs::panel_p needs).
 inline constexpr int kPanelDmmaMaxNt = 80;

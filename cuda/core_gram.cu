@@ -1,4 +1,4 @@
-// C_jj = X[j:, j]^T X[j:, j] on DMMA (mma.sync m8n8k4, float64 in and out; core_gram.h).
+// C_jj = X[j:, j]^T X[j:, j] on DMMA (mma.sync m16n8k4, float64 in and out; core_gram.h).
 #include <cuda_pipeline.h>
 
 #include "cuda/core_gram.h"
@@ -10,10 +10,11 @@ namespace spexd::cuda {
 namespace {
 
 constexpr int kTiles = kCoreGramMaxNt / 8;           // 8-wide column tiles of the block
-constexpr int kLowerTiles = kTiles * (kTiles + 1) / 2;  // tiles (R, C) with R >= C
+// Tiles (R, C) with R >= C, by pairs of one column (dmma_tiles.cuh's LowerPair*).
+constexpr int kLowerPairs = LowerPairCount(kTiles);
 constexpr int kWarps = 4;
 constexpr int kThreads = 32 * kWarps;
-constexpr int kTilesPerWarp = (kLowerTiles + kWarps - 1) / kWarps;
+constexpr int kTilesPerWarp = (kLowerPairs + kWarps - 1) / kWarps;
 // Rows of X staged per step, stored column by column: xs[c * kRowStride + p]. The stride
 // (4 mod 8 doubles) puts a fragment's 8 columns x 4 rows into two conflict-free wavefronts.
 constexpr int kChunk = 32;
@@ -24,39 +25,47 @@ constexpr int kBufDoubles = kCoreGramMaxNt * kRowStride;
 // fragment index is a compile-time constant and the fragments stay in registers).
 template <int W>
 __device__ __forceinline__ void ChunkProducts(const double* xs, int lane,
-                                              double (&acc)[kTilesPerWarp][2]) {
+                                              double (&acc)[kTilesPerWarp][4]) {
   const double* base = xs + (lane / 4) * kRowStride + lane % 4;
 #pragma unroll
   for (int p0 = 0; p0 < kChunk; p0 += 4) {
-    double f[kTiles];  // f[R] = X(p0 + l%4, 8R + l/4): A of tile row R, B of tile column R
+    // f[R] = X(p0 + l%4, 8R + l/4): A of tile row R, B of tile column R; f[kTiles] = 0, a
+    // pair's missing row.
+    double f[kTiles + 1];
 #pragma unroll
     for (int r = 0; r < kTiles; ++r) f[r] = base[r * 8 * kRowStride + p0];
-#pragma unroll
-    for (int i = 0; i < kTilesPerWarp; ++i) {
-      const int t = W + kWarps * i;
-      if (t < kLowerTiles) Dmma(acc[i], f[LowerTileRow(t)], f[LowerTileCol(t)]);
-    }
+    f[kTiles] = 0.0;
+    StaticFor<kTilesPerWarp>([&](auto i) {
+      constexpr int I = decltype(i)::value, u = W + kWarps * I;
+      if constexpr (u < kLowerPairs) {
+        constexpr int r = LowerPairRow(kTiles, u);
+        DmmaPair(acc[I], f[r], f[r + 1], f[LowerPairCol(kTiles, u)]);
+      }
+    });
   }
 }
 
 // Lower triangle of the tiles, mirrored; only elements inside the nt x nt block.
 template <int W>
 __device__ __forceinline__ void StoreTiles(double* c, int nt, int lane,
-                                           const double (&acc)[kTilesPerWarp][2]) {
+                                           const double (&acc)[kTilesPerWarp][4]) {
+  StaticFor<kTilesPerWarp>([&](auto i) {
+    constexpr int I = decltype(i)::value, u = W + kWarps * I;
+    if constexpr (u < kLowerPairs) {
 #pragma unroll
-  for (int i = 0; i < kTilesPerWarp; ++i) {
-    const int t = W + kWarps * i;
-    if (t >= kLowerTiles) continue;
-    const int row = LowerTileRow(t) * 8 + lane / 4;
+      for (int half = 0; half < 2; ++half) {
+        const int row = (LowerPairRow(kTiles, u) + half) * 8 + lane / 4;
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int col = LowerTileCol(t) * 8 + 2 * (lane % 4) + h;
-      if (row < nt && col <= row) {
-        c[row + static_cast<int64_t>(col) * nt] = acc[i][h];
-        c[col + static_cast<int64_t>(row) * nt] = acc[i][h];
+        for (int h = 0; h < 2; ++h) {
+          const int col = LowerPairCol(kTiles, u) * 8 + 2 * (lane % 4) + h;
+          if (row < nt && col <= row) {
+            c[row + static_cast<int64_t>(col) * nt] = acc[I][2 * half + h];
+            c[col + static_cast<int64_t>(row) * nt] = acc[I][2 * half + h];
+          }
+        }
       }
     }
-  }
+  });
 }
 
 // Rows [p0, p0 + kChunk) of X[j:, j] (k rows in all) into xs; rows past k are zeros. The
@@ -77,7 +86,7 @@ __device__ inline void StageChunk(const double* col0, int64_t ld, int nt, int k,
 // X[j:, j] are double-buffered with cp.async; each warp keeps its tiles' sums in registers.
 // The sums run over the rows in order, four rows per tensor-core step: on an H100 the
 // outputs are byte-identical to those of the batched cuBLAS GEMMs (docs/perf.md, step 6).
-__global__ void __launch_bounds__(kThreads) CoreGramKernel(RunArgs a) {
+__global__ void __launch_bounds__(kThreads, 4) CoreGramKernel(RunArgs a) {
   extern __shared__ double smem[];
   const PlanDims& D = a.dims;
   const RunEntry e = a.entries[blockIdx.x];
@@ -92,9 +101,9 @@ __global__ void __launch_bounds__(kThreads) CoreGramKernel(RunArgs a) {
     smem[b * kBufDoubles + nt * kRowStride + r] = 0.0;
   }
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  double acc[kTilesPerWarp][2];
+  double acc[kTilesPerWarp][4];
 #pragma unroll
-  for (int i = 0; i < kTilesPerWarp; ++i) acc[i][0] = acc[i][1] = 0.0;
+  for (int i = 0; i < kTilesPerWarp; ++i) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.0;
   const int nchunks = (k + kChunk - 1) / kChunk;
   StageChunk(col0, ld, nt, k, 0, smem);
   __pipeline_commit();

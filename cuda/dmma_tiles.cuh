@@ -1,9 +1,16 @@
-// FP64 tensor-core (DMMA, mma.sync m8n8k4) pieces shared by the kernels that multiply
-// small matrices held in shared memory (device-only header).
+// FP64 tensor-core (DMMA, mma.sync m8n8k4 and m16n8k4) pieces shared by the kernels that
+// multiply small matrices held in shared memory (device-only header).
+//
+// On the H100 an m16n8k4 issues at the rate of an m8n8k4 (66 against 33 TFLOP/s a GPU,
+// issue 25, session 36), and its two 8 x 8 halves are bit-identical to two m8n8k4 with the
+// same B (a probe of 25.6 M random elements; a warm r frame's --model --dump is
+// byte-identical to the m8n8k4 kernels'): so products go two tiles at a time where two
+// tiles share B and the registers allow (docs/perf.md, session 36).
 #ifndef SPEXD_CUDA_DMMA_TILES_CUH_
 #define SPEXD_CUDA_DMMA_TILES_CUH_
 
 #include <type_traits>
+#include <utility>
 
 namespace spexd::cuda {
 
@@ -30,15 +37,45 @@ __device__ inline void Dmma(double (&d)[2], double a, double b) {
                : "d"(a), "d"(b));
 }
 
-// The lower tiles (R >= C) of a square tile grid in row order, (0,0), (1,0), (1,1), (2,0),
-// ...: tile t's row and column (symmetric products compute these alone and mirror them).
-__host__ __device__ constexpr int LowerTileRow(int t) {
-  int r = 0;
-  while ((r + 1) * (r + 2) / 2 <= t) ++r;
-  return r;
+// f(std::integral_constant<int, i>{}) for i = 0 .. N-1: indices that are constant
+// expressions, so that a tile's place (LowerPair*) folds at compile time.
+template <class F, int... I>
+__device__ __forceinline__ void StaticForImpl(F& f, std::integer_sequence<int, I...>) {
+  (f(std::integral_constant<int, I>{}), ...);
 }
-__host__ __device__ constexpr int LowerTileCol(int t) {
-  return t - LowerTileRow(t) * (LowerTileRow(t) + 1) / 2;
+template <int N, class F>
+__device__ __forceinline__ void StaticFor(F f) {
+  StaticForImpl(f, std::make_integer_sequence<int, N>{});
+}
+
+// A pair of 8 x 8 tiles with the same B in one m16n8k4: d[0..1] += A_top B as Dmma's d,
+// d[2..3] += A_bot B (lane l holds A_top(l/4, l%4) and A_bot(l/4, l%4)).
+__device__ inline void DmmaPair(double (&d)[4], double a_top, double a_bot, double b) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k4.row.col.f64.f64.f64.f64 {%0, %1, %2, %3}, {%4, %5}, {%6}, "
+      "{%0, %1, %2, %3};"
+      : "+d"(d[0]), "+d"(d[1]), "+d"(d[2]), "+d"(d[3])
+      : "d"(a_top), "d"(a_bot), "d"(b));
+}
+
+// The lower tiles of a T x T grid by pairs that share their column C (so B): rows C and
+// C + 1, C + 2 and C + 3, ...; where T - C is odd the last pair's bottom row is T (none:
+// its operand is zero and its sums are dropped). Pair u's column and top row, in column
+// order.
+__host__ __device__ constexpr int LowerPairCount(int T) {
+  int n = 0;
+  for (int c = 0; c < T; ++c) n += (T - c + 1) / 2;
+  return n;
+}
+__host__ __device__ constexpr int LowerPairCol(int T, int u) {
+  int c = 0;
+  while (u >= (T - c + 1) / 2) u -= (T - c + 1) / 2, ++c;
+  return c;
+}
+__host__ __device__ constexpr int LowerPairRow(int T, int u) {
+  int c = 0;
+  while (u >= (T - c + 1) / 2) u -= (T - c + 1) / 2, ++c;
+  return c + 2 * u;
 }
 
 // A matrix in shared memory: M(r, c) = p[r * rs + c * cs].
@@ -89,6 +126,46 @@ __device__ __forceinline__ void ForEachTileElement(const double (&acc)[kPerWarp]
     const int row = (t / T) * 8 + lane / 4;
 #pragma unroll
     for (int h = 0; h < 2; ++h) f(row, (t % T) * 8 + 2 * (lane % 4) + h, acc[i][h]);
+  }
+}
+
+// One warp's share of C = X Y in 8 x 8 tiles, as RowPairProduct gives it: tile rows 2 rp
+// and 2 rp + 1, tile columns c = c0, c0 + cs, ... (kCols of them), a DmmaPair each a step:
+// the warp loads 2 + kCols fragments a step for kCols products (TileProduct's warps load
+// up to 2 T). kUpperY and kLowerY as in TileProduct, and the steps no column needs skipped.
+template <int kCols, bool kUpperY = false, bool kLowerY = false>
+__device__ __forceinline__ void RowPairProduct(SharedMat x, SharedMat y, int kend, int rp, int c0,
+                                               int cs, int lane, double (&acc)[kCols][4]) {
+#pragma unroll
+  for (int j = 0; j < kCols; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0;
+  const int cmax = c0 + (kCols - 1) * cs;
+  const int kbegin = kLowerY ? 8 * c0 : 0;
+  const int kstop = kUpperY ? min(kend, 8 * (cmax + 1)) : kend;
+  for (int k0 = kbegin; k0 < kstop; k0 += 4) {
+    const double at = x(16 * rp + lane / 4, k0 + lane % 4);
+    const double ab = x(16 * rp + 8 + lane / 4, k0 + lane % 4);
+#pragma unroll
+    for (int j = 0; j < kCols; ++j) {
+      const int c = c0 + j * cs;
+      if ((!kUpperY || k0 < 8 * (c + 1)) && (!kLowerY || k0 + 4 > 8 * c)) {
+        DmmaPair(acc[j], at, ab, y(k0 + lane % 4, 8 * c + lane / 4));
+      }
+    }
+  }
+}
+
+// Calls f(row, col, value) for each element of a RowPairProduct's tiles this lane holds.
+template <int kCols, class F>
+__device__ __forceinline__ void ForEachRowPairElement(const double (&acc)[kCols][4], int rp, int c0,
+                                                      int cs, int lane, F f) {
+#pragma unroll
+  for (int j = 0; j < kCols; ++j) {
+    const int row = 16 * rp + lane / 4, col = 8 * (c0 + j * cs) + 2 * (lane % 4);
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      f(row, col + h, acc[j][h]);
+      f(row + 8, col + h, acc[j][2 + h]);
+    }
   }
 }
 

@@ -77,52 +77,65 @@ __device__ inline void TileInverse(double* s, int ld, const double* rd, int n, d
     InvertDiagonalTile(s, ld, rd, j0, min(kInvTile, n - j0), lane, xrow_all + kInvTile * warp);
   }
   __syncthreads();
-  // Tile row I of X in 8 x 8 tiles t (rows 16 I + 8 (t % 2), columns 8 (t / 2)): W_IJ =
-  // sum_K L_IK X_KJ into X_IJ's place (read by no one in this pass), then X_IJ = -X_II W_IJ.
-  // Rows past n (in the last tile) are masked: their operands are zeros, nothing is written.
+  // Tile row I of X by pairs of 8 x 8 tiles p (rows 16 I and 16 I + 8 of columns 8 p, one
+  // DmmaPair a step): W_IJ = sum_K L_IK X_KJ into X_IJ's place (read by no one in this
+  // pass), then X_IJ = -X_II W_IJ. Rows past n (in the last tile) are masked: their operands
+  // are zeros, nothing is written.
   const int sub = lane / 4, kq = lane % 4;
-  constexpr int kPerWarp = (4 * (kTileInverseMaxN / kInvTile - 1) + kWarps - 1) / kWarps;
+  constexpr int kPerWarp = (2 * (kTileInverseMaxN / kInvTile - 1) + kWarps - 1) / kWarps;
   for (int I = 1; I < ntile; ++I) {
-    const int ntiles = 4 * I, i0 = I * kInvTile;
+    const int npairs = 2 * I, i0 = I * kInvTile, rt = i0 + sub, rb = rt + 8;
 #pragma unroll
     for (int i = 0; i < kPerWarp; ++i) {
-      const int t = warp + kWarps * i;
-      if (t >= ntiles) break;
-      const int r0 = i0 + 8 * (t % 2), c0 = 8 * (t / 2);
-      double acc[2] = {0.0, 0.0};
+      const int p = warp + kWarps * i;
+      if (p >= npairs) break;
+      const int c0 = 8 * p;
+      double acc[4] = {0.0, 0.0, 0.0, 0.0};
       for (int k = c0; k < i0; k += 4) {  // X(m, c) = 0 for m < c
         const int m = k + kq, c = c0 + sub;
-        Dmma(acc, r0 + sub < n ? s[(r0 + sub) * ld + m] : 0.0, m >= c ? TileInverseAt(s, ld, rd, m, c) : 0.0);
+        DmmaPair(acc, rt < n ? s[rt * ld + m] : 0.0, rb < n ? s[rb * ld + m] : 0.0,
+                 m >= c ? TileInverseAt(s, ld, rd, m, c) : 0.0);
       }
-      const int r = r0 + sub, c = c0 + 2 * kq;
-      if (r < n) {
-        s[c * ld + r] = acc[0];
-        s[(c + 1) * ld + r] = acc[1];
+      const int c = c0 + 2 * kq;
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int r = half ? rb : rt;
+        if (r < n) {
+          s[c * ld + r] = acc[2 * half];
+          s[(c + 1) * ld + r] = acc[2 * half + 1];
+        }
       }
     }
     __syncthreads();
-    double x[kPerWarp][2];
+    // The top tile's X_II rows end at i0 + 8: its operands past them are zeros (X(r, m) = 0
+    // for m > r), which add exact zeros to its sums.
+    double x[kPerWarp][4];
 #pragma unroll
     for (int i = 0; i < kPerWarp; ++i) {
-      x[i][0] = x[i][1] = 0.0;
-      const int t = warp + kWarps * i;
-      if (t >= ntiles) continue;
-      const int r0 = i0 + 8 * (t % 2), c0 = 8 * (t / 2);
-      for (int k = i0; k < r0 + 8; k += 4) {  // X(r, m) = 0 for m > r
-        const int m = k + kq, r = r0 + sub;
-        Dmma(x[i], m <= r && r < n ? TileInverseAt(s, ld, rd, r, m) : 0.0,
-             m < n ? s[(c0 + sub) * ld + m] : 0.0);
+      x[i][0] = x[i][1] = x[i][2] = x[i][3] = 0.0;
+      const int p = warp + kWarps * i;
+      if (p >= npairs) continue;
+      const int c0 = 8 * p;
+      for (int k = i0; k < i0 + kInvTile; k += 4) {
+        const int m = k + kq;
+        DmmaPair(x[i], m <= rt && rt < n ? TileInverseAt(s, ld, rd, rt, m) : 0.0,
+                 m <= rb && rb < n ? TileInverseAt(s, ld, rd, rb, m) : 0.0,
+                 m < n ? s[(c0 + sub) * ld + m] : 0.0);
       }
     }
     __syncthreads();
 #pragma unroll
     for (int i = 0; i < kPerWarp; ++i) {
-      const int t = warp + kWarps * i;
-      if (t >= ntiles) continue;
-      const int r = i0 + 8 * (t % 2) + sub, c = 8 * (t / 2) + 2 * kq;
-      if (r < n) {
-        s[c * ld + r] = -x[i][0];
-        s[(c + 1) * ld + r] = -x[i][1];
+      const int p = warp + kWarps * i;
+      if (p >= npairs) continue;
+      const int c = 8 * p + 2 * kq;
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int r = half ? rb : rt;
+        if (r < n) {
+          s[c * ld + r] = -x[i][2 * half];
+          s[(c + 1) * ld + r] = -x[i][2 * half + 1];
+        }
       }
     }
     __syncthreads();

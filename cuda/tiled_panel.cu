@@ -91,7 +91,7 @@ __global__ void __launch_bounds__(kPanelThreads) PanelSolveKernel(RunArgs a, int
 
 // The panel on the FP64 tensor cores (nt <= kDmmaN; issue 25): the same product
 // L[k+1:, k] = M[k+1:, k] X_k^T, 80 rows a pass, both operands zero-padded to 80 x 80 in
-// shared memory (dmma_tiles.cuh's TileProduct), the rows staged column-major and X_k^T
+// shared memory (dmma_tiles.cuh's RowPairProduct: ten warps, two tile rows each), the rows staged column-major and X_k^T
 // row-major, so that the fragments are conflict-free. The CUDA-core kernel above did 5 x
 // kCols multiply-adds per thread per inner index, its FP64 pipe the limit; the products'
 // summation order differs from it (rounding only).
@@ -99,13 +99,14 @@ constexpr int kDmmaN = 80;                  // padded block side: 10 x 10 tiles 
 static_assert(kDmmaN == kPanelDmmaMaxNt, "the launcher's choice and RunArgs::panel_p");
 constexpr int kDmmaTiles = kDmmaN / 8;
 constexpr int kDmmaLd = kDmmaN + 4;         // 4 mod 16 doubles (dmma_tiles.cuh)
-constexpr int kDmmaWarps = 8;
-constexpr int kDmmaPerWarp = (kDmmaTiles * kDmmaTiles + kDmmaWarps - 1) / kDmmaWarps;
+// Warp w: tile rows 2 (w / 2) and 2 (w / 2) + 1, tile columns w % 2, w % 2 + 2, ... (the
+// triangular X_k's products balanced between the two halves; dmma_tiles.cuh's
+// RowPairProduct).
+constexpr int kDmmaWarps = kDmmaTiles;
+constexpr int kDmmaCols = kDmmaTiles / 2;
 static_assert(kDmmaLd % 16 == 4, "conflict-free fragments");
 
 std::size_t PanelDmmaSmemBytes() { return sizeof(double) * 2 * kDmmaN * kDmmaLd; }
-
-static_assert(kDmmaWarps == 8, "ForEightWarps dispatches eight warps");
 
 // With RunArgs::panel_p it also leaves P_k = L[k+1:k+1+b, k] X_k for the trailing-first
 // inversion (batch_layout.h's NeedsPanelP), from L's rows (put back in place of M's) and
@@ -146,7 +147,7 @@ __global__ void __launch_bounds__(32 * kDmmaWarps, 2) PanelSolveDmmaKernel(RunAr
   }
   double* panel0 = SlotMatrix(a, e.slot) + static_cast<int64_t>(k + 1) * nt + static_cast<int64_t>(k) * nt * ld;
   const int kend = (nt + 3) / 4 * 4;
-  const int warp = tid / 32, lane = tid % 32;
+  const int warp = tid / 32, lane = tid % 32, rp = warp / 2, c0 = warp % 2;
   for (int r0 = 0; r0 < rows; r0 += kDmmaN) {
     const int nr = min(kDmmaN, rows - r0);
     for (int idx = tid; idx < kDmmaN * kDmmaLd; idx += blockDim.x) {
@@ -160,37 +161,28 @@ __global__ void __launch_bounds__(32 * kDmmaWarps, 2) PanelSolveDmmaKernel(RunAr
     __pipeline_commit();
     __pipeline_wait_prior(0);  // this thread's copies (and, on the first pass, X_k^T)
     __syncthreads();
-    double acc[kDmmaPerWarp][2];
-    ForEightWarps(warp, [&](auto w) {
-      constexpr int W = decltype(w)::value;
-      // X_k is lower triangular (zeros stored above its diagonal), so X_k^T
-      // is upper: each tile column stops at its own last row (half the products).
-      TileProduct<kDmmaTiles, kDmmaWarps, W, kDmmaPerWarp, true>(
-          SharedMat{bc, 1, kDmmaLd}, SharedMat{xt, kDmmaLd, 1}, kend, lane, acc);
-      ForEachTileElement<kDmmaTiles, kDmmaWarps, W>(acc, lane, [&](int row, int col, double v) {
-        if (row < nr && col < nt) panel0[r0 + row + static_cast<int64_t>(col) * ld] = v;
-      });
+    double acc[kDmmaCols][4];
+    // X_k is lower triangular (zeros stored above its diagonal), so X_k^T is upper: each
+    // tile column stops at its own last row (half the products).
+    RowPairProduct<kDmmaCols, true>(SharedMat{bc, 1, kDmmaLd}, SharedMat{xt, kDmmaLd, 1}, kend, rp,
+                                    c0, 2, lane, acc);
+    ForEachRowPairElement(acc, rp, c0, 2, lane, [&](int row, int col, double v) {
+      if (row < nr && col < nt) panel0[r0 + row + static_cast<int64_t>(col) * ld] = v;
     });
     if (want_p) {  // block-uniform
       __syncthreads();  // every warp has read bc
       // These rows of L over M's in bc (zeros in the padding), then P = L X_k: X_k is
       // column-major in xt (xt[j][m] = X_k[m][j]) and lower triangular.
-      ForEightWarps(warp, [&](auto w) {
-        constexpr int W = decltype(w)::value;
-        ForEachTileElement<kDmmaTiles, kDmmaWarps, W>(acc, lane, [&](int row, int col, double v) {
-          bc[col * kDmmaLd + row] = row < nr && col < nt ? v : 0.0;
-        });
+      ForEachRowPairElement(acc, rp, c0, 2, lane, [&](int row, int col, double v) {
+        bc[col * kDmmaLd + row] = row < nr && col < nt ? v : 0.0;
       });
       __syncthreads();
-      ForEightWarps(warp, [&](auto w) {
-        constexpr int W = decltype(w)::value;
-        TileProduct<kDmmaTiles, kDmmaWarps, W, kDmmaPerWarp, false, true>(
-            SharedMat{bc, 1, kDmmaLd}, SharedMat{xt, 1, kDmmaLd}, kend, lane, acc);
-        double* p = p_out() + r0;
-        const int pld = p_ld();
-        ForEachTileElement<kDmmaTiles, kDmmaWarps, W>(acc, lane, [&](int row, int col, double v) {
-          if (row < nr && col < nt) p[row + static_cast<int64_t>(col) * pld] = v;
-        });
+      RowPairProduct<kDmmaCols, false, true>(SharedMat{bc, 1, kDmmaLd}, SharedMat{xt, 1, kDmmaLd},
+                                             kend, rp, c0, 2, lane, acc);
+      double* p = p_out() + r0;
+      const int pld = p_ld();
+      ForEachRowPairElement(acc, rp, c0, 2, lane, [&](int row, int col, double v) {
+        if (row < nr && col < nt) p[row + static_cast<int64_t>(col) * pld] = v;
       });
     }
     __syncthreads();  // bc is refilled next

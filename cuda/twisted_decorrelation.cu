@@ -68,46 +68,55 @@ __host__ __device__ inline TwistedLayout MakeTwistedLayout(int n) {
 
 static_assert(kTwWarps == 8, "ForEightWarps dispatches eight warps");
 
-// G = Z^T Z is symmetric: its lower tiles alone (55 of 100; dmma_tiles.cuh's order), warp W
-// owning t = W, W + 8, ...; X = Z^T and Y = Z have
-// the same fragments (X(8R + l/4, k) = Z(k, 8R + l/4)), one load a tile row and k-step.
-constexpr int kTwLowerTiles = kTwT * (kTwT + 1) / 2;
-constexpr int kTwLowerPerWarp = (kTwLowerTiles + kTwWarps - 1) / kTwWarps;
+// G = Z^T Z is symmetric: its lower tiles alone (55 of 100), by pairs of one column
+// (dmma_tiles.cuh's LowerPair*: 30 pairs), warp W owning pairs W, W + 8, ...; X = Z^T and
+// Y = Z have the same fragments (X(8R + l/4, k) = Z(k, 8R + l/4)), one load a tile row and
+// k-step.
+constexpr int kTwLowerPairs = LowerPairCount(kTwT);
+constexpr int kTwLowerPerWarp = (kTwLowerPairs + kTwWarps - 1) / kTwWarps;
 
 template <int W>
 __device__ __forceinline__ void GramLowerTiles(const double* z, int kend, int lane,
-                                               double (&acc)[kTwLowerPerWarp][2]) {
+                                               double (&acc)[kTwLowerPerWarp][4]) {
 #pragma unroll
-  for (int i = 0; i < kTwLowerPerWarp; ++i) acc[i][0] = acc[i][1] = 0.0;
+  for (int i = 0; i < kTwLowerPerWarp; ++i) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.0;
   for (int k0 = 0; k0 < kend; k0 += 4) {
-    double f[kTwT];  // f[R] = Z(k0 + l%4, 8R + l/4)
+    double f[kTwT + 1];  // f[R] = Z(k0 + l%4, 8R + l/4); f[kTwT] = 0 (a pair's missing row)
 #pragma unroll
     for (int r = 0; r < kTwT; ++r) f[r] = z[(k0 + lane % 4) * kTwLd + 8 * r + lane / 4];
-#pragma unroll
-    for (int i = 0; i < kTwLowerPerWarp; ++i) {
-      const int t = W + kTwWarps * i;
-      if (t < kTwLowerTiles) Dmma(acc[i], f[LowerTileRow(t)], f[LowerTileCol(t)]);
-    }
+    f[kTwT] = 0.0;
+    StaticFor<kTwLowerPerWarp>([&](auto i) {
+      constexpr int I = decltype(i)::value, u = W + kTwWarps * I;
+      if constexpr (u < kTwLowerPairs) {
+        constexpr int r = LowerPairRow(kTwT, u);
+        DmmaPair(acc[I], f[r], f[r + 1], f[LowerPairCol(kTwT, u)]);
+      }
+    });
   }
 }
 
 // f(row, col, g) for each element of warp W's lower tiles this lane holds, and for its
 // mirror above the diagonal (the same g).
 template <int W, class F>
-__device__ __forceinline__ void ForEachGramElement(const double (&acc)[kTwLowerPerWarp][2], int lane, F f) {
+__device__ __forceinline__ void ForEachGramElement(const double (&acc)[kTwLowerPerWarp][4], int lane, F f) {
+  StaticFor<kTwLowerPerWarp>([&](auto i) {
+    constexpr int I = decltype(i)::value, u = W + kTwWarps * I;
+    if constexpr (u < kTwLowerPairs) {
+      constexpr int tc = LowerPairCol(kTwT, u);
 #pragma unroll
-  for (int i = 0; i < kTwLowerPerWarp; ++i) {
-    const int t = W + kTwWarps * i;
-    if (t >= kTwLowerTiles) continue;
-    const int tr = LowerTileRow(t), tc = LowerTileCol(t);
-    const int row = tr * 8 + lane / 4;
+      for (int half = 0; half < 2; ++half) {
+        const int tr = LowerPairRow(kTwT, u) + half;
+        if (tr >= kTwT) continue;
+        const int row = tr * 8 + lane / 4;
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int col = tc * 8 + 2 * (lane % 4) + h;
-      f(row, col, acc[i][h]);
-      if (tr != tc) f(col, row, acc[i][h]);
+        for (int h = 0; h < 2; ++h) {
+          const int col = tc * 8 + 2 * (lane % 4) + h;
+          f(row, col, acc[I][2 * half + h]);
+          if (tr != tc) f(col, row, acc[I][2 * half + h]);
+        }
+      }
     }
-  }
+  });
 }
 
 // B(l%4, l/4) = W(kk + l%4, l/4) of an 8 x 8 tile W held as a product's result (lane l
@@ -175,19 +184,28 @@ __device__ void ApplyCompactReflectors(double* z, const double* wy, int n, const
       yb[i][0] = ResultAsB(y[i], 0, lane);
       yb[i][1] = ResultAsB(y[i], 4, lane);
     }
-    // Z(:, tile) -= V_b Y, tile rows from 8b + 1 to n - 1.
-    for (int tr = b; 8 * tr < n; ++tr) {
+    // Z(:, tile) -= V_b Y, tile rows from 8b + 1 to n - 1, two tile rows a product (where
+    // the second starts past n, its operand and sums are zeros, not stored).
+    for (int tr = b; 8 * tr < n; tr += 2) {
       const int row = 8 * tr + lane / 4, c0 = k0 + lane % 4, c1 = c0 + 4;
+      const bool bot = 8 * (tr + 1) < n;
       const double v0 = row > c0 ? -wy[c0 * kTwLd + row] : 0.0;
       const double v1 = row > c1 ? -wy[c1 * kTwLd + row] : 0.0;
+      const double u0 = bot ? -wy[c0 * kTwLd + row + 8] : 0.0;  // row + 8 > c1 > c0
+      const double u1 = bot ? -wy[c1 * kTwLd + row + 8] : 0.0;
 #pragma unroll
       for (int i = 0; i < kNt; ++i) {
         double* zt = z + row * kTwLd + 8 * tc[i] + 2 * (lane % 4);
-        double acc[2] = {zt[0], zt[1]};
-        Dmma(acc, v0, yb[i][0]);
-        Dmma(acc, v1, yb[i][1]);
+        double* zb = zt + 8 * kTwLd;
+        double acc[4] = {zt[0], zt[1], bot ? zb[0] : 0.0, bot ? zb[1] : 0.0};
+        DmmaPair(acc, v0, u0, yb[i][0]);
+        DmmaPair(acc, v1, u1, yb[i][1]);
         zt[0] = acc[0];
         zt[1] = acc[1];
+        if (bot) {
+          zb[0] = acc[2];
+          zb[1] = acc[3];
+        }
       }
     }
     __syncwarp();
@@ -298,7 +316,7 @@ __global__ void __launch_bounds__(kTwThreads, 2) TwistedKernel(RunArgs a) {
     // G = Z^T Z (its lower tiles, mirrored), kept as P = (3I - G) / 2 in R2 (row-major).
     ForEightWarps(warp, [&](auto w) {
       constexpr int W = decltype(w)::value;
-      double gacc[kTwLowerPerWarp][2];
+      double gacc[kTwLowerPerWarp][4];
       GramLowerTiles<W>(r1, kend, lane, gacc);
       ForEachGramElement<W>(gacc, lane, [&](int row, int col, double g) {
         const double id = (row == col && row < n) ? 1.0 : 0.0;

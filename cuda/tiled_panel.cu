@@ -91,10 +91,12 @@ __global__ void __launch_bounds__(kPanelThreads) PanelSolveKernel(RunArgs a, int
 
 // The panel on the FP64 tensor cores (nt <= kDmmaN; issue 25): the same product
 // L[k+1:, k] = M[k+1:, k] X_k^T, 80 rows a pass, both operands zero-padded to 80 x 80 in
-// shared memory (dmma_tiles.cuh's RowPairProduct: ten warps, two tile rows each), the rows staged column-major and X_k^T
-// row-major, so that the fragments are conflict-free. The CUDA-core kernel above did 5 x
-// kCols multiply-adds per thread per inner index, its FP64 pipe the limit; the products'
-// summation order differs from it (rounding only).
+// shared memory (dmma_tiles.cuh's RowPairProduct: ten warps, two tile rows each), the rows
+// staged column-major and X_k^T row-major, so that the fragments are conflict-free. The
+// CUDA-core kernel above did 5 x kCols multiply-adds per thread per inner index, its FP64
+// pipe the limit; the products' summation order differs from it (rounding only). Eight
+// warps of TileProduct (up to 20 fragment loads a step for 7-13 products) were bound by
+// those loads: 5.26 ms a frame against 3.97 (H100, session 36).
 constexpr int kDmmaN = 80;                  // padded block side: 10 x 10 tiles of 8 x 8
 static_assert(kDmmaN == kPanelDmmaMaxNt, "the launcher's choice and RunArgs::panel_p");
 constexpr int kDmmaTiles = kDmmaN / 8;

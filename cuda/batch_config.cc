@@ -35,8 +35,15 @@ bool BatchExtractor::BlockedSolve() const {
   return tiled_cholesky_ && cfg_.solver != core::CudaTriangularSolver::kCusolverBatched;
 }
 
+// The tiled factor's diagonal updates in the factor kernel (RunArgs::diag_update).
+bool BatchExtractor::DiagUpdateInFactor() const {
+  return tiled_cholesky_ && cfg_.diagnostics.diag_update_in_factor &&
+         cfg_.plan->nwavetot <= kFactorUpdateMaxNt;
+}
+
 LayoutChoices BatchExtractor::Choices() const {
   LayoutChoices c;
+  c.diag_update_in_factor = DiagUpdateInFactor();
   c.panel_p = PanelP();
   c.library_leaf = cfg_.solver == core::CudaTriangularSolver::kCusolverBatched;
   c.tiled_cholesky = tiled_cholesky_;
@@ -76,6 +83,7 @@ RunArgs BatchExtractor::MakeArgs(const WorkspaceSet& s, int count, const core::E
   a.forward_in_factor = BlockedSolve();
   a.panel_p = PanelP() ? 1 : 0;
   a.tile_inverse = cfg_.diagnostics.tile_inverse ? 1 : 0;
+  a.diag_update = DiagUpdateInFactor() ? 1 : 0;
   return a;
 }
 

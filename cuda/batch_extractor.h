@@ -65,6 +65,7 @@ class BatchExtractor {
   LayoutChoices Choices() const;
   bool BandInverse() const;  // the band inversion (batch_layout.h) for this backend
   bool PanelP() const;       // LayoutChoices::panel_p for this backend
+  bool DiagUpdateInFactor() const;  // LayoutChoices::diag_update_in_factor, RunArgs::diag_update
   bool BlockedSolve() const;  // the tiled factor with the blocked solve (not potrs)
   absl::StatusOr<bool> UseTiledCholesky(int nt) const;
   RunArgs MakeArgs(const WorkspaceSet& s, int count, const core::ExtractionJob& job) const;

@@ -178,7 +178,7 @@ void AddCholesky(const SlotMath& sm, RunLayout* out) {
 // Rows whose inner range is the whole of lo..k-1 share one call; each later row takes the
 // inner blocks it meets (one call per (first row, rows, inner size)). Multiplying the zero
 // blocks too (one call over all rows) did ~40 % more multiply-adds at B = 2 (issue 25).
-void AddTiledUpdates(const SlotMath& sm, RunLayout* out) {
+void AddTiledUpdates(const SlotMath& sm, bool skip_diagonal, RunLayout* out) {
   const int nt = sm.nt;
   for (int k = 1; k < MaxBlocks(sm.plan); ++k) {
     // (first row - k, rows, inner blocks) -> calls
@@ -195,7 +195,9 @@ void AddTiledUpdates(const SlotMath& sm, RunLayout* out) {
         pt.c.push_back(sm.M(e, r0, static_cast<int64_t>(k) * nt));
       };
       const int full_last = std::min(hi, lo + e.band);  // rows meeting every inner block
-      add(k, full_last, lo);
+      // skip_diagonal: row block k is the factor kernel's (RunArgs::diag_update).
+      const int first = skip_diagonal ? k + 1 : k;
+      if (first <= full_last) add(first, full_last, lo);
       for (int i = full_last + 1; i <= hi; ++i) {
         if (i - e.band < k) add(i, i, i - e.band);
       }
@@ -421,7 +423,7 @@ RunLayout BuildRunLayout(const core::PatchPlan& plan, std::vector<RunEntry> entr
   out.ptrs.reserve(MaxPointerCount(plan, static_cast<int>(out.entries.size())));
   const SlotMath sm(plan, s);
   AddCholesky(sm, &out);
-  if (choices.tiled_cholesky) AddTiledUpdates(sm, &out);
+  if (choices.tiled_cholesky) AddTiledUpdates(sm, choices.diag_update_in_factor, &out);
   if (choices.library_leaf) AddLeafInverses(sm, &out);
   if (choices.band_inverse) {
     AddBandInverse(sm, &out);

@@ -132,7 +132,8 @@ struct RunLayout {
   std::vector<RunEntry> entries;               // sorted by n: potrf groups are contiguous
   std::vector<BatchedCall> potrf;              // one per distinct n; potrs B at b_off
   // Tiled Cholesky (tiled_cholesky.h), step 1 for k = 1..: M[k:, k] -= L[k:, :k] L[k, :k]^T
-  // over the blocks inside each entry's band only. chol_update[k - 1] holds step k's calls.
+  // over the blocks inside each entry's band only (rows k + 1.. alone with
+  // LayoutChoices::diag_update_in_factor). chol_update[k - 1] holds step k's calls.
   std::vector<std::vector<BatchedCall>> chol_update;
   BatchedCall leaf_trsm;                       // library leaf path (count 0 when unused)
   std::vector<std::vector<BatchedCall>> trtri; // per step r = 1..: {gemm 1 per b, gemm 2 per b}
@@ -157,6 +158,9 @@ struct LayoutChoices {
   // (NeedsPanelP): trtri has gemm 2 only, which reads P_j from the scratch (PanelPOffset).
   // Only with tiled_cholesky, without library_leaf and band_inverse (BatchExtractor::PanelP).
   bool panel_p = false;
+  // The tiled Cholesky's diagonal block updates done by its factor kernel
+  // (RunArgs::diag_update): chol_update takes the rows below the diagonal block only.
+  bool diag_update_in_factor = false;
 };
 
 // Layout of a run over `entries` (any slots; re-sorted by n, stably).

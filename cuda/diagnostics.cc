@@ -79,6 +79,9 @@ const std::vector<EnvironmentSwitch>& CudaEnvironmentSwitches() {
       {"SPEXD_CUDA_LEAF_INVERSE", "tiles or steps",
        "steps: the tiled factor inverts each diagonal block L_kk by nt block-wide register "
        "steps (default tiles: by 16 x 16 tiles where nt <= 80)"},
+      {"SPEXD_CUDA_CHOL_UPDATE", "factor or gemm",
+       "gemm: the tiled Cholesky's diagonal block updates by batched cuBLAS GEMMs with the rest "
+       "(default factor: in the factor kernel on the tensor cores where nt <= 80)"},
       {"SPEXD_CUDA_STREAM_PRIORITY", "equal or compute",
        "compute: the compute stream (each batch's chain up to the reduction) at the greatest "
        "stream priority (default equal: the compute and tail streams at the default)"},
@@ -126,6 +129,9 @@ absl::StatusOr<Diagnostics> DiagnosticsFromEnvironment(EnvironmentLookup lookup)
   if (s.ok()) s = ReadSwitch(lookup, "SPEXD_CUDA_INVERSE", "trailing", "band", &d.band_inverse);
   if (s.ok()) s = ReadSwitch(lookup, "SPEXD_CUDA_INVERSE_P", "gemm", "panel", &d.panel_p);
   if (s.ok()) s = ReadSwitch(lookup, "SPEXD_CUDA_LEAF_INVERSE", "steps", "tiles", &d.tile_inverse);
+  if (s.ok()) {
+    s = ReadSwitch(lookup, "SPEXD_CUDA_CHOL_UPDATE", "gemm", "factor", &d.diag_update_in_factor);
+  }
   if (s.ok()) s = ReadSwitch(lookup, "SPEXD_CUDA_STREAM_PRIORITY", "equal", "compute", &d.prioritize_compute);
   if (s.ok()) s = ReadSwitch(lookup, "SPEXD_CUDA_REDUCE_STREAM", "compute", "tail", &d.reduce_on_tail);
   if (s.ok()) s = ReadSwitch(lookup, "SPEXD_CUDA_NE_STREAM", "compute", "prep", &d.ne_ahead);

@@ -43,6 +43,10 @@ struct Diagnostics {
   // SPEXD_CUDA_LEAF_INVERSE=steps: the tiled factor inverts L_kk by nt block-wide register
   // steps (default tiles: by 16 x 16 tiles where nt <= 80, tile_inverse.cuh).
   bool tile_inverse = true;
+  // SPEXD_CUDA_CHOL_UPDATE=gemm: every block of the tiled Cholesky's updates by batched
+  // cuBLAS GEMMs (default factor: the diagonal block's in the factor kernel on the tensor
+  // cores where nt <= 80, RunArgs::diag_update; the blocks below it by the GEMMs).
+  bool diag_update_in_factor = true;
   // SPEXD_CUDA_STREAM_PRIORITY=compute: the compute stream (each batch's chain from the
   // normal equations to the reduction) at the greatest stream priority, the tail stream's
   // QL, vectors and finalise filling what it leaves (default equal: both at the default).

@@ -110,6 +110,10 @@ struct RunArgs {
   // 1: the tiled factor inverts L_kk by 16 x 16 tiles (tile_inverse.cuh) where nt <= 80;
   // 0: by nt register steps (the factor's own layout).
   int tile_inverse;
+  // 1: the tiled factor brings its diagonal block up to date itself, M_kk -= F F^T with
+  // F = L[k, BandFirst(k):k] (tiled_cholesky.cu, on the tensor cores where nt <= 80), and
+  // the layout's chol_update has no row block k (LayoutChoices::diag_update_in_factor).
+  int diag_update;
 };
 
 }  // namespace spexd::cuda

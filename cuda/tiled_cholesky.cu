@@ -148,6 +148,92 @@ __device__ __forceinline__ void InvertTile(std::integer_sequence<int, JB...>, Ti
   (InvertColumnTile<R, JB>(t, s, vec2, rdiag, nt, p, tx, ty), ...);
 }
 
+// RunArgs::diag_update: M_kk -= F F^T, F = L[k, j0:k] (nt x inner, in M column-major), on
+// the tensor cores before the factor loads M_kk: G = F F^T's lower 8 x 8 tiles as column
+// pairs (dmma_tiles.cuh's LowerPair*, 30 of them over the eight warps), F staged
+// kUpdChunk columns at a time in the factor's own shared memory (ld kUpdLd, rows past nt
+// zero). Instead of a batched DGEMM that wrote M_kk for this kernel to read back.
+constexpr int kUpdTiles = kFactorUpdateMaxNt / 8;
+constexpr int kUpdLd = kFactorUpdateMaxNt + 4;  // 4 mod 16 doubles: conflict-free fragments
+constexpr int kUpdChunk = 32;
+constexpr int kUpdPairs = LowerPairCount(kUpdTiles);
+constexpr int kUpdPerWarp = (kUpdPairs + kFactorThreads / 32 - 1) / (kFactorThreads / 32);
+static_assert(kUpdLd % 16 == 4 && kFactorThreads == 256, "eight warps, conflict-free fragments");
+
+template <int W>
+__device__ __forceinline__ void UpdateProducts(const double* fs, int kend, int lane,
+                                               double (&acc)[kUpdPerWarp][4]) {
+#pragma unroll 1
+  for (int kk = 0; kk < kend; kk += 4) {
+    double f[kUpdTiles + 1];  // f[R] = F(8R + l/4, kk + l%4); f[kUpdTiles] = 0 (a pair's missing row)
+#pragma unroll
+    for (int r = 0; r < kUpdTiles; ++r) f[r] = fs[(kk + lane % 4) * kUpdLd + 8 * r + lane / 4];
+    f[kUpdTiles] = 0.0;
+    StaticFor<kUpdPerWarp>([&](auto i) {
+      constexpr int I = decltype(i)::value, u = W + 8 * I;
+      if constexpr (u < kUpdPairs) {
+        constexpr int r = LowerPairRow(kUpdTiles, u);
+        DmmaPair(acc[I], f[r], f[r + 1], f[LowerPairCol(kUpdTiles, u)]);
+      }
+    });
+  }
+}
+
+// M_kk's lower triangle less G's, in place (read back through L2 by the factor's loads: a
+// difference in registers there cost the factor ~500 bytes of spills), by every thread of
+// the block; fs: kUpdChunk * kUpdLd doubles of shared memory.
+__device__ __noinline__ void DiagonalUpdate(double* m, int ld, int nt, int k, int j0, double* fs) {
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const int inner = (k - j0) * nt;
+  const double* f = m + static_cast<int64_t>(k) * nt + static_cast<int64_t>(j0) * nt * ld;
+  double* mkk = m + static_cast<int64_t>(k) * nt * (ld + 1);
+  for (int idx = tid; idx < kUpdChunk * (kUpdLd - nt); idx += blockDim.x) {
+    fs[(idx / (kUpdLd - nt)) * kUpdLd + nt + idx % (kUpdLd - nt)] = 0.0;  // rows past nt
+  }
+  double acc[kUpdPerWarp][4];
+#pragma unroll
+  for (int i = 0; i < kUpdPerWarp; ++i) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.0;
+#pragma unroll 1
+  for (int q0 = 0; q0 < inner; q0 += kUpdChunk) {
+    const int qc = min(kUpdChunk, inner - q0), kend = (qc + 3) / 4 * 4;
+    for (int c = warp; c < kend; c += kFactorThreads / 32) {  // a warp a column
+      double* dst = fs + c * kUpdLd;
+      const double* src = f + static_cast<int64_t>(q0 + c) * ld;
+      for (int r = lane; r < nt; r += 32) {
+        if (c < qc) {
+          __pipeline_memcpy_async(dst + r, src + r, sizeof(double));
+        } else {
+          dst[r] = 0.0;  // the last step's columns past the chunk
+        }
+      }
+    }
+    __pipeline_commit();
+    __pipeline_wait_prior(0);
+    __syncthreads();
+    ForEightWarps(warp, [&](auto w) { UpdateProducts<decltype(w)::value>(fs, kend, lane, acc); });
+    __syncthreads();  // the chunk's readers are done
+  }
+  ForEightWarps(warp, [&](auto w) {
+    constexpr int W = decltype(w)::value;
+    StaticFor<kUpdPerWarp>([&](auto i) {
+      constexpr int I = decltype(i)::value, u = W + 8 * I;
+      if constexpr (u < kUpdPairs) {
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          const int row = (LowerPairRow(kUpdTiles, u) + half) * 8 + lane / 4;
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const int col = LowerPairCol(kUpdTiles, u) * 8 + 2 * (lane % 4) + h;
+            // As the GEMM's -G + M did.
+            if (row < nt && col <= row) mkk[row + static_cast<int64_t>(col) * ld] -= acc[I][2 * half + h];
+          }
+        }
+      }
+    });
+  });
+  __syncthreads();
+}
+
 // One thread block per entry; thread (tx, ty) of a 16 x 16 grid holds the elements
 // (tx + 16 i, ty + 16 b), b <= i, of the block in registers. Right-looking factorisation:
 // step j publishes column j of the Schur complement (and 1/d_j) in shared memory and every
@@ -177,6 +263,9 @@ __global__ void __launch_bounds__(kFactorThreads, R <= 5 ? 3 : 1) TileFactorKern
   double* dpiv = rdiag + nt;      // [nt] the pivots d_j
   double* xrows = dpiv + nt;      // [8][16] TileInverse's broadcasts
   double* base = SlotMatrix(a, e.slot) + static_cast<int64_t>(k) * nt * (ld + 1);
+  // Block-uniform: this block's M_kk takes its update here (RunArgs::diag_update).
+  const bool update = a.diag_update && k >= 1 && e.band > 0 && nt <= kFactorUpdateMaxNt;
+  if (update) DiagonalUpdate(SlotMatrix(a, e.slot), ld, nt, k, core::BandFirst(k, e.band), s);
   TileState<R> t;
   ForEachLowerTileElement<R>(tx, ty, [&](int i, int b, int r, int c) {
     t.v[i][b] = (r < nt && c < nt && r >= c) ? base[r + static_cast<int64_t>(c) * ld] : 0.0;
@@ -261,7 +350,10 @@ std::size_t TiledCholeskySharedBytes(int nt) {
   // The forward step's partial sums and right-hand side ((kSubstWarps + 1) nt) reuse L's rows.
   // RunArgs::tile_inverse: and its broadcasts, a warp's 16 doubles.
   const std::size_t broadcasts = nt <= kTileInverseMaxN ? (kFactorThreads / 32) * kInvTile : 0;
-  return sizeof(double) * std::max(n * (n + 1) + 4 * n + broadcasts, (kSubstWarps + 1) * n);
+  // RunArgs::diag_update: F's chunks (kUpdChunk columns of kUpdLd).
+  const std::size_t chunk = nt <= kFactorUpdateMaxNt ? kUpdChunk * kUpdLd : 0;
+  return sizeof(double) *
+         std::max({n * (n + 1) + 4 * n + broadcasts, (kSubstWarps + 1) * n, chunk});
 }
 
 template <int R>

@@ -3,7 +3,8 @@
 // (nb = nspectot blocks of nt = nwavetot), and M = L L^T is factored one block column k
 // at a time:
 //   1. M[k:, k] -= L[k:, :k] · L[k, :k]^T     batched DGEMM (batch_layout.h, chol_update)
-//   2. L_kk = chol(M_kk), and X_k = L_kk^{-1}  LaunchTileFactor, in shared memory
+//   2. L_kk = chol(M_kk), and X_k = L_kk^{-1}  LaunchTileFactor, in shared memory (with
+//      RunArgs::diag_update, step 1's row block k too, on the tensor cores)
 //   3. L[k+1:, k] = M[k+1:, k] · X_k^T         LaunchPanelSolve, in place
 // Steps 1 and 3 stay inside the entry's band B (RunEntry::band, PatchPlan::coupled_band):
 // the blocks of M, and so of L, more than B blocks below the diagonal are zero.
@@ -28,6 +29,8 @@ namespace spexd::cuda {
 inline constexpr int kTiledMaxNt = 112;
 // Largest nt of the panel on the tensor cores (which RunArgs::panel_p needs).
 inline constexpr int kPanelDmmaMaxNt = 80;
+// Largest nt of the factor's own diagonal update (RunArgs::diag_update).
+inline constexpr int kFactorUpdateMaxNt = 80;
 
 // Shared memory of LaunchTileFactor for nt x nt blocks (the larger of the two kernels).
 std::size_t TiledCholeskySharedBytes(int nt);

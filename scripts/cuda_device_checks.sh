@@ -61,7 +61,7 @@ for cfg in "SPEXD_CUDA_SOLVER=cusolver" \
            "SPEXD_CUDA_SOLVER=cusolver SPEXD_CUDA_CHOLESKY=tiled SPEXD_CUDA_EIGEN=tridiag" \
            "SPEXD_CUDA_CHOLESKY=potrfbatched" "SPEXD_CUDA_INVERSE=band" \
            "SPEXD_CUDA_EIGENVECTORS=rotate" "SPEXD_CUDA_GRAM=cublas" "SPEXD_CUDA_NORMAL_EQUATIONS=entries" \
-           "SPEXD_CUDA_REFLECTORS=product" "SPEXD_CUDA_INVERSE_P=gemm" "SPEXD_CUDA_LEAF_INVERSE=steps" \
+           "SPEXD_CUDA_REFLECTORS=product" "SPEXD_CUDA_INVERSE_P=gemm" "SPEXD_CUDA_LEAF_INVERSE=steps" "SPEXD_CUDA_CHOL_UPDATE=gemm" \
            "SPEXD_CUDA_STREAM_PRIORITY=compute SPEXD_CUDA_REDUCE_STREAM=tail" "SPEXD_CUDA_NE_STREAM=compute" \
            "SPEXD_CUDA_LONE_FRAME=throughput"; do
   # shellcheck disable=SC2086  # cfg is a list of NAME=VALUE words

@@ -267,6 +267,63 @@ TEST_P(BandedLayout, TiledCholeskyEqualsPotrf) {
   ExpectCoreBlocksOfInverse(pp);
 }
 
+// The diagonal blocks' updates in the factor kernel (LayoutChoices::diag_update_in_factor,
+// RunArgs::diag_update): no chol_update call writes a diagonal block, and the factor and
+// C's core blocks still match the dense references (NaN past the band).
+TEST_P(BandedLayout, DiagonalUpdatesInTheFactor) {
+  const int band = GetParam();
+  core::PatchPlan plan = SmallPlan();
+  core::PatchDesc wide = plan.patches[1];
+  wide.nspectot = 6;
+  wide.n = wide.nspectot * plan.nwavetot;
+  plan.patches.push_back(wide);
+  plan.max_n = std::max(plan.max_n, wide.n);
+  plan.bundle_first_patch.back() = static_cast<int32_t>(plan.patches.size());
+  plan.coupled_band.assign(plan.patches.size(), band);
+  LayoutChoices choices;
+  choices.tiled_cholesky = true;
+  choices.panel_p = true;
+  choices.diag_update_in_factor = true;
+  Replay r(plan, choices);
+  for (std::size_t s = 0; s < r.layout.chol_update.size(); ++s) {
+    const int k = static_cast<int>(s) + 1;
+    for (const BatchedCall& call : r.layout.chol_update[s]) {
+      for (int b = 0; b < call.count; ++b) {
+        const int64_t off = static_cast<int64_t>(
+            (testing::EntryOperands(call, r.layout.ptrs, b).c - reinterpret_cast<uint64_t>(r.m.data())) /
+            sizeof(double) % (static_cast<uint64_t>(r.ld) * r.ld));
+        EXPECT_GT(static_cast<int>(off % r.ld) / r.nt, k) << "step " << k << ": a diagonal block";
+      }
+    }
+  }
+  if (band <= 1) {  // one block below the diagonal at most: every update is the factor's
+    for (const auto& step : r.layout.chol_update) EXPECT_TRUE(step.empty());
+  }
+  Replay ref(plan, LayoutChoices{});
+  ref.FillSpd(5);
+  ref.HostPotrf();
+  r.nan_past_band = true;
+  r.FillSpd(5);
+  r.TiledCholesky();
+  for (const RunEntry& e : r.layout.entries) {
+    const std::vector<double> got = r.Factor(e.slot), want = ref.Factor(e.slot);
+    const int n = r.plan.patches[e.patch].n;
+    for (std::size_t i = 0; i < got.size(); ++i) {
+      const int row = static_cast<int>(i % static_cast<std::size_t>(n));
+      const int col = static_cast<int>(i / static_cast<std::size_t>(n));
+      if (row / r.nt - col / r.nt > std::max(band, 1)) continue;  // NaN, as the test above checks
+      // The leaves sit over L's diagonal blocks (leaf_in_place): the rest is L.
+      if (row / r.nt == col / r.nt && NeedsLeafInverse(row / r.nt, r.plan.patches[e.patch].core_row,
+                                                        r.plan.patches[e.patch].nspectot)) {
+        continue;
+      }
+      EXPECT_NEAR(got[i], want[i], kTol * (1 + std::fabs(want[i]))) << "slot " << e.slot << " element " << i;
+    }
+  }
+  r.InvertBlocks();
+  ExpectCoreBlocksOfInverse(r);
+}
+
 // Band 0: spectra that do not couple at all (fibres far apart, or narrow stamps).
 INSTANTIATE_TEST_SUITE_P(Bands, BandedLayout, ::testing::Values(0, 1, 2));
 

@@ -45,6 +45,7 @@ TEST(CudaDiagnosticsTest, UnsetOrEmptyMeansTheProductionDefaults) {
     EXPECT_TRUE(d->dmma_normal_equations);
     EXPECT_FALSE(d->band_inverse);
     EXPECT_TRUE(d->panel_p);
+    EXPECT_TRUE(d->diag_update_in_factor);
     EXPECT_FALSE(d->prioritize_compute);
     EXPECT_FALSE(d->reduce_on_tail);
     EXPECT_TRUE(d->ne_ahead);
@@ -67,6 +68,7 @@ TEST(CudaDiagnosticsTest, EverySwitchIsRead) {
                                         {"SPEXD_CUDA_INVERSE", "band"},
                                         {"SPEXD_CUDA_INVERSE_P", "gemm"},
                                         {"SPEXD_CUDA_LEAF_INVERSE", "steps"},
+                                        {"SPEXD_CUDA_CHOL_UPDATE", "gemm"},
                                         {"SPEXD_CUDA_STREAM_PRIORITY", "compute"},
                                         {"SPEXD_CUDA_REDUCE_STREAM", "tail"},
                                         {"SPEXD_CUDA_NE_STREAM", "compute"},
@@ -86,6 +88,7 @@ TEST(CudaDiagnosticsTest, EverySwitchIsRead) {
   EXPECT_TRUE(d->band_inverse);
   EXPECT_FALSE(d->panel_p);
   EXPECT_FALSE(d->tile_inverse);
+  EXPECT_FALSE(d->diag_update_in_factor);
   EXPECT_TRUE(d->prioritize_compute);
   EXPECT_TRUE(d->reduce_on_tail);
   EXPECT_FALSE(d->ne_ahead);
@@ -119,6 +122,7 @@ TEST(CudaDiagnosticsTest, BadValuesAreRefusedNamingTheVariableAndAllowedValues) 
                         Case{"SPEXD_CUDA_INVERSE", "dense", "trailing or band"},
                         Case{"SPEXD_CUDA_INVERSE_P", "cublas", "panel or gemm"},
                         Case{"SPEXD_CUDA_LEAF_INVERSE", "blocks", "tiles or steps"},
+                        Case{"SPEXD_CUDA_CHOL_UPDATE", "cublas", "factor or gemm"},
                         Case{"SPEXD_CUDA_STREAM_PRIORITY", "high", "equal or compute"},
                         Case{"SPEXD_CUDA_REDUCE_STREAM", "copy", "compute or tail"},
                         Case{"SPEXD_CUDA_NE_STREAM", "tail", "compute or prep"},
@@ -144,7 +148,7 @@ TEST(CudaDiagnosticsTest, TheTableListsEverySwitchOnce) {
   for (const char* name : {"SPEXD_CUDA_MODULE", "SPEXD_CUDA_TIMELINE", "SPEXD_CUDA_BATCH_PLAN",
                            "SPEXD_CUDA_UPLOAD_SPLIT", "SPEXD_CUDA_PREFAULT",
                            "SPEXD_CUDA_TRIDIAG_REDUCE", "SPEXD_CUDA_TRIDIAG_ROTATE", "SPEXD_CUDA_GRAM",
-                           "SPEXD_CUDA_INVERSE", "SPEXD_CUDA_INVERSE_P", "SPEXD_CUDA_LEAF_INVERSE", "SPEXD_CUDA_STREAM_PRIORITY", "SPEXD_CUDA_REDUCE_STREAM",
+                           "SPEXD_CUDA_INVERSE", "SPEXD_CUDA_INVERSE_P", "SPEXD_CUDA_LEAF_INVERSE", "SPEXD_CUDA_CHOL_UPDATE", "SPEXD_CUDA_STREAM_PRIORITY", "SPEXD_CUDA_REDUCE_STREAM",
                            "SPEXD_CUDA_NE_STREAM", "SPEXD_CUDA_LONE_FRAME", "SPEXD_CUDA_EIGENVECTORS",
                            "SPEXD_TEST_CUDA_FAULTS"}) {
     EXPECT_EQ(names.count(name), 1u) << name;

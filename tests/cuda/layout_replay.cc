@@ -212,6 +212,20 @@ void Replay::TiledCholesky() {
       const core::PatchDesc& d = plan.patches[e.patch];
       if (k >= d.nspectot) continue;
       double* base = m.data() + Z(e.slot) * ld * ld + Z(k) * nt * (ld + 1);
+      // RunArgs::diag_update: the factor kernel first takes M_kk -= F F^T, F = L[k, lo:k]
+      // (the lower triangle: the factor reads nothing above it).
+      if (choices.diag_update_in_factor && k >= 1 && e.band > 0) {
+        const int64_t f0 = Z(core::BandFirst(k, e.band)) * nt * ld;  // F's first column
+        const int inner = (k - core::BandFirst(k, e.band)) * nt;
+        const double* f = m.data() + Z(e.slot) * ld * ld + Z(k) * nt + f0;
+        for (int cc = 0; cc < nt; ++cc) {
+          for (int r = cc; r < nt; ++r) {
+            double u = 0.0;
+            for (int q = 0; q < inner; ++q) u += f[r + Z(q) * ld] * f[cc + Z(q) * ld];
+            base[r + Z(cc) * ld] -= u;
+          }
+        }
+      }
       // TileFactorKernel: Schur updates with unscaled columns, then the scaling.
       std::vector<double> s(Z(nt) * p, 0.0), xs(Z(nt) * p, 0.0), diag(Z(nt)), inv(Z(nt));
       for (int r = 0; r < nt; ++r) {

@@ -151,8 +151,8 @@ __device__ __forceinline__ void InvertTile(std::integer_sequence<int, JB...>, Ti
 // RunArgs::diag_update: M_kk -= F F^T, F = L[k, j0:k] (nt x inner, in M column-major), on
 // the tensor cores before the factor loads M_kk: G = F F^T's lower 8 x 8 tiles as column
 // pairs (dmma_tiles.cuh's LowerPair*, 30 of them over the eight warps), F staged
-// kUpdChunk columns at a time in the factor's own shared memory (ld kUpdLd, rows past nt
-// zero). Instead of a batched DGEMM that wrote M_kk for this kernel to read back.
+// kUpdChunk columns at a time in the factor's own shared memory (two buffers, ld kUpdLd,
+// rows past nt zero). Instead of a batched DGEMM that wrote M_kk for this kernel to read back.
 constexpr int kUpdTiles = kFactorUpdateMaxNt / 8;
 constexpr int kUpdLd = kFactorUpdateMaxNt + 4;  // 4 mod 16 doubles: conflict-free fragments
 constexpr int kUpdChunk = 32;
@@ -187,17 +187,18 @@ __device__ __noinline__ void DiagonalUpdate(double* m, int ld, int nt, int k, in
   const int inner = (k - j0) * nt;
   const double* f = m + static_cast<int64_t>(k) * nt + static_cast<int64_t>(j0) * nt * ld;
   double* mkk = m + static_cast<int64_t>(k) * nt * (ld + 1);
-  for (int idx = tid; idx < kUpdChunk * (kUpdLd - nt); idx += blockDim.x) {
+  for (int idx = tid; idx < 2 * kUpdChunk * (kUpdLd - nt); idx += blockDim.x) {
     fs[(idx / (kUpdLd - nt)) * kUpdLd + nt + idx % (kUpdLd - nt)] = 0.0;  // rows past nt
   }
   double acc[kUpdPerWarp][4];
 #pragma unroll
   for (int i = 0; i < kUpdPerWarp; ++i) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.0;
-#pragma unroll 1
-  for (int q0 = 0; q0 < inner; q0 += kUpdChunk) {
-    const int qc = min(kUpdChunk, inner - q0), kend = (qc + 3) / 4 * 4;
+  // Chunk ch in buffer ch % 2, the next one's copies in flight during its products.
+  const auto stage = [&](int ch) {
+    const int q0 = ch * kUpdChunk, qc = min(kUpdChunk, inner - q0), kend = (qc + 3) / 4 * 4;
+    double* buf = fs + (ch & 1) * kUpdChunk * kUpdLd;
     for (int c = warp; c < kend; c += kFactorThreads / 32) {  // a warp a column
-      double* dst = fs + c * kUpdLd;
+      double* dst = buf + c * kUpdLd;
       const double* src = f + static_cast<int64_t>(q0 + c) * ld;
       for (int r = lane; r < nt; r += 32) {
         if (c < qc) {
@@ -208,9 +209,21 @@ __device__ __noinline__ void DiagonalUpdate(double* m, int ld, int nt, int k, in
       }
     }
     __pipeline_commit();
-    __pipeline_wait_prior(0);
+  };
+  const int nchunks = (inner + kUpdChunk - 1) / kUpdChunk;
+  stage(0);
+#pragma unroll 1
+  for (int ch = 0; ch < nchunks; ++ch) {
+    if (ch + 1 < nchunks) {
+      stage(ch + 1);  // its buffer's last readers passed the previous barrier
+      __pipeline_wait_prior(1);
+    } else {
+      __pipeline_wait_prior(0);
+    }
     __syncthreads();
-    ForEightWarps(warp, [&](auto w) { UpdateProducts<decltype(w)::value>(fs, kend, lane, acc); });
+    const int kend = (min(kUpdChunk, inner - ch * kUpdChunk) + 3) / 4 * 4;
+    const double* cur = fs + (ch & 1) * kUpdChunk * kUpdLd;
+    ForEightWarps(warp, [&](auto w) { UpdateProducts<decltype(w)::value>(cur, kend, lane, acc); });
     __syncthreads();  // the chunk's readers are done
   }
   ForEightWarps(warp, [&](auto w) {
@@ -350,8 +363,8 @@ std::size_t TiledCholeskySharedBytes(int nt) {
   // The forward step's partial sums and right-hand side ((kSubstWarps + 1) nt) reuse L's rows.
   // RunArgs::tile_inverse: and its broadcasts, a warp's 16 doubles.
   const std::size_t broadcasts = nt <= kTileInverseMaxN ? (kFactorThreads / 32) * kInvTile : 0;
-  // RunArgs::diag_update: F's chunks (kUpdChunk columns of kUpdLd).
-  const std::size_t chunk = nt <= kFactorUpdateMaxNt ? kUpdChunk * kUpdLd : 0;
+  // RunArgs::diag_update: F's chunks, double-buffered (kUpdChunk columns of kUpdLd each).
+  const std::size_t chunk = nt <= kFactorUpdateMaxNt ? 2 * kUpdChunk * kUpdLd : 0;
   return sizeof(double) *
          std::max({n * (n + 1) + 4 * n + broadcasts, (kSubstWarps + 1) * n, chunk});
 }

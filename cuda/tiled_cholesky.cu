@@ -170,7 +170,7 @@ __device__ __forceinline__ void UpdateProducts(const double* fs, int kend, int l
     for (int r = 0; r < kUpdTiles; ++r) f[r] = fs[(kk + lane % 4) * kUpdLd + 8 * r + lane / 4];
     f[kUpdTiles] = 0.0;
     StaticFor<kUpdPerWarp>([&](auto i) {
-      constexpr int I = decltype(i)::value, u = W + 8 * I;
+      constexpr int I = decltype(i)::value, u = W + (kFactorThreads / 32) * I;
       if constexpr (u < kUpdPairs) {
         constexpr int r = LowerPairRow(kUpdTiles, u);
         DmmaPair(acc[I], f[r], f[r + 1], f[LowerPairCol(kUpdTiles, u)]);
@@ -181,7 +181,7 @@ __device__ __forceinline__ void UpdateProducts(const double* fs, int kend, int l
 
 // M_kk's lower triangle less G's, in place (read back through L2 by the factor's loads: a
 // difference in registers there cost the factor ~500 bytes of spills), by every thread of
-// the block; fs: kUpdChunk * kUpdLd doubles of shared memory.
+// the block; fs: 2 kUpdChunk kUpdLd doubles of shared memory (two chunks).
 __device__ __noinline__ void DiagonalUpdate(double* m, int ld, int nt, int k, int j0, double* fs) {
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int inner = (k - j0) * nt;
@@ -229,7 +229,7 @@ __device__ __noinline__ void DiagonalUpdate(double* m, int ld, int nt, int k, in
   ForEightWarps(warp, [&](auto w) {
     constexpr int W = decltype(w)::value;
     StaticFor<kUpdPerWarp>([&](auto i) {
-      constexpr int I = decltype(i)::value, u = W + 8 * I;
+      constexpr int I = decltype(i)::value, u = W + (kFactorThreads / 32) * I;
       if constexpr (u < kUpdPairs) {
 #pragma unroll
         for (int half = 0; half < 2; ++half) {

@@ -40,7 +40,64 @@ namespace {
 constexpr int kTwT = kRegMaxN / 8;  // 8 x 8 tiles per side
 constexpr int kTwWarps = 8;
 constexpr int kTwThreads = 32 * kTwWarps;
-constexpr int kTwPerWarp = (kTwT * kTwT + kTwWarps - 1) / kTwWarps;
+// The 80 x 80 products by pairs of tile rows sharing a column tile (m16n8k4), balanced over
+// the eight warps with few fragments each: warp w < 5 takes row pair w against columns
+// 0..5; the 20 pairs of columns 6..9 go 7 / 7 / 6 to warps 5..7 in row-pair order. A warp
+// loads 8-10 fragments a step for 6-7 products (TileProduct's pairs, W + 8 i, loaded up to
+// 20 and spilled this kernel at its 128 registers).
+constexpr int kTwPerWarp = 7;
+__host__ __device__ constexpr int TwPairUnit(int w, int i) {  // unit index rp * 10 + c, or -1
+  if (w < 5) return i < 6 ? w * kTwT + i : -1;
+  const int r = (w == 5 ? 0 : w == 6 ? 7 : 14) + i;  // among the 20 right-hand pairs
+  const int last = w == 7 ? 20 : (w == 5 ? 7 : 14);
+  return r < last ? (r / 4) * kTwT + 6 + r % 4 : -1;
+}
+
+__host__ __device__ constexpr bool TwPairUnitsCoverEachPairOnce() {
+  int seen[kTwT / 2 * kTwT] = {};
+  for (int w = 0; w < kTwWarps; ++w) {
+    for (int i = 0; i < kTwPerWarp; ++i) {
+      if (TwPairUnit(w, i) >= 0) ++seen[TwPairUnit(w, i)];
+    }
+  }
+  for (int u = 0; u < kTwT / 2 * kTwT; ++u) {
+    if (seen[u] != 1) return false;
+  }
+  return true;
+}
+static_assert(TwPairUnitsCoverEachPairOnce(), "every tile pair to one warp");
+
+template <int W>
+__device__ __forceinline__ void TwPairProduct(SharedMat x, SharedMat y, int kend, int lane,
+                                              double (&acc)[kTwPerWarp][4]) {
+#pragma unroll
+  for (int i = 0; i < kTwPerWarp; ++i) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.0;
+  for (int k0 = 0; k0 < kend; k0 += 4) {
+    StaticFor<kTwPerWarp>([&](auto i) {
+      constexpr int u = TwPairUnit(W, decltype(i)::value);
+      if constexpr (u >= 0) {
+        constexpr int rp = u / kTwT, c = u % kTwT;
+        DmmaPair(acc[decltype(i)::value], x(16 * rp + lane / 4, k0 + lane % 4),
+                 x(16 * rp + 8 + lane / 4, k0 + lane % 4), y(k0 + lane % 4, 8 * c + lane / 4));
+      }
+    });
+  }
+}
+
+template <int W, class F>
+__device__ __forceinline__ void ForEachTwPairElement(const double (&acc)[kTwPerWarp][4], int lane, F f) {
+  StaticFor<kTwPerWarp>([&](auto i) {
+    constexpr int u = TwPairUnit(W, decltype(i)::value);
+    if constexpr (u >= 0) {
+      const int row = (u / kTwT) * 16 + lane / 4, col = (u % kTwT) * 8 + 2 * (lane % 4);
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        f(row, col + h, acc[decltype(i)::value][h]);
+        f(row + 8, col + h, acc[decltype(i)::value][2 + h]);
+      }
+    }
+  });
+}
 constexpr int kTwLd = kRegMaxN + 4;  // 4 mod 16 doubles: conflict-free fragments
 constexpr int kTwHalf = kTwThreads / 2;  // >= nt: the bottom-up factorisations' threads
 static_assert(kRegMaxN % 8 == 0 && kTwLd % 16 == 4, "tile layout");
@@ -66,7 +123,7 @@ __host__ __device__ inline TwistedLayout MakeTwistedLayout(int n) {
   return l;
 }
 
-static_assert(kTwWarps == 8, "ForEightWarps dispatches eight warps");
+static_assert(kTwWarps == 8 && kTwT == 10, "ForEightWarps dispatches eight warps; TwPairUnit's 10 x 10 tiles");
 
 // G = Z^T Z is symmetric: its lower tiles alone (55 of 100), by pairs of one column
 // (dmma_tiles.cuh's LowerPair*: 30 pairs), warp W owning pairs W, W + 8, ...; X = Z^T and
@@ -311,7 +368,7 @@ __global__ void __launch_bounds__(kTwThreads, 2) TwistedKernel(RunArgs a) {
       }
       if (!__syncthreads_or(moved) || pass == 1) break;  // uniform
     }
-    double acc[kTwPerWarp][2];
+    double acc[kTwPerWarp][4];
     bool bad = false;
     // G = Z^T Z (its lower tiles, mirrored), kept as P = (3I - G) / 2 in R2 (row-major).
     ForEightWarps(warp, [&](auto w) {
@@ -330,13 +387,13 @@ __global__ void __launch_bounds__(kTwThreads, 2) TwistedKernel(RunArgs a) {
       // Z P over Z, once every warp has read Z; then H into R2 (column-major).
       ForEightWarps(warp, [&](auto w) {
         constexpr int W = decltype(w)::value;
-        TileProduct<kTwT, kTwWarps, W>(SharedMat{r1, kTwLd, 1}, SharedMat{r2, kTwLd, 1},
+        TwPairProduct<W>(SharedMat{r1, kTwLd, 1}, SharedMat{r2, kTwLd, 1},
                                        kend, lane, acc);
       });
       __syncthreads();
       ForEightWarps(warp, [&](auto w) {
         constexpr int W = decltype(w)::value;
-        ForEachTileElement<kTwT, kTwWarps, W>(acc, lane, [&](int row, int col, double v) {
+        ForEachTwPairElement<W>(acc, lane, [&](int row, int col, double v) {
           r1[row * kTwLd + col] = v;
         });
       });
@@ -348,13 +405,13 @@ __global__ void __launch_bounds__(kTwThreads, 2) TwistedKernel(RunArgs a) {
       // V = H Z, then over Z in R1 as RotateKernel leaves it (column-major, lda).
       ForEightWarps(warp, [&](auto w) {
         constexpr int W = decltype(w)::value;
-        TileProduct<kTwT, kTwWarps, W>(SharedMat{r2, 1, kTwLd}, SharedMat{r1, kTwLd, 1},
+        TwPairProduct<W>(SharedMat{r2, 1, kTwLd}, SharedMat{r1, kTwLd, 1},
                                        kend, lane, acc);
       });
       __syncthreads();
       ForEightWarps(warp, [&](auto w) {
         constexpr int W = decltype(w)::value;
-        ForEachTileElement<kTwT, kTwWarps, W>(acc, lane, [&](int row, int col, double v) {
+        ForEachTwPairElement<W>(acc, lane, [&](int row, int col, double v) {
           if (row < n && col < n) r1[col * lda + row] = v;
         });
       });

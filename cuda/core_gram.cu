@@ -35,13 +35,7 @@ __device__ __forceinline__ void ChunkProducts(const double* xs, int lane,
 #pragma unroll
     for (int r = 0; r < kTiles; ++r) f[r] = base[r * 8 * kRowStride + p0];
     f[kTiles] = 0.0;
-    StaticFor<kTilesPerWarp>([&](auto i) {
-      constexpr int I = decltype(i)::value, u = W + kWarps * I;
-      if constexpr (u < kLowerPairs) {
-        constexpr int r = LowerPairRow(kTiles, u);
-        DmmaPair(acc[I], f[r], f[r + 1], f[LowerPairCol(kTiles, u)]);
-      }
-    });
+    LowerPairStep<kTiles, kWarps, W, kTilesPerWarp>(f, acc);
   }
 }
 

@@ -14,8 +14,8 @@
 
 namespace spexd::cuda {
 
-// f(std::integral_constant<int, warp>) for warp 0..7 (warp-uniform): the kernels below
-// with eight warps get their warp's tiles as compile-time indices (TileProduct's W).
+// f(std::integral_constant<int, warp>) for warp 0..7 (warp-uniform): the kernels with
+// eight warps get their warp's tiles as compile-time indices (LowerPairStep's W).
 template <class F>
 __device__ __forceinline__ void ForEightWarps(int warp, F f) {
   switch (warp) {
@@ -78,6 +78,42 @@ __host__ __device__ constexpr int LowerPairRow(int T, int u) {
   return c + 2 * u;
 }
 
+// One k-step of warp W's share (pairs W, W + kWarps, ...) of a symmetric product X X^T's
+// lower tile pairs: f[R] is tile row R's fragment (A of tile row R and B of tile column
+// R hold the same values), f[T] = 0 (a pair's missing row).
+template <int T, int kWarps, int W, int kPerWarp>
+__device__ __forceinline__ void LowerPairStep(const double (&f)[T + 1], double (&acc)[kPerWarp][4]) {
+  StaticFor<kPerWarp>([&](auto i) {
+    constexpr int I = decltype(i)::value, u = W + kWarps * I;
+    if constexpr (u < LowerPairCount(T)) {
+      constexpr int r = LowerPairRow(T, u);
+      DmmaPair(acc[I], f[r], f[r + 1], f[LowerPairCol(T, u)]);
+    }
+  });
+}
+
+// Calls f(row, col, value, tr, tc) for each element of warp W's lower tile pairs this lane
+// holds, (tr, tc) its tile; a pair's missing row comes as tr = T (rows 8 T..: callers that
+// bound rows by nt < 8 T drop it, others skip tr = T).
+template <int T, int kWarps, int W, int kPerWarp, class F>
+__device__ __forceinline__ void ForEachLowerPairElement(const double (&acc)[kPerWarp][4], int lane,
+                                                        F f) {
+  StaticFor<kPerWarp>([&](auto i) {
+    constexpr int I = decltype(i)::value, u = W + kWarps * I;
+    if constexpr (u < LowerPairCount(T)) {
+      constexpr int tc = LowerPairCol(T, u);
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int tr = LowerPairRow(T, u) + half, row = tr * 8 + lane / 4;
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          f(row, tc * 8 + 2 * (lane % 4) + h, acc[I][2 * half + h], tr, tc);
+        }
+      }
+    }
+  });
+}
+
 // A matrix in shared memory: M(r, c) = p[r * rs + c * cs].
 struct SharedMat {
   const double* p;
@@ -85,54 +121,13 @@ struct SharedMat {
   __device__ double operator()(int r, int c) const { return p[r * rs + c * cs]; }
 };
 
-// C = X Y for the T x T tiles of 8 x 8 (T = 10: matrices padded to 80 x 80 with zeros),
-// over k < kend (a multiple of 4). Warp W of kWarps owns tiles W, W + kWarps, ... (row-major
-// tile index t: tile row t / T, column t % T), their sums in acc. X(i, k) and Y(k, j) are
-// read as tensor-core fragments; with rs or cs = 4 mod 16 (doubles) and the other 1, a
-// fragment is two conflict-free wavefronts. kUpperY: Y is upper triangular (Y(k, j) = 0 for
-// k > j), so tile column j stops at k = 8 j + 7: its products past that add exact zeros.
-// kLowerY: Y is lower triangular (Y(k, j) = 0 for k < j), so tile column j starts at the
-// step holding k = 8 j.
-template <int T, int kWarps, int W, int kPerWarp, bool kUpperY = false, bool kLowerY = false>
-__device__ __forceinline__ void TileProduct(SharedMat x, SharedMat y, int kend, int lane,
-                                            double (&acc)[kPerWarp][2]) {
-#pragma unroll
-  for (int i = 0; i < kPerWarp; ++i) acc[i][0] = acc[i][1] = 0.0;
-  for (int k0 = 0; k0 < kend; k0 += 4) {
-    double a[T], b[T];
-#pragma unroll
-    for (int r = 0; r < T; ++r) {
-      a[r] = x(8 * r + lane / 4, k0 + lane % 4);
-      b[r] = y(k0 + lane % 4, 8 * r + lane / 4);
-    }
-#pragma unroll
-    for (int i = 0; i < kPerWarp; ++i) {
-      const int t = W + kWarps * i;
-      if (t < T * T && (!kUpperY || k0 < 8 * (t % T + 1)) && (!kLowerY || k0 + 4 > 8 * (t % T))) {
-        Dmma(acc[i], a[t / T], b[t % T]);
-      }
-    }
-  }
-}
-
-// Calls f(row, col, value) for each element of warp W's tiles this lane holds.
-template <int T, int kWarps, int W, int kPerWarp, class F>
-__device__ __forceinline__ void ForEachTileElement(const double (&acc)[kPerWarp][2], int lane,
-                                                   F f) {
-#pragma unroll
-  for (int i = 0; i < kPerWarp; ++i) {
-    const int t = W + kWarps * i;
-    if (t >= T * T) continue;
-    const int row = (t / T) * 8 + lane / 4;
-#pragma unroll
-    for (int h = 0; h < 2; ++h) f(row, (t % T) * 8 + 2 * (lane % 4) + h, acc[i][h]);
-  }
-}
-
-// One warp's share of C = X Y in 8 x 8 tiles, as RowPairProduct gives it: tile rows 2 rp
-// and 2 rp + 1, tile columns c = c0, c0 + cs, ... (kCols of them), a DmmaPair each a step:
-// the warp loads 2 + kCols fragments a step for kCols products (TileProduct's warps load
-// up to 2 T). kUpperY and kLowerY as in TileProduct, and the steps no column needs skipped.
+// One warp's share of C = X Y in 8 x 8 tiles (matrices padded with zeros; X(i, k) and
+// Y(k, j) read as fragments: with rs or cs = 4 mod 16 doubles and the other 1, a fragment
+// is two conflict-free wavefronts), over k < kend (a multiple of 4): tile rows 2 rp and
+// 2 rp + 1, tile columns c = c0, c0 + cs, ... (kCols of them), a DmmaPair each a step, 2 +
+// kCols fragment loads. kUpperY: Y is upper triangular (Y(k, j) = 0 for k > j), so tile
+// column j stops at k = 8 j + 7; kLowerY: Y is lower triangular, so tile column j starts at
+// the step holding k = 8 j (the steps no column needs are skipped).
 template <int kCols, bool kUpperY = false, bool kLowerY = false>
 __device__ __forceinline__ void RowPairProduct(SharedMat x, SharedMat y, int kend, int rp, int c0,
                                                int cs, int lane, double (&acc)[kCols][4]) {

@@ -169,13 +169,7 @@ __device__ __forceinline__ void UpdateProducts(const double* fs, int kend, int l
 #pragma unroll
     for (int r = 0; r < kUpdTiles; ++r) f[r] = fs[(kk + lane % 4) * kUpdLd + 8 * r + lane / 4];
     f[kUpdTiles] = 0.0;
-    StaticFor<kUpdPerWarp>([&](auto i) {
-      constexpr int I = decltype(i)::value, u = W + (kFactorThreads / 32) * I;
-      if constexpr (u < kUpdPairs) {
-        constexpr int r = LowerPairRow(kUpdTiles, u);
-        DmmaPair(acc[I], f[r], f[r + 1], f[LowerPairCol(kUpdTiles, u)]);
-      }
-    });
+    LowerPairStep<kUpdTiles, kFactorThreads / 32, W, kUpdPerWarp>(f, acc);
   }
 }
 
@@ -227,22 +221,11 @@ __device__ __noinline__ void DiagonalUpdate(double* m, int ld, int nt, int k, in
     __syncthreads();  // the chunk's readers are done
   }
   ForEightWarps(warp, [&](auto w) {
-    constexpr int W = decltype(w)::value;
-    StaticFor<kUpdPerWarp>([&](auto i) {
-      constexpr int I = decltype(i)::value, u = W + (kFactorThreads / 32) * I;
-      if constexpr (u < kUpdPairs) {
-#pragma unroll
-        for (int half = 0; half < 2; ++half) {
-          const int row = (LowerPairRow(kUpdTiles, u) + half) * 8 + lane / 4;
-#pragma unroll
-          for (int h = 0; h < 2; ++h) {
-            const int col = LowerPairCol(kUpdTiles, u) * 8 + 2 * (lane % 4) + h;
-            // As the GEMM's -G + M did.
-            if (row < nt && col <= row) mkk[row + static_cast<int64_t>(col) * ld] -= acc[I][2 * half + h];
-          }
-        }
-      }
-    });
+    ForEachLowerPairElement<kUpdTiles, kFactorThreads / 32, decltype(w)::value, kUpdPerWarp>(
+        acc, lane, [&](int row, int col, double v, int, int) {
+          // As the GEMM's -G + M did.
+          if (row < nt && col <= row) mkk[row + static_cast<int64_t>(col) * ld] -= v;
+        });
   });
   __syncthreads();
 }

@@ -142,13 +142,7 @@ __device__ __forceinline__ void GramLowerTiles(const double* z, int kend, int la
 #pragma unroll
     for (int r = 0; r < kTwT; ++r) f[r] = z[(k0 + lane % 4) * kTwLd + 8 * r + lane / 4];
     f[kTwT] = 0.0;
-    StaticFor<kTwLowerPerWarp>([&](auto i) {
-      constexpr int I = decltype(i)::value, u = W + kTwWarps * I;
-      if constexpr (u < kTwLowerPairs) {
-        constexpr int r = LowerPairRow(kTwT, u);
-        DmmaPair(acc[I], f[r], f[r + 1], f[LowerPairCol(kTwT, u)]);
-      }
-    });
+    LowerPairStep<kTwT, kTwWarps, W, kTwLowerPerWarp>(f, acc);
   }
 }
 
@@ -156,23 +150,10 @@ __device__ __forceinline__ void GramLowerTiles(const double* z, int kend, int la
 // mirror above the diagonal (the same g).
 template <int W, class F>
 __device__ __forceinline__ void ForEachGramElement(const double (&acc)[kTwLowerPerWarp][4], int lane, F f) {
-  StaticFor<kTwLowerPerWarp>([&](auto i) {
-    constexpr int I = decltype(i)::value, u = W + kTwWarps * I;
-    if constexpr (u < kTwLowerPairs) {
-      constexpr int tc = LowerPairCol(kTwT, u);
-#pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        const int tr = LowerPairRow(kTwT, u) + half;
-        if (tr >= kTwT) continue;
-        const int row = tr * 8 + lane / 4;
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const int col = tc * 8 + 2 * (lane % 4) + h;
-          f(row, col, acc[I][2 * half + h]);
-          if (tr != tc) f(col, row, acc[I][2 * half + h]);
-        }
-      }
-    }
+  ForEachLowerPairElement<kTwT, kTwWarps, W, kTwLowerPerWarp>(acc, lane, [&](int row, int col, double g, int tr, int tc) {
+    if (tr >= kTwT) return;  // a pair's missing row
+    f(row, col, g);
+    if (tr != tc) f(col, row, g);
   });
 }
 

@@ -155,16 +155,23 @@ TEST(BatchLayout, TiledCholeskyEqualsPotrfAndGivesTheInverse) {
 // as they are (zero), and the factor and the inverse blocks still match the dense references.
 class BandedLayout : public ::testing::TestWithParam<int> {};
 
-TEST_P(BandedLayout, TiledCholeskyEqualsPotrf) {
-  const int band = GetParam();
+// SmallPlan with a 6-block patch added (block steps reach past band 2), every patch at
+// `band`.
+core::PatchPlan WideBandPlan(int band) {
   core::PatchPlan plan = SmallPlan();
-  core::PatchDesc wide = plan.patches[1];  // 6 blocks: block steps reach past band 2
+  core::PatchDesc wide = plan.patches[1];
   wide.nspectot = 6;
   wide.n = wide.nspectot * plan.nwavetot;
   plan.patches.push_back(wide);
   plan.max_n = std::max(plan.max_n, wide.n);
   plan.bundle_first_patch.back() = static_cast<int32_t>(plan.patches.size());
   plan.coupled_band.assign(plan.patches.size(), band);
+  return plan;
+}
+
+TEST_P(BandedLayout, TiledCholeskyEqualsPotrf) {
+  const int band = GetParam();
+  const core::PatchPlan plan = WideBandPlan(band);
   LayoutChoices tiled;
   tiled.tiled_cholesky = true;
   Replay r(plan, tiled);
@@ -272,14 +279,7 @@ TEST_P(BandedLayout, TiledCholeskyEqualsPotrf) {
 // C's core blocks still match the dense references (NaN past the band).
 TEST_P(BandedLayout, DiagonalUpdatesInTheFactor) {
   const int band = GetParam();
-  core::PatchPlan plan = SmallPlan();
-  core::PatchDesc wide = plan.patches[1];
-  wide.nspectot = 6;
-  wide.n = wide.nspectot * plan.nwavetot;
-  plan.patches.push_back(wide);
-  plan.max_n = std::max(plan.max_n, wide.n);
-  plan.bundle_first_patch.back() = static_cast<int32_t>(plan.patches.size());
-  plan.coupled_band.assign(plan.patches.size(), band);
+  const core::PatchPlan plan = WideBandPlan(band);
   LayoutChoices choices;
   choices.tiled_cholesky = true;
   choices.panel_p = true;

@@ -125,7 +125,7 @@ __global__ void __launch_bounds__(kBuildThreads, 3) BuildNormalEquationsKernel(R
     const int oyl = s_oy[t], oxl = s_ox[t];
     const double* stl = a.in.spots + static_cast<int64_t>(s_sid[t]) * npx;
     double fsum, bsum;
-    StampWeights(a, d, oyl, oxl, stl, lane, &fsum, &bsum,
+    StampWeights(a, d, oyl, oxl, stl, MakeStampWalk(snx, lane), &fsum, &bsum,
                  [&](int pp, int, int, double va) { wa[pp] = va; });
     StoreColumnSums(a, e, l, lane, fsum, bsum);
     ZeroColumn(a, e, d, l, lane);

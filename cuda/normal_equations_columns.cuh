@@ -10,39 +10,56 @@
 
 namespace spexd::cuda {
 
+// A lane's walk over a stamp's pixels pp = lane + 32 k: its first pixel's row and column
+// and the row and column steps of 32 pixels. The same for every stamp of a kernel (they
+// depend on the lane and the stamp width only), so the divisions run once, not per stamp.
+struct StampWalk {
+  int lane, pr, pc, step_r, step_c;
+};
+__device__ __forceinline__ StampWalk MakeStampWalk(int snx, int lane) {
+  const int step_r = 32 / snx, pr = lane / snx;
+  return StampWalk{lane, pr, lane - pr * snx, step_r, 32 - step_r * snx};
+}
+
 // w_l = ivar * A[:, l] over the pixels of stamp l (origin oyl, oxl in the patch window,
 // values stl), one warp: put(pp, r, c, w) for each stamp pixel pp at window row r and
 // column c (w = 0 outside the trimmed window, so that dropped stamp rows drop out, spec
-// §2.7; with kOutside false, put is called inside the window only). Returns the warp's sums of w (fluxweight) and w * image (b) in every lane; the
-// order is fixed (pixels lane + 32 k, then a butterfly), so are the bits.
+// §2.7; with kOutside false, put is called inside the window only). Returns the warp's
+// sums of w (fluxweight) and w * image (b) in every lane; the order is fixed (pixels
+// lane + 32 k, then a butterfly), so are the bits. The pixel's row, column and image offset
+// are stepped, not recomputed (issue 25: the integer work of this loop bounded the kernel).
 template <bool kOutside = true, class Put>
 __device__ __forceinline__ void StampWeights(const RunArgs& a, const DevicePatch& d, int oyl,
-                                             int oxl, const double* stl, int lane, double* fsum,
-                                             double* bsum, Put put) {
+                                             int oxl, const double* stl, const StampWalk& w,
+                                             double* fsum, double* bsum, Put put) {
   const PlanDims& D = a.dims;
-  const int snx = D.stamp_nx, npx = D.stamp_ny * snx;
+  const int snx = D.stamp_nx, npx = D.stamp_ny * snx, width = D.image_width;
   double fs = 0.0, bs = 0.0;
-  // Pixel pp = lane + 32 k of the stamp, its row and column stepped without a division.
-  const int step_r = 32 / snx, step_c = 32 - step_r * snx;
-  int pr = lane / snx, pc = lane - pr * snx;
-  for (int pp = lane; pp < npx; pp += 32) {
-    const int r = oyl + pr, c = oxl + pc;
-    pr += step_r;
-    pc += step_c;
-    if (pc >= snx) {
-      pc -= snx;
-      ++pr;
-    }
+  int r = oyl + w.pr, c = oxl + w.pc;
+  const int cend = oxl + snx;
+  // Image offset of (r, c); read only inside the window.
+  int64_t g = static_cast<int64_t>(d.y0 + r) * width + d.x0 + c;
+  const int64_t gstep = static_cast<int64_t>(w.step_r) * width + w.step_c;
+  const int64_t gwrap = static_cast<int64_t>(width) - snx;
+  for (int pp = w.lane; pp < npx; pp += 32) {
     double va = 0.0;
-    if (r >= 0 && r < d.ny && c >= 0 && c < d.nx) {
-      const int64_t g = static_cast<int64_t>(d.y0 + r) * D.image_width + d.x0 + c;
-      SPEXD_DEVICE_ASSERT(g >= 0 && g < static_cast<int64_t>(D.image_height) * D.image_width);
+    if (static_cast<unsigned>(r) < static_cast<unsigned>(d.ny) &&
+        static_cast<unsigned>(c) < static_cast<unsigned>(d.nx)) {
+      SPEXD_DEVICE_ASSERT(g >= 0 && g < static_cast<int64_t>(D.image_height) * width);
       va = a.in.ivar[g] * stl[pp];
       fs += va;
       bs += va * a.in.image[g];
       if (!kOutside) put(pp, r, c, va);
     }
     if (kOutside) put(pp, r, c, va);
+    r += w.step_r;
+    c += w.step_c;
+    g += gstep;
+    if (c >= cend) {
+      c -= snx;
+      ++r;
+      g += gwrap;
+    }
   }
   *fsum = WarpSum(fs);
   *bsum = WarpSum(bs);

@@ -41,41 +41,52 @@ constexpr int kMaxCandidates = 128;
 
 // One row tile's products over rows [y0, y1) and columns [x0, x0 + 4 NG) ∩ [.., x1) of the
 // common box: a = A[p, q] of this lane's row stamp (origin oy, ox, zero outside it, read
-// through the cache), b = the canvas plane's w_l (pl[y * cw + x]). Two rows' loads are
-// issued before their products; even rows sum in acc0, odd in acc1 (a fixed order).
+// through the cache), b = the canvas plane's w_l (pl[y * cw + x]). Even rows (from y0) sum
+// in acc0, odd in acc1, two rows' loads issued before their products (a fixed order). The
+// stamp and canvas offsets are stepped by rows and the column tests hoisted: the integer
+// work around each m8n8k4 bounded this kernel (issue 25, session 37).
 template <int NG>
 __device__ __forceinline__ void TileSteps(double (&acc0)[2], double (&acc1)[2],
                                           const double* spot, bool valid, int oy, int ox,
                                           const double* pl, int cw, int y0, int y1, int x0,
                                           int x1, int kk, int sny, int snx) {
   bool bin[NG], ain[NG];
-  int rx[NG];
 #pragma unroll
   for (int g = 0; g < NG; ++g) {
     const int x = x0 + 4 * g + kk;
-    rx[g] = x - ox;
     bin[g] = x < x1;
-    ain[g] = valid && bin[g] && rx[g] >= 0 && rx[g] < snx;
+    ain[g] = valid && bin[g] && static_cast<unsigned>(x - ox) < static_cast<unsigned>(snx);
   }
-  for (int y = y0; y < y1; y += 2) {
+  int ry = y0 - oy;                      // this lane's stamp row of canvas row y
+  int ao = ry * snx + x0 + kk - ox;      // its offset in the stamp (read where ain, row in)
+  const double* crow = pl + y0 * cw + x0 + kk;
+  int y = y0;
+  for (; y + 1 < y1; y += 2, ry += 2, ao += 2 * snx, crow += 2 * cw) {
+    const bool in0 = static_cast<unsigned>(ry) < static_cast<unsigned>(sny);
+    const bool in1 = static_cast<unsigned>(ry + 1) < static_cast<unsigned>(sny);
     double av[2][NG], bv[2][NG];
 #pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      const int yy = y + r, ry = yy - oy;
-      const bool live = yy < y1, yin = live && ry >= 0 && ry < sny;
-      const double* crow = pl + yy * cw + x0 + kk;
-#pragma unroll
-      for (int g = 0; g < NG; ++g) {
-        av[r][g] = yin && ain[g] ? __ldg(spot + (ry * snx + rx[g])) : 0.0;
-        bv[r][g] = live && bin[g] ? crow[4 * g] : 0.0;
-      }
+    for (int g = 0; g < NG; ++g) {
+      av[0][g] = in0 && ain[g] ? __ldg(spot + ao + 4 * g) : 0.0;
+      av[1][g] = in1 && ain[g] ? __ldg(spot + ao + snx + 4 * g) : 0.0;
+      bv[0][g] = bin[g] ? crow[4 * g] : 0.0;
+      bv[1][g] = bin[g] ? crow[cw + 4 * g] : 0.0;
     }
 #pragma unroll
     for (int g = 0; g < NG; ++g) Dmma(acc0, av[0][g], bv[0][g]);
-    if (y + 1 < y1) {
 #pragma unroll
-      for (int g = 0; g < NG; ++g) Dmma(acc1, av[1][g], bv[1][g]);
+    for (int g = 0; g < NG; ++g) Dmma(acc1, av[1][g], bv[1][g]);
+  }
+  if (y < y1) {  // an odd row count: the last row, into acc0
+    const bool in0 = static_cast<unsigned>(ry) < static_cast<unsigned>(sny);
+    double av[NG], bv[NG];
+#pragma unroll
+    for (int g = 0; g < NG; ++g) {
+      av[g] = in0 && ain[g] ? __ldg(spot + ao + 4 * g) : 0.0;
+      bv[g] = bin[g] ? crow[4 * g] : 0.0;
     }
+#pragma unroll
+    for (int g = 0; g < NG; ++g) Dmma(acc0, av[g], bv[g]);
   }
 }
 
@@ -144,10 +155,16 @@ __global__ void __launch_bounds__(kNeThreads, 7) BuildNormalEquationsDmmaKernel(
   // Chunks of the box that fit a plane (one for the r frame's 8 stamps: ~28 x 12 pixels);
   // an empty box still runs one chunk, for the column sums and zeros.
   const int wbox = max(bl.x1 - bl.x0, 0), hbox = max(bl.y1 - bl.y0, 0);
-  const int cw = max(1, min(wbox, kPlaneMax)), ch = max(1, min(hbox, kPlaneMax / cw));
-  const int ncx = max(1, (wbox + cw - 1) / cw), ncy = max(1, (hbox + ch - 1) / ch);
+  int cw = max(1, wbox), ch = max(1, hbox), ncx = 1, ncy = 1;  // one chunk: no divisions
+  if (wbox * hbox > kPlaneMax) {
+    cw = min(wbox, kPlaneMax);
+    ch = max(1, min(hbox, kPlaneMax / cw));
+    ncx = (wbox + cw - 1) / cw;
+    ncy = (hbox + ch - 1) / ch;
+  }
   const int plane = PlaneStride(ch * cw);
   const int kk = lane % 4, ti = lane / 4;  // fragment k and tile row/column of this lane
+  const StampWalk walk = MakeStampWalk(snx, lane);
   double* mslot = SlotMatrix(a, e.slot);
   for (int cy = 0; cy < ncy; ++cy) {
     for (int cx = 0; cx < ncx; ++cx) {
@@ -173,8 +190,9 @@ __global__ void __launch_bounds__(kNeThreads, 7) BuildNormalEquationsDmmaKernel(
         double* pl = canvas + j * plane;
         double fsum, bsum;
         StampWeights<false>(a, d, s_oy[j], s_ox[j], a.in.spots + static_cast<int64_t>(s_sid[j]) * npx,
-                     lane, &fsum, &bsum, [&](int, int r, int c, double va) {
-                       if (r >= cb.y0 && r < cb.y1 && c >= cb.x0 && c < cb.x1) {
+                     walk, &fsum, &bsum, [&](int, int r, int c, double va) {
+                       if (static_cast<unsigned>(r - cb.y0) < static_cast<unsigned>(cb.y1 - cb.y0) &&
+                           static_cast<unsigned>(c - cb.x0) < static_cast<unsigned>(cb.x1 - cb.x0)) {
                          pl[(r - cb.y0) * cw + c - cb.x0] = va;
                        }
                      });

@@ -128,7 +128,7 @@ __global__ void __launch_bounds__(kBuildThreads, 3) BuildNormalEquationsKernel(R
     StampWeights(a, d, oyl, oxl, stl, MakeStampWalk(snx, lane), &fsum, &bsum,
                  [&](int pp, int, int, double va) { wa[pp] = va; });
     StoreColumnSums(a, e, l, lane, fsum, bsum);
-    ZeroColumn(a, e, d, l, lane);
+    ZeroColumn(a, e, d, l, l / D.nwavetot, lane);
   }
   // The rows whose stamps overlap a column of the tile at or above them.
   for (int i = tid; i < nq; i += kBuildThreads) {

@@ -70,19 +70,18 @@ __device__ __forceinline__ void StampWeights(const RunArgs& a, const DevicePatch
 // trailing inversion reads: TrailingReadBand). Above the diagonal, the blocks the
 // trailing-first inversion multiplies as zeros (NeedsZeroBlock: row blocks core_row+1 ..
 // kb-1 of column block kb), zeroed here where the column is written anyway rather than by
-// a kernel of their own (issue 25). One warp.
+// a kernel of their own (issue 25). One warp; kb = l / nwavetot, the column's spectrum.
 __device__ __forceinline__ void ZeroColumn(const RunArgs& a, const RunEntry& e,
-                                           const DevicePatch& d, int l, int lane) {
+                                           const DevicePatch& d, int l, int kb, int lane) {
   const PlanDims& D = a.dims;
+  SPEXD_DEVICE_ASSERT(kb == l / D.nwavetot);
   const int n = d.n;
   double* mcol = SlotMatrix(a, e.slot) + static_cast<int64_t>(l) * D.ld;
   const int zend =
       a.band_only
-          ? min(n, (core::BandLast(l / D.nwavetot, TrailingReadBand(e.band), d.nspectot) + 1) *
-                       D.nwavetot)
+          ? min(n, (core::BandLast(kb, TrailingReadBand(e.band), d.nspectot) + 1) * D.nwavetot)
           : n;
   for (int q = l + lane; q < zend; q += 32) mcol[q] = 0.0;
-  const int kb = l / D.nwavetot;
   for (int q = (d.core_row + 1) * D.nwavetot + lane; q < kb * D.nwavetot; q += 32) {
     SPEXD_DEVICE_ASSERT(NeedsZeroBlock(q / D.nwavetot, kb, d.core_row, d.nspectot));
     mcol[q] = 0.0;

@@ -10,6 +10,8 @@
 // outside a stamp are exact zeros, so the sums are those of the overlaps (summed in
 // another order than the entry kernel: rounding only).
 
+#include <algorithm>
+
 #include "cuda/dmma_tiles.cuh"
 #include "cuda/launch_check.h"
 #include "cuda/normal_equations.h"
@@ -96,40 +98,47 @@ __global__ void __launch_bounds__(kNeThreads, 7) BuildNormalEquationsDmmaKernel(
   __shared__ int s_oy[kNeTile], s_ox[kNeTile], s_sid[kNeTile];
   __shared__ PixelBox s_box[kMaxCandidates];
   __shared__ int s_size[kMaxCandidates], s_order[kMaxCandidates];
+  __shared__ int16_t s_tile[kMaxCandidates];  // candidate c's spectrum offset * 128 + tile
   __shared__ int8_t s_owner[kMaxCandidates];  // the warp that sums tile s_order[i]
   __shared__ int s_nlist;
   const PlanDims& D = a.dims;
   const int nt = D.nwavetot, ntile = core::StampTilesPerSpectrum(nt);
-  const int per_entry = (D.ld + nt - 1) / nt * ntile;
-  const RunEntry e = a.entries[blockIdx.x / per_entry];
+  // The grid is (wavelength tile, spectrum, entry): no divisions to find them.
+  const RunEntry e = a.entries[blockIdx.z];
   const DevicePatch d = a.in.patches[e.patch];
-  const int s = static_cast<int>(blockIdx.x % per_entry) / ntile;
-  const int lt = static_cast<int>(blockIdx.x % ntile);
+  const int s = static_cast<int>(blockIdx.y), lt = static_cast<int>(blockIdx.x);
   if (s >= d.nspectot) return;  // block-uniform
   const int lcount = core::StampTileCount(nt, lt), l0 = s * nt + lt * kNeTile;
   const int sny = D.stamp_ny, snx = D.stamp_nx, npx = sny * snx;
   const int tid = static_cast<int>(threadIdx.x), warp = tid / 32, lane = tid % 32;
   // Candidate row tiles: c = (g - s) * ntile + qt for spectra s .. BandLast, those from lt
-  // in spectrum s (q >= l); their boxes from their stamps, a (tile, stamp) pair a thread.
-  const int ncand = (core::BandLast(s, e.band, d.nspectot) - s + 1) * ntile;
+  // in spectrum s (q >= l); their boxes from their stamps, a stamp a thread.
+  const int nspec = core::BandLast(s, e.band, d.nspectot) - s + 1, ncand = nspec * ntile;
   if (tid < lcount) {
     const int64_t idx = StampIndex(D, d, s, lt * kNeTile + tid);
     s_oy[tid] = a.in.yc[idx] - d.y0;
     s_ox[tid] = a.in.xc[idx] - d.x0;
     s_sid[tid] = static_cast<int>(idx);
   }
-  for (int c = tid; c < ncand; c += kNeThreads) s_box[c] = kNoPixels;
+  static_assert(kMaxCandidates <= 128, "s_tile packs the spectrum offset and tile by 128");
+  for (int gi = 0; gi < nspec; ++gi) {
+    for (int qt = tid; qt < ntile; qt += kNeThreads) {
+      s_box[gi * ntile + qt] = kNoPixels;
+      s_tile[gi * ntile + qt] = static_cast<int16_t>(gi * 128 + qt);
+    }
+  }
   if (tid == 0) s_nlist = 0;
   __syncthreads();
-  for (int pi = tid; pi < ncand * kNeTile; pi += kNeThreads) {
-    const int c = pi / kNeTile, i = pi % kNeTile, g = s + c / ntile, w = (c % ntile) * kNeTile + i;
-    if ((g == s && c < lt) || w >= nt) continue;
-    const int64_t idx = StampIndex(D, d, g, w);
-    const int oy = a.in.yc[idx] - d.y0, ox = a.in.xc[idx] - d.x0;
-    atomicMin(&s_box[c].y0, oy);
-    atomicMax(&s_box[c].y1, oy + sny);
-    atomicMin(&s_box[c].x0, ox);
-    atomicMax(&s_box[c].x1, ox + snx);
+  for (int gi = 0; gi < nspec; ++gi) {
+    for (int w = tid + (gi == 0 ? lt * kNeTile : 0); w < nt; w += kNeThreads) {
+      const int c = gi * ntile + w / kNeTile;
+      const int64_t idx = StampIndex(D, d, s + gi, w);
+      const int oy = a.in.yc[idx] - d.y0, ox = a.in.xc[idx] - d.x0;
+      atomicMin(&s_box[c].y0, oy);
+      atomicMax(&s_box[c].y1, oy + sny);
+      atomicMin(&s_box[c].x0, ox);
+      atomicMax(&s_box[c].x1, ox + snx);
+    }
   }
   // The columns' box: their stamps' union, clipped to the window (w_l = 0 outside it).
   PixelBox bl = kNoPixels;
@@ -198,16 +207,16 @@ __global__ void __launch_bounds__(kNeThreads, 7) BuildNormalEquationsDmmaKernel(
                      });
         if (first) {
           StoreColumnSums(a, e, l0 + j, lane, fsum, bsum);
-          ZeroColumn(a, e, d, l0 + j, lane);
+          ZeroColumn(a, e, d, l0 + j, s, lane);
         }
       }
       __syncthreads();  // the canvas, and the zeros the tiles overwrite
       const int nlist = s_nlist;
       for (int li = 0; li < nlist; ++li) {
         if (s_owner[li] != warp) continue;
-        const int c = s_order[li];
-        const int g = s + c / ntile, qw0 = (c % ntile) * kNeTile;
-        const int qcount = core::StampTileCount(nt, c % ntile), q0 = g * nt + qw0;
+        const int c = s_order[li], gq = s_tile[c], qt = gq % 128;
+        const int g = s + gq / 128, qw0 = qt * kNeTile;
+        const int qcount = core::StampTileCount(nt, qt), q0 = g * nt + qw0;
         // The common box in this chunk (warp-uniform).
         const PixelBox kb = core::Intersect(cb, s_box[c]);
         if (IsEmpty(kb)) continue;  // no overlap here: the zeros stand
@@ -251,12 +260,21 @@ __global__ void __launch_bounds__(kNeThreads, 7) BuildNormalEquationsDmmaKernel(
 cudaError_t LaunchBuildNormalEquationsDmma(const RunArgs& args, cudaStream_t stream) {
   if (args.count == 0) return cudaSuccess;
   const int nt = args.dims.nwavetot;
-  const unsigned per_entry = CeilDiv(args.dims.ld, nt) * CeilDiv(nt, kNeTile);
+  const unsigned nspec = CeilDiv(args.dims.ld, nt), ntile = CeilDiv(nt, kNeTile);
   // Candidate row tiles of a block <= spectra a patch can have x tiles a spectrum.
-  if (per_entry > kMaxCandidates) return LaunchBuildNormalEquations(args, stream);
-  BuildNormalEquationsDmmaKernel<<<static_cast<unsigned>(args.count) * per_entry, kNeThreads, 0,
-                                   stream>>>(args);
-  return SPEXD_CHECK_LAUNCH(stream);
+  if (nspec * ntile > kMaxCandidates) return LaunchBuildNormalEquations(args, stream);
+  // Entries along the grid's z, at most 65535 a launch.
+  constexpr int kMaxZ = 65535;
+  for (int first = 0; first < args.count; first += kMaxZ) {
+    RunArgs part = args;
+    part.entries = args.entries + first;
+    part.count = std::min(kMaxZ, args.count - first);
+    BuildNormalEquationsDmmaKernel<<<dim3(ntile, nspec, static_cast<unsigned>(part.count)),
+                                     kNeThreads, 0, stream>>>(part);
+    const cudaError_t err = SPEXD_CHECK_LAUNCH(stream);
+    if (err != cudaSuccess) return err;
+  }
+  return cudaSuccess;
 }
 
 }  // namespace spexd::cuda

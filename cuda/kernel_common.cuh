@@ -32,6 +32,25 @@ __device__ inline int64_t StampIndex(const PlanDims& D, const DevicePatch& d, in
   return StampIndex(D, d, q / D.nwavetot, q % D.nwavetot);
 }
 
+// Element idx = col * n + row of a column-major block with n rows, visited by a block's
+// threads (start = threadIdx.x, stride = blockDim.x) with one division at the start
+// instead of a division and a remainder a step (issue 25: those bounded the eigen
+// kernels' staging loops).
+struct ColumnMajorWalk {
+  int idx, row, col, drow, dcol;
+  __device__ ColumnMajorWalk(int start, int stride, int n)
+      : idx(start), row(start % n), col(start / n), drow(stride % n), dcol(stride / n) {}
+  __device__ void Next(int stride, int n) {
+    idx += stride;
+    row += drow;
+    col += dcol;
+    if (row >= n) {
+      row -= n;
+      ++col;
+    }
+  }
+};
+
 __device__ inline double WarpSum(double v) {
   for (int off = 16; off > 0; off /= 2) v += __shfl_xor_sync(0xffffffffu, v, off);
   return v;

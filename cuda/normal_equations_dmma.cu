@@ -59,20 +59,24 @@ __device__ __forceinline__ void TileSteps(double (&acc0)[2], double (&acc1)[2],
     bin[g] = x < x1;
     ain[g] = valid && bin[g] && static_cast<unsigned>(x - ox) < static_cast<unsigned>(snx);
   }
-  int ry = y0 - oy;                      // this lane's stamp row of canvas row y
-  int ao = ry * snx + x0 + kk - ox;      // its offset in the stamp (read where ain, row in)
+  int ry = y0 - oy;  // this lane's stamp row of canvas row y
+  // Row y's stamp and canvas entries at this lane's first column, stepped by two rows (the
+  // stamp pointer is read only where ain and the row is in the stamp).
+  const double* ap = spot + (ry * snx + x0 + kk - ox);
   const double* crow = pl + y0 * cw + x0 + kk;
   int y = y0;
-  for (; y + 1 < y1; y += 2, ry += 2, ao += 2 * snx, crow += 2 * cw) {
+  for (; y + 1 < y1; y += 2, ry += 2, ap += 2 * snx, crow += 2 * cw) {
     const bool in0 = static_cast<unsigned>(ry) < static_cast<unsigned>(sny);
     const bool in1 = static_cast<unsigned>(ry + 1) < static_cast<unsigned>(sny);
+    const double* ap1 = ap + snx;
+    const double* crow1 = crow + cw;
     double av[2][NG], bv[2][NG];
 #pragma unroll
     for (int g = 0; g < NG; ++g) {
-      av[0][g] = in0 && ain[g] ? __ldg(spot + ao + 4 * g) : 0.0;
-      av[1][g] = in1 && ain[g] ? __ldg(spot + ao + snx + 4 * g) : 0.0;
+      av[0][g] = in0 && ain[g] ? __ldg(ap + 4 * g) : 0.0;
+      av[1][g] = in1 && ain[g] ? __ldg(ap1 + 4 * g) : 0.0;
       bv[0][g] = bin[g] ? crow[4 * g] : 0.0;
-      bv[1][g] = bin[g] ? crow[cw + 4 * g] : 0.0;
+      bv[1][g] = bin[g] ? crow1[4 * g] : 0.0;
     }
 #pragma unroll
     for (int g = 0; g < NG; ++g) Dmma(acc0, av[0][g], bv[0][g]);
@@ -84,7 +88,7 @@ __device__ __forceinline__ void TileSteps(double (&acc0)[2], double (&acc1)[2],
     double av[NG], bv[NG];
 #pragma unroll
     for (int g = 0; g < NG; ++g) {
-      av[g] = in0 && ain[g] ? __ldg(spot + ao + 4 * g) : 0.0;
+      av[g] = in0 && ain[g] ? __ldg(ap + 4 * g) : 0.0;
       bv[g] = bin[g] ? crow[4 * g] : 0.0;
     }
 #pragma unroll

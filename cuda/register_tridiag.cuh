@@ -23,6 +23,7 @@
 #include <cstddef>
 
 #include "core/numerics/tridiag_eigen.h"
+#include "cuda/kernel_common.cuh"
 
 namespace spexd::cuda {
 
@@ -410,8 +411,8 @@ __device__ inline void StoreCompactReflectors(int n, const RegShared& sh, double
     }
   }
   __syncthreads();
-  for (int idx = threadIdx.x; idx < n * n; idx += blockDim.x) {
-    const int k = idx / n, i = idx % n, jb = k % kWyBlock;
+  for (ColumnMajorWalk w(threadIdx.x, blockDim.x, n); w.idx < n * n; w.Next(blockDim.x, n)) {
+    const int k = w.col, i = w.row, jb = k % kWyBlock;
     double val = 0.0;
     if (k < nrefl) {
       if (i > k) {
@@ -420,7 +421,7 @@ __device__ inline void StoreCompactReflectors(int n, const RegShared& sh, double
         val = sh.wy[(k / kWyBlock) * kWyBlock * kWyBlock + jb * kWyBlock + i];
       }
     }
-    h[idx] = val;
+    h[w.idx] = val;
   }
 }
 

@@ -286,7 +286,9 @@ __global__ void __launch_bounds__(kTwThreads, 2) TwistedKernel(RunArgs a) {
   double* vq = r1;
   // The slot's n x n block (H or its compact reflectors) into R2, column-major with ld kTwLd.
   const auto stage_slot = [&] {
-    for (int idx = threadIdx.x; idx < n * n; idx += blockDim.x) r2[(idx / n) * kTwLd + idx % n] = h[idx];
+    for (ColumnMajorWalk w(threadIdx.x, blockDim.x, n); w.idx < n * n; w.Next(blockDim.x, n)) {
+      r2[w.col * kTwLd + w.row] = h[w.idx];
+    }
   };
   // H Z (H itself where identity) from Z row-major in R1 (ignored where identity), the
   // compact reflectors staged in R2, into R2 column-major (lda). Every thread, at a barrier.
@@ -301,9 +303,8 @@ __global__ void __launch_bounds__(kTwThreads, 2) TwistedKernel(RunArgs a) {
     __syncthreads();
     ApplyCompactReflectors(r1, r2, n, threadIdx.x / 32, threadIdx.x % 32);
     __syncthreads();
-    for (int idx = threadIdx.x; idx < n * n; idx += blockDim.x) {
-      const int row = idx % n, col = idx / n;
-      r2[col * lda + row] = r1[row * kTwLd + col];
+    for (ColumnMajorWalk w(threadIdx.x, blockDim.x, n); w.idx < n * n; w.Next(blockDim.x, n)) {
+      r2[w.col * lda + w.row] = r1[w.row * kTwLd + w.col];
     }
     __syncthreads();
     vq = r2;
@@ -403,7 +404,9 @@ __global__ void __launch_bounds__(kTwThreads, 2) TwistedKernel(RunArgs a) {
       compact_hz(true);
     } else {
       __syncthreads();
-      for (int idx = t; idx < n * n; idx += blockDim.x) r1[(idx / n) * lda + idx % n] = h[idx];
+      for (ColumnMajorWalk w(t, blockDim.x, n); w.idx < n * n; w.Next(blockDim.x, n)) {
+        r1[w.col * lda + w.row] = h[w.idx];
+      }
     }
     for (int i = t; i < n; i += blockDim.x) dv[i] = t0[i];  // e0 is still in ev (staged)
     __syncthreads();

@@ -32,6 +32,17 @@ __device__ inline int64_t StampIndex(const PlanDims& D, const DevicePatch& d, in
   return StampIndex(D, d, q / D.nwavetot, q % D.nwavetot);
 }
 
+// A lane's walk over a stamp's pixels pp = lane + 32 k: its first pixel's row and column
+// and the row and column steps of 32 pixels. The same for every stamp of a kernel (they
+// depend on the lane and the stamp width only), so the divisions run once, not per stamp.
+struct StampWalk {
+  int lane, pr, pc, step_r, step_c;
+};
+__device__ __forceinline__ StampWalk MakeStampWalk(int snx, int lane) {
+  const int step_r = 32 / snx, pr = lane / snx;
+  return StampWalk{lane, pr, lane - pr * snx, step_r, 32 - step_r * snx};
+}
+
 // Element idx = col * n + row of a column-major block with n rows, visited by a block's
 // threads (start = threadIdx.x, stride = blockDim.x) with one division at the start
 // instead of a division and a remainder a step (issue 25: those bounded the eigen

@@ -119,13 +119,14 @@ __global__ void __launch_bounds__(kBuildThreads, 3) BuildNormalEquationsKernel(R
   if (tid == 0) s_nrows = 0;
   __syncthreads();
   const int warp = tid / 32, lane = tid % 32;
+  const StampWalk walk = MakeStampWalk(snx, lane);
   for (int t = warp; t < ncol; t += kBuildWarps) {
     const int l = col0 + t;
     double* wa = s_wa + t * npx;
     const int oyl = s_oy[t], oxl = s_ox[t];
     const double* stl = a.in.spots + static_cast<int64_t>(s_sid[t]) * npx;
     double fsum, bsum;
-    StampWeights(a, d, oyl, oxl, stl, MakeStampWalk(snx, lane), &fsum, &bsum,
+    StampWeights(a, d, oyl, oxl, stl, walk, &fsum, &bsum,
                  [&](int pp, int, int, double va) { wa[pp] = va; });
     StoreColumnSums(a, e, l, lane, fsum, bsum);
     ZeroColumn(a, e, d, l, l / D.nwavetot, lane);

@@ -10,17 +10,6 @@
 
 namespace spexd::cuda {
 
-// A lane's walk over a stamp's pixels pp = lane + 32 k: its first pixel's row and column
-// and the row and column steps of 32 pixels. The same for every stamp of a kernel (they
-// depend on the lane and the stamp width only), so the divisions run once, not per stamp.
-struct StampWalk {
-  int lane, pr, pc, step_r, step_c;
-};
-__device__ __forceinline__ StampWalk MakeStampWalk(int snx, int lane) {
-  const int step_r = 32 / snx, pr = lane / snx;
-  return StampWalk{lane, pr, lane - pr * snx, step_r, 32 - step_r * snx};
-}
-
 // w_l = ivar * A[:, l] over the pixels of stamp l (origin oyl, oxl in the patch window,
 // values stl), one warp: put(pp, r, c, w) for each stamp pixel pp at window row r and
 // column c (w = 0 outside the trimmed window, so that dropped stamp rows drop out, spec

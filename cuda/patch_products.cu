@@ -213,15 +213,24 @@ __global__ void ColumnSumsKernel(RunArgs a) {
   const double* st = a.in.spots + idx * npx;
   const double2* pix = reinterpret_cast<const double2*>(a.slots.pix) + static_cast<int64_t>(e.slot) * D.max_npix;
   double pm = 0.0, num = 0.0, wgt = 0.0;
+  const StampWalk wk = MakeStampWalk(snx, lane);
+  int r = oy + wk.pr, c = ox + wk.pc;  // pixel pp's window row and column, stepped
   for (int pp = lane; pp < npx; pp += 32) {
-    const int r = oy + pp / snx, c = ox + pp % snx;
-    if (r < 0 || r >= d.ny || c < 0 || c >= d.nx) continue;
-    const double av = st[pp];
-    const double2 px = pix[r * d.nx + c];  // the pixel model's chi2 and code
-    const bool masked = px.y >= 2.0;
-    if (masked) pm += av;  // ivar 0: pixmask_fraction (spec §2.11)
-    num += av * px.x;
-    wgt += av * (px.y - (masked ? 2.0 : 0.0));
+    if (static_cast<unsigned>(r) < static_cast<unsigned>(d.ny) &&
+        static_cast<unsigned>(c) < static_cast<unsigned>(d.nx)) {
+      const double av = st[pp];
+      const double2 px = pix[r * d.nx + c];  // the pixel model's chi2 and code
+      const bool masked = px.y >= 2.0;
+      if (masked) pm += av;  // ivar 0: pixmask_fraction (spec §2.11)
+      num += av * px.x;
+      wgt += av * (px.y - (masked ? 2.0 : 0.0));
+    }
+    r += wk.step_r;
+    c += wk.step_c;
+    if (c >= ox + snx) {
+      c -= snx;
+      ++r;
+    }
   }
   pm = WarpSum(pm);
   num = WarpSum(num);

@@ -101,6 +101,7 @@ __global__ void __launch_bounds__(kNeThreads, 7) BuildNormalEquationsDmmaKernel(
   __shared__ __align__(16) double canvas[kCanvasDoubles];
   __shared__ int s_oy[kNeTile], s_ox[kNeTile], s_sid[kNeTile];
   __shared__ PixelBox s_box[kMaxCandidates];
+  __shared__ PixelBox s_cols;  // the columns' stamps' union
   __shared__ int s_size[kMaxCandidates], s_order[kMaxCandidates];
   __shared__ int16_t s_tile[kMaxCandidates];  // candidate c's spectrum offset * 128 + tile
   __shared__ int8_t s_owner[kMaxCandidates];  // the warp that sums tile s_order[i]
@@ -131,8 +132,17 @@ __global__ void __launch_bounds__(kNeThreads, 7) BuildNormalEquationsDmmaKernel(
       s_tile[gi * ntile + qt] = static_cast<int16_t>(gi * 128 + qt);
     }
   }
-  if (tid == 0) s_nlist = 0;
+  if (tid == 0) {
+    s_nlist = 0;
+    s_cols = kNoPixels;
+  }
   __syncthreads();
+  if (tid < lcount) {
+    atomicMin(&s_cols.y0, s_oy[tid]);
+    atomicMax(&s_cols.y1, s_oy[tid] + sny);
+    atomicMin(&s_cols.x0, s_ox[tid]);
+    atomicMax(&s_cols.x1, s_ox[tid] + snx);
+  }
   for (int gi = 0; gi < nspec; ++gi) {
     for (int w = tid + (gi == 0 ? lt * kNeTile : 0); w < nt; w += kNeThreads) {
       const int c = gi * ntile + w / kNeTile;
@@ -144,11 +154,9 @@ __global__ void __launch_bounds__(kNeThreads, 7) BuildNormalEquationsDmmaKernel(
       atomicMax(&s_box[c].x1, ox + snx);
     }
   }
-  // The columns' box: their stamps' union, clipped to the window (w_l = 0 outside it).
-  PixelBox bl = kNoPixels;
-  for (int j = 0; j < lcount; ++j) bl = core::WithStamp(bl, s_oy[j], s_ox[j], sny, snx);
-  bl = core::Intersect(bl, PixelBox{0, d.ny, 0, d.nx});
   __syncthreads();  // the boxes
+  // The columns' box: their stamps' union, clipped to the window (w_l = 0 outside it).
+  const PixelBox bl = core::Intersect(s_cols, PixelBox{0, d.ny, 0, d.nx});
   // Each tile's common box with the columns' and its size in k-steps (0: none); then the
   // tiles by decreasing size (ties by index), for the warps' shares below.
   for (int c = tid; c < ncand; c += kNeThreads) {
@@ -161,6 +169,7 @@ __global__ void __launch_bounds__(kNeThreads, 7) BuildNormalEquationsDmmaKernel(
   __syncthreads();
   for (int c = tid; c < ncand; c += kNeThreads) {
     const int sz = s_size[c];
+    if (sz == 0) continue;  // ranks past s_nlist: never read
     int rank = 0;
     for (int o = 0; o < ncand; ++o) rank += s_size[o] > sz || (s_size[o] == sz && o < c);
     s_order[rank] = c;

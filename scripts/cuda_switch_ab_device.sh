@@ -10,7 +10,11 @@
 #     OUT_DIR     the benchmark JSON files and logs
 #   Environment: SKIP_TESTS=1 runs only the benchmark (e.g. when the switch is
 #   SPEXD_CUDA_MODULE=<an older module>, whose tests ran before); MEMCHECK=1 runs compute-sanitizer memcheck of the GPU tests' sanitizer
-#   subset with the switch set; INFLIGHT=1 adds two frames in flight per side at the end.
+#   subset with the switch set; INFLIGHT=1 adds two frames in flight per side at the end;
+#   DUMP=1 compares a warm frame's outputs (--model --dump) of both sides by SHA-256 (the
+#   changes that must move no arithmetic); NCU_KERNELS=REGEX times the named kernels and
+#   counts their warp instructions on both sides (Nsight Compute, one launch each after the
+#   cold frame's).
 #   Run from the repository's root (the PSF is tests/data's). Exit 0 when every step passed.
 set -uo pipefail
 [[ $# -ge 3 ]] || { sed -n '2,16p' "$0"; exit 2; }
@@ -42,6 +46,31 @@ print("median %.5f p90 %.5f | check flux %.3g ivar %.3g rdiag %.3g chi2pix %.3g 
     c.get("chi2pix", -1), " ".join("%s %.2f" % (k, 1e3 * v) for k, v in sorted(st.items()))))
 PY
 }
+if [[ -n ${DUMP:-} ]]; then
+  for side in base switch; do
+    envs=(); [[ $side == switch ]] && envs=("$SWITCH")
+    env "${envs[@]}" "$B/run.sh" spexd_cuda_frame_bench --runs 2 --inflight 0 --model \
+      --dump "$OUT/dump_$side.bin" --check-bundles "" >"$OUT/dump_$side.log" 2>&1 || fail=1
+    sha256sum <"$OUT/dump_$side.bin" | cut -c1-16 >"$OUT/dump_$side.sha"
+    echo "dump $side: $(cat "$OUT/dump_$side.sha")"
+  done
+  if cmp -s "$OUT/dump_base.bin" "$OUT/dump_switch.bin"; then echo "dump: identical"; else echo "dump: DIFFERS"; fi
+  rm -f "$OUT"/dump_*.bin
+fi
+if [[ -n ${NCU_KERNELS:-} ]]; then
+  NCU=${NCU:-$(command -v ncu || echo /usr/local/cuda/bin/ncu)}
+  nk=$(awk -F'|' '{print NF}' <<<"$NCU_KERNELS")
+  for side in base switch; do
+    envs=(); [[ $side == switch ]] && envs=("$SWITCH")
+    env "${envs[@]}" "$NCU" --kernel-name "regex:$NCU_KERNELS" --launch-skip "$((2 * nk))" \
+      --launch-count "$nk" --metrics gpu__time_duration.sum,smsp__inst_executed.sum \
+      "$B/run.sh" spexd_cuda_frame_bench --runs 1 --inflight 0 --check-bundles "" \
+      >"$OUT/ncu_$side.log" 2>&1 || fail=1
+    awk -v side="$side" '/\([0-9]+, [0-9]+, [0-9]+\)x\(/ {name=$1}
+      /gpu__time_duration.sum/ {t=$NF " " $(NF-1)}
+      /smsp__inst_executed.sum/ {print "ncu " side ": " name " " t ", " $NF " warp instructions"}' "$OUT/ncu_$side.log"
+  done
+fi
 for r in $(seq "$ROUNDS"); do
   for side in base switch; do
     envs=(); [[ $side == switch ]] && envs=("$SWITCH")

@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "core/plan/patch_plan.h"
@@ -155,6 +156,14 @@ TEST(BatchLayout, TiledCholeskyEqualsPotrfAndGivesTheInverse) {
 // as they are (zero), and the factor and the inverse blocks still match the dense references.
 class BandedLayout : public ::testing::TestWithParam<int> {};
 
+// The (row block, column block) of M that a call operand's device address points into,
+// within its slot's ld x ld matrix.
+std::pair<int, int> BlockOf(const Replay& r, uint64_t address) {
+  const int64_t off = static_cast<int64_t>((address - reinterpret_cast<uint64_t>(r.m.data())) / sizeof(double) %
+                                           (static_cast<uint64_t>(r.ld) * r.ld));
+  return {static_cast<int>(off % r.ld) / r.nt, static_cast<int>(off / r.ld) / r.nt};
+}
+
 // SmallPlan with a 6-block patch added (block steps reach past band 2), every patch at
 // `band`.
 core::PatchPlan WideBandPlan(int band) {
@@ -198,10 +207,7 @@ TEST_P(BandedLayout, TiledCholeskyEqualsPotrf) {
   for (const auto& step : r.layout.chol_update) {
     for (const BatchedCall& call : step) {
       for (int b = 0; b < call.count; ++b) {
-        const int64_t off = static_cast<int64_t>(
-            (testing::EntryOperands(call, r.layout.ptrs, b).a - reinterpret_cast<uint64_t>(r.m.data())) /
-            sizeof(double) % (static_cast<uint64_t>(r.ld) * r.ld));
-        const int row0 = static_cast<int>(off % r.ld) / r.nt, col0 = static_cast<int>(off / r.ld) / r.nt;
+        const auto [row0, col0] = BlockOf(r, testing::EntryOperands(call, r.layout.ptrs, b).a);
         EXPECT_LE(row0 + call.m / r.nt - 1 - col0, band) << "rows from " << row0 << ", inner from " << col0;
       }
     }
@@ -289,10 +295,8 @@ TEST_P(BandedLayout, DiagonalUpdatesInTheFactor) {
     const int k = static_cast<int>(s) + 1;
     for (const BatchedCall& call : r.layout.chol_update[s]) {
       for (int b = 0; b < call.count; ++b) {
-        const int64_t off = static_cast<int64_t>(
-            (testing::EntryOperands(call, r.layout.ptrs, b).c - reinterpret_cast<uint64_t>(r.m.data())) /
-            sizeof(double) % (static_cast<uint64_t>(r.ld) * r.ld));
-        EXPECT_GT(static_cast<int>(off % r.ld) / r.nt, k) << "step " << k << ": a diagonal block";
+        EXPECT_GT(BlockOf(r, testing::EntryOperands(call, r.layout.ptrs, b).c).first, k)
+            << "step " << k << ": a diagonal block";
       }
     }
   }

@@ -299,6 +299,69 @@ bool InPatch(const core::PatchPlan& plan, const core::PatchDesc& d, const core::
   return row >= first && row < first + plan.nper && col >= d.out_col && col < d.out_col + d.nkeep;
 }
 
+// The bins of `got` (a request whose patch `patch` was retried) against `ref0` (the same
+// request without the fault) and `ref1` (without it, at kRetryRegularize): bit-identical
+// outside the patch; inside it, the same kernels on the same inputs as `ref1`, only in a
+// run of one patch instead of the batch. Bit-identical is expected from spexd's own
+// kernels, but a batched library call (cuSOLVER's potrf with --cuda_solver=cusolver) may
+// pick another algorithm for a batch of one, so the bound is the CPU-parity tolerance
+// (tests/cuda/cuda_backend_test.cc): FLUX and IVAR within 1e-10 of each spectrum's
+// maximum, RESOLUTION 1e-10 absolute. A retry at the wrong regularisation differs by far
+// more (about the regularisation relative to the normal matrix's diagonal), and a retry
+// that did not run leaves zeros. Returns the patch's bins; `worst` gets the largest
+// deviations inside it (flux, ivar, rdiag).
+int ExpectRetriedPatch(const core::PatchPlan& plan, const core::PatchDesc& patch,
+                       const std::vector<core::BundleResult>& got,
+                       const std::vector<core::BundleResult>& ref0,
+                       const std::vector<core::BundleResult>& ref1, double worst[3]) {
+  EXPECT_EQ(got.size(), ref0.size());
+  EXPECT_EQ(got.size(), ref1.size());
+  if (got.size() != ref0.size() || got.size() != ref1.size()) return 0;
+  int in_patch = 0;
+  worst[0] = worst[1] = worst[2] = 0.0;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    const core::BundleResult& g = got[i];
+    const core::BundleResult& r0 = ref0[i];
+    const core::BundleResult& r1 = ref1[i];
+    const int nk = 2 * g.ndiag + 1, nwave = g.nwave;
+    for (int r = 0; r < g.nfibers; ++r) {
+      double max_flux = 0.0, max_ivar = 0.0;
+      for (int c = 0; c < nwave; ++c) {
+        const std::size_t at = static_cast<std::size_t>(r) * nwave + c;
+        max_flux = std::max(max_flux, std::abs(r1.flux[at]));
+        max_ivar = std::max(max_ivar, std::abs(r1.ivar[at]));
+      }
+      for (int c = 0; c < nwave; ++c) {
+        const std::size_t at = static_cast<std::size_t>(r) * nwave + c;
+        if (!InPatch(plan, patch, g, r, c)) {
+          EXPECT_EQ(g.flux[at], r0.flux[at]) << "bundle " << i << " row " << r << " col " << c;
+          EXPECT_EQ(g.ivar[at], r0.ivar[at]) << "bundle " << i << " row " << r << " col " << c;
+          for (int k = 0; k < nk; ++k) {
+            const std::size_t rk = (static_cast<std::size_t>(r) * nk + k) * nwave + c;
+            EXPECT_EQ(g.rdiags[rk], r0.rdiags[rk]) << "bundle " << i << " row " << r;
+          }
+          continue;
+        }
+        ++in_patch;
+        EXPECT_EQ(g.failed_bins[at], 0);
+        const double df = std::abs(g.flux[at] - r1.flux[at]);
+        const double di = std::abs(g.ivar[at] - r1.ivar[at]);
+        worst[0] = std::max(worst[0], df / max_flux);
+        worst[1] = std::max(worst[1], di / max_ivar);
+        EXPECT_LE(df, 1e-10 * max_flux) << "flux, row " << r << " col " << c;
+        EXPECT_LE(di, 1e-10 * max_ivar) << "ivar, row " << r << " col " << c;
+        for (int k = 0; k < nk; ++k) {
+          const std::size_t rk = (static_cast<std::size_t>(r) * nk + k) * nwave + c;
+          const double dr = std::abs(g.rdiags[rk] - r1.rdiags[rk]);
+          worst[2] = std::max(worst[2], dr);
+          EXPECT_LE(dr, 1e-10) << "rdiag " << k << ", row " << r << " col " << c;
+        }
+      }
+    }
+  }
+  return in_patch;
+}
+
 TEST_F(CudaFaultTest, FailedPatchIsRetriedAndMatchesARunAtTheRetryRegularisation) {
   const core::PatchPlan& plan = geometry_->plan();
   constexpr int kPatch = 2;  // the middle sub-bundle's patch (5 patches, one per sub-bundle)
@@ -326,68 +389,77 @@ TEST_F(CudaFaultTest, FailedPatchIsRetriedAndMatchesARunAtTheRetryRegularisation
   EXPECT_EQ(counts.extracted, CountsOf(reference_).extracted);
   EXPECT_TRUE(backend->healthy());
 
-  // The retried patch: the same kernels on the same inputs as the fault-free run at
-  // kRetryRegularize; only its run holds one patch instead of the batch. Bit-identical is
-  // expected from spexd's own kernels, but a batched library call (cuSOLVER's potrf with
-  // --cuda_solver=cusolver) may pick another algorithm for a batch of one, so the bound is
-  // the CPU-parity tolerance (tests/cuda/cuda_backend_test.cc): FLUX and IVAR within 1e-10
-  // of each spectrum's maximum, RESOLUTION 1e-10 absolute. A retry at the wrong
-  // regularisation differs by far more (about the regularisation relative to the normal
-  // matrix's diagonal), and a retry that did not run leaves zeros.
-  ASSERT_EQ(faulted->size(), reference_.size());
-  ASSERT_EQ(at_retry->size(), reference_.size());
-  int in_patch = 0;
-  double worst_flux = 0.0, worst_ivar = 0.0, worst_rdiag = 0.0;
-  for (std::size_t i = 0; i < faulted->size(); ++i) {
-    const core::BundleResult& got = (*faulted)[i];
-    const core::BundleResult& ref0 = reference_[i];
-    const core::BundleResult& ref1 = (*at_retry)[i];
-    const int nk = 2 * got.ndiag + 1, nwave = got.nwave;
-    for (int r = 0; r < got.nfibers; ++r) {
-      double max_flux = 0.0, max_ivar = 0.0;
-      for (int c = 0; c < nwave; ++c) {
-        const std::size_t at = static_cast<std::size_t>(r) * nwave + c;
-        max_flux = std::max(max_flux, std::abs(ref1.flux[at]));
-        max_ivar = std::max(max_ivar, std::abs(ref1.ivar[at]));
-      }
-      for (int c = 0; c < nwave; ++c) {
-        const std::size_t at = static_cast<std::size_t>(r) * nwave + c;
-        if (!InPatch(plan, patch, got, r, c)) {
-          EXPECT_EQ(got.flux[at], ref0.flux[at]) << "bundle " << i << " row " << r << " col " << c;
-          EXPECT_EQ(got.ivar[at], ref0.ivar[at]) << "bundle " << i << " row " << r << " col " << c;
-          for (int k = 0; k < nk; ++k) {
-            const std::size_t rk = (static_cast<std::size_t>(r) * nk + k) * nwave + c;
-            EXPECT_EQ(got.rdiags[rk], ref0.rdiags[rk]) << "bundle " << i << " row " << r;
-          }
-          continue;
-        }
-        ++in_patch;
-        EXPECT_EQ(got.failed_bins[at], 0);
-        const double df = std::abs(got.flux[at] - ref1.flux[at]);
-        const double di = std::abs(got.ivar[at] - ref1.ivar[at]);
-        worst_flux = std::max(worst_flux, df / max_flux);
-        worst_ivar = std::max(worst_ivar, di / max_ivar);
-        EXPECT_LE(df, 1e-10 * max_flux) << "flux, row " << r << " col " << c;
-        EXPECT_LE(di, 1e-10 * max_ivar) << "ivar, row " << r << " col " << c;
-        for (int k = 0; k < nk; ++k) {
-          const std::size_t rk = (static_cast<std::size_t>(r) * nk + k) * nwave + c;
-          const double dr = std::abs(got.rdiags[rk] - ref1.rdiags[rk]);
-          worst_rdiag = std::max(worst_rdiag, dr);
-          EXPECT_LE(dr, 1e-10) << "rdiag " << k << ", row " << r << " col " << c;
-        }
-      }
-    }
-  }
+  double worst[3];
+  const int in_patch = ExpectRetriedPatch(plan, patch, *faulted, reference_, *at_retry, worst);
   EXPECT_EQ(in_patch, plan.nper * patch.nkeep);
   std::printf("[fault] retried patch %d: %d bins; worst |diff| vs the run at kRetryRegularize: "
               "flux %.3g, ivar %.3g (of the spectrum's max), rdiag %.3g\n",
-              kPatch, in_patch, worst_flux, worst_ivar, worst_rdiag);
+              kPatch, in_patch, worst[0], worst[1], worst[2]);
 
   // Once: the next request on the same backend runs clean, bit-identical to the reference.
   auto next = Run(*backend);
   ASSERT_TRUE(next.ok()) << next.status();
   EXPECT_EQ(CountsOf(*next).retried, 0);
   ExpectSameAsReference(*next);
+}
+
+// A failed patch in a request's first batch, one bundle a batch (SPEXD_CUDA_BATCH_PLAN=1:
+// four batches over the two workspace sets). Batch 2 reuses batch 0's set and is enqueued
+// as soon as batch 0's outputs are out (cuda/batch_extractor.h, Finish): batch 0's retry
+// must run in the set's slots before that, and batch 2's download must not overwrite the
+// pinned outputs batch 0 is still being assembled from. Either race shows as a bundle that
+// differs from the fault-free run with the same plan (bit-identical expected outside the
+// retried patch; the patch as in the test above).
+TEST_F(CudaFaultTest, FailedPatchInAFirstBatchIsRetriedBeforeItsSetIsReused) {
+  auto g = VariantGeometry(psf_, 100, 6000.0, 6039.2);
+  ASSERT_NE(g, nullptr);
+  const core::PatchPlan& plan = g->plan();
+  ASSERT_EQ(plan.nbundles, 4);
+  const int first = plan.bundle_first_patch[0], last = plan.bundle_first_patch[1];
+  ASSERT_GT(last, first);
+  const int kPatch = first + (last - first) / 2;  // bundle 0's middle patch
+  const core::PatchDesc& patch = plan.patches[static_cast<std::size_t>(kPatch)];
+  ASSERT_EQ(patch.skipped, core::kSkipNone);
+  SyntheticOptions so;
+  so.seed = 17;
+  core::PreprocImage image = MakeSyntheticFrame(*g, so);
+  core::ExtractionJob job;
+  job.geometry = g;
+  job.image = &image;
+
+  setenv("SPEXD_CUDA_BATCH_PLAN", "1", 1);
+  auto clean = CreateCudaBackendFromEnv();
+  ASSERT_TRUE(clean.ok()) << clean.status();
+  auto want = ExtractBundles(**clean, job);
+  ASSERT_TRUE(want.ok()) << want.status();
+  ASSERT_EQ(CountsOf(*want).retried, 0);
+  job.regularize = core::kRetryRegularize;
+  auto at_retry = ExtractBundles(**clean, job);
+  ASSERT_TRUE(at_retry.ok()) << at_retry.status();
+  job.regularize = 0.0;
+  // Armed for the process's next run holding the patch (fault_injection.h): created after
+  // the fault-free runs.
+  auto faulty = WithFaults("fail_patch_once=" + std::to_string(kPatch));
+  unsetenv("SPEXD_CUDA_BATCH_PLAN");
+  ASSERT_NE(faulty, nullptr);
+
+  auto got = ExtractBundles(*faulty, job);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(CountsOf(*got).retried, 1);
+  EXPECT_EQ(CountsOf(*got).failed, 0);
+  double worst[3];
+  EXPECT_EQ(ExpectRetriedPatch(plan, patch, *got, *want, *at_retry, worst), plan.nper * patch.nkeep);
+  std::printf("[fault] batches of one bundle, retried patch %d of batch 0: worst |diff| flux %.3g, "
+              "ivar %.3g, rdiag %.3g\n",
+              kPatch, worst[0], worst[1], worst[2]);
+  // And without the fault, the same backend gives the fault-free run's bits.
+  auto again = ExtractBundles(*faulty, job);
+  ASSERT_TRUE(again.ok()) << again.status();
+  ASSERT_EQ(again->size(), want->size());
+  for (std::size_t i = 0; i < want->size(); ++i) {
+    EXPECT_EQ((*again)[i].flux, (*want)[i].flux) << "bundle " << i;
+    EXPECT_EQ((*again)[i].rdiags, (*want)[i].rdiags) << "bundle " << i;
+  }
 }
 
 TEST_F(CudaFaultTest, StickyErrorMarksTheBackendUnhealthyAndLaterRequestsFailCleanly) {

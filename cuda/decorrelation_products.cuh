@@ -88,15 +88,32 @@ __device__ inline void WriteDecorrelated(const RunArgs& a, const RunEntry& e, co
     // Model flux (spec §2.11, §2.17): compat gpu zeroes bins without ivar.
     fmodel[static_cast<int64_t>(s_loc) * nt + i] = (D.compat_cpu || iv > 0.0) ? f : 0.0;
   }
-  // Rdiags[k][w] = R[i-ndiag+k][i] (spec §2.11); the CPU checks every core column.
-  for (int idx = threadIdx.x; idx < D.nwavestep * nk; idx += blockDim.x) {
-    const int w = idx / nk, kk = idx % nk;
-    const int i = D.wavepad_eff + w, row = i - D.ndiag + kk;
-    double q = 0.0;
-    for (int k = 0; k < nt; ++k) q += V(row, k) * g[k] * V(i, k);
-    const double val = q / s.r[row];
-    bad |= !isfinite(val);
-    if (w < d.nkeep) a.out.rdiag[(OutRow(D, e, d, sp) * nk + kk) * D.nwave + d.out_col + w] = val;
+  // Rdiags[k][w] = R[i-ndiag+k][i] (spec §2.11); the CPU checks every core column. A
+  // thread takes up to kRdiagRun consecutive k of one column: g_k V(i, k) loaded once for
+  // them (each sum's terms and their order as one thread a k had them).
+  constexpr int kRdiagRun = 4;
+  const int runs = (nk + kRdiagRun - 1) / kRdiagRun;
+  for (int idx = threadIdx.x; idx < D.nwavestep * runs; idx += blockDim.x) {
+    const int w = idx / runs, kk0 = (idx % runs) * kRdiagRun;
+    const int i = D.wavepad_eff + w, row0 = i - D.ndiag + kk0;
+    const int len = min(kRdiagRun, nk - kk0);
+    double q[kRdiagRun] = {0.0, 0.0, 0.0, 0.0};
+    for (int k = 0; k < nt; ++k) {
+      const double gk = g[k], vik = V(i, k);
+#pragma unroll
+      for (int c = 0; c < kRdiagRun; ++c) {
+        if (c < len) q[c] += V(row0 + c, k) * gk * vik;
+      }
+    }
+#pragma unroll
+    for (int c = 0; c < kRdiagRun; ++c) {
+      if (c >= len) continue;
+      const double val = q[c] / s.r[row0 + c];
+      bad |= !isfinite(val);
+      if (w < d.nkeep) {
+        a.out.rdiag[(OutRow(D, e, d, sp) * nk + kk0 + c) * D.nwave + d.out_col + w] = val;
+      }
+    }
   }
   if (eig_failed && threadIdx.x == 0) {
     bad = 1;

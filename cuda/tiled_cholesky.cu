@@ -52,47 +52,58 @@ struct TileState {
 // while slower threads may still read buffer (j - 1) & 1, and the buffer it overwrites
 // was last read in step j - 2, before every thread passed step j - 1's barrier. So one
 // barrier per step (issue 25; two before).
-template <int R, int JB>
-__device__ __forceinline__ void FactorColumnTile(TileState<R>& t, double* vec2, double* rdj2,
-                                                 double* dpiv, int& first_bad, int nt, int tx, int ty) {
-  const int j0 = kTileLanes * JB, j1 = min(j0 + kTileLanes, nt);
-  for (int j = j0; j < j1; ++j) {
-    double* vec = vec2 + (j & 1) * nt;
-    double& rdj = rdj2[j & 1];
-    if (ty == j - j0) {
+//
+// Each buffer holds 16 R doubles, zero past nt (the owners write rows < nt only): rows and
+// columns past nt read zeros without a bounds test. (A column c >= nt takes vec[c] rd =
+// 0 rd, not 0.0, where the test gave 0.0: it only updates padding elements, which nothing
+// reads.)
+template <int R, int JB, bool kLast>
+__device__ __forceinline__ void FactorStep(TileState<R>& t, double* vec2, double* rdj2, double* dpiv,
+                                           int& first_bad, int nt, int tx, int ty, int j) {
+  double* vec = vec2 + (j & 1) * (R * kTileLanes);
+  double& rdj = rdj2[j & 1];
+  if (ty == j - kTileLanes * JB) {
 #pragma unroll
-      for (int i = JB; i < R; ++i) {  // rows r >= j live in tiles i >= JB
-        const double val = t.v[i][JB];
-        const int r = tx + kTileLanes * i;
-        if (r >= j && r < nt) vec[r] = val;
-        if (r == j) {
-          dpiv[j] = val;  // the pivot, kept for the final scaling (not in registers: spills)
-          rdj = 1.0 / val;
-          if (!(val > 0.0) && first_bad == 0) first_bad = j + 1;
-        }
-      }
-    }
-    __syncthreads();
-    const double rd = rdj;
-    double cr[R], cc[R];
-#pragma unroll
-    for (int i = JB; i < R; ++i) {
-      const int r = tx + kTileLanes * i, c = ty + kTileLanes * i;
-      cr[i] = r < nt ? vec[r] : 0.0;
-      cc[i] = (c > j && c < nt) ? vec[c] * rd : 0.0;  // columns <= j stay as they are
-    }
-    // Tile row/column JB is final after its last step (j = j0 + 15): skipped there.
-    const bool last = j == j0 + kTileLanes - 1;
-#pragma unroll
-    for (int i = JB; i < R; ++i) {
-      if (i == JB && last) continue;
-#pragma unroll
-      for (int b = JB; b <= i; ++b) {
-        if (b == JB && last) continue;
-        t.v[i][b] -= cr[i] * cc[b];
+    for (int i = JB; i < R; ++i) {  // rows r >= j live in tiles i >= JB
+      const double val = t.v[i][JB];
+      const int r = tx + kTileLanes * i;
+      if (r >= j && r < nt) vec[r] = val;
+      if (r == j) {
+        dpiv[j] = val;  // the pivot, kept for the final scaling (not in registers: spills)
+        rdj = 1.0 / val;
+        if (!(val > 0.0) && first_bad == 0) first_bad = j + 1;
       }
     }
   }
+  __syncthreads();
+  const double rd = rdj;
+  double cr[R], cc[R];
+#pragma unroll
+  for (int i = JB; i < R; ++i) {
+    const int r = tx + kTileLanes * i, c = ty + kTileLanes * i;
+    cr[i] = vec[r];
+    cc[i] = c > j ? vec[c] * rd : 0.0;  // columns <= j stay as they are
+  }
+  // Tile row/column JB is final after its last step (kLast: j = j0 + 15): skipped there.
+#pragma unroll
+  for (int i = JB; i < R; ++i) {
+    if (i == JB && kLast) continue;
+#pragma unroll
+    for (int b = JB; b <= i; ++b) {
+      if (b == JB && kLast) continue;
+      t.v[i][b] -= cr[i] * cc[b];
+    }
+  }
+}
+
+template <int R, int JB>
+__device__ __forceinline__ void FactorColumnTile(TileState<R>& t, double* vec2, double* rdj2,
+                                                 double* dpiv, int& first_bad, int nt, int tx, int ty) {
+  const int j0 = kTileLanes * JB, j1 = min(j0 + kTileLanes, nt), jl = j0 + kTileLanes - 1;
+  for (int j = j0; j < min(j1, jl); ++j) {
+    FactorStep<R, JB, false>(t, vec2, rdj2, dpiv, first_bad, nt, tx, ty, j);
+  }
+  if (jl < j1) FactorStep<R, JB, true>(t, vec2, rdj2, dpiv, first_bad, nt, tx, ty, jl);
 }
 
 // Inversion steps j (L X = I, forward elimination) in tile JB = j / 16: rows r > j (tiles
@@ -254,8 +265,8 @@ __global__ void __launch_bounds__(kFactorThreads, R <= 5 ? 3 : 1) TileFactorKern
   const int p = nt + 1;
   const int tx = tid % kTileLanes, ty = tid / kTileLanes;
   double* s = smem;               // [nt][p] L, row-major (and X above it with the tiles)
-  double* vec2 = s + nt * p;      // [2][nt] column j of the Schur complement / row j of X
-  double* rdiag = vec2 + 2 * nt;  // [nt] 1 / L_rr
+  double* vec2 = s + nt * p;      // [2][16 R] column j of the Schur complement / row j of X
+  double* rdiag = vec2 + 2 * R * kTileLanes;  // [nt] 1 / L_rr
   double* dpiv = rdiag + nt;      // [nt] the pivots d_j
   double* xrows = dpiv + nt;      // [8][16] TileInverse's broadcasts
   double* base = SlotMatrix(a, e.slot) + static_cast<int64_t>(k) * nt * (ld + 1);
@@ -269,7 +280,7 @@ __global__ void __launch_bounds__(kFactorThreads, R <= 5 ? 3 : 1) TileFactorKern
   if (tid == 0) first_bad = 0;
   // Rows above j read stale entries of the buffer (they only meet zero multipliers):
   // zeros before the first step keep them finite and the result deterministic.
-  for (int i = tid; i < 2 * nt; i += blockDim.x) vec2[i] = 0.0;
+  for (int i = tid; i < 2 * R * kTileLanes; i += blockDim.x) vec2[i] = 0.0;
   __syncthreads();
   FactorTile<R>(std::make_integer_sequence<int, R>{}, t, vec2, rdj2, dpiv, first_bad, nt, tx, ty);
   __syncthreads();  // dpiv
@@ -298,9 +309,9 @@ __global__ void __launch_bounds__(kFactorThreads, R <= 5 ? 3 : 1) TileFactorKern
   __syncthreads();  // L in s
   if (tiles) {  // X by tiles, then X_k out
     TileInverse<kFactorThreads / 32>(s, p, rdiag, nt, xrows);
-    for (int idx = tid; idx < nt * nt; idx += blockDim.x) {
-      const int r = idx % nt, c = idx / nt;
-      leaf.p[r + static_cast<int64_t>(c) * leaf.ld] = r >= c ? TileInverseAt(s, p, rdiag, r, c) : 0.0;
+    for (ColumnMajorWalk w(tid, blockDim.x, nt); w.idx < nt * nt; w.Next(blockDim.x, nt)) {
+      leaf.p[w.row + static_cast<int64_t>(w.col) * leaf.ld] =
+          w.row >= w.col ? TileInverseAt(s, p, rdiag, w.row, w.col) : 0.0;
     }
   } else {
     InvertTile<R>(std::make_integer_sequence<int, R>{}, t, s, vec2, rdiag, nt, p, tx, ty);
@@ -339,17 +350,22 @@ __global__ void __launch_bounds__(kFactorThreads, R <= 5 ? 3 : 1) TileFactorKern
   }
 }
 
+// The factor kernel's R (16 x 16 tiles a side) for nt <= kTiledMaxNt: TileFactorKernel<R>.
+int FactorTiles(int nt) { return std::max(4, (nt + kTileLanes - 1) / kTileLanes); }
+
 }  // namespace
 
 std::size_t TiledCholeskySharedBytes(int nt) {
   const std::size_t n = static_cast<std::size_t>(nt);
+  // L (n (n + 1)), the step vectors (2 x 16 R), 1 / L_rr and the pivots (2 n).
+  const std::size_t vecs = 2 * static_cast<std::size_t>(kTileLanes) * FactorTiles(nt);
   // The forward step's partial sums and right-hand side ((kSubstWarps + 1) nt) reuse L's rows.
   // RunArgs::tile_inverse: and its broadcasts, a warp's 16 doubles.
   const std::size_t broadcasts = nt <= kTileInverseMaxN ? (kFactorThreads / 32) * kInvTile : 0;
   // RunArgs::diag_update: F's chunks, double-buffered (kUpdChunk columns of kUpdLd each).
   const std::size_t chunk = nt <= kFactorUpdateMaxNt ? 2 * kUpdChunk * kUpdLd : 0;
   return sizeof(double) *
-         std::max({n * (n + 1) + 4 * n + broadcasts, (kSubstWarps + 1) * n, chunk});
+         std::max({n * (n + 1) + vecs + 2 * n + broadcasts, (kSubstWarps + 1) * n, chunk});
 }
 
 template <int R>
@@ -365,8 +381,8 @@ cudaError_t LaunchTileFactor(const RunArgs& args, int k, cudaStream_t stream) {
   const int nt = args.dims.nwavetot;
   if (nt > kTiledMaxNt) return cudaErrorInvalidValue;
   const std::size_t smem = TiledCholeskySharedBytes(nt);
-  switch (CeilDiv(nt, kTileLanes)) {
-    case 1: case 2: case 3: case 4: return LaunchTileFactorFor<4>(args, k, smem, stream);
+  switch (FactorTiles(nt)) {
+    case 4: return LaunchTileFactorFor<4>(args, k, smem, stream);
     case 5: return LaunchTileFactorFor<5>(args, k, smem, stream);
     case 6: return LaunchTileFactorFor<6>(args, k, smem, stream);
     default: return LaunchTileFactorFor<7>(args, k, smem, stream);

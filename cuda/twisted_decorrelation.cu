@@ -317,10 +317,17 @@ __global__ void __launch_bounds__(kTwThreads, 2) TwistedKernel(RunArgs a) {
     t0[i] = a.ql.d0[blk * n + i];
     ev[i] = a.ql.e0[blk * n + i];
   }
+  const int t = threadIdx.x, warp = t / 32, lane = t % 32;
+  if (warp == 0) {  // T's norm once for the block (each factorising thread took it whole)
+    double tn = 0.0;
+    for (int i = lane; i < n; i += 32) tn = fmax(tn, TridiagonalRowNorm(a.ql.d0 + blk * n, a.ql.e0 + blk * n, n, i));
+    for (int off = 16; off > 0; off /= 2) tn = fmax(tn, __shfl_xor_sync(0xffffffffu, tn, off));
+    if (lane == 0) scr[0] = tn;
+  }
   // The padding of every 80 x 80 operand is zero; Z (row-major) into R1.
   for (int i = threadIdx.x; i < 2 * kRegMaxN * kTwLd; i += blockDim.x) r1[i] = 0.0;
   __syncthreads();
-  const int t = threadIdx.x, warp = t / 32, lane = t % 32;
+  const double tnorm = scr[0];  // TridiagonalNorm(t0, ev, n)
   bool rotate = sweeps < 0;  // uniform
   if (!rotate) {
     // Column j of Z (row-major in R1): the top-down factorisation of T - lambda_j I by thread
@@ -332,7 +339,6 @@ __global__ void __launch_bounds__(kTwThreads, 2) TwistedKernel(RunArgs a) {
     const double* d0 = t0;
     const double* e0 = ev;
     const int j = t % kTwHalf;
-    const double tnorm = j < n ? TridiagonalNorm(d0, e0, n) : 0.0;
     for (int pass = 0;; ++pass) {
       if (j < n) {
         if (t < kTwHalf) {

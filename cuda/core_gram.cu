@@ -63,13 +63,18 @@ __device__ __forceinline__ void StoreTiles(double* c, int nt, int lane,
 }
 
 // Rows [p0, p0 + kChunk) of X[j:, j] (k rows in all) into xs; rows past k are zeros. The
-// padding columns nt..kCoreGramMaxNt-1 were zeroed once.
+// padding columns nt..kCoreGramMaxNt-1 were zeroed once. A thread keeps its row p (kThreads
+// is a multiple of kChunk) and steps by kThreads / kChunk columns: no division an element.
+static_assert(kThreads % kChunk == 0, "a thread's row is fixed");
 __device__ inline void StageChunk(const double* col0, int64_t ld, int nt, int k, int p0, double* xs) {
-  for (int idx = threadIdx.x; idx < nt * kChunk; idx += kThreads) {
-    const int c = idx / kChunk, p = idx % kChunk;
-    double* dst = xs + c * kRowStride + p;
-    if (p0 + p < k) {
-      __pipeline_memcpy_async(dst, col0 + p0 + p + c * ld, sizeof(double));
+  constexpr int kStep = kThreads / kChunk;
+  const int p = threadIdx.x % kChunk, c0 = threadIdx.x / kChunk;
+  const bool live = p0 + p < k;
+  const double* src = col0 + p0 + p + c0 * ld;
+  double* dst = xs + c0 * kRowStride + p;
+  for (int c = c0; c < nt; c += kStep, src += kStep * ld, dst += kStep * kRowStride) {
+    if (live) {
+      __pipeline_memcpy_async(dst, src, sizeof(double));
     } else {
       *dst = 0.0;
     }

@@ -139,25 +139,30 @@ __global__ void __launch_bounds__(32 * kDmmaWarps, 2) PanelSolveDmmaKernel(RunAr
   double* xt = smem;                    // [80][kDmmaLd] row-major: xt[m][c] = X_k[c][m]
   double* bc = smem + kDmmaN * kDmmaLd;  // [80][kDmmaLd] column-major: bc[m][i] = B(i, m)
   const LeafBlock leaf = LeafOf(a, e.slot, k, d);
-  for (int idx = tid; idx < kDmmaN * kDmmaLd; idx += blockDim.x) {
-    const int m = idx / kDmmaLd, c = idx % kDmmaLd;
-    if (m < nt && c < nt) {
-      __pipeline_memcpy_async(xt + idx, leaf.p + c + static_cast<int64_t>(m) * leaf.ld, sizeof(double));
-    } else {
-      xt[idx] = 0.0;
+  // A warp a row m of xt (no division an element, as idx / kDmmaLd and idx % kDmmaLd took).
+  const int warp = tid / 32, lane = tid % 32, rp = warp / 2, c0 = warp % 2;
+  for (int m = warp; m < kDmmaN; m += kDmmaWarps) {
+    for (int c = lane; c < kDmmaLd; c += 32) {
+      if (m < nt && c < nt) {
+        __pipeline_memcpy_async(xt + m * kDmmaLd + c, leaf.p + c + static_cast<int64_t>(m) * leaf.ld,
+                                sizeof(double));
+      } else {
+        xt[m * kDmmaLd + c] = 0.0;
+      }
     }
   }
   double* panel0 = SlotMatrix(a, e.slot) + static_cast<int64_t>(k + 1) * nt + static_cast<int64_t>(k) * nt * ld;
   const int kend = (nt + 3) / 4 * 4;
-  const int warp = tid / 32, lane = tid % 32, rp = warp / 2, c0 = warp % 2;
   for (int r0 = 0; r0 < rows; r0 += kDmmaN) {
     const int nr = min(kDmmaN, rows - r0);
-    for (int idx = tid; idx < kDmmaN * kDmmaLd; idx += blockDim.x) {
-      const int m = idx / kDmmaLd, i = idx % kDmmaLd;
-      if (m < nt && i < nr) {
-        __pipeline_memcpy_async(bc + idx, panel0 + r0 + i + static_cast<int64_t>(m) * ld, sizeof(double));
-      } else {
-        bc[idx] = 0.0;
+    for (int m = warp; m < kDmmaN; m += kDmmaWarps) {  // a warp a column m of bc
+      for (int i = lane; i < kDmmaLd; i += 32) {
+        if (m < nt && i < nr) {
+          __pipeline_memcpy_async(bc + m * kDmmaLd + i, panel0 + r0 + i + static_cast<int64_t>(m) * ld,
+                                  sizeof(double));
+        } else {
+          bc[m * kDmmaLd + i] = 0.0;
+        }
       }
     }
     __pipeline_commit();

@@ -82,7 +82,8 @@ __device__ __forceinline__ void FactorStep(TileState<R>& t, double* vec2, double
   for (int i = JB; i < R; ++i) {
     const int r = tx + kTileLanes * i, c = ty + kTileLanes * i;
     cr[i] = vec[r];
-    cc[i] = c > j ? vec[c] * rd : 0.0;  // columns <= j stay as they are
+    // Columns <= j stay as they are; those of tiles past JB are all > j.
+    cc[i] = i > JB || c > j ? vec[c] * rd : 0.0;
   }
   // Tile row/column JB is final after its last step (kLast: j = j0 + 15): skipped there.
 #pragma unroll

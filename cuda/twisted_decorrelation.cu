@@ -324,8 +324,12 @@ __global__ void __launch_bounds__(kTwThreads, 2) TwistedKernel(RunArgs a) {
     for (int off = 16; off > 0; off /= 2) tn = fmax(tn, __shfl_xor_sync(0xffffffffu, tn, off));
     if (lane == 0) scr[0] = tn;
   }
-  // The padding of every 80 x 80 operand is zero; Z (row-major) into R1.
-  for (int i = threadIdx.x; i < 2 * kRegMaxN * kTwLd; i += blockDim.x) r1[i] = 0.0;
+  // The padding of every 80 x 80 operand is zero; Z (row-major) into R1. 16-byte stores
+  // (R1 starts the 16-byte aligned shared memory; R1 and R2 hold an even count).
+  static_assert(kRegMaxN * kTwLd % 2 == 0, "R1 and R2 in double2");
+  for (int i = threadIdx.x; i < kRegMaxN * kTwLd; i += blockDim.x) {
+    reinterpret_cast<double2*>(r1)[i] = make_double2(0.0, 0.0);
+  }
   __syncthreads();
   const double tnorm = scr[0];  // TridiagonalNorm(t0, ev, n)
   bool rotate = sweeps < 0;  // uniform

@@ -97,7 +97,7 @@ __device__ inline void WriteDecorrelated(const RunArgs& a, const RunEntry& e, co
     const int w = idx / runs, kk0 = (idx % runs) * kRdiagRun;
     const int i = D.wavepad_eff + w, row0 = i - D.ndiag + kk0;
     const int len = min(kRdiagRun, nk - kk0);
-    double q[kRdiagRun] = {0.0, 0.0, 0.0, 0.0};
+    double q[kRdiagRun] = {};  // zeros
     for (int k = 0; k < nt; ++k) {
       const double gk = g[k], vik = V(i, k);
 #pragma unroll

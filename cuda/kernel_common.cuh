@@ -67,6 +67,12 @@ __device__ inline double WarpSum(double v) {
   return v;
 }
 
+// fmax over the warp (the same value in every lane, whatever the order).
+__device__ inline double WarpMax(double v) {
+  for (int off = 16; off > 0; off /= 2) v = fmax(v, __shfl_xor_sync(0xffffffffu, v, off));
+  return v;
+}
+
 // Output row (bundle_pos * bundlesize + row in bundle) of core spectrum sp of a patch.
 __device__ inline int64_t OutRow(const PlanDims& D, const RunEntry& e, const DevicePatch& d,
                                  int sp) {

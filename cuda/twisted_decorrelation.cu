@@ -319,9 +319,10 @@ __global__ void __launch_bounds__(kTwThreads, 2) TwistedKernel(RunArgs a) {
   }
   const int t = threadIdx.x, warp = t / 32, lane = t % 32;
   if (warp == 0) {  // T's norm once for the block (each factorising thread took it whole)
+    const double *gd0 = a.ql.d0 + blk * n, *ge0 = a.ql.e0 + blk * n;
     double tn = 0.0;
-    for (int i = lane; i < n; i += 32) tn = fmax(tn, TridiagonalRowNorm(a.ql.d0 + blk * n, a.ql.e0 + blk * n, n, i));
-    for (int off = 16; off > 0; off /= 2) tn = fmax(tn, __shfl_xor_sync(0xffffffffu, tn, off));
+    for (int i = lane; i < n; i += 32) tn = fmax(tn, TridiagonalRowNorm(gd0, ge0, n, i));
+    tn = WarpMax(tn);
     if (lane == 0) scr[0] = tn;
   }
   // The padding of every 80 x 80 operand is zero; Z (row-major) into R1. 16-byte stores

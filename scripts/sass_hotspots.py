@@ -74,9 +74,10 @@ def runs(lines):
     return out
 
 
-def main():
-    args = sys.argv[1:]
-    top, blocks = 25, None
+def parse_args(argv, doc, top=25):
+    """PATH --blocks N [--top K] (also source_line_counts.py's): (path, blocks, top); the
+    usage (doc's last paragraph) otherwise."""
+    args, blocks = list(argv), None
     if "--top" in args:
         i = args.index("--top")
         top = int(args[i + 1])
@@ -86,8 +87,13 @@ def main():
         blocks = int(args[i + 1])
         del args[i:i + 2]
     if len(args) != 1 or not blocks or blocks <= 0:
-        raise SystemExit(__doc__.split("\n\n")[-1])
-    lines = read(args[0])
+        raise SystemExit(doc.split("\n\n")[-1])
+    return args[0], blocks, top
+
+
+def main():
+    path, blocks, top = parse_args(sys.argv[1:], __doc__)
+    lines = read(path)
     base = lines[0][0]
     total = sum(n for _, _, n, _ in lines)
     stalls = sum(s for _, _, _, s in lines) or 1

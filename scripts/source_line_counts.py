@@ -17,6 +17,8 @@ import csv
 import gzip
 import sys
 
+from sass_hotspots import parse_args  # the same command line (scripts/ is on sys.path)
+
 
 def number(text):
     text = text.replace(",", "").strip()
@@ -56,19 +58,8 @@ def read(path):
 
 
 def main():
-    args = sys.argv[1:]
-    top, blocks = 30, None
-    if "--top" in args:
-        i = args.index("--top")
-        top = int(args[i + 1])
-        del args[i:i + 2]
-    if "--blocks" in args:
-        i = args.index("--blocks")
-        blocks = int(args[i + 1])
-        del args[i:i + 2]
-    if len(args) != 1 or not blocks or blocks <= 0:
-        raise SystemExit(__doc__.split("\n\n")[-1])
-    lines, total, stalls = read(args[0])
+    path, blocks, top = parse_args(sys.argv[1:], __doc__, top=30)
+    lines, total, stalls = read(path)
     print("%d instructions a block (%d warp instructions, %d blocks)"
           % (round(total / blocks), total, blocks))
     for f, line, src, n, s in sorted(lines, key=lambda x: -x[3])[:top]:

@@ -89,8 +89,8 @@ __device__ inline void WriteDecorrelated(const RunArgs& a, const RunEntry& e, co
     fmodel[static_cast<int64_t>(s_loc) * nt + i] = (D.compat_cpu || iv > 0.0) ? f : 0.0;
   }
   // Rdiags[k][w] = R[i-ndiag+k][i] (spec §2.11); the CPU checks every core column. A
-  // thread takes up to kRdiagRun consecutive k of one column: g_k V(i, k) loaded once for
-  // them (each sum's terms and their order as one thread a k had them).
+  // thread takes up to kRdiagRun consecutive k of one column: g_k V(i, k) formed once for
+  // them, an FMA a term (each sum's order as one thread a k had it).
   constexpr int kRdiagRun = 4;
   const int runs = (nk + kRdiagRun - 1) / kRdiagRun;
   for (int idx = threadIdx.x; idx < D.nwavestep * runs; idx += blockDim.x) {
@@ -99,10 +99,10 @@ __device__ inline void WriteDecorrelated(const RunArgs& a, const RunEntry& e, co
     const int len = min(kRdiagRun, nk - kk0);
     double q[kRdiagRun] = {};  // zeros
     for (int k = 0; k < nt; ++k) {
-      const double gk = g[k], vik = V(i, k);
+      const double gv = g[k] * V(i, k);
 #pragma unroll
       for (int c = 0; c < kRdiagRun; ++c) {
-        if (c < len) q[c] += V(row0 + c, k) * gk * vik;
+        if (c < len) q[c] = fma(V(row0 + c, k), gv, q[c]);
       }
     }
 #pragma unroll

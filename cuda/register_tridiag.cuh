@@ -251,18 +251,20 @@ __device__ void RegReduceColumns(RegTile& A, int n, int r, int c, const RegShare
 #pragma unroll
     for (int w = 0; w < kRegThreads / 32; ++w) ptv += sh.red[w];  // fixed order
     const double kk = 0.5 * (tk * ptv);  // K = (tau/2) p.v
-    // A -= v x^T + x v^T, x = p - K v: bitwise symmetric (x_i is the same value whether
-    // this thread holds i as a row or as a column).
+    // A -= v x^T + x v^T, x = p - K v, two FMAs an element. A(i, j) and A(j, i) then differ
+    // by rounding (the reflectors read rows, p = A v the whole matrix): a backward error of
+    // O(eps |A|), as any reduction's. The bitwise-symmetric form (two products, two sums)
+    // cost 7 % more of this kernel (docs/perf.md, issue 25 session 39).
     double xc[kM];
 #pragma unroll
-    for (int b = 0; b < kM; ++b) xc[b] = sh.p[c + 16 * (kA0 + b)] - MulRn(kk, vc[b]);
+    for (int b = 0; b < kM; ++b) xc[b] = fma(-kk, vc[b], sh.p[c + 16 * (kA0 + b)]);
 #pragma unroll
     for (int a = kA0; a < kRegSlots; ++a) {
       const double vra = vk[r + 16 * a];  // re-read: fewer registers live across the barrier
-      const double xr = sh.p[r + 16 * a] - MulRn(kk, vra);
+      const double xr = fma(-kk, vra, sh.p[r + 16 * a]);
 #pragma unroll
       for (int b = kA0; b < kRegSlots; ++b) {
-        A[a][b] -= MulRn(vra, xc[b - kA0]) + MulRn(xr, vc[b - kA0]);
+        A[a][b] = fma(-vra, xc[b - kA0], fma(-xr, vc[b - kA0], A[a][b]));
       }
     }
   }

@@ -100,7 +100,7 @@ class BatchExtractor {
   struct Assembly {
     std::vector<core::BundleResult> results;
     std::vector<OutCopy> copies;
-    std::vector<std::pair<int, std::size_t>> pieces;  // (copy, first element) of 1 MiB pieces
+    std::vector<std::pair<int, std::size_t>> pieces;  // (copy, first element) of 128 KiB pieces
   };
   // Bundle `pos` of the batch: its fields and skipped patches, and the copies that fill its
   // arrays from the pinned output buffers.

@@ -54,9 +54,14 @@ void BatchExtractor::SizeBundle(const Batch& batch, std::size_t pos, core::Bundl
 // The copies out of pinned memory into fresh vectors are page-fault bound, and the last
 // batch's sit on the request's critical path. So the vectors are allocated, their pages
 // faulted in on the pool in 1 MiB pieces (core/base/prefault.h) and zeroed while the host
-// waits for the batch; once it is done only memcpys in 1 MiB pieces remain.
+// waits for the batch; once it is done only memcpys in 128 KiB pieces remain.
 namespace {
-constexpr std::size_t kPiece = std::size_t{1} << 17;  // doubles: 1 MiB
+// Doubles: 1 MiB pieces to fault in (in 128 KiB pieces the last batch's prefault took
+// 7 ms instead of 3 and held up the request's end), 128 KiB pieces to copy (a batch's
+// ~35 MB as ~280 pieces: as ~45 of 1 MiB the thread with three had 3 MiB where the mean is
+// 2.2; issue 25, session 39).
+constexpr std::size_t kFaultPiece = std::size_t{1} << 17;
+constexpr std::size_t kPiece = std::size_t{1} << 14;
 }  // namespace
 
 BatchExtractor::Assembly BatchExtractor::AllocateBundles(const Batch& batch) const {
@@ -68,10 +73,14 @@ BatchExtractor::Assembly BatchExtractor::AllocateBundles(const Batch& batch) con
     for (std::size_t e = 0; e < a.copies[c].n; e += kPiece) a.pieces.emplace_back(static_cast<int>(c), e);
   }
   if (cfg_.diagnostics.prefault) {
-    core::ParallelFor(cfg_.pool, core::HardwareThreads(), static_cast<int>(a.pieces.size()), [&](int, int t) {
-      const auto [c, e] = a.pieces[static_cast<std::size_t>(t)];
+    std::vector<std::pair<int, std::size_t>> fault;
+    for (std::size_t c = 0; c < a.copies.size(); ++c) {
+      for (std::size_t e = 0; e < a.copies[c].n; e += kFaultPiece) fault.emplace_back(static_cast<int>(c), e);
+    }
+    core::ParallelFor(cfg_.pool, core::HardwareThreads(), static_cast<int>(fault.size()), [&](int, int t) {
+      const auto [c, e] = fault[static_cast<std::size_t>(t)];
       const OutCopy& oc = a.copies[static_cast<std::size_t>(c)];
-      core::PrefaultForWrite(oc.dst->data() + e, std::min(kPiece, oc.n - e) * sizeof(double));
+      core::PrefaultForWrite(oc.dst->data() + e, std::min(kFaultPiece, oc.n - e) * sizeof(double));
     });
   }
   core::ParallelFor(cfg_.pool, core::HardwareThreads(), static_cast<int>(a.copies.size()), [&](int, int c) {

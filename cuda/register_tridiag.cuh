@@ -248,8 +248,15 @@ __device__ void RegReduceColumns(RegTile& A, int n, int r, int c, const RegShare
     }
     __syncthreads();  // p, p.v partials
     double ptv = 0.0;
+    // Fixed order, two partials a load (red: an even number of doubles into the block's
+    // dynamic shared memory, so 16-byte aligned).
+    const double2* red2 = reinterpret_cast<const double2*>(sh.red);
 #pragma unroll
-    for (int w = 0; w < kRegThreads / 32; ++w) ptv += sh.red[w];  // fixed order
+    for (int w = 0; w < kRegThreads / 64; ++w) {
+      const double2 t = red2[w];
+      ptv += t.x;
+      ptv += t.y;
+    }
     const double kk = 0.5 * (tk * ptv);  // K = (tau/2) p.v
     // A -= v x^T + x v^T, x = p - K v, two FMAs an element. A(i, j) and A(j, i) then differ
     // by rounding (the reflectors read rows, p = A v the whole matrix): a backward error of

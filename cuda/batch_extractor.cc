@@ -10,6 +10,7 @@
 #include "core/numerics/patch_numerics.h"
 #include "core/plan/patch_plan.h"
 #include "core/base/status_macros.h"
+#include "cuda/batch_plan.h"
 #include "cuda/cuda_check.h"
 #include "cuda/decorrelation.h"
 #include "cuda/nvtx.h"
@@ -360,22 +361,12 @@ absl::Status BatchExtractor::Finish(const core::ExtractionJob& job, Batch* batch
 
 std::vector<std::vector<int>> BatchExtractor::Batches(const std::vector<int>& bundles) const {
   std::vector<std::vector<int>> batches;
-  // Diagnostics (SPEXD_CUDA_BATCH_PLAN): each batch's bundles, at most bundles_per_batch_.
-  const std::vector<int>& plan_sizes = cfg_.diagnostics.batch_plan;
-  // Default: the fewest batches of at most bundles_per_batch_, as equal as they can be
-  // (issue 25: 20 bundles as 5,5,5,5 took 0.0855 s on the H100, 6,6,6,2 0.0869 s: a
-  // short last batch pays the latency of a whole batch for a tenth of the work).
-  const std::size_t nbatches = (bundles.size() + bundles_per_batch_ - 1) / bundles_per_batch_;
-  for (std::size_t i = 0; i < bundles.size();) {
-    const std::size_t k = batches.size();
-    const std::size_t even = bundles.size() / nbatches + (k < bundles.size() % nbatches ? 1 : 0);
-    const int size = plan_sizes.empty()
-                         ? static_cast<int>(even)
-                         : std::clamp(plan_sizes[std::min(k, plan_sizes.size() - 1)], 1, bundles_per_batch_);
-    const std::size_t end = std::min(bundles.size(), i + static_cast<std::size_t>(size));
+  std::size_t i = 0;
+  for (int size : BatchSizes(static_cast<int>(bundles.size()), bundles_per_batch_,
+                             cfg_.diagnostics.batch_plan)) {
     batches.emplace_back(bundles.begin() + static_cast<std::ptrdiff_t>(i),
-                         bundles.begin() + static_cast<std::ptrdiff_t>(end));
-    i = end;
+                         bundles.begin() + static_cast<std::ptrdiff_t>(i + static_cast<std::size_t>(size)));
+    i += static_cast<std::size_t>(size);
   }
   return batches;
 }

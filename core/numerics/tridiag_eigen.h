@@ -273,7 +273,10 @@ SPEXD_HD int QlNextSweep(QlState* st, double* d, double* e, int n, double* c, do
     [[maybe_unused]] double* cw = c;
     [[maybe_unused]] double* sw = s;
     for (; i >= l; --i) {
-      const double d_next = i > l ? d[i - 1] : 0.0, e_next = i > l ? e[i - 1] : 0.0;
+      // At i == l (the last step) d_next and e_next go unused: any valid entry will do, so
+      // the loads need no branch around them (issue 25: a jump less a rotation on the GPU).
+      const int next = i > l ? i - 1 : i;
+      const double d_next = d[next], e_next = e[next];
       const double f = sn * e_i, b = cs * e_i;
       const double r2 = f * f + g * g;
       if (r2 > 1e-290 && r2 < 1e290) {
@@ -300,7 +303,9 @@ SPEXD_HD int QlNextSweep(QlState* st, double* d, double* e, int n, double* c, do
       const double d_new = g + p;
       d[i + 1] = d_new;
       g = cs * r - b;
-      if (i < m - 1 && fabs(e_new) <= kQlEps * (fabs(d_new) + fabs(d_above))) kneg = i + 1;
+      // Both tests evaluated, a select instead of a jump around the second.
+      const bool negligible = fabs(e_new) <= kQlEps * (fabs(d_new) + fabs(d_above));
+      kneg = ((i < m - 1) & negligible) ? i + 1 : kneg;
       d_above = d_new;
       if constexpr (kLog) {
         *cw++ = cs;  // c[m - 1 - i]

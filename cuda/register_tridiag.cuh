@@ -260,8 +260,11 @@ __device__ void RegReduceColumns(RegTile& A, int n, int r, int c, const RegShare
     const double kk = 0.5 * (tk * ptv);  // K = (tau/2) p.v
     // A -= v x^T + x v^T, x = p - K v, two FMAs an element. A(i, j) and A(j, i) then differ
     // by rounding (the reflectors read rows, p = A v the whole matrix): a backward error of
-    // O(eps |A|), as any reduction's. The bitwise-symmetric form (two products, two sums)
-    // cost 7 % more of this kernel (docs/perf.md, issue 25 session 39).
+    // O(eps |A|), as any reduction's, but against a long-double reference the outputs'
+    // median and p99 errors grow ~1.2x (the largest do not). The bitwise-symmetric forms
+    // cost more: two products and two sums 7 % of this kernel; FMAs ordered by index off
+    // the diagonal tiles, which keep the old accuracy, 3 % and 0.3 ms a frame (docs/perf.md,
+    // issue 25 session 39).
     double xc[kM];
 #pragma unroll
     for (int b = 0; b < kM; ++b) xc[b] = fma(-kk, vc[b], sh.p[c + 16 * (kA0 + b)]);

@@ -8,11 +8,14 @@
 //           v_j, A(i,j))) on both triangles (A asymmetric by rounding)
 //   symfma  the fma form on the lower triangle (i >= j), mirrored to the upper
 //   tiles   a symmetric form tried in the kernel in session 39 (not kept: +0.3 ms a frame, as
-//           its patch in docs/perf.md says): x as fma;
+//           docs/perf.md says): x as fma;
 //           in a 16 x 16 diagonal tile (i/16 == j/16) A(i,j) -= v_i x_j + x_i v_j with rounded
 //           products; off them two FMAs ordered by index, hi = max(i,j), lo = min(i,j):
 //           A(i,j) = fma(-v_hi, x_lo, fma(-x_hi, v_lo, A(i,j))) (A bitwise symmetric; the
 //           tool counts asymmetric entries of the trailing matrix after each update)
+//   tilesfma as tiles off the diagonal tiles; inside a 16 x 16 diagonal tile (i/16 == j/16) the
+//           asymmetric fma form A(i,j) = fma(-v_i, x_j, fma(-x_i, v_j, A(i,j))) with i = row,
+//           j = column (A symmetric except inside the diagonal tiles; the counter also runs)
 // As the register kernel, the reflector of step k comes from row k (A(k, j), j >= k+1,
 // sigma of j >= k+2), p_i = tau sum_j A(i, j) v_j reads row i, and e[n-2] = A(n-2, n-1):
 // the storage is row-major, a[i * lda + j] = A(i, j), so v_k left in row k at j >= k+2 is
@@ -20,14 +23,14 @@
 // as tridiag_eigen.h. QlValues runs on the oriented T (OrientForQl), as the GPU.
 // Build (from the repository root): g++ -O2 -std=c++20 -ffp-contract=off -I.
 //   scripts/eigen_accuracy/update_forms/update_forms_dump.cc -o /tmp/update_forms_dump
-// Run: update_forms_dump BLOCKS.bin OUT.bin serial|old|fma|symfma|tiles
+// Run: update_forms_dump BLOCKS.bin OUT.bin serial|old|fma|symfma|tiles|tilesfma
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <vector>
 #include "core/numerics/tridiag_eigen.h"
 using namespace spexd::core::tridiag;
-enum Mode { kSerial, kOld, kFma, kSymFma, kTiles };
+enum Mode { kSerial, kOld, kFma, kSymFma, kTiles, kTilesFma };
 static long g_asym = 0, g_checked = 0;  // tiles: asymmetric trailing entries, entries checked
 static double RowSigma(const double* row, int from, int n) {
   double s = 0.0;
@@ -52,14 +55,15 @@ static void Reduce(double* a, int lda, int n, double* d, double* e, double* tau,
           double& aij = a[i * lda + j];
           if (mode == kSerial) aij -= (v[i] * p[j] + p[i] * v[j]) - two_k * (v[i] * v[j]);
           else if (mode == kOld || (mode == kTiles && i / 16 == j / 16)) aij -= v[i] * x[j] + x[i] * v[j];
-          else if (mode == kTiles && i > j) aij = std::fma(-v[i], x[j], std::fma(-x[i], v[j], aij));
-          else if (mode == kTiles) aij = std::fma(-v[j], x[i], std::fma(-x[j], v[i], aij));
+          else if (mode == kTilesFma && i / 16 == j / 16) aij = std::fma(-v[i], x[j], std::fma(-x[i], v[j], aij));
+          else if ((mode == kTiles || mode == kTilesFma) && i > j) aij = std::fma(-v[i], x[j], std::fma(-x[i], v[j], aij));
+          else if (mode == kTiles || mode == kTilesFma) aij = std::fma(-v[j], x[i], std::fma(-x[j], v[i], aij));
           else aij = std::fma(-v[i], x[j], std::fma(-x[i], v[j], aij));
         }
       if (mode == kSymFma)
         for (int i = k + 1; i < n; ++i)
           for (int j = i + 1; j < n; ++j) a[i * lda + j] = a[j * lda + i];
-      if (mode == kTiles)
+      if (mode == kTiles || mode == kTilesFma)
         for (int i = k + 1; i < n; ++i)
           for (int j = i + 1; j < n; ++j, ++g_checked)
             g_asym += std::memcmp(&a[i * lda + j], &a[j * lda + i], sizeof(double)) != 0;
@@ -70,10 +74,10 @@ static void Reduce(double* a, int lda, int n, double* d, double* e, double* tau,
   d[n - 1] = a[(n - 1) * lda + n - 1], e[n - 1] = 0.0;
 }
 int main(int argc, char** argv) {
-  const char* names[] = {"serial", "old", "fma", "symfma", "tiles"};
+  const char* names[] = {"serial", "old", "fma", "symfma", "tiles", "tilesfma"};
   int mode = 0;
-  while (argc == 4 && mode < 5 && std::strcmp(argv[3], names[mode]) != 0) ++mode;
-  if (argc != 4 || mode == 5) return std::fprintf(stderr, "usage: %s IN OUT serial|old|fma|symfma|tiles\n", argv[0]), 2;
+  while (argc == 4 && mode < 6 && std::strcmp(argv[3], names[mode]) != 0) ++mode;
+  if (argc != 4 || mode == 6) return std::fprintf(stderr, "usage: %s IN OUT serial|old|fma|symfma|tiles|tilesfma\n", argv[0]), 2;
   FILE *in = std::fopen(argv[1], "rb"), *out = std::fopen(argv[2], "wb");
   int count = 0;
   for (double head[4]; std::fread(head, sizeof(double), 4, in) == 4; ++count) {
@@ -94,5 +98,5 @@ int main(int argc, char** argv) {
     std::fwrite(d.data(), sizeof(double), n, out), std::fwrite(h.data(), sizeof(double), h.size(), out);
   }
   std::fprintf(stderr, "%d blocks\n", count);
-  if (mode == kTiles) std::fprintf(stderr, "tiles: %ld asymmetric of %ld trailing off-diagonal pairs checked\n", g_asym, g_checked);
+  if (mode == kTiles || mode == kTilesFma) std::fprintf(stderr, "%s:", names[mode]), std::fprintf(stderr, " %ld asymmetric of %ld trailing off-diagonal pairs checked\n", g_asym, g_checked);
 }

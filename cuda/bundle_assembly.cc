@@ -68,15 +68,18 @@ BatchExtractor::Assembly BatchExtractor::AllocateBundles(const Batch& batch) con
   Assembly a;
   a.results.resize(batch.bundles.size());
   for (std::size_t pos = 0; pos < a.results.size(); ++pos) SizeBundle(batch, pos, &a.results[pos], &a.copies);
-  for (std::size_t c = 0; c < a.copies.size(); ++c) {
-    a.copies[c].dst->reserve(a.copies[c].n);
-    for (std::size_t e = 0; e < a.copies[c].n; e += kPiece) a.pieces.emplace_back(static_cast<int>(c), e);
-  }
-  if (cfg_.diagnostics.prefault) {
-    std::vector<std::pair<int, std::size_t>> fault;
+  for (const OutCopy& oc : a.copies) oc.dst->reserve(oc.n);
+  // (copy, first element) of every `size`-double piece of the copies.
+  const auto pieces = [&](std::size_t size) {
+    std::vector<std::pair<int, std::size_t>> out;
     for (std::size_t c = 0; c < a.copies.size(); ++c) {
-      for (std::size_t e = 0; e < a.copies[c].n; e += kFaultPiece) fault.emplace_back(static_cast<int>(c), e);
+      for (std::size_t e = 0; e < a.copies[c].n; e += size) out.emplace_back(static_cast<int>(c), e);
     }
+    return out;
+  };
+  a.pieces = pieces(kPiece);
+  if (cfg_.diagnostics.prefault) {
+    const std::vector<std::pair<int, std::size_t>> fault = pieces(kFaultPiece);
     core::ParallelFor(cfg_.pool, core::HardwareThreads(), static_cast<int>(fault.size()), [&](int, int t) {
       const auto [c, e] = fault[static_cast<std::size_t>(t)];
       const OutCopy& oc = a.copies[static_cast<std::size_t>(c)];

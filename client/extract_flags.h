@@ -34,7 +34,7 @@ absl::StatusOr<ExtractCommand> ParseExtractCommand(const ParsedArgs& args);
 
 // How the client writes its frame and model files: on up to 8 of this host's threads,
 // fewer with --cpu-threads. After the extraction, writing them is the whole of the
-// client's time (issue 22 item 4).
+// client's time.
 core::FitsWriteOptions FileWriteOptions(const ExtractCommand& cmd);
 
 // "wmin,wmax,dw" (desi_extract_spectra -w).

@@ -39,7 +39,7 @@ absl::Status RunLocalExtract(const ExtractCommand& cmd) {
   SPEXD_RETURN_IF_ERROR(LoadLapackOnDemand());
   SPEXD_ASSIGN_OR_RETURN(core::Psf psf_value, core::Psf::Load(cmd.psf));
   auto psf = std::make_shared<const core::Psf>(std::move(psf_value));
-  // The server's checks, before the image is read (issue 15 item 10): the parameters
+  // The server's checks, before the image is read: the parameters
   // validated once, into the plan everything below uses.
   SPEXD_ASSIGN_OR_RETURN(core::ExtractionPlan plan, core::ExtractionPlan::Create(cmd.params, *psf));
   core::PreprocOptions popts;

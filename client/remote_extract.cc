@@ -342,7 +342,7 @@ absl::Status RunRemoteExtract(const ExtractCommand& cmd, const RemoteExtractOpti
     std::fprintf(stderr, "spexctl: %s: %s\n", cmd.output.c_str(), r.file_times.c_str());
   }
   if (s.has_qa()) {
-    // The frame's numerical health (issue 23; docs/operations.md).
+    // The frame's numerical health (docs/operations.md).
     const v1::FrameQa& q = s.qa();
     std::fprintf(stderr,
                  "spexctl: qa request %llu: worst condition %.3g (bundle %d), %lld retried, %lld "

@@ -27,12 +27,12 @@ struct RemoteExtractOptions {
   // The checksum the server gives of the files it writes (--server-checksum).
   v1::FileChecksum server_checksum = v1::FILE_CHECKSUM_SHA256;
   // Arrays streamed for a client-written file: float32 (the file's precision, half the
-  // stream, the same file) unless asked for float64 (issue 22).
+  // stream, the same file) unless asked for float64.
   v1::ArrayPrecision precision = v1::ARRAY_FLOAT32;
   v1::Priority priority = v1::REPROCESSING;
   std::vector<int> bundles, fibers;  // non-empty: ExtractBundles
   bool print_snr = false;
-  // RunRemoteExtract writes a plain .fits -o (no -m) as the bundles arrive (issue 22);
+  // RunRemoteExtract writes a plain .fits -o (no -m) as the bundles arrive;
   // false (--no-progressive-write): after the stream, from the whole frame. Same bytes.
   bool progressive_write = true;
 };

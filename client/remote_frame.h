@@ -24,7 +24,7 @@ namespace spexd::client {
 class RemoteFrameBuilder {
  public:
   // Each bundle once its last part is in, for a frame file written while the stream
-  // arrives (issue 22): the rows from `row` on, per Angstrom (the wire's values, float32
+  // arrives: the rows from `row` on, per Angstrom (the wire's values, float32
   // widened), with flux, ivar, chi2pix and the resolution. Set before OnHeader; the
   // frame then keeps no resolution (the sink has it), nor, from a float32 stream (whose
   // mask and scores come in FrameProducts), any array unless `keep_spectra` (flux, ivar

@@ -47,7 +47,7 @@ struct ExtractCallbacks {
   std::function<void(const v1::ExtractSummary&)> on_summary;
 };
 
-// A CUDA region registered with the server (issue 13, docs/handoff.md). The region lives
+// A CUDA region registered with the server (docs/handoff.md). The region lives
 // while this object holds its RegisterCudaRegion call open; destroying it without
 // Release cancels the call, which releases the region too (without waiting for
 // extractions that use it: call Release before freeing the memory). It must not outlive
@@ -112,7 +112,7 @@ class SpexdClient {
       const v1::ExposureRequest& request,
       const std::function<absl::Status(const v1::ExposureFrameResult&)>& on_frame);
 
-  // Server-written frames (issue 22): the server writes header.server_output_path (and
+  // Server-written frames: the server writes header.server_output_path (and
   // header.server_model_path, when set) atomically into its output roots and streams no
   // arrays (results_to_file_only is set here). Returns the summary, which names the
   // files with their sizes and SHA-256 (CRC-32 with header.output_checksum =

@@ -1,5 +1,5 @@
-// spexctl's frame file written while the spectra stream in (issue 22, "the host side keeps
-// up"): laid out when the FrameHeader arrives (core::ProgressiveFrameFile in a temporary
+// spexctl's frame file written while the spectra stream in, so that the host side keeps
+// up with the GPU: laid out when the FrameHeader arrives (core::ProgressiveFrameFile in a temporary
 // beside the output, core::AtomicFile), each bundle's rows written on a thread of its own
 // as the bundle completes (core::FileRowWriter), so that after the stream only the MASK,
 // SCORES and headers are left before the fsync and rename. The bytes are those that

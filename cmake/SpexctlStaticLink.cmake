@@ -3,7 +3,7 @@
 #
 # Why: pipeline workers start one `spexctl extract --server ...` per frame, and a start with
 # the 93 shared objects of the dynamic link cost ~60 ms of CPU, nearly all of it the dynamic
-# loader mapping them and resolving their symbols across that long search list (docs/perf.md,
+# loader mapping them and resolving their symbols across that long search list (docs/performance.md,
 # "spexctl start-up"). Statically, what is left dynamic is glibc and the GCC runtime.
 # CFITSIO's archive calls libcurl for its https/ftps drivers; client/cfitsio_without_curl.cc
 # stands in (spexctl opens local files only), which drops libcurl-gnutls and its ~30 libraries.

@@ -177,7 +177,7 @@ void AddCholesky(const SlotMath& sm, RunLayout* out) {
 // and inner blocks k-B..k-1 take part, and row block i only meets inner blocks j >= i - B.
 // Rows whose inner range is the whole of lo..k-1 share one call; each later row takes the
 // inner blocks it meets (one call per (first row, rows, inner size)). Multiplying the zero
-// blocks too (one call over all rows) did ~40 % more multiply-adds at B = 2 (issue 25).
+// blocks too (one call over all rows) did ~40 % more multiply-adds at B = 2.
 void AddTiledUpdates(const SlotMath& sm, bool skip_diagonal, RunLayout* out) {
   const int nt = sm.nt;
   for (int k = 1; k < MaxBlocks(sm.plan); ++k) {
@@ -419,7 +419,7 @@ RunLayout BuildRunLayout(const core::PatchPlan& plan, std::vector<RunEntry> entr
   });
   out.entries = std::move(entries);
   // One allocation: grown call by call, the ~86 k pointers of an r-frame batch were
-  // copied and page-faulted over again (most of the ~5 ms this took on the dev VM).
+  // copied and page-faulted over again (most of the ~5 ms this took on a 2-core host).
   out.ptrs.reserve(MaxPointerCount(plan, static_cast<int>(out.entries.size())));
   const SlotMath sm(plan, s);
   AddCholesky(sm, &out);

@@ -105,7 +105,7 @@ struct SlotAddresses {
 // Entries of a call whose A, B and C addresses each step by one stride: one strided
 // batched GEMM (strides in doubles). A whole run of workspace slots gives one such run per
 // call; cuBLAS's strided batched DGEMMs of these shapes took 0.77x the time of the same
-// calls through pointer arrays (H200, issue 25, session 28).
+// calls through pointer arrays (H200).
 struct StridedRun {
   uint64_t a = 0, b = 0, c = 0;  // first entry's addresses
   int64_t sa = 0, sb = 0, sc = 0;

@@ -14,7 +14,7 @@ namespace spexd::cuda {
 // pays the latency of a whole batch for a tenth of the work), except that with three
 // batches or more the last gives one bundle to the one before it where that fits and it
 // keeps three: the last batch's eigen stage, finalise and fill run alone at the request's
-// end, the one before overlaps the last one's head (issue 25, session 39: 5,5,6,4 took
+// end, the one before overlaps the last one's head (5,5,6,4 took
 // 0.0495-0.0496 s on an H100 where 5,5,5,5 took 0.0496-0.0499 in four interleaved rounds).
 std::vector<int> BatchSizes(int nbundles, int per_batch, const std::vector<int>& forced);
 

@@ -59,7 +59,7 @@ namespace {
 // Doubles: 1 MiB pieces to fault in (in 128 KiB pieces the last batch's prefault took
 // 7 ms instead of 3 and held up the request's end), 128 KiB pieces to copy (a batch's
 // ~35 MB as ~280 pieces: as ~45 of 1 MiB the thread with three had 3 MiB where the mean is
-// 2.2; issue 25, session 39).
+// 2.2).
 constexpr std::size_t kFaultPiece = std::size_t{1} << 17;
 constexpr std::size_t kPiece = std::size_t{1} << 14;
 }  // namespace

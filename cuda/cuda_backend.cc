@@ -1,4 +1,4 @@
-// CudaBackend: request flow of the CUDA backend (issue 4). Per request: validate, find or
+// CudaBackend: request flow of the CUDA backend. Per request: validate, find or
 // build the warm GeometryState, reserve the workspace (no-op when warm), upload the image,
 // then run the bundles in batches through two workspace sets: batch k+1 computes while
 // batch k's results are copied out (copy stream) and handed to the sink in bundle order.

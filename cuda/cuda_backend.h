@@ -1,4 +1,4 @@
-// The CUDA extraction backend (issue 4): a core::Backend that extracts whole frames in
+// The CUDA extraction backend: a core::Backend that extracts whole frames in
 // large batches on one GPU. Plain C++: no CUDA type appears here. The module built from
 // cuda/ exports it to executables through the C ABI of core/cuda_module_loader.h.
 #ifndef SPEXD_CUDA_CUDA_BACKEND_H_

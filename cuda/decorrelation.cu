@@ -2,7 +2,7 @@
 // block per (patch, core spectrum): the 74x74 block, its eigenvectors and Q live in
 // shared memory. The eigenvectors come from cusolverDnXsyevBatched or from the
 // shared-memory Jacobi solver below (the default is cuda/tridiag_decorrelation.cu,
-// faster than both, docs/perf.md).
+// faster than both, docs/performance.md).
 #include "cuda/decorrelation.h"
 #include "cuda/decorrelation_products.cuh"
 #include "cuda/jacobi_math.h"

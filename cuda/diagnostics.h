@@ -4,7 +4,7 @@
 // INVALID_ARGUMENT naming the variable and its allowed values, so that a mistyped switch
 // is refused at startup rather than silently ignored. An unset or empty variable means
 // the default, which is what production runs. The table is documented in
-// docs/service.md ("Environment switches"); docs/perf.md ("Profiling") says what the
+// docs/service.md ("Environment switches"); docs/performance.md ("Profiling") says what the
 // diagnostics show.
 #ifndef SPEXD_CUDA_DIAGNOSTICS_H_
 #define SPEXD_CUDA_DIAGNOSTICS_H_
@@ -32,7 +32,7 @@ struct Diagnostics {
   // tensor-core tiles (normal_equations.h; A/B benches).
   bool dmma_normal_equations = true;
   // SPEXD_CUDA_INVERSE=band: C's core blocks by the selected inversion inside the band
-  // (batch_layout.h; issue 25, session 28: with batched cuBLAS GEMMs of 74 x 74 blocks its
+  // (batch_layout.h; with batched cuBLAS GEMMs of 74 x 74 blocks its
   // stage took 21.1 ms a frame against 15.4 for the trailing-first inversion, so not the
   // default) instead of the trailing-first inversion and the Grams.
   bool band_inverse = false;
@@ -58,24 +58,24 @@ struct Diagnostics {
   // as both switches above would set it, its prep stream prioritised too: its compute and
   // prep streams at the greatest priority and its reductions on the tail stream (a lone
   // frame 0.7-0.9 ms sooner on an H100), while frames
-  // that share the GPU keep the defaults, which give the most frames a second (issue 25,
-  // session 34). SPEXD_CUDA_LONE_FRAME=throughput: every frame as the two switches say.
+  // that share the GPU keep the defaults, which give the most frames a second.
+  // SPEXD_CUDA_LONE_FRAME=throughput: every frame as the two switches say.
   bool lone_frame_latency = true;
   // A batch's normal equations (and its entries' upload and output zeroing) on a stream of
-  // their own, beside the previous batch's chain (issue 25, session 33: -0.2 ms a frame,
+  // their own, beside the previous batch's chain (-0.2 ms a frame,
   // two in flight unchanged); SPEXD_CUDA_NE_STREAM=compute: at the head of the compute
   // stream's chain, after the previous batch's reduction.
   bool ne_ahead = true;
   // The decorrelation's eigenvectors from T's eigenvalues by twisted factorisations and
-  // one Newton-Schulz step (core/numerics/tridiag_vectors.h; issue 25, session 26: 5.6 % faster a
-  // frame; with session 27's oriented QL and Rayleigh quotients, ivar within 3.5e-13 of a
+  // one Newton-Schulz step (core/numerics/tridiag_vectors.h; 5.6 % faster a
+  // frame than the rotations; with the oriented QL and Rayleigh quotients, ivar within 3.5e-13 of a
   // long-double reference on real blocks);
-  // SPEXD_CUDA_EIGENVECTORS=rotate: the logged QL rotations applied to H, as before.
+  // SPEXD_CUDA_EIGENVECTORS=rotate: the logged QL rotations applied to H.
   bool twisted_vectors = true;
   // SPEXD_CUDA_REFLECTORS=product: on the twisted path the reduction forms H = H_0 ...
   // H_{n-3} and the twisted kernel multiplies H Z, instead of the default (compact) where
   // the reduction stores the reflectors in compact WY form and the twisted kernel applies
-  // them to Z on the tensor cores (issue 25, session 32).
+  // them to Z on the tensor cores.
   bool compact_reflectors = true;
   std::string test_faults;  // SPEXD_TEST_CUDA_FAULTS (cuda/fault_injection.h), tests only
 };

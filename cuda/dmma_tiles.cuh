@@ -1,11 +1,11 @@
 // FP64 tensor-core (DMMA, mma.sync m8n8k4 and m16n8k4) pieces shared by the kernels that
 // multiply small matrices held in shared memory (device-only header).
 //
-// On the H100 an m16n8k4 issues at the rate of an m8n8k4 (66 against 33 TFLOP/s a GPU,
-// issue 25, session 36), and its two 8 x 8 halves are bit-identical to two m8n8k4 with the
+// On the H100 an m16n8k4 issues at the rate of an m8n8k4 (66 against 33 TFLOP/s a GPU),
+// and its two 8 x 8 halves are bit-identical to two m8n8k4 with the
 // same B (a probe of 25.6 M random elements; a warm r frame's --model --dump is
 // byte-identical to the m8n8k4 kernels'): so products go two tiles at a time where two
-// tiles share B and the registers allow (docs/perf.md, session 36).
+// tiles share B and the registers allow (docs/performance.md).
 #ifndef SPEXD_CUDA_DMMA_TILES_CUH_
 #define SPEXD_CUDA_DMMA_TILES_CUH_
 

@@ -1,4 +1,4 @@
-// Test-only fault injection for the CUDA backend (issue 10: the GPU failure paths run on
+// Test-only fault injection for the CUDA backend (the GPU failure paths run on
 // a real GPU). Configured by the environment variable SPEXD_TEST_CUDA_FAULTS, read with
 // the other switches (cuda/diagnostics.h) when a CUDA backend is created (so that no production option or flag carries it), holding a
 // comma-separated list; unset in production, where every hook is one untaken branch:
@@ -18,7 +18,7 @@
 //   perturb_bundle_flux=B bundle B (plan index) of every request is handed to the sink
 //                         with each spectrum's peak raised by 1e-6 of it
 //                         (core::PerturbBundleFlux): a wrong result that the shadow
-//                         parity check (issue 23) must flag
+//                         parity check must flag
 //   poison_allocations=1  every device allocation of the process from then on (until a
 //                         backend is created without it) is filled with 0xFF bytes, NaN
 //                         as doubles: a kernel that reads workspace nothing wrote shows

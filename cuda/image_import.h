@@ -1,5 +1,5 @@
 // Kernel launcher: reads a frame from device memory that another process owns (a CUDA
-// IPC region, issue 13), applies the pixel rules of core/numerics/pixel_rules.h and writes the
+// IPC region), applies the pixel rules of core/numerics/pixel_rules.h and writes the
 // float64 image and ivar planes of the workspace. Usable from .cu files (no Abseil).
 #ifndef SPEXD_CUDA_IMAGE_IMPORT_H_
 #define SPEXD_CUDA_IMAGE_IMPORT_H_

@@ -43,8 +43,8 @@ std::shared_ptr<core::PlaneMemoryPinner> MakePlanePinner(int device);
 absl::Status UploadImage(const GpuContext& ctx, Workspace& ws, const core::PreprocImage& image,
                          ColumnRange first, core::TaskPool* pool, UploadStats* stats);
 
-// Reads a frame of `pixels` pixels straight from device memory (a client's CUDA region,
-// issue 13) into the workspace's image and ivar, applying the pixel rules on the way: one
+// Reads a frame of `pixels` pixels straight from device memory (a client's CUDA region)
+// into the workspace's image and ivar, applying the pixel rules on the way: one
 // device-to-device pass, no host staging. Enqueued on ctx.compute(); does not
 // synchronise. FAILED_PRECONDITION when the frame is on another device.
 absl::Status ImportImage(const GpuContext& ctx, Workspace& ws, const core::DeviceImageInput& input,

@@ -1,4 +1,4 @@
-// Opens another process's device allocation from its CUDA IPC handle (issue 13): the
+// Opens another process's device allocation from its CUDA IPC handle: the
 // core::ImportedRegion of the CUDA backend. Plain C++ header.
 #ifndef SPEXD_CUDA_IPC_REGION_H_
 #define SPEXD_CUDA_IPC_REGION_H_

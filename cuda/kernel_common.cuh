@@ -45,7 +45,7 @@ __device__ __forceinline__ StampWalk MakeStampWalk(int snx, int lane) {
 
 // Element idx = col * n + row of a column-major block with n rows, visited by a block's
 // threads (start = threadIdx.x, stride = blockDim.x) with one division at the start
-// instead of a division and a remainder a step (issue 25: those bounded the eigen
+// instead of a division and a remainder a step (those bounded the eigen
 // kernels' staging loops).
 struct ColumnMajorWalk {
   int idx, row, col, drow, dcol;

@@ -13,7 +13,7 @@
 namespace spexd::cuda {
 namespace {
 
-// The normal-equation kernel's tiling (H100, session 20, docs/perf.md): 16 columns of M a
+// The normal-equation kernel's tiling (H100, docs/performance.md): 16 columns of M a
 // block, 16 warps, an entry's overlap in units of 6 rows, and shared memory for ~25 row
 // stamps at a time at the r frame's 11x17 stamps (72 KB), so that three blocks share an
 // SM at 40 registers: 3.21 ms a batch against 3.54 at two blocks and 3.78 for the warp-per-
@@ -228,7 +228,7 @@ __global__ void RegularizeKernel(RunArgs a) {
 constexpr int kCheckThreads = 256;
 
 // Flags a failed solve, and records the patch's condition estimate from the diagonal of
-// the factor, which is still in place here (issue 23; the same rule as the CPU backend:
+// the factor, which is still in place here (the same rule as the CPU backend:
 // core::CholeskyConditionEstimate): n more reads in a kernel that runs anyway, no sync.
 __global__ void CheckSolveKernel(RunArgs a) {
   __shared__ double scratch[kCheckThreads];

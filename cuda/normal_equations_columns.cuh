@@ -16,7 +16,7 @@ namespace spexd::cuda {
 // §2.7; with kOutside false, put is called inside the window only). Returns the warp's
 // sums of w (fluxweight) and w * image (b) in every lane; the order is fixed (pixels
 // lane + 32 k, then a butterfly), so are the bits. The pixel's row, column and image offset
-// are stepped, not recomputed (issue 25: the integer work of this loop bounded the kernel).
+// are stepped, not recomputed (the integer work of this loop bounded the kernel).
 template <bool kOutside = true, class Put>
 __device__ __forceinline__ void StampWeights(const RunArgs& a, const DevicePatch& d, int oyl,
                                              int oxl, const double* stl, const StampWalk& w,
@@ -59,7 +59,7 @@ __device__ __forceinline__ void StampWeights(const RunArgs& a, const DevicePatch
 // trailing inversion reads: TrailingReadBand). Above the diagonal, the blocks the
 // trailing-first inversion multiplies as zeros (NeedsZeroBlock: row blocks core_row+1 ..
 // kb-1 of column block kb), zeroed here where the column is written anyway rather than by
-// a kernel of their own (issue 25). One warp; kb = l / nwavetot, the column's spectrum.
+// a kernel of their own. One warp; kb = l / nwavetot, the column's spectrum.
 __device__ __forceinline__ void ZeroColumn(const RunArgs& a, const RunEntry& e,
                                            const DevicePatch& d, int l, int kb, int lane) {
   const PlanDims& D = a.dims;

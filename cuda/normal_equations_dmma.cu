@@ -1,5 +1,5 @@
-// The normal equations M = A^T N A on the FP64 tensor cores (extraction-spec §2.7-2.8;
-// issue 25). The entry-by-entry kernel (normal_equations.cu) reads two doubles from shared
+// The normal equations M = A^T N A on the FP64 tensor cores (extraction-spec §2.7-2.8).
+// The entry-by-entry kernel (normal_equations.cu) reads two doubles from shared
 // memory per multiply-add and was bound by those loads (3.2 ms a batch on the H100). Here
 // M is built by 8 x 8 tiles: a block takes eight consecutive wavelengths l of one spectrum,
 // stages w_l = ivar * A[:, l] on a canvas of the window pixels their stamps cover (one
@@ -29,7 +29,7 @@ constexpr int kNeWarps = 4;
 constexpr int kNeThreads = 32 * kNeWarps;
 // The canvas: kNeTile planes of at most kPlaneMax doubles (a chunk of the tile's box;
 // 404 = 4 mod 16, so that the planes' fragments are conflict-free), 25.3 KB: seven blocks an
-// SM (H100, session 31: 2.19 ms a batch against 2.39 at six blocks and 452 doubles).
+// SM (H100: 2.19 ms a batch against 2.39 at six blocks and 452 doubles).
 constexpr int kPlaneMax = 404;
 constexpr int kCanvasDoubles = kNeTile * kPlaneMax;
 static_assert(kPlaneMax % 16 == 4, "plane stride 4 mod 16 doubles");
@@ -46,7 +46,7 @@ constexpr int kMaxCandidates = 128;
 // through the cache), b = the canvas plane's w_l (pl[y * cw + x]). Even rows (from y0) sum
 // in acc0, odd in acc1, two rows' loads issued before their products (a fixed order). The
 // stamp and canvas offsets are stepped by rows and the column tests hoisted: the integer
-// work around each m8n8k4 bounded this kernel (issue 25, session 37).
+// work around each m8n8k4 bounded this kernel.
 template <int NG>
 __device__ __forceinline__ void TileSteps(double (&acc0)[2], double (&acc1)[2],
                                           const double* spot, bool valid, int oy, int ox,

@@ -6,7 +6,7 @@
 //
 // Why: the shared-memory version moves the whole trailing matrix through shared memory
 // twice per column (p = tau A v, then the rank-2 update) behind three barriers, and was
-// bound by that traffic and its latency (docs/perf.md, issue 9 steps 3 and 5). Here 256
+// bound by that traffic and its latency (docs/performance.md). Here 256
 // threads form a 16 x 16 grid and thread (r, c) owns A(r + 16a, c + 16b), a, b < 5, so
 // the update never leaves the registers; p is summed by shuffles over the 16 lanes that
 // share rows (a half-warp), two barriers per column. The column loop is unrolled over
@@ -263,8 +263,8 @@ __device__ void RegReduceColumns(RegTile& A, int n, int r, int c, const RegShare
     // O(eps |A|), as any reduction's, but against a long-double reference the outputs'
     // median and p99 errors grow ~1.2x (the largest do not). The bitwise-symmetric forms
     // cost more: two products and two sums 7 % of this kernel; FMAs ordered by index off
-    // the diagonal tiles, which keep the old accuracy, 3 % and 0.3 ms a frame (docs/perf.md,
-    // issue 25 session 39).
+    // the diagonal tiles, which keep the old accuracy, 3 % and 0.3 ms a frame
+    // (scripts/eigen_accuracy/update_forms).
     double xc[kM];
 #pragma unroll
     for (int b = 0; b < kM; ++b) xc[b] = fma(-kk, vc[b], sh.p[c + 16 * (kA0 + b)]);
@@ -320,7 +320,7 @@ __device__ void RegReflectColumns(RegTile& G, int n, int c, const RegShared& sh)
 __device__ inline void RegisterTridiagonalize(const double* c_in, int n, const RegShared& sh,
                                               RegTile& A) {
   const int r = static_cast<int>(threadIdx.x) >> 4, c = static_cast<int>(threadIdx.x) & 15;
-  // Staged through sh.v (coalesced reads, asynchronous: issue 25), then each thread takes
+  // Staged through sh.v (coalesced reads, asynchronous), then each thread takes
   // its elements.
   for (int idx = threadIdx.x; idx < n * n; idx += blockDim.x) {
     __pipeline_memcpy_async(sh.v + idx, c_in + idx, sizeof(double));
@@ -373,7 +373,7 @@ __device__ inline void RegisterFormReflectorProduct(int n, const RegShared& sh, 
 }
 
 // After RegisterTridiagonalize: H = H_0 ... H_{n-3} in compact WY form, written over the
-// n x n block h (column-major) instead of H itself (issue 25, session 32: forming H took
+// n x n block h (column-major) instead of H itself (forming H took
 // 0.37 of the reduction's 2.57 ms a batch on the H100; the twisted kernel applies the
 // blocks to its vectors on the tensor cores, twisted_decorrelation.cu). Column k < n - 2 holds reflector k's v below its diagonal
 // (v(k+1) = 1 stored, rows > k+1 as reduced) and T_b's column k mod 8 in rows 0 .. k mod 8

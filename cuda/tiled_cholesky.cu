@@ -36,7 +36,7 @@ __device__ __forceinline__ void ForEachLowerTileElement(int tx, int ty, F&& f) {
 }
 
 // The tile's state in one thread: v[i][b] holds element (tx + 16 i, ty + 16 b). Only the
-// lower tiles b <= i are ever touched (issue 25): upper tiles hold elements above the
+// lower tiles b <= i are ever touched: upper tiles hold elements above the
 // diagonal, which neither the factor nor X = L^{-1} needs, so the compiler drops them
 // (R = 5: 15 of 25 doubles stay) and three blocks fit on an SM.
 template <int R>
@@ -51,7 +51,7 @@ struct TileState {
 // vec2 and rdj2 are double-buffered by the parity of j: step j's owner writes buffer j & 1
 // while slower threads may still read buffer (j - 1) & 1, and the buffer it overwrites
 // was last read in step j - 2, before every thread passed step j - 1's barrier. So one
-// barrier per step (issue 25; two before).
+// barrier per step, not two.
 //
 // Each buffer holds 16 R doubles, zero past nt (the owners write rows < nt only): rows and
 // columns past nt read zeros without a bounds test. (A column c >= nt takes vec[c] rd =

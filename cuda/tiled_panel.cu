@@ -1,6 +1,6 @@
 // Step 3 of the tiled Cholesky (tiled_cholesky.h): the panel L[k+1:, k] = M[k+1:, k] X_k^T,
-// on the FP64 tensor cores where nt <= 80, else on the CUDA cores (moved out of
-// tiled_cholesky.cu unchanged, issue 25 session 35).
+// on the FP64 tensor cores where nt <= 80, else on the CUDA cores (a file of
+// its own beside tiled_cholesky.cu).
 #include <cuda_pipeline.h>
 
 #include "core/numerics/patch_numerics.h"
@@ -22,7 +22,7 @@ static_assert(kTiledMaxNt <= 7 * kColLanes, "PanelSolveKernel's kCols");
 // One thread block per entry: X_k^T is staged once in shared memory, then the panel's rows
 // 80 at a time (the block owns them): multiplied register-tiled (5 x kCols outputs per
 // thread; 16 * kCols >= nt) and written back in place through shared memory (coalesced).
-// The staging copies are asynchronous (cp.async; issue 25): copied through registers, each
+// The staging copies are asynchronous (cp.async): copied through registers, each
 // thread's ~40 loads waited on one another, and the kernel was bound by that latency.
 template <int kCols>
 __global__ void __launch_bounds__(kPanelThreads) PanelSolveKernel(RunArgs a, int k) {
@@ -89,14 +89,14 @@ __global__ void __launch_bounds__(kPanelThreads) PanelSolveKernel(RunArgs a, int
   }
 }
 
-// The panel on the FP64 tensor cores (nt <= kDmmaN; issue 25): the same product
+// The panel on the FP64 tensor cores (nt <= kDmmaN): the same product
 // L[k+1:, k] = M[k+1:, k] X_k^T, 80 rows a pass, both operands zero-padded to 80 x 80 in
 // shared memory (dmma_tiles.cuh's RowPairProduct: ten warps, two tile rows each), the rows
 // staged column-major and X_k^T row-major, so that the fragments are conflict-free. The
 // CUDA-core kernel above did 5 x kCols multiply-adds per thread per inner index, its FP64
 // pipe the limit; the products' summation order differs from it (rounding only). Eight
 // warps of TileProduct (up to 20 fragment loads a step for 7-13 products) were bound by
-// those loads: 5.26 ms a frame against 3.97 (H100, session 36).
+// those loads: 5.26 ms a frame against 3.97 (H100).
 constexpr int kDmmaN = 80;                  // padded block side: 10 x 10 tiles of 8 x 8
 static_assert(kDmmaN == kPanelDmmaMaxNt, "the launcher's choice and RunArgs::panel_p");
 constexpr int kDmmaTiles = kDmmaN / 8;

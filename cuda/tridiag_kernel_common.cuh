@@ -20,7 +20,7 @@ using namespace ::spexd::core::tridiag;
 namespace {
 
 // QL: one thread per block, d and e in shared memory (in global memory every step waited
-// on the L1/L2 round trip of the previous store); 32 chains per warp (docs/perf.md: one
+// on the L1/L2 round trip of the previous store); 32 chains per warp (docs/performance.md: one
 // chain per warp or per 8 lanes was slower).
 constexpr int kQlThreads = 32;
 

@@ -1,5 +1,5 @@
 // The decorrelation's eigenvectors without a rotation log (the default for nt <= 80;
-// SPEXD_CUDA_EIGENVECTORS=rotate keeps tridiag_decorrelation.cu's; issue 25, session 26).
+// SPEXD_CUDA_EIGENVECTORS=rotate keeps tridiag_decorrelation.cu's).
 // After the reduction (tridiag_decorrelation.cu), two kernels:
 //  1. QlKernel<false>, a thread per block: QL for the eigenvalues alone (T oriented: from
 //     its small end), no log.

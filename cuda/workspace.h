@@ -64,7 +64,7 @@ struct WorkspaceSet {
   PinnedBuffer<RunEntry> h_entries;
   PinnedBuffer<double> h_flux, h_ivar, h_rdiag, h_pixmask, h_chi2, h_canvas;
   PinnedBuffer<int32_t> h_status;
-  PinnedBuffer<double> h_cond;  // per slot, downloaded with h_status (issue 23)
+  PinnedBuffer<double> h_cond;  // per slot, downloaded with h_status
   PinnedBuffer<CanvasDesc> h_canvas_desc;
   PinnedBuffer<CanvasPatch> h_canvas_list;
   // Ordering: `decorrelated` after a run's flux, ivar and resolution are written (before its

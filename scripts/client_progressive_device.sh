@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 22, "the host side keeps up", on the GPU host in one call: spexctl's client-written
+# Whether the host side keeps up with the GPU, on the GPU host in one call: spexctl's client-written
 # .fits (-o, float32 wire) with the frame file written as the bundles arrive (the default)
 # against --no-progressive-write (the whole file after the stream), same build and call:
 #   1. spexd_client_tail_bench (no GPU, no server): the client tail (last bundle in -> file

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 25, item 2 on the device machine: the CPU backend's warm full frame on 2, 8 and 16
+# On the GPU host: the CPU backend's warm full frame on 2, 8 and 16
 # cores (taskset), one process per core count, with OpenBLAS single-threaded inside each
 # patch task (the backend also sets it). Prints a table and writes one JSON per run plus
 # cpu_scaling.json (all runs, speed-up and efficiency against the smallest core count)
@@ -20,7 +20,7 @@
 #     PSF         the r PSF (tests/data/psf-r0-00051060.fits)
 #     CORES       core counts (default: 2 8 16; counts above nproc are skipped)
 #   FIBERS (500), REPEATS (3), WAVELENGTH (5760,7620,0.8), COMPAT (gpu) set the frame.
-# A warm full frame is ~20-25 s of CPU time (dev VM), so 2 cores take ~1 min per core
+# A warm full frame is ~20-25 s of CPU time (2-core host), so 2 cores take ~1 min per core
 # count (simulation, cold run with the spots, 3 warm runs), 8 and 16 less: the default
 # set fits one 10-minute device command.
 set -euo pipefail

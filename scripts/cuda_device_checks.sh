@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Every check a CUDA backend change must pass on the GPU machine, in one device call
-# (issue 25's routine; docs/perf.md "Issue 25, session 30"):
+# (docs/performance.md):
 #   1. spexd_cuda_math_tests, spexd_cuda_tests and spexd_cuda_fault_tests;
 #   2. compute-sanitizer: memcheck (the sanitizer, edge-window and non-finite frames; the
 #      poisoned-allocation fault tests), racecheck (the sanitizer frames), and initcheck,
 #      whose reports inside cuBLAS's own kernels are counted but not failed (its DGEMM reads
-#      past what spexd writes, never into a result: docs/perf.md), any other one fails;
+#      past what spexd writes, never into a result: docs/performance.md), any other one fails;
 #   3. spexd_cuda_tests under every other configuration the backend offers
 #      (SPEXD_CUDA_SOLVER, _CHOLESKY, _EIGEN, _INVERSE, _EIGENVECTORS, _GRAM), the fault
 #      tests with the batched library Cholesky;

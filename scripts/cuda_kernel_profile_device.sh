@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Where a warm frame's GPU time goes, kernel by kernel, on the GPU machine (issue 25):
+# Where a warm frame's GPU time goes, kernel by kernel, on the GPU machine:
 # Nsight Compute times every launch of `spexd_cuda_frame_bench --runs 2` (one metric,
 # serialised: kernels that overlap in a real frame are timed alone), and
 # scripts/kernel_profile_summary.py keeps the last warm frame's launches (the launch

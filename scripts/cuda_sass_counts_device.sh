@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Instruction counts per SASS line of the kernels a warm frame launches, on the GPU machine
-# (issue 25, session 37): for each kernel named in REGEX (alternatives split at '|'),
+#: for each kernel named in REGEX (alternatives split at '|'),
 # Nsight Compute's SourceCounters for one launch of it after SKIP of its launches (past the
 # cold frame's), then scripts/sass_hotspots.py on that launch's source page (its grid size
 # from LaunchStats). A module built with -DSPEXD_CUDA_LINEINFO=ON has the same machine code.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A/B of one CUDA environment switch on the GPU machine, in one call (issue 25): the GPU
+# A/B of one CUDA environment switch on the GPU machine, in one call: the GPU
 # tests with the switch set, then the warm-frame benchmark interleaved without and with it
 # (the same module), each run's median and p90, the CPU check of bundles 0 and 19 (each
 # array's largest deviation from the CPU backend, of its maximum) and the stage medians.

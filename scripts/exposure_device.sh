@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 22 item 3 on a GPU machine: a warm 30-frame, 30-PSF exposure submitted as one job
+# On a GPU machine: a warm 30-frame, 30-PSF exposure submitted as one job
 # (ExtractExposure, the server writing every frame) against the same exposure as 30
 # concurrent single-frame clients, on 1 GPU and on 2 when the machine has them. Targets:
 # the warm one-job exposure <= 3.0 s on one H100, <= 2.0 s on 2 x H200. One device call:

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# GPU fault runs (issue 10), for the GPU machine: run from a device bundle
+# GPU fault runs, for the GPU machine: run from a device bundle
 # (/work/shared/tools/device-bundle.sh) that holds spexd, spexctl, spexd_cuda_fault_tests and
 # lib/libspexd_cuda.so. Writes logs under $OUT (default ./gpu-faults-out) and prints a
 # table last. Needs the test PSF and a preproc frame, in one directory (the server's data

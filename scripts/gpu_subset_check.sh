@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 9, item 3, on a GPU node: `--gpu_devices` selects a subset of the GPUs and each
+# On a GPU node: `--gpu_devices` selects a subset of the GPUs and each
 # GPU's work shows in the metrics under its `gpu` label. Starts the real spexd on loopback
 # (free ports, data roots = the frame's and the PSF's directories) with --gpu_devices
 # $SUBSET, then with every GPU; extracts frames with spexctl client processes; scrapes

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 22 item 5, on the GPU machine in one call: the CUDA IPC hand-off against path
+# On the GPU machine in one call: the CUDA IPC hand-off against path
 # input on a full r frame, both timed in the same run. Starts spexd (CUDA backend) on a
 # unix socket, runs spexd-handoff-example (simulates the frame, extracts it by path and
 # through regions in and out, checks the spectra bit for bit, the GPU refusals), prints the

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 22 item 4, on the GPU host in one call: the one-call inflation of a full r frame's
+# On the GPU host in one call: the one-call inflation of a full r frame's
 # .fits.gz (gzip -1, as the brief's frame) on 1, 2, 4, 8 and 16 threads: libdeflate alone
 # at 1, the speculative parallel inflation (core/io/internal/parallel_inflate.h) above. No
 # GPU needed. Prints one line per thread count and writes inflate.json.

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Issue 25: how many coupled Newton-Schulz steps a 74x74 C_ss^(-1/2) needs (docs/perf.md,
-"Issue 25, session 25: a matrix-multiply iteration for the inverse square roots").
+"""How many coupled Newton-Schulz steps a 74x74 C_ss^(-1/2) needs (a matrix-multiply
+iteration for the inverse square roots, counted against the eigen path).
 
 Random SPD blocks with log-spaced eigenvalues at condition numbers that bracket the spec's
 cond(M) (§2.9: 5e2-1.5e3; a principal block of C = M^-1 is no worse conditioned than M),

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Benchmark plots for docs/perf.md (issue 9, item 5): reads the JSON the benchmarks write
+"""Benchmark plots for docs/performance.md: reads the JSON the benchmarks write
 and draws PNGs.
 
   stage_times.png            time per backend stage, one bar per frame-bench run

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 22, session 9, on the GPU host in one call: the server-written .fits frame's tail
+# On the GPU host in one call: the server-written .fits frame's tail
 # (the time after the GPU's last bundle) with the frame file written bundle by bundle
 # (--progressive_frame_files, the default) against the whole file after the last bundle
 # (=false), in the same build and call:

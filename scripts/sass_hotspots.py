@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Where a kernel's instructions go, from Nsight Compute's per-SASS-line counts (issue 25,
-session 37): `ncu --section SourceCounters ... -o REP` then
+"""Where a kernel's instructions go, from Nsight Compute's per-SASS-line counts:
+`ncu --section SourceCounters ... -o REP` then
 `ncu --import REP --page source --csv --print-source sass --launch-skip I --launch-count 1`.
 
 Consecutive instructions executed equally often are one straight run (a basic block or a

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Shadow parity on a GPU node (issue 23): N sampled bundles served by the CUDA backend,
+# Shadow parity on a GPU node: N sampled bundles served by the CUDA backend,
 # each re-extracted by the CPU reference and compared (docs/operations.md), with no fault:
 # the goal is N = 1000 and 0 drifts. Run from a device bundle
 # (/work/shared/tools/device-bundle.sh) holding spexd, spexctl and lib/libspexd_cuda.so:

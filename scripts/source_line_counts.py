@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Where a kernel's instructions go by CUDA source line (issue 25, session 38), from a module
+"""Where a kernel's instructions go by CUDA source line, from a module
 built with -DSPEXD_CUDA_LINEINFO=ON (the same machine code): `ncu --section SourceCounters
 --kernel-name regex:K --launch-skip I --launch-count 1 -o REP ...`, then
 `ncu --import REP.ncu-rep --page source --csv --print-source cuda,sass > PAGE.csv`.

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Issue 22 item 4: the start-up cost of one `spexctl` process, which a pipeline worker pays
-# on every frame (one `spexctl extract --server ...` per frame). Runs on the dev VM or, in
+# The start-up cost of one `spexctl` process, which a pipeline worker pays
+# on every frame (one `spexctl extract --server ...` per frame). Runs on any host or, in
 # one call, on the GPU machine.
 #
 #   scripts/spexctl_startup_bench.sh DIR [RUNS]

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 22 "done when", H100 row: served throughput with real `spexctl` clients against the
+# Served throughput with real `spexctl` clients against the
 # backend's own two-frames-in-flight throughput, on the GPU machine in one call.
 #   1. the reference: the smallest (strictest) time per frame of spexd_rpc_bench's backend
 #      median and in-process service with two in flight, and spexd_cuda_frame_bench's backend

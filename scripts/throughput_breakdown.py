@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Where a served frame's time goes, from one throughput run (issue 22 item 4).
+"""Where a served frame's time goes, from one throughput run.
 
   throughput_breakdown.py SPEXD_LOG FIRST_LINE WALL_S GPUS CLIENT_LOG...
 

@@ -15,7 +15,7 @@
 # Left out, with the reason:
 # - StalledClientTest.*: timing tests (a stalled upload is cut off after 2.5 s of idle);
 #   under TSan's 5-15x slowdown the test cannot act before its own timeouts;
-# - SlowUploadTest.*: timing tests of the same kind (issue 21: a trickle ended by the
+# - SlowUploadTest.*: timing tests of the same kind (a trickle ended by the
 #   upload rate floor within 1 s windows, empty chunks by a 1 s idle timeout, uploads
 #   refused within 2 s of a drain);
 # - ChaosTest.ServerRestartWhileClientsRetryDeliversEveryFrame: 20 frames through two

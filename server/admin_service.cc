@@ -46,7 +46,7 @@ class PsfUploadWatch final : public CallWatchdog::Watched {
   bool stalled() const { return stalled_.load(); }
   bool drained() const { return drained_.load(); }
   // Data arrived (the header, a non-empty chunk): restarts the idle clock. An empty
-  // chunk does not (issue 21 item 3).
+  // chunk does not.
   void Progress() {
     absl::MutexLock lock(&mu_);
     last_ = CallWatchdog::Clock::now();
@@ -66,7 +66,7 @@ class PsfUploadWatch final : public CallWatchdog::Watched {
     call_->TryCancel();
   }
   // Draining: an upload blocked in Read is cancelled now (the sync API has no other way
-  // to end a Read), not after the client sent it all (issue 21 item 7).
+  // to end a Read), not after the client sent it all.
   void Drain() override {
     {
       absl::MutexLock lock(&mu_);

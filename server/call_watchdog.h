@@ -1,4 +1,4 @@
-// Ends calls whose client stalled (issue 15): an upload that sends no data for
+// Ends calls whose client stalled: an upload that sends no data for
 // --upload_idle_seconds, or responses that the client does not read for
 // --write_timeout_seconds. Without it, such a client holds an upload slot, a sync-server
 // thread or a worker for as long as it likes. One thread checks every registered call a
@@ -36,7 +36,7 @@ class CallWatchdog {
     virtual void Expire(Stall kind) = 0;
     // The server starts draining: a call still receiving its request (an upload, or a
     // stream without its header) ends now with UNAVAILABLE rather than take the whole
-    // upload only to be refused (issue 21 item 7); one past that point is left alone.
+    // upload only to be refused; one past that point is left alone.
     // Called like Expire, at most once per call.
     virtual void Drain() {}
   };

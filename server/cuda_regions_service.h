@@ -1,4 +1,4 @@
-// spexd.v1.CudaRegions (issue 13): clients on this node register device allocations by
+// spexd.v1.CudaRegions: clients on this node register device allocations by
 // CUDA IPC handle for zero-copy extraction input and output. RegisterCudaRegion runs on
 // the callback API (its call holds the region: server/region_registry.h);
 // UnregisterCudaRegion on the sync API, since it waits for extractions that still use

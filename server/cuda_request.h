@@ -1,4 +1,4 @@
-// The CUDA regions an extraction request names (issue 13): checked and resolved when the
+// The CUDA regions an extraction request names: checked and resolved when the
 // header arrives, held by the job until it ends (so that the mappings outlive the
 // extraction), and turned into the backend's device input.
 #ifndef SPEXD_SERVER_CUDA_REQUEST_H_

@@ -30,7 +30,7 @@ absl::StatusOr<std::string> RealPath(const std::string& path) {
     if (err == ENOENT || err == ENOTDIR) {
       return absl::NotFoundError(absl::StrCat(core::EchoValue(path), ": no such file or directory"));
     }
-    // A malformed name is the request's fault, not a permission (issue 15 item 11).
+    // A malformed name is the request's fault, not a permission.
     if (err == ENAMETOOLONG || err == ELOOP || err == EINVAL) {
       return absl::InvalidArgumentError(absl::StrCat(core::EchoValue(path), ": ", std::strerror(err)));
     }

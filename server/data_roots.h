@@ -90,7 +90,7 @@ class DataRoots {
   // (".<name>.tmp-<pid>-<n>", O_EXCL, O_NOFOLLOW). Commit syncs it and gives it the
   // output's name; dropped uncommitted (an error, a cancelled job) it leaves nothing: the
   // named temporary is removed, the unnamed one never had a name, not even if the process
-  // dies (issue 22, session 9: the progressive frame file lives for a whole extraction).
+  // dies (the progressive frame file lives for a whole extraction).
   class PendingOutput {
    public:
     PendingOutput(PendingOutput&& other) noexcept;
@@ -143,7 +143,7 @@ class DataRoots {
  private:
   // Form (absolute, no NUL, no `..`), then the path as written must lie under a root
   // (lexically: `//` and `.` collapsed) before anything is looked up on disk, so that a
-  // path outside answers PERMISSION_DENIED whether or not it exists (issue 21 item 4).
+  // path outside answers PERMISSION_DENIED whether or not it exists.
   absl::Status CheckSyntax(const std::string& path) const;
   bool Inside(const std::string& canonical) const;
   absl::Status Outside(const std::string& path) const;

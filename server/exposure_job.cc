@@ -100,7 +100,7 @@ ExposureRun::Frame ExposureRun::CheckFrame(const JobEnvironment& env, v1::Extrac
   v1::ExtractHeader& h = f.request.header;
   h.set_priority(realtime ? v1::REALTIME : v1::REPROCESSING);
   // The server writes every frame and the exposure reports summaries only: no arrays are
-  // encoded for the stream that the exposure would drop (issue 22 item 1).
+  // encoded for the stream that the exposure would drop.
   h.set_results_to_file_only(true);
   // In ExtractFrame's order (extraction_service.cc, OnHeader), so that a frame gets the
   // answer it would get alone.

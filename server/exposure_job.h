@@ -1,4 +1,4 @@
-// An exposure as one job (ExtractExposure, issue 22 item 3): many frames, each an ordinary
+// An exposure as one job (ExtractExposure): many frames, each an ordinary
 // ExtractJob (same loaders, workers, streaming stage and frame file as ExtractFrame with
 // a server_output_path, hence the same bytes), under one deadline and one cancel flag.
 //

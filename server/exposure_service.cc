@@ -1,4 +1,4 @@
-// Extraction.ExtractExposure (issue 22 item 3): the reactor of one exposure. It checks the
+// Extraction.ExtractExposure: the reactor of one exposure. It checks the
 // request (whole-request rules, then each frame as ExtractFrame would), admits it with
 // one queue slot, hands the frames to an ExposureRun and writes each frame's result as
 // the run reports it, then the summary. Reactions never block: the frames run on the

@@ -254,7 +254,7 @@ void ExtractJob::StreamLoop() {
   }
   output_.AddStage("stream_wait", wait_seconds);
   const Clock::time_point release_start = Clock::now();
-  // A frame sampled for shadow parity keeps its planes (issue 23).
+  // A frame sampled for shadow parity keeps its planes.
   output_.health().KeepImage(&input_.image());
   input_.image().reset();  // the backend is done with it (extraction_done_ was seen above)
   output_.AddStage("input_release", Seconds(release_start, Clock::now()));
@@ -262,7 +262,7 @@ void ExtractJob::StreamLoop() {
   // than the CANCELLED the backend saw when the worker stopped.
   if (!stream_status.ok() && (status.ok() || absl::IsCancelled(status))) status = stream_status;
   // Nothing usable (every patch failed, or saw no valid pixel) must not look like a
-  // success: no summary, no server-side frame (issue 15 item 13, core/frame/usable_data.h).
+  // success: no summary, no server-side frame (core/frame/usable_data.h).
   if (status.ok()) status = core::CheckUsableResult(output_.usable_bins(), backend_summary.counts);
   if (status.ok()) {
     status = Guarded([&] { return output_.Finish(backend_summary, &summary_, extraction_end); });
@@ -290,7 +290,7 @@ void ExtractJob::Complete(const absl::Status& status) {
        {"load_s", summary_.load_seconds()},
        {"extract_s", summary_.extract_seconds()},
        {"total_s", Seconds(request_.arrived, end)},
-       // Numerical health (issue 23; docs/operations.md).
+       // Numerical health (docs/operations.md).
        {"worst_condition", qa.worst_condition},
        {"retried", qa.counts.retried},
        {"failed", qa.counts.failed},
@@ -299,7 +299,7 @@ void ExtractJob::Complete(const absl::Status& status) {
        {"bad2dfit", qa.bad2dfit},
        {"median_chi2pix", qa.median_chi2pix},
        {"shadow", health.shadow_state()},
-       // Where the request's time went, stage by stage (docs/service.md, issue 22 item 4).
+       // Where the request's time went, stage by stage (docs/service.md).
        {"stages", std::map<std::string, double>(summary_.stage_seconds().begin(),
                                                 summary_.stage_seconds().end())}});
   if (geometry_ != nullptr) env_.cache->Rebalance();  // the geometry grew by this job's spots

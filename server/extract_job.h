@@ -82,7 +82,7 @@ struct JobEnvironment {
   core::InflateShare* inflate_share = nullptr;     // PreprocOptions::inflate_share
   bool progressive_frame_files = true;             // JobOutput: .fits written bundle by bundle
   const std::atomic<bool>* float32_planes = nullptr;
-  ShadowParity* shadow = nullptr;  // shadow parity sampling (issue 23); null when off
+  ShadowParity* shadow = nullptr;  // shadow parity sampling; null when off
 };
 
 struct JobRequest {
@@ -133,7 +133,7 @@ class ExtractJob : public Job, public std::enable_shared_from_this<ExtractJob> {
   // uncorrected grid and HELIOCOR to output_. Needs input_ opened.
   absl::Status PrepareDesiOptions();
   absl::Status Extract(core::Backend& backend);
-  // The worker's half of the numerical-health hook (issue 23).
+  // The worker's half of the numerical-health hook.
   void StartHealth(const core::Backend& backend);
   void StreamLoop();
   // Logs, records metrics and ends the call; the last use of the stream.

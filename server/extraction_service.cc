@@ -91,8 +91,8 @@ class ExtractReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, gr
   void OnReadDone(bool ok) override {
     if (phase_ == Phase::kSubmitted) {
       // The request was complete: anything but the client's half-close is a protocol
-      // error (a second header, chunks past upload_size), not to be ignored (issue 15
-      // item 12). The job stops at its next check; the first Finish wins.
+      // error (a second header, chunks past upload_size), not to be ignored. The job stops
+      // at its next check; the first Finish wins.
       if (ok) {
         {
           absl::MutexLock lock(&mu_);
@@ -311,10 +311,10 @@ class ExtractReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, gr
     request_.header = std::move(*incoming_.mutable_header());
     const v1::ExtractHeader& h = request_.header;
     const ServiceLimits& limits = service_->env.limits;
-    // Every parameter once, here, before any upload, file or geometry (issue 15 item 10);
-    // what needs no PSF first, so the answer does not depend on the cache (issue 21 item 7).
+    // Every parameter once, here, before any upload, file or geometry;
+    // what needs no PSF first, so the answer does not depend on the cache.
     if (absl::Status s = CheckRequestAlone(h, subset_, limits); !s.ok()) return s;
-    // The output path too, not after the frame is uploaded and decoded (issue 21 item 6).
+    // The output path too, not after the frame is uploaded and decoded.
     // The job checks it again, with the input's and the PSF's inodes, before writing.
     if (!h.server_output_path().empty()) {
       DataRoots::WritePolicy policy;
@@ -368,7 +368,7 @@ class ExtractReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, gr
     if (incoming_.kind_case() != v1::ExtractRequest::kChunk) {
       return absl::InvalidArgumentError("expected an UploadChunk after the header");
     }
-    // Draining: refused now rather than after the whole upload (issue 21 item 7).
+    // Draining: refused now rather than after the whole upload.
     if (service_->draining.load()) {
       CountAborted("draining");
       return absl::UnavailableError(kDrainingUpload);
@@ -379,7 +379,7 @@ class ExtractReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, gr
           "upload is longer than the announced upload_size of ", upload_.announced(), " bytes"));
     }
     const Clock::time_point now = Clock::now();
-    if (!data.empty()) {  // an empty chunk is no progress (issue 21 item 3)
+    if (!data.empty()) {  // an empty chunk is no progress: it must not keep an upload alive
       absl::MutexLock lock(&mu_);
       last_read_ = now;
     }

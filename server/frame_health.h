@@ -1,4 +1,4 @@
-// One extraction's numerical health, as the job serves it (issue 23): adds up the
+// One extraction's numerical health, as the job serves it: adds up the
 // bundles (core::HealthAccumulator), records the health metrics, picks the bundle that
 // shadow parity re-extracts when the frame is sampled, and fills the summary's FrameQa.
 // Owned by the ExtractJob; used by its worker (Start) and then its streaming task.

@@ -1,4 +1,4 @@
-// Numerical-health and shadow-parity metrics (issue 23; alerts and runbook in
+// Numerical-health and shadow-parity metrics (alerts and runbook in
 // docs/operations.md). Registered on ServerMetrics' registry. Labels are bounded:
 // backend (cpu | cuda), gpu (device ordinal or "cpu"), outcome, result, bit, and fibers
 // (the 100-fibre block of a spectrograph's 500: "0-99" ... "400-499"). No label names a

@@ -1,4 +1,4 @@
-// The input side of one extraction job (issue 24 item 3): where its frame comes from
+// The input side of one extraction job: where its frame comes from
 // (a server path, an upload, or CUDA regions), reading the headers first so that every
 // refusal that needs no pixels comes before the decode, then the decode itself. Runs on
 // the job's loader thread; gRPC-free.

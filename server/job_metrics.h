@@ -1,4 +1,4 @@
-// What one extraction job reports to the server's metrics (issue 24 item 3): every
+// What one extraction job reports to the server's metrics: every
 // ServerMetrics call of a job goes through here, so that the job's stages say what
 // happened without each checking for a server without metrics (tests run without).
 #ifndef SPEXD_SERVER_JOB_METRICS_H_

@@ -166,7 +166,7 @@ bool JobOutput::SendHeader(double queue_seconds, const std::string& backend) {
 
 absl::Status JobOutput::Bundle(core::BundleResult&& finished, double seconds) {
   // The stage times say where a bundle's time on the streaming task goes (the summary's
-  // stage_seconds, docs/perf.md).
+  // stage_seconds, docs/performance.md).
   Clock::time_point t = Clock::now();
   auto lap = [this, &t](const char* stage) {
     const Clock::time_point now = Clock::now();
@@ -179,7 +179,7 @@ absl::Status JobOutput::Bundle(core::BundleResult&& finished, double seconds) {
   core::BundleResult& b = *bundle;
   // Per Angstrom, as core::ExtractFrame does: the streamed values equal a local run's.
   core::FinalizeBundle(geometry_->dwave(), &b);
-  health_.OnBundle(b);  // issue 23
+  health_.OnBundle(b);  // numerical health, bundle by bundle
   metrics_.Bundle(seconds, b);
   usable_bins_ += core::CountUsableBins(b);
   lap("output_finalize");
@@ -188,7 +188,7 @@ absl::Status JobOutput::Bundle(core::BundleResult&& finished, double seconds) {
     lap("output_copies");
     if (!stream_->Send(EncodeBundleDone(b, seconds))) return stop_status_();
   } else if (request_.header.results_to_file_only()) {
-    // The server writes the file: the client sees progress only (issue 22).
+    // The server writes the file: the client sees progress only.
     if (!stream_->Send(EncodeBundleDone(b, seconds))) return stop_status_();
   } else if (float32_arrays()) {
     for (WireMessage& part : EncodeBundlePartsFloat32(b, seconds, MaxPayloadBytes(env_.limits))) {
@@ -348,7 +348,7 @@ absl::Status JobOutput::WriteFiles(const core::Frame& frame, v1::ExtractSummary*
   const core::FrameMetadata meta = FileMetadata();
   // Encoded on the host pool (the loaders' and CPU backends', core::ParallelFor: this
   // thread always takes part, busy threads only slow it down), not on this streaming
-  // thread alone: ~0.3 s of one core per r frame before (issue 22 item 4).
+  // thread alone, where it takes ~0.3 s of one core per r frame.
   core::FitsWriteOptions write_options;
   write_options.pool = env_.decode_pool;
   // Staged, then committed together: a file already at a name is kept when it is the

@@ -1,4 +1,4 @@
-// The output side of one extraction job (issue 24 item 3): the FrameHeader, each
+// The output side of one extraction job: the FrameHeader, each
 // finalised bundle streamed to the client (or written into the client's CUDA output
 // region with a completion on the stream), and at the end the products that need the
 // whole frame (server-side frame file, the specmask of an output region, the model
@@ -72,7 +72,7 @@ class JobOutput {
   int64_t usable_bins() const { return usable_bins_; }
   int nbundles() const { return nbundles_; }
 
-  // The frame's numerical health (issue 23): started by the worker (StartHealth), fed
+  // The frame's numerical health: started by the worker (StartHealth), fed
   // each served bundle and the assembled frame here, finished into the summary's FrameQa.
   void StartHealth(FrameHealthTracker::Context context, std::vector<int> bundles);
   FrameHealthTracker& health() { return health_; }
@@ -97,7 +97,7 @@ class JobOutput {
   // into `summary`. The wavelengths become the uncorrected grid under
   // --barycentric-correction.
   absl::Status WriteFiles(const core::Frame& frame, v1::ExtractSummary* summary);
-  // A plain .fits frame file written while the frame is extracted (issue 22, session 9):
+  // A plain .fits frame file written while the frame is extracted:
   // laid out and its temporary created here (loader thread), each bundle's rows written
   // by Bundle, the frame-wide rest (FinishProgressiveFile), fsync and rename (beside its
   // SHA-256) from WriteFiles.

@@ -46,7 +46,7 @@ ABSL_FLAG(int, cpu_threads, 0,
 ABSL_FLAG(std::string, gpu_host_wait, "block",
           "how the CUDA backends' host threads wait for the GPU: block (the default: the "
           "thread sleeps, leaving the cores to the host's inflate, decode and writes; "
-          "docs/perf.md), auto (CUDA's choice: spin while there are fewer GPU contexts than "
+          "docs/performance.md), auto (CUDA's choice: spin while there are fewer GPU contexts than "
           "cores), spin or yield");
 ABSL_FLAG(std::string, cuda_module, "", "path of libspexd_cuda.so (default: next to spexd)");
 ABSL_FLAG(int, max_queue, 0,
@@ -224,7 +224,7 @@ int main(int argc, char** argv) {
   // Signals are taken synchronously by sigwait below; block them before any thread
   // (gRPC, the metrics server, workers) starts so that every thread inherits the mask. SIGHUP
   // (a closed terminal, a supervisor's reload) drains like SIGTERM: its default action
-  // killed the server with requests in flight and no log line (issue 21 item 5). Started
+  // killed the server with requests in flight and no log line. Started
   // with SIGHUP ignored (nohup), it stays ignored.
   sigset_t signals;
   sigemptyset(&signals);

@@ -49,7 +49,7 @@ class ServerMetrics {
   void SetRunningJobs(double n) { running_->Set(n); }
   // A call ended by the server because its client stalled: kind = "upload" or "write".
   void CountStalledCall(const char* kind);
-  // Exposures (ExtractExposure, issue 22 item 3): each frame's result by gRPC code name,
+  // Exposures (ExtractExposure): each frame's result by gRPC code name,
   // and each exposure's duration from arrival to its last frame's result.
   void CountExposureFrame(const char* code);
   // A server-written file's end (output_files.h): one of kOutputFileOutcomes.
@@ -57,7 +57,7 @@ class ServerMetrics {
                                                          "refused_different"};
   void CountOutputFile(const char* outcome);
   void ObserveExposure(double seconds) { exposure_seconds_->Observe(seconds); }
-  // An upload (image or PSF) ended by the server before it was complete (issue 21):
+  // An upload (image or PSF) ended by the server before it was complete:
   // reason = "idle" (--upload_idle_seconds), "slow" (under --upload_min_bytes_per_second)
   // or "draining" (SIGTERM/SIGHUP). Any other reason is a bug (a bounded label set).
   void CountUploadAborted(const char* reason);
@@ -101,10 +101,10 @@ class ServerMetrics {
   std::vector<WorkerWork> WorkerTotals() const;
   // The gpu label of a worker (kCpuGpuLabel for one never added).
   std::string WorkerGpu(int worker) const;
-  // Numerical-health and shadow-parity metrics (server/health_metrics.h, issue 23).
+  // Numerical-health and shadow-parity metrics (server/health_metrics.h).
   HealthMetrics& health() { return *health_; }
   void SetServing(bool serving) { serving_->Set(serving ? 1 : 0); }
-  // CUDA regions registered now and the device bytes they span (issue 13).
+  // CUDA regions registered now and the device bytes they span.
   void SetCudaRegions(double regions, double bytes) {
     cuda_regions_->Set(regions);
     cuda_region_bytes_->Set(bytes);

@@ -1,6 +1,6 @@
 // The HTTP endpoint of the metrics: a small HTTP/1.x server that answers GET and HEAD
 // /metrics with the text exposition, and every other request with a 4xx/5xx status
-// (issue 21). It replaces prometheus-cpp's Exposer, whose civetweb worker threads have a
+//. It replaces prometheus-cpp's Exposer, whose civetweb worker threads have a
 // fixed 100 KiB stack that overflowed on any request other than GET /metrics.
 //
 // One thread runs a poll() loop over non-blocking sockets, so no request can need more

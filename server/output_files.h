@@ -1,4 +1,4 @@
-// The server-side files of one job (server_output_path and server_model_path, issue 22),
+// The server-side files of one job (server_output_path and server_model_path),
 // from their bytes to their names, all or nothing where the files allow it: each file is
 // staged (a temporary in its confined directory, written, its digest taken), then a file
 // already at any of the names is compared with its new content (output_identity.h) before

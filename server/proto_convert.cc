@@ -156,7 +156,7 @@ absl::StatusOr<std::vector<int>> SelectBundles(const v1::ExtractHeader& header, 
     return absl::InvalidArgumentError("set bundles or fibers, not both");
   }
   const int nbundles = bundlesize > 0 ? nspec / bundlesize : 0;
-  // 64-bit end: specmin + nspec must not wrap (issue 15 item 1).
+  // 64-bit end: specmin + nspec must not wrap.
   const int64_t fiber_end = static_cast<int64_t>(specmin) + nspec;
   std::set<int> chosen;
   for (int b : header.bundles()) {

@@ -1,4 +1,4 @@
-// Writes an extraction's results into the client's output region (issue 13), in the
+// Writes an extraction's results into the client's output region, in the
 // layout of core/frame/output_layout.h: each bundle's rows as it is streamed, the specmask
 // (which needs the whole frame, spec §2.13) at the end. The results reach the host for
 // the per-Angstrom conversion and the mask anyway (core::FinalizeBundle, ComputeSpecMask);

@@ -1,4 +1,4 @@
-// The CUDA regions clients registered (issue 13, CudaRegions service). A region lives
+// The CUDA regions clients registered (CudaRegions service). A region lives
 // while its RegisterCudaRegion call stays open: the call is the session, so a producer
 // that exits or disconnects releases its regions with its connection. It ends at
 // UnregisterCudaRegion, when the client cancels or disconnects, or at drain. Extraction

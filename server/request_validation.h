@@ -1,6 +1,6 @@
 // Every check of an ExtractHeader, done once on the reaction thread when the header
-// arrives, before any upload is accepted, any file opened or any geometry built (issue 15
-// items 1, 7, 10-12). The parameter rules themselves live in core (ExtractionPlan,
+// arrives, before any upload is accepted, any file opened or any geometry built, so
+// that a hostile header costs nothing. The parameter rules themselves live in core (ExtractionPlan,
 // EstimateMemory) and are shared with the local CLI; this adds the wire-level ones.
 #ifndef SPEXD_SERVER_REQUEST_VALIDATION_H_
 #define SPEXD_SERVER_REQUEST_VALIDATION_H_
@@ -36,12 +36,12 @@ absl::Status CheckServerPath(const char* field, const std::string& path);
 // Whether the request makes the model image: want_model, or a server_model_path.
 bool WantsModel(const v1::ExtractHeader& header);
 
-// The server-written outputs' rules (issue 22): results_to_file_only and
+// The server-written outputs' rules: results_to_file_only and
 // server_model_path need server_output_path, the two paths differ, and file-only results
 // do not go to a CUDA output region. INVALID_ARGUMENT.
 absl::Status CheckServerOutputs(const v1::ExtractHeader& header);
 
-// Everything about a request that needs no PSF (issue 21 item 7): the subset rule of the
+// Everything about a request that needs no PSF: the subset rule of the
 // RPC (`subset`: ExtractBundles), the header's fields, psf_id present, the image source
 // (upload_size against limits.max_upload_bytes) and the parameters on their own
 // (core::ValidateParamsAlone) with the bundle or fibre selection. Run before the PSF is

@@ -23,7 +23,7 @@ struct ServiceContext {
   JobEnvironment env;
   Scheduler* scheduler = nullptr;
   CallWatchdog* watchdog = nullptr;  // ends calls whose client stalled
-  RegionRegistry* regions = nullptr;  // registered CUDA regions (issue 13)
+  RegionRegistry* regions = nullptr;  // registered CUDA regions
   // Expected bearer token; empty means no token is required.
   std::string auth_token;
   // Warm-up finished (backends created, PSFs preloaded) and not draining.

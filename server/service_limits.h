@@ -24,7 +24,7 @@ struct ServiceLimits {
   double write_timeout_seconds = 60;
   // An upload must keep up this rate, averaged over spans of at least
   // upload_rate_window_seconds (UploadRateFloor): a trickle that resets the idle timer
-  // with a byte now and then cannot hold an upload slot (issue 21 item 3). A 100 Mbit/s
+  // with a byte now and then cannot hold an upload slot. A 100 Mbit/s
   // link sends 12 MB/s; 0 disables the floor.
   double upload_min_bytes_per_second = 256 * 1024;
   double upload_rate_window_seconds = 20;

@@ -1,4 +1,4 @@
-// Shadow parity sampling (issue 23): a sampled bundle of a served frame is extracted
+// Shadow parity sampling: a sampled bundle of a served frame is extracted
 // again by the CPU reference backend and compared with what was served
 // (core::CompareBundles, the spec's parity bar), so that a GPU, driver or library whose
 // results drift is noticed while it serves. The checks run on one thread of their own at

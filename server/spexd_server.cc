@@ -162,7 +162,7 @@ constexpr int64_t kCachedBytesPerFrame = int64_t{144} << 20;
 // Memory kept for reuse per loader thread, for what a load needs only while it lasts
 // (PreprocOptions::load_buffers): for a DESI r .fits.gz the compressed file (~60 MB), the
 // FITS file inflated from it (136 MB), the chunk outputs of its parallel inflation (about
-// the inflated size again, given back before the planes are read: issue 22) and the MASK
+// the inflated size again, given back before the planes are read) and the MASK
 // bits (34 MB). Plain .fits inputs use only the last.
 constexpr int64_t kLoadBytesPerLoader = int64_t{384} << 20;
 
@@ -185,7 +185,7 @@ class SpexdServer::Impl {
   // the loaders decode frames' planes on: --cpu_threads in all, counting the worker's own.
   // Outlives the scheduler, which owns the backends.
   std::unique_ptr<core::TaskPool> pool;
-  // Outlives the scheduler and every job, which hand it sampled bundles (issue 23).
+  // Outlives the scheduler and every job, which hand it sampled bundles.
   std::unique_ptr<ShadowParity> shadow;
   std::unique_ptr<Scheduler> scheduler;
   std::unique_ptr<RegionRegistry> regions;  // jobs hold the regions they use by shared_ptr
@@ -410,7 +410,7 @@ void SpexdServer::Drain(absl::Duration grace) {
   Log(LogLevel::kInfo, "draining", {{"grace_s", absl::ToDoubleSeconds(grace)}});
   s.scheduler->StopAccepting();
   // Uploads (and streams still without their header) are refused now, not after the
-  // client has sent the whole frame (issue 21 item 7); admitted work is left to finish.
+  // client has sent the whole frame; admitted work is left to finish.
   s.watchdog->DrainAll();
   // The calls holding regions would otherwise keep Shutdown waiting for the whole grace
   // period; extractions in flight keep their regions mapped until they end.

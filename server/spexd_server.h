@@ -54,7 +54,7 @@ struct ServerOptions {
   // (core::InflateShare); false: all of the pool.
   bool inflate_share = true;
   // Write a server-side plain .fits frame file bundle by bundle (JobOutput,
-  // core::ProgressiveFrameFile); false: all of it after the last bundle, as before.
+  // core::ProgressiveFrameFile); false: all of it after the last bundle.
   bool progressive_frame_files = true;
   // Threads streaming responses, per worker (0: Scheduler::StreamersPerWorker, 4 for a GPU
   // worker, 2 for the CPU backend). More
@@ -70,7 +70,7 @@ struct ServerOptions {
   std::string tls_cert_file, tls_key_file, tls_client_ca_file;
   std::string auth_token;                 // required bearer token, empty: none
   std::vector<std::string> preload_psfs;  // server paths loaded during warm-up
-  // Shadow parity sampling (issue 23, server/shadow_parity.h): fraction 0 turns it off.
+  // Shadow parity sampling (server/shadow_parity.h): fraction 0 turns it off.
   ShadowParityOptions shadow_parity;
   // Replaces the backend choice (tests inject slow or failing backends). Called once
   // during warm-up; the reason string is reported as the backend choice.

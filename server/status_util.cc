@@ -14,7 +14,7 @@ grpc::Status ToGrpcStatus(const absl::Status& status) {
   const grpc::StatusCode grpc_code = (code >= 1 && code <= 16)
                                          ? static_cast<grpc::StatusCode>(code)
                                          : grpc::StatusCode::UNKNOWN;
-  // Last line of defence against echoed input (issue 15 item 11): a status message rides
+  // Last line of defence against echoed input: a status message rides
   // in the trailing metadata, which clients cap (8 KiB by default); a longer one turns
   // the intended code into "metadata size exceeds limit".
   std::string message(status.message());

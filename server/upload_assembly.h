@@ -38,7 +38,7 @@ class UploadAssembly {
   std::string bytes_;
 };
 
-// The minimum rate of an upload (issue 21 item 3). --upload_idle_seconds alone lets a
+// The minimum rate of an upload. --upload_idle_seconds alone lets a
 // client hold an upload slot for ever by sending a byte (or an empty chunk) now and then.
 // Each span of at least `window` since the last passed check must bring
 // rate x span bytes, or what is left of the upload if that is less. Checked when a

@@ -169,8 +169,8 @@ absl::StatusOr<std::string> WithHcompressTileShape(const std::string& fits,
   return out;
 }
 
-absl::StatusOr<std::vector<CrashInput>> Issue21Inputs(const std::string& preproc,
-                                                      const std::string& psf) {
+absl::StatusOr<std::vector<CrashInput>> CrashInputs(const std::string& preproc,
+                                                    const std::string& psf) {
   std::vector<CrashInput> out;
   auto add = [&](const std::string& name, bool is_psf,
                  absl::StatusOr<std::string> bytes) -> absl::Status {
@@ -213,7 +213,7 @@ absl::StatusOr<std::vector<CrashInput>> Issue21Inputs(const std::string& preproc
     st = add("hcompress-stream-larger-than-tile.fits", false,
              h.ok() ? WithHcompressTileShape(*h, "MASK", 4096, 4096) : h);
   }
-  // Item 7: RICE data labelled PLIO_1 decoded; a PSF with PSFERROR = -1 loaded.
+  // RICE data labelled PLIO_1 decoded; a PSF with PSFERROR = -1 loaded.
   if (st.ok()) {
     st = add("rice-labelled-plio.fits", false, patched(mask(rice), "MASK", "ZCMPTYPE", "'PLIO_1'"));
   }

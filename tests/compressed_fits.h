@@ -1,7 +1,7 @@
 // Tile-compressed FITS inputs for tests and fuzz seeds: HDUs of a file re-written with
 // CFITSIO's own compressor (RICE_1, GZIP_1, GZIP_2, HCOMPRESS_1, PLIO_1), then header
 // cards or stream bytes patched in place, as a hostile client would send them. The crash
-// inputs of issue 21 (each crashed spexd inside CFITSIO 4.2.0, or was accepted when it
+// inputs (each crashed spexd inside CFITSIO 4.2.0, or was accepted when it
 // should not be) are built here, once, for the unit, integration and fuzz tests.
 #ifndef SPEXD_TESTS_COMPRESSED_FITS_H_
 #define SPEXD_TESTS_COMPRESSED_FITS_H_
@@ -47,11 +47,11 @@ struct CrashInput {
   std::string bytes;
 };
 
-// The inputs of issue 21 item 2 (and item 7's PLIO and PSFERROR lines) made from a good
+// The crash inputs (tile-compressed HDUs, PLIO and PSFERROR lines) made from a good
 // preproc file (IMAGE float, MASK integer) and a good PSF: each must be refused with
 // INVALID_ARGUMENT. `preproc` and `psf` are the bytes of the files to start from.
-absl::StatusOr<std::vector<CrashInput>> Issue21Inputs(const std::string& preproc,
-                                                      const std::string& psf);
+absl::StatusOr<std::vector<CrashInput>> CrashInputs(const std::string& preproc,
+                                                    const std::string& psf);
 
 }  // namespace spexd::testing
 

@@ -23,7 +23,7 @@ namespace spexd::core {
 struct ExtractionJob {
   std::shared_ptr<const Geometry> geometry;
   const PreprocImage* image = nullptr;  // must match the geometry's image shape
-  // When set, the image and ivar are read from device memory instead (issue 13) and
+  // When set, the image and ivar are read from device memory instead and
   // `image` carries only the shape and metadata (its planes are empty). Backends without
   // device access refuse it with FAILED_PRECONDITION.
   const DeviceImageInput* device_image = nullptr;
@@ -65,7 +65,7 @@ struct BackendMemory {
 };
 
 // What only a backend on a GPU offers (the CUDA backend, cuda/): float32 planes from
-// pinned host memory, and other processes' device memory (issue 13). Backend::gpu()
+// pinned host memory, and other processes' device memory. Backend::gpu()
 // returns it, or null for a backend without one (the CPU backend); the defaults are
 // those of a backend that cannot do the thing.
 class GpuCapabilities {

@@ -23,21 +23,21 @@ enum class CudaTriangularSolver { kWarpSubstitution, kCusolverBatched };
 
 // The CUDA backend's eigen-decompositions of the 74x74 blocks C_ss (spec §2.10 step 2):
 // Householder tridiagonalisation + implicit QL in shared memory (the default, the
-// fastest, docs/perf.md), the shared-memory cyclic Jacobi kernel, or
+// fastest, docs/performance.md), the shared-memory cyclic Jacobi kernel, or
 // cusolverDnXsyevBatched. All meet the parity bar.
 enum class CudaEigensolver { kSharedMemoryTridiagonalQl, kSharedMemoryJacobi, kCusolverSyevBatched };
 
 // The CUDA backend's Cholesky factorisation of the patch matrices (spec §2.9): left-looking
 // over the patch's spectrum blocks (a batched DGEMM brings each block column up to date,
 // then one kernel factors its diagonal block in shared memory and another solves the
-// blocks below it; the default, docs/perf.md), or cusolverDnDpotrfBatched.
+// blocks below it; the default, docs/performance.md), or cusolverDnDpotrfBatched.
 enum class CudaCholesky { kTiledLeftLooking, kCusolverPotrfBatched };
 
 // How a host thread waits for the GPU (the device's scheduling flag, process-wide per
 // device): CUDA's own choice (it spins while the process has fewer contexts than cores),
 // spin, yield, or block on an OS primitive. A spinning waiter holds a core for as long
 // as the GPU works (each CUDA backend waits for most of every batch), which the host's
-// decode, inflate and file writes then lack (docs/perf.md, issue 22).
+// decode, inflate and file writes then lack (docs/performance.md).
 enum class CudaHostWait { kAuto, kSpin, kYield, kBlock };
 
 struct BackendOptions {

@@ -1,4 +1,4 @@
-// Device memory of another process on this node (CUDA IPC, issue 13): the region type
+// Device memory of another process on this node (CUDA IPC): the region type
 // the CUDA backend opens, and the description of a frame that lives in such memory. Plain
 // C++: addresses are opaque here and only the CUDA module dereferences them.
 #ifndef SPEXD_CORE_DEVICE_REGION_H_

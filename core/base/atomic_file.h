@@ -1,7 +1,7 @@
 // A file that appears at its path complete or not at all: written through a temporary in
 // the same directory (so that the final rename is atomic), synced, then renamed over the
 // path. The one implementation behind WriteFileAtomically (a whole file at once) and
-// spexctl's frame file written bundle by bundle while the stream arrives (issue 22).
+// spexctl's frame file written bundle by bundle while the stream arrives.
 #ifndef SPEXD_CORE_BASE_ATOMIC_FILE_H_
 #define SPEXD_CORE_BASE_ATOMIC_FILE_H_
 

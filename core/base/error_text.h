@@ -1,4 +1,4 @@
-// Bounded echo of request-supplied text in error messages and logs (issue 15 item 11: a
+// Bounded echo of request-supplied text in error messages and logs (a
 // 1 MB psf_id echoed back made the status too large for gRPC's metadata limit).
 #ifndef SPEXD_CORE_ERROR_TEXT_H_
 #define SPEXD_CORE_ERROR_TEXT_H_

@@ -1,4 +1,4 @@
-// The bulk float conversions of a served frame's host path (issue 22 item 4): FITS planes
+// The bulk float conversions of a served frame's host path: FITS planes
 // in (big-endian float32), results out to the wire (float32) and to the frame file
 // (big-endian float32). Each is a plain loop that the compiler leaves scalar at -O2 (a
 // byte swap or a narrowing per value); on a CPU with AVX2 they run 4 or 8 values a step.

@@ -71,7 +71,7 @@ std::unique_ptr<TaskPool> MakeTaskPool(int threads, absl::string_view name) {
 
 int HardwareThreads() {
   // The CPUs this process may run on (taskset, cgroup cpusets), not all of the machine's:
-  // more threads than cores only time-slice the patches (issue 25).
+  // more threads than cores only time-slice the patches.
   cpu_set_t set;
   CPU_ZERO(&set);
   if (sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);

@@ -1,4 +1,4 @@
-// Data-parallel loops on a shared core::TaskPool (issue 12: one bounded pool, owned by
+// Data-parallel loops on a shared core::TaskPool (one bounded pool, owned by
 // whoever owns the backend, instead of threads started per call).
 //
 // The calling thread always takes part: it claims tasks like the pool's threads do and

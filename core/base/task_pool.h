@@ -1,6 +1,6 @@
 // A fixed set of threads that run posted tasks in FIFO order. Its owner decides how many
 // threads it has and when it ends, so no thread outlives the object that started it
-// (issue 12: no detached threads). The server's scheduler owns one as its streaming stage:
+// (no detached threads). The server's scheduler owns one as its streaming stage:
 // a finished extraction's bundles are sent to the client there while the worker moves on;
 // the backends' data-parallel loops run on another through core::ParallelFor
 // (core/base/parallel_for.h, BackendOptions::pool).

@@ -144,7 +144,7 @@ class CpuBackend : public Backend {
     // first task: a frame holds only the bundles in progress or waiting for the sink, not
     // all of them from the start. std::call_once, not absl's: a thread that waits in
     // absl::call_once spins in uninstrumented Abseil code, so TSan did not see the
-    // allocating thread's writes ordered before the waiter's reads (CI, stop 37).
+    // allocating thread's writes ordered before the waiter's reads (a TSan report in CI).
     std::once_flag allocated;
     void Allocate(const PatchPlan& plan, SpareArrays* spare) {
       std::call_once(allocated, [&] {

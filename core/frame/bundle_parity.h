@@ -1,4 +1,4 @@
-// Agreement of two extractions of one bundle (issue 23, shadow parity): what was served
+// Agreement of two extractions of one bundle (shadow parity): what was served
 // against the CPU reference backend's result for the same geometry, image and compat
 // setting, with the extraction spec's parity bar.
 #ifndef SPEXD_CORE_BUNDLE_PARITY_H_
@@ -55,7 +55,7 @@ struct ParityReport {
 ParityReport CompareBundles(const PatchPlan& plan, const BundleResult& served,
                             const BundleResult& reference, const ParityTolerances& tol);
 
-// Test-only fault (issue 23): adds 1e-6 x max|flux| of each spectrum of `bundle` to the
+// Test-only fault: adds 1e-6 x max|flux| of each spectrum of `bundle` to the
 // bin at its maximum, a wrong result that the parity check must flag. Used by the
 // SPEXD_TEST_CPU_FAULTS and SPEXD_TEST_CUDA_FAULTS switches `perturb_bundle_flux=B`.
 void PerturbBundleFlux(BundleResult* bundle, double relative = 1e-6);

@@ -45,7 +45,7 @@ struct BundleResult {
   PatchCounts counts;
   // Per patch of the bundle, in plan order (PatchPlan::bundle_first_patch): the Cholesky
   // condition estimate of the solve that was kept (core::CholeskyConditionEstimate), 0 for
-  // a skipped or failed patch. Filled by RecordPatchOutcome (patch_outcome.h, issue 23).
+  // a skipped or failed patch. Filled by RecordPatchOutcome (patch_outcome.h).
   std::vector<double> patch_condition;
   bool per_angstrom = false;  // FinalizeBundle applied
 

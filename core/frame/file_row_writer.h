@@ -1,7 +1,7 @@
 // A frame file's rows (ProgressiveFrameFile::AddRows) written one bundle at a time on a
-// pool thread, beside the thread that receives the bundles (issue 22): the server's
+// pool thread, beside the thread that receives the bundles: the server's
 // streaming task, which on the H100 spent ~0.16 s of rows per frame behind the GPU
-// (docs/perf.md), and spexctl's receive loop, which would otherwise stall the stream.
+// (docs/performance.md), and spexctl's receive loop, which would otherwise stall the stream.
 #ifndef SPEXD_CORE_FRAME_FILE_ROW_WRITER_H_
 #define SPEXD_CORE_FRAME_FILE_ROW_WRITER_H_
 

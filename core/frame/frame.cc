@@ -61,7 +61,7 @@ FrameAssembler::FrameAssembler(const Geometry& geometry, bool want_model, Keep k
   frame_.wave = plan.wave;
   // The whole frame's arrays at once: appending bundle by bundle would regrow and copy
   // them (rdiags alone is ~100 MB for an r frame) on the extracting thread between
-  // bundles, while the backend's other threads wait (issue 25). Pages of bundles a job
+  // bundles, while the backend's other threads wait. Pages of bundles a job
   // does not extract are never touched.
   const std::size_t bins = static_cast<std::size_t>(plan.nspec) * plan.nwave;
   if (keep_ != Keep::kMaskInputs) {

@@ -39,14 +39,14 @@ class FrameAssembler {
   // What the frame keeps of each bundle. kMaskInputs keeps only what the specmask needs
   // (chi2pix, pixmask_fraction, failed bins): a CUDA output region gets flux, ivar and
   // resolution straight from the bundles, and copying them (~130 MB of fresh pages for
-  // an r frame) would only cost the hand-off time (issue 22 item 5).
+  // an r frame) would only cost the hand-off time.
   // kSpectra keeps those and flux and ivar, not the resolution (11x the flux): what a
   // float32 stream's mask, scores and health need from the server's frame.
   enum class Keep { kAll, kSpectra, kMaskInputs };
   FrameAssembler(const Geometry& geometry, bool want_model, Keep keep = Keep::kAll);
   // Makes the pages of the arrays the frame will fill present (core/base/prefault.h), on
   // `pool` when given: done ahead (spexd: on the loader thread), Add's copies then run at
-  // memory speed instead of one page fault per 4 KiB on the streaming task (issue 22).
+  // memory speed instead of one page fault per 4 KiB on the streaming task.
   void Prefault(TaskPool* pool);
   // `bundle` must have been through FinalizeBundle; bundles arrive in ascending order.
   absl::Status Add(const BundleResult& bundle);

@@ -32,7 +32,7 @@ struct FrameMetadata {
   double heliocor = 1.0;                  // HELIOCOR, written when != 1 (--barycentric-correction)
   bool scores = true;                     // SCORES HDU (desi_extract_spectra --no-scores: false)
   // Scores computed from the float64 values when the frame holds rounded ones (a float32
-  // stream, issue 22): written instead of RawScores(frame) (empty: no SCORES HDU).
+  // stream): written instead of RawScores(frame) (empty: no SCORES HDU).
   std::optional<std::vector<FrameScore>> given_scores;
 };
 
@@ -63,7 +63,7 @@ struct FitsWriteOptions {
 };
 
 // min(8, core::HardwareThreads()): a frame file is ~70 MB, memory bandwidth, not cores,
-// bounds it beyond that (docs/perf.md, "Host time per frame with real clients").
+// bounds it beyond that (docs/performance.md, "Frame files").
 int DefaultFitsWriteThreads();
 
 // desispec's RAW scores of the frame (core/frame/internal/frame_scores.h): the SCORES

@@ -1,4 +1,4 @@
-// Numerical health of one extraction (issue 23): what the solves and the outputs say
+// Numerical health of one extraction: what the solves and the outputs say
 // about how far the numbers can be trusted, gathered bundle by bundle as they are
 // served. The bookkeeping both backends share (patch outcomes and per-patch condition
 // estimates) comes in the BundleResults (core/frame/patch_outcome.h); this adds it up.

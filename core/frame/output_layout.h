@@ -1,4 +1,4 @@
-// Layout of extraction results written into a client's device region (issue 13; the
+// Layout of extraction results written into a client's device region (the
 // contract documented in proto/spexd/v1/spexd.proto, CudaOutput). Rows are the plan's
 // fibres (row r = fibre specmin + r); every section is little-endian, row-major, and
 // starts at a multiple of kOutputAlignment from the region offset the client named.

@@ -1,4 +1,4 @@
-// A desispec frame file written while the frame is being extracted (issue 22, session 9):
+// A desispec frame file written while the frame is being extracted:
 // the same bytes as FrameToFits, but FLUX, IVAR, RESOLUTION and CHI2PIX (final once their
 // bundle is, extraction-spec §2.12-2.13; RESOLUTION alone is ~51 of an r frame's 70 MB)
 // go to the file bundle by bundle, so that after the last bundle only the frame-wide
@@ -43,7 +43,7 @@ class ProgressiveFrameFile {
   // INVALID_ARGUMENT for a bad shape.
   // keep_image false: the file's bytes are not kept in memory (pieces() is then empty):
   // each call encodes into a reused buffer and writes from it, sparing a writer that does
-  // not hash the file (spexctl) the ~70 MB image's zero fill and page faults (issue 22).
+  // not hash the file (spexctl) the ~70 MB image's zero fill and page faults.
   static absl::StatusOr<std::unique_ptr<ProgressiveFrameFile>> Create(
       const FrameFileShape& shape, const FrameMetadata& meta, int fd, std::string name,
       const FitsWriteOptions& options = {}, bool keep_image = true);

@@ -1,6 +1,6 @@
-// Whether an input image or an extraction result carries any information (issue 15
-// item 13). A frame with some dead fibres is normal (desispec: their bins get
-// pixmask_fraction 1 and the ALLBADPIX mask bit, the request succeeds); an image without
+// Whether an input image or an extraction result carries any information. A frame with
+// some dead fibres is normal (desispec: their bins get pixmask_fraction 1 and the
+// ALLBADPIX mask bit, the request succeeds); an image without
 // a single valid pixel, or a result without a single usable bin, is an error:
 //   image without a pixel of ivar > 0 (all NaN, fully masked)  -> INVALID_ARGUMENT
 //   result without a usable bin (every patch failed, skipped or without valid pixel)

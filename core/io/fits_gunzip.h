@@ -51,7 +51,7 @@ struct InflatedFits {
 // The FITS file inside the gzip data `gz` (see IsGzip), the one-call inflation's output
 // (and, for InflateFitsFd, the compressed bytes meanwhile) in blocks from `buffers` (null:
 // blocks of its own). The one-call inflation of a large member runs on `pool` (its threads
-// and the caller's) when given: issue 22, a full frame's 64 MB member takes 0.5 s on one
+// and the caller's) when given: a full frame's 64 MB member takes 0.5 s on one
 // core of the GPU host. With `share`, the member takes its share of the pool among the
 // members inflating at once (core/io/inflate_share.h); without, all of it. Errors as
 // GunzipFits below.

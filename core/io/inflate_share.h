@@ -1,7 +1,7 @@
 // How many threads a .fits.gz member inflates on (two chunks each, parallel_inflate.h) when
-// several loaders inflate at once on one task pool (issue 22). Each chunk past the first
+// several loaders inflate at once on one task pool. Each chunk past the first
 // costs a block search, a stretch decoded with window markers, their resolution and a copy
-// of its output (docs/perf.md, "Parallel inflate of one gzip member"): on the H100 host
+// of its output (docs/performance.md, "Host decode"): on the H100 host
 // 1.25x libdeflate's CPU in 2 chunks, 1.48x in 16. One frame alone should use every thread
 // (its latency is the request's); eight frames inflating together already fill the pool,
 // and splitting each of them 16 ways only spends CPU that the busy host lacks. So a member

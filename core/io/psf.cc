@@ -216,7 +216,7 @@ absl::StatusOr<PsfReader::TableDomain> PsfReader::ReadTableKeywords(Psf* psf) {
     psf->psferr_ = e;
   }
   // PSFERROR is not used (above), but a negative model error marks a broken file, which
-  // is refused rather than extracted from (issue 21); DESI's PSFs carry 0.0 (spec §1.2).
+  // is refused rather than extracted from; DESI's PSFs carry 0.0 (spec §1.2).
   if (HasKey("PSFERROR")) {
     SPEXD_ASSIGN_OR_RETURN(double e, DoubleKey("PSFERROR"));
     if (e < 0) {
@@ -339,8 +339,8 @@ absl::Status PsfReader::ReadParamRows(const ParamColumns& cols,
 
 absl::Status PsfReader::CheckPsfShape(const Psf& psf) {
   // Every fibre's Legendre expansions, sampled densely over their whole domain: a
-  // polynomial of degree <= kMaxLegDeg can dip between a few check points (issue 15
-  // item 13: a sigma negative or 1e-300 between the ends and the middle loaded fine and
+  // polynomial of degree <= kMaxLegDeg can dip between a few check points (a
+  // sigma negative or 1e-300 between the ends and the middle loaded fine and
   // extracted to zeros).
   constexpr int kSamples = 1024;
   for (int fiber = 0; fiber < psf.nspec_; ++fiber) {

@@ -56,7 +56,7 @@ SPEXD_HD double ClippedEigenvalue(double lambda, double lambda_max, bool compat_
   return lambda < floor_value ? floor_value : lambda;
 }
 
-// A cheap condition estimate of M from its Cholesky factor L (§2.9, issue 23): with
+// A cheap condition estimate of M from its Cholesky factor L (§2.9): with
 // d_max and d_min the largest and smallest diagonal elements of L, (d_max / d_min)² is a
 // lower bound of the 2-norm condition of M = L Lᵀ (its diagonal holds M's extreme
 // pivots), and the usual LAPACK-style proxy for it. It costs one pass over n values the

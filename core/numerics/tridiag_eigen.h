@@ -274,7 +274,7 @@ SPEXD_HD int QlNextSweep(QlState* st, double* d, double* e, int n, double* c, do
     [[maybe_unused]] double* sw = s;
     for (; i >= l; --i) {
       // At i == l (the last step) d_next and e_next go unused: any valid entry will do, so
-      // the loads need no branch around them (issue 25: a jump less a rotation on the GPU).
+      // the loads need no branch around them (a jump less a rotation on the GPU).
       const int next = i > l ? i - 1 : i;
       const double d_next = d[next], e_next = e[next];
       const double f = sn * e_i, b = cs * e_i;
@@ -404,7 +404,7 @@ SPEXD_HD int QlValues(double* d, double* e, int n) {
 // graded, d_0 ~ 8 d_end in 99.5 % of an r frame's; QL from the larger end lost up to
 // 4.2e-12 relative on their smallest eigenvalues, and the decorrelation's ivar 5.1e-12
 // (1.1e-12 oriented; then the twisted vectors' Rayleigh quotients, tridiag_vectors.h;
-// docs/perf.md, issue 25 session 27); it also takes fewer sweeps. Returns whether it
+// docs/performance.md); it also takes fewer sweeps. Returns whether it
 // reversed. The eigenvalues are the same set; the reversed T's vectors are T's read
 // backwards.
 SPEXD_HD bool OrientForQl(double* d, double* e, int n) {

@@ -132,7 +132,7 @@ absl::Status ValidateParamsAlone(const ExtractionParams& p) {
 
 absl::Status ValidateParams(const ExtractionParams& p, const Psf& psf) {
   if (absl::Status s = ValidateParamsAlone(p); !s.ok()) return s;
-  // 64-bit sum: specmin + nspec near INT_MAX must not wrap (issue 15 item 1).
+  // 64-bit sum: specmin + nspec near INT_MAX must not wrap.
   const int64_t fiber_end = static_cast<int64_t>(p.specmin) + p.nspec;
   if (fiber_end > psf.nspec()) {
     return Bad(absl::StrCat("fibres [", p.specmin, ", ", fiber_end, ") exceed the PSF's ",

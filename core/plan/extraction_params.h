@@ -2,8 +2,8 @@
 // (extraction-spec §2.2 and the "Decisions" section) and the ExtractionPlan they are
 // validated into. ExtractionPlan::Create is THE check of a request's parameters: the
 // server makes the plan once, when the request header arrives and before any work, and
-// the local CLI before reading its image (issue 15 item 10); everything downstream takes
-// the plan and neither re-validates nor recomputes its grid (issue 24 item 2).
+// the local CLI before reading its image; everything downstream takes
+// the plan and neither re-validates nor recomputes its grid.
 #ifndef SPEXD_CORE_EXTRACTION_PARAMS_H_
 #define SPEXD_CORE_EXTRACTION_PARAMS_H_
 
@@ -60,7 +60,7 @@ struct ExtractionParams {
 // pixpad_frac 0..0.8, regularize 0 (1e-4 on retry), psferr 0.01..0.04, dw 0.8 with
 // 2326..2881 bins. The upper ends bound the cost of a request: a patch has
 // (nper + 2) x (nwavestep + 2 wavepad_eff) unknowns and its dense normal matrix grows
-// with the square of that (issue 15 item 7).
+// with the square of that.
 struct ParamLimits {
   static constexpr int kMaxFibers = 100000;        // specmin + nspec (and the PSF's nspec)
   static constexpr int kMaxBundleSize = 500;       // a whole DESI camera in one bundle
@@ -89,7 +89,7 @@ double EffectivePsfErr(const ExtractionParams& params, const Psf& psf);
 // PSF: the pre-flight checks of spec §2.2 (bundlesize % nsubbundles, nspec % bundlesize,
 // specmin % bundlesize), fibre range inside the PSF, wavepad_eff >= ndiag, and the
 // output grid inside the PSF domain with at most kMaxWaveBins bins. All arithmetic on
-// request integers is done in 64 bits, so no value can overflow (issue 15 item 1).
+// request integers is done in 64 bits, so no value can overflow.
 // INVALID_ARGUMENT naming the offending value otherwise. Cheap (no PSF evaluation, no
 // grid allocated). The rules of ExtractionPlan::Create, which is what callers use.
 absl::Status ValidateParams(const ExtractionParams& params, const Psf& psf);

@@ -1,6 +1,6 @@
 // Host memory an extraction will need, estimated from its parameters before anything is
-// allocated, so that an over-budget request is refused up front (issue 15 item 7:
-// nwavestep = 1e8 used to take 4.9 GB before failing).
+// allocated, so that an over-budget request is refused up front (without
+// it, nwavestep = 1e8 would take 4.9 GB before failing).
 #ifndef SPEXD_CORE_MEMORY_ESTIMATE_H_
 #define SPEXD_CORE_MEMORY_ESTIMATE_H_
 

@@ -145,7 +145,7 @@ Spots EvaluateSpots(const Psf& psf, int fiber_begin, int nfibers,
   const std::size_t stamp_size = static_cast<std::size_t>(spots.ny * spots.nx);
   // Reserved (not yet touched) and advised before the zero fill, so that the tens of MB a
   // bundle's stamps take are faulted in as huge pages: every patch reads ~0.7 MB of them
-  // scattered over the bundle's stamps (dev VM, 4 KiB pages: projection 0.24-0.48 s a
+  // scattered over the bundle's stamps (2-core host, 4 KiB pages: projection 0.24-0.48 s a
   // 50-fibre frame, 0.07-0.10 s with huge pages).
   spots.values.reserve(ntotal * stamp_size);
   AdviseHugePages(spots.values.data(), ntotal * stamp_size * sizeof(double));

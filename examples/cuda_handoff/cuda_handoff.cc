@@ -1,4 +1,4 @@
-// Zero-copy GPU hand-off with spexd (issue 13, docs/handoff.md): a producer process
+// Zero-copy GPU hand-off with spexd (docs/handoff.md): a producer process
 // puts a frame on the GPU, registers it and an output buffer with a spexd on the same
 // node and GPU, and receives the spectra in its own device memory. It checks them bit for
 // bit against a path-based extraction of the same frame (the simulator's frame, written
@@ -10,8 +10,8 @@
 //       [--max_region_ratio=0.6]
 //
 // With --max_region_ratio=R it also fails unless the hand-off's median wall time per frame
-// is at most R times the path's, both timed in this run (issue 22 item 5;
-// scripts/handoff_device.sh). It prints where the server's time went, stage by stage.
+// is at most R times the path's, both timed in this run
+// (scripts/handoff_device.sh). It prints where the server's time went, stage by stage.
 //
 // Exit status: 0 all checks passed, 1 a check failed, 77 no CUDA device (skipped).
 #include <cuda_runtime_api.h>

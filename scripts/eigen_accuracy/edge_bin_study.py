@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Where the frame bench's CPU check of ivar (1.1e-12) comes from (issue 25, session 28).
+"""Where the frame bench's CPU check of ivar (1.1e-12) comes from.
 
   edge_bin_study.py MDUMP FIBRE IVAR_MAX CPU_IVAR0 GPU_IVAR0 [BLOCK_OUT [LANES_EIG]]
 

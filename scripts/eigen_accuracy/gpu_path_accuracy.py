@@ -36,7 +36,7 @@ for s in range(0, C.shape[0], 96):
     wt = np.array([np.sort(np.linalg.eigvalsh(Qt[b].astype(np.float64)))[::-1] ** -2.0 for b in range(B)])
     lam_err.append(np.abs(np.sort(lam, axis=1) - np.sort(wt, axis=1)) / np.sort(wt, axis=1))
     # 'ours+rq': the vectors from our eigenvalues, the values corrected to their vectors'
-    # Rayleigh quotients (twisted_rq); 'gpu': as TwistedKernel since session 27, a second
+    # Rayleigh quotients (twisted_rq); 'gpu': as TwistedKernel does, a second
     # pass from the quotients in blocks where one moved by > REDO relative.
     Z, lam_rq = twisted_vectors(d0, e0, lam, rayleigh=True)
     rq_err.append(np.abs(np.sort(lam_rq, axis=1) - np.sort(wt, axis=1)) / np.sort(wt, axis=1))

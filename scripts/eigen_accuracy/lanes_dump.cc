@@ -1,6 +1,5 @@
 // BLOCKS.bin -> OUT.eig: every dumped block through the CPU backend's LaneEigen, written
-// as dump_blocks.patch's DumpBlockEigen writes the backend's own (before session 27's
-// change its output was byte-identical to that dump), for cpu_eigen_accuracy.py without
+// as dump_blocks.patch's DumpBlockEigen writes the backend's own, for cpu_eigen_accuracy.py without
 // rebuilding a patched backend. Build (flags as core/CMakeLists.txt gives lane_eigen.cc):
 //   g++ -O2 -std=c++20 -march=native -ffp-contract=fast -fno-math-errno -Wno-psabi -I. \
 //     scripts/eigen_accuracy/lanes_dump.cc core/cpu/internal/lane_eigen.cc -o /tmp/lanes_dump

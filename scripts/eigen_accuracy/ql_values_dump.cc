@@ -1,7 +1,7 @@
 // Reads SPEXD_DUMP_BLOCKS records, runs the GPU's serial reduction + QlValues, writes
 // per block: d0 (n), e0 (n), lambda (n), H (n*n column-major). A third argument
 // "reverse": QlValues on T oriented (OrientForQl: reversed where |d_end| < |d_0|, dsterf's
-// QR choice), as the GPU's twisted path does since session 27.
+// QR choice), as the GPU's twisted path does.
 #include <cmath>
 #include <cstdio>
 #include <vector>
@@ -26,7 +26,7 @@ int main(int argc, char** argv) {
     HouseholderTridiagonalize(t, s.data(), lda, n, d.data(), e.data(), tau.data(), v.data(), w.data(), &scalar);
     FormReflectorProduct(t, s.data(), lda, n, tau.data(), w.data());
     std::vector<double> d0 = d, e0 = e;
-    if (argc > 3) OrientForQl(d.data(), e.data(), n);  // as QlKernel<false> since session 27
+    if (argc > 3) OrientForQl(d.data(), e.data(), n);  // as QlKernel<false> does
     const int sweeps = QlValues(d.data(), e.data(), n);
     if (sweeps < 0) std::fprintf(stderr, "block %d: QL failed\n", count);
     std::fwrite(d0.data(), sizeof(double), n, out);

@@ -1,4 +1,4 @@
-// spexctl's client tail (issue 22, "the host side keeps up"): the time from the last
+// spexctl's client tail ("the host side keeps up"): the time from the last
 // bundle received to the frame file in place, for the whole-file path (rebuild, specmask,
 // FrameToFits, WriteFitsAtomically after the stream) and the progressive one
 // (client::StreamedFrameFile: rows written as the bundles arrive, then MASK, SCORES,

@@ -1,4 +1,4 @@
-// Whole-frame benchmark of the CUDA backend (issue 4): a full 500-fibre r frame (--psf,
+// Whole-frame benchmark of the CUDA backend: a full 500-fibre r frame (--psf,
 // --wavelength wmin,wmax,dw: the r camera's 5760,7620,0.8 by default) is
 // generated on the machine that runs it (core/sim/simulator.h: Poisson noise, sky lines;
 // --synthetic: tests/synthetic_frames.h instead), extracted once
@@ -112,7 +112,7 @@ namespace core = spexd::core;
 absl::StatusOr<std::shared_ptr<const core::Geometry>> MakeGeometry(const Args& args,
                                                                    core::ExtractionParams* p) {
   // Relative to the working directory, as spexd_cpu_frame_bench's: no path of the build
-  // machine is compiled in, so a device bundle runs anywhere (issue 25).
+  // machine is compiled in, so a device bundle runs anywhere.
   std::string psf_path = args.psf;
   if (psf_path.empty()) psf_path = "tests/data/psf-r0-00051060.fits";
   auto psf = core::Psf::Load(psf_path);

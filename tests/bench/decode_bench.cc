@@ -1,4 +1,4 @@
-// Benchmark (issue 9, item 2): host read + decode of one preproc frame, the work a spexd
+// Benchmark: host read + decode of one preproc frame, the work a spexd
 // loader thread does per request before the backend sees the image. Times
 // PreprocReader::Open (headers; for .fits.gz also the inflation) and Read (pixels, pixel
 // rules) separately, plain and gzip, with float64 planes (what the CPU backend takes) and
@@ -18,8 +18,8 @@
 //                      [--inflate-paired N] [--inflate-bmi2 0|1]
 //
 // For each .gz input it also times the one-call inflation alone (InflateGzipInto into a
-// reused buffer, issue 22) with a pool of N - 1 threads for each N of --inflate-threads
-// (N = 1: libdeflate, as before the parallel inflation), and the parallel decoder with
+// reused buffer) with a pool of N - 1 threads for each N of --inflate-threads
+// (N = 1: libdeflate alone, no parallel inflation), and the parallel decoder with
 // all its chunks on one thread ("1x8 chunks": its speed per core). --inflate-only 1 skips
 // the Open/Read timings. --inflate-paired N instead alternates libdeflate and "1x8 chunks"
 // N times in one thread and prints the minimum thread CPU of each and of the phases: on a

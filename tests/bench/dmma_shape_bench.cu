@@ -1,8 +1,8 @@
-// Throughput of the FP64 tensor-core MMA shapes on device 0 (issue 25, session 32): each
+// Throughput of the FP64 tensor-core MMA shapes on device 0: each
 // warp issues eight independent accumulator chains of one shape, four blocks an SM, and
 // the rate is the multiply-adds done over the kernel's time. On an H100 m8n8k4 (the shape
 // of dmma_tiles.cuh's Dmma) ran at half the rate of m16n8k4, m16n8k8 and m16n8k16: 33
-// against 66 TFLOP/s (docs/perf.md, "Issue 25, session 32").
+// against 66 TFLOP/s (docs/performance.md).
 //   spexd_dmma_shape_bench [iterations]
 #include <cuda_runtime.h>
 

@@ -1,4 +1,4 @@
-// Benchmark (issue 9, item 4): one DESI exposure -- 30 frames (10 petals x 3 arms), every
+// Benchmark: one DESI exposure -- 30 frames (10 petals x 3 arms), every
 // camera with its own PSF -- submitted at once to one spexd, timed from the first
 // submission to the last frame file written.
 //
@@ -14,7 +14,7 @@
 // and warm (the same PSFs again, if the cache kept them). Memory per PSF comes from
 // ListPsfs (host_bytes, gpu_bytes). JSON on stdout, summary on stderr.
 //
-// --one-job 1 (issue 22 item 3): the exposure is submitted as one job instead, as
+// --one-job 1: the exposure is submitted as one job instead, as
 // `spexctl exposure` does (client::RunExposure: the 30 PSFs loaded by server path, then one
 // ExtractExposure call); the server writes every frame into --out-dir, and the pass ends
 // with the last frame's result. received_s and write_s are then 0 (nothing is streamed).

@@ -1,4 +1,4 @@
-// Host time to write a desispec frame file (issue 22 item 4: ~0.3 s of one core per full r
+// Host time to write a desispec frame file (~0.3 s of one core per full r
 // frame, on the critical path of every served request). Builds a synthetic full frame
 // (500 fibres x 2326 wavelengths, 11 resolution diagonals, a FIBERMAP with desispec-like
 // columns and CHECKSUM cards, ~150 input header cards), then times, each as the median
@@ -13,10 +13,10 @@
 //   gzip            GzipCompress of the file (--gzip-repeats, default 1: seconds each);
 //   write_fsync     WriteFileAtomically into --dir (temporary, fsync, rename);
 //   sha256          server::Sha256Hex (the server records it; when the server is built).
-//   tail_whole, tail_progressive (issue 22, session 9; when the server is built): what a
+//   tail_whole, tail_progressive (when the server is built): what a
 //                   server-written .fits costs after the extraction's last bundle, into
 //                   --dir through server::DataRoots: the whole file (FrameToFits, then
-//                   the write and fsync beside the SHA-256, as before), or the
+//                   the write and fsync beside the SHA-256), or the
 //                   progressive file's rest (the last bundle's rows, Finish, then fsync
 //                   and rename beside the SHA-256), its other bundles written before the
 //                   clock starts, --bundle-ms apart (the GPU's pace: 7.5 ms per bundle

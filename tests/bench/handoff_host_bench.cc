@@ -1,4 +1,4 @@
-// Benchmark (issue 22 item 5): the host work spexd's streaming task does per frame for a
+// Benchmark: the host work spexd's streaming task does per frame for a
 // CUDA output region, without a GPU: per bundle the per-Angstrom conversion and usable-bin
 // count, the copy of flux, ivar, resolution and chi2pix into the region (a memcpy into host
 // memory here, the host-to-device copy on the GPU machine), the frame assembly for the
@@ -59,7 +59,7 @@ std::vector<core::BundleResult> Template(const core::PatchPlan& plan) {
   return out;
 }
 
-// The specmask as computed before issue 22 (one thread, a strided gather per wavelength),
+// The specmask computed the plain way (one thread, a strided gather per wavelength),
 // timed for comparison only: the mask is core::ComputeSpecMask's.
 double SerialStridedSpecmaskSeconds(const core::Frame& f) {
   const Clock::time_point t0 = Clock::now();

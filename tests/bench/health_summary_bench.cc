@@ -1,4 +1,4 @@
-// Host cost of a frame's numerical-health summary (issue 23: "under 1 % of the frame
+// Host cost of a frame's numerical-health summary ("under 1 % of the frame
 // time"): core::HealthAccumulator over an r frame's bundles (500 fibres x 2326
 // wavelengths in 20 bundles, chi2pix ~ 1 with outliers, some masked and zero-ivar bins),
 // both ways the server finishes it: reading the assembled frame in place, and keeping the

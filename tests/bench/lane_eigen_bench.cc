@@ -1,4 +1,4 @@
-// The CPU decorrelation's eigen-solver alone (core/cpu/internal/lane_eigen.h, issue 25):
+// The CPU decorrelation's eigen-solver alone (core/cpu/internal/lane_eigen.h):
 // groups of random symmetric positive definite blocks of the r camera's size, decomposed
 // LaneEigen::lanes() at a time, against LAPACK's dsyevd one block at a time.
 //

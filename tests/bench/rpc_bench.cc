@@ -32,7 +32,7 @@
 //                   [--gpus 0,1,... (spexd's --gpu_devices; default all visible)]
 //                   [--shadow-parity-fraction F (spexd's --shadow_parity_fraction; default its
 //                    0.01)] [--shadow-parity-threads N (its --shadow_parity_threads)]
-//                   (issue 23: served throughput at F = 0 against 0.01; the JSON's
+//                   (served throughput at F = 0 against 0.01; the JSON's
 //                    "shadow_parity" counts the checks by result)
 //                   [--frame PATH (the simulated frame: written there when absent, reused
 //                    when present, so that alternating runs share one input; its directory

@@ -1,4 +1,4 @@
-// Host time of the CUDA backend's per-batch run layout (issue 25): MakeBatchEntries and
+// Host time of the CUDA backend's per-batch run layout: MakeBatchEntries and
 // BuildRunLayout (cuda/batch_layout.h) for an r frame's batches of 5 bundles, the choices
 // of the default backend (tiled Cholesky, trailing inversion). BatchExtractor::Enqueue
 // builds one for every batch of every frame, between a batch's normal equations and its

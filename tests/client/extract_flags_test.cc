@@ -115,7 +115,7 @@ TEST(ExtractFlags, NewAndDeprecatedSpellingsFillTheSameOption) {
       ParseArgs(ExtractFlagSpecs(), {"--threads", "1", "--cpu-threads", "2"});
   ASSERT_FALSE(both.ok());
   EXPECT_THAT(both.status().message(), HasSubstr("same option"));
-  // The same spelling twice keeps the last value, as before.
+  // The same spelling twice keeps the last value, as absl::Flags does.
   absl::StatusOr<ParsedArgs> twice = ParseArgs(ExtractFlagSpecs(), {"--threads", "1", "--threads", "2"});
   ASSERT_TRUE(twice.ok()) << twice.status();
   EXPECT_EQ(twice->GetOr("cpu-threads", ""), "2");

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# What keeps spexctl's start cheap (docs/perf.md, "spexctl start-up"), checked on the built
+# What keeps spexctl's start cheap (docs/performance.md, "spexctl start-up"), checked on the built
 # binary:   spexctl_startup_test.sh SPEXCTL STATIC(0|1)
 #  - LAPACK/BLAS are never NEEDED (client/lapack_on_demand.h), and a local extraction
 #    without them is refused with a message, not a crash;

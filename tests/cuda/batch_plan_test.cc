@@ -12,7 +12,7 @@ namespace {
 int Total(const std::vector<int>& s) { return std::accumulate(s.begin(), s.end(), 0); }
 
 TEST(BatchSizes, AFullFrameEndsWithTheLighterBatch) {
-  // 20 bundles, at most 6 a batch: four batches, the last one bundle lighter (session 39).
+  // 20 bundles, at most 6 a batch: four batches, the last one bundle lighter.
   EXPECT_EQ(BatchSizes(20, 6, {}), (std::vector<int>{5, 5, 6, 4}));
   EXPECT_EQ(BatchSizes(21, 6, {}), (std::vector<int>{6, 5, 6, 4}));
   EXPECT_EQ(BatchSizes(24, 6, {}), (std::vector<int>{6, 6, 6, 6}));  // no room before the last

@@ -161,7 +161,7 @@ TEST_P(CudaParity, SyntheticFrameSubsetsAndRepeats) {
   EXPECT_TRUE(BitIdentical({first.bundles[1]}, subset->bundles)) << "subset differs";
 }
 
-// Numerical-health numbers (issue 23): the CUDA backend computes each patch's condition
+// Numerical-health numbers: the CUDA backend computes each patch's condition
 // estimate on the device from its factor (CheckSolveKernel); the CPU backend from LAPACK's.
 // Same rule (core::CholeskyConditionEstimate), so they agree to rounding; the patch outcomes
 // and the frame health built from them agree exactly.

@@ -1,4 +1,4 @@
-// GPU failure paths with injected faults (cuda/fault_injection.h; issue 10), run on the
+// GPU failure paths with injected faults (cuda/fault_injection.h), run on the
 // GPU machine: a genuine out-of-memory from the driver, a transient failure that a retry
 // gets past, a patch whose solve fails once and is retried by the backend, and a genuine
 // sticky error (a trapping kernel). Label "gpu": skips without a module or device.
@@ -227,10 +227,10 @@ TEST_F(CudaFaultTest, PoisonedAllocationsWithUncoupledSpectra) {
 // tile's sums run over several chunks and add up in M, on NaN-filled memory, against the
 // entry-by-entry kernel on the GPU (SPEXD_CUDA_NORMAL_EQUATIONS=entries) and against the
 // CPU backend. The bars: this geometry's solutions amplify M's rounding about 1e6-fold
-// (H100, session 31: two valid summation orders of M differ by 1.4e-10 of the largest flux
+// (H100: two valid summation orders of M differ by 1.4e-10 of the largest flux
 // and 6e-9 of the largest ivar), so 1e-8 and 1e-7; a pixel row lost or counted twice at a
 // chunk's edge moves them by far more (a module that drops each chunk's last row fails
-// here: docs/perf.md, "Issue 25, session 31").
+// here: docs/performance.md).
 TEST_F(CudaFaultTest, PoisonedAllocationsWithTallStampBoxes) {
   auto tall = LoadBundledPsfWithStretchedYTraces(5.0);
   ASSERT_NE(tall, nullptr);

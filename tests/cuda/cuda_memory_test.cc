@@ -1,5 +1,5 @@
 // Device memory accounting and release of the CUDA backend (Backend::Memory,
-// Backend::Release; issue 5: ListPsfs and spexd_gpu_memory_bytes report it, UnloadPsf and
+// Backend::Release: ListPsfs and spexd_gpu_memory_bytes report it, UnloadPsf and
 // eviction free it). Label "gpu": skips without a module or device.
 #include <atomic>
 #include <chrono>

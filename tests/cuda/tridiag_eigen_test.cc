@@ -339,7 +339,7 @@ TEST(TridiagQl, FullLogIsReported) {
 
 // QlNextSweep takes the deflation search's answer from the sweep before (QlState::known_*)
 // instead of searching again. Run against the same sweeps with that answer forgotten before
-// every call (the search each time, as before the shortcut): the same m every time, so the
+// every call (the search each time, without the shortcut): the same m every time, so the
 // same rotations, eigenvalues and sweeps, bit for bit. Spectra of C's blocks, clusters,
 // exact repeats, zeros on the subdiagonal and tiny entries (deflation in mid-block).
 TEST(TridiagQl, KnownDeflationEqualsTheSearchBitForBit) {
@@ -365,7 +365,7 @@ TEST(TridiagQl, KnownDeflationEqualsTheSearchBitForBit) {
       QlState st1, st2;
       for (int sweep = 0;; ++sweep) {
         int lo1 = 0, hi1 = -1, lo2 = 0, hi2 = -1;
-        st2.known_l = -1;  // forget: search as before the shortcut
+        st2.known_l = -1;  // forget: search without the shortcut
         const int r1 = QlNextSweep(&st1, d1.data(), e1.data(), n, c1.data(), s1.data(), &lo1, &hi1);
         const int r2 = QlNextSweep(&st2, d2.data(), e2.data(), n, c2.data(), s2.data(), &lo2, &hi2);
         ASSERT_EQ(r1, r2) << "n " << n << " kind " << kind << " sweep " << sweep;

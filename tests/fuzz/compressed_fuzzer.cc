@@ -1,8 +1,8 @@
-// libFuzzer target: tile-compressed images (issue 21). Every image HDU of an in-memory
+// libFuzzer target: tile-compressed images. Every image HDU of an in-memory
 // FITS file is decoded through CFITSIO as the readers would (as float64 and as 16-bit
 // integers, within a pixel bound), after FitsFile::OpenMemory's checks; then the same
 // bytes go to the preproc and PSF readers (uploads). Seeds: small files whose MASK, IMAGE
-// or XTRACE is RICE_1, GZIP_1, GZIP_2, HCOMPRESS_1 or PLIO_1-compressed, and issue 21's
+// or XTRACE is RICE_1, GZIP_1, GZIP_2, HCOMPRESS_1 or PLIO_1-compressed, and the
 // crash inputs (tests/fuzz/corpus/compressed, regressions/compressed).
 #include <cstddef>
 #include <cstdint>

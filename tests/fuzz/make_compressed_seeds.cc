@@ -3,7 +3,7 @@
 //   build/tests/spexd_make_compressed_seeds tests/fuzz
 // Made from the small preproc and PSF seeds (tests/fuzz/corpus/{preproc,psf}) with
 // CFITSIO's compressor (tests/compressed_fits.h): good files in each codec CFITSIO writes,
-// and issue 21's crash inputs.
+// and the crash inputs of tests/compressed_fits.h.
 #include <fitsio.h>
 
 #include <cstdio>
@@ -44,7 +44,7 @@ int Run(const std::string& fuzz_dir) {
       return 1;
     }
   }
-  auto crashes = Issue21Inputs(preproc, psf);
+  auto crashes = CrashInputs(preproc, psf);
   if (!crashes.ok()) {
     std::fprintf(stderr, "%s\n", crashes.status().ToString().c_str());
     return 1;

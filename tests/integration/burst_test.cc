@@ -1,4 +1,4 @@
-// Bursts from a pipeline (issue 15 item 15): a DESI exposure is 30 frames submitted at
+// Bursts from a pipeline: a DESI exposure is 30 frames submitted at
 // once. The queue bound scales with the workers by default, and the client retries a
 // full queue (RESOURCE_EXHAUSTED that the server marks retryable) with jittered backoff
 // within its deadline, but never a request over a hard limit.

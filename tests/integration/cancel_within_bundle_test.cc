@@ -1,5 +1,5 @@
 // A cancel (or a deadline, which sets the same flag) must stop the CPU backend within a
-// patch, not at the next bundle (issue 15 item 5: a 10 s deadline ran 10 s over because a
+// patch, not at the next bundle (a 10 s deadline ran 10 s over because a
 // bundle of a full frame takes seconds). One bundle here, so the old check between
 // bundles never fired: the extraction ran to the end and returned OK.
 #include <atomic>

@@ -1,4 +1,4 @@
-// Chaos tests (issue 10): the service under process kills, restarts, a PSF unloaded under
+// Chaos tests: the service under process kills, restarts, a PSF unloaded under
 // a running job, a full filesystem, and deadlines that expire in the queue. Each test
 // checks that nothing partial is left behind, that errors are clear, and that the
 // service (or its restarted successor) serves again. The deadline that expires mid-frame

@@ -1,4 +1,4 @@
-// Issue 21 item 2 through the service: each tile-compressed input that crashed spexd
+// Through the service: each tile-compressed input that crashed spexd
 // inside CFITSIO 4.2.0 (or was accepted when it should not be) is refused with
 // INVALID_ARGUMENT, uploaded or by server path, to ExtractFrame and LoadPsf; the server
 // then still serves a good frame, and a frame compressed as desispec writes it.
@@ -17,13 +17,13 @@ namespace {
 class CompressedUploadTest : public LoadedServerTest {};
 
 TEST_F(CompressedUploadTest, CrashInputsAreRefusedAndTheServerKeepsServing) {
-  auto inputs = Issue21Inputs(Inputs().frame_bytes, Inputs().psf_bytes);
+  auto inputs = CrashInputs(Inputs().frame_bytes, Inputs().psf_bytes);
   ASSERT_TRUE(inputs.ok()) << inputs.status();
   ASSERT_EQ(inputs->size(), 9u);
   for (const CrashInput& c : *inputs) {
     SCOPED_TRACE(c.name);
     // By server path too: the same reader behind it.
-    const std::string path = Inputs().data_dir + "/issue21-" + c.name;
+    const std::string path = Inputs().data_dir + "/crash-" + c.name;
     ASSERT_TRUE(WriteBytes(path, c.bytes));
     if (c.psf) {
       auto up = client_->LoadPsfFromBytes(c.bytes, c.name);
@@ -43,7 +43,7 @@ TEST_F(CompressedUploadTest, CrashInputsAreRefusedAndTheServerKeepsServing) {
     ASSERT_TRUE(health.ok()) << health.status();
     EXPECT_EQ(*health, "SERVING");
   }
-  // Still extracting, bit for bit as before.
+  // Still extracting, bit for bit the local extraction.
   auto good = RemoteExtractFrame(*client_, SmallHeader(psf_id_), &Inputs().frame_bytes);
   ASSERT_TRUE(good.ok()) << good.status();
   ExpectFramesIdentical(*good, *local_);

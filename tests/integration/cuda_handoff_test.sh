@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The CUDA IPC hand-off between two processes on one GPU (issue 13): starts spexd with
+# The CUDA IPC hand-off between two processes on one GPU: starts spexd with
 # the CUDA backend on a unix socket, runs the producer example (examples/cuda_handoff/)
 # on a small frame, and passes when the example's checks pass (bit-identical results,
 # refusals). Exits 77 (ctest: skipped) without a GPU.

@@ -1,4 +1,4 @@
-// CUDA regions through the service (issue 13) without a GPU: refusals with the CPU
+// CUDA regions through the service without a GPU: refusals with the CPU
 // backend, and the whole request path (registration, region input, results written in
 // the documented output layout, release on unregister, cancel and drain, metrics) with a
 // fake device backend whose "device memory" is host memory of this process. The real

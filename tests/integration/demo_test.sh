@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# scripts/demo.sh end to end on the built binaries, on a short grid (issue 15 item 16):
+# scripts/demo.sh end to end on the built binaries, on a short grid:
 # it must print the metrics excerpt (curl comes from scripts/install-deps.sh) and leave
 # nothing behind in the temporary directory (KEEP=1 would keep its ~145 MB).
 #   demo_test.sh SPEXD SPEXCTL SPEXD_SIM

@@ -142,9 +142,8 @@ TEST(DrainTest, SigtermFinishesInFlightWorkRefusesNewCallsAndExitsZero) {
   EXPECT_NE(spexd.Log().find("\"event\":\"drained\""), std::string::npos);
 }
 
-// Issue 21 item 5: SIGHUP (its default action) killed spexd at once, with no drain and
-// no log line: a request in flight got UNAVAILABLE "Socket closed". It now drains as
-// SIGTERM does.
+// SIGHUP's default action would kill spexd at once, with no drain and no log line (a
+// request in flight would get UNAVAILABLE "Socket closed"): it drains as SIGTERM does.
 TEST(DrainTest, SighupDrainsLikeSigterm) {
   ASSERT_FALSE(LongFrameBytes().empty());
   SpawnedServer spexd({"--drain_seconds=60"});
@@ -168,8 +167,8 @@ TEST(DrainTest, SighupDrainsLikeSigterm) {
   EXPECT_NE(spexd.Log().find("\"event\":\"drained\""), std::string::npos) << spexd.Log();
 }
 
-// SIGUSR1, SIGUSR2 and SIGALRM (their default action) ended spexd at once with no log
-// line (session 27's probe). They are now logged and ignored: the server keeps serving,
+// SIGUSR1, SIGUSR2 and SIGALRM would end spexd at once with no log line (their default
+// action): they are logged and ignored: the server keeps serving,
 // then drains and exits 0 on SIGTERM.
 TEST(DrainTest, StraySignalsAreLoggedAndIgnored) {
   SpawnedServer spexd({});

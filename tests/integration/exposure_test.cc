@@ -1,4 +1,4 @@
-// ExtractExposure (issue 22 item 3): an exposure as one job. Its frame files must be byte
+// ExtractExposure: an exposure as one job. Its frame files must be byte
 // for byte those of single-frame server-written extractions of the same inputs; a bad
 // entry fails alone; a malformed request is refused whole; cancel, deadline and drain
 // stop or finish it as they do single frames; the metrics count its frames.

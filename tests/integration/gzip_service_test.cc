@@ -1,7 +1,7 @@
 // The service with the files DESI users have: gzip-compressed preproc and PSF files
 // (uploaded, by server path, and the shared case A preproc.fits.gz as is), .fits.gz
 // outputs, gzip bombs and broken gzip data; and the header-before-pixels order of a job
-// (issue 14; issue 15 items 6 and 14).
+// (the header is judged before any pixel is read).
 #include <fitsio.h>
 #include <grpcpp/channel.h>
 #include <grpcpp/client_context.h>
@@ -309,7 +309,7 @@ TEST_F(GzipServiceTest, AstropyReadsGzOutputsWithTheSameDataAndValidChecksums) {
 }
 
 TEST_F(GzipServiceTest, RefusedRequestIsRefusedBeforeItsImageIsDecoded) {
-  // Issue 15 item 14: the fibre is outside the request, which the server can tell
+  // The fibre is outside the request, which the server can tell
   // without the pixels; the MASK would fail to decode. The answer must be about the
   // fibre: the frame was not decoded first.
   const std::string frame = FrameWithUndecodableMask();
@@ -326,8 +326,8 @@ TEST_F(GzipServiceTest, RefusedRequestIsRefusedBeforeItsImageIsDecoded) {
 }
 
 TEST(GzipServiceLimitsTest, OversizedTileCompressedImageIsRefusedFromItsHeader) {
-  // Issue 15 item 6: the image's size is judged from its header (ZNAXISn), not by
-  // decoding it. Since issue 21 every tile's stream is checked when the file is opened
+  // The image's size is judged from its header (ZNAXISn), not by
+  // decoding it. Every tile's stream is checked when the file is opened
   // (core/compressed_hdu_check), so undecodable tiles are refused there, INVALID_ARGUMENT
   // naming the tile, and the size limit is shown on valid tiles. Plain, gzip and server
   // path alike.

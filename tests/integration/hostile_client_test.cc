@@ -1,4 +1,4 @@
-// Hostile-client probes of issue 21 (items 3, 4, 6 and 7), each with its exact input,
+// Hostile-client probes (docs/reliability.md §5b), each with its exact input,
 // and the server still serving a good request afterwards:
 // - ProbeOrderTest (not timing-bound): a path outside the data roots answers the same
 //   whether or not the file exists; an output path is refused when the header arrives,
@@ -72,7 +72,7 @@ void ExpectStillServing(server::SpexdServer& server, const std::string& psf_id) 
   EXPECT_TRUE(RemoteExtractFrame(*c, by_path, nullptr).ok());
 }
 
-// Item 4: /etc/passwd answered PERMISSION_DENIED, /etc/nonexistent NOT_FOUND, so a
+// /etc/passwd answered PERMISSION_DENIED, /etc/nonexistent NOT_FOUND, so a
 // client could list files (and, through /proc, the host's processes) outside the roots.
 TEST(ProbeOrderTest, APathOutsideTheDataRootsGetsTheSameAnswerWhetherOrNotItExists) {
   auto server = StartServer(TestServerOptions());
@@ -98,7 +98,7 @@ TEST(ProbeOrderTest, APathOutsideTheDataRootsGetsTheSameAnswerWhetherOrNotItExis
   ExpectStillServing(*server, psf->id());
 }
 
-// Item 6: the output path was checked only after the whole frame had been uploaded (or
+// The output path was checked only after the whole frame had been uploaded (or
 // decoded), against docs/service.md. The probe announced 512 MiB and sent no data: the
 // answer must come at once, not after an upload that never comes.
 TEST(ProbeOrderTest, AnOutputPathIsRefusedWhenItsHeaderArrives) {
@@ -136,7 +136,7 @@ TEST(ProbeOrderTest, AnOutputPathIsRefusedWhenItsHeaderArrives) {
   ExpectStillServing(*server, psf->id());
 }
 
-// Item 7: an unknown psf_id with nspec=7 got NOT_FOUND, the same request after the PSF
+// An unknown psf_id with nspec=7 got NOT_FOUND, the same request after the PSF
 // was loaded INVALID_ARGUMENT. What needs no PSF is now checked first.
 TEST(ProbeOrderTest, ABadRequestGetsTheSameAnswerWhetherOrNotItsPsfIsLoaded) {
   auto server = StartServer(TestServerOptions());
@@ -266,7 +266,7 @@ class Trickle {
   std::thread thread_;
 };
 
-// Item 3: 17 clients that announced 512 MiB and sent 1 byte every 3 s held all 16
+// 17 clients that announced 512 MiB and sent 1 byte every 3 s held all 16
 // upload slots for ever (each byte reset --upload_idle_seconds). Here two slots, a
 // floor of 2000 bytes/s over 1 s windows, and a byte every 300 ms.
 TEST(SlowUploadTest, ATrickleOfBytesIsEndedByTheRateFloorAndFreesItsSlot) {
@@ -303,7 +303,7 @@ TEST(SlowUploadTest, ATrickleOfBytesIsEndedByTheRateFloorAndFreesItsSlot) {
   ExpectStillServing(*server, psf->id());
 }
 
-// Item 3: empty chunks reset --upload_idle_seconds; they are no progress now. The floor
+// Empty chunks reset --upload_idle_seconds; they are no progress now. The floor
 // is off here, so it is the idle timeout that ends them.
 TEST(SlowUploadTest, EmptyChunksDoNotResetTheIdleTimeout) {
   server::ServerOptions o = TestServerOptions();
@@ -334,7 +334,7 @@ TEST(SlowUploadTest, EmptyChunksDoNotResetTheIdleTimeout) {
   ExpectStillServing(*server, psf->id());
 }
 
-// Item 7: a SIGTERM during an upload let the upload run to its end (6.5 s in the
+// A SIGTERM during an upload let the upload run to its end (6.5 s in the
 // probe), then refused it. Uploads are refused as the drain starts; an extraction
 // already admitted still finishes.
 TEST(SlowUploadTest, ADrainRefusesUploadsAtOnceAndFinishesAdmittedWork) {

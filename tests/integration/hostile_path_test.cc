@@ -1,4 +1,4 @@
-// Hostile server paths (issue 15): a FIFO inside a data root must be refused at once
+// Hostile server paths: a FIFO inside a data root must be refused at once
 // (it used to block open() forever, past deadlines and the drain), and server-side output
 // may only go under the output roots, never replacing an existing file unless asked,
 // and never the request's own input or PSF.

@@ -1,6 +1,6 @@
 // The Prometheus endpoint, scraped over loopback HTTP and linted with `promtool check
 // metrics` (Debian package `prometheus`, unpacked by scripts/install-deps.sh), and every
-// other HTTP request answered without harm to the server (issue 21).
+// other HTTP request answered without harm to the server.
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -100,7 +100,7 @@ TEST(MetricsTest, ScrapedOverHttpAndAcceptedByPromtool) {
   EXPECT_TRUE(WIFEXITED(rc) && WEXITSTATUS(rc) == 0) << cmd << "\n" << output;
 }
 
-// Issue 21: any request but GET /metrics killed spexd (civetweb's worker stack overflowed).
+// Any request but GET /metrics once killed spexd (civetweb's worker stack overflowed).
 // Every probe of the hostile-client run now gets its status, and afterwards the scrape and
 // the gRPC side still answer. The silent and half-sent clients hold their connections
 // until the read deadline (10 s) while everything else is answered.

@@ -1,4 +1,4 @@
-// Hostile and careless requests of issue 15 (items 1, 7, 10-13) through the service: each
+// Hostile and careless requests through the service: each
 // refused with its status before any work (no FrameHeader), the message bounded, and the
 // server still serving and extracting correctly afterwards.
 #include <grpcpp/channel.h>
@@ -121,7 +121,7 @@ struct ValidationCase {
   bool subset = false;
 };
 
-// Items 1, 7, 12: integers that overflowed (a SIGSEGV), sizes that allocated gigabytes,
+// Integers that overflowed (a SIGSEGV), sizes that allocated gigabytes,
 // unknown enum values, all refused at the header.
 TEST_F(RequestValidationTest, OutOfRangeParametersAreRefusedBeforeAnyWork) {
   using C = grpc::StatusCode;
@@ -183,7 +183,7 @@ TEST_F(RequestValidationTest, OutOfRangeParametersAreRefusedBeforeAnyWork) {
   EXPECT_TRUE(RemoteExtractFrame(*client_, SmallHeader(psf_id_), &Inputs().frame_bytes).ok());
 }
 
-// Item 10: the same bad value gets the same answer whether or not the geometry is
+// The same bad value gets the same answer whether or not the geometry is
 // cached, and before the FrameHeader is sent.
 TEST_F(RequestValidationTest, ValidationDoesNotDependOnTheCache) {
   const double inf = std::numeric_limits<double>::infinity();
@@ -212,7 +212,7 @@ TEST_F(RequestValidationTest, ValidationDoesNotDependOnTheCache) {
   }
 }
 
-// Item 11: echoed input is bounded, and over-long names are the request's fault.
+// Echoed input is bounded, and over-long names are the request's fault.
 TEST_F(RequestValidationTest, LongInputGetsInvalidArgumentWithABoundedMessage) {
   const std::vector<ValidationCase> cases = {
       {"1 MB psf_id", [](v1::ExtractHeader* h) { h->set_psf_id(std::string(1 << 20, 'f')); },
@@ -251,7 +251,7 @@ TEST_F(RequestValidationTest, LongInputGetsInvalidArgumentWithABoundedMessage) {
   EXPECT_LT(unload.status().message().size(), 1000u);
 }
 
-// Item 12: what follows a complete request is refused, not ignored.
+// What follows a complete request is refused, not ignored.
 TEST_F(RequestValidationTest, MessagesAfterTheCompleteRequestAreRefused) {
   const std::string& frame = Inputs().frame_bytes;
   v1::ExtractHeader by_path = SmallHeader(psf_id_);
@@ -283,7 +283,7 @@ TEST_F(RequestValidationTest, MessagesAfterTheCompleteRequestAreRefused) {
   EXPECT_EQ(ok.summaries, 1);
 }
 
-// Item 13: an image without a valid pixel is refused; a request whose bins are all
+// An image without a valid pixel is refused; a request whose bins are all
 // masked fails; dead fibres in a live frame stay OK.
 TEST_F(RequestValidationTest, ImagesWithoutValidPixelsDoNotLookLikeSuccess) {
   auto psf = core::Psf::Load(Inputs().psf_path);

@@ -122,7 +122,7 @@ server::ServerOptions TestServerOptions() {
   o.output_roots = {Inputs().output_dir};
   o.backend = core::BackendKind::kCpu;
   o.max_queue = 16;
-  // Shadow parity off unless a test asks: its checks would make runs differ (issue 23).
+  // Shadow parity off unless a test asks: its checks would make runs differ.
   o.shadow_parity.fraction = 0;
   return o;
 }

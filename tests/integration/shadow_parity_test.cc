@@ -1,4 +1,4 @@
-// Shadow parity end to end (issue 23): a real spexd (CPU backend) with every frame
+// Shadow parity end to end: a real spexd (CPU backend) with every frame
 // sampled. With the test fault SPEXD_TEST_CPU_FAULTS=perturb_bundle_flux=1 (bundle 1 of
 // every frame served with each spectrum's peak raised by 1e-6 of it) the check flags a
 // drift: the metric counts it and the log names the request, PSF and bundle. Without it

@@ -75,7 +75,7 @@ TEST_F(SpexctlTest, RemoteExtractionWritesTheSameFileAsLocal) {
   ExpectSameFitsBytes(out_ + "/local-model.fits", out_ + "/upload-model.fits");
   EXPECT_NE(by_path.output.find("median_snr"), std::string::npos) << by_path.output;
   EXPECT_NE(upload.output.find("patches"), std::string::npos) << upload.output;
-  // The frame's numerical health (issue 23).
+  // The frame's numerical health.
   EXPECT_NE(upload.output.find("spexctl: qa request "), std::string::npos) << upload.output;
   EXPECT_NE(upload.output.find("median chi2pix"), std::string::npos) << upload.output;
   EXPECT_NE(upload.output.find("shadow parity not sampled"), std::string::npos) << upload.output;
@@ -113,7 +113,7 @@ TEST_F(SpexctlTest, AdminCommands) {
 
 
 // DESI names: .fits.gz inputs in every mode, and .fits.gz outputs really gzip, holding
-// the same FITS file as a plain output (issue 14).
+// the same FITS file as a plain output.
 TEST_F(SpexctlTest, GzipInputsAndGzOutputsInEveryMode) {
   const std::string gz_args = absl::StrCat("extract -i ", Inputs().frame_gz_path, " -p ",
                                            Inputs().psf_gz_path, " -w 5760.0,5800.0,0.8 -n 50 -q");
@@ -143,7 +143,7 @@ TEST_F(SpexctlTest, GzipInputsAndGzOutputsInEveryMode) {
   }
 }
 
-// Issue 22: the same frame and model files whichever way they are written: from a
+// The same frame and model files whichever way they are written: from a
 // float64 stream (today's), from a float32 stream (spexctl's default for -o) and by the
 // server (--server-output without -o: no array streamed), for .fits and .fits.gz inputs.
 TEST_F(SpexctlTest, Float32StreamAndServerWrittenFilesEqualFloat64StreamFiles) {
@@ -182,7 +182,7 @@ TEST_F(SpexctlTest, Float32StreamAndServerWrittenFilesEqualFloat64StreamFiles) {
   }
 }
 
-// Issue 22: server-written frames are refused where the server may not write them.
+// Server-written frames are refused where the server may not write them.
 TEST_F(SpexctlTest, ServerWrittenFrameRefusals) {
   const std::string args = absl::StrCat(ExtractArgs(), " ", server_flag_, " --server-path");
   const std::string dir = Inputs().output_dir;

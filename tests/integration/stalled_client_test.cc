@@ -1,4 +1,4 @@
-// Clients that stall (issue 15 items 3, 4 and 8): uploads that stop sending, LoadPsf
+// Clients that stall: uploads that stop sending, LoadPsf
 // uploads that stop, and a client that never reads its responses. Each must be cut off
 // after its (small, test-sized) timeout, hold only the slots counted for it, and never
 // lock out other work: before the fix, stalled uploads took every queue slot (realtime

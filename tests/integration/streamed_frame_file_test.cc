@@ -1,4 +1,4 @@
-// spexctl's frame file written while the spectra stream in (issue 22, client::
+// spexctl's frame file written while the spectra stream in (client::
 // StreamedFrameFile): byte for byte the file of the whole-file path (--no-progressive-write)
 // over float32 and float64 wires, a subset of bundles, without scores; and neither the
 // output nor a temporary is left after a server error mid-stream, an interrupted spexctl

@@ -1,4 +1,4 @@
-// Issue 22 through the client library: float32 arrays on the wire (half the stream, the
+// Through the client library: float32 arrays on the wire (half the stream, the
 // same frame file as from float64), server-written frames (no arrays streamed; the
 // summary names the file with its size and SHA-256), and their refusals.
 #include <unistd.h>
@@ -151,7 +151,7 @@ TEST_F(WirePrecisionTest, ServerWrittenFilesStreamNoArraysAndRetryGivesTheSameBy
   ASSERT_TRUE(fits.ok()) << fits.status();
   ExpectSameFitsContents(streamed.frame_fits, *fits, "server-written frame");
   ExpectSameFitsContents(streamed.model_fits, model_bytes, "server-written model");
-  // The same request again: without overwrite the files are kept and named as before
+  // The same request again: without overwrite the files are kept and named again
   // (a retry gets the same answer), with it they are written again.
   const Streamed kept = Stream(h);
   ASSERT_TRUE(kept.status.ok()) << kept.status;
@@ -182,8 +182,8 @@ bool HoldsFileUnder(const std::string& dir) {
   return false;
 }
 
-// A plain .fits output is written bundle by bundle (core::ProgressiveFrameFile, issue 22
-// session 9): the same bytes as the file spexctl writes from the stream, the summary's
+// A plain .fits output is written bundle by bundle (core::ProgressiveFrameFile):
+// the same bytes as the file spexctl writes from the stream, the summary's
 // size and SHA-256 those of the file, and the per-bundle writes in their own stage.
 TEST_F(WirePrecisionTest, ServerWrittenPlainFitsIsTheClientWrittenFile) {
   for (const std::string& input : {Inputs().frame_path, Inputs().frame_gz_path}) {

@@ -1,4 +1,4 @@
-// Per-worker work in the metrics (issue 9): spexd_worker_{frames,patches,busy_seconds}_total
+// Per-worker work in the metrics: spexd_worker_{frames,patches,busy_seconds}_total
 // and spexd_worker_extract_duration_seconds, labelled {worker, gpu}, in the exposition text
 // (ServerMetrics::Serialize, what a scrape returns: the HTTP endpoint is MetricsTest's).
 // The CPU backend's worker is gpu="cpu"; GPU workers are faked (the CPU backend reporting

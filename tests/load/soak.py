@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Load and soak test of spexd over loopback (CPU backend, small frames), issue 10.
+"""Load and soak test of spexd over loopback (CPU backend, small frames).
 
 Phase 1 (soak): one spexd; CLIENTS concurrent client processes (tests/load/load_client.cc:
 one connection each, extracting as `spexctl extract --server` does, half uploading the

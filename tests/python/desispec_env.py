@@ -1,4 +1,4 @@
-"""Finds desispec for the tests that run desispec's own code (issue 26).
+"""Finds desispec for the tests that run desispec's own code.
 
 desispec is neither in Debian nor reachable from CI, so it is looked for, in order, in:
 1. $SPEXD_DESISPEC_PATH: a stack folder made by scripts/desispec_stack.sh (it holds

@@ -313,7 +313,7 @@ class QaTest(unittest.TestCase):
             im.verify()
 
     def test_server_qa_in_the_result_the_frame_file_and_spexd_qa(self):
-        # Issue 23: the summary's FrameQa reaches the Python result, the FLUX header of the
+        # The summary's FrameQa reaches the Python result, the FLUX header of the
         # frame the client writes when asked (qa_keywords=True; never by default, which
         # must stay desispec's file key for key), and `python3 -m spexd.qa FRAME`.
         with spexd.Client(SERVER.target) as c:

@@ -1,4 +1,4 @@
-"""desispec's own code on every kind of spexd frame (issue 26): read_frame -> write_frame
+"""desispec's own code on every kind of spexd frame: read_frame -> write_frame
 -> read_frame, then desispec's sky subtraction (desi_compute_sky with a unity fiberflat,
 apply_fiberflat, subtract_sky, write_frame of the sframe).
 

@@ -1,4 +1,4 @@
-"""Exposures from Python (ExtractExposure, issue 22 item 3): sync and asyncio clients.
+"""Exposures from Python (ExtractExposure): sync and asyncio clients.
 
 Every frame file the server writes for an exposure must be byte for byte the file it
 writes for the same frame through extract(server_output_path=...); a bad entry fails

@@ -1,4 +1,4 @@
-"""One name per idea across spexd, spexctl and the Python client (issue 24), and the
+"""One name per idea across spexd, spexctl and the Python client, and the
 command lines that refuse what they do not know. No server runs: the binaries print
 their help or refuse their flags, and the Python signatures are inspected.
 

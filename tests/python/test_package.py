@@ -83,7 +83,7 @@ class PackageTest(unittest.TestCase):
 
     def test_fibermap_rows_keep_the_hdu_keys_as_desispec_does(self):
         # desispec.io.read_fibermap keeps a fibermap HDU's exposure keys in Table.meta and
-        # write_frame writes them back; to_desispec() hands desispec this Table (issue 26).
+        # write_frame writes them back; to_desispec() hands desispec this Table.
         import io
         from astropy.io import fits
         from spexd.frame_file import fibermap_rows

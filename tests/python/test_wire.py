@@ -1,4 +1,4 @@
-"""Issue 22 from Python: float32 arrays on the wire give the same frame file as float64
+"""From Python: float32 arrays on the wire give the same frame file as float64
 ones, server-written frames (extract_to_server, sync and aio) are the frame spexctl
 writes, with the path, size and SHA-256 in the summary, and their refusals.
 

@@ -114,7 +114,7 @@ TEST_F(DataRootsTest, OutputPaths) {
   EXPECT_EQ(testing::ReadBytes(outside_ + "/secret.fits"), "data");
 }
 
-// Issue 21 item 4: outside the roots, the answer must not tell whether a file exists
+// Outside the roots, the answer must not tell whether a file exists
 // (it was NOT_FOUND for a missing file, PERMISSION_DENIED for an existing one: an oracle
 // for /etc, /proc/<pid>, ...). Refused lexically before any lookup; a symlink inside a
 // root that leads out gets the same answer for a missing and an existing target.
@@ -229,7 +229,7 @@ TEST_F(DataRootsTest, AFifoIsRefusedWithoutBlocking) {
 namespace spexd::server {
 namespace {
 
-// The progressive frame file's temporary (issue 22, session 9): both kinds, named and
+// The progressive frame file's temporary: both kinds, named and
 // unnamed, leave nothing when dropped uncommitted (an error or a cancelled job), and a
 // commit follows the overwrite rules of WriteFile, including for a file that appeared
 // while the temporary was being written.

@@ -169,7 +169,7 @@ TEST_F(ExtractJobTest, HeaderThenBundlesInOrderAndInPartsThenSummary) {
   EXPECT_EQ(s.counts().extracted(), 5);
   EXPECT_EQ(s.usable_bins(), 50 * nwave);
   EXPECT_EQ(s.stage_seconds().at("fake"), 0.5);
-  // The server's stages beside the backend's (issue 22): every part of the streaming task
+  // The server's stages beside the backend's: every part of the streaming task
   // is timed, and the tail after the worker is part of the total.
   for (const char* stage : {"output_finalize", "output_send", "output_release", "stream_wait",
                             "worker_sink_wait", "input_release", "output_tail"}) {

@@ -134,7 +134,7 @@ TEST(ProtoConvertTest, LargeBundlesAreSplitIntoPartsUnderTheLimitWithoutCopies) 
   EXPECT_EQ(Parse(parts.front()).bundle().counts().extracted(), 0);
 }
 
-// Issue 22: float32 parts carry each value rounded once (static_cast<float>, as the
+// Float32 parts carry each value rounded once (static_cast<float>, as the
 // frame writer rounds), in about half the bytes, and no pixmask_fraction or failed_bins.
 TEST(ProtoConvertTest, Float32PartsHoldTheRoundedValuesInHalfTheBytes) {
   auto b = std::make_shared<core::BundleResult>();

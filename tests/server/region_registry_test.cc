@@ -1,4 +1,4 @@
-// The CUDA region registry (issue 13): ids, lookups, the three ways a region ends
+// The CUDA region registry: ids, lookups, the three ways a region ends
 // (unregister, the holding call ending, drain), that the holding call is ended exactly
 // once, that Unregister waits for extractions still holding the region, and which peers
 // count as local.

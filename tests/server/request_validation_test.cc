@@ -1,4 +1,4 @@
-// The header checks of server/request_validation (issue 15 items 1, 7, 11, 12) and the
+// The header checks of server/request_validation and the
 // bounded status messages of server/status_util.
 #include "server/request_validation.h"
 

@@ -155,7 +155,7 @@ TEST(SchedulerPrefetchTest, LoadersScaleWithGpuWorkers) {
   }
 }
 
-// Issue 22 item 3: a GPU worker's frames written by the server need more streaming threads.
+// A GPU worker's frames written by the server need more streaming threads.
 TEST(SchedulerPrefetchTest, StreamingThreadsPerWorkerKind) {
   EXPECT_EQ(Scheduler::StreamersPerWorker(0, /*gpu_worker=*/true), Scheduler::kGpuStreamersPerWorker);
   EXPECT_EQ(Scheduler::StreamersPerWorker(0, /*gpu_worker=*/false), Scheduler::kStreamersPerWorker);
@@ -215,7 +215,7 @@ TEST(SchedulerTest, RealtimeBeforeReprocessingFifoWithinALevel) {
   EXPECT_EQ(log, (std::vector<std::string>{"blocker", "rt1", "rt2", "r1", "r2"}));
 }
 
-// A RecordingJob due at `deadline` (issue 22 item 3: EDF within a priority level).
+// A RecordingJob due at `deadline` (EDF within a priority level).
 class DueJob : public RecordingJob {
  public:
   DueJob(std::string name, std::vector<std::string>* log, std::mutex* mu,
@@ -391,8 +391,8 @@ TEST(SchedulerTest, MemoryAndReleaseReachEveryWorkersBackend) {
   EXPECT_EQ(released, (std::vector<const core::Geometry*>{geometry->get(), geometry->get()}));
 }
 
-// Runs on whichever worker takes it and records that worker; bound to `device` (issue 13:
-// a job whose CUDA regions are on that GPU).
+// Runs on whichever worker takes it and records that worker; bound to `device` (a job
+// whose CUDA regions are on that GPU).
 class DeviceJob : public Job {
  public:
   DeviceJob(int device, std::vector<std::pair<int, int>>* runs, std::mutex* mu)

@@ -1,4 +1,4 @@
-// ShadowParity's queue (issue 23): sampling follows the fraction, a full queue skips (and
+// ShadowParity's queue: sampling follows the fraction, a full queue skips (and
 // counts) a check instead of waiting, and a check that cannot run is counted, not fatal.
 #include "server/shadow_parity.h"
 
@@ -80,8 +80,8 @@ TEST(ShadowParityQueueTest, AFullQueueSkipsAndABadCheckIsCounted) {
 }
 
 // The server shutting down while a check runs stops the check: that is no failure of the
-// reference, so no shadow_parity_error (nor a drift) may be logged (it was, at the end of
-// every exposure bench, before session 26).
+// reference, so no shadow_parity_error (nor a drift) may be logged (a shutdown at the end of
+// an exposure bench is the common case).
 TEST(ShadowParityQueueTest, AShutdownStopsARunningCheckWithoutAnError) {
   const std::shared_ptr<const core::Psf> psf = spexd::testing::LoadBundledPsf();
   ASSERT_NE(psf, nullptr);

@@ -29,7 +29,7 @@ TEST(UploadAssemblyTest, AHugeAnnouncementReservesNothingUnlessAsked) {
   EXPECT_FALSE(psf.complete());
 }
 
-// Issue 21 item 3: a client that declares a large upload and sends a byte every few
+// A client that declares a large upload and sends a byte every few
 // seconds (or empty chunks) is held to the floor, however often it sends.
 TEST(UploadRateFloorTest, ATrickleFailsOnceAWindowHasPassed) {
   const UploadRateFloor::Clock::time_point t0 = UploadRateFloor::Clock::now();

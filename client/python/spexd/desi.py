@@ -116,7 +116,7 @@ def _remote(args):
         params["wavelength"] = tuple(float(v) for v in args.wavelength.split(","))
     if args.fibermap is not None:
         params["fibermap_path"] = args.fibermap
-    # Only a file is written: float32 arrays on the wire give the same file (issue 22).
+    # Only a file is written: float32 arrays on the wire give the same file.
     with Client(args.server) as client:
         result = client.extract(image=args.input, psf=args.psf, wire_precision="float32",
                                 **params)

@@ -280,7 +280,7 @@ class ExtractionResult:
 
     @property
     def qa(self):
-        """The server's numerical-health summary of the frame (issue 23), a dict:
+        """The server's numerical-health summary of the frame, a dict:
         worst_condition (and its bundle), retried and failed patches, bins and the
         SOMEBADPIX / ALLBADPIX / BAD2DFIT counts, median_chi2pix, shadow_parity ("" when
         not sampled, "queued" or "skipped") with shadow_bundle, and request_id. Empty

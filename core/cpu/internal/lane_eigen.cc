@@ -85,7 +85,7 @@ SPEXD_LANE_INLINE void ApplyRotations(const Work<L>& w, int lo, int hi) {
 // that QL chases from the small end. The reduced core blocks are graded (d_0 ~ 8 d_end);
 // from the large end QL lost relative accuracy on their small eigenvalues, and the
 // decorrelation's ivar was within 3.7e-12 of a long-double reference, oriented 5.8e-13
-// (docs/perf.md, issue 25 session 27).
+// (docs/performance.md).
 // The lanes that reverse swap in whole vectors under a mask (exact either way).
 template <int L>
 SPEXD_LANE_INLINE void OrientLanes(const Work<L>& w) {

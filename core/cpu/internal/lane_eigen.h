@@ -1,5 +1,5 @@
 // Symmetric eigen-decompositions of several small matrices at once, one per SIMD lane
-// (issue 25, CPU): the decorrelation's C_ss^{-1/2} (spec §2.10 step 2) needs one 74x74
+// (CPU backend): the decorrelation's C_ss^{-1/2} (spec §2.10 step 2) needs one 74x74
 // eigen-decomposition per spectrum of a patch, and LAPACK's dsyevd, one block at a time,
 // was half of a CPU frame. Here every step (Householder tridiagonalisation, forming its
 // orthogonal factor, implicit QL with Wilkinson shifts) runs on lanes() matrices in the

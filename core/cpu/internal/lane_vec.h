@@ -27,14 +27,13 @@ template <> struct LaneVec<8> {
 // Before a loop over a few accumulators or carries (a fixed count, <= 16) that must live in
 // registers: GCC's -O2 (the default build, RelWithDebInfo) does not unroll such loops, so
 // the values went through the stack, each multiply-add waiting on a store and a reload
-// (the eigen-solver's QL 1.3x, its Q 2.5x slower than unrolled; issue 25, session 21).
+// (the eigen-solver's QL 1.3x, its Q 2.5x slower than unrolled).
 #define SPEXD_UNROLL_LANES _Pragma("GCC unroll 16")
 
 // x in every lane, as one broadcast at every optimisation level: a shuffle of lane 0. The
 // lane-by-lane fill (and an initializer list, or x - V{}) became one masked broadcast per
 // lane at -O3 (the Release builds of the benchmarks) or -O1, a chain of L dependent
-// instructions in the normal equations' and the eigen-solver's inner loops (issue 25,
-// session 28).
+// instructions in the normal equations' and the eigen-solver's inner loops.
 template <int L, std::size_t... I>
 SPEXD_LANE_INLINE typename LaneVec<L>::V BroadcastLanes(double x, std::index_sequence<I...>) {
   const typename LaneVec<L>::V v = {x};

@@ -1,8 +1,8 @@
 // The decorrelation's eigen-decompositions of a patch's core blocks C_ss (spec §2.10 step
 // 2). Four or eight blocks at a time in SIMD lanes (lane_eigen.h): fewer flops than dsyevd per
 // block, and no OpenBLAS call, whose buffer lock serialises many threads calling it at
-// once (the CPU frame stopped scaling past 8 cores on the GPU host; docs/perf.md, issue
-// 25). Any lane that does not converge goes to dsyevd (and every block with
+// once (the CPU frame stopped scaling past 8 cores on the GPU host;
+// docs/performance.md). Any lane that does not converge goes to dsyevd (and every block with
 // SPEXD_CPU_EIGEN=lapack).
 // Eigenvector order and signs do not matter: only V f(w) V^T is used (spec §2.10).
 #include <algorithm>
@@ -19,7 +19,7 @@ namespace {
 
 constexpr std::size_t kOne = 1;  // Fortran hidden length of a one-character argument
 
-// SPEXD_CPU_EIGEN=lapack: every block by dsyevd, as before the lanes (A/B measurements).
+// SPEXD_CPU_EIGEN=lapack: every block by dsyevd, the lanes' LAPACK reference (A/B measurements).
 // CreateBackend has refused any other value than these (CheckCpuEnvironment).
 bool UseLanes() {
   static const bool lanes = [] {

@@ -245,7 +245,7 @@ bool PatchExtractor::CholeskySolve(int n, PatchWorkspace* ws) const {
   if (!internal::BandCholeskyFactor(n, ws->kd, ws->m.data(), n, &ws->cholesky_scratch)) {
     return false;
   }
-  // The health estimate from the factor's diagonal (issue 23): one pass over n values.
+  // The health estimate from the factor's diagonal: one pass over n values.
   ws->condition_ = FactorConditionEstimate(ws->m.data(), n, static_cast<long>(n) + 1);
   std::copy(ws->b.begin(), ws->b.begin() + n, ws->x.begin());
   internal::BandCholeskySolve(n, ws->kd, ws->m.data(), n, ws->x.data());

@@ -45,7 +45,7 @@ class PatchWorkspace {
   // The deconvolved flux x = M^-1 b of the last extracted patch (photons per bin, all
   // n unknowns, spectrum-major): for tests of the noiseless identity.
   const double* xflux() const { return x.data(); }
-  // core::CholeskyConditionEstimate of the last successful factorisation (issue 23).
+  // core::CholeskyConditionEstimate of the last successful factorisation.
   double condition() const { return condition_; }
 
  private:

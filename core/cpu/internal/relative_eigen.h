@@ -9,8 +9,8 @@
 // Why: the SIMD lanes (lane_eigen.h) accumulate QL's rotations into the vectors, accurate
 // to u ||C|| / gap; at a block's condition kappa the decorrelation's ivar then moves by up to
 // ~kappa u (1.03e-12 of a fibre's largest at the first bin of an r frame, condition 1.24e4,
-// where this path is within 6e-14 of an exact recomputation: docs/perf.md, issue 25 session
-// 28). It costs several lanes' worth a block, so the CPU backend runs it only where the
+// where this path is within 6e-14 of an exact recomputation). It
+// costs several lanes' worth a block, so the CPU backend runs it only where the
 // lanes found the condition above kRelativeEigenCondition.
 #ifndef SPEXD_CORE_CPU_INTERNAL_RELATIVE_EIGEN_H_
 #define SPEXD_CORE_CPU_INTERNAL_RELATIVE_EIGEN_H_

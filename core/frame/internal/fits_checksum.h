@@ -1,5 +1,5 @@
 // FITS checksums computed outside CFITSIO, so that the data of large HDUs can be summed in
-// parallel chunks while they are encoded (issue 22 item 4), and CHECKSUM/DATASUM cards
+// parallel chunks while they are encoded, and CHECKSUM/DATASUM cards
 // that come out exactly as fits_write_chksum (CFITSIO's ffpcks) writes them.
 //
 // The sum is the 32-bit ones' complement sum of the HDU's big-endian 32-bit words (FITS

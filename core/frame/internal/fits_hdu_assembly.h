@@ -1,4 +1,4 @@
-// A FITS file assembled from HDUs built independently and in parallel (issue 22 item 4):
+// A FITS file assembled from HDUs built independently and in parallel:
 // an HDU's bytes, its CHECKSUM and DATASUM included, do not depend on where it sits in the
 // file, so each is built in a scratch CFITSIO memory file of its own (an extension after a
 // dummy primary HDU) and the pieces are concatenated. The large data units are encoded
@@ -81,8 +81,8 @@ uint32_t DataUnitSum(const BuiltHdu& b, char* data_unit);
 absl::StatusOr<std::string> FinishHeader(BuiltHdu& b, uint32_t datasum);
 // A zero-filled string of `n` bytes whose pages all workers fault in first. A fresh mapping
 // of an r frame's 70 MB costs a page fault per 4 KiB on first touch, taken one by one on
-// the thread that zero-fills it: as long as the whole encoding on the dev VM
-// (docs/perf.md, "Host time per frame with real clients"). Huge pages where the kernel
+// the thread that zero-fills it: as long as the whole encoding on a 2-core host
+// (docs/performance.md). Huge pages where the kernel
 // grants them (THP "madvise" mode) need 1/512 of the faults; the advice is only advice.
 std::string ZeroFilledOutput(std::size_t n, TaskPool* pool, int workers);
 

@@ -86,7 +86,7 @@ std::vector<FrameScore> ComputeRawScores(const Frame& frame, TaskPool* pool, int
   };
   for (FrameScore& score : scores) score.values.resize(nspec);
   // Two medians of a band's ~2300 bins per fibre: a frame's scores take ~15 ms of one
-  // core, on the critical path of every frame file (issue 22 item 4). Fibres are independent.
+  // core, on the critical path of every frame file. Fibres are independent.
   constexpr int kFibresPerTask = 16;
   const int ntasks = (frame.nspec + kFibresPerTask - 1) / kFibresPerTask;
   ParallelFor(pool, max_workers, ntasks, [&](int, int task) {

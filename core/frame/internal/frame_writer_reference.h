@@ -1,6 +1,6 @@
 // The frame and model files written the plain way: one CFITSIO memory file, HDU after HDU,
 // float32 copies of the arrays, fits_write_chksum on each HDU, all on the calling thread.
-// spexd wrote its files like this until issue 22 item 4; core::FrameToFits now assembles
+// core::FrameToFits assembles
 // the same bytes from HDUs built in parallel (frame_writer.cc). Kept as the reference the
 // tests compare that with byte for byte, and as the benchmark's baseline.
 #ifndef SPEXD_CORE_FRAME_INTERNAL_FRAME_WRITER_REFERENCE_H_

@@ -3,7 +3,7 @@
 // CFITSIO 4.2.0 trusts the compression keywords and each codec's stream: a RICE_1 tile with
 // BLOCKSIZE 0 divides by zero, a dithered float tile with ZDITHER0 outside 1..10000 indexes
 // its random table out of bounds, an HCOMPRESS_1 stream whose header claims more pixels than
-// its tile writes past the tile's buffer (issue 21). So every parameter CFITSIO reads is
+// its tile writes past the tile's buffer. So every parameter CFITSIO reads is
 // checked here, every tile's stream is checked against its tile, and codecs that DESI files
 // never use are refused (docs/service.md, "Input files and their limits").
 #ifndef SPEXD_CORE_COMPRESSED_HDU_CHECK_H_

@@ -1,5 +1,5 @@
-// Checks a decompressed FITS stream against the size limits header by header (issue 15:
-// gzip bombs are refused from their headers, before their data is inflated), and finds
+// Checks a decompressed FITS stream against the size limits header by header (gzip
+// bombs are refused from their headers, before their data is inflated), and finds
 // where the FITS file ends: the part of core/io/fits_gunzip.cc that knows FITS, apart from
 // the part that inflates.
 #ifndef SPEXD_CORE_IO_INTERNAL_FITS_STREAM_CHECK_H_

@@ -1,7 +1,7 @@
 // gzip (RFC 1952): recognising and compressing (zlib); inflating in steps (zlib), so that
 // a caller can bound and check what a small input inflates to as it goes; and inflating a
 // whole stream into a buffer sized up front (libdeflate: 1.5-2x zlib's speed on float
-// data, docs/perf.md "Host decode").
+// data, docs/performance.md "Host decode").
 #ifndef SPEXD_CORE_GZIP_H_
 #define SPEXD_CORE_GZIP_H_
 

@@ -1,14 +1,13 @@
 // ql_values_dump (same input, same output records: d0, e0, lambda, H) with its own serial
-// copy of the Householder reduction, to compare rank-2 update forms (issue 25, session 39):
+// copy of the Householder reduction, to compare rank-2 update forms:
 //   serial  tridiag_eigen.h's form, A -= (v p^T + p v^T) - 2K v v^T (a check: bitwise
 //           equal to ql_values_dump ... reverse)
-//   old     the register kernel before session 39: x = p - K v, A -= v x^T + x v^T, each
+//   old     the register kernel's former form: x = p - K v, A -= v x^T + x v^T, each
 //           product rounded (A bitwise symmetric)
-//   fma     the register kernel since: x = fma(-K, v, p), A(i,j) = fma(-v_i, x_j, fma(-x_i,
+//   fma     the register kernel's form: x = fma(-K, v, p), A(i,j) = fma(-v_i, x_j, fma(-x_i,
 //           v_j, A(i,j))) on both triangles (A asymmetric by rounding)
 //   symfma  the fma form on the lower triangle (i >= j), mirrored to the upper
-//   tiles   a symmetric form tried in the kernel in session 39 (not kept: +0.3 ms a frame, as
-//           docs/perf.md says): x as fma;
+//   tiles   a symmetric form tried in the kernel (not kept: +0.3 ms a frame): x as fma;
 //           in a 16 x 16 diagonal tile (i/16 == j/16) A(i,j) -= v_i x_j + x_i v_j with rounded
 //           products; off them two FMAs ordered by index, hi = max(i,j), lo = min(i,j):
 //           A(i,j) = fma(-v_hi, x_lo, fma(-x_hi, v_lo, A(i,j))) (A bitwise symmetric; the

@@ -1,5 +1,5 @@
 // Bad inputs to an extraction give a clear error or correctly flagged output, never a
-// crash (issue 3): mismatched PSF and image, grid off the PSF, nspec not a multiple of the
+// crash: mismatched PSF and image, grid off the PSF, nspec not a multiple of the
 // bundle size, a fully masked image, NaN pixels.
 #include <algorithm>
 #include <cmath>
@@ -107,7 +107,7 @@ TEST_F(BadExtractionInputTest, NspecNotMultipleOfBundleSize) {
 }
 
 // An image without a single valid pixel (all NaN, or fully masked) is refused before any
-// work instead of "extracting" zeros with a tiny ivar (issue 15 item 13).
+// work instead of "extracting" zeros with a tiny ivar.
 TEST_F(BadExtractionInputTest, FullyMaskedImageIsRefused) {
   PreprocImage masked = *image_;
   std::fill(masked.ivar.begin(), masked.ivar.end(), 0.0);

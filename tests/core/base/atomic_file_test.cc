@@ -1,4 +1,4 @@
-// core::AtomicFile (issue 22): the path holds the old file or the whole new one, never a
+// core::AtomicFile: the path holds the old file or the whole new one, never a
 // part; a temporary dropped uncommitted, named or not, leaves nothing behind.
 #include "core/base/atomic_file.h"
 

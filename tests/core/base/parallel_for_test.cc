@@ -124,7 +124,7 @@ TEST(ParallelForTest, MakeTaskPoolStartsTheThreadsAsked) {
 }
 
 // Under taskset (or a cpuset) the default thread count is the CPUs allowed, not the
-// machine's (issue 25: 16 threads on 2 given cores only time-slice the patches).
+// machine's (16 threads on 2 given cores only time-slice the patches).
 TEST(ParallelForTest, HardwareThreadsFollowsTheAffinityMask) {
   std::thread([] {  // a thread of its own: the mask is per thread, the test's stays as it is
     cpu_set_t all;

@@ -163,7 +163,7 @@ TEST_F(CaseATest, CompatGpuMatchesGpuSpecterGpuPath) {
 
 // Against the truth: chi2/bin of (FLUX - R.truth) sqrt(IVAR) over good bins (ivar > 0,
 // pixmask_fraction <= 0.5, 5 edge bins dropped per spectrum) is 1.0026 for gpu_specter;
-// within 0.5 % (issue 3).
+// within 0.5 %.
 TEST_F(CaseATest, ChiSquareAgainstTruth) {
   SPEXD_REQUIRE_CASE_A();
   SPEXD_REQUIRE_SHARED_DATA(truth_path, "caseA/truth.fits.gz");

@@ -1,5 +1,5 @@
 // The CPU backend runs a frame's groups of patches as one parallel loop across bundles
-// (issue 25: no barrier per bundle). The sink contract stays: bundles in ascending order,
+// (no barrier per bundle). The sink contract stays: bundles in ascending order,
 // one call at a time, and a sink error or a cancel stops the extraction. The frame is the same
 // bit for bit whatever the thread count or the window (spots cached or not).
 #include <atomic>

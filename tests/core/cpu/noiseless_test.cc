@@ -1,5 +1,5 @@
 // A noiseless simulated frame extracts to R·(input flux) (spec §7: the specter identity
-// test), and bad inputs are refused or flagged, never crash (issue 3).
+// test), and bad inputs are refused or flagged, never crash.
 #include <cmath>
 #include <cstdio>
 #include <limits>

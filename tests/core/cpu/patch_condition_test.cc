@@ -1,4 +1,4 @@
-// Numerical-health numbers of the CPU backend (issue 23): the condition estimate of a
+// Numerical-health numbers of the CPU backend: the condition estimate of a
 // factor is what it should be on matrices whose answer is known (a lower bound of the
 // 2-norm condition, exact for a diagonal one), an ill-conditioned matrix lands above the
 // shadow check's envelope threshold and a clean one below; in the backend, every solved

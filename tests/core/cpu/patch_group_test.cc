@@ -1,4 +1,4 @@
-// Patches extracted in groups (PatchExtractor::ExtractGroup, issue 25) against the same
+// Patches extracted in groups (PatchExtractor::ExtractGroup) against the same
 // patches extracted one by one (Extract): the same outcomes, conditions, outputs and
 // models, bit for bit (every block goes through the SIMD lanes either way, and a lane's
 // arithmetic does not depend on the blocks beside it).

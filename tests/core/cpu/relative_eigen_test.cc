@@ -92,8 +92,8 @@ double IvarError(const std::vector<double>& c, int n, const std::vector<double>&
 
 // A real core block of an r frame (bundle 0's second sub-bundle, first wavelength patch,
 // fibre 6; condition 1.24e4), where the SIMD lanes' ivar was 1.03e-12 of the fibre's
-// largest off the exact value at the first core bin and the GPU's 6.4e-14 (docs/perf.md,
-// issue 25 session 28). Over the 50 core rows (the output bins), of their largest ivar:
+// largest off the exact value at the first core bin and the GPU's 6.4e-14.
+// Over the 50 core rows (the output bins), of their largest ivar:
 // this path 8.2e-14, the lanes 1.1e-12, LAPACK's dsyevd 2.3e-13; the bar, 2e-13, leaves
 // the first room and fails the other two.
 TEST(RelativeEigenTest, RealEdgeBlockGivesIvarAsALongDoubleReference) {

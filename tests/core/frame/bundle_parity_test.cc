@@ -1,4 +1,4 @@
-// Shadow parity's comparison (issue 23): identical bundles and float64-rounding-sized
+// Shadow parity's comparison: identical bundles and float64-rounding-sized
 // differences pass; the test fault's 1e-6 perturbation, a resolution or mask change fail;
 // ill-conditioned patches are judged with the envelope.
 #include "core/frame/bundle_parity.h"

@@ -1,4 +1,4 @@
-// core::FileRowWriter (issue 22): a frame file's rows written on a pool beside the
+// core::FileRowWriter: a frame file's rows written on a pool beside the
 // streaming task give FrameToFits's bytes; an error of any write comes back from Wait and
 // from later Adds, and nothing is written after it.
 #include "core/frame/file_row_writer.h"

@@ -1,6 +1,6 @@
 // core::FrameToFits / ModelToFits (HDUs built in parallel, data encoded and summed in
 // chunks) against the serial CFITSIO writer they replaced (internal/frame_writer_reference.h):
-// the same bytes, CHECKSUM/DATASUM included, for every thread count (issue 22 item 4).
+// the same bytes, CHECKSUM/DATASUM included, for every thread count.
 // The reference stamps each HDU's checksum comments with CFITSIO's clock; the new writer
 // is given the same time (FitsWriteOptions::checksum_time) so that whole files compare.
 #include <cmath>

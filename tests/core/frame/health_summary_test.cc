@@ -1,4 +1,4 @@
-// Frame health (issue 23): the mask counts are those of the frame's specmask (one rule,
+// Frame health: the mask counts are those of the frame's specmask (one rule,
 // ComputeSpecMask, with the request's mask policy), the worst condition is the largest
 // recorded patch estimate, and the median chi2pix is over the bins with ivar > 0 and equals
 // Median() bit for bit, on both paths (the assembled frame read in place; the streamed

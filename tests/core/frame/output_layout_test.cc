@@ -1,4 +1,4 @@
-// The output-region layout of issue 13 (proto CudaOutput): sections in order, each
+// The output-region layout of the CUDA hand-off (proto CudaOutput): sections in order, each
 // 256-byte aligned and large enough, total covering the last one.
 #include "core/frame/output_layout.h"
 

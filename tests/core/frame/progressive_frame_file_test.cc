@@ -1,4 +1,4 @@
-// core::ProgressiveFrameFile (issue 22, session 9): a frame file written bundle by bundle
+// core::ProgressiveFrameFile: a frame file written bundle by bundle
 // is byte for byte FrameToFits's, whatever the order of the bundles; refusals and write
 // errors are errors, never crashes.
 #include "core/frame/progressive_frame_file.h"

@@ -32,7 +32,7 @@ TEST(SpecMaskTest, AllBadPixRules) {
   EXPECT_EQ(f.mask[1], kSomeBadPix | kAllBadPix);
 }
 
-// The specmask as it was computed before issue 22 (one thread, a strided gather per
+// The specmask computed the plain way (one thread, a strided gather per
 // wavelength): the reference the blocked, pooled ComputeSpecMask must equal bit for bit.
 std::vector<uint32_t> ReferenceMask(const Frame& f, MaskPolicy policy) {
   const double all_bad = policy == MaskPolicy::kDesispecExact ? 1.0 : 1.0 - 1e-12;
@@ -108,7 +108,7 @@ TEST(SpecMaskTest, BlockedAndPooledEqualsTheSerialReference) {
   }
 }
 
-// A CUDA output region assembles only what the specmask needs (issue 22 item 5): the same
+// A CUDA output region assembles only what the specmask needs: the same
 // mask, chi2pix and pixmask_fraction as the whole frame, no flux, ivar or resolution.
 TEST(SpecMaskTest, MaskInputsAssemblyGivesTheWholeFramesMask) {
   auto psf = Psf::Load(testing::BundledPsfPath());

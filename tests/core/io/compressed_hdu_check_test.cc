@@ -1,5 +1,5 @@
-// Tile-compressed HDUs are checked before CFITSIO decodes them (core/compressed_hdu_check,
-// issue 21): the crash inputs are refused with INVALID_ARGUMENT on every read path, the
+// Tile-compressed HDUs are checked before CFITSIO decodes them (core/compressed_hdu_check):
+// the crash inputs are refused with INVALID_ARGUMENT on every read path, the
 // codecs DESI files use still read, and the RICE stream walk agrees with CFITSIO's decoder.
 #include "core/io/internal/compressed_hdu_check.h"
 
@@ -50,7 +50,7 @@ const Files& TestFiles() {
     EXPECT_TRUE(preproc.ok()) << preproc.status();
     f->preproc = preproc.value_or("");
     f->psf = testing::ReadBytes(testing::BundledPsfPath());
-    auto crashes = testing::Issue21Inputs(f->preproc, f->psf);
+    auto crashes = testing::CrashInputs(f->preproc, f->psf);
     EXPECT_TRUE(crashes.ok()) << crashes.status();
     if (crashes.ok()) f->crashes = *std::move(crashes);
     return f;
@@ -70,7 +70,7 @@ absl::Status ReadAnyFromDisk(const std::string& bytes, bool psf) {
   return ReadPreproc(path, {}).status();
 }
 
-TEST(CompressedHduCheckTest, Issue21InputsAreRefusedOnEveryReadPath) {
+TEST(CompressedHduCheckTest, CrashInputsAreRefusedOnEveryReadPath) {
   const Files& f = TestFiles();
   ASSERT_EQ(f.crashes.size(), 9u);
   for (const CrashInput& c : f.crashes) {

@@ -1,5 +1,5 @@
 // core::InflateShare: a .fits.gz member's share of the decode pool among the members
-// inflating at once (issue 22).
+// inflating at once.
 #include "core/io/inflate_share.h"
 
 #include <optional>

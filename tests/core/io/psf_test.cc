@@ -264,7 +264,7 @@ TEST_F(BadPsfTest, NonPositiveSigma) {
 }
 
 // Sigmas that are fine at both domain ends and the middle (the three points the loader
-// used to check) but not in between: loaded, then extracted to zeros (issue 15 item 13).
+// used to check) but not in between: loaded, then extracted to zeros.
 TEST_F(BadPsfTest, SigmaCheckedOverTheWholeDomain) {
   // In the Legendre basis of the reduced wavelength u: (u - 0.5)^2 + d
   // = (1/3 + 0.25 + d) P0 - P1 + (2/3) P2, equal to 0.25 + d at u = 0 and 1, 2.25 + d at -1.

@@ -1,5 +1,5 @@
 // ValidateParams: every request integer and real checked against its documented range,
-// with 64-bit arithmetic (issue 15 items 1, 7, 10), and real DESI settings accepted.
+// with 64-bit arithmetic, and real DESI settings accepted.
 #include "core/plan/extraction_params.h"
 
 #include <chrono>
@@ -123,7 +123,7 @@ TEST_F(ExtractionParamsTest, RealDesiSettingsAndRangeEndsAreAccepted) {
 }
 
 // The estimate sees the r frame as modest and a dense-matrix bomb as huge, before any
-// allocation (issue 15 item 7: nwavestep = 2000 took 1.5 GB and 21 s).
+// allocation (nwavestep = 2000 took 1.5 GB and 21 s).
 TEST_F(ExtractionParamsTest, MemoryEstimateSeparatesNormalFromBombs) {
   ExtractionParams normal;
   normal.want_model = true;

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# Issue 9, items 2 and 4 on a GPU machine: host decode, the served throughput ratio with
+# On a GPU machine: host decode, the served throughput ratio with
 # client processes (.fits and .fits.gz), and the exposure benchmark at spexd's default
 # prefetch, on 1..N GPUs. Writes one JSON per run into OUT_DIR (for scripts/perf_plots.py)
 # and a log. Runs from a device bundle (../shared/tools/device-bundle.sh) that holds
 # spexd_decode_bench, spexd_rpc_bench, spexd_exposure_bench and the CUDA module.
 #
-#   scripts/issue9_host_bench.sh BUNDLE_DIR OUT_DIR PSF_A PSF_B [GPUS]
+#   scripts/gpu_scaling_device.sh BUNDLE_DIR OUT_DIR PSF_A PSF_B [GPUS]
 #     BUNDLE_DIR  the bundle (its run.sh launches the executables)
 #     OUT_DIR     where the JSON and the log go (e.g. $OUT on the device machine)
 #     PSF_A PSF_B the two real r PSFs (tests/data/psf-r0-00051060.fits, psf-r0-00067784.fits)
@@ -26,7 +26,7 @@ set -euo pipefail
 BUNDLE=${1:?bundle dir} OUT_DIR=${2:?out dir} PSF_A=${3:?psf} PSF_B=${4:?psf}
 NGPU=${5:-$(nvidia-smi -L | wc -l)}
 mkdir -p "$OUT_DIR"
-log=$OUT_DIR/issue9_host_bench.log
+log=$OUT_DIR/gpu_scaling_device.log
 export SPEXD_GIT_SHA=${SPEXD_GIT_SHA:-unknown} GIT_SHA=${SPEXD_GIT_SHA:-unknown}
 run() { echo "+ $*" | tee -a "$log"; "$BUNDLE/run.sh" "$@" 2>>"$log"; }
 

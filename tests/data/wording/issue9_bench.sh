@@ -1,0 +1,2 @@
+#!/bin/sh
+# A file whose name alone is wrong.

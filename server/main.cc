@@ -18,6 +18,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "core/base/program_help.h"
 #include "core/base/status_macros.h"
 #include "core/cpu/blas_core_type.h"
 #include "server/config_file.h"
@@ -253,6 +254,7 @@ int main(int argc, char** argv) {
   usage.contains_help_flags = IsSpexdFlagFile;
   usage.contains_helpshort_flags = IsSpexdFlagFile;
   absl::SetFlagsUsageConfig(usage);
+  if (spexd::core::PrintHelpIfAsked(argc, argv, IsSpexdFlagFile)) return 0;
   auto merged = MergeConfigArgs(argc, argv);
   if (!merged.ok()) return Fail(merged.status().ToString());
   std::vector<char*> args;

@@ -10,6 +10,8 @@
 #                                       GoogleTest, Node.js and the npm modules of the Kubernetes
 #                                       test, promtool, a one-node Slurm, clang, ...
 #   scripts/install-deps.sh --desispec  --tests + the modules DESI's own Python stack imports
+#   scripts/install-deps.sh --container buildah and mmdebstrap only, for the container image test
+#                                       (tests/deploy/container_test.sh, a step of .ci/run)
 #
 # The tests themselves install nothing and fetch nothing: a test whose tool is missing skips
 # and names this script.
@@ -18,8 +20,8 @@ cd "$(dirname "$0")/.."
 
 mode=${1:---tests}
 case $mode in
-  --build | --demo | --tests | --desispec) ;;
-  *) echo "usage: scripts/install-deps.sh [--build | --demo | --tests | --desispec]" >&2; exit 2 ;;
+  --build | --demo | --tests | --desispec | --container) ;;
+  *) echo "usage: scripts/install-deps.sh [--build | --demo | --tests | --desispec | --container]" >&2; exit 2 ;;
 esac
 
 # --build: the compiler, CMake and the libraries the three programs link.
@@ -33,12 +35,16 @@ PKGS=(
 )
 OPTIONAL=()
 DAEMON_PKGS=()
+# --container: the image test's tools alone (it builds the image from a Debian base of its own).
+if [[ $mode == --container ]]; then
+  PKGS=(buildah mmdebstrap)
+fi
 # --demo: the Python client (client/python, import spexd) on Debian's /usr/bin/python3 (no
 # PyPI), matplotlib for its QA page, and curl for the metrics excerpt. python3-munkres is
 # named so that it, not python3-scipy, satisfies python3-fonttools' "scipy | munkres": the
 # first choice would pull in SciPy, Pythran and the Boost headers (about 20 packages) that
 # nothing here uses.
-if [[ $mode != --build ]]; then
+if [[ $mode != --build && $mode != --container ]]; then
   PKGS+=(python3 python3-grpcio python3-protobuf python3-numpy python3-astropy python3-matplotlib
          python3-munkres curl)
 fi

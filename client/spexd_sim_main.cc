@@ -14,9 +14,11 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "core/base/program_help.h"
 #include "core/io/psf.h"
 #include "core/sim/simulator.h"
 #include "core/base/status_macros.h"
@@ -138,6 +140,10 @@ int main(int argc, char** argv) {
       "Simulates a DESI preproc frame through a GaussHermite PSF.\n"
       "  spexd-sim --psf=PSF.fits --out=preproc.fits [--truth=truth.fits] [--fibers=0,500]\n"
       "            [--wavelength=5760.0,7620.0,0.8] [--seed=N] [--noise=poisson|none]");
+  // The flags are this file's (the file name does not match the program's, which is all
+  // that Abseil's own --help lists).
+  const auto own = [](absl::string_view file) { return absl::StrContains(file, "spexd_sim_main"); };
+  if (spexd::core::PrintHelpIfAsked(argc, argv, own)) return 0;
   std::vector<char*> rest = absl::ParseCommandLine(argc, argv);
   if (rest.size() > 1) {
     std::fprintf(stderr, "spexd-sim: unexpected argument '%s' (see --help)\n", rest[1]);

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # Configures and builds spexd into ${BUILD_DIR:-build}. Extra arguments go to cmake.
+# TARGETS="a b" builds only those targets (scripts/demo.sh: spexd_demo); all by default.
 # The CUDA backend is built when nvcc is found (CUDA_HOME or /usr/local/cuda).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,4 +20,6 @@ if [[ ! -f $BUILD_DIR/CMakeCache.txt ]]; then
 elif [[ $# -gt 0 ]]; then
   cmake -S . -B "$BUILD_DIR" "$@"
 fi
-cmake --build "$BUILD_DIR" -j "${JOBS:-$(nproc)}"
+targets=()
+for t in ${TARGETS:-}; do targets+=(--target "$t"); done
+cmake --build "$BUILD_DIR" -j "${JOBS:-$(nproc)}" "${targets[@]}"

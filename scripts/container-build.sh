@@ -9,8 +9,8 @@ cd "$(dirname "$0")/.."
 prefix=${1:?usage: container-build.sh PREFIX}
 with_cuda=${SPEXD_WITH_CUDA:-ON}
 
-# promtool is for the tests, not the image.
-SPEXD_SKIP_PROMTOOL=1 scripts/install-deps.sh
+# The build set only: the test tools (promtool, GoogleTest, ...) are not for the image.
+scripts/install-deps.sh --build
 export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/ccache}
 # The hits and misses printed below are this build's alone.
 command -v ccache >/dev/null && ccache --zero-stats >/dev/null || true

@@ -1,20 +1,23 @@
 #!/usr/bin/env bash
-# The README's demo: installs missing dependencies, builds, starts spexd on loopback (CUDA
+# The README's demo: installs what it needs (scripts/install-deps.sh --demo: no test tools),
+# builds what it runs (the spexd_demo target: no tests), starts spexd on loopback (CUDA
 # backend when a GPU and the module are present, else CPU), simulates a frame with the
 # bundled PSF, extracts it through the client, prints a short summary (timings, median
 # S/N per fibre), extracts it again from Python (spexd.Client, /usr/bin/python3), writes
-# the QA page (qa.png) and stops the server with SIGTERM (graceful drain).
+# the QA page (qa.png) and stops the server with SIGTERM (graceful drain). The QA page is
+# kept, and its path printed last.
 #
 #   scripts/demo.sh                 # 50 fibres (2 bundles) on the r grid
 #   FIBERS=0,100 scripts/demo.sh    # more fibres
 #   KEEP=1 scripts/demo.sh          # keep the files (~145 MB: preproc, truth, frame, log);
-#                                   # by default the temporary directory is removed at exit
+#                                   # by default only qa.png stays in the temporary directory
 #   DEMO_DIR=DIR scripts/demo.sh    # work in DIR (created if needed) and keep the files
 #   SPEXD_BIN=DIR scripts/demo.sh   # use prebuilt spexd, spexctl, spexd-sim from DIR (e.g. a
 #                                   # bundle from shared/tools/device-bundle.sh on a GPU host
 #                                   # that cannot build); skips installing and building
 #
-# Extra arguments go to CMake at the first configure (e.g. -DSPEXD_WITH_CUDA=OFF).
+# Extra arguments go to CMake at the first configure (e.g. -DSPEXD_WITH_CUDA=OFF). A first
+# configure here leaves the tests out (-DSPEXD_BUILD_TESTS=OFF); scripts/test.sh turns them on.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -28,8 +31,10 @@ if [[ -n ${SPEXD_BIN:-} ]]; then
   SPEXCTL=$SPEXD_BIN/spexctl
   SIM=$SPEXD_BIN/spexd-sim
 else
-  scripts/install-deps.sh
-  scripts/build.sh "$@"
+  scripts/install-deps.sh --demo
+  first=()
+  [[ -f $BUILD_DIR/CMakeCache.txt ]] || first=(-DSPEXD_BUILD_TESTS=OFF)
+  TARGETS=spexd_demo scripts/build.sh "${first[@]}" "$@"
   BIN=$ROOT/$BUILD_DIR
   SPEXD=$BIN/server/spexd
   SPEXCTL=$BIN/client/spexctl
@@ -58,8 +63,14 @@ cleanup() {
     wait "$SERVER_PID" 2>/dev/null || true
   fi
   if [[ -n $REMOVE_DIR ]]; then
-    rm -rf -- "$REMOVE_DIR"
-    echo "demo: removed $REMOVE_DIR (KEEP=1 keeps the files)"
+    if [[ -f $REMOVE_DIR/qa.png ]]; then
+      find "$REMOVE_DIR" -mindepth 1 ! -name qa.png -exec rm -rf -- {} +
+      echo "demo: removed the files in $REMOVE_DIR but qa.png (KEEP=1 keeps them all)"
+      echo "demo: QA page: $REMOVE_DIR/qa.png"
+    else
+      rm -rf -- "$REMOVE_DIR"
+      echo "demo: removed $REMOVE_DIR (KEEP=1 keeps the files)"
+    fi
   fi
 }
 trap cleanup EXIT
@@ -145,6 +156,7 @@ status=0
 wait "$SERVER_PID" || status=$?
 SERVER_PID=
 echo "spexd exited with status $status"
-echo "frame: $DEMO_DIR/frame.fits (desispec layout); QA page: $DEMO_DIR/qa.png; server log: $LOG"
-[[ -z $REMOVE_DIR ]] || echo "(all removed now; KEEP=1 keeps them)"
+qa="no QA page (the Python package was not built)"
+[[ -f $DEMO_DIR/qa.png ]] && qa="QA page: $DEMO_DIR/qa.png"
+echo "frame: $DEMO_DIR/frame.fits (desispec layout); $qa; server log: $LOG"
 exit "$status"

@@ -1,89 +1,146 @@
 #!/usr/bin/env bash
 # Installs the Debian/Ubuntu packages spexd needs, skipping the step when all are present.
-# Works on Debian 12 and Ubuntu 24.04 as root, or through sudo.
+# Works on Debian 12 and Ubuntu 24.04 as root, or through sudo. Every package is installed
+# with --no-install-recommends. One set per purpose, so that a first try of the demo does
+# not pull in the test toolchain:
+#
+#   scripts/install-deps.sh --build     build spexd, spexctl and spexd-sim (the container image)
+#   scripts/install-deps.sh --demo      --build + the Python client and curl (scripts/demo.sh)
+#   scripts/install-deps.sh [--tests]   --demo + every tool the test suite uses (scripts/test.sh):
+#                                       GoogleTest, Node.js and the npm modules of the Kubernetes
+#                                       test, promtool, a one-node Slurm, clang, ...
+#   scripts/install-deps.sh --desispec  --tests + the modules DESI's own Python stack imports
+#   scripts/install-deps.sh --container buildah and mmdebstrap only, for the container image test
+#                                       (tests/deploy/container_test.sh, a step of .ci/run)
+#
+# The tests themselves install nothing and fetch nothing: a test whose tool is missing skips
+# and names this script.
 set -euo pipefail
+cd "$(dirname "$0")/.."
 
+mode=${1:---tests}
+case $mode in
+  --build | --demo | --tests | --desispec | --container) ;;
+  *) echo "usage: scripts/install-deps.sh [--build | --demo | --tests | --desispec | --container]" >&2; exit 2 ;;
+esac
+
+# --build: the compiler, CMake and the libraries the three programs link.
 PKGS=(
   build-essential cmake ninja-build pkg-config git
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libcfitsio-dev zlib1g-dev libdeflate-dev libabsl-dev prometheus-cpp-dev
   libbz2-dev  # CFITSIO's static archive calls bzip2 (spexctl's static link, cmake/SpexctlStaticLink.cmake)
-  libgtest-dev libgmock-dev libbenchmark-dev
   liblapacke-dev libopenblas-dev
   liberfa-dev  # --barycentric-correction (core/plan/barycentric.cc); the runtime list adds liberfa1
-  # The Python client (client/python, import spexd) and its tests run on Debian's
-  # /usr/bin/python3 with these modules (no PyPI needed).
-  python3 python3-grpcio python3-protobuf python3-numpy python3-astropy python3-matplotlib
-  python3-pil
-  # pip install of the package and spexd-desi-extract (offline; cmake --install runs it)
-  python3-pip python3-setuptools python3-venv
-  curl  # scripts/demo.sh reads the metrics endpoint with it
 )
-# Optional helpers: ccache speeds rebuilds; patchelf/binutils pack the GPU bundle; curl
-# scrapes /metrics in tests/deploy; clang checks the lock annotations
-# (scripts/thread_safety_check.sh), and with its runtimes builds the fuzz targets
-# (scripts/fuzz.sh); Debian's Python packages run the load test and draw its plot
-# (tests/load/soak.py).
-OPTIONAL=(ccache patchelf binutils curl clang libclang-rt-dev python3-numpy python3-astropy
-          python3-matplotlib)
-# Optional too: a one-node Slurm (slurmctld, slurmd, the client commands) and munge, which
-# tests/deploy/slurm_test.sh starts and configures itself under a temporary directory to
-# submit deploy/slurm/spexd-extract.sbatch. The packages' own daemons must not run: they
-# are installed with starts refused (policy-rc.d) and left disabled at boot.
-DAEMON_PKGS=(slurm-wlm munge)
+OPTIONAL=()
+DAEMON_PKGS=()
+# --container: the image test's tools alone (it builds the image from a Debian base of its own).
+if [[ $mode == --container ]]; then
+  PKGS=(buildah mmdebstrap)
+fi
+# --demo: the Python client (client/python, import spexd) on Debian's /usr/bin/python3 (no
+# PyPI), matplotlib for its QA page, and curl for the metrics excerpt. python3-munkres is
+# named so that it, not python3-scipy, satisfies python3-fonttools' "scipy | munkres": the
+# first choice would pull in SciPy, Pythran and the Boost headers (about 20 packages) that
+# nothing here uses.
+if [[ $mode != --build && $mode != --container ]]; then
+  PKGS+=(python3 python3-grpcio python3-protobuf python3-numpy python3-astropy python3-matplotlib
+         python3-munkres curl)
+fi
+# --tests: GoogleTest and Google Benchmark; Pillow for the Python client's image checks;
+# pip, setuptools and venv for the offline `pip install` tests (cmake --install runs it too);
+# Node.js and npm for the Kubernetes manifest check (tests/deploy/k8s_test.sh; its npm
+# modules are installed below, not by the test).
+if [[ $mode == --tests || $mode == --desispec ]]; then
+  PKGS+=(libgtest-dev libgmock-dev libbenchmark-dev python3-pil
+         python3-pip python3-setuptools python3-venv)
+  # Optional helpers: ccache speeds rebuilds; patchelf/binutils pack the GPU bundle; clang
+  # checks the lock annotations (scripts/thread_safety_check.sh), and with its runtimes builds
+  # the fuzz targets (scripts/fuzz.sh).
+  OPTIONAL=(ccache patchelf binutils clang libclang-rt-dev)
+  # Debian's Node.js and npm, unless node and npm are there already (e.g. NodeSource's
+  # nodejs, which bundles npm and conflicts with Debian's npm package).
+  if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+    OPTIONAL+=(nodejs npm)
+  fi
+  # Optional too: a one-node Slurm (slurmctld, slurmd, the client commands) and munge, which
+  # tests/deploy/slurm_test.sh starts and configures itself under a temporary directory to
+  # submit deploy/slurm/spexd-extract.sbatch. The packages' own daemons must not run: they
+  # are installed with starts refused (policy-rc.d) and left disabled at boot.
+  DAEMON_PKGS=(slurm-wlm munge)
+  OPTIONAL+=("${DAEMON_PKGS[@]}")
+fi
 DAEMON_SERVICES=(munge slurmctld slurmd)
-OPTIONAL+=("${DAEMON_PKGS[@]}")
-# With --desispec (scripts/desispec_stack.sh): the Debian modules DESI's own Python stack
-# imports, for the tests that run desispec's code (ctest -L desispec; docs/desispec.md).
-# spexd needs none of them.
-DESISPEC_PKGS=(python3-numba python3-fitsio python3-healpy python3-scipy python3-yaml)
-if [[ ${1:-} == --desispec ]]; then
-  PKGS+=("${DESISPEC_PKGS[@]}")
+# --desispec (scripts/desispec_stack.sh): the Debian modules DESI's own Python stack imports,
+# for the tests that run desispec's code (ctest -L desispec; docs/desispec.md). spexd needs
+# none of them.
+if [[ $mode == --desispec ]]; then
+  PKGS+=(python3-numba python3-fitsio python3-healpy python3-scipy python3-yaml)
 fi
 
 missing=()
 for p in "${PKGS[@]}" "${OPTIONAL[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
+SUDO=
+if [[ $(id -u) -ne 0 ]]; then SUDO=sudo; fi
+
 # promtool (from Debian's `prometheus` package) checks the service's /metrics output in the
 # tests. Only the binary is unpacked (apt-get download + dpkg-deb -x): installing the
 # package would also install and start the Prometheus daemon.
 PROMTOOL_DIR=${PROMTOOL_DIR:-/usr/local/lib/spexd-tools/prometheus}
 install_promtool() {
-  if [[ -n ${SPEXD_SKIP_PROMTOOL:-} ]]; then return 0; fi  # e.g. the container build
   if command -v promtool >/dev/null 2>&1; then return 0; fi
-  local sudo=
-  if [[ $(id -u) -ne 0 ]]; then sudo=sudo; fi
   if [[ ! -x $PROMTOOL_DIR/usr/bin/promtool ]]; then
     local tmp
     tmp=$(mktemp -d)
     if ! (cd "$tmp" && apt-get download prometheus >/dev/null 2>&1); then
-      ${sudo} apt-get -o DPkg::Lock::Timeout=300 -q update >/dev/null || true
+      ${SUDO} apt-get -o DPkg::Lock::Timeout=300 -q update >/dev/null || true
       (cd "$tmp" && apt-get download prometheus) || {
         echo "install-deps: could not download the prometheus package (promtool); metrics lint tests will say so"
         rm -rf "$tmp"
         return 0
       }
     fi
-    ${sudo} mkdir -p "$PROMTOOL_DIR"
-    ${sudo} dpkg-deb -x "$tmp"/prometheus_*.deb "$PROMTOOL_DIR"
+    ${SUDO} mkdir -p "$PROMTOOL_DIR"
+    ${SUDO} dpkg-deb -x "$tmp"/prometheus_*.deb "$PROMTOOL_DIR"
     rm -rf "$tmp"
   fi
-  ${sudo} ln -sf "$PROMTOOL_DIR/usr/bin/promtool" /usr/local/bin/promtool
+  ${SUDO} ln -sf "$PROMTOOL_DIR/usr/bin/promtool" /usr/local/bin/promtool
   echo "install-deps: promtool at /usr/local/bin/promtool ($("$PROMTOOL_DIR"/usr/bin/promtool --version 2>&1 | head -1))"
 }
 
-if [[ ${#missing[@]} -eq 0 ]]; then
-  echo "install-deps: all packages present"
+# The npm modules of the Kubernetes manifest check, pinned by tests/deploy/k8s/package-lock.json,
+# into tests/deploy/k8s/node_modules (git-ignored), once per lock file.
+K8S=tests/deploy/k8s
+install_k8s_modules() {
+  if ! command -v npm >/dev/null 2>&1; then
+    echo "install-deps: npm not installed: tests/deploy/k8s_test.sh will skip"
+    return 0
+  fi
+  cmp -s $K8S/package-lock.json $K8S/node_modules/.spexd-installed-lock && return 0
+  echo "install-deps: npm ci in $K8S (the Kubernetes API schemas)"
+  (cd $K8S && npm ci --prefer-offline --no-audit --no-fund --loglevel=error &&
+   cp package-lock.json node_modules/.spexd-installed-lock) ||
+    echo "install-deps: npm ci failed: tests/deploy/k8s_test.sh will skip"
+}
+
+test_tools() {
+  [[ $mode == --tests || $mode == --desispec ]] || return 0
   install_promtool
+  install_k8s_modules
+}
+
+if [[ ${#missing[@]} -eq 0 ]]; then
+  echo "install-deps: all packages present ($mode)"
+  test_tools
   exit 0
 fi
 
-SUDO=
-if [[ $(id -u) -ne 0 ]]; then SUDO=sudo; fi
 export DEBIAN_FRONTEND=noninteractive
 APT=(${SUDO} apt-get -o DPkg::Lock::Timeout=300 -y -q)
-echo "install-deps: installing ${missing[*]}"
+echo "install-deps ($mode): installing ${missing[*]}"
 "${APT[@]}" update
 # Required packages must install; optional ones may be missing on some releases.
 req=()
@@ -124,4 +181,4 @@ if [[ ${#daemons[@]} -gt 0 ]]; then
     fi
   done
 fi
-install_promtool
+test_tools

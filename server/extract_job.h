@@ -80,7 +80,6 @@ struct JobEnvironment {
   core::PlaneBufferPool* load_buffers = nullptr;  // PreprocOptions::load_buffers
   bool parallel_inflate = true;                    // PreprocOptions::parallel_inflate
   core::InflateShare* inflate_share = nullptr;     // PreprocOptions::inflate_share
-  bool progressive_frame_files = true;             // JobOutput: .fits written bundle by bundle
   const std::atomic<bool>* float32_planes = nullptr;
   ShadowParity* shadow = nullptr;  // shadow parity sampling; null when off
 };

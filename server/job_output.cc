@@ -64,8 +64,10 @@ absl::Status JobOutput::Prepare(std::shared_ptr<const core::Geometry> geometry,
     if (!h.server_model_path().empty()) {
       SPEXD_RETURN_IF_ERROR(CheckOutputPath(h.server_model_path()));
     }
-    // gzip is one stream over the whole file: a .gz output is written at the end.
-    if (env_.progressive_frame_files && !absl::EndsWith(h.server_output_path(), ".gz")) {
+    // A .fits frame file is written bundle by bundle as the bundles arrive
+    // (core::ProgressiveFrameFile), leaving the frame-wide rest after the last one; gzip is
+    // one stream over the whole file: a .gz output is written at the end.
+    if (!absl::EndsWith(h.server_output_path(), ".gz")) {
       SPEXD_RETURN_IF_ERROR(PrepareProgressiveFile(bundles));
     }
   }

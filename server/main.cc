@@ -18,6 +18,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "core/base/program_help.h"
 #include "core/base/status_macros.h"
 #include "core/cpu/blas_core_type.h"
 #include "server/config_file.h"
@@ -83,10 +84,6 @@ ABSL_FLAG(double, no_deadline_horizon_seconds, 600,
           "a request without a deadline is scheduled as if due this long after its admission, "
           "so that requests with deadlines cannot hold it back forever (the call itself keeps "
           "no deadline); 0: after every request that has one");
-ABSL_FLAG(bool, pin_planes, true,
-          "GPU workers: decode frames into page-locked host memory (at most the frames held: "
-          "prefetched, extracting, streaming; ~140 MB each), so that the upload to the GPU "
-          "needs no host copy");
 ABSL_FLAG(bool, parallel_inflate, true,
           "inflate a large .fits.gz member in chunks on the host thread pool (--cpu_threads) "
           "rather than on its loader thread alone: less time per frame, ~1.3x the CPU");
@@ -95,10 +92,6 @@ ABSL_FLAG(bool, inflate_share, true,
           "frames inflating at that moment (one frame alone: all of them; eight: two each), "
           "since every extra chunk costs CPU; false: every frame in as many chunks as the pool "
           "has threads");
-ABSL_FLAG(bool, progressive_frame_files, true,
-          "write a server-side .fits frame file while the frame is extracted (each bundle's "
-          "FLUX, IVAR, RESOLUTION, CHI2PIX as it arrives), leaving only the frame-wide rest "
-          "after the last bundle; false: the whole file after the last bundle");
 ABSL_FLAG(int64_t, psf_cache_bytes, int64_t{4} << 30,
           "host memory budget of the PSF and geometry cache");
 ABSL_FLAG(int64_t, max_upload_bytes, int64_t{1} << 30,
@@ -191,10 +184,8 @@ absl::StatusOr<ServerConfig> ConfigFromFlags() {
   o.limits.upload_rate_window_seconds = absl::GetFlag(FLAGS_upload_rate_window_seconds);
   o.prefetch = absl::GetFlag(FLAGS_prefetch);
   o.prefetch_memory_bytes = absl::GetFlag(FLAGS_prefetch_memory_bytes);
-  o.pin_planes = absl::GetFlag(FLAGS_pin_planes);
   o.parallel_inflate = absl::GetFlag(FLAGS_parallel_inflate);
   o.inflate_share = absl::GetFlag(FLAGS_inflate_share);
-  o.progressive_frame_files = absl::GetFlag(FLAGS_progressive_frame_files);
   o.streamers_per_worker = absl::GetFlag(FLAGS_streamers_per_worker);
   o.no_deadline_horizon_seconds = absl::GetFlag(FLAGS_no_deadline_horizon_seconds);
   o.psf_cache_bytes = absl::GetFlag(FLAGS_psf_cache_bytes);
@@ -253,6 +244,7 @@ int main(int argc, char** argv) {
   usage.contains_help_flags = IsSpexdFlagFile;
   usage.contains_helpshort_flags = IsSpexdFlagFile;
   absl::SetFlagsUsageConfig(usage);
+  if (spexd::core::PrintHelpIfAsked(argc, argv, IsSpexdFlagFile)) return 0;
   auto merged = MergeConfigArgs(argc, argv);
   if (!merged.ok()) return Fail(merged.status().ToString());
   std::vector<char*> args;

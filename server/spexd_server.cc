@@ -236,9 +236,11 @@ class SpexdServer::Impl {
       bool float32 = !workers.empty();
       for (const WorkerBackend& w : workers) float32 &= core::TakesFloat32Planes(*w.backend);
       float32_planes.store(float32);
-      // One pinner serves every worker: its registrations are portable across devices.
+      // With GPU workers the planes are decoded into page-locked host memory, so that the
+      // upload is one DMA per plane (the cached planes stay page-locked). One pinner serves
+      // every worker: its registrations are portable across devices.
       for (const WorkerBackend& w : workers) {
-        if (!float32 || !options.pin_planes || w.backend->gpu() == nullptr) continue;
+        if (!float32 || w.backend->gpu() == nullptr) continue;
         plane_buffers.set_pinner(w.backend->gpu()->PlanePinner());
         break;
       }
@@ -335,7 +337,6 @@ absl::StatusOr<std::unique_ptr<SpexdServer>> SpexdServer::Start(ServerOptions op
   s.context.env.load_buffers = &s.load_buffers;
   s.context.env.parallel_inflate = o.parallel_inflate;
   s.context.env.inflate_share = o.inflate_share ? &s.inflate_share : nullptr;
-  s.context.env.progressive_frame_files = o.progressive_frame_files;
   s.context.env.float32_planes = &s.float32_planes;
   s.shadow = std::make_unique<ShadowParity>(o.shadow_parity, &s.metrics->health());
   s.context.env.shadow = s.shadow->enabled() ? s.shadow.get() : nullptr;

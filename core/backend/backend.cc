@@ -66,10 +66,7 @@ absl::StatusOr<std::unique_ptr<ImportedRegion>> ImportRegion(Backend& backend,
 
 absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const BackendOptions& options) {
   switch (options.kind) {
-    case BackendKind::kCpu: {
-      if (absl::Status env = CheckCpuEnvironment(); !env.ok()) return env;
-      return WithCpuTestFaults(CreateCpuBackend(options.threads, options.pool));
-    }
+    case BackendKind::kCpu: return WithCpuTestFaults(CreateCpuBackend(options.threads, options.pool));
     case BackendKind::kCuda: return LoadCudaBackend(options);
   }
   return absl::InvalidArgumentError("unknown backend kind");

@@ -13,6 +13,14 @@
 namespace spexd::core {
 namespace {
 
+// Whether this build made a CUDA module (core/CMakeLists.txt sets it from SPEXD_WITH_CUDA and
+// nvcc's presence). A module from another build is refused anyway (module_identity.h), so a
+// build without one can name the reason instead of the paths it searched.
+#ifndef SPEXD_BUILT_WITH_CUDA
+#define SPEXD_BUILT_WITH_CUDA 1
+#endif
+constexpr bool kBuiltWithCuda = SPEXD_BUILT_WITH_CUDA != 0;
+
 using CheckFn = int (*)(const char*, const char*, char*, std::size_t);
 using CountFn = int (*)(char*, std::size_t);
 using CreateFn = Backend* (*)(const BackendOptions*, char*, std::size_t);
@@ -66,6 +74,11 @@ absl::StatusOr<void*> OpenModule(const BackendOptions& options) {
       return absl::UnavailableError(absl::StrCat("CUDA module ", path, " refused: ", error));
     }
     return handle;
+  }
+  if (!kBuiltWithCuda && options.cuda_module.empty()) {
+    return absl::UnavailableError(
+        "built without CUDA: this build has no CUDA backend (configure where nvcc is found, "
+        "with -DSPEXD_WITH_CUDA=ON, for one)");
   }
   return absl::UnavailableError(
       absl::StrCat("CUDA module ", kCudaModuleName, " not loaded; tried:", tried));

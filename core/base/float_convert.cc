@@ -54,11 +54,7 @@ uint64_t NarrowToBigEndianFloat32Scalar(const double* src, std::size_t n, char* 
 }
 
 bool FloatConvertUsesAvx2() {
-  static const bool avx2 = [] {
-    const char* off = std::getenv("SPEXD_FLOAT_CONVERT_SCALAR");
-    if (off != nullptr && off[0] == '1') return false;
-    return __builtin_cpu_supports("avx2") != 0;
-  }();
+  static const bool avx2 = __builtin_cpu_supports("avx2") != 0;
   return avx2;
 }
 

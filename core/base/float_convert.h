@@ -28,7 +28,7 @@ uint64_t NarrowToBigEndianFloat32(const double* src, std::size_t n, char* out);
 
 namespace internal {
 // The scalar loops (the reference, and the path without AVX2), and whether the AVX2 path
-// is taken on this CPU (tests; SPEXD_FLOAT_CONVERT_SCALAR=1 in the environment turns it off).
+// is taken on this CPU (tests compare the two).
 void FromBigEndianFloat32Scalar(const char* src, float* dst, std::size_t n);
 void FromBigEndianFloat32Scalar(const char* src, double* dst, std::size_t n);
 void WidenFloat32Scalar(const char* src, double* dst, std::size_t n);

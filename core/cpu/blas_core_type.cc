@@ -22,7 +22,7 @@ namespace {
 // Set on re-execution so that the new image knows the value was spexd's choice.
 constexpr char kChosenVar[] = "SPEXD_OPENBLAS_CORETYPE_CHOSEN";
 
-enum class Decision { kNotAsked, kByUs, kByUser, kOptedOut, kNoChoice, kAlreadyRight };
+enum class Decision { kNotAsked, kByUs, kByUser, kNoChoice, kAlreadyRight };
 Decision g_decision = Decision::kNotAsked;
 
 const char* OpenBlasCoreName() {
@@ -31,15 +31,14 @@ const char* OpenBlasCoreName() {
   return sym != nullptr ? reinterpret_cast<CoreName>(sym)() : nullptr;
 }
 
-// The decision the environment makes, if any; kNotAsked when it leaves it to us.
+// The decision the environment makes, if any; kNotAsked when it leaves it to us. A user
+// who wants other kernels sets OpenBLAS's own variable, which is read here and kept.
 Decision FromEnvironment() {
   const char* set = std::getenv("OPENBLAS_CORETYPE");
   const char* chosen = std::getenv(kChosenVar);
   if (set != nullptr) {
     return chosen != nullptr && std::strcmp(chosen, set) == 0 ? Decision::kByUs : Decision::kByUser;
   }
-  const char* own = std::getenv("SPEXD_OPENBLAS_CORETYPE");
-  if (own != nullptr && std::strcmp(own, "openblas") == 0) return Decision::kOptedOut;
   return Decision::kNotAsked;
 }
 
@@ -161,9 +160,6 @@ std::string BlasCoreReport() {
       break;
     case Decision::kByUser:
       absl::StrAppend(&out, " (OPENBLAS_CORETYPE=", env != nullptr ? env : "", " from the environment)");
-      break;
-    case Decision::kOptedOut:
-      absl::StrAppend(&out, " (OpenBLAS's own CPU detection: SPEXD_OPENBLAS_CORETYPE=openblas)");
       break;
     case Decision::kAlreadyRight:
       absl::StrAppend(&out, " (OpenBLAS's own detection: the kernels spexd would choose)");

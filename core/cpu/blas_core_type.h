@@ -4,7 +4,7 @@
 // kernels: the CPU backend's frame took 1.7x the CPU time there that the AVX-512 kernels
 // take (docs/performance.md). So spexd's programs choose the kernel family from what the
 // CPU and OS actually support (CPUID + XGETBV), unless the user chose: OPENBLAS_CORETYPE
-// already set is kept, and SPEXD_OPENBLAS_CORETYPE=openblas keeps OpenBLAS's own detection.
+// (OpenBLAS's own variable) already set is kept.
 #ifndef SPEXD_CORE_CPU_BLAS_CORE_TYPE_H_
 #define SPEXD_CORE_CPU_BLAS_CORE_TYPE_H_
 

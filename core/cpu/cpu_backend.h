@@ -19,12 +19,6 @@ namespace spexd::core {
 // when it is destroyed.
 std::unique_ptr<Backend> CreateCpuBackend(int threads, TaskPool* pool = nullptr);
 
-// The CPU backend's environment switches (docs/service.md): SPEXD_CPU_EIGEN unset, empty,
-// "lanes" (the default) or "lapack"; SPEXD_CPU_NORMAL_EQUATIONS unset, empty, "tiles" (the
-// default) or "runs"; INVALID_ARGUMENT naming the variable otherwise, so that
-// CreateBackend fails instead of ignoring a mistyped switch.
-absl::Status CheckCpuEnvironment();
-
 }  // namespace spexd::core
 
 #endif  // SPEXD_CORE_CPU_BACKEND_H_

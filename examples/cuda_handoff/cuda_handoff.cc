@@ -31,13 +31,16 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "client/remote_frame.h"
 #include "client/spexd_client.h"
 #include "core/frame/output_layout.h"
+#include "core/base/program_help.h"
 #include "core/io/psf.h"
 #include "core/sim/simulator.h"
 
@@ -234,6 +237,11 @@ bool SameBits(const std::vector<unsigned char>& host, uint64_t offset, const std
 // Over 100 lines: an example, read top to bottom as the steps a pipeline takes (allocate,
 // register, extract by path, extract through the regions, compare, time, unregister).
 int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "a CUDA producer that hands device frames to spexd (examples/cuda_handoff); "
+      "exits 77 without a GPU");
+  const auto own = [](absl::string_view file) { return absl::StrContains(file, "cuda_handoff"); };
+  if (core::PrintHelpIfAsked(argc, argv, own)) return 0;
   absl::ParseCommandLine(argc, argv);
   int devices = 0;
   if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {

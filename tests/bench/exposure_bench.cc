@@ -21,7 +21,7 @@
 //
 //   spexd_exposure_bench [--psf PSF.fits]... [--frames 30] [--fibers 500]
 //                        [--backend cuda|cpu (cuda)] [--gpus 0,1,...] [--threads T]
-//                        [--psf-cache-bytes B] [--passes 2] [--prefetch P (0: spexd's default)] [--pin-planes 0|1 (1)] [--streamers S (0)]
+//                        [--psf-cache-bytes B] [--passes 2] [--prefetch P (0: spexd's default)] [--streamers S (0)]
 //                       [--backends-per-gpu N (0: spexd's default)]
 //                        [--out-dir DIR (the frame files; default the bench's temp dir)]
 //                        [--one-job 0|1 (0: one client per frame; 1: ExtractExposure)]
@@ -63,7 +63,6 @@ struct Args {
   int threads = 0;
   int passes = 2;
   int prefetch = 0;  // frames read and decoded ahead per worker (server --prefetch; 0: its default)
-  bool pin_planes = true;  // server --pin_planes
   int streamers = 0;       // server --streamers_per_worker (0: its default)
   int backends_per_gpu = 0;  // server --backends_per_gpu (0: its default)
   std::string host_wait = "block";  // server --gpu_host_wait (its default)
@@ -110,8 +109,6 @@ absl::StatusOr<Args> Parse(int argc, char** argv) {
       a.host_wait = v;
     } else if (num && k == "--one-job") {
       a.one_job = n != 0;
-    } else if (num && k == "--pin-planes") {
-      a.pin_planes = n != 0;
     } else if (num && k == "--passes") {
       a.passes = std::max(1, n);
     } else {
@@ -387,7 +384,6 @@ int main(int argc, char** argv) {
   so.psf_cache_bytes = args.psf_cache_bytes;
   so.max_queue = args.frames;
   so.prefetch = args.prefetch;
-  so.pin_planes = args.pin_planes;
   so.streamers_per_worker = args.streamers;
   so.backends_per_gpu = args.backends_per_gpu;
   auto wait = core::ParseCudaHostWait(args.host_wait);

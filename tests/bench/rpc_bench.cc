@@ -27,7 +27,7 @@
 // first completion) / (frames - 1), which is what a kept-busy service costs per frame.
 //
 //   spexd_rpc_bench [--fibers N (500)] [--repeats R (3)] [--threads T] [--backend cpu|cuda]
-//                   [--inflight K (2; 0 skips)] [--prefetch P (0: spexd's default)] [--pin-planes 0|1 (1)] [--streamers S (0)] [--psf PSF.fits (bundled)]
+//                   [--inflight K (2; 0 skips)] [--prefetch P (0: spexd's default)] [--streamers S (0)] [--psf PSF.fits (bundled)]
 //                   [--client-procs K (0)] [--proc-frames F (repeats)] [--gzip 1 (input as .fits.gz)]
 //                   [--gpus 0,1,... (spexd's --gpu_devices; default all visible)]
 //                   [--shadow-parity-fraction F (spexd's --shadow_parity_fraction; default its
@@ -87,7 +87,6 @@ struct Args {
   int threads = 0;
   int inflight = 2;
   int prefetch = 0;
-  bool pin_planes = true;  // spexd --pin_planes (also for the local backend times)
   int streamers = 0;       // spexd --streamers_per_worker (0: its default)
   std::string backend = "cpu";
   std::string psf = spexd::testing::BundledPsfPath();
@@ -114,7 +113,6 @@ Args Parse(int argc, char** argv) {
     if (k == "--threads") a.threads = v;
     if (k == "--inflight") a.inflight = std::max(0, v);
     if (k == "--prefetch") a.prefetch = std::max(0, v);
-    if (k == "--pin-planes") a.pin_planes = v != 0;
     if (k == "--streamers") a.streamers = std::max(0, v);
     if (k == "--backend") a.backend = argv[i + 1];
     if (k == "--psf") a.psf = argv[i + 1];
@@ -166,7 +164,7 @@ absl::StatusOr<LocalTimes> TimeLocal(const Args& args, const std::shared_ptr<con
   popts.pool = &decode_pool;
   popts.buffers = &buffers;
   popts.keep_float32 = core::TakesFloat32Planes(*backend);
-  if (popts.keep_float32 && args.pin_planes && backend->gpu() != nullptr) {
+  if (popts.keep_float32 && backend->gpu() != nullptr) {
     buffers.set_pinner(backend->gpu()->PlanePinner());  // as spexd
   }
   for (int r = -1; r < args.repeats; ++r) {  // r = -1: warm-up (spots evaluated and kept)
@@ -417,7 +415,6 @@ int main(int argc, char** argv) {
   so.backend = *kind;
   so.cpu_threads = args.threads;
   so.prefetch = args.prefetch;
-  so.pin_planes = args.pin_planes;
   so.streamers_per_worker = args.streamers;
   so.gpu_devices = args.gpus;
   if (args.shadow_fraction >= 0) so.shadow_parity.fraction = args.shadow_fraction;

@@ -9,7 +9,8 @@
 #     spexd drains and exits 0, the job reports the frames left undone (exit != 0);
 #  3. a plain `scancel` mid-run (SIGTERM to every process of the job, SIGKILL after
 #     KillWait): spexd still drains and exits 0.
-# Skips (exit 77) only where the daemons cannot run: not root, or the packages absent.
+# Skips (exit 77) only where the daemons cannot run: not root, the packages absent, or no
+# cgroup filesystem (slurmd refuses to start without one).
 # The per-node step without Slurm (second node's share, ...) is tests/deploy/slurm_step_test.sh.
 set -euo pipefail
 cd "$(dirname "$0")/../.."

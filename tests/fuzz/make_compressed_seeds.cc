@@ -7,6 +7,7 @@
 #include <fitsio.h>
 
 #include <cstdio>
+#include <cstring>
 #include <string>
 
 #include "tests/compressed_fits.h"
@@ -59,8 +60,13 @@ int Run(const std::string& fuzz_dir) {
 }  // namespace spexd::testing
 
 int main(int argc, char** argv) {
+  const char* usage = "usage: %s <tests/fuzz>: writes the compressed-FITS seed corpora under it (no flags)\n";
+  if (argc == 2 && (std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0)) {
+    std::printf(usage, argv[0]);
+    return 0;
+  }
   if (argc != 2) {
-    std::fprintf(stderr, "usage: %s <tests/fuzz>\n", argv[0]);
+    std::fprintf(stderr, usage, argv[0]);
     return 2;
   }
   return spexd::testing::Run(argv[1]);

@@ -1,6 +1,5 @@
-// spexd decodes frames into host memory pinned by its GPU workers' PlanePinner
-// (--pin_planes, on by default), so that the CUDA backend uploads them without a host
-// copy; --pin_planes=false leaves them pageable. The worker here is the CPU backend
+// spexd decodes frames into host memory pinned by its GPU workers' PlanePinner, so that
+// the CUDA backend uploads them without a host copy. The worker here is the CPU backend
 // presented as a float32-taking GPU backend with a recording pinner.
 #include <atomic>
 #include <memory>
@@ -71,10 +70,9 @@ class PinnedPlaneBackend : public core::Backend, public core::GpuCapabilities {
   std::unique_ptr<core::Backend> inner_;
 };
 
-void ExtractTwice(bool pin_planes, const std::shared_ptr<Seen>& seen) {
+void ExtractTwice(const std::shared_ptr<Seen>& seen) {
   auto pinner = std::make_shared<RecordingPinner>();
   server::ServerOptions o = TestServerOptions();
-  o.pin_planes = pin_planes;
   o.backend_factory = [pinner, seen](std::string* reason)
       -> absl::StatusOr<std::vector<std::unique_ptr<core::Backend>>> {
     *reason = "test: a pinning float32 backend";
@@ -97,18 +95,10 @@ void ExtractTwice(bool pin_planes, const std::shared_ptr<Seen>& seen) {
 
 TEST(PinnedPlanesTest, FramesAreDecodedIntoPinnedPlanes) {
   auto seen = std::make_shared<Seen>();
-  ExtractTwice(/*pin_planes=*/true, seen);
+  ExtractTwice(seen);
   EXPECT_EQ(seen->frames.load(), 2);
   EXPECT_EQ(seen->float32.load(), 2);
   EXPECT_EQ(seen->pinned.load(), 2) << ".fits and .fits.gz planes both pinned";
-}
-
-TEST(PinnedPlanesTest, PinPlanesFalseLeavesThemPageable) {
-  auto seen = std::make_shared<Seen>();
-  ExtractTwice(/*pin_planes=*/false, seen);
-  EXPECT_EQ(seen->frames.load(), 2);
-  EXPECT_EQ(seen->float32.load(), 2);
-  EXPECT_EQ(seen->pinned.load(), 0);
 }
 
 }  // namespace

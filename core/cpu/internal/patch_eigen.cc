@@ -1,16 +1,11 @@
 // The decorrelation's eigen-decompositions of a patch's core blocks C_ss (spec §2.10 step
 // 2). Four or eight blocks at a time in SIMD lanes (lane_eigen.h): fewer flops than dsyevd per
 // block, and no OpenBLAS call, whose buffer lock serialises many threads calling it at
-// once (the CPU frame stopped scaling past 8 cores on the GPU host;
-// docs/performance.md). Any lane that does not converge goes to dsyevd (and every block with
-// SPEXD_CPU_EIGEN=lapack).
+// once (the CPU frame stopped scaling past 8 cores on the GPU host; docs/performance.md).
+// Any lane that does not converge goes to dsyevd.
 // Eigenvector order and signs do not matter: only V f(w) V^T is used (spec §2.10).
 #include <algorithm>
-#include <cstdlib>
-#include <cstring>
 
-#include "absl/strings/str_cat.h"
-#include "core/cpu/cpu_backend.h"
 #include "core/cpu/internal/lapack.h"
 #include "core/cpu/internal/patch_extractor.h"
 
@@ -19,31 +14,7 @@ namespace {
 
 constexpr std::size_t kOne = 1;  // Fortran hidden length of a one-character argument
 
-// SPEXD_CPU_EIGEN=lapack: every block by dsyevd, the lanes' LAPACK reference (A/B measurements).
-// CreateBackend has refused any other value than these (CheckCpuEnvironment).
-bool UseLanes() {
-  static const bool lanes = [] {
-    const char* v = std::getenv("SPEXD_CPU_EIGEN");
-    return v == nullptr || std::strcmp(v, "lapack") != 0;
-  }();
-  return lanes;
-}
-
 }  // namespace
-
-absl::Status CheckCpuEnvironment() {
-  if (const char* v = std::getenv("SPEXD_CPU_NORMAL_EQUATIONS");
-      v != nullptr && *v != '\0' && std::strcmp(v, "tiles") != 0 && std::strcmp(v, "runs") != 0) {
-    return absl::InvalidArgumentError(absl::StrCat("SPEXD_CPU_NORMAL_EQUATIONS='", v,
-                                                   "': expected tiles or runs (or unset)"));
-  }
-  const char* v = std::getenv("SPEXD_CPU_EIGEN");
-  if (v == nullptr || *v == '\0' || std::strcmp(v, "lanes") == 0 || std::strcmp(v, "lapack") == 0) {
-    return absl::OkStatus();
-  }
-  return absl::InvalidArgumentError(
-      absl::StrCat("SPEXD_CPU_EIGEN='", v, "': expected lanes or lapack (or unset)"));
-}
 
 void PatchExtractor::CopyLowerTriangle(const double* lower, int ld, int nt, double* dst) {
   for (int j = 0; j < nt; ++j) {
@@ -93,10 +64,6 @@ bool PatchExtractor::DecomposeBlocks(int count, const BlockSet& blocks, PatchWor
     if (ok != nullptr) ok[b] = done ? 1 : 0;
     all = all && done;
   };
-  if (!UseLanes()) {
-    for (int b = 0; b < count; ++b) lapack(b);
-    return all;
-  }
   // A last partial group in lanes too (it costs as much as a whole one): every block by the
   // same solver, so a patch's bits do not depend on the blocks beside it.
   const int width = ws->lanes->lanes();

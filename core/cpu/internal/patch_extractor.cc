@@ -2,8 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
-#include <cstring>
 
 #include "core/cpu/internal/band_inverse.h"
 #include "core/cpu/internal/band_cholesky.h"
@@ -20,16 +18,10 @@ using internal::StepTimer;
 
 constexpr std::size_t kOne = 1;  // hidden Fortran string length
 
-// M by tiles of stamps (tile_normal_equations.h) by default where the CPU has AVX-512, by
-// runs of pixels (normal_equations.h) elsewhere; SPEXD_CPU_NORMAL_EQUATIONS=tiles or runs
-// chooses on any CPU (A/B measurements; CheckCpuEnvironment refuses other values).
+// M by tiles of stamps (tile_normal_equations.h) where the CPU has AVX-512, by runs of
+// pixels (normal_equations.h) elsewhere.
 bool UseTileNormalEquations() {
-  static const bool tiles = [] {
-    const char* v = std::getenv("SPEXD_CPU_NORMAL_EQUATIONS");
-    if (v != nullptr && std::strcmp(v, "tiles") == 0) return true;
-    if (v != nullptr && std::strcmp(v, "runs") == 0) return false;
-    return internal::WidestSimdLevel() == internal::SimdLevel::kAvx512;
-  }();
+  static const bool tiles = internal::WidestSimdLevel() == internal::SimdLevel::kAvx512;
   return tiles;
 }
 

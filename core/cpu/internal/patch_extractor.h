@@ -148,7 +148,7 @@ class PatchExtractor {
     double* vecs;
   };
   // Eigen-decompositions of `count` blocks: lanes() at a time in SIMD lanes (lane_eigen.h), a
-  // lane that fails by dsyevd (every block with SPEXD_CPU_EIGEN=lapack). Returns whether
+  // lane that fails by dsyevd. Returns whether
   // every block was decomposed; ok (when not null) gets 0 for a block dsyevd failed too.
   bool DecomposeBlocks(int count, const BlockSet& blocks, PatchWorkspace* ws, char* ok) const;
   // DecomposeBlocks of the core spectra's blocks C_ss (spec §2.10 step 2) into

@@ -3,17 +3,18 @@
 #include "cuda/batch_extractor.h"
 
 #include "cuda/cuda_check.h"
+#include "cuda/device_limits.h"
 #include "cuda/tiled_cholesky.h"
 
 namespace spexd::cuda {
 
-// The tiled Cholesky needs its factor kernel's shared memory (227 KB per block on an
-// H100 covers nt <= 112); elsewhere potrfBatched does the work.
+// The tiled Cholesky needs its factor kernel's shared memory (device_limits.h: on an H100
+// or an A100 it covers every nt the factor kernel takes); elsewhere potrfBatched does the
+// work.
 absl::StatusOr<bool> BatchExtractor::UseTiledCholesky(int nt) const {
-  int optin = 0;
-  SPEXD_CUDA_RETURN_IF_ERROR(
-      cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, cfg_.ctx->device()));
-  return TiledCholeskySharedBytes(nt) <= static_cast<std::size_t>(optin);
+  const std::size_t limit = SharedMemoryPerBlock(cfg_.ctx->device());
+  if (limit == 0) return absl::InternalError("CUDA backend: the device's shared memory per block is unknown");
+  return TiledCholeskySharedBytes(nt) <= limit;
 }
 
 // gemm 1 of the trailing-first inversion in the DMMA panel kernel: the tiled Cholesky,

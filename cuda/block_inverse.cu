@@ -47,11 +47,8 @@ cudaError_t LaunchLeafInverse(const RunArgs& args, int max_blocks, cudaStream_t 
   if (args.count == 0 || max_blocks < 1) return cudaSuccess;
   const int nt = args.dims.nwavetot;
   const std::size_t smem = sizeof(double) * 2 * nt * (nt + 1);
-  if (smem > 48 * 1024) {
-    cudaError_t err = cudaFuncSetAttribute(LeafInverseKernel,
-                                           cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           static_cast<int>(smem));
-    if (err != cudaSuccess) return err;
+  if (cudaError_t err = AllowSharedMemory(reinterpret_cast<const void*>(LeafInverseKernel), smem); err != cudaSuccess) {
+    return err;
   }
   const dim3 grid(static_cast<unsigned>(args.count), static_cast<unsigned>(max_blocks));
   LeafInverseKernel<<<grid, kLeafThreads, smem, stream>>>(args);

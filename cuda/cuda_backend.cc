@@ -29,6 +29,7 @@
 #include "core/frame/bundle_parity.h"
 #include "cuda/batch_extractor.h"
 #include "cuda/cuda_check.h"
+#include "cuda/device_limits.h"
 #include "cuda/diagnostics.h"
 #include "cuda/fault_injection.h"
 #include "cuda/frames_in_flight.h"
@@ -387,6 +388,7 @@ absl::StatusOr<std::unique_ptr<core::Backend>> CreateCudaBackend(
   if (faults->oom_at_alloc > 0) ArmAllocationFault(faults->oom_at_alloc);
   ArmAllocationPoison(faults->poison_allocations);
   if (faults->fail_patch_once >= 0) ArmPatchFault(faults->fail_patch_once);
+  if (faults->shared_memory_cap > 0) SetSharedMemoryCap(static_cast<std::size_t>(faults->shared_memory_cap));
   auto ctx = GpuContext::Create(options.device, options.cuda_host_wait);
   if (!ctx.ok()) {
     return absl::UnavailableError(absl::StrCat("CUDA backend unavailable: ", ctx.status().ToString()));

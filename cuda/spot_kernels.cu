@@ -112,7 +112,7 @@ cudaError_t LaunchEvaluateSpots(const SpotKernelArgs& args, cudaStream_t stream)
   if (nstamps == 0) return cudaSuccess;
   const unsigned blocks = static_cast<unsigned>((nstamps + kWarpsPerBlock - 1) / kWarpsPerBlock);
   const std::size_t smem = sizeof(double) * layout.total * kWarpsPerBlock;
-  if (smem > 48 * 1024) {  // kernel_common.cuh's AllowSharedMemory, without its device helpers
+  if (smem > 48 * 1024) {  // as kernel_common.cuh's AllowSharedMemory (not included: device code)
     if (smem > SharedMemoryPerBlock()) return cudaErrorInvalidValue;
     cudaError_t err = cudaFuncSetAttribute(EvaluateSpotsKernel,
                                            cudaFuncAttributeMaxDynamicSharedMemorySize,

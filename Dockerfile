@@ -16,7 +16,7 @@ ARG RUNTIME_BASE=nvcr.io/nvidia/cuda:13.0.0-runtime-ubuntu24.04
 
 FROM ${BUILD_BASE} AS build
 ARG SPEXD_WITH_CUDA=ON
-ARG CUDA_ARCHITECTURES=90
+ARG CUDA_ARCHITECTURES="80-real;90-real;100-real;100-virtual"
 ARG JOBS=
 # ccache's directory for the compile step: the cache mount below unless a build points it
 # elsewhere. tests/deploy/container_test.sh points it at the host's ccache, mounted with
@@ -34,7 +34,7 @@ COPY . /src
 RUN --mount=type=cache,id=spexd-apt-lists,target=/var/lib/apt/lists \
     --mount=type=cache,id=spexd-apt-archives,target=/var/cache/apt/archives \
     --mount=type=cache,id=spexd-ccache,target=/root/.cache/ccache \
-    SPEXD_WITH_CUDA=${SPEXD_WITH_CUDA} CUDA_ARCHITECTURES=${CUDA_ARCHITECTURES} JOBS=${JOBS} \
+    SPEXD_WITH_CUDA=${SPEXD_WITH_CUDA} CUDA_ARCHITECTURES="${CUDA_ARCHITECTURES}" JOBS=${JOBS} \
     scripts/container-build.sh /opt/spexd
 
 FROM ${RUNTIME_BASE} AS runtime

@@ -3,51 +3,37 @@
 #include "cuda/batch_extractor.h"
 
 #include "cuda/cuda_check.h"
+#include "cuda/device_limits.h"
 #include "cuda/tiled_cholesky.h"
 
 namespace spexd::cuda {
 
-// The tiled Cholesky needs its factor kernel's shared memory (227 KB per block on an
-// H100 covers nt <= 112); elsewhere potrfBatched does the work.
+// The tiled Cholesky needs its factor kernel's shared memory (device_limits.h: on an H100
+// or an A100 it covers every nt the factor kernel takes); elsewhere potrfBatched does the
+// work.
 absl::StatusOr<bool> BatchExtractor::UseTiledCholesky(int nt) const {
-  if (cfg_.cholesky != core::CudaCholesky::kTiledLeftLooking) return false;
-  int optin = 0;
-  SPEXD_CUDA_RETURN_IF_ERROR(
-      cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, cfg_.ctx->device()));
-  return TiledCholeskySharedBytes(nt) <= static_cast<std::size_t>(optin);
+  const std::size_t limit = SharedMemoryPerBlock(cfg_.ctx->device());
+  if (limit == 0) return absl::InternalError("CUDA backend: the device's shared memory per block is unknown");
+  return TiledCholeskySharedBytes(nt) <= limit;
 }
 
-// The band inversion reads its leaves from the GEMM scratch: the tiled factor's or trsm's
-// (the in-place leaf kernel of the potrf path keeps the trailing-first inversion).
-bool BatchExtractor::BandInverse() const {
-  return cfg_.diagnostics.band_inverse &&
-         (tiled_cholesky_ || cfg_.solver == core::CudaTriangularSolver::kCusolverBatched);
-}
-
-// gemm 1 of the trailing-first inversion in the DMMA panel kernel: the tiled Cholesky with
-// the blocked solve and the trailing inversion, nt within the DMMA panel's tiles.
+// gemm 1 of the trailing-first inversion in the DMMA panel kernel: the tiled Cholesky,
+// nt within the DMMA panel's tiles (else batched GEMMs).
 bool BatchExtractor::PanelP() const {
-  return BlockedSolve() && !BandInverse() && cfg_.plan->nwavetot <= kPanelDmmaMaxNt && cfg_.diagnostics.panel_p;
+  return tiled_cholesky_ && cfg_.plan->nwavetot <= kPanelDmmaMaxNt;
 }
 
-// The blocked solve (with the tiled factor's leaves) wherever the library's potrs does not.
-bool BatchExtractor::BlockedSolve() const {
-  return tiled_cholesky_ && cfg_.solver != core::CudaTriangularSolver::kCusolverBatched;
-}
-
-// The tiled factor's diagonal updates in the factor kernel (RunArgs::diag_update).
+// The tiled factor's diagonal updates in the factor kernel (RunArgs::diag_update) where
+// nt allows, else batched GEMMs with the blocks below.
 bool BatchExtractor::DiagUpdateInFactor() const {
-  return tiled_cholesky_ && cfg_.diagnostics.diag_update_in_factor &&
-         cfg_.plan->nwavetot <= kFactorUpdateMaxNt;
+  return tiled_cholesky_ && cfg_.plan->nwavetot <= kFactorUpdateMaxNt;
 }
 
 LayoutChoices BatchExtractor::Choices() const {
   LayoutChoices c;
   c.diag_update_in_factor = DiagUpdateInFactor();
   c.panel_p = PanelP();
-  c.library_leaf = cfg_.solver == core::CudaTriangularSolver::kCusolverBatched;
   c.tiled_cholesky = tiled_cholesky_;
-  c.band_inverse = BandInverse();
   return c;
 }
 
@@ -78,11 +64,10 @@ RunArgs BatchExtractor::MakeArgs(const WorkspaceSet& s, int count, const core::E
   a.want_model = job.want_model ? 1 : 0;
   // The tiled factor's leaves feed the trailing-first inversion: they stay in place, and
   // nothing reads M past the band.
-  a.band_only = BlockedSolve() && !BandInverse();
+  a.band_only = tiled_cholesky_;
   a.leaf_in_place = a.band_only;
-  a.forward_in_factor = BlockedSolve();
+  a.forward_in_factor = tiled_cholesky_;
   a.panel_p = PanelP() ? 1 : 0;
-  a.tile_inverse = cfg_.diagnostics.tile_inverse ? 1 : 0;
   a.diag_update = DiagUpdateInFactor() ? 1 : 0;
   return a;
 }
@@ -90,25 +75,14 @@ RunArgs BatchExtractor::MakeArgs(const WorkspaceSet& s, int count, const core::E
 RunResources BatchExtractor::Resources(WorkspaceSet* s, bool record_marks) const {
   RunResources r{};
   r.ctx = cfg_.ctx;
-  r.solver = cfg_.solver;
-  r.eigen = cfg_.eigen;
   r.tiled_cholesky = tiled_cholesky_;
   r.workspace = cfg_.workspace;
   r.set = s;
   r.d_ptrs = s->ptrs.get();
   r.max_blocks = max_blocks_;
   r.record_marks = record_marks;
-  r.tridiag_register_reduce = cfg_.diagnostics.tridiag_register_reduce;
-  r.tridiag_register_rotate = cfg_.diagnostics.tridiag_register_rotate;
-  r.twisted_vectors = cfg_.diagnostics.twisted_vectors;
-  r.compact_reflectors = cfg_.diagnostics.compact_reflectors;
-  r.dmma_gram = cfg_.diagnostics.dmma_gram;
-  r.dmma_normal_equations = cfg_.diagnostics.dmma_normal_equations;
-  r.band_inverse = BandInverse();
-  r.reduce_on_tail = cfg_.diagnostics.reduce_on_tail;
-  r.tail = record_marks && cfg_.eigen == core::CudaEigensolver::kSharedMemoryTridiagonalQl
-               ? cfg_.ctx->tail()
-               : cfg_.ctx->compute();
+  r.reduce_on_tail = cfg_.reduce_on_tail;
+  r.tail = record_marks ? cfg_.ctx->tail() : cfg_.ctx->compute();
   return r;
 }
 

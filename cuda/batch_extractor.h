@@ -26,10 +26,6 @@ class BatchExtractor {
  public:
   struct Config {
     const GpuContext* ctx = nullptr;
-    core::CudaTriangularSolver solver = core::CudaTriangularSolver::kWarpSubstitution;
-    core::CudaEigensolver eigen = core::CudaEigensolver::kCusolverSyevBatched;
-    core::CudaCholesky cholesky = core::CudaCholesky::kTiledLeftLooking;
-    bool stats = false;  // SPEXD_CUDA_STATS: print eigensolver sweep counts to stderr (syncs)
     Workspace* workspace = nullptr;
     const GeometryState* state = nullptr;
     const core::PatchPlan* plan = nullptr;
@@ -37,7 +33,10 @@ class BatchExtractor {
     // calling thread alone).
     core::TaskPool* pool = nullptr;
     Diagnostics diagnostics;  // production defaults unless set (cuda/diagnostics.h)
-    bool latency_mode = false;  // the lone-frame latency mode (for the timeline's label)
+    // The lone-frame latency mode (cuda_backend.cc): the tridiagonal reduction on the tail
+    // stream with the QL and vectors, the compute stream going on to the next batch.
+    bool reduce_on_tail = false;
+    int max_batch_bundles = 0;  // a test's cap on the batch size (FaultPlan); 0: none
   };
   explicit BatchExtractor(const Config& config) : cfg_(config) {}
 
@@ -63,10 +62,8 @@ class BatchExtractor {
   };
   SlotAddresses Addresses(const WorkspaceSet& s) const;
   LayoutChoices Choices() const;
-  bool BandInverse() const;  // the band inversion (batch_layout.h) for this backend
   bool PanelP() const;       // LayoutChoices::panel_p for this backend
   bool DiagUpdateInFactor() const;  // LayoutChoices::diag_update_in_factor, RunArgs::diag_update
-  bool BlockedSolve() const;  // the tiled factor with the blocked solve (not potrs)
   absl::StatusOr<bool> UseTiledCholesky(int nt) const;
   RunArgs MakeArgs(const WorkspaceSet& s, int count, const core::ExtractionJob& job) const;
   // A batch (record_marks) overlaps its tail with the next batch (RunResources::tail);
@@ -111,13 +108,12 @@ class BatchExtractor {
   Assembly AllocateBundles(const Batch& batch) const;
   // Copies the batch's outputs into them, counts the patch outcomes, marks failed bins.
   void FillBundles(const Batch& batch, const std::vector<char>& retried, Assembly* a) const;
-  absl::Status ReportEigenSweeps(const Batch& batch);
 
   Config cfg_;
   WorkspaceSpec spec_;
   int bundles_per_batch_ = 1;
   int max_blocks_ = 0;
-  bool tiled_cholesky_ = false;  // cfg_.cholesky, where the device's shared memory allows it
+  bool tiled_cholesky_ = false;  // where the device's shared memory allows it, else potrfBatched
 };
 
 }  // namespace spexd::cuda

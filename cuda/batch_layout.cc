@@ -74,7 +74,8 @@ int MaxBlocks(const core::PatchPlan& plan) {
 
 std::size_t MaxPointerCount(const core::PatchPlan& plan, int count) {
   const std::size_t nb = static_cast<std::size_t>(std::max(1, MaxBlocks(plan)));
-  // potrf, leaves, chol_update, and the larger of trtri + gram and band_inverse (g1..g5).
+  // potrf, leaves, chol_update, and the larger of trtri + gram and 15 nb (a margin the
+  // pinned pointer buffers keep).
   const std::size_t inverse = std::max(6 * nb + 3 * static_cast<std::size_t>(plan.nper), 15 * nb);
   // chol_update: at most a call per row block of each step (nb (nb - 1) / 2 in all).
   const std::size_t updates = 3 * std::max(nb, nb * (nb - 1) / 2);
@@ -219,25 +220,6 @@ void AddTiledUpdates(const SlotMath& sm, bool skip_diagonal, RunLayout* out) {
   }
 }
 
-// Library leaf inverses: solve L_ii X = I (identity prepared in the GEMM scratch).
-void AddLeafInverses(const SlotMath& sm, RunLayout* out) {
-  PointerTriples pt;
-  for (const RunEntry& e : out->entries) {
-    const core::PatchDesc& d = sm.patch(e);
-    for (int i = 0; i < d.nspectot; ++i) {
-      if (!NeedsLeafInverse(i, d.core_row, d.nspectot)) continue;
-      const int64_t i0 = static_cast<int64_t>(i) * sm.nt;
-      pt.a.push_back(sm.M(e, i0, i0));
-      pt.b.push_back(sm.T(e, i * sm.nt2));
-    }
-  }
-  out->leaf_trsm.m = sm.nt;
-  out->leaf_trsm.n = sm.nt;
-  out->leaf_trsm.lda = static_cast<int>(sm.ld);
-  out->leaf_trsm.ldb = sm.nt;
-  pt.Flush(&out->ptrs, &out->leaf_trsm);
-}
-
 // Trailing-first block inversion: step r handles column block j = nspectot-1-r with two
 // GEMMs. L[j+1:, j] is zero past the entry's band B, so with b = min(B, r):
 //   gemm 1  P = L[j+1:j+1+b, j] · X_jj          (into the scratch; m = b·nt)
@@ -325,90 +307,6 @@ void AddCoreGrams(const SlotMath& sm, RunLayout* out) {
   }
 }
 
-// The selected inversion inside the band (batch_layout.h): per step r, the entries whose
-// column block J = nb-1-r is at or after core_row, grouped by shape.
-void AddBandInverse(const SlotMath& sm, RunLayout* out) {
-  const int nt = sm.nt, ld = static_cast<int>(sm.ld);
-  for (int r = 0; r < MaxBlocks(sm.plan); ++r) {
-    std::map<int, PointerTriples> g1, g2;                   // by kk
-    std::map<std::pair<int, int>, PointerTriples> g3;       // by (kept rows, kk)
-    PointerTriples g4, g5, g5w;
-    for (const RunEntry& e : out->entries) {
-      const core::PatchDesc& d = sm.patch(e);
-      const int j = BandInverseColumn(r, d.nspectot);
-      if (j < d.core_row || j < 0) continue;
-      const int reach = BandInverseReach(j, e.band, d.nspectot);
-      const int64_t j0 = static_cast<int64_t>(j) * nt, j1 = j0 + nt;
-      const uint64_t w = sm.T(e, j * sm.nt2);
-      if (reach == 0) {
-        g5w.a.push_back(w);
-        g5w.b.push_back(w);
-        g5w.c.push_back(sm.M(e, j0, j0));
-        continue;
-      }
-      const int kk = reach * nt;
-      const uint64_t z = sm.T(e, (j + 1) * sm.nt2);  // the leaves of K: no longer needed
-      PointerTriples& p1 = g1[kk];
-      p1.a.push_back(sm.M(e, j1, j1));
-      p1.b.push_back(sm.M(e, j1, j0));
-      p1.c.push_back(z);
-      PointerTriples& p2 = g2[kk];
-      p2.a.push_back(sm.M(e, j1, j0));
-      p2.b.push_back(z);
-      p2.c.push_back(sm.M(e, j0, j0));
-      const int kept = BandInverseKept(j, e.band, d.nspectot);
-      if (kept > 0) {
-        PointerTriples& p3 = g3[{kept * nt, kk}];
-        p3.a.push_back(z);
-        p3.b.push_back(w);
-        p3.c.push_back(sm.M(e, j1, j0));
-      }
-      g4.a.push_back(sm.M(e, j0, j0));
-      g4.b.push_back(w);
-      g4.c.push_back(z);
-      g5.a.push_back(w);
-      g5.b.push_back(z);
-      g5.c.push_back(sm.M(e, j0, j0));
-    }
-    std::vector<BatchedCall> step;
-    auto add = [&](PointerTriples& pt, BatchedCall call) {
-      if (pt.a.empty()) return;
-      pt.Flush(&out->ptrs, &call);
-      step.push_back(call);
-    };
-    auto shape = [](int m, int n, int k, int lda, int ldb, int ldc) {
-      BatchedCall c;
-      c.m = m;
-      c.n = n;
-      c.k = k;
-      c.lda = lda;
-      c.ldb = ldb;
-      c.ldc = ldc;
-      return c;
-    };
-    BatchedCall c5w = shape(nt, nt, nt, nt, nt, ld);
-    c5w.transa = 1;
-    add(g5w, c5w);
-    for (auto& [kk, pt] : g1) add(pt, shape(kk, nt, kk, ld, ld, kk));
-    for (auto& [kk, pt] : g2) {
-      BatchedCall c = shape(nt, nt, kk, ld, kk, ld);
-      c.transa = 1;
-      c.beta = 1.0;
-      add(pt, c);
-    }
-    for (auto& [key, pt] : g3) {
-      BatchedCall c = shape(key.first, nt, nt, key.second, nt, ld);
-      c.alpha = -1.0;
-      add(pt, c);
-    }
-    add(g4, shape(nt, nt, nt, ld, nt, nt));
-    BatchedCall c5 = shape(nt, nt, nt, nt, nt, ld);
-    c5.transa = 1;
-    add(g5, c5);
-    out->band_inverse.push_back(std::move(step));
-  }
-}
-
 }  // namespace
 
 RunLayout BuildRunLayout(const core::PatchPlan& plan, std::vector<RunEntry> entries,
@@ -424,14 +322,9 @@ RunLayout BuildRunLayout(const core::PatchPlan& plan, std::vector<RunEntry> entr
   const SlotMath sm(plan, s);
   AddCholesky(sm, &out);
   if (choices.tiled_cholesky) AddTiledUpdates(sm, choices.diag_update_in_factor, &out);
-  if (choices.library_leaf) AddLeafInverses(sm, &out);
-  if (choices.band_inverse) {
-    AddBandInverse(sm, &out);
-  } else {
-    AddBlockInversion(sm, choices.panel_p, &out);
-    AddCoreGrams(sm, &out);
-  }
-  for (auto* steps : {&out.chol_update, &out.trtri, &out.band_inverse}) {
+  AddBlockInversion(sm, choices.panel_p, &out);
+  AddCoreGrams(sm, &out);
+  for (auto* steps : {&out.chol_update, &out.trtri}) {
     for (std::vector<BatchedCall>& step : *steps) {
       for (BatchedCall& call : step) SplitStrided(out.ptrs, &call, kMaxStridedRuns);
     }

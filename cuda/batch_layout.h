@@ -6,7 +6,7 @@
 // Algorithm (extraction-spec §2.9–2.10, "Decisions": C's diagonal blocks may come from
 // the Cholesky factor). Unknowns are blocked by spectrum (nt = nwavetot per block,
 // nb = nspectot blocks, core blocks [c0, c0+nper)). After M = L L^T:
-//   * leaf: X_ii = L_ii^{-1} for i >= c0 (custom kernel or trsmBatched);
+//   * leaf: X_ii = L_ii^{-1} for i >= c0 (the tiled factor, or a kernel after potrf);
 //   * trailing-first block inversion in place, for j = nb-2 .. c0 (step r = nb-1-j), with
 //     b = min(B, r) (L is zero more than B blocks down):
 //       P = L[j+1:j+1+b, j] · X_jj                (gemm 1 into the scratch, m = b·nt)
@@ -16,23 +16,6 @@
 //     are zeroed by the normal-equations kernel, which writes those columns anyway;
 //   * C_jj = X[j:, j]^T X[j:, j] for the core blocks (gemm with A transposed), since
 //     C = M^{-1} = X^T X with X = L^{-1}.
-// Or (LayoutChoices::band_inverse; SPEXD_CUDA_INVERSE=band) the selected inversion inside the band,
-// the CPU backend's recursion (core/cpu/internal/band_inverse.cc) in blocks of nt: step
-// r = 0, 1, ... takes block column J = nb-1-r of each entry with J >= c0. With
-// K = J+1 .. BandLast(J) (kk = |K| nt rows), X = L[K, J] and W = L_JJ^{-1} (the leaf in the
-// GEMM scratch's block J), the slot matrix's column blocks after J hold C inside the band
-// (C[K, K] with both triangles), written over L, and
-//   g1  Z = C[K, K] X           (scratch blocks J+1.., leading dimension kk)
-//   g2  H = I + X^T Z           (over block (J, J); the prologue put I there)
-//   g3  C[K1, J] = -Z[K1] W     (K1: K's first B-1 blocks, the ones later steps read)
-//   g4  G = H W                 (scratch, over Z)
-//   g5  C[J, J] = W^T G         (W^T W where K is empty)
-// Before step r's calls the prologue (LaunchBandInversePrologue) finishes block column
-// J+1: its diagonal block made exactly symmetric (the lower triangle wins) and copied to
-// C's output where it is a core block, C[K1, J+1] mirrored above the diagonal; and it puts
-// I on block (J, J). One more prologue after the last step finishes block c0. About 42 nt^3
-// multiply-adds a 7-block patch against ~54 for the trailing-first inversion and the Grams,
-// and no zeroed blocks or leaf copies.
 #ifndef SPEXD_CUDA_BATCH_LAYOUT_H_
 #define SPEXD_CUDA_BATCH_LAYOUT_H_
 
@@ -83,17 +66,6 @@ SPEXD_HD int64_t ScratchStride(int nb, int nt, int p_band) {
   return static_cast<int64_t>(nt) * nt * (nb + static_cast<int64_t>(p_band) * (nb > 1 ? nb - 1 : 0));
 }
 
-// The band inversion's bookkeeping (shared by the prologue kernel, the layout and the host
-// replay): step r's column block, its K's blocks, and the blocks of C[K1, J] kept.
-SPEXD_HD int BandInverseColumn(int r, int nspectot) { return nspectot - 1 - r; }
-SPEXD_HD int BandInverseReach(int j, int band, int nspectot) {
-  return core::BandLast(j, band > 0 ? band : 0, nspectot) - j;
-}
-SPEXD_HD int BandInverseKept(int j, int band, int nspectot) {
-  const int reach = BandInverseReach(j, band, nspectot);
-  return reach < band - 1 ? reach : (band > 1 ? band - 1 : 0);
-}
-
 // Base addresses (as integers) and strides of one workspace set.
 struct SlotAddresses {
   uint64_t m = 0, x = 0, t = 0, c = 0;  // doubles
@@ -130,15 +102,13 @@ void SplitStrided(const std::vector<uint64_t>& ptrs, BatchedCall* call, int max_
 
 struct RunLayout {
   std::vector<RunEntry> entries;               // sorted by n: potrf groups are contiguous
-  std::vector<BatchedCall> potrf;              // one per distinct n; potrs B at b_off
+  std::vector<BatchedCall> potrf;              // one per distinct n (B at b_off: x)
   // Tiled Cholesky (tiled_cholesky.h), step 1 for k = 1..: M[k:, k] -= L[k:, :k] L[k, :k]^T
   // over the blocks inside each entry's band only (rows k + 1.. alone with
   // LayoutChoices::diag_update_in_factor). chol_update[k - 1] holds step k's calls.
   std::vector<std::vector<BatchedCall>> chol_update;
-  BatchedCall leaf_trsm;                       // library leaf path (count 0 when unused)
   std::vector<std::vector<BatchedCall>> trtri; // per step r = 1..: {gemm 1 per b, gemm 2 per b}
   std::vector<BatchedCall> gram;               // one per distinct k
-  std::vector<std::vector<BatchedCall>> band_inverse;  // per step r = 0..: g1..g5, in order
   std::vector<uint64_t> ptrs;                  // all pointer arrays, back to back
 };
 
@@ -149,14 +119,10 @@ std::vector<RunEntry> MakeBatchEntries(const core::PatchPlan& plan, const std::v
 
 // Which calls a run needs besides the potrf groups and the block inversion.
 struct LayoutChoices {
-  bool library_leaf = false;    // leaf inverses by trsmBatched (leaf_trsm)
   bool tiled_cholesky = false;  // chol_update for the tiled Cholesky
-  // band_inverse instead of trtri and gram; needs the leaves in the GEMM scratch (the
-  // tiled Cholesky's or library_leaf's).
-  bool band_inverse = false;
   // The trailing-first inversion's gemm 1 done by the tiled Cholesky's panel kernel
   // (NeedsPanelP): trtri has gemm 2 only, which reads P_j from the scratch (PanelPOffset).
-  // Only with tiled_cholesky, without library_leaf and band_inverse (BatchExtractor::PanelP).
+  // Only with tiled_cholesky (BatchExtractor::PanelP).
   bool panel_p = false;
   // The tiled Cholesky's diagonal block updates done by its factor kernel
   // (RunArgs::diag_update): chol_update takes the rows below the diagonal block only.

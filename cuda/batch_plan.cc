@@ -4,19 +4,10 @@
 
 namespace spexd::cuda {
 
-std::vector<int> BatchSizes(int nbundles, int per_batch, const std::vector<int>& forced) {
+std::vector<int> BatchSizes(int nbundles, int per_batch) {
   std::vector<int> sizes;
   if (nbundles <= 0) return sizes;
   per_batch = std::max(per_batch, 1);
-  if (!forced.empty()) {
-    for (int left = nbundles; left > 0;) {
-      const std::size_t k = std::min(sizes.size(), forced.size() - 1);
-      const int size = std::min(left, std::clamp(forced[k], 1, per_batch));
-      sizes.push_back(size);
-      left -= size;
-    }
-    return sizes;
-  }
   const int nbatches = (nbundles + per_batch - 1) / per_batch;
   for (int k = 0; k < nbatches; ++k) sizes.push_back(nbundles / nbatches + (k < nbundles % nbatches ? 1 : 0));
   if (nbatches >= 3 && sizes[nbatches - 2] < per_batch && sizes[nbatches - 1] > 3) {

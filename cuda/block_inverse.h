@@ -11,16 +11,9 @@
 namespace spexd::cuda {
 
 // X_ii = L_ii^{-1} in place for the diagonal blocks that need it (NeedsLeafInverse),
-// writing the full block (zeros above the diagonal). One thread block per (patch, i).
+// writing the full block (zeros above the diagonal). One thread block per (patch, i). The
+// potrfBatched path's leaves (the tiled factor writes its own in place).
 cudaError_t LaunchLeafInverse(const RunArgs& args, int max_blocks, cudaStream_t stream);
-// Library path: identity into the GEMM scratch block i of each needed (patch, i)...
-cudaError_t LaunchSetLeafIdentity(const RunArgs& args, int max_blocks, cudaStream_t stream);
-// ...and, after trsmBatched, the solved blocks back onto the diagonal.
-cudaError_t LaunchCopyLeafBlocks(const RunArgs& args, int max_blocks, cudaStream_t stream);
-
-// The band inversion's prologue before step r's GEMMs (r = 0 .. max_blocks; the last
-// after all steps): batch_layout.h.
-cudaError_t LaunchBandInversePrologue(const RunArgs& args, int r, int max_blocks, cudaStream_t stream);
 
 }  // namespace spexd::cuda
 

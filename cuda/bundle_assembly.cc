@@ -78,7 +78,7 @@ BatchExtractor::Assembly BatchExtractor::AllocateBundles(const Batch& batch) con
     return out;
   };
   a.pieces = pieces(kPiece);
-  if (cfg_.diagnostics.prefault) {
+  {
     const std::vector<std::pair<int, std::size_t>> fault = pieces(kFaultPiece);
     core::ParallelFor(cfg_.pool, core::HardwareThreads(), static_cast<int>(fault.size()), [&](int, int t) {
       const auto [c, e] = fault[static_cast<std::size_t>(t)];

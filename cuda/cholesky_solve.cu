@@ -106,10 +106,8 @@ cudaError_t LaunchBlockedCholeskySolve(const RunArgs& args, cudaStream_t stream)
   const int nt = args.dims.nwavetot;
   if (nt > 32 * kMaxRowsPerLane) return cudaErrorInvalidValue;
   const std::size_t smem = sizeof(double) * (args.dims.ld + nt + kSubstWarps * nt);
-  if (smem > 48 * 1024) {
-    cudaError_t err = cudaFuncSetAttribute(BlockedSolveKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           static_cast<int>(smem));
-    if (err != cudaSuccess) return err;
+  if (cudaError_t err = AllowSharedMemory(reinterpret_cast<const void*>(BlockedSolveKernel), smem); err != cudaSuccess) {
+    return err;
   }
   BlockedSolveKernel<<<static_cast<unsigned>(args.count), 32 * kSubstWarps, smem, stream>>>(args);
   return SPEXD_CHECK_LAUNCH(stream);
@@ -118,11 +116,8 @@ cudaError_t LaunchBlockedCholeskySolve(const RunArgs& args, cudaStream_t stream)
 cudaError_t LaunchCholeskySolve(const RunArgs& args, cudaStream_t stream) {
   if (args.count == 0) return cudaSuccess;
   const std::size_t smem = sizeof(double) * kSolveWarps * args.dims.ld;
-  if (smem > 48 * 1024) {
-    cudaError_t err = cudaFuncSetAttribute(CholeskySolveKernel,
-                                           cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           static_cast<int>(smem));
-    if (err != cudaSuccess) return err;
+  if (cudaError_t err = AllowSharedMemory(reinterpret_cast<const void*>(CholeskySolveKernel), smem); err != cudaSuccess) {
+    return err;
   }
   CholeskySolveKernel<<<CeilDiv(args.count, kSolveWarps), 32 * kSolveWarps, smem, stream>>>(args);
   return SPEXD_CHECK_LAUNCH(stream);

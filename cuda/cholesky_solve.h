@@ -10,7 +10,8 @@
 namespace spexd::cuda {
 
 // Solves in place in slots.x with the lower factor in slots.m. Enqueues on `stream`,
-// does not synchronise. (cusolverDnDpotrsBatched does the same but is latency bound.)
+// does not synchronise. (cusolverDnDpotrsBatched does the same but is latency bound.) The
+// potrfBatched path's solve.
 cudaError_t LaunchCholeskySolve(const RunArgs& args, cudaStream_t stream);
 
 // The same solve blocked by spectrum inside each entry's band, using the tile inverses

@@ -141,9 +141,8 @@ cudaError_t LaunchCoreGram(const RunArgs& args, cudaStream_t stream) {
   if (args.count == 0) return cudaSuccess;
   if (args.dims.nwavetot > kCoreGramMaxNt) return cudaErrorInvalidValue;
   const int smem = static_cast<int>(sizeof(double)) * 2 * kBufDoubles;
-  if (smem > 48 * 1024) {
-    cudaError_t err = cudaFuncSetAttribute(CoreGramKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-    if (err != cudaSuccess) return err;
+  if (cudaError_t err = AllowSharedMemory(reinterpret_cast<const void*>(CoreGramKernel), smem); err != cudaSuccess) {
+    return err;
   }
   const dim3 grid(static_cast<unsigned>(args.count), static_cast<unsigned>(args.dims.nper));
   CoreGramKernel<<<grid, kThreads, smem, stream>>>(args);

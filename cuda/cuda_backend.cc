@@ -29,6 +29,7 @@
 #include "core/frame/bundle_parity.h"
 #include "cuda/batch_extractor.h"
 #include "cuda/cuda_check.h"
+#include "cuda/device_limits.h"
 #include "cuda/diagnostics.h"
 #include "cuda/fault_injection.h"
 #include "cuda/frames_in_flight.h"
@@ -61,11 +62,7 @@ class CudaBackend final : public core::Backend, public core::GpuCapabilities {
   CudaBackend(std::unique_ptr<GpuContext> ctx, const core::BackendOptions& options,
               Diagnostics diagnostics, FaultPlan faults)
       : ctx_(std::move(ctx)),
-        solver_(options.cuda_solver),
-        eigen_(options.cuda_eigen),
-        cholesky_(options.cuda_cholesky),
         host_wait_(options.cuda_host_wait),
-        stats_(options.cuda_stats),
         diagnostics_(std::move(diagnostics)),
         faults_(faults),
         workspace_(std::make_unique<Workspace>()) {
@@ -88,8 +85,7 @@ class CudaBackend final : public core::Backend, public core::GpuCapabilities {
   std::string description() const override {
     return absl::StrCat("cuda (device ", ctx_->device(), ": ", ctx_->device_name(), ", ",
                         ctx_->total_memory() >> 20, " MiB, ",
-                        core::Name(solver_), " triangular solves, ", core::Name(eigen_), " eigen, ",
-                        core::Name(cholesky_), " Cholesky",
+                        "sm_", ctx_->arch(),
                         host_wait_ == core::CudaHostWait::kAuto ? "" : ", host wait ",
                         host_wait_ == core::CudaHostWait::kAuto ? "" : core::Name(host_wait_),
                         kDebugChecks ? ", debug checks" : "", ")");
@@ -296,12 +292,14 @@ class CudaBackend final : public core::Backend, public core::GpuCapabilities {
   absl::Status ExtractLocked(const core::ExtractionJob& job, const core::BundleSink& sink,
                              core::ExtractionSummary* summary) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     SPEXD_RETURN_IF_ERROR(ctx_->Activate());
-    // Alone on the GPU: the latency mode (diagnostics.h, lone_frame_latency), from the
-    // geometry upload on, since the compute stream changes only between frames.
+    // Alone on the GPU, a frame runs in the latency mode from the geometry upload on (the
+    // compute stream changes only between frames): its compute and prep streams at the
+    // greatest priority and its reductions on the tail stream, 0.7-0.9 ms sooner on an
+    // H100. Frames that share the GPU keep equal priorities and the reductions on the
+    // compute stream, which give the most frames a second (docs/performance.md).
     const FrameInFlight in_flight(ctx_->device());
-    const bool latency = diagnostics_.lone_frame_latency && in_flight.alone();
-    SPEXD_RETURN_IF_ERROR(
-        ctx_->SetStreamPriorities(latency || diagnostics_.prioritize_compute, latency));
+    const bool latency = in_flight.alone();
+    SPEXD_RETURN_IF_ERROR(ctx_->SetStreamPriorities(latency, latency));
     const core::PatchPlan& plan = job.geometry->plan();
     std::vector<int> bundles = job.bundles;
     if (bundles.empty()) {
@@ -312,17 +310,13 @@ class CudaBackend final : public core::Backend, public core::GpuCapabilities {
 
     BatchExtractor::Config config;
     config.ctx = ctx_.get();
-    config.solver = solver_;
-    config.eigen = eigen_;
-    config.cholesky = cholesky_;
-    config.stats = stats_;
     config.workspace = workspace_.get();
     config.state = state;
     config.plan = &plan;
     config.pool = pool_;
     config.diagnostics = diagnostics_;
-    config.diagnostics.reduce_on_tail = diagnostics_.reduce_on_tail || latency;
-    config.latency_mode = latency;
+    config.reduce_on_tail = latency;
+    config.max_batch_bundles = faults_.batch_bundles;
     BatchExtractor extractor(config);
     const absl::Status prepared = extractor.Prepare(job, static_cast<int>(bundles.size()));
     PublishMemoryLocked();  // the workspace may have grown
@@ -336,8 +330,8 @@ class CudaBackend final : public core::Backend, public core::GpuCapabilities {
     } else {
       UploadStats upload;
       NvtxRange range{"upload image"};
-      const ColumnRange first =
-          diagnostics_.upload_split ? extractor.Columns(batches.front()) : ColumnRange{};
+      // The first batch's columns go first, so that its normal equations start sooner.
+      const ColumnRange first = extractor.Columns(batches.front());
       SPEXD_RETURN_IF_ERROR(UploadImage(*ctx_, *workspace_, *job.image, first, pool_, &upload));
       summary->stage_seconds["upload_host"] += upload.host_seconds;
     }
@@ -354,12 +348,8 @@ class CudaBackend final : public core::Backend, public core::GpuCapabilities {
   }
 
   std::unique_ptr<GpuContext> ctx_;
-  core::CudaTriangularSolver solver_;
-  core::CudaEigensolver eigen_;
-  core::CudaCholesky cholesky_;
   core::CudaHostWait host_wait_;
-  bool stats_;
-  const Diagnostics diagnostics_;  // SPEXD_CUDA_* diagnostic switches (cuda/diagnostics.h)
+  const Diagnostics diagnostics_;  // the timeline and test faults (cuda/diagnostics.h)
   const FaultPlan faults_;  // test-only (fault_injection.h); all zero in production
   // Host threads (bundle assembly; the image upload can use them too): the owner's pool
   // (BackendOptions::pool), or else one of this backend's own.
@@ -398,6 +388,7 @@ absl::StatusOr<std::unique_ptr<core::Backend>> CreateCudaBackend(
   if (faults->oom_at_alloc > 0) ArmAllocationFault(faults->oom_at_alloc);
   ArmAllocationPoison(faults->poison_allocations);
   if (faults->fail_patch_once >= 0) ArmPatchFault(faults->fail_patch_once);
+  if (faults->shared_memory_cap > 0) SetSharedMemoryCap(static_cast<std::size_t>(faults->shared_memory_cap));
   auto ctx = GpuContext::Create(options.device, options.cuda_host_wait);
   if (!ctx.ok()) {
     return absl::UnavailableError(absl::StrCat("CUDA backend unavailable: ", ctx.status().ToString()));

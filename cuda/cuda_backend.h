@@ -13,11 +13,9 @@ namespace spexd::cuda {
 
 // Creates a backend on options.device. The device, its stream and its cuBLAS/cuSOLVER
 // handles are owned by the backend; warm per-Geometry state (spots) and the workspace
-// are created on first use and kept. UNAVAILABLE without a usable device.
-//
-// Solver choices come from options.cuda_solver / cuda_eigen / cuda_stats (for
-// cross-checks and benchmarks; tests and benchmarks parse SPEXD_CUDA_SOLVER,
-// SPEXD_CUDA_EIGEN and SPEXD_CUDA_STATS into them, see tests/test_support.h).
+// are created on first use and kept. UNAVAILABLE without a usable device (a GPU older than
+// sm_80 among them: the caller falls back to the CPU). Each algorithm has one path, chosen
+// from the plan and the device's limits (cuda/device_limits.h).
 absl::StatusOr<std::unique_ptr<core::Backend>> CreateCudaBackend(
     const core::BackendOptions& options);
 

@@ -49,13 +49,24 @@ __device__ __forceinline__ void StaticFor(F f) {
 }
 
 // A pair of 8 x 8 tiles with the same B in one m16n8k4: d[0..1] += A_top B as Dmma's d,
-// d[2..3] += A_bot B (lane l holds A_top(l/4, l%4) and A_bot(l/4, l%4)).
+// d[2..3] += A_bot B (lane l holds A_top(l/4, l%4) and A_bot(l/4, l%4)). The f64 m16n8k4
+// shape begins with sm_90; an A100 (sm_80) has only m8n8k4, so there the pair is two of
+// them, with the same fragments (the m16n8k4's halves are those two products).
 __device__ inline void DmmaPair(double (&d)[4], double a_top, double a_bot, double b) {
+#if __CUDA_ARCH__ >= 900
   asm volatile(
       "mma.sync.aligned.m16n8k4.row.col.f64.f64.f64.f64 {%0, %1, %2, %3}, {%4, %5}, {%6}, "
       "{%0, %1, %2, %3};"
       : "+d"(d[0]), "+d"(d[1]), "+d"(d[2]), "+d"(d[3])
       : "d"(a_top), "d"(a_bot), "d"(b));
+#else
+  asm volatile("mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64 {%0, %1}, {%2}, {%3}, {%0, %1};"
+               : "+d"(d[0]), "+d"(d[1])
+               : "d"(a_top), "d"(b));
+  asm volatile("mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64 {%0, %1}, {%2}, {%3}, {%0, %1};"
+               : "+d"(d[2]), "+d"(d[3])
+               : "d"(a_bot), "d"(b));
+#endif
 }
 
 // The lower tiles of a T x T grid by pairs that share their column C (so B): rows C and

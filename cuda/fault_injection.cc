@@ -42,11 +42,15 @@ absl::StatusOr<FaultPlan> ParseFaultPlan(const std::string& spec) {
       plan.transient_at_request = static_cast<int>(n);
     } else if (kv.first == "sticky_at_request") {
       plan.sticky_at_request = static_cast<int>(n);
+    } else if (kv.first == "batch_bundles") {
+      plan.batch_bundles = static_cast<int>(n);
+    } else if (kv.first == "shared_memory_cap") {
+      plan.shared_memory_cap = n;
     } else {
       return absl::InvalidArgumentError(absl::StrCat(
           "unknown cuda fault '", kv.first,
           "' (oom_at_alloc, transient_at_request, sticky_at_request, fail_patch_once, "
-          "perturb_bundle_flux, poison_allocations)"));
+          "perturb_bundle_flux, poison_allocations, batch_bundles, shared_memory_cap)"));
     }
   }
   return plan;

@@ -22,6 +22,13 @@
 //   poison_allocations=1  every device allocation of the process from then on (until a
 //                         backend is created without it) is filled with 0xFF bytes, NaN
 //                         as doubles: a kernel that reads workspace nothing wrote shows
+//   batch_bundles=N       at most N bundles a batch (a test setting, not a fault: small
+//                         batches make a request's batches reuse the two workspace sets,
+//                         the races between a batch's retry and the next batch's download)
+//   shared_memory_cap=B   the planner and the launchers allow at most B bytes of shared
+//                         memory a block (device_limits.h; 166912 is an A100's), process-
+//                         wide from the first backend created with it: an H100 then runs the
+//                         kernel configurations of a GPU with less shared memory
 #ifndef SPEXD_CUDA_FAULT_INJECTION_H_
 #define SPEXD_CUDA_FAULT_INJECTION_H_
 
@@ -45,6 +52,8 @@ struct FaultPlan {
   int64_t fail_patch_once = -1;  // -1: never
   int perturb_bundle_flux = -1;  // -1: never
   bool poison_allocations = false;
+  int batch_bundles = 0;  // 0: the planner's batch size
+  int64_t shared_memory_cap = 0;  // 0: the device's limit
 };
 
 // An empty plan for an empty spec; INVALID_ARGUMENT naming an unknown or bad item.

@@ -1,6 +1,6 @@
 // Frames in flight per CUDA device, counted across the backends of this process (the
 // service's backends a GPU, the benchmark's frames in flight): a frame that starts with
-// no other on its GPU can take the lone-frame latency mode (Diagnostics::lone_frame_latency),
+// no other on its GPU takes the lone-frame latency mode (cuda_backend.cc),
 // which shortens it but costs throughput when frames share the GPU. Host code only.
 #ifndef SPEXD_CUDA_FRAMES_IN_FLIGHT_H_
 #define SPEXD_CUDA_FRAMES_IN_FLIGHT_H_

@@ -36,14 +36,12 @@ absl::Status CublasHandle::Create(cudaStream_t stream) {
 }
 
 CusolverHandle::~CusolverHandle() {
-  if (params_ != nullptr) (void)cusolverDnDestroyParams(params_);
   if (handle_ != nullptr) (void)cusolverDnDestroy(handle_);
 }
 
 absl::Status CusolverHandle::Create(cudaStream_t stream) {
   SPEXD_CUDA_RETURN_IF_ERROR(cusolverDnCreate(&handle_));
   SPEXD_CUDA_RETURN_IF_ERROR(cusolverDnSetStream(handle_, stream));
-  SPEXD_CUDA_RETURN_IF_ERROR(cusolverDnCreateParams(&params_));
   return absl::OkStatus();
 }
 
@@ -89,10 +87,14 @@ absl::StatusOr<std::unique_ptr<GpuContext>> GpuContext::Create(int device, core:
   ctx->device_name_ = prop.name;
   ctx->total_memory_ = prop.totalGlobalMem;
   ctx->sm_count_ = prop.multiProcessorCount;
-  if (prop.major < 6) {
+  ctx->arch_ = 10 * prop.major + prop.minor;
+  // The kernels multiply on the FP64 tensor cores (mma.sync .f64), which begin with the
+  // A100; the module holds no code for older GPUs.
+  if (prop.major < 8) {
     return absl::FailedPreconditionError(absl::StrCat(
         "CUDA device ", device, " (", ctx->device_name_, ") has compute capability ",
-        prop.major, ".", prop.minor, "; spexd needs >= 6.0 (float64 atomics)"));
+        prop.major, ".", prop.minor, "; spexd's CUDA backend needs 8.0 or newer (an A100, "
+        "H100, H200 or later: FP64 tensor cores)"));
   }
   int least = 0, greatest = 0;
   SPEXD_CUDA_RETURN_IF_ERROR(cudaDeviceGetStreamPriorityRange(&least, &greatest));

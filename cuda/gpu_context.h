@@ -70,11 +70,9 @@ class CusolverHandle {
   ~CusolverHandle();
   absl::Status Create(cudaStream_t stream);
   cusolverDnHandle_t get() const { return handle_; }
-  cusolverDnParams_t params() const { return params_; }
 
  private:
   cusolverDnHandle_t handle_ = nullptr;
-  cusolverDnParams_t params_ = nullptr;
 };
 
 // One per backend instance; never shared across threads. Create() sets the device
@@ -93,8 +91,7 @@ class GpuContext {
   // Between frames only: compute() (the batches' critical chain) and prep() each become a
   // stream of the device's greatest priority (`*_high`) or of the default; the tail and
   // copy streams stay at the default. Both library handles follow the compute stream. The
-  // one place the priorities are chosen (cuda_backend.cc: SPEXD_CUDA_STREAM_PRIORITY and
-  // the lone-frame latency mode). Waits for the streams it leaves first, so that nothing
+  // one place the priorities are chosen (cuda_backend.cc: the lone-frame latency mode). Waits for the streams it leaves first, so that nothing
   // enqueued there can overtake the next frame's work.
   absl::Status SetStreamPriorities(bool compute_high, bool prep_high);
 
@@ -102,14 +99,14 @@ class GpuContext {
   const std::string& device_name() const { return device_name_; }
   std::size_t total_memory() const { return total_memory_; }
   int sm_count() const { return sm_count_; }
+  int arch() const { return arch_; }  // compute capability as 10 major + minor: 80, 90, 100
   cudaStream_t compute() const { return compute_->get(); }
   cudaStream_t copy() const { return copy_.get(); }
   cudaStream_t tail() const { return tail_.get(); }
-  // The next batch's normal equations ahead of the compute stream (SPEXD_CUDA_NE_STREAM).
+  // The next batch's normal equations, ahead of the compute stream.
   cudaStream_t prep() const { return prep_->get(); }
   cublasHandle_t cublas() const { return cublas_.get(); }
   cusolverDnHandle_t cusolver() const { return cusolver_.get(); }
-  cusolverDnParams_t cusolver_params() const { return cusolver_.params(); }
 
  private:
   GpuContext() = default;
@@ -117,6 +114,7 @@ class GpuContext {
   std::string device_name_;
   std::size_t total_memory_ = 0;
   int sm_count_ = 0;
+  int arch_ = 0;
   // Declaration order = reverse destruction order: handles go before their stream.
   Stream compute_default_;
   Stream compute_high_;

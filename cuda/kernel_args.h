@@ -29,7 +29,6 @@ struct SlotBuffers {
   double* fw;       // [slots][ld]     fluxweight
   double* t;        // [slots][t_stride] GEMM scratch
   double* c;        // [slots][nper][nt*nt] C's core diagonal blocks, then eigenvectors
-  double* evals;    // [slots][nper][nt] eigenvalues (library eigensolver path)
   double* fmodel;   // [slots][ld]     core flux used by the model (spec §2.11)
   // [slots][max_npix][2]: a pixel's chi2 where weighted (0 elsewhere), and its code:
   // 1 weighted, + 2 where its ivar is 0 (the column sums read one 16-byte pair a pixel).
@@ -99,7 +98,7 @@ struct RunArgs {
   // 1: the tiled factor writes each leaf X_kk = L_kk^{-1} the trailing-first inversion
   // needs (NeedsLeafInverse) over L_kk on M's diagonal, where that inversion reads it, and
   // L's diagonal to SlotBuffers::ldiag; the panel and the solve read the leaf there. 0: the
-  // leaves stay in the GEMM scratch (band inversion, library leaves).
+  // potrf path, whose leaves the leaf kernel inverts in place.
   int leaf_in_place;
   // 1: the tiled factor does the blocked solve's forward pass, step k at the end of its
   // launch k (blocked_forward.cuh), and the solve kernel only the backward pass.
@@ -107,9 +106,6 @@ struct RunArgs {
   // 1: the DMMA panel kernel of step j also leaves the trailing-first inversion's
   // P_j = L[j+1:j+1+b, j] X_jj (batch_layout.h's NeedsPanelP), so trtri has no gemm 1.
   int panel_p;
-  // 1: the tiled factor inverts L_kk by 16 x 16 tiles (tile_inverse.cuh) where nt <= 80;
-  // 0: by nt register steps (the factor's own layout).
-  int tile_inverse;
   // 1: the tiled factor brings its diagonal block up to date itself, M_kk -= F F^T with
   // F = L[k, BandFirst(k):k] (tiled_cholesky.cu, on the tensor cores where nt <= 80), and
   // the layout's chol_update has no row block k (LayoutChoices::diag_update_in_factor).

@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "cuda/batch_layout.h"
+#include "cuda/device_limits.h"
 #include "cuda/kernel_args.h"
 
 #ifdef SPEXD_CUDA_DEBUG
@@ -116,9 +117,12 @@ __device__ inline LeafBlock LeafOf(const RunArgs& a, int slot, int k, const Devi
 
 inline unsigned CeilDiv(long long a, long long b) { return static_cast<unsigned>((a + b - 1) / b); }
 
-// Opts `kernel` into more than 48 KB of dynamic shared memory where it asks for that much.
+// Opts `kernel` into more than 48 KB of dynamic shared memory where it asks for that much;
+// cudaErrorInvalidValue for more than the current device allows (device_limits.h: 227 KB
+// on an H100, 163 KB on an A100, or a test's cap), before any launch.
 inline cudaError_t AllowSharedMemory(const void* kernel, std::size_t bytes) {
   if (bytes <= 48 * 1024) return cudaSuccess;
+  if (bytes > SharedMemoryPerBlock()) return cudaErrorInvalidValue;
   return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
 }
 

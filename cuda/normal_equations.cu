@@ -292,11 +292,8 @@ cudaError_t LaunchBuildNormalEquations(const RunArgs& args, cudaStream_t stream)
   const int staged = static_cast<int>(std::clamp<std::size_t>(
       fixed < kBuildSmemTarget ? (kBuildSmemTarget - fixed) / per_row : 1, 1, kMaxStagedStamps));
   const std::size_t smem = fixed + per_row * static_cast<std::size_t>(staged);
-  if (smem > 48 * 1024) {
-    cudaError_t err = cudaFuncSetAttribute(BuildNormalEquationsKernel,
-                                           cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           static_cast<int>(smem));
-    if (err != cudaSuccess) return err;
+  if (cudaError_t err = AllowSharedMemory(reinterpret_cast<const void*>(BuildNormalEquationsKernel), smem); err != cudaSuccess) {
+    return err;
   }
   const unsigned blocks = static_cast<unsigned>(args.count) * CeilDiv(args.dims.ld, kTileCols);
   BuildNormalEquationsKernel<<<blocks, kBuildThreads, smem, stream>>>(args, staged);

@@ -15,9 +15,10 @@ namespace spexd::cuda {
 // status[slot] = mflags[slot] = 0 for every run entry.
 cudaError_t LaunchResetSlotFlags(const RunArgs& args, cudaStream_t stream);
 // Lower triangle of M = A^T N A (upper triangle untouched), b (into x) and the
-// fluxweight, from stamp overlaps: entry by entry on the CUDA cores
-// (LaunchBuildNormalEquations), or by 8 x 8 tiles on the FP64 tensor cores
-// (LaunchBuildNormalEquationsDmma, normal_equations_dmma.cu). The same M up to rounding.
+// fluxweight, from stamp overlaps: by 8 x 8 tiles on the FP64 tensor cores
+// (LaunchBuildNormalEquationsDmma, normal_equations_dmma.cu), which hands a patch with more
+// candidate tiles than its kernel holds to the entry-by-entry kernel on the CUDA cores
+// (LaunchBuildNormalEquations). The same M up to rounding.
 cudaError_t LaunchBuildNormalEquations(const RunArgs& args, cudaStream_t stream);
 cudaError_t LaunchBuildNormalEquationsDmma(const RunArgs& args, cudaStream_t stream);
 // M_qq += core::DiagonalRegularization(...) for every q (spec §2.8, §2.17).

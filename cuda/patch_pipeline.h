@@ -9,7 +9,6 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "core/backend/backend_options.h"
 #include "cuda/batch_layout.h"
 #include "cuda/gpu_context.h"
 #include "cuda/kernel_args.h"
@@ -23,33 +22,17 @@ namespace spexd::cuda {
 
 struct RunResources {
   const GpuContext* ctx;
-  core::CudaTriangularSolver solver;
-  core::CudaEigensolver eigen;
-  bool tiled_cholesky;     // tiled_cholesky.h instead of potrfBatched
-  Workspace* workspace;    // eigensolver scratch
+  bool tiled_cholesky;     // tiled_cholesky.h where the device allows, else potrfBatched
+  Workspace* workspace;    // the QL buffers
   WorkspaceSet* set;       // stage events
   const uint64_t* d_ptrs;  // device copy of layout.ptrs
   int max_blocks;          // MaxBlocks(plan)
   bool record_marks;       // record the StageMark events
-  // The tridiagonal kernels' variant (Diagnostics, SPEXD_CUDA_TRIDIAG_REDUCE/_ROTATE).
-  bool tridiag_register_reduce;
-  bool tridiag_register_rotate;
-  bool twisted_vectors;  // SPEXD_CUDA_EIGENVECTORS=twisted
-  // The twisted path's reflectors in compact WY form, else H (SPEXD_CUDA_REFLECTORS).
-  bool compact_reflectors;
-  // C's core blocks by the DMMA kernel (core_gram.h) where nt allows, else batched GEMMs
-  // (Diagnostics, SPEXD_CUDA_GRAM).
-  bool dmma_gram;
-  // M by tensor-core tiles, else entry by entry (SPEXD_CUDA_NORMAL_EQUATIONS).
-  bool dmma_normal_equations;
-  // C's core blocks by the selected inversion inside the band (batch_layout.h; the layout
-  // was built with LayoutChoices::band_inverse), else the trailing-first inversion.
-  bool band_inverse;
   // Stream of the run's tail (QL, rotation, products, model): ctx->tail() lets it overlap
-  // the next run's factorisations (only with core::CudaEigensolver::kSharedMemoryTridiagonalQl), ctx->compute() keeps
-  // the run on one stream. The caller orders what follows the run after `tail`.
+  // the next run's factorisations, ctx->compute() keeps the run on one stream. The caller
+  // orders what follows the run after `tail`.
   cudaStream_t tail;
-  // The tridiagonal reduction on `tail` too (Diagnostics::reduce_on_tail).
+  // The tridiagonal reduction on `tail` too (the lone-frame latency mode).
   bool reduce_on_tail = false;
 };
 
@@ -67,11 +50,6 @@ absl::Status EnqueueNormalEquations(const RunResources& res, const std::vector<R
                                     const RunArgs& args, cudaStream_t stream);
 absl::Status EnqueueAfterNormalEquations(const RunResources& res, const RunLayout& layout,
                                          const RunArgs& args);
-
-// Device and host scratch bytes of cusolverDnXsyevBatched for `batch` nt x nt matrices.
-absl::Status QueryLibraryEigenScratch(const GpuContext& ctx, int nt, int batch, double* a,
-                                      double* w, std::size_t* device_bytes,
-                                      std::size_t* host_bytes);
 
 }  // namespace spexd::cuda
 

@@ -269,11 +269,8 @@ cudaError_t LaunchPixelModel(const RunArgs& args, cudaStream_t stream) {
   const int max_spectra = (D.ld + D.nwavetot - 1) / D.nwavetot;
   const std::size_t smem = (sizeof(double2) + sizeof(StagedCorner)) * D.ld +
                            sizeof(CornerBox) * max_spectra * ((D.nwavetot + 31) / 32);
-  if (smem > 48 * 1024) {
-    cudaError_t err = cudaFuncSetAttribute(PixelModelKernel,
-                                           cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           static_cast<int>(smem));
-    if (err != cudaSuccess) return err;
+  if (cudaError_t err = AllowSharedMemory(reinterpret_cast<const void*>(PixelModelKernel), smem); err != cudaSuccess) {
+    return err;
   }
   const long long pixels_per_block = static_cast<long long>(kPixelThreads) * kRows * kTilesPerWarp;
   const dim3 grid(static_cast<unsigned>(args.count), CeilDiv(D.max_npix, pixels_per_block));

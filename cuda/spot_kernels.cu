@@ -2,6 +2,7 @@
 // --fmad=false (see CMakeLists.txt) so that trace positions and edges round like the host.
 #include "cuda/spot_kernels.h"
 
+#include "cuda/device_limits.h"
 #include "cuda/launch_check.h"
 
 namespace spexd::cuda {
@@ -111,7 +112,8 @@ cudaError_t LaunchEvaluateSpots(const SpotKernelArgs& args, cudaStream_t stream)
   if (nstamps == 0) return cudaSuccess;
   const unsigned blocks = static_cast<unsigned>((nstamps + kWarpsPerBlock - 1) / kWarpsPerBlock);
   const std::size_t smem = sizeof(double) * layout.total * kWarpsPerBlock;
-  if (smem > 48 * 1024) {
+  if (smem > 48 * 1024) {  // as kernel_common.cuh's AllowSharedMemory (not included: device code)
+    if (smem > SharedMemoryPerBlock()) return cudaErrorInvalidValue;
     cudaError_t err = cudaFuncSetAttribute(EvaluateSpotsKernel,
                                            cudaFuncAttributeMaxDynamicSharedMemorySize,
                                            static_cast<int>(smem));

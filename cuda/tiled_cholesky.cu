@@ -262,7 +262,7 @@ __global__ void __launch_bounds__(kFactorThreads, R <= 5 ? 3 : 1) TileFactorKern
   // The inversion by tiles (tile_inverse.cuh) where nt allows, else by register steps.
   // (X in s above L: no shared memory more than 8 x 16 broadcasts; a padded 80 x 81 copy
   // cost the frame more in the other kernels' residency than the inversion gained.)
-  const bool tiles = R * kTileLanes <= kTileInverseMaxN && a.tile_inverse;
+  const bool tiles = R * kTileLanes <= kTileInverseMaxN;
   const int p = nt + 1;
   const int tx = tid % kTileLanes, ty = tid / kTileLanes;
   double* s = smem;               // [nt][p] L, row-major (and X above it with the tiles)
@@ -361,7 +361,7 @@ std::size_t TiledCholeskySharedBytes(int nt) {
   // L (n (n + 1)), the step vectors (2 x 16 R), 1 / L_rr and the pivots (2 n).
   const std::size_t vecs = 2 * static_cast<std::size_t>(kTileLanes) * FactorTiles(nt);
   // The forward step's partial sums and right-hand side ((kSubstWarps + 1) nt) reuse L's rows.
-  // RunArgs::tile_inverse: and its broadcasts, a warp's 16 doubles.
+  // The tile inversion (nt <= kTileInverseMaxN): and its broadcasts, a warp's 16 doubles.
   const std::size_t broadcasts = nt <= kTileInverseMaxN ? (kFactorThreads / 32) * kInvTile : 0;
   // RunArgs::diag_update: F's chunks, double-buffered (kUpdChunk columns of kUpdLd each).
   const std::size_t chunk = nt <= kFactorUpdateMaxNt ? 2 * kUpdChunk * kUpdLd : 0;

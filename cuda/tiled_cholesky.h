@@ -1,5 +1,5 @@
 // The left-looking tiled Cholesky of the patch matrices (extraction-spec §2.9;
-// core::CudaCholesky::kTiledLeftLooking). A patch's unknowns are blocked by spectrum
+// the default where the device's shared memory holds its factor kernel). A patch's unknowns are blocked by spectrum
 // (nb = nspectot blocks of nt = nwavetot), and M = L L^T is factored one block column k
 // at a time:
 //   1. M[k:, k] -= L[k:, :k] · L[k, :k]^T     batched DGEMM (batch_layout.h, chol_update)

@@ -10,12 +10,10 @@
 //     chains run side by side.
 //  3. RotateKernel, a thread block per block again: the logged rotations applied to the
 //     rows of H (no barrier: rows are independent) -> eigenvectors, then the products.
-//     For nt <= kRegMaxN each thread holds its row of H in registers while the sweeps
-//     stream past (RotateRowSweeps); larger nt rotate the rows in shared memory.
+//     The rows are rotated in shared memory.
 //     A block whose log overflowed runs TridiagonalQl here instead.
 // Only one nt x nt matrix lives in shared memory, so four blocks fit on an SM.
-// The default for nt <= 80 replaces 2 and 3 by twisted_decorrelation.cu's kernels
-// (SPEXD_CUDA_EIGENVECTORS=rotate keeps them).
+// For nt <= 80 twisted_decorrelation.cu's kernels replace 2 and 3.
 #include "cuda/decorrelation.h"
 
 #include <cuda_pipeline.h>
@@ -40,11 +38,6 @@ namespace {
 // the rotations while the other warps apply them to the rows). QL: tridiag_kernel_common.cuh.
 constexpr int kReduceThreads = 256;
 constexpr int kThreads = 128;
-// Rotation with the rows in registers: a thread per row, nt <= kRegMaxN = 80 rows in 3
-// warps; ~216 registers per thread (224 allowed: two blocks per SM either way, since a
-// warp's registers come from one quarter of the SM's file; at 168, three warps per
-// quarter, the row spills).
-constexpr int kRegRotThreads = 96;
 constexpr int kQlLogOverflow = -2;
 // Rotations staged in shared memory per round of the rotation kernel (c and s: 5 KB).
 constexpr int kRotChunk = 320;
@@ -181,135 +174,8 @@ __device__ void ApplyLogStaged(const RunArgs& a, int64_t blk, int sweeps, double
   }
 }
 
-// The register path stages whole sweeps: slot[r] = (c, s) of the rotation of register
-// columns (r, r + 1), kRegMaxN slots per sweep, the identity (1, 0) outside the sweep, so
-// that a sweep is applied by branch-free runs of kRotBlock columns (a runtime column index
-// would put the row in local memory). The matrix's columns sit at the top of the row
-// registers (column c in z[c + kRegMaxN - nt]), so that the sweeps, which mostly end at
-// column nt - 2, end at the top of a run.
-constexpr int kRotBlock = 4;
-constexpr int kSweepChunk = 32;  // sweeps per staging round: 40 KB
-// Sweeps applied together (RotateRowSweeps): the kernel waits on the FMA chain of each
-// sweep; per batch of 7,050 blocks (H100, ncu) 2 sweeps 4.38 ms, 4: 4.03, 8: 4.78 (250
-// registers).
-constexpr int kSweepGroup = 4;
-
-// The register path's shared memory after RotateSmemBytes: the sweep table (3 ints per
-// sweep: offset in the log, lo and hi in register columns; QlSweepCap(nt) <= 8 kRegMaxN
-// sweeps), then kSweepChunk slots of kRegMaxN pairs.
-constexpr std::size_t kSweepTableBytes = (sizeof(int) * 3 * (8 * kRegMaxN + 1) + 15) / 16 * 16;
-
-__host__ __device__ inline std::size_t RegRotateSmemBytes(const Layout& l) {
-  return RotateSmemBytes(l) + kSweepTableBytes + sizeof(double2) * kSweepChunk * kRegMaxN;
-}
-
-// G consecutive sweeps on a row in registers, interleaved: run j applies sweep g to
-// register columns 4j+3+2g..4j+2g (g = 0..G-1). Sweep g's rotation of (r, r+1) only needs
-// the sweeps before it done on columns >= r - 1, and the rotations it passes touch
-// columns below r: disjoint, so nothing that matters changes order, and a run carries G
-// independent FMA chains instead of one. table: (offset, lo, hi) of each sweep.
-template <int G>
-__device__ __forceinline__ void RotateRowSweeps(double (&z)[kRegMaxN], const int* table,
-                                                const double2* slots) {
-  constexpr int kB = kRotBlock, kLag = 2;
-  int lo[G], hi[G];
-#pragma unroll
-  for (int g = 0; g < G; ++g) {
-    lo[g] = table[3 * g + 1];
-    hi[g] = table[3 * g + 2];
-  }
-#pragma unroll
-  for (int b = (kRegMaxN - 2) / kB; b >= -(kLag * (G - 1) + kB - 1) / kB; --b) {
-    bool above = true, below = true;  // the run misses every sweep: above, or below (stop)
-#pragma unroll
-    for (int g = 0; g < G; ++g) {
-      above = above && b * kB + kLag * g > hi[g];
-      below = below && b * kB + kB - 1 + kLag * g < lo[g];
-    }
-    if (above) continue;
-    if (below) break;
-#pragma unroll
-    for (int j = kB - 1; j >= 0; --j) {
-#pragma unroll
-      for (int g = 0; g < G; ++g) {
-        const int r = b * kB + j + kLag * g;
-        if (r >= 0 && r <= kRegMaxN - 2) {
-          const double2 cs = slots[g * kRegMaxN + r];
-          const double zi = z[r], f = z[r + 1];
-          z[r + 1] = fma(cs.x, f, cs.y * zi);
-          z[r] = fma(-cs.y, f, cs.x * zi);
-        }
-      }
-    }
-  }
-}
-
-// ApplyLogStaged for a row in registers (threadIdx.x >= n: no row, barriers only).
-// table: kSweepTableBytes of shared memory, slots: kSweepChunk * kRegMaxN pairs.
-__device__ void ApplyLogToRow(const RunArgs& a, int64_t blk, int sweeps, double (&z)[kRegMaxN],
-                              int* table, double2* slots) {
-  const int n = a.dims.nwavetot, rcap = QlRotationCap(n), scap = QlSweepCap(n);
-  const int shift = kRegMaxN - n;
-  const double* gc = a.ql.c + blk * rcap;
-  const double* gs = a.ql.s + blk * rcap;
-  const int* lohi = a.ql.sweeps + blk * 2 * scap;
-  if (threadIdx.x < 32) {  // offsets = exclusive prefix sum of the sweep lengths
-    const int lane = threadIdx.x;
-    int carry = 0;
-    for (int k0 = 0; k0 < sweeps; k0 += 32) {
-      const int k = k0 + lane;
-      const int lo = k < sweeps ? lohi[2 * k] : 0, hi = k < sweeps ? lohi[2 * k + 1] : -1;
-      int len = hi - lo + 1;
-      for (int off = 1; off < 32; off <<= 1) {
-        const int t = __shfl_up_sync(0xffffffffu, len, off);
-        if (lane >= off) len += t;
-      }
-      if (k < sweeps) {
-        table[3 * k] = carry + len - (hi - lo + 1);
-        table[3 * k + 1] = lo + shift;
-        table[3 * k + 2] = hi + shift;
-      }
-      carry += __shfl_sync(0xffffffffu, len, 31);
-    }
-  }
-  constexpr int kU = 4;  // staged pairs in flight per thread
-  for (int k0 = 0; k0 < sweeps; k0 += kSweepChunk) {
-    const int kc = min(kSweepChunk, sweeps - k0), count = kc * kRegMaxN;
-    __syncthreads();  // the table written; the previous chunk consumed
-    for (int i0 = threadIdx.x; i0 < count; i0 += kU * blockDim.x) {
-      double2 v[kU];
-#pragma unroll
-      for (int u = 0; u < kU; ++u) {
-        const int idx = i0 + u * blockDim.x;
-        const int* t = table + 3 * (k0 + idx / kRegMaxN);
-        const int r = idx % kRegMaxN;
-        v[u] = make_double2(1.0, 0.0);
-        if (idx < count && r >= t[1] && r <= t[2]) {
-          const int q = t[0] + (t[2] - r);
-          v[u] = make_double2(gc[q], gs[q]);
-        }
-      }
-#pragma unroll
-      for (int u = 0; u < kU; ++u) {
-        if (i0 + u * static_cast<int>(blockDim.x) < count) slots[i0 + u * blockDim.x] = v[u];
-      }
-    }
-    __syncthreads();
-    if (static_cast<int>(threadIdx.x) >= n) continue;
-    const int* t = table + 3 * k0;
-    int k = 0;
-    for (; k + kSweepGroup <= kc; k += kSweepGroup) {
-      RotateRowSweeps<kSweepGroup>(z, t + 3 * k, slots + k * kRegMaxN);
-    }
-    for (; k < kc; ++k) RotateRowSweeps<1>(z, t + 3 * k, slots + k * kRegMaxN);
-  }
-}
-
-// kRegRows: the rows of H in registers (nt <= kRegMaxN, kRegRotThreads threads), else in
-// shared memory (kThreads threads, nt <= kThreads).
-template <bool kRegRows>
-__global__ void __launch_bounds__(kRegRows ? kRegRotThreads : kThreads) __maxnreg__(kRegRows ? 224 : 128)
-    RotateKernel(RunArgs a) {
+// The rows of H in shared memory (kThreads threads, kRegMaxN < nt <= kThreads).
+__global__ void __maxnreg__(128) RotateKernel(RunArgs a) {
   extern __shared__ double smem[];
   const PlanDims& D = a.dims;
   const Layout L = MakeLayout(D.nwavetot);
@@ -329,10 +195,7 @@ __global__ void __launch_bounds__(kRegRows ? kRegRotThreads : kThreads) __maxnre
   const double* xs = a.slots.x + static_cast<int64_t>(e.slot) * D.ld +
                      static_cast<int64_t>(d.core_row + sp) * n;
   const bool overflow = sweeps == kQlLogOverflow;
-  const bool in_registers = kRegRows && !overflow;  // uniform over the thread block
-  if (!in_registers) {
-    for (int idx = threadIdx.x; idx < n * n; idx += blockDim.x) m[(idx / n) * lda + idx % n] = h[idx];
-  }
+  for (int idx = threadIdx.x; idx < n * n; idx += blockDim.x) m[(idx / n) * lda + idx % n] = h[idx];
   const double* dsrc = (overflow ? a.ql.d0 : a.ql.d) + blk * n;
   for (int i = threadIdx.x; i < n; i += blockDim.x) {
     x[i] = xs[i];
@@ -340,31 +203,12 @@ __global__ void __launch_bounds__(kRegRows ? kRegRotThreads : kThreads) __maxnre
     if (overflow) ev[i] = a.ql.e0[blk * n + i];
   }
   const std::size_t staged = RotateSmemBytes(L) / sizeof(double) - 2 * kRotChunk;
-  if constexpr (kRegRows) {
-    if (in_registers) {
-      const int row = threadIdx.x, shift = kRegMaxN - n;
-      double z[kRegMaxN];  // H(row, c) in z[c + shift] (column-major: H(row, c) = h[c * n + row])
-#pragma unroll
-      for (int r = 0; r < kRegMaxN; ++r) z[r] = (row < n && r >= shift) ? h[(r - shift) * n + row] : 0.0;
-      if (sweeps >= 0) {
-        const std::size_t table = RotateSmemBytes(L) / sizeof(double);
-        ApplyLogToRow(a, blk, sweeps, z, reinterpret_cast<int*>(smem + table),
-                      reinterpret_cast<double2*>(smem + table + kSweepTableBytes / sizeof(double)));
-      }
-      if (row < n) {
-#pragma unroll
-        for (int r = 0; r < kRegMaxN; ++r) {
-          if (r >= shift) m[(r - shift) * lda + row] = z[r];
-        }
-      }
-    }
-  }
   __syncthreads();
   if (overflow) {
     BlockTeam team{smem + L.red};
     sweeps = TridiagonalQl(team, dv, ev, m, lda, n, scr, scr + 2 * n, ctl);
     if (threadIdx.x == 0) a.slots.eig_info[blk] = sweeps < 0 ? -1 : kQlLogOverflow;
-  } else if (!in_registers && sweeps >= 0) {
+  } else if (sweeps >= 0) {
     ApplyLogStaged(a, blk, sweeps, m, lda, reinterpret_cast<double2*>(smem + staged));
   }
   __syncthreads();  // eigenvectors complete; the scratch is free again
@@ -377,23 +221,20 @@ __global__ void __launch_bounds__(kRegRows ? kRegRotThreads : kThreads) __maxnre
 
 }  // namespace
 
-bool TridiagStoresReflectors(int nt, bool use_registers, bool twisted, bool compact) {
-  return compact && use_registers && !TridiagNeedsRotationLog(nt, twisted);
-}
-
-cudaError_t LaunchTridiagReduce(const RunArgs& args, bool use_registers, bool compact,
-                                cudaStream_t stream) {
+// nt <= kRegMaxN: the register reduction storing its reflectors in compact WY form, and
+// the twisted vectors; larger blocks: the shared-memory reduction forming H, QL with logged
+// rotations, and the rotations applied to H in shared memory.
+cudaError_t LaunchTridiagReduce(const RunArgs& args, cudaStream_t stream) {
   if (args.count == 0) return cudaSuccess;
   const dim3 grid(static_cast<unsigned>(args.count), static_cast<unsigned>(args.dims.nper));
-  if (args.dims.nwavetot <= kRegMaxN && use_registers) {
+  if (args.dims.nwavetot <= kRegMaxN) {
     const std::size_t smem = RegSharedBytes(args.dims.nwavetot);
-    const auto kernel = compact ? RegisterReduceKernel<true> : RegisterReduceKernel<false>;
+    const auto kernel = RegisterReduceKernel<true>;
     cudaError_t err = PrepareSmem(kernel, smem);
     if (err != cudaSuccess) return err;
     kernel<<<grid, kRegThreads, smem, stream>>>(args);
     return SPEXD_CHECK_LAUNCH(stream);
   }
-  if (compact) return cudaErrorInvalidValue;  // only the register kernel stores them
   const std::size_t smem = MakeLayout(args.dims.nwavetot).bytes;
   cudaError_t err = PrepareSmem(ReduceKernel, smem);
   if (err != cudaSuccess) return err;
@@ -401,31 +242,22 @@ cudaError_t LaunchTridiagReduce(const RunArgs& args, bool use_registers, bool co
   return SPEXD_CHECK_LAUNCH(stream);
 }
 
-bool TridiagNeedsRotationLog(int nt, bool twisted) { return !(twisted && nt <= kRegMaxN); }
+bool TridiagNeedsRotationLog(int nt) { return nt > kRegMaxN; }
 
-cudaError_t LaunchTridiagRotate(const RunArgs& args, bool use_registers, bool twisted,
-                                bool compact, cudaStream_t stream) {
+cudaError_t LaunchTridiagRotate(const RunArgs& args, cudaStream_t stream) {
   if (args.count == 0) return cudaSuccess;
-  const bool reg = args.dims.nwavetot <= kRegMaxN && use_registers;
+  if (!TridiagNeedsRotationLog(args.dims.nwavetot)) return LaunchTwistedVectors(args, stream);
   const Layout layout = MakeLayout(args.dims.nwavetot);
-  if (!TridiagNeedsRotationLog(args.dims.nwavetot, twisted)) {
-    return LaunchTwistedVectors(args, compact, stream);
-  }
-  if (compact) return cudaErrorInvalidValue;  // the rotations need H
-  const std::size_t rsmem = reg ? RegRotateSmemBytes(layout) : RotateSmemBytes(layout);
+  const std::size_t rsmem = RotateSmemBytes(layout);
   const std::size_t qsmem = QlSmemBytes(args.dims.nwavetot);
-  cudaError_t err = reg ? PrepareSmem(RotateKernel<true>, rsmem) : PrepareSmem(RotateKernel<false>, rsmem);
+  cudaError_t err = PrepareSmem(RotateKernel, rsmem);
   if (err == cudaSuccess) err = PrepareSmem(QlKernel<true>, qsmem);
   if (err != cudaSuccess) return err;
   const dim3 grid(static_cast<unsigned>(args.count), static_cast<unsigned>(args.dims.nper));
   const int64_t blocks = static_cast<int64_t>(args.count) * args.dims.nper;
   QlKernel<true><<<CeilDiv(blocks, kQlThreads), kQlThreads, qsmem, stream>>>(args, blocks);
   if ((err = SPEXD_CHECK_LAUNCH(stream)) != cudaSuccess) return err;
-  if (reg) {
-    RotateKernel<true><<<grid, kRegRotThreads, rsmem, stream>>>(args);
-  } else {
-    RotateKernel<false><<<grid, kThreads, rsmem, stream>>>(args);
-  }
+  RotateKernel<<<grid, kThreads, rsmem, stream>>>(args);
   return SPEXD_CHECK_LAUNCH(stream);
 }
 

@@ -112,10 +112,7 @@ cudaError_t PrepareSmem(Kernel kernel, std::size_t smem) {
   // All of an SM's shared memory for four 50 KB blocks (the carveout is only a hint).
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
                                          cudaSharedmemCarveoutMaxShared);
-  if (err == cudaSuccess && smem > 48 * 1024) {
-    err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                               static_cast<int>(smem));
-  }
+  if (err == cudaSuccess) err = AllowSharedMemory(reinterpret_cast<const void*>(kernel), smem);
   return err;
 }
 

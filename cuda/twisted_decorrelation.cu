@@ -1,13 +1,12 @@
-// The decorrelation's eigenvectors without a rotation log (the default for nt <= 80;
-// SPEXD_CUDA_EIGENVECTORS=rotate keeps tridiag_decorrelation.cu's).
+// The decorrelation's eigenvectors without a rotation log (nt <= 80; larger blocks take
+// tridiag_decorrelation.cu's logged rotations).
 // After the reduction (tridiag_decorrelation.cu), two kernels:
 //  1. QlKernel<false>, a thread per block: QL for the eigenvalues alone (T oriented: from
 //     its small end), no log.
 //  2. TwistedKernel, 8 warps per (patch, core spectrum): the eigenvectors of T by twisted
 //     factorisations, their Rayleigh quotients as the eigenvalues (a second pass where one
 //     moved), Newton-Schulz, V = H Z on the FP64 tensor cores (H's reflectors applied in
-//     compact WY blocks by default, SPEXD_CUDA_REFLECTORS=product multiplies by H), then
-//     the products.
+//     compact WY blocks), then the products.
 #include <cstdint>
 
 #include "cuda/decorrelation.h"
@@ -433,12 +432,12 @@ __global__ void __launch_bounds__(kTwThreads, 2) TwistedKernel(RunArgs a) {
 
 }  // namespace
 
-cudaError_t LaunchTwistedVectors(const RunArgs& args, bool compact, cudaStream_t stream) {
+cudaError_t LaunchTwistedVectors(const RunArgs& args, cudaStream_t stream) {
   if (args.count == 0) return cudaSuccess;
   if (args.dims.nwavetot > kRegMaxN) return cudaErrorInvalidValue;
   const std::size_t tsmem = MakeTwistedLayout(args.dims.nwavetot).bytes;
   const std::size_t qsmem = QlSmemBytes(args.dims.nwavetot);
-  const auto twisted = compact ? TwistedKernel<true> : TwistedKernel<false>;
+  const auto twisted = TwistedKernel<true>;
   cudaError_t err = PrepareSmem(twisted, tsmem);
   if (err == cudaSuccess) err = PrepareSmem(QlKernel<false>, qsmem);
   if (err != cudaSuccess) return err;

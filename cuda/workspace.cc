@@ -26,7 +26,6 @@ SlotBuffers WorkspaceSet::Slots(const WorkspaceSpec& spec) const {
   b.fw = fw.get();
   b.t = t.get();
   b.c = c.get();
-  b.evals = evals.get();
   b.fmodel = fmodel.get();
   b.pix = pix.get();
   b.model = model.get();
@@ -64,7 +63,6 @@ absl::Status Workspace::ReserveSet(WorkspaceSet* s, const WorkspaceSpec& spec) {
   SPEXD_RETURN_IF_ERROR(s->ldiag.Allocate(slots * ld, "factor diagonals"));
   SPEXD_RETURN_IF_ERROR(s->t.Allocate(slots * Sz(spec.t_stride()), "GEMM scratch"));
   SPEXD_RETURN_IF_ERROR(s->c.Allocate(blocks * nt2, "inverse diagonal blocks"));
-  if (spec.library_eigen) SPEXD_RETURN_IF_ERROR(s->evals.Allocate(blocks * Sz(spec.nt), "eigenvalues"));
   SPEXD_RETURN_IF_ERROR(s->pix.Allocate(2 * slots * Sz(spec.max_npix), "pixel chi2 and weights"));
   if (spec.canvas_stride > 0) {
     SPEXD_RETURN_IF_ERROR(s->model.Allocate(slots * Sz(spec.max_npix), "patch models"));
@@ -118,7 +116,7 @@ absl::Status Workspace::Reserve(const WorkspaceSpec& spec) {
                      spec.bundles > r.bundles || spec.bundlesize * spec.nwave > r.bundlesize * r.nwave ||
                      spec.nk > r.nk || spec.canvas_stride > r.canvas_stride ||
                      spec.ptr_count > r.ptr_count || spec.image_pixels > r.image_pixels ||
-                     (spec.library_eigen && !r.library_eigen) || (spec.ql_log && !r.ql_log) ||
+                     (spec.ql_log && !r.ql_log) ||
                      (spec.ql_rotations && !r.ql_rotations);
   if (!grows) return absl::OkStatus();
   if (r.slots > 0) ++reallocations_;
@@ -135,7 +133,6 @@ absl::Status Workspace::Reserve(const WorkspaceSpec& spec) {
   g.canvas_stride = std::max(spec.canvas_stride, r.canvas_stride);
   g.ptr_count = std::max(spec.ptr_count, r.ptr_count);
   g.image_pixels = std::max(spec.image_pixels, r.image_pixels);
-  g.library_eigen = spec.library_eigen || r.library_eigen;
   g.ql_log = spec.ql_log || r.ql_log;
   g.ql_rotations = g.ql_log && (spec.ql_rotations || r.ql_rotations);
   if (int64_t{r.bundlesize} * r.nwave > int64_t{g.bundlesize} * g.nwave) {
@@ -173,20 +170,14 @@ absl::Status Workspace::Reserve(const WorkspaceSpec& spec) {
   return absl::OkStatus();
 }
 
-absl::Status Workspace::ReserveEigenScratch(std::size_t device_bytes, std::size_t host_bytes) {
-  SPEXD_RETURN_IF_ERROR(eig_dev_.Allocate(std::max<std::size_t>(device_bytes, 1), "eigensolver workspace"));
-  if (eig_host_.size() < host_bytes) eig_host_.resize(host_bytes);
-  return absl::OkStatus();
-}
-
 std::size_t Workspace::device_bytes() const {
   // Every device buffer (Backend::Memory reports this; BatchExtractor::Prepare counts it
   // as available when it sizes a batch).
-  std::size_t b = image_.bytes() + ivar_.bytes() + stage_.bytes() + eig_dev_.bytes();
+  std::size_t b = image_.bytes() + ivar_.bytes() + stage_.bytes();
   b += ql_d_.bytes() + ql_e_.bytes() + ql_d0_.bytes() + ql_e0_.bytes() + ql_c_.bytes() +
        ql_s_.bytes() + ql_sweeps_.bytes();
   for (const WorkspaceSet& s : sets_) {
-    b += s.m.bytes() + s.x.bytes() + s.fw.bytes() + s.t.bytes() + s.c.bytes() + s.evals.bytes() +
+    b += s.m.bytes() + s.x.bytes() + s.fw.bytes() + s.t.bytes() + s.c.bytes() +
          s.fmodel.bytes() + s.ldiag.bytes() + s.pix.bytes() + s.model.bytes();
     b += s.status.bytes() + s.cond.bytes() + s.mflags.bytes() + s.info.bytes() + s.eig_info.bytes() +
          s.ptrs.bytes() + s.entries.bytes();

@@ -28,7 +28,6 @@ struct WorkspaceSpec {
   int64_t canvas_stride = 0;  // pixels per bundle canvas (0: no model)
   std::size_t ptr_count = 0;
   std::size_t image_pixels = 0;
-  bool library_eigen = false;
   bool ql_log = false;  // QlBuffers for slots * nper blocks (tridiagonal eigensolver)
   bool ql_rotations = false;  // with their rotation log (TridiagNeedsRotationLog)
 
@@ -53,7 +52,7 @@ enum StageMark : int {
 };
 
 struct WorkspaceSet {
-  DeviceBuffer<double> m, x, fw, t, c, evals, fmodel, pix, model, cond, ldiag;
+  DeviceBuffer<double> m, x, fw, t, c, fmodel, pix, model, cond, ldiag;
   DeviceBuffer<int32_t> status, mflags, info, eig_info;
   DeviceBuffer<uint64_t> ptrs;
   DeviceBuffer<RunEntry> entries;
@@ -70,7 +69,7 @@ struct WorkspaceSet {
   // Ordering: `decorrelated` after a run's flux, ivar and resolution are written (before its
   // model), `compute_done` after all of it, `outputs_copied` after the download.
   Event decorrelated, compute_done, outputs_copied;
-  Event normal_equations_done;  // prep stream -> compute (Diagnostics::ne_ahead)
+  Event normal_equations_done;  // prep stream -> compute (the normal equations ahead)
   Event marks[kNumMarks];              // stage timing (compute stream)
   Event d2h_start, d2h_end;            // download timing (copy stream)
   bool events_created = false;
@@ -93,12 +92,6 @@ class Workspace {
   Event& upload_end() { return upload_end_; }
   // The first batch's columns of the image are on the device (UploadImage).
   Event& first_columns() { return first_columns_; }
-  // Library eigensolver scratch (cusolverDnXsyevBatched), sized by the caller's query.
-  absl::Status ReserveEigenScratch(std::size_t device_bytes, std::size_t host_bytes);
-  void* eigen_device() const { return eig_dev_.get(); }
-  std::size_t eigen_device_bytes() const { return eig_dev_.bytes(); }
-  void* eigen_host() { return eig_host_.empty() ? nullptr : eig_host_.data(); }
-  std::size_t eigen_host_bytes() const { return eig_host_.size(); }
   QlBuffers ql() const;
   // Ordering of the tridiagonal eigensolver's runs (patch_pipeline.cc): `reduced` hands a
   // run from the compute to the tail stream, `ql_free` says the shared QlBuffers are read.
@@ -115,10 +108,8 @@ class Workspace {
   PinnedBuffer<float> h_stage_;
   Event upload_start_, upload_end_, first_columns_, reduced_, ql_free_;
   bool events_created_ = false;
-  DeviceBuffer<unsigned char> eig_dev_;
   DeviceBuffer<double> ql_d_, ql_e_, ql_d0_, ql_e0_, ql_c_, ql_s_;
   DeviceBuffer<int32_t> ql_sweeps_;
-  std::vector<unsigned char> eig_host_;
   WorkspaceSpec reserved_{};
   int reallocations_ = 0;
 };

@@ -30,7 +30,7 @@ set -euo pipefail
 ROOT=${1:-$(cd "$(dirname "$0")/.." && pwd)}
 cd "$ROOT"
 
-TEXT_RULES='\bsessions?[ _]+#?[0-9]|\bcalls?[ _]+#?[0-9]|\bissues?[ _]*#?[0-9]|\bitems?[ _]+#?[0-9]|\bstops?[ _]+#?[0-9]|\bdev(elopment)?[ _]+VMs?\b|\bmachine[ _]+starts?\b|\bas[ _]+before\b|\bs[0-9]+_?call[0-9]'
+TEXT_RULES='\bsessions?[ _]+#?[0-9]|\bcalls?[ _]+#?[0-9]|\bissues?[ _]*#?[0-9]|\b(?-i:[Ii]tems?)[ _]+#?[0-9]|\bstops?[ _]+#?[0-9]|\bdev(elopment)?[ _]+VMs?\b|\bmachine[ _]+starts?\b|\bas[ _]+before\b|\bs[0-9]+_?call[0-9]'
 # Names also in CamelCase and snake_case: Issue21InputsAreRefused, issue9_host_bench.sh.
 NAME_RULES='issues?_?[0-9]|sessions?_?[0-9]|(^|[^a-z])s[0-9]+_?call[0-9]|dev_?vm'
 

@@ -18,7 +18,7 @@ command -v ccache >/dev/null && ccache --zero-stats >/dev/null || true
 # installed files are stripped below.
 BUILD_DIR=build JOBS=${JOBS:-$(nproc)} scripts/build.sh \
   -DSPEXD_WITH_CUDA="$with_cuda" -DSPEXD_BUILD_TESTS=OFF -DSPEXD_BUILD_BENCHMARKS=OFF \
-  -DCMAKE_CUDA_ARCHITECTURES="${CUDA_ARCHITECTURES:-90}"
+  -DCMAKE_CUDA_ARCHITECTURES="${CUDA_ARCHITECTURES:-80-real;90-real;100-real;100-virtual}"
 command -v ccache >/dev/null && ccache --show-stats | grep -E 'Hits|Misses' || true
 
 install -d "$prefix/bin" "$prefix/lib/spexd" "$prefix/share/spexd"

@@ -1,15 +1,12 @@
 #!/usr/bin/env bash
 # Every check a CUDA backend change must pass on the GPU machine, in one device call
-# (docs/performance.md):
+# (docs/performance.md says what each step guards):
 #   1. spexd_cuda_math_tests, spexd_cuda_tests and spexd_cuda_fault_tests;
 #   2. compute-sanitizer: memcheck (the sanitizer, edge-window and non-finite frames; the
 #      poisoned-allocation fault tests), racecheck (the sanitizer frames), and initcheck,
 #      whose reports inside cuBLAS's own kernels are counted but not failed (its DGEMM reads
 #      past what spexd writes, never into a result: docs/performance.md), any other one fails;
-#   3. spexd_cuda_tests under every other configuration the backend offers
-#      (SPEXD_CUDA_SOLVER, _CHOLESKY, _EIGEN, _INVERSE, _EIGENVECTORS, _GRAM), the fault
-#      tests with the batched library Cholesky;
-#   4. the warm-frame benchmark, RUNS (3) runs of 9 frames and two in flight, with the CPU
+#   3. the warm-frame benchmark, RUNS (3) runs of 9 frames and two in flight, with the CPU
 #      check of bundles 0 and 19.
 #
 #   scripts/cuda_device_checks.sh BUNDLE_DIR OUT_DIR
@@ -20,7 +17,7 @@
 #   Environment: RUNS (3); SPEXD_CUDA_MODULE as for any run (another module to check).
 #   Run from the repository's root (the PSF is tests/data's). Exit 0 when every step passed.
 set -uo pipefail
-[[ $# -eq 2 ]] || { sed -n '2,22p' "$0"; exit 2; }
+[[ $# -eq 2 ]] || { sed -n '2,19p' "$0"; exit 2; }
 B=$(cd "$1" && pwd) || exit 2
 OUT=$2
 mkdir -p "$OUT"
@@ -57,17 +54,6 @@ if ((ic_ours > 0)) || ! grep -qE '^\[  PASSED  \]' "$OUT/initcheck.log"; then
 fi
 echo "initcheck rc=$ic_rc: $ic_all reports, $ic_ours outside cuBLAS's kernels"
 gzip -f "$OUT/initcheck.log"
-for cfg in "SPEXD_CUDA_SOLVER=cusolver" \
-           "SPEXD_CUDA_SOLVER=cusolver SPEXD_CUDA_CHOLESKY=tiled SPEXD_CUDA_EIGEN=tridiag" \
-           "SPEXD_CUDA_CHOLESKY=potrfbatched" "SPEXD_CUDA_INVERSE=band" \
-           "SPEXD_CUDA_EIGENVECTORS=rotate" "SPEXD_CUDA_GRAM=cublas" "SPEXD_CUDA_NORMAL_EQUATIONS=entries" \
-           "SPEXD_CUDA_REFLECTORS=product" "SPEXD_CUDA_INVERSE_P=gemm" "SPEXD_CUDA_LEAF_INVERSE=steps" "SPEXD_CUDA_CHOL_UPDATE=gemm" \
-           "SPEXD_CUDA_STREAM_PRIORITY=compute SPEXD_CUDA_REDUCE_STREAM=tail" "SPEXD_CUDA_NE_STREAM=compute" \
-           "SPEXD_CUDA_LONE_FRAME=throughput"; do
-  # shellcheck disable=SC2086  # cfg is a list of NAME=VALUE words
-  run "cuda_$(echo "$cfg" | tr ' =' '__')" env $cfg "$B/run.sh" spexd_cuda_tests
-done
-run fault_potrfbatched env SPEXD_CUDA_CHOLESKY=potrfbatched "$B/run.sh" spexd_cuda_fault_tests
 for r in $(seq "$RUNS"); do
   j=$OUT/frame_$r.json
   if "$B/run.sh" spexd_cuda_frame_bench --runs 9 --json "$j" >"$OUT/frame_$r.log" 2>&1; then

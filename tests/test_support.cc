@@ -45,27 +45,9 @@ absl::StatusOr<std::vector<core::BundleResult>> ExtractBundles(core::Backend& ba
   return out;
 }
 
-absl::StatusOr<core::BackendOptions> CudaOptionsFromEnv() {
+absl::StatusOr<core::BackendOptions> CudaTestOptions() {
   core::BackendOptions options;
   options.kind = core::BackendKind::kCuda;
-  if (const char* v = std::getenv("SPEXD_CUDA_SOLVER")) {
-    SPEXD_ASSIGN_OR_RETURN(options.cuda_solver, core::ParseCudaTriangularSolver(v));
-    // "cusolver" alone runs the library calls only: the library eigensolver and Cholesky too.
-    if (options.cuda_solver == core::CudaTriangularSolver::kCusolverBatched) {
-      options.cuda_eigen = core::CudaEigensolver::kCusolverSyevBatched;
-      options.cuda_cholesky = core::CudaCholesky::kCusolverPotrfBatched;
-    }
-  }
-  if (const char* v = std::getenv("SPEXD_CUDA_EIGEN")) {
-    SPEXD_ASSIGN_OR_RETURN(options.cuda_eigen, core::ParseCudaEigensolver(v));
-  }
-  if (const char* v = std::getenv("SPEXD_CUDA_CHOLESKY")) {
-    SPEXD_ASSIGN_OR_RETURN(options.cuda_cholesky, core::ParseCudaCholesky(v));
-  }
-  if (const char* v = std::getenv("SPEXD_CUDA_HOST_WAIT")) {
-    SPEXD_ASSIGN_OR_RETURN(options.cuda_host_wait, core::ParseCudaHostWait(v));
-  }
-  if (const char* v = std::getenv("SPEXD_CUDA_STATS")) options.cuda_stats = std::string(v) == "1";
   return options;
 }
 

@@ -30,11 +30,9 @@ std::shared_ptr<const core::Psf> LoadBundledPsf();
 // The whole file ("" when it cannot be read), and its inverse (false on failure).
 std::string ReadBytes(const std::string& path);
 bool WriteBytes(const std::string& path, const std::string& bytes);
-// Options for the CUDA backend, with the solver switches taken from the environment of
-// the test or benchmark run (SPEXD_CUDA_SOLVER=warp|cusolver, where cusolver alone also
-// selects the library eigensolver; SPEXD_CUDA_EIGEN=tridiag|jacobi|syevbatched;
-// SPEXD_CUDA_STATS=1). INVALID_ARGUMENT for a misspelt value.
-absl::StatusOr<core::BackendOptions> CudaOptionsFromEnv();
+// Options for the CUDA backend of a test or benchmark run (the defaults; a StatusOr so
+// that callers keep one shape if a test setting ever needs parsing).
+absl::StatusOr<core::BackendOptions> CudaTestOptions();
 // The job's bundles from `backend`, in the order its sink received them.
 absl::StatusOr<std::vector<core::BundleResult>> ExtractBundles(core::Backend& backend,
                                                                const core::ExtractionJob& job);

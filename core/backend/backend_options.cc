@@ -30,16 +30,6 @@ absl::string_view NameOf(E value, const std::pair<E, const char*> (&names)[N]) {
 
 constexpr std::pair<BackendKind, const char*> kBackendKinds[] = {
     {BackendKind::kCpu, "cpu"}, {BackendKind::kCuda, "cuda"}};
-constexpr std::pair<CudaTriangularSolver, const char*> kSolvers[] = {
-    {CudaTriangularSolver::kWarpSubstitution, "warp"},
-    {CudaTriangularSolver::kCusolverBatched, "cusolver"}};
-constexpr std::pair<CudaEigensolver, const char*> kEigensolvers[] = {
-    {CudaEigensolver::kSharedMemoryTridiagonalQl, "tridiag"},
-    {CudaEigensolver::kSharedMemoryJacobi, "jacobi"},
-    {CudaEigensolver::kCusolverSyevBatched, "syevbatched"}};
-constexpr std::pair<CudaCholesky, const char*> kCholeskys[] = {
-    {CudaCholesky::kTiledLeftLooking, "tiled"},
-    {CudaCholesky::kCusolverPotrfBatched, "potrfbatched"}};
 constexpr std::pair<CudaHostWait, const char*> kHostWaits[] = {
     {CudaHostWait::kAuto, "auto"},
     {CudaHostWait::kSpin, "spin"},
@@ -51,22 +41,10 @@ constexpr std::pair<CudaHostWait, const char*> kHostWaits[] = {
 absl::StatusOr<BackendKind> ParseBackendKind(absl::string_view text) {
   return ParseEnum("backend", text, kBackendKinds);
 }
-absl::StatusOr<CudaTriangularSolver> ParseCudaTriangularSolver(absl::string_view text) {
-  return ParseEnum("CUDA triangular solver", text, kSolvers);
-}
-absl::StatusOr<CudaEigensolver> ParseCudaEigensolver(absl::string_view text) {
-  return ParseEnum("CUDA eigensolver", text, kEigensolvers);
-}
-absl::StatusOr<CudaCholesky> ParseCudaCholesky(absl::string_view text) {
-  return ParseEnum("CUDA Cholesky", text, kCholeskys);
-}
 absl::StatusOr<CudaHostWait> ParseCudaHostWait(absl::string_view text) {
   return ParseEnum("GPU host wait", text, kHostWaits);
 }
 absl::string_view Name(BackendKind kind) { return NameOf(kind, kBackendKinds); }
-absl::string_view Name(CudaTriangularSolver solver) { return NameOf(solver, kSolvers); }
-absl::string_view Name(CudaEigensolver eigen) { return NameOf(eigen, kEigensolvers); }
-absl::string_view Name(CudaCholesky cholesky) { return NameOf(cholesky, kCholeskys); }
 absl::string_view Name(CudaHostWait wait) { return NameOf(wait, kHostWaits); }
 
 }  // namespace spexd::core

@@ -332,7 +332,7 @@ int main(int argc, char** argv) {
   rep.gen_seconds = Now() - tg;
   rep.plan = &(*geo)->plan();
 
-  absl::StatusOr<core::BackendOptions> bo = spexd::testing::CudaOptionsFromEnv();
+  absl::StatusOr<core::BackendOptions> bo = spexd::testing::CudaTestOptions();
   if (!bo.ok()) {
     std::cerr << bo.status() << "\n";
     return 2;

@@ -1,6 +1,6 @@
 // Replays the batched-call layout of cuda/batch_layout.cc on the host (layout_replay.h):
 // C's core diagonal blocks must equal the blocks of M^{-1}, whatever the stale upper
-// triangle holds, through the library leaves and through the tiled Cholesky; the tiled
+// triangle holds, through the potrf path's in-place leaves and through the tiled Cholesky; the tiled
 // factor must equal an unblocked potrf. Needs no GPU.
 #include "cuda/batch_layout.h"
 
@@ -66,7 +66,7 @@ void ExpectStridedRunsMatchPointers(const RunLayout& layout) {
       EXPECT_EQ(o.c, layout.ptrs[static_cast<std::size_t>(c.c_off + b)]) << "entry " << b;
     }
   };
-  for (const auto* steps : {&layout.chol_update, &layout.trtri, &layout.band_inverse}) {
+  for (const auto* steps : {&layout.chol_update, &layout.trtri}) {
     for (const auto& step : *steps) {
       for (const BatchedCall& c : step) check(c);
     }
@@ -90,18 +90,18 @@ TEST(BatchLayout, EntriesSortedBySizeAndSkipsSkipped) {
   }
 }
 
-TEST(BatchLayout, LibraryLeavesGiveCoreBlocksOfTheInverse) {
+// The potrfBatched path (a device whose shared memory does not hold the tiled factor):
+// the leaves inverted in place, then the trailing-first inversion and the Grams.
+TEST(BatchLayout, PotrfPathGivesCoreBlocksOfTheInverse) {
   LayoutChoices choices;
-  choices.library_leaf = true;
   Replay r(SmallPlan(), choices);
   ASSERT_LE(r.layout.ptrs.size(), MaxPointerCount(r.plan, r.nslots));
-  ASSERT_GT(r.layout.leaf_trsm.count, 0);
   EXPECT_TRUE(r.layout.chol_update.empty());
   r.FillSpd(7);
   r.HostPotrf();
   r.InvertBlocks();
   ExpectCoreBlocksOfInverse(r);
-  // potrf/potrs pointers: one call per distinct n, A at the slot matrix, B at its x.
+  // potrf pointers: one call per distinct n, A at the slot matrix, B at its x.
   ASSERT_EQ(r.layout.potrf.size(), 2u);
   for (const BatchedCall& call : r.layout.potrf) {
     for (int b = 0; b < call.count; ++b) {
@@ -120,7 +120,6 @@ TEST(BatchLayout, TiledCholeskyEqualsPotrfAndGivesTheInverse) {
   tiled.tiled_cholesky = true;
   Replay r(SmallPlan(), tiled);
   ASSERT_LE(r.layout.ptrs.size(), MaxPointerCount(r.plan, r.nslots));
-  EXPECT_EQ(r.layout.leaf_trsm.count, 0);
   // Step k updates the entries with more than k blocks, one call per n: m = n - k nt.
   ASSERT_EQ(r.layout.chol_update.size(), static_cast<std::size_t>(r.nb - 1));
   for (int k = 1; k < r.nb; ++k) {
@@ -330,64 +329,6 @@ TEST_P(BandedLayout, DiagonalUpdatesInTheFactor) {
 
 // Band 0: spectra that do not couple at all (fibres far apart, or narrow stamps).
 INSTANTIATE_TEST_SUITE_P(Bands, BandedLayout, ::testing::Values(0, 1, 2));
-
-// The selected inversion inside the band (LayoutChoices::band_inverse) after the tiled
-// factor or the library's leaves: C's core blocks of M^{-1}, exactly symmetric, for bands
-// 0 (block diagonal) to the full width, with NaN in every upper triangle the factor left
-// (nothing may read it) and no trtri or Gram calls.
-class BandInverseLayout : public ::testing::TestWithParam<std::tuple<int, bool>> {};
-
-TEST_P(BandInverseLayout, GivesTheCoreBlocksOfTheInverse) {
-  const auto [band, library] = GetParam();
-  core::PatchPlan plan = SmallPlan();
-  core::PatchDesc wide = plan.patches[1];  // 6 blocks, core 1..2: steps reach past band 2
-  wide.nspectot = 6;
-  wide.n = wide.nspectot * plan.nwavetot;
-  plan.patches.push_back(wide);
-  core::PatchDesc last = wide;  // core blocks at the end: the first step is a core block
-  last.core_row = 4;
-  plan.patches.push_back(last);
-  plan.max_n = std::max(plan.max_n, wide.n);
-  plan.bundle_first_patch.back() = static_cast<int32_t>(plan.patches.size());
-  if (band >= 0) plan.coupled_band.assign(plan.patches.size(), band);
-  LayoutChoices choices;
-  choices.band_inverse = true;
-  choices.library_leaf = library;
-  choices.tiled_cholesky = !library;
-  Replay r(plan, choices);
-  ASSERT_LE(r.layout.ptrs.size(), MaxPointerCount(r.plan, r.nslots));
-  EXPECT_TRUE(r.layout.trtri.empty());
-  EXPECT_TRUE(r.layout.gram.empty());
-  ASSERT_EQ(r.layout.band_inverse.size(), static_cast<std::size_t>(r.nb));
-  for (const auto& step : r.layout.band_inverse) {
-    for (const BatchedCall& call : step) {
-      if (band >= 0) {
-        EXPECT_LE(call.k, std::max(1, band) * r.nt);  // inside the band
-      }
-    }
-  }
-  r.FillSpd(13);
-  if (library) {
-    r.HostPotrf();
-  } else {
-    r.TiledCholesky();
-  }
-  r.BandInvert();
-  ExpectCoreBlocksOfInverse(r);
-  ExpectStridedRunsMatchPointers(r.layout);
-  for (std::size_t blk = 0; blk < r.c.size() / (r.nt * r.nt); ++blk) {
-    const double* cb = r.c.data() + blk * r.nt * r.nt;
-    for (int col = 0; col < r.nt; ++col) {
-      for (int row = 0; row < col; ++row) {
-        EXPECT_EQ(cb[row + col * r.nt], cb[col + row * r.nt]) << "block " << blk;
-      }
-    }
-  }
-}
-
-// band -1: the plan's default (every spectrum coupled).
-INSTANTIATE_TEST_SUITE_P(Bands, BandInverseLayout,
-                         ::testing::Combine(::testing::Values(-1, 0, 1, 2), ::testing::Bool()));
 
 }  // namespace
 }  // namespace spexd::cuda

@@ -32,7 +32,7 @@ using core::BundleResult;
 class CudaBackendTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    absl::StatusOr<core::BackendOptions> options = spexd::testing::CudaOptionsFromEnv();
+    absl::StatusOr<core::BackendOptions> options = spexd::testing::CudaTestOptions();
     // A misspelt SPEXD_CUDA_* value must fail, not skip: the status becomes the backend's.
     absl::StatusOr<std::unique_ptr<core::Backend>> b =
         options.ok() ? core::CreateBackend(*options) : options.status();
@@ -241,7 +241,7 @@ TEST_F(CudaBackendTest, PerturbBundleFluxFaultIsFlaggedByTheParityCheck) {
   core::ExtractionJob job;
   job.geometry = geo;
   job.image = &image;
-  auto options = spexd::testing::CudaOptionsFromEnv();
+  auto options = spexd::testing::CudaTestOptions();
   ASSERT_TRUE(options.ok());
   ::setenv("SPEXD_TEST_CUDA_FAULTS", "perturb_bundle_flux=1", 1);
   auto faulty = core::CreateBackend(*options);
@@ -260,64 +260,6 @@ TEST_F(CudaBackendTest, PerturbBundleFluxFaultIsFlaggedByTheParityCheck) {
       core::CompareBundles(geo->plan(), got->bundles[1], ref->bundles[1], core::ParityTolerances{});
   EXPECT_TRUE(bad.drift);
   EXPECT_NEAR(bad.flux, 1e-6, 2e-7);
-}
-
-// Both eigenvector paths of the decorrelation (the default twisted factorisations and
-// SPEXD_CUDA_EIGENVECTORS=rotate, the logged QL rotations) at the CPU parity bars, and
-// within the same bars of each other, so that the path not taken by default stays tested;
-// the twisted path also with H formed by the reduction (SPEXD_CUDA_REFLECTORS=product)
-// instead of its compact reflectors.
-TEST_F(CudaBackendTest, TwistedAndRotatedEigenvectorsBothMatchTheCpu) {
-  core::ExtractionParams p;
-  p.specmin = 25;
-  p.nspec = 50;
-  p.wmin = 6000.0;
-  p.wmax = 6600.0;
-  auto geo = MakeGeometry(p);
-  ASSERT_NE(geo, nullptr);
-  SyntheticOptions so;
-  so.seed = 11;
-  core::PreprocImage image = MakeSyntheticFrame(*geo, so);
-  core::ExtractionJob job;
-  job.geometry = geo;
-  job.image = &image;
-  auto options = spexd::testing::CudaOptionsFromEnv();
-  ASSERT_TRUE(options.ok());
-  if (options->cuda_eigen != core::CudaEigensolver::kSharedMemoryTridiagonalQl) {
-    GTEST_SKIP() << "the eigenvector paths belong to the tridiagonal eigensolver; this run's "
-                    "environment (SPEXD_CUDA_SOLVER / SPEXD_CUDA_EIGEN) chose "
-                 << core::Name(options->cuda_eigen);
-  }
-  ::setenv("SPEXD_CUDA_EIGENVECTORS", "rotate", 1);
-  auto rotate = core::CreateBackend(*options);
-  ::setenv("SPEXD_CUDA_EIGENVECTORS", "twisted", 1);
-  ::setenv("SPEXD_CUDA_REFLECTORS", "compact", 1);
-  auto twisted = core::CreateBackend(*options);
-  ::setenv("SPEXD_CUDA_REFLECTORS", "product", 1);
-  auto product = core::CreateBackend(*options);
-  ::unsetenv("SPEXD_CUDA_EIGENVECTORS");
-  ::unsetenv("SPEXD_CUDA_REFLECTORS");
-  ASSERT_TRUE(rotate.ok()) << rotate.status();
-  ASSERT_TRUE(twisted.ok()) << twisted.status();
-  ASSERT_TRUE(product.ok()) << product.status();
-  auto ref = RunJob(*cpu_, job);
-  auto r = RunJob(**rotate, job);
-  auto t = RunJob(**twisted, job);
-  auto h = RunJob(**product, job);
-  ASSERT_TRUE(ref.ok() && r.ok() && t.ok() && h.ok());
-  ExpectParity("rotate vs cpu", Compare(ref->bundles, r->bundles));
-  ExpectParity("twisted vs cpu", Compare(ref->bundles, t->bundles));
-  ExpectParity("twisted with H vs cpu", Compare(ref->bundles, h->bundles));
-  const Deviation between = Compare(r->bundles, t->bundles);
-  ExpectParity("twisted vs rotate", between);
-  // Different arithmetic, not the same path twice.
-  EXPECT_GT(between.flux + between.ivar + between.rdiag, 0.0);
-  const Deviation forms = Compare(h->bundles, t->bundles);
-  ExpectParity("compact reflectors vs H", forms);
-  EXPECT_GT(forms.flux + forms.ivar + forms.rdiag, 0.0);
-  // The twisted path's workspace leaves out QL's rotation log (~118 KB a block at nt = 74),
-  // the rest of the two workspaces alike.
-  EXPECT_GT((*rotate)->Memory().device_bytes, (*twisted)->Memory().device_bytes);
 }
 
 TEST_P(CudaParity, EdgeWindows) {

@@ -29,7 +29,7 @@ absl::StatusOr<std::vector<core::BundleResult>> Extract(core::Backend& b, const 
 }
 
 TEST(CudaGeometryRecycle, EvictedBuffersGiveTheFreshBackendsSpectra) {
-  absl::StatusOr<core::BackendOptions> options = CudaOptionsFromEnv();
+  absl::StatusOr<core::BackendOptions> options = CudaTestOptions();
   ASSERT_TRUE(options.ok()) << options.status();
   auto backend = core::CreateBackend(*options);
   if (!backend.ok()) GTEST_SKIP() << "CUDA backend unavailable: " << backend.status();

@@ -18,7 +18,7 @@ namespace {
 absl::StatusOr<std::vector<core::BundleResult>> Extract(core::CudaHostWait wait,
                                                         const core::ExtractionJob& job,
                                                         std::string* description) {
-  absl::StatusOr<core::BackendOptions> options = CudaOptionsFromEnv();
+  absl::StatusOr<core::BackendOptions> options = CudaTestOptions();
   if (!options.ok()) return options.status();
   options->cuda_host_wait = wait;
   auto backend = core::CreateBackend(*options);
@@ -35,7 +35,7 @@ absl::StatusOr<std::vector<core::BundleResult>> Extract(core::CudaHostWait wait,
 
 TEST(CudaHostWait, EveryChoiceIsTakenAndGivesTheSameSpectra) {
   {
-    absl::StatusOr<core::BackendOptions> options = CudaOptionsFromEnv();
+    absl::StatusOr<core::BackendOptions> options = CudaTestOptions();
     ASSERT_TRUE(options.ok()) << options.status();
     if (auto probe = core::CreateBackend(*options); !probe.ok()) {
       GTEST_SKIP() << "CUDA backend unavailable: " << probe.status();

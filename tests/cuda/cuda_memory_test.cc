@@ -53,7 +53,7 @@ int64_t GeometryBytes(const core::BackendMemory& m, const core::Geometry* g) {
 class CudaMemoryTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    absl::StatusOr<core::BackendOptions> options = CudaOptionsFromEnv();
+    absl::StatusOr<core::BackendOptions> options = CudaTestOptions();
     ASSERT_TRUE(options.ok()) << options.status();
     auto b = core::CreateBackend(*options);
     if (!b.ok()) GTEST_SKIP() << "CUDA backend unavailable: " << b.status();
@@ -93,7 +93,7 @@ class CudaMemoryTest : public ::testing::Test {
 
 TEST_F(CudaMemoryTest, ReportsWorkspaceAndPerGeometryStateAndReleaseFreesIt) {
   const core::BackendMemory empty = backend_->Memory();
-  EXPECT_EQ(empty.device, CudaOptionsFromEnv()->device);
+  EXPECT_EQ(empty.device, CudaTestOptions()->device);
   EXPECT_EQ(empty.device_bytes, 0);
   EXPECT_TRUE(empty.geometry_bytes.empty());
 

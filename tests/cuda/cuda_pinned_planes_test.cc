@@ -50,7 +50,7 @@ void ExpectIdentical(const std::vector<core::BundleResult>& a, const std::vector
 }
 
 TEST(CudaPinnedPlanes, UploadedWithoutStagingAndIdenticalToTheStagedPaths) {
-  absl::StatusOr<core::BackendOptions> options = CudaOptionsFromEnv();
+  absl::StatusOr<core::BackendOptions> options = CudaTestOptions();
   ASSERT_TRUE(options.ok()) << options.status();
   auto backend = core::CreateBackend(*options);
   if (!backend.ok()) GTEST_SKIP() << "CUDA backend unavailable: " << backend.status();

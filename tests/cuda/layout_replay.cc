@@ -167,8 +167,8 @@ void Replay::FillSpd(uint64_t seed) {
     spd[Z(e.slot)] = std::move(s);
   }
   // BuildNormalEquationsKernel zeroes the blocks the trailing-first inversion multiplies as
-  // zeros (NeedsZeroBlock); the band inversion's replays leave them NaN, as it reads none.
-  if (!choices.band_inverse) {
+  // zeros (NeedsZeroBlock).
+  {
     for (const RunEntry& e : layout.entries) {
       const core::PatchDesc& d = plan.patches[e.patch];
       double* a = m.data() + Z(e.slot) * ld * ld;
@@ -287,10 +287,11 @@ void Replay::TiledCholesky() {
 }
 
 void Replay::InvertBlocks() {
-  if (choices.library_leaf) LibraryLeaves();
-  // CopyLeafBlocksKernel: scratch block i back onto the diagonal (trsm's or the factor's),
+  if (!choices.tiled_cholesky) InPlaceLeaves();
+  // CopyLeafBlocksKernel: the tiled factor's scratch block i back onto the diagonal,
   // unless the factor wrote them there.
-  for (const RunEntry& e : LeafInPlace() ? std::vector<RunEntry>{} : layout.entries) {
+  for (const RunEntry& e : LeafInPlace() || !choices.tiled_cholesky ? std::vector<RunEntry>{}
+                                                                    : layout.entries) {
     const core::PatchDesc& d = plan.patches[e.patch];
     for (int i = 0; i < d.nspectot; ++i) {
       if (!NeedsLeafInverse(i, d.core_row, d.nspectot)) continue;
@@ -307,68 +308,24 @@ void Replay::InvertBlocks() {
   for (const BatchedCall& call : layout.gram) NaiveGemm(call, layout.ptrs);
 }
 
-void Replay::LibraryLeaves() {
-  // SetLeafIdentityKernel, then trsmBatched.
+void Replay::InPlaceLeaves() {
   for (const RunEntry& e : layout.entries) {
     const core::PatchDesc& d = plan.patches[e.patch];
     for (int i = 0; i < d.nspectot; ++i) {
       if (!NeedsLeafInverse(i, d.core_row, d.nspectot)) continue;
-      double* leaf = t.data() + Z(e.slot) * Z(t_stride) + Z(i) * nt * nt;
-      for (int idx = 0; idx < nt * nt; ++idx) leaf[idx] = idx % nt == idx / nt ? 1.0 : 0.0;
-    }
-  }
-  const BatchedCall& lt = layout.leaf_trsm;
-  for (int b = 0; b < lt.count; ++b) {
-    double* L = P(layout.ptrs[Z(lt.a_off + b)]);
-    double* B = P(layout.ptrs[Z(lt.b_off + b)]);
-    for (int j = 0; j < nt; ++j) {
-      for (int i = 0; i < nt; ++i) {
-        double v = i == j ? 1.0 : 0.0;
-        for (int k = 0; k < i; ++k) v -= L[i + Z(k) * lt.lda] * B[k + Z(j) * lt.ldb];
-        B[i + Z(j) * lt.ldb] = v / L[i + Z(i) * lt.lda];
-      }
-    }
-  }
-}
-
-// BandInversePrologueKernel, serially: column jn = nspectot - r finished, I on (jn-1, jn-1).
-void Replay::BandPrologue(int r) {
-  for (const RunEntry& e : layout.entries) {
-    const core::PatchDesc& d = plan.patches[e.patch];
-    double* a = m.data() + Z(e.slot) * ld * ld;
-    auto at = [&](int64_t row, int64_t col) -> double& { return a[Z(row + col * ld)]; };
-    const int jn = BandInverseColumn(r, d.nspectot) + 1;
-    const int64_t n0 = static_cast<int64_t>(jn) * nt;
-    if (jn >= d.core_row && jn < d.nspectot) {
-      const int sp = jn - d.core_row;
-      for (int col = 0; col < nt; ++col) {
-        for (int row = 0; row < nt; ++row) {
-          const double v = row >= col ? at(n0 + row, n0 + col) : at(n0 + col, n0 + row);
-          if (row < col) at(n0 + row, n0 + col) = v;
-          if (sp < plan.nper) c[(Z(e.slot) * plan.nper + sp) * nt * nt + Z(row + col * nt)] = v;
+      double* L = m.data() + Z(e.slot) * ld * ld + Z(i) * nt * (ld + 1);
+      std::vector<double> inv(Z(nt) * nt, 0.0);
+      for (int j = 0; j < nt; ++j) {
+        for (int r = j; r < nt; ++r) {
+          double v = r == j ? 1.0 : 0.0;
+          for (int k = j; k < r; ++k) v -= L[r + Z(k) * ld] * inv[k + Z(j) * nt];
+          inv[r + Z(j) * nt] = v / L[r + Z(r) * ld];
         }
       }
-      for (int blk = 0; blk < BandInverseKept(jn, e.band, d.nspectot); ++blk) {
-        const int64_t k0 = n0 + static_cast<int64_t>(blk + 1) * nt;
-        for (int col = 0; col < nt; ++col) {
-          for (int row = 0; row < nt; ++row) at(n0 + col, k0 + row) = at(k0 + row, n0 + col);
-        }
+      for (int j = 0; j < nt; ++j) {
+        for (int r = 0; r < nt; ++r) L[r + Z(j) * ld] = inv[r + Z(j) * nt];
       }
     }
-    if (jn - 1 >= d.core_row && jn - 1 < d.nspectot) {
-      for (int col = 0; col < nt; ++col) {
-        for (int row = 0; row < nt; ++row) at(n0 - nt + row, n0 - nt + col) = row == col ? 1.0 : 0.0;
-      }
-    }
-  }
-}
-
-void Replay::BandInvert() {
-  if (choices.library_leaf) LibraryLeaves();
-  for (std::size_t r = 0; r <= layout.band_inverse.size(); ++r) {
-    BandPrologue(static_cast<int>(r));
-    if (r == layout.band_inverse.size()) break;
-    for (const BatchedCall& call : layout.band_inverse[r]) NaiveGemm(call, layout.ptrs);
   }
 }
 

@@ -41,24 +41,19 @@ struct Replay {
   // over L_kk on M's diagonal (then Factor's diagonal blocks hold them), and no copy.
   bool leaf_in_place = false;
   bool LeafInPlace() const {
-    return (leaf_in_place || choices.panel_p) && choices.tiled_cholesky && !choices.library_leaf &&
-           !choices.band_inverse;
+    return (leaf_in_place || choices.panel_p) && choices.tiled_cholesky;
   }
   // LayoutChoices::panel_p (with the leaves in place, as RunArgs has them): the panel
   // leaves P_k in the scratch and trtri has no gemm 1.
-  bool PanelP() const { return choices.panel_p && choices.tiled_cholesky && !choices.library_leaf && !choices.band_inverse; }
-  // Unblocked potrf in place (the reference factor, and the cuSOLVER path's result).
+  bool PanelP() const { return choices.panel_p && choices.tiled_cholesky; }
+  // Unblocked potrf in place (the reference factor, and the potrfBatched path's result).
   void HostPotrf();
   // The tiled path: chol_update GEMMs, TileFactorKernel and PanelSolveKernel on the host.
   void TiledCholesky();
-  // Block inversion after the factor: leaves (trsm or the tiled path's scratch copy),
-  // trtri and Gram GEMMs.
+  // Block inversion after the factor: leaves (LeafInverseKernel in place after potrf, or
+  // the tiled path's, copied from the scratch unless in place), trtri and Gram GEMMs.
   void InvertBlocks();
-  // The band inversion instead (LayoutChoices::band_inverse): library leaves if chosen,
-  // then each step's prologue and GEMMs, and the last prologue.
-  void BandInvert();
-  void LibraryLeaves();          // identity into the scratch, then trsm (library_leaf)
-  void BandPrologue(int r);      // BandInversePrologueKernel
+  void InPlaceLeaves();  // LeafInverseKernel: X_ii = L_ii^{-1} over L_ii, zeros above
   // Lower triangle of the factor of slot `slot` (column-major n x n, zeros above).
   std::vector<double> Factor(int slot) const;
 

@@ -13,7 +13,7 @@ to provide one.
 import os
 import sys
 
-PACKAGES = ("desispec", "desiutil", "desitarget", "specter", "gpu_specter")
+PACKAGES = ("desispec", "desiutil", "desitarget", "specter", "gpu_specter", "desimodel")
 SRC = os.environ.get("SPEXD_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", ".."))
 HOW = ("scripts/desispec_stack.sh makes one (Debian's python3-numba, -fitsio, -healpy and "
        "desispec, desiutil, desitarget, specter, gpu_specter from GitHub) in ../desistack, "

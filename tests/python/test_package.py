@@ -183,14 +183,18 @@ class InstallTest(unittest.TestCase):
             self.skipTest(f"{built} has no pyproject.toml (not the build tree's package)")
         work = tempfile.mkdtemp(prefix="spexd-pip-")
         self.addCleanup(shutil.rmtree, work, True)
-        src = os.path.join(work, "src")  # a copy: pip writes build files next to the sources
-        shutil.copytree(built, src, ignore=shutil.ignore_patterns("__pycache__", "build",
-                                                                  "*.egg-info"))
+        # Straight from the build tree: setup.py keeps setuptools' build/ and egg-info out of it.
+        listing = lambda: sorted(os.path.relpath(os.path.join(d, f), built)
+                                 for d, dirs, files in os.walk(built) for f in files + dirs
+                                 if "__pycache__" not in d and f != "__pycache__")
+        before = listing()
         venv = os.path.join(work, "venv")
         subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", venv], check=True)
         r = subprocess.run([os.path.join(venv, "bin", "pip"), "install", "--no-index",
-                            "--no-build-isolation", src], capture_output=True, text=True)
+                            "--no-build-isolation", built], capture_output=True, text=True,
+                           cwd=work)
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertEqual(listing(), before, "pip wrote into the build tree")
         env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
         r = subprocess.run([os.path.join(venv, "bin", "python"), "-c",
                             "import spexd, spexd.desi, spexd.v1.spexd_pb2 as pb; "

@@ -104,6 +104,26 @@ class GpuRuleTest(unittest.TestCase):
         self.assertNotIn("--no-gpu", cmd)
         self.assertEqual(desi.local_backend(args, "/nonexistent/spexctl"), ("cpu", "--no-gpu"))
 
+    def test_local_backend(self):
+        # The GPU where the driver sees one and spexctl's CUDA module is installed.
+        args = desi._adopt(desispec_namespace(input="i", psf="p", output="o"))
+        module = os.path.join(support.work_dir(), "libspexd_cuda.so")
+        open(module, "w").close()
+        with mock.patch.object(desi, "_driver_gpus", lambda: (2, "2 devices")):
+            with mock.patch.dict(os.environ, {"SPEXD_CUDA_MODULE": module}):
+                self.assertEqual(desi.local_backend(args, "/nonexistent/spexctl"),
+                                 ("cuda", "2 devices"))
+                os.environ["DESI_NO_GPU"] = "1"
+                self.assertEqual(desi.local_backend(args, "/nonexistent/spexctl")[0], "cpu")
+                del os.environ["DESI_NO_GPU"]
+            with mock.patch.dict(os.environ, {"SPEXD_CUDA_MODULE": module + ".absent"}):
+                backend, why = desi.local_backend(args, "/nonexistent/spexctl")
+                self.assertEqual(backend, "cpu")
+                self.assertIn("no CUDA module", why)
+        with mock.patch.object(desi, "_driver_gpus", lambda: (0, "no CUDA driver")):
+            self.assertEqual(desi.local_backend(args, "/nonexistent/spexctl"),
+                             ("cpu", "no CUDA driver"))
+
     def test_desispec_option_checks(self):
         with self.assertRaisesRegex(ValueError, "must be evenly divisible by bundlesize"):
             desi.main_gpu_specter(desispec_namespace(input="i", psf="p", output="o", nspec=30))

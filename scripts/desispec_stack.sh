@@ -8,7 +8,7 @@
 # 1. Debian's packages the stack imports (python3-numba, -fitsio, -healpy, -scipy, -yaml:
 #    scripts/install-deps.sh --desispec).
 # 2. desispec, desiutil, desitarget, specter and gpu_specter (none is in Debian) at the
-#    commits that made ../shared/data/desispec, unpacked into DEST/<name> with no .git.
+#    commits that made ../shared/data/desispec, and desimodel (desi_process_exposure imports it), unpacked into DEST/<name> with no .git.
 #    They come from local bare mirrors when SPEXD_DESI_MIRROR names a folder holding
 #    <owner>+<name>/repo or <name>.git, else from GitHub (git clone: needs the network).
 #    Blobs a mirror lacks (large test and model files the tests do not read) are left out.
@@ -27,6 +27,9 @@ PINS=(
   "desitarget a9ee318ff29c60b0e2d36437929569f6f4dccf83"
   "specter b8490d38738a6a6ac65cbec0b75faf6c7155d008"
   "gpu_specter 116b964f36c5c742b23973fb4fc10137cc6b688f"
+  # desimodel: desi_process_exposure (desispec.scripts.proc) imports it; its newest commit
+  # before desispec's (2026-04-18; the data/ tree it reads at run time is not in git).
+  "desimodel c93d46d069e30f9dbea0c8325e71d85027aaebf0"
 )
 
 scripts/install-deps.sh --desispec
@@ -92,9 +95,10 @@ done
 mv "$DEST/STACK.txt.new" "$DEST/STACK.txt"
 
 # The check the tests make first: everything imports with Debian's Python.
-paths=$(for p in desispec desiutil desitarget specter gpu_specter; do printf '%s:' "$(cd "$DEST/$p/py" && pwd)"; done)
+paths=$(for p in desispec desiutil desitarget specter gpu_specter desimodel; do printf '%s:' "$(cd "$DEST/$p/py" && pwd)"; done)
 PYTHONPATH=${paths%:} DESI_LOGLEVEL=WARNING /usr/bin/python3 -c '
-import desispec.io, desispec.sky, desispec.scripts.extract, gpu_specter.core, numba
+import desispec.io, desispec.sky, desispec.scripts.extract, desispec.scripts.proc, desimodel.io
+import gpu_specter.core, numba
 print("desispec_stack: desispec", desispec.__version__, "imports")'
 echo "desispec_stack: ready in $(cd "$DEST" && pwd); ctest -L desispec finds it at ../desistack," \
   "or set SPEXD_DESISPEC_PATH=$(cd "$DEST" && pwd)"

@@ -79,9 +79,20 @@ absl::StatusOr<long> FitsFile::ReadLong(const char* key) {
 }
 
 absl::StatusOr<std::string> FitsFile::ReadString(const char* key) {
-  char value[FLEN_VALUE] = {0};
-  SPEXD_RETURN_IF_ERROR(ReadKeyInto(TSTRING, key, value, ""));
-  return std::string(value);
+  // fits_read_key_longstr: a value continued over CONTINUE cards (the FITS long-string
+  // convention, e.g. a path over 68 characters) comes back whole, a plain one as it is.
+  int status = 0;
+  char* value = nullptr;
+  fits_read_key_longstr(fptr_, key, &value, nullptr, &status);
+  std::string out = value != nullptr ? std::string(value) : std::string();
+  if (value != nullptr) fits_free_memory(value, &status);
+  if (status == KEY_NO_EXIST) {
+    fits_clear_errmsg();
+    return absl::NotFoundError(
+        absl::StrCat(name_, "[", CurrentHduName(), "]: missing keyword ", key));
+  }
+  if (status != 0) return Error(status, absl::StrCat("keyword ", key));
+  return out;
 }
 
 std::optional<double> FitsFile::ReadOptionalDouble(const char* key) {

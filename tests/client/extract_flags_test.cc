@@ -141,7 +141,7 @@ TEST(ExtractFlags, DesiExtractSpectraOptionsAccepted) {
   absl::StatusOr<ExtractCommand> c =
       Parse({"-i", "in.fits", "-p", "psf.fits", "-o", "out.fits", "-f", "fibermap.fits",
              "--barycentric-correction", "--no-scores", "-r", "0.1", "--pixpad-frac", "0.5",
-             "--wavepad-frac", "0.3", "--no-gpu", "--use-specter", "-v",
+             "--wavepad-frac", "0.3", "--no-gpu", "-v",
              "--mask-policy", "desispec-exact"});
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->fibermap, "fibermap.fits");
@@ -161,6 +161,16 @@ TEST(ExtractFlags, DesiExtractSpectraOptionsAccepted) {
   auto bad = Parse({"-i", "a", "-p", "b", "-o", "c", "--no-gpu", "--backend", "cuda"});
   ASSERT_FALSE(bad.ok());
   EXPECT_THAT(bad.status().message(), HasSubstr("--no-gpu"));
+}
+
+// --use-specter (classic specter in desispec) is refused, naming the difference, not
+// taken as gpu_specter's extraction.
+TEST(ExtractFlags, UseSpecterRefused) {
+  auto r = Parse({"-i", "a", "-p", "b", "-o", "c", "--use-specter"});
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(r.status().message(), HasSubstr("classic specter"));
+  EXPECT_THAT(r.status().message(), HasSubstr("0.115 sigma"));
 }
 
 }  // namespace

@@ -2,7 +2,7 @@
 
 desispec is neither in Debian nor reachable from CI, so it is looked for, in order, in:
 1. $SPEXD_DESISPEC_PATH: a stack folder made by scripts/desispec_stack.sh (it holds
-   desispec/, desiutil/, desitarget/, specter/, gpu_specter/ and STACK.txt), or a
+   desispec/, desiutil/, desitarget/, specter/, gpu_specter/, desimodel/ and STACK.txt), or a
    colon-separated list of `py/` folders;
 2. where it is not set, ../desistack beside the clone (where scripts/desispec_stack.sh
    puts it by default, as ../shared holds the reference data);
@@ -13,10 +13,11 @@ to provide one.
 import os
 import sys
 
-PACKAGES = ("desispec", "desiutil", "desitarget", "specter", "gpu_specter")
+PACKAGES = ("desispec", "desiutil", "desitarget", "specter", "gpu_specter", "desimodel")
 SRC = os.environ.get("SPEXD_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", ".."))
 HOW = ("scripts/desispec_stack.sh makes one (Debian's python3-numba, -fitsio, -healpy and "
-       "desispec, desiutil, desitarget, specter, gpu_specter from GitHub) in ../desistack, "
+       "desispec, desiutil, desitarget, specter, gpu_specter, desimodel from GitHub) in "
+       "../desistack, "
        "or set SPEXD_DESISPEC_PATH to a stack folder or to a PYTHONPATH holding desispec")
 
 

@@ -140,6 +140,75 @@ class DesispecExtractionTest(unittest.TestCase):
             with self.subTest(variant=name):
                 self.compare(name, run_desispec(name), self.spexd(name, True), "server")
 
+    def test_without_no_gpu_on_this_node(self):
+        # The same command lines without --no-gpu: desispec decides by this node (no GPU
+        # usable by cupy and numba.cuda: gpu_specter's CPU path) and spexd-desi-extract by
+        # desispec's own rule, here through desispec.gpu itself (the stack is on the path).
+        # CHI2PIX and MASK (and everything else) must agree, locally and on a server.
+        env = {k: v for k, v in ENV.items() if k not in ("SPEXD_DESI_GPU", "DESI_NO_GPU")}
+        probe = subprocess.run([sys.executable, "-c", "import desispec.gpu as g; "
+                                "print(g.is_gpu_available())"], env=env,
+                               capture_output=True, text=True)
+        self.assertEqual(probe.returncode, 0, probe.stderr)
+        if probe.stdout.strip() != "False":
+            self.skipTest("desispec sees a usable GPU here: its GPU path is not compared")
+        for name in ("default", "regularize"):
+            desi_dir = tempfile.mkdtemp(prefix=f"desispec-gpurule-{name}-", dir=WORK)
+            argv = [a for a in command_line(name, desi_dir) if a != "--no-gpu"]
+            script = desispec_env.script("desi_extract_spectra")
+            entry = [script] if script else [
+                "-c", "import sys; from desispec.scripts.extract import main, parse; "
+                      "sys.exit(main(parse(sys.argv[1:])))"]
+            r = subprocess.run([sys.executable, *entry, *argv], env=env, capture_output=True,
+                               text=True)
+            self.assertEqual(r.returncode, 0, r.stderr[-3000:])
+            for server in (False, True):
+                with self.subTest(variant=name, server=server):
+                    out = tempfile.mkdtemp(prefix=f"spexd-gpurule-{name}-", dir=WORK)
+                    r = subprocess.run(
+                        [sys.executable, "-m", "spexd.desi",
+                         *[a.replace(desi_dir, out) for a in argv]],
+                        env=dict(env, SPEXD_SERVER=SERVER.target) if server else env,
+                        capture_output=True, text=True)
+                    self.assertEqual(r.returncode, 0, r.stderr[-3000:])
+                    self.assertIn("reproducing gpu_specter's CPU path, as desispec on this "
+                                  "node (desispec.gpu: no GPU usable by cupy and numba.cuda)",
+                                  r.stderr)
+                    self.compare(name, desi_dir, out, "no --no-gpu, server" if server
+                                 else "no --no-gpu, local")
+
+    def test_main_gpu_specter_with_desispecs_namespace(self):
+        # As desi_proc calls it: desispec.scripts.extract.parse(cmdargs), then
+        # main_gpu_specter(args, comm=...) of spexd.desi in place of desispec's.
+        code = f"""
+import sys
+sys.path.insert(0, {os.path.dirname(__file__)!r})
+import desispec.scripts.extract as ex
+from spexd import desi
+from test_desi_semantics import FakeComm
+args = ex.parse(sys.argv[1:])
+assert not hasattr(args, "server")
+comm = FakeComm(rank=0, size=1)
+timing = {{}}
+desi.main_gpu_specter(args, comm=comm, timing=timing)
+assert comm.sent == [None], comm.sent
+assert set(timing) == {{"frame-start", "frame-write"}}, timing
+args = ex.parse(sys.argv[1:] + ["-n", "30"])
+try:
+    desi.main_gpu_specter(args)
+except ValueError as e:
+    print("refused:", e)
+"""
+        for name in ("default", "model"):
+            with self.subTest(variant=name):
+                out = tempfile.mkdtemp(prefix=f"spexd-proc-{name}-", dir=WORK)
+                r = subprocess.run([sys.executable, "-c", code, *command_line(name, out)],
+                                   env=ENV, capture_output=True, text=True)
+                self.assertEqual(r.returncode, 0, r.stderr[-3000:])
+                self.assertIn("refused: nspec (30) must be evenly divisible by bundlesize",
+                              r.stdout)
+                self.compare(name, run_desispec(name), out, "main_gpu_specter")
+
     def test_desispec_here_reproduces_the_stored_references(self):
         have = desispec_env.versions()
         if any(not have.get(k, "").startswith(v) for k, v in REFERENCE_STACK.items()):

@@ -183,14 +183,18 @@ class InstallTest(unittest.TestCase):
             self.skipTest(f"{built} has no pyproject.toml (not the build tree's package)")
         work = tempfile.mkdtemp(prefix="spexd-pip-")
         self.addCleanup(shutil.rmtree, work, True)
-        src = os.path.join(work, "src")  # a copy: pip writes build files next to the sources
-        shutil.copytree(built, src, ignore=shutil.ignore_patterns("__pycache__", "build",
-                                                                  "*.egg-info"))
+        # Straight from the build tree: setup.py keeps setuptools' build/ and egg-info out of it.
+        listing = lambda: sorted(os.path.relpath(os.path.join(d, f), built)
+                                 for d, dirs, files in os.walk(built) for f in files + dirs
+                                 if "__pycache__" not in d and f != "__pycache__")
+        before = listing()
         venv = os.path.join(work, "venv")
         subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", venv], check=True)
         r = subprocess.run([os.path.join(venv, "bin", "pip"), "install", "--no-index",
-                            "--no-build-isolation", src], capture_output=True, text=True)
+                            "--no-build-isolation", built], capture_output=True, text=True,
+                           cwd=work)
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertEqual(listing(), before, "pip wrote into the build tree")
         env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
         r = subprocess.run([os.path.join(venv, "bin", "python"), "-c",
                             "import spexd, spexd.desi, spexd.v1.spexd_pb2 as pb; "
@@ -205,6 +209,47 @@ class InstallTest(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stderr)
         for flag in ("--fibermap", "--barycentric-correction", "--no-scores", "--server"):
             self.assertIn(flag, r.stdout)
+
+    def test_pip_install_from_sources_leaves_them_clean(self):
+        # A plain `pip install client/python`: setuptools' build/ and egg-info and the
+        # generated stubs go to a temporary folder, not into the sources; the installed
+        # spexd-desi-extract then finds spexctl on PATH for a local extraction.
+        import shutil
+        import subprocess
+        import sys
+        import tempfile
+
+        import support
+
+        src = os.path.join(os.environ.get("SPEXD_SOURCE_DIR", os.path.join(
+            os.path.dirname(__file__), "..", "..")), "client", "python")
+        if not (shutil.which("protoc") and shutil.which("grpc_python_plugin")):
+            self.skipTest("protoc/grpc_python_plugin absent: the sources' stubs cannot be made")
+        listing = lambda: sorted(os.path.relpath(os.path.join(d, f), src)
+                                 for d, dirs, files in os.walk(src) for f in files + dirs
+                                 if "__pycache__" not in d and f != "__pycache__")
+        before = listing()
+        work = tempfile.mkdtemp(prefix="spexd-pip-src-")
+        self.addCleanup(shutil.rmtree, work, True)
+        venv = os.path.join(work, "venv")
+        subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", venv], check=True)
+        r = subprocess.run([os.path.join(venv, "bin", "pip"), "install", "--no-index",
+                            "--no-build-isolation", src], capture_output=True, text=True,
+                           cwd=work)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertEqual(listing(), before, "pip wrote into the sources")
+        inp = support.inputs()
+        env = {k: v for k, v in os.environ.items()
+               if k not in ("PYTHONPATH", "SPEXD_SPEXCTL", "SPEXD_SERVER")}
+        env["PATH"] = os.path.dirname(support.exe("spexctl")) + os.pathsep + "/usr/bin:/bin"
+        out = os.path.join(work, "frame.fits")
+        r = subprocess.run([os.path.join(venv, "bin", "spexd-desi-extract"), "-i", inp["preproc"],
+                            "-p", inp["psf"], "-o", out, "-n", "25",
+                            "-w", ",".join(str(v) for v in support.WAVELENGTH)],
+                           capture_output=True, text=True, env=env, cwd=work)
+        self.assertEqual(r.returncode, 0, r.stderr[-3000:])
+        self.assertIn("extracting locally", r.stderr)
+        self.assertTrue(os.path.exists(out))
 
 
 if __name__ == "__main__":

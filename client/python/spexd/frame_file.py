@@ -68,6 +68,17 @@ def dependencies():
             ("grpcio", grpc.__version__), ("protobuf", google.protobuf.__version__)]
 
 
+def image_cards(records):
+    """astropy Cards of the input image's header records (80-character cards, as the
+    server sends them). A long-string value (a key card whose string ends in '&' and the
+    CONTINUE cards after it) becomes one card with the whole value: astropy refuses a
+    CONTINUE card on its own (VerifyError when writing)."""
+    from astropy.io import fits
+
+    text = "".join(r[:80].ljust(80) for r in records)
+    return list(fits.Header.fromstring(text).cards) if text else []
+
+
 def frame_header(result, extname="FLUX", qa_keywords=False):
     """The FLUX header in desi_extract_spectra's order (as core/frame/frame_writer.cc):
     the input's IMAGE cards, HELIOCOR, NSPEC .. IN_IMG, DEPNAMnn/DEPVERnn, ORIG_PSF,
@@ -76,8 +87,7 @@ def frame_header(result, extname="FLUX", qa_keywords=False):
 
     hdr = fits.Header()
     hdr["EXTNAME"] = extname  # where the input's EXTNAME was (desispec updates it in place)
-    for text in result.image_header:
-        card = fits.Card.fromstring(text)
+    for card in image_cards(result.image_header):
         if card.keyword and not card.keyword.startswith(_STRUCTURAL):
             hdr.append(card, end=True)
     warn_missing_frame_keys(hdr, "spexd frame")

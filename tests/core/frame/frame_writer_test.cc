@@ -125,6 +125,100 @@ TEST(FrameWriterTest, DesispecLayoutAndKeywords) {
   EXPECT_EQ(sums[2], 1.5 * (8 + 9 + 10 + 11));
 }
 
+int CountContinueCards(FitsFile* f) {
+  int nkeys = 0, more = 0, status = 0, n = 0;
+  fits_get_hdrspace(f->get(), &nkeys, &more, &status);
+  char record[FLEN_CARD];
+  for (int i = 1; status == 0 && i <= nkeys; ++i) {
+    fits_read_record(f->get(), i, record, &status);
+    n += std::string(record).rfind("CONTINUE", 0) == 0;
+  }
+  EXPECT_EQ(status, 0);
+  return n;
+}
+
+// A preproc IMAGE header as CFITSIO writes long strings (fits_write_key_longstr: the value
+// continued over CONTINUE cards; fits_write_key_longwarn: LONGSTRN), read with
+// ReadUserCards: the frame keeps every value whole, and long IN_IMG/IN_PSF paths too.
+TEST(FrameWriterTest, LongStringsKeptWhole) {
+  std::string long141, long120;
+  for (int i = 0; long141.size() < 141; ++i) long141 += static_cast<char>('a' + i % 26);
+  for (int i = 0; long120.size() < 120; ++i) long120 += static_cast<char>('0' + i % 10);
+  long120[50] = '\'';  // a quote inside (doubled on the card)
+  auto in = FitsFile::CreateMemory("preproc");
+  ASSERT_TRUE(in.ok());
+  int status = 0;
+  fits_create_img(in->get(), FLOAT_IMG, 0, nullptr, &status);
+  fits_write_key_longwarn(in->get(), &status);
+  fits_write_key_str(in->get(), "CAMERA", "r0", "Spectrograph Camera", &status);
+  fits_write_key_longstr(in->get(), "LONGKEY", long141.c_str(), "a long value", &status);
+  fits_write_key_longstr(in->get(), "DETAIL", long120.c_str(), nullptr, &status);
+  ASSERT_EQ(status, 0);
+  auto cards = in->ReadUserCards();
+  ASSERT_TRUE(cards.ok()) << cards.status();
+  const int continues = CountContinueCards(&*in);
+  ASSERT_GE(continues, 3);  // the input really uses the convention (2 + 1 cards)
+  EXPECT_EQ(*in->ReadString("LONGKEY"), long141);
+
+  Frame frame = SmallFrame();
+  FrameMetadata meta;
+  meta.image_header = *cards;
+  // A path outside $SPECPROD stays as given: 122 characters.
+  meta.in_img = "/" + std::string(100, 'd') + "/preproc-r0-00012345.fits";
+  meta.in_psf = "/" + std::string(90, 'p') + "/psf.fits";
+  ASSERT_GT(meta.in_img.size(), 68u);
+  meta.wmin = 5760.0; meta.wmax = 5762.4; meta.dw = 0.8;
+  auto bytes = FrameToFits(frame, meta);
+  ASSERT_TRUE(bytes.ok()) << bytes.status();
+  auto f = FitsFile::OpenMemory(bytes->data(), bytes->size(), "frame");
+  ASSERT_TRUE(f.ok());
+  ASSERT_TRUE(f->MoveToHdu("FLUX").ok());
+  EXPECT_EQ(*f->ReadString("LONGKEY"), long141);
+  EXPECT_EQ(*f->ReadString("DETAIL"), long120);
+  EXPECT_EQ(*f->ReadString("CAMERA"), "r0");
+  EXPECT_EQ(*f->ReadString("LONGSTRN"), "OGIP 1.0");
+  EXPECT_EQ(*f->ReadString("IN_IMG"), meta.in_img);
+  EXPECT_EQ(*f->ReadString("IN_PSF"), meta.in_psf);
+  char comment[FLEN_COMMENT] = {0};
+  char* value = nullptr;
+  fits_read_key_longstr(f->get(), "LONGKEY", &value, comment, &status);
+  ASSERT_EQ(status, 0);
+  EXPECT_EQ(std::string(value), long141);
+  fits_free_memory(value, &status);
+  // The comment as the input has it (CFITSIO reads it from the last CONTINUE card).
+  char in_comment[FLEN_COMMENT] = {0};
+  fits_read_key_longstr(in->get(), "LONGKEY", &value, in_comment, &status);
+  fits_free_memory(value, &status);
+  EXPECT_STREQ(comment, in_comment);
+  EXPECT_NE(std::string(comment).find("a long value"), std::string::npos);
+  // Each key once: no CONTINUE card left over or lost (the input's plus IN_IMG's and
+  // IN_PSF's, counted as CFITSIO writes those two alone).
+  auto scratch = FitsFile::CreateMemory("scratch");
+  fits_create_img(scratch->get(), FLOAT_IMG, 0, nullptr, &status);
+  fits_write_key_longstr(scratch->get(), "IN_PSF", meta.in_psf.c_str(), "Input spectral PSF",
+                         &status);
+  fits_write_key_longstr(scratch->get(), "IN_IMG", meta.in_img.c_str(), nullptr, &status);
+  ASSERT_EQ(status, 0);
+  EXPECT_EQ(CountContinueCards(&*f), continues + CountContinueCards(&*scratch));
+}
+
+// Writing a long-string keyword's cards over an earlier value of the same keyword
+// replaces the whole of it (no CONTINUE card of the old value stays).
+TEST(FrameWriterTest, LongStringCardsReplaceAnEarlierValue) {
+  auto f = FitsFile::CreateMemory("cards");
+  ASSERT_TRUE(f.ok());
+  int status = 0;
+  fits_create_img(f->get(), FLOAT_IMG, 0, nullptr, &status);
+  fits_write_key_longstr(f->get(), "LONGKEY", std::string(200, 'x').c_str(), nullptr, &status);
+  auto src = FitsFile::CreateMemory("src");
+  fits_create_img(src->get(), FLOAT_IMG, 0, nullptr, &status);
+  fits_write_key_longstr(src->get(), "LONGKEY", std::string(100, 'y').c_str(), nullptr, &status);
+  ASSERT_EQ(status, 0);
+  ASSERT_TRUE(f->WriteCards(*src->ReadUserCards()).ok());
+  EXPECT_EQ(*f->ReadString("LONGKEY"), std::string(100, 'y'));
+  EXPECT_EQ(CountContinueCards(&*f), CountContinueCards(&*src));
+}
+
 TEST(FrameWriterTest, AtomicWriteLeavesNoPartialFile) {
   std::string dir = testing::MakeTempDir();
   std::string path = dir + "/frame.fits";

@@ -124,6 +124,20 @@ def _remote(args):
     return 0
 
 
+def _remote_reporting_errors(args):
+    """_remote, with a refusal (an ordinary answer such as INVALID_ARGUMENT) or an
+    unreadable input file reported as one line on stderr and exit status 1, as desispec's
+    own errors end the command: not a traceback."""
+    from spexd.errors import SpexdError
+
+    try:
+        return _remote(args)
+    except (SpexdError, OSError, ValueError) as e:
+        text = " ".join(str(e).split("\n"))
+        print(f"spexd-desi-extract: error: {text}", file=sys.stderr)
+        return 1
+
+
 def main(args=None):
     """Runs one extraction; `args` is an argv list (default sys.argv[1:]) or parse()'s
     namespace. Returns the exit status."""
@@ -140,7 +154,7 @@ def main(args=None):
         ok, why = _reachable(args.server)
         if ok:
             log.info("extracting on spexd server %s", args.server)
-            return _remote(args)
+            return _remote_reporting_errors(args)
         log.warning("spexd server %s not reachable (%s); extracting locally", args.server, why)
     else:
         log.info("no spexd server given (--server, $SPEXD_SERVER); extracting locally")

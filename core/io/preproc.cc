@@ -283,8 +283,9 @@ absl::Status CheckFibermapRows(const std::string& fibermap_fits, int64_t specmin
   fits_get_num_rows(file->get(), &nrows, &status);
   if (status != 0) return absl::InvalidArgumentError(file->Error(status, "reading FIBERMAP rows").message());
   if (specmin + nspec > nrows) {
-    return absl::InvalidArgumentError(absl::StrCat("FIBERMAP has ", nrows, " rows, fewer than fibre ",
-                                                   specmin + nspec - 1));
+    return absl::InvalidArgumentError(absl::StrCat("FIBERMAP has ", nrows,
+                                                   " rows: none for fibre ", specmin + nspec - 1,
+                                                   " (a row per fibre up to the last extracted)"));
   }
   return absl::OkStatus();
 }

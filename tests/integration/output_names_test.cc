@@ -39,12 +39,18 @@ std::vector<std::string> ListDir(const std::string& dir) {
   return out;
 }
 
+// The tests' output root, their own: the shared one's other tests count its entries.
+const std::string& OutputRoot() {
+  static const std::string* root = new std::string(MakeTempDir());
+  return *root;
+}
+
 // A fresh directory `real` under the output root, and `alias`, a symlink to it.
 struct OutputDirs {
   std::string real, alias;
 };
 OutputDirs MakeOutputDirs(const std::string& name) {
-  const std::string base = absl::StrCat(Inputs().output_dir, "/", name);
+  const std::string base = absl::StrCat(OutputRoot(), "/", name);
   std::filesystem::remove_all(base);
   OutputDirs d{base + "/real", base + "/alias"};
   std::filesystem::create_directories(d.real);
@@ -55,7 +61,9 @@ OutputDirs MakeOutputDirs(const std::string& name) {
 class OutputNamesTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    server_ = StartServer(TestServerOptions());
+    server::ServerOptions o = TestServerOptions();
+    o.output_roots = {OutputRoot()};
+    server_ = StartServer(o);
     ASSERT_NE(server_, nullptr);
     client::ClientOptions once;
     once.max_attempts = 1;

@@ -6,9 +6,9 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdint>
-#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -53,12 +53,13 @@ std::string RandomTemporaryName(const std::string& prefix) {
   return absl::StrCat(prefix, ".tmp-", hex);
 }
 
-absl::StatusOr<std::pair<int, std::string>> CreateNamedTemporary(int dirfd, const std::string& prefix) {
+absl::StatusOr<std::pair<int, std::string>> CreateNamedTemporary(int dirfd,
+                                                                 const std::string& prefix) {
   int err = EEXIST;
   for (int i = 0; i < kNameTries && err == EEXIST; ++i) {
     std::string name = RandomTemporaryName(prefix);
-    const int fd = ::openat(dirfd, name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-                            0644);
+    const int fd =
+        ::openat(dirfd, name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
     if (fd >= 0) return std::make_pair(fd, std::move(name));
     err = errno;
   }

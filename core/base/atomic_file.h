@@ -21,7 +21,8 @@ namespace spexd::core {
 std::string RandomTemporaryName(const std::string& prefix);
 // A new named temporary in directory `dirfd` (AT_FDCWD: `prefix` is a path), opened for
 // writing with O_CREAT | O_EXCL | O_NOFOLLOW: its descriptor and its name.
-absl::StatusOr<std::pair<int, std::string>> CreateNamedTemporary(int dirfd, const std::string& prefix);
+absl::StatusOr<std::pair<int, std::string>> CreateNamedTemporary(int dirfd,
+                                                                 const std::string& prefix);
 // Gives the unnamed (O_TMPFILE) file `fd` a fresh temporary name in `dirfd` (linkat,
 // which never replaces); returns the name. The error's code as FileWriteError's.
 absl::StatusOr<std::string> LinkUnnamedTemporary(int fd, int dirfd, const std::string& prefix);

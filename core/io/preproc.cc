@@ -281,7 +281,9 @@ absl::Status CheckFibermapRows(const std::string& fibermap_fits, int64_t specmin
     return absl::InvalidArgumentError("the fibermap's FIBERMAP HDU is not a binary table");
   }
   fits_get_num_rows(file->get(), &nrows, &status);
-  if (status != 0) return absl::InvalidArgumentError(file->Error(status, "reading FIBERMAP rows").message());
+  if (status != 0) {
+    return absl::InvalidArgumentError(file->Error(status, "reading FIBERMAP rows").message());
+  }
   if (specmin + nspec > nrows) {
     return absl::InvalidArgumentError(absl::StrCat("FIBERMAP has ", nrows,
                                                    " rows: none for fibre ", specmin + nspec - 1,

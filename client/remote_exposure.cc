@@ -15,6 +15,7 @@
 #include "absl/synchronization/mutex.h"
 #include "client/cli_args.h"
 #include "client/extract_flags.h"
+#include "client/output_paths.h"
 #include "client/remote_extract.h"
 #include "client/remote_flags.h"
 #include "core/base/status_macros.h"
@@ -121,8 +122,11 @@ absl::StatusOr<std::vector<ExposureEntry>> ParseFrameList(const std::string& tex
     if (!parsed.ok()) return where(parsed.status().message());
     auto cmd = ParseExtractCommand(*parsed);
     if (!cmd.ok()) return where(cmd.status().message());
-    if (!outputs.insert(cmd->output).second) {
-      return where(absl::StrCat("OUTPUT '", cmd->output, "' is also an earlier line's"));
+    // The file, not the spelling: `out//a.fits` and a symlinked directory name one output
+    // (the server refuses such an exposure too, before any frame runs).
+    if (!outputs.insert(OutputPathKey(cmd->output)).second) {
+      return where(absl::StrCat("OUTPUT '", EscapeForLine(cmd->output),
+                                "' is also an earlier line's (the same file)"));
     }
     ExposureEntry e;
     e.line = line_no;
@@ -270,11 +274,12 @@ int RunExposureCommand(const std::vector<std::string>& args) {
     if (r.code() == 0) {
       const v1::ExtractSummary& s = r.summary();
       std::printf("%s\t%s\tline %d: queue %.2f s, load %.2f s, extract %.2f s, total %.2f s\n",
-                  code.c_str(), r.server_output_path().c_str(), line, s.queue_seconds(),
-                  s.load_seconds(), s.extract_seconds(), s.total_seconds());
+                  code.c_str(), EscapeForLine(r.server_output_path()).c_str(), line,
+                  s.queue_seconds(), s.load_seconds(), s.extract_seconds(), s.total_seconds());
     } else {
-      std::printf("%s\t%s\tline %d: %s\n", code.c_str(), r.server_output_path().c_str(), line,
-                  r.message().c_str());
+      std::printf("%s\t%s\tline %d: %s\n", code.c_str(),
+                  EscapeForLine(r.server_output_path()).c_str(), line,
+                  EscapeForLine(r.message()).c_str());
     }
     std::fflush(stdout);
   });

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "client/output_paths.h"
 #include "client/progress_bar.h"
 #include "client/remote_flags.h"
 #include "client/remote_frame.h"
@@ -35,12 +36,14 @@ absl::StatusOr<std::vector<int>> ParseIntList(const std::string& text, const cha
 }
 
 // "PATH SIZE bytes sha256 HEX", or "... crc32 HEX": whichever the server gave (a server
-// older than output_checksum always gives SHA-256).
+// older than output_checksum always gives SHA-256). PATH escaped (EscapeForLine): one
+// line per file, whatever the name holds.
 void PrintServerFile(const std::string& path, int64_t bytes, const std::string& sha256,
                      const std::string& crc32) {
   const bool crc = sha256.empty() && !crc32.empty();
-  std::printf("%s %lld bytes %s %s\n", path.c_str(), static_cast<long long>(bytes),
-              crc ? "crc32" : "sha256", crc ? crc32.c_str() : sha256.c_str());
+  std::printf("%s %lld bytes %s %s\n", EscapeForLine(path).c_str(), static_cast<long long>(bytes),
+              crc ? "crc32" : "sha256",
+              EscapeForLine(crc ? crc32 : sha256).c_str());
 }
 
 // A server-written frame (no -o): what the server wrote, and where the time went.

@@ -16,6 +16,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "core/base/atomic_file.h"
 #include "core/base/error_text.h"
 #include "core/base/status_macros.h"
 #include "core/base/write_fully.h"
@@ -38,8 +39,6 @@ absl::StatusOr<std::string> RealPath(const std::string& path) {
   }
   return std::string(buf);
 }
-
-std::atomic<uint64_t> g_temp_counter{0};
 
 // `path` (absolute) with empty and `.` components dropped and `..` taken lexically.
 std::string LexicalNormal(absl::string_view path) {
@@ -338,6 +337,7 @@ DataRoots::PendingOutput& DataRoots::PendingOutput::operator=(PendingOutput&& o)
     path_ = std::move(o.path_);
     name_ = std::move(o.name_);
     tmp_ = std::move(o.tmp_);
+    tmp_prefix_ = std::move(o.tmp_prefix_);
     canonical_ = std::move(o.canonical_);
   }
   return *this;
@@ -363,21 +363,26 @@ absl::StatusOr<DataRoots::PendingOutput> DataRoots::CreateOutput(const std::stri
   out.dirfd_ = *opened;
   out.path_ = path;
   out.overwrite_ = policy.overwrite;
-  const std::string tmp = absl::StrCat(".", out.name_.substr(0, 200), ".tmp-", ::getpid(), "-",
-                                       g_temp_counter.fetch_add(1));
+  // The temporary's names are unguessable and created exclusively (core::
+  // CreateNamedTemporary, LinkUnnamedTemporary): a file another client put at a likely name
+  // neither fails this output nor is removed by it.
+  out.tmp_prefix_ = absl::StrCat(".", out.name_.substr(0, 200));
   if (unnamed_temporary) {
     out.fd_ = ::openat(out.dirfd_, ".", O_TMPFILE | O_WRONLY | O_CLOEXEC, 0644);
     out.unnamed_ = out.fd_ >= 0;
   }
   if (out.fd_ < 0) {  // no O_TMPFILE here (or not asked for): a named one
-    out.fd_ = ::openat(out.dirfd_, tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-                       0644);
-    if (out.fd_ < 0) {
-      return absl::PermissionDeniedError(
-          absl::StrCat(path, ": cannot create a temporary file: ", std::strerror(errno)));
+    auto named = core::CreateNamedTemporary(out.dirfd_, out.tmp_prefix_);
+    if (!named.ok()) {
+      const absl::Status& st = named.status();
+      return absl::IsResourceExhausted(st)
+                 ? st
+                 : absl::PermissionDeniedError(
+                       absl::StrCat(path, ": cannot create a temporary file: ", st.message()));
     }
+    out.fd_ = named->first;
+    out.tmp_ = std::move(named->second);
   }
-  out.tmp_ = tmp;  // an unnamed temporary gets this name in Commit, just before the rename
   return out;
 }
 
@@ -429,18 +434,16 @@ absl::StatusOr<std::string> DataRoots::PendingOutput::Commit(const SameCheck& sa
   if (kept != nullptr) *kept = false;
   if (fd_ < 0) return absl::FailedPreconditionError(absl::StrCat(path_, ": already committed"));
   absl::Status st;
-  if (::fsync(fd_) != 0) {
-    st = absl::InternalError(absl::StrCat(path_, ": flush failed: ", std::strerror(errno)));
-  }
+  if (::fsync(fd_) != 0) st = core::FileWriteError(path_, "flush", errno);
   if (st.ok() && unnamed_) {
-    const std::string proc = absl::StrCat("/proc/self/fd/", fd_);
-    if (::linkat(AT_FDCWD, proc.c_str(), dirfd_, tmp_.c_str(), AT_SYMLINK_FOLLOW) != 0) {
-      st = absl::InternalError(absl::StrCat(path_, ": link failed: ", std::strerror(errno)));
+    auto linked = core::LinkUnnamedTemporary(fd_, dirfd_, tmp_prefix_);
+    if (linked.ok()) {
+      tmp_ = *std::move(linked);
+    } else {
+      st = linked.status();
     }
   }
-  if (st.ok() && ::close(std::exchange(fd_, -1)) != 0) {
-    st = absl::InternalError(absl::StrCat(path_, ": close failed: ", std::strerror(errno)));
-  }
+  if (st.ok() && ::close(std::exchange(fd_, -1)) != 0) st = core::FileWriteError(path_, "close", errno);
   if (st.ok()) {
     // Without overwrite, never replace a file that appeared since the check.
     const unsigned flags = overwrite_ ? 0u : RENAME_NOREPLACE;
@@ -454,14 +457,15 @@ absl::StatusOr<std::string> DataRoots::PendingOutput::Commit(const SameCheck& sa
         if (::linkat(dirfd_, tmp_.c_str(), dirfd_, name_.c_str(), 0) != 0) {
           st = errno == EEXIST
                    ? absl::AlreadyExistsError(absl::StrCat("output path '", path_, "' exists"))
-                   : absl::InternalError(absl::StrCat(path_, ": link failed: ", std::strerror(errno)));
+                   : core::FileWriteError(path_, "link", errno);
         }
       } else {
-        st = absl::InternalError(absl::StrCat(path_, ": rename failed: ", std::strerror(err)));
+        st = core::FileWriteError(path_, "rename", err);
       }
     }
   }
-  ::unlinkat(dirfd_, tmp_.c_str(), 0);  // gone after a rename; the leftover otherwise
+  // Gone after a rename; the leftover otherwise (only a name this output created).
+  if (!tmp_.empty()) ::unlinkat(dirfd_, tmp_.c_str(), 0);
   tmp_.clear();
   if (st.ok()) ::fsync(dirfd_);  // the new name survives a crash
   if (absl::IsAlreadyExists(st) && same) {

@@ -87,10 +87,11 @@ class DataRoots {
   absl::StatusOr<std::string> CheckOutput(const std::string& path, const WritePolicy& policy) const;
   // An output file being written (CreateOutput): a temporary in the confined directory,
   // unnamed (O_TMPFILE) where the filesystem allows, else hidden and named
-  // (".<name>.tmp-<pid>-<n>", O_EXCL, O_NOFOLLOW). Commit syncs it and gives it the
-  // output's name; dropped uncommitted (an error, a cancelled job) it leaves nothing: the
-  // named temporary is removed, the unnamed one never had a name, not even if the process
-  // dies (the progressive frame file lives for a whole extraction).
+  // (".<name>.tmp-<16 random hex digits>", O_EXCL, O_NOFOLLOW: core::CreateNamedTemporary).
+  // Commit syncs it and gives it the output's name; dropped uncommitted (an error, a
+  // cancelled job) it leaves nothing: the named temporary is removed, the unnamed one
+  // never had a name, not even if the process dies (the progressive frame file lives for a
+  // whole extraction).
   class PendingOutput {
    public:
     PendingOutput(PendingOutput&& other) noexcept;
@@ -127,7 +128,9 @@ class DataRoots {
     absl::StatusOr<bool> MatchExisting(const SameCheck& same) const;
     int dirfd_ = -1, fd_ = -1;
     bool unnamed_ = false, overwrite_ = false;
-    std::string path_, name_, tmp_, canonical_;
+    std::string path_, name_, canonical_;
+    std::string tmp_;         // the temporary's name once it has one this output created
+    std::string tmp_prefix_;  // ".<name>": its names are drawn from this
   };
   // Opens the output `path` under `policy` (as CheckOutput; the directory is opened once
   // and checked on its descriptor, so a symlink swapped in cannot redirect the write) and

@@ -1,6 +1,7 @@
 #include "server/exposure_job.h"
 
 #include <algorithm>
+#include <map>
 #include <set>
 #include <utility>
 
@@ -106,13 +107,12 @@ ExposureRun::Frame ExposureRun::CheckFrame(const JobEnvironment& env, v1::Extrac
   // answer it would get alone.
   f.refused = CheckRequestAlone(h, /*subset=*/false, env.limits);
   if (!f.refused.ok()) return f;
-  DataRoots::WritePolicy policy;
-  policy.overwrite = h.overwrite();
-  policy.keep_same = true;  // an existing file is compared with the new one at the end
-  if (auto out = env.output_roots->CheckOutput(h.server_output_path(), policy); !out.ok()) {
-    f.refused = out.status();
+  auto outputs = CheckServerOutputFiles(h, *env.output_roots);
+  if (!outputs.ok()) {
+    f.refused = outputs.status();
     return f;
   }
+  f.outputs = *std::move(outputs);
   auto psf = env.cache->Get(h.psf_id());
   if (!psf.ok()) {
     f.refused = psf.status();
@@ -126,6 +126,20 @@ ExposureRun::Frame ExposureRun::CheckFrame(const JobEnvironment& env, v1::Extrac
   }
   f.request.plan = *std::move(plan);
   return f;
+}
+
+absl::Status ExposureRun::CheckDistinctOutputs(const std::vector<Frame>& frames) {
+  std::map<std::string, std::size_t> first;  // canonical path -> frame
+  for (std::size_t i = 0; i < frames.size(); ++i) {
+    for (const std::string& path : frames[i].outputs) {
+      auto [at, added] = first.emplace(path, i);
+      if (added) continue;
+      return absl::InvalidArgumentError(absl::StrCat(
+          "frames[", i, "]: its output '", core::EchoValue(path), "' is also frames[",
+          at->second, "]'s (the same file, however spelled)"));
+    }
+  }
+  return absl::OkStatus();
 }
 
 int ExposureRun::Window(Scheduler& scheduler) {

@@ -55,7 +55,12 @@ class ExposureRun : public std::enable_shared_from_this<ExposureRun> {
   struct Frame {
     JobRequest request;
     absl::Status refused;  // not OK: reported as the frame's result, never submitted
+    std::vector<std::string> outputs;  // canonical paths of the files it writes (checked)
   };
+
+  // No two frames of an exposure may write one file, however spelled: INVALID_ARGUMENT
+  // for the whole exposure, naming the later frame, before any frame runs.
+  static absl::Status CheckDistinctOutputs(const std::vector<Frame>& frames);
 
   // The checks ExtractFrame makes when its header arrives (parameters, output path, PSF
   // in the cache, memory estimate), for one frame: the frame with its validated plan and

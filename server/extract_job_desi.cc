@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/base/status_macros.h"
 #include "core/io/fits_file.h"
+#include "core/io/preproc.h"
 #include "core/plan/barycentric.h"
 #include "core/plan/extraction_params.h"
 #include "server/extract_job.h"
@@ -13,11 +14,11 @@ absl::Status ExtractJob::PrepareDesiOptions() {
   const v1::ExtractHeader& h = request_.header;
   const core::Psf& psf = *request_.psf;
   if (!h.fibermap_fits().empty()) {
-    // Checked now: the frame writer copies it after the extraction.
-    absl::StatusOr<core::FitsFile> f =
-        core::FitsFile::OpenMemory(h.fibermap_fits().data(), h.fibermap_fits().size(), "fibermap");
-    if (!f.ok() || !f->MoveToHdu("FIBERMAP").ok()) {
-      return absl::InvalidArgumentError("request fibermap_fits is not a FITS file with a FIBERMAP HDU");
+    // Checked now, by the rule of every frame writer (a streamed frame's is the client):
+    // a table with a row for each fibre of the request.
+    const core::ExtractionParams& p = request_.plan->params();
+    if (absl::Status s = core::CheckFibermapRows(h.fibermap_fits(), p.specmin, p.nspec); !s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("request fibermap_fits: ", s.message()));
     }
   }
   core::ExtractionParams params = request_.plan->params();

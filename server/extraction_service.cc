@@ -314,14 +314,11 @@ class ExtractReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, gr
     // Every parameter once, here, before any upload, file or geometry;
     // what needs no PSF first, so the answer does not depend on the cache.
     if (absl::Status s = CheckRequestAlone(h, subset_, limits); !s.ok()) return s;
-    // The output path too, not after the frame is uploaded and decoded.
-    // The job checks it again, with the input's and the PSF's inodes, before writing.
-    if (!h.server_output_path().empty()) {
-      DataRoots::WritePolicy policy;
-      policy.overwrite = h.overwrite();
-      policy.keep_same = true;  // an existing file is compared with the new one at the end
-      auto out = service_->env.output_roots->CheckOutput(h.server_output_path(), policy);
-      if (!out.ok()) return out.status();
+    // The output and model paths too, not after the frame is uploaded and decoded, and
+    // compared as canonical paths. The job checks them again, with the input's and the
+    // PSF's inodes, before writing.
+    if (auto out = CheckServerOutputFiles(h, *service_->env.output_roots); !out.ok()) {
+      return out.status();
     }
     auto psf = service_->env.cache->Get(h.psf_id());
     if (!psf.ok()) return psf.status();

@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <chrono>
 #include <memory>
 #include <utility>
@@ -30,6 +32,25 @@ double Seconds(Clock::time_point a, Clock::time_point b) {
 
 // Room left in a message for everything but the payload arrays (tags, lengths, counts).
 constexpr std::size_t kMessageOverhead = 64 * 1024;
+
+// SHA-256 of the file open at `fd`, read in blocks from its start.
+absl::StatusOr<std::string> Sha256OfFile(int fd, const std::string& path) {
+  constexpr std::size_t kBlock = std::size_t{1} << 20;
+  std::unique_ptr<char[]> block(new char[kBlock]);
+  Sha256Stream sha;
+  off_t at = 0;
+  for (;;) {
+    const ssize_t n = ::pread(fd, block.get(), kBlock, at);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      return absl::InternalError(absl::StrCat(path, ": read failed: ", std::strerror(errno)));
+    }
+    if (n == 0) break;
+    sha.Update(absl::string_view(block.get(), static_cast<std::size_t>(n)));
+    at += n;
+  }
+  return sha.HexDigest();
+}
 
 }  // namespace
 
@@ -60,9 +81,15 @@ absl::Status JobOutput::Prepare(std::shared_ptr<const core::Geometry> geometry,
   const core::PatchPlan& plan = geometry_->plan();
   if (!h.server_output_path().empty()) {
     ProtectReadFiles(read_files);
-    SPEXD_RETURN_IF_ERROR(CheckOutputPath(h.server_output_path()));
+    SPEXD_ASSIGN_OR_RETURN(const std::string frame_path, CheckOutputPath(h.server_output_path()));
     if (!h.server_model_path().empty()) {
-      SPEXD_RETURN_IF_ERROR(CheckOutputPath(h.server_model_path()));
+      SPEXD_ASSIGN_OR_RETURN(const std::string model_path, CheckOutputPath(h.server_model_path()));
+      // As when the header arrived (CheckServerOutputFiles), should a directory have been
+      // swapped for a symlink since.
+      if (model_path == frame_path) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "server_model_path and server_output_path are the same file (", frame_path, ")"));
+      }
     }
     // A .fits frame file is written bundle by bundle as the bundles arrive
     // (core::ProgressiveFrameFile), leaving the frame-wide rest after the last one; gzip is
@@ -141,18 +168,23 @@ void JobOutput::ProtectReadFiles(const std::vector<DataRoots::FileId>& read_file
   }
 }
 
-absl::Status JobOutput::CheckOutputPath(const std::string& out) {
-  SPEXD_RETURN_IF_ERROR(env_.output_roots->CheckOutput(out, output_policy_).status());
+absl::StatusOr<std::string> JobOutput::CheckOutputPath(const std::string& out) {
+  SPEXD_ASSIGN_OR_RETURN(std::string canonical, env_.output_roots->CheckOutput(out, output_policy_));
   // The same PSF may have been loaded from elsewhere (an upload, another path) first:
-  // a file to be replaced that holds exactly the PSF's bytes is that PSF too.
+  // a file to be replaced that holds exactly the PSF's bytes is that PSF too. A PSF is at
+  // most max_upload_bytes (LoadPsf's bound); the file is hashed block by block, so a large
+  // output being replaced costs one block of memory, not its size.
   if (output_policy_.overwrite) {
-    auto existing = env_.output_roots->ReadFile(out, env_.limits.max_upload_bytes);
-    if (existing.ok() && Sha256Hex(existing->bytes) == request_.header.psf_id()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "output path '", out, "' holds the request's PSF: never overwritten"));
+    auto existing = env_.output_roots->Open(out, env_.limits.max_upload_bytes);
+    if (existing.ok()) {
+      auto digest = Sha256OfFile(existing->fd(), out);
+      if (digest.ok() && *digest == request_.header.psf_id()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "output path '", out, "' holds the request's PSF: never overwritten"));
+      }
     }
   }
-  return absl::OkStatus();
+  return canonical;
 }
 
 // ---------------------------------------------------------------- worker thread

@@ -88,8 +88,9 @@ class JobOutput {
 
  private:
   absl::Status PrepareHeader(const std::vector<int>& bundles, const core::PreprocImage& image);
-  // Checks a server-side output path (server_output_path or server_model_path).
-  absl::Status CheckOutputPath(const std::string& out);
+  // Checks a server-side output path (server_output_path or server_model_path); returns
+  // its canonical path.
+  absl::StatusOr<std::string> CheckOutputPath(const std::string& out);
   void ProtectReadFiles(const std::vector<DataRoots::FileId>& read_files);
   // The server-side desispec frame file and, with server_model_path, the model file
   // (OutputFiles: a file already there is kept when it is the same frame, else the

@@ -102,6 +102,10 @@ ABSL_FLAG(int64_t, max_request_bytes, int64_t{8} << 30,
           "results, model, solver workspace; a DESI frame needs ~0.7 GB): RESOURCE_EXHAUSTED "
           "above it");
 ABSL_FLAG(int64_t, max_message_bytes, int64_t{4} << 20, "largest gRPC message either way");
+ABSL_FLAG(double, handshake_timeout_seconds, 10,
+          "a connection that has not finished its TLS and HTTP/2 handshake by then is closed");
+ABSL_FLAG(double, connection_idle_seconds, 60,
+          "a connection with no call open for this long is closed (clients reconnect)");
 ABSL_FLAG(double, drain_seconds, 30, "grace period for work in flight on SIGTERM");
 ABSL_FLAG(std::string, tls_cert, "", "PEM server certificate (enables TLS)");
 ABSL_FLAG(std::string, tls_key, "", "PEM server private key");
@@ -192,6 +196,8 @@ absl::StatusOr<ServerConfig> ConfigFromFlags() {
   o.limits.max_upload_bytes = absl::GetFlag(FLAGS_max_upload_bytes);
   o.limits.max_image_pixels = absl::GetFlag(FLAGS_max_image_pixels);
   o.limits.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
+  o.limits.handshake_timeout_seconds = absl::GetFlag(FLAGS_handshake_timeout_seconds);
+  o.limits.connection_idle_seconds = absl::GetFlag(FLAGS_connection_idle_seconds);
   o.limits.max_request_bytes = absl::GetFlag(FLAGS_max_request_bytes);
   o.tls_cert_file = absl::GetFlag(FLAGS_tls_cert);
   o.tls_key_file = absl::GetFlag(FLAGS_tls_key);

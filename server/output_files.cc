@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "core/base/parallel_for.h"
 #include "core/base/status_macros.h"
 #include "core/base/write_fully.h"
@@ -88,6 +89,17 @@ void OutputFiles::Count(const File& f, const absl::Status& status) {
 }
 
 absl::Status OutputFiles::CommitAll() {
+  // Two of them on one file (the directory resolved once, at CreateOutput) would have the
+  // second rename replace the first: refused before any is committed.
+  for (std::size_t i = 0; i < files_.size(); ++i) {
+    for (std::size_t j = 0; j < i; ++j) {
+      if (files_[i]->pending.canonical() == files_[j]->pending.canonical()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "'", files_[j]->requested, "' and '", files_[i]->requested, "' are the same file (",
+            files_[i]->pending.canonical(), ")"));
+      }
+    }
+  }
   // First every name that is taken, so that a different file anywhere refuses the request
   // before any rename: a new frame is not left beside a stale model.
   for (auto& f : files_) {

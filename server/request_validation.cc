@@ -4,6 +4,7 @@
 #include "absl/strings/str_split.h"
 #include "core/base/error_text.h"
 #include "core/plan/memory_estimate.h"
+#include "server/job_output.h"
 #include "server/proto_convert.h"
 
 namespace spexd::server {
@@ -98,6 +99,28 @@ absl::Status CheckServerOutputs(const v1::ExtractHeader& h) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<std::vector<std::string>> CheckServerOutputFiles(const v1::ExtractHeader& h,
+                                                                const DataRoots& output_roots) {
+  std::vector<std::string> canonical;
+  if (h.server_output_path().empty()) return canonical;
+  DataRoots::WritePolicy policy;
+  policy.overwrite = h.overwrite();
+  policy.keep_same = true;  // an existing file is compared with the new one at the end
+  for (const std::string* path : {&h.server_output_path(), &h.server_model_path()}) {
+    if (path->empty()) continue;
+    auto checked = output_roots.CheckOutput(*path, policy);
+    if (!checked.ok()) return checked.status();
+    canonical.push_back(*std::move(checked));
+  }
+  if (canonical.size() == 2 && canonical[0] == canonical[1]) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "server_model_path '", core::EchoValue(h.server_model_path()),
+        "' and server_output_path '", core::EchoValue(h.server_output_path()),
+        "' are the same file (", core::EchoValue(canonical[0]), ")"));
+  }
+  return canonical;
+}
+
 absl::Status CheckRequestAlone(const v1::ExtractHeader& h, bool subset,
                                const ServiceLimits& limits) {
   if (!subset && (h.bundles_size() > 0 || h.fibers_size() > 0)) {
@@ -145,6 +168,17 @@ absl::StatusOr<core::ExtractionPlan> CheckRequest(const v1::ExtractHeader& h,
   if (!params.ok()) return params.status();
   absl::StatusOr<core::ExtractionPlan> plan = core::ExtractionPlan::Create(*params, psf);
   if (!plan.ok()) return plan.status();
+  // One fibre's row of a bundle goes in one message (proto_convert.h): a longer grid
+  // could never be sent, so it is refused here, before any upload or work, naming the
+  // longest this server sends (docs/service.md, "Parameters").
+  const int ndiag = psf.hsizey();
+  if (BundleBytesPerFiber(plan->nwave(), ndiag) > MaxPayloadBytes(limits)) {
+    const std::size_t longest = MaxPayloadBytes(limits) / BundleBytesPerFiber(1, ndiag);
+    return absl::InvalidArgumentError(absl::StrCat(
+        "wavelength grid of ", plan->nwave(), " bins is too long for this server: one fibre's "
+        "row must fit a ", limits.max_message_bytes, "-byte message (--max_message_bytes), "
+        "which holds at most ", longest, " bins with this PSF (HSIZEY ", ndiag, ")"));
+  }
   absl::StatusOr<std::vector<int>> selected =
       SelectBundles(h, params->specmin, params->nspec, params->bundlesize);
   if (!selected.ok()) return selected.status();

@@ -10,6 +10,7 @@
 #include "absl/status/statusor.h"
 #include "core/plan/extraction_params.h"
 #include "core/io/psf.h"
+#include "server/data_roots.h"
 #include "server/extract_job.h"
 #include "spexd/v1/spexd.pb.h"
 
@@ -40,6 +41,14 @@ bool WantsModel(const v1::ExtractHeader& header);
 // server_model_path need server_output_path, the two paths differ, and file-only results
 // do not go to a CUDA output region. INVALID_ARGUMENT.
 absl::Status CheckServerOutputs(const v1::ExtractHeader& header);
+
+// The server-written files of a request (server_output_path, then server_model_path when
+// set) checked against the output roots (DataRoots::CheckOutput, an existing regular file
+// left to the commit's comparison) before any upload or work: their canonical paths, in
+// that order. One file under two spellings (`//`, `/./`, a symlinked directory) is
+// INVALID_ARGUMENT: written twice, the second rename would silently replace the first.
+absl::StatusOr<std::vector<std::string>> CheckServerOutputFiles(const v1::ExtractHeader& header,
+                                                                const DataRoots& output_roots);
 
 // Everything about a request that needs no PSF: the subset rule of the
 // RPC (`subset`: ExtractBundles), the header's fields, psf_id present, the image source

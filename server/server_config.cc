@@ -85,6 +85,12 @@ absl::Status ValidateServerConfig(const ServerConfig& config) {
   if (!(o.no_deadline_horizon_seconds >= 0)) {
     return Bad("--no_deadline_horizon_seconds must not be negative (0: no horizon)");
   }
+  // Written so that NaN is refused too.
+  if (!(o.limits.handshake_timeout_seconds > 0 && o.limits.handshake_timeout_seconds <= 3600) ||
+      !(o.limits.connection_idle_seconds > 0 && o.limits.connection_idle_seconds <= 86400)) {
+    return Bad("--handshake_timeout_seconds must be in (0, 3600] and --connection_idle_seconds "
+               "in (0, 86400]");
+  }
   if (o.limits.max_request_bytes < (64 << 20)) return Bad("--max_request_bytes must be at least 64 MiB");
   if (o.limits.max_message_bytes < (1 << 20) || o.limits.max_message_bytes > (64 << 20)) {
     return Bad("--max_message_bytes must be between 1 MiB and 64 MiB");

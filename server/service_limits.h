@@ -28,6 +28,15 @@ struct ServiceLimits {
   // link sends 12 MB/s; 0 disables the floor.
   double upload_min_bytes_per_second = 256 * 1024;
   double upload_rate_window_seconds = 20;
+  // Connections (gRPC channel arguments): a TCP connection must finish its handshake (TLS,
+  // the HTTP/2 preface) within handshake_timeout_seconds, and one with no call open for
+  // connection_idle_seconds is closed (GOAWAY; a client reconnects on its next call), so
+  // silent sockets cannot hold descriptors (gRPC's defaults: 120 s and never). A connection
+  // with a call open is pinged after keepalive_seconds without traffic and dropped when
+  // the ping is not answered within 20 s (a peer that vanished).
+  double handshake_timeout_seconds = 10;
+  double connection_idle_seconds = 60;
+  double keepalive_seconds = 60;
 };
 
 // What an input FITS file may make the server allocate: a decompressed file (gzip

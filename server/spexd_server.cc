@@ -364,6 +364,12 @@ absl::StatusOr<std::unique_ptr<SpexdServer>> SpexdServer::Start(ServerOptions op
   const int max_message = static_cast<int>(o.limits.max_message_bytes);
   builder.SetMaxReceiveMessageSize(max_message);
   builder.SetMaxSendMessageSize(max_message);
+  auto ms = [](double seconds) { return static_cast<int>(std::min(seconds * 1000.0, 2.0e9)); };
+  builder.AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS,
+                             ms(o.limits.handshake_timeout_seconds));
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS, ms(o.limits.connection_idle_seconds));
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, ms(o.limits.keepalive_seconds));
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 20000);
   s.server = builder.BuildAndStart();
   if (s.server == nullptr || s.port == 0) {
     return absl::UnavailableError(absl::StrCat("cannot listen on ", o.listen));

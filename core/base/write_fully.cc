@@ -4,6 +4,8 @@
 
 #include <cerrno>
 #include <cstring>
+#include <string>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 
@@ -16,14 +18,19 @@ absl::Status WriteFully(int fd, const char* data, std::size_t n, int64_t offset,
                                   : ::write(fd, data, n);
     if (w < 0 && errno == EINTR) continue;
     if (w <= 0) {
-      return absl::InternalError(
-          absl::StrCat(what, ": write failed: ", std::strerror(w < 0 ? errno : EIO)));
+      return FileWriteError(what, "write", w < 0 ? errno : EIO);
     }
     data += w;
     n -= static_cast<std::size_t>(w);
     if (offset >= 0) offset += w;
   }
   return absl::OkStatus();
+}
+
+absl::Status FileWriteError(absl::string_view what, absl::string_view step, int err) {
+  std::string message = absl::StrCat(what, ": ", step, " failed: ", std::strerror(err));
+  if (err == ENOSPC || err == EDQUOT) return absl::ResourceExhaustedError(std::move(message));
+  return absl::InternalError(std::move(message));
 }
 
 }  // namespace spexd::core

@@ -12,9 +12,14 @@
 namespace spexd::core {
 
 // `n` bytes of `data` to `fd`: at `offset` (pwrite) when offset >= 0, else at the file's
-// position (write). INTERNAL "<what>: write failed: <reason>" on an error.
+// position (write). "<what>: write failed: <reason>" on an error (FileWriteError's code).
 absl::Status WriteFully(int fd, const char* data, std::size_t n, int64_t offset,
                         absl::string_view what);
+
+// The error of a step of writing a file ("write", "flush", "link", "rename", ...) that
+// failed with `err`: RESOURCE_EXHAUSTED for a full filesystem or quota (ENOSPC, EDQUOT:
+// the server's disk, not the request nor the device), INTERNAL otherwise.
+absl::Status FileWriteError(absl::string_view what, absl::string_view step, int err);
 
 }  // namespace spexd::core
 

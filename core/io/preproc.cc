@@ -269,6 +269,29 @@ absl::StatusOr<std::string> ReadFibermapFile(const std::string& path) {
   return CopyFibermap(file);
 }
 
+absl::Status CheckFibermapRows(const std::string& fibermap_fits, int64_t specmin, int64_t nspec) {
+  auto file = FitsFile::OpenMemory(fibermap_fits.data(), fibermap_fits.size(), "fibermap");
+  if (!file.ok() || !file->MoveToHdu("FIBERMAP").ok()) {
+    return absl::InvalidArgumentError("the fibermap is not a FITS file with a FIBERMAP HDU");
+  }
+  int status = 0, hdutype = 0;
+  long nrows = 0;
+  fits_get_hdu_type(file->get(), &hdutype, &status);
+  if (status == 0 && hdutype != BINARY_TBL) {
+    return absl::InvalidArgumentError("the fibermap's FIBERMAP HDU is not a binary table");
+  }
+  fits_get_num_rows(file->get(), &nrows, &status);
+  if (status != 0) {
+    return absl::InvalidArgumentError(file->Error(status, "reading FIBERMAP rows").message());
+  }
+  if (specmin + nspec > nrows) {
+    return absl::InvalidArgumentError(absl::StrCat("FIBERMAP has ", nrows,
+                                                   " rows: none for fibre ", specmin + nspec - 1,
+                                                   " (a row per fibre up to the last extracted)"));
+  }
+  return absl::OkStatus();
+}
+
 // Over 100 lines: a plain file's planes are decoded in one parallel pass, task 0 reading
 // MASK and FIBERMAP on the CFITSIO handle while the others decode chunks and apply the
 // pixel rules while each is in cache; the tasks share the chunk bookkeeping (mask_ready,

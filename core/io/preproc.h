@@ -151,6 +151,12 @@ class PreprocReader {
 // PreprocImage carries.
 absl::StatusOr<std::string> ReadFibermapFile(const std::string& path);
 
+// The rule for a fibermap that goes into a frame (a -f fibermap, whoever writes the frame:
+// spexctl --local, the server, or the client of a streamed frame): `fibermap_fits` holds a
+// FIBERMAP binary table with a row for every fibre below specmin + nspec (the frame gets
+// rows specmin .. specmin + nspec - 1, as desispec slices it). INVALID_ARGUMENT otherwise.
+absl::Status CheckFibermapRows(const std::string& fibermap_fits, int64_t specmin, int64_t nspec);
+
 // PreprocReader::Open (or OpenMemory on a copy of the bytes), then Read.
 absl::StatusOr<PreprocImage> ReadPreproc(const std::string& path, const PreprocOptions& options);
 absl::StatusOr<PreprocImage> ReadPreprocFromMemory(const void* data, std::size_t size,

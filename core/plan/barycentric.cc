@@ -8,8 +8,11 @@
 #include <initializer_list>
 #include <map>
 #include <optional>
+#include <string>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "core/base/error_text.h"
 #include "core/base/status_macros.h"
 #include "core/io/fits_file.h"
 #include "core/plan/internal/wavelength_grid.h"
@@ -37,45 +40,109 @@ double Distance(const double a[3], const double b[3]) {
   return Norm(d);
 }
 
-// The numeric value of every "KEY = value" card (later cards win, as astropy reads).
-std::map<std::string, double> NumericCards(const std::vector<std::string>& cards) {
-  std::map<std::string, double> out;
+// Accepted ranges of the keys (refused outside, never extrapolated into a plausible
+// HELIOCOR): RA in [0, 360) and DEC in [-90, 90] degrees, as ICRS coordinates are; MJD in
+// [kMjdMin, kMjdMax], from 1960-01-01, where UTC and ERFA's leap-second table begin, to
+// 2100-01-01, the end of the span over which eraEpv00's Earth ephemeris is valid; EXPTIME
+// in [0, kMaxExptime] seconds: a duration, and no exposure lasts longer than a day (the
+// time used is MJD + EXPTIME / 2).
+constexpr double kMjdMin = 36934.0, kMjdMax = 88069.0;
+constexpr double kMaxExptime = 86400.0;
+
+// Whether `text` is a FITS decimal number (the standard's integer or real, with an E or D
+// exponent): sign, digits with at most one point, at least one digit, an optional
+// exponent. strtod alone would also take hexadecimal ("0x96" = 150), "inf" and "nan".
+bool IsDecimalNumber(const char* text) {
+  const char* c = text;
+  if (*c == '+' || *c == '-') ++c;
+  int digits = 0;
+  while (*c >= '0' && *c <= '9') ++c, ++digits;
+  if (*c == '.') {
+    ++c;
+    while (*c >= '0' && *c <= '9') ++c, ++digits;
+  }
+  if (digits == 0) return false;
+  if (*c == 'E' || *c == 'e' || *c == 'D' || *c == 'd') {
+    ++c;
+    if (*c == '+' || *c == '-') ++c;
+    if (!(*c >= '0' && *c <= '9')) return false;
+    while (*c >= '0' && *c <= '9') ++c;
+  }
+  while (*c == ' ') ++c;
+  return *c == '\0';
+}
+
+// A card's value: a decimal number, or the text of a value that is not one (a string
+// value is left out: it names no number).
+struct CardValue {
+  std::optional<double> number;
+  std::string text;
+};
+
+// The value of every "KEY = value" card (later cards win, as astropy reads).
+std::map<std::string, CardValue> NumericCards(const std::vector<std::string>& cards) {
+  std::map<std::string, CardValue> out;
   for (const std::string& card : cards) {
     char key[FLEN_KEYWORD] = {0}, value[FLEN_VALUE] = {0}, comment[FLEN_COMMENT] = {0};
     int len = 0, status = 0;
     fits_get_keyname(const_cast<char*>(card.c_str()), key, &len, &status);
     fits_parse_value(const_cast<char*>(card.c_str()), value, comment, &status);
-    double d = 0;
-    if (status == 0 && value[0] != '\0' && value[0] != '\'') {
-      char* end = nullptr;
-      // FITS reals may use D exponents; a value that is not wholly a number is skipped.
-      for (char* c = value; *c; ++c) {
+    if (status != 0 || value[0] == '\0' || value[0] == '\'') continue;
+    CardValue v;
+    v.text = value;
+    if (IsDecimalNumber(value)) {
+      for (char* c = value; *c; ++c) {  // FITS reals may use D exponents
         if (*c == 'D' || *c == 'd') *c = 'E';
       }
-      d = std::strtod(value, &end);
-      if (end != value && (*end == '\0' || *end == ' ')) out[key] = d;
+      v.number = std::strtod(value, nullptr);
     }
+    out[key] = std::move(v);
   }
   return out;
 }
 
-std::optional<double> First(const std::map<std::string, double>& h,
-                            std::initializer_list<const char*> keys) {
+// The first of `keys` present: its number, nullopt when none is present, INVALID_ARGUMENT
+// when its value is not a decimal number or lies outside [lo, hi] (`hi_open`: [lo, hi)).
+absl::StatusOr<std::optional<double>> First(const std::map<std::string, CardValue>& h,
+                                            std::initializer_list<const char*> keys, double lo,
+                                            double hi, bool hi_open, absl::string_view why) {
   for (const char* k : keys) {
-    if (auto it = h.find(k); it != h.end()) return it->second;
+    auto it = h.find(k);
+    if (it == h.end()) continue;
+    const CardValue& v = it->second;
+    if (!v.number) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          k, " = ", EchoValue(v.text), " in header is not a decimal number"));
+    }
+    const double d = *v.number;
+    if (!(d >= lo && (hi_open ? d < hi : d <= hi))) {
+      return absl::InvalidArgumentError(absl::StrCat(k, " = ", EchoValue(v.text),
+                                                     " in header is outside [", lo, ", ", hi,
+                                                     hi_open ? ")" : "]", " (", why, ")"));
+    }
+    return std::optional<double>(d);
   }
-  return std::nullopt;
+  return std::optional<double>();
 }
 
-absl::StatusOr<double> FactorFromHeader(const std::map<std::string, double>& h) {
-  std::optional<double> ra = First(h, {"TARGTRA", "SKYRA", "TELRA", "RA"});
-  if (!ra) return absl::InvalidArgumentError("no TARGTRA nor RA in header");
-  std::optional<double> dec = First(h, {"TARGTDEC", "SKYDEC", "TELDEC", "DEC"});
-  if (!dec) return absl::InvalidArgumentError("no TARGTDEC nor DEC in header");
-  std::optional<double> mjd = First(h, {"MJD-OBS", "MJD"});
-  if (!mjd) return absl::InvalidArgumentError("no MJD-OBS nor MJD in header");
-  const double exptime = First(h, {"EXPTIME"}).value_or(0.0);
-  return BarycentricFactor(*ra, *dec, *mjd + exptime / 2.0 / 3600.0 / 24.0);
+absl::StatusOr<double> FactorFromHeader(const std::map<std::string, CardValue>& h) {
+  const absl::StatusOr<std::optional<double>> ra =
+      First(h, {"TARGTRA", "SKYRA", "TELRA", "RA"}, 0, 360, true, "degrees");
+  if (!ra.ok()) return ra.status();
+  if (!*ra) return absl::InvalidArgumentError("no TARGTRA nor RA in header");
+  const absl::StatusOr<std::optional<double>> dec =
+      First(h, {"TARGTDEC", "SKYDEC", "TELDEC", "DEC"}, -90, 90, false, "degrees");
+  if (!dec.ok()) return dec.status();
+  if (!*dec) return absl::InvalidArgumentError("no TARGTDEC nor DEC in header");
+  const absl::StatusOr<std::optional<double>> mjd =
+      First(h, {"MJD-OBS", "MJD"}, kMjdMin, kMjdMax, false,
+            "1960-01-01 to 2100-01-01, where UTC and the ephemeris hold");
+  if (!mjd.ok()) return mjd.status();
+  if (!*mjd) return absl::InvalidArgumentError("no MJD-OBS nor MJD in header");
+  const absl::StatusOr<std::optional<double>> exptime =
+      First(h, {"EXPTIME"}, 0, kMaxExptime, false, "seconds, at most a day");
+  if (!exptime.ok()) return exptime.status();
+  return BarycentricFactor(**ra, **dec, **mjd + exptime->value_or(0.0) / 2.0 / 3600.0 / 24.0);
 }
 
 }  // namespace
@@ -149,9 +216,9 @@ double BarycentricFactor(double ra_deg, double dec_deg, double mjd_utc) {
 
 absl::StatusOr<double> BarycentricFactorFromHeaders(const std::vector<std::string>& image_cards,
                                                     const std::vector<std::string>& fibermap_cards) {
-  const std::map<std::string, double> image = NumericCards(image_cards);
+  const std::map<std::string, CardValue> image = NumericCards(image_cards);
   if (image.count("RA") != 0 || image.count("TARGTRA") != 0) return FactorFromHeader(image);
-  const std::map<std::string, double> fibermap = NumericCards(fibermap_cards);
+  const std::map<std::string, CardValue> fibermap = NumericCards(fibermap_cards);
   if (fibermap.count("RA") != 0 || fibermap.count("TARGTRA") != 0) return FactorFromHeader(fibermap);
   return absl::InvalidArgumentError("Barycentric corr requires (TARGT)RA in HDU 0 or fibermap");
 }

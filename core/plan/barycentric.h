@@ -24,7 +24,10 @@ double BarycentricFactor(double ra_deg, double dec_deg, double mjd_utc);
 // TARGTRA, else the fibermap header when it does; RA from TARGTRA, SKYRA, TELRA, RA; DEC
 // likewise; MJD-OBS or MJD; EXPTIME (0 when absent) shifts the time to mid-exposure.
 // INVALID_ARGUMENT with desispec's messages ("no TARGTDEC nor DEC in header", ...) when a
-// key is missing. Cards are 80-character FITS header cards.
+// key is missing, and when a key's value is not a decimal number (FITS integer or real:
+// no hexadecimal, inf or nan) or is out of range: RA in [0, 360), DEC in [-90, 90],
+// MJD in [36934, 88069] (1960 to 2100: UTC's and the ephemeris's span), EXPTIME in
+// [0, 86400] s. Cards are 80-character FITS header cards.
 absl::StatusOr<double> BarycentricFactorFromHeaders(const std::vector<std::string>& image_cards,
                                                     const std::vector<std::string>& fibermap_cards);
 

@@ -213,6 +213,8 @@ TEST_F(ExposureTest, FrameListRunsAndRefusesSyntaxErrorsWhole) {
            {"a.fits psf.fits o.fits --server h:1\n", "frames.txt:1:"},
            {"a.fits psf.fits o.fits extra\n", "after OUTPUT"},
            {"a.fits p.fits o.fits\nb.fits p.fits o.fits\n", "frames.txt:2: OUTPUT"},
+           // One file however spelled: `//` and `/./` (the server resolves symlinks too).
+           {"a.fits p.fits /x//o.fits\nb.fits p.fits /x/./o.fits\n", "frames.txt:2: OUTPUT"},
            {"# nothing\n", "no frames"}}) {
     auto bad = client::ParseFrameList(text, "frames.txt", common);
     ASSERT_FALSE(bad.ok()) << text;

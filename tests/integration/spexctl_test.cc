@@ -231,6 +231,24 @@ TEST_F(SpexctlTest, ServerWrittenFrameRefusals) {
       << bad_checksum.output;
 }
 
+// A server-written path is printed escaped (docs/service.md): a newline in the name
+// cannot split the "PATH SIZE bytes sha256 HEX" line into two.
+TEST_F(SpexctlTest, AServerWrittenPathWithANewlineStaysOneLine) {
+  const std::string path = Inputs().output_dir + "/new\nline.fits";
+  std::filesystem::remove(path);
+  // A literal newline inside single quotes: one argument for sh.
+  CliRun made = Spexctl(absl::StrCat(ExtractArgs(), " ", server_flag_,
+                                     " --server-path --server-output-path '", path, "'"));
+  ASSERT_EQ(made.code, 0) << made.output;
+  const std::string bytes = ReadBytes(path);
+  ASSERT_FALSE(bytes.empty());
+  const std::string line = absl::StrCat(Inputs().output_dir, "/new\\nline.fits ", bytes.size(),
+                                        " bytes sha256 ", server::Sha256Hex(bytes), "\n");
+  EXPECT_NE(made.output.find(line), std::string::npos) << made.output;
+  EXPECT_EQ(made.output.find("/new\n"), std::string::npos) << made.output;
+  std::filesystem::remove(path);
+}
+
 // --server-checksum crc32: the line names the file with its CRC-32 (zlib's, as
 // `format(zlib.crc32(data), "08x")` gives it) instead of its SHA-256; the file is the same.
 TEST_F(SpexctlTest, ServerChecksumCrc32NamesTheFileWithItsCrc32) {

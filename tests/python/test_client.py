@@ -138,6 +138,24 @@ class ErrorTest(unittest.TestCase):
         with self.assertRaises(ValueError):
             spexd.client.ExtractSpec(server_path="x", psf="a", compat="fast")
 
+    def test_desi_extract_reports_a_refusal_in_one_line(self):
+        # spexd-desi-extract --server with an ordinary refusal: one line on stderr naming
+        # the status, exit status 1, no traceback; nothing written.
+        out = os.path.join(support.work_dir(), "refused-frame.fits")
+        w = ",".join(str(v) for v in support.WAVELENGTH)
+        r = subprocess.run([sys.executable, "-m", "spexd.desi", "-i", IN["preproc"],
+                            "-p", IN["psf"], "-o", out, "-w", w, "-s", "480", "-n", "50",
+                            "--server", SERVER.target],
+                           capture_output=True, text=True, timeout=120, check=False)
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertNotIn("Traceback", r.stderr)
+        errors = [line for line in r.stderr.splitlines() if "error:" in line]
+        self.assertEqual(len(errors), 1, r.stderr)
+        self.assertIn("INVALID_ARGUMENT", errors[0])
+        self.assertFalse(os.path.exists(out))
+        with spexd.Client(SERVER.target) as c:
+            self.assertTrue(c.server_info().serving)  # still serving
+
     def test_unreachable_server_is_unavailable_after_retries(self):
         with spexd.Client("127.0.0.1:1", retries=3, deadline=5) as c:
             with self.assertRaises(spexd.Unavailable) as e:

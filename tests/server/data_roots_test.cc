@@ -11,6 +11,8 @@
 #include <fstream>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
+#include "core/base/write_fully.h"
 #include "gtest/gtest.h"
 #include "tests/test_support.h"
 
@@ -396,6 +398,57 @@ TEST(PendingOutputTest, KeepExistingAsksTheCheckAndNeverReplaces) {
   auto kept = replacing->KeepExisting(holds("ours"));
   ASSERT_TRUE(kept.ok());
   EXPECT_FALSE(*kept);
+}
+
+// Temporaries are never at a name another client can create first (the output roots are
+// shared): files at every name the pid-and-counter scheme would give (".frame.fits.tmp-
+// <pid>-<n>") neither fail the output nor are removed, named temporary or not.
+TEST(PendingOutputTest, FilesAtGuessableTemporaryNamesAreNeitherFatalNorRemoved) {
+  const std::string root = testing::MakeTempDir();
+  auto roots = DataRoots::Create({root});
+  ASSERT_TRUE(roots.ok());
+  const std::string out = root + "/frame.fits";
+  constexpr int kPlanted = 512;  // more than this process's outputs before here
+  for (int n = 0; n < kPlanted; ++n) {
+    Touch(absl::StrCat(root, "/.frame.fits.tmp-", ::getpid(), "-", n), "theirs");
+  }
+  DataRoots::WritePolicy overwrite;
+  overwrite.overwrite = true;
+  for (bool unnamed : {true, false}) {
+    SCOPED_TRACE(unnamed ? "unnamed temporary" : "named temporary");
+    for (int i = 0; i < 3; ++i) {
+      auto pending = roots->CreateOutput(out, overwrite, unnamed);
+      ASSERT_TRUE(pending.ok()) << pending.status();
+      ASSERT_EQ(::pwrite(pending->fd(), "ours", 4, 0), 4);
+      auto path = pending->Commit();
+      ASSERT_TRUE(path.ok()) << path.status();
+      EXPECT_EQ(testing::ReadBytes(out), "ours");
+    }
+    // Dropped uncommitted: only its own temporary goes.
+    ASSERT_TRUE(roots->CreateOutput(out, overwrite, unnamed).ok());
+  }
+  for (int n = 0; n < kPlanted; ++n) {
+    ASSERT_EQ(testing::ReadBytes(absl::StrCat(root, "/.frame.fits.tmp-", ::getpid(), "-", n)),
+              "theirs")
+        << n;
+  }
+  EXPECT_EQ(CountEntries(root), kPlanted + 1);
+}
+
+// Write failures for lack of space are the server's disk, not a bug: RESOURCE_EXHAUSTED.
+TEST(PendingOutputTest, AFullFilesystemIsResourceExhausted) {
+  EXPECT_EQ(core::FileWriteError("x", "write", ENOSPC).code(),
+            absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(core::FileWriteError("x", "flush", EDQUOT).code(),
+            absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(core::FileWriteError("x", "write", EIO).code(), absl::StatusCode::kInternal);
+  // /dev/full answers every write with ENOSPC.
+  const int fd = ::open("/dev/full", O_WRONLY | O_CLOEXEC);
+  if (fd < 0) GTEST_SKIP() << "no /dev/full";
+  const absl::Status st = core::WriteFully(fd, "abc", 3, -1, "/dev/full");
+  ::close(fd);
+  EXPECT_EQ(st.code(), absl::StatusCode::kResourceExhausted) << st;
+  EXPECT_NE(st.message().find("No space left on device"), absl::string_view::npos) << st;
 }
 
 }  // namespace

@@ -326,12 +326,19 @@ def main(args=None):
     try:
         main_gpu_specter(args)
     except ValueError as e:
-        log.error("%s", e)
+        _report(e)
         return 2
     except DesiExtractError as e:
-        log.error("%s", e)
+        _report(e)
         return 1
     return 0
+
+
+def _report(error):
+    """A failed extraction as one line on stderr, as desispec's own errors end the command
+    (a refusal by the server is an ordinary answer, not a traceback)."""
+    text = " ".join(str(error).split())
+    print(f"spexd-desi-extract: error: {text}", file=sys.stderr)
 
 
 def _communicator(args, comm, coordinator):

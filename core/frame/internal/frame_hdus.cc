@@ -10,6 +10,7 @@
 #include "core/base/status_macros.h"
 #include "core/base/version.h"
 #include "core/frame/desi_conventions.h"
+#include "core/io/preproc.h"
 
 namespace spexd::core::internal {
 namespace {
@@ -176,15 +177,12 @@ absl::Status AppendFibermap(FitsFile* out, const Frame& frame, const FrameMetada
   if (meta.fibermap_fits.empty()) return absl::OkStatus();
   SPEXD_ASSIGN_OR_RETURN(FitsFile in, FitsFile::OpenMemory(meta.fibermap_fits.data(),
                                                            meta.fibermap_fits.size(), "FIBERMAP"));
+  SPEXD_RETURN_IF_ERROR(CheckFibermapRows(meta.fibermap_fits, frame.specmin, frame.nspec));
   SPEXD_RETURN_IF_ERROR(in.MoveToHdu("FIBERMAP"));
   long nrows = 0;
   int status = 0;
   fits_get_num_rows(in.get(), &nrows, &status);
   if (status != 0) return in.Error(status, "reading FIBERMAP rows");
-  if (frame.specmin + frame.nspec > nrows) {
-    return absl::InvalidArgumentError(absl::StrCat("FIBERMAP has ", nrows, " rows, fewer than fibre ",
-                                                   frame.specmin + frame.nspec - 1));
-  }
   // The whole table, then drop the rows of fibres not extracted (desispec slices the
   // fibermap to the frame's fibres).
   fits_copy_hdu(in.get(), out->get(), 0, &status);

@@ -4,10 +4,12 @@
 
 #include <unistd.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "core/base/write_fully.h"
 #include "gtest/gtest.h"
 #include "tests/test_support.h"
@@ -81,6 +83,40 @@ TEST(AtomicFileTest, FailuresAreErrorsAndLeaveNothing) {
     EXPECT_NE(st.message().find("rename failed"), std::string::npos) << st;
     EXPECT_EQ(Entries(dir), std::vector<std::string>{"frame.fits"});
   }
+}
+
+// Temporaries are unguessable and created exclusively: files at every name the pid-and-
+// counter scheme would give ("<path>.tmp-<pid>-<n>") neither fail the write nor are
+// removed by it, named temporary or not.
+TEST(AtomicFileTest, FilesAtGuessableTemporaryNamesAreNeitherFatalNorRemoved) {
+  const std::string dir = MakeTempDir();
+  const std::string path = dir + "/frame.fits";
+  constexpr int kPlanted = 256;
+  auto planted = [&](int n) { return absl::StrCat(path, ".tmp-", ::getpid(), "-", n); };
+  for (int n = 0; n < kPlanted; ++n) {
+    auto f = ::fopen(planted(n).c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    std::fputs("theirs", f);
+    std::fclose(f);
+  }
+  for (bool unnamed : {true, false}) {
+    SCOPED_TRACE(unnamed ? "unnamed" : "named");
+    for (int i = 0; i < 3; ++i) {
+      auto f = AtomicFile::Create(path, unnamed);
+      ASSERT_TRUE(f.ok()) << f.status();
+      Write(*f, "ours");
+      ASSERT_TRUE(f->Commit().ok());
+      EXPECT_EQ(ReadBytes(path), "ours");
+    }
+    ASSERT_TRUE(AtomicFile::Create(path, unnamed).ok());  // dropped: its own name only
+  }
+  for (int n = 0; n < kPlanted; ++n) ASSERT_EQ(ReadBytes(planted(n)), "theirs") << n;
+  EXPECT_EQ(Entries(dir).size(), static_cast<std::size_t>(kPlanted + 1));
+  // Names drawn are distinct and carry 16 hex digits.
+  const std::string a = RandomTemporaryName("p"), b = RandomTemporaryName("p");
+  EXPECT_NE(a, b);
+  ASSERT_EQ(a.size(), std::string("p.tmp-").size() + 16) << a;
+  EXPECT_EQ(a.find_first_not_of("0123456789abcdef", 6), std::string::npos) << a;
 }
 
 }  // namespace

@@ -19,14 +19,17 @@
 namespace spexd::client {
 namespace {
 
-// -v/--verbose: the parameters, as desi_extract_spectra logs them.
-void PrintParams(const ExtractCommand& cmd, const core::ExtractionParams& p, double heliocor) {
+// -v/--verbose: the parameters, as desi_extract_spectra logs them. The grid is the plan's
+// (core::RequestedGrid): without -w, the PSF's domain, not the parameters' r-camera defaults.
+void PrintParams(const ExtractCommand& cmd, const core::ExtractionPlan& plan, double heliocor) {
+  const core::ExtractionParams& p = plan.params();
+  const core::GridRequest& g = plan.grid();
   std::fprintf(stderr,
                "spexctl: input = %s\nspexctl: psf = %s\nspexctl: specmin = %d\nspexctl: nspec = %d\n"
                "spexctl: wavelength = %.17g,%.17g,%.17g (extraction grid)\n"
                "spexctl: barycentric_correction_factor = %.17g\nspexctl: nwavestep = %d\n"
                "spexctl: regularize = %g\n",
-               cmd.input.c_str(), cmd.psf.c_str(), p.specmin, p.nspec, p.wmin, p.wmax, p.dw,
+               cmd.input.c_str(), cmd.psf.c_str(), p.specmin, p.nspec, g.wmin, g.wmax, g.dw,
                heliocor, p.nwavestep, p.regularize);
 }
 
@@ -60,7 +63,7 @@ absl::Status RunLocalExtract(const ExtractCommand& cmd) {
   if (bary.factor != 1.0) {
     SPEXD_ASSIGN_OR_RETURN(plan, core::ExtractionPlan::Create(params, *psf));
   }
-  if (cmd.verbose) PrintParams(cmd, params, bary.factor);
+  if (cmd.verbose) PrintParams(cmd, plan, bary.factor);
   // One frame only: spots are not kept after their bundle is done.
   SPEXD_ASSIGN_OR_RETURN(auto geometry, core::Geometry::Create(psf, plan, image.height, image.width,
                                                                /*cache_spots=*/false));

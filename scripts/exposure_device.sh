@@ -6,8 +6,10 @@
 #
 #   scripts/exposure_device.sh BUNDLE DATA_DIR [OUT_DIR] [GPU_COUNTS]
 #     BUNDLE      device bundle (its run.sh launches spexd_exposure_bench), or its .tar.gz
-#     DATA_DIR    holds the real r PSFs psf-r0-*.fits (e.g. tests/data/psf-r0-00051060.fits
-#                 and psf-r0-00067784.fits); each is the base of 30 / N shifted stand-ins
+#     DATA_DIR    holds the b, r and z PSFs psf-b0-*.fits, psf-r0-*.fits, psf-z0-*.fits
+#                 (../shared/data/psf: psf-b0-synth, psf-r0-00051060, psf-z0-synth); each is
+#                 the base of 30 / N shifted stand-ins, so 10 b, 10 r and 10 z frames, each
+#                 camera extracted on its own DESI grid and psferr
 #     OUT_DIR     JSON and log (default: $OUT, else /tmp/exposure_device)
 #     GPU_COUNTS  e.g. "1 2" (default: 1, and 2 when two GPUs are visible)
 #   FRAMES (30), PASSES (3: one cold, two warm), MODES ("one multi") set the runs;
@@ -25,7 +27,7 @@
 # A run is ~1 min on one H100 (simulation, 30 PSF files, 3 passes); the default set (2 modes
 # x 1-2 GPU counts) fits one 10-minute device command.
 set -euo pipefail
-BUNDLE=${1:?bundle dir or .tar.gz} DATA_DIR=${2:?data dir with psf-r0-*.fits}
+BUNDLE=${1:?bundle dir or .tar.gz} DATA_DIR=${2:?data dir with psf-{b,r,z}0-*.fits}
 OUT_DIR=${3:-${OUT:-/tmp/exposure_device}}
 if [[ $BUNDLE == *.tar.gz ]]; then
   unpacked=$(mktemp -d)
@@ -40,8 +42,10 @@ log=$OUT_DIR/exposure_device.log
 export SPEXD_GIT_SHA=${SPEXD_GIT_SHA:-unknown}
 export GIT_SHA=$SPEXD_GIT_SHA
 psfs=()
-for p in "$DATA_DIR"/psf-r0-*.fits; do [[ -f $p ]] && psfs+=(--psf "$p"); done
-((${#psfs[@]} > 0)) || { echo "no psf-r0-*.fits in $DATA_DIR" >&2; exit 2; }
+for p in "$DATA_DIR"/psf-b0-*.fits "$DATA_DIR"/psf-r0-*.fits "$DATA_DIR"/psf-z0-*.fits; do
+  [[ -f $p ]] && psfs+=(--psf "$p")
+done
+((${#psfs[@]} > 0)) || { echo "no psf-{b,r,z}0-*.fits in $DATA_DIR" >&2; exit 2; }
 gpu_name=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
 { echo "host $(uname -n), $(nproc) cpus, $ngpu GPU(s): $gpu_name"; nvidia-smi -L || true; } >>"$log"
 

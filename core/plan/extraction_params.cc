@@ -65,12 +65,6 @@ absl::Status ValidateRanges(const ExtractionParams& p) {
   return absl::OkStatus();
 }
 
-// The grid asked for: the request's, or the PSF domain with dw = 0.8 (spec §2.2).
-GridRequest RequestedGrid(const ExtractionParams& params, const Psf& psf) {
-  if (params.has_wavelength) return {params.wmin, params.wmax, params.dw};
-  return {psf.wavemin(), psf.wavemax(), 0.8};
-}
-
 // Number of output bins of the requested grid, numpy-arange rule (spec §2.3), computed in
 // float64 without allocating, so that a tiny dw is refused before any grid exists.
 long RequestedBins(const ExtractionParams& params, const Psf& psf) {
@@ -83,6 +77,11 @@ long RequestedBins(const ExtractionParams& params, const Psf& psf) {
 }
 
 }  // namespace
+
+GridRequest RequestedGrid(const ExtractionParams& params, const Psf& psf) {
+  if (params.has_wavelength) return {params.wmin, params.wmax, params.dw};
+  return {psf.wavemin(), psf.wavemax(), 0.8};
+}
 
 const char* CompatName(Compat compat) { return compat == Compat::kCpu ? "cpu" : "gpu"; }
 

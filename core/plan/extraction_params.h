@@ -82,6 +82,12 @@ struct GridRequest {
   double wmin = 0, wmax = 0, dw = 0;
 };
 
+// The one place the output grid is chosen: the request's when has_wavelength, else the
+// PSF's domain [WAVEMIN, WAVEMAX] with dw = 0.8 (spec §2.2), whatever wmin, wmax, dw hold
+// (their defaults are the r camera's grid, not the PSF's). ExtractionPlan::grid() holds it;
+// anything that reports the grid (spexctl -v, frame keywords) reads it from there.
+GridRequest RequestedGrid(const ExtractionParams& params, const Psf& psf);
+
 // psferr rule of the spec's "Decisions" (ExtractionPlan::psferr holds it for a plan).
 double EffectivePsfErr(const ExtractionParams& params, const Psf& psf);
 

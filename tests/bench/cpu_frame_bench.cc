@@ -12,7 +12,8 @@
 // is from it, per array: the A/B check of a numerical change (stderr, and JSON "compare").
 // --psf defaults to tests/data/psf-r0-00051060.fits relative to the working directory
 // (the repository root); no build-machine path is compiled in, so a device bundle runs it
-// anywhere with --psf. --wavelength defaults to the r camera's 5760,7620,0.8.
+// anywhere with --psf. The image is the PSF's CCD; --wavelength defaults to the DESI grid
+// of the PSF's arm (r: 5760,7620,0.8; b, z: core/plan/desi_cameras.h) and psferr to its.
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -22,6 +23,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <utility>
@@ -33,6 +35,7 @@
 #include "core/cpu/cpu_backend.h"
 #include "core/backend/extract_frame.h"
 #include "core/base/prefault.h"
+#include "core/plan/desi_cameras.h"
 #include "core/plan/geometry.h"
 #include "core/io/preproc.h"
 #include "core/io/psf.h"
@@ -50,6 +53,7 @@ struct Args {
   Compat compat = Compat::kGpu;
   std::string psf = "tests/data/psf-r0-00051060.fits";
   double wmin = 5760.0, wmax = 7620.0, dw = 0.8;
+  bool has_wavelength = false;  // else the DESI grid of the PSF's arm (desi_cameras.h)
   std::string dump, compare;
 };
 
@@ -74,6 +78,7 @@ bool Parse(int argc, char** argv, Args* a) {
         std::fprintf(stderr, "--wavelength must be wmin,wmax,dw (got '%s')\n", v);
         return false;
       }
+      a->has_wavelength = true;
     } else {
       std::fprintf(stderr, "unknown flag %s\n", k.c_str());
       return false;
@@ -241,11 +246,26 @@ int main(int argc, char** argv) {
     return 1;
   }
   auto psf = std::make_shared<const Psf>(std::move(*psf_or));
+  std::optional<double> arm_psferr;
+  if (!args.has_wavelength) {
+    absl::StatusOr<DesiArm> arm = DesiArmForPsf(*psf);
+    if (!arm.ok()) {
+      std::fprintf(stderr, "%s (pass --wavelength)\n", arm.status().ToString().c_str());
+      return 2;
+    }
+    args.wmin = arm->wmin;
+    args.wmax = arm->wmax;
+    args.dw = arm->dw;
+    arm_psferr = arm->psferr;
+  }
 
   // Input built before the clock starts: a Poisson frame from the simulator.
   SimOptions sim;
   sim.fiber_begin = 0;
   sim.nfibers = args.fibers;
+  sim.wmin = args.wmin;
+  sim.wmax = args.wmax;
+  sim.dw = args.dw;
   sim.seed = 7;
   auto simulated = spexd::testing::SimulatedImage(*psf, sim);
   if (!simulated.ok()) {
@@ -269,6 +289,7 @@ int main(int argc, char** argv) {
   params.wmin = args.wmin;
   params.wmax = args.wmax;
   params.dw = args.dw;
+  params.psferr = arm_psferr;
   if (absl::Status v = ValidateParams(params, *psf); !v.ok()) {
     std::fprintf(stderr, "%s\n", v.ToString().c_str());
     return 2;

@@ -1,5 +1,7 @@
-// Whole-frame benchmark of the CUDA backend: a full 500-fibre r frame (--psf,
-// --wavelength wmin,wmax,dw: the r camera's 5760,7620,0.8 by default) is
+// Whole-frame benchmark of the CUDA backend: a full 500-fibre frame of any
+// camera (--psf, the r0 PSF by default; the image is the PSF's CCD, NPIX_Y x NPIX_X;
+// --wavelength wmin,wmax,dw and --psferr default to the DESI production settings of the
+// PSF's arm, core/plan/desi_cameras.h) is
 // generated on the machine that runs it (core/sim/simulator.h: Poisson noise, sky lines;
 // --synthetic: tests/synthetic_frames.h instead), extracted once
 // cold (spots evaluated) and then N times warm; reports the median and p90 wall time of
@@ -32,6 +34,7 @@
 #include "core/backend/backend.h"
 #include "core/cpu/blas_core_type.h"
 #include "core/cpu/cpu_backend.h"
+#include "core/plan/desi_cameras.h"
 #include "core/plan/geometry.h"
 #include "core/io/preproc.h"
 #include "core/io/psf.h"
@@ -74,7 +77,9 @@ std::string Escape(const std::string& s) {
 
 struct Args {
   int runs = 7, inflight = 2, inflight_frames = 3, nspec = 500;
-  double wmin = 5760.0, wmax = 7620.0, dw = 0.8;  // the r camera's grid unless --wavelength
+  bool has_wavelength = false;  // else the PSF arm's DESI grid
+  double wmin = 0, wmax = 0, dw = 0;
+  double psferr = -1;  // < 0: the PSF arm's DESI psferr
   bool synthetic = false, model = false;
   std::string psf, json, dump, compat = "gpu", check_bundles = "0,19", planes = "pinned32";
 };
@@ -95,7 +100,9 @@ Args Parse(int argc, char** argv) {
         std::fprintf(stderr, "--wavelength must be wmin,wmax,dw (got '%s')\n", v.c_str());
         std::exit(2);
       }
+      a.has_wavelength = true;
     }
+    else if (k == "--psferr") a.psferr = std::atof(next().c_str());
     else if (k == "--json") a.json = next();
     else if (k == "--compat") a.compat = next();
     else if (k == "--check-bundles") a.check_bundles = next();
@@ -117,15 +124,23 @@ absl::StatusOr<std::shared_ptr<const core::Geometry>> MakeGeometry(const Args& a
   if (psf_path.empty()) psf_path = "tests/data/psf-r0-00051060.fits";
   auto psf = core::Psf::Load(psf_path);
   if (!psf.ok()) return psf.status();
-  p->nspec = args.nspec;  // r-camera defaults: 25/5/50, pads 10/0.2/0.8
-  p->wmin = args.wmin;
-  p->wmax = args.wmax;
-  p->dw = args.dw;
+  p->nspec = args.nspec;  // DESI's defaults: 25/5/50, pads 10/0.2/0.8
+  absl::StatusOr<core::DesiArm> arm = core::DesiArmForPsf(*psf);
+  if (!arm.ok() && (!args.has_wavelength || args.psferr < 0)) return arm.status();
+  p->wmin = args.has_wavelength ? args.wmin : arm->wmin;
+  p->wmax = args.has_wavelength ? args.wmax : arm->wmax;
+  p->dw = args.has_wavelength ? args.dw : arm->dw;
+  p->psferr = args.psferr >= 0 ? args.psferr : arm->psferr;
   if (!core::ParseCompat(args.compat, &p->compat)) {
     return absl::InvalidArgumentError("--compat: gpu or cpu");
   }
-  return core::Geometry::Create(std::make_shared<const core::Psf>(*std::move(psf)), *p, 4128,
-                                4114, /*cache_spots=*/false);
+  // The image is the CCD the PSF was fitted on: 4096 x 4096 for b, 4128 x 4114 for r, z.
+  if (psf->npix_y() <= 0 || psf->npix_x() <= 0) {
+    return absl::InvalidArgumentError(psf_path + ": no NPIX_X/NPIX_Y (CCD size) in the PSF");
+  }
+  const int height = psf->npix_y(), width = psf->npix_x();
+  return core::Geometry::Create(std::make_shared<const core::Psf>(*std::move(psf)), *p, height,
+                                width, /*cache_spots=*/false);
 }
 
 // The input frame: the core simulator's (Poisson noise, sky lines), or --synthetic's.
@@ -135,6 +150,9 @@ absl::StatusOr<core::PreprocImage> MakeFrame(const Args& args, const core::Geome
   core::SimOptions sim;
   sim.fiber_begin = p.specmin;
   sim.nfibers = p.nspec;
+  sim.wmin = p.wmin;
+  sim.wmax = p.wmax;
+  sim.dw = p.dw;
   sim.seed = 7;
   return spexd::testing::SimulatedImage(geo.psf(), sim);
 }
@@ -269,7 +287,7 @@ bool DumpOutputs(const std::string& path, const std::vector<BundleResult>& bundl
 struct Report {
   std::string device;
   const core::PatchPlan* plan = nullptr;
-  double gen_seconds = 0, cold_seconds = 0, inflight_fps = 0;
+  double gen_seconds = 0, cold_seconds = 0, inflight_fps = 0, psferr = 0;
   int64_t device_bytes = 0;  // the backend's GPU memory after the warm runs
   std::string cpu_check;
 };
@@ -286,7 +304,10 @@ std::string ReportJson(const Args& args, const Report& rep, const WarmRuns& w) {
      << Escape(ReadFirstLine("/proc/driver/nvidia/version")) << "\",\n  \"git_sha\": \""
      << Escape(std::getenv("SPEXD_GIT_SHA") != nullptr ? std::getenv("SPEXD_GIT_SHA") : SPEXD_BENCH_GIT_SHA)
      << "\",\n"
-     << "  \"frame\": {\"nspec\": " << rep.plan->nspec << ", \"nwave\": " << rep.plan->nwave
+     << "  \"frame\": {\"psf\": \"" << Escape(args.psf) << "\", \"ccd\": [" << rep.plan->image_height
+     << ", " << rep.plan->image_width << "], \"wavelength\": [" << rep.plan->wave.front() << ", "
+     << rep.plan->wave.back() << "], \"psferr\": " << rep.psferr
+     << ", \"nspec\": " << rep.plan->nspec << ", \"nwave\": " << rep.plan->nwave
      << ", \"patches\": " << rep.plan->patches.size() << ", \"compat\": \"" << args.compat
      << "\", \"input\": \"" << (args.synthetic ? "synthetic" : "core simulator, Poisson, seed 7")
      << "\", \"planes\": \"" << args.planes
@@ -331,6 +352,7 @@ int main(int argc, char** argv) {
   Report rep;
   rep.gen_seconds = Now() - tg;
   rep.plan = &(*geo)->plan();
+  rep.psferr = *p.psferr;
 
   absl::StatusOr<core::BackendOptions> bo = spexd::testing::CudaTestOptions();
   if (!bo.ok()) {
@@ -347,6 +369,7 @@ int main(int argc, char** argv) {
   job.geometry = *geo;
   job.image = &*image;
   job.want_model = args.model;
+  job.psferr = *p.psferr;
   const core::ExtractionJob job64 = job;  // the CPU check's (float64 planes only)
   core::PlaneBufferPool pool(int64_t{1} << 30);
   core::PreprocImage image32;

@@ -2,7 +2,12 @@
 // camera with its own PSF -- submitted at once to one spexd, timed from the first
 // submission to the last frame file written.
 //
-// PSF stand-ins: each real PSF given with --psf (repeatable) is written again with its
+// Cameras: by default the b0, r0 and z0 PSFs of ../shared/data/psf (or $SPEXD_SHARED_DATA/psf),
+// so that the 30 frames are 10 b, 10 r and 10 z. Each frame is simulated on its PSF's CCD
+// (NPIX_Y x NPIX_X) and extracted with its arm's DESI grid and psferr
+// (core/plan/desi_cameras.h: b 3600-5800 / 0.04, r 5760-7620 / 0.01, z 7520-9824 / 0.01).
+//
+// PSF stand-ins: each base PSF (--psf, repeatable, replaces the default three) is written again with its
 // XTRACE and YTRACE Legendre c0 shifted by whole and half pixels (P0 = 1, so the traces
 // move rigidly). Every file is distinct (its own PSF id, geometry and device state) and
 // loaded through the normal path. One frame is simulated per base PSF (unshifted); a frame
@@ -25,7 +30,6 @@
 //                       [--backends-per-gpu N (0: spexd's default)]
 //                        [--out-dir DIR (the frame files; default the bench's temp dir)]
 //                        [--one-job 0|1 (0: one client per frame; 1: ExtractExposure)]
-#include <fitsio.h>
 
 #include <algorithm>
 #include <chrono>
@@ -48,6 +52,8 @@
 #include "core/cpu/blas_core_type.h"
 #include "core/frame/frame_writer.h"
 #include "core/io/psf.h"
+#include "core/plan/desi_cameras.h"
+#include "core/sim/psf_stand_in.h"
 #include "core/sim/simulator.h"
 #include "server/spexd_server.h"
 #include "tests/test_support.h"
@@ -115,7 +121,17 @@ absl::StatusOr<Args> Parse(int argc, char** argv) {
       return absl::InvalidArgumentError(absl::StrCat("unknown or bad flag ", k, " ", v));
     }
   }
-  if (a.psfs.empty()) a.psfs.push_back(spexd::testing::BundledPsfPath());
+  if (a.psfs.empty()) {
+    for (const char* name : {"psf/psf-b0-synth.fits", "psf/psf-r0-00051060.fits", "psf/psf-z0-synth.fits"}) {
+      const std::string path = spexd::testing::SharedDataPath(name);
+      if (path.empty()) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "no ../shared/data/", name, " (set SPEXD_SHARED_DATA to the data folder, or give "
+            "the base PSFs with --psf)"));
+      }
+      a.psfs.push_back(path);
+    }
+  }
   return a;
 }
 
@@ -128,48 +144,39 @@ int Fail(const std::string& what, const absl::Status& s) {
   return 1;
 }
 
-// Adds `shift` to Legendre coefficient 0 of every fibre's trace in image HDU `extname`
-// ([nspec][ncoeff], spec §1.2) and refreshes the HDU's checksums.
-absl::Status ShiftTrace(fitsfile* f, const char* extname, double shift) {
-  int status = 0;
-  fits_movnam_hdu(f, IMAGE_HDU, const_cast<char*>(extname), 0, &status);
-  long naxes[2] = {0, 0};
-  int naxis = 0;
-  fits_get_img_dim(f, &naxis, &status);
-  fits_get_img_size(f, 2, naxes, &status);
-  if (status != 0 || naxis != 2) return absl::InvalidArgumentError(absl::StrCat(extname, ": not 2-D"));
-  const long n = naxes[0] * naxes[1];
-  std::vector<double> c(static_cast<std::size_t>(n));
-  fits_read_img(f, TDOUBLE, 1, n, nullptr, c.data(), nullptr, &status);
-  for (long s = 0; s < naxes[1]; ++s) c[static_cast<std::size_t>(s * naxes[0])] += shift;
-  fits_write_img(f, TDOUBLE, 1, n, c.data(), &status);
-  fits_write_chksum(f, &status);
-  if (status != 0) return absl::InternalError(absl::StrCat(extname, ": CFITSIO status ", status));
-  return absl::OkStatus();
+// A camera's extraction parameters: its arm's DESI grid and psferr, for `fibers` fibres.
+struct Camera {
+  spexd::core::DesiArm arm;
+  spexd::core::ExtractionParams params;
+};
+
+absl::StatusOr<Camera> CameraOf(const std::string& psf_path, int fibers) {
+  auto psf = spexd::core::Psf::Load(psf_path);
+  if (!psf.ok()) return psf.status();
+  auto arm = spexd::core::DesiArmForPsf(*psf);
+  if (!arm.ok()) return arm.status();
+  Camera c;
+  c.arm = *arm;
+  c.params.nspec = fibers;
+  c.params.wmin = arm->wmin;
+  c.params.wmax = arm->wmax;
+  c.params.dw = arm->dw;
+  c.params.psferr = arm->psferr;
+  return c;
 }
 
-absl::Status WriteShiftedPsf(const std::string& in, const std::string& out, double dx, double dy) {
-  int status = 0;
-  fitsfile* src = nullptr;
-  fitsfile* dst = nullptr;
-  fits_open_file(&src, in.c_str(), READONLY, &status);
-  fits_create_file(&dst, ("!" + out).c_str(), &status);
-  fits_copy_file(src, dst, 1, 1, 1, &status);
-  fits_close_file(src, &status);
-  if (status != 0) return absl::InternalError(absl::StrCat(in, ": copy failed, status ", status));
-  absl::Status st = ShiftTrace(dst, "XTRACE", dx);
-  if (st.ok()) st = ShiftTrace(dst, "YTRACE", dy);
-  fits_close_file(dst, &status);
-  return st;
-}
-
-absl::Status SimulateFrame(const std::string& psf_path, int fibers, int seed,
+// A preproc frame on the PSF's CCD (NPIX_Y x NPIX_X), lit on the camera's grid.
+absl::Status SimulateFrame(const std::string& psf_path, const Camera& camera, int seed,
                            const std::string& out) {
   auto psf = spexd::core::Psf::Load(psf_path);
   if (!psf.ok()) return psf.status();
   spexd::core::SimOptions sim;
-  sim.nfibers = fibers;
+  sim.nfibers = camera.params.nspec;
+  sim.wmin = camera.params.wmin;
+  sim.wmax = camera.params.wmax;
+  sim.dw = camera.params.dw;
   sim.seed = seed;
+  sim.camera = absl::StrCat(std::string(1, camera.arm.arm), "0");
   auto spectra = spexd::core::GenerateSpectra(sim);
   if (!spectra.ok()) return spectra.status();
   auto frame = spexd::core::SimulateFrame(*psf, *spectra, sim);
@@ -194,7 +201,7 @@ struct Pass {
 // One exposure: every frame submitted at once from its own thread.
 Pass RunExposure(const std::string& target, const std::vector<std::string>& psf_paths,
                  const std::vector<std::string>& frame_paths, const std::string& out_prefix,
-                 int fibers) {
+                 const std::vector<spexd::core::ExtractionParams>& params) {
   Pass p;
   const int n = static_cast<int>(psf_paths.size());
   p.frames.resize(static_cast<std::size_t>(n));
@@ -208,7 +215,7 @@ Pass RunExposure(const std::string& target, const std::vector<std::string>& psf_
       cmd.input = frame_paths[static_cast<std::size_t>(i)];
       cmd.psf = psf_paths[static_cast<std::size_t>(i)];
       cmd.output = absl::StrCat(out_prefix, i, ".fits");
-      cmd.params.nspec = fibers;
+      cmd.params = params[static_cast<std::size_t>(i)];
       cmd.quiet = true;
       RemoteExtractOptions o;
       o.client.target = target;
@@ -245,14 +252,14 @@ Pass RunExposure(const std::string& target, const std::vector<std::string>& psf_
 // each frame file. Timed from the first PSF load to the last frame's result.
 Pass RunExposureAsOneJob(const std::string& target, const std::vector<std::string>& psf_paths,
                          const std::vector<std::string>& frame_paths, const std::string& out_prefix,
-                         int fibers) {
+                         const std::vector<spexd::core::ExtractionParams>& params) {
   Pass p;
   const int n = static_cast<int>(psf_paths.size());
   p.frames.resize(static_cast<std::size_t>(n));
   std::vector<spexd::client::ExposureEntry> entries;
   for (int i = 0; i < n; ++i) {
-    spexd::client::ExtractCommand cmd;  // the defaults of `spexctl extract`, and -n
-    cmd.params.nspec = fibers;
+    spexd::client::ExtractCommand cmd;  // `spexctl extract` with -n, -w and --psferr
+    cmd.params = params[static_cast<std::size_t>(i)];
     const std::string out = absl::StrCat(out_prefix, i, ".fits");
     std::remove(out.c_str());
     spexd::client::ExposureEntry e;
@@ -347,26 +354,34 @@ int main(int argc, char** argv) {
   // --- Inputs: one frame per base PSF, and `frames` distinct PSF files.
   const int nbase = static_cast<int>(args.psfs.size());
   std::vector<std::string> base_frames;
+  std::vector<Camera> cameras;
+  std::string arms;
   for (int b = 0; b < nbase; ++b) {
+    auto camera = CameraOf(args.psfs[static_cast<std::size_t>(b)], args.fibers);
+    if (!camera.ok()) return Fail("camera", camera.status());
+    cameras.push_back(*camera);
+    arms.push_back(camera->arm.arm);
     base_frames.push_back(absl::StrCat(dir, "/preproc-", b, ".fits"));
-    if (absl::Status st = SimulateFrame(args.psfs[static_cast<std::size_t>(b)], args.fibers, 11 + b,
+    if (absl::Status st = SimulateFrame(args.psfs[static_cast<std::size_t>(b)], *camera, 11 + b,
                                         base_frames.back());
         !st.ok()) {
       return Fail("simulate", st);
     }
   }
   std::vector<std::string> psf_paths, frame_paths;
+  std::vector<spexd::core::ExtractionParams> params;
   for (int i = 0; i < args.frames; ++i) {
     const int b = i % nbase;
     const int k = i / nbase;  // shifts: (0,0), (0.5,0), (0,0.5), (1,0), (0,1), (1.5,0), ...
     const double step = 0.5 * ((k + 1) / 2);
     const double dx = k % 2 == 1 ? step : 0.0, dy = k % 2 == 0 ? step : 0.0;
     psf_paths.push_back(absl::StrCat(dir, "/psf-", i, ".fits"));
-    if (absl::Status st = WriteShiftedPsf(args.psfs[static_cast<std::size_t>(b)], psf_paths.back(), dx, dy);
+    if (absl::Status st = spexd::core::WriteShiftedPsf(args.psfs[static_cast<std::size_t>(b)], psf_paths.back(), dx, dy);
         !st.ok()) {
       return Fail("psf stand-in", st);
     }
     frame_paths.push_back(base_frames[static_cast<std::size_t>(b)]);
+    params.push_back(cameras[static_cast<std::size_t>(b)].params);
   }
 
   // --- One spexd: one worker per GPU (all, or --gpus), or the CPU backend.
@@ -398,8 +413,8 @@ int main(int argc, char** argv) {
   for (int p = 0; p < args.passes; ++p) {
     const std::string out_dir = args.out_dir.empty() ? dir : args.out_dir;
     const std::string prefix = absl::StrCat(out_dir, "/frame-", p, "-");
-    passes.push_back(args.one_job ? RunExposureAsOneJob(target, psf_paths, frame_paths, prefix, args.fibers)
-                                  : RunExposure(target, psf_paths, frame_paths, prefix, args.fibers));
+    passes.push_back(args.one_job ? RunExposureAsOneJob(target, psf_paths, frame_paths, prefix, params)
+                                  : RunExposure(target, psf_paths, frame_paths, prefix, params));
     for (const FrameRun& f : passes.back().frames) {
       if (!f.status.ok()) return Fail(absl::StrCat("pass ", p), f.status);
     }
@@ -426,12 +441,12 @@ int main(int argc, char** argv) {
   for (double b : gpu_bytes) gpu_total += b;
 
   std::string json = absl::StrFormat(
-      "{\"bench\": \"exposure\", \"one_job\": %s, \"frames\": %d, \"fibers\": %d, \"base_psfs\": %d, \"prefetch\": %d, "
+      "{\"bench\": \"exposure\", \"one_job\": %s, \"frames\": %d, \"fibers\": %d, \"base_psfs\": %d, \"arms\": \"%s\", \"prefetch\": %d, "
       "\"gpus\": [%s], "
       "\"backend\": \"%s\", \"server\": \"%s\", \"psfs_loaded_after\": %d, "
       "\"geometries_after\": %d, \"median_gpu_bytes_per_psf\": %.0f, "
       "\"median_host_bytes_per_psf\": %.0f, \"gpu_bytes_all_psfs\": %.0f, \"passes\": [",
-      args.one_job ? "true" : "false", args.frames, args.fibers, nbase, args.prefetch, absl::StrJoin(args.gpus, ", "),
+      args.one_job ? "true" : "false", args.frames, args.fibers, nbase, arms, args.prefetch, absl::StrJoin(args.gpus, ", "),
       passes[0].frames[0].backend,
       WorkersText(info), listed->psfs_size(), geometries,
       Median(gpu_bytes), Median(host_bytes), gpu_total);

@@ -27,6 +27,7 @@
 #include "core/frame/output_layout.h"
 #include "core/frame/usable_data.h"
 #include "core/io/psf.h"
+#include "core/plan/desi_cameras.h"
 #include "core/plan/geometry.h"
 
 namespace {
@@ -160,12 +161,19 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s\n", psf.status().ToString().c_str());
     return 1;
   }
+  // Any camera: its DESI grid (core/plan/desi_cameras.h) on the CCD the PSF was fitted on.
+  absl::StatusOr<core::DesiArm> arm = core::DesiArmForPsf(*psf);
+  if (!arm.ok()) {
+    std::fprintf(stderr, "%s\n", arm.status().ToString().c_str());
+    return 1;
+  }
   core::ExtractionParams p;
-  p.wmin = 5760.0;
-  p.wmax = 7620.0;
-  p.dw = 0.8;
+  p.wmin = arm->wmin;
+  p.wmax = arm->wmax;
+  p.dw = arm->dw;
   p.nspec = 500;
-  auto geo = core::Geometry::Create(std::make_shared<const core::Psf>(*std::move(psf)), p, 4128, 4114,
+  const int height = psf->npix_y(), width = psf->npix_x();
+  auto geo = core::Geometry::Create(std::make_shared<const core::Psf>(*std::move(psf)), p, height, width,
                                     /*cache_spots=*/false);
   if (!geo.ok()) {
     std::fprintf(stderr, "%s\n", geo.status().ToString().c_str());

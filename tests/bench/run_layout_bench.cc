@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/io/psf.h"
+#include "core/plan/desi_cameras.h"
 #include "core/plan/extraction_params.h"
 #include "core/plan/patch_plan.h"
 #include "cuda/batch_layout.h"
@@ -38,12 +39,15 @@ int main(int argc, char** argv) {
   }
   auto psf = core::Psf::Load(psf_path);
   if (!psf.ok()) { std::fprintf(stderr, "%s (pass --psf)\n", psf.status().ToString().c_str()); return 2; }
-  core::ExtractionParams params;  // the r frame of the frame benchmarks
+  // A full frame of the PSF's camera: its DESI grid on its CCD (NPIX_Y x NPIX_X).
+  auto arm = core::DesiArmForPsf(*psf);
+  if (!arm.ok()) { std::fprintf(stderr, "%s\n", arm.status().ToString().c_str()); return 2; }
+  core::ExtractionParams params;
   params.nspec = 500;
-  params.wmin = 5760;
-  params.wmax = 7620;
-  params.dw = 0.8;
-  auto plan = core::BuildPatchPlan(params, *psf, 4128, 4114);
+  params.wmin = arm->wmin;
+  params.wmax = arm->wmax;
+  params.dw = arm->dw;
+  auto plan = core::BuildPatchPlan(params, *psf, psf->npix_y(), psf->npix_x());
   if (!plan.ok()) { std::fprintf(stderr, "%s\n", plan.status().ToString().c_str()); return 1; }
   cuda::SlotAddresses slots;  // any distinct, aligned bases: the layout is integer arithmetic
   slots.m = 1ull << 40;

@@ -87,14 +87,6 @@ ABSL_FLAG(bool, pin_planes, true,
           "GPU workers: decode frames into page-locked host memory (at most the frames held: "
           "prefetched, extracting, streaming; ~140 MB each), so that the upload to the GPU "
           "needs no host copy");
-ABSL_FLAG(bool, parallel_inflate, true,
-          "inflate a large .fits.gz member in chunks on the host thread pool (--cpu_threads) "
-          "rather than on its loader thread alone: less time per frame, ~1.3x the CPU");
-ABSL_FLAG(bool, inflate_share, true,
-          "with --parallel_inflate, split each .fits.gz among the host pool's threads by the "
-          "frames inflating at that moment (one frame alone: all of them; eight: two each), "
-          "since every extra chunk costs CPU; false: every frame in as many chunks as the pool "
-          "has threads");
 ABSL_FLAG(bool, progressive_frame_files, true,
           "write a server-side .fits frame file while the frame is extracted (each bundle's "
           "FLUX, IVAR, RESOLUTION, CHI2PIX as it arrives), leaving only the frame-wide rest "
@@ -192,8 +184,6 @@ absl::StatusOr<ServerConfig> ConfigFromFlags() {
   o.prefetch = absl::GetFlag(FLAGS_prefetch);
   o.prefetch_memory_bytes = absl::GetFlag(FLAGS_prefetch_memory_bytes);
   o.pin_planes = absl::GetFlag(FLAGS_pin_planes);
-  o.parallel_inflate = absl::GetFlag(FLAGS_parallel_inflate);
-  o.inflate_share = absl::GetFlag(FLAGS_inflate_share);
   o.progressive_frame_files = absl::GetFlag(FLAGS_progressive_frame_files);
   o.streamers_per_worker = absl::GetFlag(FLAGS_streamers_per_worker);
   o.no_deadline_horizon_seconds = absl::GetFlag(FLAGS_no_deadline_horizon_seconds);

@@ -48,11 +48,6 @@ struct ServerOptions {
   // Decode frames into host memory pinned for the GPU workers (GpuCapabilities::PlanePinner): the
   // upload is then one DMA per plane. The cached planes stay page-locked.
   bool pin_planes = true;
-  // Inflate a large .fits.gz member on the host thread pool (PreprocOptions::parallel_inflate).
-  bool parallel_inflate = true;
-  // Each .fits.gz member takes its share of the pool among those inflating at once
-  // (core::InflateShare); false: all of the pool.
-  bool inflate_share = true;
   // Write a server-side plain .fits frame file bundle by bundle (JobOutput,
   // core::ProgressiveFrameFile); false: all of it after the last bundle, as before.
   bool progressive_frame_files = true;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <memory>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -103,7 +104,15 @@ absl::Status WriteFileAtomically(const std::string& path, const std::string& byt
   return file.Commit();
 }
 
-absl::StatusOr<std::string> GzipFitsBytes(absl::string_view fits) { return GzipCompress(fits); }
+absl::StatusOr<std::string> GzipFitsBytes(absl::string_view fits, TaskPool* pool) {
+  const int workers = HardwareThreads();
+  std::unique_ptr<TaskPool> own;
+  if (pool == nullptr && fits.size() > kGzipChunkBytes) {
+    own = MakeTaskPool(workers - 1, "spexd-gzip");
+    pool = own.get();
+  }
+  return GzipCompress(fits, pool, workers);
+}
 
 absl::StatusOr<std::string> FitsBytesForPath(const std::string& path, std::string fits) {
   if (!absl::EndsWith(path, ".gz")) return fits;

@@ -100,8 +100,10 @@ absl::Status WriteFitsAtomically(const std::string& path, const std::string& fit
 // else `fits` unchanged (for writers with their own atomic write).
 absl::StatusOr<std::string> FitsBytesForPath(const std::string& path, std::string fits);
 // The gzip-compressed bytes of a FITS file, as FitsBytesForPath stores them for a ".gz"
-// name; `fits` is only read (a caller may keep it, e.g. to compare a file found there).
-absl::StatusOr<std::string> GzipFitsBytes(absl::string_view fits);
+// name: one gzip member compressed in chunks on `pool`'s threads and the caller's
+// (core/io/internal/gzip.h GzipCompress); null: on a pool of this call's own, one thread a
+// core. `fits` is only read (a caller may keep it, e.g. to compare a file found there).
+absl::StatusOr<std::string> GzipFitsBytes(absl::string_view fits, TaskPool* pool = nullptr);
 
 }  // namespace spexd::core
 

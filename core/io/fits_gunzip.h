@@ -1,6 +1,6 @@
 // Inflating gzip-compressed FITS files (DESI's .fits.gz) with bounded time and memory: one
 // sequential ISA-L decode per file (a host pool runs several frames at once; one core
-// inflates a full frame in ~0.35 s, docs/fits-io.md "gzip"), in steps of at most 4 MiB of
+// inflates a full frame in ~0.35 s, docs/service.md "gzip in and out"), in steps of at most 4 MiB of
 // output and of input, straight into the block the FITS file is read from. Between steps
 // every HDU header is checked against the limits as soon as it has been inflated, before
 // any of its data is (a gzip bomb, or a stream that is not FITS, is refused after its first

@@ -1,5 +1,5 @@
 // Single-core gzip codec speeds on one FITS file, for choosing the libraries and level that
-// spexd reads and writes .fits.gz with (docs/fits-io.md "gzip"):
+// spexd reads and writes .fits.gz with (docs/service.md "gzip in and out"):
 //   inflate  zlib (streaming), libdeflate (one call into a buffer of the output's size) and
 //            ISA-L (isal_inflate, streaming in 4 MiB output steps, as core/io/internal/gzip.cc);
 //   deflate  zlib levels 1 and 6, libdeflate 1/4/6, ISA-L 0-3 over the whole file, and ISA-L

@@ -52,7 +52,7 @@ const char* IsalInflateError(int code) {
 }
 
 // A chunk's raw deflate data (ISA-L level 1: on FITS frames of float data as small as
-// zlib's level 6 and ~10x faster, docs/fits-io.md "gzip").
+// zlib's level 6 and ~10x faster, docs/service.md "gzip in and out").
 struct DeflatedChunk {
   std::unique_ptr<char[]> bytes;
   std::size_t size = 0;

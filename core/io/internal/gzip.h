@@ -1,7 +1,7 @@
 // gzip (RFC 1952): recognising; compressing one member on several threads (ISA-L, in
 // independent chunks); inflating in steps with ISA-L (GzipDecoder: straight into the
 // caller's memory, so that the caller bounds and checks the output as it grows) or zlib
-// (GzipInflater: in pieces handed to a sink). docs/fits-io.md "gzip" has the measurements
+// (GzipInflater: in pieces handed to a sink). docs/service.md "gzip in and out" has the measurements
 // behind the choice of libraries and level.
 #ifndef SPEXD_CORE_GZIP_H_
 #define SPEXD_CORE_GZIP_H_
@@ -28,7 +28,7 @@ bool IsGzip(absl::string_view bytes);
 // flush, the last one final), compressed on up to `max_workers` threads of `pool` (the
 // caller included; null or max_workers <= 1: on the caller alone). Its CRC-32 combines
 // the chunks'. Any gzip reader inflates it to `data`; the bytes do not depend on the
-// threads. 1 MiB chunks compress a frame as small as the whole at once (docs/fits-io.md).
+// threads. 1 MiB chunks compress a frame as small as the whole at once (docs/service.md "gzip in and out").
 inline constexpr std::size_t kGzipChunkBytes = std::size_t{1} << 20;
 absl::StatusOr<std::string> GzipCompress(absl::string_view data, TaskPool* pool = nullptr,
                                          int max_workers = 1,

@@ -7,6 +7,7 @@ PKGS=(
   build-essential cmake ninja-build pkg-config git
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libcfitsio-dev zlib1g-dev libdeflate-dev libabsl-dev prometheus-cpp-dev
+  libisal-dev  # ISA-L: .fits.gz inflation and the parallel gzip writer (core/io/internal/gzip.cc)
   libbz2-dev  # CFITSIO's static archive calls bzip2 (spexctl's static link, cmake/SpexctlStaticLink.cmake)
   libgtest-dev libgmock-dev libbenchmark-dev
   liblapacke-dev libopenblas-dev

@@ -104,8 +104,8 @@ absl::Status WriteFileAtomically(const std::string& path, const std::string& byt
   return file.Commit();
 }
 
-absl::StatusOr<std::string> GzipFitsBytes(absl::string_view fits, TaskPool* pool) {
-  const int workers = HardwareThreads();
+absl::StatusOr<std::string> GzipFitsBytes(absl::string_view fits, TaskPool* pool, int threads) {
+  const int workers = threads > 0 ? threads : HardwareThreads();
   std::unique_ptr<TaskPool> own;
   if (pool == nullptr && fits.size() > kGzipChunkBytes) {
     own = MakeTaskPool(workers - 1, "spexd-gzip");
@@ -119,9 +119,10 @@ absl::StatusOr<std::string> FitsBytesForPath(const std::string& path, std::strin
   return GzipFitsBytes(fits);
 }
 
-absl::Status WriteFitsAtomically(const std::string& path, const std::string& fits) {
+absl::Status WriteFitsAtomically(const std::string& path, const std::string& fits,
+                                 int gzip_threads) {
   if (!absl::EndsWith(path, ".gz")) return WriteFileAtomically(path, fits);
-  SPEXD_ASSIGN_OR_RETURN(std::string gz, GzipFitsBytes(fits));
+  SPEXD_ASSIGN_OR_RETURN(std::string gz, GzipFitsBytes(fits, nullptr, gzip_threads));
   return WriteFileAtomically(path, gz);
 }
 

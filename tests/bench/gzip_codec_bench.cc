@@ -189,7 +189,7 @@ int main(int argc, char** argv) {
   std::string out(raw.size(), '\0');
   libdeflate_decompressor* d = libdeflate_alloc_decompressor();
   for (const auto& [name, in] : inputs) {
-    std::printf("inflate (%s, %.3f of the file):\n", name.c_str(), static_cast<double>(in.size()) / raw.size());
+    std::printf("inflate (%s, %.3f of the file):\n", name.c_str(), static_cast<double>(in.size()) / static_cast<double>(raw.size()));
     auto check = [&](std::size_t n) {
       if (n != raw.size() || std::memcmp(out.data(), raw.data(), n) != 0) Die("inflated bytes differ");
       std::memset(out.data(), 0, out.size());
@@ -218,13 +218,13 @@ int main(int argc, char** argv) {
     std::string g;
     const double s = Best(repeats, [&] { g = ZlibDeflate(raw, level); });
     verify(g);
-    row(("  zlib level " + std::to_string(level)).c_str(), s, static_cast<double>(g.size()) / raw.size());
+    row(("  zlib level " + std::to_string(level)).c_str(), s, static_cast<double>(g.size()) / static_cast<double>(raw.size()));
   }
   for (int level : {1, 4, 6}) {
     std::string g;
     const double s = Best(repeats, [&] { g = LibdeflateDeflate(raw, level); });
     verify(g);
-    row(("  libdeflate level " + std::to_string(level)).c_str(), s, static_cast<double>(g.size()) / raw.size());
+    row(("  libdeflate level " + std::to_string(level)).c_str(), s, static_cast<double>(g.size()) / static_cast<double>(raw.size()));
   }
   for (int level = 0; level <= 3; ++level) {
     for (std::size_t chunk : {std::size_t{0}, std::size_t{1} << 20, std::size_t{2} << 20, std::size_t{4} << 20}) {
@@ -233,7 +233,7 @@ int main(int argc, char** argv) {
       verify(g);
       const std::string what = "  ISA-L level " + std::to_string(level) +
                                (chunk == 0 ? std::string(", whole") : ", " + std::to_string(chunk >> 20) + " MiB chunks");
-      row(what.c_str(), s, static_cast<double>(g.size()) / raw.size());
+      row(what.c_str(), s, static_cast<double>(g.size()) / static_cast<double>(raw.size()));
     }
   }
   return 0;

@@ -66,7 +66,7 @@ void DeflateChunk(const char* data, std::size_t n, bool last, std::vector<uint8_
   const std::size_t bound = n + (n >> 12) + 1024;
   chunk->bytes.reset(new (std::nothrow) char[bound]);
   if (chunk->bytes == nullptr) return;
-  isal_zstream zs;
+  isal_zstream zs{};
   isal_deflate_stateless_init(&zs);
   zs.level = 1;
   zs.level_buf = level_buf->data();

@@ -27,8 +27,10 @@ bool IsGzip(absl::string_view bytes);
 // compression of `data` in independent chunks of `chunk_bytes` (each ended by a full
 // flush, the last one final), compressed on up to `max_workers` threads of `pool` (the
 // caller included; null or max_workers <= 1: on the caller alone). Its CRC-32 combines
-// the chunks'. Any gzip reader inflates it to `data`; the bytes do not depend on the
-// threads. 1 MiB chunks compress a frame as small as the whole at once (docs/service.md "gzip in and out").
+// the chunks'. Any gzip reader inflates it to `data`. The compressed bytes may differ from
+// call to call (ISA-L's match choices vary slightly; the sizes by a few bytes in 3 KB), so
+// a .gz file is compared inflated. 1 MiB chunks compress a frame as small as the whole at
+// once (docs/service.md "gzip in and out").
 inline constexpr std::size_t kGzipChunkBytes = std::size_t{1} << 20;
 absl::StatusOr<std::string> GzipCompress(absl::string_view data, TaskPool* pool = nullptr,
                                          int max_workers = 1,

@@ -123,8 +123,8 @@ TEST(GzipDecoder, CorruptTruncatedAndLyingTrailersAreInvalidArgument) {
   }
 }
 
-// The writer: one member of independent chunks, the same bytes on any number of threads,
-// inflating to the input with zlib and with the decoder, for sizes around the chunk size.
+// The writer: one member of independent chunks, on any number of threads, inflating to the
+// input with zlib and with the decoder, for sizes around the chunk size.
 TEST(GzipCompress, ChunkedMemberInflatesToTheInputOnAnyThreads) {
   auto pool = MakeTaskPool(3);
   for (std::size_t n : {std::size_t{0}, std::size_t{1}, std::size_t{4095}, std::size_t{4096},
@@ -133,11 +133,13 @@ TEST(GzipCompress, ChunkedMemberInflatesToTheInputOnAnyThreads) {
     auto one = GzipCompress(data, nullptr, 1, 4096);
     auto many = GzipCompress(data, pool.get(), 4, 4096);
     ASSERT_TRUE(one.ok() && many.ok());
-    EXPECT_EQ(*one, *many) << n;
     EXPECT_EQ(GzipTrailerSize(*one), n);
-    auto z = ZlibGunzip(*one, n);
-    ASSERT_TRUE(z.ok()) << z.status() << " n " << n;
-    EXPECT_TRUE(*z == data) << n;
+    EXPECT_EQ(GzipTrailerSize(*many), n);
+    for (const std::string* gz : {&*one, &*many}) {
+      auto z = ZlibGunzip(*gz, n);
+      ASSERT_TRUE(z.ok()) << z.status() << " n " << n;
+      EXPECT_TRUE(*z == data) << n;
+    }
     auto d = DecodeInSteps(*one, 1000, 3000);
     ASSERT_TRUE(d.ok()) << d.status();
     EXPECT_TRUE(*d == data) << n;

@@ -109,11 +109,11 @@ absl::Status RunLocalExtract(const ExtractCommand& cmd) {
   meta.dw = grid.dw;
   const core::FitsWriteOptions write_options = FileWriteOptions(cmd);
   SPEXD_ASSIGN_OR_RETURN(std::string bytes, core::FrameToFits(frame, meta, write_options));
-  SPEXD_RETURN_IF_ERROR(core::WriteFitsAtomically(cmd.output, bytes));
+  SPEXD_RETURN_IF_ERROR(core::WriteFitsAtomically(cmd.output, bytes, cmd.threads));
   if (!cmd.model.empty()) {
     SPEXD_ASSIGN_OR_RETURN(std::string model_bytes,
                            core::ModelToFits(frame, meta, write_options));
-    SPEXD_RETURN_IF_ERROR(core::WriteFitsAtomically(cmd.model, model_bytes));
+    SPEXD_RETURN_IF_ERROR(core::WriteFitsAtomically(cmd.model, model_bytes, cmd.threads));
   }
   const auto t3 = std::chrono::steady_clock::now();
   auto secs = [](auto a, auto b) { return std::chrono::duration<double>(b - a).count(); };

@@ -320,12 +320,12 @@ absl::Status RunRemoteExtract(const ExtractCommand& cmd, const RemoteExtractOpti
   const core::FitsWriteOptions write_options = FileWriteOptions(cmd);
   if (!r.file_written) {
     SPEXD_ASSIGN_OR_RETURN(std::string bytes, core::FrameToFits(r.frame, r.meta, write_options));
-    SPEXD_RETURN_IF_ERROR(core::WriteFitsAtomically(cmd.output, bytes));
+    SPEXD_RETURN_IF_ERROR(core::WriteFitsAtomically(cmd.output, bytes, cmd.threads));
   }
   if (!cmd.model.empty()) {
     SPEXD_ASSIGN_OR_RETURN(std::string model_bytes,
                            core::ModelToFits(r.frame, r.meta, write_options));
-    SPEXD_RETURN_IF_ERROR(core::WriteFitsAtomically(cmd.model, model_bytes));
+    SPEXD_RETURN_IF_ERROR(core::WriteFitsAtomically(cmd.model, model_bytes, cmd.threads));
   }
   const auto t2 = std::chrono::steady_clock::now();
   auto secs = [](auto a, auto b) { return std::chrono::duration<double>(b - a).count(); };

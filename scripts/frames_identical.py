@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""How many FITS files are byte for byte a reference file, apart from the checksum dates.
+"""How many FITS files are byte for byte a reference file, apart from the checksum dates
+(a gzip file, recognised by its magic bytes, is compared inflated).
 
   frames_identical.py REFERENCE FILE...
 
@@ -9,13 +10,17 @@ of the same frame differ there and nowhere else. Every other byte (DATASUM's val
 padding) must match.
 Prints "SAME of TOTAL" and the first differing file; exit 0 when all match.
 """
+import gzip
 import sys
 
 CARD = 80
 
 
 def masked(path):
-    data = bytearray(open(path, "rb").read())
+    raw = open(path, "rb").read()
+    if raw[:2] == b"\x1f\x8b":
+        raw = gzip.decompress(raw)
+    data = bytearray(raw)
     # Header cards sit at multiples of 80 bytes; data blocks never start a card with this
     # text at such an offset by accident in our frames, and a false mask could only hide a
     # difference inside an 8-byte-aligned run that also spells "CHECKSUM=", never add one.

@@ -29,6 +29,7 @@ PKGS=(
   build-essential cmake ninja-build pkg-config git
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libcfitsio-dev zlib1g-dev libdeflate-dev libabsl-dev prometheus-cpp-dev
+  libisal-dev  # ISA-L: .fits.gz inflation and the parallel gzip writer (core/io/internal/gzip.cc)
   libbz2-dev  # CFITSIO's static archive calls bzip2 (spexctl's static link, cmake/SpexctlStaticLink.cmake)
   liblapacke-dev libopenblas-dev
   liberfa-dev  # --barycentric-correction (core/plan/barycentric.cc); the runtime list adds liberfa1

@@ -28,7 +28,6 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "core/backend/backend.h"
-#include "core/io/inflate_share.h"
 #include "core/io/preproc.h"
 #include "core/io/psf.h"
 #include "core/plan/extraction_params.h"
@@ -78,8 +77,6 @@ struct JobEnvironment {
   core::TaskPool* decode_pool = nullptr;
   core::PlaneBufferPool* plane_buffers = nullptr;
   core::PlaneBufferPool* load_buffers = nullptr;  // PreprocOptions::load_buffers
-  bool parallel_inflate = true;                    // PreprocOptions::parallel_inflate
-  core::InflateShare* inflate_share = nullptr;     // PreprocOptions::inflate_share
   const std::atomic<bool>* float32_planes = nullptr;
   ShadowParity* shadow = nullptr;  // shadow parity sampling; null when off
 };

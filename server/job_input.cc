@@ -37,8 +37,6 @@ absl::StatusOr<core::PreprocReader> JobInput::OpenReader() {
   popts.pool = env_.decode_pool;
   popts.buffers = env_.plane_buffers;
   popts.load_buffers = env_.load_buffers;
-  popts.parallel_inflate = env_.parallel_inflate;
-  popts.inflate_share = env_.inflate_share;
   popts.keep_float32 = env_.float32_planes != nullptr && env_.float32_planes->load();
   const core::FitsSizeLimits limits = FitsLimits(env_.limits);
   absl::StatusOr<core::PreprocReader> reader;

@@ -84,14 +84,6 @@ ABSL_FLAG(double, no_deadline_horizon_seconds, 600,
           "a request without a deadline is scheduled as if due this long after its admission, "
           "so that requests with deadlines cannot hold it back forever (the call itself keeps "
           "no deadline); 0: after every request that has one");
-ABSL_FLAG(bool, parallel_inflate, true,
-          "inflate a large .fits.gz member in chunks on the host thread pool (--cpu_threads) "
-          "rather than on its loader thread alone: less time per frame, ~1.3x the CPU");
-ABSL_FLAG(bool, inflate_share, true,
-          "with --parallel_inflate, split each .fits.gz among the host pool's threads by the "
-          "frames inflating at that moment (one frame alone: all of them; eight: two each), "
-          "since every extra chunk costs CPU; false: every frame in as many chunks as the pool "
-          "has threads");
 ABSL_FLAG(int64_t, psf_cache_bytes, int64_t{4} << 30,
           "host memory budget of the PSF and geometry cache");
 ABSL_FLAG(int64_t, max_upload_bytes, int64_t{1} << 30,
@@ -188,8 +180,6 @@ absl::StatusOr<ServerConfig> ConfigFromFlags() {
   o.limits.upload_rate_window_seconds = absl::GetFlag(FLAGS_upload_rate_window_seconds);
   o.prefetch = absl::GetFlag(FLAGS_prefetch);
   o.prefetch_memory_bytes = absl::GetFlag(FLAGS_prefetch_memory_bytes);
-  o.parallel_inflate = absl::GetFlag(FLAGS_parallel_inflate);
-  o.inflate_share = absl::GetFlag(FLAGS_inflate_share);
   o.streamers_per_worker = absl::GetFlag(FLAGS_streamers_per_worker);
   o.no_deadline_horizon_seconds = absl::GetFlag(FLAGS_no_deadline_horizon_seconds);
   o.psf_cache_bytes = absl::GetFlag(FLAGS_psf_cache_bytes);

@@ -24,7 +24,7 @@ absl::Status OutputFiles::Stage(const std::string& requested, std::string fits) 
   const bool gz = absl::EndsWith(requested, ".gz");
   std::string stored, held;
   if (gz) {
-    SPEXD_ASSIGN_OR_RETURN(stored, core::GzipFitsBytes(fits));
+    SPEXD_ASSIGN_OR_RETURN(stored, core::GzipFitsBytes(fits, pool_));
     // The compressed bytes differ from write to write (the checksum dates): a file found
     // at a .gz name is compared inflated, with these (kept, not copied).
     if (!policy_.overwrite) held = std::move(fits);

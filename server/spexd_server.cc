@@ -21,7 +21,6 @@
 #include "core/backend/cuda_module_loader.h"
 #include "core/base/parallel_for.h"
 #include "core/cpu/blas_core_type.h"
-#include "core/io/inflate_share.h"
 #include "core/io/plane_buffer.h"
 #include "core/base/task_pool.h"
 #include "server/admin_service.h"
@@ -175,7 +174,6 @@ class SpexdServer::Impl {
   // first, so that they outlive the scheduler's loader threads and every job.
   core::PlaneBufferPool plane_buffers{0};  // bound set with the workers (WarmUp)
   core::PlaneBufferPool load_buffers{0};   // the same
-  core::InflateShare inflate_share;        // the loaders' .fits.gz inflations at once
   std::atomic<bool> float32_planes{false};
   std::unique_ptr<ServerMetrics> metrics;
   std::unique_ptr<DataRoots> roots;
@@ -335,8 +333,6 @@ absl::StatusOr<std::unique_ptr<SpexdServer>> SpexdServer::Start(ServerOptions op
   s.context.env.decode_pool = s.pool.get();
   s.context.env.plane_buffers = &s.plane_buffers;
   s.context.env.load_buffers = &s.load_buffers;
-  s.context.env.parallel_inflate = o.parallel_inflate;
-  s.context.env.inflate_share = o.inflate_share ? &s.inflate_share : nullptr;
   s.context.env.float32_planes = &s.float32_planes;
   s.shadow = std::make_unique<ShadowParity>(o.shadow_parity, &s.metrics->health());
   s.context.env.shadow = s.shadow->enabled() ? s.shadow.get() : nullptr;

@@ -45,11 +45,6 @@ struct ServerOptions {
   int realtime_reserve = 1;  // extra queue and upload slots only realtime requests may use
   int prefetch = 0;  // frames read and decoded ahead per worker; 0: 6 per GPU worker, 2 for the CPU (Scheduler)
   int64_t prefetch_memory_bytes = 0;  // bound on all frames decoded ahead; 0: a quarter of the host's memory
-  // Inflate a large .fits.gz member on the host thread pool (PreprocOptions::parallel_inflate).
-  bool parallel_inflate = true;
-  // Each .fits.gz member takes its share of the pool among those inflating at once
-  // (core::InflateShare); false: all of the pool.
-  bool inflate_share = true;
   // Threads streaming responses, per worker (0: Scheduler::StreamersPerWorker, 4 for a GPU
   // worker, 2 for the CPU backend). More
   // let a worker run ahead of slow readers, each streaming frame holding its planes.

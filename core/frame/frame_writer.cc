@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <memory>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -103,16 +104,25 @@ absl::Status WriteFileAtomically(const std::string& path, const std::string& byt
   return file.Commit();
 }
 
-absl::StatusOr<std::string> GzipFitsBytes(absl::string_view fits) { return GzipCompress(fits); }
+absl::StatusOr<std::string> GzipFitsBytes(absl::string_view fits, TaskPool* pool, int threads) {
+  const int workers = threads > 0 ? threads : HardwareThreads();
+  std::unique_ptr<TaskPool> own;
+  if (pool == nullptr && fits.size() > kGzipChunkBytes) {
+    own = MakeTaskPool(workers - 1, "spexd-gzip");
+    pool = own.get();
+  }
+  return GzipCompress(fits, pool, workers);
+}
 
 absl::StatusOr<std::string> FitsBytesForPath(const std::string& path, std::string fits) {
   if (!absl::EndsWith(path, ".gz")) return fits;
   return GzipFitsBytes(fits);
 }
 
-absl::Status WriteFitsAtomically(const std::string& path, const std::string& fits) {
+absl::Status WriteFitsAtomically(const std::string& path, const std::string& fits,
+                                 int gzip_threads) {
   if (!absl::EndsWith(path, ".gz")) return WriteFileAtomically(path, fits);
-  SPEXD_ASSIGN_OR_RETURN(std::string gz, GzipFitsBytes(fits));
+  SPEXD_ASSIGN_OR_RETURN(std::string gz, GzipFitsBytes(fits, nullptr, gzip_threads));
   return WriteFileAtomically(path, gz);
 }
 

@@ -95,13 +95,19 @@ absl::Status WriteFileAtomically(const std::string& path, const std::string& byt
 // Writes the bytes of a FITS file to `path` with WriteFileAtomically, gzip-compressed
 // when `path` ends in ".gz" (as CFITSIO, astropy and desispec do for such names). The
 // CHECKSUM/DATASUM cards stay those of the uncompressed HDUs, as with CFITSIO.
-absl::Status WriteFitsAtomically(const std::string& path, const std::string& fits);
+// `gzip_threads` as GzipFitsBytes's `threads`.
+absl::Status WriteFitsAtomically(const std::string& path, const std::string& fits,
+                                 int gzip_threads = 0);
 // The bytes to store for a FITS file at `path`: gzip-compressed when it ends in ".gz",
 // else `fits` unchanged (for writers with their own atomic write).
 absl::StatusOr<std::string> FitsBytesForPath(const std::string& path, std::string fits);
 // The gzip-compressed bytes of a FITS file, as FitsBytesForPath stores them for a ".gz"
-// name; `fits` is only read (a caller may keep it, e.g. to compare a file found there).
-absl::StatusOr<std::string> GzipFitsBytes(absl::string_view fits);
+// name: one gzip member compressed in chunks on up to `threads` threads (<= 0: one a core,
+// HardwareThreads: compression is bound by the cores, not by memory), the caller's and
+// `pool`'s (null: a pool of this call's own), core/io/internal/gzip.h GzipCompress. `fits`
+// is only read (a caller may keep it, e.g. to compare a file found there).
+absl::StatusOr<std::string> GzipFitsBytes(absl::string_view fits, TaskPool* pool = nullptr,
+                                          int threads = 0);
 
 }  // namespace spexd::core
 

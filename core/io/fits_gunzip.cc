@@ -1,7 +1,7 @@
 #include "core/io/fits_gunzip.h"
 
-// The inflation side of reading a .fits.gz (one call with libdeflate, or in steps with
-// zlib); what is checked of the FITS content is core/io/internal/fits_stream_check.h.
+// The inflation side of reading a .fits.gz (ISA-L, in steps, core/io/internal/gzip.h
+// GzipDecoder); what is checked of the FITS content is core/io/internal/fits_stream_check.h.
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -10,108 +10,163 @@
 #include <cstdint>
 #include <cstring>
 #include <new>
-#include <optional>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "core/base/status_macros.h"
 #include "core/io/internal/fits_stream_check.h"
 #include "core/io/internal/gzip.h"
-#include "core/base/parallel_for.h"
-#include "core/base/status_macros.h"
 
 namespace spexd::core {
 namespace {
 
 constexpr std::size_t kBlock = kFitsBlock;
-// Above this ratio of ISIZE to compressed bytes a stream is inflated in steps, each header
-// checked before its data (a gzip bomb is refused after a few KB), rather than in one call
-// into a buffer of ISIZE bytes. Preproc frames and PSFs compress 1.2-3x; data that
-// compress better are mostly runs, which zlib inflates quickly anyway.
-constexpr int64_t kMaxWholeInflateRatio = 16;
+// Above this ratio of ISIZE to compressed bytes the trailer is not believed for the
+// block's size. Preproc frames compress 1.2-3x, up to ~14x where most pixels are 0.
+constexpr int64_t kMaxClaimRatio = 16;
+// Output per step: the first small (a stream that is not FITS is refused after it, having
+// cost no more), then up to 4 MiB (~7 ms of one core) between checks and polls.
+constexpr std::size_t kFirstStep = std::size_t{64} << 10;
+constexpr std::size_t kStep = std::size_t{4} << 20;
+// Compressed bytes read from a descriptor at a time.
+constexpr std::size_t kReadPiece = std::size_t{4} << 20;
 
-// Bytes for a FITS file of up to `bytes`, rounded up to whole FITS blocks (the memory file
-// CFITSIO reads is padded to them: FitsFile::OpenMemory), uninitialised; false when out of
-// memory.
-bool TakeBlock(std::size_t bytes, PlaneBufferPool* buffers, PlaneBuffer<char>* block) {
-  try {
-    *block = PlaneBuffer<char>::Make((bytes + kBlock - 1) / kBlock * kBlock, buffers);
-  } catch (const std::bad_alloc&) {
-    return false;
-  }
-  block->Shrink(bytes);
-  return true;
-}
+std::size_t RoundUpToBlock(std::size_t n) { return (n + kBlock - 1) / kBlock * kBlock; }
 
-// `gz` inflated into a block of `capacity` bytes in one call per member (not zero-filled:
-// libdeflate, or the parallel inflation on `pool`, writes every byte it reports).
-absl::StatusOr<PlaneBuffer<char>> InflateWhole(absl::string_view gz, int64_t capacity,
-                                               const std::string& name, const StopFn& stop,
-                                               PlaneBufferPool* buffers, TaskPool* pool,
-                                               InflateShare* share) {
-  internal::ParallelInflateOptions parallel;
-  parallel.pool = pool;
-  parallel.max_threads = pool != nullptr ? pool->num_threads() + 1 : 1;
-  std::optional<InflateShare::Claim> claim;
-  if (pool != nullptr && share != nullptr) {
-    claim.emplace(share->Enter(parallel.max_threads));
-    parallel.max_threads = claim->threads();
-  }
-  parallel.buffers = buffers;
-  PlaneBuffer<char> out;
-  if (!TakeBlock(static_cast<std::size_t>(capacity), buffers, &out)) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat(name, ": out of memory for its ", capacity, " inflated bytes"));
-  }
-  SPEXD_ASSIGN_OR_RETURN(const std::size_t size,
-                         InflateGzipInto(gz, out.data(), out.size(), name, stop, parallel));
-  out.Shrink(size);
-  return out;
-}
+// One .fits.gz being inflated: the gzip decoder, the header check, and the block the FITS
+// file is inflated into, taken once the primary header has been checked.
+class FitsInflation {
+ public:
+  FitsInflation(const std::string& name, const FitsSizeLimits& limits, const StopFn& stop,
+                PlaneBufferPool* buffers, int64_t gz_bytes, uint32_t isize)
+      : name_(name), limits_(limits), stop_(stop), buffers_(buffers), decoder_(name),
+        check_(name, limits, stop), claim_(WholeInflateCapacity(gz_bytes, isize, limits)),
+        gz_bytes_(gz_bytes),
+        // Room for a file at the limit and one block more, so that output past the
+        // limit is seen (and refused) rather than left undecoded.
+        max_block_(RoundUpToBlock(static_cast<std::size_t>(limits.max_file_bytes)) + kBlock) {}
 
-// Up to `block->size()` bytes of `fd` from `start`, in pieces on `pool` for a large file (the
-// page cache's copy, ~25 ms of one core for a 110 MB frame, otherwise sits on the
-// request's path before the inflation can start); stops at the first short piece (end of
-// file). Returns the bytes read.
-absl::StatusOr<std::size_t> ReadWhole(int fd, off_t start, PlaneBuffer<char>* block,
-                                      const std::string& name, TaskPool* pool) {
-  constexpr std::size_t kPiece = std::size_t{8} << 20;
-  const std::size_t size = block->size();
-  const int pieces = static_cast<int>(std::max<std::size_t>(1, (size + kPiece - 1) / kPiece));
-  std::vector<std::size_t> got(static_cast<std::size_t>(pieces), 0);
-  std::vector<int> error(static_cast<std::size_t>(pieces), 0);
-  ParallelFor(pool, HardwareThreads(), pieces, [&](int, int p) {
-    const std::size_t begin = static_cast<std::size_t>(p) * kPiece;
-    const std::size_t end = std::min(size, begin + kPiece);
-    std::size_t& n_got = got[static_cast<std::size_t>(p)];
-    while (begin + n_got < end) {
-      const ssize_t n = pread(fd, block->data() + begin + n_got, end - begin - n_got,
-                              start + static_cast<off_t>(begin + n_got));
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) error[static_cast<std::size_t>(p)] = errno;
-      if (n <= 0) break;
-      n_got += static_cast<std::size_t>(n);
+  // Inflates all of `input`, checking and polling between steps.
+  absl::Status Feed(absl::string_view input) {
+    while (!input.empty()) {
+      if (stop_ && stop_()) return absl::CancelledError(absl::StrCat(name_, ": decompression stopped"));
+      if (check_.trailing()) {
+        // After the last HDU: inflated (the CRC-32 is checked), counted, dropped.
+        if (scratch_.empty()) scratch_.resize(kFirstStep);
+        const std::size_t before = input.size();
+        SPEXD_ASSIGN_OR_RETURN(const std::size_t n,
+                               decoder_.Decode(&input, scratch_.data(), scratch_.size()));
+        SPEXD_RETURN_IF_ERROR(Count(n));
+        if (n == 0 && input.size() == before) return Stalled();
+        continue;
+      }
+      char* out = nullptr;
+      std::size_t room = 0;
+      if (block_.empty()) {  // the first step: into a small buffer of its own
+        if (head_.empty()) head_.resize(kFirstStep);
+        out = head_.data() + size_;
+        room = head_.size() - size_;
+        if (room == 0) {
+          SPEXD_RETURN_IF_ERROR(TakeBlock());
+          continue;
+        }
+      } else {
+        if (block_.size() - size_ < kBlock) SPEXD_RETURN_IF_ERROR(Grow());
+        out = block_.data() + size_;
+        room = std::min(kStep, block_.size() - size_);
+      }
+      const std::size_t before = input.size();
+      SPEXD_ASSIGN_OR_RETURN(const std::size_t n, decoder_.Decode(&input, out, room));
+      SPEXD_RETURN_IF_ERROR(Count(n));
+      if (n == 0 && input.size() == before) return Stalled();
+      size_ += n;
+      SPEXD_RETURN_IF_ERROR(check_.Advance(view()));
+      if (check_.trailing()) size_ = check_.parsed();
     }
-  });
-  std::size_t total = 0;
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    if (error[i] != 0) {
-      return absl::InvalidArgumentError(absl::StrCat(name, ": read failed: ", std::strerror(error[i])));
-    }
-    total += got[i];
-    if (total < std::min(size, (i + 1) * kPiece)) break;  // end of file: it shrank meanwhile
+    return absl::OkStatus();
   }
-  return total;
-}
 
-absl::StatusOr<std::string> GunzipInSteps(absl::string_view gz, const std::string& name,
-                                          const FitsSizeLimits& limits, const StopFn& stop) {
-  FitsStreamCheck check(name, limits, stop);
-  check.Reserve(GzipTrailerSize(gz));
-  GzipInflater inflater(name, [&](absl::string_view piece) { return check.Add(piece); });
-  SPEXD_RETURN_IF_ERROR(inflater.Feed(gz));
-  SPEXD_RETURN_IF_ERROR(inflater.Finish());
-  return check.Finish();
-}
+  absl::StatusOr<InflatedFits> Finish() {
+    SPEXD_RETURN_IF_ERROR(decoder_.Finish());
+    if (stop_ && stop_()) return absl::CancelledError(absl::StrCat(name_, ": decompression stopped"));
+    SPEXD_ASSIGN_OR_RETURN(const std::size_t size, check_.FinishInPlace(size_));
+    if (block_.empty()) SPEXD_RETURN_IF_ERROR(TakeBlock());
+    InflatedFits fits;
+    block_.Shrink(size);
+    fits.block = std::move(block_);
+    return fits;
+  }
+
+ private:
+  absl::string_view view() const {
+    return block_.empty() ? absl::string_view(head_.data(), size_) : absl::string_view(block_.data(), size_);
+  }
+
+  // The decoder took nothing and gave nothing with room to write: never expected of ISA-L
+  // (it buffers a partial header), refused rather than looped on.
+  absl::Status Stalled() const {
+    return absl::InvalidArgumentError(absl::StrCat(name_, ": corrupt gzip data (inflate stalled)"));
+  }
+
+  absl::Status Count(std::size_t n) {
+    inflated_ += static_cast<int64_t>(n);
+    if (inflated_ > limits_.max_file_bytes) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          name_, ": inflates to more than ", limits_.max_file_bytes,
+          " bytes, the limit for a decompressed FITS file"));
+    }
+    return absl::OkStatus();
+  }
+
+  // A block of `bytes` (whole FITS blocks: the memory file CFITSIO reads is padded to
+  // them, FitsFile::OpenMemory) holding the output so far; not zero-filled.
+  absl::Status Replace(std::size_t bytes) {
+    PlaneBuffer<char> next;
+    try {
+      next = PlaneBuffer<char>::Make(RoundUpToBlock(bytes), buffers_);
+    } catch (const std::bad_alloc&) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat(name_, ": out of memory for its ", bytes, " inflated bytes"));
+    }
+    const absl::string_view have = view();
+    std::memcpy(next.data(), have.data(), have.size());
+    block_ = std::move(next);
+    return absl::OkStatus();
+  }
+
+  // The block for the whole file: the trailer's plausible claim (and a block more, where
+  // the trailer is read), else a guess from the compressed size.
+  absl::Status TakeBlock() {
+    std::size_t bytes = claim_ > 0 ? static_cast<std::size_t>(claim_) + kBlock
+                                   : static_cast<std::size_t>(std::max<int64_t>(4 * gz_bytes_, 1 << 20));
+    bytes = std::min(std::max(bytes, size_ + kBlock), max_block_);
+    return Replace(bytes);
+  }
+
+  // Full: twice the size, within the limit (a lying trailer, or several members).
+  absl::Status Grow() {
+    const std::size_t bytes = std::min(max_block_, std::max(2 * block_.size(), size_ + kStep));
+    if (bytes <= block_.size()) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          name_, ": inflates to more than ", limits_.max_file_bytes,
+          " bytes, the limit for a decompressed FITS file"));
+    }
+    return Replace(bytes);
+  }
+
+  const std::string& name_;
+  const FitsSizeLimits& limits_;
+  const StopFn& stop_;
+  PlaneBufferPool* buffers_;
+  GzipDecoder decoder_;
+  FitsStreamCheck check_;
+  const int64_t claim_, gz_bytes_;
+  const std::size_t max_block_;
+  std::vector<char> head_, scratch_;
+  PlaneBuffer<char> block_;
+  std::size_t size_ = 0;  // bytes of the FITS file inflated so far (in head_ or block_)
+  int64_t inflated_ = 0;  // all bytes inflated, after the file's end too
+};
 
 absl::StatusOr<std::string> ToString(absl::StatusOr<InflatedFits> fits) {
   if (!fits.ok()) return fits.status();
@@ -124,7 +179,7 @@ absl::StatusOr<std::string> ToString(absl::StatusOr<InflatedFits> fits) {
 int64_t WholeInflateCapacity(int64_t gz_bytes, uint32_t isize, const FitsSizeLimits& limits) {
   const auto size = static_cast<int64_t>(isize);
   if (size < static_cast<int64_t>(kBlock) || size > limits.max_file_bytes ||
-      gz_bytes > limits.max_file_bytes || size / kMaxWholeInflateRatio > gz_bytes) {
+      size / kMaxClaimRatio > gz_bytes) {
     return 0;
   }
   return size;
@@ -132,33 +187,11 @@ int64_t WholeInflateCapacity(int64_t gz_bytes, uint32_t isize, const FitsSizeLim
 
 absl::StatusOr<InflatedFits> InflateFits(absl::string_view gz, const std::string& name,
                                          const FitsSizeLimits& limits, const StopFn& stop,
-                                         PlaneBufferPool* buffers, TaskPool* pool,
-                                         InflateShare* share) {
-  const int64_t capacity =
-      WholeInflateCapacity(static_cast<int64_t>(gz.size()), GzipTrailerSize(gz), limits);
-  InflatedFits fits;
-  if (capacity > 0) {
-    absl::StatusOr<PlaneBuffer<char>> whole =
-        InflateWhole(gz, capacity, name, stop, buffers, pool, share);
-    if (whole.ok()) {
-      if (stop && stop()) return absl::CancelledError(absl::StrCat(name, ": decompression stopped"));
-      FitsStreamCheck check(name, limits, stop);
-      SPEXD_ASSIGN_OR_RETURN(const std::size_t size,
-                             check.CheckWhole(absl::string_view(whole->data(), whole->size())));
-      whole->Shrink(size);
-      fits.block = *std::move(whole);
-      return fits;
-    }
-    if (whole.status().code() == absl::StatusCode::kCancelled ||
-        whole.status().code() == absl::StatusCode::kResourceExhausted) {
-      return whole.status();  // stopped, or out of memory (the steps would need it too)
-    }
-    // A lying ISIZE (OUT_OF_RANGE or a mismatch), more members than the last one's ISIZE
-    // holds, or bad data: inflated in steps, which checks each header before its data
-    // and tells corrupt from truncated data.
-  }
-  SPEXD_ASSIGN_OR_RETURN(fits.bytes, GunzipInSteps(gz, name, limits, stop));
-  return fits;
+                                         PlaneBufferPool* buffers) {
+  FitsInflation inflation(name, limits, stop, buffers, static_cast<int64_t>(gz.size()),
+                          GzipTrailerSize(gz));
+  SPEXD_RETURN_IF_ERROR(inflation.Feed(gz));
+  return inflation.Finish();
 }
 
 absl::StatusOr<std::string> GunzipFits(absl::string_view gz, const std::string& name,
@@ -168,8 +201,7 @@ absl::StatusOr<std::string> GunzipFits(absl::string_view gz, const std::string& 
 
 absl::StatusOr<InflatedFits> InflateFitsFd(int fd, const std::string& name,
                                            const FitsSizeLimits& limits, const StopFn& stop,
-                                           PlaneBufferPool* buffers, TaskPool* pool,
-                                           InflateShare* share) {
+                                           PlaneBufferPool* buffers) {
   const off_t start = lseek(fd, 0, SEEK_CUR), end = lseek(fd, 0, SEEK_END);
   uint32_t isize = 0;
   char tail[4];
@@ -178,22 +210,8 @@ absl::StatusOr<InflatedFits> InflateFitsFd(int fd, const std::string& name,
   }
   if (start >= 0) lseek(fd, start, SEEK_SET);
   const int64_t gz_bytes = start >= 0 && end >= start ? end - start : 0;
-  if (WholeInflateCapacity(gz_bytes, isize, limits) > 0) {
-    // Read whole (libdeflate needs all of a member), into a block given back once
-    // inflated: from the page cache this is a few per cent of the inflate time. A file
-    // that changes meanwhile is judged as read.
-    PlaneBuffer<char> gz;
-    if (!TakeBlock(static_cast<std::size_t>(gz_bytes), buffers, &gz)) {
-      return absl::ResourceExhaustedError(
-          absl::StrCat(name, ": out of memory for its ", gz_bytes, " compressed bytes"));
-    }
-    SPEXD_ASSIGN_OR_RETURN(const std::size_t got, ReadWhole(fd, start, &gz, name, pool));
-    return InflateFits(absl::string_view(gz.data(), got), name, limits, stop, buffers, pool, share);
-  }
-  FitsStreamCheck check(name, limits, stop);
-  check.Reserve(isize);
-  GzipInflater inflater(name, [&](absl::string_view piece) { return check.Add(piece); });
-  std::vector<char> buf(1 << 20);
+  FitsInflation inflation(name, limits, stop, buffers, gz_bytes, isize);
+  std::vector<char> buf(kReadPiece);
   for (;;) {
     const ssize_t n = read(fd, buf.data(), buf.size());
     if (n < 0) {
@@ -201,12 +219,9 @@ absl::StatusOr<InflatedFits> InflateFitsFd(int fd, const std::string& name,
       return absl::InvalidArgumentError(absl::StrCat(name, ": read failed: ", std::strerror(errno)));
     }
     if (n == 0) break;
-    SPEXD_RETURN_IF_ERROR(inflater.Feed(absl::string_view(buf.data(), static_cast<std::size_t>(n))));
+    SPEXD_RETURN_IF_ERROR(inflation.Feed(absl::string_view(buf.data(), static_cast<std::size_t>(n))));
   }
-  SPEXD_RETURN_IF_ERROR(inflater.Finish());
-  InflatedFits fits;
-  SPEXD_ASSIGN_OR_RETURN(fits.bytes, check.Finish());
-  return fits;
+  return inflation.Finish();
 }
 
 absl::StatusOr<std::string> GunzipFitsFd(int fd, const std::string& name,

@@ -1,9 +1,11 @@
-// Inflating gzip-compressed FITS files (DESI's .fits.gz) with bounded memory. A stream
-// whose ISIZE trailer is plausible (WholeInflateCapacity) is inflated in one call into a
-// buffer of that size (libdeflate), then its headers are checked; any other stream (a
-// likely gzip bomb, a lying ISIZE, more members than the last ISIZE holds, bad data) is
-// inflated in steps, every HDU header checked against the limits as soon as it has been
-// inflated, before any of its data is, so that a bomb is refused after a few kilobytes.
+// Inflating gzip-compressed FITS files (DESI's .fits.gz) with bounded time and memory: one
+// sequential ISA-L decode per file (a host pool runs several frames at once; one core
+// inflates a full frame in ~0.35 s, docs/service.md "gzip in and out"), in steps of at most 4 MiB of
+// output and of input, straight into the block the FITS file is read from. Between steps
+// every HDU header is checked against the limits as soon as it has been inflated, before
+// any of its data is (a gzip bomb, or a stream that is not FITS, is refused after its first
+// 64 KiB), the output is capped by what the headers declare and the limits allow, and
+// `stop` (cancellation, deadline, drain) is polled.
 #ifndef SPEXD_CORE_FITS_GUNZIP_H_
 #define SPEXD_CORE_FITS_GUNZIP_H_
 
@@ -13,8 +15,6 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "core/base/task_pool.h"
-#include "core/io/inflate_share.h"
 #include "core/io/plane_buffer.h"
 
 namespace spexd::core {
@@ -27,19 +27,19 @@ struct FitsSizeLimits {
   int64_t max_image_pixels = int64_t{1} << 28;
 };
 
-// Polled before and after a one-call inflation, or every few MB of output when inflating
-// in steps; returning true stops with CANCELLED. May be empty.
+// Polled between the inflation's steps (each at most 4 MiB of output and of input);
+// returning true stops with CANCELLED. May be empty.
 using StopFn = std::function<bool()>;
 
-// The output buffer, in bytes, that GunzipFits allocates to inflate `gz_bytes` of gzip data
-// whose trailer states `isize` (GzipTrailerSize) in one call; 0 when it inflates in steps
-// instead: `isize` under one FITS block (2880 bytes), over limits.max_file_bytes, or over
-// 16 times `gz_bytes` (a bomb is refused from its headers without that allocation), or
-// `gz_bytes` over limits.max_file_bytes.
+// The output block, in bytes, that InflateFits takes first for `gz_bytes` of gzip data
+// whose trailer states `isize` (GzipTrailerSize): `isize` when it is plausible, 0 when the
+// block is sized from the compressed bytes instead and grown as the output needs (`isize`
+// under one FITS block, over limits.max_file_bytes, or over 16 times `gz_bytes`). Either
+// way the block is taken only once the primary header has been inflated and checked.
 int64_t WholeInflateCapacity(int64_t gz_bytes, uint32_t isize, const FitsSizeLimits& limits);
 
-// An inflated FITS file: in a block of memory (the one-call inflation: reused from frame to
-// frame when drawn from a pool, never zero-filled) or in a string (inflated in steps).
+// An inflated FITS file: in a block of memory (reused from frame to frame when drawn from a
+// pool, never zero-filled) or in a string.
 struct InflatedFits {
   PlaneBuffer<char> block;  // holds the file when not empty (size(): its bytes)
   std::string bytes;        // otherwise
@@ -48,21 +48,15 @@ struct InflatedFits {
   }
 };
 
-// The FITS file inside the gzip data `gz` (see IsGzip), the one-call inflation's output
-// (and, for InflateFitsFd, the compressed bytes meanwhile) in blocks from `buffers` (null:
-// blocks of its own). The one-call inflation of a large member runs on `pool` (its threads
-// and the caller's) when given: a full frame's 64 MB member takes 0.5 s on one
-// core of the GPU host. With `share`, the member takes its share of the pool among the
-// members inflating at once (core/io/inflate_share.h); without, all of it. Errors as
-// GunzipFits below.
+// The FITS file inside the gzip data `gz` (see IsGzip), inflated into a block from `buffers`
+// (null: a block of its own); InflateFitsFd reads the gzip data from `fd` (from its current
+// offset) in 4 MiB pieces as it inflates them. Errors as GunzipFits below.
 absl::StatusOr<InflatedFits> InflateFits(absl::string_view gz, const std::string& name,
                                          const FitsSizeLimits& limits, const StopFn& stop,
-                                         PlaneBufferPool* buffers, TaskPool* pool = nullptr,
-                                         InflateShare* share = nullptr);
+                                         PlaneBufferPool* buffers);
 absl::StatusOr<InflatedFits> InflateFitsFd(int fd, const std::string& name,
                                            const FitsSizeLimits& limits, const StopFn& stop,
-                                           PlaneBufferPool* buffers, TaskPool* pool = nullptr,
-                                           InflateShare* share = nullptr);
+                                           PlaneBufferPool* buffers);
 
 // The FITS file inside the gzip data `gz` (see IsGzip), as a string. Errors name `name`:
 //  - RESOURCE_EXHAUSTED when an image HDU has more than limits.max_image_pixels
@@ -76,8 +70,7 @@ absl::StatusOr<std::string> GunzipFits(absl::string_view gz, const std::string& 
                                        const FitsSizeLimits& limits, const StopFn& stop = {});
 
 // The same, reading the gzip data from the open descriptor `fd` (from its current offset
-// to its end): whole, when WholeInflateCapacity allows the one-call inflation (the file's
-// size is then under limits.max_file_bytes), in 1 MiB pieces otherwise.
+// to its end) in pieces as it inflates them.
 absl::StatusOr<std::string> GunzipFitsFd(int fd, const std::string& name,
                                          const FitsSizeLimits& limits, const StopFn& stop = {});
 

@@ -405,13 +405,6 @@ absl::StatusOr<PreprocImage> PreprocReader::ReadPlanes() {
   return frame;
 }
 
-namespace {
-// The threads a compressed input may inflate on (null: libdeflate on the calling thread).
-TaskPool* InflatePool(const PreprocOptions& options) {
-  return options.parallel_inflate ? options.pool : nullptr;
-}
-}  // namespace
-
 absl::StatusOr<PreprocReader> PreprocReader::Open(const std::string& path,
                                                   const PreprocOptions& options,
                                                   const FitsSizeLimits& limits, StopFn stop) {
@@ -425,8 +418,7 @@ absl::StatusOr<PreprocReader> PreprocReader::Open(const std::string& path,
             absl::StrCat(path, ": cannot open: ", std::strerror(errno)));
       }
       absl::StatusOr<InflatedFits> fits =
-          InflateFitsFd(fd, path, limits, stop, options.load_buffers, InflatePool(options),
-                        options.inflate_share);
+          InflateFitsFd(fd, path, limits, stop, options.load_buffers);
       close(fd);
       if (!fits.ok()) return fits.status();
       return OpenInflated(*std::move(fits), path, options, limits, stop);
@@ -445,8 +437,7 @@ absl::StatusOr<PreprocReader> PreprocReader::OpenMemory(std::string bytes, const
   return Guarded(name, [&]() -> absl::StatusOr<PreprocReader> {
     if (IsGzip(bytes)) {
       absl::StatusOr<InflatedFits> fits =
-          InflateFits(bytes, name, limits, stop, options.load_buffers, InflatePool(options),
-                      options.inflate_share);
+          InflateFits(bytes, name, limits, stop, options.load_buffers);
       bytes = std::string();  // the compressed upload, no longer needed
       if (!fits.ok()) return fits.status();
       return OpenInflated(*std::move(fits), name, options, limits, stop);

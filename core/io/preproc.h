@@ -78,13 +78,6 @@ struct PreprocOptions {
   // (given back by Read); reused across frames: no page faults, no zeroing. Null: blocks
   // of their own. Not owned; the same lifetime rule.
   PlaneBufferPool* load_buffers = nullptr;
-  // Inflate a large .fits.gz member in chunks on `pool` (core/io/fits_gunzip.h
-  // InflateFits); false: on the caller's thread alone (libdeflate).
-  bool parallel_inflate = true;
-  // The members inflating at once on `pool` (every loader's), each of which then splits
-  // into its share of the pool; null: every member into as many chunks as the pool has
-  // threads. Not owned; must outlive Open.
-  InflateShare* inflate_share = nullptr;
 };
 
 // A preproc file opened and checked from its headers (HDUs present, 2-D float IMAGE and

@@ -14,18 +14,11 @@
 //   spexd_decode_bench [--input FILE]... [--dir DIR (/tmp)] [--repeats 5]
 //                      [--threads T (decode pool; 0 = cores, 1 = no pool)] [--json FILE]
 //                      [--planes both|float32|float64]
-//                      [--inflate-threads 1,2,4,8] [--inflate-only 1]
-//                      [--inflate-paired N] [--inflate-bmi2 0|1]
+//                      [--inflate-only 1]
 //
-// For each .gz input it also times the one-call inflation alone (InflateGzipInto into a
-// reused buffer) with a pool of N - 1 threads for each N of --inflate-threads
-// (N = 1: libdeflate alone, no parallel inflation), and the parallel decoder with
-// all its chunks on one thread ("1x8 chunks": its speed per core). --inflate-only 1 skips
-// the Open/Read timings. --inflate-paired N instead alternates libdeflate and "1x8 chunks"
-// N times in one thread and prints the minimum thread CPU of each and of the phases: on a
-// shared host the steadiest comparison of the two; it also times the 8 chunks decoded two
-// at a time, interleaved (ParallelInflateOptions::pair_chunks). --inflate-bmi2 0 runs the decoder's
-// plain build where the CPU has BMI2 (core/io/internal/inflate_fast.h).
+// For each .gz input it also times the inflation alone (InflateFits, one thread, into
+// blocks reused from run to run as spexd's loaders do); --inflate-only 1 skips the
+// Open/Read timings.
 #include <fitsio.h>
 
 #include <algorithm>
@@ -49,8 +42,7 @@
 #include "absl/strings/str_split.h"
 #include "core/base/parallel_for.h"
 #include "core/io/internal/gzip.h"
-#include "core/io/internal/inflate_fast.h"
-#include "core/io/internal/parallel_inflate.h"
+#include "core/io/fits_gunzip.h"
 #include "core/io/plane_buffer.h"
 #include "core/io/preproc.h"
 #include "core/base/task_pool.h"
@@ -67,10 +59,7 @@ struct Args {
   int repeats = 5;
   int threads = 0;
   std::string planes = "both";
-  std::vector<int> inflate_threads = {1, 2, 4, 8};
   bool inflate_only = false;
-  int inflate_paired = 0;
-  bool inflate_bmi2 = true;
 };
 
 absl::StatusOr<Args> Parse(int argc, char** argv) {
@@ -86,12 +75,6 @@ absl::StatusOr<Args> Parse(int argc, char** argv) {
     else if (k == "--threads") a.threads = std::atoi(v);
     else if (k == "--planes") a.planes = v;
     else if (k == "--inflate-only") a.inflate_only = std::atoi(v) != 0;
-    else if (k == "--inflate-paired") a.inflate_paired = std::max(1, std::atoi(v));
-    else if (k == "--inflate-bmi2") a.inflate_bmi2 = std::atoi(v) != 0;
-    else if (k == "--inflate-threads") {
-      a.inflate_threads.clear();
-      for (absl::string_view t : absl::StrSplit(v, ',')) a.inflate_threads.push_back(std::max(1, std::atoi(std::string(t).c_str())));
-    }
     else return absl::InvalidArgumentError(absl::StrCat("unknown flag ", k));
   }
   return a;
@@ -211,101 +194,35 @@ absl::StatusOr<Result> TimeDecode(const std::string& path, bool float32, int rep
 }
 
 struct InflateResult {
-  std::string label;
-  int threads = 1;
+  std::string input;
   double median = 0, mb_per_s = 0;
-  double cpu_median = 0;  // process CPU seconds per call (all threads): steady on a loaded host
-  int chunks = 0, chunks_used = 0;
-  double sequential_mb = 0;
-  spexd::core::internal::ParallelInflateStats stats;
+  double cpu_median = 0;  // process CPU seconds per call
 };
 
-// The one-call inflation of `path` alone, `threads` at once (pool == null with threads > 1:
-// the parallel decoder with every chunk on the caller).
-absl::StatusOr<InflateResult> TimeInflate(const std::string& path, int threads, bool own_pool,
-                                          int repeats) {
+// The inflation of `path` alone (InflateFits on the calling thread).
+absl::StatusOr<InflateResult> TimeInflate(const std::string& path, int repeats) {
   const std::string gz = ReadWhole(path);
-  std::string out(spexd::core::GzipTrailerSize(gz), '\0');
-  std::unique_ptr<spexd::core::TaskPool> pool = spexd::core::MakeTaskPool(own_pool ? threads - 1 : 0);
-  spexd::core::internal::ParallelInflateStats stats;
-  spexd::core::internal::ParallelInflateOptions options;
-  // As spexd's loaders: chunk outputs reuse the memory of the runs before.
+  // As spexd's loaders: the output reuses the memory of the runs before.
   spexd::core::PlaneBufferPool buffers(int64_t{1} << 30);
-  options.buffers = &buffers;
-  options.pool = own_pool ? pool.get() : nullptr;
-  options.max_threads = threads;
-  options.stats = &stats;
   std::vector<double> t, cpu;
+  std::size_t bytes = 0;
   for (int r = 0; r <= repeats; ++r) {  // run 0 faults the output's pages in
     const Clock::time_point t0 = Clock::now();
     const double c0 = CpuSeconds();
-    auto n = spexd::core::InflateGzipInto(gz, out.data(), out.size(), path, {}, options);
-    if (!n.ok()) return n.status();
+    auto fits = spexd::core::InflateFits(gz, path, {}, {}, &buffers);
+    if (!fits.ok()) return fits.status();
+    bytes = fits->view().size();
     if (r > 0) {
       t.push_back(Seconds(t0, Clock::now()));
       cpu.push_back(CpuSeconds() - c0);
     }
   }
   InflateResult res;
-  res.label = !own_pool && threads > 1 ? absl::StrCat("1x", threads, " chunks") : absl::StrCat(threads);
-  res.threads = threads;
+  res.input = path;
   res.median = Median(t);
   res.cpu_median = Median(cpu);
-  res.mb_per_s = static_cast<double>(out.size()) / 1e6 / res.median;
-  res.chunks = stats.chunks;
-  res.chunks_used = stats.chunks_used;
-  res.sequential_mb = static_cast<double>(stats.sequential_bytes) / 1e6;
-  res.stats = stats;
+  res.mb_per_s = static_cast<double>(bytes) / 1e6 / res.median;
   return res;
-}
-
-double ThreadCpuSeconds() {
-  timespec ts{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
-}
-
-// --inflate-paired: libdeflate and the parallel decoder's 8 chunks on this thread, in turn:
-// one chunk at a time, and two at a time interleaved (ParallelInflateOptions::pair_chunks).
-absl::Status InflatePaired(const std::string& path, int rounds) {
-  const std::string gz = ReadWhole(path);
-  std::string out(spexd::core::GzipTrailerSize(gz), '\0');
-  spexd::core::PlaneBufferPool buffers(int64_t{1} << 30);
-  spexd::core::internal::ParallelInflateStats stats;
-  spexd::core::internal::ParallelInflateOptions one, chunks, pairs;
-  chunks.buffers = pairs.buffers = &buffers;
-  chunks.max_threads = 8;
-  chunks.pair_chunks = false;
-  pairs.max_threads = 4;  // 8 chunks, two a thread
-  pairs.pair_chunks = true;
-  chunks.stats = pairs.stats = &stats;
-  double lib = 1e9, par = 1e9, pair = 1e9, decode = 1e9, write = 1e9, crc = 1e9, pair_decode = 1e9;
-  for (int r = 0; r <= rounds; ++r) {  // round 0 faults the pages in
-    const double c0 = ThreadCpuSeconds();
-    auto a = spexd::core::InflateGzipInto(gz, out.data(), out.size(), path, {}, one);
-    const double c1 = ThreadCpuSeconds();
-    auto b = spexd::core::InflateGzipInto(gz, out.data(), out.size(), path, {}, chunks);
-    const double c2 = ThreadCpuSeconds();
-    const spexd::core::internal::ParallelInflateStats single = stats;
-    auto c = spexd::core::InflateGzipInto(gz, out.data(), out.size(), path, {}, pairs);
-    const double c3 = ThreadCpuSeconds();
-    for (const auto* s : {&a, &b, &c}) {
-      if (!s->ok()) return s->status();
-    }
-    if (r == 0) continue;
-    lib = std::min(lib, c1 - c0);
-    par = std::min(par, c2 - c1);
-    pair = std::min(pair, c3 - c2);
-    decode = std::min(decode, single.decode_s);
-    write = std::min(write, single.write_s);
-    crc = std::min(crc, single.crc_s);
-    pair_decode = std::min(pair_decode, stats.decode_s);
-  }
-  std::fprintf(stderr, "%s paired x%d (min thread CPU): libdeflate %.4f s, 1x8 chunks %.4f s (%.3f x), "
-               "4x2 chunks interleaved %.4f s (%.3f x; bmi2 %d); phases' min wall of 1x8: decode %.4f "
-               "(interleaved %.4f), write %.4f, crc %.4f s\n", path.c_str(), rounds, lib, par, par / lib, pair,
-               pair / lib, spexd::core::internal::Bmi2FastLoopInUse() ? 1 : 0, decode, pair_decode, write, crc);
-  return absl::OkStatus();
 }
 
 }  // namespace
@@ -333,30 +250,16 @@ int main(int argc, char** argv) {
   if (threads > 1) pool.AddThreads(threads - 1);  // the caller is the other thread
   std::vector<Result> results;
   std::vector<InflateResult> inflates;
-  spexd::core::internal::UseBmi2FastLoop(args->inflate_bmi2);
   for (const std::string& input : args->inputs) {
     if (input.size() < 3 || input.substr(input.size() - 3) != ".gz") continue;
-    if (args->inflate_paired > 0) {
-      if (absl::Status s = InflatePaired(input, args->inflate_paired); !s.ok()) {
-        std::fprintf(stderr, "%s\n", std::string(s.message()).c_str());
-        return 1;
-      }
-      continue;
+    absl::StatusOr<InflateResult> r = TimeInflate(input, args->repeats);
+    if (!r.ok()) {
+      std::fprintf(stderr, "%s\n", std::string(r.status().message()).c_str());
+      return 1;
     }
-    std::vector<std::pair<int, bool>> runs;
-    for (int n : args->inflate_threads) runs.emplace_back(n, true);
-    runs.emplace_back(8, false);
-    for (const auto& [n, own_pool] : runs) {
-      absl::StatusOr<InflateResult> r = TimeInflate(input, n, own_pool, args->repeats);
-      if (!r.ok()) {
-        std::fprintf(stderr, "%s\n", std::string(r.status().message()).c_str());
-        return 1;
-      }
-      std::fprintf(stderr, "%s inflate, %s threads: %.3f s (%.0f MB/s), cpu %.3f s, chunks %d, chained %d, sequential %.1f MB; last run: decode %.3f, chain %.3f, write %.3f, crc %.3f s\n",
-                   input.c_str(), r->label.c_str(), r->median, r->mb_per_s, r->cpu_median, r->chunks, r->chunks_used,
-                   r->sequential_mb, r->stats.decode_s, r->stats.chain_s, r->stats.write_s, r->stats.crc_s);
-      inflates.push_back(*r);
-    }
+    std::fprintf(stderr, "%s inflate (one thread): %.3f s (%.0f MB/s), cpu %.3f s\n", input.c_str(),
+                 r->median, r->mb_per_s, r->cpu_median);
+    inflates.push_back(*r);
   }
   for (const std::string& input : args->inputs) {
     if (args->inflate_only) break;
@@ -392,9 +295,8 @@ int main(int argc, char** argv) {
   for (std::size_t i = 0; i < inflates.size(); ++i) {
     const InflateResult& r = inflates[i];
     absl::StrAppend(&js, i > 0 ? ", " : "",
-                    absl::StrFormat("{\"threads\": \"%s\", \"seconds\": %.4f, \"cpu_s\": %.4f, \"mb_per_s\": %.1f, "
-                                    "\"chunks\": %d, \"chained\": %d, \"sequential_mb\": %.1f}",
-                                    r.label, r.median, r.cpu_median, r.mb_per_s, r.chunks, r.chunks_used, r.sequential_mb));
+                    absl::StrFormat("{\"input\": \"%s\", \"seconds\": %.4f, \"cpu_s\": %.4f, \"mb_per_s\": %.1f}",
+                                    r.input, r.median, r.cpu_median, r.mb_per_s));
   }
   absl::StrAppend(&js, "]}\n");
   if (!args->json.empty()) {

@@ -1,36 +1,66 @@
-// libFuzzer target: the parallel gzip inflation (core/io/internal/parallel_inflate.h) with
-// chunks forced down to a few hundred bytes, so that every input crosses many chunk
-// boundaries. Two checks per input:
-//  - the input, compressed by zlib (level and strategy from its first byte), inflates to
-//    itself in parallel, through ParallelInflate and InflateGzipInto;
-//  - the input itself, taken as a gzip stream (mostly corrupt), gives InflateGzipInto the
-//    same status and bytes with and without threads (the parallel path may only refuse,
-//    never differ).
+// libFuzzer target: .fits.gz reading and writing (core/io/internal/gzip.h,
+// core/io/fits_gunzip.h). Per input:
+//  - the input, compressed by GzipCompress in chunks of a few hundred bytes (size from its
+//    first byte) on 1 or 3 threads, inflates to the input either way, with zlib and with
+//    GzipDecoder in odd step sizes;
+//  - the input itself, taken as a gzip stream (mostly corrupt): where both GzipDecoder and
+//    zlib's GzipInflater accept it, the same bytes;
+//  - InflateFits on the input within a 1 MiB byte limit: only OK, INVALID_ARGUMENT or
+//    RESOURCE_EXHAUSTED, and its peak heap (sampled between its steps and after) stays
+//    within a bound in proportion to the input and that limit (ASan builds). libFuzzer's
+//    -timeout catches a decode whose time is not bounded.
 #include <zlib.h>
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 
+#if __has_include(<sanitizer/allocator_interface.h>)
+#include <sanitizer/allocator_interface.h>
+#define SPEXD_HEAP_BYTES() __sanitizer_get_current_allocated_bytes()
+#else
+#define SPEXD_HEAP_BYTES() std::size_t{0}
+#endif
+
 #include "core/base/parallel_for.h"
+#include "core/io/fits_gunzip.h"
 #include "core/io/internal/gzip.h"
-#include "core/io/internal/parallel_inflate.h"
 
 namespace {
 
-std::string Compress(const uint8_t* data, size_t size, int level, int strategy) {
-  z_stream zs{};
-  if (deflateInit2(&zs, level, Z_DEFLATED, 16 + MAX_WBITS, 8, strategy) != Z_OK) std::abort();
-  std::string out(deflateBound(&zs, size) + 64, '\0');
-  zs.next_in = const_cast<Bytef*>(data);
-  zs.avail_in = static_cast<uInt>(size);
-  zs.next_out = reinterpret_cast<Bytef*>(out.data());
-  zs.avail_out = static_cast<uInt>(out.size());
-  if (deflate(&zs, Z_FINISH) != Z_STREAM_END) std::abort();
-  out.resize(zs.total_out);
-  deflateEnd(&zs);
-  return out;
+[[noreturn]] void Fail(const char* what) {
+  std::fprintf(stderr, "gzip_fuzzer: %s\n", what);
+  std::abort();
+}
+
+// zlib's inflation of a gzip stream, or false.
+bool ZlibGunzip(const std::string& gz, std::string* out) {
+  spexd::core::GzipInflater inflater("fuzz.gz", [&](absl::string_view piece) {
+    out->append(piece.data(), piece.size());
+    // A bomb: not compared.
+    return out->size() > (std::size_t{64} << 20) ? absl::ResourceExhaustedError("big") : absl::OkStatus();
+  });
+  return inflater.Feed(gz).ok() && inflater.Finish().ok();
+}
+
+// GzipDecoder's, `in_piece` input bytes and `out_step` output bytes at a time, or false.
+bool DecoderGunzip(const std::string& gz, std::size_t in_piece, std::size_t out_step, std::string* out) {
+  spexd::core::GzipDecoder d("fuzz.gz");
+  std::string buf(out_step, '\0');
+  for (std::size_t at = 0; at < gz.size(); at += in_piece) {
+    absl::string_view piece = absl::string_view(gz).substr(at, in_piece);
+    while (!piece.empty()) {
+      const std::size_t before = piece.size();
+      auto n = d.Decode(&piece, buf.data(), buf.size());
+      if (!n.ok()) return false;
+      out->append(buf.data(), *n);
+      if (*n == 0 && piece.size() == before) Fail("a decode step made no progress");
+      if (out->size() > (std::size_t{64} << 20)) return false;  // a bomb: not compared
+    }
+  }
+  return d.Finish().ok();
 }
 
 }  // namespace
@@ -38,28 +68,44 @@ std::string Compress(const uint8_t* data, size_t size, int level, int strategy) 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 1 || size > (1u << 20)) return 0;
   static spexd::core::TaskPool* pool = spexd::core::MakeTaskPool(2).release();
-  spexd::core::internal::ParallelInflateOptions o;
-  o.pool = pool;
-  o.max_threads = 6;
-  o.min_chunk_bytes = 64 + (data[0] & 0x7F) * 4;
-  const int level = data[0] % 10;
-  const int strategy = (data[0] >> 4) % 5;  // default, filtered, huffman only, rle, fixed
-  const std::string gz = Compress(data + 1, size - 1, level, strategy);
   const std::string want(reinterpret_cast<const char*>(data + 1), size - 1);
-  std::string out(want.size() + 16, '\0');
-  std::size_t in_used = 0, out_used = 0;
-  if (spexd::core::internal::ParallelInflate(gz, out.data(), out.size(), o, &in_used, &out_used) &&
-      (in_used != gz.size() || out.compare(0, out_used, want) != 0 || out_used != want.size())) {
-    std::abort();
+  const std::size_t chunk = 64 + (data[0] & 0x7F) * 8;
+  auto one = spexd::core::GzipCompress(want, nullptr, 1, chunk);
+  auto three = spexd::core::GzipCompress(want, pool, 3, chunk);
+  if (!one.ok() || !three.ok()) Fail("GzipCompress failed");
+  std::string z, d, z3;
+  if (!ZlibGunzip(*one, &z) || z != want) Fail("zlib does not inflate GzipCompress to its input");
+  if (!ZlibGunzip(*three, &z3) || z3 != want) Fail("zlib does not inflate GzipCompress (3 threads) to its input");
+  if (!DecoderGunzip(*one, 1 + data[0] % 61, 1 + data[0] % 97 * 37, &d) || d != want) {
+    Fail("GzipDecoder does not inflate GzipCompress to its input");
   }
-  auto n = spexd::core::InflateGzipInto(gz, out.data(), out.size(), "fuzz.gz", {}, o);
-  if (!n.ok() || *n != want.size() || out.compare(0, *n, want) != 0) std::abort();
 
   const std::string raw(reinterpret_cast<const char*>(data), size);
-  std::string a(4 * size + 64, '\0'), b(a.size(), '\0');
-  auto par = spexd::core::InflateGzipInto(raw, a.data(), a.size(), "fuzz.gz", {}, o);
-  auto seq = spexd::core::InflateGzipInto(raw, b.data(), b.size(), "fuzz.gz");
-  if (par.ok() != seq.ok() || par.status().message() != seq.status().message()) std::abort();
-  if (par.ok() && (*par != *seq || a.compare(0, *par, b, 0, *seq) != 0)) std::abort();
+  std::string a, b;
+  const bool isal_ok = DecoderGunzip(raw, 4096, 1000, &a);
+  const bool zlib_ok = ZlibGunzip(raw, &b);
+  if (isal_ok && zlib_ok && a != b) Fail("GzipDecoder and zlib accept with different bytes");
+
+  const spexd::core::FitsSizeLimits limits{.max_file_bytes = 1 << 20, .max_image_pixels = 1 << 18};
+  const std::size_t base = SPEXD_HEAP_BYTES();
+  std::size_t peak = base;
+  auto sample = [&] {
+    const std::size_t now = SPEXD_HEAP_BYTES();
+    if (now > peak) peak = now;
+    return false;
+  };
+  auto fits = spexd::core::InflateFits(raw, "fuzz.fits.gz", limits, sample, nullptr);
+  sample();
+  const auto code = fits.status().code();
+  if (code != absl::StatusCode::kOk && code != absl::StatusCode::kInvalidArgument &&
+      code != absl::StatusCode::kResourceExhausted) {
+    Fail("InflateFits gave an unexpected status");
+  }
+  // Input held twice, the first 64 KiB step, the block at the limit twice while it grows
+  // (1 MiB + two FITS blocks, each), and the decoder's state: nothing speculative, nothing
+  // sized by the trailer's claim beyond the limit.
+  const std::size_t bound = 2 * size + (std::size_t{64} << 10) + 2 * ((std::size_t{1} << 20) + 2 * 2880) +
+                            (std::size_t{512} << 10);
+  if (peak - base > bound) Fail("InflateFits peak heap over its bound");
   return 0;
 }

@@ -67,6 +67,65 @@ def small_preproc(ny, nx, compressed_mask, with_fibermap, dtype, mask_codec="GZI
     return fits.HDUList(hdus)
 
 
+class DeflateBits:
+    """Deflate bits (RFC 1951 3.1.1): fields from their least significant bit, Huffman
+    codes from their most significant bit."""
+
+    def __init__(self):
+        self.bits = []
+
+    def field(self, value, n):
+        self.bits += [(value >> i) & 1 for i in range(n)]
+
+    def code(self, code, n):
+        self.bits += [(code >> i) & 1 for i in reversed(range(n))]
+
+    def take(self):
+        self.bits += [0] * (-len(self.bits) % 8)
+        out = bytes(sum(b << i for i, b in enumerate(self.bits[k:k + 8]))
+                    for k in range(0, len(self.bits), 8))
+        self.bits = []
+        return out
+
+
+def gzip_around(deflate, isize):
+    return b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\x03" + deflate + b"\0" * 4 + isize.to_bytes(4, "little")
+
+
+def copy_flood_block_start():
+    """A dynamic block where every 2 zero bits after its literal 0 are a 258-byte copy
+    (as tests/core/io/gzip_test_bytes.h CopyFloodBlockStart)."""
+    b = DeflateBits()
+    b.field(0, 1); b.field(2, 2); b.field(29, 5); b.field(1, 5); b.field(14, 4)
+    for sym in (16, 17, 18, 0, 8, 7, 9, 6, 10, 5, 11, 4, 12, 3, 13, 2, 14, 1):
+        b.field(1 if sym == 18 else 2 if sym in (1, 2) else 0, 3)
+    def zeros(n):
+        b.code(0, 1); b.field(n - 11, 7)
+    b.code(3, 2); zeros(138); zeros(117); b.code(3, 2); zeros(28)
+    b.code(2, 2); b.code(2, 2); b.code(2, 2)
+    b.code(2, 2)  # the literal 0
+    return b.take()
+
+
+def hostile_gzip_seeds():
+    """The crafted streams of the gzip tests (tests/core/io/gzip_hostile_test.cc), cut to the
+    fuzzer's 64 KiB: empty stored blocks with an invalid block every 8 KiB, and 258-byte
+    copies from every 2 zero bits (alone, and as the data behind a FITS header)."""
+    flood = b""
+    while len(flood) < 40000:
+        flood += b"\x00\x00\x00\xff\xff" * 1638 + b"\x07"
+    (corpus / "gzip" / "stored-block-flood").write_bytes(gzip_around(flood, 0xFFFFFFFF))
+    start = copy_flood_block_start()
+    copies = b"".join(start + b"\0" * 16384 for _ in range(3))
+    (corpus / "gzip" / "copy-flood").write_bytes(gzip_around(copies, 16 * 60000))
+    card = lambda k, v: (k.ljust(8) + "= " + v.rjust(20)).ljust(80)
+    header = (card("SIMPLE", "T") + card("BITPIX", "-32") + card("NAXIS", "2") +
+              card("NAXIS1", "256") + card("NAXIS2", "256") + "END".ljust(80)).ljust(2880).encode()
+    stored = b"\0" + len(header).to_bytes(2, "little") + (0xFFFF ^ len(header)).to_bytes(2, "little")
+    (corpus / "gzip" / "copy-flood-fits").write_bytes(
+        gzip_around(stored + header + start + b"\0" * 8192, 0))
+
+
 def main():
     small_psf(2).writeto(corpus / "psf" / "psf-r0-2fibres.fits", overwrite=True)
     small_psf(1).writeto(corpus / "psf" / "psf-r0-1fibre.fits", overwrite=True)
@@ -80,6 +139,7 @@ def main():
         "# spexd config\nlisten = 127.0.0.1:50051\n--workers=2\nqueue-depth = 8  # inline\n"
         "data_roots = /data:/scratch\n\nlog_level = info\n")
     (corpus / "config" / "bad.conf").write_text("workers\n= 3\nkey=\n")
+    hostile_gzip_seeds()
 
 
 main()

@@ -7,6 +7,7 @@
 #include <grpcpp/client_context.h>
 #include <grpcpp/create_channel.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -18,6 +19,7 @@
 #include "core/io/internal/gzip.h"
 #include "gtest/gtest.h"
 #include "spexd/v1/spexd.grpc.pb.h"
+#include "tests/core/io/gzip_test_bytes.h"
 #include "tests/integration/service_fixture.h"
 #include "tests/synthetic_frames.h"
 #include "tests/test_support.h"
@@ -207,6 +209,37 @@ TEST_F(GzipServiceTest, GzipBombIsRefusedAndTheServerKeepsServing) {
   auto next = RemoteExtractFrame(*client_, SmallHeader(psf_id_), &Inputs().frame_gz_bytes);
   ASSERT_TRUE(next.ok()) << next.status();
   ExpectFramesIdentical(*local_, *next);
+}
+
+// Crafted streams that cost a decoder far more than their size unless its work is bounded
+// (tests/core/io/gzip_hostile_test.cc has their CPU and memory): uploaded and by server
+// path, each is refused at once and the next normal request is served.
+TEST_F(GzipServiceTest, CraftedGzipIsRefusedAtOnceAndTheNextRequestIsServed) {
+  const std::string stored = core::gzip_test::StoredBlockFlood(17u << 20, 0xFFFFFFFFu);
+  const std::string copies = core::gzip_test::CopyFlood(16u << 20, 4u << 20, 16u * (16u << 20));
+  int k = 0;
+  for (const std::string* gz : {&stored, &copies}) {
+    const std::string path = absl::StrCat(Inputs().data_dir, "/crafted-", k++, ".fits.gz");
+    ASSERT_TRUE(WriteBytes(path, *gz));
+    for (bool by_path : {false, true}) {
+      v1::ExtractHeader h = SmallHeader(psf_id_);
+      if (by_path) h.set_server_path(path);
+      const auto t0 = std::chrono::steady_clock::now();
+      grpc::Status s = RawExtract(server_->port(), h, by_path ? std::string() : *gz);
+      const double seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
+      EXPECT_NE(s.error_message().find(gz == &stored ? "corrupt gzip data" : "not a FITS file"),
+                std::string::npos) << s.error_message();
+      // The upload itself is most of it; the decode that froze a server took minutes.
+      EXPECT_LT(seconds, 10.0) << (by_path ? "by path" : "uploaded");
+    }
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  auto next = RemoteExtractFrame(*client_, SmallHeader(psf_id_), &Inputs().frame_gz_bytes);
+  ASSERT_TRUE(next.ok()) << next.status();
+  ExpectFramesIdentical(*local_, *next);
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 30.0);
 }
 
 TEST_F(GzipServiceTest, CorruptAndTruncatedGzipAreInvalidArgument) {

@@ -85,6 +85,16 @@ absl::StatusOr<std::size_t> FitsStreamCheck::CheckWhole(absl::string_view all) {
         name_, ": inflates to more than ", limits_.max_file_bytes,
         " bytes, the limit for a decompressed FITS file"));
   }
+  SPEXD_RETURN_IF_ERROR(Advance(all));
+  return FinishInPlace(all.size());
+}
+
+absl::StatusOr<std::size_t> FitsStreamCheck::FinishInPlace(std::size_t inflated) {
+  if (mode_ == Mode::kHeader && pos_ < inflated) pos_ = inflated;  // a partial block at the end (FinalSize judges it)
+  return FinalSize(pos_);
+}
+
+absl::Status FitsStreamCheck::Advance(absl::string_view all) {
   // The walk Add makes, without copying: header blocks are parsed, data skipped.
   while (mode_ != Mode::kTrailing && pos_ < all.size()) {
     if (mode_ == Mode::kData) {
@@ -92,10 +102,7 @@ absl::StatusOr<std::size_t> FitsStreamCheck::CheckWhole(absl::string_view all) {
       if (pos_ == data_end_) mode_ = Mode::kHeader;
       continue;
     }
-    if (all.size() - pos_ < kBlock) {  // a partial block at the end (FinalSize judges it)
-      pos_ = all.size();
-      break;
-    }
+    if (all.size() - pos_ < kBlock) break;  // the rest of this block is still to come
     const absl::string_view block = all.substr(pos_, kBlock);
     if (hdu_ > 0 && card_index_ == 0 && !absl::StartsWith(block, "XTENSION")) {
       mode_ = Mode::kTrailing;  // as in Add
@@ -104,7 +111,7 @@ absl::StatusOr<std::size_t> FitsStreamCheck::CheckWhole(absl::string_view all) {
     pos_ += kBlock;
     SPEXD_RETURN_IF_ERROR(ParseBlock(block));
   }
-  return FinalSize(pos_);
+  return absl::OkStatus();
 }
 
 absl::Status FitsStreamCheck::ParseBlock(absl::string_view block) {

@@ -44,6 +44,15 @@ class FitsStreamCheck {
   // Instead of Add and Finish: the whole inflated output at once, in place; returns the
   // length of the FITS file at its start.
   absl::StatusOr<std::size_t> CheckWhole(absl::string_view all);
+  // In place, as the output grows: `so_far` is everything inflated so far (the previous
+  // call's bytes and more, at the same address or copied). Parses the header blocks it
+  // completes, so that each header is judged before any of its data is inflated, and skips
+  // data. Once trailing(), the FITS file ends at parsed() and later bytes are not read.
+  absl::Status Advance(absl::string_view so_far);
+  bool trailing() const { return mode_ == Mode::kTrailing; }
+  std::size_t parsed() const { return pos_; }
+  // After the last Advance over `inflated` bytes: the length of the FITS file.
+  absl::StatusOr<std::size_t> FinishInPlace(std::size_t inflated);
   // Reserves the output for a stream stated to inflate to `hint` bytes (within the limit).
   void Reserve(int64_t hint);
 

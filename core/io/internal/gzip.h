@@ -1,7 +1,8 @@
-// gzip (RFC 1952): recognising and compressing (zlib); inflating in steps (zlib), so that
-// a caller can bound and check what a small input inflates to as it goes; and inflating a
-// whole stream into a buffer sized up front (libdeflate: 1.5-2x zlib's speed on float
-// data, docs/performance.md "Host decode").
+// gzip (RFC 1952): recognising; compressing one member on several threads (ISA-L, in
+// independent chunks); inflating in steps with ISA-L (GzipDecoder: straight into the
+// caller's memory, so that the caller bounds and checks the output as it grows) or zlib
+// (GzipInflater: in pieces handed to a sink). docs/service.md "gzip in and out" has the measurements
+// behind the choice of libraries and level.
 #ifndef SPEXD_CORE_GZIP_H_
 #define SPEXD_CORE_GZIP_H_
 
@@ -14,7 +15,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "core/io/internal/parallel_inflate.h"
+#include "core/base/task_pool.h"
 
 namespace spexd::core {
 
@@ -22,37 +23,61 @@ namespace spexd::core {
 // DESI's .fits.gz files, or a renamed one, are recognised by content).
 bool IsGzip(absl::string_view bytes);
 
-// The gzip encoding of `data` (one member, zlib's default level 6: float data compresses
-// little more at 9 and takes several times longer).
-absl::StatusOr<std::string> GzipCompress(absl::string_view data);
+// The gzip encoding of `data`: one standard member whose deflate data is the ISA-L level-1
+// compression of `data` in independent chunks of `chunk_bytes` (each ended by a full
+// flush, the last one final), compressed on up to `max_workers` threads of `pool` (the
+// caller included; null or max_workers <= 1: on the caller alone). Its CRC-32 combines
+// the chunks'. Any gzip reader inflates it to `data`. The compressed bytes may differ from
+// call to call (ISA-L's match choices vary slightly; the sizes by a few bytes in 3 KB), so
+// a .gz file is compared inflated. 1 MiB chunks compress a frame as small as the whole at
+// once (docs/service.md "gzip in and out").
+inline constexpr std::size_t kGzipChunkBytes = std::size_t{1} << 20;
+absl::StatusOr<std::string> GzipCompress(absl::string_view data, TaskPool* pool = nullptr,
+                                         int max_workers = 1,
+                                         std::size_t chunk_bytes = kGzipChunkBytes);
 
-// Inflates a gzip stream given in pieces, handing the output to `sink` in pieces of at
-// most 256 KiB. Accepts several concatenated members (as gzip -d does) and trailing NUL
-// padding. INVALID_ARGUMENT names `name` for corrupt data ("corrupt gzip data") and for a
-// stream that ends early (Finish: "truncated gzip data"). A sink error stops inflation
-// and is returned as is.
 // The ISIZE field that ends `gz` (its last 4 bytes, little-endian): the output size,
 // modulo 2^32, of the last member (RFC 1952 §2.3.1); 0 when `gz` has fewer than 4 bytes.
 // Only a claim: a file may state anything there, and padding or another member changes it.
 uint32_t GzipTrailerSize(absl::string_view gz);
 
-// Inflates the whole gzip stream `gz` (one or more members, then optional NUL padding,
-// as GzipInflater accepts) into out[0, capacity) with libdeflate, one call per member;
-// nothing is written beyond `capacity`. Returns the bytes written. `stop`, when set, is
-// polled before each member: true gives CANCELLED. Errors name `name`:
-//  - OUT_OF_RANGE when the output does not fit in `capacity` bytes;
-//  - INVALID_ARGUMENT for corrupt or truncated data, a CRC-32 or ISIZE that does not match
-//    the data, and data after the stream (libdeflate does not tell these apart: the
-//    streaming GzipInflater does, for a precise message).
-// A member large enough for `parallel` (ParallelInflateChunks >= 2) is first inflated on
-// several threads (internal/parallel_inflate.h); when that fails for any reason the
-// member is inflated again with libdeflate, whose result or error is returned: the
-// statuses and messages are the same with or without `parallel`.
-absl::StatusOr<std::size_t> InflateGzipInto(absl::string_view gz, char* out,
-                                            std::size_t capacity, absl::string_view name,
-                                            const std::function<bool()>& stop = {},
-                                            const internal::ParallelInflateOptions& parallel = {});
+// Inflates a gzip stream (ISA-L) in steps whose size the caller chooses: each Decode call
+// takes what it can of `*input` and writes at most `room` bytes to `out`, so the caller
+// decides how much output it allows, where it goes and when to look at it (its checks,
+// cancellation, deadlines) between calls. Accepts several concatenated members and NUL
+// padding after the last (as gzip -d does); checks each member's CRC-32 and ISIZE. Errors
+// are INVALID_ARGUMENT naming `name`: "corrupt gzip data (...)", "data after the gzip
+// stream and its padding", and from Finish "truncated gzip data ...".
+class GzipDecoder {
+ public:
+  explicit GzipDecoder(std::string name);
+  ~GzipDecoder();
+  GzipDecoder(const GzipDecoder&) = delete;
+  GzipDecoder& operator=(const GzipDecoder&) = delete;
 
+  // Consumes a prefix of `*input` (advancing it) and returns the bytes written to
+  // out[0, room). Returns 0 with input left only when `room` is 0. At most kMaxStepInput
+  // input bytes are taken per call, so a call's time is bounded even when the input
+  // inflates to nothing.
+  static constexpr std::size_t kMaxStepInput = std::size_t{4} << 20;
+  absl::StatusOr<std::size_t> Decode(absl::string_view* input, char* out, std::size_t room);
+  // After the last input: INVALID_ARGUMENT when the stream is incomplete (or empty).
+  absl::Status Finish();
+  // Complete members so far.
+  int members() const;
+
+ private:
+  struct State;
+  absl::Status Fail(absl::string_view what);
+  std::string name_;
+  std::unique_ptr<State> state_;
+};
+
+// Inflates a gzip stream given in pieces (zlib), handing the output to `sink` in pieces of
+// at most 256 KiB. Accepts several concatenated members (as gzip -d does) and trailing NUL
+// padding. INVALID_ARGUMENT names `name` for corrupt data ("corrupt gzip data") and for a
+// stream that ends early (Finish: "truncated gzip data"). A sink error stops inflation
+// and is returned as is.
 class GzipInflater {
  public:
   using Sink = std::function<absl::Status(absl::string_view piece)>;

@@ -1,10 +1,12 @@
-// Byte inputs shared by the gzip and inflate tests (gzip_fits_test.cc, gzip_whole_test.cc,
-// parallel_inflate_test.cc, inflate_decoder_test.cc).
+// Byte inputs shared by the gzip tests (gzip_fits_test.cc, gzip_steps_test.cc,
+// gzip_hostile_test.cc) and the gzip fuzz target's seeds: plain data, and crafted streams
+// that cost a decoder far more than their size unless it bounds its work.
 #ifndef SPEXD_TESTS_CORE_GZIP_TEST_BYTES_H_
 #define SPEXD_TESTS_CORE_GZIP_TEST_BYTES_H_
 
 #include <zlib.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <random>
 #include <string>
@@ -63,6 +65,108 @@ inline std::string FitsImageHeader(long width, long height) {
   h += "END" + std::string(77, ' ');
   h.resize(2880, ' ');
   return h;
+}
+
+// Writes deflate bits (RFC 1951 §3.1.1: fields from their least significant bit, Huffman
+// codes from their most significant bit).
+class DeflateBits {
+ public:
+  void Field(uint32_t value, int bits) {
+    for (int i = 0; i < bits; ++i) Bit((value >> i) & 1u);
+  }
+  void Code(uint32_t code, int bits) {
+    for (int i = bits - 1; i >= 0; --i) Bit((code >> i) & 1u);
+  }
+  // Pads to a whole byte with zero bits.
+  std::string Take() {
+    if (nbits_ > 0) out_ += static_cast<char>(acc_);
+    acc_ = 0;
+    nbits_ = 0;
+    std::string s;
+    s.swap(out_);
+    return s;
+  }
+
+ private:
+  void Bit(uint32_t b) {
+    acc_ |= b << nbits_;
+    if (++nbits_ == 8) {
+      out_ += static_cast<char>(acc_);
+      acc_ = 0;
+      nbits_ = 0;
+    }
+  }
+  std::string out_;
+  uint32_t acc_ = 0;
+  int nbits_ = 0;
+};
+
+// A gzip header (no name, no time) + `deflate` + a trailer claiming CRC-32 0 and `isize`.
+inline std::string GzipAround(const std::string& deflate, uint32_t isize) {
+  std::string gz("\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\x03", 10);
+  gz += deflate;
+  for (int i = 0; i < 4; ++i) gz += '\0';
+  for (int i = 0; i < 4; ++i) gz += static_cast<char>((isize >> (8 * i)) & 0xffu);
+  return gz;
+}
+
+// About `bytes` of deflate data that decode to nothing: empty stored blocks (00 00 00 FF FF),
+// with a byte holding a final block of the reserved type 3 (0x07) every 8 KiB. A decoder
+// that guesses block starts finds long chains of valid blocks from almost every bit.
+inline std::string StoredBlockFlood(std::size_t bytes, uint32_t isize) {
+  std::string d;
+  d.reserve(bytes);
+  while (d.size() < bytes) {
+    for (std::size_t i = 0; i + 5 < 8192; i += 5) d.append("\x00\x00\x00\xff\xff", 5);
+    d += '\x07';
+  }
+  return GzipAround(d, isize);
+}
+
+// The start of a dynamic-Huffman block (not final) in which the literal/length code is
+// {285 (length 258): '0', literal 0: '10', end of block: '11'} and the distance code
+// {0 (distance 1): '0', 1: '1'}, followed by the literal 0: every 2 zero bits after it then
+// decode as a 258-byte copy of zeros (1032 bytes of output per input byte).
+inline std::string CopyFloodBlockStart() {
+  DeflateBits b;
+  b.Field(0, 1);   // BFINAL
+  b.Field(2, 2);   // BTYPE: dynamic Huffman
+  b.Field(29, 5);  // HLIT: 286 literal/length codes
+  b.Field(1, 5);   // HDIST: 2 distance codes
+  b.Field(14, 4);  // HCLEN: 18 code length codes
+  // Code length code lengths, in the order of RFC 1951 §3.2.7: 18 -> 1 bit ('0'),
+  // 1 and 2 -> 2 bits ('10', '11').
+  const int order[18] = {16, 17, 18, 0, 8, 7, 9, 6, 10, 5, 11, 4, 12, 3, 13, 2, 14, 1};
+  for (int sym : order) b.Field(sym == 18 ? 1 : (sym == 1 || sym == 2) ? 2 : 0, 3);
+  auto len2 = [&] { b.Code(3, 2); };
+  auto len1 = [&] { b.Code(2, 2); };
+  auto zeros = [&](int n) {  // code 18: 11-138 zero lengths
+    b.Code(0, 1);
+    b.Field(static_cast<uint32_t>(n - 11), 7);
+  };
+  len2();      // literal 0
+  zeros(138);  // 1..138
+  zeros(117);  // 139..255
+  len2();      // 256, end of block
+  zeros(28);   // 257..284
+  len1();      // 285, length 258
+  len1();      // distance code 0
+  len1();      // distance code 1
+  b.Code(2, 2);  // the literal 0
+  return b.Take();
+}
+
+// About `bytes` of deflate data, a CopyFloodBlockStart at every `chunk` bytes and zero
+// bytes between: a short input whose first block alone inflates 1032-fold.
+inline std::string CopyFlood(std::size_t bytes, std::size_t chunk, uint32_t isize) {
+  const std::string start = CopyFloodBlockStart();
+  std::string d;
+  d.reserve(bytes);
+  while (d.size() < bytes) {
+    d += start;
+    d.append(std::min(chunk, bytes - std::min(bytes, d.size())), '\0');
+  }
+  return GzipAround(d, isize);
 }
 
 }  // namespace spexd::core::gzip_test

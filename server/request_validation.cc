@@ -4,6 +4,7 @@
 #include "absl/strings/str_split.h"
 #include "core/base/error_text.h"
 #include "core/plan/memory_estimate.h"
+#include "proto/convert/extraction_params.h"
 #include "server/job_output.h"
 #include "server/proto_convert.h"
 
@@ -154,7 +155,7 @@ absl::Status CheckRequestAlone(const v1::ExtractHeader& h, bool subset,
           "the header names no image (server_path, upload_size or cuda_image)");
   }
   if (absl::Status s = CheckServerOutputs(h); !s.ok()) return s;
-  absl::StatusOr<core::ExtractionParams> params = ParamsFromProto(h.params(), WantsModel(h));
+  absl::StatusOr<core::ExtractionParams> params = wire::ParamsFromProto(h.params(), WantsModel(h));
   if (!params.ok()) return params.status();
   if (absl::Status s = core::ValidateParamsAlone(*params); !s.ok()) return s;
   return SelectBundles(h, params->specmin, params->nspec, params->bundlesize).status();
@@ -164,7 +165,7 @@ absl::StatusOr<core::ExtractionPlan> CheckRequest(const v1::ExtractHeader& h,
                                                   const core::Psf& psf,
                                                   const ServiceLimits& limits,
                                                   std::vector<int>* bundles) {
-  absl::StatusOr<core::ExtractionParams> params = ParamsFromProto(h.params(), WantsModel(h));
+  absl::StatusOr<core::ExtractionParams> params = wire::ParamsFromProto(h.params(), WantsModel(h));
   if (!params.ok()) return params.status();
   absl::StatusOr<core::ExtractionPlan> plan = core::ExtractionPlan::Create(*params, psf);
   if (!plan.ok()) return plan.status();

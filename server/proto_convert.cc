@@ -274,7 +274,6 @@ v1::FrameHeader FrameHeaderToProto(const std::string& psf_id, const core::PatchP
   h.set_specmin(plan.specmin);
   h.set_nspec(plan.nspec);
   h.set_bundlesize(plan.bundlesize);
-  h.set_nwave(plan.nwave);
   h.set_ndiag(plan.ndiag);
   h.mutable_wave()->Add(plan.wave.begin(), plan.wave.end());
   if (bundles.empty()) {

@@ -165,7 +165,7 @@ TEST(ProtoConvertTest, EmptyBundleModelChunkHeaderAndSummaryEncode) {
   EXPECT_EQ(m.model().data(), std::string(reinterpret_cast<const char*>(model->data()) + 8, 16));
 
   v1::FrameHeader header;
-  header.set_nwave(2326);
+  header.add_wave(5760.0);
   header.add_image_header("SIMPLE  =                    T");
   header.set_backend("overwritten");
   v1::FrameHeader late;
@@ -204,7 +204,6 @@ TEST(ProtoConvertTest, FrameHeaderFromPlanImageAndGrid) {
   EXPECT_EQ(all.specmin(), 25);
   EXPECT_EQ(all.nspec(), 50);
   EXPECT_EQ(all.bundlesize(), 25);
-  EXPECT_EQ(all.nwave(), 3);
   EXPECT_EQ(all.ndiag(), 5);
   EXPECT_EQ(std::vector<double>(all.wave().begin(), all.wave().end()), plan.wave);  // bit-exact
   EXPECT_EQ(std::vector<int>(all.bundles().begin(), all.bundles().end()), (std::vector<int>{0, 1}));

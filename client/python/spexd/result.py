@@ -46,6 +46,7 @@ class StreamAssembler:
 
     def __init__(self, file_only=False):
         self.header = None
+        self.nwave = 0              # the grid's length: len(header.wave)
         self.summary = None
         self.file_only = file_only  # results_to_file_only: parts carry no arrays
         self.float32 = None         # set by the first part with arrays
@@ -66,9 +67,10 @@ class StreamAssembler:
             if self.header is not None:
                 raise DataLoss("second FrameHeader in one stream")
             h = resp.header
-            if h.nwave <= 0 or len(h.wave) != h.nwave or h.ndiag < 0:
-                raise DataLoss("FrameHeader with an inconsistent wavelength grid")
+            if not h.wave or h.ndiag < 0:
+                raise DataLoss("FrameHeader without a wavelength grid or with negative ndiag")
             self.header = h
+            self.nwave = len(h.wave)
         elif kind == "bundle":
             return self._on_part(resp.bundle)
         elif kind == "model":
@@ -89,7 +91,7 @@ class StreamAssembler:
             self._next_fiber = h.specmin + p.bundle * h.bundlesize
         elif p.bundle != self._parts[0].bundle:
             raise DataLoss("bundle parts out of order")
-        n = p.nfibers * h.nwave
+        n = p.nfibers * self.nwave
         nk = 2 * h.ndiag + 1
         f32 = bool(p.flux_f32 or p.resolution_f32)
         if self.file_only:
@@ -118,7 +120,7 @@ class StreamAssembler:
 
     def _join(self, parts):
         h = self.header
-        nw, nk = h.nwave, 2 * h.ndiag + 1
+        nw, nk = self.nwave, 2 * h.ndiag + 1
         nf = sum(p.nfibers for p in parts)
 
         f32 = bool(self.float32)
@@ -164,13 +166,13 @@ class StreamAssembler:
         if h is None or self._parts:
             raise DataLoss("FrameProducts before the last bundle")
         first = not self._mask_parts
-        if (p.nrows < 0 or len(p.mask) != p.nrows * h.nwave or (p.scores and not first)
+        if (p.nrows < 0 or len(p.mask) != p.nrows * self.nwave or (p.scores and not first)
                 or p.row_begin != self._mask_rows):
             raise DataLoss("malformed FrameProducts part")
         if first:
             self.scores = ({c.name: np.array(c.values, dtype=np.float64) for c in p.scores},
                            {c.name: c.comment for c in p.scores})
-        self._mask_parts.append(np.array(p.mask, dtype=np.uint32).reshape(p.nrows, h.nwave))
+        self._mask_parts.append(np.array(p.mask, dtype=np.uint32).reshape(p.nrows, self.nwave))
         self._mask_rows += p.nrows
 
     def finish(self):
@@ -245,7 +247,7 @@ class ExtractionResult:
         self.in_psf = in_psf
         self.in_img = in_img
         self.wave = np.array(header.wave, dtype=np.float64)
-        nw, nk = header.nwave, 2 * header.ndiag + 1
+        nw, nk = len(self.wave), 2 * header.ndiag + 1
         if bundles:
             self.fibers = np.concatenate([np.arange(b.fiber_begin, b.fiber_begin + b.nfibers)
                                           for b in bundles])

@@ -20,6 +20,7 @@
 #include "client/remote_flags.h"
 #include "core/base/status_macros.h"
 #include "core/io/preproc.h"
+#include "proto/convert/extraction_params.h"
 
 namespace spexd::client {
 namespace {
@@ -139,7 +140,7 @@ absl::StatusOr<std::vector<ExposureEntry>> ParseFrameList(const std::string& tex
     // The exposure's lines show no checksum: the cheapest one (a frame's SHA-256 is
     // ~0.05 s of the server's CPU, and the last thing its result waits for).
     h.set_output_checksum(v1::FILE_CHECKSUM_CRC32);
-    *h.mutable_params() = ParamsToProto(cmd->params);
+    *h.mutable_params() = wire::ParamsToProto(cmd->params);
     h.set_in_img_name(cmd->input);
     h.set_in_psf_name(cmd->psf);
     if (!cmd->fibermap.empty()) {

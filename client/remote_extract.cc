@@ -18,6 +18,7 @@
 #include "core/frame/frame_writer.h"
 #include "core/io/preproc.h"
 #include "core/base/status_macros.h"
+#include "proto/convert/extraction_params.h"
 
 namespace spexd::client {
 namespace {
@@ -106,33 +107,6 @@ absl::StatusOr<RemoteExtractOptions> RemoteExtractOptionsFromArgs(const ParsedAr
   return o;
 }
 
-v1::ExtractionParams ParamsToProto(const core::ExtractionParams& p) {
-  v1::ExtractionParams out;
-  if (p.has_wavelength) {
-    out.set_wmin(p.wmin);
-    out.set_wmax(p.wmax);
-    out.set_dw(p.dw);
-  }
-  out.set_specmin(p.specmin);
-  out.set_nspec(p.nspec);
-  out.set_bundlesize(p.bundlesize);
-  out.set_nsubbundles(p.nsubbundles);
-  out.set_nwavestep(p.nwavestep);
-  out.set_wavepad(p.wavepad);
-  out.set_wavepad_frac(p.wavepad_frac);
-  out.set_pixpad_frac(p.pixpad_frac);
-  out.set_regularize(p.regularize);
-  if (p.psferr.has_value()) out.set_psferr(*p.psferr);
-  out.set_barycentric_correction(p.barycentric_correction);
-  out.set_no_scores(!p.scores);
-  out.set_compat(p.compat == core::Compat::kCpu ? v1::COMPAT_CPU : v1::COMPAT_GPU);
-  out.set_mask_policy(p.mask_policy == core::MaskPolicy::kAnyBit ? v1::MASK_POLICY_ANY_BIT
-                      : p.mask_policy == core::MaskPolicy::kDesispecExact
-                          ? v1::MASK_POLICY_DESISPEC_EXACT
-                          : v1::MASK_POLICY_DESISPEC);
-  return out;
-}
-
 namespace {
 
 // The request for `cmd`: a frame the client writes (-o, spectra streamed at o.precision) or,
@@ -143,7 +117,7 @@ absl::StatusOr<v1::ExtractHeader> RequestHeader(const ExtractCommand& cmd,
   v1::ExtractHeader header;
   header.set_psf_id(psf_id);
   if (o.server_paths) header.set_server_path(cmd.input);
-  *header.mutable_params() = ParamsToProto(cmd.params);
+  *header.mutable_params() = wire::ParamsToProto(cmd.params);
   header.set_priority(o.priority);
   const bool file_only = cmd.output.empty();
   if (file_only && o.server_output.empty()) {

@@ -39,10 +39,6 @@ struct RemoteExtractOptions {
 
 absl::StatusOr<RemoteExtractOptions> RemoteExtractOptionsFromArgs(const ParsedArgs& args);
 
-// desi_extract_spectra parameters as the wire message (every field set explicitly, so
-// that server defaults cannot differ from the client's).
-v1::ExtractionParams ParamsToProto(const core::ExtractionParams& params);
-
 // Loads the PSF (server path or upload) and extracts; returns the rebuilt frame and
 // the header cards to write it with. Used by RunRemoteExtract and by tests. Without
 // cmd.output the server writes the frame (options.server_output, and cmd.model as a

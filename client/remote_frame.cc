@@ -54,12 +54,12 @@ void AppendPart(const v1::BundleData& p, bool f32, std::size_t n, bool resolutio
 
 absl::Status RemoteFrameBuilder::OnHeader(const v1::FrameHeader& h) {
   if (have_header_) return absl::DataLossError("second FrameHeader in one stream");
-  if (h.nwave() <= 0 || h.wave_size() != h.nwave() || h.ndiag() < 0) {
-    return absl::DataLossError("FrameHeader with an inconsistent wavelength grid");
+  if (h.wave_size() == 0 || h.ndiag() < 0) {
+    return absl::DataLossError("FrameHeader without a wavelength grid or with negative ndiag");
   }
   have_header_ = true;
   header_ = h;
-  frame_.nwave = h.nwave();
+  frame_.nwave = h.wave_size();
   frame_.ndiag = h.ndiag();
   frame_.wave.assign(h.wave().begin(), h.wave().end());
   // The arrays are sized once from the announced bundles (a full r frame is ~140 MB):
@@ -69,7 +69,7 @@ absl::Status RemoteFrameBuilder::OnHeader(const v1::FrameHeader& h) {
     const int64_t first = int64_t{b} * h.bundlesize();
     fibers += std::clamp<int64_t>(int64_t{h.nspec()} - first, 0, h.bundlesize());
   }
-  const int64_t bins = fibers * h.nwave();
+  const int64_t bins = fibers * h.wave_size();
   const int64_t nk = 2 * int64_t{h.ndiag()} + 1;
   constexpr int64_t kMaxReserveBins = int64_t{1} << 28;  // a malformed header reserves nothing
   if (bins > 0 && bins * nk <= kMaxReserveBins) {

@@ -55,7 +55,7 @@ absl::StatusOr<std::unique_ptr<StreamedFrameFile>> StreamedFrameFile::Create(
     const int64_t first = int64_t{b} * h.bundlesize();
     shape.nspec += static_cast<int>(std::clamp<int64_t>(int64_t{h.nspec()} - first, 0, h.bundlesize()));
   }
-  shape.nwave = h.nwave();
+  shape.nwave = h.wave_size();
   shape.ndiag = h.ndiag();
   shape.wave.assign(h.wave().begin(), h.wave().end());
   if (scores_given) meta.given_scores.emplace();  // announced: Commit gives them

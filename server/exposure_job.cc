@@ -105,8 +105,11 @@ ExposureRun::Frame ExposureRun::CheckFrame(const JobEnvironment& env, v1::Extrac
   h.set_results_to_file_only(true);
   // In ExtractFrame's order (extraction_service.cc, OnHeader), so that a frame gets the
   // answer it would get alone.
-  f.refused = CheckRequestAlone(h, /*subset=*/false, env.limits);
-  if (!f.refused.ok()) return f;
+  absl::StatusOr<DecodedRequest> decoded = CheckRequestAlone(h, /*subset=*/false, env.limits);
+  if (!decoded.ok()) {
+    f.refused = decoded.status();
+    return f;
+  }
   auto outputs = CheckServerOutputFiles(h, *env.output_roots);
   if (!outputs.ok()) {
     f.refused = outputs.status();
@@ -119,12 +122,13 @@ ExposureRun::Frame ExposureRun::CheckFrame(const JobEnvironment& env, v1::Extrac
     return f;
   }
   f.request.psf = *std::move(psf);
-  auto plan = CheckRequest(h, *f.request.psf, env.limits, &f.request.bundles);
+  auto plan = CheckRequest(decoded->params, *f.request.psf, env.limits);
   if (!plan.ok()) {
     f.refused = plan.status();
     return f;
   }
   f.request.plan = *std::move(plan);
+  f.request.bundles = std::move(decoded->bundles);
   return f;
 }
 

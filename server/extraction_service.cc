@@ -313,7 +313,8 @@ class ExtractReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, gr
     const ServiceLimits& limits = service_->env.limits;
     // Every parameter once, here, before any upload, file or geometry;
     // what needs no PSF first, so the answer does not depend on the cache.
-    if (absl::Status s = CheckRequestAlone(h, subset_, limits); !s.ok()) return s;
+    absl::StatusOr<DecodedRequest> decoded = CheckRequestAlone(h, subset_, limits);
+    if (!decoded.ok()) return decoded.status();
     // The output and model paths too, not after the frame is uploaded and decoded, and
     // compared as canonical paths. The job checks them again, with the input's and the
     // PSF's inodes, before writing.
@@ -324,9 +325,10 @@ class ExtractReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, gr
     if (!psf.ok()) return psf.status();
     request_.psf = *std::move(psf);
     // The rest, against the PSF, into the plan the job carries.
-    auto plan = CheckRequest(h, *request_.psf, limits, &request_.bundles);
+    auto plan = CheckRequest(decoded->params, *request_.psf, limits);
     if (!plan.ok()) return plan.status();
     request_.plan = *std::move(plan);
+    request_.bundles = std::move(decoded->bundles);
     if (h.has_cuda_image() || h.has_cuda_output()) {
       // Held by the job from here: an unregister waits for it (region_registry.h).
       if (service_->regions == nullptr) {

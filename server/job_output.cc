@@ -107,13 +107,13 @@ absl::Status JobOutput::Prepare(std::shared_ptr<const core::Geometry> geometry,
   }
   // The specmask of an output region needs the assembled frame (spec §2.13), but of
   // its arrays only chi2pix, pixmask_fraction and the failed bins unless a frame file,
-  // the model or a float32 stream (whose mask and scores the server computes from its
-  // float64 frame) needs the rest.
+  // the model or FrameProducts (the mask and scores the server computes from its
+  // float64 frame) need the rest.
   const bool want_model = request_.plan->params().want_model;
   const bool file_or_model = want_model || !h.server_output_path().empty();
-  whole_frame_ = file_or_model || float32_arrays();
+  whole_frame_ = file_or_model || sends_products();
   if (whole_frame_ || output_writer_.has_value()) {
-    // A float32 stream's mask and scores need flux and ivar but not the resolution (~100 MB
+    // FrameProducts' mask and scores need flux and ivar but not the resolution (~100 MB
     // of an r frame's 140), which goes to the client from the bundles; nor does a frame
     // file written progressively (it takes the resolution from the bundles), or the model.
     const bool all = file_or_model && progressive_ == nullptr;
@@ -150,6 +150,12 @@ absl::Status JobOutput::PrepareHeader(const std::vector<int>& bundles,
 bool JobOutput::float32_arrays() const {
   return request_.header.array_precision() == v1::ARRAY_FLOAT32 &&
          !request_.header.results_to_file_only() && !output_writer_.has_value();
+}
+
+bool JobOutput::sends_products() const {
+  return float32_arrays() || (request_.header.want_frame_products() &&
+                              !request_.header.results_to_file_only() &&
+                              !output_writer_.has_value());
 }
 
 void JobOutput::ProtectReadFiles(const std::vector<DataRoots::FileId>& read_files) {
@@ -293,7 +299,7 @@ absl::Status JobOutput::Finish(const core::ExtractionSummary& backend_summary,
     // The outputs record the uncorrected grid under --barycentric-correction (the
     // FrameHeader's), and the scores are computed on it, as a client computes them.
     if (bary_.factor != 1.0) frame.wave = bary_.wave;
-    if (float32_arrays()) SPEXD_RETURN_IF_ERROR(SendProducts(frame));
+    if (sends_products()) SPEXD_RETURN_IF_ERROR(SendProducts(frame));
     if (!request_.header.server_output_path().empty()) {
       const Clock::time_point t2 = Clock::now();
       SPEXD_RETURN_IF_ERROR(WriteFiles(frame, summary));

@@ -108,9 +108,12 @@ class JobOutput {
   absl::Status FinishProgressiveFile(const core::Frame& frame);
   // The frame file's header cards (and scores rule) for this request.
   core::FrameMetadata FileMetadata() const;
-  // ARRAY_FLOAT32: the specmask and RAW scores of the float64 frame (FrameProducts).
+  // The specmask and RAW scores of the float64 frame (FrameProducts).
   absl::Status SendProducts(const core::Frame& frame);
   bool float32_arrays() const;
+  // FrameProducts follow the bundles: ARRAY_FLOAT32 or want_frame_products, with arrays
+  // streamed.
+  bool sends_products() const;
   // The grid the outputs record: uncorrected under --barycentric-correction.
   const core::GridRequest& RecordedGrid() const;
   absl::Status SendModel(std::vector<double> model);

@@ -95,61 +95,6 @@ WireMessage EncodeResponse(const v1::ExtractResponse& message) {
   return m;
 }
 
-absl::StatusOr<core::ExtractionParams> ParamsFromProto(const v1::ExtractionParams& p,
-                                                       bool want_model) {
-  core::ExtractionParams out;  // desi_extract_spectra defaults (extraction-spec §2.2)
-  const int nwl = (p.has_wmin() ? 1 : 0) + (p.has_wmax() ? 1 : 0) + (p.has_dw() ? 1 : 0);
-  if (nwl != 0 && nwl != 3) {
-    return absl::InvalidArgumentError(
-        "wavelength grid: set all of wmin, wmax and dw, or none (PSF domain, dw 0.8)");
-  }
-  out.has_wavelength = nwl == 3;
-  if (out.has_wavelength) {
-    out.wmin = p.wmin();
-    out.wmax = p.wmax();
-    out.dw = p.dw();
-  }
-  if (p.has_specmin()) out.specmin = p.specmin();
-  if (p.has_nspec()) out.nspec = p.nspec();
-  if (p.has_bundlesize()) out.bundlesize = p.bundlesize();
-  if (p.has_nsubbundles()) out.nsubbundles = p.nsubbundles();
-  if (p.has_nwavestep()) out.nwavestep = p.nwavestep();
-  if (p.has_wavepad()) out.wavepad = p.wavepad();
-  if (p.has_wavepad_frac()) out.wavepad_frac = p.wavepad_frac();
-  if (p.has_pixpad_frac()) out.pixpad_frac = p.pixpad_frac();
-  if (p.has_regularize()) out.regularize = p.regularize();
-  if (p.has_psferr()) out.psferr = p.psferr();
-  out.barycentric_correction = p.barycentric_correction();
-  out.scores = !p.no_scores();
-  switch (p.compat()) {
-    case v1::COMPAT_UNSPECIFIED:
-    case v1::COMPAT_GPU:
-      out.compat = core::Compat::kGpu;
-      break;
-    case v1::COMPAT_CPU:
-      out.compat = core::Compat::kCpu;
-      break;
-    default:
-      return absl::InvalidArgumentError(absl::StrCat("unknown compat value ", p.compat()));
-  }
-  switch (p.mask_policy()) {
-    case v1::MASK_POLICY_UNSPECIFIED:
-    case v1::MASK_POLICY_DESISPEC:
-      out.mask_policy = core::MaskPolicy::kDesispec;
-      break;
-    case v1::MASK_POLICY_ANY_BIT:
-      out.mask_policy = core::MaskPolicy::kAnyBit;
-      break;
-    case v1::MASK_POLICY_DESISPEC_EXACT:
-      out.mask_policy = core::MaskPolicy::kDesispecExact;
-      break;
-    default:
-      return absl::InvalidArgumentError(absl::StrCat("unknown mask_policy value ", p.mask_policy()));
-  }
-  out.want_model = want_model;
-  return out;
-}
-
 absl::StatusOr<std::vector<int>> SelectBundles(const v1::ExtractHeader& header, int specmin,
                                                int nspec, int bundlesize) {
   if (header.bundles_size() > 0 && header.fibers_size() > 0) {
@@ -329,7 +274,6 @@ v1::FrameHeader FrameHeaderToProto(const std::string& psf_id, const core::PatchP
   h.set_specmin(plan.specmin);
   h.set_nspec(plan.nspec);
   h.set_bundlesize(plan.bundlesize);
-  h.set_nwave(plan.nwave);
   h.set_ndiag(plan.ndiag);
   h.mutable_wave()->Add(plan.wave.begin(), plan.wave.end());
   if (bundles.empty()) {

@@ -1,4 +1,6 @@
-// Conversions between spexd.v1 messages and core types. No gRPC here: only messages.
+// Conversions between spexd.v1 messages and core types on the server's side. No gRPC here:
+// only messages. The request parameters' conversion, shared with the clients, is
+// proto/convert/extraction_params.h.
 #ifndef SPEXD_SERVER_PROTO_CONVERT_H_
 #define SPEXD_SERVER_PROTO_CONVERT_H_
 
@@ -9,7 +11,6 @@
 
 #include "absl/status/statusor.h"
 #include "core/backend/backend.h"
-#include "core/plan/extraction_params.h"
 #include "core/frame/extraction_result.h"
 #include "core/plan/patch_plan.h"
 #include "core/io/preproc.h"
@@ -19,12 +20,6 @@
 #include "spexd/v1/spexd.pb.h"
 
 namespace spexd::server {
-
-// Request parameters with desi_extract_spectra's defaults for unset fields. Only the
-// wire-level rules are checked here (all three of wmin/wmax/dw or none, known enum
-// values); the values are validated into a core::ExtractionPlan (server/request_validation).
-absl::StatusOr<core::ExtractionParams> ParamsFromProto(const v1::ExtractionParams& proto,
-                                                       bool want_model);
 
 // Plan bundle indices selected by ExtractHeader.bundles / .fibers (ascending, unique)
 // for the fibres [specmin, specmin + nspec) in bundles of `bundlesize` (validated

@@ -3,7 +3,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "core/base/error_text.h"
+#include "core/base/status_macros.h"
 #include "core/plan/memory_estimate.h"
+#include "proto/convert/extraction_params.h"
 #include "server/job_output.h"
 #include "server/proto_convert.h"
 
@@ -121,8 +123,8 @@ absl::StatusOr<std::vector<std::string>> CheckServerOutputFiles(const v1::Extrac
   return canonical;
 }
 
-absl::Status CheckRequestAlone(const v1::ExtractHeader& h, bool subset,
-                               const ServiceLimits& limits) {
+absl::StatusOr<DecodedRequest> CheckRequestAlone(const v1::ExtractHeader& h, bool subset,
+                                                 const ServiceLimits& limits) {
   if (!subset && (h.bundles_size() > 0 || h.fibers_size() > 0)) {
     return absl::InvalidArgumentError(
         "ExtractFrame extracts whole frames; use ExtractBundles for bundles or fibres");
@@ -154,19 +156,18 @@ absl::Status CheckRequestAlone(const v1::ExtractHeader& h, bool subset,
           "the header names no image (server_path, upload_size or cuda_image)");
   }
   if (absl::Status s = CheckServerOutputs(h); !s.ok()) return s;
-  absl::StatusOr<core::ExtractionParams> params = ParamsFromProto(h.params(), WantsModel(h));
-  if (!params.ok()) return params.status();
-  if (absl::Status s = core::ValidateParamsAlone(*params); !s.ok()) return s;
-  return SelectBundles(h, params->specmin, params->nspec, params->bundlesize).status();
+  DecodedRequest decoded;
+  SPEXD_ASSIGN_OR_RETURN(decoded.params, wire::ParamsFromProto(h.params(), WantsModel(h)));
+  const core::ExtractionParams& p = decoded.params;
+  if (absl::Status s = core::ValidateParamsAlone(p); !s.ok()) return s;
+  SPEXD_ASSIGN_OR_RETURN(decoded.bundles, SelectBundles(h, p.specmin, p.nspec, p.bundlesize));
+  return decoded;
 }
 
-absl::StatusOr<core::ExtractionPlan> CheckRequest(const v1::ExtractHeader& h,
+absl::StatusOr<core::ExtractionPlan> CheckRequest(const core::ExtractionParams& params,
                                                   const core::Psf& psf,
-                                                  const ServiceLimits& limits,
-                                                  std::vector<int>* bundles) {
-  absl::StatusOr<core::ExtractionParams> params = ParamsFromProto(h.params(), WantsModel(h));
-  if (!params.ok()) return params.status();
-  absl::StatusOr<core::ExtractionPlan> plan = core::ExtractionPlan::Create(*params, psf);
+                                                  const ServiceLimits& limits) {
+  absl::StatusOr<core::ExtractionPlan> plan = core::ExtractionPlan::Create(params, psf);
   if (!plan.ok()) return plan.status();
   // One fibre's row of a bundle goes in one message (proto_convert.h): a longer grid
   // could never be sent, so it is refused here, before any upload or work, naming the
@@ -179,10 +180,6 @@ absl::StatusOr<core::ExtractionPlan> CheckRequest(const v1::ExtractHeader& h,
         "row must fit a ", limits.max_message_bytes, "-byte message (--max_message_bytes), "
         "which holds at most ", longest, " bins with this PSF (HSIZEY ", ndiag, ")"));
   }
-  absl::StatusOr<std::vector<int>> selected =
-      SelectBundles(h, params->specmin, params->nspec, params->bundlesize);
-  if (!selected.ok()) return selected.status();
-  *bundles = *std::move(selected);
   // The image is not decoded yet: its size is bounded by the PSF's CCD when known (the
   // geometry refuses a larger image), else by the server's pixel limit.
   const int64_t pixels = psf.npix_x() > 0 && psf.npix_y() > 0

@@ -50,22 +50,29 @@ absl::Status CheckServerOutputs(const v1::ExtractHeader& header);
 absl::StatusOr<std::vector<std::string>> CheckServerOutputFiles(const v1::ExtractHeader& header,
                                                                 const DataRoots& output_roots);
 
+// A request header's parameters decoded from the wire, once: the plan and the job work
+// from this, never from the header's params again.
+struct DecodedRequest {
+  core::ExtractionParams params;  // with want_model from the header (WantsModel)
+  std::vector<int> bundles;       // selected plan bundles (ascending); empty: all
+};
+
 // Everything about a request that needs no PSF: the subset rule of the
 // RPC (`subset`: ExtractBundles), the header's fields, psf_id present, the image source
 // (upload_size against limits.max_upload_bytes) and the parameters on their own
 // (core::ValidateParamsAlone) with the bundle or fibre selection. Run before the PSF is
 // looked up, so a bad request gets the same answer whether or not its PSF is cached.
-absl::Status CheckRequestAlone(const v1::ExtractHeader& header, bool subset,
-                               const ServiceLimits& limits);
+// Returns the decoded parameters and selection that CheckRequest then plans.
+absl::StatusOr<DecodedRequest> CheckRequestAlone(const v1::ExtractHeader& header, bool subset,
+                                                 const ServiceLimits& limits);
 
-// The request's parameters, validated against its PSF into the plan the job carries
-// (core::ExtractionPlan), its bundle or fibre selection checked, and its memory estimated
-// (core::EstimateMemory) against limits.max_request_bytes: INVALID_ARGUMENT or
-// RESOURCE_EXHAUSTED. `bundles` receives the selected plan bundles (empty: all).
-absl::StatusOr<core::ExtractionPlan> CheckRequest(const v1::ExtractHeader& header,
+// The decoded parameters validated against the request's PSF into the plan the job
+// carries (core::ExtractionPlan), with the grid's length checked against the message
+// limit and the memory estimated (core::EstimateMemory) against
+// limits.max_request_bytes: INVALID_ARGUMENT or RESOURCE_EXHAUSTED.
+absl::StatusOr<core::ExtractionPlan> CheckRequest(const core::ExtractionParams& params,
                                                   const core::Psf& psf,
-                                                  const ServiceLimits& limits,
-                                                  std::vector<int>* bundles);
+                                                  const ServiceLimits& limits);
 
 }  // namespace spexd::server
 

@@ -61,7 +61,6 @@ Stream MakeStream(Frame f, bool f32, int bundlesize) {
   h.set_specmin(f.specmin);
   h.set_nspec(f.nspec);
   h.set_bundlesize(bundlesize);
-  h.set_nwave(f.nwave);
   h.set_ndiag(f.ndiag);
   h.mutable_wave()->Add(f.wave.begin(), f.wave.end());
   h.set_wavemin(f.wave.front());

@@ -55,6 +55,7 @@
 #include "core/plan/desi_cameras.h"
 #include "core/sim/psf_stand_in.h"
 #include "core/sim/simulator.h"
+#include "proto/convert/extraction_params.h"
 #include "server/spexd_server.h"
 #include "tests/test_support.h"
 
@@ -268,7 +269,7 @@ Pass RunExposureAsOneJob(const std::string& target, const std::vector<std::strin
     e.header.set_server_output_path(out);
     // As `spexctl exposure` asks (its lines show no checksum): CRC-32, not SHA-256.
     e.header.set_output_checksum(spexd::v1::FILE_CHECKSUM_CRC32);
-    *e.header.mutable_params() = spexd::client::ParamsToProto(cmd.params);
+    *e.header.mutable_params() = spexd::wire::ParamsToProto(cmd.params);
     e.header.set_in_img_name(frame_paths[static_cast<std::size_t>(i)]);
     e.header.set_in_psf_name(e.psf);
     entries.push_back(std::move(e));

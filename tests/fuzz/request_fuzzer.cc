@@ -1,8 +1,8 @@
 // libFuzzer target: request validation, from the bytes of an ExtractHeader to a patch plan
 // and the selected bundles, as the server does it (server/request_validation.h:
-// CheckHeaderFields, CheckRequest with the default limits; then core::Geometry::Create
-// for an r-camera CCD). Every input must give a plan or an error status: never a crash,
-// UB, a hang or a huge allocation.
+// CheckHeaderFields, CheckRequestAlone, CheckRequest with the default limits; then
+// core::Geometry::Create for an r-camera CCD). Every input must give a plan or an error
+// status: never a crash, UB, a hang or a huge allocation.
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -31,9 +31,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   spexd::v1::ExtractHeader header;
   if (!header.ParseFromArray(data, static_cast<int>(size))) return 0;
   if (!spexd::server::CheckHeaderFields(header).ok()) return 0;
-  std::vector<int> bundles;
-  auto params = spexd::server::CheckRequest(header, *TestPsf(), spexd::server::ServiceLimits{},
-                                            &bundles);
+  const spexd::server::ServiceLimits limits;
+  const bool subset = header.bundles_size() > 0 || header.fibers_size() > 0;
+  auto decoded = spexd::server::CheckRequestAlone(header, subset, limits);
+  if (!decoded.ok()) return 0;
+  const std::vector<int>& bundles = decoded->bundles;
+  auto params = spexd::server::CheckRequest(decoded->params, *TestPsf(), limits);
   if (!params.ok()) return 0;
   // Accepted requests must plan: the checks above are meant to leave nothing for
   // Geometry::Create to refuse or to choke on.

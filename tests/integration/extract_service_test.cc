@@ -79,8 +79,8 @@ TEST_F(ExtractServiceTest, StreamsHeaderThenBundlesInOrderThenSummary) {
     kinds.push_back("bundle");
     EXPECT_EQ(b.fiber_begin(), next_fiber);
     next_fiber += b.nfibers();
-    EXPECT_EQ(b.flux_size(), b.nfibers() * header.nwave());
-    EXPECT_EQ(b.resolution_size(), b.nfibers() * header.nwave() * (2 * header.ndiag() + 1));
+    EXPECT_EQ(b.flux_size(), b.nfibers() * header.wave_size());
+    EXPECT_EQ(b.resolution_size(), b.nfibers() * header.wave_size() * (2 * header.ndiag() + 1));
     if (b.last_part()) {
       bundle_order.push_back(b.bundle());
       extracted += b.counts().extracted();
@@ -97,7 +97,7 @@ TEST_F(ExtractServiceTest, StreamsHeaderThenBundlesInOrderThenSummary) {
   EXPECT_EQ(kinds.back(), "summary");
   EXPECT_EQ(bundle_order, (std::vector<int>{0, 1}));
   EXPECT_EQ(next_fiber, 50);
-  EXPECT_EQ(header.nwave(), 51);
+  EXPECT_EQ(header.wave_size(), 51);
   EXPECT_EQ(header.wave_size(), 51);
   EXPECT_EQ(header.bundles_size(), 2);
   EXPECT_EQ(summary.nbundles(), 2);

@@ -179,7 +179,6 @@ v1::FrameHeader TinyHeader() {
   h.set_specmin(0);
   h.set_nspec(10);
   h.set_bundlesize(5);
-  h.set_nwave(20);
   h.set_ndiag(2);
   for (int i = 0; i < 20; ++i) h.add_wave(5760.0 + 0.8 * i);
   h.add_bundles(0);

@@ -33,6 +33,9 @@ class WirePrecisionTest : public LoadedServerTest {
     std::size_t array_bytes = 0;  // BundleData and FrameProducts messages as received
     int bundle_parts = 0, products_parts = 0, model_chunks = 0;
     v1::ExtractSummary summary;
+    core::Frame frame;                      // as RemoteFrameBuilder::Finish gives it
+    std::vector<uint32_t> products_mask;    // FrameProducts, in row order
+    std::vector<v1::ScoreColumn> products_scores;
   };
 
   // Streams an extraction as spexctl does and builds its frame and model files.
@@ -49,6 +52,8 @@ class WirePrecisionTest : public LoadedServerTest {
     cb.on_products = [&](const v1::FrameProducts& p) {
       out.array_bytes += p.ByteSizeLong();
       ++out.products_parts;
+      out.products_mask.insert(out.products_mask.end(), p.mask().begin(), p.mask().end());
+      out.products_scores.insert(out.products_scores.end(), p.scores().begin(), p.scores().end());
       return builder.OnProducts(p);
     };
     cb.on_model = [&](const v1::ModelChunk& c) {
@@ -69,6 +74,7 @@ class WirePrecisionTest : public LoadedServerTest {
     meta.scores = !h.params().no_scores();  // as spexctl: desi_extract_spectra --no-scores
     out.frame_fits = core::FrameToFits(*frame, meta).value_or("");
     if (!frame->model.empty()) out.model_fits = core::ModelToFits(*frame, meta).value_or("");
+    out.frame = *std::move(frame);
     return out;
   }
 
@@ -112,6 +118,32 @@ TEST_F(WirePrecisionTest, Float32StreamGivesTheSameFilesInHalfTheBytes) {
     EXPECT_LT(ratio, 0.5);
     EXPECT_GT(ratio, 0.4);
   }
+}
+
+// A float64 stream that asks for FrameProducts (as the Python client does) gets the
+// specmask and RAW scores that core computes from the same float64 arrays on the client
+// side (RemoteFrameBuilder's core::ComputeSpecMask, core::RawScores): bit for bit.
+TEST_F(WirePrecisionTest, Float64StreamSendsCoreMaskAndScoresWhenAsked) {
+  v1::ExtractHeader h = PathHeader(Inputs().frame_path);
+  h.set_want_frame_products(true);
+  const Streamed s = Stream(h);
+  ASSERT_TRUE(s.status.ok()) << s.status;
+  EXPECT_GE(s.products_parts, 1);
+  ASSERT_FALSE(s.frame.mask.empty());
+  EXPECT_EQ(s.products_mask, s.frame.mask);
+  const std::vector<core::FrameScore> raw = core::RawScores(s.frame);
+  ASSERT_FALSE(raw.empty());
+  ASSERT_EQ(s.products_scores.size(), raw.size());
+  for (std::size_t i = 0; i < raw.size(); ++i) {
+    EXPECT_EQ(s.products_scores[i].name(), raw[i].name);
+    EXPECT_EQ(s.products_scores[i].comment(), raw[i].comment);
+    EXPECT_EQ(std::vector<double>(s.products_scores[i].values().begin(),
+                                  s.products_scores[i].values().end()),
+              raw[i].values) << raw[i].name;
+  }
+  // Not asked: none.
+  h.set_want_frame_products(false);
+  EXPECT_EQ(Stream(h).products_parts, 0);
 }
 
 TEST_F(WirePrecisionTest, NoScoresAndExactMaskPolicyOverFloat32) {

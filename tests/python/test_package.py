@@ -8,7 +8,6 @@ import numpy as np
 
 import spexd
 from spexd import qa
-from spexd.result import spec_mask
 
 
 class PackageTest(unittest.TestCase):
@@ -99,22 +98,6 @@ class PackageTest(unittest.TestCase):
         rows = fibermap_rows(buf.getvalue(), [1, 3])
         self.assertEqual(dict(rows.meta), {"RA": 150.1, "MJD-OBS": 59620.3})
         self.assertEqual(list(rows["FIBER"]), [1, 3])
-
-    def test_spec_mask_bits(self):
-        chi2 = np.ones((3, 4))
-        chi2[1, 2] = 100.0  # far above both medians
-        pf = np.zeros((3, 4))
-        pf[0, 0] = 0.6
-        pf[2, 3] = 1.0
-        failed = np.zeros((3, 4), bool)
-        failed[2, 0] = True
-        m = spec_mask(chi2, pf, failed)
-        self.assertEqual(m.dtype, np.uint32)
-        self.assertEqual(m[0, 0], 1)        # SOMEBADPIX
-        self.assertEqual(m[2, 3], 1 | 2)    # SOMEBADPIX | ALLBADPIX
-        self.assertEqual(m[1, 2], 128)      # BAD2DFIT
-        self.assertEqual(m[2, 0], 128)      # failed patch
-        self.assertEqual(np.count_nonzero(m), 4)
 
     def test_health_flags_a_bad_frame(self):
         frame = {"flux": np.ones((4, 10)), "ivar": np.ones((4, 10)),

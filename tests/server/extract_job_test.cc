@@ -74,7 +74,13 @@ class ExtractJobTest : public ::testing::Test {
     auto psf = cache_.Get(psf_id_);
     EXPECT_TRUE(psf.ok()) << psf.status();
     r.psf = *psf;
-    auto params = CheckRequest(r.header, *r.psf, env_.limits, &r.bundles);
+    // ExtractBundles' rule for a header that selects bundles or fibres, else ExtractFrame's.
+    const bool subset = r.header.bundles_size() > 0 || r.header.fibers_size() > 0;
+    auto decoded = CheckRequestAlone(r.header, subset, env_.limits);
+    EXPECT_TRUE(decoded.ok()) << decoded.status();
+    if (!decoded.ok()) return r;
+    r.bundles = decoded->bundles;
+    auto params = CheckRequest(decoded->params, *r.psf, env_.limits);
     EXPECT_TRUE(params.ok()) << params.status();
     if (params.ok()) r.plan = *params;
     r.upload = *frame_bytes_;
@@ -132,7 +138,7 @@ TEST_F(ExtractJobTest, HeaderThenBundlesInOrderAndInPartsThenSummary) {
   const v1::FrameHeader& h = msgs.front().header();
   EXPECT_EQ(h.nspec(), 50);
   EXPECT_EQ(h.bundlesize(), 10);
-  EXPECT_EQ(h.nwave(), nwave);
+  EXPECT_EQ(h.wave_size(), nwave);
   EXPECT_EQ(std::vector<int>(h.bundles().begin(), h.bundles().end()),
             (std::vector<int>{0, 1, 2, 3, 4}));
   EXPECT_EQ(h.backend(), "fake");

@@ -11,45 +11,6 @@
 namespace spexd::server {
 namespace {
 
-TEST(ProtoConvertTest, UnsetFieldsTakeDesiExtractSpectraDefaults) {
-  auto p = ParamsFromProto(v1::ExtractionParams(), false);
-  ASSERT_TRUE(p.ok());
-  const core::ExtractionParams d;
-  EXPECT_FALSE(p->has_wavelength);  // PSF domain, dw 0.8
-  EXPECT_EQ(p->nspec, d.nspec);
-  EXPECT_EQ(p->bundlesize, d.bundlesize);
-  EXPECT_EQ(p->nsubbundles, d.nsubbundles);
-  EXPECT_EQ(p->nwavestep, d.nwavestep);
-  EXPECT_EQ(p->wavepad, d.wavepad);
-  EXPECT_EQ(p->wavepad_frac, d.wavepad_frac);
-  EXPECT_EQ(p->pixpad_frac, d.pixpad_frac);
-  EXPECT_FALSE(p->psferr.has_value());
-  EXPECT_EQ(p->compat, core::Compat::kGpu);
-  EXPECT_EQ(p->mask_policy, core::MaskPolicy::kDesispec);
-}
-
-TEST(ProtoConvertTest, ExplicitValuesAndWavelengthRule) {
-  v1::ExtractionParams in;
-  in.set_wmin(5760);
-  in.set_wmax(7620);
-  in.set_dw(0.8);
-  in.set_nspec(0);  // passed through: validated against the PSF later
-  in.set_psferr(0.04);
-  in.set_compat(v1::COMPAT_CPU);
-  in.set_mask_policy(v1::MASK_POLICY_ANY_BIT);
-  auto p = ParamsFromProto(in, true);
-  ASSERT_TRUE(p.ok());
-  EXPECT_TRUE(p->has_wavelength);
-  EXPECT_EQ(p->wmax, 7620);
-  EXPECT_EQ(p->nspec, 0);
-  EXPECT_EQ(*p->psferr, 0.04);
-  EXPECT_EQ(p->compat, core::Compat::kCpu);
-  EXPECT_EQ(p->mask_policy, core::MaskPolicy::kAnyBit);
-  EXPECT_TRUE(p->want_model);
-  in.clear_dw();
-  EXPECT_EQ(ParamsFromProto(in, false).status().code(), absl::StatusCode::kInvalidArgument);
-}
-
 TEST(ProtoConvertTest, SelectBundlesFromBundlesOrFibres) {
   v1::ExtractHeader h;
   EXPECT_TRUE(SelectBundles(h, 100, 75, 25)->empty());  // all
@@ -204,7 +165,7 @@ TEST(ProtoConvertTest, EmptyBundleModelChunkHeaderAndSummaryEncode) {
   EXPECT_EQ(m.model().data(), std::string(reinterpret_cast<const char*>(model->data()) + 8, 16));
 
   v1::FrameHeader header;
-  header.set_nwave(2326);
+  header.add_wave(5760.0);
   header.add_image_header("SIMPLE  =                    T");
   header.set_backend("overwritten");
   v1::FrameHeader late;
@@ -243,7 +204,6 @@ TEST(ProtoConvertTest, FrameHeaderFromPlanImageAndGrid) {
   EXPECT_EQ(all.specmin(), 25);
   EXPECT_EQ(all.nspec(), 50);
   EXPECT_EQ(all.bundlesize(), 25);
-  EXPECT_EQ(all.nwave(), 3);
   EXPECT_EQ(all.ndiag(), 5);
   EXPECT_EQ(std::vector<double>(all.wave().begin(), all.wave().end()), plan.wave);  // bit-exact
   EXPECT_EQ(std::vector<int>(all.bundles().begin(), all.bundles().end()), (std::vector<int>{0, 1}));

@@ -44,12 +44,25 @@ TEST(RequestValidationTest, HeaderFieldsHaveBounds) {
   EXPECT_EQ(CheckHeaderFields(h).code(), absl::StatusCode::kInvalidArgument);
 }
 
+// The header decoded once (CheckRequestAlone), then planned against the PSF
+// (CheckRequest): what each stage refuses, and the selection the job gets.
+absl::StatusOr<core::ExtractionPlan> DecodeAndPlan(const v1::ExtractHeader& h,
+                                                   const core::Psf& psf,
+                                                   const ServiceLimits& limits,
+                                                   std::vector<int>* bundles) {
+  const bool subset = h.bundles_size() > 0 || h.fibers_size() > 0;
+  absl::StatusOr<DecodedRequest> decoded = CheckRequestAlone(h, subset, limits);
+  if (!decoded.ok()) return decoded.status();
+  *bundles = decoded->bundles;
+  return CheckRequest(decoded->params, psf, limits);
+}
+
 TEST(RequestValidationTest, ParametersAndSelectionsCheckedAgainstThePsf) {
   std::shared_ptr<const core::Psf> psf = testing::LoadBundledPsf();
   ASSERT_NE(psf, nullptr);
   ServiceLimits limits;
   std::vector<int> bundles;
-  auto ok = CheckRequest(SmallHeader(), *psf, limits, &bundles);
+  auto ok = DecodeAndPlan(SmallHeader(), *psf, limits, &bundles);
   ASSERT_TRUE(ok.ok()) << ok.status();
   EXPECT_EQ(ok->params().nspec, 50);
   EXPECT_TRUE(bundles.empty());
@@ -57,20 +70,26 @@ TEST(RequestValidationTest, ParametersAndSelectionsCheckedAgainstThePsf) {
   v1::ExtractHeader h = SmallHeader();
   h.mutable_params()->set_specmin(2147483625);
   h.mutable_params()->set_nspec(25);
-  EXPECT_EQ(CheckRequest(h, *psf, limits, &bundles).status().code(),
+  EXPECT_EQ(DecodeAndPlan(h, *psf, limits, &bundles).status().code(),
             absl::StatusCode::kInvalidArgument);
   h = SmallHeader();
   h.add_fibers(INT_MAX);
-  EXPECT_EQ(CheckRequest(h, *psf, limits, &bundles).status().code(),
+  EXPECT_EQ(DecodeAndPlan(h, *psf, limits, &bundles).status().code(),
             absl::StatusCode::kInvalidArgument);
   h = SmallHeader();
   h.add_fibers(49);
   h.add_fibers(3);
-  ASSERT_TRUE(CheckRequest(h, *psf, limits, &bundles).ok());
+  ASSERT_TRUE(DecodeAndPlan(h, *psf, limits, &bundles).ok());
   EXPECT_EQ(bundles, (std::vector<int>{0, 1}));
+  // The decoded parameters carry the header's model request (ExtractHeader.want_model).
+  h.set_want_model(true);
+  absl::StatusOr<DecodedRequest> decoded = CheckRequestAlone(h, /*subset=*/true, limits);
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  EXPECT_TRUE(decoded->params.want_model);
+  EXPECT_EQ(decoded->params.nspec, 50);
   // The same valid request over a small budget: RESOURCE_EXHAUSTED naming the flag.
   limits.max_request_bytes = 1 << 20;
-  auto over = CheckRequest(SmallHeader(), *psf, limits, &bundles);
+  auto over = DecodeAndPlan(SmallHeader(), *psf, limits, &bundles);
   EXPECT_EQ(over.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_NE(over.status().message().find("--max_request_bytes"), std::string::npos);
 }

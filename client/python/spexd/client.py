@@ -66,7 +66,6 @@ class ExtractSpec:
                 in_img = "upload"
         self.in_img = in_img
         self.in_psf = psf or psf_server_path or psf_id
-        self.exact_allbadpix = params.get("mask_policy") == "desispec-exact"
         self.want_scores = not params.get("no_scores", False)
         self.subset = bool(bundles) or bool(fibers)
         if wire_precision not in ("float64", "float32"):
@@ -112,9 +111,8 @@ def file_only_spec(server_output_path, server_model_path, server_overwrite, kwar
 def result_of(spec, stream, bundles):
     """The ExtractionResult of a finished stream (sync and aio)."""
     return ExtractionResult(stream.header, bundles, stream.summary, stream.model,
-                            spec.in_psf, spec.in_img, exact_allbadpix=spec.exact_allbadpix,
-                            want_scores=spec.want_scores, server_mask=stream.mask,
-                            server_scores=stream.scores)
+                            spec.in_psf, spec.in_img, server_mask=stream.mask,
+                            server_scores=stream.scores, want_scores=spec.want_scores)
 
 
 class StreamState:

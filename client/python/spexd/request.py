@@ -79,6 +79,8 @@ def extract_header(psf_id, params, server_path=None, upload_size=None, priority=
                    in_img_name=None, in_psf_name=None, client_tag=None, fibermap_fits=None,
                    server_model_path=None, overwrite=False, results_to_file_only=False,
                    float32=False, output_checksum=None):
+    # want_frame_products: the specmask and RAW scores come from the server (core
+    # computes them), for every stream that carries arrays.
     h = pb.ExtractHeader(psf_id=psf_id, params=params,
                          priority=_choice(_PRIORITY, priority, "priority"),
                          want_model=bool(want_model),
@@ -93,6 +95,7 @@ def extract_header(psf_id, params, server_path=None, upload_size=None, priority=
         h.server_model_path = os.fspath(server_model_path)
     h.overwrite = bool(overwrite)
     h.results_to_file_only = bool(results_to_file_only)
+    h.want_frame_products = not results_to_file_only
     if float32:
         h.array_precision = pb.ARRAY_FLOAT32
     h.bundles.extend(int(b) for b in (bundles or ()))

@@ -1,11 +1,12 @@
 """Streamed bundles and the extraction result built from them.
 
 The server streams float64 arrays; they are kept as float64 numpy arrays, so a result
-equals a local extraction (`spexctl extract --local`) bit for bit. The desispec
-specmask is computed here from the whole result, as spexctl does for a remote run.
-With wire_precision="float32" the arrays arrive rounded to float32 (as the frame file
-holds them) and the mask and scores come from the server, made from the float64 values
-(FrameProducts), so that the written file is the same.
+equals a local extraction (`spexctl extract --local`) bit for bit. With
+wire_precision="float32" the arrays arrive rounded to float32 (as the frame file holds
+them). Either way the desispec specmask and the RAW scores come from the server, which
+computes them with core from its float64 frame (FrameProducts, asked for by
+ExtractHeader.want_frame_products), so the package computes neither again and the
+written file is spexctl's.
 """
 import dataclasses
 
@@ -46,10 +47,11 @@ class StreamAssembler:
 
     def __init__(self, file_only=False):
         self.header = None
+        self.nwave = 0              # the grid's length: len(header.wave)
         self.summary = None
         self.file_only = file_only  # results_to_file_only: parts carry no arrays
         self.float32 = None         # set by the first part with arrays
-        self.mask = None            # float32 streams: the server's specmask, scores
+        self.mask = None            # the server's specmask and scores (FrameProducts)
         self.scores = None
         self._mask_parts = []
         self._mask_rows = 0
@@ -66,9 +68,10 @@ class StreamAssembler:
             if self.header is not None:
                 raise DataLoss("second FrameHeader in one stream")
             h = resp.header
-            if h.nwave <= 0 or len(h.wave) != h.nwave or h.ndiag < 0:
-                raise DataLoss("FrameHeader with an inconsistent wavelength grid")
+            if not h.wave or h.ndiag < 0:
+                raise DataLoss("FrameHeader without a wavelength grid or with negative ndiag")
             self.header = h
+            self.nwave = len(h.wave)
         elif kind == "bundle":
             return self._on_part(resp.bundle)
         elif kind == "model":
@@ -89,7 +92,7 @@ class StreamAssembler:
             self._next_fiber = h.specmin + p.bundle * h.bundlesize
         elif p.bundle != self._parts[0].bundle:
             raise DataLoss("bundle parts out of order")
-        n = p.nfibers * h.nwave
+        n = p.nfibers * self.nwave
         nk = 2 * h.ndiag + 1
         f32 = bool(p.flux_f32 or p.resolution_f32)
         if self.file_only:
@@ -118,7 +121,7 @@ class StreamAssembler:
 
     def _join(self, parts):
         h = self.header
-        nw, nk = h.nwave, 2 * h.ndiag + 1
+        nw, nk = self.nwave, 2 * h.ndiag + 1
         nf = sum(p.nfibers for p in parts)
 
         f32 = bool(self.float32)
@@ -164,13 +167,13 @@ class StreamAssembler:
         if h is None or self._parts:
             raise DataLoss("FrameProducts before the last bundle")
         first = not self._mask_parts
-        if (p.nrows < 0 or len(p.mask) != p.nrows * h.nwave or (p.scores and not first)
+        if (p.nrows < 0 or len(p.mask) != p.nrows * self.nwave or (p.scores and not first)
                 or p.row_begin != self._mask_rows):
             raise DataLoss("malformed FrameProducts part")
         if first:
             self.scores = ({c.name: np.array(c.values, dtype=np.float64) for c in p.scores},
                            {c.name: c.comment for c in p.scores})
-        self._mask_parts.append(np.array(p.mask, dtype=np.uint32).reshape(p.nrows, h.nwave))
+        self._mask_parts.append(np.array(p.mask, dtype=np.uint32).reshape(p.nrows, self.nwave))
         self._mask_rows += p.nrows
 
     def finish(self):
@@ -182,9 +185,9 @@ class StreamAssembler:
         if self.bundles_done != len(self.header.bundles) or self._parts:
             raise DataLoss(f"received {self.bundles_done} of {len(self.header.bundles)} "
                            "bundles")
-        if self.float32:
+        if not self.file_only:
             if not self._mask_parts:
-                raise DataLoss("float32 stream without the server's mask (FrameProducts)")
+                raise DataLoss("stream without the server's mask (FrameProducts)")
             self.mask = np.concatenate(self._mask_parts)
         if self._model is None:
             return None
@@ -192,32 +195,6 @@ class StreamAssembler:
             raise DataLoss("model image incomplete")
         return np.frombuffer(bytes(self._model), dtype="<f8").reshape(
             self.header.image_height, self.header.image_width)
-
-
-def _median_like_core(values, axis):
-    """core::Median: for even sizes lo + (hi - lo) / 2 of the two middle values, which
-    is what spexctl's specmask uses; the same arithmetic keeps MASK bit-identical."""
-    n = values.shape[axis]
-    h = n // 2
-    if n % 2:
-        return np.partition(values, h, axis=axis).take(h, axis=axis)
-    part = np.partition(values, (h - 1, h), axis=axis)
-    lo, hi = part.take(h - 1, axis=axis), part.take(h, axis=axis)
-    return lo + (hi - lo) * 0.5
-
-
-def spec_mask(chi2pix, pixmask_fraction, failed_bins, exact_allbadpix=False):
-    """desispec specmask (extraction-spec §2.13), as core::ComputeSpecMask;
-    exact_allbadpix: desispec's ALLBADPIX == 1.0 (mask_policy="desispec-exact")."""
-    med_wave = _median_like_core(chi2pix, axis=0)
-    med_fiber = _median_like_core(chi2pix, axis=1)
-    mask = np.zeros(chi2pix.shape, dtype=np.uint32)
-    mask[pixmask_fraction > 0.5] |= SOMEBADPIX
-    # desispec tests == 1.0; 1e-12 allows the rounding of a normalised stamp (as core).
-    mask[pixmask_fraction >= (1.0 if exact_allbadpix else 1.0 - 1e-12)] |= ALLBADPIX
-    bad = (chi2pix > 5 * med_wave[None, :]) & (chi2pix > 5 * med_fiber[:, None])
-    mask[bad | failed_bins] |= BAD2DFIT
-    return mask
 
 
 # The FrameQa fields (spexd.v1), in the order spexctl and spexd.qa show them.
@@ -231,21 +208,21 @@ class ExtractionResult:
 
     flux, ivar, chi2pix, pixmask_fraction: [nspec, nwave] float64 (float32 from a float32
     stream, which has no pixmask_fraction or failed_bins: None); mask: uint32
-    specmask; wave: [nwave]; resolution_data: [nspec, 2*ndiag+1, nwave]; fibers: the
+    specmask (the server's); wave: [nwave]; resolution_data: [nspec, 2*ndiag+1, nwave]; fibers: the
     absolute fibre of each row; model: [H, W] when want_model; header / summary: the
     FrameHeader and ExtractSummary messages; fibermap: astropy Table of the frame's
     fibres (None when the input had no FIBERMAP).
     """
 
-    def __init__(self, header, bundles, summary, model, in_psf, in_img, exact_allbadpix=False,
-                 want_scores=True, server_mask=None, server_scores=None):
+    def __init__(self, header, bundles, summary, model, in_psf, in_img, server_mask,
+                 server_scores, want_scores=True):
         self.header = header
         self.summary = summary
         self.model = model
         self.in_psf = in_psf
         self.in_img = in_img
         self.wave = np.array(header.wave, dtype=np.float64)
-        nw, nk = header.nwave, 2 * header.ndiag + 1
+        nw, nk = len(self.wave), 2 * header.ndiag + 1
         if bundles:
             self.fibers = np.concatenate([np.arange(b.fiber_begin, b.fiber_begin + b.nfibers)
                                           for b in bundles])
@@ -260,20 +237,17 @@ class ExtractionResult:
         self.ivar = cat("ivar", (0, nw))
         self.resolution_data = cat("resolution_data", (0, nk, nw))
         self.chi2pix = cat("chi2pix", (0, nw))
-        # server_mask / server_scores: a float32 stream's, made from the float64 values
-        # (float32 values could cross the specmask thresholds or change the scores).
+        # server_mask / server_scores: FrameProducts, made by the server from the float64
+        # values (core::ComputeSpecMask and core::RawScores).
         self._server_scores = server_scores
-        if server_mask is not None:
+        self.mask = np.asarray(server_mask, dtype=np.uint32).reshape(-1, nw)
+        if len(self.mask) != len(self.flux):
+            raise DataLoss("the server's mask does not match the bundles")
+        if self.flux.dtype == np.float32:  # a float32 stream: neither array is sent
             self.pixmask_fraction = self.failed_bins = None
-            self.mask = server_mask
-            if len(self.mask) != len(self.flux):
-                raise DataLoss("the server's mask does not match the bundles")
         else:
             self.pixmask_fraction = cat("pixmask_fraction", (0, nw))
             self.failed_bins = cat("failed_bins", (0, nw)).astype(bool)
-            self.mask = spec_mask(self.chi2pix, self.pixmask_fraction, self.failed_bins,
-                                  exact_allbadpix) \
-                if bundles else np.zeros((0, nw), dtype=np.uint32)
         self._fibermap = None
         self.want_scores = want_scores  # False: no SCORES HDU (no_scores=True)
         self.heliocor = header.heliocor if header.heliocor not in (0.0, 1.0) else None
@@ -312,11 +286,9 @@ class ExtractionResult:
 
     @property
     def scores(self):
-        """desispec's RAW scores (spexd.scores.raw_scores): (dict, comments)."""
-        if self._server_scores is not None:
-            return self._server_scores
-        from spexd.scores import raw_scores
-        return raw_scores(self.wave, self.flux, self.ivar)
+        """desispec's RAW scores, the server's (core::RawScores): (dict, comments); both
+        empty without a SCORES HDU (no_scores, or no bin in the camera's band)."""
+        return self._server_scores
 
     def median_snr(self):
         """Median of flux * sqrt(ivar) over the bins with ivar > 0, per fibre."""

@@ -1,17 +1,17 @@
-// ParamsToProto (client, spexctl's remote mode) and ParamsFromProto (server) are mirrored
-// by hand; these tests make them fail together when one side forgets a field. The proto
-// side is driven by reflection: every field of v1::ExtractionParams is set to a
-// non-default value, so a field added to the proto fails here until both sides carry it.
-// The core side counts core::ExtractionParams' fields for the same reason.
+// The one conversion of the request parameters (proto/convert/extraction_params.h), which
+// the server and the C++ clients share. The proto side is driven by its descriptor: every
+// field of v1::ExtractionParams is set to a non-default value and must survive
+// proto -> core -> proto, so a field added to the proto fails here until the conversion
+// carries it both ways. The core side counts core::ExtractionParams' fields for the same
+// reason.
 #include <string>
 
-#include "client/remote_extract.h"
 #include "core/base/field_count.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/message.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
-#include "server/proto_convert.h"
+#include "proto/convert/extraction_params.h"
 
 namespace spexd {
 namespace {
@@ -21,9 +21,9 @@ using google::protobuf::FieldDescriptor;
 // The fields the round trip below sets and compares; want_model travels in the header,
 // next to the params (ExtractHeader.want_model).
 static_assert(core::FieldCount<core::ExtractionParams>() == 19,
-              "core::ExtractionParams changed: handle the field in ParamsToProto "
-              "(client/remote_extract.cc), ParamsFromProto (server/proto_convert.cc), "
-              "client/python/spexd/request.py and this test");
+              "core::ExtractionParams changed: handle the field in "
+              "proto/convert/extraction_params.cc, client/python/spexd/request.py, "
+              "spexctl's flags (client/extract_flags.cc) and this test");
 
 // Every field of `m` set to a value that is not its default (and valid for the
 // conversion: enums take their last value, numbers distinct ones).
@@ -49,7 +49,7 @@ void SetEveryField(google::protobuf::Message* m) {
   }
 }
 
-TEST(ParamsRoundTripTest, EveryProtoFieldSurvivesServerThenClient) {
+TEST(ExtractionParamsConvertTest, EveryProtoFieldSurvivesProtoToCoreToProto) {
   v1::ExtractionParams in;
   SetEveryField(&in);
   const google::protobuf::Descriptor* d = in.GetDescriptor();
@@ -59,17 +59,17 @@ TEST(ParamsRoundTripTest, EveryProtoFieldSurvivesServerThenClient) {
       EXPECT_TRUE(in.GetReflection()->HasField(in, f)) << f->name();
     }
   }
-  absl::StatusOr<core::ExtractionParams> params = server::ParamsFromProto(in, /*want_model=*/true);
+  absl::StatusOr<core::ExtractionParams> params = wire::ParamsFromProto(in, /*want_model=*/true);
   ASSERT_TRUE(params.ok()) << params.status();
   EXPECT_TRUE(params->want_model);
-  const v1::ExtractionParams back = client::ParamsToProto(*params);
+  const v1::ExtractionParams back = wire::ParamsToProto(*params);
   std::string diff;
   google::protobuf::util::MessageDifferencer differ;
   differ.ReportDifferencesToString(&diff);
   EXPECT_TRUE(differ.Compare(in, back)) << "lost or changed on the way: " << diff;
 }
 
-TEST(ParamsRoundTripTest, EveryCoreFieldSurvivesClientThenServer) {
+TEST(ExtractionParamsConvertTest, EveryCoreFieldSurvivesCoreToProtoToCore) {
   core::ExtractionParams p;
   p.has_wavelength = true;
   p.wmin = 3600.5;
@@ -90,7 +90,7 @@ TEST(ParamsRoundTripTest, EveryCoreFieldSurvivesClientThenServer) {
   p.want_model = true;
   p.barycentric_correction = true;
   p.scores = false;
-  absl::StatusOr<core::ExtractionParams> q = server::ParamsFromProto(client::ParamsToProto(p), true);
+  absl::StatusOr<core::ExtractionParams> q = wire::ParamsFromProto(wire::ParamsToProto(p), true);
   ASSERT_TRUE(q.ok()) << q.status();
   EXPECT_EQ(q->has_wavelength, p.has_wavelength);
   EXPECT_EQ(q->wmin, p.wmin);
@@ -114,10 +114,49 @@ TEST(ParamsRoundTripTest, EveryCoreFieldSurvivesClientThenServer) {
   // Unset optionals stay unset: the PSF's grid and PSFERR apply.
   p.has_wavelength = false;
   p.psferr.reset();
-  q = server::ParamsFromProto(client::ParamsToProto(p), false);
+  q = wire::ParamsFromProto(wire::ParamsToProto(p), false);
   ASSERT_TRUE(q.ok()) << q.status();
   EXPECT_FALSE(q->has_wavelength);
   EXPECT_FALSE(q->psferr.has_value());
+}
+
+TEST(ExtractionParamsConvertTest, UnsetFieldsTakeDesiExtractSpectraDefaults) {
+  auto p = wire::ParamsFromProto(v1::ExtractionParams(), false);
+  ASSERT_TRUE(p.ok());
+  const core::ExtractionParams d;
+  EXPECT_FALSE(p->has_wavelength);  // PSF domain, dw 0.8
+  EXPECT_EQ(p->nspec, d.nspec);
+  EXPECT_EQ(p->bundlesize, d.bundlesize);
+  EXPECT_EQ(p->nsubbundles, d.nsubbundles);
+  EXPECT_EQ(p->nwavestep, d.nwavestep);
+  EXPECT_EQ(p->wavepad, d.wavepad);
+  EXPECT_EQ(p->wavepad_frac, d.wavepad_frac);
+  EXPECT_EQ(p->pixpad_frac, d.pixpad_frac);
+  EXPECT_FALSE(p->psferr.has_value());
+  EXPECT_EQ(p->compat, core::Compat::kGpu);
+  EXPECT_EQ(p->mask_policy, core::MaskPolicy::kDesispec);
+}
+
+TEST(ExtractionParamsConvertTest, ExplicitValuesAndWavelengthRule) {
+  v1::ExtractionParams in;
+  in.set_wmin(5760);
+  in.set_wmax(7620);
+  in.set_dw(0.8);
+  in.set_nspec(0);  // passed through: validated against the PSF later
+  in.set_psferr(0.04);
+  in.set_compat(v1::COMPAT_CPU);
+  in.set_mask_policy(v1::MASK_POLICY_ANY_BIT);
+  auto p = wire::ParamsFromProto(in, true);
+  ASSERT_TRUE(p.ok());
+  EXPECT_TRUE(p->has_wavelength);
+  EXPECT_EQ(p->wmax, 7620);
+  EXPECT_EQ(p->nspec, 0);
+  EXPECT_EQ(*p->psferr, 0.04);
+  EXPECT_EQ(p->compat, core::Compat::kCpu);
+  EXPECT_EQ(p->mask_policy, core::MaskPolicy::kAnyBit);
+  EXPECT_TRUE(p->want_model);
+  in.clear_dw();
+  EXPECT_EQ(wire::ParamsFromProto(in, false).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace

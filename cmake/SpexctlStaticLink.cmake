@@ -1,5 +1,6 @@
 # SPEXD_STATIC_SPEXCTL: spexctl links gRPC, protobuf, Abseil and the C libraries under them
-# (and CFITSIO, zlib, bzip2, libdeflate, ERFA) from Debian's static archives.
+# (and CFITSIO, zlib, bzip2, libdeflate, ERFA) from Debian's static archives; ISA-L, which
+# Debian ships shared only, stays a shared library.
 #
 # Why: pipeline workers start one `spexctl extract --server ...` per frame, and a start with
 # the 93 shared objects of the dynamic link cost ~60 ms of CPU, nearly all of it the dynamic

@@ -34,14 +34,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-std::vector<std::string> ListDir(const std::string& dir) {
-  std::vector<std::string> names;
-  for (const auto& e : std::filesystem::directory_iterator(dir)) {
-    names.push_back(e.path().filename().string());
-  }
-  return names;
-}
-
 // True while process `pid` has a file under `dir` open (an O_TMPFILE shows as
 // "<dir>/#inode (deleted)").
 bool HasFileOpenUnder(pid_t pid, const std::string& dir) {
@@ -124,7 +116,7 @@ TEST(ChaosTest, SigkillDuringServerSideFrameWritesLeavesNoPartialFileAndRestartS
     // nothing; only a filesystem without O_TMPFILE gets a hidden named one
     // (".<name>.tmp-<random hex>"), which a kill leaves behind (docs/reliability.md), but
     // never a partial file under an output name.
-    for (const std::string& name : ListDir(out)) {
+    for (const std::string& name : DirEntries(out)) {
       EXPECT_TRUE(absl::StartsWith(name, ".frame-") && absl::StrContains(name, ".tmp-"))
           << "left behind under an output name: " << name;
       ++leftover_temporaries;
@@ -160,7 +152,7 @@ TEST(ChaosTest, FullFilesystemGivesAClearErrorLeavesNothingAndTheServerKeepsServ
     // The server's disk, not a device failure (INTERNAL): RESOURCE_EXHAUSTED.
     EXPECT_EQ(st.code(), absl::StatusCode::kResourceExhausted) << st;
     EXPECT_TRUE(absl::StrContains(st.message(), "No space left on device")) << st;
-    EXPECT_TRUE(ListDir(full).empty()) << "left behind: " << ListDir(full).front();
+    EXPECT_TRUE(DirEntries(full).empty()) << "left behind: " << DirEntries(full).front();
   }
   // The same server still extracts, and writes where the disk has room.
   absl::Status st = c->Extract(ServerOutputHeader(psf->id(), ok_dir + "/frame.fits"), nullptr,

@@ -31,14 +31,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-std::vector<std::string> ListDir(const std::string& dir) {
-  std::vector<std::string> out;
-  for (const auto& e : std::filesystem::directory_iterator(dir)) {
-    out.push_back(e.path().filename().string());
-  }
-  return out;
-}
-
 // The tests' output root, their own: the shared one's other tests count its entries.
 const std::string& OutputRoot() {
   static const std::string* root = new std::string(MakeTempDir());
@@ -105,7 +97,7 @@ TEST_F(OutputNamesTest, OutputAndModelAsOneFileUnderTwoSpellingsAreRefusedBefore
       const absl::Status st = Extract(ToFiles(out, model, overwrite));
       EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
       EXPECT_NE(st.message().find("same file"), absl::string_view::npos) << st;
-      EXPECT_TRUE(ListDir(d.real).empty()) << "written: " << ListDir(d.real).front();
+      EXPECT_TRUE(DirEntries(d.real).empty()) << "written: " << DirEntries(d.real).front();
     }
   }
   // Two files, however spelled, are written, and the server serves on.
@@ -113,7 +105,7 @@ TEST_F(OutputNamesTest, OutputAndModelAsOneFileUnderTwoSpellingsAreRefusedBefore
   ASSERT_TRUE(st.ok()) << st;
   EXPECT_TRUE(std::filesystem::exists(d.real + "/a.fits"));
   EXPECT_TRUE(std::filesystem::exists(d.real + "/m.fits"));
-  EXPECT_EQ(ListDir(d.real).size(), 2u);
+  EXPECT_EQ(DirEntries(d.real).size(), 2u);
 }
 
 TEST_F(OutputNamesTest, AnExposureWritingOneFileTwiceIsRefusedWholeBeforeAnyFrameRuns) {
@@ -139,7 +131,7 @@ TEST_F(OutputNamesTest, AnExposureWritingOneFileTwiceIsRefusedWholeBeforeAnyFram
       EXPECT_NE(summary.status().message().find("frames[2]"), absl::string_view::npos)
           << summary.status();
       EXPECT_EQ(reported, 0);
-      EXPECT_TRUE(ListDir(d.real).empty()) << "written: " << ListDir(d.real).front();
+      EXPECT_TRUE(DirEntries(d.real).empty()) << "written: " << DirEntries(d.real).front();
     }
   }
   // Distinct files in one exposure are written.
@@ -152,7 +144,7 @@ TEST_F(OutputNamesTest, AnExposureWritingOneFileTwiceIsRefusedWholeBeforeAnyFram
   });
   ASSERT_TRUE(summary.ok()) << summary.status();
   EXPECT_EQ(summary->succeeded(), 2);
-  EXPECT_EQ(ListDir(d.real).size(), 2u);
+  EXPECT_EQ(DirEntries(d.real).size(), 2u);
 }
 
 // "Both paths are checked before any work" (docs/service.md): a model path outside the
@@ -201,7 +193,7 @@ TEST_F(OutputNamesTest, FilesAtGuessableTemporaryNamesNeitherFailTheRequestNorAr
     ASSERT_TRUE(st.ok()) << st;
   }
   for (int n = 0; n < kPlanted; ++n) ASSERT_EQ(ReadBytes(planted(n)), "theirs") << n;
-  EXPECT_EQ(ListDir(d.real).size(), static_cast<std::size_t>(kPlanted + 1));
+  EXPECT_EQ(DirEntries(d.real).size(), static_cast<std::size_t>(kPlanted + 1));
 }
 
 // This process's resident set: the peak since the last ResetPeak, and now [bytes].

@@ -142,9 +142,10 @@ class ErrorTest(unittest.TestCase):
         # spexd-desi-extract --server with an ordinary refusal: one line on stderr naming
         # the status, exit status 1, no traceback; nothing written.
         out = os.path.join(support.work_dir(), "refused-frame.fits")
-        w = ",".join(str(v) for v in support.WAVELENGTH)
+        # A grid outside the PSF's wavelength range: the server's refusal, not desispec's
+        # own option checks (which spexd.desi makes before it asks the server).
         r = subprocess.run([sys.executable, "-m", "spexd.desi", "-i", IN["preproc"],
-                            "-p", IN["psf"], "-o", out, "-w", w, "-s", "480", "-n", "50",
+                            "-p", IN["psf"], "-o", out, "-w", "1000.0,1100.0,0.8", "-n", "25",
                             "--server", SERVER.target],
                            capture_output=True, text=True, timeout=120, check=False)
         self.assertEqual(r.returncode, 1, r.stderr)

@@ -22,7 +22,9 @@
 #   benches and use it); PERF (a perf binary: spexd sampled during each mode, its profile by
 #   symbol in $W/perf-MODE.txt; PERF_ALL=1: every process on the host, by process and
 #   symbol); SPEXD_BIN (spexd: the server executable in the bundle, for an A/B of two
-#   builds); FRAME_REF_ONLY=1 (the reference from spexd_cuda_frame_bench alone, without
+#   builds: copy the other build's spexd in, stripped, with `patchelf --force-rpath
+#   --set-rpath '$ORIGIN/lib'`; a RUNPATH does not reach the bundled libraries' own
+#   dependencies and that spexd fails to start); FRAME_REF_ONLY=1 (the reference from spexd_cuda_frame_bench alone, without
 #   spexd_rpc_bench); IDENTICAL_SAMPLE (0: every frame file is compared with the warm-up's;
 #   N: the first N of each mode, where reading them all would take longer than the run).
 #   Prints [row] lines; exit 0 when every run succeeded.

@@ -31,7 +31,6 @@
 #include "server/extraction_service.h"
 #include "server/log.h"
 #include "server/health_metrics.h"
-#include "server/host_allocator.h"
 #include "server/metrics.h"
 #include "server/psf_cache.h"
 #include "server/region_registry.h"
@@ -307,11 +306,6 @@ absl::StatusOr<std::unique_ptr<SpexdServer>> SpexdServer::Start(ServerOptions op
   s.options = std::move(options);
   const ServerOptions& o = s.options;
   if (absl::Status st = CheckGpuDevices(o); !st.ok()) return st;
-  // Each frame's outputs reuse resident memory instead of faulting fresh pages in
-  // (server/host_allocator.h); the C library's defaults stay where it refuses.
-  if (!TuneHostAllocator()) {
-    Log(LogLevel::kWarning, "host_allocator_defaults", {{"reason", "mallopt refused"}});
-  }
   s.metrics = std::make_unique<ServerMetrics>();
   if (!o.metrics_listen.empty()) {
     if (absl::Status st = s.metrics->StartExposer(o.metrics_listen); !st.ok()) return st;

@@ -13,7 +13,9 @@
 #     OUT_DIR     JSON and log (default: $OUT, else /tmp/exposure_device)
 #     GPU_COUNTS  e.g. "1 2" (default: 1, and 2 when two GPUs are visible)
 #   FRAMES (30), PASSES (3: one cold, two warm), MODES ("one multi") set the runs;
-#   BENCH_ARGS (extra bench flags, e.g. "--backends-per-gpu 2");
+#   BENCH_ARGS (extra bench flags, e.g. "--backends-per-gpu 2"); BENCH_BIN (the bench
+#   executable in the bundle, spexd_exposure_bench: another build's for an A/B, added as
+#   scripts/spexctl_throughput_device.sh says for SPEXD_BIN);
 #   STREAMERS ("0 2") the spexd --streamers_per_worker values tried for the one-job mode (0:
 #   the default, 4 per GPU worker; 2 was the default before): the server then encodes and
 #   writes every frame file (≈ 0.3 s of CPU each) on those threads, against ≈ 0.1 s of GPU
@@ -75,7 +77,7 @@ for n in $GPU_COUNTS; do
     frames_dir=$(mktemp -d "${TMPDIR:-/tmp}/exposure-frames.XXXXXX")
     echo "+ spexd_exposure_bench --gpus $gpus --one-job $one --streamers $streamers ${BENCH_ARGS:-}" | tee -a "$log"
     rc=0
-    "$BUNDLE/run.sh" spexd_exposure_bench "${psfs[@]}" --frames "$FRAMES" --passes "$PASSES" \
+    "$BUNDLE/run.sh" "${BENCH_BIN:-spexd_exposure_bench}" "${psfs[@]}" --frames "$FRAMES" --passes "$PASSES" \
       --gpus "$gpus" --one-job "$one" --streamers "$streamers" --out-dir "$frames_dir" \
       ${BENCH_ARGS:-} >"$json" 2>>"$log" || rc=$?
     rm -rf "$frames_dir"  # ~70 MB per frame file

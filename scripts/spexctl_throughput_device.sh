@@ -33,7 +33,12 @@
 #   NSPEC, WAVE, BACKEND for a small CPU smoke run; REF (s per frame: skip the reference
 #   benches and use it); PERF (a perf binary: spexd sampled during each mode, its profile by
 #   symbol in $W/perf-MODE.txt; PERF_ALL=1: every process on the host, by process and
-#   symbol). Prints [row] lines; exit 0 when every run succeeded.
+#   symbol); SPEXD_BIN (spexd: the server executable in the bundle, for an A/B of two
+#   builds: copy the other build's spexd in, stripped, with `patchelf --force-rpath
+#   --set-rpath '$ORIGIN/lib'`; a RUNPATH does not reach the bundled libraries' own
+#   dependencies and that spexd fails to start); IDENTICAL_SAMPLE (0: every frame file is compared with the warm-up's;
+#   N: the first N of each mode, where reading them all would take longer than the run).
+#   Prints [row] lines; exit 0 when every run succeeded.
 set -uo pipefail
 [[ $# -ge 2 ]] || { sed -n '2,36p' "$0"; exit 2; }
 B=$(cd "$1" && pwd) || exit 2
@@ -92,6 +97,7 @@ if [[ $BACKEND == cuda ]] && "$B/run.sh" spexd_cuda_frame_bench --runs 3 --check
   fps2=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["inflight_frames_per_second"])' \
     "$W/frame_bench.json" 2>/dev/null)
   [[ -n $fps2 && -n $ref ]] && ref=$(python3 -c "print(min($ref, 1 / $fps2))")
+  [[ -n $fps2 && -z $ref ]] && ref=$(python3 -c "print(1 / $fps2)")
   row "backend with two frames in flight: $fps2 frames/s"
 fi
 if [[ -z $ref ]]; then
@@ -102,7 +108,7 @@ fi
 fi
 
 PORT=50093
-"$B/run.sh" spexd --listen=127.0.0.1:$PORT --data_roots="$W/in" --output_roots="$W/out" \
+"$B/run.sh" "${SPEXD_BIN:-spexd}" --listen=127.0.0.1:$PORT --data_roots="$W/in" --output_roots="$W/out" \
   --backend=$BACKEND ${SPEXD_ARGS:-} >"$W/spexd.log" 2>&1 &
 SPID=$!
 trap 'kill -TERM $SPID 2>/dev/null; wait $SPID 2>/dev/null' EXIT
@@ -222,9 +228,13 @@ PY
   # A .fits.gz output is compared inflated: its bytes must be the .fits file's.
   files=(); for f in "$W"/client-*.$ext "$W"/out/*.$ext; do [[ -f $f ]] && files+=("$f"); done
   ref_frame=$W/warm.fits.fits; [[ $mode == *-gz* ]] && ref_frame=$W/warm.fits.gz.fits
+  checked=${#files[@]}
+  if [[ ${IDENTICAL_SAMPLE:-0} -gt 0 && $checked -gt $IDENTICAL_SAMPLE ]]; then
+    checked=$IDENTICAL_SAMPLE; files=("${files[@]:0:$checked}")
+  fi
   same=$(python3 "$(dirname "$0")/frames_identical.py" "$ref_frame" "${files[@]}")
   row "$mode: $same frame files byte-identical to the client-written warm-up frame (checksum dates aside)"
-  [[ $same == "$((PROCS * FRAMES)) of $((PROCS * FRAMES))" ]] || fail=1
+  [[ $same == "$checked of $checked" ]] || fail=1
   rm -f "$W"/client-*.fits "$W"/client-*.fits.gz  # after the run: deleting them is no part of a client's work
   python3 "$(dirname "$0")/throughput_breakdown.py" "$W/spexd.log" "$first" \
     "$(python3 -c "print($t1 - $t0)")" "$GPUS" "$W"/clog-* | sed "s/^/[row] $mode /"

@@ -14,8 +14,11 @@ absl::Status FileRowWriter::Add(int row, std::shared_ptr<const BundleResult> bun
     if (s_->running) return absl::OkStatus();  // the running Drain takes it
     s_->running = true;
   }
-  // A pool that is shutting down refuses the task: write here instead.
-  if (pool_ == nullptr || !pool_->Post([s = s_] { Drain(s); })) Drain(s_);
+  // Written here instead where no pool thread would run the task: a pool without threads
+  // (spexd --cpu_threads=1) keeps it until its shutdown, and one shutting down refuses it.
+  if (pool_ == nullptr || pool_->num_threads() == 0 || !pool_->Post([s = s_] { Drain(s); })) {
+    Drain(s_);
+  }
   return absl::OkStatus();
 }
 

@@ -93,5 +93,19 @@ TEST_F(FileRowWriterTest, DestroyedWithWritesQueuedItWaitsForThem) {
   EXPECT_TRUE(file->Finish(f).ok());
 }
 
+// A host pool without threads (spexd --cpu_threads=1) would hold a posted write until its
+// shutdown, and Wait would never return: the rows are written on the caller's thread.
+TEST_F(FileRowWriterTest, APoolWithoutThreadsWritesOnTheCallersThread) {
+  const core::Frame f = spexd::testing::MakeTestFrame(100, 300, 5, 4, /*specials=*/false);
+  auto file = Create(f);
+  ASSERT_NE(file, nullptr);
+  auto no_threads = core::MakeTaskPool(0);
+  FileRowWriter writer(file.get(), no_threads.get());
+  for (int b = 0; b < 4; ++b) ASSERT_TRUE(writer.Add(25 * b, std::make_shared<const core::BundleResult>(spexd::testing::FrameRows(f, b, 25 * b, 25))).ok());
+  EXPECT_EQ(no_threads->queued(), 0);  // nothing left for a thread that does not exist
+  ASSERT_TRUE(writer.Wait().ok());
+  EXPECT_TRUE(file->Finish(f).ok());
+}
+
 }  // namespace
 }  // namespace spexd::core

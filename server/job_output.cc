@@ -30,9 +30,6 @@ double Seconds(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
 }
 
-// Room left in a message for everything but the payload arrays (tags, lengths, counts).
-constexpr std::size_t kMessageOverhead = 64 * 1024;
-
 // SHA-256 of the file open at `fd`, read in blocks from its start.
 absl::StatusOr<std::string> Sha256OfFile(int fd, const std::string& path) {
   constexpr std::size_t kBlock = std::size_t{1} << 20;
@@ -53,10 +50,6 @@ absl::StatusOr<std::string> Sha256OfFile(int fd, const std::string& path) {
 }
 
 }  // namespace
-
-std::size_t MaxPayloadBytes(const ServiceLimits& limits) {
-  return static_cast<std::size_t>(limits.max_message_bytes) - kMessageOverhead;
-}
 
 JobOutput::JobOutput(const JobEnvironment& env, const JobRequest& request, ResponseStream* stream,
                      JobMetrics& metrics, std::function<absl::Status()> stop_status)

@@ -38,9 +38,6 @@ struct JobRequest;
 class ResponseStream;
 struct ServiceLimits;
 
-// Array payload one response message may carry under the server's message limit.
-std::size_t MaxPayloadBytes(const ServiceLimits& limits);
-
 class JobOutput {
  public:
   // `env`, `request`, `stream` and `metrics` outlive this object; `stop_status` gives the

@@ -6,7 +6,7 @@
 #include "core/base/status_macros.h"
 #include "core/plan/memory_estimate.h"
 #include "proto/convert/extraction_params.h"
-#include "server/job_output.h"
+#include "server/service_limits.h"
 #include "server/proto_convert.h"
 
 namespace spexd::server {

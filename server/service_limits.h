@@ -4,6 +4,7 @@
 #ifndef SPEXD_SERVER_SERVICE_LIMITS_H_
 #define SPEXD_SERVER_SERVICE_LIMITS_H_
 
+#include <cstddef>
 #include <cstdint>
 
 #include "core/io/fits_gunzip.h"
@@ -38,6 +39,13 @@ struct ServiceLimits {
   double connection_idle_seconds = 60;
   double keepalive_seconds = 60;
 };
+
+// Array payload one response message may carry under the server's message limit: the
+// limit less room for everything but the payload arrays (tags, lengths, counts).
+inline std::size_t MaxPayloadBytes(const ServiceLimits& limits) {
+  constexpr std::size_t kMessageOverhead = 64 * 1024;
+  return static_cast<std::size_t>(limits.max_message_bytes) - kMessageOverhead;
+}
 
 // What an input FITS file may make the server allocate: a decompressed file (gzip
 // inputs) no larger than an upload may be, and no image over --max_image_pixels.

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -172,6 +173,16 @@ int HttpStatusOf(const std::string& response) {
     code = std::atoi(response.substr(9, 3).c_str());
   }
   return code;
+}
+
+CommandResult RunCommand(const std::string& command) {
+  CommandResult r;
+  FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) return r;
+  char buf[4096];
+  while (std::fgets(buf, sizeof(buf), pipe) != nullptr) r.output += buf;
+  r.status = pclose(pipe);
+  return r;
 }
 
 }  // namespace spexd::testing

@@ -49,6 +49,14 @@ core::PreprocImage Float32Planes(const core::PreprocImage& in, core::PlaneBuffer
 // A fresh empty directory under the system temp dir, removed at process exit.
 std::string MakeTempDir();
 
+// Runs `command` with /bin/sh and reads its standard output to the end: the text, and
+// pclose's wait status (-1 when the shell could not be started).
+struct CommandResult {
+  int status = -1;
+  std::string output;
+};
+CommandResult RunCommand(const std::string& command);
+
 // Raw HTTP over loopback for the metrics endpoint's tests: connects to 127.0.0.1:`port`,
 // sends `request` (in pieces of `piece` bytes `pause_ms` apart when piece > 0; sending
 // stops at the first error), then reads until the server closes or `timeout_s` passes.

@@ -332,13 +332,9 @@ TEST_F(GzipServiceTest, AstropyReadsGzOutputsWithTheSameDataAndValidChecksums) {
   const std::string cmd = absl::StrCat("/usr/bin/python3 -W error::astropy.io.fits.verify.VerifyWarning ",
                                        script, " ", dir, "/astropy-plain.fits ", dir,
                                        "/astropy-frame.fits.gz 2>&1");
-  FILE* pipe = popen(cmd.c_str(), "r");
-  ASSERT_NE(pipe, nullptr);
-  std::string output;
-  char buf[4096];
-  while (std::fgets(buf, sizeof(buf), pipe) != nullptr) output += buf;
-  EXPECT_EQ(pclose(pipe), 0) << output;
-  EXPECT_NE(output.find("same"), std::string::npos) << output;
+  const spexd::testing::CommandResult run = spexd::testing::RunCommand(cmd);
+  EXPECT_EQ(run.status, 0) << run.output;
+  EXPECT_NE(run.output.find("same"), std::string::npos) << run.output;
 }
 
 TEST_F(GzipServiceTest, RefusedRequestIsRefusedBeforeItsImageIsDecoded) {

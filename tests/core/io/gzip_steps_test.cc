@@ -191,13 +191,9 @@ TEST(GzipCompress, PythonGzipAndAstropyReadTheChunkedStream) {
       "assert numpy.array_equal(a[0].data, b[0].data, equal_nan=True)\n"
       "print('same')\n"));
   const std::string cmd = absl::StrCat("/usr/bin/python3 ", script, " ", dir, "/a.fits ", dir, "/a.fits.gz 2>&1");
-  FILE* pipe = popen(cmd.c_str(), "r");
-  ASSERT_NE(pipe, nullptr);
-  std::string output;
-  char buf[4096];
-  while (std::fgets(buf, sizeof(buf), pipe) != nullptr) output += buf;
-  EXPECT_EQ(pclose(pipe), 0) << output;
-  EXPECT_NE(output.find("same"), std::string::npos) << output;
+  const spexd::testing::CommandResult run = spexd::testing::RunCommand(cmd);
+  EXPECT_EQ(run.status, 0) << run.output;
+  EXPECT_NE(run.output.find("same"), std::string::npos) << run.output;
   // zlib too.
   auto z = ZlibGunzip(*gz, fits.size());
   ASSERT_TRUE(z.ok()) << z.status();

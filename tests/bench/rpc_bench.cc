@@ -70,7 +70,7 @@
 #include "core/sim/simulator.h"
 #include "core/base/status_macros.h"
 #include "core/cpu/blas_core_type.h"
-#include "server/metrics.h"
+#include "server/platform/metrics.h"
 #include "server/spexd_server.h"
 #include "tests/bench/rpc_bench_clients.h"
 #include "tests/bench/rpc_bench_metrics.h"

@@ -18,7 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
-#include "server/metrics.h"
+#include "server/platform/metrics.h"
 #include "client/remote_frame.h"
 #include "core/backend/extract_frame.h"
 #include "core/plan/geometry.h"

@@ -15,7 +15,7 @@
 #include "core/frame/frame_writer.h"
 #include "core/io/fits_gunzip.h"
 #include "gtest/gtest.h"
-#include "server/content_id.h"
+#include "server/platform/content_id.h"
 #include "core/io/fits_file.h"
 #include "tests/integration/service_fixture.h"
 #include "tests/integration/spawned_server.h"

@@ -1,7 +1,7 @@
 // The mapping's lifetime is this object's: cudaIpcCloseMemHandle in the destructor. The
 // producer must not cudaFree the allocation while it is mapped here (undefined behaviour
 // in CUDA), which is why UnregisterCudaRegion returns only after the close
-// (server/region_registry.h).
+// (server/state/region_registry.h).
 #include "cuda/host/ipc_region.h"
 
 #include <cuda.h>

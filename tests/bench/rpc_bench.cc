@@ -60,7 +60,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "client/spexd_client.h"
+#include "client/lib/spexd_client.h"
 #include "core/backend/backend.h"
 #include "core/backend/extract_frame.h"
 #include "core/plan/geometry.h"

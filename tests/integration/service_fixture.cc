@@ -19,7 +19,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "server/platform/metrics.h"
-#include "client/remote_frame.h"
+#include "client/spexctl/remote_frame.h"
 #include "core/backend/extract_frame.h"
 #include "core/plan/geometry.h"
 #include "core/io/internal/gzip.h"

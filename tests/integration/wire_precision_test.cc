@@ -11,7 +11,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "client/remote_frame.h"
+#include "client/spexctl/remote_frame.h"
 #include "core/frame/frame_writer.h"
 #include "core/io/fits_gunzip.h"
 #include "gtest/gtest.h"

@@ -22,7 +22,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "client/spexd_client.h"
+#include "client/lib/spexd_client.h"
 #include "spexd/v1/spexd.pb.h"
 
 namespace spexd::client {

@@ -1,12 +1,12 @@
-#include "client/remote_commands.h"
+#include "client/spexctl/remote_commands.h"
 
 #include <cstdio>
 #include <memory>
 
 #include "absl/strings/str_cat.h"
-#include "client/cli_args.h"
-#include "client/remote_flags.h"
-#include "client/spexd_client.h"
+#include "client/spexctl/cli_args.h"
+#include "client/spexctl/remote_flags.h"
+#include "client/lib/spexd_client.h"
 
 namespace spexd::client {
 namespace {

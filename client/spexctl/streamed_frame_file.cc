@@ -1,4 +1,4 @@
-#include "client/streamed_frame_file.h"
+#include "client/spexctl/streamed_frame_file.h"
 
 #include <signal.h>
 #include <unistd.h>

@@ -3,7 +3,7 @@
 #define SPEXD_CLIENT_LOCAL_EXTRACT_H_
 
 #include "absl/status/status.h"
-#include "client/extract_flags.h"
+#include "client/spexctl/extract_flags.h"
 
 namespace spexd::client {
 

@@ -1,4 +1,4 @@
-#include "client/remote_extract.h"
+#include "client/spexctl/remote_extract.h"
 
 #include <algorithm>
 #include <chrono>
@@ -10,11 +10,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
-#include "client/output_paths.h"
-#include "client/progress_bar.h"
-#include "client/remote_flags.h"
-#include "client/remote_frame.h"
-#include "client/streamed_frame_file.h"
+#include "client/spexctl/output_paths.h"
+#include "client/spexctl/progress_bar.h"
+#include "client/spexctl/remote_flags.h"
+#include "client/spexctl/remote_frame.h"
+#include "client/spexctl/streamed_frame_file.h"
 #include "core/frame/frame_writer.h"
 #include "core/io/preproc.h"
 #include "core/base/status_macros.h"

@@ -1,4 +1,4 @@
-#include "client/remote_frame.h"
+#include "client/spexctl/remote_frame.h"
 
 #include <algorithm>
 #include <cstdint>

@@ -1,4 +1,4 @@
-#include "client/remote_flags.h"
+#include "client/spexctl/remote_flags.h"
 
 #include <fstream>
 #include <sstream>

@@ -1,7 +1,7 @@
 // Rebuilds a core::Frame from a streamed extraction (FrameHeader, BundleData parts,
 // ModelChunks) so that spexctl writes the frame with the same core code as a local run
 // (FrameToFits; or core::ProgressiveFrameFile as the bundles arrive, SendBundlesTo and
-// client/streamed_frame_file.h), bytes included: the streamed values are the server's
+// client/spexctl/streamed_frame_file.h), bytes included: the streamed values are the server's
 // float64 results, or (ARRAY_FLOAT32) those results rounded once to float32, which widen
 // back exactly and round to themselves when written, with the mask and scores the server
 // made from the float64 values (FrameProducts).

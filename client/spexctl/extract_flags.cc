@@ -1,4 +1,4 @@
-#include "client/extract_flags.h"
+#include "client/spexctl/extract_flags.h"
 
 #include <algorithm>
 

@@ -1,4 +1,4 @@
-#include "client/lapack_on_demand.h"
+#include "client/spexctl/lapack_on_demand.h"
 
 #include <dlfcn.h>
 

@@ -1,4 +1,4 @@
-#include "client/output_paths.h"
+#include "client/spexctl/output_paths.h"
 
 #include <limits.h>
 #include <stdlib.h>

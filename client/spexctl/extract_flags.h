@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "client/cli_args.h"
+#include "client/spexctl/cli_args.h"
 #include "core/backend/backend_options.h"
 #include "core/frame/frame_writer.h"
 #include "core/plan/extraction_params.h"

@@ -1,4 +1,4 @@
-#include "client/progress_bar.h"
+#include "client/spexctl/progress_bar.h"
 
 #include <unistd.h>
 

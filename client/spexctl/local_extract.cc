@@ -1,11 +1,11 @@
-#include "client/local_extract.h"
+#include "client/spexctl/local_extract.h"
 
 #include <chrono>
 #include <cstdio>
 #include <memory>
 
-#include "client/lapack_on_demand.h"
-#include "client/progress_bar.h"
+#include "client/spexctl/lapack_on_demand.h"
+#include "client/spexctl/progress_bar.h"
 #include "core/backend/backend.h"
 #include "core/backend/extract_frame.h"
 #include "core/frame/frame_writer.h"

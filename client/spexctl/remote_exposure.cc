@@ -1,4 +1,4 @@
-#include "client/remote_exposure.h"
+#include "client/spexctl/remote_exposure.h"
 
 #include <algorithm>
 #include <atomic>
@@ -13,11 +13,11 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
-#include "client/cli_args.h"
-#include "client/extract_flags.h"
-#include "client/output_paths.h"
-#include "client/remote_extract.h"
-#include "client/remote_flags.h"
+#include "client/spexctl/cli_args.h"
+#include "client/spexctl/extract_flags.h"
+#include "client/spexctl/output_paths.h"
+#include "client/spexctl/remote_extract.h"
+#include "client/spexctl/remote_flags.h"
 #include "core/base/status_macros.h"
 #include "core/io/preproc.h"
 #include "proto/convert/extraction_params.h"

@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "client/cli_args.h"
-#include "client/spexd_client.h"
+#include "client/spexctl/cli_args.h"
+#include "client/lib/spexd_client.h"
 
 namespace spexd::client {
 

@@ -1,4 +1,4 @@
-#include "client/cli_args.h"
+#include "client/spexctl/cli_args.h"
 
 #include <cstdlib>
 

@@ -1,4 +1,4 @@
-#include "client/spexd_client.h"
+#include "client/lib/spexd_client.h"
 
 #include <algorithm>
 #include <chrono>

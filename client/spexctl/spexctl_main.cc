@@ -3,14 +3,14 @@
 #include <string>
 #include <vector>
 
-#include "client/cli_args.h"
-#include "client/extract_flags.h"
-#include "client/local_extract.h"
+#include "client/spexctl/cli_args.h"
+#include "client/spexctl/extract_flags.h"
+#include "client/spexctl/local_extract.h"
 #ifdef SPEXD_WITH_SERVER
-#include "client/remote_commands.h"
-#include "client/remote_exposure.h"
-#include "client/remote_extract.h"
-#include "client/remote_flags.h"
+#include "client/spexctl/remote_commands.h"
+#include "client/spexctl/remote_exposure.h"
+#include "client/spexctl/remote_extract.h"
+#include "client/spexctl/remote_flags.h"
 #endif
 
 namespace {

@@ -10,9 +10,9 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "client/cli_args.h"
-#include "client/extract_flags.h"
-#include "client/spexd_client.h"
+#include "client/spexctl/cli_args.h"
+#include "client/spexctl/extract_flags.h"
+#include "client/lib/spexd_client.h"
 #include "core/frame/frame.h"
 #include "core/frame/frame_writer.h"
 #include "spexd/v1/spexd.pb.h"

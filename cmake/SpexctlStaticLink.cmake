@@ -6,7 +6,7 @@
 # the 93 shared objects of the dynamic link cost ~60 ms of CPU, nearly all of it the dynamic
 # loader mapping them and resolving their symbols across that long search list (docs/performance.md,
 # "spexctl start-up"). Statically, what is left dynamic is glibc and the GCC runtime.
-# CFITSIO's archive calls libcurl for its https/ftps drivers; client/cfitsio_without_curl.cc
+# CFITSIO's archive calls libcurl for its https/ftps drivers; client/spexctl/cfitsio_without_curl.cc
 # stands in (spexctl opens local files only), which drops libcurl-gnutls and its ~30 libraries.
 #
 # How: CMake names the shared libraries by full path (imported targets), so a link launcher
@@ -49,8 +49,8 @@ if(SPEXD_STATIC_SPEXCTL)
                       "LINKER:--export-dynamic-symbol=Absl*")
   # CFITSIO's archive also calls bzip2 (its .so names it itself; pkg-config does not).
   target_link_libraries(spexctl PRIVATE bz2)
-  target_sources(spexctl PRIVATE ${PROJECT_SOURCE_DIR}/client/cfitsio_without_curl.cc)
-  set_source_files_properties(${PROJECT_SOURCE_DIR}/client/cfitsio_without_curl.cc
+  target_sources(spexctl PRIVATE ${PROJECT_SOURCE_DIR}/client/spexctl/cfitsio_without_curl.cc)
+  set_source_files_properties(${PROJECT_SOURCE_DIR}/client/spexctl/cfitsio_without_curl.cc
     PROPERTIES COMPILE_OPTIONS -fvisibility=hidden)
 else()
   message(STATUS "spexctl links its libraries dynamically (SPEXD_STATIC_SPEXCTL=OFF)")

@@ -18,7 +18,7 @@ export LSAN_OPTIONS="suppressions=$PWD/tests/sanitizers/lsan.supp${LSAN_OPTIONS:
 cd "$BUILD_DIR"
 # Nothing is left out: the three tests that scrape /metrics over HTTP (MetricsTest, the
 # demo, python.balance) were, while civetweb served it (its small thread stacks overflowed
-# under ASan); server/metrics_http.cc serves it now. The desispec label (desispec's
+# under ASan); server/platform/metrics_http.cc serves it now. The desispec label (desispec's
 # own Python on spexd frames, where a stack is beside the clone) runs in the plain pass
 # only: it drives the same C++ paths as python.desispec_dropin, at ten times the cost.
 ctest --output-on-failure -j "${JOBS:-$(nproc)}" --timeout 900 -LE '^(deploy|gpu|desispec)$'

@@ -21,8 +21,8 @@
 #include "core/base/program_help.h"
 #include "core/base/status_macros.h"
 #include "core/cpu/blas_core_type.h"
-#include "server/config_file.h"
-#include "server/log.h"
+#include "server/platform/config_file.h"
+#include "server/platform/log.h"
 #include "server/server_config.h"
 #include "server/spexd_server.h"
 

@@ -15,7 +15,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "core/backend/backend_options.h"
-#include "server/log.h"
+#include "server/platform/log.h"
 #include "server/spexd_server.h"
 
 namespace spexd::server {

@@ -14,9 +14,9 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "core/backend/backend.h"
-#include "server/extract_job.h"
-#include "server/scheduler.h"
-#include "server/shadow_parity.h"
+#include "server/jobs/extract_job.h"
+#include "server/state/scheduler.h"
+#include "server/state/shadow_parity.h"
 
 namespace spexd::server {
 
@@ -59,7 +59,7 @@ struct ServerOptions {
   std::string tls_cert_file, tls_key_file, tls_client_ca_file;
   std::string auth_token;                 // required bearer token, empty: none
   std::vector<std::string> preload_psfs;  // server paths loaded during warm-up
-  // Shadow parity sampling (server/shadow_parity.h): fraction 0 turns it off.
+  // Shadow parity sampling (server/state/shadow_parity.h): fraction 0 turns it off.
   ShadowParityOptions shadow_parity;
   // Replaces the backend choice (tests inject slow or failing backends). Called once
   // during warm-up; the reason string is reported as the backend choice.

@@ -20,7 +20,7 @@ std::shared_ptr<const core::Psf> LoadBundledPsfWithSpreadTraces(int stride);
 // the middle of the wavelength range (the Legendre coefficients past the constant scaled):
 // consecutive wavelengths `factor` times as many rows apart, so that the stamps of eight
 // of them cover a taller box than the tensor-core normal equations stage at once
-// (cuda/normal_equations_dmma.cu); only wavelengths near the middle stay on the CCD.
+// (cuda/kernels/normal_equations_dmma.cu); only wavelengths near the middle stay on the CCD.
 std::shared_ptr<const core::Psf> LoadBundledPsfWithStretchedYTraces(double factor);
 
 }  // namespace spexd::testing

@@ -28,7 +28,7 @@ using CreateFn = Backend* (*)(const BackendOptions*, char*, std::size_t);
 std::vector<std::string> Candidates(const BackendOptions& options) {
   if (!options.cuda_module.empty()) return {options.cuda_module};
   std::vector<std::string> candidates;
-  // The one switch read outside cuda/diagnostics.h's table (which lists it): the module
+  // The one switch read outside cuda/host/diagnostics.h's table (which lists it): the module
   // is found before any backend exists.
   if (const char* env = std::getenv("SPEXD_CUDA_MODULE")) candidates.emplace_back(env);
   std::error_code ec;
@@ -96,7 +96,7 @@ absl::StatusOr<std::unique_ptr<Backend>> LoadCudaBackend(const BackendOptions& o
   char error[kCudaModuleErrorSize] = {0};
   Backend* backend = create(&options, error, sizeof(error));
   if (backend == nullptr) {
-    // A configuration the module refused (a bad SPEXD_CUDA_* switch, cuda/diagnostics.h)
+    // A configuration the module refused (a bad SPEXD_CUDA_* switch, cuda/host/diagnostics.h)
     // keeps its code across the C ABI, which carries only the status text.
     constexpr absl::string_view kInvalid = "INVALID_ARGUMENT: ";
     if (absl::StartsWith(error, kInvalid)) {

@@ -1,6 +1,6 @@
 // Runs a backend over a job and assembles the frame: the driver of the local CLI, the
 // benchmarks and the tests. The service streams bundles as they finish and so does the
-// same steps itself (server/job_output.cc: FinalizeBundle, then FrameAssembler), which
+// same steps itself (server/jobs/job_output.cc: FinalizeBundle, then FrameAssembler), which
 // keeps a remote result equal to a local one.
 #ifndef SPEXD_CORE_EXTRACT_FRAME_H_
 #define SPEXD_CORE_EXTRACT_FRAME_H_

@@ -1,5 +1,5 @@
 // Test-only fault switch of the CPU backend, in the style of the CUDA module's
-// SPEXD_TEST_CUDA_FAULTS (cuda/fault_injection.h): read from the environment variable
+// SPEXD_TEST_CUDA_FAULTS (cuda/host/fault_injection.h): read from the environment variable
 // SPEXD_TEST_CPU_FAULTS when CreateBackend makes a CPU backend, so that no production
 // option or flag carries it, and CI can test the shadow parity check without a GPU.
 // A comma-separated list; unset in production, where nothing is wrapped:

@@ -1,5 +1,5 @@
 // FieldCount<T>(): the number of fields of an aggregate, for compile-time checks that two
-// hand-mirrored structs keep the same fields (cuda/geometry_state.cc: DevicePatch and
+// hand-mirrored structs keep the same fields (cuda/host/geometry_state.cc: DevicePatch and
 // PatchDesc; tests/proto/extraction_params_convert_test.cc: ExtractionParams and its proto).
 // Counts the most initialisers T{...} accepts, so T's fields must be default-constructible
 // and none may itself be an aggregate that brace elision would spread over several.

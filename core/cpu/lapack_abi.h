@@ -2,7 +2,7 @@
 // string lengths included), so that any liblapack.so.3/libblas.so.3 (OpenBLAS or
 // reference) serves without a cblas/lapacke header flavour. Public (not in internal/)
 // because a program may supply these symbols itself: spexctl forwards them to a LAPACK it
-// opens only for a local extraction (client/lapack_on_demand.cc), checked against these
+// opens only for a local extraction (client/spexctl/lapack_on_demand.cc), checked against these
 // very declarations.
 #ifndef SPEXD_CORE_CPU_LAPACK_ABI_H_
 #define SPEXD_CORE_CPU_LAPACK_ABI_H_

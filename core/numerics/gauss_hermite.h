@@ -1,5 +1,5 @@
 // Per-element math of the pixel-integrated GaussHermite stamp (extraction-spec §1.4):
-// the one definition that core/plan/spots.cc and the spot kernel (cuda/spot_kernels.cu, built
+// the one definition that core/plan/spots.cc and the spot kernel (cuda/kernels/spot_kernels.cu, built
 // with --fmad=false so that it rounds as written) both evaluate.
 #ifndef SPEXD_CORE_GAUSS_HERMITE_H_
 #define SPEXD_CORE_GAUSS_HERMITE_H_

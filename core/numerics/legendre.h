@@ -1,6 +1,6 @@
 // Legendre evaluation of the PSF's wavelength dependence (extraction-spec §1.3), in the
 // exact operation order of numpy, for the host (core/io/psf.cc, core/plan/spots.cc) and the spot
-// kernel (cuda/spot_kernels.cu) alike.
+// kernel (cuda/kernels/spot_kernels.cu) alike.
 #ifndef SPEXD_CORE_LEGENDRE_H_
 #define SPEXD_CORE_LEGENDRE_H_
 

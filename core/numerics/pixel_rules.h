@@ -1,7 +1,7 @@
 // The per-pixel input rules (extraction-spec §2.1 and "Decisions": mask policy,
 // non-finite pixels, negative ivar), written once for the host reader
 // (core::ApplyPixelRules) and for frames read straight from device memory by the CUDA
-// backend (cuda/image_import.cu), so that both give bit-identical planes.
+// backend (cuda/kernels/image_import.cu), so that both give bit-identical planes.
 #ifndef SPEXD_CORE_PIXEL_RULES_H_
 #define SPEXD_CORE_PIXEL_RULES_H_
 

@@ -1,5 +1,5 @@
 // The tiles of stamps by which both backends sum the normal equations M = A^T N A
-// (extraction-spec §2.7-2.8; cuda/normal_equations_dmma.cu on the FP64 tensor cores,
+// (extraction-spec §2.7-2.8; cuda/kernels/normal_equations_dmma.cu on the FP64 tensor cores,
 // core/cpu/internal/tile_normal_equations.h with FMAs): a patch's unknowns q = s * nt + w
 // in tiles of kStampTile consecutive wavelengths of one spectrum (the last of a spectrum
 // shorter), each tile's stamps bounded by a box of window pixels, and M[q, l] of two tiles

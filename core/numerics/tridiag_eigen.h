@@ -4,7 +4,7 @@
 // the rotations applied to that product (the EISPACK tred2/tql2 scheme, parallelised).
 //
 // Written once for any "team": the CUDA kernel runs it with a thread block
-// (cuda/decorrelation.cu), the host tests with SerialTeam below, against LAPACK.
+// (cuda/kernels/tridiag_decorrelation.cu), the host tests with SerialTeam below, against LAPACK.
 //
 // Storage: column-major, a[c * lda + r] = A(r, c), both triangles present on entry; on
 // exit the columns of the same storage are the eigenvectors and d the eigenvalues (not

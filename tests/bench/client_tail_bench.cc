@@ -17,8 +17,8 @@
 #include <thread>
 #include <vector>
 
-#include "client/remote_frame.h"
-#include "client/streamed_frame_file.h"
+#include "client/spexctl/remote_frame.h"
+#include "client/spexctl/streamed_frame_file.h"
 #include "core/frame/frame.h"
 #include "core/frame/frame_writer.h"
 #include "tests/frame_fixtures.h"

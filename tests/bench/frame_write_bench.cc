@@ -54,8 +54,8 @@
 #include "tests/frame_fixtures.h"
 #ifdef SPEXD_BENCH_SHA256
 #include "core/frame/progressive_frame_file.h"
-#include "server/content_id.h"
-#include "server/data_roots.h"
+#include "server/platform/content_id.h"
+#include "server/platform/data_roots.h"
 #endif
 
 namespace {

@@ -11,7 +11,7 @@
 #include <fstream>
 
 #include "absl/strings/str_cat.h"
-#include "client/remote_frame.h"
+#include "client/spexctl/remote_frame.h"
 #include "core/plan/geometry.h"
 
 extern char** environ;

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "client/spexd_client.h"
+#include "client/lib/spexd_client.h"
 
 namespace spexd::bench {
 

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "server/metrics.h"
+#include "server/platform/metrics.h"
 
 namespace spexd::bench {
 

@@ -1,5 +1,5 @@
 // Host time of the CUDA backend's per-batch run layout: MakeBatchEntries and
-// BuildRunLayout (cuda/batch_layout.h) for an r frame's batches of 5 bundles, the choices
+// BuildRunLayout (cuda/kernels/batch_layout.h) for an r frame's batches of 5 bundles, the choices
 // of the default backend (tiled Cholesky, trailing inversion). BatchExtractor::Enqueue
 // builds one for every batch of every frame, between a batch's normal equations and its
 // Cholesky. Plain C++ on integer addresses: no GPU needed. One warm-up round, then the
@@ -17,7 +17,7 @@
 #include "core/plan/desi_cameras.h"
 #include "core/plan/extraction_params.h"
 #include "core/plan/patch_plan.h"
-#include "cuda/batch_layout.h"
+#include "cuda/kernels/batch_layout.h"
 
 namespace {
 

@@ -1,11 +1,11 @@
-// spexctl's command line: the flag parser (client/cli_args.h) and the extract command it
-// feeds (client/extract_flags.h), shared by the local and the remote mode.
-#include "client/extract_flags.h"
+// spexctl's command line: the flag parser (client/spexctl/cli_args.h) and the extract command it
+// feeds (client/spexctl/extract_flags.h), shared by the local and the remote mode.
+#include "client/spexctl/extract_flags.h"
 
 #include <string>
 #include <vector>
 
-#include "client/cli_args.h"
+#include "client/spexctl/cli_args.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 

@@ -1,6 +1,6 @@
 // How spexctl compares server output paths (one file under two spellings is one output)
 // and prints them (a name holding a newline cannot split a result line).
-#include "client/output_paths.h"
+#include "client/spexctl/output_paths.h"
 
 #include <stdlib.h>
 #include <sys/stat.h>

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # What keeps spexctl's start cheap (docs/performance.md, "spexctl start-up"), checked on the built
 # binary:   spexctl_startup_test.sh SPEXCTL STATIC(0|1)
-#  - LAPACK/BLAS are never NEEDED (client/lapack_on_demand.h), and a local extraction
+#  - LAPACK/BLAS are never NEEDED (client/spexctl/lapack_on_demand.h), and a local extraction
 #    without them is refused with a message, not a crash;
 #  - with SPEXD_STATIC_SPEXCTL, only glibc and the GCC runtime are NEEDED (no shared gRPC,
 #    protobuf, Abseil, CFITSIO or curl beside the static copies), and the static Abseil is

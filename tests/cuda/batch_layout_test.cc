@@ -1,8 +1,8 @@
-// Replays the batched-call layout of cuda/batch_layout.cc on the host (layout_replay.h):
+// Replays the batched-call layout of cuda/kernels/batch_layout.cc on the host (layout_replay.h):
 // C's core diagonal blocks must equal the blocks of M^{-1}, whatever the stale upper
 // triangle holds, through the potrf path's in-place leaves and through the tiled Cholesky; the tiled
 // factor must equal an unblocked potrf. Needs no GPU.
-#include "cuda/batch_layout.h"
+#include "cuda/kernels/batch_layout.h"
 
 #include <cmath>
 #include <tuple>

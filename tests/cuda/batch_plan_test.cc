@@ -1,5 +1,5 @@
-// BatchSizes (cuda/batch_plan.h): the bundles each batch of a request takes.
-#include "cuda/batch_plan.h"
+// BatchSizes (cuda/host/batch_plan.h): the bundles each batch of a request takes.
+#include "cuda/host/batch_plan.h"
 
 #include <numeric>
 #include <vector>

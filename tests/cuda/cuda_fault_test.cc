@@ -1,4 +1,4 @@
-// GPU failure paths with injected faults (cuda/fault_injection.h), run on the
+// GPU failure paths with injected faults (cuda/host/fault_injection.h), run on the
 // GPU machine: a genuine out-of-memory from the driver, a transient failure that a retry
 // gets past, a patch whose solve fails once and is retried by the backend, and a genuine
 // sticky error (a trapping kernel). Label "gpu": skips without a module or device.
@@ -62,7 +62,7 @@ std::shared_ptr<const core::Geometry> VariantGeometry(std::shared_ptr<const core
 // Defined first so that it runs first: the sticky-error tests below poison the process's
 // CUDA context, after which no backend can be created (the device run of 2026-11-23
 // skipped it there).
-// A mistyped switch (cuda/diagnostics.h) fails the backend's creation with
+// A mistyped switch (cuda/host/diagnostics.h) fails the backend's creation with
 // INVALID_ARGUMENT naming the variable and its allowed values, across the module's C ABI.
 TEST(CudaEnvironmentSwitchTest, BadSwitchFailsCreation) {
   auto probe = CreateCudaBackendFromEnv();
@@ -204,7 +204,7 @@ TEST_F(CudaFaultTest, PoisonedAllocationsWithUncoupledSpectra) {
 
 // Wavelengths five times as many rows apart as DESI's (tests/psf_variants.h): the stamps
 // of eight consecutive wavelengths cover a box taller than the tensor-core normal
-// equations stage at once (cuda/normal_equations_dmma.cu: 404 pixels a plane), so each
+// equations stage at once (cuda/kernels/normal_equations_dmma.cu: 404 pixels a plane), so each
 // tile's sums run over several chunks and add up in M, on NaN-filled memory, against the
 // CPU backend. The bars: this geometry's solutions amplify M's rounding about 1e6-fold
 // (H100: two valid summation orders of M differ by 1.4e-10 of the largest flux
@@ -383,7 +383,7 @@ TEST_F(CudaFaultTest, FailedPatchIsRetriedAndMatchesARunAtTheRetryRegularisation
 
 // A failed patch in a request's first batch, one bundle a batch (the test setting
 // batch_bundles=1: four batches over the two workspace sets). Batch 2 reuses batch 0's set and is enqueued
-// as soon as batch 0's outputs are out (cuda/batch_extractor.h, Finish): batch 0's retry
+// as soon as batch 0's outputs are out (cuda/host/batch_extractor.h, Finish): batch 0's retry
 // must run in the set's slots before that, and batch 2's download must not overwrite the
 // pinned outputs batch 0 is still being assembled from. Either race shows as a bundle that
 // differs from the fault-free run with the same plan (bit-identical expected outside the

@@ -1,8 +1,8 @@
-// The CUDA backend's environment variables (cuda/diagnostics.h): one table, production
+// The CUDA backend's environment variables (cuda/host/diagnostics.h): one table, production
 // defaults when unset, a bad value refused with the variable and its allowed values
 // named, and no algorithm or schedule switch among them. No GPU needed: the variables
 // are read through an injected lookup.
-#include "cuda/diagnostics.h"
+#include "cuda/host/diagnostics.h"
 
 #include <map>
 #include <set>

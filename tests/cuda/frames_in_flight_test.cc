@@ -1,4 +1,4 @@
-#include "cuda/frames_in_flight.h"
+#include "cuda/host/frames_in_flight.h"
 
 #include <optional>
 

@@ -1,4 +1,4 @@
-// Host replay of the batched-call layout of cuda/batch_layout.cc: the workspace buffers
+// Host replay of the batched-call layout of cuda/kernels/batch_layout.cc: the workspace buffers
 // live in host memory (the layout's pointers are host addresses), the library calls are
 // naive loops and the kernels are serial host versions doing the same arithmetic per
 // element in the same order. Used by batch_layout_test.cc (no GPU needed).
@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "core/plan/patch_plan.h"
-#include "cuda/batch_layout.h"
+#include "cuda/kernels/batch_layout.h"
 
 namespace spexd::cuda::testing {
 

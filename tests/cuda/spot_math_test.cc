@@ -1,7 +1,7 @@
-// The per-element spot math the kernel uses (cuda/spot_math.h over core/numerics/legendre.h and
+// The per-element spot math the kernel uses (cuda/kernels/spot_math.h over core/numerics/legendre.h and
 // core/numerics/gauss_hermite.h), driven on the host in the kernel's order, against
 // core::EvaluateSpot (extraction-spec §1.4). Needs no GPU.
-#include "cuda/spot_math.h"
+#include "cuda/kernels/spot_math.h"
 
 #include <cmath>
 #include <sstream>

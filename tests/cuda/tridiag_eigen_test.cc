@@ -66,7 +66,7 @@ struct Eigen {
   bool twisted = false;  // the vectors came from the twisted factorisations
 };
 
-// The paths of cuda/tridiag_decorrelation.cu, serially.
+// The paths of cuda/kernels/tridiag_decorrelation.cu, serially.
 enum class Path { kInBlock, kLogged, kTwisted };
 
 // The twisted kernel's vectors (TwistedKernel, serially): T's eigenvector for each of

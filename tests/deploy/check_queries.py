@@ -9,7 +9,7 @@ Prometheus loaded them, and each must have evaluated without error. Alert expres
 also queried without their threshold comparisons (the signal must return series even
 when the alert does not fire). Queries on metrics that exist only on GPU servers
 (spexd_gpu_memory_bytes) must parse and are reported as not evaluable here. Every spexd_
-metric named anywhere must be registered in server/metrics.cc (or another source given).
+metric named anywhere must be registered in server/platform/metrics.cc (or another source given).
 """
 import json
 import re
@@ -33,8 +33,8 @@ def api(base, path, **params):
 
 
 def known_metrics(sources):
-    # Every name is registered as a string literal of its own (server/metrics.cc,
-    # server/health_metrics.cc).
+    # Every name is registered as a string literal of its own (server/platform/metrics.cc,
+    # server/platform/health_metrics.cc).
     names = set()
     for source in sources.split(","):
         names |= set(re.findall(r'"(spexd_[a-z0-9_]+)"', open(source).read()))

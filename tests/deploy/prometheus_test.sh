@@ -115,5 +115,5 @@ done
 echo "shadow parity: ${checked:-0} check(s) ok"
 [[ ${checked:-0} -ge 1 ]] || fail "no shadow parity check was counted"
 sleep 3
-python3 tests/deploy/check_queries.py "$PROM" deploy/grafana/spexd-dashboard.json server/metrics.cc,server/health_metrics.cc
+python3 tests/deploy/check_queries.py "$PROM" deploy/grafana/spexd-dashboard.json server/platform/metrics.cc,server/platform/health_metrics.cc
 say "prometheus_test: PASS"

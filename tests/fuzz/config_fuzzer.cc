@@ -1,9 +1,9 @@
-// libFuzzer target: the --config file parser (server/config_file.cc).
+// libFuzzer target: the --config file parser (server/platform/config_file.cc).
 #include <cstddef>
 #include <cstdint>
 #include <string>
 
-#include "server/config_file.h"
+#include "server/platform/config_file.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);

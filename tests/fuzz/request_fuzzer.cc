@@ -1,5 +1,5 @@
 // libFuzzer target: request validation, from the bytes of an ExtractHeader to a patch plan
-// and the selected bundles, as the server does it (server/request_validation.h:
+// and the selected bundles, as the server does it (server/jobs/request_validation.h:
 // CheckHeaderFields, CheckRequestAlone, CheckRequest with the default limits; then
 // core::Geometry::Create for an r-camera CCD). Every input must give a plan or an error
 // status: never a crash, UB, a hang or a huge allocation.
@@ -10,7 +10,7 @@
 
 #include "core/plan/geometry.h"
 #include "core/io/psf.h"
-#include "server/request_validation.h"
+#include "server/jobs/request_validation.h"
 #include "spexd/v1/spexd.pb.h"
 
 namespace {

@@ -1,4 +1,4 @@
-// libFuzzer target: upload chunk assembly (server/upload_assembly.h), as ExtractFrame and
+// libFuzzer target: upload chunk assembly (server/rpc/upload_assembly.h), as ExtractFrame and
 // LoadPsf use it: an announced size, then chunks of any size. Checked against a model at
 // every step: a chunk is taken exactly when it fits in what remains, the bytes are the
 // concatenation of the chunks taken, and the upload is complete exactly at the announced
@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <string>
 
-#include "server/upload_assembly.h"
+#include "server/rpc/upload_assembly.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   FuzzedDataProvider in(data, size);

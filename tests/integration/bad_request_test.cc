@@ -11,7 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/io/psf.h"
 #include "gtest/gtest.h"
-#include "server/metrics.h"
+#include "server/platform/metrics.h"
 #include "spexd/v1/spexd.grpc.pb.h"
 #include "tests/integration/service_fixture.h"
 #include "tests/synthetic_frames.h"

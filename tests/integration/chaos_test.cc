@@ -22,7 +22,7 @@
 #include "core/backend/backend.h"
 #include "core/io/fits_file.h"
 #include "gtest/gtest.h"
-#include "server/metrics.h"
+#include "server/platform/metrics.h"
 #include "tests/integration/service_fixture.h"
 #include "tests/integration/spawned_server.h"
 #include "tests/test_support.h"

@@ -19,7 +19,7 @@
 #include "core/frame/output_layout.h"
 #include "core/io/preproc.h"
 #include "gtest/gtest.h"
-#include "server/metrics.h"
+#include "server/platform/metrics.h"
 #include "tests/integration/service_fixture.h"
 
 namespace spexd::testing {

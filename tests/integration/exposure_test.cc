@@ -17,8 +17,8 @@
 #include <grpcpp/client_context.h>
 
 #include "absl/strings/str_cat.h"
-#include "client/remote_exposure.h"
-#include "client/spexd_client.h"
+#include "client/spexctl/remote_exposure.h"
+#include "client/lib/spexd_client.h"
 #include "core/backend/backend.h"
 #include "core/io/fits_gunzip.h"
 #include "gtest/gtest.h"

@@ -6,7 +6,7 @@
 #include "core/io/fits_file.h"
 #include "core/frame/frame_writer.h"
 #include "gtest/gtest.h"
-#include "server/psf_cache.h"
+#include "server/state/psf_cache.h"
 #include "tests/integration/service_fixture.h"
 
 namespace spexd::testing {

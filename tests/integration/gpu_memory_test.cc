@@ -17,7 +17,7 @@
 #include "core/backend/backend.h"
 #include "core/io/psf.h"
 #include "gtest/gtest.h"
-#include "server/metrics.h"
+#include "server/platform/metrics.h"
 #include "tests/integration/service_fixture.h"
 
 namespace spexd::testing {

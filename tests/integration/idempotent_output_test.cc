@@ -20,7 +20,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
-#include "server/content_id.h"
+#include "server/platform/content_id.h"
 #include "tests/integration/service_fixture.h"
 #include "tests/integration/spawned_server.h"
 #include "tests/test_support.h"

@@ -10,7 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/backend/backend.h"
 #include "gtest/gtest.h"
-#include "server/metrics.h"
+#include "server/platform/metrics.h"
 #include "tests/integration/service_fixture.h"
 
 namespace spexd::testing {

@@ -12,7 +12,7 @@
 
 #include "absl/status/statusor.h"
 #include <grpcpp/channel.h>
-#include "client/spexd_client.h"
+#include "client/lib/spexd_client.h"
 #include "core/backend/backend.h"
 #include "core/plan/extraction_params.h"
 #include "core/frame/frame.h"

@@ -12,7 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
-#include "client/spexd_client.h"
+#include "client/lib/spexd_client.h"
 #include "gtest/gtest.h"
 #include "tests/integration/service_fixture.h"
 #include "tests/integration/spawned_server.h"

@@ -13,7 +13,7 @@
 #include "absl/strings/str_format.h"
 #include "core/io/fits_gunzip.h"
 #include "core/io/internal/gzip.h"
-#include "server/content_id.h"
+#include "server/platform/content_id.h"
 #include "gtest/gtest.h"
 #include "tests/integration/service_fixture.h"
 #include "tests/integration/spexctl_cli.h"

@@ -18,7 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "client/streamed_frame_file.h"
+#include "client/spexctl/streamed_frame_file.h"
 #include "core/backend/backend.h"
 #include "gtest/gtest.h"
 #include "tests/integration/service_fixture.h"

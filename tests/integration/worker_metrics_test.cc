@@ -20,7 +20,7 @@
 #include "absl/strings/str_split.h"
 #include "core/backend/backend.h"
 #include "gtest/gtest.h"
-#include "server/metrics.h"
+#include "server/platform/metrics.h"
 #include "tests/integration/service_fixture.h"
 #include "tests/integration/spawned_server.h"
 

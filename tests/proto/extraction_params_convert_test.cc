@@ -23,7 +23,7 @@ using google::protobuf::FieldDescriptor;
 static_assert(core::FieldCount<core::ExtractionParams>() == 19,
               "core::ExtractionParams changed: handle the field in "
               "proto/convert/extraction_params.cc, client/python/spexd/request.py, "
-              "spexctl's flags (client/extract_flags.cc) and this test");
+              "spexctl's flags (client/spexctl/extract_flags.cc) and this test");
 
 // Every field of `m` set to a value that is not its default (and valid for the
 // conversion: enums take their last value, numbers distinct ones).

@@ -1,4 +1,4 @@
-#include "server/config_file.h"
+#include "server/platform/config_file.h"
 
 #include <fstream>
 

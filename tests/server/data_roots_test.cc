@@ -1,4 +1,4 @@
-#include "server/data_roots.h"
+#include "server/platform/data_roots.h"
 
 #include <sys/stat.h>
 #include <unistd.h>

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
-#include "server/extract_job.h"
+#include "server/jobs/extract_job.h"
 
 namespace spexd::server::job_fakes {
 

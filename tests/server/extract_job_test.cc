@@ -2,7 +2,7 @@
 // Backend hands over bundles (or fails, or waits for the cancel flag). Checks the order of
 // the stream (header, bundles ascending in parts, summary), the per-Angstrom conversion,
 // cancellation, deadlines, a stalled write, and the status each failure ends the call with.
-#include "server/extract_job.h"
+#include "server/jobs/extract_job.h"
 
 #include <atomic>
 #include <chrono>
@@ -17,8 +17,8 @@
 #include "absl/synchronization/mutex.h"
 #include "core/base/task_pool.h"
 #include "gtest/gtest.h"
-#include "server/psf_cache.h"
-#include "server/request_validation.h"
+#include "server/state/psf_cache.h"
+#include "server/jobs/request_validation.h"
 #include "tests/server/extract_job_fakes.h"
 #include "tests/synthetic_frames.h"
 #include "tests/test_support.h"

@@ -1,4 +1,4 @@
-#include "server/log.h"
+#include "server/platform/log.h"
 
 #include <limits>
 #include <map>

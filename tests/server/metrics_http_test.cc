@@ -1,8 +1,8 @@
-// MetricsHttpServer (server/metrics_http.h): every method and path gets an
+// MetricsHttpServer (server/platform/metrics_http.h): every method and path gets an
 // answer, malformed and oversized requests get their 4xx, and slow, silent, non-reading
 // or too many clients are bounded by the deadlines and the connection limit. Loopback
 // sockets with short deadlines; the real server's endpoint is MetricsTest's.
-#include "server/metrics_http.h"
+#include "server/platform/metrics_http.h"
 
 #include <netinet/in.h>
 #include <sys/socket.h>

@@ -1,4 +1,4 @@
-#include "server/proto_convert.h"
+#include "server/jobs/proto_convert.h"
 
 #include <cstring>
 #include <memory>

@@ -1,11 +1,11 @@
-#include "server/psf_cache.h"
+#include "server/state/psf_cache.h"
 
 #include <algorithm>
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "server/content_id.h"
-#include "server/metrics.h"
+#include "server/platform/content_id.h"
+#include "server/platform/metrics.h"
 #include "tests/test_support.h"
 
 namespace spexd::server {

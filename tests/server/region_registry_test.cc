@@ -2,7 +2,7 @@
 // (unregister, the holding call ending, drain), that the holding call is ended exactly
 // once, that Unregister waits for extractions still holding the region, and which peers
 // count as local.
-#include "server/region_registry.h"
+#include "server/state/region_registry.h"
 
 #include <atomic>
 #include <thread>

@@ -1,13 +1,13 @@
 // The header checks of server/request_validation and the
 // bounded status messages of server/status_util.
-#include "server/request_validation.h"
+#include "server/jobs/request_validation.h"
 
 #include <climits>
 #include <string>
 
 #include "core/base/error_text.h"
 #include "gtest/gtest.h"
-#include "server/status_util.h"
+#include "server/platform/status_util.h"
 #include "tests/test_support.h"
 
 namespace spexd::server {

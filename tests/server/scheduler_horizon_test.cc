@@ -8,7 +8,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "gtest/gtest.h"
-#include "server/scheduler.h"
+#include "server/state/scheduler.h"
 #include "tests/server/null_backend.h"
 
 namespace spexd::server {

@@ -1,4 +1,4 @@
-#include "server/scheduler.h"
+#include "server/state/scheduler.h"
 
 #include <algorithm>
 #include <atomic>
@@ -14,7 +14,7 @@
 #include "core/plan/geometry.h"
 #include "core/io/psf.h"
 #include "gtest/gtest.h"
-#include "server/status_util.h"
+#include "server/platform/status_util.h"
 #include "tests/server/null_backend.h"
 #include "tests/test_support.h"
 

@@ -1,6 +1,6 @@
 // ShadowParity's queue: sampling follows the fraction, a full queue skips (and
 // counts) a check instead of waiting, and a check that cannot run is counted, not fatal.
-#include "server/shadow_parity.h"
+#include "server/state/shadow_parity.h"
 
 #include <chrono>
 #include <memory>
@@ -12,7 +12,7 @@
 #include "gtest/gtest.h"
 #include "prometheus/registry.h"
 #include "prometheus/text_serializer.h"
-#include "server/health_metrics.h"
+#include "server/platform/health_metrics.h"
 #include "tests/synthetic_frames.h"
 #include "tests/test_support.h"
 

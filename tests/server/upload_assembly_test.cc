@@ -1,4 +1,4 @@
-#include "server/upload_assembly.h"
+#include "server/rpc/upload_assembly.h"
 
 #include <chrono>
 #include <string>

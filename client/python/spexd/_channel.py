@@ -1,6 +1,6 @@
 """Channel, credentials and the one retry policy of the sync and grpc.aio clients.
 
-They mirror the C++ client (client/spexd_client.cc): round_robin load balancing (a
+They mirror the C++ client (client/lib/spexd_client.cc): round_robin load balancing (a
 ``dns:///name:port`` target resolving to several replicas, or an
 ``ipv4:a:p1,b:p2`` list, spreads calls over them), 64 MiB receive limit, a deadline on
 every admin call (60 s) and optionally on an extraction, and up to ``retries``
@@ -25,7 +25,7 @@ from spexd.errors import from_rpc_error
 MAX_RECEIVE_BYTES = 64 << 20
 UPLOAD_CHUNK_BYTES = 1 << 20  # well under the 4 MiB message limit
 RETRYABLE = (grpc.StatusCode.UNAVAILABLE,)
-QUEUE_FULL_KEY = "spexd-retryable"  # server/status_util.cc sets it on transient refusals
+QUEUE_FULL_KEY = "spexd-retryable"  # server/platform/status_util.cc sets it on transient refusals
 
 
 @dataclasses.dataclass

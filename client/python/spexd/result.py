@@ -41,7 +41,7 @@ class Bundle:
 class StreamAssembler:
     """Turns ExtractResponse messages into FrameHeader, complete Bundles, model, summary.
 
-    Checks the protocol as spexctl does (client/remote_frame.cc): parts in order,
+    Checks the protocol as spexctl does (client/spexctl/remote_frame.cc): parts in order,
     array sizes consistent with the header, every announced bundle exactly once.
     """
 

@@ -129,7 +129,7 @@ void PatchExtractor::BuildSparseA(const PatchDesc& d, const Spots& spots,
   });
 }
 
-// The stages below follow the GPU pipeline (cuda/patch_pipeline.cc): normal equations and
+// The stages below follow the GPU pipeline (cuda/host/patch_pipeline.cc): normal equations and
 // regularisation, Cholesky factor and solve, C's core diagonal blocks, their inverse
 // square roots with the decorrelated products, then the outputs. On the CPU M, its
 // factor and C are kept to the band (the GPU works on dense tiles).

@@ -1,5 +1,5 @@
 // M = A^T diag(v) A of one patch by 8 x 8 tiles of stamps (spec §2.8), the CPU twin of
-// cuda/normal_equations_dmma.cu: unknowns in tiles of eight consecutive wavelengths of
+// cuda/kernels/normal_equations_dmma.cu: unknowns in tiles of eight consecutive wavelengths of
 // one spectrum, each tile's stamps on a canvas of the window pixels they cover (a plane a
 // stamp, zero outside it), and M[q, l] for a pair of tiles summed over their
 // common box pixel by pixel, eight FMAs a pixel: a broadcast A[p, q] times the vector

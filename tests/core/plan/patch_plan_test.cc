@@ -274,7 +274,7 @@ TEST_F(PatchPlanTest, SpreadTracesGiveBandZero) {
 // Y traces stretched five times (tests/psf_variants.h): consecutive wavelengths about
 // five times as many rows apart as the original's, near the middle of the CCD, so that
 // eight wavelengths' stamps cover more than two of the tensor-core normal equations'
-// 404-pixel planes (the chunked path of cuda/normal_equations_dmma.cu, tests/cuda).
+// 404-pixel planes (the chunked path of cuda/kernels/normal_equations_dmma.cu, tests/cuda).
 TEST_F(PatchPlanTest, StretchedYTracesGiveTallStampBoxes) {
   auto tall = testing::LoadBundledPsfWithStretchedYTraces(5.0);
   ASSERT_NE(tall, nullptr);

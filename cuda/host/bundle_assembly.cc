@@ -1,0 +1,118 @@
+// BatchExtractor's bundle assembly: a batch's results leave the pinned output buffers
+// into the BundleResults handed to the sink (batch_extractor.h: SizeBundle,
+// AllocateBundles, FillBundles).
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "core/base/parallel_for.h"
+#include "core/frame/patch_outcome.h"
+#include "core/plan/patch_plan.h"
+#include "core/base/prefault.h"
+#include "cuda/host/batch_extractor.h"
+
+namespace spexd::cuda {
+
+void BatchExtractor::SizeBundle(const Batch& batch, std::size_t pos, core::BundleResult* r,
+                                std::vector<OutCopy>* copies) const {
+  const core::PatchPlan& plan = *cfg_.plan;
+  const WorkspaceSet& s = cfg_.workspace->set(batch.set);
+  const int b = batch.bundles[pos];
+  const int nk = spec_.nk, nwave = plan.nwave, bs = plan.bundlesize;
+  const std::size_t per_bundle = static_cast<std::size_t>(bs) * nwave;
+  // As BundleResult::Allocate, but filled straight from the pinned buffers (one pass).
+  r->bundle = b;
+  r->fiber_begin = plan.bundle_fiber_begin(b);
+  r->nfibers = bs;
+  r->nwave = nwave;
+  r->ndiag = plan.ndiag;
+  const std::size_t o = pos * per_bundle;
+  copies->push_back({&r->flux, s.h_flux.get() + o, per_bundle});
+  copies->push_back({&r->ivar, s.h_ivar.get() + o, per_bundle});
+  copies->push_back({&r->pixmask_fraction, s.h_pixmask.get() + o, per_bundle});
+  copies->push_back({&r->chi2pix, s.h_chi2.get() + o, per_bundle});
+  copies->push_back({&r->rdiags, s.h_rdiag.get() + o * nk, per_bundle * nk});
+  r->failed_bins.assign(per_bundle, 0);
+  for (int p = plan.bundle_first_patch[b]; p < plan.bundle_first_patch[b + 1]; ++p) {
+    if (plan.patches[p].skipped != core::kSkipNone) {
+      core::RecordPatchOutcome(plan, p, core::PatchOutcome::kSkipped, 0.0, r);
+    }
+  }
+  if (spec_.canvas_stride > 0) {
+    const CanvasDesc& cd = cfg_.state->canvas(b);
+    if (cd.ny > 0 && cd.nx > 0) {
+      r->model_y0 = cd.y0;
+      r->model_x0 = cd.x0;
+      r->model_ny = cd.ny;
+      r->model_nx = cd.nx;
+      const double* src = s.h_canvas.get() + pos * static_cast<std::size_t>(spec_.canvas_stride);
+      copies->push_back({&r->model, src, static_cast<std::size_t>(cd.ny) * cd.nx});
+    }
+  }
+}
+
+// The copies out of pinned memory into fresh vectors are page-fault bound, and the last
+// batch's sit on the request's critical path. So the vectors are allocated, their pages
+// faulted in on the pool in 1 MiB pieces (core/base/prefault.h) and zeroed while the host
+// waits for the batch; once it is done only memcpys in 128 KiB pieces remain.
+namespace {
+// Doubles: 1 MiB pieces to fault in (in 128 KiB pieces the last batch's prefault took
+// 7 ms instead of 3 and held up the request's end), 128 KiB pieces to copy (a batch's
+// ~35 MB as ~280 pieces: as ~45 of 1 MiB the thread with three had 3 MiB where the mean is
+// 2.2).
+constexpr std::size_t kFaultPiece = std::size_t{1} << 17;
+constexpr std::size_t kPiece = std::size_t{1} << 14;
+}  // namespace
+
+BatchExtractor::Assembly BatchExtractor::AllocateBundles(const Batch& batch) const {
+  Assembly a;
+  a.results.resize(batch.bundles.size());
+  for (std::size_t pos = 0; pos < a.results.size(); ++pos) SizeBundle(batch, pos, &a.results[pos], &a.copies);
+  for (const OutCopy& oc : a.copies) oc.dst->reserve(oc.n);
+  // (copy, first element) of every `size`-double piece of the copies.
+  const auto pieces = [&](std::size_t size) {
+    std::vector<std::pair<int, std::size_t>> out;
+    for (std::size_t c = 0; c < a.copies.size(); ++c) {
+      for (std::size_t e = 0; e < a.copies[c].n; e += size) out.emplace_back(static_cast<int>(c), e);
+    }
+    return out;
+  };
+  a.pieces = pieces(kPiece);
+  {
+    const std::vector<std::pair<int, std::size_t>> fault = pieces(kFaultPiece);
+    core::ParallelFor(cfg_.pool, core::HardwareThreads(), static_cast<int>(fault.size()), [&](int, int t) {
+      const auto [c, e] = fault[static_cast<std::size_t>(t)];
+      const OutCopy& oc = a.copies[static_cast<std::size_t>(c)];
+      core::PrefaultForWrite(oc.dst->data() + e, std::min(kFaultPiece, oc.n - e) * sizeof(double));
+    });
+  }
+  core::ParallelFor(cfg_.pool, core::HardwareThreads(), static_cast<int>(a.copies.size()), [&](int, int c) {
+    const OutCopy& oc = a.copies[static_cast<std::size_t>(c)];
+    oc.dst->resize(oc.n);
+  });
+  return a;
+}
+
+void BatchExtractor::FillBundles(const Batch& batch, const std::vector<char>& retried, Assembly* a) const {
+  const core::PatchPlan& plan = *cfg_.plan;
+  const WorkspaceSet& s = cfg_.workspace->set(batch.set);
+  core::ParallelFor(cfg_.pool, core::HardwareThreads(), static_cast<int>(a->pieces.size()), [&](int, int t) {
+    const auto [c, e] = a->pieces[static_cast<std::size_t>(t)];
+    const OutCopy& oc = a->copies[static_cast<std::size_t>(c)];
+    std::memcpy(oc.dst->data() + e, oc.src + e, std::min(kPiece, oc.n - e) * sizeof(double));
+  });
+  // Outcomes, with the CPU backend's bookkeeping (core/frame/patch_outcome.h).
+  for (const RunEntry& e : batch.layout.entries) {
+    core::BundleResult& r = a->results[static_cast<std::size_t>(e.bundle_pos)];
+    const std::size_t slot = static_cast<std::size_t>(e.slot);
+    core::PatchOutcome outcome = core::PatchOutcome::kFailed;
+    if (s.h_status[slot] == 0) {
+      outcome = retried[slot] ? core::PatchOutcome::kRetried : core::PatchOutcome::kExtracted;
+    } else {
+      core::MarkPatchFailed(plan, plan.patches[e.patch], &r);
+    }
+    core::RecordPatchOutcome(plan, e.patch, outcome, s.h_cond[slot], &r);
+  }
+}
+
+}  // namespace spexd::cuda

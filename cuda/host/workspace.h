@@ -1,0 +1,119 @@
+// Device and pinned host buffers of the CUDA backend, sized once from the patch plan
+// (style.md "Memory pools / workspaces"): two sets of per-slot buffers so that batch k+1
+// computes while batch k's results are copied out and handed to the sink, the frame's
+// image and ivar, and the staging used to upload them. Reserve() is grow-only and counts
+// the reallocations; nothing here is allocated per patch or per batch.
+#ifndef SPEXD_CUDA_WORKSPACE_H_
+#define SPEXD_CUDA_WORKSPACE_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "cuda/kernels/batch_layout.h"
+#include "cuda/kernels/device_types.h"
+#include "cuda/host/gpu_context.h"
+#include "cuda/kernels/kernel_args.h"
+#include "cuda/host/memory.h"
+
+namespace spexd::cuda {
+
+struct WorkspaceSpec {
+  int ld = 0, nt = 0, nper = 0, nb = 0, max_npix = 0;
+  int p_band = 0;         // LayoutChoices::panel_p: the plan's largest TrailingReadBand, else 0
+  int slots = 0;          // patches per batch, skipped ones included (per set)
+  int bundles = 0;        // bundles per batch
+  int bundlesize = 0, nwave = 0, nk = 0;
+  int64_t canvas_stride = 0;  // pixels per bundle canvas (0: no model)
+  std::size_t ptr_count = 0;
+  std::size_t image_pixels = 0;
+  bool ql_log = false;  // QlBuffers for slots * nper blocks (tridiagonal eigensolver)
+  bool ql_rotations = false;  // with their rotation log (TridiagNeedsRotationLog)
+
+  // The GEMM scratch: nb leaf blocks, then the panel's P_j (p_band blocks each for
+  // j <= nb - 2; batch_layout.h's PanelPOffset), where LayoutChoices::panel_p.
+  int64_t t_stride() const { return ScratchStride(nb, nt, p_band); }
+  int64_t p_base() const { return static_cast<int64_t>(nb) * nt * nt; }
+  // Device bytes of one set for one slot (used to choose the batch size).
+  std::size_t SlotBytes() const;
+};
+
+// Stage boundaries recorded on the compute stream for each run.
+enum StageMark : int {
+  kMarkStart = 0,
+  kMarkNormalEquations,
+  kMarkCholesky,
+  kMarkSolve,
+  kMarkInverseBlocks,
+  kMarkInverseSqrt,
+  kMarkFinalise,
+  kNumMarks
+};
+
+struct WorkspaceSet {
+  DeviceBuffer<double> m, x, fw, t, c, fmodel, pix, model, cond, ldiag;
+  DeviceBuffer<int32_t> status, mflags, info, eig_info;
+  DeviceBuffer<uint64_t> ptrs;
+  DeviceBuffer<RunEntry> entries;
+  DeviceBuffer<double> out_flux, out_ivar, out_rdiag, out_pixmask, out_chi2, canvas;
+  DeviceBuffer<CanvasDesc> canvas_desc;
+  DeviceBuffer<CanvasPatch> canvas_list;
+  PinnedBuffer<uint64_t> h_ptrs;
+  PinnedBuffer<RunEntry> h_entries;
+  PinnedBuffer<double> h_flux, h_ivar, h_rdiag, h_pixmask, h_chi2, h_canvas;
+  PinnedBuffer<int32_t> h_status;
+  PinnedBuffer<double> h_cond;  // per slot, downloaded with h_status
+  PinnedBuffer<CanvasDesc> h_canvas_desc;
+  PinnedBuffer<CanvasPatch> h_canvas_list;
+  // Ordering: `decorrelated` after a run's flux, ivar and resolution are written (before its
+  // model), `compute_done` after all of it, `outputs_copied` after the download.
+  Event decorrelated, compute_done, outputs_copied;
+  Event normal_equations_done;  // prep stream -> compute (the normal equations ahead)
+  Event marks[kNumMarks];              // stage timing (compute stream)
+  Event d2h_start, d2h_end;            // download timing (copy stream)
+  bool events_created = false;
+
+  SlotBuffers Slots(const WorkspaceSpec& spec) const;  // its scratch's strides from spec
+  OutputBuffers Outputs() const;
+};
+
+class Workspace {
+ public:
+  // Grows every buffer to `spec` (no-op where already large enough).
+  absl::Status Reserve(const WorkspaceSpec& spec);
+  WorkspaceSet& set(int i) { return sets_[i]; }
+  double* image() const { return image_.get(); }
+  double* ivar() const { return ivar_.get(); }
+  float* stage_device() const { return stage_.get(); }
+  float* stage_host() const { return h_stage_.get(); }
+  double* stage_host_double() const { return reinterpret_cast<double*>(h_stage_.get()); }
+  Event& upload_start() { return upload_start_; }
+  Event& upload_end() { return upload_end_; }
+  // The first batch's columns of the image are on the device (UploadImage).
+  Event& first_columns() { return first_columns_; }
+  QlBuffers ql() const;
+  // Ordering of the tridiagonal eigensolver's runs (patch_pipeline.cc): `reduced` hands a
+  // run from the compute to the tail stream, `ql_free` says the shared QlBuffers are read.
+  Event& reduced() { return reduced_; }
+  Event& ql_free() { return ql_free_; }
+  int reallocations() const { return reallocations_; }
+  std::size_t device_bytes() const;
+
+ private:
+  absl::Status ReserveSet(WorkspaceSet* s, const WorkspaceSpec& spec);
+  WorkspaceSet sets_[2];
+  DeviceBuffer<double> image_, ivar_;
+  DeviceBuffer<float> stage_;
+  PinnedBuffer<float> h_stage_;
+  Event upload_start_, upload_end_, first_columns_, reduced_, ql_free_;
+  bool events_created_ = false;
+  DeviceBuffer<double> ql_d_, ql_e_, ql_d0_, ql_e0_, ql_c_, ql_s_;
+  DeviceBuffer<int32_t> ql_sweeps_;
+  WorkspaceSpec reserved_{};
+  int reallocations_ = 0;
+};
+
+}  // namespace spexd::cuda
+
+#endif  // SPEXD_CUDA_WORKSPACE_H_

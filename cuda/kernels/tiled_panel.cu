@@ -1,0 +1,233 @@
+// Step 3 of the tiled Cholesky (tiled_cholesky.h): the panel L[k+1:, k] = M[k+1:, k] X_k^T,
+// on the FP64 tensor cores where nt <= 80, else on the CUDA cores (a file of
+// its own beside tiled_cholesky.cu).
+#include <cuda_pipeline.h>
+
+#include "core/numerics/patch_numerics.h"
+#include "cuda/kernels/dmma_tiles.cuh"
+#include "cuda/kernels/kernel_common.cuh"
+#include "cuda/kernels/launch_check.h"
+#include "cuda/kernels/tiled_cholesky.h"
+
+namespace spexd::cuda {
+namespace {
+
+constexpr int kPanelThreads = 256;
+// 80 rows per pass: a band block of 74 rows in one pass (64 took two), two blocks in two.
+constexpr int kPanelRowGroups = 16, kRowsPerThread = 5;
+constexpr int kPanelRows = kPanelRowGroups * kRowsPerThread;
+constexpr int kColLanes = 16;  // columns c = lane + 16 q
+static_assert(kTiledMaxNt <= 7 * kColLanes, "PanelSolveKernel's kCols");
+
+// One thread block per entry: X_k^T is staged once in shared memory, then the panel's rows
+// 80 at a time (the block owns them): multiplied register-tiled (5 x kCols outputs per
+// thread; 16 * kCols >= nt) and written back in place through shared memory (coalesced).
+// The staging copies are asynchronous (cp.async): copied through registers, each
+// thread's ~40 loads waited on one another, and the kernel was bound by that latency.
+template <int kCols>
+__global__ void __launch_bounds__(kPanelThreads) PanelSolveKernel(RunArgs a, int k) {
+  extern __shared__ double smem[];
+  const RunEntry e = a.entries[blockIdx.x];
+  const DevicePatch d = a.in.patches[e.patch];
+  const int nt = a.dims.nwavetot, ld = a.dims.ld, p = nt + 1, tid = threadIdx.x;
+  const int rows = (core::BandLast(k, e.band, d.nspectot) - k) * nt;  // past the band: zeros
+  if (rows <= 0) return;  // block-uniform
+  double* xt = smem;          // [nt][p]: xt[m][c] = X_k[c][m]
+  double* b = smem + nt * p;  // [kPanelRows][p]: the rows, then the result
+  const LeafBlock leaf = LeafOf(a, e.slot, k, d);
+  for (int idx = tid; idx < nt * nt; idx += blockDim.x) {
+    const int c = idx % nt, m = idx / nt;
+    __pipeline_memcpy_async(xt + m * p + c, leaf.p + c + static_cast<int64_t>(m) * leaf.ld, sizeof(double));
+  }
+  double* panel0 = SlotMatrix(a, e.slot) + static_cast<int64_t>(k + 1) * nt + static_cast<int64_t>(k) * nt * ld;
+  const int tr = tid / kColLanes, tc = tid % kColLanes;
+  for (int r0 = 0; r0 < rows; r0 += kPanelRows) {
+    const int nr = min(kPanelRows, rows - r0);
+    for (int idx = tid; idx < kPanelRows * nt; idx += blockDim.x) {
+      const int i = idx % kPanelRows, m = idx / kPanelRows;
+      if (i < nr) {
+        __pipeline_memcpy_async(b + i * p + m, panel0 + r0 + i + static_cast<int64_t>(m) * ld, sizeof(double));
+      } else {
+        b[i * p + m] = 0.0;
+      }
+    }
+    __pipeline_commit();
+    __pipeline_wait_prior(0);  // this thread's copies (and, on the first pass, X_k^T)
+    __syncthreads();
+    double acc[kRowsPerThread][kCols] = {};
+    for (int m = 0; m < nt; ++m) {
+      double bv[kRowsPerThread], xv[kCols];
+#pragma unroll
+      for (int i = 0; i < kRowsPerThread; ++i) bv[i] = b[(tr * kRowsPerThread + i) * p + m];
+#pragma unroll
+      for (int q = 0; q < kCols; ++q) {
+        const int c = tc + kColLanes * q;
+        xv[q] = c < nt ? xt[m * p + c] : 0.0;
+      }
+#pragma unroll
+      for (int i = 0; i < kRowsPerThread; ++i) {
+#pragma unroll
+        for (int q = 0; q < kCols; ++q) acc[i][q] = fma(bv[i], xv[q], acc[i][q]);
+      }
+    }
+    __syncthreads();  // every thread has read its rows of b
+#pragma unroll
+    for (int i = 0; i < kRowsPerThread; ++i) {
+#pragma unroll
+      for (int q = 0; q < kCols; ++q) {
+        const int c = tc + kColLanes * q;
+        if (c < nt) b[(tr * kRowsPerThread + i) * p + c] = acc[i][q];
+      }
+    }
+    __syncthreads();
+    double* panel = panel0 + r0;
+    for (int idx = tid; idx < nr * nt; idx += blockDim.x) {
+      const int i = idx % nr, m = idx / nr;
+      panel[i + static_cast<int64_t>(m) * ld] = b[i * p + m];
+    }
+    __syncthreads();  // b is refilled next
+  }
+}
+
+// The panel on the FP64 tensor cores (nt <= kDmmaN): the same product
+// L[k+1:, k] = M[k+1:, k] X_k^T, 80 rows a pass, both operands zero-padded to 80 x 80 in
+// shared memory (dmma_tiles.cuh's RowPairProduct: ten warps, two tile rows each), the rows
+// staged column-major and X_k^T row-major, so that the fragments are conflict-free. The
+// CUDA-core kernel above did 5 x kCols multiply-adds per thread per inner index, its FP64
+// pipe the limit; the products' summation order differs from it (rounding only). Eight
+// warps of TileProduct (up to 20 fragment loads a step for 7-13 products) were bound by
+// those loads: 5.26 ms a frame against 3.97 (H100).
+constexpr int kDmmaN = 80;                  // padded block side: 10 x 10 tiles of 8 x 8
+static_assert(kDmmaN == kPanelDmmaMaxNt, "the launcher's choice and RunArgs::panel_p");
+constexpr int kDmmaTiles = kDmmaN / 8;
+constexpr int kDmmaLd = kDmmaN + 4;         // 4 mod 16 doubles (dmma_tiles.cuh)
+// Warp w: tile rows 2 (w / 2) and 2 (w / 2) + 1, tile columns w % 2, w % 2 + 2, ... (the
+// triangular X_k's products balanced between the two halves; dmma_tiles.cuh's
+// RowPairProduct).
+constexpr int kDmmaWarps = kDmmaTiles;
+constexpr int kDmmaCols = kDmmaTiles / 2;
+static_assert(kDmmaLd % 16 == 4, "conflict-free fragments");
+
+std::size_t PanelDmmaSmemBytes() { return sizeof(double) * 2 * kDmmaN * kDmmaLd; }
+
+// With RunArgs::panel_p it also leaves P_k = L[k+1:k+1+b, k] X_k for the trailing-first
+// inversion (batch_layout.h's NeedsPanelP), from L's rows (put back in place of M's) and
+// X_k in shared memory, instead of that inversion's first batched GEMM re-reading both.
+// kP: compiled with the P_k path (a.panel_p), so that the plain panel keeps its registers.
+template <bool kP>
+__global__ void __launch_bounds__(32 * kDmmaWarps, 2) PanelSolveDmmaKernel(RunArgs a, int k) {
+  extern __shared__ double smem[];
+  const RunEntry e = a.entries[blockIdx.x];
+  const DevicePatch d = a.in.patches[e.patch];
+  const int nt = a.dims.nwavetot, ld = a.dims.ld, tid = threadIdx.x;
+  const int rows = (core::BandLast(k, e.band, d.nspectot) - k) * nt;  // past the band: zeros
+  const bool want_p = kP && NeedsPanelP(k, d.core_row, d.nspectot);
+  // P_k and its leading dimension (taken where needed: registers are the panel's limit).
+  auto p_out = [&] {
+    return a.slots.t + static_cast<int64_t>(e.slot) * a.slots.t_stride +
+           PanelPOffset(k, a.slots.p_base, a.slots.p_band, nt);
+  };
+  auto p_ld = [&] { return PanelPBlocks(k, e.band, d.nspectot) * nt; };
+  if (rows <= 0) {  // block-uniform
+    // Band 0: L[k+1, k] is zero (the normal equations wrote it), and so is P_k.
+    if (want_p) {
+      double* p = p_out();
+      for (int idx = tid; idx < p_ld() * nt; idx += blockDim.x) p[idx] = 0.0;
+    }
+    return;
+  }
+  double* xt = smem;                    // [80][kDmmaLd] row-major: xt[m][c] = X_k[c][m]
+  double* bc = smem + kDmmaN * kDmmaLd;  // [80][kDmmaLd] column-major: bc[m][i] = B(i, m)
+  const LeafBlock leaf = LeafOf(a, e.slot, k, d);
+  // A warp a row m of xt (no division an element, as idx / kDmmaLd and idx % kDmmaLd took).
+  const int warp = tid / 32, lane = tid % 32, rp = warp / 2, c0 = warp % 2;
+  for (int m = warp; m < kDmmaN; m += kDmmaWarps) {
+    for (int c = lane; c < kDmmaLd; c += 32) {
+      if (m < nt && c < nt) {
+        __pipeline_memcpy_async(xt + m * kDmmaLd + c, leaf.p + c + static_cast<int64_t>(m) * leaf.ld,
+                                sizeof(double));
+      } else {
+        xt[m * kDmmaLd + c] = 0.0;
+      }
+    }
+  }
+  double* panel0 = SlotMatrix(a, e.slot) + static_cast<int64_t>(k + 1) * nt + static_cast<int64_t>(k) * nt * ld;
+  const int kend = (nt + 3) / 4 * 4;
+  for (int r0 = 0; r0 < rows; r0 += kDmmaN) {
+    const int nr = min(kDmmaN, rows - r0);
+    for (int m = warp; m < kDmmaN; m += kDmmaWarps) {  // a warp a column m of bc
+      for (int i = lane; i < kDmmaLd; i += 32) {
+        if (m < nt && i < nr) {
+          __pipeline_memcpy_async(bc + m * kDmmaLd + i, panel0 + r0 + i + static_cast<int64_t>(m) * ld,
+                                  sizeof(double));
+        } else {
+          bc[m * kDmmaLd + i] = 0.0;
+        }
+      }
+    }
+    __pipeline_commit();
+    __pipeline_wait_prior(0);  // this thread's copies (and, on the first pass, X_k^T)
+    __syncthreads();
+    double acc[kDmmaCols][4];
+    // X_k is lower triangular (zeros stored above its diagonal), so X_k^T is upper: each
+    // tile column stops at its own last row (half the products).
+    RowPairProduct<kDmmaCols, true>(SharedMat{bc, 1, kDmmaLd}, SharedMat{xt, kDmmaLd, 1}, kend, rp,
+                                    c0, 2, lane, acc);
+    ForEachRowPairElement(acc, rp, c0, 2, lane, [&](int row, int col, double v) {
+      if (row < nr && col < nt) panel0[r0 + row + static_cast<int64_t>(col) * ld] = v;
+    });
+    if (want_p) {  // block-uniform
+      __syncthreads();  // every warp has read bc
+      // These rows of L over M's in bc (zeros in the padding), then P = L X_k: X_k is
+      // column-major in xt (xt[j][m] = X_k[m][j]) and lower triangular.
+      ForEachRowPairElement(acc, rp, c0, 2, lane, [&](int row, int col, double v) {
+        bc[col * kDmmaLd + row] = row < nr && col < nt ? v : 0.0;
+      });
+      __syncthreads();
+      RowPairProduct<kDmmaCols, false, true>(SharedMat{bc, 1, kDmmaLd}, SharedMat{xt, 1, kDmmaLd},
+                                             kend, rp, c0, 2, lane, acc);
+      double* p = p_out() + r0;
+      const int pld = p_ld();
+      ForEachRowPairElement(acc, rp, c0, 2, lane, [&](int row, int col, double v) {
+        if (row < nr && col < nt) p[row + static_cast<int64_t>(col) * pld] = v;
+      });
+    }
+    __syncthreads();  // bc is refilled next
+  }
+}
+
+}  // namespace
+
+template <int kCols>
+cudaError_t LaunchPanelSolveFor(const RunArgs& args, int k, unsigned grid, std::size_t smem,
+                                cudaStream_t stream) {
+  cudaError_t err = AllowSharedMemory(reinterpret_cast<const void*>(PanelSolveKernel<kCols>), smem);
+  if (err != cudaSuccess) return err;
+  PanelSolveKernel<kCols><<<grid, kPanelThreads, smem, stream>>>(args, k);
+  return SPEXD_CHECK_LAUNCH(stream);
+}
+
+cudaError_t LaunchPanelSolve(const RunArgs& args, int k, int max_blocks, cudaStream_t stream) {
+  const int nt = args.dims.nwavetot;
+  const int max_rows = (max_blocks - k - 1) * nt;
+  if (args.count == 0 || max_rows <= 0) return cudaSuccess;
+  if (nt > kTiledMaxNt) return cudaErrorInvalidValue;
+  if (nt <= kDmmaN) {
+    const std::size_t dsmem = PanelDmmaSmemBytes();
+    auto kernel = args.panel_p ? PanelSolveDmmaKernel<true> : PanelSolveDmmaKernel<false>;
+    cudaError_t err = AllowSharedMemory(reinterpret_cast<const void*>(kernel), dsmem);
+    if (err != cudaSuccess) return err;
+    kernel<<<static_cast<unsigned>(args.count), 32 * kDmmaWarps, dsmem, stream>>>(args, k);
+    return SPEXD_CHECK_LAUNCH(stream);
+  }
+  const std::size_t smem = sizeof(double) * static_cast<std::size_t>(nt + kPanelRows) * (nt + 1);
+  const unsigned grid = static_cast<unsigned>(args.count);
+  switch (CeilDiv(nt, kColLanes)) {
+    case 1: case 2: case 3: case 4: return LaunchPanelSolveFor<4>(args, k, grid, smem, stream);
+    case 5: return LaunchPanelSolveFor<5>(args, k, grid, smem, stream);
+    case 6: return LaunchPanelSolveFor<6>(args, k, grid, smem, stream);
+    default: return LaunchPanelSolveFor<7>(args, k, grid, smem, stream);
+  }
+}
+
+}  // namespace spexd::cuda

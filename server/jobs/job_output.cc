@@ -1,0 +1,469 @@
+#include "server/jobs/job_output.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <chrono>
+#include <memory>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "core/base/status_macros.h"
+#include "core/frame/frame_writer.h"
+#include "core/frame/usable_data.h"
+#include "server/platform/content_id.h"
+#include "server/jobs/cuda_request.h"
+#include "server/jobs/job_types.h"
+#include "server/jobs/output_files.h"
+#include "server/jobs/proto_convert.h"
+
+namespace spexd::server {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Seconds(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+// SHA-256 of the file open at `fd`, read in blocks from its start.
+absl::StatusOr<std::string> Sha256OfFile(int fd, const std::string& path) {
+  constexpr std::size_t kBlock = std::size_t{1} << 20;
+  std::unique_ptr<char[]> block(new char[kBlock]);
+  Sha256Stream sha;
+  off_t at = 0;
+  for (;;) {
+    const ssize_t n = ::pread(fd, block.get(), kBlock, at);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      return absl::InternalError(absl::StrCat(path, ": read failed: ", std::strerror(errno)));
+    }
+    if (n == 0) break;
+    sha.Update(absl::string_view(block.get(), static_cast<std::size_t>(n)));
+    at += n;
+  }
+  return sha.HexDigest();
+}
+
+}  // namespace
+
+JobOutput::JobOutput(const JobEnvironment& env, const JobRequest& request, ResponseStream* stream,
+                     JobMetrics& metrics, std::function<absl::Status()> stop_status)
+    : env_(env),
+      request_(request),
+      stream_(stream),
+      metrics_(metrics),
+      stop_status_(std::move(stop_status)) {}
+
+// ---------------------------------------------------------------- loader thread
+
+absl::Status JobOutput::Prepare(std::shared_ptr<const core::Geometry> geometry,
+                                const std::vector<int>& bundles, const core::PreprocImage& image,
+                                const std::string& in_img,
+                                const std::vector<DataRoots::FileId>& read_files) {
+  geometry_ = std::move(geometry);
+  image_header_ = image.image_header;
+  fibermap_fits_ = image.fibermap_fits;
+  in_img_ = in_img;
+  SPEXD_RETURN_IF_ERROR(PrepareHeader(bundles, image));
+  const v1::ExtractHeader& h = request_.header;
+  const core::PatchPlan& plan = geometry_->plan();
+  if (!h.server_output_path().empty()) {
+    ProtectReadFiles(read_files);
+    SPEXD_ASSIGN_OR_RETURN(const std::string frame_path, CheckOutputPath(h.server_output_path()));
+    if (!h.server_model_path().empty()) {
+      SPEXD_ASSIGN_OR_RETURN(const std::string model_path, CheckOutputPath(h.server_model_path()));
+      // As when the header arrived (CheckServerOutputFiles), should a directory have been
+      // swapped for a symlink since.
+      if (model_path == frame_path) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "server_model_path and server_output_path are the same file (", frame_path, ")"));
+      }
+    }
+    // A .fits frame file is written bundle by bundle as the bundles arrive
+    // (core::ProgressiveFrameFile), leaving the frame-wide rest after the last one; gzip is
+    // one stream over the whole file: a .gz output is written at the end.
+    if (!absl::EndsWith(h.server_output_path(), ".gz")) {
+      SPEXD_RETURN_IF_ERROR(PrepareProgressiveFile(bundles));
+    }
+  }
+  if (request_.cuda.output != nullptr) {
+    SPEXD_ASSIGN_OR_RETURN(core::OutputLayout layout,
+                           CheckCudaOutput(h.cuda_output(), *request_.cuda.output, plan.nspec,
+                                           plan.nwave, plan.ndiag));
+    output_writer_.emplace(request_.cuda.output, static_cast<uint64_t>(h.cuda_output().region().offset()),
+                           layout, plan.specmin);
+  }
+  // The specmask of an output region needs the assembled frame (spec §2.13), but of
+  // its arrays only chi2pix, pixmask_fraction and the failed bins unless a frame file,
+  // the model or FrameProducts (the mask and scores the server computes from its
+  // float64 frame) need the rest.
+  const bool want_model = request_.plan->params().want_model;
+  const bool file_or_model = want_model || !h.server_output_path().empty();
+  whole_frame_ = file_or_model || sends_products();
+  if (whole_frame_ || output_writer_.has_value()) {
+    // FrameProducts' mask and scores need flux and ivar but not the resolution (~100 MB
+    // of an r frame's 140), which goes to the client from the bundles; nor does a frame
+    // file written progressively (it takes the resolution from the bundles), or the model.
+    const bool all = file_or_model && progressive_ == nullptr;
+    const auto keep = all              ? core::FrameAssembler::Keep::kAll
+                      : whole_frame_ ? core::FrameAssembler::Keep::kSpectra
+                                     : core::FrameAssembler::Keep::kMaskInputs;
+    assembler_.emplace(*geometry_, want_model, keep);
+    // Here, ahead, rather than one page fault per 4 KiB on the streaming task.
+    assembler_->Prefault(env_.decode_pool);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status JobOutput::PrepareHeader(const std::vector<int>& bundles,
+                                      const core::PreprocImage& image) {
+  // What a client needs to write the desispec frame; the grid is the validated request's.
+  v1::FrameHeader header =
+      FrameHeaderToProto(request_.header.psf_id(), geometry_->plan(), bundles, image,
+                         request_.psf->in_psf().value_or(""), RecordedGrid());
+  if (bary_.factor != 1.0) {  // --barycentric-correction: the uncorrected grid, and HELIOCOR
+    header.mutable_wave()->Assign(bary_.wave.begin(), bary_.wave.end());
+    header.set_heliocor(bary_.factor);
+  }
+  // Serialized here, on the loader thread; the worker adds the queue time and the backend.
+  header_bytes_ = header.SerializeAsString();
+  if (header_bytes_.size() > static_cast<std::size_t>(env_.limits.max_message_bytes)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "frame header (image header cards and FIBERMAP) is ", header_bytes_.size(),
+        " bytes, over the ", env_.limits.max_message_bytes, "-byte message limit"));
+  }
+  return absl::OkStatus();
+}
+
+bool JobOutput::float32_arrays() const {
+  return request_.header.array_precision() == v1::ARRAY_FLOAT32 &&
+         !request_.header.results_to_file_only() && !output_writer_.has_value();
+}
+
+bool JobOutput::sends_products() const {
+  return float32_arrays() || (request_.header.want_frame_products() &&
+                              !request_.header.results_to_file_only() &&
+                              !output_writer_.has_value());
+}
+
+void JobOutput::ProtectReadFiles(const std::vector<DataRoots::FileId>& read_files) {
+  output_policy_.overwrite = request_.header.overwrite();
+  // An existing file is compared at the commit (output_files.h), not refused here.
+  output_policy_.keep_same = true;
+  output_policy_.protected_ = read_files;
+  // The PSF file, when it was loaded from a server path (its source is that path).
+  const std::string& psf_source = request_.psf->source_name();
+  if (!psf_source.empty() && psf_source[0] == '/') {
+    const int fd = ::open(psf_source.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    if (fd >= 0) {
+      if (auto id = DataRoots::IdOf(fd); id.ok()) output_policy_.protected_.push_back(*id);
+      ::close(fd);
+    }
+  }
+}
+
+absl::StatusOr<std::string> JobOutput::CheckOutputPath(const std::string& out) {
+  SPEXD_ASSIGN_OR_RETURN(std::string canonical, env_.output_roots->CheckOutput(out, output_policy_));
+  // The same PSF may have been loaded from elsewhere (an upload, another path) first:
+  // a file to be replaced that holds exactly the PSF's bytes is that PSF too. A PSF is at
+  // most max_upload_bytes (LoadPsf's bound); the file is hashed block by block, so a large
+  // output being replaced costs one block of memory, not its size.
+  if (output_policy_.overwrite) {
+    auto existing = env_.output_roots->Open(out, env_.limits.max_upload_bytes);
+    if (existing.ok()) {
+      auto digest = Sha256OfFile(existing->fd(), out);
+      if (digest.ok() && *digest == request_.header.psf_id()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "output path '", out, "' holds the request's PSF: never overwritten"));
+      }
+    }
+  }
+  return canonical;
+}
+
+// ---------------------------------------------------------------- worker thread
+
+bool JobOutput::SendHeader(double queue_seconds, const std::string& backend) {
+  v1::FrameHeader late;
+  late.set_queue_seconds(queue_seconds);
+  late.set_backend(backend);
+  return stream_->Send(EncodeFrameHeader(std::move(header_bytes_), late));
+}
+
+// ---------------------------------------------------------------- streaming task
+
+absl::Status JobOutput::Bundle(core::BundleResult&& finished, double seconds) {
+  // The stage times say where a bundle's time on the streaming task goes (the summary's
+  // stage_seconds, docs/performance.md).
+  Clock::time_point t = Clock::now();
+  auto lap = [this, &t](const char* stage) {
+    const Clock::time_point now = Clock::now();
+    stages_[stage] += Seconds(t, now);
+    t = now;
+  };
+  // The parts borrow the bundle's arrays (no copy into protobuf messages); they keep it
+  // alive until gRPC has written them.
+  auto bundle = std::make_shared<core::BundleResult>(std::move(finished));
+  core::BundleResult& b = *bundle;
+  // Per Angstrom, as core::ExtractFrame does: the streamed values equal a local run's.
+  core::FinalizeBundle(geometry_->dwave(), &b);
+  health_.OnBundle(b);  // numerical health, bundle by bundle
+  metrics_.Bundle(seconds, b);
+  usable_bins_ += core::CountUsableBins(b);
+  lap("output_finalize");
+  if (output_writer_.has_value()) {
+    SPEXD_RETURN_IF_ERROR(output_writer_->WriteBundle(b));
+    lap("output_copies");
+    if (!stream_->Send(EncodeBundleDone(b, seconds))) return stop_status_();
+  } else if (request_.header.results_to_file_only()) {
+    // The server writes the file: the client sees progress only.
+    if (!stream_->Send(EncodeBundleDone(b, seconds))) return stop_status_();
+  } else if (float32_arrays()) {
+    for (WireMessage& part : EncodeBundlePartsFloat32(b, seconds, MaxPayloadBytes(env_.limits))) {
+      if (!stream_->Send(std::move(part))) return stop_status_();
+    }
+  } else {
+    for (WireMessage& part : EncodeBundleParts(bundle, seconds, MaxPayloadBytes(env_.limits))) {
+      if (!stream_->Send(std::move(part))) return stop_status_();
+    }
+  }
+  lap("output_send");
+  if (progressive_ != nullptr) {
+    auto row = file_row_.find(b.bundle);
+    if (row == file_row_.end()) {
+      return absl::InternalError(absl::StrCat("bundle ", b.bundle, " is not in the frame file"));
+    }
+    // Written on the host pool: the next bundle need not wait for this one's rows.
+    SPEXD_RETURN_IF_ERROR(row_writer_->Add(row->second, bundle));
+    lap("output_file_rows_queue");
+  }
+  ++nbundles_;
+  nfibers_ += b.nfibers;
+  if (assembler_.has_value()) {
+    SPEXD_RETURN_IF_ERROR(assembler_->Add(b));
+    lap("output_assemble");
+  }
+  bundle.reset();  // the last reference unless gRPC still writes the parts
+  lap("output_release");
+  return absl::OkStatus();
+}
+
+std::vector<int> JobOutput::ListedBundles(std::vector<int> bundles) const {
+  if (bundles.empty()) {  // none listed: the whole frame
+    for (int b = 0; b < geometry_->plan().nbundles; ++b) bundles.push_back(b);
+  }
+  return bundles;
+}
+
+void JobOutput::StartHealth(FrameHealthTracker::Context context, std::vector<int> bundles) {
+  bundles = ListedBundles(std::move(bundles));
+  // Without a whole assembled frame the tracker keeps the chi2pix that the specmask's
+  // frame-wide rule needs; with one, it reads the frame in place (CountFrame). An output
+  // region's assembler keeps only the mask's inputs (no ivar for the median's weights).
+  health_.Start(std::move(context), bundles, /*keep_chi2pix=*/!whole_frame_);
+}
+
+absl::Status JobOutput::Finish(const core::ExtractionSummary& backend_summary,
+                               v1::ExtractSummary* summary, Clock::time_point extraction_end) {
+  ExtractionSummaryToProto(backend_summary, summary);
+  summary->set_nbundles(nbundles_);
+  summary->set_usable_bins(usable_bins_);
+  summary->set_nfibers(nfibers_);
+  core::Frame frame;
+  if (assembler_.has_value()) {
+    const Clock::time_point t0 = Clock::now();
+    // desispec-exact: desispec's exact ALLBADPIX rule; the medians on the host pool.
+    frame = assembler_->Finish(request_.plan->params().mask_policy, env_.decode_pool);
+    assembler_.reset();
+    const Clock::time_point t1 = Clock::now();
+    stages_["output_specmask"] += Seconds(t0, t1);
+    // After the final specmask: the counts are the served bits.
+    if (whole_frame_) health_.CountFrame(frame);
+    if (output_writer_.has_value()) {
+      SPEXD_RETURN_IF_ERROR(output_writer_->WriteMask(frame));
+      stages_["output_copies"] += Seconds(t1, Clock::now());
+      metrics_.HandoffBytes("out", static_cast<double>(output_writer_->bytes_written()));
+    }
+    // The outputs record the uncorrected grid under --barycentric-correction (the
+    // FrameHeader's), and the scores are computed on it, as a client computes them.
+    if (bary_.factor != 1.0) frame.wave = bary_.wave;
+    if (sends_products()) SPEXD_RETURN_IF_ERROR(SendProducts(frame));
+    if (!request_.header.server_output_path().empty()) {
+      const Clock::time_point t2 = Clock::now();
+      SPEXD_RETURN_IF_ERROR(WriteFiles(frame, summary));
+      stages_["output_file"] += Seconds(t2, Clock::now());
+    }
+    if (request_.header.want_model() && !request_.header.results_to_file_only() &&
+        !frame.model.empty()) {
+      SPEXD_RETURN_IF_ERROR(SendModel(std::move(frame.model)));
+    }
+  }
+  health_.Finish(summary->mutable_qa());
+  const Clock::time_point end = Clock::now();
+  if (extraction_end != Clock::time_point()) stages_["output_tail"] = Seconds(extraction_end, end);
+  for (const auto& [stage, secs] : stages_) (*summary->mutable_stage_seconds())[stage] = secs;
+  summary->set_total_seconds(Seconds(request_.arrived, end));
+  v1::ExtractResponse last;
+  *last.mutable_summary() = *summary;
+  const bool sent = stream_->Send(EncodeResponse(last));
+  // Freed with the job, once the call has ended: unmapping a frame's arrays takes tens of
+  // milliseconds that the client would otherwise wait for its call's status.
+  retired_frame_ = std::move(frame);
+  if (!sent) return stop_status_();
+  return absl::OkStatus();
+}
+
+const core::GridRequest& JobOutput::RecordedGrid() const {
+  return bary_.factor != 1.0 ? bary_.grid : request_.plan->grid();
+}
+
+core::FrameMetadata JobOutput::FileMetadata() const {
+  const v1::ExtractHeader& h = request_.header;
+  const core::Psf& psf = *request_.psf;
+  const core::GridRequest& grid = RecordedGrid();
+  core::FrameMetadata meta;
+  meta.image_header = image_header_;
+  meta.fibermap_fits = fibermap_fits_;
+  meta.in_psf = h.in_psf_name().empty() ? psf.source_name() : h.in_psf_name();
+  meta.in_img = in_img_;
+  meta.orig_psf = psf.in_psf().value_or("");
+  meta.wmin = grid.wmin;
+  meta.wmax = grid.wmax;
+  meta.dw = grid.dw;
+  meta.heliocor = bary_.factor;
+  meta.scores = request_.plan->params().scores;
+  return meta;
+}
+
+absl::Status JobOutput::PrepareProgressiveFile(const std::vector<int>& bundles) {
+  const core::PatchPlan& plan = geometry_->plan();
+  std::vector<int> listed = ListedBundles(bundles);
+  std::sort(listed.begin(), listed.end());
+  if (listed.empty()) return absl::InvalidArgumentError("no bundle to write a frame file of");
+  // Rows as the assembler stacks them: the listed bundles' fibres in bundle order (every
+  // bundle is whole: nspec is a multiple of bundlesize, ExtractionParams).
+  core::FrameFileShape shape;
+  shape.specmin = plan.bundle_fiber_begin(listed.front());
+  for (int b : listed) {
+    file_row_[b] = shape.nspec;
+    shape.nspec += plan.bundlesize;
+  }
+  shape.nwave = plan.nwave;
+  shape.ndiag = plan.ndiag;
+  shape.wave = bary_.factor != 1.0 ? bary_.wave : plan.wave;  // the recorded grid
+  auto file = env_.output_roots->CreateOutput(request_.header.server_output_path(), output_policy_);
+  if (!file.ok()) return file.status();
+  frame_file_.emplace(*std::move(file));
+  core::FitsWriteOptions options;
+  options.pool = env_.decode_pool;  // as WriteFiles (and its pages faulted in here, ahead)
+  SPEXD_ASSIGN_OR_RETURN(progressive_,
+                         core::ProgressiveFrameFile::Create(shape, FileMetadata(), frame_file_->fd(),
+                                                            request_.header.server_output_path(),
+                                                            options));
+  row_writer_ = std::make_unique<core::FileRowWriter>(progressive_.get(), env_.decode_pool);
+  return absl::OkStatus();
+}
+
+absl::Status JobOutput::FinishProgressiveFile(const core::Frame& frame) {
+  const absl::Status rows = row_writer_->Wait();
+  stages_["output_file_rows"] += row_writer_->seconds();
+  SPEXD_RETURN_IF_ERROR(rows);
+  return progressive_->Finish(frame);
+}
+
+absl::Status JobOutput::WriteFiles(const core::Frame& frame, v1::ExtractSummary* s) {
+  const v1::ExtractHeader& h = request_.header;
+  const core::FrameMetadata meta = FileMetadata();
+  // Encoded on the host pool (the loaders' and CPU backends', core::ParallelFor: this
+  // thread always takes part, busy threads only slow it down), not on this streaming
+  // thread alone, where it takes ~0.3 s of one core per r frame.
+  core::FitsWriteOptions write_options;
+  write_options.pool = env_.decode_pool;
+  // Staged, then committed together: a file already at a name is kept when it is the
+  // same frame (a retry), and refuses the request with nothing written when it is not.
+  const FileDigestKind digest = h.output_checksum() == v1::FILE_CHECKSUM_CRC32
+                                    ? FileDigestKind::kCrc32
+                                    : FileDigestKind::kSha256;
+  OutputFiles files(*env_.output_roots, output_policy_, metrics_, env_.decode_pool, digest);
+  if (progressive_ != nullptr) {
+    SPEXD_RETURN_IF_ERROR(FinishProgressiveFile(frame));
+    // Its bytes stay in memory (progressive_) for the hash and a comparison.
+    files.StageWritten(h.server_output_path(), *std::move(frame_file_), progressive_->pieces());
+    frame_file_.reset();
+  } else {
+    SPEXD_ASSIGN_OR_RETURN(std::string fits, core::FrameToFits(frame, meta, write_options));
+    SPEXD_RETURN_IF_ERROR(files.Stage(h.server_output_path(), std::move(fits)));
+  }
+  if (!h.server_model_path().empty()) {
+    SPEXD_ASSIGN_OR_RETURN(std::string fits, core::ModelToFits(frame, meta, write_options));
+    SPEXD_RETURN_IF_ERROR(files.Stage(h.server_model_path(), std::move(fits)));
+  }
+  const absl::Status committed = files.CommitAll();
+  stages_["output_file_commit"] += files.commit_seconds();
+  stages_[absl::StrCat("output_file_", FileDigestName(digest))] += files.hash_seconds();
+  SPEXD_RETURN_IF_ERROR(committed);
+  const std::vector<OutputFiles::Written>& w = files.written();
+  s->set_server_output_path(w[0].path);
+  s->set_server_output_bytes(w[0].bytes);
+  const bool crc = digest == FileDigestKind::kCrc32;
+  *(crc ? s->mutable_server_output_crc32() : s->mutable_server_output_sha256()) = w[0].digest;
+  if (w.size() > 1) {
+    s->set_server_model_path(w[1].path);
+    s->set_server_model_bytes(w[1].bytes);
+    *(crc ? s->mutable_server_model_crc32() : s->mutable_server_model_sha256()) = w[1].digest;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status JobOutput::SendProducts(const core::Frame& frame) {
+  v1::ExtractResponse first;
+  v1::FrameProducts* p = first.mutable_products();
+  if (request_.plan->params().scores) {
+    for (core::FrameScore& score :
+         core::RawScores(frame, env_.decode_pool, core::DefaultFitsWriteThreads())) {
+      v1::ScoreColumn* c = p->add_scores();
+      c->set_name(std::move(score.name));
+      c->set_comment(std::move(score.comment));
+      c->mutable_values()->Add(score.values.begin(), score.values.end());
+    }
+  }
+  // Whole rows per part; a mask value takes at most 5 bytes as a varint.
+  const std::size_t max_payload = MaxPayloadBytes(env_.limits);
+  const std::size_t nw = static_cast<std::size_t>(std::max(1, frame.nwave));
+  int row = 0;
+  do {
+    v1::ExtractResponse msg;
+    if (row == 0) msg = std::move(first);
+    v1::FrameProducts* part = msg.mutable_products();
+    const std::size_t used = part->ByteSizeLong();
+    const std::size_t room = max_payload > used ? max_payload - used : 0;
+    const int rows = std::min(frame.nspec - row, std::max(1, static_cast<int>(room / (nw * 5))));
+    part->set_row_begin(row);
+    part->set_nrows(rows);
+    const auto begin = frame.mask.begin() + static_cast<std::ptrdiff_t>(row) * frame.nwave;
+    part->mutable_mask()->Add(begin, begin + static_cast<std::ptrdiff_t>(rows) * frame.nwave);
+    if (!stream_->Send(EncodeResponse(msg))) return stop_status_();
+    row += rows;
+  } while (row < frame.nspec);
+  return absl::OkStatus();
+}
+
+absl::Status JobOutput::SendModel(std::vector<double> image) {
+  const std::size_t max_payload = MaxPayloadBytes(env_.limits);
+  // The chunks borrow the image (no copy); they keep it alive until written.
+  auto model = std::make_shared<const std::vector<double>>(std::move(image));
+  const std::size_t total = model->size() * sizeof(double);
+  for (std::size_t off = 0; off < total; off += max_payload) {
+    if (!stream_->Send(EncodeModelChunk(model, off, std::min(max_payload, total - off)))) {
+      return stop_status_();
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace spexd::server

@@ -1,0 +1,492 @@
+#include "server/platform/data_roots.h"
+
+#include <fcntl.h>
+#include <limits.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "core/base/atomic_file.h"
+#include "core/base/error_text.h"
+#include "core/base/status_macros.h"
+#include "core/base/write_fully.h"
+
+namespace spexd::server {
+namespace {
+
+absl::StatusOr<std::string> RealPath(const std::string& path) {
+  char buf[PATH_MAX];
+  if (::realpath(path.c_str(), buf) == nullptr) {
+    const int err = errno;
+    if (err == ENOENT || err == ENOTDIR) {
+      return absl::NotFoundError(absl::StrCat(core::EchoValue(path), ": no such file or directory"));
+    }
+    // A malformed name is the request's fault, not a permission.
+    if (err == ENAMETOOLONG || err == ELOOP || err == EINVAL) {
+      return absl::InvalidArgumentError(absl::StrCat(core::EchoValue(path), ": ", std::strerror(err)));
+    }
+    return absl::PermissionDeniedError(absl::StrCat(core::EchoValue(path), ": ", std::strerror(err)));
+  }
+  return std::string(buf);
+}
+
+// `path` (absolute) with empty and `.` components dropped and `..` taken lexically.
+std::string LexicalNormal(absl::string_view path) {
+  std::vector<absl::string_view> parts;
+  for (absl::string_view part : absl::StrSplit(path, '/')) {
+    if (part.empty() || part == ".") continue;
+    if (part == "..") {
+      if (!parts.empty()) parts.pop_back();
+      continue;
+    }
+    parts.push_back(part);
+  }
+  std::string out;
+  for (absl::string_view part : parts) absl::StrAppend(&out, "/", part);
+  return out.empty() ? "/" : out;
+}
+
+bool UnderRoot(const std::string& path, const std::string& root) {
+  if (root == "/" || path == root) return true;
+  return path.size() > root.size() && path.compare(0, root.size(), root) == 0 &&
+         path[root.size()] == '/';
+}
+
+// Where a path that does not resolve would lie: its existing ancestors resolved (symlinks
+// followed, dangling ones included, as the kernel would on create), the missing rest
+// appended lexically. Empty on a symlink loop.
+std::string WouldBeLocation(const std::string& path) {
+  std::vector<std::string> rest;  // components still to walk, last first
+  for (absl::string_view part : absl::StrSplit(path, '/', absl::SkipEmpty())) {
+    rest.insert(rest.begin(), std::string(part));
+  }
+  std::string at = "/";
+  int links = 0;
+  while (!rest.empty()) {
+    // A copy, not a move: GCC 12 at -O3 warns (falsely) that a moved-into string may be
+    // read uninitialised, and Release builds treat warnings as errors.
+    const std::string part = rest.back();
+    rest.pop_back();
+    if (part == ".") continue;
+    if (part == "..") {
+      at = at.substr(0, std::max<std::size_t>(1, at.find_last_of('/')));
+      continue;
+    }
+    const std::string next = at == "/" ? "/" + part : at + "/" + part;
+    struct stat st {};
+    if (::lstat(next.c_str(), &st) != 0) {  // missing from here on
+      std::string tail = next;
+      while (!rest.empty()) {
+        absl::StrAppend(&tail, "/", rest.back());
+        rest.pop_back();
+      }
+      return LexicalNormal(tail);
+    }
+    if (!S_ISLNK(st.st_mode)) {
+      at = next;
+      continue;
+    }
+    if (++links > 40) return "";  // ELOOP, as the kernel
+    char target[PATH_MAX];
+    const ssize_t n = ::readlink(next.c_str(), target, sizeof(target) - 1);
+    if (n <= 0) return "";
+    const std::string link(target, static_cast<std::size_t>(n));
+    if (link[0] == '/') at = "/";
+    std::vector<std::string> parts;
+    for (absl::string_view p : absl::StrSplit(link, '/', absl::SkipEmpty())) parts.emplace_back(p);
+    for (auto it = parts.rbegin(); it != parts.rend(); ++it) rest.push_back(*it);
+  }
+  return at;
+}
+
+}  // namespace
+
+absl::StatusOr<DataRoots> DataRoots::Create(const std::vector<std::string>& roots,
+                                            const std::string& flag) {
+  DataRoots out;
+  out.flag_ = flag;
+  for (const std::string& root : roots) {
+    if (root.empty()) continue;
+    auto canonical = RealPath(root);
+    if (!canonical.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(flag, " ", root, ": ",
+                                                     std::string(canonical.status().message())));
+    }
+    struct stat st {};
+    if (::stat(canonical->c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+      return absl::InvalidArgumentError(absl::StrCat(flag, " ", root, " is not a directory"));
+    }
+    out.roots_.push_back(*canonical);
+    std::string spelled = root;
+    if (spelled[0] != '/') {
+      char cwd[PATH_MAX];
+      if (::getcwd(cwd, sizeof(cwd)) != nullptr) spelled = absl::StrCat(cwd, "/", root);
+    }
+    out.lexical_roots_.push_back(LexicalNormal(spelled));
+  }
+  return out;
+}
+
+absl::Status DataRoots::CheckSyntax(const std::string& path) const {
+  if (roots_.empty()) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "this server has no ", flag_ == "--data_roots" ? "data roots" : "output roots", " (",
+        flag_, ")", flag_ == "--data_roots" ? ": send the file as an upload" : ""));
+  }
+  if (path.empty() || path[0] != '/') {
+    return absl::InvalidArgumentError(absl::StrCat("path '", path, "' must be absolute"));
+  }
+  if (path.find('\0') != std::string::npos) {
+    return absl::InvalidArgumentError("path contains a NUL byte");
+  }
+  for (absl::string_view part : absl::StrSplit(path, '/')) {
+    if (part == "..") {
+      return absl::InvalidArgumentError(absl::StrCat("path '", path, "' contains '..'"));
+    }
+  }
+  const std::string lexical = LexicalNormal(path);
+  for (const auto* roots : {&roots_, &lexical_roots_}) {
+    for (const std::string& root : *roots) {
+      if (UnderRoot(lexical, root)) return absl::OkStatus();
+    }
+  }
+  return Outside(path);
+}
+
+absl::Status DataRoots::Outside(const std::string& path) const {
+  if (flag_ == "--data_roots") {
+    return absl::PermissionDeniedError(
+        absl::StrCat("path '", core::EchoValue(path), "' is outside the server's data roots"));
+  }
+  return absl::PermissionDeniedError(absl::StrCat(
+      "output path '", core::EchoValue(path), "' is outside the server's output roots (", flag_, ")"));
+}
+
+absl::Status DataRoots::Missing(const std::string& path, absl::Status missing) const {
+  const std::string location = WouldBeLocation(path);
+  if (location.empty() || !Inside(location)) return Outside(path);
+  return missing;
+}
+
+bool DataRoots::Inside(const std::string& canonical) const {
+  for (const std::string& root : roots_) {
+    if (UnderRoot(canonical, root)) return true;
+  }
+  return false;
+}
+
+DataRoots::OpenFile::OpenFile(OpenFile&& other) noexcept
+    : fd_(std::exchange(other.fd_, -1)), path_(std::move(other.path_)), size_(other.size_) {}
+
+DataRoots::OpenFile& DataRoots::OpenFile::operator=(OpenFile&& other) noexcept {
+  if (this != &other) {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = std::exchange(other.fd_, -1);
+    path_ = std::move(other.path_);
+    size_ = other.size_;
+  }
+  return *this;
+}
+
+DataRoots::OpenFile::~OpenFile() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+std::string DataRoots::OpenFile::proc_path() const { return absl::StrCat("/proc/self/fd/", fd_); }
+
+absl::StatusOr<DataRoots::OpenFile> DataRoots::Open(const std::string& path,
+                                                    int64_t max_bytes) const {
+  if (absl::Status s = CheckSyntax(path); !s.ok()) return s;
+  // Early, friendly answer for paths that resolve outside (the authoritative check is
+  // on the descriptor below).
+  auto canonical = RealPath(path);
+  if (absl::IsNotFound(canonical.status())) return Missing(path, canonical.status());
+  if (!canonical.ok()) return canonical.status();
+  if (!Inside(*canonical)) return Outside(path);
+  // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer forever
+  // (past any deadline, holding a loader thread); it is refused just below.
+  const int raw = ::open(canonical->c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+  if (raw < 0) {
+    return absl::PermissionDeniedError(absl::StrCat(path, ": cannot open: ", std::strerror(errno)));
+  }
+  OpenFile file(raw, "", 0);
+  struct stat st {};
+  if (::fstat(raw, &st) != 0 || !S_ISREG(st.st_mode)) {
+    return absl::InvalidArgumentError(absl::StrCat(path, " is not a regular file"));
+  }
+  auto opened = RealPath(file.proc_path());
+  if (!opened.ok() || !Inside(*opened)) return Outside(path);
+  const int flags = ::fcntl(raw, F_GETFL);
+  if (flags >= 0) ::fcntl(raw, F_SETFL, flags & ~O_NONBLOCK);
+  if (st.st_size > max_bytes) {
+    return absl::ResourceExhaustedError(absl::StrCat(path, " has ", st.st_size,
+                                                     " bytes, over the server's limit of ",
+                                                     max_bytes, " bytes"));
+  }
+  return OpenFile(file.Release(), *opened, static_cast<int64_t>(st.st_size));
+}
+
+absl::StatusOr<DataRoots::File> DataRoots::ReadFile(const std::string& path,
+                                                    int64_t max_bytes) const {
+  auto opened = Open(path, max_bytes);
+  if (!opened.ok()) return opened.status();
+  File file;
+  file.path = opened->path();
+  file.bytes.resize(static_cast<std::size_t>(opened->size()));
+  std::size_t done = 0;
+  while (done < file.bytes.size()) {
+    ssize_t n = ::read(opened->fd(), file.bytes.data() + done, file.bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      return absl::InternalError(absl::StrCat(path, ": read failed: ", std::strerror(errno)));
+    }
+    if (n == 0) break;  // file shrank while reading: parse what is there (FITS checks size)
+    done += static_cast<std::size_t>(n);
+  }
+  file.bytes.resize(done);
+  return file;
+}
+
+absl::StatusOr<DataRoots::FileId> DataRoots::IdOf(int fd) {
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    return absl::InternalError(absl::StrCat("fstat failed: ", std::strerror(errno)));
+  }
+  return FileId{st.st_dev, st.st_ino};
+}
+
+absl::StatusOr<int> DataRoots::OpenOutputDir(const std::string& path, const WritePolicy& policy,
+                                             std::string* name, std::string* canonical) const {
+  if (absl::Status s = CheckSyntax(path); !s.ok()) return s;
+  const std::size_t slash = path.find_last_of('/');
+  const std::string dir = slash == 0 ? std::string("/") : path.substr(0, slash);
+  *name = path.substr(slash + 1);
+  if (name->empty() || *name == "." || *name == ".." || name->size() > NAME_MAX) {
+    return absl::InvalidArgumentError(absl::StrCat("output path '", path, "' names no file"));
+  }
+  const int dirfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dirfd < 0) {
+    const int err = errno;
+    const absl::Status missing =
+        absl::InvalidArgumentError(absl::StrCat("output directory ", dir, " does not exist"));
+    return err == ENOENT || err == ENOTDIR ? Missing(dir, missing) : missing;
+  }
+  // The check is on the opened directory: a symlink swapped in afterwards cannot move
+  // the write elsewhere (every later step is relative to this descriptor).
+  auto real_dir = RealPath(absl::StrCat("/proc/self/fd/", dirfd));
+  const std::string full =
+      real_dir.ok() ? absl::StrCat(*real_dir == "/" ? "" : *real_dir, "/", *name) : "";
+  if (!real_dir.ok() || !Inside(full)) {
+    ::close(dirfd);
+    return Outside(path);
+  }
+  struct stat st {};
+  if (::fstatat(dirfd, name->c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0) {
+    absl::Status refuse;
+    if (!S_ISREG(st.st_mode)) {
+      refuse = absl::PermissionDeniedError(
+          absl::StrCat("output path '", path, "' exists and is not a regular file"));
+    }
+    for (const FileId& id : policy.protected_) {
+      if (refuse.ok() && id.dev == st.st_dev && id.ino == st.st_ino) {
+        refuse = absl::InvalidArgumentError(absl::StrCat(
+            "output path '", path, "' is the request's own input or PSF: never overwritten"));
+      }
+    }
+    if (refuse.ok() && !policy.overwrite && !policy.keep_same) {
+      refuse = absl::AlreadyExistsError(absl::StrCat(
+          "output path '", path, "' exists; set overwrite in the request to replace it"));
+    }
+    if (!refuse.ok()) {
+      ::close(dirfd);
+      return refuse;
+    }
+  }
+  *canonical = full;
+  return dirfd;
+}
+
+absl::StatusOr<std::string> DataRoots::CheckOutput(const std::string& path,
+                                                   const WritePolicy& policy) const {
+  std::string name, canonical;
+  auto dirfd = OpenOutputDir(path, policy, &name, &canonical);
+  if (!dirfd.ok()) return dirfd.status();
+  ::close(*dirfd);
+  return canonical;
+}
+
+DataRoots::PendingOutput::PendingOutput(PendingOutput&& o) noexcept { *this = std::move(o); }
+
+DataRoots::PendingOutput& DataRoots::PendingOutput::operator=(PendingOutput&& o) noexcept {
+  if (this != &o) {
+    Release();
+    dirfd_ = std::exchange(o.dirfd_, -1);
+    fd_ = std::exchange(o.fd_, -1);
+    unnamed_ = o.unnamed_;
+    overwrite_ = o.overwrite_;
+    path_ = std::move(o.path_);
+    name_ = std::move(o.name_);
+    tmp_ = std::move(o.tmp_);
+    tmp_prefix_ = std::move(o.tmp_prefix_);
+    canonical_ = std::move(o.canonical_);
+  }
+  return *this;
+}
+
+DataRoots::PendingOutput::~PendingOutput() { Release(); }
+
+void DataRoots::PendingOutput::Release() {
+  if (fd_ >= 0) ::close(fd_);
+  // A named temporary is removed; after a rename the name is gone and this fails quietly.
+  if (dirfd_ >= 0 && !tmp_.empty()) ::unlinkat(dirfd_, tmp_.c_str(), 0);
+  if (dirfd_ >= 0) ::close(dirfd_);
+  fd_ = dirfd_ = -1;
+  tmp_.clear();
+}
+
+absl::StatusOr<DataRoots::PendingOutput> DataRoots::CreateOutput(const std::string& path,
+                                                                 const WritePolicy& policy,
+                                                                 bool unnamed_temporary) const {
+  PendingOutput out;
+  auto opened = OpenOutputDir(path, policy, &out.name_, &out.canonical_);
+  if (!opened.ok()) return opened.status();
+  out.dirfd_ = *opened;
+  out.path_ = path;
+  out.overwrite_ = policy.overwrite;
+  // The temporary's names are unguessable and created exclusively (core::
+  // CreateNamedTemporary, LinkUnnamedTemporary): a file another client put at a likely name
+  // neither fails this output nor is removed by it.
+  out.tmp_prefix_ = absl::StrCat(".", out.name_.substr(0, 200));
+  if (unnamed_temporary) {
+    out.fd_ = ::openat(out.dirfd_, ".", O_TMPFILE | O_WRONLY | O_CLOEXEC, 0644);
+    out.unnamed_ = out.fd_ >= 0;
+  }
+  if (out.fd_ < 0) {  // no O_TMPFILE here (or not asked for): a named one
+    auto named = core::CreateNamedTemporary(out.dirfd_, out.tmp_prefix_);
+    if (!named.ok()) {
+      const absl::Status& st = named.status();
+      return absl::IsResourceExhausted(st)
+                 ? st
+                 : absl::PermissionDeniedError(
+                       absl::StrCat(path, ": cannot create a temporary file: ", st.message()));
+    }
+    out.fd_ = named->first;
+    out.tmp_ = std::move(named->second);
+  }
+  return out;
+}
+
+absl::StatusOr<bool> DataRoots::PendingOutput::KeepExisting(const SameCheck& same) {
+  if (fd_ < 0) return absl::FailedPreconditionError(absl::StrCat(path_, ": already committed"));
+  if (overwrite_) return false;
+  absl::StatusOr<bool> keep = MatchExisting(same);
+  if (keep.ok() && *keep) Release();  // the pending output goes: nothing is written
+  return keep;
+}
+
+absl::StatusOr<bool> DataRoots::PendingOutput::MatchExisting(const SameCheck& same) const {
+  const absl::Status not_regular = absl::PermissionDeniedError(
+      absl::StrCat("output path '", path_, "' exists and is not a regular file"));
+  // Looked at before it is opened: opening a device (even O_NONBLOCK) can act on it.
+  struct stat named {};
+  if (::fstatat(dirfd_, name_.c_str(), &named, AT_SYMLINK_NOFOLLOW) != 0) {
+    if (errno == ENOENT) return false;
+    return absl::PermissionDeniedError(absl::StrCat(path_, ": ", std::strerror(errno)));
+  }
+  if (!S_ISREG(named.st_mode)) return not_regular;
+  const int fd = ::openat(dirfd_, name_.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+  if (fd < 0) {
+    if (errno == ENOENT) return false;  // removed meanwhile: nothing to keep
+    if (errno == ELOOP) return not_regular;
+    return absl::PermissionDeniedError(absl::StrCat(path_, ": cannot open: ", std::strerror(errno)));
+  }
+  OpenFile file(fd, "", 0);  // closes it
+  struct stat before {}, after {};
+  if (::fstat(fd, &before) != 0 || !S_ISREG(before.st_mode)) return not_regular;
+  if (absl::Status st = same(fd); !st.ok()) return st;
+  // What was compared must still be the file at the name, unchanged, or the reply would
+  // name something else.
+  auto same_time = [](const timespec& a, const timespec& b) {
+    return a.tv_sec == b.tv_sec && a.tv_nsec == b.tv_nsec;
+  };
+  if (::fstat(fd, &after) != 0 ||
+      ::fstatat(dirfd_, name_.c_str(), &named, AT_SYMLINK_NOFOLLOW) != 0 ||
+      named.st_dev != before.st_dev || named.st_ino != before.st_ino ||
+      after.st_size != before.st_size || !same_time(after.st_mtim, before.st_mtim) ||
+      !same_time(after.st_ctim, before.st_ctim)) {
+    return absl::AbortedError(absl::StrCat("output path '", path_,
+                                           "' changed while it was compared with the new output"));
+  }
+  return true;
+}
+
+absl::StatusOr<std::string> DataRoots::PendingOutput::Commit(const SameCheck& same, bool* kept) {
+  if (kept != nullptr) *kept = false;
+  if (fd_ < 0) return absl::FailedPreconditionError(absl::StrCat(path_, ": already committed"));
+  absl::Status st;
+  if (::fsync(fd_) != 0) st = core::FileWriteError(path_, "flush", errno);
+  if (st.ok() && unnamed_) {
+    auto linked = core::LinkUnnamedTemporary(fd_, dirfd_, tmp_prefix_);
+    if (linked.ok()) {
+      tmp_ = *std::move(linked);
+    } else {
+      st = linked.status();
+    }
+  }
+  if (st.ok() && ::close(std::exchange(fd_, -1)) != 0) st = core::FileWriteError(path_, "close", errno);
+  if (st.ok()) {
+    // Without overwrite, never replace a file that appeared since the check.
+    const unsigned flags = overwrite_ ? 0u : RENAME_NOREPLACE;
+    if (::renameat2(dirfd_, tmp_.c_str(), dirfd_, name_.c_str(), flags) != 0) {
+      const int err = errno;
+      if (err == EEXIST) {
+        st = absl::AlreadyExistsError(absl::StrCat(
+            "output path '", path_, "' exists; set overwrite in the request to replace it"));
+      } else if (err == EINVAL && !overwrite_) {
+        // A filesystem without RENAME_NOREPLACE: link() never replaces either.
+        if (::linkat(dirfd_, tmp_.c_str(), dirfd_, name_.c_str(), 0) != 0) {
+          st = errno == EEXIST
+                   ? absl::AlreadyExistsError(absl::StrCat("output path '", path_, "' exists"))
+                   : core::FileWriteError(path_, "link", errno);
+        }
+      } else {
+        st = core::FileWriteError(path_, "rename", err);
+      }
+    }
+  }
+  // Gone after a rename; the leftover otherwise (only a name this output created).
+  if (!tmp_.empty()) ::unlinkat(dirfd_, tmp_.c_str(), 0);
+  tmp_.clear();
+  if (st.ok()) ::fsync(dirfd_);  // the new name survives a crash
+  if (absl::IsAlreadyExists(st) && same) {
+    // A file created since KeepExisting (or a caller that skipped it): RENAME_NOREPLACE
+    // left it in place; it is kept if it is this output (a concurrent identical request).
+    absl::StatusOr<bool> keep = MatchExisting(same);
+    if (!keep.ok()) st = keep.status();
+    if (keep.ok() && *keep) st = absl::OkStatus();
+    if (keep.ok() && *keep && kept != nullptr) *kept = true;
+  }
+  Release();
+  if (!st.ok()) return st;
+  return canonical_;
+}
+
+absl::StatusOr<std::string> DataRoots::WriteFile(const std::string& path, const std::string& bytes,
+                                                 const WritePolicy& policy) const {
+  auto out = CreateOutput(path, policy);
+  if (!out.ok()) return out.status();
+  SPEXD_RETURN_IF_ERROR(core::WriteFully(out->fd(), bytes.data(), bytes.size(), -1, path));
+  return out->Commit();
+}
+
+}  // namespace spexd::server

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The table of spexd's flags in docs/service.md, generated from the binary's own --help.
 
-The flags are defined once (server/main.cc, with their defaults and help texts); the table
+The flags are defined once (SPEXD_SERVER_FLAGS in server/server_config.h: each one's name,
+the member it sets, whose default is the flag's default, and its help); the table
 between the two markers in docs/service.md is what `spexd --help` prints, so the document
 cannot drift from the program:
 

@@ -6,7 +6,9 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "core/base/status_macros.h"
 
 namespace spexd::server {
 namespace {
@@ -63,26 +65,28 @@ absl::StatusOr<std::string> ReadAuthToken(const std::string& path) {
 
 absl::Status ValidateServerConfig(const ServerConfig& config) {
   const ServerOptions& o = config.server;
-  if (o.cpu_threads < 0) return Bad("--cpu_threads must not be negative (0: all cores)");
-  if (o.max_queue < 0) return Bad("--max_queue must be 0 (automatic) or positive");
-  if (o.max_uploads < 0 || o.realtime_reserve < 0 || o.limits.upload_idle_seconds < 0 ||
+  if (o.workers.cpu_threads < 0) return Bad("--cpu_threads must not be negative (0: all cores)");
+  if (o.scheduling.max_queue < 0) return Bad("--max_queue must be 0 (automatic) or positive");
+  if (o.scheduling.max_uploads < 0 || o.scheduling.realtime_reserve < 0 ||
+      o.limits.upload_idle_seconds < 0 ||
       o.limits.write_timeout_seconds < 0 || o.limits.upload_min_bytes_per_second < 0 ||
       o.limits.upload_rate_window_seconds < 0) {
     return Bad("--max_uploads, --realtime_reserve, the timeouts and the upload rate floor "
                "must not be negative");
   }
-  if (o.prefetch < 0 || o.prefetch_memory_bytes < 0) {
+  if (o.scheduling.prefetch < 0 || o.scheduling.prefetch_memory_bytes < 0) {
     return Bad("--prefetch and --prefetch_memory_bytes must not be negative (0: the default)");
   }
-  if (o.backends_per_gpu < 0 || o.backends_per_gpu > ServerOptions::kMaxBackendsPerGpu) {
+  if (o.workers.backends_per_gpu < 0 ||
+      o.workers.backends_per_gpu > WorkerOptions::kMaxBackendsPerGpu) {
     return Bad(absl::StrCat("--backends_per_gpu must be between 0 (the default) and ",
-                            ServerOptions::kMaxBackendsPerGpu));
+                            WorkerOptions::kMaxBackendsPerGpu));
   }
-  if (o.streamers_per_worker < 0) {
+  if (o.scheduling.streamers_per_worker < 0) {
     return Bad("--streamers_per_worker must not be negative (0: the default)");
   }
   // Written so that NaN is refused too.
-  if (!(o.no_deadline_horizon_seconds >= 0)) {
+  if (!(o.scheduling.no_deadline_horizon_seconds >= 0)) {
     return Bad("--no_deadline_horizon_seconds must not be negative (0: no horizon)");
   }
   // Written so that NaN is refused too.
@@ -103,6 +107,61 @@ absl::Status ValidateServerConfig(const ServerConfig& config) {
     return Bad("--shadow_parity_threads must not be negative (0: one per core)");
   }
   if (config.drain_seconds < 0) return Bad("--drain_seconds must not be negative");
+  return absl::OkStatus();
+}
+
+std::string FlagCodec<std::vector<std::string>>::Show(const std::vector<std::string>& value) {
+  return absl::StrJoin(value, ",");
+}
+absl::Status FlagCodec<std::vector<std::string>>::Set(const Flag& flag,
+                                                      std::vector<std::string>* value) {
+  *value = SplitList(flag);
+  return absl::OkStatus();
+}
+
+std::string FlagCodec<std::vector<int>>::Show(const std::vector<int>& value) {
+  return absl::StrJoin(value, ",");
+}
+absl::Status FlagCodec<std::vector<int>>::Set(const Flag& flag, std::vector<int>* value) {
+  SPEXD_ASSIGN_OR_RETURN(*value, ParseDeviceList(flag));
+  return absl::OkStatus();
+}
+
+std::string FlagCodec<std::optional<core::BackendKind>>::Show(
+    const std::optional<core::BackendKind>& value) {
+  return value ? std::string(core::Name(*value)) : std::string("auto");
+}
+absl::Status FlagCodec<std::optional<core::BackendKind>>::Set(
+    const Flag& flag, std::optional<core::BackendKind>* value) {
+  SPEXD_ASSIGN_OR_RETURN(*value, ParseBackendChoice(flag));
+  return absl::OkStatus();
+}
+
+std::string FlagCodec<core::CudaHostWait>::Show(core::CudaHostWait value) {
+  return std::string(core::Name(value));
+}
+absl::Status FlagCodec<core::CudaHostWait>::Set(const Flag& flag, core::CudaHostWait* value) {
+  SPEXD_ASSIGN_OR_RETURN(*value, core::ParseCudaHostWait(flag));
+  return absl::OkStatus();
+}
+
+std::string FlagCodec<LogLevel>::Show(LogLevel value) {
+  switch (value) {
+    case LogLevel::kDebug: return "debug";
+    case LogLevel::kInfo: return "info";
+    case LogLevel::kWarning: return "warning";
+    case LogLevel::kError: return "error";
+  }
+  return "info";
+}
+absl::Status FlagCodec<LogLevel>::Set(const Flag& flag, LogLevel* value) {
+  SPEXD_ASSIGN_OR_RETURN(*value, ParseLogLevel(flag));
+  return absl::OkStatus();
+}
+
+absl::Status TokenFileCodec::Set(const Flag& path, std::string* token) {
+  if (path.empty()) return absl::OkStatus();
+  SPEXD_ASSIGN_OR_RETURN(*token, ReadAuthToken(path));
   return absl::OkStatus();
 }
 

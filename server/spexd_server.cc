@@ -47,7 +47,7 @@ absl::StatusOr<std::string> ReadTextFile(const std::string& path, const char* wh
   return ss.str();
 }
 
-absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeCredentials(const ServerOptions& o) {
+absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeCredentials(const SecurityOptions& o) {
   if (o.tls_cert_file.empty() && o.tls_key_file.empty()) {
     if (!o.tls_client_ca_file.empty()) {
       return absl::InvalidArgumentError("--tls_client_ca needs --tls_cert and --tls_key");
@@ -81,7 +81,7 @@ struct WorkerBackend {
 
 // One worker per GPU (all visible, or --gpu_devices) when the CUDA module finds devices;
 // else one CPU worker. `reason` says which and why, for logs and GetServerInfo.
-absl::StatusOr<std::vector<WorkerBackend>> ChooseBackends(const ServerOptions& o,
+absl::StatusOr<std::vector<WorkerBackend>> ChooseBackends(const WorkerOptions& o,
                                                           core::TaskPool* pool, int* gpu_count,
                                                           std::string* reason) {
   std::vector<WorkerBackend> out;
@@ -101,7 +101,7 @@ absl::StatusOr<std::vector<WorkerBackend>> ChooseBackends(const ServerOptions& o
         for (int d = 0; d < *gpu_count; ++d) devices.push_back(d);
       }
       const int per_gpu =
-          o.backends_per_gpu > 0 ? o.backends_per_gpu : ServerOptions::kDefaultBackendsPerGpu;
+          o.backends_per_gpu > 0 ? o.backends_per_gpu : WorkerOptions::kDefaultBackendsPerGpu;
       for (int d : devices) {
         if (d < 0 || d >= *gpu_count) {
           return absl::InvalidArgumentError(
@@ -139,7 +139,7 @@ absl::StatusOr<std::vector<WorkerBackend>> ChooseBackends(const ServerOptions& o
 }
 
 // What can be said of --gpu_devices before the devices are counted (warm-up).
-absl::Status CheckGpuDevices(const ServerOptions& o) {
+absl::Status CheckGpuDevices(const WorkerOptions& o) {
   if (o.gpu_devices.empty()) return absl::OkStatus();
   if (o.backend == core::BackendKind::kCpu) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -213,8 +213,8 @@ class SpexdServer::Impl {
       std::string reason;
       int gpu_count = 0;
       std::vector<WorkerBackend> workers;
-      if (options.backend_factory) {
-        auto made = options.backend_factory(&reason);
+      if (options.workers.backend_factory) {
+        auto made = options.workers.backend_factory(&reason);
         if (!made.ok()) return made.status();
         // A backend holding device memory is on that device (test backends with a
         // made-up device), so that jobs bound to a GPU find their worker.
@@ -223,7 +223,7 @@ class SpexdServer::Impl {
           workers.push_back({std::move(b), device});
         }
       } else {
-        auto chosen = ChooseBackends(options, pool.get(), &gpu_count, &reason);
+        auto chosen = ChooseBackends(options.workers, pool.get(), &gpu_count, &reason);
         if (!chosen.ok()) return chosen.status();
         workers = *std::move(chosen);
       }
@@ -249,7 +249,7 @@ class SpexdServer::Impl {
           scheduler->prefetch_bound() + nworkers + scheduler->streaming_threads();
       plane_buffers.set_max_cached_bytes(frames_held * kCachedBytesPerFrame);
       load_buffers.set_max_cached_bytes(scheduler->num_loaders() * kLoadBytesPerLoader);
-      for (const std::string& path : options.preload_psfs) {
+      for (const std::string& path : options.storage.preload_psfs) {
         auto file = roots->ReadFile(path, options.limits.max_upload_bytes);
         if (!file.ok()) return file.status();
         auto loaded = cache->Load(file->bytes, file->path, FitsLimits(options.limits));
@@ -303,27 +303,28 @@ absl::StatusOr<std::unique_ptr<SpexdServer>> SpexdServer::Start(ServerOptions op
   Impl& s = *impl;
   s.options = std::move(options);
   const ServerOptions& o = s.options;
-  if (absl::Status st = CheckGpuDevices(o); !st.ok()) return st;
+  if (absl::Status st = CheckGpuDevices(o.workers); !st.ok()) return st;
   s.metrics = std::make_unique<ServerMetrics>();
-  if (!o.metrics_listen.empty()) {
-    if (absl::Status st = s.metrics->StartExposer(o.metrics_listen); !st.ok()) return st;
+  if (!o.network.metrics_listen.empty()) {
+    if (absl::Status st = s.metrics->StartExposer(o.network.metrics_listen); !st.ok()) return st;
   }
-  auto roots = DataRoots::Create(o.data_roots);
+  auto roots = DataRoots::Create(o.storage.data_roots);
   if (!roots.ok()) return roots.status();
   s.roots = std::make_unique<DataRoots>(*std::move(roots));
-  auto output_roots = DataRoots::Create(o.output_roots, "--output_roots");
+  auto output_roots = DataRoots::Create(o.storage.output_roots, "--output_roots");
   if (!output_roots.ok()) return output_roots.status();
   s.output_roots = std::make_unique<DataRoots>(*std::move(output_roots));
-  const int host_threads = o.cpu_threads > 0 ? o.cpu_threads : core::HardwareThreads();
+  const int host_threads =
+      o.workers.cpu_threads > 0 ? o.workers.cpu_threads : core::HardwareThreads();
   s.pool = core::MakeTaskPool(host_threads - 1, "spexd-host");
-  s.scheduler = std::make_unique<Scheduler>(o.Scheduling(), s.metrics.get());
+  s.scheduler = std::make_unique<Scheduler>(o.scheduling, s.metrics.get());
   s.watchdog = std::make_unique<CallWatchdog>(absl::Seconds(o.limits.upload_idle_seconds),
                                               absl::Seconds(o.limits.write_timeout_seconds),
                                               s.metrics.get());
   // A geometry the cache drops (eviction, UnloadPsf) also leaves every worker's device.
   Scheduler* scheduler = s.scheduler.get();
   s.cache = std::make_unique<PsfCache>(
-      o.psf_cache_bytes, s.metrics.get(),
+      o.storage.psf_cache_bytes, s.metrics.get(),
       [scheduler](const std::shared_ptr<const core::Geometry>& g) { scheduler->ReleaseGeometry(g); });
   s.context.env.cache = s.cache.get();
   s.context.env.metrics = s.metrics.get();
@@ -341,10 +342,10 @@ absl::StatusOr<std::unique_ptr<SpexdServer>> SpexdServer::Start(ServerOptions op
   s.context.scheduler = s.scheduler.get();
   s.regions = std::make_unique<RegionRegistry>(s.metrics.get());
   s.context.regions = s.regions.get();
-  s.context.auth_token = o.auth_token;
+  s.context.auth_token = o.security.auth_token;
   s.context.watchdog = s.watchdog.get();
-  s.context.tls = !o.tls_cert_file.empty();
-  auto creds = MakeCredentials(o);
+  s.context.tls = !o.security.tls_cert_file.empty();
+  auto creds = MakeCredentials(o.security);
   if (!creds.ok()) return creds.status();
 
   s.extraction = std::make_unique<ExtractionService>(&s.context);
@@ -353,7 +354,7 @@ absl::StatusOr<std::unique_ptr<SpexdServer>> SpexdServer::Start(ServerOptions op
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(o.listen, *creds, &s.port);
+  builder.AddListeningPort(o.network.listen, *creds, &s.port);
   builder.RegisterService(s.extraction.get());
   builder.RegisterService(s.admin.get());
   builder.RegisterService(s.cuda_regions.get());
@@ -368,7 +369,7 @@ absl::StatusOr<std::unique_ptr<SpexdServer>> SpexdServer::Start(ServerOptions op
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 20000);
   s.server = builder.BuildAndStart();
   if (s.server == nullptr || s.port == 0) {
-    return absl::UnavailableError(absl::StrCat("cannot listen on ", o.listen));
+    return absl::UnavailableError(absl::StrCat("cannot listen on ", o.network.listen));
   }
   // Per-service statuses too, for probes that name the service; SetServing() then
   // updates every registered name at once.
@@ -377,9 +378,11 @@ absl::StatusOr<std::unique_ptr<SpexdServer>> SpexdServer::Start(ServerOptions op
   }
   s.SetServing(false);  // until warm-up is done
   Log(LogLevel::kInfo, "listening",
-      {{"address", o.listen}, {"port", s.port}, {"metrics_port", s.metrics->exposer_port()},
-       {"tls", s.context.tls}, {"mutual_tls", !o.tls_client_ca_file.empty()},
-       {"auth", !o.auth_token.empty()}, {"data_roots", absl::StrJoin(s.roots->roots(), ",")},
+      {{"address", o.network.listen}, {"port", s.port},
+       {"metrics_port", s.metrics->exposer_port()}, {"tls", s.context.tls},
+       {"mutual_tls", !o.security.tls_client_ca_file.empty()},
+       {"auth", !o.security.auth_token.empty()},
+       {"data_roots", absl::StrJoin(s.roots->roots(), ",")},
        {"output_roots", absl::StrJoin(s.output_roots->roots(), ",")},
        {"blas", core::BlasCoreReport()}});
   s.warmup_thread = std::thread([&s] { s.WarmUp(); });

@@ -23,53 +23,60 @@ namespace spexd::server {
 class PsfCache;
 class ServerMetrics;
 
-struct ServerOptions {
+// Where the service listens.
+struct NetworkOptions {
   std::string listen = "127.0.0.1:50051";         // host:port; port 0 picks a free one
   std::string metrics_listen = "127.0.0.1:9464";  // empty: no metrics endpoint
-  std::vector<std::string> data_roots;            // where request paths may point
-  std::vector<std::string> output_roots;          // where server-side output may go
+};
+
+// Who may call: TLS from PEM files (with tls_client_ca the server requires and verifies
+// client certificates: mutual TLS) and a bearer token.
+struct SecurityOptions {
+  std::string tls_cert_file, tls_key_file, tls_client_ca_file;
+  std::string auth_token;  // required bearer token, empty: none
+};
+
+// The workers and the backends they extract with.
+struct WorkerOptions {
   // The backend kind; none = auto (CUDA when the module finds a GPU, else CPU).
   std::optional<core::BackendKind> backend;
-  std::vector<int> gpu_devices;                   // empty: every visible device
+  std::vector<int> gpu_devices;  // empty: every visible device
   static constexpr int kDefaultBackendsPerGpu = 2;
   static constexpr int kMaxBackendsPerGpu = 4;
   // Workers (each its own CUDA backend) per GPU: with two, one frame's host preparation and
   // last batch overlap the other's GPU work (0: kDefaultBackendsPerGpu).
   int backends_per_gpu = 0;
-  int cpu_threads = 0;  // host threads of the backends' shared pool, the worker's own included (0: all cores)
-  std::string cuda_module;                        // "" = default search (core loader)
+  // Host threads of the backends' shared pool, the worker's own included (0: all cores).
+  int cpu_threads = 0;
+  std::string cuda_module;  // "" = default search (core loader)
   // How the CUDA backends' host threads wait for their GPU (core::CudaHostWait).
-  core::CudaHostWait gpu_host_wait = core::CudaHostWait::kBlock;  // spexd --gpu_host_wait
-  int max_queue = 0;    // queued jobs; 0: 8 per worker, at least 16 (Scheduler)
-  int max_uploads = 0;  // uploads in progress; 0: as max_queue
-  int realtime_reserve = 1;  // extra queue and upload slots only realtime requests may use
-  int prefetch = 0;  // frames read and decoded ahead per worker; 0: 6 per GPU worker, 2 for the CPU (Scheduler)
-  int64_t prefetch_memory_bytes = 0;  // bound on all frames decoded ahead; 0: a quarter of the host's memory
-  // Threads streaming responses, per worker (0: Scheduler::StreamersPerWorker, 4 for a GPU
-  // worker, 2 for the CPU backend). More
-  // let a worker run ahead of slow readers, each streaming frame holding its planes.
-  int streamers_per_worker = 0;
-  // A job without a deadline is ordered as if due this long after its admission
-  // (SchedulerOptions); 0: after every job that has one.
-  double no_deadline_horizon_seconds = 600;
-  int64_t psf_cache_bytes = int64_t{4} << 30;
-  ServiceLimits limits;
-  // TLS: PEM files; with tls_client_ca the server requires and verifies client
-  // certificates (mutual TLS).
-  std::string tls_cert_file, tls_key_file, tls_client_ca_file;
-  std::string auth_token;                 // required bearer token, empty: none
-  std::vector<std::string> preload_psfs;  // server paths loaded during warm-up
-  // Shadow parity sampling (server/state/shadow_parity.h): fraction 0 turns it off.
-  ShadowParityOptions shadow_parity;
+  core::CudaHostWait gpu_host_wait = core::CudaHostWait::kBlock;
   // Replaces the backend choice (tests inject slow or failing backends). Called once
   // during warm-up; the reason string is reported as the backend choice.
   std::function<absl::StatusOr<std::vector<std::unique_ptr<core::Backend>>>(std::string* reason)>
       backend_factory;
+};
 
-  SchedulerOptions Scheduling() const {
-    return {max_queue, max_uploads, realtime_reserve, prefetch, prefetch_memory_bytes,
-            streamers_per_worker, no_deadline_horizon_seconds, nullptr};
-  }
+// The files the service reads and writes, and what it keeps of them in memory.
+struct StorageOptions {
+  std::vector<std::string> data_roots;    // where request paths may point
+  std::vector<std::string> output_roots;  // where server-side output may go
+  int64_t psf_cache_bytes = int64_t{4} << 30;
+  std::vector<std::string> preload_psfs;  // server paths loaded during warm-up
+};
+
+// The service's configuration, one group per concern (server_config.h lists the flag
+// that sets each member).
+struct ServerOptions {
+  NetworkOptions network;
+  SecurityOptions security;
+  ServiceLimits limits;         // sizes, timeouts and connection bounds
+  SchedulerOptions scheduling;  // queue and upload bounds, prefetch, streamers, deadlines
+  WorkerOptions workers;
+  StorageOptions storage;
+  // Quality checks while serving: shadow parity sampling (server/state/shadow_parity.h),
+  // fraction 0 turns it off.
+  ShadowParityOptions shadow_parity;
 };
 
 class SpexdServer {

@@ -387,24 +387,24 @@ int main(int argc, char** argv) {
 
   // --- One spexd: one worker per GPU (all, or --gpus), or the CPU backend.
   server::ServerOptions so;
-  so.listen = "127.0.0.1:0";
-  so.metrics_listen.clear();
-  so.data_roots = {dir};
-  so.output_roots = {dir};
-  if (!args.out_dir.empty()) so.output_roots.push_back(args.out_dir);
+  so.network.listen = "127.0.0.1:0";
+  so.network.metrics_listen.clear();
+  so.storage.data_roots = {dir};
+  so.storage.output_roots = {dir};
+  if (!args.out_dir.empty()) so.storage.output_roots.push_back(args.out_dir);
   auto kind = core::ParseBackendKind(args.backend);
   if (!kind.ok()) return Fail("--backend", kind.status());
-  so.backend = *kind;
-  so.gpu_devices = args.gpus;
-  so.cpu_threads = args.threads;
-  so.psf_cache_bytes = args.psf_cache_bytes;
-  so.max_queue = args.frames;
-  so.prefetch = args.prefetch;
-  so.streamers_per_worker = args.streamers;
-  so.backends_per_gpu = args.backends_per_gpu;
+  so.workers.backend = *kind;
+  so.workers.gpu_devices = args.gpus;
+  so.workers.cpu_threads = args.threads;
+  so.storage.psf_cache_bytes = args.psf_cache_bytes;
+  so.scheduling.max_queue = args.frames;
+  so.scheduling.prefetch = args.prefetch;
+  so.scheduling.streamers_per_worker = args.streamers;
+  so.workers.backends_per_gpu = args.backends_per_gpu;
   auto wait = core::ParseCudaHostWait(args.host_wait);
   if (!wait.ok()) return Fail("--host-wait", wait.status());
-  so.gpu_host_wait = *wait;
+  so.workers.gpu_host_wait = *wait;
   auto srv = server::SpexdServer::Start(so);
   if (!srv.ok()) return Fail("server", srv.status());
   if (absl::Status st = (*srv)->WaitForWarmUp(absl::Seconds(120)); !st.ok()) return Fail("warm-up", st);

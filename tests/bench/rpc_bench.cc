@@ -409,14 +409,14 @@ int main(int argc, char** argv) {
 
   // An in-process spexd with the frame's directory as its data root.
   server::ServerOptions so;
-  so.listen = "127.0.0.1:0";
-  so.metrics_listen.clear();
-  so.data_roots = {dir};
-  so.backend = *kind;
-  so.cpu_threads = args.threads;
-  so.prefetch = args.prefetch;
-  so.streamers_per_worker = args.streamers;
-  so.gpu_devices = args.gpus;
+  so.network.listen = "127.0.0.1:0";
+  so.network.metrics_listen.clear();
+  so.storage.data_roots = {dir};
+  so.workers.backend = *kind;
+  so.workers.cpu_threads = args.threads;
+  so.scheduling.prefetch = args.prefetch;
+  so.scheduling.streamers_per_worker = args.streamers;
+  so.workers.gpu_devices = args.gpus;
   if (args.shadow_fraction >= 0) so.shadow_parity.fraction = args.shadow_fraction;
   if (args.shadow_threads > 0) so.shadow_parity.threads = args.shadow_threads;
   auto srv = server::SpexdServer::Start(so);

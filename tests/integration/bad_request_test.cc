@@ -219,7 +219,7 @@ TEST_F(BadRequestTest, LoadPsfErrors) {
 
 TEST(AuthTest, BearerTokenIsRequiredWhenConfigured) {
   server::ServerOptions o = TestServerOptions();
-  o.auth_token = "s3cret-token";
+  o.security.auth_token = "s3cret-token";
   auto server = StartServer(o);
   ASSERT_NE(server, nullptr);
   client::ClientOptions none;
@@ -254,7 +254,7 @@ TEST(PsfCacheServiceTest, TwoPsfsCachedAndTheLeastRecentlyUsedEvicted) {
   auto probe = core::Psf::LoadFromMemory(variants[0].data(), variants[0].size(), "probe");
   ASSERT_TRUE(probe.ok());
   server::ServerOptions o = TestServerOptions();
-  o.psf_cache_bytes = static_cast<int64_t>(probe->MemoryBytes() * 5 / 2);
+  o.storage.psf_cache_bytes = static_cast<int64_t>(probe->MemoryBytes() * 5 / 2);
   auto server = StartServer(o);
   ASSERT_NE(server, nullptr);
   auto c = Connect(*server);

@@ -20,8 +20,8 @@ using Clock = std::chrono::steady_clock;
 
 TEST(BurstTest, TheDefaultQueueScalesWithTheWorkers) {
   server::ServerOptions o = TestServerOptions();
-  o.max_queue = 0;  // the default: automatic
-  o.backend_factory = [](std::string* reason)
+  o.scheduling.max_queue = 0;  // the default: automatic
+  o.workers.backend_factory = [](std::string* reason)
       -> absl::StatusOr<std::vector<std::unique_ptr<core::Backend>>> {
     std::vector<std::unique_ptr<core::Backend>> out;
     for (int i = 0; i < 4; ++i) {
@@ -45,9 +45,9 @@ TEST(BurstTest, TheDefaultQueueScalesWithTheWorkers) {
 
 TEST(BurstTest, ClientsRetryAFullQueueAndAllFinish) {
   server::ServerOptions o = TestServerOptions();
-  o.max_queue = 1;
-  o.max_uploads = 1;
-  o.realtime_reserve = 0;
+  o.scheduling.max_queue = 1;
+  o.scheduling.max_uploads = 1;
+  o.scheduling.realtime_reserve = 0;
   auto server = StartServer(o);
   ASSERT_NE(server, nullptr);
   auto psf = Connect(*server)->LoadPsfFromBytes(Inputs().psf_bytes, "psf.fits");

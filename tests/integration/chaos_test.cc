@@ -233,8 +233,8 @@ ChaosServer StartChaosServer(double seconds_per_bundle, int64_t psf_cache_bytes 
   ChaosServer s;
   auto bundles = std::make_shared<std::shared_ptr<std::atomic<int>>>();
   server::ServerOptions o = TestServerOptions();
-  if (psf_cache_bytes > 0) o.psf_cache_bytes = psf_cache_bytes;
-  o.backend_factory = [=](std::string* reason)
+  if (psf_cache_bytes > 0) o.storage.psf_cache_bytes = psf_cache_bytes;
+  o.workers.backend_factory = [=](std::string* reason)
       -> absl::StatusOr<std::vector<std::unique_ptr<core::Backend>>> {
     auto inner = core::CreateBackend(core::BackendOptions{});
     if (!inner.ok()) return inner.status();

@@ -103,7 +103,7 @@ class HostDeviceBackend : public core::Backend, public core::GpuCapabilities {
 
 std::unique_ptr<server::SpexdServer> StartHostDeviceServer() {
   server::ServerOptions o = TestServerOptions();
-  o.backend_factory = [](std::string* reason)
+  o.workers.backend_factory = [](std::string* reason)
       -> absl::StatusOr<std::vector<std::unique_ptr<core::Backend>>> {
     std::vector<std::unique_ptr<core::Backend>> out;
     out.push_back(std::make_unique<HostDeviceBackend>());
@@ -256,8 +256,8 @@ TEST(CudaRegionRefusalTest, RemotePeersArePermissionDeniedUnlessAuthenticated) {
   std::vector<double> memory(16);
   for (const bool with_token : {false, true}) {
     server::ServerOptions o = TestServerOptions();
-    o.listen = "0.0.0.0:0";
-    if (with_token) o.auth_token = "region-test-token";
+    o.network.listen = "0.0.0.0:0";
+    if (with_token) o.security.auth_token = "region-test-token";
     auto server = StartServer(o);
     ASSERT_NE(server, nullptr);
     client::ClientOptions co;

@@ -288,7 +288,7 @@ TEST_F(ExposureTest, SpexctlExposureWritesWhatSpexctlExtractWrites) {
 // A slow one-worker server: each bundle takes `seconds`.
 std::unique_ptr<server::SpexdServer> StartSlowExposureServer(double seconds) {
   server::ServerOptions o = TestServerOptions();
-  o.backend_factory = [seconds](std::string* reason)
+  o.workers.backend_factory = [seconds](std::string* reason)
       -> absl::StatusOr<std::vector<std::unique_ptr<core::Backend>>> {
     auto inner = core::CreateBackend(core::BackendOptions{});
     if (!inner.ok()) return inner.status();
@@ -407,8 +407,8 @@ TEST(ExposureStopTest, DrainFinishesAnAdmittedExposureAndRefusesANewOne) {
 // Returns how many of the 8 single frames had finished when the exposure did.
 int SingleFramesDoneBeforeAnExposureWithoutADeadline(double horizon_seconds) {
   server::ServerOptions o = TestServerOptions();
-  o.no_deadline_horizon_seconds = horizon_seconds;
-  o.backend_factory = [](std::string* reason)
+  o.scheduling.no_deadline_horizon_seconds = horizon_seconds;
+  o.workers.backend_factory = [](std::string* reason)
       -> absl::StatusOr<std::vector<std::unique_ptr<core::Backend>>> {
     auto inner = core::CreateBackend(core::BackendOptions{});
     if (!inner.ok()) return inner.status();

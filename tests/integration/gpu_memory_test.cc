@@ -84,10 +84,10 @@ class FakeDeviceBackend : public core::Backend {
 std::unique_ptr<server::SpexdServer> StartFakeDeviceServer(const std::shared_ptr<Ledger>& ledger,
                                                            int64_t cache_bytes = 0) {
   server::ServerOptions o = TestServerOptions();
-  o.metrics_listen = "127.0.0.1:0";
-  if (cache_bytes > 0) o.psf_cache_bytes = cache_bytes;
+  o.network.metrics_listen = "127.0.0.1:0";
+  if (cache_bytes > 0) o.storage.psf_cache_bytes = cache_bytes;
   ledger->released.resize(2);
-  o.backend_factory = [ledger](std::string* reason)
+  o.workers.backend_factory = [ledger](std::string* reason)
       -> absl::StatusOr<std::vector<std::unique_ptr<core::Backend>>> {
     std::vector<std::unique_ptr<core::Backend>> out;
     for (int w = 0; w < 2; ++w) out.push_back(std::make_unique<FakeDeviceBackend>(w, 0, ledger));

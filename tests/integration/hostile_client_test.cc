@@ -271,8 +271,8 @@ class Trickle {
 // floor of 2000 bytes/s over 1 s windows, and a byte every 300 ms.
 TEST(SlowUploadTest, ATrickleOfBytesIsEndedByTheRateFloorAndFreesItsSlot) {
   server::ServerOptions o = TestServerOptions();
-  o.max_uploads = 2;
-  o.realtime_reserve = 0;
+  o.scheduling.max_uploads = 2;
+  o.scheduling.realtime_reserve = 0;
   o.limits.upload_idle_seconds = 30;
   o.limits.upload_min_bytes_per_second = 2000;
   o.limits.upload_rate_window_seconds = 1;
@@ -307,8 +307,8 @@ TEST(SlowUploadTest, ATrickleOfBytesIsEndedByTheRateFloorAndFreesItsSlot) {
 // is off here, so it is the idle timeout that ends them.
 TEST(SlowUploadTest, EmptyChunksDoNotResetTheIdleTimeout) {
   server::ServerOptions o = TestServerOptions();
-  o.max_uploads = 2;
-  o.realtime_reserve = 0;
+  o.scheduling.max_uploads = 2;
+  o.scheduling.realtime_reserve = 0;
   o.limits.upload_idle_seconds = 1;
   o.limits.upload_min_bytes_per_second = 0;
   auto server = StartServer(o);
@@ -341,7 +341,7 @@ TEST(SlowUploadTest, ADrainRefusesUploadsAtOnceAndFinishesAdmittedWork) {
   server::ServerOptions o = TestServerOptions();
   o.limits.upload_min_bytes_per_second = 0;
   o.limits.upload_idle_seconds = 30;
-  o.backend_factory = [](std::string* reason)
+  o.workers.backend_factory = [](std::string* reason)
       -> absl::StatusOr<std::vector<std::unique_ptr<core::Backend>>> {
     auto inner = core::CreateBackend(core::BackendOptions{});
     if (!inner.ok()) return inner.status();

@@ -53,7 +53,7 @@ TEST(HostilePathTest, AFifoInADataRootIsRefusedAtOnceAndTheServerKeepsWorking) {
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0644), 0);
   FifoReleaser releaser(fifo);
   server::ServerOptions o = TestServerOptions();
-  o.prefetch = 1;  // one loader: a single stuck open() would stall every request
+  o.scheduling.prefetch = 1;  // one loader: a single stuck open() would stall every request
   auto server = StartServer(o);
   ASSERT_NE(server, nullptr);
   client::ClientOptions once;
@@ -85,7 +85,7 @@ TEST(HostilePathTest, AFifoAsPreloadedPsfFailsWarmUpWithoutHanging) {
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0644), 0);
   FifoReleaser releaser(fifo);
   server::ServerOptions o = TestServerOptions();
-  o.preload_psfs = {fifo};
+  o.storage.preload_psfs = {fifo};
   auto server = server::SpexdServer::Start(o);
   ASSERT_TRUE(server.ok()) << server.status();
   const auto t0 = Clock::now();
@@ -101,7 +101,7 @@ class ServerOutputTest : public ::testing::Test {
     server::ServerOptions o = TestServerOptions();
     // The data root is writable here too, so that the input and PSF are reachable as
     // outputs: they must still never be replaced.
-    o.output_roots = {Inputs().output_dir, Inputs().data_dir};
+    o.storage.output_roots = {Inputs().output_dir, Inputs().data_dir};
     server_ = StartServer(o);
     ASSERT_NE(server_, nullptr);
     client::ClientOptions once;
@@ -167,7 +167,7 @@ TEST(ServerOutputRootsTest, OutputOnlyUnderTheOutputRoots) {
   EXPECT_EQ(st.code(), absl::StatusCode::kPermissionDenied) << st;
   EXPECT_NE(::access((Inputs().data_dir + "/not-writable.fits").c_str(), F_OK), 0);
   // Without output roots, server-side output is off.
-  o.output_roots.clear();
+  o.storage.output_roots.clear();
   auto no_output = StartServer(o);
   ASSERT_NE(no_output, nullptr);
   auto c2 = Connect(*no_output, once);

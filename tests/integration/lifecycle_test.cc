@@ -31,8 +31,8 @@ SlowServer StartSlowServer(double seconds_per_bundle, int max_queue = 16,
   auto bundles = std::make_shared<std::shared_ptr<std::atomic<int>>>();
   auto healthy = std::make_shared<std::shared_ptr<std::atomic<bool>>>();
   server::ServerOptions o = TestServerOptions();
-  o.max_queue = max_queue;
-  o.backend_factory = [=](std::string* reason)
+  o.scheduling.max_queue = max_queue;
+  o.workers.backend_factory = [=](std::string* reason)
       -> absl::StatusOr<std::vector<std::unique_ptr<core::Backend>>> {
     std::this_thread::sleep_for(std::chrono::duration<double>(warmup_seconds));
     auto inner = core::CreateBackend(core::BackendOptions{});

@@ -41,7 +41,7 @@ std::string FindPromtool() {
 
 TEST(MetricsTest, ScrapedOverHttpAndAcceptedByPromtool) {
   server::ServerOptions o = TestServerOptions();
-  o.metrics_listen = "127.0.0.1:0";
+  o.network.metrics_listen = "127.0.0.1:0";
   auto server = StartServer(o);
   ASSERT_NE(server, nullptr);
   ASSERT_GT(server->metrics_port(), 0);
@@ -106,7 +106,7 @@ TEST(MetricsTest, ScrapedOverHttpAndAcceptedByPromtool) {
 // until the read deadline (10 s) while everything else is answered.
 TEST(MetricsTest, EveryHttpRequestIsAnsweredAndTheServerKeepsServing) {
   server::ServerOptions o = TestServerOptions();
-  o.metrics_listen = "127.0.0.1:0";
+  o.network.metrics_listen = "127.0.0.1:0";
   auto server = StartServer(o);
   ASSERT_NE(server, nullptr);
   const int port = server->metrics_port();

@@ -54,7 +54,7 @@ class OutputNamesTest : public ::testing::Test {
  protected:
   void SetUp() override {
     server::ServerOptions o = TestServerOptions();
-    o.output_roots = {OutputRoot()};
+    o.storage.output_roots = {OutputRoot()};
     server_ = StartServer(o);
     ASSERT_NE(server_, nullptr);
     client::ClientOptions once;

@@ -73,7 +73,7 @@ class PinnedPlaneBackend : public core::Backend, public core::GpuCapabilities {
 void ExtractTwice(const std::shared_ptr<Seen>& seen) {
   auto pinner = std::make_shared<RecordingPinner>();
   server::ServerOptions o = TestServerOptions();
-  o.backend_factory = [pinner, seen](std::string* reason)
+  o.workers.backend_factory = [pinner, seen](std::string* reason)
       -> absl::StatusOr<std::vector<std::unique_ptr<core::Backend>>> {
     *reason = "test: a pinning float32 backend";
     std::vector<std::unique_ptr<core::Backend>> made;

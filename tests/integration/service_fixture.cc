@@ -115,13 +115,13 @@ absl::StatusOr<core::ExtractionSummary> SlowBackend::Extract(const core::Extract
 
 server::ServerOptions TestServerOptions() {
   server::ServerOptions o;
-  o.listen = "127.0.0.1:0";
+  o.network.listen = "127.0.0.1:0";
   // No metrics endpoint unless a test asks (one port less per short-lived test server).
-  o.metrics_listen.clear();
-  o.data_roots = {Inputs().data_dir};
-  o.output_roots = {Inputs().output_dir};
-  o.backend = core::BackendKind::kCpu;
-  o.max_queue = 16;
+  o.network.metrics_listen.clear();
+  o.storage.data_roots = {Inputs().data_dir};
+  o.storage.output_roots = {Inputs().output_dir};
+  o.workers.backend = core::BackendKind::kCpu;
+  o.scheduling.max_queue = 16;
   // Shadow parity off unless a test asks: its checks would make runs differ.
   o.shadow_parity.fraction = 0;
   return o;

@@ -106,9 +106,9 @@ grpc::Status RawUploadExtract(const std::shared_ptr<grpc::Channel>& channel,
 
 TEST(StalledClientTest, StalledUploadsHoldOnlyUploadSlotsAndAreCutOffWhenIdle) {
   server::ServerOptions o = TestServerOptions();
-  o.max_queue = 2;
-  o.max_uploads = 2;
-  o.realtime_reserve = 1;
+  o.scheduling.max_queue = 2;
+  o.scheduling.max_uploads = 2;
+  o.scheduling.realtime_reserve = 1;
   o.limits.upload_idle_seconds = 3;
   auto server = StartServer(o);
   ASSERT_NE(server, nullptr);
@@ -153,8 +153,8 @@ TEST(StalledClientTest, StalledUploadsHoldOnlyUploadSlotsAndAreCutOffWhenIdle) {
 
 TEST(StalledClientTest, StalledPsfUploadsShareTheUploadBoundAndAreCutOffWhenIdle) {
   server::ServerOptions o = TestServerOptions();
-  o.max_uploads = 2;
-  o.realtime_reserve = 0;
+  o.scheduling.max_uploads = 2;
+  o.scheduling.realtime_reserve = 0;
   o.limits.upload_idle_seconds = 2;
   auto server = StartServer(o);
   ASSERT_NE(server, nullptr);
@@ -209,7 +209,7 @@ class RepeatingBackend : public core::Backend {
 TEST(StalledClientTest, AClientThatNeverReadsLosesItsWorkerAfterTheWriteTimeout) {
   server::ServerOptions o = TestServerOptions();
   o.limits.write_timeout_seconds = 1;
-  o.backend_factory = [](std::string* reason)
+  o.workers.backend_factory = [](std::string* reason)
       -> absl::StatusOr<std::vector<std::unique_ptr<core::Backend>>> {
     auto inner = core::CreateBackend(core::BackendOptions{});
     if (!inner.ok()) return inner.status();
@@ -256,7 +256,7 @@ TEST(StalledClientTest, AClientThatNeverReadsLosesItsWorkerAfterTheWriteTimeout)
 TEST(StalledClientTest, AnExposureClientThatNeverReadsIsCutOffAndItsFramesCancelled) {
   server::ServerOptions o = TestServerOptions();
   o.limits.write_timeout_seconds = 1;
-  o.backend_factory = [](std::string* reason)
+  o.workers.backend_factory = [](std::string* reason)
       -> absl::StatusOr<std::vector<std::unique_ptr<core::Backend>>> {
     auto inner = core::CreateBackend(core::BackendOptions{});
     if (!inner.ok()) return inner.status();

@@ -67,7 +67,7 @@ class FailingBackend : public core::Backend {
 template <typename Wrap>
 std::unique_ptr<server::SpexdServer> ServerWith(Wrap wrap) {
   server::ServerOptions o = TestServerOptions();
-  o.backend_factory = [wrap](std::string* reason)
+  o.workers.backend_factory = [wrap](std::string* reason)
       -> absl::StatusOr<std::vector<std::unique_ptr<core::Backend>>> {
     auto inner = core::CreateBackend(core::BackendOptions{});
     if (!inner.ok()) return inner.status();

@@ -32,9 +32,9 @@ TEST(TlsTest, MutualTlsAcceptsOnlyClientsWithACertificateFromTheCa) {
   const std::string dir = MakeTempDir();
   if (!MakeCertificates(dir)) GTEST_SKIP() << "openssl CLI not available to make test certificates";
   server::ServerOptions o = TestServerOptions();
-  o.tls_cert_file = dir + "/server.pem";
-  o.tls_key_file = dir + "/server.key";
-  o.tls_client_ca_file = dir + "/ca.pem";
+  o.security.tls_cert_file = dir + "/server.pem";
+  o.security.tls_key_file = dir + "/server.key";
+  o.security.tls_client_ca_file = dir + "/ca.pem";
   auto server = StartServer(o);
   ASSERT_NE(server, nullptr);
 
@@ -68,8 +68,8 @@ TEST(TlsTest, ServerOnlyTls) {
   const std::string dir = MakeTempDir();
   if (!MakeCertificates(dir)) GTEST_SKIP() << "openssl CLI not available to make test certificates";
   server::ServerOptions o = TestServerOptions();
-  o.tls_cert_file = dir + "/server.pem";
-  o.tls_key_file = dir + "/server.key";
+  o.security.tls_cert_file = dir + "/server.pem";
+  o.security.tls_key_file = dir + "/server.key";
   auto server = StartServer(o);
   ASSERT_NE(server, nullptr);
   client::ClientOptions c;
@@ -85,7 +85,7 @@ TEST(TlsTest, ServerOnlyTls) {
   EXPECT_FALSE(Connect(*server, wrong_ca)->GetServerInfo().ok());
   // Bad TLS configuration fails at start with a clear error.
   server::ServerOptions half = TestServerOptions();
-  half.tls_cert_file = dir + "/server.pem";
+  half.security.tls_cert_file = dir + "/server.pem";
   EXPECT_FALSE(server::SpexdServer::Start(half).ok());
 }
 

@@ -164,7 +164,7 @@ struct FakeGpus {
 // A server whose workers are fake GPU backends on `gpus->devices`, in that order.
 std::unique_ptr<server::SpexdServer> StartFakeGpuServer(FakeGpus* gpus, double seconds_per_bundle) {
   server::ServerOptions o = TestServerOptions();
-  o.cpu_threads = 1;  // the fake workers share the machine's cores with the test
+  o.workers.cpu_threads = 1;  // the fake workers share the machine's cores with the test
   std::vector<std::unique_ptr<core::Backend>> made;
   for (int d : gpus->devices) {
     auto b = std::make_unique<CountingDeviceBackend>(d, seconds_per_bundle);
@@ -173,7 +173,7 @@ std::unique_ptr<server::SpexdServer> StartFakeGpuServer(FakeGpus* gpus, double s
     made.push_back(std::move(b));
   }
   auto shared = std::make_shared<std::vector<std::unique_ptr<core::Backend>>>(std::move(made));
-  o.backend_factory = [shared](std::string* reason)
+  o.workers.backend_factory = [shared](std::string* reason)
       -> absl::StatusOr<std::vector<std::unique_ptr<core::Backend>>> {
     *reason = "test: fake GPUs";
     return std::move(*shared);

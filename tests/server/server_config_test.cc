@@ -5,7 +5,10 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <optional>
+#include <set>
 #include <string>
+#include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -49,16 +52,17 @@ TEST(ServerConfigTest, DefaultsAreValidAndBadRangesAreRefused) {
     const char* flag;
   };
   const Case cases[] = {
-      {[](ServerConfig& c) { c.server.max_queue = -1; }, "--max_queue"},
-      {[](ServerConfig& c) { c.server.max_uploads = -1; }, "--max_uploads"},
+      {[](ServerConfig& c) { c.server.scheduling.max_queue = -1; }, "--max_queue"},
+      {[](ServerConfig& c) { c.server.scheduling.max_uploads = -1; }, "--max_uploads"},
       {[](ServerConfig& c) { c.server.limits.write_timeout_seconds = -1; }, "timeouts"},
-      {[](ServerConfig& c) { c.server.prefetch = -2; }, "--prefetch"},
-      {[](ServerConfig& c) { c.server.streamers_per_worker = -1; }, "--streamers_per_worker"},
-      {[](ServerConfig& c) { c.server.backends_per_gpu = -1; }, "--backends_per_gpu"},
-      {[](ServerConfig& c) { c.server.backends_per_gpu = 5; }, "--backends_per_gpu"},
+      {[](ServerConfig& c) { c.server.scheduling.prefetch = -2; }, "--prefetch"},
+      {[](ServerConfig& c) { c.server.scheduling.streamers_per_worker = -1; },
+       "--streamers_per_worker"},
+      {[](ServerConfig& c) { c.server.workers.backends_per_gpu = -1; }, "--backends_per_gpu"},
+      {[](ServerConfig& c) { c.server.workers.backends_per_gpu = 5; }, "--backends_per_gpu"},
       {[](ServerConfig& c) { c.server.limits.max_request_bytes = 1 << 20; }, "--max_request_bytes"},
       {[](ServerConfig& c) { c.server.limits.max_message_bytes = 128 << 20; }, "--max_message_bytes"},
-      {[](ServerConfig& c) { c.server.cpu_threads = -3; }, "--cpu_threads"},
+      {[](ServerConfig& c) { c.server.workers.cpu_threads = -3; }, "--cpu_threads"},
       {[](ServerConfig& c) { c.server.limits.handshake_timeout_seconds = 0; },
        "--handshake_timeout_seconds"},
       {[](ServerConfig& c) { c.server.limits.handshake_timeout_seconds = std::nan(""); },
@@ -70,8 +74,9 @@ TEST(ServerConfigTest, DefaultsAreValidAndBadRangesAreRefused) {
       {[](ServerConfig& c) { c.server.shadow_parity.fraction = -0.1; }, "--shadow_parity_fraction"},
       {[](ServerConfig& c) { c.server.shadow_parity.fraction = std::nan(""); }, "--shadow_parity_fraction"},
       {[](ServerConfig& c) { c.server.shadow_parity.threads = -1; }, "--shadow_parity_threads"},
-      {[](ServerConfig& c) { c.server.no_deadline_horizon_seconds = -1; }, "--no_deadline_horizon_seconds"},
-      {[](ServerConfig& c) { c.server.no_deadline_horizon_seconds = std::nan(""); },
+      {[](ServerConfig& c) { c.server.scheduling.no_deadline_horizon_seconds = -1; },
+       "--no_deadline_horizon_seconds"},
+      {[](ServerConfig& c) { c.server.scheduling.no_deadline_horizon_seconds = std::nan(""); },
        "--no_deadline_horizon_seconds"},
   };
   for (const Case& k : cases) {
@@ -82,6 +87,72 @@ TEST(ServerConfigTest, DefaultsAreValidAndBadRangesAreRefused) {
     EXPECT_TRUE(absl::IsInvalidArgument(s));
     EXPECT_THAT(s.message(), HasSubstr(k.flag));
   }
+}
+
+// main.cc gives each flag of SPEXD_SERVER_FLAGS its member's default shown as text, and
+// reads the flag back into the member: spexd started without flags must run with
+// ServerConfig{} exactly, and no two entries may claim one name.
+TEST(ServerConfigTest, EveryFlagReadsItsDefaultBackAsTheMembersDefault) {
+  const ServerConfig defaults;
+  std::set<std::string> names;
+  int flags = 0;
+#define SPEXD_CHECK_FLAG_AS(codec, name, member, help)                                    \
+  {                                                                                      \
+    ++flags;                                                                             \
+    EXPECT_TRUE(names.insert(#name).second) << "--" #name " listed twice";               \
+    EXPECT_GT(std::string(help).size(), 10u) << "--" #name;                              \
+    ServerConfig read;                                                                   \
+    read.member = {};                                                                    \
+    const absl::Status s = codec::Set(codec::Show(defaults.member), &read.member);       \
+    EXPECT_TRUE(s.ok()) << "--" #name ": " << s;                                         \
+    EXPECT_TRUE(read.member == defaults.member) << "--" #name " does not read back";     \
+  }
+#define SPEXD_CHECK_FLAG(name, member, help) \
+  SPEXD_CHECK_FLAG_AS(SPEXD_FLAG_CODEC(member), name, member, help)
+  SPEXD_SERVER_FLAGS(SPEXD_CHECK_FLAG, SPEXD_CHECK_FLAG_AS)
+#undef SPEXD_CHECK_FLAG
+#undef SPEXD_CHECK_FLAG_AS
+  EXPECT_EQ(flags, 37);  // every flag of spexd but --config (docs/service.md's table)
+  EXPECT_TRUE(names.count("listen") && names.count("auth_token_file") && names.count("log_level"));
+}
+
+// The flags whose text is not the member's own type: what each reads and shows.
+TEST(ServerConfigTest, TextFlagsReadAndShowTheirMembers) {
+  std::vector<std::string> roots;
+  ASSERT_TRUE(FlagCodec<std::vector<std::string>>::Set(" /a, /b ,", &roots).ok());
+  EXPECT_EQ(roots, (std::vector<std::string>{"/a", "/b"}));
+  EXPECT_EQ(FlagCodec<std::vector<std::string>>::Show(roots), "/a,/b");
+  std::vector<int> devices;
+  EXPECT_THAT(FlagCodec<std::vector<int>>::Set("0,x", &devices).message(),
+              HasSubstr("--gpu_devices: bad device 'x'"));
+  ASSERT_TRUE(FlagCodec<std::vector<int>>::Set("1,3", &devices).ok());
+  EXPECT_EQ(FlagCodec<std::vector<int>>::Show(devices), "1,3");
+  std::optional<core::BackendKind> backend;
+  ASSERT_TRUE(FlagCodec<std::optional<core::BackendKind>>::Set("cuda", &backend).ok());
+  EXPECT_EQ(FlagCodec<std::optional<core::BackendKind>>::Show(backend), "cuda");
+  EXPECT_EQ(FlagCodec<std::optional<core::BackendKind>>::Show(std::nullopt), "auto");
+  core::CudaHostWait wait = core::CudaHostWait::kBlock;
+  ASSERT_TRUE(FlagCodec<core::CudaHostWait>::Set("yield", &wait).ok());
+  EXPECT_EQ(wait, core::CudaHostWait::kYield);
+  EXPECT_EQ(FlagCodec<core::CudaHostWait>::Show(core::CudaHostWait::kBlock), "block");
+  EXPECT_FALSE(FlagCodec<core::CudaHostWait>::Set("sleep", &wait).ok());
+  LogLevel level = LogLevel::kInfo;
+  EXPECT_THAT(FlagCodec<LogLevel>::Set("banana", &level).message(),
+              HasSubstr("--log_level must be debug, info, warning or error"));
+  for (LogLevel l : {LogLevel::kDebug, LogLevel::kInfo, LogLevel::kWarning, LogLevel::kError}) {
+    ASSERT_TRUE(FlagCodec<LogLevel>::Set(FlagCodec<LogLevel>::Show(l), &level).ok());
+    EXPECT_EQ(level, l);
+  }
+  const std::string path = ::testing::TempDir() + "/server_config_token_flag";
+  std::ofstream(path) << "t0ken\n";
+  std::string token = "unchanged";
+  ASSERT_TRUE(TokenFileCodec::Set("", &token).ok());  // no file: no token
+  EXPECT_EQ(token, "unchanged");
+  ASSERT_TRUE(TokenFileCodec::Set(path, &token).ok());
+  EXPECT_EQ(token, "t0ken");
+  EXPECT_EQ(TokenFileCodec::Show(token), "");  // the token is never shown
+  std::remove(path.c_str());
+  EXPECT_THAT(TokenFileCodec::Set(path, &token).message(), HasSubstr("cannot read"));
 }
 
 TEST(ServerConfigTest, AuthTokenIsTrimmedAndAnEmptyFileRefused) {

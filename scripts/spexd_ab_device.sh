@@ -70,7 +70,7 @@ for ((r = 1; r <= ROUNDS; ++r)); do
     log=$W/ab-$build-$r.log
     SPEXD_BIN=$bin "$S/spexctl_throughput_device.sh" "$B" "$W/run" "$PSF" >"$log" 2>&1 || fail=1
     echo "== $build turn $r done at t=$((SECONDS - t0)) s"
-    grep -E '\[row\] (reference|backend with|[a-z-]+: [0-9]+ frames|[a-z-]+ steady|[a-z-]+: spexd minor|[a-z-]+: [0-9]+ frame files|host CPU)' "$log" |
+    grep -E '\[row\] (reference|backend with|[a-z-]+: [0-9]+ frames|[a-z-]+ steady|[a-z-]+: spexd minor|[a-z-]+: [0-9]+ of [0-9]+ frame files|host CPU)' "$log" |
       sed 's/\[row\] /  /'
     # The reference is measured once, by the first turn; the others take it as given.
     if [[ -z ${REF:-} ]]; then
@@ -91,11 +91,12 @@ for t in "${turns[@]}"; do
   for mode in $MODES; do
     rate=$(grep -oE "\[row\] $mode: [0-9]+ frames in [0-9.]+ s = [0-9.]+ frames/s[^;]*" "$log" | sed "s/\[row\] $mode: //")
     steady=$(grep -oE "\[row\] $mode steady state: [^;]*" "$log" | sed "s/.*= //")
+    same=$(grep -oE "\[row\] $mode: [0-9]+ of [0-9]+ frame files byte-identical" "$log" | grep -oE '[0-9]+ of [0-9]+')
     faults=$(grep -oE "\[row\] $mode: spexd minor page faults per frame [0-9]+" "$log" | grep -oE '[0-9]+$')
     busy=$(grep -E "\[row\] $mode \[server\] [0-9]+ requests" "$log" | grep -oE '(GPU busy|extract_s) [0-9.]+' | tr '\n' ' ')
     host=$(grep -E "\[row\] $mode \[server\] backend stage" "$log" | grep -oE '[ :,](host_prepare|host) [0-9.e-]+' | tr -d ',:' | tr '\n' ' ')
-    printf '%-4s %d %-12s %s | steady %s | faults/frame %s | %s| medians:%s\n' "$build" "$r" "$mode" \
-      "${rate:-FAILED}" "${steady:-?}" "${faults:-?}" "$busy" "$host"
+    printf '%-4s %d %-12s %s | steady %s | identical %s | faults/frame %s | %s| medians:%s\n' \
+      "$build" "$r" "$mode" "${rate:-FAILED}" "${steady:-?}" "${same:-?}" "${faults:-?}" "$busy" "$host"
   done
 done
 echo "total $((SECONDS - t0)) s"

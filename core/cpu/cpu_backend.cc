@@ -12,6 +12,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
 #include "core/cpu/internal/lapack.h"
+#include "core/frame/bundle_array_pool.h"
 #include "core/base/parallel_for.h"
 #include "core/cpu/internal/patch_extractor.h"
 #include "core/base/status_macros.h"
@@ -106,30 +107,6 @@ class CpuBackend : public Backend {
   }
 
  private:
-  // The arrays of bundles the sink has taken (and left in place), lent to later bundles of
-  // the window: Allocate's assign() then refills memory already mapped. A new bundle's
-  // fresh ~7 MB (r camera) cost a page fault per page, 20 times a frame, and kept every
-  // bundle's arrays until the window's end.
-  class SpareArrays {
-   public:
-    void Lend(BundleResult* to) {
-      absl::MutexLock lock(&mu_);
-      if (spare_.empty()) return;
-      to->SwapArrays(spare_.back());
-      spare_.pop_back();
-    }
-    // After the sink: whatever arrays it did not move away.
-    void Keep(BundleResult&& done) {
-      if (done.flux.capacity() == 0) return;
-      absl::MutexLock lock(&mu_);
-      spare_.push_back(std::move(done));
-    }
-
-   private:
-    absl::Mutex mu_;
-    std::vector<BundleResult> spare_ ABSL_GUARDED_BY(mu_);
-  };
-
   // One bundle of a window: its spots, results, and the groups of patches still running.
   struct BundleWork {
     int bundle = 0, p0 = 0, p1 = 0, first_task = 0;
@@ -146,9 +123,10 @@ class CpuBackend : public Backend {
     // absl::call_once spins in uninstrumented Abseil code, so TSan did not see the
     // allocating thread's writes ordered before the waiter's reads (a TSan report in CI).
     std::once_flag allocated;
-    void Allocate(const PatchPlan& plan, SpareArrays* spare) {
+    void Allocate(const PatchPlan& plan, BundleArrayPool* arrays) {
       std::call_once(allocated, [&] {
-        spare->Lend(&result);
+        const std::size_t bins = static_cast<std::size_t>(plan.bundlesize) * plan.nwave;
+        arrays->Lend(&result, bins, static_cast<std::size_t>(2 * plan.ndiag + 1));
         result.Allocate(bundle, plan.bundle_fiber_begin(bundle), plan.bundlesize, plan.nwave,
                         plan.ndiag);
       });
@@ -169,7 +147,6 @@ class CpuBackend : public Backend {
     constexpr int kGroup = PatchExtractor::kGroup;
     std::vector<std::unique_ptr<BundleWork>> work;
     std::vector<int> task_bundle;  // index into `work` of each task
-    SpareArrays spare;
     const double t0 = Now();
     for (int b : bundles) {
       if (CancelRequested(job)) return absl::CancelledError("extraction cancelled");
@@ -186,7 +163,7 @@ class CpuBackend : public Backend {
       w->groups_left.store(groups);
       task_bundle.insert(task_bundle.end(), groups, static_cast<int>(work.size()));
       if (groups == 0) {
-        w->Allocate(plan, &spare);
+        w->Allocate(plan, arrays_.get());
         FinishBundle(job, w.get());
       }
       work.push_back(std::move(w));
@@ -220,7 +197,9 @@ class CpuBackend : public Backend {
           const double s0 = Now();
           sink_status = sink(std::move(w.result));
           sink_seconds += Now() - s0;
-          spare.Keep(std::move(w.result));
+          // Whatever arrays the sink left here (it copied them) go back to the pool now,
+          // for the window's later bundles, not at the window's end.
+          { BundleResult done = std::move(w.result); }
           w.spots.reset();
           w.models = {};
           next_sink.fetch_add(1, std::memory_order_release);
@@ -235,7 +214,7 @@ class CpuBackend : public Backend {
       if (stop.load(std::memory_order_relaxed) || CancelRequested(job)) return;
       BundleWork& w = *work[static_cast<std::size_t>(task_bundle[static_cast<std::size_t>(task)])];
       if (workspaces[worker] == nullptr) workspaces[worker] = std::make_unique<PatchWorkspace>(plan);
-      w.Allocate(plan, &spare);
+      w.Allocate(plan, arrays_.get());
       const int i0 = (task - w.first_task) * kGroup, count = std::min(kGroup, w.p1 - w.p0 - i0);
       extractor.ExtractGroup(&plan.patches[w.p0 + i0], count, *w.spots, planes,
                              workspaces[worker].get(), &w.result, &w.outcomes[i0],
@@ -294,6 +273,9 @@ class CpuBackend : public Backend {
     }
   }
 
+  // The bundles' arrays, kept from bundle to bundle and frame to frame: a bundle's fresh
+  // ~7 MB (r camera) cost a page fault per page (core/frame/bundle_array_pool.h).
+  const std::shared_ptr<BundleArrayPool> arrays_ = BundleArrayPool::Create();
   int threads_;  // patches solved at once: the calling thread and up to threads_ - 1 of pool_'s
   std::unique_ptr<TaskPool> own_pool_;  // when the owner passed none
   TaskPool* pool_;

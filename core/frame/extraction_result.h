@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 namespace spexd::core {
@@ -22,6 +23,18 @@ struct PatchCounts {
     failed += o.failed;
     return *this;
   }
+};
+
+struct BundleResult;
+
+// Takes back a bundle's arrays when the bundle is destroyed, to lend them to a later one
+// (core/frame/bundle_array_pool.h). Called through this interface so that the code that
+// lent them (a backend, possibly in the CUDA module) also takes them back.
+class BundleArrayRecycler {
+ public:
+  virtual ~BundleArrayRecycler() = default;
+  // Moves the arrays it keeps out of `bundle`; on any thread, never throws.
+  virtual void Recycle(BundleResult& bundle) noexcept = 0;
 };
 
 // One bundle, stitched from its patch cores (spec §2.12). Flux and ivar are in photons
@@ -63,14 +76,18 @@ struct BundleResult {
     failed_bins.assign(n, 0);
     rdiags.assign(n * (2 * nd + 1), 0.0);
   }
-  // Exchanges the arrays Allocate fills with `other`'s (to reuse their memory).
-  void SwapArrays(BundleResult& other) {
-    flux.swap(other.flux);
-    ivar.swap(other.ivar);
-    pixmask_fraction.swap(other.pixmask_fraction);
-    chi2pix.swap(other.chi2pix);
-    failed_bins.swap(other.failed_bins);
-    rdiags.swap(other.rdiags);
+  // Where the arrays go when this bundle is destroyed (a backend's BundleArrayPool); null:
+  // they are freed. A moved-from bundle has none; a copy shares it (and gives back its
+  // own arrays).
+  std::shared_ptr<BundleArrayRecycler> recycler;
+
+  BundleResult() = default;
+  BundleResult(const BundleResult&) = default;
+  BundleResult(BundleResult&&) noexcept = default;
+  BundleResult& operator=(const BundleResult&) = default;
+  BundleResult& operator=(BundleResult&&) noexcept = default;
+  ~BundleResult() {
+    if (recycler != nullptr) recycler->Recycle(*this);
   }
 };
 

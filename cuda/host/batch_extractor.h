@@ -12,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "core/backend/backend.h"
 #include "core/base/task_pool.h"
+#include "core/frame/bundle_array_pool.h"
 #include "cuda/kernels/batch_layout.h"
 #include "cuda/host/diagnostics.h"
 #include "cuda/host/geometry_state.h"
@@ -32,6 +33,8 @@ class BatchExtractor {
     // Host threads for the bundle assembly (core::ParallelFor; not owned; null: the
     // calling thread alone).
     core::TaskPool* pool = nullptr;
+    // The backend's resident bundle arrays (not owned; null: fresh arrays every batch).
+    core::BundleArrayPool* arrays = nullptr;
     Diagnostics diagnostics;  // production defaults unless set (cuda/host/diagnostics.h)
     // The lone-frame latency mode (cuda_backend.cc): the tridiagonal reduction on the tail
     // stream with the QL and vectors, the compute stream going on to the next batch.
@@ -92,6 +95,7 @@ class BatchExtractor {
     std::vector<double>* dst;
     const double* src;
     std::size_t n;
+    bool fresh = false;  // dst needs new memory (not lent by Config::arrays, or too small)
   };
   // A batch's results, allocated before its outputs are ready.
   struct Assembly {
@@ -103,8 +107,8 @@ class BatchExtractor {
   // arrays from the pinned output buffers.
   void SizeBundle(const Batch& batch, std::size_t pos, core::BundleResult* r,
                   std::vector<OutCopy>* copies) const;
-  // Every bundle of the batch with its arrays allocated, faulted in and zeroed (needs no
-  // device output: runs while the batch computes).
+  // Every bundle of the batch with its arrays sized: lent by Config::arrays, or else
+  // allocated, faulted in and zeroed (needs no device output: runs while the batch computes).
   Assembly AllocateBundles(const Batch& batch) const;
   // Copies the batch's outputs into them, counts the patch outcomes, marks failed bins.
   void FillBundles(const Batch& batch, const std::vector<char>& retried, Assembly* a) const;

@@ -20,6 +20,12 @@ void BatchExtractor::SizeBundle(const Batch& batch, std::size_t pos, core::Bundl
   const int b = batch.bundles[pos];
   const int nk = spec_.nk, nwave = plan.nwave, bs = plan.bundlesize;
   const std::size_t per_bundle = static_cast<std::size_t>(bs) * nwave;
+  // Resident arrays of an earlier bundle when the backend has some idle: their pages are
+  // mapped already (core/frame/bundle_array_pool.h).
+  if (cfg_.arrays != nullptr) cfg_.arrays->Lend(r, per_bundle, static_cast<std::size_t>(nk));
+  const auto copy = [copies](std::vector<double>* dst, const double* src, std::size_t n) {
+    copies->push_back({dst, src, n, dst->capacity() < n});
+  };
   // As BundleResult::Allocate, but filled straight from the pinned buffers (one pass).
   r->bundle = b;
   r->fiber_begin = plan.bundle_fiber_begin(b);
@@ -27,11 +33,11 @@ void BatchExtractor::SizeBundle(const Batch& batch, std::size_t pos, core::Bundl
   r->nwave = nwave;
   r->ndiag = plan.ndiag;
   const std::size_t o = pos * per_bundle;
-  copies->push_back({&r->flux, s.h_flux.get() + o, per_bundle});
-  copies->push_back({&r->ivar, s.h_ivar.get() + o, per_bundle});
-  copies->push_back({&r->pixmask_fraction, s.h_pixmask.get() + o, per_bundle});
-  copies->push_back({&r->chi2pix, s.h_chi2.get() + o, per_bundle});
-  copies->push_back({&r->rdiags, s.h_rdiag.get() + o * nk, per_bundle * nk});
+  copy(&r->flux, s.h_flux.get() + o, per_bundle);
+  copy(&r->ivar, s.h_ivar.get() + o, per_bundle);
+  copy(&r->pixmask_fraction, s.h_pixmask.get() + o, per_bundle);
+  copy(&r->chi2pix, s.h_chi2.get() + o, per_bundle);
+  copy(&r->rdiags, s.h_rdiag.get() + o * nk, per_bundle * nk);
   r->failed_bins.assign(per_bundle, 0);
   for (int p = plan.bundle_first_patch[b]; p < plan.bundle_first_patch[b + 1]; ++p) {
     if (plan.patches[p].skipped != core::kSkipNone) {
@@ -46,15 +52,17 @@ void BatchExtractor::SizeBundle(const Batch& batch, std::size_t pos, core::Bundl
       r->model_ny = cd.ny;
       r->model_nx = cd.nx;
       const double* src = s.h_canvas.get() + pos * static_cast<std::size_t>(spec_.canvas_stride);
-      copies->push_back({&r->model, src, static_cast<std::size_t>(cd.ny) * cd.nx});
+      copy(&r->model, src, static_cast<std::size_t>(cd.ny) * cd.nx);
     }
   }
 }
 
 // The copies out of pinned memory into fresh vectors are page-fault bound, and the last
-// batch's sit on the request's critical path. So the vectors are allocated, their pages
-// faulted in on the pool in 1 MiB pieces (core/base/prefault.h) and zeroed while the host
-// waits for the batch; once it is done only memcpys in 128 KiB pieces remain.
+// batch's sit on the request's critical path. So the vectors are lent by the backend's
+// pool of resident arrays (mapped already: nothing to do but the copies), and those it has
+// none for are allocated, their pages faulted in on the pool in 1 MiB pieces
+// (core/base/prefault.h) and zeroed while the host waits for the batch; once it is done
+// only memcpys in 128 KiB pieces remain.
 namespace {
 // Doubles: 1 MiB pieces to fault in (in 128 KiB pieces the last batch's prefault took
 // 7 ms instead of 3 and held up the request's end), 128 KiB pieces to copy (a batch's
@@ -62,41 +70,59 @@ namespace {
 // 2.2).
 constexpr std::size_t kFaultPiece = std::size_t{1} << 17;
 constexpr std::size_t kPiece = std::size_t{1} << 14;
+// Threads of the host pool a batch's assembly takes at most. The copies are bound by
+// memory bandwidth, which 16 threads saturate, and the pool is the whole server's (every
+// GPU's workers, the loaders' decoding, the frame files' encoding): each loop posts a
+// task per helper into its one queue, so with 64 cores and eight workers a loop as wide
+// as the host put hundreds of tasks a batch through that queue's lock for no gain.
+constexpr int kMaxAssemblyThreads = 16;
+int AssemblyThreads() { return std::min(kMaxAssemblyThreads, core::HardwareThreads()); }
 }  // namespace
 
 BatchExtractor::Assembly BatchExtractor::AllocateBundles(const Batch& batch) const {
   Assembly a;
   a.results.resize(batch.bundles.size());
   for (std::size_t pos = 0; pos < a.results.size(); ++pos) SizeBundle(batch, pos, &a.results[pos], &a.copies);
-  for (const OutCopy& oc : a.copies) oc.dst->reserve(oc.n);
-  // (copy, first element) of every `size`-double piece of the copies.
-  const auto pieces = [&](std::size_t size) {
+  std::vector<int> fresh;  // copies whose arrays need new memory
+  for (std::size_t c = 0; c < a.copies.size(); ++c) {
+    const OutCopy& oc = a.copies[c];
+    if (oc.fresh) {
+      std::vector<double>().swap(*oc.dst);  // a lent array too small: not copied on growth
+      oc.dst->reserve(oc.n);
+      fresh.push_back(static_cast<int>(c));
+    } else {
+      oc.dst->resize(oc.n);  // lent, mapped memory: nothing to do at an unchanged size
+    }
+  }
+  // (copy, first element) of every `size`-double piece of the copies in `which`.
+  const auto pieces = [&](std::size_t size, const std::vector<int>* which) {
     std::vector<std::pair<int, std::size_t>> out;
-    for (std::size_t c = 0; c < a.copies.size(); ++c) {
-      for (std::size_t e = 0; e < a.copies[c].n; e += size) out.emplace_back(static_cast<int>(c), e);
+    for (std::size_t i = 0; i < (which != nullptr ? which->size() : a.copies.size()); ++i) {
+      const int c = which != nullptr ? (*which)[i] : static_cast<int>(i);
+      for (std::size_t e = 0; e < a.copies[static_cast<std::size_t>(c)].n; e += size) out.emplace_back(c, e);
     }
     return out;
   };
-  a.pieces = pieces(kPiece);
-  {
-    const std::vector<std::pair<int, std::size_t>> fault = pieces(kFaultPiece);
-    core::ParallelFor(cfg_.pool, core::HardwareThreads(), static_cast<int>(fault.size()), [&](int, int t) {
+  a.pieces = pieces(kPiece, nullptr);
+  if (!fresh.empty()) {
+    const std::vector<std::pair<int, std::size_t>> fault = pieces(kFaultPiece, &fresh);
+    core::ParallelFor(cfg_.pool, AssemblyThreads(), static_cast<int>(fault.size()), [&](int, int t) {
       const auto [c, e] = fault[static_cast<std::size_t>(t)];
       const OutCopy& oc = a.copies[static_cast<std::size_t>(c)];
       core::PrefaultForWrite(oc.dst->data() + e, std::min(kFaultPiece, oc.n - e) * sizeof(double));
     });
+    core::ParallelFor(cfg_.pool, AssemblyThreads(), static_cast<int>(fresh.size()), [&](int, int i) {
+      const OutCopy& oc = a.copies[static_cast<std::size_t>(fresh[static_cast<std::size_t>(i)])];
+      oc.dst->resize(oc.n);
+    });
   }
-  core::ParallelFor(cfg_.pool, core::HardwareThreads(), static_cast<int>(a.copies.size()), [&](int, int c) {
-    const OutCopy& oc = a.copies[static_cast<std::size_t>(c)];
-    oc.dst->resize(oc.n);
-  });
   return a;
 }
 
 void BatchExtractor::FillBundles(const Batch& batch, const std::vector<char>& retried, Assembly* a) const {
   const core::PatchPlan& plan = *cfg_.plan;
   const WorkspaceSet& s = cfg_.workspace->set(batch.set);
-  core::ParallelFor(cfg_.pool, core::HardwareThreads(), static_cast<int>(a->pieces.size()), [&](int, int t) {
+  core::ParallelFor(cfg_.pool, AssemblyThreads(), static_cast<int>(a->pieces.size()), [&](int, int t) {
     const auto [c, e] = a->pieces[static_cast<std::size_t>(t)];
     const OutCopy& oc = a->copies[static_cast<std::size_t>(c)];
     std::memcpy(oc.dst->data() + e, oc.src + e, std::min(kPiece, oc.n - e) * sizeof(double));

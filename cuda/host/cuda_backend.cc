@@ -26,6 +26,7 @@
 #include "core/base/parallel_for.h"
 #include "core/base/status_macros.h"
 #include "core/base/task_pool.h"
+#include "core/frame/bundle_array_pool.h"
 #include "core/frame/bundle_parity.h"
 #include "cuda/host/batch_extractor.h"
 #include "cuda/host/cuda_check.h"
@@ -314,6 +315,7 @@ class CudaBackend final : public core::Backend, public core::GpuCapabilities {
     config.state = state;
     config.plan = &plan;
     config.pool = pool_;
+    config.arrays = arrays_.get();
     config.diagnostics = diagnostics_;
     config.reduce_on_tail = latency;
     config.max_batch_bundles = faults_.batch_bundles;
@@ -355,6 +357,9 @@ class CudaBackend final : public core::Backend, public core::GpuCapabilities {
   // (BackendOptions::pool), or else one of this backend's own.
   std::unique_ptr<core::TaskPool> own_pool_;
   core::TaskPool* pool_ = nullptr;
+  // The bundles' result arrays, resident from frame to frame: lent to each batch's bundles
+  // and given back when their consumers drop them (core/frame/bundle_array_pool.h).
+  const std::shared_ptr<core::BundleArrayPool> arrays_ = core::BundleArrayPool::Create();
   absl::Mutex mu_;  // held for a whole request
   int requests_ ABSL_GUARDED_BY(mu_) = 0;
   std::unique_ptr<Workspace> workspace_ ABSL_GUARDED_BY(mu_);

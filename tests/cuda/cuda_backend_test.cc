@@ -164,6 +164,47 @@ TEST_P(CudaParity, SyntheticFrameSubsetsAndRepeats) {
   EXPECT_TRUE(BitIdentical({first.bundles[1]}, subset->bundles)) << "subset differs";
 }
 
+// The backend keeps its bundles' arrays from frame to frame (core::BundleArrayPool): a
+// frame assembled into arrays that held another frame's results still matches the CPU
+// backend, and its bundles reuse the memory the other frame's gave back.
+TEST_F(CudaBackendTest, ArraysRecycledFromAnotherFrameGiveTheCpuBackendsResults) {
+  core::ExtractionParams p;
+  p.specmin = 100;
+  p.nspec = 50;
+  p.wmin = 6000.0;
+  p.wmax = 6400.0;
+  auto geo = MakeGeometry(p);
+  ASSERT_NE(geo, nullptr);
+  SyntheticOptions other_options;
+  other_options.seed = 12;
+  core::PreprocImage other = MakeSyntheticFrame(*geo, other_options);
+  SyntheticOptions so;
+  so.seed = 11;
+  core::PreprocImage image = MakeSyntheticFrame(*geo, so);
+  core::ExtractionJob job;
+  job.geometry = geo;
+  job.image = &other;
+  std::vector<const double*> other_memory;
+  {
+    auto first = RunJob(*gpu_, job);
+    ASSERT_TRUE(first.ok()) << first.status();
+    for (const BundleResult& b : first->bundles) {
+      EXPECT_NE(b.recycler, nullptr);
+      other_memory.push_back(b.flux.data());
+      other_memory.push_back(b.rdiags.data());
+    }
+  }  // the other frame's arrays go back to the backend
+  job.image = &image;
+  const RunOutput got = CheckParity("synthetic on recycled arrays", job);
+  ASSERT_EQ(got.bundles.size(), 2u);
+  int reused = 0;
+  for (const BundleResult& b : got.bundles) {
+    reused += static_cast<int>(std::count(other_memory.begin(), other_memory.end(), b.flux.data()));
+    reused += static_cast<int>(std::count(other_memory.begin(), other_memory.end(), b.rdiags.data()));
+  }
+  EXPECT_GE(reused, 2) << "the frame did not reuse the other frame's arrays";
+}
+
 // Numerical-health numbers: the CUDA backend computes each patch's condition
 // estimate on the device from its factor (CheckSolveKernel); the CPU backend from LAPACK's.
 // Same rule (core::CholeskyConditionEstimate), so they agree to rounding; the patch outcomes

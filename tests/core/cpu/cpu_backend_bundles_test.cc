@@ -165,6 +165,54 @@ TEST_F(CpuBackendBundlesTest, ACancelledJobSinksNoFurtherBundle) {
   EXPECT_EQ(r.bundles[0].bundle, 0);
 }
 
+// A backend keeps its bundles' arrays from frame to frame (core::BundleArrayPool): a
+// frame extracted into arrays that held another frame's results gives the bits of a
+// fresh backend's, and its bundles reuse the memory the earlier frame's gave back.
+TEST_F(CpuBackendBundlesTest, RecycledArraysGiveAFreshBackendsFrame) {
+  ExtractionParams p;
+  p.wmin = 6000.0; p.wmax = 6080.0; p.dw = 0.8;
+  p.nspec = kFibers;
+  auto geo = Geometry::Create(*psf_, p, image_->height, image_->width, true);
+  ASSERT_TRUE(geo.ok()) << geo.status();
+  PreprocImage brighter = *image_;  // another frame: other values in every array
+  for (double& v : brighter.image) v *= 7.0;
+  struct Copy {
+    std::vector<double> flux, ivar, rdiags, pixmask, chi2;
+    const double* flux_memory = nullptr;
+  };
+  auto extract = [&](Backend& backend, const PreprocImage& image) {
+    ExtractionJob job;
+    job.geometry = *geo;
+    job.image = &image;
+    std::vector<Copy> out;
+    auto summary = backend.Extract(job, [&](BundleResult&& b) {
+      EXPECT_NE(b.recycler, nullptr);
+      out.push_back({b.flux, b.ivar, b.rdiags, b.pixmask_fraction, b.chi2pix, b.flux.data()});
+      return absl::OkStatus();  // the bundle is dropped: its arrays go back
+    });
+    EXPECT_TRUE(summary.ok()) << summary.status();
+    return out;
+  };
+  auto warm = CreateCpuBackend(3);
+  const std::vector<Copy> other = extract(*warm, brighter);
+  const std::vector<Copy> recycled = extract(*warm, *image_);
+  auto fresh_backend = CreateCpuBackend(3);
+  const std::vector<Copy> fresh = extract(*fresh_backend, *image_);
+  ASSERT_EQ(recycled.size(), 3u);
+  ASSERT_EQ(fresh.size(), 3u);
+  int reused = 0;
+  for (std::size_t i = 0; i < fresh.size(); ++i) {
+    EXPECT_NE(other[i].flux, fresh[i].flux) << "the two frames must differ";
+    EXPECT_EQ(recycled[i].flux, fresh[i].flux) << "bundle " << i;
+    EXPECT_EQ(recycled[i].ivar, fresh[i].ivar) << "bundle " << i;
+    EXPECT_EQ(recycled[i].rdiags, fresh[i].rdiags) << "bundle " << i;
+    EXPECT_EQ(recycled[i].pixmask, fresh[i].pixmask) << "bundle " << i;
+    EXPECT_EQ(recycled[i].chi2, fresh[i].chi2) << "bundle " << i;
+    for (const Copy& o : other) reused += recycled[i].flux_memory == o.flux_memory ? 1 : 0;
+  }
+  EXPECT_GE(reused, 1) << "no bundle reused the earlier frame's arrays";
+}
+
 // The "patches" stage is the loop's wall, sink calls made inside it included: with one
 // thread every sink call runs between groups, so the stage holds at least all of them
 // (it once subtracted them, leaving only the extraction of a loop whose threads also sank).

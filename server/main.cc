@@ -70,7 +70,7 @@ ABSL_FLAG(double, write_timeout_seconds, 60,
           "a call whose client does not read its responses for this long is cancelled and "
           "its worker freed (0: never)");
 ABSL_FLAG(int, prefetch, 0,
-          "frames read and decoded ahead per worker; 0: 6 per GPU worker (reading a .fits.gz "
+          "frames read and decoded ahead per worker; 0: 8 per GPU worker (reading a .fits.gz "
           "r frame takes longer than a GPU extracts it), 2 for the CPU backend. The total is "
           "bounded by --prefetch_memory_bytes");
 ABSL_FLAG(int64_t, prefetch_memory_bytes, 0,

@@ -13,7 +13,9 @@
 #   WARM (3): warm repeats; WORK (/dev/shm/exposure_gz): inputs and outputs (tmpfs);
 #   SIM_JOBS (8): simulations at a time (2 threads each); FIBERS (500) and BACKEND (cuda):
 #   a smaller CPU run of the same script off the GPU machine (BUNDLE may then be a build
-#   folder with a run.sh that execs its argument from there).
+#   folder with a run.sh that execs its argument from there). REUSE=1: keep WORK's 30
+#   inputs when a run of the same FIBERS left them (another bundle timed on the same
+#   preprocs and PSFs in one device call, without simulating again).
 #
 # Inputs are made there with the project's simulator: petal p's PSF for camera c is
 # c's PSF with its traces moved by a different whole or half pixel per petal (spexd-sim
@@ -39,7 +41,13 @@ PSF_DIR=$(cd "$PSF_DIR" && pwd)
 mkdir -p "$OUT_DIR"
 OUT_DIR=$(cd "$OUT_DIR" && pwd)
 log=$OUT_DIR/exposure_gz.log
-rm -rf "$WORK"
+REUSE=${REUSE:-0}
+if [[ $REUSE == 1 && -f $WORK/inputs-$FIBERS.done ]]; then
+  rm -f "$WORK"/frame-*.fits.gz
+else
+  REUSE=0
+  rm -rf "$WORK"
+fi
 mkdir -p "$WORK"
 gpu_name=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 || true)
 echo "host $(uname -n), $(nproc) cpus, GPU: ${gpu_name:-none}; commit ${SPEXD_GIT_SHA:-unknown}" | tee "$log"
@@ -78,13 +86,16 @@ export BASE_b=${BASE[b]} BASE_r=${BASE[r]} BASE_z=${BASE[z]}
 elapsed() { awk -v a="$1" -v b="${2:-$(date +%s.%N)}" 'BEGIN { printf "%.3f", b - a }'; }
 t0=$(date +%s.%N)
 # (associative arrays do not cross into xargs' shells: the base names go by variable)
-xargs -P "$SIM_JOBS" -L 1 bash -c 'declare -A BASE=([b]=$BASE_b [r]=$BASE_r [z]=$BASE_z); simulate "$@"' _ \
-  <"$jobs" 2>>"$log"
+if [[ $REUSE == 0 ]]; then
+  xargs -P "$SIM_JOBS" -L 1 bash -c 'declare -A BASE=([b]=$BASE_b [r]=$BASE_r [z]=$BASE_z); simulate "$@"' _ \
+    <"$jobs" 2>>"$log"
+fi
 n_in=$(ls "$WORK"/preproc-*.fits.gz | wc -l)
 printf 'inputs: %d preprocs .fits.gz (%s) and %d PSFs in %.1f s\n' "$n_in" \
   "$(du -ch "$WORK"/preproc-*.fits.gz | tail -1 | cut -f1)" "$(ls "$WORK"/psf-*.fits | wc -l)" \
   "$(elapsed "$t0")" | tee -a "$log"
 ((n_in == 30)) || { echo "expected 30 inputs" >&2; exit 1; }
+touch "$WORK/inputs-$FIBERS.done"
 
 # --- One spexd on the GPU; the frame list by server paths.
 "$BUNDLE/run.sh" spexd --listen=127.0.0.1:0 --metrics_listen=127.0.0.1:0 --backend="$BACKEND" \

@@ -159,7 +159,7 @@ struct TokenFileCodec {
   FLAG(realtime_reserve, server.scheduling.realtime_reserve,                                       \
        "extra queue and upload slots that only realtime requests may use")                         \
   FLAG(prefetch, server.scheduling.prefetch,                                                       \
-       "frames read and decoded ahead per worker; 0: 6 per GPU worker (reading a .fits.gz r "      \
+       "frames read and decoded ahead per worker; 0: 8 per GPU worker (reading a .fits.gz r "      \
        "frame takes longer than a GPU extracts it), 2 for the CPU backend. The total is "          \
        "bounded by --prefetch_memory_bytes")                                                       \
   FLAG(prefetch_memory_bytes, server.scheduling.prefetch_memory_bytes,                             \

@@ -39,6 +39,7 @@
 #include "cuda/host/image_upload.h"
 #include "cuda/host/ipc_region.h"
 #include "cuda/host/nvtx.h"
+#include "cuda/host/warm_geometries.h"
 #include "cuda/host/workspace.h"
 
 namespace spexd::cuda {
@@ -50,7 +51,6 @@ constexpr bool kDebugChecks = true;  // synchronising check after every launch, 
 constexpr bool kDebugChecks = false;
 #endif
 
-constexpr int kMaxWarmGeometries = 2;
 // Host threads of a backend whose owner passed no pool (the copies they do are bound by
 // page faults and memory bandwidth, not by cores).
 constexpr int kMaxHostThreads = 16;
@@ -267,15 +267,28 @@ class CudaBackend final : public core::Backend, public core::GpuCapabilities {
         return states_.front().get();
       }
     }
-    // The least recently used state makes room, and its buffers are reused rather than
-    // freed: cudaFree waits for the whole device, i.e. for the other backends on this GPU
-    // (GeometryState::Create). Its last reader was this backend's previous frame, on this
-    // backend's own streams, so waiting for those is enough.
+    // As many states stay warm as device memory allows (cuda/host/warm_geometries.h); the
+    // least recently used make room. The last one dropped has its buffers reused rather
+    // than freed: cudaFree waits for the whole device, i.e. for the other backends on this
+    // GPU (GeometryState::Create), so a backend at its memory bound frees nothing. The
+    // dropped states' last reader was this backend's previous frame, on this backend's
+    // own streams, so waiting for those is enough.
     std::unique_ptr<GeometryState> evicted;
-    if (states_.size() >= kMaxWarmGeometries) {
+    std::size_t free_b = 0, total_b = 0;
+    SPEXD_CUDA_RETURN_IF_ERROR(cudaMemGetInfo(&free_b, &total_b));
+    std::vector<std::size_t> warm_bytes;
+    warm_bytes.reserve(states_.size());
+    for (const auto& st : states_) warm_bytes.push_back(st->device_bytes());
+    const int max_states =
+        faults_.warm_geometries > 0 ? faults_.warm_geometries : kMaxWarmGeometries;
+    const int drop =
+        WarmStatesToDrop(warm_bytes, GeometryStateBytes(geo->plan()), free_b, total_b, max_states);
+    if (drop > 0) {
       SPEXD_CUDA_RETURN_IF_ERROR(ctx_->SynchronizeStreams());
-      evicted = std::move(states_.back());
-      states_.pop_back();
+      for (int k = 0; k < drop; ++k) {
+        evicted = std::move(states_.back());  // frees the one dropped before it
+        states_.pop_back();
+      }
     }
     NvtxRange range{"warm geometry (spots, plan upload)"};
     absl::StatusOr<std::unique_ptr<GeometryState>> st =

@@ -39,9 +39,10 @@ const std::vector<EnvironmentSwitch>& CudaEnvironmentSwitches() {
       {"SPEXD_CUDA_TIMELINE", "0 or 1", "1: print each batch's stage ends and the host's waits"},
       {"SPEXD_TEST_CUDA_FAULTS",
        "name=N,... (oom_at_alloc, transient_at_request, sticky_at_request, fail_patch_once, "
-       "perturb_bundle_flux, poison_allocations, batch_bundles, shared_memory_cap)",
-       "tests only: inject GPU faults, set the batches' size or cap the shared memory a block "
-       "may use (docs/reliability.md)"},
+       "perturb_bundle_flux, poison_allocations, batch_bundles, shared_memory_cap, "
+       "warm_geometries)",
+       "tests only: inject GPU faults, set the batches' size, cap the shared memory a block "
+       "may use or the geometries kept warm (docs/reliability.md)"},
   };
   return table;
 }

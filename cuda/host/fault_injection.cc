@@ -46,11 +46,14 @@ absl::StatusOr<FaultPlan> ParseFaultPlan(const std::string& spec) {
       plan.batch_bundles = static_cast<int>(n);
     } else if (kv.first == "shared_memory_cap") {
       plan.shared_memory_cap = n;
+    } else if (kv.first == "warm_geometries") {
+      plan.warm_geometries = static_cast<int>(n);
     } else {
       return absl::InvalidArgumentError(absl::StrCat(
           "unknown cuda fault '", kv.first,
           "' (oom_at_alloc, transient_at_request, sticky_at_request, fail_patch_once, "
-          "perturb_bundle_flux, poison_allocations, batch_bundles, shared_memory_cap)"));
+          "perturb_bundle_flux, poison_allocations, batch_bundles, shared_memory_cap, "
+          "warm_geometries)"));
     }
   }
   return plan;

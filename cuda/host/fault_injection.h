@@ -29,6 +29,9 @@
 //                         memory a block (device_limits.h; 166912 is an A100's), process-
 //                         wide from the first backend created with it: an H100 then runs the
 //                         kernel configurations of a GPU with less shared memory
+//   warm_geometries=N     a backend keeps at most N geometries warm (a test setting:
+//                         with few, a new geometry takes over an evicted one's buffers,
+//                         which device memory alone would rarely make it do)
 #ifndef SPEXD_CUDA_FAULT_INJECTION_H_
 #define SPEXD_CUDA_FAULT_INJECTION_H_
 
@@ -55,6 +58,7 @@ struct FaultPlan {
   bool poison_allocations = false;
   int batch_bundles = 0;  // 0: the planner's batch size
   int64_t shared_memory_cap = 0;  // 0: the device's limit
+  int warm_geometries = 0;  // 0: as device memory allows (warm_geometries.h)
 };
 
 // An empty plan for an empty spec; INVALID_ARGUMENT naming an unknown or bad item.

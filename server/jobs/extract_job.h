@@ -58,6 +58,8 @@ class ExtractJob : public Job, public std::enable_shared_from_this<ExtractJob> {
   bool Prepare() override;
   int device() const override { return request_.cuda.device(); }
   std::chrono::steady_clock::time_point deadline() const override { return request_.deadline; }
+  // Set by Prepare (a loader thread) before the scheduler queues the job for a worker.
+  const core::Geometry* warm_geometry() const override { return geometry_.get(); }
   void Run(core::Backend& backend, int worker, core::TaskPool& streaming) override;
   void Abandon(const absl::Status& status) override;
 

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <set>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -141,6 +142,53 @@ Scheduler::Queued Scheduler::Levels::PopFor(int device, bool realtime_only) {
     }
   }
   return Queued{};
+}
+
+Scheduler::Queued Scheduler::Levels::PopWarmFor(
+    int device, const std::set<const core::Geometry*>& warm_here,
+    const std::set<const core::Geometry*>& warm_elsewhere) {
+  std::deque<Queued>& q = HasFor(realtime, device) ? realtime : reprocessing;
+  auto runnable = [device](const Queued& item) { return item.device < 0 || item.device == device; };
+  const auto first = std::find_if(q.begin(), q.end(), runnable);
+  // The level is EDF-ordered: the candidates are a prefix from `first` on.
+  const auto latest = first->due >= std::chrono::steady_clock::time_point::max() - kWarmReorderSlack
+                          ? std::chrono::steady_clock::time_point::max()
+                          : first->due + kWarmReorderSlack;
+  auto cold = q.end();  // the first candidate warm on no other worker
+  auto chosen = q.end();
+  for (auto it = first; it != q.end() && it->due <= latest; ++it) {
+    if (!runnable(*it)) continue;
+    const core::Geometry* g = it->job->warm_geometry();
+    if (g != nullptr && warm_here.count(g) > 0) {
+      chosen = it;
+      break;
+    }
+    if (cold == q.end() && (g == nullptr || warm_elsewhere.count(g) == 0)) cold = it;
+  }
+  if (chosen == q.end()) chosen = cold != q.end() ? cold : first;
+  Queued item = std::move(*chosen);
+  q.erase(chosen);
+  return item;
+}
+
+int Scheduler::LoadingRealtimeForLocked(int device) const {
+  int n = 0;
+  for (const auto& [job_device, count] : loading_realtime_) {
+    if (job_device < 0 || job_device == device) n += count;
+  }
+  return n;
+}
+
+void Scheduler::WarmGeometriesLocked(const Worker* w, std::set<const core::Geometry*>* here,
+                                     std::set<const core::Geometry*>* elsewhere) const {
+  // Backend::Memory never waits for a running extraction (a snapshot under the backend's
+  // own lock): cheap enough for every job a worker takes.
+  for (const auto& other : workers_) {
+    std::set<const core::Geometry*>* into = other.get() == w ? here : elsewhere;
+    for (const auto& [geometry, bytes] : other->backend->Memory().geometry_bytes) {
+      if (bytes > 0) into->insert(geometry);
+    }
+  }
 }
 
 void Scheduler::AddWorker(std::unique_ptr<core::Backend> backend, int gpu_device) {
@@ -305,7 +353,10 @@ void Scheduler::LoaderLoop() {
       if (stopping_) return;
       item = pending_.Pop();
       ++preparing_;
-      if (item.realtime) ++preparing_realtime_;
+      if (item.realtime) {
+        ++preparing_realtime_;
+        ++loading_realtime_[item.device];
+      }
       PublishDepthLocked();
     }
     if (metrics_ != nullptr) {
@@ -317,7 +368,10 @@ void Scheduler::LoaderLoop() {
     {
       absl::MutexLock lock(&mu_);
       --preparing_;
-      if (item.realtime) --preparing_realtime_;
+      if (item.realtime) {
+        --preparing_realtime_;
+        if (--loading_realtime_[item.device] == 0) loading_realtime_.erase(item.device);
+      }
       if (prepared) {
         if (stopping_) {
           abandon = true;
@@ -339,10 +393,16 @@ void Scheduler::WorkerLoop(Worker* w) {
     {
       absl::MutexLock lock(&mu_);
       // A realtime job still waiting for preparation goes before a prepared reprocessing
-      // one: the worker prepares it itself rather than let prefetching invert priorities.
+      // one: when no loader can take it, the worker prepares it itself rather than let
+      // prefetching invert priorities (WorkerPreparesRealtime).
       const int device = w->gpu_device;
       auto realtime_waits = [this, device]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return Levels::HasFor(pending_.realtime, device) && !Levels::HasFor(ready_.realtime, device);
+        if (!Levels::HasFor(pending_.realtime, device) || Levels::HasFor(ready_.realtime, device)) {
+          return false;
+        }
+        const int ahead = static_cast<int>(ready_.size()) + preparing_;
+        return WorkerPreparesRealtime(ahead, PrefetchBoundLocked(),
+                                      LoadingRealtimeForLocked(device));
       };
       auto ready = [&, this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
         return stopping_ || ready_.HasFor(device) || realtime_waits();
@@ -355,7 +415,9 @@ void Scheduler::WorkerLoop(Worker* w) {
         ++preparing_realtime_;
         prepare_here = true;
       } else {
-        item = ready_.PopFor(device);
+        std::set<const core::Geometry*> warm_here, warm_elsewhere;
+        WarmGeometriesLocked(w, &warm_here, &warm_elsewhere);
+        item = ready_.PopWarmFor(device, warm_here, warm_elsewhere);
       }
       ++running_;
       PublishDepthLocked();

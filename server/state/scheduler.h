@@ -18,7 +18,9 @@
 #include <chrono>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -50,6 +52,11 @@ class Job {
   virtual std::chrono::steady_clock::time_point deadline() const {
     return std::chrono::steady_clock::time_point::max();
   }
+  // The geometry the job extracts with, once Prepare has returned true (null: none, or
+  // not known). A worker whose backend holds it warm (Backend::Memory's geometry_bytes)
+  // is preferred for the job: an exposure's 30 PSFs each warm on one GPU worker instead
+  // of every frame rebuilding its spots on whichever worker is free.
+  virtual const core::Geometry* warm_geometry() const { return nullptr; }
   // On the worker's thread; `backend` belongs to that worker for the whole call.
   // `streaming` is the scheduler's streaming stage: work posted there may go on after Run
   // returns (sending the results), and Shutdown waits for it.
@@ -100,7 +107,9 @@ class Scheduler {
   // one loader reads and decodes one in 0.04-0.1 s, or 0.45 s for a .fits.gz (inflated on
   // one thread), so it needs about five loaders for gzip inputs (4 kept an H200 at 0.885 of
   // its pace, docs/performance.md); the CPU backend takes seconds per frame and uses every core.
-  static constexpr int kGpuPrefetch = 6;
+  // Eight: a GPU node has about 16 cores a GPU and two workers a GPU, so an exposure's
+  // first frames inflate one a core at once rather than six a worker.
+  static constexpr int kGpuPrefetch = 8;
   static constexpr int kCpuPrefetch = 2;
   static int PrefetchPerWorker(int requested, bool gpu_worker) {
     return requested > 0 ? requested : gpu_worker ? kGpuPrefetch : kCpuPrefetch;
@@ -126,6 +135,20 @@ class Scheduler {
   static constexpr int kGpuStreamersPerWorker = 4;
   static int StreamersPerWorker(int requested, bool gpu_worker) {
     return requested > 0 ? requested : gpu_worker ? kGpuStreamersPerWorker : kStreamersPerWorker;
+  }
+  // A ready job may run before an earlier one of its priority level on a worker that holds
+  // its geometry warm only when it is due at most this much later (Job::deadline,
+  // OrderingDeadline): the frames of one exposure are, jobs with their own deadlines keep
+  // earliest deadline first.
+  static constexpr std::chrono::milliseconds kWarmReorderSlack{2000};
+  // Whether a worker should prepare a realtime job itself (on its own thread) rather than
+  // wait for a loader: only when no loader can take it (the frames prepared ahead reach
+  // the prefetch bound: `ahead` >= `bound`) and no loader is already preparing a realtime
+  // job this worker could run (`loading_realtime_here`). Otherwise a worker, i.e. half a
+  // GPU, spends a whole .fits.gz inflate (~0.5 s) on a frame when a loader delivers one
+  // sooner: in a realtime exposure, each time the GPU catches up with the loaders.
+  static bool WorkerPreparesRealtime(int ahead, int bound, int loading_realtime_here) {
+    return ahead >= bound && loading_realtime_here == 0;
   }
   // The deadline a job is ordered by: its own, or for a job without one (max()) `admitted
   // + horizon` (saturating at max()); a zero horizon keeps max().
@@ -237,6 +260,11 @@ class Scheduler {
     bool HasFor(int device) const { return HasFor(realtime, device) || HasFor(reprocessing, device); }
     // Requires HasFor(device) (or HasFor(realtime, device) with `realtime_only`).
     Queued PopFor(int device, bool realtime_only = false);
+    // As PopFor(device), preferring among the jobs of the first runnable one's level due
+    // within kWarmReorderSlack of it: one whose geometry is in `warm_here`, else one warm
+    // on no other worker (`warm_elsewhere`), else the first. Requires HasFor(device).
+    Queued PopWarmFor(int device, const std::set<const core::Geometry*>& warm_here,
+                      const std::set<const core::Geometry*>& warm_elsewhere);
   };
   struct Worker {
     int index = 0;
@@ -253,6 +281,12 @@ class Scheduler {
   int PrefetchBoundLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void LoaderLoop();
   void WorkerLoop(Worker* worker);
+  // Realtime jobs a worker on `device` could run that loaders are preparing now.
+  int LoadingRealtimeForLocked(int device) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The geometries warm on `w`'s backend and on every other worker's.
+  void WarmGeometriesLocked(const Worker* w, std::set<const core::Geometry*>* here,
+                            std::set<const core::Geometry*>* elsewhere) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void PublishDepthLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const int max_queue_;
@@ -269,6 +303,8 @@ class Scheduler {
   Levels ready_ ABSL_GUARDED_BY(mu_);    // prepared, waiting for a worker
   int preparing_ ABSL_GUARDED_BY(mu_) = 0;
   int preparing_realtime_ ABSL_GUARDED_BY(mu_) = 0;
+  // Realtime jobs on loader threads by Job::device() (-1: any worker's).
+  std::map<int, int> loading_realtime_ ABSL_GUARDED_BY(mu_);
   int reserved_ ABSL_GUARDED_BY(mu_) = 0;  // queue slots held before Submit
   int uploads_ ABSL_GUARDED_BY(mu_) = 0;   // upload slots held
   int running_ ABSL_GUARDED_BY(mu_) = 0;

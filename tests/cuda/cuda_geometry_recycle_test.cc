@@ -1,8 +1,10 @@
-// A CUDA backend keeps the device state of its two latest geometries; a third one takes
-// over the buffers of the least recently used (GeometryState::Create's `recycled`), larger
-// or smaller than it needs. Every extraction must be bit-identical to a fresh backend's of
-// the same geometry, whatever state the buffers were left in. Label "gpu": skips without
-// a device.
+// A CUDA backend keeps the device state of as many geometries as device memory allows;
+// one over that takes over the buffers of the least recently used (GeometryState::Create's
+// `recycled`), larger or smaller than it needs. Here the bound is two
+// (SPEXD_TEST_CUDA_FAULTS=warm_geometries=2), so that a third geometry recycles. Every
+// extraction must be bit-identical to a fresh backend's of the same geometry, whatever
+// state the buffers were left in. Label "gpu": skips without a device.
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
@@ -31,7 +33,10 @@ absl::StatusOr<std::vector<core::BundleResult>> Extract(core::Backend& b, const 
 TEST(CudaGeometryRecycle, EvictedBuffersGiveTheFreshBackendsSpectra) {
   absl::StatusOr<core::BackendOptions> options = CudaTestOptions();
   ASSERT_TRUE(options.ok()) << options.status();
+  // Read when the backend is created only: the fresh backends below keep the default.
+  ::setenv("SPEXD_TEST_CUDA_FAULTS", "warm_geometries=2", 1);
   auto backend = core::CreateBackend(*options);
+  ::unsetenv("SPEXD_TEST_CUDA_FAULTS");
   if (!backend.ok()) GTEST_SKIP() << "CUDA backend unavailable: " << backend.status();
 
   // Three geometries of different sizes (fibres, wavelength ranges), so that a recycled

@@ -176,7 +176,10 @@ TEST(SchedulerPrefetchTest, PreparesUpToTheBoundWhileTheWorkerIsBusy) {
   absl::Notification hold;
   s.Submit(*s.Reserve(false), std::make_shared<PreparedJob>(&prepared, &hold));
   ASSERT_TRUE(WaitForBusy(s));
-  for (int i = 0; i < 7; ++i) s.Submit(*s.Reserve(false), std::make_shared<PreparedJob>(&prepared));
+  constexpr int kMore = Scheduler::kGpuPrefetch + 1;  // one more than may be prepared ahead
+  for (int i = 0; i < kMore; ++i) {
+    s.Submit(*s.Reserve(false), std::make_shared<PreparedJob>(&prepared));
+  }
   // The blocker, then kGpuPrefetch frames ahead; the rest wait unprepared.
   for (int i = 0; i < 300 && prepared.load() < 1 + Scheduler::kGpuPrefetch; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
@@ -184,10 +187,10 @@ TEST(SchedulerPrefetchTest, PreparesUpToTheBoundWhileTheWorkerIsBusy) {
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
   EXPECT_EQ(prepared.load(), 1 + Scheduler::kGpuPrefetch);
   hold.Notify();
-  for (int i = 0; i < 300 && prepared.load() < 8; ++i) {
+  for (int i = 0; i < 300 && prepared.load() < 1 + kMore; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  EXPECT_EQ(prepared.load(), 8);
+  EXPECT_EQ(prepared.load(), 1 + kMore);
 }
 
 TEST(SchedulerTest, RealtimeBeforeReprocessingFifoWithinALevel) {

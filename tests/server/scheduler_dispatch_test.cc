@@ -14,7 +14,7 @@
 
 #include "absl/synchronization/notification.h"
 #include "gtest/gtest.h"
-#include "server/scheduler.h"
+#include "server/state/scheduler.h"
 #include "tests/server/null_backend.h"
 
 namespace spexd::server {

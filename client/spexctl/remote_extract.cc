@@ -5,7 +5,6 @@
 #include <cmath>
 #include <cstdio>
 
-#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -147,10 +146,9 @@ absl::StatusOr<v1::ExtractHeader> RequestHeader(const ExtractCommand& cmd,
 }  // namespace
 
 bool WritesProgressively(const ExtractCommand& cmd, const RemoteExtractOptions& o) {
-  // gzip is one stream over the whole file, and -m's model comes after the last bundle:
-  // those keep the whole-file path.
-  return o.progressive_write && !cmd.output.empty() && cmd.model.empty() &&
-         !absl::EndsWith(cmd.output, ".gz");
+  // -m's model comes after the last bundle: it keeps the whole-file path. A .gz frame is
+  // deflated chunk by chunk as its rows come (core::ProgressiveFrameFile's gzip).
+  return o.progressive_write && !cmd.output.empty() && cmd.model.empty();
 }
 
 absl::StatusOr<RemoteResult> ExtractRemote(SpexdClient& client, const ExtractCommand& cmd,

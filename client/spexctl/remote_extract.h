@@ -58,8 +58,8 @@ struct RemoteResult {
 absl::StatusOr<RemoteResult> ExtractRemote(SpexdClient& client, const ExtractCommand& cmd,
                                            const RemoteExtractOptions& options,
                                            bool write_file = false);
-// Whether RunRemoteExtract writes cmd.output progressively: a plain .fits (gzip is one
-// stream over the whole file), no -m, options.progressive_write.
+// Whether RunRemoteExtract writes cmd.output progressively (.fits or .fits.gz): no -m,
+// options.progressive_write.
 bool WritesProgressively(const ExtractCommand& cmd, const RemoteExtractOptions& options);
 
 absl::Status RunRemoteExtract(const ExtractCommand& cmd, const RemoteExtractOptions& options);

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "core/base/status_macros.h"
 
@@ -62,9 +63,11 @@ absl::StatusOr<std::unique_ptr<StreamedFrameFile>> StreamedFrameFile::Create(
   SPEXD_ASSIGN_OR_RETURN(core::AtomicFile file, core::AtomicFile::Create(path, unnamed_temporary));
   std::unique_ptr<StreamedFrameFile> out(new StreamedFrameFile(std::move(file)));
   RemoveOnSignal(out->file_.temporary_name());
+  // A .gz file is deflated from the image in memory; a plain one is written without it.
+  const bool gzip = absl::EndsWith(path, ".gz");
   SPEXD_ASSIGN_OR_RETURN(out->layout_, core::ProgressiveFrameFile::Create(
                                            shape, meta, out->file_.fd(), path, options,
-                                           /*keep_image=*/false));
+                                           /*keep_image=*/gzip, gzip));
   out->thread_.AddThreads(1);
   out->rows_ = std::make_unique<core::FileRowWriter>(out->layout_.get(), &out->thread_);
   return out;

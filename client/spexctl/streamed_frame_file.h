@@ -3,8 +3,9 @@
 // beside the output, core::AtomicFile), each bundle's rows written on a thread of its own
 // as the bundle completes (core::FileRowWriter), so that after the stream only the MASK,
 // SCORES and headers are left before the fsync and rename. The bytes are those that
-// FrameToFits gives for the rebuilt frame (CHECKSUM dates aside): the whole-file path,
-// kept for .gz outputs, -m and --no-progressive-write.
+// FrameToFits gives for the rebuilt frame (CHECKSUM dates aside), deflated as one gzip
+// member chunk by chunk while the rows come for a .gz path: the whole-file path, kept
+// for -m and --no-progressive-write.
 #ifndef SPEXD_CLIENT_STREAMED_FRAME_FILE_H_
 #define SPEXD_CLIENT_STREAMED_FRAME_FILE_H_
 

@@ -17,6 +17,7 @@
 #include "core/frame/internal/frame_scores.h"
 #include "core/frame/internal/fits_hdu_assembly.h"
 #include "core/frame/internal/frame_hdus.h"
+#include "core/io/internal/gzip_image.h"
 
 namespace spexd::core {
 namespace {
@@ -63,6 +64,8 @@ struct ProgressiveFrameFile::State {
   std::vector<char> row_done;
   int rows_left = 0;
   absl::Status failed;  // the first write error; sticks
+  // gzip: the image compressed as its bytes become final (nothing written before Finish).
+  std::unique_ptr<GzipImage> gz;
 
   int64_t data_offset(std::size_t i) const { return built[i].offset + built[i].header_bytes; }
   std::size_t values_per_row(std::size_t i) const {
@@ -81,13 +84,16 @@ struct ProgressiveFrameFile::State {
 };
 
 absl::Status ProgressiveFrameFile::State::WriteAt(int64_t offset, const char* data, int64_t n) {
-  if (failed.ok()) failed = WriteFully(fd, data, static_cast<std::size_t>(n), offset, name);
+  if (!failed.ok()) return failed;
+  failed = gz != nullptr ? gz->Final(offset, n)
+                         : WriteFully(fd, data, static_cast<std::size_t>(n), offset, name);
   return failed;
 }
 
 void ProgressiveFrameFile::State::StartWriteback(int64_t offset, int64_t n) const {
   const int64_t begin = (offset + kPage - 1) / kPage * kPage;
   const int64_t end = (offset + n) / kPage * kPage;
+  if (gz != nullptr) return;  // nothing written yet
   // Only advice: a filesystem without it (or an error) leaves the work to fsync.
   if (end > begin) (void)::sync_file_range(fd, begin, end - begin, SYNC_FILE_RANGE_WRITE);
 }
@@ -127,7 +133,11 @@ ProgressiveFrameFile::~ProgressiveFrameFile() = default;
 
 absl::StatusOr<std::unique_ptr<ProgressiveFrameFile>> ProgressiveFrameFile::Create(
     const FrameFileShape& shape, const FrameMetadata& meta, int fd, std::string name,
-    const FitsWriteOptions& options, bool keep_image) {
+    const FitsWriteOptions& options, bool keep_image, bool gzip) {
+  if (gzip && !keep_image) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(name, ": a gzip frame file is compressed from its image in memory"));
+  }
   if (shape.nspec <= 0 || shape.nwave <= 0 || shape.ndiag < 0 || shape.specmin < 0 ||
       shape.wave.size() != static_cast<std::size_t>(shape.nwave)) {
     return absl::InvalidArgumentError(
@@ -187,6 +197,7 @@ absl::StatusOr<std::unique_ptr<ProgressiveFrameFile>> ProgressiveFrameFile::Crea
   } catch (const std::bad_alloc&) {
     return absl::ResourceExhaustedError(absl::StrCat(s->name, ": out of memory for the file"));
   }
+  if (gzip) s->gz = std::make_unique<GzipImage>(s->image);
   s->scores_by_row = meta.scores && !meta.given_scores.has_value();
   s->row_done.assign(static_cast<std::size_t>(shape.nspec), 0);
   s->rows_left = shape.nspec;
@@ -245,6 +256,10 @@ absl::Status ProgressiveFrameFile::AddRows(int row, const BundleResult& b) {
   }
   for (int r = row; r < row + b.nfibers; ++r) s.row_done[static_cast<std::size_t>(r)] = 1;
   s.rows_left -= b.nfibers;
+  if (s.gz != nullptr) {
+    s.failed = s.gz->CompressReady(s.threads.pool(), s.threads.workers());
+    return s.failed;
+  }
   return absl::OkStatus();
 }
 
@@ -335,12 +350,28 @@ absl::Status ProgressiveFrameFile::Finish(const Frame& frame,
                                       b.padded_bytes - b.data_bytes));
     }
   }
+  if (s.gz != nullptr) {
+    s.failed = s.gz->Finish(s.tail, s.threads.pool(), s.threads.workers(), s.fd, s.name);
+    return s.failed;
+  }
   return s.WriteAt(s.image_bytes, s.tail.data(), static_cast<int64_t>(s.tail.size()));
 }
 
 std::vector<absl::string_view> ProgressiveFrameFile::pieces() const {
   if (!s_->keep_image) return {};
   return {s_->image, s_->tail};
+}
+
+std::vector<absl::string_view> ProgressiveFrameFile::stored_pieces() const {
+  return s_->gz != nullptr ? s_->gz->pieces() : pieces();
+}
+
+int ProgressiveFrameFile::gzip_early_chunks() const {
+  return s_->gz != nullptr ? s_->gz->early_chunks() : 0;
+}
+
+int ProgressiveFrameFile::gzip_late_chunks() const {
+  return s_->gz != nullptr ? s_->gz->late_chunks() : 0;
 }
 
 int64_t ProgressiveFrameFile::size() const {

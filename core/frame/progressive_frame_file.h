@@ -44,9 +44,14 @@ class ProgressiveFrameFile {
   // keep_image false: the file's bytes are not kept in memory (pieces() is then empty):
   // each call encodes into a reused buffer and writes from it, sparing a writer that does
   // not hash the file (spexctl) the ~70 MB image's zero fill and page faults.
+  // gzip (with keep_image): `fd` gets the file as one gzip member (a .fits.gz), written
+  // whole by Finish; meanwhile AddRows deflates each 1 MiB chunk of the image on the pool
+  // as soon as its bytes are final (core/io/internal/gzip_image.h), so that Finish has
+  // left only the chunks that hold headers, MASK, WAVELENGTH, FIBERMAP, SCORES and the
+  // padding (about a tenth of an r frame).
   static absl::StatusOr<std::unique_ptr<ProgressiveFrameFile>> Create(
       const FrameFileShape& shape, const FrameMetadata& meta, int fd, std::string name,
-      const FitsWriteOptions& options = {}, bool keep_image = true);
+      const FitsWriteOptions& options = {}, bool keep_image = true, bool gzip = false);
   ~ProgressiveFrameFile();
 
   // Rows [row, row + bundle.nfibers) of FLUX, IVAR, RESOLUTION and CHI2PIX from a bundle
@@ -72,6 +77,12 @@ class ProgressiveFrameFile {
   // the file without reading it back. Empty unless Create kept the image.
   std::vector<absl::string_view> pieces() const;
   int64_t size() const;
+  // The bytes written to the descriptor, in order, after Finish: the gzip member with
+  // gzip, else pieces().
+  std::vector<absl::string_view> stored_pieces() const;
+  // With gzip: the image's chunks deflated while the rows came, and by Finish.
+  int gzip_early_chunks() const;
+  int gzip_late_chunks() const;
 
   ProgressiveFrameFile(const ProgressiveFrameFile&) = delete;
   ProgressiveFrameFile& operator=(const ProgressiveFrameFile&) = delete;

@@ -84,12 +84,10 @@ absl::Status JobOutput::Prepare(std::shared_ptr<const core::Geometry> geometry,
             "server_model_path and server_output_path are the same file (", frame_path, ")"));
       }
     }
-    // A .fits frame file is written bundle by bundle as the bundles arrive
-    // (core::ProgressiveFrameFile), leaving the frame-wide rest after the last one; gzip is
-    // one stream over the whole file: a .gz output is written at the end.
-    if (!absl::EndsWith(h.server_output_path(), ".gz")) {
-      SPEXD_RETURN_IF_ERROR(PrepareProgressiveFile(bundles));
-    }
+    // The frame file is written bundle by bundle as the bundles arrive
+    // (core::ProgressiveFrameFile), leaving the frame-wide rest after the last one; a .gz
+    // one is deflated chunk by chunk as its bytes become final, and written at the end.
+    SPEXD_RETURN_IF_ERROR(PrepareProgressiveFile(bundles));
   }
   if (request_.cuda.output != nullptr) {
     SPEXD_ASSIGN_OR_RETURN(core::OutputLayout layout,
@@ -361,10 +359,11 @@ absl::Status JobOutput::PrepareProgressiveFile(const std::vector<int>& bundles) 
   frame_file_.emplace(*std::move(file));
   core::FitsWriteOptions options;
   options.pool = env_.decode_pool;  // as WriteFiles (and its pages faulted in here, ahead)
+  const std::string& path = request_.header.server_output_path();
   SPEXD_ASSIGN_OR_RETURN(progressive_,
                          core::ProgressiveFrameFile::Create(shape, FileMetadata(), frame_file_->fd(),
-                                                            request_.header.server_output_path(),
-                                                            options));
+                                                            path, options, /*keep_image=*/true,
+                                                            absl::EndsWith(path, ".gz")));
   row_writer_ = std::make_unique<core::FileRowWriter>(progressive_.get(), env_.decode_pool);
   return absl::OkStatus();
 }
@@ -393,7 +392,8 @@ absl::Status JobOutput::WriteFiles(const core::Frame& frame, v1::ExtractSummary*
   if (progressive_ != nullptr) {
     SPEXD_RETURN_IF_ERROR(FinishProgressiveFile(frame));
     // Its bytes stay in memory (progressive_) for the hash and a comparison.
-    files.StageWritten(h.server_output_path(), *std::move(frame_file_), progressive_->pieces());
+    files.StageWritten(h.server_output_path(), *std::move(frame_file_), progressive_->pieces(),
+                       progressive_->stored_pieces());
     frame_file_.reset();
   } else {
     SPEXD_ASSIGN_OR_RETURN(std::string fits, core::FrameToFits(frame, meta, write_options));

@@ -95,7 +95,8 @@ class JobOutput {
   // into `summary`. The wavelengths become the uncorrected grid under
   // --barycentric-correction.
   absl::Status WriteFiles(const core::Frame& frame, v1::ExtractSummary* summary);
-  // A plain .fits frame file written while the frame is extracted:
+  // The frame file (.fits, or .fits.gz deflated as its bytes become final) written while
+  // the frame is extracted:
   // laid out and its temporary created here (loader thread), each bundle's rows written
   // by Bundle, the frame-wide rest (FinishProgressiveFile), fsync and rename (beside its
   // SHA-256) from WriteFiles.

@@ -55,10 +55,11 @@ absl::Status OutputFiles::Stage(const std::string& requested, std::string fits) 
 }
 
 void OutputFiles::StageWritten(const std::string& requested, DataRoots::PendingOutput pending,
-                               std::vector<absl::string_view> pieces) {
+                               std::vector<absl::string_view> pieces,
+                               std::vector<absl::string_view> stored) {
   auto f = std::make_unique<File>(requested, std::move(pending));
-  f->pieces = pieces;
-  f->stored_pieces = std::move(pieces);
+  f->pieces = std::move(pieces);
+  f->stored_pieces = std::move(stored);
   for (absl::string_view p : f->stored_pieces) f->result.bytes += static_cast<int64_t>(p.size());
   files_.push_back(std::move(f));
 }

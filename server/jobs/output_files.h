@@ -45,10 +45,11 @@ class OutputFiles {
   // CommitAll, to compare a file found at the name with them.
   absl::Status Stage(const std::string& requested, std::string fits);
   // Stages a file already written into `pending` (the progressive frame file): `pieces`,
-  // its bytes in order (uncompressed FITS), borrowed until CommitAll returns; hashed
-  // beside its commit.
+  // its uncompressed FITS bytes in order (what a file found at the name is compared
+  // with), and `stored`, the bytes written (the gzip member of a .gz name, else the same),
+  // both borrowed until CommitAll returns; `stored` is hashed beside its commit.
   void StageWritten(const std::string& requested, DataRoots::PendingOutput pending,
-                    std::vector<absl::string_view> pieces);
+                    std::vector<absl::string_view> pieces, std::vector<absl::string_view> stored);
 
   // Decides on the files already at the names (kept, or the request refused with nothing
   // written), then commits the others. Once; the results are then in written().

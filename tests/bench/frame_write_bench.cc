@@ -21,6 +21,11 @@
 //                   and rename beside the SHA-256), its other bundles written before the
 //                   clock starts, --bundle-ms apart (the GPU's pace: 7.5 ms per bundle
 //                   of an r frame on an H100).
+//   tail_whole_gz, tail_progressive_gz: the same for a .fits.gz: the whole file
+//                   gzipped after FrameToFits (GzipFitsBytes on the pool), or the
+//                   progressive file's chunks deflated as the rows come, so that the
+//                   last bundle's rows, Finish (the chunks left: chunks_at_finish, the
+//                   CRC combine, the write) and the commit remain.
 // Prints one JSON line:
 //   spexd_frame_write_bench [--fibers 500] [--nwave 2326] [--ndiag 5] [--threads N]
 //       [--repeats 5] [--gzip-repeats 1] [--dir /tmp] [--json out.json] [--bundle-ms 7.5]
@@ -225,7 +230,6 @@ void TimeTails(const Args& args, const Frame& frame, const FrameMetadata& meta,
   }
   server::DataRoots::WritePolicy policy;
   policy.overwrite = true;
-  const std::string path = args.dir + "/frame_write_bench_tail.fits";
   core::FitsWriteOptions o;
   o.threads = threads;
   o.pool = pool;
@@ -243,50 +247,66 @@ void TimeTails(const Args& args, const Frame& frame, const FrameMetadata& meta,
     });
     if (!written.ok() || sha.empty()) std::abort();
   };
-  add(Time("tail_whole", args.repeats, [&](Parts* p) {
-    auto t = Clock::now();
-    absl::StatusOr<std::string> fits = core::FrameToFits(frame, meta, o);
-    if (!fits.ok()) std::abort();
-    p->emplace_back("encode", Since(t));
-    t = Clock::now();
-    write_and_hash([&] { return roots->WriteFile(path, *fits, policy); },
-                   [&] { return server::Sha256Hex(*fits); });
-    p->emplace_back("write_fsync_sha", Since(t));
-  }));
-  std::optional<server::DataRoots::PendingOutput> out;
-  std::unique_ptr<core::ProgressiveFrameFile> file;
-  double rows_seconds = 0;
-  auto setup = [&] {
+  // .fits, then .fits.gz (the whole file: FrameToFits, then GzipFitsBytes on the pool;
+  // progressive: the chunks deflated as the rows come, ProgressiveFrameFile's gzip).
+  for (const bool gz : {false, true}) {
+    const std::string suffix = gz ? "_gz" : "";
+    const std::string path = args.dir + "/frame_write_bench_tail.fits" + (gz ? ".gz" : "");
+    add(Time("tail_whole" + suffix, args.repeats, [&](Parts* p) {
+      auto t = Clock::now();
+      absl::StatusOr<std::string> fits = core::FrameToFits(frame, meta, o);
+      if (!fits.ok()) std::abort();
+      p->emplace_back("encode", Since(t));
+      if (gz) {
+        t = Clock::now();
+        fits = core::GzipFitsBytes(*fits, pool);
+        if (!fits.ok()) std::abort();
+        p->emplace_back("gzip", Since(t));
+      }
+      t = Clock::now();
+      write_and_hash([&] { return roots->WriteFile(path, *fits, policy); },
+                     [&] { return server::Sha256Hex(*fits); });
+      p->emplace_back("write_fsync_sha", Since(t));
+    }));
+    std::optional<server::DataRoots::PendingOutput> out;
+    std::unique_ptr<core::ProgressiveFrameFile> file;
+    double rows_seconds = 0;
+    auto setup = [&] {
+      file.reset();
+      out.reset();
+      auto created = roots->CreateOutput(path, policy);
+      if (!created.ok()) std::abort();
+      out.emplace(*std::move(created));
+      core::FrameFileShape shape{frame.specmin, frame.nspec, frame.nwave, frame.ndiag, frame.wave};
+      file = *core::ProgressiveFrameFile::Create(shape, meta, out->fd(), path, o,
+                                                 /*keep_image=*/true, gz);
+      const auto t = Clock::now();
+      for (std::size_t b = 0; b + 1 < bundles.size(); ++b) {
+        std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(args.bundle_ms));
+        if (!file->AddRows(static_cast<int>(b) * 25, bundles[b]).ok()) std::abort();
+      }
+      rows_seconds = Since(t) - static_cast<double>(bundles.size() - 1) * args.bundle_ms * 1e-3;
+      std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(args.bundle_ms));
+    };
+    add(Time("tail_progressive" + suffix, args.repeats, [&](Parts* p) {
+      auto t = Clock::now();
+      const int last = static_cast<int>(bundles.size()) - 1;
+      if (!file->AddRows(last * 25, bundles.back()).ok()) std::abort();
+      p->emplace_back("rows_before_tail", rows_seconds);
+      p->emplace_back("last_rows", Since(t));
+      t = Clock::now();
+      if (!file->Finish(frame).ok()) std::abort();
+      p->emplace_back("finish", Since(t));
+      if (gz) p->emplace_back("chunks_at_finish", file->gzip_late_chunks());
+      t = Clock::now();
+      write_and_hash([&] { return out->Commit(); },
+                     [&] { return server::Sha256Hex(file->stored_pieces()); });
+      p->emplace_back("fsync_rename_sha", Since(t));
+    }, setup));
     file.reset();
     out.reset();
-    auto created = roots->CreateOutput(path, policy);
-    if (!created.ok()) std::abort();
-    out.emplace(*std::move(created));
-    core::FrameFileShape shape{frame.specmin, frame.nspec, frame.nwave, frame.ndiag, frame.wave};
-    file = *core::ProgressiveFrameFile::Create(shape, meta, out->fd(), path, o);
-    const auto t = Clock::now();
-    for (std::size_t b = 0; b + 1 < bundles.size(); ++b) {
-      std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(args.bundle_ms));
-      if (!file->AddRows(static_cast<int>(b) * 25, bundles[b]).ok()) std::abort();
-    }
-    rows_seconds = Since(t) - static_cast<double>(bundles.size() - 1) * args.bundle_ms * 1e-3;
-    std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(args.bundle_ms));
-  };
-  add(Time("tail_progressive", args.repeats, [&](Parts* p) {
-    auto t = Clock::now();
-    const int last = static_cast<int>(bundles.size()) - 1;
-    if (!file->AddRows(last * 25, bundles.back()).ok()) std::abort();
-    if (!file->Finish(frame).ok()) std::abort();
-    p->emplace_back("rows_before_tail", rows_seconds);
-    p->emplace_back("last_rows_finish", Since(t));
-    t = Clock::now();
-    write_and_hash([&] { return out->Commit(); },
-                   [&] { return server::Sha256Hex(file->pieces()); });
-    p->emplace_back("fsync_rename_sha", Since(t));
-  }, setup));
-  file.reset();
-  out.reset();
-  std::remove(path.c_str());
+    std::remove(path.c_str());
+  }
 }
 #endif
 

@@ -20,6 +20,7 @@
 #include "absl/strings/str_split.h"
 #include "client/spexctl/streamed_frame_file.h"
 #include "core/backend/backend.h"
+#include "core/io/internal/gzip.h"
 #include "gtest/gtest.h"
 #include "tests/integration/service_fixture.h"
 #include "tests/integration/spexctl_cli.h"
@@ -132,6 +133,57 @@ TEST_F(StreamedFrameFileTest, SameBytesAsTheWholeFilePath) {
   EXPECT_EQ(DirEntries(out_), files);
 }
 
+// A .fits.gz -o is deflated chunk by chunk while the rows come: one gzip member whose
+// bytes inflate to the whole-file path's (CHECKSUM dates aside), itself the .fits's.
+TEST_F(StreamedFrameFileTest, GzipOutputInflatesToTheWholeFilePathsBytes) {
+  auto server = StartServer(TestServerOptions());
+  ASSERT_NE(server, nullptr);
+  for (const char* flags : {"", "--wire-precision float64 --bundles 1"}) {
+    SCOPED_TRACE(flags);
+    const std::string streamed = out_ + "/streamed.fits.gz", whole = out_ + "/whole.fits.gz";
+    const CliRun a = Spexctl(absl::StrCat(Args(*server), " ", flags, " -o ", streamed));
+    ASSERT_EQ(a.code, 0) << a.output;
+    EXPECT_NE(a.output.find("(rows while streaming)"), std::string::npos) << a.output;
+    const CliRun b =
+        Spexctl(absl::StrCat(Args(*server), " ", flags, " --no-progressive-write -o ", whole));
+    ASSERT_EQ(b.code, 0) << b.output;
+    EXPECT_NE(b.output.find("(whole file)"), std::string::npos) << b.output;
+    const std::string gz = ReadBytes(streamed);
+    ASSERT_TRUE(core::IsGzip(gz));
+    {  // one member (ISA-L's count), whose ISIZE is the inflated size
+      core::GzipDecoder d("gz");
+      absl::string_view in(gz);
+      const std::size_t isize = core::GzipTrailerSize(gz);
+      std::string buf(isize + 1, '\0');  // a byte to spare: the trailer is read with room left
+      std::size_t at = 0;
+      while (!in.empty() && at < buf.size()) {
+        auto n = d.Decode(&in, buf.data() + at, buf.size() - at);
+        ASSERT_TRUE(n.ok()) << n.status();
+        at += *n;
+      }
+      EXPECT_TRUE(in.empty());
+      EXPECT_TRUE(d.Finish().ok());
+      EXPECT_EQ(d.members(), 1);
+      EXPECT_EQ(at, isize);
+    }
+    // Inflated by zlib (core::GzipInflater), one member.
+    auto inflate = [](const std::string& bytes, const std::string& to) {
+      std::string out;
+      core::GzipInflater z("gz", [&](absl::string_view piece) {
+        out.append(piece.data(), piece.size());
+        return absl::OkStatus();
+      });
+      EXPECT_TRUE(z.Feed(bytes).ok());
+      EXPECT_TRUE(z.Finish().ok());
+      EXPECT_TRUE(WriteBytes(to, out));
+    };
+    inflate(gz, out_ + "/streamed.fits");
+    inflate(ReadBytes(whole), out_ + "/whole.fits");
+    ExpectSameButChecksumDates(out_ + "/whole.fits", out_ + "/streamed.fits");
+    for (const std::string& f : DirEntries(out_)) std::filesystem::remove(out_ + "/" + f);
+  }
+}
+
 TEST_F(StreamedFrameFileTest, ServerErrorMidStreamLeavesNoFile) {
   auto server = ServerWith([](std::unique_ptr<core::Backend> inner) {
     return std::make_unique<FailingBackend>(std::move(inner));
@@ -139,8 +191,9 @@ TEST_F(StreamedFrameFileTest, ServerErrorMidStreamLeavesNoFile) {
   ASSERT_NE(server, nullptr);
   for (const char* wire : {"float32", "float64"}) {
     SCOPED_TRACE(wire);
+    const std::string name = std::string(wire) == "float32" ? "/frame.fits" : "/frame.fits.gz";
     const CliRun r = Spexctl(
-        absl::StrCat(Args(*server), " --wire-precision ", wire, " -o ", out_, "/frame.fits"));
+        absl::StrCat(Args(*server), " --wire-precision ", wire, " -o ", out_, name));
     EXPECT_EQ(r.code, 1) << r.output;
     EXPECT_NE(r.output.find("fails at the second bundle"), std::string::npos) << r.output;
     EXPECT_TRUE(DirEntries(out_).empty()) << absl::StrJoin(DirEntries(out_), " ");

@@ -305,15 +305,18 @@ TEST_F(WirePrecisionTest, ServerWrittenFilesGiveTheirCrc32WhenAsked) {
 }
 
 // A client that cancels mid-frame: the job stops, its temporary goes (named or not:
-// nothing in the directory, no descriptor left open), and the server keeps serving.
+// nothing in the directory, no descriptor left open), and the server keeps serving; for a
+// .fits and a .fits.gz (deflated chunk by chunk while the bundles come).
 TEST_F(WirePrecisionTest, CancelledServerWrittenFrameLeavesNothing) {
   // A directory of its own inside the output roots.
   const std::string out_dir = Inputs().output_dir + "/cancelled";
   std::filesystem::create_directories(out_dir);
   int completed = 0;
-  for (int round = 0; round < 3; ++round) {
+  constexpr int kRounds = 4;
+  for (int round = 0; round < kRounds; ++round) {
     v1::ExtractHeader h = PathHeader(Inputs().frame_path);
-    const std::string out = absl::StrCat(out_dir, "/frame-", round, ".fits");
+    const std::string out =
+        absl::StrCat(out_dir, "/frame-", round, round % 2 == 0 ? ".fits" : ".fits.gz");
     h.set_server_output_path(out);
     h.set_results_to_file_only(true);
     client::ExtractCallbacks cb;
@@ -337,7 +340,8 @@ TEST_F(WirePrecisionTest, CancelledServerWrittenFrameLeavesNothing) {
       std::filesystem::remove(path);
     }
   }
-  std::printf("cancelled mid-frame: %d of 3 finished before the cancel arrived\n", completed);
+  std::printf("cancelled mid-frame: %d of %d finished before the cancel arrived\n", completed,
+              kRounds);
   v1::ExtractHeader h = PathHeader(Inputs().frame_path);
   h.set_server_output_path(out_dir + "/after.fits");
   h.set_results_to_file_only(true);

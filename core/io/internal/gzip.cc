@@ -51,26 +51,27 @@ const char* IsalInflateError(int code) {
   }
 }
 
-// A chunk's raw deflate data (ISA-L level 1: on FITS frames of float data as small as
-// zlib's level 6 and ~10x faster, docs/service.md "gzip in and out").
-struct DeflatedChunk {
-  std::unique_ptr<char[]> bytes;
-  std::size_t size = 0;
-  uint32_t crc = 0;
-  bool ok = false;
-};
+// ISA-L level 1: on FITS frames of float data as small as zlib's level 6 and ~10x faster
+// (docs/service.md "gzip in and out").
+constexpr char kGzipHeader[10] = {'\x1f', '\x8b', 8, 0, 0, 0, 0, 0, 0, 3};
 
-void DeflateChunk(const char* data, std::size_t n, bool last, std::vector<uint8_t>* level_buf,
-                  DeflatedChunk* chunk) {
+bool DeflateInto(const char* data, std::size_t n, bool last, GzipChunk* chunk) {
+  // ISA-L's level-1 work area, one per thread: the pool's threads compress chunk after chunk.
+  thread_local std::vector<uint8_t> level_buf;
   // Stored blocks at worst: 5 bytes a 64 KiB block, and the final block.
   const std::size_t bound = n + (n >> 12) + 1024;
+  try {
+    if (level_buf.size() < ISAL_DEF_LVL1_DEFAULT) level_buf.resize(ISAL_DEF_LVL1_DEFAULT);
+  } catch (const std::bad_alloc&) {
+    return false;
+  }
   chunk->bytes.reset(new (std::nothrow) char[bound]);
-  if (chunk->bytes == nullptr) return;
+  if (chunk->bytes == nullptr) return false;
   isal_zstream zs{};
   isal_deflate_stateless_init(&zs);
   zs.level = 1;
-  zs.level_buf = level_buf->data();
-  zs.level_buf_size = static_cast<uint32_t>(level_buf->size());
+  zs.level_buf = level_buf.data();
+  zs.level_buf_size = static_cast<uint32_t>(level_buf.size());
   zs.gzip_flag = IGZIP_DEFLATE;
   // Every chunk but the last ends byte-aligned, with no reference into the next one's data
   // (a full flush's empty stored block), so the chunks are concatenated as they are.
@@ -80,10 +81,11 @@ void DeflateChunk(const char* data, std::size_t n, bool last, std::vector<uint8_
   zs.avail_in = static_cast<uint32_t>(n);
   zs.next_out = reinterpret_cast<uint8_t*>(chunk->bytes.get());
   zs.avail_out = static_cast<uint32_t>(bound);
-  if (isal_deflate_stateless(&zs) != COMP_OK || zs.avail_in != 0) return;
+  if (isal_deflate_stateless(&zs) != COMP_OK || zs.avail_in != 0) return false;
   chunk->size = zs.total_out;
+  chunk->input = n;
   chunk->crc = crc32_gzip_refl(0, reinterpret_cast<const unsigned char*>(data), n);
-  chunk->ok = true;
+  return true;
 }
 
 void PutLe32(uint32_t v, char* p) {
@@ -91,6 +93,35 @@ void PutLe32(uint32_t v, char* p) {
 }
 
 }  // namespace
+
+absl::StatusOr<GzipChunk> DeflateGzipChunk(absl::string_view data, bool last) {
+  // ISA-L counts in uint32: a chunk is at most 1 GiB.
+  if (data.size() > (std::size_t{1} << 30)) {
+    return absl::InvalidArgumentError("gzip: chunk over 1 GiB");
+  }
+  GzipChunk chunk;
+  if (!DeflateInto(data.data(), data.size(), last, &chunk)) {
+    return absl::ResourceExhaustedError("gzip: deflate failed (out of memory)");
+  }
+  return chunk;
+}
+
+GzipMemberEnds MemberEndsOf(const std::vector<const GzipChunk*>& chunks) {
+  GzipMemberEnds ends;
+  std::copy(kGzipHeader, kGzipHeader + sizeof(kGzipHeader), ends.header);
+  uint32_t crc = 0;
+  uint64_t n = 0;
+  bool first = true;
+  for (const GzipChunk* c : chunks) {
+    crc = first ? c->crc
+                : static_cast<uint32_t>(crc32_combine(crc, c->crc, static_cast<z_off_t>(c->input)));
+    first = false;
+    n += c->input;
+  }
+  PutLe32(crc, ends.trailer);
+  PutLe32(static_cast<uint32_t>(n & 0xffffffffu), ends.trailer + 4);
+  return ends;
+}
 
 absl::StatusOr<std::string> GzipCompress(absl::string_view data, TaskPool* pool, int max_workers,
                                          std::size_t chunk_bytes) {
@@ -102,45 +133,38 @@ absl::StatusOr<std::string> GzipCompress(absl::string_view data, TaskPool* pool,
   }
   const int workers = static_cast<int>(
       std::min<std::size_t>(nchunks, static_cast<std::size_t>(std::max(1, max_workers))));
-  std::vector<DeflatedChunk> chunks(nchunks);
-  std::vector<std::vector<uint8_t>> level_bufs(static_cast<std::size_t>(workers));
-  try {
-    for (auto& b : level_bufs) b.resize(ISAL_DEF_LVL1_DEFAULT);
-  } catch (const std::bad_alloc&) {
-    return absl::ResourceExhaustedError("gzip: out of memory for the compressor");
-  }
-  ParallelFor(pool, workers, static_cast<int>(nchunks), [&](int worker, int i) {
+  std::vector<GzipChunk> chunks(nchunks);
+  std::vector<char> ok(nchunks, 0);
+  ParallelFor(pool, workers, static_cast<int>(nchunks), [&](int, int i) {
     const std::size_t begin = std::min(n, static_cast<std::size_t>(i) * chunk_bytes);
     const std::size_t len = std::min(chunk_bytes, n - begin);
-    DeflateChunk(data.data() + begin, len, static_cast<std::size_t>(i) + 1 == nchunks,
-                 &level_bufs[static_cast<std::size_t>(worker)], &chunks[static_cast<std::size_t>(i)]);
+    ok[static_cast<std::size_t>(i)] =
+        DeflateInto(data.data() + begin, len, static_cast<std::size_t>(i) + 1 == nchunks,
+                    &chunks[static_cast<std::size_t>(i)]);
   });
   // Header (RFC 1952 §2.3: deflate, no flags, no time, Unix), the chunks, CRC-32 and ISIZE.
-  static constexpr char kHeader[10] = {'\x1f', '\x8b', 8, 0, 0, 0, 0, 0, 0, 3};
+  std::vector<const GzipChunk*> order(nchunks);
   std::vector<std::size_t> at(nchunks);
-  std::size_t total = sizeof(kHeader);
-  uint32_t crc = 0;
+  std::size_t total = sizeof(kGzipHeader);
   for (std::size_t i = 0; i < nchunks; ++i) {
-    if (!chunks[i].ok) return absl::ResourceExhaustedError("gzip: deflate failed (out of memory)");
+    if (ok[i] == 0) return absl::ResourceExhaustedError("gzip: deflate failed (out of memory)");
+    order[i] = &chunks[i];
     at[i] = total;
     total += chunks[i].size;
-    const std::size_t len = std::min(chunk_bytes, n - std::min(n, i * chunk_bytes));
-    crc = i == 0 ? chunks[i].crc
-                 : static_cast<uint32_t>(crc32_combine(crc, chunks[i].crc, static_cast<z_off_t>(len)));
   }
+  const GzipMemberEnds ends = MemberEndsOf(order);
   std::string out;
   try {
-    out.resize(total + 8);
+    out.resize(total + sizeof(ends.trailer));
   } catch (const std::bad_alloc&) {
     return absl::ResourceExhaustedError("gzip: out of memory for the compressed bytes");
   }
-  std::copy(kHeader, kHeader + sizeof(kHeader), out.data());
+  std::copy(ends.header, ends.header + sizeof(ends.header), out.data());
   ParallelFor(pool, workers, static_cast<int>(nchunks), [&](int, int i) {
-    const DeflatedChunk& c = chunks[static_cast<std::size_t>(i)];
+    const GzipChunk& c = chunks[static_cast<std::size_t>(i)];
     std::copy(c.bytes.get(), c.bytes.get() + c.size, out.data() + at[static_cast<std::size_t>(i)]);
   });
-  PutLe32(crc, out.data() + total);
-  PutLe32(static_cast<uint32_t>(n & 0xffffffffu), out.data() + total + 4);
+  std::copy(ends.trailer, ends.trailer + sizeof(ends.trailer), out.data() + total);
   return out;
 }
 

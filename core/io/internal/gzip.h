@@ -11,6 +11,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -35,6 +36,28 @@ inline constexpr std::size_t kGzipChunkBytes = std::size_t{1} << 20;
 absl::StatusOr<std::string> GzipCompress(absl::string_view data, TaskPool* pool = nullptr,
                                          int max_workers = 1,
                                          std::size_t chunk_bytes = kGzipChunkBytes);
+
+// One piece of a gzip member, compressed on its own (any thread, any order) and joined
+// with the others by GzipMemberEnds: the raw deflate data of `input` bytes at ISA-L level 1,
+// ending byte-aligned with no reference past itself (a full flush), or, for the member's
+// last piece (`last`), with the final block.
+struct GzipChunk {
+  std::unique_ptr<char[]> bytes;
+  std::size_t size = 0;   // compressed bytes
+  std::size_t input = 0;  // bytes it inflates to
+  uint32_t crc = 0;       // CRC-32 of those bytes
+  absl::string_view view() const { return {bytes.get(), size}; }
+};
+absl::StatusOr<GzipChunk> DeflateGzipChunk(absl::string_view data, bool last);
+
+// The 10-byte header and the 8-byte trailer (CRC-32, ISIZE) of the member made of
+// `chunks` in order, the last one compressed with `last`: header, chunks, trailer is the
+// member.
+struct GzipMemberEnds {
+  char header[10];
+  char trailer[8];
+};
+GzipMemberEnds MemberEndsOf(const std::vector<const GzipChunk*>& chunks);
 
 // The ISIZE field that ends `gz` (its last 4 bytes, little-endian): the output size,
 // modulo 2^32, of the last member (RFC 1952 §2.3.1); 0 when `gz` has fewer than 4 bytes.

@@ -1,0 +1,127 @@
+#include "core/io/internal/gzip_image.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "core/base/parallel_for.h"
+#include "core/base/status_macros.h"
+#include "core/base/write_fully.h"
+
+namespace spexd::core {
+
+GzipImage::GzipImage(absl::string_view image, std::size_t chunk_bytes)
+    : image_(image), chunk_bytes_(std::clamp<std::size_t>(chunk_bytes, 1, std::size_t{1} << 30)) {
+  const std::size_t n = (image_.size() + chunk_bytes_ - 1) / chunk_bytes_;
+  chunks_.resize(n);
+  pending_.resize(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    pending_[i] = static_cast<int64_t>(std::min(chunk_bytes_, image_.size() - i * chunk_bytes_));
+  }
+}
+
+absl::Status GzipImage::Final(int64_t offset, int64_t n) {
+  const int64_t size = static_cast<int64_t>(image_.size());
+  if (offset < 0 || n < 0 || offset > size || n > size - offset || finished_) {
+    return absl::InternalError(absl::StrCat("gzip image: bytes [", offset, ", ", offset + n,
+                                            ") are outside the ", size, "-byte image"));
+  }
+  if (n == 0) return absl::OkStatus();
+  const int64_t c = static_cast<int64_t>(chunk_bytes_);
+  for (int64_t i = offset / c; i <= (offset + n - 1) / c; ++i) {
+    const int64_t overlap = std::min(offset + n, (i + 1) * c) - std::max(offset, i * c);
+    int64_t& left = pending_[static_cast<std::size_t>(i)];
+    if (overlap > left) {
+      return absl::InternalError(
+          absl::StrCat("gzip image: bytes of chunk ", i, " declared final twice"));
+    }
+    left -= overlap;
+    // The last chunk waits for Finish: it may end the member.
+    if (left == 0 && static_cast<std::size_t>(i) + 1 < pending_.size()) {
+      ready_.push_back(static_cast<std::size_t>(i));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status GzipImage::Deflate(const std::vector<std::size_t>& which, TaskPool* pool,
+                                int workers) {
+  const std::size_t nimage = pending_.size();
+  const std::size_t last = chunks_.size() - 1;
+  std::vector<absl::Status> status(which.size());
+  ParallelFor(pool, std::max(1, workers), static_cast<int>(which.size()), [&](int, int t) {
+    const std::size_t i = which[static_cast<std::size_t>(t)];
+    const absl::string_view data =
+        i < nimage ? image_.substr(i * chunk_bytes_, chunk_bytes_)
+                   : absl::string_view(tail_).substr((i - nimage) * chunk_bytes_, chunk_bytes_);
+    auto chunk = DeflateGzipChunk(data, finished_ && i == last);
+    if (chunk.ok()) {
+      chunks_[i] = *std::move(chunk);
+    } else {
+      status[static_cast<std::size_t>(t)] = chunk.status();
+    }
+  });
+  for (const absl::Status& st : status) SPEXD_RETURN_IF_ERROR(st);
+  return absl::OkStatus();
+}
+
+absl::Status GzipImage::CompressReady(TaskPool* pool, int workers) {
+  if (ready_.empty()) return absl::OkStatus();
+  std::vector<std::size_t> which = std::move(ready_);
+  ready_.clear();
+  early_ += static_cast<int>(which.size());
+  return Deflate(which, pool, workers);
+}
+
+absl::Status GzipImage::Finish(absl::string_view tail, TaskPool* pool, int workers, int fd,
+                               absl::string_view name) {
+  const std::size_t nimage = pending_.size();
+  for (std::size_t i = 0; i < nimage; ++i) {
+    if (pending_[i] != 0) {
+      return absl::InternalError(absl::StrCat(name, ": ", pending_[i], " bytes of gzip chunk ", i,
+                                              " never written"));
+    }
+  }
+  finished_ = true;
+  tail_.assign(tail.data(), tail.size());
+  // An empty image and tail: one empty chunk, for the final block.
+  const std::size_t ntail =
+      std::max<std::size_t>(nimage == 0 ? 1 : 0, (tail_.size() + chunk_bytes_ - 1) / chunk_bytes_);
+  chunks_.resize(nimage + ntail);
+  // What CompressReady has not deflated: the chunks made final since, the image's last
+  // one, the tail's.
+  std::vector<std::size_t> which = std::move(ready_);
+  ready_.clear();
+  if (nimage > 0) which.push_back(nimage - 1);
+  for (std::size_t i = nimage; i < nimage + ntail; ++i) which.push_back(i);
+  late_ = static_cast<int>(which.size());
+  SPEXD_RETURN_IF_ERROR(Deflate(which, pool, workers));
+  std::vector<const GzipChunk*> order;
+  order.reserve(chunks_.size());
+  for (const GzipChunk& c : chunks_) order.push_back(&c);
+  ends_ = MemberEndsOf(order);
+  int64_t at = 0;
+  for (absl::string_view piece : pieces()) {
+    SPEXD_RETURN_IF_ERROR(WriteFully(fd, piece.data(), piece.size(), at, name));
+    at += static_cast<int64_t>(piece.size());
+  }
+  return absl::OkStatus();
+}
+
+std::vector<absl::string_view> GzipImage::pieces() const {
+  if (!finished_) return {};
+  std::vector<absl::string_view> out;
+  out.reserve(chunks_.size() + 2);
+  out.emplace_back(ends_.header, sizeof(ends_.header));
+  for (const GzipChunk& c : chunks_) out.push_back(c.view());
+  out.emplace_back(ends_.trailer, sizeof(ends_.trailer));
+  return out;
+}
+
+int64_t GzipImage::size() const {
+  int64_t n = 0;
+  for (absl::string_view p : pieces()) n += static_cast<int64_t>(p.size());
+  return n;
+}
+
+}  // namespace spexd::core

@@ -1,0 +1,65 @@
+// A file's bytes laid out in memory ahead and filled in any order (a frame file written
+// bundle by bundle), compressed into one standard gzip member while they are filled: the
+// image is cut into chunks of kGzipChunkBytes, and a chunk is deflated (DeflateGzipChunk)
+// as soon as every byte of it is final, so that after the last byte only the chunks that
+// were not, the CRC-32 combine and the write are left.
+#ifndef SPEXD_CORE_IO_INTERNAL_GZIP_IMAGE_H_
+#define SPEXD_CORE_IO_INTERNAL_GZIP_IMAGE_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "core/base/task_pool.h"
+#include "core/io/internal/gzip.h"
+
+namespace spexd::core {
+
+class GzipImage {
+ public:
+  // `image` (borrowed, its size fixed) is read only once its bytes are declared final.
+  explicit GzipImage(absl::string_view image, std::size_t chunk_bytes = kGzipChunkBytes);
+
+  // Declares image bytes [offset, offset + n) final: they no longer change. Each byte once;
+  // INTERNAL for a range outside the image or declared again.
+  absl::Status Final(int64_t offset, int64_t n);
+  // Deflates the chunks made final since the last call, on up to `workers` threads of
+  // `pool` (ParallelFor's rules). One call at a time, never beside Final.
+  absl::Status CompressReady(TaskPool* pool, int workers);
+  // Once every byte of the image is final: deflates what is left and `tail` (bytes that
+  // follow the image in the file: copied), writes the member to `fd` from offset 0
+  // (`name` in errors). The image's last chunk waits for this call: the member's final
+  // block ends the last chunk, of the image or of `tail`.
+  absl::Status Finish(absl::string_view tail, TaskPool* pool, int workers, int fd,
+                      absl::string_view name);
+
+  // The member's bytes in order (header, chunks, trailer), after Finish: as written.
+  std::vector<absl::string_view> pieces() const;
+  int64_t size() const;
+  // Chunks deflated before Finish, and by it (how much of the work the filling hid).
+  int early_chunks() const { return early_; }
+  int late_chunks() const { return late_; }
+
+  GzipImage(const GzipImage&) = delete;
+  GzipImage& operator=(const GzipImage&) = delete;
+
+ private:
+  absl::Status Deflate(const std::vector<std::size_t>& which, TaskPool* pool, int workers);
+
+  absl::string_view image_;
+  std::size_t chunk_bytes_;
+  std::vector<GzipChunk> chunks_;     // the image's, then the tail's
+  std::vector<int64_t> pending_;      // per image chunk: bytes not yet final
+  std::vector<std::size_t> ready_;    // final, not yet deflated
+  std::string tail_;
+  GzipMemberEnds ends_{};
+  bool finished_ = false;
+  int early_ = 0, late_ = 0;
+};
+
+}  // namespace spexd::core
+
+#endif  // SPEXD_CORE_IO_INTERNAL_GZIP_IMAGE_H_

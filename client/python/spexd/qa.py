@@ -139,12 +139,23 @@ _MASK_NAMES = ["good", "other", "SOMEBADPIX", "ALLBADPIX", "BAD2DFIT"]
 
 
 def _font(size):
-    """DejaVu Sans when installed (it comes with most desktops), else Pillow's own font."""
+    """DejaVu Sans when installed (most desktops have it), else Pillow's own bitmap font
+    (one size; what a minimal Debian gets)."""
     from PIL import ImageFont
     for path in ("/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf",):
         if os.path.exists(path):
             return ImageFont.truetype(path, size)
     return ImageFont.load_default()
+
+
+def _text(draw, xy, text, fill, font, anchor="lt"):
+    """draw.text with the anchor done here (horizontal l/m/r, vertical t/m/d from the
+    text's box): Pillow before 10 ignores anchors with its own bitmap font, the one used
+    where no TrueType font is installed."""
+    left, top, right, bottom = font.getbbox(text)
+    x = xy[0] - left - {"l": 0.0, "m": 0.5, "r": 1.0}[anchor[0]] * (right - left)
+    y = xy[1] - {"t": top, "m": (top + bottom) / 2, "d": bottom}[anchor[1]]
+    draw.text((x, y), text, fill=fill, font=font)
 
 
 def _ticks(lo, hi, n=5):
@@ -179,20 +190,20 @@ class _Axes:
         self.x0, self.y0, self.x1, self.y1 = box
         self.xlim, self.ylim = xlim, ylim
         small, mid = _font(11), _font(13)
-        draw.text(((self.x0 + self.x1) / 2, self.y0 - 6), title, fill=_BLACK, font=mid,
+        _text(draw, ((self.x0 + self.x1) / 2, self.y0 - 6), title, fill=_BLACK, font=mid,
                   anchor="md")
-        draw.text(((self.x0 + self.x1) / 2, self.y1 + 22), xlabel, fill=_BLACK, font=small,
+        _text(draw, ((self.x0 + self.x1) / 2, self.y1 + 22), xlabel, fill=_BLACK, font=small,
                   anchor="mt")
         label = _vertical_text(ylabel, small)
         page.paste(label, (int(self.x0 - 58), int((self.y0 + self.y1 - label.height) / 2)))
         for v in _ticks(*xlim):
             x = self.px(v, ylim[0])[0]
             draw.line([(x, self.y1), (x, self.y1 + 4)], fill=_BLACK)
-            draw.text((x, self.y1 + 6), _label(v), fill=_BLACK, font=small, anchor="mt")
+            _text(draw, (x, self.y1 + 6), _label(v), fill=_BLACK, font=small, anchor="mt")
         for v in _ticks(*ylim):
             y = self.px(xlim[0], v)[1]
             draw.line([(self.x0 - 4, y), (self.x0, y)], fill=_BLACK)
-            draw.text((self.x0 - 6, y), _label(v), fill=_BLACK, font=small, anchor="rm")
+            _text(draw, (self.x0 - 6, y), _label(v), fill=_BLACK, font=small, anchor="rm")
 
     def frame(self):
         self.draw.rectangle([self.x0, self.y0, self.x1, self.y1], outline=_BLACK)
@@ -218,9 +229,9 @@ class _Axes:
 def _vertical_text(text, font):
     """The text turned 90 degrees (a y-axis label) as an RGB image on white."""
     from PIL import Image, ImageDraw
-    w = int(ImageDraw.Draw(Image.new("RGB", (1, 1))).textlength(text, font=font)) + 4
-    im = Image.new("RGB", (w, 16), "white")
-    ImageDraw.Draw(im).text((2, 1), text, fill=_BLACK, font=font)
+    left, top, right, bottom = font.getbbox(text)
+    im = Image.new("RGB", (right - left + 4, max(bottom, 14) + 2), "white")
+    ImageDraw.Draw(im).text((2 - left, 1), text, fill=_BLACK, font=font)
     return im.rotate(90, expand=True)
 
 
@@ -239,7 +250,7 @@ def _colour_bar(draw, box, anchors_or_colours, labels, font):
     for f, text in labels:
         y = y1 - f * (y1 - y0)
         draw.line([(x1, y), (x1 + 3, y)], fill=_BLACK)
-        draw.text((x1 + 5, y), text, fill=_BLACK, font=font, anchor="lm")
+        _text(draw, (x1 + 5, y), text, fill=_BLACK, font=font, anchor="lm")
 
 
 def _snr_panel(page, draw, box, frame, snr):
@@ -259,7 +270,7 @@ def _snr_panel(page, draw, box, frame, snr):
         r = 4 if bad else 2
         draw.ellipse([x - r, y - r, x + r, y + r], fill=(220, 0, 0) if bad else _LINE_COLOURS[0])
     small = _font(11)
-    draw.text((ax.x1 - 6, ax.y0 + 6), f"dashed: median {med:.1f}; red: < half the median",
+    _text(draw, (ax.x1 - 6, ax.y0 + 6), f"dashed: median {med:.1f}; red: < half the median",
               fill=_BLACK, font=small, anchor="rt")
     ax.frame()
 
@@ -300,7 +311,7 @@ def _spectra_panel(page, draw, box, frame, snr):
         for x, y in zip(xs[bad], ax.clip_y(ys[bad])):
             draw.line([(x - 2, y - 2), (x + 2, y + 2)], fill=(220, 0, 0))
             draw.line([(x - 2, y + 2), (x + 2, y - 2)], fill=(220, 0, 0))
-        draw.text((ax.x1 - 6, ax.y0 + 6 + 15 * k),
+        _text(draw, (ax.x1 - 6, ax.y0 + 6 + 15 * k),
                   f"fibre {frame['fibermin'] + i} (S/N {snr[i]:.1f})", fill=colour, font=small,
                   anchor="rt")
     ax.frame()
@@ -350,7 +361,7 @@ def _residual_panel(page, draw, box, model_path, image_path):
     ax = _Axes(page, draw, box, (x0 - 0.5, x0 + res.shape[1] - 0.5),
                (y0 - 0.5, y0 + res.shape[0] - 0.5),
                f"(image - model)/sigma on the CCD, rms {rms:.2f}", "CCD x", "CCD y")
-    draw.text(((ax.x0 + ax.x1) / 2, ax.y0 - 24),
+    _text(draw, ((ax.x0 + ax.x1) / 2, ax.y0 - 24),
               "(model = A R f as gpu_specter: bright lines leave stripes)", fill=_GREY,
               font=_font(11), anchor="md")
     ax.image(_colour_map((res + 5) / 10, _RED_BLUE))
@@ -385,7 +396,7 @@ def draw(frame_path, out_path, model_path=None, image_path=None):
     ] + server_qa_lines(frame["server_qa"])
     title = _font(16)
     for k, line in enumerate(lines):
-        d.text((WIDTH / 2, 10 + 22 * k), line, fill=colour, font=title, anchor="mt")
+        _text(d, (WIDTH / 2, 10 + 22 * k), line, fill=colour, font=title, anchor="mt")
 
     # Two rows of three columns below the title; the spectra take two columns.
     top = 10 + 22 * len(lines) + 40
@@ -406,10 +417,10 @@ def draw(frame_path, out_path, model_path=None, image_path=None):
                         model_path, image_path)
     else:
         b = box(1, 2)
-        d.multiline_text(((b[0] + b[2]) / 2, (b[1] + b[3]) / 2),
-                         "no model image given\n(--model MODEL --image PREPROC\n"
-                         "draws the residual (image - model)/sigma)", fill=_GREY,
-                         font=_font(14), anchor="mm", align="center")
+        for k, line in enumerate(["no model image given", "(--model MODEL --image PREPROC",
+                                  "draws the residual (image - model)/sigma)"]):
+            _text(d, ((b[0] + b[2]) / 2, (b[1] + b[3]) / 2 + 20 * (k - 1)), line, fill=_GREY,
+                  font=_font(14), anchor="mm")
     tmp = f"{out_path}.tmp-{os.getpid()}"
     try:
         page.save(tmp, format="PNG")

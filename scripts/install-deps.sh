@@ -5,7 +5,8 @@
 # not pull in the test toolchain:
 #
 #   scripts/install-deps.sh --build     build spexd, spexctl and spexd-sim (the container image)
-#   scripts/install-deps.sh --demo      --build + the Python client and curl (scripts/demo.sh)
+#   scripts/install-deps.sh --demo      --build + the Python client, its QA page and curl
+#                                       (scripts/demo.sh)
 #   scripts/install-deps.sh [--tests]   --demo + every tool the test suite uses (scripts/test.sh):
 #                                       GoogleTest, Node.js and the npm modules of the Kubernetes
 #                                       test, promtool, a one-node Slurm, clang, ...
@@ -43,20 +44,23 @@ if [[ $mode == --container ]]; then
   PKGS=(buildah mmdebstrap)
 fi
 # --demo: the Python client (client/python, import spexd) on Debian's /usr/bin/python3 (no
-# PyPI), matplotlib for its QA page, and curl for the metrics excerpt. python3-munkres is
-# named so that it, not python3-scipy, satisfies python3-fonttools' "scipy | munkres": the
-# first choice would pull in SciPy, Pythran and the Boost headers (about 20 packages) that
-# nothing here uses.
+# PyPI); fitsio (CFITSIO) and Pillow for its QA page, a small part of what astropy (Debian
+# 12's hard-depends on pytest and its plugins) and matplotlib would pull in; and curl for
+# the metrics excerpt.
 if [[ $mode != --build && $mode != --container ]]; then
-  PKGS+=(python3 python3-grpcio python3-protobuf python3-numpy python3-astropy python3-matplotlib
-         python3-munkres curl)
+  PKGS+=(python3 python3-grpcio python3-protobuf python3-numpy python3-fitsio python3-pil curl)
 fi
-# --tests: GoogleTest and Google Benchmark; Pillow for the Python client's image checks;
-# pip, setuptools and venv for the offline `pip install` tests (cmake --install runs it too);
-# Node.js and npm for the Kubernetes manifest check (tests/deploy/k8s_test.sh; its npm
-# modules are installed below, not by the test).
+# --tests: GoogleTest and Google Benchmark; astropy for the Python client's array uploads and
+# frame files, matplotlib for the plot scripts (scripts/perf_plots.py, tests/load/soak.py
+# --plot); python3-munkres is named so that it, not python3-scipy, satisfies
+# python3-fonttools' "scipy | munkres": the first choice would pull in SciPy, Pythran and the
+# Boost headers (about 20 packages) that nothing here uses. pip, setuptools and venv for the
+# offline `pip install` tests (cmake --install runs it too); Node.js and npm for the
+# Kubernetes manifest check (tests/deploy/k8s_test.sh; its npm modules are installed below,
+# not by the test).
 if [[ $mode == --tests || $mode == --desispec ]]; then
-  PKGS+=(libgtest-dev libgmock-dev libbenchmark-dev python3-pil
+  PKGS+=(libgtest-dev libgmock-dev libbenchmark-dev
+         python3-astropy python3-matplotlib python3-munkres
          python3-pip python3-setuptools python3-venv
          git)  # the wording check and the container test read the tree with git
   # Optional helpers: ccache speeds rebuilds; patchelf/binutils pack the GPU bundle; clang
@@ -80,7 +84,7 @@ DAEMON_SERVICES=(munge slurmctld slurmd)
 # for the tests that run desispec's code (ctest -L desispec; docs/desispec.md). spexd needs
 # none of them.
 if [[ $mode == --desispec ]]; then
-  PKGS+=(python3-numba python3-fitsio python3-healpy python3-scipy python3-yaml)
+  PKGS+=(python3-numba python3-healpy python3-scipy python3-yaml)  # fitsio: --demo
 fi
 
 missing=()

@@ -14,8 +14,8 @@ ln -s "$1" "$work/bin/spexd"
 ln -s "$2" "$work/bin/spexctl"
 ln -s "$3" "$work/bin/spexd-sim"
 pkg=${4:-}
-if [[ -n $pkg ]] && ! /usr/bin/python3 -c "import grpc, numpy, astropy, matplotlib" 2>/dev/null; then
-  echo "note: /usr/bin/python3 lacks grpcio, numpy, astropy or matplotlib: the C++ steps only"
+if [[ -n $pkg ]] && ! /usr/bin/python3 -c "import grpc, numpy, fitsio, PIL" 2>/dev/null; then
+  echo "note: /usr/bin/python3 lacks grpcio, numpy, fitsio or PIL (Pillow): the C++ steps only"
   pkg=
 fi
 fail() {

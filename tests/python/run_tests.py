@@ -6,7 +6,7 @@ import unittest
 
 NEEDED = {"grpc": "python3-grpcio", "google.protobuf": "python3-protobuf",
           "numpy": "python3-numpy", "astropy": "python3-astropy",
-          "matplotlib": "python3-matplotlib", "PIL": "python3-pil"}
+          "fitsio": "python3-fitsio", "PIL": "python3-pil"}
 
 missing = []
 for module, package in NEEDED.items():

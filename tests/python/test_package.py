@@ -1,6 +1,10 @@
 """Package-level checks that need no server: version, errors, desispec, health rules."""
 import os
 import re
+import shutil
+import subprocess
+import sys
+import tempfile
 import unittest
 
 import grpc
@@ -107,6 +111,109 @@ class PackageTest(unittest.TestCase):
         verdict, problems, _ = qa.health(frame)
         self.assertEqual(verdict, "CHECK")
         self.assertIn("1 fibres without a valid bin", problems)
+
+
+class QaPageTest(unittest.TestCase):
+    """spexd.qa on small frame, model and preproc files written here with fitsio: the
+    numbers it reads back, the residual it forms and the page it draws."""
+
+    NSPEC, NWAVE, FIBERMIN = 6, 200, 100
+
+    def setUp(self):
+        import fitsio
+        from spexd.result import BAD2DFIT, SOMEBADPIX
+
+        self.dir = tempfile.mkdtemp(prefix="spexd-qa-test-")
+        self.addCleanup(shutil.rmtree, self.dir)
+        rng = np.random.default_rng(5)
+        shape = (self.NSPEC, self.NWAVE)
+        self.flux = 100 + 10 * rng.standard_normal(shape)
+        self.ivar = np.full(shape, 0.01)
+        self.ivar[4] = 0  # a fibre without a valid bin
+        self.mask = np.zeros(shape, np.uint32)
+        self.mask[1, :7] = BAD2DFIT   # 7 of 1200 bins: 0.58 %
+        self.mask[2, 10:40] = SOMEBADPIX
+        self.chi2 = 0.5 + rng.random(shape)
+        self.wave = 5760.0 + 0.8 * np.arange(self.NWAVE)
+        self.frame = os.path.join(self.dir, "frame.fits")
+        with fitsio.FITS(self.frame, "rw", clobber=True) as f:
+            f.write(None)
+            f.write(self.flux.astype(np.float32), extname="FLUX",
+                    header={"FIBERMIN": self.FIBERMIN, "CAMERA": "b1", "SPXREQ": 42,
+                            "SPXCOND": 12.5, "SPXBINS": self.mask.size})
+            f.write(self.ivar.astype(np.float32), extname="IVAR")
+            f.write(self.mask, extname="MASK")
+            f.write(self.wave, extname="WAVELENGTH")
+            f.write(self.chi2.astype(np.float32), extname="CHI2PIX")
+        ccd = (60, 50)
+        self.model = np.zeros(ccd)
+        self.model[20:30, 10:40] = 5.0
+        self.image = self.model + rng.standard_normal(ccd)
+        self.image_ivar = np.full(ccd, 4.0)
+        self.image_mask = np.zeros(ccd, np.int32)
+        self.image_mask[25, 20] = 1
+        self.model_path = os.path.join(self.dir, "model.fits")
+        self.preproc = os.path.join(self.dir, "preproc.fits")
+        with fitsio.FITS(self.model_path, "rw", clobber=True) as f:
+            f.write(self.model.astype(np.float32))
+        with fitsio.FITS(self.preproc, "rw", clobber=True) as f:
+            f.write(None)
+            f.write(self.image.astype(np.float32), extname="IMAGE")
+            f.write(self.image_ivar.astype(np.float32), extname="IVAR")
+            f.write(self.image_mask, extname="MASK")
+
+    def test_frame_numbers(self):
+        frame = qa.read_frame(self.frame)
+        np.testing.assert_array_equal(frame["flux"], self.flux.astype(np.float32))
+        np.testing.assert_array_equal(frame["mask"], self.mask)
+        np.testing.assert_array_equal(frame["wave"], self.wave)
+        self.assertEqual((frame["fibermin"], frame["camera"]), (self.FIBERMIN, "b1"))
+        self.assertEqual(frame["server_qa"],
+                         {"request_id": 42, "worst_condition": 12.5, "bins": 1200})
+        verdict, problems, numbers = qa.health(frame)
+        self.assertEqual(verdict, "CHECK")
+        self.assertEqual(problems, ["1 fibres without a valid bin"])
+        self.assertEqual(numbers["masked"], 37 / 1200)
+        self.assertEqual(numbers["bad2dfit"], 7 / 1200)
+        self.assertEqual(numbers["dead_fibres"], 1)
+        self.assertAlmostEqual(numbers["median_chi2pix"],
+                               float(np.median(self.chi2.astype(np.float32).astype(np.float64))),
+                               places=12)
+
+    def test_residual(self):
+        res, (x0, y0) = qa.residual_image(self.model_path, self.preproc, margin=5)
+        self.assertEqual((x0, y0), (5, 15))
+        self.assertEqual(res.shape, (20, 40))  # rows 15..34, columns 5..44
+        want = (self.image.astype(np.float32) - self.model)[15:35, 5:45] * 2.0
+        want[25 - 15, 20 - 5] = np.nan  # the masked pixel
+        np.testing.assert_allclose(res, want, rtol=0, atol=1e-12)
+
+    def test_page(self):
+        out = os.path.join(self.dir, "qa.png")
+        proc = subprocess.run(
+            [sys.executable, "-m", "spexd.qa", self.frame, "-o", out, "--model",
+             self.model_path, "--image", self.preproc], capture_output=True, text=True,
+            timeout=120)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.assertIn("server QA (request 42): worst condition 12.5", proc.stdout)
+        self.assertIn(f"spexd.qa: {out} (CHECK)", proc.stdout)
+        from PIL import Image
+        with Image.open(out) as im:
+            self.assertEqual((im.format, im.size, im.mode), ("PNG", (1600, 1000), "RGB"))
+            page = np.asarray(im)
+        # The title is in the verdict's colour (red for CHECK); the residual panel's
+        # pixels take more than the few colours of axes and text.
+        self.assertTrue((page[:60] == (178, 34, 34)).all(axis=-1).any())
+        self.assertFalse((page[:60] == (0, 100, 0)).all(axis=-1).any())
+        colours = np.unique(page[600:950, 1200:1500].reshape(-1, 3), axis=0)
+        self.assertGreater(len(colours), 100)
+        # Without the model the residual panel says how to get it; the page is still drawn.
+        bare = os.path.join(self.dir, "bare.png")
+        self.assertEqual(qa.draw(self.frame, bare), "CHECK")
+        with Image.open(bare) as im:
+            self.assertEqual(im.size, (1600, 1000))
+        self.assertEqual(sorted(os.listdir(self.dir)),
+                         ["bare.png", "frame.fits", "model.fits", "preproc.fits", "qa.png"])
 
 
 class FrameKeysTest(unittest.TestCase):

@@ -112,6 +112,11 @@ for _ in $(seq 600); do
   sleep 0.1
 done
 [[ -n $port ]] || { echo "spexd did not start" >&2; exit 1; }
+# Warm-up (one backend per worker, on every GPU) ends when health turns SERVING.
+for _ in $(seq 240); do
+  "$BUNDLE/run.sh" spexctl health --server "127.0.0.1:$port" >/dev/null 2>&1 && break
+  sleep 0.5
+done
 
 run_job() {  # LABEL: one exposure job, wall time from spexctl's start to its exit
   local label=$1 t_start t_end

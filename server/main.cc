@@ -6,6 +6,7 @@
 #include <atomic>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <thread>
 #include <vector>
@@ -143,6 +144,12 @@ int main(int argc, char** argv) {
   if (!config.ok()) return Fail(std::string(config.status().message()));
   SetMinLogLevel(config->log_level);
   ServerOptions o = std::move(config->server);
+  // The backends' two environment switches (docs/service.md, "Environment variables"), read
+  // here so that core reads no environment.
+  if (o.workers.cuda_module.empty()) {
+    if (const char* module = std::getenv("SPEXD_CUDA_MODULE")) o.workers.cuda_module = module;
+  }
+  if (const char* faults = std::getenv("SPEXD_TEST_CPU_FAULTS")) o.workers.cpu_test_faults = faults;
   const double drain_seconds = config->drain_seconds;
 
   auto server = SpexdServer::Start(std::move(o));

@@ -88,6 +88,7 @@ absl::StatusOr<std::vector<WorkerBackend>> ChooseBackends(const WorkerOptions& o
   const std::string selected = absl::StrJoin(o.gpu_devices, ",");
   core::BackendOptions bo;
   bo.cuda_module = o.cuda_module;
+  bo.cpu_test_faults = o.cpu_test_faults;
   bo.cuda_host_wait = o.gpu_host_wait;
   bo.threads = o.cpu_threads;
   bo.pool = pool;

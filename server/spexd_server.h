@@ -49,6 +49,9 @@ struct WorkerOptions {
   // Host threads of the backends' shared pool, the worker's own included (0: all cores).
   int cpu_threads = 0;
   std::string cuda_module;  // "" = default search (core loader)
+  // Tests only: the CPU backends' fault plan (core::BackendOptions::cpu_test_faults), which
+  // main reads from $SPEXD_TEST_CPU_FAULTS; no flag carries it.
+  std::string cpu_test_faults;
   // How the CUDA backends' host threads wait for their GPU (core::CudaHostWait).
   core::CudaHostWait gpu_host_wait = core::CudaHostWait::kBlock;
   // Replaces the backend choice (tests inject slow or failing backends). Called once

@@ -49,6 +49,8 @@ absl::StatusOr<std::vector<core::BundleResult>> ExtractBundles(core::Backend& ba
 absl::StatusOr<core::BackendOptions> CudaTestOptions() {
   core::BackendOptions options;
   options.kind = core::BackendKind::kCuda;
+  // ctest names the build's module (tests/cuda/CMakeLists.txt); a device run may name another.
+  if (const char* module = std::getenv("SPEXD_CUDA_MODULE")) options.cuda_module = module;
   return options;
 }
 

@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 
 #include "client/spexctl/lapack_on_demand.h"
@@ -70,6 +71,7 @@ absl::Status RunLocalExtract(const ExtractCommand& cmd) {
   core::BackendOptions bopts;
   bopts.kind = cmd.backend;
   bopts.threads = cmd.threads;
+  if (const char* module = std::getenv("SPEXD_CUDA_MODULE")) bopts.cuda_module = module;
   SPEXD_ASSIGN_OR_RETURN(std::unique_ptr<core::Backend> backend, core::CreateBackend(bopts));
   if (image.has_float32_planes() && !core::TakesFloat32Planes(*backend)) core::WidenPlanes(&image);
 

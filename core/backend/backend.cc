@@ -66,7 +66,7 @@ absl::StatusOr<std::unique_ptr<ImportedRegion>> ImportRegion(Backend& backend,
 
 absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const BackendOptions& options) {
   switch (options.kind) {
-    case BackendKind::kCpu: return WithCpuTestFaults(CreateCpuBackend(options.threads, options.pool));
+    case BackendKind::kCpu: return WithCpuTestFaults(CreateCpuBackend(options.threads, options.pool), options.cpu_test_faults);
     case BackendKind::kCuda: return LoadCudaBackend(options);
   }
   return absl::InvalidArgumentError("unknown backend kind");

@@ -31,8 +31,12 @@ struct BackendOptions {
   // the backend starts a pool of its own (the CLI, benchmarks, tests).
   TaskPool* pool = nullptr;
   int device = 0;           // CUDA device ordinal
-  std::string cuda_module;  // path of the CUDA module; "" = the default lookup
+  // Path of the CUDA module; "" = the default lookup (cuda_module_loader.h). Programs set
+  // it from --cuda_module or $SPEXD_CUDA_MODULE in main: core reads no environment.
+  std::string cuda_module;
   CudaHostWait cuda_host_wait = CudaHostWait::kAuto;
+  // Tests only: a CPU backend's fault plan (core/backend/test_faults.h); "" in production.
+  std::string cpu_test_faults;
 };
 
 // Text forms, for flags, environment variables and descriptions:

@@ -2,7 +2,6 @@
 
 #include <dlfcn.h>
 
-#include <cstdlib>
 #include <filesystem>
 #include <vector>
 
@@ -28,9 +27,6 @@ using CreateFn = Backend* (*)(const BackendOptions*, char*, std::size_t);
 std::vector<std::string> Candidates(const BackendOptions& options) {
   if (!options.cuda_module.empty()) return {options.cuda_module};
   std::vector<std::string> candidates;
-  // The one switch read outside cuda/host/diagnostics.h's table (which lists it): the module
-  // is found before any backend exists.
-  if (const char* env = std::getenv("SPEXD_CUDA_MODULE")) candidates.emplace_back(env);
   std::error_code ec;
   const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
   if (!ec) {

@@ -24,9 +24,10 @@ namespace spexd::core {
 inline constexpr const char* kCudaModuleName = "libspexd_cuda.so";
 inline constexpr std::size_t kCudaModuleErrorSize = 1024;
 
-// Finds and loads the module, trying in order: options.cuda_module, $SPEXD_CUDA_MODULE,
-// <exe dir>/, <exe dir>/lib/ (a relocatable bundle), <exe dir>/../lib/spexd/ (the install
-// tree of `cmake --install`, mirrored by the build tree: build/lib/spexd/).
+// Finds and loads the module: options.cuda_module alone when set (programs set it from
+// --cuda_module or $SPEXD_CUDA_MODULE), else in order <exe dir>/, <exe dir>/lib/ (a
+// relocatable bundle), <exe dir>/../lib/spexd/ (the install tree of `cmake --install`,
+// mirrored by the build tree: build/lib/spexd/).
 // UNAVAILABLE with the reason when there is no module, it is not this build, or there
 // is no driver or device.
 absl::StatusOr<std::unique_ptr<Backend>> LoadCudaBackend(const BackendOptions& options);

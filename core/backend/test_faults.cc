@@ -1,6 +1,5 @@
 #include "core/backend/test_faults.h"
 
-#include <cstdlib>
 #include <utility>
 
 #include "absl/strings/numbers.h"
@@ -54,11 +53,11 @@ absl::StatusOr<CpuFaultPlan> ParseCpuFaultPlan(const std::string& spec) {
   return plan;
 }
 
-absl::StatusOr<std::unique_ptr<Backend>> WithCpuTestFaults(std::unique_ptr<Backend> backend) {
-  const char* spec = std::getenv("SPEXD_TEST_CPU_FAULTS");
-  if (spec == nullptr) return backend;
+absl::StatusOr<std::unique_ptr<Backend>> WithCpuTestFaults(std::unique_ptr<Backend> backend,
+                                                           const std::string& spec) {
+  if (spec.empty()) return backend;
   absl::StatusOr<CpuFaultPlan> plan = ParseCpuFaultPlan(spec);
-  if (!plan.ok()) return absl::InvalidArgumentError(absl::StrCat("SPEXD_TEST_CPU_FAULTS: ", plan.status().message()));
+  if (!plan.ok()) return absl::InvalidArgumentError(absl::StrCat("CPU test faults: ", plan.status().message()));
   if (plan->perturb_bundle_flux < 0) return backend;
   return std::unique_ptr<Backend>(new PerturbingBackend(std::move(backend), *plan));
 }

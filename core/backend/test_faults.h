@@ -1,8 +1,8 @@
-// Test-only fault switch of the CPU backend, in the style of the CUDA module's
-// SPEXD_TEST_CUDA_FAULTS (cuda/host/fault_injection.h): read from the environment variable
-// SPEXD_TEST_CPU_FAULTS when CreateBackend makes a CPU backend, so that no production
-// option or flag carries it, and CI can test the shadow parity check without a GPU.
-// A comma-separated list; unset in production, where nothing is wrapped:
+// Test-only fault plan of the CPU backend, in the style of the CUDA module's
+// SPEXD_TEST_CUDA_FAULTS (cuda/host/fault_injection.h): BackendOptions::cpu_test_faults,
+// which spexd's main sets from $SPEXD_TEST_CPU_FAULTS (no flag carries it), so that CI can
+// test the shadow parity check without a GPU. A comma-separated list; empty in production,
+// where nothing is wrapped:
 //   perturb_bundle_flux=B  bundle B (plan index) of every request is handed to the sink
 //                          with each spectrum's peak raised by 1e-6 of it
 //                          (core::PerturbBundleFlux)
@@ -24,9 +24,10 @@ struct CpuFaultPlan {
 
 absl::StatusOr<CpuFaultPlan> ParseCpuFaultPlan(const std::string& spec);
 
-// `backend` as it is when SPEXD_TEST_CPU_FAULTS is unset, else wrapped to apply the plan;
-// INVALID_ARGUMENT for a malformed plan.
-absl::StatusOr<std::unique_ptr<Backend>> WithCpuTestFaults(std::unique_ptr<Backend> backend);
+// `backend` as it is when `spec` is empty, else wrapped to apply the plan; INVALID_ARGUMENT
+// for a malformed plan.
+absl::StatusOr<std::unique_ptr<Backend>> WithCpuTestFaults(std::unique_ptr<Backend> backend,
+                                                           const std::string& spec);
 
 }  // namespace spexd::core
 

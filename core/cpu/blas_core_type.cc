@@ -19,9 +19,6 @@
 namespace spexd::core {
 namespace {
 
-// Set on re-execution so that the new image knows the value was spexd's choice.
-constexpr char kChosenVar[] = "SPEXD_OPENBLAS_CORETYPE_CHOSEN";
-
 enum class Decision { kNotAsked, kByUs, kByUser, kNoChoice, kAlreadyRight };
 Decision g_decision = Decision::kNotAsked;
 
@@ -32,14 +29,14 @@ const char* OpenBlasCoreName() {
 }
 
 // The decision the environment makes, if any; kNotAsked when it leaves it to us. A user
-// who wants other kernels sets OpenBLAS's own variable, which is read here and kept.
+// who wants other kernels sets OpenBLAS's own variable, which is read here and kept. The
+// value spexd would set itself (its own, after the re-execution) counts as spexd's choice:
+// no marker of who set it is needed, the kernels are the same.
 Decision FromEnvironment() {
   const char* set = std::getenv("OPENBLAS_CORETYPE");
-  const char* chosen = std::getenv(kChosenVar);
-  if (set != nullptr) {
-    return chosen != nullptr && std::strcmp(chosen, set) == 0 ? Decision::kByUs : Decision::kByUser;
-  }
-  return Decision::kNotAsked;
+  if (set == nullptr) return Decision::kNotAsked;
+  const char* choice = OpenBlasCoreTypeFor(DetectX86Features());
+  return choice != nullptr && std::strcmp(choice, set) == 0 ? Decision::kByUs : Decision::kByUser;
 }
 
 // True when OpenBLAS's `running` kernels do double precision as `choice`'s do: later
@@ -96,8 +93,7 @@ void PresetOpenBlasCoreType() {
   g_decision = FromEnvironment();
   if (g_decision != Decision::kNotAsked) return;
   const char* choice = OpenBlasCoreTypeFor(DetectX86Features());
-  if (choice != nullptr && setenv("OPENBLAS_CORETYPE", choice, 0) == 0 &&
-      setenv(kChosenVar, choice, 1) == 0) {
+  if (choice != nullptr && setenv("OPENBLAS_CORETYPE", choice, 0) == 0) {
     g_decision = Decision::kByUs;
   } else {
     g_decision = Decision::kNoChoice;
@@ -130,7 +126,7 @@ void ReexecForOpenBlasCoreType(char** argv) {
     g_decision = Decision::kNoChoice;
     return;
   }
-  if (setenv("OPENBLAS_CORETYPE", choice, 1) == 0 && setenv(kChosenVar, choice, 1) == 0) {
+  if (setenv("OPENBLAS_CORETYPE", choice, 1) == 0) {
     // By the file's own path where it still has one: the kernel names the process after
     // the path executed, and "exe" would hide spexd from ps, pgrep and its operators.
     char self[4096];
@@ -144,7 +140,6 @@ void ReexecForOpenBlasCoreType(char** argv) {
   std::fprintf(stderr, "spexd: cannot re-execute with OPENBLAS_CORETYPE=%s (%s); "
                "continuing with OpenBLAS's %s kernels\n", choice, std::strerror(errno), running);
   unsetenv("OPENBLAS_CORETYPE");
-  unsetenv(kChosenVar);
   g_decision = Decision::kNoChoice;
 }
 
@@ -156,7 +151,7 @@ std::string BlasCoreReport() {
   switch (g_decision) {
     case Decision::kByUs:
       absl::StrAppend(&out, " (OPENBLAS_CORETYPE=", env != nullptr ? env : "",
-                      " chosen by spexd from CPUID)");
+                      ", the family spexd chooses from CPUID)");
       break;
     case Decision::kByUser:
       absl::StrAppend(&out, " (OPENBLAS_CORETYPE=", env != nullptr ? env : "", " from the environment)");

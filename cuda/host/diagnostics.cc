@@ -35,7 +35,7 @@ absl::Status ReadSwitch(EnvironmentLookup lookup, const char* name, const char* 
 const std::vector<EnvironmentSwitch>& CudaEnvironmentSwitches() {
   static const std::vector<EnvironmentSwitch> table = {
       {"SPEXD_CUDA_MODULE", "a path",
-       "the CUDA module to load when --cuda_module is not given (before the one next to spexd)"},
+       "the CUDA module to load when --cuda_module is not given (instead of the one next to spexd)"},
       {"SPEXD_CUDA_TIMELINE", "0 or 1", "1: print each batch's stage ends and the host's waits"},
       {"SPEXD_TEST_CUDA_FAULTS",
        "name=N,... (oom_at_alloc, transient_at_request, sticky_at_request, fail_patch_once, "

@@ -27,8 +27,8 @@ struct EnvironmentSwitch {
   const char* allowed;  // the values accepted, as shown in errors and docs
   const char* effect;
 };
-// The table: every variable, SPEXD_CUDA_MODULE included (read by the host's module
-// loader, core/cuda_module_loader.cc, before any backend exists).
+// The table: every variable, SPEXD_CUDA_MODULE included (read by each program's main,
+// which passes it on as core::BackendOptions::cuda_module, before any backend exists).
 const std::vector<EnvironmentSwitch>& CudaEnvironmentSwitches();
 
 // Reads the switches through `lookup` (getenv's contract: nullptr when unset).

@@ -153,6 +153,7 @@ absl::StatusOr<LocalTimes> TimeLocal(const Args& args, const std::shared_ptr<con
   bopts.kind = kind;
   bopts.threads = args.threads;
   if (kind == core::BackendKind::kCuda && !args.gpus.empty()) bopts.device = args.gpus.front();
+  if (const char* module = std::getenv("SPEXD_CUDA_MODULE")) bopts.cuda_module = module;
   SPEXD_ASSIGN_OR_RETURN(std::unique_ptr<core::Backend> backend, core::CreateBackend(bopts));
   LocalTimes t;
   std::shared_ptr<const core::Geometry> geometry;

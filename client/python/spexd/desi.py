@@ -229,10 +229,12 @@ def local_backend(args, spexctl):
     if n == 0:
         return "cpu", how
     exe_dir = os.path.dirname(os.path.realpath(spexctl))
-    modules = [os.environ.get("SPEXD_CUDA_MODULE"),
-               os.path.join(exe_dir, "libspexd_cuda.so"),
-               os.path.join(exe_dir, "lib", "libspexd_cuda.so"),
-               os.path.join(os.path.dirname(exe_dir), "lib", "spexd", "libspexd_cuda.so")]
+    # spexctl loads $SPEXD_CUDA_MODULE alone when it is set, else the first of the others.
+    named = os.environ.get("SPEXD_CUDA_MODULE")
+    modules = [named] if named else [
+        os.path.join(exe_dir, "libspexd_cuda.so"),
+        os.path.join(exe_dir, "lib", "libspexd_cuda.so"),
+        os.path.join(os.path.dirname(exe_dir), "lib", "spexd", "libspexd_cuda.so")]
     if any(m and os.path.isfile(m) for m in modules):
         return "cuda", how
     return "cpu", f"{how}, but spexctl has no CUDA module (libspexd_cuda.so) beside it"

@@ -4,7 +4,7 @@
 // shadow check's envelope threshold and a clean one below; in the backend, every solved
 // patch of a clean frame records an estimate below that threshold, a fully masked piece of
 // a trace lifts its patch above it, skipped patches record none, the same job gives the
-// same numbers; and the SPEXD_TEST_CPU_FAULTS switch perturbs exactly the bundle it names.
+// same numbers; and the CPU test fault plan (BackendOptions::cpu_test_faults) perturbs exactly the bundle it names.
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -232,12 +232,11 @@ TEST_F(PatchConditionTest, CpuFaultSwitchPerturbsOnlyItsBundle) {
   EXPECT_EQ(ParseCpuFaultPlan("perturb_bundle_flux=1")->perturb_bundle_flux, 1);
   auto clean = CreateCpuBackend(2);
   const std::vector<BundleResult> ref = Run(*clean);
-  ::setenv("SPEXD_TEST_CPU_FAULTS", "perturb_bundle_flux=1", 1);
   BackendOptions o;
   o.kind = BackendKind::kCpu;
   o.threads = 2;
+  o.cpu_test_faults = "perturb_bundle_flux=1";
   auto faulty = CreateBackend(o);
-  ::unsetenv("SPEXD_TEST_CPU_FAULTS");
   ASSERT_TRUE(faulty.ok()) << faulty.status();
   const std::vector<BundleResult> got = Run(**faulty);
   ASSERT_EQ(got.size(), 2u);
@@ -246,9 +245,8 @@ TEST_F(PatchConditionTest, CpuFaultSwitchPerturbsOnlyItsBundle) {
   const ParityReport bad = CompareBundles(plan, got[1], ref[1], ParityTolerances{});
   EXPECT_TRUE(bad.drift);
   EXPECT_NEAR(bad.flux, 1e-6, 1e-7);
-  ::setenv("SPEXD_TEST_CPU_FAULTS", "bogus=1", 1);
+  o.cpu_test_faults = "bogus=1";
   EXPECT_FALSE(CreateBackend(o).ok());
-  ::unsetenv("SPEXD_TEST_CPU_FAULTS");
 }
 
 }  // namespace

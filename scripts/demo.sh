@@ -4,13 +4,13 @@
 # backend when a GPU and the module are present, else CPU), simulates a frame with the
 # bundled PSF, extracts it through the client, prints a short summary (timings, median
 # S/N per fibre), extracts it again from Python (spexd.Client, /usr/bin/python3), writes
-# the QA page (qa.png) and stops the server with SIGTERM (graceful drain). The QA page is
-# kept, and its path printed last.
+# the QA page (qa.svg, for a web browser) and stops the server with SIGTERM (graceful
+# drain). The QA page is kept, and its path printed last.
 #
 #   scripts/demo.sh                 # 50 fibres (2 bundles) on the r grid
 #   FIBERS=0,100 scripts/demo.sh    # more fibres
 #   KEEP=1 scripts/demo.sh          # keep the files (~145 MB: preproc, truth, frame, log);
-#                                   # by default only qa.png stays in the temporary directory
+#                                   # by default only qa.svg stays in the temporary directory
 #   DEMO_DIR=DIR scripts/demo.sh    # work in DIR (created if needed) and keep the files
 #   SPEXD_BIN=DIR scripts/demo.sh   # use prebuilt spexd, spexctl, spexd-sim from DIR (e.g. a
 #                                   # bundle from shared/tools/device-bundle.sh on a GPU host
@@ -63,10 +63,10 @@ cleanup() {
     wait "$SERVER_PID" 2>/dev/null || true
   fi
   if [[ -n $REMOVE_DIR ]]; then
-    if [[ -f $REMOVE_DIR/qa.png ]]; then
-      find "$REMOVE_DIR" -mindepth 1 ! -name qa.png -exec rm -rf -- {} +
-      echo "demo: removed the files in $REMOVE_DIR but qa.png (KEEP=1 keeps them all)"
-      echo "demo: QA page: $REMOVE_DIR/qa.png"
+    if [[ -f $REMOVE_DIR/qa.svg ]]; then
+      find "$REMOVE_DIR" -mindepth 1 ! -name qa.svg -exec rm -rf -- {} +
+      echo "demo: removed the files in $REMOVE_DIR but qa.svg (KEEP=1 keeps them all)"
+      echo "demo: QA page: $REMOVE_DIR/qa.svg (open it in a browser)"
     else
       rm -rf -- "$REMOVE_DIR"
       echo "demo: removed $REMOVE_DIR (KEEP=1 keeps the files)"
@@ -114,11 +114,15 @@ awk 'NR > 1 { printf "%4d:%-7.1f%s", $1, $2, (++n % 8 == 0 ? "\n" : " ") } END {
 "$SPEXCTL" psf list --server "$SERVER"
 if [[ -z $METRICS_PORT ]]; then
   echo "demo: no metrics port in the server log: metrics excerpt skipped" >&2
-elif ! command -v curl >/dev/null; then
-  echo "demo: curl not found (scripts/install-deps.sh installs it): metrics excerpt skipped" >&2
+elif ! command -v "$PYTHON" >/dev/null; then
+  echo "demo: $PYTHON not found (scripts/install-deps.sh installs it): metrics excerpt skipped" >&2
 else
   echo "metrics (http://127.0.0.1:$METRICS_PORT/metrics), excerpt:"
-  curl -s "http://127.0.0.1:$METRICS_PORT/metrics" |
+  # Python's urllib rather than curl: the demo needs Python anyway. No proxy: the server
+  # is on loopback, where an http_proxy setting would only get in the way.
+  "$PYTHON" -c 'import sys, urllib.request as u
+sys.stdout.write(u.build_opener(u.ProxyHandler({})).open(sys.argv[1], timeout=10).read().decode())' \
+    "http://127.0.0.1:$METRICS_PORT/metrics" 2>/dev/null |
     grep -E '^spexd_(requests_total|bundles_total|patches_total|frame_duration_seconds_(sum|count))[ {]' |
     sed 's/^/  /' || true
 fi
@@ -154,7 +158,7 @@ try:
 except spexd.DesispecUnavailable as e:
     print(f"python: to_desispec(): {str(e).split(' (')[0]}")
 PY
-  PYTHONPATH=$PYTHON_PKG "$PYTHON" -m spexd.qa "$DEMO_DIR/frame.fits" -o "$DEMO_DIR/qa.png" \
+  PYTHONPATH=$PYTHON_PKG "$PYTHON" -m spexd.qa "$DEMO_DIR/frame.fits" -o "$DEMO_DIR/qa.svg" \
     --model "$DEMO_DIR/model.fits" --image "$DEMO_DIR/preproc.fits"
 fi
 
@@ -166,6 +170,6 @@ wait "$SERVER_PID" || status=$?
 SERVER_PID=
 echo "spexd exited with status $status"
 qa="no QA page (the Python package was not built)"
-[[ -f $DEMO_DIR/qa.png ]] && qa="QA page: $DEMO_DIR/qa.png"
+[[ -f $DEMO_DIR/qa.svg ]] && qa="QA page: $DEMO_DIR/qa.svg (open it in a browser)"
 echo "frame: $DEMO_DIR/frame.fits (desispec layout); $qa; server log: $LOG"
 exit "$status"

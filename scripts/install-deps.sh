@@ -5,7 +5,7 @@
 # not pull in the test toolchain:
 #
 #   scripts/install-deps.sh --build     build spexd, spexctl and spexd-sim (the container image)
-#   scripts/install-deps.sh --demo      --build + the Python client, its QA page and curl
+#   scripts/install-deps.sh --demo      --build + the Python client and its QA page
 #                                       (scripts/demo.sh)
 #   scripts/install-deps.sh [--tests]   --demo + every tool the test suite uses (scripts/test.sh):
 #                                       GoogleTest, Node.js and the npm modules of the Kubernetes
@@ -44,11 +44,13 @@ if [[ $mode == --container ]]; then
   PKGS=(buildah mmdebstrap)
 fi
 # --demo: the Python client (client/python, import spexd) on Debian's /usr/bin/python3 (no
-# PyPI); fitsio (CFITSIO) and Pillow for its QA page, a small part of what astropy (Debian
-# 12's hard-depends on pytest and its plugins) and matplotlib would pull in; and curl for
-# the metrics excerpt.
+# PyPI), and fitsio (CFITSIO, which --build has already) to read frames for its QA page: a
+# small part of what astropy would pull in (Debian 12's hard-depends on pytest and its
+# plugins). No imaging library: spexd.qa writes the page as SVG and encodes its images as
+# PNG itself, where Pillow would add about 24 packages (X11, TIFF, WebP, HarfBuzz). The
+# metrics excerpt is fetched with Python's urllib, not curl.
 if [[ $mode != --build && $mode != --container ]]; then
-  PKGS+=(python3 python3-grpcio python3-protobuf python3-numpy python3-fitsio python3-pil curl)
+  PKGS+=(python3 python3-grpcio python3-protobuf python3-numpy python3-fitsio)
 fi
 # --tests: GoogleTest and Google Benchmark; astropy for the Python client's array uploads and
 # frame files, matplotlib for the plot scripts (scripts/perf_plots.py, tests/load/soak.py
@@ -62,6 +64,7 @@ if [[ $mode == --tests || $mode == --desispec ]]; then
   PKGS+=(libgtest-dev libgmock-dev libbenchmark-dev
          python3-astropy python3-matplotlib python3-munkres
          python3-pip python3-setuptools python3-venv
+         curl  # the deploy tests scrape /metrics and query Prometheus (tests/deploy/lib.sh)
          git)  # the wording check and the container test read the tree with git
   # Optional helpers: ccache speeds rebuilds; patchelf/binutils pack the GPU bundle; clang
   # checks the lock annotations (scripts/thread_safety_check.sh), and with its runtimes builds

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # scripts/demo.sh end to end on the built binaries, on a short grid: it must print the
-# metrics excerpt (curl comes from scripts/install-deps.sh) and leave nothing behind in the
-# temporary directory (KEEP=1 would keep its ~145 MB) but the QA page, whose path it prints
-# last. With the Python package built and Debian's Python modules present (PYTHON_PKG), the
+# metrics excerpt (fetched with /usr/bin/python3's urllib) and leave nothing behind in the
+# temporary directory (KEEP=1 would keep its ~145 MB) but the QA page (qa.svg), whose path
+# it prints last. With the Python package built and Debian's Python modules present (PYTHON_PKG), the
 # Python extraction and the QA page run too; without them only the C++ steps run.
 #   demo_test.sh SPEXD SPEXCTL SPEXD_SIM [PYTHON_PKG]
 set -euo pipefail
@@ -14,8 +14,8 @@ ln -s "$1" "$work/bin/spexd"
 ln -s "$2" "$work/bin/spexctl"
 ln -s "$3" "$work/bin/spexd-sim"
 pkg=${4:-}
-if [[ -n $pkg ]] && ! /usr/bin/python3 -c "import grpc, numpy, fitsio, PIL" 2>/dev/null; then
-  echo "note: /usr/bin/python3 lacks grpcio, numpy, fitsio or PIL (Pillow): the C++ steps only"
+if [[ -n $pkg ]] && ! /usr/bin/python3 -c "import grpc, numpy, fitsio" 2>/dev/null; then
+  echo "note: /usr/bin/python3 lacks grpcio, numpy or fitsio: the C++ steps only"
   pkg=
 fi
 fail() {
@@ -35,11 +35,17 @@ if [[ -z $pkg ]]; then
 fi
 grep -q '^python: flux (25, ' <<<"$out" || fail "no Python extraction in the output"
 kept=$(find "$work/tmp" -type f)
-[[ $(wc -l <<<"$kept") -eq 1 && $kept == */qa.png ]] || fail "expected only qa.png left, found: $kept"
-[[ $(tail -n 1 <<<"$out") == "demo: QA page: $kept" ]] || fail "the last line does not name $kept"
-/usr/bin/python3 - "$kept" <<'PY' || fail "$kept is not a PNG image"
+[[ $(wc -l <<<"$kept") -eq 1 && $kept == */qa.svg ]] || fail "expected only qa.svg left, found: $kept"
+[[ $(tail -n 1 <<<"$out") == "demo: QA page: $kept (open it in a browser)" ]] ||
+  fail "the last line does not name $kept"
+# An SVG page with the three images (CHI2PIX, MASK, residual) as embedded PNGs, each decoded
+# (tests/python/svg_page.py) to the size of its array: 25 fibres x 51 bins, twice.
+PYTHONPATH=$src/tests/python /usr/bin/python3 - "$kept" <<'PY' || fail "$kept is not the QA page"
 import sys
-with open(sys.argv[1], "rb") as f:
-    sys.exit(0 if f.read(8) == b"\x89PNG\r\n\x1a\n" else 1)
+import svg_page
+page = svg_page.read_page(sys.argv[1])
+sizes = [(h, w) for _, (w, h, _, _) in page["images"]]
+print(f"QA page: images (rows, columns) {sizes}")
+sys.exit(0 if len(sizes) == 3 and sizes[:2] == [(25, 51)] * 2 else 1)
 PY
 echo "PASS: demo ran (Python and QA page too), printed the metrics excerpt and kept only $kept"

@@ -6,7 +6,7 @@ import unittest
 
 NEEDED = {"grpc": "python3-grpcio", "google.protobuf": "python3-protobuf",
           "numpy": "python3-numpy", "astropy": "python3-astropy",
-          "fitsio": "python3-fitsio", "PIL": "python3-pil"}
+          "fitsio": "python3-fitsio"}
 
 missing = []
 for module, package in NEEDED.items():

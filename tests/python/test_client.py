@@ -17,6 +17,7 @@ from astropy.io import fits
 
 import spexd
 import support
+import svg_page
 from spexd.request import read_preproc
 from spexd.result import BAD2DFIT, SOMEBADPIX
 
@@ -312,24 +313,31 @@ class DesispecTest(unittest.TestCase):
 
 
 class QaTest(unittest.TestCase):
-    def test_qa_page_is_a_sane_png(self):
-        out = os.path.join(support.work_dir(), "qa.png")
+    def test_qa_page_is_a_sane_svg(self):
+        out = os.path.join(support.work_dir(), "qa.svg")
         proc = subprocess.run(
             [sys.executable, "-m", "spexd.qa", IN["local"], "-o", out, "--model", IN["model"],
              "--image", IN["preproc"]], capture_output=True, text=True, timeout=300)
         self.assertEqual(proc.returncode, 0, proc.stderr)
         self.assertIn("(OK)", proc.stdout)  # the simulated frame is healthy
-        with open(out, "rb") as f:
-            data = f.read()
-        self.assertEqual(data[:8], b"\x89PNG\r\n\x1a\n")
-        self.assertEqual(data[12:16], b"IHDR")
-        width, height = int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
-        self.assertEqual((width, height), (1600, 1000))
-        self.assertGreater(len(data), 50_000)    # five drawn panels, not a blank page
-        self.assertLess(len(data), 5_000_000)
-        from PIL import Image
-        with Image.open(out) as im:
-            im.verify()
+        self.assertGreater(os.path.getsize(out), 50_000)    # five drawn panels, not a blank page
+        self.assertLess(os.path.getsize(out), 3_000_000)
+        page = svg_page.read_page(out)
+        # The title in green (OK) and every panel's title.
+        title = [(t, fill) for t, fill in page["texts"] if "|  OK" in t]
+        self.assertEqual(title, [(f"{os.path.basename(IN['local'])}  camera r0  "
+                                  f"{support.NSPEC} fibres x {LOCAL['FLUX'].data.shape[1]} bins  "
+                                  "|  OK", "#006400")])
+        texts = [t for t, _ in page["texts"]]
+        for start in ("median S/N per fibre", "spectra: best, median, worst S/N",
+                      "CHI2PIX (log", "MASK (white", "(image - model)/sigma on the CCD, rms "):
+            self.assertTrue(any(t.startswith(start) for t in texts), start)
+        # CHI2PIX and MASK bin for bin; the residual over the part of the CCD the model
+        # covers; every PNG decodes to its width x height.
+        from spexd import qa
+        res, _ = qa.residual_image(IN["model"], IN["preproc"])
+        sizes = [(h, w) for _, (w, h, _, _) in page["images"]]
+        self.assertEqual(sizes, [LOCAL["FLUX"].data.shape] * 2 + [res.shape])
 
     def test_server_qa_in_the_result_the_frame_file_and_spexd_qa(self):
         # The summary's FrameQa reaches the Python result, the FLUX header of the

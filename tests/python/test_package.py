@@ -11,6 +11,7 @@ import grpc
 import numpy as np
 
 import spexd
+import svg_page
 from spexd import qa
 
 
@@ -189,7 +190,7 @@ class QaPageTest(unittest.TestCase):
         np.testing.assert_allclose(res, want, rtol=0, atol=1e-12)
 
     def test_page(self):
-        out = os.path.join(self.dir, "qa.png")
+        out = os.path.join(self.dir, "qa.svg")
         proc = subprocess.run(
             [sys.executable, "-m", "spexd.qa", self.frame, "-o", out, "--model",
              self.model_path, "--image", self.preproc], capture_output=True, text=True,
@@ -197,23 +198,135 @@ class QaPageTest(unittest.TestCase):
         self.assertEqual(proc.returncode, 0, proc.stderr)
         self.assertIn("server QA (request 42): worst condition 12.5", proc.stdout)
         self.assertIn(f"spexd.qa: {out} (CHECK)", proc.stdout)
-        from PIL import Image
-        with Image.open(out) as im:
-            self.assertEqual((im.format, im.size, im.mode), ("PNG", (1600, 1000), "RGB"))
-            page = np.asarray(im)
-        # The title is in the verdict's colour (red for CHECK); the residual panel's
-        # pixels take more than the few colours of axes and text.
-        self.assertTrue((page[:60] == (178, 34, 34)).all(axis=-1).any())
-        self.assertFalse((page[:60] == (0, 100, 0)).all(axis=-1).any())
-        colours = np.unique(page[600:950, 1200:1500].reshape(-1, 3), axis=0)
-        self.assertGreater(len(colours), 100)
+        page = svg_page.read_page(out)
+        root = page["root"]
+        self.assertEqual((root.tag, root.get("width"), root.get("height")),
+                         (svg_page.NS + "svg", "1600", "1000"))
+        texts = dict(page["texts"])
+        # The title in the verdict's colour (red for CHECK), the server's QA line, the
+        # panels' titles.
+        self.assertEqual(texts["frame.fits  camera b1  6 fibres x 200 bins  |  CHECK: "
+                               "1 fibres without a valid bin"], "#b22222")
+        self.assertNotIn("#006400", texts.values())
+        self.assertTrue(any(t.startswith("server QA (request 42): worst condition 12.5")
+                            for t in texts))
+        for title in ("median S/N per fibre (unmasked bins)",
+                      "spectra: best, median, worst S/N (x = masked bin)",
+                      "CHI2PIX (log; ~1 is good)", "MASK (white: good)"):
+            self.assertIn(title, texts)
+        res, _ = qa.residual_image(self.model_path, self.preproc)
+        rms = np.sqrt(np.nanmean(res ** 2))
+        self.assertIn(f"(image - model)/sigma on the CCD, rms {rms:.2f}", texts)
+
+        # The three images, in the order drawn: CHI2PIX, MASK, residual, each at its
+        # array's size (small enough for no blocks), fibre FIBERMIN and CCD row 0 at the
+        # bottom.
+        images = page["images"]
+        self.assertEqual(len(images), 3)
+        for element, _ in images:
+            self.assertEqual(element.get("style"), "image-rendering:pixelated")
+            self.assertEqual(element.get("preserveAspectRatio"), "none")
+        (w, h, _, mask_rgb) = images[1][1]
+        self.assertEqual((h, w), (self.NSPEC, self.NWAVE))
+        colour = dict(zip(qa._MASK_NAMES, qa._MASK_COLOURS))
+        want = np.empty((self.NSPEC, self.NWAVE, 3), np.uint8)
+        want[:] = colour["good"]
+        want[1, :7] = colour["BAD2DFIT"]
+        want[2, 10:40] = colour["SOMEBADPIX"]
+        np.testing.assert_array_equal(mask_rgb, want[::-1])
+        # CHI2PIX on the log scale from 0.1 to 100 (the largest here is < 1.5), palette
+        # index = the scaled value in steps of 1/(levels - 1), levels = NaN's entry.
+        (w, h, chi2_index, chi2_rgb) = images[0][1]
+        self.assertEqual((h, w), (self.NSPEC, self.NWAVE))
+        chi2 = self.chi2.astype(np.float32).astype(np.float64)
+        levels = qa._LEVELS
+        scaled = (np.log10(chi2) - np.log10(0.1)) / (np.log10(100.0) - np.log10(0.1))
+        np.testing.assert_array_equal(chi2_index, np.rint(scaled * (levels - 1))[::-1])
+        # The palette: magma interpolated at each index's value (to the nearest integer).
+        v = chi2_index / (levels - 1)
+        magma = np.stack([np.interp(v, np.linspace(0, 1, len(qa._MAGMA)),
+                                    [a[c] for a in qa._MAGMA]) for c in range(3)], axis=-1)
+        np.testing.assert_allclose(chi2_rgb, magma, rtol=0, atol=0.5)
+        self.assertGreater(len(np.unique(chi2_rgb.reshape(-1, 3), axis=0)), 10)
+        # The residual over (-5, 5) sigma; the masked CCD pixel (row 25, column 20 of a cut
+        # from (0, 0)) in NaN's light grey.
+        (w, h, res_index, res_rgb) = images[2][1]
+        self.assertEqual((h, w), res.shape)
+        self.assertEqual(res.shape, (50, 50))
+        want = np.rint(np.clip((res + 5) / 10, 0, 1) * (levels - 1))
+        want[~np.isfinite(res)] = levels
+        np.testing.assert_array_equal(res_index, want[::-1])
+        np.testing.assert_array_equal(res_rgb[49 - 25, 20], (235, 235, 235))
+
         # Without the model the residual panel says how to get it; the page is still drawn.
-        bare = os.path.join(self.dir, "bare.png")
+        bare = os.path.join(self.dir, "bare.svg")
         self.assertEqual(qa.draw(self.frame, bare), "CHECK")
-        with Image.open(bare) as im:
-            self.assertEqual(im.size, (1600, 1000))
+        page = svg_page.read_page(bare)
+        self.assertEqual(len(page["images"]), 2)
+        self.assertIn("no model image given", dict(page["texts"]))
+        # A page named other than .svg is refused, and nothing is written.
+        proc = subprocess.run([sys.executable, "-m", "spexd.qa", self.frame, "-o",
+                               os.path.join(self.dir, "qa.png")], capture_output=True,
+                              text=True, timeout=120)
+        self.assertEqual(proc.returncode, 2)
+        self.assertIn("the QA page is an SVG file", proc.stderr)
+        with self.assertRaisesRegex(ValueError, "does not end in .svg"):
+            qa.draw(self.frame, os.path.join(self.dir, "qa.png"))
         self.assertEqual(sorted(os.listdir(self.dir)),
-                         ["bare.png", "frame.fits", "model.fits", "preproc.fits", "qa.png"])
+                         ["bare.svg", "frame.fits", "model.fits", "preproc.fits", "qa.svg"])
+
+    def test_png_encoder(self):
+        # Sizes of one pixel, one row, one column and a full frame's 500 x 2881 (rows of
+        # 2882 bytes in one zlib stream); all 256 palette entries.
+        rng = np.random.default_rng(8)
+        palette = [tuple(int(c) for c in rng.integers(0, 256, 3)) for _ in range(256)]
+        for shape in ((1, 1), (1, 7), (9, 1), (500, 2881)):
+            indices = rng.integers(0, 256, shape).astype(np.uint8)
+            w, h, back, rgb = svg_page.decode_png(qa.png_indexed(indices, palette))
+            self.assertEqual((h, w), shape)
+            np.testing.assert_array_equal(back, indices)
+            np.testing.assert_array_equal(rgb, np.array(palette, np.uint8)[indices])
+        with self.assertRaisesRegex(ValueError, "palette entries"):
+            qa.png_indexed(np.full((2, 2), 3, np.uint8), palette[:3])
+        with self.assertRaisesRegex(ValueError, "shape"):
+            qa.png_indexed(np.zeros((0, 4), np.uint8), palette)
+
+    def test_full_frame_page_stays_small(self):
+        # 500 fibres x 2881 bins and a full CCD of residual, all noise (the worst case for
+        # deflate): the page stays under 3 MB, CHI2PIX and MASK bin for bin, the residual
+        # in blocks.
+        import fitsio
+
+        rng = np.random.default_rng(9)
+        shape, ccd = (500, 2881), (4128, 4114)
+        frame = os.path.join(self.dir, "full-frame.fits")
+        mask = np.where(rng.random(shape) < 0.01, np.uint32(1 << 16), np.uint32(0))
+        with fitsio.FITS(frame, "rw", clobber=True) as f:
+            f.write(None)
+            f.write((100 + 10 * rng.standard_normal(shape)).astype(np.float32),
+                    extname="FLUX", header={"FIBERMIN": 0, "CAMERA": "z0"})
+            f.write(np.full(shape, 0.01, np.float32), extname="IVAR")
+            f.write(mask, extname="MASK")
+            f.write(7520.0 + 0.8 * np.arange(shape[1]), extname="WAVELENGTH")
+            f.write((rng.chisquare(3, shape) / 3).astype(np.float32), extname="CHI2PIX")
+        model = (100 + 50 * rng.random(ccd)).astype(np.float32)
+        model_path = os.path.join(self.dir, "full-model.fits")
+        preproc = os.path.join(self.dir, "full-preproc.fits")
+        with fitsio.FITS(model_path, "rw", clobber=True) as f:
+            f.write(model)
+        with fitsio.FITS(preproc, "rw", clobber=True) as f:
+            f.write(None)
+            f.write(model + rng.standard_normal(ccd).astype(np.float32), extname="IMAGE")
+            f.write(np.ones(ccd, np.float32), extname="IVAR")
+            f.write(np.zeros(ccd, np.int32), extname="MASK")
+        del model
+        out = os.path.join(self.dir, "full.svg")
+        self.assertEqual(qa.draw(frame, out, model_path, preproc), "OK")
+        self.assertLess(os.path.getsize(out), 3_000_000)
+        page = svg_page.read_page(out)
+        sizes = [(h, w) for _, (w, h, _, _) in page["images"]]
+        self.assertEqual(sizes, [shape, shape, (826, 823)])  # ceil(4128 / 5), ceil(4114 / 5)
+        self.assertIn("each pixel: 5 x 5 CCD pixels, sum / sqrt(n)", dict(page["texts"]))
 
 
 class FrameKeysTest(unittest.TestCase):

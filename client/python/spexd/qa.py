@@ -1,19 +1,25 @@
-"""One-page QA plot of an extracted frame (PNG), for a person to judge at a glance
-whether the frame is healthy.
+"""One-page QA plot of an extracted frame: an SVG page, for a web browser.
 
-    python3 -m spexd.qa FRAME.fits -o qa.png [--model MODEL.fits --image PREPROC.fits]
+It lets a person judge at a glance whether the frame is healthy.
+
+    python3 -m spexd.qa FRAME.fits -o qa.svg [--model MODEL.fits --image PREPROC.fits]
 
 Panels: median S/N per fibre (fibres far below their neighbours stand out), a few
 spectra with their 1-sigma band from IVAR, the CHI2PIX and MASK images over fibre x
 wavelength, and, with a model image and the preproc image, the residual
 (image - model) * sqrt(ivar) on the CCD. The title line gives the numbers that decide
 health (masked bins, BAD2DFIT bins, fibres with no valid bin, median CHI2PIX) and a
-verdict; the thresholds are in `health()`.
+verdict; the thresholds are in `health()`. Needs numpy and fitsio only: the page is
+written as SVG text, its images as PNGs encoded here (`png_indexed`).
 """
 import argparse
+import base64
 import os
+import struct
 import sys
 import warnings
+import zlib
+from xml.sax.saxutils import escape
 
 import numpy as np
 
@@ -123,12 +129,14 @@ def residual_image(model_path, image_path, margin=20):
     return np.where(good, res, np.nan), (x0, y0)
 
 
-# ---------------------------------------------------------------- drawing (Pillow)
-# The page is drawn with Pillow's ImageDraw rather than a plotting library: Debian's
-# python3-pil is a few packages, matplotlib about sixty. Axes, ticks and colour maps are
-# the few lines below.
+# ---------------------------------------------------------------- drawing (SVG)
+# The page is an SVG file written with the standard library and numpy: text, axes, lines
+# and colour bars are SVG elements, the three images are PNGs inside it (png_indexed).
+# A plotting or imaging library would be most of the demo's install: Debian's
+# python3-matplotlib is about sixty packages, python3-pil about 24 (X11, TIFF, WebP and
+# HarfBuzz libraries among them).
 WIDTH, HEIGHT = 1600, 1000
-_BLACK, _GREY, _LIGHT = (0, 0, 0), (128, 128, 128), (235, 235, 235)
+_BLACK, _GREY, _LIGHT, _RED = (0, 0, 0), (128, 128, 128), (235, 235, 235), (220, 0, 0)
 _LINE_COLOURS = [(31, 119, 180), (255, 127, 14), (44, 160, 44)]
 # Anchors of the colour maps, evenly spaced over [0, 1].
 _MAGMA = [(0, 0, 4), (59, 15, 112), (140, 41, 129), (222, 73, 104), (254, 159, 109),
@@ -136,26 +144,49 @@ _MAGMA = [(0, 0, 4), (59, 15, 112), (140, 41, 129), (222, 73, 104), (254, 159, 1
 _RED_BLUE = [(5, 48, 97), (67, 147, 195), (247, 247, 247), (214, 96, 77), (103, 0, 31)]
 _MASK_COLOURS = [(240, 240, 240), (153, 153, 153), (255, 176, 0), (208, 0, 0), (123, 44, 191)]
 _MASK_NAMES = ["good", "other", "SOMEBADPIX", "ALLBADPIX", "BAD2DFIT"]
+# A colour map becomes a palette of this many colours over [0, 1], plus light grey for NaN
+# (entry _LEVELS): one byte per pixel, steps too fine to see on these noisy images, and
+# a noise image deflates to ~7 bits per pixel (255 colours: ~8).
+_LEVELS = 128
+# Images larger than this (pixels along either axis) are shown in blocks, so that a full
+# frame's page stays under 3 MB (2.5 MB where CHI2PIX and the residual are pure noise,
+# which deflate cannot shrink): a whole frame's CHI2PIX and MASK (500 x 2881) are shown
+# bin for bin, a whole CCD's residual (4128 x 4114) in 5 x 5 blocks.
+_MAX_FIBRE_WAVE = 3000
+_MAX_CCD = 1000
+_FONT = "DejaVu Sans, Helvetica, Arial, sans-serif"
 
 
-def _font(size):
-    """DejaVu Sans when installed (most desktops have it), else Pillow's own bitmap font
-    (one size; what a minimal Debian gets)."""
-    from PIL import ImageFont
-    for path in ("/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf",):
-        if os.path.exists(path):
-            return ImageFont.truetype(path, size)
-    return ImageFont.load_default()
+def png_indexed(indices, palette):
+    """A PNG file (bytes) of an image of palette indices (uint8 [rows][columns], row 0 at
+    the top) and its palette (RGB triples, at most 256)."""
+    # Written with zlib and struct, not an imaging library (Pillow pulls ~24 Debian packages
+    # into the demo): a PNG is its signature and four chunks (IHDR, PLTE, IDAT, IEND), each
+    # length, type, data and CRC-32, with the image as one zlib stream of filtered rows.
+    indices = np.asarray(indices)
+    if indices.ndim != 2 or 0 in indices.shape:
+        raise ValueError(f"png_indexed: an image of shape {indices.shape}")
+    if not 0 < len(palette) <= 256 or indices.max() >= len(palette):
+        raise ValueError(f"png_indexed: {len(palette)} palette entries for index "
+                         f"{int(indices.max())}")
+    height, width = indices.shape
+    rows = np.zeros((height, width + 1), np.uint8)  # each row: filter type 0 (none), pixels
+    rows[:, 1:] = indices
+
+    def chunk(kind, data):
+        return (struct.pack(">I", len(data)) + kind + data
+                + struct.pack(">I", zlib.crc32(kind + data)))
+
+    # IHDR: width, height, bit depth 8, colour type 3 (palette), deflate, filters of
+    # method 0, no interlace.
+    header = struct.pack(">IIBBBBB", width, height, 8, 3, 0, 0, 0)
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header)
+            + chunk(b"PLTE", np.asarray(palette, np.uint8).tobytes())
+            + chunk(b"IDAT", zlib.compress(rows.tobytes(), 6)) + chunk(b"IEND", b""))
 
 
-def _text(draw, xy, text, fill, font, anchor="lt"):
-    """draw.text with the anchor done here (horizontal l/m/r, vertical t/m/d from the
-    text's box): Pillow before 10 ignores anchors with its own bitmap font, the one used
-    where no TrueType font is installed."""
-    left, top, right, bottom = font.getbbox(text)
-    x = xy[0] - left - {"l": 0.0, "m": 0.5, "r": 1.0}[anchor[0]] * (right - left)
-    y = xy[1] - {"t": top, "m": (top + bottom) / 2, "d": bottom}[anchor[1]]
-    draw.text((x, y), text, fill=fill, font=font)
+def _hex(rgb):
+    return "#%02x%02x%02x" % tuple(int(c) for c in rgb)
 
 
 def _ticks(lo, hi, n=5):
@@ -166,116 +197,223 @@ def _ticks(lo, hi, n=5):
     mag = 10 ** np.floor(np.log10(raw))
     step = next(m * mag for m in (1, 2, 5, 10) if m * mag >= raw)
     first = np.ceil(lo / step) * step
-    return [float(v) for v in np.arange(first, hi + step * 1e-9, step)]
+    return [float(v) + 0.0 for v in np.arange(first, hi + step * 1e-9, step)]  # no -0
 
 
 def _label(v):
     return f"{v:.6g}"
 
 
-def _colour_map(values, anchors):
-    """RGB (uint8, shape + (3,)) of values in [0, 1] (NaN: light grey) on the anchors."""
-    v = np.clip(np.nan_to_num(values, nan=0.0), 0, 1)
-    pos = np.linspace(0, 1, len(anchors))
+def _map_palette(anchors):
+    """The _LEVELS colours of a colour map over [0, 1], then light grey (NaN)."""
+    pos, v = np.linspace(0, 1, len(anchors)), np.linspace(0, 1, _LEVELS)
     rgb = np.stack([np.interp(v, pos, [a[c] for a in anchors]) for c in range(3)], axis=-1)
-    rgb[~np.isfinite(values)] = _LIGHT
-    return rgb.astype(np.uint8)
+    return [tuple(int(c) for c in row) for row in np.rint(rgb)] + [_LIGHT]
+
+
+def _map_indices(values):
+    """Palette indices (_map_palette) of values in [0, 1]: clipped; not finite: NaN's grey."""
+    v = np.clip(np.nan_to_num(values, nan=0.0), 0, 1)
+    out = np.rint(v * (_LEVELS - 1)).astype(np.uint8)
+    out[~np.isfinite(values)] = _LEVELS
+    return out
+
+
+def _block_factors(shape, limit):
+    """Block size (rows, columns) that brings an image of shape within limit x limit."""
+    return tuple(max(-(-n // limit), 1) for n in shape)
+
+
+def _blocks(a, factors, reduce, fill):
+    """a reduced over blocks of factors (rows, columns) by reduce(..., axis=(1, 3)); the
+    last blocks, where the shape is not a multiple, are padded with fill."""
+    fy, fx = factors
+    if fy == fx == 1:
+        return a
+    h, w = a.shape
+    ny, nx = -(-h // fy), -(-w // fx)
+    padded = np.full((ny * fy, nx * fx), fill, a.dtype)
+    padded[:h, :w] = a
+    return reduce(padded.reshape(ny, fy, nx, fx), axis=(1, 3))
+
+
+def _runs(good):
+    """(start, stop) of each run of True in a 1-d boolean array."""
+    edges = np.flatnonzero(np.diff(np.concatenate(([0], good.astype(np.int8), [0]))))
+    return list(zip(edges[::2], edges[1::2]))
+
+
+class _Svg:
+    """The page's SVG elements in drawing order, written out as one file."""
+
+    _ANCHOR = {"l": "start", "m": "middle", "r": "end"}
+    # Vertical anchor (top, middle, bottom of the letters) as a shift of the baseline in em:
+    # dy rather than dominant-baseline, which some SVG viewers ignore.
+    _DY = {"t": "0.8em", "m": "0.35em", "d": "-0.2em"}
+
+    def __init__(self, width, height):
+        self.width, self.height = width, height
+        self.parts = []
+        self.count = 0
+
+    def new_id(self, prefix):
+        self.count += 1
+        return f"{prefix}{self.count}"
+
+    def add(self, element):
+        self.parts.append(element)
+
+    def text(self, x, y, text, fill=_BLACK, size=11, anchor="lt", vertical=False):
+        """text at (x, y) with anchor horizontal l/m/r + vertical t/m/d; vertical: turned
+        90 degrees counter-clockwise about (x, y) (a y-axis label)."""
+        turn = f' transform="rotate(-90 {x:.1f} {y:.1f})"' if vertical else ""
+        self.add(f'<text x="{x:.1f}" y="{y:.1f}" dy="{self._DY[anchor[1]]}" '
+                 f'font-size="{size}" fill="{_hex(fill)}" '
+                 f'text-anchor="{self._ANCHOR[anchor[0]]}"{turn}>{escape(text)}</text>')
+
+    def path(self, d, stroke, width=1, extra=""):
+        if d:
+            self.add(f'<path d="{d}" fill="none" stroke="{_hex(stroke)}" '
+                     f'stroke-width="{width}"{extra}/>')
+
+    def rect(self, box, fill=None, stroke=None):
+        x0, y0, x1, y1 = box
+        self.add(f'<rect x="{x0:.1f}" y="{y0:.1f}" width="{x1 - x0:.1f}" '
+                 f'height="{y1 - y0:.1f}" fill="{_hex(fill) if fill else "none"}"'
+                 + (f' stroke="{_hex(stroke)}"' if stroke else "") + "/>")
+
+    def image(self, box, png):
+        """A PNG stretched over box, each image pixel a sharp rectangle (not smoothed)."""
+        x0, y0, x1, y1 = box
+        data = base64.b64encode(png).decode("ascii")
+        self.add(f'<image x="{x0:.1f}" y="{y0:.1f}" width="{x1 - x0:.1f}" '
+                 f'height="{y1 - y0:.1f}" preserveAspectRatio="none" '
+                 f'style="image-rendering:pixelated" href="data:image/png;base64,{data}"/>')
+
+    def write(self, path):
+        """Writes the page to path atomically (a temporary file in the same directory,
+        then a rename)."""
+        tmp = f"{path}.tmp-{os.getpid()}"
+        try:
+            with open(tmp, "w", encoding="utf-8") as f:
+                f.write('<?xml version="1.0" encoding="UTF-8"?>\n'
+                        f'<svg xmlns="http://www.w3.org/2000/svg" width="{self.width}" '
+                        f'height="{self.height}" viewBox="0 0 {self.width} {self.height}" '
+                        f'font-family="{_FONT}">\n'
+                        '<rect width="100%" height="100%" fill="#ffffff"/>\n')
+                for part in self.parts:
+                    f.write(part)
+                    f.write("\n")
+                f.write("</svg>\n")
+            os.replace(tmp, path)
+        finally:
+            if os.path.exists(tmp):
+                os.remove(tmp)
 
 
 class _Axes:
     """A panel: a box on the page with data limits, ticks, labels and a title."""
 
-    def __init__(self, page, draw, box, xlim, ylim, title, xlabel, ylabel):
-        self.page, self.draw = page, draw
+    def __init__(self, svg, box, xlim, ylim, title, xlabel, ylabel):
+        self.svg = svg
         self.x0, self.y0, self.x1, self.y1 = box
         self.xlim, self.ylim = xlim, ylim
-        small, mid = _font(11), _font(13)
-        _text(draw, ((self.x0 + self.x1) / 2, self.y0 - 6), title, fill=_BLACK, font=mid,
-                  anchor="md")
-        _text(draw, ((self.x0 + self.x1) / 2, self.y1 + 22), xlabel, fill=_BLACK, font=small,
-                  anchor="mt")
-        label = _vertical_text(ylabel, small)
-        page.paste(label, (int(self.x0 - 58), int((self.y0 + self.y1 - label.height) / 2)))
+        mid = (self.x0 + self.x1) / 2
+        svg.text(mid, self.y0 - 6, title, size=13, anchor="md")
+        svg.text(mid, self.y1 + 22, xlabel, anchor="mt")
+        svg.text(self.x0 - 50, (self.y0 + self.y1) / 2, ylabel, anchor="mm", vertical=True)
+        ticks = []
         for v in _ticks(*xlim):
-            x = self.px(v, ylim[0])[0]
-            draw.line([(x, self.y1), (x, self.y1 + 4)], fill=_BLACK)
-            _text(draw, (x, self.y1 + 6), _label(v), fill=_BLACK, font=small, anchor="mt")
+            x = float(self.px(v, ylim[0])[0])
+            ticks.append(f"M{x:.1f} {self.y1:.1f}v4")
+            svg.text(x, self.y1 + 6, _label(v), anchor="mt")
         for v in _ticks(*ylim):
-            y = self.px(xlim[0], v)[1]
-            draw.line([(self.x0 - 4, y), (self.x0, y)], fill=_BLACK)
-            _text(draw, (self.x0 - 6, y), _label(v), fill=_BLACK, font=small, anchor="rm")
+            y = float(self.px(xlim[0], v)[1])
+            ticks.append(f"M{self.x0 - 4:.1f} {y:.1f}h4")
+            svg.text(self.x0 - 6, y, _label(v), anchor="rm")
+        svg.path("".join(ticks), _BLACK)
+        self.clip = svg.new_id("clip")
+        svg.add(f'<clipPath id="{self.clip}"><rect x="{self.x0:.1f}" y="{self.y0:.1f}" '
+                f'width="{self.x1 - self.x0:.1f}" height="{self.y1 - self.y0:.1f}"/>'
+                "</clipPath>")
 
     def frame(self):
-        self.draw.rectangle([self.x0, self.y0, self.x1, self.y1], outline=_BLACK)
+        self.svg.rect((self.x0, self.y0, self.x1, self.y1), stroke=_BLACK)
 
     def px(self, x, y):
-        """Page pixel of data (x, y) (arrays allowed)."""
+        """Page position of data (x, y) (arrays allowed)."""
         (a, b), (c, d) = self.xlim, self.ylim
         sx = self.x0 + (np.asarray(x, float) - a) / ((b - a) or 1) * (self.x1 - self.x0)
         sy = self.y1 - (np.asarray(y, float) - c) / ((d - c) or 1) * (self.y1 - self.y0)
         return sx, sy
 
-    def image(self, rgb):
-        """An RGB array (row 0 at the bottom) stretched over the whole panel."""
-        from PIL import Image
-        im = Image.fromarray(np.ascontiguousarray(rgb[::-1]), "RGB")
-        size = (int(self.x1 - self.x0), int(self.y1 - self.y0))
-        self.page.paste(im.resize(size, Image.NEAREST), (int(self.x0), int(self.y0)))
+    def begin_clip(self):
+        """What follows, up to end_clip, is cut at the panel's box."""
+        self.svg.add(f'<g clip-path="url(#{self.clip})">')
 
-    def clip_y(self, y):
-        return np.clip(y, self.y0, self.y1)
+    def end_clip(self):
+        self.svg.add("</g>")
 
+    def image(self, indices, palette):
+        """An image of palette indices (row 0 at the bottom) over the whole panel."""
+        self.svg.image((self.x0, self.y0, self.x1, self.y1),
+                       png_indexed(indices[::-1], palette))
 
-def _vertical_text(text, font):
-    """The text turned 90 degrees (a y-axis label) as an RGB image on white."""
-    from PIL import Image, ImageDraw
-    left, top, right, bottom = font.getbbox(text)
-    im = Image.new("RGB", (right - left + 4, max(bottom, 14) + 2), "white")
-    ImageDraw.Draw(im).text((2 - left, 1), text, fill=_BLACK, font=font)
-    return im.rotate(90, expand=True)
+    def note(self, text, line=1):
+        """A grey line above the title (line 1, then 2 above it)."""
+        self.svg.text((self.x0 + self.x1) / 2, self.y0 - 10 - 14 * line, text, fill=_GREY,
+                      anchor="md")
 
 
-def _colour_bar(draw, box, anchors_or_colours, labels, font):
-    """A vertical bar at box with labels [(fraction 0..1 from the bottom, text)]."""
+def _colour_bar(svg, box, colours, labels, size=11, bands=False):
+    """A vertical bar at box, colours from the bottom up: a gradient through them (a colour
+    map's anchors) or, with bands, one equal band each (the mask classes); labels
+    [(fraction 0..1 from the bottom, text)]."""
     x0, y0, x1, y1 = box
-    n = y1 - y0
-    for k in range(int(n)):
-        f = k / max(n - 1, 1)
-        if isinstance(anchors_or_colours, list):
-            colour = tuple(int(c) for c in _colour_map(np.array([f]), anchors_or_colours)[0])
-        else:
-            colour = anchors_or_colours(f)
-        draw.line([(x0, y1 - k), (x1, y1 - k)], fill=colour)
-    draw.rectangle(box, outline=_BLACK)
+    if bands:
+        step = (y1 - y0) / len(colours)
+        for k, colour in enumerate(colours):
+            svg.rect((x0, y1 - (k + 1) * step, x1, y1 - k * step), fill=colour)
+    else:
+        gradient = svg.new_id("bar")
+        stops = "".join(f'<stop offset="{k / (len(colours) - 1):.4f}" stop-color="{_hex(c)}"/>'
+                        for k, c in enumerate(colours))
+        svg.add(f'<linearGradient id="{gradient}" x1="0" y1="1" x2="0" y2="0">{stops}'
+                "</linearGradient>")
+        svg.add(f'<rect x="{x0:.1f}" y="{y0:.1f}" width="{x1 - x0:.1f}" '
+                f'height="{y1 - y0:.1f}" fill="url(#{gradient})"/>')
+    svg.rect(box, stroke=_BLACK)
+    ticks = []
     for f, text in labels:
         y = y1 - f * (y1 - y0)
-        draw.line([(x1, y), (x1 + 3, y)], fill=_BLACK)
-        _text(draw, (x1 + 5, y), text, fill=_BLACK, font=font, anchor="lm")
+        ticks.append(f"M{x1:.1f} {y:.1f}h3")
+        svg.text(x1 + 5, y, text, size=size, anchor="lm")
+    svg.path("".join(ticks), _BLACK)
 
 
-def _snr_panel(page, draw, box, frame, snr):
+def _snr_panel(svg, box, frame, snr):
     nspec = len(snr)
     fibres = frame["fibermin"] + np.arange(nspec)
     med = float(np.median(snr)) if nspec else 0.0
     top = float(np.max(snr)) if nspec else 1.0
-    ax = _Axes(page, draw, box, (fibres[0] - 1, fibres[-1] + 1) if nspec else (0, 1),
+    ax = _Axes(svg, box, (fibres[0] - 1, fibres[-1] + 1) if nspec else (0, 1),
                (0.0, 1.1 * max(top, 1e-9)), "median S/N per fibre (unmasked bins)",
                "fibre", "median S/N per bin")
-    y = ax.px(0, med)[1]
-    for x in range(int(ax.x0), int(ax.x1), 8):  # dashed median line
-        draw.line([(x, y), (min(x + 4, ax.x1), y)], fill=_GREY)
+    y = float(ax.px(0, med)[1])
+    svg.path(f"M{ax.x0:.1f} {y:.1f}H{ax.x1:.1f}", _GREY, extra=' stroke-dasharray="4 4"')
     low = snr < 0.5 * med
     xs, ys = ax.px(fibres, snr)
-    for x, y, bad in zip(xs, ys, low):
-        r = 4 if bad else 2
-        draw.ellipse([x - r, y - r, x + r, y + r], fill=(220, 0, 0) if bad else _LINE_COLOURS[0])
-    small = _font(11)
-    _text(draw, (ax.x1 - 6, ax.y0 + 6), f"dashed: median {med:.1f}; red: < half the median",
-              fill=_BLACK, font=small, anchor="rt")
+    for bad, colour, r in ((False, _LINE_COLOURS[0], 2), (True, _RED, 4)):
+        dots = "".join(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="{r}"/>'
+                       for x, y in zip(xs[low == bad], ys[low == bad]) if np.isfinite(y))
+        if dots:
+            svg.add(f'<g fill="{_hex(colour)}">{dots}</g>')
+    svg.text(ax.x1 - 6, ax.y0 + 6, f"dashed: median {med:.1f}; red: < half the median",
+             anchor="rt")
     ax.frame()
 
 
-def _spectra_panel(page, draw, box, frame, snr):
+def _spectra_panel(svg, box, frame, snr):
     """Three fibres: the best, the median and the worst by S/N, offset for clarity."""
     order = np.argsort(snr)
     picks = sorted({int(order[-1]), int(order[len(order) // 2]), int(order[0])},
@@ -290,100 +428,125 @@ def _spectra_panel(page, draw, box, frame, snr):
     shifted = frame["flux"][picks] + np.array(offsets)[:, None]
     lo = min(float(np.nanmin(shifted)), 0.0) if shifted.size else 0.0
     hi = max(float(np.nanmax(shifted)) if shifted.size else 0.0, offset, lo + 1e-9)
-    ax = _Axes(page, draw, box, (float(wave[0]), float(wave[-1])), (lo, hi),
+    ax = _Axes(svg, box, (float(wave[0]), float(wave[-1])), (lo, hi),
                "spectra: best, median, worst S/N (x = masked bin)", "wavelength [A]",
                "flux [electron/A] (offset), band: 1 sigma")
-    small = _font(11)
+    ax.begin_clip()
     for k, (i, off) in enumerate(zip(picks, offsets)):
         colour = _LINE_COLOURS[k % len(_LINE_COLOURS)]
         band = tuple(int(255 - 0.35 * (255 - c)) for c in colour)
         flux, ivar = frame["flux"][i] + off, frame["ivar"][i]
         sigma = 1 / np.sqrt(np.where(ivar > 0, ivar, 1))
         # The band as one vertical stroke per bin (bins with ivar = 0 have none).
-        good = ivar > 0
+        good = (ivar > 0) & np.isfinite(flux)
         xs, up = ax.px(wave[good], flux[good] + sigma[good])
         _, dn = ax.px(wave[good], flux[good] - sigma[good])
-        for x, a, b in zip(xs, ax.clip_y(up), ax.clip_y(dn)):
-            draw.line([(x, a), (x, b)], fill=band, width=2)
+        svg.path("".join(f"M{x:.1f} {a:.1f}V{b:.1f}" for x, a, b in zip(xs, up, dn)), band,
+                 width=2)
         xs, ys = ax.px(wave, flux)
-        draw.line(list(zip(xs, ax.clip_y(ys))), fill=colour, width=1)
-        bad = frame["mask"][i] != 0
-        for x, y in zip(xs[bad], ax.clip_y(ys[bad])):
-            draw.line([(x - 2, y - 2), (x + 2, y + 2)], fill=(220, 0, 0))
-            draw.line([(x - 2, y + 2), (x + 2, y - 2)], fill=(220, 0, 0))
-        _text(draw, (ax.x1 - 6, ax.y0 + 6 + 15 * k),
-                  f"fibre {frame['fibermin'] + i} (S/N {snr[i]:.1f})", fill=colour, font=small,
-                  anchor="rt")
+        for start, stop in _runs(np.isfinite(ys)):
+            points = " ".join(f"{x:.1f},{y:.1f}" for x, y in zip(xs[start:stop], ys[start:stop]))
+            svg.add(f'<polyline points="{points}" fill="none" stroke="{_hex(colour)}" '
+                    'stroke-width="1"/>')
+        bad = (frame["mask"][i] != 0) & np.isfinite(ys)
+        svg.path("".join(f"M{x - 2:.1f} {y - 2:.1f}l4 4m0 -4l-4 4"
+                         for x, y in zip(xs[bad], ys[bad])), _RED)
+    ax.end_clip()
+    for k, i in enumerate(picks):
+        svg.text(ax.x1 - 6, ax.y0 + 6 + 15 * k, f"fibre {frame['fibermin'] + i} (S/N {snr[i]:.1f})",
+                 fill=_LINE_COLOURS[k % len(_LINE_COLOURS)], anchor="rt")
     ax.frame()
 
 
-def _fibre_wave_axes(page, draw, box, frame, title):
+def _fibre_wave_axes(svg, box, frame, title):
     wave, f0, n = frame["wave"], frame["fibermin"], frame["flux"].shape[0]
-    return _Axes(page, draw, box, (float(wave[0]), float(wave[-1])), (f0 - 0.5, f0 + n - 0.5),
+    return _Axes(svg, box, (float(wave[0]), float(wave[-1])), (f0 - 0.5, f0 + n - 0.5),
                  title, "wavelength [A]", "fibre")
 
 
-def _chi2_panel(page, draw, box, frame):
-    ax = _fibre_wave_axes(page, draw, box, frame, "CHI2PIX (log; ~1 is good)")
+def _block_note(factors, what):
+    fy, fx = factors
+    return f"each pixel: {what} of {fy} fibre(s) x {fx} bins" if fy * fx > 1 else None
+
+
+def _chi2_panel(svg, box, frame):
+    ax = _fibre_wave_axes(svg, box, frame, "CHI2PIX (log; ~1 is good)")
     vmin, vmax = 0.1, max(100.0, float(np.max(frame["chi2pix"])))
-    chi2 = np.clip(frame["chi2pix"], 1e-2, None)
+    # In blocks, the largest value: a poor fit stays visible (NaN spreads to its block).
+    factors = _block_factors(frame["chi2pix"].shape, _MAX_FIBRE_WAVE)
+    chi2 = _blocks(np.clip(frame["chi2pix"], 1e-2, None), factors, np.max, -np.inf)
     scaled = (np.log10(chi2) - np.log10(vmin)) / (np.log10(vmax) - np.log10(vmin))
-    ax.image(_colour_map(scaled, _MAGMA))
+    ax.image(_map_indices(scaled), _map_palette(_MAGMA))
     ax.frame()
+    note = _block_note(factors, "the largest")
+    if note:
+        ax.note(note)
     labels = [((np.log10(v) - np.log10(vmin)) / (np.log10(vmax) - np.log10(vmin)), _label(v))
               for v in (0.1, 1, 10, 100, 1000, 10000) if v <= vmax]
-    _colour_bar(draw, (ax.x1 + 10, ax.y0, ax.x1 + 24, ax.y1), _MAGMA, labels, _font(11))
+    _colour_bar(svg, (ax.x1 + 10, ax.y0, ax.x1 + 24, ax.y1), _MAGMA, labels)
 
 
-def _mask_panel(page, draw, box, frame):
-    ax = _fibre_wave_axes(page, draw, box, frame, "MASK (white: good)")
+def _mask_panel(svg, box, frame):
+    ax = _fibre_wave_axes(svg, box, frame, "MASK (white: good)")
     m = frame["mask"]
-    cls = np.zeros(m.shape, np.int8)  # 0 good, 1 other bits, 2 SOMEBADPIX, 3 ALLBADPIX, 4 BAD2DFIT
+    cls = np.zeros(m.shape, np.uint8)  # 0 good, 1 other bits, 2 SOMEBADPIX, 3 ALLBADPIX, 4 BAD2DFIT
     cls[m != 0] = 1
     cls[(m & SOMEBADPIX) != 0] = 2
     cls[(m & ALLBADPIX) != 0] = 3
     cls[(m & BAD2DFIT) != 0] = 4
-    ax.image(np.array(_MASK_COLOURS, np.uint8)[cls])
+    # In blocks, the worst class (the classes go up in severity).
+    factors = _block_factors(cls.shape, _MAX_FIBRE_WAVE)
+    ax.image(_blocks(cls, factors, np.max, 0), _MASK_COLOURS)
     ax.frame()
+    note = _block_note(factors, "the worst")
+    if note:
+        ax.note(note)
     n = len(_MASK_COLOURS)
-    _colour_bar(draw, (ax.x1 + 10, ax.y0, ax.x1 + 24, ax.y1),
-                lambda f: _MASK_COLOURS[min(int(f * n), n - 1)],
-                [((k + 0.5) / n, name) for k, name in enumerate(_MASK_NAMES)], _font(10))
+    _colour_bar(svg, (ax.x1 + 10, ax.y0, ax.x1 + 24, ax.y1), _MASK_COLOURS,
+                [((k + 0.5) / n, name) for k, name in enumerate(_MASK_NAMES)], size=10,
+                bands=True)
 
 
-def _residual_panel(page, draw, box, model_path, image_path):
+def _residual_panel(svg, box, model_path, image_path):
     res, (x0, y0) = residual_image(model_path, image_path)
-    finite = res[np.isfinite(res)]
-    rms = np.sqrt(np.mean(finite ** 2)) if finite.size else float("nan")
+    finite = np.isfinite(res)
+    rms = np.sqrt(np.mean(res[finite] ** 2)) if finite.any() else float("nan")
     # The model image is gpu_specter's A_core * (R-convolved flux) (extraction-spec
     # §2.11): blurred by R and again by the PSF, so bright lines leave +/- stripes
     # along the wavelength direction even in a healthy frame.
-    ax = _Axes(page, draw, box, (x0 - 0.5, x0 + res.shape[1] - 0.5),
+    ax = _Axes(svg, box, (x0 - 0.5, x0 + res.shape[1] - 0.5),
                (y0 - 0.5, y0 + res.shape[0] - 0.5),
                f"(image - model)/sigma on the CCD, rms {rms:.2f}", "CCD x", "CCD y")
-    _text(draw, ((ax.x0 + ax.x1) / 2, ax.y0 - 24),
-              "(model = A R f as gpu_specter: bright lines leave stripes)", fill=_GREY,
-              font=_font(11), anchor="md")
-    ax.image(_colour_map((res + 5) / 10, _RED_BLUE))
+    ax.note("(model = A R f as gpu_specter: bright lines leave stripes)")
+    # In blocks, the sum over the block's valid pixels / sqrt(their number): still unit
+    # variance where the model describes the pixels, and a systematic offset grows.
+    factors = _block_factors(res.shape, _MAX_CCD)
+    total = _blocks(np.where(finite, res, 0.0), factors, np.sum, 0.0)
+    count = _blocks(finite.astype(np.int64), factors, np.sum, 0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        shown = np.where(count > 0, total / np.sqrt(count), np.nan)
+    fy, fx = factors
+    if fy * fx > 1:
+        ax.note(f"each pixel: {fy} x {fx} CCD pixels, sum / sqrt(n)", line=2)
+    ax.image(_map_indices((shown + 5) / 10), _map_palette(_RED_BLUE))
     ax.frame()
-    _colour_bar(draw, (ax.x1 + 10, ax.y0, ax.x1 + 24, ax.y1), _RED_BLUE,
-                [((v + 5) / 10, f"{v:+d}" if v else "0 sigma") for v in (-5, -2, 0, 2, 5)],
-                _font(11))
+    _colour_bar(svg, (ax.x1 + 10, ax.y0, ax.x1 + 24, ax.y1), _RED_BLUE,
+                [((v + 5) / 10, f"{v:+d}" if v else "0 sigma") for v in (-5, -2, 0, 2, 5)])
     return rms
 
 
 def draw(frame_path, out_path, model_path=None, image_path=None):
-    """Writes the QA page of `frame_path` to `out_path` (PNG, 1600 x 1000 pixels),
-    atomically (a temporary file in the same directory, then a rename)."""
-    from PIL import Image, ImageDraw
-
+    """Writes the QA page of `frame_path` to `out_path` (an SVG file, 1600 x 1000, that a
+    web browser shows), atomically (a temporary file in the same directory, then a
+    rename). Returns the verdict."""
+    if not str(out_path).endswith(".svg"):
+        raise ValueError(f"the QA page is an SVG file: {out_path} does not end in .svg")
     frame = read_frame(frame_path)
     snr = median_snr(frame["flux"], frame["ivar"], frame["mask"])
     verdict, problems, numbers = health(frame)
     nspec, nwave = frame["flux"].shape
 
-    page = Image.new("RGB", (WIDTH, HEIGHT), "white")
-    d = ImageDraw.Draw(page)
+    svg = _Svg(WIDTH, HEIGHT)
     colour = (0, 100, 0) if verdict == "OK" else (178, 34, 34)
     lines = [
         f"{os.path.basename(frame_path)}  camera {frame['camera'] or '?'}  "
@@ -394,9 +557,8 @@ def draw(frame_path, out_path, model_path=None, image_path=None):
         f"median CHI2PIX {numbers['median_chi2pix']:.2f}   "
         f"fibres without valid bins {numbers['dead_fibres']}",
     ] + server_qa_lines(frame["server_qa"])
-    title = _font(16)
     for k, line in enumerate(lines):
-        _text(d, (WIDTH / 2, 10 + 22 * k), line, fill=colour, font=title, anchor="mt")
+        svg.text(WIDTH / 2, 10 + 22 * k, line, fill=colour, size=16, anchor="mt")
 
     # Two rows of three columns below the title; the spectra take two columns.
     top = 10 + 22 * len(lines) + 40
@@ -407,39 +569,37 @@ def draw(frame_path, out_path, model_path=None, image_path=None):
     def box(r, c0, c1=None):
         return (cols[c0][0], rows[r][0], cols[c1 if c1 is not None else c0][1], rows[r][1])
 
-    _snr_panel(page, d, box(0, 0), frame, snr)
-    _spectra_panel(page, d, box(0, 1, 2), frame, snr)
+    _snr_panel(svg, box(0, 0), frame, snr)
+    _spectra_panel(svg, box(0, 1, 2), frame, snr)
     if frame["chi2pix"] is not None:
-        _chi2_panel(page, d, (cols[0][0], rows[1][0], cols[0][1] - 40, rows[1][1]), frame)
-    _mask_panel(page, d, (cols[1][0], rows[1][0], cols[1][1] - 100, rows[1][1]), frame)
+        _chi2_panel(svg, (cols[0][0], rows[1][0], cols[0][1] - 40, rows[1][1]), frame)
+    _mask_panel(svg, (cols[1][0], rows[1][0], cols[1][1] - 100, rows[1][1]), frame)
     if model_path and image_path:
-        _residual_panel(page, d, (cols[2][0] + 40, rows[1][0], cols[2][1] - 40, rows[1][1]),
+        _residual_panel(svg, (cols[2][0] + 40, rows[1][0], cols[2][1] - 40, rows[1][1]),
                         model_path, image_path)
     else:
         b = box(1, 2)
         for k, line in enumerate(["no model image given", "(--model MODEL --image PREPROC",
                                   "draws the residual (image - model)/sigma)"]):
-            _text(d, ((b[0] + b[2]) / 2, (b[1] + b[3]) / 2 + 20 * (k - 1)), line, fill=_GREY,
-                  font=_font(14), anchor="mm")
-    tmp = f"{out_path}.tmp-{os.getpid()}"
-    try:
-        page.save(tmp, format="PNG")
-        os.replace(tmp, out_path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
+            svg.text((b[0] + b[2]) / 2, (b[1] + b[3]) / 2 + 20 * (k - 1), line, fill=_GREY,
+                     size=14, anchor="mm")
+    svg.write(out_path)
     return verdict
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(prog="python3 -m spexd.qa", description=__doc__.split("\n")[0])
     ap.add_argument("frame", help="desispec frame file (spexctl, spexd or spexd.Client)")
-    ap.add_argument("-o", "--output", help="PNG to write (without it: the numbers only)")
+    ap.add_argument("-o", "--output",
+                    help="the page to write, an SVG file (without it: the numbers only)")
     ap.add_argument("--model", help="model image (spexctl extract -m / want_model)")
     ap.add_argument("--image", help="the preproc file that was extracted (for the residual)")
     a = ap.parse_args(argv)
     if bool(a.model) != bool(a.image):
         ap.error("--model and --image go together")
+    if a.output and not a.output.endswith(".svg"):
+        ap.error(f"-o {a.output}: the QA page is an SVG file (for a web browser): "
+                 "give a name ending in .svg, e.g. qa.svg")
     frame = read_frame(a.frame)
     verdict, problems, numbers = health(frame)
     for line in server_qa_lines(frame["server_qa"]):

@@ -39,8 +39,7 @@ absl::Status OutputFiles::Stage(const std::string& requested, std::string fits) 
   f->stored_pieces = {absl::string_view(f->stored)};
   f->pieces = {gz ? absl::string_view(f->fits) : absl::string_view(f->stored)};
   f->result.bytes = static_cast<int64_t>(f->stored.size());
-  // The digest (SHA-256: ~40 ms for an r frame, sequential by nature) beside the write
-  //.
+  // The digest (SHA-256: ~40 ms for an r frame, sequential by nature) beside the write.
   absl::Status wrote;
   core::ParallelFor(pool_, 2, 2, [&](int, int task) {
     if (task == 0) {

@@ -12,6 +12,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "core/io/fits_gunzip.h"
@@ -62,7 +63,9 @@ class FitsStreamCheck {
   absl::Status ParseBlock(absl::string_view block);
   absl::Status ParseCard(absl::string_view card, bool* end);
   absl::Status NotFits(absl::string_view first_key) const {
-    return Invalid(absl::StrCat("not a FITS file: the header starts with '", first_key,
+    // Escaped: the bytes of a file that is not FITS (binary, compressed) would reach a
+    // client's status message raw, and gRPC clients read it as UTF-8.
+    return Invalid(absl::StrCat("not a FITS file: the header starts with '", absl::CHexEscape(first_key),
                                 "', not ", hdu_ == 0 ? "SIMPLE" : "XTENSION"));
   }
   absl::Status EndOfHeader();

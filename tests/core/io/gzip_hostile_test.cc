@@ -15,6 +15,7 @@
 #include <sstream>
 #include <string>
 
+#include "absl/strings/escaping.h"
 #include "core/io/fits_gunzip.h"
 #include "core/io/internal/gzip.h"
 #include "gtest/gtest.h"
@@ -90,6 +91,11 @@ void ExpectRefusedCheaply(const std::string& gz, absl::StatusCode code, const st
                 static_cast<long long>(c.extra_peak), c.status.ToString().c_str());
     EXPECT_EQ(c.status.code(), code) << c.status;
     EXPECT_NE(c.status.message().find(message), std::string::npos) << c.status;
+    // Printable text: the message reaches clients as a gRPC status, which they read as UTF-8.
+    for (char ch : c.status.message()) {
+      ASSERT_TRUE(ch >= 0x20 && ch < 0x7f) << "byte " << static_cast<int>(static_cast<unsigned char>(ch))
+                                           << " in " << absl::CHexEscape(c.status.message());
+    }
     EXPECT_LT(c.cpu_s, 1.0);
     if (c.extra_peak >= 0) {
       EXPECT_LT(c.extra_peak, 2 * static_cast<int64_t>(gz.size())) << "peak extra resident bytes";

@@ -71,10 +71,12 @@ absl::StatusOr<void*> OpenModule(const BackendOptions& options) {
     }
     return handle;
   }
-  if (!kBuiltWithCuda && options.cuda_module.empty()) {
-    return absl::UnavailableError(
+  if (!kBuiltWithCuda) {
+    // The reason first; a module named anyway (--cuda_module, $SPEXD_CUDA_MODULE) after it.
+    return absl::UnavailableError(absl::StrCat(
         "built without CUDA: this build has no CUDA backend (configure where nvcc is found, "
-        "with -DSPEXD_WITH_CUDA=ON, for one)");
+        "with -DSPEXD_WITH_CUDA=ON, for one)",
+        options.cuda_module.empty() ? "" : absl::StrCat("; tried:", tried)));
   }
   return absl::UnavailableError(
       absl::StrCat("CUDA module ", kCudaModuleName, " not loaded; tried:", tried));

@@ -37,6 +37,12 @@ def exe(name):
     return path
 
 
+def path_with_spexctl(path=None):
+    """PATH with the built spexctl's directory first: where local mode finds it."""
+    return os.path.dirname(exe("spexctl")) + os.pathsep + (
+        os.environ.get("PATH", "") if path is None else path)
+
+
 def run(*args):
     subprocess.run(args, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 

@@ -215,7 +215,7 @@ class DesispecDropinTest(unittest.TestCase):
         # The console entry point with desi_extract_spectra's command line, unchanged:
         # locally (no server: spexctl --local) and on a server (--server; files uploaded).
         server = support.Server()
-        env = dict(self.env, SPEXD_SPEXCTL=support.exe("spexctl"))
+        env = dict(self.env, PATH=support.path_with_spexctl(self.env.get("PATH", "")))
         for name, extra in (("default", []), ("bary", ["--server", server.target]),
                             ("model", ["--server", server.target])):
             with self.subTest(variant=name, server=bool(extra)):

@@ -52,7 +52,7 @@ def setUpModule():
                     "--outdir", WORK], check=True)
     ENV = desispec_env.subprocess_env(
         {k: v for k, v in os.environ.items() if k not in dropin.DESI_ENV})
-    ENV["SPEXD_SPEXCTL"] = support.exe("spexctl")
+    ENV["PATH"] = support.path_with_spexctl(ENV.get("PATH", ""))
     SERVER = support.Server()
     DESI_RUNS = {}
     print("desispec stack:", desispec_env.versions(), flush=True)

@@ -195,12 +195,9 @@ def spexctl_args(args, reproduce, backend="cpu"):
 
 
 def spexctl_candidates():
-    """Where local mode looks for spexctl, in order: $SPEXD_SPEXCTL (a configured path),
-    the package's own bin/ (a package that ships it), PATH, this Python's prefix and
-    /usr/local/bin (where `cmake --install` puts it by default)."""
-    configured = os.environ.get("SPEXD_SPEXCTL")
-    if configured:
-        return [configured]  # a configured path is the only one tried: no silent fallback
+    """Where local mode looks for spexctl, in order: the package's own bin/ (a package that
+    ships it), PATH, this Python's prefix and /usr/local/bin (where `cmake --install` puts
+    it by default)."""
     here = os.path.dirname(os.path.abspath(__file__))
     return [c for c in (os.path.join(here, "bin", "spexctl"), shutil.which("spexctl"),
                         os.path.join(sys.prefix, "bin", "spexctl"),
@@ -214,8 +211,8 @@ def find_spexctl():
     raise DesiExtractError(
         "spexctl, which a local extraction runs, was not found (looked at "
         + ", ".join(spexctl_candidates()) + "). Install spexd's command-line tools "
-        "(cmake --install puts spexctl in PREFIX/bin) and put them on PATH, or set "
-        "$SPEXD_SPEXCTL to spexctl's path, or extract on a server (--server HOST:PORT or "
+        "(cmake --install puts spexctl in PREFIX/bin) and put them on PATH, or extract on a "
+        "server (--server HOST:PORT or "
         "$SPEXD_SERVER)")
 
 

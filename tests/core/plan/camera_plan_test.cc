@@ -133,8 +133,7 @@ TEST(CameraPlanTest, BFrameOnItsSquareCcd) {
 class ZCameraPlanTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    const std::string path = testing::SharedDataPath("psf/psf-z0-synth.fits");
-    if (path.empty()) GTEST_SKIP() << "needs ../shared/data/psf/psf-z0-synth.fits";
+    SPEXD_REQUIRE_SHARED_DATA(path, "psf/psf-z0-synth.fits");
     psf_ = LoadCameraPsf(path);
     ASSERT_NE(psf_, nullptr);
     arm_ = *DesiArmForPsf(*psf_);

@@ -111,22 +111,9 @@ TEST(ShadowParityQueueTest, AFullQueueSkipsAndABadCheckIsCounted) {
 TEST(ShadowParityQueueTest, AShutdownStopsARunningCheckWithoutAnError) {
   const std::shared_ptr<const core::Psf> psf = spexd::testing::LoadBundledPsf();
   ASSERT_NE(psf, nullptr);
-  core::ExtractionParams params;
-  params.nspec = 25;  // one bundle over 400 A: the check takes a few tenths of a second
-  params.wmin = 6000.0;
-  params.wmax = 6400.0;
-  auto plan = core::ExtractionPlan::Create(params, *psf);
-  ASSERT_TRUE(plan.ok()) << plan.status();
-  auto geometry = core::Geometry::Create(psf, params, 4128, 4114, /*cache_spots=*/false);
-  ASSERT_TRUE(geometry.ok()) << geometry.status();
-  ShadowCheck c;
-  c.backend = "cuda";
-  c.gpu = "0";
-  c.psf = psf;
-  c.plan = *plan;
-  c.image = std::make_shared<core::PreprocImage>(
-      spexd::testing::MakeSyntheticFrame(**geometry, spexd::testing::SyntheticOptions{}));
-  c.served.bundle = 0;
+  ShadowCheck c = SlowCheck(psf);
+  ASSERT_TRUE(c.plan.has_value());
+  ASSERT_NE(c.image, nullptr);
   ::testing::internal::CaptureStderr();
   {
     ShadowParity shadow(ShadowParityOptions{1.0, 1, 2, {}}, nullptr);

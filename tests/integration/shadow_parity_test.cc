@@ -55,8 +55,9 @@ struct SampledRun {
   std::string log;
 };
 
-// Extracts the small frame `frames` times, one at a time, waiting for each frame's check.
-SampledRun ExtractSampled(const std::vector<std::string>& env, int frames, bool stop_at_drift) {
+// Extracts the small frame up to `frames` times, one at a time, waiting for each frame's
+// check; stops after the first frame whose sampled bundle is `stop_after_bundle` (-1: never).
+SampledRun ExtractSampled(const std::vector<std::string>& env, int frames, int stop_after_bundle) {
   SpawnedServer spexd({"--shadow_parity_fraction=1", "--metrics_listen=127.0.0.1:0", "--cpu_threads=2"},
                       env);
   SampledRun run;
@@ -91,7 +92,7 @@ SampledRun ExtractSampled(const std::vector<std::string>& env, int frames, bool 
       run.skipped = SeriesValue(*body, "spexd_shadow_parity_checks_total{" + cpu + "\"skipped\"}");
       return run.ok + run.drift + run.skipped >= i + 1;
     }, 60)) << spexd.Log();
-    if (stop_at_drift && run.drift > 0) break;
+    if (!run.qa.empty() && run.qa.back().shadow_bundle() == stop_after_bundle) break;
   }
   // The check writes its log line before it counts the metric, but this test reads the
   // server's stderr through a pipe: the line may still be on its way (TSan made CI see it).
@@ -105,11 +106,13 @@ SampledRun ExtractSampled(const std::vector<std::string>& env, int frames, bool 
 }
 
 TEST(ShadowParityTest, InjectedFluxErrorIsFlaggedInMetricsAndLog) {
-  // Each frame's sampled bundle is 0 or 1 at random: ten frames miss bundle 1 with
-  // probability 2^-10.
-  SampledRun run = ExtractSampled({"SPEXD_TEST_CPU_FAULTS=perturb_bundle_flux=1"}, 10, true);
+  // Each frame's sampled bundle is 0 or 1 at random; the run goes on until bundle 1 was
+  // checked (60 frames all missing it: probability 2^-60). Every check of bundle 0 is ok.
+  SampledRun run = ExtractSampled({"SPEXD_TEST_CPU_FAULTS=perturb_bundle_flux=1"}, 60, 1);
   ASSERT_FALSE(run.qa.empty());
-  EXPECT_GE(run.drift, 1) << run.log;
+  ASSERT_EQ(run.qa.back().shadow_bundle(), 1) << run.log;
+  EXPECT_EQ(run.drift, 1) << run.log;
+  EXPECT_EQ(run.ok, static_cast<double>(run.qa.size() - 1)) << run.log;
   EXPECT_EQ(run.skipped, 0) << run.log;
   for (const v1::FrameQa& q : run.qa) {
     EXPECT_EQ(q.shadow_parity(), "queued");
@@ -139,7 +142,7 @@ TEST(ShadowParityTest, InjectedFluxErrorIsFlaggedInMetricsAndLog) {
 }
 
 TEST(ShadowParityTest, NoFaultNoDrift) {
-  SampledRun run = ExtractSampled({}, 6, false);
+  SampledRun run = ExtractSampled({}, 6, -1);
   EXPECT_EQ(run.drift, 0) << run.log;
   EXPECT_EQ(run.ok, 6) << run.log;
   EXPECT_EQ(run.log.find("shadow_parity_drift"), std::string::npos);

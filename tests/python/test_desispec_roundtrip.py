@@ -6,7 +6,8 @@ Frames: case A (fibres 0-24, 5760-6160 A) in the six desi_extract_spectra option
 ../shared/data/desispec, made four ways: `spexctl extract --local` (CLI), the server's
 own file (`--server-output-path`), the Python client's `result.write()` and its
 `result.to_desispec()` Frame (handed to desispec's write_frame); and two gzip-compressed
-CLI frames (`-o frame.fits.gz`, default and --barycentric-correction). The control is the
+CLI frames (`-o frame.fits.gz`, default and --barycentric-correction) and the same two
+written by the server alone (`--server-output-path frame.fits.gz`, no `-o`). The control is the
 same pipeline on desispec's own frames stored in ../shared/data/desispec.
 
 Checked for each frame: read_frame does not fail its vetting; its arrays are the file's;
@@ -126,12 +127,18 @@ class DesispecRoundTripTest(unittest.TestCase):
                 subprocess.run([support.exe("spexctl"), "extract", "--local", "-q", *cmd],
                                check=True)
                 out[name] = f"{outdir}/frame-{name}.fits.gz"
-        elif producer == "server":
-            for name in dropin.VARIANTS:
-                out[name] = f"{outdir}/frame-{name}.fits"
+        elif producer in ("server", "server_gzip"):
+            ext = "fits.gz" if producer == "server_gzip" else "fits"
+            names = ("default", "bary") if producer == "server_gzip" else dropin.VARIANTS
+            for name in names:
+                out[name] = f"{outdir}/frame-{name}.{ext}"
+                cmd = base(name, extra)
+                if producer == "server_gzip":  # the server's file alone: nothing streamed
+                    at = cmd.index("-o")
+                    del cmd[at:at + 2]
                 subprocess.run([support.exe("spexctl"), "extract", "-q", "--server",
-                                SERVER.target, *base(name, extra),
-                                "--server-output-path", out[name]], check=True)
+                                SERVER.target, *cmd, "--server-output-path", out[name]],
+                               check=True)
         else:
             kwargs = {"default": {}, "model": {"want_model": True},
                       "bary": {"barycentric_correction": True},
@@ -197,6 +204,9 @@ class DesispecRoundTripTest(unittest.TestCase):
         for name, path in self.frames(producer).items():
             with self.subTest(producer=producer, variant=name):
                 what = f"{producer} {name}"
+                if path.endswith(".gz"):
+                    with open(path, "rb") as f:
+                        self.assertEqual(f.read(2), b"\x1f\x8b", f"{what}: not gzip")
                 rewritten = self.round_trip(path, what)
                 ref_rewritten, (ref_model, ref_sframe, _) = self.reference(name)
                 problems = dropin.compare_files(
@@ -229,6 +239,9 @@ class DesispecRoundTripTest(unittest.TestCase):
 
     def test_server_written_frames(self):
         self.check_producer("server")
+
+    def test_server_written_gzip_frames(self):
+        self.check_producer("server_gzip")
 
     def test_python_written_frames(self):
         self.check_producer("python")

@@ -107,70 +107,6 @@ int Scheduler::QueuedLocked() const {
 
 Scheduler::~Scheduler() { Shutdown(); }
 
-Scheduler::Queued Scheduler::Levels::Pop() {
-  auto& q = realtime.empty() ? reprocessing : realtime;
-  Queued item = std::move(q.front());
-  q.pop_front();
-  return item;
-}
-
-void Scheduler::Levels::Push(Queued q) {
-  std::deque<Queued>& level = q.realtime ? realtime : reprocessing;
-  // After every job due no later than this one: EDF, FIFO among equal deadlines (jobs
-  // left without one, a zero horizon, have max() and simply append).
-  auto at = std::upper_bound(level.begin(), level.end(), q.due,
-                             [](const auto& due, const Queued& other) { return due < other.due; });
-  level.insert(at, std::move(q));
-}
-
-bool Scheduler::Levels::HasFor(const std::deque<Queued>& q, int device) {
-  for (const Queued& item : q) {
-    if (item.device < 0 || item.device == device) return true;
-  }
-  return false;
-}
-
-Scheduler::Queued Scheduler::Levels::PopFor(int device, bool realtime_only) {
-  for (std::deque<Queued>* q : {&realtime, &reprocessing}) {
-    if (realtime_only && q != &realtime) break;
-    for (auto it = q->begin(); it != q->end(); ++it) {
-      if (it->device < 0 || it->device == device) {
-        Queued item = std::move(*it);
-        q->erase(it);
-        return item;
-      }
-    }
-  }
-  return Queued{};
-}
-
-Scheduler::Queued Scheduler::Levels::PopWarmFor(
-    int device, const std::set<const core::Geometry*>& warm_here,
-    const std::set<const core::Geometry*>& warm_elsewhere) {
-  std::deque<Queued>& q = HasFor(realtime, device) ? realtime : reprocessing;
-  auto runnable = [device](const Queued& item) { return item.device < 0 || item.device == device; };
-  const auto first = std::find_if(q.begin(), q.end(), runnable);
-  // The level is EDF-ordered: the candidates are a prefix from `first` on.
-  const auto latest = first->due >= std::chrono::steady_clock::time_point::max() - kWarmReorderSlack
-                          ? std::chrono::steady_clock::time_point::max()
-                          : first->due + kWarmReorderSlack;
-  auto cold = q.end();  // the first candidate warm on no other worker
-  auto chosen = q.end();
-  for (auto it = first; it != q.end() && it->due <= latest; ++it) {
-    if (!runnable(*it)) continue;
-    const core::Geometry* g = it->job->warm_geometry();
-    if (g != nullptr && warm_here.count(g) > 0) {
-      chosen = it;
-      break;
-    }
-    if (cold == q.end() && (g == nullptr || warm_elsewhere.count(g) == 0)) cold = it;
-  }
-  if (chosen == q.end()) chosen = cold != q.end() ? cold : first;
-  Queued item = std::move(*chosen);
-  q.erase(chosen);
-  return item;
-}
-
 int Scheduler::LoadingRealtimeForLocked(int device) const {
   int n = 0;
   for (const auto& [job_device, count] : loading_realtime_) {
@@ -298,7 +234,7 @@ void Scheduler::Submit(Ticket ticket, std::shared_ptr<Job> job) {
       abandon = absl::FailedPreconditionError(
           absl::StrCat("the request's CUDA region is on GPU ", device, ", where no worker runs"));
     } else {
-      pending_.Push(Queued{job, now, realtime, device, due});
+      pending_.Push(QueuedJob{job, now, realtime, device, due});
       PublishDepthLocked();
     }
   }
@@ -311,7 +247,7 @@ void Scheduler::StopAccepting() {
 }
 
 void Scheduler::Shutdown() {
-  std::vector<Queued> dropped;
+  std::vector<QueuedJob> dropped;
   std::vector<Worker*> workers;
   std::vector<std::thread> loaders;
   {
@@ -319,7 +255,7 @@ void Scheduler::Shutdown() {
     accepting_ = false;
     if (stopping_) return;
     stopping_ = true;
-    for (Levels* levels : {&pending_, &ready_}) {
+    for (JobLevels* levels : {&pending_, &ready_}) {
       while (!levels->empty()) dropped.push_back(levels->Pop());
     }
     PublishDepthLocked();
@@ -340,7 +276,7 @@ void Scheduler::Shutdown() {
 void Scheduler::LoaderLoop() {
   core::NameThisThread("spexd-load");
   for (;;) {
-    Queued item;
+    QueuedJob item;
     {
       absl::MutexLock lock(&mu_);
       // Prepare ahead only up to `prefetch` jobs per worker (memory of decoded images).
@@ -388,7 +324,7 @@ void Scheduler::LoaderLoop() {
 void Scheduler::WorkerLoop(Worker* w) {
   core::NameThisThread(absl::StrCat("spexd-worker", w->index));
   for (;;) {
-    Queued item;
+    QueuedJob item;
     bool prepare_here = false;
     {
       absl::MutexLock lock(&mu_);
@@ -397,7 +333,7 @@ void Scheduler::WorkerLoop(Worker* w) {
       // prefetching invert priorities (WorkerPreparesRealtime).
       const int device = w->gpu_device;
       auto realtime_waits = [this, device]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        if (!Levels::HasFor(pending_.realtime, device) || Levels::HasFor(ready_.realtime, device)) {
+        if (!JobLevels::HasFor(pending_.realtime, device) || JobLevels::HasFor(ready_.realtime, device)) {
           return false;
         }
         const int ahead = static_cast<int>(ready_.size()) + preparing_;

@@ -1,4 +1,4 @@
-// Bounded two-level priority queue in front of the workers, with a preparation stage:
+// Bounded two-level priority queue (job_levels.h) in front of the workers, with a preparation stage:
 // loader threads take admitted jobs in priority order and Prepare them (read and decode
 // the image, warm the geometry) while the workers extract, so that a worker (a GPU)
 // never waits for I/O. Each worker is a thread that owns one Backend (one per GPU, or
@@ -30,40 +30,12 @@
 #include "absl/synchronization/mutex.h"
 #include "core/backend/backend.h"
 #include "core/base/task_pool.h"
+#include "server/state/job.h"
+#include "server/state/job_levels.h"
 
 namespace spexd::server {
 
 class ServerMetrics;
-
-// Work handed to a worker. Prepare is called first (on a loader thread); if it returns
-// true, Run follows; Abandon replaces whichever has not happened when the scheduler
-// shuts down. A job that returns false from Prepare has finished itself.
-class Job {
- public:
-  virtual ~Job() = default;
-  virtual bool Prepare() { return true; }
-  // The GPU this job must run on (its input or output is a CUDA region there), or -1 for
-  // any worker. Fixed from Submit on.
-  virtual int device() const { return -1; }
-  // The job's absolute deadline (steady clock), max() when none: within a priority level
-  // the scheduler takes jobs earliest deadline first, FIFO among equal deadlines; a job
-  // without one is ordered as if due a horizon after its Submit (OrderingDeadline). Fixed
-  // from Submit on.
-  virtual std::chrono::steady_clock::time_point deadline() const {
-    return std::chrono::steady_clock::time_point::max();
-  }
-  // The geometry the job extracts with, once Prepare has returned true (null: none, or
-  // not known). A worker whose backend holds it warm (Backend::Memory's geometry_bytes)
-  // is preferred for the job: an exposure's 30 PSFs each warm on one GPU worker instead
-  // of every frame rebuilding its spots on whichever worker is free.
-  virtual const core::Geometry* warm_geometry() const { return nullptr; }
-  // On the worker's thread; `backend` belongs to that worker for the whole call.
-  // `streaming` is the scheduler's streaming stage: work posted there may go on after Run
-  // returns (sending the results), and Shutdown waits for it.
-  virtual void Run(core::Backend& backend, int worker, core::TaskPool& streaming) = 0;
-  // The job will never run (the scheduler shut down while it waited).
-  virtual void Abandon(const absl::Status& status) = 0;
-};
 
 struct WorkerState {
   int index = 0;
@@ -136,11 +108,6 @@ class Scheduler {
   static int StreamersPerWorker(int requested, bool gpu_worker) {
     return requested > 0 ? requested : gpu_worker ? kGpuStreamersPerWorker : kStreamersPerWorker;
   }
-  // A ready job may run before an earlier one of its priority level on a worker that holds
-  // its geometry warm only when it is due at most this much later (Job::deadline,
-  // OrderingDeadline): the frames of one exposure are, jobs with their own deadlines keep
-  // earliest deadline first.
-  static constexpr std::chrono::milliseconds kWarmReorderSlack{2000};
   // Whether a worker should prepare a realtime job itself (on its own thread) rather than
   // wait for a loader: only when no loader can take it (the frames prepared ahead reach
   // the prefetch bound: `ahead` >= `bound`) and no loader is already preparing a realtime
@@ -240,32 +207,6 @@ class Scheduler {
                                                                      int device, uint64_t size);
 
  private:
-  struct Queued {
-    std::shared_ptr<Job> job;
-    std::chrono::steady_clock::time_point admitted;
-    bool realtime = false;
-    int device = -1;  // Job::device()
-    // OrderingDeadline: Job::deadline, or for a job without one its horizon.
-    std::chrono::steady_clock::time_point due = std::chrono::steady_clock::time_point::max();
-  };
-  // Earliest deadline first per priority level (FIFO among equal deadlines); realtime first. A worker takes the first job it may run
-  // (Job::device()), so a job bound to a GPU waits for that GPU's worker.
-  struct Levels {
-    std::deque<Queued> realtime, reprocessing;
-    bool empty() const { return realtime.empty() && reprocessing.empty(); }
-    std::size_t size() const { return realtime.size() + reprocessing.size(); }
-    void Push(Queued q);
-    Queued Pop();
-    static bool HasFor(const std::deque<Queued>& q, int device);
-    bool HasFor(int device) const { return HasFor(realtime, device) || HasFor(reprocessing, device); }
-    // Requires HasFor(device) (or HasFor(realtime, device) with `realtime_only`).
-    Queued PopFor(int device, bool realtime_only = false);
-    // As PopFor(device), preferring among the jobs of the first runnable one's level due
-    // within kWarmReorderSlack of it: one whose geometry is in `warm_here`, else one warm
-    // on no other worker (`warm_elsewhere`), else the first. Requires HasFor(device).
-    Queued PopWarmFor(int device, const std::set<const core::Geometry*>& warm_here,
-                      const std::set<const core::Geometry*>& warm_elsewhere);
-  };
   struct Worker {
     int index = 0;
     int gpu_device = -1;
@@ -299,8 +240,8 @@ class Scheduler {
   const std::function<std::chrono::steady_clock::time_point()> clock_;
   ServerMetrics* const metrics_;
   absl::Mutex mu_;
-  Levels pending_ ABSL_GUARDED_BY(mu_);  // admitted, waiting for a loader
-  Levels ready_ ABSL_GUARDED_BY(mu_);    // prepared, waiting for a worker
+  JobLevels pending_ ABSL_GUARDED_BY(mu_);  // admitted, waiting for a loader
+  JobLevels ready_ ABSL_GUARDED_BY(mu_);    // prepared, waiting for a worker
   int preparing_ ABSL_GUARDED_BY(mu_) = 0;
   int preparing_realtime_ ABSL_GUARDED_BY(mu_) = 0;
   // Realtime jobs on loader threads by Job::device() (-1: any worker's).

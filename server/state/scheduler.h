@@ -1,16 +1,16 @@
-// Bounded two-level priority queue (job_levels.h) in front of the workers, with a preparation stage:
-// loader threads take admitted jobs in priority order and Prepare them (read and decode
-// the image, warm the geometry) while the workers extract, so that a worker (a GPU)
-// never waits for I/O. Each worker is a thread that owns one Backend (one per GPU, or
-// one CPU backend), so device state is never shared between threads. Each worker brings
-// its prefetch of loader threads, and at most that many jobs per worker are being
-// prepared or wait prepared: reading a frame (a .fits.gz inflates on one thread) can take
-// longer than a GPU extracts one. The prefetch is per worker (PrefetchPerWorker: more for
-// a GPU worker than for the CPU backend) and the total is bounded by host memory
-// (PrefetchBound), which keeps the memory of decoded images in check. The
-// scheduler also owns the streaming stage (StreamersPerWorker threads per worker): a job
-// hands its response streaming there, so the worker is free once the backend returns, and
-// Shutdown runs what was handed over to the end and joins; no thread outlives it.
+// Bounded two-level priority queue (job_levels.h) in front of the workers, with a
+// preparation stage: loader threads take admitted jobs in priority order and Prepare them
+// (read and decode the image, warm the geometry) while the workers extract, so that a
+// worker (a GPU) never waits for I/O. Each worker is a thread that owns one Backend (one
+// per GPU, or one CPU backend), so device state is never shared between threads. Each
+// worker brings its prefetch of loader threads, and at most that many jobs per worker are
+// being prepared or wait prepared: reading a frame (a .fits.gz inflates on one thread) can
+// take longer than a GPU extracts one. The prefetch is per worker (PrefetchPerWorker: more
+// for a GPU worker than for the CPU backend) and the total is bounded by host memory
+// (PrefetchBound), which keeps the memory of decoded images in check. The scheduler also
+// owns the streaming stage (StreamersPerWorker threads per worker): a job hands its
+// response streaming there, so the worker is free once the backend returns, and Shutdown
+// runs what was handed over to the end and joins; no thread outlives it.
 #ifndef SPEXD_SERVER_SCHEDULER_H_
 #define SPEXD_SERVER_SCHEDULER_H_
 

@@ -68,6 +68,11 @@ struct ProgressiveFrameFile::State {
   std::unique_ptr<GzipImage> gz;
 
   int64_t data_offset(std::size_t i) const { return built[i].offset + built[i].header_bytes; }
+  // Where the bytes of HDU i's data unit that are final from Create on begin: WAVELENGTH's
+  // and FIBERMAP's data are built by Create; of the others (rows, MASK) only the padding.
+  int64_t FinalFromCreate(std::size_t i) const {
+    return sources.hdus[i].encoding == HduSource::Encoding::kByBuild ? 0 : built[i].data_bytes;
+  }
   std::size_t values_per_row(std::size_t i) const {
     return static_cast<std::size_t>(sources.kinds[i] == FrameHdu::kResolution
                                         ? (2 * shape.ndiag + 1) * shape.nwave
@@ -197,7 +202,22 @@ absl::StatusOr<std::unique_ptr<ProgressiveFrameFile>> ProgressiveFrameFile::Crea
   } catch (const std::bad_alloc&) {
     return absl::ResourceExhaustedError(absl::StrCat(s->name, ": out of memory for the file"));
   }
-  if (gzip) s->gz = std::make_unique<GzipImage>(s->image);
+  if (gzip) {
+    // Headers are final only at Finish (their CHECKSUM/DATASUM), the data before: a chunk
+    // of their own each, so that no data chunk waits for Finish.
+    std::vector<int64_t> cuts;
+    for (std::size_t i = 0; i < nhdu; ++i) {
+      cuts.push_back(s->built[i].offset);
+      cuts.push_back(s->data_offset(i));
+    }
+    s->gz = std::make_unique<GzipImage>(s->image, kGzipChunkBytes, std::move(cuts));
+    // Final already, so that their chunks need not wait for Finish: WAVELENGTH's and
+    // FIBERMAP's data units, every padding.
+    for (std::size_t i = 0; i < nhdu; ++i) {
+      const int64_t from = s->FinalFromCreate(i);
+      SPEXD_RETURN_IF_ERROR(s->gz->Final(s->data_offset(i) + from, s->built[i].padded_bytes - from));
+    }
+  }
   s->scores_by_row = meta.scores && !meta.given_scores.has_value();
   s->row_done.assign(static_cast<std::size_t>(shape.nspec), 0);
   s->rows_left = shape.nspec;
@@ -338,8 +358,10 @@ absl::Status ProgressiveFrameFile::Finish(const Frame& frame,
     if (s.keep_image) {
       SPEXD_RETURN_IF_ERROR(s.WriteAt(b.offset, s.image.data() + b.offset, b.header_bytes));
       const int64_t from = PerBundle(s.sources.kinds[i]) ? b.data_bytes : 0;
+      // gzip: Create declared what was final then (FinalFromCreate on).
+      const int64_t to = s.gz != nullptr ? std::max(from, s.FinalFromCreate(i)) : b.padded_bytes;
       const int64_t at = s.data_offset(i) + from;
-      SPEXD_RETURN_IF_ERROR(s.WriteAt(at, s.image.data() + at, b.padded_bytes - from));
+      SPEXD_RETURN_IF_ERROR(s.WriteAt(at, s.image.data() + at, to - from));
       continue;
     }
     SPEXD_RETURN_IF_ERROR(s.WriteAt(b.offset, headers[i].data(), b.header_bytes));
@@ -372,6 +394,10 @@ int ProgressiveFrameFile::gzip_early_chunks() const {
 
 int ProgressiveFrameFile::gzip_late_chunks() const {
   return s_->gz != nullptr ? s_->gz->late_chunks() : 0;
+}
+
+int64_t ProgressiveFrameFile::gzip_late_bytes() const {
+  return s_->gz != nullptr ? s_->gz->late_bytes() : 0;
 }
 
 int64_t ProgressiveFrameFile::size() const {

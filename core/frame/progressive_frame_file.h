@@ -38,17 +38,18 @@ class ProgressiveFrameFile {
   // Lays the file out (every header but SCORES' is built here) and faults in the pages of
   // its memory image (when kept) on options.pool (options.threads workers, as
   // FrameToFits). Writes into `fd` (borrowed: open for writing, on an empty file, until
-  // this object goes) only from AddRows and Finish; `name` is for messages.
+  // this object goes) only here (with the image: what is final from the start, WAVELENGTH,
+  // FIBERMAP and the padding), from AddRows and from Finish; `name` is for messages.
   // options.checksum_time empty: the checksum comments record the time of Finish.
   // INVALID_ARGUMENT for a bad shape.
   // keep_image false: the file's bytes are not kept in memory (pieces() is then empty):
   // each call encodes into a reused buffer and writes from it, sparing a writer that does
   // not hash the file (spexctl) the ~70 MB image's zero fill and page faults.
   // gzip (with keep_image): `fd` gets the file as one gzip member (a .fits.gz), written
-  // whole by Finish; meanwhile AddRows deflates each 1 MiB chunk of the image on the pool
-  // as soon as its bytes are final (core/io/internal/gzip_image.h), so that Finish has
-  // left only the chunks that hold headers, MASK, WAVELENGTH, FIBERMAP, SCORES and the
-  // padding (about a tenth of an r frame).
+  // whole by Finish; meanwhile AddRows deflates each chunk of the image (1 MiB at most,
+  // each header its own) on the pool as soon as its bytes are final
+  // (core/io/internal/gzip_image.h), so that Finish has left only the headers, MASK (which
+  // deflates fast: mostly zeros) and SCORES.
   static absl::StatusOr<std::unique_ptr<ProgressiveFrameFile>> Create(
       const FrameFileShape& shape, const FrameMetadata& meta, int fd, std::string name,
       const FitsWriteOptions& options = {}, bool keep_image = true, bool gzip = false);
@@ -83,6 +84,7 @@ class ProgressiveFrameFile {
   // With gzip: the image's chunks deflated while the rows came, and by Finish.
   int gzip_early_chunks() const;
   int gzip_late_chunks() const;
+  int64_t gzip_late_bytes() const;  // uncompressed bytes deflated by Finish
 
   ProgressiveFrameFile(const ProgressiveFrameFile&) = delete;
   ProgressiveFrameFile& operator=(const ProgressiveFrameFile&) = delete;

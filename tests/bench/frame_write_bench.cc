@@ -24,8 +24,8 @@
 //   tail_whole_gz, tail_progressive_gz: the same for a .fits.gz: the whole file
 //                   gzipped after FrameToFits (GzipFitsBytes on the pool), or the
 //                   progressive file's chunks deflated as the rows come, so that the
-//                   last bundle's rows, Finish (the chunks left: chunks_at_finish, the
-//                   CRC combine, the write) and the commit remain.
+//                   last bundle's rows, Finish (the chunks left: chunks_at_finish,
+//                   mb_at_finish; the CRC combine, the write) and the commit remain.
 // Prints one JSON line:
 //   spexd_frame_write_bench [--fibers 500] [--nwave 2326] [--ndiag 5] [--threads N]
 //       [--repeats 5] [--gzip-repeats 1] [--dir /tmp] [--json out.json] [--bundle-ms 7.5]
@@ -298,6 +298,7 @@ void TimeTails(const Args& args, const Frame& frame, const FrameMetadata& meta,
       if (!file->Finish(frame).ok()) std::abort();
       p->emplace_back("finish", Since(t));
       if (gz) p->emplace_back("chunks_at_finish", file->gzip_late_chunks());
+      if (gz) p->emplace_back("mb_at_finish", static_cast<double>(file->gzip_late_bytes()) / 1e6);
       t = Clock::now();
       write_and_hash([&] { return out->Commit(); },
                      [&] { return server::Sha256Hex(file->stored_pieces()); });

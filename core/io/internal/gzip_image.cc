@@ -10,14 +10,23 @@
 
 namespace spexd::core {
 
-GzipImage::GzipImage(absl::string_view image, std::size_t chunk_bytes)
+GzipImage::GzipImage(absl::string_view image, std::size_t chunk_bytes, std::vector<int64_t> cuts)
     : image_(image), chunk_bytes_(std::clamp<std::size_t>(chunk_bytes, 1, std::size_t{1} << 30)) {
-  const std::size_t n = (image_.size() + chunk_bytes_ - 1) / chunk_bytes_;
-  chunks_.resize(n);
-  pending_.resize(n);
-  for (std::size_t i = 0; i < n; ++i) {
-    pending_[i] = static_cast<int64_t>(std::min(chunk_bytes_, image_.size() - i * chunk_bytes_));
+  const int64_t size = static_cast<int64_t>(image_.size());
+  const int64_t step = static_cast<int64_t>(chunk_bytes_);
+  cuts.push_back(size);
+  std::sort(cuts.begin(), cuts.end());
+  int64_t at = 0;
+  for (int64_t cut : cuts) {
+    if (cut <= at || cut > size) continue;
+    for (; at < cut; at = std::min(cut, at + step)) starts_.push_back(at);
   }
+  for (std::size_t i = 0; i < starts_.size(); ++i) {
+    const int64_t end = i + 1 < starts_.size() ? starts_[i + 1] : size;
+    pending_.push_back(end - starts_[i]);
+  }
+  starts_.push_back(size);
+  chunks_.resize(pending_.size());
 }
 
 absl::Status GzipImage::Final(int64_t offset, int64_t n) {
@@ -27,19 +36,18 @@ absl::Status GzipImage::Final(int64_t offset, int64_t n) {
                                             ") are outside the ", size, "-byte image"));
   }
   if (n == 0) return absl::OkStatus();
-  const int64_t c = static_cast<int64_t>(chunk_bytes_);
-  for (int64_t i = offset / c; i <= (offset + n - 1) / c; ++i) {
-    const int64_t overlap = std::min(offset + n, (i + 1) * c) - std::max(offset, i * c);
-    int64_t& left = pending_[static_cast<std::size_t>(i)];
+  // The chunk holding `offset`: the last start at or before it.
+  std::size_t i = static_cast<std::size_t>(
+      std::upper_bound(starts_.begin(), starts_.end() - 1, offset) - starts_.begin() - 1);
+  for (; i + 1 < starts_.size() && starts_[i] < offset + n; ++i) {
+    const int64_t overlap = std::min(offset + n, starts_[i + 1]) - std::max(offset, starts_[i]);
+    int64_t& left = pending_[i];
     if (overlap > left) {
       return absl::InternalError(
           absl::StrCat("gzip image: bytes of chunk ", i, " declared final twice"));
     }
     left -= overlap;
-    // The last chunk waits for Finish: it may end the member.
-    if (left == 0 && static_cast<std::size_t>(i) + 1 < pending_.size()) {
-      ready_.push_back(static_cast<std::size_t>(i));
-    }
+    if (left == 0) ready_.push_back(i);
   }
   return absl::OkStatus();
 }
@@ -52,8 +60,10 @@ absl::Status GzipImage::Deflate(const std::vector<std::size_t>& which, TaskPool*
   ParallelFor(pool, std::max(1, workers), static_cast<int>(which.size()), [&](int, int t) {
     const std::size_t i = which[static_cast<std::size_t>(t)];
     const absl::string_view data =
-        i < nimage ? image_.substr(i * chunk_bytes_, chunk_bytes_)
-                   : absl::string_view(tail_).substr((i - nimage) * chunk_bytes_, chunk_bytes_);
+        i < nimage
+            ? image_.substr(static_cast<std::size_t>(starts_[i]),
+                            static_cast<std::size_t>(starts_[i + 1] - starts_[i]))
+            : absl::string_view(tail_).substr((i - nimage) * chunk_bytes_, chunk_bytes_);
     auto chunk = DeflateGzipChunk(data, finished_ && i == last);
     if (chunk.ok()) {
       chunks_[i] = *std::move(chunk);
@@ -84,18 +94,17 @@ absl::Status GzipImage::Finish(absl::string_view tail, TaskPool* pool, int worke
   }
   finished_ = true;
   tail_.assign(tail.data(), tail.size());
-  // An empty image and tail: one empty chunk, for the final block.
+  // No tail: one empty chunk, for the final block.
   const std::size_t ntail =
-      std::max<std::size_t>(nimage == 0 ? 1 : 0, (tail_.size() + chunk_bytes_ - 1) / chunk_bytes_);
+      std::max<std::size_t>(1, (tail_.size() + chunk_bytes_ - 1) / chunk_bytes_);
   chunks_.resize(nimage + ntail);
-  // What CompressReady has not deflated: the chunks made final since, the image's last
-  // one, the tail's.
+  // What CompressReady has not deflated: the chunks made final since, and the tail's.
   std::vector<std::size_t> which = std::move(ready_);
   ready_.clear();
-  if (nimage > 0) which.push_back(nimage - 1);
   for (std::size_t i = nimage; i < nimage + ntail; ++i) which.push_back(i);
   late_ = static_cast<int>(which.size());
   SPEXD_RETURN_IF_ERROR(Deflate(which, pool, workers));
+  for (std::size_t i : which) late_bytes_ += static_cast<int64_t>(chunks_[i].input);
   std::vector<const GzipChunk*> order;
   order.reserve(chunks_.size());
   for (const GzipChunk& c : chunks_) order.push_back(&c);

@@ -1,8 +1,10 @@
 // A file's bytes laid out in memory ahead and filled in any order (a frame file written
 // bundle by bundle), compressed into one standard gzip member while they are filled: the
-// image is cut into chunks of kGzipChunkBytes, and a chunk is deflated (DeflateGzipChunk)
-// as soon as every byte of it is final, so that after the last byte only the chunks that
-// were not, the CRC-32 combine and the write are left.
+// image is cut into chunks of at most kGzipChunkBytes, also at the given cuts (where bytes
+// final at different times meet, such as a FITS header written last before its data
+// written early), and a chunk is deflated (DeflateGzipChunk) as soon as every byte of it
+// is final, so that after the last byte only the chunks that were not, the tail, the
+// CRC-32 combine and the write are left.
 #ifndef SPEXD_CORE_IO_INTERNAL_GZIP_IMAGE_H_
 #define SPEXD_CORE_IO_INTERNAL_GZIP_IMAGE_H_
 
@@ -21,7 +23,10 @@ namespace spexd::core {
 class GzipImage {
  public:
   // `image` (borrowed, its size fixed) is read only once its bytes are declared final.
-  explicit GzipImage(absl::string_view image, std::size_t chunk_bytes = kGzipChunkBytes);
+  // `cuts`: offsets where a chunk must start (any order; 0, the image's end and offsets
+  // outside it are ignored).
+  explicit GzipImage(absl::string_view image, std::size_t chunk_bytes = kGzipChunkBytes,
+                     std::vector<int64_t> cuts = {});
 
   // Declares image bytes [offset, offset + n) final: they no longer change. Each byte once;
   // INTERNAL for a range outside the image or declared again.
@@ -31,8 +36,8 @@ class GzipImage {
   absl::Status CompressReady(TaskPool* pool, int workers);
   // Once every byte of the image is final: deflates what is left and `tail` (bytes that
   // follow the image in the file: copied), writes the member to `fd` from offset 0
-  // (`name` in errors). The image's last chunk waits for this call: the member's final
-  // block ends the last chunk, of the image or of `tail`.
+  // (`name` in errors). The member's final block ends the tail's last chunk (an empty one
+  // when there is no tail), so that every image chunk can be deflated before.
   absl::Status Finish(absl::string_view tail, TaskPool* pool, int workers, int fd,
                       absl::string_view name);
 
@@ -42,6 +47,7 @@ class GzipImage {
   // Chunks deflated before Finish, and by it (how much of the work the filling hid).
   int early_chunks() const { return early_; }
   int late_chunks() const { return late_; }
+  int64_t late_bytes() const { return late_bytes_; }  // what Finish deflated, uncompressed
 
   GzipImage(const GzipImage&) = delete;
   GzipImage& operator=(const GzipImage&) = delete;
@@ -51,6 +57,7 @@ class GzipImage {
 
   absl::string_view image_;
   std::size_t chunk_bytes_;
+  std::vector<int64_t> starts_;       // per image chunk: its first byte; then the image's end
   std::vector<GzipChunk> chunks_;     // the image's, then the tail's
   std::vector<int64_t> pending_;      // per image chunk: bytes not yet final
   std::vector<std::size_t> ready_;    // final, not yet deflated
@@ -58,6 +65,7 @@ class GzipImage {
   GzipMemberEnds ends_{};
   bool finished_ = false;
   int early_ = 0, late_ = 0;
+  int64_t late_bytes_ = 0;
 };
 
 }  // namespace spexd::core

@@ -104,10 +104,38 @@ TEST(GzipImageTest, RangesFinalInAnyOrderInflateToTheImageAndTail) {
         EXPECT_EQ(static_cast<int64_t>(file.size()), gz.size());
         EXPECT_TRUE(ZlibGunzipAll(file) == image + tail) << "inflates to other bytes";
         const std::size_t nimage = (size + chunk - 1) / chunk;
-        EXPECT_EQ(static_cast<std::size_t>(gz.early_chunks()), nimage - 1) << "every chunk but the last before Finish";
+        EXPECT_EQ(static_cast<std::size_t>(gz.early_chunks()), nimage) << "every image chunk before Finish";
+        EXPECT_EQ(static_cast<std::size_t>(gz.late_chunks()), std::max<std::size_t>(1, (tail_size + chunk - 1) / chunk))
+            << "the tail's chunks (or the final block's) at Finish";
       }
     }
   }
+}
+
+TEST(GzipImageTest, CutsStartChunksSoThatBytesFinalEarlyNeedNotWait) {
+  std::string image(10000, '\0');
+  for (std::size_t i = 0; i < image.size(); ++i) image[i] = static_cast<char>(i * 7919 >> 5);
+  // Chunks [0,100) [100,4196) [4196,5000) [5000,9096) [9096,10000): repeated cuts, 0, the
+  // end and cuts outside the image change nothing.
+  GzipImage gz(image, 4096, {5000, 100, 5000, 0, 10000, 20000, -3});
+  TaskPool pool;
+  pool.AddThreads(1);
+  ASSERT_TRUE(gz.Final(100, 4900).ok());  // two whole chunks, not the "header" before them
+  ASSERT_TRUE(gz.CompressReady(&pool, 2).ok());
+  EXPECT_EQ(gz.early_chunks(), 2);
+  ASSERT_TRUE(gz.Final(5000, 5000).ok());
+  ASSERT_TRUE(gz.CompressReady(&pool, 2).ok());
+  EXPECT_EQ(gz.early_chunks(), 4);
+  ASSERT_TRUE(gz.Final(0, 100).ok());  // last, as a header written by Finish
+  const std::string path = MakeTempDir() + "/cuts.gz";
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  ASSERT_GE(fd, 0);
+  const absl::Status st = gz.Finish("tail", &pool, 2, fd, path);
+  ::close(fd);
+  ASSERT_TRUE(st.ok()) << st;
+  EXPECT_EQ(gz.late_chunks(), 2);  // the first chunk and the tail
+  EXPECT_EQ(gz.late_bytes(), 104);
+  EXPECT_TRUE(ZlibGunzipAll(ReadBytes(path)) == image + "tail");
 }
 
 TEST(GzipImageTest, BytesDeclaredTwiceOrNeverAreErrors) {
@@ -139,7 +167,8 @@ FrameMetadata GzipFrameMeta() {
 // the file's bytes. Checks what the object says of them.
 std::string WriteGzipProgressively(const std::string& path, const Frame& f, const FrameMetadata& meta,
                                    int bundle, const FitsWriteOptions& options, uint64_t seed,
-                                   int* early = nullptr, int* late = nullptr) {
+                                   int* early = nullptr, int* late = nullptr,
+                                   int64_t* late_bytes = nullptr) {
   const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   EXPECT_GE(fd, 0);
   auto file = ProgressiveFrameFile::Create({f.specmin, f.nspec, f.nwave, f.ndiag, f.wave}, meta, fd,
@@ -163,6 +192,7 @@ std::string WriteGzipProgressively(const std::string& path, const Frame& f, cons
   EXPECT_TRUE(ZlibGunzipAll(written) == Joined((*file)->pieces()));
   if (early != nullptr) *early = (*file)->gzip_early_chunks();
   if (late != nullptr) *late = (*file)->gzip_late_chunks();
+  if (late_bytes != nullptr) *late_bytes = (*file)->gzip_late_bytes();
   return written;
 }
 
@@ -200,9 +230,15 @@ TEST(ProgressiveGzipFrameTest, FullFrameMostlyDeflatedBeforeFinishWithValidCheck
   options.checksum_time = "2026-11-27T12:00:01";
   const std::string path = MakeTempDir() + "/frame-r1.fits.gz";
   int early = 0, late = 0;
-  const std::string gz = WriteGzipProgressively(path, f, meta, 25, options, 9, &early, &late);
+  int64_t late_bytes = 0;
+  const std::string gz =
+      WriteGzipProgressively(path, f, meta, 25, options, 9, &early, &late, &late_bytes);
   EXPECT_TRUE(ZlibGunzipAll(gz) == *FrameToFits(f, meta, options));
   EXPECT_GT(early, 4 * late) << early << " chunks while the rows came, " << late << " at Finish";
+  // Left to Finish: MASK (int32 per bin), the headers and SCORES, 100 KB for these.
+  const int64_t mask_bytes = int64_t{4} * f.nspec * f.nwave;
+  EXPECT_GE(late_bytes, mask_bytes);
+  EXPECT_LT(late_bytes, mask_bytes + 100000) << "more than the headers, MASK and SCORES at Finish";
   auto file = FitsFile::OpenRead(path);
   ASSERT_TRUE(file.ok()) << file.status();
   auto nhdu = file->NumHdus();

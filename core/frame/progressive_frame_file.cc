@@ -284,7 +284,8 @@ absl::Status ProgressiveFrameFile::AddRows(int row, const BundleResult& b) {
 }
 
 absl::Status ProgressiveFrameFile::Finish(const Frame& frame,
-                                          const std::vector<FrameScore>* given_scores) {
+                                          const std::vector<FrameScore>* given_scores,
+                                          bool write_member) {
   State& s = *s_;
   SPEXD_RETURN_IF_ERROR(s.failed);
   if (s.rows_left != 0) {
@@ -373,10 +374,18 @@ absl::Status ProgressiveFrameFile::Finish(const Frame& frame,
     }
   }
   if (s.gz != nullptr) {
-    s.failed = s.gz->Finish(s.tail, s.threads.pool(), s.threads.workers(), s.fd, s.name);
+    s.failed = s.gz->Seal(s.tail, s.threads.pool(), s.threads.workers(), s.name);
+    if (s.failed.ok() && write_member) s.failed = s.gz->Write(s.fd, s.name);
     return s.failed;
   }
   return s.WriteAt(s.image_bytes, s.tail.data(), static_cast<int64_t>(s.tail.size()));
+}
+
+absl::Status ProgressiveFrameFile::WriteMember() {
+  if (s_->gz == nullptr) return absl::OkStatus();
+  SPEXD_RETURN_IF_ERROR(s_->failed);
+  s_->failed = s_->gz->Write(s_->fd, s_->name);
+  return s_->failed;
 }
 
 std::vector<absl::string_view> ProgressiveFrameFile::pieces() const {

@@ -71,8 +71,14 @@ class ProgressiveFrameFile {
   // from the float64 values and received after the last bundle (give Create a
   // meta.given_scores, even empty, so that AddRows does not compute them). Does not sync:
   // the caller fsyncs and renames.
-  absl::Status Finish(const Frame& frame,
-                      const std::vector<FrameScore>* given_scores = nullptr);
+  // With gzip and `write_member` false, the member is made whole in memory
+  // (stored_pieces()) but not written: WriteMember writes it, so that a caller can hash
+  // the member beside the write.
+  absl::Status Finish(const Frame& frame, const std::vector<FrameScore>* given_scores = nullptr,
+                      bool write_member = true);
+  // After Finish(..., write_member = false) succeeded: writes the gzip member (once; may
+  // run beside readers of stored_pieces()). Nothing to do without gzip.
+  absl::Status WriteMember();
 
   // The file's bytes in order, valid after Finish (and while this object lives): to hash
   // the file without reading it back. Empty unless Create kept the image.

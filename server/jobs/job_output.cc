@@ -372,7 +372,8 @@ absl::Status JobOutput::FinishProgressiveFile(const core::Frame& frame) {
   const absl::Status rows = row_writer_->Wait();
   stages_["output_file_rows"] += row_writer_->seconds();
   SPEXD_RETURN_IF_ERROR(rows);
-  return progressive_->Finish(frame);
+  // A .gz member is written in the commit's task, beside its digest (OutputFiles).
+  return progressive_->Finish(frame, nullptr, /*write_member=*/false);
 }
 
 absl::Status JobOutput::WriteFiles(const core::Frame& frame, v1::ExtractSummary* s) {
@@ -393,7 +394,8 @@ absl::Status JobOutput::WriteFiles(const core::Frame& frame, v1::ExtractSummary*
     SPEXD_RETURN_IF_ERROR(FinishProgressiveFile(frame));
     // Its bytes stay in memory (progressive_) for the hash and a comparison.
     files.StageWritten(h.server_output_path(), *std::move(frame_file_), progressive_->pieces(),
-                       progressive_->stored_pieces());
+                       progressive_->stored_pieces(),
+                       [file = progressive_.get()] { return file->WriteMember(); });
     frame_file_.reset();
   } else {
     SPEXD_ASSIGN_OR_RETURN(std::string fits, core::FrameToFits(frame, meta, write_options));

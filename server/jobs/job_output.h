@@ -98,8 +98,8 @@ class JobOutput {
   // The frame file (.fits, or .fits.gz deflated as its bytes become final) written while
   // the frame is extracted:
   // laid out and its temporary created here (loader thread), each bundle's rows written
-  // by Bundle, the frame-wide rest (FinishProgressiveFile), fsync and rename (beside its
-  // SHA-256) from WriteFiles.
+  // by Bundle, the frame-wide rest (FinishProgressiveFile), then from WriteFiles a .gz
+  // member's write, fsync and rename, beside its digest.
   absl::Status PrepareProgressiveFile(const std::vector<int>& bundles);
   // `bundles`, or every bundle of the plan when none is listed.
   std::vector<int> ListedBundles(std::vector<int> bundles) const;

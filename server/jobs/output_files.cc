@@ -55,10 +55,12 @@ absl::Status OutputFiles::Stage(const std::string& requested, std::string fits) 
 
 void OutputFiles::StageWritten(const std::string& requested, DataRoots::PendingOutput pending,
                                std::vector<absl::string_view> pieces,
-                               std::vector<absl::string_view> stored) {
+                               std::vector<absl::string_view> stored,
+                               std::function<absl::Status()> write) {
   auto f = std::make_unique<File>(requested, std::move(pending));
   f->pieces = std::move(pieces);
   f->stored_pieces = std::move(stored);
+  f->write = std::move(write);
   for (absl::string_view p : f->stored_pieces) f->result.bytes += static_cast<int64_t>(p.size());
   files_.push_back(std::move(f));
 }
@@ -121,13 +123,15 @@ absl::Status OutputFiles::CommitAll() {
     // digest through SameAs: decided here, not read while the commit may write it.
     const bool hash = f->result.digest.empty();
     std::string digest;
-    // The progressive file's digest from its bytes in memory, beside the fsync and rename:
-    // reading 70 MB back would only add a pass over the page cache.
+    // The progressive file's digest from its bytes in memory, beside the rest of its write,
+    // the fsync and rename: reading 70 MB back would only add a pass over the page cache.
     double seconds[2] = {0, 0};
     core::ParallelFor(pool_, 2, 2, [&](int, int task) {
       const auto t0 = std::chrono::steady_clock::now();
       if (task == 0) {
-        path = f->pending.Commit(SameAs(*f), &f->result.kept);
+        const absl::Status wrote = f->write ? f->write() : absl::OkStatus();
+        path = wrote.ok() ? f->pending.Commit(SameAs(*f), &f->result.kept)
+                          : absl::StatusOr<std::string>(wrote);
       } else if (hash) {
         digest = FileDigestHex(digest_, f->stored_pieces);
       }

@@ -9,6 +9,7 @@
 #define SPEXD_SERVER_OUTPUT_FILES_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -48,8 +49,12 @@ class OutputFiles {
   // its uncompressed FITS bytes in order (what a file found at the name is compared
   // with), and `stored`, the bytes written (the gzip member of a .gz name, else the same),
   // both borrowed until CommitAll returns; `stored` is hashed beside its commit.
+  // `write` (if any) finishes writing `stored` into `pending`: CommitAll runs it just
+  // before the commit, beside the digest, which reads the same bytes from memory (a
+  // .gz member's write and its SHA-256 then take the time of the longer, not of both).
   void StageWritten(const std::string& requested, DataRoots::PendingOutput pending,
-                    std::vector<absl::string_view> pieces, std::vector<absl::string_view> stored);
+                    std::vector<absl::string_view> pieces, std::vector<absl::string_view> stored,
+                    std::function<absl::Status()> write = nullptr);
 
   // Decides on the files already at the names (kept, or the request refused with nothing
   // written), then commits the others. Once; the results are then in written().
@@ -69,6 +74,7 @@ class OutputFiles {
     std::string fits;    // the uncompressed FITS of a .gz name, held to compare
     std::vector<absl::string_view> pieces;  // the uncompressed FITS, as compared
     std::vector<absl::string_view> stored_pieces;  // the bytes written, as digested
+    std::function<absl::Status()> write;  // StageWritten's: before the commit
     Written result;
   };
   // The check a PendingOutput runs on a file found at `f`'s name.

@@ -25,7 +25,8 @@
 //                   gzipped after FrameToFits (GzipFitsBytes on the pool), or the
 //                   progressive file's chunks deflated as the rows come, so that the
 //                   last bundle's rows, Finish (the chunks left: chunks_at_finish,
-//                   mb_at_finish; the CRC combine, the write) and the commit remain.
+//                   mb_at_finish; the CRC combine) and, as the server does it, the
+//                   member's write, fsync and rename beside its SHA-256 remain.
 // Prints one JSON line:
 //   spexd_frame_write_bench [--fibers 500] [--nwave 2326] [--ndiag 5] [--threads N]
 //       [--repeats 5] [--gzip-repeats 1] [--dir /tmp] [--json out.json] [--bundle-ms 7.5]
@@ -295,14 +296,20 @@ void TimeTails(const Args& args, const Frame& frame, const FrameMetadata& meta,
       p->emplace_back("rows_before_tail", rows_seconds);
       p->emplace_back("last_rows", Since(t));
       t = Clock::now();
-      if (!file->Finish(frame).ok()) std::abort();
+      // As the server: a .gz member is written beside its digest, before the commit.
+      if (!file->Finish(frame, nullptr, /*write_member=*/false).ok()) std::abort();
       p->emplace_back("finish", Since(t));
       if (gz) p->emplace_back("chunks_at_finish", file->gzip_late_chunks());
       if (gz) p->emplace_back("mb_at_finish", static_cast<double>(file->gzip_late_bytes()) / 1e6);
       t = Clock::now();
-      write_and_hash([&] { return out->Commit(); },
-                     [&] { return server::Sha256Hex(file->stored_pieces()); });
-      p->emplace_back("fsync_rename_sha", Since(t));
+      write_and_hash(
+          [&]() -> absl::StatusOr<std::string> {
+            const absl::Status wrote = file->WriteMember();
+            if (!wrote.ok()) return wrote;
+            return out->Commit();
+          },
+          [&] { return server::Sha256Hex(file->stored_pieces()); });
+      p->emplace_back(gz ? "write_fsync_rename_sha" : "fsync_rename_sha", Since(t));
     }, setup));
     file.reset();
     out.reset();

@@ -85,6 +85,12 @@ absl::Status GzipImage::CompressReady(TaskPool* pool, int workers) {
 
 absl::Status GzipImage::Finish(absl::string_view tail, TaskPool* pool, int workers, int fd,
                                absl::string_view name) {
+  SPEXD_RETURN_IF_ERROR(Seal(tail, pool, workers, name));
+  return Write(fd, name);
+}
+
+absl::Status GzipImage::Seal(absl::string_view tail, TaskPool* pool, int workers,
+                             absl::string_view name) {
   const std::size_t nimage = pending_.size();
   for (std::size_t i = 0; i < nimage; ++i) {
     if (pending_[i] != 0) {
@@ -109,6 +115,12 @@ absl::Status GzipImage::Finish(absl::string_view tail, TaskPool* pool, int worke
   order.reserve(chunks_.size());
   for (const GzipChunk& c : chunks_) order.push_back(&c);
   ends_ = MemberEndsOf(order);
+  sealed_ = true;
+  return absl::OkStatus();
+}
+
+absl::Status GzipImage::Write(int fd, absl::string_view name) const {
+  if (!sealed_) return absl::InternalError(absl::StrCat(name, ": gzip member written before it was sealed"));
   int64_t at = 0;
   for (absl::string_view piece : pieces()) {
     SPEXD_RETURN_IF_ERROR(WriteFully(fd, piece.data(), piece.size(), at, name));
@@ -118,7 +130,7 @@ absl::Status GzipImage::Finish(absl::string_view tail, TaskPool* pool, int worke
 }
 
 std::vector<absl::string_view> GzipImage::pieces() const {
-  if (!finished_) return {};
+  if (!sealed_) return {};
   std::vector<absl::string_view> out;
   out.reserve(chunks_.size() + 2);
   out.emplace_back(ends_.header, sizeof(ends_.header));

@@ -40,8 +40,12 @@ class GzipImage {
   // when there is no tail), so that every image chunk can be deflated before.
   absl::Status Finish(absl::string_view tail, TaskPool* pool, int workers, int fd,
                       absl::string_view name);
+  // Finish in two steps: the member made whole in memory (pieces() complete), then written
+  // (once, after Seal), so that a caller can read the pieces beside the write.
+  absl::Status Seal(absl::string_view tail, TaskPool* pool, int workers, absl::string_view name);
+  absl::Status Write(int fd, absl::string_view name) const;
 
-  // The member's bytes in order (header, chunks, trailer), after Finish: as written.
+  // The member's bytes in order (header, chunks, trailer), after Seal: as written.
   std::vector<absl::string_view> pieces() const;
   int64_t size() const;
   // Chunks deflated before Finish, and by it (how much of the work the filling hid).
@@ -63,7 +67,8 @@ class GzipImage {
   std::vector<std::size_t> ready_;    // final, not yet deflated
   std::string tail_;
   GzipMemberEnds ends_{};
-  bool finished_ = false;
+  bool finished_ = false;  // Seal has begun: no more Final
+  bool sealed_ = false;    // the member is whole
   int early_ = 0, late_ = 0;
   int64_t late_bytes_ = 0;
 };

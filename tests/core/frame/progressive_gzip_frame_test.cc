@@ -149,6 +149,7 @@ TEST(GzipImageTest, BytesDeclaredTwiceOrNeverAreErrors) {
   const absl::Status st = never.Finish("", nullptr, 1, -1, "frame.fits.gz");
   EXPECT_EQ(st.code(), absl::StatusCode::kInternal) << st;
   EXPECT_NE(st.message().find("never written"), std::string::npos) << st;
+  EXPECT_EQ(never.Write(-1, "frame.fits.gz").code(), absl::StatusCode::kInternal) << "not sealed";
 }
 
 FrameMetadata GzipFrameMeta() {
@@ -252,6 +253,42 @@ TEST(ProgressiveGzipFrameTest, FullFrameMostlyDeflatedBeforeFinishWithValidCheck
     EXPECT_EQ(dataok, 1) << "HDU " << i;
     EXPECT_EQ(hduok, 1) << "HDU " << i;
   }
+}
+
+// The server hashes the member beside its write: Finish without the write leaves the
+// file empty and the member whole in memory; WriteMember writes exactly it.
+TEST(ProgressiveGzipFrameTest, TheMemberCanBeWrittenAfterFinish) {
+  const Frame f = MakeTestFrame(30, 400, 3, 5, /*specials=*/true);
+  FitsWriteOptions options;
+  options.checksum_time = "2026-11-28T12:00:00";
+  const std::string path = MakeTempDir() + "/frame.fits.gz";
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  ASSERT_GE(fd, 0);
+  auto file = ProgressiveFrameFile::Create({f.specmin, f.nspec, f.nwave, f.ndiag, f.wave},
+                                           GzipFrameMeta(), fd, path, options, true, true);
+  ASSERT_TRUE(file.ok()) << file.status();
+  for (int r = 0; r < f.nspec; r += 10) ASSERT_TRUE((*file)->AddRows(r, FrameRows(f, r / 10, r, 10)).ok());
+  ASSERT_TRUE((*file)->Finish(f, nullptr, /*write_member=*/false).ok());
+  EXPECT_EQ(ReadBytes(path), "");
+  const std::string member = Joined((*file)->stored_pieces());
+  ASSERT_TRUE(IsGzip(member));
+  EXPECT_TRUE(ZlibGunzipAll(member) == *FrameToFits(f, GzipFrameMeta(), options));
+  ASSERT_TRUE((*file)->WriteMember().ok());
+  ::close(fd);
+  EXPECT_TRUE(ReadBytes(path) == member);
+  // A member that cannot be written: Finish succeeds, WriteMember says why, and sticks.
+  const int read_only = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(read_only, 0);
+  auto again = ProgressiveFrameFile::Create({f.specmin, f.nspec, f.nwave, f.ndiag, f.wave},
+                                            GzipFrameMeta(), read_only, path, options, true, true);
+  ASSERT_TRUE(again.ok()) << again.status();
+  for (int r = 0; r < f.nspec; r += 10) ASSERT_TRUE((*again)->AddRows(r, FrameRows(f, r / 10, r, 10)).ok());
+  ASSERT_TRUE((*again)->Finish(f, nullptr, /*write_member=*/false).ok());
+  const absl::Status st = (*again)->WriteMember();
+  EXPECT_EQ(st.code(), absl::StatusCode::kInternal) << st;
+  EXPECT_NE(st.message().find("write failed"), std::string::npos) << st;
+  EXPECT_EQ((*again)->WriteMember(), st);
+  ::close(read_only);
 }
 
 TEST(ProgressiveGzipFrameTest, RefusalsAndWriteErrorsAreErrors) {

@@ -276,10 +276,9 @@ absl::Status ProgressiveFrameFile::AddRows(int row, const BundleResult& b) {
   }
   for (int r = row; r < row + b.nfibers; ++r) s.row_done[static_cast<std::size_t>(r)] = 1;
   s.rows_left -= b.nfibers;
-  if (s.gz != nullptr) {
-    s.failed = s.gz->CompressReady(s.threads.pool(), s.threads.workers());
-    return s.failed;
-  }
+  // The chunks these rows completed deflate on the pool's free threads while the next
+  // bundle's rows are encoded (deflating them here would serialise them behind the rows).
+  if (s.gz != nullptr) s.gz->CompressReady(s.threads.workers() > 1 ? s.threads.pool() : nullptr);
   return absl::OkStatus();
 }
 

@@ -46,10 +46,10 @@ class ProgressiveFrameFile {
   // each call encodes into a reused buffer and writes from it, sparing a writer that does
   // not hash the file (spexctl) the ~70 MB image's zero fill and page faults.
   // gzip (with keep_image): `fd` gets the file as one gzip member (a .fits.gz), written
-  // whole by Finish; meanwhile AddRows deflates each chunk of the image (1 MiB at most,
-  // each header its own) on the pool as soon as its bytes are final
+  // whole by Finish; meanwhile each chunk of the image (1 MiB at most, each header its
+  // own) is deflated as a task on the pool as soon as AddRows has made its bytes final
   // (core/io/internal/gzip_image.h), so that Finish has left only the headers, MASK (which
-  // deflates fast: mostly zeros) and SCORES.
+  // deflates fast: mostly zeros), SCORES and the chunks no thread has taken yet.
   static absl::StatusOr<std::unique_ptr<ProgressiveFrameFile>> Create(
       const FrameFileShape& shape, const FrameMetadata& meta, int fd, std::string name,
       const FitsWriteOptions& options = {}, bool keep_image = true, bool gzip = false);

@@ -1,17 +1,33 @@
 #include "core/io/internal/gzip_image.h"
 
 #include <algorithm>
+#include <atomic>
 #include <utility>
 
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "core/base/parallel_for.h"
 #include "core/base/status_macros.h"
 #include "core/base/write_fully.h"
 
 namespace spexd::core {
 
+struct GzipImage::Work {
+  std::vector<absl::string_view> data;  // per chunk: the image's bytes, then the tail's
+  std::string tail;
+  std::vector<GzipChunk> chunks;
+  std::unique_ptr<std::atomic<bool>[]> claimed;  // per image chunk: its deflate has begun
+  absl::Mutex mu;
+  int running ABSL_GUARDED_BY(mu) = 0;  // tasks inside DeflateClaimed
+  int by_tasks ABSL_GUARDED_BY(mu) = 0;
+  absl::Status status ABSL_GUARDED_BY(mu);
+};
+
 GzipImage::GzipImage(absl::string_view image, std::size_t chunk_bytes, std::vector<int64_t> cuts)
-    : image_(image), chunk_bytes_(std::clamp<std::size_t>(chunk_bytes, 1, std::size_t{1} << 30)) {
+    : image_(image),
+      chunk_bytes_(std::clamp<std::size_t>(chunk_bytes, 1, std::size_t{1} << 30)),
+      work_(std::make_shared<Work>()) {
   const int64_t size = static_cast<int64_t>(image_.size());
   const int64_t step = static_cast<int64_t>(chunk_bytes_);
   cuts.push_back(size);
@@ -24,9 +40,20 @@ GzipImage::GzipImage(absl::string_view image, std::size_t chunk_bytes, std::vect
   for (std::size_t i = 0; i < starts_.size(); ++i) {
     const int64_t end = i + 1 < starts_.size() ? starts_[i + 1] : size;
     pending_.push_back(end - starts_[i]);
+    work_->data.push_back(image_.substr(static_cast<std::size_t>(starts_[i]),
+                                        static_cast<std::size_t>(end - starts_[i])));
   }
   starts_.push_back(size);
-  chunks_.resize(pending_.size());
+  work_->chunks.resize(pending_.size());
+  work_->claimed = std::make_unique<std::atomic<bool>[]>(pending_.size());
+  for (std::size_t i = 0; i < pending_.size(); ++i) work_->claimed[i].store(false);
+}
+
+GzipImage::~GzipImage() {
+  Work& w = *work_;
+  for (std::size_t i = 0; i < pending_.size(); ++i) w.claimed[i].store(true);
+  absl::MutexLock lock(&w.mu);
+  w.mu.Await(absl::Condition(+[](int* running) { return *running == 0; }, &w.running));
 }
 
 absl::Status GzipImage::Final(int64_t offset, int64_t n) {
@@ -52,35 +79,30 @@ absl::Status GzipImage::Final(int64_t offset, int64_t n) {
   return absl::OkStatus();
 }
 
-absl::Status GzipImage::Deflate(const std::vector<std::size_t>& which, TaskPool* pool,
-                                int workers) {
-  const std::size_t nimage = pending_.size();
-  const std::size_t last = chunks_.size() - 1;
-  std::vector<absl::Status> status(which.size());
-  ParallelFor(pool, std::max(1, workers), static_cast<int>(which.size()), [&](int, int t) {
-    const std::size_t i = which[static_cast<std::size_t>(t)];
-    const absl::string_view data =
-        i < nimage
-            ? image_.substr(static_cast<std::size_t>(starts_[i]),
-                            static_cast<std::size_t>(starts_[i + 1] - starts_[i]))
-            : absl::string_view(tail_).substr((i - nimage) * chunk_bytes_, chunk_bytes_);
-    auto chunk = DeflateGzipChunk(data, finished_ && i == last);
-    if (chunk.ok()) {
-      chunks_[i] = *std::move(chunk);
-    } else {
-      status[static_cast<std::size_t>(t)] = chunk.status();
-    }
-  });
-  for (const absl::Status& st : status) SPEXD_RETURN_IF_ERROR(st);
-  return absl::OkStatus();
+void GzipImage::DeflateClaimed(Work& w, std::size_t i, bool last) {
+  {
+    absl::MutexLock lock(&w.mu);
+    ++w.running;  // before the claim: Seal and the destructor wait for every claimant
+  }
+  const bool mine = !w.claimed[i].exchange(true);
+  absl::StatusOr<GzipChunk> chunk =
+      mine ? DeflateGzipChunk(w.data[i], last) : absl::StatusOr<GzipChunk>(GzipChunk{});
+  absl::MutexLock lock(&w.mu);
+  if (mine && chunk.ok()) {
+    w.chunks[i] = *std::move(chunk);
+    ++w.by_tasks;  // with the decrement: Seal counts every chunk it waited for
+  } else if (mine && w.status.ok()) {
+    w.status = chunk.status();
+  }
+  --w.running;
 }
 
-absl::Status GzipImage::CompressReady(TaskPool* pool, int workers) {
-  if (ready_.empty()) return absl::OkStatus();
-  std::vector<std::size_t> which = std::move(ready_);
+void GzipImage::CompressReady(TaskPool* pool) {
+  for (std::size_t i : ready_) {
+    auto task = [w = work_, i] { DeflateClaimed(*w, i, /*last=*/false); };
+    if (pool == nullptr || !pool->Post(task)) task();
+  }
   ready_.clear();
-  early_ += static_cast<int>(which.size());
-  return Deflate(which, pool, workers);
 }
 
 absl::Status GzipImage::Finish(absl::string_view tail, TaskPool* pool, int workers, int fd,
@@ -99,21 +121,45 @@ absl::Status GzipImage::Seal(absl::string_view tail, TaskPool* pool, int workers
     }
   }
   finished_ = true;
-  tail_.assign(tail.data(), tail.size());
-  // No tail: one empty chunk, for the final block.
-  const std::size_t ntail =
-      std::max<std::size_t>(1, (tail_.size() + chunk_bytes_ - 1) / chunk_bytes_);
-  chunks_.resize(nimage + ntail);
-  // What CompressReady has not deflated: the chunks made final since, and the tail's.
-  std::vector<std::size_t> which = std::move(ready_);
   ready_.clear();
-  for (std::size_t i = nimage; i < nimage + ntail; ++i) which.push_back(i);
+  Work& w = *work_;
+  // The chunks whose task has not begun are this call's; then the tasks that have, waited for.
+  std::vector<std::size_t> which;
+  for (std::size_t i = 0; i < nimage; ++i) {
+    if (!w.claimed[i].exchange(true)) which.push_back(i);
+  }
+  {
+    absl::MutexLock lock(&w.mu);
+    w.mu.Await(absl::Condition(+[](int* running) { return *running == 0; }, &w.running));
+    SPEXD_RETURN_IF_ERROR(w.status);
+    early_ = w.by_tasks;
+  }
+  // The tail's chunks (one empty chunk without a tail, for the final block).
+  w.tail.assign(tail.data(), tail.size());
+  const std::size_t ntail =
+      std::max<std::size_t>(1, (w.tail.size() + chunk_bytes_ - 1) / chunk_bytes_);
+  for (std::size_t t = 0; t < ntail; ++t) {
+    w.data.push_back(absl::string_view(w.tail).substr(std::min(t * chunk_bytes_, w.tail.size()), chunk_bytes_));
+    which.push_back(nimage + t);
+  }
+  w.chunks.resize(nimage + ntail);
+  const std::size_t last = w.chunks.size() - 1;
+  std::vector<absl::Status> status(which.size());
+  ParallelFor(pool, std::max(1, workers), static_cast<int>(which.size()), [&](int, int t) {
+    const std::size_t i = which[static_cast<std::size_t>(t)];
+    auto chunk = DeflateGzipChunk(w.data[i], i == last);
+    if (chunk.ok()) {
+      w.chunks[i] = *std::move(chunk);
+    } else {
+      status[static_cast<std::size_t>(t)] = chunk.status();
+    }
+  });
+  for (const absl::Status& st : status) SPEXD_RETURN_IF_ERROR(st);
   late_ = static_cast<int>(which.size());
-  SPEXD_RETURN_IF_ERROR(Deflate(which, pool, workers));
-  for (std::size_t i : which) late_bytes_ += static_cast<int64_t>(chunks_[i].input);
+  for (std::size_t i : which) late_bytes_ += static_cast<int64_t>(w.chunks[i].input);
   std::vector<const GzipChunk*> order;
-  order.reserve(chunks_.size());
-  for (const GzipChunk& c : chunks_) order.push_back(&c);
+  order.reserve(w.chunks.size());
+  for (const GzipChunk& c : w.chunks) order.push_back(&c);
   ends_ = MemberEndsOf(order);
   sealed_ = true;
   return absl::OkStatus();
@@ -132,9 +178,9 @@ absl::Status GzipImage::Write(int fd, absl::string_view name) const {
 std::vector<absl::string_view> GzipImage::pieces() const {
   if (!sealed_) return {};
   std::vector<absl::string_view> out;
-  out.reserve(chunks_.size() + 2);
+  out.reserve(work_->chunks.size() + 2);
   out.emplace_back(ends_.header, sizeof(ends_.header));
-  for (const GzipChunk& c : chunks_) out.push_back(c.view());
+  for (const GzipChunk& c : work_->chunks) out.push_back(c.view());
   out.emplace_back(ends_.trailer, sizeof(ends_.trailer));
   return out;
 }

@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -27,13 +28,18 @@ class GzipImage {
   // outside it are ignored).
   explicit GzipImage(absl::string_view image, std::size_t chunk_bytes = kGzipChunkBytes,
                      std::vector<int64_t> cuts = {});
+  // Waits for the chunks being deflated (they read the image); those still queued on a
+  // pool are then skipped.
+  ~GzipImage();
 
   // Declares image bytes [offset, offset + n) final: they no longer change. Each byte once;
   // INTERNAL for a range outside the image or declared again.
   absl::Status Final(int64_t offset, int64_t n);
-  // Deflates the chunks made final since the last call, on up to `workers` threads of
-  // `pool` (ParallelFor's rules). One call at a time, never beside Final.
-  absl::Status CompressReady(TaskPool* pool, int workers);
+  // Starts deflating the chunks made final since the last call, each a task of its own on
+  // `pool` (here, at once, without one), and returns: the caller that fills the image
+  // goes on while the chunks deflate on whatever threads are free. Their errors come
+  // from Seal. Never beside Final or another call.
+  void CompressReady(TaskPool* pool);
   // Once every byte of the image is final: deflates what is left and `tail` (bytes that
   // follow the image in the file: copied), writes the member to `fd` from offset 0
   // (`name` in errors). The member's final block ends the tail's last chunk (an empty one
@@ -41,31 +47,37 @@ class GzipImage {
   absl::Status Finish(absl::string_view tail, TaskPool* pool, int workers, int fd,
                       absl::string_view name);
   // Finish in two steps: the member made whole in memory (pieces() complete), then written
-  // (once, after Seal), so that a caller can read the pieces beside the write.
+  // (once, after Seal), so that a caller can read the pieces beside the write. Seal
+  // deflates, on up to `workers` threads of `pool` (ParallelFor's rules), every chunk whose
+  // task has not started yet, and waits for those that have.
   absl::Status Seal(absl::string_view tail, TaskPool* pool, int workers, absl::string_view name);
   absl::Status Write(int fd, absl::string_view name) const;
 
   // The member's bytes in order (header, chunks, trailer), after Seal: as written.
   std::vector<absl::string_view> pieces() const;
   int64_t size() const;
-  // Chunks deflated before Finish, and by it (how much of the work the filling hid).
+  // Chunks deflated before Seal, and by it (how much of the work the filling hid), and the
+  // uncompressed bytes Seal deflated. After Seal.
   int early_chunks() const { return early_; }
   int late_chunks() const { return late_; }
-  int64_t late_bytes() const { return late_bytes_; }  // what Finish deflated, uncompressed
+  int64_t late_bytes() const { return late_bytes_; }
 
   GzipImage(const GzipImage&) = delete;
   GzipImage& operator=(const GzipImage&) = delete;
 
  private:
-  absl::Status Deflate(const std::vector<std::size_t>& which, TaskPool* pool, int workers);
+  // What the chunks' tasks share with this object: a task outlives it when it was still
+  // queued at the destructor (it finds its chunk claimed and does nothing).
+  struct Work;
+  // Deflates chunk i into `w` unless another has claimed it.
+  static void DeflateClaimed(Work& w, std::size_t i, bool last);
 
   absl::string_view image_;
   std::size_t chunk_bytes_;
   std::vector<int64_t> starts_;       // per image chunk: its first byte; then the image's end
-  std::vector<GzipChunk> chunks_;     // the image's, then the tail's
   std::vector<int64_t> pending_;      // per image chunk: bytes not yet final
-  std::vector<std::size_t> ready_;    // final, not yet deflated
-  std::string tail_;
+  std::vector<std::size_t> ready_;    // final, not yet handed to CompressReady
+  std::shared_ptr<Work> work_;
   GzipMemberEnds ends_{};
   bool finished_ = false;  // Seal has begun: no more Final
   bool sealed_ = false;    // the member is whole

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -300,6 +301,41 @@ TEST_F(GzipServiceTest, ServerOutputWithGzNameIsGzipWithTheSameHdus) {
   ASSERT_EQ(flux->size(), local_->flux.size());
   for (std::size_t i = 0; i < flux->size(); ++i) {
     ASSERT_EQ((*flux)[i], static_cast<float>(local_->flux[i])) << i;
+  }
+}
+
+// .fits.gz outputs of requests cut short by the client's deadline at several points of a
+// ten-bundle frame (chunks deflating on the host pool when the job goes): the server keeps
+// serving, and each name holds nothing or a whole member; the next request is written.
+TEST_F(GzipServiceTest, GzOutputsOfRequestsCutShortAreWholeOrAbsent) {
+  std::vector<std::string> names;
+  for (double deadline : {0.02, 0.04, 0.06, 0.08, 0.1, 0.12}) {
+    names.push_back(absl::StrCat(Inputs().output_dir, "/gz-cut-", names.size(), ".fits.gz"));
+    client::ClientOptions o;
+    o.extract_deadline_seconds = deadline;
+    o.max_attempts = 1;
+    auto c = Connect(*server_, o);
+    ASSERT_NE(c, nullptr);
+    v1::ExtractHeader h = TenBundleHeader(psf_id_);
+    h.set_server_path(Inputs().frame_gz_path);
+    h.set_server_output_path(names.back());
+    const absl::Status st = c->Extract(h, nullptr, false, client::ExtractCallbacks{});
+    EXPECT_TRUE(st.ok() || absl::IsDeadlineExceeded(st)) << deadline << " s: " << st;
+  }
+  v1::ExtractHeader h = TenBundleHeader(psf_id_);
+  h.set_server_path(Inputs().frame_gz_path);
+  h.set_server_output_path(Inputs().output_dir + "/gz-after-cuts.fits.gz");
+  ASSERT_TRUE(client_->Extract(h, nullptr, false, client::ExtractCallbacks{}).ok());
+  const std::string whole = Gunzip(ReadBytes(Inputs().output_dir + "/gz-after-cuts.fits.gz"));
+  ASSERT_FALSE(whole.empty());
+  std::this_thread::sleep_for(std::chrono::seconds(1));  // cut jobs still ending commit or not
+  for (const std::string& name : names) {
+    FILE* f = std::fopen(name.c_str(), "rb");
+    if (f == nullptr) continue;
+    std::fclose(f);
+    const std::string gz = ReadBytes(name);
+    ASSERT_TRUE(core::IsGzip(gz)) << name;
+    EXPECT_EQ(Gunzip(gz).size(), whole.size()) << name;
   }
 }
 

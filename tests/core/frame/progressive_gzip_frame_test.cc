@@ -7,6 +7,7 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -57,6 +58,18 @@ std::string ZlibGunzipAll(const std::string& gz) {
   inflateEnd(&zs);
   EXPECT_EQ(members, 1) << "not one gzip member";
   return out;
+}
+
+// gz.Finish into a new file `name` in a temporary directory (no pool): the file's bytes,
+// or "" after a failure of the test.
+std::string FinishToFile(GzipImage& gz, absl::string_view tail, const std::string& name) {
+  const std::string path = MakeTempDir() + "/" + name;
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  EXPECT_GE(fd, 0);
+  const absl::Status st = gz.Finish(tail, nullptr, 1, fd, path);
+  ::close(fd);
+  EXPECT_TRUE(st.ok()) << st;
+  return st.ok() ? ReadBytes(path) : "";
 }
 
 std::string Joined(const std::vector<absl::string_view>& pieces) {
@@ -123,16 +136,11 @@ TEST(GzipImageTest, CutsStartChunksSoThatBytesFinalEarlyNeedNotWait) {
   ASSERT_TRUE(gz.Final(5000, 5000).ok());
   gz.CompressReady(nullptr);
   ASSERT_TRUE(gz.Final(0, 100).ok());  // last, as a header written by Finish
-  const std::string path = MakeTempDir() + "/cuts.gz";
-  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  ASSERT_GE(fd, 0);
-  const absl::Status st = gz.Finish("tail", nullptr, 1, fd, path);
-  ::close(fd);
-  ASSERT_TRUE(st.ok()) << st;
+  const std::string file = FinishToFile(gz, "tail", "cuts.gz");
   EXPECT_EQ(gz.early_chunks(), 4);
   EXPECT_EQ(gz.late_chunks(), 2);  // the first chunk and the tail
   EXPECT_EQ(gz.late_bytes(), 104);
-  EXPECT_TRUE(ZlibGunzipAll(ReadBytes(path)) == image + "tail");
+  EXPECT_TRUE(ZlibGunzipAll(file) == image + "tail");
 }
 
 // Chunk tasks still queued when Finish comes are Finish's; those still queued when the
@@ -150,15 +158,10 @@ TEST(GzipImageTest, QueuedChunksAreTakenByFinishOrSkippedAfterTheObjectGoes) {
       ASSERT_TRUE(gz.Final(0, static_cast<int64_t>(image.size())).ok());
       gz.CompressReady(&pool);  // 16 tasks queued behind the busy thread
       if (finish) {
-        const std::string path = MakeTempDir() + "/queued.gz";
-        const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-        ASSERT_GE(fd, 0);
-        const absl::Status st = gz.Finish("", nullptr, 1, fd, path);
-        ::close(fd);
-        ASSERT_TRUE(st.ok()) << st;
+        const std::string file = FinishToFile(gz, "", "queued.gz");
         EXPECT_EQ(gz.early_chunks(), 0);
         EXPECT_EQ(gz.late_chunks(), 17);
-        EXPECT_TRUE(ZlibGunzipAll(ReadBytes(path)) == image);
+        EXPECT_TRUE(ZlibGunzipAll(file) == image);
       }
     }
     release.Notify();
@@ -291,32 +294,36 @@ TEST(ProgressiveGzipFrameTest, TheMemberCanBeWrittenAfterFinish) {
   FitsWriteOptions options;
   options.checksum_time = "2026-11-28T12:00:00";
   const std::string path = MakeTempDir() + "/frame.fits.gz";
+  // Every row of `f` into a gzip frame file on `fd`, finished without the member's write.
+  auto finished = [&](int fd) -> std::unique_ptr<ProgressiveFrameFile> {
+    auto file = ProgressiveFrameFile::Create({f.specmin, f.nspec, f.nwave, f.ndiag, f.wave},
+                                             GzipFrameMeta(), fd, path, options, true, true);
+    EXPECT_TRUE(file.ok()) << file.status();
+    if (!file.ok()) return nullptr;
+    for (int r = 0; r < f.nspec; r += 10) EXPECT_TRUE((*file)->AddRows(r, FrameRows(f, r / 10, r, 10)).ok());
+    EXPECT_TRUE((*file)->Finish(f, nullptr, /*write_member=*/false).ok());
+    return *std::move(file);
+  };
   const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   ASSERT_GE(fd, 0);
-  auto file = ProgressiveFrameFile::Create({f.specmin, f.nspec, f.nwave, f.ndiag, f.wave},
-                                           GzipFrameMeta(), fd, path, options, true, true);
-  ASSERT_TRUE(file.ok()) << file.status();
-  for (int r = 0; r < f.nspec; r += 10) ASSERT_TRUE((*file)->AddRows(r, FrameRows(f, r / 10, r, 10)).ok());
-  ASSERT_TRUE((*file)->Finish(f, nullptr, /*write_member=*/false).ok());
+  std::unique_ptr<ProgressiveFrameFile> file = finished(fd);
+  ASSERT_NE(file, nullptr);
   EXPECT_EQ(ReadBytes(path), "");
-  const std::string member = Joined((*file)->stored_pieces());
+  const std::string member = Joined(file->stored_pieces());
   ASSERT_TRUE(IsGzip(member));
   EXPECT_TRUE(ZlibGunzipAll(member) == *FrameToFits(f, GzipFrameMeta(), options));
-  ASSERT_TRUE((*file)->WriteMember().ok());
+  ASSERT_TRUE(file->WriteMember().ok());
   ::close(fd);
   EXPECT_TRUE(ReadBytes(path) == member);
   // A member that cannot be written: Finish succeeds, WriteMember says why, and sticks.
   const int read_only = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   ASSERT_GE(read_only, 0);
-  auto again = ProgressiveFrameFile::Create({f.specmin, f.nspec, f.nwave, f.ndiag, f.wave},
-                                            GzipFrameMeta(), read_only, path, options, true, true);
-  ASSERT_TRUE(again.ok()) << again.status();
-  for (int r = 0; r < f.nspec; r += 10) ASSERT_TRUE((*again)->AddRows(r, FrameRows(f, r / 10, r, 10)).ok());
-  ASSERT_TRUE((*again)->Finish(f, nullptr, /*write_member=*/false).ok());
-  const absl::Status st = (*again)->WriteMember();
+  std::unique_ptr<ProgressiveFrameFile> again = finished(read_only);
+  ASSERT_NE(again, nullptr);
+  const absl::Status st = again->WriteMember();
   EXPECT_EQ(st.code(), absl::StatusCode::kInternal) << st;
   EXPECT_NE(st.message().find("write failed"), std::string::npos) << st;
-  EXPECT_EQ((*again)->WriteMember(), st);
+  EXPECT_EQ(again->WriteMember(), st);
   ::close(read_only);
 }
 

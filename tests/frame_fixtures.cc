@@ -97,4 +97,20 @@ core::BundleResult FrameRows(const core::Frame& f, int index, int row, int n) {
   return b;
 }
 
+core::FrameMetadata R1FrameMeta() {
+  core::FrameMetadata meta;
+  meta.image_header = {"CAMERA  = 'r1      '           / Spectrograph Camera",
+                       "EXPTIME =                900.0 / Exposure time"};
+  meta.in_psf = "psf-r1.fits";
+  meta.in_img = "preproc-r1.fits";
+  meta.wmin = 5760.0;
+  meta.wmax = 7620.0;
+  meta.dw = 0.8;
+  return meta;
+}
+
+core::FrameFileShape FileShapeOf(const core::Frame& f) {
+  return {f.specmin, f.nspec, f.nwave, f.ndiag, f.wave};
+}
+
 }  // namespace spexd::testing

@@ -8,6 +8,8 @@
 
 #include "core/frame/extraction_result.h"
 #include "core/frame/frame.h"
+#include "core/frame/frame_writer.h"
+#include "core/frame/progressive_frame_file.h"
 
 namespace spexd::testing {
 
@@ -21,6 +23,10 @@ std::string MakeTestFibermap(int rows, bool checksum);
 // Rows [row, row + n) of `f` as bundle `index`, finalised (per Angstrom), as a backend's
 // bundle reaches the frame file.
 core::BundleResult FrameRows(const core::Frame& f, int index, int row, int n);
+// The header cards and provenance of an r1 frame on DESI's r grid (5760-7620 A, 0.8 A).
+core::FrameMetadata R1FrameMeta();
+// The layout-deciding shape of `f` (core::ProgressiveFrameFile).
+core::FrameFileShape FileShapeOf(const core::Frame& f);
 
 }  // namespace spexd::testing
 

@@ -38,7 +38,7 @@ class FileRowWriterTest : public ::testing::Test {
   void TearDown() override { ::close(fd_); }
 
   std::unique_ptr<core::ProgressiveFrameFile> Create(const core::Frame& f) {
-    auto file = core::ProgressiveFrameFile::Create({f.specmin, f.nspec, f.nwave, f.ndiag, f.wave},
+    auto file = core::ProgressiveFrameFile::Create(spexd::testing::FileShapeOf(f),
                                                    meta_, fd_, path_, options_);
     EXPECT_TRUE(file.ok()) << file.status();
     return file.ok() ? *std::move(file) : nullptr;

@@ -25,27 +25,13 @@
 namespace spexd::core {
 namespace {
 
+using spexd::testing::FileShapeOf;
 using spexd::testing::FrameRows;
 using spexd::testing::MakeTempDir;
 using spexd::testing::MakeTestFibermap;
 using spexd::testing::MakeTestFrame;
+using spexd::testing::R1FrameMeta;
 using spexd::testing::ReadBytes;
-
-FrameMetadata MakeProgressiveMeta() {
-  FrameMetadata meta;
-  meta.image_header = {"CAMERA  = 'r1      '           / Spectrograph Camera",
-                       "EXPTIME =                900.0 / Exposure time"};
-  meta.in_psf = "psf-r1.fits";
-  meta.in_img = "preproc-r1.fits";
-  meta.wmin = 5760.0;
-  meta.wmax = 7620.0;
-  meta.dw = 0.8;
-  return meta;
-}
-
-FrameFileShape ShapeOf(const Frame& f) {
-  return {f.specmin, f.nspec, f.nwave, f.ndiag, f.wave};
-}
 
 class ProgressiveFrameFileTest : public ::testing::Test {
  protected:
@@ -63,7 +49,7 @@ class ProgressiveFrameFileTest : public ::testing::Test {
                                  const FitsWriteOptions& options, uint64_t seed,
                                  double pause_seconds = 0,
                                  const std::vector<FrameScore>* given_scores = nullptr) {
-    auto file = ProgressiveFrameFile::Create(ShapeOf(f), meta, fd_, path_, options, keep_image_);
+    auto file = ProgressiveFrameFile::Create(FileShapeOf(f), meta, fd_, path_, options, keep_image_);
     EXPECT_TRUE(file.ok()) << file.status();
     if (!file.ok()) return "";
     std::vector<int> rows;
@@ -107,7 +93,7 @@ void ExpectSameBytes(const std::string& got, const std::string& want) {
 
 TEST_F(ProgressiveFrameFileTest, BundlesInAnyOrderGiveFrameToFitsBytes) {
   const Frame f = MakeTestFrame(60, 700, 5, 9, /*specials=*/true);
-  FrameMetadata meta = MakeProgressiveMeta();
+  FrameMetadata meta = R1FrameMeta();
   meta.fibermap_fits = MakeTestFibermap(70, /*checksum=*/true);
   FitsWriteOptions options;
   options.checksum_time = "2026-11-23T12:00:00";
@@ -128,7 +114,7 @@ TEST_F(ProgressiveFrameFileTest, BundlesInAnyOrderGiveFrameToFitsBytes) {
 
 TEST_F(ProgressiveFrameFileTest, FullSizeFrameWithoutFibermapOrScores) {
   const Frame f = MakeTestFrame(500, 2326, 5, 22, /*specials=*/true);
-  FrameMetadata meta = MakeProgressiveMeta();
+  FrameMetadata meta = R1FrameMeta();
   FitsWriteOptions options;
   options.checksum_time = "2026-11-23T12:00:01";
   ExpectSameBytes(WriteProgressively(f, meta, 25, options, 3), *FrameToFits(f, meta, options));
@@ -149,7 +135,7 @@ TEST_F(ProgressiveFrameFileTest, FullSizeFrameWithoutFibermapOrScores) {
 // every HDU, as FrameToFits run at that moment would.
 TEST_F(ProgressiveFrameFileTest, ChecksumTimeIsThatOfFinish) {
   const Frame f = MakeTestFrame(30, 400, 3, 5, /*specials=*/true);
-  FrameMetadata meta = MakeProgressiveMeta();
+  FrameMetadata meta = R1FrameMeta();
   meta.fibermap_fits = MakeTestFibermap(40, /*checksum=*/true);
   const std::string written = WriteProgressively(f, meta, 10, {}, 7, /*pause_seconds=*/1.2);
   const std::size_t at = written.find("HDU checksum updated ");
@@ -170,12 +156,12 @@ TEST_F(ProgressiveFrameFileTest, ScoresGivenAtFinishAreWritten) {
   }
   FitsWriteOptions options;
   options.checksum_time = "2026-11-23T12:00:02";
-  FrameMetadata announced = MakeProgressiveMeta();
+  FrameMetadata announced = R1FrameMeta();
   announced.given_scores.emplace();
-  FrameMetadata want_meta = MakeProgressiveMeta();
+  FrameMetadata want_meta = R1FrameMeta();
   want_meta.given_scores = given;
   const std::string want = *FrameToFits(f, want_meta, options);
-  ASSERT_NE(want, *FrameToFits(f, MakeProgressiveMeta(), options));
+  ASSERT_NE(want, *FrameToFits(f, R1FrameMeta(), options));
   ExpectSameBytes(WriteProgressively(f, announced, 25, options, 5, 0, &given), want);
   keep_image_ = false;  // as spexctl writes it
   ASSERT_EQ(::ftruncate(fd_, 0), 0);
@@ -189,12 +175,12 @@ TEST_F(ProgressiveFrameFileTest, ScoresGivenAtFinishAreWritten) {
 
 TEST_F(ProgressiveFrameFileTest, RefusalsAreErrors) {
   const Frame f = MakeTestFrame(30, 200, 2, 1, /*specials=*/true);
-  const FrameMetadata meta = MakeProgressiveMeta();
-  FrameFileShape bad = ShapeOf(f);
+  const FrameMetadata meta = R1FrameMeta();
+  FrameFileShape bad = FileShapeOf(f);
   bad.wave.pop_back();
   EXPECT_EQ(ProgressiveFrameFile::Create(bad, meta, fd_, path_).status().code(),
             absl::StatusCode::kInvalidArgument);
-  auto file = ProgressiveFrameFile::Create(ShapeOf(f), meta, fd_, path_);
+  auto file = ProgressiveFrameFile::Create(FileShapeOf(f), meta, fd_, path_);
   ASSERT_TRUE(file.ok()) << file.status();
   ASSERT_TRUE((*file)->AddRows(0, FrameRows(f, 0, 0, 10)).ok());
   EXPECT_FALSE((*file)->AddRows(5, FrameRows(f, 0, 5, 10)).ok());   // rows 5..9 again
@@ -209,7 +195,7 @@ TEST_F(ProgressiveFrameFileTest, WriteErrorSticksAndNothingCrashes) {
   const Frame f = MakeTestFrame(20, 300, 2, 2, /*specials=*/true);
   const int read_only = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
   ASSERT_GE(read_only, 0);
-  auto file = ProgressiveFrameFile::Create(ShapeOf(f), MakeProgressiveMeta(), read_only, path_);
+  auto file = ProgressiveFrameFile::Create(FileShapeOf(f), R1FrameMeta(), read_only, path_);
   ASSERT_TRUE(file.ok()) << file.status();
   const absl::Status first = (*file)->AddRows(0, FrameRows(f, 0, 0, 10));
   EXPECT_EQ(first.code(), absl::StatusCode::kInternal);

@@ -24,10 +24,12 @@
 namespace spexd::core {
 namespace {
 
+using spexd::testing::FileShapeOf;
 using spexd::testing::FrameRows;
 using spexd::testing::MakeTempDir;
 using spexd::testing::MakeTestFibermap;
 using spexd::testing::MakeTestFrame;
+using spexd::testing::R1FrameMeta;
 using spexd::testing::ReadBytes;
 
 // zlib's reading of a whole gzip stream (one member or more); fails the test on an error.
@@ -183,18 +185,6 @@ TEST(GzipImageTest, BytesDeclaredTwiceOrNeverAreErrors) {
   EXPECT_EQ(never.Write(-1, "frame.fits.gz").code(), absl::StatusCode::kInternal) << "not sealed";
 }
 
-FrameMetadata GzipFrameMeta() {
-  FrameMetadata meta;
-  meta.image_header = {"CAMERA  = 'r1      '           / Spectrograph Camera",
-                       "EXPTIME =                900.0 / Exposure time"};
-  meta.in_psf = "psf-r1.fits";
-  meta.in_img = "preproc-r1.fits";
-  meta.wmin = 5760.0;
-  meta.wmax = 7620.0;
-  meta.dw = 0.8;
-  return meta;
-}
-
 // Writes `f` as a .fits.gz progressively, bundles of `bundle` rows in a shuffled order;
 // the file's bytes. Checks what the object says of them.
 std::string WriteGzipProgressively(const std::string& path, const Frame& f, const FrameMetadata& meta,
@@ -203,7 +193,7 @@ std::string WriteGzipProgressively(const std::string& path, const Frame& f, cons
                                    int64_t* late_bytes = nullptr) {
   const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   EXPECT_GE(fd, 0);
-  auto file = ProgressiveFrameFile::Create({f.specmin, f.nspec, f.nwave, f.ndiag, f.wave}, meta, fd,
+  auto file = ProgressiveFrameFile::Create(FileShapeOf(f), meta, fd,
                                            path, options, /*keep_image=*/true, /*gzip=*/true);
   EXPECT_TRUE(file.ok()) << file.status();
   if (!file.ok()) return "";
@@ -230,7 +220,7 @@ std::string WriteGzipProgressively(const std::string& path, const Frame& f, cons
 
 TEST(ProgressiveGzipFrameTest, InflatesToFrameToFitsInAnyOrderOnAnyThreads) {
   const Frame f = MakeTestFrame(60, 700, 5, 9, /*specials=*/true);
-  FrameMetadata meta = GzipFrameMeta();
+  FrameMetadata meta = R1FrameMeta();
   meta.fibermap_fits = MakeTestFibermap(70, /*checksum=*/true);
   FitsWriteOptions options;
   options.checksum_time = "2026-11-27T12:00:00";
@@ -257,7 +247,7 @@ TEST(ProgressiveGzipFrameTest, InflatesToFrameToFitsInAnyOrderOnAnyThreads) {
 // that Finish deflates).
 TEST(ProgressiveGzipFrameTest, FullFrameMostlyDeflatedBeforeFinishWithValidChecksums) {
   const Frame f = MakeTestFrame(500, 2326, 5, 22, /*specials=*/true);
-  const FrameMetadata meta = GzipFrameMeta();
+  const FrameMetadata meta = R1FrameMeta();
   FitsWriteOptions options;
   options.checksum_time = "2026-11-27T12:00:01";
   options.threads = 1;  // each chunk deflated when its rows complete it: counts fixed
@@ -296,8 +286,8 @@ TEST(ProgressiveGzipFrameTest, TheMemberCanBeWrittenAfterFinish) {
   const std::string path = MakeTempDir() + "/frame.fits.gz";
   // Every row of `f` into a gzip frame file on `fd`, finished without the member's write.
   auto finished = [&](int fd) -> std::unique_ptr<ProgressiveFrameFile> {
-    auto file = ProgressiveFrameFile::Create({f.specmin, f.nspec, f.nwave, f.ndiag, f.wave},
-                                             GzipFrameMeta(), fd, path, options, true, true);
+    auto file = ProgressiveFrameFile::Create(FileShapeOf(f),
+                                             R1FrameMeta(), fd, path, options, true, true);
     EXPECT_TRUE(file.ok()) << file.status();
     if (!file.ok()) return nullptr;
     for (int r = 0; r < f.nspec; r += 10) EXPECT_TRUE((*file)->AddRows(r, FrameRows(f, r / 10, r, 10)).ok());
@@ -311,7 +301,7 @@ TEST(ProgressiveGzipFrameTest, TheMemberCanBeWrittenAfterFinish) {
   EXPECT_EQ(ReadBytes(path), "");
   const std::string member = Joined(file->stored_pieces());
   ASSERT_TRUE(IsGzip(member));
-  EXPECT_TRUE(ZlibGunzipAll(member) == *FrameToFits(f, GzipFrameMeta(), options));
+  EXPECT_TRUE(ZlibGunzipAll(member) == *FrameToFits(f, R1FrameMeta(), options));
   ASSERT_TRUE(file->WriteMember().ok());
   ::close(fd);
   EXPECT_TRUE(ReadBytes(path) == member);
@@ -332,9 +322,9 @@ TEST(ProgressiveGzipFrameTest, RefusalsAndWriteErrorsAreErrors) {
   const std::string path = MakeTempDir() + "/frame.fits.gz";
   const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   ASSERT_GE(fd, 0);
-  const FrameFileShape shape{f.specmin, f.nspec, f.nwave, f.ndiag, f.wave};
+  const FrameFileShape shape = FileShapeOf(f);
   // gzip is deflated from the image: without one it is refused.
-  EXPECT_EQ(ProgressiveFrameFile::Create(shape, GzipFrameMeta(), fd, path, {}, false, true)
+  EXPECT_EQ(ProgressiveFrameFile::Create(shape, R1FrameMeta(), fd, path, {}, false, true)
                 .status()
                 .code(),
             absl::StatusCode::kInvalidArgument);
@@ -342,7 +332,7 @@ TEST(ProgressiveGzipFrameTest, RefusalsAndWriteErrorsAreErrors) {
   // A descriptor that cannot be written: nothing is written before Finish, which fails.
   const int read_only = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   ASSERT_GE(read_only, 0);
-  auto file = ProgressiveFrameFile::Create(shape, GzipFrameMeta(), read_only, path, {}, true, true);
+  auto file = ProgressiveFrameFile::Create(shape, R1FrameMeta(), read_only, path, {}, true, true);
   ASSERT_TRUE(file.ok()) << file.status();
   EXPECT_TRUE((*file)->AddRows(0, FrameRows(f, 0, 0, 10)).ok());
   EXPECT_FALSE((*file)->AddRows(5, FrameRows(f, 0, 5, 10)).ok());  // rows 5..9 again

@@ -28,20 +28,15 @@ namespace {
 using spexd::testing::MakeTestFibermap;
 using spexd::testing::MakeTestFrame;
 
+// R1FrameMeta with DESI's dependency cards and `extra_cards` more.
 FrameMetadata MakeMeta(int extra_cards) {
-  FrameMetadata meta;
-  meta.image_header = {"CAMERA  = 'r1      '           / Spectrograph Camera",
-                       "EXPTIME =                900.0 / Exposure time",
-                       "DEPNAM00= 'python  '", "DEPVER00= '3.10.14 '"};
+  FrameMetadata meta = spexd::testing::R1FrameMeta();
+  meta.image_header.push_back("DEPNAM00= 'python  '");
+  meta.image_header.push_back("DEPVER00= '3.10.14 '");
   for (int i = 0; i < extra_cards; ++i) {
     meta.image_header.push_back("KEY" + std::to_string(i) + std::string(5 - std::to_string(i).size(), ' ') +
                                 "= " + std::to_string(i * 17));
   }
-  meta.in_psf = "psf-r1.fits";
-  meta.in_img = "preproc-r1.fits";
-  meta.wmin = 5760.0;
-  meta.wmax = 7620.0;
-  meta.dw = 0.8;
   return meta;
 }
 

@@ -1,9 +1,11 @@
 #include "client/spexctl/local_extract.h"
 
+#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <string>
 
 #include "client/spexctl/lapack_on_demand.h"
 #include "client/spexctl/progress_bar.h"
@@ -20,6 +22,13 @@
 namespace spexd::client {
 namespace {
 
+// The shortest decimal that reads back as `v` (0.8, not 0.80000000000000004).
+std::string Shortest(double v) {
+  char buf[32];
+  const std::to_chars_result r = std::to_chars(buf, buf + sizeof(buf), v);
+  return std::string(buf, r.ptr);
+}
+
 // -v/--verbose: the parameters, as desi_extract_spectra logs them. The grid is the plan's
 // (core::RequestedGrid): without -w, the PSF's domain, not the parameters' r-camera defaults.
 void PrintParams(const ExtractCommand& cmd, const core::ExtractionPlan& plan, double heliocor) {
@@ -27,11 +36,12 @@ void PrintParams(const ExtractCommand& cmd, const core::ExtractionPlan& plan, do
   const core::GridRequest& g = plan.grid();
   std::fprintf(stderr,
                "spexctl: input = %s\nspexctl: psf = %s\nspexctl: specmin = %d\nspexctl: nspec = %d\n"
-               "spexctl: wavelength = %.17g,%.17g,%.17g (extraction grid)\n"
-               "spexctl: barycentric_correction_factor = %.17g\nspexctl: nwavestep = %d\n"
-               "spexctl: regularize = %g\n",
-               cmd.input.c_str(), cmd.psf.c_str(), p.specmin, p.nspec, g.wmin, g.wmax, g.dw,
-               heliocor, p.nwavestep, p.regularize);
+               "spexctl: wavelength = %s,%s,%s (extraction grid)\n"
+               "spexctl: barycentric_correction_factor = %s\nspexctl: nwavestep = %d\n"
+               "spexctl: regularize = %s\n",
+               cmd.input.c_str(), cmd.psf.c_str(), p.specmin, p.nspec, Shortest(g.wmin).c_str(),
+               Shortest(g.wmax).c_str(), Shortest(g.dw).c_str(), Shortest(heliocor).c_str(),
+               p.nwavestep, Shortest(p.regularize).c_str());
 }
 
 }  // namespace

@@ -80,6 +80,7 @@ class CameraToolsTest(unittest.TestCase):
         m = re.search(r"wavelength = ([0-9.e+-]+),([0-9.e+-]+),([0-9.e+-]+) \(extraction grid\)",
                       r.stderr)
         self.assertIsNotNone(m, r.stderr)
+        self.assertEqual(m.group(0), "wavelength = 3509,5994,0.8 (extraction grid)")  # shortest
         wmin, wmax, dw = map(float, m.groups())
         self.assertEqual((wmin, wmax, dw), (3509.0, 5994.0, 0.8))
         with fits.open(out) as f:

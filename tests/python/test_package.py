@@ -12,7 +12,7 @@ import numpy as np
 
 import spexd
 import svg_page
-from spexd import qa
+from spexd import qa, svg_draw
 
 
 class PackageTest(unittest.TestCase):
@@ -239,7 +239,7 @@ class QaPageTest(unittest.TestCase):
         (w, h, chi2_index, chi2_rgb) = images[0][1]
         self.assertEqual((h, w), (self.NSPEC, self.NWAVE))
         chi2 = self.chi2.astype(np.float32).astype(np.float64)
-        levels = qa._LEVELS
+        levels = svg_draw.LEVELS
         scaled = (np.log10(chi2) - np.log10(0.1)) / (np.log10(100.0) - np.log10(0.1))
         np.testing.assert_array_equal(chi2_index, np.rint(scaled * (levels - 1))[::-1])
         # The palette: magma interpolated at each index's value (to the nearest integer).
@@ -282,14 +282,14 @@ class QaPageTest(unittest.TestCase):
         palette = [tuple(int(c) for c in rng.integers(0, 256, 3)) for _ in range(256)]
         for shape in ((1, 1), (1, 7), (9, 1), (500, 2881)):
             indices = rng.integers(0, 256, shape).astype(np.uint8)
-            w, h, back, rgb = svg_page.decode_png(qa.png_indexed(indices, palette))
+            w, h, back, rgb = svg_page.decode_png(svg_draw.png_indexed(indices, palette))
             self.assertEqual((h, w), shape)
             np.testing.assert_array_equal(back, indices)
             np.testing.assert_array_equal(rgb, np.array(palette, np.uint8)[indices])
         with self.assertRaisesRegex(ValueError, "palette entries"):
-            qa.png_indexed(np.full((2, 2), 3, np.uint8), palette[:3])
+            svg_draw.png_indexed(np.full((2, 2), 3, np.uint8), palette[:3])
         with self.assertRaisesRegex(ValueError, "shape"):
-            qa.png_indexed(np.zeros((0, 4), np.uint8), palette)
+            svg_draw.png_indexed(np.zeros((0, 4), np.uint8), palette)
 
     def test_full_frame_page_stays_small(self):
         # 500 fibres x 2881 bins and a full CCD of residual, all noise (the worst case for

@@ -10,19 +10,16 @@ wavelength, and, with a model image and the preproc image, the residual
 (image - model) * sqrt(ivar) on the CCD. The title line gives the numbers that decide
 health (masked bins, BAD2DFIT bins, fibres with no valid bin, median CHI2PIX) and a
 verdict; the thresholds are in `health()`. Needs numpy and fitsio only: the page is
-written as SVG text, its images as PNGs encoded here (`png_indexed`).
+written as SVG text, its images as PNGs (spexd.svg_draw).
 """
 import argparse
-import base64
 import os
-import struct
 import sys
 import warnings
-import zlib
-from xml.sax.saxutils import escape
 
 import numpy as np
 
+from spexd import svg_draw
 from spexd.frame_file import QA_KEYWORDS
 from spexd.result import ALLBADPIX, BAD2DFIT, SOMEBADPIX
 
@@ -130,13 +127,12 @@ def residual_image(model_path, image_path, margin=20):
 
 
 # ---------------------------------------------------------------- drawing (SVG)
-# The page is an SVG file written with the standard library and numpy: text, axes, lines
-# and colour bars are SVG elements, the three images are PNGs inside it (png_indexed).
+# The page is an SVG file written with the standard library and numpy (spexd.svg_draw):
+# text, axes, lines and colour bars are SVG elements, the three images are PNGs inside it.
 # A plotting or imaging library would be most of the demo's install: Debian's
 # python3-matplotlib is about sixty packages, python3-pil about 24 (X11, TIFF, WebP and
 # HarfBuzz libraries among them).
 WIDTH, HEIGHT = 1600, 1000
-_BLACK, _GREY, _LIGHT, _RED = (0, 0, 0), (128, 128, 128), (235, 235, 235), (220, 0, 0)
 _LINE_COLOURS = [(31, 119, 180), (255, 127, 14), (44, 160, 44)]
 # Anchors of the colour maps, evenly spaced over [0, 1].
 _MAGMA = [(0, 0, 4), (59, 15, 112), (140, 41, 129), (222, 73, 104), (254, 159, 109),
@@ -144,251 +140,12 @@ _MAGMA = [(0, 0, 4), (59, 15, 112), (140, 41, 129), (222, 73, 104), (254, 159, 1
 _RED_BLUE = [(5, 48, 97), (67, 147, 195), (247, 247, 247), (214, 96, 77), (103, 0, 31)]
 _MASK_COLOURS = [(240, 240, 240), (153, 153, 153), (255, 176, 0), (208, 0, 0), (123, 44, 191)]
 _MASK_NAMES = ["good", "other", "SOMEBADPIX", "ALLBADPIX", "BAD2DFIT"]
-# A colour map becomes a palette of this many colours over [0, 1], plus light grey for NaN
-# (entry _LEVELS): one byte per pixel, steps too fine to see on these noisy images, and
-# a noise image deflates to ~7 bits per pixel (255 colours: ~8).
-_LEVELS = 128
 # Images larger than this (pixels along either axis) are shown in blocks, so that a full
 # frame's page stays under 3 MB (2.5 MB where CHI2PIX and the residual are pure noise,
 # which deflate cannot shrink): a whole frame's CHI2PIX and MASK (500 x 2881) are shown
 # bin for bin, a whole CCD's residual (4128 x 4114) in 5 x 5 blocks.
 _MAX_FIBRE_WAVE = 3000
 _MAX_CCD = 1000
-_FONT = "DejaVu Sans, Helvetica, Arial, sans-serif"
-
-
-def png_indexed(indices, palette):
-    """A PNG file (bytes) of an image of palette indices (uint8 [rows][columns], row 0 at
-    the top) and its palette (RGB triples, at most 256)."""
-    # Written with zlib and struct, not an imaging library (Pillow pulls ~24 Debian packages
-    # into the demo): a PNG is its signature and four chunks (IHDR, PLTE, IDAT, IEND), each
-    # length, type, data and CRC-32, with the image as one zlib stream of filtered rows.
-    indices = np.asarray(indices)
-    if indices.ndim != 2 or 0 in indices.shape:
-        raise ValueError(f"png_indexed: an image of shape {indices.shape}")
-    if not 0 < len(palette) <= 256 or indices.max() >= len(palette):
-        raise ValueError(f"png_indexed: {len(palette)} palette entries for index "
-                         f"{int(indices.max())}")
-    height, width = indices.shape
-    rows = np.zeros((height, width + 1), np.uint8)  # each row: filter type 0 (none), pixels
-    rows[:, 1:] = indices
-
-    def chunk(kind, data):
-        return (struct.pack(">I", len(data)) + kind + data
-                + struct.pack(">I", zlib.crc32(kind + data)))
-
-    # IHDR: width, height, bit depth 8, colour type 3 (palette), deflate, filters of
-    # method 0, no interlace.
-    header = struct.pack(">IIBBBBB", width, height, 8, 3, 0, 0, 0)
-    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header)
-            + chunk(b"PLTE", np.asarray(palette, np.uint8).tobytes())
-            + chunk(b"IDAT", zlib.compress(rows.tobytes(), 6)) + chunk(b"IEND", b""))
-
-
-def _hex(rgb):
-    return "#%02x%02x%02x" % tuple(int(c) for c in rgb)
-
-
-def _ticks(lo, hi, n=5):
-    """About n round tick values in [lo, hi]."""
-    if not np.isfinite(lo) or not np.isfinite(hi) or hi <= lo:
-        return [lo] if np.isfinite(lo) else []
-    raw = (hi - lo) / n
-    mag = 10 ** np.floor(np.log10(raw))
-    step = next(m * mag for m in (1, 2, 5, 10) if m * mag >= raw)
-    first = np.ceil(lo / step) * step
-    return [float(v) + 0.0 for v in np.arange(first, hi + step * 1e-9, step)]  # no -0
-
-
-def _label(v):
-    return f"{v:.6g}"
-
-
-def _map_palette(anchors):
-    """The _LEVELS colours of a colour map over [0, 1], then light grey (NaN)."""
-    pos, v = np.linspace(0, 1, len(anchors)), np.linspace(0, 1, _LEVELS)
-    rgb = np.stack([np.interp(v, pos, [a[c] for a in anchors]) for c in range(3)], axis=-1)
-    return [tuple(int(c) for c in row) for row in np.rint(rgb)] + [_LIGHT]
-
-
-def _map_indices(values):
-    """Palette indices (_map_palette) of values in [0, 1]: clipped; not finite: NaN's grey."""
-    v = np.clip(np.nan_to_num(values, nan=0.0), 0, 1)
-    out = np.rint(v * (_LEVELS - 1)).astype(np.uint8)
-    out[~np.isfinite(values)] = _LEVELS
-    return out
-
-
-def _block_factors(shape, limit):
-    """Block size (rows, columns) that brings an image of shape within limit x limit."""
-    return tuple(max(-(-n // limit), 1) for n in shape)
-
-
-def _blocks(a, factors, reduce, fill):
-    """a reduced over blocks of factors (rows, columns) by reduce(..., axis=(1, 3)); the
-    last blocks, where the shape is not a multiple, are padded with fill."""
-    fy, fx = factors
-    if fy == fx == 1:
-        return a
-    h, w = a.shape
-    ny, nx = -(-h // fy), -(-w // fx)
-    padded = np.full((ny * fy, nx * fx), fill, a.dtype)
-    padded[:h, :w] = a
-    return reduce(padded.reshape(ny, fy, nx, fx), axis=(1, 3))
-
-
-def _runs(good):
-    """(start, stop) of each run of True in a 1-d boolean array."""
-    edges = np.flatnonzero(np.diff(np.concatenate(([0], good.astype(np.int8), [0]))))
-    return list(zip(edges[::2], edges[1::2]))
-
-
-class _Svg:
-    """The page's SVG elements in drawing order, written out as one file."""
-
-    _ANCHOR = {"l": "start", "m": "middle", "r": "end"}
-    # Vertical anchor (top, middle, bottom of the letters) as a shift of the baseline in em:
-    # dy rather than dominant-baseline, which some SVG viewers ignore.
-    _DY = {"t": "0.8em", "m": "0.35em", "d": "-0.2em"}
-
-    def __init__(self, width, height):
-        self.width, self.height = width, height
-        self.parts = []
-        self.count = 0
-
-    def new_id(self, prefix):
-        self.count += 1
-        return f"{prefix}{self.count}"
-
-    def add(self, element):
-        self.parts.append(element)
-
-    def text(self, x, y, text, fill=_BLACK, size=11, anchor="lt", vertical=False):
-        """text at (x, y) with anchor horizontal l/m/r + vertical t/m/d; vertical: turned
-        90 degrees counter-clockwise about (x, y) (a y-axis label)."""
-        turn = f' transform="rotate(-90 {x:.1f} {y:.1f})"' if vertical else ""
-        self.add(f'<text x="{x:.1f}" y="{y:.1f}" dy="{self._DY[anchor[1]]}" '
-                 f'font-size="{size}" fill="{_hex(fill)}" '
-                 f'text-anchor="{self._ANCHOR[anchor[0]]}"{turn}>{escape(text)}</text>')
-
-    def path(self, d, stroke, width=1, extra=""):
-        if d:
-            self.add(f'<path d="{d}" fill="none" stroke="{_hex(stroke)}" '
-                     f'stroke-width="{width}"{extra}/>')
-
-    def rect(self, box, fill=None, stroke=None):
-        x0, y0, x1, y1 = box
-        self.add(f'<rect x="{x0:.1f}" y="{y0:.1f}" width="{x1 - x0:.1f}" '
-                 f'height="{y1 - y0:.1f}" fill="{_hex(fill) if fill else "none"}"'
-                 + (f' stroke="{_hex(stroke)}"' if stroke else "") + "/>")
-
-    def image(self, box, png):
-        """A PNG stretched over box, each image pixel a sharp rectangle (not smoothed)."""
-        x0, y0, x1, y1 = box
-        data = base64.b64encode(png).decode("ascii")
-        self.add(f'<image x="{x0:.1f}" y="{y0:.1f}" width="{x1 - x0:.1f}" '
-                 f'height="{y1 - y0:.1f}" preserveAspectRatio="none" '
-                 f'style="image-rendering:pixelated" href="data:image/png;base64,{data}"/>')
-
-    def write(self, path):
-        """Writes the page to path atomically (a temporary file in the same directory,
-        then a rename)."""
-        tmp = f"{path}.tmp-{os.getpid()}"
-        try:
-            with open(tmp, "w", encoding="utf-8") as f:
-                f.write('<?xml version="1.0" encoding="UTF-8"?>\n'
-                        f'<svg xmlns="http://www.w3.org/2000/svg" width="{self.width}" '
-                        f'height="{self.height}" viewBox="0 0 {self.width} {self.height}" '
-                        f'font-family="{_FONT}">\n'
-                        '<rect width="100%" height="100%" fill="#ffffff"/>\n')
-                for part in self.parts:
-                    f.write(part)
-                    f.write("\n")
-                f.write("</svg>\n")
-            os.replace(tmp, path)
-        finally:
-            if os.path.exists(tmp):
-                os.remove(tmp)
-
-
-class _Axes:
-    """A panel: a box on the page with data limits, ticks, labels and a title."""
-
-    def __init__(self, svg, box, xlim, ylim, title, xlabel, ylabel):
-        self.svg = svg
-        self.x0, self.y0, self.x1, self.y1 = box
-        self.xlim, self.ylim = xlim, ylim
-        mid = (self.x0 + self.x1) / 2
-        svg.text(mid, self.y0 - 6, title, size=13, anchor="md")
-        svg.text(mid, self.y1 + 22, xlabel, anchor="mt")
-        svg.text(self.x0 - 50, (self.y0 + self.y1) / 2, ylabel, anchor="mm", vertical=True)
-        ticks = []
-        for v in _ticks(*xlim):
-            x = float(self.px(v, ylim[0])[0])
-            ticks.append(f"M{x:.1f} {self.y1:.1f}v4")
-            svg.text(x, self.y1 + 6, _label(v), anchor="mt")
-        for v in _ticks(*ylim):
-            y = float(self.px(xlim[0], v)[1])
-            ticks.append(f"M{self.x0 - 4:.1f} {y:.1f}h4")
-            svg.text(self.x0 - 6, y, _label(v), anchor="rm")
-        svg.path("".join(ticks), _BLACK)
-        self.clip = svg.new_id("clip")
-        svg.add(f'<clipPath id="{self.clip}"><rect x="{self.x0:.1f}" y="{self.y0:.1f}" '
-                f'width="{self.x1 - self.x0:.1f}" height="{self.y1 - self.y0:.1f}"/>'
-                "</clipPath>")
-
-    def frame(self):
-        self.svg.rect((self.x0, self.y0, self.x1, self.y1), stroke=_BLACK)
-
-    def px(self, x, y):
-        """Page position of data (x, y) (arrays allowed)."""
-        (a, b), (c, d) = self.xlim, self.ylim
-        sx = self.x0 + (np.asarray(x, float) - a) / ((b - a) or 1) * (self.x1 - self.x0)
-        sy = self.y1 - (np.asarray(y, float) - c) / ((d - c) or 1) * (self.y1 - self.y0)
-        return sx, sy
-
-    def begin_clip(self):
-        """What follows, up to end_clip, is cut at the panel's box."""
-        self.svg.add(f'<g clip-path="url(#{self.clip})">')
-
-    def end_clip(self):
-        self.svg.add("</g>")
-
-    def image(self, indices, palette):
-        """An image of palette indices (row 0 at the bottom) over the whole panel."""
-        self.svg.image((self.x0, self.y0, self.x1, self.y1),
-                       png_indexed(indices[::-1], palette))
-
-    def note(self, text, line=1):
-        """A grey line above the title (line 1, then 2 above it)."""
-        self.svg.text((self.x0 + self.x1) / 2, self.y0 - 10 - 14 * line, text, fill=_GREY,
-                      anchor="md")
-
-
-def _colour_bar(svg, box, colours, labels, size=11, bands=False):
-    """A vertical bar at box, colours from the bottom up: a gradient through them (a colour
-    map's anchors) or, with bands, one equal band each (the mask classes); labels
-    [(fraction 0..1 from the bottom, text)]."""
-    x0, y0, x1, y1 = box
-    if bands:
-        step = (y1 - y0) / len(colours)
-        for k, colour in enumerate(colours):
-            svg.rect((x0, y1 - (k + 1) * step, x1, y1 - k * step), fill=colour)
-    else:
-        gradient = svg.new_id("bar")
-        stops = "".join(f'<stop offset="{k / (len(colours) - 1):.4f}" stop-color="{_hex(c)}"/>'
-                        for k, c in enumerate(colours))
-        svg.add(f'<linearGradient id="{gradient}" x1="0" y1="1" x2="0" y2="0">{stops}'
-                "</linearGradient>")
-        svg.add(f'<rect x="{x0:.1f}" y="{y0:.1f}" width="{x1 - x0:.1f}" '
-                f'height="{y1 - y0:.1f}" fill="url(#{gradient})"/>')
-    svg.rect(box, stroke=_BLACK)
-    ticks = []
-    for f, text in labels:
-        y = y1 - f * (y1 - y0)
-        ticks.append(f"M{x1:.1f} {y:.1f}h3")
-        svg.text(x1 + 5, y, text, size=size, anchor="lm")
-    svg.path("".join(ticks), _BLACK)
 
 
 def _snr_panel(svg, box, frame, snr):
@@ -396,18 +153,18 @@ def _snr_panel(svg, box, frame, snr):
     fibres = frame["fibermin"] + np.arange(nspec)
     med = float(np.median(snr)) if nspec else 0.0
     top = float(np.max(snr)) if nspec else 1.0
-    ax = _Axes(svg, box, (fibres[0] - 1, fibres[-1] + 1) if nspec else (0, 1),
-               (0.0, 1.1 * max(top, 1e-9)), "median S/N per fibre (unmasked bins)",
-               "fibre", "median S/N per bin")
+    ax = svg_draw.Axes(svg, box, (fibres[0] - 1, fibres[-1] + 1) if nspec else (0, 1),
+                       (0.0, 1.1 * max(top, 1e-9)), "median S/N per fibre (unmasked bins)",
+                       "fibre", "median S/N per bin")
     y = float(ax.px(0, med)[1])
-    svg.path(f"M{ax.x0:.1f} {y:.1f}H{ax.x1:.1f}", _GREY, extra=' stroke-dasharray="4 4"')
+    svg.path(f"M{ax.x0:.1f} {y:.1f}H{ax.x1:.1f}", svg_draw.GREY, extra=' stroke-dasharray="4 4"')
     low = snr < 0.5 * med
     xs, ys = ax.px(fibres, snr)
-    for bad, colour, r in ((False, _LINE_COLOURS[0], 2), (True, _RED, 4)):
+    for bad, colour, r in ((False, _LINE_COLOURS[0], 2), (True, svg_draw.RED, 4)):
         dots = "".join(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="{r}"/>'
                        for x, y in zip(xs[low == bad], ys[low == bad]) if np.isfinite(y))
         if dots:
-            svg.add(f'<g fill="{_hex(colour)}">{dots}</g>')
+            svg.add(f'<g fill="{svg_draw.hex_colour(colour)}">{dots}</g>')
     svg.text(ax.x1 - 6, ax.y0 + 6, f"dashed: median {med:.1f}; red: < half the median",
              anchor="rt")
     ax.frame()
@@ -428,9 +185,9 @@ def _spectra_panel(svg, box, frame, snr):
     shifted = frame["flux"][picks] + np.array(offsets)[:, None]
     lo = min(float(np.nanmin(shifted)), 0.0) if shifted.size else 0.0
     hi = max(float(np.nanmax(shifted)) if shifted.size else 0.0, offset, lo + 1e-9)
-    ax = _Axes(svg, box, (float(wave[0]), float(wave[-1])), (lo, hi),
-               "spectra: best, median, worst S/N (x = masked bin)", "wavelength [A]",
-               "flux [electron/A] (offset), band: 1 sigma")
+    ax = svg_draw.Axes(svg, box, (float(wave[0]), float(wave[-1])), (lo, hi),
+                       "spectra: best, median, worst S/N (x = masked bin)", "wavelength [A]",
+                       "flux [electron/A] (offset), band: 1 sigma")
     ax.begin_clip()
     for k, (i, off) in enumerate(zip(picks, offsets)):
         colour = _LINE_COLOURS[k % len(_LINE_COLOURS)]
@@ -444,13 +201,13 @@ def _spectra_panel(svg, box, frame, snr):
         svg.path("".join(f"M{x:.1f} {a:.1f}V{b:.1f}" for x, a, b in zip(xs, up, dn)), band,
                  width=2)
         xs, ys = ax.px(wave, flux)
-        for start, stop in _runs(np.isfinite(ys)):
+        for start, stop in svg_draw.runs(np.isfinite(ys)):
             points = " ".join(f"{x:.1f},{y:.1f}" for x, y in zip(xs[start:stop], ys[start:stop]))
-            svg.add(f'<polyline points="{points}" fill="none" stroke="{_hex(colour)}" '
-                    'stroke-width="1"/>')
+            svg.add(f'<polyline points="{points}" fill="none" '
+                    f'stroke="{svg_draw.hex_colour(colour)}" stroke-width="1"/>')
         bad = (frame["mask"][i] != 0) & np.isfinite(ys)
         svg.path("".join(f"M{x - 2:.1f} {y - 2:.1f}l4 4m0 -4l-4 4"
-                         for x, y in zip(xs[bad], ys[bad])), _RED)
+                         for x, y in zip(xs[bad], ys[bad])), svg_draw.RED)
     ax.end_clip()
     for k, i in enumerate(picks):
         svg.text(ax.x1 - 6, ax.y0 + 6 + 15 * k, f"fibre {frame['fibermin'] + i} (S/N {snr[i]:.1f})",
@@ -460,8 +217,8 @@ def _spectra_panel(svg, box, frame, snr):
 
 def _fibre_wave_axes(svg, box, frame, title):
     wave, f0, n = frame["wave"], frame["fibermin"], frame["flux"].shape[0]
-    return _Axes(svg, box, (float(wave[0]), float(wave[-1])), (f0 - 0.5, f0 + n - 0.5),
-                 title, "wavelength [A]", "fibre")
+    return svg_draw.Axes(svg, box, (float(wave[0]), float(wave[-1])), (f0 - 0.5, f0 + n - 0.5),
+                         title, "wavelength [A]", "fibre")
 
 
 def _block_note(factors, what):
@@ -473,17 +230,18 @@ def _chi2_panel(svg, box, frame):
     ax = _fibre_wave_axes(svg, box, frame, "CHI2PIX (log; ~1 is good)")
     vmin, vmax = 0.1, max(100.0, float(np.max(frame["chi2pix"])))
     # In blocks, the largest value: a poor fit stays visible (NaN spreads to its block).
-    factors = _block_factors(frame["chi2pix"].shape, _MAX_FIBRE_WAVE)
-    chi2 = _blocks(np.clip(frame["chi2pix"], 1e-2, None), factors, np.max, -np.inf)
+    factors = svg_draw.block_factors(frame["chi2pix"].shape, _MAX_FIBRE_WAVE)
+    chi2 = svg_draw.blocks(np.clip(frame["chi2pix"], 1e-2, None), factors, np.max, -np.inf)
     scaled = (np.log10(chi2) - np.log10(vmin)) / (np.log10(vmax) - np.log10(vmin))
-    ax.image(_map_indices(scaled), _map_palette(_MAGMA))
+    ax.image(svg_draw.map_indices(scaled), svg_draw.map_palette(_MAGMA))
     ax.frame()
     note = _block_note(factors, "the largest")
     if note:
         ax.note(note)
-    labels = [((np.log10(v) - np.log10(vmin)) / (np.log10(vmax) - np.log10(vmin)), _label(v))
+    span = np.log10(vmax) - np.log10(vmin)
+    labels = [((np.log10(v) - np.log10(vmin)) / span, svg_draw.tick_label(v))
               for v in (0.1, 1, 10, 100, 1000, 10000) if v <= vmax]
-    _colour_bar(svg, (ax.x1 + 10, ax.y0, ax.x1 + 24, ax.y1), _MAGMA, labels)
+    svg_draw.colour_bar(svg, (ax.x1 + 10, ax.y0, ax.x1 + 24, ax.y1), _MAGMA, labels)
 
 
 def _mask_panel(svg, box, frame):
@@ -495,16 +253,16 @@ def _mask_panel(svg, box, frame):
     cls[(m & ALLBADPIX) != 0] = 3
     cls[(m & BAD2DFIT) != 0] = 4
     # In blocks, the worst class (the classes go up in severity).
-    factors = _block_factors(cls.shape, _MAX_FIBRE_WAVE)
-    ax.image(_blocks(cls, factors, np.max, 0), _MASK_COLOURS)
+    factors = svg_draw.block_factors(cls.shape, _MAX_FIBRE_WAVE)
+    ax.image(svg_draw.blocks(cls, factors, np.max, 0), _MASK_COLOURS)
     ax.frame()
     note = _block_note(factors, "the worst")
     if note:
         ax.note(note)
     n = len(_MASK_COLOURS)
-    _colour_bar(svg, (ax.x1 + 10, ax.y0, ax.x1 + 24, ax.y1), _MASK_COLOURS,
-                [((k + 0.5) / n, name) for k, name in enumerate(_MASK_NAMES)], size=10,
-                bands=True)
+    svg_draw.colour_bar(svg, (ax.x1 + 10, ax.y0, ax.x1 + 24, ax.y1), _MASK_COLOURS,
+                        [((k + 0.5) / n, name) for k, name in enumerate(_MASK_NAMES)], size=10,
+                        bands=True)
 
 
 def _residual_panel(svg, box, model_path, image_path):
@@ -514,24 +272,24 @@ def _residual_panel(svg, box, model_path, image_path):
     # The model image is gpu_specter's A_core * (R-convolved flux) (extraction-spec
     # §2.11): blurred by R and again by the PSF, so bright lines leave +/- stripes
     # along the wavelength direction even in a healthy frame.
-    ax = _Axes(svg, box, (x0 - 0.5, x0 + res.shape[1] - 0.5),
-               (y0 - 0.5, y0 + res.shape[0] - 0.5),
-               f"(image - model)/sigma on the CCD, rms {rms:.2f}", "CCD x", "CCD y")
+    ax = svg_draw.Axes(svg, box, (x0 - 0.5, x0 + res.shape[1] - 0.5),
+                       (y0 - 0.5, y0 + res.shape[0] - 0.5),
+                       f"(image - model)/sigma on the CCD, rms {rms:.2f}", "CCD x", "CCD y")
     ax.note("(model = A R f as gpu_specter: bright lines leave stripes)")
     # In blocks, the sum over the block's valid pixels / sqrt(their number): still unit
     # variance where the model describes the pixels, and a systematic offset grows.
-    factors = _block_factors(res.shape, _MAX_CCD)
-    total = _blocks(np.where(finite, res, 0.0), factors, np.sum, 0.0)
-    count = _blocks(finite.astype(np.int64), factors, np.sum, 0)
+    factors = svg_draw.block_factors(res.shape, _MAX_CCD)
+    total = svg_draw.blocks(np.where(finite, res, 0.0), factors, np.sum, 0.0)
+    count = svg_draw.blocks(finite.astype(np.int64), factors, np.sum, 0)
     with np.errstate(invalid="ignore", divide="ignore"):
         shown = np.where(count > 0, total / np.sqrt(count), np.nan)
     fy, fx = factors
     if fy * fx > 1:
         ax.note(f"each pixel: {fy} x {fx} CCD pixels, sum / sqrt(n)", line=2)
-    ax.image(_map_indices((shown + 5) / 10), _map_palette(_RED_BLUE))
+    ax.image(svg_draw.map_indices((shown + 5) / 10), svg_draw.map_palette(_RED_BLUE))
     ax.frame()
-    _colour_bar(svg, (ax.x1 + 10, ax.y0, ax.x1 + 24, ax.y1), _RED_BLUE,
-                [((v + 5) / 10, f"{v:+d}" if v else "0 sigma") for v in (-5, -2, 0, 2, 5)])
+    svg_draw.colour_bar(svg, (ax.x1 + 10, ax.y0, ax.x1 + 24, ax.y1), _RED_BLUE,
+                        [((v + 5) / 10, f"{v:+d}" if v else "0 sigma") for v in (-5, -2, 0, 2, 5)])
     return rms
 
 
@@ -546,7 +304,7 @@ def draw(frame_path, out_path, model_path=None, image_path=None):
     verdict, problems, numbers = health(frame)
     nspec, nwave = frame["flux"].shape
 
-    svg = _Svg(WIDTH, HEIGHT)
+    svg = svg_draw.Svg(WIDTH, HEIGHT)
     colour = (0, 100, 0) if verdict == "OK" else (178, 34, 34)
     lines = [
         f"{os.path.basename(frame_path)}  camera {frame['camera'] or '?'}  "
@@ -581,7 +339,7 @@ def draw(frame_path, out_path, model_path=None, image_path=None):
         b = box(1, 2)
         for k, line in enumerate(["no model image given", "(--model MODEL --image PREPROC",
                                   "draws the residual (image - model)/sigma)"]):
-            svg.text((b[0] + b[2]) / 2, (b[1] + b[3]) / 2 + 20 * (k - 1), line, fill=_GREY,
+            svg.text((b[0] + b[2]) / 2, (b[1] + b[3]) / 2 + 20 * (k - 1), line, fill=svg_draw.GREY,
                      size=14, anchor="mm")
     svg.write(out_path)
     return verdict

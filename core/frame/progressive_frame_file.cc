@@ -215,7 +215,8 @@ absl::StatusOr<std::unique_ptr<ProgressiveFrameFile>> ProgressiveFrameFile::Crea
     // FIBERMAP's data units, every padding.
     for (std::size_t i = 0; i < nhdu; ++i) {
       const int64_t from = s->FinalFromCreate(i);
-      SPEXD_RETURN_IF_ERROR(s->gz->Final(s->data_offset(i) + from, s->built[i].padded_bytes - from));
+      SPEXD_RETURN_IF_ERROR(
+          s->gz->Final(s->data_offset(i) + from, s->built[i].padded_bytes - from));
     }
   }
   s->scores_by_row = meta.scores && !meta.given_scores.has_value();

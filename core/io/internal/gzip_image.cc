@@ -79,27 +79,31 @@ absl::Status GzipImage::Final(int64_t offset, int64_t n) {
   return absl::OkStatus();
 }
 
-void GzipImage::DeflateClaimed(Work& w, std::size_t i, bool last) {
+void GzipImage::DeflateInto(Work& w, std::size_t i, bool last) {
+  absl::StatusOr<GzipChunk> chunk = DeflateGzipChunk(w.data[i], last);
+  absl::MutexLock lock(&w.mu);
+  if (chunk.ok()) {
+    w.chunks[i] = *std::move(chunk);
+  } else if (w.status.ok()) {
+    w.status = chunk.status();
+  }
+}
+
+void GzipImage::DeflateClaimed(Work& w, std::size_t i) {
   {
     absl::MutexLock lock(&w.mu);
     ++w.running;  // before the claim: Seal and the destructor wait for every claimant
   }
   const bool mine = !w.claimed[i].exchange(true);
-  absl::StatusOr<GzipChunk> chunk =
-      mine ? DeflateGzipChunk(w.data[i], last) : absl::StatusOr<GzipChunk>(GzipChunk{});
+  if (mine) DeflateInto(w, i, /*last=*/false);
   absl::MutexLock lock(&w.mu);
-  if (mine && chunk.ok()) {
-    w.chunks[i] = *std::move(chunk);
-    ++w.by_tasks;  // with the decrement: Seal counts every chunk it waited for
-  } else if (mine && w.status.ok()) {
-    w.status = chunk.status();
-  }
+  if (mine) ++w.by_tasks;  // with the decrement: Seal counts every chunk it waited for
   --w.running;
 }
 
 void GzipImage::CompressReady(TaskPool* pool) {
   for (std::size_t i : ready_) {
-    auto task = [w = work_, i] { DeflateClaimed(*w, i, /*last=*/false); };
+    auto task = [w = work_, i] { DeflateClaimed(*w, i); };
     if (pool == nullptr || !pool->Post(task)) task();
   }
   ready_.clear();
@@ -138,23 +142,22 @@ absl::Status GzipImage::Seal(absl::string_view tail, TaskPool* pool, int workers
   w.tail.assign(tail.data(), tail.size());
   const std::size_t ntail =
       std::max<std::size_t>(1, (w.tail.size() + chunk_bytes_ - 1) / chunk_bytes_);
+  const absl::string_view tail_bytes(w.tail);
   for (std::size_t t = 0; t < ntail; ++t) {
-    w.data.push_back(absl::string_view(w.tail).substr(std::min(t * chunk_bytes_, w.tail.size()), chunk_bytes_));
+    const std::size_t from = std::min(t * chunk_bytes_, tail_bytes.size());
+    w.data.push_back(tail_bytes.substr(from, chunk_bytes_));
     which.push_back(nimage + t);
   }
   w.chunks.resize(nimage + ntail);
   const std::size_t last = w.chunks.size() - 1;
-  std::vector<absl::Status> status(which.size());
   ParallelFor(pool, std::max(1, workers), static_cast<int>(which.size()), [&](int, int t) {
     const std::size_t i = which[static_cast<std::size_t>(t)];
-    auto chunk = DeflateGzipChunk(w.data[i], i == last);
-    if (chunk.ok()) {
-      w.chunks[i] = *std::move(chunk);
-    } else {
-      status[static_cast<std::size_t>(t)] = chunk.status();
-    }
+    DeflateInto(w, i, i == last);
   });
-  for (const absl::Status& st : status) SPEXD_RETURN_IF_ERROR(st);
+  {
+    absl::MutexLock lock(&w.mu);
+    SPEXD_RETURN_IF_ERROR(w.status);
+  }
   late_ = static_cast<int>(which.size());
   for (std::size_t i : which) late_bytes_ += static_cast<int64_t>(w.chunks[i].input);
   std::vector<const GzipChunk*> order;
@@ -166,7 +169,9 @@ absl::Status GzipImage::Seal(absl::string_view tail, TaskPool* pool, int workers
 }
 
 absl::Status GzipImage::Write(int fd, absl::string_view name) const {
-  if (!sealed_) return absl::InternalError(absl::StrCat(name, ": gzip member written before it was sealed"));
+  if (!sealed_) {
+    return absl::InternalError(absl::StrCat(name, ": gzip member written before it was sealed"));
+  }
   int64_t at = 0;
   for (absl::string_view piece : pieces()) {
     SPEXD_RETURN_IF_ERROR(WriteFully(fd, piece.data(), piece.size(), at, name));

@@ -69,8 +69,10 @@ class GzipImage {
   // What the chunks' tasks share with this object: a task outlives it when it was still
   // queued at the destructor (it finds its chunk claimed and does nothing).
   struct Work;
-  // Deflates chunk i into `w` unless another has claimed it.
-  static void DeflateClaimed(Work& w, std::size_t i, bool last);
+  // Deflates chunk i of `w` into it (a failure: w.status, the first one kept).
+  static void DeflateInto(Work& w, std::size_t i, bool last);
+  // A task's: DeflateInto an image chunk unless another has claimed it.
+  static void DeflateClaimed(Work& w, std::size_t i);
 
   absl::string_view image_;
   std::size_t chunk_bytes_;

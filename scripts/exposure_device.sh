@@ -29,7 +29,7 @@
 # A run is ~1 min on one H100 (simulation, 30 PSF files, 3 passes); the default set (2 modes
 # x 1-2 GPU counts) fits one 10-minute device command.
 set -euo pipefail
-BUNDLE=${1:?bundle dir or .tar.gz} DATA_DIR=${2:?data dir with psf-{b,r,z}0-*.fits}
+BUNDLE=${1:?bundle dir or .tar.gz} DATA_DIR=${2:?the folder of the b0, r0 and z0 PSFs}
 OUT_DIR=${3:-${OUT:-/tmp/exposure_device}}
 if [[ $BUNDLE == *.tar.gz ]]; then
   unpacked=$(mktemp -d)

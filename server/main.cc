@@ -20,6 +20,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "core/base/allocator_settings.h"
 #include "core/base/program_help.h"
 #include "core/base/status_macros.h"
 #include "core/cpu/blas_core_type.h"
@@ -100,6 +101,7 @@ absl::StatusOr<ServerConfig> ConfigFromFlags() {
 
 int main(int argc, char** argv) {
   spexd::core::ReexecForOpenBlasCoreType(argv);  // before any thread (blas_core_type.h)
+  spexd::core::KeepFreedMemoryForReuse();
   using namespace spexd::server;
   // Signals are taken synchronously by sigwait below; block them before any thread
   // (gRPC, the metrics server, workers) starts so that every thread inherits the mask. SIGHUP

@@ -165,6 +165,10 @@ constexpr int64_t kCachedBytesPerFrame = int64_t{144} << 20;
 // the inflated size again, given back before the planes are read) and the MASK
 // bits (34 MB). Plain .fits inputs use only the last.
 constexpr int64_t kLoadBytesPerLoader = int64_t{384} << 20;
+// Memory kept for reuse per frame file the server writes at once (one per worker and per
+// streaming thread at most): the image of a DESI frame file in memory, 70 MB for r, 86 MB
+// for z.
+constexpr int64_t kFileBytesPerFrame = int64_t{96} << 20;
 
 }  // namespace
 
@@ -175,6 +179,7 @@ class SpexdServer::Impl {
   // first, so that they outlive the scheduler's loader threads and every job.
   core::PlaneBufferPool plane_buffers{0};  // bound set with the workers (WarmUp)
   core::PlaneBufferPool load_buffers{0};   // the same
+  core::PlaneBufferPool file_buffers{0};   // the same
   std::atomic<bool> float32_planes{false};
   std::unique_ptr<ServerMetrics> metrics;
   std::unique_ptr<DataRoots> roots;
@@ -250,6 +255,8 @@ class SpexdServer::Impl {
           scheduler->prefetch_bound() + nworkers + scheduler->streaming_threads();
       plane_buffers.set_max_cached_bytes(frames_held * kCachedBytesPerFrame);
       load_buffers.set_max_cached_bytes(scheduler->num_loaders() * kLoadBytesPerLoader);
+      file_buffers.set_max_cached_bytes((nworkers + scheduler->streaming_threads()) *
+                                        kFileBytesPerFrame);
       for (const std::string& path : options.storage.preload_psfs) {
         auto file = roots->ReadFile(path, options.limits.max_upload_bytes);
         if (!file.ok()) return file.status();
@@ -335,6 +342,7 @@ absl::StatusOr<std::unique_ptr<SpexdServer>> SpexdServer::Start(ServerOptions op
   s.context.env.decode_pool = s.pool.get();
   s.context.env.plane_buffers = &s.plane_buffers;
   s.context.env.load_buffers = &s.load_buffers;
+  s.context.env.file_buffers = &s.file_buffers;
   s.context.env.float32_planes = &s.float32_planes;
   s.shadow = std::make_unique<ShadowParity>(o.shadow_parity, &s.metrics->health());
   s.context.env.shadow = s.shadow->enabled() ? s.shadow.get() : nullptr;

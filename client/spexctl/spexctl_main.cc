@@ -12,6 +12,7 @@
 #include "client/spexctl/remote_extract.h"
 #include "client/spexctl/remote_flags.h"
 #endif
+#include "core/base/allocator_settings.h"
 
 namespace {
 
@@ -87,6 +88,7 @@ int Extract(const std::vector<std::string>& args) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  spexd::core::KeepFreedMemoryForReuse();
   if (argc < 2) return Usage();
   std::string sub = argv[1];
   if (sub == "--help" || sub == "-h" || sub == "help") return Usage(/*asked=*/true);

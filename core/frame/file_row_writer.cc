@@ -11,8 +11,10 @@ absl::Status FileRowWriter::Add(int row, std::shared_ptr<const BundleResult> bun
     absl::MutexLock lock(&s_->mu);
     if (!s_->status.ok()) return s_->status;
     s_->queue.emplace_back(row, std::move(bundle));
-    if (s_->running) return absl::OkStatus();  // the running Drain takes it
-    s_->running = true;
+    // Each running Drain is busy with a bundle of its own: another one starts for this
+    // bundle unless as many run as may (one of them takes it when it is done).
+    if (s_->running >= kMaxConcurrentBundles) return absl::OkStatus();
+    ++s_->running;
   }
   // Written here instead where no pool thread would run the task: a pool without threads
   // (spexd --cpu_threads=1) keeps it until its shutdown, and one shutting down refuses it.
@@ -29,7 +31,7 @@ void FileRowWriter::Drain(const std::shared_ptr<State>& s) {
       absl::MutexLock lock(&s->mu);
       if (s->queue.empty() || !s->status.ok()) {
         s->queue.clear();  // after an error the rest is not written
-        s->running = false;
+        --s->running;
         return;
       }
       item = std::move(s->queue.front());
@@ -47,7 +49,7 @@ void FileRowWriter::Drain(const std::shared_ptr<State>& s) {
 
 absl::Status FileRowWriter::Wait() {
   absl::MutexLock lock(&s_->mu);
-  s_->mu.Await(absl::Condition(+[](bool* running) { return !*running; }, &s_->running));
+  s_->mu.Await(absl::Condition(+[](int* running) { return *running == 0; }, &s_->running));
   return s_->status;
 }
 

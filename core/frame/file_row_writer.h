@@ -1,7 +1,10 @@
-// A frame file's rows (ProgressiveFrameFile::AddRows) written one bundle at a time on a
-// pool thread, beside the thread that receives the bundles: the server's
-// streaming task, which on the H100 spent ~0.16 s of rows per frame behind the GPU
-// (docs/performance.md), and spexctl's receive loop, which would otherwise stall the stream.
+// A frame file's rows (ProgressiveFrameFile::AddRows) written on pool threads, beside the
+// thread that receives the bundles: the server's streaming task, which on the H100 spent
+// ~0.16 s of rows per frame behind the GPU (docs/performance.md), and spexctl's receive
+// loop, which would otherwise stall the stream. Up to kMaxConcurrentBundles bundles are
+// written at once: a bundle's rows (3.5 MB of an r frame) take longer to encode and write
+// into a busy host's page cache than the GPU takes to extract the next one, so that one
+// writer at a time left most of a frame's rows to be written after its last bundle.
 #ifndef SPEXD_CORE_FRAME_FILE_ROW_WRITER_H_
 #define SPEXD_CORE_FRAME_FILE_ROW_WRITER_H_
 
@@ -20,6 +23,8 @@ namespace spexd::core {
 
 class FileRowWriter {
  public:
+  static constexpr int kMaxConcurrentBundles = 4;
+
   // `file` and `pool` (null: every write on the caller's thread) outlive this object.
   FileRowWriter(ProgressiveFrameFile* file, TaskPool* pool)
       : s_(std::make_shared<State>(file)), pool_(pool) {}
@@ -44,7 +49,7 @@ class FileRowWriter {
     ProgressiveFrameFile* const file;
     absl::Mutex mu;
     std::deque<std::pair<int, std::shared_ptr<const BundleResult>>> queue ABSL_GUARDED_BY(mu);
-    bool running ABSL_GUARDED_BY(mu) = false;  // a Drain is posted or running
+    int running ABSL_GUARDED_BY(mu) = 0;  // Drains posted or running
     absl::Status status ABSL_GUARDED_BY(mu);
     double seconds ABSL_GUARDED_BY(mu) = 0;
   };

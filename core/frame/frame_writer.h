@@ -11,6 +11,7 @@
 #include "absl/strings/string_view.h"
 #include "core/base/task_pool.h"
 #include "core/frame/frame.h"
+#include "core/io/plane_buffer.h"
 #include "core/plan/extraction_params.h"
 
 namespace spexd::core {
@@ -60,6 +61,11 @@ struct FitsWriteOptions {
   std::string checksum_time;
   // When set, the call's phase times go there.
   FitsWriteTimes* times = nullptr;
+  // Where a ProgressiveFrameFile's image comes from and goes back to (null: memory of its
+  // own): a server writing frame after frame reuses them, instead of mapping ~70 MB
+  // afresh for each, faulting its pages in and unmapping them (a TLB shootdown on every
+  // core the server runs on).
+  PlaneBufferPool* image_buffers = nullptr;
 };
 
 // min(8, core::HardwareThreads()): a frame file is ~70 MB, memory bandwidth, not cores,

@@ -6,10 +6,13 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <memory>
 #include <new>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "core/base/parallel_for.h"
 #include "core/base/status_macros.h"
 #include "core/base/write_fully.h"
@@ -36,6 +39,12 @@ bool PerBundle(FrameHdu k) {
 
 }  // namespace
 
+// A buffer values are encoded into before they are written, where the image is not kept.
+struct Scratch {
+  std::unique_ptr<char[]> data;
+  std::size_t bytes = 0;
+};
+
 struct ProgressiveFrameFile::State {
   explicit State(const FitsWriteOptions& options) : threads(options) {}
   internal::WriterThreads threads;
@@ -48,13 +57,12 @@ struct ProgressiveFrameFile::State {
   internal::FrameHduList sources;
   std::vector<BuiltHdu> built;
   std::vector<uint32_t> datasum;  // so far, per HDU
-  std::string image;              // the file up to the end of CHI2PIX (keep_image)
+  PlaneBuffer<char> image;        // the file up to the end of CHI2PIX (keep_image)
   // Without the image: its size, a buffer the rows are encoded into and written from, and
   // WAVELENGTH's and FIBERMAP's data units (padded), written by Finish.
   bool keep_image = true;
   int64_t image_bytes = 0;
-  std::unique_ptr<char[]> scratch;
-  std::size_t scratch_bytes = 0;
+  Scratch finish_scratch;  // Finish's encoding buffer
   std::vector<std::string> built_units;
   std::string tail;               // SCORES, after Finish
   // RAW scores are per fibre (frame_scores.h): computed row by row as the bundles come,
@@ -66,6 +74,12 @@ struct ProgressiveFrameFile::State {
   absl::Status failed;  // the first write error; sticks
   // gzip: the image compressed as its bytes become final (nothing written before Finish).
   std::unique_ptr<GzipImage> gz;
+  // AddRows of different bundles run at once (their rows are disjoint bytes of the image
+  // and the file): this guards what they share, the fields above that AddRows changes
+  // (failed, datasum, row_done, rows_left, scores, gz's bookkeeping) and spare_scratch.
+  // Finish runs alone, after every AddRows has returned.
+  absl::Mutex mu;
+  std::vector<Scratch> spare_scratch;  // AddRows' buffers without the image, for reuse
 
   int64_t data_offset(std::size_t i) const { return built[i].offset + built[i].header_bytes; }
   // Where the bytes of HDU i's data unit that are final from Create on begin: WAVELENGTH's
@@ -78,14 +92,16 @@ struct ProgressiveFrameFile::State {
                                         ? (2 * shape.ndiag + 1) * shape.nwave
                                         : shape.nwave);
   }
+  // Writes (with gz: declares final) [offset, offset + n); the first failure sticks. Under
+  // mu while AddRows may run.
   absl::Status WriteAt(int64_t offset, const char* data, int64_t n);
   // Starts writeback of the whole pages of [offset, offset + n): pages shared with a
   // neighbour still being written are left to the final fsync.
   void StartWriteback(int64_t offset, int64_t n) const;
-  // values [begin, end) of HDU i from `values` into the image at value `at` (or into the
-  // scratch buffer), *out where they went; their sum.
+  // values [begin, end) of HDU i from `values` into the image at value `at` (or into
+  // `scratch`, grown as needed), *out where they went; their sum.
   uint32_t Encode(std::size_t i, const void* values, std::size_t count, std::size_t at,
-                  const char** out);
+                  Scratch* scratch, const char** out);
 };
 
 absl::Status ProgressiveFrameFile::State::WriteAt(int64_t offset, const char* data, int64_t n) {
@@ -105,18 +121,18 @@ void ProgressiveFrameFile::State::StartWriteback(int64_t offset, int64_t n) cons
 
 uint32_t ProgressiveFrameFile::State::Encode(std::size_t i, const void* values,
                                              std::size_t count, std::size_t at,
-                                             const char** written) {
+                                             Scratch* scratch, const char** written) {
   const HduSource::Encoding enc = sources.hdus[i].encoding;
   char* out = nullptr;
   if (keep_image) {
     out = image.data() + data_offset(i) + at * internal::BytesPerValue(enc);
   } else {
     const std::size_t bytes = count * internal::BytesPerValue(enc);
-    if (bytes > scratch_bytes) {  // uninitialised: every byte is encoded before it is written
-      scratch.reset(new char[bytes]);
-      scratch_bytes = bytes;
+    if (bytes > scratch->bytes) {  // uninitialised: every byte is encoded before it is written
+      scratch->data.reset(new char[bytes]);
+      scratch->bytes = bytes;
     }
-    out = scratch.get();
+    out = scratch->data.get();
   }
   *written = out;
   constexpr std::size_t kChunk = internal::kEncodeChunkValues;
@@ -182,8 +198,8 @@ absl::StatusOr<std::unique_ptr<ProgressiveFrameFile>> ProgressiveFrameFile::Crea
   s->built_units.resize(nhdu);
   try {
     if (keep_image) {
-      s->image = internal::ZeroFilledOutput(static_cast<std::size_t>(total), s->threads.pool(),
-                                            s->threads.workers());
+      s->image = internal::ZeroFilledBlock(static_cast<std::size_t>(total), options.image_buffers,
+                                           s->threads.pool(), s->threads.workers());
     }
     for (std::size_t i = 0; i < nhdu; ++i) {  // WAVELENGTH, FIBERMAP: final already
       if (s->sources.hdus[i].encoding != HduSource::Encoding::kByBuild) continue;
@@ -210,7 +226,8 @@ absl::StatusOr<std::unique_ptr<ProgressiveFrameFile>> ProgressiveFrameFile::Crea
       cuts.push_back(s->built[i].offset);
       cuts.push_back(s->data_offset(i));
     }
-    s->gz = std::make_unique<GzipImage>(s->image, kGzipChunkBytes, std::move(cuts));
+    s->gz = std::make_unique<GzipImage>(absl::string_view(s->image.data(), s->image.size()),
+                                        kGzipChunkBytes, std::move(cuts));
     // Final already, so that their chunks need not wait for Finish: WAVELENGTH's and
     // FIBERMAP's data units, every padding.
     for (std::size_t i = 0; i < nhdu; ++i) {
@@ -227,22 +244,36 @@ absl::StatusOr<std::unique_ptr<ProgressiveFrameFile>> ProgressiveFrameFile::Crea
 
 absl::Status ProgressiveFrameFile::AddRows(int row, const BundleResult& b) {
   State& s = *s_;
-  SPEXD_RETURN_IF_ERROR(s.failed);
   const int nk = 2 * s.shape.ndiag + 1;
   const std::size_t bins = static_cast<std::size_t>(std::max(b.nfibers, 0)) * s.shape.nwave;
-  if (!b.per_angstrom || b.nwave != s.shape.nwave || b.ndiag != s.shape.ndiag || row < 0 ||
-      b.nfibers <= 0 || row + b.nfibers > s.shape.nspec || b.flux.size() != bins ||
-      b.ivar.size() != bins || b.chi2pix.size() != bins ||
-      b.rdiags.size() != bins * static_cast<std::size_t>(nk)) {
-    return absl::InternalError(absl::StrCat(s.name, ": bundle ", b.bundle, " (", b.nfibers,
-                                            " fibres at row ", row, ") does not fit the file"));
-  }
-  for (int r = row; r < row + b.nfibers; ++r) {
-    if (s.row_done[static_cast<std::size_t>(r)] != 0) {
-      return absl::InternalError(absl::StrCat(s.name, ": row ", r, " written twice"));
+  Scratch scratch;
+  {
+    absl::MutexLock lock(&s.mu);
+    SPEXD_RETURN_IF_ERROR(s.failed);
+    if (!b.per_angstrom || b.nwave != s.shape.nwave || b.ndiag != s.shape.ndiag || row < 0 ||
+        b.nfibers <= 0 || row + b.nfibers > s.shape.nspec || b.flux.size() != bins ||
+        b.ivar.size() != bins || b.chi2pix.size() != bins ||
+        b.rdiags.size() != bins * static_cast<std::size_t>(nk)) {
+      return absl::InternalError(absl::StrCat(s.name, ": bundle ", b.bundle, " (", b.nfibers,
+                                              " fibres at row ", row, ") does not fit the file"));
+    }
+    for (int r = row; r < row + b.nfibers; ++r) {
+      if (s.row_done[static_cast<std::size_t>(r)] != 0) {
+        return absl::InternalError(absl::StrCat(s.name, ": row ", r, " written twice"));
+      }
+    }
+    // Taken now, so that a call running beside this one cannot write them too.
+    for (int r = row; r < row + b.nfibers; ++r) s.row_done[static_cast<std::size_t>(r)] = 1;
+    if (!s.keep_image && !s.spare_scratch.empty()) {
+      scratch = std::move(s.spare_scratch.back());
+      s.spare_scratch.pop_back();
     }
   }
-  for (std::size_t i = 0; i < s.sources.hdus.size(); ++i) {
+  // Encoded and written outside the lock: these rows are bytes no other call touches.
+  const std::size_t nhdu = s.sources.hdus.size();
+  std::vector<uint32_t> sums(nhdu, 0);
+  absl::Status written;
+  for (std::size_t i = 0; i < nhdu && written.ok(); ++i) {
     const FrameHdu kind = s.sources.kinds[i];
     if (!PerBundle(kind)) continue;
     const std::vector<double>& v = kind == FrameHdu::kFlux   ? b.flux
@@ -251,31 +282,44 @@ absl::Status ProgressiveFrameFile::AddRows(int row, const BundleResult& b) {
                                                                 : b.rdiags;
     const std::size_t at = static_cast<std::size_t>(row) * s.values_per_row(i);
     const char* encoded = nullptr;
-    s.datasum[i] =
-        internal::OnesComplementAdd(s.datasum[i], s.Encode(i, v.data(), v.size(), at, &encoded));
+    sums[i] = s.Encode(i, v.data(), v.size(), at, &scratch, &encoded);
     const int64_t offset = s.data_offset(i) + static_cast<int64_t>(at * 4);
     const int64_t n = static_cast<int64_t>(v.size() * 4);
-    SPEXD_RETURN_IF_ERROR(s.WriteAt(offset, encoded, n));
-    s.StartWriteback(offset, n);
+    if (s.gz != nullptr) {
+      absl::MutexLock lock(&s.mu);
+      written = s.WriteAt(offset, encoded, n);
+    } else {
+      written = WriteFully(s.fd, encoded, static_cast<std::size_t>(n), offset, s.name);
+      if (written.ok()) s.StartWriteback(offset, n);
+    }
   }
-  if (s.scores_by_row) {
+  std::vector<FrameScore> part;
+  if (written.ok() && s.scores_by_row) {
     Frame rows;  // the bundle's rows with the recorded grid: what RawScores reads
     rows.nspec = b.nfibers;
     rows.nwave = s.shape.nwave;
     rows.wave = s.shape.wave;
     rows.flux = b.flux;
     rows.ivar = b.ivar;
-    std::vector<FrameScore> part = ComputeRawScores(rows, s.threads.pool(), s.threads.workers());
-    if (!part.empty() && s.scores.empty()) {
-      s.scores = part;
-      for (FrameScore& c : s.scores) c.values.assign(static_cast<std::size_t>(s.shape.nspec), 0.0);
-    }
-    for (std::size_t c = 0; c < part.size() && c < s.scores.size(); ++c) {
-      std::copy(part[c].values.begin(), part[c].values.end(),
-                s.scores[c].values.begin() + row);
-    }
+    part = ComputeRawScores(rows, s.threads.pool(), s.threads.workers());
   }
-  for (int r = row; r < row + b.nfibers; ++r) s.row_done[static_cast<std::size_t>(r)] = 1;
+  absl::MutexLock lock(&s.mu);
+  if (scratch.data != nullptr) s.spare_scratch.push_back(std::move(scratch));
+  if (!written.ok()) {
+    if (s.failed.ok()) s.failed = written;
+    return s.failed;
+  }
+  SPEXD_RETURN_IF_ERROR(s.failed);  // another call's write failed meanwhile
+  for (std::size_t i = 0; i < nhdu; ++i) {
+    if (PerBundle(s.sources.kinds[i])) s.datasum[i] = internal::OnesComplementAdd(s.datasum[i], sums[i]);
+  }
+  if (!part.empty() && s.scores.empty()) {
+    s.scores = part;
+    for (FrameScore& c : s.scores) c.values.assign(static_cast<std::size_t>(s.shape.nspec), 0.0);
+  }
+  for (std::size_t c = 0; c < part.size() && c < s.scores.size(); ++c) {
+    std::copy(part[c].values.begin(), part[c].values.end(), s.scores[c].values.begin() + row);
+  }
   s.rows_left -= b.nfibers;
   // The chunks these rows completed deflate on the pool's free threads while the next
   // bundle's rows are encoded (deflating them here would serialise them behind the rows).
@@ -307,7 +351,7 @@ absl::Status ProgressiveFrameFile::Finish(const Frame& frame,
   for (std::size_t i = 0; i < nhdu; ++i) {
     if (s.sources.kinds[i] == FrameHdu::kMask) {
       const char* encoded = nullptr;
-      s.datasum[i] = s.Encode(i, frame.mask.data(), frame.mask.size(), 0, &encoded);
+      s.datasum[i] = s.Encode(i, frame.mask.data(), frame.mask.size(), 0, &s.finish_scratch, &encoded);
       if (!s.keep_image) {
         SPEXD_RETURN_IF_ERROR(s.WriteAt(s.data_offset(i), encoded, s.built[i].data_bytes));
       }
@@ -390,7 +434,7 @@ absl::Status ProgressiveFrameFile::WriteMember() {
 
 std::vector<absl::string_view> ProgressiveFrameFile::pieces() const {
   if (!s_->keep_image) return {};
-  return {s_->image, s_->tail};
+  return {absl::string_view(s_->image.data(), s_->image.size()), s_->tail};
 }
 
 std::vector<absl::string_view> ProgressiveFrameFile::stored_pieces() const {

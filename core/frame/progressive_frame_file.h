@@ -60,8 +60,9 @@ class ProgressiveFrameFile {
   // pool, written at their offsets, and their writeback started (sync_file_range), so
   // that the caller's fsync has little left; and the rows' RAW scores (per fibre, from
   // the float64 values and the recorded grid, as FrameToFits computes them). Bundles in
-  // any order, each row once. One call at a time. After a failed write every later call
-  // returns the same error.
+  // any order, each row once; calls for different bundles may run at once (their rows
+  // are disjoint bytes), but not beside Create or Finish. After a failed write every
+  // later call returns the same error.
   absl::Status AddRows(int row, const BundleResult& bundle);
 
   // The rest, once every row is in: MASK from frame.mask, SCORES (the rows' scores, or

@@ -359,6 +359,7 @@ absl::Status JobOutput::PrepareProgressiveFile(const std::vector<int>& bundles) 
   frame_file_.emplace(*std::move(file));
   core::FitsWriteOptions options;
   options.pool = env_.decode_pool;  // as WriteFiles (and its pages faulted in here, ahead)
+  options.image_buffers = env_.file_buffers;
   const std::string& path = request_.header.server_output_path();
   SPEXD_ASSIGN_OR_RETURN(progressive_,
                          core::ProgressiveFrameFile::Create(shape, FileMetadata(), frame_file_->fd(),

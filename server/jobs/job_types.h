@@ -57,6 +57,7 @@ struct JobEnvironment {
   core::TaskPool* decode_pool = nullptr;
   core::PlaneBufferPool* plane_buffers = nullptr;
   core::PlaneBufferPool* load_buffers = nullptr;  // PreprocOptions::load_buffers
+  core::PlaneBufferPool* file_buffers = nullptr;  // server-written frame files' images
   const std::atomic<bool>* float32_planes = nullptr;
   ShadowParity* shadow = nullptr;  // shadow parity sampling; null when off
 };

@@ -147,6 +147,18 @@ std::string ZeroFilledOutput(std::size_t n, TaskPool* pool, int workers) {
   return s;
 }
 
+PlaneBuffer<char> ZeroFilledBlock(std::size_t n, PlaneBufferPool* buffers, TaskPool* pool,
+                                  int workers) {
+  PlaneBuffer<char> b = PlaneBuffer<char>::Make(n, buffers);
+  constexpr std::size_t kPiece = std::size_t{4} << 20;
+  const int pieces = static_cast<int>((n + kPiece - 1) / kPiece);
+  ParallelFor(pool, workers, pieces, [&](int, int c) {
+    const std::size_t at = static_cast<std::size_t>(c) * kPiece;
+    std::memset(b.data() + at, 0, std::min(kPiece, n - at));
+  });
+  return b;
+}
+
 uint32_t EncodeValues(HduSource::Encoding encoding, const void* values, std::size_t begin,
                       std::size_t end, char* out) {
   const std::size_t n = end - begin;

@@ -85,6 +85,11 @@ absl::StatusOr<std::string> FinishHeader(BuiltHdu& b, uint32_t datasum);
 // (docs/performance.md). Huge pages where the kernel
 // grants them (THP "madvise" mode) need 1/512 of the faults; the advice is only advice.
 std::string ZeroFilledOutput(std::size_t n, TaskPool* pool, int workers);
+// `n` zero bytes from `buffers` (null: a block of its own), zeroed in 4 MiB pieces by all
+// workers: a reused block at memory speed, a new one faulted in (huge pages advised) as
+// it is zeroed. Throws std::bad_alloc.
+PlaneBuffer<char> ZeroFilledBlock(std::size_t n, PlaneBufferPool* buffers, TaskPool* pool,
+                                  int workers);
 
 // The workers and pool that FitsWriteOptions asks for: its pool, else one of workers - 1
 // threads started here and joined when this goes.

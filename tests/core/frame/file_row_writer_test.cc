@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <memory>
 #include <random>
 #include <string>
@@ -91,6 +92,47 @@ TEST_F(FileRowWriterTest, DestroyedWithWritesQueuedItWaitsForThem) {
     for (int b = 0; b < 4; ++b) ASSERT_TRUE(writer.Add(25 * b, std::make_shared<const core::BundleResult>(spexd::testing::FrameRows(f, b, 25 * b, 25))).ok());
   }  // no Wait: the destructor waits, so the file is complete here
   EXPECT_TRUE(file->Finish(f).ok());
+}
+
+// Bundles written several at once (FileRowWriter::kMaxConcurrentBundles on a pool with
+// threads to spare), many small ones in a shuffled order: the file, with or without the
+// image kept, and a .gz's image, are FrameToFits's bytes. Repeated, since which bundles
+// overlap differs from run to run.
+TEST_F(FileRowWriterTest, BundlesWrittenAtOnceGiveFrameToFitsBytes) {
+  const core::Frame f = spexd::testing::MakeTestFrame(200, 300, 5, 9, /*specials=*/false);
+  auto pool = core::MakeTaskPool(6);
+  options_.pool = pool.get();
+  options_.threads = 6;
+  const std::string want = *core::FrameToFits(f, meta_, options_);
+  std::vector<int> order;
+  for (int b = 0; b < 40; ++b) order.push_back(b);
+  std::mt19937 rng(5);
+  for (int run = 0; run < 6; ++run) {
+    const bool keep_image = run % 3 != 0, gzip = run % 3 == 2;
+    SCOPED_TRACE(::testing::Message() << "run " << run << (keep_image ? " image" : "") << (gzip ? " gzip" : ""));
+    ASSERT_EQ(::ftruncate(fd_, 0), 0);
+    auto file = core::ProgressiveFrameFile::Create(spexd::testing::FileShapeOf(f), meta_, fd_,
+                                                   path_, options_, keep_image, gzip);
+    ASSERT_TRUE(file.ok()) << file.status();
+    std::shuffle(order.begin(), order.end(), rng);
+    {
+      FileRowWriter writer(file->get(), pool.get());
+      for (int b : order) {
+        ASSERT_TRUE(writer.Add(5 * b, std::make_shared<const core::BundleResult>(
+                                          spexd::testing::FrameRows(f, b, 5 * b, 5))).ok());
+      }
+      ASSERT_TRUE(writer.Wait().ok());
+    }
+    ASSERT_TRUE((*file)->Finish(f).ok());
+    if (keep_image) {
+      std::string got;
+      for (absl::string_view p : (*file)->pieces()) got.append(p.data(), p.size());
+      EXPECT_TRUE(got == want);
+    }
+    if (!gzip) {
+      EXPECT_TRUE(spexd::testing::ReadBytes(path_) == want);
+    }
+  }
 }
 
 // A host pool without threads (spexd --cpu_threads=1) would hold a posted write until its

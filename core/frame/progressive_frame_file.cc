@@ -82,7 +82,8 @@ struct ProgressiveFrameFile::State {
   std::vector<Scratch> spare_scratch;  // AddRows' buffers without the image, for reuse
   // One write into the file at a time: the kernel serialises writes to one file on its
   // inode lock anyway, and its waiters spin (3.5 % of a 64-core host's samples with four
-  // bundles writing at once, docs/performance.md), where these sleep.
+  // bundles writing at once; docs/performance.md, "Several GPUs on one host"), where
+  // these sleep.
   absl::Mutex write_mu;
 
   int64_t data_offset(std::size_t i) const { return built[i].offset + built[i].header_bytes; }

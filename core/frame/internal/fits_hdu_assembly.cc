@@ -12,6 +12,7 @@
 #include <optional>
 #include <utility>
 
+#include "absl/functional/function_ref.h"
 #include "absl/strings/str_cat.h"
 #include "core/base/parallel_for.h"
 #include "core/base/prefault.h"
@@ -130,18 +131,28 @@ uint32_t Encode(const HduSource& src, const DataTask& t, char* data_unit) {
                       data_unit + t.begin * BytesPerValue(src.encoding));
 }
 
+// An output buffer's pages are prepared in pieces of this size, one per task.
+constexpr std::size_t kOutputPiece = std::size_t{4} << 20;
+
+// fn(at, len) for each piece [at, at + len) of [0, n), spread over `workers` of `pool`.
+void ForEachOutputPiece(std::size_t n, TaskPool* pool, int workers,
+                        absl::FunctionRef<void(std::size_t at, std::size_t len)> fn) {
+  const int pieces = static_cast<int>((n + kOutputPiece - 1) / kOutputPiece);
+  ParallelFor(pool, workers, pieces, [&](int, int c) {
+    const std::size_t at = static_cast<std::size_t>(c) * kOutputPiece;
+    fn(at, std::min(kOutputPiece, n - at));
+  });
+}
+
 }  // namespace
 
 std::string ZeroFilledOutput(std::size_t n, TaskPool* pool, int workers) {
   std::string s;
-  constexpr std::size_t kPrefaultChunk = std::size_t{4} << 20;
-  if (n < 2 * kPrefaultChunk) return std::string(n, '\0');
+  if (n < 2 * kOutputPiece) return std::string(n, '\0');
   s.reserve(n);  // capacity only: the pages are not touched yet
   AdviseHugePages(s.data(), n);
-  const int chunks = static_cast<int>((n + kPrefaultChunk - 1) / kPrefaultChunk);
-  ParallelFor(pool, workers, chunks, [&](int, int c) {
-    const std::size_t at = static_cast<std::size_t>(c) * kPrefaultChunk;
-    PrefaultForWrite(s.data() + at, std::min(kPrefaultChunk, n - at));
+  ForEachOutputPiece(n, pool, workers, [&](std::size_t at, std::size_t len) {
+    PrefaultForWrite(s.data() + at, len);
   });
   s.resize(n);  // the zero fill, at memory speed now
   return s;
@@ -150,12 +161,8 @@ std::string ZeroFilledOutput(std::size_t n, TaskPool* pool, int workers) {
 PlaneBuffer<char> ZeroFilledBlock(std::size_t n, PlaneBufferPool* buffers, TaskPool* pool,
                                   int workers) {
   PlaneBuffer<char> b = PlaneBuffer<char>::Make(n, buffers);
-  constexpr std::size_t kPiece = std::size_t{4} << 20;
-  const int pieces = static_cast<int>((n + kPiece - 1) / kPiece);
-  ParallelFor(pool, workers, pieces, [&](int, int c) {
-    const std::size_t at = static_cast<std::size_t>(c) * kPiece;
-    std::memset(b.data() + at, 0, std::min(kPiece, n - at));
-  });
+  ForEachOutputPiece(n, pool, workers,
+                     [&](std::size_t at, std::size_t len) { std::memset(b.data() + at, 0, len); });
   return b;
 }
 

@@ -12,7 +12,10 @@
 #                 camera extracted on its own DESI grid and psferr
 #     OUT_DIR     JSON and log (default: $OUT, else /tmp/exposure_device)
 #     GPU_COUNTS  e.g. "1 2" (default: 1, and 2 when two GPUs are visible)
-#   FRAMES (30), PASSES (3: one cold, two warm), MODES ("one multi") set the runs;
+#   FRAMES (30), PASSES (3: one cold, two warm), MODES ("one multi") set the runs; WORK
+#   (/dev/shm): where the frames are written, tmpfs as for the throughput runs (on the 4 x
+#   H200 VM's own disk, 30 frame files of 70 MB committed at once took 0.38-0.47 s each to
+#   fsync: such a run measures the disk, not the service);
 #   BENCH_ARGS (extra bench flags, e.g. "--backends-per-gpu 2"); BENCH_BIN (the bench
 #   executable in the bundle, spexd_exposure_bench: another build's for an A/B, added as
 #   scripts/spexctl_throughput_device.sh says for SPEXD_BIN);
@@ -74,7 +77,7 @@ for n in $GPU_COUNTS; do
     label=$mode
     ((streamers == 0)) || label=$mode-s$streamers
     json=$OUT_DIR/exposure_${label}_${n}gpu.json
-    frames_dir=$(mktemp -d "${TMPDIR:-/tmp}/exposure-frames.XXXXXX")
+    frames_dir=$(mktemp -d "${WORK:-/dev/shm}/exposure-frames.XXXXXX")
     echo "+ spexd_exposure_bench --gpus $gpus --one-job $one --streamers $streamers ${BENCH_ARGS:-}" | tee -a "$log"
     rc=0
     "$BUNDLE/run.sh" "${BENCH_BIN:-spexd_exposure_bench}" "${psfs[@]}" --frames "$FRAMES" --passes "$PASSES" \

@@ -36,7 +36,8 @@
 #   symbol); SPEXD_BIN (spexd: the server executable in the bundle, for an A/B of two
 #   builds: copy the other build's spexd in, stripped, with `patchelf --force-rpath
 #   --set-rpath '$ORIGIN/lib'`; a RUNPATH does not reach the bundled libraries' own
-#   dependencies and that spexd fails to start); IDENTICAL_SAMPLE (0: every frame file is compared with the warm-up's;
+#   dependencies and that spexd fails to start); SPEXCTL_BIN (spexctl: the clients', the
+#   same way); IDENTICAL_SAMPLE (0: every frame file is compared with the warm-up's;
 #   N: the first N of each mode, where reading them all would take longer than the run).
 #   Prints [row] lines; exit 0 when every run succeeded.
 set -uo pipefail
@@ -67,6 +68,9 @@ cpu_now() {
     END { printf "%d %d %.3f %s\n", tot - idle, tot, srv + 0, now }' /proc/stat "/proc/${SPID:-self}/stat"
 }
 fail=0
+# The clients run spexctl itself, as a pipeline would: not through the bundle's run.sh (a
+# shell, a subshell and dirname a frame; spexctl needs none of the CUDA libraries it finds).
+SPEXCTL=("$B/${SPEXCTL_BIN:-spexctl}"); [[ -x ${SPEXCTL[0]} ]] || SPEXCTL=("$B/run.sh" "${SPEXCTL_BIN:-spexctl}")
 
 cp "$PSF" "$W/in/psf.fits"
 if [[ ! -f $W/in/frame.fits ]]; then
@@ -143,11 +147,11 @@ for mode in $MODES; do
       for f in $(seq "$FRAMES"); do
         s0=$EPOCHREALTIME
         if [[ $mode == server-* ]]; then
-          "$B/run.sh" spexctl extract --server 127.0.0.1:$PORT --server-path -q -i "$in" \
+          "${SPEXCTL[@]}" extract --server 127.0.0.1:$PORT --server-path -q -i "$in" \
             -p "$W/in/psf.fits" -w "$WAVE" -n $NSPEC ${SERVER_ARGS:-} --server-output-path "$W/out/p$p-f$f.$ext" \
             >/dev/null || exit 1
         else
-          "$B/run.sh" spexctl extract --server 127.0.0.1:$PORT --server-path -q -i "$in" \
+          "${SPEXCTL[@]}" extract --server 127.0.0.1:$PORT --server-path -q -i "$in" \
             -p "$W/in/psf.fits" -w "$WAVE" -n $NSPEC ${CLIENT_ARGS:-} -o "$W/client-p$p-f$f.$ext" || exit 1
         fi
         echo "wall $s0 $EPOCHREALTIME" >&2  # no process here: it would slow the client

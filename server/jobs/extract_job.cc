@@ -4,8 +4,10 @@
 #include <map>
 #include <new>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "core/base/parallel_for.h"
 #include "core/base/status_macros.h"
 #include "core/frame/usable_data.h"
 #include "server/platform/log.h"
@@ -219,9 +221,12 @@ absl::Status ExtractJob::Extract(core::Backend& backend) {
 
 void ExtractJob::StreamLoop() {
   absl::Status stream_status;
-  double wait_seconds = 0;  // for the worker's bundles
+  double wait_seconds = 0;     // for the worker's bundles
+  double prepare_seconds = 0;  // preparing them, several at once
+  std::vector<Finished> items;
+  std::vector<JobOutput::PreparedBundle> prepared;
   for (;;) {
-    Finished item;
+    items.clear();
     {
       const Clock::time_point t0 = Clock::now();
       absl::MutexLock lock(&mu_);
@@ -231,16 +236,34 @@ void ExtractJob::StreamLoop() {
       mu_.Await(absl::Condition(&ready));
       wait_seconds += Seconds(t0, Clock::now());
       if (finished_.empty()) break;  // extraction done and everything streamed
-      item = std::move(finished_.front());
-      finished_.pop_front();
+      // Every bundle waiting: a GPU batch's bundles arrive together.
+      while (!finished_.empty()) {
+        items.push_back(std::move(finished_.front()));
+        finished_.pop_front();
+      }
     }
     if (!stream_status.ok()) continue;  // drain what the worker still hands over
-    stream_status = Guarded([&] { return output_.Bundle(std::move(item.bundle), item.seconds); });
-    if (!stream_status.ok()) {
-      absl::MutexLock lock(&mu_);
-      stream_broken_ = true;  // the worker stops at its next bundle
+    // Their own work on the host pool at once (this thread takes part), then the
+    // frame-wide rest and the sends one by one, in order.
+    const Clock::time_point t0 = Clock::now();
+    prepared.assign(items.size(), JobOutput::PreparedBundle{});
+    core::ParallelFor(env_.decode_pool, static_cast<int>(items.size()),
+                      static_cast<int>(items.size()), [&](int, int i) {
+      Finished& f = items[static_cast<std::size_t>(i)];
+      prepared[static_cast<std::size_t>(i)] = output_.PrepareBundle(std::move(f.bundle), f.seconds);
+    });
+    prepare_seconds += Seconds(t0, Clock::now());
+    for (JobOutput::PreparedBundle& p : prepared) {
+      stream_status = Guarded([&] { return output_.Bundle(std::move(p)); });
+      if (!stream_status.ok()) {
+        absl::MutexLock lock(&mu_);
+        stream_broken_ = true;  // the worker stops at its next bundle
+        break;
+      }
     }
+    prepared.clear();  // a bundle not streamed after an error goes now
   }
+  output_.AddStage("output_prepare", prepare_seconds);
   absl::Status status;
   core::ExtractionSummary backend_summary;
   Clock::time_point extraction_end;

@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <exception>
+#include <new>
 #include <chrono>
 #include <memory>
 #include <utility>
@@ -195,7 +197,36 @@ bool JobOutput::SendHeader(double queue_seconds, const std::string& backend) {
 
 // ---------------------------------------------------------------- streaming task
 
-absl::Status JobOutput::Bundle(core::BundleResult&& finished, double seconds) {
+JobOutput::PreparedBundle JobOutput::PrepareBundle(core::BundleResult&& finished,
+                                                   double seconds) const {
+  PreparedBundle p;
+  p.seconds = seconds;
+  try {
+    // The messages borrow the bundle's arrays (no copy into protobuf messages); they keep
+    // it alive until gRPC has written them.
+    p.bundle = std::make_shared<core::BundleResult>(std::move(finished));
+    core::BundleResult& b = *p.bundle;
+    // Per Angstrom, as core::ExtractFrame does: the streamed values equal a local run's.
+    core::FinalizeBundle(geometry_->dwave(), &b);
+    p.usable_bins = core::CountUsableBins(b);
+    if (output_writer_.has_value() || request_.header.results_to_file_only()) {
+      // Into the output region, or the server writes the file: the client sees progress.
+      p.messages.push_back(EncodeBundleDone(b, seconds));
+    } else if (float32_arrays()) {
+      p.messages = EncodeBundlePartsFloat32(b, seconds, MaxPayloadBytes(env_.limits));
+    } else {
+      p.messages = EncodeBundleParts(p.bundle, seconds, MaxPayloadBytes(env_.limits));
+    }
+  } catch (const std::bad_alloc&) {
+    p.status = absl::ResourceExhaustedError("out of host memory for this extraction");
+  } catch (const std::exception& e) {  // run on the host pool: nothing may escape
+    p.status = absl::InternalError(absl::StrCat("unexpected error: ", std::string(e.what())));
+  }
+  return p;
+}
+
+absl::Status JobOutput::Bundle(PreparedBundle&& prepared) {
+  SPEXD_RETURN_IF_ERROR(prepared.status);
   // The stage times say where a bundle's time on the streaming task goes (the summary's
   // stage_seconds, docs/performance.md).
   Clock::time_point t = Clock::now();
@@ -204,32 +235,20 @@ absl::Status JobOutput::Bundle(core::BundleResult&& finished, double seconds) {
     stages_[stage] += Seconds(t, now);
     t = now;
   };
-  // The parts borrow the bundle's arrays (no copy into protobuf messages); they keep it
-  // alive until gRPC has written them.
-  auto bundle = std::make_shared<core::BundleResult>(std::move(finished));
-  core::BundleResult& b = *bundle;
-  // Per Angstrom, as core::ExtractFrame does: the streamed values equal a local run's.
-  core::FinalizeBundle(geometry_->dwave(), &b);
+  std::shared_ptr<core::BundleResult> bundle = std::move(prepared.bundle);
+  const core::BundleResult& b = *bundle;
   health_.OnBundle(b);  // numerical health, bundle by bundle
-  metrics_.Bundle(seconds, b);
-  usable_bins_ += core::CountUsableBins(b);
+  metrics_.Bundle(prepared.seconds, b);
+  usable_bins_ += prepared.usable_bins;
   lap("output_finalize");
   if (output_writer_.has_value()) {
     SPEXD_RETURN_IF_ERROR(output_writer_->WriteBundle(b));
     lap("output_copies");
-    if (!stream_->Send(EncodeBundleDone(b, seconds))) return stop_status_();
-  } else if (request_.header.results_to_file_only()) {
-    // The server writes the file: the client sees progress only.
-    if (!stream_->Send(EncodeBundleDone(b, seconds))) return stop_status_();
-  } else if (float32_arrays()) {
-    for (WireMessage& part : EncodeBundlePartsFloat32(b, seconds, MaxPayloadBytes(env_.limits))) {
-      if (!stream_->Send(std::move(part))) return stop_status_();
-    }
-  } else {
-    for (WireMessage& part : EncodeBundleParts(bundle, seconds, MaxPayloadBytes(env_.limits))) {
-      if (!stream_->Send(std::move(part))) return stop_status_();
-    }
   }
+  for (WireMessage& message : prepared.messages) {
+    if (!stream_->Send(std::move(message))) return stop_status_();
+  }
+  prepared.messages.clear();
   lap("output_send");
   if (progressive_ != nullptr) {
     auto row = file_row_.find(b.bundle);

@@ -28,6 +28,7 @@
 #include "core/frame/file_row_writer.h"
 #include "server/jobs/frame_health.h"
 #include "server/jobs/job_metrics.h"
+#include "server/jobs/proto_convert.h"
 #include "server/jobs/region_output.h"
 #include "spexd/v1/spexd.pb.h"
 
@@ -62,9 +63,22 @@ class JobOutput {
   // cancelled or broken.
   bool SendHeader(double queue_seconds, const std::string& backend);
 
-  // Streaming task: finalises a finished bundle (photons/Angstrom, as core::ExtractFrame
-  // does) and streams it, or writes it into the output region and streams a completion.
-  absl::Status Bundle(core::BundleResult&& bundle, double seconds);
+  // A finished bundle with the work on it that needs no other bundle done: per Angstrom
+  // (as core::ExtractFrame), its usable bins, the messages that stream it. Bundles that
+  // arrive together (a GPU batch's) are prepared at once on the host pool.
+  struct PreparedBundle {
+    std::shared_ptr<core::BundleResult> bundle;
+    double seconds = 0;  // the backend's time for it
+    int64_t usable_bins = 0;
+    std::vector<WireMessage> messages;  // sent in order after any output-region write
+    absl::Status status;                // not OK: preparing it failed (out of memory)
+  };
+  // Any thread, several bundles at once (reads only what Prepare set).
+  PreparedBundle PrepareBundle(core::BundleResult&& bundle, double seconds) const;
+  // Streaming task, in the order the bundles finished: the frame-wide bookkeeping (health,
+  // metrics, the assembled frame, the file's rows) and the messages, or the bundle written
+  // into the output region and its completion streamed.
+  absl::Status Bundle(PreparedBundle&& prepared);
   // Bins of the bundles so far that carry information (core::CountUsableBins).
   int64_t usable_bins() const { return usable_bins_; }
   int nbundles() const { return nbundles_; }

@@ -36,6 +36,7 @@ class FakeStream : public ResponseStream {
       EXPECT_TRUE(parsed_ok) << "unparsable message " << messages_.size();
       index = sends_++;
     }
+    if (index == delay_at_) std::this_thread::sleep_for(delay_for_);  // a slow write
     if (index == stall_at_) {
       std::this_thread::sleep_for(stall_for_);
       cancel_->store(true);
@@ -59,6 +60,11 @@ class FakeStream : public ResponseStream {
     stall_for_ = for_how_long;
   }
   void FailFrom(int send) { fail_from_ = send; }
+  // Send number `send` takes `how_long` and succeeds (a client slow to read one message).
+  void DelayAt(int send, std::chrono::milliseconds how_long) {
+    delay_at_ = send;
+    delay_for_ = how_long;
+  }
 
   std::vector<v1::ExtractResponse> messages() {
     absl::MutexLock lock(&mu_);
@@ -83,7 +89,8 @@ class FakeStream : public ResponseStream {
 
  private:
   const std::shared_ptr<std::atomic<bool>> cancel_;
-  int stall_at_ = -1;
+  int stall_at_ = -1, delay_at_ = -1;
+  std::chrono::milliseconds delay_for_{0};
   std::chrono::milliseconds stall_for_{0};
   int fail_from_ = 1 << 30;
   absl::Mutex mu_;

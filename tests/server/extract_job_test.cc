@@ -177,13 +177,61 @@ TEST_F(ExtractJobTest, HeaderThenBundlesInOrderAndInPartsThenSummary) {
   EXPECT_EQ(s.stage_seconds().at("fake"), 0.5);
   // The server's stages beside the backend's: every part of the streaming task
   // is timed, and the tail after the worker is part of the total.
-  for (const char* stage : {"output_finalize", "output_send", "output_release", "stream_wait",
+  for (const char* stage : {"output_prepare", "output_finalize", "output_send", "output_release", "stream_wait",
                             "worker_sink_wait", "input_release", "output_tail"}) {
     ASSERT_EQ(s.stage_seconds().count(stage), 1u) << stage;
     EXPECT_GE(s.stage_seconds().at(stage), 0.0) << stage;
   }
   EXPECT_EQ(s.stage_seconds().count("output_copies"), 0u) << "no CUDA output region";
   EXPECT_LE(s.extract_seconds() + s.stage_seconds().at("output_tail"), s.total_seconds());
+}
+
+// Bundles that reach the streaming task together (a GPU batch's) are prepared at once on
+// the host pool and still stream in order, each per Angstrom once, in float64 and float32:
+// the first bundle's send is slow, so the other four wait for the task together.
+TEST_F(ExtractJobTest, BundlesArrivingTogetherStreamInOrderEachFinalizedOnce) {
+  core::TaskPool host_pool;
+  host_pool.AddThreads(4);
+  env_.decode_pool = &host_pool;
+  for (const bool f32 : {false, true}) {
+    SCOPED_TRACE(f32 ? "float32" : "float64");
+    v1::ExtractHeader header = Header();
+    if (f32) header.set_array_precision(v1::ARRAY_FLOAT32);
+    FakeStream stream(cancel_);
+    stream.DelayAt(1, std::chrono::milliseconds(200));  // 0 is the header
+    FakeBackend backend(FakeBackend::Mode::kAll);
+    core::TaskPool streamer;  // as RunJob, with a pool of its own per precision
+    streamer.AddThreads(1);
+    auto job = std::make_shared<ExtractJob>(env_, Request(header), &stream, cancel_);
+    ASSERT_TRUE(job->Prepare());
+    job->Run(backend, 0, streamer);
+    streamer.Shutdown();
+    ASSERT_TRUE(stream.status().ok()) << stream.status();
+    const std::vector<v1::ExtractResponse> msgs = stream.messages();
+    ASSERT_GE(msgs.size(), 2u);
+    std::vector<int> order;
+    for (const v1::ExtractResponse& m : msgs) {
+      if (!m.has_bundle()) continue;
+      const v1::BundleData& b = m.bundle();
+      order.push_back(b.bundle());
+      const double want = (b.bundle() + 1) / 0.8;  // (bundle + 1) photons per 0.8 A bin
+      if (f32) {
+        ASSERT_EQ(b.flux_f32().size() % sizeof(float), 0u);
+        std::vector<float> flux(b.flux_f32().size() / sizeof(float));
+        std::memcpy(flux.data(), b.flux_f32().data(), b.flux_f32().size());
+        ASSERT_FALSE(flux.empty());
+        for (float f : flux) ASSERT_EQ(f, static_cast<float>(want)) << "bundle " << b.bundle();
+      } else {
+        ASSERT_GT(b.flux_size(), 0);
+        for (double f : b.flux()) ASSERT_NEAR(f, want, 1e-12 * want) << "bundle " << b.bundle();
+      }
+    }
+    EXPECT_EQ(order, (std::vector<int>{0, 1, 2, 3, 4}));
+    const v1::ExtractSummary& s = msgs.back().summary();
+    EXPECT_EQ(s.nbundles(), 5);
+    EXPECT_EQ(s.usable_bins(), int64_t{5} * 10 * msgs.front().header().wave_size());
+    EXPECT_EQ(s.stage_seconds().count("output_prepare"), 1u);
+  }
 }
 
 TEST_F(ExtractJobTest, ASubsetStreamsOnlyItsBundles) {

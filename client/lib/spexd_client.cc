@@ -1,5 +1,8 @@
 #include "client/lib/spexd_client.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
 #include <algorithm>
 #include <chrono>
 #include <functional>
@@ -13,7 +16,10 @@
 #include <grpcpp/security/credentials.h>
 #include <grpcpp/support/channel_arguments.h>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "spexd/v1/spexd.grpc.pb.h"
 
@@ -49,6 +55,46 @@ SpexdClient::SpexdClient(const ClientOptions& options, std::unique_ptr<Stubs> st
 
 SpexdClient::~SpexdClient() = default;
 
+bool IsLocalTarget(const std::string& target) {
+  absl::string_view t = target;
+  if (absl::StartsWith(t, "unix:") || absl::StartsWith(t, "unix-abstract:")) return true;
+  if (absl::ConsumePrefix(&t, "dns:")) {
+    // dns:host:port, dns:///host:port, or dns://AUTHORITY/host:port
+    if (absl::ConsumePrefix(&t, "//")) {
+      const std::size_t slash = t.find('/');
+      if (slash == absl::string_view::npos) return false;
+      t.remove_prefix(slash + 1);
+    }
+  } else if (!absl::ConsumePrefix(&t, "ipv4:")) {
+    absl::ConsumePrefix(&t, "ipv6:");
+  }
+  if (t.empty()) return false;
+  // Every address of a list (ipv4:a:p,b:p) must be local.
+  for (absl::string_view address : absl::StrSplit(t, ',')) {
+    absl::string_view host = address;
+    if (absl::ConsumePrefix(&host, "[")) {
+      host = host.substr(0, host.find(']'));
+    } else if (std::count(host.begin(), host.end(), ':') == 1) {
+      host = host.substr(0, host.find(':'));  // host:port
+    }
+    if (absl::EqualsIgnoreCase(host, "localhost")) continue;
+    const std::string h(host);
+    in_addr v4{};
+    in6_addr v6{};
+    if (inet_pton(AF_INET, h.c_str(), &v4) == 1) {
+      if ((ntohl(v4.s_addr) >> 24) == 127) continue;
+      return false;
+    }
+    if (inet_pton(AF_INET6, h.c_str(), &v6) == 1) {
+      if (IN6_IS_ADDR_LOOPBACK(&v6)) continue;
+      if (IN6_IS_ADDR_V4MAPPED(&v6) && v6.s6_addr[12] == 127) continue;
+      return false;
+    }
+    return false;  // another name: the resolver and any proxy decide where it leads
+  }
+  return true;
+}
+
 absl::StatusOr<std::unique_ptr<SpexdClient>> SpexdClient::Create(const ClientOptions& options) {
   if (options.target.empty()) return absl::InvalidArgumentError("no server address");
   std::shared_ptr<grpc::ChannelCredentials> creds;
@@ -65,6 +111,7 @@ absl::StatusOr<std::unique_ptr<SpexdClient>> SpexdClient::Create(const ClientOpt
   // With dns:/// every resolved address gets a subchannel and calls rotate over them.
   args.SetLoadBalancingPolicyName("round_robin");
   args.SetMaxReceiveMessageSize(kMaxReceiveBytes);
+  if (IsLocalTarget(options.target)) args.SetInt(GRPC_ARG_ENABLE_HTTP_PROXY, 0);
   if (!options.tls_server_name.empty()) args.SetSslTargetNameOverride(options.tls_server_name);
   auto stubs = std::make_unique<Stubs>();
   stubs->channel = grpc::CreateCustomChannel(options.target, creds, args);

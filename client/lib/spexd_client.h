@@ -35,6 +35,12 @@ struct ClientOptions {
   std::string bearer_token;                     // sent as authorization: Bearer <token>
 };
 
+// Whether `target` is this host: a loopback address (127.0.0.0/8, ::1), localhost, or a
+// Unix socket, with or without a dns:, ipv4: or ipv6: scheme. Channels to such a target
+// take no proxy from http_proxy, https_proxy or grpc_proxy: a proxy cannot reach this
+// host's loopback, where spexd listens by default, and clusters often set those variables.
+bool IsLocalTarget(const std::string& target);
+
 // Receivers of a streamed extraction. A callback returning an error cancels the call
 // (the server stops at its next bundle boundary) and Extract returns that error.
 struct ExtractCallbacks {

@@ -158,6 +158,29 @@ class ErrorTest(unittest.TestCase):
         with spexd.Client(SERVER.target) as c:
             self.assertTrue(c.server_info().serving)  # still serving
 
+    def test_a_proxy_in_the_environment_is_not_used_on_loopback(self):
+        # Clusters set http_proxy: a channel to this host's loopback must not go through
+        # it (the proxy cannot reach it). The proxy here refuses every connection.
+        names = ("http_proxy", "https_proxy", "grpc_proxy")
+        saved = {n: os.environ.get(n) for n in names}
+        try:
+            for n in names:
+                os.environ[n] = "http://127.0.0.1:1"
+            self.assertTrue(spexd._channel.is_local_target(SERVER.target))
+            with spexd.Client(SERVER.target, retries=1, deadline=20) as c:
+                self.assertTrue(c.server_info().serving)
+        finally:
+            for n, v in saved.items():
+                if v is None:
+                    os.environ.pop(n, None)
+                else:
+                    os.environ[n] = v
+        for target, local in [("127.0.0.1:5", True), ("localhost:5", True),
+                              ("dns:///localhost:5", True), ("[::1]:5", True),
+                              ("unix:/tmp/spexd.sock", True), ("ipv4:127.0.0.1:5,10.0.0.1:5", False),
+                              ("node01:50051", False), ("10.1.2.3:5", False)]:
+            self.assertEqual(spexd._channel.is_local_target(target), local, target)
+
     def test_unreachable_server_is_unavailable_after_retries(self):
         with spexd.Client("127.0.0.1:1", retries=3, deadline=5) as c:
             with self.assertRaises(spexd.Unavailable) as e:

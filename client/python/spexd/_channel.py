@@ -13,6 +13,7 @@ and retry through ``Retrier.pause_or_raise`` / ``after_stream_error``, so that t
 loops differ only in how they sleep (time.sleep or asyncio.sleep).
 """
 import dataclasses
+import ipaddress
 import random
 import time
 import warnings
@@ -158,12 +159,53 @@ def connect(server=None, tls=False, auth_token=None, retries=4, deadline=60.0,
         raise ValueError("queue_wait must be >= 0")
     policy = Policy(retries=retries, deadline=deadline, extract_deadline=extract_deadline,
                     queue_wait=queue_wait)
-    return Connection(server, policy, credentials(tls), channel_args(tls), metadata(auth_token))
+    return Connection(server, policy, credentials(tls), channel_args(tls, server),
+                      metadata(auth_token))
 
 
-def channel_args(tls):
+def is_local_target(target):
+    """Whether a gRPC target is this host: a loopback address, localhost or a Unix socket
+    (as the C++ client's IsLocalTarget). Such channels take no proxy from http_proxy,
+    https_proxy or grpc_proxy: a proxy cannot reach this host's loopback."""
+    t = target
+    if t.startswith(("unix:", "unix-abstract:")):
+        return True
+    if t.startswith("dns:"):
+        t = t[len("dns:"):]
+        if t.startswith("//"):  # dns:///host:port or dns://AUTHORITY/host:port
+            _, sep, t = t[2:].partition("/")
+            if not sep:
+                return False
+    elif t.startswith("ipv4:"):
+        t = t[len("ipv4:"):]
+    elif t.startswith("ipv6:"):
+        t = t[len("ipv6:"):]
+    if not t:
+        return False
+    for address in t.split(","):
+        host = address
+        if host.startswith("["):
+            host = host[1:].partition("]")[0]
+        elif host.count(":") == 1:
+            host = host.partition(":")[0]
+        if host.lower() == "localhost":
+            continue
+        try:
+            ip = ipaddress.ip_address(host)
+        except ValueError:
+            return False  # another name: the resolver and any proxy decide
+        if ip.is_loopback or (ip.version == 6 and ip.ipv4_mapped is not None
+                              and ip.ipv4_mapped.is_loopback):
+            continue
+        return False
+    return True
+
+
+def channel_args(tls, target=""):
     opts = [("grpc.lb_policy_name", "round_robin"),
             ("grpc.max_receive_message_length", MAX_RECEIVE_BYTES)]
+    if is_local_target(target):
+        opts.append(("grpc.enable_http_proxy", 0))
     if isinstance(tls, Tls) and tls.server_name:
         opts.append(("grpc.ssl_target_name_override", tls.server_name))
     return opts

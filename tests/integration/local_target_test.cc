@@ -45,17 +45,17 @@ TEST(LocalTargetTest, LoopbackLocalhostAndUnixSocketsAreLocalNamesAndOtherHostsA
 // With every proxy variable pointing at a port that refuses connections, a client on the
 // server's loopback address still reaches it (through the proxy it could not).
 TEST(LocalTargetTest, AProxyInTheEnvironmentIsNotUsedOnLoopback) {
-  auto server = StartServer(TestServerOptions());
-  ASSERT_NE(server, nullptr);
+  // Set before any gRPC thread of this test's process runs (setenv is not thread-safe).
   const char* kNames[] = {"http_proxy", "https_proxy", "grpc_proxy"};
   for (const char* name : kNames) ::setenv(name, "http://127.0.0.1:1", 1);
+  auto server = StartServer(TestServerOptions());
+  ASSERT_NE(server, nullptr);
   client::ClientOptions o;
   o.max_attempts = 1;
   o.call_deadline_seconds = 10;
   auto c = Connect(*server, o);
   ASSERT_NE(c, nullptr);
   auto info = c->GetServerInfo();
-  for (const char* name : kNames) ::unsetenv(name);
   EXPECT_TRUE(info.ok()) << info.status();
 }
 

@@ -56,6 +56,7 @@ TEST(LocalTargetTest, AProxyInTheEnvironmentIsNotUsedOnLoopback) {
   auto c = Connect(*server, o);
   ASSERT_NE(c, nullptr);
   auto info = c->GetServerInfo();
+  for (const char* name : kNames) ::unsetenv(name);  // for the tests after it in this process
   EXPECT_TRUE(info.ok()) << info.status();
 }
 

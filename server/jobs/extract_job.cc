@@ -250,7 +250,11 @@ void ExtractJob::StreamLoop() {
     core::ParallelFor(env_.decode_pool, static_cast<int>(items.size()),
                       static_cast<int>(items.size()), [&](int, int i) {
       Finished& f = items[static_cast<std::size_t>(i)];
-      prepared[static_cast<std::size_t>(i)] = output_.PrepareBundle(std::move(f.bundle), f.seconds);
+      JobOutput::PreparedBundle& p = prepared[static_cast<std::size_t>(i)];
+      p.status = Guarded([&] {  // on the host pool: nothing may escape
+        p = output_.PrepareBundle(std::move(f.bundle), f.seconds);
+        return absl::OkStatus();
+      });
     });
     prepare_seconds += Seconds(t0, Clock::now());
     for (JobOutput::PreparedBundle& p : prepared) {

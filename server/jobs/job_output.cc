@@ -6,8 +6,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <exception>
-#include <new>
 #include <chrono>
 #include <memory>
 #include <utility>
@@ -201,26 +199,20 @@ JobOutput::PreparedBundle JobOutput::PrepareBundle(core::BundleResult&& finished
                                                    double seconds) const {
   PreparedBundle p;
   p.seconds = seconds;
-  try {
-    // The messages borrow the bundle's arrays (no copy into protobuf messages); they keep
-    // it alive until gRPC has written them.
-    p.bundle = std::make_shared<core::BundleResult>(std::move(finished));
-    core::BundleResult& b = *p.bundle;
-    // Per Angstrom, as core::ExtractFrame does: the streamed values equal a local run's.
-    core::FinalizeBundle(geometry_->dwave(), &b);
-    p.usable_bins = core::CountUsableBins(b);
-    if (output_writer_.has_value() || request_.header.results_to_file_only()) {
-      // Into the output region, or the server writes the file: the client sees progress.
-      p.messages.push_back(EncodeBundleDone(b, seconds));
-    } else if (float32_arrays()) {
-      p.messages = EncodeBundlePartsFloat32(b, seconds, MaxPayloadBytes(env_.limits));
-    } else {
-      p.messages = EncodeBundleParts(p.bundle, seconds, MaxPayloadBytes(env_.limits));
-    }
-  } catch (const std::bad_alloc&) {
-    p.status = absl::ResourceExhaustedError("out of host memory for this extraction");
-  } catch (const std::exception& e) {  // run on the host pool: nothing may escape
-    p.status = absl::InternalError(absl::StrCat("unexpected error: ", std::string(e.what())));
+  // The messages borrow the bundle's arrays (no copy into protobuf messages); they keep it
+  // alive until gRPC has written them.
+  p.bundle = std::make_shared<core::BundleResult>(std::move(finished));
+  core::BundleResult& b = *p.bundle;
+  // Per Angstrom, as core::ExtractFrame does: the streamed values equal a local run's.
+  core::FinalizeBundle(geometry_->dwave(), &b);
+  p.usable_bins = core::CountUsableBins(b);
+  if (output_writer_.has_value() || request_.header.results_to_file_only()) {
+    // Into the output region, or the server writes the file: the client sees progress.
+    p.messages.push_back(EncodeBundleDone(b, seconds));
+  } else if (float32_arrays()) {
+    p.messages = EncodeBundlePartsFloat32(b, seconds, MaxPayloadBytes(env_.limits));
+  } else {
+    p.messages = EncodeBundleParts(p.bundle, seconds, MaxPayloadBytes(env_.limits));
   }
   return p;
 }
@@ -248,7 +240,6 @@ absl::Status JobOutput::Bundle(PreparedBundle&& prepared) {
   for (WireMessage& message : prepared.messages) {
     if (!stream_->Send(std::move(message))) return stop_status_();
   }
-  prepared.messages.clear();
   lap("output_send");
   if (progressive_ != nullptr) {
     auto row = file_row_.find(b.bundle);

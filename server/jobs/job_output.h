@@ -73,7 +73,8 @@ class JobOutput {
     std::vector<WireMessage> messages;  // sent in order after any output-region write
     absl::Status status;                // not OK: preparing it failed (out of memory)
   };
-  // Any thread, several bundles at once (reads only what Prepare set).
+  // Any thread, several bundles at once (reads only what Prepare set). May throw
+  // std::bad_alloc.
   PreparedBundle PrepareBundle(core::BundleResult&& bundle, double seconds) const;
   // Streaming task, in the order the bundles finished: the frame-wide bookkeeping (health,
   // metrics, the assembled frame, the file's rows) and the messages, or the bundle written

@@ -91,13 +91,18 @@ class ExtractJobTest : public ::testing::Test {
   // Prepare and Run as the scheduler does, then drains the streaming stage. Returns
   // whether Run was reached.
   bool RunJob(JobRequest request, core::Backend& backend, FakeStream& stream) {
+    return RunJob(std::move(request), backend, stream, pool_);
+  }
+  // The same with `streamer` as the streaming stage (shut down at the end).
+  bool RunJob(JobRequest request, core::Backend& backend, FakeStream& stream,
+              core::TaskPool& streamer) {
     auto job = std::make_shared<ExtractJob>(env_, std::move(request), &stream, cancel_);
     if (!job->Prepare()) {
-      pool_.Shutdown();
+      streamer.Shutdown();
       return false;
     }
-    job->Run(backend, 0, pool_);
-    pool_.Shutdown();
+    job->Run(backend, 0, streamer);
+    streamer.Shutdown();
     return true;
   }
 
@@ -177,8 +182,8 @@ TEST_F(ExtractJobTest, HeaderThenBundlesInOrderAndInPartsThenSummary) {
   EXPECT_EQ(s.stage_seconds().at("fake"), 0.5);
   // The server's stages beside the backend's: every part of the streaming task
   // is timed, and the tail after the worker is part of the total.
-  for (const char* stage : {"output_prepare", "output_finalize", "output_send", "output_release", "stream_wait",
-                            "worker_sink_wait", "input_release", "output_tail"}) {
+  for (const char* stage : {"output_prepare", "output_finalize", "output_send", "output_release",
+                            "stream_wait", "worker_sink_wait", "input_release", "output_tail"}) {
     ASSERT_EQ(s.stage_seconds().count(stage), 1u) << stage;
     EXPECT_GE(s.stage_seconds().at(stage), 0.0) << stage;
   }
@@ -200,12 +205,9 @@ TEST_F(ExtractJobTest, BundlesArrivingTogetherStreamInOrderEachFinalizedOnce) {
     FakeStream stream(cancel_);
     stream.DelayAt(1, std::chrono::milliseconds(200));  // 0 is the header
     FakeBackend backend(FakeBackend::Mode::kAll);
-    core::TaskPool streamer;  // as RunJob, with a pool of its own per precision
+    core::TaskPool streamer;  // a streaming stage of its own per precision
     streamer.AddThreads(1);
-    auto job = std::make_shared<ExtractJob>(env_, Request(header), &stream, cancel_);
-    ASSERT_TRUE(job->Prepare());
-    job->Run(backend, 0, streamer);
-    streamer.Shutdown();
+    ASSERT_TRUE(RunJob(Request(header), backend, stream, streamer));
     ASSERT_TRUE(stream.status().ok()) << stream.status();
     const std::vector<v1::ExtractResponse> msgs = stream.messages();
     ASSERT_GE(msgs.size(), 2u);

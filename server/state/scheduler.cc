@@ -115,6 +115,31 @@ int Scheduler::LoadingRealtimeForLocked(int device) const {
   return n;
 }
 
+bool Scheduler::LeavesToIdleGpuLocked(int device) const {
+  if (device < 0) return false;
+  const auto here = gpu_running_.find(device);
+  if (here == gpu_running_.end() || here->second == 0) return false;
+  std::set<int> idle_gpus;
+  for (const auto& w : workers_) {
+    if (w->gpu_device < 0 || w->gpu_device == device || !w->waiting || !w->backend->healthy()) {
+      continue;
+    }
+    const auto running = gpu_running_.find(w->gpu_device);
+    if (running == gpu_running_.end() || running->second == 0) idle_gpus.insert(w->gpu_device);
+  }
+  if (idle_gpus.empty()) return false;
+  // Each idle GPU's worker takes one of the jobs any worker may run; this one takes what
+  // is left over, and a job bound to its own GPU.
+  int any = 0;
+  for (const std::deque<QueuedJob>* q : {&ready_.realtime, &ready_.reprocessing}) {
+    for (const QueuedJob& item : *q) {
+      if (item.device == device) return false;
+      if (item.device < 0) ++any;
+    }
+  }
+  return any <= static_cast<int>(idle_gpus.size());
+}
+
 void Scheduler::WarmGeometriesLocked(const Worker* w, std::set<const core::Geometry*>* here,
                                      std::set<const core::Geometry*>* elsewhere) const {
   // Backend::Memory never waits for a running extraction (a snapshot under the backend's
@@ -341,10 +366,14 @@ void Scheduler::WorkerLoop(Worker* w) {
                                       LoadingRealtimeForLocked(device));
       };
       auto ready = [&, this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return stopping_ || ready_.HasFor(device) || realtime_waits();
+        return stopping_ || realtime_waits() ||
+               (ready_.HasFor(device) && !LeavesToIdleGpuLocked(device));
       };
+      w->waiting = true;
       mu_.Await(absl::Condition(&ready));
+      w->waiting = false;
       if (stopping_) return;
+      if (device >= 0) ++gpu_running_[device];
       if (realtime_waits()) {
         item = pending_.PopFor(device, /*realtime_only=*/true);
         ++preparing_;
@@ -379,6 +408,7 @@ void Scheduler::WorkerLoop(Worker* w) {
     {
       absl::MutexLock lock(&mu_);
       --running_;
+      if (w->gpu_device >= 0) --gpu_running_[w->gpu_device];
       PublishDepthLocked();
     }
     const bool healthy = w->backend->healthy();

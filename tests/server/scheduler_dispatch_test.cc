@@ -215,5 +215,70 @@ TEST(SchedulerDispatchTest, APreparedFrameGoesToTheWorkerHoldingItsGeometryWarm)
                                                 FakeGeometry(1), FakeGeometry(3), nullptr}));
 }
 
+// Workers (in AddWorker order) running a job now.
+std::vector<int> BusyWorkers(Scheduler& s) {
+  std::vector<int> busy;
+  for (const WorkerState& w : s.Workers()) {
+    if (w.busy) busy.push_back(w.index);
+  }
+  return busy;
+}
+
+TEST(SchedulerDispatchTest, AFrameGoesToAGpuThatRunsNoneBeforeSharingOne) {
+  // Two GPUs, two workers each (0, 1 on GPU 0; 2, 3 on GPU 1). One GPU runs a frame; the
+  // next frame goes to the other GPU, not to the busy GPU's second worker (one chance in
+  // three each round by lot; twenty rounds, alternating the busy GPU).
+  Scheduler s({.max_queue = 16, .prefetch_memory_bytes = int64_t{1} << 40}, nullptr);
+  for (int gpu = 0; gpu < 2; ++gpu) {
+    for (int k = 0; k < 2; ++k) s.AddWorker(std::make_unique<test_backends::NullBackend>(), gpu);
+  }
+  FrameJob::Log log;
+  const auto none = std::chrono::milliseconds(0);
+  for (int round = 0; round < 20; ++round) {
+    const int busy_gpu = round % 2;
+    absl::Notification hold_bound, hold_next;
+    s.Submit(*s.Reserve(false),
+             std::make_shared<FrameJob>(&log, none, none, nullptr, busy_gpu, &hold_bound));
+    ASSERT_TRUE(WaitUntil([&] { return BusyWorkers(s).size() == 1; }));
+    s.Submit(*s.Reserve(false), std::make_shared<FrameJob>(&log, none, none, nullptr, -1, &hold_next));
+    ASSERT_TRUE(WaitUntil([&] { return BusyWorkers(s).size() == 2; }));
+    const std::vector<int> busy = BusyWorkers(s);
+    int on_busy_gpu = 0;
+    for (int w : busy) on_busy_gpu += (w / 2 == busy_gpu) ? 1 : 0;
+    EXPECT_EQ(on_busy_gpu, 1) << "round " << round << ": the frame shares GPU " << busy_gpu
+                              << " while the other runs none";
+    hold_bound.Notify();
+    hold_next.Notify();
+    ASSERT_TRUE(WaitUntil([&] { return BusyWorkers(s).empty(); }));
+  }
+}
+
+TEST(SchedulerDispatchTest, FramesBeyondTheIdleGpusStillRunOnTheBusyOnes) {
+  // GPU 0 runs a frame, GPU 1 none; two frames come: one goes to GPU 1, the other to GPU
+  // 0's idle worker at once (leaving work to idle GPUs never leaves a frame waiting while
+  // a worker could run it). A frame bound to the busy GPU runs there too.
+  Scheduler s({.max_queue = 16, .prefetch_memory_bytes = int64_t{1} << 40}, nullptr);
+  for (int gpu = 0; gpu < 2; ++gpu) {
+    for (int k = 0; k < 2; ++k) s.AddWorker(std::make_unique<test_backends::NullBackend>(), gpu);
+  }
+  FrameJob::Log log;
+  const auto none = std::chrono::milliseconds(0);
+  absl::Notification hold;
+  s.Submit(*s.Reserve(false), std::make_shared<FrameJob>(&log, none, none, nullptr, 0, &hold));
+  ASSERT_TRUE(WaitUntil([&] { return BusyWorkers(s).size() == 1; }));
+  for (int i = 0; i < 2; ++i) {
+    s.Submit(*s.Reserve(false), std::make_shared<FrameJob>(&log, none, none, nullptr, -1, &hold));
+  }
+  ASSERT_TRUE(WaitUntil([&] { return BusyWorkers(s).size() == 3; }));
+  s.Submit(*s.Reserve(false), std::make_shared<FrameJob>(&log, none, none, nullptr, 0, &hold));
+  s.Submit(*s.Reserve(false), std::make_shared<FrameJob>(&log, none, none, nullptr, 1, &hold));
+  ASSERT_TRUE(WaitUntil([&] { return BusyWorkers(s).size() == 4; }));
+  hold.Notify();
+  ASSERT_TRUE(WaitUntil([&] {
+    std::lock_guard<std::mutex> lock(log.mu);
+    return log.ran == 5;
+  }));
+}
+
 }  // namespace
 }  // namespace spexd::server

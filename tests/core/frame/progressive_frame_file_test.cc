@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <cmath>
 #include <limits>
 #include <random>
@@ -17,6 +18,7 @@
 
 #include "core/base/parallel_for.h"
 #include "core/frame/frame_writer.h"
+#include "core/io/plane_buffer.h"
 #include "core/io/fits_file.h"
 #include "gtest/gtest.h"
 #include "tests/frame_fixtures.h"
@@ -128,6 +130,32 @@ TEST_F(ProgressiveFrameFileTest, FullSizeFrameWithoutFibermapOrScores) {
     const std::string no_scores = WriteProgressively(f, meta, 25, options, 4);
     ExpectSameBytes(no_scores, *FrameToFits(f, meta, options));
     EXPECT_EQ(no_scores.find("SCORES"), std::string::npos);
+  }
+}
+
+// The image comes from a pool as the last frame left it, not zero-filled: every byte of
+// the file is written (a block full of 0xA5 gives FrameToFits's bytes), with and without a
+// FIBERMAP and SCORES, and again from the block the first file gave back.
+TEST_F(ProgressiveFrameFileTest, AReusedImageBlockNeedsNoZeroFill) {
+  const Frame f = MakeTestFrame(60, 700, 5, 9, /*specials=*/true);
+  PlaneBufferPool pool(int64_t{1} << 30);
+  for (int pass = 0; pass < 3; ++pass) {
+    SCOPED_TRACE(::testing::Message() << "pass " << pass);
+    {
+      PlaneBuffer<char> dirty = PlaneBuffer<char>::Make(std::size_t{64} << 20, &pool);
+      std::memset(dirty.data(), 0xA5, dirty.size());
+    }  // back to the pool, dirty
+    FrameMetadata meta = R1FrameMeta();
+    if (pass != 1) meta.fibermap_fits = MakeTestFibermap(70, /*checksum=*/true);
+    meta.scores = pass != 2;
+    FitsWriteOptions options;
+    options.checksum_time = "2026-11-23T12:00:02";
+    const std::string want = *FrameToFits(f, meta, options);
+    options.image_buffers = &pool;
+    const int64_t reused = pool.reused();
+    ASSERT_EQ(::ftruncate(fd_, 0), 0);
+    ExpectSameBytes(WriteProgressively(f, meta, 25, options, 5 + pass), want);
+    EXPECT_EQ(pool.reused(), reused + 1) << "the file's image is not the dirty block";
   }
 }
 

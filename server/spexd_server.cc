@@ -169,6 +169,10 @@ constexpr int64_t kLoadBytesPerLoader = int64_t{384} << 20;
 // streaming thread at most): the image of a DESI frame file in memory, 70 MB for r, 86 MB
 // for z.
 constexpr int64_t kFileBytesPerFrame = int64_t{96} << 20;
+// Per-bin arrays kept for reuse per frame the server assembles at once (one per worker and
+// streaming thread at most): a server-written DESI frame's (flux, ivar, chi2pix,
+// pixmask_fraction, specmask, failed bins: 44 MB for r, 55 MB for z).
+constexpr int64_t kFrameArrayBytesPerFrame = int64_t{64} << 20;
 
 }  // namespace
 
@@ -180,6 +184,7 @@ class SpexdServer::Impl {
   core::PlaneBufferPool plane_buffers{0};  // bound set with the workers (WarmUp)
   core::PlaneBufferPool load_buffers{0};   // the same
   core::PlaneBufferPool file_buffers{0};   // the same
+  core::FrameArrayPool frame_arrays{0};     // the same
   std::atomic<bool> float32_planes{false};
   std::unique_ptr<ServerMetrics> metrics;
   std::unique_ptr<DataRoots> roots;
@@ -255,6 +260,8 @@ class SpexdServer::Impl {
           scheduler->prefetch_bound() + nworkers + scheduler->streaming_threads();
       plane_buffers.set_max_cached_bytes(frames_held * kCachedBytesPerFrame);
       load_buffers.set_max_cached_bytes(scheduler->num_loaders() * kLoadBytesPerLoader);
+      frame_arrays.set_max_idle_bytes((nworkers + scheduler->streaming_threads()) *
+                                      kFrameArrayBytesPerFrame);
       file_buffers.set_max_cached_bytes((nworkers + scheduler->streaming_threads()) *
                                         kFileBytesPerFrame);
       for (const std::string& path : options.storage.preload_psfs) {
@@ -343,6 +350,7 @@ absl::StatusOr<std::unique_ptr<SpexdServer>> SpexdServer::Start(ServerOptions op
   s.context.env.plane_buffers = &s.plane_buffers;
   s.context.env.load_buffers = &s.load_buffers;
   s.context.env.file_buffers = &s.file_buffers;
+  s.context.env.frame_arrays = &s.frame_arrays;
   s.context.env.float32_planes = &s.float32_planes;
   s.shadow = std::make_unique<ShadowParity>(o.shadow_parity, &s.metrics->health());
   s.context.env.shadow = s.shadow->enabled() ? s.shadow.get() : nullptr;

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/base/parallel_for.h"
 #include "core/base/prefault.h"
+#include "core/frame/frame_array_pool.h"
 
 namespace spexd::core {
 
@@ -53,8 +54,10 @@ void ForEachBinArray(Frame& f, F fn) {
 
 }  // namespace
 
-FrameAssembler::FrameAssembler(const Geometry& geometry, bool want_model, Keep keep)
+FrameAssembler::FrameAssembler(const Geometry& geometry, bool want_model, Keep keep,
+                               FrameArrayPool* arrays)
     : geometry_(geometry), keep_(keep) {
+  if (arrays != nullptr) arrays->Lend(&frame_);  // empty arrays with their capacity
   const PatchPlan& plan = geometry.plan();
   frame_.nwave = plan.nwave;
   frame_.ndiag = plan.ndiag;

@@ -34,6 +34,8 @@ struct Frame {
 
 // Collects finalised bundles into a Frame. Rows are the fibres of the bundles added, in
 // bundle order (all bundles of the plan for a whole-frame extraction).
+class FrameArrayPool;
+
 class FrameAssembler {
  public:
   // What the frame keeps of each bundle. kMaskInputs keeps only what the specmask needs
@@ -43,7 +45,10 @@ class FrameAssembler {
   // kSpectra keeps those and flux and ivar, not the resolution (11x the flux): what a
   // float32 stream's mask, scores and health need from the server's frame.
   enum class Keep { kAll, kSpectra, kMaskInputs };
-  FrameAssembler(const Geometry& geometry, bool want_model, Keep keep = Keep::kAll);
+  // `arrays` (may be null): where the per-bin arrays come from when it has a set idle
+  // (a frame's, recycled), instead of new memory.
+  FrameAssembler(const Geometry& geometry, bool want_model, Keep keep = Keep::kAll,
+                 FrameArrayPool* arrays = nullptr);
   // Makes the pages of the arrays the frame will fill present (core/base/prefault.h), on
   // `pool` when given: done ahead (spexd: on the loader thread), Add's copies then run at
   // memory speed instead of one page fault per 4 KiB on the streaming task.

@@ -59,6 +59,11 @@ JobOutput::JobOutput(const JobEnvironment& env, const JobRequest& request, Respo
       metrics_(metrics),
       stop_status_(std::move(stop_status)) {}
 
+JobOutput::~JobOutput() {
+  // After the call has ended (the job goes with it): the next frame's assembler takes them.
+  if (env_.frame_arrays != nullptr) env_.frame_arrays->Recycle(&retired_frame_);
+}
+
 // ---------------------------------------------------------------- loader thread
 
 absl::Status JobOutput::Prepare(std::shared_ptr<const core::Geometry> geometry,
@@ -111,7 +116,7 @@ absl::Status JobOutput::Prepare(std::shared_ptr<const core::Geometry> geometry,
     const auto keep = all              ? core::FrameAssembler::Keep::kAll
                       : whole_frame_ ? core::FrameAssembler::Keep::kSpectra
                                      : core::FrameAssembler::Keep::kMaskInputs;
-    assembler_.emplace(*geometry_, want_model, keep);
+    assembler_.emplace(*geometry_, want_model, keep, env_.frame_arrays);
     // Here, ahead, rather than one page fault per 4 KiB on the streaming task.
     assembler_->Prefault(env_.decode_pool);
   }

@@ -45,6 +45,9 @@ class JobOutput {
   // status of a stopped call (cancelled or past its deadline) when a send fails.
   JobOutput(const JobEnvironment& env, const JobRequest& request, ResponseStream* stream,
             JobMetrics& metrics, std::function<absl::Status()> stop_status);
+  ~JobOutput();
+  JobOutput(const JobOutput&) = delete;
+  JobOutput& operator=(const JobOutput&) = delete;
 
   // Loader thread, once the image is decoded: serializes the FrameHeader (refused when
   // over the message limit), checks the server-side output path (never one of

@@ -14,6 +14,7 @@
 
 #include "absl/status/status.h"
 #include "core/base/task_pool.h"
+#include "core/frame/frame_array_pool.h"
 #include "core/io/plane_buffer.h"
 #include "core/io/psf.h"
 #include "core/plan/extraction_params.h"
@@ -58,6 +59,7 @@ struct JobEnvironment {
   core::PlaneBufferPool* plane_buffers = nullptr;
   core::PlaneBufferPool* load_buffers = nullptr;  // PreprocOptions::load_buffers
   core::PlaneBufferPool* file_buffers = nullptr;  // server-written frame files' images
+  core::FrameArrayPool* frame_arrays = nullptr;   // assembled frames' per-bin arrays
   const std::atomic<bool>* float32_planes = nullptr;
   ShadowParity* shadow = nullptr;  // shadow parity sampling; null when off
 };

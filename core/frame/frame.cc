@@ -1,10 +1,12 @@
 #include "core/frame/frame.h"
 
 #include <algorithm>
+#include <limits>
 
 #include "absl/strings/str_cat.h"
 #include "core/base/parallel_for.h"
 #include "core/base/prefault.h"
+#include "core/frame/internal/middle_values.h"
 #include "core/frame/frame_array_pool.h"
 
 namespace spexd::core {
@@ -23,12 +25,10 @@ void FinalizeBundle(const std::vector<double>& dwave, BundleResult* b) {
 
 double MedianInPlace(double* begin, double* end) {
   if (begin == end) return 0.0;
-  const std::size_t n = static_cast<std::size_t>(end - begin), h = n / 2;
-  std::nth_element(begin, begin + h, end);
-  double hi = begin[h];
-  if (n % 2 == 1) return hi;
-  double lo = *std::max_element(begin, begin + h);
-  return lo + (hi - lo) * 0.5;  // numpy's mean of the two middle values
+  const internal::MiddleValues m =
+      internal::SelectMiddle(begin, static_cast<std::size_t>(end - begin));
+  if (m.nan) return std::numeric_limits<double>::quiet_NaN();
+  return m.lo + (m.hi - m.lo) * 0.5;  // numpy's mean of the two middle values
 }
 
 double Median(std::vector<double> v) { return MedianInPlace(v.data(), v.data() + v.size()); }

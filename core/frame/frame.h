@@ -93,7 +93,8 @@ std::vector<double> WaveMediansWhereDeciding(const double* chi2, int ns, int nw,
                                              const std::vector<double>& fiber_median,
                                              TaskPool* pool = nullptr);
 
-// numpy.median of a copy of the values (mean of the two middle ones for even sizes).
+// numpy.median of a copy of the values (mean of the two middle ones for even sizes; NaN
+// when a value is NaN).
 double Median(std::vector<double> values);
 // The same over [begin, end), reordering it (no copy); 0 for an empty range.
 double MedianInPlace(double* begin, double* end);

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/base/parallel_for.h"
+#include "core/frame/internal/middle_values.h"
 #include "core/plan/internal/wavelength_grid.h"
 
 namespace spexd::core {
@@ -51,12 +52,9 @@ double NumpySum(const double* a, std::size_t n) {
 
 double NumpyMedian(std::vector<double> v) {
   if (v.empty()) return std::nan("");  // numpy: nan (with a warning) for an empty slice
-  const std::size_t n = v.size(), h = n / 2;
-  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(h), v.end());
-  const double hi = v[h];
-  if (n % 2 == 1) return hi;
-  const double lo = *std::max_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(h));
-  return (lo + hi) / 2.0;
+  const internal::MiddleValues m = internal::SelectMiddle(v.data(), v.size());
+  if (m.nan) return std::nan("");
+  return v.size() % 2 == 1 ? m.hi : (m.lo + m.hi) / 2.0;
 }
 
 char ScoreBand(const std::vector<double>& wave) {

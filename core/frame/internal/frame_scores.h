@@ -34,7 +34,8 @@ std::vector<FrameScore> ComputeRawScores(const Frame& frame, TaskPool* pool = nu
 
 // numpy's pairwise float64 summation (add.reduce over a contiguous axis: numpy.mean of
 // the grid) and
-// numpy.median (mean of the two middle values for even sizes, computed as (a + b) / 2).
+// numpy.median (mean of the two middle values for even sizes, computed as (a + b) / 2;
+// NaN when a value is NaN or there is none).
 double NumpySum(const double* values, std::size_t n);
 double NumpyMedian(std::vector<double> values);
 

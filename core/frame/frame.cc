@@ -6,8 +6,8 @@
 #include "absl/strings/str_cat.h"
 #include "core/base/parallel_for.h"
 #include "core/base/prefault.h"
-#include "core/frame/internal/middle_values.h"
 #include "core/frame/frame_array_pool.h"
+#include "core/frame/internal/middle_values.h"
 
 namespace spexd::core {
 

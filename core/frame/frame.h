@@ -32,10 +32,10 @@ struct Frame {
   PatchCounts counts;
 };
 
-// Collects finalised bundles into a Frame. Rows are the fibres of the bundles added, in
-// bundle order (all bundles of the plan for a whole-frame extraction).
 class FrameArrayPool;
 
+// Collects finalised bundles into a Frame. Rows are the fibres of the bundles added, in
+// bundle order (all bundles of the plan for a whole-frame extraction).
 class FrameAssembler {
  public:
   // What the frame keeps of each bundle. kMaskInputs keeps only what the specmask needs

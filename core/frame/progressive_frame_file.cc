@@ -37,39 +37,6 @@ bool PerBundle(FrameHdu k) {
          k == FrameHdu::kChi2pix;
 }
 
-// The image's block (from `buffers`: as the last frame left it) with zeros
-// where nothing else will write: each header (Finish copies a whole one in) and each data
-// unit's padding, and of WAVELENGTH's and FIBERMAP's data what CFITSIO did not fill. Every
-// other byte is written before Finish returns (the rows by AddRows, MASK by Finish, the
-// built data here), so the block is not zero-filled whole: that was a pass over an r
-// frame's 70 MB for every frame. Layouts whose HDUs do not tile the image are zero-filled.
-PlaneBuffer<char> ImageWithZeroedGaps(const std::vector<BuiltHdu>& built,
-                                      const internal::FrameHduList& sources, int64_t total,
-                                      PlaneBufferPool* buffers, TaskPool* pool, int workers) {
-  int64_t at = 0;
-  for (const BuiltHdu& b : built) {
-    if (b.offset != at || b.data_bytes > b.padded_bytes) {
-      return internal::ZeroFilledBlock(static_cast<std::size_t>(total), buffers, pool, workers);
-    }
-    at = b.offset + b.header_bytes + b.padded_bytes;
-  }
-  if (at != total) {
-    return internal::ZeroFilledBlock(static_cast<std::size_t>(total), buffers, pool, workers);
-  }
-  PlaneBuffer<char> image = PlaneBuffer<char>::Make(static_cast<std::size_t>(total), buffers);
-  for (std::size_t i = 0; i < built.size(); ++i) {
-    const BuiltHdu& b = built[i];
-    char* data = image.data() + b.offset + b.header_bytes;
-    const bool by_build = sources.hdus[i].encoding == HduSource::Encoding::kByBuild;
-    const int64_t filled =
-        by_build ? std::min<int64_t>(static_cast<int64_t>(b.data.size()), b.data_bytes)
-                 : b.data_bytes;
-    std::memset(image.data() + b.offset, 0, static_cast<std::size_t>(b.header_bytes));
-    std::memset(data + filled, 0, static_cast<std::size_t>(b.padded_bytes - filled));
-  }
-  return image;
-}
-
 }  // namespace
 
 // A buffer values are encoded into before they are written, where the image is not kept.
@@ -236,8 +203,9 @@ absl::StatusOr<std::unique_ptr<ProgressiveFrameFile>> ProgressiveFrameFile::Crea
   s->built_units.resize(nhdu);
   try {
     if (keep_image) {
-      s->image = ImageWithZeroedGaps(s->built, s->sources, total, options.image_buffers,
-                                     s->threads.pool(), s->threads.workers());
+      s->image = internal::ImageWithZeroedGaps(s->built, s->sources.hdus, total,
+                                               options.image_buffers, s->threads.pool(),
+                                               s->threads.workers());
     }
     for (std::size_t i = 0; i < nhdu; ++i) {  // WAVELENGTH, FIBERMAP: final already
       if (s->sources.hdus[i].encoding != HduSource::Encoding::kByBuild) continue;

@@ -166,6 +166,29 @@ PlaneBuffer<char> ZeroFilledBlock(std::size_t n, PlaneBufferPool* buffers, TaskP
   return b;
 }
 
+PlaneBuffer<char> ImageWithZeroedGaps(const std::vector<BuiltHdu>& built,
+                                      const std::vector<HduSource>& hdus, int64_t n,
+                                      PlaneBufferPool* buffers, TaskPool* pool, int workers) {
+  int64_t at = 0;
+  for (const BuiltHdu& b : built) {
+    if (b.offset != at || b.data_bytes > b.padded_bytes) break;
+    at = b.offset + b.header_bytes + b.padded_bytes;
+  }
+  if (at != n) return ZeroFilledBlock(static_cast<std::size_t>(n), buffers, pool, workers);
+  PlaneBuffer<char> image = PlaneBuffer<char>::Make(static_cast<std::size_t>(n), buffers);
+  for (std::size_t i = 0; i < built.size(); ++i) {
+    const BuiltHdu& b = built[i];
+    char* data = image.data() + b.offset + b.header_bytes;
+    const bool by_build = hdus[i].encoding == HduSource::Encoding::kByBuild;
+    const int64_t filled =
+        by_build ? std::min<int64_t>(static_cast<int64_t>(b.data.size()), b.data_bytes)
+                 : b.data_bytes;
+    std::memset(image.data() + b.offset, 0, static_cast<std::size_t>(b.header_bytes));
+    std::memset(data + filled, 0, static_cast<std::size_t>(b.padded_bytes - filled));
+  }
+  return image;
+}
+
 uint32_t EncodeValues(HduSource::Encoding encoding, const void* values, std::size_t begin,
                       std::size_t end, char* out) {
   const std::size_t n = end - begin;

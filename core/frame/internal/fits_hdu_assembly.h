@@ -90,6 +90,16 @@ std::string ZeroFilledOutput(std::size_t n, TaskPool* pool, int workers);
 // it is zeroed. Throws std::bad_alloc.
 PlaneBuffer<char> ZeroFilledBlock(std::size_t n, PlaneBufferPool* buffers, TaskPool* pool,
                                   int workers);
+// An output image of `n` bytes laid out as `built` (the HDUs of `hdus`) from `buffers`, as
+// the block's last user left it, with zeros only where nothing else writes: each header
+// (its writer copies a whole one in) and each data unit's padding, and of a kByBuild unit
+// what CFITSIO did not fill. For a writer that writes every other byte itself (a frame file
+// written bundle by bundle): zero-filling the whole block was a pass over an r frame's
+// 70 MB for every frame. HDUs that do not tile the image: ZeroFilledBlock's. Throws
+// std::bad_alloc.
+PlaneBuffer<char> ImageWithZeroedGaps(const std::vector<BuiltHdu>& built,
+                                      const std::vector<HduSource>& hdus, int64_t n,
+                                      PlaneBufferPool* buffers, TaskPool* pool, int workers);
 
 // The workers and pool that FitsWriteOptions asks for: its pool, else one of workers - 1
 // threads started here and joined when this goes.

@@ -56,6 +56,17 @@ absl::StatusOr<core::BackendOptions> CudaTestOptions() {
 
 std::string BundledPsfPath() { return TestDataPath("psf-r0-00051060.fits"); }
 
+absl::StatusOr<std::shared_ptr<const core::Geometry>> SmallBundledGeometry() {
+  SPEXD_ASSIGN_OR_RETURN(core::Psf psf, core::Psf::Load(BundledPsfPath()));
+  core::ExtractionParams p;
+  p.wmin = 6000.0;
+  p.wmax = 6080.0;
+  p.dw = 0.8;
+  p.nspec = 50;
+  return core::Geometry::Create(std::make_shared<const core::Psf>(std::move(psf)), p, 4128, 4114,
+                                /*cache_spots=*/false);
+}
+
 std::shared_ptr<const core::Psf> LoadBundledPsf() {
   std::string path = SharedDataPath("psf/psf-r0-00051060.fits");
   if (path.empty()) path = BundledPsfPath();

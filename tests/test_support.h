@@ -11,6 +11,7 @@
 #include "core/backend/backend.h"
 #include "core/io/preproc.h"
 #include "core/io/psf.h"
+#include "core/plan/geometry.h"
 
 namespace spexd::core {
 struct SimOptions;  // core/sim/simulator.h
@@ -27,6 +28,9 @@ std::string BundledPsfPath();
 // The bundled PSF, loaded: from $SPEXD_SHARED_DATA/psf when set (a GPU machine, where the
 // build tree's path does not exist), else the repository's copy; nullptr if neither loads.
 std::shared_ptr<const core::Psf> LoadBundledPsf();
+// A 50-fibre geometry of the bundled PSF on 6000-6080 A (two bundles of 100 wavelengths,
+// the r CCD's size, no spots cached): for tests that assemble frames.
+absl::StatusOr<std::shared_ptr<const core::Geometry>> SmallBundledGeometry();
 // The whole file ("" when it cannot be read), and its inverse (false on failure).
 std::string ReadBytes(const std::string& path);
 bool WriteBytes(const std::string& path, const std::string& bytes);

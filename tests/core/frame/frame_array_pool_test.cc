@@ -15,19 +15,10 @@
 namespace spexd::core {
 namespace {
 
-// A 50-fibre geometry of the bundled PSF (two bundles).
 std::shared_ptr<const Geometry> SmallGeometry() {
-  auto psf = Psf::Load(testing::BundledPsfPath());
-  EXPECT_TRUE(psf.ok()) << psf.status();
-  ExtractionParams p;
-  p.wmin = 6000.0;
-  p.wmax = 6080.0;
-  p.dw = 0.8;
-  p.nspec = 50;
-  auto geo = Geometry::Create(std::make_shared<const Psf>(*std::move(psf)), p, 4128, 4114,
-                              /*cache_spots=*/false);
+  auto geo = testing::SmallBundledGeometry();
   EXPECT_TRUE(geo.ok()) << geo.status();
-  return *geo;
+  return geo.ok() ? *geo : nullptr;
 }
 
 // The frame of `geometry` assembled from bundles whose values depend on `seed`.

@@ -111,15 +111,7 @@ TEST(SpecMaskTest, BlockedAndPooledEqualsTheSerialReference) {
 // A CUDA output region assembles only what the specmask needs: the same
 // mask, chi2pix and pixmask_fraction as the whole frame, no flux, ivar or resolution.
 TEST(SpecMaskTest, MaskInputsAssemblyGivesTheWholeFramesMask) {
-  auto psf = Psf::Load(testing::BundledPsfPath());
-  ASSERT_TRUE(psf.ok()) << psf.status();
-  ExtractionParams p;
-  p.wmin = 6000.0;
-  p.wmax = 6080.0;
-  p.dw = 0.8;
-  p.nspec = 50;
-  auto geo = Geometry::Create(std::make_shared<const Psf>(*std::move(psf)), p, 4128, 4114,
-                              /*cache_spots=*/false);
+  auto geo = testing::SmallBundledGeometry();
   ASSERT_TRUE(geo.ok()) << geo.status();
   const PatchPlan& plan = (*geo)->plan();
   FrameAssembler all(**geo, false), mask_only(**geo, false, FrameAssembler::Keep::kMaskInputs);

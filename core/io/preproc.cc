@@ -29,6 +29,7 @@
 #include "core/numerics/pixel_rules.h"
 #include "core/io/internal/plane_decode.h"
 #include "core/io/internal/plane_rules.h"
+#include "core/io/internal/rice_image_tiles.h"
 #include "core/base/status_macros.h"
 
 namespace spexd::core {
@@ -114,14 +115,21 @@ absl::Status CheckSameShape(const FitsFile& file, const std::string& what,
 // 16 bits, because silently dropping high bits would unmask pixels under kAnyBit.
 // The bits go to a block from `buffers` (null: one of its own), uninitialised until read:
 // the mask lives only while the frame is decoded, so its memory is reused frame to frame.
+// A RICE_1 mask (desispec's) is decoded tile by tile on `pool` (rice_image_tiles.h).
 absl::StatusOr<PlaneBuffer<uint16_t>> ReadMaskBits(FitsFile& file, const FitsFile::ImageInfo& info,
-                                                   PlaneBufferPool* buffers) {
+                                                   PlaneBufferPool* buffers, TaskPool* pool) {
   std::size_t n = 1;
   for (long a : info.naxes) n *= static_cast<std::size_t>(a);
   // Read as int16 (or uint16) straight into the uint16 array (same size; a signed and an
   // unsigned type may alias): the bit pattern is kept.
   auto read16 = [&](int type) -> absl::StatusOr<PlaneBuffer<uint16_t>> {
     PlaneBuffer<uint16_t> bits = PlaneBuffer<uint16_t>::Make(n, buffers);
+    if (auto raw = file.OpenRawBytes(); raw.ok() && info.equiv_bitpix != BYTE_IMG) {
+      SPEXD_ASSIGN_OR_RETURN(const bool decoded,
+                             internal::DecodeRiceTiles16(file, *raw, static_cast<std::int64_t>(n),
+                                                         bits.data(), pool));
+      if (decoded) return bits;
+    }
     int status = 0, anynul = 0;
     std::vector<long> fpixel(info.naxes.size(), 1);
     fits_read_pix(file.get(), type, fpixel.data(), static_cast<LONGLONG>(n), nullptr,
@@ -241,7 +249,7 @@ absl::Status PreprocReader::ReadMask(PlaneBuffer<uint16_t>* mask) {
   FitsFile& file = file_;
   SPEXD_RETURN_IF_ERROR(file.MoveToHdu("MASK"));
   SPEXD_ASSIGN_OR_RETURN(FitsFile::ImageInfo mask_info, file.GetImageInfo());
-  SPEXD_ASSIGN_OR_RETURN(*mask, ReadMaskBits(file, mask_info, options_.load_buffers));
+  SPEXD_ASSIGN_OR_RETURN(*mask, ReadMaskBits(file, mask_info, options_.load_buffers, options_.pool));
   return absl::OkStatus();
 }
 

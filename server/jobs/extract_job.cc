@@ -87,6 +87,12 @@ bool ExtractJob::Prepare() {
 
 absl::Status ExtractJob::PrepareStages() {
   if (!request_.plan.has_value()) return absl::InternalError("job without validated parameters");
+  Clock::time_point t = Clock::now();
+  auto lap = [this, &t](const char* stage) {
+    const Clock::time_point now = Clock::now();
+    output_.AddStage(stage, Seconds(t, now));
+    t = now;
+  };
   // Headers first: the image's shape and size checks cost no pixel decoding. A frame in
   // a CUDA region has no headers and is never decoded here: the backend reads it.
   SPEXD_RETURN_IF_ERROR(input_.Open());
@@ -94,10 +100,14 @@ absl::Status ExtractJob::PrepareStages() {
   // them: a refused (or cancelled) job must not cost a frame's decode (~1 s, 270 MB).
   SPEXD_RETURN_IF_ERROR(PrepareDesiOptions());
   SPEXD_RETURN_IF_ERROR(PrepareGeometry(input_.height(), input_.width()));
+  lap("load_open");
   if (Stopped()) return StopStatus();
   SPEXD_RETURN_IF_ERROR(input_.Decode());
-  return output_.Prepare(geometry_, request_.bundles, *input_.image(), input_.in_img(),
-                         input_.read_files());
+  lap("load_decode");
+  SPEXD_RETURN_IF_ERROR(output_.Prepare(geometry_, request_.bundles, *input_.image(),
+                                        input_.in_img(), input_.read_files()));
+  lap("load_output");
+  return absl::OkStatus();
 }
 
 absl::Status ExtractJob::PrepareGeometry(int height, int width) {

@@ -385,11 +385,16 @@ absl::Status JobOutput::PrepareProgressiveFile(const std::vector<int>& bundles) 
 }
 
 absl::Status JobOutput::FinishProgressiveFile(const core::Frame& frame) {
+  const Clock::time_point t0 = Clock::now();
   const absl::Status rows = row_writer_->Wait();
+  const Clock::time_point t1 = Clock::now();
   stages_["output_file_rows"] += row_writer_->seconds();
+  stages_["output_file_rows_wait"] += Seconds(t0, t1);
   SPEXD_RETURN_IF_ERROR(rows);
   // A .gz member is written in the commit's task, beside its digest (OutputFiles).
-  return progressive_->Finish(frame, nullptr, /*write_member=*/false);
+  const absl::Status finished = progressive_->Finish(frame, nullptr, /*write_member=*/false);
+  stages_["output_file_finish"] += Seconds(t1, Clock::now());
+  return finished;
 }
 
 absl::Status JobOutput::WriteFiles(const core::Frame& frame, v1::ExtractSummary* s) {

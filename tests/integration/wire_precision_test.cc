@@ -243,6 +243,12 @@ TEST_F(WirePrecisionTest, ServerWrittenPlainFitsIsTheClientWrittenFile) {
     EXPECT_GT(stages.at("output_file_sha256"), 0.0);
     EXPECT_LE(stages.at("output_file_commit"), stages.at("output_file"));
     EXPECT_LE(stages.at("output_file_sha256"), stages.at("output_file"));
+    // The wait for the last rows and the frame-wide rest come before the commit.
+    ASSERT_EQ(stages.count("output_file_rows_wait"), 1u);
+    ASSERT_EQ(stages.count("output_file_finish"), 1u);
+    EXPECT_LE(stages.at("output_file_rows_wait") + stages.at("output_file_finish") +
+                  stages.at("output_file_commit"),
+              stages.at("output_file"));
     EXPECT_FALSE(HoldsFileUnder(Inputs().output_dir));
   }
 }

@@ -134,5 +134,80 @@ TEST(TaskPoolTest, NamedThreadsCarryTheName) {
   EXPECT_EQ(name_inside(plain), std::string(self));
 }
 
+// A task posted after a backlog of background work starts before that backlog, whose
+// tasks wait for the foreground queue to be empty.
+TEST(TaskPoolTest, ForegroundTasksRunBeforeQueuedBackgroundOnes) {
+  TaskPool pool;
+  pool.AddThreads(1);
+  absl::Notification started, release;
+  ASSERT_TRUE(pool.Post([&] {  // holds the one thread
+    started.Notify();
+    release.WaitForNotification();
+  }));
+  started.WaitForNotification();
+  std::mutex mu;
+  std::vector<std::string> order;
+  auto log = [&](std::string what) {
+    std::lock_guard<std::mutex> lock(mu);
+    order.push_back(std::move(what));
+  };
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(pool.PostBackground([&, i] { log("bg" + std::to_string(i)); }));
+  ASSERT_TRUE(pool.Post([&] { log("fg"); }));
+  EXPECT_EQ(pool.queued(), 4);
+  release.Notify();
+  pool.Shutdown();
+  EXPECT_EQ(order, (std::vector<std::string>{"fg", "bg0", "bg1", "bg2"}));
+}
+
+// Background tasks never take every thread: with 4 threads at most 3 run at once, and a
+// foreground task posted while they all block still runs.
+TEST(TaskPoolTest, BackgroundTasksLeaveAThreadForOthers) {
+  TaskPool pool;
+  pool.AddThreads(4);
+  absl::Notification release;
+  std::atomic<int> running{0}, most{0};
+  for (int i = 0; i < 8; ++i) {
+    ASSERT_TRUE(pool.PostBackground([&] {
+      const int now = running.fetch_add(1) + 1;
+      int seen = most.load();
+      while (now > seen && !most.compare_exchange_weak(seen, now)) {
+      }
+      release.WaitForNotification();
+      running.fetch_sub(1);
+    }));
+  }
+  absl::Notification foreground;
+  ASSERT_TRUE(pool.Post([&] { foreground.Notify(); }));
+  EXPECT_TRUE(foreground.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (running.load() < 3 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // a fourth would start now
+  EXPECT_EQ(most.load(), 3);
+  release.Notify();
+  pool.Shutdown();  // runs the queued rest, three at a time
+  EXPECT_EQ(most.load(), 3);
+  EXPECT_EQ(pool.queued(), 0);
+}
+
+// At shutdown every background task still runs, with threads or without.
+TEST(TaskPoolTest, ShutdownRunsEveryBackgroundTask) {
+  for (int threads : {0, 1, 3}) {
+    TaskPool pool;
+    pool.AddThreads(threads);
+    std::atomic<int> ran{0};
+    for (int i = 0; i < 20; ++i) {
+      ASSERT_TRUE(pool.PostBackground([&] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        ran.fetch_add(1);
+      }));
+    }
+    pool.Shutdown();
+    EXPECT_EQ(ran.load(), 20) << threads << " threads";
+    EXPECT_FALSE(pool.PostBackground([] {}));
+  }
+}
+
 }  // namespace
 }  // namespace spexd::core

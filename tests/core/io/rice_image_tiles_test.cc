@@ -24,15 +24,15 @@ namespace {
 
 using testing::TileCompression;
 
-constexpr long kWidth = 301, kHeight = 23;
+constexpr long kMaskWidth = 301, kMaskHeight = 23;
 
 // Values with every kind of RICE block: runs of one value (all-zero differences), small
 // differences, and full-range ones (stored verbatim).
 std::vector<unsigned short> MaskValues() {
   std::mt19937 rng(7);
-  std::vector<unsigned short> v(static_cast<std::size_t>(kWidth * kHeight));
+  std::vector<unsigned short> v(static_cast<std::size_t>(kMaskWidth * kMaskHeight));
   for (std::size_t i = 0; i < v.size(); ++i) {
-    const std::size_t row = i / kWidth;
+    const std::size_t row = i / kMaskWidth;
     if (row % 3 == 0) {
       v[i] = row == 0 ? 0 : 4;
     } else if (row % 3 == 1) {
@@ -51,7 +51,7 @@ std::string PlainMaskFile(int bitpix) {
   fitsfile* f = nullptr;
   int status = 0;
   fits_create_file(&f, ("!" + path).c_str(), &status);
-  long naxes[2] = {kWidth, kHeight};
+  long naxes[2] = {kMaskWidth, kMaskHeight};
   fits_create_img(f, SHORT_IMG, 0, nullptr, &status);
   fits_create_img(f, bitpix, 2, naxes, &status);
   fits_write_key(f, TSTRING, "EXTNAME", const_cast<char*>("MASK"), nullptr, &status);
@@ -71,7 +71,7 @@ std::string Compressed(int bitpix, TileCompression c) {
 
 // fits_read_pix's pixels of MASK, as the preproc reader asks for them.
 std::vector<unsigned short> CfitsioPixels(FitsFile& file, int type) {
-  std::vector<unsigned short> out(static_cast<std::size_t>(kWidth * kHeight));
+  std::vector<unsigned short> out(static_cast<std::size_t>(kMaskWidth * kMaskHeight));
   int status = 0, anynul = 0;
   long first[2] = {1, 1};
   fits_read_pix(file.get(), type, first, static_cast<LONGLONG>(out.size()), nullptr, out.data(),
@@ -83,13 +83,13 @@ std::vector<unsigned short> CfitsioPixels(FitsFile& file, int type) {
 absl::StatusOr<bool> Decode(FitsFile& file, std::vector<unsigned short>* out, TaskPool* pool) {
   auto raw = file.OpenRawBytes();
   if (!raw.ok()) return raw.status();
-  out->assign(static_cast<std::size_t>(kWidth * kHeight), 0xABCD);
-  return internal::DecodeRiceTiles16(file, *raw, kWidth * kHeight, out->data(), pool);
+  out->assign(static_cast<std::size_t>(kMaskWidth * kMaskHeight), 0xABCD);
+  return internal::DecodeRiceTiles16(file, *raw, kMaskWidth * kMaskHeight, out->data(), pool);
 }
 
 TEST(RiceImageTilesTest, GivesCfitsiosPixelsForEveryTileShapeAndSign) {
   auto pool = MakeTaskPool(3);
-  const std::vector<std::vector<long>> tiles = {{}, {7, 5}, {kWidth, 4}, {64, 1}};
+  const std::vector<std::vector<long>> tiles = {{}, {7, 5}, {kMaskWidth, 4}, {64, 1}};
   for (int bitpix : {SHORT_IMG, USHORT_IMG}) {
     for (const auto& tile : tiles) {
       SCOPED_TRACE(::testing::Message() << "bitpix " << bitpix << ", tile " << tile.size());

@@ -189,14 +189,15 @@ TEST_F(ExtractJobTest, HeaderThenBundlesInOrderAndInPartsThenSummary) {
   }
   EXPECT_EQ(s.stage_seconds().count("output_copies"), 0u) << "no CUDA output region";
   EXPECT_LE(s.extract_seconds() + s.stage_seconds().at("output_tail"), s.total_seconds());
-  // The load's parts add up to it (each timed from where the last one ended).
+  // The load's parts, each timed from where the last one ended, lie inside it.
   double load_parts = 0;
   for (const char* stage : {"load_open", "load_decode", "load_output"}) {
     ASSERT_EQ(s.stage_seconds().count(stage), 1u) << stage;
+    EXPECT_GE(s.stage_seconds().at(stage), 0.0) << stage;
     load_parts += s.stage_seconds().at(stage);
   }
+  EXPECT_GT(load_parts, 0.0);
   EXPECT_LE(load_parts, s.load_seconds());
-  EXPECT_GT(load_parts, 0.5 * s.load_seconds());
 }
 
 // Bundles that reach the streaming task together (a GPU batch's) are prepared at once on

@@ -1,6 +1,5 @@
 #include "core/base/task_pool.h"
 
-#include <algorithm>
 #include <string>
 #include <utility>
 
@@ -28,17 +27,6 @@ bool TaskPool::Post(absl::AnyInvocable<void() &&> task) {
   return true;
 }
 
-bool TaskPool::PostBackground(absl::AnyInvocable<void() &&> task) {
-  absl::MutexLock lock(&mu_);
-  if (stopping_) return false;
-  background_.push_back(std::move(task));
-  return true;
-}
-
-int TaskPool::BackgroundLimit() const {
-  return std::max(1, static_cast<int>(kBackgroundShare * static_cast<double>(threads_.size())));
-}
-
 void TaskPool::Shutdown() {
   std::vector<std::thread> threads;
   {
@@ -53,10 +41,9 @@ void TaskPool::Shutdown() {
     absl::AnyInvocable<void() &&> task;
     {
       absl::MutexLock lock(&mu_);
-      std::deque<absl::AnyInvocable<void() &&>>& queue = tasks_.empty() ? background_ : tasks_;
-      if (queue.empty()) return;
-      task = std::move(queue.front());
-      queue.pop_front();
+      if (tasks_.empty()) return;
+      task = std::move(tasks_.front());
+      tasks_.pop_front();
     }
     std::move(task)();
   }
@@ -65,36 +52,20 @@ void TaskPool::Shutdown() {
 void TaskPool::Loop() {
   for (;;) {
     absl::AnyInvocable<void() &&> task;
-    bool background = false;
     {
       absl::MutexLock lock(&mu_);
-      auto may_take_background = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return !background_.empty() && background_running_ < BackgroundLimit();
-      };
-      // Stopping, a thread leaves once both queues are empty: background tasks over the
-      // limit are left to the threads running the others.
-      auto ready = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return !tasks_.empty() || may_take_background() ||
-               (stopping_ && background_.empty());
+      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return stopping_ || !tasks_.empty();
       };
       mu_.Await(absl::Condition(&ready));
-      if (!tasks_.empty()) {
-        task = std::move(tasks_.front());
-        tasks_.pop_front();
-      } else if (may_take_background()) {
-        task = std::move(background_.front());
-        background_.pop_front();
-        background = true;
-        ++background_running_;
-      } else {
-        return;  // stopping, and nothing left to run
-      }
+      if (tasks_.empty()) return;  // stopping, and nothing left to run
+      task = std::move(tasks_.front());
+      tasks_.pop_front();
       ++running_;
     }
     std::move(task)();
     absl::MutexLock lock(&mu_);
     --running_;
-    if (background) --background_running_;
   }
 }
 
@@ -105,7 +76,7 @@ int TaskPool::num_threads() {
 
 int TaskPool::queued() {
   absl::MutexLock lock(&mu_);
-  return static_cast<int>(tasks_.size() + background_.size());
+  return static_cast<int>(tasks_.size());
 }
 
 int TaskPool::running() {

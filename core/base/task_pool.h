@@ -1,5 +1,4 @@
-// A fixed set of threads that run posted tasks in FIFO order, background tasks only when no
-// other task waits and never on every thread at once. Its owner decides how many
+// A fixed set of threads that run posted tasks in FIFO order. Its owner decides how many
 // threads it has and when it ends, so no thread outlives the object that started it
 // (no detached threads). The server's scheduler owns one as its streaming stage:
 // a finished extraction's bundles are sent to the client there while the worker moves on;
@@ -32,31 +31,21 @@ class TaskPool {
   // Queues `task` for the next free thread. Returns false, and drops the task unrun,
   // once Shutdown has begun: the caller still owns whatever the task would have done.
   bool Post(absl::AnyInvocable<void() &&> task);
-  // The same for work done ahead of need (a frame file's rows, its gzip chunks): taken only
-  // when no Post()ed task is waiting, and by at most kBackgroundShare of the threads at
-  // once, so that a request's load or a loop on its path (ParallelFor) does not queue
-  // behind a backlog of it.
-  bool PostBackground(absl::AnyInvocable<void() &&> task);
-  static constexpr double kBackgroundShare = 0.75;
   // Refuses new tasks, waits until every task already posted has run (on the pool's
   // threads, or here when the pool has none), then joins the threads. Blocks for as long
   // as the slowest task takes. Idempotent; safe from any thread but the pool's own.
   void Shutdown();
 
   int num_threads();
-  // Tasks posted (either way) and not yet started, and tasks running now.
+  // Tasks posted and not yet started, and tasks running now.
   int queued();
   int running();
 
  private:
   void Loop();
-  // Background tasks that may run at once: kBackgroundShare of the threads, at least one.
-  int BackgroundLimit() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   absl::Mutex mu_;
   std::deque<absl::AnyInvocable<void() &&>> tasks_ ABSL_GUARDED_BY(mu_);
-  std::deque<absl::AnyInvocable<void() &&>> background_ ABSL_GUARDED_BY(mu_);
-  int background_running_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<std::thread> threads_ ABSL_GUARDED_BY(mu_);
   int running_ ABSL_GUARDED_BY(mu_) = 0;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;

@@ -18,9 +18,7 @@ absl::Status FileRowWriter::Add(int row, std::shared_ptr<const BundleResult> bun
   }
   // Written here instead where no pool thread would run the task: a pool without threads
   // (spexd --cpu_threads=1) keeps it until its shutdown, and one shutting down refuses it.
-  // In the background: the rows are needed only at the frame's end (output_file_rows_wait).
-  if (pool_ == nullptr || pool_->num_threads() == 0 ||
-      !pool_->PostBackground([s = s_] { Drain(s); })) {
+  if (pool_ == nullptr || pool_->num_threads() == 0 || !pool_->Post([s = s_] { Drain(s); })) {
     Drain(s_);
   }
   return absl::OkStatus();

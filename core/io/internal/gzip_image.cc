@@ -103,10 +103,8 @@ void GzipImage::DeflateClaimed(Work& w, std::size_t i) {
 
 void GzipImage::CompressReady(TaskPool* pool) {
   for (std::size_t i : ready_) {
-    // In the background: a chunk is needed only at the end, and Seal deflates those that
-    // no pool thread has claimed by then.
     auto task = [w = work_, i] { DeflateClaimed(*w, i); };
-    if (pool == nullptr || !pool->PostBackground(task)) task();
+    if (pool == nullptr || !pool->Post(task)) task();
   }
   ready_.clear();
 }

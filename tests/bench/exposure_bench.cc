@@ -405,6 +405,8 @@ int main(int argc, char** argv) {
   auto wait = core::ParseCudaHostWait(args.host_wait);
   if (!wait.ok()) return Fail("--host-wait", wait.status());
   so.workers.gpu_host_wait = *wait;
+  // As spexd's main: another build's module for an A/B (cuda/host/diagnostics.h).
+  if (const char* module = std::getenv("SPEXD_CUDA_MODULE")) so.workers.cuda_module = module;
   auto srv = server::SpexdServer::Start(so);
   if (!srv.ok()) return Fail("server", srv.status());
   if (absl::Status st = (*srv)->WaitForWarmUp(absl::Seconds(120)); !st.ok()) return Fail("warm-up", st);

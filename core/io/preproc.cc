@@ -124,12 +124,10 @@ absl::StatusOr<PlaneBuffer<uint16_t>> ReadMaskBits(FitsFile& file, const FitsFil
   // unsigned type may alias): the bit pattern is kept.
   auto read16 = [&](int type) -> absl::StatusOr<PlaneBuffer<uint16_t>> {
     PlaneBuffer<uint16_t> bits = PlaneBuffer<uint16_t>::Make(n, buffers);
-    if (auto raw = file.OpenRawBytes(); raw.ok() && info.equiv_bitpix != BYTE_IMG) {
-      SPEXD_ASSIGN_OR_RETURN(const bool decoded,
-                             internal::DecodeRiceTiles16(file, *raw, static_cast<std::int64_t>(n),
-                                                         bits.data(), pool));
-      if (decoded) return bits;
-    }
+    SPEXD_ASSIGN_OR_RETURN(const bool decoded,
+                           internal::DecodeRiceTiles16(file, static_cast<std::int64_t>(n),
+                                                       bits.data(), pool));
+    if (decoded) return bits;
     int status = 0, anynul = 0;
     std::vector<long> fpixel(info.naxes.size(), 1);
     fits_read_pix(file.get(), type, fpixel.data(), static_cast<LONGLONG>(n), nullptr,

@@ -36,8 +36,8 @@ double KeyOr(fitsfile* f, const char* key, double fallback) {
 
 }  // namespace
 
-absl::StatusOr<bool> DecodeRiceTiles16(FitsFile& file, const FitsFile::RawBytes& bytes,
-                                       std::int64_t pixels, std::uint16_t* out, TaskPool* pool) {
+absl::StatusOr<bool> DecodeRiceTiles16(FitsFile& file, std::int64_t pixels, std::uint16_t* out,
+                                       TaskPool* pool) {
   fitsfile* f = file.get();
   const FITSfile& h = *f->Fptr;
   if (h.compressimg != 1 || h.compress_type != RICE_1 || h.zbitpix != SHORT_IMG ||
@@ -55,6 +55,8 @@ absl::StatusOr<bool> DecodeRiceTiles16(FitsFile& file, const FitsFile::RawBytes&
   const double bzero = KeyOr(f, "BZERO", 0.0);
   if (bzero != 0.0 && bzero != 32768.0) return false;
   const std::uint16_t flip = bzero == 0.0 ? 0 : 0x8000;
+  absl::StatusOr<FitsFile::RawBytes> bytes = file.OpenRawBytes();
+  if (!bytes.ok()) return false;
 
   const std::int64_t ntx = (width + tx - 1) / tx, nty = (height + ty - 1) / ty;
   const std::int64_t tiles = ntx * nty;
@@ -81,7 +83,7 @@ absl::StatusOr<bool> DecodeRiceTiles16(FitsFile& file, const FitsFile::RawBytes&
     for (std::int64_t t = first; t < last; ++t) {
       const std::size_t n = static_cast<std::size_t>(length[static_cast<std::size_t>(t)]);
       stream.assign(n + kStreamSlack, '\xff');
-      absl::Status st = bytes.Read(heap_start + heap[static_cast<std::size_t>(t)], n, stream.data());
+      absl::Status st = bytes->Read(heap_start + heap[static_cast<std::size_t>(t)], n, stream.data());
       const std::int64_t x0 = t % ntx * tx, y0 = t / ntx * ty;
       const std::int64_t w = std::min(tx, width - x0), rows = std::min(ty, height - y0);
       values.resize(static_cast<std::size_t>(w * rows));

@@ -20,10 +20,11 @@ namespace spexd::core::internal {
 // (read as int16) or 32768 (read as uint16): decodes its `pixels` values into `out` with the
 // bit patterns fits_read_pix gives for that type (TSHORT, TUSHORT) and returns true. Returns
 // false, with `out` untouched, for any other HDU (the caller reads it through CFITSIO), and
-// INVALID_ARGUMENT naming the tile when a tile does not decode. `bytes` are the file's
-// (FitsFile::OpenRawBytes).
-absl::StatusOr<bool> DecodeRiceTiles16(FitsFile& file, const FitsFile::RawBytes& bytes,
-                                       std::int64_t pixels, std::uint16_t* out, TaskPool* pool);
+// INVALID_ARGUMENT naming the tile when a tile does not decode. The tiles are read from the
+// file's own bytes (FitsFile::OpenRawBytes; a file CFITSIO decompressed itself has none:
+// false).
+absl::StatusOr<bool> DecodeRiceTiles16(FitsFile& file, std::int64_t pixels, std::uint16_t* out,
+                                       TaskPool* pool);
 
 }  // namespace spexd::core::internal
 

@@ -81,10 +81,8 @@ std::vector<unsigned short> CfitsioPixels(FitsFile& file, int type) {
 }
 
 absl::StatusOr<bool> Decode(FitsFile& file, std::vector<unsigned short>* out, TaskPool* pool) {
-  auto raw = file.OpenRawBytes();
-  if (!raw.ok()) return raw.status();
   out->assign(static_cast<std::size_t>(kMaskWidth * kMaskHeight), 0xABCD);
-  return internal::DecodeRiceTiles16(file, *raw, kMaskWidth * kMaskHeight, out->data(), pool);
+  return internal::DecodeRiceTiles16(file, kMaskWidth * kMaskHeight, out->data(), pool);
 }
 
 TEST(RiceImageTilesTest, GivesCfitsiosPixelsForEveryTileShapeAndSign) {

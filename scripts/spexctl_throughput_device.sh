@@ -38,10 +38,11 @@
 #   --set-rpath '$ORIGIN/lib'`; a RUNPATH does not reach the bundled libraries' own
 #   dependencies and that spexd fails to start); SPEXCTL_BIN (spexctl: the clients', the
 #   same way); IDENTICAL_SAMPLE (0: every frame file is compared with the warm-up's;
-#   N: the first N of each mode, where reading them all would take longer than the run).
+#   N: the first N of each mode, where reading them all would take longer than the run);
+#   WARM_FRAMES (0: server-written frames each client extracts before the timed modes).
 #   Prints [row] lines; exit 0 when every run succeeded.
 set -uo pipefail
-[[ $# -ge 2 ]] || { sed -n '2,36p' "$0"; exit 2; }
+[[ $# -ge 2 ]] || { sed -n '2,42p' "$0"; exit 2; }
 B=$(cd "$1" && pwd) || exit 2
 W=$2; mkdir -p "$W"/in "$W"/out; W=$(cd "$W" && pwd)
 PSF=$(readlink -f "${3:-tests/data/psf-r0-00051060.fits}")
@@ -127,6 +128,20 @@ for x in fits fits.gz; do
     { row "warm-up FAILED"; exit 1; }
 done
 
+# WARM_FRAMES > 0: PROCS clients extract that many server-written frames each first, untimed,
+# so that the timed modes meet a server whose buffer pools have seen the clients' concurrency.
+if (( ${WARM_FRAMES:-0} > 0 )); then
+  for p in $(seq "$PROCS"); do
+    ( for f in $(seq "$WARM_FRAMES"); do
+        "${SPEXCTL[@]}" extract --server 127.0.0.1:$PORT --server-path -q -i "$W/in/frame.fits" \
+          -p "$W/in/psf.fits" -w "$WAVE" -n $NSPEC --server-output-path "$W/out/warm-p$p-f$f.fits" \
+          >/dev/null 2>&1 || exit 1
+      done ) &
+  done
+  wait_ok=1; for pid in $(jobs -p); do [[ $pid == "$SPID" ]] || wait "$pid" || wait_ok=0; done
+  row "warm-up: $PROCS clients x $WARM_FRAMES frames $([[ $wait_ok == 1 ]] && echo ok || echo FAILED)"
+fi
+
 for mode in $MODES; do
   in=$W/in/frame.fits; [[ $mode == *-gz* ]] && in=$W/in/frame.fits.gz
   ext=fits; [[ $mode == *-outgz ]] && ext=fits.gz
@@ -176,6 +191,7 @@ for mode in $MODES; do
   n=$((PROCS * FRAMES))
   # Memory spexd maps afresh per frame (its buffer pools should make this ~0): minor page
   # faults of the process, and transparent huge pages allocated on a fault (host-wide).
+  row "$mode: spexd memory after the run: $(awk '/^(VmRSS|RssAnon)/ {printf "%s %d MB ", $1, $2 / 1024}' /proc/$SPID/status)$(awk '/^AnonHugePages/ {printf "AnonHugePages %d MB", $2 / 1024}' /proc/$SPID/smaps_rollup 2>/dev/null)"
   row "$mode: spexd minor page faults per frame $(( (flt1 - flt0) / n )), host THP faults per frame $(( (${thp1:-0} - ${thp0:-0}) / n ))"
   # The whole run's rate, then the same once every client is past its first frame and before
   # the first one ends its last: the whole run also counts the start (all clients' first

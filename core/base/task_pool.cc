@@ -7,6 +7,24 @@
 
 namespace spexd::core {
 
+namespace {
+
+thread_local bool urgent_thread = false;
+
+// Runs a task with this thread's urgency set to the task's, so that what it posts
+// inherits it.
+void RunAs(bool urgent, absl::AnyInvocable<void() &&> task) {
+  const bool previous = std::exchange(urgent_thread, urgent);
+  std::move(task)();
+  urgent_thread = previous;
+}
+
+}  // namespace
+
+UrgentTasks::UrgentTasks() : previous_(std::exchange(urgent_thread, true)) {}
+UrgentTasks::~UrgentTasks() { urgent_thread = previous_; }
+bool UrgentTasks::Active() { return urgent_thread; }
+
 TaskPool::~TaskPool() { Shutdown(); }
 
 void TaskPool::AddThreads(int n, absl::string_view name) {
@@ -23,7 +41,16 @@ void TaskPool::AddThreads(int n, absl::string_view name) {
 bool TaskPool::Post(absl::AnyInvocable<void() &&> task) {
   absl::MutexLock lock(&mu_);
   if (stopping_) return false;
-  tasks_.push_back(std::move(task));
+  (urgent_thread ? urgent_ : tasks_).push_back(std::move(task));
+  return true;
+}
+
+bool TaskPool::PopLocked(Task* task, bool* urgent) {
+  std::deque<Task>& from = urgent_.empty() ? tasks_ : urgent_;
+  if (from.empty()) return false;
+  *urgent = &from == &urgent_;
+  *task = std::move(from.front());
+  from.pop_front();
   return true;
 }
 
@@ -38,32 +65,30 @@ void TaskPool::Shutdown() {
   for (std::thread& t : threads) t.join();
   // A pool that never had threads still runs what was posted: a posted task is owed a run.
   for (;;) {
-    absl::AnyInvocable<void() &&> task;
+    Task task;
+    bool urgent = false;
     {
       absl::MutexLock lock(&mu_);
-      if (tasks_.empty()) return;
-      task = std::move(tasks_.front());
-      tasks_.pop_front();
+      if (!PopLocked(&task, &urgent)) return;
     }
-    std::move(task)();
+    RunAs(urgent, std::move(task));
   }
 }
 
 void TaskPool::Loop() {
   for (;;) {
-    absl::AnyInvocable<void() &&> task;
+    Task task;
+    bool urgent = false;
     {
       absl::MutexLock lock(&mu_);
       auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return stopping_ || !tasks_.empty();
+        return stopping_ || !urgent_.empty() || !tasks_.empty();
       };
       mu_.Await(absl::Condition(&ready));
-      if (tasks_.empty()) return;  // stopping, and nothing left to run
-      task = std::move(tasks_.front());
-      tasks_.pop_front();
+      if (!PopLocked(&task, &urgent)) return;  // stopping, and nothing left to run
       ++running_;
     }
-    std::move(task)();
+    RunAs(urgent, std::move(task));
     absl::MutexLock lock(&mu_);
     --running_;
   }
@@ -76,7 +101,7 @@ int TaskPool::num_threads() {
 
 int TaskPool::queued() {
   absl::MutexLock lock(&mu_);
-  return static_cast<int>(tasks_.size());
+  return static_cast<int>(urgent_.size() + tasks_.size());
 }
 
 int TaskPool::running() {

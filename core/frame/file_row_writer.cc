@@ -11,27 +11,33 @@ absl::Status FileRowWriter::Add(int row, std::shared_ptr<const BundleResult> bun
     absl::MutexLock lock(&s_->mu);
     if (!s_->status.ok()) return s_->status;
     s_->queue.emplace_back(row, std::move(bundle));
-    // Each running Drain is busy with a bundle of its own: another one starts for this
-    // bundle unless as many run as may (one of them takes it when it is done).
-    if (s_->running >= kMaxConcurrentBundles) return absl::OkStatus();
-    ++s_->running;
+    // Each Drain posted or running takes bundles until none is left: another one starts
+    // for this bundle unless as many are under way as may be (one of them takes it).
+    if (s_->posted + s_->active >= kMaxConcurrentBundles) return absl::OkStatus();
+    ++s_->posted;
   }
   // Written here instead where no pool thread would run the task: a pool without threads
   // (spexd --cpu_threads=1) keeps it until its shutdown, and one shutting down refuses it.
-  if (pool_ == nullptr || pool_->num_threads() == 0 || !pool_->Post([s = s_] { Drain(s); })) {
-    Drain(s_);
+  if (pool_ == nullptr || pool_->num_threads() == 0 ||
+      !pool_->Post([s = s_] { Drain(s, /*posted=*/true); })) {
+    Drain(s_, /*posted=*/true);
   }
   return absl::OkStatus();
 }
 
-void FileRowWriter::Drain(const std::shared_ptr<State>& s) {
+void FileRowWriter::Drain(const std::shared_ptr<State>& s, bool posted) {
+  {
+    absl::MutexLock lock(&s->mu);
+    if (posted) --s->posted;
+    ++s->active;
+  }
   for (;;) {
     std::pair<int, std::shared_ptr<const BundleResult>> item;
     {
       absl::MutexLock lock(&s->mu);
       if (s->queue.empty() || !s->status.ok()) {
         s->queue.clear();  // after an error the rest is not written
-        --s->running;
+        --s->active;
         return;
       }
       item = std::move(s->queue.front());
@@ -48,8 +54,12 @@ void FileRowWriter::Drain(const std::shared_ptr<State>& s) {
 }
 
 absl::Status FileRowWriter::Wait() {
+  // Bundles still queued are written here, by the thread that waits for them, rather than
+  // after whatever the pool runs before its posted drains; writes already running finish
+  // where they are, and a drain that starts later finds nothing left.
+  Drain(s_, /*posted=*/false);
   absl::MutexLock lock(&s_->mu);
-  s_->mu.Await(absl::Condition(+[](int* running) { return *running == 0; }, &s_->running));
+  s_->mu.Await(absl::Condition(+[](int* active) { return *active == 0; }, &s_->active));
   return s_->status;
 }
 

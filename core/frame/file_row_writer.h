@@ -36,7 +36,8 @@ class FileRowWriter {
   // Queues the bundle's rows at file row `row`; the bundle is kept until written. Returns
   // the first error of an earlier write, if any (nothing more is written after one).
   absl::Status Add(int row, std::shared_ptr<const BundleResult> bundle);
-  // Waits until every queued bundle is written; the first error, if any.
+  // Waits until every queued bundle is written, writing those that no pool thread has
+  // taken yet itself; the first error, if any.
   absl::Status Wait();
   // Seconds spent in AddRows, summed (the stage output_file_rows). After Wait.
   double seconds();
@@ -49,11 +50,13 @@ class FileRowWriter {
     ProgressiveFrameFile* const file;
     absl::Mutex mu;
     std::deque<std::pair<int, std::shared_ptr<const BundleResult>>> queue ABSL_GUARDED_BY(mu);
-    int running ABSL_GUARDED_BY(mu) = 0;  // Drains posted or running
+    int posted ABSL_GUARDED_BY(mu) = 0;  // Drains posted to the pool, not started
+    int active ABSL_GUARDED_BY(mu) = 0;  // Drains writing (or about to return)
     absl::Status status ABSL_GUARDED_BY(mu);
     double seconds ABSL_GUARDED_BY(mu) = 0;
   };
-  static void Drain(const std::shared_ptr<State>& s);  // writes queued bundles until none is left
+  // Writes queued bundles until none is left; `posted`: run as a task that Add posted.
+  static void Drain(const std::shared_ptr<State>& s, bool posted);
 
   const std::shared_ptr<State> s_;
   TaskPool* const pool_;

@@ -3,12 +3,14 @@
 #include <exception>
 #include <map>
 #include <new>
+#include <optional>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "core/base/parallel_for.h"
 #include "core/base/status_macros.h"
+#include "core/base/task_pool.h"
 #include "core/frame/usable_data.h"
 #include "server/platform/log.h"
 #include "server/state/psf_cache.h"
@@ -235,6 +237,13 @@ void ExtractJob::StreamLoop() {
   double prepare_seconds = 0;  // preparing them, several at once
   std::vector<Finished> items;
   std::vector<JobOutput::PreparedBundle> prepared;
+  // Once the last bundles are in hand the client waits only for the host: from then on
+  // this frame's pool work goes ahead of the other frames' loads and rows.
+  const std::size_t expected = request_.bundles.empty()
+                                   ? static_cast<std::size_t>(geometry_->plan().nbundles)
+                                   : request_.bundles.size();
+  std::size_t taken = 0;
+  std::optional<core::UrgentTasks> frame_end;
   for (;;) {
     items.clear();
     {
@@ -252,6 +261,8 @@ void ExtractJob::StreamLoop() {
         finished_.pop_front();
       }
     }
+    taken += items.size();
+    if (taken >= expected && !frame_end.has_value()) frame_end.emplace();
     if (!stream_status.ok()) continue;  // drain what the worker still hands over
     // Their own work on the host pool at once (this thread takes part), then the
     // frame-wide rest and the sends one by one, in order.

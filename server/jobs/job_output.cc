@@ -13,6 +13,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "core/base/status_macros.h"
+#include "core/base/task_pool.h"
 #include "core/frame/frame_writer.h"
 #include "core/frame/usable_data.h"
 #include "server/platform/content_id.h"
@@ -283,6 +284,10 @@ void JobOutput::StartHealth(FrameHealthTracker::Context context, std::vector<int
 
 absl::Status JobOutput::Finish(const core::ExtractionSummary& backend_summary,
                                v1::ExtractSummary* summary, Clock::time_point extraction_end) {
+  // The client waits for everything from here on, while the host pool also holds the next
+  // frames' loads and rows: this frame's pool work (the mask's medians, the file's last
+  // parts and digest, the products) goes ahead of theirs.
+  core::UrgentTasks urgent;
   ExtractionSummaryToProto(backend_summary, summary);
   summary->set_nbundles(nbundles_);
   summary->set_usable_bins(usable_bins_);

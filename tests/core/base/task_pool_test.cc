@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -30,6 +31,98 @@ TEST(TaskPoolTest, OneThreadRunsTasksInPostingOrder) {
   std::vector<int> expected(50);
   for (int i = 0; i < 50; ++i) expected[i] = i;
   EXPECT_EQ(order, expected);
+}
+
+// One thread held by a first task while the rest are posted: the order they then run in
+// is the queue's.
+class HeldPool {
+ public:
+  HeldPool() {
+    pool.AddThreads(1);
+    EXPECT_TRUE(pool.Post([this] {
+      held.Notify();
+      release.WaitForNotification();
+    }));
+    held.WaitForNotification();
+  }
+  void Record(const std::string& name) {
+    std::lock_guard<std::mutex> lock(mu);
+    order.push_back(name);
+  }
+  std::function<void()> Recorder(std::string name) {
+    return [this, name] { Record(name); };
+  }
+  // The names in the order run, once `n` have run (tasks may still post while the pool
+  // runs; Shutdown would refuse them).
+  std::vector<std::string> RunUntil(std::size_t n) {
+    release.Notify();
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    for (;;) {
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        if (order.size() >= n || std::chrono::steady_clock::now() > deadline) break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    pool.Shutdown();
+    return order;
+  }
+
+  TaskPool pool;
+  absl::Notification held, release;
+  std::mutex mu;
+  std::vector<std::string> order;
+};
+
+TEST(TaskPoolTest, UrgentTasksRunBeforeTasksPostedOtherwise) {
+  HeldPool h;
+  ASSERT_TRUE(h.pool.Post(h.Recorder("n1")));
+  ASSERT_TRUE(h.pool.Post(h.Recorder("n2")));
+  {
+    UrgentTasks urgent;
+    ASSERT_TRUE(h.pool.Post(h.Recorder("u1")));
+    ASSERT_TRUE(h.pool.Post(h.Recorder("u2")));
+  }
+  ASSERT_TRUE(h.pool.Post(h.Recorder("n3")));
+  EXPECT_EQ(h.pool.queued(), 5);
+  EXPECT_EQ(h.RunUntil(5), (std::vector<std::string>{"u1", "u2", "n1", "n2", "n3"}));
+}
+
+// What an urgent task posts is urgent too (ahead of tasks posted before it); what the
+// same pool thread posts from a task that is not urgent afterwards is not.
+TEST(TaskPoolTest, UrgencyPassesToTheTasksAnUrgentTaskPosts) {
+  HeldPool h;
+  ASSERT_TRUE(h.pool.Post(h.Recorder("n1")));
+  {
+    UrgentTasks urgent;
+    ASSERT_TRUE(h.pool.Post([&h] {
+      h.Record("u1");
+      EXPECT_TRUE(UrgentTasks::Active());
+      EXPECT_TRUE(h.pool.Post(h.Recorder("u1-child")));
+    }));
+  }
+  ASSERT_TRUE(h.pool.Post([&h] {
+    h.Record("n2");
+    EXPECT_FALSE(UrgentTasks::Active());
+    EXPECT_TRUE(h.pool.Post(h.Recorder("n2-child")));
+  }));
+  ASSERT_TRUE(h.pool.Post(h.Recorder("n3")));
+  EXPECT_EQ(h.RunUntil(6),
+            (std::vector<std::string>{"u1", "u1-child", "n1", "n2", "n3", "n2-child"}));
+}
+
+TEST(TaskPoolTest, UrgentScopesNestAndRestoreTheThreadsState) {
+  EXPECT_FALSE(UrgentTasks::Active());
+  {
+    UrgentTasks outer;
+    EXPECT_TRUE(UrgentTasks::Active());
+    {
+      UrgentTasks inner;
+      EXPECT_TRUE(UrgentTasks::Active());
+    }
+    EXPECT_TRUE(UrgentTasks::Active());
+  }
+  EXPECT_FALSE(UrgentTasks::Active());
 }
 
 // Shutdown is a join: it returns only after every task posted before it has finished,

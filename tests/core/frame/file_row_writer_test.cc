@@ -10,8 +10,10 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "absl/synchronization/notification.h"
 #include "core/base/parallel_for.h"
 #include "core/frame/frame_writer.h"
 #include "gtest/gtest.h"
@@ -67,6 +69,42 @@ TEST_F(FileRowWriterTest, RowsWrittenOnThePoolGiveFrameToFitsBytes) {
   for (absl::string_view p : file->pieces()) got.append(p.data(), p.size());
   EXPECT_TRUE(got == *core::FrameToFits(f, meta_, options_));
   EXPECT_TRUE(spexd::testing::ReadBytes(path_) == got);
+}
+
+// Wait writes what is still queued on its own thread: with the pool's only thread held
+// by other work, it still returns, and the file is whole.
+TEST_F(FileRowWriterTest, WaitWritesTheQueuedRowsItselfWhenThePoolIsBusy) {
+  const core::Frame f = spexd::testing::MakeTestFrame(100, 300, 5, 4, /*specials=*/false);
+  auto file = Create(f);
+  ASSERT_NE(file, nullptr);
+  std::unique_ptr<core::TaskPool> busy = core::MakeTaskPool(1);
+  absl::Notification held, release;
+  ASSERT_TRUE(busy->Post([&] {
+    held.Notify();
+    release.WaitForNotification();
+  }));
+  held.WaitForNotification();
+  {
+    FileRowWriter writer(file.get(), busy.get());
+    for (int b : {1, 0, 3, 2}) {
+      ASSERT_TRUE(writer.Add(25 * b, std::make_shared<const core::BundleResult>(
+                                         spexd::testing::FrameRows(f, b, 25 * b, 25)))
+                      .ok());
+    }
+    absl::Notification waited;
+    std::thread waiter([&] {
+      EXPECT_TRUE(writer.Wait().ok());
+      waited.Notify();
+    });
+    const bool returned = waited.WaitForNotificationWithTimeout(absl::Seconds(30));
+    release.Notify();  // lets the pool's posted drains run (and find nothing left)
+    waiter.join();
+    EXPECT_TRUE(returned) << "Wait waited for the busy pool";
+  }
+  ASSERT_TRUE(file->Finish(f).ok());
+  std::string got;
+  for (absl::string_view p : file->pieces()) got.append(p.data(), p.size());
+  EXPECT_TRUE(got == *core::FrameToFits(f, meta_, options_));
 }
 
 TEST_F(FileRowWriterTest, AFailedWriteComesBackAndStopsTheRest) {

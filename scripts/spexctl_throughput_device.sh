@@ -39,10 +39,12 @@
 #   dependencies and that spexd fails to start); SPEXCTL_BIN (spexctl: the clients', the
 #   same way); IDENTICAL_SAMPLE (0: every frame file is compared with the warm-up's;
 #   N: the first N of each mode, where reading them all would take longer than the run);
-#   WARM_FRAMES (0: server-written frames each client extracts before the timed modes).
+#   WARM_FRAMES (0: server-written frames each client extracts before the timed modes; the
+#   several-GPU figures in docs/performance.md say whether they had 2, a long-running
+#   service's state, or none, a spexd just started).
 #   Prints [row] lines; exit 0 when every run succeeded.
 set -uo pipefail
-[[ $# -ge 2 ]] || { sed -n '2,42p' "$0"; exit 2; }
+[[ $# -ge 2 ]] || { sed -n '2,44p' "$0"; exit 2; }
 B=$(cd "$1" && pwd) || exit 2
 W=$2; mkdir -p "$W"/in "$W"/out; W=$(cd "$W" && pwd)
 PSF=$(readlink -f "${3:-tests/data/psf-r0-00051060.fits}")

@@ -89,12 +89,7 @@ bool ExtractJob::Prepare() {
 
 absl::Status ExtractJob::PrepareStages() {
   if (!request_.plan.has_value()) return absl::InternalError("job without validated parameters");
-  Clock::time_point t = Clock::now();
-  auto lap = [this, &t](const char* stage) {
-    const Clock::time_point now = Clock::now();
-    output_.AddStage(stage, Seconds(t, now));
-    t = now;
-  };
+  StageLaps laps(output_);
   // Headers first: the image's shape and size checks cost no pixel decoding. A frame in
   // a CUDA region has no headers and is never decoded here: the backend reads it.
   SPEXD_RETURN_IF_ERROR(input_.Open());
@@ -102,13 +97,13 @@ absl::Status ExtractJob::PrepareStages() {
   // them: a refused (or cancelled) job must not cost a frame's decode (~1 s, 270 MB).
   SPEXD_RETURN_IF_ERROR(PrepareDesiOptions());
   SPEXD_RETURN_IF_ERROR(PrepareGeometry(input_.height(), input_.width()));
-  lap("load_open");
+  laps.Lap("load_open");
   if (Stopped()) return StopStatus();
   SPEXD_RETURN_IF_ERROR(input_.Decode());
-  lap("load_decode");
+  laps.Lap("load_decode");
   SPEXD_RETURN_IF_ERROR(output_.Prepare(geometry_, request_.bundles, *input_.image(),
                                         input_.in_img(), input_.read_files()));
-  lap("load_output");
+  laps.Lap("load_output");
   return absl::OkStatus();
 }
 
@@ -239,9 +234,7 @@ void ExtractJob::StreamLoop() {
   std::vector<JobOutput::PreparedBundle> prepared;
   // Once the last bundles are in hand the client waits only for the host: from then on
   // this frame's pool work goes ahead of the other frames' loads and rows.
-  const std::size_t expected = request_.bundles.empty()
-                                   ? static_cast<std::size_t>(geometry_->plan().nbundles)
-                                   : request_.bundles.size();
+  const std::size_t expected = output_.ListedBundles(request_.bundles).size();
   std::size_t taken = 0;
   std::optional<core::UrgentTasks> frame_end;
   for (;;) {

@@ -227,26 +227,21 @@ absl::Status JobOutput::Bundle(PreparedBundle&& prepared) {
   SPEXD_RETURN_IF_ERROR(prepared.status);
   // The stage times say where a bundle's time on the streaming task goes (the summary's
   // stage_seconds, docs/performance.md).
-  Clock::time_point t = Clock::now();
-  auto lap = [this, &t](const char* stage) {
-    const Clock::time_point now = Clock::now();
-    stages_[stage] += Seconds(t, now);
-    t = now;
-  };
+  StageLaps laps(*this);
   std::shared_ptr<core::BundleResult> bundle = std::move(prepared.bundle);
   const core::BundleResult& b = *bundle;
   health_.OnBundle(b);  // numerical health, bundle by bundle
   metrics_.Bundle(prepared.seconds, b);
   usable_bins_ += prepared.usable_bins;
-  lap("output_finalize");
+  laps.Lap("output_finalize");
   if (output_writer_.has_value()) {
     SPEXD_RETURN_IF_ERROR(output_writer_->WriteBundle(b));
-    lap("output_copies");
+    laps.Lap("output_copies");
   }
   for (WireMessage& message : prepared.messages) {
     if (!stream_->Send(std::move(message))) return stop_status_();
   }
-  lap("output_send");
+  laps.Lap("output_send");
   if (progressive_ != nullptr) {
     auto row = file_row_.find(b.bundle);
     if (row == file_row_.end()) {
@@ -254,16 +249,16 @@ absl::Status JobOutput::Bundle(PreparedBundle&& prepared) {
     }
     // Written on the host pool: the next bundle need not wait for this one's rows.
     SPEXD_RETURN_IF_ERROR(row_writer_->Add(row->second, bundle));
-    lap("output_file_rows_queue");
+    laps.Lap("output_file_rows_queue");
   }
   ++nbundles_;
   nfibers_ += b.nfibers;
   if (assembler_.has_value()) {
     SPEXD_RETURN_IF_ERROR(assembler_->Add(b));
-    lap("output_assemble");
+    laps.Lap("output_assemble");
   }
   bundle.reset();  // the last reference unless gRPC still writes the parts
-  lap("output_release");
+  laps.Lap("output_release");
   return absl::OkStatus();
 }
 
@@ -390,15 +385,14 @@ absl::Status JobOutput::PrepareProgressiveFile(const std::vector<int>& bundles) 
 }
 
 absl::Status JobOutput::FinishProgressiveFile(const core::Frame& frame) {
-  const Clock::time_point t0 = Clock::now();
+  StageLaps laps(*this);
   const absl::Status rows = row_writer_->Wait();
-  const Clock::time_point t1 = Clock::now();
+  laps.Lap("output_file_rows_wait");
   stages_["output_file_rows"] += row_writer_->seconds();
-  stages_["output_file_rows_wait"] += Seconds(t0, t1);
   SPEXD_RETURN_IF_ERROR(rows);
   // A .gz member is written in the commit's task, beside its digest (OutputFiles).
   const absl::Status finished = progressive_->Finish(frame, nullptr, /*write_member=*/false);
-  stages_["output_file_finish"] += Seconds(t1, Clock::now());
+  laps.Lap("output_file_finish");
   return finished;
 }
 

@@ -98,6 +98,8 @@ class JobOutput {
   // `extraction_end` (when the worker finished) to the summary).
   absl::Status Finish(const core::ExtractionSummary& backend_summary, v1::ExtractSummary* summary,
                       std::chrono::steady_clock::time_point extraction_end);
+  // `bundles`, or every bundle of the plan when none is listed (after Prepare).
+  std::vector<int> ListedBundles(std::vector<int> bundles) const;
   // Adds `seconds` to the summary's stage `name` (docs/service.md, "stage_seconds").
   void AddStage(const std::string& name, double seconds) { stages_[name] += seconds; }
 
@@ -119,8 +121,6 @@ class JobOutput {
   // by Bundle, the frame-wide rest (FinishProgressiveFile), then from WriteFiles a .gz
   // member's write, fsync and rename, beside its digest.
   absl::Status PrepareProgressiveFile(const std::vector<int>& bundles);
-  // `bundles`, or every bundle of the plan when none is listed.
-  std::vector<int> ListedBundles(std::vector<int> bundles) const;
   absl::Status FinishProgressiveFile(const core::Frame& frame);
   // The frame file's header cards (and scores rule) for this request.
   core::FrameMetadata FileMetadata() const;
@@ -168,6 +168,22 @@ class JobOutput {
   int nbundles_ = 0, nfibers_ = 0;
   int64_t usable_bins_ = 0;
   FrameHealthTracker health_;
+};
+// Times consecutive stages of one job: each Lap adds the time since the previous Lap (or
+// since construction) to that stage of `output` (JobOutput::AddStage).
+class StageLaps {
+ public:
+  explicit StageLaps(JobOutput& output)
+      : output_(output), last_(std::chrono::steady_clock::now()) {}
+  void Lap(const std::string& stage) {
+    const std::chrono::steady_clock::time_point now = std::chrono::steady_clock::now();
+    output_.AddStage(stage, std::chrono::duration<double>(now - last_).count());
+    last_ = now;
+  }
+
+ private:
+  JobOutput& output_;
+  std::chrono::steady_clock::time_point last_;
 };
 
 }  // namespace spexd::server

@@ -1,6 +1,7 @@
 #include "core/io/internal/rice_image_tiles.h"
 
 #include <algorithm>
+#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -27,13 +28,6 @@ constexpr std::size_t kStreamSlack = 256;
 // task's set-up (its buffers) is amortised over several tiles.
 constexpr std::int64_t kTilesPerTask = 16;
 
-double KeyOr(fitsfile* f, const char* key, double fallback) {
-  double v = fallback;
-  int status = 0;
-  fits_read_key(f, TDOUBLE, key, &v, nullptr, &status);
-  return status == 0 ? v : fallback;
-}
-
 }  // namespace
 
 absl::StatusOr<bool> DecodeRiceTiles16(FitsFile& file, std::int64_t pixels, std::uint16_t* out,
@@ -51,8 +45,8 @@ absl::StatusOr<bool> DecodeRiceTiles16(FitsFile& file, std::int64_t pixels, std:
   const std::int64_t tx = h.tilesize[0], ty = h.tilesize[1];
   if (width <= 0 || height <= 0 || tx <= 0 || ty <= 0 || width * height != pixels) return false;
   // int16 keeps its bits; BZERO 32768 makes uint16 (stored + 32768, the sign bit flipped).
-  if (KeyOr(f, "BSCALE", 1.0) != 1.0) return false;
-  const double bzero = KeyOr(f, "BZERO", 0.0);
+  if (file.ReadOptionalDouble("BSCALE").value_or(1.0) != 1.0) return false;
+  const double bzero = file.ReadOptionalDouble("BZERO").value_or(0.0);
   if (bzero != 0.0 && bzero != 32768.0) return false;
   const std::uint16_t flip = bzero == 0.0 ? 0 : 0x8000;
   absl::StatusOr<FitsFile::RawBytes> bytes = file.OpenRawBytes();
@@ -82,7 +76,8 @@ absl::StatusOr<bool> DecodeRiceTiles16(FitsFile& file, std::int64_t pixels, std:
     const std::int64_t last = std::min(tiles, first + kTilesPerTask);
     for (std::int64_t t = first; t < last; ++t) {
       const std::size_t n = static_cast<std::size_t>(length[static_cast<std::size_t>(t)]);
-      stream.assign(n + kStreamSlack, '\xff');
+      stream.resize(n + kStreamSlack);
+      std::fill(stream.begin() + static_cast<std::ptrdiff_t>(n), stream.end(), '\xff');
       absl::Status st = bytes->Read(heap_start + heap[static_cast<std::size_t>(t)], n, stream.data());
       const std::int64_t x0 = t % ntx * tx, y0 = t / ntx * ty;
       const std::int64_t w = std::min(tx, width - x0), rows = std::min(ty, height - y0);

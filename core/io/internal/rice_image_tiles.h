@@ -1,6 +1,6 @@
 // A RICE_1 tile-compressed 16-bit image (what desispec writes a preproc's MASK as) decoded
 // tile by tile on a pool. CFITSIO decodes a compressed HDU's tiles one after another on
-// the calling thread: for a DESI CCD's mask, ~0.04 s of one core, the longest piece of a
+// the calling thread: for a DESI CCD's mask, 0.04-0.075 s of one core, the longest piece of a
 // frame's load on a host with many cores. Each tile is still decoded by CFITSIO's own
 // RICE decoder (fits_rdecomp_short), from the tile table CFITSIO parsed, so the pixels are
 // the ones fits_read_pix gives.

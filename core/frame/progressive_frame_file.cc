@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "core/base/background_writer.h"
 #include "core/base/parallel_for.h"
 #include "core/base/status_macros.h"
 #include "core/base/write_fully.h"
@@ -80,11 +81,16 @@ struct ProgressiveFrameFile::State {
   // Finish runs alone, after every AddRows has returned.
   absl::Mutex mu;
   std::vector<Scratch> spare_scratch;  // AddRows' buffers without the image, for reuse
-  // One write into the file at a time: the kernel serialises writes to one file on its
-  // inode lock anyway, and its waiters spin (3.5 % of a 64-core host's samples with four
-  // bundles writing at once; docs/performance.md, "Several GPUs on one host"), where
-  // these sleep.
+  // Without the image: one write into the file at a time. The kernel serialises writes to
+  // one file on its inode lock anyway, and its waiters spin (3.5 % of a 64-core host's
+  // samples with four bundles writing at once; docs/performance.md, "Several GPUs on one
+  // host"), where these sleep.
   absl::Mutex write_mu;
+  // With the image and without gzip: the image's ranges are written by one pool task at
+  // a time while the next rows are encoded, and what is left by WriteRest (or Finish).
+  // Declared last: it goes first, waiting for its write in progress while the image and
+  // tail it reads still exist.
+  std::unique_ptr<BackgroundWriter> writer;
 
   int64_t data_offset(std::size_t i) const { return built[i].offset + built[i].header_bytes; }
   // Where the bytes of HDU i's data unit that are final from Create on begin: WAVELENGTH's
@@ -97,8 +103,8 @@ struct ProgressiveFrameFile::State {
                                         ? (2 * shape.ndiag + 1) * shape.nwave
                                         : shape.nwave);
   }
-  // Writes (with gz: declares final) [offset, offset + n); the first failure sticks. Under
-  // mu while AddRows may run.
+  // Writes (with gz: declares final; with the writer: queues) [offset, offset + n); the
+  // first failure sticks. Under mu while AddRows may run.
   absl::Status WriteAt(int64_t offset, const char* data, int64_t n);
   // Starts writeback of the whole pages of [offset, offset + n): pages shared with a
   // neighbour still being written are left to the final fsync.
@@ -111,8 +117,9 @@ struct ProgressiveFrameFile::State {
 
 absl::Status ProgressiveFrameFile::State::WriteAt(int64_t offset, const char* data, int64_t n) {
   if (!failed.ok()) return failed;
-  failed = gz != nullptr ? gz->Final(offset, n)
-                         : WriteFully(fd, data, static_cast<std::size_t>(n), offset, name);
+  failed = gz != nullptr       ? gz->Final(offset, n)
+           : writer != nullptr ? writer->Add(offset, data, n)
+                               : WriteFully(fd, data, static_cast<std::size_t>(n), offset, name);
   return failed;
 }
 
@@ -224,6 +231,9 @@ absl::StatusOr<std::unique_ptr<ProgressiveFrameFile>> ProgressiveFrameFile::Crea
   } catch (const std::bad_alloc&) {
     return absl::ResourceExhaustedError(absl::StrCat(s->name, ": out of memory for the file"));
   }
+  if (keep_image && !gzip) {
+    s->writer = std::make_unique<BackgroundWriter>(fd, s->name, s->threads.pool());
+  }
   if (gzip) {
     // Headers are final only at Finish (their CHECKSUM/DATASUM), the data before: a chunk
     // of their own each, so that no data chunk waits for Finish.
@@ -294,6 +304,8 @@ absl::Status ProgressiveFrameFile::AddRows(int row, const BundleResult& b) {
     if (s.gz != nullptr) {
       absl::MutexLock lock(&s.mu);
       written = s.WriteAt(offset, encoded, n);
+    } else if (s.writer != nullptr) {
+      written = s.writer->Add(offset, encoded, n);
     } else {
       {
         absl::MutexLock write_lock(&s.write_mu);
@@ -338,7 +350,7 @@ absl::Status ProgressiveFrameFile::AddRows(int row, const BundleResult& b) {
 
 absl::Status ProgressiveFrameFile::Finish(const Frame& frame,
                                           const std::vector<FrameScore>* given_scores,
-                                          bool write_member) {
+                                          bool write_rest) {
   State& s = *s_;
   SPEXD_RETURN_IF_ERROR(s.failed);
   if (s.rows_left != 0) {
@@ -428,17 +440,27 @@ absl::Status ProgressiveFrameFile::Finish(const Frame& frame,
   }
   if (s.gz != nullptr) {
     s.failed = s.gz->Seal(s.tail, s.threads.pool(), s.threads.workers(), s.name);
-    if (s.failed.ok() && write_member) s.failed = s.gz->Write(s.fd, s.name);
+    if (s.failed.ok() && write_rest) s.failed = s.gz->Write(s.fd, s.name);
     return s.failed;
   }
-  return s.WriteAt(s.image_bytes, s.tail.data(), static_cast<int64_t>(s.tail.size()));
+  SPEXD_RETURN_IF_ERROR(s.WriteAt(s.image_bytes, s.tail.data(), static_cast<int64_t>(s.tail.size())));
+  return write_rest ? WriteRest() : absl::OkStatus();
 }
 
-absl::Status ProgressiveFrameFile::WriteMember() {
-  if (s_->gz == nullptr) return absl::OkStatus();
+absl::Status ProgressiveFrameFile::WriteRest() {
   SPEXD_RETURN_IF_ERROR(s_->failed);
-  s_->failed = s_->gz->Write(s_->fd, s_->name);
+  if (s_->gz != nullptr) {
+    s_->failed = s_->gz->Write(s_->fd, s_->name);
+  } else if (s_->writer != nullptr) {
+    s_->failed = s_->writer->Flush();
+  }
   return s_->failed;
+}
+
+void ProgressiveFrameFile::StopWrites() {
+  if (s_->writer == nullptr) return;
+  s_->writer.reset();
+  if (s_->failed.ok()) s_->failed = absl::CancelledError(absl::StrCat(s_->name, ": writes stopped"));
 }
 
 std::vector<absl::string_view> ProgressiveFrameFile::pieces() const {

@@ -38,8 +38,11 @@ class ProgressiveFrameFile {
   // Lays the file out (every header but SCORES' is built here) and faults in the pages of
   // its memory image (when kept) on options.pool (options.threads workers, as
   // FrameToFits). Writes into `fd` (borrowed: open for writing, on an empty file, until
-  // this object goes) only here (with the image: what is final from the start, WAVELENGTH,
-  // FIBERMAP and the padding), from AddRows and from Finish; `name` is for messages.
+  // this object goes) for AddRows, Finish and WriteRest only; `name` is for messages.
+  // With the image (and without gzip) the image's bytes are written by one task at a time
+  // on the pool (core::BackgroundWriter) while the next rows are encoded, so that rows
+  // wait neither for the file nor for each other's writes: the file is whole once Finish
+  // (or, after Finish(..., write_rest = false), WriteRest) has returned.
   // options.checksum_time empty: the checksum comments record the time of Finish.
   // INVALID_ARGUMENT for a bad shape.
   // keep_image false: the file's bytes are not kept in memory (pieces() is then empty):
@@ -57,12 +60,14 @@ class ProgressiveFrameFile {
 
   // Rows [row, row + bundle.nfibers) of FLUX, IVAR, RESOLUTION and CHI2PIX from a bundle
   // that went through FinalizeBundle: encoded (float32, big-endian) and summed on the
-  // pool, written at their offsets, and their writeback started (sync_file_range), so
-  // that the caller's fsync has little left; and the rows' RAW scores (per fibre, from
-  // the float64 values and the recorded grid, as FrameToFits computes them). Bundles in
-  // any order, each row once; calls for different bundles may run at once (their rows
-  // are disjoint bytes), but not beside Create or Finish. After a failed write every
-  // later call returns the same error.
+  // pool, written at their offsets (with the image: queued for the writer task), and
+  // their writeback started (sync_file_range), so that the caller's fsync has little
+  // left; and the rows' RAW scores (per fibre, from the float64 values and the recorded
+  // grid, as FrameToFits computes them). Bundles in any order, each row once; calls for
+  // different bundles may run at once (their rows are disjoint bytes), but not beside
+  // Create or Finish. After a failed write every later call returns the same error (a
+  // queued write's failure comes back from a later call, at the latest from Finish or
+  // WriteRest).
   absl::Status AddRows(int row, const BundleResult& bundle);
 
   // The rest, once every row is in: MASK from frame.mask, SCORES (the rows' scores, or
@@ -72,14 +77,19 @@ class ProgressiveFrameFile {
   // from the float64 values and received after the last bundle (give Create a
   // meta.given_scores, even empty, so that AddRows does not compute them). Does not sync:
   // the caller fsyncs and renames.
-  // With gzip and `write_member` false, the member is made whole in memory
-  // (stored_pieces()) but not written: WriteMember writes it, so that a caller can hash
-  // the member beside the write.
+  // With `write_rest` false the file is made whole in memory (stored_pieces(): with gzip
+  // the member) but what is not written yet is left to WriteRest, so that a caller can
+  // hash the bytes beside their write.
   absl::Status Finish(const Frame& frame, const std::vector<FrameScore>* given_scores = nullptr,
-                      bool write_member = true);
-  // After Finish(..., write_member = false) succeeded: writes the gzip member (once; may
-  // run beside readers of stored_pieces()). Nothing to do without gzip.
-  absl::Status WriteMember();
+                      bool write_rest = true);
+  // After Finish(..., write_rest = false) succeeded: writes the gzip member (once), or the
+  // image's bytes not written yet, and waits for the writer task; may run beside readers
+  // of stored_pieces(). Nothing to do without the image.
+  absl::Status WriteRest();
+  // Drops the writes not started and waits for the one in progress (with the writer
+  // task): for a caller that closes the descriptor without WriteRest, after an error.
+  // Later calls fail.
+  void StopWrites();
 
   // The file's bytes in order, valid after Finish (and while this object lives): to hash
   // the file without reading it back. Empty unless Create kept the image.

@@ -10,6 +10,7 @@
 #include <memory>
 #include <utility>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "core/base/status_macros.h"
@@ -390,8 +391,9 @@ absl::Status JobOutput::FinishProgressiveFile(const core::Frame& frame) {
   laps.Lap("output_file_rows_wait");
   stages_["output_file_rows"] += row_writer_->seconds();
   SPEXD_RETURN_IF_ERROR(rows);
-  // A .gz member is written in the commit's task, beside its digest (OutputFiles).
-  const absl::Status finished = progressive_->Finish(frame, nullptr, /*write_member=*/false);
+  // What is left to write (a .gz member, or the rows and headers the writer task has not
+  // reached) is written in the commit's task, beside the file's digest (OutputFiles).
+  const absl::Status finished = progressive_->Finish(frame, nullptr, /*write_rest=*/false);
   laps.Lap("output_file_finish");
   return finished;
 }
@@ -410,12 +412,17 @@ absl::Status JobOutput::WriteFiles(const core::Frame& frame, v1::ExtractSummary*
                                     ? FileDigestKind::kCrc32
                                     : FileDigestKind::kSha256;
   OutputFiles files(*env_.output_roots, output_policy_, metrics_, env_.decode_pool, digest);
+  // The frame file's descriptor goes with `files`: its writer task stops before, should
+  // the request end before the commit has written the rest.
+  absl::Cleanup stop_writes = [this] {
+    if (progressive_ != nullptr) progressive_->StopWrites();
+  };
   if (progressive_ != nullptr) {
     SPEXD_RETURN_IF_ERROR(FinishProgressiveFile(frame));
     // Its bytes stay in memory (progressive_) for the hash and a comparison.
     files.StageWritten(h.server_output_path(), *std::move(frame_file_), progressive_->pieces(),
                        progressive_->stored_pieces(),
-                       [file = progressive_.get()] { return file->WriteMember(); });
+                       [file = progressive_.get()] { return file->WriteRest(); });
     frame_file_.reset();
   } else {
     SPEXD_ASSIGN_OR_RETURN(std::string fits, core::FrameToFits(frame, meta, write_options));

@@ -297,14 +297,14 @@ void TimeTails(const Args& args, const Frame& frame, const FrameMetadata& meta,
       p->emplace_back("last_rows", Since(t));
       t = Clock::now();
       // As the server: a .gz member is written beside its digest, before the commit.
-      if (!file->Finish(frame, nullptr, /*write_member=*/false).ok()) std::abort();
+      if (!file->Finish(frame, nullptr, /*write_rest=*/false).ok()) std::abort();
       p->emplace_back("finish", Since(t));
       if (gz) p->emplace_back("chunks_at_finish", file->gzip_late_chunks());
       if (gz) p->emplace_back("mb_at_finish", static_cast<double>(file->gzip_late_bytes()) / 1e6);
       t = Clock::now();
       write_and_hash(
           [&]() -> absl::StatusOr<std::string> {
-            const absl::Status wrote = file->WriteMember();
+            const absl::Status wrote = file->WriteRest();
             if (!wrote.ok()) return wrote;
             return out->Commit();
           },

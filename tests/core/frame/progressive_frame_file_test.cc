@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/synchronization/notification.h"
 #include "core/base/parallel_for.h"
 #include "core/frame/frame_writer.h"
 #include "core/io/plane_buffer.h"
@@ -219,18 +220,65 @@ TEST_F(ProgressiveFrameFileTest, RefusalsAreErrors) {
   EXPECT_FALSE((*file)->Finish(f).ok());  // rows 10..29 missing
 }
 
+// Without the image (spexctl) the rows are written by the call that encodes them, so the
+// first one fails; with it they are queued for the pool's writer task, and the failure
+// comes back from a later call, at the latest from Finish. Every call after it returns it.
 TEST_F(ProgressiveFrameFileTest, WriteErrorSticksAndNothingCrashes) {
   const Frame f = MakeTestFrame(20, 300, 2, 2, /*specials=*/true);
-  const int read_only = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
-  ASSERT_GE(read_only, 0);
-  auto file = ProgressiveFrameFile::Create(FileShapeOf(f), R1FrameMeta(), read_only, path_);
+  for (bool keep : {false, true}) {
+    SCOPED_TRACE(keep ? "image kept" : "no image");
+    const int read_only = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+    ASSERT_GE(read_only, 0);
+    auto file = ProgressiveFrameFile::Create(FileShapeOf(f), R1FrameMeta(), read_only, path_, {},
+                                             keep);
+    ASSERT_TRUE(file.ok()) << file.status();
+    const absl::Status first = (*file)->AddRows(0, FrameRows(f, 0, 0, 10));
+    const absl::Status second = (*file)->AddRows(10, FrameRows(f, 1, 10, 10));
+    const absl::Status finished = (*file)->Finish(f);
+    EXPECT_EQ(finished.code(), absl::StatusCode::kInternal);
+    EXPECT_NE(finished.message().find("write failed"), std::string::npos) << finished;
+    if (!keep) {
+      EXPECT_EQ(first, finished);
+    }
+    EXPECT_TRUE(first.ok() || first == finished) << first;
+    EXPECT_TRUE(second.ok() || second == finished) << second;
+    EXPECT_EQ((*file)->Finish(f), finished);
+    EXPECT_EQ((*file)->WriteRest(), finished);
+    ::close(read_only);
+  }
+}
+
+// With the image, the rows are encoded without waiting for the file: while the pool's only
+// thread is held, every AddRows and Finish(..., write_rest = false) return with nothing
+// written, the bytes in memory are FrameToFits's, and WriteRest writes them all on the
+// caller's thread.
+TEST_F(ProgressiveFrameFileTest, RowsAreEncodedWithoutWaitingForTheFilesWrites) {
+  const Frame f = MakeTestFrame(100, 300, 5, 4, /*specials=*/true);
+  const FrameMetadata meta = R1FrameMeta();
+  std::unique_ptr<TaskPool> busy = MakeTaskPool(1);
+  absl::Notification held, release;
+  ASSERT_TRUE(busy->Post([&] {
+    held.Notify();
+    release.WaitForNotification();
+  }));
+  held.WaitForNotification();
+  FitsWriteOptions options;
+  options.checksum_time = "2026-11-23T12:00:00";
+  options.pool = busy.get();
+  options.threads = 1;
+  auto file = ProgressiveFrameFile::Create(FileShapeOf(f), meta, fd_, path_, options);
   ASSERT_TRUE(file.ok()) << file.status();
-  const absl::Status first = (*file)->AddRows(0, FrameRows(f, 0, 0, 10));
-  EXPECT_EQ(first.code(), absl::StatusCode::kInternal);
-  EXPECT_NE(first.message().find("write failed"), std::string::npos) << first;
-  EXPECT_EQ((*file)->AddRows(10, FrameRows(f, 1, 10, 10)), first);
-  EXPECT_EQ((*file)->Finish(f), first);
-  ::close(read_only);
+  for (int b : {2, 0, 3, 1}) ASSERT_TRUE((*file)->AddRows(25 * b, FrameRows(f, b, 25 * b, 25)).ok());
+  ASSERT_TRUE((*file)->Finish(f, nullptr, /*write_rest=*/false).ok());
+  EXPECT_EQ(ReadBytes(path_).size(), 0u) << "rows were written by the calls that encoded them";
+  std::string pieces;
+  for (absl::string_view p : (*file)->pieces()) pieces.append(p.data(), p.size());
+  ExpectSameBytes(pieces, *FrameToFits(f, meta, options));
+  ASSERT_TRUE((*file)->WriteRest().ok());
+  EXPECT_TRUE(ReadBytes(path_) == pieces);
+  release.Notify();
+  busy->Shutdown();  // the posted writer task runs and finds nothing left
+  EXPECT_TRUE(ReadBytes(path_) == pieces);
 }
 
 }  // namespace

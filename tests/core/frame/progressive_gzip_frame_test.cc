@@ -278,7 +278,7 @@ TEST(ProgressiveGzipFrameTest, FullFrameMostlyDeflatedBeforeFinishWithValidCheck
 }
 
 // The server hashes the member beside its write: Finish without the write leaves the
-// file empty and the member whole in memory; WriteMember writes exactly it.
+// file empty and the member whole in memory; WriteRest writes exactly it.
 TEST(ProgressiveGzipFrameTest, TheMemberCanBeWrittenAfterFinish) {
   const Frame f = MakeTestFrame(30, 400, 3, 5, /*specials=*/true);
   FitsWriteOptions options;
@@ -291,7 +291,7 @@ TEST(ProgressiveGzipFrameTest, TheMemberCanBeWrittenAfterFinish) {
     EXPECT_TRUE(file.ok()) << file.status();
     if (!file.ok()) return nullptr;
     for (int r = 0; r < f.nspec; r += 10) EXPECT_TRUE((*file)->AddRows(r, FrameRows(f, r / 10, r, 10)).ok());
-    EXPECT_TRUE((*file)->Finish(f, nullptr, /*write_member=*/false).ok());
+    EXPECT_TRUE((*file)->Finish(f, nullptr, /*write_rest=*/false).ok());
     return *std::move(file);
   };
   const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -302,18 +302,18 @@ TEST(ProgressiveGzipFrameTest, TheMemberCanBeWrittenAfterFinish) {
   const std::string member = Joined(file->stored_pieces());
   ASSERT_TRUE(IsGzip(member));
   EXPECT_TRUE(ZlibGunzipAll(member) == *FrameToFits(f, R1FrameMeta(), options));
-  ASSERT_TRUE(file->WriteMember().ok());
+  ASSERT_TRUE(file->WriteRest().ok());
   ::close(fd);
   EXPECT_TRUE(ReadBytes(path) == member);
-  // A member that cannot be written: Finish succeeds, WriteMember says why, and sticks.
+  // A member that cannot be written: Finish succeeds, WriteRest says why, and sticks.
   const int read_only = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   ASSERT_GE(read_only, 0);
   std::unique_ptr<ProgressiveFrameFile> again = finished(read_only);
   ASSERT_NE(again, nullptr);
-  const absl::Status st = again->WriteMember();
+  const absl::Status st = again->WriteRest();
   EXPECT_EQ(st.code(), absl::StatusCode::kInternal) << st;
   EXPECT_NE(st.message().find("write failed"), std::string::npos) << st;
-  EXPECT_EQ(again->WriteMember(), st);
+  EXPECT_EQ(again->WriteRest(), st);
   ::close(read_only);
 }
 

@@ -288,9 +288,13 @@ absl::Status JobOutput::Finish(const core::ExtractionSummary& backend_summary,
   summary->set_nbundles(nbundles_);
   summary->set_usable_bins(usable_bins_);
   summary->set_nfibers(nfibers_);
+  const Clock::time_point finish_start = Clock::now();
+  if (extraction_end != Clock::time_point()) {
+    stages_["output_tail_bundles"] = Seconds(extraction_end, finish_start);
+  }
   core::Frame frame;
   if (assembler_.has_value()) {
-    const Clock::time_point t0 = Clock::now();
+    const Clock::time_point t0 = finish_start;
     // desispec-exact: desispec's exact ALLBADPIX rule; the medians on the host pool.
     frame = assembler_->Finish(request_.plan->params().mask_policy, env_.decode_pool);
     assembler_.reset();

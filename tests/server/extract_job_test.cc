@@ -189,6 +189,10 @@ TEST_F(ExtractJobTest, HeaderThenBundlesInOrderAndInPartsThenSummary) {
   }
   EXPECT_EQ(s.stage_seconds().count("output_copies"), 0u) << "no CUDA output region";
   EXPECT_LE(s.extract_seconds() + s.stage_seconds().at("output_tail"), s.total_seconds());
+  // The last bundles' streaming after the worker's end is a part of that tail.
+  ASSERT_EQ(s.stage_seconds().count("output_tail_bundles"), 1u);
+  EXPECT_GE(s.stage_seconds().at("output_tail_bundles"), 0.0);
+  EXPECT_LE(s.stage_seconds().at("output_tail_bundles"), s.stage_seconds().at("output_tail"));
   // The load's parts, each timed from where the last one ended, lie inside it.
   double load_parts = 0;
   for (const char* stage : {"load_open", "load_decode", "load_output"}) {

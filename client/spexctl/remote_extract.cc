@@ -183,7 +183,10 @@ absl::StatusOr<RemoteResult> ExtractRemote(SpexdClient& client, const ExtractCom
           [&file](int row, std::shared_ptr<const core::BundleResult> b) {
             return file->AddBundle(row, std::move(b));
           },
-          /*keep_spectra=*/o.print_snr);
+          /*keep_spectra=*/o.print_snr,
+          [&file](int row, std::shared_ptr<const core::Float32Rows> rows) {
+            return file->AddRows(row, std::move(rows));
+          });
     }
     ExtractCallbacks cb;
     cb.on_header = [&](const v1::FrameHeader& h) {

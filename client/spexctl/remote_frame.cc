@@ -23,6 +23,15 @@ void AppendFloat32(const std::string& bytes, std::vector<double>* dst) {
   core::WidenFloat32(bytes.data(), dst->data() + old, n);
 }
 
+// A part's bytes appended to `dst`: moved when `dst` is empty (a bundle in one part).
+void TakeBytes(std::string* part, std::string* dst) {
+  if (dst->empty()) {
+    dst->swap(*part);
+  } else {
+    dst->append(*part);
+  }
+}
+
 // A part's arrays (`n` bins) appended to a Frame or a BundleResult (same member names):
 // the resolution when `resolution`, pixmask_fraction and the failed bins when
 // `mask_inputs` (float64 parts only: a float32 stream's mask comes in FrameProducts).
@@ -102,6 +111,11 @@ absl::Status RemoteFrameBuilder::OnBundle(v1::BundleData&& p) {
       pending_->ndiag = frame_.ndiag;
       pending_->per_angstrom = true;  // the server streams FinalizeBundle's values
       pending_row_ = frame_.nspec;
+      pending_float32_.reset();
+      if (float32_sink_) {
+        pending_float32_ = std::make_shared<core::Float32Rows>();
+        pending_float32_->bundle = p.bundle();
+      }
     }
   }
   const std::size_t n = static_cast<std::size_t>(p.nfibers()) * frame_.nwave;
@@ -133,7 +147,14 @@ absl::Status RemoteFrameBuilder::OnBundle(v1::BundleData&& p) {
   if (!f32 || !sink_ || keep_spectra_) {
     AppendPart(p, f32, n, /*resolution=*/!sink_, /*mask_inputs=*/true, &frame_);
   }
-  if (sink_) {
+  if (sink_ && f32 && pending_float32_ != nullptr) {
+    pending_float32_->nfibers += p.nfibers();
+    TakeBytes(p.mutable_flux_f32(), &pending_float32_->flux);
+    TakeBytes(p.mutable_ivar_f32(), &pending_float32_->ivar);
+    TakeBytes(p.mutable_resolution_f32(), &pending_float32_->rdiags);
+    TakeBytes(p.mutable_chi2pix_f32(), &pending_float32_->chi2pix);
+  } else if (sink_) {
+    pending_float32_.reset();  // a float64 stream: the widened values go to sink_
     pending_->nfibers += p.nfibers();
     AppendPart(p, f32, n, /*resolution=*/true, /*mask_inputs=*/false, pending_.get());
   }
@@ -144,6 +165,10 @@ absl::Status RemoteFrameBuilder::OnBundle(v1::BundleData&& p) {
     frame_.counts.failed += p.counts().failed();
     current_bundle_ = -1;
     ++bundles_done_;
+    if (pending_float32_ != nullptr) {
+      pending_.reset();
+      return float32_sink_(pending_row_, std::move(pending_float32_));
+    }
     if (sink_) return sink_(pending_row_, std::move(pending_));
   }
   return absl::OkStatus();

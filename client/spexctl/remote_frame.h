@@ -16,6 +16,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "core/frame/frame.h"
+#include "core/frame/progressive_frame_file.h"
 #include "core/frame/frame_writer.h"
 #include "spexd/v1/spexd.pb.h"
 
@@ -29,11 +30,17 @@ class RemoteFrameBuilder {
   // frame then keeps no resolution (the sink has it), nor, from a float32 stream (whose
   // mask and scores come in FrameProducts), any array unless `keep_spectra` (flux, ivar
   // and chi2pix: --snr). The sink's error ends OnBundle.
+  // With `float32_sink`, a float32 stream's bundles go there instead, as the bytes that
+  // came (core::Float32Rows): neither widened nor copied, where the file only byte-swaps
+  // them.
   using BundleSink =
       std::function<absl::Status(int row, std::shared_ptr<const core::BundleResult> bundle)>;
-  void SendBundlesTo(BundleSink sink, bool keep_spectra = false) {
+  using Float32Sink =
+      std::function<absl::Status(int row, std::shared_ptr<const core::Float32Rows> rows)>;
+  void SendBundlesTo(BundleSink sink, bool keep_spectra = false, Float32Sink float32_sink = {}) {
     sink_ = std::move(sink);
     keep_spectra_ = keep_spectra;
+    float32_sink_ = std::move(float32_sink);
   }
 
   absl::Status OnHeader(const v1::FrameHeader& header);
@@ -69,7 +76,9 @@ class RemoteFrameBuilder {
   int next_fiber_ = 0;        // expected fiber_begin of the next part
   BundleSink sink_;
   bool keep_spectra_ = true;
+  Float32Sink float32_sink_;
   std::shared_ptr<core::BundleResult> pending_;  // the sink's bundle being received
+  std::shared_ptr<core::Float32Rows> pending_float32_;  // the same for float32_sink_
   int pending_row_ = 0;                          // its first row in the frame
   int64_t model_received_ = 0;
   enum class Precision { kUnknown, kFloat64, kFloat32 };

@@ -82,6 +82,10 @@ absl::Status StreamedFrameFile::AddBundle(int row, std::shared_ptr<const core::B
   return rows_->Add(row, std::move(b));
 }
 
+absl::Status StreamedFrameFile::AddRows(int row, std::shared_ptr<const core::Float32Rows> rows) {
+  return rows_->Add(row, std::move(rows));
+}
+
 absl::Status StreamedFrameFile::Commit(const core::Frame& frame,
                                        const std::vector<core::FrameScore>* given_scores) {
   using Clock = std::chrono::steady_clock;

@@ -43,6 +43,8 @@ class StreamedFrameFile {
 
   // Queues a complete bundle's rows (RemoteFrameBuilder's sink); an earlier write's error.
   absl::Status AddBundle(int row, std::shared_ptr<const core::BundleResult> bundle);
+  // The same for a float32 stream's rows as they came (the file's scores are then given).
+  absl::Status AddRows(int row, std::shared_ptr<const core::Float32Rows> rows);
   // After the stream: the rows waited for, then MASK (frame.mask), SCORES (`given_scores`
   // when set, else those of the rows), the headers; fsync and rename over the path.
   absl::Status Commit(const core::Frame& frame, const std::vector<core::FrameScore>* given_scores);

@@ -7,10 +7,18 @@ namespace spexd::core {
 FileRowWriter::~FileRowWriter() { (void)Wait(); }
 
 absl::Status FileRowWriter::Add(int row, std::shared_ptr<const BundleResult> bundle) {
+  return Queue(row, std::move(bundle));
+}
+
+absl::Status FileRowWriter::Add(int row, std::shared_ptr<const Float32Rows> rows) {
+  return Queue(row, std::move(rows));
+}
+
+absl::Status FileRowWriter::Queue(int row, Rows rows) {
   {
     absl::MutexLock lock(&s_->mu);
     if (!s_->status.ok()) return s_->status;
-    s_->queue.emplace_back(row, std::move(bundle));
+    s_->queue.emplace_back(row, std::move(rows));
     // Each Drain posted or running takes bundles until none is left: another one starts
     // for this bundle unless as many are under way as may be (one of them takes it).
     if (s_->posted + s_->active >= kMaxConcurrentBundles) return absl::OkStatus();
@@ -32,7 +40,7 @@ void FileRowWriter::Drain(const std::shared_ptr<State>& s, bool posted) {
     ++s->active;
   }
   for (;;) {
-    std::pair<int, std::shared_ptr<const BundleResult>> item;
+    std::pair<int, Rows> item;
     {
       absl::MutexLock lock(&s->mu);
       if (s->queue.empty() || !s->status.ok()) {
@@ -44,9 +52,10 @@ void FileRowWriter::Drain(const std::shared_ptr<State>& s, bool posted) {
       s->queue.pop_front();
     }
     const auto t0 = std::chrono::steady_clock::now();
-    const absl::Status st = s->file->AddRows(item.first, *item.second);
+    const absl::Status st =
+        std::visit([&](const auto& rows) { return s->file->AddRows(item.first, *rows); }, item.second);
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    item.second.reset();  // the bundle's arrays go before the next one is written
+    item.second = Rows();  // the bundle's arrays go before the next one is written
     absl::MutexLock lock(&s->mu);
     s->seconds += secs;
     if (!st.ok() && s->status.ok()) s->status = st;

@@ -11,6 +11,7 @@
 #include <deque>
 #include <memory>
 #include <utility>
+#include <variant>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
@@ -36,6 +37,8 @@ class FileRowWriter {
   // Queues the bundle's rows at file row `row`; the bundle is kept until written. Returns
   // the first error of an earlier write, if any (nothing more is written after one).
   absl::Status Add(int row, std::shared_ptr<const BundleResult> bundle);
+  // The same for a float32 stream's rows (ProgressiveFrameFile::AddRows of Float32Rows).
+  absl::Status Add(int row, std::shared_ptr<const Float32Rows> rows);
   // Waits until every queued bundle is written, writing those that no pool thread has
   // taken yet itself; the first error, if any.
   absl::Status Wait();
@@ -43,13 +46,15 @@ class FileRowWriter {
   double seconds();
 
  private:
+  using Rows = std::variant<std::shared_ptr<const BundleResult>, std::shared_ptr<const Float32Rows>>;
+  absl::Status Queue(int row, Rows rows);
   // Shared with the pool task, so that a task still unlocking after its last write never
   // touches a destroyed writer.
   struct State {
     explicit State(ProgressiveFrameFile* f) : file(f) {}
     ProgressiveFrameFile* const file;
     absl::Mutex mu;
-    std::deque<std::pair<int, std::shared_ptr<const BundleResult>>> queue ABSL_GUARDED_BY(mu);
+    std::deque<std::pair<int, Rows>> queue ABSL_GUARDED_BY(mu);
     int posted ABSL_GUARDED_BY(mu) = 0;  // Drains posted to the pool, not started
     int active ABSL_GUARDED_BY(mu) = 0;  // Drains writing (or about to return)
     absl::Status status ABSL_GUARDED_BY(mu);

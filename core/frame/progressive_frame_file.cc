@@ -111,8 +111,9 @@ struct ProgressiveFrameFile::State {
   void StartWriteback(int64_t offset, int64_t n) const;
   // values [begin, end) of HDU i from `values` into the image at value `at` (or into
   // `scratch`, grown as needed), *out where they went; their sum.
+  // `float32_bytes`: `values` are little-endian float32 bytes of a float32 HDU.
   uint32_t Encode(std::size_t i, const void* values, std::size_t count, std::size_t at,
-                  Scratch* scratch, const char** out);
+                  Scratch* scratch, const char** out, bool float32_bytes = false);
 };
 
 absl::Status ProgressiveFrameFile::State::WriteAt(int64_t offset, const char* data, int64_t n) {
@@ -133,7 +134,8 @@ void ProgressiveFrameFile::State::StartWriteback(int64_t offset, int64_t n) cons
 
 uint32_t ProgressiveFrameFile::State::Encode(std::size_t i, const void* values,
                                              std::size_t count, std::size_t at,
-                                             Scratch* scratch, const char** written) {
+                                             Scratch* scratch, const char** written,
+                                             bool float32_bytes) {
   const HduSource::Encoding enc = sources.hdus[i].encoding;
   char* out = nullptr;
   if (keep_image) {
@@ -154,7 +156,9 @@ uint32_t ProgressiveFrameFile::State::Encode(std::size_t i, const void* values,
     const std::size_t b = static_cast<std::size_t>(t) * kChunk;
     const std::size_t e = std::min(count, b + kChunk);
     sums[static_cast<std::size_t>(t)] =
-        internal::EncodeValues(enc, values, b, e, out + b * internal::BytesPerValue(enc));
+        float32_bytes
+            ? internal::EncodeFloat32Bytes(static_cast<const char*>(values) + 4 * b, e - b, out + 4 * b)
+            : internal::EncodeValues(enc, values, b, e, out + b * internal::BytesPerValue(enc));
   });
   uint32_t sum = 0;
   for (uint32_t s : sums) sum = internal::OnesComplementAdd(sum, s);
@@ -259,27 +263,70 @@ absl::StatusOr<std::unique_ptr<ProgressiveFrameFile>> ProgressiveFrameFile::Crea
 }
 
 absl::Status ProgressiveFrameFile::AddRows(int row, const BundleResult& b) {
-  State& s = *s_;
-  const int nk = 2 * s.shape.ndiag + 1;
+  const State& s = *s_;
   const std::size_t bins = static_cast<std::size_t>(std::max(b.nfibers, 0)) * s.shape.nwave;
+  const std::size_t nk = static_cast<std::size_t>(2 * s.shape.ndiag + 1);
+  if (!b.per_angstrom || b.nwave != s.shape.nwave || b.ndiag != s.shape.ndiag ||
+      b.flux.size() != bins || b.ivar.size() != bins || b.chi2pix.size() != bins ||
+      b.rdiags.size() != bins * nk) {
+    return absl::InternalError(absl::StrCat(s.name, ": bundle ", b.bundle, " (", b.nfibers,
+                                            " fibres at row ", row, ") does not fit the file"));
+  }
+  RowValues v;
+  v.bundle = b.bundle;
+  v.nfibers = b.nfibers;
+  v.flux = b.flux.data();
+  v.ivar = b.ivar.data();
+  v.rdiags = b.rdiags.data();
+  v.chi2pix = b.chi2pix.data();
+  v.doubles = &b;
+  return AddRowValues(row, v);
+}
+
+absl::Status ProgressiveFrameFile::AddRows(int row, const Float32Rows& r) {
+  const State& s = *s_;
+  const std::size_t bytes = static_cast<std::size_t>(std::max(r.nfibers, 0)) * s.shape.nwave * 4;
+  const std::size_t nk = static_cast<std::size_t>(2 * s.shape.ndiag + 1);
+  if (r.flux.size() != bytes || r.ivar.size() != bytes || r.chi2pix.size() != bytes ||
+      r.rdiags.size() != bytes * nk) {
+    return absl::InternalError(absl::StrCat(s.name, ": float32 rows of bundle ", r.bundle, " (",
+                                            r.nfibers, " fibres at row ", row,
+                                            ") do not fit the file"));
+  }
+  if (s.scores_by_row) {
+    return absl::InternalError(
+        absl::StrCat(s.name, ": float32 rows need the scores given (meta.given_scores)"));
+  }
+  RowValues v;
+  v.bundle = r.bundle;
+  v.nfibers = r.nfibers;
+  v.flux = r.flux.data();
+  v.ivar = r.ivar.data();
+  v.rdiags = r.rdiags.data();
+  v.chi2pix = r.chi2pix.data();
+  v.float32_bytes = true;
+  return AddRowValues(row, v);
+}
+
+absl::Status ProgressiveFrameFile::AddRowValues(int row, const RowValues& v) {
+  State& s = *s_;
+  const std::size_t bins = static_cast<std::size_t>(std::max(v.nfibers, 0)) * s.shape.nwave;
+  const std::size_t nk = static_cast<std::size_t>(2 * s.shape.ndiag + 1);
   Scratch scratch;
   {
     absl::MutexLock lock(&s.mu);
     SPEXD_RETURN_IF_ERROR(s.failed);
-    if (!b.per_angstrom || b.nwave != s.shape.nwave || b.ndiag != s.shape.ndiag || row < 0 ||
-        b.nfibers <= 0 || row + b.nfibers > s.shape.nspec || b.flux.size() != bins ||
-        b.ivar.size() != bins || b.chi2pix.size() != bins ||
-        b.rdiags.size() != bins * static_cast<std::size_t>(nk)) {
-      return absl::InternalError(absl::StrCat(s.name, ": bundle ", b.bundle, " (", b.nfibers,
+    if (row < 0 || v.nfibers <= 0 || row + v.nfibers > s.shape.nspec) {
+      return absl::InternalError(absl::StrCat(s.name, ": bundle ", v.bundle, " (", v.nfibers,
                                               " fibres at row ", row, ") does not fit the file"));
     }
-    for (int r = row; r < row + b.nfibers; ++r) {
+    for (int r = row; r < row + v.nfibers; ++r) {
       if (s.row_done[static_cast<std::size_t>(r)] != 0) {
         return absl::InternalError(absl::StrCat(s.name, ": row ", r, " written twice"));
       }
     }
     // Taken now, so that a call running beside this one cannot write them too.
-    for (int r = row; r < row + b.nfibers; ++r) s.row_done[static_cast<std::size_t>(r)] = 1;
+    for (int r = row; r < row + v.nfibers; ++r) s.row_done[static_cast<std::size_t>(r)] = 1;
     if (!s.keep_image && !s.spare_scratch.empty()) {
       scratch = std::move(s.spare_scratch.back());
       s.spare_scratch.pop_back();
@@ -292,15 +339,16 @@ absl::Status ProgressiveFrameFile::AddRows(int row, const BundleResult& b) {
   for (std::size_t i = 0; i < nhdu && written.ok(); ++i) {
     const FrameHdu kind = s.sources.kinds[i];
     if (!PerBundle(kind)) continue;
-    const std::vector<double>& v = kind == FrameHdu::kFlux   ? b.flux
-                                   : kind == FrameHdu::kIvar ? b.ivar
-                                   : kind == FrameHdu::kChi2pix ? b.chi2pix
-                                                                : b.rdiags;
+    const void* values = kind == FrameHdu::kFlux      ? v.flux
+                         : kind == FrameHdu::kIvar    ? v.ivar
+                         : kind == FrameHdu::kChi2pix ? v.chi2pix
+                                                      : v.rdiags;
+    const std::size_t count = kind == FrameHdu::kResolution ? bins * nk : bins;
     const std::size_t at = static_cast<std::size_t>(row) * s.values_per_row(i);
     const char* encoded = nullptr;
-    sums[i] = s.Encode(i, v.data(), v.size(), at, &scratch, &encoded);
+    sums[i] = s.Encode(i, values, count, at, &scratch, &encoded, v.float32_bytes);
     const int64_t offset = s.data_offset(i) + static_cast<int64_t>(at * 4);
-    const int64_t n = static_cast<int64_t>(v.size() * 4);
+    const int64_t n = static_cast<int64_t>(count * 4);
     if (s.gz != nullptr) {
       absl::MutexLock lock(&s.mu);
       written = s.WriteAt(offset, encoded, n);
@@ -315,13 +363,13 @@ absl::Status ProgressiveFrameFile::AddRows(int row, const BundleResult& b) {
     }
   }
   std::vector<FrameScore> part;
-  if (written.ok() && s.scores_by_row) {
+  if (written.ok() && s.scores_by_row && v.doubles != nullptr) {
     Frame rows;  // the bundle's rows with the recorded grid: what RawScores reads
-    rows.nspec = b.nfibers;
+    rows.nspec = v.nfibers;
     rows.nwave = s.shape.nwave;
     rows.wave = s.shape.wave;
-    rows.flux = b.flux;
-    rows.ivar = b.ivar;
+    rows.flux = v.doubles->flux;
+    rows.ivar = v.doubles->ivar;
     part = ComputeRawScores(rows, s.threads.pool(), s.threads.workers());
   }
   absl::MutexLock lock(&s.mu);
@@ -341,7 +389,7 @@ absl::Status ProgressiveFrameFile::AddRows(int row, const BundleResult& b) {
   for (std::size_t c = 0; c < part.size() && c < s.scores.size(); ++c) {
     std::copy(part[c].values.begin(), part[c].values.end(), s.scores[c].values.begin() + row);
   }
-  s.rows_left -= b.nfibers;
+  s.rows_left -= v.nfibers;
   // The chunks these rows completed deflate on the pool's free threads while the next
   // bundle's rows are encoded (deflating them here would serialise them behind the rows).
   if (s.gz != nullptr) s.gz->CompressReady(s.threads.workers() > 1 ? s.threads.pool() : nullptr);

@@ -33,6 +33,16 @@ struct FrameFileShape {
   std::vector<double> wave;  // [nwave], written as WAVELENGTH
 };
 
+// A bundle's rows as a float32 stream carries them (BundleData's *_f32 fields): the
+// little-endian float32 bytes of FLUX, IVAR and CHI2PIX ([nfibers][nwave]) and RESOLUTION
+// ([nfibers][2*ndiag+1][nwave]), per Angstrom. Written as they are, they are the bytes
+// AddRows writes for the float64 values they round.
+struct Float32Rows {
+  int bundle = 0;
+  int nfibers = 0;
+  std::string flux, ivar, rdiags, chi2pix;
+};
+
 class ProgressiveFrameFile {
  public:
   // Lays the file out (every header but SCORES' is built here) and faults in the pages of
@@ -69,6 +79,9 @@ class ProgressiveFrameFile {
   // queued write's failure comes back from a later call, at the latest from Finish or
   // WriteRest).
   absl::Status AddRows(int row, const BundleResult& bundle);
+  // The same from a float32 stream's rows, without widening them: for a file whose
+  // scores are given (meta.given_scores), as a float32 stream's are.
+  absl::Status AddRows(int row, const Float32Rows& rows);
 
   // The rest, once every row is in: MASK from frame.mask, SCORES (the rows' scores, or
   // meta.given_scores; none under --no-scores), every header with its CHECKSUM/DATASUM.
@@ -108,7 +121,20 @@ class ProgressiveFrameFile {
 
  private:
   struct State;
+  // AddRows' values, per HDU kind: doubles (and the bundle, for the RAW scores) or
+  // little-endian float32 bytes.
+  struct RowValues {
+    int bundle = 0;
+    int nfibers = 0;
+    const void* flux = nullptr;
+    const void* ivar = nullptr;
+    const void* rdiags = nullptr;
+    const void* chi2pix = nullptr;
+    bool float32_bytes = false;
+    const BundleResult* doubles = nullptr;
+  };
   explicit ProgressiveFrameFile(std::unique_ptr<State> state);
+  absl::Status AddRowValues(int row, const RowValues& v);
   std::unique_ptr<State> s_;
 };
 

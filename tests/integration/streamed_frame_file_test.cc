@@ -133,6 +133,27 @@ TEST_F(StreamedFrameFileTest, SameBytesAsTheWholeFilePath) {
   EXPECT_EQ(DirEntries(out_), files);
 }
 
+// Bundles that come in several parts (messages smaller than a bundle): a float32
+// stream's parts are joined as they came, a float64 one's widened; the same file.
+TEST_F(StreamedFrameFileTest, BundlesInSeveralPartsGiveTheSameBytes) {
+  server::ServerOptions o = TestServerOptions();
+  o.limits.max_message_bytes = 1280 << 10;  // above an upload chunk (1 MiB), below a bundle
+  auto server = StartServer(o);
+  ASSERT_NE(server, nullptr);
+  for (const char* flags : {"", "--wire-precision float64"}) {
+    SCOPED_TRACE(flags);
+    const std::string streamed = absl::StrCat(out_, "/parts-streamed.fits");
+    const std::string whole = absl::StrCat(out_, "/parts-whole.fits");
+    const std::string args = absl::StrCat(Args(*server), " -w 5760.0,7000.0,0.8 ", flags);
+    const CliRun a = Spexctl(absl::StrCat(args, " -v -o ", streamed));
+    ASSERT_EQ(a.code, 0) << a.output;
+    EXPECT_NE(a.output.find("(rows while streaming)"), std::string::npos) << a.output;
+    const CliRun b = Spexctl(absl::StrCat(args, " --no-progressive-write -o ", whole));
+    ASSERT_EQ(b.code, 0) << b.output;
+    ExpectSameButChecksumDates(whole, streamed);
+  }
+}
+
 // A .fits.gz -o is deflated chunk by chunk while the rows come: one gzip member whose
 // bytes inflate to the whole-file path's (CHECKSUM dates aside), itself the .fits's.
 TEST_F(StreamedFrameFileTest, GzipOutputInflatesToTheWholeFilePathsBytes) {

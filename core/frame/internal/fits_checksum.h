@@ -29,6 +29,8 @@ uint32_t OnesComplementSum(const char* bytes, std::size_t n, uint32_t start = 0)
 // complement sum of what they wrote. `out` holds 4 (8 for float64) bytes per value.
 // float64 -> float32 (round to nearest, as a C++ cast and CFITSIO's TFLOAT path).
 uint32_t EncodeFloat32(const double* values, std::size_t n, char* out);
+// float32 given as little-endian bytes (a float32 stream's), written as they are.
+uint32_t EncodeFloat32Bytes(const char* little_endian, std::size_t n, char* out);
 // uint32 stored as int32 with BZERO = 2^31 (CFITSIO's TUINT into a ULONG_IMG).
 uint32_t EncodeUint32WithZero(const uint32_t* values, std::size_t n, char* out);
 // float64 as is.

@@ -220,6 +220,72 @@ TEST_F(ProgressiveFrameFileTest, RefusalsAreErrors) {
   EXPECT_FALSE((*file)->Finish(f).ok());  // rows 10..29 missing
 }
 
+// Little-endian float32 bytes of `v` (as a float32 stream carries them).
+std::string Float32Bytes(const std::vector<double>& v) {
+  std::string out(v.size() * sizeof(float), '\0');
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    const float f = static_cast<float>(v[i]);
+    std::memcpy(out.data() + 4 * i, &f, 4);
+  }
+  return out;
+}
+
+// A float32 stream's rows, written as they came, give the bytes of the rows of float64
+// values they round, whether the image is kept (.gz, the server) or not (spexctl), with
+// NaN and infinities among them; rows that do not fit, and a file that would compute its
+// scores from the rows, are refused.
+TEST_F(ProgressiveFrameFileTest, Float32RowsAreTheBytesOfTheValuesTheyRound) {
+  const Frame f = MakeTestFrame(75, 400, 3, 13, /*specials=*/true);
+  FrameMetadata meta = R1FrameMeta();
+  meta.given_scores.emplace();
+  const std::vector<FrameScore> given = RawScores(f);
+  FitsWriteOptions options;
+  options.checksum_time = "2026-11-23T12:00:03";
+  options.threads = 3;
+  for (bool keep : {true, false}) {
+    SCOPED_TRACE(keep ? "image kept" : "no image");
+    auto write = [&](bool float32) {
+      EXPECT_EQ(::ftruncate(fd_, 0), 0);
+      auto file = ProgressiveFrameFile::Create(FileShapeOf(f), meta, fd_, path_, options, keep);
+      EXPECT_TRUE(file.ok()) << file.status();
+      if (!file.ok()) return std::string();
+      for (int b : {1, 2, 0}) {
+        const BundleResult rows = FrameRows(f, b, 25 * b, 25);
+        if (float32) {
+          Float32Rows r;
+          r.bundle = b;
+          r.nfibers = 25;
+          r.flux = Float32Bytes(rows.flux);
+          r.ivar = Float32Bytes(rows.ivar);
+          r.rdiags = Float32Bytes(rows.rdiags);
+          r.chi2pix = Float32Bytes(rows.chi2pix);
+          EXPECT_TRUE((*file)->AddRows(25 * b, r).ok());
+        } else {
+          EXPECT_TRUE((*file)->AddRows(25 * b, rows).ok());
+        }
+      }
+      EXPECT_TRUE((*file)->Finish(f, &given).ok());
+      return ReadBytes(path_);
+    };
+    const std::string from_doubles = write(false);
+    ASSERT_FALSE(from_doubles.empty());
+    ExpectSameBytes(write(true), from_doubles);
+  }
+  auto file = ProgressiveFrameFile::Create(FileShapeOf(f), meta, fd_, path_, options);
+  ASSERT_TRUE(file.ok()) << file.status();
+  Float32Rows short_rows;
+  short_rows.nfibers = 25;
+  short_rows.flux = short_rows.ivar = short_rows.chi2pix = std::string(25 * 400 * 4, '\0');
+  short_rows.rdiags = std::string(25 * 400 * 4, '\0');  // 7 diagonals wanted
+  EXPECT_EQ((*file)->AddRows(0, short_rows).code(), absl::StatusCode::kInternal);
+  auto computing = ProgressiveFrameFile::Create(FileShapeOf(f), R1FrameMeta(), fd_, path_, options);
+  ASSERT_TRUE(computing.ok()) << computing.status();
+  short_rows.rdiags = std::string(25 * 7 * 400 * 4, '\0');
+  const absl::Status refused = (*computing)->AddRows(0, short_rows);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kInternal);
+  EXPECT_NE(refused.message().find("given"), std::string::npos) << refused;
+}
+
 // Without the image (spexctl) the rows are written by the call that encodes them, so the
 // first one fails; with it they are queued for the pool's writer task, and the failure
 // comes back from a later call, at the latest from Finish. Every call after it returns it.

@@ -10,7 +10,8 @@
 //   spexd_client_tail_bench [--nspec 500] [--nwave 2326] [--wire float32|float64]
 //                           [--interval_ms 30] [--reps 3] [--dir /tmp]
 // Also prints, per path, the first part to the file in place: with --interval_ms 0 what
-// receiving a whole frame costs the client (parsing and widening on its one thread).
+// receiving a whole frame costs the client (parsing, and widening a float64 stream, on
+// its one thread).
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -119,9 +120,15 @@ double Run(const Stream& s, bool progressive, int interval_ms, const std::string
   spexd::client::RemoteFrameBuilder builder;
   std::unique_ptr<spexd::client::StreamedFrameFile> file;
   if (progressive) {
-    builder.SendBundlesTo([&](int row, std::shared_ptr<const spexd::core::BundleResult> b) {
-      return file->AddBundle(row, std::move(b));
-    });
+    // As spexctl: a float32 stream's rows go to the file as they came.
+    builder.SendBundlesTo(
+        [&](int row, std::shared_ptr<const spexd::core::BundleResult> b) {
+          return file->AddBundle(row, std::move(b));
+        },
+        /*keep_spectra=*/false,
+        [&](int row, std::shared_ptr<const spexd::core::Float32Rows> rows) {
+          return file->AddRows(row, std::move(rows));
+        });
   }
   auto fail = [](const absl::Status& st) {
     std::fprintf(stderr, "error: %s\n", st.ToString().c_str());

@@ -30,6 +30,7 @@ BackgroundWriter::BackgroundWriter(int fd, std::string name, TaskPool* pool)
       s_(std::make_shared<State>()) {}
 
 BackgroundWriter::~BackgroundWriter() {
+  s_->stop.store(true, std::memory_order_relaxed);
   absl::MutexLock lock(&s_->mu);
   s_->posted = false;  // a task that starts later returns at once
   s_->queue.clear();
@@ -69,7 +70,7 @@ absl::Status BackgroundWriter::Flush() {
 
 void BackgroundWriter::WriteQueued(State& s, int fd, const std::string& name) {
   s.writing = true;
-  while (!s.queue.empty() && s.status.ok()) {
+  while (!s.queue.empty() && s.status.ok() && !s.stop.load(std::memory_order_relaxed)) {
     std::vector<Range> batch;
     batch.swap(s.queue);
     s.mu.Unlock();
@@ -88,8 +89,12 @@ void BackgroundWriter::WriteQueued(State& s, int fd, const std::string& name) {
     batch.resize(kept + 1);
     absl::Status st;
     for (const Range& r : batch) {
-      st = WriteFully(fd, r.data, static_cast<std::size_t>(r.n), r.offset, name);
-      if (!st.ok()) break;
+      for (int64_t done = 0; done < r.n && st.ok(); done += kPieceBytes) {
+        if (s.stop.load(std::memory_order_relaxed)) break;
+        const int64_t n = std::min(kPieceBytes, r.n - done);
+        st = WriteFully(fd, r.data + done, static_cast<std::size_t>(n), r.offset + done, name);
+      }
+      if (!st.ok() || s.stop.load(std::memory_order_relaxed)) break;
       StartWriteback(fd, r.offset, r.n);
     }
     s.mu.Lock();

@@ -8,6 +8,7 @@
 #ifndef SPEXD_CORE_BASE_BACKGROUND_WRITER_H_
 #define SPEXD_CORE_BASE_BACKGROUND_WRITER_H_
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -26,8 +27,8 @@ class BackgroundWriter {
   // returned or this object is gone. `pool` null or without threads: Add writes on the
   // caller's thread. `name` is for messages.
   BackgroundWriter(int fd, std::string name, TaskPool* pool);
-  // Drops what no write has started on and waits for the write in progress: the
-  // descriptor may close right after.
+  // Drops what no write has started on and waits for the write in progress, which stops
+  // at its next piece (kPieceBytes): the descriptor may close right after.
   ~BackgroundWriter();
   BackgroundWriter(const BackgroundWriter&) = delete;
   BackgroundWriter& operator=(const BackgroundWriter&) = delete;
@@ -57,10 +58,15 @@ class BackgroundWriter {
     bool posted ABSL_GUARDED_BY(mu) = false;  // a task posted, not started
     bool writing ABSL_GUARDED_BY(mu) = false;
     absl::Status status ABSL_GUARDED_BY(mu);
+    // Set by the destructor: a write in progress stops at its next piece, so that a
+    // request ending on a slow disk does not wait for the rest of the file.
+    std::atomic<bool> stop{false};
   };
   // Takes the writer's role (none may hold it) and writes until the queue is empty.
   static void WriteQueued(State& s, int fd, const std::string& name)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu);
+  // A write's largest single call: where a stop is noticed.
+  static constexpr int64_t kPieceBytes = int64_t{8} << 20;
 
   const int fd_;
   const std::string name_;

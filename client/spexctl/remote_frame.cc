@@ -147,7 +147,8 @@ absl::Status RemoteFrameBuilder::OnBundle(v1::BundleData&& p) {
   if (!f32 || !sink_ || keep_spectra_) {
     AppendPart(p, f32, n, /*resolution=*/!sink_, /*mask_inputs=*/true, &frame_);
   }
-  if (sink_ && f32 && pending_float32_ != nullptr) {
+  // An empty part carries no *_f32 fields even in a float32 stream: it changes nothing.
+  if (sink_ && pending_float32_ != nullptr && (f32 || n == 0)) {
     pending_float32_->nfibers += p.nfibers();
     TakeBytes(p.mutable_flux_f32(), &pending_float32_->flux);
     TakeBytes(p.mutable_ivar_f32(), &pending_float32_->ivar);

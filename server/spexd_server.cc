@@ -160,10 +160,9 @@ absl::Status CheckGpuDevices(const WorkerOptions& o) {
 // ever kept; this bounds what stays idle.
 constexpr int64_t kCachedBytesPerFrame = int64_t{144} << 20;
 // Memory kept for reuse per loader thread, for what a load needs only while it lasts
-// (PreprocOptions::load_buffers): for a DESI r .fits.gz the compressed file (~60 MB), the
-// FITS file inflated from it (136 MB), the chunk outputs of its parallel inflation (about
-// the inflated size again, given back before the planes are read) and the MASK
-// bits (34 MB). Plain .fits inputs use only the last.
+// (PreprocOptions::load_buffers): for a DESI r .fits.gz its compressed bytes (110 MB at
+// Python's gzip level 6), the FITS file inflated from them (204 MB) and the MASK bits
+// (34 MB). Plain .fits inputs use only the last.
 constexpr int64_t kLoadBytesPerLoader = int64_t{384} << 20;
 // Memory kept for reuse per frame file the server writes at once (one per worker and per
 // streaming thread at most): the image of a DESI frame file in memory, 70 MB for r, 86 MB
@@ -194,6 +193,9 @@ class SpexdServer::Impl {
   // the loaders decode frames' planes on: --cpu_threads in all, counting the worker's own.
   // Outlives the scheduler, which owns the backends.
   std::unique_ptr<core::TaskPool> pool;
+  // The server-written frame files' writes (FitsWriteOptions::write_pool): threads that
+  // wait in the kernel for the files, apart from `pool`. Outlives every job.
+  std::unique_ptr<core::TaskPool> file_writes;
   // Outlives the scheduler and every job, which hand it sampled bundles.
   std::unique_ptr<ShadowParity> shadow;
   std::unique_ptr<Scheduler> scheduler;
@@ -332,6 +334,9 @@ absl::StatusOr<std::unique_ptr<SpexdServer>> SpexdServer::Start(ServerOptions op
   const int host_threads =
       o.workers.cpu_threads > 0 ? o.workers.cpu_threads : core::HardwareThreads();
   s.pool = core::MakeTaskPool(host_threads - 1, "spexd-host");
+  // A thread per eight cores: one per GPU worker on a GPU node (16 cores and two workers
+  // a GPU), each writing one frame file at a time.
+  s.file_writes = core::MakeTaskPool(std::max(2, host_threads / 8), "spexd-write");
   s.scheduler = std::make_unique<Scheduler>(o.scheduling, s.metrics.get());
   s.watchdog = std::make_unique<CallWatchdog>(absl::Seconds(o.limits.upload_idle_seconds),
                                               absl::Seconds(o.limits.write_timeout_seconds),
@@ -347,6 +352,7 @@ absl::StatusOr<std::unique_ptr<SpexdServer>> SpexdServer::Start(ServerOptions op
   s.context.env.output_roots = s.output_roots.get();
   s.context.env.limits = o.limits;
   s.context.env.decode_pool = s.pool.get();
+  s.context.env.file_writes = s.file_writes.get();
   s.context.env.plane_buffers = &s.plane_buffers;
   s.context.env.load_buffers = &s.load_buffers;
   s.context.env.file_buffers = &s.file_buffers;

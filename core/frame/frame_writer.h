@@ -66,6 +66,11 @@ struct FitsWriteOptions {
   // afresh for each, faulting its pages in and unmapping them (a TLB shootdown on every
   // core the server runs on).
   PlaneBufferPool* image_buffers = nullptr;
+  // Where a ProgressiveFrameFile that keeps its image writes it from (its writer task,
+  // core::BackgroundWriter); null: `pool`. The server gives its writes threads of their
+  // own, so that a write, which waits in the kernel for the file, never holds a thread
+  // the loads and rows are queued for.
+  TaskPool* write_pool = nullptr;
 };
 
 // min(8, core::HardwareThreads()): a frame file is ~70 MB, memory bandwidth, not cores,

@@ -236,7 +236,8 @@ absl::StatusOr<std::unique_ptr<ProgressiveFrameFile>> ProgressiveFrameFile::Crea
     return absl::ResourceExhaustedError(absl::StrCat(s->name, ": out of memory for the file"));
   }
   if (keep_image && !gzip) {
-    s->writer = std::make_unique<BackgroundWriter>(fd, s->name, s->threads.pool());
+    s->writer = std::make_unique<BackgroundWriter>(
+        fd, s->name, options.write_pool != nullptr ? options.write_pool : s->threads.pool());
   }
   if (gzip) {
     // Headers are final only at Finish (their CHECKSUM/DATASUM), the data before: a chunk

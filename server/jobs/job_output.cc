@@ -380,6 +380,7 @@ absl::Status JobOutput::PrepareProgressiveFile(const std::vector<int>& bundles) 
   core::FitsWriteOptions options;
   options.pool = env_.decode_pool;  // as WriteFiles (and its pages faulted in here, ahead)
   options.image_buffers = env_.file_buffers;
+  options.write_pool = env_.file_writes;
   const std::string& path = request_.header.server_output_path();
   SPEXD_ASSIGN_OR_RETURN(progressive_,
                          core::ProgressiveFrameFile::Create(shape, FileMetadata(), frame_file_->fd(),

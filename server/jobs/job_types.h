@@ -56,6 +56,7 @@ struct JobEnvironment {
   // memory float32 planes reuse from frame to frame, and whether the workers take float32
   // planes (set once the backends exist; PreprocOptions::keep_float32).
   core::TaskPool* decode_pool = nullptr;
+  core::TaskPool* file_writes = nullptr;  // server-written frame files' writes
   core::PlaneBufferPool* plane_buffers = nullptr;
   core::PlaneBufferPool* load_buffers = nullptr;  // PreprocOptions::load_buffers
   core::PlaneBufferPool* file_buffers = nullptr;  // server-written frame files' images

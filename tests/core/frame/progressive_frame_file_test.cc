@@ -314,10 +314,10 @@ TEST_F(ProgressiveFrameFileTest, WriteErrorSticksAndNothingCrashes) {
   }
 }
 
-// With the image, the rows are encoded without waiting for the file: while the pool's only
-// thread is held, every AddRows and Finish(..., write_rest = false) return with nothing
-// written, the bytes in memory are FrameToFits's, and WriteRest writes them all on the
-// caller's thread.
+// With the image, the rows are encoded without waiting for the file: while the write
+// pool's only thread is held (the encoding pool has threads free), every AddRows and
+// Finish(..., write_rest = false) return with nothing written, the bytes in memory are
+// FrameToFits's, and WriteRest writes them all on the caller's thread.
 TEST_F(ProgressiveFrameFileTest, RowsAreEncodedWithoutWaitingForTheFilesWrites) {
   const Frame f = MakeTestFrame(100, 300, 5, 4, /*specials=*/true);
   const FrameMetadata meta = R1FrameMeta();
@@ -330,8 +330,10 @@ TEST_F(ProgressiveFrameFileTest, RowsAreEncodedWithoutWaitingForTheFilesWrites) 
   held.WaitForNotification();
   FitsWriteOptions options;
   options.checksum_time = "2026-11-23T12:00:00";
-  options.pool = busy.get();
-  options.threads = 1;
+  std::unique_ptr<TaskPool> encoding = MakeTaskPool(2);
+  options.pool = encoding.get();
+  options.threads = 3;
+  options.write_pool = busy.get();
   auto file = ProgressiveFrameFile::Create(FileShapeOf(f), meta, fd_, path_, options);
   ASSERT_TRUE(file.ok()) << file.status();
   for (int b : {2, 0, 3, 1}) ASSERT_TRUE((*file)->AddRows(25 * b, FrameRows(f, b, 25 * b, 25)).ok());

@@ -52,8 +52,8 @@ void FileRowWriter::Drain(const std::shared_ptr<State>& s, bool posted) {
       s->queue.pop_front();
     }
     const auto t0 = std::chrono::steady_clock::now();
-    const absl::Status st =
-        std::visit([&](const auto& rows) { return s->file->AddRows(item.first, *rows); }, item.second);
+    const absl::Status st = std::visit(
+        [&](const auto& rows) { return s->file->AddRows(item.first, *rows); }, item.second);
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     item.second = Rows();  // the bundle's arrays go before the next one is written
     absl::MutexLock lock(&s->mu);

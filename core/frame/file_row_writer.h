@@ -46,7 +46,8 @@ class FileRowWriter {
   double seconds();
 
  private:
-  using Rows = std::variant<std::shared_ptr<const BundleResult>, std::shared_ptr<const Float32Rows>>;
+  using Rows =
+      std::variant<std::shared_ptr<const BundleResult>, std::shared_ptr<const Float32Rows>>;
   absl::Status Queue(int row, Rows rows);
   // Shared with the pool task, so that a task still unlocking after its last write never
   // touches a destroyed writer.

@@ -156,9 +156,10 @@ uint32_t ProgressiveFrameFile::State::Encode(std::size_t i, const void* values,
     const std::size_t b = static_cast<std::size_t>(t) * kChunk;
     const std::size_t e = std::min(count, b + kChunk);
     sums[static_cast<std::size_t>(t)] =
-        float32_bytes
-            ? internal::EncodeFloat32Bytes(static_cast<const char*>(values) + 4 * b, e - b, out + 4 * b)
-            : internal::EncodeValues(enc, values, b, e, out + b * internal::BytesPerValue(enc));
+        float32_bytes ? internal::EncodeFloat32Bytes(static_cast<const char*>(values) + 4 * b,
+                                                     e - b, out + 4 * b)
+                      : internal::EncodeValues(enc, values, b, e,
+                                               out + b * internal::BytesPerValue(enc));
   });
   uint32_t sum = 0;
   for (uint32_t s : sums) sum = internal::OnesComplementAdd(sum, s);
@@ -492,7 +493,8 @@ absl::Status ProgressiveFrameFile::Finish(const Frame& frame,
     if (s.failed.ok() && write_rest) s.failed = s.gz->Write(s.fd, s.name);
     return s.failed;
   }
-  SPEXD_RETURN_IF_ERROR(s.WriteAt(s.image_bytes, s.tail.data(), static_cast<int64_t>(s.tail.size())));
+  SPEXD_RETURN_IF_ERROR(
+      s.WriteAt(s.image_bytes, s.tail.data(), static_cast<int64_t>(s.tail.size())));
   return write_rest ? WriteRest() : absl::OkStatus();
 }
 
@@ -509,7 +511,9 @@ absl::Status ProgressiveFrameFile::WriteRest() {
 void ProgressiveFrameFile::StopWrites() {
   if (s_->writer == nullptr) return;
   s_->writer.reset();
-  if (s_->failed.ok()) s_->failed = absl::CancelledError(absl::StrCat(s_->name, ": writes stopped"));
+  if (s_->failed.ok()) {
+    s_->failed = absl::CancelledError(absl::StrCat(s_->name, ": writes stopped"));
+  }
 }
 
 std::vector<absl::string_view> ProgressiveFrameFile::pieces() const {

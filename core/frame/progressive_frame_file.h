@@ -50,9 +50,10 @@ class ProgressiveFrameFile {
   // FrameToFits). Writes into `fd` (borrowed: open for writing, on an empty file, until
   // this object goes) for AddRows, Finish and WriteRest only; `name` is for messages.
   // With the image (and without gzip) the image's bytes are written by one task at a time
-  // on the pool (core::BackgroundWriter) while the next rows are encoded, so that rows
-  // wait neither for the file nor for each other's writes: the file is whole once Finish
-  // (or, after Finish(..., write_rest = false), WriteRest) has returned.
+  // on options.write_pool (or options.pool; core::BackgroundWriter) while the next rows
+  // are encoded, so that rows wait neither for the file nor for each other's writes: the
+  // file is whole once Finish (or, after Finish(..., write_rest = false), WriteRest) has
+  // returned.
   // options.checksum_time empty: the checksum comments record the time of Finish.
   // INVALID_ARGUMENT for a bad shape.
   // keep_image false: the file's bytes are not kept in memory (pieces() is then empty):

@@ -336,7 +336,9 @@ TEST_F(ProgressiveFrameFileTest, RowsAreEncodedWithoutWaitingForTheFilesWrites) 
   options.write_pool = busy.get();
   auto file = ProgressiveFrameFile::Create(FileShapeOf(f), meta, fd_, path_, options);
   ASSERT_TRUE(file.ok()) << file.status();
-  for (int b : {2, 0, 3, 1}) ASSERT_TRUE((*file)->AddRows(25 * b, FrameRows(f, b, 25 * b, 25)).ok());
+  for (int b : {2, 0, 3, 1}) {
+    ASSERT_TRUE((*file)->AddRows(25 * b, FrameRows(f, b, 25 * b, 25)).ok());
+  }
   ASSERT_TRUE((*file)->Finish(f, nullptr, /*write_rest=*/false).ok());
   EXPECT_EQ(ReadBytes(path_).size(), 0u) << "rows were written by the calls that encoded them";
   std::string pieces;

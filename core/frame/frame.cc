@@ -126,6 +126,12 @@ absl::Status FrameAssembler::Add(const BundleResult& b) {
   if (keep_ == Keep::kAll) append(&frame_.rdiags, b.rdiags);
   append(&frame_.pixmask_fraction, b.pixmask_fraction);
   append(&frame_.chi2pix, b.chi2pix);
+  const std::size_t nw = static_cast<std::size_t>(b.nwave);
+  for (int f = 0; f < b.nfibers && b.chi2pix.size() >= (static_cast<std::size_t>(f) + 1) * nw; ++f) {
+    const auto first = b.chi2pix.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(f) * nw);
+    row_.assign(first, first + static_cast<std::ptrdiff_t>(nw));
+    fiber_median_.push_back(MedianInPlace(row_.data(), row_.data() + nw));
+  }
   frame_.failed_bins.insert(frame_.failed_bins.end(), b.failed_bins.begin(), b.failed_bins.end());
   frame_.counts += b.counts;
   if (!frame_.model.empty() && !b.model.empty()) {
@@ -145,7 +151,8 @@ absl::Status FrameAssembler::Add(const BundleResult& b) {
 }
 
 Frame FrameAssembler::Finish(MaskPolicy policy, TaskPool* pool) {
-  ComputeSpecMask(&frame_, policy, pool);
+  const bool medians = fiber_median_.size() == static_cast<std::size_t>(frame_.nspec);
+  ComputeSpecMask(&frame_, policy, pool, medians ? &fiber_median_ : nullptr);
   return std::move(frame_);
 }
 
@@ -194,17 +201,19 @@ std::vector<double> WaveMediansWhereDeciding(const double* chi2, int ns, int nw,
   return med_wave;
 }
 
-void ComputeSpecMask(Frame* f, MaskPolicy policy, TaskPool* pool) {
+void ComputeSpecMask(Frame* f, MaskPolicy policy, TaskPool* pool,
+                     const std::vector<double>* fiber_medians) {
   const int ns = f->nspec, nw = f->nwave;
   const std::size_t nsz = static_cast<std::size_t>(ns), nwz = static_cast<std::size_t>(nw);
   f->mask.assign(nsz * nwz, 0);
-  std::vector<double> med_fiber(nsz);
+  const bool given = fiber_medians != nullptr && fiber_medians->size() == nsz;
+  std::vector<double> med_fiber = given ? *fiber_medians : std::vector<double>(nsz);
   const double* chi2 = f->chi2pix.data();
   const int workers = HardwareThreads();
   std::vector<std::vector<double>> scratch(static_cast<std::size_t>(workers));
   // Each fibre's median over its wavelengths, then the wavelengths' where they decide.
   const int fiber_blocks = (ns + kFiberBlock - 1) / kFiberBlock;
-  ParallelFor(pool, workers, fiber_blocks, [&](int worker, int block) {
+  ParallelFor(pool, workers, given ? 0 : fiber_blocks, [&](int worker, int block) {
     std::vector<double>& row = scratch[static_cast<std::size_t>(worker)];
     const int s1 = std::min(ns, (block + 1) * kFiberBlock);
     for (int s = block * kFiberBlock; s < s1; ++s) {

@@ -64,6 +64,10 @@ class FrameAssembler {
   const Keep keep_;
   Frame frame_;
   int last_bundle_ = -1;
+  // Each fibre's chi2pix median, from Add: the specmask's largest part, done as the
+  // bundles come rather than after the last one.
+  std::vector<double> fiber_median_;
+  std::vector<double> row_;  // Add's copy of a fibre's chi2pix
 };
 
 // desispec specmask (spec §2.13): SOMEBADPIX where pixmask_fraction > 0.5, ALLBADPIX where
@@ -74,8 +78,10 @@ class FrameAssembler {
 // desispec's == 1.0, which depends on the summation order (docs/python-client.md).
 // The medians and the mask rows are spread over `pool` (null: the calling thread); the
 // result does not depend on it: every median sees its values in the same order.
+// `fiber_medians`, when given ([nspec]), are each fibre's chi2pix median, computed as
+// this function would (FrameAssembler has them from its bundles before the frame ends).
 void ComputeSpecMask(Frame* frame, MaskPolicy policy = MaskPolicy::kDesispec,
-                     TaskPool* pool = nullptr);
+                     TaskPool* pool = nullptr, const std::vector<double>* fiber_medians = nullptr);
 
 // The specmask bits of one bin that need nothing frame-wide (spec §2.13): SOMEBADPIX and
 // ALLBADPIX from its pixmask_fraction, BAD2DFIT when its patch failed. ComputeSpecMask

@@ -87,6 +87,36 @@ Frame RandomFrame(int ns, int nw, unsigned seed) {
   return f;
 }
 
+// Fibre medians given (as FrameAssembler computes them bundle by bundle) give the mask
+// computed from scratch; given with the wrong length they are not used.
+TEST(SpecMaskTest, GivenFiberMediansGiveTheSameMask) {
+  Frame f = RandomFrame(137, 301, 11);
+  const std::vector<uint32_t> expected = ReferenceMask(f, MaskPolicy::kDesispec);
+  std::vector<double> medians;
+  for (int s = 0; s < f.nspec; ++s) {
+    const auto row = f.chi2pix.begin() + static_cast<std::ptrdiff_t>(s) * f.nwave;
+    medians.push_back(Median(std::vector<double>(row, row + f.nwave)));
+  }
+  Frame given = f;
+  ComputeSpecMask(&given, MaskPolicy::kDesispec, nullptr, &medians);
+  EXPECT_EQ(given.mask, expected);
+  // Medians that would flag nothing, but of the wrong length: computed afresh.
+  const std::vector<double> wrong(static_cast<std::size_t>(f.nspec) - 1, 1e300);
+  ComputeSpecMask(&f, MaskPolicy::kDesispec, nullptr, &wrong);
+  EXPECT_EQ(f.mask, expected);
+  // The right length is used as given: infinite medians flag no bin by the chi2pix rule.
+  const std::vector<double> huge(static_cast<std::size_t>(f.nspec),
+                                 std::numeric_limits<double>::infinity());
+  ComputeSpecMask(&f, MaskPolicy::kDesispec, nullptr, &huge);
+  int bad2d_expected = 0, bad2d = 0;
+  for (std::size_t i = 0; i < expected.size(); ++i) {
+    bad2d_expected += (expected[i] & kBad2DFit) != 0 && f.failed_bins[i] == 0;
+    bad2d += (f.mask[i] & kBad2DFit) != 0 && f.failed_bins[i] == 0;
+  }
+  EXPECT_GT(bad2d_expected, 0);
+  EXPECT_EQ(bad2d, 0);
+}
+
 TEST(SpecMaskTest, BlockedAndPooledEqualsTheSerialReference) {
   auto pool = MakeTaskPool(3);
   // Sizes below, at and above the blocks (64 wavelengths, 25 fibres), odd and even.

@@ -274,15 +274,9 @@ absl::Status ProgressiveFrameFile::AddRows(int row, const BundleResult& b) {
     return absl::InternalError(absl::StrCat(s.name, ": bundle ", b.bundle, " (", b.nfibers,
                                             " fibres at row ", row, ") does not fit the file"));
   }
-  RowValues v;
-  v.bundle = b.bundle;
-  v.nfibers = b.nfibers;
-  v.flux = b.flux.data();
-  v.ivar = b.ivar.data();
-  v.rdiags = b.rdiags.data();
-  v.chi2pix = b.chi2pix.data();
-  v.doubles = &b;
-  return AddRowValues(row, v);
+  return AddRowValues(row, {.bundle = b.bundle, .nfibers = b.nfibers, .flux = b.flux.data(),
+                           .ivar = b.ivar.data(), .rdiags = b.rdiags.data(),
+                           .chi2pix = b.chi2pix.data(), .doubles = &b});
 }
 
 absl::Status ProgressiveFrameFile::AddRows(int row, const Float32Rows& r) {
@@ -299,15 +293,9 @@ absl::Status ProgressiveFrameFile::AddRows(int row, const Float32Rows& r) {
     return absl::InternalError(
         absl::StrCat(s.name, ": float32 rows need the scores given (meta.given_scores)"));
   }
-  RowValues v;
-  v.bundle = r.bundle;
-  v.nfibers = r.nfibers;
-  v.flux = r.flux.data();
-  v.ivar = r.ivar.data();
-  v.rdiags = r.rdiags.data();
-  v.chi2pix = r.chi2pix.data();
-  v.float32_bytes = true;
-  return AddRowValues(row, v);
+  return AddRowValues(row, {.bundle = r.bundle, .nfibers = r.nfibers, .flux = r.flux.data(),
+                           .ivar = r.ivar.data(), .rdiags = r.rdiags.data(),
+                           .chi2pix = r.chi2pix.data(), .float32_bytes = true});
 }
 
 absl::Status ProgressiveFrameFile::AddRowValues(int row, const RowValues& v) {

@@ -41,10 +41,12 @@
 #   N: the first N of each mode, where reading them all would take longer than the run);
 #   WARM_FRAMES (0: server-written frames each client extracts before the timed modes; the
 #   several-GPU figures in docs/performance.md say whether they had 2, a long-running
-#   service's state, or none, a spexd just started).
+#   service's state, or none, a spexd just started); SPEXD_CPUS (a taskset CPU list, e.g.
+#   0-15: spexd held to those cores, a host-limited stand-in for a node with more GPUs a
+#   core than this one; the clients run anywhere).
 #   Prints [row] lines; exit 0 when every run succeeded.
 set -uo pipefail
-[[ $# -ge 2 ]] || { sed -n '2,44p' "$0"; exit 2; }
+[[ $# -ge 2 ]] || { sed -n '2,47p' "$0"; exit 2; }
 B=$(cd "$1" && pwd) || exit 2
 W=$2; mkdir -p "$W"/in "$W"/out; W=$(cd "$W" && pwd)
 PSF=$(readlink -f "${3:-tests/data/psf-r0-00051060.fits}")
@@ -115,7 +117,8 @@ fi
 fi
 
 PORT=50093
-"$B/run.sh" "${SPEXD_BIN:-spexd}" --listen=127.0.0.1:$PORT --data_roots="$W/in" --output_roots="$W/out" \
+${SPEXD_CPUS:+taskset -c "$SPEXD_CPUS"} "$B/run.sh" "${SPEXD_BIN:-spexd}" --listen=127.0.0.1:$PORT \
+  --data_roots="$W/in" --output_roots="$W/out" \
   --backend=$BACKEND ${SPEXD_ARGS:-} >"$W/spexd.log" 2>&1 &
 SPID=$!
 trap 'kill -TERM $SPID 2>/dev/null; wait $SPID 2>/dev/null' EXIT

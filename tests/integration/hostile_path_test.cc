@@ -13,6 +13,8 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "tests/integration/service_fixture.h"
 #include "tests/synthetic_frames.h"
@@ -126,7 +128,12 @@ class ServerOutputTest : public ::testing::Test {
 };
 
 TEST_F(ServerOutputTest, ExistingFilesAreKeptUnlessOverwriteAndInputsNeverReplaced) {
-  const std::string out = Inputs().output_dir + "/kept.fits";
+  // A directory of its own inside the output root: other tests of this process write
+  // into the root itself.
+  const std::string dir =
+      absl::StrCat(Inputs().output_dir, "/kept-", ::getpid(), "-", absl::ToUnixNanos(absl::Now()));
+  ASSERT_TRUE(std::filesystem::create_directory(dir)) << dir;
+  const std::string out = dir + "/kept.fits";
   ASSERT_TRUE(WriteBytes(out, "precious"));
   absl::Status st = ExtractTo(out, false);
   EXPECT_EQ(st.code(), absl::StatusCode::kAlreadyExists) << st;
@@ -144,7 +151,7 @@ TEST_F(ServerOutputTest, ExistingFilesAreKeptUnlessOverwriteAndInputsNeverReplac
   EXPECT_EQ(ReadBytes(Inputs().psf_path), Inputs().psf_bytes);
   // No temporary files left in the output directory (only kept.fits).
   int entries = 0;
-  for (const auto& e : std::filesystem::directory_iterator(Inputs().output_dir)) {
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
     entries += 1;
     EXPECT_EQ(e.path().filename(), "kept.fits");
   }

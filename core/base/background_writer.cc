@@ -1,27 +1,11 @@
 #include "core/base/background_writer.h"
 
-#include <fcntl.h>
-
 #include <algorithm>
 #include <utility>
 
 #include "core/base/write_fully.h"
 
 namespace spexd::core {
-namespace {
-
-constexpr int64_t kPage = 4096;
-
-// Writeback of the whole pages of [offset, offset + n): a page shared with a range not
-// written yet is left to the final fsync. Only advice: a filesystem without it (or an
-// error) leaves the work to fsync.
-void StartWriteback(int fd, int64_t offset, int64_t n) {
-  const int64_t begin = (offset + kPage - 1) / kPage * kPage;
-  const int64_t end = (offset + n) / kPage * kPage;
-  if (end > begin) (void)::sync_file_range(fd, begin, end - begin, SYNC_FILE_RANGE_WRITE);
-}
-
-}  // namespace
 
 BackgroundWriter::BackgroundWriter(int fd, std::string name, TaskPool* pool)
     : fd_(fd),

@@ -1,5 +1,6 @@
 #include "core/base/write_fully.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -25,6 +26,13 @@ absl::Status WriteFully(int fd, const char* data, std::size_t n, int64_t offset,
     if (offset >= 0) offset += w;
   }
   return absl::OkStatus();
+}
+
+void StartWriteback(int fd, int64_t offset, int64_t n) {
+  constexpr int64_t kPage = 4096;
+  const int64_t begin = (offset + kPage - 1) / kPage * kPage;
+  const int64_t end = (offset + n) / kPage * kPage;
+  if (end > begin) (void)::sync_file_range(fd, begin, end - begin, SYNC_FILE_RANGE_WRITE);
 }
 
 absl::Status FileWriteError(absl::string_view what, absl::string_view step, int err) {

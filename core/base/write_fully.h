@@ -16,6 +16,12 @@ namespace spexd::core {
 absl::Status WriteFully(int fd, const char* data, std::size_t n, int64_t offset,
                         absl::string_view what);
 
+// Starts writeback of the whole pages of [offset, offset + n) of `fd`
+// (sync_file_range), so that a later fsync has less left; a page shared with bytes not
+// written yet is left to that fsync. Only advice: a filesystem without it (or an error)
+// leaves the work to fsync.
+void StartWriteback(int fd, int64_t offset, int64_t n);
+
 // The error of a step of writing a file ("write", "flush", "link", "rename", ...) that
 // failed with `err`: RESOURCE_EXHAUSTED for a full filesystem or quota (ENOSPC, EDQUOT:
 // the server's disk, not the request nor the device), INTERNAL otherwise.

@@ -33,6 +33,11 @@ double MedianInPlace(double* begin, double* end) {
 
 double Median(std::vector<double> v) { return MedianInPlace(v.data(), v.data() + v.size()); }
 
+double RowMedian(const double* row, std::size_t n, std::vector<double>* scratch) {
+  scratch->assign(row, row + n);
+  return MedianInPlace(scratch->data(), scratch->data() + n);
+}
+
 namespace {
 
 // Wavelengths per task of the column medians: a block of rows is read contiguously into
@@ -127,10 +132,10 @@ absl::Status FrameAssembler::Add(const BundleResult& b) {
   append(&frame_.pixmask_fraction, b.pixmask_fraction);
   append(&frame_.chi2pix, b.chi2pix);
   const std::size_t nw = static_cast<std::size_t>(b.nwave);
-  for (int f = 0; f < b.nfibers && b.chi2pix.size() >= (static_cast<std::size_t>(f) + 1) * nw; ++f) {
-    const auto first = b.chi2pix.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(f) * nw);
-    row_.assign(first, first + static_cast<std::ptrdiff_t>(nw));
-    fiber_median_.push_back(MedianInPlace(row_.data(), row_.data() + nw));
+  for (int f = 0; f < b.nfibers; ++f) {
+    const std::size_t r = static_cast<std::size_t>(f) * nw;
+    if (r + nw > b.chi2pix.size()) break;  // Finish then computes them all itself
+    fiber_median_.push_back(RowMedian(b.chi2pix.data() + r, nw, &row_));
   }
   frame_.failed_bins.insert(frame_.failed_bins.end(), b.failed_bins.begin(), b.failed_bins.end());
   frame_.counts += b.counts;
@@ -217,9 +222,8 @@ void ComputeSpecMask(Frame* f, MaskPolicy policy, TaskPool* pool,
     std::vector<double>& row = scratch[static_cast<std::size_t>(worker)];
     const int s1 = std::min(ns, (block + 1) * kFiberBlock);
     for (int s = block * kFiberBlock; s < s1; ++s) {
-      const std::size_t r = static_cast<std::size_t>(s) * nwz;
-      row.assign(chi2 + r, chi2 + r + nwz);
-      med_fiber[static_cast<std::size_t>(s)] = MedianInPlace(row.data(), row.data() + nwz);
+      med_fiber[static_cast<std::size_t>(s)] =
+          RowMedian(chi2 + static_cast<std::size_t>(s) * nwz, nwz, &row);
     }
   });
   const std::vector<double> med_wave = WaveMediansWhereDeciding(chi2, ns, nw, med_fiber, pool);

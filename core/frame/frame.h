@@ -104,6 +104,9 @@ std::vector<double> WaveMediansWhereDeciding(const double* chi2, int ns, int nw,
 double Median(std::vector<double> values);
 // The same over [begin, end), reordering it (no copy); 0 for an empty range.
 double MedianInPlace(double* begin, double* end);
+// The median of the `n` values at `row`, left as they are: copied into `scratch` (reused
+// from call to call) for MedianInPlace. A fibre's chi2pix median, as the specmask takes it.
+double RowMedian(const double* row, std::size_t n, std::vector<double>* scratch);
 
 }  // namespace spexd::core
 

@@ -154,8 +154,7 @@ void HealthAccumulator::Add(const BundleResult& b) {
     }
     const double* c = b.chi2pix.data() + row;
     chi2pix_.insert(chi2pix_.end(), c, c + nw);
-    scratch_.assign(c, c + nw);
-    fiber_median_.push_back(MedianInPlace(scratch_.data(), scratch_.data() + nw));
+    fiber_median_.push_back(RowMedian(c, nw, &scratch_));
   }
 }
 

@@ -30,7 +30,6 @@ using internal::BuiltHdu;
 using internal::FrameHdu;
 using internal::HduSource;
 
-constexpr int64_t kPage = 4096;
 constexpr std::size_t kFitsRecord = 2880;  // FITS logical record (FITS 4.0 §3.1)
 
 bool PerBundle(FrameHdu k) {
@@ -106,9 +105,6 @@ struct ProgressiveFrameFile::State {
   // Writes (with gz: declares final; with the writer: queues) [offset, offset + n); the
   // first failure sticks. Under mu while AddRows may run.
   absl::Status WriteAt(int64_t offset, const char* data, int64_t n);
-  // Starts writeback of the whole pages of [offset, offset + n): pages shared with a
-  // neighbour still being written are left to the final fsync.
-  void StartWriteback(int64_t offset, int64_t n) const;
   // values [begin, end) of HDU i from `values` into the image at value `at` (or into
   // `scratch`, grown as needed), *out where they went; their sum.
   // `float32_bytes`: `values` are little-endian float32 bytes of a float32 HDU.
@@ -122,14 +118,6 @@ absl::Status ProgressiveFrameFile::State::WriteAt(int64_t offset, const char* da
            : writer != nullptr ? writer->Add(offset, data, n)
                                : WriteFully(fd, data, static_cast<std::size_t>(n), offset, name);
   return failed;
-}
-
-void ProgressiveFrameFile::State::StartWriteback(int64_t offset, int64_t n) const {
-  const int64_t begin = (offset + kPage - 1) / kPage * kPage;
-  const int64_t end = (offset + n) / kPage * kPage;
-  if (gz != nullptr) return;  // nothing written yet
-  // Only advice: a filesystem without it (or an error) leaves the work to fsync.
-  if (end > begin) (void)::sync_file_range(fd, begin, end - begin, SYNC_FILE_RANGE_WRITE);
 }
 
 uint32_t ProgressiveFrameFile::State::Encode(std::size_t i, const void* values,
@@ -349,7 +337,7 @@ absl::Status ProgressiveFrameFile::AddRowValues(int row, const RowValues& v) {
         absl::MutexLock write_lock(&s.write_mu);
         written = WriteFully(s.fd, encoded, static_cast<std::size_t>(n), offset, s.name);
       }
-      if (written.ok()) s.StartWriteback(offset, n);
+      if (written.ok()) StartWriteback(s.fd, offset, n);
     }
   }
   std::vector<FrameScore> part;

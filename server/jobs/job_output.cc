@@ -294,12 +294,11 @@ absl::Status JobOutput::Finish(const core::ExtractionSummary& backend_summary,
   }
   core::Frame frame;
   if (assembler_.has_value()) {
-    const Clock::time_point t0 = finish_start;
     // desispec-exact: desispec's exact ALLBADPIX rule; the medians on the host pool.
     frame = assembler_->Finish(request_.plan->params().mask_policy, env_.decode_pool);
     assembler_.reset();
     const Clock::time_point t1 = Clock::now();
-    stages_["output_specmask"] += Seconds(t0, t1);
+    stages_["output_specmask"] += Seconds(finish_start, t1);
     // After the final specmask: the counts are the served bits.
     if (whole_frame_) health_.CountFrame(frame);
     if (output_writer_.has_value()) {

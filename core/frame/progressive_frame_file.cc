@@ -21,6 +21,7 @@
 #include "core/frame/internal/frame_scores.h"
 #include "core/frame/internal/fits_hdu_assembly.h"
 #include "core/frame/internal/frame_hdus.h"
+#include "core/frame/internal/progressive_frame_state.h"
 #include "core/io/internal/gzip_image.h"
 
 namespace spexd::core {
@@ -29,88 +30,12 @@ namespace {
 using internal::BuiltHdu;
 using internal::FrameHdu;
 using internal::HduSource;
+using internal::PerBundle;
+using internal::Scratch;
 
 constexpr std::size_t kFitsRecord = 2880;  // FITS logical record (FITS 4.0 §3.1)
 
-bool PerBundle(FrameHdu k) {
-  return k == FrameHdu::kFlux || k == FrameHdu::kIvar || k == FrameHdu::kResolution ||
-         k == FrameHdu::kChi2pix;
-}
-
 }  // namespace
-
-// A buffer values are encoded into before they are written, where the image is not kept.
-struct Scratch {
-  std::unique_ptr<char[]> data;
-  std::size_t bytes = 0;
-};
-
-struct ProgressiveFrameFile::State {
-  explicit State(const FitsWriteOptions& options) : threads(options) {}
-  internal::WriterThreads threads;
-  Frame shape;  // the shape and recorded grid, no arrays: what the headers read
-  FrameMetadata meta;
-  int fd = -1;
-  std::string name;
-  std::string time;     // in the checksum comments
-  bool restamp = false;  // time is Create's "now": Finish puts its own in
-  internal::FrameHduList sources;
-  std::vector<BuiltHdu> built;
-  std::vector<uint32_t> datasum;  // so far, per HDU
-  PlaneBuffer<char> image;        // the file up to the end of CHI2PIX (keep_image)
-  // Without the image: its size, a buffer the rows are encoded into and written from, and
-  // WAVELENGTH's and FIBERMAP's data units (padded), written by Finish.
-  bool keep_image = true;
-  int64_t image_bytes = 0;
-  Scratch finish_scratch;  // Finish's encoding buffer
-  std::vector<std::string> built_units;
-  std::string tail;               // SCORES, after Finish
-  // RAW scores are per fibre (frame_scores.h): computed row by row as the bundles come,
-  // unless the metadata give them (a float32 stream) or want none.
-  bool scores_by_row = false;
-  std::vector<FrameScore> scores;  // [columns], values [nspec]; empty: none so far
-  std::vector<char> row_done;
-  int rows_left = 0;
-  absl::Status failed;  // the first write error; sticks
-  // gzip: the image compressed as its bytes become final (nothing written before Finish).
-  std::unique_ptr<GzipImage> gz;
-  // AddRows of different bundles run at once (their rows are disjoint bytes of the image
-  // and the file): this guards what they share, the fields above that AddRows changes
-  // (failed, datasum, row_done, rows_left, scores, gz's bookkeeping) and spare_scratch.
-  // Finish runs alone, after every AddRows has returned.
-  absl::Mutex mu;
-  std::vector<Scratch> spare_scratch;  // AddRows' buffers without the image, for reuse
-  // Without the image: one write into the file at a time. The kernel serialises writes to
-  // one file on its inode lock anyway, and its waiters spin (3.5 % of a 64-core host's
-  // samples with four bundles writing at once; docs/performance.md, "Several GPUs on one
-  // host"), where these sleep.
-  absl::Mutex write_mu;
-  // With the image and without gzip: the image's ranges are written by one pool task at
-  // a time while the next rows are encoded, and what is left by WriteRest (or Finish).
-  // Declared last: it goes first, waiting for its write in progress while the image and
-  // tail it reads still exist.
-  std::unique_ptr<BackgroundWriter> writer;
-
-  int64_t data_offset(std::size_t i) const { return built[i].offset + built[i].header_bytes; }
-  // Where the bytes of HDU i's data unit that are final from Create on begin: WAVELENGTH's
-  // and FIBERMAP's data are built by Create; of the others (rows, MASK) only the padding.
-  int64_t FinalFromCreate(std::size_t i) const {
-    return sources.hdus[i].encoding == HduSource::Encoding::kByBuild ? 0 : built[i].data_bytes;
-  }
-  std::size_t values_per_row(std::size_t i) const {
-    return static_cast<std::size_t>(sources.kinds[i] == FrameHdu::kResolution
-                                        ? (2 * shape.ndiag + 1) * shape.nwave
-                                        : shape.nwave);
-  }
-  // Writes (with gz: declares final; with the writer: queues) [offset, offset + n); the
-  // first failure sticks. Under mu while AddRows may run.
-  absl::Status WriteAt(int64_t offset, const char* data, int64_t n);
-  // values [begin, end) of HDU i from `values` into the image at value `at` (or into
-  // `scratch`, grown as needed), *out where they went; their sum.
-  // `float32_bytes`: `values` are little-endian float32 bytes of a float32 HDU.
-  uint32_t Encode(std::size_t i, const void* values, std::size_t count, std::size_t at,
-                  Scratch* scratch, const char** out, bool float32_bytes = false);
-};
 
 absl::Status ProgressiveFrameFile::State::WriteAt(int64_t offset, const char* data, int64_t n) {
   if (!failed.ok()) return failed;
@@ -250,128 +175,6 @@ absl::StatusOr<std::unique_ptr<ProgressiveFrameFile>> ProgressiveFrameFile::Crea
   s->row_done.assign(static_cast<std::size_t>(shape.nspec), 0);
   s->rows_left = shape.nspec;
   return std::unique_ptr<ProgressiveFrameFile>(new ProgressiveFrameFile(std::move(s)));
-}
-
-absl::Status ProgressiveFrameFile::AddRows(int row, const BundleResult& b) {
-  const State& s = *s_;
-  const std::size_t bins = static_cast<std::size_t>(std::max(b.nfibers, 0)) * s.shape.nwave;
-  const std::size_t nk = static_cast<std::size_t>(2 * s.shape.ndiag + 1);
-  if (!b.per_angstrom || b.nwave != s.shape.nwave || b.ndiag != s.shape.ndiag ||
-      b.flux.size() != bins || b.ivar.size() != bins || b.chi2pix.size() != bins ||
-      b.rdiags.size() != bins * nk) {
-    return absl::InternalError(absl::StrCat(s.name, ": bundle ", b.bundle, " (", b.nfibers,
-                                            " fibres at row ", row, ") does not fit the file"));
-  }
-  return AddRowValues(row, {.bundle = b.bundle, .nfibers = b.nfibers, .flux = b.flux.data(),
-                           .ivar = b.ivar.data(), .rdiags = b.rdiags.data(),
-                           .chi2pix = b.chi2pix.data(), .doubles = &b});
-}
-
-absl::Status ProgressiveFrameFile::AddRows(int row, const Float32Rows& r) {
-  const State& s = *s_;
-  const std::size_t bytes = static_cast<std::size_t>(std::max(r.nfibers, 0)) * s.shape.nwave * 4;
-  const std::size_t nk = static_cast<std::size_t>(2 * s.shape.ndiag + 1);
-  if (r.flux.size() != bytes || r.ivar.size() != bytes || r.chi2pix.size() != bytes ||
-      r.rdiags.size() != bytes * nk) {
-    return absl::InternalError(absl::StrCat(s.name, ": float32 rows of bundle ", r.bundle, " (",
-                                            r.nfibers, " fibres at row ", row,
-                                            ") do not fit the file"));
-  }
-  if (s.scores_by_row) {
-    return absl::InternalError(
-        absl::StrCat(s.name, ": float32 rows need the scores given (meta.given_scores)"));
-  }
-  return AddRowValues(row, {.bundle = r.bundle, .nfibers = r.nfibers, .flux = r.flux.data(),
-                           .ivar = r.ivar.data(), .rdiags = r.rdiags.data(),
-                           .chi2pix = r.chi2pix.data(), .float32_bytes = true});
-}
-
-absl::Status ProgressiveFrameFile::AddRowValues(int row, const RowValues& v) {
-  State& s = *s_;
-  const std::size_t bins = static_cast<std::size_t>(std::max(v.nfibers, 0)) * s.shape.nwave;
-  const std::size_t nk = static_cast<std::size_t>(2 * s.shape.ndiag + 1);
-  Scratch scratch;
-  {
-    absl::MutexLock lock(&s.mu);
-    SPEXD_RETURN_IF_ERROR(s.failed);
-    if (row < 0 || v.nfibers <= 0 || row + v.nfibers > s.shape.nspec) {
-      return absl::InternalError(absl::StrCat(s.name, ": bundle ", v.bundle, " (", v.nfibers,
-                                              " fibres at row ", row, ") does not fit the file"));
-    }
-    for (int r = row; r < row + v.nfibers; ++r) {
-      if (s.row_done[static_cast<std::size_t>(r)] != 0) {
-        return absl::InternalError(absl::StrCat(s.name, ": row ", r, " written twice"));
-      }
-    }
-    // Taken now, so that a call running beside this one cannot write them too.
-    for (int r = row; r < row + v.nfibers; ++r) s.row_done[static_cast<std::size_t>(r)] = 1;
-    if (!s.keep_image && !s.spare_scratch.empty()) {
-      scratch = std::move(s.spare_scratch.back());
-      s.spare_scratch.pop_back();
-    }
-  }
-  // Encoded and written outside the lock: these rows are bytes no other call touches.
-  const std::size_t nhdu = s.sources.hdus.size();
-  std::vector<uint32_t> sums(nhdu, 0);
-  absl::Status written;
-  for (std::size_t i = 0; i < nhdu && written.ok(); ++i) {
-    const FrameHdu kind = s.sources.kinds[i];
-    if (!PerBundle(kind)) continue;
-    const void* values = kind == FrameHdu::kFlux      ? v.flux
-                         : kind == FrameHdu::kIvar    ? v.ivar
-                         : kind == FrameHdu::kChi2pix ? v.chi2pix
-                                                      : v.rdiags;
-    const std::size_t count = kind == FrameHdu::kResolution ? bins * nk : bins;
-    const std::size_t at = static_cast<std::size_t>(row) * s.values_per_row(i);
-    const char* encoded = nullptr;
-    sums[i] = s.Encode(i, values, count, at, &scratch, &encoded, v.float32_bytes);
-    const int64_t offset = s.data_offset(i) + static_cast<int64_t>(at * 4);
-    const int64_t n = static_cast<int64_t>(count * 4);
-    if (s.gz != nullptr) {
-      absl::MutexLock lock(&s.mu);
-      written = s.WriteAt(offset, encoded, n);
-    } else if (s.writer != nullptr) {
-      written = s.writer->Add(offset, encoded, n);
-    } else {
-      {
-        absl::MutexLock write_lock(&s.write_mu);
-        written = WriteFully(s.fd, encoded, static_cast<std::size_t>(n), offset, s.name);
-      }
-      if (written.ok()) StartWriteback(s.fd, offset, n);
-    }
-  }
-  std::vector<FrameScore> part;
-  if (written.ok() && s.scores_by_row && v.doubles != nullptr) {
-    Frame rows;  // the bundle's rows with the recorded grid: what RawScores reads
-    rows.nspec = v.nfibers;
-    rows.nwave = s.shape.nwave;
-    rows.wave = s.shape.wave;
-    rows.flux = v.doubles->flux;
-    rows.ivar = v.doubles->ivar;
-    part = ComputeRawScores(rows, s.threads.pool(), s.threads.workers());
-  }
-  absl::MutexLock lock(&s.mu);
-  if (scratch.data != nullptr) s.spare_scratch.push_back(std::move(scratch));
-  if (!written.ok()) {
-    if (s.failed.ok()) s.failed = written;
-    return s.failed;
-  }
-  SPEXD_RETURN_IF_ERROR(s.failed);  // another call's write failed meanwhile
-  for (std::size_t i = 0; i < nhdu; ++i) {
-    if (PerBundle(s.sources.kinds[i])) s.datasum[i] = internal::OnesComplementAdd(s.datasum[i], sums[i]);
-  }
-  if (!part.empty() && s.scores.empty()) {
-    s.scores = part;
-    for (FrameScore& c : s.scores) c.values.assign(static_cast<std::size_t>(s.shape.nspec), 0.0);
-  }
-  for (std::size_t c = 0; c < part.size() && c < s.scores.size(); ++c) {
-    std::copy(part[c].values.begin(), part[c].values.end(), s.scores[c].values.begin() + row);
-  }
-  s.rows_left -= v.nfibers;
-  // The chunks these rows completed deflate on the pool's free threads while the next
-  // bundle's rows are encoded (deflating them here would serialise them behind the rows).
-  if (s.gz != nullptr) s.gz->CompressReady(s.threads.workers() > 1 ? s.threads.pool() : nullptr);
-  return absl::OkStatus();
 }
 
 absl::Status ProgressiveFrameFile::Finish(const Frame& frame,

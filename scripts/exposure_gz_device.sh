@@ -15,7 +15,9 @@
 #   a smaller CPU run of the same script off the GPU machine (BUNDLE may then be a build
 #   folder with a run.sh that execs its argument from there). REUSE=1: keep WORK's 30
 #   inputs when a run of the same FIBERS left them (another bundle timed on the same
-#   preprocs and PSFs in one device call, without simulating again).
+#   preprocs and PSFs in one device call, without simulating again). PERF (a perf binary):
+#   the warm jobs sampled on every process of the host, the profile by process and symbol
+#   in OUT_DIR/perf-warm.txt.
 #
 # Inputs are made there with the project's simulator: petal p's PSF for camera c is
 # c's PSF with its traces moved by a different whole or half pixel per petal (spexd-sim
@@ -133,7 +135,19 @@ run_job() {  # LABEL: one exposure job, wall time from spexctl's start to its ex
 echo "exposure: 30 frames (10 b, 10 r, 10 z, 30 PSFs, $FIBERS fibres, $BACKEND backend)," \
   ".fits.gz in and out, one spexctl exposure job" | tee -a "$log"
 run_job cold
+if [[ -n ${PERF:-} ]]; then
+  "$PERF" record -q -F 499 -g -a -o "$OUT_DIR/perf-warm.data" >/dev/null 2>&1 &
+  perf_pid=$!
+fi
 for i in $(seq "$WARM"); do run_job "warm$i"; done
+if [[ -n ${PERF:-} ]]; then
+  kill -INT "$perf_pid" 2>/dev/null; wait "$perf_pid" 2>/dev/null || true
+  { "$PERF" report -i "$OUT_DIR/perf-warm.data" --no-children --sort comm,dso,sym -g none \
+      --percent-limit 0.2 2>&1
+    "$PERF" report -i "$OUT_DIR/perf-warm.data" --no-children --sort comm -g none 2>&1
+  } | grep -v '^$' >"$OUT_DIR/perf-warm.txt"
+  rm -f "$OUT_DIR/perf-warm.data"
+fi
 
 # --- The outputs are whole gzip streams of desispec frames, one per camera's grid.
 bad=0

@@ -1,16 +1,16 @@
 #!/usr/bin/python3
-"""Study 25 (follow-up): accuracy of the CPU backend's OWN eigen-decompositions of the core
+"""Accuracy of the CPU backend's OWN eigen-decompositions of the core
 blocks C_ss against the long-double truth of inverse_iteration_study.py, for its two modes:
   cpu-lanes   default SIMD lane eigensolver (lane_eigen.*: Householder + implicit QL)
   cpu-lapack  SPEXD_CPU_EIGEN=lapack (dsyevd per block)
 Input: per mode, the SPEXD_DUMP_BLOCKS dump (blocks.bin: [nt, i0, nws, nd, C, x] per block)
-and its companion blocks.bin.eig written by DumpBlockEigen (patch_eigen.cc, study-25 hook):
+and its companion blocks.bin.eig written by DumpBlockEigen (patch_eigen.cc, from dump_blocks.patch):
 per decomposed block [nt, source (1 lanes, 2 dsyevd, 0 failed), diag C (nt), subdiag C
 (nt-1), values (nt), vectors (nt*nt column-major, column j for values[j])], exactly what
 DecorrelateCore used. Eigen records are matched to load()'s deduplicated blocks by the
 (diag, subdiag) key (bit-exact); duplicates (cold + warm runs) must agree bit for bit.
-Products use the study's q_from_eig (GPU clip w >= 1e-14 max w, as compat gpu) and
-products(); errors as the study's Stats (max / p99 over blocks of max|a - a_ref| /
+Products use inverse_iteration_study.py's q_from_eig (GPU clip w >= 1e-14 max w, as compat gpu) and
+products(); errors as its Stats (max / p99 over blocks of max|a - a_ref| /
 max|a_ref|, and frame-wide max|a - a_ref| / max|a_ref|).
 
 Usage: /usr/bin/python3 scripts/cpu_eigen_accuracy.py LANES.bin LAPACK.bin [--max N]

@@ -1,8 +1,8 @@
 #!/usr/bin/python3
-"""Study 25: can the GPU decorrelation's QL-with-vectors + rotation replay (spec §2.10 step 2)
+"""Can the GPU decorrelation's QL-with-vectors + rotation replay (spec §2.10 step 2)
 be replaced by eigenvalues only + inverse iteration on the tridiagonal + Y = H Z diag(l^-1/4)?
 
-Input: raw float64 records written by the temporary SPEXD_DUMP_BLOCKS hook (study-25 branch,
+Input: raw float64 records written by the SPEXD_DUMP_BLOCKS hook of dump_blocks.patch (README.md;
 core/cpu/internal/patch_eigen.cc): per core block [nt, wavepad_eff, nwavestep, ndiag,
 C (nt*nt, full symmetric), x (nt)].
 
@@ -562,7 +562,7 @@ def main():
     print(f'{C.shape[0]} blocks, n={g["nt"]}, core rows [{g["i0"]}, {g["i0"] + g["nws"]}), ndiag {g["nd"]}',
           file=sys.stderr)
     acc, order, ex = study(C, x, g)
-    L = [f'Study 25: inverse iteration for the decorrelation blocks. Data: {args.blocks}',
+    L = [f'Inverse iteration for the decorrelation blocks. Data: {args.blocks}',
          f'{C.shape[0]} distinct real C_ss blocks (n={g["nt"]}), core rows [{g["i0"]}, {g["i0"] + g["nws"]}),'
          f' ndiag {g["nd"]}.',
          'Errors: max_block |a - a_ref| / max_block |a_ref| (max and p99 over blocks); "frm" = max |a - a_ref| '

@@ -5,7 +5,7 @@
 //   not after the upload; a bad request gets the same answer whether or not its PSF is
 //   loaded.
 // - SlowUploadTest (timing-bound, left out of the TSan stage): a trickle of bytes or of
-//   empty chunks no longer holds an upload slot, and a drain refuses uploads at once.
+//   empty chunks does not hold an upload slot, and a drain refuses uploads at once.
 #include <grpcpp/channel.h>
 #include <grpcpp/client_context.h>
 #include <grpcpp/create_channel.h>
@@ -111,7 +111,7 @@ TEST(ProbeOrderTest, AnOutputPathIsRefusedWhenItsHeaderArrives) {
     std::string output;
     grpc::StatusCode expected;
   };
-  // (An existing output file is no longer among them: it is compared with the frame once
+  // (An existing output file is not among them: it is compared with the frame once
   // extracted, so that a retry gets the same answer; idempotent_output_test.cc.)
   const std::vector<Probe> probes = {
       {Inputs().output_dir + std::string("/a\0b.fits", 9), grpc::StatusCode::INVALID_ARGUMENT},
@@ -149,7 +149,7 @@ TEST(ProbeOrderTest, ABadRequestGetsTheSameAnswerWhetherOrNotItsPsfIsLoaded) {
     std::function<void(v1::ExtractHeader*)> edit;
     absl::StatusCode expected;
   };
-  // (An existing output file is no longer among them: it is compared with the frame once
+  // (An existing output file is not among them: it is compared with the frame once
   // extracted, so that a retry gets the same answer; idempotent_output_test.cc.)
   const std::vector<Probe> probes = {
       {"nspec=7", [](v1::ExtractHeader* h) { h->mutable_params()->set_nspec(7); },

@@ -149,8 +149,9 @@ absl::Status ValidateParams(const ExtractionParams& p, const Psf& psf) {
     const double lo = psf.wavemin() - p.dw, hi = psf.wavemax() + p.dw;
     if (p.wmin < lo || p.wmax > hi) {
       return Bad(absl::StrCat("wavelength grid [", p.wmin, ", ", p.wmax,
-                              "] lies outside the PSF domain [", psf.wavemin(), ", ",
-                              psf.wavemax(), "]"));
+                              "] reaches more than one bin (dw ", p.dw,
+                              ") beyond the PSF domain [", psf.wavemin(), ", ", psf.wavemax(),
+                              "]"));
     }
   }
   // Bins counted before any grid is allocated: a tiny dw cannot ask for a huge grid.

@@ -95,7 +95,7 @@ TEST_F(BadExtractionInputTest, GridOutsideThePsfDomain) {
   auto f = Run(p, *image_);
   ASSERT_FALSE(f.ok());
   EXPECT_EQ(f.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(f.status().message().find("outside the PSF domain"), std::string::npos);
+  EXPECT_NE(f.status().message().find("beyond the PSF domain"), std::string::npos);
 }
 
 TEST_F(BadExtractionInputTest, NspecNotMultipleOfBundleSize) {

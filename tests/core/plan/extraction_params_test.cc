@@ -78,6 +78,9 @@ TEST_F(ExtractionParamsTest, OutOfRangeValuesAreRefusedNamingTheParameter) {
       {"dw NaN", [nan](ExtractionParams* p) { p->dw = nan; }, "finite"},
       {"wmax below wmin", [](ExtractionParams* p) { p->wmin = 7000; p->wmax = 6000; }, "wmax"},
       {"single bin", [](ExtractionParams* p) { p->wmax = p->wmin; }, "bins"},
+      // The r PSF is fitted on [5543, 7827]: a grid that only starts below it is refused too.
+      {"grid from 43 A below the domain", [](ExtractionParams* p) { p->wmin = 5500; },
+       "beyond the PSF domain [5543, 7827]"},
   };
   for (const ParamsCase& c : cases) {
     ExtractionParams p;
@@ -114,6 +117,8 @@ TEST_F(ExtractionParamsTest, RealDesiSettingsAndRangeEndsAreAccepted) {
       {"barycentric dw", [](ExtractionParams* p) { p->dw = 0.8 / 1.0001; }, ""},
       {"coarse dw", [](ExtractionParams* p) { p->dw = ParamLimits::kMaxDw; }, ""},
       {"large padding", [](ExtractionParams* p) { p->wavepad = 100; p->wavepad_frac = 1; }, ""},
+      {"grid within a bin of the domain",
+       [](ExtractionParams* p) { p->wmin = 5543 - 0.8; p->wmax = 7827 + 0.8; }, ""},
   };
   for (const ParamsCase& c : cases) {
     ExtractionParams p;

@@ -168,9 +168,24 @@ absl::StatusOr<std::string> GzipCompress(absl::string_view data, TaskPool* pool,
   return out;
 }
 
+namespace {
+// Bytes after a member that do not open another one: gzip -d ignores them with a warning,
+// Python's gzip (astropy's reader) refuses the file; so does this, by what they are.
+constexpr absl::string_view kNotAMember = "data after the gzip stream that is not a gzip member";
+
+// Whether `next` (the bytes after a complete member, as many as are at hand) can begin
+// another member: the magic 1f 8b, or its first byte while the second has not come.
+bool MayStartMember(absl::string_view next) {
+  if (next.empty()) return true;
+  if (static_cast<unsigned char>(next[0]) != 0x1f) return false;
+  return next.size() < 2 || static_cast<unsigned char>(next[1]) == 0x8b;
+}
+}  // namespace
+
 struct GzipDecoder::State {
   inflate_state st;
   bool in_member = false;  // inside a member whose end has not been seen
+  bool second_magic = false;  // a later member began with 1f alone: 8b must follow
   int members = 0;         // complete members
   bool padding = false;    // NUL bytes seen after the last member
   absl::Status error;      // sticky
@@ -201,10 +216,15 @@ absl::StatusOr<std::size_t> GzipDecoder::Decode(absl::string_view* input, char* 
         budget -= skip;
         if (budget == 0) break;
         if (s.padding) return Fail("data after the gzip stream and its padding");
+        if (!MayStartMember(input->substr(0, budget))) return Fail(kNotAMember);
+        s.second_magic = budget == 1;
       }
       isal_inflate_init(&s.st);
       s.st.crc_flag = ISAL_GZIP;
       s.in_member = true;
+    } else if (s.second_magic) {
+      if (static_cast<unsigned char>((*input)[0]) != 0x8b) return Fail(kNotAMember);
+      s.second_magic = false;
     }
     const std::size_t out_now = std::min<std::size_t>(room - written, std::numeric_limits<uint32_t>::max());
     s.st.next_in = reinterpret_cast<uint8_t*>(const_cast<char*>(input->data()));
@@ -213,6 +233,8 @@ absl::StatusOr<std::size_t> GzipDecoder::Decode(absl::string_view* input, char* 
     s.st.avail_out = static_cast<uint32_t>(out_now);
     const int ret = isal_inflate(&s.st);
     const std::size_t used = budget - s.st.avail_in, produced = out_now - s.st.avail_out;
+    // The lone 1f left unread would come back first: ISA-L's own header check judges it.
+    if (used == 0) s.second_magic = false;
     input->remove_prefix(used);
     budget -= used;
     written += produced;
@@ -282,7 +304,13 @@ absl::Status GzipInflater::Feed(absl::string_view input) {
           continue;
         }
         if (s.padding) return Fail("data after the gzip stream and its padding");
-        if (s.members > 0) inflateReset(&zs);  // another member follows
+        if (s.members > 0) {  // another member follows
+          if (!MayStartMember(absl::string_view(reinterpret_cast<const char*>(zs.next_in),
+                                                std::min<std::size_t>(zs.avail_in, 2)))) {
+            return Fail(kNotAMember);
+          }
+          inflateReset(&zs);
+        }
         s.in_member = true;
       }
       zs.next_out = reinterpret_cast<Bytef*>(s.out.data());

@@ -70,7 +70,9 @@ uint32_t GzipTrailerSize(absl::string_view gz);
 // cancellation, deadlines) between calls. Accepts several concatenated members and NUL
 // padding after the last (as gzip -d does); checks each member's CRC-32 and ISIZE. Errors
 // are INVALID_ARGUMENT naming `name`: "corrupt gzip data (...)", "data after the gzip
-// stream and its padding", and from Finish "truncated gzip data ...".
+// stream and its padding", "data after the gzip stream that is not a gzip member" (bytes
+// without the gzip magic where a member could start), and from Finish "truncated gzip
+// data ...".
 class GzipDecoder {
  public:
   explicit GzipDecoder(std::string name);
@@ -98,9 +100,10 @@ class GzipDecoder {
 
 // Inflates a gzip stream given in pieces (zlib), handing the output to `sink` in pieces of
 // at most 256 KiB. Accepts several concatenated members (as gzip -d does) and trailing NUL
-// padding. INVALID_ARGUMENT names `name` for corrupt data ("corrupt gzip data") and for a
-// stream that ends early (Finish: "truncated gzip data"). A sink error stops inflation
-// and is returned as is.
+// padding. INVALID_ARGUMENT names `name` for corrupt data ("corrupt gzip data"), for bytes
+// after a member that cannot start another ("... not a gzip member") and for a stream that
+// ends early (Finish: "truncated gzip data"). A sink error stops inflation and is returned
+// as is.
 class GzipInflater {
  public:
   using Sink = std::function<absl::Status(absl::string_view piece)>;

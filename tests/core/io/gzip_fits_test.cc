@@ -106,6 +106,12 @@ TEST(Gzip, ConcatenatedMembersAndNulPaddingAsGzipDoes) {
   EXPECT_EQ(*out, a + b);
   auto junk = Inflate(Gzip(a) + std::string(4, '\0') + "junk");
   EXPECT_EQ(junk.status().code(), absl::StatusCode::kInvalidArgument) << junk.status();
+  for (std::size_t piece : {std::size_t{1}, std::size_t{1} << 20}) {
+    auto garbage = Inflate(Gzip(a) + "garbage\n", piece);
+    EXPECT_EQ(garbage.status().code(), absl::StatusCode::kInvalidArgument) << garbage.status();
+    EXPECT_NE(garbage.status().message().find("not a gzip member"), std::string::npos)
+        << garbage.status() << " piece " << piece;
+  }
 }
 
 TEST(Gzip, CorruptAndTruncatedStreamsAreInvalidArgument) {

@@ -97,6 +97,16 @@ TEST(GzipDecoder, AnyStepSizeMembersAndNulPadding) {
   auto junk = DecodeInSteps(Gzip(a) + std::string(8, '\0') + "junk", 4096, 65536);
   EXPECT_EQ(junk.status().code(), absl::StatusCode::kInvalidArgument) << junk.status();
   EXPECT_NE(junk.status().message().find("data after the gzip stream"), std::string::npos);
+  // Bytes that cannot open a member, right after one (gzip -d's "trailing garbage"), in
+  // one piece or byte by byte; a lone 1f waits for its second byte, then is judged.
+  for (const std::string& tail : {std::string("garbage\n"), std::string("\x1f\x01xyz")}) {
+    for (std::size_t in_piece : {std::size_t{1}, std::size_t{4096}}) {
+      auto after = DecodeInSteps(Gzip(a) + tail, in_piece, 65536);
+      EXPECT_EQ(after.status().code(), absl::StatusCode::kInvalidArgument) << after.status();
+      EXPECT_NE(after.status().message().find("not a gzip member"), std::string::npos)
+          << after.status() << " in " << in_piece;
+    }
+  }
   auto empty = DecodeInSteps("", 4096, 65536);
   EXPECT_EQ(empty.status().code(), absl::StatusCode::kInvalidArgument) << empty.status();
 }

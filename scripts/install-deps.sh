@@ -64,6 +64,7 @@ if [[ $mode == --tests || $mode == --desispec ]]; then
   PKGS+=(libgtest-dev libgmock-dev libbenchmark-dev
          python3-astropy python3-matplotlib python3-munkres
          python3-pip python3-setuptools python3-venv
+         fitsverify  # HEASARC's FITS checker on every kind of file written (tests/scripts/fitsverify_frames_test.sh)
          curl  # the deploy tests scrape /metrics and query Prometheus (tests/deploy/lib.sh)
          git)  # the wording check and the container test read the tree with git
   # Optional helpers: ccache speeds rebuilds; patchelf/binutils pack the GPU bundle; clang

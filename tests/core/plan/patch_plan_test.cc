@@ -198,7 +198,7 @@ TEST_F(PatchPlanTest, BadParametersAreRejected) {
       {"specmin misaligned", [](ExtractionParams* p) { p->specmin = 5; p->nspec = 25; }, "specmin"},
       {"subbundles", [](ExtractionParams* p) { p->nsubbundles = 4; }, "nsubbundles"},
       {"too many fibres", [](ExtractionParams* p) { p->specmin = 475; p->nspec = 50; }, "exceed"},
-      {"grid off PSF", [](ExtractionParams* p) { p->wmin = 3600; p->wmax = 5800; }, "outside the PSF"},
+      {"grid off PSF", [](ExtractionParams* p) { p->wmin = 3600; p->wmax = 5800; }, "beyond the PSF domain"},
       {"negative step", [](ExtractionParams* p) { p->nwavestep = -1; }, "nwavestep"},
       {"tiny wavepad", [](ExtractionParams* p) { p->wavepad = 2; p->wavepad_frac = 0; }, "padding"},
   };

@@ -232,13 +232,17 @@ absl::StatusOr<std::size_t> GzipDecoder::Decode(absl::string_view* input, char* 
     s.st.next_out = reinterpret_cast<uint8_t*>(out + written);
     s.st.avail_out = static_cast<uint32_t>(out_now);
     const int ret = isal_inflate(&s.st);
+    // Checked before its counts are used: on some errors ISA-L (2.30) hands back more input
+    // than it was given (avail_in past `budget`, even wrapped round), and a count taken from
+    // it would move `input` before its start.
+    if (ret < 0) return Fail(absl::StrCat("corrupt gzip data (", IsalInflateError(ret), ")"));
+    if (s.st.avail_in > budget) return Fail("corrupt gzip data (the inflater lost its place)");
     const std::size_t used = budget - s.st.avail_in, produced = out_now - s.st.avail_out;
     // The lone 1f left unread would come back first: ISA-L's own header check judges it.
     if (used == 0) s.second_magic = false;
     input->remove_prefix(used);
     budget -= used;
     written += produced;
-    if (ret < 0) return Fail(absl::StrCat("corrupt gzip data (", IsalInflateError(ret), ")"));
     if (s.st.block_state == ISAL_BLOCK_FINISH) {
       s.in_member = false;
       ++s.members;

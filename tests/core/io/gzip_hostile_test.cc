@@ -160,5 +160,20 @@ TEST(HostileGzip, CopyFloodBehindAFitsHeaderStopsAtTheDeclaredSize) {
   }
 }
 
+// Found by fuzzing (tests/fuzz/regressions/preproc/): a gzip of a small preproc whose
+// deflate data was mutated into an invalid back-reference. ISA-L 2.30 reports the error
+// with an input count larger than the input it was given (wrapped round), and the decoder
+// used that count before looking at the error: absl's hardened string_view trapped (SIGILL),
+// which in a server is a crash from one file. Now an INVALID_ARGUMENT, in memory and by path.
+TEST(HostileGzip, AnErrorWhoseInputCountIsWrongIsRefused) {
+  std::ifstream f(std::string(SPEXD_TEST_DATA_DIR) +
+                      "/../fuzz/regressions/preproc/isal-error-hands-back-more-input-than-given.fits.gz",
+                  std::ios::binary);
+  ASSERT_TRUE(f.good());
+  std::stringstream bytes;
+  bytes << f.rdbuf();
+  ExpectRefusedCheaply(bytes.str(), absl::StatusCode::kInvalidArgument, "corrupt gzip data");
+}
+
 }  // namespace
 }  // namespace spexd::core

@@ -28,6 +28,7 @@ struct Header {
   std::int64_t start = 0;      // byte offset of the header
   std::int64_t data_start = 0;
   std::map<std::string, std::string> values;  // value field (columns 11-80) of "KEY = " cards
+  std::map<std::string, std::string> last;    // the same, the last card of a name winning
   std::vector<std::string> repeated;          // names of "KEY = " cards seen again
 };
 
@@ -105,9 +106,9 @@ class LayoutChecker {
           extname_ = StringValue(h, "EXTNAME");
           return h;
         }
-        if (text.substr(8, 2) == "= " &&
-            !h.values.emplace(key, std::string(text.substr(10))).second) {
-          h.repeated.push_back(key);
+        if (text.substr(8, 2) == "= ") {
+          h.last[key] = std::string(text.substr(10));
+          if (!h.values.emplace(key, std::string(text.substr(10))).second) h.repeated.push_back(key);
         }
       }
     }
@@ -118,6 +119,21 @@ class LayoutChecker {
                                    std::int64_t lo, std::int64_t hi) const {
     auto it = h.values.find(key);
     if (it == h.values.end()) return Invalid(hdu, absl::StrCat("missing keyword ", key));
+    const std::optional<std::int64_t> n = internal::CardInteger(it->second);
+    if (!n.has_value() || *n < lo || *n > hi) {
+      return Invalid(hdu, absl::StrCat("keyword ", key, " must be an integer in [", lo, ", ", hi,
+                                       "], got '", absl::StripAsciiWhitespace(it->second).substr(0, 30),
+                                       "'"));
+    }
+    return *n;
+  }
+
+  // The same for the last card of `key`, `absent` when there is none.
+  absl::StatusOr<std::int64_t> LastInt(const Header& h, int hdu, const std::string& key,
+                                       std::int64_t absent, std::int64_t lo,
+                                       std::int64_t hi) const {
+    auto it = h.last.find(key);
+    if (it == h.last.end()) return absent;
     const std::optional<std::int64_t> n = internal::CardInteger(it->second);
     if (!n.has_value() || *n < lo || *n > hi) {
       return Invalid(hdu, absl::StrCat("keyword ", key, " must be an integer in [", lo, ", ", hi,
@@ -171,12 +187,40 @@ class LayoutChecker {
     const bool primary = h.start == 0;
     SPEXD_ASSIGN_OR_RETURN(const std::int64_t value_bytes, ValueBytes(h, hdu, "BITPIX"));
     SPEXD_ASSIGN_OR_RETURN(const std::int64_t naxis, Int(h, hdu, "NAXIS", 0, kMaxAxes));
-    SPEXD_ASSIGN_OR_RETURN(const std::int64_t values, AxesProduct(h, hdu, "NAXIS", naxis, size_,
-                                                                 "truncated file"));
+    SPEXD_ASSIGN_OR_RETURN(std::int64_t values, AxesProduct(h, hdu, "NAXIS", naxis, size_,
+                                                           "truncated file"));
+    const std::string xtension = primary ? std::string() : StringValue(h, "XTENSION");
+    // As CFITSIO's ffrhdu: TABLE is an ASCII table, BINTABLE, A3DTABLE and 3DTABLE binary
+    // ones; anything else it reads as an image (ffpinit).
+    const bool table = xtension == "TABLE" || xtension == "BINTABLE" || xtension == "A3DTABLE" ||
+                       xtension == "3DTABLE";
     std::int64_t pcount = 0, gcount = 1;
-    if (!primary) {
+    if (table) {
       SPEXD_ASSIGN_OR_RETURN(pcount, Int(h, hdu, "PCOUNT", 0, size_));
       SPEXD_ASSIGN_OR_RETURN(gcount, Int(h, hdu, "GCOUNT", 0, size_));
+    } else {
+      // CFITSIO sizes the primary array and every other extension (ffpinit) with PCOUNT and
+      // GCOUNT wherever they stand, the last of each winning, 0 and 1 when absent, and
+      // NAXIS1 = 0 with GROUPS = T as random groups. A walk that sized them otherwise
+      // would end where CFITSIO goes on, and CFITSIO would read HDUs never checked (found
+      // by fuzzing: a primary header that ran into an extension's cards, PCOUNT among
+      // them, led CFITSIO to a compressed HDU past the input's end).
+      SPEXD_ASSIGN_OR_RETURN(pcount, LastInt(h, hdu, "PCOUNT", 0, 0, size_));
+      SPEXD_ASSIGN_OR_RETURN(gcount, LastInt(h, hdu, "GCOUNT", 1, 0, size_));
+      if (naxis > 0 && values == 0 && Logical(h, "GROUPS")) {
+        SPEXD_ASSIGN_OR_RETURN(const std::int64_t naxis1, Int(h, hdu, "NAXIS1", 0, size_));
+        if (naxis1 == 0) {
+          values = 1;
+          for (std::int64_t i = 2; i <= naxis; ++i) {
+            SPEXD_ASSIGN_OR_RETURN(const std::int64_t len,
+                                   Int(h, hdu, absl::StrCat("NAXIS", i), 0, size_));
+            if (len != 0 && values > size_ / len) {
+              return Invalid(hdu, "truncated file: the NAXISn product exceeds the file");
+            }
+            values *= len;
+          }
+        }
+      }
     }
     // Each factor is at most size_ (< 2^63 / 2^40 for any input here), so this cannot
     // overflow once the product of the first two is checked.
@@ -186,11 +230,8 @@ class LayoutChecker {
                                        size_, " bytes of the file"));
     }
     const std::int64_t bytes = value_bytes * gcount * per_group;
-    if (!primary) {
-      const std::string xtension = StringValue(h, "XTENSION");
-      if (xtension == "BINTABLE" || xtension == "TABLE" || xtension == "A3DTABLE") {
-        SPEXD_RETURN_IF_ERROR(CheckTable(h, hdu, xtension == "TABLE", naxis));
-      }
+    if (table) {
+      SPEXD_RETURN_IF_ERROR(CheckTable(h, hdu, xtension == "TABLE", naxis));
     }
     return bytes;
   }

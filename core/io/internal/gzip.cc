@@ -236,7 +236,9 @@ absl::StatusOr<std::size_t> GzipDecoder::Decode(absl::string_view* input, char* 
     // than it was given (avail_in past `budget`, even wrapped round), and a count taken from
     // it would move `input` before its start.
     if (ret < 0) return Fail(absl::StrCat("corrupt gzip data (", IsalInflateError(ret), ")"));
-    if (s.st.avail_in > budget) return Fail("corrupt gzip data (the inflater lost its place)");
+    if (s.st.avail_in > budget || s.st.avail_out > out_now) {
+      return Fail("corrupt gzip data (the inflater lost its place)");
+    }
     const std::size_t used = budget - s.st.avail_in, produced = out_now - s.st.avail_out;
     // The lone 1f left unread would come back first: ISA-L's own header check judges it.
     if (used == 0) s.second_magic = false;

@@ -5,6 +5,9 @@
 #include <cstdio>
 #include <fstream>
 #include <string>
+#include <cstdint>
+#include <vector>
+#include <cstring>
 
 #include "core/io/fits_file.h"
 #include "core/io/preproc.h"
@@ -139,6 +142,49 @@ TEST_F(FitsLayoutTest, MalformedNumericKeywordIsRefusedBeforeCfitsioConvertsIt) 
   EXPECT_NE(psf.status().message().find("upload.fits[PSF]: keyword LEGDEG is not an integer"),
             std::string::npos)
       << psf.status();
+}
+
+// Found by fuzzing the tile-compressed readers: a primary header whose END card was lost
+// ran on through an extension's cards, PCOUNT = 79 among them. CFITSIO sizes a primary
+// array (and any extension it reads as an image) with the PCOUNT and GCOUNT found anywhere
+// in the header, the last winning, so it found a second HDU where this walk, taking no
+// PCOUNT for a primary, found none: a compressed table whose data lay past the input,
+// which CFITSIO's memory driver then read (ASan heap-buffer-overflow).
+TEST_F(FitsLayoutTest, ImageDataAreSizedWithPcountAndGcountAsCfitsioSizesThem) {
+  const std::string path = std::string(SPEXD_TEST_DATA_DIR) +
+                           "/../fuzz/regressions/compressed/primary-pcount-leads-cfitsio-past-the-input.fits";
+  const std::string bytes = testing::ReadBytes(path);
+  ASSERT_EQ(bytes.size(), 16852u);
+  ExpectRefused(bytes, "[HDU 1]: truncated file: the header starting at byte 11520 has no END");
+  // The rule on the bundled PSF, whose primary array is XTRACE (7 x 500 float64): PCOUNT
+  // cards put in its header add to its data unit, the last one counting, (5760 + 3500) x 8
+  // bytes; the walk and CFITSIO then agree that no extension follows where the data end.
+  const std::size_t end = psf_.find("END     ");
+  ASSERT_LT(end + 240, std::size_t{2880});
+  ASSERT_EQ(psf_.substr(end + 80, 160), std::string(160, ' '));
+  const auto card = [](const std::string& key, const std::string& value) {
+    std::string c = key;
+    c.resize(8, ' ');
+    c += "= " + std::string(20 - value.size(), ' ') + value;
+    c.resize(80, ' ');
+    return c;
+  };
+  std::string with = psf_;
+  with.replace(end, 240, card("PCOUNT", "10") + card("PCOUNT", "5760") + "END" + std::string(77, ' '));
+  std::vector<FitsHduSpan> spans;
+  const auto read = [&](std::int64_t offset, std::size_t n, char* out) {
+    if (offset < 0 || offset + static_cast<std::int64_t>(n) > static_cast<std::int64_t>(with.size())) return false;
+    std::memcpy(out, with.data() + offset, n);
+    return true;
+  };
+  ASSERT_TRUE(CheckFitsLayout(read, static_cast<std::int64_t>(with.size()), "p.fits", &spans).ok());
+  ASSERT_EQ(spans.size(), 1u);
+  EXPECT_EQ(spans[0].data_bytes, (5760 + 7 * 500) * 8);
+  auto file = FitsFile::OpenMemory(with.data(), with.size(), "p.fits");
+  ASSERT_TRUE(file.ok()) << file.status();
+  auto n = file->NumHdus();
+  ASSERT_TRUE(n.ok()) << n.status();
+  EXPECT_EQ(*n, 1);
 }
 
 TEST_F(FitsLayoutTest, RefusesSizesBeyondTheBytesGiven) {

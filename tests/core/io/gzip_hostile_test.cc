@@ -170,9 +170,20 @@ TEST(HostileGzip, AnErrorWhoseInputCountIsWrongIsRefused) {
                       "/../fuzz/regressions/preproc/isal-error-hands-back-more-input-than-given.fits.gz",
                   std::ios::binary);
   ASSERT_TRUE(f.good());
-  std::stringstream bytes;
-  bytes << f.rdbuf();
-  ExpectRefusedCheaply(bytes.str(), absl::StatusCode::kInvalidArgument, "corrupt gzip data");
+  std::stringstream read;
+  read << f.rdbuf();
+  const std::string gz = read.str();
+  const std::string path = testing::MakeTempDir() + "/crafted.fits.gz";
+  ASSERT_TRUE(testing::WriteBytes(path, gz));
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  const absl::Status by_path = InflateFitsFd(fd, path, {}, {}, nullptr).status();
+  close(fd);
+  const absl::Status in_memory = InflateFits(gz, "crafted.fits.gz", {}, {}, nullptr).status();
+  for (const absl::Status& s : {in_memory, by_path}) {
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+    EXPECT_NE(s.message().find("corrupt gzip data"), std::string::npos) << s;
+  }
 }
 
 }  // namespace

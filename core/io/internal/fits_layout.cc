@@ -101,6 +101,8 @@ class LayoutChecker {
       for (std::size_t card = 0; card < record.size(); card += kCard) {
         absl::string_view text(record.data() + card, kCard);
         std::string key(absl::StripTrailingAsciiWhitespace(text.substr(0, 8)));
+        SPEXD_RETURN_IF_ERROR(CheckCardAsCfitsioReadsIt(text, key, hdu,
+                                                        at + static_cast<std::int64_t>(card)));
         if (key == "END") {
           h.data_start = at + kRecord;
           extname_ = StringValue(h, "EXTNAME");
@@ -112,6 +114,60 @@ class LayoutChecker {
         }
       }
     }
+  }
+
+  // Whether CFITSIO would give a card another name or value than this walk does, for a
+  // name that decides the file's layout or how CFITSIO reads its data. CFITSIO names a
+  // card by its characters up to the first blank or '=' (ffgknm), the name of a HIERARCH
+  // card by its text up to the '=', and takes a value after the first '=' when columns
+  // 9-10 do not hold "= " (ffpsvc); this walk reads the standard's columns (§4.1.2). A
+  // card where the two differ is malformed, and refused when CFITSIO's reading of it
+  // could matter (found by fuzzing: with "ZIMAGE $= T" CFITSIO took a table for a
+  // compressed image whose tiles this walk never checked, and allocated 4 GB for one).
+  absl::Status CheckCardAsCfitsioReadsIt(absl::string_view text, const std::string& key, int hdu,
+                                         std::int64_t at) const {
+    const auto refuse = [&](absl::string_view name, absl::string_view why) {
+      return Invalid(hdu, absl::StrCat("the card at byte ", at, " ('",
+                                       absl::StripTrailingAsciiWhitespace(text.substr(0, 30)),
+                                       "') is malformed: ", why, " (CFITSIO would read it as ",
+                                       name, ")"));
+    };
+    const absl::string_view field = text.substr(0, 8);
+    const std::size_t stop = field.find_first_of(" =");
+    if (key == "HIERARCH") {
+      const std::size_t eq = text.find('=');
+      if (eq == absl::string_view::npos) return absl::OkStatus();
+      const absl::string_view name = absl::StripAsciiWhitespace(text.substr(9, eq - 9));
+      if (DecidesLayout(name)) return refuse(name, "a HIERARCH card gives a structural keyword");
+      return absl::OkStatus();
+    }
+    if (stop != absl::string_view::npos &&
+        field.substr(stop).find_first_not_of(' ') != absl::string_view::npos) {
+      const absl::string_view name = field.substr(0, stop);
+      if (DecidesLayout(name)) return refuse(name, "its name field holds more than a name");
+      return absl::OkStatus();
+    }
+    if (text.substr(8, 2) != "= " && DecidesLayout(key) && key != "END" &&
+        text.find('=') != absl::string_view::npos) {
+      return refuse(key, "its value indicator is not in columns 9-10");
+    }
+    return absl::OkStatus();
+  }
+
+  // Keywords whose value sets where HDUs lie, how their data are laid out or compressed,
+  // or how CFITSIO converts their pixels: the mandatory ones, the table and compression
+  // families (T..., Z...), BSCALE, BZERO, BLANK, EXTNAME (which the readers move by), END.
+  static bool DecidesLayout(absl::string_view name) {
+    // Those are all standard names: a longer HIERARCH name, or one with blanks, is none.
+    if (name.size() > 8 || name.find(' ') != absl::string_view::npos) return false;
+    static constexpr absl::string_view kNames[] = {"SIMPLE", "XTENSION", "BITPIX", "EXTEND",
+                                                   "GROUPS", "PCOUNT", "GCOUNT", "EXTNAME",
+                                                   "BSCALE", "BZERO", "BLANK", "END"};
+    for (absl::string_view n : kNames) {
+      if (name == n) return true;
+    }
+    return absl::StartsWith(name, "NAXIS") || absl::StartsWith(name, "T") ||
+           absl::StartsWith(name, "Z");
   }
 
   // An integer keyword in [lo, hi]: digits with an optional sign, then a comment or blanks.

@@ -187,6 +187,41 @@ TEST_F(FitsLayoutTest, ImageDataAreSizedWithPcountAndGcountAsCfitsioSizesThem) {
   EXPECT_EQ(*n, 1);
 }
 
+// Found by fuzzing the tile-compressed readers: a table whose ZIMAGE card read "ZIMAGE $= T".
+// CFITSIO names a card by its characters up to a blank or '=', so it took the table for a
+// compressed image; this walk, reading the standard's name field, saw none, never checked
+// its tiles, and CFITSIO allocated 4 GB for one. Cards that CFITSIO would read otherwise
+// than the standard says are refused when their name matters; other malformed cards pass.
+TEST_F(FitsLayoutTest, CardsCfitsioWouldReadOtherwiseAreRefusedWhenTheyMatter) {
+  const std::string path = std::string(SPEXD_TEST_DATA_DIR) +
+                           "/../fuzz/regressions/compressed/zimage-name-with-junk-hides-a-compressed-table.fits";
+  const std::string bytes = testing::ReadBytes(path);
+  ASSERT_EQ(bytes.size(), 25178u);
+  ExpectRefused(bytes, "('ZIMAGE $=                    T') is malformed: its name field holds "
+                       "more than a name (CFITSIO would read it as ZIMAGE)");
+  // On the bundled PSF, one card of its primary header (a COMMENT at byte 480) replaced.
+  const auto with_card = [&](const std::string& card) {
+    std::string c = card;
+    c.resize(80, ' ');
+    std::string b = psf_;
+    EXPECT_EQ(b.compare(480, 7, "COMMENT"), 0);
+    b.replace(480, 80, c);
+    return b;
+  };
+  ExpectRefused(with_card("HIERARCH ZIMAGE = T"),
+                "a HIERARCH card gives a structural keyword (CFITSIO would read it as ZIMAGE)");
+  ExpectRefused(with_card("GCOUNT=5"), "its name field holds more than a name");
+  ExpectRefused(with_card("PCOUNT    =                 77"),
+                "its value indicator is not in columns 9-10 (CFITSIO would read it as PCOUNT)");
+  for (const std::string& harmless :
+       {std::string("FOO $=                        1"), std::string("HIERARCH ESO DET CHIP = 1"),
+        std::string("HIERARCH TELESCOPE = 'Mayall'"), std::string("HISTORY a=b, c = d"),
+        std::string("OBSERVER   = 'x'")}) {
+    const std::string b = with_card(harmless);
+    EXPECT_TRUE(CheckFitsLayout(b.data(), b.size(), "p.fits").ok()) << harmless;
+  }
+}
+
 TEST_F(FitsLayoutTest, RefusesSizesBeyondTheBytesGiven) {
   // A table announcing more rows than the file holds: refused before any read.
   ExpectRefused(WithCard(psf_, "NAXIS2", "1000000"), "truncated file");

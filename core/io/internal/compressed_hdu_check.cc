@@ -169,6 +169,7 @@ class CompressedImageChecker {
     }
     const std::int64_t value_bytes = (bits < 0 ? -bits : bits) / 8;
     float_ = bits < 0;
+    pixel_bytes_ = static_cast<int>((bits < 0 ? -bits : bits) / 8);
     SPEXD_ASSIGN_OR_RETURN(auto znaxis, Int("ZNAXIS", 1, kMaxCompressDim, true));
     std::int64_t values = 1, tiles = 1, tile_pixels = 1;
     for (std::int64_t i = 1; i <= *znaxis; ++i) {
@@ -340,9 +341,24 @@ class CompressedImageChecker {
         // A float image's gzip tile must hold 4 or 8 bytes a pixel: CFITSIO reads 1- and
         // 2-byte tiles of a lossless float image as 8-byte values, past the buffer.
         const bool float_gzip = float_ && col.name == "COMPRESSED_DATA";
-        absl::Status st = col.name == "COMPRESSED_DATA" && codec_ == Codec::kRice
-                              ? CheckRiceStream(stream, pixels, blocksize_, bytepix_)
-                              : CheckGzipStream(stream, pixels * 8, float_gzip ? pixels * 4 : 0);
+        // A GZIP_COMPRESSED_DATA tile (a float tile kept unquantized) is read with the
+        // pixel size its inflated length gives: the readers take float images as doubles
+        // (FitsFile::ReadImage<double>), which CFITSIO converts from 8 bytes a pixel, or from
+        // 4 for a ZBITPIX -32 image; a -64 image's tile of 4 bytes a pixel makes it convert
+        // from a buffer it never allocated (found by fuzzing: a null dereference, SIGSEGV).
+        const bool unquantized = col.name == "GZIP_COMPRESSED_DATA" && float_;
+        std::int64_t produced = 0;
+        absl::Status st =
+            col.name == "COMPRESSED_DATA" && codec_ == Codec::kRice
+                ? CheckRiceStream(stream, pixels, blocksize_, bytepix_)
+                : CheckGzipStream(stream, pixels * 8, float_gzip ? pixels * 4 : 0, &produced);
+        if (st.ok() && unquantized && produced != pixels * 8 &&
+            !(pixel_bytes_ == 4 && produced == pixels * 4)) {
+          st = absl::InvalidArgumentError(absl::StrCat(
+              "is an unquantized float tile of ", produced, " bytes for ", pixels,
+              " pixels: CFITSIO reads 8 bytes a pixel", pixel_bytes_ == 4 ? " or 4" : "",
+              " of a ZBITPIX ", pixel_bytes_ == 4 ? -32 : -64, " image as doubles"));
+        }
         if (!st.ok()) {
           return absl::InvalidArgumentError(
               absl::StrCat("tile ", r + 1, " of the compressed image ", st.message()));
@@ -357,7 +373,8 @@ class CompressedImageChecker {
   // CFITSIO 4.2.0 loops for ever, growing its buffer, on a truncated gzip tile (found by
   // fuzzing: a 20 KB upload held a loader thread without end), and would inflate a bomb
   // to any size.
-  absl::Status CheckGzipStream(std::string& in, std::int64_t cap, std::int64_t min_bytes) {
+  absl::Status CheckGzipStream(std::string& in, std::int64_t cap, std::int64_t min_bytes,
+                               std::int64_t* produced_bytes) {
     out_.resize(std::size_t{1} << 16);  // inflated into, a piece at a time
     z_stream zs{};
     if (inflateInit2(&zs, 15 + 32) != Z_OK) {  // gzip or zlib header
@@ -375,6 +392,7 @@ class CompressedImageChecker {
     }
     const uLong produced = zs.total_out;
     inflateEnd(&zs);
+    *produced_bytes = static_cast<std::int64_t>(produced);
     if (rc != Z_STREAM_END || static_cast<std::int64_t>(produced) > cap) {
       return absl::InvalidArgumentError(absl::StrCat(
           "is not a whole gzip stream of at most ", cap,
@@ -396,6 +414,7 @@ class CompressedImageChecker {
   std::vector<TileColumn> columns_;
   std::string out_;  // gzip output, discarded
   bool float_ = false;            // ZBITPIX < 0
+  int pixel_bytes_ = 4;            // |ZBITPIX| / 8
   bool has_scale_column_ = false;  // a ZSCALE or ZZERO column
   TileQuantization quantization_ = TileQuantization::kNone;
 };

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "core/io/fits_file.h"
 #include "core/io/internal/fits_layout.h"
 #include "core/io/internal/gzip.h"
 #include "core/io/preproc.h"
@@ -203,6 +204,79 @@ TEST(CompressedHduCheckTest, MixedQuantizationAndNarrowFloatTilesAreRefused) {
   st = ReadAny(*narrow, false);
   EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
   EXPECT_NE(st.message().find("for a float image"), std::string::npos) << st;
+}
+
+// A float tile CFITSIO cannot quantize (a constant one: no noise to scale against) is
+// gzipped as it is into GZIP_COMPRESSED_DATA, in the type it was written from, and read
+// back with the pixel size its inflated length gives. Read as doubles (as the readers read
+// float images), a -64 image's tile of 4 bytes a pixel makes CFITSIO convert from a buffer
+// it never allocated: a SIGSEGV, from a fuzzed file and from CFITSIO's own writing of a
+// -64 image from floats. The check refuses such tiles; the images CFITSIO writes in their
+// own type still read, and a -32 image written from doubles (8-byte tiles, which CFITSIO
+// cannot read back) is refused by CFITSIO itself, cleanly.
+TEST(CompressedHduCheckTest, UnquantizedFloatTilesHoldWhatCfitsioReadsAsDoubles) {
+  struct Case {
+    int bitpix, written_as;
+    bool reads;        // the pixels come back
+    bool layout_ok;    // the check passes it to CFITSIO
+  };
+  for (const Case c : {Case{FLOAT_IMG, TFLOAT, true, true}, Case{DOUBLE_IMG, TDOUBLE, true, true},
+                       Case{FLOAT_IMG, TDOUBLE, false, true},
+                       Case{DOUBLE_IMG, TFLOAT, false, false}}) {
+    SCOPED_TRACE(::testing::Message() << c.bitpix << " from " << c.written_as);
+    const std::string path = testing::MakeTempDir() + "/constant.fits";
+    fitsfile* f = nullptr;
+    int status = 0;
+    fits_create_file(&f, path.c_str(), &status);
+    fits_set_compression_type(f, GZIP_1, &status);
+    long tile[2] = {10, 1};
+    fits_set_tile_dim(f, 2, tile, &status);
+    long naxes[2] = {10, 6};
+    fits_create_img(f, c.bitpix, 2, naxes, &status);
+    std::vector<double> pixels(60);
+    for (std::size_t i = 0; i < pixels.size(); ++i) pixels[i] = 1.5 + static_cast<double>(i / 10);
+    std::vector<float> floats(pixels.begin(), pixels.end());
+    if (c.written_as == TDOUBLE) {
+      fits_write_img(f, TDOUBLE, 1, 60, pixels.data(), &status);
+    } else {
+      fits_write_img(f, TFLOAT, 1, 60, floats.data(), &status);
+    }
+    fits_close_file(f, &status);
+    ASSERT_EQ(status, 0);
+    const std::string bytes = testing::ReadBytes(path);
+    ASSERT_NE(bytes.find("GZIP_COMPRESSED_DATA"), std::string::npos);
+    const absl::Status layout = CheckFitsLayout(bytes.data(), bytes.size(), "constant.fits");
+    if (!c.layout_ok) {
+      EXPECT_EQ(layout.code(), absl::StatusCode::kInvalidArgument) << layout;
+      EXPECT_NE(layout.message().find("is an unquantized float tile of 40 bytes for 10 pixels: "
+                                      "CFITSIO reads 8 bytes a pixel of a ZBITPIX -64 image"),
+                std::string::npos)
+          << layout;
+      continue;
+    }
+    ASSERT_TRUE(layout.ok()) << layout;
+    auto file = FitsFile::OpenMemory(bytes.data(), bytes.size(), "constant.fits");
+    ASSERT_TRUE(file.ok()) << file.status();
+    ASSERT_TRUE(file->MoveToHduIndex(1).ok());
+    auto read = file->ReadImage<double>();
+    if (c.reads) {
+      ASSERT_TRUE(read.ok()) << read.status();
+      EXPECT_EQ(*read, pixels);
+    } else {
+      EXPECT_EQ(read.status().code(), absl::StatusCode::kInvalidArgument) << read.status();
+    }
+  }
+  const std::string crash = testing::ReadBytes(
+      std::string(SPEXD_TEST_DATA_DIR) +
+      "/../fuzz/regressions/compressed/unquantized-double-tile-of-float-size.fits");
+  ASSERT_EQ(crash.size(), 17011u);
+  const absl::Status st = CheckFitsLayout(crash.data(), crash.size(), "up.fits");
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
+  EXPECT_NE(st.message().find("[IVAR]: tile 1 of the compressed image is an unquantized float "
+                              "tile of 20 bytes for 5 pixels: CFITSIO reads 8 bytes a pixel of "
+                              "a ZBITPIX -64 image as doubles"),
+            std::string::npos)
+      << st;
 }
 
 TEST(CompressedHduCheckTest, CodecsDesiNeverWritesAreRefused) {

@@ -175,13 +175,7 @@ class LayoutChecker {
                                    std::int64_t lo, std::int64_t hi) const {
     auto it = h.values.find(key);
     if (it == h.values.end()) return Invalid(hdu, absl::StrCat("missing keyword ", key));
-    const std::optional<std::int64_t> n = internal::CardInteger(it->second);
-    if (!n.has_value() || *n < lo || *n > hi) {
-      return Invalid(hdu, absl::StrCat("keyword ", key, " must be an integer in [", lo, ", ", hi,
-                                       "], got '", absl::StripAsciiWhitespace(it->second).substr(0, 30),
-                                       "'"));
-    }
-    return *n;
+    return IntValue(hdu, key, it->second, lo, hi);
   }
 
   // The same for the last card of `key`, `absent` when there is none.
@@ -190,10 +184,16 @@ class LayoutChecker {
                                        std::int64_t hi) const {
     auto it = h.last.find(key);
     if (it == h.last.end()) return absent;
-    const std::optional<std::int64_t> n = internal::CardInteger(it->second);
+    return IntValue(hdu, key, it->second, lo, hi);
+  }
+
+  // `value` (a card's value field) as an integer in [lo, hi].
+  absl::StatusOr<std::int64_t> IntValue(int hdu, const std::string& key, const std::string& value,
+                                        std::int64_t lo, std::int64_t hi) const {
+    const std::optional<std::int64_t> n = internal::CardInteger(value);
     if (!n.has_value() || *n < lo || *n > hi) {
       return Invalid(hdu, absl::StrCat("keyword ", key, " must be an integer in [", lo, ", ", hi,
-                                       "], got '", absl::StripAsciiWhitespace(it->second).substr(0, 30),
+                                       "], got '", absl::StripAsciiWhitespace(value).substr(0, 30),
                                        "'"));
     }
     return *n;
@@ -221,12 +221,13 @@ class LayoutChecker {
     return (bitpix < 0 ? -bitpix : bitpix) / 8;
   }
 
-  // The product of `key`1..`key`N, refusing any that exceeds `limit` (`what` says why).
+  // The product of `key`first..`key`N, refusing any that exceeds `limit` (`what` says
+  // why); 0 when N is 0.
   absl::StatusOr<std::int64_t> AxesProduct(const Header& h, int hdu, const std::string& key,
                                            std::int64_t naxis, std::int64_t limit,
-                                           absl::string_view what) const {
+                                           absl::string_view what, std::int64_t first = 1) const {
     std::int64_t product = naxis > 0 ? 1 : 0;
-    for (std::int64_t i = 1; i <= naxis; ++i) {
+    for (std::int64_t i = first; i <= naxis; ++i) {
       SPEXD_ASSIGN_OR_RETURN(std::int64_t len, Int(h, hdu, absl::StrCat(key, i), 0, limit));
       if (len != 0 && product > limit / len) {
         return Invalid(hdu, absl::StrCat(what, ": the ", key, "n product exceeds ", limit));
@@ -266,15 +267,8 @@ class LayoutChecker {
       if (naxis > 0 && values == 0 && Logical(h, "GROUPS")) {
         SPEXD_ASSIGN_OR_RETURN(const std::int64_t naxis1, Int(h, hdu, "NAXIS1", 0, size_));
         if (naxis1 == 0) {
-          values = 1;
-          for (std::int64_t i = 2; i <= naxis; ++i) {
-            SPEXD_ASSIGN_OR_RETURN(const std::int64_t len,
-                                   Int(h, hdu, absl::StrCat("NAXIS", i), 0, size_));
-            if (len != 0 && values > size_ / len) {
-              return Invalid(hdu, "truncated file: the NAXISn product exceeds the file");
-            }
-            values *= len;
-          }
+          SPEXD_ASSIGN_OR_RETURN(values, AxesProduct(h, hdu, "NAXIS", naxis, size_,
+                                                     "truncated file", /*first=*/2));
         }
       }
     }

@@ -53,7 +53,7 @@ if [[ $mode != --build && $mode != --container ]]; then
   PKGS+=(python3 python3-grpcio python3-protobuf python3-numpy python3-fitsio)
 fi
 # --tests: GoogleTest and Google Benchmark; astropy for the Python client's array uploads and
-# frame files, matplotlib for the plot scripts (scripts/perf_plots.py, tests/load/soak.py
+# frame files, matplotlib for the soak test's plot (tests/load/soak.py
 # --plot); python3-munkres is named so that it, not python3-scipy, satisfies
 # python3-fonttools' "scipy | munkres": the first choice would pull in SciPy, Pythran and the
 # Boost headers (about 20 packages) that nothing here uses. pip, setuptools and venv for the

@@ -263,8 +263,7 @@ __device__ void RegReduceColumns(RegTile& A, int n, int r, int c, const RegShare
     // O(eps |A|), as any reduction's, but against a long-double reference the outputs'
     // median and p99 errors grow ~1.2x (the largest do not). The bitwise-symmetric forms
     // cost more: two products and two sums 7 % of this kernel; FMAs ordered by index off
-    // the diagonal tiles, which keep the old accuracy, 3 % and 0.3 ms a frame
-    // (scripts/eigen_accuracy/update_forms).
+    // the diagonal tiles, which keep the old accuracy, 3 % and 0.3 ms a frame.
     double xc[kM];
 #pragma unroll
     for (int b = 0; b < kM; ++b) xc[b] = fma(-kk, vc[b], sh.p[c + 16 * (kA0 + b)]);

@@ -1,24 +1,25 @@
 #!/usr/bin/env bash
-# Every check a CUDA backend change must pass on the GPU machine, in one device call
-# (docs/performance.md says what each step guards):
+# Every check a CUDA backend change must pass on a GPU machine, in one run:
 #   1. spexd_cuda_math_tests, spexd_cuda_tests and spexd_cuda_fault_tests;
 #   2. compute-sanitizer: memcheck (the sanitizer, edge-window and non-finite frames; the
 #      poisoned-allocation fault tests), racecheck (the sanitizer frames), and initcheck,
 #      whose reports inside cuBLAS's own kernels are counted but not failed (its DGEMM reads
-#      past what spexd writes, never into a result: docs/performance.md), any other one fails;
+#      past what spexd writes, never into a result), any other one fails;
 #   3. the warm-frame benchmark, RUNS (3) runs of 9 frames and two in flight, with the CPU
 #      check of bundles 0 and 19.
 #
-#   scripts/cuda_device_checks.sh BUNDLE_DIR OUT_DIR
-#     BUNDLE_DIR  a device bundle (../shared/tools/device-bundle.sh -m lib/spexd/libspexd_cuda.so)
-#                 with spexd_cuda_math_tests, spexd_cuda_tests, spexd_cuda_fault_tests and
-#                 spexd_cuda_frame_bench
+#   scripts/cuda_device_checks.sh DIR OUT_DIR
+#     DIR         where spexd_cuda_math_tests, spexd_cuda_tests, spexd_cuda_fault_tests,
+#                 spexd_cuda_frame_bench and the CUDA module are (scripts/run_program.sh: a
+#                 build tree configured with -DSPEXD_BUILD_TESTS=ON -DSPEXD_BUILD_BENCHMARKS=ON,
+#                 or a bundle)
 #     OUT_DIR     logs and the benchmark's JSON files
 #   Environment: RUNS (3); SPEXD_CUDA_MODULE as for any run (another module to check).
 #   Run from the repository's root (the PSF is tests/data's). Exit 0 when every step passed.
 set -uo pipefail
 [[ $# -eq 2 ]] || { sed -n '2,19p' "$0"; exit 2; }
 B=$(cd "$1" && pwd) || exit 2
+RUN=$(dirname "$(readlink -f "$0")")/run_program.sh
 OUT=$2
 mkdir -p "$OUT"
 RUNS=${RUNS:-3}
@@ -35,15 +36,15 @@ run() {
     "$OUT/$name.log" | tr '\n' ' ')"
 }
 san() { compute-sanitizer "$@"; }
-run math "$B/run.sh" spexd_cuda_math_tests
-run cuda "$B/run.sh" spexd_cuda_tests
-run fault "$B/run.sh" spexd_cuda_fault_tests
-run memcheck san --tool memcheck --leak-check full "$B/run.sh" spexd_cuda_tests \
+run math "$RUN" "$B" spexd_cuda_math_tests
+run cuda "$RUN" "$B" spexd_cuda_tests
+run fault "$RUN" "$B" spexd_cuda_fault_tests
+run memcheck san --tool memcheck --leak-check full "$RUN" "$B" spexd_cuda_tests \
   --gtest_filter='*CudaSanitizer*:*EdgeWindows*:*NonFinite*'
-run memcheck_poison san --tool memcheck "$B/run.sh" spexd_cuda_fault_tests --gtest_filter='*Poisoned*'
-run racecheck san --tool racecheck "$B/run.sh" spexd_cuda_tests --gtest_filter='*CudaSanitizer*'
+run memcheck_poison san --tool memcheck "$RUN" "$B" spexd_cuda_fault_tests --gtest_filter='*Poisoned*'
+run racecheck san --tool racecheck "$RUN" "$B" spexd_cuda_tests --gtest_filter='*CudaSanitizer*'
 # initcheck: every report names its kernel on the line after it; cuBLAS's are tolerated.
-san --tool initcheck --print-limit 1000000 "$B/run.sh" spexd_cuda_tests \
+san --tool initcheck --print-limit 1000000 "$RUN" "$B" spexd_cuda_tests \
   --gtest_filter='*CudaSanitizer*' >"$OUT/initcheck.log" 2>&1
 ic_rc=$?
 ic_all=$(grep -c 'Uninitialized' "$OUT/initcheck.log")
@@ -56,7 +57,7 @@ echo "initcheck rc=$ic_rc: $ic_all reports, $ic_ours outside cuBLAS's kernels"
 gzip -f "$OUT/initcheck.log"
 for r in $(seq "$RUNS"); do
   j=$OUT/frame_$r.json
-  if "$B/run.sh" spexd_cuda_frame_bench --runs 9 --json "$j" >"$OUT/frame_$r.log" 2>&1; then
+  if "$RUN" "$B" spexd_cuda_frame_bench --runs 9 --json "$j" >"$OUT/frame_$r.log" 2>&1; then
     python3 - "$j" "$r" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))

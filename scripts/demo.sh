@@ -13,8 +13,8 @@
 #                                   # by default only qa.svg stays in the temporary directory
 #   DEMO_DIR=DIR scripts/demo.sh    # work in DIR (created if needed) and keep the files
 #   SPEXD_BIN=DIR scripts/demo.sh   # use prebuilt spexd, spexctl, spexd-sim from DIR (e.g. a
-#                                   # bundle from shared/tools/device-bundle.sh on a GPU host
-#                                   # that cannot build); skips installing and building
+#                                   # bundle copied to a GPU host that cannot build); skips
+#                                   # installing and building
 #
 # Extra arguments go to CMake at the first configure (e.g. -DSPEXD_WITH_CUDA=OFF). A first
 # configure here leaves the tests out (-DSPEXD_BUILD_TESTS=OFF); scripts/test.sh turns them on.

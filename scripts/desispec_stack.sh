@@ -8,7 +8,7 @@
 # 1. Debian's packages the stack imports (python3-numba, -fitsio, -healpy, -scipy, -yaml:
 #    scripts/install-deps.sh --desispec).
 # 2. desispec, desiutil, desitarget, specter and gpu_specter (none is in Debian) at the
-#    commits that made ../shared/data/desispec, and desimodel (desi_process_exposure imports it), unpacked into DEST/<name> with no .git.
+#    commits that made the reference data's desispec/ outputs, and desimodel (desi_process_exposure imports it), unpacked into DEST/<name> with no .git.
 #    They come from local bare mirrors when SPEXD_DESI_MIRROR names a folder holding
 #    <owner>+<name>/repo or <name>.git, else from GitHub (git clone: needs the network).
 #    Blobs a mirror lacks (large test and model files the tests do not read) are left out.
@@ -20,7 +20,7 @@ set -euo pipefail
 # DEST as given (relative to the caller's folder), else beside the clone.
 DEST=$(realpath -m "${1:-$(dirname "$0")/../../desistack}")
 cd "$(dirname "$0")/.."
-# The commits of ../shared/data/desispec/README.md ("Versions").
+# The commits of the reference data's desispec/README.md ("Versions").
 PINS=(
   "desispec efd9676fc8e6b2e771d69ec862bd0edc936d0804"
   "desiutil 21de6be6fe8e42ef118faf70de5588b400993aa2"

@@ -1,39 +1,30 @@
 #!/usr/bin/env bash
 # On a GPU machine: a warm 30-frame, 30-PSF exposure submitted as one job
 # (ExtractExposure, the server writing every frame) against the same exposure as 30
-# concurrent single-frame clients, on 1 GPU and on 2 when the machine has them. Targets:
-# the warm one-job exposure <= 3.0 s on one H100, <= 2.0 s on 2 x H200. One device call:
+# concurrent single-frame clients, on 1 GPU and on 2 when the machine has them
+# (spexd_exposure_bench, `.fits` in and out).
 #
-#   scripts/exposure_device.sh BUNDLE DATA_DIR [OUT_DIR] [GPU_COUNTS]
-#     BUNDLE      device bundle (its run.sh launches spexd_exposure_bench), or its .tar.gz
+#   scripts/exposure_device.sh DIR DATA_DIR [OUT_DIR] [GPU_COUNTS]
+#     DIR         where spexd_exposure_bench and the CUDA module are (scripts/run_program.sh:
+#                 a build tree configured with -DSPEXD_BUILD_BENCHMARKS=ON, an install
+#                 prefix, or a bundle, or its .tar.gz)
 #     DATA_DIR    holds the b, r and z PSFs psf-b0-*.fits, psf-r0-*.fits, psf-z0-*.fits
-#                 (../shared/data/psf: psf-b0-synth, psf-r0-00051060, psf-z0-synth); each is
-#                 the base of 30 / N shifted stand-ins, so 10 b, 10 r and 10 z frames, each
-#                 camera extracted on its own DESI grid and psferr
-#     OUT_DIR     JSON and log (default: $OUT, else /tmp/exposure_device)
+#                 (psf-b0-synth, psf-r0-00051060, psf-z0-synth); each is the base of 30 / N
+#                 shifted stand-ins, so 10 b, 10 r and 10 z frames, each camera extracted on
+#                 its own DESI grid and psferr
+#     OUT_DIR     JSON and log (default: $OUT, else exposure_device-out)
 #     GPU_COUNTS  e.g. "1 2" (default: 1, and 2 when two GPUs are visible)
 #   FRAMES (30), PASSES (3: one cold, two warm), MODES ("one multi") set the runs; WORK
-#   (/dev/shm): where the frames are written, tmpfs as for the throughput runs (on the 4 x
-#   H200 VM's own disk, 30 frame files of 70 MB committed at once took 0.38-0.47 s each to
-#   fsync: such a run measures the disk, not the service);
-#   BENCH_ARGS (extra bench flags, e.g. "--backends-per-gpu 2"); BENCH_BIN (the bench
-#   executable in the bundle, spexd_exposure_bench: another build's for an A/B, added as
-#   scripts/spexctl_throughput_device.sh says for SPEXD_BIN);
+#   (/dev/shm): where the frames are written, tmpfs as for the throughput runs (a disk's
+#   fsync of 30 frame files committed at once would be measured instead of the service);
+#   BENCH_ARGS (extra bench flags, e.g. "--backends-per-gpu 2");
 #   STREAMERS ("0 2") the spexd --streamers_per_worker values tried for the one-job mode (0:
-#   the default, 4 per GPU worker; 2 was the default before): the server then encodes and
-#   writes every frame file (≈ 0.3 s of CPU each) on those threads, against ≈ 0.1 s of GPU
-#   per frame.
-#
-# Build the bundle here:
-#   cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DSPEXD_BUILD_BENCHMARKS=ON \
-#     -DCMAKE_CUDA_ARCHITECTURES=90 && cmake --build build-gpu -j2 --target spexd_exposure_bench spexd_cuda
-#   ../shared/tools/device-bundle.sh -b build-gpu -o .device/exposure/bundle \
-#     -m lib/spexd/libspexd_cuda.so tests/bench/spexd_exposure_bench
-# A run is ~1 min on one H100 (simulation, 30 PSF files, 3 passes); the default set (2 modes
-# x 1-2 GPU counts) fits one 10-minute device command.
+#   the default, 4 per GPU worker): the server encodes and writes every frame file on those
+#   threads.
 set -euo pipefail
-BUNDLE=${1:?bundle dir or .tar.gz} DATA_DIR=${2:?the folder of the b0, r0 and z0 PSFs}
-OUT_DIR=${3:-${OUT:-/tmp/exposure_device}}
+BUNDLE=${1:?a build tree, an install prefix, a bundle or its .tar.gz} DATA_DIR=${2:?the folder of the b0, r0 and z0 PSFs}
+OUT_DIR=${3:-${OUT:-exposure_device-out}}
+RUN=$(dirname "$(readlink -f "$0")")/run_program.sh
 if [[ $BUNDLE == *.tar.gz ]]; then
   unpacked=$(mktemp -d)
   tar -C "$unpacked" -xzf "$BUNDLE"
@@ -80,7 +71,7 @@ for n in $GPU_COUNTS; do
     frames_dir=$(mktemp -d "${WORK:-/dev/shm}/exposure-frames.XXXXXX")
     echo "+ spexd_exposure_bench --gpus $gpus --one-job $one --streamers $streamers ${BENCH_ARGS:-}" | tee -a "$log"
     rc=0
-    "$BUNDLE/run.sh" "${BENCH_BIN:-spexd_exposure_bench}" "${psfs[@]}" --frames "$FRAMES" --passes "$PASSES" \
+    "$RUN" "$BUNDLE" spexd_exposure_bench "${psfs[@]}" --frames "$FRAMES" --passes "$PASSES" \
       --gpus "$gpus" --one-job "$one" --streamers "$streamers" --out-dir "$frames_dir" \
       ${BENCH_ARGS:-} >"$json" 2>>"$log" || rc=$?
     rm -rf "$frames_dir"  # ~70 MB per frame file

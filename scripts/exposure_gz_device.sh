@@ -2,20 +2,18 @@
 # A DESI exposure as DESI has it, on a GPU machine: 30 preprocs `.fits.gz` (10 petals x the
 # b, r and z cameras, each frame with its own PSF) -> 30 frames `.fits.gz`, in one
 # `spexctl exposure` job against one spexd, timed end to end (spexctl's start to its exit)
-# cold once, then warm (the same job again, --overwrite). Target: warm <= 2.0 s on one H100.
+# cold once, then warm (the same job again, --overwrite).
 #
-#   scripts/exposure_gz_device.sh BUNDLE PSF_DIR [OUT_DIR]
-#     BUNDLE   device bundle (../shared/tools/device-bundle.sh) holding spexd, spexctl,
-#              spexd-sim and the CUDA module (lib/libspexd_cuda.so), or its .tar.gz
+#   scripts/exposure_gz_device.sh DIR PSF_DIR [OUT_DIR]
+#     DIR      where spexd, spexctl, spexd-sim and the CUDA module are (scripts/run_program.sh:
+#              a build tree, an install prefix, or a bundle, or its .tar.gz)
 #     PSF_DIR  holds psf-b0-synth.fits, psf-r0-00051060.fits and psf-z0-synth.fits
-#              (../shared/data/psf)
-#     OUT_DIR  log and summary (default: $OUT, else /tmp/exposure_gz)
+#     OUT_DIR  log and summary (default: $OUT, else exposure_gz-out)
 #   WARM (3): warm repeats; WORK (/dev/shm/exposure_gz): inputs and outputs (tmpfs);
 #   SIM_JOBS (8): simulations at a time (2 threads each); FIBERS (500) and BACKEND (cuda):
-#   a smaller CPU run of the same script off the GPU machine (BUNDLE may then be a build
-#   folder with a run.sh that execs its argument from there). REUSE=1: keep WORK's 30
-#   inputs when a run of the same FIBERS left them (another bundle timed on the same
-#   preprocs and PSFs in one device call, without simulating again). PERF (a perf binary):
+#   a smaller CPU run of the same script off the GPU machine. REUSE=1: keep WORK's 30
+#   inputs when a run of the same FIBERS left them (another build timed on the same
+#   preprocs and PSFs, without simulating again). PERF (a perf binary):
 #   the warm jobs sampled on every process of the host, the profile by process and symbol
 #   in OUT_DIR/perf-warm.txt.
 #
@@ -29,8 +27,9 @@
 # --psferr (b 0.04, r and z 0.01), as desi_proc runs desi_extract_spectra.
 # ~1-2 min to simulate and compress on 16 cores, then ~30 s for the jobs.
 set -euo pipefail
-BUNDLE=${1:?bundle dir or .tar.gz} PSF_DIR=${2:?folder with the b0, r0, z0 PSFs}
-OUT_DIR=${3:-${OUT:-/tmp/exposure_gz}}
+BUNDLE=${1:?a build tree, an install prefix, a bundle or its .tar.gz} PSF_DIR=${2:?folder with the b0, r0, z0 PSFs}
+OUT_DIR=${3:-${OUT:-exposure_gz-out}}
+RUN=$(dirname "$(readlink -f "$0")")/run_program.sh
 WARM=${WARM:-3} WORK=${WORK:-/dev/shm/exposure_gz} SIM_JOBS=${SIM_JOBS:-8}
 FIBERS=${FIBERS:-500} BACKEND=${BACKEND:-cuda}
 if [[ $BUNDLE == *.tar.gz ]]; then
@@ -77,13 +76,13 @@ for p in 0 1 2 3 4 5 6 7 8 9; do
 done
 simulate() {  # ARM CAMERA SHIFT SEED
   local c=$1 cam=$2 shift=$3 seed=$4
-  "$BUNDLE/run.sh" spexd-sim --psf="$PSF_DIR/${BASE[$c]}" --shift_traces="$shift" \
+  "$RUN" "$BUNDLE" spexd-sim --psf="$PSF_DIR/${BASE[$c]}" --shift_traces="$shift" \
     --psf_out="$WORK/psf-$cam-$expid.fits" --out="$WORK/preproc-$cam-$expid.fits" \
     --fibers=0,$FIBERS --seed="$seed" --hot_pixels=50 --camera="$cam" --threads=2 >/dev/null
   gzip -9 -f "$WORK/preproc-$cam-$expid.fits"
 }
 export -f simulate
-export BUNDLE PSF_DIR WORK expid FIBERS
+export RUN BUNDLE PSF_DIR WORK expid FIBERS
 export BASE_b=${BASE[b]} BASE_r=${BASE[r]} BASE_z=${BASE[z]}
 elapsed() { awk -v a="$1" -v b="${2:-$(date +%s.%N)}" 'BEGIN { printf "%.3f", b - a }'; }
 t0=$(date +%s.%N)
@@ -100,7 +99,7 @@ printf 'inputs: %d preprocs .fits.gz (%s) and %d PSFs in %.1f s\n' "$n_in" \
 touch "$WORK/inputs-$FIBERS.done"
 
 # --- One spexd on the GPU; the frame list by server paths.
-"$BUNDLE/run.sh" spexd --listen=127.0.0.1:0 --metrics_listen=127.0.0.1:0 --backend="$BACKEND" \
+"$RUN" "$BUNDLE" spexd --listen=127.0.0.1:0 --metrics_listen=127.0.0.1:0 --backend="$BACKEND" \
   --data_roots="$WORK" --output_roots="$WORK" --psf_cache_bytes=$((64 << 30)) --max_queue=64 \
   2>"$OUT_DIR/spexd.log" &
 spexd_pid=$!
@@ -116,7 +115,7 @@ done
 [[ -n $port ]] || { echo "spexd did not start" >&2; exit 1; }
 # Warm-up (one backend per worker, on every GPU) ends when health turns SERVING.
 for _ in $(seq 240); do
-  "$BUNDLE/run.sh" spexctl health --server "127.0.0.1:$port" >/dev/null 2>&1 && break
+  "$RUN" "$BUNDLE" spexctl health --server "127.0.0.1:$port" >/dev/null 2>&1 && break
   sleep 0.5
 done
 
@@ -124,7 +123,7 @@ run_job() {  # LABEL: one exposure job, wall time from spexctl's start to its ex
   local label=$1 t_start t_end
   rm -f "$WORK"/frame-*.fits.gz
   t_start=$(date +%s.%N)
-  timeout -s KILL 300 "$BUNDLE/run.sh" spexctl exposure --server "127.0.0.1:$port" -n "$FIBERS" \
+  timeout -s KILL 300 "$RUN" "$BUNDLE" spexctl exposure --server "127.0.0.1:$port" -n "$FIBERS" \
     --overwrite --priority realtime "$WORK/frames.txt" >"$OUT_DIR/exposure-$label.txt" 2>&1
   t_end=$(date +%s.%N)
   local n_out

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# GPU fault runs, for the GPU machine: run from a device bundle
-# (/work/shared/tools/device-bundle.sh) that holds spexd, spexctl, spexd_cuda_fault_tests and
-# lib/libspexd_cuda.so. Writes logs under $OUT (default ./gpu-faults-out) and prints a
+# GPU fault runs, for a GPU machine: DIR is where spexd, spexctl, spexd_cuda_fault_tests and
+# the CUDA module are (scripts/run_program.sh: a build tree, an install prefix or a bundle).
+# Writes logs under $OUT (default ./gpu-faults-out) and prints a
 # table last. Needs the test PSF and a preproc frame, in one directory (the server's data
 # root: requests name them by path):
-#   scripts/gpu-faults.sh BUNDLE_DIR PSF.fits FRAME.fits
+#   scripts/gpu-faults.sh DIR PSF.fits FRAME.fits
 # 1. the backend's fault tests (out-of-memory, transient fault + retry, a failed patch
 #    retried by the backend, sticky error);
 # 2. the server with a sticky error: health, metric, log line, in-flight requests;
@@ -13,6 +13,7 @@
 # 4. compute-sanitizer racecheck on a full-size frame, in fibre slices.
 set -uo pipefail
 B=$(cd "$1" && pwd)
+RUN=$(dirname "$(readlink -f "$0")")/run_program.sh
 PSF=$(readlink -f "$2")
 FRAME=$(readlink -f "$3")
 OUT=${OUT:-$PWD/gpu-faults-out}
@@ -27,7 +28,7 @@ SECTIONS=${GPU_FAULT_SECTIONS:-1234}
 : >"$OUT/summary.txt"
 if [[ $SECTIONS == *1* ]]; then
 echo "== 1. backend fault tests" | tee -a "$OUT/summary.txt"
-T 120 "$B/run.sh" spexd_cuda_fault_tests >"$OUT/cuda_fault_tests.log" 2>&1
+T 120 "$RUN" "$B" spexd_cuda_fault_tests >"$OUT/cuda_fault_tests.log" 2>&1
 rc=$?
 row "backend fault tests (OOM x3 points, transient+retry, patch retry, sticky)" \
     "$(grep -cE '^\[       OK \]' "$OUT/cuda_fault_tests.log") passed" "exit $rc"
@@ -37,7 +38,7 @@ fi
 start_server() {  # $1 = log, rest = extra flags; sets PORT and SPID
   local log=$1
   shift
-  "$B/run.sh" spexd --listen=127.0.0.1:0 --metrics_listen=127.0.0.1:0 --backend=cuda \
+  "$RUN" "$B" spexd --listen=127.0.0.1:0 --metrics_listen=127.0.0.1:0 --backend=cuda \
     --data_roots="$DATA" "$@" 2>"$log" &
   SPID=$!
   PORT=
@@ -48,7 +49,7 @@ start_server() {  # $1 = log, rest = extra flags; sets PORT and SPID
   done
   # Requests before the CUDA warm-up ends are refused (UNAVAILABLE "warming up").
   for _ in $(seq 1 120); do
-    T 10 "$B/run.sh" spexctl health --server "127.0.0.1:$PORT" >/dev/null 2>&1 && break
+    T 10 "$RUN" "$B" spexctl health --server "127.0.0.1:$PORT" >/dev/null 2>&1 && break
     sleep 0.5
   done
 }
@@ -61,7 +62,7 @@ metrics() {  # $1 = server log; the /metrics text (no curl on the GPU machine)
   exec 3<&-
 }
 extract() {  # $1 = output; prints the exit status and the first error line
-  T 120 "$B/run.sh" spexctl extract -i "$FRAME" -p "$PSF" -w 6000.0,6100.0,0.8 -n 50 -q \
+  T 120 "$RUN" "$B" spexctl extract -i "$FRAME" -p "$PSF" -w 6000.0,6100.0,0.8 -n 50 -q \
     --server "127.0.0.1:$PORT" --server-path --retries 1 -o "$1" 2>&1 | head -2
   return "${PIPESTATUS[0]}"
 }
@@ -77,7 +78,7 @@ for i in 2 3 4; do
 done
 wait "${pids[@]}"
 sleep 1.5  # the server checks its backends' health, and publishes GPU memory, once a second
-health=$(T 30 "$B/run.sh" spexctl health --server "127.0.0.1:$PORT" 2>&1)
+health=$(T 30 "$RUN" "$B" spexctl health --server "127.0.0.1:$PORT" 2>&1)
 metric=$(metrics "$OUT/spexd-sticky.log" | grep -E '^spexd_backend_healthy|not found')
 kill "$SPID"; wait "$SPID" 2>/dev/null
 row "sticky: request 1" "exit $r1" "$(cat "$OUT/sticky-1.txt" | head -1)"
@@ -95,13 +96,13 @@ SPEXD_TEST_CUDA_FAULTS=oom_at_alloc=1 start_server "$OUT/spexd-oom.log"
 extract "$OUT/oom-1.fits" >"$OUT/oom-1.txt"; o1=$?
 extract "$OUT/oom-2.fits" >"$OUT/oom-2.txt"; o2=$?
 sleep 1.5
-gpu_oom=$(T 30 "$B/run.sh" spexctl psf list --server "127.0.0.1:$PORT" 2>&1 | tail -2)
+gpu_oom=$(T 30 "$RUN" "$B" spexctl psf list --server "127.0.0.1:$PORT" 2>&1 | tail -2)
 mem_oom=$(metrics "$OUT/spexd-oom.log" | grep -E '^spexd_gpu_memory_bytes')
 kill "$SPID"; wait "$SPID" 2>/dev/null
 start_server "$OUT/spexd-clean.log"
 extract "$OUT/clean.fits" >"$OUT/clean.txt"; c1=$?
 sleep 1.5
-gpu_clean=$(T 30 "$B/run.sh" spexctl psf list --server "127.0.0.1:$PORT" 2>&1 | tail -2)
+gpu_clean=$(T 30 "$RUN" "$B" spexctl psf list --server "127.0.0.1:$PORT" 2>&1 | tail -2)
 mem_clean=$(metrics "$OUT/spexd-clean.log" | grep -E '^spexd_gpu_memory_bytes')
 kill "$SPID"; wait "$SPID" 2>/dev/null
 row "oom: first request" "exit $o1" "$(head -1 "$OUT/oom-1.txt")"
@@ -117,13 +118,14 @@ if [[ $SECTIONS == *4* ]]; then
 RACE_SLICES=${RACE_SLICES:-"0:25:5760.0,5840.0,0.8 25:25:6600.0,6680.0,0.8 250:25:7540.0,7620.0,0.8 475:25:5760.0,5840.0,0.8"}
 echo "== 4. compute-sanitizer racecheck on the full-size frame, slices: $RACE_SLICES" | tee -a "$OUT/summary.txt"
 CS=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
-export LD_LIBRARY_PATH=$("$B/run.sh" --env)
+LD_LIBRARY_PATH=$("$RUN" "$B" --env); export LD_LIBRARY_PATH
+SPEXCTL=$("$RUN" "$B" --path spexctl)
 rpids=()
 i=0
 for slice in $RACE_SLICES; do
   IFS=: read -r s n w <<<"$slice"
   (T "${SLICE_SECONDS:-90}" "$CS" --tool racecheck --racecheck-report all \
-    "$B/spexctl" extract --local --backend cuda -i "$FRAME" -p "$PSF" -s "$s" -n "$n" -w "$w" -q \
+    "$SPEXCTL" extract --local --backend cuda -i "$FRAME" -p "$PSF" -s "$s" -n "$n" -w "$w" -q \
     -o "$OUT/race-$i.fits" >"$OUT/racecheck-$i.log" 2>&1; echo "exit $?" >"$OUT/racecheck-$i.rc") &
   rpids+=($!)
   i=$((i + 1))

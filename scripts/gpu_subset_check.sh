@@ -8,9 +8,9 @@
 # that no other GPU holds memory. Then a device that is not there must stop spexd with a
 # clear error. Exit status 0 only if every check passed; the table is in OUT_DIR/summary.txt.
 #
-#   scripts/gpu_subset_check.sh BUNDLE_DIR OUT_DIR FRAME PSF
-#     BUNDLE_DIR  a device bundle (../shared/tools/device-bundle.sh; its run.sh is used) or
-#                 a build directory (server/spexd, client/spexctl, client/spexd-sim)
+#   scripts/gpu_subset_check.sh DIR OUT_DIR FRAME PSF
+#     DIR         where spexd, spexctl, spexd-sim and the CUDA module are
+#                 (scripts/run_program.sh: a build tree, an install prefix or a bundle)
 #     OUT_DIR     logs and summary.txt (small: extracted frames go to a temporary directory)
 #     FRAME       a preproc frame; written there with spexd-sim from PSF (500 fibres, the r
 #                 grid, seed 1) when the file does not exist
@@ -18,12 +18,9 @@
 #   Environment: BACKEND (cuda; cpu checks the flow without a GPU: one worker, gpu="cpu"),
 #   SUBSET (1,3), CLIENTS_PER_GPU (2), FRAMES_PER_CLIENT (3),
 #   EXTRACT_ARGS ("-s 0 -n 500 -w 5760.0,7620.0,0.8"), SIM_FIBERS (0,500).
-#
-# Bundle for the GPU machine (Release build with CUDA):
-#   ../shared/tools/device-bundle.sh -b build-gpu -o /work/main/.device/NAME/bundle \
-#     -m lib/spexd/libspexd_cuda.so server/spexd client/spexctl client/spexd-sim
 set -uo pipefail
-[[ $# -eq 4 ]] || { sed -n '2,25p' "$0"; exit 2; }
+[[ $# -eq 4 ]] || { sed -n '2,21p' "$0"; exit 2; }
+RUN=$(dirname "$(readlink -f "$0")")/run_program.sh
 B=$(cd "$1" && pwd) || exit 2
 OUT=$2
 FRAME=$3
@@ -56,18 +53,13 @@ say() { echo "$*" | tee -a "$OUT/summary.txt"; }
 check() {  # check NAME CONDITION-RESULT(0/1) DETAIL
   if [[ $2 == 0 ]]; then say "PASS  $1: $3"; else say "FAIL  $1: $3"; FAILED=1; fi
 }
-# The command line of an executable of the bundle (through its run.sh, which execs it) or
-# of a build directory, into the array named $2.
+# The command line of a program in DIR (scripts/run_program.sh), into the array named $2.
 # shellcheck disable=SC2034  # cmd is a nameref: it assigns the caller's array
 find_exe() {
-  local name=$1 d
+  local name=$1
   local -n cmd=$2
-  if [[ -x $B/run.sh && -x $B/$name ]]; then cmd=("$B/run.sh" "$name"); return 0; fi
-  for d in "$B" "$B/server" "$B/client"; do
-    [[ -x $d/$name ]] && { cmd=("$d/$name"); return 0; }
-  done
-  echo "gpu_subset_check: $name not found in $B" >&2
-  exit 2
+  "$RUN" "$B" --path "$name" >/dev/null || exit 2
+  cmd=("$RUN" "$B" "$name")
 }
 find_exe spexd SPEXD
 find_exe spexctl SPEXCTL

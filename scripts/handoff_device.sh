@@ -6,20 +6,17 @@
 # server's stage-by-stage breakdown of both ways, and FAILS unless the hand-off's median
 # time per frame is at most MAX_RATIO x the path's. Exit 0 only if every check passed.
 #
-#   scripts/handoff_device.sh BUNDLE_DIR OUT_DIR PSF
-#     BUNDLE_DIR  a device bundle (../shared/tools/device-bundle.sh; its run.sh is used) or a
-#                 build directory (server/spexd, examples/spexd-handoff-example)
+#   scripts/handoff_device.sh DIR OUT_DIR PSF
+#     DIR         where spexd, spexd-handoff-example and the CUDA module are
+#                 (scripts/run_program.sh: a build tree, an install prefix or a bundle)
 #     OUT_DIR     example.txt (full output), spexd.log, handoff.json, summary.txt
 #     PSF         e.g. tests/data/psf-r0-00051060.fits
 #   Environment: MAX_RATIO (0.6), REPEAT (10), FIBERS (0,500), WAVE (5760.0,7620.0,0.8),
 #   SPEXD_ARGS (extra spexd flags).
-#
-# Bundle (Release build with CUDA, -DCMAKE_CUDA_ARCHITECTURES=90):
-#   ../shared/tools/device-bundle.sh -b build-gpu -o .device/bundle -m lib/spexd/libspexd_cuda.so \
-#     server/spexd examples/spexd-handoff-example
-# Device call: scripts/handoff_device.sh .device/bundle "$OUT" tests/data/psf-r0-00051060.fits
+#   e.g. scripts/handoff_device.sh build handoff-out tests/data/psf-r0-00051060.fits
 set -uo pipefail
-[[ $# -eq 3 ]] || { sed -n '2,21p' "$0"; exit 2; }
+[[ $# -eq 3 ]] || { sed -n '2,17p' "$0"; exit 2; }
+RUN=$(dirname "$(readlink -f "$0")")/run_program.sh
 B=$(cd "$1" && pwd) || exit 2
 mkdir -p "$2"
 OUT=$(cd "$2" && pwd)
@@ -44,18 +41,13 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-# The command line of an executable of the bundle (through its run.sh) or of a build
-# directory, into the array named $2.
+# The command line of a program in DIR (scripts/run_program.sh), into the array named $2.
 # shellcheck disable=SC2034  # cmd is a nameref
 find_exe() {
-  local name=$1 d
+  local name=$1
   local -n cmd=$2
-  if [[ -x $B/run.sh && -x $B/$name ]]; then cmd=("$B/run.sh" "$name"); return 0; fi
-  for d in "$B" "$B/server" "$B/examples"; do
-    [[ -x $d/$name ]] && { cmd=("$d/$name"); return 0; }
-  done
-  echo "handoff_device: $name not found in $B" >&2
-  exit 2
+  "$RUN" "$B" --path "$name" >/dev/null || exit 2
+  cmd=("$RUN" "$B" "$name")
 }
 find_exe spexd SPEXD
 find_exe spexd-handoff-example EXAMPLE

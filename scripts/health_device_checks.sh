@@ -10,31 +10,25 @@
 #   4. shadow parity without a fault over PARITY_N (1000) sampled bundles: goal 0 drifts
 #      (scripts/shadow_parity_device.sh), with the time left (it runs last).
 #
-#   scripts/health_device_checks.sh BUNDLE_DIR DATA_DIR
-#     BUNDLE_DIR  a device bundle (../shared/tools/device-bundle.sh) holding spexd, spexctl,
-#                 spexd-sim, spexd_cuda_tests, spexd_rpc_bench, spexd_health_summary_bench
-#                 and lib/libspexd_cuda.so
+#   scripts/health_device_checks.sh DIR DATA_DIR
+#     DIR         where spexd, spexctl, spexd-sim, spexd_cuda_tests, spexd_rpc_bench,
+#                 spexd_health_summary_bench and the CUDA module are (scripts/run_program.sh:
+#                 a build tree configured with -DSPEXD_BUILD_TESTS=ON
+#                 -DSPEXD_BUILD_BENCHMARKS=ON, an install prefix, or a bundle)
 #     DATA_DIR    a writable directory: the r PSF (PSF, default DATA_DIR/psf-r0-00051060.fits,
 #                 else tests/data's) and the simulated 500-fibre r frame (FRAME, default
-#                 DATA_DIR/preproc-r-500.fits, written with spexd-sim when absent; 136 MB,
-#                 so not under the device's $OUT, whose files are copied back)
-#   On the device: OUT=$OUT/health scripts/health_device_checks.sh .device/bundle /tmp/spexd-health
+#                 DATA_DIR/preproc-r-500.fits, written with spexd-sim when absent; 136 MB)
 #   Environment: OUT (logs; default ./health-device-out), SECTIONS (1234), PARITY_N (1000),
 #   BENCH_REPEATS (10 frames per client, 2 clients in flight), TOTAL_SECONDS (570: the
-#   parity run gets what is left of it; one device command may run 600 s).
-# Bundle (Release build with CUDA and benchmarks):
-#   cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 \
-#     -DSPEXD_BUILD_BENCHMARKS=ON && cmake --build build-gpu -j2
-#   ../shared/tools/device-bundle.sh -b build-gpu -o .device/bundle -m lib/spexd/libspexd_cuda.so \
-#     server/spexd client/spexctl client/spexd-sim tests/spexd_cuda_tests tests/bench/spexd_rpc_bench \
-#     tests/bench/spexd_health_summary_bench
+#   parity run gets what is left of it).
 # Prints a table last ("[row] check | result | verdict"); exit 0 when every section passed.
 set -uo pipefail
-[[ $# -eq 2 ]] || { sed -n '2,34p' "$0"; exit 2; }
+[[ $# -eq 2 ]] || { sed -n '2,27p' "$0"; exit 2; }
 START=$(date +%s)
 B=$(cd "$1" && pwd) || exit 2
 mkdir -p "$2" && DATA=$(cd "$2" && pwd) || exit 2
 HERE=$(cd "$(dirname "$0")" && pwd)
+RUN=$HERE/run_program.sh
 OUT=${OUT:-$PWD/health-device-out}
 mkdir -p "$OUT" && OUT=$(cd "$OUT" && pwd)
 SECTIONS=${SECTIONS:-1234}
@@ -61,7 +55,7 @@ row() {  # check | result | PASS/FAIL
 
 if [[ ! -f $FRAME && ( $SECTIONS == *2* || $SECTIONS == *3* || $SECTIONS == *4* ) ]]; then
   echo "== simulating $FRAME (500 fibres, r grid, seed 1)"
-  T 300 "$B/run.sh" spexd-sim --psf="$PSF" --out="$FRAME" --fibers=0,500 \
+  T 300 "$RUN" "$B" spexd-sim --psf="$PSF" --out="$FRAME" --fibers=0,500 \
     --wavelength=5760.0,7620.0,0.8 --seed=1 >"$OUT/spexd-sim.log" 2>&1 ||
     { echo "spexd-sim failed: $(tail -2 "$OUT/spexd-sim.log")"; exit 1; }
 fi
@@ -69,7 +63,7 @@ FRAME=$(readlink -f "$FRAME")
 
 if [[ $SECTIONS == *1* ]]; then
   echo "== 1. spexd_cuda_tests '*Health*:*Perturb*'"
-  T 240 "$B/run.sh" spexd_cuda_tests --gtest_filter='*Health*:*Perturb*' >"$OUT/cuda_tests.log" 2>&1
+  T 240 "$RUN" "$B" spexd_cuda_tests --gtest_filter='*Health*:*Perturb*' >"$OUT/cuda_tests.log" 2>&1
   rc=$?
   passed=$(grep -cE '^\[ +OK \]' "$OUT/cuda_tests.log")
   failed=$(grep -cE '^\[ +FAILED \] [A-Za-z]' "$OUT/cuda_tests.log")
@@ -110,7 +104,7 @@ if [[ $SECTIONS == *3* ]]; then
   for run in a b; do
     for f in 0 0.01; do
       json=$OUT/rpc_bench_${f}_$run.json
-      T 200 "$B/run.sh" spexd_rpc_bench --backend cuda --fibers 500 --repeats "$BENCH_REPEATS" \
+      T 200 "$RUN" "$B" spexd_rpc_bench --backend cuda --fibers 500 --repeats "$BENCH_REPEATS" \
         --inflight 2 --frame "$FRAME" --psf "$PSF" --shadow-parity-fraction "$f" \
         >"$json" 2>"$OUT/rpc_bench_${f}_$run.log"
       s=$(grep -o '"steady_per_frame_inflight_s":[0-9.]*' "$json" | cut -d: -f2)
@@ -125,7 +119,7 @@ if [[ $SECTIONS == *3* ]]; then
     done
   done
   # The health summary's host cost per r frame (both server paths), against the frame time.
-  T 60 "$B/run.sh" spexd_health_summary_bench >"$OUT/health_summary_bench.json" 2>&1
+  T 60 "$RUN" "$B" spexd_health_summary_bench >"$OUT/health_summary_bench.json" 2>&1
   median() { grep -o "\"$1\":{\"median\":[0-9.e-]*" "$OUT/health_summary_bench.json" | grep -o '[0-9.e-]*$'; }
   hs_a=$(awk -v x="$(median assembled_s)" 'BEGIN { if (x != "") printf "%.2f", 1e3 * x }')
   hs_s=$(awk -v x="$(median streamed_s)" 'BEGIN { if (x != "") printf "%.2f", 1e3 * x }')

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Shadow parity on a GPU node: N sampled bundles served by the CUDA backend,
 # each re-extracted by the CPU reference and compared (docs/operations.md), with no fault:
-# the goal is N = 1000 and 0 drifts. Run from a device bundle
-# (/work/shared/tools/device-bundle.sh) holding spexd, spexctl and lib/libspexd_cuda.so:
-#   scripts/shadow_parity_device.sh BUNDLE_DIR PSF.fits FRAME.fits [N (1000)]
+# the goal is N = 1000 and 0 drifts. DIR is where spexd, spexctl and the CUDA module are
+# (scripts/run_program.sh: a build tree, an install prefix or a bundle):
+#   scripts/shadow_parity_device.sh DIR PSF.fits FRAME.fits [N (1000)]
 # Every frame is sampled (--shadow_parity_fraction=1) and one of its bundles, picked at
 # random, is checked. Frames are short: each request takes one of GRIDS (100 A windows
 # spread over the r band, so that the bundles checked differ in rows, trace shapes and
@@ -21,6 +21,7 @@
 # $OUT (default ./shadow-parity-out). Exit 0 when the verdict is PASS.
 set -uo pipefail
 B=$(cd "$1" && pwd)
+RUN=$(dirname "$(readlink -f "$0")")/run_program.sh
 PSF=$(readlink -f "$2")
 FRAME=$(readlink -f "$3")
 N=${4:-1000}
@@ -45,7 +46,7 @@ T() { timeout -s KILL "$@"; }
 BACKEND=${BACKEND:-cuda}
 env_args=()
 [[ $FAULT == 1 ]] && env_args=(env "SPEXD_TEST_${BACKEND^^}_FAULTS=perturb_bundle_flux=$BUNDLE")
-"${env_args[@]}" "$B/run.sh" spexd --listen=127.0.0.1:0 --metrics_listen=127.0.0.1:0 --backend="$BACKEND" \
+"${env_args[@]}" "$RUN" "$B" spexd --listen=127.0.0.1:0 --metrics_listen=127.0.0.1:0 --backend="$BACKEND" \
   --data_roots="$DATA" --shadow_parity_fraction=1 --shadow_parity_threads="$THREADS" 2>"$LOG" &
 SPID=$!
 declare -a SLOT_PID
@@ -66,7 +67,7 @@ done
 MPORT=$(grep -o '"metrics_port":[0-9]*' "$LOG" | grep -o '[0-9]*$' | head -1)
 [[ -n $PORT && -n $MPORT ]] || { echo "[row] shadow parity | spexd did not start | FAIL"; tail -20 "$LOG"; exit 1; }
 for _ in $(seq 1 120); do  # requests before the CUDA warm-up ends are refused
-  T 10 "$B/run.sh" spexctl health --server "127.0.0.1:$PORT" >/dev/null 2>&1 && break
+  T 10 "$RUN" "$B" spexctl health --server "127.0.0.1:$PORT" >/dev/null 2>&1 && break
   sleep 0.5
 done
 scrape() {  # the /metrics text (no curl on the GPU machine)
@@ -84,7 +85,7 @@ hist_mean() {  # $1 = histogram name: _sum / _count over the series
 # One request in slot $1 with grid number $2 (background; its PID goes to SLOT_PID).
 send() {
   local slot=$1 grid=${GRID_LIST[$(( $2 % ${#GRID_LIST[@]} ))]}
-  T 120 "$B/run.sh" spexctl extract --server "127.0.0.1:$PORT" --server-path -q --retries 1 \
+  T 120 "$RUN" "$B" spexctl extract --server "127.0.0.1:$PORT" --server-path -q --retries 1 \
     -i "$FRAME" -p "$PSF" -w "$grid" "${EXTRA[@]}" -o "$TMP/frame-$slot.fits" \
     >>"$OUT/spexctl.log" 2>&1 || echo x >>"$TMP/failed"
 }

@@ -3,7 +3,7 @@
 # backend's own two-frames-in-flight throughput, on the GPU machine in one call.
 #   1. the reference: the smallest (strictest) time per frame of spexd_rpc_bench's backend
 #      median and in-process service with two in flight, and spexd_cuda_frame_bench's backend
-#      with two frames in flight (the issue's reference; frames/s = 1 / that);
+#      with two frames in flight (frames/s = 1 / that);
 #   2. spexd (CUDA) serving PROCS `spexctl extract --server-path` processes, each extracting
 #      FRAMES full r frames one after another, for each mode (MODE-IN[-outgz]):
 #        client-fits / client-gz    input .fits / .fits.gz; spectra streamed (float32 wire),
@@ -14,40 +14,35 @@
 #      gzip both in and out).
 #      Also the steady-state rate (every client past its first frame, none at its last).
 #
-#   scripts/spexctl_throughput_device.sh BUNDLE_DIR WORK_DIR [PSF]
-#     BUNDLE_DIR  device bundle with spexd, spexctl, spexd-sim, spexd_cuda_frame_bench (and
-#                 spexd_rpc_bench unless REF_SOURCE=frame_bench), the CUDA module; e.g.
-#                 ../shared/tools/device-bundle.sh -b build-gpu -o .device/NAME/bundle \
-#                   -m lib/spexd/libspexd_cuda.so server/spexd client/spexctl client/spexd-sim \
-#                   tests/bench/spexd_cuda_frame_bench tests/bench/spexd_rpc_bench
-#                 (ISA-L's libisal.so.2 is bundled with them, as every Debian library is)
-#     WORK_DIR    scratch (frames are 136 MB each; keep it out of $OUT)
+#   scripts/spexctl_throughput_device.sh DIR WORK_DIR [PSF]
+#     DIR       where the programs are (scripts/run_program.sh): a build tree configured with
+#               -DSPEXD_BUILD_BENCHMARKS=ON, an install prefix, or a bundle; it needs spexd,
+#               spexctl, spexd-sim, spexd_cuda_frame_bench (and spexd_rpc_bench unless
+#               REF_SOURCE=frame_bench) and the CUDA module
+#     WORK_DIR  scratch (frames are 136 MB each)
+#     PSF       default tests/data/psf-r0-00051060.fits (run from the repository's root)
 #   With N GPUs visible (GPUS, default nvidia-smi's count) the goal is 0.9 x N x (1).
 #   Environment: PROCS (8), FRAMES (4), MODES ("client-fits client-gz server-fits server-gz";
 #   also client-fits-outgz, client-gz-outgz, server-fits-outgz, server-gz-outgz); GZIP_LEVEL
 #   (6: the input .fits.gz written by Python's gzip module at that level, as desispec writes
 #   preprocs); REF_SOURCE (both: the faster of spexd_rpc_bench and spexd_cuda_frame_bench;
-#   frame_bench: spexd_cuda_frame_bench's two frames in flight alone, the issue's reference);
-#   SPEXD_ARGS (extra spexd flags); CLIENT_ARGS (extra spexctl flags of the client modes, e.g.
-#   --no-progressive-write); SERVER_ARGS (of the server modes, e.g. --server-checksum crc32);
-#   NSPEC, WAVE, BACKEND for a small CPU smoke run; REF (s per frame: skip the reference
-#   benches and use it); PERF (a perf binary: spexd sampled during each mode, its profile by
-#   symbol in $W/perf-MODE.txt; PERF_ALL=1: every process on the host, by process and
-#   symbol); SPEXD_BIN (spexd: the server executable in the bundle, for an A/B of two
-#   builds: copy the other build's spexd in, stripped, with `patchelf --force-rpath
-#   --set-rpath '$ORIGIN/lib'`; a RUNPATH does not reach the bundled libraries' own
-#   dependencies and that spexd fails to start); SPEXCTL_BIN (spexctl: the clients', the
-#   same way); IDENTICAL_SAMPLE (0: every frame file is compared with the warm-up's;
-#   N: the first N of each mode, where reading them all would take longer than the run);
-#   WARM_FRAMES (0: server-written frames each client extracts before the timed modes; the
-#   several-GPU figures in docs/performance.md say whether they had 2, a long-running
-#   service's state, or none, a spexd just started); SPEXD_CPUS (a taskset CPU list, e.g.
-#   0-15: spexd held to those cores, a host-limited stand-in for a node with more GPUs a
-#   core than this one; the clients run anywhere).
+#   frame_bench: spexd_cuda_frame_bench's two frames in flight alone); SPEXD_ARGS (extra
+#   spexd flags); CLIENT_ARGS (extra spexctl flags of the client modes); SERVER_ARGS (of the
+#   server modes, e.g. --server-checksum crc32); NSPEC, WAVE, BACKEND for a small CPU smoke
+#   run; REF (s per frame: skip the reference benches and use it); PERF (a perf binary:
+#   spexd sampled during each mode, its profile by symbol in $W/perf-MODE.txt; PERF_ALL=1:
+#   every process on the host, by process and symbol); IDENTICAL_SAMPLE (0: every frame file
+#   is compared with the warm-up's; N: the first N of each mode, where reading them all would
+#   take longer than the run); WARM_FRAMES (0: server-written frames each client extracts
+#   before the timed modes: 2 stands for a long-running service's state, 0 for a spexd just
+#   started); SPEXD_CPUS (a taskset CPU list, e.g. 0-15: spexd held to those cores, a
+#   host-limited stand-in for a node with more GPUs a core than this one; the clients run
+#   anywhere).
 #   Prints [row] lines; exit 0 when every run succeeded.
 set -uo pipefail
-[[ $# -ge 2 ]] || { sed -n '2,47p' "$0"; exit 2; }
+[[ $# -ge 2 ]] || { sed -n '2,41p' "$0"; exit 2; }
 B=$(cd "$1" && pwd) || exit 2
+RUN=$(dirname "$(readlink -f "$0")")/run_program.sh
 W=$2; mkdir -p "$W"/in "$W"/out; W=$(cd "$W" && pwd)
 PSF=$(readlink -f "${3:-tests/data/psf-r0-00051060.fits}")
 PROCS=${PROCS:-8} FRAMES=${FRAMES:-4}
@@ -73,13 +68,13 @@ cpu_now() {
     END { printf "%d %d %.3f %s\n", tot - idle, tot, srv + 0, now }' /proc/stat "/proc/${SPID:-self}/stat"
 }
 fail=0
-# The clients run spexctl itself, as a pipeline would: not through the bundle's run.sh (a
-# shell, a subshell and dirname a frame; spexctl needs none of the CUDA libraries it finds).
-SPEXCTL=("$B/${SPEXCTL_BIN:-spexctl}"); [[ -x ${SPEXCTL[0]} ]] || SPEXCTL=("$B/run.sh" "${SPEXCTL_BIN:-spexctl}")
+# The clients run spexctl itself, as a pipeline would, not through a launcher script (a shell
+# and a subshell a frame; spexctl needs none of the CUDA libraries).
+SPEXCTL=("$("$RUN" "$B" --path spexctl)") || exit 2
 
 cp "$PSF" "$W/in/psf.fits"
 if [[ ! -f $W/in/frame.fits ]]; then
-  "$B/run.sh" spexd-sim --psf="$W/in/psf.fits" --out="$W/in/frame.fits" --fibers=0,$NSPEC \
+  "$RUN" "$B" spexd-sim --psf="$W/in/psf.fits" --out="$W/in/frame.fits" --fibers=0,$NSPEC \
     --wavelength="$WAVE" --seed=3 >/dev/null 2>&1 || { row "spexd-sim FAILED"; exit 1; }
 fi
 if [[ ! -f $W/in/frame.fits.gz ]]; then
@@ -96,12 +91,12 @@ if [[ -n ${REF:-} ]]; then
 else
 ref=
 [[ ${REF_SOURCE:-both} == frame_bench ]] ||
-ref=$("$B/run.sh" spexd_rpc_bench --backend $BACKEND --fibers $NSPEC --repeats 6 --inflight 2 \
+ref=$("$RUN" "$B" spexd_rpc_bench --backend $BACKEND --fibers $NSPEC --repeats 6 --inflight 2 \
   --client-procs 0 --psf "$W/in/psf.fits" 2>"$W/rpc_bench.err" | tee "$W/rpc_bench.json" |
   python3 -c 'import json,sys; d=json.loads(sys.stdin.read().strip().splitlines()[-1]); print(min(d["backend_s"]["median"], d["service_per_frame_inflight_s"]))' 2>/dev/null)
 # The issue's reference: the backend alone with two frames in flight (spexd_cuda_frame_bench,
 # one backend per thread on the GPU), when it is faster than the above.
-if [[ $BACKEND == cuda ]] && "$B/run.sh" spexd_cuda_frame_bench --runs 3 --check-bundles "" \
+if [[ $BACKEND == cuda ]] && "$RUN" "$B" spexd_cuda_frame_bench --runs 3 --check-bundles "" \
     --psf "$W/in/psf.fits" --json "$W/frame_bench.json" >"$W/frame_bench.log" 2>&1; then
   fps2=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["inflight_frames_per_second"])' \
     "$W/frame_bench.json" 2>/dev/null)
@@ -117,18 +112,18 @@ fi
 fi
 
 PORT=50093
-${SPEXD_CPUS:+taskset -c "$SPEXD_CPUS"} "$B/run.sh" "${SPEXD_BIN:-spexd}" --listen=127.0.0.1:$PORT \
+${SPEXD_CPUS:+taskset -c "$SPEXD_CPUS"} "$RUN" "$B" spexd --listen=127.0.0.1:$PORT \
   --data_roots="$W/in" --output_roots="$W/out" \
   --backend=$BACKEND ${SPEXD_ARGS:-} >"$W/spexd.log" 2>&1 &
 SPID=$!
 trap 'kill -TERM $SPID 2>/dev/null; wait $SPID 2>/dev/null' EXIT
 for _ in $(seq 60); do
-  "$B/run.sh" spexctl health --server 127.0.0.1:$PORT >/dev/null 2>&1 && break; sleep 1
+  "$RUN" "$B" spexctl health --server 127.0.0.1:$PORT >/dev/null 2>&1 && break; sleep 1
 done
 # Warm: the PSF and its geometry; and the reference frames (IN_IMG names the input, so one
 # per input).
 for x in fits fits.gz; do
-  "$B/run.sh" spexctl extract --server 127.0.0.1:$PORT --server-path -q -i "$W/in/frame.$x" \
+  "$RUN" "$B" spexctl extract --server 127.0.0.1:$PORT --server-path -q -i "$W/in/frame.$x" \
     -p "$W/in/psf.fits" -w "$WAVE" -n $NSPEC -o "$W/warm.$x.fits" 2>/dev/null ||
     { row "warm-up FAILED"; exit 1; }
 done

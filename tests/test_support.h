@@ -21,7 +21,8 @@ namespace spexd::testing {
 
 // tests/data/<name> (committed fixtures).
 std::string TestDataPath(const std::string& name);
-// ../shared/data/<name>, or "" when ../shared/data is absent (a user's fresh clone).
+// The reference data's <name> (SPEXD_SHARED_DATA_DIR, tests/CMakeLists.txt), or "" when the
+// reference data is absent (a user's fresh clone).
 std::string SharedDataPath(const std::string& name);
 // The bundled PSF (tests/data/psf-r0-00051060.fits).
 std::string BundledPsfPath();
@@ -81,7 +82,7 @@ int HttpStatusOf(const std::string& response);
 #define SPEXD_REQUIRE_SHARED_DATA(path_var, name)                                      \
   const std::string path_var = ::spexd::testing::SharedDataPath(name);                 \
   if (path_var.empty()) {                                                              \
-    GTEST_SKIP() << "needs ../shared/data/" << (name)                                  \
+    GTEST_SKIP() << "needs " << (name) << " of the reference data"                     \
                  << " (large reference data beside the clone; present in CI, not in a " \
                     "fresh clone)";                                                    \
   }

@@ -13,9 +13,8 @@
 namespace spexd::core {
 
 // The spec's parity bar ("Decisions": CPU and CUDA backends agree with each other to the
-// bar they each meet against gpu_specter; ../shared/data/README.md "What agreement
-// means"). The 1e-10 bars are about 1e3 x the float64 spread measured between the two
-// backends (flux 3e-13, ivar 1e-12, R 8e-14: docs/design.md), so a healthy GPU never
+// bar they each meet against gpu_specter). The 1e-10 bars are about 1e3 x the float64
+// spread measured between the two backends (flux 3e-13, ivar 1e-12, R 8e-14: docs/design.md), so a healthy GPU never
 // trips them, while a wrong result of any scientific consequence (1e-6 of a spectrum's
 // peak, say) exceeds them by 1e4.
 struct ParityTolerances {

@@ -2,7 +2,7 @@
 // camera with its own PSF -- submitted at once to one spexd, timed from the first
 // submission to the last frame file written.
 //
-// Cameras: by default the b0, r0 and z0 PSFs of ../shared/data/psf (or $SPEXD_SHARED_DATA/psf),
+// Cameras: by default the b0, r0 and z0 PSFs of the reference data's psf/ (or $SPEXD_SHARED_DATA/psf),
 // so that the 30 frames are 10 b, 10 r and 10 z. Each frame is simulated on its PSF's CCD
 // (NPIX_Y x NPIX_X) and extracted with its arm's DESI grid and psferr
 // (core/plan/desi_cameras.h: b 3600-5800 / 0.04, r 5760-7620 / 0.01, z 7520-9824 / 0.01).
@@ -127,7 +127,7 @@ absl::StatusOr<Args> Parse(int argc, char** argv) {
       const std::string path = spexd::testing::SharedDataPath(name);
       if (path.empty()) {
         return absl::FailedPreconditionError(absl::StrCat(
-            "no ../shared/data/", name, " (set SPEXD_SHARED_DATA to the data folder, or give "
+            "no ", name, " in the reference data (set SPEXD_SHARED_DATA to the data folder, or give "
             "the base PSFs with --psf)"));
       }
       a.psfs.push_back(path);

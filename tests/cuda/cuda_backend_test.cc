@@ -27,7 +27,7 @@ class CudaParity : public CudaBackendTest, public ::testing::WithParamInterface<
 
 TEST_P(CudaParity, CaseA) {
   const std::string path = SharedDataPath("caseA/preproc.fits.gz");
-  if (path.empty()) GTEST_SKIP() << "needs ../shared/data/caseA (or $SPEXD_SHARED_DATA)";
+  if (path.empty()) GTEST_SKIP() << "needs the reference data's caseA/ (or $SPEXD_SHARED_DATA)";
   core::PreprocOptions popts;
   popts.mask_policy = core::MaskPolicy::kAnyBit;  // data README: treat MASK != 0 as IVAR = 0
   auto image = core::ReadPreproc(path, popts);

@@ -16,7 +16,7 @@ namespace spexd::testing {
 namespace {
 
 // Every camera: a full 500-fibre b and z frame (the synthetic b0, z0 PSFs of
-// ../shared/data/psf, $SPEXD_SHARED_DATA/psf on a GPU machine) simulated on its own CCD
+// the reference data's psf/, $SPEXD_SHARED_DATA/psf on a GPU machine) simulated on its own CCD
 // (NPIX_Y x NPIX_X: 4096 x 4096, 4128 x 4114) and extracted on its DESI grid with its
 // psferr, CPU against CUDA at the spec's bar, for both compat settings. z's top fibres reach
 // past the CCD at 9800-9824 A: compat cpu skips those patches on both backends, compat gpu
@@ -28,7 +28,7 @@ TEST_P(CudaCameraParity, FullFrame) {
   const auto [arm_name, compat] = GetParam();
   const std::string name = arm_name == 'b' ? "psf/psf-b0-synth.fits" : "psf/psf-z0-synth.fits";
   const std::string path = SharedDataPath(name);
-  if (path.empty()) GTEST_SKIP() << "needs ../shared/data/" << name << " (or $SPEXD_SHARED_DATA)";
+  if (path.empty()) GTEST_SKIP() << "needs the reference data's " << name << " (or $SPEXD_SHARED_DATA)";
   auto loaded = core::Psf::Load(path);
   ASSERT_TRUE(loaded.ok()) << loaded.status();
   auto psf = std::make_shared<const core::Psf>(std::move(*loaded));

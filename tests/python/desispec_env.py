@@ -5,7 +5,7 @@ desispec is neither in Debian nor reachable from CI, so it is looked for, in ord
    desispec/, desiutil/, desitarget/, specter/, gpu_specter/, desimodel/ and STACK.txt), or a
    colon-separated list of `py/` folders;
 2. where it is not set, ../desistack beside the clone (where scripts/desispec_stack.sh
-   puts it by default, as ../shared holds the reference data);
+   puts it by default, beside the reference data);
 3. an installed desispec.
 Where none imports, require() makes the test module exit 77 (ctest: skipped), saying how
 to provide one.

@@ -1,7 +1,7 @@
 """The b and z cameras through the command-line tools, without a server: spexd-sim takes
 each PSF's CCD (NPIX) and its arm's DESI grid, writes PSF stand-ins with moved traces, and
 `spexctl extract -v` without -w reports the grid it extracts (the PSF's domain, not the r
-camera's default). Uses the synthetic b0 / z0 PSFs of ../shared/data/psf (skipped where
+camera's default). Uses the synthetic b0 / z0 PSFs of the reference data's psf/ (skipped where
 absent). ~10 s on 2 cores.
 """
 import os
@@ -23,7 +23,7 @@ Z_PSF = os.path.join(PSF_DIR, "psf-z0-synth.fits")
 def setUpModule():
     for p in (B_PSF, Z_PSF):
         if not os.path.exists(p):
-            raise unittest.SkipTest(f"{p} absent: the b0/z0 PSFs live in ../shared beside the clone")
+            raise unittest.SkipTest(f"{p} absent: the b0/z0 PSFs live in the reference data beside the clone")
 
 
 def sim(*args):

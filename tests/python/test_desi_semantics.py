@@ -3,7 +3,7 @@
 - which gpu_specter path the numbers reproduce follows desispec's rule (--no-gpu,
   $DESI_NO_GPU, a usable GPU), whatever backend does the work; on a node without a GPU the
   same command line as desi_extract_spectra (no --no-gpu) gives desispec's CHI2PIX and
-  MASK (desispec's stored --no-gpu outputs in ../shared/data/desispec: on such a node
+  MASK (desispec's stored --no-gpu outputs in the reference data's desispec/: on such a node
   desispec runs gpu_specter's CPU path with or without the flag);
 - --use-specter (classic specter) is refused naming the difference, by spexctl too;
 - main_gpu_specter(args, comm=..., coordinator=...) takes desispec's parsed namespace
@@ -218,7 +218,7 @@ def _tail(text):
 
 
 @unittest.skipUnless(os.path.isdir(dropin.REF) and os.path.exists(dropin.MAKE_INPUT),
-                     f"{dropin.REF} absent: desispec's reference outputs live in ../shared")
+                     f"{dropin.REF} absent: desispec's reference outputs live in the reference data beside the clone")
 class NodeWithoutGpuTest(unittest.TestCase):
     """desi_extract_spectra's command line without --no-gpu, on a node without a GPU
     ($SPEXD_DESI_GPU=0 where the test node has one): desispec's CPU-path numbers."""

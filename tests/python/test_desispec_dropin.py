@@ -1,7 +1,7 @@
 """spexd as a drop-in for desi_extract_spectra: `spexctl extract` (and the Python client
 through a server) run with the argument lists desispec's own extraction was run with, on
 case A, and every HDU and header key compared with desispec's outputs stored in
-../shared/data/desispec (README there: versions, argument lists, inputs).
+the reference data's desispec/ (README there: versions, argument lists, inputs).
 
 What may differ, and why (also in docs/python-client.md, "desi_proc users"):
 - CHECKSUM/DATASUM values (write time in the comments; data checked directly).
@@ -138,7 +138,7 @@ def compare_files(ref_path, got_path, tol, scores_rtol=1e-9, own=_OWN):
 
 
 @unittest.skipUnless(os.path.isdir(REF) and os.path.exists(MAKE_INPUT),
-                     f"{REF} absent: the desispec reference outputs live in ../shared "
+                     f"{REF} absent: the desispec reference outputs live in the reference data beside the clone "
                      "beside the clone (development and CI machines)")
 class DesispecDropinTest(unittest.TestCase):
     @classmethod

@@ -16,7 +16,7 @@ Differences that remain, and why (each run prints what it measured):
   HELIOCOR is desispec's to ~1e-11 (UT1-UTC and polar motion taken as 0; desispec's
   astropy uses its bundled IERS table here, offline), which moves the grid by ~6e-8 A:
   SCORES 2e-6 relative. IN_PSF and IN_IMG are compared: same command line, same values.
-Also, where the stack is at the commits that made ../shared/data/desispec, desispec's
+Also, where the stack is at the commits that made the reference data's desispec/, desispec's
 run here must reproduce those stored files (data bit for bit): the stack is the one the
 references came from. Needs desispec, gpu_specter and numba (desispec_env.py: skipped,
 saying how to get them, where absent, as in CI).
@@ -36,7 +36,7 @@ import numpy as np  # noqa: E402
 import support  # noqa: E402
 import test_desispec_dropin as dropin  # noqa: E402
 
-# The versions desiutil.depend recorded in ../shared/data/desispec (its README).
+# The versions desiutil.depend recorded in the reference data's desispec/ (its README).
 REFERENCE_STACK = {"desispec": "0.71.6.dev10155", "gpu_specter": "0.3.0.dev412",
                    "numpy": "1.24.2", "astropy": "5.2.1"}
 OWN = {"CHECKSUM", "DATASUM", "SPECTER"}
@@ -45,7 +45,7 @@ OWN = {"CHECKSUM", "DATASUM", "SPECTER"}
 def setUpModule():
     global WORK, SERVER, ENV, DESI_RUNS
     if not os.path.isdir(dropin.REF) or not os.path.exists(dropin.MAKE_INPUT):
-        raise unittest.SkipTest(f"{dropin.REF} absent: the fixtures live in ../shared "
+        raise unittest.SkipTest(f"{dropin.REF} absent: the fixtures live in the reference data beside the clone "
                                 "beside the clone")
     WORK = tempfile.mkdtemp(prefix="spexd-desi-x-", dir=support.work_dir())
     subprocess.run([sys.executable, dropin.MAKE_INPUT, "--preproc", dropin.PREPROC,

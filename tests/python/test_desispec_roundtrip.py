@@ -3,12 +3,12 @@
 apply_fiberflat, subtract_sky, write_frame of the sframe).
 
 Frames: case A (fibres 0-24, 5760-6160 A) in the six desi_extract_spectra option sets of
-../shared/data/desispec, made four ways: `spexctl extract --local` (CLI), the server's
+the reference data's desispec/, made four ways: `spexctl extract --local` (CLI), the server's
 own file (`--server-output-path`), the Python client's `result.write()` and its
 `result.to_desispec()` Frame (handed to desispec's write_frame); and two gzip-compressed
 CLI frames (`-o frame.fits.gz`, default and --barycentric-correction) and the same two
 written by the server alone (`--server-output-path frame.fits.gz`, no `-o`). The control is the
-same pipeline on desispec's own frames stored in ../shared/data/desispec.
+same pipeline on desispec's own frames stored in the reference data's desispec/.
 
 Checked for each frame: read_frame does not fail its vetting; its arrays are the file's;
 after write_frame + read_frame every array, the fibermap, the scores (and their comments)
@@ -82,7 +82,7 @@ def setUpModule():
     global WORK, SERVER, REF_ROUND, REF_SKY, FIBERFLAT
     if not os.path.isdir(dropin.REF) or not os.path.exists(dropin.MAKE_INPUT):
         raise unittest.SkipTest(f"{dropin.REF} absent: desispec's reference frames live in "
-                                "../shared beside the clone")
+                                "the reference data beside the clone")
     WORK = tempfile.mkdtemp(prefix="spexd-desi-rt-", dir=support.work_dir())
     subprocess.run([sys.executable, dropin.MAKE_INPUT, "--preproc", dropin.PREPROC,
                     "--outdir", WORK], check=True)

@@ -1,7 +1,7 @@
 """The b and z cameras against gpu_specter's own CPU path, as case A is for r.
 
 Each case is made here, at test time, with spexd-sim from the synthetic b0 / z0 PSFs of
-../shared/data/psf (their README: r's spot shapes on desispec's b and z traces): fibres
+the reference data's psf/ (their README: r's spot shapes on desispec's b and z traces): fibres
 0-49 (bundles 0 and 1) on the camera's DESI grid, Poisson and read noise, and defects as
 in case A: HOT pixels (MASK only), a flagged cosmic track (MASK COSMIC) and an unflagged
 2-pixel cosmic hit. gpu_specter's CPU path (gpu_specter.core.extract_frame with gpu=False,
@@ -9,7 +9,7 @@ what `spex` and desi_extract_spectra --no-gpu run) extracts it with its defaults
 camera's psferr; spexd extracts it on a server with --reproduce gpu_specter_cpu and
 mask_policy "any" (gpu_specter's read_img zeroes ivar where MASK != 0), float64 stream.
 
-Bars (../shared/data/README.md "What agreement means"): FLUX and IVAR within 1e-10 of each
+Bars (the spec's parity bar, "Decisions"): FLUX and IVAR within 1e-10 of each
 spectrum's maximum, RESOLUTION 1e-10 absolute, PIXMASK_FRACTION 1e-12, CHI2PIX 1e-8
 relative. The CPU backend always; the CUDA backend where a spexd with --backend=cuda
 starts (skipped with the reason elsewhere).
@@ -23,7 +23,7 @@ Grid: 800 A at each camera's far end (b 3600.0,4400.0,0.8: 1001 bins; z 9024.0,9
 2326 bins on 2 quiet cores, several times that on a busy machine) stays short.
 SPEXD_CAMERA_GRID=full runs the full DESI grids (b 3600.0,5800.0,0.8 / z 7520.0,9824.0,0.8).
 Needs gpu_specter and numba (desispec_env.py: skipped, saying how to get them, where
-absent, as in CI) and ../shared/data/psf.
+absent, as in CI) and the reference data's psf/.
 """
 import os
 import re
@@ -112,7 +112,7 @@ def setUpModule():
     global CPU, CUDA, CUDA_WHY
     missing = [c[0] for c in CASES.values() if not os.path.exists(os.path.join(PSF_DIR, c[0]))]
     if missing:
-        raise unittest.SkipTest(f"{PSF_DIR} lacks {missing}: the b0/z0 PSFs live in ../shared "
+        raise unittest.SkipTest(f"{PSF_DIR} lacks {missing}: the b0/z0 PSFs live in the reference data beside the clone "
                                 "beside the clone")
     CPU = support.Server()
     CUDA, CUDA_WHY = cuda_server()

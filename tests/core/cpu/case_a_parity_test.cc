@@ -1,4 +1,4 @@
-// Case A (../shared/data/caseA): the CPU backend against gpu_specter's own outputs, for both
+// Case A (the reference data's caseA/): the CPU backend against gpu_specter's own outputs, for both
 // compat settings, at the parity bar of extraction-spec "Decisions".
 #include <cmath>
 #include <cstdio>

@@ -1,6 +1,6 @@
-// The real case-A preproc frame (spec §5.1 layout; see ../shared/data/README.md): the
+// The real case-A preproc frame (spec §5.1 layout): the
 // desispec pixel rules on real MASK bits, the header and the fibermap. Skipped where
-// ../shared is absent.
+// the reference data is absent.
 #include <fitsio.h>
 
 #include <cstdint>

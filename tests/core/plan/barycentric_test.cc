@@ -12,7 +12,7 @@
 namespace spexd::core {
 namespace {
 
-// desispec's value for case A (../shared/data/desispec/frame-bary.fits.gz HELIOCOR:
+// desispec's value for case A (the reference data's desispec/frame-bary.fits.gz HELIOCOR:
 // RA 150.1, DEC 2.2, MJD-OBS 59620.3, EXPTIME 900), to the 1e-9 the drop-in promises.
 TEST(BarycentricTest, MatchesDesispecFactor) {
   const double mjd = 59620.3 + 900.0 / 2.0 / 3600.0 / 24.0;

@@ -1,5 +1,5 @@
 // Full-frame plans of the b and z cameras (the synthetic b0 and z0 PSFs of
-// ../shared/data/psf) on their DESI grids (core/plan/desi_cameras.h): each camera's CCD
+// the reference data's psf/) on their DESI grids (core/plan/desi_cameras.h): each camera's CCD
 // size, and the z traces that reach past the CCD top at 9800-9824 A handled as
 // gpu_specter's CPU path handles them (extraction-spec §2.6 step 5: the patch is skipped,
 // its bins stay flux = ivar = 0; the GPU path truncates the window instead). The agreement
@@ -176,7 +176,7 @@ TEST_F(ZCameraPlanTest, TracesPastTheCcdTopAreSkippedOnTheCpuPathAndTruncatedOnT
     for (int r = 0; r < cpu->nper; ++r) skipped_fibers.insert(c.out_row + r);
   }
   EXPECT_GT(skipped, 0);
-  // ../shared/data/README.md: the top rows of fibres 0-29 and 470-499 reach past the CCD
+  // The reference data's PSF notes: the top rows of fibres 0-29 and 470-499 reach past the CCD
   // at 9800-9824 A; whole sub-bundles (5 fibres) are skipped, their neighbours' padding
   // spectra included, so at most one sub-bundle more on each side.
   for (int f = 0; f < 30; ++f) EXPECT_EQ(skipped_fibers.count(f), 1u) << "fibre " << f;

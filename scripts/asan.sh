@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # AddressSanitizer + UndefinedBehaviorSanitizer pass (CI; docs/reliability.md §1). Builds
 # the whole project without CUDA, which also proves that everything but cuda/ stands alone
-# (style.md: server -> core <- cuda), and runs the tests of the core, server, client,
+# (docs/design.md: server -> core <- cuda), and runs the tests of the core, server, client,
 # integration (chaos included) and Python client on it. Left to the plain build: the
 # deploy tests (shell scripts around the container, Slurm and Kubernetes files) and the
 # GPU tests (they skip without a GPU anyway).

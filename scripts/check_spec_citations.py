@@ -9,7 +9,7 @@ docs/extraction-spec.md: "spec §2.17", "extraction-spec §2.7-2.8", "spec §2.1
 ROOT defaults to the repository root; in a git work tree its tracked files are read, else
 every file under it. Prints "spec citations: N checked, clean" and exits 0, or one line per
 unresolved citation and exits 1. Other documents' sections ("FITS 4.0 §3.1",
-"toolchain.md §4.2") are not the spec's and are not checked.
+"RFC 1952 §2.3") are not the spec's and are not checked.
 """
 
 import os

@@ -1,4 +1,4 @@
-// spexd: the extraction service. Flags are defined here only (style.md), each from its one
+// spexd: the extraction service. Flags are defined here only (docs/design.md), each from its one
 // entry in SPEXD_SERVER_FLAGS (server/server_config.h); everything else takes the typed
 // ServerConfig they fill.
 #include <signal.h>
@@ -81,7 +81,7 @@ const char* SignalName(int sig) {
 // named after the program (spexd.cc), so main.cc's flags were left out.
 bool IsSpexdFlagFile(absl::string_view file) { return absl::StrContains(file, "server/"); }
 
-// The one place the flags are read (style.md): into the typed configuration, then its
+// The one place the flags are read (docs/design.md): into the typed configuration, then its
 // one validation (server/server_config.h).
 absl::StatusOr<ServerConfig> ConfigFromFlags() {
   using namespace spexd::server;

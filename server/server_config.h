@@ -6,7 +6,7 @@
 // function that reads them; the text-to-value parsers and the one validation live here,
 // so that every refusal reads the same and is unit tested
 // (tests/server/server_config_test.cc). Nothing here reads a flag or the environment
-// (style.md: flags only next to main).
+// (docs/design.md: flags only next to main).
 #ifndef SPEXD_SERVER_SERVER_CONFIG_H_
 #define SPEXD_SERVER_SERVER_CONFIG_H_
 

@@ -120,7 +120,7 @@ class Backend {
   virtual GpuCapabilities* gpu() { return nullptr; }
 };
 
-// Creates a backend. For BackendKind::kCuda the module is dlopen()ed (toolchain.md §4.1); UNAVAILABLE
+// Creates a backend. For BackendKind::kCuda the module is dlopen()ed (docs/design.md); UNAVAILABLE
 // with the reason when the module, the driver or a device is missing.
 absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const BackendOptions& options);
 

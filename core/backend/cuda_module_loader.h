@@ -1,6 +1,6 @@
 // Loads the CUDA backend module with dlopen(): one binary runs on hosts without CUDA, and
 // the CUDA libraries' static TLS (about 150 KiB) stays out of every thread's stack
-// (toolchain.md §4.1: it once kept civetweb, since replaced, from starting threads).
+// (docs/design.md, "Modules").
 #ifndef SPEXD_CORE_CUDA_MODULE_LOADER_H_
 #define SPEXD_CORE_CUDA_MODULE_LOADER_H_
 

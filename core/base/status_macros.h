@@ -1,4 +1,4 @@
-// Status propagation helpers used on every module boundary (style.md "Errors").
+// Status propagation helpers used on every module boundary (docs/design.md "Conventions").
 #ifndef SPEXD_CORE_STATUS_MACROS_H_
 #define SPEXD_CORE_STATUS_MACROS_H_
 

@@ -200,7 +200,7 @@ absl::Status DecodeChunk(const FitsFile::RawBytes& bytes, const FitsFile::RawFlo
 }
 
 // Large allocations are the one place the reader can throw (std::bad_alloc); convert
-// at the module edge (style.md "Errors").
+// at the module edge (docs/design.md "Conventions").
 template <typename Fn>
 auto Guarded(const std::string& name, Fn fn) -> decltype(fn()) {
   try {

@@ -245,7 +245,7 @@ class CudaBackend final : public core::Backend, public core::GpuCapabilities {
     }
     if (!s.ok()) {
       // Let queued work finish before the caller may reuse or free anything, and mark the
-      // backend unhealthy if the context is gone (style.md: sticky errors).
+      // backend unhealthy if the context is gone (docs/design.md "Conventions": sticky errors).
       const cudaError_t e1 = ctx_->SynchronizeStreams();
       const cudaError_t e2 = cudaGetLastError();
       if (IsStickyError(e1) || IsStickyError(e2)) {

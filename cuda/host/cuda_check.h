@@ -1,5 +1,5 @@
-// CUDA / cuBLAS / cuSOLVER return codes -> absl::Status with file:line (style.md
-// "Errors"). Out of memory becomes RESOURCE_EXHAUSTED, everything else INTERNAL.
+// CUDA / cuBLAS / cuSOLVER return codes -> absl::Status with file:line (docs/design.md
+// "Conventions"). Out of memory becomes RESOURCE_EXHAUSTED, everything else INTERNAL.
 #ifndef SPEXD_CUDA_CUDA_CHECK_H_
 #define SPEXD_CUDA_CUDA_CHECK_H_
 

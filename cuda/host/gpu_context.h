@@ -1,5 +1,5 @@
 // RAII wrappers of CUDA streams, events and library handles, and the GpuContext that
-// groups them for one backend instance (style.md "CUDA resources and streams"; Ceres'
+// groups them for one backend instance (docs/design.md "Conventions"; Ceres'
 // context_impl.h). Stream rules: `compute` runs every kernel and library call and is
 // bound to both handles; `tail` runs the last, library-free stages of a batch (QL,
 // rotation, decorrelation products, model) so that they overlap the next batch's

@@ -1,4 +1,4 @@
-// Move-only owners of device and pinned host memory (style.md "CUDA resources"). The raw
+// Move-only owners of device and pinned host memory (docs/design.md "Conventions"). The raw
 // cudaMalloc/cudaFree calls live in memory.cc only. Allocation is explicit (Allocate
 // returns a Status: RESOURCE_EXHAUSTED when the device is full), never in the hot path.
 #ifndef SPEXD_CUDA_MEMORY_H_

@@ -1,5 +1,5 @@
 // Device and pinned host buffers of the CUDA backend, sized once from the patch plan
-// (style.md "Memory pools / workspaces"): two sets of per-slot buffers so that batch k+1
+// (docs/design.md "Conventions"): two sets of per-slot buffers so that batch k+1
 // computes while batch k's results are copied out and handed to the sink, the frame's
 // image and ivar, and the staging used to upload them. Reserve() is grow-only and counts
 // the reallocations; nothing here is allocated per patch or per batch.

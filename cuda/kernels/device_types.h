@@ -34,7 +34,7 @@ struct PlanDims {
   int32_t compat_cpu;   // 1 for Compat::kCpu (spec §2.17)
 };
 
-// Per-slot status bits (a failed patch is a flag, never a request error: style.md).
+// Per-slot status bits (a failed patch is a flag, never a request error: docs/design.md).
 inline constexpr int32_t kStatusNotSpd = 1;         // potrf info != 0
 inline constexpr int32_t kStatusSolveNonFinite = 2; // x not finite
 inline constexpr int32_t kStatusOutputNonFinite = 4;

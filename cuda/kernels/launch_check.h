@@ -1,6 +1,6 @@
 // Launch checking for kernel launchers (usable from .cu files: no Abseil here).
 // Release builds peek at the launch error; SPEXD_CUDA_DEBUG builds synchronise the stream
-// after every launch so that an asynchronous fault is reported at its kernel (style.md).
+// after every launch so that an asynchronous fault is reported at its kernel.
 #ifndef SPEXD_CUDA_LAUNCH_CHECK_H_
 #define SPEXD_CUDA_LAUNCH_CHECK_H_
 

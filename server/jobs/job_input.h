@@ -33,7 +33,7 @@ class JobInput {
   int height() const { return height_; }
   int width() const { return width_; }
   // Decodes the pixels (INVALID_ARGUMENT when none is valid); for a device frame only
-  // records the shape: device frames are not scanned on the host (style.md), and one
+  // records the shape: device frames are not scanned on the host (docs/design.md), and one
   // without a valid pixel ends with FAILED_PRECONDITION (no usable bin). The request's
   // fibermap_fits (desi_extract_spectra -f) replaces the image's FIBERMAP.
   absl::Status Decode();

@@ -1,5 +1,5 @@
 // Structured logs: one JSON object per line on stderr, so that log shippers can parse
-// them without a grammar (Debian's Abseil has no absl::log, toolchain.md §1).
+// them without a grammar (Debian's Abseil has no absl::log).
 #ifndef SPEXD_SERVER_LOG_H_
 #define SPEXD_SERVER_LOG_H_
 

@@ -1,5 +1,5 @@
-// The one place where absl::Status becomes grpc::Status (style.md "Errors", Triton §2.2).
-// Everything below the service layer speaks absl::Status with canonical codes.
+// The one place where absl::Status becomes grpc::Status (docs/design.md "Conventions",
+// Triton §2.2). Everything below the service layer speaks absl::Status with canonical codes.
 #ifndef SPEXD_SERVER_STATUS_UTIL_H_
 #define SPEXD_SERVER_STATUS_UTIL_H_
 

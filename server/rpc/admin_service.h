@@ -1,5 +1,5 @@
 // spexd.v1.Admin: PSF lifecycle and server information. Low-rate calls on gRPC's sync
-// API (style.md): a PSF load parses a file, which is fine on a sync-server thread.
+// API (docs/design.md): a PSF load parses a file, which is fine on a sync-server thread.
 #ifndef SPEXD_SERVER_ADMIN_SERVICE_H_
 #define SPEXD_SERVER_ADMIN_SERVICE_H_
 

@@ -2,4 +2,4 @@
 // Unresolved: spec §1.3 here.
 // Unresolved: extraction-spec.md §1.2–1.5 (the range's end).
 // Unresolved: spec §2, §1.2.3 (the chain's second).
-// Not the spec's: FITS 4.0 §9.9, toolchain.md §4.2, (§7).
+// Not the spec's: FITS 4.0 §9.9, RFC 1952 §2.3, (§7).

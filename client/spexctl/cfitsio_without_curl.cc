@@ -3,9 +3,9 @@
 //
 // Why: Debian's CFITSIO is built with libcurl for its https:// and ftps:// file drivers, and
 // libcurl-gnutls brings about 30 libraries (gnutls, nettle, krb5, ldap, ssh2, rtmp, ...)
-// whose mapping and relocation were about a quarter of every spexctl start (docs/performance.md,
-// "spexctl start-up"). spexctl never reaches those drivers: core/io opens and creates files
-// with fits_open_diskfile/fits_create_diskfile and memory files, which take a name as a
+// whose mapping and relocation were about a quarter of every spexctl start. spexctl never reaches
+// those drivers: core/io opens and creates files with fits_open_diskfile/fits_create_diskfile and
+// memory files, which take a name as a
 // plain path, never as a URL. So the curl layer here refuses: CFITSIO's initialisation
 // (curl_global_init) succeeds, and an https:// or ftps:// open, were one ever made, fails
 // with CFITSIO's own error, as for a host it cannot reach.

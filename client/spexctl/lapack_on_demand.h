@@ -3,7 +3,7 @@
 // Why: a remote `spexctl extract --server ...` (one process per frame in the pipeline)
 // never calls LAPACK, yet linking liblapack.so.3/libblas.so.3 made every start map them
 // (OpenBLAS: 36 MB, libgfortran, a thread per core started by its constructor) and
-// relocate them: about a sixth of the start-up (docs/performance.md, "spexctl start-up").
+// relocate them: about a sixth of the start-up.
 // client/spexctl/lapack_on_demand.cc defines the Fortran entry points the CPU backend calls
 // (core/cpu/lapack_abi.h) in spexctl itself, each forwarding to the routine of the
 // library opened here, so the linker drops the two libraries from spexctl's NEEDED.

@@ -19,7 +19,7 @@ enum class BackendKind { kCpu, kCuda };
 // device): CUDA's own choice (it spins while the process has fewer contexts than cores),
 // spin, yield, or block on an OS primitive. A spinning waiter holds a core for as long
 // as the GPU works (each CUDA backend waits for most of every batch), which the host's
-// decode, inflate and file writes then lack (docs/performance.md).
+// decode, inflate and file writes then lack.
 enum class CudaHostWait { kAuto, kSpin, kYield, kBlock };
 
 struct BackendOptions {

@@ -10,9 +10,8 @@ namespace spexd::core {
 // only above 1 GiB. By default glibc returns it (madvise MADV_DONTNEED) as soon as
 // 128 KiB are free, a TLB shootdown on every core the process runs on each time, and
 // maps blocks it has just unmapped afresh, a page fault per 4 KiB: on a 64-core host
-// serving four GPUs that cost 4 % of the host's samples (docs/performance.md, "Several
-// GPUs on one host"). Call first thing in main, before any thread starts. glibc only;
-// elsewhere nothing.
+// serving four GPUs that cost 4 % of the host's samples. Call first thing in main, before any
+// thread starts. glibc only; elsewhere nothing.
 void KeepFreedMemoryForReuse();
 
 }  // namespace spexd::core

@@ -1,7 +1,7 @@
 // Faulting fresh host memory in ahead of a copy, from several threads at once. A vector of
 // a few MB is a fresh mapping whose pages the kernel zeroes one fault at a time on first
 // touch (~2.5 ms for a bundle's 6 MB of Rdiags): done from one thread inside the copy, that
-// is most of the time a bundle takes to leave pinned output buffers (docs/performance.md).
+// is most of the time a bundle takes to leave pinned output buffers.
 #ifndef SPEXD_CORE_PREFAULT_H_
 #define SPEXD_CORE_PREFAULT_H_
 

@@ -2,7 +2,7 @@
 // family/model numbers. A model it does not know (a new CPU, or a VM that reports a generic
 // one, like the GPU host's "Intel Xeon Processor", model 207) gets the SSE3 "Prescott"
 // kernels: the CPU backend's frame took 1.7x the CPU time there that the AVX-512 kernels
-// take (docs/performance.md). So spexd's programs choose the kernel family from what the
+// take. So spexd's programs choose the kernel family from what the
 // CPU and OS actually support (CPUID + XGETBV), unless the user chose: OPENBLAS_CORETYPE
 // (OpenBLAS's own variable) already set is kept.
 #ifndef SPEXD_CORE_CPU_BLAS_CORE_TYPE_H_

@@ -1,6 +1,6 @@
 // A frame file's rows (ProgressiveFrameFile::AddRows) written on pool threads, beside the
 // thread that receives the bundles: the server's streaming task, which on the H100 spent
-// ~0.16 s of rows per frame behind the GPU (docs/performance.md), and spexctl's receive
+// ~0.16 s of rows per frame behind the GPU, and spexctl's receive
 // loop, which would otherwise stall the stream. Up to kMaxConcurrentBundles bundles are
 // written at once: a bundle's rows (3.5 MB of an r frame) take longer to encode and write
 // into a busy host's page cache than the GPU takes to extract the next one, so that one

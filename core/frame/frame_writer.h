@@ -74,7 +74,7 @@ struct FitsWriteOptions {
 };
 
 // min(8, core::HardwareThreads()): a frame file is ~70 MB, memory bandwidth, not cores,
-// bounds it beyond that (docs/performance.md, "Host decode and frame files").
+// bounds it beyond that.
 int DefaultFitsWriteThreads();
 
 // desispec's RAW scores of the frame (core/frame/internal/frame_scores.h): the SCORES

@@ -2,7 +2,7 @@
 // 64 MB: far over glibc's mmap threshold, so every std::vector of that size is a fresh
 // mapping whose pages the kernel faults in and zeroes on first touch, and which is unmapped
 // again when the frame is freed. On a server decoding ten frames a second that is most of
-// the decode time (docs/performance.md, "Host decode"). Blocks returned to a PlaneBufferPool are
+// the decode time. Blocks returned to a PlaneBufferPool are
 // handed to the next frame as they are, and new ones are mapped with transparent huge pages
 // requested before anything touches them.
 #ifndef SPEXD_CORE_PLANE_BUFFER_H_

@@ -403,9 +403,9 @@ SPEXD_HD int QlValues(double* d, double* e, int n) {
 // QR (dsterf, dsteqr), as QL on the reversed T is QR on T. The reduced core blocks are
 // graded, d_0 ~ 8 d_end in 99.5 % of an r frame's; QL from the larger end lost up to
 // 4.2e-12 relative on their smallest eigenvalues, and the decorrelation's ivar 5.1e-12
-// (1.1e-12 oriented; then the twisted vectors' Rayleigh quotients, tridiag_vectors.h;
-// docs/performance.md); it also takes fewer sweeps. Returns whether it
-// reversed. The eigenvalues are the same set; the reversed T's vectors are T's read
+// (1.1e-12 oriented; then the twisted vectors' Rayleigh quotients, tridiag_vectors.h); it also
+// takes fewer sweeps. Returns whether it reversed. The eigenvalues are the same set; the reversed
+// T's vectors are T's read
 // backwards.
 SPEXD_HD bool OrientForQl(double* d, double* e, int n) {
   if (n < 2 || !(fabs(d[n - 1]) < fabs(d[0]))) return false;

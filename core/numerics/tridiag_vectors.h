@@ -18,7 +18,7 @@
 // the small eigenvalues of some real blocks (1e-14 corrected).
 // On 2,350 real r-frame blocks, with the Newton-Schulz step and LAPACK's eigenvalues,
 // this was within 2.4e-13 of a long-double reference in ivar, R and flux; with the GPU's
-// own QL eigenvalues, 5.1e-12 (docs/performance.md); oriented QL and the
+// own QL eigenvalues, 5.1e-12; oriented QL and the
 // Rayleigh quotients keep it within 3.5e-13.
 #ifndef SPEXD_CORE_NUMERICS_TRIDIAG_VECTORS_H_
 #define SPEXD_CORE_NUMERICS_TRIDIAG_VECTORS_H_
@@ -33,7 +33,7 @@ namespace spexd::core::tridiag {
 // caller computes the block's vectors again from the quotients: a vector from an
 // eigenvalue off by delta is off by ~delta / gap. On 2,350 real blocks 43 (1.8 %) were
 // redone, and the decorrelation's ivar came within 3.5e-13 of the long-double reference
-// (1.0e-12 with the first vectors), as with LAPACK's eigenvalues (docs/performance.md).
+// (1.0e-12 with the first vectors), as with LAPACK's eigenvalues.
 inline constexpr double kTwistedRedoShift = 1e-13;
 
 // |d_i| + |e_{i-1}| + |e_i|: row i's absolute sum.

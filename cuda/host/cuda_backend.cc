@@ -310,7 +310,7 @@ class CudaBackend final : public core::Backend, public core::GpuCapabilities {
     // compute stream changes only between frames): its compute and prep streams at the
     // greatest priority and its reductions on the tail stream, 0.7-0.9 ms sooner on an
     // H100. Frames that share the GPU keep equal priorities and the reductions on the
-    // compute stream, which give the most frames a second (docs/performance.md).
+    // compute stream, which give the most frames a second.
     const FrameInFlight in_flight(ctx_->device());
     const bool latency = in_flight.alone();
     SPEXD_RETURN_IF_ERROR(ctx_->SetStreamPriorities(latency, latency));

@@ -36,7 +36,7 @@ class GeometryState {
   // device buffers to the new state where they are large enough. A new PSF per frame (an
   // exposure: 30 cameras, 30 PSFs) then allocates and frees nothing: cudaFree waits for
   // the whole device, so each new geometry stalled the other backend sharing the GPU and
-  // its frames ran ~15 % slower than with one PSF (docs/performance.md).
+  // its frames ran ~15 % slower than with one PSF.
   // `inputs` (null: temporaries of this call) holds the spot kernel's inputs.
   static absl::StatusOr<std::unique_ptr<GeometryState>> Create(
       std::shared_ptr<const core::Geometry> geometry, const GpuContext& ctx,

@@ -84,7 +84,7 @@ __device__ inline void StageChunk(const double* col0, int64_t ld, int nt, int k,
 // blockIdx.x = run entry, blockIdx.y = core spectrum sp; j = core_row + sp. The chunks of
 // X[j:, j] are double-buffered with cp.async; each warp keeps its tiles' sums in registers.
 // The sums run over the rows in order, four rows per tensor-core step: on an H100 the
-// outputs are byte-identical to those of the batched cuBLAS GEMMs (docs/performance.md).
+// outputs are byte-identical to those of the batched cuBLAS GEMMs.
 __global__ void __launch_bounds__(kThreads, 4) CoreGramKernel(RunArgs a) {
   extern __shared__ double smem[];
   const PlanDims& D = a.dims;

@@ -5,7 +5,7 @@
 // and its two 8 x 8 halves are bit-identical to two m8n8k4 with the
 // same B (a probe of 25.6 M random elements; a warm r frame's --model --dump is
 // byte-identical to the m8n8k4 kernels'): so products go two tiles at a time where two
-// tiles share B and the registers allow (docs/performance.md).
+// tiles share B and the registers allow.
 #ifndef SPEXD_CUDA_DMMA_TILES_CUH_
 #define SPEXD_CUDA_DMMA_TILES_CUH_
 

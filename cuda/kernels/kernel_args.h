@@ -68,7 +68,7 @@ struct QlBuffers {
 };
 
 // Capacity of a block's log: the mean r-frame block needs about 130 sweeps of about
-// nt / 2 rotations (docs/performance.md); a block that needs more falls back to running its QL
+// nt / 2 rotations; a block that needs more falls back to running its QL
 // inside the decorrelation kernel.
 SPEXD_HD int QlRotationCap(int nt) { return 96 * nt; }
 SPEXD_HD int QlSweepCap(int nt) { return 8 * nt; }

@@ -13,7 +13,7 @@
 namespace spexd::cuda {
 namespace {
 
-// The normal-equation kernel's tiling (H100, docs/performance.md): 16 columns of M a
+// The normal-equation kernel's tiling (H100): 16 columns of M a
 // block, 16 warps, an entry's overlap in units of 6 rows, and shared memory for ~25 row
 // stamps at a time at the r frame's 11x17 stamps (72 KB), so that three blocks share an
 // SM at 40 registers: 3.21 ms a batch against 3.54 at two blocks and 3.78 for the warp-per-

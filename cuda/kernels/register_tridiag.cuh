@@ -6,7 +6,7 @@
 //
 // Why: the shared-memory version moves the whole trailing matrix through shared memory
 // twice per column (p = tau A v, then the rank-2 update) behind three barriers, and was
-// bound by that traffic and its latency (docs/performance.md). Here 256
+// bound by that traffic and its latency. Here 256
 // threads form a 16 x 16 grid and thread (r, c) owns A(r + 16a, c + 16b), a, b < 5, so
 // the update never leaves the registers; p is summed by shuffles over the 16 lanes that
 // share rows (a half-warp), two barriers per column. The column loop is unrolled over

@@ -20,8 +20,8 @@ using namespace ::spexd::core::tridiag;
 namespace {
 
 // QL: one thread per block, d and e in shared memory (in global memory every step waited
-// on the L1/L2 round trip of the previous store); 32 chains per warp (docs/performance.md: one
-// chain per warp or per 8 lanes was slower).
+// on the L1/L2 round trip of the previous store); 32 chains per warp (one chain per warp or per 8
+// lanes was slower).
 constexpr int kQlThreads = 32;
 
 // The thread block as a team of tridiag_eigen.h.

@@ -164,7 +164,7 @@ JobOutput::PreparedBundle JobOutput::PrepareBundle(core::BundleResult&& finished
 absl::Status JobOutput::Bundle(PreparedBundle&& prepared) {
   SPEXD_RETURN_IF_ERROR(prepared.status);
   // The stage times say where a bundle's time on the streaming task goes (the summary's
-  // stage_seconds, docs/performance.md).
+  // stage_seconds).
   StageLaps laps(*this);
   std::shared_ptr<core::BundleResult> bundle = std::move(prepared.bundle);
   const core::BundleResult& b = *bundle;

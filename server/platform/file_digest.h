@@ -1,7 +1,7 @@
 // The checksum a reply gives of a file the server wrote (ExtractHeader.output_checksum):
 // SHA-256, the default, or CRC-32 (gzip's polynomial, as zlib.crc32 and `crc32` compute
 // it). A frame's SHA-256 is ~0.05 s of one core on the H100 host and sequential by nature,
-// the last thing a server-written frame's reply waits for (docs/performance.md);
+// the last thing a server-written frame's reply waits for;
 // libdeflate's CRC-32 takes a few milliseconds, inside the commit's fsync.
 #ifndef SPEXD_SERVER_FILE_DIGEST_H_
 #define SPEXD_SERVER_FILE_DIGEST_H_

@@ -78,7 +78,7 @@ class Scheduler {
   // The default prefetch per worker. A GPU worker extracts an r frame in 0.1-0.13 s while
   // one loader reads and decodes one in 0.04-0.1 s, or 0.45 s for a .fits.gz (inflated on
   // one thread), so it needs about five loaders for gzip inputs (4 kept an H200 at 0.885 of
-  // its pace, docs/performance.md); the CPU backend takes seconds per frame and uses every core.
+  // its pace); the CPU backend takes seconds per frame and uses every core.
   // Eight: a GPU node has about 16 cores a GPU and two workers a GPU, so an exposure's
   // first frames inflate one a core at once rather than six a worker.
   static constexpr int kGpuPrefetch = 8;

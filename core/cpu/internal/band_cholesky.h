@@ -2,7 +2,7 @@
 // storage (spec §2.9: any backward-stable SPD solver). Blocked by kBlock columns as
 // LAPACK's dpbtrf, whose trailing updates are the same products; here they run through
 // SmallGemmNN (small_gemm.h) where the CPU has AVX-512, 2.3x OpenBLAS's Haswell kernels,
-// which dpbtrf's calls get where the environment forces them (docs/performance.md);
+// which dpbtrf's calls get where the environment forces them;
 // elsewhere one dsyrk a block, as in dpbtrf.
 #ifndef SPEXD_CORE_CPU_INTERNAL_BAND_CHOLESKY_H_
 #define SPEXD_CORE_CPU_INTERNAL_BAND_CHOLESKY_H_

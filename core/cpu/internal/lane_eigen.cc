@@ -84,8 +84,7 @@ SPEXD_LANE_INLINE void ApplyRotations(const Work<L>& w, int lo, int hi) {
 // (T = P T' P, so T's vectors are P times those of T', and Q P times them are C's), so
 // that QL chases from the small end. The reduced core blocks are graded (d_0 ~ 8 d_end);
 // from the large end QL lost relative accuracy on their small eigenvalues, and the
-// decorrelation's ivar was within 3.7e-12 of a long-double reference, oriented 5.8e-13
-// (docs/performance.md).
+// decorrelation's ivar was within 3.7e-12 of a long-double reference, oriented 5.8e-13.
 // The lanes that reverse swap in whole vectors under a mask (exact either way).
 template <int L>
 SPEXD_LANE_INLINE void OrientLanes(const Work<L>& w) {

@@ -1,7 +1,7 @@
 // The decorrelation's eigen-decompositions of a patch's core blocks C_ss (spec §2.10 step
 // 2). Four or eight blocks at a time in SIMD lanes (lane_eigen.h): fewer flops than dsyevd per
 // block, and no OpenBLAS call, whose buffer lock serialises many threads calling it at
-// once (the CPU frame stopped scaling past 8 cores on the GPU host; docs/performance.md).
+// once (the CPU frame stopped scaling past 8 cores on the GPU host).
 // Any lane that does not converge goes to dsyevd.
 // Eigenvector order and signs do not matter: only V f(w) V^T is used (spec §2.10).
 #include <algorithm>

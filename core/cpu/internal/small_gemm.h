@@ -3,7 +3,7 @@
 // of C summed over k in order, one FMA a term. OpenBLAS's own AVX-512 kernels give the same
 // bits on these shapes and about the same speed; its Haswell (AVX2) kernels, which an
 // environment may force (OPENBLAS_CORETYPE), run them at less than half the speed on an
-// AVX-512 CPU (docs/performance.md).
+// AVX-512 CPU.
 #ifndef SPEXD_CORE_CPU_INTERNAL_SMALL_GEMM_H_
 #define SPEXD_CORE_CPU_INTERNAL_SMALL_GEMM_H_
 

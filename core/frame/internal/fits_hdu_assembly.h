@@ -81,9 +81,9 @@ uint32_t DataUnitSum(const BuiltHdu& b, char* data_unit);
 absl::StatusOr<std::string> FinishHeader(BuiltHdu& b, uint32_t datasum);
 // A zero-filled string of `n` bytes whose pages all workers fault in first. A fresh mapping
 // of an r frame's 70 MB costs a page fault per 4 KiB on first touch, taken one by one on
-// the thread that zero-fills it: as long as the whole encoding on a 2-core host
-// (docs/performance.md). Huge pages where the kernel
-// grants them (THP "madvise" mode) need 1/512 of the faults; the advice is only advice.
+// the thread that zero-fills it: as long as the whole encoding on a 2-core host. Huge pages where
+// the kernel grants them (THP "madvise" mode) need 1/512 of the faults; the advice is only
+// advice.
 std::string ZeroFilledOutput(std::size_t n, TaskPool* pool, int workers);
 // `n` zero bytes from `buffers` (null: a block of its own), zeroed in 4 MiB pieces by all
 // workers: a reused block at memory speed, a new one faulted in (huge pages advised) as

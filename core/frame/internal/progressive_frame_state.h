@@ -72,8 +72,7 @@ struct ProgressiveFrameFile::State {
   std::vector<internal::Scratch> spare_scratch;  // AddRows' buffers without the image, for reuse
   // Without the image: one write into the file at a time. The kernel serialises writes to
   // one file on its inode lock anyway, and its waiters spin (3.5 % of a 64-core host's
-  // samples with four bundles writing at once; docs/performance.md, "Several GPUs on one
-  // host"), where these sleep.
+  // samples with four bundles writing at once), where these sleep.
   absl::Mutex write_mu;
   // With the image and without gzip: the image's ranges are written by one pool task at
   // a time while the next rows are encoded, and what is left by WriteRest (or Finish).

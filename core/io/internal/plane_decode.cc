@@ -29,7 +29,7 @@ void Convert(int bitpix, const char* src, Out* dst, int64_t n) {
     if (bitpix == -64) return ConvertFloat64(src, dst, n);
   }
   // Float32: 8 values a step where the CPU has AVX2 (the scalar loop was 3.9 % of the
-  // H100 host's samples in the 8-client .fits.gz runs, docs/performance.md).
+  // H100 host's samples in the 8-client .fits.gz runs).
   FromBigEndianFloat32(src, dst, static_cast<std::size_t>(n));
 }
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Every GPU check of the numerical health and shadow parity in one device call:
+# Every GPU check of the numerical health and shadow parity in one run:
 #   1. spexd_cuda_tests --gtest_filter='*Health*:*Perturb*': the CUDA condition estimates
 #      and health numbers against the CPU backend's, and the injected 1e-6 perturbation
 #      (SPEXD_TEST_CUDA_FAULTS=perturb_bundle_flux) flagged by the parity comparison;

@@ -26,7 +26,7 @@ if [[ -x $dir/run.sh ]]; then
   esac
 fi
 [[ $what == --env ]] && { echo "${LD_LIBRARY_PATH:-}"; exit 0; }
-module=$dir/lib/spexd/libspexd_cuda.so
+module=$(cd "$dir" && pwd)/lib/spexd/libspexd_cuda.so
 [[ -f $module && -z ${SPEXD_CUDA_MODULE:-} ]] && export SPEXD_CUDA_MODULE=$module
 prog=$what
 [[ $what == --path ]] && prog=${1:?$usage}

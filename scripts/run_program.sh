@@ -19,6 +19,7 @@ usage="usage: run_program.sh DIR PROGRAM [ARGS...] | DIR --path PROGRAM | DIR --
 dir=${1:?$usage}
 what=${2:?$usage}
 shift 2
+[[ -d $dir ]] || { echo "run_program.sh: $dir is not a folder" >&2; exit 2; }
 if [[ -x $dir/run.sh ]]; then
   case $what in
     --path) echo "$dir/${1:?$usage}"; exit 0 ;;

@@ -2,38 +2,47 @@
 // of a batch's run built from them (the rest of the class: batch_extractor.cc).
 #include "cuda/host/batch_extractor.h"
 
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
 #include "cuda/host/cuda_check.h"
+#include "cuda/kernels/decorrelation.h"
 #include "cuda/kernels/device_limits.h"
 #include "cuda/kernels/tiled_cholesky.h"
 
 namespace spexd::cuda {
 
-// The tiled Cholesky needs its factor kernel's shared memory (device_limits.h: on an H100
-// or an A100 it covers every nt the factor kernel takes); elsewhere potrfBatched does the
-// work.
-absl::StatusOr<bool> BatchExtractor::UseTiledCholesky(int nt) const {
+// The run's largest blocks of shared memory for patches of nt: the tiled factor, its panel
+// and the decorrelation (the other kernels take less: the normal equations aim at 72 KB,
+// normal_equations.cu, most others stay within 48 KB). 113384 bytes for the r, b and z
+// frames' nt = 74; within an A100's 166912 bytes a block for nt <= 109 and an H100's for
+// every nt the geometry takes (kTiledMaxNt). A device or a test's cap (device_limits.h)
+// with less refuses the request here, before any launch.
+absl::Status BatchExtractor::CheckSharedMemory(int nt) const {
   const std::size_t limit = SharedMemoryPerBlock(cfg_.ctx->device());
   if (limit == 0) return absl::InternalError("CUDA backend: the device's shared memory per block is unknown");
-  return TiledCholeskySharedBytes(nt) <= limit;
+  const std::size_t need =
+      std::max({TiledCholeskySharedBytes(nt), PanelSolveSharedBytes(nt), DecorrelationSharedBytes(nt)});
+  if (need > limit) {
+    return absl::UnimplementedError(absl::StrCat(
+        "CUDA backend: patches of nwavetot ", nt, " need ", need, " bytes of shared memory a block; ",
+        cfg_.ctx->device_name(), " allows ", limit));
+  }
+  return absl::OkStatus();
 }
 
-// gemm 1 of the trailing-first inversion in the DMMA panel kernel: the tiled Cholesky,
-// nt within the DMMA panel's tiles (else batched GEMMs).
-bool BatchExtractor::PanelP() const {
-  return tiled_cholesky_ && cfg_.plan->nwavetot <= kPanelDmmaMaxNt;
-}
+// gemm 1 of the trailing-first inversion in the DMMA panel kernel where nt is within the
+// DMMA panel's tiles (else batched GEMMs).
+bool BatchExtractor::PanelP() const { return cfg_.plan->nwavetot <= kPanelDmmaMaxNt; }
 
 // The tiled factor's diagonal updates in the factor kernel (RunArgs::diag_update) where
 // nt allows, else batched GEMMs with the blocks below.
-bool BatchExtractor::DiagUpdateInFactor() const {
-  return tiled_cholesky_ && cfg_.plan->nwavetot <= kFactorUpdateMaxNt;
-}
+bool BatchExtractor::DiagUpdateInFactor() const { return cfg_.plan->nwavetot <= kFactorUpdateMaxNt; }
 
 LayoutChoices BatchExtractor::Choices() const {
   LayoutChoices c;
   c.diag_update_in_factor = DiagUpdateInFactor();
   c.panel_p = PanelP();
-  c.tiled_cholesky = tiled_cholesky_;
   return c;
 }
 
@@ -62,11 +71,6 @@ RunArgs BatchExtractor::MakeArgs(const WorkspaceSet& s, int count, const core::E
   a.count = count;
   a.psferr = job.psferr;
   a.want_model = job.want_model ? 1 : 0;
-  // The tiled factor's leaves feed the trailing-first inversion: they stay in place, and
-  // nothing reads M past the band.
-  a.band_only = tiled_cholesky_;
-  a.leaf_in_place = a.band_only;
-  a.forward_in_factor = tiled_cholesky_;
   a.panel_p = PanelP() ? 1 : 0;
   a.diag_update = DiagUpdateInFactor() ? 1 : 0;
   return a;
@@ -75,7 +79,6 @@ RunArgs BatchExtractor::MakeArgs(const WorkspaceSet& s, int count, const core::E
 RunResources BatchExtractor::Resources(WorkspaceSet* s, bool record_marks) const {
   RunResources r{};
   r.ctx = cfg_.ctx;
-  r.tiled_cholesky = tiled_cholesky_;
   r.workspace = cfg_.workspace;
   r.set = s;
   r.d_ptrs = s->ptrs.get();

@@ -50,7 +50,7 @@ absl::Status BatchExtractor::Prepare(const core::ExtractionJob& job, int nbundle
   const core::PatchPlan& plan = *cfg_.plan;
   const int ppb = std::max(1, MaxPatchesPerBundle(plan));
   max_blocks_ = MaxBlocks(plan);
-  SPEXD_ASSIGN_OR_RETURN(tiled_cholesky_, UseTiledCholesky(plan.nwavetot));
+  SPEXD_RETURN_IF_ERROR(CheckSharedMemory(plan.nwavetot));
   WorkspaceSpec spec;
   spec.ld = plan.max_n;
   spec.nt = plan.nwavetot;

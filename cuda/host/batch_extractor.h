@@ -67,7 +67,9 @@ class BatchExtractor {
   LayoutChoices Choices() const;
   bool PanelP() const;       // LayoutChoices::panel_p for this backend
   bool DiagUpdateInFactor() const;  // LayoutChoices::diag_update_in_factor, RunArgs::diag_update
-  absl::StatusOr<bool> UseTiledCholesky(int nt) const;
+  // UNIMPLEMENTED where the device's shared memory a block (or a test's cap) is less than
+  // the run's kernels need for patches of nt.
+  absl::Status CheckSharedMemory(int nt) const;
   RunArgs MakeArgs(const WorkspaceSet& s, int count, const core::ExtractionJob& job) const;
   // A batch (record_marks) overlaps its tail with the next batch (RunResources::tail);
   // a retry stays on the compute stream.
@@ -117,7 +119,6 @@ class BatchExtractor {
   WorkspaceSpec spec_;
   int bundles_per_batch_ = 1;
   int max_blocks_ = 0;
-  bool tiled_cholesky_ = false;  // where the device's shared memory allows it, else potrfBatched
 };
 
 }  // namespace spexd::cuda

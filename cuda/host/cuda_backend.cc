@@ -406,7 +406,9 @@ absl::StatusOr<std::unique_ptr<core::Backend>> CreateCudaBackend(
   if (faults->oom_at_alloc > 0) ArmAllocationFault(faults->oom_at_alloc);
   ArmAllocationPoison(faults->poison_allocations);
   if (faults->fail_patch_once >= 0) ArmPatchFault(faults->fail_patch_once);
-  if (faults->shared_memory_cap > 0) SetSharedMemoryCap(static_cast<std::size_t>(faults->shared_memory_cap));
+  // Each creation sets the cap (none without one), so a capped backend's test leaves no cap
+  // behind for the backends created after it.
+  SetSharedMemoryCap(static_cast<std::size_t>(faults->shared_memory_cap));
   auto ctx = GpuContext::Create(options.device, options.cuda_host_wait);
   if (!ctx.ok()) {
     return absl::UnavailableError(absl::StrCat("CUDA backend unavailable: ", ctx.status().ToString()));

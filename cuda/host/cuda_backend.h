@@ -11,8 +11,8 @@
 
 namespace spexd::cuda {
 
-// Creates a backend on options.device. The device, its stream and its cuBLAS/cuSOLVER
-// handles are owned by the backend; warm per-Geometry state (spots) and the workspace
+// Creates a backend on options.device. The device, its streams and its cuBLAS
+// handle are owned by the backend; warm per-Geometry state (spots) and the workspace
 // are created on first use and kept. UNAVAILABLE without a usable device (a GPU older than
 // sm_80 among them: the caller falls back to the CPU). Each algorithm has one path, chosen
 // from the plan and the device's limits (cuda/kernels/device_limits.h).

@@ -26,20 +26,6 @@ const char* CublasName(cublasStatus_t s) {
   }
 }
 
-const char* CusolverName(cusolverStatus_t s) {
-  switch (s) {
-    case CUSOLVER_STATUS_SUCCESS: return "CUSOLVER_STATUS_SUCCESS";
-    case CUSOLVER_STATUS_NOT_INITIALIZED: return "CUSOLVER_STATUS_NOT_INITIALIZED";
-    case CUSOLVER_STATUS_ALLOC_FAILED: return "CUSOLVER_STATUS_ALLOC_FAILED";
-    case CUSOLVER_STATUS_INVALID_VALUE: return "CUSOLVER_STATUS_INVALID_VALUE";
-    case CUSOLVER_STATUS_ARCH_MISMATCH: return "CUSOLVER_STATUS_ARCH_MISMATCH";
-    case CUSOLVER_STATUS_EXECUTION_FAILED: return "CUSOLVER_STATUS_EXECUTION_FAILED";
-    case CUSOLVER_STATUS_INTERNAL_ERROR: return "CUSOLVER_STATUS_INTERNAL_ERROR";
-    case CUSOLVER_STATUS_NOT_SUPPORTED: return "CUSOLVER_STATUS_NOT_SUPPORTED";
-    default: return "CUSOLVER_STATUS_(other)";
-  }
-}
-
 }  // namespace
 
 absl::Status ToStatus(cudaError_t err, const char* expr, const char* file, int line) {
@@ -58,16 +44,6 @@ absl::Status ToStatus(cublasStatus_t err, const char* expr, const char* file, in
   std::string msg = absl::StrCat("cuBLAS error ", std::string(CublasName(err)), " in ",
                                  Where(expr, file, line));
   if (err == CUBLAS_STATUS_ALLOC_FAILED) {
-    return absl::ResourceExhaustedError(absl::StrCat("out of GPU memory: ", msg));
-  }
-  return absl::InternalError(msg);
-}
-
-absl::Status ToStatus(cusolverStatus_t err, const char* expr, const char* file, int line) {
-  if (err == CUSOLVER_STATUS_SUCCESS) return absl::OkStatus();
-  std::string msg = absl::StrCat("cuSOLVER error ", std::string(CusolverName(err)), " (",
-                                 static_cast<int>(err), ") in ", Where(expr, file, line));
-  if (err == CUSOLVER_STATUS_ALLOC_FAILED) {
     return absl::ResourceExhaustedError(absl::StrCat("out of GPU memory: ", msg));
   }
   return absl::InternalError(msg);

@@ -1,11 +1,10 @@
-// CUDA / cuBLAS / cuSOLVER return codes -> absl::Status with file:line (docs/design.md
+// CUDA / cuBLAS return codes -> absl::Status with file:line (docs/design.md
 // "Conventions"). Out of memory becomes RESOURCE_EXHAUSTED, everything else INTERNAL.
 #ifndef SPEXD_CUDA_CUDA_CHECK_H_
 #define SPEXD_CUDA_CUDA_CHECK_H_
 
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
-#include <cusolverDn.h>
 
 #include "absl/status/status.h"
 
@@ -13,7 +12,6 @@ namespace spexd::cuda {
 
 absl::Status ToStatus(cudaError_t err, const char* expr, const char* file, int line);
 absl::Status ToStatus(cublasStatus_t err, const char* expr, const char* file, int line);
-absl::Status ToStatus(cusolverStatus_t err, const char* expr, const char* file, int line);
 
 // True for errors that leave the CUDA context unusable (illegal address, launch failure,
 // device assert, ...): the backend then reports itself unhealthy.
@@ -21,8 +19,8 @@ bool IsStickyError(cudaError_t err);
 
 }  // namespace spexd::cuda
 
-// Returns from the current function with an absl::Status when `expr` (a CUDA runtime,
-// cuBLAS or cuSOLVER call) fails.
+// Returns from the current function with an absl::Status when `expr` (a CUDA runtime or
+// cuBLAS call) fails.
 #define SPEXD_CUDA_RETURN_IF_ERROR(expr)                                                 \
   do {                                                                                   \
     auto spexd_cuda_rc_ = (expr);                                                        \

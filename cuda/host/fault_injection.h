@@ -26,9 +26,10 @@
 //                         batches make a request's batches reuse the two workspace sets,
 //                         the races between a batch's retry and the next batch's download)
 //   shared_memory_cap=B   the planner and the launchers allow at most B bytes of shared
-//                         memory a block (device_limits.h; 166912 is an A100's), process-
-//                         wide from the first backend created with it: an H100 then runs the
-//                         kernel configurations of a GPU with less shared memory
+//                         memory a block (device_limits.h; 166912 is an A100's): an H100
+//                         then plans and launches as a GPU with less shared memory would.
+//                         Process-wide, set by every backend's creation (none without it:
+//                         the last backend created decides for all)
 //   warm_geometries=N     a backend keeps at most N geometries warm (a test setting:
 //                         with few, a new geometry takes over an evicted one's buffers,
 //                         which device memory alone would rarely make it do)

@@ -35,16 +35,6 @@ absl::Status CublasHandle::Create(cudaStream_t stream) {
   return absl::OkStatus();
 }
 
-CusolverHandle::~CusolverHandle() {
-  if (handle_ != nullptr) (void)cusolverDnDestroy(handle_);
-}
-
-absl::Status CusolverHandle::Create(cudaStream_t stream) {
-  SPEXD_CUDA_RETURN_IF_ERROR(cusolverDnCreate(&handle_));
-  SPEXD_CUDA_RETURN_IF_ERROR(cusolverDnSetStream(handle_, stream));
-  return absl::OkStatus();
-}
-
 namespace {
 
 // The device's scheduling flag for `wait`, set on the current device and read back: CUDA
@@ -105,7 +95,6 @@ absl::StatusOr<std::unique_ptr<GpuContext>> GpuContext::Create(int device, core:
   if (s.ok()) s = ctx->prep_default_.Create(least);
   if (s.ok()) s = ctx->prep_high_.Create(greatest);
   if (s.ok()) s = ctx->cublas_.Create(ctx->compute());
-  if (s.ok()) s = ctx->cusolver_.Create(ctx->compute());
   if (!s.ok()) return s;
   return ctx;
 }
@@ -126,7 +115,6 @@ absl::Status GpuContext::SetStreamPriorities(bool compute_high, bool prep_high) 
   if (compute != compute_) {
     SPEXD_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(compute_->get()));
     SPEXD_CUDA_RETURN_IF_ERROR(cublasSetStream(cublas_.get(), compute->get()));
-    SPEXD_CUDA_RETURN_IF_ERROR(cusolverDnSetStream(cusolver_.get(), compute->get()));
     compute_ = compute;
   }
   if (prep != prep_) {

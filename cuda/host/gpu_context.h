@@ -1,7 +1,7 @@
 // RAII wrappers of CUDA streams, events and library handles, and the GpuContext that
 // groups them for one backend instance (docs/design.md "Conventions"; Ceres'
 // context_impl.h). Stream rules: `compute` runs every kernel and library call and is
-// bound to both handles; `tail` runs the last, library-free stages of a batch (QL,
+// bound to the cuBLAS handle; `tail` runs the last, library-free stages of a batch (QL,
 // rotation, decorrelation products, model) so that they overlap the next batch's
 // factorisations (patch_pipeline.h); `copy` carries device->host result copies so that
 // they overlap the next batch's compute. Nothing uses the default stream.
@@ -10,7 +10,6 @@
 
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
-#include <cusolverDn.h>
 
 #include <memory>
 #include <string>
@@ -62,19 +61,6 @@ class CublasHandle {
   cublasHandle_t handle_ = nullptr;
 };
 
-class CusolverHandle {
- public:
-  CusolverHandle() = default;
-  CusolverHandle(const CusolverHandle&) = delete;
-  CusolverHandle& operator=(const CusolverHandle&) = delete;
-  ~CusolverHandle();
-  absl::Status Create(cudaStream_t stream);
-  cusolverDnHandle_t get() const { return handle_; }
-
- private:
-  cusolverDnHandle_t handle_ = nullptr;
-};
-
 // One per backend instance; never shared across threads. Create() sets the device
 // explicitly; callers that may run on another thread call Activate() first.
 class GpuContext {
@@ -90,7 +76,7 @@ class GpuContext {
   cudaError_t SynchronizeStreams() const;
   // Between frames only: compute() (the batches' critical chain) and prep() each become a
   // stream of the device's greatest priority (`*_high`) or of the default; the tail and
-  // copy streams stay at the default. Both library handles follow the compute stream. The
+  // copy streams stay at the default. The cuBLAS handle follows the compute stream. The
   // one place the priorities are chosen (cuda_backend.cc: the lone-frame latency mode). Waits for the streams it leaves first, so that nothing
   // enqueued there can overtake the next frame's work.
   absl::Status SetStreamPriorities(bool compute_high, bool prep_high);
@@ -106,7 +92,6 @@ class GpuContext {
   // The next batch's normal equations, ahead of the compute stream.
   cudaStream_t prep() const { return prep_->get(); }
   cublasHandle_t cublas() const { return cublas_.get(); }
-  cusolverDnHandle_t cusolver() const { return cusolver_.get(); }
 
  private:
   GpuContext() = default;
@@ -125,7 +110,6 @@ class GpuContext {
   Stream prep_high_;  // with compute_high_: the next batch's normal equations are on its path
   const Stream* prep_ = &prep_default_;
   CublasHandle cublas_;
-  CusolverHandle cusolver_;
 };
 
 }  // namespace spexd::cuda

@@ -1,6 +1,5 @@
 #include "cuda/host/patch_pipeline.h"
 
-#include "cuda/kernels/block_inverse.h"
 #include "cuda/kernels/cholesky_solve.h"
 #include "cuda/kernels/core_gram.h"
 #include "cuda/host/cuda_check.h"
@@ -89,9 +88,7 @@ absl::Status EnqueueTiledCholesky(const RunResources& res, const RunLayout& layo
 absl::Status EnqueueTrailingInverse(const RunResources& res, const RunLayout& layout,
                                     const RunArgs& args, cudaStream_t stream) {
   absl::Status s;  // the blocks it multiplies as zeros were zeroed with the normal equations
-  // The tiled factor left X_ii = L_ii^{-1} on the diagonal (leaf_in_place); after potrf a
-  // kernel inverts them there.
-  if (!res.tiled_cholesky) SPEXD_CUDA_RETURN_IF_ERROR(LaunchLeafInverse(args, res.max_blocks, stream));
+  // (the tiled factor left the leaves X_ii = L_ii^{-1} on the diagonal).
   for (const auto& step : layout.trtri) {
     for (const BatchedCall& c : step) {
       if (!(s = GemmBatched(res.ctx->cublas(), c, res.d_ptrs)).ok()) return s;
@@ -130,37 +127,23 @@ absl::Status EnqueueRun(const RunResources& res, const RunLayout& layout, const 
   return EnqueueAfterNormalEquations(res, layout, args);
 }
 
-// Over 100 lines: the run's kernels and library calls are enqueued in stream order in one
-// place, so that the order (and where each launch is checked) reads top to bottom.
+// The run's kernels and library calls are enqueued in stream order in one place, so that
+// the order (and where each launch is checked) reads top to bottom.
 absl::Status EnqueueAfterNormalEquations(const RunResources& res, const RunLayout& layout,
                                          const RunArgs& args) {
   if (args.count == 0) return absl::OkStatus();
-  const GpuContext& ctx = *res.ctx;
-  cudaStream_t stream = ctx.compute();
-  const uint64_t* ptrs = res.d_ptrs;
+  cudaStream_t stream = res.ctx->compute();
   absl::Status s;
   {
     // Cholesky and solve (spec §2.9). The solve comes first: the block inversion below
     // overwrites L.
     NvtxRange range{"cholesky"};
-    if (res.tiled_cholesky) {
-      if (!(s = EnqueueTiledCholesky(res, layout, args, stream)).ok()) return s;
-    } else {
-      for (const BatchedCall& c : layout.potrf) {
-        SPEXD_CUDA_RETURN_IF_ERROR(cusolverDnDpotrfBatched(
-            ctx.cusolver(), CUBLAS_FILL_MODE_LOWER, c.n, PtrArray<double*>(ptrs, c.a_off), c.lda,
-            args.slots.info + c.entry_begin, c.count));
-      }
-    }
+    if (!(s = EnqueueTiledCholesky(res, layout, args, stream)).ok()) return s;
     if (!(s = Mark(res, kMarkCholesky, stream)).ok()) return s;
   }
   {
     NvtxRange range{"solve"};
-    if (res.tiled_cholesky) {
-      SPEXD_CUDA_RETURN_IF_ERROR(LaunchBlockedCholeskySolve(args, stream));
-    } else {
-      SPEXD_CUDA_RETURN_IF_ERROR(LaunchCholeskySolve(args, stream));
-    }
+    SPEXD_CUDA_RETURN_IF_ERROR(LaunchBlockedCholeskySolve(args, stream));
     SPEXD_CUDA_RETURN_IF_ERROR(LaunchCheckSolve(args, stream));
     if (!(s = Mark(res, kMarkSolve, stream)).ok()) return s;
   }

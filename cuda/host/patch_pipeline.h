@@ -22,7 +22,6 @@ namespace spexd::cuda {
 
 struct RunResources {
   const GpuContext* ctx;
-  bool tiled_cholesky;     // tiled_cholesky.h where the device allows, else potrfBatched
   Workspace* workspace;    // the QL buffers
   WorkspaceSet* set;       // stage events
   const uint64_t* d_ptrs;  // device copy of layout.ptrs

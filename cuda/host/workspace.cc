@@ -80,7 +80,7 @@ absl::Status Workspace::ReserveSet(WorkspaceSet* s, const WorkspaceSpec& spec) {
   SPEXD_RETURN_IF_ERROR(s->cond.Allocate(std::max<std::size_t>(slots, 1), "patch conditioning"));
   SPEXD_RETURN_IF_ERROR(s->h_cond.Allocate(std::max<std::size_t>(slots, 1), "patch conditioning (host)"));
   SPEXD_RETURN_IF_ERROR(s->mflags.Allocate(std::max<std::size_t>(slots, 1), "model flags"));
-  SPEXD_RETURN_IF_ERROR(s->info.Allocate(std::max<std::size_t>(slots, 1), "potrf info"));
+  SPEXD_RETURN_IF_ERROR(s->info.Allocate(std::max<std::size_t>(slots, 1), "factor info"));
   SPEXD_RETURN_IF_ERROR(s->eig_info.Allocate(std::max<std::size_t>(blocks, 1), "eigensolver info"));
   SPEXD_RETURN_IF_ERROR(s->ptrs.Allocate(std::max<std::size_t>(spec.ptr_count, 1), "pointer arrays"));
   SPEXD_RETURN_IF_ERROR(s->h_ptrs.Allocate(std::max<std::size_t>(spec.ptr_count, 1), "pointer arrays (host)"));

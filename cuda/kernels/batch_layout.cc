@@ -74,7 +74,7 @@ int MaxBlocks(const core::PatchPlan& plan) {
 
 std::size_t MaxPointerCount(const core::PatchPlan& plan, int count) {
   const std::size_t nb = static_cast<std::size_t>(std::max(1, MaxBlocks(plan)));
-  // potrf, leaves, chol_update, and the larger of trtri + gram and 15 nb (a margin the
+  // 3 a margin, leaves, chol_update, and the larger of trtri + gram and 15 nb (a margin the
   // pinned pointer buffers keep).
   const std::size_t inverse = std::max(6 * nb + 3 * static_cast<std::size_t>(plan.nper), 15 * nb);
   // chol_update: at most a call per row block of each step (nb (nb - 1) / 2 in all).
@@ -137,7 +137,6 @@ struct SlotMath {
   uint64_t M(const RunEntry& e, int64_t r, int64_t c) const {
     return Addr(s.m, static_cast<int64_t>(e.slot) * ld * ld + r + c * ld);
   }
-  uint64_t X(const RunEntry& e) const { return Addr(s.x, static_cast<int64_t>(e.slot) * ld); }
   // Offset `off` into entry e's GEMM scratch.
   uint64_t T(const RunEntry& e, int64_t off) const {
     return Addr(s.t, static_cast<int64_t>(e.slot) * s.t_stride + off);
@@ -148,29 +147,6 @@ struct SlotMath {
   }
   const core::PatchDesc& patch(const RunEntry& e) const { return plan.patches[e.patch]; }
 };
-
-// Cholesky factorisation and solve: one potrf/potrs call per distinct n (the entries are
-// sorted by n).
-void AddCholesky(const SlotMath& sm, RunLayout* out) {
-  for (std::size_t i = 0; i < out->entries.size();) {
-    const int n = sm.patch(out->entries[i]).n;
-    std::size_t j = i;
-    PointerTriples pt;
-    while (j < out->entries.size() && sm.patch(out->entries[j]).n == n) {
-      pt.a.push_back(sm.M(out->entries[j], 0, 0));
-      pt.b.push_back(sm.X(out->entries[j]));
-      ++j;
-    }
-    BatchedCall call;
-    call.n = n;
-    call.lda = static_cast<int>(sm.ld);
-    call.ldb = static_cast<int>(sm.ld);
-    call.entry_begin = static_cast<int>(i);
-    pt.Flush(&out->ptrs, &call);
-    out->potrf.push_back(call);
-    i = j;
-  }
-}
 
 // Tiled Cholesky step 1 (tiled_cholesky.h): for block column k >= 1 of the entries with
 // more than k blocks, M[k:, k] -= L[k:, :k] · L[k, :k]^T over the entry's band B: L's
@@ -320,8 +296,7 @@ RunLayout BuildRunLayout(const core::PatchPlan& plan, std::vector<RunEntry> entr
   // copied and page-faulted over again (most of the ~5 ms this took on a 2-core host).
   out.ptrs.reserve(MaxPointerCount(plan, static_cast<int>(out.entries.size())));
   const SlotMath sm(plan, s);
-  AddCholesky(sm, &out);
-  if (choices.tiled_cholesky) AddTiledUpdates(sm, choices.diag_update_in_factor, &out);
+  AddTiledUpdates(sm, choices.diag_update_in_factor, &out);
   AddBlockInversion(sm, choices.panel_p, &out);
   AddCoreGrams(sm, &out);
   for (auto* steps : {&out.chol_update, &out.trtri}) {

@@ -1,12 +1,12 @@
 // Host-side layout of one run of patches through the batched dense algebra: run entries
-// (patch -> workspace slot), and the pointer arrays and shapes of every batched cuSOLVER /
-// cuBLAS call. Pure C++ on integer addresses, so the index arithmetic is unit-tested on
+// (patch -> workspace slot), and the pointer arrays and shapes of every batched cuBLAS
+// call. Pure C++ on integer addresses, so the index arithmetic is unit-tested on
 // the host (tests/cuda/batch_layout_test.cc replays the calls with a naive GEMM).
 //
 // Algorithm (extraction-spec §2.9–2.10, "Decisions": C's diagonal blocks may come from
 // the Cholesky factor). Unknowns are blocked by spectrum (nt = nwavetot per block,
 // nb = nspectot blocks, core blocks [c0, c0+nper)). After M = L L^T:
-//   * leaf: X_ii = L_ii^{-1} for i >= c0 (the tiled factor, or a kernel after potrf);
+//   * leaf: X_ii = L_ii^{-1} for i >= c0 (the tiled factor);
 //   * trailing-first block inversion in place, for j = nb-2 .. c0 (step r = nb-1-j), with
 //     b = min(B, r) (L is zero more than B blocks down):
 //       P = L[j+1:j+1+b, j] · X_jj                (gemm 1 into the scratch, m = b·nt)
@@ -43,7 +43,7 @@ SPEXD_HD bool NeedsZeroBlock(int i, int k, int core_row, int nspectot) {
 
 // Blocks below the diagonal of M that the trailing-first inversion reads in a column of L
 // (its first GEMM takes at least L[j+1, j], even where nothing couples): the normal
-// equations write M that far under RunArgs::band_only, and the GEMMs stay inside it.
+// equations write M that far, and the GEMMs stay inside it.
 SPEXD_HD int TrailingReadBand(int band) { return band > 1 ? band : 1; }
 
 // LayoutChoices::panel_p: the panel kernel of Cholesky step j leaves gemm 1's product
@@ -92,7 +92,6 @@ struct BatchedCall {
   double alpha = 1.0, beta = 0.0;
   int64_t a_off = 0, b_off = 0, c_off = 0;  // offsets into RunLayout::ptrs
   int count = 0;
-  int entry_begin = 0;  // potrf: first run entry of the group (infoArray offset)
   std::vector<StridedRun> strided;  // the GEMM calls' entries as strided runs, in order
 };
 
@@ -101,8 +100,7 @@ struct BatchedCall {
 void SplitStrided(const std::vector<uint64_t>& ptrs, BatchedCall* call, int max_runs);
 
 struct RunLayout {
-  std::vector<RunEntry> entries;               // sorted by n: potrf groups are contiguous
-  std::vector<BatchedCall> potrf;              // one per distinct n (B at b_off: x)
+  std::vector<RunEntry> entries;               // sorted by n
   // Tiled Cholesky (tiled_cholesky.h), step 1 for k = 1..: M[k:, k] -= L[k:, :k] L[k, :k]^T
   // over the blocks inside each entry's band only (rows k + 1.. alone with
   // LayoutChoices::diag_update_in_factor). chol_update[k - 1] holds step k's calls.
@@ -117,12 +115,11 @@ struct RunLayout {
 std::vector<RunEntry> MakeBatchEntries(const core::PatchPlan& plan, const std::vector<int>& bundles,
                                        double regularize);
 
-// Which calls a run needs besides the potrf groups and the block inversion.
+// Which calls a run needs besides the tiled Cholesky's updates and the block inversion.
 struct LayoutChoices {
-  bool tiled_cholesky = false;  // chol_update for the tiled Cholesky
   // The trailing-first inversion's gemm 1 done by the tiled Cholesky's panel kernel
-  // (NeedsPanelP): trtri has gemm 2 only, which reads P_j from the scratch (PanelPOffset).
-  // Only with tiled_cholesky (BatchExtractor::PanelP).
+  // (NeedsPanelP): trtri has gemm 2 only, which reads P_j from the scratch (PanelPOffset)
+  // (BatchExtractor::PanelP).
   bool panel_p = false;
   // The tiled Cholesky's diagonal block updates done by its factor kernel
   // (RunArgs::diag_update): chol_update takes the rows below the diagonal block only.

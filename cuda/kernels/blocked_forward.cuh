@@ -1,9 +1,8 @@
 // The forward substitution of the blocked Cholesky solve, one block column at a time
 // (extraction-spec §2.9; device-only header): y_k = X_k (b_k - sum_{j=k-B}^{k-1} L_kj y_j)
-// with X_k = L_kk^{-1} the tiled factor's leaf. One implementation for the two kernels
-// that take it (RunArgs::forward_in_factor): the tiled factor at the end of step k, or the
-// blocked solve's forward pass; the same products in the same order, so the same bits.
-// 256 threads (kSubstWarps warps).
+// with X_k = L_kk^{-1} the tiled factor's leaf, run by the tiled factor at the end of its
+// step k (the blocked solve, cholesky_solve.cu, does the backward pass). 256 threads
+// (kSubstWarps warps).
 #ifndef SPEXD_CUDA_BLOCKED_FORWARD_CUH_
 #define SPEXD_CUDA_BLOCKED_FORWARD_CUH_
 

@@ -1,6 +1,5 @@
-// Forward and back substitution with the batched Cholesky factors, one warp per patch.
-// Both passes walk the columns of L (coalesced): the forward pass as column updates
-// (axpy), the backward pass (L^T x = y) as dot products down the columns.
+// The back substitution with the tiled Cholesky factors (the forward pass runs in the factor
+// kernel, blocked_forward.cuh), one thread block per patch.
 #include "cuda/kernels/cholesky_solve.h"
 
 #include "core/numerics/patch_numerics.h"
@@ -11,52 +10,16 @@
 namespace spexd::cuda {
 namespace {
 
-constexpr int kSolveWarps = 4;
-
-__global__ void CholeskySolveKernel(RunArgs a) {
-  extern __shared__ double smem[];
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int ei = static_cast<int>(blockIdx.x) * kSolveWarps + warp;
-  if (ei >= a.count) return;  // warp-uniform; no block barrier below
-  const RunEntry e = a.entries[ei];
-  const int n = a.in.patches[e.patch].n, ld = a.dims.ld;
-  double* xs = smem + warp * ld;
-  double* xg = a.slots.x + static_cast<int64_t>(e.slot) * ld;
-  const double* L = a.slots.m + static_cast<int64_t>(e.slot) * ld * ld;
-  for (int i = lane; i < n; i += 32) xs[i] = xg[i];
-  __syncwarp();
-  for (int j = 0; j < n; ++j) {  // L y = b
-    const double* col = L + static_cast<int64_t>(j) * ld;
-    const double yj = xs[j] / col[j];
-    __syncwarp();
-    for (int i = j + 1 + lane; i < n; i += 32) xs[i] -= col[i] * yj;
-    if (lane == 0) xs[j] = yj;
-    __syncwarp();
-  }
-  for (int j = n - 1; j >= 0; --j) {  // L^T x = y
-    const double* col = L + static_cast<int64_t>(j) * ld;
-    double part = 0.0;
-    for (int i = j + 1 + lane; i < n; i += 32) part += col[i] * xs[i];
-    part = WarpSum(part);
-    const double xj = (xs[j] - part) / col[j];
-    __syncwarp();
-    if (lane == 0) xs[j] = xj;
-    __syncwarp();
-  }
-  for (int i = lane; i < n; i += 32) xg[i] = xs[i];
-}
-
 // Blocked by spectrum with the tile inverses X_k = L_kk^{-1} the tiled factor left
 // (tiled_cholesky.h, LeafOf), inside the entry's band B (L's blocks more than B below the
 // diagonal are zero):
 //   forward   y_k = X_k (b_k - sum_{j=k-B}^{k-1} L_kj y_j),        k = 0 .. nb-1
 //   backward  x_k = X_k^T (y_k - sum_{j=k+1}^{k+B} L_jk^T x_j),    k = nb-1 .. 0
 // Each step is a few small GEMVs (14 dependent steps for nb = 7 instead of 2n serial
-// column steps). Products of L (row block k) and X: lanes over rows, warps over columns
-// (coalesced, column-major); products with a transpose: warps over outputs, lanes down
-// the column, reduced with shuffles.
-// With RunArgs::forward_in_factor the tiled factor has done the forward pass already
-// (blocked_forward.cuh): x holds y, and only the backward pass runs here.
+// column steps). The tiled factor has done the forward pass (blocked_forward.cuh, with
+// products of L's row block k and X: lanes over rows, warps over columns): x holds y, and
+// the backward pass runs here, its products with a transpose: warps over outputs, lanes
+// down the column, reduced with shuffles.
 __global__ void __launch_bounds__(32 * kSubstWarps) BlockedSolveKernel(RunArgs a) {
   extern __shared__ double smem[];
   const RunEntry e = a.entries[blockIdx.x];
@@ -66,14 +29,10 @@ __global__ void __launch_bounds__(32 * kSubstWarps) BlockedSolveKernel(RunArgs a
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   double* xs = smem;             // [ld] b -> y -> x
   double* r = xs + ld;           // [nt] right-hand side of the current block
-  double* part = r + nt;         // [kSubstWarps][nt] partial sums
   double* xg = a.slots.x + static_cast<int64_t>(e.slot) * ld;
   const double* L = SlotMatrix(a, e.slot);
   for (int i = threadIdx.x; i < n; i += blockDim.x) xs[i] = xg[i];
   __syncthreads();
-  if (!a.forward_in_factor) {
-    for (int k = 0; k < nb; ++k) ForwardStep(a, e, d, k, xs, part, r);
-  }
   for (int k = nb - 1; k >= 0; --k) {
     const int j1 = core::BandLast(k, e.band, nb);
     const int len = (j1 - k) * nt;  // rows (k+1)*nt .. of column block k
@@ -103,23 +62,11 @@ __global__ void __launch_bounds__(32 * kSubstWarps) BlockedSolveKernel(RunArgs a
 
 cudaError_t LaunchBlockedCholeskySolve(const RunArgs& args, cudaStream_t stream) {
   if (args.count == 0) return cudaSuccess;
-  const int nt = args.dims.nwavetot;
-  if (nt > 32 * kMaxRowsPerLane) return cudaErrorInvalidValue;
-  const std::size_t smem = sizeof(double) * (args.dims.ld + nt + kSubstWarps * nt);
+  const std::size_t smem = sizeof(double) * (args.dims.ld + args.dims.nwavetot);
   if (cudaError_t err = AllowSharedMemory(reinterpret_cast<const void*>(BlockedSolveKernel), smem); err != cudaSuccess) {
     return err;
   }
   BlockedSolveKernel<<<static_cast<unsigned>(args.count), 32 * kSubstWarps, smem, stream>>>(args);
-  return SPEXD_CHECK_LAUNCH(stream);
-}
-
-cudaError_t LaunchCholeskySolve(const RunArgs& args, cudaStream_t stream) {
-  if (args.count == 0) return cudaSuccess;
-  const std::size_t smem = sizeof(double) * kSolveWarps * args.dims.ld;
-  if (cudaError_t err = AllowSharedMemory(reinterpret_cast<const void*>(CholeskySolveKernel), smem); err != cudaSuccess) {
-    return err;
-  }
-  CholeskySolveKernel<<<CeilDiv(args.count, kSolveWarps), 32 * kSolveWarps, smem, stream>>>(args);
   return SPEXD_CHECK_LAUNCH(stream);
 }
 

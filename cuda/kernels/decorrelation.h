@@ -6,6 +6,8 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cstddef>
+
 #include "cuda/kernels/kernel_args.h"
 
 namespace spexd::cuda {
@@ -30,6 +32,11 @@ bool TridiagNeedsRotationLog(int nt);
 // The twisted path alone (cuda/kernels/twisted_decorrelation.cu; nt <= 80), as LaunchTridiagRotate
 // runs it.
 cudaError_t LaunchTwistedVectors(const RunArgs& args, cudaStream_t stream);
+// Shared memory a block of these kernels takes at most for blocks of nt (the planner checks
+// it against the device's, BatchExtractor::CheckSharedMemory); TwistedVectorsSharedBytes:
+// LaunchTwistedVectors's alone.
+std::size_t DecorrelationSharedBytes(int nt);
+std::size_t TwistedVectorsSharedBytes(int nt);
 
 }  // namespace spexd::cuda
 

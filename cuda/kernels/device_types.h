@@ -35,7 +35,7 @@ struct PlanDims {
 };
 
 // Per-slot status bits (a failed patch is a flag, never a request error: docs/design.md).
-inline constexpr int32_t kStatusNotSpd = 1;         // potrf info != 0
+inline constexpr int32_t kStatusNotSpd = 1;         // factor info != 0
 inline constexpr int32_t kStatusSolveNonFinite = 2; // x not finite
 inline constexpr int32_t kStatusOutputNonFinite = 4;
 inline constexpr int32_t kStatusEigenFailed = 8;

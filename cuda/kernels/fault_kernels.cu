@@ -1,7 +1,7 @@
 // The kernels behind the fault hooks (cuda/host/fault_injection.h). sticky_at_request: a trap ends
 // the grid with cudaErrorLaunchFailure and leaves the context unusable, as a real device
 // fault would. fail_patch_once: NaN on the diagonal of one patch's normal matrix, so that
-// whichever Cholesky runs, the patch's system is refused (potrf info) or its solution is
+// the tiled factor refuses the patch's system (its info) or its solution is
 // not finite, and CheckSolve flags it for the retry.
 #include <cmath>
 

@@ -36,10 +36,10 @@ struct SlotBuffers {
   double* model;    // [slots][max_npix] patch model (only when requested)
   int32_t* status;  // [slots] kStatus* bits
   int32_t* mflags;  // [slots] kModel* bits
-  int32_t* info;    // [slots] potrf info, indexed by run entry
+  int32_t* info;    // [slots] the tiled factor's info, indexed by run entry
   int32_t* eig_info;  // [slots*nper] eigensolver info (library path), by run entry
   double* cond;     // [slots] Cholesky condition estimate (core::CholeskyConditionEstimate)
-  double* ldiag;    // [slots][ld] L's diagonal under RunArgs::leaf_in_place (M's copy is overwritten)
+  double* ldiag;    // [slots][ld] L's diagonal (the leaves overwrite M's copy: RunArgs)
   int64_t t_stride;
   int64_t p_base;  // RunArgs::panel_p: the P_j in a slot's scratch (batch_layout.h's PanelPOffset)
   int p_band;
@@ -91,18 +91,12 @@ struct RunArgs {
   int count;
   double psferr;
   int want_model;
-  // 1: nothing reads M's blocks more than max(band, 1) below the diagonal before writing
-  // them (tiled Cholesky, blocked solve, trailing-first inversion), so the normal equations
-  // leave them unwritten; 0: M is written dense (the library factor and solve read it all).
-  int band_only;
-  // 1: the tiled factor writes each leaf X_kk = L_kk^{-1} the trailing-first inversion
-  // needs (NeedsLeafInverse) over L_kk on M's diagonal, where that inversion reads it, and
-  // L's diagonal to SlotBuffers::ldiag; the panel and the solve read the leaf there. 0: the
-  // potrf path, whose leaves the leaf kernel inverts in place.
-  int leaf_in_place;
-  // 1: the tiled factor does the blocked solve's forward pass, step k at the end of its
-  // launch k (blocked_forward.cuh), and the solve kernel only the backward pass.
-  int forward_in_factor;
+  // (The tiled factor, the blocked solve and the trailing-first inversion read nothing of M
+  // more than max(band, 1) blocks below the diagonal, so the normal equations leave those
+  // blocks unwritten; the factor writes each leaf X_kk = L_kk^{-1} that the trailing-first
+  // inversion needs over L_kk on M's diagonal (kernel_common.cuh's LeafOf), and L's diagonal
+  // to SlotBuffers::ldiag; it also does the blocked solve's forward pass, step k at the end
+  // of its launch k, blocked_forward.cuh.)
   // 1: the DMMA panel kernel of step j also leaves the trailing-first inversion's
   // P_j = L[j+1:j+1+b, j] X_jj (batch_layout.h's NeedsPanelP), so trtri has no gemm 1.
   int panel_p;

@@ -103,13 +103,13 @@ __device__ inline double* LeafScratch(const RunArgs& a, int slot, int i) {
 
 // Where the tiled factor keeps X_kk = L_kk^{-1} of block k (column-major, leading
 // dimension ld): on M's diagonal over L_kk where the trailing-first inversion reads it
-// (RunArgs::leaf_in_place; no copy kernel), else the GEMM scratch.
+// (NeedsLeafInverse; no copy kernel), else the GEMM scratch.
 struct LeafBlock {
   double* p;
   int ld;
 };
 __device__ inline LeafBlock LeafOf(const RunArgs& a, int slot, int k, const DevicePatch& d) {
-  if (a.leaf_in_place && NeedsLeafInverse(k, d.core_row, d.nspectot)) {
+  if (NeedsLeafInverse(k, d.core_row, d.nspectot)) {
     return {SlotMatrix(a, slot) + static_cast<int64_t>(k) * a.dims.nwavetot * (a.dims.ld + 1), a.dims.ld};
   }
   return {LeafScratch(a, slot, k), a.dims.nwavetot};

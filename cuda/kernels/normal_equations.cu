@@ -228,22 +228,20 @@ __global__ void RegularizeKernel(RunArgs a) {
 constexpr int kCheckThreads = 256;
 
 // Flags a failed solve, and records the patch's condition estimate from the diagonal of
-// the factor, which is still in place here (the same rule as the CPU backend:
-// core::CholeskyConditionEstimate): n more reads in a kernel that runs anyway, no sync.
+// the factor (the same rule as the CPU backend: core::CholeskyConditionEstimate): n more
+// reads in a kernel that runs anyway, no sync.
 __global__ void CheckSolveKernel(RunArgs a) {
   __shared__ double scratch[kCheckThreads];
   const PlanDims& D = a.dims;
   const RunEntry e = a.entries[blockIdx.x];
   const int n = a.in.patches[e.patch].n;
   const double* x = a.slots.x + static_cast<int64_t>(e.slot) * D.ld;
-  const double* m = a.slots.m + static_cast<int64_t>(e.slot) * D.ld * D.ld;
   int bad = 0;
   double dmax = -INFINITY, neg_dmin = -INFINITY;
   for (int q = threadIdx.x; q < n; q += blockDim.x) {
     bad |= !isfinite(x[q]);
-    // L's diagonal: on M's, or in ldiag where the leaves overwrote it (leaf_in_place).
-    const double d = a.leaf_in_place ? a.slots.ldiag[static_cast<int64_t>(e.slot) * D.ld + q]
-                                     : m[static_cast<int64_t>(q) * D.ld + q];
+    // L's diagonal, in ldiag (the leaves overwrote M's).
+    const double d = a.slots.ldiag[static_cast<int64_t>(e.slot) * D.ld + q];
     dmax = fmax(dmax, d);
     neg_dmin = fmax(neg_dmin, -d);
   }

@@ -23,7 +23,7 @@ cudaError_t LaunchBuildNormalEquations(const RunArgs& args, cudaStream_t stream)
 cudaError_t LaunchBuildNormalEquationsDmma(const RunArgs& args, cudaStream_t stream);
 // M_qq += core::DiagonalRegularization(...) for every q (spec §2.8, §2.17).
 cudaError_t LaunchRegularize(const RunArgs& args, cudaStream_t stream);
-// Flags entries whose potrf info is non-zero or whose solution is not finite.
+// Flags entries whose factor info is non-zero or whose solution is not finite.
 cudaError_t LaunchCheckSolve(const RunArgs& args, cudaStream_t stream);
 // dst[i] = src[i] for i < n (float32 -> float64 is exact).
 cudaError_t LaunchWiden(const float* src, double* dst, std::size_t n, cudaStream_t stream);

@@ -55,8 +55,7 @@ __device__ __forceinline__ void StampWeights(const RunArgs& a, const DevicePatch
 }
 
 // Column l of M below its diagonal set to zero where it is read (the entries overwrite
-// these zeros): past the band only where M is read dense (under band_only, as far as the
-// trailing inversion reads: TrailingReadBand). Above the diagonal, the blocks the
+// these zeros): as far as the trailing inversion reads past the band (TrailingReadBand). Above the diagonal, the blocks the
 // trailing-first inversion multiplies as zeros (NeedsZeroBlock: row blocks core_row+1 ..
 // kb-1 of column block kb), zeroed here where the column is written anyway rather than by
 // a kernel of their own. One warp; kb = l / nwavetot, the column's spectrum.
@@ -66,10 +65,7 @@ __device__ __forceinline__ void ZeroColumn(const RunArgs& a, const RunEntry& e,
   SPEXD_DEVICE_ASSERT(kb == l / D.nwavetot);
   const int n = d.n;
   double* mcol = SlotMatrix(a, e.slot) + static_cast<int64_t>(l) * D.ld;
-  const int zend =
-      a.band_only
-          ? min(n, (core::BandLast(kb, TrailingReadBand(e.band), d.nspectot) + 1) * D.nwavetot)
-          : n;
+  const int zend = min(n, (core::BandLast(kb, TrailingReadBand(e.band), d.nspectot) + 1) * D.nwavetot);
   for (int q = l + lane; q < zend; q += 32) mcol[q] = 0.0;
   for (int q = (d.core_row + 1) * D.nwavetot + lane; q < kb * D.nwavetot; q += 32) {
     SPEXD_DEVICE_ASSERT(NeedsZeroBlock(q / D.nwavetot, kb, d.core_row, d.nspectot));

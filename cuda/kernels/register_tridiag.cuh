@@ -1,8 +1,7 @@
 // Householder tridiagonalisation of one nt x nt symmetric block (nt <= 80) with the matrix
-// held in registers, then either the reflector product formed in the same registers or
-// the reflectors stored in compact WY form (device-only header; the algorithm is
-// tridiag_eigen.h's HouseholderTridiagonalize and FormReflectorProduct, the LAPACK dsytd2
-// convention, with another data layout; the WY blocks are dlarft's).
+// held in registers, then the reflectors stored in compact WY form (device-only header; the
+// algorithm is tridiag_eigen.h's HouseholderTridiagonalize, the LAPACK dsytd2 convention,
+// with another data layout; the WY blocks are dlarft's).
 //
 // Why: the shared-memory version moves the whole trailing matrix through shared memory
 // twice per column (p = tau A v, then the rank-2 update) behind three barriers, and was
@@ -279,41 +278,6 @@ __device__ void RegReduceColumns(RegTile& A, int n, int r, int c, const RegShare
   }
 }
 
-// Reflectors k = min(16 kA0 + 15, n - 3) down to 16 kA0 applied on the right of G:
-// G <- G H_k = G - tau_k (G v_k) v_k^T. Rows of G are summed within a half-warp, so
-// no barrier is needed. Before step k, G = H_{n-3} ... H_{k+1} is the identity in rows
-// and columns <= k+1, so slots below kA0 are untouched.
-template <int kA0>
-__device__ void RegReflectColumns(RegTile& G, int n, int c, const RegShared& sh) {
-  for (int k = min(16 * kA0 + 15, n - 3); k >= 16 * kA0; --k) {
-    const double tk = sh.tau[k];
-    if (tk == 0.0) continue;
-    const double* vk = sh.v + kRegMaxN * k;
-    constexpr int kM = kRegSlots - kA0;
-    double vc[kM], y[kM];
-#pragma unroll
-    for (int b = 0; b < kM; ++b) vc[b] = vk[c + 16 * (kA0 + b)];
-#pragma unroll
-    for (int a = 0; a < kM; ++a) {
-      y[a] = 0.0;
-#pragma unroll
-      for (int b = 0; b < kM; ++b) y[a] = fma(G[kA0 + a][kA0 + b], vc[b], y[a]);
-    }
-    // Every lane needs every row's sum: scattered, then gathered from each slot's holder
-    // (kM + ceil-halvings shuffles instead of 4 kM).
-    int slot = 0;
-    bool real = false, leader = true;
-    const double ys = HalfWarpScatterSum<kM, 8>(y, c, 0, kM, &slot, &real, &leader);
-#pragma unroll
-    for (int a = 0; a < kM; ++a) {
-      const double ty =
-          tk * __shfl_sync(0xffffffffu, ys, HalfWarpScatterHolder(kM, a), kRegLanes);
-#pragma unroll
-      for (int b = 0; b < kM; ++b) G[kA0 + a][kA0 + b] = fma(-ty, vc[b], G[kA0 + a][kA0 + b]);
-    }
-  }
-}
-
 // C (column-major n x n, lower triangle read) -> d, e of T = H^T C H in sh.d, sh.e, the
 // reflectors in sh.v and tau (A is left as scratch). All kRegThreads threads.
 __device__ inline void RegisterTridiagonalize(const double* c_in, int n, const RegShared& sh,
@@ -354,21 +318,6 @@ __device__ inline void RegisterTridiagonalize(const double* c_in, int n, const R
   }
   if (threadIdx.x == 0) sh.e[n - 1] = 0.0;
   __syncthreads();  // every reflector, tau, d, e
-}
-
-// After RegisterTridiagonalize: G = H^T = H_{n-3} ... H_0 in the registers.
-__device__ inline void RegisterFormReflectorProduct(int n, const RegShared& sh, RegTile& G) {
-  const int r = static_cast<int>(threadIdx.x) >> 4, c = static_cast<int>(threadIdx.x) & 15;
-#pragma unroll
-  for (int a = 0; a < kRegSlots; ++a) {
-#pragma unroll
-    for (int b = 0; b < kRegSlots; ++b) G[a][b] = r + 16 * a == c + 16 * b ? 1.0 : 0.0;
-  }
-  RegReflectColumns<4>(G, n, c, sh);
-  RegReflectColumns<3>(G, n, c, sh);
-  RegReflectColumns<2>(G, n, c, sh);
-  RegReflectColumns<1>(G, n, c, sh);
-  RegReflectColumns<0>(G, n, c, sh);
 }
 
 // After RegisterTridiagonalize: H = H_0 ... H_{n-3} in compact WY form, written over the
@@ -433,19 +382,6 @@ __device__ inline void StoreCompactReflectors(int n, const RegShared& sh, double
       }
     }
     h[w.idx] = val;
-  }
-}
-
-// Writes H = G^T column-major (h[col * n + row] = H(row, col) = G(col, row)): coalesced.
-__device__ inline void StoreReflectorProduct(const RegTile& G, int n, double* h) {
-  const int r = static_cast<int>(threadIdx.x) >> 4, c = static_cast<int>(threadIdx.x) & 15;
-#pragma unroll
-  for (int a = 0; a < kRegSlots; ++a) {
-#pragma unroll
-    for (int b = 0; b < kRegSlots; ++b) {
-      const int i = r + 16 * a, j = c + 16 * b;
-      if (i < n && j < n) h[i * n + j] = G[a][b];
-    }
   }
 }
 

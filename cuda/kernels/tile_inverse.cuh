@@ -1,6 +1,6 @@
 // X = L^{-1} of a lower-triangular n x n block in shared memory (n <= kTileInverseMaxN) by
 // 16 x 16 tiles (the last one cut at n), for the tiled factor once L_kk is known
-// (tiled_cholesky.cu, RunArgs::tile_inverse; device-only header). The register kernel's inversion is nt
+// (tiled_cholesky.cu, blocks of nt <= kTileInverseMaxN; device-only header). The register kernel's inversion is nt
 // block-wide steps, each behind a barrier; here the T diagonal tiles are inverted side by
 // side, one warp each (16 warp-level steps), and the off-diagonal tiles follow row by row
 // as products on the FP64 tensor cores, X_IJ = -X_II sum_{K=J}^{I-1} L_IK X_KJ: about

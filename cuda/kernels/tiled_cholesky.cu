@@ -291,7 +291,8 @@ __global__ void __launch_bounds__(kFactorThreads, R <= 5 ? 3 : 1) TileFactorKern
     const int c = ty + kTileLanes * b;
     piv[b] = c < nt ? sqrt(dpiv[c]) : 1.0;
   }
-  // Where X_k goes; over L_kk (not written then) with leaf_in_place, L's diagonal to ldiag.
+  // Where X_k goes: over L_kk (not written then) where the inversion needs it; L's
+  // diagonal to ldiag.
   const LeafBlock leaf = LeafOf(a, e.slot, k, d);
   const bool keep_l = leaf.p != base;
   double* ldiag = a.slots.ldiag + static_cast<int64_t>(e.slot) * ld + static_cast<int64_t>(k) * nt;
@@ -303,7 +304,7 @@ __global__ void __launch_bounds__(kFactorThreads, R <= 5 ? 3 : 1) TileFactorKern
     if (r >= c && keep_l) base[r + static_cast<int64_t>(c) * ld] = l;
     if (r == c) {
       rdiag[r] = 1.0 / l;
-      if (a.leaf_in_place) ldiag[r] = l;
+      ldiag[r] = l;
     }
     if (!tiles) t.v[i][b] = r == c ? 1.0 : 0.0;  // the steps' X starts as I
   });
@@ -334,13 +335,11 @@ __global__ void __launch_bounds__(kFactorThreads, R <= 5 ? 3 : 1) TileFactorKern
       }
     }
   }
-  if (a.forward_in_factor) {
-    // The solve's forward step k here, while the block has just written X_k: L's row
-    // block k and y_j (j < k) are final (earlier steps), and the solve's DRAM-bound pass
-    // over L is halved. s (L_kk, read no more) holds the partial sums.
-    __syncthreads();  // X_k's writes, s free
-    ForwardStep(a, e, d, k, a.slots.x + static_cast<int64_t>(e.slot) * ld, s, s + kSubstWarps * nt);
-  }
+  // The solve's forward step k here, while the block has just written X_k: L's row block k
+  // and y_j (j < k) are final (earlier steps), and the solve's DRAM-bound pass over L is
+  // halved. s (L_kk, read no more) holds the partial sums.
+  __syncthreads();  // X_k's writes, s free
+  ForwardStep(a, e, d, k, a.slots.x + static_cast<int64_t>(e.slot) * ld, s, s + kSubstWarps * nt);
   if (tid == 0) {
     int32_t* info = a.slots.info + blockIdx.x;
     if (k == 0) {

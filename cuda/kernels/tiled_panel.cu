@@ -110,18 +110,17 @@ static_assert(kDmmaLd % 16 == 4, "conflict-free fragments");
 
 std::size_t PanelDmmaSmemBytes() { return sizeof(double) * 2 * kDmmaN * kDmmaLd; }
 
-// With RunArgs::panel_p it also leaves P_k = L[k+1:k+1+b, k] X_k for the trailing-first
-// inversion (batch_layout.h's NeedsPanelP), from L's rows (put back in place of M's) and
-// X_k in shared memory, instead of that inversion's first batched GEMM re-reading both.
-// kP: compiled with the P_k path (a.panel_p), so that the plain panel keeps its registers.
-template <bool kP>
+// It also leaves P_k = L[k+1:k+1+b, k] X_k for the trailing-first inversion (batch_layout.h's
+// NeedsPanelP; RunArgs::panel_p, which the planner sets wherever this kernel runs), from L's
+// rows (put back in place of M's) and X_k in shared memory, instead of that inversion's first
+// batched GEMM re-reading both.
 __global__ void __launch_bounds__(32 * kDmmaWarps, 2) PanelSolveDmmaKernel(RunArgs a, int k) {
   extern __shared__ double smem[];
   const RunEntry e = a.entries[blockIdx.x];
   const DevicePatch d = a.in.patches[e.patch];
   const int nt = a.dims.nwavetot, ld = a.dims.ld, tid = threadIdx.x;
   const int rows = (core::BandLast(k, e.band, d.nspectot) - k) * nt;  // past the band: zeros
-  const bool want_p = kP && NeedsPanelP(k, d.core_row, d.nspectot);
+  const bool want_p = NeedsPanelP(k, d.core_row, d.nspectot);
   // P_k and its leading dimension (taken where needed: registers are the panel's limit).
   auto p_out = [&] {
     return a.slots.t + static_cast<int64_t>(e.slot) * a.slots.t_stride +
@@ -213,21 +212,23 @@ cudaError_t LaunchPanelSolve(const RunArgs& args, int k, int max_blocks, cudaStr
   if (args.count == 0 || max_rows <= 0) return cudaSuccess;
   if (nt > kTiledMaxNt) return cudaErrorInvalidValue;
   if (nt <= kDmmaN) {
+    if (!args.panel_p) return cudaErrorInvalidValue;  // the planner pairs the two (PanelP)
     const std::size_t dsmem = PanelDmmaSmemBytes();
-    auto kernel = args.panel_p ? PanelSolveDmmaKernel<true> : PanelSolveDmmaKernel<false>;
-    cudaError_t err = AllowSharedMemory(reinterpret_cast<const void*>(kernel), dsmem);
+    cudaError_t err = AllowSharedMemory(reinterpret_cast<const void*>(PanelSolveDmmaKernel), dsmem);
     if (err != cudaSuccess) return err;
-    kernel<<<static_cast<unsigned>(args.count), 32 * kDmmaWarps, dsmem, stream>>>(args, k);
+    PanelSolveDmmaKernel<<<static_cast<unsigned>(args.count), 32 * kDmmaWarps, dsmem, stream>>>(args, k);
     return SPEXD_CHECK_LAUNCH(stream);
   }
-  const std::size_t smem = sizeof(double) * static_cast<std::size_t>(nt + kPanelRows) * (nt + 1);
   const unsigned grid = static_cast<unsigned>(args.count);
-  switch (CeilDiv(nt, kColLanes)) {
-    case 1: case 2: case 3: case 4: return LaunchPanelSolveFor<4>(args, k, grid, smem, stream);
-    case 5: return LaunchPanelSolveFor<5>(args, k, grid, smem, stream);
-    case 6: return LaunchPanelSolveFor<6>(args, k, grid, smem, stream);
-    default: return LaunchPanelSolveFor<7>(args, k, grid, smem, stream);
-  }
+  const std::size_t smem = PanelSolveSharedBytes(nt);
+  // kDmmaN < nt <= kTiledMaxNt: 6 or 7 column lanes' worth of columns.
+  if (CeilDiv(nt, kColLanes) <= 6) return LaunchPanelSolveFor<6>(args, k, grid, smem, stream);
+  return LaunchPanelSolveFor<7>(args, k, grid, smem, stream);
+}
+
+std::size_t PanelSolveSharedBytes(int nt) {
+  if (nt <= kDmmaN) return PanelDmmaSmemBytes();
+  return sizeof(double) * static_cast<std::size_t>(nt + kPanelRows) * (nt + 1);
 }
 
 }  // namespace spexd::cuda

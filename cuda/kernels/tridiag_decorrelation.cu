@@ -18,6 +18,7 @@
 
 #include <cuda_pipeline.h>
 
+#include <algorithm>
 #include <cstdlib>
 
 #include "cuda/kernels/decorrelation_products.cuh"
@@ -103,12 +104,11 @@ __global__ void __launch_bounds__(kReduceThreads) ReduceKernel(RunArgs a) {
   }
 }
 
-// The same reduction with the matrix in registers (cuda/kernels/register_tridiag.cuh), nt <= 80.
-// Three blocks per SM: 80 registers per thread and 72 bytes of spills, 3.49 ms per batch
-// of 1,410 r-frame patches against 3.81 ms at two blocks per SM (126 registers, no
-// spills) and 5.77 ms for ReduceKernel (H100, ncu).
-// kCompact: the reflectors in compact WY form over C (StoreCompactReflectors) instead of H.
-template <bool kCompact>
+// The same reduction with the matrix in registers (cuda/kernels/register_tridiag.cuh), nt <= 80,
+// leaving the reflectors in compact WY form over C (StoreCompactReflectors) for the twisted
+// kernel instead of forming H. Three blocks per SM: 80 registers per thread and 72 bytes of
+// spills, 3.49 ms per batch of 1,410 r-frame patches against 3.81 ms at two blocks per SM
+// (126 registers, no spills) and 5.77 ms for ReduceKernel (H100, ncu).
 __global__ void __launch_bounds__(kRegThreads, 3) RegisterReduceKernel(RunArgs a) {
   extern __shared__ double smem[];
   const PlanDims& D = a.dims;
@@ -118,12 +118,7 @@ __global__ void __launch_bounds__(kRegThreads, 3) RegisterReduceKernel(RunArgs a
   double* c = SlotBlock(a, e);
   RegTile g;
   RegisterTridiagonalize(c, n, sh, g);
-  if constexpr (kCompact) {
-    StoreCompactReflectors(n, sh, c);
-  } else {
-    RegisterFormReflectorProduct(n, sh, g);
-    StoreReflectorProduct(g, n, c);
-  }
+  StoreCompactReflectors(n, sh, c);
   const int64_t b = BlockIndex(D) * n;
   for (int i = threadIdx.x; i < n; i += blockDim.x) {
     a.ql.d[b + i] = a.ql.d0[b + i] = sh.d[i];
@@ -229,10 +224,9 @@ cudaError_t LaunchTridiagReduce(const RunArgs& args, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(args.count), static_cast<unsigned>(args.dims.nper));
   if (args.dims.nwavetot <= kRegMaxN) {
     const std::size_t smem = RegSharedBytes(args.dims.nwavetot);
-    const auto kernel = RegisterReduceKernel<true>;
-    cudaError_t err = PrepareSmem(kernel, smem);
+    cudaError_t err = PrepareSmem(RegisterReduceKernel, smem);
     if (err != cudaSuccess) return err;
-    kernel<<<grid, kRegThreads, smem, stream>>>(args);
+    RegisterReduceKernel<<<grid, kRegThreads, smem, stream>>>(args);
     return SPEXD_CHECK_LAUNCH(stream);
   }
   const std::size_t smem = MakeLayout(args.dims.nwavetot).bytes;
@@ -243,6 +237,14 @@ cudaError_t LaunchTridiagReduce(const RunArgs& args, cudaStream_t stream) {
 }
 
 bool TridiagNeedsRotationLog(int nt) { return nt > kRegMaxN; }
+
+std::size_t DecorrelationSharedBytes(int nt) {
+  if (!TridiagNeedsRotationLog(nt)) {
+    return std::max({RegSharedBytes(nt), TwistedVectorsSharedBytes(nt), QlSmemBytes(nt)});
+  }
+  const Layout layout = MakeLayout(nt);
+  return std::max({layout.bytes, RotateSmemBytes(layout), QlSmemBytes(nt)});
+}
 
 cudaError_t LaunchTridiagRotate(const RunArgs& args, cudaStream_t stream) {
   if (args.count == 0) return cudaSuccess;

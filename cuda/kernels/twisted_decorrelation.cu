@@ -259,8 +259,7 @@ __device__ void ApplyCompactReflectors(double* z, const double* wy, int n, int w
   }
 }
 
-// kCompact: the slot holds H's reflectors in compact WY form (the default), else H.
-template <bool kCompact>
+// The slot holds H's reflectors in compact WY form (RegisterReduceKernel).
 __global__ void __launch_bounds__(kTwThreads, 2) TwistedKernel(RunArgs a) {
   extern __shared__ double smem[];
   const PlanDims& D = a.dims;
@@ -280,10 +279,10 @@ __global__ void __launch_bounds__(kTwThreads, 2) TwistedKernel(RunArgs a) {
   const int64_t blk = BlockIndex(D);
   int sweeps = a.slots.eig_info[blk];
   const double* h = SlotBlock(a, e);
-  // The eigenvectors end column-major (lda) in vq: R1, or R2 where the compact reflectors
-  // were applied to R1's row-major vectors.
-  double* vq = r1;
-  // The slot's n x n block (H or its compact reflectors) into R2, column-major with ld kTwLd.
+  // The eigenvectors end column-major (lda) in R2, where the compact reflectors were
+  // applied to R1's row-major vectors.
+  double* const vq = r2;
+  // The slot's n x n block (the compact reflectors) into R2, column-major with ld kTwLd.
   const auto stage_slot = [&] {
     for (ColumnMajorWalk w(threadIdx.x, blockDim.x, n); w.idx < n * n; w.Next(blockDim.x, n)) {
       r2[w.col * kTwLd + w.row] = h[w.idx];
@@ -306,7 +305,6 @@ __global__ void __launch_bounds__(kTwThreads, 2) TwistedKernel(RunArgs a) {
       r2[w.col * lda + w.row] = r1[w.row * kTwLd + w.col];
     }
     __syncthreads();
-    vq = r2;
   };
   const double* xs = a.slots.x + static_cast<int64_t>(e.slot) * D.ld +
                      static_cast<int64_t>(d.core_row + sp) * n;
@@ -376,7 +374,7 @@ __global__ void __launch_bounds__(kTwThreads, 2) TwistedKernel(RunArgs a) {
     });
     rotate = __syncthreads_or(bad);
     if (!rotate) {
-      // Z P over Z, once every warp has read Z; then H into R2 (column-major).
+      // Z P over Z, once every warp has read Z; then H Z into R2 (column-major).
       ForEightWarps(warp, [&](auto w) {
         constexpr int W = decltype(w)::value;
         TwPairProduct<W>(SharedMat{r1, kTwLd, 1}, SharedMat{r2, kTwLd, 1},
@@ -389,35 +387,11 @@ __global__ void __launch_bounds__(kTwThreads, 2) TwistedKernel(RunArgs a) {
           r1[row * kTwLd + col] = v;
         });
       });
-    }
-    if (!rotate && kCompact) compact_hz(false);
-    if (!rotate && !kCompact) {
-      stage_slot();
-      __syncthreads();
-      // V = H Z, then over Z in R1 as RotateKernel leaves it (column-major, lda).
-      ForEightWarps(warp, [&](auto w) {
-        constexpr int W = decltype(w)::value;
-        TwPairProduct<W>(SharedMat{r2, 1, kTwLd}, SharedMat{r1, kTwLd, 1},
-                                       kend, lane, acc);
-      });
-      __syncthreads();
-      ForEightWarps(warp, [&](auto w) {
-        constexpr int W = decltype(w)::value;
-        ForEachTwPairElement<W>(acc, lane, [&](int row, int col, double v) {
-          if (row < n && col < n) r1[col * lda + row] = v;
-        });
-      });
+      compact_hz(false);
     }
   }
-  if (rotate) {  // QL with the rotations applied in the block, from T as reduced
-    if constexpr (kCompact) {
-      compact_hz(true);
-    } else {
-      __syncthreads();
-      for (ColumnMajorWalk w(t, blockDim.x, n); w.idx < n * n; w.Next(blockDim.x, n)) {
-        r1[w.col * lda + w.row] = h[w.idx];
-      }
-    }
+  if (rotate) {  // QL with the rotations applied in the block (to H), from T as reduced
+    compact_hz(true);
     for (int i = t; i < n; i += blockDim.x) dv[i] = t0[i];  // e0 is still in ev (staged)
     __syncthreads();
     BlockTeam team{smem + L.red};
@@ -432,20 +406,21 @@ __global__ void __launch_bounds__(kTwThreads, 2) TwistedKernel(RunArgs a) {
 
 }  // namespace
 
+std::size_t TwistedVectorsSharedBytes(int nt) { return MakeTwistedLayout(nt).bytes; }
+
 cudaError_t LaunchTwistedVectors(const RunArgs& args, cudaStream_t stream) {
   if (args.count == 0) return cudaSuccess;
   if (args.dims.nwavetot > kRegMaxN) return cudaErrorInvalidValue;
   const std::size_t tsmem = MakeTwistedLayout(args.dims.nwavetot).bytes;
   const std::size_t qsmem = QlSmemBytes(args.dims.nwavetot);
-  const auto twisted = TwistedKernel<true>;
-  cudaError_t err = PrepareSmem(twisted, tsmem);
+  cudaError_t err = PrepareSmem(TwistedKernel, tsmem);
   if (err == cudaSuccess) err = PrepareSmem(QlKernel<false>, qsmem);
   if (err != cudaSuccess) return err;
   const int64_t blocks = static_cast<int64_t>(args.count) * args.dims.nper;
   QlKernel<false><<<CeilDiv(blocks, kQlThreads), kQlThreads, qsmem, stream>>>(args, blocks);
   if ((err = SPEXD_CHECK_LAUNCH(stream)) != cudaSuccess) return err;
   const dim3 grid(static_cast<unsigned>(args.count), static_cast<unsigned>(args.dims.nper));
-  twisted<<<grid, kTwThreads, tsmem, stream>>>(args);
+  TwistedKernel<<<grid, kTwThreads, tsmem, stream>>>(args);
   return SPEXD_CHECK_LAUNCH(stream);
 }
 

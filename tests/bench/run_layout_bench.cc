@@ -57,7 +57,6 @@ int main(int argc, char** argv) {
   slots.ld = plan->max_n;
   slots.t_stride = static_cast<int64_t>(cuda::MaxBlocks(*plan)) * plan->nwavetot * plan->nwavetot;
   cuda::LayoutChoices choices;
-  choices.tiled_cholesky = true;
   const int nbundles = static_cast<int>(plan->bundle_first_patch.size()) - 1;
   std::printf("{\n  \"benchmark\": \"run_layout\", \"psf\": \"%s\", \"repeats\": %d,\n  \"batches\": [\n",
               psf_path.c_str(), repeats);

@@ -1,9 +1,10 @@
 // Replays the batched-call layout of cuda/kernels/batch_layout.cc on the host (layout_replay.h):
 // C's core diagonal blocks must equal the blocks of M^{-1}, whatever the stale upper
-// triangle holds, through the potrf path's in-place leaves and through the tiled Cholesky; the tiled
-// factor must equal an unblocked potrf. Needs no GPU.
+// triangle holds, through the tiled Cholesky; the tiled factor must equal an unblocked
+// potrf. Needs no GPU.
 #include "cuda/kernels/batch_layout.h"
 
+#include <algorithm>
 #include <cmath>
 #include <tuple>
 #include <utility>
@@ -39,6 +40,29 @@ void ExpectCoreBlocksOfInverse(const Replay& r) {
               << "slot " << e.slot << " block " << sp << " (" << row << "," << cc << ")";
         }
       }
+    }
+  }
+}
+
+// The tiled factor of every entry of `r` against the unblocked `ref`, except the blocks
+// more than max(band, 1) below the diagonal (NaN there where `nan_past_band`: not written)
+// and the diagonal blocks the leaves X_kk overwrote (Replay::IsLeafInPlace).
+void ExpectFactorMatches(const Replay& r, const Replay& ref, int band) {
+  for (const RunEntry& e : r.layout.entries) {
+    const std::vector<double> got = r.Factor(e.slot), want = ref.Factor(e.slot);
+    ASSERT_EQ(got.size(), want.size());
+    const int n = r.plan.patches[e.patch].n;
+    for (std::size_t i = 0; i < got.size(); ++i) {
+      const int row = static_cast<int>(i % static_cast<std::size_t>(n));
+      const int col = static_cast<int>(i / static_cast<std::size_t>(n));
+      if (row / r.nt - col / r.nt > std::max(band, 1)) {
+        if (r.nan_past_band) {
+          EXPECT_TRUE(std::isnan(got[i])) << "past the band, written: slot " << e.slot << " element " << i;
+        }
+        continue;
+      }
+      if (row / r.nt == col / r.nt && r.IsLeafInPlace(e, row / r.nt)) continue;
+      EXPECT_NEAR(got[i], want[i], kTol * (1 + std::fabs(want[i]))) << "slot " << e.slot << " element " << i;
     }
   }
 }
@@ -90,34 +114,8 @@ TEST(BatchLayout, EntriesSortedBySizeAndSkipsSkipped) {
   }
 }
 
-// The potrfBatched path (a device whose shared memory does not hold the tiled factor):
-// the leaves inverted in place, then the trailing-first inversion and the Grams.
-TEST(BatchLayout, PotrfPathGivesCoreBlocksOfTheInverse) {
-  LayoutChoices choices;
-  Replay r(SmallPlan(), choices);
-  ASSERT_LE(r.layout.ptrs.size(), MaxPointerCount(r.plan, r.nslots));
-  EXPECT_TRUE(r.layout.chol_update.empty());
-  r.FillSpd(7);
-  r.HostPotrf();
-  r.InvertBlocks();
-  ExpectCoreBlocksOfInverse(r);
-  // potrf pointers: one call per distinct n, A at the slot matrix, B at its x.
-  ASSERT_EQ(r.layout.potrf.size(), 2u);
-  for (const BatchedCall& call : r.layout.potrf) {
-    for (int b = 0; b < call.count; ++b) {
-      const RunEntry& e = r.layout.entries[static_cast<std::size_t>(call.entry_begin + b)];
-      EXPECT_EQ(r.plan.patches[e.patch].n, call.n);
-      EXPECT_EQ(reinterpret_cast<double*>(r.layout.ptrs[call.a_off + b]),
-                r.m.data() + static_cast<std::size_t>(e.slot) * r.ld * r.ld);
-      EXPECT_EQ(reinterpret_cast<double*>(r.layout.ptrs[call.b_off + b]),
-                r.x.data() + static_cast<std::size_t>(e.slot) * r.ld);
-    }
-  }
-}
-
 TEST(BatchLayout, TiledCholeskyEqualsPotrfAndGivesTheInverse) {
   LayoutChoices tiled;
-  tiled.tiled_cholesky = true;
   Replay r(SmallPlan(), tiled);
   ASSERT_LE(r.layout.ptrs.size(), MaxPointerCount(r.plan, r.nslots));
   // Step k updates the entries with more than k blocks, one call per n: m = n - k nt.
@@ -138,13 +136,7 @@ TEST(BatchLayout, TiledCholeskyEqualsPotrfAndGivesTheInverse) {
   ref.HostPotrf();
   r.FillSpd(11);
   r.TiledCholesky();
-  for (const RunEntry& e : r.layout.entries) {
-    const std::vector<double> got = r.Factor(e.slot), want = ref.Factor(e.slot);
-    ASSERT_EQ(got.size(), want.size());
-    for (std::size_t i = 0; i < got.size(); ++i) {
-      EXPECT_NEAR(got[i], want[i], kTol * (1 + std::fabs(want[i]))) << "slot " << e.slot << " element " << i;
-    }
-  }
+  ExpectFactorMatches(r, ref, r.nb);  // SmallPlan couples every spectrum (no band)
   r.InvertBlocks();
   ExpectCoreBlocksOfInverse(r);
   ExpectStridedRunsMatchPointers(r.layout);
@@ -181,7 +173,6 @@ TEST_P(BandedLayout, TiledCholeskyEqualsPotrf) {
   const int band = GetParam();
   const core::PatchPlan plan = WideBandPlan(band);
   LayoutChoices tiled;
-  tiled.tiled_cholesky = true;
   Replay r(plan, tiled);
   ASSERT_GT(r.nb, band + 1) << "the plan must have blocks past the band";
   for (const auto& step : r.layout.chol_update) {
@@ -214,42 +205,15 @@ TEST_P(BandedLayout, TiledCholeskyEqualsPotrf) {
   Replay ref(plan, LayoutChoices{});
   ref.FillSpd(5);
   ref.HostPotrf();
-  // The blocks past the band are NaN (RunArgs::band_only): the factor must not read them.
+  // The blocks past the band are NaN (the normal equations leave them unwritten): the
+  // factor must not read them.
   r.nan_past_band = true;
   r.FillSpd(5);
   r.TiledCholesky();
-  for (const RunEntry& e : r.layout.entries) {
-    EXPECT_EQ(e.band, band);
-    const std::vector<double> got = r.Factor(e.slot), want = ref.Factor(e.slot);
-    const int n = r.plan.patches[e.patch].n;
-    for (std::size_t i = 0; i < got.size(); ++i) {
-      const int row = static_cast<int>(i % static_cast<std::size_t>(n));
-      const int col = static_cast<int>(i / static_cast<std::size_t>(n));
-      if (row / r.nt - col / r.nt > std::max(band, 1)) {
-        EXPECT_TRUE(std::isnan(got[i])) << "past the band, written: slot " << e.slot << " element " << i;
-        continue;
-      }
-      EXPECT_NEAR(got[i], want[i], kTol * (1 + std::fabs(want[i]))) << "slot " << e.slot << " element " << i;
-    }
-  }
+  for (const RunEntry& e : r.layout.entries) EXPECT_EQ(e.band, band);
+  ExpectFactorMatches(r, ref, band);
   r.InvertBlocks();
   ExpectCoreBlocksOfInverse(r);
-  // The leaves written over L_kk on the diagonal instead of the scratch (no copy): the same
-  // operands in the same order, so C's core blocks are bit-equal; L's off-diagonal blocks too.
-  Replay in_place(plan, tiled);
-  in_place.nan_past_band = true;
-  in_place.leaf_in_place = true;
-  ASSERT_TRUE(in_place.LeafInPlace());
-  in_place.FillSpd(5);
-  in_place.TiledCholesky();
-  in_place.InvertBlocks();
-  ExpectCoreBlocksOfInverse(in_place);
-  ASSERT_EQ(in_place.c.size(), r.c.size());
-  for (std::size_t i = 0; i < r.c.size(); ++i) {
-    if (!std::isnan(r.c[i]) || !std::isnan(in_place.c[i])) {
-      ASSERT_EQ(in_place.c[i], r.c[i]) << "C element " << i;
-    }
-  }
   // P_j = L[j+1:, j] X_jj left by the panel (panel_p): trtri is gemm 2 alone, reading P_j
   // where the panel put it, and C's core blocks still match the dense inverse.
   LayoutChoices fused = tiled;
@@ -286,7 +250,6 @@ TEST_P(BandedLayout, DiagonalUpdatesInTheFactor) {
   const int band = GetParam();
   const core::PatchPlan plan = WideBandPlan(band);
   LayoutChoices choices;
-  choices.tiled_cholesky = true;
   choices.panel_p = true;
   choices.diag_update_in_factor = true;
   Replay r(plan, choices);
@@ -308,21 +271,7 @@ TEST_P(BandedLayout, DiagonalUpdatesInTheFactor) {
   r.nan_past_band = true;
   r.FillSpd(5);
   r.TiledCholesky();
-  for (const RunEntry& e : r.layout.entries) {
-    const std::vector<double> got = r.Factor(e.slot), want = ref.Factor(e.slot);
-    const int n = r.plan.patches[e.patch].n;
-    for (std::size_t i = 0; i < got.size(); ++i) {
-      const int row = static_cast<int>(i % static_cast<std::size_t>(n));
-      const int col = static_cast<int>(i / static_cast<std::size_t>(n));
-      if (row / r.nt - col / r.nt > std::max(band, 1)) continue;  // NaN, as the test above checks
-      // The leaves sit over L's diagonal blocks (leaf_in_place): the rest is L.
-      if (row / r.nt == col / r.nt && NeedsLeafInverse(row / r.nt, r.plan.patches[e.patch].core_row,
-                                                        r.plan.patches[e.patch].nspectot)) {
-        continue;
-      }
-      EXPECT_NEAR(got[i], want[i], kTol * (1 + std::fabs(want[i]))) << "slot " << e.slot << " element " << i;
-    }
-  }
+  ExpectFactorMatches(r, ref, band);
   r.InvertBlocks();
   ExpectCoreBlocksOfInverse(r);
 }

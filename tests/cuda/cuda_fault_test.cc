@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <memory>
 #include <string>
@@ -36,12 +37,21 @@ absl::StatusOr<std::unique_ptr<core::Backend>> CreateCudaBackendFromEnv() {
 }
 
 // The same with one environment switch set while it is created (the backend reads its
-// switches at creation only), unset after.
+// switches at creation only), restored after. SPEXD_TEST_CUDA_FAULTS items are added to
+// the environment's own, so that a device run's cap (shared_memory_cap, which each
+// creation sets) holds for these backends too.
 absl::StatusOr<std::unique_ptr<core::Backend>> CreateCudaBackendWith(const char* name,
                                                                     const std::string& value) {
-  setenv(name, value.c_str(), 1);
+  const char* env = std::getenv(name);
+  const std::string before = env != nullptr ? env : "";
+  const bool faults = std::string(name) == "SPEXD_TEST_CUDA_FAULTS" && !before.empty();
+  setenv(name, (faults ? before + "," + value : value).c_str(), 1);
   auto b = CreateCudaBackendFromEnv();
-  unsetenv(name);
+  if (env != nullptr) {
+    setenv(name, before.c_str(), 1);
+  } else {
+    unsetenv(name);
+  }
   return b;
 }
 
@@ -280,9 +290,8 @@ bool InPatch(const core::PatchPlan& plan, const core::PatchDesc& d, const core::
 // request without the fault) and `ref1` (without it, at kRetryRegularize): bit-identical
 // outside the patch; inside it, the same kernels on the same inputs as `ref1`, only in a
 // run of one patch instead of the batch. Bit-identical is expected from spexd's own
-// kernels, but a batched library call (cuSOLVER's potrf, where the device's shared memory
-// does not hold the tiled factor) may
-// pick another algorithm for a batch of one, so the bound is the CPU-parity tolerance
+// kernels, but a batched library call (cuBLAS's batched GEMMs) may pick another algorithm
+// for a batch of one, so the bound is the CPU-parity tolerance
 // (tests/cuda/cuda_backend_fixture.h): FLUX and IVAR within 1e-10 of each spectrum's
 // maximum, RESOLUTION 1e-10 absolute. A retry at the wrong regularisation differs by far
 // more (about the regularisation relative to the normal matrix's diagonal), and a retry

@@ -252,8 +252,8 @@ void Replay::TiledCholesky() {
           for (int cc = 0; cc <= j; ++cc) xs[Z(r) * p + cc] -= s[Z(r) * p + j] * (xs[Z(j) * p + cc] * inv[Z(j)]);
         }
       }
-      // X_k over L_kk on the diagonal (RunArgs::leaf_in_place), else in the scratch.
-      const bool in_place = LeafInPlace() && NeedsLeafInverse(k, d.core_row, d.nspectot);
+      // X_k over L_kk on the diagonal where the inversion needs it, else in the scratch.
+      const bool in_place = IsLeafInPlace(e, k);
       double* leaf = in_place ? base : t.data() + Z(e.slot) * Z(t_stride) + Z(k) * nt * nt;
       const int lld = in_place ? ld : nt;
       for (int cc = 0; cc < nt; ++cc) {
@@ -286,47 +286,16 @@ void Replay::TiledCholesky() {
   }
 }
 
+bool Replay::IsLeafInPlace(const RunEntry& e, int k) const {
+  const core::PatchDesc& d = plan.patches[e.patch];
+  return NeedsLeafInverse(k, d.core_row, d.nspectot);
+}
+
 void Replay::InvertBlocks() {
-  if (!choices.tiled_cholesky) InPlaceLeaves();
-  // CopyLeafBlocksKernel: the tiled factor's scratch block i back onto the diagonal,
-  // unless the factor wrote them there.
-  for (const RunEntry& e : LeafInPlace() || !choices.tiled_cholesky ? std::vector<RunEntry>{}
-                                                                    : layout.entries) {
-    const core::PatchDesc& d = plan.patches[e.patch];
-    for (int i = 0; i < d.nspectot; ++i) {
-      if (!NeedsLeafInverse(i, d.core_row, d.nspectot)) continue;
-      const double* src = t.data() + Z(e.slot) * Z(t_stride) + Z(i) * nt * nt;
-      double* dst = m.data() + Z(e.slot) * ld * ld + Z(i) * nt * (ld + 1);
-      for (int cc = 0; cc < nt; ++cc) {
-        for (int r = 0; r < nt; ++r) dst[r + Z(cc) * ld] = src[r + Z(cc) * nt];
-      }
-    }
-  }
   for (const auto& step : layout.trtri) {
     for (const BatchedCall& call : step) NaiveGemm(call, layout.ptrs);
   }
   for (const BatchedCall& call : layout.gram) NaiveGemm(call, layout.ptrs);
-}
-
-void Replay::InPlaceLeaves() {
-  for (const RunEntry& e : layout.entries) {
-    const core::PatchDesc& d = plan.patches[e.patch];
-    for (int i = 0; i < d.nspectot; ++i) {
-      if (!NeedsLeafInverse(i, d.core_row, d.nspectot)) continue;
-      double* L = m.data() + Z(e.slot) * ld * ld + Z(i) * nt * (ld + 1);
-      std::vector<double> inv(Z(nt) * nt, 0.0);
-      for (int j = 0; j < nt; ++j) {
-        for (int r = j; r < nt; ++r) {
-          double v = r == j ? 1.0 : 0.0;
-          for (int k = j; k < r; ++k) v -= L[r + Z(k) * ld] * inv[k + Z(j) * nt];
-          inv[r + Z(j) * nt] = v / L[r + Z(r) * ld];
-        }
-      }
-      for (int j = 0; j < nt; ++j) {
-        for (int r = 0; r < nt; ++r) L[r + Z(j) * ld] = inv[r + Z(j) * nt];
-      }
-    }
-  }
 }
 
 std::vector<double> Replay::Factor(int slot) const {

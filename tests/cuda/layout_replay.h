@@ -34,26 +34,21 @@ struct Replay {
   // the trailing-first inversion) and keeps the matrix and its inverse as references.
   void FillSpd(uint64_t seed);
   // With nan_past_band, FillSpd leaves the blocks more than max(band, 1) below the
-  // diagonal NaN instead of zero, as BuildNormalEquationsKernel does under
-  // RunArgs::band_only: the tiled factor and the trailing inversion must read none of them.
+  // diagonal NaN instead of zero, as BuildNormalEquationsKernel does: the tiled factor and
+  // the trailing inversion must read none of them.
   bool nan_past_band = false;
-  // RunArgs::leaf_in_place: the tiled factor writes the leaves the trailing inversion needs
-  // over L_kk on M's diagonal (then Factor's diagonal blocks hold them), and no copy.
-  bool leaf_in_place = false;
-  bool LeafInPlace() const {
-    return (leaf_in_place || choices.panel_p) && choices.tiled_cholesky;
-  }
-  // LayoutChoices::panel_p (with the leaves in place, as RunArgs has them): the panel
-  // leaves P_k in the scratch and trtri has no gemm 1.
-  bool PanelP() const { return choices.panel_p && choices.tiled_cholesky; }
-  // Unblocked potrf in place (the reference factor, and the potrfBatched path's result).
+  // LayoutChoices::panel_p: the panel leaves P_k in the scratch and trtri has no gemm 1.
+  bool PanelP() const { return choices.panel_p; }
+  // Unblocked potrf in place (the reference factor).
   void HostPotrf();
   // The tiled path: chol_update GEMMs, TileFactorKernel and PanelSolveKernel on the host.
+  // The factor writes the leaves X_kk = L_kk^{-1} the trailing inversion needs over L_kk
+  // on M's diagonal (then Factor's diagonal blocks hold them: IsLeafInPlace), the others
+  // to the scratch.
   void TiledCholesky();
-  // Block inversion after the factor: leaves (LeafInverseKernel in place after potrf, or
-  // the tiled path's, copied from the scratch unless in place), trtri and Gram GEMMs.
+  bool IsLeafInPlace(const RunEntry& e, int k) const;
+  // Block inversion after the tiled factor: the trtri and Gram GEMMs.
   void InvertBlocks();
-  void InPlaceLeaves();  // LeafInverseKernel: X_ii = L_ii^{-1} over L_ii, zeros above
   // Lower triangle of the factor of slot `slot` (column-major n x n, zeros above).
   std::vector<double> Factor(int slot) const;
 

@@ -6,7 +6,7 @@
 #
 #   scripts/install-deps.sh --build     build spexd, spexctl and spexd-sim (the container image)
 #   scripts/install-deps.sh --demo      --build + the Python client and its QA page
-#                                       (scripts/demo.sh)
+#                                       (matplotlib; scripts/demo.sh)
 #   scripts/install-deps.sh [--tests]   --demo + every tool the test suite uses (scripts/test.sh):
 #                                       GoogleTest, Node.js and the npm modules of the Kubernetes
 #                                       test, promtool, a one-node Slurm, clang, ...
@@ -44,25 +44,26 @@ if [[ $mode == --container ]]; then
   PKGS=(buildah mmdebstrap)
 fi
 # --demo: the Python client (client/python, import spexd) on Debian's /usr/bin/python3 (no
-# PyPI), and fitsio (CFITSIO, which --build has already) to read frames for its QA page: a
+# PyPI), fitsio (CFITSIO, which --build has already) to read frames for its QA page: a
 # small part of what astropy would pull in (Debian 12's hard-depends on pytest and its
-# plugins). No imaging library: spexd.qa writes the page as SVG and encodes its images as
-# PNG itself, where Pillow would add about 24 packages (X11, TIFF, WebP, HarfBuzz). The
-# metrics excerpt is fetched with Python's urllib, not curl.
+# plugins), and matplotlib to draw the page, as astronomers' and desispec's QA plots are.
+# python3-munkres is named so that it, not python3-scipy, satisfies python3-fonttools'
+# (matplotlib's) "scipy | munkres": the first choice would pull in SciPy, Pythran and the
+# Boost headers (about 20 packages) that nothing here uses. The metrics excerpt is fetched
+# with Python's urllib, not curl.
 if [[ $mode != --build && $mode != --container ]]; then
-  PKGS+=(python3 python3-grpcio python3-protobuf python3-numpy python3-fitsio)
+  PKGS+=(python3 python3-grpcio python3-protobuf python3-numpy python3-fitsio
+         python3-matplotlib python3-munkres)
 fi
 # --tests: GoogleTest and Google Benchmark; astropy for the Python client's array uploads and
-# frame files, matplotlib for the plot scripts (scripts/perf_plots.py, tests/load/soak.py
-# --plot); python3-munkres is named so that it, not python3-scipy, satisfies
-# python3-fonttools' "scipy | munkres": the first choice would pull in SciPy, Pythran and the
-# Boost headers (about 20 packages) that nothing here uses. pip, setuptools and venv for the
+# frame files (matplotlib, from --demo, also draws the plot scripts' figures:
+# scripts/perf_plots.py, tests/load/soak.py --plot). pip, setuptools and venv for the
 # offline `pip install` tests (cmake --install runs it too); Node.js and npm for the
 # Kubernetes manifest check (tests/deploy/k8s_test.sh; its npm modules are installed below,
 # not by the test).
 if [[ $mode == --tests || $mode == --desispec ]]; then
   PKGS+=(libgtest-dev libgmock-dev libbenchmark-dev
-         python3-astropy python3-matplotlib python3-munkres
+         python3-astropy
          python3-pip python3-setuptools python3-venv
          fitsverify  # HEASARC's FITS checker on every kind of file written (tests/scripts/fitsverify_frames_test.sh)
          curl  # the deploy tests scrape /metrics and query Prometheus (tests/deploy/lib.sh)

@@ -8,7 +8,7 @@
 #   scripts/install-deps.sh --demo      --build + the Python client and its QA page
 #                                       (matplotlib; scripts/demo.sh)
 #   scripts/install-deps.sh [--tests]   --demo + every tool the test suite uses (scripts/test.sh):
-#                                       GoogleTest, Node.js and the npm modules of the Kubernetes
+#                                       GoogleTest, python3-jsonschema for the Kubernetes
 #                                       test, promtool, a one-node Slurm, clang, ...
 #   scripts/install-deps.sh --desispec  --tests + the modules DESI's own Python stack imports
 #   scripts/install-deps.sh --container buildah and mmdebstrap only, for the container image test
@@ -58,12 +58,11 @@ fi
 # --tests: GoogleTest and Google Benchmark; astropy for the Python client's array uploads and
 # frame files (matplotlib, from --demo, also draws the plot scripts' figures:
 # scripts/perf_plots.py, tests/load/soak.py --plot). pip, setuptools and venv for the
-# offline `pip install` tests (cmake --install runs it too); Node.js and npm for the
-# Kubernetes manifest check (tests/deploy/k8s_test.sh; its npm modules are installed below,
-# not by the test).
+# offline `pip install` tests (cmake --install runs it too); jsonschema and yaml for the
+# Kubernetes manifest check (tests/deploy/k8s_test.sh, against schemas kept in the tree).
 if [[ $mode == --tests || $mode == --desispec ]]; then
   PKGS+=(libgtest-dev libgmock-dev libbenchmark-dev
-         python3-astropy
+         python3-astropy python3-jsonschema python3-yaml
          python3-pip python3-setuptools python3-venv
          fitsverify  # HEASARC's FITS checker on every kind of file written (tests/scripts/fitsverify_frames_test.sh)
          curl  # the deploy tests scrape /metrics and query Prometheus (tests/deploy/lib.sh)
@@ -72,11 +71,6 @@ if [[ $mode == --tests || $mode == --desispec ]]; then
   # checks the lock annotations (scripts/thread_safety_check.sh), and with its runtimes builds
   # the fuzz targets (scripts/fuzz.sh).
   OPTIONAL=(ccache patchelf binutils clang libclang-rt-dev)
-  # Debian's Node.js and npm, unless node and npm are there already (e.g. NodeSource's
-  # nodejs, which bundles npm and conflicts with Debian's npm package).
-  if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
-    OPTIONAL+=(nodejs npm)
-  fi
   # Optional too: a one-node Slurm (slurmctld, slurmd, the client commands) and munge, which
   # tests/deploy/slurm_test.sh starts and configures itself under a temporary directory to
   # submit deploy/slurm/spexd-extract.sbatch. The packages' own daemons must not run: they
@@ -124,25 +118,9 @@ install_promtool() {
   echo "install-deps: promtool at /usr/local/bin/promtool ($("$PROMTOOL_DIR"/usr/bin/promtool --version 2>&1 | head -1))"
 }
 
-# The npm modules of the Kubernetes manifest check, pinned by tests/deploy/k8s/package-lock.json,
-# into tests/deploy/k8s/node_modules (git-ignored), once per lock file.
-K8S=tests/deploy/k8s
-install_k8s_modules() {
-  if ! command -v npm >/dev/null 2>&1; then
-    echo "install-deps: npm not installed: tests/deploy/k8s_test.sh will skip"
-    return 0
-  fi
-  cmp -s $K8S/package-lock.json $K8S/node_modules/.spexd-installed-lock && return 0
-  echo "install-deps: npm ci in $K8S (the Kubernetes API schemas)"
-  (cd $K8S && npm ci --prefer-offline --no-audit --no-fund --loglevel=error &&
-   cp package-lock.json node_modules/.spexd-installed-lock) ||
-    echo "install-deps: npm ci failed: tests/deploy/k8s_test.sh will skip"
-}
-
 test_tools() {
   [[ $mode == --tests || $mode == --desispec ]] || return 0
   install_promtool
-  install_k8s_modules
 }
 
 if [[ ${#missing[@]} -eq 0 ]]; then

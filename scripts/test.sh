@@ -3,7 +3,8 @@
 # recommended packages), builds everything, tests included (also in a build directory that
 # scripts/demo.sh configured without them), and runs the whole test suite with CTest. The
 # tests install and fetch nothing themselves. GPU tests skip (with a message) without a GPU, and tests
-# that need ../shared/data skip (with a message) where it is absent.
+# that need ../shared/data skip (with a message) where it is absent; the closing lines list every
+# skip and why (scripts/skip_report.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD

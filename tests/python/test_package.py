@@ -23,6 +23,16 @@ class PackageTest(unittest.TestCase):
             cpp = re.search(r'kSpexdVersion = "([^"]+)"', f.read()).group(1)
         self.assertEqual(spexd.__version__, cpp)
 
+    def test_qa_extra_names_what_spexd_qa_imports(self):
+        # pip install 'spexd[qa]' brings what the QA page needs: fitsio to read the frame,
+        # matplotlib to draw it.
+        import tomllib
+        src = os.environ.get("SPEXD_SOURCE_DIR", "")
+        with open(os.path.join(src, "client", "python", "pyproject.toml"), "rb") as f:
+            project = tomllib.load(f)["project"]
+        self.assertEqual(sorted(project["optional-dependencies"]["qa"]), ["fitsio", "matplotlib"])
+        self.assertNotIn("matplotlib", project["dependencies"])
+
     def test_errors_carry_code_and_message(self):
         class FakeRpcError(grpc.RpcError):
             def code(self):

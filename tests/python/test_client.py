@@ -353,18 +353,31 @@ class QaTest(unittest.TestCase):
         # The title in dark green (OK) above the panels.
         green = (np.abs(rgb[:100] - (0, 100, 0)) <= 8).all(axis=-1)
         self.assertGreater(np.count_nonzero(green), 200)
-        # The figure behind it: the verdict line, CHI2PIX and MASK bin for bin, and the
-        # residual over the part of the CCD the model covers.
+        # The figure behind it: the verdict line, and CHI2PIX and the residual over the part
+        # of the CCD the model covers, both in blocks of at most 400 x 400: each block's
+        # largest CHI2PIX (501 bins: 2 a block, the last one alone) and the residual's
+        # sum / sqrt(n) over 3 x 2 pixels.
         fig, verdict = qa.figure(IN["local"], IN["model"], IN["preproc"])
         self.assertEqual(verdict, "OK")
         self.assertEqual(fig._suptitle.get_text().split("\n")[0],
                          f"{os.path.basename(IN['local'])}  camera r0  {support.NSPEC} fibres x "
                          f"{LOCAL['FLUX'].data.shape[1]} bins  |  OK")
-        res, _ = qa.residual_image(IN["model"], IN["preproc"])
         images = [ax.images[0].get_array() for ax in fig.axes if ax.images]
-        self.assertEqual([a.shape for a in images], [LOCAL["FLUX"].data.shape] * 2 + [res.shape])
-        np.testing.assert_array_equal(images[0], np.clip(LOCAL["CHI2PIX"].data, 1e-2, None))
-        np.testing.assert_array_equal(images[2].filled(np.nan), res)
+        chi2 = np.clip(LOCAL["CHI2PIX"].data.astype(np.float64), 1e-2, None)
+        self.assertEqual(chi2.shape, (support.NSPEC, 501))
+        want = np.c_[np.maximum(chi2[:, 0:500:2], chi2[:, 1:500:2]), chi2[:, 500]]
+        np.testing.assert_array_equal(images[0], want)
+        self.assertEqual(images[1].shape, want.shape)
+        res, _ = qa.residual_image(IN["model"], IN["preproc"])
+        h, w = res.shape
+        self.assertTrue(800 < h <= 1200 and 400 < w <= 800, res.shape)
+        pad = np.full((-(-h // 3) * 3, -(-w // 2) * 2), np.nan)
+        pad[:h, :w] = res
+        blocks = pad.reshape(pad.shape[0] // 3, 3, pad.shape[1] // 2, 2)
+        n = np.isfinite(blocks).sum(axis=(1, 3))
+        with np.errstate(invalid="ignore", divide="ignore"):
+            want = np.where(n > 0, np.nansum(blocks, axis=(1, 3)) / np.sqrt(n), np.nan)
+        np.testing.assert_allclose(images[2].filled(np.nan), want, rtol=1e-12, atol=0)
 
     def test_server_qa_in_the_result_the_frame_file_and_spexd_qa(self):
         # The summary's FrameQa reaches the Python result, the FLUX header of the

@@ -278,6 +278,10 @@ class QaPageTest(unittest.TestCase):
         self.assertEqual(proc.returncode, 0, proc.stderr)
         self.assertIn("server QA (request 42): worst condition 12.5", proc.stdout)
         self.assertIn(f"spexd.qa: {out} (CHECK)", proc.stdout)
+        # Written through a private temporary file, then given the umask's mode.
+        umask = os.umask(0)
+        os.umask(umask)
+        self.assertEqual(os.stat(out).st_mode & 0o777, 0o666 & ~umask)
         with Image.open(out) as im:
             self.assertEqual((im.format, im.size), ("PNG", (1600, 1000)))
             rgb = np.asarray(im.convert("RGB")).astype(int)
@@ -389,6 +393,8 @@ class QaPageTest(unittest.TestCase):
         self.assertAlmostEqual(float(np.std(res)), 1.0, delta=0.05)
         notes = [t.get_text() for t in shown.texts]
         self.assertIn("each pixel: 11 x 11 CCD pixels, sum / sqrt(n)", notes)
+        mask_notes = [t.get_text() for t in axes["MASK (light grey: good)"].texts]
+        self.assertEqual(mask_notes, ["each pixel: the worst of 2 fibre(s) x 8 bins"])
         out = os.path.join(self.dir, "full.png")
         self.assertEqual(qa.draw(frame, out, model_path, preproc), "OK")
         self.assertLess(os.path.getsize(out), 3_000_000)

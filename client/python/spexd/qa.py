@@ -197,10 +197,10 @@ def _note(ax, text, line=0):
             va="top")
 
 
-def _block_note(ax, factors, what, line=0):
+def _block_note(ax, factors, what):
     fy, fx = factors
     if fy * fx > 1:
-        _note(ax, f"each pixel: {what} of {fy} x {fx} bins or pixels", line)
+        _note(ax, f"each pixel: {what} of {fy} fibre(s) x {fx} bins")
 
 
 def _snr_panel(ax, frame, snr):
@@ -214,7 +214,7 @@ def _snr_panel(ax, frame, snr):
     ax.set_ylabel("median S/N per bin")
     ax.set_title("median S/N per fibre (unmasked bins)")
     ax.set_ylim(0, 1.1 * max(float(np.max(snr)) if len(snr) else 0.0, 1e-9))
-    ax.legend(fontsize=8, loc="lower right")
+    ax.legend(fontsize=8, loc="best")
 
 
 def _spectra_panel(ax, frame, snr):
@@ -376,6 +376,10 @@ def draw(frame_path, out_path, model_path=None, image_path=None):
     try:
         with os.fdopen(fd, "wb") as f:
             fig.savefig(f, format=fmt)
+        # mkstemp's file is private (0600); the page gets what the umask gives a new file.
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
         os.replace(tmp, out_path)
     except BaseException:
         os.unlink(tmp)

@@ -8,7 +8,8 @@ SWAGGER.json: Kubernetes' OpenAPI v2 document (api/openapi-spec/swagger.json of 
 Kubernetes release; the kubernetes Python client ships it too). SERVICEMONITOR_CRD.yaml:
 the Prometheus Operator's CustomResourceDefinition of ServiceMonitor
 (example/prometheus-operator-crd/monitoring.coreos.com_servicemonitors.yaml). Both are
-Apache-2.0. Only the definitions the kinds below reach are kept, without their
+Apache-2.0. The schemas.json kept here was made from Kubernetes 1.36's document and
+the Prometheus Operator 0.93.0's CRD. Only the definitions the kinds below reach are kept, without their
 descriptions, so that the file stays small; rerun this when deploy/kubernetes uses
 another kind or a newer API.
 

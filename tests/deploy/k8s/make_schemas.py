@@ -9,9 +9,9 @@ Kubernetes release; the kubernetes Python client ships it too). SERVICEMONITOR_C
 the Prometheus Operator's CustomResourceDefinition of ServiceMonitor
 (example/prometheus-operator-crd/monitoring.coreos.com_servicemonitors.yaml). Both are
 Apache-2.0. The schemas.json kept here was made from Kubernetes 1.36's document and
-the Prometheus Operator 0.93.0's CRD. Only the definitions the kinds below reach are kept, without their
-descriptions, so that the file stays small; rerun this when deploy/kubernetes uses
-another kind or a newer API.
+the Prometheus Operator 0.93.0's CRD. Only the definitions the kinds below reach are
+kept, without their descriptions, so that the file stays small; rerun this when
+deploy/kubernetes uses another kind or a newer API.
 
 As kubeconform's strict mode does, every object schema with listed properties refuses
 others (a misspelt field fails), and the two types that Kubernetes encodes specially take

@@ -3,15 +3,16 @@
 # builds what it runs (the spexd_demo target: no tests), starts spexd on loopback (CUDA
 # backend when a GPU and the module are present, else CPU), simulates a frame with the
 # bundled PSF, extracts it through the client, prints a short summary (timings, median
-# S/N per fibre), extracts it again from Python (spexd.Client, /usr/bin/python3), writes
-# the QA page (qa.svg, for a web browser) and stops the server with SIGTERM (graceful
-# drain). The QA page is kept, and its path printed last.
+# S/N per fibre), extracts it again from Python (spexd.Client, /usr/bin/python3), draws
+# the QA page (qa.png, with matplotlib) and stops the server with SIGTERM (graceful
+# drain). Its results stay in ./demo-out (git-ignored): the frame, the QA page and the
+# server log, whose paths it prints last. The inputs it simulates (~145 MB: preproc,
+# truth, model) live in a temporary directory, removed at the end.
 #
 #   scripts/demo.sh                 # 50 fibres (2 bundles) on the r grid
 #   FIBERS=0,100 scripts/demo.sh    # more fibres
-#   KEEP=1 scripts/demo.sh          # keep the files (~145 MB: preproc, truth, frame, log);
-#                                   # by default only qa.svg stays in the temporary directory
-#   DEMO_DIR=DIR scripts/demo.sh    # work in DIR (created if needed) and keep the files
+#   DEMO_OUT=DIR scripts/demo.sh    # the results in DIR (created if needed) instead
+#   KEEP=1 scripts/demo.sh          # the simulated inputs too, in the results folder
 #   SPEXD_BIN=DIR scripts/demo.sh   # use prebuilt spexd, spexctl, spexd-sim from DIR (e.g. a
 #                                   # bundle copied to a GPU host that cannot build); skips
 #                                   # installing and building
@@ -19,6 +20,8 @@
 # Extra arguments go to CMake at the first configure (e.g. -DSPEXD_WITH_CUDA=OFF). A first
 # configure here leaves the tests out (-DSPEXD_BUILD_TESTS=OFF); scripts/test.sh turns them on.
 set -euo pipefail
+# DEMO_OUT as the caller meant it, before the cd below.
+DEMO_OUT=${DEMO_OUT:+$(realpath -m -- "$DEMO_OUT")}
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 BUILD_DIR=${BUILD_DIR:-build}
@@ -49,36 +52,33 @@ for exe in "$SPEXD" "$SPEXCTL" "$SIM"; do
   [[ -x $exe ]] || { echo "demo: $exe was not built (SPEXD_WITH_SERVER=OFF?)" >&2; exit 1; }
 done
 
-REMOVE_DIR=
-if [[ -z ${DEMO_DIR:-} ]]; then
-  DEMO_DIR=$(mktemp -d -t spexd-demo-XXXXXX)
-  [[ ${KEEP:-0} == 1 ]] || REMOVE_DIR=$DEMO_DIR
+# OUT: what the demo leaves for the user (frame, QA page, server log); WORK: the simulated
+# inputs, in a temporary directory removed at exit (in OUT with KEEP=1).
+OUT=${DEMO_OUT:-$ROOT/demo-out}
+mkdir -p "$OUT"
+OUT=$(cd "$OUT" && pwd)
+# A previous run's results are replaced; nothing else in the folder is touched.
+rm -f -- "$OUT"/{frame.fits,frame-py.fits,qa.png,spexd.log}
+if [[ ${KEEP:-0} == 1 ]]; then
+  WORK=$OUT
+else
+  WORK=$(mktemp -d -t spexd-demo-XXXXXX)
 fi
-mkdir -p "$DEMO_DIR"
-LOG=$DEMO_DIR/spexd.log
+LOG=$OUT/spexd.log
 SERVER_PID=
 cleanup() {
   if [[ -n $SERVER_PID ]] && kill -0 "$SERVER_PID" 2>/dev/null; then
     kill -TERM "$SERVER_PID" 2>/dev/null || true
     wait "$SERVER_PID" 2>/dev/null || true
   fi
-  if [[ -n $REMOVE_DIR ]]; then
-    if [[ -f $REMOVE_DIR/qa.svg ]]; then
-      find "$REMOVE_DIR" -mindepth 1 ! -name qa.svg -exec rm -rf -- {} +
-      echo "demo: removed the files in $REMOVE_DIR but qa.svg (KEEP=1 keeps them all)"
-      echo "demo: QA page: $REMOVE_DIR/qa.svg (open it in a browser)"
-    else
-      rm -rf -- "$REMOVE_DIR"
-      echo "demo: removed $REMOVE_DIR (KEEP=1 keeps the files)"
-    fi
-  fi
+  [[ $WORK == "$OUT" ]] || rm -rf -- "$WORK"
 }
 trap cleanup EXIT
 
 echo
 echo "== 1. start spexd on loopback (free ports; log in $LOG)"
 "$SPEXD" --listen=127.0.0.1:0 --metrics_listen=127.0.0.1:0 --backend=auto \
-  --data_roots="$DEMO_DIR" --drain_seconds=30 2>"$LOG" &
+  --data_roots="$WORK" --drain_seconds=30 2>"$LOG" &
 SERVER_PID=$!
 PORT=
 for _ in $(seq 1 100); do  # bounded: 10 s
@@ -98,19 +98,19 @@ done
 
 echo
 echo "== 2. simulate a frame: fibres $FIBERS, grid $WAVELENGTH, bundled PSF"
-"$SIM" --psf="$PSF" --out="$DEMO_DIR/preproc.fits" --truth="$DEMO_DIR/truth.fits" \
+"$SIM" --psf="$PSF" --out="$WORK/preproc.fits" --truth="$WORK/truth.fits" \
   --fibers="$FIBERS" --wavelength="$WAVELENGTH" --seed=1 2>&1 | tail -n 2
 
 FIRST=${FIBERS%,*}
 COUNT=${FIBERS#*,}
 echo
 echo "== 3. extract through the server (client-streamed upload; --server-path would send a path)"
-"$SPEXCTL" extract --server "$SERVER" -i "$DEMO_DIR/preproc.fits" -p "$PSF" \
-  -o "$DEMO_DIR/frame.fits" -m "$DEMO_DIR/model.fits" -w "$WAVELENGTH" -s "$FIRST" \
-  -n "$COUNT" --snr >"$DEMO_DIR/snr.txt"
+"$SPEXCTL" extract --server "$SERVER" -i "$WORK/preproc.fits" -p "$PSF" \
+  -o "$OUT/frame.fits" -m "$WORK/model.fits" -w "$WAVELENGTH" -s "$FIRST" \
+  -n "$COUNT" --snr >"$WORK/snr.txt"
 echo "median S/N per fibre (fibre:S/N):"
 awk 'NR > 1 { printf "%4d:%-7.1f%s", $1, $2, (++n % 8 == 0 ? "\n" : " ") } END { if (n % 8) print "" }' \
-  "$DEMO_DIR/snr.txt"
+  "$WORK/snr.txt"
 "$SPEXCTL" psf list --server "$SERVER"
 if [[ -z $METRICS_PORT ]]; then
   echo "demo: no metrics port in the server log: metrics excerpt skipped" >&2
@@ -130,11 +130,12 @@ fi
 if [[ -n $PYTHON_PKG && -f $PYTHON_PKG/spexd/__init__.py ]]; then
   echo
   echo "== 4. the same extraction from Python (the preproc file uploaded), then the QA page"
-  PYTHONPATH=$PYTHON_PKG "$PYTHON" - "$SERVER" "$DEMO_DIR" "$PSF" "$WAVELENGTH" "$FIRST" "$COUNT" <<'PY'
+  PYTHONPATH=$PYTHON_PKG "$PYTHON" - "$SERVER" "$WORK" "$OUT" "$PSF" "$WAVELENGTH" "$FIRST" "$COUNT" <<'PY'
+import importlib.util
 import sys
 import numpy as np
 import spexd
-server, d, psf, grid, first, count = sys.argv[1:]
+server, d, out, psf, grid, first, count = sys.argv[1:]
 client = spexd.Client(server)
 # A local path is uploaded as it is; numpy arrays (image=, ivar=, ...) would be too, once
 # written into a FITS file in memory with astropy, which the demo does not install.
@@ -151,15 +152,22 @@ try:
 except ImportError:
     astropy = None
 if astropy is not None:
-    result.write(f"{d}/frame-py.fits")
-    print(f"python: wrote {d}/frame-py.fits")
-try:
-    result.to_desispec()
-except spexd.DesispecUnavailable as e:
-    print(f"python: to_desispec(): {str(e).split(' (')[0]}")
+    result.write(f"{out}/frame-py.fits")
+    print(f"python: wrote {out}/frame-py.fits")
+# desispec is not packaged in Debian: the Frame in memory is shown only where it is
+# installed (docs/desispec.md); elsewhere to_desispec() would raise DesispecUnavailable.
+if importlib.util.find_spec("desispec") is not None:
+    frame = result.to_desispec()
+    print(f"python: to_desispec(): desispec Frame, flux {frame.flux.shape}")
 PY
-  PYTHONPATH=$PYTHON_PKG "$PYTHON" -m spexd.qa "$DEMO_DIR/frame.fits" -o "$DEMO_DIR/qa.svg" \
-    --model "$DEMO_DIR/model.fits" --image "$DEMO_DIR/preproc.fits"
+  # matplotlib draws the page (install-deps.sh --demo installs it; a prebuilt SPEXD_BIN
+  # host may lack it, and then the demo goes on without the page).
+  if "$PYTHON" -c "import matplotlib" 2>/dev/null; then
+    PYTHONPATH=$PYTHON_PKG "$PYTHON" -m spexd.qa "$OUT/frame.fits" -o "$OUT/qa.png" \
+      --model "$WORK/model.fits" --image "$WORK/preproc.fits"
+  else
+    echo "demo: $PYTHON cannot import matplotlib (python3-matplotlib): no QA page"
+  fi
 fi
 
 echo
@@ -169,7 +177,13 @@ status=0
 wait "$SERVER_PID" || status=$?
 SERVER_PID=
 echo "spexd exited with status $status"
-qa="no QA page (the Python package was not built)"
-[[ -f $DEMO_DIR/qa.svg ]] && qa="QA page: $DEMO_DIR/qa.svg (open it in a browser)"
-echo "frame: $DEMO_DIR/frame.fits (desispec layout); $qa; server log: $LOG"
+echo
+echo "== results, kept in $OUT"
+echo "frame (desispec layout): $OUT/frame.fits"
+if [[ -f $OUT/qa.png ]]; then
+  echo "QA page:                 $OUT/qa.png"
+else
+  echo "QA page:                 none (no Python package or no matplotlib, above)"
+fi
+echo "server log:              $LOG"
 exit "$status"

@@ -6,9 +6,9 @@
 #
 #   scripts/install-deps.sh --build     build spexd, spexctl and spexd-sim (the container image)
 #   scripts/install-deps.sh --demo      --build + the Python client and its QA page
-#                                       (scripts/demo.sh)
+#                                       (matplotlib; scripts/demo.sh)
 #   scripts/install-deps.sh [--tests]   --demo + every tool the test suite uses (scripts/test.sh):
-#                                       GoogleTest, Node.js and the npm modules of the Kubernetes
+#                                       GoogleTest, python3-jsonschema for the Kubernetes
 #                                       test, promtool, a one-node Slurm, clang, ...
 #   scripts/install-deps.sh --desispec  --tests + the modules DESI's own Python stack imports
 #   scripts/install-deps.sh --container buildah and mmdebstrap only, for the container image test
@@ -44,25 +44,25 @@ if [[ $mode == --container ]]; then
   PKGS=(buildah mmdebstrap)
 fi
 # --demo: the Python client (client/python, import spexd) on Debian's /usr/bin/python3 (no
-# PyPI), and fitsio (CFITSIO, which --build has already) to read frames for its QA page: a
+# PyPI), fitsio (CFITSIO, which --build has already) to read frames for its QA page: a
 # small part of what astropy would pull in (Debian 12's hard-depends on pytest and its
-# plugins). No imaging library: spexd.qa writes the page as SVG and encodes its images as
-# PNG itself, where Pillow would add about 24 packages (X11, TIFF, WebP, HarfBuzz). The
-# metrics excerpt is fetched with Python's urllib, not curl.
+# plugins), and matplotlib to draw the page, as astronomers' and desispec's QA plots are.
+# python3-munkres is named so that it, not python3-scipy, satisfies python3-fonttools'
+# (matplotlib's) "scipy | munkres": the first choice would pull in SciPy, Pythran and the
+# Boost headers (about 20 packages) that nothing here uses. The metrics excerpt is fetched
+# with Python's urllib, not curl.
 if [[ $mode != --build && $mode != --container ]]; then
-  PKGS+=(python3 python3-grpcio python3-protobuf python3-numpy python3-fitsio)
+  PKGS+=(python3 python3-grpcio python3-protobuf python3-numpy python3-fitsio
+         python3-matplotlib python3-munkres)
 fi
 # --tests: GoogleTest and Google Benchmark; astropy for the Python client's array uploads and
-# frame files, matplotlib for the soak test's plot (tests/load/soak.py
-# --plot); python3-munkres is named so that it, not python3-scipy, satisfies
-# python3-fonttools' "scipy | munkres": the first choice would pull in SciPy, Pythran and the
-# Boost headers (about 20 packages) that nothing here uses. pip, setuptools and venv for the
-# offline `pip install` tests (cmake --install runs it too); Node.js and npm for the
-# Kubernetes manifest check (tests/deploy/k8s_test.sh; its npm modules are installed below,
-# not by the test).
+# frame files (matplotlib, from --demo, also draws tests/load/soak.py --plot's figure). pip,
+# setuptools and venv for the offline `pip install` tests (cmake --install runs it too);
+# jsonschema and yaml for the Kubernetes manifest check (tests/deploy/k8s_test.sh, against
+# schemas kept in the tree).
 if [[ $mode == --tests || $mode == --desispec ]]; then
   PKGS+=(libgtest-dev libgmock-dev libbenchmark-dev
-         python3-astropy python3-matplotlib python3-munkres
+         python3-astropy python3-jsonschema python3-yaml
          python3-pip python3-setuptools python3-venv
          fitsverify  # HEASARC's FITS checker on every kind of file written (tests/scripts/fitsverify_frames_test.sh)
          curl  # the deploy tests scrape /metrics and query Prometheus (tests/deploy/lib.sh)
@@ -71,11 +71,6 @@ if [[ $mode == --tests || $mode == --desispec ]]; then
   # checks the lock annotations (scripts/thread_safety_check.sh), and with its runtimes builds
   # the fuzz targets (scripts/fuzz.sh).
   OPTIONAL=(ccache patchelf binutils clang libclang-rt-dev)
-  # Debian's Node.js and npm, unless node and npm are there already (e.g. NodeSource's
-  # nodejs, which bundles npm and conflicts with Debian's npm package).
-  if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
-    OPTIONAL+=(nodejs npm)
-  fi
   # Optional too: a one-node Slurm (slurmctld, slurmd, the client commands) and munge, which
   # tests/deploy/slurm_test.sh starts and configures itself under a temporary directory to
   # submit deploy/slurm/spexd-extract.sbatch. The packages' own daemons must not run: they
@@ -123,25 +118,9 @@ install_promtool() {
   echo "install-deps: promtool at /usr/local/bin/promtool ($("$PROMTOOL_DIR"/usr/bin/promtool --version 2>&1 | head -1))"
 }
 
-# The npm modules of the Kubernetes manifest check, pinned by tests/deploy/k8s/package-lock.json,
-# into tests/deploy/k8s/node_modules (git-ignored), once per lock file.
-K8S=tests/deploy/k8s
-install_k8s_modules() {
-  if ! command -v npm >/dev/null 2>&1; then
-    echo "install-deps: npm not installed: tests/deploy/k8s_test.sh will skip"
-    return 0
-  fi
-  cmp -s $K8S/package-lock.json $K8S/node_modules/.spexd-installed-lock && return 0
-  echo "install-deps: npm ci in $K8S (the Kubernetes API schemas)"
-  (cd $K8S && npm ci --prefer-offline --no-audit --no-fund --loglevel=error &&
-   cp package-lock.json node_modules/.spexd-installed-lock) ||
-    echo "install-deps: npm ci failed: tests/deploy/k8s_test.sh will skip"
-}
-
 test_tools() {
   [[ $mode == --tests || $mode == --desispec ]] || return 0
   install_promtool
-  install_k8s_modules
 }
 
 if [[ ${#missing[@]} -eq 0 ]]; then

@@ -1,33 +1,45 @@
 #!/usr/bin/env bash
-# deploy/kubernetes, offline: every object validated against the Kubernetes API schemas
-# (npm kubernetes-models, pinned in tests/deploy/k8s/package-lock.json; the ServiceMonitor
-# against the Prometheus Operator CRD), and the objects checked against each other
-# (tests/deploy/k8s/check_manifests.mjs). Then the checker must catch a broken copy.
+# deploy/kubernetes, offline: every object validated against its Kubernetes API schema
+# (tests/deploy/k8s/schemas.json, made from Kubernetes' OpenAPI document and the
+# Prometheus Operator's ServiceMonitor CRD by tests/deploy/k8s/make_schemas.py) with
+# Debian's python3-jsonschema, and the objects checked against each other
+# (tests/deploy/k8s/check_manifests.py). Then the checker must catch broken copies.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-ROOT=$PWD
 K8S=tests/deploy/k8s
-# The test installs and fetches nothing: scripts/install-deps.sh installs Node.js and the
-# pinned npm modules (tests/deploy/k8s/node_modules, git-ignored).
-if ! command -v node >/dev/null; then
-  echo "SKIPPED: node not found (scripts/install-deps.sh installs nodejs and the npm modules)"; exit 77
-fi
-if ! cmp -s $K8S/package-lock.json $K8S/node_modules/.spexd-installed-lock; then
-  echo "SKIPPED: the npm modules of $K8S/package-lock.json are not installed (scripts/install-deps.sh runs npm ci there)"
+PYTHON=/usr/bin/python3
+# The test installs and fetches nothing: scripts/install-deps.sh installs the two modules.
+if ! "$PYTHON" -c "import jsonschema, yaml" 2>/dev/null; then
+  echo "SKIPPED: $PYTHON lacks jsonschema or yaml (scripts/install-deps.sh installs python3-jsonschema and python3-yaml)"
   exit 77
 fi
-node $K8S/check_manifests.mjs deploy/kubernetes
+"$PYTHON" $K8S/check_manifests.py deploy/kubernetes
 
-echo "negative check: a Service selector that matches no pod and a string port must fail"
 bad=$(mktemp -d)
 trap 'rm -rf "$bad"' EXIT
-cp deploy/kubernetes/*.yaml "$bad/"
-sed -i 's/app.kubernetes.io\/component: server/app.kubernetes.io\/component: other/' "$bad/service.yaml"
-sed -i 's/containerPort: 9464/containerPort: "9464"/' "$bad/deployment.yaml"
-if out=$(node $K8S/check_manifests.mjs "$bad"); then
-  echo "FAIL: the checker accepted broken manifests"; exit 1
-fi
-grep -c FAIL <<<"$out" | xargs echo "  caught failures:"
-grep -q "containerPort must be integer" <<<"$out" || { echo "FAIL: schema error not caught"; exit 1; }
-grep -q "FAIL  Service selector matches the pod labels" <<<"$out" || { echo "FAIL: selector not caught"; exit 1; }
+# Each broken copy must fail, with the schema's or the cross-check's words for it.
+expect_fail() {  # what, sed expression, file, expected line
+  rm -f "$bad"/*.yaml
+  cp deploy/kubernetes/*.yaml "$bad/"
+  sed -i "$2" "$bad/$3"
+  cmp -s "$bad/$3" "deploy/kubernetes/$3" && { echo "FAIL: the edit for '$1' changed nothing"; exit 1; }
+  local out
+  if out=$("$PYTHON" $K8S/check_manifests.py "$bad"); then
+    echo "FAIL: the checker accepted $1"; exit 1
+  fi
+  grep -qF -- "$4" <<<"$out" || { printf '%s\n' "$out"; echo "FAIL: $1 not reported as: $4"; exit 1; }
+  echo "  caught: $1"
+}
+echo "negative checks:"
+expect_fail "a string port" 's/containerPort: 9464/containerPort: "9464"/' deployment.yaml \
+  "'9464' is not of type 'integer'"
+expect_fail "a misspelt field" 's/^\(  *\)replicas:/\1replica:/' deployment.yaml \
+  "Additional properties are not allowed ('replica' was unexpected)"
+expect_fail "a container without its name" 's/^\(  *\)- name: spexd$/\1- nam: spexd/' deployment.yaml \
+  "'name' is a required property"
+expect_fail "a Service selector that matches no pod" \
+  's/app.kubernetes.io\/component: server/app.kubernetes.io\/component: other/' service.yaml \
+  "FAIL  Service selector matches the pod labels"
+expect_fail "an unknown ServiceMonitor field" 's/^\(  *\)jobLabel:/\1jobLabels:/' servicemonitor.yaml \
+  "('jobLabels' was unexpected)"
 echo "k8s_test: PASS"

@@ -11,6 +11,7 @@ import shutil
 import subprocess
 import tempfile
 import time
+import unittest
 import urllib.request
 
 BIN = os.environ.get("SPEXD_BIN_DIR", "")
@@ -20,6 +21,20 @@ NSPEC = 50                          # two bundles of 25
 
 _work = None
 _servers = []
+
+
+def _have(module):
+    try:
+        __import__(module)
+    except ImportError:
+        return False
+    return True
+
+
+# spexd.qa draws its page with matplotlib, an optional extra of the package.
+needs_matplotlib = unittest.skipUnless(
+    _have("matplotlib"), "matplotlib is not importable: spexd.qa draws no page without it "
+    "(scripts/install-deps.sh --demo installs python3-matplotlib)")
 
 
 def work_dir():

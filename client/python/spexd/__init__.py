@@ -9,7 +9,8 @@
 spexd.aio.Client is the asyncio (grpc.aio) twin; spexd.qa draws a frame's QA page.
 Runs on Debian's /usr/bin/python3 with python3-grpcio, python3-protobuf, python3-numpy,
 python3-astropy (to upload numpy arrays and write frame files; a local preproc file uploads
-without it); spexd.qa needs python3-fitsio instead (its page is SVG, no imaging library).
+without it); spexd.qa needs python3-fitsio instead, and python3-matplotlib to draw its page (the
+package's "qa" extra).
 """
 __version__ = "0.1.0"  # core/base/version.h (kSpexdVersion); a test keeps them equal
 

@@ -1,25 +1,30 @@
-"""One-page QA plot of an extracted frame: an SVG page, for a web browser.
+"""One-page QA plot of an extracted frame, drawn with matplotlib.
 
 It lets a person judge at a glance whether the frame is healthy.
 
-    python3 -m spexd.qa FRAME.fits -o qa.svg [--model MODEL.fits --image PREPROC.fits]
+    python3 -m spexd.qa FRAME.fits -o qa.png [--model MODEL.fits --image PREPROC.fits]
+
+The page is a PNG, or an SVG or PDF file when the name ends so (matplotlib picks the
+format from the extension; a name without one is a PNG).
 
 Panels: median S/N per fibre (fibres far below their neighbours stand out), a few
 spectra with their 1-sigma band from IVAR, the CHI2PIX and MASK images over fibre x
 wavelength, and, with a model image and the preproc image, the residual
 (image - model) * sqrt(ivar) on the CCD. The title line gives the numbers that decide
 health (masked bins, BAD2DFIT bins, fibres with no valid bin, median CHI2PIX) and a
-verdict; the thresholds are in `health()`. Needs numpy and fitsio only: the page is
-written as SVG text, its images as PNGs (spexd.svg_draw).
+verdict; the thresholds are in `health()`. Reading the frame needs numpy and fitsio;
+drawing needs matplotlib too (the package's "qa" extra; Debian: python3-matplotlib):
+without it `-o` is refused with a message saying how to install it, and the numbers
+alone (no `-o`) still print.
 """
 import argparse
 import os
 import sys
+import tempfile
 import warnings
 
 import numpy as np
 
-from spexd import svg_draw
 from spexd.frame_file import QA_KEYWORDS
 from spexd.result import ALLBADPIX, BAD2DFIT, SOMEBADPIX
 
@@ -126,186 +131,193 @@ def residual_image(model_path, image_path, margin=20):
     return np.where(good, res, np.nan), (x0, y0)
 
 
-# ---------------------------------------------------------------- drawing (SVG)
-# The page is an SVG file written with the standard library and numpy (spexd.svg_draw):
-# text, axes, lines and colour bars are SVG elements, the three images are PNGs inside it.
-# A plotting or imaging library would be most of the demo's install: Debian's
-# python3-matplotlib is about sixty packages, python3-pil about 24 (X11, TIFF, WebP and
-# HarfBuzz libraries among them).
-WIDTH, HEIGHT = 1600, 1000
-_LINE_COLOURS = [(31, 119, 180), (255, 127, 14), (44, 160, 44)]
-# Anchors of the colour maps, evenly spaced over [0, 1].
-_MAGMA = [(0, 0, 4), (59, 15, 112), (140, 41, 129), (222, 73, 104), (254, 159, 109),
-          (252, 253, 191)]
-_RED_BLUE = [(5, 48, 97), (67, 147, 195), (247, 247, 247), (214, 96, 77), (103, 0, 31)]
-_MASK_COLOURS = [(240, 240, 240), (153, 153, 153), (255, 176, 0), (208, 0, 0), (123, 44, 191)]
-_MASK_NAMES = ["good", "other", "SOMEBADPIX", "ALLBADPIX", "BAD2DFIT"]
-# Images larger than this (pixels along either axis) are shown in blocks, so that a full
-# frame's page stays under 3 MB (2.5 MB where CHI2PIX and the residual are pure noise,
-# which deflate cannot shrink): a whole frame's CHI2PIX and MASK (500 x 2881) are shown
-# bin for bin, a whole CCD's residual (4128 x 4114) in 5 x 5 blocks.
-_MAX_FIBRE_WAVE = 3000
-_MAX_CCD = 1000
+# ---------------------------------------------------------------- drawing (matplotlib)
+# One Figure on the Agg canvas, without pyplot: no display, no global figure state, and
+# savefig hands PDF and SVG to matplotlib's own backends. The look follows desispec's QA
+# plots: a grid of plain matplotlib axes, "Fiber" and "Wavelength [Ang]" axes, colour bars.
+WIDTH_IN, HEIGHT_IN, DPI = 16, 10, 100  # a 1600 x 1000 PNG
+MASK_NAMES = ["good", "other", "SOMEBADPIX", "ALLBADPIX", "BAD2DFIT"]
+MASK_COLOURS = ["#f0f0f0", "#999999", "#ffb000", "#d00000", "#7b2cbf"]
+VERDICT_COLOURS = {"OK": "darkgreen", "CHECK": "firebrick"}
+# An image panel is about 400 pixels wide on the page: larger images are reduced in blocks
+# first (the worst value of a block, or its noise-normalised sum), so that a single bad bin
+# or CCD pixel still shows instead of falling between the pixels matplotlib samples.
+MAX_IMAGE = 400
 
 
-def _snr_panel(svg, box, frame, snr):
-    nspec = len(snr)
-    fibres = frame["fibermin"] + np.arange(nspec)
-    med = float(np.median(snr)) if nspec else 0.0
-    top = float(np.max(snr)) if nspec else 1.0
-    ax = svg_draw.Axes(svg, box, (fibres[0] - 1, fibres[-1] + 1) if nspec else (0, 1),
-                       (0.0, 1.1 * max(top, 1e-9)), "median S/N per fibre (unmasked bins)",
-                       "fibre", "median S/N per bin")
-    y = float(ax.px(0, med)[1])
-    svg.path(f"M{ax.x0:.1f} {y:.1f}H{ax.x1:.1f}", svg_draw.GREY, extra=' stroke-dasharray="4 4"')
+class MatplotlibMissing(ImportError):
+    """Drawing the page needs matplotlib, which is not importable."""
+
+
+def _matplotlib():
+    """(Figure, FigureCanvasAgg, colors) from matplotlib, or MatplotlibMissing saying how
+    to install it."""
+    try:
+        from matplotlib import colors
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+    except ImportError as e:
+        raise MatplotlibMissing(
+            f"drawing the QA page needs matplotlib ({e}): install Debian's python3-matplotlib, "
+            "or the package's extra (pip install 'spexd[qa]')") from None
+    return Figure, FigureCanvasAgg, colors
+
+
+def block_factors(shape, limit=MAX_IMAGE):
+    """Block size (rows, columns) that brings an image of shape within limit x limit."""
+    return tuple(max(-(-n // limit), 1) for n in shape)
+
+
+def blocks(a, factors, reduce, fill):
+    """a reduced over blocks of factors (rows, columns) by reduce(..., axis=(1, 3)); the
+    last blocks, where the shape is not a multiple, are padded with fill."""
+    fy, fx = factors
+    if fy == fx == 1:
+        return a
+    h, w = a.shape
+    ny, nx = -(-h // fy), -(-w // fx)
+    padded = np.full((ny * fy, nx * fx), fill, a.dtype)
+    padded[:h, :w] = a
+    return reduce(padded.reshape(ny, fy, nx, fx), axis=(1, 3))
+
+
+def mask_classes(mask):
+    """Each bin's worst MASK class, an index into MASK_NAMES (the classes go up in
+    severity)."""
+    cls = np.zeros(mask.shape, np.uint8)
+    cls[mask != 0] = 1
+    cls[(mask & SOMEBADPIX) != 0] = 2
+    cls[(mask & ALLBADPIX) != 0] = 3
+    cls[(mask & BAD2DFIT) != 0] = 4
+    return cls
+
+
+def _note(ax, text, line=0):
+    ax.text(0.01, -0.16 - 0.07 * line, text, transform=ax.transAxes, fontsize=8, color="0.4",
+            va="top")
+
+
+def _block_note(ax, factors, what):
+    fy, fx = factors
+    if fy * fx > 1:
+        _note(ax, f"each pixel: {what} of {fy} fibre(s) x {fx} bins")
+
+
+def _snr_panel(ax, frame, snr):
+    fibres = frame["fibermin"] + np.arange(len(snr))
+    med = float(np.median(snr)) if len(snr) else 0.0
     low = snr < 0.5 * med
-    xs, ys = ax.px(fibres, snr)
-    for bad, colour, r in ((False, _LINE_COLOURS[0], 2), (True, svg_draw.RED, 4)):
-        dots = "".join(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="{r}"/>'
-                       for x, y in zip(xs[low == bad], ys[low == bad]) if np.isfinite(y))
-        if dots:
-            svg.add(f'<g fill="{svg_draw.hex_colour(colour)}">{dots}</g>')
-    svg.text(ax.x1 - 6, ax.y0 + 6, f"dashed: median {med:.1f}; red: < half the median",
-             anchor="rt")
-    ax.frame()
+    ax.scatter(fibres[~low], snr[~low], s=8, color="C0", label="fibre")
+    ax.scatter(fibres[low], snr[low], s=20, color="red", label="< half the median")
+    ax.axhline(med, color="0.5", ls="--", lw=1, label=f"median {med:.1f}")
+    ax.set_xlabel("Fiber")
+    ax.set_ylabel("median S/N per bin")
+    ax.set_title("median S/N per fibre (unmasked bins)")
+    ax.set_ylim(0, 1.1 * max(float(np.max(snr)) if len(snr) else 0.0, 1e-9))
+    ax.legend(fontsize=8, loc="best")
 
 
-def _spectra_panel(svg, box, frame, snr):
+def _spectra_panel(ax, frame, snr):
     """Three fibres: the best, the median and the worst by S/N, offset for clarity."""
     order = np.argsort(snr)
     picks = sorted({int(order[-1]), int(order[len(order) // 2]), int(order[0])},
                    key=lambda i: -snr[i])
-    wave = frame["wave"]
-    offsets, offset = [], 0.0
-    for i in picks:
-        flux = frame["flux"][i]
-        offsets.append(offset)
-        top = np.nanpercentile(flux, 99.5) if flux.size else 0
-        offset += 1.2 * max(top, 1e-9)
-    shifted = frame["flux"][picks] + np.array(offsets)[:, None]
-    lo = min(float(np.nanmin(shifted)), 0.0) if shifted.size else 0.0
-    hi = max(float(np.nanmax(shifted)) if shifted.size else 0.0, offset, lo + 1e-9)
-    ax = svg_draw.Axes(svg, box, (float(wave[0]), float(wave[-1])), (lo, hi),
-                       "spectra: best, median, worst S/N (x = masked bin)", "wavelength [A]",
-                       "flux [electron/A] (offset), band: 1 sigma")
-    ax.begin_clip()
-    for k, (i, off) in enumerate(zip(picks, offsets)):
-        colour = _LINE_COLOURS[k % len(_LINE_COLOURS)]
-        band = tuple(int(255 - 0.35 * (255 - c)) for c in colour)
-        flux, ivar = frame["flux"][i] + off, frame["ivar"][i]
-        sigma = 1 / np.sqrt(np.where(ivar > 0, ivar, 1))
-        # The band as one vertical stroke per bin (bins with ivar = 0 have none).
-        good = (ivar > 0) & np.isfinite(flux)
-        xs, up = ax.px(wave[good], flux[good] + sigma[good])
-        _, dn = ax.px(wave[good], flux[good] - sigma[good])
-        svg.path("".join(f"M{x:.1f} {a:.1f}V{b:.1f}" for x, a, b in zip(xs, up, dn)), band,
-                 width=2)
-        xs, ys = ax.px(wave, flux)
-        for start, stop in svg_draw.runs(np.isfinite(ys)):
-            points = " ".join(f"{x:.1f},{y:.1f}" for x, y in zip(xs[start:stop], ys[start:stop]))
-            svg.add(f'<polyline points="{points}" fill="none" '
-                    f'stroke="{svg_draw.hex_colour(colour)}" stroke-width="1"/>')
-        bad = (frame["mask"][i] != 0) & np.isfinite(ys)
-        svg.path("".join(f"M{x - 2:.1f} {y - 2:.1f}l4 4m0 -4l-4 4"
-                         for x, y in zip(xs[bad], ys[bad])), svg_draw.RED)
-    ax.end_clip()
+    wave, offset = frame["wave"], 0.0
     for k, i in enumerate(picks):
-        svg.text(ax.x1 - 6, ax.y0 + 6 + 15 * k, f"fibre {frame['fibermin'] + i} (S/N {snr[i]:.1f})",
-                 fill=_LINE_COLOURS[k % len(_LINE_COLOURS)], anchor="rt")
-    ax.frame()
+        flux, ivar = frame["flux"][i] + offset, frame["ivar"][i]
+        colour = f"C{k}"
+        sigma = 1 / np.sqrt(np.where(ivar > 0, ivar, 1))
+        ax.fill_between(wave, flux - sigma, flux + sigma, where=ivar > 0, color=colour,
+                        alpha=0.3, lw=0)
+        ax.plot(wave, flux, color=colour, lw=0.7,
+                label=f"fiber {frame['fibermin'] + i} (S/N {snr[i]:.1f})")
+        bad = frame["mask"][i] != 0
+        if bad.any():
+            ax.plot(wave[bad], flux[bad], "x", color="red", ms=4)
+        top = np.nanpercentile(frame["flux"][i], 99.5) if flux.size else 0.0
+        offset += 1.2 * max(top, 1e-9)
+    ax.set_xlim(wave[0], wave[-1])
+    ax.set_xlabel("Wavelength [Ang]")
+    ax.set_ylabel("flux [electron/Ang] (offset); band: 1 sigma")
+    ax.set_title("spectra: best, median, worst S/N (x = masked bin)")
+    ax.legend(fontsize=8, loc="upper right")
 
 
-def _fibre_wave_axes(svg, box, frame, title):
-    wave, f0, n = frame["wave"], frame["fibermin"], frame["flux"].shape[0]
-    return svg_draw.Axes(svg, box, (float(wave[0]), float(wave[-1])), (f0 - 0.5, f0 + n - 0.5),
-                         title, "wavelength [A]", "fibre")
+def _fibre_wave_image(fig, ax, frame, image, title, **style):
+    wave, f0 = frame["wave"], frame["fibermin"]
+    n = frame["flux"].shape[0]
+    im = ax.imshow(image, origin="lower", aspect="auto", interpolation="nearest",
+                   extent=(wave[0], wave[-1], f0 - 0.5, f0 + n - 0.5), **style)
+    ax.set_xlabel("Wavelength [Ang]")
+    ax.set_ylabel("Fiber")
+    ax.set_title(title)
+    return im, fig.colorbar(im, ax=ax)
 
 
-def _block_note(factors, what):
-    fy, fx = factors
-    return f"each pixel: {what} of {fy} fibre(s) x {fx} bins" if fy * fx > 1 else None
-
-
-def _chi2_panel(svg, box, frame):
-    ax = _fibre_wave_axes(svg, box, frame, "CHI2PIX (log; ~1 is good)")
-    vmin, vmax = 0.1, max(100.0, float(np.max(frame["chi2pix"])))
+def _chi2_panel(fig, ax, frame, colors):
     # In blocks, the largest value: a poor fit stays visible (NaN spreads to its block).
-    factors = svg_draw.block_factors(frame["chi2pix"].shape, _MAX_FIBRE_WAVE)
-    chi2 = svg_draw.blocks(np.clip(frame["chi2pix"], 1e-2, None), factors, np.max, -np.inf)
-    scaled = (np.log10(chi2) - np.log10(vmin)) / (np.log10(vmax) - np.log10(vmin))
-    ax.image(svg_draw.map_indices(scaled), svg_draw.map_palette(_MAGMA))
-    ax.frame()
-    note = _block_note(factors, "the largest")
-    if note:
-        ax.note(note)
-    span = np.log10(vmax) - np.log10(vmin)
-    labels = [((np.log10(v) - np.log10(vmin)) / span, svg_draw.tick_label(v))
-              for v in (0.1, 1, 10, 100, 1000, 10000) if v <= vmax]
-    svg_draw.colour_bar(svg, (ax.x1 + 10, ax.y0, ax.x1 + 24, ax.y1), _MAGMA, labels)
+    factors = block_factors(frame["chi2pix"].shape)
+    chi2 = blocks(np.clip(frame["chi2pix"], 1e-2, None), factors, np.max, -np.inf)
+    vmax = max(100.0, float(np.max(frame["chi2pix"])))
+    _, bar = _fibre_wave_image(fig, ax, frame, chi2, "CHI2PIX (log; ~1 is good)", cmap="magma",
+                               norm=colors.LogNorm(0.1, vmax))
+    bar.set_label("chi2 per pixel")
+    _block_note(ax, factors, "the largest")
 
 
-def _mask_panel(svg, box, frame):
-    ax = _fibre_wave_axes(svg, box, frame, "MASK (white: good)")
-    m = frame["mask"]
-    cls = np.zeros(m.shape, np.uint8)  # 0 good, 1 other bits, 2 SOMEBADPIX, 3 ALLBADPIX, 4 BAD2DFIT
-    cls[m != 0] = 1
-    cls[(m & SOMEBADPIX) != 0] = 2
-    cls[(m & ALLBADPIX) != 0] = 3
-    cls[(m & BAD2DFIT) != 0] = 4
-    # In blocks, the worst class (the classes go up in severity).
-    factors = svg_draw.block_factors(cls.shape, _MAX_FIBRE_WAVE)
-    ax.image(svg_draw.blocks(cls, factors, np.max, 0), _MASK_COLOURS)
-    ax.frame()
-    note = _block_note(factors, "the worst")
-    if note:
-        ax.note(note)
-    n = len(_MASK_COLOURS)
-    svg_draw.colour_bar(svg, (ax.x1 + 10, ax.y0, ax.x1 + 24, ax.y1), _MASK_COLOURS,
-                        [((k + 0.5) / n, name) for k, name in enumerate(_MASK_NAMES)], size=10,
-                        bands=True)
+def _mask_panel(fig, ax, frame, colors):
+    # In blocks, the worst class.
+    factors = block_factors(frame["mask"].shape)
+    cls = blocks(mask_classes(frame["mask"]), factors, np.max, 0)
+    n = len(MASK_NAMES)
+    _, bar = _fibre_wave_image(fig, ax, frame, cls, "MASK (light grey: good)",
+                               cmap=colors.ListedColormap(MASK_COLOURS),
+                               norm=colors.BoundaryNorm(np.arange(n + 1) - 0.5, n))
+    bar.set_ticks(np.arange(n), labels=MASK_NAMES)
+    _block_note(ax, factors, "the worst")
 
 
-def _residual_panel(svg, box, model_path, image_path):
+def _residual_panel(fig, ax, model_path, image_path, colors):
     res, (x0, y0) = residual_image(model_path, image_path)
     finite = np.isfinite(res)
     rms = np.sqrt(np.mean(res[finite] ** 2)) if finite.any() else float("nan")
+    # In blocks, the sum over the block's valid pixels / sqrt(their number): still unit
+    # variance where the model describes the pixels, and a systematic offset grows.
+    factors = block_factors(res.shape)
+    total = blocks(np.where(finite, res, 0.0), factors, np.sum, 0.0)
+    count = blocks(finite.astype(np.int64), factors, np.sum, 0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        shown = np.where(count > 0, total / np.sqrt(count), np.nan)
+    cmap = colors.LinearSegmentedColormap.from_list("residual", ["#053061", "#4393c3", "#f7f7f7",
+                                                                 "#d6604d", "#67001f"])
+    cmap.set_bad("0.85")
+    h, w = res.shape
+    im = ax.imshow(shown, origin="lower", aspect="auto", interpolation="nearest", cmap=cmap,
+                   vmin=-5, vmax=5, extent=(x0 - 0.5, x0 + w - 0.5, y0 - 0.5, y0 + h - 0.5))
+    fig.colorbar(im, ax=ax).set_label("(image - model) / sigma")
+    ax.set_xlabel("CCD x [pixel]")
+    ax.set_ylabel("CCD y [pixel]")
+    ax.set_title(f"(image - model)/sigma on the CCD, rms {rms:.2f}")
     # The model image is gpu_specter's A_core * (R-convolved flux) (extraction-spec
     # §2.11): blurred by R and again by the PSF, so bright lines leave +/- stripes
     # along the wavelength direction even in a healthy frame.
-    ax = svg_draw.Axes(svg, box, (x0 - 0.5, x0 + res.shape[1] - 0.5),
-                       (y0 - 0.5, y0 + res.shape[0] - 0.5),
-                       f"(image - model)/sigma on the CCD, rms {rms:.2f}", "CCD x", "CCD y")
-    ax.note("(model = A R f as gpu_specter: bright lines leave stripes)")
-    # In blocks, the sum over the block's valid pixels / sqrt(their number): still unit
-    # variance where the model describes the pixels, and a systematic offset grows.
-    factors = svg_draw.block_factors(res.shape, _MAX_CCD)
-    total = svg_draw.blocks(np.where(finite, res, 0.0), factors, np.sum, 0.0)
-    count = svg_draw.blocks(finite.astype(np.int64), factors, np.sum, 0)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        shown = np.where(count > 0, total / np.sqrt(count), np.nan)
+    _note(ax, "model = A R f as gpu_specter: bright lines leave stripes")
     fy, fx = factors
     if fy * fx > 1:
-        ax.note(f"each pixel: {fy} x {fx} CCD pixels, sum / sqrt(n)", line=2)
-    ax.image(svg_draw.map_indices((shown + 5) / 10), svg_draw.map_palette(_RED_BLUE))
-    ax.frame()
-    svg_draw.colour_bar(svg, (ax.x1 + 10, ax.y0, ax.x1 + 24, ax.y1), _RED_BLUE,
-                        [((v + 5) / 10, f"{v:+d}" if v else "0 sigma") for v in (-5, -2, 0, 2, 5)])
-    return rms
+        _note(ax, f"each pixel: {fy} x {fx} CCD pixels, sum / sqrt(n)", line=1)
 
 
-def draw(frame_path, out_path, model_path=None, image_path=None):
-    """Writes the QA page of `frame_path` to `out_path` (an SVG file, 1600 x 1000, that a
-    web browser shows), atomically (a temporary file in the same directory, then a
-    rename). Returns the verdict."""
-    if not str(out_path).endswith(".svg"):
-        raise ValueError(f"the QA page is an SVG file: {out_path} does not end in .svg")
+def figure(frame_path, model_path=None, image_path=None):
+    """(the QA page as a matplotlib Figure on the Agg canvas, the verdict). Raises
+    MatplotlibMissing without matplotlib."""
+    Figure, FigureCanvasAgg, colors = _matplotlib()
     frame = read_frame(frame_path)
     snr = median_snr(frame["flux"], frame["ivar"], frame["mask"])
     verdict, problems, numbers = health(frame)
     nspec, nwave = frame["flux"].shape
 
-    svg = svg_draw.Svg(WIDTH, HEIGHT)
-    colour = (0, 100, 0) if verdict == "OK" else (178, 34, 34)
+    fig = Figure(figsize=(WIDTH_IN, HEIGHT_IN), dpi=DPI, layout="constrained")
+    FigureCanvasAgg(fig)
     lines = [
         f"{os.path.basename(frame_path)}  camera {frame['camera'] or '?'}  "
         f"{nspec} fibres x {nwave} bins  |  {verdict}"
@@ -315,33 +327,63 @@ def draw(frame_path, out_path, model_path=None, image_path=None):
         f"median CHI2PIX {numbers['median_chi2pix']:.2f}   "
         f"fibres without valid bins {numbers['dead_fibres']}",
     ] + server_qa_lines(frame["server_qa"])
-    for k, line in enumerate(lines):
-        svg.text(WIDTH / 2, 10 + 22 * k, line, fill=colour, size=16, anchor="mt")
+    fig.suptitle("\n".join(lines), color=VERDICT_COLOURS[verdict], fontsize=13)
 
-    # Two rows of three columns below the title; the spectra take two columns.
-    top = 10 + 22 * len(lines) + 40
-    row_h = (HEIGHT - top - 60 - 70) // 2
-    cols = [(80, 540), (620, 1080), (1150, 1520)]
-    rows = [(top, top + row_h), (top + row_h + 90, top + 2 * row_h + 90)]
-
-    def box(r, c0, c1=None):
-        return (cols[c0][0], rows[r][0], cols[c1 if c1 is not None else c0][1], rows[r][1])
-
-    _snr_panel(svg, box(0, 0), frame, snr)
-    _spectra_panel(svg, box(0, 1, 2), frame, snr)
+    # The rows in grids of their own: the spectra span two columns above, and columns shared
+    # with the row below would widen the gaps there to match it.
+    top, bottom = (row.subgridspec(1, 3) for row in fig.add_gridspec(2, 1))
+    _snr_panel(fig.add_subplot(top[0, 0]), frame, snr)
+    _spectra_panel(fig.add_subplot(top[0, 1:]), frame, snr)
+    ax = fig.add_subplot(bottom[0, 0])
     if frame["chi2pix"] is not None:
-        _chi2_panel(svg, (cols[0][0], rows[1][0], cols[0][1] - 40, rows[1][1]), frame)
-    _mask_panel(svg, (cols[1][0], rows[1][0], cols[1][1] - 100, rows[1][1]), frame)
-    if model_path and image_path:
-        _residual_panel(svg, (cols[2][0] + 40, rows[1][0], cols[2][1] - 40, rows[1][1]),
-                        model_path, image_path)
+        _chi2_panel(fig, ax, frame, colors)
     else:
-        b = box(1, 2)
-        for k, line in enumerate(["no model image given", "(--model MODEL --image PREPROC",
-                                  "draws the residual (image - model)/sigma)"]):
-            svg.text((b[0] + b[2]) / 2, (b[1] + b[3]) / 2 + 20 * (k - 1), line, fill=svg_draw.GREY,
-                     size=14, anchor="mm")
-    svg.write(out_path)
+        ax.set_axis_off()
+        ax.text(0.5, 0.5, "no CHI2PIX HDU in the frame", ha="center", color="0.4")
+    _mask_panel(fig, fig.add_subplot(bottom[0, 1]), frame, colors)
+    ax = fig.add_subplot(bottom[0, 2])
+    if model_path and image_path:
+        _residual_panel(fig, ax, model_path, image_path, colors)
+    else:
+        ax.set_axis_off()
+        ax.text(0.5, 0.5, "no model image given\n(--model MODEL --image PREPROC\n"
+                "draws the residual (image - model)/sigma)", ha="center", va="center",
+                color="0.4", fontsize=12)
+    return fig, verdict
+
+
+def output_format(path):
+    """The format matplotlib writes for `path`: its extension, lower case, or "png"
+    without one. ValueError for an extension matplotlib cannot write."""
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    ext = os.path.splitext(str(path))[1][1:].lower() or "png"
+    supported = FigureCanvasBase.get_supported_filetypes()
+    if ext not in supported:
+        raise ValueError(f"{path}: matplotlib writes {', '.join(sorted(supported))}, not {ext!r}")
+    return ext
+
+
+def draw(frame_path, out_path, model_path=None, image_path=None):
+    """Writes the QA page of `frame_path` to `out_path` (1600 x 1000 pixels as a PNG; SVG,
+    PDF or another matplotlib format by the extension), atomically (a temporary file in
+    the same directory, then a rename). Returns the verdict."""
+    _matplotlib()
+    fmt = output_format(out_path)
+    fig, verdict = figure(frame_path, model_path, image_path)
+    fd, tmp = tempfile.mkstemp(prefix=".qa-", suffix="." + fmt,
+                               dir=os.path.dirname(os.path.abspath(out_path)))
+    try:
+        with os.fdopen(fd, "wb") as f:
+            fig.savefig(f, format=fmt)
+        # mkstemp's file is private (0600); the page gets what the umask gives a new file.
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
+        os.replace(tmp, out_path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
     return verdict
 
 
@@ -349,15 +391,19 @@ def main(argv=None):
     ap = argparse.ArgumentParser(prog="python3 -m spexd.qa", description=__doc__.split("\n")[0])
     ap.add_argument("frame", help="desispec frame file (spexctl, spexd or spexd.Client)")
     ap.add_argument("-o", "--output",
-                    help="the page to write, an SVG file (without it: the numbers only)")
+                    help="the page to write: PNG, or SVG or PDF by the extension, e.g. qa.png "
+                         "(without it: the numbers only)")
     ap.add_argument("--model", help="model image (spexctl extract -m / want_model)")
     ap.add_argument("--image", help="the preproc file that was extracted (for the residual)")
     a = ap.parse_args(argv)
     if bool(a.model) != bool(a.image):
         ap.error("--model and --image go together")
-    if a.output and not a.output.endswith(".svg"):
-        ap.error(f"-o {a.output}: the QA page is an SVG file (for a web browser): "
-                 "give a name ending in .svg, e.g. qa.svg")
+    if a.output:
+        try:
+            _matplotlib()
+            output_format(a.output)
+        except (MatplotlibMissing, ValueError) as e:
+            ap.error(f"-o {a.output}: {e}")
     frame = read_frame(a.frame)
     verdict, problems, numbers = health(frame)
     for line in server_qa_lines(frame["server_qa"]):

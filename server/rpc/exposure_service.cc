@@ -17,6 +17,7 @@
 #include "server/rpc/auth.h"
 #include "server/rpc/call_watchdog.h"
 #include "server/jobs/exposure_job.h"
+#include "server/rpc/exposure_decode.h"
 #include "server/rpc/extraction_service.h"
 #include "server/platform/log.h"
 #include "server/platform/metrics.h"
@@ -160,7 +161,7 @@ class ExposureReactor final : public grpc::ServerWriteReactor<v1::ExposureRespon
     frames.reserve(static_cast<std::size_t>(request.frames_size()));
     bool any_valid = false;
     for (const v1::ExtractHeader& h : request.frames()) {
-      frames.push_back(ExposureRun::CheckFrame(service_->env, h, realtime));
+      frames.push_back(DecodeExposureFrame(service_->env, h, realtime));
       frames.back().request.peer = peer_;
       any_valid = any_valid || frames.back().refused.ok();
     }

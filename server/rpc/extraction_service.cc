@@ -16,12 +16,11 @@
 #include "absl/time/time.h"
 #include "server/rpc/auth.h"
 #include "server/rpc/call_watchdog.h"
-#include "server/jobs/cuda_request.h"
 #include "server/platform/data_roots.h"
 #include "server/platform/log.h"
 #include "server/platform/metrics.h"
 #include "server/state/psf_cache.h"
-#include "server/jobs/request_validation.h"
+#include "server/rpc/request_admission.h"
 #include "server/state/scheduler.h"
 #include "server/platform/status_util.h"
 #include "server/rpc/upload_assembly.h"
@@ -71,12 +70,9 @@ class ExtractReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, gr
         rpc_(subset ? "ExtractBundles" : "ExtractFrame"),
         cancel_(std::make_shared<std::atomic<bool>>(false)) {
     if (service_->watchdog != nullptr) service_->watchdog->Add(this);
-    request_.arrived = Clock::now();
-    request_.subset = subset;
+    arrived_ = Clock::now();
     peer_ = call->peer();
-    request_.peer = peer_;
     deadline_ = SteadyDeadline(call->deadline());
-    request_.deadline = deadline_;
     if (service_->env.metrics != nullptr) service_->env.metrics->AddInflight(1);
     absl::Status auth = CheckBearerToken(*call, service_->auth_token);
     if (!auth.ok()) {
@@ -308,27 +304,15 @@ class ExtractReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, gr
       return absl::UnavailableError(service_->draining.load() ? "server is draining"
                                                               : "server is warming up");
     }
-    request_.header = std::move(*incoming_.mutable_header());
-    const v1::ExtractHeader& h = request_.header;
+    const v1::ExtractHeader& h = incoming_.header();
     const ServiceLimits& limits = service_->env.limits;
-    // Every parameter once, here, before any upload, file or geometry;
-    // what needs no PSF first, so the answer does not depend on the cache.
-    absl::StatusOr<DecodedRequest> decoded = CheckRequestAlone(h, subset_, limits);
-    if (!decoded.ok()) return decoded.status();
-    // The output and model paths too, not after the frame is uploaded and decoded, and
-    // compared as canonical paths. The job checks them again, with the input's and the
-    // PSF's inodes, before writing.
-    if (auto out = CheckServerOutputFiles(h, *service_->env.output_roots); !out.ok()) {
-      return out.status();
-    }
-    auto psf = service_->env.cache->Get(h.psf_id());
-    if (!psf.ok()) return psf.status();
-    request_.psf = *std::move(psf);
-    // The rest, against the PSF, into the plan the job carries.
-    auto plan = CheckRequest(decoded->params, *request_.psf, limits);
-    if (!plan.ok()) return plan.status();
-    request_.plan = *std::move(plan);
-    request_.bundles = std::move(decoded->bundles);
+    // Every parameter once, here, before any upload, file or geometry.
+    absl::StatusOr<JobRequest> admitted = AdmitHeader(service_->env, h, subset_, nullptr);
+    if (!admitted.ok()) return admitted.status();
+    request_ = *std::move(admitted);
+    request_.arrived = arrived_;
+    request_.peer = peer_;
+    request_.deadline = deadline_;
     if (h.has_cuda_image() || h.has_cuda_output()) {
       // Held by the job from here: an unregister waits for it (region_registry.h).
       if (service_->regions == nullptr) {
@@ -338,7 +322,7 @@ class ExtractReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, gr
       if (!regions.ok()) return regions.status();
       request_.cuda = *std::move(regions);
     }
-    const bool realtime = h.priority() == v1::REALTIME;
+    const bool realtime = request_.realtime;
     if (h.image_case() != v1::ExtractHeader::kUploadSize) {
       auto ticket = service_->scheduler->Reserve(realtime);
       if (!ticket.ok()) return ticket.status();
@@ -395,7 +379,7 @@ class ExtractReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, gr
       }
     }
     if (upload_.complete()) {
-      request_.upload = upload_.Take();
+      request_.image.upload = upload_.Take();
       auto queued = service_->scheduler->Reserve(ticket_.realtime());
       if (!queued.ok()) return queued.status();
       ticket_ = *std::move(queued);  // frees the upload slot
@@ -438,7 +422,7 @@ class ExtractReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, gr
   const bool subset_;
   const std::string rpc_;
   std::shared_ptr<std::atomic<bool>> cancel_;
-  Clock::time_point deadline_;
+  Clock::time_point arrived_, deadline_;
   std::string peer_;
 
   // Read side: touched only by reactions, which gRPC serialises for one call.

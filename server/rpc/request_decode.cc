@@ -2,11 +2,11 @@
 
 #include <set>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "core/base/error_text.h"
 #include "core/base/status_macros.h"
+#include "core/io/gzip_name.h"
 #include "core/plan/memory_estimate.h"
 #include "proto/convert/extraction_params.h"
 #include "server/jobs/proto_convert.h"
@@ -84,7 +84,7 @@ namespace {
 OutputFile OutputFileNamed(const std::string& path) {
   OutputFile f;
   f.path = path;
-  f.gzip = absl::EndsWith(path, ".gz");
+  f.gzip = core::IsGzipName(path);
   return f;
 }
 

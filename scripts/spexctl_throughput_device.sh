@@ -29,7 +29,7 @@
 #   preprocs); REF_SOURCE (both: the faster of spexd_rpc_bench and spexd_cuda_frame_bench;
 #   frame_bench: spexd_cuda_frame_bench's two frames in flight alone, the reference);
 #   SPEXD_ARGS (extra spexd flags); CLIENT_ARGS (extra spexctl flags of the client modes, e.g.
-#   --no-progressive-write); SERVER_ARGS (of the server modes, e.g. --server-checksum crc32);
+#   --wire-precision float64); SERVER_ARGS (of the server modes, e.g. --server-checksum crc32);
 #   NSPEC, WAVE, BACKEND for a small CPU smoke run; REF (s per frame: skip the reference
 #   benches and use it); PERF (a perf binary: spexd sampled during each mode, its profile by
 #   symbol in $W/perf-MODE.txt; PERF_ALL=1: every process on the host, by process and

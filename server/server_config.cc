@@ -137,14 +137,6 @@ absl::Status FlagCodec<std::optional<core::BackendKind>>::Set(
   return absl::OkStatus();
 }
 
-std::string FlagCodec<core::CudaHostWait>::Show(core::CudaHostWait value) {
-  return std::string(core::Name(value));
-}
-absl::Status FlagCodec<core::CudaHostWait>::Set(const Flag& flag, core::CudaHostWait* value) {
-  SPEXD_ASSIGN_OR_RETURN(*value, core::ParseCudaHostWait(flag));
-  return absl::OkStatus();
-}
-
 std::string FlagCodec<LogLevel>::Show(LogLevel value) {
   switch (value) {
     case LogLevel::kDebug: return "debug";

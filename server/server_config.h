@@ -79,12 +79,6 @@ struct FlagCodec<std::optional<core::BackendKind>> {  // ParseBackendChoice
   static absl::Status Set(const Flag& flag, std::optional<core::BackendKind>* value);
 };
 template <>
-struct FlagCodec<core::CudaHostWait> {  // core::ParseCudaHostWait
-  using Flag = std::string;
-  static Flag Show(core::CudaHostWait value);
-  static absl::Status Set(const Flag& flag, core::CudaHostWait* value);
-};
-template <>
 struct FlagCodec<LogLevel> {  // ParseLogLevel
   using Flag = std::string;
   static Flag Show(LogLevel value);
@@ -186,11 +180,6 @@ struct TokenFileCodec {
   FLAG(cpu_threads, server.workers.cpu_threads,                                                    \
        "host threads of the backends: CPU patches solved at once, CUDA host-side work (0: all"     \
        " cores); spexctl --cpu-threads is the same option for local extraction")                   \
-  FLAG(gpu_host_wait, server.workers.gpu_host_wait,                                                \
-       "how the CUDA backends' host threads wait for the GPU: block (the default: the thread "     \
-       "sleeps, leaving the cores to the host's inflate, decode and writes; "                      \
-       "docs/performance.md), auto (CUDA's choice: spin while there are fewer GPU contexts "       \
-       "than cores), spin or yield")                                                               \
   FLAG(cuda_module, server.workers.cuda_module,                                                    \
        "path of libspexd_cuda.so (default: next to spexd)")                                        \
                                                                                                    \

@@ -89,7 +89,9 @@ absl::StatusOr<std::vector<WorkerBackend>> ChooseBackends(const WorkerOptions& o
   core::BackendOptions bo;
   bo.cuda_module = o.cuda_module;
   bo.cpu_test_faults = o.cpu_test_faults;
-  bo.cuda_host_wait = o.gpu_host_wait;
+  // The host threads sleep while their GPU works: the cores go to the loads' inflate and
+  // decode and the frame files' writes (core::CudaHostWait).
+  bo.cuda_host_wait = core::CudaHostWait::kBlock;
   bo.threads = o.cpu_threads;
   bo.pool = pool;
   *gpu_count = 0;

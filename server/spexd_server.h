@@ -52,8 +52,6 @@ struct WorkerOptions {
   // Tests only: the CPU backends' fault plan (core::BackendOptions::cpu_test_faults), which
   // main reads from $SPEXD_TEST_CPU_FAULTS; no flag carries it.
   std::string cpu_test_faults;
-  // How the CUDA backends' host threads wait for their GPU (core::CudaHostWait).
-  core::CudaHostWait gpu_host_wait = core::CudaHostWait::kBlock;
   // Replaces the backend choice (tests inject slow or failing backends). Called once
   // during warm-up; the reason string is reported as the backend choice.
   std::function<absl::StatusOr<std::vector<std::unique_ptr<core::Backend>>>(std::string* reason)>

@@ -102,7 +102,6 @@ absl::StatusOr<RemoteExtractOptions> RemoteExtractOptionsFromArgs(const ParsedAr
     SPEXD_ASSIGN_OR_RETURN(o.fibers, ParseIntList(*f, "fibers"));
   }
   o.print_snr = args.Has("snr");
-  o.progressive_write = !args.Has("no-progressive-write");
   return o;
 }
 
@@ -145,10 +144,10 @@ absl::StatusOr<v1::ExtractHeader> RequestHeader(const ExtractCommand& cmd,
 
 }  // namespace
 
-bool WritesProgressively(const ExtractCommand& cmd, const RemoteExtractOptions& o) {
+bool WritesProgressively(const ExtractCommand& cmd) {
   // -m's model comes after the last bundle: it keeps the whole-file path. A .gz frame is
   // deflated chunk by chunk as its rows come (core::ProgressiveFrameFile's gzip).
-  return o.progressive_write && !cmd.output.empty() && cmd.model.empty();
+  return !cmd.output.empty() && cmd.model.empty();
 }
 
 absl::StatusOr<RemoteResult> ExtractRemote(SpexdClient& client, const ExtractCommand& cmd,
@@ -284,7 +283,7 @@ std::vector<double> MedianSnrPerFiber(const core::Frame& f) {
 absl::Status RunRemoteExtract(const ExtractCommand& cmd, const RemoteExtractOptions& o) {
   const auto t0 = std::chrono::steady_clock::now();
   SPEXD_ASSIGN_OR_RETURN(std::unique_ptr<SpexdClient> client, SpexdClient::Create(o.client));
-  const bool progressive = WritesProgressively(cmd, o);
+  const bool progressive = WritesProgressively(cmd);
   SPEXD_ASSIGN_OR_RETURN(RemoteResult r, ExtractRemote(*client, cmd, o, progressive));
   // client total: to the end of the stream; write: from there to the files in place.
   const auto t1 = r.stream_end;

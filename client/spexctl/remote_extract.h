@@ -32,9 +32,6 @@ struct RemoteExtractOptions {
   v1::Priority priority = v1::REPROCESSING;
   std::vector<int> bundles, fibers;  // non-empty: ExtractBundles
   bool print_snr = false;
-  // RunRemoteExtract writes a plain .fits -o (no -m) as the bundles arrive;
-  // false (--no-progressive-write): after the stream, from the whole frame. Same bytes.
-  bool progressive_write = true;
 };
 
 absl::StatusOr<RemoteExtractOptions> RemoteExtractOptionsFromArgs(const ParsedArgs& args);
@@ -58,9 +55,9 @@ struct RemoteResult {
 absl::StatusOr<RemoteResult> ExtractRemote(SpexdClient& client, const ExtractCommand& cmd,
                                            const RemoteExtractOptions& options,
                                            bool write_file = false);
-// Whether RunRemoteExtract writes cmd.output progressively (.fits or .fits.gz): no -m,
-// options.progressive_write.
-bool WritesProgressively(const ExtractCommand& cmd, const RemoteExtractOptions& options);
+// Whether RunRemoteExtract writes cmd.output progressively, as the bundles arrive (.fits
+// or .fits.gz): without -m. With -m, after the stream from the whole frame: the same bytes.
+bool WritesProgressively(const ExtractCommand& cmd);
 
 absl::Status RunRemoteExtract(const ExtractCommand& cmd, const RemoteExtractOptions& options);
 

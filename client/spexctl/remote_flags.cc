@@ -48,9 +48,6 @@ const std::vector<FlagSpec>& RemoteExtractFlagSpecs() {
       {"server-checksum", 0, true,
        "sha256|crc32: the checksum of each file the server writes, as printed (default "
        "sha256; crc32, as gzip and zlib.crc32 compute it, costs the server ~8x less)"},
-      {"no-progressive-write", 0, false,
-       "write -o after the stream from the whole frame, not bundle by bundle as the "
-       "bundles arrive (the default for a plain .fits without -m; same bytes)"},
       {"wire-precision", 0, true,
        "float32|float64: arrays streamed for -o (default float32, the file's precision, "
        "same file; float64 with --snr)"},

@@ -9,9 +9,9 @@
 #include <cstring>
 #include <utility>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "core/base/status_macros.h"
+#include "core/io/gzip_name.h"
 
 namespace spexd::client {
 namespace {
@@ -64,7 +64,7 @@ absl::StatusOr<std::unique_ptr<StreamedFrameFile>> StreamedFrameFile::Create(
   std::unique_ptr<StreamedFrameFile> out(new StreamedFrameFile(std::move(file)));
   RemoveOnSignal(out->file_.temporary_name());
   // A .gz file is deflated from the image in memory; a plain one is written without it.
-  const bool gzip = absl::EndsWith(path, ".gz");
+  const bool gzip = core::IsGzipName(path);
   SPEXD_ASSIGN_OR_RETURN(out->layout_, core::ProgressiveFrameFile::Create(
                                            shape, meta, out->file_.fd(), path, options,
                                            /*keep_image=*/gzip, gzip));

@@ -5,7 +5,7 @@
 // SCORES and headers are left before the fsync and rename. The bytes are those that
 // FrameToFits gives for the rebuilt frame (CHECKSUM dates aside), deflated as one gzip
 // member chunk by chunk while the rows come for a .gz path: the whole-file path, kept
-// for -m and --no-progressive-write.
+// for -m (the model comes after the last bundle).
 #ifndef SPEXD_CLIENT_STREAMED_FRAME_FILE_H_
 #define SPEXD_CLIENT_STREAMED_FRAME_FILE_H_
 

@@ -31,18 +31,12 @@ absl::string_view NameOf(E value, const std::pair<E, const char*> (&names)[N]) {
 constexpr std::pair<BackendKind, const char*> kBackendKinds[] = {
     {BackendKind::kCpu, "cpu"}, {BackendKind::kCuda, "cuda"}};
 constexpr std::pair<CudaHostWait, const char*> kHostWaits[] = {
-    {CudaHostWait::kAuto, "auto"},
-    {CudaHostWait::kSpin, "spin"},
-    {CudaHostWait::kYield, "yield"},
-    {CudaHostWait::kBlock, "block"}};
+    {CudaHostWait::kAuto, "auto"}, {CudaHostWait::kBlock, "block"}};
 
 }  // namespace
 
 absl::StatusOr<BackendKind> ParseBackendKind(absl::string_view text) {
   return ParseEnum("backend", text, kBackendKinds);
-}
-absl::StatusOr<CudaHostWait> ParseCudaHostWait(absl::string_view text) {
-  return ParseEnum("GPU host wait", text, kHostWaits);
 }
 absl::string_view Name(BackendKind kind) { return NameOf(kind, kBackendKinds); }
 absl::string_view Name(CudaHostWait wait) { return NameOf(wait, kHostWaits); }

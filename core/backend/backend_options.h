@@ -17,10 +17,12 @@ enum class BackendKind { kCpu, kCuda };
 
 // How a host thread waits for the GPU (the device's scheduling flag, process-wide per
 // device): CUDA's own choice (it spins while the process has fewer contexts than cores),
-// spin, yield, or block on an OS primitive. A spinning waiter holds a core for as long
-// as the GPU works (each CUDA backend waits for most of every batch), which the host's
-// decode, inflate and file writes then lack.
-enum class CudaHostWait { kAuto, kSpin, kYield, kBlock };
+// or block on an OS primitive. Not a user's choice: the server blocks, since a spinning
+// waiter holds a core for as long as the GPU works (each CUDA backend waits for most of
+// every batch), which the host's decode, inflate and file writes then lack
+// (docs/service.md, "Workers"); a backend made alone (spexctl --local, the benchmarks)
+// keeps CUDA's.
+enum class CudaHostWait { kAuto, kBlock };
 
 struct BackendOptions {
   BackendKind kind = BackendKind::kCpu;
@@ -41,10 +43,9 @@ struct BackendOptions {
 
 // Text forms, for flags, environment variables and descriptions:
 //   BackendKind           "cpu" | "cuda"
-//   CudaHostWait          "auto" | "spin" | "yield" | "block"
+//   CudaHostWait          "auto" | "block" (descriptions only)
 // Parse* return INVALID_ARGUMENT naming the accepted values.
 absl::StatusOr<BackendKind> ParseBackendKind(absl::string_view text);
-absl::StatusOr<CudaHostWait> ParseCudaHostWait(absl::string_view text);
 absl::string_view Name(BackendKind kind);
 absl::string_view Name(CudaHostWait wait);
 

@@ -11,7 +11,6 @@
 #include <utility>
 #include <vector>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "core/base/atomic_file.h"
 #include "core/base/parallel_for.h"
@@ -21,6 +20,7 @@
 #include "core/frame/internal/frame_hdus.h"
 #include "core/frame/internal/frame_scores.h"
 #include "core/io/fits_file.h"
+#include "core/io/gzip_name.h"
 #include "core/io/internal/gzip.h"
 
 namespace spexd::core {
@@ -115,13 +115,13 @@ absl::StatusOr<std::string> GzipFitsBytes(absl::string_view fits, TaskPool* pool
 }
 
 absl::StatusOr<std::string> FitsBytesForPath(const std::string& path, std::string fits) {
-  if (!absl::EndsWith(path, ".gz")) return fits;
+  if (!IsGzipName(path)) return fits;
   return GzipFitsBytes(fits);
 }
 
 absl::Status WriteFitsAtomically(const std::string& path, const std::string& fits,
                                  int gzip_threads) {
-  if (!absl::EndsWith(path, ".gz")) return WriteFileAtomically(path, fits);
+  if (!IsGzipName(path)) return WriteFileAtomically(path, fits);
   SPEXD_ASSIGN_OR_RETURN(std::string gz, GzipFitsBytes(fits, nullptr, gzip_threads));
   return WriteFileAtomically(path, gz);
 }

@@ -104,15 +104,15 @@ absl::StatusOr<std::string> ModelToFits(const Frame& frame, const FrameMetadata&
 absl::Status WriteFileAtomically(const std::string& path, const std::string& bytes);
 
 // Writes the bytes of a FITS file to `path` with WriteFileAtomically, gzip-compressed
-// when `path` ends in ".gz" (as CFITSIO, astropy and desispec do for such names). The
+// when `path` is a gzip name (core/io/gzip_name.h: it ends in ".gz"). The
 // CHECKSUM/DATASUM cards stay those of the uncompressed HDUs, as with CFITSIO.
 // `gzip_threads` as GzipFitsBytes's `threads`.
 absl::Status WriteFitsAtomically(const std::string& path, const std::string& fits,
                                  int gzip_threads = 0);
-// The bytes to store for a FITS file at `path`: gzip-compressed when it ends in ".gz",
+// The bytes to store for a FITS file at `path`: gzip-compressed for a gzip name,
 // else `fits` unchanged (for writers with their own atomic write).
 absl::StatusOr<std::string> FitsBytesForPath(const std::string& path, std::string fits);
-// The gzip-compressed bytes of a FITS file, as FitsBytesForPath stores them for a ".gz"
+// The gzip-compressed bytes of a FITS file, as FitsBytesForPath stores them for a gzip
 // name: one gzip member compressed in chunks on up to `threads` threads (<= 0: one a core,
 // HardwareThreads: compression is bound by the cores, not by memory), the caller's and
 // `pool`'s (null: a pool of this call's own), core/io/internal/gzip.h GzipCompress. `fits`

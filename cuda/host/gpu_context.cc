@@ -44,8 +44,6 @@ absl::Status SetHostWait(int device, core::CudaHostWait wait) {
   unsigned flag = 0;
   switch (wait) {
     case core::CudaHostWait::kAuto: return absl::OkStatus();
-    case core::CudaHostWait::kSpin: flag = cudaDeviceScheduleSpin; break;
-    case core::CudaHostWait::kYield: flag = cudaDeviceScheduleYield; break;
     case core::CudaHostWait::kBlock: flag = cudaDeviceScheduleBlockingSync; break;
   }
   SPEXD_CUDA_RETURN_IF_ERROR(cudaSetDeviceFlags(flag));

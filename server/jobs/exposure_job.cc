@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <map>
-#include <set>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -11,7 +10,6 @@
 #include "server/platform/log.h"
 #include "server/platform/metrics.h"
 #include "server/state/psf_cache.h"
-#include "server/jobs/request_validation.h"
 
 namespace spexd::server {
 namespace {
@@ -25,42 +23,6 @@ double Seconds(ExposureRun::Clock::time_point a, ExposureRun::Clock::time_point 
 constexpr unsigned char kSummaryTag = (4 << 3) | 2;
 
 }  // namespace
-
-absl::Status CheckExposureRequest(const v1::ExposureRequest& request) {
-  if (request.frames_size() == 0) {
-    return absl::InvalidArgumentError("an exposure needs at least one frame");
-  }
-  if (request.frames_size() > kMaxExposureFrames) {
-    return absl::InvalidArgumentError(absl::StrCat("an exposure of ", request.frames_size(),
-                                                   " frames is over the limit of ",
-                                                   kMaxExposureFrames, "; split it"));
-  }
-  std::set<std::string> outputs;
-  for (int i = 0; i < request.frames_size(); ++i) {
-    const v1::ExtractHeader& h = request.frames(i);
-    const std::string entry = absl::StrCat("frames[", i, "]: ");
-    if (h.image_case() != v1::ExtractHeader::kServerPath || h.server_path().empty()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          entry, "an exposure's frames are read from server paths (server_path); uploads "
-                 "and CUDA regions go through ExtractFrame"));
-    }
-    if (h.server_output_path().empty()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          entry, "no server_output_path: an exposure's frames are written by the server"));
-    }
-    if (h.has_cuda_output() || h.want_model() || h.bundles_size() > 0 || h.fibers_size() > 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          entry, "an exposure extracts whole frames into files: no cuda_output, want_model, "
-                 "bundles or fibers"));
-    }
-    if (!outputs.insert(h.server_output_path()).second) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          entry, "server_output_path '", core::EchoValue(h.server_output_path()),
-          "' is also an earlier frame's"));
-    }
-  }
-  return absl::OkStatus();
-}
 
 // One frame's call side: keeps the summary, drops the header and bundles (the frame is
 // written by the job), and hands the frame's end to the run. Deletes itself in Finish.
@@ -93,44 +55,6 @@ class ExposureRun::FrameStream final : public ResponseStream {
   const int index_;
   v1::ExtractSummary summary_;
 };
-
-ExposureRun::Frame ExposureRun::CheckFrame(const JobEnvironment& env, v1::ExtractHeader header,
-                                           bool realtime) {
-  Frame f;
-  f.request.header = std::move(header);
-  v1::ExtractHeader& h = f.request.header;
-  h.set_priority(realtime ? v1::REALTIME : v1::REPROCESSING);
-  // The server writes every frame and the exposure reports summaries only: no arrays are
-  // encoded for the stream that the exposure would drop.
-  h.set_results_to_file_only(true);
-  // In ExtractFrame's order (extraction_service.cc, OnHeader), so that a frame gets the
-  // answer it would get alone.
-  absl::StatusOr<DecodedRequest> decoded = CheckRequestAlone(h, /*subset=*/false, env.limits);
-  if (!decoded.ok()) {
-    f.refused = decoded.status();
-    return f;
-  }
-  auto outputs = CheckServerOutputFiles(h, *env.output_roots);
-  if (!outputs.ok()) {
-    f.refused = outputs.status();
-    return f;
-  }
-  f.outputs = *std::move(outputs);
-  auto psf = env.cache->Get(h.psf_id());
-  if (!psf.ok()) {
-    f.refused = psf.status();
-    return f;
-  }
-  f.request.psf = *std::move(psf);
-  auto plan = CheckRequest(decoded->params, *f.request.psf, env.limits);
-  if (!plan.ok()) {
-    f.refused = plan.status();
-    return f;
-  }
-  f.request.plan = *std::move(plan);
-  f.request.bundles = std::move(decoded->bundles);
-  return f;
-}
 
 absl::Status ExposureRun::CheckDistinctOutputs(const std::vector<Frame>& frames) {
   std::map<std::string, std::size_t> first;  // canonical path -> frame
@@ -167,7 +91,7 @@ ExposureRun::ExposureRun(const JobEnvironment& env, Scheduler* scheduler, std::v
       sink_(sink),
       window_(std::max(1, Window(*scheduler))) {
   for (const Frame& f : frames_) {
-    paths_.emplace_back(f.request.header.server_path(), f.request.header.server_output_path());
+    paths_.emplace_back(f.input_path, f.output_path);
   }
 }
 
@@ -210,13 +134,10 @@ void ExposureRun::Fill(Scheduler::Ticket admission) {
       continue;
     }
     JobRequest& request = frames_[static_cast<std::size_t>(index)].request;
-    if (request.header.client_tag().empty()) {
-      request.header.set_client_tag(absl::StrCat(tag_, "#", index));
-    }
+    if (request.client_tag.empty()) request.client_tag = absl::StrCat(tag_, "#", index);
     request.arrived = arrived_;
     request.admitted = Clock::now();
     request.deadline = deadline_;
-    request.subset = false;
     Scheduler::Ticket ticket =
         admission.valid() ? std::move(admission) : scheduler_->ReserveAdmitted(realtime_);
     auto* stream = new FrameStream(shared_from_this(), index);

@@ -28,15 +28,9 @@
 
 namespace spexd::server {
 
-// Frames one ExposureRequest may carry (a DESI exposure has 30).
+// Frames one ExposureRequest may carry (a DESI exposure has 30; CheckExposureRequest,
+// server/rpc/exposure_decode.h).
 inline constexpr int kMaxExposureFrames = 1000;
-
-// The whole-request rules of an ExposureRequest (INVALID_ARGUMENT naming frames[i]): 1 to
-// kMaxExposureFrames frames, each with a server_path input and a server_output_path, no
-// upload, CUDA region, bundle or fibre selection or model stream, and no two frames
-// writing the same output path. What ExtractFrame would refuse for one frame alone is
-// not checked here: that is the frame's own result (ExposureRun::CheckFrame).
-absl::Status CheckExposureRequest(const v1::ExposureRequest& request);
 
 // Where an exposure's results go (the reactor, or a test). FrameResult may be called from
 // several threads at once; Done is called once, after every FrameResult has returned,
@@ -56,16 +50,12 @@ class ExposureRun : public std::enable_shared_from_this<ExposureRun> {
     JobRequest request;
     absl::Status refused;  // not OK: reported as the frame's result, never submitted
     std::vector<std::string> outputs;  // canonical paths of the files it writes (checked)
+    std::string input_path, output_path;  // as requested, for its result
   };
 
   // No two frames of an exposure may write one file, however spelled: INVALID_ARGUMENT
   // for the whole exposure, naming the later frame, before any frame runs.
   static absl::Status CheckDistinctOutputs(const std::vector<Frame>& frames);
-
-  // The checks ExtractFrame makes when its header arrives (parameters, output path, PSF
-  // in the cache, memory estimate), for one frame: the frame with its validated plan and
-  // PSF, or `refused` set. `header.priority` is replaced by `realtime`.
-  static Frame CheckFrame(const JobEnvironment& env, v1::ExtractHeader header, bool realtime);
 
   // Frames in flight per exposure: the scheduler's prefetch bound, plus per worker the
   // frame extracting and those its streaming threads write.

@@ -109,14 +109,8 @@ absl::Status ExtractJob::PrepareStages() {
 
 absl::Status ExtractJob::PrepareGeometry(int height, int width) {
   // Warm geometry for (PSF, grid, image shape).
-  SPEXD_ASSIGN_OR_RETURN(geometry_, env_.cache->GetGeometry(request_.header.psf_id(), request_.psf,
+  SPEXD_ASSIGN_OR_RETURN(geometry_, env_.cache->GetGeometry(request_.psf_id, request_.psf,
                                                             *request_.plan, height, width));
-  const core::PatchPlan& plan = geometry_->plan();
-  if (BundleBytesPerFiber(plan.nwave, plan.ndiag) > MaxPayloadBytes(env_.limits)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "wavelength grid of ", plan.nwave, " bins is too long: one fibre would not fit in a ",
-        env_.limits.max_message_bytes, "-byte message"));
-  }
   return absl::OkStatus();
 }
 
@@ -161,8 +155,8 @@ void ExtractJob::StartHealth(const core::Backend& backend) {
   c.shadow = env_.shadow;
   c.backend = backend.name();
   c.gpu = env_.metrics != nullptr ? env_.metrics->WorkerGpu(worker_) : ServerMetrics::kCpuGpuLabel;
-  c.psf_id = request_.header.psf_id();
-  c.client_tag = request_.header.client_tag();
+  c.psf_id = request_.psf_id;
+  c.client_tag = request_.client_tag;
   c.psf = request_.psf;
   c.plan = plan;
   c.regularize = plan.params().regularize;
@@ -217,7 +211,7 @@ absl::Status ExtractJob::Extract(core::Backend& backend) {
   }
   metrics_.WorkerFrame(worker_, Seconds(run_start_, Clock::now()));
   if (input_.device_input() != nullptr) {
-    metrics_.HandoffBytes("in", static_cast<double>(CudaImageBytes(request_.header.cuda_image())));
+    metrics_.HandoffBytes("in", static_cast<double>(CudaImageBytes(request_.image, request_.cuda)));
   }
   absl::MutexLock lock(&mu_);
   backend_summary_ = *std::move(extracted);
@@ -320,9 +314,9 @@ void ExtractJob::Complete(const absl::Status& status) {
   Log(status.ok() ? LogLevel::kInfo : LogLevel::kWarning, "extract_done",
       {{"request", health.request_id()},
        {"peer", request_.peer},
-       {"tag", request_.header.client_tag()},
+       {"tag", request_.client_tag},
        {"worker", worker_},
-       {"psf", request_.header.psf_id()},
+       {"psf", request_.psf_id},
        {"code", std::string(absl::StatusCodeToString(status.code()))},
        {"error", std::string(status.message())},
        {"bundles", output_.nbundles()},

@@ -71,7 +71,7 @@ class ExtractJob : public Job, public std::enable_shared_from_this<ExtractJob> {
 
   // Prepare's work: input headers, geometry, decode, outputs.
   absl::Status PrepareStages();
-  // The warm geometry for the image's shape; refuses a grid too long for one message.
+  // The warm geometry for the image's shape.
   absl::Status PrepareGeometry(int height, int width);
   // desi_extract_spectra's -f and --barycentric-correction (server/jobs/extract_job_desi.cc):
   // checks the request's FIBERMAP and, with --barycentric-correction, re-plans the request

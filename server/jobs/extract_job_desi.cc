@@ -11,19 +11,19 @@
 namespace spexd::server {
 
 absl::Status ExtractJob::PrepareDesiOptions() {
-  const v1::ExtractHeader& h = request_.header;
+  const std::string& request_fibermap = request_.image.fibermap_fits;
   const core::Psf& psf = *request_.psf;
-  if (!h.fibermap_fits().empty()) {
+  if (!request_fibermap.empty()) {
     // Checked now, by the rule of every frame writer (a streamed frame's is the client):
     // a table with a row for each fibre of the request.
     const core::ExtractionParams& p = request_.plan->params();
-    if (absl::Status s = core::CheckFibermapRows(h.fibermap_fits(), p.specmin, p.nspec); !s.ok()) {
+    if (absl::Status s = core::CheckFibermapRows(request_fibermap, p.specmin, p.nspec); !s.ok()) {
       return absl::InvalidArgumentError(absl::StrCat("request fibermap_fits: ", s.message()));
     }
   }
   core::ExtractionParams params = request_.plan->params();
   std::vector<std::string> image_cards;
-  std::string fibermap = h.fibermap_fits();
+  std::string fibermap = request_fibermap;
   if (params.barycentric_correction) {
     core::PreprocReader* reader = input_.reader();
     if (reader == nullptr) {
@@ -42,6 +42,7 @@ absl::Status ExtractJob::PrepareDesiOptions() {
     // The corrected grid is a new request: validated once more, into its own plan.
     absl::StatusOr<core::ExtractionPlan> plan = core::ExtractionPlan::Create(params, psf);
     if (!plan.ok()) return plan.status();
+    SPEXD_RETURN_IF_ERROR(CheckGridFitsMessage(plan->nwave(), psf.hsizey(), env_.limits));
     request_.plan = *std::move(plan);
   }
   output_.SetBarycentric(*std::move(bary));

@@ -15,12 +15,12 @@ JobInput::JobInput(const JobEnvironment& env, JobRequest& request, std::function
     : env_(env), request_(request), stopped_(std::move(stopped)) {}
 
 absl::Status JobInput::Open() {
-  const v1::ExtractHeader& h = request_.header;
-  in_img_ = h.in_img_name();
-  if (h.has_cuda_image()) {
+  const ImageSource& image = request_.image;
+  in_img_ = image.name;
+  if (image.kind == ImageSource::Kind::kCuda) {
     SPEXD_RETURN_IF_ERROR(OpenDevice());
-    height_ = h.cuda_image().height();
-    width_ = h.cuda_image().width();
+    height_ = image.height;
+    width_ = image.width;
     return absl::OkStatus();
   }
   SPEXD_ASSIGN_OR_RETURN(core::PreprocReader opened, OpenReader());
@@ -31,7 +31,7 @@ absl::Status JobInput::Open() {
 }
 
 absl::StatusOr<core::PreprocReader> JobInput::OpenReader() {
-  const v1::ExtractHeader& h = request_.header;
+  ImageSource& image = request_.image;
   core::PreprocOptions popts;
   popts.mask_policy = request_.plan->params().mask_policy;
   popts.pool = env_.decode_pool;
@@ -40,22 +40,22 @@ absl::StatusOr<core::PreprocReader> JobInput::OpenReader() {
   popts.keep_float32 = env_.float32_planes != nullptr && env_.float32_planes->load();
   const core::FitsSizeLimits limits = FitsLimits(env_.limits);
   absl::StatusOr<core::PreprocReader> reader;
-  if (h.has_server_path()) {
+  if (image.kind == ImageSource::Kind::kServerPath) {
     // CFITSIO reads the confined file through its descriptor (no copy of the bytes);
     // errors name the request's path rather than /proc/self/fd/N.
     SPEXD_ASSIGN_OR_RETURN(DataRoots::OpenFile file,
-                           env_.roots->Open(h.server_path(), env_.limits.max_upload_bytes));
+                           env_.roots->Open(image.server_path, env_.limits.max_upload_bytes));
     if (in_img_.empty()) in_img_ = file.path();
     if (auto id = DataRoots::IdOf(file.fd()); id.ok()) read_files_.push_back(*id);
     if (file.size() == 0) return absl::InvalidArgumentError(absl::StrCat(in_img_, ": empty file"));
     read_name_ = file.proc_path();
-    shown_name_ = h.server_path();
+    shown_name_ = image.server_path;
     reader = core::PreprocReader::Open(read_name_, popts, limits, stopped_);
   } else {
     if (in_img_.empty()) in_img_.assign("upload");
-    if (request_.upload.empty()) return absl::InvalidArgumentError("empty upload");
+    if (image.upload.empty()) return absl::InvalidArgumentError("empty upload");
     // The reader keeps the bytes (gzip ones are replaced by the FITS file they hold).
-    reader = core::PreprocReader::OpenMemory(std::exchange(request_.upload, std::string()),
+    reader = core::PreprocReader::OpenMemory(std::exchange(image.upload, std::string()),
                                              in_img_, popts, limits, stopped_);
   }
   if (!reader.ok()) return Shown(reader.status());
@@ -63,11 +63,11 @@ absl::StatusOr<core::PreprocReader> JobInput::OpenReader() {
 }
 
 absl::Status JobInput::OpenDevice() {
-  const v1::CudaImage& ci = request_.header.cuda_image();
-  const int64_t pixels = static_cast<int64_t>(ci.height()) * ci.width();
+  const ImageSource& ci = request_.image;
+  const int64_t pixels = static_cast<int64_t>(ci.height) * ci.width;
   if (pixels > env_.limits.max_image_pixels) {
     return absl::ResourceExhaustedError(absl::StrCat(
-        "image is ", ci.height(), " x ", ci.width(), " = ", pixels,
+        "image is ", ci.height, " x ", ci.width, " = ", pixels,
         " pixels, over the server's limit of ", env_.limits.max_image_pixels,
         " (--max_image_pixels)"));
   }
@@ -90,7 +90,7 @@ absl::Status JobInput::Decode() {
     image_.emplace(*std::move(decoded));
     SPEXD_RETURN_IF_ERROR(core::CheckImageHasValidPixel(*image_));
   }
-  const std::string& fibermap = request_.header.fibermap_fits();
+  const std::string& fibermap = request_.image.fibermap_fits;
   if (!fibermap.empty()) image_->fibermap_fits = fibermap;  // -f
   return absl::OkStatus();
 }

@@ -49,13 +49,13 @@ absl::Status JobOutput::Prepare(std::shared_ptr<const core::Geometry> geometry,
   fibermap_fits_ = image.fibermap_fits;
   in_img_ = in_img;
   SPEXD_RETURN_IF_ERROR(PrepareHeader(bundles, image));
-  const v1::ExtractHeader& h = request_.header;
+  const OutputTarget& out = request_.output;
   const core::PatchPlan& plan = geometry_->plan();
-  if (!h.server_output_path().empty()) {
+  if (out.any()) {
     ProtectReadFiles(read_files);
-    SPEXD_ASSIGN_OR_RETURN(const std::string frame_path, CheckOutputPath(h.server_output_path()));
-    if (!h.server_model_path().empty()) {
-      SPEXD_ASSIGN_OR_RETURN(const std::string model_path, CheckOutputPath(h.server_model_path()));
+    SPEXD_ASSIGN_OR_RETURN(const std::string frame_path, CheckOutputPath(out.frame.path));
+    if (!out.model.path.empty()) {
+      SPEXD_ASSIGN_OR_RETURN(const std::string model_path, CheckOutputPath(out.model.path));
       // As when the header arrived (CheckServerOutputFiles), should a directory have been
       // swapped for a symlink since.
       if (model_path == frame_path) {
@@ -70,9 +70,9 @@ absl::Status JobOutput::Prepare(std::shared_ptr<const core::Geometry> geometry,
   }
   if (request_.cuda.output != nullptr) {
     SPEXD_ASSIGN_OR_RETURN(core::OutputLayout layout,
-                           CheckCudaOutput(h.cuda_output(), *request_.cuda.output, plan.nspec,
-                                           plan.nwave, plan.ndiag));
-    output_writer_.emplace(request_.cuda.output, static_cast<uint64_t>(h.cuda_output().region().offset()),
+                           CheckCudaOutput(request_.reply.cuda_output_offset, *request_.cuda.output,
+                                           plan.nspec, plan.nwave, plan.ndiag));
+    output_writer_.emplace(request_.cuda.output, static_cast<uint64_t>(request_.reply.cuda_output_offset),
                            layout, plan.specmin);
   }
   // The specmask of an output region needs the assembled frame (spec §2.13), but of
@@ -80,7 +80,7 @@ absl::Status JobOutput::Prepare(std::shared_ptr<const core::Geometry> geometry,
   // the model or FrameProducts (the mask and scores the server computes from its
   // float64 frame) need the rest.
   const bool want_model = request_.plan->params().want_model;
-  const bool file_or_model = want_model || !h.server_output_path().empty();
+  const bool file_or_model = want_model || out.any();
   whole_frame_ = file_or_model || sends_products();
   if (whole_frame_ || output_writer_.has_value()) {
     // FrameProducts' mask and scores need flux and ivar but not the resolution (~100 MB
@@ -101,7 +101,7 @@ absl::Status JobOutput::PrepareHeader(const std::vector<int>& bundles,
                                       const core::PreprocImage& image) {
   // What a client needs to write the desispec frame; the grid is the validated request's.
   v1::FrameHeader header =
-      FrameHeaderToProto(request_.header.psf_id(), geometry_->plan(), bundles, image,
+      FrameHeaderToProto(request_.psf_id, geometry_->plan(), bundles, image,
                          request_.psf->in_psf().value_or(""), RecordedGrid());
   if (bary_.factor != 1.0) {  // --barycentric-correction: the uncorrected grid, and HELIOCOR
     header.mutable_wave()->Assign(bary_.wave.begin(), bary_.wave.end());
@@ -118,13 +118,11 @@ absl::Status JobOutput::PrepareHeader(const std::vector<int>& bundles,
 }
 
 bool JobOutput::float32_arrays() const {
-  return request_.header.array_precision() == v1::ARRAY_FLOAT32 &&
-         !request_.header.results_to_file_only() && !output_writer_.has_value();
+  return request_.reply.float32_arrays && !request_.reply.file_only && !output_writer_.has_value();
 }
 
 bool JobOutput::sends_products() const {
-  return float32_arrays() || (request_.header.want_frame_products() &&
-                              !request_.header.results_to_file_only() &&
+  return float32_arrays() || (request_.reply.frame_products && !request_.reply.file_only &&
                               !output_writer_.has_value());
 }
 
@@ -150,7 +148,7 @@ JobOutput::PreparedBundle JobOutput::PrepareBundle(core::BundleResult&& finished
   // Per Angstrom, as core::ExtractFrame does: the streamed values equal a local run's.
   core::FinalizeBundle(geometry_->dwave(), &b);
   p.usable_bins = core::CountUsableBins(b);
-  if (output_writer_.has_value() || request_.header.results_to_file_only()) {
+  if (output_writer_.has_value() || request_.reply.file_only) {
     // Into the output region, or the server writes the file: the client sees progress.
     p.messages.push_back(EncodeBundleDone(b, seconds));
   } else if (float32_arrays()) {
@@ -247,13 +245,12 @@ absl::Status JobOutput::Finish(const core::ExtractionSummary& backend_summary,
     // FrameHeader's), and the scores are computed on it, as a client computes them.
     if (bary_.factor != 1.0) frame.wave = bary_.wave;
     if (sends_products()) SPEXD_RETURN_IF_ERROR(SendProducts(frame));
-    if (!request_.header.server_output_path().empty()) {
+    if (request_.output.any()) {
       const Clock::time_point t2 = Clock::now();
       SPEXD_RETURN_IF_ERROR(WriteFiles(frame, summary));
       stages_["output_file"] += Seconds(t2, Clock::now());
     }
-    if (request_.header.want_model() && !request_.header.results_to_file_only() &&
-        !frame.model.empty()) {
+    if (request_.reply.stream_model && !frame.model.empty()) {
       SPEXD_RETURN_IF_ERROR(SendModel(std::move(frame.model)));
     }
   }

@@ -12,7 +12,6 @@
 #include <utility>
 
 #include "absl/cleanup/cleanup.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "core/base/status_macros.h"
 #include "core/frame/frame_writer.h"
@@ -45,7 +44,7 @@ absl::StatusOr<std::string> Sha256OfFile(int fd, const std::string& path) {
 }  // namespace
 
 void JobOutput::ProtectReadFiles(const std::vector<DataRoots::FileId>& read_files) {
-  output_policy_.overwrite = request_.header.overwrite();
+  output_policy_.overwrite = request_.output.overwrite;
   // An existing file is compared at the commit (output_files.h), not refused here.
   output_policy_.keep_same = true;
   output_policy_.protected_ = read_files;
@@ -70,7 +69,7 @@ absl::StatusOr<std::string> JobOutput::CheckOutputPath(const std::string& out) {
     auto existing = env_.output_roots->Open(out, env_.limits.max_upload_bytes);
     if (existing.ok()) {
       auto digest = Sha256OfFile(existing->fd(), out);
-      if (digest.ok() && *digest == request_.header.psf_id()) {
+      if (digest.ok() && *digest == request_.psf_id) {
         return absl::InvalidArgumentError(absl::StrCat(
             "output path '", out, "' holds the request's PSF: never overwritten"));
       }
@@ -80,13 +79,12 @@ absl::StatusOr<std::string> JobOutput::CheckOutputPath(const std::string& out) {
 }
 
 core::FrameMetadata JobOutput::FileMetadata() const {
-  const v1::ExtractHeader& h = request_.header;
   const core::Psf& psf = *request_.psf;
   const core::GridRequest& grid = RecordedGrid();
   core::FrameMetadata meta;
   meta.image_header = image_header_;
   meta.fibermap_fits = fibermap_fits_;
-  meta.in_psf = h.in_psf_name().empty() ? psf.source_name() : h.in_psf_name();
+  meta.in_psf = request_.in_psf_name.empty() ? psf.source_name() : request_.in_psf_name;
   meta.in_img = in_img_;
   meta.orig_psf = psf.in_psf().value_or("");
   meta.wmin = grid.wmin;
@@ -113,18 +111,18 @@ absl::Status JobOutput::PrepareProgressiveFile(const std::vector<int>& bundles) 
   shape.nwave = plan.nwave;
   shape.ndiag = plan.ndiag;
   shape.wave = bary_.factor != 1.0 ? bary_.wave : plan.wave;  // the recorded grid
-  auto file = env_.output_roots->CreateOutput(request_.header.server_output_path(), output_policy_);
+  const OutputFile& out = request_.output.frame;
+  auto file = env_.output_roots->CreateOutput(out.path, output_policy_);
   if (!file.ok()) return file.status();
   frame_file_.emplace(*std::move(file));
   core::FitsWriteOptions options;
   options.pool = env_.decode_pool;  // as WriteFiles (and its pages faulted in here, ahead)
   options.image_buffers = env_.file_buffers;
   options.write_pool = env_.file_writes;
-  const std::string& path = request_.header.server_output_path();
   SPEXD_ASSIGN_OR_RETURN(progressive_,
                          core::ProgressiveFrameFile::Create(shape, FileMetadata(), frame_file_->fd(),
-                                                            path, options, /*keep_image=*/true,
-                                                            absl::EndsWith(path, ".gz")));
+                                                            out.path, options, /*keep_image=*/true,
+                                                            out.gzip));
   row_writer_ = std::make_unique<core::FileRowWriter>(progressive_.get(), env_.decode_pool);
   return absl::OkStatus();
 }
@@ -143,7 +141,7 @@ absl::Status JobOutput::FinishProgressiveFile(const core::Frame& frame) {
 }
 
 absl::Status JobOutput::WriteFiles(const core::Frame& frame, v1::ExtractSummary* s) {
-  const v1::ExtractHeader& h = request_.header;
+  const OutputTarget& out = request_.output;
   const core::FrameMetadata meta = FileMetadata();
   // Encoded on the host pool (the loaders' and CPU backends', core::ParallelFor: this
   // thread always takes part, busy threads only slow it down), not on this streaming
@@ -152,9 +150,7 @@ absl::Status JobOutput::WriteFiles(const core::Frame& frame, v1::ExtractSummary*
   write_options.pool = env_.decode_pool;
   // Staged, then committed together: a file already at a name is kept when it is the
   // same frame (a retry), and refuses the request with nothing written when it is not.
-  const FileDigestKind digest = h.output_checksum() == v1::FILE_CHECKSUM_CRC32
-                                    ? FileDigestKind::kCrc32
-                                    : FileDigestKind::kSha256;
+  const FileDigestKind digest = out.checksum;
   OutputFiles files(*env_.output_roots, output_policy_, metrics_, env_.decode_pool, digest);
   // The frame file's descriptor goes with `files`: its writer task stops before, should
   // the request end before the commit has written the rest.
@@ -164,17 +160,17 @@ absl::Status JobOutput::WriteFiles(const core::Frame& frame, v1::ExtractSummary*
   if (progressive_ != nullptr) {
     SPEXD_RETURN_IF_ERROR(FinishProgressiveFile(frame));
     // Its bytes stay in memory (progressive_) for the hash and a comparison.
-    files.StageWritten(h.server_output_path(), *std::move(frame_file_), progressive_->pieces(),
+    files.StageWritten(out.frame, *std::move(frame_file_), progressive_->pieces(),
                        progressive_->stored_pieces(),
                        [file = progressive_.get()] { return file->WriteRest(); });
     frame_file_.reset();
   } else {
     SPEXD_ASSIGN_OR_RETURN(std::string fits, core::FrameToFits(frame, meta, write_options));
-    SPEXD_RETURN_IF_ERROR(files.Stage(h.server_output_path(), std::move(fits)));
+    SPEXD_RETURN_IF_ERROR(files.Stage(out.frame, std::move(fits)));
   }
-  if (!h.server_model_path().empty()) {
+  if (!out.model.path.empty()) {
     SPEXD_ASSIGN_OR_RETURN(std::string fits, core::ModelToFits(frame, meta, write_options));
-    SPEXD_RETURN_IF_ERROR(files.Stage(h.server_model_path(), std::move(fits)));
+    SPEXD_RETURN_IF_ERROR(files.Stage(out.model, std::move(fits)));
   }
   const absl::Status committed = files.CommitAll();
   stages_["output_file_commit"] += files.commit_seconds();

@@ -1,5 +1,6 @@
 // The data an extraction job is made of, apart from the job itself (extract_job.h): the
-// request as admitted, the server state it runs with and the call it answers. The job's
+// request as admitted (its values, request_values.h, decoded from the wire once by
+// server/rpc/request_decode.h: no job reads a request message), the server state it runs with and the call it answers. The job's
 // stages (job_input.h, job_output.h), the exposure job and the services use them without
 // the ExtractJob that includes those stages, so no header of a stage includes back.
 #ifndef SPEXD_SERVER_JOB_TYPES_H_
@@ -20,9 +21,9 @@
 #include "core/plan/extraction_params.h"
 #include "server/jobs/cuda_request.h"
 #include "server/jobs/proto_convert.h"
+#include "server/jobs/request_values.h"
 #include "server/jobs/service_limits.h"
 #include "server/platform/data_roots.h"
-#include "spexd/v1/spexd.pb.h"
 
 namespace spexd::server {
 
@@ -66,14 +67,18 @@ struct JobEnvironment {
 };
 
 struct JobRequest {
-  v1::ExtractHeader header;
+  std::string psf_id;
+  std::string in_psf_name;  // what the frame file records as the PSF; empty: its source
+  std::string client_tag;
+  bool realtime = false;
+  ImageSource image;
+  OutputTarget output;
+  ReplyOptions reply;
   // The parameters, validated once when the header arrived, with their grid
-  // (server/jobs/request_validation.h); never re-validated downstream.
+  // (server/rpc/request_decode.h); never re-validated downstream.
   std::optional<core::ExtractionPlan> plan;
   std::vector<int> bundles;  // selected plan bundles; empty: all
-  bool subset = false;  // ExtractBundles: header must select bundles or fibres
   std::shared_ptr<const core::Psf> psf;  // held from admission: eviction cannot race
-  std::string upload;                    // image bytes when uploaded
   CudaRequestRegions cuda;               // CUDA regions it names, held until the job ends
   std::string peer;                      // for logs
   std::chrono::steady_clock::time_point arrived;   // call started

@@ -3,7 +3,6 @@
 #include <chrono>
 #include <utility>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "core/base/parallel_for.h"
 #include "core/base/status_macros.h"
@@ -20,20 +19,21 @@ OutputFiles::OutputFiles(const DataRoots& roots, DataRoots::WritePolicy policy,
   policy_.keep_same = true;  // an existing file is decided on in CommitAll
 }
 
-absl::Status OutputFiles::Stage(const std::string& requested, std::string fits) {
-  const bool gz = absl::EndsWith(requested, ".gz");
+absl::Status OutputFiles::Stage(const OutputFile& file, std::string fits) {
+  const std::string& requested = file.path;
+  const bool gz = file.gzip;
   std::string stored, held;
   if (gz) {
     SPEXD_ASSIGN_OR_RETURN(stored, core::GzipFitsBytes(fits, pool_));
     // The compressed bytes differ from write to write (the checksum dates): a file found
-    // at a .gz name is compared inflated, with these (kept, not copied).
+    // at a gzip file's name is compared inflated, with these (kept, not copied).
     if (!policy_.overwrite) held = std::move(fits);
   } else {
     stored = std::move(fits);
   }
   SPEXD_ASSIGN_OR_RETURN(DataRoots::PendingOutput pending,
                          roots_.CreateOutput(requested, policy_));
-  auto f = std::make_unique<File>(requested, std::move(pending));
+  auto f = std::make_unique<File>(file, std::move(pending));
   f->stored = std::move(stored);
   f->fits = std::move(held);
   f->stored_pieces = {absl::string_view(f->stored)};
@@ -53,11 +53,11 @@ absl::Status OutputFiles::Stage(const std::string& requested, std::string fits) 
   return absl::OkStatus();
 }
 
-void OutputFiles::StageWritten(const std::string& requested, DataRoots::PendingOutput pending,
+void OutputFiles::StageWritten(const OutputFile& file, DataRoots::PendingOutput pending,
                                std::vector<absl::string_view> pieces,
                                std::vector<absl::string_view> stored,
                                std::function<absl::Status()> write) {
-  auto f = std::make_unique<File>(requested, std::move(pending));
+  auto f = std::make_unique<File>(file, std::move(pending));
   f->pieces = std::move(pieces);
   f->stored_pieces = std::move(stored);
   f->write = std::move(write);
@@ -67,7 +67,7 @@ void OutputFiles::StageWritten(const std::string& requested, DataRoots::PendingO
 
 DataRoots::PendingOutput::SameCheck OutputFiles::SameAs(File& f) {
   return [this, &f](int fd) -> absl::Status {
-    auto existing = MatchExistingOutput(fd, f.pieces, f.requested, digest_);
+    auto existing = MatchExistingOutput(fd, f.pieces, f.requested, f.gzip, digest_);
     if (!existing.ok()) return existing.status();
     f.result.bytes = existing->bytes;
     f.result.digest = std::move(existing->digest);

@@ -24,6 +24,12 @@
 
 namespace spexd::server {
 
+// One file the server writes: its requested path and whether it is stored gzip-compressed.
+struct OutputFile {
+  std::string path;  // empty: not written
+  bool gzip = false;
+};
+
 class OutputFiles {
  public:
   // What the reply says of one file (the summary's server_output_* / server_model_*).
@@ -40,19 +46,18 @@ class OutputFiles {
   OutputFiles(const DataRoots& roots, DataRoots::WritePolicy policy, JobMetrics& metrics,
               core::TaskPool* pool, FileDigestKind digest = FileDigestKind::kSha256);
 
-  // Stages the FITS file `fits` at `requested` (gzip-compressed for a .gz name, as
-  // core::FitsBytesForPath writes it): its temporary created and written, its digest
+  // Stages the FITS file `fits` at `file` (gzip-compressed when the file is): its temporary created and written, its digest
   // computed beside the write. Without overwrite the uncompressed bytes are held until
   // CommitAll, to compare a file found at the name with them.
-  absl::Status Stage(const std::string& requested, std::string fits);
+  absl::Status Stage(const OutputFile& file, std::string fits);
   // Stages a file already written into `pending` (the progressive frame file): `pieces`,
   // its uncompressed FITS bytes in order (what a file found at the name is compared
-  // with), and `stored`, the bytes written (the gzip member of a .gz name, else the same),
+  // with), and `stored`, the bytes written (the gzip member of a gzip file, else the same),
   // both borrowed until CommitAll returns; `stored` is hashed beside its commit.
   // `write` (if any) finishes writing `stored` into `pending`: CommitAll runs it just
   // before the commit, beside the digest, which reads the same bytes from memory (a
   // .gz member's write and its SHA-256 then take the time of the longer, not of both).
-  void StageWritten(const std::string& requested, DataRoots::PendingOutput pending,
+  void StageWritten(const OutputFile& file, DataRoots::PendingOutput pending,
                     std::vector<absl::string_view> pieces, std::vector<absl::string_view> stored,
                     std::function<absl::Status()> write = nullptr);
 
@@ -67,11 +72,13 @@ class OutputFiles {
 
  private:
   struct File {
-    File(std::string r, DataRoots::PendingOutput p) : requested(std::move(r)), pending(std::move(p)) {}
+    File(const OutputFile& t, DataRoots::PendingOutput p)
+        : requested(t.path), gzip(t.gzip), pending(std::move(p)) {}
     std::string requested;
+    bool gzip;
     DataRoots::PendingOutput pending;
     std::string stored;  // the bytes on disk (Stage), or empty (StageWritten)
-    std::string fits;    // the uncompressed FITS of a .gz name, held to compare
+    std::string fits;    // the uncompressed FITS of a gzip file, held to compare
     std::vector<absl::string_view> pieces;  // the uncompressed FITS, as compared
     std::vector<absl::string_view> stored_pieces;  // the bytes written, as digested
     std::function<absl::Status()> write;  // StageWritten's: before the commit

@@ -7,7 +7,6 @@
 #include <cstring>
 #include <memory>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "core/base/error_text.h"
 #include "core/io/fits_same_content.h"
@@ -27,8 +26,7 @@ absl::Status Different(const std::string& path, absl::string_view why) {
 
 absl::StatusOr<ExistingOutput> MatchExistingOutput(
     int fd, const std::vector<absl::string_view>& expected_fits, const std::string& path,
-    FileDigestKind kind) {
-  const bool gzip = absl::EndsWith(path, ".gz");  // as core::FitsBytesForPath writes it
+    bool gzip, FileDigestKind kind) {
   auto comparer = core::StoredFitsComparer::Create(expected_fits, gzip, path);
   if (!comparer.ok()) {
     return absl::InternalError(absl::StrCat("cannot compare with the existing output: ",

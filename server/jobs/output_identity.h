@@ -20,13 +20,13 @@ namespace spexd::server {
 // What the reply says of a file kept in place: as the first reply said of it.
 struct ExistingOutput {
   int64_t bytes = 0;   // its size on disk
-  std::string digest;  // of its bytes on disk (gzip-compressed for .gz), hex
+  std::string digest;  // of its bytes on disk (gzip-compressed for a gzip file), hex
 };
 
 // Compares the file open at `fd` (read from offset 0 with pread, in 1 MiB blocks: memory
 // stays bounded whatever the file holds) with `expected_fits`, the uncompressed FITS file
-// about to be written to `path` (gzip-compressed on disk when `path` ends in .gz, as
-// core::FitsBytesForPath writes it). The descriptor is the caller's
+// about to be written to `path` (gzip-compressed on disk when `gzip`, as the request's
+// output target says, OutputFile). The descriptor is the caller's
 // (DataRoots::PendingOutput::KeepExisting: confined, O_NOFOLLOW, a regular file).
 // A plain file of another size, or a gzip file far larger than the frame, is different
 // before any read. Returns the file's size and `kind` digest when it is the same frame;
@@ -35,7 +35,7 @@ struct ExistingOutput {
 // INTERNAL when the file cannot be read or `expected_fits` is not a FITS file.
 absl::StatusOr<ExistingOutput> MatchExistingOutput(
     int fd, const std::vector<absl::string_view>& expected_fits, const std::string& path,
-    FileDigestKind kind);
+    bool gzip, FileDigestKind kind);
 
 }  // namespace spexd::server
 

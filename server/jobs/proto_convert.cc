@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <bit>
-#include <set>
 
 #include "absl/strings/str_cat.h"
 #include "core/base/float_convert.h"
@@ -95,35 +94,18 @@ WireMessage EncodeResponse(const v1::ExtractResponse& message) {
   return m;
 }
 
-absl::StatusOr<std::vector<int>> SelectBundles(const v1::ExtractHeader& header, int specmin,
-                                               int nspec, int bundlesize) {
-  if (header.bundles_size() > 0 && header.fibers_size() > 0) {
-    return absl::InvalidArgumentError("set bundles or fibers, not both");
-  }
-  const int nbundles = bundlesize > 0 ? nspec / bundlesize : 0;
-  // 64-bit end: specmin + nspec must not wrap.
-  const int64_t fiber_end = static_cast<int64_t>(specmin) + nspec;
-  std::set<int> chosen;
-  for (int b : header.bundles()) {
-    if (b < 0 || b >= nbundles) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "bundle ", b, " is outside the plan's bundles [0, ", nbundles, ")"));
-    }
-    chosen.insert(b);
-  }
-  for (int f : header.fibers()) {
-    if (f < specmin || f >= fiber_end) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "fibre ", f, " is outside the requested range [", specmin, ", ", fiber_end, ")"));
-    }
-    chosen.insert((f - specmin) / bundlesize);
-  }
-  return std::vector<int>(chosen.begin(), chosen.end());
-}
-
 std::size_t BundleBytesPerFiber(int nwave, int ndiag) {
   // flux, ivar, chi2pix, pixmask_fraction, 2*ndiag+1 diagonals (float64) + failed flags.
   return static_cast<std::size_t>(nwave) * ((4 + 2 * static_cast<std::size_t>(ndiag) + 1) * 8 + 1);
+}
+
+absl::Status CheckGridFitsMessage(int nwave, int ndiag, const ServiceLimits& limits) {
+  if (BundleBytesPerFiber(nwave, ndiag) <= MaxPayloadBytes(limits)) return absl::OkStatus();
+  const std::size_t longest = MaxPayloadBytes(limits) / BundleBytesPerFiber(1, ndiag);
+  return absl::InvalidArgumentError(absl::StrCat(
+      "wavelength grid of ", nwave, " bins is too long for this server: one fibre's "
+      "row must fit a ", limits.max_message_bytes, "-byte message (--max_message_bytes), "
+      "which holds at most ", longest, " bins with this PSF (HSIZEY ", ndiag, ")"));
 }
 
 namespace {

@@ -21,13 +21,6 @@
 
 namespace spexd::server {
 
-// Plan bundle indices selected by ExtractHeader.bundles / .fibers (ascending, unique)
-// for the fibres [specmin, specmin + nspec) in bundles of `bundlesize` (validated
-// parameters). Empty input selects every bundle (returns an empty vector, core's "all").
-// INVALID_ARGUMENT for indices or fibres outside the plan, or both lists set.
-absl::StatusOr<std::vector<int>> SelectBundles(const v1::ExtractHeader& header, int specmin,
-                                               int nspec, int bundlesize);
-
 // One serialized ExtractResponse (protobuf wire format) as a sequence of byte ranges,
 // so that the large arrays of a bundle reach the transport without being copied into
 // protobuf messages first: small framing (tags, lengths, scalar fields) is owned here,
@@ -82,6 +75,13 @@ WireMessage EncodeModelChunk(std::shared_ptr<const std::vector<double>> model, s
 
 // Payload bytes one fibre contributes to a BundleData message.
 std::size_t BundleBytesPerFiber(int nwave, int ndiag);
+
+// One fibre's row of a bundle goes in one message: a grid of `nwave` bins with `ndiag`
+// (the PSF's HSIZEY) whose row exceeds the message limit could never be sent.
+// INVALID_ARGUMENT naming the longest grid this server sends (docs/service.md,
+// "Parameters"). The one check of that limit, for the request's plan and for a plan
+// made again on a corrected grid.
+absl::Status CheckGridFitsMessage(int nwave, int ndiag, const ServiceLimits& limits);
 
 void CountsToProto(const core::PatchCounts& counts, v1::PatchCounts* out);
 

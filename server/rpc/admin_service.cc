@@ -14,7 +14,7 @@
 #include "server/platform/log.h"
 #include "server/platform/metrics.h"
 #include "server/jobs/proto_convert.h"
-#include "server/jobs/request_validation.h"
+#include "server/rpc/request_decode.h"
 #include "server/state/psf_cache.h"
 #include "server/state/scheduler.h"
 #include "server/platform/status_util.h"

@@ -72,7 +72,6 @@ struct Args {
   int prefetch = 0;  // frames read and decoded ahead per worker (server --prefetch; 0: its default)
   int streamers = 0;       // server --streamers_per_worker (0: its default)
   int backends_per_gpu = 0;  // server --backends_per_gpu (0: its default)
-  std::string host_wait = "block";  // server --gpu_host_wait (its default)
   std::string out_dir;     // where the frame files are written ("": the bench's temp dir)
   bool one_job = false;    // submit the exposure as one ExtractExposure call
   int64_t psf_cache_bytes = int64_t{64} << 30;  // host bytes; room for an exposure
@@ -112,8 +111,6 @@ absl::StatusOr<Args> Parse(int argc, char** argv) {
       a.streamers = std::max(0, n);
     } else if (num && k == "--backends-per-gpu") {
       a.backends_per_gpu = std::max(0, n);
-    } else if (k == "--host-wait") {
-      a.host_wait = v;
     } else if (num && k == "--one-job") {
       a.one_job = n != 0;
     } else if (num && k == "--passes") {
@@ -402,9 +399,6 @@ int main(int argc, char** argv) {
   so.scheduling.prefetch = args.prefetch;
   so.scheduling.streamers_per_worker = args.streamers;
   so.workers.backends_per_gpu = args.backends_per_gpu;
-  auto wait = core::ParseCudaHostWait(args.host_wait);
-  if (!wait.ok()) return Fail("--host-wait", wait.status());
-  so.workers.gpu_host_wait = *wait;
   // As spexd's main: another build's module for an A/B (cuda/host/diagnostics.h).
   if (const char* module = std::getenv("SPEXD_CUDA_MODULE")) so.workers.cuda_module = module;
   auto srv = server::SpexdServer::Start(so);

@@ -1,5 +1,5 @@
-// The GPU host-wait choices (core::CudaHostWait, spexd --gpu_host_wait) only change how a
-// host thread waits: each one is taken by the device (GpuContext reads the flag back and
+// The GPU host waits (core::CudaHostWait: spexd blocks, a backend made alone keeps CUDA's
+// choice) only change how a host thread waits: each one is taken by the device (GpuContext reads the flag back and
 // refuses a driver that kept another) and gives the very same spectra. Label "gpu": skips
 // without a device.
 #include <memory>
@@ -58,8 +58,7 @@ TEST(CudaHostWait, EveryChoiceIsTakenAndGivesTheSameSpectra) {
   ASSERT_TRUE(base.ok()) << base.status();
   ASSERT_EQ(base->size(), 2u);
   // Block last: the flag is the device's, and the binary's later tests then run with it.
-  for (core::CudaHostWait w : {core::CudaHostWait::kSpin, core::CudaHostWait::kYield,
-                               core::CudaHostWait::kBlock}) {
+  for (core::CudaHostWait w : {core::CudaHostWait::kBlock}) {
     auto run = Extract(w, job, &description);
     ASSERT_TRUE(run.ok()) << core::Name(w) << ": " << run.status();
     EXPECT_NE(description.find(absl::StrCat("host wait ", core::Name(w))), std::string::npos)

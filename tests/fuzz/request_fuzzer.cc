@@ -1,6 +1,6 @@
 // libFuzzer target: request validation, from the bytes of an ExtractHeader to a patch plan
-// and the selected bundles, as the server does it (server/jobs/request_validation.h:
-// CheckHeaderFields, CheckRequestAlone, CheckRequest with the default limits; then
+// and the selected bundles, as the server does it (server/rpc/request_decode.h:
+// CheckHeaderFields, DecodeRequest, CheckRequest with the default limits; then
 // core::Geometry::Create for an r-camera CCD). Every input must give a plan or an error
 // status: never a crash, UB, a hang or a huge allocation.
 #include <cstddef>
@@ -10,7 +10,7 @@
 
 #include "core/plan/geometry.h"
 #include "core/io/psf.h"
-#include "server/jobs/request_validation.h"
+#include "server/rpc/request_decode.h"
 #include "spexd/v1/spexd.pb.h"
 
 namespace {
@@ -33,9 +33,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!spexd::server::CheckHeaderFields(header).ok()) return 0;
   const spexd::server::ServiceLimits limits;
   const bool subset = header.bundles_size() > 0 || header.fibers_size() > 0;
-  auto decoded = spexd::server::CheckRequestAlone(header, subset, limits);
+  auto decoded = spexd::server::DecodeRequest(header, subset, limits);
   if (!decoded.ok()) return 0;
-  const std::vector<int>& bundles = decoded->bundles;
+  const std::vector<int>& bundles = decoded->request.bundles;
   auto params = spexd::server::CheckRequest(decoded->params, *TestPsf(), limits);
   if (!params.ok()) return 0;
   // Accepted requests must plan: the checks above are meant to leave nothing for

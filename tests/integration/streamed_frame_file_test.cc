@@ -1,6 +1,6 @@
 // spexctl's frame file written while the spectra stream in (client::
-// StreamedFrameFile): byte for byte the file of the whole-file path (--no-progressive-write)
-// over float32 and float64 wires, a subset of bundles, without scores; and neither the
+// StreamedFrameFile): byte for byte the file of the whole-file path (taken with -m, the
+// model written beside) over float32 and float64 wires, a subset of bundles, without scores; and neither the
 // output nor a temporary is left after a server error mid-stream, an interrupted spexctl
 // or a file dropped uncommitted.
 #include <signal.h>
@@ -82,12 +82,21 @@ std::unique_ptr<server::SpexdServer> ServerWith(Wrap wrap) {
 
 class StreamedFrameFileTest : public ::testing::Test {
  protected:
-  void SetUp() override { out_ = MakeTempDir(); }
+  void SetUp() override {
+    out_ = MakeTempDir();
+    models_ = MakeTempDir();
+  }
   std::string Args(const server::SpexdServer& s) const {
     return absl::StrCat("extract -i ", Inputs().frame_path, " -p ", Inputs().psf_copy,
                         " -w 5760.0,5800.0,0.8 -n 50 -q --retries 1 --server 127.0.0.1:", s.port());
   }
-  std::string out_;
+  // spexctl writes -o after the stream, from the whole frame, when -m asks for the model
+  // too: the reference the streamed file is compared with. The model goes to models_.
+  std::string WholeFile(const std::string& output) const {
+    const std::string name = std::filesystem::path(output).filename().string();
+    return absl::StrCat(" -m ", models_, "/model-", name, " -o ", output);
+  }
+  std::string out_, models_;
 };
 
 TEST_F(StreamedFrameFileTest, SameBytesAsTheWholeFilePath) {
@@ -115,7 +124,7 @@ TEST_F(StreamedFrameFileTest, SameBytesAsTheWholeFilePath) {
     ASSERT_EQ(a.code, 0) << a.output;
     EXPECT_NE(a.output.find("(rows while streaming)"), std::string::npos) << a.output;
     const CliRun b =
-        Spexctl(absl::StrCat(Args(*server), " ", c.flags, " --no-progressive-write -o ", whole));
+        Spexctl(absl::StrCat(Args(*server), " ", c.flags, WholeFile(whole)));
     ASSERT_EQ(b.code, 0) << b.output;
     EXPECT_NE(b.output.find("(whole file)"), std::string::npos) << b.output;
     ExpectSameButChecksumDates(whole, streamed);
@@ -148,7 +157,7 @@ TEST_F(StreamedFrameFileTest, BundlesInSeveralPartsGiveTheSameBytes) {
     const CliRun a = Spexctl(absl::StrCat(args, " -v -o ", streamed));
     ASSERT_EQ(a.code, 0) << a.output;
     EXPECT_NE(a.output.find("(rows while streaming)"), std::string::npos) << a.output;
-    const CliRun b = Spexctl(absl::StrCat(args, " --no-progressive-write -o ", whole));
+    const CliRun b = Spexctl(absl::StrCat(args, WholeFile(whole)));
     ASSERT_EQ(b.code, 0) << b.output;
     ExpectSameButChecksumDates(whole, streamed);
   }
@@ -166,7 +175,7 @@ TEST_F(StreamedFrameFileTest, GzipOutputInflatesToTheWholeFilePathsBytes) {
     ASSERT_EQ(a.code, 0) << a.output;
     EXPECT_NE(a.output.find("(rows while streaming)"), std::string::npos) << a.output;
     const CliRun b =
-        Spexctl(absl::StrCat(Args(*server), " ", flags, " --no-progressive-write -o ", whole));
+        Spexctl(absl::StrCat(Args(*server), " ", flags, WholeFile(whole)));
     ASSERT_EQ(b.code, 0) << b.output;
     EXPECT_NE(b.output.find("(whole file)"), std::string::npos) << b.output;
     const std::string gz = ReadBytes(streamed);

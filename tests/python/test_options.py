@@ -214,6 +214,20 @@ class CommandLineTest(unittest.TestCase):
             self.assertEqual(out.returncode, 1, bad)
             self.assertIn("startup_failed", out.stdout + out.stderr, bad)
 
+    def test_options_that_only_chose_how_the_same_bytes_are_made_are_gone(self):
+        # One path per behaviour: the progressive frame file is spexctl's only way to write
+        # -o without -m, and spexd's GPU host threads always block while the GPU works.
+        _, spexd_names = spexd_flags()
+        self.assertNotIn("gpu_host_wait", spexd_names)
+        out = run(SPEXD, "--gpu_host_wait=spin", "--listen=127.0.0.1:0", "--metrics_listen=")
+        self.assertNotEqual(out.returncode, 0)
+        _, spexctl_names, _ = spexctl_flags()
+        self.assertNotIn(norm("no-progressive-write"), spexctl_names)
+        out = run(SPEXCTL, "extract", "--no-progressive-write", "-i", "x.fits", "-p", "p.fits",
+                  "-o", "f.fits", "--server", "127.0.0.1:1")
+        self.assertEqual(out.returncode, 2, out.stdout + out.stderr)
+        self.assertIn("no-progressive-write", out.stdout + out.stderr)
+
     def test_spexctl_help(self):
         out = run(SPEXCTL, "--help")
         self.assertEqual(out.returncode, 0)

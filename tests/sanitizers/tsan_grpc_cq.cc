@@ -4,8 +4,8 @@
 // see), so without this every hand-over between the thread that starts a read, write or
 // finish (grpc::internal::Call::PerformOps) and the thread that runs its completion (a
 // reactor's OnReadDone, OnWriteDone, ..., or a sync call's return) looked like a race:
-// e.g. ExtractReactor::Submit sets phase_ and starts a read, and the next OnReadDone,
-// on another thread, reads phase_.
+// e.g. ExtractReactor::Submit, its request reader's phase set, starts a read, and the
+// next OnReadDone, on another thread, reads that phase.
 //
 // Linked only into the executables of a -DSPEXD_SANITIZE=thread build, which define and
 // export these functions (CMakeLists.txt), so that gRPC's own calls (libgrpc++) bind to

@@ -18,7 +18,7 @@
 #include "core/base/task_pool.h"
 #include "gtest/gtest.h"
 #include "server/state/psf_cache.h"
-#include "server/jobs/request_validation.h"
+#include "server/rpc/request_decode.h"
 #include "tests/server/extract_job_fakes.h"
 #include "tests/synthetic_frames.h"
 #include "tests/test_support.h"
@@ -68,22 +68,21 @@ class ExtractJobTest : public ::testing::Test {
     return h;
   }
 
-  JobRequest Request(v1::ExtractHeader header) {
-    JobRequest r;
-    r.header = std::move(header);
+  // The header decoded as the server's edge decodes it (server/rpc/request_decode.h).
+  JobRequest Request(const v1::ExtractHeader& header) {
+    // ExtractBundles' rule for a header that selects bundles or fibres, else ExtractFrame's.
+    const bool subset = header.bundles_size() > 0 || header.fibers_size() > 0;
+    auto decoded = DecodeRequest(header, subset, env_.limits);
+    EXPECT_TRUE(decoded.ok()) << decoded.status();
+    if (!decoded.ok()) return JobRequest();
+    JobRequest r = decoded->request;
     auto psf = cache_.Get(psf_id_);
     EXPECT_TRUE(psf.ok()) << psf.status();
     r.psf = *psf;
-    // ExtractBundles' rule for a header that selects bundles or fibres, else ExtractFrame's.
-    const bool subset = r.header.bundles_size() > 0 || r.header.fibers_size() > 0;
-    auto decoded = CheckRequestAlone(r.header, subset, env_.limits);
-    EXPECT_TRUE(decoded.ok()) << decoded.status();
-    if (!decoded.ok()) return r;
-    r.bundles = decoded->bundles;
     auto params = CheckRequest(decoded->params, *r.psf, env_.limits);
     EXPECT_TRUE(params.ok()) << params.status();
     if (params.ok()) r.plan = *params;
-    r.upload = *frame_bytes_;
+    r.image.upload = *frame_bytes_;
     r.arrived = r.admitted = Clock::now();
     return r;
   }
@@ -425,7 +424,7 @@ TEST_F(ExtractJobTest, BadImagesEndTheCallInPrepare) {
     FakeStream stream(cancel_);
     FakeBackend backend(FakeBackend::Mode::kAll);
     JobRequest request = Request(Header());
-    request.upload = "SIMPLE  =                    T / not really a FITS file";
+    request.image.upload = "SIMPLE  =                    T / not really a FITS file";
     EXPECT_FALSE(RunJob(std::move(request), backend, stream));
     EXPECT_EQ(stream.status().code(), absl::StatusCode::kInvalidArgument) << stream.status();
     EXPECT_TRUE(stream.messages().empty());

@@ -1,4 +1,5 @@
 #include "server/jobs/proto_convert.h"
+#include "server/rpc/request_decode.h"
 
 #include <cstring>
 #include <memory>

@@ -112,7 +112,7 @@ TEST(ServerConfigTest, EveryFlagReadsItsDefaultBackAsTheMembersDefault) {
   SPEXD_SERVER_FLAGS(SPEXD_CHECK_FLAG, SPEXD_CHECK_FLAG_AS)
 #undef SPEXD_CHECK_FLAG
 #undef SPEXD_CHECK_FLAG_AS
-  EXPECT_EQ(flags, 37);  // every flag of spexd but --config (docs/service.md's table)
+  EXPECT_EQ(flags, 36);  // every flag of spexd but --config (docs/service.md's table)
   EXPECT_TRUE(names.count("listen") && names.count("auth_token_file") && names.count("log_level"));
 }
 
@@ -131,11 +131,6 @@ TEST(ServerConfigTest, TextFlagsReadAndShowTheirMembers) {
   ASSERT_TRUE(FlagCodec<std::optional<core::BackendKind>>::Set("cuda", &backend).ok());
   EXPECT_EQ(FlagCodec<std::optional<core::BackendKind>>::Show(backend), "cuda");
   EXPECT_EQ(FlagCodec<std::optional<core::BackendKind>>::Show(std::nullopt), "auto");
-  core::CudaHostWait wait = core::CudaHostWait::kBlock;
-  ASSERT_TRUE(FlagCodec<core::CudaHostWait>::Set("yield", &wait).ok());
-  EXPECT_EQ(wait, core::CudaHostWait::kYield);
-  EXPECT_EQ(FlagCodec<core::CudaHostWait>::Show(core::CudaHostWait::kBlock), "block");
-  EXPECT_FALSE(FlagCodec<core::CudaHostWait>::Set("sleep", &wait).ok());
   LogLevel level = LogLevel::kInfo;
   EXPECT_THAT(FlagCodec<LogLevel>::Set("banana", &level).message(),
               HasSubstr("--log_level must be debug, info, warning or error"));

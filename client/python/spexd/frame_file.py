@@ -199,6 +199,13 @@ def _write_atomically(path, data):
         raise
 
 
+def is_gzip_name(path):
+    """Whether a FITS file named `path` is stored gzip-compressed: its name ends in ".gz",
+    compared as written ("x.fits.GZ" is plain). The rule of the server, spexctl and
+    core::IsGzipName (core/io/gzip_name.h); tests/data/gzip_names.tsv holds both to it."""
+    return str(path).endswith(".gz")
+
+
 def _encode(hdul, path):
     from astropy.io.fits.verify import VerifyWarning
 
@@ -209,7 +216,7 @@ def _encode(hdul, path):
         warnings.filterwarnings("ignore", "Card is too long", VerifyWarning)
         hdul.writeto(buf, checksum=True)
     data = buf.getvalue()
-    if str(path).endswith(".gz"):
+    if is_gzip_name(path):
         data = gzip.compress(data, mtime=0)
     return data
 

@@ -1,12 +1,14 @@
-// The header checks of server/request_validation and the
+// The header checks of server/rpc/request_decode and the
 // bounded status messages of server/status_util.
-#include "server/jobs/request_validation.h"
+#include "server/rpc/request_decode.h"
 
 #include <climits>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "core/base/error_text.h"
 #include "gtest/gtest.h"
+#include "server/jobs/proto_convert.h"
 #include "server/platform/status_util.h"
 #include "tests/test_support.h"
 
@@ -24,7 +26,7 @@ v1::ExtractHeader SmallHeader() {
   return h;
 }
 
-TEST(RequestValidationTest, HeaderFieldsHaveBounds) {
+TEST(RequestDecodeTest, HeaderFieldsHaveBounds) {
   EXPECT_TRUE(CheckHeaderFields(SmallHeader()).ok());
   v1::ExtractHeader h = SmallHeader();
   h.set_priority(static_cast<v1::Priority>(99));
@@ -44,20 +46,20 @@ TEST(RequestValidationTest, HeaderFieldsHaveBounds) {
   EXPECT_EQ(CheckHeaderFields(h).code(), absl::StatusCode::kInvalidArgument);
 }
 
-// The header decoded once (CheckRequestAlone), then planned against the PSF
+// The header decoded once (DecodeRequest), then planned against the PSF
 // (CheckRequest): what each stage refuses, and the selection the job gets.
 absl::StatusOr<core::ExtractionPlan> DecodeAndPlan(const v1::ExtractHeader& h,
                                                    const core::Psf& psf,
                                                    const ServiceLimits& limits,
                                                    std::vector<int>* bundles) {
   const bool subset = h.bundles_size() > 0 || h.fibers_size() > 0;
-  absl::StatusOr<DecodedRequest> decoded = CheckRequestAlone(h, subset, limits);
+  absl::StatusOr<DecodedRequest> decoded = DecodeRequest(h, subset, limits);
   if (!decoded.ok()) return decoded.status();
-  *bundles = decoded->bundles;
+  *bundles = decoded->request.bundles;
   return CheckRequest(decoded->params, psf, limits);
 }
 
-TEST(RequestValidationTest, ParametersAndSelectionsCheckedAgainstThePsf) {
+TEST(RequestDecodeTest, ParametersAndSelectionsCheckedAgainstThePsf) {
   std::shared_ptr<const core::Psf> psf = testing::LoadBundledPsf();
   ASSERT_NE(psf, nullptr);
   ServiceLimits limits;
@@ -83,7 +85,7 @@ TEST(RequestValidationTest, ParametersAndSelectionsCheckedAgainstThePsf) {
   EXPECT_EQ(bundles, (std::vector<int>{0, 1}));
   // The decoded parameters carry the header's model request (ExtractHeader.want_model).
   h.set_want_model(true);
-  absl::StatusOr<DecodedRequest> decoded = CheckRequestAlone(h, /*subset=*/true, limits);
+  absl::StatusOr<DecodedRequest> decoded = DecodeRequest(h, /*subset=*/true, limits);
   ASSERT_TRUE(decoded.ok()) << decoded.status();
   EXPECT_TRUE(decoded->params.want_model);
   EXPECT_EQ(decoded->params.nspec, 50);
@@ -94,7 +96,71 @@ TEST(RequestValidationTest, ParametersAndSelectionsCheckedAgainstThePsf) {
   EXPECT_NE(over.status().message().find("--max_request_bytes"), std::string::npos);
 }
 
-TEST(RequestValidationTest, EchoedValuesAndStatusMessagesAreBounded) {
+// The header's fields become the typed values the job reads: the image source, one
+// output target (paths, compression, checksum, overwrite, model) and the reply options.
+TEST(RequestDecodeTest, TheHeaderBecomesTypedValues) {
+  ServiceLimits limits;
+  v1::ExtractHeader h = SmallHeader();
+  h.set_priority(v1::REALTIME);
+  h.set_client_tag("night-1");
+  h.set_in_img_name("preproc-r0.fits");
+  h.set_in_psf_name("psf-r0.fits");
+  h.set_server_output_path("/out/frame-r0.fits.gz");
+  h.set_server_model_path("/out/model-r0.fits");
+  h.set_output_checksum(v1::FILE_CHECKSUM_CRC32);
+  h.set_overwrite(true);
+  h.set_results_to_file_only(true);
+  h.set_want_model(true);
+  absl::StatusOr<DecodedRequest> decoded = DecodeRequest(h, /*subset=*/false, limits);
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  const JobRequest& r = decoded->request;
+  EXPECT_EQ(r.psf_id, h.psf_id());
+  EXPECT_TRUE(r.realtime);
+  EXPECT_EQ(r.client_tag, "night-1");
+  EXPECT_EQ(r.in_psf_name, "psf-r0.fits");
+  EXPECT_EQ(r.image.kind, ImageSource::Kind::kServerPath);
+  EXPECT_EQ(r.image.server_path, "/data/frame.fits");
+  EXPECT_EQ(r.image.name, "preproc-r0.fits");
+  EXPECT_EQ(r.output.frame.path, "/out/frame-r0.fits.gz");
+  EXPECT_TRUE(r.output.frame.gzip);
+  EXPECT_EQ(r.output.model.path, "/out/model-r0.fits");
+  EXPECT_FALSE(r.output.model.gzip);
+  EXPECT_EQ(r.output.checksum, FileDigestKind::kCrc32);
+  EXPECT_TRUE(r.output.overwrite);
+  EXPECT_TRUE(r.reply.file_only);
+  EXPECT_FALSE(r.reply.stream_model);  // the model goes to its file only
+  EXPECT_TRUE(decoded->params.want_model);
+
+  v1::ExtractHeader upload = SmallHeader();
+  upload.set_upload_size(1000);
+  upload.set_array_precision(v1::ARRAY_FLOAT32);
+  upload.set_want_model(true);
+  decoded = DecodeRequest(upload, /*subset=*/false, limits);
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  EXPECT_EQ(decoded->request.image.kind, ImageSource::Kind::kUpload);
+  EXPECT_FALSE(decoded->request.realtime);
+  EXPECT_FALSE(decoded->request.output.any());
+  EXPECT_EQ(decoded->request.output.checksum, FileDigestKind::kSha256);
+  EXPECT_TRUE(decoded->request.reply.float32_arrays);
+  EXPECT_TRUE(decoded->request.reply.stream_model);
+}
+
+// A grid too long for one message is refused once, by one check with one message, both
+// for the request's plan and for a plan made again on a corrected grid.
+TEST(RequestDecodeTest, AGridTooLongForOneMessageHasOneMessage) {
+  ServiceLimits limits;
+  limits.max_message_bytes = 1 << 20;
+  const std::size_t per_bin = BundleBytesPerFiber(1, 4);
+  const int longest = static_cast<int>(MaxPayloadBytes(limits) / per_bin);
+  EXPECT_TRUE(CheckGridFitsMessage(longest, 4, limits).ok());
+  absl::Status over = CheckGridFitsMessage(longest + 1, 4, limits);
+  EXPECT_EQ(over.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(over.message().find(absl::StrCat("at most ", longest, " bins")), std::string::npos)
+      << over.message();
+  EXPECT_NE(over.message().find("--max_message_bytes"), std::string::npos);
+}
+
+TEST(RequestDecodeTest, EchoedValuesAndStatusMessagesAreBounded) {
   const std::string big(1 << 20, 'q');
   const std::string echo = core::EchoValue(big);
   EXPECT_LT(echo.size(), 200u);

@@ -283,7 +283,7 @@ bool InPatch(const core::PatchPlan& plan, const core::PatchDesc& d, const core::
 // kernels, but a batched library call (cuSOLVER's potrf, where the device's shared memory
 // does not hold the tiled factor) may
 // pick another algorithm for a batch of one, so the bound is the CPU-parity tolerance
-// (tests/cuda/cuda_backend_fixture.h): FLUX and IVAR within 1e-10 of each spectrum's
+// (tests/cuda/host/cuda_backend_fixture.h): FLUX and IVAR within 1e-10 of each spectrum's
 // maximum, RESOLUTION 1e-10 absolute. A retry at the wrong regularisation differs by far
 // more (about the regularisation relative to the normal matrix's diagonal), and a retry
 // that did not run leaves zeros. Returns the patch's bins; `worst` gets the largest

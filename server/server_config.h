@@ -5,7 +5,7 @@
 // --config file's keys name, config_file.h, and which --help lists) and into the one
 // function that reads them; the text-to-value parsers and the one validation live here,
 // so that every refusal reads the same and is unit tested
-// (tests/server/server_config_test.cc). Nothing here reads a flag or the environment
+// (tests/server/top/server_config_test.cc). Nothing here reads a flag or the environment
 // (docs/design.md: flags only next to main).
 #ifndef SPEXD_SERVER_SERVER_CONFIG_H_
 #define SPEXD_SERVER_SERVER_CONFIG_H_

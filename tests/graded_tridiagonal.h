@@ -1,6 +1,6 @@
 // Graded tridiagonal matrices and a long-double reference for their eigenvalues: the
 // eigen-solvers' relative accuracy on T shaped like the decorrelation's reduced core
-// blocks (tests/cuda/tridiag_eigen_test.cc, tests/core/cpu/lane_eigen_test.cc).
+// blocks (tests/cuda/kernels/tridiag_eigen_test.cc, tests/core/cpu/lane_eigen_test.cc).
 #ifndef SPEXD_TESTS_GRADED_TRIDIAGONAL_H_
 #define SPEXD_TESTS_GRADED_TRIDIAGONAL_H_
 

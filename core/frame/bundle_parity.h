@@ -26,7 +26,7 @@ struct ParityTolerances {
   // Ill-conditioned patches (spec "Decisions": next to large fully masked areas or cut
   // at the CCD's top edge) are where float64 rounding alone moves the answer by ~1e-6:
   // the CPU backend's own outputs move that much when ivar changes by 2 ulp. Their bins
-  // get `envelope` on the same scales (flux, ivar, R), as tests/cuda/backend_parity.h
+  // get `envelope` on the same scales (flux, ivar, R), as tests/cuda/host/backend_parity.h
   // judges them (kIllConditionedBar); chi2pix is not compared there. A patch counts as
   // ill-conditioned when either side's condition estimate is above `ill_conditioned`:
   // float64 rounding (1.1e-16) amplified by the condition reaches the 1e-10 bar near 1e6.

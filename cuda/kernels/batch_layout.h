@@ -1,7 +1,7 @@
 // Host-side layout of one run of patches through the batched dense algebra: run entries
 // (patch -> workspace slot), and the pointer arrays and shapes of every batched cuBLAS
 // call. Pure C++ on integer addresses, so the index arithmetic is unit-tested on
-// the host (tests/cuda/batch_layout_test.cc replays the calls with a naive GEMM).
+// the host (tests/cuda/kernels/batch_layout_test.cc replays the calls with a naive GEMM).
 //
 // Algorithm (extraction-spec §2.9–2.10, "Decisions": C's diagonal blocks may come from
 // the Cholesky factor). Unknowns are blocked by spectrum (nt = nwavetot per block,

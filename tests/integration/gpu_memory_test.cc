@@ -2,7 +2,7 @@
 // made-up device ledger): ListPsfs attributes each backend's per-geometry bytes to the
 // PSF, spexd_gpu_memory_bytes sums them per device, and a PSF leaving the cache (UnloadPsf
 // or eviction) is released in every worker's backend. The real CUDA accounting is tested
-// in tests/cuda/cuda_memory_test.cc.
+// in tests/cuda/host/cuda_memory_test.cc.
 #include <algorithm>
 #include <atomic>
 #include <chrono>

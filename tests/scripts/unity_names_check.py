@@ -30,7 +30,8 @@ SKIP = {"main", "operator"}
 COMMON_HEADERS = ["tests/*.h"]
 BINARIES = {
     "spexd_core_tests": (["tests/core/**/*_test.cc"], COMMON_HEADERS),
-    "spexd_server_tests": (["tests/server/*_test.cc"], COMMON_HEADERS + ["tests/server/*.h"]),
+    "spexd_server_tests": (["tests/server/**/*_test.cc"],
+                           COMMON_HEADERS + ["tests/server/**/*.h"]),
     "spexd_integration_tests": (["tests/integration/*_test.cc"],
                                 COMMON_HEADERS + ["tests/integration/*.h"]),
     "spexd_client_tests": (["tests/client/*_test.cc"], COMMON_HEADERS),

@@ -30,7 +30,7 @@
 #include "core/io/psf.h"
 #include "core/plan/geometry.h"
 #include "gtest/gtest.h"
-#include "tests/cuda/backend_parity.h"
+#include "tests/cuda/host/backend_parity.h"
 #include "tests/synthetic_frames.h"
 #include "tests/test_support.h"
 

@@ -292,7 +292,7 @@ bool InPatch(const core::PatchPlan& plan, const core::PatchDesc& d, const core::
 // run of one patch instead of the batch. Bit-identical is expected from spexd's own
 // kernels, but a batched library call (cuBLAS's batched GEMMs) may pick another algorithm
 // for a batch of one, so the bound is the CPU-parity tolerance
-// (tests/cuda/cuda_backend_fixture.h): FLUX and IVAR within 1e-10 of each spectrum's
+// (tests/cuda/host/cuda_backend_fixture.h): FLUX and IVAR within 1e-10 of each spectrum's
 // maximum, RESOLUTION 1e-10 absolute. A retry at the wrong regularisation differs by far
 // more (about the regularisation relative to the normal matrix's diagonal), and a retry
 // that did not run leaves zeros. Returns the patch's bins; `worst` gets the largest

@@ -9,8 +9,8 @@
 #include "core/frame/bundle_parity.h"
 #include "core/frame/health_summary.h"
 #include "gtest/gtest.h"
-#include "tests/cuda/backend_parity.h"
-#include "tests/cuda/cuda_backend_fixture.h"
+#include "tests/cuda/host/backend_parity.h"
+#include "tests/cuda/host/cuda_backend_fixture.h"
 #include "tests/test_support.h"
 
 namespace spexd::testing {

@@ -19,7 +19,7 @@
 #include "gtest/gtest.h"
 #include "server/state/psf_cache.h"
 #include "server/rpc/request_decode.h"
-#include "tests/server/extract_job_fakes.h"
+#include "tests/server/jobs/extract_job_fakes.h"
 #include "tests/synthetic_frames.h"
 #include "tests/test_support.h"
 

@@ -1,4 +1,4 @@
-#include "tests/cuda/backend_parity.h"
+#include "tests/cuda/host/backend_parity.h"
 
 #include <gtest/gtest.h>
 

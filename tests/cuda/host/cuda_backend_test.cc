@@ -8,8 +8,8 @@
 #include "core/frame/extraction_result.h"
 #include "core/io/preproc.h"
 #include "gtest/gtest.h"
-#include "tests/cuda/backend_parity.h"
-#include "tests/cuda/cuda_backend_fixture.h"
+#include "tests/cuda/host/backend_parity.h"
+#include "tests/cuda/host/cuda_backend_fixture.h"
 #include "tests/test_support.h"
 
 namespace spexd::testing {

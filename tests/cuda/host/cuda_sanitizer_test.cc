@@ -3,8 +3,8 @@
 #include <string>
 
 #include "gtest/gtest.h"
-#include "tests/cuda/backend_parity.h"
-#include "tests/cuda/cuda_backend_fixture.h"
+#include "tests/cuda/host/backend_parity.h"
+#include "tests/cuda/host/cuda_backend_fixture.h"
 
 namespace spexd::testing {
 namespace {

@@ -15,7 +15,7 @@
 #include "core/io/psf.h"
 #include "gtest/gtest.h"
 #include "server/platform/status_util.h"
-#include "tests/server/null_backend.h"
+#include "tests/server/state/null_backend.h"
 #include "tests/test_support.h"
 
 namespace spexd::server {

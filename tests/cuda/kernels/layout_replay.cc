@@ -1,4 +1,4 @@
-#include "tests/cuda/layout_replay.h"
+#include "tests/cuda/kernels/layout_replay.h"
 
 #include <algorithm>
 #include <cmath>

@@ -9,7 +9,7 @@
 #include "absl/synchronization/mutex.h"
 #include "gtest/gtest.h"
 #include "server/state/scheduler.h"
-#include "tests/server/null_backend.h"
+#include "tests/server/state/null_backend.h"
 
 namespace spexd::server {
 namespace {

@@ -12,7 +12,7 @@
 
 #include "core/plan/patch_plan.h"
 #include "gtest/gtest.h"
-#include "tests/cuda/layout_replay.h"
+#include "tests/cuda/kernels/layout_replay.h"
 
 namespace spexd::cuda {
 namespace {

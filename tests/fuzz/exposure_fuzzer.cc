@@ -1,0 +1,75 @@
+// libFuzzer target: `spexctl exposure`'s frame list (client/spexctl/remote_exposure.h,
+// ParseFrameList), then the server's checks of the ExposureRequest the client would send.
+// The input's first line is the command line's frame flags (applied to every frame), the
+// rest the frame list. Every input must give entries or an error naming FILE:LINE: never a
+// crash, UB or a hang; and a list the client accepts must not be refused whole by the
+// server (CheckExposureRequest), since the client refuses a bad list before sending. Each
+// frame then goes through the server's checks of a header alone (CheckHeaderFields,
+// CheckRequestAlone); a frame they refuse is that frame's result, not an error here.
+#include <cstddef>
+#include <cstdint>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_split.h"
+#include "client/spexctl/remote_exposure.h"
+#include "server/jobs/exposure_job.h"
+#include "server/jobs/request_validation.h"
+#include "server/jobs/service_limits.h"
+
+namespace {
+
+// A fibermap flag makes the parser read that file; a fuzzed path could name a FIFO or
+// /dev/zero. Such inputs are skipped: the file reader has its own targets.
+bool NamesAFile(const std::vector<std::string>& tokens) {
+  for (const std::string& t : tokens) {
+    if (t == "-f" || absl::StartsWith(t, "--fibermap")) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const std::string input(reinterpret_cast<const char*>(data), size);
+  const std::size_t eol = input.find('\n');
+  const std::string first = input.substr(0, eol);
+  const std::string list = eol == std::string::npos ? "" : input.substr(eol + 1);
+  const std::vector<std::string> common =
+      absl::StrSplit(first, absl::ByAnyChar(" \t"), absl::SkipEmpty());
+  const std::vector<std::string> all =
+      absl::StrSplit(input, absl::ByAnyChar(" \t\n\r\v\f"), absl::SkipEmpty());
+  if (NamesAFile(all)) return 0;
+
+  auto entries = spexd::client::ParseFrameList(list, "frames.txt", common);
+  if (!entries.ok()) {
+    if (entries.status().code() != absl::StatusCode::kInvalidArgument) __builtin_trap();
+    return 0;
+  }
+  if (entries->empty()) __builtin_trap();  // an empty list is an error, not zero frames
+  spexd::v1::ExposureRequest request;
+  int last_line = 0;
+  std::set<std::string> outputs;
+  for (const spexd::client::ExposureEntry& e : *entries) {
+    if (e.line <= last_line) __builtin_trap();  // one entry per line, in order
+    last_line = e.line;
+    const spexd::v1::ExtractHeader& h = e.header;
+    if (h.server_path().empty() || h.server_output_path().empty() || e.psf.empty()) {
+      __builtin_trap();
+    }
+    if (!outputs.insert(h.server_output_path()).second) __builtin_trap();
+    spexd::v1::ExtractHeader sent = h;
+    sent.set_psf_id(std::string(64, 'a'));  // RunExposure sets the loaded PSF's id
+    *request.add_frames() = sent;
+  }
+  if (request.frames_size() > spexd::server::kMaxExposureFrames) return 0;
+  if (!spexd::server::CheckExposureRequest(request).ok()) __builtin_trap();
+  const spexd::server::ServiceLimits limits;
+  for (const spexd::v1::ExtractHeader& h : request.frames()) {
+    if (!spexd::server::CheckHeaderFields(h).ok()) continue;
+    (void)spexd::server::CheckRequestAlone(h, /*subset=*/false, limits);
+  }
+  return 0;
+}

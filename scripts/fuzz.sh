@@ -11,7 +11,8 @@
 #                                           random (.ci/run)
 #   scripts/fuzz.sh --merge [TARGET...]     minimises the committed corpus together with what
 #                                           campaigns added (libFuzzer -merge=1 into a fresh
-#                                           directory) and replaces tests/fuzz/corpus/<target>
+#                                           directory: the smallest inputs that reach every
+#                                           edge) and replaces tests/fuzz/corpus/<target>
 #
 # The committed corpus (tests/fuzz/corpus/<target>/) is where every run starts; new inputs
 # go to ${FUZZ_WORK:-build-fuzz/corpus}/<target>, never into the repository, until --merge
@@ -75,7 +76,9 @@ if [[ $mode == merge ]]; then
     fresh=$(mktemp -d "$BUILD_DIR/merge-$t.XXXXXX")
     mkdir -p "$WORK/$t"
     # shellcheck disable=SC2046
-    "$BUILD_DIR/tests/fuzz/${t}_fuzzer" -merge=1 $(flags "$t") "$fresh" "$corpus" "$WORK/$t" \
+    # -use_counters=0: an input is kept for an edge it reaches first, not for reaching a
+    # known edge more often; that keeps the committed corpus to a few MB.
+    "$BUILD_DIR/tests/fuzz/${t}_fuzzer" -merge=1 -use_counters=0 $(flags "$t") "$fresh" "$corpus" "$WORK/$t" \
       >"$BUILD_DIR/merge-$t.log" 2>&1 || { tail -30 "$BUILD_DIR/merge-$t.log"; exit 1; }
     rm -f "$corpus"/*
     cp "$fresh"/* "$corpus"/
@@ -114,7 +117,7 @@ run_target() {
   # shellcheck disable=SC2046
   time { "$bin" "${budget[@]}" $(flags "$t") -print_final_stats=1 \
     -artifact_prefix="$BUILD_DIR/artifacts/${t}-" "$WORK/$t" "$corpus" >"$log" 2>&1 || status=$?; }
-  grep -E '^#[0-9]+[[:space:]]+DONE|^stat::(number_of_executed_units|peak_rss_mb|new_units_added)' "$log" || true
+  grep -a -E '^#[0-9]+[[:space:]]+DONE|^stat::(number_of_executed_units|peak_rss_mb|new_units_added)' "$log" || true
   if [[ $status -ne 0 ]]; then
     tail -60 "$log"
     echo "fuzz $t: FAILED (exit $status); input in $BUILD_DIR/artifacts/"

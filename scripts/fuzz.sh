@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets (tests/fuzz/) with clang (ASan + UBSan) in build-fuzz/ and,
 # for each, replays its regression inputs, then fuzzes it from its committed corpus (every
-# corpus input runs first). Targets: preproc psf compressed gzip request upload config exposure (default all).
+# corpus input runs first). Targets: gzip compressed preproc psf request exposure config
+# upload (default all, in that order: the slowest first, so that FUZZ_JOBS keeps every
+# core busy to the end).
 #
 #   scripts/fuzz.sh [SECONDS] [TARGET...]   a campaign: each target fuzzes for SECONDS
 #                                           (default 30), one after the other
@@ -23,7 +25,7 @@
 # tests/fuzz/regressions/<target>/ with the fix.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-ALL=(preproc psf compressed gzip request upload config exposure)
+ALL=(gzip compressed preproc psf request exposure config upload)
 # Longest input per target: the FITS readers need whole 2880-byte records (the largest
 # seed is 11 records); the text and protobuf targets' inputs are short, and a smaller bound
 # keeps each input cheap and the corpus small.

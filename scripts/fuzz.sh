@@ -10,8 +10,9 @@
 #   FUZZ_RUNS=N scripts/fuzz.sh [TARGET...] N inputs per target (the corpus included) from a
 #                                           fixed seed (FUZZ_SEED, 1) without address
 #                                           randomisation: the same inputs on every run with
-#                                           the same compiler and corpus, so CI cannot turn
-#                                           red at random (.ci/run)
+#                                           the same compiler and corpus (gzip's coverage
+#                                           follows its threads), so CI cannot turn red at
+#                                           random (.ci/run)
 #   scripts/fuzz.sh --merge [TARGET...]     minimises the committed corpus together with what
 #                                           campaigns added (libFuzzer -merge=1 into a fresh
 #                                           directory: the smallest inputs that reach every
@@ -21,7 +22,7 @@
 # go to ${FUZZ_WORK:-build-fuzz/corpus}/<target>, never into the repository, until --merge
 # takes what adds coverage. Growing it: `scripts/fuzz.sh 1800 && scripts/fuzz.sh --merge`,
 # then commit tests/fuzz/corpus (docs/reliability.md §2). FUZZ_JOBS=N runs N targets at a
-# time (each libFuzzer process is single-threaded; CI uses its 2 cores). A crash leaves its
+# time (libFuzzer fuzzes on one thread; CI uses its 2 cores). A crash leaves its
 # input in build-fuzz/artifacts/ and fails the script; commit it to
 # tests/fuzz/regressions/<target>/ with the fix.
 set -euo pipefail

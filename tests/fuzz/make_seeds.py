@@ -1,7 +1,9 @@
 #!/usr/bin/python3
-"""Writes the small seed corpora of the fuzz targets (committed; run again only to change
-them). Seeds are cut from the test data: the PSF keeps 2 of its 500 fibres, the preproc
-frames are tiny IMAGE/IVAR/MASK/FIBERMAP files in the layout of a DESI preproc file.
+"""Writes the seeds the fuzz targets' corpora started from, and the request target's PSF
+(data/). Seeds are cut from the test data: the PSF keeps 2 of its 500 fibres, the preproc
+frames are tiny IMAGE/IVAR/MASK/FIBERMAP files in the layout of a DESI preproc file. Run
+again only to change them: `scripts/fuzz.sh --merge` then keeps those that add coverage
+to the committed corpus (named by their SHA-1 there).
 Needs Debian's python3-astropy: run with /usr/bin/python3."""
 import pathlib
 import numpy as np
@@ -127,6 +129,8 @@ def hostile_gzip_seeds():
 
 
 def main():
+    # The request target's PSF: two bundles of 25 fibres, a tenth of a camera's planning work.
+    small_psf(50).writeto(here / "data" / "psf-r0-50fibres.fits", overwrite=True)
     small_psf(2).writeto(corpus / "psf" / "psf-r0-2fibres.fits", overwrite=True)
     small_psf(1).writeto(corpus / "psf" / "psf-r0-1fibre.fits", overwrite=True)
     small_preproc(6, 5, False, True, np.float32).writeto(

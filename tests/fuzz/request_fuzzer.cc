@@ -2,7 +2,9 @@
 // and the selected bundles, as the server does it (server/rpc/request_decode.h:
 // CheckHeaderFields, DecodeRequest, CheckRequest with the default limits; then
 // core::Geometry::Create for an r-camera CCD). Every input must give a plan or an error
-// status: never a crash, UB, a hang or a huge allocation.
+// status: never a crash, UB, a hang or a huge allocation. The PSF is the test PSF cut to its
+// first 50 fibres (make_seeds.py): two bundles of the default size, so that an accepted
+// request plans a tenth of a camera's fibres and the target runs ten times as many inputs.
 #include <cstddef>
 #include <cstdint>
 #include <memory>

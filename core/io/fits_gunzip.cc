@@ -12,6 +12,7 @@
 #include <new>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "core/base/status_macros.h"
 #include "core/io/internal/fits_stream_check.h"
@@ -27,6 +28,10 @@ constexpr int64_t kMaxClaimRatio = 16;
 // Output per step: the first small (a stream that is not FITS is refused after it, having
 // cost no more), then up to 4 MiB (~7 ms of one core) between checks and polls.
 constexpr std::size_t kFirstStep = std::size_t{64} << 10;
+// The most output held before the primary header has passed: the longest header allowed,
+// one record past it (where the check refuses it) and a step.
+constexpr std::size_t kMaxHead =
+    static_cast<std::size_t>(internal::kMaxHeaderRecords + 1) * kFitsBlock + kFirstStep;
 constexpr std::size_t kStep = std::size_t{4} << 20;
 // Compressed bytes read from a descriptor at a time.
 constexpr std::size_t kReadPiece = std::size_t{4} << 20;
@@ -38,9 +43,10 @@ std::size_t RoundUpToBlock(std::size_t n) { return (n + kBlock - 1) / kBlock * k
 class FitsInflation {
  public:
   FitsInflation(const std::string& name, const FitsSizeLimits& limits, const StopFn& stop,
-                PlaneBufferPool* buffers, int64_t gz_bytes, uint32_t isize)
+                PlaneBufferPool* buffers, const HduHeaderCheck& hdu_check, int64_t gz_bytes,
+                uint32_t isize)
       : name_(name), limits_(limits), stop_(stop), buffers_(buffers), decoder_(name),
-        check_(name, limits, stop), claim_(WholeInflateCapacity(gz_bytes, isize, limits)),
+        check_(name, limits, hdu_check), claim_(WholeInflateCapacity(gz_bytes, isize, limits)),
         gz_bytes_(gz_bytes),
         // Room for a file at the limit and one block more, so that output past the
         // limit is seen (and refused) rather than left undecoded.
@@ -62,14 +68,19 @@ class FitsInflation {
       }
       char* out = nullptr;
       std::size_t room = 0;
-      if (block_.empty()) {  // the first step: into a small buffer of its own
+      if (block_.empty()) {
+        // Until the primary header has passed: into a buffer of its own, 64 KiB (a stream
+        // that is not FITS is refused within it), then as long as the longest header
+        // allowed and a step more (the header check refuses a longer one).
         if (head_.empty()) head_.resize(kFirstStep);
+        if (head_.size() == size_) {
+          if (head_.size() >= kMaxHead) {  // the header check refuses such a header first
+            return absl::InternalError(absl::StrCat(name_, ": primary header longer than allowed"));
+          }
+          head_.resize(kMaxHead);
+        }
         out = head_.data() + size_;
         room = head_.size() - size_;
-        if (room == 0) {
-          SPEXD_RETURN_IF_ERROR(TakeBlock());
-          continue;
-        }
       } else {
         if (block_.size() - size_ < kBlock) SPEXD_RETURN_IF_ERROR(Grow());
         out = block_.data() + size_;
@@ -82,6 +93,9 @@ class FitsInflation {
       size_ += n;
       SPEXD_RETURN_IF_ERROR(check_.Advance(view()));
       if (check_.trailing()) size_ = check_.parsed();
+      if (block_.empty() && check_.primary_passed() && !check_.trailing()) {
+        SPEXD_RETURN_IF_ERROR(TakeBlock());
+      }
     }
     return absl::OkStatus();
   }
@@ -187,8 +201,8 @@ int64_t WholeInflateCapacity(int64_t gz_bytes, uint32_t isize, const FitsSizeLim
 
 absl::StatusOr<InflatedFits> InflateFits(absl::string_view gz, const std::string& name,
                                          const FitsSizeLimits& limits, const StopFn& stop,
-                                         PlaneBufferPool* buffers) {
-  FitsInflation inflation(name, limits, stop, buffers, static_cast<int64_t>(gz.size()),
+                                         PlaneBufferPool* buffers, const HduHeaderCheck& hdu_check) {
+  FitsInflation inflation(name, limits, stop, buffers, hdu_check, static_cast<int64_t>(gz.size()),
                           GzipTrailerSize(gz));
   SPEXD_RETURN_IF_ERROR(inflation.Feed(gz));
   return inflation.Finish();
@@ -201,7 +215,7 @@ absl::StatusOr<std::string> GunzipFits(absl::string_view gz, const std::string& 
 
 absl::StatusOr<InflatedFits> InflateFitsFd(int fd, const std::string& name,
                                            const FitsSizeLimits& limits, const StopFn& stop,
-                                           PlaneBufferPool* buffers) {
+                                           PlaneBufferPool* buffers, const HduHeaderCheck& hdu_check) {
   const off_t start = lseek(fd, 0, SEEK_CUR), end = lseek(fd, 0, SEEK_END);
   uint32_t isize = 0;
   char tail[4];
@@ -210,7 +224,7 @@ absl::StatusOr<InflatedFits> InflateFitsFd(int fd, const std::string& name,
   }
   if (start >= 0) lseek(fd, start, SEEK_SET);
   const int64_t gz_bytes = start >= 0 && end >= start ? end - start : 0;
-  FitsInflation inflation(name, limits, stop, buffers, gz_bytes, isize);
+  FitsInflation inflation(name, limits, stop, buffers, hdu_check, gz_bytes, isize);
   std::vector<char> buf(kReadPiece);
   for (;;) {
     const ssize_t n = read(fd, buf.data(), buf.size());
@@ -227,6 +241,10 @@ absl::StatusOr<InflatedFits> InflateFitsFd(int fd, const std::string& name,
 absl::StatusOr<std::string> GunzipFitsFd(int fd, const std::string& name,
                                          const FitsSizeLimits& limits, const StopFn& stop) {
   return ToString(InflateFitsFd(fd, name, limits, stop, nullptr));
+}
+
+bool HduHeaderFacts::Named(absl::string_view name) const {
+  return absl::EqualsIgnoreCase(extname, name) || absl::EqualsIgnoreCase(hduname, name);
 }
 
 bool FileIsGzip(const std::string& path) {

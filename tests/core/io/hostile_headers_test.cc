@@ -17,6 +17,7 @@
 #include "core/io/internal/gzip.h"
 #include "core/io/fits_gunzip.h"
 #include "core/io/preproc.h"
+#include "core/io/psf.h"
 #include "gtest/gtest.h"
 #include "tests/core/io/gzip_test_bytes.h"
 #include "tests/peak_memory.h"
@@ -144,6 +145,31 @@ TEST(HostileHeaders, PlaneShapesThatDisagreeAreRefusedFromTheirHeaders) {
         static_cast<uint64_t>(PaddedDataBytes(int64_t{8192} * 8000 * 8))}});
   ExpectPreprocRefusedCheaply(gz, absl::StatusCode::kInvalidArgument,
                               "IVAR shape [8000][8192] does not match IMAGE shape [32][64]");
+}
+
+// The same zero planes sent as a PSF: refused from the primary header too (a PSF's primary
+// HDU is XTRACE or holds no data), and so is a plain PSF so laid out.
+TEST(HostileHeaders, ZeroPlanesAsAPsfAreRefusedFromThePrimaryHeader) {
+  const std::string gz = gzip_test::ZeroPlanesWithoutImageGz();
+  absl::Status status;
+  const int64_t extra = testing::PeakExtraResident(
+      [&] { status = Psf::LoadFromMemory(gz.data(), gz.size(), "psf.fits.gz", {}).status(); });
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+  EXPECT_NE(status.message().find("primary HDU holds data (8192x8000 in FITS axis order) but "
+                                  "is not the XTRACE HDU"),
+            std::string::npos) << status;
+  if (extra >= 0) {
+    EXPECT_LT(extra, kFewMegabytes) << "peak extra resident bytes";
+  }
+  const std::string data(static_cast<std::size_t>(PaddedDataBytes(16 * 8 * 8)), '\0');
+  const std::string plain = Float64PlaneHeader("", 16, 8) + data +
+                            Float64PlaneHeader("XTRACE", 16, 8) + data;
+  for (const std::string& bytes : {plain, gzip_test::Gzip(plain)}) {
+    auto psf = Psf::LoadFromMemory(bytes.data(), bytes.size(), "psf", {});
+    EXPECT_EQ(psf.status().code(), absl::StatusCode::kInvalidArgument) << psf.status();
+    EXPECT_NE(psf.status().message().find("primary HDU holds data (16x8 in FITS axis order)"),
+              std::string::npos) << psf.status();
+  }
 }
 
 }  // namespace

@@ -33,6 +33,8 @@ constexpr std::size_t kFirstStep = std::size_t{64} << 10;
 constexpr std::size_t kMaxHead =
     static_cast<std::size_t>(internal::kMaxHeaderRecords + 1) * kFitsBlock + kFirstStep;
 constexpr std::size_t kStep = std::size_t{4} << 20;
+// Output per step of a dropped HDU's data (inflated into a scratch buffer this size).
+constexpr std::size_t kSkipStep = std::size_t{1} << 20;
 // Compressed bytes read from a descriptor at a time.
 constexpr std::size_t kReadPiece = std::size_t{4} << 20;
 
@@ -56,6 +58,19 @@ class FitsInflation {
   absl::Status Feed(absl::string_view input) {
     while (!input.empty()) {
       if (stop_ && stop_()) return absl::CancelledError(absl::StrCat(name_, ": decompression stopped"));
+      if (skip_ > 0) {
+        // The data of an HDU the check dropped: inflated (the CRC-32 is checked), counted,
+        // not held.
+        if (scratch_.size() < kSkipStep) scratch_.resize(kSkipStep);
+        const std::size_t before = input.size();
+        SPEXD_ASSIGN_OR_RETURN(const std::size_t n,
+                               decoder_.Decode(&input, scratch_.data(), std::min(kSkipStep, skip_)));
+        SPEXD_RETURN_IF_ERROR(Count(n));
+        if (n == 0 && input.size() == before) return Stalled();
+        skip_ -= n;
+        skip_min_ -= std::min(skip_min_, n);
+        continue;
+      }
       if (check_.trailing()) {
         // After the last HDU: inflated (the CRC-32 is checked), counted, dropped.
         if (scratch_.empty()) scratch_.resize(kFirstStep);
@@ -92,6 +107,7 @@ class FitsInflation {
       if (n == 0 && input.size() == before) return Stalled();
       size_ += n;
       SPEXD_RETURN_IF_ERROR(check_.Advance(view()));
+      SPEXD_RETURN_IF_ERROR(RemoveDropped());
       if (check_.trailing()) size_ = check_.parsed();
       if (block_.empty() && check_.primary_passed() && !check_.trailing()) {
         SPEXD_RETURN_IF_ERROR(TakeBlock());
@@ -102,6 +118,10 @@ class FitsInflation {
 
   absl::StatusOr<InflatedFits> Finish() {
     SPEXD_RETURN_IF_ERROR(decoder_.Finish());
+    if (skip_min_ > 0) {  // a dropped HDU's data end early (its padding alone may lack)
+      return absl::InvalidArgumentError(
+          absl::StrCat(name_, ": truncated FITS file inside the gzip data"));
+    }
     if (stop_ && stop_()) return absl::CancelledError(absl::StrCat(name_, ": decompression stopped"));
     SPEXD_ASSIGN_OR_RETURN(const std::size_t size, check_.FinishInPlace(size_));
     if (block_.empty()) SPEXD_RETURN_IF_ERROR(TakeBlock());
@@ -114,6 +134,30 @@ class FitsInflation {
  private:
   absl::string_view view() const {
     return block_.empty() ? absl::string_view(head_.data(), size_) : absl::string_view(block_.data(), size_);
+  }
+
+  char* data() { return block_.empty() ? head_.data() : block_.data(); }
+
+  // Takes the HDUs the check dropped out of the output: the bytes of one already inflated
+  // now, the rest of its data as they inflate (skip_).
+  absl::Status RemoveDropped() {
+    while (check_.drop_pending()) {
+      const std::size_t from = check_.drop_from(), data_at = check_.drop_data();
+      const auto bytes = static_cast<std::size_t>(check_.drop_bytes());
+      const std::size_t have = size_ - data_at;  // its data, and maybe more, inflated already
+      if (have >= bytes) {
+        std::memmove(data() + from, data() + data_at + bytes, have - bytes);
+        size_ = from + (have - bytes);
+      } else {
+        size_ = from;
+        skip_ = bytes - have;
+        const auto min_bytes = static_cast<std::size_t>(check_.drop_min_bytes());
+        skip_min_ = min_bytes > have ? min_bytes - have : 0;
+      }
+      check_.Dropped();
+      SPEXD_RETURN_IF_ERROR(check_.Advance(view()));  // headers inflated after it
+    }
+    return absl::OkStatus();
   }
 
   // The decoder took nothing and gave nothing with room to write: never expected of ISA-L
@@ -179,6 +223,7 @@ class FitsInflation {
   std::vector<char> head_, scratch_;
   PlaneBuffer<char> block_;
   std::size_t size_ = 0;  // bytes of the FITS file inflated so far (in head_ or block_)
+  std::size_t skip_ = 0, skip_min_ = 0;  // of a dropped HDU's data still to come (unpadded)
   int64_t inflated_ = 0;  // all bytes inflated, after the file's end too
 };
 

@@ -39,14 +39,19 @@ struct HduHeaderFacts {
   // tile-compressed image), and its axes, NAXIS1 (ZNAXIS1) first.
   bool image = false;
   std::vector<int64_t> axes;
+  bool table = false;  // a table to CFITSIO (a tile-compressed image included)
   int64_t data_bytes = 0;
   // Whether CFITSIO's fits_movnam_hdu (any type, any version) stops at this HDU for
   // `name`: its EXTNAME or its HDUNAME is `name`, case ignored.
   bool Named(absl::string_view name) const;
 };
-// A reader's judgement of an HDU from its header (OK, or the error to refuse the file
-// with; its message is prefixed with the file and HDU). May be empty.
-using HduHeaderCheck = std::function<absl::Status(const HduHeaderFacts&)>;
+// A reader's judgement of an HDU from its header: kept, or dropped (an extension the
+// reader never moves to: its data are inflated, counted and not held, and the FITS file
+// given back lacks it; meant for images, whose data the walk before CFITSIO does not
+// read, so that the file is judged as its plain twin), or the error to refuse the file
+// with (its message is prefixed with the file and HDU). May be empty: every HDU kept.
+enum class HduUse { kKeep, kDrop };
+using HduHeaderCheck = std::function<absl::StatusOr<HduUse>(const HduHeaderFacts&)>;
 
 // Polled between the inflation's steps (each at most 4 MiB of output and of input);
 // returning true stops with CANCELLED. May be empty.

@@ -261,39 +261,43 @@ absl::Status CheckFloat32Range(const std::vector<double>& plane, int width,
 }
 
 // What a preproc reader needs of a .fits.gz's HDUs, judged from each header before its
-// data inflate (HduHeaderCheck), so that a file that cannot be a preproc costs its headers
-// and not its planes: the primary HDU is IMAGE or holds no data (as DESI's preprocs and
-// astropy's layouts have it; anything else is a plane-sized HDU the reader would never
-// use), and IMAGE, IVAR and MASK (the first HDU of each name, as CFITSIO finds them) have
-// one 2-D shape. CheckHeaders makes the same checks on a plain file, so that a .fits.gz
-// is served exactly when its plain twin is.
+// data inflate (HduHeaderCheck), so that a file costs what a preproc of its planes' shape
+// needs, not what its HDUs declare: the primary HDU is IMAGE or holds no data (as DESI's
+// preprocs and astropy's layouts have it; the primary cannot be dropped), IMAGE, IVAR and
+// MASK (the first HDU of each name, as CFITSIO finds them) have one 2-D shape, and every
+// other image extension (a READNOISE plane, a second IMAGE, any plane-sized HDU) is
+// dropped: the reader moves to IMAGE, IVAR, MASK and FIBERMAP alone (tables are kept, and
+// checked as in a plain file). CheckHeaders makes the same checks on a plain file, so that
+// a .fits.gz is served exactly when its plain twin is.
 HduHeaderCheck PreprocHduCheck() {
   struct Seen {
     std::vector<int64_t> shape[3];
-    bool seen[3] = {false, false, false};
+    bool seen[4] = {false, false, false, false};
   };
   auto seen = std::make_shared<Seen>();
-  return [seen](const HduHeaderFacts& hdu) -> absl::Status {
-    static constexpr const char* kPlanes[] = {"IMAGE", "IVAR", "MASK"};
+  return [seen](const HduHeaderFacts& hdu) -> absl::StatusOr<HduUse> {
+    static constexpr const char* kUsed[] = {"IMAGE", "IVAR", "MASK", "FIBERMAP"};
     if (hdu.index == 0 && hdu.data_bytes > 0 && !hdu.Named("IMAGE")) {
       return absl::InvalidArgumentError(PrimaryNotImage(hdu.axes));
     }
-    for (int p = 0; p < 3; ++p) {
-      if (seen->seen[p] || !hdu.Named(kPlanes[p])) continue;
+    bool used = hdu.index == 0;
+    for (int p = 0; p < 4; ++p) {
+      if (seen->seen[p] || !hdu.Named(kUsed[p])) continue;
       seen->seen[p] = true;
-      if (!hdu.image || hdu.axes.size() != 2) continue;  // CheckHeaders words these
+      used = true;
+      if (p == 3 || !hdu.image || hdu.axes.size() != 2) continue;  // CheckHeaders words these
       seen->shape[p] = hdu.axes;
       for (int q = 0; q < 3; ++q) {  // against IMAGE first
         if (q == p || seen->shape[q].empty()) continue;
         if (seen->shape[q] != hdu.axes) {
           return absl::InvalidArgumentError(absl::StrCat(
-              kPlanes[p], " shape ", AxesText(hdu.axes), " does not match ", kPlanes[q],
-              " shape ", AxesText(seen->shape[q])));
+              kUsed[p], " shape ", AxesText(hdu.axes), " does not match ", kUsed[q], " shape ",
+              AxesText(seen->shape[q])));
         }
         break;
       }
     }
-    return absl::OkStatus();
+    return used || hdu.table ? HduUse::kKeep : HduUse::kDrop;
   };
 }
 

@@ -49,25 +49,30 @@ std::string PrimaryNotXtrace(const std::vector<int64_t>& axes) {
 
 // What a PSF reader needs of a .fits.gz's HDUs, judged from each header before its data
 // inflate, so that a file that cannot be a PSF costs its headers: the primary HDU is
-// XTRACE or holds no data (specex's PSFs have XTRACE first), and XTRACE and YTRACE are
-// within ReadTrace's bounds. PsfReader::Read makes the same checks on a plain file.
+// XTRACE or holds no data (specex's PSFs have XTRACE first), XTRACE and YTRACE are within
+// ReadTrace's bounds, and every other image extension is dropped (the reader moves to
+// XTRACE, YTRACE and PSF alone; tables are kept). PsfReader::Read makes the same checks
+// on a plain file.
 HduHeaderCheck PsfHduCheck() {
-  auto seen = std::make_shared<std::array<bool, 2>>();  // XTRACE, YTRACE (the first of each)
-  return [seen](const HduHeaderFacts& hdu) -> absl::Status {
+  auto seen = std::make_shared<std::array<bool, 3>>();  // the first XTRACE, YTRACE, PSF
+  return [seen](const HduHeaderFacts& hdu) -> absl::StatusOr<HduUse> {
+    static constexpr const char* kUsed[] = {"XTRACE", "YTRACE", "PSF"};
     if (hdu.index == 0 && hdu.data_bytes > 0 && !hdu.Named("XTRACE")) {
       return absl::InvalidArgumentError(PrimaryNotXtrace(hdu.axes));
     }
-    for (int t = 0; t < 2; ++t) {
-      if ((*seen)[t] || !hdu.Named(t == 0 ? "XTRACE" : "YTRACE")) continue;
+    bool used = hdu.index == 0;
+    for (int t = 0; t < 3; ++t) {
+      if ((*seen)[t] || !hdu.Named(kUsed[t])) continue;
       (*seen)[t] = true;
-      if (hdu.image && hdu.axes.size() == 2 &&
+      used = true;
+      if (t < 2 && hdu.image && hdu.axes.size() == 2 &&
           (hdu.axes[0] > kMaxTraceCoeffs || hdu.axes[1] > kMaxSpectra)) {
         return absl::InvalidArgumentError(absl::StrCat(
             "expected a 2-D [nspec][ncoeff] image, got shape (", AxesShape(hdu.axes),
             ") in FITS axis order"));
       }
     }
-    return absl::OkStatus();
+    return used || hdu.table ? HduUse::kKeep : HduUse::kDrop;
   };
 }
 }  // namespace

@@ -37,7 +37,7 @@ absl::StatusOr<std::size_t> FitsStreamCheck::FinishInPlace(std::size_t inflated)
 
 absl::Status FitsStreamCheck::Advance(absl::string_view all) {
   // Header records are parsed, data skipped.
-  while (mode_ != Mode::kTrailing && pos_ < all.size()) {
+  while (!drop_pending_ && mode_ != Mode::kTrailing && pos_ < all.size()) {
     if (mode_ == Mode::kData) {
       pos_ = std::min(all.size(), data_end_);
       if (pos_ == data_end_) mode_ = Mode::kHeader;
@@ -84,7 +84,8 @@ absl::Status FitsStreamCheck::ParseRecord(absl::string_view record, std::size_t 
 absl::Status FitsStreamCheck::EndOfHeader() {
   const internal::FitsHeader& h = header_;
   const int64_t cap = limits_.max_file_bytes;
-  const int64_t room = std::max<int64_t>(0, cap - static_cast<int64_t>(pos_));
+  // Against the stream's bytes, the dropped HDUs' included.
+  const int64_t room = std::max<int64_t>(0, cap - static_cast<int64_t>(pos_) - dropped_);
   absl::StatusOr<internal::HduSize> size = internal::HduDataSize(h, hdu_ == 0, room);
   if (!size.ok()) return Invalid(size.status().message());
   // The image this HDU holds: its own axes, or for a tile-compressed image (a BINTABLE
@@ -103,6 +104,7 @@ absl::Status FitsStreamCheck::EndOfHeader() {
   facts.extname = h.String("EXTNAME");
   facts.hduname = h.String("HDUNAME");
   facts.data_bytes = size->bytes;
+  facts.table = size->table;
   if (facts.image) {
     const std::string key = compressed ? "ZNAXIS" : "NAXIS";
     const int64_t n = compressed ? znaxis : size->naxis;
@@ -123,18 +125,32 @@ absl::Status FitsStreamCheck::EndOfHeader() {
         name_, "[HDU ", hdu_, "]: the file's HDUs declare more than ", cap,
         " bytes, the limit for a decompressed FITS file; refused from the header"));
   }
+  HduUse use = HduUse::kKeep;
   if (hdu_check_) {
-    absl::Status st = hdu_check_(facts);
-    if (!st.ok()) {
+    absl::StatusOr<HduUse> judged = hdu_check_(facts);
+    if (!judged.ok()) {
       const std::string label =
           facts.extname.empty() ? absl::StrCat("HDU ", hdu_) : facts.extname;
-      return absl::Status(st.code(), absl::StrCat(name_, "[", label, "]: ", st.message(),
-                                                  " (refused from its header, before its data "
-                                                  "are decompressed)"));
+      return absl::Status(judged.status().code(),
+                          absl::StrCat(name_, "[", label, "]: ", judged.status().message(),
+                                       " (refused from its header, before its data are "
+                                       "decompressed)"));
     }
+    use = *judged;
   }
   const int64_t padded = (size->bytes + static_cast<int64_t>(kBlock) - 1) /
                          static_cast<int64_t>(kBlock) * static_cast<int64_t>(kBlock);
+  if (use == HduUse::kDrop && hdu_ > 0) {
+    drop_pending_ = true;
+    drop_from_ = static_cast<std::size_t>(h.start());
+    drop_data_ = pos_;
+    drop_bytes_ = padded;
+    drop_min_bytes_ = size->bytes;
+    pos_ = drop_from_;  // parsing goes on there once the caller has removed the HDU
+    mode_ = Mode::kHeader;
+    ++hdu_;
+    return absl::OkStatus();
+  }
   data_end_ = pos_ + static_cast<std::size_t>(padded);
   data_min_end_ = pos_ + static_cast<std::size_t>(size->bytes);
   mode_ = data_end_ > pos_ ? Mode::kData : Mode::kHeader;

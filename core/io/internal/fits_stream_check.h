@@ -35,6 +35,19 @@ class FitsStreamCheck {
   // data. Once trailing(), the FITS file ends at parsed() and later bytes are not read.
   absl::Status Advance(absl::string_view so_far);
   bool trailing() const { return mode_ == Mode::kTrailing; }
+  // An HDU the check dropped (HduUse::kDrop): its header lies at [drop_from(),
+  // drop_data()) of the output, then its data, drop_bytes() with padding (at least
+  // drop_min_bytes()). The caller removes those bytes from the output and calls
+  // Dropped(); Advance parses nothing until then.
+  bool drop_pending() const { return drop_pending_; }
+  std::size_t drop_from() const { return drop_from_; }
+  std::size_t drop_data() const { return drop_data_; }
+  int64_t drop_bytes() const { return drop_bytes_; }
+  int64_t drop_min_bytes() const { return drop_min_bytes_; }
+  void Dropped() {
+    drop_pending_ = false;
+    dropped_ += static_cast<int64_t>(drop_data_ - drop_from_) + drop_bytes_;
+  }
   // Whether the primary header has ended and passed its checks.
   bool primary_passed() const { return hdu_ > 0; }
   std::size_t parsed() const { return pos_; }
@@ -60,6 +73,10 @@ class FitsStreamCheck {
   std::size_t data_end_ = 0;      // where the current HDU's (padded) data ends
   std::size_t data_min_end_ = 0;  // the same without the padding of its last record
   internal::FitsHeader header_;
+  bool drop_pending_ = false;
+  std::size_t drop_from_ = 0, drop_data_ = 0;
+  int64_t drop_bytes_ = 0, drop_min_bytes_ = 0;
+  int64_t dropped_ = 0;  // bytes of the stream dropped so far (headers and data)
 };
 
 }  // namespace spexd::core

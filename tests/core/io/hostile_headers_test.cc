@@ -172,5 +172,47 @@ TEST(HostileHeaders, ZeroPlanesAsAPsfAreRefusedFromThePrimaryHeader) {
   }
 }
 
+// An image extension the reader never moves to (here a 512 MB float64 plane of zeros
+// between IMAGE and IVAR) is inflated and dropped, not held: the file reads as its plain
+// twin, in a few MB.
+TEST(HostileHeaders, UnusedImageExtensionsAreDroppedNotHeld) {
+  const std::string empty_primary =
+      PaddedHeader(FitsCard("SIMPLE  =                    T") + FitsIntCard("BITPIX", 8) +
+                   FitsIntCard("NAXIS", 0) + FitsCard("END"));
+  const auto small = static_cast<uint64_t>(PaddedDataBytes(64 * 32 * 8));
+  const std::string gz = gzip_test::GzipOfParts(
+      {{empty_primary, 0},
+       {Float64PlaneHeader("IMAGE", 64, 32), small},
+       {Float64PlaneHeader("JUNK", 8192, 8000),
+        static_cast<uint64_t>(PaddedDataBytes(int64_t{8192} * 8000 * 8))},
+       {Float64PlaneHeader("IVAR", 64, 32), small}});
+  absl::StatusOr<PreprocImage> frame;
+  std::string upload = gz;
+  const int64_t extra = testing::PeakExtraResident([&] {
+    auto reader = PreprocReader::OpenMemory(std::move(upload), "upload", {});
+    frame = reader.ok() ? reader->Read() : reader.status();
+  });
+  ASSERT_TRUE(frame.ok()) << frame.status();
+  EXPECT_EQ(frame->width, 64);
+  EXPECT_EQ(frame->height, 32);
+  if (extra >= 0) {
+    EXPECT_LT(extra, kFewMegabytes) << "peak extra resident bytes";
+  }
+  // The plain twin (the unused plane small) reads the same, and so does its gzip.
+  const std::string zeros(static_cast<std::size_t>(small), '\0');
+  const std::string plain = empty_primary + Float64PlaneHeader("IMAGE", 64, 32) + zeros +
+                            Float64PlaneHeader("JUNK", 16, 8) +
+                            std::string(static_cast<std::size_t>(PaddedDataBytes(16 * 8 * 8)), '\0') +
+                            Float64PlaneHeader("IVAR", 64, 32) + zeros;
+  const std::string plain_gz = gzip_test::Gzip(plain);
+  auto a = ReadPreprocFromMemory(plain.data(), plain.size(), "twin", {});
+  auto b = ReadPreprocFromMemory(plain_gz.data(), plain_gz.size(), "twin", {});
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ(a->image, b->image);
+  EXPECT_EQ(a->ivar, b->ivar);
+  EXPECT_EQ(a->image, frame->image);
+}
+
 }  // namespace
 }  // namespace spexd::core

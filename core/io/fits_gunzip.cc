@@ -198,7 +198,9 @@ class FitsInflation {
     std::size_t bytes = claim_ > 0 ? static_cast<std::size_t>(claim_) + kBlock
                                    : static_cast<std::size_t>(std::max<int64_t>(4 * gz_bytes_, 1 << 20));
     bytes = std::min(std::max(bytes, size_ + kBlock), max_block_);
-    return Replace(bytes);
+    SPEXD_RETURN_IF_ERROR(Replace(bytes));
+    std::vector<char>().swap(head_);  // up to the longest header allowed: not held on
+    return absl::OkStatus();
   }
 
   // Full: twice the size, within the limit (a lying trailer, or several members).

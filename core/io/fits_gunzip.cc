@@ -12,6 +12,7 @@
 #include <new>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "core/base/status_macros.h"
 #include "core/io/internal/fits_stream_check.h"
@@ -27,7 +28,13 @@ constexpr int64_t kMaxClaimRatio = 16;
 // Output per step: the first small (a stream that is not FITS is refused after it, having
 // cost no more), then up to 4 MiB (~7 ms of one core) between checks and polls.
 constexpr std::size_t kFirstStep = std::size_t{64} << 10;
+// The most output held before the primary header has passed: the longest header allowed,
+// one record past it (where the check refuses it) and a step.
+constexpr std::size_t kMaxHead =
+    static_cast<std::size_t>(internal::kMaxHeaderRecords + 1) * kFitsBlock + kFirstStep;
 constexpr std::size_t kStep = std::size_t{4} << 20;
+// Output per step of a dropped HDU's data (inflated into a scratch buffer this size).
+constexpr std::size_t kSkipStep = std::size_t{1} << 20;
 // Compressed bytes read from a descriptor at a time.
 constexpr std::size_t kReadPiece = std::size_t{4} << 20;
 
@@ -38,9 +45,10 @@ std::size_t RoundUpToBlock(std::size_t n) { return (n + kBlock - 1) / kBlock * k
 class FitsInflation {
  public:
   FitsInflation(const std::string& name, const FitsSizeLimits& limits, const StopFn& stop,
-                PlaneBufferPool* buffers, int64_t gz_bytes, uint32_t isize)
+                PlaneBufferPool* buffers, const HduHeaderCheck& hdu_check, int64_t gz_bytes,
+                uint32_t isize)
       : name_(name), limits_(limits), stop_(stop), buffers_(buffers), decoder_(name),
-        check_(name, limits, stop), claim_(WholeInflateCapacity(gz_bytes, isize, limits)),
+        check_(name, limits, hdu_check), claim_(WholeInflateCapacity(gz_bytes, isize, limits)),
         gz_bytes_(gz_bytes),
         // Room for a file at the limit and one block more, so that output past the
         // limit is seen (and refused) rather than left undecoded.
@@ -50,6 +58,19 @@ class FitsInflation {
   absl::Status Feed(absl::string_view input) {
     while (!input.empty()) {
       if (stop_ && stop_()) return absl::CancelledError(absl::StrCat(name_, ": decompression stopped"));
+      if (skip_ > 0) {
+        // The data of an HDU the check dropped: inflated (the CRC-32 is checked), counted,
+        // not held.
+        if (scratch_.size() < kSkipStep) scratch_.resize(kSkipStep);
+        const std::size_t before = input.size();
+        SPEXD_ASSIGN_OR_RETURN(const std::size_t n,
+                               decoder_.Decode(&input, scratch_.data(), std::min(kSkipStep, skip_)));
+        SPEXD_RETURN_IF_ERROR(Count(n));
+        if (n == 0 && input.size() == before) return Stalled();
+        skip_ -= n;
+        skip_min_ -= std::min(skip_min_, n);
+        continue;
+      }
       if (check_.trailing()) {
         // After the last HDU: inflated (the CRC-32 is checked), counted, dropped.
         if (scratch_.empty()) scratch_.resize(kFirstStep);
@@ -62,14 +83,19 @@ class FitsInflation {
       }
       char* out = nullptr;
       std::size_t room = 0;
-      if (block_.empty()) {  // the first step: into a small buffer of its own
+      if (block_.empty()) {
+        // Until the primary header has passed: into a buffer of its own, 64 KiB (a stream
+        // that is not FITS is refused within it), then as long as the longest header
+        // allowed and a step more (the header check refuses a longer one).
         if (head_.empty()) head_.resize(kFirstStep);
+        if (head_.size() == size_) {
+          if (head_.size() >= kMaxHead) {  // the header check refuses such a header first
+            return absl::InternalError(absl::StrCat(name_, ": primary header longer than allowed"));
+          }
+          head_.resize(kMaxHead);
+        }
         out = head_.data() + size_;
         room = head_.size() - size_;
-        if (room == 0) {
-          SPEXD_RETURN_IF_ERROR(TakeBlock());
-          continue;
-        }
       } else {
         if (block_.size() - size_ < kBlock) SPEXD_RETURN_IF_ERROR(Grow());
         out = block_.data() + size_;
@@ -81,13 +107,21 @@ class FitsInflation {
       if (n == 0 && input.size() == before) return Stalled();
       size_ += n;
       SPEXD_RETURN_IF_ERROR(check_.Advance(view()));
+      SPEXD_RETURN_IF_ERROR(RemoveDropped());
       if (check_.trailing()) size_ = check_.parsed();
+      if (block_.empty() && check_.primary_passed() && !check_.trailing()) {
+        SPEXD_RETURN_IF_ERROR(TakeBlock());
+      }
     }
     return absl::OkStatus();
   }
 
   absl::StatusOr<InflatedFits> Finish() {
     SPEXD_RETURN_IF_ERROR(decoder_.Finish());
+    if (skip_min_ > 0) {  // a dropped HDU's data end early (its padding alone may lack)
+      return absl::InvalidArgumentError(
+          absl::StrCat(name_, ": truncated FITS file inside the gzip data"));
+    }
     if (stop_ && stop_()) return absl::CancelledError(absl::StrCat(name_, ": decompression stopped"));
     SPEXD_ASSIGN_OR_RETURN(const std::size_t size, check_.FinishInPlace(size_));
     if (block_.empty()) SPEXD_RETURN_IF_ERROR(TakeBlock());
@@ -100,6 +134,30 @@ class FitsInflation {
  private:
   absl::string_view view() const {
     return block_.empty() ? absl::string_view(head_.data(), size_) : absl::string_view(block_.data(), size_);
+  }
+
+  char* data() { return block_.empty() ? head_.data() : block_.data(); }
+
+  // Takes the HDUs the check dropped out of the output: the bytes of one already inflated
+  // now, the rest of its data as they inflate (skip_).
+  absl::Status RemoveDropped() {
+    while (check_.drop_pending()) {
+      const std::size_t from = check_.drop_from(), data_at = check_.drop_data();
+      const auto bytes = static_cast<std::size_t>(check_.drop_bytes());
+      const std::size_t have = size_ - data_at;  // its data, and maybe more, inflated already
+      if (have >= bytes) {
+        std::memmove(data() + from, data() + data_at + bytes, have - bytes);
+        size_ = from + (have - bytes);
+      } else {
+        size_ = from;
+        skip_ = bytes - have;
+        const auto min_bytes = static_cast<std::size_t>(check_.drop_min_bytes());
+        skip_min_ = min_bytes > have ? min_bytes - have : 0;
+      }
+      check_.Dropped();
+      SPEXD_RETURN_IF_ERROR(check_.Advance(view()));  // headers inflated after it
+    }
+    return absl::OkStatus();
   }
 
   // The decoder took nothing and gave nothing with room to write: never expected of ISA-L
@@ -140,7 +198,9 @@ class FitsInflation {
     std::size_t bytes = claim_ > 0 ? static_cast<std::size_t>(claim_) + kBlock
                                    : static_cast<std::size_t>(std::max<int64_t>(4 * gz_bytes_, 1 << 20));
     bytes = std::min(std::max(bytes, size_ + kBlock), max_block_);
-    return Replace(bytes);
+    SPEXD_RETURN_IF_ERROR(Replace(bytes));
+    std::vector<char>().swap(head_);  // up to the longest header allowed: not held on
+    return absl::OkStatus();
   }
 
   // Full: twice the size, within the limit (a lying trailer, or several members).
@@ -165,6 +225,7 @@ class FitsInflation {
   std::vector<char> head_, scratch_;
   PlaneBuffer<char> block_;
   std::size_t size_ = 0;  // bytes of the FITS file inflated so far (in head_ or block_)
+  std::size_t skip_ = 0, skip_min_ = 0;  // of a dropped HDU's data still to come (unpadded)
   int64_t inflated_ = 0;  // all bytes inflated, after the file's end too
 };
 
@@ -187,8 +248,8 @@ int64_t WholeInflateCapacity(int64_t gz_bytes, uint32_t isize, const FitsSizeLim
 
 absl::StatusOr<InflatedFits> InflateFits(absl::string_view gz, const std::string& name,
                                          const FitsSizeLimits& limits, const StopFn& stop,
-                                         PlaneBufferPool* buffers) {
-  FitsInflation inflation(name, limits, stop, buffers, static_cast<int64_t>(gz.size()),
+                                         PlaneBufferPool* buffers, const HduHeaderCheck& hdu_check) {
+  FitsInflation inflation(name, limits, stop, buffers, hdu_check, static_cast<int64_t>(gz.size()),
                           GzipTrailerSize(gz));
   SPEXD_RETURN_IF_ERROR(inflation.Feed(gz));
   return inflation.Finish();
@@ -201,7 +262,7 @@ absl::StatusOr<std::string> GunzipFits(absl::string_view gz, const std::string& 
 
 absl::StatusOr<InflatedFits> InflateFitsFd(int fd, const std::string& name,
                                            const FitsSizeLimits& limits, const StopFn& stop,
-                                           PlaneBufferPool* buffers) {
+                                           PlaneBufferPool* buffers, const HduHeaderCheck& hdu_check) {
   const off_t start = lseek(fd, 0, SEEK_CUR), end = lseek(fd, 0, SEEK_END);
   uint32_t isize = 0;
   char tail[4];
@@ -210,7 +271,7 @@ absl::StatusOr<InflatedFits> InflateFitsFd(int fd, const std::string& name,
   }
   if (start >= 0) lseek(fd, start, SEEK_SET);
   const int64_t gz_bytes = start >= 0 && end >= start ? end - start : 0;
-  FitsInflation inflation(name, limits, stop, buffers, gz_bytes, isize);
+  FitsInflation inflation(name, limits, stop, buffers, hdu_check, gz_bytes, isize);
   std::vector<char> buf(kReadPiece);
   for (;;) {
     const ssize_t n = read(fd, buf.data(), buf.size());
@@ -227,6 +288,10 @@ absl::StatusOr<InflatedFits> InflateFitsFd(int fd, const std::string& name,
 absl::StatusOr<std::string> GunzipFitsFd(int fd, const std::string& name,
                                          const FitsSizeLimits& limits, const StopFn& stop) {
   return ToString(InflateFitsFd(fd, name, limits, stop, nullptr));
+}
+
+bool HduHeaderFacts::Named(absl::string_view name) const {
+  return absl::EqualsIgnoreCase(extname, name) || absl::EqualsIgnoreCase(hduname, name);
 }
 
 bool FileIsGzip(const std::string& path) {

@@ -11,6 +11,8 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
+#include <memory>
 #include <new>
 #include <optional>
 #include <string>
@@ -46,6 +48,20 @@ std::string ShapeText(const FitsFile::ImageInfo& info) {
     absl::StrAppend(&out, "[", *it, "]");
   }
   return out.empty() ? "[] (NAXIS = 0)" : out;
+}
+
+// Axes (NAXIS1 first) as ShapeText prints them.
+std::string AxesText(const std::vector<int64_t>& axes) {
+  FitsFile::ImageInfo info;
+  for (int64_t a : axes) info.naxes.push_back(static_cast<long>(a));
+  return ShapeText(info);
+}
+
+std::string PrimaryNotImage(const std::vector<int64_t>& axes) {
+  return absl::StrCat("the primary HDU holds data ", AxesText(axes),
+                      " but is not the IMAGE HDU: a preproc file's primary HDU is its IMAGE or "
+                      "holds no data (the HDUs a preproc reader uses are IMAGE, IVAR, MASK, "
+                      "FIBERMAP)");
 }
 
 // Moves to `extname`. false when the file has no such HDU; any other failure (e.g. a
@@ -210,6 +226,81 @@ auto Guarded(const std::string& name, Fn fn) -> decltype(fn()) {
   }
 }
 
+// A preproc stores IMAGE and IVAR as float32 (extraction-spec §5.1) and a frame file's FLUX
+// and IVAR are float32 (§5.2): a finite value beyond float32's range, which only a float64
+// or scaled plane can hold, is no preproc value, and would reach the frame as inf without
+// a word. Refused, naming the HDU and the first such pixel (row-major).
+absl::Status CheckFloat32Range(const std::vector<double>& plane, int width,
+                               const std::string& file, const char* hdu, TaskPool* pool) {
+  constexpr double kMax = std::numeric_limits<float>::max();
+  const int64_t n = static_cast<int64_t>(plane.size());
+  const int chunks = DecodeChunks(n);
+  std::atomic<int64_t> first{n};
+  ParallelFor(pool, HardwareThreads(), chunks, [&](int /*worker*/, int c) {
+    const int64_t lo = int64_t{c} * kDecodeChunkPixels, hi = std::min(n, lo + kDecodeChunkPixels);
+    bool any = false;
+    for (int64_t i = lo; i < hi; ++i) any |= std::fabs(plane[static_cast<std::size_t>(i)]) > kMax;
+    if (!any) return;
+    for (int64_t i = lo; i < hi; ++i) {
+      const double v = plane[static_cast<std::size_t>(i)];
+      if (std::fabs(v) > kMax && std::isfinite(v)) {
+        int64_t seen = first.load();
+        while (i < seen && !first.compare_exchange_weak(seen, i)) {
+        }
+        return;
+      }
+    }
+  });
+  const int64_t at = first.load();
+  if (at == n) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrFormat(
+      "%s[%s]: pixel (y %d, x %d) = %g is beyond float32's range (largest %g): a preproc "
+      "stores %s as float32 (extraction-spec section 5.1), and the frame's float32 FLUX and "
+      "IVAR would hold inf",
+      file, hdu, at / width, at % width, plane[static_cast<std::size_t>(at)], kMax, hdu));
+}
+
+// What a preproc reader needs of a .fits.gz's HDUs, judged from each header before its
+// data inflate (HduHeaderCheck), so that a file costs what a preproc of its planes' shape
+// needs, not what its HDUs declare: the primary HDU is IMAGE or holds no data (as DESI's
+// preprocs and astropy's layouts have it; the primary cannot be dropped), IMAGE, IVAR and
+// MASK (the first HDU of each name, as CFITSIO finds them) have one 2-D shape, and every
+// other image extension (a READNOISE plane, a second IMAGE, any plane-sized HDU) is
+// dropped: the reader moves to IMAGE, IVAR, MASK and FIBERMAP alone (tables are kept, and
+// checked as in a plain file). CheckHeaders makes the same checks on a plain file, so that
+// a .fits.gz is served exactly when its plain twin is.
+HduHeaderCheck PreprocHduCheck() {
+  struct Seen {
+    std::vector<int64_t> shape[3];
+    bool seen[4] = {false, false, false, false};
+  };
+  auto seen = std::make_shared<Seen>();
+  return [seen](const HduHeaderFacts& hdu) -> absl::StatusOr<HduUse> {
+    static constexpr const char* kUsed[] = {"IMAGE", "IVAR", "MASK", "FIBERMAP"};
+    if (hdu.index == 0 && hdu.data_bytes > 0 && !hdu.Named("IMAGE")) {
+      return absl::InvalidArgumentError(PrimaryNotImage(hdu.axes));
+    }
+    bool used = hdu.index == 0;
+    for (int p = 0; p < 4; ++p) {
+      if (seen->seen[p] || !hdu.Named(kUsed[p])) continue;
+      seen->seen[p] = true;
+      used = true;
+      if (p == 3 || !hdu.image || hdu.axes.size() != 2) continue;  // CheckHeaders words these
+      seen->shape[p] = hdu.axes;
+      for (int q = 0; q < 3; ++q) {  // against IMAGE first
+        if (q == p || seen->shape[q].empty()) continue;
+        if (seen->shape[q] != hdu.axes) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              kUsed[p], " shape ", AxesText(hdu.axes), " does not match ", kUsed[q], " shape ",
+              AxesText(seen->shape[q])));
+        }
+        break;
+      }
+    }
+    return used || hdu.table ? HduUse::kKeep : HduUse::kDrop;
+  };
+}
+
 }  // namespace
 
 absl::Status PreprocReader::Stopped() const {
@@ -221,6 +312,21 @@ absl::Status PreprocReader::CheckHeaders() {
   FitsFile& file = file_;
   const int64_t max_pixels = limits_.max_image_pixels;
   SPEXD_ASSIGN_OR_RETURN(bool has_image, MoveIfPresent(file, "IMAGE"));
+  int image_hdu = 0;
+  if (has_image) fits_get_hdu_num(file.get(), &image_hdu);
+  if (has_image && image_hdu != 1) {  // as PreprocHduCheck judges a .fits.gz's primary header
+    SPEXD_RETURN_IF_ERROR(file.MoveToHduIndex(0));
+    int status = 0;
+    LONGLONG head = 0, data = 0, end = 0;
+    fits_get_hduaddrll(file.get(), &head, &data, &end, &status);
+    if (status != 0) return file.Error(status, "reading the primary HDU's layout");
+    if (end > data) {
+      SPEXD_ASSIGN_OR_RETURN(FitsFile::ImageInfo primary, file.GetImageInfo());
+      std::vector<int64_t> axes(primary.naxes.begin(), primary.naxes.end());
+      return file.Invalid(PrimaryNotImage(axes));
+    }
+    SPEXD_RETURN_IF_ERROR(file.MoveToHdu("IMAGE"));
+  }
   if (!has_image) return MissingHdu(file, "IMAGE");
   SPEXD_ASSIGN_OR_RETURN(image_info_, CheckPlane(file, max_pixels));
   SPEXD_RETURN_IF_ERROR(CheckFloatPlane(file, image_info_));
@@ -318,8 +424,8 @@ absl::StatusOr<PreprocImage> PreprocReader::ReadPlanes() {
     // Plain float planes (every preproc file desispec writes): decoded here in chunks on
     // the pool while this thread, the only one using the CFITSIO handle, reads MASK and
     // FIBERMAP.
-    const bool float32 = options_.keep_float32 && raw_image->bitpix == FLOAT_IMG &&
-                         raw_ivar->bitpix == FLOAT_IMG;
+    float32_values_ = raw_image->bitpix == FLOAT_IMG && raw_ivar->bitpix == FLOAT_IMG;
+    const bool float32 = options_.keep_float32 && float32_values_;
     const std::size_t n = static_cast<std::size_t>(raw_image->pixels);
     if (float32) {
       frame.image32 = PlaneBuffer<float>::Make(n, options_.buffers);
@@ -424,7 +530,7 @@ absl::StatusOr<PreprocReader> PreprocReader::Open(const std::string& path,
             absl::StrCat(path, ": cannot open: ", std::strerror(errno)));
       }
       absl::StatusOr<InflatedFits> fits =
-          InflateFitsFd(fd, path, limits, stop, options.load_buffers);
+          InflateFitsFd(fd, path, limits, stop, options.load_buffers, PreprocHduCheck());
       close(fd);
       if (!fits.ok()) return fits.status();
       return OpenInflated(*std::move(fits), path, options, limits, stop);
@@ -443,7 +549,7 @@ absl::StatusOr<PreprocReader> PreprocReader::OpenMemory(std::string bytes, const
   return Guarded(name, [&]() -> absl::StatusOr<PreprocReader> {
     if (IsGzip(bytes)) {
       absl::StatusOr<InflatedFits> fits =
-          InflateFits(bytes, name, limits, stop, options.load_buffers);
+          InflateFits(bytes, name, limits, stop, options.load_buffers, PreprocHduCheck());
       bytes = std::string();  // the compressed upload, no longer needed
       if (!fits.ok()) return fits.status();
       return OpenInflated(*std::move(fits), name, options, limits, stop);
@@ -470,7 +576,16 @@ absl::StatusOr<PreprocReader> PreprocReader::OpenInflated(InflatedFits fits, con
 
 absl::StatusOr<PreprocImage> PreprocReader::Read() {
   SPEXD_RETURN_IF_ERROR(Stopped());
-  return Guarded(file_.name(), [&] { return ReadPlanes(); });
+  return Guarded(file_.name(), [&]() -> absl::StatusOr<PreprocImage> {
+    SPEXD_ASSIGN_OR_RETURN(PreprocImage frame, ReadPlanes());
+    if (!float32_values_ && !frame.has_float32_planes()) {
+      SPEXD_RETURN_IF_ERROR(CheckFloat32Range(frame.image, frame.width, file_.name(), "IMAGE",
+                                              options_.pool));
+      SPEXD_RETURN_IF_ERROR(CheckFloat32Range(frame.ivar, frame.width, file_.name(), "IVAR",
+                                              options_.pool));
+    }
+    return frame;
+  });
 }
 
 absl::StatusOr<PreprocImage> ReadPreproc(const std::string& path, const PreprocOptions& options) {

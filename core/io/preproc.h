@@ -138,6 +138,8 @@ class PreprocReader {
   StopFn stop_;
   FitsFile::ImageInfo image_info_;
   bool has_mask_ = false, has_fibermap_ = false;
+  // IMAGE and IVAR are plain float32 planes: their values are within float32's range.
+  bool float32_values_ = false;
 };
 
 // The FIBERMAP HDU of a fibermap file (desi_extract_spectra -f), as the FITS bytes a

@@ -2,13 +2,17 @@
 
 #include <fitsio.h>
 
+#include <array>
 #include <cmath>
 #include <map>
+#include <memory>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "core/io/fits_file.h"
+#include "core/io/fits_gunzip.h"
 #include "core/io/internal/gzip.h"
 #include "core/numerics/legendre.h"
 #include "core/base/status_macros.h"
@@ -29,6 +33,48 @@ constexpr long kMaxCcdPixels = 1000000;
 // in y (b, r, z) and far less in x.
 constexpr double kMaxTracePixel = 1e6;
 constexpr double kMaxTraceSlope = 100;
+
+std::string AxesShape(const std::vector<int64_t>& axes) {
+  std::string dims;
+  for (int64_t a : axes) absl::StrAppend(&dims, dims.empty() ? "" : "x", a);
+  return dims;
+}
+
+std::string PrimaryNotXtrace(const std::vector<int64_t>& axes) {
+  return absl::StrCat("the primary HDU holds data (", AxesShape(axes),
+                      " in FITS axis order) but is not the XTRACE HDU: a PSF file's primary "
+                      "HDU is its XTRACE or holds no data (the HDUs a PSF reader uses are "
+                      "XTRACE, YTRACE, PSF)");
+}
+
+// What a PSF reader needs of a .fits.gz's HDUs, judged from each header before its data
+// inflate, so that a file that cannot be a PSF costs its headers: the primary HDU is
+// XTRACE or holds no data (specex's PSFs have XTRACE first), XTRACE and YTRACE are within
+// ReadTrace's bounds, and every other image extension is dropped (the reader moves to
+// XTRACE, YTRACE and PSF alone; tables are kept). PsfReader::Read makes the same checks
+// on a plain file.
+HduHeaderCheck PsfHduCheck() {
+  auto seen = std::make_shared<std::array<bool, 3>>();  // the first XTRACE, YTRACE, PSF
+  return [seen](const HduHeaderFacts& hdu) -> absl::StatusOr<HduUse> {
+    static constexpr const char* kUsed[] = {"XTRACE", "YTRACE", "PSF"};
+    if (hdu.index == 0 && hdu.data_bytes > 0 && !hdu.Named("XTRACE")) {
+      return absl::InvalidArgumentError(PrimaryNotXtrace(hdu.axes));
+    }
+    bool used = hdu.index == 0;
+    for (int t = 0; t < 3; ++t) {
+      if ((*seen)[t] || !hdu.Named(kUsed[t])) continue;
+      (*seen)[t] = true;
+      used = true;
+      if (t < 2 && hdu.image && hdu.axes.size() == 2 &&
+          (hdu.axes[0] > kMaxTraceCoeffs || hdu.axes[1] > kMaxSpectra)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "expected a 2-D [nspec][ncoeff] image, got shape (", AxesShape(hdu.axes),
+            ") in FITS axis order"));
+      }
+    }
+    return used || hdu.table ? HduUse::kKeep : HduUse::kDrop;
+  };
+}
 }  // namespace
 
 absl::Status CheckSigma(int param, double sigma, int fiber, double wave) {
@@ -60,6 +106,8 @@ class PsfReader {
   absl::StatusOr<double> DoubleKey(const char* key);
   absl::StatusOr<LegendreTable> ReadTrace(const char* extname, int* nspec);
   absl::Status CheckPsfType(const char* extname, bool* seen);
+  // PsfHduCheck's rule for the primary HDU, on a file CFITSIO has open.
+  absl::Status CheckPrimary();
   bool HasKey(const char* key);
 
   // The PSF table (spec §1.2), read in the stages below.
@@ -138,6 +186,19 @@ absl::Status PsfReader::CheckPsfType(const char* extname, bool* seen) {
         absl::StrCat("PSFTYPE is '", t, "', only 'GAUSS-HERMITE' is supported"));
   }
   return absl::OkStatus();
+}
+
+absl::Status PsfReader::CheckPrimary() {
+  int xtrace_hdu = 0, status = 0;
+  if (file_->MoveToHdu("XTRACE").ok()) fits_get_hdu_num(file_->get(), &xtrace_hdu);
+  if (xtrace_hdu == 1 || xtrace_hdu == 0) return absl::OkStatus();  // no XTRACE: Read says so
+  SPEXD_RETURN_IF_ERROR(file_->MoveToHduIndex(0));
+  LONGLONG head = 0, data = 0, end = 0;
+  fits_get_hduaddrll(file_->get(), &head, &data, &end, &status);
+  if (status != 0) return file_->Error(status, "reading the primary HDU's layout");
+  if (end <= data) return absl::OkStatus();
+  SPEXD_ASSIGN_OR_RETURN(FitsFile::ImageInfo info, file_->GetImageInfo());
+  return file_->Invalid(PrimaryNotXtrace(std::vector<int64_t>(info.naxes.begin(), info.naxes.end())));
 }
 
 absl::StatusOr<LegendreTable> PsfReader::ReadTrace(const char* extname, int* nspec) {
@@ -382,6 +443,7 @@ absl::Status PsfReader::CheckPsfShape(const Psf& psf) {
 absl::StatusOr<Psf> PsfReader::Read() {
   Psf psf;
   psf.source_name_ = file_->name();
+  SPEXD_RETURN_IF_ERROR(CheckPrimary());
   // PSFTYPE sits in XTRACE (and the PSF table header); every copy present must agree.
   bool seen = false;
   SPEXD_RETURN_IF_ERROR(CheckPsfType("XTRACE", &seen));
@@ -412,8 +474,11 @@ absl::StatusOr<Psf> Psf::LoadFromMemory(const void* data, std::size_t size,
                                         const std::string& name, const FitsSizeLimits& limits) {
   const absl::string_view bytes(static_cast<const char*>(data), size);
   if (IsGzip(bytes)) {
-    SPEXD_ASSIGN_OR_RETURN(std::string fits, GunzipFits(bytes, name, limits));
-    SPEXD_ASSIGN_OR_RETURN(FitsFile file, FitsFile::OpenMemory(std::move(fits), name));
+    SPEXD_ASSIGN_OR_RETURN(InflatedFits fits,
+                           InflateFits(bytes, name, limits, {}, nullptr, PsfHduCheck()));
+    SPEXD_ASSIGN_OR_RETURN(FitsFile file, fits.block.empty()
+                                              ? FitsFile::OpenMemory(std::move(fits.bytes), name)
+                                              : FitsFile::OpenMemory(std::move(fits.block), name));
     return PsfReader(&file).Read();
   }
   SPEXD_ASSIGN_OR_RETURN(FitsFile file, FitsFile::OpenMemory(data, size, name));

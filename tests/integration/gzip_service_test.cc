@@ -22,6 +22,7 @@
 #include "spexd/v1/spexd.grpc.pb.h"
 #include "tests/core/io/gzip_test_bytes.h"
 #include "tests/integration/service_fixture.h"
+#include "tests/peak_memory.h"
 #include "tests/synthetic_frames.h"
 #include "tests/test_support.h"
 
@@ -241,6 +242,59 @@ TEST_F(GzipServiceTest, CraftedGzipIsRefusedAtOnceAndTheNextRequestIsServed) {
   ASSERT_TRUE(next.ok()) << next.status();
   ExpectFramesIdentical(*local_, *next);
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 30.0);
+}
+
+// The hostile files of tests/core/io/hostile_headers_test.cc (a primary header without END
+// made of COMMENT cards, and of the text "SIMPLE  = " over and over; two float64 planes of
+// zeros, the primary and IVAR, 1 GB in under 1 MB), eight at once, uploaded and by server
+// path: each is refused with INVALID_ARGUMENT from its headers, the server's peak resident
+// memory grows by a few tens of MB at most (it grew by gigabytes while such files were
+// inflated whole), and the next request is served (docs/service.md "Input files and
+// their limits").
+TEST_F(GzipServiceTest, HostileHeadersEightAtOnceCostAFewTensOfMegabytes) {
+  struct Hostile {
+    std::string gz, words;
+  };
+  std::vector<Hostile> files;
+  files.push_back({Gzip(core::gzip_test::CommentBombFits(std::size_t{64} << 20)),
+                   "no END card in its first 2880 cards"});
+  files.push_back({Gzip(core::gzip_test::RepeatedSimpleFits(std::size_t{64} << 20)),
+                   "no END card in its first 2880 cards"});
+  files.push_back({core::gzip_test::ZeroPlanesWithoutImageGz(), "is not the IMAGE HDU"});
+  std::vector<std::string> paths;
+  for (std::size_t k = 0; k < files.size(); ++k) {
+    paths.push_back(absl::StrCat(Inputs().data_dir, "/hostile-", k, ".fits.gz"));
+    ASSERT_TRUE(WriteBytes(paths.back(), files[k].gz));
+  }
+  std::vector<grpc::Status> statuses(8);
+  const int64_t extra = PeakExtraResident([&] {
+    for (std::size_t k = 0; k < files.size(); ++k) {
+      for (bool by_path : {false, true}) {
+        std::vector<std::thread> eight;
+        for (std::size_t i = 0; i < statuses.size(); ++i) {
+          eight.emplace_back([&, i, k, by_path] {
+            v1::ExtractHeader h = SmallHeader(psf_id_);
+            if (by_path) h.set_server_path(paths[k]);
+            statuses[i] = RawExtract(server_->port(), h, by_path ? std::string() : files[k].gz);
+          });
+        }
+        for (std::thread& t : eight) t.join();
+        for (const grpc::Status& s : statuses) {
+          EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT)
+              << (by_path ? "by path: " : "uploaded: ") << s.error_message();
+          EXPECT_NE(s.error_message().find(files[k].words), std::string::npos) << s.error_message();
+        }
+      }
+    }
+  });
+  std::printf("6 rounds of 8 hostile requests: peak extra resident %lld bytes\n",
+              static_cast<long long>(extra));
+  if (extra >= 0) {
+    EXPECT_LT(extra, int64_t{64} << 20) << "peak extra resident bytes";
+  }
+  auto next = RemoteExtractFrame(*client_, SmallHeader(psf_id_), &Inputs().frame_gz_bytes);
+  ASSERT_TRUE(next.ok()) << next.status();
+  ExpectFramesIdentical(*local_, *next);
 }
 
 TEST_F(GzipServiceTest, CorruptAndTruncatedGzipAreInvalidArgument) {

@@ -46,7 +46,7 @@ const char* IsalInflateError(int code) {
     case ISAL_INVALID_LOOKBACK: return "invalid distance too far back";
     case ISAL_INVALID_WRAPPER: return "incorrect header";
     case ISAL_UNSUPPORTED_METHOD: return "unknown compression method";
-    case ISAL_INCORRECT_CHECKSUM: return "CRC-32 or length does not match the data";
+    case ISAL_INCORRECT_CHECKSUM: return "CRC-32 or length does not match the data";  // FHCRC: HeaderCrcWrong
     default: return "inflate error";
   }
 }
@@ -180,6 +180,34 @@ bool MayStartMember(absl::string_view next) {
   if (static_cast<unsigned char>(next[0]) != 0x1f) return false;
   return next.size() < 2 || static_cast<unsigned char>(next[1]) == 0x8b;
 }
+
+// The start of a member kept to tell a wrong header CRC from a wrong data CRC, which
+// ISA-L reports alike: a header (RFC 1952 §2.3.1) with a name or comment longer than this
+// is judged by ISA-L's word alone.
+constexpr std::size_t kMemberHeadKept = std::size_t{64} << 10;
+
+// Whether `head` (the start of a member) holds a whole header with FHCRC set whose CRC-16
+// (the low 16 bits of the CRC-32 of the header's bytes before it) is not the stored one.
+bool HeaderCrcWrong(absl::string_view head) {
+  if (head.size() < 10) return false;
+  const auto byte = [&](std::size_t i) { return static_cast<unsigned char>(head[i]); };
+  const unsigned flags = byte(3);
+  if ((flags & 0x02) == 0) return false;  // no FHCRC
+  std::size_t at = 10;
+  if ((flags & 0x04) != 0) {  // FEXTRA: XLEN, then XLEN bytes
+    if (head.size() < at + 2) return false;
+    at += 2 + (byte(at) | (std::size_t{byte(at + 1)} << 8));
+  }
+  for (unsigned flag : {0x08u, 0x10u}) {  // FNAME, FCOMMENT: zero-terminated
+    if ((flags & flag) == 0) continue;
+    const std::size_t nul = at < head.size() ? head.find('\0', at) : absl::string_view::npos;
+    if (nul == absl::string_view::npos) return false;
+    at = nul + 1;
+  }
+  if (head.size() < at + 2) return false;
+  const uLong crc = crc32(0L, reinterpret_cast<const Bytef*>(head.data()), static_cast<uInt>(at));
+  return (crc & 0xFFFFu) != (byte(at) | (unsigned{byte(at + 1)} << 8));
+}
 }  // namespace
 
 struct GzipDecoder::State {
@@ -188,6 +216,7 @@ struct GzipDecoder::State {
   bool second_magic = false;  // a later member began with 1f alone: 8b must follow
   int members = 0;         // complete members
   bool padding = false;    // NUL bytes seen after the last member
+  std::string head;        // the current member's first bytes (HeaderCrcWrong)
   absl::Status error;      // sticky
 };
 
@@ -222,6 +251,7 @@ absl::StatusOr<std::size_t> GzipDecoder::Decode(absl::string_view* input, char* 
       isal_inflate_init(&s.st);
       s.st.crc_flag = ISAL_GZIP;
       s.in_member = true;
+      s.head.clear();
     } else if (s.second_magic) {
       if (static_cast<unsigned char>((*input)[0]) != 0x8b) return Fail(kNotAMember);
       s.second_magic = false;
@@ -235,11 +265,18 @@ absl::StatusOr<std::size_t> GzipDecoder::Decode(absl::string_view* input, char* 
     // Checked before its counts are used: on some errors ISA-L (2.30) hands back more input
     // than it was given (avail_in past `budget`, even wrapped round), and a count taken from
     // it would move `input` before its start.
+    if (ret == ISAL_INCORRECT_CHECKSUM && s.head.size() < kMemberHeadKept &&
+        HeaderCrcWrong(s.head + std::string(input->substr(0, std::min(budget, kMemberHeadKept))))) {
+      return Fail("corrupt gzip data (the header's CRC-16, FHCRC, does not match the header)");
+    }
     if (ret < 0) return Fail(absl::StrCat("corrupt gzip data (", IsalInflateError(ret), ")"));
     if (s.st.avail_in > budget || s.st.avail_out > out_now) {
       return Fail("corrupt gzip data (the inflater lost its place)");
     }
     const std::size_t used = budget - s.st.avail_in, produced = out_now - s.st.avail_out;
+    if (s.head.size() < kMemberHeadKept) {
+      s.head.append(input->data(), std::min(used, kMemberHeadKept - s.head.size()));
+    }
     // The lone 1f left unread would come back first: ISA-L's own header check judges it.
     if (used == 0) s.second_magic = false;
     input->remove_prefix(used);

@@ -353,5 +353,49 @@ TEST(InflateFits, BombsAreRefusedFromTheirHeaders) {
   EXPECT_NE(tail.status().message().find("inflates to more than"), std::string::npos) << tail.status();
 }
 
+// A gzip header with FHCRC (RFC 1952 §2.3.1) whose CRC-16 is wrong is reported as that, not
+// as a data CRC; a wrong data CRC-32 keeps its own words. From memory and in small pieces.
+TEST(InflateFits, AWrongHeaderCrcHasItsOwnWords) {
+  const std::string fits = ImageFits(40, 30, true);
+  z_stream zs{};
+  ASSERT_EQ(deflateInit2(&zs, 6, Z_DEFLATED, 16 + MAX_WBITS, 8, Z_DEFAULT_STRATEGY), Z_OK);
+  gz_header header{};
+  header.hcrc = 1;
+  header.name = reinterpret_cast<Bytef*>(const_cast<char*>("w.fits"));
+  ASSERT_EQ(deflateSetHeader(&zs, &header), Z_OK);
+  std::string gz(fits.size() + 4096, '\0');
+  zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(fits.data()));
+  zs.avail_in = static_cast<uInt>(fits.size());
+  zs.next_out = reinterpret_cast<Bytef*>(gz.data());
+  zs.avail_out = static_cast<uInt>(gz.size());
+  ASSERT_EQ(deflate(&zs, Z_FINISH), Z_STREAM_END);
+  gz.resize(zs.total_out);
+  deflateEnd(&zs);
+  ASSERT_TRUE(GunzipFits(gz, "w.fits.gz", {}).ok());
+  std::string bad_header = gz;
+  bad_header[10 + 7] ^= 0x01;  // the CRC-16 after the 10 fixed bytes and "w.fits\0"
+  std::string bad_data = gz;
+  bad_data[gz.size() - 6] ^= 0x01;  // the data's CRC-32
+  for (const auto& [bytes, words] : {std::pair{&bad_header, "FHCRC"},
+                                     std::pair{&bad_data, "CRC-32 or length does not match"}}) {
+    auto out = GunzipFits(*bytes, "w.fits.gz", {});
+    EXPECT_EQ(out.status().code(), absl::StatusCode::kInvalidArgument) << out.status();
+    EXPECT_NE(out.status().message().find(words), std::string::npos) << out.status();
+    GzipDecoder decoder("w.fits.gz");
+    std::string sink(1 << 20, '\0');
+    absl::Status st;
+    for (std::size_t at = 0; at < bytes->size() && st.ok(); at += 3) {
+      absl::string_view piece = absl::string_view(*bytes).substr(at, 3);
+      while (!piece.empty() && st.ok()) {
+        const std::size_t before = piece.size();
+        st = decoder.Decode(&piece, sink.data(), sink.size()).status();
+        if (piece.size() == before) break;
+      }
+    }
+    if (st.ok()) st = decoder.Finish();
+    EXPECT_NE(st.message().find(words), std::string::npos) << st;
+  }
+}
+
 }  // namespace
 }  // namespace spexd::core

@@ -467,5 +467,25 @@ TEST(PreprocBadInputTest, TruncatedFile) {
   EXPECT_TRUE(ReadPreprocFromMemory(bytes.data(), bytes.size() - 1440, "pad.fits", {}).ok());
 }
 
+// A float64 plane may hold finite values beyond float32's range, which no preproc holds and
+// which the frame's float32 FLUX and IVAR would hold as inf: refused, naming the HDU and
+// the pixel. The largest float32 values, and non-finite ones (the pixel rules), are read.
+TEST(PreprocBadInputTest, Float64ValuesBeyondFloat32AreRefused) {
+  ExpectInvalid({.image = {1.5, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, -1e39},
+                 .image_bitpix = DOUBLE_IMG},
+                "bad.fits[IMAGE]: pixel (y 1, x 1) = -1e+39 is beyond float32's range");
+  ExpectInvalid({.ivar = {1.0, 2.0, 4e38}, .ivar_bitpix = DOUBLE_IMG},
+                "bad.fits[IVAR]: pixel (y 0, x 2) = 4e+38 is beyond float32's range");
+  const double largest = std::numeric_limits<float>::max();
+  PreprocImage f = ReadOk(WriteTemp({.image = {largest, -largest, std::numeric_limits<double>::infinity()},
+                                     .ivar = {largest},
+                                     .image_bitpix = DOUBLE_IMG,
+                                     .ivar_bitpix = DOUBLE_IMG}));
+  EXPECT_EQ(f.image[0], largest);
+  EXPECT_EQ(f.image[1], -largest);
+  EXPECT_EQ(f.ivar[0], largest);
+  EXPECT_EQ(f.n_nonfinite, 1u);
+}
+
 }  // namespace
 }  // namespace spexd::core

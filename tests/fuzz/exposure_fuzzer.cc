@@ -5,7 +5,7 @@
 // crash, UB or a hang; and an accepted list holds what the server needs to take the
 // exposure whole (server/jobs/exposure_job.h, CheckExposureRequest): one entry per line,
 // in order, each with an input, a PSF and an output, no output twice. Each frame then goes
-// through the server's checks of a header alone (CheckHeaderFields, CheckRequestAlone); a
+// through the server's checks of a header alone (CheckHeaderFields, DecodeRequest); a
 // frame they refuse is that frame's result, not an error here.
 #include <algorithm>
 #include <cstddef>
@@ -17,7 +17,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_split.h"
 #include "client/spexctl/remote_exposure.h"
-#include "server/jobs/request_validation.h"
+#include "server/rpc/request_decode.h"
 #include "server/jobs/service_limits.h"
 
 namespace {
@@ -73,7 +73,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const spexd::server::ServiceLimits limits;
   for (const spexd::v1::ExtractHeader& h : frames) {
     if (!spexd::server::CheckHeaderFields(h).ok()) continue;
-    (void)spexd::server::CheckRequestAlone(h, /*subset=*/false, limits);
+    (void)spexd::server::DecodeRequest(h, /*subset=*/false, limits);
   }
   return 0;
 }

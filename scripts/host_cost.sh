@@ -12,7 +12,9 @@
 #   (replay; cuda on the GPU machine), CLIENTS (2), FRAMES (3), PETALS (1: frames per arm of
 #   the exposure job), NSPEC (500), PSF_DIR ($SPEXD_SHARED_DATA/psf, default ../shared/data/psf: the b0 and z0
 #   PSFs for the exposure's b and z frames; without it the exposure is of r frames only),
-#   GZIP_LEVEL (6, as desispec's Python gzip writes preprocs), MODES (all).
+#   GZIP_LEVEL (6, as desispec's Python gzip writes preprocs), MODES (all); in a bundle,
+#   BENCH and SPEXCTL (the names of the programs to run, for two builds in one bundle);
+#   R_PSF (tests/data/psf-r0-00051060.fits: the r frames' PSF).
 # Prints a line per mode; spexd's log goes to WORK/spexd.log.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -23,13 +25,15 @@ BACKEND=${BACKEND:-replay} CLIENTS=${CLIENTS:-2} FRAMES=${FRAMES:-3} PETALS=${PE
 NSPEC=${NSPEC:-500} GZIP_LEVEL=${GZIP_LEVEL:-6} MODES=${MODES:-all}
 PSF_DIR=${PSF_DIR:-${SPEXD_SHARED_DATA:-../shared/data}/psf}
 if [[ -x $BIN/spexd_host_cost_bench ]]; then  # a device bundle
-  run=("$BIN/run.sh"); sim=spexd-sim; bench=spexd_host_cost_bench; spexctl=$BIN/spexctl
+  # BENCH, SPEXCTL: other builds' programs in the same bundle (an A/B in one bundle).
+  run=("$BIN/run.sh"); sim=spexd-sim; bench=${BENCH:-spexd_host_cost_bench}
+  spexctl=$BIN/${SPEXCTL:-spexctl}
 else
   run=(); sim=$BIN/client/spexd-sim; bench=$BIN/tests/bench/spexd_host_cost_bench
   spexctl=$BIN/client/spexctl
 fi
 mkdir -p "$WORK/in"
-R_PSF=tests/data/psf-r0-00051060.fits
+R_PSF=${R_PSF:-tests/data/psf-r0-00051060.fits}
 cp "$R_PSF" "$WORK/in/psf-r.fits"
 make_frame() {  # ARM PSF: WORK/in/preproc-ARM.fits and .fits.gz, kept between runs
   local arm=$1 psf=$2 out=$WORK/in/preproc-$1.fits

@@ -32,6 +32,9 @@
 //       [--modes all | comma-separated names] [--work DIR (outputs; tmpfs)]
 //       [--spexctl PATH] [--device TEXT] [--record FILE.json] [--replay-dir DIR (--work):
 //       the replay's recordings, stored by the first run and read by the next]
+//       [--timed-marker FILE (created while each mode's timed part runs, removed after it:
+//       for a profiler to sample the timed frames alone)]
+//       [--shadow-parity-fraction F (0: spexd's sampled parity checks off; its default 0.01)]
 // Inputs come from the project's simulator (scripts/host_cost.sh makes them with spexd-sim).
 // JSON record (docs/benchmarks) to --record (else stdout); a summary line per mode on stdout,
 // spexd's log on stderr.
@@ -64,6 +67,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "bench_build_info.h"  // generated: SPEXD_BENCH_GIT_SHA
+#include "core/base/allocator_settings.h"
 #include "core/base/thread_name.h"
 #include "core/cpu/blas_core_type.h"
 #include "core/io/psf.h"
@@ -92,7 +96,11 @@ struct Args {
   std::string spexctl;
   std::string device;
   std::string record;
-  std::string replay_dir;  // where the replay's recordings are kept (default: --work)
+  std::string replay_dir;    // where the replay's recordings are kept (default: --work)
+  std::string timed_marker;  // created while a mode's timed part runs (for a profiler)
+  // spexd --shadow_parity_fraction: 0 here, since a sampled check (a CPU extraction of one
+  // bundle, ~1 % of frames by default) lands on a few frames of a short run and swamps them.
+  double shadow_fraction = 0;
   std::string command;  // the command line, for the record
 };
 
@@ -133,6 +141,8 @@ bool Parse(int argc, char** argv, Args* a) {
     else if (k == "--device") a->device = v;
     else if (k == "--record") a->record = v;
     else if (k == "--replay-dir") a->replay_dir = v;
+    else if (k == "--timed-marker") a->timed_marker = v;
+    else if (k == "--shadow-parity-fraction") a->shadow_fraction = std::atof(v.c_str());
     else {
       std::fprintf(stderr, "host_cost_bench: unknown option %s\n", k.c_str());
       return false;
@@ -300,6 +310,15 @@ struct Bench {
     return std::make_pair(path, n);
   }
 
+  void Marker(bool on) const {
+    if (args.timed_marker.empty()) return;
+    if (on) {
+      std::ofstream(args.timed_marker) << "timed\n";
+    } else {
+      std::remove(args.timed_marker.c_str());
+    }
+  }
+
   void Clean() const {
     std::error_code ec;
     for (const std::string& d : {out_dir, client_dir}) {
@@ -319,18 +338,23 @@ struct Bench {
                                              std::to_string(args.nspec), "--overwrite", "--priority",
                                              "realtime", list->first};
       if (absl::Status st = RunProcess(argv, log); !st.ok()) return st;  // warm-up
+      Marker(true);
       const Snapshot a = Take(store);
-      if (absl::Status st = RunProcess(argv, log); !st.ok()) return st;
+      absl::Status timed = RunProcess(argv, log);
       const Snapshot b = Take(store);
+      Marker(false);
+      if (!timed.ok()) return timed;
       return Finish(m, a, b, list->second);
     }
     // Warm-up, untimed: a frame per client at once, so that the timed frames meet a server
     // whose buffer pools have seen the clients' concurrency.
     absl::Status warm = Lanes(m, -1, 1);
     if (!warm.ok()) return warm;
+    Marker(true);
     const Snapshot a = Take(store);
     absl::Status timed = Lanes(m, 0, args.frames);
     const Snapshot b = Take(store);
+    Marker(false);
     if (!timed.ok()) return timed;
     return Finish(m, a, b, args.clients * args.frames);
   }
@@ -449,7 +473,8 @@ int Fail(const std::string& what, const absl::Status& st) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  spexd::core::ReexecForOpenBlasCoreType(argv);  // as spexd does (blas_core_type.h)
+  spexd::core::ReexecForOpenBlasCoreType(argv);  // as spexd's main does, before any thread
+  spexd::core::KeepFreedMemoryForReuse();
   namespace server = spexd::server;
   Bench bench;
   Args& args = bench.args;
@@ -506,6 +531,7 @@ int main(int argc, char** argv) {
   so.storage.data_roots = roots;
   so.storage.output_roots = {bench.out_dir};
   so.storage.psf_cache_bytes = int64_t{16} << 30;
+  so.shadow_parity.fraction = args.shadow_fraction;
   std::shared_ptr<spexd::bench::ReplayStore> store;
   if (args.backend == "replay") {
     store = std::make_shared<spexd::bench::ReplayStore>(0, args.replay_dir.empty() ? args.work : args.replay_dir);

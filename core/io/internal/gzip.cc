@@ -10,7 +10,9 @@
 #include <utility>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "core/base/parallel_for.h"
 
 namespace spexd::core {
@@ -55,6 +57,50 @@ const char* IsalInflateError(int code) {
 // (docs/service.md "gzip in and out").
 constexpr char kGzipHeader[10] = {'\x1f', '\x8b', 8, 0, 0, 0, 0, 0, 0, 3};
 
+// The idle chunk buffers (GzipChunkRelease). Buffers are made in one size, enough for a
+// kGzipChunkBytes chunk, so that any of them serves any chunk up to that size; a larger
+// chunk (GzipCompress with larger chunks) gets a buffer of its own, freed with it.
+constexpr std::size_t kChunkBufferBytes = kGzipChunkBytes + (kGzipChunkBytes >> 12) + 1024;
+
+class ChunkBuffers {
+ public:
+  // A buffer of at least `bytes`, or null when out of memory.
+  char* Take(std::size_t bytes, std::size_t* capacity) {
+    if (bytes <= kChunkBufferBytes) {
+      absl::MutexLock lock(&mu_);
+      if (!idle_.empty()) {
+        char* p = idle_.back();
+        idle_.pop_back();
+        *capacity = kChunkBufferBytes;
+        return p;
+      }
+    }
+    *capacity = std::max(bytes, kChunkBufferBytes);
+    return new (std::nothrow) char[*capacity];
+  }
+  void Give(char* p, std::size_t capacity) noexcept {
+    if (capacity == kChunkBufferBytes) {
+      absl::MutexLock lock(&mu_);
+      if ((idle_.size() + 1) * kChunkBufferBytes <= kIdleGzipChunkBytes && idle_.size() < idle_.capacity()) {
+        idle_.push_back(p);
+        return;
+      }
+    }
+    delete[] p;
+  }
+  ChunkBuffers() { idle_.reserve(kIdleGzipChunkBytes / kChunkBufferBytes); }
+
+ private:
+  absl::Mutex mu_;
+  std::vector<char*> idle_ ABSL_GUARDED_BY(mu_);  // reserved: pushing never allocates
+};
+
+// Never destroyed: chunks may be released during static destruction.
+ChunkBuffers& IdleChunkBuffers() {
+  static ChunkBuffers* const buffers = new ChunkBuffers;
+  return *buffers;
+}
+
 bool DeflateInto(const char* data, std::size_t n, bool last, GzipChunk* chunk) {
   // ISA-L's level-1 work area, one per thread: the pool's threads compress chunk after chunk.
   thread_local std::vector<uint8_t> level_buf;
@@ -65,8 +111,10 @@ bool DeflateInto(const char* data, std::size_t n, bool last, GzipChunk* chunk) {
   } catch (const std::bad_alloc&) {
     return false;
   }
-  chunk->bytes.reset(new (std::nothrow) char[bound]);
-  if (chunk->bytes == nullptr) return false;
+  std::size_t capacity = 0;
+  char* out = IdleChunkBuffers().Take(bound, &capacity);
+  if (out == nullptr) return false;
+  chunk->bytes = std::unique_ptr<char[], GzipChunkRelease>(out, GzipChunkRelease{capacity});
   isal_zstream zs{};
   isal_deflate_stateless_init(&zs);
   zs.level = 1;
@@ -93,6 +141,8 @@ void PutLe32(uint32_t v, char* p) {
 }
 
 }  // namespace
+
+void GzipChunkRelease::operator()(char* p) const noexcept { IdleChunkBuffers().Give(p, capacity); }
 
 absl::StatusOr<GzipChunk> DeflateGzipChunk(absl::string_view data, bool last) {
   // ISA-L counts in uint32: a chunk is at most 1 GiB.

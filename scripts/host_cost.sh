@@ -10,7 +10,7 @@
 #     RECORD    the JSON record (docs/benchmarks/spexd_host_cost_bench-SLUG.json)
 #   Environment: WORK (/dev/shm/spexd_host_cost: inputs and outputs, tmpfs), BACKEND
 #   (replay; cuda on the GPU machine), CLIENTS (2), FRAMES (3), PETALS (1: frames per arm of
-#   the exposure job), NSPEC (500), PSF_DIR ($SPEXD_SHARED_DATA/psf, default ../shared/data/psf: the b0 and z0
+#   the exposure job), NSPEC (500), PSF_DIR (a folder holding the b0 and z0
 #   PSFs for the exposure's b and z frames; without it the exposure is of r frames only),
 #   GZIP_LEVEL (6, as desispec's Python gzip writes preprocs), MODES (all); in a bundle,
 #   BENCH and SPEXCTL (the names of the programs to run, for two builds in one bundle);
@@ -23,7 +23,7 @@ BIN=$(cd "$BIN" && pwd)
 WORK=${WORK:-/dev/shm/spexd_host_cost}
 BACKEND=${BACKEND:-replay} CLIENTS=${CLIENTS:-2} FRAMES=${FRAMES:-3} PETALS=${PETALS:-1}
 NSPEC=${NSPEC:-500} GZIP_LEVEL=${GZIP_LEVEL:-6} MODES=${MODES:-all}
-PSF_DIR=${PSF_DIR:-${SPEXD_SHARED_DATA:-../shared/data}/psf}
+PSF_DIR=${PSF_DIR:-}
 if [[ -x $BIN/spexd_host_cost_bench ]]; then  # a device bundle
   # BENCH, SPEXCTL: other builds' programs in the same bundle (an A/B in one bundle).
   run=("$BIN/run.sh"); sim=spexd-sim; bench=${BENCH:-spexd_host_cost_bench}

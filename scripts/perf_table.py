@@ -30,7 +30,7 @@ import sys
 MAX_LINES = 200
 RECORD_KEYS = ["benchmark", "command", "device", "date", "commit", "figures"]
 FIGURE_KEYS = ["name", "label", "value", "unit"]
-UNITS = ["frames/s", "vCPU-s", "CPU-s", "GB/s", "MB/s", "TB/s", "GiB/s", "MiB/s",
+UNITS = ["frames/s", "vCPU-s", "CPU-s/frame", "CPU-s", "GB/s", "MB/s", "TB/s", "GiB/s", "MiB/s",
          "ms", "µs", "us", "ns", "s", "GB", "MB", "KB", "GiB", "MiB", "KiB", "%"]
 # Numbers with a unit that are settings or sizes of the input, not measured figures.
 NOT_FIGURES = {

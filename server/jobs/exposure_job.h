@@ -62,6 +62,15 @@ class ExposureRun : public std::enable_shared_from_this<ExposureRun> {
   // for the whole exposure, naming the later frame, before any frame runs.
   static absl::Status CheckDistinctOutputs(const std::vector<Frame>& frames);
 
+  // No frame may write a file that a frame reads, its own or another's: its input or its
+  // PSF (when loaded from a server path), compared by canonical path (a file not there
+  // yet included: it would be read or not depending on the order frames run in) and by
+  // device and inode (a hard link, a bind mount). With `overwrite` a frame would replace
+  // the file another frame reads, racing with that frame. INVALID_ARGUMENT for the whole
+  // exposure, naming both frames, before any frame runs; refused frames neither read nor
+  // write and are left out.
+  static absl::Status CheckOutputsSpareInputs(const std::vector<Frame>& frames);
+
   // The checks ExtractFrame makes when its header arrives (parameters, output path, PSF
   // in the cache, memory estimate), for one frame: the frame with its validated plan and
   // PSF, or `refused` set. `header.priority` is replaced by `realtime`.

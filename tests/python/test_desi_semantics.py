@@ -214,7 +214,7 @@ class InProcessLogTest(unittest.TestCase):
         message = str(caught.exception)
         self.assertIn("spexctl extract failed", message)
         self.assertIn(missing, message)
-        self.assertRegex(message, "(?i)no such file|not found|does not exist")
+        self.assertRegex(message, "(?i)no such file|could not open|not found")
         self.assertIn("reproducing gpu_specter's CPU path, as desispec on this node "
                       "($SPEXD_DESI_GPU=0)", self.records)
         self.assertTrue(any("local extraction on the CPU backend" in r for r in self.records),

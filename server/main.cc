@@ -23,6 +23,7 @@
 #include "core/base/allocator_settings.h"
 #include "core/base/program_help.h"
 #include "core/base/status_macros.h"
+#include "core/base/version.h"
 #include "core/cpu/blas_core_type.h"
 #include "server/platform/config_file.h"
 #include "server/platform/log.h"
@@ -36,9 +37,11 @@ ABSL_FLAG(std::string, config, "", "optional file of key = value lines mirroring
   ABSL_FLAG(codec::Flag, name, codec::Show(spexd::server::ServerConfig().member), help);
 #define SPEXD_DEFINE_FLAG(name, member, help) \
   SPEXD_DEFINE_FLAG_AS(SPEXD_FLAG_CODEC(member), name, member, help)
-SPEXD_SERVER_FLAGS(SPEXD_DEFINE_FLAG, SPEXD_DEFINE_FLAG_AS)
+#define SPEXD_DEFINE_FLAG_IN(name, member, lo, hi, help) SPEXD_DEFINE_FLAG(name, member, help)
+SPEXD_SERVER_FLAGS(SPEXD_DEFINE_FLAG, SPEXD_DEFINE_FLAG_AS, SPEXD_DEFINE_FLAG_IN)
 #undef SPEXD_DEFINE_FLAG
 #undef SPEXD_DEFINE_FLAG_AS
+#undef SPEXD_DEFINE_FLAG_IN
 
 namespace {
 
@@ -90,9 +93,12 @@ absl::StatusOr<ServerConfig> ConfigFromFlags() {
   SPEXD_RETURN_IF_ERROR(codec::Set(absl::GetFlag(FLAGS_##name), &config.member));
 #define SPEXD_READ_FLAG(name, member, help) \
   SPEXD_READ_FLAG_AS(SPEXD_FLAG_CODEC(member), name, member, help)
-  SPEXD_SERVER_FLAGS(SPEXD_READ_FLAG, SPEXD_READ_FLAG_AS)
+  // The ranges of FLAG_IN are checked with the rest (ValidateServerConfig).
+#define SPEXD_READ_FLAG_IN(name, member, lo, hi, help) SPEXD_READ_FLAG(name, member, help)
+  SPEXD_SERVER_FLAGS(SPEXD_READ_FLAG, SPEXD_READ_FLAG_AS, SPEXD_READ_FLAG_IN)
 #undef SPEXD_READ_FLAG
 #undef SPEXD_READ_FLAG_AS
+#undef SPEXD_READ_FLAG_IN
   SPEXD_RETURN_IF_ERROR(ValidateServerConfig(config));
   return config;
 }
@@ -134,6 +140,10 @@ int main(int argc, char** argv) {
   absl::FlagsUsageConfig usage;
   usage.contains_help_flags = IsSpexdFlagFile;
   usage.contains_helpshort_flags = IsSpexdFlagFile;
+  // Abseil's default --version prints the program's path and, whenever the Abseil library
+  // itself was built without NDEBUG (Debian's is), "Debug build (NDEBUG not #defined)",
+  // whatever spexd's own build type: the version number instead.
+  usage.version_string = [] { return absl::StrCat("spexd ", spexd::core::kSpexdVersion, "\n"); };
   absl::SetFlagsUsageConfig(usage);
   if (spexd::core::PrintHelpIfAsked(argc, argv, IsSpexdFlagFile)) return 0;
   auto merged = MergeConfigArgs(argc, argv);

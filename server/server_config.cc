@@ -1,7 +1,7 @@
 #include "server/server_config.h"
 
-#include <fstream>
-#include <sstream>
+#include <limits>
+#include <type_traits>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
@@ -9,6 +9,8 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "core/base/status_macros.h"
+#include "server/platform/listen_address.h"
+#include "server/platform/small_file.h"
 
 namespace spexd::server {
 namespace {
@@ -54,59 +56,51 @@ absl::StatusOr<std::vector<int>> ParseDeviceList(absl::string_view text) {
 }
 
 absl::StatusOr<std::string> ReadAuthToken(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return Bad(absl::StrCat("cannot read --auth_token_file ", path));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  std::string token(absl::StripAsciiWhitespace(ss.str()));
+  // A token is a line; the bound only keeps a wrong file (a device, a log) out of memory.
+  auto text = ReadSmallFile(path, int64_t{64} << 10, "--auth_token_file");
+  if (!text.ok()) return text.status();
+  std::string token(absl::StripAsciiWhitespace(*text));
   if (token.empty()) return Bad("--auth_token_file is empty");
   return token;
 }
 
+namespace {
+
+template <typename T>
+absl::Status InRange(const char* name, T value, T lo, T hi) {
+  // Written so that NaN is refused too.
+  if (value >= lo && value <= hi) return absl::OkStatus();
+  if constexpr (std::is_integral_v<T>) {
+    if (hi == std::numeric_limits<T>::max()) {
+      return Bad(absl::StrCat("--", name, " must be at least ", lo, " (got ", value, ")"));
+    }
+  }
+  return Bad(absl::StrCat("--", name, " must be between ", lo, " and ", hi, " (got ", value, ")"));
+}
+
+}  // namespace
+
+absl::Status CheckFlagRanges(const ServerConfig& config) {
+#define SPEXD_RANGE_NONE(...)
+#define SPEXD_RANGE_IN(name, member, lo, hi, help)                                   \
+  {                                                                                 \
+    using T = std::decay_t<decltype(config.member)>;                                \
+    SPEXD_RETURN_IF_ERROR(                                                          \
+        InRange<T>(#name, config.member, static_cast<T>(lo), static_cast<T>(hi)));  \
+  }
+  SPEXD_SERVER_FLAGS(SPEXD_RANGE_NONE, SPEXD_RANGE_NONE, SPEXD_RANGE_IN)
+#undef SPEXD_RANGE_NONE
+#undef SPEXD_RANGE_IN
+  return absl::OkStatus();
+}
+
 absl::Status ValidateServerConfig(const ServerConfig& config) {
   const ServerOptions& o = config.server;
-  if (o.workers.cpu_threads < 0) return Bad("--cpu_threads must not be negative (0: all cores)");
-  if (o.scheduling.max_queue < 0) return Bad("--max_queue must be 0 (automatic) or positive");
-  if (o.scheduling.max_uploads < 0 || o.scheduling.realtime_reserve < 0 ||
-      o.limits.upload_idle_seconds < 0 ||
-      o.limits.write_timeout_seconds < 0 || o.limits.upload_min_bytes_per_second < 0 ||
-      o.limits.upload_rate_window_seconds < 0) {
-    return Bad("--max_uploads, --realtime_reserve, the timeouts and the upload rate floor "
-               "must not be negative");
+  SPEXD_RETURN_IF_ERROR(CheckFlagRanges(config));
+  SPEXD_RETURN_IF_ERROR(CheckListenAddress("--listen", o.network.listen));
+  if (!o.network.metrics_listen.empty()) {
+    SPEXD_RETURN_IF_ERROR(CheckListenAddress("--metrics_listen", o.network.metrics_listen));
   }
-  if (o.scheduling.prefetch < 0 || o.scheduling.prefetch_memory_bytes < 0) {
-    return Bad("--prefetch and --prefetch_memory_bytes must not be negative (0: the default)");
-  }
-  if (o.workers.backends_per_gpu < 0 ||
-      o.workers.backends_per_gpu > WorkerOptions::kMaxBackendsPerGpu) {
-    return Bad(absl::StrCat("--backends_per_gpu must be between 0 (the default) and ",
-                            WorkerOptions::kMaxBackendsPerGpu));
-  }
-  if (o.scheduling.streamers_per_worker < 0) {
-    return Bad("--streamers_per_worker must not be negative (0: the default)");
-  }
-  // Written so that NaN is refused too.
-  if (!(o.scheduling.no_deadline_horizon_seconds >= 0)) {
-    return Bad("--no_deadline_horizon_seconds must not be negative (0: no horizon)");
-  }
-  // Written so that NaN is refused too.
-  if (!(o.limits.handshake_timeout_seconds > 0 && o.limits.handshake_timeout_seconds <= 3600) ||
-      !(o.limits.connection_idle_seconds > 0 && o.limits.connection_idle_seconds <= 86400)) {
-    return Bad("--handshake_timeout_seconds must be in (0, 3600] and --connection_idle_seconds "
-               "in (0, 86400]");
-  }
-  if (o.limits.max_request_bytes < (64 << 20)) return Bad("--max_request_bytes must be at least 64 MiB");
-  if (o.limits.max_message_bytes < (1 << 20) || o.limits.max_message_bytes > (64 << 20)) {
-    return Bad("--max_message_bytes must be between 1 MiB and 64 MiB");
-  }
-  // Written so that NaN is refused too.
-  if (!(o.shadow_parity.fraction >= 0 && o.shadow_parity.fraction <= 1)) {
-    return Bad("--shadow_parity_fraction must be in [0, 1] (0: off)");
-  }
-  if (o.shadow_parity.threads < 0) {
-    return Bad("--shadow_parity_threads must not be negative (0: one per core)");
-  }
-  if (config.drain_seconds < 0) return Bad("--drain_seconds must not be negative");
   return absl::OkStatus();
 }
 

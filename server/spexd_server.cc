@@ -2,9 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
-#include <fstream>
 #include <map>
-#include <sstream>
 #include <thread>
 #include <utility>
 
@@ -20,6 +18,7 @@
 #include "absl/synchronization/notification.h"
 #include "core/backend/cuda_module_loader.h"
 #include "core/base/parallel_for.h"
+#include "core/base/status_macros.h"
 #include "core/cpu/blas_core_type.h"
 #include "core/io/plane_buffer.h"
 #include "core/base/task_pool.h"
@@ -28,9 +27,12 @@
 #include "server/rpc/cuda_regions_service.h"
 #include "server/platform/data_roots.h"
 #include "server/rpc/extraction_service.h"
+#include "server/platform/listen_address.h"
 #include "server/platform/log.h"
 #include "server/platform/health_metrics.h"
 #include "server/platform/metrics.h"
+#include "server/platform/pem_check.h"
+#include "server/platform/small_file.h"
 #include "server/state/psf_cache.h"
 #include "server/state/region_registry.h"
 #include "server/state/scheduler.h"
@@ -39,13 +41,8 @@
 namespace spexd::server {
 namespace {
 
-absl::StatusOr<std::string> ReadTextFile(const std::string& path, const char* what) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::InvalidArgumentError(absl::StrCat("cannot read ", what, " ", path));
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+// A PEM file is a few kilobytes (a certificate chain, a CA bundle at most a few hundred).
+constexpr int64_t kMaxPemFileBytes = int64_t{4} << 20;
 
 absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeCredentials(const SecurityOptions& o) {
   if (o.tls_cert_file.empty() && o.tls_key_file.empty()) {
@@ -57,20 +54,21 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeCredentials(const S
   if (o.tls_cert_file.empty() || o.tls_key_file.empty()) {
     return absl::InvalidArgumentError("TLS needs both --tls_cert and --tls_key");
   }
-  auto cert = ReadTextFile(o.tls_cert_file, "TLS certificate");
-  if (!cert.ok()) return cert.status();
-  auto key = ReadTextFile(o.tls_key_file, "TLS key");
-  if (!key.ok()) return key.status();
+  SPEXD_ASSIGN_OR_RETURN(std::string cert, ReadSmallFile(o.tls_cert_file, kMaxPemFileBytes,
+                                                         "--tls_cert"));
+  SPEXD_ASSIGN_OR_RETURN(std::string key, ReadSmallFile(o.tls_key_file, kMaxPemFileBytes,
+                                                        "--tls_key"));
+  SPEXD_RETURN_IF_ERROR(CheckTlsPair(cert, o.tls_cert_file, key, o.tls_key_file));
   const bool mutual = !o.tls_client_ca_file.empty();
   grpc::SslServerCredentialsOptions ssl(
       mutual ? GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY
              : GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
   if (mutual) {
-    auto ca = ReadTextFile(o.tls_client_ca_file, "client CA");
-    if (!ca.ok()) return ca.status();
-    ssl.pem_root_certs = *ca;
+    SPEXD_ASSIGN_OR_RETURN(ssl.pem_root_certs, ReadSmallFile(o.tls_client_ca_file,
+                                                             kMaxPemFileBytes, "--tls_client_ca"));
+    SPEXD_RETURN_IF_ERROR(CheckTlsClientCa(ssl.pem_root_certs, o.tls_client_ca_file));
   }
-  ssl.pem_key_cert_pairs.push_back({*key, *cert});
+  ssl.pem_key_cert_pairs.push_back({std::move(key), std::move(cert)});
   return grpc::SslServerCredentials(ssl);
 }
 
@@ -333,6 +331,25 @@ absl::StatusOr<std::unique_ptr<SpexdServer>> SpexdServer::Start(ServerOptions op
   auto output_roots = DataRoots::Create(o.storage.output_roots, "--output_roots");
   if (!output_roots.ok()) return output_roots.status();
   s.output_roots = std::make_unique<DataRoots>(*std::move(output_roots));
+  std::vector<std::string> full_roots;
+  SPEXD_RETURN_IF_ERROR(s.output_roots->CheckWritable(&full_roots));
+  for (const std::string& root : full_roots) {
+    Log(LogLevel::kWarning, "output_root_full",
+        {{"root", root}, {"warning", "no space left: outputs there fail until space is freed"}});
+  }
+  // The whole filesystem as a root is allowed (a test node, a container with only its
+  // data mounted) but is seldom meant: every file the server can read, or write, is then
+  // open to its clients.
+  for (const auto& [flag, configured] : {std::pair{"--data_roots", s.roots.get()},
+                                         std::pair{"--output_roots", s.output_roots.get()}}) {
+    for (const std::string& root : configured->roots()) {
+      if (root != "/") continue;
+      Log(LogLevel::kWarning, "root_is_whole_filesystem",
+          {{"flag", flag},
+           {"warning", absl::StrCat(flag, " includes /: clients may name any file the server",
+                                    " can ", configured == s.roots.get() ? "read" : "write")}});
+    }
+  }
   const int host_threads =
       o.workers.cpu_threads > 0 ? o.workers.cpu_threads : core::HardwareThreads();
   s.pool = core::MakeTaskPool(host_threads - 1, "spexd-host");
@@ -392,9 +409,18 @@ absl::StatusOr<std::unique_ptr<SpexdServer>> SpexdServer::Start(ServerOptions op
   builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS, ms(o.limits.connection_idle_seconds));
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, ms(o.limits.keepalive_seconds));
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 20000);
+  // gRPC sets SO_REUSEPORT by default: a second spexd on a port the first serves would
+  // bind too and take part of its connections (with its own roots, tokens, TLS and PSF
+  // cache). Without it the bind fails and the second server exits, saying why.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  // For a unix socket, gRPC removes the file in its way: refuse one that is answered.
+  SPEXD_RETURN_IF_ERROR(RefuseServedUnixSocket(o.network.listen));
   s.server = builder.BuildAndStart();
   if (s.server == nullptr || s.port == 0) {
-    return absl::UnavailableError(absl::StrCat("cannot listen on ", o.network.listen));
+    return absl::UnavailableError(absl::StrCat(
+        "cannot listen on ", o.network.listen, ": ",
+        HasLocalSocketScheme(o.network.listen) ? "gRPC could not bind it"
+                                               : WhyCannotBind(o.network.listen)));
   }
   // Per-service statuses too, for probes that name the service; SetServing() then
   // updates every registered name at once.

@@ -28,8 +28,9 @@ const std::vector<FlagSpec>& ExtractFlagSpecs() {
       {"regularize", 'r', true, "regularisation (default 0)"},
       {"reproduce", 0, true,
        "gpu_specter_gpu|gpu_specter_cpu: which gpu_specter path's results to reproduce where "
-       "they differ, extraction-spec §2.17 (default gpu_specter_gpu; not where the work runs: "
-       "that is --backend)"},
+       "they differ, extraction-spec §2.17 (default: desispec's choice on this node, the GPU "
+       "path where the CUDA driver sees a device and neither --no-gpu nor $DESI_NO_GPU says "
+       "otherwise; not where the work runs: that is --backend)"},
       {"compat", 0, true, "", "reproduce"},
       {"mask-policy", 0, true, "desispec|desispec-exact|any: MASK bits that zero ivar; desispec-exact also uses desispec's ALLBADPIX == 1 rule (default desispec)"},
       {"cpu-threads", 0, true, "local CPU threads (default: all cores)"},
@@ -72,7 +73,8 @@ absl::Status ParseWavelength(const std::string& text, core::ExtractionParams* pa
   return absl::OkStatus();
 }
 
-absl::StatusOr<ExtractCommand> ParseExtractCommand(const ParsedArgs& args) {
+absl::StatusOr<ExtractCommand> ParseExtractCommand(const ParsedArgs& args,
+                                                   const DefaultPath& default_path) {
   ExtractCommand cmd;
   cmd.input = args.GetOr("input", "");
   cmd.psf = args.GetOr("psf", "");
@@ -144,6 +146,15 @@ absl::StatusOr<ExtractCommand> ParseExtractCommand(const ParsedArgs& args) {
           "--no-gpu asks for the CPU backend; --backend says otherwise");
     }
     if (!args.Has("reproduce")) p.compat = core::Compat::kCpu;
+  }
+  if (args.Has("reproduce")) {
+    cmd.reproduce_why = "--reproduce";
+  } else if (args.Has("no-gpu")) {
+    cmd.reproduce_why = "--no-gpu";
+  } else if (default_path) {
+    SPEXD_ASSIGN_OR_RETURN(PathChoice choice, default_path());
+    p.compat = choice.compat;
+    cmd.reproduce_why = std::move(choice.why);
   }
   cmd.local = args.Has("local");
   cmd.server = args.GetOr("server", "");

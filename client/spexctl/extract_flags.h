@@ -3,6 +3,7 @@
 #ifndef SPEXD_CLIENT_EXTRACT_FLAGS_H_
 #define SPEXD_CLIENT_EXTRACT_FLAGS_H_
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,16 @@ namespace spexd::client {
 // Flag specs of `spexctl extract` (local and remote options together).
 const std::vector<FlagSpec>& ExtractFlagSpecs();
 
+// Which gpu_specter path's results to reproduce (core::Compat), and why (for the line
+// spexctl extract prints: the flag, or what the node's rule found).
+struct PathChoice {
+  core::Compat compat = core::Compat::kGpu;
+  std::string why;
+};
+// Decides the path when neither --reproduce nor --no-gpu does (DesispecPathRule for
+// `spexctl extract`, desispec_path_rule.h).
+using DefaultPath = std::function<absl::StatusOr<PathChoice>()>;
+
 struct ExtractCommand {
   std::string input, psf, output, model;
   std::string fibermap;  // -f/--fibermap: FIBERMAP from this file instead of the image's
@@ -28,9 +39,15 @@ struct ExtractCommand {
   std::string server;           // host:port or dns:///name:port for remote mode
   double deadline_seconds = 0;  // 0 = none
   bool quiet = false;
+  // How params.compat was decided: "--reproduce", "--no-gpu", the default path's reason,
+  // or empty for spexctl's own default (gpu_specter's GPU path).
+  std::string reproduce_why;
 };
 
-absl::StatusOr<ExtractCommand> ParseExtractCommand(const ParsedArgs& args);
+// The command of `args`. Without --reproduce or --no-gpu, `default_path` (when given)
+// decides which gpu_specter path is reproduced; else gpu_specter's GPU path.
+absl::StatusOr<ExtractCommand> ParseExtractCommand(const ParsedArgs& args,
+                                                   const DefaultPath& default_path = {});
 
 // How the client writes its frame and model files: on up to 8 of this host's threads,
 // fewer with --cpu-threads. After the extraction, writing them is the whole of the

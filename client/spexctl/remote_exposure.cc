@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdio>
 #include <map>
+#include <optional>
 #include <set>
 #include <thread>
 #include <utility>
@@ -14,6 +15,7 @@
 #include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
 #include "client/spexctl/cli_args.h"
+#include "client/spexctl/desispec_path_rule.h"
 #include "client/spexctl/extract_flags.h"
 #include "client/spexctl/output_paths.h"
 #include "client/spexctl/remote_extract.h"
@@ -95,7 +97,8 @@ v1::ExposureFrameResult ClientSideResult(int index, const ExposureEntry& e, cons
 
 absl::StatusOr<std::vector<ExposureEntry>> ParseFrameList(const std::string& text,
                                                           const std::string& name,
-                                                          const std::vector<std::string>& common) {
+                                                          const std::vector<std::string>& common,
+                                                          const DefaultPath& default_path) {
   std::vector<ExposureEntry> entries;
   std::set<std::string> outputs;
   int line_no = 0;
@@ -121,7 +124,7 @@ absl::StatusOr<std::vector<ExposureEntry>> ParseFrameList(const std::string& tex
     args.insert(args.end(), {"-i", tokens[0], "-p", tokens[1], "-o", tokens[2]});
     auto parsed = ParseArgs(FrameAndColumnSpecs(), args);
     if (!parsed.ok()) return where(parsed.status().message());
-    auto cmd = ParseExtractCommand(*parsed);
+    auto cmd = ParseExtractCommand(*parsed, default_path);
     if (!cmd.ok()) return where(cmd.status().message());
     // The file, not the spelling: `out//a.fits` and a symlinked directory name one output
     // (the server refuses such an exposure too, before any frame runs).
@@ -259,8 +262,19 @@ int RunExposureCommand(const std::vector<std::string>& args) {
   if (!client_options.ok()) return usage_error(client_options.status());
   auto text = ReadWholeFile(list_path, "frame list");
   if (!text.ok()) return usage_error(text.status());
-  auto entries = ParseFrameList(*text, list_path, FrameTokens(*parsed));
+  // As spexctl extract: without --reproduce, the path desispec would reproduce on this
+  // node, decided once for every line that leaves it open, and said on stderr.
+  std::optional<absl::StatusOr<PathChoice>> decided;
+  auto entries = ParseFrameList(*text, list_path, FrameTokens(*parsed), [&decided] {
+    if (!decided) decided = DesispecPathRule();
+    return *decided;
+  });
   if (!entries.ok()) return usage_error(entries.status());
+  if (decided && decided->ok()) {
+    std::fprintf(stderr, "spexctl exposure: reproducing gpu_specter's %s path, as desispec on "
+                 "this node (%s), where a line does not say\n",
+                 (*decided)->compat == core::Compat::kGpu ? "GPU" : "CPU", (*decided)->why.c_str());
+  }
   auto client = SpexdClient::Create(*client_options);
   if (!client.ok()) {
     std::fprintf(stderr, "spexctl exposure: %s\n", client.status().ToString().c_str());

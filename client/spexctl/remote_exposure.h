@@ -23,6 +23,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "client/lib/spexd_client.h"
+#include "client/spexctl/extract_flags.h"
 #include "spexd/v1/spexd.pb.h"
 
 namespace spexd::client {
@@ -36,10 +37,12 @@ struct ExposureEntry {
 };
 
 // Parses a frame list (`text`, named `name` in errors). `common` are the command line's
-// extraction flags, applied to every line before the line's own.
+// extraction flags, applied to every line before the line's own; `default_path` decides
+// the gpu_specter path of a line without --reproduce or --no-gpu (ParseExtractCommand).
 absl::StatusOr<std::vector<ExposureEntry>> ParseFrameList(const std::string& text,
                                                           const std::string& name,
-                                                          const std::vector<std::string>& common);
+                                                          const std::vector<std::string>& common,
+                                                          const DefaultPath& default_path = {});
 
 struct ExposureOptions {
   v1::Priority priority = v1::REPROCESSING;

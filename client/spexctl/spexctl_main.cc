@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "client/spexctl/cli_args.h"
+#include "client/spexctl/desispec_path_rule.h"
 #include "client/spexctl/extract_flags.h"
 #include "client/spexctl/local_extract.h"
 #ifdef SPEXD_WITH_SERVER
@@ -54,10 +55,19 @@ int Extract(const std::vector<std::string>& args) {
                 FormatHelp(specs).c_str());
     return 0;
   }
-  auto cmd = ParseExtractCommand(*parsed);
+  // desi_extract_spectra's drop-in: without --reproduce, the gpu_specter path desispec
+  // would reproduce on this node, said on stderr.
+  auto cmd = ParseExtractCommand(*parsed, DesispecPathRule);
   if (!cmd.ok()) {
     std::fprintf(stderr, "spexctl extract: %s\n", std::string(cmd.status().message()).c_str());
     return 2;
+  }
+  if (!cmd->quiet && !parsed->Has("reproduce")) {
+    const bool gpu = cmd->params.compat == spexd::core::Compat::kGpu;
+    std::fprintf(stderr,
+                 "spexctl extract: reproducing gpu_specter's %s path, as desispec on this node "
+                 "(%s)\n",
+                 gpu ? "GPU" : "CPU", cmd->reproduce_why.c_str());
   }
   if (!cmd->local) {
 #ifdef SPEXD_WITH_SERVER

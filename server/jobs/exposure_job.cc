@@ -1,6 +1,10 @@
 #include "server/jobs/exposure_job.h"
 
+#include <limits.h>
+#include <sys/stat.h>
+
 #include <algorithm>
+#include <cstdlib>
 #include <map>
 #include <utility>
 
@@ -65,6 +69,71 @@ absl::Status ExposureRun::CheckDistinctOutputs(const std::vector<Frame>& frames)
       return absl::InvalidArgumentError(absl::StrCat(
           "frames[", i, "]: its output '", core::EchoValue(path), "' is also frames[",
           at->second, "]'s (the same file, however spelled)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+namespace {
+
+// A file a frame reads: which frame, and what it is to it.
+struct Reader {
+  std::size_t frame = 0;
+  const char* what = "";
+};
+
+// `path` (absolute) with its directory resolved: what an output path that names the same
+// place canonicalises to (DataRoots::CheckOutput), whether or not the file exists; empty
+// when the directory does not resolve.
+std::string CanonicalPlace(const std::string& path) {
+  const std::size_t slash = path.find_last_of('/');
+  if (path.empty() || path[0] != '/' || slash == std::string::npos) return "";
+  const std::string dir = slash == 0 ? std::string("/") : path.substr(0, slash);
+  char buf[PATH_MAX];
+  if (::realpath(dir.c_str(), buf) == nullptr) return "";
+  const std::string real(buf);
+  return absl::StrCat(real == "/" ? "" : real, "/", path.substr(slash + 1));
+}
+
+}  // namespace
+
+absl::Status ExposureRun::CheckOutputsSpareInputs(const std::vector<Frame>& frames) {
+  // Every file a frame reads, by canonical place and by device and inode (a file there).
+  std::map<std::string, Reader> by_path;
+  std::map<std::pair<dev_t, ino_t>, Reader> by_inode;
+  auto add = [&](const std::string& path, Reader reader) {
+    if (const std::string place = CanonicalPlace(path); !place.empty()) {
+      by_path.emplace(place, reader);
+    }
+    struct stat st {};
+    if (::stat(path.c_str(), &st) == 0) by_inode.emplace(std::pair(st.st_dev, st.st_ino), reader);
+  };
+  for (std::size_t i = 0; i < frames.size(); ++i) {
+    const Frame& f = frames[i];
+    if (!f.refused.ok()) continue;
+    add(f.request.header.server_path(), {i, "input"});
+    // A PSF loaded from a server path has that (canonical) path as its source.
+    const std::string& psf = f.request.psf != nullptr ? f.request.psf->source_name() : "";
+    if (!psf.empty() && psf[0] == '/') add(psf, {i, "PSF"});
+  }
+  for (std::size_t i = 0; i < frames.size(); ++i) {
+    if (!frames[i].refused.ok()) continue;
+    for (const std::string& out : frames[i].outputs) {
+      const Reader* reader = nullptr;
+      if (auto at = by_path.find(out); at != by_path.end()) reader = &at->second;
+      struct stat st {};
+      if (reader == nullptr && ::lstat(out.c_str(), &st) == 0) {
+        if (auto at = by_inode.find(std::pair(st.st_dev, st.st_ino)); at != by_inode.end()) {
+          reader = &at->second;
+        }
+      }
+      if (reader == nullptr) continue;
+      return absl::InvalidArgumentError(absl::StrCat(
+          "frames[", i, "]: its output '", core::EchoValue(out), "' is ",
+          reader->frame == i ? std::string("its own")
+                             : absl::StrCat("frames[", reader->frame, "]'s"),
+          " ", reader->what,
+          " (the same file, however spelled): an exposure never writes a file it reads"));
     }
   }
   return absl::OkStatus();

@@ -57,6 +57,15 @@ class ExposureRun : public std::enable_shared_from_this<ExposureRun> {
   // for the whole exposure, naming the later frame, before any frame runs.
   static absl::Status CheckDistinctOutputs(const std::vector<Frame>& frames);
 
+  // No frame may write a file that a frame reads, its own or another's: its input or its
+  // PSF (when loaded from a server path), compared by canonical path (a file not there
+  // yet included: it would be read or not depending on the order frames run in) and by
+  // device and inode (a hard link, a bind mount). With `overwrite` a frame would replace
+  // the file another frame reads, racing with that frame. INVALID_ARGUMENT for the whole
+  // exposure, naming both frames, before any frame runs; refused frames neither read nor
+  // write and are left out.
+  static absl::Status CheckOutputsSpareInputs(const std::vector<Frame>& frames);
+
   // Frames in flight per exposure: the scheduler's prefetch bound, plus per worker the
   // frame extracting and those its streaming threads write.
   static int Window(Scheduler& scheduler);

@@ -1,13 +1,11 @@
 #include "server/platform/config_file.h"
 
-#include <fstream>
-#include <sstream>
-
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
+#include "server/platform/small_file.h"
 
 namespace spexd::server {
 
@@ -44,11 +42,9 @@ absl::StatusOr<std::vector<std::string>> ConfigTextToArgs(const std::string& tex
 }
 
 absl::StatusOr<std::vector<std::string>> ConfigFileToArgs(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return absl::InvalidArgumentError(absl::StrCat("cannot read config file ", path));
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ConfigTextToArgs(ss.str(), path);
+  auto text = ReadSmallFile(path, kMaxConfigFileBytes, "config file");
+  if (!text.ok()) return text.status();
+  return ConfigTextToArgs(*text, path);
 }
 
 absl::StatusOr<std::vector<std::string>> MergeConfigArgs(int argc, char** argv) {

@@ -137,6 +137,42 @@ absl::StatusOr<DataRoots> DataRoots::Create(const std::vector<std::string>& root
   return out;
 }
 
+absl::Status DataRoots::CheckWritable(std::vector<std::string>* full_roots) const {
+  for (const std::string& root : roots_) {
+    auto refuse = [&](absl::string_view why) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          flag_, " ", root, " is not writable: ", why, " (the server writes its output files there)"));
+    };
+    // A full filesystem is writable once space is freed: said, not refused (a server
+    // would otherwise not start until then, and then serve its other roots).
+    auto full = [&] {
+      if (full_roots != nullptr) full_roots->push_back(root);
+    };
+    const int dirfd = ::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dirfd < 0) return refuse(absl::StrCat("cannot open it: ", std::strerror(errno)));
+    auto probe = core::CreateNamedTemporary(dirfd, ".spexd-write-probe");
+    if (!probe.ok()) {
+      ::close(dirfd);
+      if (absl::IsResourceExhausted(probe.status())) {
+        full();
+        continue;
+      }
+      return refuse(probe.status().message());
+    }
+    const char byte = 0;
+    const int err = ::write(probe->first, &byte, 1) == 1 ? 0 : errno;
+    ::close(probe->first);
+    ::unlinkat(dirfd, probe->second.c_str(), 0);
+    ::close(dirfd);
+    if (err == ENOSPC || err == EDQUOT) {
+      full();
+    } else if (err != 0) {
+      return refuse(absl::StrCat("writing a probe file: ", std::strerror(err)));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status DataRoots::CheckSyntax(const std::string& path) const {
   if (roots_.empty()) {
     return absl::PermissionDeniedError(absl::StrCat(
@@ -427,7 +463,25 @@ absl::StatusOr<bool> DataRoots::PendingOutput::MatchExisting(const SameCheck& sa
     return absl::AbortedError(absl::StrCat("output path '", path_,
                                            "' changed while it was compared with the new output"));
   }
+  SPEXD_RETURN_IF_ERROR(CheckDirectoryInPlace("the file there was compared"));
   return true;
+}
+
+absl::Status DataRoots::PendingOutput::CheckDirectoryInPlace(absl::string_view what) const {
+  const std::size_t slash = canonical_.find_last_of('/');
+  const std::string dir = slash == 0 ? std::string("/") : canonical_.substr(0, slash);
+  struct stat held {}, named {};
+  bool in_place = ::fstat(dirfd_, &held) == 0 && ::stat(dir.c_str(), &named) == 0 &&
+                  held.st_dev == named.st_dev && held.st_ino == named.st_ino;
+  // The same directory reached through a symlink put at its old name is not in place
+  // either: its own path (which the kernel keeps for the descriptor) must be `dir`.
+  if (in_place) {
+    auto now = RealPath(absl::StrCat("/proc/self/fd/", dirfd_));
+    in_place = now.ok() && *now == dir;
+  }
+  if (in_place) return absl::OkStatus();
+  return absl::AbortedError(absl::StrCat("output directory ", dir, " was moved or replaced while ",
+                                         what, ": '", path_, "' would not name the file"));
 }
 
 absl::StatusOr<std::string> DataRoots::PendingOutput::Commit(const SameCheck& same, bool* kept) {
@@ -444,6 +498,9 @@ absl::StatusOr<std::string> DataRoots::PendingOutput::Commit(const SameCheck& sa
     }
   }
   if (st.ok() && ::close(std::exchange(fd_, -1)) != 0) st = core::FileWriteError(path_, "close", errno);
+  // Nothing is named in a directory that moved while the file was written (the
+  // temporary goes with this output).
+  if (st.ok()) st = CheckDirectoryInPlace("the file was written");
   if (st.ok()) {
     // Without overwrite, never replace a file that appeared since the check.
     const unsigned flags = overwrite_ ? 0u : RENAME_NOREPLACE;
@@ -468,6 +525,9 @@ absl::StatusOr<std::string> DataRoots::PendingOutput::Commit(const SameCheck& sa
   if (!tmp_.empty()) ::unlinkat(dirfd_, tmp_.c_str(), 0);
   tmp_.clear();
   if (st.ok()) ::fsync(dirfd_);  // the new name survives a crash
+  // Moved between the check above and the rename: the file has its name, but in the
+  // directory's new place, which the reply cannot name.
+  if (st.ok()) st = CheckDirectoryInPlace("the file was named");
   if (absl::IsAlreadyExists(st) && same) {
     // A file created since KeepExisting (or a caller that skipped it): RENAME_NOREPLACE
     // left it in place; it is kept if it is this output (a concurrent identical request).

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace spexd::server {
 
@@ -26,6 +27,13 @@ class DataRoots {
                                           const std::string& flag = "--data_roots");
 
   const std::vector<std::string>& roots() const { return roots_; }
+
+  // For the output roots, at startup: in each root a probe file is created, written and
+  // removed, so that a read-only mount, /proc or a directory the server may not write is
+  // refused then (FAILED_PRECONDITION naming the root and the reason) rather than failing
+  // every request later. A full filesystem (ENOSPC, EDQUOT) is not refused, only added to
+  // `full_roots` (for a warning): it is writable again once space is freed.
+  absl::Status CheckWritable(std::vector<std::string>* full_roots = nullptr) const;
 
   // A file opened through the policy: the descriptor stays open (closed on destruction),
   // so readers that take a path can use proc_path(), which names this very file even if
@@ -109,10 +117,13 @@ class DataRoots {
     // it: then this output is dropped (nothing written, the file untouched) and true is
     // returned. False when no file has the name (Commit next). Otherwise `same`'s error;
     // PERMISSION_DENIED for a name that is not a regular file; ABORTED when the file is
-    // replaced or changed (inode, size, mtime or ctime) while `same` reads it, since the
-    // answer would then name something else than what was compared.
+    // replaced or changed (inode, size, mtime or ctime) while `same` reads it, or its
+    // directory moved since it was opened, since the answer would then name something
+    // else than what was compared.
     absl::StatusOr<bool> KeepExisting(const SameCheck& same);
-    // fsync, then the name: renamed over the output (without overwrite: RENAME_NOREPLACE,
+    // fsync, then the name (only while the directory is where its canonical path says,
+    // checked before and after the rename: else ABORTED, the reply naming no file that
+    // does not hold it): renamed over the output (without overwrite: RENAME_NOREPLACE,
     // or link() where the filesystem lacks it, so a file created meanwhile is not
     // replaced: ALREADY_EXISTS, unless `same` is given and accepts it as KeepExisting
     // does, which sets *kept), and the directory synced. Returns the canonical path.
@@ -126,6 +137,10 @@ class DataRoots {
     void Release();
     // KeepExisting's check, leaving this output as it is.
     absl::StatusOr<bool> MatchExisting(const SameCheck& same) const;
+    // Whether the directory written into is still the one its canonical path names (not
+    // renamed, nor replaced by a symlink or another directory): the reply names that
+    // path, which must hold the file. ABORTED otherwise, saying `what` happened meanwhile.
+    absl::Status CheckDirectoryInPlace(absl::string_view what) const;
     int dirfd_ = -1, fd_ = -1;
     bool unnamed_ = false, overwrite_ = false;
     std::string path_, name_, canonical_;

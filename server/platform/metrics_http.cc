@@ -18,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
+#include "server/platform/listen_address.h"
 
 namespace spexd::server {
 namespace {
@@ -82,33 +83,9 @@ std::string ErrorResponse(int code, bool head_only = false, const char* extra_he
                   "text/plain; charset=utf-8", extra_headers);
 }
 
-// Splits "host:port" or "[v6]:port".
-absl::Status SplitAddress(const std::string& address, std::string* host, std::string* port) {
-  std::size_t colon;
-  if (absl::StartsWith(address, "[")) {
-    const std::size_t close = address.find(']');
-    if (close == std::string::npos || close + 1 >= address.size() || address[close + 1] != ':') {
-      return absl::InvalidArgumentError("expected host:port or [v6]:port");
-    }
-    *host = address.substr(1, close - 1);
-    colon = close + 1;
-  } else {
-    colon = address.rfind(':');
-    if (colon == std::string::npos) return absl::InvalidArgumentError("expected host:port");
-    *host = address.substr(0, colon);
-  }
-  *port = address.substr(colon + 1);
-  int number = 0;
-  if (host->empty() || !absl::SimpleAtoi(*port, &number) || number < 0 || number > 65535 ||
-      port->find_first_not_of("0123456789") != std::string::npos) {
-    return absl::InvalidArgumentError("expected host:port with a port in 0..65535");
-  }
-  return absl::OkStatus();
-}
-
 absl::StatusOr<int> Listen(const std::string& address) {
   std::string host, port;
-  if (absl::Status st = SplitAddress(address, &host, &port); !st.ok()) return st;
+  if (absl::Status st = SplitHostPort(address, &host, &port); !st.ok()) return st;
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
@@ -129,7 +106,8 @@ absl::StatusOr<int> Listen(const std::string& address) {
     const int one = 1;
     ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
     if (::bind(fd, a->ai_addr, a->ai_addrlen) != 0 || ::listen(fd, 128) != 0) {
-      error = absl::StrCat("bind: ", std::strerror(errno));
+      error = errno == EADDRINUSE ? "the port is in use: another process is serving it"
+                                  : absl::StrCat("bind: ", std::strerror(errno));
       ::close(fd);
       fd = -1;
     }

@@ -116,6 +116,7 @@ class ExposureReactor final
       any_valid = any_valid || frames.back().refused.ok();
     }
     if (absl::Status s = ExposureRun::CheckDistinctOutputs(frames); !s.ok()) return s;
+    if (absl::Status s = ExposureRun::CheckOutputsSpareInputs(frames); !s.ok()) return s;
     // Admitted as a whole with one slot (refused like a single frame when the queue is
     // full or the server drains); its further frames never wait on the queue's bound.
     Scheduler::Ticket admission;

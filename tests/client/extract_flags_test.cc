@@ -2,10 +2,13 @@
 // feeds (client/spexctl/extract_flags.h), shared by the local and the remote mode.
 #include "client/spexctl/extract_flags.h"
 
+#include <stdlib.h>
+
 #include <string>
 #include <vector>
 
 #include "client/spexctl/cli_args.h"
+#include "client/spexctl/desispec_path_rule.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -14,10 +17,11 @@ namespace {
 
 using ::testing::HasSubstr;
 
-absl::StatusOr<ExtractCommand> Parse(const std::vector<std::string>& args) {
+absl::StatusOr<ExtractCommand> Parse(const std::vector<std::string>& args,
+                                     const DefaultPath& default_path = {}) {
   absl::StatusOr<ParsedArgs> parsed = ParseArgs(ExtractFlagSpecs(), args);
   if (!parsed.ok()) return parsed.status();
-  return ParseExtractCommand(*parsed);
+  return ParseExtractCommand(*parsed, default_path);
 }
 
 TEST(CliArgs, ShortAndLongNamesAndPositionals) {
@@ -171,6 +175,75 @@ TEST(ExtractFlags, UseSpecterRefused) {
   EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(r.status().message(), HasSubstr("classic specter"));
   EXPECT_THAT(r.status().message(), HasSubstr("0.115 sigma"));
+}
+
+// desi_extract_spectra's command line without --no-gpu: the gpu_specter path desispec
+// would reproduce on this node (the rule given), not always the GPU path; --reproduce and
+// --no-gpu still decide when given, and the rule is then not asked.
+TEST(ExtractFlags, WithoutReproduceTheNodesRuleDecides) {
+  int asked = 0;
+  auto node = [&asked](core::Compat compat) -> DefaultPath {
+    return [&asked, compat]() -> absl::StatusOr<PathChoice> {
+      ++asked;
+      return PathChoice{compat, "test rule"};
+    };
+  };
+  auto c = Parse({"-i", "a", "-p", "b", "-o", "c"}, node(core::Compat::kCpu));
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->params.compat, core::Compat::kCpu);
+  EXPECT_EQ(c->reproduce_why, "test rule");
+  c = Parse({"-i", "a", "-p", "b", "-o", "c"}, node(core::Compat::kGpu));
+  EXPECT_EQ(c->params.compat, core::Compat::kGpu);
+  EXPECT_EQ(asked, 2);
+  c = Parse({"-i", "a", "-p", "b", "-o", "c", "--reproduce", "gpu_specter_gpu"},
+            node(core::Compat::kCpu));
+  EXPECT_EQ(c->params.compat, core::Compat::kGpu);
+  EXPECT_EQ(c->reproduce_why, "--reproduce");
+  c = Parse({"-i", "a", "-p", "b", "-o", "c", "--no-gpu"}, node(core::Compat::kGpu));
+  EXPECT_EQ(c->params.compat, core::Compat::kCpu);
+  EXPECT_EQ(c->reproduce_why, "--no-gpu");
+  EXPECT_EQ(asked, 2);
+  auto failing = []() -> absl::StatusOr<PathChoice> {
+    return absl::InvalidArgumentError("$SPEXD_DESI_GPU must be 0 or 1");
+  };
+  EXPECT_THAT(Parse({"-i", "a", "-p", "b", "-o", "c"}, failing).status().message(),
+              HasSubstr("SPEXD_DESI_GPU"));
+}
+
+// The rule itself: $DESI_NO_GPU first (its presence), then $SPEXD_DESI_GPU, then the CUDA
+// driver's device count.
+TEST(DesispecPathRule, EnvironmentThenTheDriver) {
+  struct Env {
+    const char* name;
+    std::string saved;
+    bool had;
+    explicit Env(const char* n) : name(n), had(getenv(n) != nullptr) {
+      if (had) saved = getenv(n);
+      unsetenv(n);
+    }
+    ~Env() {
+      if (had) setenv(name, saved.c_str(), 1);
+      else unsetenv(name);
+    }
+  } no_gpu("DESI_NO_GPU"), forced("SPEXD_DESI_GPU");
+  setenv("SPEXD_DESI_GPU", "1", 1);
+  auto r = DesispecPathRule();
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->compat, core::Compat::kGpu);
+  EXPECT_EQ(r->why, "$SPEXD_DESI_GPU=1");
+  setenv("DESI_NO_GPU", "", 1);  // set, even empty: desispec.gpu tests presence
+  r = DesispecPathRule();
+  EXPECT_EQ(r->compat, core::Compat::kCpu);
+  EXPECT_EQ(r->why, "$DESI_NO_GPU is set");
+  unsetenv("DESI_NO_GPU");
+  setenv("SPEXD_DESI_GPU", "yes", 1);
+  EXPECT_FALSE(DesispecPathRule().ok());
+  setenv("SPEXD_DESI_GPU", "0", 1);
+  EXPECT_EQ(DesispecPathRule()->compat, core::Compat::kCpu);
+  unsetenv("SPEXD_DESI_GPU");
+  r = DesispecPathRule();  // this node: GPU only where the driver sees a device
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->compat == core::Compat::kGpu, r->why.find("the CUDA driver sees ") == 0) << r->why;
 }
 
 }  // namespace

@@ -51,9 +51,11 @@ bool SetFlag(const std::string& name, const std::string& value, ServerConfig* co
   }
 #define SPEXD_FUZZ_SET(flag, member, help) \
   SPEXD_FUZZ_SET_AS(SPEXD_FLAG_CODEC(member), flag, member, help)
-  SPEXD_SERVER_FLAGS(SPEXD_FUZZ_SET, SPEXD_FUZZ_SET_AS)
+#define SPEXD_FUZZ_SET_IN(flag, member, lo, hi, help) SPEXD_FUZZ_SET(flag, member, help)
+  SPEXD_SERVER_FLAGS(SPEXD_FUZZ_SET, SPEXD_FUZZ_SET_AS, SPEXD_FUZZ_SET_IN)
 #undef SPEXD_FUZZ_SET
 #undef SPEXD_FUZZ_SET_AS
+#undef SPEXD_FUZZ_SET_IN
   return false;
 }
 
@@ -67,9 +69,11 @@ void CheckShowSetsTheSame(const ServerConfig& config) {
   }
 #define SPEXD_FUZZ_ROUND(flag, member, help) \
   SPEXD_FUZZ_ROUND_AS(SPEXD_FLAG_CODEC(member), flag, member, help)
-  SPEXD_SERVER_FLAGS(SPEXD_FUZZ_ROUND, SPEXD_FUZZ_ROUND_AS)
+#define SPEXD_FUZZ_ROUND_IN(flag, member, lo, hi, help) SPEXD_FUZZ_ROUND(flag, member, help)
+  SPEXD_SERVER_FLAGS(SPEXD_FUZZ_ROUND, SPEXD_FUZZ_ROUND_AS, SPEXD_FUZZ_ROUND_IN)
 #undef SPEXD_FUZZ_ROUND
 #undef SPEXD_FUZZ_ROUND_AS
+#undef SPEXD_FUZZ_ROUND_IN
 }
 
 }  // namespace

@@ -138,7 +138,10 @@ def inputs():
             f"--wavelength={w}", "--seed=1")
         local = os.path.join(d, "local.fits")
         model = os.path.join(d, "local-model.fits")
-        run(exe("spexctl"), "extract", "--local", "--quiet", "-i", preproc, "-p", psf,
+        # The path the Python client and the server reproduce by default (spexctl's own
+        # default follows desispec's choice on the node).
+        run(exe("spexctl"), "extract", "--local", "--quiet", "--reproduce", "gpu_specter_gpu",
+            "-i", preproc, "-p", psf,
             "-o", local, "-m", model, "-w", w, "-s", "0", "-n", str(NSPEC))
         _inputs = {"psf": psf, "preproc": preproc, "local": local, "model": model}
     return _inputs

@@ -168,6 +168,65 @@ class MissingSpexctlTest(unittest.TestCase):
         self.assertNotIn("Traceback", r.stderr)
 
 
+class InProcessLogTest(unittest.TestCase):
+    """desi_proc's in-process call: the lines saying which gpu_specter path and where go to
+    desispec's log (desiutil.log.get_logger(), a stand-in here), and a failure raises an
+    error whose message says why (it was only on stderr)."""
+
+    def setUp(self):
+        import logging
+
+        self.records = []
+        logger = logging.getLogger("test-desiutil-stand-in")
+        logger.propagate = False
+        logger.setLevel(logging.DEBUG)
+        records = self.records
+
+        class Keep(logging.Handler):
+            def emit(self, record):
+                records.append(record.getMessage())
+
+        handler = Keep()
+        logger.addHandler(handler)
+        self.addCleanup(logger.removeHandler, handler)
+        log_module = type(sys)("desiutil.log")
+        log_module.get_logger = lambda *a, **k: logger
+        pkg = type(sys)("desiutil")
+        pkg.log = log_module
+        patcher = mock.patch.dict(sys.modules, {"desiutil": pkg, "desiutil.log": log_module})
+        patcher.start()
+        self.addCleanup(patcher.stop)
+        env = mock.patch.dict(os.environ, {"SPEXD_DESI_GPU": "0",
+                                           "PATH": support.path_with_spexctl()})
+        env.start()
+        self.addCleanup(env.stop)
+        for k in ("SPEXD_SERVER", "DESI_NO_GPU"):  # restored by the patch's end
+            os.environ.pop(k, None)
+
+    def test_a_missing_input_says_why_and_the_path_is_in_desispecs_log(self):
+        inp = support.inputs()
+        out = tempfile.mkdtemp(dir=support.work_dir())
+        missing = os.path.join(out, "no-such-preproc.fits")
+        args = desispec_namespace(input=missing, psf=inp["psf"],
+                                  output=os.path.join(out, "frame.fits"), nspec=25)
+        with self.assertRaises(desi.DesiExtractError) as caught:
+            desi.main_gpu_specter(args)
+        message = str(caught.exception)
+        self.assertIn("spexctl extract failed", message)
+        self.assertIn(missing, message)
+        self.assertRegex(message, "(?i)no such file|could not open|not found")
+        self.assertIn("reproducing gpu_specter's CPU path, as desispec on this node "
+                      "($SPEXD_DESI_GPU=0)", self.records)
+        self.assertTrue(any("local extraction on the CPU backend" in r for r in self.records),
+                        self.records)
+        self.assertFalse(os.path.exists(os.path.join(out, "frame.fits")))
+
+    def test_without_desiutil_the_spexd_logger_is_used(self):
+        with mock.patch.dict(sys.modules, {"desiutil": None, "desiutil.log": None}):
+            self.assertIs(desi.pipeline_log(), desi.log)
+        self.assertIsNot(desi.pipeline_log(), desi.log)
+
+
 class CommunicatorTest(unittest.TestCase):
     """main_gpu_specter's MPI contract, with the extraction itself stubbed out."""
 
@@ -259,6 +318,44 @@ class NodeWithoutGpuTest(unittest.TestCase):
                     os.path.join(outdir, f"frame-{name}.fits"), tol=1e-6)
                 self.assertEqual(problems, [], "\n".join(problems))
 
+    def test_spexctl_extract_decides_as_desispec(self):
+        # The README offers `spexctl extract ARGS` as desi_extract_spectra's swap: the same
+        # command line (no --no-gpu) on a node without a GPU gives desispec's CPU-path
+        # CHI2PIX and MASK, locally and through a server; with a GPU the GPU path.
+        server = support.Server()
+        spexctl = support.exe("spexctl")
+        for extra in ([], ["--server", server.target]):
+            with self.subTest(server=bool(extra)):
+                outdir = tempfile.mkdtemp(dir=self.out)
+                r = subprocess.run([spexctl, "extract", *extra, *self.args(outdir)],
+                                   env=dict(self.env, SPEXD_DESI_GPU="0"), capture_output=True,
+                                   text=True)
+                self.assertEqual(r.returncode, 0, _tail(r.stderr))
+                self.assertIn("reproducing gpu_specter's CPU path, as desispec on this node "
+                              "($SPEXD_DESI_GPU=0)", r.stderr)
+                problems = dropin.compare_files(
+                    os.path.join(dropin.REF, "frame-default.fits.gz"),
+                    os.path.join(outdir, "frame-default.fits"), tol=1e-6)
+                self.assertEqual(problems, [], "\n".join(problems))
+        # This node by its own probe (the CUDA driver): the path follows what it found.
+        outdir = tempfile.mkdtemp(dir=self.out)
+        env = {k: v for k, v in self.env.items() if k != "SPEXD_DESI_GPU"}
+        r = subprocess.run([spexctl, "extract", *self.args(outdir)], env=env,
+                           capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, _tail(r.stderr))
+        n, how = desi._driver_gpus()
+        self.assertIn(f"reproducing gpu_specter's {'GPU' if n else 'CPU'} path, as desispec "
+                      f"on this node ({how})", r.stderr)
+        # A GPU node: the GPU path, whose CHI2PIX differs from the stored CPU-path one.
+        outdir = tempfile.mkdtemp(dir=self.out)
+        r = subprocess.run([spexctl, "extract", "-q", *self.args(outdir)],
+                           env=dict(self.env, SPEXD_DESI_GPU="1"), capture_output=True,
+                           text=True)
+        self.assertEqual(r.returncode, 0, _tail(r.stderr))
+        self.assertNotEqual(dropin.compare_files(
+            os.path.join(dropin.REF, "frame-default.fits.gz"),
+            os.path.join(outdir, "frame-default.fits"), tol=1e-6), [])
+
     def test_a_gpu_node_gets_the_gpu_path(self):
         # The rule matters: gpu_specter's GPU-path numbers differ from the stored CPU-path
         # ones in CHI2PIX; --no-gpu and $DESI_NO_GPU bring the CPU path back.
@@ -326,6 +423,7 @@ class NodeWithoutGpuTest(unittest.TestCase):
             with self.assertRaisesRegex(desi.DesiExtractError, "spexctl extract failed"):
                 desi.main_gpu_specter(bad, comm=comm)
             self.assertIn("spexctl extract failed", comm.sent[0])
+            self.assertIn(f"{outdir}/none.fits", comm.sent[0])  # the reason, not only stderr
             self.assertFalse(os.path.exists(f"{outdir}/bad.fits"))
         finally:
             os.environ.clear()

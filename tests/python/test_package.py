@@ -47,6 +47,28 @@ class PackageTest(unittest.TestCase):
         self.assertEqual(err.details, "queue full")
         self.assertIn("queue full", str(err))
 
+    def test_arrays_fits_cannot_hold_are_refused_by_type(self):
+        # Complex, object, bool, float16 and string arrays: astropy raised a bare KeyError
+        # of the dtype's name; the upload is refused naming the array and what it holds.
+        from spexd import request
+
+        good = np.ones((4, 5))
+        for bad in (np.ones((4, 5), np.complex128), np.ones((4, 5), object),
+                    np.ones((4, 5), bool), np.ones((4, 5), np.float16),
+                    np.full((4, 5), "x")):
+            for name, args in (("image", (bad, good)), ("ivar", (good, bad))):
+                with self.subTest(dtype=str(bad.dtype), array=name):
+                    with self.assertRaises(TypeError) as caught:
+                        request.preproc_fits_bytes(*args)
+                    self.assertIn(name, str(caught.exception))
+                    self.assertIn(str(bad.dtype), str(caught.exception))
+        with self.assertRaisesRegex(TypeError, "complex"):
+            spexd.client.ExtractSpec(image=np.ones((4, 5), complex), ivar=good, psf_id="x")
+        with self.assertRaisesRegex(TypeError, "mask"):
+            request.preproc_fits_bytes(good, good, mask=np.ones((4, 5), object))
+        for dtype in ("float32", "float64", "int16", "uint16"):  # still taken
+            self.assertTrue(request.preproc_fits_bytes(good.astype(dtype), good))
+
     def test_queue_full_is_retried_within_its_window_only(self):
         from spexd import _channel
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Every program's --help: exit status 0, the usage on stdout, and its own flags listed (a
-# newcomer's first command; Debian's Abseil alone exits 1 and lists none of ours).
+# newcomer's first command; Debian's Abseil alone exits 1 and lists none of ours); spexd
+# --version.
 #   programs_help_test.sh SPEXD SPEXCTL SPEXD_SIM [SPEXD_HANDOFF_EXAMPLE]
 set -uo pipefail
 fail=0
@@ -29,6 +30,12 @@ expect "$2" extract --help -- '--local' '--server'
 expect "$3" --help -- '--psf' '--out' '--fibers' '--wavelength'
 if [[ -n ${4:-} ]]; then
   expect "$4" --help -- '--psf' '--data_dir'
+fi
+# --version: the version number, exit 0, and not Abseil's "Debug build" line (printed from
+# the Abseil library's own build, whatever spexd's).
+expect "$1" --version -- '^spexd [0-9][0-9.]*$'
+if "$1" --version 2>&1 | grep -q 'Debug build'; then
+  echo "FAIL: spexd --version prints Abseil's 'Debug build' line"; fail=1
 fi
 # A program that is asked for help does nothing else: spexd must not start serving.
 if timeout 10 "$1" --help --listen=127.0.0.1:0 >/dev/null 2>&1; then :; else

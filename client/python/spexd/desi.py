@@ -27,6 +27,17 @@ import time
 
 log = logging.getLogger("spexd.desi")
 
+
+def pipeline_log():
+    """The log of desispec's own code where desiutil imports (desiutil.log.get_logger(),
+    which desispec's scripts log through): called in desi_proc's process, the extraction's
+    lines (which gpu_specter path, where it ran) go where desispec's go. `log` otherwise."""
+    try:
+        from desiutil.log import get_logger
+    except ImportError:
+        return log
+    return get_logger()
+
 # Classic specter (desi_extract_spectra --use-specter, desispec's main_mpi) is a different
 # extraction from gpu_specter's, which is the one spexd reproduces.
 USE_SPECTER_REFUSED = (
@@ -272,9 +283,18 @@ def _remote(args, reproduce):
     result.write(args.output, model_path=args.model)
 
 
-def extract(args, probe=gpu_probe):
+def _spexctl_failed(rc, stderr):
+    """The error of a failed local run: its exit status and the reason spexctl gave (its
+    last lines), so that a caller in-process (desi_proc) sees why, not only stderr."""
+    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+    reason = " / ".join(lines[-3:])[-2000:] or "no message"
+    return DesiExtractError(f"spexctl extract failed (exit status {rc}): {reason}")
+
+
+def extract(args, probe=gpu_probe, log=log):
     """One extraction of parser()'s namespace; raises DesiExtractError (or desispec's
-    ValueError for inconsistent bundle options) on failure."""
+    ValueError for inconsistent bundle options) on failure, its message saying why. `log`
+    gets the lines saying which gpu_specter path and where the work ran."""
     from spexd.errors import SpexdError
 
     if args.use_specter:
@@ -302,10 +322,11 @@ def extract(args, probe=gpu_probe):
     log.info("local extraction on the %s backend (%s)", backend.upper(), why)
     cmd = [spexctl, "extract", "--local", "-q"] + spexctl_args(args, reproduce, backend)
     log.debug("running %s", " ".join(cmd))
-    rc = subprocess.run(cmd, check=False).returncode
-    if rc != 0:
-        raise DesiExtractError(f"spexctl extract failed (exit status {rc}; its message is "
-                               "above)")
+    run = subprocess.run(cmd, check=False, stderr=subprocess.PIPE, text=True,
+                         errors="replace")
+    sys.stderr.write(run.stderr)  # as spexctl wrote it, for a command-line user
+    if run.returncode != 0:
+        raise _spexctl_failed(run.returncode, run.stderr)
 
 
 def _logging(verbose):
@@ -323,7 +344,7 @@ def main(args=None):
         log.error("%s", USE_SPECTER_REFUSED)
         return 2
     try:
-        main_gpu_specter(args)
+        _main_gpu_specter(args, log=log)
     except ValueError as e:
         _report(e)
         return 2
@@ -340,7 +361,7 @@ def _report(error):
     print(f"spexd-desi-extract: error: {text}", file=sys.stderr)
 
 
-def _communicator(args, comm, coordinator):
+def _communicator(args, comm, coordinator, log=log):
     """The MPI communicator desispec's main_gpu_specter would use (None: no MPI)."""
     if coordinator is not None:
         return getattr(coordinator, "comm", None)
@@ -361,7 +382,12 @@ def main_gpu_specter(args, comm=None, timing=None, coordinator=None):
     used). Rank 0 of the communicator runs the one extraction (spexd parallelises it
     itself); every rank returns once it is done and raises DesiExtractError if it failed
     (ValueError for bundle options desispec refuses, before any work). `timing`, a dict,
-    gets frame-start and frame-write (time.time()), as desispec's."""
+    gets frame-start and frame-write (time.time()), as desispec's. The log lines go to
+    desispec's log (pipeline_log())."""
+    _main_gpu_specter(args, comm, timing, coordinator, pipeline_log())
+
+
+def _main_gpu_specter(args, comm=None, timing=None, coordinator=None, log=log):
     a = _adopt(args)
     time_start = time.time()
     _check_options(a)
@@ -369,12 +395,12 @@ def main_gpu_specter(args, comm=None, timing=None, coordinator=None):
         # desispec's main_gpu_specter ignores use_specter (main() dispatches on it): so do
         # we here; main() refuses it.
         a.use_specter = False
-    comm = _communicator(a, comm, coordinator)
+    comm = _communicator(a, comm, coordinator, log)
     rank = 0 if comm is None else comm.rank
     error = None
     if rank == 0:
         try:
-            extract(a)
+            extract(a, log=log)
         except (DesiExtractError, ValueError) as e:
             error = e
         except Exception as e:  # noqa: BLE001 - passed on to the other ranks, then raised

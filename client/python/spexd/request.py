@@ -111,6 +111,25 @@ def extract_header(psf_id, params, server_path=None, upload_size=None, priority=
     return h
 
 
+# The array types a FITS image holds (BITPIX 8, 16, 32, 64, -32, -64; unsigned through
+# BZERO): anything else (complex, bool, float16, strings, objects) has no FITS image type.
+_FITS_IMAGE_DTYPES = ("uint8", "int8", "int16", "uint16", "int32", "uint32", "int64", "uint64",
+                      "float32", "float64")
+
+
+def _image_array(name, value):
+    """`value` as an array FITS can store as an image, else a TypeError naming `name`."""
+    array = np.asarray(value)
+    kind = array.dtype.kind
+    if kind == "c":
+        raise TypeError(f"{name} is a complex array ({array.dtype}): a preproc image holds real "
+                        "numbers (float32 or float64)")
+    if array.dtype.name not in _FITS_IMAGE_DTYPES:
+        raise TypeError(f"{name} is a {array.dtype} array, which FITS cannot store as an image: "
+                        f"use one of {', '.join(_FITS_IMAGE_DTYPES)}")
+    return array
+
+
 def preproc_fits_bytes(image, ivar, mask=None, fibermap=None, header=None, flavor=None,
                        camera=None):
     """A preproc FITS file in memory from numpy arrays.
@@ -127,8 +146,8 @@ def preproc_fits_bytes(image, ivar, mask=None, fibermap=None, header=None, flavo
     from astropy.io import fits
     from astropy.table import Table
 
-    image = np.asarray(image)
-    ivar = np.asarray(ivar)
+    image = _image_array("image", image)
+    ivar = _image_array("ivar", ivar)
     if image.ndim != 2 or ivar.shape != image.shape:
         raise ValueError(f"image and ivar must be 2-D of one shape (got {image.shape} and "
                          f"{ivar.shape})")
@@ -142,7 +161,7 @@ def preproc_fits_bytes(image, ivar, mask=None, fibermap=None, header=None, flavo
     primary.header["EXTNAME"] = "IMAGE"
     hdus = [primary, fits.ImageHDU(ivar, name="IVAR")]
     if mask is not None:
-        mask = np.asarray(mask)
+        mask = _image_array("mask", mask)
         if mask.shape != image.shape or mask.dtype.kind not in "iu":
             raise ValueError("mask must be an integer array of the image's shape")
         hdus.append(fits.ImageHDU(mask, name="MASK"))

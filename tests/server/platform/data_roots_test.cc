@@ -235,6 +235,28 @@ namespace {
 // unnamed, leave nothing when dropped uncommitted (an error or a cancelled job), and a
 // commit follows the overwrite rules of WriteFile, including for a file that appeared
 // while the temporary was being written.
+// Output roots are probed at startup: a probe file created, written and removed.
+TEST(DataRootsWritableTest, ProbesEachRootAndLeavesNothing) {
+  const std::string root = testing::MakeTempDir();
+  auto roots = DataRoots::Create({root}, "--output_roots");
+  ASSERT_TRUE(roots.ok());
+  EXPECT_TRUE(roots->CheckWritable().ok()) << roots->CheckWritable();
+  EXPECT_EQ(CountEntries(root), 0);
+  auto proc = DataRoots::Create({root, "/proc"}, "--output_roots");
+  ASSERT_TRUE(proc.ok()) << proc.status();
+  const absl::Status st = proc->CheckWritable();
+  EXPECT_EQ(st.code(), absl::StatusCode::kFailedPrecondition) << st;
+  EXPECT_NE(st.message().find("--output_roots /proc is not writable"), absl::string_view::npos)
+      << st;
+  if (::geteuid() != 0) {  // root writes a 0555 directory anyway
+    const std::string ro = testing::MakeTempDir() + "/ro";
+    ASSERT_EQ(::mkdir(ro.c_str(), 0555), 0);
+    auto read_only = DataRoots::Create({ro}, "--output_roots");
+    ASSERT_TRUE(read_only.ok());
+    EXPECT_EQ(read_only->CheckWritable().code(), absl::StatusCode::kFailedPrecondition);
+  }
+}
+
 TEST(PendingOutputTest, DroppedLeavesNothingAndCommitKeepsTheRules) {
   const std::string root = testing::MakeTempDir();
   auto roots = DataRoots::Create({root});
@@ -436,6 +458,62 @@ TEST(PendingOutputTest, FilesAtGuessableTemporaryNamesAreNeitherFatalNorRemoved)
 }
 
 // Write failures for lack of space are the server's disk, not a bug: RESOURCE_EXHAUSTED.
+// The output directory renamed while a file is written, and a symlink (to another
+// directory, or to the moved one) or nothing put at its old name: the file's name in the
+// reply would not hold it (the writes go through the directory opened once). The commit
+// refuses (ABORTED) and leaves no file in either place; a kept existing file likewise.
+TEST(PendingOutputTest, ADirectoryMovedWhileTheFileIsWrittenIsNotNamed) {
+  const std::string root = testing::MakeTempDir();
+  auto roots = DataRoots::Create({root});
+  ASSERT_TRUE(roots.ok());
+  const std::string dir = root + "/night", moved = root + "/night.old", other = root + "/other";
+  ASSERT_EQ(::mkdir(other.c_str(), 0755), 0);
+  enum class Swap { kSymlinkElsewhere, kSymlinkToMoved, kNothing };
+  for (Swap swap : {Swap::kSymlinkElsewhere, Swap::kSymlinkToMoved, Swap::kNothing}) {
+    for (bool unnamed : {true, false}) {
+      SCOPED_TRACE(::testing::Message() << "swap " << static_cast<int>(swap) << ", "
+                                        << (unnamed ? "unnamed" : "named") << " temporary");
+      ASSERT_EQ(::mkdir(dir.c_str(), 0755), 0);
+      auto pending = roots->CreateOutput(dir + "/frame.fits", {}, unnamed);
+      ASSERT_TRUE(pending.ok()) << pending.status();
+      ASSERT_EQ(::pwrite(pending->fd(), "data", 4, 0), 4);
+      ASSERT_EQ(::rename(dir.c_str(), moved.c_str()), 0);
+      if (swap == Swap::kSymlinkElsewhere) {
+        ASSERT_EQ(::symlink(other.c_str(), dir.c_str()), 0);
+      } else if (swap == Swap::kSymlinkToMoved) {
+        ASSERT_EQ(::symlink(moved.c_str(), dir.c_str()), 0);
+      }
+      auto path = pending->Commit();
+      EXPECT_EQ(path.status().code(), absl::StatusCode::kAborted) << path.status();
+      EXPECT_NE(path.status().message().find("was moved or replaced"), absl::string_view::npos)
+          << path.status();
+      EXPECT_EQ(CountEntries(moved), 0);
+      EXPECT_EQ(CountEntries(other), 0);
+      ::unlink(dir.c_str());
+      std::filesystem::remove_all(moved);
+    }
+  }
+  // An existing identical file kept (keep_same) in a directory moved meanwhile: refused too.
+  ASSERT_EQ(::mkdir(dir.c_str(), 0755), 0);
+  Touch(dir + "/frame.fits", "same");
+  DataRoots::WritePolicy keep;
+  keep.keep_same = true;
+  auto pending = roots->CreateOutput(dir + "/frame.fits", keep);
+  ASSERT_TRUE(pending.ok()) << pending.status();
+  ASSERT_EQ(::rename(dir.c_str(), moved.c_str()), 0);
+  ASSERT_EQ(::symlink(other.c_str(), dir.c_str()), 0);
+  auto kept = pending->KeepExisting([](int) { return absl::OkStatus(); });
+  EXPECT_EQ(kept.status().code(), absl::StatusCode::kAborted) << kept.status();
+  // In place, the same commit names the file.
+  ::unlink(dir.c_str());
+  ASSERT_EQ(::mkdir(dir.c_str(), 0755), 0);
+  auto in_place = roots->CreateOutput(dir + "/frame.fits", {});
+  ASSERT_TRUE(in_place.ok()) << in_place.status();
+  auto path = in_place->Commit();
+  ASSERT_TRUE(path.ok()) << path.status();
+  EXPECT_EQ(*path, dir + "/frame.fits");
+}
+
 TEST(PendingOutputTest, AFullFilesystemIsResourceExhausted) {
   EXPECT_EQ(core::FileWriteError("x", "write", ENOSPC).code(),
             absl::StatusCode::kResourceExhausted);

@@ -54,7 +54,8 @@ TEST(ServerConfigTest, DefaultsAreValidAndBadRangesAreRefused) {
   const Case cases[] = {
       {[](ServerConfig& c) { c.server.scheduling.max_queue = -1; }, "--max_queue"},
       {[](ServerConfig& c) { c.server.scheduling.max_uploads = -1; }, "--max_uploads"},
-      {[](ServerConfig& c) { c.server.limits.write_timeout_seconds = -1; }, "timeouts"},
+      {[](ServerConfig& c) { c.server.limits.write_timeout_seconds = -1; },
+       "--write_timeout_seconds"},
       {[](ServerConfig& c) { c.server.scheduling.prefetch = -2; }, "--prefetch"},
       {[](ServerConfig& c) { c.server.scheduling.streamers_per_worker = -1; },
        "--streamers_per_worker"},
@@ -78,6 +79,26 @@ TEST(ServerConfigTest, DefaultsAreValidAndBadRangesAreRefused) {
        "--no_deadline_horizon_seconds"},
       {[](ServerConfig& c) { c.server.scheduling.no_deadline_horizon_seconds = std::nan(""); },
        "--no_deadline_horizon_seconds"},
+      // Ports: gRPC would listen on 99999 mod 65536 = 34463.
+      {[](ServerConfig& c) { c.server.network.listen = "127.0.0.1:99999"; }, "--listen"},
+      {[](ServerConfig& c) { c.server.network.listen = "127.0.0.1:-1"; }, "--listen"},
+      {[](ServerConfig& c) { c.server.network.listen = "127.0.0.1"; }, "--listen"},
+      {[](ServerConfig& c) { c.server.network.listen = "[::1]:65536"; }, "--listen"},
+      {[](ServerConfig& c) { c.server.network.metrics_listen = "127.0.0.1:70000"; },
+       "--metrics_listen"},
+      // Byte sizes and bounds that are no limit at all, or a negative budget.
+      {[](ServerConfig& c) { c.server.limits.max_upload_bytes = 0; }, "--max_upload_bytes"},
+      {[](ServerConfig& c) { c.server.limits.max_image_pixels = -5; }, "--max_image_pixels"},
+      {[](ServerConfig& c) { c.server.storage.psf_cache_bytes = -1; }, "--psf_cache_bytes"},
+      {[](ServerConfig& c) { c.server.storage.psf_cache_bytes = 0; }, "--psf_cache_bytes"},
+      {[](ServerConfig& c) { c.server.scheduling.prefetch_memory_bytes = -1; },
+       "--prefetch_memory_bytes"},
+      {[](ServerConfig& c) { c.server.limits.upload_idle_seconds = INFINITY; },
+       "--upload_idle_seconds"},
+      {[](ServerConfig& c) { c.server.limits.upload_min_bytes_per_second = std::nan(""); },
+       "--upload_min_bytes_per_second"},
+      {[](ServerConfig& c) { c.server.workers.cpu_threads = 1 << 20; }, "--cpu_threads"},
+      {[](ServerConfig& c) { c.drain_seconds = std::nan(""); }, "--drain_seconds"},
   };
   for (const Case& k : cases) {
     ServerConfig c;
@@ -87,6 +108,26 @@ TEST(ServerConfigTest, DefaultsAreValidAndBadRangesAreRefused) {
     EXPECT_TRUE(absl::IsInvalidArgument(s));
     EXPECT_THAT(s.message(), HasSubstr(k.flag));
   }
+  // What the ranges still take: a free port, IPv6, local sockets, the bounds themselves.
+  for (const char* listen : {"127.0.0.1:0", "[::1]:65535", "0.0.0.0:1", "localhost:50051",
+                             "unix:///run/spexd.sock", "unix-abstract:spexd"}) {
+    ServerConfig c;
+    c.server.network.listen = listen;
+    EXPECT_TRUE(ValidateServerConfig(c).ok()) << listen << ": " << ValidateServerConfig(c);
+  }
+  ServerConfig edges;
+  edges.server.limits.max_upload_bytes = 1;
+  edges.server.network.metrics_listen = "";  // no endpoint
+  edges.server.workers.backends_per_gpu = WorkerOptions::kMaxBackendsPerGpu;
+  edges.server.shadow_parity.fraction = 1;
+  EXPECT_TRUE(ValidateServerConfig(edges).ok()) << ValidateServerConfig(edges);
+  ServerConfig port;
+  port.server.network.listen = "127.0.0.1:99999";
+  EXPECT_THAT(ValidateServerConfig(port).message(), HasSubstr("a port in 0..65535"));
+  ServerConfig upload;
+  upload.server.limits.max_upload_bytes = 0;
+  EXPECT_EQ(ValidateServerConfig(upload).message(),
+            "--max_upload_bytes must be at least 1 (got 0)");
 }
 
 // main.cc gives each flag of SPEXD_SERVER_FLAGS its member's default shown as text, and
@@ -109,9 +150,11 @@ TEST(ServerConfigTest, EveryFlagReadsItsDefaultBackAsTheMembersDefault) {
   }
 #define SPEXD_CHECK_FLAG(name, member, help) \
   SPEXD_CHECK_FLAG_AS(SPEXD_FLAG_CODEC(member), name, member, help)
-  SPEXD_SERVER_FLAGS(SPEXD_CHECK_FLAG, SPEXD_CHECK_FLAG_AS)
+#define SPEXD_CHECK_FLAG_IN(name, member, lo, hi, help) SPEXD_CHECK_FLAG(name, member, help)
+  SPEXD_SERVER_FLAGS(SPEXD_CHECK_FLAG, SPEXD_CHECK_FLAG_AS, SPEXD_CHECK_FLAG_IN)
 #undef SPEXD_CHECK_FLAG
 #undef SPEXD_CHECK_FLAG_AS
+#undef SPEXD_CHECK_FLAG_IN
   EXPECT_EQ(flags, 36);  // every flag of spexd but --config (docs/service.md's table)
   EXPECT_TRUE(names.count("listen") && names.count("auth_token_file") && names.count("log_level"));
 }

@@ -111,7 +111,9 @@ absl::Status ExposureRun::CheckOutputsSpareInputs(const std::vector<Frame>& fram
   for (std::size_t i = 0; i < frames.size(); ++i) {
     const Frame& f = frames[i];
     if (!f.refused.ok()) continue;
-    add(f.request.header.server_path(), {i, "input"});
+    if (f.request.image.kind == ImageSource::Kind::kServerPath) {
+      add(f.request.image.server_path, {i, "input"});
+    }
     // A PSF loaded from a server path has that (canonical) path as its source.
     const std::string& psf = f.request.psf != nullptr ? f.request.psf->source_name() : "";
     if (!psf.empty() && psf[0] == '/') add(psf, {i, "PSF"});

@@ -233,7 +233,7 @@ class CommunicatorTest(unittest.TestCase):
     def run_rank(self, comm=None, coordinator=None, fails=False):
         calls = []
 
-        def fake_extract(args, probe=None):
+        def fake_extract(args, probe=None, log=None):
             calls.append(args)
             if fails:
                 raise desi.DesiExtractError("spexctl extract failed (exit status 1)")

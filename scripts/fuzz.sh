@@ -84,8 +84,14 @@ if [[ $mode == merge ]]; then
     # known edge more often; that keeps the committed corpus to a few MB.
     "$BUILD_DIR/tests/fuzz/${t}_fuzzer" -merge=1 -use_counters=0 $(flags "$t") "$fresh" "$corpus" "$WORK/$t" \
       >"$BUILD_DIR/merge-$t.log" 2>&1 || { tail -30 "$BUILD_DIR/merge-$t.log"; exit 1; }
-    rm -f "$corpus"/*
-    cp "$fresh"/* "$corpus"/
+    # Named seeds (make_seeds.py's and make_compressed_seeds' files) stay under their names:
+    # unit tests and the seed makers read them by name. libFuzzer names what it keeps by its
+    # SHA-1, so a kept copy of a named seed is left out.
+    find "$corpus" -maxdepth 1 -type f -regextype posix-extended -regex '.*/[0-9a-f]{40}' -delete
+    named=$(for f in "$corpus"/*; do if [[ -f $f ]]; then sha1sum <"$f" | cut -c1-40; fi; done)
+    for f in "$fresh"/*; do
+      grep -qx "$(basename "$f")" <<<"$named" || cp "$f" "$corpus"/
+    done
     rm -rf "$fresh"
     echo "merge $t: $(ls "$corpus" | wc -l) inputs, $(du -sk "$corpus" | cut -f1) KiB"
   done

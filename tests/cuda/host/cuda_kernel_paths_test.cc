@@ -17,14 +17,16 @@
 // launch and the backend stays healthy. Label "gpu": skips without a module or device.
 #include <stdlib.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
 #include <optional>
-#include <regex>
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "core/backend/backend.h"
 #include "core/cpu/cpu_backend.h"
 #include "core/io/psf.h"
@@ -59,9 +61,18 @@ absl::StatusOr<std::unique_ptr<core::Backend>> CreateCudaBackendWithFaults(const
 
 // The bytes in "... need N bytes ... allows L" of the planner's refusal (batch_config.cc).
 int64_t NumberAfter(const std::string& message, const std::string& word) {
-  std::smatch m;
-  if (!std::regex_search(message, m, std::regex(word + " ([0-9]+)"))) return -1;
-  return std::stoll(m[1].str());
+  const std::string key = word + " ";
+  for (std::size_t at = message.find(key); at != std::string::npos;
+       at = message.find(key, at + 1)) {
+    const std::size_t begin = at + key.size();
+    std::size_t end = begin;
+    while (end < message.size() && absl::ascii_isdigit(static_cast<unsigned char>(message[end]))) {
+      ++end;
+    }
+    int64_t n = 0;
+    if (end > begin && absl::SimpleAtoi(message.substr(begin, end - begin), &n)) return n;
+  }
+  return -1;
 }
 
 class CudaKernelPaths : public ::testing::TestWithParam<int> {

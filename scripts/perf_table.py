@@ -7,7 +7,10 @@ documents to them.
   scripts/perf_table.py [ROOT] --write    rewrite the generated tables, then check
 
 A record: {"benchmark", "command", "device", "date" (YYYY-MM-DD), "commit" (short hash),
-"figures": [{"name" (snake_case), "label", "value" (number), "unit"}, ...]}.
+"figures": [{"name" (snake_case), "label", "value" (number), "unit"}, ...]}, and optionally
+"summary": the names of its headline figures, at most 6 and required when it has more than 6
+figures. The table's row of a record shows its summary (else every figure) and links the
+record's file for the rest.
 
 Checked, in both documents:
   - at most 200 lines;
@@ -29,6 +32,9 @@ import sys
 
 MAX_LINES = 200
 RECORD_KEYS = ["benchmark", "command", "device", "date", "commit", "figures"]
+OPTIONAL_KEYS = ["summary"]
+# A table row shows at most this many figures: a record with more names its headline ones.
+MAX_ROW_FIGURES = 6
 FIGURE_KEYS = ["name", "label", "value", "unit"]
 UNITS = ["frames/s", "vCPU-s", "CPU-s/frame", "CPU-s", "GB/s", "MB/s", "TB/s", "GiB/s", "MiB/s",
          "ms", "µs", "us", "ns", "s", "GB", "MB", "KB", "GiB", "MiB", "KiB", "%"]
@@ -58,8 +64,9 @@ def load_records(root):
         except ValueError as e:
             faults.append(f"{where}: not JSON ({e})")
             continue
-        if not isinstance(rec, dict) or sorted(rec) != sorted(RECORD_KEYS):
-            faults.append(f"{where}: keys must be {RECORD_KEYS}")
+        if (not isinstance(rec, dict) or not set(RECORD_KEYS) <= set(rec)
+                or not set(rec) <= set(RECORD_KEYS + OPTIONAL_KEYS)):
+            faults.append(f"{where}: keys must be {RECORD_KEYS}, and optionally {OPTIONAL_KEYS}")
             continue
         if not re.fullmatch(r"\d{4}-\d{2}-\d{2}", str(rec["date"])):
             faults.append(f"{where}: date must be YYYY-MM-DD")
@@ -79,8 +86,33 @@ def load_records(root):
             names.add(fig["name"])
             if isinstance(fig["value"], bool) or not isinstance(fig["value"], (int, float)):
                 faults.append(f"{where}: figure {fig['name']!r} has no number")
+        faults += check_summary(where, rec, names)
         records[path.stem] = rec
     return records, faults
+
+
+def check_summary(where, rec, names):
+    """Faults of a record's "summary": the headline figures its table row shows."""
+    summary = rec.get("summary")
+    if summary is None:
+        if len(rec["figures"]) > MAX_ROW_FIGURES:
+            return [f"{where}: {len(rec['figures'])} figures; name the at most {MAX_ROW_FIGURES} "
+                    "the table shows in \"summary\""]
+        return []
+    if (not isinstance(summary, list) or not 1 <= len(summary) <= MAX_ROW_FIGURES
+            or len(set(map(str, summary))) != len(summary)):
+        return [f"{where}: summary must list 1 to {MAX_ROW_FIGURES} distinct figure names"]
+    return [f"{where}: summary names {n!r}, which is no figure of the record"
+            for n in summary if n not in names]
+
+
+def headline(rec):
+    """The figures a record's table row shows: its summary's, in the summary's order."""
+    summary = rec.get("summary")
+    if summary is None:
+        return rec["figures"]
+    by_name = {f["name"]: f for f in rec["figures"]}
+    return [by_name[n] for n in summary if n in by_name]
 
 
 def fmt(value):
@@ -97,10 +129,14 @@ def show(fig):
 
 
 def render_table(records):
-    lines = ["| record | figures | device | date | commit | command |", "|---|---|---|---|---|---|"]
+    lines = ["| record | headline figures | device | date | commit | command |",
+             "|---|---|---|---|---|---|"]
     for stem, rec in records.items():
-        figures = "; ".join(show(f) for f in rec["figures"])
-        lines.append(f"| `{stem}` | {figures} | {cell(rec['device'])} | {rec['date']} | "
+        shown = headline(rec)
+        figures = "; ".join(show(f) for f in shown)
+        if len(shown) < len(rec["figures"]):
+            figures += f"; {len(rec['figures']) - len(shown)} more in the record"
+        lines.append(f"| [`{stem}`](benchmarks/{stem}.json) | {figures} | {cell(rec['device'])} | {rec['date']} | "
                      f"{rec['commit']} | `{cell(rec['command'])}` |")
     return lines
 

@@ -2,7 +2,9 @@
 """scripts/perf_table.py catches each fault it is there for: a copy of the repository's
 README.md, docs/performance.md and docs/benchmarks/ passes, and each seeded fault (a
 document past 200 lines, a hand edit of a generated table, a stale record, a figure that no
-record holds, a commit hash in prose, a record without its commit) fails with its message.
+record holds, a commit hash in prose, a record without its commit, a record of more than six
+figures without a summary, a summary naming a figure the record lacks or too many) fails with
+its message; and a record's table row shows its summary's figures, not the rest.
 
   perf_table_test.py REPO_ROOT
 """
@@ -80,6 +82,46 @@ def seed_bad_commit(root):
     path.write_text(json.dumps(rec), encoding="utf-8")
 
 
+def record_with_summary(root):
+    """The path and record of the first record that names a summary."""
+    for path in sorted((root / "docs" / "benchmarks").glob("*.json")):
+        rec = json.loads(path.read_text(encoding="utf-8"))
+        if "summary" in rec:
+            return path, rec
+    raise AssertionError("no record names a summary")
+
+
+def seed_summary(root, summary):
+    path, rec = record_with_summary(root)
+    if summary is None:
+        del rec["summary"]
+    else:
+        rec["summary"] = summary(rec)
+    path.write_text(json.dumps(rec), encoding="utf-8")
+
+
+def check_row_shows_summary(tmp):
+    """With a one-figure summary, --write gives the record a row with that figure, a count of
+    the rest and a link to the record, and no other figure's label."""
+    root = pathlib.Path(tmp) / "summary_row"
+    root.mkdir()
+    copy_tree(root)
+    path, rec = record_with_summary(root)
+    first, rest = rec["figures"][0], rec["figures"][1:]
+    rec["summary"] = [first["name"]]
+    path.write_text(json.dumps(rec), encoding="utf-8")
+    p = subprocess.run([sys.executable, str(SCRIPT), str(root), "--write"], capture_output=True, text=True)
+    row = next((l for l in (root / "docs" / "performance.md").read_text(encoding="utf-8").split("\n")
+                if l.startswith(f"| [`{path.stem}`](benchmarks/{path.name})")), None)
+    if p.returncode != 0 or row is None:
+        return f"--write with a one-figure summary: rc {p.returncode}, row {row!r}:\n{p.stdout}{p.stderr}"
+    figures = row.split(" | ")[1]
+    wrong = [f["label"] for f in rest if f"{f['label']}:" in figures]
+    if first["label"] not in figures or f"; {len(rest)} more in the record" not in figures or wrong:
+        return f"the row of {path.stem} shows {figures!r}"
+    return None
+
+
 CASES = [
     ("performance.md over 200 lines", lambda r: seed_long(r, "docs/performance.md"),
      "docs/performance.md: 201 lines, more than 200"),
@@ -90,6 +132,13 @@ CASES = [
     ("range without a record", seed_range_figure, "12.25 frames/s is no figure of a record"),
     ("commit hash in prose", seed_hash, "commit hash 3f9a2c1 in prose"),
     ("record without a commit", seed_bad_commit, "commit must be a short hash"),
+    ("many figures, no summary", lambda r: seed_summary(r, None), "the table shows in \"summary\""),
+    ("summary names no figure", lambda r: seed_summary(r, lambda rec: rec["summary"][:1] + ["no_such_figure"]),
+     "summary names 'no_such_figure', which is no figure of the record"),
+    ("summary too long", lambda r: seed_summary(r, lambda rec: [f["name"] for f in rec["figures"][:7]]),
+     "summary must list 1 to 6 distinct figure names"),
+    ("summary repeats a figure", lambda r: seed_summary(r, lambda rec: rec["summary"][:1] * 2),
+     "summary must list 1 to 6 distinct figure names"),
 ]
 
 
@@ -114,6 +163,12 @@ def main():
                 failures += 1
             else:
                 print(f"ok: {what}")
+        fault = check_row_shows_summary(tmp)
+        if fault:
+            print(f"FAIL: {fault}")
+            failures += 1
+        else:
+            print("ok: a row shows its record's summary")
     print("perf_table_test: " + ("PASS" if failures == 0 else f"{failures} FAILED"))
     return 1 if failures else 0
 

@@ -7,9 +7,9 @@ folder, server's `top`, a folder below a room's, CMakeLists.txt, files that are 
   test_rooms_check_test.py REPO_ROOT
 """
 import pathlib
-import subprocess
 import sys
-import tempfile
+
+from scratch_tree import check_findings
 
 ROOT = pathlib.Path(sys.argv[1] if len(sys.argv) > 1
                     else pathlib.Path(__file__).resolve().parents[2])
@@ -33,31 +33,8 @@ EXPECT = [
 
 
 def main():
-    failures = 0
-    with tempfile.TemporaryDirectory() as tmp:
-        root = pathlib.Path(tmp)
-        for name in CODE + GOOD + [where for where, _ in EXPECT]:
-            (root / name).parent.mkdir(parents=True, exist_ok=True)
-            (root / name).write_text("// scratch\n")
-        p = subprocess.run([sys.executable, str(ROOT / "tests" / "scripts" / "test_rooms_check.py"),
-                            str(root)], capture_output=True, text=True)
-        out = p.stdout + p.stderr
-        if p.returncode != 1:
-            print(f"FAIL: exit {p.returncode}, expected 1")
-            failures += 1
-        for where, what in EXPECT:
-            if not any(l.startswith(where + ":") and what in l for l in out.splitlines()):
-                print(f"FAIL: no finding '{what}' at {where}")
-                failures += 1
-        for name in GOOD:
-            if name + ":" in out:
-                print(f"FAIL: {name} flagged but allowed")
-                failures += 1
-        if f"{len(EXPECT)} findings" not in out:
-            print(f"FAIL: expected {len(EXPECT)} findings")
-            failures += 1
-        if failures:
-            print(out)
+    files = {name: "// scratch\n" for name in CODE + GOOD + [where for where, _ in EXPECT]}
+    failures = check_findings(ROOT / "tests" / "scripts" / "test_rooms_check.py", files, EXPECT, GOOD)
     print("test_rooms_check_test: " + ("PASS" if failures == 0 else f"{failures} FAILED"))
     return 1 if failures else 0
 

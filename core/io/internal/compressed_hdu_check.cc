@@ -11,6 +11,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "core/io/internal/fits_card_value.h"
+#include "core/io/internal/fits_header.h"
 #include "core/io/internal/rice_stream_check.h"
 #include "core/base/status_macros.h"
 
@@ -127,7 +128,8 @@ class CompressedImageChecker {
     return f == nullptr ? "" : absl::AsciiStrToUpper(CardString(*f));
   }
 
-  // An integer keyword in [lo, hi] (`required`: else nullopt when absent).
+  // An integer keyword in [lo, hi], read by the header walk's card rules (`required`: else
+  // nullopt when absent).
   absl::StatusOr<std::optional<std::int64_t>> Int(const std::string& key, std::int64_t lo,
                                                   std::int64_t hi, bool required) const {
     const std::string* f = Field(key);
@@ -135,12 +137,9 @@ class CompressedImageChecker {
       if (required) return Invalid(absl::StrCat("missing keyword ", key));
       return std::optional<std::int64_t>();
     }
-    const std::optional<std::int64_t> v = CardInteger(*f);
-    if (!v.has_value() || *v < lo || *v > hi) {
-      return Invalid(absl::StrCat("keyword ", key, " must be an integer in [", lo, ", ", hi,
-                                  "], got '", absl::StripAsciiWhitespace(*f).substr(0, 30), "'"));
-    }
-    return v;
+    absl::StatusOr<std::int64_t> v = CardIntIn(key, *f, lo, hi);
+    if (!v.ok()) return Invalid(v.status().message());
+    return std::optional<std::int64_t>(*v);
   }
 
   absl::Status CheckCodec() {

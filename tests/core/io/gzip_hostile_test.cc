@@ -4,7 +4,6 @@
 // CPU, with peak extra memory (resident set) under twice the file, from memory and from a
 // descriptor.
 #include <fcntl.h>
-#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -20,6 +19,7 @@
 #include "core/io/internal/gzip.h"
 #include "gtest/gtest.h"
 #include "tests/core/io/gzip_test_bytes.h"
+#include "tests/peak_memory.h"
 #include "tests/test_support.h"
 
 namespace spexd::core {
@@ -31,30 +31,6 @@ double ThreadCpuSeconds() {
   return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
 }
 
-// A field of /proc/self/status in bytes (VmRSS, VmHWM), or -1.
-int64_t StatusBytes(const std::string& key) {
-  std::ifstream f("/proc/self/status");
-  std::string line;
-  while (std::getline(f, line)) {
-    if (line.rfind(key + ":", 0) == 0) {
-      std::istringstream s(line.substr(key.size() + 1));
-      int64_t kb = -1;
-      s >> kb;
-      return kb * 1024;
-    }
-  }
-  return -1;
-}
-
-// Resets the peak resident set to the current one (proc(5), clear_refs "5"); false where
-// the kernel does not allow it.
-bool ResetPeakRss() {
-  std::ofstream f("/proc/self/clear_refs");
-  f << "5";
-  f.flush();
-  return static_cast<bool>(f);
-}
-
 struct Cost {
   absl::Status status;
   double cpu_s = 0;
@@ -64,12 +40,11 @@ struct Cost {
 template <typename F>
 Cost Measure(F&& f) {
   Cost c;
-  const bool peak = ResetPeakRss();
-  const int64_t before = StatusBytes("VmRSS");
-  const double t0 = ThreadCpuSeconds();
-  c.status = f();
-  c.cpu_s = ThreadCpuSeconds() - t0;
-  if (peak && before > 0) c.extra_peak = StatusBytes("VmHWM") - before;
+  c.extra_peak = testing::PeakExtraResident([&] {
+    const double t0 = ThreadCpuSeconds();
+    c.status = f();
+    c.cpu_s = ThreadCpuSeconds() - t0;
+  });
   return c;
 }
 

@@ -13,25 +13,13 @@
 #include "core/plan/patch_plan.h"
 #include "core/io/psf.h"
 #include "gtest/gtest.h"
+#include "tests/bundled_psf_test.h"
 #include "tests/test_support.h"
 
 namespace spexd::core {
 namespace {
 
-class ExtractionParamsTest : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    auto psf = Psf::Load(testing::BundledPsfPath());
-    ASSERT_TRUE(psf.ok()) << psf.status();
-    psf_ = new Psf(std::move(*psf));
-  }
-  static void TearDownTestSuite() {
-    delete psf_;
-    psf_ = nullptr;
-  }
-  static Psf* psf_;
-};
-Psf* ExtractionParamsTest::psf_ = nullptr;
+class ExtractionParamsTest : public testing::BundledPsfTest {};
 
 struct ParamsCase {
   const char* what;

@@ -7,23 +7,15 @@
 
 #include "core/io/psf.h"
 #include "gtest/gtest.h"
+#include "tests/bundled_psf_test.h"
 #include "tests/psf_variants.h"
 #include "tests/test_support.h"
 
 namespace spexd::core {
 namespace {
 
-class PatchPlanTest : public ::testing::Test {
+class PatchPlanTest : public testing::BundledPsfTest {
  protected:
-  static void SetUpTestSuite() {
-    auto psf = Psf::Load(testing::BundledPsfPath());
-    ASSERT_TRUE(psf.ok()) << psf.status();
-    psf_ = new Psf(std::move(*psf));
-  }
-  static void TearDownTestSuite() {
-    delete psf_;
-    psf_ = nullptr;
-  }
   static ExtractionParams RParams() {
     ExtractionParams p;  // defaults: r grid, 500 fibres, 25/5/50, wavepad 10, 0.2, 0.8
     return p;
@@ -36,9 +28,7 @@ class PatchPlanTest : public ::testing::Test {
     p.wmax = wmax;
     return p;
   }
-  static Psf* psf_;
 };
-Psf* PatchPlanTest::psf_ = nullptr;
 
 // Whole r frame on the bundled PSF: the counts and window sizes measured in spec §2.6/§6.
 TEST_F(PatchPlanTest, FullRFrameMatchesSpecGeometry) {

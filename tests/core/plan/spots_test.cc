@@ -9,25 +9,13 @@
 #include "core/io/fits_file.h"
 #include "core/base/task_pool.h"
 #include "gtest/gtest.h"
+#include "tests/bundled_psf_test.h"
 #include "tests/test_support.h"
 
 namespace spexd::core {
 namespace {
 
-class SpotTest : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    auto psf = Psf::Load(testing::BundledPsfPath());
-    ASSERT_TRUE(psf.ok()) << psf.status();
-    psf_ = new Psf(*std::move(psf));
-  }
-  static void TearDownTestSuite() {
-    delete psf_;
-    psf_ = nullptr;
-  }
-  static Psf* psf_;
-};
-Psf* SpotTest::psf_ = nullptr;
+class SpotTest : public testing::BundledPsfTest {};
 
 // Every fibre and wavelength of the gpu_specter reference (shared/data/README.md),
 // including 10 Å outside the PSF domain: spots within 1e-14 absolute, corners exact.

@@ -14,6 +14,7 @@
 #include "core/plan/spots.h"
 #include "core/base/task_pool.h"
 #include "gtest/gtest.h"
+#include "tests/bundled_psf_test.h"
 #include "tests/test_support.h"
 
 namespace spexd::core {
@@ -37,21 +38,10 @@ SimOptions SmallOptions(uint64_t seed, SimNoise noise) {
   return o;
 }
 
-class SimulatorTest : public ::testing::Test {
+class SimulatorTest : public testing::BundledPsfTest {
  protected:
-  static void SetUpTestSuite() {
-    auto psf = Psf::Load(testing::BundledPsfPath());
-    ASSERT_TRUE(psf.ok()) << psf.status();
-    psf_ = new Psf(*std::move(psf));
-  }
-  static void TearDownTestSuite() {
-    delete psf_;
-    psf_ = nullptr;
-  }
-  static Psf* psf_;
   std::string dir_ = testing::MakeTempDir();
 };
-Psf* SimulatorTest::psf_ = nullptr;
 
 // The noiseless image is the projection model itself: its sum is the projected photons
 // (every stamp here lies fully on the CCD), and IVAR = 1/(model + rn²).

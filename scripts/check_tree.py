@@ -11,7 +11,11 @@ Fails (exit 1, one line a finding: file:line: rule) on
     reference data beside the clone (SPEXD_SHARED_DATA_DIR); everything else calls it the
     reference data;
   - a citation of style.md or toolchain.md, unless it names a file of docs/ that exists:
-    what the code relies on is written in docs/ (docs/design.md, "Conventions").
+    what the code relies on is written in docs/ (docs/design.md, "Conventions");
+  - a source file (.cc, .h, .cu, .cuh, .py) outside tests/data/ of more than 550 lines:
+    split it by responsibility into small files named for what they do. LONG_FILES lists
+    the files still over it; one of them at or under the cap is a finding too (drop it from
+    the list, so that it does not grow back).
 In a git work tree its tracked and untracked, not ignored files are read, else every file
 under ROOT but build*/. Skipped: binary files and this script (it names the patterns).
 Prints "tree rules: N files checked, clean" and exits 0 when nothing is found.
@@ -27,6 +31,10 @@ DATA_LOOKUP = {"tests/CMakeLists.txt"}
 ABSOLUTE = re.compile(r"(?<![\w.~-])/(?:home|work|Users)/[\w.-]|(?<![\w.~-])/tmp/s\d")
 SHARED = re.compile(r"\.\./shared\b")
 OUTSIDE_NOTES = re.compile(r"(?:[\w./-]*/)?(?:style|toolchain)\.md\b")
+MAX_LINES = 550
+LENGTH_CHECKED = re.compile(r"\.(?:cc|h|cu|cuh|py)$")
+# Over MAX_LINES, still to be split: the preproc reader and the host-cost benchmark.
+LONG_FILES = {"core/io/preproc.cc", "tests/bench/host_cost_bench.cc"}
 
 
 def files(root):
@@ -43,6 +51,19 @@ def files(root):
     return sorted(n.replace(os.sep, "/") for n in names)
 
 
+def length_findings(name, data):
+    if not LENGTH_CHECKED.search(name) or name.startswith("tests/data/"):
+        return []
+    lines = len(data.decode("utf-8", "replace").splitlines())
+    if lines > MAX_LINES and name not in LONG_FILES:
+        return [f"{name}: {lines} lines, more than {MAX_LINES}: split it by responsibility into "
+                "small files named for what they do"]
+    if lines <= MAX_LINES and name in LONG_FILES:
+        return [f"{name}: {lines} lines, within {MAX_LINES}: drop it from LONG_FILES "
+                f"({SELF}) so that it stays within"]
+    return []
+
+
 def findings(root, name):
     path = root / name
     try:
@@ -51,7 +72,7 @@ def findings(root, name):
         return []
     if b"\0" in data[:8192]:
         return []
-    out = []
+    out = length_findings(name, data)
     for i, line in enumerate(data.decode("utf-8", "replace").split("\n"), 1):
         if ABSOLUTE.search(line):
             out.append(f"{name}:{i}: an absolute path of a machine's folders: {line.strip()[:120]}")

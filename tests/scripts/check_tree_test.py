@@ -2,8 +2,10 @@
 """scripts/check_tree.py catches what it is there for, in a scratch tree written here (the
 seeded lines are assembled at run time, so that the repository itself stays clean): an
 absolute path of a machine's folders, the reference-data folder outside the tests' data
-lookup, a citation of notes outside docs/; and it passes the allowed forms (the data lookup, a cited file of docs/,
-a container's own paths, ordinary words).
+lookup, a citation of notes outside docs/, a source file over the length cap, a listed long
+file that is no longer over it; and it passes the allowed forms (the data lookup, a cited
+file of docs/, a container's own paths, ordinary words, a source file at the cap, long
+files that are no sources or lie in tests/data/).
 
   check_tree_test.py REPO_ROOT
 """
@@ -11,6 +13,10 @@ import pathlib
 import sys
 
 from scratch_tree import check_findings
+
+sys.path.insert(0, str(pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else
+                                    pathlib.Path(__file__).resolve().parents[2]) / "scripts"))
+import check_tree  # noqa: E402  (the cap and the listed long files)
 
 ROOT = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else pathlib.Path(__file__).resolve().parents[2])
 SHARED = ".." + "/shared"
@@ -38,6 +44,19 @@ EXPECT = [
     ("core/c.h:1", f"cites {STYLE}"), ("core/c.h:2", f"cites {TOOLCHAIN}"),
     ("core/c.h:3", f"cites shared/docs/{STYLE}"),
 ]
+
+CAP = check_tree.MAX_LINES
+BAD["core/long.cc"] = ["int x;"] * (CAP + 1)
+BAD["scripts/long.py"] = ["x = 1"] * (CAP + 1)
+GOOD["core/at_cap.cu"] = ["int x;"] * CAP
+GOOD["tests/data/long/long.cc"] = ["int x;"] * (CAP + 1)
+GOOD["docs/long.md"] = ["text"] * (CAP + 1)
+EXPECT += [("core/long.cc", f"{CAP + 1} lines, more than {CAP}"),
+           ("scripts/long.py", f"{CAP + 1} lines, more than {CAP}")]
+for listed in sorted(check_tree.LONG_FILES):  # a listed file within the cap
+    BAD[listed] = ["x"] * 10
+    EXPECT.append((listed, "10 lines, within"))
+    break
 
 
 def main():

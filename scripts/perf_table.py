@@ -8,9 +8,10 @@ documents to them.
 
 A record: {"benchmark", "command", "device", "date" (YYYY-MM-DD), "commit" (short hash),
 "figures": [{"name" (snake_case), "label", "value" (number), "unit"}, ...]}, and optionally
-"summary": the names of its headline figures, at most 6 and required when it has more than 6
-figures. The table's row of a record shows its summary (else every figure) and links the
-record's file for the rest.
+"summary": the names of its headline figures, at most 6. A record without one takes its
+benchmark's in BENCHMARK_SUMMARY below (for the programs that write their records
+themselves); one of more than 6 figures needs either. The table's row of a record shows its
+summary (else every figure) and links the record's file for the rest.
 
 Checked, in both documents:
   - at most 200 lines;
@@ -35,6 +36,15 @@ RECORD_KEYS = ["benchmark", "command", "device", "date", "commit", "figures"]
 OPTIONAL_KEYS = ["summary"]
 # A table row shows at most this many figures: a record with more names its headline ones.
 MAX_ROW_FIGURES = 6
+# The headline figures of a benchmark's records that carry no "summary": the host CPU of a
+# served frame, .fits in (server-written) and .fits.gz in (client-written), the latter's
+# load (the inflate), and a .fits.gz exposure job.
+BENCHMARK_SUMMARY = {
+    "spexd_host_cost_bench": ["fits_to_server_fits_cpu_s_per_frame",
+                              "fitsgz_to_client_fits_cpu_s_per_frame",
+                              "fitsgz_to_client_fits_spexd_load_cpu_s_per_frame",
+                              "exposure_fitsgz_cpu_s_per_frame"],
+}
 FIGURE_KEYS = ["name", "label", "value", "unit"]
 UNITS = ["frames/s", "vCPU-s", "CPU-s/frame", "CPU-s", "GB/s", "MB/s", "TB/s", "GiB/s", "MiB/s",
          "ms", "µs", "us", "ns", "s", "GB", "MB", "KB", "GiB", "MiB", "KiB", "%"]
@@ -91,9 +101,14 @@ def load_records(root):
     return records, faults
 
 
+def summary_of(rec):
+    """The record's "summary", else its benchmark's in BENCHMARK_SUMMARY, else None."""
+    return rec.get("summary", BENCHMARK_SUMMARY.get(rec["benchmark"]))
+
+
 def check_summary(where, rec, names):
-    """Faults of a record's "summary": the headline figures its table row shows."""
-    summary = rec.get("summary")
+    """Faults of a record's summary: the headline figures its table row shows."""
+    summary = summary_of(rec)
     if summary is None:
         if len(rec["figures"]) > MAX_ROW_FIGURES:
             return [f"{where}: {len(rec['figures'])} figures; name the at most {MAX_ROW_FIGURES} "
@@ -102,13 +117,14 @@ def check_summary(where, rec, names):
     if (not isinstance(summary, list) or not 1 <= len(summary) <= MAX_ROW_FIGURES
             or len(set(map(str, summary))) != len(summary)):
         return [f"{where}: summary must list 1 to {MAX_ROW_FIGURES} distinct figure names"]
-    return [f"{where}: summary names {n!r}, which is no figure of the record"
+    given = "summary" if "summary" in rec else f"{rec['benchmark']}'s summary in BENCHMARK_SUMMARY"
+    return [f"{where}: {given} names {n!r}, which is no figure of the record"
             for n in summary if n not in names]
 
 
 def headline(rec):
     """The figures a record's table row shows: its summary's, in the summary's order."""
-    summary = rec.get("summary")
+    summary = summary_of(rec)
     if summary is None:
         return rec["figures"]
     by_name = {f["name"]: f for f in rec["figures"]}

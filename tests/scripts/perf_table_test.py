@@ -3,8 +3,9 @@
 README.md, docs/performance.md and docs/benchmarks/ passes, and each seeded fault (a
 document past 200 lines, a hand edit of a generated table, a stale record, a figure that no
 record holds, a commit hash in prose, a record without its commit, a record of more than six
-figures without a summary, a summary naming a figure the record lacks or too many) fails with
-its message; and a record's table row shows its summary's figures, not the rest.
+figures without a summary, a summary (the record's or its benchmark's) naming a figure the
+record lacks, or too many) fails with its message; and a record's table row shows its
+summary's figures, not the rest.
 
   perf_table_test.py REPO_ROOT
 """
@@ -100,6 +101,16 @@ def seed_summary(root, summary):
     path.write_text(json.dumps(rec), encoding="utf-8")
 
 
+def seed_benchmark_summary_gap(root):
+    """A record of a benchmark with a summary in perf_table.py, less that summary's first figure."""
+    for path in sorted((root / "docs" / "benchmarks").glob("spexd_host_cost_bench-*.json")):
+        rec = json.loads(path.read_text(encoding="utf-8"))
+        rec["figures"] = [f for f in rec["figures"] if f["name"] != "fits_to_server_fits_cpu_s_per_frame"]
+        path.write_text(json.dumps(rec), encoding="utf-8")
+        return
+    raise AssertionError("no spexd_host_cost_bench record")
+
+
 def check_row_shows_summary(tmp):
     """With a one-figure summary, --write gives the record a row with that figure, a count of
     the rest and a link to the record, and no other figure's label."""
@@ -137,6 +148,8 @@ CASES = [
      "summary names 'no_such_figure', which is no figure of the record"),
     ("summary too long", lambda r: seed_summary(r, lambda rec: [f["name"] for f in rec["figures"][:7]]),
      "summary must list 1 to 6 distinct figure names"),
+    ("benchmark's summary names no figure", seed_benchmark_summary_gap,
+     "spexd_host_cost_bench's summary in BENCHMARK_SUMMARY names 'fits_to_server_fits_cpu_s_per_frame'"),
     ("summary repeats a figure", lambda r: seed_summary(r, lambda rec: rec["summary"][:1] * 2),
      "summary must list 1 to 6 distinct figure names"),
 ]

@@ -90,6 +90,18 @@ class StreamingJob : public Job {
   std::atomic<int>* streamed_;
 };
 
+// Waits up to 5 s until `entries` (guarded by `mu`) holds `n` of them.
+template <typename T>
+void WaitForSize(std::mutex& mu, const std::vector<T>& entries, std::size_t n) {
+  for (int i = 0; i < 500; ++i) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (entries.size() == n) return;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
 bool WaitForBusy(Scheduler& s) {
   for (int i = 0; i < 200; ++i) {
     if (s.Workers()[0].busy) return true;
@@ -207,13 +219,7 @@ TEST(SchedulerTest, RealtimeBeforeReprocessingFifoWithinALevel) {
   s.Submit(*s.Reserve(true), std::make_shared<RecordingJob>("rt2", &log, &mu));
   EXPECT_EQ(s.queue_depth(), 4);
   hold.Notify();
-  for (int i = 0; i < 500; ++i) {
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      if (log.size() == 5) break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  WaitForSize(mu, log, 5);
   std::lock_guard<std::mutex> lock(mu);
   EXPECT_EQ(log, (std::vector<std::string>{"blocker", "rt1", "rt2", "r1", "r2"}));
 }
@@ -249,13 +255,7 @@ TEST(SchedulerTest, EarliestDeadlineFirstWithinALevelFifoAmongEqualOnes) {
   // An admitted exposure's further frames get a slot beyond the queue's bound.
   s.Submit(s.ReserveAdmitted(false), std::make_shared<DueJob>("first", &log, &mu, in(50)));
   hold.Notify();
-  for (int i = 0; i < 500; ++i) {
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      if (log.size() == 8) break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  WaitForSize(mu, log, 8);
   std::lock_guard<std::mutex> lock(mu);
   ASSERT_EQ(log.size(), 8u);
   EXPECT_EQ(log[0], "blocker");
@@ -429,13 +429,7 @@ TEST(SchedulerTest, JobsBoundToAGpuRunOnThatGpusWorker) {
   }
   // A device without a worker: refused at once, never queued forever.
   s.Submit(*s.Reserve(false), std::make_shared<DeviceJob>(7, &runs, &mu));
-  for (int i = 0; i < 500; ++i) {
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      if (runs.size() == 21) break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  WaitForSize(mu, runs, 21);
   std::lock_guard<std::mutex> lock(mu);
   ASSERT_EQ(runs.size(), 21u);
   for (const auto& [job_device, worker_device] : runs) {

@@ -152,8 +152,8 @@ def render_table(records):
         figures = "; ".join(show(f) for f in shown)
         if len(shown) < len(rec["figures"]):
             figures += f"; {len(rec['figures']) - len(shown)} more in the record"
-        lines.append(f"| [`{stem}`](benchmarks/{stem}.json) | {figures} | {cell(rec['device'])} | {rec['date']} | "
-                     f"{rec['commit']} | `{cell(rec['command'])}` |")
+        lines.append(f"| [`{stem}`](benchmarks/{stem}.json) | {figures} | {cell(rec['device'])} | "
+                     f"{rec['date']} | {rec['commit']} | `{cell(rec['command'])}` |")
     return lines
 
 

@@ -101,11 +101,14 @@ def seed_summary(root, summary):
     path.write_text(json.dumps(rec), encoding="utf-8")
 
 
+HOST_COST_HEADLINE = "fits_to_server_fits_cpu_s_per_frame"
+
+
 def seed_benchmark_summary_gap(root):
     """A record of a benchmark with a summary in perf_table.py, less that summary's first figure."""
     for path in sorted((root / "docs" / "benchmarks").glob("spexd_host_cost_bench-*.json")):
         rec = json.loads(path.read_text(encoding="utf-8"))
-        rec["figures"] = [f for f in rec["figures"] if f["name"] != "fits_to_server_fits_cpu_s_per_frame"]
+        rec["figures"] = [f for f in rec["figures"] if f["name"] != HOST_COST_HEADLINE]
         path.write_text(json.dumps(rec), encoding="utf-8")
         return
     raise AssertionError("no spexd_host_cost_bench record")
@@ -121,11 +124,13 @@ def check_row_shows_summary(tmp):
     first, rest = rec["figures"][0], rec["figures"][1:]
     rec["summary"] = [first["name"]]
     path.write_text(json.dumps(rec), encoding="utf-8")
-    p = subprocess.run([sys.executable, str(SCRIPT), str(root), "--write"], capture_output=True, text=True)
-    row = next((l for l in (root / "docs" / "performance.md").read_text(encoding="utf-8").split("\n")
-                if l.startswith(f"| [`{path.stem}`](benchmarks/{path.name})")), None)
+    p = subprocess.run([sys.executable, str(SCRIPT), str(root), "--write"], capture_output=True,
+                       text=True)
+    page = (root / "docs" / "performance.md").read_text(encoding="utf-8").split("\n")
+    row = next((l for l in page if l.startswith(f"| [`{path.stem}`](benchmarks/{path.name})")), None)
     if p.returncode != 0 or row is None:
-        return f"--write with a one-figure summary: rc {p.returncode}, row {row!r}:\n{p.stdout}{p.stderr}"
+        return (f"--write with a one-figure summary: rc {p.returncode}, row {row!r}:\n"
+                f"{p.stdout}{p.stderr}")
     figures = row.split(" | ")[1]
     wrong = [f["label"] for f in rest if f"{f['label']}:" in figures]
     if first["label"] not in figures or f"; {len(rest)} more in the record" not in figures or wrong:
@@ -144,12 +149,14 @@ CASES = [
     ("commit hash in prose", seed_hash, "commit hash 3f9a2c1 in prose"),
     ("record without a commit", seed_bad_commit, "commit must be a short hash"),
     ("many figures, no summary", lambda r: seed_summary(r, None), "the table shows in \"summary\""),
-    ("summary names no figure", lambda r: seed_summary(r, lambda rec: rec["summary"][:1] + ["no_such_figure"]),
+    ("summary names no figure",
+     lambda r: seed_summary(r, lambda rec: rec["summary"][:1] + ["no_such_figure"]),
      "summary names 'no_such_figure', which is no figure of the record"),
-    ("summary too long", lambda r: seed_summary(r, lambda rec: [f["name"] for f in rec["figures"][:7]]),
+    ("summary too long",
+     lambda r: seed_summary(r, lambda rec: [f["name"] for f in rec["figures"][:7]]),
      "summary must list 1 to 6 distinct figure names"),
     ("benchmark's summary names no figure", seed_benchmark_summary_gap,
-     "spexd_host_cost_bench's summary in BENCHMARK_SUMMARY names 'fits_to_server_fits_cpu_s_per_frame'"),
+     f"spexd_host_cost_bench's summary in BENCHMARK_SUMMARY names '{HOST_COST_HEADLINE}'"),
     ("summary repeats a figure", lambda r: seed_summary(r, lambda rec: rec["summary"][:1] * 2),
      "summary must list 1 to 6 distinct figure names"),
 ]

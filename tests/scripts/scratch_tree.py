@@ -17,7 +17,8 @@ def check_findings(checker, files, expect, allowed):
         for name, text in files.items():
             (root / name).parent.mkdir(parents=True, exist_ok=True)
             (root / name).write_text(text)
-        p = subprocess.run([sys.executable, str(checker), str(root)], capture_output=True, text=True)
+        p = subprocess.run([sys.executable, str(checker), str(root)], capture_output=True,
+                           text=True)
     out = p.stdout + p.stderr
     if p.returncode != 1:
         failures.append(f"exit {p.returncode}, expected 1")

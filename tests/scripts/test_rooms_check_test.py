@@ -34,7 +34,8 @@ EXPECT = [
 
 def main():
     files = {name: "// scratch\n" for name in CODE + GOOD + [where for where, _ in EXPECT]}
-    failures = check_findings(ROOT / "tests" / "scripts" / "test_rooms_check.py", files, EXPECT, GOOD)
+    checker = ROOT / "tests" / "scripts" / "test_rooms_check.py"
+    failures = check_findings(checker, files, EXPECT, GOOD)
     print("test_rooms_check_test: " + ("PASS" if failures == 0 else f"{failures} FAILED"))
     return 1 if failures else 0
 

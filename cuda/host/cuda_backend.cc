@@ -307,13 +307,13 @@ class CudaBackend final : public core::Backend, public core::GpuCapabilities {
                              core::ExtractionSummary* summary) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     SPEXD_RETURN_IF_ERROR(ctx_->Activate());
     // Alone on the GPU, a frame runs in the latency mode from the geometry upload on (the
-    // compute stream changes only between frames): its compute and prep streams at the
-    // greatest priority and its reductions on the tail stream, 0.7-0.9 ms sooner on an
-    // H100. Frames that share the GPU keep equal priorities and the reductions on the
-    // compute stream, which give the most frames a second.
+    // streams change only between frames): its compute, prep and tail streams at the
+    // greatest priority (FramePriorities) and its reductions on the tail stream, 0.7-0.9 ms
+    // sooner on an H100. Frames that share the GPU keep equal priorities and the reductions
+    // on the compute stream, which give the most frames a second.
     const FrameInFlight in_flight(ctx_->device());
     const bool latency = in_flight.alone();
-    SPEXD_RETURN_IF_ERROR(ctx_->SetStreamPriorities(latency, latency));
+    SPEXD_RETURN_IF_ERROR(ctx_->SetStreamPriorities(FramePriorities(latency)));
     const core::PatchPlan& plan = job.geometry->plan();
     std::vector<int> bundles = job.bundles;
     if (bundles.empty()) {

@@ -39,4 +39,10 @@ int FramesInFlight(int device) {
   return it == c.by_device.end() ? 0 : it->second;
 }
 
+StreamPriorities FramePriorities(bool alone) {
+  StreamPriorities p;
+  p.compute = p.prep = p.tail = alone;
+  return p;
+}
+
 }  // namespace spexd::cuda

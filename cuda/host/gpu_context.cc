@@ -89,7 +89,8 @@ absl::StatusOr<std::unique_ptr<GpuContext>> GpuContext::Create(int device, core:
   absl::Status s = ctx->compute_default_.Create(least);
   if (s.ok()) s = ctx->compute_high_.Create(greatest);
   if (s.ok()) s = ctx->copy_.Create();
-  if (s.ok()) s = ctx->tail_.Create();
+  if (s.ok()) s = ctx->tail_default_.Create(least);
+  if (s.ok()) s = ctx->tail_high_.Create(greatest);
   if (s.ok()) s = ctx->prep_default_.Create(least);
   if (s.ok()) s = ctx->prep_high_.Create(greatest);
   if (s.ok()) s = ctx->cublas_.Create(ctx->compute());
@@ -99,17 +100,18 @@ absl::StatusOr<std::unique_ptr<GpuContext>> GpuContext::Create(int device, core:
 
 cudaError_t GpuContext::SynchronizeStreams() const {
   cudaError_t worst = cudaSuccess;
-  for (cudaStream_t s : {compute_default_.get(), compute_high_.get(), tail(), copy(),
-                         prep_default_.get(), prep_high_.get()}) {
+  for (cudaStream_t s : {compute_default_.get(), compute_high_.get(), tail_default_.get(),
+                         tail_high_.get(), copy(), prep_default_.get(), prep_high_.get()}) {
     const cudaError_t e = cudaStreamSynchronize(s);
     if (worst == cudaSuccess || (IsStickyError(e) && !IsStickyError(worst))) worst = e;
   }
   return worst;
 }
 
-absl::Status GpuContext::SetStreamPriorities(bool compute_high, bool prep_high) {
-  const Stream* compute = compute_high ? &compute_high_ : &compute_default_;
-  const Stream* prep = prep_high ? &prep_high_ : &prep_default_;
+absl::Status GpuContext::SetStreamPriorities(const StreamPriorities& p) {
+  const Stream* compute = p.compute ? &compute_high_ : &compute_default_;
+  const Stream* prep = p.prep ? &prep_high_ : &prep_default_;
+  const Stream* tail = p.tail ? &tail_high_ : &tail_default_;
   if (compute != compute_) {
     SPEXD_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(compute_->get()));
     SPEXD_CUDA_RETURN_IF_ERROR(cublasSetStream(cublas_.get(), compute->get()));
@@ -118,6 +120,10 @@ absl::Status GpuContext::SetStreamPriorities(bool compute_high, bool prep_high) 
   if (prep != prep_) {
     SPEXD_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(prep_->get()));
     prep_ = prep;
+  }
+  if (tail != tail_) {
+    SPEXD_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(tail_->get()));
+    tail_ = tail;
   }
   return absl::OkStatus();
 }

@@ -16,6 +16,7 @@
 
 #include "absl/status/statusor.h"
 #include "core/backend/backend_options.h"
+#include "cuda/host/frames_in_flight.h"
 
 namespace spexd::cuda {
 
@@ -74,12 +75,12 @@ class GpuContext {
   // Waits for every stream (each one, whatever the others return); the first sticky
   // error if any (the context is lost), else the first error, else cudaSuccess.
   cudaError_t SynchronizeStreams() const;
-  // Between frames only: compute() (the batches' critical chain) and prep() each become a
-  // stream of the device's greatest priority (`*_high`) or of the default; the tail and
-  // copy streams stay at the default. The cuBLAS handle follows the compute stream. The
-  // one place the priorities are chosen (cuda_backend.cc: the lone-frame latency mode). Waits for the streams it leaves first, so that nothing
-  // enqueued there can overtake the next frame's work.
-  absl::Status SetStreamPriorities(bool compute_high, bool prep_high);
+  // Between frames only: compute() (the batches' factorisations), prep() and tail() each
+  // become a stream of the device's greatest priority (`*_high`) or of the default, as
+  // `p` says (frames_in_flight.h's FramePriorities); the copy stream stays at the default.
+  // The cuBLAS handle follows the compute stream. Waits for the streams it leaves first,
+  // so that nothing enqueued there can overtake the next frame's work.
+  absl::Status SetStreamPriorities(const StreamPriorities& p);
 
   int device() const { return device_; }
   const std::string& device_name() const { return device_name_; }
@@ -88,7 +89,7 @@ class GpuContext {
   int arch() const { return arch_; }  // compute capability as 10 major + minor: 80, 90, 100
   cudaStream_t compute() const { return compute_->get(); }
   cudaStream_t copy() const { return copy_.get(); }
-  cudaStream_t tail() const { return tail_.get(); }
+  cudaStream_t tail() const { return tail_->get(); }
   // The next batch's normal equations, ahead of the compute stream.
   cudaStream_t prep() const { return prep_->get(); }
   cublasHandle_t cublas() const { return cublas_.get(); }
@@ -105,7 +106,9 @@ class GpuContext {
   Stream compute_high_;
   const Stream* compute_ = &compute_default_;
   Stream copy_;
-  Stream tail_;
+  Stream tail_default_;
+  Stream tail_high_;
+  const Stream* tail_ = &tail_default_;
   Stream prep_default_;
   Stream prep_high_;  // with compute_high_: the next batch's normal equations are on its path
   const Stream* prep_ = &prep_default_;

@@ -27,5 +27,18 @@ TEST(FramesInFlightTest, AFrameIsAloneOnlyWithoutAnotherOnItsDevice) {
   EXPECT_TRUE(again.alone());  // the count went back to zero
 }
 
+// A lone frame runs its whole critical chain at the greatest priority, the tail stream
+// (eigen stages, decorrelation, model) included; frames that share the GPU none of it.
+TEST(FramesInFlightTest, ALoneFrameRunsComputePrepAndTailAtTheGreatestPriority) {
+  const StreamPriorities lone = FramePriorities(/*alone=*/true);
+  EXPECT_TRUE(lone.compute);
+  EXPECT_TRUE(lone.prep);
+  EXPECT_TRUE(lone.tail);
+  const StreamPriorities shared = FramePriorities(/*alone=*/false);
+  EXPECT_FALSE(shared.compute);
+  EXPECT_FALSE(shared.prep);
+  EXPECT_FALSE(shared.tail);
+}
+
 }  // namespace
 }  // namespace spexd::cuda

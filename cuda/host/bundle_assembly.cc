@@ -71,11 +71,11 @@ namespace {
 constexpr std::size_t kFaultPiece = std::size_t{1} << 17;
 constexpr std::size_t kPiece = std::size_t{1} << 14;
 // Threads of the host pool a batch's assembly takes at most. The copies are bound by
-// memory bandwidth, which 16 threads saturate, and the pool is the whole server's (every
-// GPU's workers, the loaders' decoding, the frame files' encoding): each loop posts a
-// task per helper into its one queue, so with 64 cores and eight workers a loop as wide
-// as the host put hundreds of tasks a batch through that queue's lock for no gain.
-constexpr int kMaxAssemblyThreads = 16;
+// memory bandwidth, which a few threads saturate: more only wait on memory longer each,
+// which the host pays in CPU-seconds (every thread stalled on a copy is a busy core, one
+// the loads' inflate and decode and the frame files' encoding could have had), for no gain
+// in the copy's time. A batch's copies (~20 MB of an r frame) take ~1 ms on four.
+constexpr int kMaxAssemblyThreads = 4;
 int AssemblyThreads() { return std::min(kMaxAssemblyThreads, core::HardwareThreads()); }
 }  // namespace
 

@@ -6,6 +6,7 @@
 #include "client/spexctl/cli_args.h"
 #include "client/spexctl/desispec_path_rule.h"
 #include "client/spexctl/extract_flags.h"
+#include "client/spexctl/huge_page_malloc.h"
 #include "client/spexctl/local_extract.h"
 #ifdef SPEXD_WITH_SERVER
 #include "client/spexctl/remote_commands.h"
@@ -42,7 +43,7 @@ std::vector<spexd::client::FlagSpec> ExtractSpecs() {
 #endif
 }
 
-int Extract(const std::vector<std::string>& args) {
+int Extract(const std::vector<std::string>& args, char** argv) {
   using namespace spexd::client;
   const std::vector<FlagSpec> specs = ExtractSpecs();
   auto parsed = ParseArgs(specs, args);
@@ -62,6 +63,10 @@ int Extract(const std::vector<std::string>& args) {
     std::fprintf(stderr, "spexctl extract: %s\n", std::string(cmd.status().message()).c_str());
     return 2;
   }
+  // A frame the client writes from the server's stream passes through this process: its
+  // heap is worth huge pages (a restart costs a process start, which a frame the server
+  // writes would not earn back). Before anything is said on stderr.
+  if (!cmd->local && !cmd->output.empty()) RestartWithHugePageMalloc(argv);
   if (!cmd->quiet && !parsed->Has("reproduce")) {
     const bool gpu = cmd->params.compat == spexd::core::Compat::kGpu;
     std::fprintf(stderr,
@@ -103,7 +108,7 @@ int main(int argc, char** argv) {
   std::string sub = argv[1];
   if (sub == "--help" || sub == "-h" || sub == "help") return Usage(/*asked=*/true);
   std::vector<std::string> rest(argv + 2, argv + argc);
-  if (sub == "extract") return Extract(rest);
+  if (sub == "extract") return Extract(rest, argv);
 #ifdef SPEXD_WITH_SERVER
   if (sub == "exposure") return spexd::client::RunExposureCommand(rest);
   if (sub == "psf") return spexd::client::RunPsfCommand(rest);

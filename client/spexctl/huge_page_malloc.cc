@@ -25,9 +25,16 @@ std::optional<std::string> TunablesWithHugePages(const char* current) {
 void RestartWithHugePageMalloc(char** argv) {
 #if defined(__GLIBC__)
   const std::optional<std::string> tunables = TunablesWithHugePages(std::getenv("GLIBC_TUNABLES"));
-  if (!tunables.has_value() || ::setenv("GLIBC_TUNABLES", tunables->c_str(), 1) != 0) return;
-  ::execv("/proc/self/exe", argv);
-  // Not restarted (no /proc, say): this process runs on, with 4 KiB pages.
+  if (!tunables.has_value()) return;
+  // The program's own path, not /proc/self/exe: the process keeps its name (ps, top,
+  // perf), which the kernel takes from the path executed.
+  char self[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", self, sizeof(self) - 1);
+  if (n <= 0 || static_cast<std::size_t>(n) >= sizeof(self) - 1) return;
+  self[n] = '\0';
+  if (::setenv("GLIBC_TUNABLES", tunables->c_str(), 1) != 0) return;
+  ::execv(self, argv);
+  // Not restarted (no /proc, the file gone since): this process runs on, with 4 KiB pages.
 #else
   (void)argv;
 #endif

@@ -17,9 +17,9 @@ namespace spexd::client {
 // when `current` sets malloc's hugetlb already (whatever its value: the user's choice).
 std::optional<std::string> TunablesWithHugePages(const char* current);
 
-// Executes this program again (/proc/self/exe, the same arguments) with those tunables,
-// before it connects; returns when there is nothing to do or the exec failed (the process
-// then runs as it is, correctly, with 4 KiB pages). glibc only.
+// Executes this program again (its path from /proc/self/exe, the same arguments) with
+// those tunables, before it connects; returns when there is nothing to do or the exec
+// failed (the process then runs as it is, correctly, with 4 KiB pages). glibc only.
 void RestartWithHugePageMalloc(char** argv);
 
 }  // namespace spexd::client

@@ -56,6 +56,13 @@ int Extract(const std::vector<std::string>& args, char** argv) {
                 FormatHelp(specs).c_str());
     return 0;
   }
+  // A frame the client writes from the server's stream passes through this process: its
+  // heap is worth huge pages (a restart costs a process start, which a frame the server
+  // writes would not earn back). Before the desispec path rule asks the CUDA driver for
+  // its devices and before anything is said on stderr, so that neither happens twice.
+  if (!parsed->Has("local") && parsed->Has("server") && !parsed->GetOr("output", "").empty()) {
+    RestartWithHugePageMalloc(argv);
+  }
   // desi_extract_spectra's drop-in: without --reproduce, the gpu_specter path desispec
   // would reproduce on this node, said on stderr.
   auto cmd = ParseExtractCommand(*parsed, DesispecPathRule);
@@ -63,10 +70,6 @@ int Extract(const std::vector<std::string>& args, char** argv) {
     std::fprintf(stderr, "spexctl extract: %s\n", std::string(cmd.status().message()).c_str());
     return 2;
   }
-  // A frame the client writes from the server's stream passes through this process: its
-  // heap is worth huge pages (a restart costs a process start, which a frame the server
-  // writes would not earn back). Before anything is said on stderr.
-  if (!cmd->local && !cmd->output.empty()) RestartWithHugePageMalloc(argv);
   if (!cmd->quiet && !parsed->Has("reproduce")) {
     const bool gpu = cmd->params.compat == spexd::core::Compat::kGpu;
     std::fprintf(stderr,

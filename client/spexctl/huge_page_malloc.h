@@ -1,10 +1,10 @@
 // spexctl runs once per frame: every page its heap touches is a fresh process's first
 // touch, one page fault per 4 KiB (the stream's receive buffers and the arrays parsed out
-// of them, ~14,000 faults a full r frame), which cost it more CPU than any pass over the
-// frame's bytes it makes. glibc's malloc asks for transparent huge pages when its tunable
-// glibc.malloc.hugetlb=1 is set, one fault per 2 MiB; tunables are read only from the
-// environment at start, so a remote extract that writes the frame itself starts once
-// more with it set.
+// of them: ~14,000 faults and about a quarter of spexctl's CPU for a client-written r
+// frame, sampled with perf). glibc's malloc asks for transparent huge pages when its
+// tunable glibc.malloc.hugetlb=1 is set, one fault per 2 MiB where the kernel grants them
+// (THP "madvise" or "always"); tunables are read only from the environment at start, so a
+// remote extract that writes the frame itself starts once more with it set.
 #ifndef SPEXD_CLIENT_SPEXCTL_HUGE_PAGE_MALLOC_H_
 #define SPEXD_CLIENT_SPEXCTL_HUGE_PAGE_MALLOC_H_
 

@@ -72,9 +72,11 @@ constexpr std::size_t kFaultPiece = std::size_t{1} << 17;
 constexpr std::size_t kPiece = std::size_t{1} << 14;
 // Threads of the host pool a batch's assembly takes at most. The copies are bound by
 // memory bandwidth, which a few threads saturate: more only wait on memory longer each,
-// which the host pays in CPU-seconds (every thread stalled on a copy is a busy core, one
-// the loads' inflate and decode and the frame files' encoding could have had), for no gain
-// in the copy's time. A batch's copies (~20 MB of an r frame) take ~1 ms on four.
+// and the host pays the stalls in CPU-seconds (the pool is the whole server's: the loads'
+// decoding and the frame files' encoding run on it too). On one H200 (spexd_host_cost_bench,
+// 8 clients) four instead of sixteen took 0.01-0.03 CPU-s a frame off the pool in eight
+// of its ten modes (the other two moved less than 0.005), the frames' wall time within
+// the run's noise.
 constexpr int kMaxAssemblyThreads = 4;
 int AssemblyThreads() { return std::min(kMaxAssemblyThreads, core::HardwareThreads()); }
 }  // namespace

@@ -6,6 +6,7 @@
 #include "client/spexctl/cli_args.h"
 #include "client/spexctl/desispec_path_rule.h"
 #include "client/spexctl/extract_flags.h"
+#include "client/spexctl/huge_page_malloc.h"
 #include "client/spexctl/local_extract.h"
 #ifdef SPEXD_WITH_SERVER
 #include "client/spexctl/remote_commands.h"
@@ -42,7 +43,7 @@ std::vector<spexd::client::FlagSpec> ExtractSpecs() {
 #endif
 }
 
-int Extract(const std::vector<std::string>& args) {
+int Extract(const std::vector<std::string>& args, char** argv) {
   using namespace spexd::client;
   const std::vector<FlagSpec> specs = ExtractSpecs();
   auto parsed = ParseArgs(specs, args);
@@ -54,6 +55,13 @@ int Extract(const std::vector<std::string>& args) {
     std::printf("usage: spexctl extract -i PREPROC -p PSF -o FRAME [flags]\n%s",
                 FormatHelp(specs).c_str());
     return 0;
+  }
+  // A frame the client writes from the server's stream passes through this process: its
+  // heap is worth huge pages (a restart costs a process start, which a frame the server
+  // writes would not earn back). Before the desispec path rule asks the CUDA driver for
+  // its devices and before anything is said on stderr, so that neither happens twice.
+  if (!parsed->Has("local") && parsed->Has("server") && !parsed->GetOr("output", "").empty()) {
+    RestartWithHugePageMalloc(argv);
   }
   // desi_extract_spectra's drop-in: without --reproduce, the gpu_specter path desispec
   // would reproduce on this node, said on stderr.
@@ -103,7 +111,7 @@ int main(int argc, char** argv) {
   std::string sub = argv[1];
   if (sub == "--help" || sub == "-h" || sub == "help") return Usage(/*asked=*/true);
   std::vector<std::string> rest(argv + 2, argv + argc);
-  if (sub == "extract") return Extract(rest);
+  if (sub == "extract") return Extract(rest, argv);
 #ifdef SPEXD_WITH_SERVER
   if (sub == "exposure") return spexd::client::RunExposureCommand(rest);
   if (sub == "psf") return spexd::client::RunPsfCommand(rest);

@@ -53,6 +53,18 @@ uint64_t NarrowToBigEndianFloat32Scalar(const double* src, std::size_t n, char* 
   return s;
 }
 
+uint64_t ToBigEndianWordsScalar(const char* src, std::size_t n, char* out) {
+  uint64_t s = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    uint32_t u;
+    std::memcpy(&u, src + 4 * i, 4);
+    s += u;
+    u = __builtin_bswap32(u);
+    std::memcpy(out + 4 * i, &u, 4);
+  }
+  return s;
+}
+
 bool FloatConvertUsesAvx2() {
   static const bool avx2 = __builtin_cpu_supports("avx2") != 0;
   return avx2;
@@ -118,6 +130,23 @@ __attribute__((target("avx2"))) uint64_t NarrowBigEndianAvx2(const double* src, 
          internal::NarrowToBigEndianFloat32Scalar(src + i, n - i, out + 4 * i);
 }
 
+__attribute__((target("avx2"))) uint64_t ToBigEndianWordsAvx2(const char* src, std::size_t n,
+                                                             char* out) {
+  const __m256i swap = _mm256_setr_epi8(SPEXD_BSWAP32_BYTES, SPEXD_BSWAP32_BYTES);
+  __m256i lo = _mm256_setzero_si256(), hi = _mm256_setzero_si256();  // 64-bit sums
+  std::size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + 4 * i));
+    lo = _mm256_add_epi64(lo, _mm256_cvtepu32_epi64(_mm256_castsi256_si128(w)));
+    hi = _mm256_add_epi64(hi, _mm256_cvtepu32_epi64(_mm256_extracti128_si256(w, 1)));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 4 * i), _mm256_shuffle_epi8(w, swap));
+  }
+  alignas(32) uint64_t lanes[4];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), _mm256_add_epi64(lo, hi));
+  return lanes[0] + lanes[1] + lanes[2] + lanes[3] +
+         internal::ToBigEndianWordsScalar(src + 4 * i, n - i, out + 4 * i);
+}
+
 #undef SPEXD_BSWAP32_BYTES
 
 }  // namespace
@@ -145,6 +174,11 @@ void NarrowToFloat32(const double* src, float* dst, std::size_t n) {
 uint64_t NarrowToBigEndianFloat32(const double* src, std::size_t n, char* out) {
   if (internal::FloatConvertUsesAvx2()) return NarrowBigEndianAvx2(src, n, out);
   return internal::NarrowToBigEndianFloat32Scalar(src, n, out);
+}
+
+uint64_t ToBigEndianWords(const char* src, std::size_t n, char* out) {
+  if (internal::FloatConvertUsesAvx2()) return ToBigEndianWordsAvx2(src, n, out);
+  return internal::ToBigEndianWordsScalar(src, n, out);
 }
 
 }  // namespace spexd::core

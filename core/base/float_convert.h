@@ -26,6 +26,11 @@ void NarrowToFloat32(const double* src, float* dst, std::size_t n);
 // sum of the 32-bit words as written (read big-endian), for a FITS checksum. n < 2^32.
 uint64_t NarrowToBigEndianFloat32(const double* src, std::size_t n, char* out);
 
+// `n` native (little-endian) 32-bit words at `src` (any alignment) written big-endian at
+// `out` (4 n bytes); returns the sum of the words, for a FITS checksum. n < 2^32. A client
+// writes the float32 arrays it is streamed this way.
+uint64_t ToBigEndianWords(const char* src, std::size_t n, char* out);
+
 namespace internal {
 // The scalar loops (the reference, and the path without AVX2), and whether the AVX2 path
 // is taken on this CPU (tests compare the two).
@@ -34,6 +39,7 @@ void FromBigEndianFloat32Scalar(const char* src, double* dst, std::size_t n);
 void WidenFloat32Scalar(const char* src, double* dst, std::size_t n);
 void NarrowToFloat32Scalar(const double* src, float* dst, std::size_t n);
 uint64_t NarrowToBigEndianFloat32Scalar(const double* src, std::size_t n, char* out);
+uint64_t ToBigEndianWordsScalar(const char* src, std::size_t n, char* out);
 bool FloatConvertUsesAvx2();
 }  // namespace internal
 

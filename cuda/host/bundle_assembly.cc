@@ -71,11 +71,13 @@ namespace {
 constexpr std::size_t kFaultPiece = std::size_t{1} << 17;
 constexpr std::size_t kPiece = std::size_t{1} << 14;
 // Threads of the host pool a batch's assembly takes at most. The copies are bound by
-// memory bandwidth, which 16 threads saturate, and the pool is the whole server's (every
-// GPU's workers, the loaders' decoding, the frame files' encoding): each loop posts a
-// task per helper into its one queue, so with 64 cores and eight workers a loop as wide
-// as the host put hundreds of tasks a batch through that queue's lock for no gain.
-constexpr int kMaxAssemblyThreads = 16;
+// memory bandwidth, which a few threads saturate: more only wait on memory longer each,
+// and the host pays the stalls in CPU-seconds (the pool is the whole server's: the loads'
+// decoding and the frame files' encoding run on it too). On one H200 (spexd_host_cost_bench,
+// 8 clients) four instead of sixteen took 0.01-0.03 CPU-s a frame off the pool in eight
+// of its ten modes (the other two moved less than 0.005), the frames' wall time within
+// the run's noise.
+constexpr int kMaxAssemblyThreads = 4;
 int AssemblyThreads() { return std::min(kMaxAssemblyThreads, core::HardwareThreads()); }
 }  // namespace
 

@@ -53,15 +53,9 @@ uint32_t EncodeFloat32(const double* values, std::size_t n, char* out) {
 }
 
 uint32_t EncodeFloat32Bytes(const char* little_endian, std::size_t n, char* out) {
-  uint64_t s = 0;  // n < 2^31 per call: cannot overflow
-  for (std::size_t i = 0; i < n; ++i) {
-    uint32_t w;
-    std::memcpy(&w, little_endian + 4 * i, 4);
-    s += w;  // the word as written, read big-endian
-    w = __builtin_bswap32(w);
-    std::memcpy(out + 4 * i, &w, 4);
-  }
-  return Fold(s);
+  // n < 2^31 per call: the 64-bit sum cannot overflow. A word read big-endian from the
+  // file is the word as it was in memory.
+  return Fold(ToBigEndianWords(little_endian, n, out));
 }
 
 uint32_t EncodeUint32WithZero(const uint32_t* values, std::size_t n, char* out) {

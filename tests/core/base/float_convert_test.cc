@@ -79,6 +79,10 @@ TEST(FloatConvertTest, EveryPathGivesTheScalarBits) {
       FromBigEndianFloat32(src, d.data() + offset, n);
       internal::FromBigEndianFloat32Scalar(src, d_ref.data() + offset, n);
       EXPECT_TRUE(SameBits(d, d_ref));
+      std::string be(4 * n + offset, '\0'), be_ref(4 * n + offset, '\0');
+      EXPECT_EQ(ToBigEndianWords(src, n, be.data() + offset),
+                internal::ToBigEndianWordsScalar(src, n, be_ref.data() + offset));
+      EXPECT_EQ(be, be_ref);
       WidenFloat32(src, d.data() + offset, n);
       internal::WidenFloat32Scalar(src, d_ref.data() + offset, n);
       EXPECT_TRUE(SameBits(d, d_ref));
@@ -116,6 +120,18 @@ TEST(FloatConvertTest, ScalarLoopsAreTheConversions) {
     EXPECT_EQ(std::memcmp(back, &f, 4), 0);
   }
   EXPECT_EQ(sum, expect_sum);
+  // The words back, as the file holds them: each value's bytes reversed, summed as native.
+  char words[4 * 5];
+  EXPECT_EQ(internal::ToBigEndianWordsScalar(out, 5, words), [&] {
+    uint64_t s = 0;
+    for (int i = 0; i < 5; ++i) {
+      uint32_t u;
+      std::memcpy(&u, out + 4 * i, 4);
+      s += u;
+    }
+    return s;
+  }());
+  for (int i = 0; i < 4 * 5; ++i) EXPECT_EQ(words[i], out[(i / 4) * 4 + 3 - i % 4]);
 }
 
 }  // namespace

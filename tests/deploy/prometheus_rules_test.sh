@@ -7,4 +7,5 @@ cd "$(dirname "$0")/../../deploy/prometheus"
 command -v promtool >/dev/null ||
   { echo "SKIPPED: promtool not found (scripts/install-deps.sh installs it)"; exit 77; }
 promtool check rules spexd-rules.yaml spexd-health-rules.yaml
-promtool test rules spexd-rules.test.yaml spexd-health-rules.test.yaml
+promtool test rules spexd-rules.test.yaml spexd-health-rules.test.yaml \
+  spexd-health-rules-week.test.yaml

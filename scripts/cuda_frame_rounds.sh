@@ -8,7 +8,9 @@
 #   scripts/cuda_frame_rounds.sh OUT_DIR ROUNDS NAME DIR MODULE FAULTS [NAME DIR MODULE FAULTS]...
 #     NAME    the variant's name in the table (letters, digits, '.', '_', '-')
 #     DIR     a bundle or build tree that holds spexd_cuda_frame_bench (scripts/run_program.sh)
-#     MODULE  the CUDA module it loads (SPEXD_CUDA_MODULE), or - for DIR's own
+#     MODULE  the CUDA module it loads (SPEXD_CUDA_MODULE), or - for DIR's own; another
+#             build's module loads only when built with DIR's token (the loader checks
+#             the build id): cmake -DSPEXD_BUILD_TOKEN=<DIR's, from its CMakeCache.txt>
 #     FAULTS  SPEXD_TEST_CUDA_FAULTS for it (shared_memory_cap=166912: an A100's shared
 #             memory a block), or - for none
 #   Environment: RUNS (9) warm frames a run; BENCH_ARGS more arguments for every benchmark

@@ -2,24 +2,24 @@
 
 #include <unistd.h>
 
-#include <algorithm>
 #include <cstdlib>
-#include <string_view>
+#include <filesystem>
+#include <system_error>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
 
 namespace spexd::client {
 
 std::optional<std::string> TunablesWithHugePages(const char* current) {
-  constexpr std::string_view kTunable = "glibc.malloc.hugetlb";
-  const std::string now = current != nullptr ? current : "";
+  constexpr absl::string_view kTunable = "glibc.malloc.hugetlb";
+  const absl::string_view now = current != nullptr ? current : "";
   // Tunables are name=value pairs separated by ':'.
-  std::size_t at = 0;
-  while (at <= now.size()) {
-    const std::size_t end = std::min(now.find(':', at), now.size());
-    const std::string_view pair = std::string_view(now).substr(at, end - at);
+  for (absl::string_view pair : absl::StrSplit(now, ':')) {
     if (pair.substr(0, pair.find('=')) == kTunable) return std::nullopt;
-    at = end + 1;
   }
-  return now.empty() ? std::string(kTunable) + "=1" : now + ":" + std::string(kTunable) + "=1";
+  return now.empty() ? absl::StrCat(kTunable, "=1") : absl::StrCat(now, ":", kTunable, "=1");
 }
 
 void RestartWithHugePageMalloc(char** argv) {
@@ -28,12 +28,11 @@ void RestartWithHugePageMalloc(char** argv) {
   if (!tunables.has_value()) return;
   // The program's own path, not /proc/self/exe: the process keeps its name (ps, top,
   // perf), which the kernel takes from the path executed.
-  char self[4096];
-  const ssize_t n = ::readlink("/proc/self/exe", self, sizeof(self) - 1);
-  if (n <= 0 || static_cast<std::size_t>(n) >= sizeof(self) - 1) return;
-  self[n] = '\0';
+  std::error_code error;
+  const std::string self = std::filesystem::read_symlink("/proc/self/exe", error).string();
+  if (error || self.empty()) return;
   if (::setenv("GLIBC_TUNABLES", tunables->c_str(), 1) != 0) return;
-  ::execv(self, argv);
+  ::execv(self.c_str(), argv);
   // Not restarted (no /proc, the file gone since): this process runs on, with 4 KiB pages.
 #else
   (void)argv;

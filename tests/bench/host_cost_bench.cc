@@ -73,6 +73,8 @@
 #include "core/io/psf.h"
 #include "core/plan/desi_cameras.h"
 #include "server/spexd_server.h"
+#include "tests/bench/host_cost_record.h"
+#include "tests/bench/host_cpu_snapshot.h"
 #include "tests/bench/replay_backend.h"
 
 extern char** environ;
@@ -81,6 +83,8 @@ namespace {
 
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
+using spexd::bench::Snapshot;
+using spexd::bench::TakeSnapshot;
 
 struct Args {
   std::string backend = "replay";
@@ -164,54 +168,6 @@ std::string FindSpexctl() {
     if (access(p.c_str(), X_OK) == 0) return Absolute(p.string());
   }
   return "";
-}
-
-double CpuSeconds(const rusage& r) {
-  return static_cast<double>(r.ru_utime.tv_sec + r.ru_stime.tv_sec) +
-         1e-6 * static_cast<double>(r.ru_utime.tv_usec + r.ru_stime.tv_usec);
-}
-
-// CPU seconds of this process's live threads by role (thread name, digits dropped).
-std::map<std::string, double> ThreadRoles() {
-  std::map<std::string, double> out;
-  const double tick = static_cast<double>(sysconf(_SC_CLK_TCK));
-  std::error_code ec;
-  for (const auto& entry : fs::directory_iterator("/proc/self/task", ec)) {
-    std::ifstream in(entry.path() / "stat");
-    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    const std::size_t open = text.find('('), close = text.rfind(')');
-    if (open == std::string::npos || close == std::string::npos) continue;
-    std::string name = text.substr(open + 1, close - open - 1);
-    while (!name.empty() && name.back() >= '0' && name.back() <= '9') name.pop_back();
-    std::vector<std::string> f = absl::StrSplit(text.substr(close + 2), ' ', absl::SkipEmpty());
-    if (f.size() < 13) continue;  // f[0] is the state (field 3); utime, stime: fields 14, 15
-    const double cpu = (std::atof(f[11].c_str()) + std::atof(f[12].c_str())) / tick;
-    const bool known = name == "spexd-load" || name == "spexd-worker" || name == "spexd-host" ||
-                       name == "spexd-write" || name == "spexd-stream" || name == "bench-lane";
-    out[known ? name : "other"] += cpu;
-  }
-  return out;
-}
-
-struct Snapshot {
-  double self = 0, children = 0, replay = 0;
-  int64_t faults = 0;  // spexd's minor page faults
-  std::map<std::string, double> roles;
-  Clock::time_point at;
-};
-
-Snapshot Take(const spexd::bench::ReplayStore* store) {
-  Snapshot s;
-  rusage r{};
-  getrusage(RUSAGE_SELF, &r);
-  s.self = CpuSeconds(r);
-  s.faults = r.ru_minflt;
-  getrusage(RUSAGE_CHILDREN, &r);
-  s.children = CpuSeconds(r);
-  s.roles = ThreadRoles();
-  s.replay = store != nullptr ? store->copy_cpu_seconds() : 0;
-  s.at = Clock::now();
-  return s;
 }
 
 // Runs one process to its end; its output goes to `log`. OK when it exits 0.
@@ -339,9 +295,9 @@ struct Bench {
                                              "realtime", list->first};
       if (absl::Status st = RunProcess(argv, log); !st.ok()) return st;  // warm-up
       Marker(true);
-      const Snapshot a = Take(store);
+      const Snapshot a = TakeSnapshot(store);
       absl::Status timed = RunProcess(argv, log);
-      const Snapshot b = Take(store);
+      const Snapshot b = TakeSnapshot(store);
       Marker(false);
       if (!timed.ok()) return timed;
       return Finish(m, a, b, list->second);
@@ -351,9 +307,9 @@ struct Bench {
     absl::Status warm = Lanes(m, -1, 1);
     if (!warm.ok()) return warm;
     Marker(true);
-    const Snapshot a = Take(store);
+    const Snapshot a = TakeSnapshot(store);
     absl::Status timed = Lanes(m, 0, args.frames);
-    const Snapshot b = Take(store);
+    const Snapshot b = TakeSnapshot(store);
     Marker(false);
     if (!timed.ok()) return timed;
     return Finish(m, a, b, args.clients * args.frames);
@@ -404,57 +360,6 @@ struct Bench {
     return f;
   }
 };
-
-std::string Today() {
-  const std::time_t now = std::time(nullptr);
-  char buf[16];
-  std::strftime(buf, sizeof buf, "%Y-%m-%d", std::gmtime(&now));
-  return buf;
-}
-
-std::string DefaultDevice(const std::string& backend) {
-  utsname u{};
-  uname(&u);
-  const long cores = sysconf(_SC_NPROCESSORS_ONLN);
-  if (backend == "replay") return absl::StrCat(cores, "-core ", u.machine, ", no GPU (replay backend)");
-  return absl::StrCat("CUDA backend, ", cores, " vCPUs");
-}
-
-std::string JsonString(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\';
-    if (static_cast<unsigned char>(c) < 0x20) {
-      out += absl::StrFormat("\\u%04x", c);
-      continue;
-    }
-    out += c;
-  }
-  return out + "\"";
-}
-
-struct Figure {
-  std::string name, label;
-  double value;
-  std::string unit;
-};
-
-std::string Record(const Args& args, const std::vector<Figure>& figures) {
-  const char* sha_env = std::getenv("SPEXD_GIT_SHA");
-  std::string sha = sha_env != nullptr ? sha_env : SPEXD_BENCH_GIT_SHA;
-  std::string out = absl::StrCat("{\"benchmark\": \"spexd_host_cost_bench\", \"command\": ",
-                                 JsonString(args.command), ", \"device\": ",
-                                 JsonString(args.device.empty() ? DefaultDevice(args.backend) : args.device),
-                                 ", \"date\": \"", Today(), "\", \"commit\": ", JsonString(sha),
-                                 ", \"figures\": [");
-  for (std::size_t i = 0; i < figures.size(); ++i) {
-    const Figure& f = figures[i];
-    absl::StrAppend(&out, i ? ",\n  " : "\n  ", "{\"name\": ", JsonString(f.name), ", \"label\": ",
-                    JsonString(f.label), ", \"value\": ", absl::StrFormat("%.4g", f.value),
-                    ", \"unit\": ", JsonString(f.unit), "}");
-  }
-  return out + "\n]}\n";
-}
 
 std::string Describe(const Mode& m, int clients, int frames_each) {
   if (m.exposure) {
@@ -554,7 +459,7 @@ int main(int argc, char** argv) {
   if (absl::Status st = (*srv)->WaitForWarmUp(absl::Seconds(120)); !st.ok()) return Fail("warm-up", st);
   bench.addr = absl::StrCat("127.0.0.1:", (*srv)->port());
 
-  std::vector<Figure> figures;
+  std::vector<spexd::bench::Figure> figures;
   for (const Mode& m : modes) {
     auto f = bench.Run(m);
     if (!f.ok()) return Fail(m.name, f.status());
@@ -591,7 +496,9 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
   }
   (*srv)->Drain(absl::Seconds(5));
-  const std::string json = Record(args, figures);
+  const std::string json = spexd::bench::HostCostRecord(
+      args.command, args.device.empty() ? spexd::bench::DefaultDevice(args.backend) : args.device,
+      figures);
   if (!args.record.empty()) {
     std::ofstream out(args.record);
     out << json;

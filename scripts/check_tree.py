@@ -13,9 +13,7 @@ Fails (exit 1, one line a finding: file:line: rule) on
   - a citation of style.md or toolchain.md, unless it names a file of docs/ that exists:
     what the code relies on is written in docs/ (docs/design.md, "Conventions");
   - a source file (.cc, .h, .cu, .cuh, .py) outside tests/data/ of more than 550 lines:
-    split it by responsibility into small files named for what they do. LONG_FILES lists
-    the files still over it; one of them at or under the cap is a finding too (drop it from
-    the list, so that it does not grow back).
+    split it by responsibility into small files named for what they do.
 In a git work tree its tracked and untracked, not ignored files are read, else every file
 under ROOT but build*/. Skipped: binary files and this script (it names the patterns).
 Prints "tree rules: N files checked, clean" and exits 0 when nothing is found.
@@ -33,8 +31,6 @@ SHARED = re.compile(r"\.\./shared\b")
 OUTSIDE_NOTES = re.compile(r"(?:[\w./-]*/)?(?:style|toolchain)\.md\b")
 MAX_LINES = 550
 LENGTH_CHECKED = re.compile(r"\.(?:cc|h|cu|cuh|py)$")
-# Over MAX_LINES, still to be split: the preproc reader.
-LONG_FILES = {"core/io/preproc.cc"}
 
 
 def files(root):
@@ -55,12 +51,9 @@ def length_findings(name, data):
     if not LENGTH_CHECKED.search(name) or name.startswith("tests/data/"):
         return []
     lines = len(data.decode("utf-8", "replace").splitlines())
-    if lines > MAX_LINES and name not in LONG_FILES:
+    if lines > MAX_LINES:
         return [f"{name}: {lines} lines, more than {MAX_LINES}: split it by responsibility into "
                 "small files named for what they do"]
-    if lines <= MAX_LINES and name in LONG_FILES:
-        return [f"{name}: {lines} lines, within {MAX_LINES}: drop it from LONG_FILES "
-                f"({SELF}) so that it stays within"]
     return []
 
 

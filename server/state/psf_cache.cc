@@ -86,6 +86,7 @@ absl::StatusOr<std::shared_ptr<const core::Geometry>> PsfCache::GetGeometry(
     const core::ExtractionPlan& request, int image_height, int image_width) {
   const std::string key = core::Geometry::Key(request.params(), image_height, image_width);
   int64_t psf_bytes = 0;
+  std::shared_ptr<GeometryBuild> build;
   {
     absl::MutexLock lock(&mu_);
     auto it = psfs_.find(psf_id);
@@ -99,36 +100,48 @@ absl::StatusOr<std::shared_ptr<const core::Geometry>> PsfCache::GetGeometry(
         return g->second.geometry;
       }
     }
+    auto [b, first] = building_.try_emplace({psf_id, key});
+    if (!first) {
+      // Another request is creating it: wait for that one's result.
+      const std::shared_ptr<GeometryBuild> pending = b->second;
+      if (metrics_ != nullptr) metrics_->CountCache("geometry", "hit");
+      mu_.Await(absl::Condition(&pending->done));
+      return pending->result;
+    }
+    b->second = std::make_shared<GeometryBuild>();
+    build = b->second;
   }
   if (metrics_ != nullptr) metrics_->CountCache("geometry", "miss");
   const bool keep_spots =
       psf_bytes + static_cast<int64_t>(core::Geometry::SpotsBytes(request, *psf)) <= budget_;
-  auto created = core::Geometry::Create(psf, request, image_height, image_width, keep_spots);
-  if (!created.ok()) return created.status();
-  std::shared_ptr<const core::Geometry> geometry = *std::move(created);
+  absl::StatusOr<std::shared_ptr<const core::Geometry>> created =
+      core::Geometry::Create(psf, request, image_height, image_width, keep_spots);
   {
     absl::MutexLock lock(&mu_);
     auto it = psfs_.find(psf_id);
-    if (it == psfs_.end()) {
+    if (created.ok() && it == psfs_.end()) {
       // Unloaded meanwhile: serve this job uncached; backends free their state for it
       // when the job ends (Backend::Release).
-      dropped_.push_back(geometry);
-    } else {
+      dropped_.push_back(*created);
+    } else if (created.ok()) {
       auto [g, inserted] = it->second.geometries.try_emplace(key);
       if (inserted) {
-        g->second.geometry = geometry;
-        g->second.bytes = static_cast<int64_t>(geometry->MemoryBytes());
+        g->second.geometry = *created;
+        g->second.bytes = static_cast<int64_t>((*created)->MemoryBytes());
         bytes_ += g->second.bytes;
       }
-      geometry = g->second.geometry;
+      created = g->second.geometry;
       TouchLocked(psf_id, "");
       TouchLocked(psf_id, key);
       EvictLocked();
       PublishLocked();
     }
+    build->result = created;
+    build->done = true;
+    building_.erase({psf_id, key});
   }
   ReleaseDropped();
-  return geometry;
+  return created;
 }
 
 absl::StatusOr<int64_t> PsfCache::Unload(const std::string& id) {

@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -62,6 +63,9 @@ class PsfCache {
   // The warm geometry for (psf, the request validated against it, image shape), created
   // on a miss. Spots are kept only when their full size fits the budget (else they are
   // evaluated per request). INVALID_ARGUMENT when the image does not fit the PSF.
+  // Requests for a geometry already being created wait for that one (and count as hits:
+  // the miss count is the count of geometries created), so that a night's first frames,
+  // arriving together, plan it once.
   absl::StatusOr<std::shared_ptr<const core::Geometry>> GetGeometry(
       const std::string& psf_id, const std::shared_ptr<const core::Psf>& psf,
       const core::ExtractionPlan& request, int image_height, int image_width);
@@ -91,6 +95,11 @@ class PsfCache {
     int64_t bytes = 0;
     std::map<std::string, GeometryEntry> geometries;  // by Geometry::Key
   };
+  // A geometry being created, which later requests for it wait for.
+  struct GeometryBuild {
+    bool done = false;
+    absl::StatusOr<std::shared_ptr<const core::Geometry>> result;
+  };
   // LRU list items: a PSF (geo_key empty) or one of its geometries.
   struct Item {
     std::string psf_id;
@@ -119,6 +128,9 @@ class PsfCache {
   ItemList lru_ ABSL_GUARDED_BY(mu_);  // most recent first
   std::map<std::string, ItemList::iterator> where_ ABSL_GUARDED_BY(mu_);  // item key -> lru_
   int64_t bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  // By PSF id and Geometry::Key.
+  std::map<std::pair<std::string, std::string>, std::shared_ptr<GeometryBuild>> building_
+      ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace spexd::server

@@ -1,6 +1,7 @@
 #include "server/state/psf_cache.h"
 
 #include <algorithm>
+#include <thread>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -88,6 +89,46 @@ TEST(PsfCacheTest, GeometriesAreWarmAndCounted) {
   (*g1)->BundleSpots(0);
   cache.Rebalance();
   EXPECT_GT(cache.bytes(), before);
+}
+
+// Frames that arrive together for a geometry not yet warm: one creates it, the others wait
+// for it and get the same object, so it is planned once (one miss, the rest hits).
+TEST(PsfCacheTest, ConcurrentFirstRequestsCreateTheGeometryOnce) {
+  ServerMetrics metrics;
+  PsfCache cache(int64_t{1} << 30, &metrics);
+  auto info = cache.Load(PsfBytes(), "psf");
+  ASSERT_TRUE(info.ok());
+  auto psf = cache.Get(info->id);
+  ASSERT_TRUE(psf.ok());
+  const core::ExtractionPlan plan = PlanOf(SmallParams(), **psf);
+  constexpr int kThreads = 8;
+  std::vector<const core::Geometry*> got(kThreads, nullptr);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      auto g = cache.GetGeometry(info->id, *psf, plan, 4128, 4114);
+      ASSERT_TRUE(g.ok()) << g.status();
+      got[static_cast<std::size_t>(t)] = g->get();
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (const core::Geometry* g : got) EXPECT_EQ(g, got[0]);
+  const std::string m = metrics.Serialize();
+  EXPECT_NE(m.find("spexd_psf_cache_misses_total{kind=\"geometry\"} 1\n"), std::string::npos) << m;
+  EXPECT_NE(m.find("spexd_psf_cache_hits_total{kind=\"geometry\"} 7\n"), std::string::npos) << m;
+  // A failure is shared the same way and is not cached: a later request tries again.
+  std::vector<absl::StatusCode> codes(kThreads);
+  threads.clear();
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      codes[static_cast<std::size_t>(t)] =
+          cache.GetGeometry(info->id, *psf, plan, 4129, 4114).status().code();
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (absl::StatusCode c : codes) EXPECT_EQ(c, absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(cache.GetGeometry(info->id, *psf, plan, 4129, 4114).status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 TEST(PsfCacheTest, EvictsLeastRecentlyUsedUnderTheBudgetAndUnloadFrees) {

@@ -11,7 +11,6 @@
 
 #include "cuda/kernels/kernel_args.h"
 #include "cuda/kernels/kernel_common.cuh"
-#include "core/numerics/root_free_ql.h"
 #include "core/numerics/tridiag_eigen.h"
 
 namespace spexd::cuda {
@@ -83,9 +82,8 @@ __device__ inline double* SlotBlock(const RunArgs& a, const RunEntry& e) {
 }
 
 // kLog: the rotations logged for RotateKernel (T as reduced: the rotations act on H's
-// columns in T's order); without, the eigenvalues alone, of T oriented for QL, by the QL
-// without square roots (root_free_ql.h: the twisted path, whose fallback runs QL again in
-// the block).
+// columns in T's order); without, the eigenvalues alone, of T oriented for QL (the twisted
+// path, whose fallback runs QL again in the block).
 template <bool kLog>
 __global__ void __launch_bounds__(kQlThreads) QlKernel(RunArgs a, int64_t blocks) {
   extern __shared__ double smem[];
@@ -104,8 +102,7 @@ __global__ void __launch_bounds__(kQlThreads) QlKernel(RunArgs a, int64_t blocks
     a.slots.eig_info[b] = QlLogged(d, e, n, a.ql.c + b * rcap, a.ql.s + b * rcap, rcap,
                                    a.ql.sweeps + b * 2 * scap, scap);
   } else {
-    OrientForQl(d, e, n);
-    a.slots.eig_info[b] = QlValuesRootFree(d, e, n);
+    a.slots.eig_info[b] = QlValuesOriented(d, e, n);
   }
   for (int i = 0; i < n; ++i) a.ql.d[b * n + i] = d[i];
 }

@@ -226,15 +226,10 @@ struct QlState {
   int known_next = 0;
 };
 
-// One implicit-shift QL sweep on the unreduced block starting at the first unconverged
-// eigenvalue (Numerical Recipes' tqli / EISPACK tql2). Writes the sweep's rotations of
-// columns (i, i+1), i = *hi down to *lo, in that order: c[k], s[k] for i = *hi - k, as
-// ApplyRotationsToRow reads them. Returns 1 after a sweep, 0 when every eigenvalue has converged,
-// -1 when one needed more than kQlMaxIter sweeps. d[n], e[n] (e[n-1] = 0) evolve.
-// kLog = false: the rotations are not written (c, s unused; QlValues).
-template <bool kLog = true>
-SPEXD_HD int QlNextSweep(QlState* st, double* d, double* e, int n, double* c, double* s, int* lo,
-                         int* hi) {
+// The deflation half of a QL step: advances st->l past every converged eigenvalue and
+// returns m, the end of the unreduced block from st->l (the first negligible e), or -1 when
+// every eigenvalue has converged. d and e are only read.
+SPEXD_HD int QlDeflate(QlState* st, const double* d, const double* e, int n) {
   while (st->l < n) {
     const int l = st->l;
     int m = l;
@@ -248,86 +243,110 @@ SPEXD_HD int QlNextSweep(QlState* st, double* d, double* e, int n, double* c, do
         if (fabs(e[m]) <= kQlEps * dd) break;
       }
     }
-    if (m == l) {  // deflated: known_* stay valid for l + 1 (no value changed)
-      ++st->l;
-      st->iter = 0;
-      continue;
-    }
-    st->known_l = -1;  // a sweep follows; it sets them again if it completes
-    if (++st->iter > kQlMaxIter) return -1;
-    double g = (d[l + 1] - d[l]) / (2.0 * e[l]);
-    double r = hypot(g, 1.0);
-    g = d[m] - d[l] + e[l] / (g + (g >= 0.0 ? r : -r));
-    double sn = 1.0, cs = 1.0, p = 0.0;
-    // d[i+1], d[i], e[i] of the next step are loaded one step ahead: the loop writes
-    // only d[i+1], e[i+1], so they are still the values from before the sweep.
-    double d_hi = d[m], d_i = d[m - 1], e_i = e[m - 1];
-    // The search after this sweep, done during it: e[k] and d[k] are final once step k - 1
-    // is done, d[k + 1] at step k. kneg: the first k in [l + 1, m - 1] with e[k]
-    // negligible, else m (e[m] = 0 after the sweep). The same test on the same values as
-    // the search's, so the same answer and the same bits (~20 % of QL's instructions).
-    int kneg = m;
-    double d_above = 0.0;  // the new d[i + 2]
-    int i = m - 1;
-    // Pointers stepped with i (an index recomputed its 64-bit address every step).
-    [[maybe_unused]] double* cw = c;
-    [[maybe_unused]] double* sw = s;
-    for (; i >= l; --i) {
-      // At i == l (the last step) d_next and e_next go unused: any valid entry will do, so
-      // the loads need no branch around them (a jump less a rotation on the GPU).
-      const int next = i > l ? i - 1 : i;
-      const double d_next = d[next], e_next = e[next];
-      const double f = sn * e_i, b = cs * e_i;
-      const double r2 = f * f + g * g;
-      if (r2 > 1e-290 && r2 < 1e290) {
-        const double ri = RecipSqrt(r2);
-        r = r2 * ri;
-        sn = f * ri;
-        cs = g * ri;
-      } else {
-        r = hypot(f, g);
-        if (r == 0.0) {  // underflow: deflate here and restart (rotations i+1.. are valid)
-          e[i + 1] = 0.0;
-          d[i + 1] = d_hi - p;
-          e[m] = 0.0;
-          break;
-        }
-        sn = f / r;
-        cs = g / r;
-      }
-      e[i + 1] = r;
-      const double e_new = r;
-      g = d_hi - p;
-      r = (d_i - g) * sn + 2.0 * cs * b;
-      p = sn * r;
-      const double d_new = g + p;
-      d[i + 1] = d_new;
-      g = cs * r - b;
-      // Both tests evaluated, a select instead of a jump around the second.
-      const bool negligible = fabs(e_new) <= kQlEps * (fabs(d_new) + fabs(d_above));
-      kneg = ((i < m - 1) & negligible) ? i + 1 : kneg;
-      d_above = d_new;
-      if constexpr (kLog) {
-        *cw++ = cs;  // c[m - 1 - i]
-        *sw++ = sn;
-      }
-      d_hi = d_i;
-      d_i = d_next;
-      e_i = e_next;
-    }
-    if (i < l) {
-      d[l] -= p;
-      e[l] = g;
-      e[m] = 0.0;
-      st->known_l = l;
-      st->known_next = kneg;
-      st->known_m = fabs(e[l]) <= kQlEps * (fabs(d[l]) + fabs(d[l + 1])) ? l : kneg;
-    }
-    *lo = i + 1;
-    *hi = m - 1;
-    if (*hi >= *lo) return 1;
+    if (m > l) return m;
+    ++st->l;  // deflated: known_* stay valid for l + 1 (no value changed)
+    st->iter = 0;
   }
-  return 0;
+  return -1;
+}
+
+// One implicit-shift QL sweep on the unreduced block l = st->l .. m (m from QlDeflate;
+// Numerical Recipes' tqli / EISPACK tql2). Writes the sweep's rotations of columns (i, i+1),
+// i = *hi down to *lo, in that order: c[k], s[k] for i = *hi - k, as ApplyRotationsToRow
+// reads them. Returns 1 after a sweep, 0 when it made no rotation (an underflow deflated at
+// its first step: deflate again), -1 when the eigenvalue needed more than kQlMaxIter sweeps.
+// kLog = false: the rotations are not written (c, s unused; QlValues).
+template <bool kLog = true>
+SPEXD_HD int QlSweepAt(QlState* st, double* d, double* e, int m, double* c, double* s, int* lo,
+                       int* hi) {
+  const int l = st->l;
+  st->known_l = -1;  // a sweep follows; it sets them again if it completes
+  if (++st->iter > kQlMaxIter) return -1;
+  double g = (d[l + 1] - d[l]) / (2.0 * e[l]);
+  double r = hypot(g, 1.0);
+  g = d[m] - d[l] + e[l] / (g + (g >= 0.0 ? r : -r));
+  double sn = 1.0, cs = 1.0, p = 0.0;
+  // d[i+1], d[i], e[i] of the next step are loaded one step ahead: the loop writes
+  // only d[i+1], e[i+1], so they are still the values from before the sweep.
+  double d_hi = d[m], d_i = d[m - 1], e_i = e[m - 1];
+  // The search after this sweep, done during it: e[k] and d[k] are final once step k - 1
+  // is done, d[k + 1] at step k. kneg: the first k in [l + 1, m - 1] with e[k]
+  // negligible, else m (e[m] = 0 after the sweep). The same test on the same values as
+  // the search's, so the same answer and the same bits (~20 % of QL's instructions).
+  int kneg = m;
+  double d_above = 0.0;  // the new d[i + 2]
+  int i = m - 1;
+  // Pointers stepped with i (an index recomputed its 64-bit address every step).
+  [[maybe_unused]] double* cw = c;
+  [[maybe_unused]] double* sw = s;
+  for (; i >= l; --i) {
+    // At i == l (the last step) d_next and e_next go unused: any valid entry will do, so
+    // the loads need no branch around them (a jump less a rotation on the GPU).
+    const int next = i > l ? i - 1 : i;
+    const double d_next = d[next], e_next = e[next];
+    const double f = sn * e_i, b = cs * e_i;
+    const double r2 = f * f + g * g;
+    if (r2 > 1e-290 && r2 < 1e290) {
+      const double ri = RecipSqrt(r2);
+      r = r2 * ri;
+      sn = f * ri;
+      cs = g * ri;
+    } else {
+      r = hypot(f, g);
+      if (r == 0.0) {  // underflow: deflate here and restart (rotations i+1.. are valid)
+        e[i + 1] = 0.0;
+        d[i + 1] = d_hi - p;
+        e[m] = 0.0;
+        break;
+      }
+      sn = f / r;
+      cs = g / r;
+    }
+    e[i + 1] = r;
+    const double e_new = r;
+    g = d_hi - p;
+    r = (d_i - g) * sn + 2.0 * cs * b;
+    p = sn * r;
+    const double d_new = g + p;
+    d[i + 1] = d_new;
+    g = cs * r - b;
+    // Both tests evaluated, a select instead of a jump around the second.
+    const bool negligible = fabs(e_new) <= kQlEps * (fabs(d_new) + fabs(d_above));
+    kneg = ((i < m - 1) & negligible) ? i + 1 : kneg;
+    d_above = d_new;
+    if constexpr (kLog) {
+      *cw++ = cs;  // c[m - 1 - i]
+      *sw++ = sn;
+    }
+    d_hi = d_i;
+    d_i = d_next;
+    e_i = e_next;
+  }
+  if (i < l) {
+    d[l] -= p;
+    e[l] = g;
+    e[m] = 0.0;
+    st->known_l = l;
+    st->known_next = kneg;
+    st->known_m = fabs(e[l]) <= kQlEps * (fabs(d[l]) + fabs(d[l + 1])) ? l : kneg;
+  }
+  *lo = i + 1;
+  *hi = m - 1;
+  return *hi >= *lo ? 1 : 0;
+}
+
+// QlDeflate, then QlSweepAt, until a sweep made rotations: 1 after such a sweep, 0 when every
+// eigenvalue has converged, -1 when one needed more than kQlMaxIter sweeps. d[n], e[n]
+// (e[n-1] = 0) evolve.
+template <bool kLog = true>
+SPEXD_HD int QlNextSweep(QlState* st, double* d, double* e, int n, double* c, double* s, int* lo,
+                         int* hi) {
+  for (;;) {
+    const int m = QlDeflate(st, d, e, n);
+    if (m < 0) return 0;
+    const int r = QlSweepAt<kLog>(st, d, e, m, c, s, lo, hi);
+    if (r != 0) return r;
+  }
 }
 
 // Rotations as QlNextSweep writes them: cosines and sines in two arrays.
@@ -395,6 +414,40 @@ SPEXD_HD int QlValues(double* d, double* e, int n) {
     int lo = 0, hi = -1;
     const int r = QlNextSweep<false>(&st, d, e, n, nullptr, nullptr, &lo, &hi);
     if (r <= 0) return r < 0 ? -1 : sweeps;
+  }
+}
+
+// QlValues with the sweeps of many QL chains in step, one chain a GPU lane: any(running)
+// returns whether any chain still sweeps (the GPU: a vote of the warp, where its lanes
+// reconverge; one chain alone: running). Every chain runs QlValues's arithmetic, bit for bit,
+// and returns its result; a chain that has finished idles until no chain runs. In step, the
+// lanes' sweeps are of nearly equal length round by round (73, 73, 72 ... on graded T), so
+// the warp's lanes stay busy; left to diverge at their deflations, they drifted into groups
+// issued one after the other (15.9 of 32 threads active on average).
+template <class Any>
+SPEXD_HD int QlValuesInStep(double* d, double* e, int n, Any any) {
+  QlState st;
+  int sweeps = 0, info = 0;
+  bool running = true;
+  for (;;) {
+    int m = -1;
+    if (running) {
+      m = QlDeflate(&st, d, e, n);
+      if (m < 0) {
+        running = false;
+        info = sweeps;
+      }
+    }
+    if (!any(running)) return info;
+    if (running) {
+      int lo = 0, hi = -1;
+      const int r = QlSweepAt<false>(&st, d, e, m, nullptr, nullptr, &lo, &hi);
+      if (r < 0) {
+        running = false;
+        info = -1;
+      }
+      sweeps += r > 0 ? 1 : 0;
+    }
   }
 }
 

@@ -82,12 +82,14 @@ __device__ inline double* SlotBlock(const RunArgs& a, const RunEntry& e) {
 }
 
 // kLog: the rotations logged for RotateKernel (T as reduced: the rotations act on H's
-// columns in T's order); without, the eigenvalues alone, of T oriented for QL (the twisted
-// path, whose fallback runs QL again in the block).
+// columns in T's order); without, the eigenvalues alone, of T oriented for QL, the warp's
+// chains in step (QlValuesInStep; the twisted path, whose fallback runs QL again in the block).
 template <bool kLog>
 __global__ void __launch_bounds__(kQlThreads) QlKernel(RunArgs a, int64_t blocks) {
   extern __shared__ double smem[];
   const int64_t b = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  // The lanes with a block, for QlValuesInStep's warp vote.
+  [[maybe_unused]] const unsigned live = __ballot_sync(0xffffffffu, b < blocks);
   if (b >= blocks) return;
   const int n = a.dims.nwavetot, ld = n | 1, rcap = QlRotationCap(n), scap = QlSweepCap(n);
   double* d = smem + QlThreadStride(n) * threadIdx.x;
@@ -102,7 +104,9 @@ __global__ void __launch_bounds__(kQlThreads) QlKernel(RunArgs a, int64_t blocks
     a.slots.eig_info[b] = QlLogged(d, e, n, a.ql.c + b * rcap, a.ql.s + b * rcap, rcap,
                                    a.ql.sweeps + b * 2 * scap, scap);
   } else {
-    a.slots.eig_info[b] = QlValuesOriented(d, e, n);
+    OrientForQl(d, e, n);
+    a.slots.eig_info[b] =
+        QlValuesInStep(d, e, n, [live](bool running) { return __any_sync(live, running) != 0; });
   }
   for (int i = 0; i < n; ++i) a.ql.d[b * n + i] = d[i];
 }

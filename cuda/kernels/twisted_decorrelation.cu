@@ -2,7 +2,7 @@
 // tridiag_decorrelation.cu's logged rotations).
 // After the reduction (tridiag_decorrelation.cu), two kernels:
 //  1. QlKernel<false>, a thread per block: QL for the eigenvalues alone (T oriented: from
-//     its small end), no log.
+//     its small end), no log, the warp's sweeps in step.
 //  2. TwistedKernel, 8 warps per (patch, core spectrum): the eigenvectors of T by twisted
 //     factorisations, their Rayleigh quotients as the eigenvalues (a second pass where one
 //     moved), Newton-Schulz, V = H Z on the FP64 tensor cores (H's reflectors applied in

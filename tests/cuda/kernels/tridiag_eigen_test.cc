@@ -407,6 +407,43 @@ TEST(TridiagQl, ValuesAloneEqualLoggedBitForBit) {
   }
 }
 
+// QlValuesInStep (the GPU's eigenvalue kernel, its lanes in step) runs QlValues's
+// arithmetic: the same eigenvalues and sweep count, bit for bit, whether the chain runs alone
+// or idles while other chains of its warp still sweep (a vote that stays true for `extra`
+// rounds after it finished).
+TEST(TridiagQl, InStepEqualsValuesBitForBit) {
+  for (int n : {1, 2, 7, 74, 80}) {
+    for (double cond : {1e3, 1e10}) {
+      const Tridiagonal t = Reduce(WithSpectrum(LogSpaced(n, 1e5, cond), 500 + n), n);
+      std::vector<double> d1 = t.d, e1 = t.e;
+      OrientForQl(d1.data(), e1.data(), n);
+      std::vector<double> d2 = d1, e2 = e1;
+      const int sweeps = QlValues(d1.data(), e1.data(), n);
+      ASSERT_GE(sweeps, 0);
+      for (int extra : {0, 1, 40}) {
+        std::vector<double> d3 = d2, e3 = e2;
+        int rounds = 0, left = extra;
+        const int got = QlValuesInStep(d3.data(), e3.data(), n, [&](bool running) {
+          ++rounds;
+          return running || left-- > 0;
+        });
+        EXPECT_EQ(got, sweeps) << "n " << n << " extra " << extra;
+        EXPECT_GE(rounds, sweeps + 1 + extra);
+        for (int i = 0; i < n; ++i) EXPECT_EQ(d3[i], d1[i]) << "n " << n << " i " << i;
+      }
+    }
+  }
+}
+
+// A chain whose QL fails (NaN in T: no deflation) reports -1 in step too, and idles after.
+TEST(TridiagQl, InStepReportsAFailure) {
+  std::vector<double> d = {1.0, NAN, 2.0}, e = {0.5, 0.5, 0.0};
+  std::vector<double> d2 = d, e2 = e;
+  EXPECT_EQ(QlValues(d.data(), e.data(), 3), -1);
+  int left = 5;
+  EXPECT_EQ(QlValuesInStep(d2.data(), e2.data(), 3, [&](bool running) { return running || left-- > 0; }), -1);
+}
+
 // Graded T with its large end at the top, as the reduced core blocks (d_0 ~ 8 d_end): QL
 // on T as it stands lost up to 6.8e-12 relative on the small eigenvalues of these (22 of
 // the 48 above 1e-14); oriented (chased from the small end, LAPACK's QL/QR choice) at most

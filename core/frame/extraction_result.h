@@ -61,6 +61,10 @@ struct BundleResult {
   // a skipped or failed patch. Filled by RecordPatchOutcome (patch_outcome.h).
   std::vector<double> patch_condition;
   bool per_angstrom = false;  // FinalizeBundle applied
+  // [nfibers] each fibre's chi2pix median (RowMedian), set by FinalizeBundle: the specmask,
+  // the health summary and the metrics each read it, so it is selected once per fibre
+  // (BundleFiberMedian); empty where a bundle was finalised elsewhere.
+  std::vector<double> fiber_chi2pix_median;
 
   void Allocate(int bundle_index, int fiber0, int nfib, int nw, int nd) {
     bundle = bundle_index;
@@ -96,7 +100,8 @@ inline constexpr uint32_t kSomeBadPix = 1u << 0;
 inline constexpr uint32_t kAllBadPix = 1u << 1;
 inline constexpr uint32_t kBad2DFit = 1u << 7;
 
-// Converts photons/bin to photons/Angstrom with dwave = gradient(wave) (spec §2.13).
+// Converts photons/bin to photons/Angstrom with dwave = gradient(wave) (spec §2.13), and
+// selects each fibre's chi2pix median (fiber_chi2pix_median).
 void FinalizeBundle(const std::vector<double>& dwave, BundleResult* bundle);
 
 }  // namespace spexd::core

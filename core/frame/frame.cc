@@ -21,6 +21,14 @@ void FinalizeBundle(const std::vector<double>& dwave, BundleResult* b) {
     }
   }
   b->per_angstrom = true;
+  const std::size_t nw = static_cast<std::size_t>(std::max(b->nwave, 0));
+  b->fiber_chi2pix_median.clear();
+  if (b->chi2pix.size() != static_cast<std::size_t>(std::max(b->nfibers, 0)) * nw) return;
+  std::vector<double> scratch;
+  for (int f = 0; f < b->nfibers; ++f) {
+    b->fiber_chi2pix_median.push_back(
+        RowMedian(b->chi2pix.data() + static_cast<std::size_t>(f) * nw, nw, &scratch));
+  }
 }
 
 double MedianInPlace(double* begin, double* end) {
@@ -36,6 +44,14 @@ double Median(std::vector<double> v) { return MedianInPlace(v.data(), v.data() +
 double RowMedian(const double* row, std::size_t n, std::vector<double>* scratch) {
   scratch->assign(row, row + n);
   return MedianInPlace(scratch->data(), scratch->data() + n);
+}
+
+double BundleFiberMedian(const BundleResult& b, int f, std::vector<double>* scratch) {
+  const std::size_t nw = static_cast<std::size_t>(std::max(b.nwave, 0));
+  if (b.fiber_chi2pix_median.size() == static_cast<std::size_t>(b.nfibers)) {
+    return b.fiber_chi2pix_median[static_cast<std::size_t>(f)];
+  }
+  return RowMedian(b.chi2pix.data() + static_cast<std::size_t>(f) * nw, nw, scratch);
 }
 
 namespace {
@@ -135,7 +151,7 @@ absl::Status FrameAssembler::Add(const BundleResult& b) {
   for (int f = 0; f < b.nfibers; ++f) {
     const std::size_t r = static_cast<std::size_t>(f) * nw;
     if (r + nw > b.chi2pix.size()) break;  // Finish then computes them all itself
-    fiber_median_.push_back(RowMedian(b.chi2pix.data() + r, nw, &row_));
+    fiber_median_.push_back(BundleFiberMedian(b, f, &row_));
   }
   frame_.failed_bins.insert(frame_.failed_bins.end(), b.failed_bins.begin(), b.failed_bins.end());
   frame_.counts += b.counts;

@@ -107,6 +107,9 @@ double MedianInPlace(double* begin, double* end);
 // The median of the `n` values at `row`, left as they are: copied into `scratch` (reused
 // from call to call) for MedianInPlace. A fibre's chi2pix median, as the specmask takes it.
 double RowMedian(const double* row, std::size_t n, std::vector<double>* scratch);
+// Fibre f's chi2pix median: the one FinalizeBundle selected, or RowMedian where the bundle
+// has none.
+double BundleFiberMedian(const BundleResult& bundle, int f, std::vector<double>* scratch);
 
 }  // namespace spexd::core
 

@@ -154,7 +154,7 @@ void HealthAccumulator::Add(const BundleResult& b) {
     }
     const double* c = b.chi2pix.data() + row;
     chi2pix_.insert(chi2pix_.end(), c, c + nw);
-    fiber_median_.push_back(RowMedian(c, nw, &scratch_));
+    fiber_median_.push_back(BundleFiberMedian(b, f, &scratch_));
   }
 }
 

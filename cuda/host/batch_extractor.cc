@@ -322,7 +322,7 @@ absl::Status BatchExtractor::Finish(const core::ExtractionJob& job, Batch* batch
   {
     NvtxRange wait{"wait for batch"};
     SPEXD_CUDA_RETURN_IF_ERROR(
-        cudaEventSynchronize(cfg_.workspace->set(batch->set).outputs_copied.get()));
+        cfg_.ctx->WaitForEvent(cfg_.workspace->set(batch->set).outputs_copied.get()));
   }
   if (cfg_.diagnostics.timeline) {
     std::fprintf(stderr, "[spexd-cuda] host: allocated in %.2f ms, waited %.2f ms for the batch\n",

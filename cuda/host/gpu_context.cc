@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "cuda/host/cuda_check.h"
+#include "cuda/host/sleep_poll.h"
 
 namespace spexd::cuda {
 
@@ -68,6 +69,7 @@ absl::StatusOr<std::unique_ptr<GpuContext>> GpuContext::Create(int device, core:
   }
   std::unique_ptr<GpuContext> ctx(new GpuContext());
   ctx->device_ = device;
+  ctx->wait_ = wait;
   SPEXD_CUDA_RETURN_IF_ERROR(cudaSetDevice(device));
   if (absl::Status w = SetHostWait(device, wait); !w.ok()) return w;
   cudaDeviceProp prop{};
@@ -106,6 +108,11 @@ cudaError_t GpuContext::SynchronizeStreams() const {
     if (worst == cudaSuccess || (IsStickyError(e) && !IsStickyError(worst))) worst = e;
   }
   return worst;
+}
+
+cudaError_t GpuContext::WaitForEvent(cudaEvent_t event) const {
+  if (wait_ == core::CudaHostWait::kAuto) return cudaEventSynchronize(event);
+  return SleepPoll([event] { return cudaEventQuery(event); }, cudaErrorNotReady);
 }
 
 absl::Status GpuContext::SetStreamPriorities(const StreamPriorities& p) {

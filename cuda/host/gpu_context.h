@@ -75,6 +75,9 @@ class GpuContext {
   // Waits for every stream (each one, whatever the others return); the first sticky
   // error if any (the context is lost), else the first error, else cudaSuccess.
   cudaError_t SynchronizeStreams() const;
+  // Waits until `event` has completed: with kBlock by sleeping between queries
+  // (sleep_poll.h: the driver's own wait spins), else cudaEventSynchronize.
+  cudaError_t WaitForEvent(cudaEvent_t event) const;
   // Between frames only: compute() (the batches' factorisations), prep() and tail() each
   // become a stream of the device's greatest priority (`*_high`) or of the default, as
   // `p` says (frames_in_flight.h's FramePriorities); the copy stream stays at the default.
@@ -97,6 +100,7 @@ class GpuContext {
  private:
   GpuContext() = default;
   int device_ = 0;
+  core::CudaHostWait wait_ = core::CudaHostWait::kAuto;
   std::string device_name_;
   std::size_t total_memory_ = 0;
   int sm_count_ = 0;

@@ -287,9 +287,7 @@ void ServerMetrics::ObserveBundle(double seconds, const core::BundleResult& b) {
   std::vector<double> row;
   for (int f = 0; f < b.nfibers; ++f) {
     const std::size_t off = static_cast<std::size_t>(f) * b.nwave;
-    row.assign(b.chi2pix.begin() + static_cast<std::ptrdiff_t>(off),
-               b.chi2pix.begin() + static_cast<std::ptrdiff_t>(off + b.nwave));
-    chi2pix_median_->Observe(core::Median(row));
+    chi2pix_median_->Observe(core::BundleFiberMedian(b, f, &row));
     double sum = 0;
     for (int w = 0; w < b.nwave; ++w) sum += b.pixmask_fraction[off + w];
     masked_ratio_->Observe(b.nwave > 0 ? sum / b.nwave : 0.0);

@@ -7,6 +7,7 @@
 #include <random>
 
 #include "core/base/parallel_for.h"
+#include "core/frame/health_summary.h"
 #include "core/io/psf.h"
 #include "core/plan/geometry.h"
 #include "gtest/gtest.h"
@@ -112,6 +113,62 @@ TEST(SpecMaskTest, GivenFiberMediansGiveTheSameMask) {
   for (std::size_t i = 0; i < expected.size(); ++i) {
     bad2d_expected += (expected[i] & kBad2DFit) != 0 && f.failed_bins[i] == 0;
     bad2d += (f.mask[i] & kBad2DFit) != 0 && f.failed_bins[i] == 0;
+  }
+  EXPECT_GT(bad2d_expected, 0);
+  EXPECT_EQ(bad2d, 0);
+}
+
+// FinalizeBundle selects each fibre's chi2pix median once, bit for bit Median() of its
+// row; the assembler and the health summary take those instead of selecting them again
+// (a bundle whose medians would flag nothing then flags nothing by the chi2pix rule).
+TEST(SpecMaskTest, FinalizedBundlesCarryTheirFiberMediansToTheMask) {
+  auto geo = testing::SmallBundledGeometry();
+  ASSERT_TRUE(geo.ok()) << geo.status();
+  const PatchPlan& plan = (*geo)->plan();
+  const std::vector<double> dwave(static_cast<std::size_t>(plan.nwave), 0.5);
+  FrameAssembler finalized(**geo, false, FrameAssembler::Keep::kMaskInputs);
+  FrameAssembler overridden(**geo, false, FrameAssembler::Keep::kMaskInputs);
+  HealthAccumulator health(/*keep_chi2pix=*/true);
+  Frame reference;
+  for (int b = 0; b < plan.nbundles; ++b) {
+    const Frame values = RandomFrame(plan.bundlesize, plan.nwave, static_cast<unsigned>(b + 3));
+    BundleResult r;
+    r.Allocate(b, plan.bundle_fiber_begin(b), plan.bundlesize, plan.nwave, plan.ndiag);
+    r.chi2pix = values.chi2pix;
+    r.pixmask_fraction = values.pixmask_fraction;
+    r.failed_bins = values.failed_bins;
+    FinalizeBundle(dwave, &r);
+    ASSERT_EQ(r.fiber_chi2pix_median.size(), static_cast<std::size_t>(plan.bundlesize));
+    for (int f = 0; f < plan.bundlesize; ++f) {
+      const auto row = values.chi2pix.begin() + static_cast<std::ptrdiff_t>(f) * plan.nwave;
+      const double expected = Median(std::vector<double>(row, row + plan.nwave));
+      EXPECT_EQ(std::memcmp(&r.fiber_chi2pix_median[static_cast<std::size_t>(f)], &expected, 8), 0);
+    }
+    ASSERT_TRUE(finalized.Add(r).ok());
+    health.Add(r);
+    r.fiber_chi2pix_median.assign(r.fiber_chi2pix_median.size(),
+                                  std::numeric_limits<double>::infinity());
+    ASSERT_TRUE(overridden.Add(r).ok());
+    reference.nspec += values.nspec;
+    reference.nwave = values.nwave;
+    for (auto* v : {&reference.chi2pix, &reference.pixmask_fraction}) {
+      const auto& src = v == &reference.chi2pix ? values.chi2pix : values.pixmask_fraction;
+      v->insert(v->end(), src.begin(), src.end());
+    }
+    reference.failed_bins.insert(reference.failed_bins.end(), values.failed_bins.begin(),
+                                 values.failed_bins.end());
+  }
+  const std::vector<uint32_t> expected = ReferenceMask(reference, MaskPolicy::kDesispec);
+  const Frame masked = finalized.Finish(MaskPolicy::kDesispec);
+  EXPECT_EQ(masked.mask, expected);
+  FrameHealth counted;
+  CountMaskBits(masked, &counted);
+  EXPECT_EQ(health.Finish(nullptr).bad2dfit, counted.bad2dfit);
+  const Frame none = overridden.Finish(MaskPolicy::kDesispec);
+  int bad2d_expected = 0, bad2d = 0;
+  for (std::size_t i = 0; i < expected.size(); ++i) {
+    bad2d_expected += (expected[i] & kBad2DFit) != 0 && reference.failed_bins[i] == 0;
+    bad2d += (none.mask[i] & kBad2DFit) != 0 && reference.failed_bins[i] == 0;
   }
   EXPECT_GT(bad2d_expected, 0);
   EXPECT_EQ(bad2d, 0);

@@ -295,7 +295,8 @@ void ExtractJob::StreamLoop() {
   if (backend_summary.pixels_masked >= 0) {
     pixels_masked_ = backend_summary.pixels_masked;
     pixels_nonfinite_ = backend_summary.pixels_nonfinite;
-  } else if (input_.image().has_value() && input_.device_input() == nullptr) {
+  } else if (input_.image().has_value() && input_.device_input() == nullptr &&
+             !input_.image()->has_raw_planes()) {  // raw: the host applied no rule
     pixels_masked_ = static_cast<int64_t>(input_.image()->n_masked);
     pixels_nonfinite_ = static_cast<int64_t>(input_.image()->n_nonfinite);
   }

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <filesystem>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -463,6 +464,39 @@ TEST_F(PlaneDecodeTest, RawPlanesWithoutAValidPixelAreRefusedWithTheHostsCounts)
   auto frame = ReadPreproc(path, o);
   ASSERT_TRUE(frame.ok()) << frame.status();
   EXPECT_TRUE(CheckImageHasValidPixel(*frame).ok());
+}
+
+// The preproc fuzzer's corpus and regression inputs (hostile files: truncated, huge or
+// inconsistent headers, odd types): read with raw planes, each gives the error the host
+// decode gives, or planes that decode to the very same values and counts.
+TEST_F(PlaneDecodeTest, RawPlanesOfTheFuzzCorpusAsTheHostDecode) {
+  int files = 0, read = 0;
+  for (const char* dir : {"/../fuzz/corpus/preproc", "/../fuzz/regressions/preproc"}) {
+    for (const auto& e : std::filesystem::directory_iterator(std::string(SPEXD_TEST_DATA_DIR) + dir)) {
+      const std::string bytes = testing::ReadBytes(e.path().string());
+      const std::string name = e.path().filename().string();
+      ++files;
+      PreprocOptions o = Options(&pool_, /*keep_float32=*/true);
+      auto host = ReadPreprocFromMemory(bytes.data(), bytes.size(), name, o);
+      o.keep_raw = true;
+      auto raw = ReadPreprocFromMemory(bytes.data(), bytes.size(), name, o);
+      ASSERT_EQ(raw.ok(), host.ok()) << name << ": " << raw.status() << " vs " << host.status();
+      if (!host.ok()) {
+        EXPECT_EQ(raw.status(), host.status()) << name;
+        continue;
+      }
+      ++read;
+      DecodeRawPlanes(&*raw, &pool_);
+      EXPECT_EQ(raw->n_masked, host->n_masked) << name;
+      EXPECT_EQ(raw->n_nonfinite, host->n_nonfinite) << name;
+      WidenPlanes(&*raw);
+      WidenPlanes(&*host);
+      ExpectBitIdentical(host->image, raw->image, name.c_str());
+      ExpectBitIdentical(host->ivar, raw->ivar, name.c_str());
+    }
+  }
+  EXPECT_GT(files, 50);
+  EXPECT_GT(read, 0) << "some corpus inputs are valid preprocs";
 }
 
 TEST(PlaneBufferPoolTest, ReusesUpToItsBoundAndOutlivesIt) {

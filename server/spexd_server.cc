@@ -156,9 +156,9 @@ absl::Status CheckGpuDevices(const WorkerOptions& o) {
 }
 
 // Plane memory kept for reuse per frame the server holds at once: IMAGE and IVAR of a
-// DESI r frame (4128 x 4114 float32) with room to spare. Only memory that frames used is
-// ever kept; this bounds what stays idle.
-constexpr int64_t kCachedBytesPerFrame = int64_t{144} << 20;
+// DESI r frame (4128 x 4114 float32) and, for raw planes, its MASK bits, with room to
+// spare. Only memory that frames used is ever kept; this bounds what stays idle.
+constexpr int64_t kCachedBytesPerFrame = int64_t{176} << 20;
 // Memory kept for reuse per loader thread, for what a load needs only while it lasts
 // (PreprocOptions::load_buffers): for a DESI r .fits.gz its compressed bytes (110 MB at
 // Python's gzip level 6), the FITS file inflated from them (204 MB) and the MASK bits
@@ -185,6 +185,7 @@ class SpexdServer::Impl {
   core::PlaneBufferPool file_buffers{0};   // the same
   core::FrameArrayPool frame_arrays{0};     // the same
   std::atomic<bool> float32_planes{false};
+  std::atomic<bool> raw_planes{false};
   std::unique_ptr<ServerMetrics> metrics;
   std::unique_ptr<DataRoots> roots;
   std::unique_ptr<DataRoots> output_roots;
@@ -247,6 +248,10 @@ class SpexdServer::Impl {
       bool float32 = !workers.empty();
       for (const WorkerBackend& w : workers) float32 &= core::TakesFloat32Planes(*w.backend);
       float32_planes.store(float32);
+      // Raw planes (the file's bytes, ruled on the device) when every worker takes them.
+      bool raw = !workers.empty();
+      for (const WorkerBackend& w : workers) raw &= core::TakesRawPlanes(*w.backend);
+      raw_planes.store(raw);
       // With GPU workers the planes are decoded into page-locked host memory, so that the
       // upload is one DMA per plane (the cached planes stay page-locked). One pinner serves
       // every worker: its registrations are portable across devices.
@@ -377,6 +382,7 @@ absl::StatusOr<std::unique_ptr<SpexdServer>> SpexdServer::Start(ServerOptions op
   s.context.env.file_buffers = &s.file_buffers;
   s.context.env.frame_arrays = &s.frame_arrays;
   s.context.env.float32_planes = &s.float32_planes;
+  s.context.env.raw_planes = &s.raw_planes;
   s.shadow = std::make_unique<ShadowParity>(o.shadow_parity, &s.metrics->health());
   s.context.env.shadow = s.shadow->enabled() ? s.shadow.get() : nullptr;
   // The CPU backend solves one patch per thread at once (for the memory estimate).

@@ -7,7 +7,7 @@
 
 namespace spexd::core {
 
-absl::Status ValidateJob(const ExtractionJob& job, bool float32_planes_ok) {
+absl::Status ValidateJob(const ExtractionJob& job, bool float32_planes_ok, bool raw_planes_ok) {
   if (job.geometry == nullptr) return absl::InvalidArgumentError("job has no geometry");
   if (job.image == nullptr) return absl::InvalidArgumentError("job has no image");
   const PatchPlan& plan = job.geometry->plan();
@@ -23,9 +23,16 @@ absl::Status ValidateJob(const ExtractionJob& job, bool float32_planes_ok) {
       return absl::FailedPreconditionError(
           "the image has float32 planes and this backend takes float64 ones (core::WidenPlanes)");
     }
-    const bool sizes_ok = im.has_float32_planes()
-                              ? im.image32.size() == npix && im.ivar32.size() == npix
-                              : im.image.size() == npix && im.ivar.size() == npix;
+    if (im.has_raw_planes() && !raw_planes_ok) {
+      return absl::FailedPreconditionError(
+          "the image has raw planes and this backend takes decoded ones (core::DecodeRawPlanes)");
+    }
+    const bool sizes_ok =
+        im.has_raw_planes()
+            ? im.image_raw.size() == npix && im.ivar_raw.size() == npix &&
+                  (im.mask_raw.empty() || im.mask_raw.size() == npix)
+        : im.has_float32_planes() ? im.image32.size() == npix && im.ivar32.size() == npix
+                                  : im.image.size() == npix && im.ivar.size() == npix;
     if (!sizes_ok) return absl::InvalidArgumentError("image or ivar array does not match the image shape");
   }
   int prev = -1;
@@ -52,6 +59,8 @@ absl::StatusOr<std::unique_ptr<ImportedRegion>> GpuCapabilities::ImportRegion(
 }
 
 bool TakesFloat32Planes(Backend& backend) { return backend.TakesFloat32Planes(); }
+
+bool TakesRawPlanes(Backend& backend) { return backend.TakesRawPlanes(); }
 
 absl::StatusOr<std::unique_ptr<ImportedRegion>> ImportRegion(Backend& backend,
                                                              const std::string& ipc_handle,

@@ -45,6 +45,10 @@ inline bool CancelRequested(const ExtractionJob& job) {
 
 struct ExtractionSummary {
   PatchCounts counts;
+  // What the pixel rules did to an image with raw planes, which the backend rules
+  // (PreprocImage::n_masked, n_nonfinite); -1 when the host applied them.
+  int64_t pixels_masked = -1;
+  int64_t pixels_nonfinite = -1;
   double seconds = 0;
   std::map<std::string, double> stage_seconds;  // where the time went
 };
@@ -105,6 +109,12 @@ class Backend {
   // A backend that does not refuses one (ValidateJob): widen it first (WidenPlanes).
   // Default: float64 planes only; the CPU and CUDA backends take both.
   virtual bool TakesFloat32Planes() const { return false; }
+  // Whether Extract takes an image with raw planes (PreprocImage::image_raw, from
+  // PreprocOptions::keep_raw): the file's big-endian float32 bytes and the MASK bits, whose
+  // byte order, widening and pixel rules the backend does itself (the CUDA backend: on the
+  // device). A backend that does not refuses one (ValidateJob): decode it first
+  // (DecodeRawPlanes). Default: no; the CUDA backend takes them.
+  virtual bool TakesRawPlanes() const { return false; }
 
   // Device memory held now. Thread-safe: may be called from any thread, also while
   // Extract runs on another, and never waits for an extraction. Default: none.
@@ -126,6 +136,8 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const BackendOptions& opt
 
 // Whether `backend` takes float32 planes (Backend::TakesFloat32Planes).
 bool TakesFloat32Planes(Backend& backend);
+// Whether `backend` takes raw planes (Backend::TakesRawPlanes).
+bool TakesRawPlanes(Backend& backend);
 
 // GpuCapabilities::ImportRegion of `backend`; FAILED_PRECONDITION naming the backend
 // when it has no GPU.
@@ -134,8 +146,10 @@ absl::StatusOr<std::unique_ptr<ImportedRegion>> ImportRegion(Backend& backend,
                                                              int device, uint64_t size);
 
 // Validates a job against its geometry (shared by every backend). An image with float32
-// planes is refused (FAILED_PRECONDITION) unless `float32_planes_ok`.
-absl::Status ValidateJob(const ExtractionJob& job, bool float32_planes_ok = false);
+// planes is refused (FAILED_PRECONDITION) unless `float32_planes_ok`, one with raw planes
+// unless `raw_planes_ok`.
+absl::Status ValidateJob(const ExtractionJob& job, bool float32_planes_ok = false,
+                         bool raw_planes_ok = false);
 
 }  // namespace spexd::core
 

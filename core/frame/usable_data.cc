@@ -2,20 +2,53 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
+#include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "core/numerics/pixel_rules.h"
 
 namespace spexd::core {
 
+namespace {
+
+float FromBigEndian(uint32_t word) {
+  const uint32_t bits = __builtin_bswap32(word);
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+// Raw planes (the rules not applied yet): the rules on each pixel's values until one keeps
+// ivar > 0; when none does, `masked` and `nonfinite` count what the rules did to all.
+bool RawHasValidPixel(const PreprocImage& image, std::size_t* masked, std::size_t* nonfinite) {
+  const std::size_t n = std::min(image.image_raw.size(), image.ivar_raw.size());
+  const bool has_mask = image.mask_raw.size() == n;
+  for (std::size_t i = 0; i < n; ++i) {
+    double im = FromBigEndian(image.image_raw[i]), iv = FromBigEndian(image.ivar_raw[i]);
+    const unsigned what =
+        ApplyPixelRule(image.raw_bad_bits, has_mask ? image.mask_raw[i] : uint16_t{0}, &im, &iv);
+    if (iv > 0) return true;
+    *masked += (what & kPixelMasked) != 0 ? 1 : 0;
+    *nonfinite += (what & kPixelNonfinite) != 0 ? 1 : 0;
+  }
+  return false;
+}
+
+}  // namespace
+
 absl::Status CheckImageHasValidPixel(const PreprocImage& image) {
-  const bool any = image.has_float32_planes()
-                       ? std::any_of(image.ivar32.begin(), image.ivar32.end(), [](float v) { return v > 0; })
-                       : std::any_of(image.ivar.begin(), image.ivar.end(), [](double v) { return v > 0; });
+  std::size_t masked = image.n_masked, nonfinite = image.n_nonfinite;
+  const bool any =
+      image.has_raw_planes() ? RawHasValidPixel(image, &masked, &nonfinite)
+      : image.has_float32_planes()
+          ? std::any_of(image.ivar32.begin(), image.ivar32.end(), [](float v) { return v > 0; })
+          : std::any_of(image.ivar.begin(), image.ivar.end(), [](double v) { return v > 0; });
   if (any) return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrCat(
       image.source_name.empty() ? std::string("image") : image.source_name,
-      ": no valid pixel (every ivar is 0 after the mask and non-finite rules: ", image.n_masked,
-      " masked, ", image.n_nonfinite, " non-finite)"));
+      ": no valid pixel (every ivar is 0 after the mask and non-finite rules: ", masked,
+      " masked, ", nonfinite, " non-finite)"));
 }
 
 int64_t CountUsableBins(const BundleResult& b) {

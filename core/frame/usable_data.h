@@ -17,7 +17,9 @@
 namespace spexd::core {
 
 // INVALID_ARGUMENT when no pixel has ivar > 0 after the mask and non-finite rules.
-// Stops at the first valid pixel (a real frame: immediately).
+// Stops at the first valid pixel (a real frame: immediately). Raw planes
+// (PreprocImage::image_raw) are judged by the rules on their decoded values, which the
+// backend applies later.
 absl::Status CheckImageHasValidPixel(const PreprocImage& image);
 
 // A bin whose valid pixels carry less than 1% of its PSF weight has no information (a

@@ -120,8 +120,21 @@ class PlaneBuffer {
   void Shrink(std::size_t n) { size_ = n < size_ ? n : size_; }
   // Frees (or returns) the memory now; the buffer is empty afterwards.
   void Release();
+  // The same block and elements as an array of U (of T's size), for a conversion in
+  // place; this buffer is empty afterwards.
+  template <typename U>
+  PlaneBuffer<U> Reinterpret() && {
+    static_assert(sizeof(U) == sizeof(T), "an element keeps its size");
+    PlaneBuffer<U> out;
+    out.block_ = std::exchange(block_, {});
+    out.size_ = std::exchange(size_, 0);
+    out.cache_ = std::move(cache_);
+    return out;
+  }
 
  private:
+  template <typename U>
+  friend class PlaneBuffer;
   internal::PlaneBlock block_;
   std::size_t size_ = 0;
   std::shared_ptr<internal::PlaneCache> cache_;  // null: not pooled

@@ -228,12 +228,12 @@ absl::Status PreprocReader::CheckHeaders() {
   return absl::OkStatus();
 }
 
-absl::Status PreprocReader::ReadMask(PlaneBuffer<uint16_t>* mask) {
+absl::Status PreprocReader::ReadMask(PlaneBufferPool* buffers, PlaneBuffer<uint16_t>* mask) {
   if (!has_mask_) return absl::OkStatus();
   FitsFile& file = file_;
   SPEXD_RETURN_IF_ERROR(file.MoveToHdu("MASK"));
   SPEXD_ASSIGN_OR_RETURN(FitsFile::ImageInfo mask_info, file.GetImageInfo());
-  SPEXD_ASSIGN_OR_RETURN(*mask, ReadMaskBits(file, mask_info, options_.load_buffers, options_.pool));
+  SPEXD_ASSIGN_OR_RETURN(*mask, ReadMaskBits(file, mask_info, buffers, options_.pool));
   return absl::OkStatus();
 }
 
@@ -305,6 +305,10 @@ absl::StatusOr<PreprocImage> PreprocReader::ReadPlanes() {
     // the pool while this thread, the only one using the CFITSIO handle, reads MASK and
     // FIBERMAP.
     float32_values_ = raw_image->bitpix == FLOAT_IMG && raw_ivar->bitpix == FLOAT_IMG;
+    if (options_.keep_raw && float32_values_) {
+      SPEXD_RETURN_IF_ERROR(ReadRawPlanes(*raw_image, *raw_ivar, &frame));
+      return frame;
+    }
     const bool float32 = options_.keep_float32 && float32_values_;
     const std::size_t n = static_cast<std::size_t>(raw_image->pixels);
     if (float32) {
@@ -330,7 +334,7 @@ absl::StatusOr<PreprocImage> PreprocReader::ReadPlanes() {
     absl::Status side;
     auto task = [&](int /*worker*/, int t) {
       if (t == 0) {
-        side = ReadMask(&mask);
+        side = ReadMask(options_.load_buffers, &mask);
         if (!side.ok()) return;
         mask_ready.store(true, std::memory_order_release);
         side = ReadFibermap(&frame);
@@ -389,12 +393,58 @@ absl::StatusOr<PreprocImage> PreprocReader::ReadPlanes() {
     SPEXD_RETURN_IF_ERROR(file.MoveToHdu("IVAR"));
     SPEXD_ASSIGN_OR_RETURN(frame.ivar, file.ReadImage<double>());
     SPEXD_RETURN_IF_ERROR(Stopped());
-    SPEXD_RETURN_IF_ERROR(ReadMask(&mask));
+    SPEXD_RETURN_IF_ERROR(ReadMask(options_.load_buffers, &mask));
     SPEXD_RETURN_IF_ERROR(ReadFibermap(&frame));
   }
   SPEXD_RETURN_IF_ERROR(Stopped());
   ApplyPixelRules(has_mask_ ? mask.data() : nullptr, options_.mask_policy, &frame, options_.pool);
   return frame;
+}
+
+absl::Status PreprocReader::ReadRawPlanes(const FitsFile::RawFloatImage& raw_image,
+                                           const FitsFile::RawFloatImage& raw_ivar,
+                                           PreprocImage* frame) {
+  const std::size_t n = static_cast<std::size_t>(raw_image.pixels);
+  // All three stay with the frame until the backend has uploaded them: the planes' own
+  // (pinned) pool, not the load's.
+  frame->image_raw = PlaneBuffer<uint32_t>::Make(n, options_.buffers);
+  frame->ivar_raw = PlaneBuffer<uint32_t>::Make(n, options_.buffers);
+  frame->raw_bad_bits = MaskBadBits(options_.mask_policy);
+  SPEXD_ASSIGN_OR_RETURN(FitsFile::RawBytes bytes, file_.OpenRawBytes());
+  const int chunks = DecodeChunks(raw_image.pixels);
+  absl::Mutex mu;
+  absl::Status copy, side;
+  // Task 0 reads MASK and FIBERMAP on the CFITSIO handle (this task's alone); the others
+  // copy a chunk of each plane, straight from the file (pread) or the inflated bytes.
+  auto task = [&](int /*worker*/, int t) {
+    if (t == 0) {
+      side = ReadMask(options_.buffers, &frame->mask_raw);
+      if (side.ok()) side = ReadFibermap(frame);
+      return;
+    }
+    const int64_t lo = int64_t{t - 1} * kDecodeChunkPixels;
+    const int64_t hi = std::min(raw_image.pixels, lo + kDecodeChunkPixels);
+    const std::size_t nbytes = static_cast<std::size_t>(hi - lo) * 4;
+    absl::Status st;
+    for (const auto& [raw, out] : {std::pair{&raw_image, frame->image_raw.data()},
+                                   std::pair{&raw_ivar, frame->ivar_raw.data()}}) {
+      const int64_t offset = raw->data_offset + lo * 4;
+      char* dst = reinterpret_cast<char*>(out + lo);
+      if (const char* src = bytes.Direct(offset, nbytes); src != nullptr) {
+        std::memcpy(dst, src, nbytes);
+      } else {
+        st.Update(bytes.Read(offset, nbytes, dst));
+      }
+    }
+    if (!st.ok()) {
+      absl::MutexLock lock(&mu);
+      copy.Update(st);
+    }
+  };
+  ParallelFor(options_.pool, HardwareThreads(), 1 + chunks, task);
+  SPEXD_RETURN_IF_ERROR(side);
+  SPEXD_RETURN_IF_ERROR(copy);
+  return Stopped();
 }
 
 absl::StatusOr<PreprocReader> PreprocReader::Open(const std::string& path,

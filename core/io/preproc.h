@@ -47,6 +47,17 @@ struct PreprocImage {
   PlaneBuffer<float> image32;  // [height][width], instead of image
   PlaneBuffer<float> ivar32;   // [height][width], instead of ivar
   bool has_float32_planes() const { return !image32.empty() || !ivar32.empty(); }
+  // For a backend that applies the pixel rules itself (PreprocOptions::keep_raw): plain
+  // float32 IMAGE and IVAR as the file stores them (big-endian IEEE words, copied from the
+  // file and never decoded on the host) and the MASK bits (empty: no MASK), with none of
+  // the rules applied: `raw_bad_bits` (MaskBadBits) says which mask bits the backend
+  // applies. Instead of the two pairs above; n_masked and n_nonfinite stay 0 (the host
+  // did not apply the rules). DecodeRawPlanes turns them into ruled float32 planes.
+  PlaneBuffer<uint32_t> image_raw;  // [height][width]
+  PlaneBuffer<uint32_t> ivar_raw;   // [height][width]
+  PlaneBuffer<uint16_t> mask_raw;   // [height][width] or empty
+  uint16_t raw_bad_bits = 0;
+  bool has_raw_planes() const { return !image_raw.empty() || !ivar_raw.empty(); }
   // Header cards of the IMAGE HDU (see FitsFile::ReadUserCards), carried to the output.
   std::vector<std::string> image_header;
   // The FIBERMAP table as the bytes of a small FITS file (empty primary + FIBERMAP
@@ -67,6 +78,12 @@ struct PreprocOptions {
   // (GpuCapabilities::TakesFloat32Planes): no widening on the host, none to undo before an upload.
   // Otherwise (float64, scaled or tile-compressed planes) they are float64 as usual.
   bool keep_float32 = false;
+  // Keep plain float32 IMAGE and IVAR as the file's own bytes, with the MASK bits and no
+  // pixel rule applied (PreprocImage::image_raw, ivar_raw, mask_raw), for a backend that
+  // does byte order, widening and the rules itself (Backend::TakesRawPlanes): the host
+  // copies each plane once, from the file (or the inflated .fits.gz) into `buffers`.
+  // Other planes (float64, scaled, tile-compressed) are read as keep_float32 says.
+  bool keep_raw = false;
   // Threads that decode a frame's planes, in chunks (core/base/parallel_for.h), besides the
   // caller's; null: the caller alone. Not owned; must outlive Read.
   TaskPool* pool = nullptr;
@@ -110,7 +127,8 @@ class PreprocReader {
   // Decodes the planes and applies the pixel rules. Call at most once. Plain float
   // IMAGE and IVAR planes are byte-swapped in chunks on options.pool while the caller
   // decodes MASK (usually tile-compressed: CFITSIO) and copies FIBERMAP; the values are
-  // those CFITSIO gives (core/io/internal/plane_decode.h).
+  // those CFITSIO gives (core/io/internal/plane_decode.h). With keep_raw they are copied
+  // as they are instead, and the rules left to the backend.
   absl::StatusOr<PreprocImage> Read();
 
   // The IMAGE header cards and the FIBERMAP (FITS bytes, "" without one), without
@@ -128,8 +146,13 @@ class PreprocReader {
   absl::Status CheckHeaders();
   absl::Status Stopped() const;
   absl::StatusOr<PreprocImage> ReadPlanes();
-  // MASK (when the file has one) into `mask`; FIBERMAP (when it has one) into the frame.
-  absl::Status ReadMask(PlaneBuffer<uint16_t>* mask);
+  // MASK (when the file has one) into `mask`, from `buffers`; FIBERMAP (when it has one)
+  // into the frame.
+  absl::Status ReadMask(PlaneBufferPool* buffers, PlaneBuffer<uint16_t>* mask);
+  // Plain float32 IMAGE and IVAR as the file's bytes, with MASK and FIBERMAP
+  // (PreprocOptions::keep_raw).
+  absl::Status ReadRawPlanes(const FitsFile::RawFloatImage& raw_image,
+                             const FitsFile::RawFloatImage& raw_ivar, PreprocImage* frame);
   absl::Status ReadFibermap(PreprocImage* frame);
 
   FitsFile file_;
@@ -167,12 +190,20 @@ absl::StatusOr<PreprocImage> ReadPreprocFromMemory(const void* data, std::size_t
 void ApplyPixelRules(const uint16_t* mask, MaskPolicy policy, PreprocImage* frame,
                      TaskPool* pool = nullptr);
 
-// Replaces float32 planes by the float64 ones (exact); nothing for a float64 frame. For a
-// backend that does not take float32 planes. Chunks on `pool` when given.
+// Replaces float32 (or raw: DecodeRawPlanes first) planes by the float64 ones (exact);
+// nothing for a float64 frame. For a backend that does not take float32 planes. Chunks on
+// `pool` when given.
 void WidenPlanes(PreprocImage* frame, TaskPool* pool = nullptr);
 
-// Pixels of the frame's planes (image or image32).
+// Replaces raw planes (PreprocImage::image_raw) by float32 ones (image32, ivar32) with the
+// pixel rules applied and counted, as the reader gives them with keep_raw off: for a
+// consumer that needs the values on the host (a backend that does not take raw planes,
+// the shadow parity check). Nothing for a frame without raw planes. Chunks on `pool`.
+void DecodeRawPlanes(PreprocImage* frame, TaskPool* pool = nullptr);
+
+// Pixels of the frame's planes (image, image32 or image_raw).
 inline std::size_t PlanePixels(const PreprocImage& frame) {
+  if (frame.has_raw_planes()) return frame.image_raw.size();
   return frame.has_float32_planes() ? frame.image32.size() : frame.image.size();
 }
 

@@ -74,7 +74,7 @@ absl::Status BatchExtractor::Prepare(const core::ExtractionJob& job, int nbundle
     const std::size_t ql =  // one set
         spec.ql_log ? slots * spec.nper * QlBytesPerBlock(spec.nt, spec.ql_rotations) : 0;
     return 2 * (slots * spec.SlotBytes() + (outs + canvas) * sizeof(double)) + ql +
-           spec.image_pixels * (2 * sizeof(double) + 2 * sizeof(float));
+           spec.image_pixels * (2 * sizeof(double) + 2 * sizeof(float) + sizeof(uint16_t));
   };
   std::size_t free_b = 0, total_b = 0;
   SPEXD_CUDA_RETURN_IF_ERROR(cudaMemGetInfo(&free_b, &total_b));

@@ -98,13 +98,15 @@ class CudaBackend final : public core::Backend, public core::GpuCapabilities {
 
   // Float32 planes are copied to the pinned staging as they are (UploadImage).
   bool TakesFloat32Planes() const override { return true; }
+  bool TakesRawPlanes() const override { return true; }  // ruled on the device (UploadImage)
   std::shared_ptr<core::PlaneMemoryPinner> PlanePinner() override {
     return MakePlanePinner(ctx_->device());
   }
 
   absl::StatusOr<core::ExtractionSummary> Extract(const core::ExtractionJob& job,
                                                   const core::BundleSink& sink) override {
-    SPEXD_RETURN_IF_ERROR(core::ValidateJob(job, /*float32_planes_ok=*/true));
+    SPEXD_RETURN_IF_ERROR(core::ValidateJob(job, /*float32_planes_ok=*/true,
+                                                 /*raw_planes_ok=*/true));
     absl::StatusOr<core::ExtractionSummary> result = ExtractAndRelease(job, sink);
     // Releases queued while mu_ was held (see the file comment).
     ReleasePendingIfIdle();
@@ -338,6 +340,7 @@ class CudaBackend final : public core::Backend, public core::GpuCapabilities {
     SPEXD_RETURN_IF_ERROR(prepared);
     const std::vector<std::vector<int>> batches = extractor.Batches(bundles);
 
+    bool raw = false;  // raw planes: the device counts what the rules did
     if (job.device_image != nullptr) {
       NvtxRange range{"import image from a CUDA region"};
       const std::size_t pixels = static_cast<std::size_t>(plan.image_height) * plan.image_width;
@@ -349,6 +352,7 @@ class CudaBackend final : public core::Backend, public core::GpuCapabilities {
       const ColumnRange first = extractor.Columns(batches.front());
       SPEXD_RETURN_IF_ERROR(UploadImage(*ctx_, *workspace_, *job.image, first, pool_, &upload));
       summary->stage_seconds["upload_host"] += upload.host_seconds;
+      raw = upload.raw;
     }
     SPEXD_RETURN_IF_ERROR(InjectRequestFault(faults_, ++requests_, ctx_->compute()));
     if (faults_.perturb_bundle_flux >= 0) {
@@ -359,7 +363,12 @@ class CudaBackend final : public core::Backend, public core::GpuCapabilities {
       };
       return extractor.Run(job, batches, perturbing, summary);
     }
-    return extractor.Run(job, batches, sink, summary);
+    SPEXD_RETURN_IF_ERROR(extractor.Run(job, batches, sink, summary));
+    if (raw) {
+      SPEXD_RETURN_IF_ERROR(
+          RuleCounts(*workspace_, &summary->pixels_masked, &summary->pixels_nonfinite));
+    }
+    return absl::OkStatus();
   }
 
   std::unique_ptr<GpuContext> ctx_;

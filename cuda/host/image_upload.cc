@@ -104,19 +104,68 @@ absl::Status CopyColumns(Workspace& ws, const core::PreprocImage& image, int x0,
   return absl::OkStatus();
 }
 
-// Pinned float32 planes on the copy stream: the first batch's columns, then the rest.
-absl::Status CopyPinnedPlanes(const GpuContext& ctx, Workspace& ws, const core::PreprocImage& image,
-                              ColumnRange first) {
+// Columns [x0, x1) of the raw planes and their mask into the device staging, then byte
+// order, widening and the pixel rules into the workspace's float64 planes, on `stream`.
+// The host memory may be pageable (a pool without a pinner): the copies are then
+// synchronous, and as correct.
+absl::Status CopyRawColumns(Workspace& ws, const core::PreprocImage& image, int x0, int x1,
+                            cudaStream_t stream) {
+  if (x0 >= x1) return absl::OkStatus();
+  const std::size_t w = static_cast<std::size_t>(image.width), h = static_cast<std::size_t>(image.height);
+  const std::size_t n = w * h, cols = static_cast<std::size_t>(x1 - x0);
+  uint32_t* stage = reinterpret_cast<uint32_t*>(ws.stage_device());
+  const uint32_t* planes[2] = {image.image_raw.data(), image.ivar_raw.data()};
+  for (int a = 0; a < 2; ++a) {
+    uint32_t* to = stage + static_cast<std::size_t>(a) * n;
+    SPEXD_CUDA_RETURN_IF_ERROR(cudaMemcpy2DAsync(to + x0, w * 4, planes[a] + x0, w * 4, cols * 4, h,
+                                                 cudaMemcpyHostToDevice, stream));
+  }
+  const bool has_mask = !image.mask_raw.empty();
+  if (has_mask) {
+    SPEXD_CUDA_RETURN_IF_ERROR(cudaMemcpy2DAsync(ws.mask_stage() + x0, w * 2,
+                                                 image.mask_raw.data() + x0, w * 2, cols * 2, h,
+                                                 cudaMemcpyHostToDevice, stream));
+  }
+  RawPlaneColumns in;
+  in.image = stage;
+  in.ivar = stage + n;
+  in.mask = has_mask ? ws.mask_stage() : nullptr;
+  in.bad_bits = image.raw_bad_bits;
+  in.width = image.width;
+  in.height = image.height;
+  in.x0 = x0;
+  in.x1 = x1;
+  in.counts = ws.rule_counts();
+  SPEXD_CUDA_RETURN_IF_ERROR(LaunchImportRawColumns(in, ws.image(), ws.ivar(), stream));
+  return absl::OkStatus();
+}
+
+// Planes copied straight from their own memory on the copy stream, `copy_columns` a range
+// of columns at a time: the first batch's columns, then the rest. Raw planes' rule counts
+// are zeroed first and downloaded last.
+template <typename CopyFn>
+absl::Status CopyPlanes(const GpuContext& ctx, Workspace& ws, const core::PreprocImage& image,
+                        ColumnRange first, CopyFn copy_columns) {
   cudaStream_t stream = ctx.copy();
   const int w = image.width;
+  const bool raw = image.has_raw_planes();
   first.x0 = std::clamp(first.x0, 0, w);
   first.x1 = std::clamp(first.x1, first.x0, w);
   if (first.x0 == first.x1) first = ColumnRange{0, w};  // nothing to put first
   SPEXD_CUDA_RETURN_IF_ERROR(cudaEventRecord(ws.upload_start().get(), stream));
-  SPEXD_RETURN_IF_ERROR(CopyColumns(ws, image, first.x0, first.x1, stream));
+  if (raw) {
+    SPEXD_CUDA_RETURN_IF_ERROR(
+        cudaMemsetAsync(ws.rule_counts(), 0, 2 * sizeof(unsigned long long), stream));
+  }
+  SPEXD_RETURN_IF_ERROR(copy_columns(ws, image, first.x0, first.x1, stream));
   SPEXD_CUDA_RETURN_IF_ERROR(cudaEventRecord(ws.first_columns().get(), stream));
-  SPEXD_RETURN_IF_ERROR(CopyColumns(ws, image, 0, first.x0, stream));
-  SPEXD_RETURN_IF_ERROR(CopyColumns(ws, image, first.x1, w, stream));
+  SPEXD_RETURN_IF_ERROR(copy_columns(ws, image, 0, first.x0, stream));
+  SPEXD_RETURN_IF_ERROR(copy_columns(ws, image, first.x1, w, stream));
+  if (raw) {
+    SPEXD_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(ws.rule_counts_host(), ws.rule_counts(),
+                                               2 * sizeof(unsigned long long),
+                                               cudaMemcpyDeviceToHost, stream));
+  }
   SPEXD_CUDA_RETURN_IF_ERROR(cudaEventRecord(ws.upload_end().get(), stream));
   return absl::OkStatus();
 }
@@ -131,12 +180,20 @@ absl::Status UploadImage(const GpuContext& ctx, Workspace& ws, const core::Prepr
                          ColumnRange first, core::TaskPool* pool, UploadStats* stats) {
   const std::size_t n = core::PlanePixels(image);
   cudaStream_t stream = ctx.compute();
+  if (image.has_raw_planes()) {
+    // The file's bytes, as they are: no host pass over them at all. They stay alive and
+    // unchanged until Extract returns, after every batch has read them.
+    stats->float32 = true;
+    stats->raw = true;
+    stats->direct = IsPinned(image.image_raw.data()) && IsPinned(image.ivar_raw.data());
+    return CopyPlanes(ctx, ws, image, first, CopyRawColumns);
+  }
   if (image.has_float32_planes() && IsPinned(image.image32.data()) && IsPinned(image.ivar32.data())) {
     // Straight from the decoded planes, which stay alive and unchanged until Extract
     // returns, after every batch has read them.
     stats->float32 = true;
     stats->direct = true;
-    return CopyPinnedPlanes(ctx, ws, image, first);
+    return CopyPlanes(ctx, ws, image, first, CopyColumns);
   }
   const auto t0 = std::chrono::steady_clock::now();
   float* h = ws.stage_host();
@@ -164,6 +221,13 @@ absl::Status UploadImage(const GpuContext& ctx, Workspace& ws, const core::Prepr
   }
   SPEXD_CUDA_RETURN_IF_ERROR(cudaEventRecord(ws.first_columns().get(), stream));
   SPEXD_CUDA_RETURN_IF_ERROR(cudaEventRecord(ws.upload_end().get(), stream));
+  return absl::OkStatus();
+}
+
+absl::Status RuleCounts(Workspace& ws, int64_t* masked, int64_t* nonfinite) {
+  SPEXD_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(ws.upload_end().get()));
+  *masked = static_cast<int64_t>(ws.rule_counts_host()[0]);
+  *nonfinite = static_cast<int64_t>(ws.rule_counts_host()[1]);
   return absl::OkStatus();
 }
 

@@ -1,5 +1,7 @@
 // Uploads a request's image and ivar into the workspace (float64 on the device, spec
-// §2.1). Float32 planes (PreprocImage::image32, what preproc files hold) are copied to the
+// §2.1). Raw planes (PreprocImage::image_raw: the file's big-endian float32 bytes and the
+// MASK bits) are copied from their own memory and decoded and ruled on the device in one
+// pass (cuda/kernels/image_import.h). Float32 planes (PreprocImage::image32, what preproc files hold) are copied to the
 // device straight from their own memory when it is pinned (a server's PlaneBufferPool with
 // PlanePinner), else through the workspace's pinned staging, and widened on the device;
 // float64 planes are narrowed to float32 on the way when that is exact, else staged as
@@ -7,6 +9,7 @@
 #ifndef SPEXD_CUDA_IMAGE_UPLOAD_H_
 #define SPEXD_CUDA_IMAGE_UPLOAD_H_
 
+#include <cstdint>
 #include <memory>
 
 #include "absl/status/status.h"
@@ -26,6 +29,7 @@ struct ColumnRange {
 struct UploadStats {
   bool float32 = false;       // uploaded as float32 (exact)
   bool direct = false;        // from the planes' own pinned memory, no staging
+  bool raw = false;           // raw planes, ruled on the device (counts: RuleCounts)
   double host_seconds = 0;    // copy or conversion into the pinned staging
 };
 
@@ -42,6 +46,10 @@ std::shared_ptr<core::PlaneMemoryPinner> MakePlanePinner(int device);
 // of the rest, so that the first batch starts before the whole frame has arrived.
 absl::Status UploadImage(const GpuContext& ctx, Workspace& ws, const core::PreprocImage& image,
                          ColumnRange first, core::TaskPool* pool, UploadStats* stats);
+
+// The pixel rules' counts of the last raw-plane upload (PreprocImage::n_masked,
+// n_nonfinite), once ws.upload_end() has completed (waits for it).
+absl::Status RuleCounts(Workspace& ws, int64_t* masked, int64_t* nonfinite);
 
 // Reads a frame of `pixels` pixels straight from device memory (a client's CUDA region)
 // into the workspace's image and ivar, applying the pixel rules on the way: one

@@ -143,6 +143,8 @@ absl::Status Workspace::Reserve(const WorkspaceSpec& spec) {
   SPEXD_RETURN_IF_ERROR(image_.Allocate(g.image_pixels, "image"));
   SPEXD_RETURN_IF_ERROR(ivar_.Allocate(g.image_pixels, "ivar"));
   SPEXD_RETURN_IF_ERROR(stage_.Allocate(2 * g.image_pixels, "image staging"));
+  SPEXD_RETURN_IF_ERROR(mask_stage_.Allocate(g.image_pixels, "mask staging"));
+  SPEXD_RETURN_IF_ERROR(rule_counts_.Allocate(2, "pixel rule counts"));
   const std::size_t ql_blocks = std::max<std::size_t>(Sz(int64_t{g.slots} * g.nper), 1);
   if (g.ql_log) {
     const std::size_t n = ql_blocks * Sz(g.nt);
@@ -158,6 +160,7 @@ absl::Status Workspace::Reserve(const WorkspaceSpec& spec) {
     SPEXD_RETURN_IF_ERROR(ql_sweeps_.Allocate(ql_blocks * 2 * Sz(QlSweepCap(g.nt)), "QL sweep ranges"));
   }
   SPEXD_RETURN_IF_ERROR(h_stage_.Allocate(2 * g.image_pixels, "image staging (host)"));
+  SPEXD_RETURN_IF_ERROR(h_rule_counts_.Allocate(2, "pixel rule counts (host)"));
   if (!events_created_) {
     SPEXD_RETURN_IF_ERROR(upload_start_.Create(true));
     SPEXD_RETURN_IF_ERROR(upload_end_.Create(true));
@@ -173,7 +176,8 @@ absl::Status Workspace::Reserve(const WorkspaceSpec& spec) {
 std::size_t Workspace::device_bytes() const {
   // Every device buffer (Backend::Memory reports this; BatchExtractor::Prepare counts it
   // as available when it sizes a batch).
-  std::size_t b = image_.bytes() + ivar_.bytes() + stage_.bytes();
+  std::size_t b = image_.bytes() + ivar_.bytes() + stage_.bytes() + mask_stage_.bytes() +
+                  rule_counts_.bytes();
   b += ql_d_.bytes() + ql_e_.bytes() + ql_d0_.bytes() + ql_e0_.bytes() + ql_c_.bytes() +
        ql_s_.bytes() + ql_sweeps_.bytes();
   for (const WorkspaceSet& s : sets_) {

@@ -88,6 +88,11 @@ class Workspace {
   float* stage_device() const { return stage_.get(); }
   float* stage_host() const { return h_stage_.get(); }
   double* stage_host_double() const { return reinterpret_cast<double*>(h_stage_.get()); }
+  // Raw planes' MASK bits on the device, and the pixel rules' counts there and on the host
+  // (masked, non-finite: UploadImage).
+  uint16_t* mask_stage() const { return mask_stage_.get(); }
+  unsigned long long* rule_counts() const { return rule_counts_.get(); }
+  unsigned long long* rule_counts_host() const { return h_rule_counts_.get(); }
   Event& upload_start() { return upload_start_; }
   Event& upload_end() { return upload_end_; }
   // The first batch's columns of the image are on the device (UploadImage).
@@ -106,6 +111,9 @@ class Workspace {
   DeviceBuffer<double> image_, ivar_;
   DeviceBuffer<float> stage_;
   PinnedBuffer<float> h_stage_;
+  DeviceBuffer<uint16_t> mask_stage_;
+  DeviceBuffer<unsigned long long> rule_counts_;
+  PinnedBuffer<unsigned long long> h_rule_counts_;
   Event upload_start_, upload_end_, first_columns_, reduced_, ql_free_;
   bool events_created_ = false;
   DeviceBuffer<double> ql_d_, ql_e_, ql_d0_, ql_e0_, ql_c_, ql_s_;

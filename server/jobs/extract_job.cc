@@ -166,9 +166,12 @@ void ExtractJob::StartHealth(const core::Backend& backend) {
 }
 
 absl::Status ExtractJob::Extract(core::Backend& backend) {
-  // Planes decoded as float32 for workers that take them, met by one that does not (a
-  // mixed server): widened here, exactly.
+  // Planes kept raw or as float32 for workers that take them, met by one that does not (a
+  // mixed server): decoded and ruled, or widened, here, exactly.
   core::PreprocImage& image = *input_.image();
+  if (image.has_raw_planes() && !core::TakesRawPlanes(backend)) {
+    core::DecodeRawPlanes(&image, env_.decode_pool);
+  }
   if (image.has_float32_planes() && !core::TakesFloat32Planes(backend)) {
     core::WidenPlanes(&image, env_.decode_pool);
   }
@@ -289,6 +292,14 @@ void ExtractJob::StreamLoop() {
   }
   output_.AddStage("stream_wait", wait_seconds);
   const Clock::time_point release_start = Clock::now();
+  if (backend_summary.pixels_masked >= 0) {
+    pixels_masked_ = backend_summary.pixels_masked;
+    pixels_nonfinite_ = backend_summary.pixels_nonfinite;
+  } else if (input_.image().has_value() && input_.device_input() == nullptr &&
+             !input_.image()->has_raw_planes()) {  // raw: the host applied no rule
+    pixels_masked_ = static_cast<int64_t>(input_.image()->n_masked);
+    pixels_nonfinite_ = static_cast<int64_t>(input_.image()->n_nonfinite);
+  }
   // A frame sampled for shadow parity keeps its planes.
   output_.health().KeepImage(&input_.image());
   input_.image().reset();  // the backend is done with it (extraction_done_ was seen above)
@@ -333,6 +344,8 @@ void ExtractJob::Complete(const absl::Status& status) {
        {"allbadpix", qa.allbadpix},
        {"bad2dfit", qa.bad2dfit},
        {"median_chi2pix", qa.median_chi2pix},
+       {"pixels_masked", pixels_masked_},
+       {"pixels_nonfinite", pixels_nonfinite_},
        {"shadow", health.shadow_state()},
        // Where the request's time went, stage by stage (docs/service.md).
        {"stages", std::map<std::string, double>(summary_.stage_seconds().begin(),

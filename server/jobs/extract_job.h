@@ -96,6 +96,10 @@ class ExtractJob : public Job, public std::enable_shared_from_this<ExtractJob> {
   JobInput input_;
   JobOutput output_;
   int worker_ = -1;
+  // What the pixel rules did to the image (the host's counts, or the backend's for raw
+  // planes); -1 when not known (an image read from a CUDA region, raw planes a backend
+  // did not count). For the log.
+  int64_t pixels_masked_ = -1, pixels_nonfinite_ = -1;
 
   // Prepared state (loader thread, then read by the worker and the streaming task).
   std::shared_ptr<const core::Geometry> geometry_;

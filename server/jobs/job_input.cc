@@ -38,6 +38,7 @@ absl::StatusOr<core::PreprocReader> JobInput::OpenReader() {
   popts.buffers = env_.plane_buffers;
   popts.load_buffers = env_.load_buffers;
   popts.keep_float32 = env_.float32_planes != nullptr && env_.float32_planes->load();
+  popts.keep_raw = env_.raw_planes != nullptr && env_.raw_planes->load();
   const core::FitsSizeLimits limits = FitsLimits(env_.limits);
   absl::StatusOr<core::PreprocReader> reader;
   if (image.kind == ImageSource::Kind::kServerPath) {

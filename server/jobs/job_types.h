@@ -63,6 +63,8 @@ struct JobEnvironment {
   core::PlaneBufferPool* file_buffers = nullptr;  // server-written frame files' images
   core::FrameArrayPool* frame_arrays = nullptr;   // assembled frames' per-bin arrays
   const std::atomic<bool>* float32_planes = nullptr;
+  // Whether the workers take raw planes (PreprocOptions::keep_raw); set with the above.
+  const std::atomic<bool>* raw_planes = nullptr;
   ShadowParity* shadow = nullptr;  // shadow parity sampling; null when off
 };
 

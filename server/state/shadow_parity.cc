@@ -101,7 +101,9 @@ void ShadowParity::RunCheck(ShadowCheck& c) {
   // (~90 MB of spots per bundle) nor share state with the served extraction.
   std::shared_ptr<const core::Geometry> geometry;
   absl::StatusOr<core::BundleResult> reference = [&]() -> absl::StatusOr<core::BundleResult> {
-    if (c.image->has_float32_planes()) core::WidenPlanes(c.image.get());  // exact
+    // Raw planes decoded and ruled on the host, as the reader would have: the CPU
+    // reference checks the device's rules too. Exact.
+    core::WidenPlanes(c.image.get());
     if (!c.plan.has_value()) return absl::InternalError("shadow check without a plan");
     auto created = core::Geometry::Create(c.psf, *c.plan, c.image->height, c.image->width,
                                           /*cache_spots=*/false);

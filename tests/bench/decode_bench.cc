@@ -1,8 +1,9 @@
 // Benchmark: host read + decode of one preproc frame, the work a spexd
 // loader thread does per request before the backend sees the image. Times
 // PreprocReader::Open (headers; for .fits.gz also the inflation) and Read (pixels, pixel
-// rules) separately, plain and gzip, with float64 planes (what the CPU backend takes) and
-// with float32 planes kept (what the CUDA backend takes).
+// rules) separately, plain and gzip, with float64 planes (what a backend without float32
+// planes takes), with float32 planes kept (what the CPU backend takes) and raw (the file's
+// bytes and the MASK bits, ruled on the device: what the CUDA backend takes).
 //
 // Without --input it writes a synthetic r frame first (4128 x 4114 like a DESI r CCD:
 // IMAGE and IVAR float32 with noise-like values, MASK int16 RICE tile-compressed as
@@ -13,7 +14,7 @@
 //
 //   spexd_decode_bench [--input FILE]... [--dir DIR (/tmp)] [--repeats 5]
 //                      [--threads T (decode pool; 0 = cores, 1 = no pool)] [--json FILE]
-//                      [--planes both|float32|float64]
+//                      [--planes all|float32|float64|raw]
 //                      [--inflate-only 1]
 //
 // For each .gz input it also times the inflation alone (InflateFits, one thread, into
@@ -58,7 +59,7 @@ struct Args {
   std::string json;
   int repeats = 5;
   int threads = 0;
-  std::string planes = "both";
+  std::string planes = "all";
   bool inflate_only = false;
 };
 
@@ -141,7 +142,7 @@ absl::Status WriteGzip(const std::string& from, const std::string& to) {
 
 struct Result {
   std::string input;
-  bool float32 = false;
+  std::string planes;  // float64, float32 or raw
   double open_median = 0, read_median = 0, total_median = 0, total_p90 = 0, cpu_median = 0;
 };
 
@@ -154,10 +155,11 @@ double P90(std::vector<double> v) {
   return v[std::min(v.size() - 1, v.size() * 9 / 10)];
 }
 
-absl::StatusOr<Result> TimeDecode(const std::string& path, bool float32, int repeats,
+absl::StatusOr<Result> TimeDecode(const std::string& path, const std::string& planes, int repeats,
                                   spexd::core::TaskPool* pool) {
   spexd::core::PreprocOptions options;
-  options.keep_float32 = float32;
+  options.keep_float32 = planes != "float64";
+  options.keep_raw = planes == "raw";
   options.pool = pool;
   // As spexd does: float32 planes reuse the memory of the frames before.
   spexd::core::PlaneBufferPool buffers(int64_t{1} << 30);
@@ -184,7 +186,7 @@ absl::StatusOr<Result> TimeDecode(const std::string& path, bool float32, int rep
   }
   Result res;
   res.input = path;
-  res.float32 = float32;
+  res.planes = planes;
   res.open_median = Median(open);
   res.read_median = Median(read);
   res.total_median = Median(total);
@@ -263,16 +265,16 @@ int main(int argc, char** argv) {
   }
   for (const std::string& input : args->inputs) {
     if (args->inflate_only) break;
-    for (bool float32 : {false, true}) {
-      if (args->planes != "both" && args->planes != (float32 ? "float32" : "float64")) continue;
+    for (const char* planes : {"float64", "float32", "raw"}) {
+      if (args->planes != "all" && args->planes != planes) continue;
       absl::StatusOr<Result> r =
-          TimeDecode(input, float32, args->repeats, threads > 1 ? &pool : nullptr);
+          TimeDecode(input, planes, args->repeats, threads > 1 ? &pool : nullptr);
       if (!r.ok()) {
         std::fprintf(stderr, "%s\n", std::string(r.status().message()).c_str());
         return 1;
       }
       std::fprintf(stderr, "%s %s: open %.3f s, read %.3f s, total %.3f s (p90 %.3f), cpu %.3f s\n",
-                   input.c_str(), float32 ? "float32" : "float64", r->open_median, r->read_median,
+                   input.c_str(), planes, r->open_median, r->read_median,
                    r->total_median, r->total_p90, r->cpu_median);
       results.push_back(*r);
     }
@@ -288,7 +290,7 @@ int main(int argc, char** argv) {
                     absl::StrFormat("{\"input\": \"%s\", \"planes\": \"%s\", \"open_s\": %.4f, "
                                     "\"read_s\": %.4f, \"total_s\": %.4f, \"total_p90_s\": %.4f, "
                                     "\"cpu_s\": %.4f}",
-                                    r.input, r.float32 ? "float32" : "float64", r.open_median,
+                                    r.input, r.planes, r.open_median,
                                     r.read_median, r.total_median, r.total_p90, r.cpu_median));
   }
   absl::StrAppend(&js, "], \"inflate\": [");

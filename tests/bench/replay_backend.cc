@@ -158,7 +158,8 @@ int ReplayStore::recordings() const {
 
 absl::StatusOr<core::ExtractionSummary> ReplayBackend::Extract(const core::ExtractionJob& job,
                                                                const core::BundleSink& sink) {
-  if (absl::Status st = core::ValidateJob(job, /*float32_planes_ok=*/true); !st.ok()) return st;
+  if (absl::Status st = core::ValidateJob(job, /*float32_planes_ok=*/true,
+                                          /*raw_planes_ok=*/true); !st.ok()) return st;
   if (job.device_image != nullptr) {
     return absl::FailedPreconditionError("the replay backend reads no device memory");
   }

@@ -55,7 +55,8 @@ class ReplayStore {
   std::atomic<int64_t> copy_ns_{0};
 };
 
-// Replays `store`'s results. Takes float32 planes, as the CUDA backend does; holds no device
+// Replays `store`'s results. Takes float32 and raw planes, as the CUDA backend does (the
+// host decodes neither); holds no device
 // memory. A cancel is honoured between bundles.
 class ReplayBackend final : public core::Backend {
  public:
@@ -66,6 +67,7 @@ class ReplayBackend final : public core::Backend {
     return "replay of CPU-backend results (benchmark stand-in for a GPU)";
   }
   bool TakesFloat32Planes() const override { return true; }
+  bool TakesRawPlanes() const override { return true; }
   absl::StatusOr<core::ExtractionSummary> Extract(const core::ExtractionJob& job,
                                                   const core::BundleSink& sink) override;
 

@@ -165,6 +165,7 @@ absl::StatusOr<LocalTimes> TimeLocal(const Args& args, const std::shared_ptr<con
   popts.pool = &decode_pool;
   popts.buffers = &buffers;
   popts.keep_float32 = core::TakesFloat32Planes(*backend);
+  popts.keep_raw = core::TakesRawPlanes(*backend);
   if (popts.keep_float32 && backend->gpu() != nullptr) {
     buffers.set_pinner(backend->gpu()->PlanePinner());  // as spexd
   }

@@ -1,17 +1,21 @@
 // The parallel plane decoder (core/io/internal/plane_decode.h, PreprocReader::Read) against CFITSIO:
 // the planes must be bit-identical to what fits_read_pix gives followed by the pixel rules,
 // with or without a pool, float64 or float32 planes kept, plain or gzip, and for the
-// planes it leaves to CFITSIO (float64 on disk, scaled). Also PlaneBufferPool.
+// planes it leaves to CFITSIO (float64 on disk, scaled); raw planes (keep_raw) hold the
+// file's bytes and decode to the same planes. Also PlaneBufferPool.
 #include <fitsio.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <filesystem>
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "core/frame/usable_data.h"
 #include "core/io/fits_file.h"
 #include "core/io/internal/gzip.h"
 #include "core/numerics/pixel_rules.h"
@@ -356,6 +360,143 @@ TEST_F(PlaneDecodeTest, RawBytesReportTruncation) {
   const absl::Status past = bytes->Read(size - 4, 8, buf);
   EXPECT_EQ(past.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(past.message().find("truncated"), std::string::npos) << past;
+}
+
+// keep_raw: the planes are the file's own big-endian words and the MASK bits, no rule
+// applied; DecodeRawPlanes gives what the host decode gives, counts included.
+TEST_F(PlaneDecodeTest, RawPlanesHoldTheFilesBytesAndDecodeBitIdentical) {
+  const Planes planes = TestPlanes();
+  for (bool with_mask : {true, false}) {
+    const std::string path = dir_ + (with_mask ? "/raw.fits" : "/raw-nomask.fits");
+    WriteFrame(path, planes, FLOAT_IMG, 1.0, /*compress_mask=*/true, with_mask);
+    const Reference ref = ReadReference(path);
+    auto gz = GzipCompress(testing::ReadBytes(path));
+    ASSERT_TRUE(gz.ok());
+    for (bool gzip : {false, true}) {
+      for (TaskPool* pool : {static_cast<TaskPool*>(nullptr), &pool_}) {
+        const std::string what = absl::StrCat(with_mask ? "mask" : "no mask", gzip ? ", gzip" : "",
+                                              pool != nullptr ? ", pool" : "");
+        PreprocOptions o = Options(pool, /*keep_float32=*/true);
+        o.keep_raw = true;
+        o.mask_policy = MaskPolicy::kDesispec;
+        auto frame = gzip ? ReadPreprocFromMemory(gz->data(), gz->size(), "raw.fits.gz", o)
+                          : ReadPreproc(path, o);
+        ASSERT_TRUE(frame.ok()) << what << ": " << frame.status();
+        ASSERT_TRUE(frame->has_raw_planes()) << what;
+        EXPECT_FALSE(frame->has_float32_planes()) << what;
+        EXPECT_TRUE(frame->image.empty()) << what;
+        EXPECT_EQ(PlanePixels(*frame), kPixels) << what;
+        EXPECT_EQ(frame->n_masked + frame->n_nonfinite, 0u) << what << ": no rule on the host";
+        EXPECT_EQ(frame->raw_bad_bits, MaskBadBits(MaskPolicy::kDesispec)) << what;
+        EXPECT_FALSE(frame->fibermap_fits.empty()) << what;
+        ASSERT_EQ(frame->mask_raw.size(), with_mask ? kPixels : 0u) << what;
+        std::size_t differ = 0;
+        for (std::size_t i = 0; i < kPixels; ++i) {
+          uint32_t im, iv;
+          std::memcpy(&im, &planes.image[i], 4);
+          std::memcpy(&iv, &planes.ivar[i], 4);
+          differ += frame->image_raw[i] != __builtin_bswap32(im);
+          differ += frame->ivar_raw[i] != __builtin_bswap32(iv);
+          if (with_mask) differ += frame->mask_raw[i] != static_cast<uint16_t>(planes.mask[i]);
+        }
+        EXPECT_EQ(differ, 0u) << what << ": the file's words, unruled";
+        DecodeRawPlanes(&*frame, pool);
+        EXPECT_FALSE(frame->has_raw_planes()) << what;
+        EXPECT_TRUE(frame->has_float32_planes()) << what;
+        ExpectMatches(ref, *std::move(frame), what.c_str());
+      }
+    }
+  }
+}
+
+TEST_F(PlaneDecodeTest, RawPlanesOnlyForPlainFloat32Files) {
+  const std::string path = dir_ + "/f64.fits";
+  WriteFrame(path, TestPlanes(), DOUBLE_IMG);
+  const Reference ref = ReadReference(path);
+  PreprocOptions o = Options(&pool_, /*keep_float32=*/true);
+  o.keep_raw = true;
+  auto frame = ReadPreproc(path, o);
+  ASSERT_TRUE(frame.ok()) << frame.status();
+  EXPECT_FALSE(frame->has_raw_planes());  // float64 on disk: decoded and ruled on the host
+  ExpectMatches(ref, *std::move(frame), "float64 file, raw asked");
+}
+
+TEST_F(PlaneDecodeTest, RawPlanesOfATruncatedFileAreAnError) {
+  const std::string path = dir_ + "/cut.fits";
+  // IMAGE, IVAR and MASK are in the file; the data of IVAR ends early.
+  WriteFrame(path, TestPlanes(), FLOAT_IMG, 1.0, /*compress_mask=*/true, /*with_mask=*/false);
+  ASSERT_EQ(truncate(path.c_str(), 2880 * 2 + static_cast<off_t>(kPixels) * 4 + 2880 + 1000), 0);
+  PreprocOptions o = Options(&pool_, /*keep_float32=*/true);
+  o.keep_raw = true;
+  auto frame = ReadPreproc(path, o);
+  ASSERT_FALSE(frame.ok());
+  EXPECT_EQ(frame.status().code(), absl::StatusCode::kInvalidArgument) << frame.status();
+  EXPECT_NE(frame.status().message().find("cut.fits"), std::string::npos) << frame.status();
+}
+
+TEST_F(PlaneDecodeTest, RawPlanesWithoutAValidPixelAreRefusedWithTheHostsCounts) {
+  Planes planes = TestPlanes();
+  for (std::size_t i = 0; i < kPixels; ++i) {
+    planes.mask[i] = (planes.ivar[i] > 0 && std::isfinite(planes.image[i])) ? 1 : 0;
+  }
+  const std::string path = dir_ + "/dead.fits";
+  WriteFrame(path, planes);
+  std::string messages[2];
+  for (bool raw : {false, true}) {
+    PreprocOptions o = Options(&pool_, /*keep_float32=*/true);
+    o.keep_raw = raw;
+    auto frame = ReadPreproc(path, o);
+    ASSERT_TRUE(frame.ok()) << frame.status();
+    EXPECT_EQ(frame->has_raw_planes(), raw);
+    const absl::Status st = CheckImageHasValidPixel(*frame);
+    EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
+    messages[raw ? 1 : 0] = std::string(st.message());
+  }
+  EXPECT_NE(messages[0].find("masked"), std::string::npos) << messages[0];
+  EXPECT_EQ(messages[1], messages[0]) << "the same counts, whoever applies the rules";
+  // One valid pixel at the very end is found.
+  planes.mask[kPixels - 1] = 0;
+  planes.image[kPixels - 1] = 1.0f;
+  planes.ivar[kPixels - 1] = 2.0f;
+  WriteFrame(path, planes);
+  PreprocOptions o = Options(&pool_, /*keep_float32=*/true);
+  o.keep_raw = true;
+  auto frame = ReadPreproc(path, o);
+  ASSERT_TRUE(frame.ok()) << frame.status();
+  EXPECT_TRUE(CheckImageHasValidPixel(*frame).ok());
+}
+
+// The preproc fuzzer's corpus and regression inputs (hostile files: truncated, huge or
+// inconsistent headers, odd types): read with raw planes, each gives the error the host
+// decode gives, or planes that decode to the very same values and counts.
+TEST_F(PlaneDecodeTest, RawPlanesOfTheFuzzCorpusAsTheHostDecode) {
+  int files = 0, read = 0;
+  for (const char* dir : {"/../fuzz/corpus/preproc", "/../fuzz/regressions/preproc"}) {
+    for (const auto& e : std::filesystem::directory_iterator(std::string(SPEXD_TEST_DATA_DIR) + dir)) {
+      const std::string bytes = testing::ReadBytes(e.path().string());
+      const std::string name = e.path().filename().string();
+      ++files;
+      PreprocOptions o = Options(&pool_, /*keep_float32=*/true);
+      auto host = ReadPreprocFromMemory(bytes.data(), bytes.size(), name, o);
+      o.keep_raw = true;
+      auto raw = ReadPreprocFromMemory(bytes.data(), bytes.size(), name, o);
+      ASSERT_EQ(raw.ok(), host.ok()) << name << ": " << raw.status() << " vs " << host.status();
+      if (!host.ok()) {
+        EXPECT_EQ(raw.status(), host.status()) << name;
+        continue;
+      }
+      ++read;
+      DecodeRawPlanes(&*raw, &pool_);
+      EXPECT_EQ(raw->n_masked, host->n_masked) << name;
+      EXPECT_EQ(raw->n_nonfinite, host->n_nonfinite) << name;
+      WidenPlanes(&*raw);
+      WidenPlanes(&*host);
+      ExpectBitIdentical(host->image, raw->image, name.c_str());
+      ExpectBitIdentical(host->ivar, raw->ivar, name.c_str());
+    }
+  }
+  EXPECT_GT(files, 50);
+  EXPECT_GT(read, 0) << "some corpus inputs are valid preprocs";
 }
 
 TEST(PlaneBufferPoolTest, ReusesUpToItsBoundAndOutlivesIt) {

@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "core/base/task_pool.h"
 #include "gtest/gtest.h"
@@ -361,32 +362,36 @@ TEST_F(ExtractJobTest, AResultWithoutUsableBinsIsFailedPrecondition) {
   EXPECT_EQ(stream.IndexOf(v1::ExtractResponse::kSummary), -1);
 }
 
-// Records the planes it is given: float32 or float64, and their values widened.
+// Records the planes it is given: raw, float32 or float64, and their values ruled and
+// widened.
 class PlaneRecordingBackend : public FakeBackend, public core::GpuCapabilities {
  public:
-  explicit PlaneRecordingBackend(bool takes_float32)
-      : FakeBackend(Mode::kAll), takes_float32_(takes_float32) {}
+  explicit PlaneRecordingBackend(bool takes_float32, bool takes_raw = false)
+      : FakeBackend(Mode::kAll), takes_float32_(takes_float32), takes_raw_(takes_raw) {}
   core::GpuCapabilities* gpu() override { return this; }
   bool TakesFloat32Planes() const override { return takes_float32_; }
+  bool TakesRawPlanes() const override { return takes_raw_; }
   absl::StatusOr<core::ExtractionSummary> Extract(const core::ExtractionJob& job,
                                                   const core::BundleSink& sink) override {
-    if (absl::Status s = core::ValidateJob(job, takes_float32_); !s.ok()) return s;
+    if (absl::Status s = core::ValidateJob(job, takes_float32_, takes_raw_); !s.ok()) return s;
     core::PreprocImage copy = *job.image;
     saw_float32 = copy.has_float32_planes();
-    core::WidenPlanes(&copy);
+    saw_raw = copy.has_raw_planes();
+    core::WidenPlanes(&copy);  // raw planes decoded and ruled first, as the device does
     image = copy.image;
     ivar = copy.ivar;
     return FakeBackend::Extract(job, sink);
   }
-  bool saw_float32 = false;
+  bool saw_float32 = false, saw_raw = false;
   std::vector<double> image, ivar;
 
  private:
-  bool takes_float32_;
+  bool takes_float32_, takes_raw_;
 };
 
-// The server decodes float32 planes for backends that take them (the CUDA backend), and a
-// backend that does not still gets float64 ones: the same values either way, bit for bit.
+// The server keeps raw or float32 planes for backends that take them (the CUDA backend),
+// and a backend that does not still gets decoded, ruled ones: the same values whichever,
+// bit for bit.
 TEST_F(ExtractJobTest, Float32PlanesOnlyForABackendThatTakesThemSameValues) {
   auto reference = core::ReadPreprocFromMemory(frame_bytes_->data(), frame_bytes_->size(),
                                                "frame.fits", core::PreprocOptions{});
@@ -394,22 +399,27 @@ TEST_F(ExtractJobTest, Float32PlanesOnlyForABackendThatTakesThemSameValues) {
   core::TaskPool decode_pool;
   decode_pool.AddThreads(2);
   core::PlaneBufferPool buffers(int64_t{1} << 30);
-  std::atomic<bool> float32{true};
+  std::atomic<bool> float32{true}, raw{false};
   env_.decode_pool = &decode_pool;
   env_.plane_buffers = &buffers;
   env_.float32_planes = &float32;
-  for (bool takes : {true, false}) {
-    SCOPED_TRACE(takes ? "backend takes float32" : "backend takes float64 only");
+  env_.raw_planes = &raw;
+  for (int kind = 0; kind < 4; ++kind) {
+    // 0: float64 only; 1: float32; 2: raw and float32; 3: raw kept, met by float32 only.
+    const bool takes = kind != 0, takes_raw = kind == 2;
+    raw = kind >= 2;
+    SCOPED_TRACE(absl::StrCat("kind ", kind));
     core::TaskPool streaming;
     streaming.AddThreads(1);
     FakeStream stream(cancel_);
-    PlaneRecordingBackend backend(takes);
+    PlaneRecordingBackend backend(takes, takes_raw);
     auto job = std::make_shared<ExtractJob>(env_, Request(Header()), &stream, cancel_);
     ASSERT_TRUE(job->Prepare());
     job->Run(backend, 0, streaming);
     streaming.Shutdown();
     EXPECT_TRUE(stream.status().ok()) << stream.status();
-    EXPECT_EQ(backend.saw_float32, takes);
+    EXPECT_EQ(backend.saw_float32, takes && !takes_raw);
+    EXPECT_EQ(backend.saw_raw, takes_raw);
     ASSERT_EQ(backend.image.size(), reference->image.size());
     EXPECT_TRUE(std::memcmp(backend.image.data(), reference->image.data(),
                             backend.image.size() * sizeof(double)) == 0);

@@ -1,8 +1,10 @@
 #include "client/spexctl/desispec_path_rule.h"
 
 #include <dlfcn.h>
+#include <unistd.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -35,6 +37,21 @@ int DriverDevices(std::string* how) {
 
 }  // namespace
 
+int UsableDeviceNodes(const std::string& dev) {
+  if (access((dev + "/nvidiactl").c_str(), R_OK | W_OK) != 0) return 0;
+  int n = 0;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(dev, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.size() <= 6 || name.compare(0, 6, "nvidia") != 0 ||
+        name.find_first_not_of("0123456789", 6) != std::string::npos) {
+      continue;  // nvidiactl, nvidia-uvm, nvidia-modeset, nvidia-caps ...
+    }
+    if (access(entry.path().c_str(), R_OK | W_OK) == 0) ++n;
+  }
+  return n;
+}
+
 absl::StatusOr<PathChoice> DesispecPathRule() {
   // desispec.gpu tests the presence of $DESI_NO_GPU, not its value.
   if (std::getenv("DESI_NO_GPU") != nullptr) {
@@ -48,6 +65,20 @@ absl::StatusOr<PathChoice> DesispecPathRule() {
     }
     return PathChoice{value == "1" ? core::Compat::kGpu : core::Compat::kCpu,
                       absl::StrCat("$SPEXD_DESI_GPU=", value)};
+  }
+  // Initialising the driver (cuInit) costs a GPU node ~0.45 s of wall time a process (two
+  // H200s), about what serving the frame spexctl asks for takes. Where no
+  // $CUDA_VISIBLE_DEVICES narrows the devices, the kernel driver's device nodes and the
+  // driver library answer without it. No usable node (a CPU node, a container given no
+  // GPU, nodes not yet made): the driver is asked, as it is under $CUDA_VISIBLE_DEVICES.
+  if (std::getenv("CUDA_VISIBLE_DEVICES") == nullptr) {
+    if (const int nodes = UsableDeviceNodes("/dev"); nodes > 0) {
+      if (dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL) == nullptr) {
+        return PathChoice{core::Compat::kCpu, "no CUDA driver (libcuda.so.1)"};
+      }
+      return PathChoice{core::Compat::kGpu,
+                        absl::StrCat("the NVIDIA driver's device nodes show ", nodes, " device(s)")};
+    }
   }
   std::string how;
   const bool gpu = DriverDevices(&how) > 0;

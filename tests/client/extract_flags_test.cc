@@ -4,6 +4,8 @@
 
 #include <stdlib.h>
 
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -241,9 +243,33 @@ TEST(DesispecPathRule, EnvironmentThenTheDriver) {
   setenv("SPEXD_DESI_GPU", "0", 1);
   EXPECT_EQ(DesispecPathRule()->compat, core::Compat::kCpu);
   unsetenv("SPEXD_DESI_GPU");
-  r = DesispecPathRule();  // this node: GPU only where the driver sees a device
+  r = DesispecPathRule();  // this node: GPU only where the driver's nodes or count show one
   ASSERT_TRUE(r.ok()) << r.status();
-  EXPECT_EQ(r->compat == core::Compat::kGpu, r->why.find("the CUDA driver sees ") == 0) << r->why;
+  EXPECT_EQ(r->compat == core::Compat::kGpu,
+            r->why.find("the CUDA driver sees ") == 0 ||
+                r->why.find("the NVIDIA driver's device nodes show ") == 0)
+      << r->why;
+}
+
+// The device nodes a GPU node's rule counts instead of initialising the driver: nvidiaN
+// beside a usable nvidiactl; the driver's other nodes (nvidia-uvm, nvidia-modeset, nvidia-caps)
+// are not GPUs.
+TEST(DesispecPathRule, DeviceNodesAreTheNumberedOnesBesideNvidiactl) {
+  const std::string dev = ::testing::TempDir() + "/spexctl_dev_nodes";
+  std::filesystem::remove_all(dev);
+  std::filesystem::create_directories(dev);
+  auto touch = [&](const char* name) { std::ofstream(dev + "/" + name) << ""; };
+  touch("nvidia0");
+  touch("nvidia1");
+  EXPECT_EQ(UsableDeviceNodes(dev), 0);  // no nvidiactl: no driver to talk to
+  touch("nvidiactl");
+  touch("nvidia-uvm");
+  touch("nvidia-modeset");
+  touch("nvidia12");
+  std::filesystem::create_directories(dev + "/nvidia-caps");
+  EXPECT_EQ(UsableDeviceNodes(dev), 3);
+  EXPECT_EQ(UsableDeviceNodes(dev + "/absent"), 0);
+  std::filesystem::remove_all(dev);
 }
 
 }  // namespace

@@ -95,6 +95,19 @@ class GpuRuleTest(unittest.TestCase):
             fake._context_use_gpu, fake._numba_cuda_available = True, False
             self.assertFalse(desi.gpu_probe()[0])
 
+    def test_device_nodes(self):
+        # A GPU node's rule counts the driver's numbered nodes beside a usable nvidiactl
+        # instead of initialising the driver; its other nodes are not GPUs.
+        dev = tempfile.mkdtemp(dir=support.work_dir())
+        for name in ("nvidia0", "nvidia1", "nvidia-uvm", "nvidia-modeset", "nvidia12"):
+            open(os.path.join(dev, name), "w").close()
+        self.assertEqual(desi.usable_device_nodes(dev), 0)  # no nvidiactl
+        open(os.path.join(dev, "nvidiactl"), "w").close()
+        os.mkdir(os.path.join(dev, "nvidia-caps"))
+        self.assertEqual(desi.usable_device_nodes(dev), 3)
+        self.assertEqual(desi.usable_device_nodes(os.path.join(dev, "absent")), 0)
+        shutil.rmtree(dev)
+
     def test_spexctl_gets_the_decision(self):
         args = desi._adopt(desispec_namespace(input="i.fits", psf="p.fits", output="o.fits",
                                               no_gpu=True, nspec=25))

@@ -10,30 +10,18 @@
 #include "core/io/plane_buffer.h"
 #include "core/io/psf.h"
 #include "gtest/gtest.h"
+#include "tests/cuda/host/extract_run.h"
 #include "tests/synthetic_frames.h"
 #include "tests/test_support.h"
 
 namespace spexd::testing {
 namespace {
 
-struct Run {
-  std::vector<core::BundleResult> bundles;
-  core::ExtractionSummary summary;
-};
+using Run = ExtractRun;
 
 absl::StatusOr<Run> Extract(core::Backend& b, const std::shared_ptr<const core::Geometry>& g,
                             const core::PreprocImage& image) {
-  core::ExtractionJob job;
-  job.geometry = g;
-  job.image = &image;
-  Run r;
-  auto s = b.Extract(job, [&](core::BundleResult&& x) {
-    r.bundles.push_back(std::move(x));
-    return absl::OkStatus();
-  });
-  if (!s.ok()) return s.status();
-  r.summary = *s;
-  return r;
+  return ExtractAll(b, g, image, /*want_model=*/false);
 }
 
 void ExpectIdentical(const std::vector<core::BundleResult>& a, const std::vector<core::BundleResult>& b,

@@ -18,6 +18,7 @@
 #include "core/io/psf.h"
 #include "core/plan/geometry.h"
 #include "gtest/gtest.h"
+#include "tests/cuda/host/extract_run.h"
 #include "tests/synthetic_frames.h"
 #include "tests/test_support.h"
 
@@ -81,25 +82,11 @@ core::PreprocImage RawPlanes(const core::PreprocImage& frame, core::MaskPolicy p
   return raw;
 }
 
-struct Run {
-  std::vector<core::BundleResult> bundles;
-  core::ExtractionSummary summary;
-};
+using Run = ExtractRun;
 
 absl::StatusOr<Run> Extract(core::Backend& b, const std::shared_ptr<const core::Geometry>& g,
                             const core::PreprocImage& image) {
-  core::ExtractionJob job;
-  job.geometry = g;
-  job.image = &image;
-  job.want_model = true;
-  Run r;
-  auto s = b.Extract(job, [&](core::BundleResult&& x) {
-    r.bundles.push_back(std::move(x));
-    return absl::OkStatus();
-  });
-  if (!s.ok()) return s.status();
-  r.summary = *s;
-  return r;
+  return ExtractAll(b, g, image, /*want_model=*/true);
 }
 
 void ExpectIdentical(const Run& a, const Run& b, const std::string& what) {

@@ -172,6 +172,9 @@ constexpr int64_t kFileBytesPerFrame = int64_t{96} << 20;
 // streaming thread at most): a server-written DESI frame's (flux, ivar, chi2pix,
 // pixmask_fraction, specmask, failed bins: 44 MB for r, 55 MB for z).
 constexpr int64_t kFrameArrayBytesPerFrame = int64_t{64} << 20;
+// Rounded bundles kept for reuse per frame a float32 stream sends at once (one per
+// streaming thread at most): a DESI r frame's 20 bundles, 3.3 MB each in 4 MiB blocks.
+constexpr int64_t kWireBytesPerFrame = int64_t{80} << 20;
 
 }  // namespace
 
@@ -183,6 +186,7 @@ class SpexdServer::Impl {
   core::PlaneBufferPool plane_buffers{0};  // bound set with the workers (WarmUp)
   core::PlaneBufferPool load_buffers{0};   // the same
   core::PlaneBufferPool file_buffers{0};   // the same
+  core::PlaneBufferPool wire_buffers{0};   // the same
   core::FrameArrayPool frame_arrays{0};     // the same
   std::atomic<bool> float32_planes{false};
   std::atomic<bool> raw_planes{false};
@@ -271,6 +275,7 @@ class SpexdServer::Impl {
                                       kFrameArrayBytesPerFrame);
       file_buffers.set_max_cached_bytes((nworkers + scheduler->streaming_threads()) *
                                         kFileBytesPerFrame);
+      wire_buffers.set_max_cached_bytes(scheduler->streaming_threads() * kWireBytesPerFrame);
       for (const std::string& path : options.storage.preload_psfs) {
         auto file = roots->ReadFile(path, options.limits.max_upload_bytes);
         if (!file.ok()) return file.status();
@@ -380,6 +385,7 @@ absl::StatusOr<std::unique_ptr<SpexdServer>> SpexdServer::Start(ServerOptions op
   s.context.env.plane_buffers = &s.plane_buffers;
   s.context.env.load_buffers = &s.load_buffers;
   s.context.env.file_buffers = &s.file_buffers;
+  s.context.env.wire_buffers = &s.wire_buffers;
   s.context.env.frame_arrays = &s.frame_arrays;
   s.context.env.float32_planes = &s.float32_planes;
   s.context.env.raw_planes = &s.raw_planes;

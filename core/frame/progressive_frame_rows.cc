@@ -109,13 +109,9 @@ absl::Status ProgressiveFrameFile::AddRowValues(int row, const RowValues& v) {
   }
   std::vector<FrameScore> part;
   if (written.ok() && s.scores_by_row && v.doubles != nullptr) {
-    Frame rows;  // the bundle's rows with the recorded grid: what RawScores reads
-    rows.nspec = v.nfibers;
-    rows.nwave = s.shape.nwave;
-    rows.wave = s.shape.wave;
-    rows.flux = v.doubles->flux;
-    rows.ivar = v.doubles->ivar;
-    part = ComputeRawScores(rows, s.threads.pool(), s.threads.workers());
+    // The bundle's rows in place, on the recorded grid.
+    part = ComputeRawScores(v.doubles->flux.data(), v.doubles->ivar.data(), v.nfibers,
+                            s.shape.nwave, s.shape.wave, s.threads.pool(), s.threads.workers());
   }
   absl::MutexLock lock(&s.mu);
   if (scratch.data != nullptr) s.spare_scratch.push_back(std::move(scratch));

@@ -152,7 +152,8 @@ JobOutput::PreparedBundle JobOutput::PrepareBundle(core::BundleResult&& finished
     // Into the output region, or the server writes the file: the client sees progress.
     p.messages.push_back(EncodeBundleDone(b, seconds));
   } else if (float32_arrays()) {
-    p.messages = EncodeBundlePartsFloat32(b, seconds, MaxPayloadBytes(env_.limits));
+    p.messages =
+        EncodeBundlePartsFloat32(b, seconds, MaxPayloadBytes(env_.limits), env_.wire_buffers);
   } else {
     p.messages = EncodeBundleParts(p.bundle, seconds, MaxPayloadBytes(env_.limits));
   }

@@ -61,6 +61,7 @@ struct JobEnvironment {
   core::PlaneBufferPool* plane_buffers = nullptr;
   core::PlaneBufferPool* load_buffers = nullptr;  // PreprocOptions::load_buffers
   core::PlaneBufferPool* file_buffers = nullptr;  // server-written frame files' images
+  core::PlaneBufferPool* wire_buffers = nullptr;  // float32 streams' rounded bundles
   core::FrameArrayPool* frame_arrays = nullptr;   // assembled frames' per-bin arrays
   const std::atomic<bool>* float32_planes = nullptr;
   // Whether the workers take raw planes (PreprocOptions::keep_raw); set with the above.

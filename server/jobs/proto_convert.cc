@@ -149,18 +149,19 @@ std::vector<WireMessage> SplitBundle(const core::BundleResult& b, double seconds
 }
 
 // A bundle's arrays rounded to float32 once (what the float32 parts borrow).
+// A bundle's four arrays rounded to float32, one after another in one block.
 struct Float32Arrays {
-  std::unique_ptr<float[]> flux, ivar, rdiags, chi2pix;
+  core::PlaneBuffer<float> block;
+  const float *flux = nullptr, *ivar = nullptr, *rdiags = nullptr, *chi2pix = nullptr;
 };
 
 // The one rounding of a float64 result to float32: the conversion core/frame's writer
 // applies (round to nearest even), so that a file written from these values holds the
-// same bits as one written from the float64 values. Uninitialised first: every value is
-// written (a vector would zero ~35 MB of an r frame's arrays just before).
-std::unique_ptr<float[]> RoundToFloat32(const std::vector<double>& v) {
-  auto out = std::make_unique_for_overwrite<float[]>(v.size());
-  core::NarrowToFloat32(v.data(), out.get(), v.size());
-  return out;
+// same bits as one written from the float64 values. Into `out` as it is: every value is
+// written (zeroing first would only add a pass). Returns the end of the values written.
+float* RoundToFloat32(const std::vector<double>& v, float* out) {
+  core::NarrowToFloat32(v.data(), out, v.size());
+  return out + v.size();
 }
 
 }  // namespace
@@ -189,21 +190,29 @@ std::size_t BundleBytesPerFiberFloat32(int nwave, int ndiag) {
 }
 
 std::vector<WireMessage> EncodeBundlePartsFloat32(const core::BundleResult& b, double seconds,
-                                                  std::size_t max_part_bytes) {
+                                                  std::size_t max_part_bytes,
+                                                  core::PlaneBufferPool* buffers) {
   auto arrays = std::make_shared<Float32Arrays>();
-  arrays->flux = RoundToFloat32(b.flux);
-  arrays->ivar = RoundToFloat32(b.ivar);
-  arrays->rdiags = RoundToFloat32(b.rdiags);
-  arrays->chi2pix = RoundToFloat32(b.chi2pix);
+  arrays->block = core::PlaneBuffer<float>::Make(
+      b.flux.size() + b.ivar.size() + b.rdiags.size() + b.chi2pix.size(), buffers);
+  float* next = arrays->block.data();
+  arrays->flux = next;
+  next = RoundToFloat32(b.flux, next);
+  arrays->ivar = next;
+  next = RoundToFloat32(b.ivar, next);
+  arrays->rdiags = next;
+  next = RoundToFloat32(b.rdiags, next);
+  arrays->chi2pix = next;
+  RoundToFloat32(b.chi2pix, next);
   const Float32Arrays& a = *arrays;
   const std::size_t nk = static_cast<std::size_t>(2 * b.ndiag + 1);
   const std::size_t f = sizeof(float);
   return SplitBundle(b, seconds, max_part_bytes, BundleBytesPerFiberFloat32(b.nwave, b.ndiag),
                      arrays, [&](std::size_t off, std::size_t n, WireMessage* m) {
-    AppendBorrowedField(kFluxF32Field, a.flux.get() + off, n * f, m);
-    AppendBorrowedField(kIvarF32Field, a.ivar.get() + off, n * f, m);
-    AppendBorrowedField(kResolutionF32Field, a.rdiags.get() + off * nk, n * nk * f, m);
-    AppendBorrowedField(kChi2F32Field, a.chi2pix.get() + off, n * f, m);
+    AppendBorrowedField(kFluxF32Field, a.flux + off, n * f, m);
+    AppendBorrowedField(kIvarF32Field, a.ivar + off, n * f, m);
+    AppendBorrowedField(kResolutionF32Field, a.rdiags + off * nk, n * nk * f, m);
+    AppendBorrowedField(kChi2F32Field, a.chi2pix + off, n * f, m);
   });
 }
 

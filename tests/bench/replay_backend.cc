@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "core/io/preproc.h"
 #include "core/plan/geometry.h"
 
 namespace spexd::bench {
@@ -136,6 +137,13 @@ absl::StatusOr<std::shared_ptr<const std::vector<core::BundleResult>>> ReplaySto
   }
   core::ExtractionJob all = job;
   all.bundles.clear();  // every bundle, so that any later subset replays
+  // The CPU backend takes no raw planes: it records from a decoded copy of the frame.
+  core::PreprocImage decoded;
+  if (job.image->has_raw_planes()) {
+    decoded = *job.image;
+    core::DecodeRawPlanes(&decoded);
+    all.image = &decoded;
+  }
   auto results = std::make_shared<std::vector<core::BundleResult>>();
   auto summary = recorder_->Extract(all, [&](core::BundleResult&& b) {
     core::BundleResult kept = b;  // arrays of its own, not the recorder's pool's

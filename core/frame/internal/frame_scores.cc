@@ -50,11 +50,13 @@ double NumpySum(const double* a, std::size_t n) {
   return NumpySum(a, n2) + NumpySum(a + n2, n - n2);
 }
 
-double NumpyMedian(std::vector<double> v) {
-  if (v.empty()) return std::nan("");  // numpy: nan (with a warning) for an empty slice
-  const internal::MiddleValues m = internal::SelectMiddle(v.data(), v.size());
+double NumpyMedian(std::vector<double> v) { return NumpyMedianInPlace(v.data(), v.size()); }
+
+double NumpyMedianInPlace(double* v, std::size_t n) {
+  if (n == 0) return std::nan("");  // numpy: nan (with a warning) for an empty slice
+  const internal::MiddleValues m = internal::SelectMiddle(v, n);
   if (m.nan) return std::nan("");
-  return v.size() % 2 == 1 ? m.hi : (m.lo + m.hi) / 2.0;
+  return n % 2 == 1 ? m.hi : (m.lo + m.hi) / 2.0;
 }
 
 char ScoreBand(const std::vector<double>& wave) {
@@ -65,18 +67,26 @@ char ScoreBand(const std::vector<double>& wave) {
 }
 
 std::vector<FrameScore> ComputeRawScores(const Frame& frame, TaskPool* pool, int max_workers) {
-  if (frame.nwave < 2 || frame.nspec <= 0) return {};
-  const char band = ScoreBand(frame.wave);
+  return ComputeRawScores(frame.flux.data(), frame.ivar.data(), frame.nspec, frame.nwave,
+                          frame.wave, pool, max_workers);
+}
+
+std::vector<FrameScore> ComputeRawScores(const double* flux_rows, const double* ivar_rows,
+                                         int nspec_rows, int nwave,
+                                         const std::vector<double>& wave, TaskPool* pool,
+                                         int max_workers) {
+  if (nwave < 2 || nspec_rows <= 0) return {};
+  const char band = ScoreBand(wave);
   const TopHat range = BandRange(band);
-  const std::vector<double> dwave = GridGradient(frame.wave);
+  const std::vector<double> dwave = GridGradient(wave);
   std::vector<int> bins;
-  for (int w = 0; w < frame.nwave; ++w) {
-    if (frame.wave[w] >= range.lo && frame.wave[w] < range.hi) bins.push_back(w);
+  for (int w = 0; w < nwave; ++w) {
+    if (wave[w] >= range.lo && wave[w] < range.hi) bins.push_back(w);
   }
   if (bins.empty()) return {};
   const std::string b(1, static_cast<char>(band - 'a' + 'A'));
   const std::string where = absl::StrCat("in wave. range ", range.lo, ",", range.hi, "A");
-  const std::size_t nspec = static_cast<std::size_t>(frame.nspec);
+  const std::size_t nspec = static_cast<std::size_t>(nspec_rows);
   std::vector<FrameScore> scores = {
       {absl::StrCat("SUM_RAW_COUNT_", b), absl::StrCat("sum counts ", where), {}},
       {absl::StrCat("MEDIAN_RAW_COUNT_", b), absl::StrCat("median counts/A ", where), {}},
@@ -86,18 +96,18 @@ std::vector<FrameScore> ComputeRawScores(const Frame& frame, TaskPool* pool, int
   // Two medians of a band's ~2300 bins per fibre: a frame's scores take ~15 ms of one
   // core, on the critical path of every frame file. Fibres are independent.
   constexpr int kFibresPerTask = 16;
-  const int ntasks = (frame.nspec + kFibresPerTask - 1) / kFibresPerTask;
+  const int ntasks = (nspec_rows + kFibresPerTask - 1) / kFibresPerTask;
   ParallelFor(pool, max_workers, ntasks, [&](int, int task) {
     std::vector<double> flux(bins.size()), count(bins.size()), snr(bins.size());
-    const int end = std::min(frame.nspec, (task + 1) * kFibresPerTask);
+    const int end = std::min(nspec_rows, (task + 1) * kFibresPerTask);
     for (int s = task * kFibresPerTask; s < end; ++s) {
-      const std::size_t row = static_cast<std::size_t>(s) * frame.nwave;
+      const std::size_t row = static_cast<std::size_t>(s) * nwave;
       for (std::size_t k = 0; k < bins.size(); ++k) {
         const std::size_t i = row + bins[k];
-        const double ivar = frame.ivar[i] < 0 ? 0.0 : frame.ivar[i];
-        flux[k] = frame.flux[i];
-        count[k] = frame.flux[i] / dwave[bins[k]];
-        snr[k] = std::sqrt(ivar) * frame.flux[i] / std::sqrt(dwave[bins[k]]);
+        const double ivar = ivar_rows[i] < 0 ? 0.0 : ivar_rows[i];
+        flux[k] = flux_rows[i];
+        count[k] = flux_rows[i] / dwave[bins[k]];
+        snr[k] = std::sqrt(ivar) * flux_rows[i] / std::sqrt(dwave[bins[k]]);
       }
       // desispec's np.sum(flux[:, inband], axis=1): the boolean-indexed copy is
       // Fortran-ordered (numpy 1.24, Debian 12), so numpy adds each row's values in order
@@ -105,8 +115,8 @@ std::vector<FrameScore> ComputeRawScores(const Frame& frame, TaskPool* pool, int
       double sum = 0.0;
       for (double v : flux) sum += v;
       scores[0].values[s] = sum;
-      scores[1].values[s] = NumpyMedian(count);
-      scores[2].values[s] = NumpyMedian(snr);
+      scores[1].values[s] = NumpyMedianInPlace(count.data(), count.size());
+      scores[2].values[s] = NumpyMedianInPlace(snr.data(), snr.size());
     }
   });
   return scores;

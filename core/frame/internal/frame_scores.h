@@ -31,6 +31,11 @@ char ScoreBand(const std::vector<double>& wave);
 // each fibre's values do not depend on it.
 std::vector<FrameScore> ComputeRawScores(const Frame& frame, TaskPool* pool = nullptr,
                                          int max_workers = 1);
+// The same of `nspec` rows ([nspec][nwave] flux and ivar, read in place: a bundle's rows
+// need no copy into a Frame) on the grid `wave` (nwave values).
+std::vector<FrameScore> ComputeRawScores(const double* flux, const double* ivar, int nspec,
+                                         int nwave, const std::vector<double>& wave,
+                                         TaskPool* pool = nullptr, int max_workers = 1);
 
 // numpy's pairwise float64 summation (add.reduce over a contiguous axis: numpy.mean of
 // the grid) and
@@ -38,6 +43,8 @@ std::vector<FrameScore> ComputeRawScores(const Frame& frame, TaskPool* pool = nu
 // NaN when a value is NaN or there is none).
 double NumpySum(const double* values, std::size_t n);
 double NumpyMedian(std::vector<double> values);
+// The same of values[0, n), reordering them (a scratch array: no copy).
+double NumpyMedianInPlace(double* values, std::size_t n);
 
 }  // namespace spexd::core
 

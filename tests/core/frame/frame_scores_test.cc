@@ -42,6 +42,22 @@ TEST(FrameScoresTest, RawScoresOfTheCameraBand) {
   EXPECT_EQ(scores[2].values, (std::vector<double>{17.0, 15.0}));
 }
 
+// A frame's rows read in place (a bundle's, as the progressive frame file scores them)
+// score as the frame scores them: the second fibre's row alone gives its values.
+TEST(FrameScoresTest, RowsReadInPlaceScoreAsTheirFrame) {
+  const Frame f = TwoFibres();
+  const std::vector<FrameScore> whole = ComputeRawScores(f);
+  const std::size_t row = static_cast<std::size_t>(f.nwave);
+  const std::vector<FrameScore> second =
+      ComputeRawScores(f.flux.data() + row, f.ivar.data() + row, 1, f.nwave, f.wave);
+  ASSERT_EQ(second.size(), whole.size());
+  for (std::size_t c = 0; c < whole.size(); ++c) {
+    EXPECT_EQ(second[c].name, whole[c].name);
+    EXPECT_EQ(second[c].values, std::vector<double>{whole[c].values[1]}) << whole[c].name;
+  }
+  EXPECT_EQ(f.flux, TwoFibres().flux);  // the rows are read, not reordered
+}
+
 TEST(FrameScoresTest, BandFromTheMeanWavelength) {
   EXPECT_EQ(ScoreBand({3600.0, 5800.0}), 'b');
   EXPECT_EQ(ScoreBand({5760.0, 7620.0}), 'r');
@@ -73,6 +89,10 @@ TEST(FrameScoresTest, NumpyArithmetic) {
   EXPECT_EQ(NumpyMedian({3, 1, 2}), 2.0);
   EXPECT_EQ(NumpyMedian({4, 1, 3, 2}), 2.5);
   EXPECT_TRUE(std::isnan(NumpyMedian({})));
+  std::vector<double> scratch = {4, 1, 3, 2};
+  EXPECT_EQ(NumpyMedianInPlace(scratch.data(), scratch.size()), 2.5);
+  EXPECT_EQ(NumpyMedianInPlace(scratch.data(), 3), NumpyMedian({scratch[0], scratch[1], scratch[2]}));
+  EXPECT_TRUE(std::isnan(NumpyMedianInPlace(scratch.data(), 0)));
 }
 
 }  // namespace

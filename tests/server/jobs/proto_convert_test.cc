@@ -146,6 +146,37 @@ TEST(ProtoConvertTest, Float32PartsHoldTheRoundedValuesInHalfTheBytes) {
   expect_rounded(chi2, b->chi2pix);
 }
 
+// Float32 parts from a pool's block carry the same bytes as from a block of their own; the
+// block goes back to the pool once the parts are gone, and the next bundle takes it
+// rather than fresh memory.
+TEST(ProtoConvertTest, Float32PartsReusePooledMemoryOnceWritten) {
+  core::BundleResult b;
+  b.Allocate(/*bundle=*/0, /*fiber0=*/0, /*nfib=*/25, /*nw=*/2326, /*nd=*/5);
+  for (std::size_t i = 0; i < b.flux.size(); ++i) {
+    b.flux[i] = 1.0 / 7.0 * static_cast<double>(i);
+    b.ivar[i] = 2.0 + static_cast<double>(i);
+    b.chi2pix[i] = 0.5 * static_cast<double>(i);
+  }
+  for (std::size_t i = 0; i < b.rdiags.size(); ++i) b.rdiags[i] = 0.01 * static_cast<double>(i);
+  const std::size_t limit = (4 << 20) - 65536;
+  auto flat = [](const std::vector<WireMessage>& parts) {
+    std::string all;
+    for (const WireMessage& m : parts) all += m.Flatten();
+    return all;
+  };
+  const std::string own = flat(EncodeBundlePartsFloat32(b, 1.5, limit));
+  core::PlaneBufferPool pool(int64_t{64} << 20);
+  {
+    const std::vector<WireMessage> pooled = EncodeBundlePartsFloat32(b, 1.5, limit, &pool);
+    EXPECT_EQ(pool.cached_bytes(), 0);  // lent to the parts while they live
+    EXPECT_EQ(flat(pooled), own);
+  }
+  EXPECT_GT(pool.cached_bytes(), 0);
+  EXPECT_EQ(pool.reused(), 0);
+  EXPECT_EQ(flat(EncodeBundlePartsFloat32(b, 1.5, limit, &pool)), own);
+  EXPECT_EQ(pool.reused(), 1);
+}
+
 TEST(ProtoConvertTest, EmptyBundleModelChunkHeaderAndSummaryEncode) {
   auto empty = std::make_shared<core::BundleResult>();
   empty->Allocate(/*bundle=*/0, /*fiber0=*/0, /*nfib=*/0, /*nw=*/10, /*nd=*/1);

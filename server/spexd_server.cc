@@ -156,12 +156,16 @@ absl::Status CheckGpuDevices(const WorkerOptions& o) {
 }
 
 // Plane memory kept for reuse per frame the server holds at once: IMAGE and IVAR of a
-// DESI r frame (4128 x 4114 float32) and, for raw planes, its MASK bits, with room to
-// spare. Only memory that frames used is ever kept; this bounds what stays idle.
-constexpr int64_t kCachedBytesPerFrame = int64_t{176} << 20;
+// DESI r frame (4128 x 4114 float32) and, for raw planes, its MASK bits; for raw planes
+// of a .fits.gz, the block the file is inflated into instead of IMAGE and IVAR, since
+// they are parts of it (196 MiB for r, whose READNOISE HDU the block has room for but
+// does not hold), with the MASK bits 230 MiB. Only memory that frames used is ever kept;
+// this bounds what stays idle.
+constexpr int64_t kCachedBytesPerFrame = int64_t{240} << 20;
 // Memory kept for reuse per loader thread, for what a load needs only while it lasts
 // (PreprocOptions::load_buffers): for a DESI r .fits.gz its compressed bytes (110 MB at
-// Python's gzip level 6), the FITS file inflated from them (204 MB) and the MASK bits
+// Python's gzip level 6), the inflation's work buffers (8 MiB), the FITS file inflated
+// from them (204 MB; in the planes' memory above with raw planes) and the MASK bits
 // (34 MB). Plain .fits inputs use only the last.
 constexpr int64_t kLoadBytesPerLoader = int64_t{384} << 20;
 // Memory kept for reuse per frame file the server writes at once (one per worker and per

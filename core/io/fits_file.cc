@@ -10,6 +10,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <utility>
 
 #include "absl/strings/match.h"
@@ -110,8 +111,9 @@ struct FitsFile::MemBuffer {
   void* ptr = nullptr;
   std::size_t size = 0;
   std::string owned;  // when set, ptr points into it (read-only files: never realloc()ed)
-  PlaneBuffer<char> block;  // the same
-  bool borrowed() const { return !owned.empty() || !block.empty(); }
+  // The same; shared, so that parts of it (SharedBytes) may outlive the file.
+  std::shared_ptr<PlaneBuffer<char>> block;
+  bool borrowed() const { return !owned.empty() || block != nullptr; }
 };
 
 FitsFile::FitsFile(fitsfile* fptr, std::string name) : fptr_(fptr), name_(std::move(name)) {}
@@ -224,8 +226,8 @@ absl::StatusOr<FitsFile> FitsFile::OpenMemory(PlaneBuffer<char> bytes, std::stri
   // Whole records, as in the copying overload (CFITSIO reads past a short last record).
   std::memset(bytes.data() + true_size, 0, padded - true_size);
   auto* mem = new MemBuffer;
-  mem->block = std::move(bytes);
-  mem->ptr = mem->block.data();
+  mem->block = std::make_shared<PlaneBuffer<char>>(std::move(bytes));
+  mem->ptr = mem->block->data();
   mem->size = padded;
   return OpenMemBuffer(mem, true_size, std::move(display_name));
 }
@@ -325,6 +327,11 @@ absl::StatusOr<std::string> FitsFile::WrittenBytes(int64_t offset, int64_t n) {
 
 const char* FitsFile::MemoryData() const {
   return mem_ != nullptr ? static_cast<const char*>(mem_->ptr) : nullptr;
+}
+
+std::shared_ptr<const void> FitsFile::SharedBytes() const {
+  if (mem_ == nullptr || mem_->block == nullptr) return nullptr;
+  return mem_->block;
 }
 
 std::string FitsFile::CurrentHduName() const {

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include "absl/strings/string_view.h"
@@ -123,6 +124,10 @@ class FitsFile {
   // FAILED_PRECONDITION for a file CFITSIO decompressed itself (OpenRead of a .gz: its
   // bytes on disk are not the FITS file) or one being written.
   absl::StatusOr<RawBytes> OpenRawBytes() const;
+  // For a file opened on a block (OpenMemory of a PlaneBuffer): what keeps the block, and
+  // so every pointer RawBytes::Direct gives, alive after the file closes
+  // (PlaneBuffer::Part). Null for other files.
+  std::shared_ptr<const void> SharedBytes() const;
 
   // The header cards of the current HDU (80-character records), without the
   // structural ones (SIMPLE, XTENSION, BITPIX, NAXISn, EXTEND, PCOUNT, GCOUNT,

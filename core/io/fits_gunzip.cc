@@ -40,14 +40,47 @@ constexpr std::size_t kReadPiece = std::size_t{4} << 20;
 
 std::size_t RoundUpToBlock(std::size_t n) { return (n + kBlock - 1) / kBlock * kBlock; }
 
+// Memory an inflation needs only while it runs: from `pool` (InflateBuffers::work), taken
+// at its full size at once and never zeroed, or, without a pool, a vector grown as needed
+// (what a bounded-heap caller such as the fuzzer sees).
+class WorkBuffer {
+ public:
+  explicit WorkBuffer(PlaneBufferPool* pool) : pool_(pool) {}
+  // At least `bytes` (`pooled_bytes` from a pool), keeping what it holds.
+  void Resize(std::size_t bytes, std::size_t pooled_bytes) {
+    if (size() >= bytes) return;
+    if (pool_ == nullptr) {
+      own_.resize(bytes);
+      return;
+    }
+    PlaneBuffer<char> next = PlaneBuffer<char>::Make(std::max(bytes, pooled_bytes), pool_);
+    if (!pooled_.empty()) std::memcpy(next.data(), pooled_.data(), pooled_.size());
+    pooled_ = std::move(next);
+  }
+  char* data() { return pool_ != nullptr ? pooled_.data() : own_.data(); }
+  const char* data() const { return pool_ != nullptr ? pooled_.data() : own_.data(); }
+  std::size_t size() const { return pool_ != nullptr ? pooled_.size() : own_.size(); }
+  bool empty() const { return size() == 0; }
+  void Free() {
+    pooled_.Release();
+    std::vector<char>().swap(own_);
+  }
+
+ private:
+  PlaneBufferPool* const pool_;
+  PlaneBuffer<char> pooled_;
+  std::vector<char> own_;
+};
+
 // One .fits.gz being inflated: the gzip decoder, the header check, and the block the FITS
 // file is inflated into, taken once the primary header has been checked.
 class FitsInflation {
  public:
   FitsInflation(const std::string& name, const FitsSizeLimits& limits, const StopFn& stop,
-                PlaneBufferPool* buffers, const HduHeaderCheck& hdu_check, int64_t gz_bytes,
+                const InflateBuffers& buffers, const HduHeaderCheck& hdu_check, int64_t gz_bytes,
                 uint32_t isize)
-      : name_(name), limits_(limits), stop_(stop), buffers_(buffers), decoder_(name),
+      : name_(name), limits_(limits), stop_(stop), buffers_(buffers.file), head_(buffers.work),
+        scratch_(buffers.work), decoder_(name),
         check_(name, limits, hdu_check), claim_(WholeInflateCapacity(gz_bytes, isize, limits)),
         gz_bytes_(gz_bytes),
         // Room for a file at the limit and one block more, so that output past the
@@ -61,7 +94,7 @@ class FitsInflation {
       if (skip_ > 0) {
         // The data of an HDU the check dropped: inflated (the CRC-32 is checked), counted,
         // not held.
-        if (scratch_.size() < kSkipStep) scratch_.resize(kSkipStep);
+        scratch_.Resize(kSkipStep, kSkipStep);
         const std::size_t before = input.size();
         SPEXD_ASSIGN_OR_RETURN(const std::size_t n,
                                decoder_.Decode(&input, scratch_.data(), std::min(kSkipStep, skip_)));
@@ -73,7 +106,7 @@ class FitsInflation {
       }
       if (check_.trailing()) {
         // After the last HDU: inflated (the CRC-32 is checked), counted, dropped.
-        if (scratch_.empty()) scratch_.resize(kFirstStep);
+        scratch_.Resize(kFirstStep, kSkipStep);
         const std::size_t before = input.size();
         SPEXD_ASSIGN_OR_RETURN(const std::size_t n,
                                decoder_.Decode(&input, scratch_.data(), scratch_.size()));
@@ -87,15 +120,13 @@ class FitsInflation {
         // Until the primary header has passed: into a buffer of its own, 64 KiB (a stream
         // that is not FITS is refused within it), then as long as the longest header
         // allowed and a step more (the header check refuses a longer one).
-        if (head_.empty()) head_.resize(kFirstStep);
-        if (head_.size() == size_) {
-          if (head_.size() >= kMaxHead) {  // the header check refuses such a header first
-            return absl::InternalError(absl::StrCat(name_, ": primary header longer than allowed"));
-          }
-          head_.resize(kMaxHead);
+        if (size_ >= kMaxHead) {  // the header check refuses such a header first
+          return absl::InternalError(absl::StrCat(name_, ": primary header longer than allowed"));
         }
+        const std::size_t limit = size_ < kFirstStep ? kFirstStep : kMaxHead;
+        head_.Resize(limit, kMaxHead);
         out = head_.data() + size_;
-        room = head_.size() - size_;
+        room = limit - size_;
       } else {
         if (block_.size() - size_ < kBlock) SPEXD_RETURN_IF_ERROR(Grow());
         out = block_.data() + size_;
@@ -199,7 +230,7 @@ class FitsInflation {
                                    : static_cast<std::size_t>(std::max<int64_t>(4 * gz_bytes_, 1 << 20));
     bytes = std::min(std::max(bytes, size_ + kBlock), max_block_);
     SPEXD_RETURN_IF_ERROR(Replace(bytes));
-    std::vector<char>().swap(head_);  // up to the longest header allowed: not held on
+    head_.Free();  // up to the longest header allowed: not held on
     return absl::OkStatus();
   }
 
@@ -217,12 +248,12 @@ class FitsInflation {
   const std::string& name_;
   const FitsSizeLimits& limits_;
   const StopFn& stop_;
-  PlaneBufferPool* buffers_;
+  PlaneBufferPool* buffers_;  // the file's block's
+  WorkBuffer head_, scratch_;
   GzipDecoder decoder_;
   FitsStreamCheck check_;
   const int64_t claim_, gz_bytes_;
   const std::size_t max_block_;
-  std::vector<char> head_, scratch_;
   PlaneBuffer<char> block_;
   std::size_t size_ = 0;  // bytes of the FITS file inflated so far (in head_ or block_)
   std::size_t skip_ = 0, skip_min_ = 0;  // of a dropped HDU's data still to come (unpadded)
@@ -248,7 +279,8 @@ int64_t WholeInflateCapacity(int64_t gz_bytes, uint32_t isize, const FitsSizeLim
 
 absl::StatusOr<InflatedFits> InflateFits(absl::string_view gz, const std::string& name,
                                          const FitsSizeLimits& limits, const StopFn& stop,
-                                         PlaneBufferPool* buffers, const HduHeaderCheck& hdu_check) {
+                                         const InflateBuffers& buffers,
+                                         const HduHeaderCheck& hdu_check) {
   FitsInflation inflation(name, limits, stop, buffers, hdu_check, static_cast<int64_t>(gz.size()),
                           GzipTrailerSize(gz));
   SPEXD_RETURN_IF_ERROR(inflation.Feed(gz));
@@ -262,7 +294,8 @@ absl::StatusOr<std::string> GunzipFits(absl::string_view gz, const std::string& 
 
 absl::StatusOr<InflatedFits> InflateFitsFd(int fd, const std::string& name,
                                            const FitsSizeLimits& limits, const StopFn& stop,
-                                           PlaneBufferPool* buffers, const HduHeaderCheck& hdu_check) {
+                                           const InflateBuffers& buffers,
+                                           const HduHeaderCheck& hdu_check) {
   const off_t start = lseek(fd, 0, SEEK_CUR), end = lseek(fd, 0, SEEK_END);
   uint32_t isize = 0;
   char tail[4];
@@ -272,9 +305,10 @@ absl::StatusOr<InflatedFits> InflateFitsFd(int fd, const std::string& name,
   if (start >= 0) lseek(fd, start, SEEK_SET);
   const int64_t gz_bytes = start >= 0 && end >= start ? end - start : 0;
   FitsInflation inflation(name, limits, stop, buffers, hdu_check, gz_bytes, isize);
-  std::vector<char> buf(kReadPiece);
+  WorkBuffer buf(buffers.work);
+  buf.Resize(kReadPiece, kReadPiece);
   for (;;) {
-    const ssize_t n = read(fd, buf.data(), buf.size());
+    const ssize_t n = read(fd, buf.data(), kReadPiece);
     if (n < 0) {
       if (errno == EINTR) continue;
       return absl::InvalidArgumentError(absl::StrCat(name, ": read failed: ", std::strerror(errno)));

@@ -75,17 +75,31 @@ struct InflatedFits {
   }
 };
 
-// The FITS file inside the gzip data `gz` (see IsGzip), inflated into a block from `buffers`
-// (null: a block of its own); InflateFitsFd reads the gzip data from `fd` (from its current
+// Where an inflation's memory comes from (a null pool: memory of its own): `file`, the
+// block the FITS file is inflated into (InflatedFits::block); `work`, what it needs only
+// while it runs (the compressed pieces read from a descriptor, the output before the
+// primary header has passed, a dropped HDU's data), reused from load to load so that none
+// of it is faulted in or zeroed again. Made from one pool, it serves both.
+struct InflateBuffers {
+  InflateBuffers(PlaneBufferPool* pool = nullptr)  // NOLINT(google-explicit-constructor)
+      : file(pool), work(pool) {}
+  InflateBuffers(PlaneBufferPool* file_pool, PlaneBufferPool* work_pool)
+      : file(file_pool), work(work_pool) {}
+  PlaneBufferPool* file = nullptr;
+  PlaneBufferPool* work = nullptr;
+};
+
+// The FITS file inside the gzip data `gz` (see IsGzip), inflated into a block from
+// `buffers`; InflateFitsFd reads the gzip data from `fd` (from its current
 // offset) in 4 MiB pieces as it inflates them. `hdu_check` (may be empty) judges each HDU
 // from its header before its data inflate. Errors as GunzipFits below, and hdu_check's.
 absl::StatusOr<InflatedFits> InflateFits(absl::string_view gz, const std::string& name,
                                          const FitsSizeLimits& limits, const StopFn& stop,
-                                         PlaneBufferPool* buffers,
+                                         const InflateBuffers& buffers,
                                          const HduHeaderCheck& hdu_check = {});
 absl::StatusOr<InflatedFits> InflateFitsFd(int fd, const std::string& name,
                                            const FitsSizeLimits& limits, const StopFn& stop,
-                                           PlaneBufferPool* buffers,
+                                           const InflateBuffers& buffers,
                                            const HduHeaderCheck& hdu_check = {});
 
 // The FITS file inside the gzip data `gz` (see IsGzip), as a string. Errors name `name`:

@@ -73,7 +73,8 @@ PlaneBlock AllocatePlaneBlock(std::size_t bytes);
 }  // namespace internal
 
 // An array of n T (trivially copyable), uninitialised when made, that gives its memory back to the pool it came
-// from (or frees it) when destroyed. Move-only.
+// from (or frees it) when destroyed; or a part of a block that others share (Part), which
+// keeps that block alive. Copies have a block of their own.
 template <typename T>
 class PlaneBuffer {
  public:
@@ -81,13 +82,15 @@ class PlaneBuffer {
   PlaneBuffer(PlaneBuffer&& other) noexcept
       : block_(std::exchange(other.block_, {})),
         size_(std::exchange(other.size_, 0)),
-        cache_(std::move(other.cache_)) {}
+        cache_(std::move(other.cache_)),
+        owner_(std::move(other.owner_)) {}
   PlaneBuffer& operator=(PlaneBuffer&& other) noexcept {
     if (this != &other) {
       Release();
       block_ = std::exchange(other.block_, {});
       size_ = std::exchange(other.size_, 0);
       cache_ = std::move(other.cache_);
+      owner_ = std::move(other.owner_);
     }
     return *this;
   }
@@ -103,6 +106,11 @@ class PlaneBuffer {
 
   // n elements from `pool` (null: a block of its own). Throws std::bad_alloc like a vector.
   static PlaneBuffer Make(std::size_t n, PlaneBufferPool* pool);
+  // The n elements at `data`, inside memory that `owner` keeps alive (e.g. a plane that
+  // lies in a pooled block holding a whole file, shared by the file's reader and the
+  // frame: the block goes back to its pool once the last of them is gone). `data` is
+  // aligned for T. No memory of its own.
+  static PlaneBuffer Part(std::shared_ptr<const void> owner, T* data, std::size_t n);
 
   T* data() { return static_cast<T*>(block_.data); }
   const T* data() const { return static_cast<const T*>(block_.data); }
@@ -114,7 +122,7 @@ class PlaneBuffer {
   T* end() { return data() + size_; }
   const T* begin() const { return data(); }
   const T* end() const { return data() + size_; }
-  // Bytes of the block behind the buffer (at least size() * sizeof(T)).
+  // Bytes of the block behind the buffer (at least size() * sizeof(T); a part's own).
   std::size_t capacity_bytes() const { return block_.bytes; }
   // Keeps the first `n` elements (n <= size()); the block stays whole.
   void Shrink(std::size_t n) { size_ = n < size_ ? n : size_; }
@@ -129,6 +137,7 @@ class PlaneBuffer {
     out.block_ = std::exchange(block_, {});
     out.size_ = std::exchange(size_, 0);
     out.cache_ = std::move(cache_);
+    out.owner_ = std::move(owner_);
     return out;
   }
 
@@ -138,6 +147,7 @@ class PlaneBuffer {
   internal::PlaneBlock block_;
   std::size_t size_ = 0;
   std::shared_ptr<internal::PlaneCache> cache_;  // null: not pooled
+  std::shared_ptr<const void> owner_;            // set: a part of a block it keeps alive
 };
 
 // Blocks kept for reuse, up to `max_cached_bytes` of them at a time (the owner sizes it
@@ -177,8 +187,20 @@ PlaneBuffer<T> PlaneBuffer<T>::Make(std::size_t n, PlaneBufferPool* pool) {
 }
 
 template <typename T>
+PlaneBuffer<T> PlaneBuffer<T>::Part(std::shared_ptr<const void> owner, T* data, std::size_t n) {
+  PlaneBuffer<T> b;
+  if (n == 0) return b;
+  b.block_ = internal::PlaneBlock{data, n * sizeof(T), nullptr};
+  b.size_ = n;
+  b.owner_ = std::move(owner);
+  return b;
+}
+
+template <typename T>
 void PlaneBuffer<T>::Release() {
-  if (block_.data != nullptr) {
+  if (owner_ != nullptr) {
+    owner_.reset();  // the block is the owner's
+  } else if (block_.data != nullptr) {
     if (cache_ != nullptr) {
       cache_->Give(block_);
     } else {

@@ -46,6 +46,18 @@ using preproc_checks::MoveIfPresent;
 using preproc_checks::PreprocHduCheck;
 using preproc_checks::PrimaryNotImage;
 
+// Where a .fits.gz load inflates: with raw planes, into the planes' pool (page-locked on a
+// GPU server), as the planes are then parts of the inflated file (ReadRawPlanes); else into
+// the load's. The inflation's work buffers are the load's either way.
+InflateBuffers InflatePools(const PreprocOptions& options) {
+  return {options.keep_raw ? options.buffers : options.load_buffers, options.load_buffers};
+}
+
+template <typename T>
+bool IsAligned(const void* p) {
+  return reinterpret_cast<std::uintptr_t>(p) % alignof(T) == 0;
+}
+
 // MASK holds ccdmask bits in 16 bits (spec §5.1: int16 on disk, read as uint16).
 // uint16 (int16 + BZERO 32768) and uint8 convert directly; plain int16 keeps its bit
 // pattern (two's complement, so -32768 is bit 15); int32 must hold values that fit in
@@ -405,12 +417,29 @@ absl::Status PreprocReader::ReadRawPlanes(const FitsFile::RawFloatImage& raw_ima
                                            const FitsFile::RawFloatImage& raw_ivar,
                                            PreprocImage* frame) {
   const std::size_t n = static_cast<std::size_t>(raw_image.pixels);
+  frame->raw_bad_bits = MaskBadBits(options_.mask_policy);
+  SPEXD_ASSIGN_OR_RETURN(FitsFile::RawBytes bytes, file_.OpenRawBytes());
+  // A .fits.gz inflated into a block of the planes' pool (InflatePools): the planes are
+  // the file's own bytes there, shared with the reader, not copied (they keep the block
+  // until the backend has uploaded them).
+  if (std::shared_ptr<const void> shared = file_.SharedBytes(); shared != nullptr) {
+    const char* image = bytes.Direct(raw_image.data_offset, n * 4);
+    const char* ivar = bytes.Direct(raw_ivar.data_offset, n * 4);
+    if (image != nullptr && ivar != nullptr && IsAligned<uint32_t>(image) &&
+        IsAligned<uint32_t>(ivar)) {
+      frame->image_raw = PlaneBuffer<uint32_t>::Part(
+          shared, reinterpret_cast<uint32_t*>(const_cast<char*>(image)), n);
+      frame->ivar_raw = PlaneBuffer<uint32_t>::Part(
+          shared, reinterpret_cast<uint32_t*>(const_cast<char*>(ivar)), n);
+      SPEXD_RETURN_IF_ERROR(ReadMask(options_.buffers, &frame->mask_raw));
+      SPEXD_RETURN_IF_ERROR(ReadFibermap(frame));
+      return Stopped();
+    }
+  }
   // All three stay with the frame until the backend has uploaded them: the planes' own
   // (pinned) pool, not the load's.
   frame->image_raw = PlaneBuffer<uint32_t>::Make(n, options_.buffers);
   frame->ivar_raw = PlaneBuffer<uint32_t>::Make(n, options_.buffers);
-  frame->raw_bad_bits = MaskBadBits(options_.mask_policy);
-  SPEXD_ASSIGN_OR_RETURN(FitsFile::RawBytes bytes, file_.OpenRawBytes());
   const int chunks = DecodeChunks(raw_image.pixels);
   absl::Mutex mu;
   absl::Status copy, side;
@@ -460,7 +489,7 @@ absl::StatusOr<PreprocReader> PreprocReader::Open(const std::string& path,
             absl::StrCat(path, ": cannot open: ", std::strerror(errno)));
       }
       absl::StatusOr<InflatedFits> fits =
-          InflateFitsFd(fd, path, limits, stop, options.load_buffers, PreprocHduCheck());
+          InflateFitsFd(fd, path, limits, stop, InflatePools(options), PreprocHduCheck());
       close(fd);
       if (!fits.ok()) return fits.status();
       return OpenInflated(*std::move(fits), path, options, limits, stop);
@@ -479,7 +508,7 @@ absl::StatusOr<PreprocReader> PreprocReader::OpenMemory(std::string bytes, const
   return Guarded(name, [&]() -> absl::StatusOr<PreprocReader> {
     if (IsGzip(bytes)) {
       absl::StatusOr<InflatedFits> fits =
-          InflateFits(bytes, name, limits, stop, options.load_buffers, PreprocHduCheck());
+          InflateFits(bytes, name, limits, stop, InflatePools(options), PreprocHduCheck());
       bytes = std::string();  // the compressed upload, no longer needed
       if (!fits.ok()) return fits.status();
       return OpenInflated(*std::move(fits), name, options, limits, stop);

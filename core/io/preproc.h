@@ -49,7 +49,8 @@ struct PreprocImage {
   bool has_float32_planes() const { return !image32.empty() || !ivar32.empty(); }
   // For a backend that applies the pixel rules itself (PreprocOptions::keep_raw): plain
   // float32 IMAGE and IVAR as the file stores them (big-endian IEEE words, copied from the
-  // file and never decoded on the host) and the MASK bits (empty: no MASK), with none of
+  // file, or for a .fits.gz parts of the block it was inflated into, and never decoded on
+  // the host) and the MASK bits (empty: no MASK), with none of
   // the rules applied: `raw_bad_bits` (MaskBadBits) says which mask bits the backend
   // applies. Instead of the two pairs above; n_masked and n_nonfinite stay 0 (the host
   // did not apply the rules). DecodeRawPlanes turns them into ruled float32 planes.
@@ -81,7 +82,9 @@ struct PreprocOptions {
   // Keep plain float32 IMAGE and IVAR as the file's own bytes, with the MASK bits and no
   // pixel rule applied (PreprocImage::image_raw, ivar_raw, mask_raw), for a backend that
   // does byte order, widening and the rules itself (Backend::TakesRawPlanes): the host
-  // copies each plane once, from the file (or the inflated .fits.gz) into `buffers`.
+  // copies each plane once, from the file into `buffers`; a .fits.gz is inflated into a
+  // block from `buffers` whose IMAGE and IVAR data are the planes, with no copy (the frame
+  // keeps the block, as big as the inflated file, until its planes go).
   // Other planes (float64, scaled, tile-compressed) are read as keep_float32 says.
   bool keep_raw = false;
   // Threads that decode a frame's planes, in chunks (core/base/parallel_for.h), besides the
@@ -91,7 +94,8 @@ struct PreprocOptions {
   // owned; buffers drawn from it may outlive it.
   PlaneBufferPool* buffers = nullptr;
   // Where the memory a load needs only while it lasts comes from: a .fits.gz input's
-  // compressed and inflated bytes (given back when the reader goes) and the MASK bits
+  // compressed and inflated bytes (given back when the reader goes; inflated into
+  // `buffers` instead with keep_raw) and the inflation's work buffers, and the MASK bits
   // (given back by Read); reused across frames: no page faults, no zeroing. Null: blocks
   // of their own. Not owned; the same lifetime rule.
   PlaneBufferPool* load_buffers = nullptr;

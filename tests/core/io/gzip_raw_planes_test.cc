@@ -23,25 +23,25 @@
 namespace spexd::core {
 namespace {
 
-constexpr long kWidth = 300, kHeight = 200;
-constexpr std::size_t kPixels = static_cast<std::size_t>(kWidth) * kHeight;
+constexpr long kFrameWidth = 300, kFrameHeight = 200;
+constexpr std::size_t kFramePixels = static_cast<std::size_t>(kFrameWidth) * kFrameHeight;
 constexpr std::size_t kRecord = 2880;
 // Each HDU here: one header record, then its data padded to whole records.
-constexpr std::size_t kPlaneHdu = kRecord + (kPixels * 4 + kRecord - 1) / kRecord * kRecord;
+constexpr std::size_t kPlaneHdu = kRecord + (kFramePixels * 4 + kRecord - 1) / kRecord * kRecord;
 
 // IMAGE (primary), IVAR, READNOISE (an HDU the reader drops while inflating), MASK
 // (RICE_1), FIBERMAP.
 void WriteFrame(const std::string& path) {
-  std::vector<float> image(kPixels), ivar(kPixels), noise(kPixels, 3.0f);
-  std::vector<int16_t> mask(kPixels, 0);
-  for (std::size_t i = 0; i < kPixels; ++i) {
+  std::vector<float> image(kFramePixels), ivar(kFramePixels), noise(kFramePixels, 3.0f);
+  std::vector<int16_t> mask(kFramePixels, 0);
+  for (std::size_t i = 0; i < kFramePixels; ++i) {
     image[i] = static_cast<float>(i % 977) - 400.5f;
     ivar[i] = 1.0f / static_cast<float>(1 + i % 113);
     if (i % 101 == 0) mask[i] = 4;
   }
   auto f = FitsFile::Create(path);
   ASSERT_TRUE(f.ok()) << f.status();
-  const std::vector<long> naxes = {kWidth, kHeight};
+  const std::vector<long> naxes = {kFrameWidth, kFrameHeight};
   ASSERT_TRUE(f->WriteImage<float>("IMAGE", naxes, image.data()).ok());
   ASSERT_TRUE(f->WriteImage<float>("IVAR", naxes, ivar.data()).ok());
   ASSERT_TRUE(f->WriteImage<float>("READNOISE", naxes, noise.data()).ok());
@@ -91,15 +91,15 @@ TEST_F(GzipRawPlanesTest, PlanesArePartsOfTheInflatedFileInThePlanesPool) {
                                                      RawOptions());
       ASSERT_TRUE(frame.ok()) << frame.status();
       ASSERT_TRUE(frame->has_raw_planes());
-      ASSERT_EQ(frame->image_raw.size(), kPixels);
-      ASSERT_EQ(frame->mask_raw.size(), kPixels);
+      ASSERT_EQ(frame->image_raw.size(), kFramePixels);
+      ASSERT_EQ(frame->mask_raw.size(), kFramePixels);
       // The file's own words, where the file has them: IVAR's data one HDU after IMAGE's,
       // in the same block.
       const char* image = reinterpret_cast<const char*>(frame->image_raw.data());
       const char* ivar = reinterpret_cast<const char*>(frame->ivar_raw.data());
       EXPECT_EQ(ivar - image, static_cast<std::ptrdiff_t>(kPlaneHdu));
-      EXPECT_EQ(std::memcmp(image, bytes_.data() + kRecord, kPixels * 4), 0);
-      EXPECT_EQ(std::memcmp(ivar, bytes_.data() + kRecord + kPlaneHdu, kPixels * 4), 0);
+      EXPECT_EQ(std::memcmp(image, bytes_.data() + kRecord, kFramePixels * 4), 0);
+      EXPECT_EQ(std::memcmp(ivar, bytes_.data() + kRecord + kPlaneHdu, kFramePixels * 4), 0);
       EXPECT_EQ(frame->mask_raw[0], 4);
       EXPECT_EQ(frame->mask_raw[1], 0);
       // The reader is gone; the frame alone holds the block, and its MASK bits.
@@ -116,16 +116,16 @@ TEST_F(GzipRawPlanesTest, PlanesOfTheGzipFileEqualThoseOfThePlainOne) {
   ASSERT_TRUE(plain.ok()) << plain.status();
   ASSERT_TRUE(gz.ok()) << gz.status();
   ASSERT_EQ(gz->image_raw.size(), plain->image_raw.size());
-  EXPECT_EQ(std::memcmp(gz->image_raw.data(), plain->image_raw.data(), kPixels * 4), 0);
-  EXPECT_EQ(std::memcmp(gz->ivar_raw.data(), plain->ivar_raw.data(), kPixels * 4), 0);
-  EXPECT_EQ(std::memcmp(gz->mask_raw.data(), plain->mask_raw.data(), kPixels * 2), 0);
+  EXPECT_EQ(std::memcmp(gz->image_raw.data(), plain->image_raw.data(), kFramePixels * 4), 0);
+  EXPECT_EQ(std::memcmp(gz->ivar_raw.data(), plain->ivar_raw.data(), kFramePixels * 4), 0);
+  EXPECT_EQ(std::memcmp(gz->mask_raw.data(), plain->mask_raw.data(), kFramePixels * 2), 0);
   EXPECT_EQ(gz->fibermap_fits, plain->fibermap_fits);
   EXPECT_EQ(gz->image_header, plain->image_header);
   // Decoded in place (a consumer that needs host values): the same values either way.
   DecodeRawPlanes(&*plain);
   DecodeRawPlanes(&*gz);
-  EXPECT_EQ(std::memcmp(gz->image32.data(), plain->image32.data(), kPixels * 4), 0);
-  EXPECT_EQ(std::memcmp(gz->ivar32.data(), plain->ivar32.data(), kPixels * 4), 0);
+  EXPECT_EQ(std::memcmp(gz->image32.data(), plain->image32.data(), kFramePixels * 4), 0);
+  EXPECT_EQ(std::memcmp(gz->ivar32.data(), plain->ivar32.data(), kFramePixels * 4), 0);
   EXPECT_EQ(gz->n_masked, plain->n_masked);
   EXPECT_EQ(gz->n_nonfinite, plain->n_nonfinite);
 }

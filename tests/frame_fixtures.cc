@@ -77,6 +77,17 @@ std::string MakeTestFibermap(int rows, bool checksum) {
   return *fm->TakeMemory();
 }
 
+int AppendFiberTable(core::FitsFile& f, int rows) {
+  int status = 0;
+  char* ttype[] = {const_cast<char*>("FIBER")};
+  char* tform[] = {const_cast<char*>("J")};
+  fits_create_tbl(f.get(), BINARY_TBL, rows, 1, ttype, tform, nullptr, "FIBERMAP", &status);
+  std::vector<int32_t> fiber(static_cast<std::size_t>(rows));
+  for (int i = 0; i < rows; ++i) fiber[static_cast<std::size_t>(i)] = i;
+  fits_write_col(f.get(), TINT, 1, 1, 1, rows, fiber.data(), &status);
+  return status;
+}
+
 core::BundleResult FrameRows(const core::Frame& f, int index, int row, int n) {
   core::BundleResult b;
   b.bundle = index;

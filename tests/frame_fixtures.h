@@ -10,6 +10,7 @@
 #include "core/frame/frame.h"
 #include "core/frame/frame_writer.h"
 #include "core/frame/progressive_frame_file.h"
+#include "core/io/fits_file.h"
 
 namespace spexd::testing {
 
@@ -20,6 +21,9 @@ core::Frame MakeTestFrame(int nspec, int nwave, int ndiag, uint64_t seed, bool s
 // A FIBERMAP of `rows` rows (FIBER = 0..rows-1, a float, a double, a 64-bit integer and a
 // blank-padded string), with CHECKSUM/DATASUM as desispec's inputs carry them if asked.
 std::string MakeTestFibermap(int rows, bool checksum);
+// Appends to `f` a FIBERMAP table of one column, FIBER (int32) = 0..rows-1: the least a
+// preproc's reader copies. CFITSIO's status (0: written).
+int AppendFiberTable(core::FitsFile& f, int rows);
 // Rows [row, row + n) of `f` as bundle `index`, finalised (per Angstrom), as a backend's
 // bundle reaches the frame file.
 core::BundleResult FrameRows(const core::Frame& f, int index, int row, int n);

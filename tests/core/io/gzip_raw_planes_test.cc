@@ -18,6 +18,7 @@
 #include "core/io/plane_buffer.h"
 #include "core/io/preproc.h"
 #include "gtest/gtest.h"
+#include "tests/frame_fixtures.h"
 #include "tests/test_support.h"
 
 namespace spexd::core {
@@ -49,12 +50,8 @@ void WriteFrame(const std::string& path) {
   fits_set_compression_type(f->get(), RICE_1, &status);
   ASSERT_TRUE(f->WriteImage<int16_t>("MASK", naxes, mask.data()).ok());
   fits_set_compression_type(f->get(), NOCOMPRESS, &status);
-  char* ttype[] = {const_cast<char*>("FIBER")};
-  char* tform[] = {const_cast<char*>("J")};
-  fits_create_tbl(f->get(), BINARY_TBL, 3, 1, ttype, tform, nullptr, "FIBERMAP", &status);
-  int32_t fiber[3] = {0, 1, 2};
-  fits_write_col(f->get(), TINT, 1, 1, 1, 3, fiber, &status);
   ASSERT_EQ(status, 0);
+  ASSERT_EQ(testing::AppendFiberTable(*f, 3), 0);
   ASSERT_TRUE(f->Close().ok());
 }
 

@@ -31,6 +31,11 @@ struct ExtractionJob {
   double regularize = 0.0;
   double psferr = 0.01;
   bool want_model = false;
+  // Nothing but the job's frame file reads the resolution data: a backend may hand each
+  // bundle's RESOLUTION as the file's bytes instead (BundleResult::rdiags_file, rdiags
+  // empty), narrowed where it was computed (the CUDA backend: on the device, downloading
+  // half the bytes). A backend that does not keeps rdiags, and the file narrows them.
+  bool resolution_file_bytes = false;
   // Bundles to extract (plan indices, ascending); empty means all.
   std::vector<int> bundles;
   // Checked between patches (CPU) or patch batches (CUDA), so that a cancel or a

@@ -48,6 +48,11 @@ struct BundleResult {
   std::vector<double> flux;              // [nfibers][nwave]
   std::vector<double> ivar;              // [nfibers][nwave]
   std::vector<double> rdiags;            // [nfibers][2*ndiag+1][nwave]
+  // RESOLUTION as a frame file stores it: big-endian float32 in rdiags' layout, narrowed
+  // where the results were computed (exactly as NarrowToBigEndianFloat32), for a job in
+  // which nothing but its frame file reads the resolution data; rdiags is then empty.
+  // Empty otherwise.
+  std::vector<char> rdiags_file;         // 4 bytes per value of rdiags
   std::vector<double> pixmask_fraction;  // [nfibers][nwave]
   std::vector<double> chi2pix;           // [nfibers][nwave]
   std::vector<uint8_t> failed_bins;      // [nfibers][nwave] 1 where the patch failed

@@ -1,6 +1,7 @@
 #include "core/frame/patch_outcome.h"
 
 #include <cstddef>
+#include <cstring>
 
 namespace spexd::core {
 
@@ -32,7 +33,14 @@ void MarkPatchFailed(const PatchPlan& plan, const PatchDesc& d, BundleResult* bu
       const std::size_t i = row * nwave + d.out_col + w;
       bundle->flux[i] = bundle->ivar[i] = bundle->pixmask_fraction[i] = bundle->chi2pix[i] = 0.0;
       bundle->failed_bins[i] = 1;
-      for (int k = 0; k < nk; ++k) bundle->rdiags[(row * nk + k) * nwave + d.out_col + w] = 0.0;
+      for (int k = 0; k < nk; ++k) {
+        const std::size_t j = (row * nk + static_cast<std::size_t>(k)) * nwave + d.out_col + w;
+        if (bundle->rdiags.empty()) {  // narrowed already: 0.0 is four zero bytes
+          std::memset(bundle->rdiags_file.data() + 4 * j, 0, 4);
+        } else {
+          bundle->rdiags[j] = 0.0;
+        }
+      }
     }
   }
 }

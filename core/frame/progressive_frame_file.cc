@@ -48,10 +48,12 @@ absl::Status ProgressiveFrameFile::State::WriteAt(int64_t offset, const char* da
 uint32_t ProgressiveFrameFile::State::Encode(std::size_t i, const void* values,
                                              std::size_t count, std::size_t at,
                                              Scratch* scratch, const char** written,
-                                             bool float32_bytes) {
+                                             Form form) {
   const HduSource::Encoding enc = sources.hdus[i].encoding;
   char* out = nullptr;
-  if (keep_image) {
+  if (form == Form::kFileBytes && !keep_image) {
+    out = const_cast<char*>(static_cast<const char*>(values));  // written from where they are
+  } else if (keep_image) {
     out = image.data() + data_offset(i) + at * internal::BytesPerValue(enc);
   } else {
     const std::size_t bytes = count * internal::BytesPerValue(enc);
@@ -68,11 +70,20 @@ uint32_t ProgressiveFrameFile::State::Encode(std::size_t i, const void* values,
   ParallelFor(threads.pool(), threads.workers(), tasks, [&](int, int t) {
     const std::size_t b = static_cast<std::size_t>(t) * kChunk;
     const std::size_t e = std::min(count, b + kChunk);
-    sums[static_cast<std::size_t>(t)] =
-        float32_bytes ? internal::EncodeFloat32Bytes(static_cast<const char*>(values) + 4 * b,
-                                                     e - b, out + 4 * b)
-                      : internal::EncodeValues(enc, values, b, e,
-                                               out + b * internal::BytesPerValue(enc));
+    const char* bytes = static_cast<const char*>(values) + 4 * b;
+    uint32_t& sum = sums[static_cast<std::size_t>(t)];
+    switch (form) {
+      case Form::kValues:
+        sum = internal::EncodeValues(enc, values, b, e, out + b * internal::BytesPerValue(enc));
+        break;
+      case Form::kFloat32Bytes:
+        sum = internal::EncodeFloat32Bytes(bytes, e - b, out + 4 * b);
+        break;
+      case Form::kFileBytes:
+        if (out + 4 * b != bytes) std::memcpy(out + 4 * b, bytes, 4 * (e - b));
+        sum = internal::OnesComplementSum(bytes, 4 * (e - b));
+        break;
+    }
   });
   uint32_t sum = 0;
   for (uint32_t s : sums) sum = internal::OnesComplementAdd(sum, s);

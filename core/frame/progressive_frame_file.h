@@ -78,7 +78,8 @@ class ProgressiveFrameFile {
   // different bundles may run at once (their rows are disjoint bytes), but not beside
   // Create or Finish. After a failed write every later call returns the same error (a
   // queued write's failure comes back from a later call, at the latest from Finish or
-  // WriteRest).
+  // WriteRest). A bundle whose RESOLUTION comes narrowed already (rdiags_file, rdiags
+  // empty) has those bytes written as they are.
   absl::Status AddRows(int row, const BundleResult& bundle);
   // The same from a float32 stream's rows, without widening them: for a file whose
   // scores are given (meta.given_scores), as a float32 stream's are.
@@ -132,6 +133,7 @@ class ProgressiveFrameFile {
     const void* rdiags = nullptr;
     const void* chi2pix = nullptr;
     bool float32_bytes = false;
+    bool rdiags_file_bytes = false;  // rdiags: the file's bytes (BundleResult::rdiags_file)
     const BundleResult* doubles = nullptr;
   };
   explicit ProgressiveFrameFile(std::unique_ptr<State> state);

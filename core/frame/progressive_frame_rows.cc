@@ -23,15 +23,20 @@ absl::Status ProgressiveFrameFile::AddRows(int row, const BundleResult& b) {
   const State& s = *s_;
   const std::size_t bins = static_cast<std::size_t>(std::max(b.nfibers, 0)) * s.shape.nwave;
   const std::size_t nk = static_cast<std::size_t>(2 * s.shape.ndiag + 1);
+  // RESOLUTION as float64 values, or as the file's bytes (rdiags_file) instead.
+  const bool rdiags_file = b.rdiags.empty() && !b.rdiags_file.empty();
   if (!b.per_angstrom || b.nwave != s.shape.nwave || b.ndiag != s.shape.ndiag ||
       b.flux.size() != bins || b.ivar.size() != bins || b.chi2pix.size() != bins ||
-      b.rdiags.size() != bins * nk) {
+      (rdiags_file ? b.rdiags_file.size() != 4 * bins * nk : b.rdiags.size() != bins * nk)) {
     return absl::InternalError(absl::StrCat(s.name, ": bundle ", b.bundle, " (", b.nfibers,
                                             " fibres at row ", row, ") does not fit the file"));
   }
   return AddRowValues(row, {.bundle = b.bundle, .nfibers = b.nfibers, .flux = b.flux.data(),
-                           .ivar = b.ivar.data(), .rdiags = b.rdiags.data(),
-                           .chi2pix = b.chi2pix.data(), .doubles = &b});
+                           .ivar = b.ivar.data(),
+                           .rdiags = rdiags_file ? static_cast<const void*>(b.rdiags_file.data())
+                                                 : b.rdiags.data(),
+                           .chi2pix = b.chi2pix.data(), .rdiags_file_bytes = rdiags_file,
+                           .doubles = &b});
 }
 
 absl::Status ProgressiveFrameFile::AddRows(int row, const Float32Rows& r) {
@@ -91,7 +96,11 @@ absl::Status ProgressiveFrameFile::AddRowValues(int row, const RowValues& v) {
     const std::size_t count = kind == FrameHdu::kResolution ? bins * nk : bins;
     const std::size_t at = static_cast<std::size_t>(row) * s.values_per_row(i);
     const char* encoded = nullptr;
-    sums[i] = s.Encode(i, values, count, at, &scratch, &encoded, v.float32_bytes);
+    const State::Form form = v.float32_bytes ? State::Form::kFloat32Bytes
+                             : kind == FrameHdu::kResolution && v.rdiags_file_bytes
+                                 ? State::Form::kFileBytes
+                                 : State::Form::kValues;
+    sums[i] = s.Encode(i, values, count, at, &scratch, &encoded, form);
     const int64_t offset = s.data_offset(i) + static_cast<int64_t>(at * 4);
     const int64_t n = static_cast<int64_t>(count * 4);
     if (s.gz != nullptr) {

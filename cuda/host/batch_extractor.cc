@@ -12,7 +12,9 @@
 #include "core/base/status_macros.h"
 #include "cuda/host/batch_plan.h"
 #include "cuda/host/cuda_check.h"
+#include "cuda/host/fault_injection.h"
 #include "cuda/kernels/decorrelation.h"
+#include "cuda/kernels/file_narrowing.h"
 #include "cuda/host/nvtx.h"
 #include "cuda/kernels/patch_products.h"
 
@@ -65,6 +67,7 @@ absl::Status BatchExtractor::Prepare(const core::ExtractionJob& job, int nbundle
   spec.image_pixels = static_cast<std::size_t>(plan.image_height) * plan.image_width;
   spec.ql_log = true;
   spec.ql_rotations = TridiagNeedsRotationLog(plan.nwavetot);
+  spec.rdiags_file = job.resolution_file_bytes;
 
   // Device bytes of both sets for b bundles per batch, plus the frame and its staging.
   auto need = [&](int b) {
@@ -73,7 +76,10 @@ absl::Status BatchExtractor::Prepare(const core::ExtractionJob& job, int nbundle
     const std::size_t canvas = static_cast<std::size_t>(b) * static_cast<std::size_t>(spec.canvas_stride);
     const std::size_t ql =  // one set
         spec.ql_log ? slots * spec.nper * QlBytesPerBlock(spec.nt, spec.ql_rotations) : 0;
-    return 2 * (slots * spec.SlotBytes() + (outs + canvas) * sizeof(double)) + ql +
+    const std::size_t rdiags_file =  // float32 words
+        spec.rdiags_file ? static_cast<std::size_t>(b) * plan.bundlesize * plan.nwave * spec.nk : 0;
+    return 2 * (slots * spec.SlotBytes() + (outs + canvas) * sizeof(double) +
+                rdiags_file * sizeof(uint32_t)) + ql +
            spec.image_pixels * (2 * sizeof(double) + 2 * sizeof(float) + sizeof(uint16_t));
   };
   std::size_t free_b = 0, total_b = 0;
@@ -167,10 +173,25 @@ absl::Status BatchExtractor::EnqueueDownload(WorkspaceSet* s, const Batch& batch
   const std::size_t out = batch.bundles.size() * static_cast<std::size_t>(spec_.bundlesize) * spec_.nwave;
   const std::size_t bytes = out * sizeof(double);
   SPEXD_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(stream, s->decorrelated.get(), 0));
+  if (cfg_.special_resolution) {  // test-only (fault_injection.h); pageable: copied at once
+    const std::size_t n = std::min<std::size_t>(kSpecialResolutionCount, out * spec_.nk);
+    SPEXD_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(s->out_rdiag.get(), kSpecialResolution, n * sizeof(double),
+                                               cudaMemcpyHostToDevice, stream));
+  }
   SPEXD_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(s->h_flux.get(), s->out_flux.get(), bytes, cudaMemcpyDeviceToHost, stream));
   SPEXD_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(s->h_ivar.get(), s->out_ivar.get(), bytes, cudaMemcpyDeviceToHost, stream));
-  SPEXD_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(s->h_rdiag.get(), s->out_rdiag.get(), bytes * spec_.nk,
-                                             cudaMemcpyDeviceToHost, stream));
+  if (spec_.rdiags_file) {
+    // Narrowed here to the frame file's bytes: half the bytes cross, and the host writes
+    // them as they are (ExtractionJob::resolution_file_bytes).
+    SPEXD_CUDA_RETURN_IF_ERROR(
+        LaunchNarrowToBigEndianFloat32(s->out_rdiag.get(), out * spec_.nk, s->out_rdiag_file.get(), stream));
+    SPEXD_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(s->h_rdiag.get(), s->out_rdiag_file.get(),
+                                               out * spec_.nk * sizeof(uint32_t),
+                                               cudaMemcpyDeviceToHost, stream));
+  } else {
+    SPEXD_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(s->h_rdiag.get(), s->out_rdiag.get(), bytes * spec_.nk,
+                                               cudaMemcpyDeviceToHost, stream));
+  }
   SPEXD_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(stream, s->compute_done.get(), 0));
   SPEXD_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(s->h_pixmask.get(), s->out_pixmask.get(), bytes, cudaMemcpyDeviceToHost, stream));
   SPEXD_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(s->h_chi2.get(), s->out_chi2.get(), bytes, cudaMemcpyDeviceToHost, stream));

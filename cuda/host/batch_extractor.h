@@ -40,6 +40,7 @@ class BatchExtractor {
     // stream with the QL and vectors, the compute stream going on to the next batch.
     bool reduce_on_tail = false;
     int max_batch_bundles = 0;  // a test's cap on the batch size (FaultPlan); 0: none
+    bool special_resolution = false;  // FaultPlan::special_resolution
   };
   explicit BatchExtractor(const Config& config) : cfg_(config) {}
 
@@ -93,17 +94,28 @@ class BatchExtractor {
   // a flag per slot, 1 where the patch was retried.
   absl::StatusOr<std::vector<char>> RetryFailed(const core::ExtractionJob& job, Batch* batch);
   // One output array's copy out of the pinned buffers.
+  // One array's bytes out of a pinned buffer: a float64 array, or (bytes) the frame
+  // file's bytes of the resolution (BundleResult::rdiags_file).
   struct OutCopy {
-    std::vector<double>* dst;
-    const double* src;
-    std::size_t n;
+    std::vector<double>* dst = nullptr;
+    std::vector<char>* bytes = nullptr;
+    const char* src = nullptr;
+    std::size_t n = 0;   // bytes
     bool fresh = false;  // dst needs new memory (not lent by Config::arrays, or too small)
+    char* data() const {
+      return dst != nullptr ? reinterpret_cast<char*>(dst->data()) : bytes->data();
+    }
+    std::size_t capacity() const {  // in bytes
+      return dst != nullptr ? dst->capacity() * sizeof(double) : bytes->capacity();
+    }
+    void Fresh() const;              // empties dst and reserves n bytes
+    void Resize() const;             // to n bytes
   };
   // A batch's results, allocated before its outputs are ready.
   struct Assembly {
     std::vector<core::BundleResult> results;
     std::vector<OutCopy> copies;
-    std::vector<std::pair<int, std::size_t>> pieces;  // (copy, first element) of 128 KiB pieces
+    std::vector<std::pair<int, std::size_t>> pieces;  // (copy, first byte) of 128 KiB pieces
   };
   // Bundle `pos` of the batch: its fields and skipped patches, and the copies that fill its
   // arrays from the pinned output buffers.

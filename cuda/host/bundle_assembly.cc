@@ -24,7 +24,8 @@ void BatchExtractor::SizeBundle(const Batch& batch, std::size_t pos, core::Bundl
   // mapped already (core/frame/bundle_array_pool.h).
   if (cfg_.arrays != nullptr) cfg_.arrays->Lend(r, per_bundle, static_cast<std::size_t>(nk));
   const auto copy = [copies](std::vector<double>* dst, const double* src, std::size_t n) {
-    copies->push_back({dst, src, n, dst->capacity() < n});
+    copies->push_back({.dst = dst, .src = reinterpret_cast<const char*>(src),
+                       .n = n * sizeof(double), .fresh = dst->capacity() < n});
   };
   // As BundleResult::Allocate, but filled straight from the pinned buffers (one pass).
   r->bundle = b;
@@ -37,7 +38,15 @@ void BatchExtractor::SizeBundle(const Batch& batch, std::size_t pos, core::Bundl
   copy(&r->ivar, s.h_ivar.get() + o, per_bundle);
   copy(&r->pixmask_fraction, s.h_pixmask.get() + o, per_bundle);
   copy(&r->chi2pix, s.h_chi2.get() + o, per_bundle);
-  copy(&r->rdiags, s.h_rdiag.get() + o * nk, per_bundle * nk);
+  if (spec_.rdiags_file) {  // the file's bytes, downloaded into h_rdiag's first half
+    r->rdiags.clear();
+    const std::size_t n = per_bundle * nk * sizeof(uint32_t);
+    copies->push_back({.bytes = &r->rdiags_file,
+                       .src = reinterpret_cast<const char*>(s.h_rdiag.get()) + pos * n,
+                       .n = n, .fresh = r->rdiags_file.capacity() < n});
+  } else {
+    copy(&r->rdiags, s.h_rdiag.get() + o * nk, per_bundle * nk);
+  }
   r->failed_bins.assign(per_bundle, 0);
   for (int p = plan.bundle_first_patch[b]; p < plan.bundle_first_patch[b + 1]; ++p) {
     if (plan.patches[p].skipped != core::kSkipNone) {
@@ -64,12 +73,11 @@ void BatchExtractor::SizeBundle(const Batch& batch, std::size_t pos, core::Bundl
 // (core/base/prefault.h) and zeroed while the host waits for the batch; once it is done
 // only memcpys in 128 KiB pieces remain.
 namespace {
-// Doubles: 1 MiB pieces to fault in (in 128 KiB pieces the last batch's prefault took
-// 7 ms instead of 3 and held up the request's end), 128 KiB pieces to copy (a batch's
-// ~35 MB as ~280 pieces: as ~45 of 1 MiB the thread with three had 3 MiB where the mean is
-// 2.2).
-constexpr std::size_t kFaultPiece = std::size_t{1} << 17;
-constexpr std::size_t kPiece = std::size_t{1} << 14;
+// 1 MiB pieces to fault in (in 128 KiB pieces the last batch's prefault took 7 ms instead
+// of 3 and held up the request's end), 128 KiB pieces to copy (a batch's ~35 MB as ~280
+// pieces: as ~45 of 1 MiB the thread with three had 3 MiB where the mean is 2.2).
+constexpr std::size_t kFaultPiece = std::size_t{1} << 20;
+constexpr std::size_t kPiece = std::size_t{1} << 17;
 // Threads of the host pool a batch's assembly takes at most. The copies are bound by
 // memory bandwidth, which a few threads saturate: more only wait on memory longer each,
 // and the host pays the stalls in CPU-seconds (the pool is the whole server's: the loads'
@@ -81,6 +89,24 @@ constexpr int kMaxAssemblyThreads = 4;
 int AssemblyThreads() { return std::min(kMaxAssemblyThreads, core::HardwareThreads()); }
 }  // namespace
 
+void BatchExtractor::OutCopy::Fresh() const {
+  if (dst != nullptr) {  // a lent array too small: not copied on growth
+    std::vector<double>().swap(*dst);
+    dst->reserve(n / sizeof(double));
+  } else {
+    std::vector<char>().swap(*bytes);
+    bytes->reserve(n);
+  }
+}
+
+void BatchExtractor::OutCopy::Resize() const {
+  if (dst != nullptr) {
+    dst->resize(n / sizeof(double));
+  } else {
+    bytes->resize(n);
+  }
+}
+
 BatchExtractor::Assembly BatchExtractor::AllocateBundles(const Batch& batch) const {
   Assembly a;
   a.results.resize(batch.bundles.size());
@@ -89,14 +115,13 @@ BatchExtractor::Assembly BatchExtractor::AllocateBundles(const Batch& batch) con
   for (std::size_t c = 0; c < a.copies.size(); ++c) {
     const OutCopy& oc = a.copies[c];
     if (oc.fresh) {
-      std::vector<double>().swap(*oc.dst);  // a lent array too small: not copied on growth
-      oc.dst->reserve(oc.n);
+      oc.Fresh();
       fresh.push_back(static_cast<int>(c));
     } else {
-      oc.dst->resize(oc.n);  // lent, mapped memory: nothing to do at an unchanged size
+      oc.Resize();  // lent, mapped memory: nothing to do at an unchanged size
     }
   }
-  // (copy, first element) of every `size`-double piece of the copies in `which`.
+  // (copy, first byte) of every `size`-byte piece of the copies in `which`.
   const auto pieces = [&](std::size_t size, const std::vector<int>* which) {
     std::vector<std::pair<int, std::size_t>> out;
     for (std::size_t i = 0; i < (which != nullptr ? which->size() : a.copies.size()); ++i) {
@@ -111,11 +136,11 @@ BatchExtractor::Assembly BatchExtractor::AllocateBundles(const Batch& batch) con
     core::ParallelFor(cfg_.pool, AssemblyThreads(), static_cast<int>(fault.size()), [&](int, int t) {
       const auto [c, e] = fault[static_cast<std::size_t>(t)];
       const OutCopy& oc = a.copies[static_cast<std::size_t>(c)];
-      core::PrefaultForWrite(oc.dst->data() + e, std::min(kFaultPiece, oc.n - e) * sizeof(double));
+      core::PrefaultForWrite(oc.data() + e, std::min(kFaultPiece, oc.n - e));
     });
     core::ParallelFor(cfg_.pool, AssemblyThreads(), static_cast<int>(fresh.size()), [&](int, int i) {
       const OutCopy& oc = a.copies[static_cast<std::size_t>(fresh[static_cast<std::size_t>(i)])];
-      oc.dst->resize(oc.n);
+      oc.Resize();
     });
   }
   return a;
@@ -127,7 +152,7 @@ void BatchExtractor::FillBundles(const Batch& batch, const std::vector<char>& re
   core::ParallelFor(cfg_.pool, AssemblyThreads(), static_cast<int>(a->pieces.size()), [&](int, int t) {
     const auto [c, e] = a->pieces[static_cast<std::size_t>(t)];
     const OutCopy& oc = a->copies[static_cast<std::size_t>(c)];
-    std::memcpy(oc.dst->data() + e, oc.src + e, std::min(kPiece, oc.n - e) * sizeof(double));
+    std::memcpy(oc.data() + e, oc.src + e, std::min(kPiece, oc.n - e));
   });
   // Outcomes, with the CPU backend's bookkeeping (core/frame/patch_outcome.h).
   for (const RunEntry& e : batch.layout.entries) {

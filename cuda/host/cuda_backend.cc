@@ -334,6 +334,7 @@ class CudaBackend final : public core::Backend, public core::GpuCapabilities {
     config.diagnostics = diagnostics_;
     config.reduce_on_tail = latency;
     config.max_batch_bundles = faults_.batch_bundles;
+    config.special_resolution = faults_.special_resolution;
     BatchExtractor extractor(config);
     const absl::Status prepared = extractor.Prepare(job, static_cast<int>(bundles.size()));
     PublishMemoryLocked();  // the workspace may have grown

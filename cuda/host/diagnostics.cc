@@ -40,7 +40,7 @@ const std::vector<EnvironmentSwitch>& CudaEnvironmentSwitches() {
       {"SPEXD_TEST_CUDA_FAULTS",
        "name=N,... (oom_at_alloc, transient_at_request, sticky_at_request, fail_patch_once, "
        "perturb_bundle_flux, poison_allocations, batch_bundles, shared_memory_cap, "
-       "warm_geometries)",
+       "warm_geometries, special_resolution)",
        "tests only: inject GPU faults, set the batches' size, cap the shared memory a block "
        "may use or the geometries kept warm (docs/reliability.md)"},
   };

@@ -3,7 +3,11 @@
 #include <cuda_runtime_api.h>
 
 #include <atomic>
+#include <bit>
+#include <cstdint>
 #include <cstdlib>
+#include <iterator>
+#include <limits>
 #include <string>
 
 #include "absl/strings/numbers.h"
@@ -18,6 +22,22 @@ namespace {
 std::atomic<int64_t> g_patch_fault{-1};  // the armed patch, -1 when none
 
 }  // namespace
+
+// Bit patterns: NaNs (quiet and signalling, both signs, payloads in the bits float32
+// keeps and in those it drops), infinities, zeros, float64 denormals, float32 denormals
+// and their rounding, the largest float and what rounds to it or to infinity, ties.
+const double kSpecialResolution[] = {
+    std::bit_cast<double>(uint64_t{0x7ff8000000000000}), std::bit_cast<double>(uint64_t{0xfff8000000000000}),
+    std::bit_cast<double>(uint64_t{0x7ff0000000000001}), std::bit_cast<double>(uint64_t{0x7ff4000000000000}),
+    std::bit_cast<double>(uint64_t{0x7ff7ffffe0000000}), std::bit_cast<double>(uint64_t{0xfffabcdef1234567}),
+    std::bit_cast<double>(uint64_t{0x7ff000001fffffff}), std::bit_cast<double>(uint64_t{0xfff0000020000000}),
+    std::numeric_limits<double>::infinity(), -std::numeric_limits<double>::infinity(), 0.0, -0.0,
+    std::numeric_limits<double>::denorm_min(), -4.9e-320, 1e-42, -1.4e-45, 7e-46, 0.7e-45,
+    1.5 * std::numeric_limits<float>::denorm_min(), 2.5 * std::numeric_limits<float>::denorm_min(),
+    1e39, -1e300, std::numeric_limits<float>::max(),
+    std::numeric_limits<float>::max() * (1 + 0x1p-25), std::numeric_limits<float>::max() * (1 + 0x1p-24),
+    1.0 + 0x1p-24, 1.0 + 0x1p-24 + 0x1p-50, 1.0 + 3 * 0x1p-24, -(1.0 + 0x1p-24), 0.1, -1.0 / 3.0};
+const int kSpecialResolutionCount = static_cast<int>(std::size(kSpecialResolution));
 
 absl::StatusOr<FaultPlan> ParseFaultPlan(const std::string& spec) {
   FaultPlan plan;
@@ -48,12 +68,14 @@ absl::StatusOr<FaultPlan> ParseFaultPlan(const std::string& spec) {
       plan.shared_memory_cap = n;
     } else if (kv.first == "warm_geometries") {
       plan.warm_geometries = static_cast<int>(n);
+    } else if (kv.first == "special_resolution") {
+      plan.special_resolution = true;
     } else {
       return absl::InvalidArgumentError(absl::StrCat(
           "unknown cuda fault '", kv.first,
           "' (oom_at_alloc, transient_at_request, sticky_at_request, fail_patch_once, "
           "perturb_bundle_flux, poison_allocations, batch_bundles, shared_memory_cap, "
-          "warm_geometries)"));
+          "warm_geometries, special_resolution)"));
     }
   }
   return plan;

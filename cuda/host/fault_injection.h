@@ -33,6 +33,11 @@
 //   warm_geometries=N     a backend keeps at most N geometries warm (a test setting:
 //                         with few, a new geometry takes over an evicted one's buffers,
 //                         which device memory alone would rarely make it do)
+//   special_resolution=1  each batch's first resolution values are overwritten, before
+//                         their download, by NaNs of both signs and several payloads,
+//                         infinities, signed zeros, denormals and values at float32's
+//                         limits (kSpecialResolution), so that the device's narrowing to
+//                         the frame file's bytes meets every case the host's does
 #ifndef SPEXD_CUDA_FAULT_INJECTION_H_
 #define SPEXD_CUDA_FAULT_INJECTION_H_
 
@@ -60,7 +65,12 @@ struct FaultPlan {
   int batch_bundles = 0;  // 0: the planner's batch size
   int64_t shared_memory_cap = 0;  // 0: the device's limit
   int warm_geometries = 0;  // 0: as device memory allows (warm_geometries.h)
+  bool special_resolution = false;
 };
+
+// The values special_resolution writes at the start of a batch's resolution output.
+extern const double kSpecialResolution[];
+extern const int kSpecialResolutionCount;
 
 // An empty plan for an empty spec; INVALID_ARGUMENT naming an unknown or bad item.
 absl::StatusOr<FaultPlan> ParseFaultPlan(const std::string& spec);

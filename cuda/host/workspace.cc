@@ -91,6 +91,9 @@ absl::Status Workspace::ReserveSet(WorkspaceSet* s, const WorkspaceSpec& spec) {
   SPEXD_RETURN_IF_ERROR(s->out_pixmask.Allocate(out, "pixmask_fraction"));
   SPEXD_RETURN_IF_ERROR(s->out_chi2.Allocate(out, "chi2pix"));
   SPEXD_RETURN_IF_ERROR(s->out_rdiag.Allocate(out * Sz(spec.nk), "resolution"));
+  if (spec.rdiags_file) {
+    SPEXD_RETURN_IF_ERROR(s->out_rdiag_file.Allocate(out * Sz(spec.nk), "resolution (file bytes)"));
+  }
   SPEXD_RETURN_IF_ERROR(s->h_flux.Allocate(out, "flux (host)"));
   SPEXD_RETURN_IF_ERROR(s->h_ivar.Allocate(out, "ivar (host)"));
   SPEXD_RETURN_IF_ERROR(s->h_pixmask.Allocate(out, "pixmask_fraction (host)"));
@@ -117,7 +120,8 @@ absl::Status Workspace::Reserve(const WorkspaceSpec& spec) {
                      spec.nk > r.nk || spec.canvas_stride > r.canvas_stride ||
                      spec.ptr_count > r.ptr_count || spec.image_pixels > r.image_pixels ||
                      (spec.ql_log && !r.ql_log) ||
-                     (spec.ql_rotations && !r.ql_rotations);
+                     (spec.ql_rotations && !r.ql_rotations) ||
+                     (spec.rdiags_file && !r.rdiags_file);
   if (!grows) return absl::OkStatus();
   if (r.slots > 0) ++reallocations_;
   // Grow to the element-wise maximum so that alternating geometries settle.
@@ -135,6 +139,7 @@ absl::Status Workspace::Reserve(const WorkspaceSpec& spec) {
   g.image_pixels = std::max(spec.image_pixels, r.image_pixels);
   g.ql_log = spec.ql_log || r.ql_log;
   g.ql_rotations = g.ql_log && (spec.ql_rotations || r.ql_rotations);
+  g.rdiags_file = spec.rdiags_file || r.rdiags_file;
   if (int64_t{r.bundlesize} * r.nwave > int64_t{g.bundlesize} * g.nwave) {
     g.bundlesize = r.bundlesize;
     g.nwave = r.nwave;
@@ -185,7 +190,8 @@ std::size_t Workspace::device_bytes() const {
          s.fmodel.bytes() + s.ldiag.bytes() + s.pix.bytes() + s.model.bytes();
     b += s.status.bytes() + s.cond.bytes() + s.mflags.bytes() + s.info.bytes() + s.eig_info.bytes() +
          s.ptrs.bytes() + s.entries.bytes();
-    b += s.out_flux.bytes() + s.out_ivar.bytes() + s.out_rdiag.bytes() + s.out_pixmask.bytes() +
+    b += s.out_flux.bytes() + s.out_ivar.bytes() + s.out_rdiag.bytes() + s.out_rdiag_file.bytes() +
+         s.out_pixmask.bytes() +
          s.out_chi2.bytes() + s.canvas.bytes() + s.canvas_desc.bytes() + s.canvas_list.bytes();
   }
   return b;

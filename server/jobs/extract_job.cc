@@ -183,6 +183,7 @@ absl::Status ExtractJob::Extract(core::Backend& backend) {
   job.regularize = plan.params().regularize;
   job.psferr = plan.psferr();
   job.want_model = plan.params().want_model;
+  job.resolution_file_bytes = output_.ResolutionOnlyInFile();
   job.bundles = request_.bundles;
   job.cancel = cancel_.get();
   Clock::time_point last = Clock::now();

@@ -54,6 +54,8 @@ class FrameHealthTracker {
   void Finish(v1::FrameQa* qa);
   const core::FrameHealth& health() const { return health_; }
   const std::string& shadow_state() const { return shadow_state_; }
+  // After Start: whether a bundle of this frame is kept for the shadow check.
+  bool sampled() const { return shadow_bundle_ >= 0; }
 
  private:
   const uint64_t request_id_;

@@ -199,6 +199,13 @@ absl::Status JobOutput::Bundle(PreparedBundle&& prepared) {
   return absl::OkStatus();
 }
 
+bool JobOutput::ResolutionOnlyInFile() const {
+  // The assembler of a progressively written file keeps no resolution (Prepare), and a
+  // file-only reply streams only each bundle's progress.
+  return progressive_ != nullptr && request_.reply.file_only && !output_writer_.has_value() &&
+         !health_.sampled();
+}
+
 std::vector<int> JobOutput::ListedBundles(std::vector<int> bundles) const {
   if (bundles.empty()) {  // none listed: the whole frame
     for (int b = 0; b < geometry_->plan().nbundles; ++b) bundles.push_back(b);

@@ -91,6 +91,10 @@ class JobOutput {
   // each served bundle and the assembled frame here, finished into the summary's FrameQa.
   void StartHealth(FrameHealthTracker::Context context, std::vector<int> bundles);
   FrameHealthTracker& health() { return health_; }
+  // After StartHealth: whether nothing but the server-written frame file reads the
+  // resolution data (core::ExtractionJob::resolution_file_bytes): no arrays streamed, no
+  // output region, no whole frame with it, the frame not sampled for the shadow check.
+  bool ResolutionOnlyInFile() const;
 
   // Streaming task, after the last bundle of a successful extraction: the products that
   // need the whole frame, then the summary message (`summary` completed here, with this

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "core/base/float_convert.h"
 #include "core/io/preproc.h"
 #include "core/plan/geometry.h"
 
@@ -108,6 +109,16 @@ void CopyInto(const std::vector<T>& from, std::vector<T>* to) {
   to->assign(from.begin(), from.end());  // reuses a lent array's capacity
 }
 
+// Each bundle's resolution also as the frame file's bytes, narrowed once here, for jobs
+// that take it so (ExtractionJob::resolution_file_bytes): the CUDA backend narrows it on
+// the device, so that a replay of such a job costs the host only the copy.
+void AddFileBytes(std::vector<core::BundleResult>* results) {
+  for (core::BundleResult& b : *results) {
+    b.rdiags_file.resize(4 * b.rdiags.size());
+    core::NarrowToBigEndianFloat32(b.rdiags.data(), b.rdiags.size(), b.rdiags_file.data());
+  }
+}
+
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<const std::vector<core::BundleResult>>> ReplayStore::Results(
@@ -123,6 +134,7 @@ absl::StatusOr<std::shared_ptr<const std::vector<core::BundleResult>>> ReplaySto
     }
     auto stored = std::make_shared<std::vector<core::BundleResult>>();
     if (Load(file, stored.get()) && static_cast<int>(stored->size()) == job.geometry->plan().nbundles) {
+      AddFileBytes(stored.get());
       recorded_[key] = stored;
       return std::shared_ptr<const std::vector<core::BundleResult>>(stored);
     }
@@ -152,6 +164,7 @@ absl::StatusOr<std::shared_ptr<const std::vector<core::BundleResult>>> ReplaySto
     return absl::OkStatus();
   });
   if (!summary.ok()) return summary.status();
+  AddFileBytes(results.get());
   recorded_[key] = results;
   if (!file.empty() && !Save(file, *results)) {
     return absl::InternalError("cannot store the recording in " + file);
@@ -193,7 +206,12 @@ absl::StatusOr<core::ExtractionSummary> ReplayBackend::Extract(const core::Extra
     out.ndiag = from.ndiag;
     CopyInto(from.flux, &out.flux);
     CopyInto(from.ivar, &out.ivar);
-    CopyInto(from.rdiags, &out.rdiags);
+    if (job.resolution_file_bytes) {
+      out.rdiags.clear();
+      CopyInto(from.rdiags_file, &out.rdiags_file);
+    } else {
+      CopyInto(from.rdiags, &out.rdiags);
+    }
     CopyInto(from.pixmask_fraction, &out.pixmask_fraction);
     CopyInto(from.chi2pix, &out.chi2pix);
     CopyInto(from.failed_bins, &out.failed_bins);

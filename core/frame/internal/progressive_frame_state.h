@@ -98,9 +98,12 @@ struct ProgressiveFrameFile::State {
   absl::Status WriteAt(int64_t offset, const char* data, int64_t n);
   // values [begin, end) of HDU i from `values` into the image at value `at` (or into
   // `scratch`, grown as needed), *out where they went; their sum.
-  // `float32_bytes`: `values` are little-endian float32 bytes of a float32 HDU.
+  // What `values` are: the HDU's values (doubles, or MASK's uint32), little-endian
+  // float32 bytes of a float32 HDU (a float32 stream's), or its bytes as the file stores
+  // them (summed, and copied into the image or written from where they are).
+  enum class Form { kValues, kFloat32Bytes, kFileBytes };
   uint32_t Encode(std::size_t i, const void* values, std::size_t count, std::size_t at,
-                  internal::Scratch* scratch, const char** out, bool float32_bytes = false);
+                  internal::Scratch* scratch, const char** out, Form form = Form::kValues);
 };
 
 }  // namespace spexd::core

@@ -18,6 +18,7 @@
 
 #include "absl/synchronization/notification.h"
 #include "core/base/parallel_for.h"
+#include "core/base/float_convert.h"
 #include "core/frame/frame_writer.h"
 #include "core/io/plane_buffer.h"
 #include "core/io/fits_file.h"
@@ -59,8 +60,13 @@ class ProgressiveFrameFileTest : public ::testing::Test {
     for (int r = 0; r < f.nspec; r += bundle) rows.push_back(r);
     std::shuffle(rows.begin(), rows.end(), std::mt19937_64(seed));
     for (int r : rows) {
-      const absl::Status st =
-          (*file)->AddRows(r, FrameRows(f, r / bundle, r, std::min(bundle, f.nspec - r)));
+      BundleResult b = FrameRows(f, r / bundle, r, std::min(bundle, f.nspec - r));
+      if (narrow_resolution_) {  // RESOLUTION's bytes as a device narrowed them
+        b.rdiags_file.resize(4 * b.rdiags.size());
+        NarrowToBigEndianFloat32(b.rdiags.data(), b.rdiags.size(), b.rdiags_file.data());
+        b.rdiags.clear();
+      }
+      const absl::Status st = (*file)->AddRows(r, b);
       EXPECT_TRUE(st.ok()) << st;
     }
     if (pause_seconds > 0) {
@@ -83,6 +89,7 @@ class ProgressiveFrameFileTest : public ::testing::Test {
   std::string path_;
   int fd_ = -1;
   bool keep_image_ = true;  // Create's: false as spexctl writes (encoded in a reused buffer)
+  bool narrow_resolution_ = false;  // each bundle's RESOLUTION given as the file's bytes
 };
 
 void ExpectSameBytes(const std::string& got, const std::string& want) {
@@ -113,6 +120,59 @@ TEST_F(ProgressiveFrameFileTest, BundlesInAnyOrderGiveFrameToFitsBytes) {
       }
     }
   }
+}
+
+// A bundle's RESOLUTION given as the file's bytes (big-endian float32, narrowed where it
+// was computed) gives the bytes and DATASUM of the same values given as float64: NaNs of
+// either sign and any payload, infinities, signed zeros, float64 denormals (which round to
+// zero), float32 denormals, values that round to infinity or to the largest float, and
+// ties, with and without the image.
+TEST_F(ProgressiveFrameFileTest, ResolutionGivenAsFileBytesGivesTheSameFile) {
+  Frame f = MakeTestFrame(60, 700, 5, 9, /*specials=*/true);
+  const double inf = std::numeric_limits<double>::infinity();
+  const double flt_max = std::numeric_limits<float>::max();
+  const double specials[] = {
+      std::nan(""), -std::nan(""), std::nan("0x5555"), -std::nan("0x7ffff12345678"),
+      std::numeric_limits<double>::signaling_NaN(), inf, -inf, 0.0, -0.0,
+      std::numeric_limits<double>::denorm_min(), -4.9e-320, 1e-42, -1.4e-45, 7e-46, 0.7e-45,
+      std::numeric_limits<float>::denorm_min() * 1.5, 1e39, -1e300, flt_max,
+      flt_max * (1 + 0x1p-25), flt_max * (1 + 0x1p-24), -flt_max * (1 + 0x1p-24 + 0x1p-40),
+      1.0 + 0x1p-24, 1.0 + 0x1p-24 + 0x1p-50, 1.0 + 3 * 0x1p-24, -(1.0 + 0x1p-24)};
+  for (std::size_t k = 0; k < std::size(specials); ++k) {
+    f.rdiags[(k * 104729 + 11) % f.rdiags.size()] = specials[k];
+  }
+  FrameMetadata meta = R1FrameMeta();
+  meta.fibermap_fits = MakeTestFibermap(70, /*checksum=*/true);
+  FitsWriteOptions options;
+  options.checksum_time = "2026-11-29T12:00:00";
+  for (bool keep : {true, false}) {
+    for (int threads : {1, 3}) {
+      SCOPED_TRACE(::testing::Message() << threads << " threads"
+                                        << (keep ? ", image kept" : ", no image"));
+      options.threads = threads;
+      const std::string want = *FrameToFits(f, meta, options);
+      keep_image_ = keep;
+      narrow_resolution_ = false;
+      ASSERT_EQ(::ftruncate(fd_, 0), 0);
+      const std::string from_doubles = WriteProgressively(f, meta, 25, options, 5);
+      narrow_resolution_ = true;
+      ASSERT_EQ(::ftruncate(fd_, 0), 0);
+      const std::string from_bytes = WriteProgressively(f, meta, 25, options, 6);
+      ExpectSameBytes(from_bytes, from_doubles);
+      ExpectSameBytes(from_bytes, want);
+    }
+  }
+}
+
+// RESOLUTION's bytes of the wrong size are an error, never a short write.
+TEST_F(ProgressiveFrameFileTest, ResolutionFileBytesOfTheWrongSizeAreRefused) {
+  const Frame f = MakeTestFrame(10, 50, 2, 3, /*specials=*/false);
+  auto file = ProgressiveFrameFile::Create(FileShapeOf(f), R1FrameMeta(), fd_, path_);
+  ASSERT_TRUE(file.ok()) << file.status();
+  BundleResult b = FrameRows(f, 0, 0, 5);
+  b.rdiags_file.assign(4 * b.rdiags.size() - 4, '\0');
+  b.rdiags.clear();
+  EXPECT_EQ((*file)->AddRows(0, b).code(), absl::StatusCode::kInternal);
 }
 
 TEST_F(ProgressiveFrameFileTest, FullSizeFrameWithoutFibermapOrScores) {

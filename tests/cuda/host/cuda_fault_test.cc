@@ -16,6 +16,7 @@
 
 #include "absl/strings/match.h"
 #include "core/backend/backend.h"
+#include "core/base/float_convert.h"
 #include "core/cpu/cpu_backend.h"
 #include "core/plan/geometry.h"
 #include "core/numerics/patch_numerics.h"
@@ -155,6 +156,39 @@ TEST_F(CudaFaultTest, PoisonedAllocationsGiveTheSameSpectra) {
     auto got = Run(*backend);
     ASSERT_TRUE(got.ok()) << "request " << request << ": " << got.status();
     ExpectSameAsReference(*got);
+  }
+}
+
+// The device's narrowing of the resolution to the frame file's bytes
+// (ExtractionJob::resolution_file_bytes) gives, for NaNs of either sign and any payload,
+// infinities, signed zeros, denormals and values at float32's limits (special_resolution
+// writes them into each batch's output), the bytes that the host's narrowing gives for the
+// float64 route's values; on NaN-filled device memory, so that every byte is written.
+TEST_F(CudaFaultTest, DeviceNarrowingOfSpecialValuesIsTheHosts) {
+  auto backend = WithFaults("special_resolution=1,poison_allocations=1");
+  ASSERT_NE(backend, nullptr);
+  core::ExtractionJob job;
+  job.geometry = geometry_;
+  job.image = &image_;
+  auto doubles = ExtractBundles(*backend, job);
+  job.resolution_file_bytes = true;
+  auto narrowed = ExtractBundles(*backend, job);
+  ASSERT_TRUE(doubles.ok()) << doubles.status();
+  ASSERT_TRUE(narrowed.ok()) << narrowed.status();
+  ASSERT_EQ(doubles->size(), narrowed->size());
+  ASSERT_FALSE(doubles->empty());
+  ASSERT_FALSE((*doubles)[0].rdiags.empty());
+  EXPECT_TRUE(std::isnan((*doubles)[0].rdiags[0])) << "the special values were not written";
+  for (std::size_t i = 0; i < doubles->size(); ++i) {
+    const core::BundleResult& d = (*doubles)[i];
+    const core::BundleResult& n = (*narrowed)[i];
+    EXPECT_TRUE(n.rdiags.empty()) << "bundle " << i << ": the resolution came as float64";
+    std::vector<char> want(4 * d.rdiags.size());
+    core::NarrowToBigEndianFloat32(d.rdiags.data(), d.rdiags.size(), want.data());
+    ASSERT_EQ(n.rdiags_file.size(), want.size()) << "bundle " << i;
+    const auto diff = std::mismatch(want.begin(), want.end(), n.rdiags_file.begin());
+    EXPECT_EQ(diff.first, want.end()) << "bundle " << i << ": value " << (diff.first - want.begin()) / 4
+                                      << " differs from the host's narrowing";
   }
 }
 

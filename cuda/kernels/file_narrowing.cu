@@ -1,0 +1,43 @@
+#include "cuda/kernels/file_narrowing.h"
+
+#include <algorithm>
+
+#include "cuda/kernels/launch_check.h"
+
+namespace spexd::cuda {
+namespace {
+
+__device__ __forceinline__ uint32_t NarrowBits(double d) {
+  const unsigned long long u = static_cast<unsigned long long>(__double_as_longlong(d));
+  if ((u & 0x7fffffffffffffffull) > 0x7ff0000000000000ull) {  // NaN: as x86's cvtsd2ss
+    return (static_cast<uint32_t>(u >> 32) & 0x80000000u) | 0x7fc00000u |
+           (static_cast<uint32_t>(u >> 29) & 0x007fffffu);
+  }
+  float f;
+  // Round to nearest even with float32 denormals kept, whatever -ftz the build sets.
+  asm("cvt.rn.f32.f64 %0, %1;" : "=f"(f) : "d"(d));
+  return static_cast<uint32_t>(__float_as_uint(f));
+}
+
+__global__ void NarrowToBigEndianKernel(const double* __restrict__ src, std::size_t n,
+                                        uint32_t* __restrict__ out) {
+  const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
+  for (std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += stride) {
+    out[i] = __byte_perm(NarrowBits(src[i]), 0, 0x0123);  // byte swap
+  }
+}
+
+}  // namespace
+
+cudaError_t LaunchNarrowToBigEndianFloat32(const double* src, std::size_t n, uint32_t* out,
+                                           cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  constexpr int kThreads = 256;
+  constexpr std::size_t kMaxBlocks = 4096;  // grid-stride beyond: ~1 M values per pass
+  const std::size_t blocks = std::min(kMaxBlocks, (n + kThreads - 1) / kThreads);
+  NarrowToBigEndianKernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(src, n, out);
+  return SPEXD_CHECK_LAUNCH(stream);
+}
+
+}  // namespace spexd::cuda

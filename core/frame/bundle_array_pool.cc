@@ -11,10 +11,13 @@ std::shared_ptr<BundleArrayPool> BundleArrayPool::Create(int64_t max_idle_bytes)
 int64_t BundleArrayPool::ArraySet::bytes() const {
   const std::size_t doubles = flux.capacity() + ivar.capacity() + rdiags.capacity() +
                               pixmask_fraction.capacity() + chi2pix.capacity();
-  return static_cast<int64_t>(doubles * sizeof(double) + failed_bins.capacity());
+  return static_cast<int64_t>(doubles * sizeof(double) + rdiags_file.capacity() +
+                              failed_bins.capacity());
 }
 
-bool BundleArrayPool::Lend(BundleResult* b, std::size_t bins, std::size_t resolution_rows) {
+bool BundleArrayPool::Lend(BundleResult* b, std::size_t bins, std::size_t resolution_rows,
+                           bool resolution_file_bytes) {
+  const std::size_t values = bins * resolution_rows;
   ArraySet set;
   {
     absl::MutexLock lock(&mu_);
@@ -23,7 +26,10 @@ bool BundleArrayPool::Lend(BundleResult* b, std::size_t bins, std::size_t resolu
     } else {
       std::size_t pick = idle_.size() - 1;
       for (std::size_t i = idle_.size(); i-- > 0;) {
-        if (idle_[i].flux.capacity() >= bins && idle_[i].rdiags.capacity() >= bins * resolution_rows) {
+        const ArraySet& s = idle_[i];
+        const bool holds = resolution_file_bytes ? s.rdiags_file.capacity() >= 4 * values
+                                                 : s.rdiags.capacity() >= values;
+        if (s.flux.capacity() >= bins && holds) {
           pick = i;
           break;
         }
@@ -36,10 +42,11 @@ bool BundleArrayPool::Lend(BundleResult* b, std::size_t bins, std::size_t resolu
   }
   // Set before the arrays: a bundle the pool lent nothing still brings its new arrays back.
   b->recycler = shared_from_this();
-  if (set.flux.capacity() == 0 && set.rdiags.capacity() == 0) return false;
+  if (set.bytes() == 0) return false;
   b->flux.swap(set.flux);
   b->ivar.swap(set.ivar);
   b->rdiags.swap(set.rdiags);
+  b->rdiags_file.swap(set.rdiags_file);
   b->pixmask_fraction.swap(set.pixmask_fraction);
   b->chi2pix.swap(set.chi2pix);
   b->failed_bins.swap(set.failed_bins);
@@ -51,6 +58,7 @@ void BundleArrayPool::Recycle(BundleResult& b) noexcept {
   set.flux.swap(b.flux);
   set.ivar.swap(b.ivar);
   set.rdiags.swap(b.rdiags);
+  set.rdiags_file.swap(b.rdiags_file);
   set.pixmask_fraction.swap(b.pixmask_fraction);
   set.chi2pix.swap(b.chi2pix);
   set.failed_bins.swap(b.failed_bins);

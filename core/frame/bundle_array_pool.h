@@ -36,11 +36,14 @@ class BundleArrayPool final : public BundleArrayRecycler,
   // Moves idle arrays into `bundle` (whose arrays must be empty, as a new BundleResult's)
   // and makes this pool its recycler, so that they come back when the bundle goes. Takes
   // the most recently returned set whose flux and resolution can hold `bins` and
-  // `bins * resolution_rows` values, else the most recent one (it grows). Returns whether
-  // any arrays were lent. Their sizes and contents are whatever they were: the caller
-  // sizes and fills them (BundleResult::Allocate zero-fills; a copy that writes every
-  // element needs only resize(), which costs nothing at an unchanged size).
-  bool Lend(BundleResult* bundle, std::size_t bins, std::size_t resolution_rows);
+  // `bins * resolution_rows` values, else the most recent one (it grows); the resolution
+  // is rdiags, or with `resolution_file_bytes` its file bytes (rdiags_file, 4 bytes a
+  // value). Returns whether any arrays were lent. Their sizes and contents are whatever
+  // they were: the caller sizes and fills them (BundleResult::Allocate zero-fills; a copy
+  // that writes every element needs only resize(), which costs nothing at an unchanged
+  // size).
+  bool Lend(BundleResult* bundle, std::size_t bins, std::size_t resolution_rows,
+            bool resolution_file_bytes = false);
 
   // BundleArrayRecycler: keeps the bundle's arrays while under the idle bound.
   void Recycle(BundleResult& bundle) noexcept override;
@@ -60,6 +63,7 @@ class BundleArrayPool final : public BundleArrayRecycler,
   // A bundle's arrays (BundleResult::Allocate's), as given back.
   struct ArraySet {
     std::vector<double> flux, ivar, rdiags, pixmask_fraction, chi2pix;
+    std::vector<char> rdiags_file;
     std::vector<uint8_t> failed_bins;
     int64_t bytes() const;
   };

@@ -22,7 +22,9 @@ void BatchExtractor::SizeBundle(const Batch& batch, std::size_t pos, core::Bundl
   const std::size_t per_bundle = static_cast<std::size_t>(bs) * nwave;
   // Resident arrays of an earlier bundle when the backend has some idle: their pages are
   // mapped already (core/frame/bundle_array_pool.h).
-  if (cfg_.arrays != nullptr) cfg_.arrays->Lend(r, per_bundle, static_cast<std::size_t>(nk));
+  if (cfg_.arrays != nullptr) {
+    cfg_.arrays->Lend(r, per_bundle, static_cast<std::size_t>(nk), spec_.rdiags_file);
+  }
   const auto copy = [copies](std::vector<double>* dst, const double* src, std::size_t n) {
     copies->push_back({.dst = dst, .src = reinterpret_cast<const char*>(src),
                        .n = n * sizeof(double), .fresh = dst->capacity() < n});

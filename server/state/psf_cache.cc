@@ -27,18 +27,46 @@ absl::StatusOr<PsfSummary> PsfCache::Load(const std::string& bytes, const std::s
                                           const core::FitsSizeLimits& limits) {
   const std::string id = Sha256Hex(bytes);
   if (id.empty()) return absl::InternalError("cannot hash the PSF (OpenSSL failure)");
+  std::shared_ptr<PsfParse> parse;
   {
     absl::MutexLock lock(&mu_);
-    auto it = psfs_.find(id);
-    if (it != psfs_.end()) {
-      if (metrics_ != nullptr) metrics_->CountCache("psf", "hit");
-      TouchLocked(id, "");
-      PsfSummary s = SummaryLocked(id, it->second);
-      s.already_loaded = true;
-      return s;
+    for (;;) {
+      auto it = psfs_.find(id);
+      if (it != psfs_.end()) {
+        if (metrics_ != nullptr) metrics_->CountCache("psf", "hit");
+        TouchLocked(id, "");
+        PsfSummary s = SummaryLocked(id, it->second);
+        s.already_loaded = true;
+        return s;
+      }
+      auto [p, first] = parsing_.try_emplace(id);
+      if (first) {
+        p->second = std::make_shared<PsfParse>();
+        parse = p->second;
+        break;
+      }
+      // Another request is parsing the same bytes (a night's first frames arrive
+      // together): wait for it rather than parse them again, then look once more.
+      const std::shared_ptr<PsfParse> pending = p->second;
+      mu_.Await(absl::Condition(&pending->done));
+      if (!pending->status.ok()) return pending->status;
     }
   }
   if (metrics_ != nullptr) metrics_->CountCache("psf", "miss");
+  absl::StatusOr<PsfSummary> summary = ParseAndInsert(id, bytes, source, limits);
+  {
+    absl::MutexLock lock(&mu_);
+    parse->status = summary.status();
+    parse->done = true;
+    parsing_.erase(id);
+  }
+  ReleaseDropped();
+  return summary;
+}
+
+absl::StatusOr<PsfSummary> PsfCache::ParseAndInsert(const std::string& id, const std::string& bytes,
+                                                    const std::string& source,
+                                                    const core::FitsSizeLimits& limits) {
   auto parsed = core::Psf::LoadFromMemory(bytes.data(), bytes.size(), source, limits);
   if (!parsed.ok()) return parsed.status();
   auto psf = std::make_shared<const core::Psf>(std::move(parsed).value());
@@ -48,23 +76,18 @@ absl::StatusOr<PsfSummary> PsfCache::Load(const std::string& bytes, const std::s
                                                      " bytes, more than the cache budget of ",
                                                      budget_, " bytes (--psf_cache_bytes)"));
   }
-  PsfSummary summary;
-  {
-    absl::MutexLock lock(&mu_);
-    auto [it, inserted] = psfs_.try_emplace(id);
-    if (inserted) {  // else a concurrent Load of the same bytes won: keep the first
-      it->second.psf = std::move(psf);
-      it->second.source = source;
-      it->second.bytes = psf_bytes;
-      bytes_ += psf_bytes;
-    }
-    TouchLocked(id, "");
-    EvictLocked();
-    PublishLocked();
-    summary = SummaryLocked(id, psfs_.at(id));
+  absl::MutexLock lock(&mu_);
+  auto [it, inserted] = psfs_.try_emplace(id);
+  if (inserted) {  // (loads of the same bytes wait for this one: always new)
+    it->second.psf = std::move(psf);
+    it->second.source = source;
+    it->second.bytes = psf_bytes;
+    bytes_ += psf_bytes;
   }
-  ReleaseDropped();
-  return summary;
+  TouchLocked(id, "");
+  EvictLocked();
+  PublishLocked();
+  return SummaryLocked(id, psfs_.at(id));
 }
 
 absl::StatusOr<std::shared_ptr<const core::Psf>> PsfCache::Get(const std::string& id) {

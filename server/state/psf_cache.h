@@ -100,6 +100,11 @@ class PsfCache {
     bool done = false;
     absl::StatusOr<std::shared_ptr<const core::Geometry>> result;
   };
+  // A PSF being parsed, which later loads of the same bytes wait for.
+  struct PsfParse {
+    bool done = false;
+    absl::Status status;
+  };
   // LRU list items: a PSF (geo_key empty) or one of its geometries.
   struct Item {
     std::string psf_id;
@@ -116,6 +121,10 @@ class PsfCache {
   void PublishLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   PsfSummary SummaryLocked(const std::string& id, const PsfEntry& e) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Parses the bytes and caches the PSF under `id` (Load's miss).
+  absl::StatusOr<PsfSummary> ParseAndInsert(const std::string& id, const std::string& bytes,
+                                            const std::string& source,
+                                            const core::FitsSizeLimits& limits) ABSL_LOCKS_EXCLUDED(mu_);
   // Hands the geometries dropped so far to the releaser; call without holding mu_.
   void ReleaseDropped() ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -128,6 +137,7 @@ class PsfCache {
   ItemList lru_ ABSL_GUARDED_BY(mu_);  // most recent first
   std::map<std::string, ItemList::iterator> where_ ABSL_GUARDED_BY(mu_);  // item key -> lru_
   int64_t bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  std::map<std::string, std::shared_ptr<PsfParse>> parsing_ ABSL_GUARDED_BY(mu_);  // by PSF id
   // By PSF id and Geometry::Key.
   std::map<std::pair<std::string, std::string>, std::shared_ptr<GeometryBuild>> building_
       ABSL_GUARDED_BY(mu_);

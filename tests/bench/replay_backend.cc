@@ -198,7 +198,8 @@ absl::StatusOr<core::ExtractionSummary> ReplayBackend::Extract(const core::Extra
     const core::BundleResult& from = (**results)[static_cast<std::size_t>(b)];
     const int64_t t0 = ThreadCpuNanoseconds();
     core::BundleResult out;
-    arrays_->Lend(&out, from.flux.size(), static_cast<std::size_t>(2 * from.ndiag + 1));
+    arrays_->Lend(&out, from.flux.size(), static_cast<std::size_t>(2 * from.ndiag + 1),
+                  job.resolution_file_bytes);
     out.bundle = from.bundle;
     out.fiber_begin = from.fiber_begin;
     out.nfibers = from.nfibers;

@@ -126,6 +126,31 @@ TEST(BundleArrayPoolTest, PrefersASetLargeEnough) {
   EXPECT_LT(c.flux.capacity(), 2 * kBins);
 }
 
+// A resolution held as the file's bytes (BundleResult::rdiags_file, a server-written frame's
+// when the GPU narrowed it) comes back and is lent again like the other arrays: a frame's
+// ~60 MB of them would otherwise be faulted in afresh. A set is picked by the form asked for.
+TEST(BundleArrayPoolTest, ResolutionFileBytesComeBackAndAreLentAgain) {
+  auto pool = BundleArrayPool::Create();
+  const char* file_bytes = nullptr;
+  {
+    BundleResult doubles = Lent(*pool);  // destroyed last: the most recent idle set
+    BundleResult b;
+    pool->Lend(&b, kBins, kRows, /*resolution_file_bytes=*/true);
+    b.flux.resize(kBins);
+    b.rdiags_file.resize(4 * kBins * kRows);
+    file_bytes = b.rdiags_file.data();
+  }
+  EXPECT_EQ(pool->stats().idle_sets, 2);
+  BundleResult again;
+  ASSERT_TRUE(pool->Lend(&again, kBins, kRows, /*resolution_file_bytes=*/true));
+  EXPECT_EQ(again.rdiags_file.data(), file_bytes) << "the set whose file bytes can hold the bins";
+  EXPECT_GE(again.rdiags_file.capacity(), 4 * kBins * kRows);
+  BundleResult doubles;
+  ASSERT_TRUE(pool->Lend(&doubles, kBins, kRows));
+  EXPECT_GE(doubles.rdiags.capacity(), kBins * kRows);
+  EXPECT_EQ(pool->stats().idle_sets, 0);
+}
+
 TEST(BundleArrayPoolTest, BundlesOutliveTheOwnersReferenceAndDieOnOtherThreads) {
   auto pool = BundleArrayPool::Create();
   std::vector<std::shared_ptr<BundleResult>> bundles;

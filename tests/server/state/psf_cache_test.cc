@@ -1,6 +1,7 @@
 #include "server/state/psf_cache.h"
 
 #include <algorithm>
+#include <atomic>
 #include <thread>
 #include <vector>
 
@@ -55,6 +56,45 @@ TEST(PsfCacheTest, LoadIsIdempotentAndKeyedByContent) {
   const std::string m = metrics.Serialize();
   EXPECT_NE(m.find("spexd_psf_cache_hits_total{kind=\"psf\"} 2"), std::string::npos) << m;
   EXPECT_NE(m.find("spexd_psf_cache_misses_total{kind=\"psf\"} 3"), std::string::npos) << m;
+}
+
+// Clients that start together load the same PSF at once: it is parsed once, the others
+// wait for it and count as hits. A parse's failure is shared the same way, not cached.
+TEST(PsfCacheTest, ConcurrentLoadsOfTheSameBytesParseOnce) {
+  ServerMetrics metrics;
+  PsfCache cache(int64_t{1} << 30, &metrics);
+  const std::string bytes = PsfBytes();
+  constexpr int kThreads = 8;
+  std::vector<int> first(kThreads, -1);
+  std::atomic<int> ready{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      ready.fetch_add(1);
+      while (ready.load() < kThreads) std::this_thread::yield();
+      auto s = cache.Load(bytes, "psf");
+      ASSERT_TRUE(s.ok()) << s.status();
+      first[static_cast<std::size_t>(t)] = s->already_loaded ? 0 : 1;
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(std::count(first.begin(), first.end(), 1), 1) << "one load parses";
+  EXPECT_EQ(std::count(first.begin(), first.end(), 0), kThreads - 1);
+  const std::string m = metrics.Serialize();
+  EXPECT_NE(m.find("spexd_psf_cache_misses_total{kind=\"psf\"} 1\n"), std::string::npos) << m;
+  EXPECT_NE(m.find("spexd_psf_cache_hits_total{kind=\"psf\"} 7\n"), std::string::npos) << m;
+
+  std::vector<absl::StatusCode> codes(kThreads);
+  threads.clear();
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      codes[static_cast<std::size_t>(t)] = cache.Load("not a fits file", "junk").status().code();
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (absl::StatusCode c : codes) EXPECT_EQ(c, absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(cache.Load("not a fits file", "junk").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(cache.List().size(), 1u);
 }
 
 TEST(PsfCacheTest, GeometriesAreWarmAndCounted) {

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 namespace spexd::core {
@@ -53,6 +54,10 @@ struct BundleResult {
   // which nothing but its frame file reads the resolution data; rdiags is then empty.
   // Empty otherwise.
   std::vector<char> rdiags_file;         // 4 bytes per value of rdiags
+  // The sum of rdiags_file's big-endian 32-bit words, when its producer took it while the
+  // bytes were hot (the file's DATASUM then needs no pass of its own over them); kept
+  // exact by whatever changes the bytes (MarkPatchFailed).
+  std::optional<uint64_t> rdiags_file_word_sum;
   std::vector<double> pixmask_fraction;  // [nfibers][nwave]
   std::vector<double> chi2pix;           // [nfibers][nwave]
   std::vector<uint8_t> failed_bins;      // [nfibers][nwave] 1 where the patch failed

@@ -3,6 +3,8 @@
 #include <cstddef>
 #include <cstring>
 
+#include "core/frame/internal/fits_checksum.h"
+
 namespace spexd::core {
 
 void CountOutcome(PatchOutcome outcome, PatchCounts* counts) {
@@ -36,7 +38,11 @@ void MarkPatchFailed(const PatchPlan& plan, const PatchDesc& d, BundleResult* bu
       for (int k = 0; k < nk; ++k) {
         const std::size_t j = (row * nk + static_cast<std::size_t>(k)) * nwave + d.out_col + w;
         if (bundle->rdiags.empty()) {  // narrowed already: 0.0 is four zero bytes
-          std::memset(bundle->rdiags_file.data() + 4 * j, 0, 4);
+          char* word = bundle->rdiags_file.data() + 4 * j;
+          if (bundle->rdiags_file_word_sum) {
+            *bundle->rdiags_file_word_sum -= internal::BigEndianWordSum(word, 4);
+          }
+          std::memset(word, 0, 4);
         } else {
           bundle->rdiags[j] = 0.0;
         }

@@ -48,7 +48,7 @@ absl::Status ProgressiveFrameFile::State::WriteAt(int64_t offset, const char* da
 uint32_t ProgressiveFrameFile::State::Encode(std::size_t i, const void* values,
                                              std::size_t count, std::size_t at,
                                              Scratch* scratch, const char** written,
-                                             Form form) {
+                                             Form form, const uint64_t* word_sum) {
   const HduSource::Encoding enc = sources.hdus[i].encoding;
   char* out = nullptr;
   if (form == Form::kFileBytes && !keep_image) {
@@ -64,6 +64,10 @@ uint32_t ProgressiveFrameFile::State::Encode(std::size_t i, const void* values,
     out = scratch->data.get();
   }
   *written = out;
+  if (form == Form::kFileBytes && word_sum != nullptr) {  // summed where they were made
+    if (out != values) std::memcpy(out, values, 4 * count);
+    return internal::FoldWordSum(*word_sum);
+  }
   constexpr std::size_t kChunk = internal::kEncodeChunkValues;
   const int tasks = static_cast<int>((count + kChunk - 1) / kChunk);
   std::vector<uint32_t> sums(static_cast<std::size_t>(tasks), 0);

@@ -134,6 +134,7 @@ class ProgressiveFrameFile {
     const void* chi2pix = nullptr;
     bool float32_bytes = false;
     bool rdiags_file_bytes = false;  // rdiags: the file's bytes (BundleResult::rdiags_file)
+    const uint64_t* rdiags_file_word_sum = nullptr;  // their words' sum, where it was taken
     const BundleResult* doubles = nullptr;
   };
   explicit ProgressiveFrameFile(std::unique_ptr<State> state);

@@ -36,6 +36,9 @@ absl::Status ProgressiveFrameFile::AddRows(int row, const BundleResult& b) {
                            .rdiags = rdiags_file ? static_cast<const void*>(b.rdiags_file.data())
                                                  : b.rdiags.data(),
                            .chi2pix = b.chi2pix.data(), .rdiags_file_bytes = rdiags_file,
+                           .rdiags_file_word_sum = rdiags_file && b.rdiags_file_word_sum
+                                                       ? &*b.rdiags_file_word_sum
+                                                       : nullptr,
                            .doubles = &b});
 }
 
@@ -100,7 +103,8 @@ absl::Status ProgressiveFrameFile::AddRowValues(int row, const RowValues& v) {
                              : kind == FrameHdu::kResolution && v.rdiags_file_bytes
                                  ? State::Form::kFileBytes
                                  : State::Form::kValues;
-    sums[i] = s.Encode(i, values, count, at, &scratch, &encoded, form);
+    sums[i] = s.Encode(i, values, count, at, &scratch, &encoded, form,
+                       form == State::Form::kFileBytes ? v.rdiags_file_word_sum : nullptr);
     const int64_t offset = s.data_offset(i) + static_cast<int64_t>(at * 4);
     const int64_t n = static_cast<int64_t>(count * 4);
     if (s.gz != nullptr) {

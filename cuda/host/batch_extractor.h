@@ -5,6 +5,7 @@
 #ifndef SPEXD_CUDA_BATCH_EXTRACTOR_H_
 #define SPEXD_CUDA_BATCH_EXTRACTOR_H_
 
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -102,6 +103,9 @@ class BatchExtractor {
     const char* src = nullptr;
     std::size_t n = 0;   // bytes
     bool fresh = false;  // dst needs new memory (not lent by Config::arrays, or too small)
+    // Where the sum of the copied bytes' big-endian words goes, taken as each piece is
+    // copied (the resolution's file bytes: their DATASUM then needs no pass of its own).
+    std::optional<uint64_t>* word_sum = nullptr;
     char* data() const {
       return dst != nullptr ? reinterpret_cast<char*>(dst->data()) : bytes->data();
     }

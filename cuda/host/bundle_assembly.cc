@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/base/parallel_for.h"
+#include "core/frame/internal/fits_checksum.h"
 #include "core/frame/patch_outcome.h"
 #include "core/plan/patch_plan.h"
 #include "core/base/prefault.h"
@@ -45,7 +46,8 @@ void BatchExtractor::SizeBundle(const Batch& batch, std::size_t pos, core::Bundl
     const std::size_t n = per_bundle * nk * sizeof(uint32_t);
     copies->push_back({.bytes = &r->rdiags_file,
                        .src = reinterpret_cast<const char*>(s.h_rdiag.get()) + pos * n,
-                       .n = n, .fresh = r->rdiags_file.capacity() < n});
+                       .n = n, .fresh = r->rdiags_file.capacity() < n,
+                       .word_sum = &r->rdiags_file_word_sum});
   } else {
     copy(&r->rdiags, s.h_rdiag.get() + o * nk, per_bundle * nk);
   }
@@ -151,11 +153,24 @@ BatchExtractor::Assembly BatchExtractor::AllocateBundles(const Batch& batch) con
 void BatchExtractor::FillBundles(const Batch& batch, const std::vector<char>& retried, Assembly* a) const {
   const core::PatchPlan& plan = *cfg_.plan;
   const WorkspaceSet& s = cfg_.workspace->set(batch.set);
+  std::vector<uint64_t> piece_sums(a->pieces.size(), 0);
   core::ParallelFor(cfg_.pool, AssemblyThreads(), static_cast<int>(a->pieces.size()), [&](int, int t) {
     const auto [c, e] = a->pieces[static_cast<std::size_t>(t)];
     const OutCopy& oc = a->copies[static_cast<std::size_t>(c)];
-    std::memcpy(oc.data() + e, oc.src + e, std::min(kPiece, oc.n - e));
+    const std::size_t n = std::min(kPiece, oc.n - e);
+    std::memcpy(oc.data() + e, oc.src + e, n);
+    // Summed from the copy, still in this core's cache (pieces start at multiples of 4).
+    if (oc.word_sum != nullptr) {
+      piece_sums[static_cast<std::size_t>(t)] = core::internal::BigEndianWordSum(oc.data() + e, n);
+    }
   });
+  for (OutCopy& oc : a->copies) {
+    if (oc.word_sum != nullptr) *oc.word_sum = 0;
+  }
+  for (std::size_t t = 0; t < a->pieces.size(); ++t) {
+    const OutCopy& oc = a->copies[static_cast<std::size_t>(a->pieces[t].first)];
+    if (oc.word_sum != nullptr) **oc.word_sum += piece_sums[t];
+  }
   // Outcomes, with the CPU backend's bookkeeping (core/frame/patch_outcome.h).
   for (const RunEntry& e : batch.layout.entries) {
     core::BundleResult& r = a->results[static_cast<std::size_t>(e.bundle_pos)];

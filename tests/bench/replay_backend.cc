@@ -109,13 +109,15 @@ void CopyInto(const std::vector<T>& from, std::vector<T>* to) {
   to->assign(from.begin(), from.end());  // reuses a lent array's capacity
 }
 
-// Each bundle's resolution also as the frame file's bytes, narrowed once here, for jobs
-// that take it so (ExtractionJob::resolution_file_bytes): the CUDA backend narrows it on
-// the device, so that a replay of such a job costs the host only the copy.
+// Each bundle's resolution also as the frame file's bytes, narrowed and summed once here,
+// for jobs that take it so (ExtractionJob::resolution_file_bytes): the CUDA backend narrows
+// it on the device and sums its words as it copies them, so that a replay of such a job
+// costs the host only the copy.
 void AddFileBytes(std::vector<core::BundleResult>* results) {
   for (core::BundleResult& b : *results) {
     b.rdiags_file.resize(4 * b.rdiags.size());
-    core::NarrowToBigEndianFloat32(b.rdiags.data(), b.rdiags.size(), b.rdiags_file.data());
+    b.rdiags_file_word_sum =
+        core::NarrowToBigEndianFloat32(b.rdiags.data(), b.rdiags.size(), b.rdiags_file.data());
   }
 }
 
@@ -210,6 +212,7 @@ absl::StatusOr<core::ExtractionSummary> ReplayBackend::Extract(const core::Extra
     if (job.resolution_file_bytes) {
       out.rdiags.clear();
       CopyInto(from.rdiags_file, &out.rdiags_file);
+      out.rdiags_file_word_sum = from.rdiags_file_word_sum;
     } else {
       CopyInto(from.rdiags, &out.rdiags);
     }

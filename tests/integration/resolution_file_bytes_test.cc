@@ -18,7 +18,7 @@ namespace spexd::testing {
 namespace {
 
 // The CPU backend, handing each bundle's resolution as the file's bytes when the job takes
-// it so; counts the jobs that did.
+// it so (every other one with their words' sum); counts the jobs that did.
 class FileBytesBackend : public core::Backend {
  public:
   FileBytesBackend(std::unique_ptr<core::Backend> inner, std::shared_ptr<std::atomic<int>> asked)
@@ -30,7 +30,11 @@ class FileBytesBackend : public core::Backend {
     return inner_->Extract(job, [&](core::BundleResult&& b) {
       if (job.resolution_file_bytes) {
         b.rdiags_file.resize(4 * b.rdiags.size());
-        core::NarrowToBigEndianFloat32(b.rdiags.data(), b.rdiags.size(), b.rdiags_file.data());
+        const uint64_t sum =
+            core::NarrowToBigEndianFloat32(b.rdiags.data(), b.rdiags.size(), b.rdiags_file.data());
+        // Every other bundle with its words' sum, as the CUDA backend takes it: one file
+        // from both kinds.
+        if (b.bundle % 2 == 1) b.rdiags_file_word_sum = sum;
         b.rdiags.clear();
       }
       return sink(std::move(b));
@@ -49,7 +53,11 @@ class FileBytesBackend : public core::Backend {
 std::vector<std::string> DatasumCards(const std::string& fits) {
   std::vector<std::string> cards;
   for (std::size_t at = 0; at + 80 <= fits.size(); at += 80) {
-    if (fits.compare(at, 8, "DATASUM ") == 0) cards.push_back(fits.substr(at, 80));
+    // The value without its comment, whose time is the second the file was written.
+    if (fits.compare(at, 8, "DATASUM ") == 0) {
+      const std::string card = fits.substr(at, 80);
+      cards.push_back(card.substr(0, card.find(" /")));
+    }
   }
   return cards;
 }

@@ -31,17 +31,23 @@ uint32_t OnesComplementAdd(uint32_t a, uint32_t b) {
   return Fold(static_cast<uint64_t>(a) + b);
 }
 
+uint64_t BigEndianWordSum(const char* bytes, std::size_t n) {
+  uint64_t s = 0;
+  for (std::size_t i = 0; i < n / 4; ++i) {
+    uint32_t w;
+    std::memcpy(&w, bytes + 4 * i, 4);
+    s += __builtin_bswap32(w);
+  }
+  return s;
+}
+
+uint32_t FoldWordSum(uint64_t sum) { return Fold(sum); }
+
 uint32_t OnesComplementSum(const char* bytes, std::size_t n, uint32_t start) {
   uint32_t sum = start;
   for (std::size_t done = 0; done < n / 4;) {
     const std::size_t words = std::min(n / 4 - done, kMaxWordsPerFold);
-    uint64_t s = 0;
-    for (std::size_t i = 0; i < words; ++i) {
-      uint32_t w;
-      std::memcpy(&w, bytes + 4 * (done + i), 4);
-      s += __builtin_bswap32(w);
-    }
-    sum = OnesComplementAdd(sum, Fold(s));
+    sum = OnesComplementAdd(sum, Fold(BigEndianWordSum(bytes + 4 * done, 4 * words)));
     done += words;
   }
   return sum;

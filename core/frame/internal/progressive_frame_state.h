@@ -100,10 +100,12 @@ struct ProgressiveFrameFile::State {
   // `scratch`, grown as needed), *out where they went; their sum.
   // What `values` are: the HDU's values (doubles, or MASK's uint32), little-endian
   // float32 bytes of a float32 HDU (a float32 stream's), or its bytes as the file stores
-  // them (summed, and copied into the image or written from where they are).
+  // them (summed, and copied into the image or written from where they are; with
+  // `word_sum`, their words' exact sum taken already, not summed again).
   enum class Form { kValues, kFloat32Bytes, kFileBytes };
   uint32_t Encode(std::size_t i, const void* values, std::size_t count, std::size_t at,
-                  internal::Scratch* scratch, const char** out, Form form = Form::kValues);
+                  internal::Scratch* scratch, const char** out, Form form = Form::kValues,
+                  const uint64_t* word_sum = nullptr);
 };
 
 }  // namespace spexd::core

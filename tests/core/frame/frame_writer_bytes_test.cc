@@ -256,6 +256,10 @@ TEST(FitsChecksumTest, ChunkedSumsEqualWhole) {
   const std::string ones("\xff\xff\xff\xff\x00\x00\x00\x01\xff\xff\xff\xfe", 12);
   EXPECT_EQ(internal::OnesComplementSum(ones.data(), 12), 0xFFFFFFFFu);
   EXPECT_EQ(internal::OnesComplementSum(std::string(8, '\0').data(), 8), 0u);
+  // An exact sum of words, folded, is the ones' complement sum of the same words.
+  EXPECT_EQ(internal::FoldWordSum(internal::BigEndianWordSum(bytes.data(), bytes.size())), whole);
+  EXPECT_EQ(internal::FoldWordSum(internal::BigEndianWordSum(ones.data(), 12)), 0xFFFFFFFFu);
+  EXPECT_EQ(internal::FoldWordSum(0), 0u);
 }
 
 }  // namespace

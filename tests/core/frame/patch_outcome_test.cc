@@ -1,6 +1,6 @@
 // core::MarkPatchFailed: a failed patch's kept bins are zero in every output, its
 // resolution too when the bundle holds it as the frame file's bytes (rdiags_file): the
-// same bytes as the float64 resolution zeroed and narrowed.
+// same bytes as the float64 resolution zeroed and narrowed, and their words' sum kept.
 #include "core/frame/patch_outcome.h"
 
 #include <cstdint>
@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/base/float_convert.h"
+#include "core/frame/internal/fits_checksum.h"
 #include "gtest/gtest.h"
 
 namespace spexd::core {
@@ -26,7 +27,8 @@ TEST(MarkPatchFailedTest, ResolutionAsFileBytesIsZeroedAsTheFloat64Is) {
   for (double& v : doubles.rdiags) v = normal(rng);
   BundleResult bytes = doubles;
   bytes.rdiags_file.resize(4 * bytes.rdiags.size());
-  NarrowToBigEndianFloat32(bytes.rdiags.data(), bytes.rdiags.size(), bytes.rdiags_file.data());
+  bytes.rdiags_file_word_sum =
+      NarrowToBigEndianFloat32(bytes.rdiags.data(), bytes.rdiags.size(), bytes.rdiags_file.data());
   bytes.rdiags.clear();
   PatchDesc d{};
   d.bundle = 1;
@@ -39,6 +41,11 @@ TEST(MarkPatchFailedTest, ResolutionAsFileBytesIsZeroedAsTheFloat64Is) {
   NarrowToBigEndianFloat32(doubles.rdiags.data(), doubles.rdiags.size(), want.data());
   EXPECT_TRUE(bytes.rdiags_file == want);
   EXPECT_TRUE(bytes.rdiags.empty());
+  // The words' sum taken before stays the sum of the bytes (the file's DATASUM is built
+  // from it).
+  ASSERT_TRUE(bytes.rdiags_file_word_sum.has_value());
+  EXPECT_EQ(*bytes.rdiags_file_word_sum,
+            internal::BigEndianWordSum(bytes.rdiags_file.data(), bytes.rdiags_file.size()));
   // The zeroed bins are there: row 2, diagonal 0, the patch's first kept column.
   EXPECT_EQ(doubles.rdiags[(2 * static_cast<std::size_t>(nk)) * nwave + 11], 0.0);
   EXPECT_EQ(doubles.failed_bins, bytes.failed_bins);

@@ -63,7 +63,9 @@ class ProgressiveFrameFileTest : public ::testing::Test {
       BundleResult b = FrameRows(f, r / bundle, r, std::min(bundle, f.nspec - r));
       if (narrow_resolution_) {  // RESOLUTION's bytes as a device narrowed them
         b.rdiags_file.resize(4 * b.rdiags.size());
-        NarrowToBigEndianFloat32(b.rdiags.data(), b.rdiags.size(), b.rdiags_file.data());
+        const uint64_t sum =
+            NarrowToBigEndianFloat32(b.rdiags.data(), b.rdiags.size(), b.rdiags_file.data());
+        if (give_word_sum_) b.rdiags_file_word_sum = sum + word_sum_error_;
         b.rdiags.clear();
       }
       const absl::Status st = (*file)->AddRows(r, b);
@@ -90,6 +92,8 @@ class ProgressiveFrameFileTest : public ::testing::Test {
   int fd_ = -1;
   bool keep_image_ = true;  // Create's: false as spexctl writes (encoded in a reused buffer)
   bool narrow_resolution_ = false;  // each bundle's RESOLUTION given as the file's bytes
+  bool give_word_sum_ = false;       // ... with the sum of their words, off by word_sum_error_
+  uint64_t word_sum_error_ = 0;
 };
 
 void ExpectSameBytes(const std::string& got, const std::string& want) {
@@ -160,6 +164,17 @@ TEST_F(ProgressiveFrameFileTest, ResolutionGivenAsFileBytesGivesTheSameFile) {
       const std::string from_bytes = WriteProgressively(f, meta, 25, options, 6);
       ExpectSameBytes(from_bytes, from_doubles);
       ExpectSameBytes(from_bytes, want);
+      // With their words' sum taken where they were made, DATASUM is built from it.
+      give_word_sum_ = true;
+      ASSERT_EQ(::ftruncate(fd_, 0), 0);
+      ExpectSameBytes(WriteProgressively(f, meta, 25, options, 7), want);
+      word_sum_error_ = 1;  // a wrong sum shows: the file takes the given sum, not its own
+      ASSERT_EQ(::ftruncate(fd_, 0), 0);
+      const std::string off = WriteProgressively(f, meta, 25, options, 8);
+      ASSERT_EQ(off.size(), want.size());
+      EXPECT_NE(off, want);
+      give_word_sum_ = false;
+      word_sum_error_ = 0;
     }
   }
 }

@@ -181,4 +181,14 @@ uint64_t ToBigEndianWords(const char* src, std::size_t n, char* out) {
   return internal::ToBigEndianWordsScalar(src, n, out);
 }
 
+uint64_t BigEndianWordSum(const char* bytes, std::size_t n) {
+  uint64_t s = 0;
+  for (std::size_t i = 0; i < n / 4; ++i) {
+    uint32_t w;
+    std::memcpy(&w, bytes + 4 * i, 4);
+    s += __builtin_bswap32(w);
+  }
+  return s;
+}
+
 }  // namespace spexd::core

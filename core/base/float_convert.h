@@ -26,6 +26,10 @@ void NarrowToFloat32(const double* src, float* dst, std::size_t n);
 // sum of the 32-bit words as written (read big-endian), for a FITS checksum. n < 2^32.
 uint64_t NarrowToBigEndianFloat32(const double* src, std::size_t n, char* out);
 
+// The exact sum of the n / 4 big-endian 32-bit words at `bytes` (any alignment; n / 4 <
+// 2^32): what NarrowToBigEndianFloat32 returns for the words it writes.
+uint64_t BigEndianWordSum(const char* bytes, std::size_t n);
+
 // `n` native (little-endian) 32-bit words at `src` (any alignment) written big-endian at
 // `out` (4 n bytes); returns the sum of the words, for a FITS checksum. n < 2^32. A client
 // writes the float32 arrays it is streamed this way.

@@ -3,7 +3,7 @@
 #include <cstddef>
 #include <cstring>
 
-#include "core/frame/internal/fits_checksum.h"
+#include "core/base/float_convert.h"
 
 namespace spexd::core {
 
@@ -40,7 +40,7 @@ void MarkPatchFailed(const PatchPlan& plan, const PatchDesc& d, BundleResult* bu
         if (bundle->rdiags.empty()) {  // narrowed already: 0.0 is four zero bytes
           char* word = bundle->rdiags_file.data() + 4 * j;
           if (bundle->rdiags_file_word_sum) {
-            *bundle->rdiags_file_word_sum -= internal::BigEndianWordSum(word, 4);
+            *bundle->rdiags_file_word_sum -= BigEndianWordSum(word, 4);
           }
           std::memset(word, 0, 4);
         } else {

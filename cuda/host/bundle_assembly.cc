@@ -5,8 +5,8 @@
 #include <cstring>
 #include <vector>
 
+#include "core/base/float_convert.h"
 #include "core/base/parallel_for.h"
-#include "core/frame/internal/fits_checksum.h"
 #include "core/frame/patch_outcome.h"
 #include "core/plan/patch_plan.h"
 #include "core/base/prefault.h"
@@ -161,7 +161,7 @@ void BatchExtractor::FillBundles(const Batch& batch, const std::vector<char>& re
     std::memcpy(oc.data() + e, oc.src + e, n);
     // Summed from the copy, still in this core's cache (pieces start at multiples of 4).
     if (oc.word_sum != nullptr) {
-      piece_sums[static_cast<std::size_t>(t)] = core::internal::BigEndianWordSum(oc.data() + e, n);
+      piece_sums[static_cast<std::size_t>(t)] = core::BigEndianWordSum(oc.data() + e, n);
     }
   });
   for (OutCopy& oc : a->copies) {

@@ -31,16 +31,6 @@ uint32_t OnesComplementAdd(uint32_t a, uint32_t b) {
   return Fold(static_cast<uint64_t>(a) + b);
 }
 
-uint64_t BigEndianWordSum(const char* bytes, std::size_t n) {
-  uint64_t s = 0;
-  for (std::size_t i = 0; i < n / 4; ++i) {
-    uint32_t w;
-    std::memcpy(&w, bytes + 4 * i, 4);
-    s += __builtin_bswap32(w);
-  }
-  return s;
-}
-
 uint32_t FoldWordSum(uint64_t sum) { return Fold(sum); }
 
 uint32_t OnesComplementSum(const char* bytes, std::size_t n, uint32_t start) {

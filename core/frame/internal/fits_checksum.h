@@ -24,9 +24,8 @@ namespace spexd::core::internal {
 uint32_t OnesComplementAdd(uint32_t a, uint32_t b);
 // `start` plus the big-endian 32-bit words of bytes[0, n); n is a multiple of 4.
 uint32_t OnesComplementSum(const char* bytes, std::size_t n, uint32_t start = 0);
-// The exact sum of the n / 4 big-endian 32-bit words at `bytes` (n / 4 < 2^32), and such a
-// sum as the ones' complement sum OnesComplementSum gives for the same words.
-uint64_t BigEndianWordSum(const char* bytes, std::size_t n);
+// An exact sum of big-endian 32-bit words (core::BigEndianWordSum's) as the ones'
+// complement sum OnesComplementSum gives for the same words.
 uint32_t FoldWordSum(uint64_t sum);
 
 // Encoders of FITS data units (big-endian, FITS 4.0 §5.3) that return the ones'

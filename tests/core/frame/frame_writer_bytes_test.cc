@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "core/base/float_convert.h"
 #include "core/base/parallel_for.h"
 #include "core/frame/frame_writer.h"
 #include "core/frame/internal/fits_checksum.h"
@@ -257,8 +258,8 @@ TEST(FitsChecksumTest, ChunkedSumsEqualWhole) {
   EXPECT_EQ(internal::OnesComplementSum(ones.data(), 12), 0xFFFFFFFFu);
   EXPECT_EQ(internal::OnesComplementSum(std::string(8, '\0').data(), 8), 0u);
   // An exact sum of words, folded, is the ones' complement sum of the same words.
-  EXPECT_EQ(internal::FoldWordSum(internal::BigEndianWordSum(bytes.data(), bytes.size())), whole);
-  EXPECT_EQ(internal::FoldWordSum(internal::BigEndianWordSum(ones.data(), 12)), 0xFFFFFFFFu);
+  EXPECT_EQ(internal::FoldWordSum(BigEndianWordSum(bytes.data(), bytes.size())), whole);
+  EXPECT_EQ(internal::FoldWordSum(BigEndianWordSum(ones.data(), 12)), 0xFFFFFFFFu);
   EXPECT_EQ(internal::FoldWordSum(0), 0u);
 }
 

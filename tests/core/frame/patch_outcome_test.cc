@@ -8,7 +8,6 @@
 #include <vector>
 
 #include "core/base/float_convert.h"
-#include "core/frame/internal/fits_checksum.h"
 #include "gtest/gtest.h"
 
 namespace spexd::core {
@@ -45,7 +44,7 @@ TEST(MarkPatchFailedTest, ResolutionAsFileBytesIsZeroedAsTheFloat64Is) {
   // from it).
   ASSERT_TRUE(bytes.rdiags_file_word_sum.has_value());
   EXPECT_EQ(*bytes.rdiags_file_word_sum,
-            internal::BigEndianWordSum(bytes.rdiags_file.data(), bytes.rdiags_file.size()));
+            BigEndianWordSum(bytes.rdiags_file.data(), bytes.rdiags_file.size()));
   // The zeroed bins are there: row 2, diagonal 0, the patch's first kept column.
   EXPECT_EQ(doubles.rdiags[(2 * static_cast<std::size_t>(nk)) * nwave + 11], 0.0);
   EXPECT_EQ(doubles.failed_bins, bytes.failed_bins);

@@ -82,6 +82,17 @@ class CudaBackendTest : public ::testing::Test {
     return MakeSyntheticFrame(geometry, so);
   }
 
+  // Huge pixel values on three rows of `bad`'s window overflow A^T N d to inf, so that
+  // the patch's solve and its retry fail (flagged, outputs zero: spec §2.15).
+  static void OverflowPatch(const core::PatchPlan& plan, const core::PatchDesc& bad,
+                            core::PreprocImage* image) {
+    const int cy = bad.y0 + bad.ny / 2, cx = plan.corner_x(bad.fiber0, bad.wave0 + plan.nwavetot / 2) + 8;
+    for (int y = cy - 1; y <= cy + 1; ++y) {
+      image->image[static_cast<std::size_t>(y) * image->width + cx] = 1e308;
+      image->ivar[static_cast<std::size_t>(y) * image->width + cx] = 1e308;
+    }
+  }
+
   // CPU vs GPU on one job; returns the GPU output. `ill_conditioned`: the job has
   // truncated or heavily masked windows, judged with IllConditionedAllowance.
   static RunOutput CheckParity(const std::string& what, const core::ExtractionJob& job,

@@ -137,14 +137,8 @@ TEST_F(CudaBackendTest, NonFinitePatchesAndMaskedPatchesAreHandled) {
   ASSERT_NE(geo, nullptr);
   core::PreprocImage image = Synthetic(*geo, 3);
   const core::PatchPlan& plan = geo->plan();
-  // Patch 3 of sub-bundle 0: huge pixel values overflow A^T N d to inf, so the solve is
-  // not finite and the retry fails too -> flagged, outputs zero (spec §2.15).
-  const core::PatchDesc& bad = plan.patches[3];
-  const int cy = bad.y0 + bad.ny / 2, cx = plan.corner_x(bad.fiber0, bad.wave0 + plan.nwavetot / 2) + 8;
-  for (int y = cy - 1; y <= cy + 1; ++y) {
-    image.image[static_cast<std::size_t>(y) * image.width + cx] = 1e308;
-    image.ivar[static_cast<std::size_t>(y) * image.width + cx] = 1e308;
-  }
+  // Patch 3 of sub-bundle 0: its solve and retry fail (OverflowPatch).
+  OverflowPatch(plan, plan.patches[3], &image);
   // Patch 1 of sub-bundle 4: its whole window masked (all bins get the zero-flux prior).
   const core::PatchDesc& masked = plan.patches[static_cast<std::size_t>(4 * (plan.patches.size() / 5) + 1)];
   for (int y = masked.y0; y < masked.y0 + masked.ny; ++y) {

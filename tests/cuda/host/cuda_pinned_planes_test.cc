@@ -24,19 +24,6 @@ absl::StatusOr<Run> Extract(core::Backend& b, const std::shared_ptr<const core::
   return ExtractAll(b, g, image, /*want_model=*/false);
 }
 
-void ExpectIdentical(const std::vector<core::BundleResult>& a, const std::vector<core::BundleResult>& b,
-                     const std::string& what) {
-  ASSERT_EQ(a.size(), b.size()) << what;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    // Bit-identical: the device receives the same float32 values either way.
-    EXPECT_EQ(a[i].flux, b[i].flux) << what << " bundle " << i;
-    EXPECT_EQ(a[i].ivar, b[i].ivar) << what << " bundle " << i;
-    EXPECT_EQ(a[i].rdiags, b[i].rdiags) << what << " bundle " << i;
-    EXPECT_EQ(a[i].chi2pix, b[i].chi2pix) << what << " bundle " << i;
-    EXPECT_EQ(a[i].pixmask_fraction, b[i].pixmask_fraction) << what << " bundle " << i;
-  }
-}
-
 TEST(CudaPinnedPlanes, UploadedWithoutStagingAndIdenticalToTheStagedPaths) {
   absl::StatusOr<core::BackendOptions> options = CudaTestOptions();
   ASSERT_TRUE(options.ok()) << options.status();
@@ -75,8 +62,8 @@ TEST(CudaPinnedPlanes, UploadedWithoutStagingAndIdenticalToTheStagedPaths) {
   // The direct path does no host staging at all; the others copy or narrow into it.
   EXPECT_EQ(direct->summary.stage_seconds["upload_host"], 0.0);
   EXPECT_GT(staged->summary.stage_seconds["upload_host"], 0.0);
-  ExpectIdentical(staged->bundles, direct->bundles, "pinned vs pageable float32");
-  ExpectIdentical(narrowed->bundles, direct->bundles, "pinned float32 vs float64 planes");
+  ExpectSameBundles(staged->bundles, direct->bundles, "pinned vs pageable float32");
+  ExpectSameBundles(narrowed->bundles, direct->bundles, "pinned float32 vs float64 planes");
 }
 
 }  // namespace

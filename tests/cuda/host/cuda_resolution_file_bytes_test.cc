@@ -108,14 +108,7 @@ TEST_F(CudaResolutionFileBytesTest, FailedPatchesAreZeroInTheFileBytesToo) {
   ASSERT_NE(geo, nullptr);
   core::PreprocImage image = Synthetic(*geo, 3);
   const core::PatchPlan& plan = geo->plan();
-  // Huge pixel values overflow A^T N d to inf: the patch's solve and its retry fail
-  // (as NonFinitePatchesAndMaskedPatchesAreHandled).
-  const core::PatchDesc& bad = plan.patches[3];
-  const int cy = bad.y0 + bad.ny / 2, cx = plan.corner_x(bad.fiber0, bad.wave0 + plan.nwavetot / 2) + 8;
-  for (int y = cy - 1; y <= cy + 1; ++y) {
-    image.image[static_cast<std::size_t>(y) * image.width + cx] = 1e308;
-    image.ivar[static_cast<std::size_t>(y) * image.width + cx] = 1e308;
-  }
+  OverflowPatch(plan, plan.patches[3], &image);  // its solve and retry fail
   core::ExtractionJob job;
   job.geometry = geo;
   job.image = &image;

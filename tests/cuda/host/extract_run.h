@@ -4,11 +4,13 @@
 #define SPEXD_TESTS_CUDA_HOST_EXTRACT_RUN_H_
 
 #include <memory>
+#include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "core/backend/backend.h"
+#include "gtest/gtest.h"
 
 namespace spexd::testing {
 
@@ -32,6 +34,20 @@ inline absl::StatusOr<ExtractRun> ExtractAll(core::Backend& b,
   if (!s.ok()) return s.status();
   r.summary = *s;
   return r;
+}
+
+// Every bundle's arrays bit for bit (the device received the same values either way).
+inline void ExpectSameBundles(const std::vector<core::BundleResult>& a,
+                              const std::vector<core::BundleResult>& b, const std::string& what) {
+  ASSERT_EQ(a.size(), b.size()) << what;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].flux, b[i].flux) << what << " bundle " << i;
+    EXPECT_EQ(a[i].ivar, b[i].ivar) << what << " bundle " << i;
+    EXPECT_EQ(a[i].rdiags, b[i].rdiags) << what << " bundle " << i;
+    EXPECT_EQ(a[i].chi2pix, b[i].chi2pix) << what << " bundle " << i;
+    EXPECT_EQ(a[i].pixmask_fraction, b[i].pixmask_fraction) << what << " bundle " << i;
+    EXPECT_EQ(a[i].model, b[i].model) << what << " bundle " << i;
+  }
 }
 
 }  // namespace spexd::testing

@@ -31,11 +31,13 @@ struct ExtractionJob {
   double regularize = 0.0;
   double psferr = 0.01;
   bool want_model = false;
-  // Nothing but the job's frame file reads the resolution data: a backend may hand each
-  // bundle's RESOLUTION as the file's bytes instead (BundleResult::rdiags_file, rdiags
-  // empty), narrowed where it was computed (the CUDA backend: on the device, downloading
-  // half the bytes). A backend that does not keeps rdiags, and the file narrows them.
-  bool resolution_file_bytes = false;
+  // kFileBytes: nothing but the job's frame file reads the resolution data;
+  // kStreamFloat32: nothing but its float32 stream does. A backend may then hand each
+  // bundle's RESOLUTION as that consumer's bytes instead (BundleResult::rdiags_file or
+  // rdiags_f32, rdiags empty), narrowed where it was computed (the CUDA backend: on the
+  // device, downloading half the bytes). A backend that does not keeps rdiags, and the
+  // consumer narrows them.
+  ResolutionForm resolution_form = ResolutionForm::kFloat64;
   // Bundles to extract (plan indices, ascending); empty means all.
   std::vector<int> bundles;
   // Checked between patches (CPU) or patch batches (CUDA), so that a cancel or a

@@ -28,6 +28,15 @@ struct PatchCounts {
 
 struct BundleResult;
 
+// How a backend hands a bundle's RESOLUTION (ExtractionJob::resolution_form). Where a single
+// consumer reads it as float32, a backend may narrow it where it was computed (the CUDA
+// backend: on the device, downloading half the bytes) into that consumer's byte order.
+enum class ResolutionForm {
+  kFloat64,        // rdiags
+  kFileBytes,      // rdiags_file: big-endian float32, the frame file's bytes
+  kStreamFloat32,  // rdiags_f32: little-endian float32, a float32 stream's bytes
+};
+
 // Takes back a bundle's arrays when the bundle is destroyed, to lend them to a later one
 // (core/frame/bundle_array_pool.h). Called through this interface so that the code that
 // lent them (a backend, possibly in the CUDA module) also takes them back.
@@ -58,6 +67,11 @@ struct BundleResult {
   // bytes were hot (the file's DATASUM then needs no pass of its own over them); kept
   // exact by whatever changes the bytes (MarkPatchFailed).
   std::optional<uint64_t> rdiags_file_word_sum;
+  // RESOLUTION as a float32 stream sends it: little-endian float32 in rdiags' layout,
+  // narrowed where the results were computed (exactly as NarrowToFloat32), for a job in
+  // which nothing but that stream reads the resolution data; rdiags is then empty. Empty
+  // otherwise.
+  std::vector<char> rdiags_f32;  // 4 bytes per value of rdiags
   std::vector<double> pixmask_fraction;  // [nfibers][nwave]
   std::vector<double> chi2pix;           // [nfibers][nwave]
   std::vector<uint8_t> failed_bins;      // [nfibers][nwave] 1 where the patch failed

@@ -38,8 +38,9 @@ void MarkPatchFailed(const PatchPlan& plan, const PatchDesc& d, BundleResult* bu
       for (int k = 0; k < nk; ++k) {
         const std::size_t j = (row * nk + static_cast<std::size_t>(k)) * nwave + d.out_col + w;
         if (bundle->rdiags.empty()) {  // narrowed already: 0.0 is four zero bytes
-          char* word = bundle->rdiags_file.data() + 4 * j;
-          if (bundle->rdiags_file_word_sum) {
+          const bool file = !bundle->rdiags_file.empty();
+          char* word = (file ? bundle->rdiags_file : bundle->rdiags_f32).data() + 4 * j;
+          if (file && bundle->rdiags_file_word_sum) {
             *bundle->rdiags_file_word_sum -= BigEndianWordSum(word, 4);
           }
           std::memset(word, 0, 4);

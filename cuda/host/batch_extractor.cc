@@ -14,7 +14,7 @@
 #include "cuda/host/cuda_check.h"
 #include "cuda/host/fault_injection.h"
 #include "cuda/kernels/decorrelation.h"
-#include "cuda/kernels/file_narrowing.h"
+#include "cuda/kernels/resolution_narrowing.h"
 #include "cuda/host/nvtx.h"
 #include "cuda/kernels/patch_products.h"
 
@@ -67,7 +67,8 @@ absl::Status BatchExtractor::Prepare(const core::ExtractionJob& job, int nbundle
   spec.image_pixels = static_cast<std::size_t>(plan.image_height) * plan.image_width;
   spec.ql_log = true;
   spec.ql_rotations = TridiagNeedsRotationLog(plan.nwavetot);
-  spec.rdiags_file = job.resolution_file_bytes;
+  spec.rdiags_words = job.resolution_form != core::ResolutionForm::kFloat64;
+  spec.rdiags_big_endian = job.resolution_form == core::ResolutionForm::kFileBytes;
 
   // Device bytes of both sets for b bundles per batch, plus the frame and its staging.
   auto need = [&](int b) {
@@ -76,10 +77,10 @@ absl::Status BatchExtractor::Prepare(const core::ExtractionJob& job, int nbundle
     const std::size_t canvas = static_cast<std::size_t>(b) * static_cast<std::size_t>(spec.canvas_stride);
     const std::size_t ql =  // one set
         spec.ql_log ? slots * spec.nper * QlBytesPerBlock(spec.nt, spec.ql_rotations) : 0;
-    const std::size_t rdiags_file =  // float32 words
-        spec.rdiags_file ? static_cast<std::size_t>(b) * plan.bundlesize * plan.nwave * spec.nk : 0;
+    const std::size_t rdiags_words =  // float32 words
+        spec.rdiags_words ? static_cast<std::size_t>(b) * plan.bundlesize * plan.nwave * spec.nk : 0;
     return 2 * (slots * spec.SlotBytes() + (outs + canvas) * sizeof(double) +
-                rdiags_file * sizeof(uint32_t)) + ql +
+                rdiags_words * sizeof(uint32_t)) + ql +
            spec.image_pixels * (2 * sizeof(double) + 2 * sizeof(float) + sizeof(uint16_t));
   };
   std::size_t free_b = 0, total_b = 0;
@@ -180,12 +181,14 @@ absl::Status BatchExtractor::EnqueueDownload(WorkspaceSet* s, const Batch& batch
   }
   SPEXD_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(s->h_flux.get(), s->out_flux.get(), bytes, cudaMemcpyDeviceToHost, stream));
   SPEXD_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(s->h_ivar.get(), s->out_ivar.get(), bytes, cudaMemcpyDeviceToHost, stream));
-  if (spec_.rdiags_file) {
-    // Narrowed here to the frame file's bytes: half the bytes cross, and the host writes
-    // them as they are (ExtractionJob::resolution_file_bytes).
-    SPEXD_CUDA_RETURN_IF_ERROR(
-        LaunchNarrowToBigEndianFloat32(s->out_rdiag.get(), out * spec_.nk, s->out_rdiag_file.get(), stream));
-    SPEXD_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(s->h_rdiag.get(), s->out_rdiag_file.get(),
+  if (spec_.rdiags_words) {
+    // Narrowed here to the bytes of the frame file or float32 stream that alone reads them:
+    // half the bytes cross, and the host sends or writes them as they are
+    // (ExtractionJob::resolution_form).
+    SPEXD_CUDA_RETURN_IF_ERROR(LaunchNarrowToFloat32(s->out_rdiag.get(), out * spec_.nk,
+                                                     spec_.rdiags_big_endian,
+                                                     s->out_rdiag_words.get(), stream));
+    SPEXD_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(s->h_rdiag.get(), s->out_rdiag_words.get(),
                                                out * spec_.nk * sizeof(uint32_t),
                                                cudaMemcpyDeviceToHost, stream));
   } else {

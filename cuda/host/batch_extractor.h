@@ -96,7 +96,7 @@ class BatchExtractor {
   absl::StatusOr<std::vector<char>> RetryFailed(const core::ExtractionJob& job, Batch* batch);
   // One output array's copy out of the pinned buffers.
   // One array's bytes out of a pinned buffer: a float64 array, or (bytes) the frame
-  // file's bytes of the resolution (BundleResult::rdiags_file).
+  // float32 bytes of the resolution (BundleResult::rdiags_file or rdiags_f32).
   struct OutCopy {
     std::vector<double>* dst = nullptr;
     std::vector<char>* bytes = nullptr;

@@ -91,8 +91,8 @@ absl::Status Workspace::ReserveSet(WorkspaceSet* s, const WorkspaceSpec& spec) {
   SPEXD_RETURN_IF_ERROR(s->out_pixmask.Allocate(out, "pixmask_fraction"));
   SPEXD_RETURN_IF_ERROR(s->out_chi2.Allocate(out, "chi2pix"));
   SPEXD_RETURN_IF_ERROR(s->out_rdiag.Allocate(out * Sz(spec.nk), "resolution"));
-  if (spec.rdiags_file) {
-    SPEXD_RETURN_IF_ERROR(s->out_rdiag_file.Allocate(out * Sz(spec.nk), "resolution (file bytes)"));
+  if (spec.rdiags_words) {
+    SPEXD_RETURN_IF_ERROR(s->out_rdiag_words.Allocate(out * Sz(spec.nk), "resolution (float32)"));
   }
   SPEXD_RETURN_IF_ERROR(s->h_flux.Allocate(out, "flux (host)"));
   SPEXD_RETURN_IF_ERROR(s->h_ivar.Allocate(out, "ivar (host)"));
@@ -121,7 +121,7 @@ absl::Status Workspace::Reserve(const WorkspaceSpec& spec) {
                      spec.ptr_count > r.ptr_count || spec.image_pixels > r.image_pixels ||
                      (spec.ql_log && !r.ql_log) ||
                      (spec.ql_rotations && !r.ql_rotations) ||
-                     (spec.rdiags_file && !r.rdiags_file);
+                     (spec.rdiags_words && !r.rdiags_words);
   if (!grows) return absl::OkStatus();
   if (r.slots > 0) ++reallocations_;
   // Grow to the element-wise maximum so that alternating geometries settle.
@@ -139,7 +139,7 @@ absl::Status Workspace::Reserve(const WorkspaceSpec& spec) {
   g.image_pixels = std::max(spec.image_pixels, r.image_pixels);
   g.ql_log = spec.ql_log || r.ql_log;
   g.ql_rotations = g.ql_log && (spec.ql_rotations || r.ql_rotations);
-  g.rdiags_file = spec.rdiags_file || r.rdiags_file;
+  g.rdiags_words = spec.rdiags_words || r.rdiags_words;
   if (int64_t{r.bundlesize} * r.nwave > int64_t{g.bundlesize} * g.nwave) {
     g.bundlesize = r.bundlesize;
     g.nwave = r.nwave;
@@ -190,7 +190,7 @@ std::size_t Workspace::device_bytes() const {
          s.fmodel.bytes() + s.ldiag.bytes() + s.pix.bytes() + s.model.bytes();
     b += s.status.bytes() + s.cond.bytes() + s.mflags.bytes() + s.info.bytes() + s.eig_info.bytes() +
          s.ptrs.bytes() + s.entries.bytes();
-    b += s.out_flux.bytes() + s.out_ivar.bytes() + s.out_rdiag.bytes() + s.out_rdiag_file.bytes() +
+    b += s.out_flux.bytes() + s.out_ivar.bytes() + s.out_rdiag.bytes() + s.out_rdiag_words.bytes() +
          s.out_pixmask.bytes() +
          s.out_chi2.bytes() + s.canvas.bytes() + s.canvas_desc.bytes() + s.canvas_list.bytes();
   }

@@ -30,9 +30,11 @@ struct WorkspaceSpec {
   std::size_t image_pixels = 0;
   bool ql_log = false;  // QlBuffers for slots * nper blocks (tridiagonal eigensolver)
   bool ql_rotations = false;  // with their rotation log (TridiagNeedsRotationLog)
-  // The resolution narrowed on the device to the frame file's bytes (out_rdiag_file), for
-  // a job whose resolution only its frame file reads (ExtractionJob::resolution_file_bytes).
-  bool rdiags_file = false;
+  // The resolution narrowed on the device to float32 words (out_rdiag_words), for a job
+  // whose resolution one consumer reads as float32 (ExtractionJob::resolution_form): in
+  // big-endian order for its frame file, else in the host's for its float32 stream.
+  bool rdiags_words = false;
+  bool rdiags_big_endian = false;
 
   // The GEMM scratch: nb leaf blocks, then the panel's P_j (p_band blocks each for
   // j <= nb - 2; batch_layout.h's PanelPOffset), where LayoutChoices::panel_p.
@@ -60,9 +62,9 @@ struct WorkspaceSet {
   DeviceBuffer<uint64_t> ptrs;
   DeviceBuffer<RunEntry> entries;
   DeviceBuffer<double> out_flux, out_ivar, out_rdiag, out_pixmask, out_chi2, canvas;
-  // out_rdiag as big-endian float32 (WorkspaceSpec::rdiags_file); downloaded into h_rdiag's
+  // out_rdiag as float32 words (WorkspaceSpec::rdiags_words); downloaded into h_rdiag's
   // first half.
-  DeviceBuffer<uint32_t> out_rdiag_file;
+  DeviceBuffer<uint32_t> out_rdiag_words;
   DeviceBuffer<CanvasDesc> canvas_desc;
   DeviceBuffer<CanvasPatch> canvas_list;
   PinnedBuffer<uint64_t> h_ptrs;

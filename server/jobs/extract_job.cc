@@ -183,7 +183,7 @@ absl::Status ExtractJob::Extract(core::Backend& backend) {
   job.regularize = plan.params().regularize;
   job.psferr = plan.psferr();
   job.want_model = plan.params().want_model;
-  job.resolution_file_bytes = output_.ResolutionOnlyInFile();
+  job.resolution_form = output_.resolution_form();
   job.bundles = request_.bundles;
   job.cancel = cancel_.get();
   Clock::time_point last = Clock::now();

@@ -153,7 +153,7 @@ JobOutput::PreparedBundle JobOutput::PrepareBundle(core::BundleResult&& finished
     p.messages.push_back(EncodeBundleDone(b, seconds));
   } else if (float32_arrays()) {
     p.messages =
-        EncodeBundlePartsFloat32(b, seconds, MaxPayloadBytes(env_.limits), env_.wire_buffers);
+        EncodeBundlePartsFloat32(p.bundle, seconds, MaxPayloadBytes(env_.limits), env_.wire_buffers);
   } else {
     p.messages = EncodeBundleParts(p.bundle, seconds, MaxPayloadBytes(env_.limits));
   }
@@ -199,11 +199,18 @@ absl::Status JobOutput::Bundle(PreparedBundle&& prepared) {
   return absl::OkStatus();
 }
 
-bool JobOutput::ResolutionOnlyInFile() const {
+core::ResolutionForm JobOutput::resolution_form() const {
+  // An output region and the shadow check of a sampled frame take the float64 values.
+  if (output_writer_.has_value() || health_.sampled()) return core::ResolutionForm::kFloat64;
   // The assembler of a progressively written file keeps no resolution (Prepare), and a
   // file-only reply streams only each bundle's progress.
-  return progressive_ != nullptr && request_.reply.file_only && !output_writer_.has_value() &&
-         !health_.sampled();
+  if (progressive_ != nullptr && request_.reply.file_only) return core::ResolutionForm::kFileBytes;
+  // Nor does the assembler of FrameProducts' mask and scores, where no server-written file
+  // or model needs the whole frame.
+  if (float32_arrays() && !request_.output.any() && !request_.plan->params().want_model) {
+    return core::ResolutionForm::kStreamFloat32;
+  }
+  return core::ResolutionForm::kFloat64;
 }
 
 std::vector<int> JobOutput::ListedBundles(std::vector<int> bundles) const {

@@ -91,10 +91,12 @@ class JobOutput {
   // each served bundle and the assembled frame here, finished into the summary's FrameQa.
   void StartHealth(FrameHealthTracker::Context context, std::vector<int> bundles);
   FrameHealthTracker& health() { return health_; }
-  // After StartHealth: whether nothing but the server-written frame file reads the
-  // resolution data (core::ExtractionJob::resolution_file_bytes): no arrays streamed, no
-  // output region, no whole frame with it, the frame not sampled for the shadow check.
-  bool ResolutionOnlyInFile() const;
+  // After StartHealth: the form in which the backend hands the resolution data
+  // (core::ExtractionJob::resolution_form). kFileBytes where nothing but the server-written
+  // frame file reads it (no arrays streamed), kStreamFloat32 where nothing but the float32
+  // stream does (no server-written file, no model); either only without an output region
+  // and with the frame not sampled for the shadow check.
+  core::ResolutionForm resolution_form() const;
 
   // Streaming task, after the last bundle of a successful extraction: the products that
   // need the whole frame, then the summary message (`summary` completed here, with this

@@ -148,10 +148,11 @@ std::vector<WireMessage> SplitBundle(const core::BundleResult& b, double seconds
   return parts;
 }
 
-// A bundle's arrays rounded to float32 once (what the float32 parts borrow).
-// A bundle's four arrays rounded to float32, one after another in one block.
+// A bundle's arrays as float32, what the float32 parts borrow: those rounded here one
+// after another in one block, and a resolution narrowed by the backend in the bundle.
 struct Float32Arrays {
   core::PlaneBuffer<float> block;
+  std::shared_ptr<const core::BundleResult> bundle;  // set where rdiags points into it
   const float *flux = nullptr, *ivar = nullptr, *rdiags = nullptr, *chi2pix = nullptr;
 };
 
@@ -189,21 +190,29 @@ std::size_t BundleBytesPerFiberFloat32(int nwave, int ndiag) {
   return static_cast<std::size_t>(nwave) * (3 + 2 * static_cast<std::size_t>(ndiag) + 1) * 4;
 }
 
-std::vector<WireMessage> EncodeBundlePartsFloat32(const core::BundleResult& b, double seconds,
-                                                  std::size_t max_part_bytes,
+std::vector<WireMessage> EncodeBundlePartsFloat32(std::shared_ptr<const core::BundleResult> bundle,
+                                                  double seconds, std::size_t max_part_bytes,
                                                   core::PlaneBufferPool* buffers) {
+  const core::BundleResult& b = *bundle;
+  const bool narrowed = b.rdiags.empty() && !b.rdiags_f32.empty();
+  const std::size_t rdiags_values = narrowed ? b.rdiags_f32.size() / sizeof(float) : b.rdiags.size();
   auto arrays = std::make_shared<Float32Arrays>();
   arrays->block = core::PlaneBuffer<float>::Make(
-      b.flux.size() + b.ivar.size() + b.rdiags.size() + b.chi2pix.size(), buffers);
+      b.flux.size() + b.ivar.size() + b.chi2pix.size() + (narrowed ? 0 : rdiags_values), buffers);
   float* next = arrays->block.data();
   arrays->flux = next;
   next = RoundToFloat32(b.flux, next);
   arrays->ivar = next;
   next = RoundToFloat32(b.ivar, next);
-  arrays->rdiags = next;
-  next = RoundToFloat32(b.rdiags, next);
   arrays->chi2pix = next;
-  RoundToFloat32(b.chi2pix, next);
+  next = RoundToFloat32(b.chi2pix, next);
+  if (narrowed) {  // little-endian float32 words, as this host's floats (x86-64, aarch64)
+    arrays->rdiags = reinterpret_cast<const float*>(b.rdiags_f32.data());
+    arrays->bundle = bundle;
+  } else {
+    arrays->rdiags = next;
+    RoundToFloat32(b.rdiags, next);
+  }
   const Float32Arrays& a = *arrays;
   const std::size_t nk = static_cast<std::size_t>(2 * b.ndiag + 1);
   const std::size_t f = sizeof(float);

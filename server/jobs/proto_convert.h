@@ -61,10 +61,11 @@ std::vector<WireMessage> EncodeBundleParts(std::shared_ptr<const core::BundleRes
 // EncodeBundleParts for ExtractHeader.array_precision = ARRAY_FLOAT32: flux, ivar,
 // resolution and chi2pix rounded once to float32 (copies the parts own) in the *_f32
 // fields; no pixmask_fraction or failed_bins (the client gets the mask in FrameProducts).
-// The rounded arrays are one block from `buffers` (null: a block of its own), given back
-// once gRPC has written the parts: a bundle's 3 MB of fresh pages per r bundle otherwise,
-// a page fault per 4 KiB each time.
-std::vector<WireMessage> EncodeBundlePartsFloat32(const core::BundleResult& bundle,
+// A resolution the backend narrowed already (BundleResult::rdiags_f32) is borrowed from
+// `bundle` as it is, which the parts then keep alive. The rounded arrays are one block
+// from `buffers` (null: a block of its own), given back once gRPC has written the parts:
+// a bundle's 3 MB of fresh pages per r bundle otherwise, a page fault per 4 KiB each time.
+std::vector<WireMessage> EncodeBundlePartsFloat32(std::shared_ptr<const core::BundleResult> bundle,
                                                   double seconds, std::size_t max_part_bytes,
                                                   core::PlaneBufferPool* buffers = nullptr);
 std::size_t BundleBytesPerFiberFloat32(int nwave, int ndiag);

@@ -109,15 +109,19 @@ void CopyInto(const std::vector<T>& from, std::vector<T>* to) {
   to->assign(from.begin(), from.end());  // reuses a lent array's capacity
 }
 
-// Each bundle's resolution also as the frame file's bytes, narrowed and summed once here,
-// for jobs that take it so (ExtractionJob::resolution_file_bytes): the CUDA backend narrows
-// it on the device and sums its words as it copies them, so that a replay of such a job
-// costs the host only the copy.
-void AddFileBytes(std::vector<core::BundleResult>* results) {
+// Each bundle's resolution also as the frame file's and the float32 stream's bytes,
+// narrowed (and the file's summed) once here, for jobs that take it so
+// (ExtractionJob::resolution_form): the CUDA backend narrows it on the device and sums the
+// file's words as it copies them, so that a replay of such a job costs the host only the
+// copy.
+void AddFloat32Bytes(std::vector<core::BundleResult>* results) {
   for (core::BundleResult& b : *results) {
     b.rdiags_file.resize(4 * b.rdiags.size());
     b.rdiags_file_word_sum =
         core::NarrowToBigEndianFloat32(b.rdiags.data(), b.rdiags.size(), b.rdiags_file.data());
+    b.rdiags_f32.resize(4 * b.rdiags.size());
+    core::NarrowToFloat32(b.rdiags.data(), reinterpret_cast<float*>(b.rdiags_f32.data()),
+                          b.rdiags.size());
   }
 }
 
@@ -136,7 +140,7 @@ absl::StatusOr<std::shared_ptr<const std::vector<core::BundleResult>>> ReplaySto
     }
     auto stored = std::make_shared<std::vector<core::BundleResult>>();
     if (Load(file, stored.get()) && static_cast<int>(stored->size()) == job.geometry->plan().nbundles) {
-      AddFileBytes(stored.get());
+      AddFloat32Bytes(stored.get());
       recorded_[key] = stored;
       return std::shared_ptr<const std::vector<core::BundleResult>>(stored);
     }
@@ -166,7 +170,7 @@ absl::StatusOr<std::shared_ptr<const std::vector<core::BundleResult>>> ReplaySto
     return absl::OkStatus();
   });
   if (!summary.ok()) return summary.status();
-  AddFileBytes(results.get());
+  AddFloat32Bytes(results.get());
   recorded_[key] = results;
   if (!file.empty() && !Save(file, *results)) {
     return absl::InternalError("cannot store the recording in " + file);
@@ -201,7 +205,7 @@ absl::StatusOr<core::ExtractionSummary> ReplayBackend::Extract(const core::Extra
     const int64_t t0 = ThreadCpuNanoseconds();
     core::BundleResult out;
     arrays_->Lend(&out, from.flux.size(), static_cast<std::size_t>(2 * from.ndiag + 1),
-                  job.resolution_file_bytes);
+                  job.resolution_form);
     out.bundle = from.bundle;
     out.fiber_begin = from.fiber_begin;
     out.nfibers = from.nfibers;
@@ -209,10 +213,13 @@ absl::StatusOr<core::ExtractionSummary> ReplayBackend::Extract(const core::Extra
     out.ndiag = from.ndiag;
     CopyInto(from.flux, &out.flux);
     CopyInto(from.ivar, &out.ivar);
-    if (job.resolution_file_bytes) {
+    if (job.resolution_form == core::ResolutionForm::kFileBytes) {
       out.rdiags.clear();
       CopyInto(from.rdiags_file, &out.rdiags_file);
       out.rdiags_file_word_sum = from.rdiags_file_word_sum;
+    } else if (job.resolution_form == core::ResolutionForm::kStreamFloat32) {
+      out.rdiags.clear();
+      CopyInto(from.rdiags_f32, &out.rdiags_f32);
     } else {
       CopyInto(from.rdiags, &out.rdiags);
     }

@@ -135,20 +135,46 @@ TEST(BundleArrayPoolTest, ResolutionFileBytesComeBackAndAreLentAgain) {
   {
     BundleResult doubles = Lent(*pool);  // destroyed last: the most recent idle set
     BundleResult b;
-    pool->Lend(&b, kBins, kRows, /*resolution_file_bytes=*/true);
+    pool->Lend(&b, kBins, kRows, ResolutionForm::kFileBytes);
     b.flux.resize(kBins);
     b.rdiags_file.resize(4 * kBins * kRows);
     file_bytes = b.rdiags_file.data();
   }
   EXPECT_EQ(pool->stats().idle_sets, 2);
   BundleResult again;
-  ASSERT_TRUE(pool->Lend(&again, kBins, kRows, /*resolution_file_bytes=*/true));
+  ASSERT_TRUE(pool->Lend(&again, kBins, kRows, ResolutionForm::kFileBytes));
   EXPECT_EQ(again.rdiags_file.data(), file_bytes) << "the set whose file bytes can hold the bins";
   EXPECT_GE(again.rdiags_file.capacity(), 4 * kBins * kRows);
   BundleResult doubles;
   ASSERT_TRUE(pool->Lend(&doubles, kBins, kRows));
   EXPECT_GE(doubles.rdiags.capacity(), kBins * kRows);
   EXPECT_EQ(pool->stats().idle_sets, 0);
+}
+
+// A float32 stream's resolution (BundleResult::rdiags_f32) shares the file bytes' storage:
+// a set given back with either is lent for either, into the field the form names.
+TEST(BundleArrayPoolTest, StreamFloat32BytesShareTheFileBytesStorage) {
+  auto pool = BundleArrayPool::Create();
+  const char* words = nullptr;
+  {
+    BundleResult b;
+    pool->Lend(&b, kBins, kRows, ResolutionForm::kStreamFloat32);
+    b.flux.resize(kBins);
+    b.rdiags_f32.resize(4 * kBins * kRows);
+    EXPECT_TRUE(b.rdiags_file.empty());
+    words = b.rdiags_f32.data();
+  }
+  {
+    BundleResult file;
+    ASSERT_TRUE(pool->Lend(&file, kBins, kRows, ResolutionForm::kFileBytes));
+    EXPECT_EQ(file.rdiags_file.data(), words) << "the stream's words lent as file bytes";
+    EXPECT_EQ(file.rdiags_f32.capacity(), 0u);
+    file.rdiags_file.resize(4 * kBins * kRows);
+  }
+  BundleResult stream;
+  ASSERT_TRUE(pool->Lend(&stream, kBins, kRows, ResolutionForm::kStreamFloat32));
+  EXPECT_EQ(stream.rdiags_f32.data(), words) << "the file's words lent to a stream";
+  EXPECT_EQ(stream.rdiags_file.capacity(), 0u);
 }
 
 TEST(BundleArrayPoolTest, BundlesOutliveTheOwnersReferenceAndDieOnOtherThreads) {

@@ -13,7 +13,7 @@
 namespace spexd::core {
 namespace {
 
-TEST(MarkPatchFailedTest, ResolutionAsFileBytesIsZeroedAsTheFloat64Is) {
+TEST(MarkPatchFailedTest, ResolutionAsFloat32BytesIsZeroedAsTheFloat64Is) {
   PatchPlan plan;
   plan.nper = 2;
   plan.bundlesize = 5;
@@ -24,6 +24,11 @@ TEST(MarkPatchFailedTest, ResolutionAsFileBytesIsZeroedAsTheFloat64Is) {
   std::mt19937_64 rng(7);
   std::normal_distribution<double> normal(0.0, 1.0);
   for (double& v : doubles.rdiags) v = normal(rng);
+  BundleResult stream = doubles;  // a float32 stream's bytes
+  stream.rdiags_f32.resize(4 * stream.rdiags.size());
+  NarrowToFloat32(stream.rdiags.data(), reinterpret_cast<float*>(stream.rdiags_f32.data()),
+                  stream.rdiags.size());
+  stream.rdiags.clear();
   BundleResult bytes = doubles;
   bytes.rdiags_file.resize(4 * bytes.rdiags.size());
   bytes.rdiags_file_word_sum =
@@ -36,10 +41,14 @@ TEST(MarkPatchFailedTest, ResolutionAsFileBytesIsZeroedAsTheFloat64Is) {
   d.nkeep = 9;
   MarkPatchFailed(plan, d, &doubles);
   MarkPatchFailed(plan, d, &bytes);
+  MarkPatchFailed(plan, d, &stream);
   std::vector<char> want(4 * doubles.rdiags.size());
   NarrowToBigEndianFloat32(doubles.rdiags.data(), doubles.rdiags.size(), want.data());
   EXPECT_TRUE(bytes.rdiags_file == want);
   EXPECT_TRUE(bytes.rdiags.empty());
+  NarrowToFloat32(doubles.rdiags.data(), reinterpret_cast<float*>(want.data()), doubles.rdiags.size());
+  EXPECT_TRUE(stream.rdiags_f32 == want);
+  EXPECT_TRUE(stream.rdiags.empty() && stream.rdiags_file.empty());
   // The words' sum taken before stays the sum of the bytes (the file's DATASUM is built
   // from it).
   ASSERT_TRUE(bytes.rdiags_file_word_sum.has_value());

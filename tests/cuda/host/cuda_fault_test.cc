@@ -159,8 +159,8 @@ TEST_F(CudaFaultTest, PoisonedAllocationsGiveTheSameSpectra) {
   }
 }
 
-// The device's narrowing of the resolution to the frame file's bytes
-// (ExtractionJob::resolution_file_bytes) gives, for NaNs of either sign and any payload,
+// The device's narrowing of the resolution to the frame file's and a float32 stream's bytes
+// (ExtractionJob::resolution_form) gives, for NaNs of either sign and any payload,
 // infinities, signed zeros, denormals and values at float32's limits (special_resolution
 // writes them into each batch's output), the bytes that the host's narrowing gives for the
 // float64 route's values; on NaN-filled device memory, so that every byte is written.
@@ -171,11 +171,15 @@ TEST_F(CudaFaultTest, DeviceNarrowingOfSpecialValuesIsTheHosts) {
   job.geometry = geometry_;
   job.image = &image_;
   auto doubles = ExtractBundles(*backend, job);
-  job.resolution_file_bytes = true;
+  job.resolution_form = core::ResolutionForm::kFileBytes;
   auto narrowed = ExtractBundles(*backend, job);
+  job.resolution_form = core::ResolutionForm::kStreamFloat32;
+  auto streamed = ExtractBundles(*backend, job);
   ASSERT_TRUE(doubles.ok()) << doubles.status();
   ASSERT_TRUE(narrowed.ok()) << narrowed.status();
+  ASSERT_TRUE(streamed.ok()) << streamed.status();
   ASSERT_EQ(doubles->size(), narrowed->size());
+  ASSERT_EQ(doubles->size(), streamed->size());
   ASSERT_FALSE(doubles->empty());
   ASSERT_FALSE((*doubles)[0].rdiags.empty());
   EXPECT_TRUE(std::isnan((*doubles)[0].rdiags[0])) << "the special values were not written";
@@ -189,6 +193,13 @@ TEST_F(CudaFaultTest, DeviceNarrowingOfSpecialValuesIsTheHosts) {
     const auto diff = std::mismatch(want.begin(), want.end(), n.rdiags_file.begin());
     EXPECT_EQ(diff.first, want.end()) << "bundle " << i << ": value " << (diff.first - want.begin()) / 4
                                       << " differs from the host's narrowing";
+    const core::BundleResult& s = (*streamed)[i];
+    EXPECT_TRUE(s.rdiags.empty()) << "bundle " << i << ": the stream's resolution came as float64";
+    core::NarrowToFloat32(d.rdiags.data(), reinterpret_cast<float*>(want.data()), d.rdiags.size());
+    ASSERT_EQ(s.rdiags_f32.size(), want.size()) << "bundle " << i;
+    const auto sdiff = std::mismatch(want.begin(), want.end(), s.rdiags_f32.begin());
+    EXPECT_EQ(sdiff.first, want.end()) << "bundle " << i << ": value " << (sdiff.first - want.begin()) / 4
+                                       << " differs from the host's rounding";
   }
 }
 

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "core/base/float_convert.h"
 #include "gtest/gtest.h"
 #include "tests/test_support.h"
 
@@ -109,7 +110,7 @@ TEST(ProtoConvertTest, Float32PartsHoldTheRoundedValuesInHalfTheBytes) {
   for (std::size_t i = 0; i < b->rdiags.size(); ++i) b->rdiags[i] = 0.1 * static_cast<double>(i);
   const std::size_t limit = (4 << 20) - 65536;
   const std::vector<WireMessage> f64 = EncodeBundleParts(b, 1.5, limit);
-  const std::vector<WireMessage> f32 = EncodeBundlePartsFloat32(*b, 1.5, limit);
+  const std::vector<WireMessage> f32 = EncodeBundlePartsFloat32(b, 1.5, limit);
   std::size_t bytes64 = 0, bytes32 = 0;
   for (const WireMessage& m : f64) bytes64 += m.ByteSize();
   std::string flux, ivar, res, chi2;
@@ -150,7 +151,8 @@ TEST(ProtoConvertTest, Float32PartsHoldTheRoundedValuesInHalfTheBytes) {
 // block goes back to the pool once the parts are gone, and the next bundle takes it
 // rather than fresh memory.
 TEST(ProtoConvertTest, Float32PartsReusePooledMemoryOnceWritten) {
-  core::BundleResult b;
+  auto bundle = std::make_shared<core::BundleResult>();
+  core::BundleResult& b = *bundle;
   b.Allocate(/*bundle=*/0, /*fiber0=*/0, /*nfib=*/25, /*nw=*/2326, /*nd=*/5);
   for (std::size_t i = 0; i < b.flux.size(); ++i) {
     b.flux[i] = 1.0 / 7.0 * static_cast<double>(i);
@@ -164,17 +166,60 @@ TEST(ProtoConvertTest, Float32PartsReusePooledMemoryOnceWritten) {
     for (const WireMessage& m : parts) all += m.Flatten();
     return all;
   };
-  const std::string own = flat(EncodeBundlePartsFloat32(b, 1.5, limit));
+  const std::string own = flat(EncodeBundlePartsFloat32(bundle, 1.5, limit));
   core::PlaneBufferPool pool(int64_t{64} << 20);
   {
-    const std::vector<WireMessage> pooled = EncodeBundlePartsFloat32(b, 1.5, limit, &pool);
+    const std::vector<WireMessage> pooled = EncodeBundlePartsFloat32(bundle, 1.5, limit, &pool);
     EXPECT_EQ(pool.cached_bytes(), 0);  // lent to the parts while they live
     EXPECT_EQ(flat(pooled), own);
   }
   EXPECT_GT(pool.cached_bytes(), 0);
   EXPECT_EQ(pool.reused(), 0);
-  EXPECT_EQ(flat(EncodeBundlePartsFloat32(b, 1.5, limit, &pool)), own);
+  EXPECT_EQ(flat(EncodeBundlePartsFloat32(bundle, 1.5, limit, &pool)), own);
   EXPECT_EQ(pool.reused(), 1);
+}
+
+// A resolution the backend narrowed already (BundleResult::rdiags_f32) goes out as it is:
+// the same bytes as rounded here from the float64 values, borrowed from the bundle, which
+// the parts keep alive until they are gone.
+TEST(ProtoConvertTest, Float32PartsBorrowAResolutionNarrowedAlready) {
+  auto doubles = std::make_shared<core::BundleResult>();
+  doubles->Allocate(/*bundle=*/2, /*fiber0=*/50, /*nfib=*/25, /*nw=*/2326, /*nd=*/5);
+  for (std::size_t i = 0; i < doubles->flux.size(); ++i) {
+    doubles->flux[i] = 1.0 / 3.0 + static_cast<double>(i);
+    doubles->ivar[i] = 4.0 / static_cast<double>(i + 1);
+    doubles->chi2pix[i] = 0.25 * static_cast<double>(i);
+  }
+  for (std::size_t i = 0; i < doubles->rdiags.size(); ++i) {
+    doubles->rdiags[i] = 1.0 / 7.0 + 1e-3 * static_cast<double>(i);
+  }
+  auto narrowed = std::make_shared<core::BundleResult>(*doubles);
+  narrowed->rdiags_f32.resize(4 * narrowed->rdiags.size());
+  core::NarrowToFloat32(narrowed->rdiags.data(), reinterpret_cast<float*>(narrowed->rdiags_f32.data()),
+                        narrowed->rdiags.size());
+  narrowed->rdiags.clear();
+  const char* words = narrowed->rdiags_f32.data();
+  const std::size_t limit = (4 << 20) - 65536;
+  auto flat = [](const std::vector<WireMessage>& parts) {
+    std::string all;
+    for (const WireMessage& m : parts) all += m.Flatten();
+    return all;
+  };
+  const std::string want = flat(EncodeBundlePartsFloat32(doubles, 1.5, limit));
+  std::weak_ptr<core::BundleResult> alive = narrowed;
+  std::vector<WireMessage> parts = EncodeBundlePartsFloat32(std::move(narrowed), 1.5, limit);
+  EXPECT_FALSE(alive.expired()) << "the parts do not keep the bundle they borrow from";
+  EXPECT_EQ(flat(parts), want);
+  bool borrowed = false;
+  for (const WireMessage& m : parts) {
+    for (const WireMessage::Piece& p : m.pieces) {
+      borrowed |= p.borrowed != nullptr && p.borrowed >= words &&
+                  p.borrowed < words + 4 * doubles->rdiags.size();
+    }
+  }
+  EXPECT_TRUE(borrowed) << "the narrowed resolution was copied";
+  parts.clear();
+  EXPECT_TRUE(alive.expired());
 }
 
 TEST(ProtoConvertTest, EmptyBundleModelChunkHeaderAndSummaryEncode) {

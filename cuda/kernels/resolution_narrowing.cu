@@ -1,4 +1,4 @@
-#include "cuda/kernels/file_narrowing.h"
+#include "cuda/kernels/resolution_narrowing.h"
 
 #include <algorithm>
 
@@ -19,24 +19,31 @@ __device__ __forceinline__ uint32_t NarrowBits(double d) {
   return static_cast<uint32_t>(__float_as_uint(f));
 }
 
-__global__ void NarrowToBigEndianKernel(const double* __restrict__ src, std::size_t n,
-                                        uint32_t* __restrict__ out) {
+// Templated on the byte order so that the loop holds no per-value test.
+template <bool kBigEndian>
+__global__ void NarrowKernel(const double* __restrict__ src, std::size_t n,
+                             uint32_t* __restrict__ out) {
   const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
   for (std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += stride) {
-    out[i] = __byte_perm(NarrowBits(src[i]), 0, 0x0123);  // byte swap
+    const uint32_t bits = NarrowBits(src[i]);
+    out[i] = kBigEndian ? __byte_perm(bits, 0, 0x0123) : bits;  // byte swap for the file
   }
 }
 
 }  // namespace
 
-cudaError_t LaunchNarrowToBigEndianFloat32(const double* src, std::size_t n, uint32_t* out,
-                                           cudaStream_t stream) {
+cudaError_t LaunchNarrowToFloat32(const double* src, std::size_t n, bool big_endian, uint32_t* out,
+                                  cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
   constexpr int kThreads = 256;
   constexpr std::size_t kMaxBlocks = 4096;  // grid-stride beyond: ~1 M values per pass
-  const std::size_t blocks = std::min(kMaxBlocks, (n + kThreads - 1) / kThreads);
-  NarrowToBigEndianKernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(src, n, out);
+  const unsigned blocks = static_cast<unsigned>(std::min(kMaxBlocks, (n + kThreads - 1) / kThreads));
+  if (big_endian) {
+    NarrowKernel<true><<<blocks, kThreads, 0, stream>>>(src, n, out);
+  } else {
+    NarrowKernel<false><<<blocks, kThreads, 0, stream>>>(src, n, out);
+  }
   return SPEXD_CHECK_LAUNCH(stream);
 }
 

@@ -1,9 +1,10 @@
-// A job whose resolution only its frame file reads (ExtractionJob::resolution_file_bytes):
-// the CUDA backend narrows RESOLUTION on the device to the file's bytes, and a frame file
-// written from them is byte for byte (every DATASUM and CHECKSUM with it) the file written
-// from the same job's float64 results, narrowed on the host; the other arrays are those of
-// the float64 route, bit for bit. With failed patches too (their bins zeroed on the host
-// in either form).
+// A job whose resolution one consumer alone reads (ExtractionJob::resolution_form): the
+// CUDA backend narrows RESOLUTION on the device to that consumer's float32 bytes. A frame
+// file written from the file's (big-endian) bytes is byte for byte (every DATASUM and
+// CHECKSUM with it) the file written from the same job's float64 results, narrowed on the
+// host; a float32 stream's (little-endian) bytes are the host's rounding of those results.
+// The other arrays are those of the float64 route, bit for bit. With failed patches too
+// (their bins zeroed on the host in every form).
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -59,31 +60,48 @@ bool SameDoubles(const std::vector<double>& a, const std::vector<double>& b) {
          (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(double)) == 0);
 }
 
-class CudaResolutionFileBytesTest : public CudaBackendTest {
+class CudaResolutionFormsTest : public CudaBackendTest {
  protected:
-  // Runs `job` through both routes and compares them; the float64 route's failed patches.
+  // Runs `job` through the three routes and compares them; the float64 route's failed
+  // patches.
   int64_t ExpectSameFile(core::ExtractionJob job) {
-    job.resolution_file_bytes = false;
+    job.resolution_form = core::ResolutionForm::kFloat64;
     auto doubles = RunJob(*gpu_, job);
-    job.resolution_file_bytes = true;
+    job.resolution_form = core::ResolutionForm::kFileBytes;
     auto narrowed = RunJob(*gpu_, job);
+    job.resolution_form = core::ResolutionForm::kStreamFloat32;
+    auto streamed = RunJob(*gpu_, job);
     EXPECT_TRUE(doubles.ok()) << doubles.status();
     EXPECT_TRUE(narrowed.ok()) << narrowed.status();
-    if (!doubles.ok() || !narrowed.ok()) return -1;
+    EXPECT_TRUE(streamed.ok()) << streamed.status();
+    if (!doubles.ok() || !narrowed.ok() || !streamed.ok()) return -1;
     EXPECT_EQ(doubles->bundles.size(), narrowed->bundles.size());
-    if (doubles->bundles.size() != narrowed->bundles.size()) return -1;
+    EXPECT_EQ(doubles->bundles.size(), streamed->bundles.size());
+    if (doubles->bundles.size() != narrowed->bundles.size() ||
+        doubles->bundles.size() != streamed->bundles.size()) {
+      return -1;
+    }
+    const auto same_others = [](const BundleResult& d, const BundleResult& n) {
+      return SameDoubles(d.flux, n.flux) && SameDoubles(d.ivar, n.ivar) &&
+             SameDoubles(d.chi2pix, n.chi2pix) &&
+             SameDoubles(d.pixmask_fraction, n.pixmask_fraction) && d.failed_bins == n.failed_bins;
+    };
     for (std::size_t i = 0; i < doubles->bundles.size(); ++i) {
       const BundleResult& d = doubles->bundles[i];
       const BundleResult& n = narrowed->bundles[i];
+      const BundleResult& s = streamed->bundles[i];
       SCOPED_TRACE(::testing::Message() << "bundle " << d.bundle);
-      EXPECT_TRUE(d.rdiags_file.empty());
-      EXPECT_TRUE(n.rdiags.empty()) << "the resolution came as float64";
+      EXPECT_TRUE(d.rdiags_file.empty() && d.rdiags_f32.empty());
+      EXPECT_TRUE(n.rdiags.empty()) << "the file's resolution came as float64";
+      EXPECT_TRUE(s.rdiags.empty()) << "the stream's resolution came as float64";
+      EXPECT_TRUE(s.rdiags_file.empty()) << "the stream's resolution came as the file's";
       std::vector<char> want(4 * d.rdiags.size());
       core::NarrowToBigEndianFloat32(d.rdiags.data(), d.rdiags.size(), want.data());
-      EXPECT_TRUE(n.rdiags_file == want) << "the device's bytes are not the host's narrowing";
-      EXPECT_TRUE(SameDoubles(d.flux, n.flux) && SameDoubles(d.ivar, n.ivar) &&
-                  SameDoubles(d.chi2pix, n.chi2pix) &&
-                  SameDoubles(d.pixmask_fraction, n.pixmask_fraction) && d.failed_bins == n.failed_bins);
+      EXPECT_TRUE(n.rdiags_file == want) << "the device's file bytes are not the host's narrowing";
+      core::NarrowToFloat32(d.rdiags.data(), reinterpret_cast<float*>(want.data()), d.rdiags.size());
+      EXPECT_TRUE(s.rdiags_f32 == want) << "the device's float32 bytes are not the host's rounding";
+      EXPECT_TRUE(same_others(d, n));
+      EXPECT_TRUE(same_others(d, s));
     }
     const std::string from_doubles = WriteFrameFile(&doubles->bundles, *job.geometry);
     const std::string from_bytes = WriteFrameFile(&narrowed->bundles, *job.geometry);
@@ -93,7 +111,7 @@ class CudaResolutionFileBytesTest : public CudaBackendTest {
   }
 };
 
-TEST_F(CudaResolutionFileBytesTest, FrameFileIsTheFloat64RoutesByteForByte) {
+TEST_F(CudaResolutionFormsTest, FileAndStreamBytesAreTheFloat64RoutesNarrowed) {
   auto geo = MakeGeometry(100, 50, 6000.0, 6400.0);
   ASSERT_NE(geo, nullptr);
   core::PreprocImage image = Synthetic(*geo, 11);
@@ -103,7 +121,7 @@ TEST_F(CudaResolutionFileBytesTest, FrameFileIsTheFloat64RoutesByteForByte) {
   EXPECT_EQ(ExpectSameFile(job), 0);
 }
 
-TEST_F(CudaResolutionFileBytesTest, FailedPatchesAreZeroInTheFileBytesToo) {
+TEST_F(CudaResolutionFormsTest, FailedPatchesAreZeroInTheFloat32BytesToo) {
   auto geo = MakeGeometry(0, 25, 6000.0, 6300.0);
   ASSERT_NE(geo, nullptr);
   core::PreprocImage image = Synthetic(*geo, 3);

@@ -1,0 +1,26 @@
+// Float64 results narrowed on the device to the float32 bytes their one consumer takes
+// (resolution_narrowing.cu): big-endian for a FITS frame file, little-endian for a float32
+// stream; bit for bit what the host's core::NarrowToBigEndianFloat32 and NarrowToFloat32
+// write for the same values, so that a bundle's RESOLUTION crosses the bus and the host
+// once, at half its float64 size.
+#ifndef SPEXD_CUDA_RESOLUTION_NARROWING_H_
+#define SPEXD_CUDA_RESOLUTION_NARROWING_H_
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace spexd::cuda {
+
+// out[i] = the float32 nearest src[i] (ties to even; float64 denormals to signed zero,
+// float32 denormals kept), its bytes in big-endian order where `big_endian`, else in the
+// host's (little-endian) order, for i < n. A NaN keeps its sign and the top 22 bits of its
+// payload with the quiet bit set, as the x86 conversion the host uses does (the device's
+// own conversion would give one canonical NaN).
+cudaError_t LaunchNarrowToFloat32(const double* src, std::size_t n, bool big_endian, uint32_t* out,
+                                  cudaStream_t stream);
+
+}  // namespace spexd::cuda
+
+#endif  // SPEXD_CUDA_RESOLUTION_NARROWING_H_

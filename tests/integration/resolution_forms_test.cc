@@ -192,5 +192,35 @@ TEST(ResolutionFormsTest, Float32StreamsTakeTheBytesAndAreTheRoundedFloat64Value
   EXPECT_EQ(with_file, rounded);
 }
 
+// A client that goes away after its first float32 bundle: the parts that borrow the
+// bundles' narrowed bytes are dropped with the call, and the server keeps serving (under
+// AddressSanitizer, a part outliving its bytes would show here).
+TEST(ResolutionFormsTest, AFloat32ClientThatLeavesMidStreamLeavesTheServerServing) {
+  auto asked = std::make_shared<Float32BytesBackend::Asked>();
+  auto server = StartFloat32BytesServer(asked);
+  ASSERT_NE(server, nullptr);
+  auto client = Connect(*server);
+  auto psf = client->LoadPsfFromBytes(Inputs().psf_bytes, "psf.fits");
+  ASSERT_TRUE(psf.ok()) << psf.status();
+  v1::ExtractHeader h = SmallHeader(psf->id());
+  h.set_server_path(Inputs().frame_path);
+  h.set_array_precision(v1::ARRAY_FLOAT32);
+  client::ExtractCallbacks cb;
+  int bundles = 0;
+  cb.on_header = [](const v1::FrameHeader&) { return absl::OkStatus(); };
+  cb.on_bundle = [&](v1::BundleData&&) {
+    ++bundles;
+    return absl::CancelledError("the client leaves");
+  };
+  cb.on_model = [](const v1::ModelChunk&) { return absl::OkStatus(); };
+  cb.on_products = [](const v1::FrameProducts&) { return absl::OkStatus(); };
+  EXPECT_FALSE(client->Extract(h, nullptr, false, cb).ok());
+  EXPECT_EQ(bundles, 1);
+  EXPECT_EQ(asked->stream.load(), 1);
+  const std::map<int, std::string> after = StreamedResolution(*client, h, /*float32=*/true);
+  EXPECT_FALSE(after.empty()) << "the server stopped serving";
+  EXPECT_EQ(asked->stream.load(), 2);
+}
+
 }  // namespace
 }  // namespace spexd::testing

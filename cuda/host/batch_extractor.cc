@@ -67,8 +67,7 @@ absl::Status BatchExtractor::Prepare(const core::ExtractionJob& job, int nbundle
   spec.image_pixels = static_cast<std::size_t>(plan.image_height) * plan.image_width;
   spec.ql_log = true;
   spec.ql_rotations = TridiagNeedsRotationLog(plan.nwavetot);
-  spec.rdiags_words = job.resolution_form != core::ResolutionForm::kFloat64;
-  spec.rdiags_big_endian = job.resolution_form == core::ResolutionForm::kFileBytes;
+  spec.rdiags_form = job.resolution_form;
 
   // Device bytes of both sets for b bundles per batch, plus the frame and its staging.
   auto need = [&](int b) {
@@ -78,7 +77,7 @@ absl::Status BatchExtractor::Prepare(const core::ExtractionJob& job, int nbundle
     const std::size_t ql =  // one set
         spec.ql_log ? slots * spec.nper * QlBytesPerBlock(spec.nt, spec.ql_rotations) : 0;
     const std::size_t rdiags_words =  // float32 words
-        spec.rdiags_words ? static_cast<std::size_t>(b) * plan.bundlesize * plan.nwave * spec.nk : 0;
+        spec.rdiags_words() ? static_cast<std::size_t>(b) * plan.bundlesize * plan.nwave * spec.nk : 0;
     return 2 * (slots * spec.SlotBytes() + (outs + canvas) * sizeof(double) +
                 rdiags_words * sizeof(uint32_t)) + ql +
            spec.image_pixels * (2 * sizeof(double) + 2 * sizeof(float) + sizeof(uint16_t));
@@ -181,12 +180,12 @@ absl::Status BatchExtractor::EnqueueDownload(WorkspaceSet* s, const Batch& batch
   }
   SPEXD_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(s->h_flux.get(), s->out_flux.get(), bytes, cudaMemcpyDeviceToHost, stream));
   SPEXD_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(s->h_ivar.get(), s->out_ivar.get(), bytes, cudaMemcpyDeviceToHost, stream));
-  if (spec_.rdiags_words) {
+  if (spec_.rdiags_words()) {
     // Narrowed here to the bytes of the frame file or float32 stream that alone reads them:
     // half the bytes cross, and the host sends or writes them as they are
     // (ExtractionJob::resolution_form).
     SPEXD_CUDA_RETURN_IF_ERROR(LaunchNarrowToFloat32(s->out_rdiag.get(), out * spec_.nk,
-                                                     spec_.rdiags_big_endian,
+                                                     spec_.rdiags_form == core::ResolutionForm::kFileBytes,
                                                      s->out_rdiag_words.get(), stream));
     SPEXD_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(s->h_rdiag.get(), s->out_rdiag_words.get(),
                                                out * spec_.nk * sizeof(uint32_t),

@@ -24,10 +24,7 @@ void BatchExtractor::SizeBundle(const Batch& batch, std::size_t pos, core::Bundl
   // Resident arrays of an earlier bundle when the backend has some idle: their pages are
   // mapped already (core/frame/bundle_array_pool.h).
   if (cfg_.arrays != nullptr) {
-    const core::ResolutionForm form = !spec_.rdiags_words        ? core::ResolutionForm::kFloat64
-                                      : spec_.rdiags_big_endian ? core::ResolutionForm::kFileBytes
-                                                                : core::ResolutionForm::kStreamFloat32;
-    cfg_.arrays->Lend(r, per_bundle, static_cast<std::size_t>(nk), form);
+    cfg_.arrays->Lend(r, per_bundle, static_cast<std::size_t>(nk), spec_.rdiags_form);
   }
   const auto copy = [copies](std::vector<double>* dst, const double* src, std::size_t n) {
     copies->push_back({.dst = dst, .src = reinterpret_cast<const char*>(src),
@@ -44,15 +41,16 @@ void BatchExtractor::SizeBundle(const Batch& batch, std::size_t pos, core::Bundl
   copy(&r->ivar, s.h_ivar.get() + o, per_bundle);
   copy(&r->pixmask_fraction, s.h_pixmask.get() + o, per_bundle);
   copy(&r->chi2pix, s.h_chi2.get() + o, per_bundle);
-  if (spec_.rdiags_words) {  // float32 words, downloaded into h_rdiag's first half
+  if (spec_.rdiags_words()) {  // float32 words, downloaded into h_rdiag's first half
     r->rdiags.clear();
     const std::size_t n = per_bundle * nk * sizeof(uint32_t);
-    std::vector<char>* words = spec_.rdiags_big_endian ? &r->rdiags_file : &r->rdiags_f32;
+    const bool file = spec_.rdiags_form == core::ResolutionForm::kFileBytes;
+    std::vector<char>* words = file ? &r->rdiags_file : &r->rdiags_f32;
     // The file's DATASUM takes its words' sum from the copy.
     copies->push_back({.bytes = words,
                        .src = reinterpret_cast<const char*>(s.h_rdiag.get()) + pos * n,
                        .n = n, .fresh = words->capacity() < n,
-                       .word_sum = spec_.rdiags_big_endian ? &r->rdiags_file_word_sum : nullptr});
+                       .word_sum = file ? &r->rdiags_file_word_sum : nullptr});
   } else {
     copy(&r->rdiags, s.h_rdiag.get() + o * nk, per_bundle * nk);
   }

@@ -91,7 +91,7 @@ absl::Status Workspace::ReserveSet(WorkspaceSet* s, const WorkspaceSpec& spec) {
   SPEXD_RETURN_IF_ERROR(s->out_pixmask.Allocate(out, "pixmask_fraction"));
   SPEXD_RETURN_IF_ERROR(s->out_chi2.Allocate(out, "chi2pix"));
   SPEXD_RETURN_IF_ERROR(s->out_rdiag.Allocate(out * Sz(spec.nk), "resolution"));
-  if (spec.rdiags_words) {
+  if (spec.rdiags_words()) {
     SPEXD_RETURN_IF_ERROR(s->out_rdiag_words.Allocate(out * Sz(spec.nk), "resolution (float32)"));
   }
   SPEXD_RETURN_IF_ERROR(s->h_flux.Allocate(out, "flux (host)"));
@@ -121,7 +121,7 @@ absl::Status Workspace::Reserve(const WorkspaceSpec& spec) {
                      spec.ptr_count > r.ptr_count || spec.image_pixels > r.image_pixels ||
                      (spec.ql_log && !r.ql_log) ||
                      (spec.ql_rotations && !r.ql_rotations) ||
-                     (spec.rdiags_words && !r.rdiags_words);
+                     (spec.rdiags_words() && !r.rdiags_words());
   if (!grows) return absl::OkStatus();
   if (r.slots > 0) ++reallocations_;
   // Grow to the element-wise maximum so that alternating geometries settle.
@@ -139,7 +139,8 @@ absl::Status Workspace::Reserve(const WorkspaceSpec& spec) {
   g.image_pixels = std::max(spec.image_pixels, r.image_pixels);
   g.ql_log = spec.ql_log || r.ql_log;
   g.ql_rotations = g.ql_log && (spec.ql_rotations || r.ql_rotations);
-  g.rdiags_words = spec.rdiags_words || r.rdiags_words;
+  // Either set's words buffer serves both byte orders: only whether there is one counts.
+  if (!spec.rdiags_words()) g.rdiags_form = r.rdiags_form;
   if (int64_t{r.bundlesize} * r.nwave > int64_t{g.bundlesize} * g.nwave) {
     g.bundlesize = r.bundlesize;
     g.nwave = r.nwave;

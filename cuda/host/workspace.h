@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "core/frame/extraction_result.h"
 #include "cuda/kernels/batch_layout.h"
 #include "cuda/kernels/device_types.h"
 #include "cuda/host/gpu_context.h"
@@ -30,11 +31,11 @@ struct WorkspaceSpec {
   std::size_t image_pixels = 0;
   bool ql_log = false;  // QlBuffers for slots * nper blocks (tridiagonal eigensolver)
   bool ql_rotations = false;  // with their rotation log (TridiagNeedsRotationLog)
-  // The resolution narrowed on the device to float32 words (out_rdiag_words), for a job
-  // whose resolution one consumer reads as float32 (ExtractionJob::resolution_form): in
-  // big-endian order for its frame file, else in the host's for its float32 stream.
-  bool rdiags_words = false;
-  bool rdiags_big_endian = false;
+  // The job's ExtractionJob::resolution_form. Other than kFloat64, the resolution is
+  // narrowed on the device to float32 words (out_rdiag_words): in big-endian order for the
+  // frame file (kFileBytes), else in the host's for the float32 stream.
+  core::ResolutionForm rdiags_form = core::ResolutionForm::kFloat64;
+  bool rdiags_words() const { return rdiags_form != core::ResolutionForm::kFloat64; }
 
   // The GEMM scratch: nb leaf blocks, then the panel's P_j (p_band blocks each for
   // j <= nb - 2; batch_layout.h's PanelPOffset), where LayoutChoices::panel_p.
@@ -62,7 +63,7 @@ struct WorkspaceSet {
   DeviceBuffer<uint64_t> ptrs;
   DeviceBuffer<RunEntry> entries;
   DeviceBuffer<double> out_flux, out_ivar, out_rdiag, out_pixmask, out_chi2, canvas;
-  // out_rdiag as float32 words (WorkspaceSpec::rdiags_words); downloaded into h_rdiag's
+  // out_rdiag as float32 words (WorkspaceSpec::rdiags_form); downloaded into h_rdiag's
   // first half.
   DeviceBuffer<uint32_t> out_rdiag_words;
   DeviceBuffer<CanvasDesc> canvas_desc;

@@ -107,10 +107,7 @@ TEST(ResolutionFormsTest, FileOnlyFramesTakeTheBytesAndAreTheFloat64Files) {
     const std::string streamed_out = Inputs().output_dir + "/resolution-streamed" + ext;
     h.set_server_output_path(streamed_out);
     client::ExtractCallbacks cb;
-    cb.on_header = [](const v1::FrameHeader&) { return absl::OkStatus(); };
     cb.on_bundle = [](v1::BundleData&&) { return absl::OkStatus(); };
-    cb.on_model = [](const v1::ModelChunk&) { return absl::OkStatus(); };
-    cb.on_products = [](const v1::FrameProducts&) { return absl::OkStatus(); };
     const int before = asked->file.load();
     ASSERT_TRUE(client->Extract(h, nullptr, false, cb).ok());
     EXPECT_EQ(asked->file.load(), before) << "a job streaming its arrays took file bytes";
@@ -143,7 +140,6 @@ std::map<int, std::string> StreamedResolution(client::SpexdClient& client, v1::E
   std::map<int, std::string> out;
   if (float32) h.set_array_precision(v1::ARRAY_FLOAT32);
   client::ExtractCallbacks cb;
-  cb.on_header = [](const v1::FrameHeader&) { return absl::OkStatus(); };
   cb.on_bundle = [&](v1::BundleData&& d) {
     std::string& bytes = out[d.bundle()];
     if (float32) {
@@ -156,8 +152,6 @@ std::map<int, std::string> StreamedResolution(client::SpexdClient& client, v1::E
     }
     return absl::OkStatus();
   };
-  cb.on_model = [](const v1::ModelChunk&) { return absl::OkStatus(); };
-  cb.on_products = [](const v1::FrameProducts&) { return absl::OkStatus(); };
   const absl::Status s = client.Extract(h, nullptr, false, cb);
   EXPECT_TRUE(s.ok()) << s;
   return out;
@@ -207,13 +201,10 @@ TEST(ResolutionFormsTest, AFloat32ClientThatLeavesMidStreamLeavesTheServerServin
   h.set_array_precision(v1::ARRAY_FLOAT32);
   client::ExtractCallbacks cb;
   int bundles = 0;
-  cb.on_header = [](const v1::FrameHeader&) { return absl::OkStatus(); };
   cb.on_bundle = [&](v1::BundleData&&) {
     ++bundles;
     return absl::CancelledError("the client leaves");
   };
-  cb.on_model = [](const v1::ModelChunk&) { return absl::OkStatus(); };
-  cb.on_products = [](const v1::FrameProducts&) { return absl::OkStatus(); };
   EXPECT_FALSE(client->Extract(h, nullptr, false, cb).ok());
   EXPECT_EQ(bundles, 1);
   EXPECT_EQ(asked->stream.load(), 1);

@@ -16,13 +16,13 @@
 
 #include "absl/strings/match.h"
 #include "core/backend/backend.h"
-#include "core/base/float_convert.h"
 #include "core/cpu/cpu_backend.h"
 #include "core/plan/geometry.h"
 #include "core/numerics/patch_numerics.h"
 #include "core/plan/patch_plan.h"
 #include "core/io/psf.h"
 #include "gtest/gtest.h"
+#include "tests/cuda/host/extract_run.h"
 #include "tests/psf_variants.h"
 #include "tests/synthetic_frames.h"
 #include "tests/test_support.h"
@@ -186,20 +186,17 @@ TEST_F(CudaFaultTest, DeviceNarrowingOfSpecialValuesIsTheHosts) {
   for (std::size_t i = 0; i < doubles->size(); ++i) {
     const core::BundleResult& d = (*doubles)[i];
     const core::BundleResult& n = (*narrowed)[i];
-    EXPECT_TRUE(n.rdiags.empty()) << "bundle " << i << ": the resolution came as float64";
-    std::vector<char> want(4 * d.rdiags.size());
-    core::NarrowToBigEndianFloat32(d.rdiags.data(), d.rdiags.size(), want.data());
-    ASSERT_EQ(n.rdiags_file.size(), want.size()) << "bundle " << i;
-    const auto diff = std::mismatch(want.begin(), want.end(), n.rdiags_file.begin());
-    EXPECT_EQ(diff.first, want.end()) << "bundle " << i << ": value " << (diff.first - want.begin()) / 4
-                                      << " differs from the host's narrowing";
     const core::BundleResult& s = (*streamed)[i];
-    EXPECT_TRUE(s.rdiags.empty()) << "bundle " << i << ": the stream's resolution came as float64";
-    core::NarrowToFloat32(d.rdiags.data(), reinterpret_cast<float*>(want.data()), d.rdiags.size());
-    ASSERT_EQ(s.rdiags_f32.size(), want.size()) << "bundle " << i;
-    const auto sdiff = std::mismatch(want.begin(), want.end(), s.rdiags_f32.begin());
-    EXPECT_EQ(sdiff.first, want.end()) << "bundle " << i << ": value " << (sdiff.first - want.begin()) / 4
-                                       << " differs from the host's rounding";
+    for (const auto& [form, got] : {std::pair{core::ResolutionForm::kFileBytes, &n.rdiags_file},
+                                    std::pair{core::ResolutionForm::kStreamFloat32, &s.rdiags_f32}}) {
+      const bool file = form == core::ResolutionForm::kFileBytes;
+      EXPECT_TRUE((file ? n : s).rdiags.empty()) << "bundle " << i << ": the resolution came as float64";
+      const std::vector<char> want = HostNarrowed(d.rdiags, form);
+      ASSERT_EQ(got->size(), want.size()) << "bundle " << i;
+      const auto diff = std::mismatch(want.begin(), want.end(), got->begin());
+      EXPECT_EQ(diff.first, want.end()) << "bundle " << i << ": value " << (diff.first - want.begin()) / 4
+                                        << " differs from the host's " << (file ? "narrowing" : "rounding");
+    }
   }
 }
 

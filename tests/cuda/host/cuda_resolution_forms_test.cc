@@ -12,11 +12,11 @@
 #include <string>
 #include <vector>
 
-#include "core/base/float_convert.h"
 #include "core/frame/extraction_result.h"
 #include "core/frame/frame.h"
 #include "core/frame/progressive_frame_file.h"
 #include "tests/cuda/host/cuda_backend_fixture.h"
+#include "tests/cuda/host/extract_run.h"
 #include "tests/frame_fixtures.h"
 
 namespace spexd::testing {
@@ -95,11 +95,10 @@ class CudaResolutionFormsTest : public CudaBackendTest {
       EXPECT_TRUE(n.rdiags.empty()) << "the file's resolution came as float64";
       EXPECT_TRUE(s.rdiags.empty()) << "the stream's resolution came as float64";
       EXPECT_TRUE(s.rdiags_file.empty()) << "the stream's resolution came as the file's";
-      std::vector<char> want(4 * d.rdiags.size());
-      core::NarrowToBigEndianFloat32(d.rdiags.data(), d.rdiags.size(), want.data());
-      EXPECT_TRUE(n.rdiags_file == want) << "the device's file bytes are not the host's narrowing";
-      core::NarrowToFloat32(d.rdiags.data(), reinterpret_cast<float*>(want.data()), d.rdiags.size());
-      EXPECT_TRUE(s.rdiags_f32 == want) << "the device's float32 bytes are not the host's rounding";
+      EXPECT_TRUE(n.rdiags_file == HostNarrowed(d.rdiags, core::ResolutionForm::kFileBytes))
+          << "the device's file bytes are not the host's narrowing";
+      EXPECT_TRUE(s.rdiags_f32 == HostNarrowed(d.rdiags, core::ResolutionForm::kStreamFloat32))
+          << "the device's float32 bytes are not the host's rounding";
       EXPECT_TRUE(same_others(d, n));
       EXPECT_TRUE(same_others(d, s));
     }

@@ -10,6 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "core/backend/backend.h"
+#include "core/base/float_convert.h"
 #include "gtest/gtest.h"
 
 namespace spexd::testing {
@@ -48,6 +49,18 @@ inline void ExpectSameBundles(const std::vector<core::BundleResult>& a,
     EXPECT_EQ(a[i].pixmask_fraction, b[i].pixmask_fraction) << what << " bundle " << i;
     EXPECT_EQ(a[i].model, b[i].model) << what << " bundle " << i;
   }
+}
+
+// What the host's narrowing makes of `rdiags` in the bytes of `form` (kFileBytes:
+// NarrowToBigEndianFloat32; kStreamFloat32: NarrowToFloat32), which the device's must equal.
+inline std::vector<char> HostNarrowed(const std::vector<double>& rdiags, core::ResolutionForm form) {
+  std::vector<char> out(4 * rdiags.size());
+  if (form == core::ResolutionForm::kFileBytes) {
+    core::NarrowToBigEndianFloat32(rdiags.data(), rdiags.size(), out.data());
+  } else {
+    core::NarrowToFloat32(rdiags.data(), reinterpret_cast<float*>(out.data()), rdiags.size());
+  }
+  return out;
 }
 
 }  // namespace spexd::testing

@@ -40,6 +40,13 @@ v1::ExtractResponse Parse(const WireMessage& m) {
   return r;
 }
 
+// The bytes a client reads of `parts`, one after another.
+std::string Flat(const std::vector<WireMessage>& parts) {
+  std::string all;
+  for (const WireMessage& m : parts) all += m.Flatten();
+  return all;
+}
+
 TEST(ProtoConvertTest, LargeBundlesAreSplitIntoPartsUnderTheLimitWithoutCopies) {
   auto b = std::make_shared<core::BundleResult>();
   b->Allocate(/*bundle=*/2, /*fiber0=*/50, /*nfib=*/25, /*nw=*/2326, /*nd=*/5);
@@ -161,21 +168,16 @@ TEST(ProtoConvertTest, Float32PartsReusePooledMemoryOnceWritten) {
   }
   for (std::size_t i = 0; i < b.rdiags.size(); ++i) b.rdiags[i] = 0.01 * static_cast<double>(i);
   const std::size_t limit = (4 << 20) - 65536;
-  auto flat = [](const std::vector<WireMessage>& parts) {
-    std::string all;
-    for (const WireMessage& m : parts) all += m.Flatten();
-    return all;
-  };
-  const std::string own = flat(EncodeBundlePartsFloat32(bundle, 1.5, limit));
+  const std::string own = Flat(EncodeBundlePartsFloat32(bundle, 1.5, limit));
   core::PlaneBufferPool pool(int64_t{64} << 20);
   {
     const std::vector<WireMessage> pooled = EncodeBundlePartsFloat32(bundle, 1.5, limit, &pool);
     EXPECT_EQ(pool.cached_bytes(), 0);  // lent to the parts while they live
-    EXPECT_EQ(flat(pooled), own);
+    EXPECT_EQ(Flat(pooled), own);
   }
   EXPECT_GT(pool.cached_bytes(), 0);
   EXPECT_EQ(pool.reused(), 0);
-  EXPECT_EQ(flat(EncodeBundlePartsFloat32(bundle, 1.5, limit, &pool)), own);
+  EXPECT_EQ(Flat(EncodeBundlePartsFloat32(bundle, 1.5, limit, &pool)), own);
   EXPECT_EQ(pool.reused(), 1);
 }
 
@@ -200,16 +202,11 @@ TEST(ProtoConvertTest, Float32PartsBorrowAResolutionNarrowedAlready) {
   narrowed->rdiags.clear();
   const char* words = narrowed->rdiags_f32.data();
   const std::size_t limit = (4 << 20) - 65536;
-  auto flat = [](const std::vector<WireMessage>& parts) {
-    std::string all;
-    for (const WireMessage& m : parts) all += m.Flatten();
-    return all;
-  };
-  const std::string want = flat(EncodeBundlePartsFloat32(doubles, 1.5, limit));
+  const std::string want = Flat(EncodeBundlePartsFloat32(doubles, 1.5, limit));
   std::weak_ptr<core::BundleResult> alive = narrowed;
   std::vector<WireMessage> parts = EncodeBundlePartsFloat32(std::move(narrowed), 1.5, limit);
   EXPECT_FALSE(alive.expired()) << "the parts do not keep the bundle they borrow from";
-  EXPECT_EQ(flat(parts), want);
+  EXPECT_EQ(Flat(parts), want);
   bool borrowed = false;
   for (const WireMessage& m : parts) {
     for (const WireMessage::Piece& p : m.pieces) {

@@ -8,6 +8,7 @@ import atexit
 import os
 import re
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
@@ -104,11 +105,39 @@ class Server:
                     return float(line.rsplit(" ", 1)[1])
         return 0.0
 
+    def log_tail(self, lines=30):
+        with open(self.log_path) as f:
+            return "".join(f.readlines()[-lines:])
+
     def stop(self):
         if self.proc.poll() is None:
             self.proc.terminate()
             self.proc.wait(timeout=30)
         self._log.close()
+
+
+def run_python(args, timeout, server=None):
+    """subprocess.run(args, capture_output=True, text=True) of a Python program, except that
+    one still running after `timeout` seconds is made to print every thread's Python stack
+    (faulthandler, on SIGABRT) and the test fails with its stderr and the end of `server`'s
+    log: a hang says where it waited."""
+    env = dict(os.environ, PYTHONFAULTHANDLER="1")
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=env)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGABRT)
+        try:
+            out, err = proc.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, err = proc.communicate()
+        log = server.log_tail() if server is not None else "(no server)"
+        raise AssertionError(f"{' '.join(args[:4])} ... still ran after {timeout} s. Its "
+                             f"stderr, with its threads' stacks:\n{err}\nThe server's log "
+                             f"ends:\n{log}") from None
+    return subprocess.CompletedProcess(args, proc.returncode, out, err)
 
 
 def _stop_all():

@@ -144,10 +144,10 @@ class ErrorTest(unittest.TestCase):
         out = os.path.join(support.work_dir(), "refused-frame.fits")
         # A grid outside the PSF's wavelength range: the server's refusal, not desispec's
         # own option checks (which spexd.desi makes before it asks the server).
-        r = subprocess.run([sys.executable, "-m", "spexd.desi", "-i", IN["preproc"],
-                            "-p", IN["psf"], "-o", out, "-w", "1000.0,1100.0,0.8", "-n", "25",
-                            "--server", SERVER.target],
-                           capture_output=True, text=True, timeout=120, check=False)
+        r = support.run_python([sys.executable, "-m", "spexd.desi", "-i", IN["preproc"],
+                                "-p", IN["psf"], "-o", out, "-w", "1000.0,1100.0,0.8",
+                                "-n", "25", "--server", SERVER.target],
+                               timeout=120, server=SERVER)
         self.assertEqual(r.returncode, 1, r.stderr)
         self.assertNotIn("Traceback", r.stderr)
         errors = [line for line in r.stderr.splitlines() if "error:" in line]

@@ -3,7 +3,9 @@
 # test binaries (and the spexd/spexctl they spawn) with -fsanitize=thread, CUDA off, and
 # runs every server and integration test but the few listed below: the scheduler, the
 # PSF cache, the services, concurrent clients, cancellation, deadlines, full queues,
-# drain and the chaos tests. Any TSan report fails the test (halt_on_error).
+# drain and the chaos tests. Any TSan report fails the test (halt_on_error). The CPU
+# backend's per-patch arithmetic is built without instrumentation (core/CMakeLists.txt
+# says why and which files).
 #
 # Debian's Abseil, gRPC and protobuf are not instrumented:
 # - tests/sanitizers/tsan_absl_sync.cc tells TSan what absl::Mutex/CondVar/Notification do;

@@ -12,7 +12,9 @@ retry off (docs/service.md, "Limits"). Both clients build themselves with ``conn
 and retry through ``Retrier.pause_or_raise`` / ``after_stream_error``, so that their
 loops differ only in how they sleep (time.sleep or asyncio.sleep).
 """
+import atexit
 import dataclasses
+import gc
 import ipaddress
 import random
 import time
@@ -21,6 +23,15 @@ import warnings
 import grpc
 
 from spexd.errors import from_rpc_error
+
+# gRPC Python's call objects take their call's lock when they are collected (its
+# _channel.py, __del__). A failed call kept in a reference cycle (the traceback of the
+# error raised for it) is otherwise collected during the interpreter's finalisation, when
+# gRPC's daemon threads are frozen and one may hold that lock: the program then hangs after
+# its work is done (one refused spexd-desi-extract run in a hundred, two at a time). A
+# collection at exit, while those threads still run, finalises such calls first (atexit
+# runs the last registered first: this before anything gRPC registered on its import).
+atexit.register(gc.collect)
 
 # Replies are at most 4 MiB by contract; slack for a server with a larger limit.
 MAX_RECEIVE_BYTES = 64 << 20

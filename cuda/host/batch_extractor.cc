@@ -193,7 +193,8 @@ absl::Status BatchExtractor::EnqueueDownload(WorkspaceSet* s, const Batch& batch
     }
     if (spec_.rdiags_form == core::ResolutionForm::kFileBytes) {
       const std::size_t nb = batch.bundles.size();
-      SPEXD_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(s->word_sums.get(), 0, nb * sizeof(unsigned long long), stream));
+      SPEXD_CUDA_RETURN_IF_ERROR(
+          cudaMemsetAsync(s->word_sums.get(), 0, nb * sizeof(unsigned long long), stream));
       SPEXD_CUDA_RETURN_IF_ERROR(LaunchNarrowToFileWords(s->out_rdiag.get(), nb, words / nb,
                                                          s->out_rdiag_words.get(), s->word_sums.get(), stream));
       SPEXD_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(s->h_word_sums.get(), s->word_sums.get(),
@@ -246,8 +247,9 @@ absl::Status BatchExtractor::Enqueue(const core::ExtractionJob& job, Batch* batc
   NvtxRange range{"enqueue batch"};
   WorkspaceSet* s = &cfg_.workspace->set(batch->set);
   if (spec_.rdiags_words()) {
-    SPEXD_RETURN_IF_ERROR(TakeWordsBlock(s, batch->bundles.size() * static_cast<std::size_t>(spec_.bundlesize) *
-                                                spec_.nwave * spec_.nk * sizeof(uint32_t)));
+    const std::size_t values = batch->bundles.size() * static_cast<std::size_t>(spec_.bundlesize) *
+                               spec_.nwave * spec_.nk;
+    SPEXD_RETURN_IF_ERROR(TakeWordsBlock(s, values * sizeof(uint32_t)));
   }
   cudaStream_t compute = cfg_.ctx->compute(), copy = cfg_.ctx->copy();
   // Everything up to the normal equations on `head`, the prep stream, where they run

@@ -44,7 +44,8 @@ void BatchExtractor::SizeBundle(const Batch& batch, std::size_t pos, core::Bundl
     r->rdiags.clear();
     const std::size_t n = per_bundle * nk * sizeof(uint32_t);
     const bool file = spec_.rdiags_form == core::ResolutionForm::kFileBytes;
-    (file ? r->rdiags_file : r->rdiags_f32) = core::PlaneBuffer<char>::Part(s.words, s.words->data() + pos * n, n);
+    (file ? r->rdiags_file : r->rdiags_f32) =
+        core::PlaneBuffer<char>::Part(s.words, s.words->data() + pos * n, n);
   } else {
     copy(&r->rdiags, s.h_rdiag.get() + o * nk, per_bundle * nk);
   }

@@ -11,12 +11,10 @@ std::shared_ptr<BundleArrayPool> BundleArrayPool::Create(int64_t max_idle_bytes)
 int64_t BundleArrayPool::ArraySet::bytes() const {
   const std::size_t doubles = flux.capacity() + ivar.capacity() + rdiags.capacity() +
                               pixmask_fraction.capacity() + chi2pix.capacity();
-  return static_cast<int64_t>(doubles * sizeof(double) + rdiags_words.capacity() +
-                              failed_bins.capacity());
+  return static_cast<int64_t>(doubles * sizeof(double) + failed_bins.capacity());
 }
 
-bool BundleArrayPool::Lend(BundleResult* b, std::size_t bins, std::size_t resolution_rows,
-                           ResolutionForm form) {
+bool BundleArrayPool::Lend(BundleResult* b, std::size_t bins, std::size_t resolution_rows) {
   const std::size_t values = bins * resolution_rows;
   ArraySet set;
   {
@@ -27,9 +25,7 @@ bool BundleArrayPool::Lend(BundleResult* b, std::size_t bins, std::size_t resolu
       std::size_t pick = idle_.size() - 1;
       for (std::size_t i = idle_.size(); i-- > 0;) {
         const ArraySet& s = idle_[i];
-        const bool holds = form != ResolutionForm::kFloat64 ? s.rdiags_words.capacity() >= 4 * values
-                                                            : s.rdiags.capacity() >= values;
-        if (s.flux.capacity() >= bins && holds) {
+        if (s.flux.capacity() >= bins && s.rdiags.capacity() >= values) {
           pick = i;
           break;
         }
@@ -46,7 +42,6 @@ bool BundleArrayPool::Lend(BundleResult* b, std::size_t bins, std::size_t resolu
   b->flux.swap(set.flux);
   b->ivar.swap(set.ivar);
   b->rdiags.swap(set.rdiags);
-  (form == ResolutionForm::kStreamFloat32 ? b->rdiags_f32 : b->rdiags_file).swap(set.rdiags_words);
   b->pixmask_fraction.swap(set.pixmask_fraction);
   b->chi2pix.swap(set.chi2pix);
   b->failed_bins.swap(set.failed_bins);
@@ -58,9 +53,6 @@ void BundleArrayPool::Recycle(BundleResult& b) noexcept {
   set.flux.swap(b.flux);
   set.ivar.swap(b.ivar);
   set.rdiags.swap(b.rdiags);
-  // A bundle holds one of its two float32 forms; the larger is kept if it has both.
-  set.rdiags_words.swap(b.rdiags_f32.capacity() > b.rdiags_file.capacity() ? b.rdiags_f32
-                                                                          : b.rdiags_file);
   set.pixmask_fraction.swap(b.pixmask_fraction);
   set.chi2pix.swap(b.chi2pix);
   set.failed_bins.swap(b.failed_bins);

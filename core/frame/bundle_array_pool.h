@@ -35,15 +35,13 @@ class BundleArrayPool final : public BundleArrayRecycler,
 
   // Moves idle arrays into `bundle` (whose arrays must be empty, as a new BundleResult's)
   // and makes this pool its recycler, so that they come back when the bundle goes. Takes
-  // the most recently returned set whose flux and resolution can hold `bins` and
-  // `bins * resolution_rows` values, else the most recent one (it grows); the resolution
-  // is rdiags, or as `form` names its float32 bytes (rdiags_file or rdiags_f32, 4 bytes a
-  // value). Returns whether any arrays were lent. Their sizes and contents are whatever
-  // they were: the caller sizes and fills them (BundleResult::Allocate zero-fills; a copy
-  // that writes every element needs only resize(), which costs nothing at an unchanged
-  // size).
-  bool Lend(BundleResult* bundle, std::size_t bins, std::size_t resolution_rows,
-            ResolutionForm form = ResolutionForm::kFloat64);
+  // the most recently returned set whose flux and rdiags can hold `bins` and
+  // `bins * resolution_rows` values (0 rows: a bundle whose resolution comes as float32
+  // bytes, which are a backend's PlaneBuffers), else the most recent one (it grows).
+  // Returns whether any arrays were lent. Their sizes and contents are whatever they were:
+  // the caller sizes and fills them (BundleResult::Allocate zero-fills; a copy that writes
+  // every element needs only resize(), which costs nothing at an unchanged size).
+  bool Lend(BundleResult* bundle, std::size_t bins, std::size_t resolution_rows);
 
   // BundleArrayRecycler: keeps the bundle's arrays while under the idle bound.
   void Recycle(BundleResult& bundle) noexcept override;
@@ -63,7 +61,6 @@ class BundleArrayPool final : public BundleArrayRecycler,
   // A bundle's arrays (BundleResult::Allocate's), as given back.
   struct ArraySet {
     std::vector<double> flux, ivar, rdiags, pixmask_fraction, chi2pix;
-    std::vector<char> rdiags_words;  // a bundle's rdiags_file or rdiags_f32
     std::vector<uint8_t> failed_bins;
     int64_t bytes() const;
   };

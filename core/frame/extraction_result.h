@@ -9,6 +9,8 @@
 #include <optional>
 #include <vector>
 
+#include "core/io/plane_buffer.h"
+
 namespace spexd::core {
 
 // Patch outcome counters (spec §2.15 and the "Decisions" NaN retry rule).
@@ -61,8 +63,10 @@ struct BundleResult {
   // RESOLUTION as a frame file stores it: big-endian float32 in rdiags' layout, narrowed
   // where the results were computed (exactly as NarrowToBigEndianFloat32), for a job in
   // which nothing but its frame file reads the resolution data; rdiags is then empty.
-  // Empty otherwise.
-  std::vector<char> rdiags_file;         // 4 bytes per value of rdiags
+  // Empty otherwise. A PlaneBuffer, not a vector: a backend may lend a part of a pooled,
+  // page-locked block that its device copied the bytes into, and no consumer can free or
+  // move that memory but by dropping the buffer.
+  PlaneBuffer<char> rdiags_file;         // 4 bytes per value of rdiags
   // The sum of rdiags_file's big-endian 32-bit words, when its producer took it while the
   // bytes were hot (the file's DATASUM then needs no pass of its own over them); kept
   // exact by whatever changes the bytes (MarkPatchFailed).
@@ -71,7 +75,7 @@ struct BundleResult {
   // narrowed where the results were computed (exactly as NarrowToFloat32), for a job in
   // which nothing but that stream reads the resolution data; rdiags is then empty. Empty
   // otherwise.
-  std::vector<char> rdiags_f32;  // 4 bytes per value of rdiags
+  PlaneBuffer<char> rdiags_f32;  // 4 bytes per value of rdiags (as rdiags_file)
   std::vector<double> pixmask_fraction;  // [nfibers][nwave]
   std::vector<double> chi2pix;           // [nfibers][nwave]
   std::vector<uint8_t> failed_bins;      // [nfibers][nwave] 1 where the patch failed

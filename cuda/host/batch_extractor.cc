@@ -4,6 +4,8 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <memory>
+#include <new>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -182,14 +184,28 @@ absl::Status BatchExtractor::EnqueueDownload(WorkspaceSet* s, const Batch& batch
   SPEXD_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(s->h_ivar.get(), s->out_ivar.get(), bytes, cudaMemcpyDeviceToHost, stream));
   if (spec_.rdiags_words()) {
     // Narrowed here to the bytes of the frame file or float32 stream that alone reads them:
-    // half the bytes cross, and the host sends or writes them as they are
-    // (ExtractionJob::resolution_form).
-    SPEXD_CUDA_RETURN_IF_ERROR(LaunchNarrowToFloat32(s->out_rdiag.get(), out * spec_.nk,
-                                                     spec_.rdiags_form == core::ResolutionForm::kFileBytes,
-                                                     s->out_rdiag_words.get(), stream));
-    SPEXD_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(s->h_rdiag.get(), s->out_rdiag_words.get(),
-                                               out * spec_.nk * sizeof(uint32_t),
-                                               cudaMemcpyDeviceToHost, stream));
+    // half the bytes cross, into the block whose parts the bundles hand on, and the host
+    // sends or writes them as they are (ExtractionJob::resolution_form); the file's word
+    // sums come with them.
+    const std::size_t words = out * spec_.nk;
+    if (s->words == nullptr || s->words->size() < words * sizeof(uint32_t)) {
+      return absl::InternalError("the batch's resolution words have no block");
+    }
+    if (spec_.rdiags_form == core::ResolutionForm::kFileBytes) {
+      const std::size_t nb = batch.bundles.size();
+      SPEXD_CUDA_RETURN_IF_ERROR(
+          cudaMemsetAsync(s->word_sums.get(), 0, nb * sizeof(unsigned long long), stream));
+      SPEXD_CUDA_RETURN_IF_ERROR(LaunchNarrowToFileWords(s->out_rdiag.get(), nb, words / nb,
+                                                         s->out_rdiag_words.get(), s->word_sums.get(), stream));
+      SPEXD_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(s->h_word_sums.get(), s->word_sums.get(),
+                                                 nb * sizeof(unsigned long long), cudaMemcpyDeviceToHost,
+                                                 stream));
+    } else {
+      SPEXD_CUDA_RETURN_IF_ERROR(
+          LaunchNarrowToFloat32(s->out_rdiag.get(), words, false, s->out_rdiag_words.get(), stream));
+    }
+    SPEXD_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(s->words->data(), s->out_rdiag_words.get(),
+                                               words * sizeof(uint32_t), cudaMemcpyDeviceToHost, stream));
   } else {
     SPEXD_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(s->h_rdiag.get(), s->out_rdiag.get(), bytes * spec_.nk,
                                                cudaMemcpyDeviceToHost, stream));
@@ -213,9 +229,28 @@ absl::Status BatchExtractor::EnqueueDownload(WorkspaceSet* s, const Batch& batch
   return absl::OkStatus();
 }
 
+absl::Status BatchExtractor::TakeWordsBlock(WorkspaceSet* s, std::size_t bytes) const {
+  if (s->words != nullptr) {  // the set's previous batch: its download must be over
+    SPEXD_CUDA_RETURN_IF_ERROR(cfg_.ctx->WaitForEvent(s->outputs_copied.get()));
+  }
+  try {
+    s->words = std::make_shared<core::PlaneBuffer<char>>(core::PlaneBuffer<char>::Make(bytes, cfg_.words));
+  } catch (const std::bad_alloc&) {
+    s->words = nullptr;
+    return absl::ResourceExhaustedError(
+        absl::StrCat("CUDA backend: no host memory for a batch's resolution (", bytes >> 20, " MiB)"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status BatchExtractor::Enqueue(const core::ExtractionJob& job, Batch* batch) {
   NvtxRange range{"enqueue batch"};
   WorkspaceSet* s = &cfg_.workspace->set(batch->set);
+  if (spec_.rdiags_words()) {
+    const std::size_t values = batch->bundles.size() * static_cast<std::size_t>(spec_.bundlesize) *
+                               spec_.nwave * spec_.nk;
+    SPEXD_RETURN_IF_ERROR(TakeWordsBlock(s, values * sizeof(uint32_t)));
+  }
   cudaStream_t compute = cfg_.ctx->compute(), copy = cfg_.ctx->copy();
   // Everything up to the normal equations on `head`, the prep stream, where they run
   // beside the previous batch's Cholesky and inversion instead of after its reduction

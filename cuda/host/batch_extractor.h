@@ -36,6 +36,9 @@ class BatchExtractor {
     core::TaskPool* pool = nullptr;
     // The backend's resident bundle arrays (not owned; null: fresh arrays every batch).
     core::BundleArrayPool* arrays = nullptr;
+    // Page-locked blocks the batches' resolution words are downloaded into (WorkspaceSet::
+    // words; not owned; null: blocks of their own, pageable).
+    core::PlaneBufferPool* words = nullptr;
     Diagnostics diagnostics;  // production defaults unless set (cuda/host/diagnostics.h)
     // The lone-frame latency mode (cuda_backend.cc): the tridiagonal reduction on the tail
     // stream with the QL and vectors, the compute stream going on to the next batch.
@@ -79,6 +82,9 @@ class BatchExtractor {
   absl::Status UploadLayout(WorkspaceSet* s, const RunLayout& layout, cudaStream_t stream) const;
   absl::Status UploadPointers(WorkspaceSet* s, const RunLayout& layout, cudaStream_t stream) const;
   absl::Status EnqueueCanvas(WorkspaceSet* s, const Batch& batch, cudaStream_t stream) const;
+  // A block for the batch's resolution words (WorkspaceSet::words), once the set's previous
+  // download is over.
+  absl::Status TakeWordsBlock(WorkspaceSet* s, std::size_t bytes) const;
   // The batch's outputs to the pinned buffers on `stream`: flux, ivar and resolution once
   // `decorrelated`, the rest once `compute_done` (the model's sums come last: the largest
   // copies overlap them, which shortens a frame's last batch).
@@ -94,24 +100,13 @@ class BatchExtractor {
   // Retries the patches whose solve failed (when the request is unregularised); returns
   // a flag per slot, 1 where the patch was retried.
   absl::StatusOr<std::vector<char>> RetryFailed(const core::ExtractionJob& job, Batch* batch);
-  // One output array's copy out of the pinned buffers.
-  // One array's bytes out of a pinned buffer: a float64 array, or (bytes) the frame
-  // float32 bytes of the resolution (BundleResult::rdiags_file or rdiags_f32).
+  // One float64 array's copy out of a pinned buffer.
   struct OutCopy {
     std::vector<double>* dst = nullptr;
-    std::vector<char>* bytes = nullptr;
     const char* src = nullptr;
     std::size_t n = 0;   // bytes
     bool fresh = false;  // dst needs new memory (not lent by Config::arrays, or too small)
-    // Where the sum of the copied bytes' big-endian words goes, taken as each piece is
-    // copied (the resolution's file bytes: their DATASUM then needs no pass of its own).
-    std::optional<uint64_t>* word_sum = nullptr;
-    char* data() const {
-      return dst != nullptr ? reinterpret_cast<char*>(dst->data()) : bytes->data();
-    }
-    std::size_t capacity() const {  // in bytes
-      return dst != nullptr ? dst->capacity() * sizeof(double) : bytes->capacity();
-    }
+    char* data() const { return reinterpret_cast<char*>(dst->data()); }
     void Fresh() const;              // empties dst and reserves n bytes
     void Resize() const;             // to n bytes
   };

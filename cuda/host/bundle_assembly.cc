@@ -5,7 +5,6 @@
 #include <cstring>
 #include <vector>
 
-#include "core/base/float_convert.h"
 #include "core/base/parallel_for.h"
 #include "core/frame/patch_outcome.h"
 #include "core/plan/patch_plan.h"
@@ -24,7 +23,7 @@ void BatchExtractor::SizeBundle(const Batch& batch, std::size_t pos, core::Bundl
   // Resident arrays of an earlier bundle when the backend has some idle: their pages are
   // mapped already (core/frame/bundle_array_pool.h).
   if (cfg_.arrays != nullptr) {
-    cfg_.arrays->Lend(r, per_bundle, static_cast<std::size_t>(nk), spec_.rdiags_form);
+    cfg_.arrays->Lend(r, per_bundle, spec_.rdiags_words() ? 0 : static_cast<std::size_t>(nk));
   }
   const auto copy = [copies](std::vector<double>* dst, const double* src, std::size_t n) {
     copies->push_back({.dst = dst, .src = reinterpret_cast<const char*>(src),
@@ -41,16 +40,12 @@ void BatchExtractor::SizeBundle(const Batch& batch, std::size_t pos, core::Bundl
   copy(&r->ivar, s.h_ivar.get() + o, per_bundle);
   copy(&r->pixmask_fraction, s.h_pixmask.get() + o, per_bundle);
   copy(&r->chi2pix, s.h_chi2.get() + o, per_bundle);
-  if (spec_.rdiags_words()) {  // float32 words, downloaded into h_rdiag's first half
+  if (spec_.rdiags_words()) {  // float32 words: the bundle's part of the batch's block
     r->rdiags.clear();
     const std::size_t n = per_bundle * nk * sizeof(uint32_t);
     const bool file = spec_.rdiags_form == core::ResolutionForm::kFileBytes;
-    std::vector<char>* words = file ? &r->rdiags_file : &r->rdiags_f32;
-    // The file's DATASUM takes its words' sum from the copy.
-    copies->push_back({.bytes = words,
-                       .src = reinterpret_cast<const char*>(s.h_rdiag.get()) + pos * n,
-                       .n = n, .fresh = words->capacity() < n,
-                       .word_sum = file ? &r->rdiags_file_word_sum : nullptr});
+    (file ? r->rdiags_file : r->rdiags_f32) =
+        core::PlaneBuffer<char>::Part(s.words, s.words->data() + pos * n, n);
   } else {
     copy(&r->rdiags, s.h_rdiag.get() + o * nk, per_bundle * nk);
   }
@@ -96,23 +91,12 @@ constexpr int kMaxAssemblyThreads = 4;
 int AssemblyThreads() { return std::min(kMaxAssemblyThreads, core::HardwareThreads()); }
 }  // namespace
 
-void BatchExtractor::OutCopy::Fresh() const {
-  if (dst != nullptr) {  // a lent array too small: not copied on growth
-    std::vector<double>().swap(*dst);
-    dst->reserve(n / sizeof(double));
-  } else {
-    std::vector<char>().swap(*bytes);
-    bytes->reserve(n);
-  }
+void BatchExtractor::OutCopy::Fresh() const {  // a lent array too small: not copied on growth
+  std::vector<double>().swap(*dst);
+  dst->reserve(n / sizeof(double));
 }
 
-void BatchExtractor::OutCopy::Resize() const {
-  if (dst != nullptr) {
-    dst->resize(n / sizeof(double));
-  } else {
-    bytes->resize(n);
-  }
-}
+void BatchExtractor::OutCopy::Resize() const { dst->resize(n / sizeof(double)); }
 
 BatchExtractor::Assembly BatchExtractor::AllocateBundles(const Batch& batch) const {
   Assembly a;
@@ -156,23 +140,15 @@ BatchExtractor::Assembly BatchExtractor::AllocateBundles(const Batch& batch) con
 void BatchExtractor::FillBundles(const Batch& batch, const std::vector<char>& retried, Assembly* a) const {
   const core::PatchPlan& plan = *cfg_.plan;
   const WorkspaceSet& s = cfg_.workspace->set(batch.set);
-  std::vector<uint64_t> piece_sums(a->pieces.size(), 0);
   core::ParallelFor(cfg_.pool, AssemblyThreads(), static_cast<int>(a->pieces.size()), [&](int, int t) {
     const auto [c, e] = a->pieces[static_cast<std::size_t>(t)];
     const OutCopy& oc = a->copies[static_cast<std::size_t>(c)];
-    const std::size_t n = std::min(kPiece, oc.n - e);
-    std::memcpy(oc.data() + e, oc.src + e, n);
-    // Summed from the copy, still in this core's cache (pieces start at multiples of 4).
-    if (oc.word_sum != nullptr) {
-      piece_sums[static_cast<std::size_t>(t)] = core::BigEndianWordSum(oc.data() + e, n);
-    }
+    std::memcpy(oc.data() + e, oc.src + e, std::min(kPiece, oc.n - e));
   });
-  for (OutCopy& oc : a->copies) {
-    if (oc.word_sum != nullptr) *oc.word_sum = 0;
-  }
-  for (std::size_t t = 0; t < a->pieces.size(); ++t) {
-    const OutCopy& oc = a->copies[static_cast<std::size_t>(a->pieces[t].first)];
-    if (oc.word_sum != nullptr) **oc.word_sum += piece_sums[t];
+  if (spec_.rdiags_form == core::ResolutionForm::kFileBytes) {  // summed on the device
+    for (std::size_t pos = 0; pos < a->results.size(); ++pos) {
+      a->results[pos].rdiags_file_word_sum = s.h_word_sums[pos];
+    }
   }
   // Outcomes, with the CPU backend's bookkeeping (core/frame/patch_outcome.h).
   for (const RunEntry& e : batch.layout.entries) {

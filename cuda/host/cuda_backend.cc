@@ -28,6 +28,7 @@
 #include "core/base/task_pool.h"
 #include "core/frame/bundle_array_pool.h"
 #include "core/frame/bundle_parity.h"
+#include "core/io/plane_buffer.h"
 #include "cuda/host/batch_extractor.h"
 #include "cuda/host/cuda_check.h"
 #include "cuda/kernels/device_limits.h"
@@ -71,6 +72,7 @@ class CudaBackend final : public core::Backend, public core::GpuCapabilities {
       own_pool_ = core::MakeTaskPool(std::min(kMaxHostThreads, core::HardwareThreads()) - 1);
     }
     pool_ = options.pool != nullptr ? options.pool : own_pool_.get();
+    if (ctx_ != nullptr) words_.set_pinner(MakePlanePinner(ctx_->device()));
   }
 
   ~CudaBackend() override {
@@ -331,6 +333,7 @@ class CudaBackend final : public core::Backend, public core::GpuCapabilities {
     config.plan = &plan;
     config.pool = pool_;
     config.arrays = arrays_.get();
+    config.words = &words_;
     config.diagnostics = diagnostics_;
     config.reduce_on_tail = latency;
     config.max_batch_bundles = faults_.batch_bundles;
@@ -383,6 +386,9 @@ class CudaBackend final : public core::Backend, public core::GpuCapabilities {
   // The bundles' result arrays, resident from frame to frame: lent to each batch's bundles
   // and given back when their consumers drop them (core/frame/bundle_array_pool.h).
   const std::shared_ptr<core::BundleArrayPool> arrays_ = core::BundleArrayPool::Create();
+  // Page-locked blocks the batches' resolution words are downloaded into (WorkspaceSet::
+  // words), reused as their bundles' consumers drop them: about four r frames' worth.
+  core::PlaneBufferPool words_{int64_t{256} << 20};
   absl::Mutex mu_;  // held for a whole request
   int requests_ ABSL_GUARDED_BY(mu_) = 0;
   std::unique_ptr<Workspace> workspace_ ABSL_GUARDED_BY(mu_);

@@ -93,6 +93,9 @@ absl::Status Workspace::ReserveSet(WorkspaceSet* s, const WorkspaceSpec& spec) {
   SPEXD_RETURN_IF_ERROR(s->out_rdiag.Allocate(out * Sz(spec.nk), "resolution"));
   if (spec.rdiags_words()) {
     SPEXD_RETURN_IF_ERROR(s->out_rdiag_words.Allocate(out * Sz(spec.nk), "resolution (float32)"));
+    const std::size_t bundles = std::max<std::size_t>(Sz(spec.bundles), 1);
+    SPEXD_RETURN_IF_ERROR(s->word_sums.Allocate(bundles, "resolution word sums"));
+    SPEXD_RETURN_IF_ERROR(s->h_word_sums.Allocate(bundles, "resolution word sums (host)"));
   }
   SPEXD_RETURN_IF_ERROR(s->h_flux.Allocate(out, "flux (host)"));
   SPEXD_RETURN_IF_ERROR(s->h_ivar.Allocate(out, "ivar (host)"));

@@ -8,10 +8,12 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "core/frame/extraction_result.h"
+#include "core/io/plane_buffer.h"
 #include "cuda/kernels/batch_layout.h"
 #include "cuda/kernels/device_types.h"
 #include "cuda/host/gpu_context.h"
@@ -63,9 +65,17 @@ struct WorkspaceSet {
   DeviceBuffer<uint64_t> ptrs;
   DeviceBuffer<RunEntry> entries;
   DeviceBuffer<double> out_flux, out_ivar, out_rdiag, out_pixmask, out_chi2, canvas;
-  // out_rdiag as float32 words (WorkspaceSpec::rdiags_form); downloaded into h_rdiag's
-  // first half.
+  // out_rdiag as float32 words (WorkspaceSpec::rdiags_form), and per bundle the sum of the
+  // frame file's words (its DATASUM's share).
   DeviceBuffer<uint32_t> out_rdiag_words;
+  DeviceBuffer<unsigned long long> word_sums;
+  PinnedBuffer<unsigned long long> h_word_sums;
+  // The batch's resolution words, downloaded into a block of the backend's page-locked pool
+  // of which the bundles hold parts (BundleResult::rdiags_file, rdiags_f32): they cross the
+  // host once, as the file or the stream takes them. Held here until the set's next batch,
+  // whose enqueue waits for this download first, so that the pool never hands the block
+  // out again while a copy may still write it.
+  std::shared_ptr<core::PlaneBuffer<char>> words;
   DeviceBuffer<CanvasDesc> canvas_desc;
   DeviceBuffer<CanvasPatch> canvas_list;
   PinnedBuffer<uint64_t> h_ptrs;

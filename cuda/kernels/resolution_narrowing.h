@@ -21,6 +21,13 @@ namespace spexd::cuda {
 cudaError_t LaunchNarrowToFloat32(const double* src, std::size_t n, bool big_endian, uint32_t* out,
                                   cudaStream_t stream);
 
+// The same in big-endian order for `groups` runs of `per_group` values (a batch's bundles),
+// adding to sums[g] the exact sum of group g's 32-bit words as written, read big-endian
+// (core::BigEndianWordSum's): the frame file's DATASUM takes them instead of a host pass
+// over the bytes. The caller zeroes `sums` first.
+cudaError_t LaunchNarrowToFileWords(const double* src, std::size_t groups, std::size_t per_group,
+                                    uint32_t* out, unsigned long long* sums, cudaStream_t stream);
+
 }  // namespace spexd::cuda
 
 #endif  // SPEXD_CUDA_RESOLUTION_NARROWING_H_

@@ -3,6 +3,7 @@
 #include <time.h>
 
 #include <chrono>
+#include <cstring>
 #include <cstdio>
 #include <fstream>
 
@@ -109,17 +110,23 @@ void CopyInto(const std::vector<T>& from, std::vector<T>* to) {
   to->assign(from.begin(), from.end());  // reuses a lent array's capacity
 }
 
+// Into a block of `pool`, as the CUDA backend's device copies a batch's resolution words
+// into its page-locked pool.
+void CopyInto(const core::PlaneBuffer<char>& from, core::PlaneBufferPool* pool, core::PlaneBuffer<char>* to) {
+  *to = core::PlaneBuffer<char>::Make(from.size(), pool);
+  if (!from.empty()) std::memcpy(to->data(), from.data(), from.size());
+}
+
 // Each bundle's resolution also as the frame file's and the float32 stream's bytes,
 // narrowed (and the file's summed) once here, for jobs that take it so
-// (ExtractionJob::resolution_form): the CUDA backend narrows it on the device and sums the
-// file's words as it copies them, so that a replay of such a job costs the host only the
-// copy.
+// (ExtractionJob::resolution_form): the CUDA backend narrows and sums them on the device,
+// so that a replay of such a job costs the host only the copy (counted apart).
 void AddFloat32Bytes(std::vector<core::BundleResult>* results) {
   for (core::BundleResult& b : *results) {
-    b.rdiags_file.resize(4 * b.rdiags.size());
+    b.rdiags_file = core::PlaneBuffer<char>::Make(4 * b.rdiags.size(), nullptr);
     b.rdiags_file_word_sum =
         core::NarrowToBigEndianFloat32(b.rdiags.data(), b.rdiags.size(), b.rdiags_file.data());
-    b.rdiags_f32.resize(4 * b.rdiags.size());
+    b.rdiags_f32 = core::PlaneBuffer<char>::Make(4 * b.rdiags.size(), nullptr);
     core::NarrowToFloat32(b.rdiags.data(), reinterpret_cast<float*>(b.rdiags_f32.data()),
                           b.rdiags.size());
   }
@@ -204,8 +211,9 @@ absl::StatusOr<core::ExtractionSummary> ReplayBackend::Extract(const core::Extra
     const core::BundleResult& from = (**results)[static_cast<std::size_t>(b)];
     const int64_t t0 = ThreadCpuNanoseconds();
     core::BundleResult out;
-    arrays_->Lend(&out, from.flux.size(), static_cast<std::size_t>(2 * from.ndiag + 1),
-                  job.resolution_form);
+    arrays_->Lend(&out, from.flux.size(),
+                  job.resolution_form == core::ResolutionForm::kFloat64
+                      ? static_cast<std::size_t>(2 * from.ndiag + 1) : 0);
     out.bundle = from.bundle;
     out.fiber_begin = from.fiber_begin;
     out.nfibers = from.nfibers;
@@ -215,11 +223,11 @@ absl::StatusOr<core::ExtractionSummary> ReplayBackend::Extract(const core::Extra
     CopyInto(from.ivar, &out.ivar);
     if (job.resolution_form == core::ResolutionForm::kFileBytes) {
       out.rdiags.clear();
-      CopyInto(from.rdiags_file, &out.rdiags_file);
+      CopyInto(from.rdiags_file, &words_, &out.rdiags_file);
       out.rdiags_file_word_sum = from.rdiags_file_word_sum;
     } else if (job.resolution_form == core::ResolutionForm::kStreamFloat32) {
       out.rdiags.clear();
-      CopyInto(from.rdiags_f32, &out.rdiags_f32);
+      CopyInto(from.rdiags_f32, &words_, &out.rdiags_f32);
     } else {
       CopyInto(from.rdiags, &out.rdiags);
     }

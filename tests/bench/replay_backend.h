@@ -19,6 +19,7 @@
 #include "absl/synchronization/mutex.h"
 #include "core/backend/backend.h"
 #include "core/frame/bundle_array_pool.h"
+#include "core/io/plane_buffer.h"
 
 namespace spexd::bench {
 
@@ -74,6 +75,7 @@ class ReplayBackend final : public core::Backend {
  private:
   std::shared_ptr<ReplayStore> store_;
   std::shared_ptr<core::BundleArrayPool> arrays_;
+  core::PlaneBufferPool words_{int64_t{256} << 20};  // the resolution words' blocks
 };
 
 }  // namespace spexd::bench

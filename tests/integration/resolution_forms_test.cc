@@ -37,7 +37,7 @@ class Float32BytesBackend : public core::Backend {
     if (form == core::ResolutionForm::kStreamFloat32) asked_->stream.fetch_add(1);
     return inner_->Extract(job, [&](core::BundleResult&& b) {
       if (form == core::ResolutionForm::kFileBytes) {
-        b.rdiags_file.resize(4 * b.rdiags.size());
+        b.rdiags_file = core::PlaneBuffer<char>::Make(4 * b.rdiags.size(), nullptr);
         const uint64_t sum =
             core::NarrowToBigEndianFloat32(b.rdiags.data(), b.rdiags.size(), b.rdiags_file.data());
         // Every other bundle with its words' sum, as the CUDA backend takes it: one file
@@ -45,7 +45,7 @@ class Float32BytesBackend : public core::Backend {
         if (b.bundle % 2 == 1) b.rdiags_file_word_sum = sum;
         b.rdiags.clear();
       } else if (form == core::ResolutionForm::kStreamFloat32) {
-        b.rdiags_f32.resize(4 * b.rdiags.size());
+        b.rdiags_f32 = core::PlaneBuffer<char>::Make(4 * b.rdiags.size(), nullptr);
         core::NarrowToFloat32(b.rdiags.data(), reinterpret_cast<float*>(b.rdiags_f32.data()),
                               b.rdiags.size());
         b.rdiags.clear();

@@ -126,55 +126,28 @@ TEST(BundleArrayPoolTest, PrefersASetLargeEnough) {
   EXPECT_LT(c.flux.capacity(), 2 * kBins);
 }
 
-// A resolution held as the file's bytes (BundleResult::rdiags_file, a server-written frame's
-// when the GPU narrowed it) comes back and is lent again like the other arrays: a frame's
-// ~60 MB of them would otherwise be faulted in afresh. A set is picked by the form asked for.
-TEST(BundleArrayPoolTest, ResolutionFileBytesComeBackAndAreLentAgain) {
+// A resolution held as float32 bytes (BundleResult::rdiags_file or rdiags_f32: parts of a
+// backend's pooled, page-locked blocks) is no array of this pool: a bundle that takes it asks
+// for no resolution rows, and is lent a set by its flux alone; the bytes' block goes back to
+// its own pool.
+TEST(BundleArrayPoolTest, ResolutionBytesAreNoArrayOfThePool) {
   auto pool = BundleArrayPool::Create();
-  const char* file_bytes = nullptr;
+  PlaneBufferPool blocks(int64_t{64} << 20);
+  const double* flux = nullptr;
   {
-    BundleResult doubles = Lent(*pool);  // destroyed last: the most recent idle set
     BundleResult b;
-    pool->Lend(&b, kBins, kRows, ResolutionForm::kFileBytes);
+    pool->Lend(&b, kBins, 0);
     b.flux.resize(kBins);
-    b.rdiags_file.resize(4 * kBins * kRows);
-    file_bytes = b.rdiags_file.data();
+    flux = b.flux.data();
+    b.rdiags_file = PlaneBuffer<char>::Make(4 * kBins * kRows, &blocks);
   }
-  EXPECT_EQ(pool->stats().idle_sets, 2);
+  EXPECT_EQ(pool->stats().idle_sets, 1);
+  EXPECT_GE(blocks.cached_bytes(), int64_t{4} * kBins * kRows) << "the bytes' block went back to its pool";
   BundleResult again;
-  ASSERT_TRUE(pool->Lend(&again, kBins, kRows, ResolutionForm::kFileBytes));
-  EXPECT_EQ(again.rdiags_file.data(), file_bytes) << "the set whose file bytes can hold the bins";
-  EXPECT_GE(again.rdiags_file.capacity(), 4 * kBins * kRows);
-  BundleResult doubles;
-  ASSERT_TRUE(pool->Lend(&doubles, kBins, kRows));
-  EXPECT_GE(doubles.rdiags.capacity(), kBins * kRows);
-  EXPECT_EQ(pool->stats().idle_sets, 0);
-}
-
-// A float32 stream's resolution (BundleResult::rdiags_f32) shares the file bytes' storage:
-// a set given back with either is lent for either, into the field the form names.
-TEST(BundleArrayPoolTest, StreamFloat32BytesShareTheFileBytesStorage) {
-  auto pool = BundleArrayPool::Create();
-  const char* words = nullptr;
-  {
-    BundleResult b;
-    pool->Lend(&b, kBins, kRows, ResolutionForm::kStreamFloat32);
-    b.flux.resize(kBins);
-    b.rdiags_f32.resize(4 * kBins * kRows);
-    EXPECT_TRUE(b.rdiags_file.empty());
-    words = b.rdiags_f32.data();
-  }
-  {
-    BundleResult file;
-    ASSERT_TRUE(pool->Lend(&file, kBins, kRows, ResolutionForm::kFileBytes));
-    EXPECT_EQ(file.rdiags_file.data(), words) << "the stream's words lent as file bytes";
-    EXPECT_EQ(file.rdiags_f32.capacity(), 0u);
-    file.rdiags_file.resize(4 * kBins * kRows);
-  }
-  BundleResult stream;
-  ASSERT_TRUE(pool->Lend(&stream, kBins, kRows, ResolutionForm::kStreamFloat32));
-  EXPECT_EQ(stream.rdiags_f32.data(), words) << "the file's words lent to a stream";
-  EXPECT_EQ(stream.rdiags_file.capacity(), 0u);
+  ASSERT_TRUE(pool->Lend(&again, kBins, 0));
+  EXPECT_EQ(again.flux.data(), flux);
+  EXPECT_TRUE(again.rdiags_file.empty() && again.rdiags_f32.empty());
+  EXPECT_EQ(again.rdiags.capacity(), 0u);
 }
 
 TEST(BundleArrayPoolTest, BundlesOutliveTheOwnersReferenceAndDieOnOtherThreads) {

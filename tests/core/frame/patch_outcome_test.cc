@@ -3,6 +3,7 @@
 // same bytes as the float64 resolution zeroed and narrowed, and their words' sum kept.
 #include "core/frame/patch_outcome.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <random>
 #include <vector>
@@ -25,12 +26,12 @@ TEST(MarkPatchFailedTest, ResolutionAsFloat32BytesIsZeroedAsTheFloat64Is) {
   std::normal_distribution<double> normal(0.0, 1.0);
   for (double& v : doubles.rdiags) v = normal(rng);
   BundleResult stream = doubles;  // a float32 stream's bytes
-  stream.rdiags_f32.resize(4 * stream.rdiags.size());
+  stream.rdiags_f32 = PlaneBuffer<char>::Make(4 * stream.rdiags.size(), nullptr);
   NarrowToFloat32(stream.rdiags.data(), reinterpret_cast<float*>(stream.rdiags_f32.data()),
                   stream.rdiags.size());
   stream.rdiags.clear();
   BundleResult bytes = doubles;
-  bytes.rdiags_file.resize(4 * bytes.rdiags.size());
+  bytes.rdiags_file = PlaneBuffer<char>::Make(4 * bytes.rdiags.size(), nullptr);
   bytes.rdiags_file_word_sum =
       NarrowToBigEndianFloat32(bytes.rdiags.data(), bytes.rdiags.size(), bytes.rdiags_file.data());
   bytes.rdiags.clear();
@@ -44,10 +45,10 @@ TEST(MarkPatchFailedTest, ResolutionAsFloat32BytesIsZeroedAsTheFloat64Is) {
   MarkPatchFailed(plan, d, &stream);
   std::vector<char> want(4 * doubles.rdiags.size());
   NarrowToBigEndianFloat32(doubles.rdiags.data(), doubles.rdiags.size(), want.data());
-  EXPECT_TRUE(bytes.rdiags_file == want);
+  EXPECT_TRUE(std::equal(want.begin(), want.end(), bytes.rdiags_file.begin(), bytes.rdiags_file.end()));
   EXPECT_TRUE(bytes.rdiags.empty());
   NarrowToFloat32(doubles.rdiags.data(), reinterpret_cast<float*>(want.data()), doubles.rdiags.size());
-  EXPECT_TRUE(stream.rdiags_f32 == want);
+  EXPECT_TRUE(std::equal(want.begin(), want.end(), stream.rdiags_f32.begin(), stream.rdiags_f32.end()));
   EXPECT_TRUE(stream.rdiags.empty() && stream.rdiags_file.empty());
   // The words' sum taken before stays the sum of the bytes (the file's DATASUM is built
   // from it).

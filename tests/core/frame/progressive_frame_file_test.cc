@@ -62,7 +62,7 @@ class ProgressiveFrameFileTest : public ::testing::Test {
     for (int r : rows) {
       BundleResult b = FrameRows(f, r / bundle, r, std::min(bundle, f.nspec - r));
       if (narrow_resolution_) {  // RESOLUTION's bytes as a device narrowed them
-        b.rdiags_file.resize(4 * b.rdiags.size());
+        b.rdiags_file = PlaneBuffer<char>::Make(4 * b.rdiags.size(), nullptr);
         const uint64_t sum =
             NarrowToBigEndianFloat32(b.rdiags.data(), b.rdiags.size(), b.rdiags_file.data());
         if (give_word_sum_) b.rdiags_file_word_sum = sum + word_sum_error_;
@@ -185,7 +185,8 @@ TEST_F(ProgressiveFrameFileTest, ResolutionFileBytesOfTheWrongSizeAreRefused) {
   auto file = ProgressiveFrameFile::Create(FileShapeOf(f), R1FrameMeta(), fd_, path_);
   ASSERT_TRUE(file.ok()) << file.status();
   BundleResult b = FrameRows(f, 0, 0, 5);
-  b.rdiags_file.assign(4 * b.rdiags.size() - 4, '\0');
+  b.rdiags_file = PlaneBuffer<char>::Make(4 * b.rdiags.size() - 4, nullptr);
+  std::fill(b.rdiags_file.begin(), b.rdiags_file.end(), '\0');
   b.rdiags.clear();
   EXPECT_EQ((*file)->AddRows(0, b).code(), absl::StatusCode::kInternal);
 }

@@ -95,9 +95,9 @@ class CudaResolutionFormsTest : public CudaBackendTest {
       EXPECT_TRUE(n.rdiags.empty()) << "the file's resolution came as float64";
       EXPECT_TRUE(s.rdiags.empty()) << "the stream's resolution came as float64";
       EXPECT_TRUE(s.rdiags_file.empty()) << "the stream's resolution came as the file's";
-      EXPECT_TRUE(n.rdiags_file == HostNarrowed(d.rdiags, core::ResolutionForm::kFileBytes))
+      EXPECT_TRUE(Bytes(n.rdiags_file) == HostNarrowed(d.rdiags, core::ResolutionForm::kFileBytes))
           << "the device's file bytes are not the host's narrowing";
-      EXPECT_TRUE(s.rdiags_f32 == HostNarrowed(d.rdiags, core::ResolutionForm::kStreamFloat32))
+      EXPECT_TRUE(Bytes(s.rdiags_f32) == HostNarrowed(d.rdiags, core::ResolutionForm::kStreamFloat32))
           << "the device's float32 bytes are not the host's rounding";
       EXPECT_TRUE(same_others(d, n));
       EXPECT_TRUE(same_others(d, s));

@@ -63,6 +63,9 @@ inline std::vector<char> HostNarrowed(const std::vector<double>& rdiags, core::R
   return out;
 }
 
+// A bundle's float32 resolution bytes (BundleResult::rdiags_file, rdiags_f32) as a vector.
+inline std::vector<char> Bytes(const core::PlaneBuffer<char>& b) { return {b.begin(), b.end()}; }
+
 }  // namespace spexd::testing
 
 #endif  // SPEXD_TESTS_CUDA_HOST_EXTRACT_RUN_H_

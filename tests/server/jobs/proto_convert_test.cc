@@ -196,7 +196,7 @@ TEST(ProtoConvertTest, Float32PartsBorrowAResolutionNarrowedAlready) {
     doubles->rdiags[i] = 1.0 / 7.0 + 1e-3 * static_cast<double>(i);
   }
   auto narrowed = std::make_shared<core::BundleResult>(*doubles);
-  narrowed->rdiags_f32.resize(4 * narrowed->rdiags.size());
+  narrowed->rdiags_f32 = core::PlaneBuffer<char>::Make(4 * narrowed->rdiags.size(), nullptr);
   core::NarrowToFloat32(narrowed->rdiags.data(), reinterpret_cast<float*>(narrowed->rdiags_f32.data()),
                         narrowed->rdiags.size());
   narrowed->rdiags.clear();

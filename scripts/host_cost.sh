@@ -13,7 +13,8 @@
 #   the exposure job), NSPEC (500), PSF_DIR (a folder holding the b0 and z0
 #   PSFs for the exposure's b and z frames; without it the exposure is of r frames only),
 #   GZIP_LEVEL (6, as desispec's Python gzip writes preprocs), MODES (all); in a bundle,
-#   BENCH and SPEXCTL (the names of the programs to run, for two builds in one bundle);
+#   BENCH and SPEXCTL (the names of the programs to run, for two builds in one bundle) and
+#   SPEXD_CUDA_MODULE (the CUDA module of BENCH's build, which must be that build's);
 #   R_PSF (tests/data/psf-r0-00051060.fits: the r frames' PSF).
 # Prints a line per mode; spexd's log goes to WORK/spexd.log.
 set -euo pipefail

@@ -451,6 +451,8 @@ int main(int argc, char** argv) {
     };
   } else if (args.backend == "cuda") {
     so.workers.backend = spexd::core::BackendKind::kCuda;
+    // As spexd's main: another build's module for an A/B (cuda/host/diagnostics.h).
+    if (const char* module = std::getenv("SPEXD_CUDA_MODULE")) so.workers.cuda_module = module;
   } else {
     return Fail("--backend", absl::InvalidArgumentError("cuda or replay"));
   }

@@ -85,9 +85,10 @@ class BatchExtractor {
   // A block for the batch's resolution words (WorkspaceSet::words), once the set's previous
   // download is over.
   absl::Status TakeWordsBlock(WorkspaceSet* s, std::size_t bytes) const;
-  // The batch's outputs to the pinned buffers on `stream`: flux, ivar and resolution once
-  // `decorrelated`, the rest once `compute_done` (the model's sums come last: the largest
-  // copies overlap them, which shortens a frame's last batch).
+  // The batch's outputs to the pinned buffers on `stream` (a float32 resolution to
+  // WorkspaceSet::words): flux, ivar and resolution once `decorrelated`, the rest once
+  // `compute_done` (the model's sums come last: the largest copies overlap them, which
+  // shortens a frame's last batch).
   absl::Status EnqueueDownload(WorkspaceSet* s, const Batch& batch, cudaStream_t stream) const;
   absl::Status Enqueue(const core::ExtractionJob& job, Batch* batch);
   absl::Status Retry(const core::ExtractionJob& job, Batch* batch, const std::vector<RunEntry>& failing);
@@ -116,8 +117,9 @@ class BatchExtractor {
     std::vector<OutCopy> copies;
     std::vector<std::pair<int, std::size_t>> pieces;  // (copy, first byte) of 128 KiB pieces
   };
-  // Bundle `pos` of the batch: its fields and skipped patches, and the copies that fill its
-  // arrays from the pinned output buffers.
+  // Bundle `pos` of the batch: its fields and skipped patches, its part of the batch's
+  // resolution words (if any), and the copies that fill its float64 arrays from the pinned
+  // output buffers.
   void SizeBundle(const Batch& batch, std::size_t pos, core::BundleResult* r,
                   std::vector<OutCopy>* copies) const;
   // Every bundle of the batch with its arrays sized: lent by Config::arrays, or else

@@ -202,7 +202,7 @@ absl::Status BatchExtractor::EnqueueDownload(WorkspaceSet* s, const Batch& batch
                                                  stream));
     } else {
       SPEXD_CUDA_RETURN_IF_ERROR(
-          LaunchNarrowToFloat32(s->out_rdiag.get(), words, false, s->out_rdiag_words.get(), stream));
+          LaunchNarrowToFloat32(s->out_rdiag.get(), words, s->out_rdiag_words.get(), stream));
     }
     SPEXD_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(s->words->data(), s->out_rdiag_words.get(),
                                                words * sizeof(uint32_t), cudaMemcpyDeviceToHost, stream));

@@ -5,7 +5,6 @@
 #ifndef SPEXD_CUDA_BATCH_EXTRACTOR_H_
 #define SPEXD_CUDA_BATCH_EXTRACTOR_H_
 
-#include <optional>
 #include <utility>
 #include <vector>
 

@@ -15,7 +15,9 @@
 #   GZIP_LEVEL (6, as desispec's Python gzip writes preprocs), MODES (all); in a bundle,
 #   BENCH and SPEXCTL (the names of the programs to run, for two builds in one bundle) and
 #   SPEXD_CUDA_MODULE (the CUDA module of BENCH's build, which must be that build's);
-#   R_PSF (tests/data/psf-r0-00051060.fits: the r frames' PSF).
+#   R_PSF (tests/data/psf-r0-00051060.fits: the r frames' PSF); PERF (a perf binary: each
+#   mode's timed frames sampled on the whole host, cpu-clock with DWARF call graphs, and
+#   their CPU by pass in WORK/passes-MODE.txt, scripts/perf_passes.py; PERF_FREQ, 199 Hz).
 # Prints a line per mode; spexd's log goes to WORK/spexd.log.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -53,8 +55,48 @@ if [[ -f $PSF_DIR/psf-b0-synth.fits && -f $PSF_DIR/psf-z0-synth.fits ]]; then
     arms+=(--arm "$WORK/in/psf-$arm.fits=$WORK/in/preproc-$arm.fits")
   done
 fi
+profile=()
+if [[ -n ${PERF:-} ]]; then
+  marker=$WORK/timed
+  rm -f "$marker" "$WORK"/perf-*.data "$WORK"/passes-*.txt
+  profile=(--timed-marker "$marker")
+fi
+# sample_modes PID: while the bench runs, one perf recording of the whole host per timed part
+# (the bench's marker file names the mode), into WORK/perf-MODE.data.
+sample_modes() {
+  local pid=$1 mode perf_pid
+  while kill -0 "$pid" 2>/dev/null; do
+    if [[ -f $marker ]]; then
+      mode=$(<"$marker")
+      "$PERF" record -q -a -e cpu-clock -F "${PERF_FREQ:-199}" --call-graph dwarf,32768 \
+        -o "$WORK/perf-$mode.data" >/dev/null 2>&1 &
+      perf_pid=$!
+      while [[ -f $marker ]] && kill -0 "$pid" 2>/dev/null; do sleep 0.05; done
+      kill -INT "$perf_pid" 2>/dev/null
+      wait "$perf_pid" 2>/dev/null || true
+    fi
+    sleep 0.05
+  done
+}
 "${run[@]}" $bench --backend "$BACKEND" --psf "$WORK/in/psf-r.fits" \
   --frame "$WORK/in/preproc-r.fits" --frame-gz "$WORK/in/preproc-r.fits.gz" "${arms[@]}" \
   --petals "$PETALS" --clients "$CLIENTS" --frames "$FRAMES" --nspec "$NSPEC" --modes "$MODES" \
-  --work "$WORK/run" --spexctl "$spexctl" --record "$RECORD" "$@" 2>"$WORK/spexd.log" ||
+  --work "$WORK/run" --spexctl "$spexctl" --record "$RECORD" "${profile[@]}" "$@" \
+  2>"$WORK/spexd.log" &
+bench_pid=$!
+[[ -n ${PERF:-} ]] && sample_modes "$bench_pid"
+wait "$bench_pid" ||
   { echo "host_cost: failed; the end of spexd's log ($WORK/spexd.log):" >&2; tail -5 "$WORK/spexd.log" >&2; exit 1; }
+# Each recording by pass, against its mode's host CPU a frame in the record.
+for data in "$WORK"/perf-*.data; do
+  [[ -f $data ]] || continue
+  mode=${data##*/perf-}
+  mode=${mode%.data}
+  cpu=$(python3 -c 'import json, sys
+r = json.load(open(sys.argv[1]))
+print(next((f["value"] for f in r["figures"] if f["name"] == sys.argv[2] + "_cpu_s_per_frame"), 0))' \
+    "$RECORD" "$mode")
+  "$PERF" script -i "$data" 2>/dev/null |
+    scripts/perf_passes.py --cpu-s-per-frame "$cpu" >"$WORK/passes-$mode.txt"
+  echo "host_cost: $mode by pass: $WORK/passes-$mode.txt"
+done

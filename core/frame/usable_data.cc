@@ -52,15 +52,27 @@ absl::Status CheckImageHasValidPixel(const PreprocImage& image) {
 }
 
 int64_t CountUsableBins(const BundleResult& b) {
-  int64_t usable = 0;
+  // A bin past the end of failed_bins or pixmask_fraction (empty in some results) is not
+  // failed or masked there: the bins in three runs, so that each loop has no bounds test
+  // and vectorises (a frame's 1.2 million bins, on every served frame).
   const std::size_t n = b.ivar.size();
-  for (std::size_t i = 0; i < n; ++i) {
-    const bool failed = i < b.failed_bins.size() && b.failed_bins[i] != 0;
-    const bool masked =
-        i < b.pixmask_fraction.size() && !(b.pixmask_fraction[i] < kMaxUsablePixmaskFraction);
-    usable += b.ivar[i] > 0 && !failed && !masked;
-  }
-  return usable;
+  const std::size_t nf = std::min(n, b.failed_bins.size());
+  const std::size_t np = std::min(n, b.pixmask_fraction.size());
+  const double* ivar = b.ivar.data();
+  const uint8_t* failed = b.failed_bins.data();
+  const double* pf = b.pixmask_fraction.data();
+  auto count = [&](std::size_t lo, std::size_t hi, bool with_failed, bool with_pf) {
+    int64_t usable = 0;
+    for (std::size_t i = lo; i < hi; ++i) {
+      const bool bad = (with_failed && failed[i] != 0) ||
+                       (with_pf && !(pf[i] < kMaxUsablePixmaskFraction));
+      usable += ivar[i] > 0 && !bad ? 1 : 0;
+    }
+    return usable;
+  };
+  const std::size_t both = std::min(nf, np), either = std::max(nf, np);
+  return count(0, both, true, true) + count(both, either, nf > both, np > both) +
+         count(either, n, false, false);
 }
 
 absl::Status CheckUsableResult(int64_t usable_bins, const PatchCounts& c) {

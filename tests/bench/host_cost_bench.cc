@@ -32,8 +32,8 @@
 //       [--modes all | comma-separated names] [--work DIR (outputs; tmpfs)]
 //       [--spexctl PATH] [--device TEXT] [--record FILE.json] [--replay-dir DIR (--work):
 //       the replay's recordings, stored by the first run and read by the next]
-//       [--timed-marker FILE (created while each mode's timed part runs, removed after it:
-//       for a profiler to sample the timed frames alone)]
+//       [--timed-marker FILE (created while each mode's timed part runs, holding the mode's
+//       name, removed after it: for a profiler to sample the timed frames alone)]
 //       [--shadow-parity-fraction F (0: spexd's sampled parity checks off; its default 0.01)]
 // Inputs come from the project's simulator (scripts/host_cost.sh makes them with spexd-sim).
 // JSON record (docs/benchmarks) to --record (else stdout); a summary line per mode on stdout,
@@ -266,10 +266,12 @@ struct Bench {
     return std::make_pair(path, n);
   }
 
-  void Marker(bool on) const {
+  void Marker(bool on, const Mode& m) const {
     if (args.timed_marker.empty()) return;
-    if (on) {
-      std::ofstream(args.timed_marker) << "timed\n";
+    if (on) {  // renamed into place: a watcher never reads it half written
+      const std::string tmp = args.timed_marker + ".tmp";
+      std::ofstream(tmp) << m.name << "\n";
+      std::rename(tmp.c_str(), args.timed_marker.c_str());
     } else {
       std::remove(args.timed_marker.c_str());
     }
@@ -294,11 +296,11 @@ struct Bench {
                                              std::to_string(args.nspec), "--overwrite", "--priority",
                                              "realtime", list->first};
       if (absl::Status st = RunProcess(argv, log); !st.ok()) return st;  // warm-up
-      Marker(true);
+      Marker(true, m);
       const Snapshot a = TakeSnapshot(store);
       absl::Status timed = RunProcess(argv, log);
       const Snapshot b = TakeSnapshot(store);
-      Marker(false);
+      Marker(false, m);
       if (!timed.ok()) return timed;
       return Finish(m, a, b, list->second);
     }
@@ -306,11 +308,11 @@ struct Bench {
     // whose buffer pools have seen the clients' concurrency.
     absl::Status warm = Lanes(m, -1, 1);
     if (!warm.ok()) return warm;
-    Marker(true);
+    Marker(true, m);
     const Snapshot a = TakeSnapshot(store);
     absl::Status timed = Lanes(m, 0, args.frames);
     const Snapshot b = TakeSnapshot(store);
-    Marker(false);
+    Marker(false, m);
     if (!timed.ok()) return timed;
     return Finish(m, a, b, args.clients * args.frames);
   }

@@ -2,8 +2,10 @@
 
 #include <cmath>
 #include <numeric>
+#include <random>
 #include <vector>
 
+#include "core/plan/internal/wavelength_grid.h"
 #include "gtest/gtest.h"
 
 namespace spexd::core {
@@ -93,6 +95,51 @@ TEST(FrameScoresTest, NumpyArithmetic) {
   EXPECT_EQ(NumpyMedianInPlace(scratch.data(), scratch.size()), 2.5);
   EXPECT_EQ(NumpyMedianInPlace(scratch.data(), 3), NumpyMedian({scratch[0], scratch[1], scratch[2]}));
   EXPECT_TRUE(std::isnan(NumpyMedianInPlace(scratch.data(), 0)));
+}
+
+// Each score against its definition evaluated bin by bin, bit for bit: 37 fibres (the
+// four-fibre sums' and the tasks' remainders), negative and zero ivar, on the r grid (the
+// band's rows read in place) and on a grid whose band bins are not one run (gathered; not
+// increasing, so some dwave are negative and the SNR medians NaN, as numpy's would be).
+TEST(FrameScoresTest, ScoresEqualTheirDefinitionBinByBin) {
+  std::mt19937_64 rng(11);
+  std::normal_distribution<double> flux(50.0, 40.0), ivar(0.5, 0.6);
+  for (const bool interleaved : {false, true}) {
+    Frame f;
+    f.nspec = 37;
+    f.nwave = interleaved ? 500 : 2326;
+    for (int w = 0; w < f.nwave; ++w) {
+      // Interleaved: every third bin below the band, the others inside it.
+      f.wave.push_back(interleaved ? (w % 3 == 0 ? 5000.0 : 6000.0) + 0.7 * w : 5760.0 + 0.8 * w);
+    }
+    for (int i = 0; i < f.nspec * f.nwave; ++i) {
+      f.flux.push_back(flux(rng));
+      f.ivar.push_back(i % 97 == 0 ? 0.0 : ivar(rng));
+    }
+    const std::vector<FrameScore> scores = ComputeRawScores(f);
+    ASSERT_EQ(scores.size(), 3u);
+    const std::vector<double> dwave = GridGradient(f.wave);
+    for (int s = 0; s < f.nspec; ++s) {
+      double sum = 0.0;
+      std::vector<double> count, snr;
+      for (int w = 0; w < f.nwave; ++w) {
+        if (f.wave[w] < 5800.0 || f.wave[w] >= 7600.0) continue;
+        const double fl = f.flux[s * f.nwave + w], iv = f.ivar[s * f.nwave + w];
+        sum += fl;
+        count.push_back(fl / dwave[w]);
+        snr.push_back(std::sqrt(iv < 0 ? 0.0 : iv) * fl / std::sqrt(dwave[w]));
+      }
+      ASSERT_GT(count.size(), 100u);
+      EXPECT_EQ(scores[0].values[s], sum) << "fibre " << s;
+      EXPECT_EQ(scores[1].values[s], NumpyMedian(count)) << "fibre " << s;
+      const double want = NumpyMedian(snr);
+      if (std::isnan(want)) {
+        EXPECT_TRUE(interleaved && std::isnan(scores[2].values[s])) << "fibre " << s;
+      } else {
+        EXPECT_EQ(scores[2].values[s], want) << "fibre " << s;
+      }
+    }
+  }
 }
 
 }  // namespace

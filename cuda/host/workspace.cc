@@ -101,7 +101,9 @@ absl::Status Workspace::ReserveSet(WorkspaceSet* s, const WorkspaceSpec& spec) {
   SPEXD_RETURN_IF_ERROR(s->h_ivar.Allocate(out, "ivar (host)"));
   SPEXD_RETURN_IF_ERROR(s->h_pixmask.Allocate(out, "pixmask_fraction (host)"));
   SPEXD_RETURN_IF_ERROR(s->h_chi2.Allocate(out, "chi2pix (host)"));
-  SPEXD_RETURN_IF_ERROR(s->h_rdiag.Allocate(out * Sz(spec.nk), "resolution (host)"));
+  if (spec.host_rdiag) {
+    SPEXD_RETURN_IF_ERROR(s->h_rdiag.Allocate(out * Sz(spec.nk), "resolution (host)"));
+  }
   if (!s->events_created) {
     SPEXD_RETURN_IF_ERROR(s->decorrelated.Create(false));
     SPEXD_RETURN_IF_ERROR(s->compute_done.Create(false));
@@ -115,7 +117,9 @@ absl::Status Workspace::ReserveSet(WorkspaceSet* s, const WorkspaceSpec& spec) {
   return absl::OkStatus();
 }
 
-absl::Status Workspace::Reserve(const WorkspaceSpec& spec) {
+absl::Status Workspace::Reserve(const WorkspaceSpec& job) {
+  WorkspaceSpec spec = job;
+  spec.host_rdiag = !job.rdiags_words();
   const WorkspaceSpec& r = reserved_;
   const bool grows = spec.slots > r.slots || spec.ld > r.ld || spec.nt > r.nt ||
                      spec.nper > r.nper || spec.nb > r.nb || spec.max_npix > r.max_npix ||
@@ -124,7 +128,8 @@ absl::Status Workspace::Reserve(const WorkspaceSpec& spec) {
                      spec.ptr_count > r.ptr_count || spec.image_pixels > r.image_pixels ||
                      (spec.ql_log && !r.ql_log) ||
                      (spec.ql_rotations && !r.ql_rotations) ||
-                     (spec.rdiags_words() && !r.rdiags_words());
+                     (spec.rdiags_words() && !r.rdiags_words()) ||
+                     (spec.host_rdiag && !r.host_rdiag);
   if (!grows) return absl::OkStatus();
   if (r.slots > 0) ++reallocations_;
   // Grow to the element-wise maximum so that alternating geometries settle.
@@ -144,6 +149,7 @@ absl::Status Workspace::Reserve(const WorkspaceSpec& spec) {
   g.ql_rotations = g.ql_log && (spec.ql_rotations || r.ql_rotations);
   // Either set's words buffer serves both byte orders: only whether there is one counts.
   if (!spec.rdiags_words()) g.rdiags_form = r.rdiags_form;
+  g.host_rdiag = spec.host_rdiag || r.host_rdiag;
   if (int64_t{r.bundlesize} * r.nwave > int64_t{g.bundlesize} * g.nwave) {
     g.bundlesize = r.bundlesize;
     g.nwave = r.nwave;

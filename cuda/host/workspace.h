@@ -38,6 +38,11 @@ struct WorkspaceSpec {
   // frame file (kFileBytes), else in the host's for the float32 stream.
   core::ResolutionForm rdiags_form = core::ResolutionForm::kFloat64;
   bool rdiags_words() const { return rdiags_form != core::ResolutionForm::kFloat64; }
+  // Whether some job took the float64 resolution, downloaded through the page-locked
+  // h_rdiag: Workspace::Reserve sets it from rdiags_form and keeps it once set. A worker
+  // that only writes frame files or float32 streams never pins that buffer (26-31 MB a
+  // set for an r frame's batch of 5 or 6 bundles).
+  bool host_rdiag = false;
 
   // The GEMM scratch: nb leaf blocks, then the panel's P_j (p_band blocks each for
   // j <= nb - 2; batch_layout.h's PanelPOffset), where LayoutChoices::panel_p.
@@ -99,8 +104,8 @@ struct WorkspaceSet {
 
 class Workspace {
  public:
-  // Grows every buffer to `spec` (no-op where already large enough).
-  absl::Status Reserve(const WorkspaceSpec& spec);
+  // Grows every buffer to `job`'s needs (no-op where already large enough).
+  absl::Status Reserve(const WorkspaceSpec& job);
   WorkspaceSet& set(int i) { return sets_[i]; }
   double* image() const { return image_.get(); }
   double* ivar() const { return ivar_.get(); }

@@ -172,7 +172,7 @@ absl::Status BatchExtractor::EnqueueCanvas(WorkspaceSet* s, const Batch& batch,
 
 absl::Status BatchExtractor::EnqueueDownload(WorkspaceSet* s, const Batch& batch,
                                              cudaStream_t stream) const {
-  const std::size_t out = batch.bundles.size() * static_cast<std::size_t>(spec_.bundlesize) * spec_.nwave;
+  const std::size_t out = BatchBins(batch);
   const std::size_t bytes = out * sizeof(double);
   SPEXD_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(stream, s->decorrelated.get(), 0));
   if (cfg_.special_resolution) {  // test-only (fault_injection.h); pageable: copied at once
@@ -247,9 +247,7 @@ absl::Status BatchExtractor::Enqueue(const core::ExtractionJob& job, Batch* batc
   NvtxRange range{"enqueue batch"};
   WorkspaceSet* s = &cfg_.workspace->set(batch->set);
   if (spec_.rdiags_words()) {
-    const std::size_t values = batch->bundles.size() * static_cast<std::size_t>(spec_.bundlesize) *
-                               spec_.nwave * spec_.nk;
-    SPEXD_RETURN_IF_ERROR(TakeWordsBlock(s, values * sizeof(uint32_t)));
+    SPEXD_RETURN_IF_ERROR(TakeWordsBlock(s, BatchBins(*batch) * spec_.nk * sizeof(uint32_t)));
   }
   cudaStream_t compute = cfg_.ctx->compute(), copy = cfg_.ctx->copy();
   // Everything up to the normal equations on `head`, the prep stream, where they run
@@ -267,7 +265,7 @@ absl::Status BatchExtractor::Enqueue(const core::ExtractionJob& job, Batch* batc
   batch->layout.entries = MakeBatchEntries(*cfg_.plan, batch->bundles, job.regularize);
   SPEXD_RETURN_IF_ERROR(UploadLayout(s, batch->layout, head));
   // Skipped patches leave zeros (spec §2.12).
-  const std::size_t out = batch->bundles.size() * static_cast<std::size_t>(spec_.bundlesize) * spec_.nwave;
+  const std::size_t out = BatchBins(*batch);
   const std::size_t bytes = out * sizeof(double);
   SPEXD_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(s->out_flux.get(), 0, bytes, head));
   SPEXD_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(s->out_ivar.get(), 0, bytes, head));

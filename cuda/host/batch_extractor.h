@@ -81,6 +81,10 @@ class BatchExtractor {
   absl::Status UploadLayout(WorkspaceSet* s, const RunLayout& layout, cudaStream_t stream) const;
   absl::Status UploadPointers(WorkspaceSet* s, const RunLayout& layout, cudaStream_t stream) const;
   absl::Status EnqueueCanvas(WorkspaceSet* s, const Batch& batch, cudaStream_t stream) const;
+  // The bins of the batch's output arrays: its bundles' fibres x wavelengths.
+  std::size_t BatchBins(const Batch& batch) const {
+    return batch.bundles.size() * static_cast<std::size_t>(spec_.bundlesize) * spec_.nwave;
+  }
   // A block for the batch's resolution words (WorkspaceSet::words), once the set's previous
   // download is over.
   absl::Status TakeWordsBlock(WorkspaceSet* s, std::size_t bytes) const;

@@ -7,10 +7,10 @@ NCU_CSV is `ncu --csv --metrics ...` output (scripts/kernel_traffic.sh makes it;
 of the profiled program's stdout may be mixed in). Sums every launch of a kernel (cuBLAS's
 GEMM kernels grouped by their operands' transposition, whatever tile shape cuBLAS chose),
 divides by the frames the launches hold (their batches, one normal-equations launch each,
-over B: an r frame is four batches on an H100 or H200), and prints per
-kernel and per stage of the frame (docs/performance.md's roofline): launches, time, DRAM
-bytes read and written, and the mean share of the DRAM's peak; then the totals (a cold
-frame's spot evaluation left out), and the traffic's time at the copy rate.
+over B: an r frame is four batches on an H100 or H200), and prints per kernel and per stage
+of the frame (docs/performance.md's roofline): launches, time, DRAM bytes read and written,
+and the mean share of the DRAM's peak; then the totals (a cold frame's spot evaluation left
+out), and the traffic's time at the copy rate.
 """
 import argparse
 import collections

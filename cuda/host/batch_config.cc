@@ -43,6 +43,7 @@ LayoutChoices BatchExtractor::Choices() const {
   LayoutChoices c;
   c.diag_update_in_factor = DiagUpdateInFactor();
   c.panel_p = PanelP();
+  c.panel_update = PanelP();  // the DMMA panel kernel's (nt <= kPanelDmmaMaxNt)
   return c;
 }
 
@@ -73,6 +74,7 @@ RunArgs BatchExtractor::MakeArgs(const WorkspaceSet& s, int count, const core::E
   a.want_model = job.want_model ? 1 : 0;
   a.panel_p = PanelP() ? 1 : 0;
   a.diag_update = DiagUpdateInFactor() ? 1 : 0;
+  a.panel_update = PanelP() ? 1 : 0;
   return a;
 }
 

@@ -155,7 +155,7 @@ struct SlotMath {
 // Rows whose inner range is the whole of lo..k-1 share one call; each later row takes the
 // inner blocks it meets (one call per (first row, rows, inner size)). Multiplying the zero
 // blocks too (one call over all rows) did ~40 % more multiply-adds at B = 2.
-void AddTiledUpdates(const SlotMath& sm, bool skip_diagonal, RunLayout* out) {
+void AddTiledUpdates(const SlotMath& sm, LayoutChoices choices, RunLayout* out) {
   const int nt = sm.nt;
   for (int k = 1; k < MaxBlocks(sm.plan); ++k) {
     // (first row - k, rows, inner blocks) -> calls
@@ -163,7 +163,9 @@ void AddTiledUpdates(const SlotMath& sm, bool skip_diagonal, RunLayout* out) {
     for (const RunEntry& e : out->entries) {
       const core::PatchDesc& d = sm.patch(e);
       if (d.nspectot <= k || e.band <= 0) continue;
-      const int lo = core::BandFirst(k, e.band), hi = core::BandLast(k, e.band, d.nspectot);
+      // panel_update: the rows below the diagonal block are the panel kernel's.
+      const int lo = core::BandFirst(k, e.band);
+      const int hi = choices.panel_update ? k : core::BandLast(k, e.band, d.nspectot);
       auto add = [&](int i0, int i1, int j0) {  // rows i0..i1, inner j0..k-1
         PointerTriples& pt = by_shape[{i0 - k, i1 - i0 + 1, k - j0}];
         const int64_t r0 = static_cast<int64_t>(i0) * nt, c0 = static_cast<int64_t>(j0) * nt;
@@ -172,8 +174,8 @@ void AddTiledUpdates(const SlotMath& sm, bool skip_diagonal, RunLayout* out) {
         pt.c.push_back(sm.M(e, r0, static_cast<int64_t>(k) * nt));
       };
       const int full_last = std::min(hi, lo + e.band);  // rows meeting every inner block
-      // skip_diagonal: row block k is the factor kernel's (RunArgs::diag_update).
-      const int first = skip_diagonal ? k + 1 : k;
+      // diag_update_in_factor: row block k is the factor kernel's (RunArgs::diag_update).
+      const int first = choices.diag_update_in_factor ? k + 1 : k;
       if (first <= full_last) add(first, full_last, lo);
       for (int i = full_last + 1; i <= hi; ++i) {
         if (i - e.band < k) add(i, i, i - e.band);
@@ -296,7 +298,7 @@ RunLayout BuildRunLayout(const core::PatchPlan& plan, std::vector<RunEntry> entr
   // copied and page-faulted over again (most of the ~5 ms this took on a 2-core host).
   out.ptrs.reserve(MaxPointerCount(plan, static_cast<int>(out.entries.size())));
   const SlotMath sm(plan, s);
-  AddTiledUpdates(sm, choices.diag_update_in_factor, &out);
+  AddTiledUpdates(sm, choices, &out);
   AddBlockInversion(sm, choices.panel_p, &out);
   AddCoreGrams(sm, &out);
   for (auto* steps : {&out.chol_update, &out.trtri}) {

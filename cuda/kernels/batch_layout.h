@@ -124,6 +124,10 @@ struct LayoutChoices {
   // The tiled Cholesky's diagonal block updates done by its factor kernel
   // (RunArgs::diag_update): chol_update takes the rows below the diagonal block only.
   bool diag_update_in_factor = false;
+  // The updates of the rows below the diagonal block done by the DMMA panel kernel before
+  // its solve (RunArgs::panel_update): chol_update takes the diagonal block only (with
+  // diag_update_in_factor, nothing).
+  bool panel_update = false;
 };
 
 // Layout of a run over `entries` (any slots; re-sorted by n, stably).

@@ -139,11 +139,13 @@ struct SharedMat {
 // kCols fragment loads. kUpperY: Y is upper triangular (Y(k, j) = 0 for k > j), so tile
 // column j stops at k = 8 j + 7; kLowerY: Y is lower triangular, so tile column j starts at
 // the step holding k = 8 j (the steps no column needs are skipped).
-template <int kCols, bool kUpperY = false, bool kLowerY = false>
+template <int kCols, bool kUpperY = false, bool kLowerY = false, bool kAccumulate = false>
 __device__ __forceinline__ void RowPairProduct(SharedMat x, SharedMat y, int kend, int rp, int c0,
                                                int cs, int lane, double (&acc)[kCols][4]) {
+  if constexpr (!kAccumulate) {
 #pragma unroll
-  for (int j = 0; j < kCols; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0;
+    for (int j = 0; j < kCols; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0;
+  }
   const int cmax = c0 + (kCols - 1) * cs;
   const int kbegin = kLowerY ? 8 * c0 : 0;
   const int kstop = kUpperY ? min(kend, 8 * (cmax + 1)) : kend;

@@ -104,6 +104,10 @@ struct RunArgs {
   // F = L[k, BandFirst(k):k] (tiled_cholesky.cu, on the tensor cores where nt <= 80), and
   // the layout's chol_update has no row block k (LayoutChoices::diag_update_in_factor).
   int diag_update;
+  // 1: the DMMA panel kernel of step k brings its rows up to date itself before the solve,
+  // M[i, k] -= L[i, j] L[k, j]^T over the band's inner blocks j (tiled_panel.cu), and the
+  // layout's chol_update has no row block below k (LayoutChoices::panel_update).
+  int panel_update;
 };
 
 }  // namespace spexd::cuda

@@ -5,7 +5,9 @@
 //   1. M[k:, k] -= L[k:, :k] · L[k, :k]^T     batched DGEMM (batch_layout.h, chol_update)
 //   2. L_kk = chol(M_kk), and X_k = L_kk^{-1}  LaunchTileFactor, in shared memory (with
 //      RunArgs::diag_update, step 1's row block k too, on the tensor cores)
-//   3. L[k+1:, k] = M[k+1:, k] · X_k^T         LaunchPanelSolve, in place
+//   3. L[k+1:, k] = M[k+1:, k] · X_k^T         LaunchPanelSolve, in place (with
+//      RunArgs::panel_update, step 1's rows below block k too, on the tensor cores: where
+//      nt <= 80 both are set, and step 1 has no call left)
 // Steps 1 and 3 stay inside the entry's band B (RunEntry::band, PatchPlan::coupled_band):
 // the blocks of M, and so of L, more than B blocks below the diagonal are zero.
 // X_k is kept where the block inversion of C's diagonal blocks reads its leaf inverses

@@ -110,10 +110,11 @@ static_assert(kDmmaLd % 16 == 4, "conflict-free fragments");
 
 std::size_t PanelDmmaSmemBytes() { return sizeof(double) * 2 * kDmmaN * kDmmaLd; }
 
-// It also leaves P_k = L[k+1:k+1+b, k] X_k for the trailing-first inversion (batch_layout.h's
-// NeedsPanelP; RunArgs::panel_p, which the planner sets wherever this kernel runs), from L's
-// rows (put back in place of M's) and X_k in shared memory, instead of that inversion's first
-// batched GEMM re-reading both.
+// With RunArgs::panel_update (which the planner sets wherever this kernel runs) it first brings
+// its rows up to date (first_inner below). It also leaves P_k = L[k+1:k+1+b, k] X_k for the
+// trailing-first inversion (batch_layout.h's NeedsPanelP; RunArgs::panel_p, set with it),
+// from L's rows (put back in place of M's) and X_k in shared memory, instead of that
+// inversion's first batched GEMM re-reading both.
 __global__ void __launch_bounds__(32 * kDmmaWarps, 2) PanelSolveDmmaKernel(RunArgs a, int k) {
   extern __shared__ double smem[];
   const RunEntry e = a.entries[blockIdx.x];
@@ -138,22 +139,80 @@ __global__ void __launch_bounds__(32 * kDmmaWarps, 2) PanelSolveDmmaKernel(RunAr
   double* xt = smem;                    // [80][kDmmaLd] row-major: xt[m][c] = X_k[c][m]
   double* bc = smem + kDmmaN * kDmmaLd;  // [80][kDmmaLd] column-major: bc[m][i] = B(i, m)
   const LeafBlock leaf = LeafOf(a, e.slot, k, d);
-  // A warp a row m of xt (no division an element, as idx / kDmmaLd and idx % kDmmaLd took).
   const int warp = tid / 32, lane = tid % 32, rp = warp / 2, c0 = warp % 2;
-  for (int m = warp; m < kDmmaN; m += kDmmaWarps) {
-    for (int c = lane; c < kDmmaLd; c += 32) {
-      if (m < nt && c < nt) {
-        __pipeline_memcpy_async(xt + m * kDmmaLd + c, leaf.p + c + static_cast<int64_t>(m) * leaf.ld,
-                                sizeof(double));
-      } else {
-        xt[m * kDmmaLd + c] = 0.0;
+  // X_k^T into xt, a warp a row m (no division an element, as idx / kDmmaLd and idx % kDmmaLd
+  // took); asynchronous, committed with the next copies.
+  auto stage_xk = [&] {
+    for (int m = warp; m < kDmmaN; m += kDmmaWarps) {
+      for (int c = lane; c < kDmmaLd; c += 32) {
+        if (m < nt && c < nt) {
+          __pipeline_memcpy_async(xt + m * kDmmaLd + c, leaf.p + c + static_cast<int64_t>(m) * leaf.ld,
+                                  sizeof(double));
+        } else {
+          xt[m * kDmmaLd + c] = 0.0;
+        }
       }
     }
-  }
-  double* panel0 = SlotMatrix(a, e.slot) + static_cast<int64_t>(k + 1) * nt + static_cast<int64_t>(k) * nt * ld;
+  };
+  double* slot = SlotMatrix(a, e.slot);
+  double* panel0 = slot + static_cast<int64_t>(k + 1) * nt + static_cast<int64_t>(k) * nt * ld;
   const int kend = (nt + 3) / 4 * 4;
+  // RunArgs::panel_update: the rows' updates M[i, k] -= L[i, j] L[k, j]^T (row block
+  // i = k + 1 + row / nt) over the band's inner blocks j >= i - band, summed on the tensor
+  // cores in the order of j and subtracted from M's rows as they are staged: in place of the
+  // batched cuBLAS GEMM that read and wrote those rows once more between the factor and this
+  // kernel. The first inner block of a pass's rows (k: none).
+  auto first_inner = [&](int r0) {
+    return a.panel_update ? max(core::BandFirst(k, e.band), k + 1 + r0 / nt - e.band) : k;
+  };
+  bool xt_staged = first_inner(0) >= k;  // else the first pass's update stages xt first
+  if (xt_staged) stage_xk();
   for (int r0 = 0; r0 < rows; r0 += kDmmaN) {
     const int nr = min(kDmmaN, rows - r0);
+    const int j0 = first_inner(r0);
+    double acc[kDmmaCols][4];
+    if (j0 < k) {  // block-uniform; xt holds nothing in flight (staged after this, or waited on)
+      for (int j = j0; j < k; ++j) {
+        for (int m = warp; m < kDmmaN; m += kDmmaWarps) {  // bc: A(i, c) = L[i, j](row, c)
+          for (int i = lane; i < kDmmaLd; i += 32) {
+            if (m < nt && i < nr && j >= k + 1 + (r0 + i) / nt - e.band) {
+              __pipeline_memcpy_async(bc + m * kDmmaLd + i,
+                                      panel0 + r0 + i + static_cast<int64_t>(j - k) * nt * ld + static_cast<int64_t>(m) * ld,
+                                      sizeof(double));
+            } else {
+              bc[m * kDmmaLd + i] = 0.0;
+            }
+          }
+        }
+        for (int c = warp; c < kDmmaN; c += kDmmaWarps) {  // xt: B(c, m) = L[k, j](m, c)
+          for (int m = lane; m < kDmmaLd; m += 32) {
+            if (c < nt && m < nt) {
+              __pipeline_memcpy_async(xt + c * kDmmaLd + m,
+                                      slot + static_cast<int64_t>(k) * nt + m + (static_cast<int64_t>(j) * nt + c) * ld,
+                                      sizeof(double));
+            } else {
+              xt[c * kDmmaLd + m] = 0.0;
+            }
+          }
+        }
+        __pipeline_commit();
+        __pipeline_wait_prior(0);
+        __syncthreads();
+        if (j == j0) {
+          RowPairProduct<kDmmaCols>(SharedMat{bc, 1, kDmmaLd}, SharedMat{xt, kDmmaLd, 1}, kend, rp, c0, 2,
+                                    lane, acc);
+        } else {
+          RowPairProduct<kDmmaCols, false, false, true>(SharedMat{bc, 1, kDmmaLd}, SharedMat{xt, kDmmaLd, 1},
+                                                        kend, rp, c0, 2, lane, acc);
+        }
+        __syncthreads();  // bc and xt are staged again
+      }
+      xt_staged = false;
+    }
+    if (!xt_staged) {
+      stage_xk();
+      xt_staged = true;
+    }
     for (int m = warp; m < kDmmaN; m += kDmmaWarps) {  // a warp a column m of bc
       for (int i = lane; i < kDmmaLd; i += 32) {
         if (m < nt && i < nr) {
@@ -164,10 +223,17 @@ __global__ void __launch_bounds__(32 * kDmmaWarps, 2) PanelSolveDmmaKernel(RunAr
         }
       }
     }
+    if (j0 < k) {  // bc = M - the updates, each element by the thread that holds its sum
+      __pipeline_commit();
+      __pipeline_wait_prior(0);
+      __syncthreads();
+      ForEachRowPairElement(acc, rp, c0, 2, lane, [&](int row, int col, double v) {
+        if (row < nr && col < nt) bc[col * kDmmaLd + row] -= v;
+      });
+    }
     __pipeline_commit();
-    __pipeline_wait_prior(0);  // this thread's copies (and, on the first pass, X_k^T)
+    __pipeline_wait_prior(0);  // this thread's copies (and X_k^T's, where staged with them)
     __syncthreads();
-    double acc[kDmmaCols][4];
     // X_k is lower triangular (zeros stored above its diagonal), so X_k^T is upper: each
     // tile column stops at its own last row (half the products).
     RowPairProduct<kDmmaCols, true>(SharedMat{bc, 1, kDmmaLd}, SharedMat{xt, kDmmaLd, 1}, kend, rp,

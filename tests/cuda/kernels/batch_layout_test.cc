@@ -276,6 +276,30 @@ TEST_P(BandedLayout, DiagonalUpdatesInTheFactor) {
   ExpectCoreBlocksOfInverse(r);
 }
 
+// Every update in the factor and panel kernels (LayoutChoices::diag_update_in_factor and
+// panel_update, RunArgs::diag_update and panel_update, as the CUDA backend runs nt <= 80):
+// no chol_update call at all, and the factor and C's core blocks still match the dense
+// references.
+TEST_P(BandedLayout, UpdatesInTheFactorAndThePanel) {
+  const int band = GetParam();
+  const core::PatchPlan plan = WideBandPlan(band);
+  LayoutChoices choices;
+  choices.panel_p = true;
+  choices.diag_update_in_factor = true;
+  choices.panel_update = true;
+  Replay r(plan, choices);
+  for (const auto& step : r.layout.chol_update) EXPECT_TRUE(step.empty());
+  Replay ref(plan, LayoutChoices{});
+  ref.FillSpd(5);
+  ref.HostPotrf();
+  r.nan_past_band = true;
+  r.FillSpd(5);
+  r.TiledCholesky();
+  ExpectFactorMatches(r, ref, band);
+  r.InvertBlocks();
+  ExpectCoreBlocksOfInverse(r);
+}
+
 // Band 0: spectra that do not couple at all (fibres far apart, or narrow stamps).
 INSTANTIATE_TEST_SUITE_P(Bands, BandedLayout, ::testing::Values(0, 1, 2));
 

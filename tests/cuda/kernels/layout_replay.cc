@@ -259,6 +259,25 @@ void Replay::TiledCholesky() {
       for (int cc = 0; cc < nt; ++cc) {
         for (int r = 0; r < nt; ++r) leaf[r + Z(cc) * lld] = r >= cc ? xs[Z(r) * p + cc] * inv[Z(r)] : 0.0;
       }
+      // RunArgs::panel_update: the DMMA panel kernel first takes M[i, k] -= L[i, j] L[k, j]^T
+      // for its rows' blocks i and the band's inner blocks j >= i - band.
+      if (choices.panel_update && k >= 1 && e.band > 0) {
+        double* slot = m.data() + Z(e.slot) * ld * ld;
+        for (int ib = k + 1; ib <= core::BandLast(k, e.band, d.nspectot); ++ib) {
+          for (int j = std::max(core::BandFirst(k, e.band), ib - e.band); j < k; ++j) {
+            const double* lij = slot + Z(ib) * nt + Z(j) * nt * ld;
+            const double* lkj = slot + Z(k) * nt + Z(j) * nt * ld;
+            double* mik = slot + Z(ib) * nt + Z(k) * nt * ld;
+            for (int cc = 0; cc < nt; ++cc) {
+              for (int r = 0; r < nt; ++r) {
+                double u = 0.0;
+                for (int q = 0; q < nt; ++q) u += lij[r + Z(q) * ld] * lkj[cc + Z(q) * ld];
+                mik[r + Z(cc) * ld] -= u;
+              }
+            }
+          }
+        }
+      }
       // PanelSolveKernel: L[k+1:, k] = M[k+1:, k] X_k^T within the band, fma in the kernel's order.
       const int rows = (core::BandLast(k, e.band, d.nspectot) - k) * nt;
       double* panel = base + nt;

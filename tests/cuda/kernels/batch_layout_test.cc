@@ -301,7 +301,7 @@ TEST_P(BandedLayout, UpdatesInTheFactorAndThePanel) {
 }
 
 // Band 0: spectra that do not couple at all (fibres far apart, or narrow stamps).
-INSTANTIATE_TEST_SUITE_P(Bands, BandedLayout, ::testing::Values(0, 1, 2));
+INSTANTIATE_TEST_SUITE_P(Bands, BandedLayout, ::testing::Values(0, 1, 2, 3));
 
 }  // namespace
 }  // namespace spexd::cuda

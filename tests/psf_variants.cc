@@ -95,6 +95,15 @@ std::shared_ptr<const core::Psf> LoadBundledPsfWithSpreadTraces(int stride) {
   });
 }
 
+std::shared_ptr<const core::Psf> LoadBundledPsfWithSqueezedTraces(double factor) {
+  return LoadRewrittenPsf("squeezed", [factor](const std::string& path) {
+    return RewriteTrace(path, "XTRACE", [factor](long s, long k, long ncoeff, long,
+                                                 const std::vector<double>& c) {
+      return k == 0 ? c[0] + factor * (c[s * ncoeff] - c[0]) : c[s * ncoeff + k];
+    });
+  });
+}
+
 std::shared_ptr<const core::Psf> LoadBundledPsfWithStretchedYTraces(double factor) {
   return LoadRewrittenPsf("stretched", [factor](const std::string& path) {
     return RewriteTrace(path, "YTRACE", [factor](long s, long k, long ncoeff, long,

@@ -16,6 +16,12 @@ namespace spexd::testing {
 // nullptr (with the reason as a test failure) when the PSF cannot be found or written.
 std::shared_ptr<const core::Psf> LoadBundledPsfWithSpreadTraces(int stride);
 
+// The bundled PSF with fibre f's x trace moved towards fibre 0's, its distance scaled by
+// `factor` (the constant Legendre coefficient; the shape terms are fibre f's own): at 0.75
+// the traces are about 5.5 px apart, so that the 17-pixel stamps of fibres three apart
+// overlap (core::CoupledBand 3; DESI's give 2).
+std::shared_ptr<const core::Psf> LoadBundledPsfWithSqueezedTraces(double factor);
+
 // The bundled PSF with every fibre's y trace stretched `factor` times about its value at
 // the middle of the wavelength range (the Legendre coefficients past the constant scaled):
 // consecutive wavelengths `factor` times as many rows apart, so that the stamps of eight

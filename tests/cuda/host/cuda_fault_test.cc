@@ -254,6 +254,21 @@ TEST_F(CudaFaultTest, PoisonedAllocationsWithUncoupledSpectra) {
   ExpectPoisonedParity(g, [this] { return WithFaults("poison_allocations=1"); });
 }
 
+// Traces squeezed to three quarters of DESI's spacing (tests/psf_variants.h): spectra three
+// apart couple (band 3), so the panel kernel's update of a step's rows sums two inner blocks
+// for the row block below the diagonal and one for the next (RunArgs::panel_update), on
+// NaN-filled memory, against the CPU backend.
+TEST_F(CudaFaultTest, PoisonedAllocationsWithBandThree) {
+  auto squeezed = LoadBundledPsfWithSqueezedTraces(0.75);
+  ASSERT_NE(squeezed, nullptr);
+  auto g = VariantGeometry(squeezed, 50, 6000.0, 6100.0);
+  ASSERT_NE(g, nullptr);
+  const core::PatchPlan& plan = g->plan();
+  ASSERT_FALSE(plan.coupled_band.empty());
+  EXPECT_EQ(*std::max_element(plan.coupled_band.begin(), plan.coupled_band.end()), 3);
+  ExpectPoisonedParity(g, [this] { return WithFaults("poison_allocations=1"); });
+}
+
 // Wavelengths five times as many rows apart as DESI's (tests/psf_variants.h): the stamps
 // of eight consecutive wavelengths cover a box taller than the tensor-core normal
 // equations stage at once (cuda/kernels/normal_equations_dmma.cu: 404 pixels a plane), so each

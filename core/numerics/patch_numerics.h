@@ -33,6 +33,12 @@ SPEXD_HD int BandFirst(int k, int band) { return k - band > 0 ? k - band : 0; }
 SPEXD_HD int BandLast(int k, int band, int nblocks) {
   return k + band < nblocks - 1 ? k + band : nblocks - 1;
 }
+// The first block column j < k that row block i (k <= i <= BandLast(k)) meets in block
+// column k's Cholesky update M[i, k] -= L[i, j] L[k, j]^T: L[i, j] is zero for i - j > band,
+// so j runs from here to k - 1 (none when it is k or more).
+SPEXD_HD int FirstCoupledBlock(int i, int k, int band) {
+  return i - band > BandFirst(k, band) ? i - band : BandFirst(k, band);
+}
 
 // The bad-bin weight floor of a patch from its largest flux weight (§2.8).
 SPEXD_HD double MinWeight(double max_fluxweight) { return kMinWeightFraction * max_fluxweight; }

@@ -178,7 +178,8 @@ void AddTiledUpdates(const SlotMath& sm, LayoutChoices choices, RunLayout* out) 
       const int first = choices.diag_update_in_factor ? k + 1 : k;
       if (first <= full_last) add(first, full_last, lo);
       for (int i = full_last + 1; i <= hi; ++i) {
-        if (i - e.band < k) add(i, i, i - e.band);
+        const int j0 = core::FirstCoupledBlock(i, k, e.band);
+        if (j0 < k) add(i, i, j0);
       }
     }
     std::vector<BatchedCall> step;

@@ -140,16 +140,29 @@ __global__ void __launch_bounds__(32 * kDmmaWarps, 2) PanelSolveDmmaKernel(RunAr
   double* bc = smem + kDmmaN * kDmmaLd;  // [80][kDmmaLd] column-major: bc[m][i] = B(i, m)
   const LeafBlock leaf = LeafOf(a, e.slot, k, d);
   const int warp = tid / 32, lane = tid % 32, rp = warp / 2, c0 = warp % 2;
-  // X_k^T into xt, a warp a row m (no division an element, as idx / kDmmaLd and idx % kDmmaLd
-  // took); asynchronous, committed with the next copies.
-  auto stage_xk = [&] {
+  // xt[m][c] = S(c, m) for S's nt x nt block at `src` (leading dimension src_ld), zeros in the
+  // padding: X_k^T, or L[k, j]^T for the update. bc[m][i] = the panel rows' entry (r0 + i, m)
+  // of the block column at `src` for i < nlive, else zero: M's rows, or L[., j]'s. A
+  // warp a row m (no division an element, as idx / kDmmaLd and idx % kDmmaLd took);
+  // asynchronous, committed with the next copies.
+  auto stage_transposed = [&](const double* src, int64_t src_ld) {
     for (int m = warp; m < kDmmaN; m += kDmmaWarps) {
       for (int c = lane; c < kDmmaLd; c += 32) {
         if (m < nt && c < nt) {
-          __pipeline_memcpy_async(xt + m * kDmmaLd + c, leaf.p + c + static_cast<int64_t>(m) * leaf.ld,
-                                  sizeof(double));
+          __pipeline_memcpy_async(xt + m * kDmmaLd + c, src + c + static_cast<int64_t>(m) * src_ld, sizeof(double));
         } else {
           xt[m * kDmmaLd + c] = 0.0;
+        }
+      }
+    }
+  };
+  auto stage_rows = [&](const double* src, int r0, int nlive) {
+    for (int m = warp; m < kDmmaN; m += kDmmaWarps) {
+      for (int i = lane; i < kDmmaLd; i += 32) {
+        if (m < nt && i < nlive) {
+          __pipeline_memcpy_async(bc + m * kDmmaLd + i, src + r0 + i + static_cast<int64_t>(m) * ld, sizeof(double));
+        } else {
+          bc[m * kDmmaLd + i] = 0.0;
         }
       }
     }
@@ -158,71 +171,40 @@ __global__ void __launch_bounds__(32 * kDmmaWarps, 2) PanelSolveDmmaKernel(RunAr
   double* panel0 = slot + static_cast<int64_t>(k + 1) * nt + static_cast<int64_t>(k) * nt * ld;
   const int kend = (nt + 3) / 4 * 4;
   // RunArgs::panel_update: the rows' updates M[i, k] -= L[i, j] L[k, j]^T (row block
-  // i = k + 1 + row / nt) over the band's inner blocks j >= i - band, summed on the tensor
-  // cores in the order of j and subtracted from M's rows as they are staged: in place of the
-  // batched cuBLAS GEMM that read and wrote those rows once more between the factor and this
-  // kernel. The first inner block of a pass's rows (k: none).
+  // i = k + 1 + row / nt) over the band's inner blocks j >= FirstCoupledBlock(i), summed on
+  // the tensor cores in the order of j and subtracted from M's rows as they are staged: in
+  // place of the batched cuBLAS GEMM that read and wrote those rows once more between the
+  // factor and this kernel. The first inner block of the rows from r0 (k: none).
   auto first_inner = [&](int r0) {
-    return a.panel_update ? max(core::BandFirst(k, e.band), k + 1 + r0 / nt - e.band) : k;
+    return a.panel_update ? core::FirstCoupledBlock(k + 1 + r0 / nt, k, e.band) : k;
   };
   bool xt_staged = first_inner(0) >= k;  // else the first pass's update stages xt first
-  if (xt_staged) stage_xk();
+  if (xt_staged) stage_transposed(leaf.p, leaf.ld);
   for (int r0 = 0; r0 < rows; r0 += kDmmaN) {
     const int nr = min(kDmmaN, rows - r0);
     const int j0 = first_inner(r0);
     double acc[kDmmaCols][4];
     if (j0 < k) {  // block-uniform; xt holds nothing in flight (staged after this, or waited on)
+#pragma unroll
+      for (int c = 0; c < kDmmaCols; ++c) acc[c][0] = acc[c][1] = acc[c][2] = acc[c][3] = 0.0;
       for (int j = j0; j < k; ++j) {
-        for (int m = warp; m < kDmmaN; m += kDmmaWarps) {  // bc: A(i, c) = L[i, j](row, c)
-          for (int i = lane; i < kDmmaLd; i += 32) {
-            if (m < nt && i < nr && j >= k + 1 + (r0 + i) / nt - e.band) {
-              __pipeline_memcpy_async(bc + m * kDmmaLd + i,
-                                      panel0 + r0 + i + static_cast<int64_t>(j - k) * nt * ld + static_cast<int64_t>(m) * ld,
-                                      sizeof(double));
-            } else {
-              bc[m * kDmmaLd + i] = 0.0;
-            }
-          }
-        }
-        for (int c = warp; c < kDmmaN; c += kDmmaWarps) {  // xt: B(c, m) = L[k, j](m, c)
-          for (int m = lane; m < kDmmaLd; m += 32) {
-            if (c < nt && m < nt) {
-              __pipeline_memcpy_async(xt + c * kDmmaLd + m,
-                                      slot + static_cast<int64_t>(k) * nt + m + (static_cast<int64_t>(j) * nt + c) * ld,
-                                      sizeof(double));
-            } else {
-              xt[c * kDmmaLd + m] = 0.0;
-            }
-          }
-        }
+        // The rows whose block i meets j (FirstCoupledBlock(i) <= j): those of i <= j + band.
+        stage_rows(panel0 + static_cast<int64_t>(j - k) * nt * ld, r0, min(nr, (j + e.band - k) * nt - r0));
+        stage_transposed(slot + static_cast<int64_t>(k) * nt + static_cast<int64_t>(j) * nt * ld, ld);
         __pipeline_commit();
         __pipeline_wait_prior(0);
         __syncthreads();
-        if (j == j0) {
-          RowPairProduct<kDmmaCols>(SharedMat{bc, 1, kDmmaLd}, SharedMat{xt, kDmmaLd, 1}, kend, rp, c0, 2,
-                                    lane, acc);
-        } else {
-          RowPairProduct<kDmmaCols, false, false, true>(SharedMat{bc, 1, kDmmaLd}, SharedMat{xt, kDmmaLd, 1},
-                                                        kend, rp, c0, 2, lane, acc);
-        }
+        RowPairProduct<kDmmaCols, false, false, true>(SharedMat{bc, 1, kDmmaLd}, SharedMat{xt, kDmmaLd, 1},
+                                                      kend, rp, c0, 2, lane, acc);
         __syncthreads();  // bc and xt are staged again
       }
       xt_staged = false;
     }
     if (!xt_staged) {
-      stage_xk();
+      stage_transposed(leaf.p, leaf.ld);
       xt_staged = true;
     }
-    for (int m = warp; m < kDmmaN; m += kDmmaWarps) {  // a warp a column m of bc
-      for (int i = lane; i < kDmmaLd; i += 32) {
-        if (m < nt && i < nr) {
-          __pipeline_memcpy_async(bc + m * kDmmaLd + i, panel0 + r0 + i + static_cast<int64_t>(m) * ld,
-                                  sizeof(double));
-        } else {
-          bc[m * kDmmaLd + i] = 0.0;
-        }
-      }
-    }
+    stage_rows(panel0, r0, nr);  // M's rows
     if (j0 < k) {  // bc = M - the updates, each element by the thread that holds its sum
       __pipeline_commit();
       __pipeline_wait_prior(0);

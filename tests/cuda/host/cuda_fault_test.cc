@@ -112,6 +112,9 @@ class CudaFaultTest : public ::testing::Test {
   }
 
   // A backend created with SPEXD_TEST_CUDA_FAULTS=`faults` (read at creation only).
+  // ExpectPoisonedParity (below) on fibres 0-49 of 6000-6100 A of `psf` (a
+  // tests/psf_variants.h variant), whose patches' largest coupled band must be `band`.
+  void ExpectPoisonedParityAtBand(std::shared_ptr<const core::Psf> psf, int band);
   std::unique_ptr<core::Backend> WithFaults(const std::string& faults) {
     auto b = CreateCudaBackendWith("SPEXD_TEST_CUDA_FAULTS", faults);
     EXPECT_TRUE(b.ok()) << b.status();
@@ -238,20 +241,23 @@ void ExpectPoisonedParity(const std::shared_ptr<const core::Geometry>& g,
   }
 }
 
+void CudaFaultTest::ExpectPoisonedParityAtBand(std::shared_ptr<const core::Psf> psf, int band) {
+  ASSERT_NE(psf, nullptr);
+  auto g = VariantGeometry(std::move(psf), 50, 6000.0, 6100.0);
+  ASSERT_NE(g, nullptr);
+  const core::PatchPlan& plan = g->plan();
+  ASSERT_FALSE(plan.coupled_band.empty());
+  ASSERT_EQ(*std::max_element(plan.coupled_band.begin(), plan.coupled_band.end()), band);
+  ExpectPoisonedParity(g, [this] { return WithFaults("poison_allocations=1"); });
+}
+
 // Patches whose spectra do not couple (coupled band 0: traces spread four times as far
 // apart, tests/psf_variants.h; no DESI r-frame patch has it) on NaN-filled memory: the
 // normal equations must still write the block below the diagonal that the trailing
 // inversion's first product reads although it is zero (bddb37e; with the previous bound
 // it stayed NaN).
 TEST_F(CudaFaultTest, PoisonedAllocationsWithUncoupledSpectra) {
-  auto spread = LoadBundledPsfWithSpreadTraces(4);
-  ASSERT_NE(spread, nullptr);
-  auto g = VariantGeometry(spread, 50, 6000.0, 6100.0);
-  ASSERT_NE(g, nullptr);
-  const core::PatchPlan& plan = g->plan();
-  ASSERT_FALSE(plan.coupled_band.empty());
-  for (int32_t band : plan.coupled_band) ASSERT_EQ(band, 0);
-  ExpectPoisonedParity(g, [this] { return WithFaults("poison_allocations=1"); });
+  ExpectPoisonedParityAtBand(LoadBundledPsfWithSpreadTraces(4), 0);
 }
 
 // Traces squeezed to three quarters of DESI's spacing (tests/psf_variants.h): spectra three
@@ -259,14 +265,7 @@ TEST_F(CudaFaultTest, PoisonedAllocationsWithUncoupledSpectra) {
 // for the row block below the diagonal and one for the next (RunArgs::panel_update), on
 // NaN-filled memory, against the CPU backend.
 TEST_F(CudaFaultTest, PoisonedAllocationsWithBandThree) {
-  auto squeezed = LoadBundledPsfWithSqueezedTraces(0.75);
-  ASSERT_NE(squeezed, nullptr);
-  auto g = VariantGeometry(squeezed, 50, 6000.0, 6100.0);
-  ASSERT_NE(g, nullptr);
-  const core::PatchPlan& plan = g->plan();
-  ASSERT_FALSE(plan.coupled_band.empty());
-  EXPECT_EQ(*std::max_element(plan.coupled_band.begin(), plan.coupled_band.end()), 3);
-  ExpectPoisonedParity(g, [this] { return WithFaults("poison_allocations=1"); });
+  ExpectPoisonedParityAtBand(LoadBundledPsfWithSqueezedTraces(0.75), 3);
 }
 
 // Wavelengths five times as many rows apart as DESI's (tests/psf_variants.h): the stamps

@@ -243,6 +243,20 @@ TEST_P(BandedLayout, TiledCholeskyEqualsPotrf) {
   ExpectCoreBlocksOfInverse(pp);
 }
 
+// Replays `r`'s factorisation and inversion on an SPD matrix NaN past the band and checks the
+// factor against LAPACK's potrf and C's core blocks against the dense inverse.
+void ExpectDenseReferencesWithNanPastBand(const core::PatchPlan& plan, int band, Replay* r) {
+  Replay ref(plan, LayoutChoices{});
+  ref.FillSpd(5);
+  ref.HostPotrf();
+  r->nan_past_band = true;
+  r->FillSpd(5);
+  r->TiledCholesky();
+  ExpectFactorMatches(*r, ref, band);
+  r->InvertBlocks();
+  ExpectCoreBlocksOfInverse(*r);
+}
+
 // The diagonal blocks' updates in the factor kernel (LayoutChoices::diag_update_in_factor,
 // RunArgs::diag_update): no chol_update call writes a diagonal block, and the factor and
 // C's core blocks still match the dense references (NaN past the band).
@@ -265,15 +279,7 @@ TEST_P(BandedLayout, DiagonalUpdatesInTheFactor) {
   if (band <= 1) {  // one block below the diagonal at most: every update is the factor's
     for (const auto& step : r.layout.chol_update) EXPECT_TRUE(step.empty());
   }
-  Replay ref(plan, LayoutChoices{});
-  ref.FillSpd(5);
-  ref.HostPotrf();
-  r.nan_past_band = true;
-  r.FillSpd(5);
-  r.TiledCholesky();
-  ExpectFactorMatches(r, ref, band);
-  r.InvertBlocks();
-  ExpectCoreBlocksOfInverse(r);
+  ExpectDenseReferencesWithNanPastBand(plan, band, &r);
 }
 
 // Every update in the factor and panel kernels (LayoutChoices::diag_update_in_factor and
@@ -289,15 +295,7 @@ TEST_P(BandedLayout, UpdatesInTheFactorAndThePanel) {
   choices.panel_update = true;
   Replay r(plan, choices);
   for (const auto& step : r.layout.chol_update) EXPECT_TRUE(step.empty());
-  Replay ref(plan, LayoutChoices{});
-  ref.FillSpd(5);
-  ref.HostPotrf();
-  r.nan_past_band = true;
-  r.FillSpd(5);
-  r.TiledCholesky();
-  ExpectFactorMatches(r, ref, band);
-  r.InvertBlocks();
-  ExpectCoreBlocksOfInverse(r);
+  ExpectDenseReferencesWithNanPastBand(plan, band, &r);
 }
 
 // Band 0: spectra that do not couple at all (fibres far apart, or narrow stamps).

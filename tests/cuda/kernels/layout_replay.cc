@@ -264,7 +264,7 @@ void Replay::TiledCholesky() {
       if (choices.panel_update && k >= 1 && e.band > 0) {
         double* slot = m.data() + Z(e.slot) * ld * ld;
         for (int ib = k + 1; ib <= core::BandLast(k, e.band, d.nspectot); ++ib) {
-          for (int j = std::max(core::BandFirst(k, e.band), ib - e.band); j < k; ++j) {
+          for (int j = core::FirstCoupledBlock(ib, k, e.band); j < k; ++j) {
             const double* lij = slot + Z(ib) * nt + Z(j) * nt * ld;
             const double* lkj = slot + Z(k) * nt + Z(j) * nt * ld;
             double* mik = slot + Z(ib) * nt + Z(k) * nt * ld;

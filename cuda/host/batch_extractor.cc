@@ -180,8 +180,25 @@ absl::Status BatchExtractor::EnqueueDownload(WorkspaceSet* s, const Batch& batch
     SPEXD_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(s->out_rdiag.get(), kSpecialResolution, n * sizeof(double),
                                                cudaMemcpyHostToDevice, stream));
   }
-  SPEXD_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(s->h_flux.get(), s->out_flux.get(), bytes, cudaMemcpyDeviceToHost, stream));
-  SPEXD_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(s->h_ivar.get(), s->out_ivar.get(), bytes, cudaMemcpyDeviceToHost, stream));
+  // Bundle by bundle, each with its event, so that the host copies a bundle out of the
+  // pinned buffers while the next ones cross (Finish): a frame's last batch then ends with
+  // one bundle's copies instead of all of them.
+  const std::size_t per_bundle = static_cast<std::size_t>(spec_.bundlesize) * spec_.nwave;
+  if (s->bundle_copied.size() < batch.bundles.size()) {
+    return absl::InternalError("the batch has more bundles than the workspace has events");
+  }
+  for (std::size_t pos = 0; pos < batch.bundles.size(); ++pos) {
+    const std::size_t o = pos * per_bundle, n = per_bundle * sizeof(double);
+    SPEXD_CUDA_RETURN_IF_ERROR(
+        cudaMemcpyAsync(s->h_flux.get() + o, s->out_flux.get() + o, n, cudaMemcpyDeviceToHost, stream));
+    SPEXD_CUDA_RETURN_IF_ERROR(
+        cudaMemcpyAsync(s->h_ivar.get() + o, s->out_ivar.get() + o, n, cudaMemcpyDeviceToHost, stream));
+    if (!spec_.rdiags_words()) {
+      SPEXD_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(s->h_rdiag.get() + o * spec_.nk, s->out_rdiag.get() + o * spec_.nk,
+                                                 n * spec_.nk, cudaMemcpyDeviceToHost, stream));
+    }
+    SPEXD_CUDA_RETURN_IF_ERROR(cudaEventRecord(s->bundle_copied[pos].get(), stream));
+  }
   if (spec_.rdiags_words()) {
     // Narrowed here to the bytes of the frame file or float32 stream that alone reads them:
     // half the bytes cross, into the block whose parts the bundles hand on, and the host
@@ -206,9 +223,6 @@ absl::Status BatchExtractor::EnqueueDownload(WorkspaceSet* s, const Batch& batch
     }
     SPEXD_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(s->words->data(), s->out_rdiag_words.get(),
                                                words * sizeof(uint32_t), cudaMemcpyDeviceToHost, stream));
-  } else {
-    SPEXD_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(s->h_rdiag.get(), s->out_rdiag.get(), bytes * spec_.nk,
-                                               cudaMemcpyDeviceToHost, stream));
   }
   SPEXD_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(stream, s->compute_done.get(), 0));
   SPEXD_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(s->h_pixmask.get(), s->out_pixmask.get(), bytes, cudaMemcpyDeviceToHost, stream));
@@ -375,20 +389,35 @@ absl::Status BatchExtractor::Finish(const core::ExtractionJob& job, Batch* batch
   }
   const double w0 = Now();
   summary->stage_seconds["host_prepare"] += w0 - a0;
+  const WorkspaceSet& s = cfg_.workspace->set(batch->set);
+  const std::size_t nb = assembly.results.size();
+  double waited = 0;  // for the downloads, after the first bundle's
   {
-    NvtxRange wait{"wait for batch"};
-    SPEXD_CUDA_RETURN_IF_ERROR(
-        cfg_.ctx->WaitForEvent(cfg_.workspace->set(batch->set).outputs_copied.get()));
+    NvtxRange wait{"wait for batch, copying its bundles"};
+    for (std::size_t pos = 0; pos < nb; ++pos) {
+      const double b0 = Now();
+      SPEXD_CUDA_RETURN_IF_ERROR(cfg_.ctx->WaitForEvent(s.bundle_copied[pos].get()));
+      if (pos > 0) waited += Now() - b0;
+      CopyGroup(assembly, pos);
+    }
+    const double b0 = Now();
+    SPEXD_CUDA_RETURN_IF_ERROR(cfg_.ctx->WaitForEvent(s.outputs_copied.get()));
+    waited += Now() - b0;
   }
+  const double t0 = Now();
   if (cfg_.diagnostics.timeline) {
-    std::fprintf(stderr, "[spexd-cuda] host: allocated in %.2f ms, waited %.2f ms for the batch\n",
-                 1e3 * (w0 - a0), 1e3 * (Now() - w0));
+    std::fprintf(stderr,
+                 "[spexd-cuda] host: allocated in %.2f ms, copied bundles out as they came for %.2f ms, "
+                 "%.2f ms of it waiting\n",
+                 1e3 * (w0 - a0), 1e3 * (t0 - w0), 1e3 * waited);
   }
   NvtxRange range{"assemble bundles"};
   SPEXD_RETURN_IF_ERROR(CollectTimes(*batch, summary));
-  const double t0 = Now();
   SPEXD_ASSIGN_OR_RETURN(std::vector<char> retried, RetryFailed(job, batch));
   const double t1 = Now();
+  // A retry downloaded every output again.
+  const bool again = std::find(retried.begin(), retried.end(), 1) != retried.end();
+  for (std::size_t g = again ? 0 : nb; g <= nb; ++g) CopyGroup(assembly, g);
   FillBundles(*batch, retried, &assembly);
   const double t2 = Now();
   for (core::BundleResult& r : assembly.results) {

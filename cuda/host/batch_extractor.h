@@ -104,12 +104,15 @@ class BatchExtractor {
   // Retries the patches whose solve failed (when the request is unregularised); returns
   // a flag per slot, 1 where the patch was retried.
   absl::StatusOr<std::vector<char>> RetryFailed(const core::ExtractionJob& job, Batch* batch);
+  // OutCopy::group of the copies whose sources come down after the model's sums.
+  static constexpr int kLateGroup = -1;
   // One float64 array's copy out of a pinned buffer.
   struct OutCopy {
     std::vector<double>* dst = nullptr;
     const char* src = nullptr;
     std::size_t n = 0;   // bytes
     bool fresh = false;  // dst needs new memory (not lent by Config::arrays, or too small)
+    int group = kLateGroup;  // the bundle whose WorkspaceSet::bundle_copied brings src
     char* data() const { return reinterpret_cast<char*>(dst->data()); }
     void Fresh() const;              // empties dst and reserves n bytes
     void Resize() const;             // to n bytes
@@ -118,7 +121,8 @@ class BatchExtractor {
   struct Assembly {
     std::vector<core::BundleResult> results;
     std::vector<OutCopy> copies;
-    std::vector<std::pair<int, std::size_t>> pieces;  // (copy, first byte) of 128 KiB pieces
+    // (copy, first byte) of 128 KiB pieces: group pos's for bundle pos, then the late ones.
+    std::vector<std::vector<std::pair<int, std::size_t>>> pieces;
   };
   // Bundle `pos` of the batch: its fields and skipped patches, its part of the batch's
   // resolution words (if any), and the copies that fill its float64 arrays from the pinned
@@ -128,7 +132,9 @@ class BatchExtractor {
   // Every bundle of the batch with its arrays sized: lent by Config::arrays, or else
   // allocated, faulted in and zeroed (needs no device output: runs while the batch computes).
   Assembly AllocateBundles(const Batch& batch) const;
-  // Copies the batch's outputs into them, counts the patch outcomes, marks failed bins.
+  // The copies of one group of Assembly::pieces (its download must be over).
+  void CopyGroup(const Assembly& a, std::size_t group) const;
+  // After every group's copies: counts the patch outcomes, marks failed bins.
   void FillBundles(const Batch& batch, const std::vector<char>& retried, Assembly* a) const;
 
   Config cfg_;

@@ -114,6 +114,9 @@ absl::Status Workspace::ReserveSet(WorkspaceSet* s, const WorkspaceSpec& spec) {
     SPEXD_RETURN_IF_ERROR(s->d2h_end.Create(true));
     s->events_created = true;
   }
+  while (s->bundle_copied.size() < std::max<std::size_t>(Sz(spec.bundles), 1)) {
+    SPEXD_RETURN_IF_ERROR(s->bundle_copied.emplace_back().Create(false));
+  }
   return absl::OkStatus();
 }
 

@@ -93,6 +93,9 @@ struct WorkspaceSet {
   // Ordering: `decorrelated` after a run's flux, ivar and resolution are written (before its
   // model), `compute_done` after all of it, `outputs_copied` after the download.
   Event decorrelated, compute_done, outputs_copied;
+  // Per bundle of a batch: its flux, ivar and float64 resolution are in the pinned buffers
+  // (the host copies them out while the next bundles' cross).
+  std::vector<Event> bundle_copied;
   Event normal_equations_done;  // prep stream -> compute (the normal equations ahead)
   Event marks[kNumMarks];              // stage timing (compute stream)
   Event d2h_start, d2h_end;            // download timing (copy stream)

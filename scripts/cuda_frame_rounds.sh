@@ -2,8 +2,8 @@
 # Judges CUDA modules against each other on one GPU in one go, the way a change of the CUDA
 # backend is measured (docs/performance.md): ROUNDS rounds of the warm-frame benchmark, each
 # round every variant once in the order given, so that a drift of the machine touches them
-# all; then one warm r frame with its model per variant, dumped and compared byte for byte
-# with the first variant's.
+# all; then one warm r frame per variant, with its model and without, dumped and compared
+# byte for byte with the first variant's.
 #
 #   scripts/cuda_frame_rounds.sh OUT_DIR ROUNDS NAME DIR MODULE FAULTS [NAME DIR MODULE FAULTS]...
 #     NAME    the variant's name in the table (letters, digits, '.', '_', '-')
@@ -71,15 +71,25 @@ for r in $(seq "$ROUNDS"); do
   done
 done
 
+# The frame with its model and without (the rounds time frames without one): the table's
+# "MODEL_SUM/PLAIN_SUM", 16 hex digits each.
 sums=()
 for i in "${!names[@]}"; do
   d=$OUT/${names[i]}.dump
-  if bench "$i" --runs 1 --inflight 1 --model --dump "$d" >"$OUT/${names[i]}_dump.log" 2>&1 && [[ -s $d ]]; then
-    sums+=("$(sha256sum <"$d" | cut -c1-16)")
-  else
-    fail=1
-    sums+=("none")
-  fi
+  pair=
+  for kind in model plain; do
+    flag=(--model)
+    [[ $kind == plain ]] && flag=()
+    if bench "$i" --runs 1 --inflight 1 "${flag[@]}" --dump "$d" >"$OUT/${names[i]}_dump_$kind.log" 2>&1 &&
+      [[ -s $d ]]; then
+      pair+=${pair:+/}$(sha256sum <"$d" | cut -c1-16)
+    else
+      fail=1
+      pair=none
+      break
+    fi
+  done
+  sums+=("$pair")
   rm -f "$d"
 done
 

@@ -2,8 +2,8 @@
 # scripts/cuda_frame_rounds.sh on a stand-in bundle whose benchmark logs how it was called
 # and reports a median by module: the rounds interleave the variants in the order given,
 # each variant gets its module and faults, the table gives the medians over the rounds and
-# their ratios to the first, a frame of other bytes is named, and a failed CPU check fails
-# the run. No GPU needed.
+# their ratios to the first, a frame of other bytes (with its model or without) is named,
+# and a failed CPU check fails the run. No GPU needed.
 #   cuda_frame_rounds_test.sh [REPO_ROOT]
 set -uo pipefail
 ROOT=${1:-$(cd "$(dirname "$0")/../.." && pwd)}
@@ -27,17 +27,17 @@ EOF
 # fails its CPU check; the dumped frame's bytes follow the faults.
 cat >"$T/bundle/spexd_cuda_frame_bench" <<'EOF'
 #!/usr/bin/env bash
-json= dump=
+json= dump= model=
 while [[ $# -gt 0 ]]; do
-  case $1 in --json) json=$2; shift ;; --dump) dump=$2; shift ;; esac
+  case $1 in --json) json=$2; shift ;; --dump) dump=$2; shift ;; --model) model=model ;; esac
   shift
 done
 m=${SPEXD_CUDA_MODULE:-own}
-echo "$(basename "$m") ${SPEXD_TEST_CUDA_FAULTS:-none} ${json:+json}${dump:+dump}" >>"$FAKE_LOG"
+echo "$(basename "$m") ${SPEXD_TEST_CUDA_FAULTS:-none} ${json:+json}${dump:+dump}${model:+ model}" >>"$FAKE_LOG"
 case $(basename "$m") in fast*) med=0.040 ;; *) med=0.050 ;; esac
 case $(basename "$m") in bad*) ok=false ;; *) ok=true ;; esac
 [[ -n $json ]] && echo "{\"median_seconds\": $med, \"cpu_check\": {\"ok\": $ok}}" >"$json"
-[[ -n $dump ]] && printf 'frame %s' "${SPEXD_TEST_CUDA_FAULTS:-plain}" >"$dump"
+[[ -n $dump ]] && printf 'frame %s %s' "${SPEXD_TEST_CUDA_FAULTS:-plain}" "$model" >"$dump"
 exit 0
 EOF
 chmod +x "$T/bundle/run.sh" "$T/bundle/spexd_cuda_frame_bench"
@@ -56,11 +56,14 @@ fast.so shared_memory_cap=166912 json
 own none json
 fast.so none json
 fast.so shared_memory_cap=166912 json
+own none dump model
 own none dump
+fast.so none dump model
 fast.so none dump
+fast.so shared_memory_cap=166912 dump model
 fast.so shared_memory_cap=166912 dump"
-check "rounds interleave the variants, then one dump each" test "$(cat "$FAKE_LOG")" = "$want"
-check "the first variant is the reference" grep -q '^old | 0.05000 (2 rounds) | 1.000 | .* identical$' <<<"$out"
+check "rounds interleave the variants, then two dumps each" test "$(cat "$FAKE_LOG")" = "$want"
+check "the first variant is the reference" grep -q '^old | 0.05000 (2 rounds) | 1.000 | [0-9a-f]\{16\}/[0-9a-f]\{16\} identical$' <<<"$out"
 check "the second's median and ratio" grep -q '^new | 0.04000 (2 rounds) | 0.800 | .* identical$' <<<"$out"
 check "a frame of other bytes is named" grep -q '^a100 | 0.04000 (2 rounds) | 0.800 | .* DIFFERENT$' <<<"$out"
 

@@ -89,9 +89,9 @@ class BatchExtractor {
   // download is over.
   absl::Status TakeWordsBlock(WorkspaceSet* s, std::size_t bytes) const;
   // The batch's outputs to the pinned buffers on `stream` (a float32 resolution to
-  // WorkspaceSet::words): flux, ivar and resolution once `decorrelated`, the rest once
-  // `compute_done` (the model's sums come last: the largest copies overlap them, which
-  // shortens a frame's last batch).
+  // WorkspaceSet::words): flux, ivar and resolution once `decorrelated`, bundle by bundle
+  // (WorkspaceSet::bundle_copied), the rest once `compute_done` (the model's sums come
+  // last: the largest copies overlap them, which shortens a frame's last batch).
   absl::Status EnqueueDownload(WorkspaceSet* s, const Batch& batch, cudaStream_t stream) const;
   absl::Status Enqueue(const core::ExtractionJob& job, Batch* batch);
   absl::Status Retry(const core::ExtractionJob& job, Batch* batch, const std::vector<RunEntry>& failing);

@@ -94,7 +94,7 @@ struct WorkspaceSet {
   // model), `compute_done` after all of it, `outputs_copied` after the download.
   Event decorrelated, compute_done, outputs_copied;
   // Per bundle of a batch: its flux, ivar and float64 resolution are in the pinned buffers
-  // (the host copies them out while the next bundles' cross).
+  // (the host copies them out while the next bundles' arrays cross).
   std::vector<Event> bundle_copied;
   Event normal_equations_done;  // prep stream -> compute (the normal equations ahead)
   Event marks[kNumMarks];              // stage timing (compute stream)

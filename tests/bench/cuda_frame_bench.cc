@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/str_join.h"
 #include "bench_build_info.h"  // generated: SPEXD_BENCH_GIT_SHA
 #include "core/backend/backend.h"
 #include "core/cpu/blas_core_type.h"
@@ -49,15 +50,6 @@ using spexd::core::BundleResult;
 
 double Now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-// The warm runs' times in run order: a median hides a frame time that takes two values
-// from run to run (the b frame's GPU end does, by about 1 ms).
-std::string JoinNumbers(const std::vector<double>& v) {
-  std::ostringstream o;
-  o.precision(6);
-  for (std::size_t i = 0; i < v.size(); ++i) o << (i > 0 ? ", " : "") << v[i];
-  return o.str();
 }
 
 double Quantile(std::vector<double> v, double q) {
@@ -325,7 +317,9 @@ std::string ReportJson(const Args& args, const Report& rep, const WarmRuns& w) {
      << "  \"cold_seconds\": " << rep.cold_seconds << ", \"runs\": " << args.runs
      << ", \"median_seconds\": " << med << ", \"p90_seconds\": " << Quantile(w.totals, 0.9)
      << ", \"min_seconds\": " << Quantile(w.totals, 0.0) << ",\n"
-     << "  \"run_seconds\": [" << JoinNumbers(w.totals) << "],\n"
+     // The warm runs' times in run order: a median hides a frame time that takes two
+     // values from run to run (the b frame's GPU end does, by about 1 ms).
+     << "  \"run_seconds\": [" << absl::StrJoin(w.totals, ", ") << "],\n"
      << "  \"patches_per_second\": " << (med > 0 ? static_cast<double>(w.counts.extracted) / med : 0)
      << ", \"frames_per_hour\": " << (med > 0 ? 3600.0 / med : 0)
      << ", \"inflight\": " << args.inflight << ", \"inflight_frames_per_second\": "

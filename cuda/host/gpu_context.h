@@ -3,8 +3,9 @@
 // context_impl.h). Stream rules: `compute` runs every kernel and library call and is
 // bound to the cuBLAS handle; `tail` runs the last, library-free stages of a batch (QL,
 // rotation, decorrelation products, model) so that they overlap the next batch's
-// factorisations (patch_pipeline.h); `copy` carries device->host result copies so that
-// they overlap the next batch's compute. Nothing uses the default stream.
+// factorisations (patch_pipeline.h); `copy` carries the image's upload (and its widening)
+// and the device->host result copies, so that they overlap the batches' compute, at the
+// device's greatest priority. Nothing uses the default stream.
 #ifndef SPEXD_CUDA_GPU_CONTEXT_H_
 #define SPEXD_CUDA_GPU_CONTEXT_H_
 
@@ -80,7 +81,7 @@ class GpuContext {
   cudaError_t WaitForEvent(cudaEvent_t event) const;
   // Between frames only: compute() (the batches' factorisations), prep() and tail() each
   // become a stream of the device's greatest priority (`*_high`) or of the default, as
-  // `p` says (frames_in_flight.h's FramePriorities); the copy stream stays at the default.
+  // `p` says (frames_in_flight.h's FramePriorities); the copy stream stays at the greatest.
   // The cuBLAS handle follows the compute stream. Waits for the streams it leaves first,
   // so that nothing enqueued there can overtake the next frame's work.
   absl::Status SetStreamPriorities(const StreamPriorities& p);

@@ -140,6 +140,7 @@ absl::Status EnqueueAfterNormalEquations(const RunResources& res, const RunLayou
     NvtxRange range{"cholesky"};
     if (!(s = EnqueueTiledCholesky(res, layout, args, stream)).ok()) return s;
     if (!(s = Mark(res, kMarkCholesky, stream)).ok()) return s;
+    SPEXD_CUDA_RETURN_IF_ERROR(cudaEventRecord(res.workspace->factored().get(), stream));
   }
   {
     NvtxRange range{"solve"};

@@ -185,6 +185,7 @@ absl::Status Workspace::Reserve(const WorkspaceSpec& job) {
     SPEXD_RETURN_IF_ERROR(first_columns_.Create(false));
     SPEXD_RETURN_IF_ERROR(reduced_.Create(false));
     SPEXD_RETURN_IF_ERROR(ql_free_.Create(false));
+    SPEXD_RETURN_IF_ERROR(factored_.Create(false));
     events_created_ = true;
   }
   reserved_ = g;

@@ -129,6 +129,9 @@ class Workspace {
   // run from the compute to the tail stream, `ql_free` says the shared QlBuffers are read.
   Event& reduced() { return reduced_; }
   Event& ql_free() { return ql_free_; }
+  // The last batch enqueued has factored (its Cholesky is done): the next batch's normal
+  // equations wait for it.
+  Event& factored() { return factored_; }
   int reallocations() const { return reallocations_; }
   std::size_t device_bytes() const;
 
@@ -141,7 +144,7 @@ class Workspace {
   DeviceBuffer<uint16_t> mask_stage_;
   DeviceBuffer<unsigned long long> rule_counts_;
   PinnedBuffer<unsigned long long> h_rule_counts_;
-  Event upload_start_, upload_end_, first_columns_, reduced_, ql_free_;
+  Event upload_start_, upload_end_, first_columns_, reduced_, ql_free_, factored_;
   bool events_created_ = false;
   DeviceBuffer<double> ql_d_, ql_e_, ql_d0_, ql_e0_, ql_c_, ql_s_;
   DeviceBuffer<int32_t> ql_sweeps_;

@@ -18,10 +18,12 @@
 #   Run from the repository's root (the PSF is tests/data's).
 # OUT_DIR gets each run's JSON and log. The last lines are the table: each variant's median
 # over the rounds of its runs' medians, its ratio to the first variant's, its fastest warm
-# frame over all rounds, and whether its frame's bytes equal the first's. Exit 0 when every
+# frame over all rounds, its median over the rounds of two frames in flight a second (the
+# benchmark's inflight_frames_per_second: frames sharing the GPU, where the lone-frame
+# medians say nothing), and whether its frame's bytes equal the first's. Exit 0 when every
 # run passed its CPU check.
 set -uo pipefail
-[[ $# -ge 6 && $(( ($# - 2) % 4 )) -eq 0 ]] || { sed -n '2,22p' "$0"; exit 2; }
+[[ $# -ge 6 && $(( ($# - 2) % 4 )) -eq 0 ]] || { sed -n '2,24p' "$0"; exit 2; }
 OUT=$1
 ROUNDS=$2
 shift 2
@@ -94,7 +96,7 @@ for i in "${!names[@]}"; do
   rm -f "$d"
 done
 
-echo "variant | median of rounds (s) | over ${names[0]} | fastest warm frame (s) | frame bytes"
+echo "variant | median of rounds (s) | over ${names[0]} | fastest warm frame (s) | two in flight (frames/s) | frame bytes"
 python3 - "$OUT" "$ROUNDS" "${sums[0]}" "${names[@]}" -- "${sums[@]}" <<'PY'
 import json, os, statistics, sys
 out, rounds, first_sum = sys.argv[1], int(sys.argv[2]), sys.argv[3]
@@ -103,19 +105,23 @@ cut = rest.index("--")
 names, sums = rest[:cut], rest[cut + 1:]
 base = None
 for name, s in zip(names, sums):
-    meds, runs = [], []
+    meds, runs, inflight = [], [], []
     for r in range(1, rounds + 1):
         p = os.path.join(out, "%s_%d.json" % (name, r))
         if os.path.exists(p) and os.path.getsize(p) > 0:
             rec = json.load(open(p))
             meds.append(rec["median_seconds"])
             runs += rec.get("run_seconds", [])
+            if "inflight_frames_per_second" in rec:
+                inflight.append(rec["inflight_frames_per_second"])
     med = statistics.median(meds) if meds else float("nan")
     base = med if base is None else base
     # A warm frame's time takes two values from run to run on some hosts (the rounds'
     # medians move with the share of slow frames): the fastest is the lower one.
     fastest = "%.5f" % min(runs) if runs else "-"
+    pair = "%.2f" % statistics.median(inflight) if inflight else "-"
     same = "no frame" if s == "none" else ("identical" if s == first_sum else "DIFFERENT")
-    print("%s | %.5f (%d rounds) | %.3f | %s | %s %s" % (name, med, len(meds), med / base, fastest, s, same))
+    print("%s | %.5f (%d rounds) | %.3f | %s | %s | %s %s"
+          % (name, med, len(meds), med / base, fastest, pair, s, same))
 PY
 exit $fail

@@ -91,8 +91,8 @@ absl::StatusOr<std::unique_ptr<GpuContext>> GpuContext::Create(int device, core:
   absl::Status s = ctx->compute_default_.Create(least);
   if (s.ok()) s = ctx->compute_high_.Create(greatest);
   // The copy stream runs the upload's widening kernels and the download's narrowing: at
-  // the default priority their blocks trickled in beside the first batch's Cholesky and
-  // slowed each of its steps; at the greatest they run at once (a few tenths of a ms).
+  // the default priority their blocks trickle in beside the first batch's Cholesky and slow
+  // each of its steps; at the greatest they run at once (a few tenths of a ms).
   if (s.ok()) s = ctx->copy_.Create(greatest);
   if (s.ok()) s = ctx->tail_default_.Create(least);
   if (s.ok()) s = ctx->tail_high_.Create(greatest);

@@ -36,10 +36,11 @@ __device__ inline void WriteDecorrelated(const RunArgs& a, const RunEntry& e, co
   const int s_loc = d.core_row + sp;
   // Q = V diag(lambda^{-1/2}) V^T (implicitly), lambda clipped per compat
   // (core::ClippedEigenvalue, spec §2.10, §2.17).
-  if (threadIdx.x == 0) {
+  if (threadIdx.x < 32) {  // warp 0; fmax gives the same value in any order
     double lmax = -INFINITY;
-    for (int i = 0; i < nt; ++i) lmax = fmax(lmax, g[i]);
-    s.r[0] = lmax;
+    for (int i = static_cast<int>(threadIdx.x); i < nt; i += 32) lmax = fmax(lmax, g[i]);
+    lmax = WarpMax(lmax);
+    if (threadIdx.x == 0) s.r[0] = lmax;
   }
   __syncthreads();
   const double lmax = s.r[0];

@@ -301,8 +301,11 @@ __global__ void __launch_bounds__(kTwThreads, 2) TwistedKernel(RunArgs a) {
     __syncthreads();
     ApplyCompactReflectors(r1, r2, n, threadIdx.x / 32, threadIdx.x % 32);
     __syncthreads();
+    // Along R1's rows (the walk's "row" is the column c here): consecutive threads read
+    // consecutive doubles of R1 and write R2 at the odd stride lda, both free of bank
+    // conflicts (down R1's columns, at kTwLd = 4 mod 16, a warp's reads were 8-way).
     for (ColumnMajorWalk w(threadIdx.x, blockDim.x, n); w.idx < n * n; w.Next(blockDim.x, n)) {
-      r2[w.col * lda + w.row] = r1[w.row * kTwLd + w.col];
+      r2[w.row * lda + w.col] = r1[w.col * kTwLd + w.row];
     }
     __syncthreads();
   };

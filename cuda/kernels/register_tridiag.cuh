@@ -33,6 +33,11 @@ inline constexpr int kRegLanes = 16;                    // columns of the thread
 inline constexpr int kRegSlots = 5;                     // 16 x 5 = 80 rows/columns
 inline constexpr int kRegMaxN = kRegLanes * kRegSlots;  // largest nt this kernel takes
 inline constexpr int kRegThreads = kRegLanes * kRegLanes;
+// p's entry for row r + 16 a sits at r + kRegPStride a: the holders of one row's slots (one
+// half-warp, five rows 16 apart) write to five banks, not five times to one.
+inline constexpr int kRegPStride = kRegLanes + 1;
+// Even, so that red after it stays 16-byte aligned.
+inline constexpr int kRegPDoubles = (kRegPStride * kRegSlots + 1) / 2 * 2;
 
 using RegTile = double[kRegSlots][kRegSlots];
 
@@ -42,7 +47,7 @@ inline constexpr int kWyBlock = 8;
 inline constexpr int kWyMaxBlocks = kRegMaxN / kWyBlock;
 
 // Shared memory of the register reduction (doubles): v[nt][80] (row k: reflector k, zero
-// up to k, one at k+1; also the staging of C on entry), p[80], warp partials red[8],
+// up to k, one at k+1; also the staging of C on entry), p[kRegPDoubles], warp partials red[8],
 // d[nt], e[nt], tau[nt], then the T_b of the compact form (kWyMaxBlocks x 64, column-major).
 struct RegShared {
   double* v;
@@ -55,7 +60,7 @@ struct RegShared {
 };
 
 __host__ __device__ inline std::size_t RegSharedBytes(int n) {
-  return sizeof(double) * (static_cast<std::size_t>(kRegMaxN) * n + kRegMaxN + 8 + 3 * n +
+  return sizeof(double) * (static_cast<std::size_t>(kRegMaxN) * n + kRegPDoubles + 8 + 3 * n +
                            kWyMaxBlocks * kWyBlock * kWyBlock);
 }
 
@@ -63,7 +68,7 @@ __device__ inline RegShared MakeRegShared(double* smem, int n) {
   RegShared s;
   s.v = smem;
   s.p = s.v + kRegMaxN * n;
-  s.red = s.p + kRegMaxN;
+  s.red = s.p + kRegPDoubles;
   s.d = s.red + 8;
   s.e = s.d + n;
   s.tau = s.e + n;
@@ -239,7 +244,7 @@ __device__ void RegReduceColumns(RegTile& A, int n, int r, int c, const RegShare
       const double qs = HalfWarpScatterSum<kM + 1, 8>(q, c, kA0, kM + 1, &a, &real, &leader);
       if (real && leader && a < kRegSlots) {
         const int i = r + 16 * a;
-        sh.p[i] = i > k ? tk * qs : 0.0;
+        sh.p[r + kRegPStride * a] = i > k ? tk * qs : 0.0;
       }
       // The v^T A v holders: the same lane of both half-warps.
       const double vav = qs + __shfl_xor_sync(0xffffffffu, qs, 16);
@@ -265,11 +270,11 @@ __device__ void RegReduceColumns(RegTile& A, int n, int r, int c, const RegShare
     // the diagonal tiles, which keep the old accuracy, 3 % and 0.3 ms a frame.
     double xc[kM];
 #pragma unroll
-    for (int b = 0; b < kM; ++b) xc[b] = fma(-kk, vc[b], sh.p[c + 16 * (kA0 + b)]);
+    for (int b = 0; b < kM; ++b) xc[b] = fma(-kk, vc[b], sh.p[c + kRegPStride * (kA0 + b)]);
 #pragma unroll
     for (int a = kA0; a < kRegSlots; ++a) {
       const double vra = vk[r + 16 * a];  // re-read: fewer registers live across the barrier
-      const double xr = fma(-kk, vra, sh.p[r + 16 * a]);
+      const double xr = fma(-kk, vra, sh.p[r + kRegPStride * a]);
 #pragma unroll
       for (int b = kA0; b < kRegSlots; ++b) {
         A[a][b] = fma(-vra, xc[b - kA0], fma(-xr, vc[b - kA0], A[a][b]));

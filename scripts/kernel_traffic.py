@@ -11,6 +11,12 @@ over B: an r frame is four batches on an H100 or H200), and prints per kernel an
 of the frame (docs/performance.md's roofline): launches, time, DRAM bytes read and written,
 and the mean share of the DRAM's peak; then the totals (a cold frame's spot evaluation left
 out), and the traffic's time at the copy rate.
+
+Where the CSV also holds the issue counters (kernel_traffic.sh with ISSUE=1), a second table
+per kernel: warp instructions a frame, the share of the schedulers' cycles that issued one
+(instructions over the kernel's time x --schedulers x --clock-ghz: an H100's or H200's 132 SMs
+of 4 schedulers at 1.98 GHz by default), the shared-memory wavefronts a frame and the share of
+them that bank conflicts added, and the local-memory (spill) bytes a frame.
 """
 import argparse
 import collections
@@ -40,6 +46,13 @@ TIME = "gpu__time_duration.sum"
 READ = "dram__bytes_read.sum"
 WRITE = "dram__bytes_write.sum"
 SHARE = "dram__throughput.avg.pct_of_peak_sustained_elapsed"
+INST = "smsp__inst_executed.sum"
+SHARED_WAVEFRONTS = ("l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum",
+                     "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum")
+SHARED_CONFLICTS = ("l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum",
+                    "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum")
+LOCAL_BYTES = ("l1tex__t_bytes_pipe_lsu_mem_local_op_ld.sum",
+               "l1tex__t_bytes_pipe_lsu_mem_local_op_st.sum")
 
 
 def kernel_key(name):
@@ -96,6 +109,24 @@ def summarise(values, launches, frames):
     return kernels, stages, row("every kernel", warm)
 
 
+def issue_rows(values, frames, schedulers, clock_ghz):
+    """Rows of (name, G instructions, issue %, G shared wavefronts, conflict %, local GB) per
+    kernel that has the issue counters, a frame each, slowest first."""
+    rows = []
+    for k, v in values.items():
+        if not v.get(INST):
+            continue
+        seconds = sum(v[TIME]) / 1e9
+        inst = sum(v[INST])
+        waves = sum(sum(v.get(m, [])) for m in SHARED_WAVEFRONTS)
+        conflicts = sum(sum(v.get(m, [])) for m in SHARED_CONFLICTS)
+        local = sum(sum(v.get(m, [])) for m in LOCAL_BYTES)
+        issue = 100 * inst / (seconds * schedulers * clock_ghz * 1e9) if seconds > 0 else float("nan")
+        rows.append((k, seconds, inst / 1e9 / frames, issue, waves / 1e9 / frames,
+                     100 * conflicts / waves if waves else 0.0, local / 1e9 / frames))
+    return [r[:1] + r[2:] for r in sorted(rows, key=lambda r: -r[1])]
+
+
 def main(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("csv")
@@ -103,9 +134,13 @@ def main(argv):
                     help="a frame's batches (the frame bench's timeline shows them)")
     ap.add_argument("--copy-rate", type=float, default=4.3,
                     help="TB/s the traffic is timed at (a device-to-device copy's rate)")
+    ap.add_argument("--schedulers", type=float, default=528,
+                    help="the GPU's warp schedulers (SMs x 4: 528 on an H100 or H200 SXM)")
+    ap.add_argument("--clock-ghz", type=float, default=1.98,
+                    help="the SM clock the kernels ran at (ncu --clock-control none)")
     args = ap.parse_args(argv)
-    if args.batches_per_frame <= 0 or args.copy_rate <= 0:
-        ap.error("--batches-per-frame and --copy-rate must be positive")
+    if min(args.batches_per_frame, args.copy_rate, args.schedulers, args.clock_ghz) <= 0:
+        ap.error("--batches-per-frame, --copy-rate, --schedulers and --clock-ghz must be positive")
     with open(args.csv, encoding="utf-8", errors="replace") as f:
         values, launches = parse(f.read())
     batches = sum(n for k, n in launches.items() if re.search(BATCH_KERNEL, k))
@@ -127,6 +162,14 @@ def main(argv):
     _, n, ms, gb, _ = total
     print("every kernel but a cold frame's: %d launches, %.1f ms a frame, %.1f GB a frame of DRAM traffic "
           "(%.1f ms at %.1f TB/s)" % (n, ms, gb, gb / args.copy_rate, args.copy_rate))
+    issue = issue_rows(values, frames, args.schedulers, args.clock_ghz)
+    if issue:
+        fmt = "%-44s %8s %7s %9s %10s %9s"
+        print()
+        print(fmt % ("kernel", "G inst", "issue %", "G shared", "conflict %", "local GB"))
+        for name, inst, pct, waves, conflict, local in issue:
+            print(fmt % (name[:44], "%.2f" % inst, "%.1f" % pct, "%.2f" % waves, "%.1f" % conflict,
+                         "%.2f" % local))
     return 0
 
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """scripts/kernel_traffic.py sums ncu's CSV by kernel and by stage, a frame: a synthetic CSV
 (the layout `ncu --csv --metrics` prints, after other stdout lines) of two batches, and the
-figures it must report.
+figures it must report; with the issue counters (kernel_traffic.sh ISSUE=1) on some
+kernels, their issue table too.
 
   kernel_traffic_test.py ROOT    prints "kernel_traffic_test: PASS" when every check holds
 """
@@ -25,14 +26,27 @@ METRICS = [("gpu__time_duration.sum", "nsecond", 2), ("dram__bytes_read.sum", "b
            ("dram__throughput.avg.pct_of_peak_sustained_elapsed", "%", 5)]
 
 
-def csv_text():
+# The issue counters of the normal-equations launches (ids 2 and 6), each: instructions,
+# shared wavefronts and bank conflicts (ld, st), local bytes (ld, st).
+ISSUE = [("smsp__inst_executed.sum", "inst", 1e9),
+         ("l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum", "", 3e8),
+         ("l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum", "", 1e8),
+         ("l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum", "", 1e8),
+         ("l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum", "", 0),
+         ("l1tex__t_bytes_pipe_lsu_mem_local_op_ld.sum", "byte", 5e8),
+         ("l1tex__t_bytes_pipe_lsu_mem_local_op_st.sum", "byte", 5e8)]
+
+
+def csv_text(issue=False):
     out = ['{"benchmark": "cuda_frame", "median_seconds": 0.05}',  # the bench's own stdout
            '"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream",'
            '"Block Size","Grid Size","Device","CC","Section Name","Metric Name","Metric Unit",'
            '"Metric Value"']
     for launch in LAUNCHES:
-        for name, unit, col in METRICS:
-            value = launch[col]
+        metrics = [(name, unit, launch[col]) for name, unit, col in METRICS]
+        if issue and launch[0] in (2, 6):
+            metrics += ISSUE
+        for name, unit, value in metrics:
             text = "{:,}".format(int(value)) if value >= 1000 else str(value)
             out.append('"%d","1","bench","h","%s","1","7","(128, 1, 1)","(99, 1, 1)","0","9.0",'
                        '"Command line profiler metrics","%s","%s","%s"' % (launch[0], launch[1], name,
@@ -70,6 +84,22 @@ def main():
     for line in expected:
         if line not in out:
             failures.append("missing: %r" % line)
+    if "issue %" in out:
+        failures.append("an issue table without the issue counters")
+    # With the counters: 2e9 instructions in 4 ms at 500 schedulers of 2 GHz: an issue rate of 50 %;
+    # 8e8 shared wavefronts, a quarter of them conflicts; 2 GB of local traffic, a frame.
+    with tempfile.NamedTemporaryFile("w", suffix=".csv") as f:
+        f.write(csv_text(issue=True))
+        f.flush()
+        iss = subprocess.run(["/usr/bin/python3", root + "/scripts/kernel_traffic.py", f.name,
+                              "--batches-per-frame", "2", "--schedulers", "500", "--clock-ghz", "2"],
+                             capture_output=True, text=True)
+    row = "%-44s %8s %7s %9s %10s %9s" % ("BuildNormalEquationsDmmaKernel", "2.00", "50.0", "0.80",
+                                          "25.0", "2.00")
+    if iss.returncode != 0 or row not in iss.stdout:
+        failures.append("issue table: no %r in %r (%s)" % (row, iss.stdout, iss.stderr))
+    if "RegisterReduceKernel" in iss.stdout.split("issue %")[-1]:
+        failures.append("a kernel without the counters in the issue table")
     if "warning" in run.stderr:
         failures.append("a whole-batch window warned: %s" % run.stderr)
     # A window that cuts a batch (the last reduction left out) is named.

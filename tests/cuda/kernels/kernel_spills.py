@@ -1,0 +1,152 @@
+#!/usr/bin/env python3
+"""Every CUDA function's register spills, as ptxas reports them, against the budget.
+
+The hot kernels run at the occupancy their registers allow, and a spill inside their loops
+costs them (record cuda_frame-h200-issue-scan); a change of a kernel's arithmetic or of a
+layout constant can move ptxas's register allocation without changing a result, so no
+other test would notice. Each cuda/kernels/*.cu is compiled for each architecture with
+`-Xptxas -v` (the maintained compiler's own report; no GPU needed), and every function's
+spill stores and loads must stay within spill_budget.txt beside this script: a function it
+does not name may not spill at all.
+
+  kernel_spills.py --nvcc NVCC --root ROOT --archs 80,90,100 [--file-flags NAME=FLAGS]...
+                   [--budget FILE] [--only NAME.cu]...
+
+--file-flags: a source's own compile options (the build's per-file COMPILE_OPTIONS, e.g.
+spot_kernels.cu=--fmad=false); --only: those sources alone. Prints "kernel spills: N functions checked, within the
+budget" and exits 0, else one line a breach and exits 1. A budget line that names no
+function ptxas reported is a breach too (a renamed kernel would otherwise keep an
+allowance nothing uses); one above what the function spills is printed as a note.
+"""
+import argparse
+import concurrent.futures
+import os
+import pathlib
+import re
+import shlex
+import subprocess
+import sys
+import tempfile
+
+ENTRY = re.compile(r"Function properties for (\S+)")
+SPILLS = re.compile(r"(\d+) bytes spill stores, (\d+) bytes spill loads")
+
+
+def read_budget(path):
+    """{(function, arch): (stores, loads)} from lines "FUNCTION sm_NN STORES LOADS  reason"."""
+    budget = {}
+    for n, line in enumerate(pathlib.Path(path).read_text().splitlines(), 1):
+        line = line.split("#", 1)[0].strip()
+        if not line:
+            continue
+        parts = line.split()
+        if len(parts) < 4 or not re.fullmatch(r"sm_\d+", parts[1]):
+            raise SystemExit("%s:%d: expected FUNCTION sm_NN STORES LOADS" % (path, n))
+        budget[(parts[0], parts[1])] = (int(parts[2]), int(parts[3]))
+    return budget
+
+
+def compile_report(nvcc, root, source, arch, flags):
+    """ptxas's -v report of one source for one architecture."""
+    with tempfile.TemporaryDirectory() as tmp:
+        cmd = [nvcc, "-I" + str(root), "-O2", "-DNDEBUG", "-std=c++17", "-Xcompiler=-fPIC",
+               "--generate-code=arch=compute_%s,code=[sm_%s]" % (arch, arch), "-Xptxas", "-v",
+               "-x", "cu", "-c", str(source), "-o", os.path.join(tmp, "k.o")] + flags
+        run = subprocess.run(cmd, capture_output=True, text=True)
+    if run.returncode != 0:
+        raise SystemExit("kernel_spills.py: %s for sm_%s did not compile:\n%s"
+                         % (source.name, arch, run.stderr[-2000:]))
+    return run.stderr
+
+
+def spills(report):
+    """[(mangled name, stores, loads)] of every function in a ptxas report."""
+    out, current = [], None
+    for line in report.splitlines():
+        m = ENTRY.search(line)
+        if m:
+            current = m.group(1)
+            continue
+        m = SPILLS.search(line)
+        if m and current:
+            out.append((current, int(m.group(1)), int(m.group(2))))
+            current = None
+    return out
+
+
+def short_names(mangled):
+    """Demangled names less namespaces, return type and parameters: TileFactorKernel<5>."""
+    run = subprocess.run(["c++filt"], input="\n".join(mangled), capture_output=True, text=True,
+                         check=True)
+    names = []
+    for full in run.stdout.splitlines():
+        name = full.replace("(anonymous namespace)::", "")
+        depth, cut = 0, len(name)
+        for i, ch in enumerate(name):  # the parameter list: the first '(' outside <...>
+            depth += ch == "<"
+            depth -= ch == ">"
+            if ch == "(" and depth == 0:
+                cut = i
+                break
+        name = name[:cut]
+        name = name.split(" ")[-1] if not name.endswith(">") else name.split(" ", 1)[-1]
+        names.append(re.sub(r"^(\w+::)+", "", name))
+    return names
+
+
+def main(argv):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--nvcc", required=True)
+    ap.add_argument("--root", required=True)
+    ap.add_argument("--archs", required=True, help="comma-separated: 80,90,100")
+    ap.add_argument("--file-flags", action="append", default=[], metavar="NAME=FLAGS")
+    ap.add_argument("--budget", default=str(pathlib.Path(__file__).with_name("spill_budget.txt")))
+    ap.add_argument("--only", action="append", default=[], metavar="NAME.cu")
+    args = ap.parse_args(argv)
+    root = pathlib.Path(args.root)
+    per_file = {}
+    for item in args.file_flags:
+        name, _, flags = item.partition("=")
+        per_file[name] = shlex.split(flags)
+    sources = sorted(s for s in (root / "cuda" / "kernels").glob("*.cu")
+                     if not args.only or s.name in args.only)
+    archs = [a.strip() for a in args.archs.split(",") if a.strip()]
+    if not sources or not archs:
+        raise SystemExit("kernel_spills.py: no sources or no architectures")
+    budget = read_budget(args.budget)
+    jobs = [(s, a) for s in sources for a in archs]
+    with concurrent.futures.ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
+        reports = list(pool.map(
+            lambda job: compile_report(args.nvcc, root, job[0], job[1], per_file.get(job[0].name, [])),
+            jobs))
+    found = []  # (function, arch, stores, loads)
+    for (source, arch), report in zip(jobs, reports):
+        rows = spills(report)
+        for name, (_, stores, loads) in zip(short_names([r[0] for r in rows]), rows):
+            found.append((name, "sm_" + arch, stores, loads))
+    breaches, notes, used = [], [], set()
+    for name, arch, stores, loads in found:
+        allowed = budget.get((name, arch), (0, 0))
+        if (name, arch) in budget:
+            used.add((name, arch))
+        if stores > allowed[0] or loads > allowed[1]:
+            breaches.append("%s %s: %d bytes spill stores, %d loads; the budget allows %d, %d"
+                            % (name, arch, stores, loads, *allowed))
+        elif (stores, loads) != allowed:
+            notes.append("note: %s %s spills %d, %d, under its budget %d, %d: lower the budget"
+                         % (name, arch, stores, loads, *allowed))
+    for key in sorted(set(budget) - used):
+        if key[1][3:] in archs and not args.only:
+            breaches.append("%s %s: in the budget, but ptxas reported no such function" % key)
+    for line in notes:
+        print(line)
+    for line in breaches:
+        print("kernel spills: " + line)
+    if breaches:
+        return 1
+    print("kernel spills: %d functions checked, within the budget" % len(found))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

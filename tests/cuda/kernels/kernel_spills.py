@@ -10,10 +10,13 @@ spill stores and loads must stay within spill_budget.txt beside this script: a f
 does not name may not spill at all.
 
   kernel_spills.py --nvcc NVCC --root ROOT --archs 80,90,100 [--file-flags NAME=FLAGS]...
-                   [--budget FILE] [--only NAME.cu]...
+                   [--budget FILE] [--only NAME.cu]... [--empty-budget]
 
 --file-flags: a source's own compile options (the build's per-file COMPILE_OPTIONS, e.g.
-spot_kernels.cu=--fmad=false); --only: those sources alone. Prints "kernel spills: N functions checked, within the
+spot_kernels.cu=--fmad=false); --only: those sources alone; --empty-budget: no allowance
+(the check's own test). The budget is one ptxas's: its "toolkit X.Y" line names the CUDA
+release it was measured with, and another nvcc's allocation may differ, so the check is
+skipped there (exit 77, ctest's skip). Prints "kernel spills: N functions checked, within the
 budget" and exits 0, else one line a breach and exits 1. A budget line that names no
 function ptxas reported is a breach too (a renamed kernel would otherwise keep an
 allowance nothing uses); one above what the function spills is printed as a note.
@@ -33,17 +36,32 @@ SPILLS = re.compile(r"(\d+) bytes spill stores, (\d+) bytes spill loads")
 
 
 def read_budget(path):
-    """{(function, arch): (stores, loads)} from lines "FUNCTION sm_NN STORES LOADS  reason"."""
-    budget = {}
+    """The toolkit release and {(function, arch): (stores, loads)} from the lines "toolkit
+    X.Y" and "FUNCTION sm_NN STORES LOADS"."""
+    budget, toolkit = {}, None
     for n, line in enumerate(pathlib.Path(path).read_text().splitlines(), 1):
         line = line.split("#", 1)[0].strip()
         if not line:
             continue
         parts = line.split()
+        if parts[0] == "toolkit" and len(parts) == 2:
+            toolkit = parts[1]
+            continue
         if len(parts) < 4 or not re.fullmatch(r"sm_\d+", parts[1]):
             raise SystemExit("%s:%d: expected FUNCTION sm_NN STORES LOADS" % (path, n))
         budget[(parts[0], parts[1])] = (int(parts[2]), int(parts[3]))
-    return budget
+    if toolkit is None:
+        raise SystemExit("%s: no \"toolkit X.Y\" line" % path)
+    return toolkit, budget
+
+
+def nvcc_release(nvcc):
+    """X.Y of `nvcc --version`'s "release X.Y"."""
+    out = subprocess.run([nvcc, "--version"], capture_output=True, text=True).stdout
+    m = re.search(r"release (\d+\.\d+)", out)
+    if not m:
+        raise SystemExit("kernel_spills.py: no release in %s --version" % nvcc)
+    return m.group(1)
 
 
 def compile_report(nvcc, root, source, arch, flags):
@@ -102,6 +120,7 @@ def main(argv):
     ap.add_argument("--file-flags", action="append", default=[], metavar="NAME=FLAGS")
     ap.add_argument("--budget", default=str(pathlib.Path(__file__).with_name("spill_budget.txt")))
     ap.add_argument("--only", action="append", default=[], metavar="NAME.cu")
+    ap.add_argument("--empty-budget", action="store_true")
     args = ap.parse_args(argv)
     root = pathlib.Path(args.root)
     per_file = {}
@@ -113,7 +132,14 @@ def main(argv):
     archs = [a.strip() for a in args.archs.split(",") if a.strip()]
     if not sources or not archs:
         raise SystemExit("kernel_spills.py: no sources or no architectures")
-    budget = read_budget(args.budget)
+    toolkit, budget = read_budget(args.budget)
+    release = nvcc_release(args.nvcc)
+    if release != toolkit:
+        print("kernel spills: skipped: the budget is CUDA %s's ptxas, this nvcc is %s's"
+              % (toolkit, release))
+        return 77
+    if args.empty_budget:
+        budget = {}
     jobs = [(s, a) for s in sources for a in archs]
     with concurrent.futures.ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
         reports = list(pool.map(

@@ -93,23 +93,11 @@ def spills(report):
 
 
 def short_names(mangled):
-    """Demangled names less namespaces, return type and parameters: TileFactorKernel<5>."""
-    run = subprocess.run(["c++filt"], input="\n".join(mangled), capture_output=True, text=True,
-                         check=True)
-    names = []
-    for full in run.stdout.splitlines():
-        name = full.replace("(anonymous namespace)::", "")
-        depth, cut = 0, len(name)
-        for i, ch in enumerate(name):  # the parameter list: the first '(' outside <...>
-            depth += ch == "<"
-            depth -= ch == ">"
-            if ch == "(" and depth == 0:
-                cut = i
-                break
-        name = name[:cut]
-        name = name.split(" ")[-1] if not name.endswith(">") else name.split(" ", 1)[-1]
-        names.append(re.sub(r"^(\w+::)+", "", name))
-    return names
+    """Demangled names less namespaces and parameters (c++filt -p): TileFactorKernel<5>."""
+    run = subprocess.run(["c++filt", "-p"], input="\n".join(mangled), capture_output=True,
+                         text=True, check=True)
+    return [re.sub(r"^(\w+::|\(anonymous namespace\)::)+", "", name)
+            for name in run.stdout.splitlines()]
 
 
 def main(argv):

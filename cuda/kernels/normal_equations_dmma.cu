@@ -32,6 +32,9 @@ constexpr int kNeThreads = 32 * kNeWarps;
 // SM (H100: 2.19 ms a batch against 2.39 at six blocks and 452 doubles).
 constexpr int kPlaneMax = 404;
 constexpr int kCanvasDoubles = kNeTile * kPlaneMax;
+// The products read B without a column test (TileSteps): up to three doubles past a plane's
+// row, so past the last plane's end into these, zeroed with the planes.
+constexpr int kCanvasTail = 4;
 static_assert(kPlaneMax % 16 == 4, "plane stride 4 mod 16 doubles");
 
 // The smallest stride >= len that is 4 mod 16 doubles.
@@ -42,8 +45,10 @@ __device__ __forceinline__ int PlaneStride(int len) { return (len + 11) / 16 * 1
 constexpr int kMaxCandidates = 128;
 
 // One row tile's products over rows [y0, y1) and columns [x0, x0 + 4 NG) ∩ [.., x1) of the
-// common box: a = A[p, q] of this lane's row stamp (origin oy, ox, zero outside it, read
-// through the cache), b = the canvas plane's w_l (pl[y * cw + x]). Even rows (from y0) sum
+// common box: a = A[p, q] of this lane's row stamp (origin oy, ox, zero outside it and past
+// x1, read through the cache), b = the canvas plane's w_l (pl[y * cw + x]), read without a
+// column test: past x1 it is the plane's next entries (finite: w_l, zeros or kCanvasTail's)
+// against a = 0, an exact zero term, so the sums' bits are those of the test. Even rows (from y0) sum
 // in acc0, odd in acc1, two rows' loads issued before their products (a fixed order). The
 // stamp and canvas offsets are stepped by rows and the column tests hoisted: the integer
 // work around each m8n8k4 bounded this kernel.
@@ -75,8 +80,8 @@ __device__ __forceinline__ void TileSteps(double (&acc0)[2], double (&acc1)[2],
     for (int g = 0; g < NG; ++g) {
       av[0][g] = in0 && ain[g] ? __ldg(ap + 4 * g) : 0.0;
       av[1][g] = in1 && ain[g] ? __ldg(ap1 + 4 * g) : 0.0;
-      bv[0][g] = bin[g] ? crow[4 * g] : 0.0;
-      bv[1][g] = bin[g] ? crow1[4 * g] : 0.0;
+      bv[0][g] = crow[4 * g];
+      bv[1][g] = crow1[4 * g];
     }
 #pragma unroll
     for (int g = 0; g < NG; ++g) Dmma(acc0, av[0][g], bv[0][g]);
@@ -89,7 +94,7 @@ __device__ __forceinline__ void TileSteps(double (&acc0)[2], double (&acc1)[2],
 #pragma unroll
     for (int g = 0; g < NG; ++g) {
       av[g] = in0 && ain[g] ? __ldg(ap + 4 * g) : 0.0;
-      bv[g] = bin[g] ? crow[4 * g] : 0.0;
+      bv[g] = crow[4 * g];
     }
 #pragma unroll
     for (int g = 0; g < NG; ++g) Dmma(acc0, av[g], bv[g]);
@@ -98,7 +103,7 @@ __device__ __forceinline__ void TileSteps(double (&acc0)[2], double (&acc1)[2],
 
 // Block = (run entry, spectrum s, wavelength tile lt): columns l0 .. l0 + lcount - 1 of M.
 __global__ void __launch_bounds__(kNeThreads, 7) BuildNormalEquationsDmmaKernel(RunArgs a) {
-  __shared__ __align__(16) double canvas[kCanvasDoubles];
+  __shared__ __align__(16) double canvas[kCanvasDoubles + kCanvasTail];
   __shared__ int s_oy[kNeTile], s_ox[kNeTile], s_sid[kNeTile];
   __shared__ PixelBox s_box[kMaxCandidates];
   __shared__ PixelBox s_cols;  // the columns' stamps' union
@@ -193,7 +198,7 @@ __global__ void __launch_bounds__(kNeThreads, 7) BuildNormalEquationsDmmaKernel(
       const bool first = cy == 0 && cx == 0;
       const PixelBox cb{bl.y0 + cy * ch, min(bl.y1, bl.y0 + (cy + 1) * ch), bl.x0 + cx * cw,
                         min(bl.x1, bl.x0 + (cx + 1) * cw)};
-      for (int i = 2 * tid; i < kNeTile * plane; i += 2 * kNeThreads) {  // plane: even length
+      for (int i = 2 * tid; i < kNeTile * plane + kCanvasTail; i += 2 * kNeThreads) {  // even
         *reinterpret_cast<double2*>(canvas + i) = double2{0.0, 0.0};
       }
       __syncthreads();

@@ -77,6 +77,9 @@ trap cleanup EXIT
 
 echo
 echo "== 1. start spexd on loopback (free ports; log in $LOG)"
+# The log exists before the loop below reads it: the background job's redirection creates it
+# only once that job runs, which a loaded machine may delay past the first read.
+: >"$LOG"
 "$SPEXD" --listen=127.0.0.1:0 --metrics_listen=127.0.0.1:0 --backend=auto \
   --data_roots="$WORK" --drain_seconds=30 2>"$LOG" &
 SERVER_PID=$!

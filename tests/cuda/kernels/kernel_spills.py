@@ -5,24 +5,25 @@ The hot kernels run at the occupancy their registers allow, and a spill inside t
 costs them (record cuda_frame-h200-issue-scan); a change of a kernel's arithmetic or of a
 layout constant can move ptxas's register allocation without changing a result, so no
 other test would notice. Each cuda/kernels/*.cu is compiled for each architecture with
-`-Xptxas -v` (the maintained compiler's own report; no GPU needed), and every function's
-spill stores and loads must stay within spill_budget.txt beside this script: a function it
-does not name may not spill at all.
+its own command from the build's compile_commands.json (the build's flags and per-file
+options, its architectures replaced) and `-Xptxas -v` (the maintained compiler's own report;
+no GPU needed), and every function's spill stores and loads must stay within
+spill_budget.txt beside this script: a function it does not name may not spill at all.
 
-  kernel_spills.py --nvcc NVCC --root ROOT --archs 80,90,100 [--file-flags NAME=FLAGS]...
-                   [--budget FILE] [--only NAME.cu]... [--empty-budget]
+  kernel_spills.py --compile-commands FILE --archs 80,90,100 [--budget FILE]
+                   [--only NAME.cu]... [--empty-budget]
 
---file-flags: a source's own compile options (the build's per-file COMPILE_OPTIONS, e.g.
-spot_kernels.cu=--fmad=false); --only: those sources alone; --empty-budget: no allowance
-(the check's own test). The budget is one ptxas's: its "toolkit X.Y" line names the CUDA
-release it was measured with, and another nvcc's allocation may differ, so the check is
-skipped there (exit 77, ctest's skip). Prints "kernel spills: N functions checked, within the
-budget" and exits 0, else one line a breach and exits 1. A budget line that names no
-function ptxas reported is a breach too (a renamed kernel would otherwise keep an
-allowance nothing uses); one above what the function spills is printed as a note.
+--only: those sources alone; --empty-budget: no allowance (the check's own test). The budget
+is one ptxas's: its "toolkit X.Y" line names the CUDA release it was measured with, and
+another nvcc's allocation may differ, so the check is skipped there (exit 77, ctest's skip).
+Prints "kernel spills: N functions checked, within the budget" and exits 0, else one line a
+breach and exits 1. A budget line that names no function ptxas reported is a breach too (a
+renamed kernel would otherwise keep an allowance nothing uses); one above what the function
+spills is printed as a note.
 """
 import argparse
 import concurrent.futures
+import json
 import os
 import pathlib
 import re
@@ -64,13 +65,36 @@ def nvcc_release(nvcc):
     return m.group(1)
 
 
-def compile_report(nvcc, root, source, arch, flags):
-    """ptxas's -v report of one source for one architecture."""
+def kernel_commands(path, only):
+    """{source path: (its compile command as arguments, its directory)} of cuda/kernels/*.cu
+    in a compile_commands.json (`only`: those file names alone)."""
+    out = {}
+    for entry in json.loads(pathlib.Path(path).read_text()):
+        source = pathlib.Path(entry["file"])
+        if source.suffix != ".cu" or source.parent.parts[-2:] != ("cuda", "kernels"):
+            continue
+        if only and source.name not in only:
+            continue
+        args = entry.get("arguments") or shlex.split(entry["command"])
+        out[source] = (args, entry["directory"])
+    return out
+
+
+def compile_report(command, directory, source, arch):
+    """ptxas's -v report of one source for one architecture: the build's command with its
+    architectures and output replaced."""
+    args, out = [], False
+    for a in command:
+        if out:
+            out = False
+        elif a == "-o":
+            out = True
+        elif not a.startswith("--generate-code"):
+            args.append(a)
     with tempfile.TemporaryDirectory() as tmp:
-        cmd = [nvcc, "-I" + str(root), "-O2", "-DNDEBUG", "-std=c++17", "-Xcompiler=-fPIC",
-               "--generate-code=arch=compute_%s,code=[sm_%s]" % (arch, arch), "-Xptxas", "-v",
-               "-x", "cu", "-c", str(source), "-o", os.path.join(tmp, "k.o")] + flags
-        run = subprocess.run(cmd, capture_output=True, text=True)
+        cmd = args + ["--generate-code=arch=compute_%s,code=[sm_%s]" % (arch, arch),
+                      "-Xptxas", "-v", "-o", os.path.join(tmp, "k.o")]
+        run = subprocess.run(cmd, capture_output=True, text=True, cwd=directory)
     if run.returncode != 0:
         raise SystemExit("kernel_spills.py: %s for sm_%s did not compile:\n%s"
                          % (source.name, arch, run.stderr[-2000:]))
@@ -102,26 +126,19 @@ def short_names(mangled):
 
 def main(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--nvcc", required=True)
-    ap.add_argument("--root", required=True)
+    ap.add_argument("--compile-commands", required=True, help="the build's compile_commands.json")
     ap.add_argument("--archs", required=True, help="comma-separated: 80,90,100")
-    ap.add_argument("--file-flags", action="append", default=[], metavar="NAME=FLAGS")
     ap.add_argument("--budget", default=str(pathlib.Path(__file__).with_name("spill_budget.txt")))
     ap.add_argument("--only", action="append", default=[], metavar="NAME.cu")
     ap.add_argument("--empty-budget", action="store_true")
     args = ap.parse_args(argv)
-    root = pathlib.Path(args.root)
-    per_file = {}
-    for item in args.file_flags:
-        name, _, flags = item.partition("=")
-        per_file[name] = shlex.split(flags)
-    sources = sorted(s for s in (root / "cuda" / "kernels").glob("*.cu")
-                     if not args.only or s.name in args.only)
+    commands = kernel_commands(args.compile_commands, args.only)
+    sources = sorted(commands)
     archs = [a.strip() for a in args.archs.split(",") if a.strip()]
     if not sources or not archs:
         raise SystemExit("kernel_spills.py: no sources or no architectures")
     toolkit, budget = read_budget(args.budget)
-    release = nvcc_release(args.nvcc)
+    release = nvcc_release(commands[sources[0]][0][0])
     if release != toolkit:
         print("kernel spills: skipped: the budget is CUDA %s's ptxas, this nvcc is %s's"
               % (toolkit, release))
@@ -130,9 +147,7 @@ def main(argv):
         budget = {}
     jobs = [(s, a) for s in sources for a in archs]
     with concurrent.futures.ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
-        reports = list(pool.map(
-            lambda job: compile_report(args.nvcc, root, job[0], job[1], per_file.get(job[0].name, [])),
-            jobs))
+        reports = list(pool.map(lambda job: compile_report(*commands[job[0]], *job), jobs))
     found = []  # (function, arch, stores, loads)
     for (source, arch), report in zip(jobs, reports):
         rows = spills(report)
